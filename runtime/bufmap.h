@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The buffer table and the deterministic device-address allocator.
+ *
+ *   arena_base                                                  arena_base + size
+ *   |<- 2 MiB chunks ------------------------------------------------------->|
+ *   [slab: small allocs packed][ big alloc (rounded to 2 MiB) ][ free ... ]
+ *
+ * Every executor reserves the same arena (same base, same size), and cudaMalloc
+ * is served from it by first fit in address order: allocations >= 2 MiB take
+ * whole 2 MiB-aligned chunks, smaller ones are packed 256-byte aligned into 2 MiB
+ * slabs. The result depends only on the sequence of malloc/free calls, so the
+ * same program with the same inputs gets the same device pointers in every run
+ * and in every executor. Freed space is reused (first fit again).
+ *
+ * The allocator does not touch a device: it hands out addresses and reports
+ * which 2 MiB chunks became used or unused, and the executor maps or unmaps
+ * physical memory there through the device backend.
+ *
+ * Besides allocations the table holds "extern" ranges (device variables of
+ * modules, which live outside the arena), so that lookups for speculation see
+ * every buffer a kernel may touch.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PHOS_ARENA_BASE_DEFAULT 0x600000000000ull
+#define PHOS_ARENA_SIZE_DEFAULT (512ull << 30)
+#define PHOS_CHUNK (2ull << 20)
+#define PHOS_SMALL_ALIGN 256u
+
+struct phos_buf {
+	uint64_t addr;      /* device address the user sees */
+	uint64_t size;      /* bytes the user asked for */
+	uint64_t id;        /* allocation order, 1-based, stable across runs */
+	bool is_extern;     /* a module variable, not an arena allocation */
+};
+
+struct phos_bufmap;
+
+/* Called for every 2 MiB chunk the allocator starts or stops using, so the
+ * executor can map or unmap physical memory there. A map failure makes the
+ * malloc fail (and undoes the allocation). */
+struct phos_bufmap_ops {
+	int (*map)(void *ctx, uint64_t addr, uint64_t len);
+	void (*unmap)(void *ctx, uint64_t addr, uint64_t len);
+	void *ctx;
+};
+
+int phos_bufmap_new(uint64_t arena_base, uint64_t arena_size, const struct phos_bufmap_ops *ops,
+		    struct phos_bufmap **ret_map);
+/* Frees the table and unmaps every chunk still mapped; accepts NULL. */
+void phos_bufmap_free(struct phos_bufmap *map);
+
+/* Allocates size bytes (size > 0). Returns 0 and the address, -ENOMEM when the
+ * arena has no room, or the map callback's error. */
+int phos_bufmap_alloc(struct phos_bufmap *map, uint64_t size, uint64_t *ret_addr);
+
+/* Frees the allocation that starts at addr; -EINVAL if addr is not the start of
+ * a live allocation. */
+int phos_bufmap_release(struct phos_bufmap *map, uint64_t addr);
+
+/* Adds a range that lives outside the arena (a module variable); -EEXIST if it
+ * overlaps a known buffer. */
+int phos_bufmap_add_extern(struct phos_bufmap *map, uint64_t addr, uint64_t size);
+int phos_bufmap_remove_extern(struct phos_bufmap *map, uint64_t addr);
+
+/* The live buffer that contains addr, or NULL. O(log n). */
+const struct phos_buf *phos_bufmap_find(const struct phos_bufmap *map, uint64_t addr);
+
+/* True when [addr, addr+len) lies inside one live buffer. */
+bool phos_bufmap_contains(const struct phos_bufmap *map, uint64_t addr, uint64_t len);
+
+/* Whether addr lies inside the arena (live or not). */
+bool phos_bufmap_in_arena(const struct phos_bufmap *map, uint64_t addr);
+
+/* Frees every arena allocation and forgets extern ranges (cudaDeviceReset, scrub). */
+void phos_bufmap_reset(struct phos_bufmap *map);
+
+/* Live buffers in address order: calls fn for each; stops early if fn returns non-zero
+ * and returns that value. */
+int phos_bufmap_foreach(const struct phos_bufmap *map, int (*fn)(const struct phos_buf *b, void *ctx),
+			void *ctx);
+
+/* Bytes handed out (sum of live sizes) and bytes mapped (chunks). */
+uint64_t phos_bufmap_live_bytes(const struct phos_bufmap *map);
+uint64_t phos_bufmap_mapped_bytes(const struct phos_bufmap *map);

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The channel between a function process and its executor.
+ *
+ *   memfd (mapped by both; the executor may register it as pinned memory)
+ *   +-------------+----------------------------------+---------------------------+
+ *   | struct      | call ring: records, 8-aligned,   | reply area: one reply at  |
+ *   | phos_shm    | producer = function, consumer =  | a time (sync calls are    |
+ *   | (counters)  | executor; wraps with a PAD rec   | serialised by the sender) |
+ *   +-------------+----------------------------------+---------------------------+
+ *   + a Unix stream socket: the memfd and later host-memory memfds travel on it
+ *     (SCM_RIGHTS), and its hang-up tells either side that the other is gone.
+ *
+ * Waiting never busy-spins for long: a short bounded spin, then a futex wait on
+ * a word in the shared header (FUTEX_WAIT on a MAP_SHARED mapping works across
+ * processes), with a timeout so that the peer's death is noticed.
+ *
+ * One producer per channel: the preload serialises its threads with a mutex
+ * around post/call. One consumer: the executor's dispatcher thread.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto.h"
+
+#define PHOS_CHANNEL_MAGIC 0x50484f53434831ull /* "PHOSCH1" */
+#define PHOS_RING_DEFAULT (16u << 20)
+
+struct phos_reply {
+	uint64_t seq;        /* written last (release): the reply for record seq is ready */
+	int32_t status;      /* cudaError_t */
+	int32_t blas_status; /* cublasStatus_t, for cuBLAS ops */
+	uint32_t len;        /* bytes of data */
+	uint32_t _pad;
+	/* data follows, up to PHOS_REPLY_MAX */
+};
+
+struct phos_channel;
+
+/* Executor side: creates the memfd and mapping for a new channel on the
+ * connected socket sock (ownership of sock passes to the channel) and sends the
+ * memfd to the peer. Returns 0 or -errno. */
+int phos_channel_serve_new(int sock, size_t ring_bytes, struct phos_channel **ret_ch);
+
+/* Function side: receives the memfd on sock (taken over) and maps it. */
+int phos_channel_connect_new(int sock, struct phos_channel **ret_ch);
+
+/* Unmaps and closes; accepts NULL. */
+void phos_channel_free(struct phos_channel *ch);
+
+/* --- producer (function process) --- */
+
+/* Appends one record (hdr is filled in: op, flags, len, seq) made of body and an
+ * optional payload, waiting for ring space if needed. Returns the record's seq,
+ * or 0 when the peer is gone. len(body)+len(payload) <= PHOS_REC_MAX_PAYLOAD + 4096. */
+uint64_t phos_channel_post(struct phos_channel *ch, uint32_t op, uint32_t flags,
+			   const void *body, size_t body_len,
+			   const void *payload, size_t payload_len);
+
+/* Posts a synchronous record and waits for its reply. On return *ret_reply points
+ * at the reply in shared memory, valid until the next call. Returns 0, or -EPIPE
+ * when the executor is gone. */
+int phos_channel_call(struct phos_channel *ch, uint32_t op,
+		      const void *body, size_t body_len,
+		      const void *payload, size_t payload_len,
+		      const struct phos_reply **ret_reply);
+
+/* --- consumer (executor) --- */
+
+/* Waits up to timeout_ms for the next record; returns 1 with *ret_hdr pointing at
+ * it (body follows the header), 0 on timeout, -EPIPE when the function is gone. */
+int phos_channel_next(struct phos_channel *ch, int timeout_ms, const struct phos_rec_hdr **ret_hdr);
+
+/* Releases the record returned by phos_channel_next (frees its ring space). */
+void phos_channel_consume(struct phos_channel *ch, const struct phos_rec_hdr *hdr);
+
+/* The reply area, to be filled before phos_channel_reply publishes it. */
+void *phos_channel_reply_data(struct phos_channel *ch);
+
+/* Publishes the reply for record seq. */
+void phos_channel_reply(struct phos_channel *ch, uint64_t seq, int32_t status, int32_t blas_status,
+			uint32_t len);
+
+/* --- both --- */
+
+/* The socket, for passing further descriptors. */
+int phos_channel_socket(struct phos_channel *ch);
+
+/* The whole shared mapping (for registering it as pinned memory). */
+void *phos_channel_shm(struct phos_channel *ch, size_t *ret_len);
+
+/* fd passing on a Unix socket: one byte of data plus one descriptor. */
+int phos_send_fd(int sock, int fd);
+int phos_recv_fd(int sock, int *ret_fd);

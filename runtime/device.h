@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The device interface: the executor's only way to touch a device.
+ *
+ *              phos-executor
+ *                   │ struct phos_device_ops
+ *        ┌──────────┴───────────┐
+ *   device_cuda.c            device_sim.c
+ *   driver API + cuBLAS,     host memory at the same arena addresses,
+ *   both dlopen'ed at open   copies/memsets for real, cuBLAS by a host
+ *   (no link-time libcuda)   reference, kernels by host twins looked up
+ *                            by mangled name (PHOS_SIM_TWINS=lib.so,...)
+ *
+ * Errors: every call returns 0 or a negated cudaError_t value (-cudaErrorInvalidValue,
+ * -cudaErrorMemoryAllocation, -cudaErrorNotSupported, ...); the cuda backend
+ * converts CUresult / cublasStatus_t at this boundary. cuBLAS ops put their
+ * cublasStatus_t in *ret_blas_status as well.
+ *
+ * Streams, events, modules, functions and cuBLAS handles are opaque pointers of
+ * the backend. A NULL stream is the legacy default stream.
+ *
+ * sim is a test device: it never stands in for a measurement.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kparam.h"
+#include "proto.h"
+
+/* cudaError_t values used across phos without including CUDA headers. */
+enum {
+	PHOS_CUDA_SUCCESS = 0,
+	PHOS_CUDA_INVALID_VALUE = 1,
+	PHOS_CUDA_MEMORY_ALLOCATION = 2,
+	PHOS_CUDA_INITIALIZATION = 3,
+	PHOS_CUDA_INVALID_CONFIGURATION = 9,
+	PHOS_CUDA_INVALID_DEVICE_POINTER = 17,
+	PHOS_CUDA_INVALID_DEVICE = 101,
+	PHOS_CUDA_NO_DEVICE = 100,
+	PHOS_CUDA_INVALID_KERNEL_IMAGE = 200,
+	PHOS_CUDA_INVALID_SOURCE = 300,
+	PHOS_CUDA_SYMBOL_NOT_FOUND = 500,
+	PHOS_CUDA_INVALID_RESOURCE_HANDLE = 400,
+	PHOS_CUDA_NOT_READY = 600,
+	PHOS_CUDA_ILLEGAL_ADDRESS = 700,
+	PHOS_CUDA_LAUNCH_FAILURE = 719,
+	PHOS_CUDA_NOT_SUPPORTED = 801,
+	PHOS_CUDA_DEVICES_UNAVAILABLE = 46,
+	PHOS_CUDA_INVALID_DEVICE_FUNCTION = 98,
+	PHOS_CUDA_UNKNOWN = 999,
+};
+
+struct phos_device;
+
+struct phos_device_ops {
+	const char *name;   /* "cuda" or "sim" */
+
+	/* Opens device ordinal and reserves the arena [base, base+size) at exactly that
+	 * address (fails rather than accept another). For cuda also creates the
+	 * context and, when warm is set, pre-warms cuBLAS (handles + a first GEMM). */
+	int (*open)(int ordinal, uint64_t arena_base, uint64_t arena_size, bool warm,
+		    struct phos_device **ret_dev);
+	void (*close)(struct phos_device *dev);   /* accepts NULL */
+
+	int (*device_count)(struct phos_device *dev, int *ret_count);
+	int (*info)(struct phos_device *dev, struct phos_reply_device *ret_info);
+	int (*mem_info)(struct phos_device *dev, uint64_t *ret_free, uint64_t *ret_total);
+	int (*synchronize)(struct phos_device *dev);
+
+	/* Physical memory behind [addr, addr+len) of the arena (2 MiB aligned). */
+	int (*map)(struct phos_device *dev, uint64_t addr, uint64_t len);
+	void (*unmap)(struct phos_device *dev, uint64_t addr, uint64_t len);
+
+	/* Page-locks host memory (shared regions, the channel) for fast copies; sim: no-op. */
+	int (*host_register)(struct phos_device *dev, void *ptr, size_t len);
+	void (*host_unregister)(struct phos_device *dev, void *ptr);
+
+	int (*stream_create)(struct phos_device *dev, uint32_t flags, int priority, void **ret_stream);
+	int (*stream_destroy)(struct phos_device *dev, void *stream);
+	int (*stream_sync)(struct phos_device *dev, void *stream);
+	int (*stream_query)(struct phos_device *dev, void *stream);  /* 0 or -NOT_READY */
+	int (*stream_wait_event)(struct phos_device *dev, void *stream, void *event);
+
+	int (*event_create)(struct phos_device *dev, uint32_t flags, void **ret_event);
+	int (*event_destroy)(struct phos_device *dev, void *event);
+	int (*event_record)(struct phos_device *dev, void *event, void *stream);
+	int (*event_sync)(struct phos_device *dev, void *event);
+	int (*event_query)(struct phos_device *dev, void *event);
+	int (*event_elapsed)(struct phos_device *dev, void *start, void *end, float *ret_ms);
+
+	/* Copies. host is an executor-side pointer; async copies from/to it are only
+	 * issued asynchronously when it is registered (else they complete before return). */
+	int (*memcpy_h2d)(struct phos_device *dev, uint64_t dst, const void *host, size_t len, void *stream);
+	int (*memcpy_d2h)(struct phos_device *dev, void *host, uint64_t src, size_t len, void *stream);
+	int (*memcpy_d2d)(struct phos_device *dev, uint64_t dst, uint64_t src, size_t len, void *stream);
+	int (*memset)(struct phos_device *dev, uint64_t dst, uint8_t value, size_t len, void *stream);
+
+	/* Modules: image is a fatbin; the backend keeps its own copy if it needs one. */
+	int (*module_load)(struct phos_device *dev, const void *image, size_t len, void **ret_module);
+	int (*module_unload)(struct phos_device *dev, void *module);
+	int (*module_function)(struct phos_device *dev, void *module, const char *name, void **ret_func);
+	/* A __device__ variable: its device address and size. */
+	int (*module_global)(struct phos_device *dev, void *module, const char *name, uint64_t *ret_addr,
+			     uint64_t *ret_size);
+
+	/* Fills the attribute fields of *info (max_threads ... max_dynamic_shared). */
+	int (*func_attrs)(struct phos_device *dev, void *func, struct phos_reply_func_info *info);
+	int (*func_set_attr)(struct phos_device *dev, void *func, int attr, int value);
+	int (*occupancy)(struct phos_device *dev, void *func, int block, size_t dyn_shared, int *ret_blocks);
+
+	/* Launches func. params is the packed parameter buffer laid out as ki describes. */
+	int (*launch)(struct phos_device *dev, void *func, const struct phos_kernel_info *ki,
+		      const uint32_t grid[3], const uint32_t block[3], uint32_t shared, void *stream,
+		      const void *params, uint32_t param_bytes);
+
+	/* cuBLAS. Handles are created by the backend (the cuda backend hands out
+	 * pre-warmed ones first). */
+	int (*blas_create)(struct phos_device *dev, void **ret_handle);
+	int (*blas_destroy)(struct phos_device *dev, void *handle);
+	int (*blas_set_stream)(struct phos_device *dev, void *handle, void *stream);
+	int (*blas_set_math)(struct phos_device *dev, void *handle, int mode);
+	int (*blas_set_workspace)(struct phos_device *dev, void *handle, uint64_t addr, uint64_t size);
+	int (*blas_gemm)(struct phos_device *dev, void *handle, const struct phos_blas_gemm *g,
+			 int *ret_blas_status);
+	/* For SDOT/SNRM2 *ret_result receives the scalar (the call is synchronous). */
+	int (*blas_l1)(struct phos_device *dev, void *handle, const struct phos_blas_l1 *op,
+		       float *ret_result, int *ret_blas_status);
+	int (*blas_gemv)(struct phos_device *dev, void *handle, const struct phos_blas_gemv *op,
+			 int *ret_blas_status);
+};
+
+extern const struct phos_device_ops phos_device_sim;
+extern const struct phos_device_ops phos_device_cuda;
+
+/* "sim", "cuda", or "auto" (cuda when libcuda.so.1 loads and reports a device,
+ * else sim). Returns NULL for an unknown name. */
+const struct phos_device_ops *phos_device_pick(const char *name);
+
+/* Whether a usable CUDA driver and at least one GPU are present (no context made). */
+bool phos_device_cuda_available(void);

@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Call records: what the preload library sends to its executor over the channel.
+ *
+ *   function process (preload)                     phos-executor
+ *   ------------------------------                 ------------------------------
+ *   phos_channel_post(rec)  ──▶ [ring: hdr|body|hdr|body|...] ──▶ dispatcher, in order
+ *   phos_channel_call(rec)  ──▶ same ring, PHOS_REC_SYNC set   ──▶ executes, then writes
+ *         waits on reply.seq ◀── [reply: seq,status,len,data] ◀──  the reply area
+ *
+ * Every record starts with struct phos_rec_hdr and is followed by its op's body
+ * struct and, for ops that carry bytes (fatbins, names, kernel parameters, H2D
+ * data), a trailing payload. Records are 8-byte aligned in the ring.
+ *
+ * Asynchronous ops (launches, async copies, memsets, event records, cuBLAS
+ * kernels, stream/event creation with client-chosen ids) never wait. Any record
+ * may be sent synchronously: the executor then replies after executing it, with
+ * its own status or, when it succeeded, the first error left by earlier
+ * asynchronous work (CUDA's "errors of asynchronous work surface at the next
+ * synchronising call"), which is then cleared.
+ *
+ * Handles (streams, events, cuBLAS handles, modules, functions, variables) are
+ * 32-bit ids chosen by the preload, so creating them needs no round trip. Id 0
+ * of streams is the legacy default stream; id 1 is cudaStreamPerThread (mapped
+ * to the default stream).
+ *
+ * All integers are little-endian host order; both ends run on one host.
+ */
+#pragma once
+
+#include <stdint.h>
+
+#define PHOS_PROTO_VERSION 1u
+
+/* Largest payload a single record may carry (bigger copies are split). */
+#define PHOS_REC_MAX_PAYLOAD (1u << 20)
+/* Size of the reply data area: the most bytes one synchronous reply returns. */
+#define PHOS_REPLY_MAX (8u << 20)
+
+enum phos_op {
+	PHOS_OP_NOP = 0,
+	PHOS_OP_HELLO,            /* sync: body hello; reply phos_reply_hello */
+
+	/* memory */
+	PHOS_OP_MALLOC,           /* sync: phos_malloc; reply u64 address */
+	PHOS_OP_FREE,             /* sync: phos_free */
+	PHOS_OP_MEMCPY_H2D,       /* phos_memcpy + payload of len bytes */
+	PHOS_OP_MEMCPY_D2H,       /* sync: phos_memcpy (len <= PHOS_REPLY_MAX); reply data */
+	PHOS_OP_MEMCPY_D2D,       /* phos_memcpy */
+	PHOS_OP_MEMCPY_H2D_SHM,   /* phos_memcpy_shm: source in a shared host region */
+	PHOS_OP_MEMCPY_D2H_SHM,   /* phos_memcpy_shm: destination in a shared host region */
+	PHOS_OP_MEMSET,           /* phos_memset */
+	PHOS_OP_MEM_GET_INFO,     /* sync; reply phos_reply_meminfo */
+	PHOS_OP_HOSTMEM_ADD,      /* sync: phos_hostmem; the memfd travels on the socket first */
+	PHOS_OP_HOSTMEM_REMOVE,   /* sync: phos_hostmem */
+
+	/* device */
+	PHOS_OP_DEVICE_INFO,      /* sync: phos_device; reply phos_reply_device */
+	PHOS_OP_DEVICE_SYNC,      /* sync */
+	PHOS_OP_DEVICE_RESET,     /* sync: frees everything the function allocated */
+
+	/* streams and events */
+	PHOS_OP_STREAM_CREATE,    /* phos_stream_create */
+	PHOS_OP_STREAM_DESTROY,   /* phos_handle */
+	PHOS_OP_STREAM_SYNC,      /* sync: phos_handle */
+	PHOS_OP_STREAM_QUERY,     /* sync: phos_handle; status cudaErrorNotReady while busy */
+	PHOS_OP_STREAM_WAIT_EVENT,/* phos_stream_wait */
+	PHOS_OP_EVENT_CREATE,     /* phos_event_create */
+	PHOS_OP_EVENT_DESTROY,    /* phos_handle */
+	PHOS_OP_EVENT_RECORD,     /* phos_event_record */
+	PHOS_OP_EVENT_SYNC,       /* sync: phos_handle */
+	PHOS_OP_EVENT_QUERY,      /* sync: phos_handle */
+	PHOS_OP_EVENT_ELAPSED,    /* sync: phos_event_elapsed; reply float ms */
+
+	/* modules and kernels */
+	PHOS_OP_MODULE_LOAD,      /* phos_module_load + fatbin payload */
+	PHOS_OP_MODULE_UNLOAD,    /* phos_handle */
+	PHOS_OP_FUNC_REGISTER,    /* phos_func_register + NUL-terminated mangled name */
+	PHOS_OP_VAR_REGISTER,     /* phos_var_register + NUL-terminated name */
+	PHOS_OP_FUNC_INFO,        /* sync: phos_handle; reply phos_reply_func_info */
+	PHOS_OP_FUNC_SET_ATTR,    /* phos_func_attr */
+	PHOS_OP_OCCUPANCY,        /* sync: phos_occupancy; reply i32 blocks per SM */
+	PHOS_OP_VAR_INFO,         /* sync: phos_handle; reply phos_reply_var_info */
+	PHOS_OP_LAUNCH,           /* phos_launch + packed parameter buffer */
+
+	/* cuBLAS */
+	PHOS_OP_BLAS_CREATE,      /* phos_handle */
+	PHOS_OP_BLAS_DESTROY,     /* phos_handle */
+	PHOS_OP_BLAS_SET_STREAM,  /* phos_blas_set */
+	PHOS_OP_BLAS_SET_MATH,    /* phos_blas_set */
+	PHOS_OP_BLAS_SET_WORKSPACE, /* phos_blas_workspace */
+	PHOS_OP_BLAS_GEMM,        /* phos_blas_gemm (Sgemm, GemmEx, their strided batched forms) */
+	PHOS_OP_BLAS_L1,          /* phos_blas_l1 (axpy, scal, dot, nrm2); sync when it returns a host scalar */
+	PHOS_OP_BLAS_GEMV,        /* phos_blas_gemv */
+
+	/* function lifecycle */
+	PHOS_OP_SERVE,            /* sync: the function reached phos_fn_serve (the snapshot point) */
+	PHOS_OP_GOODBYE,          /* the function process is exiting */
+
+	PHOS_OP__COUNT
+};
+
+enum phos_rec_flags {
+	PHOS_REC_SYNC = 1u << 0, /* the sender waits for a reply */
+};
+
+struct phos_rec_hdr {
+	uint32_t op;      /* enum phos_op */
+	uint32_t flags;   /* enum phos_rec_flags */
+	uint32_t len;     /* bytes of body + payload after this header (not padded) */
+	uint32_t _pad;
+	uint64_t seq;     /* 1, 2, 3, ... per channel; replies echo it */
+};
+
+struct phos_hello {
+	uint32_t version;   /* PHOS_PROTO_VERSION */
+	uint32_t pid;       /* of the function process */
+};
+struct phos_reply_hello {
+	uint32_t version;
+	uint32_t device_count;
+	uint64_t arena_base, arena_size;
+	uint32_t backend;   /* 0 sim, 1 cuda */
+	uint32_t _pad;
+};
+
+struct phos_malloc { uint64_t size; };
+struct phos_free { uint64_t addr; };
+
+struct phos_memcpy {
+	uint64_t dst, src;  /* device addresses; the host side is the payload or reply */
+	uint64_t len;
+	uint32_t stream;
+	uint32_t _pad;
+};
+
+struct phos_memcpy_shm {
+	uint64_t dev;       /* device address */
+	uint32_t region;    /* shared host region id (PHOS_OP_HOSTMEM_ADD) */
+	uint32_t stream;
+	uint64_t offset;    /* into the region */
+	uint64_t len;
+};
+
+struct phos_memset {
+	uint64_t dst, len;
+	uint32_t value;     /* low byte is used */
+	uint32_t stream;
+};
+
+struct phos_hostmem {
+	uint32_t region;
+	uint32_t _pad;
+	uint64_t size;
+};
+
+struct phos_reply_meminfo { uint64_t free, total; };
+
+struct phos_device { int32_t device; uint32_t _pad; };
+/* Attributes are indexed by CUdevice_attribute (== cudaDeviceAttr). */
+#define PHOS_DEVICE_ATTR_MAX 160
+struct phos_reply_device {
+	char name[256];
+	uint8_t uuid[16];
+	uint64_t total_mem;
+	int32_t attr[PHOS_DEVICE_ATTR_MAX];
+};
+
+struct phos_handle { uint32_t id; uint32_t _pad; };
+
+struct phos_stream_create { uint32_t id; uint32_t flags; int32_t priority; uint32_t _pad; };
+struct phos_stream_wait { uint32_t stream, event; uint32_t flags, _pad; };
+struct phos_event_create { uint32_t id; uint32_t flags; };
+struct phos_event_record { uint32_t event, stream; };
+struct phos_event_elapsed { uint32_t start, end; };
+
+struct phos_module_load {
+	uint32_t module;
+	uint32_t _pad;
+	/* payload: the fatbin blob (the data a __fatBinC_Wrapper_t points at) */
+};
+struct phos_func_register {
+	uint32_t module, func;
+	/* payload: NUL-terminated device name (mangled) */
+};
+struct phos_var_register {
+	uint32_t module, var;
+	uint64_t size;
+	uint32_t constant;
+	uint32_t _pad;
+	/* payload: NUL-terminated device name */
+};
+
+#define PHOS_MAX_PARAMS 64
+struct phos_reply_func_info {
+	uint32_t nparams;
+	uint32_t param_bytes;          /* size of the packed parameter buffer */
+	uint16_t offset[PHOS_MAX_PARAMS];
+	uint16_t size[PHOS_MAX_PARAMS];
+	/* cudaFuncAttributes, as the driver reports them */
+	int32_t max_threads, num_regs, shared_bytes, const_bytes, local_bytes;
+	int32_t ptx_version, binary_version, max_dynamic_shared;
+};
+struct phos_func_attr { uint32_t func; int32_t attr; int32_t value; uint32_t _pad; };
+struct phos_occupancy { uint32_t func; int32_t block; uint64_t dyn_shared; };
+struct phos_reply_var_info { uint64_t addr, size; };
+
+struct phos_launch {
+	uint32_t func;
+	uint32_t stream;
+	uint32_t grid[3];
+	uint32_t block[3];
+	uint32_t shared;
+	uint32_t param_bytes;
+	/* payload: param_bytes of packed parameters, at the offsets FUNC_INFO gave */
+};
+
+struct phos_blas_set { uint32_t handle; int32_t value; /* stream id or math mode */ };
+struct phos_blas_workspace { uint32_t handle; uint32_t _pad; uint64_t addr, size; };
+
+/* One GEMM form covers Sgemm, GemmEx and the strided batched variants. */
+struct phos_blas_gemm {
+	uint32_t handle;
+	int32_t transa, transb;
+	int32_t m, n, k;
+	int32_t atype, btype, ctype;   /* cudaDataType; CUDA_R_32F for Sgemm */
+	int32_t compute;               /* cublasComputeType_t; CUBLAS_COMPUTE_32F for Sgemm */
+	int32_t algo;
+	int32_t lda, ldb, ldc;
+	int32_t batch;                 /* 1 when not batched */
+	int64_t stride_a, stride_b, stride_c; /* in elements */
+	uint64_t a, b, c;
+	double alpha, beta;            /* host-pointer mode scalars, widened */
+};
+
+enum phos_blas_l1_kind { PHOS_BLAS_SAXPY, PHOS_BLAS_SSCAL, PHOS_BLAS_SDOT, PHOS_BLAS_SNRM2 };
+struct phos_blas_l1 {
+	uint32_t handle;
+	int32_t kind;                  /* enum phos_blas_l1_kind */
+	int32_t n, incx, incy;
+	uint32_t _pad;
+	uint64_t x, y;
+	double alpha;
+	/* SDOT/SNRM2 are sent synchronously and reply one float */
+};
+
+struct phos_blas_gemv {
+	uint32_t handle;
+	int32_t trans, m, n, lda, incx, incy;
+	uint32_t _pad;
+	uint64_t a, x, y;
+	double alpha, beta;
+};
+
+/* Name of an op, for logs and traces ("launch", "memcpy_h2d", ...). */
+const char *phos_op_name(uint32_t op);

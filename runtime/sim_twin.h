@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Host twins of device kernels for the sim backend.
+ *
+ * The sim device runs an opaque kernel by calling a host function registered
+ * under the kernel's mangled name. Twins live in plugins (shared libraries named
+ * in PHOS_SIM_TWINS, colon-separated) that export
+ *
+ *     const struct phos_sim_twin *phos_sim_twins(unsigned *ret_count);
+ *
+ * A twin receives the launch geometry and the packed parameter buffer, and
+ * loops over blocks and threads itself. Device pointers in sim are executor
+ * addresses (the arena is mapped at the same addresses), so a twin dereferences
+ * them directly. A kernel without a twin fails to launch with
+ * cudaErrorNotSupported (sim only).
+ */
+#pragma once
+
+#include <stdint.h>
+#include <string.h>
+
+#include "kparam.h"
+
+struct phos_sim_launch {
+	uint32_t grid[3];
+	uint32_t block[3];
+	uint32_t shared;
+	const void *params;                 /* packed, laid out as ki says */
+	const struct phos_kernel_info *ki;
+};
+
+typedef void (*phos_sim_kernel_fn)(const struct phos_sim_launch *l);
+
+struct phos_sim_twin {
+	const char *name;                   /* mangled kernel name */
+	phos_sim_kernel_fn fn;
+};
+
+typedef const struct phos_sim_twin *(*phos_sim_twins_fn)(unsigned *ret_count);
+
+/* Reads parameter i of type T from a launch (memcpy: the buffer may be unaligned). */
+#define PHOS_SIM_ARG(l, i, T)                                                                \
+	({                                                                                   \
+		T phos_arg_v_;                                                               \
+		memcpy(&phos_arg_v_, (const char *)(l)->params + (l)->ki->params[i].offset,  \
+		       sizeof(T));                                                           \
+		phos_arg_v_;                                                                 \
+	})
