@@ -1,1 +1,337 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * Deterministic arena allocator and buffer table (see bufmap.h).
+ *
+ * State: one byte per 2 MiB chunk (free, big, slab) and the live buffers in a
+ * sorted array (binary search for lookups; inserts and removals move the tail,
+ * which is cheap for the thousands of buffers a function holds).
+ */
+#include "bufmap.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum chunk_state { CHUNK_FREE = 0, CHUNK_BIG, CHUNK_SLAB };
+
+struct phos_bufmap {
+	uint64_t base, size;
+	uint64_t nchunks;
+	uint8_t *chunk;             /* enum chunk_state per chunk */
+	uint32_t *slab_users;       /* live small buffers per slab chunk */
+	struct phos_buf *bufs;      /* sorted by addr */
+	size_t nbufs, cap;
+	uint64_t next_id;
+	uint64_t live_bytes, mapped_chunks;
+	uint64_t top;               /* 1 + highest non-free chunk: scans stop there */
+	struct phos_bufmap_ops ops;
+};
+
+static uint64_t round_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+int phos_bufmap_new(uint64_t arena_base, uint64_t arena_size, const struct phos_bufmap_ops *ops,
+		    struct phos_bufmap **ret_map)
+{
+	struct phos_bufmap *m;
+
+	if (arena_base % PHOS_CHUNK || arena_size % PHOS_CHUNK || arena_size == 0 ||
+	    arena_base + arena_size < arena_base)
+		return -EINVAL;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->base = arena_base;
+	m->size = arena_size;
+	m->nchunks = arena_size / PHOS_CHUNK;
+	m->chunk = calloc(m->nchunks, 1);
+	m->slab_users = calloc(m->nchunks, sizeof(uint32_t));
+	if (!m->chunk || !m->slab_users) {
+		phos_bufmap_free(m);
+		return -ENOMEM;
+	}
+	if (ops)
+		m->ops = *ops;
+	m->next_id = 1;
+	*ret_map = m;
+	return 0;
+}
+
+static void unmap_chunks(struct phos_bufmap *m, uint64_t first, uint64_t n)
+{
+	if (m->ops.unmap)
+		m->ops.unmap(m->ops.ctx, m->base + first * PHOS_CHUNK, n * PHOS_CHUNK);
+	memset(m->chunk + first, CHUNK_FREE, n);
+	m->mapped_chunks -= n;
+	while (m->top > 0 && m->chunk[m->top - 1] == CHUNK_FREE)
+		m->top--;
+}
+
+void phos_bufmap_free(struct phos_bufmap *m)
+{
+	if (!m)
+		return;
+	if (m->chunk)
+		phos_bufmap_reset(m);
+	free(m->chunk);
+	free(m->slab_users);
+	free(m->bufs);
+	free(m);
+}
+
+/* Index of the first buffer whose addr >= addr. */
+static size_t lower_bound(const struct phos_bufmap *m, uint64_t addr)
+{
+	size_t lo = 0, hi = m->nbufs;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (m->bufs[mid].addr < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int insert(struct phos_bufmap *m, uint64_t addr, uint64_t size, bool is_extern)
+{
+	size_t i;
+
+	if (m->nbufs == m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 64;
+		struct phos_buf *b = realloc(m->bufs, cap * sizeof(*b));
+
+		if (!b)
+			return -ENOMEM;
+		m->bufs = b;
+		m->cap = cap;
+	}
+	i = lower_bound(m, addr);
+	memmove(&m->bufs[i + 1], &m->bufs[i], (m->nbufs - i) * sizeof(*m->bufs));
+	m->bufs[i] = (struct phos_buf){ .addr = addr, .size = size, .id = m->next_id++, .is_extern = is_extern };
+	m->nbufs++;
+	return 0;
+}
+
+static void remove_at(struct phos_bufmap *m, size_t i)
+{
+	memmove(&m->bufs[i], &m->bufs[i + 1], (m->nbufs - i - 1) * sizeof(*m->bufs));
+	m->nbufs--;
+}
+
+/* First run of n free chunks; returns its index or nchunks. */
+static uint64_t find_free_run(const struct phos_bufmap *m, uint64_t n)
+{
+	uint64_t run = 0, end = m->top + n < m->nchunks ? m->top + n : m->nchunks;
+
+	for (uint64_t i = 0; i < end; i++) {
+		run = m->chunk[i] == CHUNK_FREE ? run + 1 : 0;
+		if (run == n)
+			return i + 1 - n;
+	}
+	return m->nchunks;
+}
+
+static int map_chunks(struct phos_bufmap *m, uint64_t first, uint64_t n, uint8_t state)
+{
+	if (m->ops.map) {
+		int r = m->ops.map(m->ops.ctx, m->base + first * PHOS_CHUNK, n * PHOS_CHUNK);
+
+		if (r < 0)
+			return r;
+	}
+	memset(m->chunk + first, state, n);
+	m->mapped_chunks += n;
+	if (first + n > m->top)
+		m->top = first + n;
+	return 0;
+}
+
+static int alloc_big(struct phos_bufmap *m, uint64_t size, uint64_t *ret_addr)
+{
+	uint64_t n = round_up(size, PHOS_CHUNK) / PHOS_CHUNK;
+	uint64_t first = find_free_run(m, n);
+	uint64_t addr = m->base + first * PHOS_CHUNK;
+	int r;
+
+	if (first == m->nchunks)
+		return -ENOMEM;
+	r = map_chunks(m, first, n, CHUNK_BIG);
+	if (r < 0)
+		return r;
+	r = insert(m, addr, size, false);
+	if (r < 0) {
+		unmap_chunks(m, first, n);
+		return r;
+	}
+	*ret_addr = addr;
+	return 0;
+}
+
+/* First gap of len bytes (256-aligned) inside slab chunk c, or 0. */
+static uint64_t slab_gap(const struct phos_bufmap *m, uint64_t c, uint64_t len)
+{
+	uint64_t start = m->base + c * PHOS_CHUNK, end = start + PHOS_CHUNK, at = start;
+
+	for (size_t i = lower_bound(m, start); i < m->nbufs && m->bufs[i].addr < end; i++) {
+		if (m->bufs[i].addr - at >= len)
+			return at;
+		at = round_up(m->bufs[i].addr + m->bufs[i].size, PHOS_SMALL_ALIGN);
+	}
+	return end - at >= len ? at : 0;
+}
+
+static int alloc_small(struct phos_bufmap *m, uint64_t size, uint64_t *ret_addr)
+{
+	uint64_t len = round_up(size, PHOS_SMALL_ALIGN), addr = 0, c;
+	int r;
+
+	for (c = 0; c < m->top; c++) {
+		if (m->chunk[c] == CHUNK_SLAB && (addr = slab_gap(m, c, len)) != 0)
+			break;
+	}
+	if (!addr) {
+		c = find_free_run(m, 1);
+		if (c == m->nchunks)
+			return -ENOMEM;
+		r = map_chunks(m, c, 1, CHUNK_SLAB);
+		if (r < 0)
+			return r;
+		addr = m->base + c * PHOS_CHUNK;
+	}
+	r = insert(m, addr, size, false);
+	if (r < 0) {
+		if (m->slab_users[c] == 0)
+			unmap_chunks(m, c, 1);
+		return r;
+	}
+	m->slab_users[c]++;
+	*ret_addr = addr;
+	return 0;
+}
+
+int phos_bufmap_alloc(struct phos_bufmap *m, uint64_t size, uint64_t *ret_addr)
+{
+	int r;
+
+	if (size == 0)
+		return -EINVAL;
+	if (size > m->size)
+		return -ENOMEM;
+	r = size >= PHOS_CHUNK ? alloc_big(m, size, ret_addr) : alloc_small(m, size, ret_addr);
+	if (r == 0)
+		m->live_bytes += size;
+	return r;
+}
+
+int phos_bufmap_release(struct phos_bufmap *m, uint64_t addr)
+{
+	size_t i = lower_bound(m, addr);
+	struct phos_buf b;
+	uint64_t c;
+
+	if (i == m->nbufs || m->bufs[i].addr != addr || m->bufs[i].is_extern)
+		return -EINVAL;
+	b = m->bufs[i];
+	remove_at(m, i);
+	m->live_bytes -= b.size;
+	c = (addr - m->base) / PHOS_CHUNK;
+	if (m->chunk[c] == CHUNK_BIG)
+		unmap_chunks(m, c, round_up(b.size, PHOS_CHUNK) / PHOS_CHUNK);
+	else if (--m->slab_users[c] == 0)
+		unmap_chunks(m, c, 1);
+	return 0;
+}
+
+static bool overlaps_known(const struct phos_bufmap *m, uint64_t addr, uint64_t size)
+{
+	size_t i = lower_bound(m, addr);
+
+	if (i < m->nbufs && m->bufs[i].addr < addr + size)
+		return true;
+	return i > 0 && m->bufs[i - 1].addr + m->bufs[i - 1].size > addr;
+}
+
+int phos_bufmap_add_extern(struct phos_bufmap *m, uint64_t addr, uint64_t size)
+{
+	if (size == 0 || addr + size < addr)
+		return -EINVAL;
+	if (phos_bufmap_in_arena(m, addr) || phos_bufmap_in_arena(m, addr + size - 1))
+		return -EINVAL;
+	if (overlaps_known(m, addr, size))
+		return -EEXIST;
+	return insert(m, addr, size, true);
+}
+
+int phos_bufmap_remove_extern(struct phos_bufmap *m, uint64_t addr)
+{
+	size_t i = lower_bound(m, addr);
+
+	if (i == m->nbufs || m->bufs[i].addr != addr || !m->bufs[i].is_extern)
+		return -EINVAL;
+	remove_at(m, i);
+	return 0;
+}
+
+const struct phos_buf *phos_bufmap_find(const struct phos_bufmap *m, uint64_t addr)
+{
+	size_t i = lower_bound(m, addr + 1);
+
+	if (i == 0)
+		return NULL;
+	if (addr - m->bufs[i - 1].addr < m->bufs[i - 1].size)
+		return &m->bufs[i - 1];
+	return NULL;
+}
+
+bool phos_bufmap_contains(const struct phos_bufmap *m, uint64_t addr, uint64_t len)
+{
+	const struct phos_buf *b = phos_bufmap_find(m, addr);
+
+	return b && len <= b->size - (addr - b->addr);
+}
+
+bool phos_bufmap_in_arena(const struct phos_bufmap *m, uint64_t addr)
+{
+	return addr >= m->base && addr - m->base < m->size;
+}
+
+void phos_bufmap_reset(struct phos_bufmap *m)
+{
+	/* Release one by one, last first (cheap), so that every chunk is unmapped
+	 * with the same extent it was mapped with. */
+	while (m->nbufs > 0) {
+		struct phos_buf *b = &m->bufs[m->nbufs - 1];
+
+		if (b->is_extern)
+			m->nbufs--;
+		else
+			phos_bufmap_release(m, b->addr);
+	}
+}
+
+int phos_bufmap_foreach(const struct phos_bufmap *m, int (*fn)(const struct phos_buf *b, void *ctx),
+			void *ctx)
+{
+	for (size_t i = 0; i < m->nbufs; i++) {
+		int r = fn(&m->bufs[i], ctx);
+
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+uint64_t phos_bufmap_live_bytes(const struct phos_bufmap *m)
+{
+	return m->live_bytes;
+}
+
+uint64_t phos_bufmap_mapped_bytes(const struct phos_bufmap *m)
+{
+	return m->mapped_chunks * PHOS_CHUNK;
+}

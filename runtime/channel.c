@@ -1,1 +1,531 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * The channel: a byte ring of call records in a memfd shared by the function
+ * process (producer) and its executor (consumer), futex wake-ups, and a Unix
+ * socket for descriptors and hang-up detection. See channel.h for the picture.
+ */
+#include "channel.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define SHM_VERSION 1u
+#define HDR_SIZE ((uint64_t)sizeof(struct phos_rec_hdr))
+#define PEER_CHECK_MS 100
+
+/* Shared header at offset 0 of the memfd. Producer and consumer fields sit on
+ * separate cache lines. */
+struct phos_shm {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t _pad;
+	uint64_t ring_off, ring_size;
+	uint64_t reply_off, reply_size;
+	uint64_t total;
+
+	_Alignas(64) _Atomic uint64_t head;      /* bytes published by the producer */
+	_Atomic uint32_t head_futex;             /* bumped per publication */
+	_Atomic uint32_t consumer_waiting;
+
+	_Alignas(64) _Atomic uint64_t tail;      /* bytes released by the consumer */
+	_Atomic uint32_t tail_futex;             /* bumped per release */
+	_Atomic uint32_t producer_waiting;
+
+	_Alignas(64) _Atomic uint32_t reply_futex;
+	_Atomic uint32_t reply_waiting;
+};
+
+struct phos_channel {
+	int sock;
+	struct phos_shm *shm;
+	size_t shm_len;
+	uint8_t *ring;
+	struct phos_reply *reply;
+	uint64_t next_seq;       /* producer */
+	uint64_t pending_size;   /* consumer: size of the record handed out */
+	unsigned spin_iters;
+};
+
+static uint64_t align8(uint64_t v)
+{
+	return (v + 7) & ~7ull;
+}
+
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
+{
+	return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
+}
+
+static void futex_wake_all(_Atomic uint32_t *addr)
+{
+	futex(addr, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+/* Waits until *addr != val or the timeout passes (spurious returns are fine). */
+static void futex_wait_ms(_Atomic uint32_t *addr, uint32_t val, int ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+
+	futex(addr, FUTEX_WAIT, val, &ts);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#else
+	atomic_signal_fence(memory_order_seq_cst);
+#endif
+}
+
+static bool peer_gone(int sock)
+{
+	struct pollfd p = { .fd = sock, .events = POLLRDHUP };
+
+	if (poll(&p, 1, 0) < 0)
+		return errno != EINTR;
+	return (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+static unsigned spin_from_env(void)
+{
+	const char *s = getenv("PHOS_SPIN_US");
+	long us = 20;
+
+	if (s && *s) {
+		char *end;
+		long v = strtol(s, &end, 10);
+
+		if (*end == '\0' && v >= 0 && v <= 10000)
+			us = v;
+	}
+	/* A pause is about 30-40 ns on current x86; precision does not matter here. */
+	return (unsigned)us * 30u;
+}
+
+static int channel_new(int sock, struct phos_shm *shm, size_t len, struct phos_channel **ret_ch)
+{
+	struct phos_channel *ch = calloc(1, sizeof(*ch));
+
+	if (!ch)
+		return -ENOMEM;
+	ch->sock = sock;
+	ch->shm = shm;
+	ch->shm_len = len;
+	ch->ring = (uint8_t *)shm + shm->ring_off;
+	ch->reply = (struct phos_reply *)((uint8_t *)shm + shm->reply_off);
+	ch->next_seq = 1;
+	ch->spin_iters = spin_from_env();
+	*ret_ch = ch;
+	return 0;
+}
+
+int phos_send_fd(int sock, int fd)
+{
+	char byte = 'F';
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			      .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *c;
+
+	memset(&u, 0, sizeof(u));
+	c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	for (;;) {
+		ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+
+		if (n == 1)
+			return 0;
+		if (n < 0 && errno == EINTR)
+			continue;
+		return n < 0 ? -errno : -EIO;
+	}
+}
+
+int phos_recv_fd(int sock, int *ret_fd)
+{
+	char byte;
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			      .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *c;
+	ssize_t n;
+	int fd;
+
+	do
+		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return -EPIPE;
+	c = CMSG_FIRSTHDR(&msg);
+	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+	    c->cmsg_len != CMSG_LEN(sizeof(int)))
+		return -EBADMSG;
+	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	*ret_fd = fd;
+	return 0;
+}
+
+int phos_channel_serve_new(int sock, size_t ring_bytes, struct phos_channel **ret_ch)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	uint64_t ring_off = 4096, reply_off, total;
+	struct phos_shm *shm;
+	int fd, r;
+
+	if (ring_bytes < (2u << 20) || ring_bytes > (1u << 30) || ring_bytes % 4096)
+		return -EINVAL;
+	reply_off = ring_off + ring_bytes;
+	total = reply_off + sizeof(struct phos_reply) + PHOS_REPLY_MAX;
+	total = (total + (uint64_t)page - 1) & ~((uint64_t)page - 1);
+
+	fd = memfd_create("phos-channel", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)total) < 0) {
+		r = -errno;
+		goto err_fd;
+	}
+	shm = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (shm == MAP_FAILED) {
+		r = -errno;
+		goto err_fd;
+	}
+	shm->magic = PHOS_CHANNEL_MAGIC;
+	shm->version = SHM_VERSION;
+	shm->ring_off = ring_off;
+	shm->ring_size = ring_bytes;
+	shm->reply_off = reply_off;
+	shm->reply_size = total - reply_off;
+	shm->total = total;
+	r = phos_send_fd(sock, fd);
+	if (r < 0)
+		goto err_map;
+	close(fd);
+	r = channel_new(sock, shm, total, ret_ch);
+	if (r < 0) {
+		munmap(shm, total);
+		return r;
+	}
+	return 0;
+
+err_map:
+	munmap(shm, total);
+err_fd:
+	close(fd);
+	return r;
+}
+
+int phos_channel_connect_new(int sock, struct phos_channel **ret_ch)
+{
+	struct phos_shm *shm;
+	struct stat st;
+	int fd, r;
+
+	r = phos_recv_fd(sock, &fd);
+	if (r < 0)
+		return r;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if ((uint64_t)st.st_size < 4096 + (2u << 20)) {
+		r = -EBADMSG;
+		goto out;
+	}
+	shm = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (shm == MAP_FAILED) {
+		r = -errno;
+		goto out;
+	}
+	if (shm->magic != PHOS_CHANNEL_MAGIC || shm->version != SHM_VERSION ||
+	    shm->total != (uint64_t)st.st_size || shm->ring_off < sizeof(*shm) ||
+	    shm->ring_off + shm->ring_size > shm->reply_off ||
+	    shm->reply_off + sizeof(struct phos_reply) + PHOS_REPLY_MAX > shm->total ||
+	    shm->ring_size % 8) {
+		munmap(shm, (size_t)st.st_size);
+		r = -EBADMSG;
+		goto out;
+	}
+	r = channel_new(sock, shm, (size_t)st.st_size, ret_ch);
+	if (r < 0)
+		munmap(shm, (size_t)st.st_size);
+out:
+	close(fd);
+	return r;
+}
+
+void phos_channel_free(struct phos_channel *ch)
+{
+	if (!ch)
+		return;
+	if (ch->shm)
+		munmap(ch->shm, ch->shm_len);
+	if (ch->sock >= 0)
+		close(ch->sock);
+	free(ch);
+}
+
+int phos_channel_socket(struct phos_channel *ch)
+{
+	return ch->sock;
+}
+
+void *phos_channel_shm(struct phos_channel *ch, size_t *ret_len)
+{
+	if (ret_len)
+		*ret_len = ch->shm_len;
+	return ch->shm;
+}
+
+/* --- producer --- */
+
+/* Waits until the ring has need free bytes; false when the consumer is gone. */
+static bool wait_space(struct phos_channel *ch, uint64_t head, uint64_t need)
+{
+	struct phos_shm *s = ch->shm;
+	unsigned spins = 0;
+
+	for (;;) {
+		uint64_t tail = atomic_load_explicit(&s->tail, memory_order_acquire);
+		uint32_t v;
+
+		if (s->ring_size - (head - tail) >= need)
+			return true;
+		if (spins++ < ch->spin_iters) {
+			cpu_relax();
+			continue;
+		}
+		v = atomic_load(&s->tail_futex);
+		atomic_store(&s->producer_waiting, 1);
+		tail = atomic_load(&s->tail);
+		if (s->ring_size - (head - tail) >= need) {
+			atomic_store(&s->producer_waiting, 0);
+			return true;
+		}
+		futex_wait_ms(&s->tail_futex, v, PEER_CHECK_MS);
+		atomic_store(&s->producer_waiting, 0);
+		if (peer_gone(ch->sock))
+			return false;
+	}
+}
+
+uint64_t phos_channel_post(struct phos_channel *ch, uint32_t op, uint32_t flags,
+			   const void *body, size_t body_len,
+			   const void *payload, size_t payload_len)
+{
+	struct phos_shm *s = ch->shm;
+	uint64_t head = atomic_load_explicit(&s->head, memory_order_relaxed);
+	uint64_t len = (uint64_t)body_len + payload_len;
+	uint64_t size = align8(HDR_SIZE + len);
+	uint64_t pos = head % s->ring_size, rem = s->ring_size - pos;
+	uint64_t need = size + (rem < size ? rem : 0);
+	struct phos_rec_hdr *h;
+
+	if (len > PHOS_REC_MAX_PAYLOAD + 4096 || need > s->ring_size)
+		return 0;
+	if (!wait_space(ch, head, need))
+		return 0;
+	if (rem < size) {
+		/* Not enough room before the end: pad to the start. A tail too small
+		 * for a header is skipped by both sides by the same rule. */
+		if (rem >= HDR_SIZE) {
+			h = (struct phos_rec_hdr *)(ch->ring + pos);
+			memset(h, 0, sizeof(*h));
+			h->op = PHOS_OP_NOP;
+			h->len = (uint32_t)(rem - HDR_SIZE);
+		}
+		head += rem;
+		pos = 0;
+	}
+	h = (struct phos_rec_hdr *)(ch->ring + pos);
+	h->op = op;
+	h->flags = flags;
+	h->len = (uint32_t)len;
+	h->_pad = 0;
+	h->seq = ch->next_seq++;
+	if (body_len)
+		memcpy(h + 1, body, body_len);
+	if (payload_len)
+		memcpy((uint8_t *)(h + 1) + body_len, payload, payload_len);
+	atomic_store_explicit(&s->head, head + size, memory_order_release);
+	atomic_fetch_add(&s->head_futex, 1);
+	if (atomic_load(&s->consumer_waiting))
+		futex_wake_all(&s->head_futex);
+	return h->seq;
+}
+
+int phos_channel_call(struct phos_channel *ch, uint32_t op,
+		      const void *body, size_t body_len,
+		      const void *payload, size_t payload_len,
+		      const struct phos_reply **ret_reply)
+{
+	struct phos_shm *s = ch->shm;
+	uint64_t seq = phos_channel_post(ch, op, PHOS_REC_SYNC, body, body_len, payload, payload_len);
+	unsigned spins = 0;
+
+	if (!seq)
+		return -EPIPE;
+	for (;;) {
+		uint32_t v;
+
+		if (atomic_load_explicit((_Atomic uint64_t *)&ch->reply->seq, memory_order_acquire) == seq)
+			break;
+		if (spins++ < ch->spin_iters) {
+			cpu_relax();
+			continue;
+		}
+		v = atomic_load(&s->reply_futex);
+		atomic_store(&s->reply_waiting, 1);
+		if (atomic_load((_Atomic uint64_t *)&ch->reply->seq) == seq) {
+			atomic_store(&s->reply_waiting, 0);
+			break;
+		}
+		futex_wait_ms(&s->reply_futex, v, PEER_CHECK_MS);
+		atomic_store(&s->reply_waiting, 0);
+		if (atomic_load((_Atomic uint64_t *)&ch->reply->seq) != seq && peer_gone(ch->sock))
+			return -EPIPE;
+	}
+	if (ch->reply->len > PHOS_REPLY_MAX)
+		return -EBADMSG;
+	*ret_reply = ch->reply;
+	return 0;
+}
+
+/* --- consumer --- */
+
+/* The record at tail, skipping padding; NULL when the ring is empty. */
+static const struct phos_rec_hdr *peek(struct phos_channel *ch)
+{
+	struct phos_shm *s = ch->shm;
+
+	for (;;) {
+		uint64_t tail = atomic_load_explicit(&s->tail, memory_order_relaxed);
+		uint64_t head = atomic_load_explicit(&s->head, memory_order_acquire);
+		uint64_t pos = tail % s->ring_size, rem = s->ring_size - pos;
+		const struct phos_rec_hdr *h;
+		uint64_t size;
+
+		if (tail == head)
+			return NULL;
+		if (rem < HDR_SIZE) {
+			atomic_store_explicit(&s->tail, tail + rem, memory_order_release);
+			continue;
+		}
+		h = (const struct phos_rec_hdr *)(ch->ring + pos);
+		size = align8(HDR_SIZE + h->len);
+		if (size > rem || size > head - tail) {
+			/* A corrupt record: the producer broke the protocol. Drop everything. */
+			phos_err("channel: corrupt record at %llu (len %u)", (unsigned long long)tail, h->len);
+			atomic_store_explicit(&s->tail, head, memory_order_release);
+			return NULL;
+		}
+		if (h->op == PHOS_OP_NOP && h->seq == 0) {
+			atomic_store_explicit(&s->tail, tail + rem, memory_order_release);
+			continue;
+		}
+		ch->pending_size = size;
+		return h;
+	}
+}
+
+int phos_channel_next(struct phos_channel *ch, int timeout_ms, const struct phos_rec_hdr **ret_hdr)
+{
+	struct phos_shm *s = ch->shm;
+	struct timespec start, now;
+	unsigned spins = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		const struct phos_rec_hdr *h = peek(ch);
+		uint32_t v;
+		long waited;
+
+		if (h) {
+			*ret_hdr = h;
+			return 1;
+		}
+		if (spins++ < ch->spin_iters) {
+			cpu_relax();
+			continue;
+		}
+		v = atomic_load(&s->head_futex);
+		atomic_store(&s->consumer_waiting, 1);
+		h = peek(ch);
+		if (h) {
+			atomic_store(&s->consumer_waiting, 0);
+			*ret_hdr = h;
+			return 1;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		waited = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+		if (timeout_ms >= 0 && waited >= timeout_ms) {
+			atomic_store(&s->consumer_waiting, 0);
+			return peer_gone(ch->sock) ? -EPIPE : 0;
+		}
+		futex_wait_ms(&s->head_futex, v, timeout_ms < 0 || timeout_ms - waited > PEER_CHECK_MS ?
+							 PEER_CHECK_MS : (int)(timeout_ms - waited));
+		atomic_store(&s->consumer_waiting, 0);
+		if (!peek(ch) && peer_gone(ch->sock))
+			return -EPIPE;
+	}
+}
+
+void phos_channel_consume(struct phos_channel *ch, const struct phos_rec_hdr *hdr)
+{
+	struct phos_shm *s = ch->shm;
+	uint64_t tail = atomic_load_explicit(&s->tail, memory_order_relaxed);
+
+	(void)hdr;
+	atomic_store_explicit(&s->tail, tail + ch->pending_size, memory_order_release);
+	ch->pending_size = 0;
+	atomic_fetch_add(&s->tail_futex, 1);
+	if (atomic_load(&s->producer_waiting))
+		futex_wake_all(&s->tail_futex);
+}
+
+void *phos_channel_reply_data(struct phos_channel *ch)
+{
+	return ch->reply + 1;
+}
+
+void phos_channel_reply(struct phos_channel *ch, uint64_t seq, int32_t status, int32_t blas_status,
+			uint32_t len)
+{
+	struct phos_shm *s = ch->shm;
+
+	ch->reply->status = status;
+	ch->reply->blas_status = blas_status;
+	ch->reply->len = len;
+	atomic_store_explicit((_Atomic uint64_t *)&ch->reply->seq, seq, memory_order_release);
+	atomic_fetch_add(&s->reply_futex, 1);
+	if (atomic_load(&s->reply_waiting))
+		futex_wake_all(&s->reply_futex);
+}

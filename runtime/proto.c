@@ -1,1 +1,58 @@
 /* SPDX-License-Identifier: MIT */
+#include "proto.h"
+
+static const char *const op_names[PHOS_OP__COUNT] = {
+	[PHOS_OP_NOP] = "nop",
+	[PHOS_OP_HELLO] = "hello",
+	[PHOS_OP_MALLOC] = "malloc",
+	[PHOS_OP_FREE] = "free",
+	[PHOS_OP_MEMCPY_H2D] = "memcpy_h2d",
+	[PHOS_OP_MEMCPY_D2H] = "memcpy_d2h",
+	[PHOS_OP_MEMCPY_D2D] = "memcpy_d2d",
+	[PHOS_OP_MEMCPY_H2D_SHM] = "memcpy_h2d_shm",
+	[PHOS_OP_MEMCPY_D2H_SHM] = "memcpy_d2h_shm",
+	[PHOS_OP_MEMSET] = "memset",
+	[PHOS_OP_MEM_GET_INFO] = "mem_get_info",
+	[PHOS_OP_HOSTMEM_ADD] = "hostmem_add",
+	[PHOS_OP_HOSTMEM_REMOVE] = "hostmem_remove",
+	[PHOS_OP_DEVICE_INFO] = "device_info",
+	[PHOS_OP_DEVICE_SYNC] = "device_sync",
+	[PHOS_OP_DEVICE_RESET] = "device_reset",
+	[PHOS_OP_STREAM_CREATE] = "stream_create",
+	[PHOS_OP_STREAM_DESTROY] = "stream_destroy",
+	[PHOS_OP_STREAM_SYNC] = "stream_sync",
+	[PHOS_OP_STREAM_QUERY] = "stream_query",
+	[PHOS_OP_STREAM_WAIT_EVENT] = "stream_wait_event",
+	[PHOS_OP_EVENT_CREATE] = "event_create",
+	[PHOS_OP_EVENT_DESTROY] = "event_destroy",
+	[PHOS_OP_EVENT_RECORD] = "event_record",
+	[PHOS_OP_EVENT_SYNC] = "event_sync",
+	[PHOS_OP_EVENT_QUERY] = "event_query",
+	[PHOS_OP_EVENT_ELAPSED] = "event_elapsed",
+	[PHOS_OP_MODULE_LOAD] = "module_load",
+	[PHOS_OP_MODULE_UNLOAD] = "module_unload",
+	[PHOS_OP_FUNC_REGISTER] = "func_register",
+	[PHOS_OP_VAR_REGISTER] = "var_register",
+	[PHOS_OP_FUNC_INFO] = "func_info",
+	[PHOS_OP_FUNC_SET_ATTR] = "func_set_attr",
+	[PHOS_OP_OCCUPANCY] = "occupancy",
+	[PHOS_OP_VAR_INFO] = "var_info",
+	[PHOS_OP_LAUNCH] = "launch",
+	[PHOS_OP_BLAS_CREATE] = "blas_create",
+	[PHOS_OP_BLAS_DESTROY] = "blas_destroy",
+	[PHOS_OP_BLAS_SET_STREAM] = "blas_set_stream",
+	[PHOS_OP_BLAS_SET_MATH] = "blas_set_math",
+	[PHOS_OP_BLAS_SET_WORKSPACE] = "blas_set_workspace",
+	[PHOS_OP_BLAS_GEMM] = "blas_gemm",
+	[PHOS_OP_BLAS_L1] = "blas_l1",
+	[PHOS_OP_BLAS_GEMV] = "blas_gemv",
+	[PHOS_OP_SERVE] = "serve",
+	[PHOS_OP_GOODBYE] = "goodbye",
+};
+
+const char *phos_op_name(uint32_t op)
+{
+	if (op < PHOS_OP__COUNT && op_names[op])
+		return op_names[op];
+	return "unknown";
+}

@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: MIT */
+/* The arena allocator: deterministic, non-overlapping, mapped exactly where used. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bufmap.h"
+
+#define BASE 0x600000000000ull
+#define SIZE (64ull << 30)
+#define NCH (SIZE / PHOS_CHUNK)
+#define OPS 20000
+
+static int failures;
+#define CHECK(c, ...)                                                        \
+	do {                                                                 \
+		if (!(c)) {                                                  \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);                        \
+			fputc('\n', stderr);                                 \
+			failures++;                                          \
+		}                                                            \
+	} while (0)
+
+/* Tracks mapped chunks through the callbacks. */
+struct tracker {
+	unsigned char mapped[NCH];
+	int fail_next_map;
+};
+
+static int track_map(void *ctx, uint64_t addr, uint64_t len)
+{
+	struct tracker *t = ctx;
+
+	if (t->fail_next_map) {
+		t->fail_next_map = 0;
+		return -EIO;
+	}
+	for (uint64_t a = addr; a < addr + len; a += PHOS_CHUNK) {
+		uint64_t c = (a - BASE) / PHOS_CHUNK;
+
+		CHECK(!t->mapped[c], "chunk %llu mapped twice", (unsigned long long)c);
+		t->mapped[c] = 1;
+	}
+	return 0;
+}
+
+static void track_unmap(void *ctx, uint64_t addr, uint64_t len)
+{
+	struct tracker *t = ctx;
+
+	for (uint64_t a = addr; a < addr + len; a += PHOS_CHUNK) {
+		uint64_t c = (a - BASE) / PHOS_CHUNK;
+
+		CHECK(t->mapped[c], "chunk %llu unmapped while not mapped", (unsigned long long)c);
+		t->mapped[c] = 0;
+	}
+}
+
+static uint64_t rng(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+struct live { uint64_t addr, size; };
+
+/* Runs a seeded random malloc/free sequence; records the addresses handed out. */
+static void run_sequence(uint64_t seed, uint64_t *addrs, struct tracker *t)
+{
+	struct phos_bufmap_ops ops = { .map = track_map, .unmap = track_unmap, .ctx = t };
+	struct phos_bufmap *m;
+	static struct live live[OPS];
+	size_t nlive = 0;
+	uint64_t s = seed;
+
+	if (phos_bufmap_new(BASE, SIZE, &ops, &m) < 0) {
+		failures++;
+		return;
+	}
+	for (int i = 0; i < OPS; i++) {
+		uint64_t r = rng(&s);
+
+		if (nlive && r % 3 == 0) {
+			size_t k = (size_t)(rng(&s) % nlive);
+
+			CHECK(phos_bufmap_release(m, live[k].addr) == 0, "release failed");
+			CHECK(phos_bufmap_find(m, live[k].addr) == NULL, "freed buffer still found");
+			live[k] = live[--nlive];
+			addrs[i] = 0;
+			continue;
+		}
+		uint64_t size = (r >> 8) % 16 == 0 ? ((r >> 12) % (64ull << 20)) + 1 : ((r >> 12) % 70000) + 1;
+		uint64_t a;
+
+		CHECK(phos_bufmap_alloc(m, size, &a) == 0, "alloc %llu failed", (unsigned long long)size);
+		addrs[i] = a;
+		CHECK(a >= BASE && a + size <= BASE + SIZE, "outside arena");
+		CHECK(size >= PHOS_CHUNK ? a % PHOS_CHUNK == 0 : a % PHOS_SMALL_ALIGN == 0, "misaligned");
+		CHECK(t->mapped[(a - BASE) / PHOS_CHUNK] && t->mapped[(a + size - 1 - BASE) / PHOS_CHUNK],
+		      "allocated memory not mapped");
+		for (size_t k = 0; k < nlive; k++)
+			CHECK(a + size <= live[k].addr || live[k].addr + live[k].size <= a,
+			      "overlap: %#llx+%llu with %#llx+%llu", (unsigned long long)a,
+			      (unsigned long long)size, (unsigned long long)live[k].addr,
+			      (unsigned long long)live[k].size);
+		const struct phos_buf *b = phos_bufmap_find(m, a + size - 1);
+
+		CHECK(b && b->addr == a && b->size == size, "find of last byte");
+		CHECK(phos_bufmap_contains(m, a, size) && !phos_bufmap_contains(m, a, size + 1),
+		      "contains bounds");
+		live[nlive++] = (struct live){ a, size };
+		if (failures > 10)
+			break;
+	}
+	uint64_t sum = 0;
+
+	for (size_t k = 0; k < nlive; k++)
+		sum += live[k].size;
+	CHECK(phos_bufmap_live_bytes(m) == sum, "live bytes");
+	phos_bufmap_free(m);
+	for (uint64_t c = 0; c < NCH; c++)
+		CHECK(!t->mapped[c], "chunk %llu left mapped after free", (unsigned long long)c);
+}
+
+int main(void)
+{
+	static uint64_t a1[OPS], a2[OPS];
+	static struct tracker t1, t2;
+	struct phos_bufmap *m;
+	uint64_t a, b, c;
+
+	run_sequence(42, a1, &t1);
+	run_sequence(42, a2, &t2);
+	CHECK(memcmp(a1, a2, sizeof(a1)) == 0, "same sequence gave different addresses");
+
+	/* Freed space is reused first-fit; small allocations share a slab. */
+	CHECK(phos_bufmap_new(BASE, SIZE, NULL, &m) == 0, "new");
+	CHECK(phos_bufmap_alloc(m, 100, &a) == 0 && a == BASE, "first small at base");
+	CHECK(phos_bufmap_alloc(m, 100, &b) == 0 && b == BASE + 256, "second small packed");
+	CHECK(phos_bufmap_alloc(m, 3u << 20, &c) == 0 && c == BASE + PHOS_CHUNK, "big after slab");
+	CHECK(phos_bufmap_release(m, a) == 0, "release");
+	CHECK(phos_bufmap_alloc(m, 200, &a) == 0 && a == BASE, "reuse of freed space");
+	CHECK(phos_bufmap_release(m, a + 8) == -EINVAL, "release of interior pointer refused");
+	CHECK(phos_bufmap_release(m, 0x1234) == -EINVAL, "release of unknown pointer refused");
+	CHECK(phos_bufmap_alloc(m, 0, &a) == -EINVAL, "zero size refused");
+	CHECK(phos_bufmap_alloc(m, SIZE + 1, &a) == -ENOMEM, "oversize refused");
+	CHECK(phos_bufmap_alloc(m, SIZE, &a) == -ENOMEM, "no room refused");
+	/* Extern ranges (module variables) are found but never allocated over. */
+	CHECK(phos_bufmap_add_extern(m, 0x7000000000ull, 64) == 0, "extern");
+	CHECK(phos_bufmap_add_extern(m, 0x7000000020ull, 64) == -EEXIST, "overlapping extern");
+	CHECK(phos_bufmap_add_extern(m, BASE + 4096, 64) == -EINVAL, "extern inside arena");
+	CHECK(phos_bufmap_find(m, 0x7000000000ull + 63) != NULL, "extern found");
+	CHECK(phos_bufmap_release(m, 0x7000000000ull) == -EINVAL, "extern is not freeable");
+	phos_bufmap_reset(m);
+	CHECK(phos_bufmap_mapped_bytes(m) == 0 && phos_bufmap_live_bytes(m) == 0, "reset");
+	CHECK(phos_bufmap_alloc(m, 100, &a) == 0 && a == BASE, "after reset starts at base");
+	phos_bufmap_free(m);
+
+	/* A failing map leaves nothing allocated. */
+	struct phos_bufmap_ops ops = { .map = track_map, .unmap = track_unmap, .ctx = &t1 };
+
+	CHECK(phos_bufmap_new(BASE, SIZE, &ops, &m) == 0, "new");
+	t1.fail_next_map = 1;
+	CHECK(phos_bufmap_alloc(m, 8u << 20, &a) == -EIO, "map failure propagates");
+	CHECK(phos_bufmap_live_bytes(m) == 0 && phos_bufmap_mapped_bytes(m) == 0, "nothing left");
+	CHECK(phos_bufmap_alloc(m, 8u << 20, &a) == 0 && a == BASE, "next alloc takes the same place");
+	phos_bufmap_free(m);
+
+	if (failures)
+		return 1;
+	printf("bufmap: %d random operations, deterministic and non-overlapping\n", OPS);
+	return 0;
+}
