@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+/* Device memory, copies, memsets, shared host regions and device queries. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "executor.h"
+#include "log.h"
+
+
+static int do_malloc(struct executor *ex, const void *body, uint32_t len, void *out, uint32_t *out_len)
+{
+	BODY(struct phos_malloc, m);
+	uint64_t addr;
+	int r;
+
+	if (m->size == 0) {
+		memset(out, 0, 8);
+		*out_len = 8;
+		return 0;
+	}
+	r = phos_bufmap_alloc(ex->bufs, m->size, &addr);
+	if (r < 0)
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	memcpy(out, &addr, 8);
+	*out_len = 8;
+	return 0;
+}
+
+static int do_free(struct executor *ex, const void *body, uint32_t len)
+{
+	BODY(struct phos_free, f);
+
+	if (f->addr == 0)
+		return 0;
+	if (!phos_bufmap_find(ex->bufs, f->addr) || phos_bufmap_find(ex->bufs, f->addr)->addr != f->addr ||
+	    !phos_bufmap_in_arena(ex->bufs, f->addr))
+		return -PHOS_CUDA_INVALID_VALUE;
+	/* cudaFree waits for the device, so that no queued work still uses the buffer. */
+	ex->dev_ops->synchronize(ex->dev);
+	return phos_bufmap_release(ex->bufs, f->addr) < 0 ? -PHOS_CUDA_INVALID_VALUE : 0;
+}
+
+static const struct exec_region *region(struct executor *ex, uint32_t id, uint64_t off, uint64_t len)
+{
+	const struct exec_region *reg = handle_get(&ex->regions, id);
+
+	if (!reg || off > reg->size || len > reg->size - off)
+		return NULL;
+	return reg;
+}
+
+static int copy(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
+		uint32_t *out_len)
+{
+	BODY(struct phos_memcpy, c);
+	struct spec_set set;
+	void *stream;
+	int r;
+
+	set.n = 0;
+	set.overflow = false;
+	TRY(exec_stream(ex, c->stream, &stream));
+	switch (op) {
+	case PHOS_OP_MEMCPY_H2D:
+		if (c->len != len - sizeof(*c))
+			return -PHOS_CUDA_INVALID_VALUE;
+		TRY(spec_range(ex, &set, c->dst, c->len, SPEC_WRITE));
+		spec_trace(ex, "memcpy_h2d", NULL, c->stream, &set);
+		return c->len ? ex->dev_ops->memcpy_h2d(ex->dev, c->dst, c + 1, c->len, stream) : 0;
+	case PHOS_OP_MEMCPY_D2H:
+		if (c->len > PHOS_REPLY_MAX)
+			return -PHOS_CUDA_INVALID_VALUE;
+		TRY(spec_range(ex, &set, c->src, c->len, SPEC_READ));
+		spec_trace(ex, "memcpy_d2h", NULL, c->stream, &set);
+		r = c->len ? ex->dev_ops->memcpy_d2h(ex->dev, out, c->src, c->len, stream) : 0;
+		if (r == 0)
+			*out_len = (uint32_t)c->len;
+		return r;
+	default: /* D2D */
+		TRY(spec_range(ex, &set, c->src, c->len, SPEC_READ));
+		TRY(spec_range(ex, &set, c->dst, c->len, SPEC_WRITE));
+		spec_trace(ex, "memcpy_d2d", NULL, c->stream, &set);
+		return c->len ? ex->dev_ops->memcpy_d2d(ex->dev, c->dst, c->src, c->len, stream) : 0;
+	}
+}
+
+static int copy_shm(struct executor *ex, uint32_t op, const void *body, uint32_t len)
+{
+	BODY(struct phos_memcpy_shm, c);
+	const struct exec_region *reg = region(ex, c->region, c->offset, c->len);
+	struct spec_set set = { 0 };
+	void *stream;
+	bool h2d = op == PHOS_OP_MEMCPY_H2D_SHM;
+
+	if (!reg)
+		return -PHOS_CUDA_INVALID_VALUE;
+	TRY(exec_stream(ex, c->stream, &stream));
+	TRY(spec_range(ex, &set, c->dev, c->len, h2d ? SPEC_WRITE : SPEC_READ));
+	spec_trace(ex, h2d ? "memcpy_h2d" : "memcpy_d2h", NULL, c->stream, &set);
+	if (!c->len)
+		return 0;
+	if (h2d)
+		return ex->dev_ops->memcpy_h2d(ex->dev, c->dev, (uint8_t *)reg->ptr + c->offset, c->len, stream);
+	return ex->dev_ops->memcpy_d2h(ex->dev, (uint8_t *)reg->ptr + c->offset, c->dev, c->len, stream);
+}
+
+static int do_memset(struct executor *ex, const void *body, uint32_t len)
+{
+	BODY(struct phos_memset, m);
+	struct spec_set set = { 0 };
+	void *stream;
+
+	TRY(exec_stream(ex, m->stream, &stream));
+	TRY(spec_range(ex, &set, m->dst, m->len, SPEC_WRITE));
+	spec_trace(ex, "memset", NULL, m->stream, &set);
+	return m->len ? ex->dev_ops->memset(ex->dev, m->dst, (uint8_t)m->value, m->len, stream) : 0;
+}
+
+/* A shared host region: the preload sent its memfd on the socket just before. */
+static int hostmem_add(struct executor *ex, const void *body, uint32_t len)
+{
+	BODY(struct phos_hostmem, h);
+	struct exec_region *reg;
+	struct stat st;
+	int fd, r;
+
+	r = phos_recv_fd(phos_channel_socket(ex->ch), &fd);
+	if (r < 0)
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (fstat(fd, &st) < 0 || h->size == 0 || (uint64_t)st.st_size < h->size) {
+		close(fd);
+		return -PHOS_CUDA_INVALID_VALUE;
+	}
+	reg = calloc(1, sizeof(*reg));
+	if (!reg) {
+		close(fd);
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	}
+	reg->size = h->size;
+	reg->ptr = mmap(NULL, h->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (reg->ptr == MAP_FAILED) {
+		free(reg);
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	}
+	/* Pinning makes copies from it DMA; failing to pin only makes them slower. */
+	if (ex->dev_ops->host_register(ex->dev, reg->ptr, reg->size) < 0)
+		phos_warn("could not pin a %llu-byte host region", (unsigned long long)reg->size);
+	r = handle_put(&ex->regions, h->region, reg);
+	if (r < 0) {
+		munmap(reg->ptr, reg->size);
+		free(reg);
+	}
+	return r;
+}
+
+void exec_region_free(struct executor *ex, struct exec_region *reg)
+{
+	if (!reg)
+		return;
+	ex->dev_ops->host_unregister(ex->dev, reg->ptr);
+	munmap(reg->ptr, reg->size);
+	free(reg);
+}
+
+static int hostmem_remove(struct executor *ex, const void *body, uint32_t len)
+{
+	BODY(struct phos_hostmem, h);
+	struct exec_region *reg = handle_take(&ex->regions, h->region);
+
+	if (!reg)
+		return -PHOS_CUDA_INVALID_VALUE;
+	ex->dev_ops->synchronize(ex->dev);
+	exec_region_free(ex, reg);
+	return 0;
+}
+
+int exec_memory_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
+		       uint32_t *out_len)
+{
+	switch (op) {
+	case PHOS_OP_MALLOC:
+		return do_malloc(ex, body, len, out, out_len);
+	case PHOS_OP_FREE:
+		return do_free(ex, body, len);
+	case PHOS_OP_MEMCPY_H2D:
+	case PHOS_OP_MEMCPY_D2H:
+	case PHOS_OP_MEMCPY_D2D:
+		return copy(ex, op, body, len, out, out_len);
+	case PHOS_OP_MEMCPY_H2D_SHM:
+	case PHOS_OP_MEMCPY_D2H_SHM:
+		return copy_shm(ex, op, body, len);
+	case PHOS_OP_MEMSET:
+		return do_memset(ex, body, len);
+	case PHOS_OP_MEM_GET_INFO: {
+		struct phos_reply_meminfo *mi = out;
+
+		*out_len = sizeof(*mi);
+		return ex->dev_ops->mem_info(ex->dev, &mi->free, &mi->total);
+	}
+	case PHOS_OP_HOSTMEM_ADD:
+		return hostmem_add(ex, body, len);
+	case PHOS_OP_HOSTMEM_REMOVE:
+		return hostmem_remove(ex, body, len);
+	case PHOS_OP_DEVICE_INFO: {
+		BODY(struct phos_device, d);
+		int count = 1;
+
+		ex->dev_ops->device_count(ex->dev, &count);
+		if (d->device < 0 || d->device >= count)
+			return -PHOS_CUDA_INVALID_DEVICE;
+		*out_len = sizeof(struct phos_reply_device);
+		return ex->dev_ops->info(ex->dev, out);
+	}
+	case PHOS_OP_DEVICE_SYNC:
+		return ex->dev_ops->synchronize(ex->dev);
+	case PHOS_OP_DEVICE_RESET:
+		exec_scrub(ex);
+		return 0;
+	default:
+		return -PHOS_CUDA_NOT_SUPPORTED;
+	}
+}

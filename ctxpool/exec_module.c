@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Modules, kernels, device variables and launches.
+ *
+ * A fatbin is parsed here (kparam) for parameter layouts and kinds, and loaded
+ * into the device. A fatbin that fails either way is remembered as refused:
+ * its kernels report the error at FUNC_INFO / launch, the way CUDA reports a
+ * bad image at first use, and nothing crashes.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "executor.h"
+#include "log.h"
+
+/* Largest fatbin accepted (the preload bounds what it sends as well). */
+#define MAX_FATBIN (1ull << 30)
+
+void exec_module_free(struct executor *ex, struct exec_module *m)
+{
+	if (!m)
+		return;
+	if (m->dev_module)
+		ex->dev_ops->module_unload(ex->dev, m->dev_module);
+	phos_fatbin_free(m->fatbin);
+	free(m);
+}
+
+void exec_func_free(struct exec_func *f)
+{
+	if (!f)
+		return;
+	phos_kernel_info_exit(&f->info);
+	free(f->name);
+	free(f);
+}
+
+static int module_load(struct executor *ex, const void *body, uint32_t len)
+{
+	BODY(struct phos_module_load, ml);
+	const uint8_t *image = (const uint8_t *)(ml + 1);
+	size_t image_len = len - sizeof(*ml);
+	struct exec_module *m = calloc(1, sizeof(*m));
+	int r;
+
+	if (!m)
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	r = image_len <= MAX_FATBIN ? phos_fatbin_parse(image, image_len, &m->fatbin) : -1;
+	if (r < 0) {
+		phos_warn("module %u: fatbin refused (%d)", ml->module, r);
+		m->error = -PHOS_CUDA_INVALID_KERNEL_IMAGE;
+	} else {
+		r = ex->dev_ops->module_load(ex->dev, image, image_len, &m->dev_module);
+		if (r < 0) {
+			phos_warn("module %u: device refused the image (%d)", ml->module, -r);
+			m->error = r;
+			m->dev_module = NULL;
+		}
+	}
+	r = handle_put(&ex->modules, ml->module, m);
+	if (r < 0)
+		exec_module_free(ex, m);
+	return r;
+}
+
+static int func_register(struct executor *ex, const void *body, uint32_t len)
+{
+	BODY(struct phos_func_register, fr);
+	const char *name = (const char *)(fr + 1);
+	size_t name_max = len - sizeof(*fr);
+	struct exec_module *m = handle_get(&ex->modules, fr->module);
+	struct exec_func *f;
+	int r;
+
+	if (name_max == 0 || strnlen(name, name_max) == name_max)
+		return -PHOS_CUDA_INVALID_VALUE;
+	f = calloc(1, sizeof(*f));
+	if (!f || !(f->name = strdup(name))) {
+		free(f);
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	}
+	f->module = fr->module;
+	if (!m)
+		f->error = -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	else if (m->error)
+		f->error = m->error;
+	else if (phos_fatbin_kernel(m->fatbin, name, &f->info) < 0)
+		f->error = -PHOS_CUDA_INVALID_DEVICE_FUNCTION;
+	else if ((r = ex->dev_ops->module_function(ex->dev, m->dev_module, name, &f->dev_func)) < 0)
+		f->error = r;
+	r = handle_put(&ex->funcs, fr->func, f);
+	if (r < 0)
+		exec_func_free(f);
+	return r;
+}
+
+static int var_register(struct executor *ex, const void *body, uint32_t len)
+{
+	BODY(struct phos_var_register, vr);
+	const char *name = (const char *)(vr + 1);
+	size_t name_max = len - sizeof(*vr);
+	struct exec_module *m = handle_get(&ex->modules, vr->module);
+	struct exec_var *v;
+	int r;
+
+	if (name_max == 0 || strnlen(name, name_max) == name_max)
+		return -PHOS_CUDA_INVALID_VALUE;
+	v = calloc(1, sizeof(*v));
+	if (!v)
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	v->module = vr->module;
+	v->size = vr->size; /* a size hint for sim; the cuda backend reports the real one */
+	if (!m || m->error) {
+		v->error = m ? m->error : -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	} else {
+		r = ex->dev_ops->module_global(ex->dev, m->dev_module, name, &v->addr, &v->size);
+		if (r < 0)
+			v->error = -PHOS_CUDA_SYMBOL_NOT_FOUND;
+		else if (phos_bufmap_add_extern(ex->bufs, v->addr, v->size) < 0)
+			phos_warn("variable %s at %#llx overlaps a known buffer", name, (unsigned long long)v->addr);
+	}
+	r = handle_put(&ex->vars, vr->var, v);
+	if (r < 0)
+		free(v);
+	return r;
+}
+
+static int func_info(struct executor *ex, const struct exec_func *f, void *out, uint32_t *out_len)
+{
+	struct phos_reply_func_info *fi = out;
+
+	if (f->error)
+		return f->error;
+	memset(fi, 0, sizeof(*fi));
+	fi->nparams = f->info.nparams;
+	fi->param_bytes = f->info.param_bytes;
+	for (uint32_t i = 0; i < f->info.nparams && i < PHOS_MAX_PARAMS; i++) {
+		fi->offset[i] = f->info.params[i].offset;
+		fi->size[i] = f->info.params[i].size;
+	}
+	TRY(ex->dev_ops->func_attrs(ex->dev, f->dev_func, fi));
+	*out_len = sizeof(*fi);
+	return 0;
+}
+
+static int launch(struct executor *ex, const void *body, uint32_t len)
+{
+	BODY(struct phos_launch, l);
+	const uint8_t *params = (const uint8_t *)(l + 1);
+	struct exec_func *f = handle_get(&ex->funcs, l->func);
+	struct spec_set set;
+	void *stream;
+
+	if (!f)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	if (f->error)
+		return f->error;
+	if (l->param_bytes != len - sizeof(*l) || l->param_bytes != f->info.param_bytes)
+		return -PHOS_CUDA_INVALID_VALUE;
+	TRY(exec_stream(ex, l->stream, &stream));
+	set.n = 0;
+	set.overflow = false;
+	TRY(spec_launch(ex, &f->info, params, l->param_bytes, &set));
+	spec_trace(ex, "launch", f->name, l->stream, &set);
+	return ex->dev_ops->launch(ex->dev, f->dev_func, &f->info, l->grid, l->block, l->shared, stream,
+				   params, l->param_bytes);
+}
+
+int exec_module_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
+		       uint32_t *out_len)
+{
+	const struct phos_handle *h = body;
+	struct exec_func *f;
+
+	switch (op) {
+	case PHOS_OP_MODULE_LOAD:
+		return module_load(ex, body, len);
+	case PHOS_OP_MODULE_UNLOAD:
+		if (len < sizeof(*h))
+			return -PHOS_CUDA_INVALID_VALUE;
+		/* Kernels of the module keep their ids but can no longer launch. */
+		exec_module_free(ex, handle_take(&ex->modules, h->id));
+		for (uint32_t i = 0; i < ex->funcs.cap; i++) {
+			f = ex->funcs.slot[i];
+			if (f && f->module == h->id)
+				f->error = -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+		}
+		return 0;
+	case PHOS_OP_FUNC_REGISTER:
+		return func_register(ex, body, len);
+	case PHOS_OP_VAR_REGISTER:
+		return var_register(ex, body, len);
+	case PHOS_OP_FUNC_INFO:
+		if (len < sizeof(*h))
+			return -PHOS_CUDA_INVALID_VALUE;
+		f = handle_get(&ex->funcs, h->id);
+		return f ? func_info(ex, f, out, out_len) : -PHOS_CUDA_INVALID_DEVICE_FUNCTION;
+	case PHOS_OP_FUNC_SET_ATTR: {
+		BODY(struct phos_func_attr, a);
+
+		f = handle_get(&ex->funcs, a->func);
+		if (!f)
+			return -PHOS_CUDA_INVALID_DEVICE_FUNCTION;
+		if (f->error)
+			return f->error;
+		return ex->dev_ops->func_set_attr(ex->dev, f->dev_func, a->attr, a->value);
+	}
+	case PHOS_OP_OCCUPANCY: {
+		BODY(struct phos_occupancy, o);
+		int32_t blocks = 0;
+
+		f = handle_get(&ex->funcs, o->func);
+		if (!f)
+			return -PHOS_CUDA_INVALID_DEVICE_FUNCTION;
+		if (f->error)
+			return f->error;
+		if (o->block <= 0)
+			return -PHOS_CUDA_INVALID_VALUE;
+		TRY(ex->dev_ops->occupancy(ex->dev, f->dev_func, o->block, o->dyn_shared, &blocks));
+		memcpy(out, &blocks, sizeof(blocks));
+		*out_len = sizeof(blocks);
+		return 0;
+	}
+	case PHOS_OP_VAR_INFO: {
+		const struct exec_var *v;
+		struct phos_reply_var_info *vi = out;
+
+		if (len < sizeof(*h))
+			return -PHOS_CUDA_INVALID_VALUE;
+		v = handle_get(&ex->vars, h->id);
+		if (!v)
+			return -PHOS_CUDA_INVALID_VALUE;
+		if (v->error)
+			return v->error;
+		vi->addr = v->addr;
+		vi->size = v->size;
+		*out_len = sizeof(*vi);
+		return 0;
+	}
+	case PHOS_OP_LAUNCH:
+		return launch(ex, body, len);
+	default:
+		return -PHOS_CUDA_NOT_SUPPORTED;
+	}
+}

@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+/* The dispatcher: records in ring order, replies, pending asynchronous errors. */
+#include "executor.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "log.h"
+
+int handle_put(struct handle_table *t, uint32_t id, void *obj)
+{
+	if (id == 0 || id >= EXEC_MAX_HANDLES)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	if (id >= t->cap) {
+		uint32_t cap = t->cap ? t->cap : 64;
+		void **s;
+
+		while (cap <= id)
+			cap *= 2;
+		s = realloc(t->slot, cap * sizeof(*s));
+		if (!s)
+			return -PHOS_CUDA_MEMORY_ALLOCATION;
+		memset(s + t->cap, 0, (cap - t->cap) * sizeof(*s));
+		t->slot = s;
+		t->cap = cap;
+	}
+	if (t->slot[id])
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE; /* id reused while alive */
+	t->slot[id] = obj;
+	return 0;
+}
+
+void *handle_get(const struct handle_table *t, uint32_t id)
+{
+	return id < t->cap ? t->slot[id] : NULL;
+}
+
+void *handle_take(struct handle_table *t, uint32_t id)
+{
+	void *obj = handle_get(t, id);
+
+	if (obj)
+		t->slot[id] = NULL;
+	return obj;
+}
+
+int exec_stream(struct executor *ex, uint32_t id, void **ret_stream)
+{
+	void *s;
+
+	if (id == 0) {
+		*ret_stream = NULL;
+		return 0;
+	}
+	s = handle_get(&ex->streams, id);
+	if (!s)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	*ret_stream = s;
+	return 0;
+}
+
+static int hello(struct executor *ex, const void *body, uint32_t len, void *out, uint32_t *out_len)
+{
+	const struct phos_hello *h = body;
+	struct phos_reply_hello *r = out;
+	int count = 1;
+
+	if (len < sizeof(*h))
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (h->version != PHOS_PROTO_VERSION) {
+		phos_err("function speaks protocol %u, executor %u", h->version, PHOS_PROTO_VERSION);
+		return -PHOS_CUDA_INITIALIZATION;
+	}
+	ex->dev_ops->device_count(ex->dev, &count);
+	memset(r, 0, sizeof(*r));
+	r->version = PHOS_PROTO_VERSION;
+	r->device_count = (uint32_t)count;
+	r->arena_base = ex->arena_base;
+	r->arena_size = ex->arena_size;
+	r->backend = strcmp(ex->dev_ops->name, "cuda") == 0;
+	*out_len = sizeof(*r);
+	phos_info("function pid %u connected (%s device)", h->pid, ex->dev_ops->name);
+	return 0;
+}
+
+static int execute(struct executor *ex, const struct phos_rec_hdr *h, void *out, uint32_t *out_len,
+		   int *blas_status)
+{
+	const void *body = h + 1;
+
+	switch (h->op) {
+	case PHOS_OP_NOP:
+		return 0;
+	case PHOS_OP_HELLO:
+		return hello(ex, body, h->len, out, out_len);
+	case PHOS_OP_SERVE:
+		phos_info("function reached phos_fn_serve after %llu calls", (unsigned long long)ex->calls);
+		return 0;
+	case PHOS_OP_GOODBYE:
+		ex->goodbye = true;
+		return 0;
+	case PHOS_OP_MALLOC ... PHOS_OP_HOSTMEM_REMOVE:
+	case PHOS_OP_DEVICE_INFO ... PHOS_OP_DEVICE_RESET:
+		return exec_memory_handle(ex, h->op, body, h->len, out, out_len);
+	case PHOS_OP_STREAM_CREATE ... PHOS_OP_EVENT_ELAPSED:
+		return exec_stream_handle(ex, h->op, body, h->len, out, out_len);
+	case PHOS_OP_MODULE_LOAD ... PHOS_OP_LAUNCH:
+		return exec_module_handle(ex, h->op, body, h->len, out, out_len);
+	case PHOS_OP_BLAS_CREATE ... PHOS_OP_BLAS_GEMV:
+		return exec_blas_handle(ex, h->op, body, h->len, out, out_len, blas_status);
+	default:
+		phos_warn("unknown op %u", h->op);
+		return -PHOS_CUDA_NOT_SUPPORTED;
+	}
+}
+
+int exec_serve(struct executor *ex)
+{
+	void *out = phos_channel_reply_data(ex->ch);
+
+	while (!ex->goodbye) {
+		const struct phos_rec_hdr *h;
+		uint32_t out_len = 0;
+		int blas_status = 0, r;
+
+		r = phos_channel_next(ex->ch, 1000, &h);
+		if (r == 0)
+			continue;
+		if (r < 0)
+			return r == -EPIPE ? 0 : r;
+		ex->seq = h->seq;
+		r = execute(ex, h, out, &out_len, &blas_status);
+		ex->calls++;
+		if (h->flags & PHOS_REC_SYNC) {
+			uint64_t seq = h->seq;
+
+			if (r == 0 && ex->pending_error) {
+				r = ex->pending_error;
+				ex->pending_error = 0;
+				out_len = 0;
+			}
+			phos_channel_consume(ex->ch, h);
+			phos_channel_reply(ex->ch, seq, -r, blas_status, r ? 0 : out_len);
+		} else {
+			if (r < 0) {
+				phos_debug("async %s failed: %d", phos_op_name(h->op), -r);
+				if (!ex->pending_error)
+					ex->pending_error = r;
+			}
+			phos_channel_consume(ex->ch, h);
+		}
+	}
+	return 0;
+}

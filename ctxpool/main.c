@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * phos-executor: opens a device context, reserves the fixed arena, and serves
+ * one function process on the channel socket it is given.
+ *
+ *   phos-executor --fd N [--device auto|cuda|sim] [--trace FILE]
+ *                 [--arena-base ADDR] [--arena-size BYTES] [--no-warm]
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "executor.h"
+#include "log.h"
+
+static int map_chunks(void *ctx, uint64_t addr, uint64_t len)
+{
+	struct executor *ex = ctx;
+
+	return ex->dev_ops->map(ex->dev, addr, len);
+}
+
+static void unmap_chunks(void *ctx, uint64_t addr, uint64_t len)
+{
+	struct executor *ex = ctx;
+
+	ex->dev_ops->unmap(ex->dev, addr, len);
+}
+
+static void table_clear(struct handle_table *t, void (*fn)(struct executor *, void *), struct executor *ex)
+{
+	for (uint32_t i = 0; i < t->cap; i++) {
+		if (t->slot[i]) {
+			fn(ex, t->slot[i]);
+			t->slot[i] = NULL;
+		}
+	}
+}
+
+static void drop_stream(struct executor *ex, void *s) { ex->dev_ops->stream_destroy(ex->dev, s); }
+static void drop_event(struct executor *ex, void *e) { ex->dev_ops->event_destroy(ex->dev, e); }
+static void drop_blas(struct executor *ex, void *b) { exec_blas_free(ex, b); }
+static void drop_func(struct executor *ex, void *f) { (void)ex; exec_func_free(f); }
+static void drop_var(struct executor *ex, void *v) { (void)ex; free(v); }
+static void drop_module(struct executor *ex, void *m) { exec_module_free(ex, m); }
+static void drop_region(struct executor *ex, void *r) { exec_region_free(ex, r); }
+
+void exec_scrub(struct executor *ex)
+{
+	if (ex->dev)
+		ex->dev_ops->synchronize(ex->dev);
+	table_clear(&ex->blas, drop_blas, ex);
+	table_clear(&ex->streams, drop_stream, ex);
+	table_clear(&ex->events, drop_event, ex);
+	table_clear(&ex->funcs, drop_func, ex);
+	table_clear(&ex->vars, drop_var, ex);
+	table_clear(&ex->modules, drop_module, ex);
+	table_clear(&ex->regions, drop_region, ex);
+	if (ex->bufs)
+		phos_bufmap_reset(ex->bufs);
+	ex->pending_error = 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: phos-executor --fd N [--device auto|cuda|sim] [--trace FILE]\n"
+		   "                     [--arena-base ADDR] [--arena-size BYTES] [--no-warm]\n");
+}
+
+static int parse_u64(const char *s, uint64_t *ret)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s || *end)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "fd", required_argument, NULL, 'f' },
+		{ "device", required_argument, NULL, 'd' },
+		{ "trace", required_argument, NULL, 't' },
+		{ "arena-base", required_argument, NULL, 'b' },
+		{ "arena-size", required_argument, NULL, 's' },
+		{ "no-warm", no_argument, NULL, 'n' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct executor ex = { .arena_base = PHOS_ARENA_BASE_DEFAULT, .arena_size = PHOS_ARENA_SIZE_DEFAULT };
+	const char *device = "auto", *trace = getenv("PHOS_TRACE");
+	struct phos_bufmap_ops ops = { .map = map_chunks, .unmap = unmap_chunks, .ctx = &ex };
+	uint64_t fd = UINT64_MAX;
+	bool warm = true;
+	int c, r;
+
+	phos_log_init("phos-executor", PHOS_LOG_WARN);
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'f':
+			if (parse_u64(optarg, &fd) < 0 || fd > 65535) {
+				fprintf(stderr, "phos-executor: bad --fd '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'd': device = optarg; break;
+		case 't': trace = optarg; break;
+		case 'b':
+		case 's':
+			if (parse_u64(optarg, c == 'b' ? &ex.arena_base : &ex.arena_size) < 0) {
+				fprintf(stderr, "phos-executor: bad --%s '%s'\n",
+					c == 'b' ? "arena-base" : "arena-size", optarg);
+				return 2;
+			}
+			break;
+		case 'n': warm = false; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (fd == UINT64_MAX || optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (ex.arena_base % PHOS_CHUNK || ex.arena_size % PHOS_CHUNK || !ex.arena_size) {
+		fprintf(stderr, "phos-executor: the arena base and size must be multiples of 2 MiB\n");
+		return 2;
+	}
+	ex.dev_ops = phos_device_pick(device);
+	if (!ex.dev_ops) {
+		fprintf(stderr, "phos-executor: unknown device '%s' (auto, cuda or sim)\n", device);
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	if (trace && *trace) {
+		ex.trace = fopen(trace, "we");
+		if (!ex.trace) {
+			fprintf(stderr, "phos-executor: cannot open trace %s: %s\n", trace, strerror(errno));
+			return 1;
+		}
+		setvbuf(ex.trace, NULL, _IOFBF, 1 << 20);
+	}
+	r = ex.dev_ops->open(0, ex.arena_base, ex.arena_size, warm, &ex.dev);
+	if (r < 0) {
+		fprintf(stderr, "phos-executor: cannot open the %s device (cuda error %d)\n", ex.dev_ops->name, -r);
+		return 1;
+	}
+	r = phos_bufmap_new(ex.arena_base, ex.arena_size, &ops, &ex.bufs);
+	if (r == 0)
+		r = phos_channel_serve_new((int)fd, PHOS_RING_DEFAULT, &ex.ch);
+	if (r == 0) {
+		/* Pinning the channel lets H2D copies read records by DMA. */
+		size_t shm_len;
+		void *shm = phos_channel_shm(ex.ch, &shm_len);
+
+		if (ex.dev_ops->host_register(ex.dev, shm, shm_len) < 0)
+			phos_warn("could not pin the channel");
+		r = exec_serve(&ex);
+		ex.dev_ops->host_unregister(ex.dev, shm);
+	}
+	if (r < 0)
+		phos_err("serving failed: %s", strerror(-r));
+	exec_scrub(&ex);
+	phos_channel_free(ex.ch);
+	phos_bufmap_free(ex.bufs);
+	ex.dev_ops->close(ex.dev);
+	if (ex.trace)
+		fclose(ex.trace);
+	return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Speculation: the read and write sets of every forwarded call (DESIGN.md,
+ * "Kernel metadata and speculation"). Launches use the parameter kinds from
+ * kparam; library calls and copies use their exact ranges. Sets are written to
+ * the trace (--trace / PHOS_TRACE) one JSON object per line:
+ *
+ *   {"seq":12,"op":"launch","kernel":"_Z7vec_addPKfS0_Pfi","stream":0,
+ *    "reads":[[105553116266496,4096]],"writes":[[105553116270592,4096]]}
+ *
+ * Launch sets hold whole buffers (a kernel may touch any byte of a buffer it
+ * has a pointer into); copies and cuBLAS calls hold the bytes they touch.
+ */
+#include <string.h>
+
+#include "executor.h"
+
+void spec_add(struct spec_set *s, uint64_t addr, uint64_t len, uint8_t access)
+{
+	for (uint32_t i = 0; i < s->n; i++) {
+		if (s->r[i].addr == addr && s->r[i].len == len) {
+			s->r[i].access |= access;
+			return;
+		}
+	}
+	if (s->n == SPEC_MAX_RANGES) {
+		s->overflow = true;
+		return;
+	}
+	s->r[s->n++] = (struct spec_range){ .addr = addr, .len = len, .access = access };
+}
+
+int spec_range(struct executor *ex, struct spec_set *s, uint64_t addr, uint64_t len, uint8_t access)
+{
+	if (len == 0)
+		return 0;
+	if (!phos_bufmap_contains(ex->bufs, addr, len))
+		return -PHOS_CUDA_INVALID_VALUE;
+	spec_add(s, addr, len, access);
+	return 0;
+}
+
+/* Adds the buffer holding pointer value v. Returns -1 when v points into the
+ * arena at no live buffer (a freed or never allocated address). */
+static int add_pointer(struct executor *ex, struct spec_set *s, uint64_t v, uint8_t access, bool strict)
+{
+	const struct phos_buf *b;
+
+	if (v == 0)
+		return 0;
+	b = phos_bufmap_find(ex->bufs, v);
+	if (b) {
+		spec_add(s, b->addr, b->size, access);
+		return 0;
+	}
+	if (!strict || !phos_bufmap_in_arena(ex->bufs, v))
+		return 0;
+	/* One past the end of a buffer is a valid C pointer that a kernel may get
+	 * as a bound without dereferencing it. */
+	b = phos_bufmap_find(ex->bufs, v - 1);
+	return b && b->addr + b->size == v ? 0 : -1;
+}
+
+int spec_launch(struct executor *ex, const struct phos_kernel_info *ki, const uint8_t *params,
+		uint32_t param_bytes, struct spec_set *s)
+{
+	for (uint32_t i = 0; i < ki->nparams; i++) {
+		const struct phos_kparam *p = &ki->params[i];
+		uint64_t v;
+
+		if ((uint32_t)p->offset + p->size > param_bytes)
+			return -PHOS_CUDA_INVALID_VALUE;
+		switch (p->kind) {
+		case PHOS_PARAM_CONST_PTR:
+		case PHOS_PARAM_PTR:
+			if (p->size == 8) {
+				memcpy(&v, params + p->offset, 8);
+				if (add_pointer(ex, s, v, p->kind == PHOS_PARAM_PTR ? SPEC_READ | SPEC_WRITE : SPEC_READ,
+						true) < 0)
+					return -PHOS_CUDA_ILLEGAL_ADDRESS;
+				break;
+			}
+			/* An odd-sized "pointer" is scanned like a struct. */
+			__attribute__((fallthrough));
+		case PHOS_PARAM_OPAQUE:
+			/* Every aligned 8-byte word may be a pointer; it cannot be told from
+			 * an integer, so a word pointing nowhere is not an error. */
+			for (uint32_t off = (p->offset + 7u) & ~7u; off + 8 <= (uint32_t)p->offset + p->size; off += 8) {
+				memcpy(&v, params + off, 8);
+				add_pointer(ex, s, v, SPEC_READ | SPEC_WRITE, false);
+			}
+			break;
+		default:
+			break;
+		}
+	}
+	return 0;
+}
+
+static void write_ranges(FILE *f, const struct spec_set *s, uint8_t access)
+{
+	bool first = true;
+
+	fputc('[', f);
+	for (uint32_t i = 0; i < s->n; i++) {
+		if (!(s->r[i].access & access))
+			continue;
+		fprintf(f, "%s[%llu,%llu]", first ? "" : ",", (unsigned long long)s->r[i].addr,
+			(unsigned long long)s->r[i].len);
+		first = false;
+	}
+	fputc(']', f);
+}
+
+void spec_trace(struct executor *ex, const char *what, const char *name, uint32_t stream,
+		const struct spec_set *s)
+{
+	FILE *f = ex->trace;
+
+	if (!f)
+		return;
+	fprintf(f, "{\"seq\":%llu,\"op\":\"%s\"", (unsigned long long)ex->seq, what);
+	if (name) {
+		/* Mangled names are identifiers: nothing to escape but be safe anyway. */
+		fputs(",\"kernel\":\"", f);
+		for (const char *c = name; *c; c++)
+			if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20)
+				fputc(*c, f);
+		fputc('"', f);
+	}
+	fprintf(f, ",\"stream\":%u,\"reads\":", stream);
+	write_ranges(f, s, SPEC_READ);
+	fputs(",\"writes\":", f);
+	write_ranges(f, s, SPEC_WRITE);
+	if (s->overflow)
+		fputs(",\"overflow\":true", f);
+	fputs("}\n", f);
+}

@@ -1,0 +1,72 @@
+# SPDX-License-Identifier: MIT
+"""Shared helpers of the integration tests: run programs under `phos-fn run`
+on the sim device, and read executor traces."""
+import json
+import os
+import subprocess
+import sys
+
+BUILD = os.environ.get("PHOS_BUILD_DIR") or sys.exit("PHOS_BUILD_DIR is not set")
+PHOS_FN = os.path.join(BUILD, "invoker", "phos-fn")
+TWINS = ":".join([
+    os.path.join(BUILD, "functions", "examples", "libphos-twins-examples.so"),
+    os.path.join(BUILD, "tests", "integration", "libphos-twins-tests.so"),
+])
+
+failures = 0
+
+
+def check(cond, msg):
+    global failures
+    if not cond:
+        failures += 1
+        print("FAIL:", msg, flush=True)
+    return cond
+
+
+def done(name):
+    if failures:
+        print(f"{name}: {failures} check(s) failed")
+        sys.exit(1)
+    print(f"{name}: ok")
+    sys.exit(0)
+
+
+def run(program, *args, stdin="", trace=None, device="sim", timeout=300, env=None):
+    """Runs program under phos-fn; returns the CompletedProcess."""
+    e = dict(os.environ)
+    e["PHOS_SIM_TWINS"] = TWINS
+    # Sanitizer builds: a non-instrumented CUDA program loads an instrumented
+    # preload, so the sanitizer runtime must come first.
+    if os.environ.get("PHOS_TEST_PRELOAD"):
+        e["LD_PRELOAD"] = os.environ["PHOS_TEST_PRELOAD"]
+    if env:
+        e.update(env)
+    cmd = [PHOS_FN, "run", "--device", device]
+    if trace:
+        cmd += ["--trace", trace]
+    cmd += ["--", program, *map(str, args)]
+    return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout, env=e)
+
+
+def program(*parts):
+    return os.path.join(BUILD, *parts)
+
+
+def read_trace(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def serve(program, requests, *args, **kw):
+    """Sends JSON requests (one per line) to a phos_fn_serve function; returns
+    (CompletedProcess, [parsed responses])."""
+    stdin = "".join(json.dumps(r) + "\n" if not isinstance(r, str) else r + "\n" for r in requests)
+    p = run(program, *args, stdin=stdin, **kw)
+    out = []
+    for line in p.stdout.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            out.append({"unparsed": line})
+    return p, out

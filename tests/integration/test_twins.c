@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/* sim twins of the kernels of the integration test programs. */
+#include <stdint.h>
+
+#include "sim_twin.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+static void k_const_mix(const struct phos_sim_launch *l)
+{
+	const float *in = PHOS_SIM_ARG(l, 0, const float *);
+	float *out = PHOS_SIM_ARG(l, 1, float *);
+	int n = PHOS_SIM_ARG(l, 2, int);
+
+	for (int i = 0; i < n; i++)
+		out[i] = in[i] * 2.0f;
+}
+
+struct pair_args {
+	const float *src;
+	float *dst;
+	int n;
+};
+
+static void k_struct(const struct phos_sim_launch *l)
+{
+	struct pair_args p = PHOS_SIM_ARG(l, 0, struct pair_args);
+
+	for (int i = 0; i < p.n; i++)
+		p.dst[i] = p.src[i] + 1.0f;
+}
+
+static void k_extern(const struct phos_sim_launch *l)
+{
+	float *x = PHOS_SIM_ARG(l, 0, float *);
+	const float *y = PHOS_SIM_ARG(l, 1, const float *);
+	int n = PHOS_SIM_ARG(l, 2, int);
+
+	for (int i = 0; i < n; i++)
+		x[i] += y[i];
+}
+
+static void touch(const struct phos_sim_launch *l)
+{
+	float *x = PHOS_SIM_ARG(l, 0, float *);
+	int n = PHOS_SIM_ARG(l, 1, int);
+
+	for (int i = 0; i < n; i++)
+		x[i] = 1.0f;
+}
+
+static void bump(const struct phos_sim_launch *l)
+{
+	int *counters = PHOS_SIM_ARG(l, 0, int *);
+	int slot = PHOS_SIM_ARG(l, 1, int);
+	int by = PHOS_SIM_ARG(l, 2, int);
+
+	counters[slot] += by;
+}
+
+static const struct phos_sim_twin twins[] = {
+	{ "_Z11k_const_mixPKfPfi", k_const_mix },
+	{ "_Z8k_struct9pair_args", k_struct },
+	{ "k_extern", k_extern },
+	{ "_Z5touchPfi", touch },
+	{ "_Z4bumpPiii", bump },
+};
+
+EXPORT const struct phos_sim_twin *phos_sim_twins(unsigned *ret_count);
+EXPORT const struct phos_sim_twin *phos_sim_twins(unsigned *ret_count)
+{
+	*ret_count = sizeof(twins) / sizeof(twins[0]);
+	return twins;
+}
