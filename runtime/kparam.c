@@ -1,1 +1,653 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * Fatbin parsing: the kernel table of a fatbin, from the .nv.info sections of
+ * its ELF cubins and, for kernels no cubin carries, from its PTX.
+ *
+ * Layouts, as CUDA 13 nvcc writes them (verified against its output):
+ *
+ *   fatbin header (16 bytes)       entry header (64 bytes, 80 for PTX)
+ *   0  u32 magic 0xBA55ED50        0  u16 kind (1 PTX, 2 ELF cubin)
+ *   4  u16 version (1)             2  u16 version (0x0101)
+ *   6  u16 header size (16)        4  u32 header size (payload follows it)
+ *   8  u64 bytes of entries        8  u64 payload size (8-byte padded)
+ *                                  16 u32 compressed size (0: not compressed)
+ *                                  28 u32 arch (90 for sm_90)
+ *                                  40 u64 flags (0x2000 LZ4, 0x8000 zstd)
+ *                                  56 u64 decompressed size
+ *
+ * nvcc compresses PTX with zstd by default (--compress-mode default/size/
+ * balance; with -compress-all cubins too) and with LZ4 in --compress-mode=speed.
+ * Cubins are plain unless -compress-all is given. LZ4 is decompressed here; a
+ * zstd entry is skipped and counted; when nothing else could be read, a kernel
+ * lookup gives -EOPNOTSUPP so that the caller asks the driver
+ * (cuFuncGetParamInfo). Every cubin of a fatbin carries all its kernels, so
+ * one readable cubin is enough to answer -ENOENT.
+ *
+ * .nv.info.<kernel> is a list of records {u8 format, u8 attribute, u16 value}
+ * on a 4-byte grid; format 4 (EIFMT_SVAL) has the u16 as a payload size and the
+ * payload after it. EIATTR_KPARAM_INFO (0x17) payload: u32 index, u16 ordinal,
+ * u16 offset, u32 flags with the size in bits 18..31.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "kparam.h"
+
+#define FATBIN_MAGIC 0xBA55ED50u
+#define FATBIN_WRAPPER_MAGIC 0x466243B1u
+#define FATBIN_KIND_PTX 1
+#define FATBIN_KIND_ELF 2
+#define FATBIN_FLAG_LZ4 0x2000u
+#define FATBIN_FLAG_ZSTD 0x8000u
+#define ENTRY_HDR_MIN 64u
+
+#define MAX_DECOMPRESSED (256u << 20) /* per entry */
+#define MAX_ENTRIES 65536u
+#define MAX_KERNELS (1u << 20)
+#define MAX_NAME 65536u
+
+#define EIFMT_SVAL 0x04
+#define EIATTR_KPARAM_INFO 0x17
+#define SHT_CUDA_INFO 0x70000000u
+
+enum { SRC_CUBIN = 0, SRC_PTX = 1 };
+
+struct kinfo {
+	char *name;
+	int err;               /* -E2BIG: more than PHOS_MAX_PARAMS parameters */
+	uint8_t src;           /* SRC_* */
+	uint32_t nparams, param_bytes;
+	uint16_t offset[PHOS_MAX_PARAMS], size[PHOS_MAX_PARAMS];
+};
+
+struct phos_fatbin {
+	unsigned ncubins, nptx, nskipped;
+	size_t nkernels, cap;
+	struct kinfo *k;
+};
+
+static uint16_t rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint64_t rd64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+/* LZ4 block format: sequences of {token, literal length, literals, u16 offset,
+ * match length}; the last sequence has literals only. Returns the number of
+ * bytes written or -EBADMSG. Never reads or writes out of bounds. */
+static ssize_t lz4_decompress(const uint8_t *src, size_t slen, uint8_t *dst, size_t dcap)
+{
+	size_t s = 0, d = 0;
+
+	while (s < slen) {
+		uint8_t token = src[s++];
+		size_t lit = token >> 4, mlen, moff;
+
+		if (lit == 15) {
+			uint8_t b;
+			do {
+				if (s >= slen)
+					return -EBADMSG;
+				b = src[s++];
+				lit += b;
+			} while (b == 255);
+		}
+		if (lit > slen - s || lit > dcap - d)
+			return -EBADMSG;
+		memcpy(dst + d, src + s, lit);
+		s += lit;
+		d += lit;
+		if (s == slen)
+			return (ssize_t)d;      /* the last sequence: literals only */
+		if (slen - s < 2)
+			return -EBADMSG;
+		moff = rd16(src + s);
+		s += 2;
+		if (moff == 0 || moff > d)
+			return -EBADMSG;
+		mlen = (token & 15) + 4u;
+		if ((token & 15) == 15) {
+			uint8_t b;
+			do {
+				if (s >= slen)
+					return -EBADMSG;
+				b = src[s++];
+				mlen += b;
+			} while (b == 255);
+		}
+		if (mlen > dcap - d)
+			return -EBADMSG;
+		for (size_t i = 0; i < mlen; i++, d++)   /* overlapping copies repeat */
+			dst[d] = dst[d - moff];
+	}
+	return -EBADMSG;    /* an empty input, or no final literals */
+}
+
+static struct kinfo *kernel_add(struct phos_fatbin *fb, const char *name, size_t nlen, uint8_t src, int *ret_err)
+{
+	struct kinfo *k;
+
+	*ret_err = 0;
+	if (nlen == 0 || nlen > MAX_NAME || memchr(name, '\0', nlen)) {
+		*ret_err = -EBADMSG;
+		return NULL;
+	}
+	if (fb->nkernels == fb->cap) {
+		size_t cap = fb->cap ? fb->cap * 2 : 16;
+		struct kinfo *n;
+
+		if (fb->nkernels >= MAX_KERNELS) {
+			*ret_err = -E2BIG;
+			return NULL;
+		}
+		n = realloc(fb->k, cap * sizeof(*n));
+		if (!n) {
+			*ret_err = -ENOMEM;
+			return NULL;
+		}
+		fb->k = n;
+		fb->cap = cap;
+	}
+	k = &fb->k[fb->nkernels];
+	memset(k, 0, sizeof(*k));
+	k->name = strndup(name, nlen);
+	if (!k->name) {
+		*ret_err = -ENOMEM;
+		return NULL;
+	}
+	k->src = src;
+	fb->nkernels++;
+	return k;
+}
+
+/* The EIATTR records of one .nv.info.<kernel> section into k. */
+static int parse_nv_info(const uint8_t *p, size_t len, struct kinfo *k)
+{
+	uint64_t seen = 0;
+	uint32_t n = 0, end = 0;
+
+	for (size_t o = 0; o + 4 <= len;) {
+		uint8_t fmt = p[o], attr = p[o + 1];
+		size_t psize = fmt == EIFMT_SVAL ? rd16(p + o + 2) : 0;
+
+		if (psize > len - o - 4)
+			return -EBADMSG;
+		if (fmt == EIFMT_SVAL && attr == EIATTR_KPARAM_INFO) {
+			const uint8_t *r = p + o + 4;
+			uint16_t ord, off;
+			uint32_t size;
+
+			if (psize < 12)
+				return -EBADMSG;
+			ord = rd16(r + 4);
+			off = rd16(r + 6);
+			size = (rd32(r + 8) >> 18) & 0x3fff;
+			if (ord >= PHOS_MAX_PARAMS) {
+				k->err = -E2BIG;
+			} else {
+				if (seen & (1ull << ord))
+					return -EBADMSG;
+				seen |= 1ull << ord;
+				k->offset[ord] = off;
+				k->size[ord] = (uint16_t)size;
+				if (ord + 1u > n)
+					n = ord + 1u;
+				if (off + size > end)
+					end = off + size;
+			}
+		}
+		o += 4 + ((psize + 3) & ~(size_t)3);
+	}
+	if (k->err)
+		return 0;
+	if (n < 64 && seen != (1ull << n) - 1)
+		return -EBADMSG;    /* a gap in the ordinals */
+	if (n == 64 && seen != ~0ull)
+		return -EBADMSG;
+	k->nparams = n;
+	k->param_bytes = end;
+	return 0;
+}
+
+/* An ELF64 cubin: every .nv.info.<kernel> section. */
+static int parse_cubin(struct phos_fatbin *fb, const uint8_t *e, size_t len)
+{
+	uint64_t shoff, shnum, strndx;
+	uint16_t shentsize;
+	const uint8_t *strsh;
+	uint64_t stroff, strsize;
+	int r;
+
+	if (len < 64 || memcmp(e, "\x7f" "ELF", 4) || e[4] != 2 || e[5] != 1)
+		return -EBADMSG;
+	shoff = rd64(e + 0x28);
+	shentsize = rd16(e + 0x3a);
+	shnum = rd16(e + 0x3c);
+	strndx = rd16(e + 0x3e);
+	if (shentsize < 64 || shoff > len || len - shoff < shentsize)
+		return -EBADMSG;
+	if (shnum == 0)         /* extended numbering: the count is in section 0 */
+		shnum = rd64(e + shoff + 32);
+	if (strndx == 0xffff)
+		strndx = rd32(e + shoff + 40);
+	if (shnum > (len - shoff) / shentsize || strndx >= shnum)
+		return -EBADMSG;
+	strsh = e + shoff + strndx * shentsize;
+	stroff = rd64(strsh + 24);
+	strsize = rd64(strsh + 32);
+	if (stroff > len || strsize > len - stroff)
+		return -EBADMSG;
+
+	for (uint64_t i = 0; i < shnum; i++) {
+		const uint8_t *sh = e + shoff + i * shentsize;
+		uint32_t nameoff = rd32(sh), type = rd32(sh + 4);
+		uint64_t off = rd64(sh + 24), size = rd64(sh + 32);
+		const char *name, *nul;
+		struct kinfo *k;
+
+		if (type != SHT_CUDA_INFO || nameoff >= strsize)
+			continue;
+		name = (const char *)e + stroff + nameoff;
+		nul = memchr(name, '\0', strsize - nameoff);
+		if (!nul)
+			return -EBADMSG;
+		if ((size_t)(nul - name) <= 9 || strncmp(name, ".nv.info.", 9))
+			continue;
+		if (off > len || size > len - off)
+			return -EBADMSG;
+		k = kernel_add(fb, name + 9, (size_t)(nul - name) - 9, SRC_CUBIN, &r);
+		if (!k)
+			return r;
+		r = parse_nv_info(e + off, size, k);
+		if (r < 0)
+			return r;
+	}
+	fb->ncubins++;
+	return 0;
+}
+
+/* PTX: a tiny lexer, enough for .entry declarations. */
+struct lexer {
+	const char *p, *end;
+	const char *tok;
+	size_t tlen;
+};
+
+static bool is_ident(char c)
+{
+	return c == '_' || c == '$' || c == '%' || (c >= '0' && c <= '9') ||
+	       (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* The next token into lx->tok; false (and an empty token) at the end. */
+static bool lex_next(struct lexer *lx)
+{
+	const char *p = lx->p;
+
+	for (;;) {
+		while (p < lx->end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+			p++;
+		if (lx->end - p >= 2 && p[0] == '/' && p[1] == '/') {
+			while (p < lx->end && *p != '\n')
+				p++;
+		} else if (lx->end - p >= 2 && p[0] == '/' && p[1] == '*') {
+			const char *q = p + 2;
+
+			while (lx->end - q >= 2 && !(q[0] == '*' && q[1] == '/'))
+				q++;
+			p = lx->end - q >= 2 ? q + 2 : lx->end;
+		} else {
+			break;
+		}
+	}
+	if (p >= lx->end || *p == '\0') {
+		lx->p = lx->end;
+		lx->tok = lx->end;
+		lx->tlen = 0;
+		return false;
+	}
+	lx->tok = p;
+	if (*p == '.' || is_ident(*p)) {
+		do
+			p++;
+		while (p < lx->end && is_ident(*p));
+	} else {
+		p++;
+	}
+	lx->tlen = (size_t)(p - lx->tok);
+	lx->p = p;
+	return true;
+}
+
+static bool tok_is(const struct lexer *lx, const char *s)
+{
+	return lx->tlen == strlen(s) && !memcmp(lx->tok, s, lx->tlen);
+}
+
+static unsigned ptx_type_size(const struct lexer *lx)
+{
+	static const struct { const char *t; unsigned size; } types[] = {
+		{ ".b8", 1 }, { ".u8", 1 }, { ".s8", 1 }, { ".pred", 1 },
+		{ ".b16", 2 }, { ".u16", 2 }, { ".s16", 2 }, { ".f16", 2 }, { ".bf16", 2 },
+		{ ".b32", 4 }, { ".u32", 4 }, { ".s32", 4 }, { ".f32", 4 }, { ".f16x2", 4 },
+		{ ".bf16x2", 4 }, { ".b64", 8 }, { ".u64", 8 }, { ".s64", 8 }, { ".f64", 8 },
+		{ ".b128", 16 },
+	};
+
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (tok_is(lx, types[i].t))
+			return types[i].size;
+	return 0;
+}
+
+static bool lex_number(struct lexer *lx, uint32_t *ret)
+{
+	uint64_t v = 0;
+
+	if (!lex_next(lx) || lx->tlen > 9)
+		return false;
+	for (size_t i = 0; i < lx->tlen; i++) {
+		if (lx->tok[i] < '0' || lx->tok[i] > '9')
+			return false;
+		v = v * 10 + (uint64_t)(lx->tok[i] - '0');
+	}
+	*ret = (uint32_t)v;
+	return true;
+}
+
+/* One ".param ..." declaration, after the ".param" token: its size and alignment. */
+static int ptx_param(struct lexer *lx, uint32_t *ret_size, uint32_t *ret_align)
+{
+	uint32_t align = 0, tsize = 0, count = 1;
+	bool ptr = false;
+
+	while (lex_next(lx)) {
+		if (tok_is(lx, ".align")) {
+			uint32_t a;
+
+			if (!lex_number(lx, &a) || a == 0 || a > 4096 || (a & (a - 1)))
+				return -EBADMSG;
+			if (!ptr)       /* after .ptr it is the pointee's alignment */
+				align = a;
+		} else if (tok_is(lx, ".ptr")) {
+			ptr = true;
+		} else if (lx->tok[0] == '.') {
+			unsigned s = ptx_type_size(lx);
+
+			if (s)
+				tsize = s;
+			/* else a state space or other qualifier: ignored */
+		} else {
+			break;          /* the parameter's name */
+		}
+	}
+	if (!tsize || lx->tlen == 0 || !is_ident(lx->tok[0]))
+		return -EBADMSG;
+	if (lex_next(lx) && tok_is(lx, "[")) {
+		if (!lex_number(lx, &count) || !lex_next(lx) || !tok_is(lx, "]"))
+			return -EBADMSG;
+		lex_next(lx);
+	}
+	if ((uint64_t)tsize * count > 0xffff)
+		return -EBADMSG;
+	*ret_size = tsize * count;
+	*ret_align = align ? align : tsize;
+	return 0;
+}
+
+/* A PTX module: every ".entry NAME ( .param ..., ... )". */
+static int parse_ptx(struct phos_fatbin *fb, const char *text, size_t len)
+{
+	struct lexer lx = { .p = text, .end = text + len };
+	int r;
+
+	while (lex_next(&lx)) {
+		struct kinfo *k;
+		uint32_t cur = 0;
+
+		if (!tok_is(&lx, ".entry"))
+			continue;
+		if (!lex_next(&lx) || !is_ident(lx.tok[0]))
+			return -EBADMSG;
+		k = kernel_add(fb, lx.tok, lx.tlen, SRC_PTX, &r);
+		if (!k)
+			return r;
+		if (!lex_next(&lx) || !tok_is(&lx, "("))
+			continue;       /* no parameter list */
+		if (!lex_next(&lx))
+			return -EBADMSG;
+		while (!tok_is(&lx, ")")) {
+			uint32_t size, align, off;
+
+			if (!tok_is(&lx, ".param"))
+				return -EBADMSG;
+			r = ptx_param(&lx, &size, &align);
+			if (r < 0)
+				return r;
+			off = (cur + align - 1) & ~(align - 1);
+			if (off + size > 0xffff)
+				return -EBADMSG;
+			if (k->nparams == PHOS_MAX_PARAMS) {
+				k->err = -E2BIG;
+			} else {
+				k->offset[k->nparams] = (uint16_t)off;
+				k->size[k->nparams] = (uint16_t)size;
+				k->nparams++;
+			}
+			cur = off + size;
+			if (tok_is(&lx, ","))
+				lex_next(&lx);
+			else if (!tok_is(&lx, ")"))
+				return -EBADMSG;
+		}
+		k->param_bytes = cur;
+	}
+	fb->nptx++;
+	return 0;
+}
+
+static int parse_entry(struct phos_fatbin *fb, const uint8_t *h, const uint8_t *payload, uint64_t psize)
+{
+	uint16_t kind = rd16(h);
+	uint64_t flags = rd64(h + 40);
+	uint8_t *buf = NULL;
+	ssize_t n;
+	int r;
+
+	if (kind != FATBIN_KIND_PTX && kind != FATBIN_KIND_ELF)
+		return 0;       /* other kinds carry no kernels we read */
+	if (flags & FATBIN_FLAG_ZSTD) {
+		fb->nskipped++;
+		return 0;
+	}
+	if (flags & FATBIN_FLAG_LZ4) {
+		uint64_t csize = rd32(h + 16), dsize = rd64(h + 56);
+
+		if (csize > psize || dsize == 0 || dsize > MAX_DECOMPRESSED)
+			return -EBADMSG;
+		buf = malloc(dsize);
+		if (!buf)
+			return -ENOMEM;
+		n = lz4_decompress(payload, csize, buf, dsize);
+		if (n < 0) {
+			free(buf);
+			return (int)n;
+		}
+		payload = buf;
+		psize = (uint64_t)n;
+	}
+	if (kind == FATBIN_KIND_ELF)
+		r = parse_cubin(fb, payload, psize);
+	else
+		r = parse_ptx(fb, (const char *)payload, psize);
+	free(buf);
+	return r;
+}
+
+static int kinfo_cmp(const void *a, const void *b)
+{
+	const struct kinfo *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	return c ? c : (int)x->src - (int)y->src;
+}
+
+static int kinfo_cmp_name(const void *key, const void *elem)
+{
+	return strcmp(((const struct kinfo *)key)->name, ((const struct kinfo *)elem)->name);
+}
+
+void phos_fatbin_free(struct phos_fatbin *fb)
+{
+	if (!fb)
+		return;
+	for (size_t i = 0; i < fb->nkernels; i++)
+		free(fb->k[i].name);
+	free(fb->k);
+	free(fb);
+}
+
+size_t phos_fatbin_size(const void *data, size_t max)
+{
+	const uint8_t *p = data;
+	uint64_t hsize, fsize;
+
+	if (!p || max < 16 || rd32(p) != FATBIN_MAGIC || rd16(p + 4) != 1)
+		return 0;
+	hsize = rd16(p + 6);
+	fsize = rd64(p + 8);
+	if (hsize < 16 || fsize > max || hsize > max - fsize)
+		return 0;
+	return (size_t)(hsize + fsize);
+}
+
+int phos_fatbin_parse(const void *data, size_t len, struct phos_fatbin **ret_fb)
+{
+	const uint8_t *p = data;
+	struct phos_fatbin *fb;
+	uint64_t hsize, end;
+	unsigned nentries = 0;
+	int r = 0;
+
+	if (!p || len < 16)
+		return -EINVAL;
+	if (rd32(p) == FATBIN_WRAPPER_MAGIC) {
+		/* __fatBinC_Wrapper_t { int magic, version; const void *data; ... } */
+		uintptr_t inner, base = (uintptr_t)p;
+
+		if (rd32(p + 4) != 1 && rd32(p + 4) != 2)      /* 2: -rdc builds */
+			return -EINVAL;
+		inner = (uintptr_t)rd64(p + 8);
+		if (inner < base || inner - base >= len || inner == base)
+			return -EINVAL;
+		len -= inner - base;
+		p += inner - base;
+		if (len < 16)
+			return -EBADMSG;
+	}
+	if (rd32(p) != FATBIN_MAGIC || rd16(p + 4) != 1)
+		return -EINVAL;
+	hsize = rd16(p + 6);
+	end = rd64(p + 8);
+	if (hsize < 16 || hsize > len || end > len - hsize)
+		return -EBADMSG;
+	end += hsize;
+
+	fb = calloc(1, sizeof(*fb));
+	if (!fb)
+		return -ENOMEM;
+	for (uint64_t off = hsize; off < end && r == 0; nentries++) {
+		const uint8_t *h = p + off;
+		uint32_t ehsize;
+		uint64_t psize;
+
+		if (nentries == MAX_ENTRIES || end - off < ENTRY_HDR_MIN) {
+			r = -EBADMSG;
+			break;
+		}
+		ehsize = rd32(h + 4);
+		psize = rd64(h + 8);
+		if (ehsize < ENTRY_HDR_MIN || ehsize > end - off || psize > end - off - ehsize) {
+			r = -EBADMSG;
+			break;
+		}
+		r = parse_entry(fb, h, h + ehsize, psize);
+		off += ehsize + psize;
+	}
+	if (r < 0) {
+		phos_fatbin_free(fb);
+		return r;
+	}
+
+	/* One record per kernel: cubins first (sorted before PTX of the same name). */
+	if (fb->nkernels) {
+		size_t w = 0;
+
+		qsort(fb->k, fb->nkernels, sizeof(*fb->k), kinfo_cmp);
+		for (size_t i = 0; i < fb->nkernels; i++) {
+			if (w && !strcmp(fb->k[w - 1].name, fb->k[i].name)) {
+				free(fb->k[i].name);
+				continue;
+			}
+			fb->k[w++] = fb->k[i];
+		}
+		fb->nkernels = w;
+	}
+	*ret_fb = fb;
+	return 0;
+}
+
+int phos_fatbin_kernel(const struct phos_fatbin *fb, const char *name, struct phos_kernel_info *ret_info)
+{
+	struct kinfo key = { .name = (char *)name };
+	const struct kinfo *k;
+	uint8_t kinds[PHOS_MAX_PARAMS];
+	struct phos_kernel_info info = { 0 };
+	int n;
+
+	if (!fb || !name || !ret_info)
+		return -EINVAL;
+	k = fb->nkernels ? bsearch(&key, fb->k, fb->nkernels, sizeof(*fb->k), kinfo_cmp_name) : NULL;
+	if (!k)     /* only zstd entries: it may be there */
+		return fb->nskipped && !fb->ncubins && !fb->nptx ? -EOPNOTSUPP : -ENOENT;
+	if (k->err)
+		return k->err;
+
+	n = phos_demangle_params(name, kinds, PHOS_MAX_PARAMS);
+	for (uint32_t i = 0; i < k->nparams; i++) {
+		uint8_t kind = n == (int)k->nparams ? kinds[i] : PHOS_PARAM_OPAQUE;
+
+		/* a pointer that is not 8 bytes wide: trust neither source */
+		if ((kind == PHOS_PARAM_PTR || kind == PHOS_PARAM_CONST_PTR) && k->size[i] != 8)
+			kind = PHOS_PARAM_OPAQUE;
+		info.params[i].offset = k->offset[i];
+		info.params[i].size = k->size[i];
+		info.params[i].kind = kind;
+	}
+	info.nparams = k->nparams;
+	info.param_bytes = k->param_bytes;
+	info.name = strdup(name);
+	if (!info.name)
+		return -ENOMEM;
+	*ret_info = info;
+	return 0;
+}
+
+void phos_kernel_info_exit(struct phos_kernel_info *info)
+{
+	if (!info)
+		return;
+	free(info->name);
+	info->name = NULL;
+}
+
+void phos_fatbin_stats(const struct phos_fatbin *fb, unsigned *ret_cubins, unsigned *ret_ptx, unsigned *ret_kernels)
+{
+	if (ret_cubins)
+		*ret_cubins = fb ? fb->ncubins : 0;
+	if (ret_ptx)
+		*ret_ptx = fb ? fb->nptx : 0;
+	if (ret_kernels)
+		*ret_kernels = fb ? (unsigned)fb->nkernels : 0;
+}

@@ -22,8 +22,9 @@
  *
  * Parsers are bounded: every offset and size read from the input is checked
  * against the input's length, and malformed input gives -EINVAL / -EBADMSG, never
- * a crash. Fatbins compressed by nvcc (the entry's compressed flag) are
- * decompressed (LZ4 block format) with a size cap.
+ * a crash. Entries nvcc compressed with LZ4 (--compress-mode=speed) are
+ * decompressed with a size cap; zstd entries (nvcc's default for PTX, and for
+ * everything with -compress-all) are skipped: see kparam.c.
  */
 #pragma once
 
@@ -63,12 +64,15 @@ int phos_fatbin_parse(const void *data, size_t len, struct phos_fatbin **ret_fb)
 void phos_fatbin_free(struct phos_fatbin *fb);
 
 /* Size of the fatbin starting at data (header + entries), read from its header,
- * or 0 if data does not start with a valid fatbin header. The preload uses this
- * to know how many bytes to ship; max bounds how far it may read. */
+ * or 0 if data does not start with a valid fatbin header or the size exceeds
+ * max. The preload uses this to know how many bytes to ship; max bounds how far
+ * it may read. */
 size_t phos_fatbin_size(const void *data, size_t max);
 
 /* Parameter layout and kinds of kernel `name` (mangled), filled into *ret_info
- * (name is duplicated). -ENOENT if the fatbin has no such kernel. */
+ * (name is duplicated). -ENOENT if the fatbin has no such kernel; -EOPNOTSUPP
+ * if it may be there but every entry is zstd-compressed (ask the driver:
+ * cuFuncGetParamInfo); -E2BIG if it has more than PHOS_MAX_PARAMS parameters. */
 int phos_fatbin_kernel(const struct phos_fatbin *fb, const char *name, struct phos_kernel_info *ret_info);
 
 /* Frees what phos_fatbin_kernel put into info (not info itself). */
