@@ -102,7 +102,9 @@ struct phos_device_ops {
 	int (*module_load)(struct phos_device *dev, const void *image, size_t len, void **ret_module);
 	int (*module_unload)(struct phos_device *dev, void *module);
 	int (*module_function)(struct phos_device *dev, void *module, const char *name, void **ret_func);
-	/* A __device__ variable: its device address and size. */
+	/* A __device__ variable: its device address and size. *ret_size is in/out: in, the
+	 * size hint from __cudaRegisterVar (sim uses it to allocate the variable on the
+	 * first call, as it reads no sizes from the ELF; 0 = only look up); out, the size. */
 	int (*module_global)(struct phos_device *dev, void *module, const char *name, uint64_t *ret_addr,
 			     uint64_t *ret_size);
 

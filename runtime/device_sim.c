@@ -1,1 +1,1063 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * The sim device backend: a test device in host memory (DESIGN.md "Two device backends").
+ *
+ *   arena_base                                   arena_base+size   +1 GiB gap   var region (1 GiB)
+ *   |<- PROT_NONE reservation, 2 MiB chunks ------------>|                   |<- __device__ vars ->|
+ *   [rw][rw][  ][rw][  ] ... map() = fresh zero pages       bump-allocated, 256-byte aligned,
+ *     chunk_bits: 1 per mapped chunk                        made read/write as it grows
+ *
+ * Device memory is host memory at the device addresses, so twins and the cuBLAS
+ * reference dereference device pointers directly. Every operation runs to
+ * completion when it is submitted: streams and events are bookkeeping, and an
+ * event's timestamp is CLOCK_MONOTONIC at record time.
+ *
+ * Every copy/memset range is checked against chunk_bits (and the used part of
+ * the variable region), so a bad address gives -cudaErrorInvalidValue instead of
+ * a fault in the executor. Launch pointers are the executor's to validate.
+ *
+ * Kernels run through host twins (sim_twin.h) loaded from PHOS_SIM_TWINS at open.
+ */
+#include "device_sim.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sim_twin.h"
+
+#define SIM_CHUNK (2ull << 20)
+#define SIM_TOTAL_MEM (80ull << 30)      /* what the simulated device reports */
+#define SIM_VAR_GAP (1ull << 30)         /* between the arena end and the variable region */
+#define SIM_VAR_REGION (1ull << 30)      /* room for all __device__ variables */
+#define SIM_VAR_ALIGN 256u
+#define SIM_MAX_IMAGE (1ull << 30)       /* largest fatbin module_load accepts */
+#define SIM_MAX_NAME 65536u              /* longest mangled name */
+#define SIM_MAX_PLUGINS 64u
+#define SIM_MAX_TWINS 65536u
+#define SIM_DEFAULT_DYN_SHARED 49152     /* per block without opt-in */
+#define SIM_OPTIN_DYN_SHARED 232448      /* per block with cudaFuncAttributeMaxDynamicSharedMemorySize */
+#define SIM_SMEM_PER_SM 233472
+#define SIM_SMEM_RESERVED 1024           /* per block, taken by the driver */
+#define FATBIN_MAGIC 0xBA55ED50u
+#define EVENT_FLAGS_KNOWN 0x7u           /* BlockingSync | DisableTiming | Interprocess */
+#define EVENT_DISABLE_TIMING 0x2u
+#define FUNC_ATTR_MAX_DYN_SHARED 8       /* cudaFuncAttributeMaxDynamicSharedMemorySize */
+#define FUNC_ATTR_CARVEOUT 9             /* cudaFuncAttributePreferredSharedMemoryCarveout */
+
+struct sim_twin_entry {
+	const char *name;                /* owned by the plugin */
+	phos_sim_kernel_fn fn;
+	size_t order;                    /* load order: the first of duplicate names wins */
+};
+
+struct sim_device {
+	pthread_mutex_t lock;            /* chunk_bits, counters, var region, object list */
+	uint64_t base, size, nchunks;
+	uint64_t *chunk_bits;
+	uint64_t mapped_bytes;
+	uint64_t var_base, var_used, var_rw;
+	struct phos_sim_obj objs;        /* list head */
+	struct sim_twin_entry *twins;    /* sorted by name */
+	size_t ntwins;
+	void *plugins[SIM_MAX_PLUGINS];
+	size_t nplugins;
+};
+
+struct sim_stream {
+	struct phos_sim_obj obj;
+	uint32_t flags;
+	int priority;
+};
+
+struct sim_event {
+	struct phos_sim_obj obj;
+	uint32_t flags;
+	bool recorded;
+	uint64_t ns;                     /* CLOCK_MONOTONIC at the last record */
+};
+
+struct sim_var {
+	struct sim_var *next;
+	uint64_t addr, size;
+	char name[];
+};
+
+struct sim_module {
+	struct phos_sim_obj obj;
+	void *image;
+	size_t len;
+	struct sim_var *vars;
+};
+
+struct sim_func {
+	struct phos_sim_obj obj;
+	struct sim_module *module;
+	phos_sim_kernel_fn twin;         /* NULL: launch fails with NOT_SUPPORTED */
+	int max_dyn_shared, carveout;
+	char name[];
+};
+
+/* proto.h already gives the tag struct phos_device to the DEVICE_INFO request
+ * body, so the handle device.h passes around is converted here, once per op. */
+static struct sim_device *sim_dev(struct phos_device *dev)
+{
+	return (struct sim_device *)(void *)dev;
+}
+
+/* ---- objects ---- */
+
+void *phos_sim_obj_new(struct phos_device *pdev, uint32_t magic, size_t size)
+{
+	struct sim_device *dev = sim_dev(pdev);
+	struct phos_sim_obj *o = calloc(1, size);
+
+	if (!o)
+		return NULL;
+	o->magic = magic;
+	pthread_mutex_lock(&dev->lock);
+	o->next = dev->objs.next;
+	o->prev = &dev->objs;
+	o->next->prev = o;
+	dev->objs.next = o;
+	pthread_mutex_unlock(&dev->lock);
+	return o;
+}
+
+static void obj_unlink_locked(struct phos_sim_obj *o)
+{
+	o->prev->next = o->next;
+	o->next->prev = o->prev;
+	o->magic = 0;
+}
+
+void phos_sim_obj_free(struct phos_device *pdev, void *obj)
+{
+	struct sim_device *dev = sim_dev(pdev);
+	struct phos_sim_obj *o = obj;
+
+	pthread_mutex_lock(&dev->lock);
+	obj_unlink_locked(o);
+	pthread_mutex_unlock(&dev->lock);
+	if (o->release)
+		o->release(o);
+	free(o);
+}
+
+void *phos_sim_obj_get(struct phos_device *pdev, const void *obj, uint32_t magic)
+{
+	struct sim_device *dev = sim_dev(pdev);
+	struct phos_sim_obj *o, *found = NULL;
+
+	if (!dev || !obj)
+		return NULL;
+	pthread_mutex_lock(&dev->lock);
+	for (o = dev->objs.next; o != &dev->objs; o = o->next)
+		if (o == obj) {
+			found = o->magic == magic ? o : NULL;
+			break;
+		}
+	pthread_mutex_unlock(&dev->lock);
+	return found;
+}
+
+int phos_sim_stream_check(struct phos_device *dev, const void *stream)
+{
+	if (!stream || phos_sim_obj_get(dev, stream, PHOS_SIM_STREAM))
+		return 0;
+	return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+}
+
+/* ---- memory ---- */
+
+static bool chunk_test(const struct sim_device *dev, uint64_t c)
+{
+	return dev->chunk_bits[c / 64] >> (c % 64) & 1;
+}
+
+bool phos_sim_range_ok(struct phos_device *pdev, uint64_t addr, uint64_t len)
+{
+	struct sim_device *dev = sim_dev(pdev);
+	bool ok = false;
+
+	if (len == 0)
+		return true;
+	if (!dev || addr + len < addr)
+		return false;
+	pthread_mutex_lock(&dev->lock);
+	if (addr >= dev->base && addr - dev->base < dev->size && len <= dev->size - (addr - dev->base)) {
+		ok = true;
+		for (uint64_t c = (addr - dev->base) / SIM_CHUNK; c <= (addr + len - 1 - dev->base) / SIM_CHUNK; c++)
+			if (!chunk_test(dev, c)) {
+				ok = false;
+				break;
+			}
+	} else if (dev->var_base && addr >= dev->var_base && addr + len <= dev->var_base + dev->var_used) {
+		ok = true;
+	}
+	pthread_mutex_unlock(&dev->lock);
+	return ok;
+}
+
+/* Whether [addr, addr+len) is a non-empty, chunk-aligned range of the arena. */
+static bool arena_range_valid(const struct sim_device *dev, uint64_t addr, uint64_t len)
+{
+	return len && addr % SIM_CHUNK == 0 && len % SIM_CHUNK == 0 && addr >= dev->base &&
+	       addr - dev->base < dev->size && len <= dev->size - (addr - dev->base);
+}
+
+/* Gives [addr, addr+len) back to the PROT_NONE reservation, dropping its pages. */
+static int arena_reserve(uint64_t addr, uint64_t len)
+{
+	void *p = mmap((void *)(uintptr_t)addr, len, PROT_NONE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+
+	return p == MAP_FAILED ? -errno : 0;
+}
+
+static int sim_map(struct phos_device *pdev, uint64_t addr, uint64_t len)
+{
+	struct sim_device *dev = sim_dev(pdev);
+	uint64_t c0, c1, c;
+	void *p;
+	int r = 0;
+
+	if (!dev || !arena_range_valid(dev, addr, len))
+		return -PHOS_CUDA_INVALID_VALUE;
+	c0 = (addr - dev->base) / SIM_CHUNK;
+	c1 = c0 + len / SIM_CHUNK;
+	pthread_mutex_lock(&dev->lock);
+	for (c = c0; c < c1; c++)
+		if (chunk_test(dev, c)) {
+			r = -PHOS_CUDA_INVALID_VALUE;   /* as cuMemMap on a mapped range */
+			goto out;
+		}
+	if (dev->mapped_bytes + len > SIM_TOTAL_MEM) {
+		r = -PHOS_CUDA_MEMORY_ALLOCATION;
+		goto out;
+	}
+	/* Fresh private pages are zero; no MAP_NORESERVE, so the kernel may refuse cleanly. */
+	p = mmap((void *)(uintptr_t)addr, len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	if (p == MAP_FAILED) {
+		phos_warn("sim: map %#llx+%#llx: %s", (unsigned long long)addr, (unsigned long long)len,
+			  strerror(errno));
+		(void)arena_reserve(addr, len);  /* a failed MAP_FIXED may have left a hole */
+		r = -PHOS_CUDA_MEMORY_ALLOCATION;
+		goto out;
+	}
+	for (c = c0; c < c1; c++)
+		dev->chunk_bits[c / 64] |= 1ull << (c % 64);
+	dev->mapped_bytes += len;
+out:
+	pthread_mutex_unlock(&dev->lock);
+	return r;
+}
+
+static void sim_unmap(struct phos_device *pdev, uint64_t addr, uint64_t len)
+{
+	struct sim_device *dev = sim_dev(pdev);
+	uint64_t c0, c1;
+
+	if (!dev || !arena_range_valid(dev, addr, len))
+		return;
+	c0 = (addr - dev->base) / SIM_CHUNK;
+	c1 = c0 + len / SIM_CHUNK;
+	pthread_mutex_lock(&dev->lock);
+	for (uint64_t c = c0; c < c1; c++)
+		if (chunk_test(dev, c)) {
+			dev->chunk_bits[c / 64] &= ~(1ull << (c % 64));
+			dev->mapped_bytes -= SIM_CHUNK;
+		}
+	if (arena_reserve(addr, len) < 0)
+		phos_warn("sim: unmap %#llx+%#llx: %s", (unsigned long long)addr, (unsigned long long)len,
+			  strerror(errno));
+	pthread_mutex_unlock(&dev->lock);
+}
+
+/* Storage for a __device__ variable: size bytes, zeroed, at a deterministic address. */
+static int var_alloc(struct sim_device *dev, uint64_t size, uint64_t *ret_addr)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t off, end, rw_end;
+	int r = 0;
+
+	pthread_mutex_lock(&dev->lock);
+	off = (dev->var_used + SIM_VAR_ALIGN - 1) / SIM_VAR_ALIGN * SIM_VAR_ALIGN;
+	if (!dev->var_base || size > SIM_VAR_REGION - off) {
+		r = -PHOS_CUDA_MEMORY_ALLOCATION;
+		goto out;
+	}
+	end = off + size;
+	rw_end = (end + page - 1) / page * page;
+	if (rw_end > dev->var_rw) {
+		if (mprotect((void *)(uintptr_t)(dev->var_base + dev->var_rw), rw_end - dev->var_rw,
+			     PROT_READ | PROT_WRITE) < 0) {
+			r = -PHOS_CUDA_MEMORY_ALLOCATION;
+			goto out;
+		}
+		dev->var_rw = rw_end;
+	}
+	dev->var_used = end;
+	*ret_addr = dev->var_base + off;
+out:
+	pthread_mutex_unlock(&dev->lock);
+	return r;
+}
+
+/* ---- open / close ---- */
+
+static int twin_cmp(const void *a, const void *b)
+{
+	const struct sim_twin_entry *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	return c ? c : (x->order > y->order) - (x->order < y->order);
+}
+
+static void twins_add_plugin(struct sim_device *dev, const char *path)
+{
+	const struct phos_sim_twin *list;
+	struct sim_twin_entry *grown;
+	phos_sim_twins_fn get;
+	unsigned count = 0;
+	void *h;
+
+	if (dev->nplugins == SIM_MAX_PLUGINS) {
+		phos_warn("sim: more than %u twin plugins, ignoring %s", SIM_MAX_PLUGINS, path);
+		return;
+	}
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		phos_warn("sim: twin plugin %s: %s", path, dlerror());
+		return;
+	}
+	get = (phos_sim_twins_fn)dlsym(h, "phos_sim_twins");
+	list = get ? get(&count) : NULL;
+	if (!list || count > SIM_MAX_TWINS - dev->ntwins) {
+		phos_warn("sim: twin plugin %s: no usable phos_sim_twins()", path);
+		dlclose(h);
+		return;
+	}
+	grown = realloc(dev->twins, (dev->ntwins + count + 1) * sizeof(*grown));
+	if (!grown) {
+		dlclose(h);
+		return;
+	}
+	dev->twins = grown;
+	for (unsigned i = 0; i < count; i++) {
+		if (!list[i].name || !list[i].fn)
+			continue;
+		dev->twins[dev->ntwins] = (struct sim_twin_entry){
+			.name = list[i].name, .fn = list[i].fn, .order = dev->ntwins };
+		dev->ntwins++;
+	}
+	dev->plugins[dev->nplugins++] = h;
+	phos_info("sim: %u twins from %s", count, path);
+}
+
+/* Loads the plugins named in PHOS_SIM_TWINS and indexes their twins by name. */
+static void twins_load(struct sim_device *dev)
+{
+	const char *env = getenv("PHOS_SIM_TWINS");
+	char *paths, *save = NULL;
+	size_t n = 0;
+
+	if (!env || !*env || !(paths = strdup(env)))
+		return;
+	for (char *p = strtok_r(paths, ":", &save); p; p = strtok_r(NULL, ":", &save))
+		twins_add_plugin(dev, p);
+	free(paths);
+	if (!dev->ntwins)
+		return;
+	qsort(dev->twins, dev->ntwins, sizeof(*dev->twins), twin_cmp);
+	for (size_t i = 0; i < dev->ntwins; i++) {
+		if (n && !strcmp(dev->twins[n - 1].name, dev->twins[i].name)) {
+			phos_warn("sim: twin %s defined twice, keeping the first", dev->twins[i].name);
+			continue;
+		}
+		dev->twins[n++] = dev->twins[i];
+	}
+	dev->ntwins = n;
+}
+
+static phos_sim_kernel_fn twin_find(const struct sim_device *dev, const char *name)
+{
+	size_t lo = 0, hi = dev->ntwins;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(name, dev->twins[mid].name);
+
+		if (!c)
+			return dev->twins[mid].fn;
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return NULL;
+}
+
+/* Frees everything, also a half-built device. */
+static void sim_device_free(struct sim_device *dev)
+{
+	if (!dev)
+		return;
+	while (dev->objs.next && dev->objs.next != &dev->objs) {
+		struct phos_sim_obj *o = dev->objs.next;
+
+		obj_unlink_locked(o);
+		if (o->release)
+			o->release(o);
+		free(o);
+	}
+	for (size_t i = 0; i < dev->nplugins; i++)
+		dlclose(dev->plugins[i]);
+	free(dev->twins);
+	if (dev->var_base)
+		munmap((void *)(uintptr_t)dev->var_base, SIM_VAR_REGION);
+	if (dev->size)
+		munmap((void *)(uintptr_t)dev->base, dev->size);
+	free(dev->chunk_bits);
+	pthread_mutex_destroy(&dev->lock);
+	free(dev);
+}
+
+static void sim_close(struct phos_device *dev)
+{
+	sim_device_free(sim_dev(dev));
+}
+
+/* Reserves [addr, addr+len) at exactly addr; 0 or -errno. */
+static int reserve_fixed(uint64_t addr, uint64_t len)
+{
+	void *p = mmap((void *)(uintptr_t)addr, len, PROT_NONE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+
+	if (p == MAP_FAILED)
+		return -errno;
+	if ((uintptr_t)p != addr) {      /* a kernel older than 4.17 takes the flag as a hint */
+		munmap(p, len);
+		return -EEXIST;
+	}
+	return 0;
+}
+
+static int sim_open(int ordinal, uint64_t arena_base, uint64_t arena_size, bool warm,
+		    struct phos_device **ret_dev)
+{
+	struct sim_device *dev;
+	uint64_t var_base;
+	int r;
+
+	if (ordinal != 0)
+		return -PHOS_CUDA_INVALID_DEVICE;
+	if (!ret_dev || !arena_base || !arena_size || arena_base % SIM_CHUNK || arena_size % SIM_CHUNK ||
+	    arena_base + arena_size < arena_base || arena_base + arena_size > (1ull << 47))
+		return -PHOS_CUDA_INVALID_VALUE;
+	dev = calloc(1, sizeof(*dev));
+	if (!dev)
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	pthread_mutex_init(&dev->lock, NULL);
+	dev->objs.next = dev->objs.prev = &dev->objs;
+	dev->nchunks = arena_size / SIM_CHUNK;
+	dev->chunk_bits = calloc((dev->nchunks + 63) / 64, sizeof(uint64_t));
+	if (!dev->chunk_bits) {
+		sim_device_free(dev);
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	}
+	r = reserve_fixed(arena_base, arena_size);
+	if (r < 0) {
+		phos_err("sim: cannot reserve the arena at %#llx+%#llx: %s", (unsigned long long)arena_base,
+			 (unsigned long long)arena_size, strerror(-r));
+		sim_device_free(dev);
+		return -PHOS_CUDA_INITIALIZATION;
+	}
+	dev->base = arena_base;
+	dev->size = arena_size;
+	/* Variables sit at fixed addresses too when the space is free, else anywhere. */
+	var_base = arena_base + arena_size + SIM_VAR_GAP;
+	if (reserve_fixed(var_base, SIM_VAR_REGION) == 0) {
+		dev->var_base = var_base;
+	} else {
+		void *p = mmap(NULL, SIM_VAR_REGION, PROT_NONE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+		phos_warn("sim: variable region not at %#llx: addresses of __device__ variables vary",
+			  (unsigned long long)var_base);
+		if (p != MAP_FAILED)
+			dev->var_base = (uintptr_t)p;
+	}
+	twins_load(dev);
+	*ret_dev = (struct phos_device *)(void *)dev;
+	return 0;
+}
+
+/* ---- device ---- */
+
+static int sim_device_count(struct phos_device *dev, int *ret_count)
+{
+	if (!ret_count)
+		return -PHOS_CUDA_INVALID_VALUE;
+	*ret_count = 1;
+	return 0;
+}
+
+/* An H100 SXM-like device, indexed by CUdevice_attribute (== cudaDeviceAttr). */
+static const struct { int attr, value; } sim_attrs[] = {
+	{ CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024 },
+	{ CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, 1024 },
+	{ CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, 1024 },
+	{ CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, 64 },
+	{ CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, 2147483647 },
+	{ CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, 65535 },
+	{ CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, 65535 },
+	{ CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, SIM_DEFAULT_DYN_SHARED },
+	{ CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY, 65536 },
+	{ CU_DEVICE_ATTRIBUTE_WARP_SIZE, 32 },
+	{ CU_DEVICE_ATTRIBUTE_MAX_PITCH, 2147483647 },
+	{ CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, 65536 },
+	{ CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 1980000 },
+	{ CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, 512 },
+	{ CU_DEVICE_ATTRIBUTE_GPU_OVERLAP, 1 },
+	{ CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 132 },
+	{ CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH, 131072 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH, 131072 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT, 65536 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH, 16384 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT, 16384 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH, 16384 },
+	{ CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT, 512 },
+	{ CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, 1 },
+	{ CU_DEVICE_ATTRIBUTE_ECC_ENABLED, 1 },
+	{ CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, 2619000 },
+	{ CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, 5120 },
+	{ CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 52428800 },
+	{ CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 2048 },
+	{ CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, 3 },
+	{ CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1 },
+	{ CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, 32 },
+	{ CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9 },
+	{ CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0 },
+	{ CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, 1 },
+	{ CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED, 1 },
+	{ CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED, 1 },
+	{ CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, SIM_SMEM_PER_SM },
+	{ CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, 65536 },
+	{ CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 1 },
+	{ CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO, 2 },
+	{ CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 1 },
+	{ CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED, 1 },
+	{ CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 1 },
+	{ CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, SIM_OPTIN_DYN_SHARED },
+	{ CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, 1 },
+	{ CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1 },
+	{ CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 1 },
+	{ CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, 32 },
+	{ CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE, 32505856 },
+	{ CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, 134213632 },
+	{ CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, SIM_SMEM_RESERVED },
+	{ CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1 },
+	{ CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, 1 },
+	{ CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT, 4 },
+	{ CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED, 1 },
+	{ CU_DEVICE_ATTRIBUTE_NUMA_ID, -1 },
+	{ CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1 },
+};
+
+_Static_assert(CU_DEVICE_ATTRIBUTE_MAX <= PHOS_DEVICE_ATTR_MAX, "attr[] too small for CUdevice_attribute");
+
+static int sim_info(struct phos_device *dev, struct phos_reply_device *ret_info)
+{
+	static const uint8_t uuid[16] = { 'p', 'h', 'o', 's', '-', 's', 'i', 'm', 0, 0, 0, 0, 0, 0, 0, 1 };
+
+	if (!ret_info)
+		return -PHOS_CUDA_INVALID_VALUE;
+	memset(ret_info, 0, sizeof(*ret_info));
+	snprintf(ret_info->name, sizeof(ret_info->name), "phos sim device (not a GPU)");
+	memcpy(ret_info->uuid, uuid, sizeof(uuid));
+	ret_info->total_mem = SIM_TOTAL_MEM;
+	for (size_t i = 0; i < sizeof(sim_attrs) / sizeof(sim_attrs[0]); i++)
+		ret_info->attr[sim_attrs[i].attr] = sim_attrs[i].value;
+	return 0;
+}
+
+static int sim_mem_info(struct phos_device *pdev, uint64_t *ret_free, uint64_t *ret_total)
+{
+	struct sim_device *dev = sim_dev(pdev);
+	if (!dev || !ret_free || !ret_total)
+		return -PHOS_CUDA_INVALID_VALUE;
+	pthread_mutex_lock(&dev->lock);
+	*ret_free = SIM_TOTAL_MEM - dev->mapped_bytes;
+	pthread_mutex_unlock(&dev->lock);
+	*ret_total = SIM_TOTAL_MEM;
+	return 0;
+}
+
+static int sim_synchronize(struct phos_device *dev)
+{
+	return 0;
+}
+
+static int sim_host_register(struct phos_device *dev, void *ptr, size_t len)
+{
+	return ptr && len ? 0 : -PHOS_CUDA_INVALID_VALUE;
+}
+
+static void sim_host_unregister(struct phos_device *dev, void *ptr)
+{
+}
+
+/* ---- streams and events ---- */
+
+static int sim_stream_create(struct phos_device *dev, uint32_t flags, int priority, void **ret_stream)
+{
+	struct sim_stream *s;
+
+	if (!dev || !ret_stream || flags > 1)   /* cudaStreamDefault, cudaStreamNonBlocking */
+		return -PHOS_CUDA_INVALID_VALUE;
+	s = phos_sim_obj_new(dev, PHOS_SIM_STREAM, sizeof(*s));
+	if (!s)
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	s->flags = flags;
+	s->priority = priority;
+	*ret_stream = s;
+	return 0;
+}
+
+static int sim_stream_destroy(struct phos_device *dev, void *stream)
+{
+	struct sim_stream *s = phos_sim_obj_get(dev, stream, PHOS_SIM_STREAM);
+
+	if (!s)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	phos_sim_obj_free(dev, s);
+	return 0;
+}
+
+/* Work completes at submission: a valid stream is always idle. */
+static int sim_stream_sync(struct phos_device *dev, void *stream)
+{
+	return phos_sim_stream_check(dev, stream);
+}
+
+static int sim_stream_wait_event(struct phos_device *dev, void *stream, void *event)
+{
+	if (!phos_sim_obj_get(dev, event, PHOS_SIM_EVENT))
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	return phos_sim_stream_check(dev, stream);
+}
+
+static int sim_event_create(struct phos_device *dev, uint32_t flags, void **ret_event)
+{
+	struct sim_event *e;
+
+	if (!dev || !ret_event || flags & ~EVENT_FLAGS_KNOWN)
+		return -PHOS_CUDA_INVALID_VALUE;
+	e = phos_sim_obj_new(dev, PHOS_SIM_EVENT, sizeof(*e));
+	if (!e)
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	e->flags = flags;
+	*ret_event = e;
+	return 0;
+}
+
+static int sim_event_destroy(struct phos_device *dev, void *event)
+{
+	struct sim_event *e = phos_sim_obj_get(dev, event, PHOS_SIM_EVENT);
+
+	if (!e)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	phos_sim_obj_free(dev, e);
+	return 0;
+}
+
+static int sim_event_record(struct phos_device *dev, void *event, void *stream)
+{
+	struct sim_event *e = phos_sim_obj_get(dev, event, PHOS_SIM_EVENT);
+	struct timespec ts;
+
+	if (!e || phos_sim_stream_check(dev, stream) < 0)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	e->ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	e->recorded = true;
+	return 0;
+}
+
+static int sim_event_sync(struct phos_device *dev, void *event)
+{
+	return phos_sim_obj_get(dev, event, PHOS_SIM_EVENT) ? 0 : -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+}
+
+static int sim_event_elapsed(struct phos_device *dev, void *start, void *end, float *ret_ms)
+{
+	struct sim_event *a = phos_sim_obj_get(dev, start, PHOS_SIM_EVENT);
+	struct sim_event *b = phos_sim_obj_get(dev, end, PHOS_SIM_EVENT);
+
+	if (!ret_ms)
+		return -PHOS_CUDA_INVALID_VALUE;
+	/* As CUDA: never recorded, or made with cudaEventDisableTiming → invalid handle. */
+	if (!a || !b || !a->recorded || !b->recorded || (a->flags | b->flags) & EVENT_DISABLE_TIMING)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	*ret_ms = (float)((double)((int64_t)(b->ns - a->ns)) / 1e6);
+	return 0;
+}
+
+/* ---- copies ---- */
+
+static int sim_memcpy_h2d(struct phos_device *dev, uint64_t dst, const void *host, size_t len, void *stream)
+{
+	int r = phos_sim_stream_check(dev, stream);
+
+	if (r < 0)
+		return r;
+	if (len && (!host || !phos_sim_range_ok(dev, dst, len)))
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (len)
+		memcpy((void *)(uintptr_t)dst, host, len);
+	return 0;
+}
+
+static int sim_memcpy_d2h(struct phos_device *dev, void *host, uint64_t src, size_t len, void *stream)
+{
+	int r = phos_sim_stream_check(dev, stream);
+
+	if (r < 0)
+		return r;
+	if (len && (!host || !phos_sim_range_ok(dev, src, len)))
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (len)
+		memcpy(host, (const void *)(uintptr_t)src, len);
+	return 0;
+}
+
+static int sim_memcpy_d2d(struct phos_device *dev, uint64_t dst, uint64_t src, size_t len, void *stream)
+{
+	int r = phos_sim_stream_check(dev, stream);
+
+	if (r < 0)
+		return r;
+	if (!phos_sim_range_ok(dev, dst, len) || !phos_sim_range_ok(dev, src, len))
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (len)
+		memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, len);
+	return 0;
+}
+
+static int sim_memset(struct phos_device *dev, uint64_t dst, uint8_t value, size_t len, void *stream)
+{
+	int r = phos_sim_stream_check(dev, stream);
+
+	if (r < 0)
+		return r;
+	if (!phos_sim_range_ok(dev, dst, len))
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (len)
+		memset((void *)(uintptr_t)dst, value, len);
+	return 0;
+}
+
+/* ---- modules and kernels ---- */
+
+static void module_release(struct phos_sim_obj *o)
+{
+	struct sim_module *m = (struct sim_module *)o;
+
+	while (m->vars) {
+		struct sim_var *v = m->vars;
+
+		m->vars = v->next;
+		free(v);
+	}
+	free(m->image);
+}
+
+static int sim_module_load(struct phos_device *dev, const void *image, size_t len, void **ret_module)
+{
+	struct sim_module *m;
+	uint32_t magic;
+	void *copy;
+
+	if (!dev || !ret_module)
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (!image || len < 16 || len > SIM_MAX_IMAGE)
+		return -PHOS_CUDA_INVALID_KERNEL_IMAGE;
+	memcpy(&magic, image, sizeof(magic));
+	if (magic != FATBIN_MAGIC)
+		return -PHOS_CUDA_INVALID_KERNEL_IMAGE;
+	copy = malloc(len);
+	if (!copy)
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	memcpy(copy, image, len);
+	m = phos_sim_obj_new(dev, PHOS_SIM_MODULE, sizeof(*m));
+	if (!m) {
+		free(copy);
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	}
+	m->image = copy;
+	m->len = len;
+	m->obj.release = module_release;
+	*ret_module = m;
+	return 0;
+}
+
+/* Frees the module and every function taken from it (their handles die with it,
+ * as CUfunctions do). Variable storage is not reused: it is a bump region. */
+static int sim_module_unload(struct phos_device *pdev, void *module)
+{
+	struct sim_device *dev = sim_dev(pdev);
+	struct sim_module *m = phos_sim_obj_get(pdev, module, PHOS_SIM_MODULE);
+	struct phos_sim_obj *o, *next, *dead = NULL;
+
+	if (!m)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	pthread_mutex_lock(&dev->lock);
+	for (o = dev->objs.next; o != &dev->objs; o = next) {
+		next = o->next;
+		if (o->magic == PHOS_SIM_FUNC && ((struct sim_func *)o)->module == m) {
+			obj_unlink_locked(o);
+			o->next = dead;
+			dead = o;
+		}
+	}
+	pthread_mutex_unlock(&dev->lock);
+	for (o = dead; o; o = next) {
+		next = o->next;
+		free(o);
+	}
+	phos_sim_obj_free(pdev, m);
+	return 0;
+}
+
+static int sim_module_function(struct phos_device *pdev, void *module, const char *name, void **ret_func)
+{
+	struct sim_device *dev = sim_dev(pdev);
+	struct sim_module *m = phos_sim_obj_get(pdev, module, PHOS_SIM_MODULE);
+	struct phos_sim_obj *o;
+	struct sim_func *f = NULL;
+	size_t len;
+
+	if (!m)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	if (!name || !ret_func || !(len = strnlen(name, SIM_MAX_NAME)) || len == SIM_MAX_NAME)
+		return -PHOS_CUDA_INVALID_VALUE;
+	pthread_mutex_lock(&dev->lock);
+	for (o = dev->objs.next; o != &dev->objs; o = o->next)
+		if (o->magic == PHOS_SIM_FUNC && ((struct sim_func *)o)->module == m &&
+		    !strcmp(((struct sim_func *)o)->name, name)) {
+			f = (struct sim_func *)o;
+			break;
+		}
+	pthread_mutex_unlock(&dev->lock);
+	if (!f) {
+		/* Registration never fails for want of a twin: only launching does. */
+		f = phos_sim_obj_new(pdev, PHOS_SIM_FUNC, sizeof(*f) + len + 1);
+		if (!f)
+			return -PHOS_CUDA_MEMORY_ALLOCATION;
+		f->module = m;
+		f->twin = twin_find(dev, name);
+		f->max_dyn_shared = SIM_DEFAULT_DYN_SHARED;
+		f->carveout = -1;
+		memcpy(f->name, name, len + 1);
+		if (!f->twin)
+			phos_debug("sim: no twin for %s", name);
+	}
+	*ret_func = f;
+	return 0;
+}
+
+/* sim cannot read variable sizes from the fatbin: *ret_size is a size hint on
+ * input (from __cudaRegisterVar); the first call for a name allocates that many
+ * zeroed bytes, later calls return the same storage and its size. */
+static int sim_module_global(struct phos_device *pdev, void *module, const char *name, uint64_t *ret_addr,
+			     uint64_t *ret_size)
+{
+	struct sim_device *dev = sim_dev(pdev);
+	struct sim_module *m = phos_sim_obj_get(pdev, module, PHOS_SIM_MODULE);
+	struct sim_var *v;
+	uint64_t addr;
+	size_t len;
+	int r;
+
+	if (!m)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	if (!name || !ret_addr || !ret_size || !(len = strnlen(name, SIM_MAX_NAME)) || len == SIM_MAX_NAME)
+		return -PHOS_CUDA_INVALID_VALUE;
+	for (v = m->vars; v; v = v->next)
+		if (!strcmp(v->name, name)) {
+			*ret_addr = v->addr;
+			*ret_size = v->size;
+			return 0;
+		}
+	if (*ret_size == 0)
+		return -PHOS_CUDA_SYMBOL_NOT_FOUND;
+	v = malloc(sizeof(*v) + len + 1);
+	if (!v)
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	r = var_alloc(dev, *ret_size, &addr);
+	if (r < 0) {
+		free(v);
+		return r;
+	}
+	v->addr = addr;
+	v->size = *ret_size;
+	memcpy(v->name, name, len + 1);
+	v->next = m->vars;
+	m->vars = v;
+	*ret_addr = addr;
+	return 0;
+}
+
+static int sim_func_attrs(struct phos_device *dev, void *func, struct phos_reply_func_info *info)
+{
+	struct sim_func *f = phos_sim_obj_get(dev, func, PHOS_SIM_FUNC);
+
+	if (!f)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	if (!info)
+		return -PHOS_CUDA_INVALID_VALUE;
+	info->max_threads = 1024;
+	info->num_regs = 32;
+	info->shared_bytes = 0;
+	info->const_bytes = 0;
+	info->local_bytes = 0;
+	info->ptx_version = 90;
+	info->binary_version = 90;
+	info->max_dynamic_shared = f->max_dyn_shared;
+	return 0;
+}
+
+static int sim_func_set_attr(struct phos_device *dev, void *func, int attr, int value)
+{
+	struct sim_func *f = phos_sim_obj_get(dev, func, PHOS_SIM_FUNC);
+
+	if (!f)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	if (attr == FUNC_ATTR_MAX_DYN_SHARED && value >= 0 && value <= SIM_OPTIN_DYN_SHARED)
+		f->max_dyn_shared = value;
+	else if (attr == FUNC_ATTR_CARVEOUT && value >= -1 && value <= 100)
+		f->carveout = value;
+	else
+		return -PHOS_CUDA_INVALID_VALUE;
+	return 0;
+}
+
+/* Blocks per SM: limited by 2048 threads (32 regs each, so registers agree),
+ * 32 blocks, and 228 KiB of shared memory with 1 KiB reserved per block. */
+static int sim_occupancy(struct phos_device *dev, void *func, int block, size_t dyn_shared, int *ret_blocks)
+{
+	struct sim_func *f = phos_sim_obj_get(dev, func, PHOS_SIM_FUNC);
+	int warps, blocks;
+
+	if (!f)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	if (!ret_blocks || block <= 0)
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (block > 1024 || dyn_shared > (size_t)f->max_dyn_shared) {
+		*ret_blocks = 0;
+		return 0;
+	}
+	warps = (block + 31) / 32;
+	blocks = 64 / warps;
+	if (blocks > 32)
+		blocks = 32;
+	if ((size_t)blocks > SIM_SMEM_PER_SM / (dyn_shared + SIM_SMEM_RESERVED))
+		blocks = (int)(SIM_SMEM_PER_SM / (dyn_shared + SIM_SMEM_RESERVED));
+	*ret_blocks = blocks;
+	return 0;
+}
+
+static bool launch_config_ok(const uint32_t grid[3], const uint32_t block[3])
+{
+	for (int i = 0; i < 3; i++)
+		if (!grid[i] || !block[i])
+			return false;
+	return grid[0] <= 0x7fffffffu && grid[1] <= 65535 && grid[2] <= 65535 && block[0] <= 1024 &&
+	       block[1] <= 1024 && block[2] <= 64 && (uint64_t)block[0] * block[1] * block[2] <= 1024;
+}
+
+static int sim_launch(struct phos_device *dev, void *func, const struct phos_kernel_info *ki,
+		      const uint32_t grid[3], const uint32_t block[3], uint32_t shared, void *stream,
+		      const void *params, uint32_t param_bytes)
+{
+	struct sim_func *f = phos_sim_obj_get(dev, func, PHOS_SIM_FUNC);
+	struct phos_sim_launch l;
+	int r;
+
+	if (!f)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	r = phos_sim_stream_check(dev, stream);
+	if (r < 0)
+		return r;
+	if (!grid || !block || !ki || (param_bytes && !params) || param_bytes < ki->param_bytes)
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (!launch_config_ok(grid, block))
+		return -PHOS_CUDA_INVALID_CONFIGURATION;
+	if (shared > (uint32_t)f->max_dyn_shared)
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (!f->twin)
+		return -PHOS_CUDA_NOT_SUPPORTED;
+	memcpy(l.grid, grid, sizeof(l.grid));
+	memcpy(l.block, block, sizeof(l.block));
+	l.shared = shared;
+	l.params = params;
+	l.ki = ki;
+	f->twin(&l);
+	return 0;
+}
+
+const struct phos_device_ops phos_device_sim = {
+	.name = "sim",
+	.open = sim_open,
+	.close = sim_close,
+	.device_count = sim_device_count,
+	.info = sim_info,
+	.mem_info = sim_mem_info,
+	.synchronize = sim_synchronize,
+	.map = sim_map,
+	.unmap = sim_unmap,
+	.host_register = sim_host_register,
+	.host_unregister = sim_host_unregister,
+	.stream_create = sim_stream_create,
+	.stream_destroy = sim_stream_destroy,
+	.stream_sync = sim_stream_sync,
+	.stream_query = sim_stream_sync,
+	.stream_wait_event = sim_stream_wait_event,
+	.event_create = sim_event_create,
+	.event_destroy = sim_event_destroy,
+	.event_record = sim_event_record,
+	.event_sync = sim_event_sync,
+	.event_query = sim_event_sync,
+	.event_elapsed = sim_event_elapsed,
+	.memcpy_h2d = sim_memcpy_h2d,
+	.memcpy_d2h = sim_memcpy_d2h,
+	.memcpy_d2d = sim_memcpy_d2d,
+	.memset = sim_memset,
+	.module_load = sim_module_load,
+	.module_unload = sim_module_unload,
+	.module_function = sim_module_function,
+	.module_global = sim_module_global,
+	.func_attrs = sim_func_attrs,
+	.func_set_attr = sim_func_set_attr,
+	.occupancy = sim_occupancy,
+	.launch = sim_launch,
+	.blas_create = phos_sim_blas_create,
+	.blas_destroy = phos_sim_blas_destroy,
+	.blas_set_stream = phos_sim_blas_set_stream,
+	.blas_set_math = phos_sim_blas_set_math,
+	.blas_set_workspace = phos_sim_blas_set_workspace,
+	.blas_gemm = phos_sim_blas_gemm,
+	.blas_l1 = phos_sim_blas_l1,
+	.blas_gemv = phos_sim_blas_gemv,
+};

@@ -1,0 +1,493 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cuBLAS for the cuda device backend (libcublas.so.13 through dlopen; see
+ * device_cuda_syms.h).
+ *
+ * Handles live in the device's primary context. An open with warm set creates
+ * CUDA_WARM_HANDLES handles and runs one small SGEMM on each, so that the lazy
+ * loading of cuBLAS's kernels (about 164 ms on H100) happens at pool start and
+ * not in a user's first call; blas_create hands those out first. A destroyed
+ * handle goes back to that pool (its settings reset) while there is room.
+ *
+ * Every handle stays in CUBLAS_POINTER_MODE_HOST: the call records carry their
+ * scalars by value (alpha/beta widened to double), and SDOT/SNRM2 return their
+ * result to the host, which makes them synchronous.
+ *
+ * cublasStatus_t → negated cudaError_t (the status itself also goes to
+ * *ret_blas_status, for the preload to return to the user):
+ *   SUCCESS                       → 0
+ *   INVALID_VALUE                 → -cudaErrorInvalidValue
+ *   NOT_SUPPORTED, ARCH_MISMATCH  → -cudaErrorNotSupported
+ *   ALLOC_FAILED                  → -cudaErrorMemoryAllocation
+ *   NOT_INITIALIZED               → -cudaErrorInitializationError
+ *   EXECUTION_FAILED              → -cudaErrorLaunchFailure
+ *   anything else                 → -cudaErrorUnknown
+ */
+#include "device_cuda_syms.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "log.h"
+
+static int blas_to_phos(cublasStatus_t s)
+{
+	switch (s) {
+	case CUBLAS_STATUS_SUCCESS:
+		return 0;
+	case CUBLAS_STATUS_INVALID_VALUE:
+		return -PHOS_CUDA_INVALID_VALUE;
+	case CUBLAS_STATUS_NOT_SUPPORTED:
+	case CUBLAS_STATUS_ARCH_MISMATCH:
+		return -PHOS_CUDA_NOT_SUPPORTED;
+	case CUBLAS_STATUS_ALLOC_FAILED:
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	case CUBLAS_STATUS_NOT_INITIALIZED:
+		return -PHOS_CUDA_INITIALIZATION;
+	case CUBLAS_STATUS_EXECUTION_FAILED:
+		return -PHOS_CUDA_LAUNCH_FAILURE;
+	default:
+		return -PHOS_CUDA_UNKNOWN;
+	}
+}
+
+static int blas_fail(cublasStatus_t s, const char *expr, const char *file, int line)
+{
+	const char *name = cuda_cublas.GetStatusName ? cuda_cublas.GetStatusName(s) : NULL;
+
+	phos_log_at(PHOS_LOG_ERROR, file, line, "cuda: %s: %s (%d)", expr, name ?: "CUBLAS_STATUS_?",
+		    (int)s);
+	return blas_to_phos(s);
+}
+
+#define BLAS_CHECK(call)                                                              \
+	do {                                                                          \
+		cublasStatus_t blas_check_s_ = (call);                                \
+		if (blas_check_s_ != CUBLAS_STATUS_SUCCESS)                           \
+			return blas_fail(blas_check_s_, #call, __FILE__, __LINE__);   \
+	} while (0)
+
+/* Ends a call that reports its cublasStatus_t to the caller. */
+static int blas_result(cublasStatus_t s, int *ret_blas_status, const char *what)
+{
+	if (ret_blas_status)
+		*ret_blas_status = (int)s;
+	if (s == CUBLAS_STATUS_SUCCESS)
+		return 0;
+	return blas_fail(s, what, __FILE__, __LINE__);
+}
+
+/* A new handle in host pointer mode. */
+static int handle_new(cublasHandle_t *ret_handle)
+{
+	cublasHandle_t h;
+	cublasStatus_t s;
+
+	BLAS_CHECK(cuda_cublas.Create(&h));
+	s = cuda_cublas.SetPointerMode(h, CUBLAS_POINTER_MODE_HOST);
+	if (s != CUBLAS_STATUS_SUCCESS) {
+		cuda_cublas.Destroy(h);
+		return blas_fail(s, "cublasSetPointerMode_v2", __FILE__, __LINE__);
+	}
+	*ret_handle = h;
+	return 0;
+}
+
+int cuda_blas_warm(struct cuda_dev *d)
+{
+	enum { N = 64 };
+	const size_t bytes = 3 * N * N * sizeof(float);
+	const float alpha = 1.0f, beta = 0.0f;
+	CUdeviceptr buf = 0;
+	cublasHandle_t h;
+	CUresult cr;
+	int r = 0;
+
+	CU_CHECK(cuda_drv.MemAlloc(&buf, bytes));
+	cr = cuda_drv.MemsetD8Async(buf, 0, bytes, CU_STREAM_LEGACY);
+	if (cr != CUDA_SUCCESS)
+		r = cu_fail(cr, "cuMemsetD8Async", __FILE__, __LINE__);
+	while (r == 0 && d->nwarm < CUDA_WARM_HANDLES) {
+		const float *a = (const float *)(uintptr_t)buf;
+		cublasStatus_t s;
+
+		r = handle_new(&h);
+		if (r < 0)
+			break;
+		d->warm[d->nwarm++] = h;
+		/* The default stream, as every new handle has it. */
+		s = cuda_cublas.Sgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &alpha, a, N, a + N * N, N,
+				      &beta, (float *)(uintptr_t)buf + 2 * N * N, N);
+		if (s != CUBLAS_STATUS_SUCCESS)
+			r = blas_fail(s, "cublasSgemm_v2 (warm-up)", __FILE__, __LINE__);
+	}
+	/* Wait for the warm-up before its buffer goes, also after a failure. */
+	cr = cuda_drv.CtxSynchronize();
+	if (cr != CUDA_SUCCESS && r == 0)
+		r = cu_fail(cr, "cuCtxSynchronize", __FILE__, __LINE__);
+	cr = cuda_drv.MemFree(buf);
+	if (cr != CUDA_SUCCESS && r == 0)
+		r = cu_fail(cr, "cuMemFree_v2", __FILE__, __LINE__);
+	return r;
+}
+
+void cuda_blas_release_warm(struct cuda_dev *d)
+{
+	cublasStatus_t s;
+
+	pthread_mutex_lock(&d->lock);
+	while (d->nwarm) {
+		s = cuda_cublas.Destroy(d->warm[--d->nwarm]);
+		if (s != CUBLAS_STATUS_SUCCESS)
+			blas_fail(s, "cublasDestroy_v2", __FILE__, __LINE__);
+	}
+	pthread_mutex_unlock(&d->lock);
+}
+
+int cuda_blas_create(struct phos_device *dev, void **ret_handle)
+{
+	struct cuda_dev *d = cuda_dev(dev);
+	cublasHandle_t h = NULL;
+	int r;
+
+	if (!d || !ret_handle)
+		return -PHOS_CUDA_INVALID_VALUE;
+	r = cuda_current(d);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&d->lock);
+	if (d->nwarm)
+		h = d->warm[--d->nwarm];
+	pthread_mutex_unlock(&d->lock);
+	if (!h) {
+		r = handle_new(&h);
+		if (r < 0)
+			return r;
+	}
+	*ret_handle = h;
+	return 0;
+}
+
+/* Puts a handle back into its just-created state: the default stream (which
+ * also drops a user workspace, cublasSetStream's documented effect), default
+ * math, host pointer mode. */
+static int handle_reset(cublasHandle_t h)
+{
+	BLAS_CHECK(cuda_cublas.SetStream(h, NULL));
+	BLAS_CHECK(cuda_cublas.SetMathMode(h, CUBLAS_DEFAULT_MATH));
+	BLAS_CHECK(cuda_cublas.SetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+	return 0;
+}
+
+int cuda_blas_destroy(struct phos_device *dev, void *handle)
+{
+	struct cuda_dev *d = cuda_dev(dev);
+	cublasHandle_t h = handle;
+	bool pooled = false;
+	int r;
+
+	if (!d || !h)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	r = cuda_current(d);
+	if (r < 0)
+		return r;
+	/* cublasDestroy waits for the device; so does recycling, so that no work of
+	 * the old owner still uses the handle's workspace when the next one starts. */
+	if (cuda_drv.CtxSynchronize() == CUDA_SUCCESS && handle_reset(h) == 0) {
+		pthread_mutex_lock(&d->lock);
+		if (d->nwarm < CUDA_WARM_HANDLES) {
+			d->warm[d->nwarm++] = h;
+			pooled = true;
+		}
+		pthread_mutex_unlock(&d->lock);
+	}
+	if (!pooled)
+		BLAS_CHECK(cuda_cublas.Destroy(h));
+	return 0;
+}
+
+int cuda_blas_set_stream(struct phos_device *dev, void *handle, void *stream)
+{
+	struct cuda_dev *d = cuda_dev(dev);
+	int r;
+
+	if (!d || !handle)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	r = cuda_current(d);
+	if (r < 0)
+		return r;
+	/* cudaStream_t and CUstream are the same type; NULL is the legacy default stream. */
+	BLAS_CHECK(cuda_cublas.SetStream((cublasHandle_t)handle, (cudaStream_t)stream));
+	return 0;
+}
+
+int cuda_blas_set_math(struct phos_device *dev, void *handle, int mode)
+{
+	struct cuda_dev *d = cuda_dev(dev);
+	int r;
+
+	if (!d || !handle)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	r = cuda_current(d);
+	if (r < 0)
+		return r;
+	BLAS_CHECK(cuda_cublas.SetMathMode((cublasHandle_t)handle, (cublasMath_t)mode));
+	return 0;
+}
+
+int cuda_blas_set_workspace(struct phos_device *dev, void *handle, uint64_t addr, uint64_t size)
+{
+	struct cuda_dev *d = cuda_dev(dev);
+	int r;
+
+	if (!d || !handle)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	r = cuda_current(d);
+	if (r < 0)
+		return r;
+	BLAS_CHECK(cuda_cublas.SetWorkspace((cublasHandle_t)handle, (void *)(uintptr_t)addr, size));
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* GEMM                                                                       */
+
+/* IEEE binary16 bits of f, rounded to nearest even. */
+static uint16_t half_from_float(float f)
+{
+	uint32_t x, sign, exp, mant, h, rem, shift, mid;
+	int e;
+
+	memcpy(&x, &f, sizeof(x));
+	sign = (x >> 16) & 0x8000u;
+	exp = (x >> 23) & 0xffu;
+	mant = x & 0x7fffffu;
+	if (exp == 0xffu)                               /* inf, nan */
+		return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
+	e = (int)exp - 127 + 15;
+	if (e >= 0x1f)                                  /* too large: inf */
+		return (uint16_t)(sign | 0x7c00u);
+	if (e <= 0) {                                   /* subnormal or zero */
+		if (e < -10)
+			return (uint16_t)sign;
+		mant |= 0x800000u;
+		shift = (uint32_t)(14 - e);
+		h = mant >> shift;
+		rem = mant & ((1u << shift) - 1);
+		mid = 1u << (shift - 1);
+		if (rem > mid || (rem == mid && (h & 1)))
+			h++;
+		return (uint16_t)(sign | h);
+	}
+	h = ((uint32_t)e << 10) | (mant >> 13);
+	rem = mant & 0x1fffu;
+	if (rem > 0x1000u || (rem == 0x1000u && (h & 1)))
+		h++;                                    /* may carry into the exponent, up to inf */
+	return (uint16_t)(sign | h);
+}
+
+/* A scalar of the type cuBLAS reads alpha/beta as, for a compute type. */
+union blas_scalar {
+	float f;
+	double d;
+	uint16_t h;
+	int32_t i;
+};
+
+/* The cudaDataType values older code passes as the compute type of cublasGemmEx
+ * (the C++ header migrates them; C callers may pass them through unchanged). */
+static cublasComputeType_t compute_migrate(int compute)
+{
+	switch (compute) {
+	case CUDA_R_16F:
+		return CUBLAS_COMPUTE_16F;
+	case CUDA_R_32F:
+	case CUDA_C_32F:
+		return CUBLAS_COMPUTE_32F;
+	case CUDA_R_64F:
+	case CUDA_C_64F:
+		return CUBLAS_COMPUTE_64F;
+	case CUDA_R_32I:
+	case CUDA_C_32I:
+		return CUBLAS_COMPUTE_32I;
+	default:
+		return (cublasComputeType_t)compute;
+	}
+}
+
+/* Fills *ret with v as the scalar type of compute; false for an unknown compute type. */
+static bool scalar_for(cublasComputeType_t compute, double v, union blas_scalar *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	switch (compute) {
+	case CUBLAS_COMPUTE_16F:
+	case CUBLAS_COMPUTE_16F_PEDANTIC:
+		ret->h = half_from_float((float)v);
+		return true;
+	case CUBLAS_COMPUTE_32F:
+	case CUBLAS_COMPUTE_32F_PEDANTIC:
+	case CUBLAS_COMPUTE_32F_FAST_16F:
+	case CUBLAS_COMPUTE_32F_FAST_16BF:
+	case CUBLAS_COMPUTE_32F_FAST_TF32:
+	case CUBLAS_COMPUTE_32F_EMULATED_16BFX9:
+		ret->f = (float)v;
+		return true;
+	case CUBLAS_COMPUTE_64F:
+	case CUBLAS_COMPUTE_64F_PEDANTIC:
+	case CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT:
+		ret->d = v;
+		return true;
+	case CUBLAS_COMPUTE_32I:
+	case CUBLAS_COMPUTE_32I_PEDANTIC:
+		ret->i = (int32_t)lrint(v);
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool type_is_complex(int t)
+{
+	switch (t) {
+	case CUDA_C_16F:
+	case CUDA_C_16BF:
+	case CUDA_C_32F:
+	case CUDA_C_64F:
+	case CUDA_C_4I:
+	case CUDA_C_4U:
+	case CUDA_C_8I:
+	case CUDA_C_8U:
+	case CUDA_C_16I:
+	case CUDA_C_16U:
+	case CUDA_C_32I:
+	case CUDA_C_32U:
+	case CUDA_C_64I:
+	case CUDA_C_64U:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * One record covers cublasSgemm, cublasSgemmStridedBatched, cublasGemmEx and
+ * cublasGemmStridedBatchedEx: all-f32 with CUBLAS_COMPUTE_32F goes to the Sgemm
+ * forms (what the user called), anything else to the Ex forms. Complex GEMMs
+ * cannot be expressed (the record has no imaginary part of alpha/beta) and are
+ * refused with CUBLAS_STATUS_NOT_SUPPORTED.
+ */
+int cuda_blas_gemm(struct phos_device *dev, void *handle, const struct phos_blas_gemm *g,
+		   int *ret_blas_status)
+{
+	struct cuda_dev *d = cuda_dev(dev);
+	cublasHandle_t h = handle;
+	cublasOperation_t ta, tb;
+	cublasComputeType_t compute;
+	union blas_scalar alpha, beta;
+	bool f32;
+	cublasStatus_t s;
+	int r;
+
+	if (!d || !h || !g || g->batch < 1)
+		return blas_result(CUBLAS_STATUS_INVALID_VALUE, ret_blas_status, "gemm (arguments)");
+	if (type_is_complex(g->atype) || type_is_complex(g->btype) || type_is_complex(g->ctype))
+		return blas_result(CUBLAS_STATUS_NOT_SUPPORTED, ret_blas_status, "gemm (complex types)");
+	compute = compute_migrate(g->compute);
+	if (!scalar_for(compute, g->alpha, &alpha) || !scalar_for(compute, g->beta, &beta))
+		return blas_result(CUBLAS_STATUS_NOT_SUPPORTED, ret_blas_status, "gemm (compute type)");
+	r = cuda_current(d);
+	if (r < 0)
+		return r;
+
+	ta = (cublasOperation_t)g->transa;
+	tb = (cublasOperation_t)g->transb;
+	f32 = g->atype == CUDA_R_32F && g->btype == CUDA_R_32F && g->ctype == CUDA_R_32F &&
+	      compute == CUBLAS_COMPUTE_32F;
+	if (f32 && g->batch == 1)
+		s = cuda_cublas.Sgemm(h, ta, tb, g->m, g->n, g->k, &alpha.f, (const float *)(uintptr_t)g->a,
+				      g->lda, (const float *)(uintptr_t)g->b, g->ldb, &beta.f,
+				      (float *)(uintptr_t)g->c, g->ldc);
+	else if (f32)
+		s = cuda_cublas.SgemmStridedBatched(h, ta, tb, g->m, g->n, g->k, &alpha.f,
+						    (const float *)(uintptr_t)g->a, g->lda, g->stride_a,
+						    (const float *)(uintptr_t)g->b, g->ldb, g->stride_b, &beta.f,
+						    (float *)(uintptr_t)g->c, g->ldc, g->stride_c, g->batch);
+	else if (g->batch == 1)
+		s = cuda_cublas.GemmEx(h, ta, tb, g->m, g->n, g->k, &alpha, (const void *)(uintptr_t)g->a,
+				       (cudaDataType)g->atype, g->lda, (const void *)(uintptr_t)g->b,
+				       (cudaDataType)g->btype, g->ldb, &beta, (void *)(uintptr_t)g->c,
+				       (cudaDataType)g->ctype, g->ldc, compute, (cublasGemmAlgo_t)g->algo);
+	else
+		s = cuda_cublas.GemmStridedBatchedEx(h, ta, tb, g->m, g->n, g->k, &alpha,
+						     (const void *)(uintptr_t)g->a, (cudaDataType)g->atype,
+						     g->lda, g->stride_a, (const void *)(uintptr_t)g->b,
+						     (cudaDataType)g->btype, g->ldb, g->stride_b, &beta,
+						     (void *)(uintptr_t)g->c, (cudaDataType)g->ctype, g->ldc,
+						     g->stride_c, g->batch, compute, (cublasGemmAlgo_t)g->algo);
+	return blas_result(s, ret_blas_status, f32 ? "cublasSgemm" : "cublasGemmEx");
+}
+
+int cuda_blas_l1(struct phos_device *dev, void *handle, const struct phos_blas_l1 *op, float *ret_result,
+		 int *ret_blas_status)
+{
+	struct cuda_dev *d = cuda_dev(dev);
+	cublasHandle_t h = handle;
+	const float alpha = op ? (float)op->alpha : 0.0f;
+	float result = 0.0f;
+	float *x, *y;
+	cublasStatus_t s;
+	int r;
+
+	if (!d || !h || !op)
+		return blas_result(CUBLAS_STATUS_INVALID_VALUE, ret_blas_status, "l1 (arguments)");
+	r = cuda_current(d);
+	if (r < 0)
+		return r;
+	x = (float *)(uintptr_t)op->x;
+	y = (float *)(uintptr_t)op->y;
+	switch (op->kind) {
+	case PHOS_BLAS_SAXPY:
+		s = cuda_cublas.Saxpy(h, op->n, &alpha, x, op->incx, y, op->incy);
+		break;
+	case PHOS_BLAS_SSCAL:
+		s = cuda_cublas.Sscal(h, op->n, &alpha, x, op->incx);
+		break;
+	case PHOS_BLAS_SDOT:
+		/* Host pointer mode: returns once the result is on the host. */
+		s = cuda_cublas.Sdot(h, op->n, x, op->incx, y, op->incy, &result);
+		if (s == CUBLAS_STATUS_SUCCESS && ret_result)
+			*ret_result = result;
+		break;
+	case PHOS_BLAS_SNRM2:
+		s = cuda_cublas.Snrm2(h, op->n, x, op->incx, &result);
+		if (s == CUBLAS_STATUS_SUCCESS && ret_result)
+			*ret_result = result;
+		break;
+	default:
+		s = CUBLAS_STATUS_INVALID_VALUE;
+		break;
+	}
+	return blas_result(s, ret_blas_status, "cublas level-1 call");
+}
+
+int cuda_blas_gemv(struct phos_device *dev, void *handle, const struct phos_blas_gemv *op,
+		   int *ret_blas_status)
+{
+	struct cuda_dev *d = cuda_dev(dev);
+	cublasHandle_t h = handle;
+	float alpha, beta;
+	cublasStatus_t s;
+	int r;
+
+	if (!d || !h || !op)
+		return blas_result(CUBLAS_STATUS_INVALID_VALUE, ret_blas_status, "gemv (arguments)");
+	r = cuda_current(d);
+	if (r < 0)
+		return r;
+	alpha = (float)op->alpha;
+	beta = (float)op->beta;
+	s = cuda_cublas.Sgemv(h, (cublasOperation_t)op->trans, op->m, op->n, &alpha,
+			      (const float *)(uintptr_t)op->a, op->lda, (const float *)(uintptr_t)op->x,
+			      op->incx, &beta, (float *)(uintptr_t)op->y, op->incy);
+	return blas_result(s, ret_blas_status, "cublasSgemv_v2");
+}

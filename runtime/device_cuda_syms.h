@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal to the cuda device backend (device_cuda.c, device_cuda_blas.c).
+ *
+ * The driver (libcuda.so.1) and cuBLAS (libcublas.so.13) are reached only
+ * through dlopen, once per process, at the first open():
+ *
+ *   cuda_syms_load()  ── dlopen libcuda.so.1 ── cuGetProcAddress_v2(name, version)
+ *    (pthread_once)   │                         for every CU_SYMS entry, else
+ *                     │                         dlsym(export name) when the driver
+ *                     │                         has no cuGetProcAddress_v2
+ *                     └─ dlopen libcublas.so.13 ── dlsym for every BLAS_SYMS entry
+ *
+ * Each driver entry names the base symbol, the CUDA version whose ABI we call
+ * (the version in its cudaTypedefs.h PFN type, so the compiler checks that the
+ * field type matches), and the exported name that version corresponds to
+ * (cuMemGetInfo at 3020 is cuMemGetInfo_v2). A missing symbol fails open()
+ * with an error naming it. Libraries are never dlclose'd.
+ *
+ * Streams are CUstream, events CUevent, functions CUfunction and cuBLAS
+ * handles cublasHandle_t, passed through device.h's opaque pointers as they are;
+ * modules are a struct cuda_module (the driver module and our copy of the image).
+ */
+#pragma once
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cublas_api.h>
+
+#include "device.h"
+
+/*   field                   base name                            version  exported name (fallback)         PFN type */
+#define CU_SYMS(X)                                                                                                                  \
+	X(Init,                  "cuInit",                             2000,  "cuInit",                          PFN_cuInit_v2000)          \
+	X(DriverGetVersion,      "cuDriverGetVersion",                 2020,  "cuDriverGetVersion",              PFN_cuDriverGetVersion_v2020) \
+	X(GetErrorName,          "cuGetErrorName",                     6000,  "cuGetErrorName",                  PFN_cuGetErrorName_v6000)  \
+	X(GetErrorString,        "cuGetErrorString",                   6000,  "cuGetErrorString",                PFN_cuGetErrorString_v6000) \
+	X(DeviceGet,             "cuDeviceGet",                        2000,  "cuDeviceGet",                     PFN_cuDeviceGet_v2000)     \
+	X(DeviceGetCount,        "cuDeviceGetCount",                   2000,  "cuDeviceGetCount",                PFN_cuDeviceGetCount_v2000) \
+	X(DeviceGetName,         "cuDeviceGetName",                    2000,  "cuDeviceGetName",                 PFN_cuDeviceGetName_v2000) \
+	X(DeviceGetUuid,         "cuDeviceGetUuid",                   11040,  "cuDeviceGetUuid_v2",              PFN_cuDeviceGetUuid_v11040) \
+	X(DeviceTotalMem,        "cuDeviceTotalMem",                   3020,  "cuDeviceTotalMem_v2",             PFN_cuDeviceTotalMem_v3020) \
+	X(DeviceGetAttribute,    "cuDeviceGetAttribute",               2000,  "cuDeviceGetAttribute",            PFN_cuDeviceGetAttribute_v2000) \
+	X(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain",          7000,  "cuDevicePrimaryCtxRetain",        PFN_cuDevicePrimaryCtxRetain_v7000) \
+	X(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease",       11000,  "cuDevicePrimaryCtxRelease_v2",    PFN_cuDevicePrimaryCtxRelease_v11000) \
+	X(CtxSetCurrent,         "cuCtxSetCurrent",                    4000,  "cuCtxSetCurrent",                 PFN_cuCtxSetCurrent_v4000) \
+	X(CtxSynchronize,        "cuCtxSynchronize",                   2000,  "cuCtxSynchronize",                PFN_cuCtxSynchronize_v2000) \
+	X(MemGetInfo,            "cuMemGetInfo",                       3020,  "cuMemGetInfo_v2",                 PFN_cuMemGetInfo_v3020)    \
+	X(MemAlloc,              "cuMemAlloc",                         3020,  "cuMemAlloc_v2",                   PFN_cuMemAlloc_v3020)      \
+	X(MemFree,               "cuMemFree",                          3020,  "cuMemFree_v2",                    PFN_cuMemFree_v3020)       \
+	X(MemAddressReserve,     "cuMemAddressReserve",               10020,  "cuMemAddressReserve",             PFN_cuMemAddressReserve_v10020) \
+	X(MemAddressFree,        "cuMemAddressFree",                  10020,  "cuMemAddressFree",                PFN_cuMemAddressFree_v10020) \
+	X(MemGetAllocationGranularity, "cuMemGetAllocationGranularity", 10020, "cuMemGetAllocationGranularity", PFN_cuMemGetAllocationGranularity_v10020) \
+	X(MemCreate,             "cuMemCreate",                       10020,  "cuMemCreate",                     PFN_cuMemCreate_v10020)    \
+	X(MemRelease,            "cuMemRelease",                      10020,  "cuMemRelease",                    PFN_cuMemRelease_v10020)   \
+	X(MemMap,                "cuMemMap",                          10020,  "cuMemMap",                        PFN_cuMemMap_v10020)       \
+	X(MemUnmap,              "cuMemUnmap",                        10020,  "cuMemUnmap",                      PFN_cuMemUnmap_v10020)     \
+	X(MemSetAccess,          "cuMemSetAccess",                    10020,  "cuMemSetAccess",                  PFN_cuMemSetAccess_v10020) \
+	X(MemHostRegister,       "cuMemHostRegister",                  6050,  "cuMemHostRegister_v2",            PFN_cuMemHostRegister_v6050) \
+	X(MemHostUnregister,     "cuMemHostUnregister",                4000,  "cuMemHostUnregister",             PFN_cuMemHostUnregister_v4000) \
+	X(StreamCreateWithPriority, "cuStreamCreateWithPriority",      5050,  "cuStreamCreateWithPriority",      PFN_cuStreamCreateWithPriority_v5050) \
+	X(StreamDestroy,         "cuStreamDestroy",                    4000,  "cuStreamDestroy_v2",              PFN_cuStreamDestroy_v4000) \
+	X(StreamSynchronize,     "cuStreamSynchronize",                2000,  "cuStreamSynchronize",             PFN_cuStreamSynchronize_v2000) \
+	X(StreamQuery,           "cuStreamQuery",                      2000,  "cuStreamQuery",                   PFN_cuStreamQuery_v2000)   \
+	X(StreamWaitEvent,       "cuStreamWaitEvent",                  3020,  "cuStreamWaitEvent",               PFN_cuStreamWaitEvent_v3020) \
+	X(EventCreate,           "cuEventCreate",                      2000,  "cuEventCreate",                   PFN_cuEventCreate_v2000)   \
+	X(EventDestroy,          "cuEventDestroy",                     4000,  "cuEventDestroy_v2",               PFN_cuEventDestroy_v4000)  \
+	X(EventRecord,           "cuEventRecord",                      2000,  "cuEventRecord",                   PFN_cuEventRecord_v2000)   \
+	X(EventSynchronize,      "cuEventSynchronize",                 2000,  "cuEventSynchronize",              PFN_cuEventSynchronize_v2000) \
+	X(EventQuery,            "cuEventQuery",                       2000,  "cuEventQuery",                    PFN_cuEventQuery_v2000)    \
+	X(EventElapsedTime,      "cuEventElapsedTime",                12080,  "cuEventElapsedTime_v2",           PFN_cuEventElapsedTime_v12080) \
+	X(MemcpyHtoDAsync,       "cuMemcpyHtoDAsync",                  3020,  "cuMemcpyHtoDAsync_v2",            PFN_cuMemcpyHtoDAsync_v3020) \
+	X(MemcpyDtoHAsync,       "cuMemcpyDtoHAsync",                  3020,  "cuMemcpyDtoHAsync_v2",            PFN_cuMemcpyDtoHAsync_v3020) \
+	X(MemcpyDtoDAsync,       "cuMemcpyDtoDAsync",                  3020,  "cuMemcpyDtoDAsync_v2",            PFN_cuMemcpyDtoDAsync_v3020) \
+	X(MemsetD8Async,         "cuMemsetD8Async",                    3020,  "cuMemsetD8Async",                 PFN_cuMemsetD8Async_v3020) \
+	X(ModuleLoadData,        "cuModuleLoadData",                   2000,  "cuModuleLoadData",                PFN_cuModuleLoadData_v2000) \
+	X(ModuleUnload,          "cuModuleUnload",                     2000,  "cuModuleUnload",                  PFN_cuModuleUnload_v2000)  \
+	X(ModuleGetFunction,     "cuModuleGetFunction",                2000,  "cuModuleGetFunction",             PFN_cuModuleGetFunction_v2000) \
+	X(ModuleGetGlobal,       "cuModuleGetGlobal",                  3020,  "cuModuleGetGlobal_v2",            PFN_cuModuleGetGlobal_v3020) \
+	X(FuncGetAttribute,      "cuFuncGetAttribute",                 2020,  "cuFuncGetAttribute",              PFN_cuFuncGetAttribute_v2020) \
+	X(FuncSetAttribute,      "cuFuncSetAttribute",                 9000,  "cuFuncSetAttribute",              PFN_cuFuncSetAttribute_v9000) \
+	X(OccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, \
+	  "cuOccupancyMaxActiveBlocksPerMultiprocessor", PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050)                           \
+	X(LaunchKernel,          "cuLaunchKernel",                     4000,  "cuLaunchKernel",                  PFN_cuLaunchKernel_v4000)
+
+/* cuBLAS entry points: field, exported name, prototype (cublas_api.h). */
+#define BLAS_SYMS(X)                                                                                       \
+	X(Create, "cublasCreate_v2", cublasStatus_t, (cublasHandle_t *))                                   \
+	X(Destroy, "cublasDestroy_v2", cublasStatus_t, (cublasHandle_t))                                   \
+	X(GetStatusName, "cublasGetStatusName", const char *, (cublasStatus_t))                            \
+	X(SetStream, "cublasSetStream_v2", cublasStatus_t, (cublasHandle_t, cudaStream_t))                 \
+	X(SetMathMode, "cublasSetMathMode", cublasStatus_t, (cublasHandle_t, cublasMath_t))                \
+	X(SetWorkspace, "cublasSetWorkspace_v2", cublasStatus_t, (cublasHandle_t, void *, size_t))         \
+	X(SetPointerMode, "cublasSetPointerMode_v2", cublasStatus_t, (cublasHandle_t, cublasPointerMode_t)) \
+	X(Sgemm, "cublasSgemm_v2", cublasStatus_t,                                                         \
+	  (cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,            \
+	   const float *, int, const float *, int, const float *, float *, int))                          \
+	X(SgemmStridedBatched, "cublasSgemmStridedBatched", cublasStatus_t,                                \
+	  (cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,            \
+	   const float *, int, long long int, const float *, int, long long int, const float *, float *, \
+	   int, long long int, int))                                                                       \
+	X(GemmEx, "cublasGemmEx", cublasStatus_t,                                                          \
+	  (cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,             \
+	   const void *, cudaDataType, int, const void *, cudaDataType, int, const void *, void *,        \
+	   cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t))                                      \
+	X(GemmStridedBatchedEx, "cublasGemmStridedBatchedEx", cublasStatus_t,                              \
+	  (cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,             \
+	   const void *, cudaDataType, int, long long int, const void *, cudaDataType, int,              \
+	   long long int, const void *, void *, cudaDataType, int, long long int, int,                   \
+	   cublasComputeType_t, cublasGemmAlgo_t))                                                         \
+	X(Saxpy, "cublasSaxpy_v2", cublasStatus_t,                                                         \
+	  (cublasHandle_t, int, const float *, const float *, int, float *, int))                          \
+	X(Sscal, "cublasSscal_v2", cublasStatus_t, (cublasHandle_t, int, const float *, float *, int))    \
+	X(Sdot, "cublasSdot_v2", cublasStatus_t,                                                           \
+	  (cublasHandle_t, int, const float *, int, const float *, int, float *))                          \
+	X(Snrm2, "cublasSnrm2_v2", cublasStatus_t, (cublasHandle_t, int, const float *, int, float *))    \
+	X(Sgemv, "cublasSgemv_v2", cublasStatus_t,                                                         \
+	  (cublasHandle_t, cublasOperation_t, int, int, const float *, const float *, int,               \
+	   const float *, int, const float *, float *, int))
+
+#define CU_SYM_FIELD(field, name, version, export, type) type field;
+struct cuda_driver_syms {
+	CU_SYMS(CU_SYM_FIELD)
+};
+#undef CU_SYM_FIELD
+
+#define BLAS_SYM_FIELD(field, export, ret, args) ret(*field) args;
+struct cuda_blas_syms {
+	BLAS_SYMS(BLAS_SYM_FIELD)
+};
+#undef BLAS_SYM_FIELD
+
+/* Filled once by cuda_syms_load(); read-only afterwards. */
+extern struct cuda_driver_syms cuda_drv;
+extern struct cuda_blas_syms cuda_cublas;
+
+/* Pre-warmed cuBLAS handles kept by an open device. */
+#define CUDA_WARM_HANDLES 2
+
+struct cuda_map;
+struct cuda_hostreg;
+
+/* The backend's device. device.h's handle type is `struct phos_device *`, but
+ * proto.h already defines a struct of that name (the DEVICE_INFO record body),
+ * so the backend keeps its own type and casts at the boundary (cuda_dev()). */
+struct cuda_dev {
+	int ordinal;
+	CUdevice cudev;
+	CUcontext ctx;
+	bool ctx_retained;
+	uint64_t gen;                 /* unique per open; see cuda_current() */
+
+	CUdeviceptr arena;
+	uint64_t arena_size;
+	bool arena_reserved;
+
+	pthread_mutex_t lock;         /* guards everything below */
+	struct cuda_map *maps;        /* physical allocations, sorted by address, disjoint */
+	size_t nmaps, maps_cap;
+	struct cuda_hostreg *hostregs;/* page-locked host ranges */
+	size_t nhostregs, hostregs_cap;
+	cublasHandle_t warm[CUDA_WARM_HANDLES];
+	unsigned nwarm;
+};
+
+static inline struct cuda_dev *cuda_dev(struct phos_device *dev)
+{
+	return (struct cuda_dev *)(void *)dev;
+}
+
+/* Resolves every symbol of both libraries, once per process. 0 or a negated cudaError_t. */
+int cuda_syms_load(void);
+
+/* CUresult → cudaError_t (positive; 0 for success). */
+int cu_to_phos(CUresult r);
+
+/* Logs a failed driver call at file:line and returns -cu_to_phos(r). */
+int cu_fail(CUresult r, const char *expr, const char *file, int line);
+
+/* Evaluates a driver call; on failure logs it and returns the negated cudaError_t. */
+#define CU_CHECK(call)                                                          \
+	do {                                                                    \
+		CUresult cu_check_r_ = (call);                                  \
+		if (cu_check_r_ != CUDA_SUCCESS)                                \
+			return cu_fail(cu_check_r_, #call, __FILE__, __LINE__); \
+	} while (0)
+
+/* The same for a result already in hand; name says which call it came from. */
+#define CU_CHECK_RESULT(r, name)                                      \
+	do {                                                          \
+		if ((r) != CUDA_SUCCESS)                              \
+			return cu_fail((r), name, __FILE__, __LINE__); \
+	} while (0)
+
+/* Makes the device's context current on the calling thread (once per thread
+ * and device: a thread-local remembers the last one made current). */
+int cuda_current(struct cuda_dev *d);
+
+/* cuBLAS side (device_cuda_blas.c). */
+int cuda_blas_warm(struct cuda_dev *d);          /* fills d->warm */
+void cuda_blas_release_warm(struct cuda_dev *d); /* destroys what is left in d->warm */
+int cuda_blas_create(struct phos_device *dev, void **ret_handle);
+int cuda_blas_destroy(struct phos_device *dev, void *handle);
+int cuda_blas_set_stream(struct phos_device *dev, void *handle, void *stream);
+int cuda_blas_set_math(struct phos_device *dev, void *handle, int mode);
+int cuda_blas_set_workspace(struct phos_device *dev, void *handle, uint64_t addr, uint64_t size);
+int cuda_blas_gemm(struct phos_device *dev, void *handle, const struct phos_blas_gemm *g,
+		   int *ret_blas_status);
+int cuda_blas_l1(struct phos_device *dev, void *handle, const struct phos_blas_l1 *op,
+		 float *ret_result, int *ret_blas_status);
+int cuda_blas_gemv(struct phos_device *dev, void *handle, const struct phos_blas_gemv *op,
+		   int *ret_blas_status);

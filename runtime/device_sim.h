@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internals of the sim backend, shared by device_sim.c (memory, streams,
+ * events, modules, twins) and device_sim_blas.c (the host cuBLAS reference).
+ * The executor sees only phos_device_sim (device.h).
+ *
+ * Handles: every object sim hands out starts with struct phos_sim_obj and is
+ * linked into its device's object list. A handle is accepted only while it is
+ * in that list with the expected magic, so a stale or foreign pointer is
+ * refused without being dereferenced (O(objects) per lookup: a function holds
+ * a few streams, events and handles, not thousands).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "device.h"
+
+enum phos_sim_magic {
+	PHOS_SIM_STREAM = 0x5354524du,   /* "STRM" */
+	PHOS_SIM_EVENT = 0x45564e54u,    /* "EVNT" */
+	PHOS_SIM_MODULE = 0x4d4f444cu,   /* "MODL" */
+	PHOS_SIM_FUNC = 0x46554e43u,     /* "FUNC" */
+	PHOS_SIM_BLAS = 0x424c4153u,     /* "BLAS" */
+};
+
+struct phos_sim_obj {
+	uint32_t magic;                          /* enum phos_sim_magic */
+	struct phos_sim_obj *prev, *next;
+	void (*release)(struct phos_sim_obj *o); /* frees what the object owns; may be NULL */
+};
+
+/* A zeroed object of size bytes (>= sizeof(struct phos_sim_obj)) linked into dev,
+ * or NULL when out of memory. */
+void *phos_sim_obj_new(struct phos_device *dev, uint32_t magic, size_t size);
+/* Unlinks obj (a live object of dev), calls its release and frees it. */
+void phos_sim_obj_free(struct phos_device *dev, void *obj);
+/* obj when it is a live object of dev with that magic, else NULL. */
+void *phos_sim_obj_get(struct phos_device *dev, const void *obj, uint32_t magic);
+
+/* 0 when stream is NULL (the default stream) or a live stream of dev, else
+ * -PHOS_CUDA_INVALID_RESOURCE_HANDLE. */
+int phos_sim_stream_check(struct phos_device *dev, const void *stream);
+
+/* Whether [addr, addr+len) is memory sim may touch: mapped chunks of the arena
+ * or allocated module-variable storage. An empty range is always accepted. */
+bool phos_sim_range_ok(struct phos_device *dev, uint64_t addr, uint64_t len);
+
+/* The cuBLAS members of phos_device_sim (device_sim_blas.c). */
+int phos_sim_blas_create(struct phos_device *dev, void **ret_handle);
+int phos_sim_blas_destroy(struct phos_device *dev, void *handle);
+int phos_sim_blas_set_stream(struct phos_device *dev, void *handle, void *stream);
+int phos_sim_blas_set_math(struct phos_device *dev, void *handle, int mode);
+int phos_sim_blas_set_workspace(struct phos_device *dev, void *handle, uint64_t addr, uint64_t size);
+int phos_sim_blas_gemm(struct phos_device *dev, void *handle, const struct phos_blas_gemm *g,
+		       int *ret_blas_status);
+int phos_sim_blas_l1(struct phos_device *dev, void *handle, const struct phos_blas_l1 *op,
+		     float *ret_result, int *ret_blas_status);
+int phos_sim_blas_gemv(struct phos_device *dev, void *handle, const struct phos_blas_gemv *op,
+		       int *ret_blas_status);
