@@ -97,6 +97,10 @@ enum phos_op {
 	PHOS_OP_SERVE,            /* sync: the function reached phos_fn_serve (the snapshot point) */
 	PHOS_OP_GOODBYE,          /* the function process is exiting */
 
+	/* appended (ops above keep their numbers) */
+	PHOS_OP_MODULE_LOAD_SHM,  /* phos_module_load_shm: a fatbin too big for one record
+	                           * (> PHOS_REC_MAX_PAYLOAD), in a shared host region */
+
 	PHOS_OP__COUNT
 };
 
@@ -178,6 +182,15 @@ struct phos_module_load {
 	uint32_t module;
 	uint32_t _pad;
 	/* payload: the fatbin blob (the data a __fatBinC_Wrapper_t points at) */
+};
+/* The preload sends HOSTMEM_ADD (sync) for a region holding the fatbin, then
+ * this record, then HOSTMEM_REMOVE (sync): the executor must have copied or
+ * loaded the image by the time it handles the remove. */
+struct phos_module_load_shm {
+	uint32_t module;
+	uint32_t region;    /* PHOS_OP_HOSTMEM_ADD id */
+	uint64_t offset;    /* of the fatbin in the region (0 today) */
+	uint64_t len;       /* fatbin bytes */
 };
 struct phos_func_register {
 	uint32_t module, func;

@@ -70,8 +70,10 @@ int main()
 	cudaGetLastError();
 	expect("device still usable", cudaDeviceSynchronize(), cudaSuccess);
 
-	/* 3. Calls on a freed buffer. */
-	expect("cudaMalloc", cudaMalloc(&p, 1 << 20), cudaSuccess);
+	/* 3. Calls on a freed buffer. It is big enough to have its own 2 MiB chunk: a
+	 * pointer just past the end of a live buffer is a valid bound that kernels
+	 * get without dereferencing it, and is not refused. */
+	expect("cudaMalloc", cudaMalloc(&p, 4 << 20), cudaSuccess);
 	expect("cudaFree", cudaFree(p), cudaSuccess);
 	float host[16] = { 0 };
 	expect("cudaMemcpy H2D into freed buffer", cudaMemcpy(p, host, sizeof(host), cudaMemcpyHostToDevice),

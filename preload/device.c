@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Devices: count and selection, properties and attributes (one DEVICE_INFO per
+ * device, cached), synchronisation, reset, versions, flags and limits.
+ *
+ * The executor serves one context; records carry no device, so a program sees
+ * the devices HELLO reports but all its work lands on the executor's context.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "internal.h"
+#include "log.h"
+
+#define MAX_DEVICES 16
+
+static pthread_mutex_t info_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct phos_reply_device info[MAX_DEVICES];
+static bool info_valid[MAX_DEVICES];
+
+static __thread int current_device;
+static unsigned device_flags;
+static size_t limits[5] = {
+	[cudaLimitStackSize] = 1024,
+	[cudaLimitPrintfFifoSize] = 1 << 20,
+	[cudaLimitMallocHeapSize] = 8 << 20,
+	[cudaLimitDevRuntimeSyncDepth] = 2,
+	[cudaLimitDevRuntimePendingLaunchCount] = 2048,
+};
+
+static int device_count(int *ret_count)
+{
+	int r = phos_preload_connect();
+
+	if (r)
+		return r;
+	*ret_count = (int)phos_preload_hello()->device_count;
+	if (*ret_count > MAX_DEVICES)
+		*ret_count = MAX_DEVICES;
+	return *ret_count > 0 ? cudaSuccess : cudaErrorNoDevice;
+}
+
+static int check_device(int device)
+{
+	int n = 0, r = device_count(&n);
+
+	if (r)
+		return r;
+	return device >= 0 && device < n ? cudaSuccess : cudaErrorInvalidDevice;
+}
+
+/* The cached DEVICE_INFO of a device, fetched on first use. */
+static int device_info(int device, const struct phos_reply_device **ret_info)
+{
+	struct phos_device d = { .device = device };
+	int r = check_device(device);
+
+	if (r)
+		return r;
+	pthread_mutex_lock(&info_lock);
+	if (!info_valid[device]) {
+		struct phos_reply_device tmp;
+		size_t len = 0;
+
+		r = phos_preload_call(PHOS_OP_DEVICE_INFO, &d, sizeof(d), NULL, 0, &tmp, sizeof(tmp), &len, NULL);
+		if (r == cudaSuccess && len < sizeof(tmp))
+			r = cudaErrorUnknown;
+		if (r == cudaSuccess) {
+			tmp.name[sizeof(tmp.name) - 1] = '\0';
+			info[device] = tmp;
+			info_valid[device] = true;
+		}
+	}
+	pthread_mutex_unlock(&info_lock);
+	if (r == cudaSuccess)
+		*ret_info = &info[device];
+	return r;
+}
+
+int phos_device_attr(int attr, int *ret_value)
+{
+	const struct phos_reply_device *di;
+	int r;
+
+	if (attr < 0 || attr >= PHOS_DEVICE_ATTR_MAX)
+		return cudaErrorInvalidValue;
+	r = device_info(current_device, &di);
+	if (r == cudaSuccess)
+		*ret_value = di->attr[attr];
+	return r;
+}
+
+PHOS_EXPORT cudaError_t cudaGetDeviceCount(int *count)
+{
+	int r;
+
+	if (!count)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = device_count(count);
+	if (r)
+		*count = 0;
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaSetDevice(int device)
+{
+	int r = check_device(device);
+
+	if (r == cudaSuccess)
+		current_device = device;
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaGetDevice(int *device)
+{
+	int r;
+
+	if (!device)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = phos_preload_connect();
+	if (r == cudaSuccess)
+		*device = current_device;
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaInitDevice(int device, unsigned int deviceFlags, unsigned int flags)
+{
+	return phos_set_error(check_device(device));
+}
+
+static void fill_prop(struct cudaDeviceProp *p, const struct phos_reply_device *di)
+{
+	const int32_t *a = di->attr;
+
+	memset(p, 0, sizeof(*p));
+	memcpy(p->name, di->name, sizeof(p->name) < sizeof(di->name) ? sizeof(p->name) : sizeof(di->name));
+	p->name[sizeof(p->name) - 1] = '\0';
+	memcpy(&p->uuid, di->uuid, sizeof(p->uuid) < sizeof(di->uuid) ? sizeof(p->uuid) : sizeof(di->uuid));
+	p->totalGlobalMem = di->total_mem;
+	p->sharedMemPerBlock = (size_t)a[cudaDevAttrMaxSharedMemoryPerBlock];
+	p->regsPerBlock = a[cudaDevAttrMaxRegistersPerBlock];
+	p->warpSize = a[cudaDevAttrWarpSize];
+	p->memPitch = (size_t)a[cudaDevAttrMaxPitch];
+	p->maxThreadsPerBlock = a[cudaDevAttrMaxThreadsPerBlock];
+	p->maxThreadsDim[0] = a[cudaDevAttrMaxBlockDimX];
+	p->maxThreadsDim[1] = a[cudaDevAttrMaxBlockDimY];
+	p->maxThreadsDim[2] = a[cudaDevAttrMaxBlockDimZ];
+	p->maxGridSize[0] = a[cudaDevAttrMaxGridDimX];
+	p->maxGridSize[1] = a[cudaDevAttrMaxGridDimY];
+	p->maxGridSize[2] = a[cudaDevAttrMaxGridDimZ];
+	p->totalConstMem = (size_t)a[cudaDevAttrTotalConstantMemory];
+	p->major = a[cudaDevAttrComputeCapabilityMajor];
+	p->minor = a[cudaDevAttrComputeCapabilityMinor];
+	p->textureAlignment = (size_t)a[cudaDevAttrTextureAlignment];
+	p->texturePitchAlignment = (size_t)a[cudaDevAttrTexturePitchAlignment];
+	p->multiProcessorCount = a[cudaDevAttrMultiProcessorCount];
+	p->integrated = a[cudaDevAttrIntegrated];
+	p->canMapHostMemory = a[cudaDevAttrCanMapHostMemory];
+	p->maxTexture1D = a[cudaDevAttrMaxTexture1DWidth];
+	p->maxTexture2D[0] = a[cudaDevAttrMaxTexture2DWidth];
+	p->maxTexture2D[1] = a[cudaDevAttrMaxTexture2DHeight];
+	p->maxTexture3D[0] = a[cudaDevAttrMaxTexture3DWidth];
+	p->maxTexture3D[1] = a[cudaDevAttrMaxTexture3DHeight];
+	p->maxTexture3D[2] = a[cudaDevAttrMaxTexture3DDepth];
+	p->surfaceAlignment = (size_t)a[cudaDevAttrSurfaceAlignment];
+	p->concurrentKernels = a[cudaDevAttrConcurrentKernels];
+	p->ECCEnabled = a[cudaDevAttrEccEnabled];
+	p->pciBusID = a[cudaDevAttrPciBusId];
+	p->pciDeviceID = a[cudaDevAttrPciDeviceId];
+	p->pciDomainID = a[cudaDevAttrPciDomainId];
+	p->tccDriver = a[cudaDevAttrTccDriver];
+	p->asyncEngineCount = a[cudaDevAttrAsyncEngineCount];
+	p->unifiedAddressing = a[cudaDevAttrUnifiedAddressing];
+	p->memoryBusWidth = a[cudaDevAttrGlobalMemoryBusWidth];
+	p->l2CacheSize = a[cudaDevAttrL2CacheSize];
+	p->persistingL2CacheMaxSize = a[cudaDevAttrMaxPersistingL2CacheSize];
+	p->maxThreadsPerMultiProcessor = a[cudaDevAttrMaxThreadsPerMultiProcessor];
+	p->streamPrioritiesSupported = a[cudaDevAttrStreamPrioritiesSupported];
+	p->globalL1CacheSupported = a[cudaDevAttrGlobalL1CacheSupported];
+	p->localL1CacheSupported = a[cudaDevAttrLocalL1CacheSupported];
+	p->sharedMemPerMultiprocessor = (size_t)a[cudaDevAttrMaxSharedMemoryPerMultiprocessor];
+	p->regsPerMultiprocessor = a[cudaDevAttrMaxRegistersPerMultiprocessor];
+	/* Managed memory cannot be forwarded: report it absent. */
+	p->managedMemory = 0;
+	p->isMultiGpuBoard = a[cudaDevAttrIsMultiGpuBoard];
+	p->multiGpuBoardGroupID = a[cudaDevAttrMultiGpuBoardGroupID];
+	p->hostNativeAtomicSupported = a[cudaDevAttrHostNativeAtomicSupported];
+	p->pageableMemoryAccess = 0;
+	p->concurrentManagedAccess = 0;
+	p->computePreemptionSupported = a[cudaDevAttrComputePreemptionSupported];
+	p->canUseHostPointerForRegisteredMem = 0;
+	p->cooperativeLaunch = a[cudaDevAttrCooperativeLaunch];
+	p->sharedMemPerBlockOptin = (size_t)a[cudaDevAttrMaxSharedMemoryPerBlockOptin];
+	p->maxBlocksPerMultiProcessor = a[cudaDevAttrMaxBlocksPerMultiprocessor];
+	p->accessPolicyMaxWindowSize = a[cudaDevAttrMaxAccessPolicyWindowSize];
+	p->reservedSharedMemPerBlock = (size_t)a[cudaDevAttrReservedSharedMemoryPerBlock];
+	p->hostRegisterSupported = a[cudaDevAttrHostRegisterSupported];
+	p->sparseCudaArraySupported = a[cudaDevAttrSparseCudaArraySupported];
+	p->memoryPoolsSupported = 0;
+	p->gpuDirectRDMASupported = a[cudaDevAttrGPUDirectRDMASupported];
+	p->clusterLaunch = a[cudaDevAttrClusterLaunch];
+	p->deviceNumaConfig = a[cudaDevAttrNumaConfig];
+	p->deviceNumaId = a[cudaDevAttrNumaId];
+	p->mpsEnabled = a[cudaDevAttrMpsEnabled];
+	p->hostNumaId = a[cudaDevAttrHostNumaId];
+	p->gpuPciDeviceID = (unsigned)a[cudaDevAttrGpuPciDeviceId];
+	p->gpuPciSubsystemID = (unsigned)a[cudaDevAttrGpuPciSubsystemId];
+}
+
+PHOS_EXPORT cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
+{
+	const struct phos_reply_device *di;
+	int r;
+
+	if (!prop)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = device_info(device, &di);
+	if (r == cudaSuccess)
+		fill_prop(prop, di);
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
+{
+	const struct phos_reply_device *di;
+	int r;
+
+	if (!value || (int)attr < 0 || (int)attr >= PHOS_DEVICE_ATTR_MAX)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = device_info(device, &di);
+	if (r)
+		return phos_set_error(r);
+	switch (attr) {
+	case cudaDevAttrManagedMemory:
+	case cudaDevAttrConcurrentManagedAccess:
+	case cudaDevAttrPageableMemoryAccess:
+	case cudaDevAttrMemoryPoolsSupported:
+		*value = 0; /* not forwarded */
+		break;
+	default:
+		*value = di->attr[attr];
+	}
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaDeviceSynchronize(void)
+{
+	return phos_set_error(phos_preload_call(PHOS_OP_DEVICE_SYNC, NULL, 0, NULL, 0, NULL, 0, NULL, NULL));
+}
+
+/* The executor frees everything the function made; we forget our side of it
+ * and re-send the modules, which CUDA keeps across a reset. */
+PHOS_EXPORT cudaError_t cudaDeviceReset(void)
+{
+	int r = phos_preload_call(PHOS_OP_DEVICE_RESET, NULL, 0, NULL, 0, NULL, 0, NULL, NULL);
+
+	if (r == cudaSuccess) {
+		phos_stream_reset();
+		phos_mem_reset();
+		phos_launch_reset();
+	}
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaRuntimeGetVersion(int *runtimeVersion)
+{
+	if (!runtimeVersion)
+		return phos_set_error(cudaErrorInvalidValue);
+	*runtimeVersion = CUDART_VERSION;
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaDriverGetVersion(int *driverVersion)
+{
+	if (!driverVersion)
+		return phos_set_error(cudaErrorInvalidValue);
+	/* HELLO does not carry the driver's version; the toolkit's is a floor. */
+	*driverVersion = CUDART_VERSION;
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaSetDeviceFlags(unsigned int flags)
+{
+	int r = phos_preload_connect();
+
+	if (r == cudaSuccess)
+		__atomic_store_n(&device_flags, flags, __ATOMIC_RELAXED);
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaGetDeviceFlags(unsigned int *flags)
+{
+	int r;
+
+	if (!flags)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = phos_preload_connect();
+	if (r == cudaSuccess)
+		*flags = __atomic_load_n(&device_flags, __ATOMIC_RELAXED) | cudaDeviceMapHost;
+	return phos_set_error(r);
+}
+
+/* Limits are remembered, not forwarded (the executor's context keeps its own). */
+PHOS_EXPORT cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value)
+{
+	int r = phos_preload_connect();
+
+	if (r)
+		return phos_set_error(r);
+	if ((unsigned)limit >= sizeof(limits) / sizeof(limits[0]))
+		return phos_set_error(cudaErrorUnsupportedLimit);
+	__atomic_store_n(&limits[limit], value, __ATOMIC_RELAXED);
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaDeviceGetLimit(size_t *pValue, enum cudaLimit limit)
+{
+	int r;
+
+	if (!pValue)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = phos_preload_connect();
+	if (r)
+		return phos_set_error(r);
+	if ((unsigned)limit >= sizeof(limits) / sizeof(limits[0]))
+		return phos_set_error(cudaErrorUnsupportedLimit);
+	*pValue = __atomic_load_n(&limits[limit], __ATOMIC_RELAXED);
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+	int r = phos_preload_connect();
+
+	if (r)
+		return phos_set_error(r);
+	/* The range of every GPU since Volta. */
+	if (leastPriority)
+		*leastPriority = 0;
+	if (greatestPriority)
+		*greatestPriority = -5;
+	return cudaSuccess;
+}
+
+PHOS_EXPORT struct cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w,
+								enum cudaChannelFormatKind f)
+{
+	struct cudaChannelFormatDesc d = { .x = x, .y = y, .z = z, .w = w, .f = f };
+
+	return d;
+}

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Generates the stubs and the linker version script of a stand-in CUDA library.
+
+    gen_stubs.py --lib cudart --node libcudart.so.13 --syms cudart.syms \
+                 --stubs stubs.c --map cudart.map  conn.c memory.c ...
+
+The .syms file lists every function the real library exports (one name per
+line, from `objdump -T`). The .c files are scanned for what we implement:
+definitions that start with PHOS_EXPORT, and PHOS_ALIAS(name, target) lines.
+Every listed name we do not implement gets a stub that returns the library's
+"not supported" status and logs its name once. The version script puts the
+real names in the real version node, phos_fn_* in PHOS_1 and other phos_*
+names in PHOS_PRIVATE; any other exported name is an error (a typo, or a name
+the real library does not have).
+"""
+import argparse
+import re
+import sys
+
+# Names whose real return type is not the status: they must be implemented
+# (pointers, structs returned in memory) or get a stub of the right type.
+MUST_IMPLEMENT = {
+    'cudart': {'cudaGetErrorName', 'cudaGetErrorString', 'cudaCreateChannelDesc',
+               '__cudaRegisterFatBinary', '__cudaRegisterFatBinaryEnd', '__cudaRegisterFunction',
+               '__cudaRegisterVar', '__cudaUnregisterFatBinary', '__cudaInitModule',
+               '__cudaPushCallConfiguration', '__cudaPopCallConfiguration', '__cudaGetKernel',
+               '__cudaLaunchKernel', '__cudaLaunchKernel_ptsz'},
+    'cublas': {'cublasGetStatusName', 'cublasGetStatusString', 'cublasGetCudartVersion'},
+}
+
+# Legacy cuBLAS (cublas.h) returns values, not statuses; their stubs return zero
+# of that type. Anything not named here returns the status.
+RETURN_KINDS = {
+    'void': ['__cudaRegisterManagedVar', '__cudaRegisterHostVar'],
+    'float': ['cublasSasum', 'cublasScasum', 'cublasScnrm2', 'cublasSdot', 'cublasSnrm2'],
+    'double': ['cublasDasum', 'cublasDdot', 'cublasDnrm2', 'cublasDzasum', 'cublasDznrm2'],
+    'cfloat': ['cublasCdotc', 'cublasCdotu'],
+    'cdouble': ['cublasZdotc', 'cublasZdotu'],
+    'int': ['cublasIcamax', 'cublasIcamin', 'cublasIdamax', 'cublasIdamin', 'cublasIsamax',
+            'cublasIsamin', 'cublasIzamax', 'cublasIzamin'],
+}
+# The legacy void-returning cuBLAS routines (cublasSgemm, cublasSaxpy, ...)
+# ignore the returned status: returning one is harmless for them.
+
+STATUS = {'cudart': 'phos_cudart_stub', 'cublas': 'phos_cublas_stub'}
+
+EXPORT_RE = re.compile(r'^PHOS_EXPORT\b[^(;=]*?\b([A-Za-z_]\w*)\s*\(', re.M)
+ALIAS_RE = re.compile(r'^PHOS_ALIAS\(\s*([A-Za-z_]\w*)\s*,', re.M)
+NAME_RE = re.compile(r'^[A-Za-z_]\w*$')
+
+
+def implemented(paths):
+    names = set()
+    for p in paths:
+        with open(p, encoding='utf-8') as f:
+            text = f.read()
+        names.update(EXPORT_RE.findall(text))
+        names.update(ALIAS_RE.findall(text))
+    return names
+
+
+def read_syms(path):
+    names = []
+    with open(path, encoding='utf-8') as f:
+        for line in f:
+            line = line.split('#', 1)[0].strip()
+            if not line:
+                continue
+            if not NAME_RE.match(line):
+                sys.exit(f'{path}: not a symbol name: {line!r}')
+            names.append(line)
+    return names
+
+
+def stub(lib, name, index):
+    kind = next((k for k, v in RETURN_KINDS.items() if name in v), 'status')
+    call = f'{STATUS[lib]}("{name}", &logged[{index}])'
+    ret = {'status': ('int', f'return {call};'),
+           'void': ('void', f'(void){call};'),
+           'int': ('int', f'(void){call};\n\treturn 0;'),
+           'float': ('float', f'(void){call};\n\treturn 0.0f;'),
+           'double': ('double', f'(void){call};\n\treturn 0.0;'),
+           'cfloat': ('struct phos_cfloat', f'(void){call};\n\treturn (struct phos_cfloat){{ 0, 0 }};'),
+           'cdouble': ('struct phos_cdouble', f'(void){call};\n\treturn (struct phos_cdouble){{ 0, 0 }};'),
+           }[kind]
+    return (f'PHOS_STUB {ret[0]} {name}(void);\n'
+            f'PHOS_STUB {ret[0]} {name}(void)\n{{\n\t{ret[1]}\n}}\n')
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--lib', required=True, choices=sorted(STATUS))
+    ap.add_argument('--node', required=True, help='version node, e.g. libcudart.so.13')
+    ap.add_argument('--syms', required=True)
+    ap.add_argument('--stubs', required=True)
+    ap.add_argument('--map', required=True)
+    ap.add_argument('sources', nargs='+')
+    a = ap.parse_args()
+
+    real = read_syms(a.syms)
+    real_set = set(real)
+    ours = implemented(a.sources)
+    missing = sorted(MUST_IMPLEMENT[a.lib] - ours)
+    if missing:
+        sys.exit(f'gen_stubs: these must be implemented, not stubbed: {", ".join(missing)}')
+    public = sorted(n for n in ours if n.startswith('phos_fn_'))
+    private = sorted(n for n in ours if n.startswith('phos_') and not n.startswith('phos_fn_'))
+    stray = sorted(n for n in ours if n not in real_set and not n.startswith('phos_'))
+    if stray:
+        sys.exit(f'gen_stubs: exported but not in {a.syms}: {", ".join(stray)}')
+
+    todo = [n for n in real if n not in ours]
+    out = [f'/* Generated by gen_stubs.py from {a.syms.split("/")[-1]}: do not edit. */',
+           f'/* {len(real)} exports, {len(real) - len(todo)} implemented, {len(todo)} stubbed. */',
+           '#define PHOS_STUB __attribute__((visibility("default")))',
+           f'int {STATUS[a.lib]}(const char *name, int *logged);',
+           'struct phos_cfloat { float x, y; };',
+           'struct phos_cdouble { double x, y; };',
+           f'static int logged[{max(len(todo), 1)}];', '']
+    for i, n in enumerate(todo):
+        out.append(stub(a.lib, n, i))
+    with open(a.stubs, 'w', encoding='utf-8') as f:
+        f.write('\n'.join(out))
+
+    m = [f'/* Generated by gen_stubs.py: do not edit. */', f'{a.node} {{', 'global:']
+    m += [f'\t{n};' for n in real]
+    m += ['local:', '\t*;', '};']
+    if public:
+        m += ['PHOS_1 {', 'global:'] + [f'\t{n};' for n in public] + ['};']
+    if private:
+        m += ['PHOS_PRIVATE {', 'global:'] + [f'\t{n};' for n in private] + ['};']
+    with open(a.map, 'w', encoding='utf-8') as f:
+        f.write('\n'.join(m) + '\n')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * preload/: the stand-in libcudart.so.13 and libcublas.so.13 that run inside the
+ * user's function process and forward every CUDA call to its executor.
+ *
+ *   user program ──▶ libcudart.so.13 (ours) ─┬─ conn.c    channel, handle ids, last error
+ *                    │                        ├─ memory.c  malloc/free, copies, host regions
+ *                    │                        ├─ device.c  device queries, limits, reset
+ *                    │                        ├─ stream.c  streams and events
+ *                    │                        ├─ launch.c  fatbins, kernels, variables, launches
+ *                    │                        ├─ errors.c  error names and strings
+ *                    │                        ├─ serve.c   phos_fn_serve_impl (the snapshot point)
+ *                    │                        └─ stubs.c   (generated) every other export: 801
+ *                    └─ libcublas.so.13 (ours) ─ cublas.c + stubs: reaches the one channel of
+ *                                                the process through libcudart's PHOS_PRIVATE node
+ *
+ * Exports: functions defined with PHOS_EXPORT (or PHOS_ALIAS) are what we
+ * implement; gen_stubs.py scans for those two markers, stubs every other name
+ * of cudart.syms / cublas.syms and writes the version script (CUDA's version
+ * node for CUDA's names, PHOS_1 for phos_fn_*, PHOS_PRIVATE for phos_*).
+ * Everything else, including the runtime static library, stays hidden.
+ *
+ * Handles given to the user (streams, events, kernels, cuBLAS handles) are
+ * 32-bit ids chosen here, wrapped so that they can never be mistaken for a
+ * pointer or a special stream value:
+ *
+ *   63        48 47    40 39    32 31                       0
+ *   +-----------+--------+--------+--------------------------+
+ *   |  0x5068   |   0    |  kind  |           id             |   (non-canonical:
+ *   +-----------+--------+--------+--------------------------+    never a real pointer)
+ *
+ * Errors inside the preload are cudaError_t values (int, 0 = success), not
+ * negative errnos: they are what the API returns, converted once at the channel.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "channel.h"
+#include "log.h"
+#include "proto.h"
+
+#define PHOS_EXPORT __attribute__((visibility("default")))
+/* Exports `name` as another name of `target` (same translation unit). */
+#define PHOS_ALIAS(name, target) \
+	extern __typeof(target) name __attribute__((alias(#target), visibility("default")))
+
+/* cudaError_t values used before the CUDA headers are in scope (stubs.c). */
+#define PHOS_ERR_NOT_SUPPORTED 801
+#define PHOS_ERR_INIT 3
+#define PHOS_ERR_GONE 46 /* cudaErrorDevicesUnavailable: the executor went away */
+#define PHOS_BLAS_NOT_SUPPORTED 15
+
+/* --- handle ids (conn.c) --- */
+
+enum phos_hkind {
+	PHOS_H_STREAM = 1,
+	PHOS_H_EVENT,
+	PHOS_H_FUNC,
+	PHOS_H_BLAS,
+	PHOS_H_MODULE,
+	PHOS_H_VAR,
+	PHOS_H_REGION,
+	PHOS_H__COUNT
+};
+
+#define PHOS_HANDLE_TAG 0x5068000000000000ull
+#define PHOS_MAX_IDS (1u << 20) /* the executor's EXEC_MAX_HANDLES */
+
+static inline void *phos_handle_wrap(enum phos_hkind kind, uint32_t id)
+{
+	return (void *)(uintptr_t)(PHOS_HANDLE_TAG | ((uint64_t)kind << 32) | id);
+}
+
+/* The id inside a wrapped handle of this kind, or 0 if h is not one. */
+static inline uint32_t phos_handle_unwrap(const void *h, enum phos_hkind kind)
+{
+	uint64_t v = (uint64_t)(uintptr_t)h;
+
+	if ((v & 0xffffff0000000000ull) != PHOS_HANDLE_TAG || ((v >> 32) & 0xff) != (uint64_t)kind)
+		return 0;
+	return (uint32_t)v;
+}
+
+/* id -> object tables, one per kind, each with its own lock. Ids start at
+ * `first` (streams start at 2: proto.h reserves 1 for cudaStreamPerThread),
+ * freed ids are reused lowest first, at most PHOS_MAX_IDS. */
+PHOS_EXPORT int phos_ids_add(enum phos_hkind kind, void *obj, uint32_t *ret_id);
+PHOS_EXPORT void *phos_ids_get(enum phos_hkind kind, uint32_t id);
+PHOS_EXPORT void *phos_ids_take(enum phos_hkind kind, uint32_t id);
+/* Calls fn on every live object of a kind and empties the table (reset). */
+PHOS_EXPORT void phos_ids_clear(enum phos_hkind kind, void (*fn)(void *obj));
+
+/* --- the connection (conn.c) --- */
+
+/* Connects once per process (PHOS_CHANNEL_FD, HELLO). Returns 0 or the error
+ * every call gets while unconnected (cudaErrorInitializationError, or
+ * cudaErrorDevicesUnavailable once the executor is gone). */
+PHOS_EXPORT int phos_preload_connect(void);
+
+/* The executor's HELLO reply (zeroed when not connected). */
+PHOS_EXPORT const struct phos_reply_hello *phos_preload_hello(void);
+
+/* Posts an asynchronous record. Returns 0 or a cudaError_t (not connected, gone). */
+PHOS_EXPORT int phos_preload_post(uint32_t op, const void *body, size_t body_len, const void *payload,
+				  size_t payload_len);
+
+/* Sends a synchronous record and copies up to out_cap bytes of the reply data to
+ * out. Returns the reply's status (the call's own error, or the first pending
+ * asynchronous error), or a connection error. *ret_len (may be NULL) gets the
+ * reply's length, *ret_blas (may be NULL) its cuBLAS status; both are set only
+ * when the executor replied. If send_fd >= 0 it is first passed on the socket
+ * (HOSTMEM_ADD), under the same lock. */
+PHOS_EXPORT int phos_preload_call(uint32_t op, const void *body, size_t body_len, const void *payload,
+				  size_t payload_len, void *out, size_t out_cap, size_t *ret_len,
+				  int *ret_blas);
+PHOS_EXPORT int phos_preload_call_fd(int send_fd, uint32_t op, const void *body, size_t body_len,
+				     void *out, size_t out_cap);
+
+/* Posts GOODBYE once (later calls then fail as "gone", quietly). */
+PHOS_EXPORT void phos_preload_goodbye(void);
+
+/* Stream handle -> stream id: NULL, cudaStreamLegacy and cudaStreamPerThread
+ * are 0. Returns 0 or cudaErrorInvalidResourceHandle. */
+PHOS_EXPORT int phos_preload_stream_id(const void *stream, uint32_t *ret_id);
+
+/* --- last error (conn.c): thread-local, CUDA's semantics --- */
+
+/* Records err (if not 0) as the thread's last error and returns it. */
+int phos_set_error(int err);
+int phos_take_error(void);
+int phos_peek_error(void);
+
+/* Logs `name` once, at warn level, the first time an unimplemented API is hit. */
+static inline void phos_log_once(const char *what, const char *name, int *flag)
+{
+	if (phos_log_level() >= PHOS_LOG_WARN && __atomic_exchange_n(flag, 1, __ATOMIC_RELAXED) == 0)
+		phos_warn("%s %s is not supported by phos-fn", what, name);
+}
+
+/* --- shared between the cudart files --- */
+
+/* memory.c: does [addr, addr+len) lie in device memory we know of (arena, variables)? */
+bool phos_mem_is_device(const void *addr, size_t len);
+/* memory.c: forget all host regions (the executor dropped them at reset). */
+void phos_mem_reset(void);
+/* stream.c: forget streams and events (reset). */
+void phos_stream_reset(void);
+/* launch.c: re-send every module, kernel and variable after a device reset. */
+void phos_launch_reset(void);
+/* launch.c: device address and size of a registered variable (by host shadow). */
+int phos_var_lookup(const void *symbol, uint64_t *ret_addr, uint64_t *ret_size);
+/* launch.c: is [addr, addr+len) inside a known variable? (no round trip) */
+bool phos_var_contains(uint64_t addr, uint64_t len);
+/* device.c: attribute `attr` of device 0 (DEVICE_INFO, cached). */
+int phos_device_attr(int attr, int *ret_value);

@@ -1,0 +1,735 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fatbins, kernels, device variables and launches: the hidden registration API
+ * nvcc's generated code calls, and the public launch API.
+ *
+ *   constructor of each translation unit (before main):
+ *     __cudaRegisterFatBinary(&wrapper)  → module id; MODULE_LOAD + fatbin
+ *     __cudaRegisterFunction(mod, stub)  → func id;   FUNC_REGISTER + mangled name
+ *     __cudaRegisterVar(mod, &shadow)    → var id;    VAR_REGISTER + name
+ *   kernel<<<g, b, s, st>>>(args):
+ *     __cudaPushCallConfiguration(g, b, s, st)
+ *     stub: __cudaGetKernel(&h, stub) once; __cudaPopCallConfiguration(...)
+ *           __cudaLaunchKernel(h, g, b, args, s, st)
+ *   first launch of a kernel: FUNC_INFO (sync) → parameter layout, cached;
+ *   every launch: arguments packed at their offsets, LAUNCH posted.
+ *
+ * A fatbin that does not validate is remembered as invalid and never sent: its
+ * kernels fail to launch with cudaErrorInvalidKernelImage, nothing crashes.
+ * Fatbins larger than one record travel in a shared host region
+ * (PHOS_OP_MODULE_LOAD_SHM).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "internal.h"
+#include "kparam.h"
+#include "log.h"
+
+#define FATBIN_WRAPPER_MAGIC 0x466243b1
+#define MAX_FATBIN (1ull << 30)
+#define MAX_NAME 4096
+#define CONFIG_DEPTH 16
+
+struct fatbin_wrapper {
+	int magic;
+	int version;
+	const unsigned long long *data;
+	void *filename_or_fatbins;
+};
+
+struct module {
+	uint32_t id;
+	bool valid;          /* the fatbin validated */
+	bool sent;           /* the executor has it (connected when registered) */
+	const void *image;
+	size_t size;
+};
+
+struct func {
+	uint32_t id;
+	struct module *mod;
+	const void *host;    /* the host stub nvcc registered */
+	char *name;
+	pthread_mutex_t lock;
+	bool have_info;
+	struct phos_reply_func_info info;
+};
+
+struct var {
+	uint32_t id;
+	struct module *mod;
+	const void *host;    /* the host shadow of the variable */
+	char *name;
+	uint64_t size;
+	int constant;
+	bool have_info;
+	uint64_t addr, dev_size;
+};
+
+/* The hidden API, as crt/host_runtime.h and crt/device_functions.h declare it
+ * (for C++ only, hence repeated here). */
+void **__cudaRegisterFatBinary(void *fatCubin);
+void __cudaRegisterFatBinaryEnd(void **fatCubinHandle);
+void __cudaUnregisterFatBinary(void **fatCubinHandle);
+char __cudaInitModule(void **fatCubinHandle);
+void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun, const char *deviceName,
+			    int thread_limit, uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize);
+void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress, const char *deviceName, int ext,
+		       size_t size, int constant, int global);
+unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem, struct CUstream_st *stream);
+cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem, void *stream);
+cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun);
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+			       cudaStream_t stream);
+
+/* The module nvcc gets back when we cannot even allocate one. */
+static struct module no_module;
+
+/* host pointer → func / var, by linear probing; never shrinks (registrations
+ * are few and live as long as the program). */
+struct ptrmap {
+	pthread_mutex_t lock;
+	const void **key;
+	void **val;
+	size_t cap, n;
+};
+
+static struct ptrmap funcs = { .lock = PTHREAD_MUTEX_INITIALIZER };
+static struct ptrmap vars = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static size_t ptr_hash(const void *p, size_t cap)
+{
+	uint64_t h = (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull;
+
+	return (size_t)(h >> 17) & (cap - 1);
+}
+
+static int ptrmap_put(struct ptrmap *m, const void *key, void *val)
+{
+	size_t i;
+
+	pthread_mutex_lock(&m->lock);
+	if ((m->n + 1) * 2 > m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 64;
+		const void **k = calloc(cap, sizeof(*k));
+		void **v = calloc(cap, sizeof(*v));
+
+		if (!k || !v) {
+			free(k);
+			free(v);
+			pthread_mutex_unlock(&m->lock);
+			return cudaErrorMemoryAllocation;
+		}
+		for (size_t j = 0; j < m->cap; j++) {
+			if (!m->key[j])
+				continue;
+			for (i = ptr_hash(m->key[j], cap); k[i]; i = (i + 1) & (cap - 1))
+				;
+			k[i] = m->key[j];
+			v[i] = m->val[j];
+		}
+		free(m->key);
+		free(m->val);
+		m->key = k;
+		m->val = v;
+		m->cap = cap;
+	}
+	for (i = ptr_hash(key, m->cap); m->key[i] && m->key[i] != key; i = (i + 1) & (m->cap - 1))
+		;
+	if (!m->key[i])
+		m->n++;
+	m->key[i] = key; /* a re-registered stub points at its newest kernel */
+	m->val[i] = val;
+	pthread_mutex_unlock(&m->lock);
+	return cudaSuccess;
+}
+
+static void *ptrmap_get(struct ptrmap *m, const void *key)
+{
+	void *val = NULL;
+
+	if (!key)
+		return NULL;
+	pthread_mutex_lock(&m->lock);
+	if (m->cap) {
+		for (size_t i = ptr_hash(key, m->cap); m->key[i]; i = (i + 1) & (m->cap - 1)) {
+			if (m->key[i] == key) {
+				val = m->val[i];
+				break;
+			}
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+	return val;
+}
+
+/* --- sending registrations --- */
+
+/* A fatbin too big for one record: copy it into a memfd the executor maps. */
+static int module_load_shm(const struct module *m)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	size_t size = (m->size + (size_t)page - 1) & ~((size_t)page - 1);
+	struct phos_hostmem hm = { .size = size };
+	struct phos_module_load_shm ml = { .module = m->id, .len = m->size };
+	void *p = MAP_FAILED;
+	int fd, r;
+
+	fd = memfd_create("phos-fatbin", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)size) < 0 ||
+	    (p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+		r = cudaErrorMemoryAllocation;
+		goto out;
+	}
+	memcpy(p, m->image, m->size);
+	r = phos_ids_add(PHOS_H_REGION, (void *)1, &hm.region);
+	if (r)
+		goto out;
+	ml.region = hm.region;
+	r = phos_preload_call_fd(fd, PHOS_OP_HOSTMEM_ADD, &hm, sizeof(hm), NULL, 0);
+	if (r == cudaSuccess) {
+		r = phos_preload_post(PHOS_OP_MODULE_LOAD_SHM, &ml, sizeof(ml), NULL, 0);
+		phos_preload_call(PHOS_OP_HOSTMEM_REMOVE, &hm, sizeof(hm), NULL, 0, NULL, 0, NULL, NULL);
+	}
+	phos_ids_take(PHOS_H_REGION, hm.region);
+out:
+	if (p != MAP_FAILED)
+		munmap(p, size);
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+static void module_send(struct module *m)
+{
+	struct phos_module_load ml = { .module = m->id };
+	int r;
+
+	if (!m->valid || phos_preload_connect())
+		return;
+	if (m->size <= PHOS_REC_MAX_PAYLOAD)
+		r = phos_preload_post(PHOS_OP_MODULE_LOAD, &ml, sizeof(ml), m->image, m->size);
+	else
+		r = module_load_shm(m);
+	m->sent = r == cudaSuccess;
+	if (r)
+		phos_warn("module %u (%zu bytes) could not be sent: %s", m->id, m->size, cudaGetErrorName(r));
+}
+
+static void func_send(const struct func *f)
+{
+	struct phos_func_register fr = { .module = f->mod->id, .func = f->id };
+
+	if (f->mod->sent)
+		phos_preload_post(PHOS_OP_FUNC_REGISTER, &fr, sizeof(fr), f->name, strlen(f->name) + 1);
+}
+
+static void var_send(const struct var *v)
+{
+	struct phos_var_register vr = { .module = v->mod->id, .var = v->id, .size = v->size,
+					.constant = (uint32_t)v->constant };
+
+	if (v->mod->sent)
+		phos_preload_post(PHOS_OP_VAR_REGISTER, &vr, sizeof(vr), v->name, strlen(v->name) + 1);
+}
+
+/* --- the registration API --- */
+
+PHOS_EXPORT void **__cudaRegisterFatBinary(void *fatCubin)
+{
+	const struct fatbin_wrapper *w = fatCubin;
+	struct module *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return (void **)&no_module;
+	if (w && w->magic == FATBIN_WRAPPER_MAGIC && w->data) {
+		/* The blob lies in the binary's mapped .nv_fatbin section: once its
+		 * header validates, reading header + body is safe. */
+		m->size = phos_fatbin_size(w->data, MAX_FATBIN);
+		m->image = w->data;
+		m->valid = m->size > 0;
+	}
+	if (!m->valid)
+		phos_warn("fatbin %p is malformed: its kernels will not launch", fatCubin);
+	if (phos_ids_add(PHOS_H_MODULE, m, &m->id)) {
+		free(m);
+		return (void **)&no_module;
+	}
+	module_send(m);
+	return (void **)m;
+}
+
+PHOS_EXPORT void __cudaRegisterFatBinaryEnd(void **fatCubinHandle)
+{
+}
+
+PHOS_EXPORT void __cudaUnregisterFatBinary(void **fatCubinHandle)
+{
+	struct module *m = (struct module *)fatCubinHandle;
+	struct phos_handle h;
+
+	if (!m || m == &no_module || !m->sent)
+		return;
+	/* Kernels keep their ids but can no longer launch; structures stay, as
+	 * stubs may still point at them from other atexit handlers. */
+	h.id = m->id;
+	h._pad = 0;
+	m->sent = false;
+	m->valid = false;
+	phos_preload_post(PHOS_OP_MODULE_UNLOAD, &h, sizeof(h), NULL, 0);
+}
+
+PHOS_EXPORT char __cudaInitModule(void **fatCubinHandle)
+{
+	return 1;
+}
+
+PHOS_EXPORT void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun,
+					const char *deviceName, int thread_limit, uint3 *tid, uint3 *bid,
+					dim3 *bDim, dim3 *gDim, int *wSize)
+{
+	struct module *m = (struct module *)fatCubinHandle;
+	struct func *f;
+
+	if (!m || !hostFun || !deviceName || strnlen(deviceName, MAX_NAME) == MAX_NAME)
+		return;
+	f = calloc(1, sizeof(*f));
+	if (!f || !(f->name = strdup(deviceName)))
+		goto err;
+	f->mod = m;
+	f->host = hostFun;
+	pthread_mutex_init(&f->lock, NULL);
+	if (phos_ids_add(PHOS_H_FUNC, f, &f->id))
+		goto err;
+	if (ptrmap_put(&funcs, hostFun, f)) {
+		phos_ids_take(PHOS_H_FUNC, f->id);
+		goto err;
+	}
+	func_send(f);
+	return;
+err:
+	if (f)
+		free(f->name);
+	free(f);
+}
+
+PHOS_EXPORT void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress,
+				   const char *deviceName, int ext, size_t size, int constant, int global)
+{
+	struct module *m = (struct module *)fatCubinHandle;
+	struct var *v;
+
+	if (!m || !hostVar || !deviceName || strnlen(deviceName, MAX_NAME) == MAX_NAME)
+		return;
+	v = calloc(1, sizeof(*v));
+	if (!v || !(v->name = strdup(deviceName)))
+		goto err;
+	v->mod = m;
+	v->host = hostVar;
+	v->size = size;
+	v->constant = constant;
+	if (phos_ids_add(PHOS_H_VAR, v, &v->id))
+		goto err;
+	if (ptrmap_put(&vars, hostVar, v)) {
+		phos_ids_take(PHOS_H_VAR, v->id);
+		goto err;
+	}
+	var_send(v);
+	return;
+err:
+	if (v)
+		free(v->name);
+	free(v);
+}
+
+static void resend_module(void *obj)
+{
+	struct module *m = obj;
+
+	if (m->valid)
+		module_send(m);
+}
+
+static void resend_func(void *obj)
+{
+	func_send(obj);
+}
+
+static void resend_var(void *obj)
+{
+	struct var *v = obj;
+
+	v->have_info = false;
+	var_send(v);
+}
+
+void phos_launch_reset(void)
+{
+	/* Walk the tables in id order without emptying them: the executor
+	 * dropped the objects, the ids stay ours. */
+	const uint32_t kinds[] = { PHOS_H_MODULE, PHOS_H_FUNC, PHOS_H_VAR };
+	void (*const fns[])(void *) = { resend_module, resend_func, resend_var };
+
+	for (unsigned k = 0; k < 3; k++) {
+		for (uint32_t id = 1; id < PHOS_MAX_IDS; id++) {
+			void *obj = phos_ids_get(kinds[k], id);
+
+			if (!obj)
+				break; /* registrations are never freed: ids are dense */
+			fns[k](obj);
+		}
+	}
+}
+
+/* --- variables --- */
+
+int phos_var_lookup(const void *symbol, uint64_t *ret_addr, uint64_t *ret_size)
+{
+	struct var *v = ptrmap_get(&vars, symbol);
+	struct phos_handle h;
+	struct phos_reply_var_info vi;
+	size_t len = 0;
+	int r;
+
+	if (!v)
+		return phos_preload_connect() ? phos_preload_connect() : cudaErrorInvalidSymbol;
+	if (!v->mod->valid)
+		return cudaErrorInvalidKernelImage;
+	if (!__atomic_load_n(&v->have_info, __ATOMIC_ACQUIRE)) {
+		h.id = v->id;
+		h._pad = 0;
+		r = phos_preload_call(PHOS_OP_VAR_INFO, &h, sizeof(h), NULL, 0, &vi, sizeof(vi), &len, NULL);
+		if (r)
+			return r;
+		if (len != sizeof(vi))
+			return cudaErrorUnknown;
+		v->addr = vi.addr;
+		v->dev_size = vi.size;
+		__atomic_store_n(&v->have_info, true, __ATOMIC_RELEASE);
+	}
+	*ret_addr = v->addr;
+	*ret_size = v->dev_size;
+	return cudaSuccess;
+}
+
+bool phos_var_contains(uint64_t addr, uint64_t len)
+{
+	for (uint32_t id = 1; id < PHOS_MAX_IDS; id++) {
+		struct var *v = phos_ids_get(PHOS_H_VAR, id);
+
+		if (!v)
+			break;
+		if (__atomic_load_n(&v->have_info, __ATOMIC_ACQUIRE) && addr >= v->addr &&
+		    addr - v->addr <= v->dev_size && len <= v->dev_size - (addr - v->addr))
+			return true;
+	}
+	return false;
+}
+
+/* --- kernels --- */
+
+/* func from a host stub or from a cudaKernel_t we handed out. */
+static struct func *func_lookup(const void *p)
+{
+	uint32_t id = phos_handle_unwrap(p, PHOS_H_FUNC);
+
+	return id ? phos_ids_get(PHOS_H_FUNC, id) : ptrmap_get(&funcs, p);
+}
+
+/* The kernel's FUNC_INFO, fetched on first use. A failure is not cached: the
+ * status of a synchronous reply may be an earlier asynchronous error. */
+static int func_info(struct func *f, struct phos_reply_func_info *ret)
+{
+	struct phos_handle h = { .id = f->id };
+	size_t len = 0;
+	int r = cudaSuccess;
+
+	if (__atomic_load_n(&f->have_info, __ATOMIC_ACQUIRE)) {
+		*ret = f->info;
+		return cudaSuccess;
+	}
+	r = phos_preload_connect();
+	if (r)
+		return r;
+	if (!f->mod->valid || !f->mod->sent)
+		return cudaErrorInvalidKernelImage;
+	pthread_mutex_lock(&f->lock);
+	if (!f->have_info) {
+		r = phos_preload_call(PHOS_OP_FUNC_INFO, &h, sizeof(h), NULL, 0, &f->info, sizeof(f->info), &len,
+				      NULL);
+		if (r == cudaSuccess && (len != sizeof(f->info) || f->info.nparams > PHOS_MAX_PARAMS))
+			r = cudaErrorUnknown;
+		for (uint32_t i = 0; r == cudaSuccess && i < f->info.nparams; i++)
+			if ((uint32_t)f->info.offset[i] + f->info.size[i] > f->info.param_bytes)
+				r = cudaErrorUnknown;
+		if (r == cudaSuccess)
+			__atomic_store_n(&f->have_info, true, __ATOMIC_RELEASE);
+	}
+	if (r == cudaSuccess)
+		*ret = f->info;
+	pthread_mutex_unlock(&f->lock);
+	return r;
+}
+
+static int launch(struct func *f, dim3 grid, dim3 block, void **args, size_t shmem, const void *stream)
+{
+	struct phos_reply_func_info fi;
+	struct phos_launch l = { 0 };
+	uint8_t small[4096], *params = small;
+	int max_threads = 1024, r;
+
+	if (!f)
+		return phos_preload_connect() ? phos_preload_connect() : cudaErrorInvalidDeviceFunction;
+	r = func_info(f, &fi);
+	if (r)
+		return r;
+	if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z ||
+	    (uint64_t)block.x * block.y * block.z > (uint64_t)(fi.max_threads > 0 ? fi.max_threads : max_threads) ||
+	    shmem > UINT32_MAX)
+		return cudaErrorInvalidConfiguration;
+	if (fi.nparams && !args)
+		return cudaErrorInvalidValue;
+	r = phos_preload_stream_id(stream, &l.stream);
+	if (r)
+		return r;
+	if (fi.param_bytes > sizeof(small)) {
+		params = malloc(fi.param_bytes);
+		if (!params)
+			return cudaErrorMemoryAllocation;
+	}
+	memset(params, 0, fi.param_bytes);
+	for (uint32_t i = 0; i < fi.nparams; i++) {
+		if (!args[i]) {
+			r = cudaErrorInvalidValue;
+			goto out;
+		}
+		memcpy(params + fi.offset[i], args[i], fi.size[i]);
+	}
+	l.func = f->id;
+	l.grid[0] = grid.x;
+	l.grid[1] = grid.y;
+	l.grid[2] = grid.z;
+	l.block[0] = block.x;
+	l.block[1] = block.y;
+	l.block[2] = block.z;
+	l.shared = (uint32_t)shmem;
+	l.param_bytes = fi.param_bytes;
+	r = phos_preload_post(PHOS_OP_LAUNCH, &l, sizeof(l), params, fi.param_bytes);
+out:
+	if (params != small)
+		free(params);
+	return r;
+}
+
+struct call_config {
+	dim3 grid, block;
+	size_t shmem;
+	void *stream;
+};
+
+static __thread struct call_config configs[CONFIG_DEPTH];
+static __thread unsigned nconfigs;
+
+PHOS_EXPORT unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem,
+						 struct CUstream_st *stream)
+{
+	if (nconfigs == CONFIG_DEPTH)
+		return 1;
+	configs[nconfigs].grid = gridDim;
+	configs[nconfigs].block = blockDim;
+	configs[nconfigs].shmem = sharedMem;
+	configs[nconfigs].stream = stream;
+	nconfigs++;
+	return 0;
+}
+
+PHOS_EXPORT cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem,
+						   void *stream)
+{
+	if (!nconfigs)
+		return phos_set_error(cudaErrorMissingConfiguration);
+	nconfigs--;
+	*gridDim = configs[nconfigs].grid;
+	*blockDim = configs[nconfigs].block;
+	*sharedMem = configs[nconfigs].shmem;
+	*(void **)stream = configs[nconfigs].stream;
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun)
+{
+	struct func *f = ptrmap_get(&funcs, hostFun);
+
+	if (!kernel)
+		return phos_set_error(cudaErrorInvalidValue);
+	if (!f)
+		return phos_set_error(cudaErrorInvalidDeviceFunction);
+	*kernel = phos_handle_wrap(PHOS_H_FUNC, f->id);
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaGetKernel(cudaKernel_t *kernelPtr, const void *entryFuncAddr)
+{
+	return __cudaGetKernel(kernelPtr, entryFuncAddr);
+}
+
+PHOS_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+					   size_t sharedMem, cudaStream_t stream)
+{
+	return phos_set_error(launch(func_lookup(kernel), gridDim, blockDim, args, sharedMem, stream));
+}
+PHOS_ALIAS(__cudaLaunchKernel_ptsz, __cudaLaunchKernel);
+
+PHOS_EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+					 size_t sharedMem, cudaStream_t stream)
+{
+	return phos_set_error(launch(func_lookup(func), gridDim, blockDim, args, sharedMem, stream));
+}
+PHOS_ALIAS(cudaLaunchKernel_ptsz, cudaLaunchKernel);
+
+/* --- kernel attributes and occupancy --- */
+
+static int func_get(const void *func, struct func **ret_f, struct phos_reply_func_info *ret_info)
+{
+	struct func *f = func_lookup(func);
+	int r = phos_preload_connect();
+
+	if (r)
+		return r;
+	if (!f)
+		return cudaErrorInvalidDeviceFunction;
+	*ret_f = f;
+	return ret_info ? func_info(f, ret_info) : cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
+{
+	struct phos_reply_func_info fi;
+	struct func *f;
+	int r;
+
+	if (!attr)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = func_get(func, &f, &fi);
+	if (r)
+		return phos_set_error(r);
+	memset(attr, 0, sizeof(*attr));
+	attr->sharedSizeBytes = (size_t)fi.shared_bytes;
+	attr->constSizeBytes = (size_t)fi.const_bytes;
+	attr->localSizeBytes = (size_t)fi.local_bytes;
+	attr->maxThreadsPerBlock = fi.max_threads;
+	attr->numRegs = fi.num_regs;
+	attr->ptxVersion = fi.ptx_version;
+	attr->binaryVersion = fi.binary_version;
+	attr->maxDynamicSharedSizeBytes = fi.max_dynamic_shared;
+	attr->preferredShmemCarveout = -1;
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
+{
+	struct phos_func_attr a = { .attr = (int32_t)attr, .value = value };
+	struct func *f;
+	int r = func_get(func, &f, NULL);
+
+	if (r)
+		return phos_set_error(r);
+	if (!f->mod->valid || !f->mod->sent)
+		return phos_set_error(cudaErrorInvalidKernelImage);
+	a.func = f->id;
+	/* Synchronous, so that a refused value is this call's error. */
+	r = phos_preload_call(PHOS_OP_FUNC_SET_ATTR, &a, sizeof(a), NULL, 0, NULL, 0, NULL, NULL);
+	if (r == cudaSuccess)
+		__atomic_store_n(&f->have_info, false, __ATOMIC_RELEASE); /* limits changed */
+	return phos_set_error(r);
+}
+
+/* Cache preferences are hints: accepted for a known kernel, not forwarded. */
+PHOS_EXPORT cudaError_t cudaFuncSetCacheConfig(const void *func, enum cudaFuncCache cacheConfig)
+{
+	struct func *f;
+
+	return phos_set_error(func_get(func, &f, NULL));
+}
+
+PHOS_EXPORT cudaError_t cudaFuncGetName(const char **name, const void *func)
+{
+	struct func *f;
+	int r;
+
+	if (!name)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = func_get(func, &f, NULL);
+	if (r == cudaSuccess)
+		*name = f->name;
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, const void *func,
+									   int blockSize, size_t dynamicSMemSize,
+									   unsigned int flags)
+{
+	struct phos_occupancy o = { .block = blockSize, .dyn_shared = dynamicSMemSize };
+	struct func *f;
+	int32_t blocks = 0;
+	size_t len = 0;
+	int r;
+
+	if (!numBlocks || blockSize <= 0)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = func_get(func, &f, NULL);
+	if (r)
+		return phos_set_error(r);
+	if (!f->mod->valid || !f->mod->sent)
+		return phos_set_error(cudaErrorInvalidKernelImage);
+	o.func = f->id;
+	r = phos_preload_call(PHOS_OP_OCCUPANCY, &o, sizeof(o), NULL, 0, &blocks, sizeof(blocks), &len, NULL);
+	if (r == cudaSuccess && len != sizeof(blocks))
+		r = cudaErrorUnknown;
+	if (r == cudaSuccess)
+		*numBlocks = blocks;
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *func,
+								      int blockSize, size_t dynamicSMemSize)
+{
+	return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize, dynamicSMemSize,
+								      cudaOccupancyDefault);
+}
+
+/* Shared memory left per block when numBlocks blocks share an SM, from the
+ * device's limits and the kernel's static use (the driver's rule). */
+PHOS_EXPORT cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, const void *func,
+								  int numBlocks, int blockSize)
+{
+	struct phos_reply_func_info fi;
+	struct func *f;
+	int per_sm = 0, optin = 0, reserved = 0, r;
+	int64_t avail;
+
+	if (!dynamicSmemSize || numBlocks <= 0 || blockSize <= 0)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = func_get(func, &f, &fi);
+	if (r == cudaSuccess)
+		r = phos_device_attr(cudaDevAttrMaxSharedMemoryPerMultiprocessor, &per_sm);
+	if (r == cudaSuccess)
+		r = phos_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, &optin);
+	if (r == cudaSuccess)
+		r = phos_device_attr(cudaDevAttrReservedSharedMemoryPerBlock, &reserved);
+	if (r)
+		return phos_set_error(r);
+	avail = (int64_t)per_sm / numBlocks - reserved - fi.shared_bytes;
+	if (avail > (int64_t)optin - fi.shared_bytes)
+		avail = (int64_t)optin - fi.shared_bytes;
+	if (avail > fi.max_dynamic_shared && fi.max_dynamic_shared > 0)
+		avail = fi.max_dynamic_shared;
+	*dynamicSmemSize = avail > 0 ? (size_t)avail : 0;
+	return cudaSuccess;
+}

@@ -1,0 +1,574 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Device memory, copies, memsets, and pinned host memory.
+ *
+ * Copies go by direction:
+ *   H2D   from a shared host region  → MEMCPY_H2D_SHM (zero-copy: the executor
+ *                                      DMAs straight from the region)
+ *         from any other host memory → MEMCPY_H2D records carrying the bytes, in
+ *                                      chunks of PHOS_REC_MAX_PAYLOAD; a synchronous
+ *                                      copy sends its last chunk synchronously
+ *   D2H   into a shared host region  → MEMCPY_D2H_SHM
+ *         into other host memory     → synchronous MEMCPY_D2H per PHOS_REPLY_MAX
+ *                                      chunk (asynchronous copies to pageable memory
+ *                                      are synchronous, as CUDA's are)
+ *   D2D                              → MEMCPY_D2D
+ *   cudaMemcpyDefault infers the direction from the arena (HELLO) and the module
+ *   variables we know of.
+ *
+ * cudaMallocHost / cudaHostAlloc memory is a memfd mapped here and in the
+ * executor (HOSTMEM_ADD after the fd travelled on the socket), so copies from
+ * and to it are truly asynchronous.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "internal.h"
+#include "log.h"
+
+/* --- shared host regions --- */
+
+struct region {
+	uint8_t *base;
+	size_t size;     /* mapped bytes (page-rounded) */
+	size_t asked;    /* what the user asked for */
+	uint32_t id;     /* 0 once the executor forgot it (device reset) */
+	unsigned flags;
+	int fd;
+};
+
+static pthread_mutex_t regions_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct region *regions;
+static size_t nregions, cap_regions;
+
+/* The region holding [p, p+len), copied to *ret; false if none. */
+static bool region_find(const void *p, size_t len, struct region *ret)
+{
+	uintptr_t a = (uintptr_t)p;
+	bool found = false;
+
+	pthread_mutex_lock(&regions_lock);
+	for (size_t i = 0; i < nregions; i++) {
+		struct region *r = &regions[i];
+
+		if (a >= (uintptr_t)r->base && a - (uintptr_t)r->base <= r->size &&
+		    len <= r->size - (a - (uintptr_t)r->base)) {
+			*ret = *r;
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&regions_lock);
+	return found && ret->id != 0;
+}
+
+static int host_alloc(void **ptr, size_t size, unsigned flags)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	struct phos_hostmem hm = { 0 };
+	struct region reg = { .fd = -1, .flags = flags, .asked = size };
+	int r;
+
+	if (!ptr)
+		return cudaErrorInvalidValue;
+	if (size == 0) {
+		*ptr = NULL;
+		return cudaSuccess;
+	}
+	r = phos_preload_connect();
+	if (r)
+		return r;
+	if (size > SIZE_MAX - (size_t)page)
+		return cudaErrorMemoryAllocation;
+	reg.size = (size + (size_t)page - 1) & ~((size_t)page - 1);
+	reg.fd = memfd_create("phos-hostmem", MFD_CLOEXEC);
+	if (reg.fd < 0 || ftruncate(reg.fd, (off_t)reg.size) < 0) {
+		r = cudaErrorMemoryAllocation;
+		goto err_fd;
+	}
+	reg.base = mmap(NULL, reg.size, PROT_READ | PROT_WRITE, MAP_SHARED, reg.fd, 0);
+	if (reg.base == MAP_FAILED) {
+		r = cudaErrorMemoryAllocation;
+		goto err_fd;
+	}
+	/* The id only marks the table slot; the region object lives in `regions`. */
+	r = phos_ids_add(PHOS_H_REGION, (void *)1, &reg.id);
+	if (r)
+		goto err_map;
+	hm.region = reg.id;
+	hm.size = reg.size;
+	r = phos_preload_call_fd(reg.fd, PHOS_OP_HOSTMEM_ADD, &hm, sizeof(hm), NULL, 0);
+	if (r)
+		goto err_id;
+	pthread_mutex_lock(&regions_lock);
+	if (nregions == cap_regions) {
+		size_t cap = cap_regions ? cap_regions * 2 : 16;
+		struct region *n = realloc(regions, cap * sizeof(*n));
+
+		if (!n) {
+			pthread_mutex_unlock(&regions_lock);
+			phos_preload_call(PHOS_OP_HOSTMEM_REMOVE, &hm, sizeof(hm), NULL, 0, NULL, 0, NULL, NULL);
+			r = cudaErrorMemoryAllocation;
+			goto err_id;
+		}
+		regions = n;
+		cap_regions = cap;
+	}
+	regions[nregions++] = reg;
+	pthread_mutex_unlock(&regions_lock);
+	*ptr = reg.base;
+	return cudaSuccess;
+
+err_id:
+	phos_ids_take(PHOS_H_REGION, reg.id);
+err_map:
+	munmap(reg.base, reg.size);
+err_fd:
+	if (reg.fd >= 0)
+		close(reg.fd);
+	return r;
+}
+
+PHOS_EXPORT cudaError_t cudaMallocHost(void **ptr, size_t size)
+{
+	return phos_set_error(host_alloc(ptr, size, cudaHostAllocDefault));
+}
+
+PHOS_EXPORT cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
+{
+	if (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined))
+		return phos_set_error(cudaErrorInvalidValue);
+	return phos_set_error(host_alloc(pHost, size, flags));
+}
+
+PHOS_EXPORT cudaError_t cudaFreeHost(void *ptr)
+{
+	struct region reg;
+	bool found = false;
+	int r = cudaSuccess;
+
+	if (!ptr)
+		return cudaSuccess;
+	pthread_mutex_lock(&regions_lock);
+	for (size_t i = 0; i < nregions; i++) {
+		if (regions[i].base == ptr) {
+			reg = regions[i];
+			regions[i] = regions[--nregions];
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&regions_lock);
+	if (!found)
+		return phos_set_error(cudaErrorInvalidValue);
+	if (reg.id) {
+		struct phos_hostmem hm = { .region = reg.id, .size = reg.size };
+
+		/* Synchronous: the executor finishes every copy that uses it first. */
+		r = phos_preload_call(PHOS_OP_HOSTMEM_REMOVE, &hm, sizeof(hm), NULL, 0, NULL, 0, NULL, NULL);
+		phos_ids_take(PHOS_H_REGION, reg.id);
+	}
+	munmap(reg.base, reg.size);
+	close(reg.fd);
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaHostGetFlags(unsigned int *pFlags, void *pHost)
+{
+	struct region reg;
+
+	if (!pFlags || !region_find(pHost, 0, &reg))
+		return phos_set_error(cudaErrorInvalidValue);
+	*pFlags = reg.flags;
+	return cudaSuccess;
+}
+
+/* Registering existing memory is accepted but changes nothing: copies from it
+ * take the staged path. (TODO: share it when it is a file mapping.) */
+PHOS_EXPORT cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
+{
+	if (!ptr || !size)
+		return phos_set_error(cudaErrorInvalidValue);
+	return phos_set_error(phos_preload_connect());
+}
+
+PHOS_EXPORT cudaError_t cudaHostUnregister(void *ptr)
+{
+	if (!ptr)
+		return phos_set_error(cudaErrorInvalidValue);
+	return phos_set_error(phos_preload_connect());
+}
+
+void phos_mem_reset(void)
+{
+	/* The executor dropped every region: keep the mappings (the program may
+	 * still hold them) but stop using the shared path for them. */
+	pthread_mutex_lock(&regions_lock);
+	for (size_t i = 0; i < nregions; i++)
+		regions[i].id = 0;
+	pthread_mutex_unlock(&regions_lock);
+	phos_ids_clear(PHOS_H_REGION, NULL);
+}
+
+/* --- device memory --- */
+
+bool phos_mem_is_device(const void *addr, size_t len)
+{
+	const struct phos_reply_hello *h = phos_preload_hello();
+	uint64_t a = (uint64_t)(uintptr_t)addr;
+
+	if (h->arena_size && a >= h->arena_base && a - h->arena_base <= h->arena_size &&
+	    len <= h->arena_size - (a - h->arena_base))
+		return true;
+	return phos_var_contains(a, len);
+}
+
+static int device_malloc(void **devPtr, size_t size)
+{
+	struct phos_malloc m = { .size = size };
+	uint64_t addr = 0;
+	size_t len = 0;
+	int r;
+
+	if (!devPtr)
+		return cudaErrorInvalidValue;
+	r = phos_preload_call(PHOS_OP_MALLOC, &m, sizeof(m), NULL, 0, &addr, sizeof(addr), &len, NULL);
+	if (r)
+		return r;
+	if (len != sizeof(addr))
+		return cudaErrorUnknown;
+	*devPtr = (void *)(uintptr_t)addr;
+	return cudaSuccess;
+}
+
+static int device_free(void *devPtr)
+{
+	struct phos_free f = { .addr = (uint64_t)(uintptr_t)devPtr };
+	int r = phos_preload_connect();
+
+	if (r)
+		return r;
+	if (!devPtr)
+		return cudaSuccess;
+	return phos_preload_call(PHOS_OP_FREE, &f, sizeof(f), NULL, 0, NULL, 0, NULL, NULL);
+}
+
+PHOS_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
+{
+	return phos_set_error(device_malloc(devPtr, size));
+}
+
+PHOS_EXPORT cudaError_t cudaFree(void *devPtr)
+{
+	return phos_set_error(device_free(devPtr));
+}
+
+/* Stream-ordered allocation, served eagerly (a valid order for it). */
+PHOS_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
+{
+	uint32_t sid;
+	int r = phos_preload_stream_id(hStream, &sid);
+
+	return phos_set_error(r ? r : device_malloc(devPtr, size));
+}
+PHOS_ALIAS(cudaMallocAsync_ptsz, cudaMallocAsync);
+
+/* FREE waits for the device, which orders it after the stream's work too. */
+PHOS_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
+{
+	uint32_t sid;
+	int r = phos_preload_stream_id(hStream, &sid);
+
+	return phos_set_error(r ? r : device_free(devPtr));
+}
+PHOS_ALIAS(cudaFreeAsync_ptsz, cudaFreeAsync);
+
+PHOS_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
+{
+	size_t p;
+	int r;
+
+	if (!devPtr || !pitch)
+		return phos_set_error(cudaErrorInvalidValue);
+	p = (width + 511) & ~(size_t)511;
+	if (p < width || (height && p > SIZE_MAX / height))
+		return phos_set_error(cudaErrorMemoryAllocation);
+	r = device_malloc(devPtr, p * height);
+	if (r == cudaSuccess)
+		*pitch = p;
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
+{
+	struct phos_reply_meminfo mi = { 0 };
+	int r;
+
+	if (!free || !total)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = phos_preload_call(PHOS_OP_MEM_GET_INFO, NULL, 0, NULL, 0, &mi, sizeof(mi), NULL, NULL);
+	if (r == cudaSuccess) {
+		*free = mi.free;
+		*total = mi.total;
+	}
+	return phos_set_error(r);
+}
+
+/* --- copies --- */
+
+static int copy_h2d(uint64_t dst, const void *src, size_t count, uint32_t stream, bool sync)
+{
+	struct region reg;
+	size_t off = 0;
+	int r;
+
+	if (region_find(src, count, &reg)) {
+		struct phos_memcpy_shm c = { .dev = dst, .region = reg.id, .stream = stream,
+					     .offset = (uint64_t)((const uint8_t *)src - reg.base),
+					     .len = count };
+
+		if (sync)
+			return phos_preload_call(PHOS_OP_MEMCPY_H2D_SHM, &c, sizeof(c), NULL, 0, NULL, 0, NULL, NULL);
+		return phos_preload_post(PHOS_OP_MEMCPY_H2D_SHM, &c, sizeof(c), NULL, 0);
+	}
+	while (off < count) {
+		size_t n = count - off < PHOS_REC_MAX_PAYLOAD ? count - off : PHOS_REC_MAX_PAYLOAD;
+		struct phos_memcpy c = { .dst = dst + off, .len = n, .stream = stream };
+		const uint8_t *p = (const uint8_t *)src + off;
+
+		if (sync && off + n == count)
+			r = phos_preload_call(PHOS_OP_MEMCPY_H2D, &c, sizeof(c), p, n, NULL, 0, NULL, NULL);
+		else
+			r = phos_preload_post(PHOS_OP_MEMCPY_H2D, &c, sizeof(c), p, n);
+		if (r)
+			return r;
+		off += n;
+	}
+	return cudaSuccess;
+}
+
+static int copy_d2h(void *dst, uint64_t src, size_t count, uint32_t stream, bool sync)
+{
+	struct region reg;
+	size_t off = 0;
+	int r;
+
+	if (region_find(dst, count, &reg)) {
+		struct phos_memcpy_shm c = { .dev = src, .region = reg.id, .stream = stream,
+					     .offset = (uint64_t)((uint8_t *)dst - reg.base),
+					     .len = count };
+
+		if (sync)
+			return phos_preload_call(PHOS_OP_MEMCPY_D2H_SHM, &c, sizeof(c), NULL, 0, NULL, 0, NULL, NULL);
+		return phos_preload_post(PHOS_OP_MEMCPY_D2H_SHM, &c, sizeof(c), NULL, 0);
+	}
+	while (off < count) {
+		size_t n = count - off < PHOS_REPLY_MAX ? count - off : PHOS_REPLY_MAX;
+		struct phos_memcpy c = { .src = src + off, .len = n, .stream = stream };
+		size_t got = 0;
+
+		r = phos_preload_call(PHOS_OP_MEMCPY_D2H, &c, sizeof(c), NULL, 0, (uint8_t *)dst + off, n, &got,
+				      NULL);
+		if (r)
+			return r;
+		if (got != n)
+			return cudaErrorUnknown;
+		off += n;
+	}
+	return cudaSuccess;
+}
+
+static int copy_d2d(uint64_t dst, uint64_t src, size_t count, uint32_t stream, bool sync)
+{
+	struct phos_memcpy c = { .dst = dst, .src = src, .len = count, .stream = stream };
+
+	if (sync)
+		return phos_preload_call(PHOS_OP_MEMCPY_D2D, &c, sizeof(c), NULL, 0, NULL, 0, NULL, NULL);
+	return phos_preload_post(PHOS_OP_MEMCPY_D2D, &c, sizeof(c), NULL, 0);
+}
+
+static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, const void *stream,
+		bool sync)
+{
+	uint32_t sid;
+	int r;
+
+	if (count == 0)
+		return phos_preload_connect();
+	if (!dst || !src)
+		return cudaErrorInvalidValue;
+	r = phos_preload_stream_id(stream, &sid);
+	if (r)
+		return r;
+	if (kind == cudaMemcpyDefault) {
+		bool dd = phos_mem_is_device(dst, count), sd = phos_mem_is_device(src, count);
+
+		kind = dd ? (sd ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+			  : (sd ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+	}
+	switch (kind) {
+	case cudaMemcpyHostToHost:
+		memmove(dst, src, count);
+		return phos_preload_connect();
+	case cudaMemcpyHostToDevice:
+		return copy_h2d((uint64_t)(uintptr_t)dst, src, count, sid, sync);
+	case cudaMemcpyDeviceToHost:
+		return copy_d2h(dst, (uint64_t)(uintptr_t)src, count, sid, sync);
+	case cudaMemcpyDeviceToDevice:
+		return copy_d2d((uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src, count, sid, sync);
+	default:
+		return cudaErrorInvalidMemcpyDirection;
+	}
+}
+
+PHOS_EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+	return phos_set_error(copy(dst, src, count, kind, NULL, true));
+}
+PHOS_ALIAS(cudaMemcpy_ptds, cudaMemcpy);
+
+PHOS_EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+					cudaStream_t stream)
+{
+	return phos_set_error(copy(dst, src, count, kind, stream, false));
+}
+PHOS_ALIAS(cudaMemcpyAsync_ptsz, cudaMemcpyAsync);
+
+static int memset_dev(void *devPtr, int value, size_t count, const void *stream)
+{
+	struct phos_memset m = { .dst = (uint64_t)(uintptr_t)devPtr, .len = count,
+				 .value = (uint32_t)(value & 0xff) };
+	int r = phos_preload_connect();
+
+	if (r)
+		return r;
+	if (count == 0)
+		return cudaSuccess;
+	r = phos_preload_stream_id(stream, &m.stream);
+	if (r)
+		return r;
+	/* Refuse what cannot be device memory now rather than as a later async error. */
+	if (!devPtr || !phos_mem_is_device(devPtr, count))
+		return cudaErrorInvalidValue;
+	return phos_preload_post(PHOS_OP_MEMSET, &m, sizeof(m), NULL, 0);
+}
+
+PHOS_EXPORT cudaError_t cudaMemset(void *devPtr, int value, size_t count)
+{
+	return phos_set_error(memset_dev(devPtr, value, count, NULL));
+}
+PHOS_ALIAS(cudaMemset_ptds, cudaMemset);
+
+PHOS_EXPORT cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+	return phos_set_error(memset_dev(devPtr, value, count, stream));
+}
+PHOS_ALIAS(cudaMemsetAsync_ptsz, cudaMemsetAsync);
+
+/* --- module variables --- */
+
+static int symbol_copy(const void *symbol, void *host, size_t count, size_t offset, enum cudaMemcpyKind kind,
+		       bool to_symbol, const void *stream, bool sync)
+{
+	uint64_t addr, size;
+	int r = phos_var_lookup(symbol, &addr, &size);
+
+	if (r)
+		return r;
+	if (offset > size || count > size - offset)
+		return cudaErrorInvalidValue;
+	if (kind == cudaMemcpyDefault)
+		kind = phos_mem_is_device(host, count) ? cudaMemcpyDeviceToDevice
+						       : (to_symbol ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost);
+	if (to_symbol && kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice)
+		return cudaErrorInvalidMemcpyDirection;
+	if (!to_symbol && kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice)
+		return cudaErrorInvalidMemcpyDirection;
+	if (to_symbol)
+		return copy((void *)(uintptr_t)(addr + offset), host, count, kind, stream, sync);
+	return copy(host, (const void *)(uintptr_t)(addr + offset), count, kind, stream, sync);
+}
+
+PHOS_EXPORT cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count, size_t offset,
+					   enum cudaMemcpyKind kind)
+{
+	return phos_set_error(symbol_copy(symbol, (void *)(uintptr_t)src, count, offset, kind, true, NULL, true));
+}
+PHOS_ALIAS(cudaMemcpyToSymbol_ptds, cudaMemcpyToSymbol);
+
+PHOS_EXPORT cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count, size_t offset,
+					     enum cudaMemcpyKind kind)
+{
+	return phos_set_error(symbol_copy(symbol, dst, count, offset, kind, false, NULL, true));
+}
+PHOS_ALIAS(cudaMemcpyFromSymbol_ptds, cudaMemcpyFromSymbol);
+
+PHOS_EXPORT cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t count,
+						size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return phos_set_error(symbol_copy(symbol, (void *)(uintptr_t)src, count, offset, kind, true, stream, false));
+}
+PHOS_ALIAS(cudaMemcpyToSymbolAsync_ptsz, cudaMemcpyToSymbolAsync);
+
+PHOS_EXPORT cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, size_t count, size_t offset,
+						  enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return phos_set_error(symbol_copy(symbol, dst, count, offset, kind, false, stream, false));
+}
+PHOS_ALIAS(cudaMemcpyFromSymbolAsync_ptsz, cudaMemcpyFromSymbolAsync);
+
+PHOS_EXPORT cudaError_t cudaGetSymbolAddress(void **devPtr, const void *symbol)
+{
+	uint64_t addr, size;
+	int r;
+
+	if (!devPtr)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = phos_var_lookup(symbol, &addr, &size);
+	if (r == cudaSuccess)
+		*devPtr = (void *)(uintptr_t)addr;
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaGetSymbolSize(size_t *sz, const void *symbol)
+{
+	uint64_t addr, size;
+	int r;
+
+	if (!sz)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = phos_var_lookup(symbol, &addr, &size);
+	if (r == cudaSuccess)
+		*sz = (size_t)size;
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, const void *ptr)
+{
+	struct region reg;
+	int r;
+
+	if (!attributes)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = phos_preload_connect();
+	if (r)
+		return phos_set_error(r);
+	memset(attributes, 0, sizeof(*attributes));
+	if (ptr && phos_mem_is_device(ptr, 1)) {
+		attributes->type = cudaMemoryTypeDevice;
+		attributes->devicePointer = (void *)(uintptr_t)ptr;
+	} else if (ptr && region_find(ptr, 0, &reg)) {
+		attributes->type = cudaMemoryTypeHost;
+		attributes->hostPointer = (void *)(uintptr_t)ptr;
+	} else {
+		attributes->type = cudaMemoryTypeUnregistered;
+		attributes->device = -2; /* what CUDA reports for unregistered memory */
+	}
+	return cudaSuccess;
+}

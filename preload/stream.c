@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Streams and events. Ids are chosen here, so creating and destroying post
+ * asynchronous records; waiting and querying are synchronous calls. Per-thread
+ * default-stream (_ptsz) forms are the same functions: both default streams
+ * map to the executor's stream 0.
+ */
+#include <stdlib.h>
+
+#include <cuda_runtime_api.h>
+
+#include "internal.h"
+#include "log.h"
+
+struct stream {
+	unsigned flags;
+	int priority;
+};
+
+struct event {
+	unsigned flags;
+};
+
+static int event_id(cudaEvent_t e, uint32_t *ret_id)
+{
+	uint32_t id = phos_handle_unwrap(e, PHOS_H_EVENT);
+
+	if (!id || !phos_ids_get(PHOS_H_EVENT, id))
+		return cudaErrorInvalidResourceHandle;
+	*ret_id = id;
+	return cudaSuccess;
+}
+
+/* Records cudaErrorNotReady without making it the thread's last error, as CUDA does. */
+static cudaError_t query_result(int r)
+{
+	return r == cudaErrorNotReady ? cudaErrorNotReady : phos_set_error(r);
+}
+
+/* --- streams --- */
+
+static int stream_create(cudaStream_t *pStream, unsigned flags, int priority)
+{
+	struct phos_stream_create c = { .flags = flags };
+	struct stream *s;
+	int r;
+
+	if (!pStream || (flags & ~(unsigned)cudaStreamNonBlocking))
+		return cudaErrorInvalidValue;
+	r = phos_preload_connect();
+	if (r)
+		return r;
+	/* Clamp to the range cudaDeviceGetStreamPriorityRange reports, as CUDA does. */
+	c.priority = priority > 0 ? 0 : priority < -5 ? -5 : priority;
+	s = malloc(sizeof(*s));
+	if (!s)
+		return cudaErrorMemoryAllocation;
+	s->flags = flags;
+	s->priority = c.priority;
+	r = phos_ids_add(PHOS_H_STREAM, s, &c.id);
+	if (r) {
+		free(s);
+		return r;
+	}
+	r = phos_preload_post(PHOS_OP_STREAM_CREATE, &c, sizeof(c), NULL, 0);
+	if (r) {
+		free(phos_ids_take(PHOS_H_STREAM, c.id));
+		return r;
+	}
+	*pStream = phos_handle_wrap(PHOS_H_STREAM, c.id);
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *pStream)
+{
+	return phos_set_error(stream_create(pStream, cudaStreamDefault, 0));
+}
+
+PHOS_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
+{
+	return phos_set_error(stream_create(pStream, flags, 0));
+}
+
+PHOS_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
+{
+	return phos_set_error(stream_create(pStream, flags, priority));
+}
+
+PHOS_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+	struct phos_handle h = { 0 };
+	int r = phos_preload_stream_id(stream, &h.id);
+
+	if (r == cudaSuccess && h.id == 0)
+		r = cudaErrorInvalidResourceHandle;
+	if (r)
+		return phos_set_error(r);
+	/* The record goes first, so that the id is never reused before it. */
+	r = phos_preload_post(PHOS_OP_STREAM_DESTROY, &h, sizeof(h), NULL, 0);
+	free(phos_ids_take(PHOS_H_STREAM, h.id));
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+	struct phos_handle h = { 0 };
+	int r = phos_preload_stream_id(stream, &h.id);
+
+	if (r == cudaSuccess)
+		r = phos_preload_call(PHOS_OP_STREAM_SYNC, &h, sizeof(h), NULL, 0, NULL, 0, NULL, NULL);
+	return phos_set_error(r);
+}
+PHOS_ALIAS(cudaStreamSynchronize_ptsz, cudaStreamSynchronize);
+
+PHOS_EXPORT cudaError_t cudaStreamQuery(cudaStream_t stream)
+{
+	struct phos_handle h = { 0 };
+	int r = phos_preload_stream_id(stream, &h.id);
+
+	if (r == cudaSuccess)
+		r = phos_preload_call(PHOS_OP_STREAM_QUERY, &h, sizeof(h), NULL, 0, NULL, 0, NULL, NULL);
+	return query_result(r);
+}
+PHOS_ALIAS(cudaStreamQuery_ptsz, cudaStreamQuery);
+
+PHOS_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+	struct phos_stream_wait w = { .flags = flags };
+	int r = phos_preload_stream_id(stream, &w.stream);
+
+	if (r == cudaSuccess)
+		r = event_id(event, &w.event);
+	if (r == cudaSuccess)
+		r = phos_preload_post(PHOS_OP_STREAM_WAIT_EVENT, &w, sizeof(w), NULL, 0);
+	return phos_set_error(r);
+}
+PHOS_ALIAS(cudaStreamWaitEvent_ptsz, cudaStreamWaitEvent);
+
+PHOS_EXPORT cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)
+{
+	uint32_t id;
+	int r;
+
+	if (!flags)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = phos_preload_stream_id(hStream, &id);
+	if (r == cudaSuccess)
+		*flags = id ? ((struct stream *)phos_ids_get(PHOS_H_STREAM, id))->flags : cudaStreamDefault;
+	return phos_set_error(r);
+}
+PHOS_ALIAS(cudaStreamGetFlags_ptsz, cudaStreamGetFlags);
+
+PHOS_EXPORT cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int *priority)
+{
+	uint32_t id;
+	int r;
+
+	if (!priority)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = phos_preload_stream_id(hStream, &id);
+	if (r == cudaSuccess)
+		*priority = id ? ((struct stream *)phos_ids_get(PHOS_H_STREAM, id))->priority : 0;
+	return phos_set_error(r);
+}
+PHOS_ALIAS(cudaStreamGetPriority_ptsz, cudaStreamGetPriority);
+
+/* --- events --- */
+
+static int event_create(cudaEvent_t *event, unsigned flags)
+{
+	struct phos_event_create c = { .flags = flags };
+	struct event *e;
+	int r;
+
+	if (!event || (flags & ~(unsigned)(cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess)))
+		return cudaErrorInvalidValue;
+	if (flags & cudaEventInterprocess)
+		return cudaErrorNotSupported;
+	r = phos_preload_connect();
+	if (r)
+		return r;
+	e = malloc(sizeof(*e));
+	if (!e)
+		return cudaErrorMemoryAllocation;
+	e->flags = flags;
+	r = phos_ids_add(PHOS_H_EVENT, e, &c.id);
+	if (r) {
+		free(e);
+		return r;
+	}
+	r = phos_preload_post(PHOS_OP_EVENT_CREATE, &c, sizeof(c), NULL, 0);
+	if (r) {
+		free(phos_ids_take(PHOS_H_EVENT, c.id));
+		return r;
+	}
+	*event = phos_handle_wrap(PHOS_H_EVENT, c.id);
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaEventCreate(cudaEvent_t *event)
+{
+	return phos_set_error(event_create(event, cudaEventDefault));
+}
+
+PHOS_EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
+{
+	return phos_set_error(event_create(event, flags));
+}
+
+PHOS_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+	struct phos_handle h = { 0 };
+	int r = event_id(event, &h.id);
+
+	if (r)
+		return phos_set_error(r);
+	r = phos_preload_post(PHOS_OP_EVENT_DESTROY, &h, sizeof(h), NULL, 0);
+	free(phos_ids_take(PHOS_H_EVENT, h.id));
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+	struct phos_event_record rec;
+	int r = event_id(event, &rec.event);
+
+	if (r == cudaSuccess)
+		r = phos_preload_stream_id(stream, &rec.stream);
+	if (r == cudaSuccess)
+		r = phos_preload_post(PHOS_OP_EVENT_RECORD, &rec, sizeof(rec), NULL, 0);
+	return phos_set_error(r);
+}
+PHOS_ALIAS(cudaEventRecord_ptsz, cudaEventRecord);
+
+PHOS_EXPORT cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
+{
+	if (flags & ~(unsigned)cudaEventRecordExternal)
+		return phos_set_error(cudaErrorInvalidValue);
+	return cudaEventRecord(event, stream);
+}
+PHOS_ALIAS(cudaEventRecordWithFlags_ptsz, cudaEventRecordWithFlags);
+
+PHOS_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+	struct phos_handle h = { 0 };
+	int r = event_id(event, &h.id);
+
+	if (r == cudaSuccess)
+		r = phos_preload_call(PHOS_OP_EVENT_SYNC, &h, sizeof(h), NULL, 0, NULL, 0, NULL, NULL);
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+	struct phos_handle h = { 0 };
+	int r = event_id(event, &h.id);
+
+	if (r == cudaSuccess)
+		r = phos_preload_call(PHOS_OP_EVENT_QUERY, &h, sizeof(h), NULL, 0, NULL, 0, NULL, NULL);
+	return query_result(r);
+}
+
+PHOS_EXPORT cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+	struct phos_event_elapsed el;
+	float v = 0;
+	size_t len = 0;
+	int r;
+
+	if (!ms)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = event_id(start, &el.start);
+	if (r == cudaSuccess)
+		r = event_id(end, &el.end);
+	if (r == cudaSuccess)
+		r = phos_preload_call(PHOS_OP_EVENT_ELAPSED, &el, sizeof(el), NULL, 0, &v, sizeof(v), &len, NULL);
+	if (r == cudaSuccess && len != sizeof(v))
+		r = cudaErrorUnknown;
+	if (r == cudaSuccess)
+		*ms = v;
+	return r == cudaErrorNotReady ? cudaErrorNotReady : phos_set_error(r);
+}
+
+void phos_stream_reset(void)
+{
+	phos_ids_clear(PHOS_H_STREAM, free);
+	phos_ids_clear(PHOS_H_EVENT, free);
+}
