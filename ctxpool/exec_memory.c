@@ -207,7 +207,7 @@ int exec_memory_handle(struct executor *ex, uint32_t op, const void *body, uint3
 	case PHOS_OP_HOSTMEM_REMOVE:
 		return hostmem_remove(ex, body, len);
 	case PHOS_OP_DEVICE_INFO: {
-		BODY(struct phos_device, d);
+		BODY(struct phos_device_query, d);
 		int count = 1;
 
 		ex->dev_ops->device_count(ex->dev, &count);

@@ -35,11 +35,9 @@ void exec_func_free(struct exec_func *f)
 	free(f);
 }
 
-static int module_load(struct executor *ex, const void *body, uint32_t len)
+/* Parses and loads a fatbin as module id; a refused image is remembered as such. */
+static int module_load(struct executor *ex, uint32_t id, const uint8_t *image, size_t image_len)
 {
-	BODY(struct phos_module_load, ml);
-	const uint8_t *image = (const uint8_t *)(ml + 1);
-	size_t image_len = len - sizeof(*ml);
 	struct exec_module *m = calloc(1, sizeof(*m));
 	int r;
 
@@ -47,20 +45,31 @@ static int module_load(struct executor *ex, const void *body, uint32_t len)
 		return -PHOS_CUDA_MEMORY_ALLOCATION;
 	r = image_len <= MAX_FATBIN ? phos_fatbin_parse(image, image_len, &m->fatbin) : -1;
 	if (r < 0) {
-		phos_warn("module %u: fatbin refused (%d)", ml->module, r);
+		phos_warn("module %u: fatbin refused (%d)", id, r);
 		m->error = -PHOS_CUDA_INVALID_KERNEL_IMAGE;
 	} else {
 		r = ex->dev_ops->module_load(ex->dev, image, image_len, &m->dev_module);
 		if (r < 0) {
-			phos_warn("module %u: device refused the image (%d)", ml->module, -r);
+			phos_warn("module %u: device refused the image (%d)", id, -r);
 			m->error = r;
 			m->dev_module = NULL;
 		}
 	}
-	r = handle_put(&ex->modules, ml->module, m);
+	r = handle_put(&ex->modules, id, m);
 	if (r < 0)
 		exec_module_free(ex, m);
 	return r;
+}
+
+/* A fatbin too big for one record arrives in a shared host region. */
+static int module_load_shm(struct executor *ex, const void *body, uint32_t len)
+{
+	BODY(struct phos_module_load_shm, ml);
+	const struct exec_region *reg = handle_get(&ex->regions, ml->region);
+
+	if (!reg || ml->offset > reg->size || ml->len > reg->size - ml->offset)
+		return -PHOS_CUDA_INVALID_VALUE;
+	return module_load(ex, ml->module, (const uint8_t *)reg->ptr + ml->offset, ml->len);
 }
 
 static int func_register(struct executor *ex, const void *body, uint32_t len)
@@ -173,8 +182,13 @@ int exec_module_handle(struct executor *ex, uint32_t op, const void *body, uint3
 	struct exec_func *f;
 
 	switch (op) {
-	case PHOS_OP_MODULE_LOAD:
-		return module_load(ex, body, len);
+	case PHOS_OP_MODULE_LOAD: {
+		BODY(struct phos_module_load, ml);
+
+		return module_load(ex, ml->module, (const uint8_t *)(ml + 1), len - sizeof(*ml));
+	}
+	case PHOS_OP_MODULE_LOAD_SHM:
+		return module_load_shm(ex, body, len);
 	case PHOS_OP_MODULE_UNLOAD:
 		if (len < sizeof(*h))
 			return -PHOS_CUDA_INVALID_VALUE;

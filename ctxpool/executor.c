@@ -107,6 +107,7 @@ static int execute(struct executor *ex, const struct phos_rec_hdr *h, void *out,
 	case PHOS_OP_STREAM_CREATE ... PHOS_OP_EVENT_ELAPSED:
 		return exec_stream_handle(ex, h->op, body, h->len, out, out_len);
 	case PHOS_OP_MODULE_LOAD ... PHOS_OP_LAUNCH:
+	case PHOS_OP_MODULE_LOAD_SHM:
 		return exec_module_handle(ex, h->op, body, h->len, out, out_len);
 	case PHOS_OP_BLAS_CREATE ... PHOS_OP_BLAS_GEMV:
 		return exec_blas_handle(ex, h->op, body, h->len, out, out_len, blas_status);

@@ -5,6 +5,9 @@
  *
  *   phos-executor --fd N [--device auto|cuda|sim] [--trace FILE]
  *                 [--arena-base ADDR] [--arena-size BYTES] [--no-warm]
+ *
+ * PHOS_TRACE and PHOS_ARENA_BASE give defaults for --trace and --arena-base
+ * (sanitizer builds move the arena: ASan's heap sits at 0x600000000000).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -103,6 +106,10 @@ int main(int argc, char **argv)
 	int c, r;
 
 	phos_log_init("phos-executor", PHOS_LOG_WARN);
+	if (getenv("PHOS_ARENA_BASE") && parse_u64(getenv("PHOS_ARENA_BASE"), &ex.arena_base) < 0) {
+		fprintf(stderr, "phos-executor: bad PHOS_ARENA_BASE\n");
+		return 2;
+	}
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f':

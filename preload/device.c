@@ -54,7 +54,7 @@ static int check_device(int device)
 /* The cached DEVICE_INFO of a device, fetched on first use. */
 static int device_info(int device, const struct phos_reply_device **ret_info)
 {
-	struct phos_device d = { .device = device };
+	struct phos_device_query d = { .device = device };
 	int r = check_device(device);
 
 	if (r)

@@ -106,8 +106,8 @@ struct sim_func {
 	char name[];
 };
 
-/* proto.h already gives the tag struct phos_device to the DEVICE_INFO request
- * body, so the handle device.h passes around is converted here, once per op. */
+/* The handle device.h passes around is opaque; each backend converts it to its
+ * own struct at the boundary, once per op. */
 static struct sim_device *sim_dev(struct phos_device *dev)
 {
 	return (struct sim_device *)(void *)dev;

@@ -48,6 +48,7 @@ static const char *const op_names[PHOS_OP__COUNT] = {
 	[PHOS_OP_BLAS_GEMV] = "blas_gemv",
 	[PHOS_OP_SERVE] = "serve",
 	[PHOS_OP_GOODBYE] = "goodbye",
+	[PHOS_OP_MODULE_LOAD_SHM] = "module_load_shm",
 };
 
 const char *phos_op_name(uint32_t op)

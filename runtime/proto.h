@@ -55,7 +55,7 @@ enum phos_op {
 	PHOS_OP_HOSTMEM_REMOVE,   /* sync: phos_hostmem */
 
 	/* device */
-	PHOS_OP_DEVICE_INFO,      /* sync: phos_device; reply phos_reply_device */
+	PHOS_OP_DEVICE_INFO,      /* sync: phos_device_query; reply phos_reply_device */
 	PHOS_OP_DEVICE_SYNC,      /* sync */
 	PHOS_OP_DEVICE_RESET,     /* sync: frees everything the function allocated */
 
@@ -160,7 +160,7 @@ struct phos_hostmem {
 
 struct phos_reply_meminfo { uint64_t free, total; };
 
-struct phos_device { int32_t device; uint32_t _pad; };
+struct phos_device_query { int32_t device; uint32_t _pad; };
 /* Attributes are indexed by CUdevice_attribute (== cudaDeviceAttr). */
 #define PHOS_DEVICE_ATTR_MAX 160
 struct phos_reply_device {

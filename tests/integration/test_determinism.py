@@ -6,7 +6,7 @@ import tempfile
 
 from harness import check, done, program, read_trace, run
 
-ARENA = 0x600000000000
+ARENA = int(os.environ.get("PHOS_ARENA_BASE", "0x600000000000"), 0)
 runs = []
 with tempfile.TemporaryDirectory() as tmp:
     for i in range(2):

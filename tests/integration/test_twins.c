@@ -58,7 +58,15 @@ static void bump(const struct phos_sim_launch *l)
 	counters[slot] += by;
 }
 
+static void mark(const struct phos_sim_launch *l)
+{
+	int *out = PHOS_SIM_ARG(l, 0, int *);
+
+	out[0] = 42;
+}
+
 static const struct phos_sim_twin twins[] = {
+	{ "_Z4markPi", mark },
 	{ "_Z11k_const_mixPKfPfi", k_const_mix },
 	{ "_Z8k_struct9pair_args", k_struct },
 	{ "k_extern", k_extern },
