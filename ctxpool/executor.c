@@ -46,6 +46,13 @@ void *handle_take(struct handle_table *t, uint32_t id)
 	return obj;
 }
 
+void handle_table_exit(struct handle_table *t)
+{
+	free(t->slot);
+	t->slot = NULL;
+	t->cap = 0;
+}
+
 int exec_stream(struct executor *ex, uint32_t id, void **ret_stream)
 {
 	void *s;

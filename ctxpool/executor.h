@@ -50,6 +50,8 @@ struct handle_table {
 int handle_put(struct handle_table *t, uint32_t id, void *obj);
 void *handle_get(const struct handle_table *t, uint32_t id);
 void *handle_take(struct handle_table *t, uint32_t id);
+/* Frees the table itself (its objects must be gone: exec_scrub). */
+void handle_table_exit(struct handle_table *t);
 
 struct exec_module {
 	void *dev_module;           /* NULL when the fatbin was refused */

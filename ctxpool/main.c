@@ -176,6 +176,10 @@ int main(int argc, char **argv)
 	if (r < 0)
 		phos_err("serving failed: %s", strerror(-r));
 	exec_scrub(&ex);
+	struct handle_table *tables[] = { &ex.streams, &ex.events, &ex.modules, &ex.funcs,
+					  &ex.vars, &ex.regions, &ex.blas };
+	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
+		handle_table_exit(tables[i]);
 	phos_channel_free(ex.ch);
 	phos_bufmap_free(ex.bufs);
 	ex.dev_ops->close(ex.dev);

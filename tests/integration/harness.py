@@ -32,7 +32,11 @@ def done(name):
     sys.exit(0)
 
 
-def run(program, *args, stdin="", trace=None, device="sim", timeout=300, env=None):
+# tools/gpu-check runs the same tests on the GPU with PHOS_TEST_DEVICE=cuda.
+DEVICE = os.environ.get("PHOS_TEST_DEVICE", "sim")
+
+
+def run(program, *args, stdin="", trace=None, device=DEVICE, timeout=300, env=None):
     """Runs program under phos-fn; returns the CompletedProcess."""
     e = dict(os.environ)
     e["PHOS_SIM_TWINS"] = TWINS
