@@ -103,9 +103,14 @@ static int copy_shm(struct executor *ex, uint32_t op, const void *body, uint32_t
 	spec_trace(ex, h2d ? "memcpy_h2d" : "memcpy_d2h", NULL, c->stream, &set);
 	if (!c->len)
 		return 0;
+	/* The region is the user's pinned memory: like CUDA, the copy runs
+	 * asynchronously and the user synchronises before touching it; a
+	 * synchronous cudaMemcpy waits here for its stream. */
 	if (h2d)
-		return ex->dev_ops->memcpy_h2d(ex->dev, c->dev, (uint8_t *)reg->ptr + c->offset, c->len, stream);
-	return ex->dev_ops->memcpy_d2h(ex->dev, (uint8_t *)reg->ptr + c->offset, c->dev, c->len, stream);
+		TRY(ex->dev_ops->memcpy_h2d_async(ex->dev, c->dev, (uint8_t *)reg->ptr + c->offset, c->len, stream));
+	else
+		TRY(ex->dev_ops->memcpy_d2h_async(ex->dev, (uint8_t *)reg->ptr + c->offset, c->dev, c->len, stream));
+	return ex->sync ? ex->dev_ops->stream_sync(ex->dev, stream) : 0;
 }
 
 static int do_memset(struct executor *ex, const void *body, uint32_t len)

@@ -139,6 +139,7 @@ int exec_serve(struct executor *ex)
 		if (r < 0)
 			return r == -EPIPE ? 0 : r;
 		ex->seq = h->seq;
+		ex->sync = (h->flags & PHOS_REC_SYNC) != 0;
 		r = execute(ex, h, out, &out_len, &blas_status);
 		ex->calls++;
 		if (h->flags & PHOS_REC_SYNC) {

@@ -95,6 +95,7 @@ struct executor {
 	int pending_error;          /* first error of asynchronous work, negated */
 	bool goodbye;               /* the function said it is exiting */
 	uint64_t seq;               /* record being executed */
+	bool sync;                  /* ... and whether its sender waits for the reply */
 	FILE *trace;                /* read/write sets, one JSON line per call; NULL: off */
 	uint64_t calls;             /* records executed */
 };

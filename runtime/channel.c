@@ -104,7 +104,7 @@ static bool peer_gone(int sock)
 static unsigned spin_from_env(void)
 {
 	const char *s = getenv("PHOS_SPIN_US");
-	long us = 20;
+	long us = 50;
 
 	if (s && *s) {
 		char *end;

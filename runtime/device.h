@@ -95,6 +95,12 @@ struct phos_device_ops {
 	 * issued asynchronously when it is registered (else they complete before return). */
 	int (*memcpy_h2d)(struct phos_device *dev, uint64_t dst, const void *host, size_t len, void *stream);
 	int (*memcpy_d2h)(struct phos_device *dev, void *host, uint64_t src, size_t len, void *stream);
+	/* Copies between device memory and host memory that the caller keeps valid
+	 * and unchanged until the stream has passed the copy (pinned shared regions):
+	 * they never wait. sim runs them at once. */
+	int (*memcpy_h2d_async)(struct phos_device *dev, uint64_t dst, const void *host, size_t len,
+				void *stream);
+	int (*memcpy_d2h_async)(struct phos_device *dev, void *host, uint64_t src, size_t len, void *stream);
 	int (*memcpy_d2d)(struct phos_device *dev, uint64_t dst, uint64_t src, size_t len, void *stream);
 	int (*memset)(struct phos_device *dev, uint64_t dst, uint8_t value, size_t len, void *stream);
 

@@ -1007,6 +1007,33 @@ static int cuda_memcpy_d2h(struct phos_device *dev, void *host, uint64_t src, si
 	return 0;
 }
 
+static int cuda_memcpy_h2d_async(struct phos_device *dev, uint64_t dst, const void *host, size_t len,
+				 void *stream)
+{
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	if (len == 0)
+		return 0;
+	if (!host)
+		return -PHOS_CUDA_INVALID_VALUE;
+	CU_CHECK(cuda_drv.MemcpyHtoDAsync((CUdeviceptr)dst, host, len, cu_stream(stream)));
+	return 0;
+}
+
+static int cuda_memcpy_d2h_async(struct phos_device *dev, void *host, uint64_t src, size_t len, void *stream)
+{
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	if (len == 0)
+		return 0;
+	if (!host)
+		return -PHOS_CUDA_INVALID_VALUE;
+	CU_CHECK(cuda_drv.MemcpyDtoHAsync(host, (CUdeviceptr)src, len, cu_stream(stream)));
+	return 0;
+}
+
 static int cuda_memcpy_d2d(struct phos_device *dev, uint64_t dst, uint64_t src, size_t len, void *stream)
 {
 	DEV_ENTER(d, dev);
@@ -1293,6 +1320,8 @@ const struct phos_device_ops phos_device_cuda = {
 	.event_elapsed = cuda_event_elapsed,
 	.memcpy_h2d = cuda_memcpy_h2d,
 	.memcpy_d2h = cuda_memcpy_d2h,
+	.memcpy_h2d_async = cuda_memcpy_h2d_async,
+	.memcpy_d2h_async = cuda_memcpy_d2h_async,
 	.memcpy_d2d = cuda_memcpy_d2d,
 	.memset = cuda_memset,
 	.module_load = cuda_module_load,
