@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fault injection at named points, for tests (CRIU's CRIU_FAULT style).
+ *
+ *   PHOS_FAULT="uio_write:3,criu_dump"
+ *
+ * arms the point "uio_write" to fail on its 4th hit (after 3 that pass) and
+ * "criu_dump" on its first. A point fails once, then passes again. Unknown
+ * names are ignored. Points in use: uio_write, uio_read, criu_dump,
+ * criu_restore, snapshot_commit, snapshot_kill (the snapshotter SIGKILLs itself
+ * there).
+ */
+#pragma once
+
+#include <stdbool.h>
+
+/* True when the named point should fail now. Thread-safe. */
+bool phos_fault(const char *point);

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The snapshot image: one directory per snapshot, written atomically.
+ *
+ *   DIR/
+ *     manifest.json     format magic + version, function, GPU needs, buffers
+ *                       (address, size, offset in gpu.data, checksum), modules
+ *                       (by fatbin hash), kernels, variables, streams, events,
+ *                       cuBLAS handles, prefetch order, CPU image facts
+ *     gpu.data          buffer contents, each at a 4 KiB-aligned offset (O_DIRECT)
+ *     modules/<hash>.fatbin   each fatbin once, named by its hash
+ *     cpu/              the CRIU image of the function process
+ *
+ * Writing: phos_image_dir_begin makes DIR.tmp-XXXXXX beside DIR; everything is
+ * written there; phos_image_dir_commit fsyncs and renames it into place (an
+ * existing DIR is swapped out with RENAME_EXCHANGE and removed), so a crash,
+ * a full disk or a failed dump at any point leaves the old snapshot or none.
+ * A directory without a manifest.json is never a snapshot, and the manifest is
+ * the last file written.
+ *
+ * Checksums: a buffer's checksum is XXH3-64 over the little-endian array of the
+ * XXH3-64 hashes of its 4 MiB chunks (PHOS_IMAGE_HASH_CHUNK; the last chunk may
+ * be short), so chunks can be hashed in parallel inside the copy pipeline and
+ * combined in order at the end. phos_image_hash computes the same value in one
+ * call.
+ *
+ * Reading is bounded and validating: a manifest with a wrong magic, a newer
+ * major version, missing or out-of-range fields, overlapping buffers, buffers
+ * outside gpu.data or outside the arena, more than PHOS_IMAGE_MAX_* entries, is
+ * refused with a message that names the problem.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PHOS_IMAGE_MAGIC "phos-fn-snapshot"
+#define PHOS_IMAGE_MAJOR 1
+#define PHOS_IMAGE_MINOR 0
+#define PHOS_IMAGE_ALIGN 4096u
+#define PHOS_IMAGE_HASH_CHUNK (4u << 20)
+
+/* Limits on what a manifest may hold. */
+#define PHOS_IMAGE_MAX_BUFS (1u << 20)
+#define PHOS_IMAGE_MAX_OBJECTS (1u << 16)    /* modules, kernels, variables, streams, ... each */
+#define PHOS_IMAGE_MAX_MANIFEST (256u << 20) /* bytes */
+#define PHOS_IMAGE_MAX_NAME 4096u
+
+struct phos_image_buf {
+	uint64_t addr, size;
+	uint64_t id;          /* allocation order id (bufmap) */
+	uint64_t offset;      /* in gpu.data, PHOS_IMAGE_ALIGN-aligned */
+	uint64_t hash;        /* chunked XXH3, see above */
+};
+
+struct phos_image_module {
+	uint32_t id;
+	char hash[33];        /* XXH3-128 of the fatbin, 32 hex digits: modules/<hash>.fatbin */
+	uint64_t size;
+};
+
+struct phos_image_func {
+	uint32_t id, module;
+	char *name;           /* mangled; owned */
+};
+
+struct phos_image_var {
+	uint32_t id, module;
+	char *name;           /* owned */
+	uint64_t addr, size;  /* where it lived */
+	uint64_t offset;      /* its contents in gpu.data */
+	uint64_t hash;
+	bool constant;
+};
+
+struct phos_image_stream { uint32_t id, flags; int32_t priority; };
+struct phos_image_event { uint32_t id, flags; };
+struct phos_image_blas {
+	uint32_t id, stream;
+	int32_t math_mode;
+	uint64_t workspace, workspace_size;
+};
+
+/* A descriptor of the function process that a restore hands in fresh. */
+struct phos_image_fd {
+	int fd;               /* number in the function process */
+	char key[64];         /* CRIU's --inherit-fd key: "socket:[123]", "pipe:[456]" */
+};
+
+struct phos_image {
+	unsigned major, minor;
+	char function[256];   /* program name, for messages */
+	char device[64];      /* backend that took it: "cuda" or "sim" */
+	char gpu_name[256];
+	uint64_t arena_base, arena_size;
+	uint64_t gpu_bytes;   /* device memory the buffers need (live bytes) */
+	uint64_t data_bytes;  /* size of gpu.data */
+	int64_t created;      /* unix time */
+
+	struct phos_image_buf *bufs;         uint32_t nbufs;     /* sorted by addr */
+	struct phos_image_module *modules;   uint32_t nmodules;
+	struct phos_image_func *funcs;       uint32_t nfuncs;
+	struct phos_image_var *vars;         uint32_t nvars;
+	struct phos_image_stream *streams;   uint32_t nstreams;
+	struct phos_image_event *events;     uint32_t nevents;
+	struct phos_image_blas *blas;        uint32_t nblas;
+	uint64_t *prefetch;                  uint32_t nprefetch; /* buffer ids, first-touch order */
+
+	/* CPU side */
+	char criu_dir[64];    /* relative to the snapshot directory: "cpu" */
+	struct phos_image_fd fds[8]; uint32_t nfds; /* channel socket and stdio */
+};
+
+/* Allocates an empty image (arrays NULL). */
+struct phos_image *phos_image_new(void);
+/* Frees an image and everything it owns; accepts NULL. */
+void phos_image_free(struct phos_image *img);
+
+/* Appends to the arrays (growing them); return 0 or -ENOMEM / -E2BIG past the limits.
+ * Strings are copied. */
+int phos_image_add_buf(struct phos_image *img, const struct phos_image_buf *b);
+int phos_image_add_module(struct phos_image *img, const struct phos_image_module *m);
+int phos_image_add_func(struct phos_image *img, uint32_t id, uint32_t module, const char *name);
+int phos_image_add_var(struct phos_image *img, const struct phos_image_var *v); /* v->name copied */
+int phos_image_add_stream(struct phos_image *img, const struct phos_image_stream *s);
+int phos_image_add_event(struct phos_image *img, const struct phos_image_event *e);
+int phos_image_add_blas(struct phos_image *img, const struct phos_image_blas *b);
+
+/* Writes DIR/manifest.json (through a temporary file, fsync, rename). */
+int phos_image_write_manifest(const char *dir, const struct phos_image *img);
+
+/* Reads and validates DIR/manifest.json, and checks that gpu.data holds every
+ * buffer and variable, that each module file exists with its size, and that
+ * the CPU image directory exists. On failure returns a negative errno and a
+ * one-line reason in err (e.g. "manifest.json: format 2.0 is newer than this
+ * phos-fn (1.x)", "gpu.data is truncated: 1048576 bytes, buffer 3 needs 4194304"). */
+int phos_image_read(const char *dir, struct phos_image **ret_img, char *err, size_t errlen);
+
+/* Checksums (see the top of this file). */
+uint64_t phos_image_chunk_hash(const void *data, size_t len);        /* one chunk */
+uint64_t phos_image_combine(const uint64_t *chunk_hashes, size_t n);  /* in order */
+uint64_t phos_image_hash(const void *data, size_t len);               /* whole buffer */
+/* XXH3-128 of a fatbin as 32 hex digits + NUL. */
+void phos_image_module_hash(const void *data, size_t len, char ret_hex[33]);
+
+/* Offset of the next item in gpu.data after one of len bytes at off. */
+static inline uint64_t phos_image_next_offset(uint64_t off, uint64_t len)
+{
+	return (off + len + PHOS_IMAGE_ALIGN - 1) & ~(uint64_t)(PHOS_IMAGE_ALIGN - 1);
+}
+
+/* Atomic directory commit. begin: creates "<final>.tmp-XXXXXX" beside final
+ * (same filesystem) and returns its path. commit: fsyncs every file in it and
+ * the directory, then moves it to final (exchanging with an existing final,
+ * which is then removed) and fsyncs the parent. abort: removes the temporary
+ * directory and everything in it; accepts a path that no longer exists. */
+int phos_image_dir_begin(const char *final_dir, char *ret_tmp, size_t len);
+int phos_image_dir_commit(const char *tmp_dir, const char *final_dir);
+void phos_image_dir_abort(const char *tmp_dir);
+
+/* Removes leftovers of interrupted snapshots of final_dir ("<final>.tmp-*" whose
+ * creator is gone); returns how many were removed. */
+int phos_image_dir_sweep(const char *final_dir);
