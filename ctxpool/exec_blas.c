@@ -133,6 +133,21 @@ static int gemv(struct executor *ex, struct exec_blas *b, const struct phos_blas
 	return ex->dev_ops->blas_gemv(ex->dev, b->dev_handle, op, blas_status);
 }
 
+int exec_blas_make(struct executor *ex, uint32_t id)
+{
+	struct exec_blas *b = calloc(1, sizeof(*b));
+	int r;
+
+	if (!b)
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	r = ex->dev_ops->blas_create(ex->dev, &b->dev_handle);
+	if (r == 0 && (r = handle_put(&ex->blas, id, b)) < 0)
+		ex->dev_ops->blas_destroy(ex->dev, b->dev_handle);
+	if (r < 0)
+		free(b);
+	return r;
+}
+
 void exec_blas_free(struct executor *ex, struct exec_blas *b)
 {
 	if (!b)
@@ -147,21 +162,11 @@ int exec_blas_handle(struct executor *ex, uint32_t op, const void *body, uint32_
 	const struct phos_handle *h = body;
 	struct exec_blas *b;
 	void *stream;
-	int r;
 
 	if (len < sizeof(*h))
 		return -PHOS_CUDA_INVALID_VALUE;
-	if (op == PHOS_OP_BLAS_CREATE) {
-		b = calloc(1, sizeof(*b));
-		if (!b)
-			return -PHOS_CUDA_MEMORY_ALLOCATION;
-		r = ex->dev_ops->blas_create(ex->dev, &b->dev_handle);
-		if (r == 0 && (r = handle_put(&ex->blas, h->id, b)) < 0)
-			ex->dev_ops->blas_destroy(ex->dev, b->dev_handle);
-		if (r < 0)
-			free(b);
-		return r;
-	}
+	if (op == PHOS_OP_BLAS_CREATE)
+		return exec_blas_make(ex, h->id);
 	/* Every other op starts with the handle id. */
 	b = handle_get(&ex->blas, h->id);
 	if (!b) {
@@ -184,7 +189,9 @@ int exec_blas_handle(struct executor *ex, uint32_t op, const void *body, uint32_
 	case PHOS_OP_BLAS_SET_MATH: {
 		BODY(struct phos_blas_set, s);
 
-		return ex->dev_ops->blas_set_math(ex->dev, b->dev_handle, s->value);
+		TRY(ex->dev_ops->blas_set_math(ex->dev, b->dev_handle, s->value));
+		b->math_mode = s->value;
+		return 0;
 	}
 	case PHOS_OP_BLAS_SET_WORKSPACE: {
 		BODY(struct phos_blas_workspace, w);
@@ -192,7 +199,10 @@ int exec_blas_handle(struct executor *ex, uint32_t op, const void *body, uint32_
 
 		if (w->size && spec_range(ex, &set, w->addr, w->size, SPEC_WRITE) < 0)
 			return -PHOS_CUDA_INVALID_VALUE;
-		return ex->dev_ops->blas_set_workspace(ex->dev, b->dev_handle, w->addr, w->size);
+		TRY(ex->dev_ops->blas_set_workspace(ex->dev, b->dev_handle, w->addr, w->size));
+		b->workspace = w->addr;
+		b->workspace_size = w->size;
+		return 0;
 	}
 	case PHOS_OP_BLAS_GEMM: {
 		BODY(struct phos_blas_gemm, g);

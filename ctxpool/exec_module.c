@@ -23,7 +23,16 @@ void exec_module_free(struct executor *ex, struct exec_module *m)
 	if (m->dev_module)
 		ex->dev_ops->module_unload(ex->dev, m->dev_module);
 	phos_fatbin_free(m->fatbin);
+	free(m->image);
 	free(m);
+}
+
+void exec_var_free(struct exec_var *v)
+{
+	if (!v)
+		return;
+	free(v->name);
+	free(v);
 }
 
 void exec_func_free(struct exec_func *f)
@@ -36,13 +45,21 @@ void exec_func_free(struct exec_func *f)
 }
 
 /* Parses and loads a fatbin as module id; a refused image is remembered as such. */
-static int module_load(struct executor *ex, uint32_t id, const uint8_t *image, size_t image_len)
+int exec_module_make(struct executor *ex, uint32_t id, const void *image, size_t image_len)
 {
 	struct exec_module *m = calloc(1, sizeof(*m));
 	int r;
 
 	if (!m)
 		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	/* Kept for snapshots: the fatbin is part of the image. */
+	m->image = image_len <= MAX_FATBIN ? malloc(image_len ? image_len : 1) : NULL;
+	if (!m->image) {
+		free(m);
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	}
+	memcpy(m->image, image, image_len);
+	m->image_len = image_len;
 	r = image_len <= MAX_FATBIN ? phos_fatbin_parse(image, image_len, &m->fatbin) : -1;
 	if (r < 0) {
 		phos_warn("module %u: fatbin refused (%d)", id, r);
@@ -69,26 +86,21 @@ static int module_load_shm(struct executor *ex, const void *body, uint32_t len)
 
 	if (!reg || ml->offset > reg->size || ml->len > reg->size - ml->offset)
 		return -PHOS_CUDA_INVALID_VALUE;
-	return module_load(ex, ml->module, (const uint8_t *)reg->ptr + ml->offset, ml->len);
+	return exec_module_make(ex, ml->module, (const uint8_t *)reg->ptr + ml->offset, ml->len);
 }
 
-static int func_register(struct executor *ex, const void *body, uint32_t len)
+int exec_func_make(struct executor *ex, uint32_t id, uint32_t module, const char *name)
 {
-	BODY(struct phos_func_register, fr);
-	const char *name = (const char *)(fr + 1);
-	size_t name_max = len - sizeof(*fr);
-	struct exec_module *m = handle_get(&ex->modules, fr->module);
+	struct exec_module *m = handle_get(&ex->modules, module);
 	struct exec_func *f;
 	int r;
 
-	if (name_max == 0 || strnlen(name, name_max) == name_max)
-		return -PHOS_CUDA_INVALID_VALUE;
 	f = calloc(1, sizeof(*f));
 	if (!f || !(f->name = strdup(name))) {
 		free(f);
 		return -PHOS_CUDA_MEMORY_ALLOCATION;
 	}
-	f->module = fr->module;
+	f->module = module;
 	if (!m)
 		f->error = -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
 	else if (m->error)
@@ -97,28 +109,38 @@ static int func_register(struct executor *ex, const void *body, uint32_t len)
 		f->error = -PHOS_CUDA_INVALID_DEVICE_FUNCTION;
 	else if ((r = ex->dev_ops->module_function(ex->dev, m->dev_module, name, &f->dev_func)) < 0)
 		f->error = r;
-	r = handle_put(&ex->funcs, fr->func, f);
+	r = handle_put(&ex->funcs, id, f);
 	if (r < 0)
 		exec_func_free(f);
 	return r;
 }
 
-static int var_register(struct executor *ex, const void *body, uint32_t len)
+static int func_register(struct executor *ex, const void *body, uint32_t len)
 {
-	BODY(struct phos_var_register, vr);
-	const char *name = (const char *)(vr + 1);
-	size_t name_max = len - sizeof(*vr);
-	struct exec_module *m = handle_get(&ex->modules, vr->module);
-	struct exec_var *v;
-	int r;
+	BODY(struct phos_func_register, fr);
+	const char *name = (const char *)(fr + 1);
+	size_t name_max = len - sizeof(*fr);
 
 	if (name_max == 0 || strnlen(name, name_max) == name_max)
 		return -PHOS_CUDA_INVALID_VALUE;
+	return exec_func_make(ex, fr->func, fr->module, name);
+}
+
+int exec_var_make(struct executor *ex, uint32_t id, uint32_t module, const char *name, uint64_t size,
+		  bool constant)
+{
+	struct exec_module *m = handle_get(&ex->modules, module);
+	struct exec_var *v;
+	int r;
+
 	v = calloc(1, sizeof(*v));
-	if (!v)
+	if (!v || !(v->name = strdup(name))) {
+		free(v);
 		return -PHOS_CUDA_MEMORY_ALLOCATION;
-	v->module = vr->module;
-	v->size = vr->size; /* a size hint for sim; the cuda backend reports the real one */
+	}
+	v->module = module;
+	v->constant = constant;
+	v->size = size; /* a size hint for sim; the cuda backend reports the real one */
 	if (!m || m->error) {
 		v->error = m ? m->error : -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
 	} else {
@@ -128,10 +150,21 @@ static int var_register(struct executor *ex, const void *body, uint32_t len)
 		else if (phos_bufmap_add_extern(ex->bufs, v->addr, v->size) < 0)
 			phos_warn("variable %s at %#llx overlaps a known buffer", name, (unsigned long long)v->addr);
 	}
-	r = handle_put(&ex->vars, vr->var, v);
+	r = handle_put(&ex->vars, id, v);
 	if (r < 0)
-		free(v);
+		exec_var_free(v);
 	return r;
+}
+
+static int var_register(struct executor *ex, const void *body, uint32_t len)
+{
+	BODY(struct phos_var_register, vr);
+	const char *name = (const char *)(vr + 1);
+	size_t name_max = len - sizeof(*vr);
+
+	if (name_max == 0 || strnlen(name, name_max) == name_max)
+		return -PHOS_CUDA_INVALID_VALUE;
+	return exec_var_make(ex, vr->var, vr->module, name, vr->size, vr->constant != 0);
 }
 
 static int func_info(struct executor *ex, const struct exec_func *f, void *out, uint32_t *out_len)
@@ -185,7 +218,7 @@ int exec_module_handle(struct executor *ex, uint32_t op, const void *body, uint3
 	case PHOS_OP_MODULE_LOAD: {
 		BODY(struct phos_module_load, ml);
 
-		return module_load(ex, ml->module, (const uint8_t *)(ml + 1), len - sizeof(*ml));
+		return exec_module_make(ex, ml->module, (const uint8_t *)(ml + 1), len - sizeof(*ml));
 	}
 	case PHOS_OP_MODULE_LOAD_SHM:
 		return module_load_shm(ex, body, len);

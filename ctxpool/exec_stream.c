@@ -1,49 +1,74 @@
 /* SPDX-License-Identifier: MIT */
 /* Streams and events: ids chosen by the preload, objects made by the device. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "executor.h"
 #include "log.h"
 
-
 static int event_get(struct executor *ex, uint32_t id, void **ret_event)
 {
-	void *e = handle_get(&ex->events, id);
+	struct exec_event_obj *e = handle_get(&ex->events, id);
 
 	if (!e)
 		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
-	*ret_event = e;
+	*ret_event = e->dev;
 	return 0;
 }
 
-static int stream_create(struct executor *ex, const void *body, uint32_t len)
+int exec_stream_make(struct executor *ex, uint32_t id, uint32_t flags, int32_t priority)
 {
-	BODY(struct phos_stream_create, c);
-	void *s;
+	struct exec_stream_obj *s;
 	int r;
 
-	if (c->id == 0 || handle_get(&ex->streams, c->id))
+	if (id == 0 || handle_get(&ex->streams, id))
 		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
-	TRY(ex->dev_ops->stream_create(ex->dev, c->flags, c->priority, &s));
-	r = handle_put(&ex->streams, c->id, s);
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	s->flags = flags;
+	s->priority = priority;
+	r = ex->dev_ops->stream_create(ex->dev, flags, priority, &s->dev);
+	if (r == 0 && (r = handle_put(&ex->streams, id, s)) < 0)
+		ex->dev_ops->stream_destroy(ex->dev, s->dev);
 	if (r < 0)
-		ex->dev_ops->stream_destroy(ex->dev, s);
+		free(s);
 	return r;
 }
 
-static int event_create(struct executor *ex, const void *body, uint32_t len)
+int exec_event_make(struct executor *ex, uint32_t id, uint32_t flags)
 {
-	BODY(struct phos_event_create, c);
-	void *e;
+	struct exec_event_obj *e;
 	int r;
 
-	if (c->id == 0 || handle_get(&ex->events, c->id))
+	if (id == 0 || handle_get(&ex->events, id))
 		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
-	TRY(ex->dev_ops->event_create(ex->dev, c->flags, &e));
-	r = handle_put(&ex->events, c->id, e);
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	e->flags = flags;
+	r = ex->dev_ops->event_create(ex->dev, flags, &e->dev);
+	if (r == 0 && (r = handle_put(&ex->events, id, e)) < 0)
+		ex->dev_ops->event_destroy(ex->dev, e->dev);
 	if (r < 0)
-		ex->dev_ops->event_destroy(ex->dev, e);
+		free(e);
 	return r;
+}
+
+void exec_stream_free(struct executor *ex, struct exec_stream_obj *s)
+{
+	if (!s)
+		return;
+	ex->dev_ops->stream_destroy(ex->dev, s->dev);
+	free(s);
+}
+
+void exec_event_free(struct executor *ex, struct exec_event_obj *e)
+{
+	if (!e)
+		return;
+	ex->dev_ops->event_destroy(ex->dev, e->dev);
+	free(e);
 }
 
 int exec_stream_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
@@ -55,15 +80,19 @@ int exec_stream_handle(struct executor *ex, uint32_t op, const void *body, uint3
 	if (len < sizeof(struct phos_handle))
 		return -PHOS_CUDA_INVALID_VALUE;
 	switch (op) {
-	case PHOS_OP_STREAM_CREATE:
-		return stream_create(ex, body, len);
-	case PHOS_OP_STREAM_DESTROY:
-		if (h->id == 0)
+	case PHOS_OP_STREAM_CREATE: {
+		BODY(struct phos_stream_create, c);
+
+		return exec_stream_make(ex, c->id, c->flags, c->priority);
+	}
+	case PHOS_OP_STREAM_DESTROY: {
+		struct exec_stream_obj *so = h->id ? handle_take(&ex->streams, h->id) : NULL;
+
+		if (!so)
 			return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
-		s = handle_take(&ex->streams, h->id);
-		if (!s)
-			return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
-		return ex->dev_ops->stream_destroy(ex->dev, s);
+		exec_stream_free(ex, so);
+		return 0;
+	}
 	case PHOS_OP_STREAM_SYNC:
 		TRY(exec_stream(ex, h->id, &s));
 		return ex->dev_ops->stream_sync(ex->dev, s);
@@ -77,13 +106,19 @@ int exec_stream_handle(struct executor *ex, uint32_t op, const void *body, uint3
 		TRY(event_get(ex, w->event, &e));
 		return ex->dev_ops->stream_wait_event(ex->dev, s, e);
 	}
-	case PHOS_OP_EVENT_CREATE:
-		return event_create(ex, body, len);
-	case PHOS_OP_EVENT_DESTROY:
-		e = handle_take(&ex->events, h->id);
-		if (!e)
+	case PHOS_OP_EVENT_CREATE: {
+		BODY(struct phos_event_create, c);
+
+		return exec_event_make(ex, c->id, c->flags);
+	}
+	case PHOS_OP_EVENT_DESTROY: {
+		struct exec_event_obj *eo = handle_take(&ex->events, h->id);
+
+		if (!eo)
 			return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
-		return ex->dev_ops->event_destroy(ex->dev, e);
+		exec_event_free(ex, eo);
+		return 0;
+	}
 	case PHOS_OP_EVENT_RECORD: {
 		BODY(struct phos_event_record, rec);
 

@@ -55,7 +55,7 @@ void handle_table_exit(struct handle_table *t)
 
 int exec_stream(struct executor *ex, uint32_t id, void **ret_stream)
 {
-	void *s;
+	struct exec_stream_obj *s;
 
 	if (id == 0) {
 		*ret_stream = NULL;
@@ -64,7 +64,7 @@ int exec_stream(struct executor *ex, uint32_t id, void **ret_stream)
 	s = handle_get(&ex->streams, id);
 	if (!s)
 		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
-	*ret_stream = s;
+	*ret_stream = s->dev;
 	return 0;
 }
 
@@ -104,7 +104,7 @@ static int execute(struct executor *ex, const struct phos_rec_hdr *h, void *out,
 		return hello(ex, body, h->len, out, out_len);
 	case PHOS_OP_SERVE:
 		phos_info("function reached phos_fn_serve after %llu calls", (unsigned long long)ex->calls);
-		return 0;
+		return exec_serve_point(ex);
 	case PHOS_OP_GOODBYE:
 		ex->goodbye = true;
 		return 0;

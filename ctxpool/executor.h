@@ -53,10 +53,24 @@ void *handle_take(struct handle_table *t, uint32_t id);
 /* Frees the table itself (its objects must be gone: exec_scrub). */
 void handle_table_exit(struct handle_table *t);
 
+/* Each object keeps what a snapshot needs to make it again. */
 struct exec_module {
 	void *dev_module;           /* NULL when the fatbin was refused */
 	struct phos_fatbin *fatbin;
 	int error;                  /* negated cudaError_t when refused */
+	void *image;                /* a copy of the fatbin */
+	size_t image_len;
+};
+
+struct exec_stream_obj {
+	void *dev;
+	uint32_t flags;
+	int32_t priority;
+};
+
+struct exec_event_obj {
+	void *dev;
+	uint32_t flags;
 };
 
 struct exec_func {
@@ -69,7 +83,9 @@ struct exec_func {
 
 struct exec_var {
 	uint32_t module;
+	char *name;
 	uint64_t addr, size;
+	bool constant;
 	int error;
 };
 
@@ -81,6 +97,8 @@ struct exec_region {
 struct exec_blas {
 	void *dev_handle;
 	uint32_t stream;
+	int32_t math_mode;
+	uint64_t workspace, workspace_size;
 };
 
 struct executor {
@@ -98,10 +116,36 @@ struct executor {
 	bool sync;                  /* ... and whether its sender waits for the reply */
 	FILE *trace;                /* read/write sets, one JSON line per call; NULL: off */
 	uint64_t calls;             /* records executed */
+
+	const char *snapshot_dir;   /* --snapshot-to: dump GPU state there at SERVE */
+	int control_fd;             /* status lines to phos-fn; -1 when none */
 };
 
 /* Runs records until the function says goodbye or goes away. Returns 0 or -errno. */
 int exec_serve(struct executor *ex);
+
+/* SERVE: the function finished its init. Normally it is let go on at once; with
+ * --snapshot-to the GPU state is dumped first and the function stays where it is
+ * for the CPU dump (exec_image.c). */
+int exec_serve_point(struct executor *ex);
+
+/* Writes a status line ("ready", "dumped {...}", "error <reason>") to phos-fn. */
+void exec_control(struct executor *ex, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* --- images (exec_image.c) --- */
+
+/* Dumps every buffer, variable and device object into the (existing, empty)
+ * snapshot directory dir: gpu.data, modules/, manifest.json. The device must be
+ * idle. Fills *ret_bytes with the bytes of GPU data written. */
+int exec_image_dump(struct executor *ex, const char *dir, uint64_t *ret_bytes, char *err, size_t errlen);
+
+/* Rebuilds the device state of img (read from dir) in this fresh executor:
+ * modules, kernels, variables, streams, events, cuBLAS handles, and every buffer
+ * at its address with its contents, checksums verified. On failure everything
+ * made is released and err says why. */
+struct phos_image;
+int exec_image_load(struct executor *ex, const char *dir, const struct phos_image *img, char *err,
+		    size_t errlen);
 
 /* Handlers: each takes the record body (len bytes after the header), may write
  * reply data into out (up to PHOS_REPLY_MAX) and set *out_len. */
@@ -119,7 +163,19 @@ int exec_blas_handle(struct executor *ex, uint32_t op, const void *body, uint32_
  * -PHOS_CUDA_INVALID_RESOURCE_HANDLE for an unknown id. */
 int exec_stream(struct executor *ex, uint32_t id, void **ret_stream);
 
+/* Makers shared by the handlers and a restore (same ids, same settings). */
+int exec_stream_make(struct executor *ex, uint32_t id, uint32_t flags, int32_t priority);
+int exec_event_make(struct executor *ex, uint32_t id, uint32_t flags);
+int exec_module_make(struct executor *ex, uint32_t id, const void *image, size_t len);
+int exec_func_make(struct executor *ex, uint32_t id, uint32_t module, const char *name);
+int exec_var_make(struct executor *ex, uint32_t id, uint32_t module, const char *name, uint64_t size,
+		  bool constant);
+int exec_blas_make(struct executor *ex, uint32_t id);
+
 /* Destructors of the executor's objects; all accept NULL. */
+void exec_stream_free(struct executor *ex, struct exec_stream_obj *s);
+void exec_event_free(struct executor *ex, struct exec_event_obj *e);
+void exec_var_free(struct exec_var *v);
 void exec_module_free(struct executor *ex, struct exec_module *m);
 void exec_func_free(struct exec_func *f);
 void exec_blas_free(struct executor *ex, struct exec_blas *b);

@@ -5,6 +5,12 @@
  *
  *   phos-executor --fd N [--device auto|cuda|sim] [--trace FILE]
  *                 [--arena-base ADDR] [--arena-size BYTES] [--no-warm]
+ *                 [--control-fd N] [--snapshot-to DIR | --restore-from DIR]
+ *
+ * --snapshot-to: when the function reaches phos_fn_serve, dump the device state
+ * into DIR and report "dumped {...}" on the control descriptor (exec_image.c).
+ * --restore-from: rebuild the device state of the snapshot in DIR before
+ * serving (its arena is used), then report "ready"; "error <reason>" otherwise.
  *
  * PHOS_TRACE and PHOS_ARENA_BASE give defaults for --trace and --arena-base
  * (sanitizer builds move the arena: ASan's heap sits at 0x600000000000).
@@ -17,6 +23,7 @@
 #include <unistd.h>
 
 #include "executor.h"
+#include "image.h"
 #include "log.h"
 
 static int map_chunks(void *ctx, uint64_t addr, uint64_t len)
@@ -43,11 +50,11 @@ static void table_clear(struct handle_table *t, void (*fn)(struct executor *, vo
 	}
 }
 
-static void drop_stream(struct executor *ex, void *s) { ex->dev_ops->stream_destroy(ex->dev, s); }
-static void drop_event(struct executor *ex, void *e) { ex->dev_ops->event_destroy(ex->dev, e); }
+static void drop_stream(struct executor *ex, void *s) { exec_stream_free(ex, s); }
+static void drop_event(struct executor *ex, void *e) { exec_event_free(ex, e); }
 static void drop_blas(struct executor *ex, void *b) { exec_blas_free(ex, b); }
 static void drop_func(struct executor *ex, void *f) { (void)ex; exec_func_free(f); }
-static void drop_var(struct executor *ex, void *v) { (void)ex; free(v); }
+static void drop_var(struct executor *ex, void *v) { (void)ex; exec_var_free(v); }
 static void drop_module(struct executor *ex, void *m) { exec_module_free(ex, m); }
 static void drop_region(struct executor *ex, void *r) { exec_region_free(ex, r); }
 
@@ -70,7 +77,8 @@ void exec_scrub(struct executor *ex)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: phos-executor --fd N [--device auto|cuda|sim] [--trace FILE]\n"
-		   "                     [--arena-base ADDR] [--arena-size BYTES] [--no-warm]\n");
+		   "                     [--arena-base ADDR] [--arena-size BYTES] [--no-warm]\n"
+		   "                     [--control-fd N] [--snapshot-to DIR | --restore-from DIR]\n");
 }
 
 static int parse_u64(const char *s, uint64_t *ret)
@@ -95,10 +103,18 @@ int main(int argc, char **argv)
 		{ "arena-base", required_argument, NULL, 'b' },
 		{ "arena-size", required_argument, NULL, 's' },
 		{ "no-warm", no_argument, NULL, 'n' },
+		{ "control-fd", required_argument, NULL, 'c' },
+		{ "snapshot-to", required_argument, NULL, 'S' },
+		{ "restore-from", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct executor ex = { .arena_base = PHOS_ARENA_BASE_DEFAULT, .arena_size = PHOS_ARENA_SIZE_DEFAULT };
+	struct executor ex = { .arena_base = PHOS_ARENA_BASE_DEFAULT, .arena_size = PHOS_ARENA_SIZE_DEFAULT,
+			       .control_fd = -1 };
+	const char *restore_from = NULL;
+	struct phos_image *img = NULL;
+	char err[512] = "";
+	uint64_t cfd;
 	const char *device = "auto", *trace = getenv("PHOS_TRACE");
 	struct phos_bufmap_ops ops = { .map = map_chunks, .unmap = unmap_chunks, .ctx = &ex };
 	uint64_t fd = UINT64_MAX;
@@ -129,6 +145,15 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'n': warm = false; break;
+		case 'c':
+			if (parse_u64(optarg, &cfd) < 0 || cfd > 65535) {
+				fprintf(stderr, "phos-executor: bad --control-fd '%s'\n", optarg);
+				return 2;
+			}
+			ex.control_fd = (int)cfd;
+			break;
+		case 'S': ex.snapshot_dir = optarg; break;
+		case 'R': restore_from = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -136,6 +161,24 @@ int main(int argc, char **argv)
 	if (fd == UINT64_MAX || optind != argc) {
 		usage(stderr);
 		return 2;
+	}
+	if (ex.snapshot_dir && restore_from) {
+		fprintf(stderr, "phos-executor: --snapshot-to and --restore-from exclude each other\n");
+		return 2;
+	}
+	if (ex.snapshot_dir && ex.control_fd < 0) {
+		fprintf(stderr, "phos-executor: --snapshot-to needs --control-fd\n");
+		return 2;
+	}
+	if (restore_from) {
+		r = phos_image_read(restore_from, &img, err, sizeof(err));
+		if (r < 0) {
+			fprintf(stderr, "phos-executor: %s: %s\n", restore_from, err);
+			exec_control(&ex, "error %s", err);
+			return 1;
+		}
+		ex.arena_base = img->arena_base;
+		ex.arena_size = img->arena_size;
 	}
 	if (ex.arena_base % PHOS_CHUNK || ex.arena_size % PHOS_CHUNK || !ex.arena_size) {
 		fprintf(stderr, "phos-executor: the arena base and size must be multiples of 2 MiB\n");
@@ -158,11 +201,22 @@ int main(int argc, char **argv)
 	r = ex.dev_ops->open(0, ex.arena_base, ex.arena_size, warm, &ex.dev);
 	if (r < 0) {
 		fprintf(stderr, "phos-executor: cannot open the %s device (cuda error %d)\n", ex.dev_ops->name, -r);
+		exec_control(&ex, "error cannot open the %s device (cuda error %d)", ex.dev_ops->name, -r);
+		phos_image_free(img);
 		return 1;
 	}
 	r = phos_bufmap_new(ex.arena_base, ex.arena_size, &ops, &ex.bufs);
+	if (r == 0 && img) {
+		r = exec_image_load(&ex, restore_from, img, err, sizeof(err));
+		if (r < 0) {
+			fprintf(stderr, "phos-executor: restoring %s: %s\n", restore_from, err);
+			exec_control(&ex, "error %s", err);
+		}
+	}
 	if (r == 0)
 		r = phos_channel_serve_new((int)fd, PHOS_RING_DEFAULT, &ex.ch);
+	if (r == 0 && img)
+		exec_control(&ex, "ready");
 	if (r == 0) {
 		/* Pinning the channel lets H2D copies read records by DMA. */
 		size_t shm_len;
@@ -172,9 +226,9 @@ int main(int argc, char **argv)
 			phos_warn("could not pin the channel");
 		r = exec_serve(&ex);
 		ex.dev_ops->host_unregister(ex.dev, shm);
+		if (r < 0)
+			phos_err("serving failed: %s", strerror(-r));
 	}
-	if (r < 0)
-		phos_err("serving failed: %s", strerror(-r));
 	exec_scrub(&ex);
 	struct handle_table *tables[] = { &ex.streams, &ex.events, &ex.modules, &ex.funcs,
 					  &ex.vars, &ex.regions, &ex.blas };
@@ -185,5 +239,6 @@ int main(int argc, char **argv)
 	ex.dev_ops->close(ex.dev);
 	if (ex.trace)
 		fclose(ex.trace);
+	phos_image_free(img);
 	return r < 0 ? 1 : 0;
 }

@@ -7,6 +7,12 @@
 /* phos-fn run [--device auto|cuda|sim] [--trace FILE] -- PROGRAM ARGS... */
 int cli_run(int argc, char **argv);
 
+/* phos-fn snapshot [--device D] [--stats FILE] [--timeout S] -o DIR -- PROGRAM ARGS... */
+int cli_snapshot(int argc, char **argv);
+
+/* phos-fn restore [--device D] [--stats FILE] DIR */
+int cli_restore(int argc, char **argv);
+
 /* Where the pieces live, found next to the phos-fn binary (build tree or
  * install tree) unless the environment says otherwise (PHOS_EXECUTOR,
  * PHOS_PRELOAD_DIR, PHOS_SIM_TWINS). Return 0 and a path in buf, or -ENOENT. */

@@ -11,7 +11,11 @@ static void usage(FILE *f)
 	fprintf(f, "usage: phos-fn COMMAND [ARGS...]\n\n"
 		   "commands:\n"
 		   "  run [--device auto|cuda|sim] [--trace FILE] -- PROGRAM [ARGS...]\n"
-		   "      run a CUDA program with its calls forwarded to a phos executor\n");
+		   "      run a CUDA program with its calls forwarded to a phos executor\n"
+		   "  snapshot [--device auto|cuda|sim] [--stats FILE] [--timeout S] -o DIR -- PROGRAM [ARGS...]\n"
+		   "      run a function until phos_fn_serve and snapshot it there\n"
+		   "  restore [--device auto|cuda|sim] [--stats FILE] DIR\n"
+		   "      start a function from its snapshot; requests on stdin, one per line\n");
 }
 
 int main(int argc, char **argv)
@@ -23,6 +27,10 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "run"))
 		return cli_run(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "snapshot"))
+		return cli_snapshot(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "restore"))
+		return cli_restore(argc - 1, argv + 1);
 	fprintf(stderr, "phos-fn: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

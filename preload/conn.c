@@ -331,6 +331,52 @@ PHOS_EXPORT int phos_preload_call_fd(int send_fd, uint32_t op, const void *body,
 	return r;
 }
 
+PHOS_EXPORT int phos_preload_serve_point(void)
+{
+	struct phos_hello hello = { .version = PHOS_PROTO_VERSION, .pid = (uint32_t)getpid() };
+	struct phos_reply_hello h;
+	struct phos_channel *fresh;
+	bool restored = false;
+	size_t len = 0;
+	int r = phos_preload_connect();
+
+	if (r)
+		return r;
+	pthread_mutex_lock(&conn.lock);
+	if (conn.state != CONN_UP) {
+		r = conn.error;
+		goto out;
+	}
+	if (!phos_channel_post(conn.ch, PHOS_OP_SERVE, 0, NULL, 0, NULL, 0)) {
+		r = mark_gone();
+		goto out;
+	}
+	/* A snapshot is taken while we wait here. */
+	r = phos_channel_await(conn.ch, &fresh);
+	if (r < 0) {
+		r = mark_gone();
+		goto out;
+	}
+	if (r == 1) {
+		/* Restored: the old channel is gone with its executor. */
+		conn.ch = fresh;
+		r = call_locked(PHOS_OP_HELLO, &hello, sizeof(hello), NULL, 0, &h, sizeof(h), &len, NULL);
+		if (r || len < sizeof(h) || h.arena_base != conn.hello.arena_base) {
+			phos_err("the restoring executor refused HELLO (%d)", r);
+			r = mark_gone();
+			goto out;
+		}
+		conn.hello = h;
+		restored = true;
+	}
+	r = 0;
+out:
+	pthread_mutex_unlock(&conn.lock);
+	if (restored)
+		r = phos_mem_regions_resend();
+	return r;
+}
+
 PHOS_EXPORT void phos_preload_goodbye(void)
 {
 	pthread_mutex_lock(&conn.lock);

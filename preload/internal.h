@@ -119,6 +119,12 @@ PHOS_EXPORT int phos_preload_call(uint32_t op, const void *body, size_t body_len
 PHOS_EXPORT int phos_preload_call_fd(int send_fd, uint32_t op, const void *body, size_t body_len,
 				     void *out, size_t out_cap);
 
+/* The snapshot point (phos_fn_serve): posts SERVE and waits for the executor to
+ * let the function go on; after a restore that is a new executor with a new
+ * channel, which this adopts (HELLO again, host regions handed over again).
+ * Returns 0 or a cudaError_t. */
+PHOS_EXPORT int phos_preload_serve_point(void);
+
 /* Posts GOODBYE once (later calls then fail as "gone", quietly). */
 PHOS_EXPORT void phos_preload_goodbye(void);
 
@@ -144,6 +150,8 @@ static inline void phos_log_once(const char *what, const char *name, int *flag)
 
 /* memory.c: does [addr, addr+len) lie in device memory we know of (arena, variables)? */
 bool phos_mem_is_device(const void *addr, size_t len);
+/* memory.c: hand every host region to a new executor (after a restore). */
+int phos_mem_regions_resend(void);
 /* memory.c: forget all host regions (the executor dropped them at reset). */
 void phos_mem_reset(void);
 /* stream.c: forget streams and events (reset). */

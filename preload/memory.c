@@ -205,6 +205,21 @@ PHOS_EXPORT cudaError_t cudaHostUnregister(void *ptr)
 	return phos_set_error(phos_preload_connect());
 }
 
+int phos_mem_regions_resend(void)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&regions_lock);
+	for (size_t i = 0; i < nregions && r == 0; i++) {
+		struct phos_hostmem hm = { .region = regions[i].id, .size = regions[i].size };
+
+		if (regions[i].id)
+			r = phos_preload_call_fd(regions[i].fd, PHOS_OP_HOSTMEM_ADD, &hm, sizeof(hm), NULL, 0);
+	}
+	pthread_mutex_unlock(&regions_lock);
+	return r;
+}
+
 void phos_mem_reset(void)
 {
 	/* The executor dropped every region: keep the mappings (the program may

@@ -2,7 +2,9 @@
 /*
  * phos_fn_serve_impl: the function's entry point under phos-fn (include/phos/fn.h).
  *
- * Tells the executor that init is done (SERVE, the snapshot point), then serves
+ * Tells the executor that init is done (SERVE, the snapshot point: a snapshot
+ * is dumped while phos_preload_serve_point waits, and a restored copy wakes up
+ * there with a new executor), then serves
  * requests. The transport is, for now, the native one: one request per line on
  * stdin, one response per line on stdout. Later work replaces serve_loop.
  */
@@ -59,7 +61,7 @@ PHOS_EXPORT int phos_fn_serve_impl(phos_fn_handler handler, void *state)
 
 	if (!handler)
 		return 1;
-	r = phos_preload_call(PHOS_OP_SERVE, NULL, 0, NULL, 0, NULL, 0, NULL, NULL);
+	r = phos_preload_serve_point();
 	if (r)
 		/* Not under an executor (or it refused): serve anyway, the handler's
 		 * CUDA calls report the problem. */

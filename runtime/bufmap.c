@@ -228,6 +228,64 @@ int phos_bufmap_alloc(struct phos_bufmap *m, uint64_t size, uint64_t *ret_addr)
 	return r;
 }
 
+static bool overlaps_known(const struct phos_bufmap *m, uint64_t addr, uint64_t size)
+{
+	size_t i = lower_bound(m, addr);
+
+	if (i < m->nbufs && m->bufs[i].addr < addr + size)
+		return true;
+	return i > 0 && m->bufs[i - 1].addr + m->bufs[i - 1].size > addr;
+}
+
+int phos_bufmap_alloc_at(struct phos_bufmap *m, uint64_t addr, uint64_t size, uint64_t id)
+{
+	bool big = size >= PHOS_CHUNK;
+	uint64_t first, n, saved_id;
+	int r;
+
+	if (size == 0 || !phos_bufmap_in_arena(m, addr) || size > m->base + m->size - addr ||
+	    addr % (big ? PHOS_CHUNK : PHOS_SMALL_ALIGN))
+		return -EINVAL;
+	first = (addr - m->base) / PHOS_CHUNK;
+	n = big ? round_up(size, PHOS_CHUNK) / PHOS_CHUNK : 1;
+	if (!big && (addr + size - 1 - m->base) / PHOS_CHUNK != first)
+		return -EINVAL; /* a small buffer never crosses its slab */
+	if (overlaps_known(m, addr, big ? n * PHOS_CHUNK : size))
+		return -EEXIST;
+	for (uint64_t c = first; c < first + n; c++) {
+		if (m->chunk[c] != CHUNK_FREE && (big || m->chunk[c] != CHUNK_SLAB))
+			return -EEXIST;
+	}
+	if (big || m->chunk[first] == CHUNK_FREE) {
+		r = map_chunks(m, first, n, big ? CHUNK_BIG : CHUNK_SLAB);
+		if (r < 0)
+			return r;
+	}
+	saved_id = m->next_id;
+	m->next_id = id;
+	r = insert(m, addr, size, false);
+	m->next_id = saved_id > id ? saved_id : id + 1;
+	if (r < 0) {
+		if (big || m->slab_users[first] == 0)
+			unmap_chunks(m, first, n);
+		return r;
+	}
+	if (!big)
+		m->slab_users[first]++;
+	m->live_bytes += size;
+	return 0;
+}
+
+uint64_t phos_bufmap_next_id(const struct phos_bufmap *m)
+{
+	return m->next_id;
+}
+
+void phos_bufmap_set_next_id(struct phos_bufmap *m, uint64_t id)
+{
+	m->next_id = id;
+}
+
 int phos_bufmap_release(struct phos_bufmap *m, uint64_t addr)
 {
 	size_t i = lower_bound(m, addr);
@@ -245,15 +303,6 @@ int phos_bufmap_release(struct phos_bufmap *m, uint64_t addr)
 	else if (--m->slab_users[c] == 0)
 		unmap_chunks(m, c, 1);
 	return 0;
-}
-
-static bool overlaps_known(const struct phos_bufmap *m, uint64_t addr, uint64_t size)
-{
-	size_t i = lower_bound(m, addr);
-
-	if (i < m->nbufs && m->bufs[i].addr < addr + size)
-		return true;
-	return i > 0 && m->bufs[i - 1].addr + m->bufs[i - 1].size > addr;
 }
 
 int phos_bufmap_add_extern(struct phos_bufmap *m, uint64_t addr, uint64_t size)

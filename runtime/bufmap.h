@@ -59,6 +59,18 @@ void phos_bufmap_free(struct phos_bufmap *map);
  * arena has no room, or the map callback's error. */
 int phos_bufmap_alloc(struct phos_bufmap *map, uint64_t size, uint64_t *ret_addr);
 
+/* Re-creates a live allocation exactly as it was (restore): [addr, addr+size)
+ * with its allocation id. Because the allocator's state is a function of the
+ * live buffers, a table rebuilt this way hands out the same addresses to later
+ * allocations as the original would have. -EEXIST when it overlaps a live
+ * buffer or a chunk of the other kind (slab vs. big), -EINVAL when it is
+ * outside the arena or misaligned for its size. */
+int phos_bufmap_alloc_at(struct phos_bufmap *map, uint64_t addr, uint64_t size, uint64_t id);
+
+/* The next allocation id, and setting it (a restore continues the sequence). */
+uint64_t phos_bufmap_next_id(const struct phos_bufmap *map);
+void phos_bufmap_set_next_id(struct phos_bufmap *map, uint64_t id);
+
 /* Frees the allocation that starts at addr; -EINVAL if addr is not the start of
  * a live allocation. */
 int phos_bufmap_release(struct phos_bufmap *map, uint64_t addr);

@@ -163,7 +163,8 @@ int phos_send_fd(int sock, int fd)
 	}
 }
 
-int phos_recv_fd(int sock, int *ret_fd)
+/* One byte and, optionally, one descriptor (-1 when none came). */
+static int recv_msg(int sock, char *ret_byte, int *ret_fd)
 {
 	char byte;
 	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
@@ -184,11 +185,27 @@ int phos_recv_fd(int sock, int *ret_fd)
 		return -errno;
 	if (n == 0)
 		return -EPIPE;
+	*ret_byte = byte;
+	*ret_fd = -1;
 	c = CMSG_FIRSTHDR(&msg);
-	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
-	    c->cmsg_len != CMSG_LEN(sizeof(int)))
+	if (!c)
+		return 0;
+	if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
 		return -EBADMSG;
 	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	*ret_fd = fd;
+	return 0;
+}
+
+int phos_recv_fd(int sock, int *ret_fd)
+{
+	char byte;
+	int fd, r = recv_msg(sock, &byte, &fd);
+
+	if (r < 0)
+		return r;
+	if (fd < 0)
+		return -EBADMSG;
 	*ret_fd = fd;
 	return 0;
 }
@@ -243,15 +260,13 @@ err_fd:
 	return r;
 }
 
-int phos_channel_connect_new(int sock, struct phos_channel **ret_ch)
+/* Maps the channel memfd fd (closed in all cases) for the channel on sock. */
+static int channel_map(int sock, int fd, struct phos_channel **ret_ch)
 {
 	struct phos_shm *shm;
 	struct stat st;
-	int fd, r;
+	int r;
 
-	r = phos_recv_fd(sock, &fd);
-	if (r < 0)
-		return r;
 	if (fstat(fd, &st) < 0) {
 		r = -errno;
 		goto out;
@@ -280,6 +295,48 @@ int phos_channel_connect_new(int sock, struct phos_channel **ret_ch)
 out:
 	close(fd);
 	return r;
+}
+
+int phos_channel_connect_new(int sock, struct phos_channel **ret_ch)
+{
+	int fd, r = phos_recv_fd(sock, &fd);
+
+	if (r < 0)
+		return r;
+	return channel_map(sock, fd, ret_ch);
+}
+
+int phos_channel_await(struct phos_channel *ch, struct phos_channel **ret_ch)
+{
+	char byte;
+	int fd, r;
+
+	r = recv_msg(ch->sock, &byte, &fd);
+	if (r < 0)
+		return r;
+	if (fd < 0)
+		return byte == 'R' ? 0 : -EBADMSG;
+	r = channel_map(ch->sock, fd, ret_ch);
+	if (r < 0)
+		return r;
+	ch->sock = -1; /* now the new channel's */
+	phos_channel_free(ch);
+	return 1;
+}
+
+int phos_channel_resume(struct phos_channel *ch)
+{
+	char byte = 'R';
+
+	for (;;) {
+		ssize_t n = send(ch->sock, &byte, 1, MSG_NOSIGNAL);
+
+		if (n == 1)
+			return 0;
+		if (n < 0 && errno == EINTR)
+			continue;
+		return n < 0 ? -errno : -EIO;
+	}
 }
 
 void phos_channel_free(struct phos_channel *ch)

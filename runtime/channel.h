@@ -83,6 +83,22 @@ void *phos_channel_reply_data(struct phos_channel *ch);
 void phos_channel_reply(struct phos_channel *ch, uint64_t seq, int32_t status, int32_t blas_status,
 			uint32_t len);
 
+/* --- the snapshot point (phos_fn_serve) ---
+ *
+ * The function posts PHOS_OP_SERVE and then blocks in recvmsg on the socket,
+ * not on the ring: a CRIU dump taken there restarts that call on restore,
+ * where it reads from the fresh socket handed in with --inherit-fd.
+ *   executor that ran init:   phos_channel_resume() sends 'R'  → await returns 0
+ *   executor of a restore:    phos_channel_serve_new() sends a new memfd
+ *                             → await returns 1 and the new channel */
+
+/* Function side. Returns 0 (go on, same channel), 1 with *ret_ch (a new channel
+ * on the same socket; ch is freed, its socket kept), or -EPIPE / -EBADMSG. */
+int phos_channel_await(struct phos_channel *ch, struct phos_channel **ret_ch);
+
+/* Executor side: lets a function waiting in phos_channel_await go on. */
+int phos_channel_resume(struct phos_channel *ch);
+
 /* --- both --- */
 
 /* The socket, for passing further descriptors. */

@@ -94,7 +94,8 @@ enum phos_op {
 	PHOS_OP_BLAS_GEMV,        /* phos_blas_gemv */
 
 	/* function lifecycle */
-	PHOS_OP_SERVE,            /* sync: the function reached phos_fn_serve (the snapshot point) */
+	PHOS_OP_SERVE,            /* the function reached phos_fn_serve (the snapshot point); it
+	                           * then waits on the socket (channel.h, phos_channel_await) */
 	PHOS_OP_GOODBYE,          /* the function process is exiting */
 
 	/* appended (ops above keep their numbers) */

@@ -65,7 +65,29 @@ static void mark(const struct phos_sim_launch *l)
 	out[0] = 42;
 }
 
+static void fill(const struct phos_sim_launch *l)
+{
+	float *x = PHOS_SIM_ARG(l, 0, float *);
+	int n = PHOS_SIM_ARG(l, 1, int);
+	unsigned seed = PHOS_SIM_ARG(l, 2, unsigned);
+
+	for (int i = 0; i < n; i++)
+		x[i] = (float)(((unsigned)i * 2654435761u + seed) % 1000u) * 0.001f;
+}
+
+static void bump_all(const struct phos_sim_launch *l)
+{
+	float *x = PHOS_SIM_ARG(l, 0, float *);
+	int n = PHOS_SIM_ARG(l, 1, int);
+	float by = PHOS_SIM_ARG(l, 2, float);
+
+	for (int i = 0; i < n; i++)
+		x[i] += by;
+}
+
 static const struct phos_sim_twin twins[] = {
+	{ "_Z4fillPfij", fill },
+	{ "_Z8bump_allPfif", bump_all },
 	{ "_Z4markPi", mark },
 	{ "_Z11k_const_mixPKfPfi", k_const_mix },
 	{ "_Z8k_struct9pair_args", k_struct },

@@ -66,6 +66,50 @@ static uint64_t rng(uint64_t *s)
 	return *s;
 }
 
+static int copy_buf(const struct phos_buf *b, void *ctx)
+{
+	return phos_bufmap_alloc_at(ctx, b->addr, b->size, b->id);
+}
+
+/* A table rebuilt from the live buffers (a restore) continues exactly like the original. */
+static void rebuild_continues(void)
+{
+	struct phos_bufmap *orig, *copy;
+	uint64_t s = 7, addrs[64];
+
+	if (phos_bufmap_new(BASE, SIZE, NULL, &orig) < 0 || phos_bufmap_new(BASE, SIZE, NULL, &copy) < 0) {
+		failures++;
+		return;
+	}
+	for (int i = 0; i < 64; i++) {
+		uint64_t size = i % 5 == 0 ? (3u << 20) + (uint64_t)i : 1000u + (uint64_t)i * 37;
+
+		phos_bufmap_alloc(orig, size, &addrs[i]);
+	}
+	for (int i = 0; i < 64; i += 3)
+		phos_bufmap_release(orig, addrs[i]);
+	CHECK(phos_bufmap_foreach(orig, copy_buf, copy) == 0, "alloc_at of every live buffer");
+	phos_bufmap_set_next_id(copy, phos_bufmap_next_id(orig));
+	CHECK(phos_bufmap_live_bytes(copy) == phos_bufmap_live_bytes(orig) &&
+		      phos_bufmap_mapped_bytes(copy) == phos_bufmap_mapped_bytes(orig),
+	      "rebuilt table holds the same bytes");
+	for (int i = 0; i < 200; i++) {
+		uint64_t r = rng(&s), size = r % 4 == 0 ? (r >> 8) % (8u << 20) + 1 : (r >> 8) % 5000 + 1;
+		uint64_t a1 = 0, a2 = 0;
+
+		CHECK(phos_bufmap_alloc(orig, size, &a1) == 0 && phos_bufmap_alloc(copy, size, &a2) == 0 && a1 == a2,
+		      "allocation %d after a rebuild: %#llx vs %#llx", i, (unsigned long long)a1,
+		      (unsigned long long)a2);
+		CHECK(phos_bufmap_find(orig, a1)->id == phos_bufmap_find(copy, a2)->id, "same ids after a rebuild");
+	}
+	CHECK(phos_bufmap_alloc_at(copy, BASE + 256, 10, 999) == -EEXIST, "alloc_at over a live buffer refused");
+	CHECK(phos_bufmap_alloc_at(copy, BASE + 100, 10, 999) == -EINVAL, "misaligned alloc_at refused");
+	CHECK(phos_bufmap_alloc_at(copy, BASE + SIZE, 10, 999) == -EINVAL, "alloc_at outside the arena refused");
+	phos_bufmap_free(orig);
+	phos_bufmap_free(copy);
+}
+
+
 struct live { uint64_t addr, size; };
 
 /* Runs a seeded random malloc/free sequence; records the addresses handed out. */
@@ -133,6 +177,7 @@ int main(void)
 	struct phos_bufmap *m;
 	uint64_t a, b, c;
 
+	rebuild_continues();
 	run_sequence(42, a1, &t1);
 	run_sequence(42, a2, &t2);
 	CHECK(memcmp(a1, a2, sizeof(a1)) == 0, "same sequence gave different addresses");

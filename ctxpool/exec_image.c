@@ -1,0 +1,510 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Snapshots of an executor's device state, and rebuilding it from one.
+ *
+ *   SERVE ──▶ exec_serve_point
+ *               ├─ normal:    phos_channel_resume(): the function goes on
+ *               └─ snapshot:  drain the device, exec_image_dump(), tell phos-fn
+ *                             "dumped", keep the function parked until phos-fn has
+ *                             taken the CPU dump (control socket closes), exit
+ *
+ *   --restore-from DIR ──▶ exec_image_load(): modules, kernels, variables,
+ *                          streams, events, cuBLAS handles with their ids, every
+ *                          buffer at its address, contents through the staging
+ *                          pipeline with checksums, then the new channel.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "executor.h"
+#include "image.h"
+#include "log.h"
+#include "staging.h"
+
+static void fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+void exec_control(struct executor *ex, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	int n;
+
+	if (ex->control_fd < 0)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if (n > (int)sizeof(line) - 2)
+		n = (int)sizeof(line) - 2;
+	/* One line, even if the reason had newlines in it. */
+	for (int i = 0; i < n; i++)
+		if (line[i] == '\n')
+			line[i] = ' ';
+	line[n++] = '\n';
+	(void)!write(ex->control_fd, line, (size_t)n);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* --- dump --- */
+
+struct dump_ctx {
+	struct phos_image *img;
+	struct stage_item *items;
+	size_t n, cap;
+	uint64_t off;
+};
+
+static int add_item(struct dump_ctx *c, uint64_t dev, uint64_t len)
+{
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 64;
+		struct stage_item *it = realloc(c->items, cap * sizeof(*it));
+
+		if (!it)
+			return -ENOMEM;
+		c->items = it;
+		c->cap = cap;
+	}
+	c->items[c->n++] = (struct stage_item){ .dev = dev, .len = len, .off = c->off };
+	c->off = phos_image_next_offset(c->off, len);
+	return 0;
+}
+
+static int collect_buf(const struct phos_buf *b, void *ctx)
+{
+	struct dump_ctx *c = ctx;
+	struct phos_image_buf ib = { .addr = b->addr, .size = b->size, .id = b->id, .offset = c->off };
+
+	if (b->is_extern)
+		return 0; /* variables are saved with their modules */
+	c->img->gpu_bytes += b->size;
+	return phos_image_add_buf(c->img, &ib) ?: add_item(c, b->addr, b->size);
+}
+
+static int write_file(const char *path, const void *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	const uint8_t *p = data;
+	int r = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			r = w < 0 ? -errno : -EIO;
+			break;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	return r;
+}
+
+/* Device objects: modules (their fatbins stored once by hash), kernels, variables,
+ * streams, events, cuBLAS handles. Variables become data items too. */
+static int collect_objects(struct executor *ex, const char *dir, struct dump_ctx *c, char *err, size_t errlen)
+{
+	struct phos_image *img = c->img;
+	char path[4096];
+	int r;
+
+	for (uint32_t id = 0; id < ex->modules.cap; id++) {
+		struct exec_module *m = ex->modules.slot[id];
+		struct phos_image_module im = { .id = id };
+
+		if (!m)
+			continue;
+		im.size = m->image_len;
+		phos_image_module_hash(m->image, m->image_len, im.hash);
+		snprintf(path, sizeof(path), "%s/modules/%s.fatbin", dir, im.hash);
+		if (access(path, F_OK) != 0 && (r = write_file(path, m->image, m->image_len)) < 0) {
+			fail(err, errlen, "writing %s: %s", path, strerror(-r));
+			return r;
+		}
+		TRY(phos_image_add_module(img, &im));
+	}
+	for (uint32_t id = 0; id < ex->funcs.cap; id++) {
+		struct exec_func *f = ex->funcs.slot[id];
+
+		if (f)
+			TRY(phos_image_add_func(img, id, f->module, f->name));
+	}
+	for (uint32_t id = 0; id < ex->vars.cap; id++) {
+		struct exec_var *v = ex->vars.slot[id];
+		struct phos_image_var iv = { .id = id };
+
+		if (!v)
+			continue;
+		iv.module = v->module;
+		iv.name = v->name;
+		iv.constant = v->constant;
+		if (!v->error) {
+			iv.addr = v->addr;
+			iv.size = v->size;
+			iv.offset = c->off;
+			TRY(add_item(c, v->addr, v->size));
+		}
+		TRY(phos_image_add_var(img, &iv));
+	}
+	for (uint32_t id = 0; id < ex->streams.cap; id++) {
+		struct exec_stream_obj *s = ex->streams.slot[id];
+		struct phos_image_stream is = { .id = id };
+
+		if (!s)
+			continue;
+		is.flags = s->flags;
+		is.priority = s->priority;
+		TRY(phos_image_add_stream(img, &is));
+	}
+	for (uint32_t id = 0; id < ex->events.cap; id++) {
+		struct exec_event_obj *e = ex->events.slot[id];
+		struct phos_image_event ie = { .id = id };
+
+		if (!e)
+			continue;
+		ie.flags = e->flags;
+		TRY(phos_image_add_event(img, &ie));
+	}
+	for (uint32_t id = 0; id < ex->blas.cap; id++) {
+		struct exec_blas *b = ex->blas.slot[id];
+		struct phos_image_blas ib = { .id = id };
+
+		if (!b)
+			continue;
+		ib.stream = b->stream;
+		ib.math_mode = b->math_mode;
+		ib.workspace = b->workspace;
+		ib.workspace_size = b->workspace_size;
+		TRY(phos_image_add_blas(img, &ib));
+	}
+	return 0;
+}
+
+int exec_image_dump(struct executor *ex, const char *dir, uint64_t *ret_bytes, char *err, size_t errlen)
+{
+	struct phos_image *img = phos_image_new();
+	struct dump_ctx c = { .img = img };
+	struct phos_reply_device info;
+	char path[4096];
+	int fd = -1, r;
+
+	if (!img)
+		return -ENOMEM;
+	snprintf(img->device, sizeof(img->device), "%s", ex->dev_ops->name);
+	if (ex->dev_ops->info(ex->dev, &info) == 0)
+		snprintf(img->gpu_name, sizeof(img->gpu_name), "%s", info.name);
+	img->arena_base = ex->arena_base;
+	img->arena_size = ex->arena_size;
+	img->created = (int64_t)time(NULL);
+	snprintf(img->criu_dir, sizeof(img->criu_dir), "cpu");
+
+	snprintf(path, sizeof(path), "%s/modules", dir);
+	if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+		r = -errno;
+		fail(err, errlen, "mkdir %s: %s", path, strerror(errno));
+		goto out;
+	}
+	r = phos_bufmap_foreach(ex->bufs, collect_buf, &c);
+	if (r == 0)
+		r = collect_objects(ex, dir, &c, err, errlen);
+	if (r < 0) {
+		if (!*err)
+			fail(err, errlen, "collecting the device state: %s", strerror(-r));
+		goto out;
+	}
+	img->data_bytes = c.off;
+
+	snprintf(path, sizeof(path), "%s/gpu.data", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || ftruncate(fd, (off_t)c.off) < 0) {
+		r = -errno;
+		fail(err, errlen, "creating %s: %s", path, strerror(errno));
+		goto out;
+	}
+	r = stage_dump(ex, fd, c.items, c.n, err, errlen);
+	if (r < 0)
+		goto out;
+	if (fsync(fd) < 0) {
+		r = -errno;
+		fail(err, errlen, "writing %s: %s", path, strerror(errno));
+		goto out;
+	}
+	/* Hashes back into the manifest: buffers first, then variables, in item order. */
+	for (uint32_t i = 0; i < img->nbufs; i++)
+		img->bufs[i].hash = c.items[i].hash;
+	for (uint32_t i = 0, k = img->nbufs; i < img->nvars; i++)
+		if (img->vars[i].size)
+			img->vars[i].hash = c.items[k++].hash;
+	r = phos_image_write_manifest(dir, img);
+	if (r < 0)
+		fail(err, errlen, "writing the manifest: %s", strerror(-r));
+	else
+		*ret_bytes = c.off;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(c.items);
+	phos_image_free(img);
+	return r;
+}
+
+int exec_serve_point(struct executor *ex)
+{
+	char err[512] = "", buf[64];
+	uint64_t bytes = 0;
+	double t0;
+	int r;
+
+	if (!ex->snapshot_dir)
+		return phos_channel_resume(ex->ch) < 0 ? -PHOS_CUDA_UNKNOWN : 0;
+	t0 = now_s();
+	r = ex->dev_ops->synchronize(ex->dev);
+	if (r < 0) {
+		fail(err, sizeof(err), "the device failed while draining (cuda error %d)", -r);
+	} else if (ex->pending_error) {
+		r = ex->pending_error;
+		fail(err, sizeof(err), "the function left an error of asynchronous work (cuda error %d)", -r);
+	} else {
+		r = exec_image_dump(ex, ex->snapshot_dir, &bytes, err, sizeof(err));
+	}
+	if (r < 0)
+		exec_control(ex, "error %s", err);
+	else
+		exec_control(ex, "dumped {\"gpu_dump_s\":%.6f,\"data_bytes\":%llu}", now_s() - t0,
+			     (unsigned long long)bytes);
+	/* The function stays parked in phos_channel_await while phos-fn dumps it;
+	 * phos-fn closes the control socket when it is done. */
+	while (read(ex->control_fd, buf, sizeof(buf)) > 0)
+		;
+	ex->goodbye = true;
+	return 0;
+}
+
+/* --- load --- */
+
+static int load_file(const char *path, uint64_t size, void **ret_data)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	uint8_t *data;
+	uint64_t got = 0;
+	int r = 0;
+
+	if (fd < 0)
+		return -errno;
+	data = malloc(size ? size : 1);
+	if (!data) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while (got < size) {
+		ssize_t n = read(fd, data + got, size - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r = n < 0 ? -errno : -ENODATA;
+			break;
+		}
+		got += (uint64_t)n;
+	}
+	close(fd);
+	if (r < 0) {
+		free(data);
+		return r;
+	}
+	*ret_data = data;
+	return 0;
+}
+
+static int load_objects(struct executor *ex, const char *dir, const struct phos_image *img, char *err,
+			size_t errlen)
+{
+	char path[4096], hash[33];
+	int r;
+
+	for (uint32_t i = 0; i < img->nmodules; i++) {
+		const struct phos_image_module *m = &img->modules[i];
+		void *data = NULL;
+
+		snprintf(path, sizeof(path), "%s/modules/%s.fatbin", dir, m->hash);
+		r = load_file(path, m->size, &data);
+		if (r < 0) {
+			fail(err, errlen, "reading %s: %s", path, strerror(-r));
+			return r;
+		}
+		phos_image_module_hash(data, m->size, hash);
+		if (strcmp(hash, m->hash) != 0) {
+			free(data);
+			fail(err, errlen, "%s does not match its hash", path);
+			return -EBADMSG;
+		}
+		r = exec_module_make(ex, m->id, data, m->size);
+		free(data);
+		if (r < 0) {
+			fail(err, errlen, "module %u could not be loaded (cuda error %d)", m->id, -r);
+			return -EIO;
+		}
+	}
+	for (uint32_t i = 0; i < img->nfuncs; i++) {
+		r = exec_func_make(ex, img->funcs[i].id, img->funcs[i].module, img->funcs[i].name);
+		if (r < 0) {
+			fail(err, errlen, "kernel %s could not be registered (cuda error %d)", img->funcs[i].name, -r);
+			return -EIO;
+		}
+	}
+	for (uint32_t i = 0; i < img->nvars; i++) {
+		const struct phos_image_var *v = &img->vars[i];
+		struct exec_var *ev;
+
+		r = exec_var_make(ex, v->id, v->module, v->name, v->size, v->constant);
+		ev = handle_get(&ex->vars, v->id);
+		if (r < 0 || !ev) {
+			fail(err, errlen, "variable %s could not be registered (cuda error %d)", v->name, -r);
+			return -EIO;
+		}
+		/* The function may hold the variable's address (cudaGetSymbolAddress). */
+		if (v->size && (ev->error || ev->addr != v->addr || ev->size != v->size)) {
+			fail(err, errlen, "variable %s is at %#llx+%llu here, not %#llx+%llu as in the snapshot",
+			     v->name, (unsigned long long)ev->addr, (unsigned long long)ev->size,
+			     (unsigned long long)v->addr, (unsigned long long)v->size);
+			return -EADDRNOTAVAIL;
+		}
+	}
+	for (uint32_t i = 0; i < img->nstreams; i++) {
+		r = exec_stream_make(ex, img->streams[i].id, img->streams[i].flags, img->streams[i].priority);
+		if (r < 0) {
+			fail(err, errlen, "stream %u could not be made (cuda error %d)", img->streams[i].id, -r);
+			return -EIO;
+		}
+	}
+	for (uint32_t i = 0; i < img->nevents; i++) {
+		r = exec_event_make(ex, img->events[i].id, img->events[i].flags);
+		if (r < 0) {
+			fail(err, errlen, "event %u could not be made (cuda error %d)", img->events[i].id, -r);
+			return -EIO;
+		}
+	}
+	for (uint32_t i = 0; i < img->nblas; i++) {
+		const struct phos_image_blas *b = &img->blas[i];
+		struct exec_blas *eb;
+		void *stream;
+
+		r = exec_blas_make(ex, b->id);
+		eb = handle_get(&ex->blas, b->id);
+		if (r == 0 && (r = exec_stream(ex, b->stream, &stream)) == 0 &&
+		    (r = ex->dev_ops->blas_set_stream(ex->dev, eb->dev_handle, stream)) == 0 &&
+		    (r = ex->dev_ops->blas_set_math(ex->dev, eb->dev_handle, b->math_mode)) == 0 &&
+		    (!b->workspace_size ||
+		     (r = ex->dev_ops->blas_set_workspace(ex->dev, eb->dev_handle, b->workspace, b->workspace_size)) ==
+			     0)) {
+			eb->stream = b->stream;
+			eb->math_mode = b->math_mode;
+			eb->workspace = b->workspace;
+			eb->workspace_size = b->workspace_size;
+			continue;
+		}
+		fail(err, errlen, "cuBLAS handle %u could not be made (cuda error %d)", b->id, -r);
+		return -EIO;
+	}
+	return 0;
+}
+
+int exec_image_load(struct executor *ex, const char *dir, const struct phos_image *img, char *err,
+		    size_t errlen)
+{
+	struct stage_item *items;
+	uint64_t free_b = 0, total_b = 0, next_id = 1;
+	size_t n = 0;
+	char path[4096];
+	int fd, r;
+
+	if (img->arena_base != ex->arena_base || img->arena_size != ex->arena_size) {
+		fail(err, errlen, "the snapshot's arena %#llx+%#llx differs from this executor's",
+		     (unsigned long long)img->arena_base, (unsigned long long)img->arena_size);
+		return -EINVAL;
+	}
+	if (ex->dev_ops->mem_info(ex->dev, &free_b, &total_b) == 0 && free_b < img->gpu_bytes) {
+		fail(err, errlen, "the GPU has %llu MiB free, the snapshot needs %llu MiB",
+		     (unsigned long long)(free_b >> 20), (unsigned long long)(img->gpu_bytes >> 20));
+		return -ENOSPC;
+	}
+	r = load_objects(ex, dir, img, err, errlen);
+	if (r < 0)
+		goto fail_scrub;
+	items = calloc(img->nbufs + img->nvars + 1, sizeof(*items));
+	if (!items) {
+		r = -ENOMEM;
+		fail(err, errlen, "out of memory");
+		goto fail_scrub;
+	}
+	for (uint32_t i = 0; i < img->nbufs; i++) {
+		const struct phos_image_buf *b = &img->bufs[i];
+
+		r = phos_bufmap_alloc_at(ex->bufs, b->addr, b->size, b->id);
+		if (r < 0) {
+			fail(err, errlen, "buffer %#llx+%llu cannot be placed (%s)", (unsigned long long)b->addr,
+			     (unsigned long long)b->size, strerror(-r));
+			goto fail_items;
+		}
+		if (b->id >= next_id)
+			next_id = b->id + 1;
+		items[n++] = (struct stage_item){ .dev = b->addr, .len = b->size, .off = b->offset, .hash = b->hash };
+	}
+	for (uint32_t i = 0; i < img->nvars; i++) {
+		const struct phos_image_var *v = &img->vars[i];
+
+		if (v->size)
+			items[n++] = (struct stage_item){ .dev = v->addr, .len = v->size, .off = v->offset,
+							  .hash = v->hash };
+	}
+	phos_bufmap_set_next_id(ex->bufs, next_id);
+	snprintf(path, sizeof(path), "%s/gpu.data", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		fail(err, errlen, "opening %s: %s", path, strerror(errno));
+		goto fail_items;
+	}
+	r = stage_load(ex, fd, items, n, err, errlen);
+	close(fd);
+	if (r < 0)
+		goto fail_items;
+	free(items);
+	return 0;
+
+fail_items:
+	free(items);
+fail_scrub:
+	exec_scrub(ex);
+	return r;
+}

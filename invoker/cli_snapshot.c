@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * phos-fn snapshot: run a function until phos_fn_serve and snapshot it there.
+ * phos-fn restore:  start it again from a snapshot and serve requests from
+ *                   stdin (one per line), as `phos-fn run` does.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "criu.h"
+#include "snapshotter.h"
+
+struct paths_buf {
+	char executor[PATH_MAX], preload[PATH_MAX], twins[PATH_MAX], criu[PATH_MAX];
+};
+
+static int resolve_paths(const char *device, struct paths_buf *b, struct phos_runtime_paths *p)
+{
+	char err[256];
+
+	memset(p, 0, sizeof(*p));
+	p->device = cli_resolve_device(device);
+	if (!p->device) {
+		fprintf(stderr, "phos-fn: unknown device '%s' (use auto, cuda or sim)\n", device);
+		return 2;
+	}
+	if (cli_find_executor(b->executor, sizeof(b->executor)) < 0) {
+		fprintf(stderr, "phos-fn: phos-executor not found (set PHOS_EXECUTOR)\n");
+		return 1;
+	}
+	if (cli_find_preload_dir(b->preload, sizeof(b->preload)) < 0) {
+		fprintf(stderr, "phos-fn: the preload libraries were not found (set PHOS_PRELOAD_DIR)\n");
+		return 1;
+	}
+	if (phos_criu_find(b->criu, sizeof(b->criu), err, sizeof(err)) < 0) {
+		fprintf(stderr, "phos-fn: %s\n", err);
+		return 1;
+	}
+	p->executor = b->executor;
+	p->preload_dir = b->preload;
+	p->criu = b->criu;
+	if (!strcmp(p->device, "sim") && cli_find_sim_twins(b->twins, sizeof(b->twins)) == 0)
+		p->sim_twins = b->twins;
+	return 0;
+}
+
+static FILE *open_stats(const char *path)
+{
+	FILE *f = path ? fopen(path, "we") : NULL;
+
+	if (path && !f)
+		fprintf(stderr, "phos-fn: cannot write %s: %s\n", path, strerror(errno));
+	return f;
+}
+
+int cli_snapshot(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "device", required_argument, NULL, 'd' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "stats", required_argument, NULL, 's' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *device = "auto", *out = NULL, *stats = NULL;
+	struct phos_runtime_paths paths;
+	struct phos_snapshot_stats st;
+	struct paths_buf pb;
+	unsigned timeout = 600;
+	char err[1024];
+	int c, r;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+ho:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': device = optarg; break;
+		case 'o': out = optarg; break;
+		case 's': stats = optarg; break;
+		case 't': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+
+			if (*end || v < 1 || v > 86400) {
+				fprintf(stderr, "phos-fn: --timeout takes 1..86400 seconds\n");
+				return 2;
+			}
+			timeout = (unsigned)v;
+			break;
+		}
+		case 'h':
+			printf("usage: phos-fn snapshot [--device auto|cuda|sim] [--stats FILE] [--timeout S] -o DIR -- PROGRAM [ARGS...]\n");
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	if (!out || optind >= argc) {
+		fprintf(stderr, "usage: phos-fn snapshot [--device auto|cuda|sim] [--stats FILE] [--timeout S] -o DIR -- PROGRAM [ARGS...]\n");
+		return 2;
+	}
+	r = resolve_paths(device, &pb, &paths);
+	if (r)
+		return r;
+	signal(SIGPIPE, SIG_IGN);
+	r = phos_snapshot_take(&paths, argv + optind, out, STDERR_FILENO, timeout, &st, err, sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "phos-fn: snapshot failed: %s\n", err);
+		return 1;
+	}
+	fprintf(stderr, "phos-fn: snapshot of %s in %s: %.1f MiB of GPU data, %.3f s (init %.3f s, GPU dump %.3f s, CPU dump %.3f s)\n",
+		argv[optind], out, (double)st.data_bytes / (1 << 20), st.total_s, st.init_s, st.gpu_dump_s,
+		st.cpu_dump_s);
+	FILE *f = open_stats(stats);
+
+	if (f) {
+		fprintf(f, "{\"total_s\":%.6f,\"init_s\":%.6f,\"gpu_dump_s\":%.6f,\"cpu_dump_s\":%.6f,"
+			   "\"commit_s\":%.6f,\"gpu_bytes\":%llu,\"data_bytes\":%llu}\n",
+			st.total_s, st.init_s, st.gpu_dump_s, st.cpu_dump_s, st.commit_s,
+			(unsigned long long)st.gpu_bytes, (unsigned long long)st.data_bytes);
+		fclose(f);
+	}
+	return 0;
+}
+
+int cli_restore(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "device", required_argument, NULL, 'd' },
+		{ "stats", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *device = "auto", *stats = NULL;
+	struct phos_runtime_paths paths;
+	struct phos_restore_stats st;
+	struct phos_instance inst;
+	struct paths_buf pb;
+	char err[1024];
+	int c, r;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': device = optarg; break;
+		case 's': stats = optarg; break;
+		case 'h': printf("usage: phos-fn restore [--device auto|cuda|sim] [--stats FILE] DIR\n"); return 0;
+		default: return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "usage: phos-fn restore [--device auto|cuda|sim] [--stats FILE] DIR\n");
+		return 2;
+	}
+	r = resolve_paths(device, &pb, &paths);
+	if (r)
+		return r;
+	signal(SIGPIPE, SIG_IGN);
+	r = phos_restore_start(&paths, argv[optind], STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, &inst, &st, err,
+			       sizeof(err));
+	if (r < 0) {
+		fprintf(stderr, "phos-fn: restore refused: %s\n", err);
+		return 1;
+	}
+	FILE *f = open_stats(stats);
+
+	if (f) {
+		fprintf(f, "{\"gpu_restore_s\":%.6f,\"cpu_restore_s\":%.6f,\"ready_s\":%.6f,\"gpu_bytes\":%llu}\n",
+			st.gpu_restore_s, st.cpu_restore_s, st.ready_s, (unsigned long long)st.gpu_bytes);
+		fclose(f);
+	}
+	/* The restored function has our stdin and stdout now. */
+	signal(SIGINT, SIG_IGN);
+	return phos_instance_wait(&inst);
+}

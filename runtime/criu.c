@@ -1,0 +1,655 @@
+/* SPDX-License-Identifier: MIT */
+#include "criu.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fault.h"
+
+extern char **environ;
+
+#define CRIU_MAX_EXT      64          /* --external unix[] / --inherit-fd entries */
+#define CRIU_MAX_SPAWN_FD 64
+#define CRIU_INHERIT_BASE 100         /* --inherit-fd fd[100 + i] in CRIU's process */
+#define CRIU_LOG_MAX      (16 << 20)  /* bytes of a CRIU log we read for reasons */
+#define SPAWN_STACK       (256 << 10)
+
+static void err_set(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void err_set(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static int wait_exit(pid_t pid, int *ret_status)
+{
+	int st;
+
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	*ret_status = st;
+	return 0;
+}
+
+static void status_str(int st, char *buf, size_t len)
+{
+	if (WIFEXITED(st))
+		snprintf(buf, len, "exit status %d", WEXITSTATUS(st));
+	else if (WIFSIGNALED(st))
+		snprintf(buf, len, "killed by signal %d", WTERMSIG(st));
+	else
+		snprintf(buf, len, "wait status %#x", st);
+}
+
+/* In a child after fork/clone, before exec: async-signal-safe calls only.
+ * Every signal back to its default and none blocked, so that neither the
+ * function nor CRIU inherits an ignored SIGPIPE or a blocked SIGCHLD. */
+static void child_reset_signals(void)
+{
+	struct sigaction sa = { .sa_handler = SIG_DFL };
+	sigset_t none;
+
+	for (int s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			sigaction(s, &sa, NULL);   /* fails harmlessly for glibc's reserved ones */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/* In a child: puts from[i] at to[i] (overlaps allowed) and keep (if >= 0) at
+ * some high number, closes every other descriptor. Returns keep's new number
+ * (0 without keep), or -1. Async-signal-safe. */
+static int child_place_fds(const int *from, const int *to, int *tmp, unsigned n, int keep)
+{
+	int top = keep, maxto = -1, kept = -1;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (from[i] > top)
+			top = from[i];
+		if (to[i] > top)
+			top = to[i];
+		if (to[i] > maxto)
+			maxto = to[i];
+	}
+	/* 1. everything up above any number involved, so that no dup2 below
+	 *    overwrites a source that is still needed */
+	for (unsigned i = 0; i < n; i++)
+		if ((tmp[i] = fcntl(from[i], F_DUPFD, top + 1)) < 0)
+			return -1;
+	if (keep >= 0 && (kept = fcntl(keep, F_DUPFD_CLOEXEC, top + 1)) < 0)
+		return -1;
+	/* 2. the targets (dup2 clears close-on-exec) */
+	for (unsigned i = 0; i < n; i++)
+		if (dup2(tmp[i], to[i]) < 0)
+			return -1;
+	/* 3. all the rest */
+	for (int fd = 0; fd <= maxto; fd++) {
+		bool target = false;
+
+		for (unsigned i = 0; i < n; i++)
+			target |= to[i] == fd;
+		if (!target)
+			close(fd);
+	}
+	if (kept >= 0) {
+		if (kept > maxto + 1)
+			close_range((unsigned)maxto + 1, (unsigned)kept - 1, 0);
+		close_range((unsigned)kept + 1, ~0u, 0);
+	} else {
+		close_range((unsigned)maxto + 1, ~0u, 0);
+	}
+	return keep >= 0 ? kept : 0;
+}
+
+/* Runs CRIU: argv with fds placed per from/to, stdin and stdout on /dev/null
+ * (or stdout on out_fd), stderr on err_fd; waits for it. Returns 0 and the
+ * wait status, or -errno when it could not be run. */
+static int criu_run(char *const argv[], const int *from, const int *to, unsigned n, int out_fd, int err_fd,
+		    int *ret_status)
+{
+	int f[CRIU_MAX_EXT + 3], t[CRIU_MAX_EXT + 3], tmp[CRIU_MAX_EXT + 3];
+	int null_fd, r;
+	pid_t pid;
+
+	if (n > CRIU_MAX_EXT)
+		return -E2BIG;
+	null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null_fd < 0)
+		return -errno;
+	f[0] = null_fd, t[0] = 0;
+	f[1] = out_fd >= 0 ? out_fd : null_fd, t[1] = 1;
+	f[2] = err_fd >= 0 ? err_fd : null_fd, t[2] = 2;
+	for (unsigned i = 0; i < n; i++)
+		f[3 + i] = from[i], t[3 + i] = to[i];
+
+	pid = fork();
+	if (pid < 0) {
+		r = -errno;
+		close(null_fd);
+		return r;
+	}
+	if (pid == 0) {
+		child_reset_signals();
+		if (child_place_fds(f, t, tmp, n + 3, -1) < 0)
+			_exit(126);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(null_fd);
+	r = wait_exit(pid, ret_status);
+	if (r == 0 && WIFEXITED(*ret_status) && WEXITSTATUS(*ret_status) == 127)
+		return -ENOEXEC;
+	return r;
+}
+
+/* ---- finding CRIU ---- */
+
+static bool is_executable(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+/* Runs `criu --version`; 0 when it says 4.1 or newer. */
+static int check_version(const char *criu, char *err, size_t errlen)
+{
+	char *argv[] = { (char *)criu, "--version", NULL };
+	char out[512] = "";
+	int fd, st, major = 0, minor = 0, r;
+	const char *v;
+	ssize_t len;
+
+	fd = memfd_create("criu-version", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	r = criu_run(argv, NULL, NULL, 0, fd, fd, &st);
+	if (r < 0) {
+		err_set(err, errlen, "%s: cannot run: %s", criu, strerror(-r));
+		goto out;
+	}
+	len = pread(fd, out, sizeof(out) - 1, 0);
+	out[len > 0 ? len : 0] = '\0';
+	v = strstr(out, "Version:");
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !v || sscanf(v, "Version: %d.%d", &major, &minor) != 2) {
+		err_set(err, errlen, "%s --version: no \"Version: X.Y\" in its output", criu);
+		r = -ENOENT;
+	} else if (major < 4 || (major == 4 && minor < 1)) {
+		err_set(err, errlen, "%s is CRIU %d.%d; phos-fn needs 4.1 or newer", criu, major, minor);
+		r = -ENOENT;
+	}
+out:
+	close(fd);
+	return r;
+}
+
+static int found(char *buf, size_t len, const char *path, char *err, size_t errlen)
+{
+	int r = check_version(path, err, errlen);
+
+	if (r < 0)
+		return r;
+	if (strlen(path) >= len) {
+		err_set(err, errlen, "path of CRIU too long: %s", path);
+		return -ENAMETOOLONG;
+	}
+	strcpy(buf, path);
+	return 0;
+}
+
+int phos_criu_find(char *buf, size_t len, char *err, size_t errlen)
+{
+	const char *env = getenv("PHOS_CRIU"), *path = getenv("PATH");
+	char cand[PATH_MAX + 16], exe[PATH_MAX];
+	ssize_t n;
+
+	err_set(err, errlen, "%s", "");
+	if (env && *env) {
+		if (!is_executable(env)) {
+			err_set(err, errlen, "PHOS_CRIU=%s is not an executable file", env);
+			return -ENOENT;
+		}
+		return found(buf, len, env, err, errlen);   /* asked for: no fallback */
+	}
+
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		char *slash;
+
+		exe[n] = '\0';
+		slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(cand, sizeof(cand), "%s/../criu/criu", exe);
+			if (is_executable(cand) && found(buf, len, cand, err, errlen) == 0)
+				return 0;
+		}
+	}
+
+	for (const char *p = path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"; *p;) {
+		size_t dl = strcspn(p, ":");
+
+		if (dl && dl < PATH_MAX) {
+			snprintf(cand, sizeof(cand), "%.*s/criu", (int)dl, p);
+			if (is_executable(cand)) {
+				char why[256];
+
+				if (found(buf, len, cand, why, sizeof(why)) == 0)
+					return 0;
+				err_set(err, errlen, "%s", why);   /* remember the reason, keep looking */
+			}
+		}
+		p += dl + (p[dl] == ':');
+	}
+	if (!err || !*err)
+		err_set(err, errlen, "CRIU >= 4.1 not found: set PHOS_CRIU, run tools/setup (it makes "
+			"<builddir>/criu/criu), or install criu");
+	return -ENOENT;
+}
+
+/* ---- spawning the function as a pid namespace init ---- */
+
+struct spawn_args {
+	char *const *argv;
+	char *const *envp;
+	const int *from, *to;
+	int *tmp;
+	unsigned n;
+	int err_fd;   /* close-on-exec pipe: errno on failure, EOF on exec */
+};
+
+static int spawn_child(void *arg)
+{
+	struct spawn_args *a = arg;
+	int e, efd;
+
+	child_reset_signals();
+	efd = child_place_fds(a->from, a->to, a->tmp, a->n, a->err_fd);
+	if (efd < 0) {
+		e = errno;
+		(void)!write(a->err_fd, &e, sizeof(e));
+		_exit(126);
+	}
+	/* a fresh session: CRIU's --shell-job restores it as is; no parent-death
+	 * signal (CRIU warns about one and the restored root would be killed) */
+	if (setsid() < 0)
+		goto fail;
+	execvpe(a->argv[0], a->argv, a->envp);
+fail:
+	e = errno;
+	(void)!write(efd, &e, sizeof(e));
+	_exit(127);
+}
+
+int phos_criu_spawn(char *const argv[], char *const envp[], const struct phos_fd_map *fds, unsigned nfds,
+		    pid_t *ret_pid)
+{
+	int from[CRIU_MAX_SPAWN_FD], to[CRIU_MAX_SPAWN_FD], tmp[CRIU_MAX_SPAWN_FD], pfd[2], e = 0, st, r;
+	struct spawn_args a;
+	void *stack;
+	ssize_t got;
+	pid_t pid;
+
+	if (!argv || !argv[0] || (nfds && !fds) || !ret_pid)
+		return -EINVAL;
+	if (nfds > CRIU_MAX_SPAWN_FD)
+		return -E2BIG;
+	for (unsigned i = 0; i < nfds; i++) {
+		if (fds[i].from < 0 || fds[i].to < 0 || fds[i].to >= 1024)
+			return -EINVAL;
+		for (unsigned j = 0; j < i; j++)
+			if (fds[j].to == fds[i].to)
+				return -EINVAL;   /* two descriptors for one number */
+		from[i] = fds[i].from, to[i] = fds[i].to;
+	}
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return -errno;
+	a = (struct spawn_args){ argv, envp ? envp : environ, from, to, tmp, nfds, pfd[1] };
+
+	stack = mmap(NULL, SPAWN_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED) {
+		r = -errno;
+		goto out_pipe;
+	}
+	/* like fork (own copy of memory, SIGCHLD to us), but the child is pid 1
+	 * of a new pid namespace; our pid for it is the host pid */
+	pid = clone(spawn_child, (char *)stack + SPAWN_STACK, CLONE_NEWPID | SIGCHLD, &a);
+	r = pid < 0 ? -errno : 0;
+	munmap(stack, SPAWN_STACK);   /* our copy; the child has its own */
+	if (r < 0)
+		goto out_pipe;
+	close(pfd[1]);
+	pfd[1] = -1;
+	do
+		got = read(pfd[0], &e, sizeof(e));
+	while (got < 0 && errno == EINTR);
+	if (got == sizeof(e)) {   /* setup or exec failed: reap it */
+		wait_exit(pid, &st);
+		r = -(e ? e : EIO);
+		goto out_pipe;
+	}
+	*ret_pid = pid;
+out_pipe:
+	close(pfd[0]);
+	if (pfd[1] >= 0)
+		close(pfd[1]);
+	return r;
+}
+
+/* ---- CRIU's reasons ---- */
+
+struct reason {
+	char *err;
+	size_t len, used;
+	unsigned n;            /* specific Error lines put in err */
+	char generic[128];     /* the first "Dumping FAILED."-style line */
+};
+
+static void reason_add(struct reason *rs, const char *text)
+{
+	if (rs->used >= rs->len)
+		return;
+	rs->used += (size_t)snprintf(rs->err + rs->used, rs->len - rs->used, "%s%s", rs->n++ ? "; " : ": ", text);
+}
+
+/* Takes the "Error" lines of a CRIU log or of its stderr. The harmless
+ * RLIMIT_NOFILE one is skipped; the closing "Dumping FAILED." /
+ * "Restoring FAILED." says nothing new and is kept only for want of others. */
+static void reason_scan(struct reason *rs, FILE *f)
+{
+	char *line = NULL;
+	size_t cap = 0, total = 0;
+	ssize_t n;
+
+	while (rs->used < rs->len && total < CRIU_LOG_MAX && (n = getline(&line, &cap, f)) > 0) {
+		char *e = strstr(line, "Error");
+
+		total += (size_t)n;
+		if (!e || strstr(e, "RLIMIT_NOFILE"))
+			continue;
+		/* "(00.001) Error (criu/x.c:12): reason" -> "Error (criu/x.c:12): reason" */
+		e[strcspn(e, "\n")] = '\0';
+		if (strstr(e, " FAILED.")) {
+			if (!rs->generic[0])
+				snprintf(rs->generic, sizeof(rs->generic), "%s", e);
+			continue;
+		}
+		reason_add(rs, e);
+	}
+	free(line);
+}
+
+/* Puts into err "<what> failed (<status>): <CRIU's Error lines>", taken from
+ * its log (log in log_dirfd), else from its stderr (the memfd err_fd). */
+static void criu_reason(const char *what, int log_dirfd, const char *log, int err_fd, int st, char *err,
+			size_t errlen)
+{
+	struct reason rs = { .err = err, .len = errlen };
+	char stat_buf[64];
+	FILE *f;
+	int fd;
+
+	if (!err || !errlen)
+		return;
+	status_str(st, stat_buf, sizeof(stat_buf));
+	rs.used = (size_t)snprintf(err, errlen, "%s failed (%s)", what, stat_buf);
+
+	fd = openat(log_dirfd, log, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if ((f = fdopen(fd, "r"))) {
+			reason_scan(&rs, f);
+			fclose(f);
+		} else {
+			close(fd);
+		}
+	}
+	/* CRIU writes to stderr what happens before its log is open */
+	if (!rs.n && err_fd >= 0 && lseek(err_fd, 0, SEEK_SET) == 0 && (fd = dup(err_fd)) >= 0) {
+		if ((f = fdopen(fd, "r"))) {
+			reason_scan(&rs, f);
+			fclose(f);
+		} else {
+			close(fd);
+		}
+	}
+	if (!rs.n && rs.generic[0])
+		reason_add(&rs, rs.generic);
+	if (!rs.n)
+		reason_add(&rs, "no error in CRIU's log or output");
+}
+
+/* ---- dump ---- */
+
+int phos_criu_dump(const char *criu, pid_t pid, const char *dir, const uint64_t *ext_unix, unsigned next,
+		   char *err, size_t errlen)
+{
+	char pid_s[16], ext_s[CRIU_MAX_EXT][40];
+	char *argv[16 + 2 * CRIU_MAX_EXT];
+	int argc = 0, err_fd, dir_fd, st, r;
+
+	if (!criu || !dir || (next && !ext_unix) || pid <= 0)
+		return -EINVAL;
+	if (next > CRIU_MAX_EXT)
+		return -E2BIG;
+	if (phos_fault("criu_dump")) {
+		err_set(err, errlen, "injected fault: criu_dump");
+		return -EIO;
+	}
+	dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir_fd < 0) {
+		r = -errno;
+		err_set(err, errlen, "criu dump: %s: %s", dir, strerror(-r));
+		return r;
+	}
+
+	snprintf(pid_s, sizeof(pid_s), "%d", (int)pid);
+	argv[argc++] = (char *)criu;
+	argv[argc++] = "dump";
+	argv[argc++] = "-t";
+	argv[argc++] = pid_s;
+	argv[argc++] = "-D";
+	argv[argc++] = (char *)dir;
+	argv[argc++] = "--shell-job";
+	argv[argc++] = "--ext-unix-sk";
+	for (unsigned i = 0; i < next; i++) {
+		snprintf(ext_s[i], sizeof(ext_s[i]), "unix[%llu]", (unsigned long long)ext_unix[i]);
+		argv[argc++] = "--external";
+		argv[argc++] = ext_s[i];
+	}
+	argv[argc++] = "-o";
+	argv[argc++] = "dump.log";   /* relative: in dir */
+	argv[argc++] = "-v4";
+	argv[argc] = NULL;
+
+	err_fd = memfd_create("criu-stderr", MFD_CLOEXEC);
+	if (err_fd < 0) {
+		r = -errno;
+		goto out;
+	}
+	r = criu_run(argv, NULL, NULL, 0, -1, err_fd, &st);
+	if (r < 0) {
+		err_set(err, errlen, "criu dump: cannot run %s: %s", criu, strerror(-r));
+		goto out;
+	}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		criu_reason("criu dump", dir_fd, "dump.log", err_fd, st, err, errlen);
+		r = kill(pid, 0) < 0 && errno == ESRCH ? -ESRCH : -EIO;
+		goto out;
+	}
+	/* CRIU killed it; when it is our child (phos_criu_spawn), reap it too */
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	r = 0;
+out:
+	if (err_fd >= 0)
+		close(err_fd);
+	close(dir_fd);
+	return r;
+}
+
+/* ---- restore ---- */
+
+/* Empties and removes a flat directory we made. */
+static void remove_tmp_dir(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+
+	if (d) {
+		while ((de = readdir(d)))
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+				unlinkat(dirfd(d), de->d_name, 0);
+		closedir(d);
+	}
+	rmdir(path);
+}
+
+static int read_pid_file(int dir_fd, const char *name, pid_t *ret_pid)
+{
+	char buf[32];
+	ssize_t n;
+	long v;
+	int fd;
+
+	fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	v = strtol(buf, NULL, 10);
+	if (v <= 0 || v > INT_MAX)
+		return -EIO;
+	*ret_pid = (pid_t)v;
+	return 0;
+}
+
+int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_inherit *inh, unsigned ninh,
+		      pid_t *ret_pid, char *err, size_t errlen)
+{
+	char work[PATH_MAX], pidfile[PATH_MAX + 8], inh_s[CRIU_MAX_EXT][80];
+	int from[CRIU_MAX_EXT], to[CRIU_MAX_EXT];
+	char *argv[20 + 2 * CRIU_MAX_EXT];
+	const char *tmp = getenv("TMPDIR");
+	int argc = 0, err_fd = -1, work_fd = -1, st, r;
+	pid_t pid = 0;
+
+	if (!criu || !dir || (ninh && !inh) || !ret_pid)
+		return -EINVAL;
+	if (ninh > CRIU_MAX_EXT)
+		return -E2BIG;
+	for (unsigned i = 0; i < ninh; i++)
+		if (inh[i].fd < 0 || !inh[i].key || !*inh[i].key || strchr(inh[i].key, ','))
+			return -EINVAL;
+	if (phos_fault("criu_restore")) {
+		err_set(err, errlen, "injected fault: criu_restore");
+		return -EIO;
+	}
+
+	/* a private work dir for the log and pid file: the image dir is only
+	 * read, so that concurrent restores of one image never collide */
+	snprintf(work, sizeof(work), "%s/phos-criu-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(work)) {
+		r = -errno;
+		err_set(err, errlen, "criu restore: mkdtemp %s: %s", work, strerror(-r));
+		return r;
+	}
+	snprintf(pidfile, sizeof(pidfile), "%s/pid", work);
+	work_fd = open(work, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	err_fd = memfd_create("criu-stderr", MFD_CLOEXEC);
+	if (work_fd < 0 || err_fd < 0) {
+		r = -errno;
+		goto out;
+	}
+
+	argv[argc++] = (char *)criu;
+	argv[argc++] = "restore";
+	argv[argc++] = "-D";
+	argv[argc++] = (char *)dir;
+	argv[argc++] = "--work-dir";
+	argv[argc++] = work;
+	argv[argc++] = "--shell-job";
+	argv[argc++] = "-d";
+	argv[argc++] = "--pidfile";
+	argv[argc++] = pidfile;
+	for (unsigned i = 0; i < ninh; i++) {
+		from[i] = inh[i].fd;
+		to[i] = CRIU_INHERIT_BASE + (int)i;
+		snprintf(inh_s[i], sizeof(inh_s[i]), "fd[%d]:%s", to[i], inh[i].key);
+		argv[argc++] = "--inherit-fd";
+		argv[argc++] = inh_s[i];
+	}
+	argv[argc++] = "-o";
+	argv[argc++] = "restore.log";   /* relative: in the work dir */
+	argv[argc++] = "-v4";
+	argv[argc] = NULL;
+
+	r = criu_run(argv, from, to, ninh, -1, err_fd, &st);
+	if (r < 0) {
+		err_set(err, errlen, "criu restore: cannot run %s: %s", criu, strerror(-r));
+		goto out;
+	}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		criu_reason("criu restore", work_fd, "restore.log", err_fd, st, err, errlen);
+		r = -EIO;
+		goto out;
+	}
+	r = read_pid_file(work_fd, "pid", &pid);
+	if (r < 0) {
+		err_set(err, errlen, "criu restore: no pid in %s", pidfile);
+		goto out;
+	}
+	*ret_pid = pid;
+out:
+	if (err_fd >= 0)
+		close(err_fd);
+	if (work_fd >= 0)
+		close(work_fd);
+	remove_tmp_dir(work);
+	return r;
+}
+
+/* ---- keys ---- */
+
+int phos_criu_fd_key(pid_t pid, int fd, char *buf, size_t len)
+{
+	char link[64], target[PATH_MAX];
+	ssize_t n;
+
+	if (!buf || !len || fd < 0)
+		return -EINVAL;
+	if (pid > 0)
+		snprintf(link, sizeof(link), "/proc/%d/fd/%d", (int)pid, fd);
+	else
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, target, sizeof(target));
+	if (n < 0)
+		return -errno;
+	if ((size_t)n >= len || n == sizeof(target))
+		return -ENAMETOOLONG;
+	memcpy(buf, target, (size_t)n);
+	buf[n] = '\0';
+	return 0;
+}

@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The rules every image obeys, checked on the struct (image_internal.h): the
+ * reader checks what it parsed, the writer refuses to write what a reader
+ * would refuse. Limits, ranges (every integer fits JSON's int64), buffers
+ * sorted, disjoint and inside the arena, gpu.data ranges aligned, disjoint and
+ * inside data_bytes, gpu_bytes the sum of the buffer sizes, ids unique, and
+ * kernels, variables and prefetch entries referring to what exists.
+ */
+#include "image.h"
+#include "image_internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define JSON_MAX ((uint64_t)INT64_MAX)
+
+__attribute__((format(printf, 4, 5)))
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+int phos_image_buf_cmp(const void *a, const void *b)
+{
+	const struct phos_image_buf *x = a, *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* A range [offset, offset + size) of gpu.data and what it holds. */
+struct data_extent {
+	uint64_t offset, size, id;
+	const char *kind;
+};
+
+static int extent_cmp(const void *a, const void *b)
+{
+	const struct data_extent *x = a, *y = b;
+
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static bool is_hex32(const char *s)
+{
+	for (int i = 0; i < 32; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return s[32] == '\0';
+}
+
+/* Checks a gpu.data range: aligned, inside data_bytes. */
+static int check_extent(const struct phos_image *img, const char *kind, uint64_t id, uint64_t offset,
+			uint64_t size, char *err, size_t errlen)
+{
+	if (size == 0 || size > JSON_MAX)
+		return fail(err, errlen, -EINVAL, "%s %llu: size %llu out of range", kind,
+			    (unsigned long long)id, (unsigned long long)size);
+	if (offset % PHOS_IMAGE_ALIGN)
+		return fail(err, errlen, -EINVAL, "%s %llu: offset %llu in gpu.data is not %u-aligned",
+			    kind, (unsigned long long)id, (unsigned long long)offset, PHOS_IMAGE_ALIGN);
+	if (offset > img->data_bytes || size > img->data_bytes - offset)
+		return fail(err, errlen, -EINVAL,
+			    "%s %llu: [%llu, +%llu) lies beyond gpu.data (data_bytes %llu)", kind,
+			    (unsigned long long)id, (unsigned long long)offset,
+			    (unsigned long long)size, (unsigned long long)img->data_bytes);
+	return 0;
+}
+
+static int validate_bufs(const struct phos_image *img, uint64_t *ids, char *err, size_t errlen)
+{
+	uint64_t arena_end = img->arena_base + img->arena_size, sum = 0;
+	int r;
+
+	for (uint32_t i = 0; i < img->nbufs; i++) {
+		const struct phos_image_buf *b = &img->bufs[i];
+
+		r = check_extent(img, "buffer", b->id, b->offset, b->size, err, errlen);
+		if (r < 0)
+			return r;
+		if (b->id > JSON_MAX || b->addr < img->arena_base || b->addr > arena_end ||
+		    b->size > arena_end - b->addr)
+			return fail(err, errlen, -EINVAL,
+				    "buffer %llu: [0x%llx, +%llu) lies outside the arena [0x%llx, +%llu)",
+				    (unsigned long long)b->id, (unsigned long long)b->addr,
+				    (unsigned long long)b->size, (unsigned long long)img->arena_base,
+				    (unsigned long long)img->arena_size);
+		if (i && b->addr < img->bufs[i - 1].addr)
+			return fail(err, errlen, -EINVAL, "buffers are not sorted by address");
+		if (i && b->addr < img->bufs[i - 1].addr + img->bufs[i - 1].size)
+			return fail(err, errlen, -EINVAL, "buffer %llu at 0x%llx overlaps buffer %llu",
+				    (unsigned long long)b->id, (unsigned long long)b->addr,
+				    (unsigned long long)img->bufs[i - 1].id);
+		sum += b->size; /* no overflow: the buffers are disjoint inside the arena */
+		ids[i] = b->id;
+	}
+	if (sum != img->gpu_bytes)
+		return fail(err, errlen, -EINVAL, "gpu_bytes is %llu, the buffers hold %llu",
+			    (unsigned long long)img->gpu_bytes, (unsigned long long)sum);
+	qsort(ids, img->nbufs, sizeof(*ids), u64_cmp);
+	for (uint32_t i = 1; i < img->nbufs; i++)
+		if (ids[i] == ids[i - 1])
+			return fail(err, errlen, -EINVAL, "buffer id %llu appears twice",
+				    (unsigned long long)ids[i]);
+	return 0;
+}
+
+/* Every prefetch entry names a buffer, once. */
+static int validate_prefetch(const struct phos_image *img, const uint64_t *ids, char *err,
+			     size_t errlen)
+{
+	uint8_t *seen = calloc(img->nbufs ? img->nbufs : 1, 1);
+	int r = 0;
+
+	if (!seen)
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < img->nprefetch && r == 0; i++) {
+		const uint64_t *p = bsearch(&img->prefetch[i], ids, img->nbufs, sizeof(*ids), u64_cmp);
+
+		if (!p)
+			r = fail(err, errlen, -EINVAL, "prefetch[%u]: no buffer %llu", i,
+				 (unsigned long long)img->prefetch[i]);
+		else if (seen[p - ids]++)
+			r = fail(err, errlen, -EINVAL, "prefetch[%u]: buffer %llu listed twice", i,
+				 (unsigned long long)img->prefetch[i]);
+	}
+	free(seen);
+	return r;
+}
+
+static int validate_modules(const struct phos_image *img, uint64_t *mids, char *err, size_t errlen)
+{
+	for (uint32_t i = 0; i < img->nmodules; i++) {
+		const struct phos_image_module *m = &img->modules[i];
+
+		if (!is_hex32(m->hash))
+			return fail(err, errlen, -EINVAL, "module %u: hash is not 32 lowercase hex digits",
+				    m->id);
+		if (m->size == 0 || m->size > JSON_MAX)
+			return fail(err, errlen, -EINVAL, "module %u: size %llu out of range", m->id,
+				    (unsigned long long)m->size);
+		mids[i] = m->id;
+	}
+	qsort(mids, img->nmodules, sizeof(*mids), u64_cmp);
+	for (uint32_t i = 1; i < img->nmodules; i++)
+		if (mids[i] == mids[i - 1])
+			return fail(err, errlen, -EINVAL, "module id %llu appears twice",
+				    (unsigned long long)mids[i]);
+	return 0;
+}
+
+static bool module_known(const uint64_t *mids, uint32_t n, uint32_t id)
+{
+	uint64_t key = id;
+
+	return bsearch(&key, mids, n, sizeof(*mids), u64_cmp) != NULL;
+}
+
+static int validate_code(const struct phos_image *img, const uint64_t *mids, char *err,
+			 size_t errlen)
+{
+	int r;
+
+	for (uint32_t i = 0; i < img->nfuncs; i++) {
+		const struct phos_image_func *f = &img->funcs[i];
+
+		if (!f->name || strnlen(f->name, PHOS_IMAGE_MAX_NAME + 1) > PHOS_IMAGE_MAX_NAME)
+			return fail(err, errlen, -EINVAL, "kernel %u: no name or one too long", f->id);
+		if (!module_known(mids, img->nmodules, f->module))
+			return fail(err, errlen, -EINVAL, "kernel %u: no module %u", f->id, f->module);
+	}
+	for (uint32_t i = 0; i < img->nvars; i++) {
+		const struct phos_image_var *v = &img->vars[i];
+
+		if (!v->name || strnlen(v->name, PHOS_IMAGE_MAX_NAME + 1) > PHOS_IMAGE_MAX_NAME)
+			return fail(err, errlen, -EINVAL, "variable %u: no name or one too long", v->id);
+		if (!module_known(mids, img->nmodules, v->module))
+			return fail(err, errlen, -EINVAL, "variable %u: no module %u", v->id, v->module);
+		if (v->addr > JSON_MAX || v->size > JSON_MAX - v->addr)
+			return fail(err, errlen, -EINVAL, "variable %u: address out of range", v->id);
+		if (v->size == 0)
+			continue; /* registered but never resolved: no contents */
+		r = check_extent(img, "variable", v->id, v->offset, v->size, err, errlen);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Buffers and variables do not share bytes of gpu.data. */
+static int validate_extents(const struct phos_image *img, char *err, size_t errlen)
+{
+	size_t n = (size_t)img->nbufs + img->nvars, k = 0;
+	struct data_extent *e;
+	int r = 0;
+
+	if (n < 2)
+		return 0;
+	e = malloc(n * sizeof(*e));
+	if (!e)
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < img->nbufs; i++)
+		e[k++] = (struct data_extent){ img->bufs[i].offset, img->bufs[i].size,
+					       img->bufs[i].id, "buffer" };
+	for (uint32_t i = 0; i < img->nvars; i++)
+		if (img->vars[i].size)
+			e[k++] = (struct data_extent){ img->vars[i].offset, img->vars[i].size,
+						       img->vars[i].id, "variable" };
+	n = k;
+	qsort(e, n, sizeof(*e), extent_cmp);
+	for (size_t i = 1; i < n && r == 0; i++)
+		if (e[i].offset < e[i - 1].offset + e[i - 1].size)
+			r = fail(err, errlen, -EINVAL, "%s %llu overlaps %s %llu in gpu.data",
+				 e[i].kind, (unsigned long long)e[i].id, e[i - 1].kind,
+				 (unsigned long long)e[i - 1].id);
+	free(e);
+	return r;
+}
+
+static bool fits(const char *s, size_t cap)
+{
+	return memchr(s, '\0', cap) != NULL;
+}
+
+static int validate_misc(const struct phos_image *img, char *err, size_t errlen)
+{
+	if (!fits(img->function, sizeof(img->function)) || !fits(img->device, sizeof(img->device)) ||
+	    !fits(img->gpu_name, sizeof(img->gpu_name)))
+		return fail(err, errlen, -EINVAL, "function, device or gpu_name is not terminated");
+	if (img->arena_base > JSON_MAX || img->arena_size > JSON_MAX - img->arena_base ||
+	    img->gpu_bytes > JSON_MAX || img->data_bytes > JSON_MAX)
+		return fail(err, errlen, -EINVAL, "arena, gpu_bytes or data_bytes out of range");
+	if (img->nprefetch > PHOS_IMAGE_MAX_BUFS)
+		return fail(err, errlen, -E2BIG, "prefetch: more than %u entries", PHOS_IMAGE_MAX_BUFS);
+	if (!fits(img->criu_dir, sizeof(img->criu_dir)) || !img->criu_dir[0] ||
+	    strchr(img->criu_dir, '/') || !strcmp(img->criu_dir, ".") || !strcmp(img->criu_dir, ".."))
+		return fail(err, errlen, -EINVAL, "cpu.dir must name one directory inside the snapshot");
+	if (img->nfds > sizeof(img->fds) / sizeof(img->fds[0]))
+		return fail(err, errlen, -E2BIG, "cpu.fds: more than %zu entries",
+			    sizeof(img->fds) / sizeof(img->fds[0]));
+	for (uint32_t i = 0; i < img->nfds; i++)
+		if (img->fds[i].fd < 0 || !fits(img->fds[i].key, sizeof(img->fds[i].key)) ||
+		    !img->fds[i].key[0])
+			return fail(err, errlen, -EINVAL, "cpu.fds[%u]: bad descriptor or key", i);
+	for (uint32_t i = 0; i < img->nblas; i++)
+		if (img->blas[i].workspace > JSON_MAX || img->blas[i].workspace_size > JSON_MAX)
+			return fail(err, errlen, -EINVAL, "cublas %u: workspace out of range",
+				    img->blas[i].id);
+	return 0;
+}
+
+int phos_image_validate(const struct phos_image *img, char *err, size_t errlen)
+{
+	uint64_t *ids = NULL, *mids = NULL;
+	int r;
+
+	if (img->nbufs > PHOS_IMAGE_MAX_BUFS || img->nmodules > PHOS_IMAGE_MAX_OBJECTS ||
+	    img->nfuncs > PHOS_IMAGE_MAX_OBJECTS || img->nvars > PHOS_IMAGE_MAX_OBJECTS ||
+	    img->nstreams > PHOS_IMAGE_MAX_OBJECTS || img->nevents > PHOS_IMAGE_MAX_OBJECTS ||
+	    img->nblas > PHOS_IMAGE_MAX_OBJECTS)
+		return fail(err, errlen, -E2BIG, "more entries than the limits allow");
+	r = validate_misc(img, err, errlen);
+	if (r < 0)
+		return r;
+	ids = malloc(((size_t)img->nbufs + 1) * sizeof(*ids));
+	mids = malloc(((size_t)img->nmodules + 1) * sizeof(*mids));
+	if (!ids || !mids) {
+		r = fail(err, errlen, -ENOMEM, "out of memory");
+		goto out;
+	}
+	r = validate_bufs(img, ids, err, errlen);
+	if (r == 0)
+		r = validate_prefetch(img, ids, err, errlen);
+	if (r == 0)
+		r = validate_modules(img, mids, err, errlen);
+	if (r == 0)
+		r = validate_code(img, mids, err, errlen);
+	if (r == 0)
+		r = validate_extents(img, err, errlen);
+out:
+	free(ids);
+	free(mids);
+	return r;
+}
+

@@ -1,0 +1,559 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reading and validating a snapshot image (see image.h).
+ *
+ *   manifest.json ─(size limit)─▶ jansson ─▶ typed, ranged fields ─▶ struct phos_image
+ *     ─▶ phos_image_validate (image_check.c: limits, overlaps, references)
+ *     ─▶ file checks (gpu.data size, module files, CPU image directory)
+ *
+ * Errors: syntax, missing fields and wrong types give -EBADMSG; values out of
+ * range or inconsistent -EINVAL; more entries than PHOS_IMAGE_MAX_* or a
+ * manifest over PHOS_IMAGE_MAX_MANIFEST -E2BIG; a newer major
+ * -EPROTONOSUPPORT; a missing file -ENOENT; a truncated gpu.data or a module
+ * file of the wrong size -EBADMSG. Unknown fields are ignored (minor versions
+ * may add some). Checksums of the contents are not verified here: that happens
+ * chunk by chunk in the restore pipeline (DESIGN.md, "Snapshot image").
+ */
+#include "image.h"
+#include "image_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+__attribute__((format(printf, 4, 5)))
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+/* Parsing state: where the error goes, and the element being read ("buffers[3]"). */
+struct rd {
+	char *err;
+	size_t errlen;
+	char where[48];
+};
+
+#define RD_FAIL(r, rc, key, fmt, ...)                                                         \
+	fail((r)->err, (r)->errlen, (rc), "manifest.json: %s%s%s: " fmt, (r)->where,         \
+	     (r)->where[0] ? "." : "", (key), ##__VA_ARGS__)
+
+static int rd_get(struct rd *r, json_t *obj, const char *key, json_t **ret)
+{
+	*ret = json_object_get(obj, key);
+	return *ret ? 0 : RD_FAIL(r, -EBADMSG, key, "missing");
+}
+
+static int rd_int(struct rd *r, json_t *obj, const char *key, int64_t min, int64_t max,
+		  int64_t *ret)
+{
+	json_t *v;
+	int rc = rd_get(r, obj, key, &v);
+
+	if (rc < 0)
+		return rc;
+	if (!json_is_integer(v))
+		return RD_FAIL(r, -EBADMSG, key, "expected an integer");
+	*ret = json_integer_value(v);
+	if (*ret < min || *ret > max)
+		return RD_FAIL(r, -EINVAL, key, "%lld out of range", (long long)*ret);
+	return 0;
+}
+
+static int rd_u64(struct rd *r, json_t *obj, const char *key, uint64_t *ret)
+{
+	int64_t v;
+	int rc = rd_int(r, obj, key, 0, INT64_MAX, &v);
+
+	if (rc == 0)
+		*ret = (uint64_t)v;
+	return rc;
+}
+
+static int rd_u32(struct rd *r, json_t *obj, const char *key, uint32_t *ret)
+{
+	int64_t v;
+	int rc = rd_int(r, obj, key, 0, UINT32_MAX, &v);
+
+	if (rc == 0)
+		*ret = (uint32_t)v;
+	return rc;
+}
+
+static int rd_i32(struct rd *r, json_t *obj, const char *key, int32_t *ret)
+{
+	int64_t v;
+	int rc = rd_int(r, obj, key, INT32_MIN, INT32_MAX, &v);
+
+	if (rc == 0)
+		*ret = (int32_t)v;
+	return rc;
+}
+
+/* A string without NUL bytes of fewer than cap bytes. */
+static int rd_str(struct rd *r, json_t *obj, const char *key, size_t cap, const char **ret)
+{
+	json_t *v;
+	int rc = rd_get(r, obj, key, &v);
+
+	if (rc < 0)
+		return rc;
+	if (!json_is_string(v))
+		return RD_FAIL(r, -EBADMSG, key, "expected a string");
+	*ret = json_string_value(v);
+	if (strlen(*ret) != json_string_length(v))
+		return RD_FAIL(r, -EINVAL, key, "string contains a NUL byte");
+	if (json_string_length(v) >= cap)
+		return RD_FAIL(r, -EINVAL, key, "string longer than %zu bytes", cap - 1);
+	return 0;
+}
+
+static int rd_strcpy(struct rd *r, json_t *obj, const char *key, char *dst, size_t cap)
+{
+	const char *s;
+	int rc = rd_str(r, obj, key, cap, &s);
+
+	if (rc == 0)
+		memcpy(dst, s, strlen(s) + 1);
+	return rc;
+}
+
+static int rd_strdup(struct rd *r, json_t *obj, const char *key, char **ret)
+{
+	const char *s;
+	int rc = rd_str(r, obj, key, PHOS_IMAGE_MAX_NAME + 1, &s);
+
+	if (rc < 0)
+		return rc;
+	*ret = strdup(s);
+	return *ret ? 0 : fail(r->err, r->errlen, -ENOMEM, "out of memory");
+}
+
+/* A checksum: 16 lowercase hex digits. */
+static int rd_hash(struct rd *r, json_t *obj, const char *key, uint64_t *ret)
+{
+	const char *s;
+	uint64_t h = 0;
+	int rc = rd_str(r, obj, key, 17, &s);
+
+	if (rc < 0)
+		return rc;
+	for (int i = 0; i < 16; i++) {
+		char c = s[i];
+
+		if (c >= '0' && c <= '9')
+			h = h << 4 | (uint64_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			h = h << 4 | (uint64_t)(c - 'a' + 10);
+		else
+			return RD_FAIL(r, -EINVAL, key, "expected 16 lowercase hex digits");
+	}
+	*ret = h;
+	return 0;
+}
+
+static int rd_bool(struct rd *r, json_t *obj, const char *key, bool *ret)
+{
+	json_t *v;
+	int rc = rd_get(r, obj, key, &v);
+
+	if (rc < 0)
+		return rc;
+	if (!json_is_boolean(v))
+		return RD_FAIL(r, -EBADMSG, key, "expected true or false");
+	*ret = json_is_true(v);
+	return 0;
+}
+
+static int rd_object(struct rd *r, json_t *obj, const char *key, json_t **ret)
+{
+	int rc = rd_get(r, obj, key, ret);
+
+	if (rc == 0 && !json_is_object(*ret))
+		return RD_FAIL(r, -EBADMSG, key, "expected an object");
+	return rc;
+}
+
+/* An array of at most max entries, and a zeroed C array of as many elements. */
+static int rd_array(struct rd *r, json_t *obj, const char *key, size_t max, size_t elem,
+		    json_t **ret, void **ret_arr, uint32_t *ret_n)
+{
+	size_t n;
+	int rc = rd_get(r, obj, key, ret);
+
+	if (rc < 0)
+		return rc;
+	if (!json_is_array(*ret))
+		return RD_FAIL(r, -EBADMSG, key, "expected an array");
+	n = json_array_size(*ret);
+	if (n > max)
+		return RD_FAIL(r, -E2BIG, key, "%zu entries, more than the limit of %zu", n, max);
+	*ret_n = 0; /* counts grow as elements are filled in, so that freeing works midway */
+	*ret_arr = n ? calloc(n, elem) : NULL;
+	if (n && !*ret_arr)
+		return fail(r->err, r->errlen, -ENOMEM, "out of memory");
+	return 0;
+}
+
+/* Points r->where at element i of the array key, which must be an object. */
+static int rd_elem(struct rd *r, json_t *arr, const char *key, size_t i, json_t **ret)
+{
+	*ret = json_array_get(arr, i);
+	snprintf(r->where, sizeof(r->where), "%s[%zu]", key, i);
+	if (!json_is_object(*ret))
+		return fail(r->err, r->errlen, -EBADMSG, "manifest.json: %s: expected an object",
+			    r->where);
+	return 0;
+}
+
+#define RD(call)                        \
+	do {                            \
+		int rc_ = (call);       \
+		if (rc_ < 0)            \
+			return rc_;     \
+	} while (0)
+
+#define RD_ARRAY(r, root, key, max, img, field, n, a)                                        \
+	RD(rd_array(r, root, key, max, sizeof(*(img)->field), &(a), (void **)&(img)->field, \
+		    &(img)->n))
+
+static int rd_header(struct rd *r, json_t *root, struct phos_image *img)
+{
+	json_t *v, *o;
+	int64_t major, minor;
+
+	v = json_object_get(root, "magic");
+	if (!json_is_string(v) || strcmp(json_string_value(v), PHOS_IMAGE_MAGIC) != 0)
+		return fail(r->err, r->errlen, -EBADMSG,
+			    "manifest.json: not a phos-fn snapshot (magic is not \"%s\")",
+			    PHOS_IMAGE_MAGIC);
+	RD(rd_object(r, root, "version", &o));
+	strcpy(r->where, "version");
+	RD(rd_int(r, o, "major", 0, INT32_MAX, &major));
+	if (major > PHOS_IMAGE_MAJOR || major == 0) {
+		/* A newer major may define minor differently: name it, don't check it. */
+		v = json_object_get(o, "minor");
+		minor = json_is_integer(v) ? json_integer_value(v) : 0;
+		return fail(r->err, r->errlen, -EPROTONOSUPPORT,
+			    "manifest.json: format %lld.%lld is %s than this phos-fn (%d.x)",
+			    (long long)major, (long long)minor, major ? "newer" : "older",
+			    PHOS_IMAGE_MAJOR);
+	}
+	RD(rd_int(r, o, "minor", 0, INT32_MAX, &minor));
+	img->major = (unsigned)major;
+	img->minor = (unsigned)minor;
+	r->where[0] = '\0';
+	RD(rd_strcpy(r, root, "function", img->function, sizeof(img->function)));
+	RD(rd_strcpy(r, root, "device", img->device, sizeof(img->device)));
+	RD(rd_strcpy(r, root, "gpu_name", img->gpu_name, sizeof(img->gpu_name)));
+	RD(rd_u64(r, root, "gpu_bytes", &img->gpu_bytes));
+	RD(rd_u64(r, root, "data_bytes", &img->data_bytes));
+	RD(rd_int(r, root, "created", INT64_MIN, INT64_MAX, &img->created));
+	RD(rd_object(r, root, "arena", &o));
+	strcpy(r->where, "arena");
+	RD(rd_u64(r, o, "base", &img->arena_base));
+	RD(rd_u64(r, o, "size", &img->arena_size));
+	r->where[0] = '\0';
+	return 0;
+}
+
+static int rd_buffers(struct rd *r, json_t *root, struct phos_image *img)
+{
+	json_t *a, *o;
+
+	RD_ARRAY(r, root, "buffers", PHOS_IMAGE_MAX_BUFS, img, bufs, nbufs, a);
+	for (size_t i = 0; i < json_array_size(a); i++, img->nbufs++) {
+		struct phos_image_buf *b = &img->bufs[i];
+
+		RD(rd_elem(r, a, "buffers", i, &o));
+		RD(rd_u64(r, o, "addr", &b->addr));
+		RD(rd_u64(r, o, "size", &b->size));
+		RD(rd_u64(r, o, "id", &b->id));
+		RD(rd_u64(r, o, "offset", &b->offset));
+		RD(rd_hash(r, o, "hash", &b->hash));
+	}
+	r->where[0] = '\0';
+	RD_ARRAY(r, root, "prefetch", PHOS_IMAGE_MAX_BUFS, img, prefetch, nprefetch, a);
+	for (size_t i = 0; i < json_array_size(a); i++, img->nprefetch++) {
+		json_t *v = json_array_get(a, i);
+
+		if (!json_is_integer(v) || json_integer_value(v) < 0)
+			return fail(r->err, r->errlen, -EBADMSG,
+				    "manifest.json: prefetch[%zu]: expected a buffer id", i);
+		img->prefetch[i] = (uint64_t)json_integer_value(v);
+	}
+	return 0;
+}
+
+static int rd_code(struct rd *r, json_t *root, struct phos_image *img)
+{
+	json_t *a, *o;
+
+	RD_ARRAY(r, root, "modules", PHOS_IMAGE_MAX_OBJECTS, img, modules, nmodules, a);
+	for (size_t i = 0; i < json_array_size(a); i++, img->nmodules++) {
+		struct phos_image_module *m = &img->modules[i];
+
+		RD(rd_elem(r, a, "modules", i, &o));
+		RD(rd_u32(r, o, "id", &m->id));
+		RD(rd_strcpy(r, o, "hash", m->hash, sizeof(m->hash)));
+		RD(rd_u64(r, o, "size", &m->size));
+	}
+	r->where[0] = '\0';
+	RD_ARRAY(r, root, "kernels", PHOS_IMAGE_MAX_OBJECTS, img, funcs, nfuncs, a);
+	for (size_t i = 0; i < json_array_size(a); i++) {
+		struct phos_image_func *f = &img->funcs[i];
+
+		RD(rd_elem(r, a, "kernels", i, &o));
+		RD(rd_u32(r, o, "id", &f->id));
+		RD(rd_u32(r, o, "module", &f->module));
+		RD(rd_strdup(r, o, "name", &f->name));
+		img->nfuncs++;
+	}
+	r->where[0] = '\0';
+	RD_ARRAY(r, root, "variables", PHOS_IMAGE_MAX_OBJECTS, img, vars, nvars, a);
+	for (size_t i = 0; i < json_array_size(a); i++) {
+		struct phos_image_var *v = &img->vars[i];
+
+		RD(rd_elem(r, a, "variables", i, &o));
+		RD(rd_strdup(r, o, "name", &v->name));
+		img->nvars++;
+		RD(rd_u32(r, o, "id", &v->id));
+		RD(rd_u32(r, o, "module", &v->module));
+		RD(rd_u64(r, o, "addr", &v->addr));
+		RD(rd_u64(r, o, "size", &v->size));
+		RD(rd_u64(r, o, "offset", &v->offset));
+		RD(rd_hash(r, o, "hash", &v->hash));
+		RD(rd_bool(r, o, "constant", &v->constant));
+	}
+	r->where[0] = '\0';
+	return 0;
+}
+
+static int rd_objects(struct rd *r, json_t *root, struct phos_image *img)
+{
+	json_t *a, *o;
+
+	RD_ARRAY(r, root, "streams", PHOS_IMAGE_MAX_OBJECTS, img, streams, nstreams, a);
+	for (size_t i = 0; i < json_array_size(a); i++, img->nstreams++) {
+		RD(rd_elem(r, a, "streams", i, &o));
+		RD(rd_u32(r, o, "id", &img->streams[i].id));
+		RD(rd_u32(r, o, "flags", &img->streams[i].flags));
+		RD(rd_i32(r, o, "priority", &img->streams[i].priority));
+	}
+	r->where[0] = '\0';
+	RD_ARRAY(r, root, "events", PHOS_IMAGE_MAX_OBJECTS, img, events, nevents, a);
+	for (size_t i = 0; i < json_array_size(a); i++, img->nevents++) {
+		RD(rd_elem(r, a, "events", i, &o));
+		RD(rd_u32(r, o, "id", &img->events[i].id));
+		RD(rd_u32(r, o, "flags", &img->events[i].flags));
+	}
+	r->where[0] = '\0';
+	RD_ARRAY(r, root, "cublas", PHOS_IMAGE_MAX_OBJECTS, img, blas, nblas, a);
+	for (size_t i = 0; i < json_array_size(a); i++, img->nblas++) {
+		struct phos_image_blas *b = &img->blas[i];
+
+		RD(rd_elem(r, a, "cublas", i, &o));
+		RD(rd_u32(r, o, "id", &b->id));
+		RD(rd_u32(r, o, "stream", &b->stream));
+		RD(rd_i32(r, o, "math_mode", &b->math_mode));
+		RD(rd_u64(r, o, "workspace", &b->workspace));
+		RD(rd_u64(r, o, "workspace_size", &b->workspace_size));
+	}
+	r->where[0] = '\0';
+	return 0;
+}
+
+static int rd_cpu(struct rd *r, json_t *root, struct phos_image *img)
+{
+	const size_t max = sizeof(img->fds) / sizeof(img->fds[0]);
+	json_t *cpu, *a, *o;
+
+	RD(rd_object(r, root, "cpu", &cpu));
+	strcpy(r->where, "cpu");
+	RD(rd_strcpy(r, cpu, "dir", img->criu_dir, sizeof(img->criu_dir)));
+	RD(rd_get(r, cpu, "fds", &a));
+	if (!json_is_array(a))
+		return RD_FAIL(r, -EBADMSG, "fds", "expected an array");
+	if (json_array_size(a) > max)
+		return RD_FAIL(r, -E2BIG, "fds", "%zu entries, more than the limit of %zu",
+			       json_array_size(a), max);
+	for (size_t i = 0; i < json_array_size(a); i++, img->nfds++) {
+		int64_t fd;
+
+		RD(rd_elem(r, a, "cpu.fds", i, &o));
+		RD(rd_int(r, o, "fd", 0, INT32_MAX, &fd));
+		img->fds[i].fd = (int)fd;
+		RD(rd_strcpy(r, o, "key", img->fds[i].key, sizeof(img->fds[i].key)));
+	}
+	r->where[0] = '\0';
+	return 0;
+}
+
+/* Reads DIR/manifest.json into a NUL-terminated buffer, refusing oversized ones. */
+static int manifest_load(int dfd, const char *dir, char **ret_buf, size_t *ret_len, char *err,
+			 size_t errlen)
+{
+	struct stat st;
+	size_t len = 0;
+	char *buf;
+	int fd, r = 0;
+
+	fd = openat(dfd, PHOS_IMAGE_MANIFEST, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fail(err, errlen, -errno,
+			    errno == ENOENT ? "%s: no manifest.json (not a snapshot, or an unfinished one)"
+					    : "%s/manifest.json: %m", dir);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return fail(err, errlen, -EINVAL, "manifest.json: not a readable regular file");
+	}
+	if (st.st_size > PHOS_IMAGE_MAX_MANIFEST) {
+		close(fd);
+		return fail(err, errlen, -E2BIG, "manifest.json is %lld bytes, more than the limit of %u",
+			    (long long)st.st_size, PHOS_IMAGE_MAX_MANIFEST);
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		close(fd);
+		return fail(err, errlen, -ENOMEM, "manifest.json: out of memory");
+	}
+	while (len < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = fail(err, errlen, -errno, "manifest.json: %m");
+			break;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	buf[len] = '\0';
+	*ret_buf = buf;
+	*ret_len = len;
+	return 0;
+}
+
+/* The files the manifest refers to are there, with their sizes. */
+static int check_files(int dfd, const char *dir, const struct phos_image *img, char *err,
+		       size_t errlen)
+{
+	struct stat st;
+	char path[64];
+
+	if (fstatat(dfd, "gpu.data", &st, 0) < 0)
+		return fail(err, errlen, -errno, "gpu.data: %m");
+	if (!S_ISREG(st.st_mode))
+		return fail(err, errlen, -EINVAL, "gpu.data is not a regular file");
+	if ((uint64_t)st.st_size < img->data_bytes) {
+		uint64_t have = (uint64_t)st.st_size;
+
+		for (uint32_t i = 0; i < img->nbufs; i++)
+			if (img->bufs[i].offset + img->bufs[i].size > have)
+				return fail(err, errlen, -EBADMSG,
+					    "gpu.data is truncated: %llu bytes, buffer %llu needs %llu",
+					    (unsigned long long)have, (unsigned long long)img->bufs[i].id,
+					    (unsigned long long)(img->bufs[i].offset + img->bufs[i].size));
+		return fail(err, errlen, -EBADMSG, "gpu.data is truncated: %llu bytes, manifest needs %llu",
+			    (unsigned long long)have, (unsigned long long)img->data_bytes);
+	}
+	for (uint32_t i = 0; i < img->nmodules; i++) {
+		const struct phos_image_module *m = &img->modules[i];
+
+		snprintf(path, sizeof(path), "modules/%s.fatbin", m->hash);
+		if (fstatat(dfd, path, &st, 0) < 0)
+			return fail(err, errlen, -errno, "module %u missing: %s: %m", m->id, path);
+		if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != m->size)
+			return fail(err, errlen, -EBADMSG, "%s has %lld bytes, manifest says %llu", path,
+				    (long long)st.st_size, (unsigned long long)m->size);
+	}
+	if (fstatat(dfd, img->criu_dir, &st, 0) < 0 || !S_ISDIR(st.st_mode))
+		return fail(err, errlen, -ENOENT, "cpu image missing: %s/%s is not a directory", dir,
+			    img->criu_dir);
+	return 0;
+}
+
+static int image_parse(const char *text, size_t len, struct phos_image *img, char *err,
+		       size_t errlen)
+{
+	struct rd r = { .err = err, .errlen = errlen };
+	char why[256];
+	json_error_t jerr;
+	json_t *root;
+	int rc;
+
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+	if (!root)
+		return fail(err, errlen, -EBADMSG, "manifest.json: invalid JSON at line %d, column %d: %s",
+			    jerr.line, jerr.column, jerr.text);
+	if (!json_is_object(root))
+		rc = fail(err, errlen, -EBADMSG, "manifest.json: not a JSON object");
+	else if ((rc = rd_header(&r, root, img)) == 0 && (rc = rd_buffers(&r, root, img)) == 0 &&
+		 (rc = rd_code(&r, root, img)) == 0 && (rc = rd_objects(&r, root, img)) == 0)
+		rc = rd_cpu(&r, root, img);
+	json_decref(root);
+	if (rc < 0)
+		return rc;
+	qsort(img->bufs, img->nbufs, sizeof(*img->bufs), phos_image_buf_cmp);
+	rc = phos_image_validate(img, why, sizeof(why));
+	if (rc < 0)
+		return fail(err, errlen, rc, "manifest.json: %s", why);
+	return 0;
+}
+
+int phos_image_read(const char *dir, struct phos_image **ret_img, char *err, size_t errlen)
+{
+	struct phos_image *img;
+	char *text = NULL;
+	size_t len = 0;
+	int dfd, r;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!dir || !ret_img)
+		return fail(err, errlen, -EINVAL, "no snapshot directory given");
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return fail(err, errlen, -errno,
+			    errno == ENOENT ? "%s: no manifest.json (the directory does not exist)" : "%s: %m",
+			    dir);
+	img = phos_image_new();
+	if (!img) {
+		r = fail(err, errlen, -ENOMEM, "out of memory");
+		goto out;
+	}
+	r = manifest_load(dfd, dir, &text, &len, err, errlen);
+	if (r == 0)
+		r = image_parse(text, len, img, err, errlen);
+	if (r == 0)
+		r = check_files(dfd, dir, img, err, errlen);
+	free(text);
+	if (r == 0) {
+		*ret_img = img;
+		img = NULL;
+	}
+	phos_image_free(img);
+out:
+	close(dfd);
+	return r;
+}

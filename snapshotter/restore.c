@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: MIT */
+/* Starting an instance from a snapshot (see snapshotter.h). */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "criu.h"
+#include "image.h"
+#include "snapshotter.h"
+
+static void fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* One line from the executor, or "" when it closed the socket. */
+static int read_line(int fd, char *line, size_t len)
+{
+	size_t got = 0;
+
+	while (got + 1 < len) {
+		ssize_t n = read(fd, line + got, 1);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || line[got] == '\n')
+			break;
+		got++;
+	}
+	line[got] = '\0';
+	return (int)got;
+}
+
+static const struct phos_image_fd *find_fd(const struct phos_image *img, int fd)
+{
+	for (uint32_t i = 0; i < img->nfds; i++)
+		if (img->fds[i].fd == fd)
+			return &img->fds[i];
+	return NULL;
+}
+
+int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, int stdin_fd, int stdout_fd,
+		       int stderr_fd, struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats,
+		       char *err, size_t errlen)
+{
+	struct phos_restore_stats st = { 0 };
+	struct phos_image *img = NULL;
+	struct phos_criu_inherit inh[4];
+	const int stdio[3] = { stdin_fd, stdout_fd, stderr_fd };
+	int ch[2] = { -1, -1 }, ctl[2] = { -1, -1 }, r;
+	char line[1024], cpu[4200];
+	pid_t exe = -1, fn = -1;
+	double t0 = now_s(), t;
+
+	*err = '\0';
+	/* Refuse a bad snapshot before taking anything. */
+	r = phos_image_read(dir, &img, line, sizeof(line));
+	if (r < 0) {
+		fail(err, errlen, "%s: %s", dir, line);
+		return r;
+	}
+	for (int fd = 0; fd < 4; fd++) {
+		const struct phos_image_fd *f = find_fd(img, fd);
+
+		if (!f) {
+			fail(err, errlen, "%s: the manifest does not say how fd %d was opened", dir, fd);
+			r = -EBADMSG;
+			goto out;
+		}
+		inh[fd] = (struct phos_criu_inherit){ .fd = fd < 3 ? stdio[fd] : -1, .target = fd, .key = f->key };
+	}
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) < 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0) {
+		r = -errno;
+		fail(err, errlen, "socketpair: %s", strerror(errno));
+		goto out;
+	}
+	r = phos_executor_spawn(paths, ch[0], ctl[1], (const char *const[]){ "--restore-from", dir, NULL }, &exe);
+	if (r < 0) {
+		fail(err, errlen, "cannot start the executor: %s", strerror(-r));
+		goto out;
+	}
+	close(ctl[1]);
+	ctl[1] = -1;
+	read_line(ctl[0], line, sizeof(line));
+	if (strcmp(line, "ready") != 0) {
+		fail(err, errlen, "%s", !strncmp(line, "error ", 6) ? line + 6 : "the executor failed to start");
+		r = -EIO;
+		goto out;
+	}
+	st.gpu_restore_s = now_s() - t0;
+	st.gpu_bytes = img->gpu_bytes;
+
+	t = now_s();
+	inh[3].fd = ch[1];
+	snprintf(cpu, sizeof(cpu), "%s/%s", dir, img->criu_dir);
+	r = phos_criu_restore(paths->criu, cpu, inh, 4, &fn, line, sizeof(line));
+	if (r < 0) {
+		fail(err, errlen, "CRIU could not restore %s: %s", dir, line);
+		goto out;
+	}
+	st.cpu_restore_s = now_s() - t;
+	st.ready_s = now_s() - t0;
+	ret_inst->fn_pid = fn;
+	ret_inst->executor_pid = exe;
+	ret_inst->control_fd = ctl[0];
+	ctl[0] = -1;
+	exe = -1;
+	if (ret_stats)
+		*ret_stats = st;
+	r = 0;
+out:
+	for (int i = 0; i < 2; i++) {
+		if (ch[i] >= 0)
+			close(ch[i]);
+		if (ctl[i] >= 0)
+			close(ctl[i]);
+	}
+	if (exe > 0) {
+		kill(exe, SIGTERM);
+		waitpid(exe, NULL, 0);
+	}
+	phos_image_free(img);
+	return r;
+}
+
+static int exit_code(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return 1;
+}
+
+int phos_instance_wait(struct phos_instance *inst)
+{
+	int status = 0, code;
+
+	while (waitpid(inst->fn_pid, &status, 0) < 0 && errno == EINTR)
+		;
+	code = exit_code(status);
+	if (inst->control_fd >= 0)
+		close(inst->control_fd);
+	inst->control_fd = -1;
+	while (waitpid(inst->executor_pid, &status, 0) < 0 && errno == EINTR)
+		;
+	return code;
+}

@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: MIT */
+/* Taking a snapshot (see snapshotter.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "criu.h"
+#include "fault.h"
+#include "image.h"
+#include "snapshotter.h"
+
+static void fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Copies what is readable on from to to (the function's init output to the log). */
+static void pump(int from, int to)
+{
+	char buf[4096];
+	ssize_t n = read(from, buf, sizeof(buf));
+
+	if (n > 0 && to >= 0)
+		(void)!write(to, buf, (size_t)n);
+}
+
+/* Waits for one line from the executor's control socket, forwarding the
+ * function's output meanwhile. Returns 0, -ETIMEDOUT, or -ECHILD when the
+ * function or the executor ended first (*ret_status tells how). */
+static int await_line(int ctl, int out, int errp, int log_fd, pid_t fn, pid_t exe, double deadline, char *line,
+		      size_t len, int *ret_status)
+{
+	size_t got = 0;
+
+	for (;;) {
+		struct pollfd p[3] = { { .fd = ctl, .events = POLLIN }, { .fd = out, .events = POLLIN },
+				       { .fd = errp, .events = POLLIN } };
+		int left = (int)((deadline - now_s()) * 1000), status;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		if (poll(p, 3, left < 200 ? left : 200) < 0 && errno != EINTR)
+			return -errno;
+		if (p[1].revents & POLLIN)
+			pump(out, log_fd);
+		if (p[2].revents & POLLIN)
+			pump(errp, log_fd);
+		if (p[0].revents & (POLLIN | POLLHUP)) {
+			ssize_t n = read(ctl, line + got, 1);
+
+			if (n == 1 && line[got] == '\n') {
+				line[got] = '\0';
+				return 0;
+			}
+			if (n == 1 && got + 2 < len)
+				got++;
+			if (n == 0) {
+				*ret_status = -1;
+				return -ECHILD;
+			}
+		}
+		if (waitpid(fn, &status, WNOHANG) == fn || waitpid(exe, &status, WNOHANG) == exe) {
+			*ret_status = status;
+			return -ECHILD;
+		}
+	}
+}
+
+/* The descriptors a restore hands in fresh, with CRIU's keys for them. */
+static int record_fds(struct phos_image *img, const int ours[4], const int theirs[4])
+{
+	img->nfds = 0;
+	for (int i = 0; i < 4; i++) {
+		struct phos_image_fd *f = &img->fds[img->nfds];
+
+		f->fd = theirs[i];
+		if (phos_criu_fd_key(getpid(), ours[i], f->key, sizeof(f->key)) < 0)
+			return -EBADF;
+		img->nfds++;
+	}
+	return 0;
+}
+
+int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[], const char *out_dir,
+		       int log_fd, unsigned init_timeout_s, struct phos_snapshot_stats *ret_stats, char *err,
+		       size_t errlen)
+{
+	char tmp[4096], cpu[4200], line[1024];
+	int ch[2] = { -1, -1 }, ctl[2] = { -1, -1 }, in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 };
+	struct phos_snapshot_stats st = { 0 };
+	struct phos_image *img = NULL;
+	pid_t exe = -1, fn = -1;
+	char **env = NULL;
+	double t0 = now_s(), t;
+	int status = 0, r;
+	struct stat sb;
+
+	*err = '\0';
+	phos_image_dir_sweep(out_dir);
+	r = phos_image_dir_begin(out_dir, tmp, sizeof(tmp));
+	if (r < 0) {
+		fail(err, errlen, "cannot create a snapshot beside %s: %s", out_dir, strerror(-r));
+		return r;
+	}
+	snprintf(cpu, sizeof(cpu), "%s/cpu", tmp);
+	if (mkdir(cpu, 0755) < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) < 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0 || pipe2(in, O_CLOEXEC) < 0 ||
+	    pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+		r = -errno;
+		fail(err, errlen, "setting up: %s", strerror(errno));
+		goto out;
+	}
+	r = phos_executor_spawn(paths, ch[0], ctl[1], (const char *const[]){ "--snapshot-to", tmp, NULL }, &exe);
+	if (r < 0) {
+		fail(err, errlen, "cannot start the executor: %s", strerror(-r));
+		goto out;
+	}
+	close(ch[0]);
+	close(ctl[1]);
+	ch[0] = ctl[1] = -1;
+	env = phos_function_env(paths);
+	if (!env) {
+		r = -ENOMEM;
+		fail(err, errlen, "out of memory");
+		goto out;
+	}
+	{
+		struct phos_fd_map fds[] = { { in[0], 0 }, { out[1], 1 }, { errp[1], 2 }, { ch[1], 3 } };
+
+		r = phos_criu_spawn(argv, env, fds, 4, &fn);
+	}
+	if (r < 0) {
+		fail(err, errlen, "cannot start %s: %s", argv[0], strerror(-r));
+		goto out;
+	}
+
+	r = await_line(ctl[0], out[0], errp[0], log_fd, fn, exe,
+		       t0 + (init_timeout_s ? init_timeout_s : 600), line, sizeof(line), &status);
+	if (r == -ETIMEDOUT) {
+		fail(err, errlen, "%s did not reach phos_fn_serve within %u s", argv[0], init_timeout_s ? init_timeout_s : 600);
+		goto out;
+	}
+	if (r == -ECHILD) {
+		if (status >= 0 && WIFEXITED(status))
+			fail(err, errlen, "%s exited with status %d before reaching phos_fn_serve", argv[0],
+			     WEXITSTATUS(status));
+		else if (status >= 0 && WIFSIGNALED(status))
+			fail(err, errlen, "%s was killed by signal %d before reaching phos_fn_serve", argv[0],
+			     WTERMSIG(status));
+		else
+			fail(err, errlen, "the executor stopped before %s reached phos_fn_serve", argv[0]);
+		goto out;
+	}
+	if (r < 0 || strncmp(line, "dumped ", 7) != 0) {
+		fail(err, errlen, "the executor could not dump the GPU state: %s",
+		     !strncmp(line, "error ", 6) ? line + 6 : line);
+		r = -EIO;
+		goto out;
+	}
+	st.init_s = now_s() - t0;
+	sscanf(line + 7, "{\"gpu_dump_s\":%lf", &st.gpu_dump_s);
+	st.init_s -= st.gpu_dump_s;
+
+	/* The CPU side: the function is parked inside phos_fn_serve. */
+	t = now_s();
+	if (fstat(ch[1], &sb) < 0) {
+		r = -errno;
+		goto out;
+	}
+	{
+		uint64_t ino = (uint64_t)sb.st_ino;
+
+		r = phos_criu_dump(paths->criu, fn, cpu, &ino, 1, line, sizeof(line));
+	}
+	if (r < 0) {
+		fail(err, errlen, "CRIU could not dump %s: %s", argv[0], line);
+		goto out;
+	}
+	st.cpu_dump_s = now_s() - t;
+	waitpid(fn, &status, 0);
+	fn = -1;
+
+	t = now_s();
+	r = phos_image_read(tmp, &img, line, sizeof(line));
+	if (r < 0) {
+		fail(err, errlen, "the new snapshot does not read back: %s", line);
+		goto out;
+	}
+	snprintf(img->function, sizeof(img->function), "%s", argv[0]);
+	r = record_fds(img, (const int[]){ in[1], out[0], errp[0], ch[1] }, (const int[]){ 0, 1, 2, 3 });
+	if (r == 0)
+		r = phos_image_write_manifest(tmp, img);
+	if (r < 0) {
+		fail(err, errlen, "writing the manifest: %s", strerror(-r));
+		goto out;
+	}
+	st.gpu_bytes = img->gpu_bytes;
+	st.data_bytes = img->data_bytes;
+	if (phos_fault("snapshot_kill"))
+		raise(SIGKILL);
+	r = phos_image_dir_commit(tmp, out_dir);
+	if (r < 0) {
+		fail(err, errlen, "committing %s: %s", out_dir, strerror(-r));
+		goto out;
+	}
+	st.commit_s = now_s() - t;
+	st.total_s = now_s() - t0;
+	if (ret_stats)
+		*ret_stats = st;
+out:
+	if (fn > 0) {
+		kill(fn, SIGKILL);
+		waitpid(fn, NULL, 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		int *fds[] = { &ch[i], &ctl[i], &in[i], &out[i], &errp[i] };
+
+		for (unsigned k = 0; k < 5; k++)
+			if (*fds[k] >= 0)
+				close(*fds[k]);
+	}
+	/* The control socket is closed: the executor ends. */
+	if (exe > 0)
+		waitpid(exe, NULL, 0);
+	if (r < 0)
+		phos_image_dir_abort(tmp);
+	phos_image_free(img);
+	phos_env_free(env);
+	return r;
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The snapshotter: takes a snapshot of a function just before its entry point,
+ * and starts instances from one. A library, so that phos-fn and the invoker
+ * share it.
+ *
+ *   take:     phos-executor --snapshot-to TMP ◀─channel─▶ function (new pid ns)
+ *             function reaches phos_fn_serve → executor dumps the GPU state
+ *             ("dumped") → criu dump of the function → manifest gets the CPU
+ *             facts → TMP renamed to DIR (image.h: all or nothing)
+ *
+ *   restore:  phos-executor --restore-from DIR (GPU state back, "ready")
+ *             → criu restore with a fresh channel socket and stdio
+ *             (--inherit-fd) → the function wakes inside phos_fn_serve and
+ *             adopts the new executor's channel
+ *
+ * Many restores of one snapshot may run at once: each has its own executor,
+ * pid namespace, socket and CRIU work directory, and device addresses are the
+ * same in every executor.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Where the pieces are and how to run them. */
+struct phos_runtime_paths {
+	const char *executor;     /* phos-executor */
+	const char *preload_dir;  /* holds libcudart.so.13 */
+	const char *sim_twins;    /* PHOS_SIM_TWINS for sim, or NULL */
+	const char *criu;         /* CRIU >= 4.1 */
+	const char *device;       /* "cuda" or "sim" */
+};
+
+struct phos_snapshot_stats {
+	double init_s;       /* start until the function reached phos_fn_serve */
+	double gpu_dump_s;   /* executor: device state into the image */
+	double cpu_dump_s;   /* criu dump */
+	double commit_s;     /* manifest, fsync, rename */
+	double total_s;
+	uint64_t gpu_bytes, data_bytes;
+};
+
+/* Runs argv until it calls phos_fn_serve and writes its snapshot to out_dir
+ * (replacing an older one atomically). The function's output during init goes
+ * to log_fd. init_timeout_s bounds the wait (0: 600 s). On failure nothing is
+ * left behind, the old snapshot (if any) is untouched, and err says why. */
+int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[], const char *out_dir,
+		       int log_fd, unsigned init_timeout_s, struct phos_snapshot_stats *ret_stats, char *err,
+		       size_t errlen);
+
+struct phos_restore_stats {
+	double gpu_restore_s;  /* executor start until the device state is back */
+	double cpu_restore_s;  /* criu restore */
+	double ready_s;        /* total, until the function runs */
+	uint64_t gpu_bytes;
+};
+
+/* A restored function instance. */
+struct phos_instance {
+	pid_t fn_pid;          /* host pid of the restored function */
+	pid_t executor_pid;
+	int control_fd;        /* to the executor; closed by phos_instance_wait */
+};
+
+/* Restores dir: the function gets stdin_fd/stdout_fd/stderr_fd as its stdio. The
+ * caller must be a child subreaper (prctl PR_SET_CHILD_SUBREAPER) to wait for
+ * the function; phos_restore_start sets it. On failure everything taken is
+ * released and err says why (a refused snapshot, too little GPU memory, a CRIU
+ * image that will not restore, ...). */
+int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, int stdin_fd, int stdout_fd,
+		       int stderr_fd, struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats,
+		       char *err, size_t errlen);
+
+/* Waits for the function to exit, then for its executor. Returns the function's
+ * exit code (128+N for signal N). */
+int phos_instance_wait(struct phos_instance *inst);
+
+/* Starts phos-executor with the channel socket at fd 3 and, when control >= 0,
+ * the control socket at fd 4, plus extra arguments (NULL-terminated). */
+int phos_executor_spawn(const struct phos_runtime_paths *paths, int channel, int control,
+			const char *const extra[], pid_t *ret_pid);
+
+/* The environment of a function process: the caller's, plus PHOS_CHANNEL_FD=3
+ * and the preload directory first in LD_LIBRARY_PATH. Free with phos_env_free. */
+char **phos_function_env(const struct phos_runtime_paths *paths);
+void phos_env_free(char **env);

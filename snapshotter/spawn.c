@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT */
+/* Starting executors and building function environments. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "snapshotter.h"
+
+extern char **environ;
+
+static int place_fd(int fd, int want)
+{
+	if (fd == want)
+		return fcntl(fd, F_SETFD, 0);
+	return dup2(fd, want) < 0 ? -1 : 0;
+}
+
+int phos_executor_spawn(const struct phos_runtime_paths *paths, int channel, int control,
+			const char *const extra[], pid_t *ret_pid)
+{
+	const char *argv[32];
+	unsigned n = 0;
+	pid_t pid;
+
+	argv[n++] = paths->executor;
+	argv[n++] = "--fd";
+	argv[n++] = "3";
+	argv[n++] = "--device";
+	argv[n++] = paths->device;
+	if (control >= 0) {
+		argv[n++] = "--control-fd";
+		argv[n++] = "4";
+	}
+	for (unsigned i = 0; extra && extra[i]; i++) {
+		if (n >= 31)
+			return -E2BIG;
+		argv[n++] = extra[i];
+	}
+	argv[n] = NULL;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		/* Move both out of the way first: 3 and 4 may be taken by either. */
+		int ch = fcntl(channel, F_DUPFD_CLOEXEC, 10), ctl = control >= 0 ? fcntl(control, F_DUPFD_CLOEXEC, 10) : -1;
+
+		if (ch < 0 || place_fd(ch, 3) < 0 || (control >= 0 && (ctl < 0 || place_fd(ctl, 4) < 0)))
+			_exit(127);
+		signal(SIGPIPE, SIG_DFL);
+		if (paths->sim_twins)
+			setenv("PHOS_SIM_TWINS", paths->sim_twins, 1);
+		execv(paths->executor, (char *const *)argv);
+		fprintf(stderr, "phos: cannot run %s: %s\n", paths->executor, strerror(errno));
+		_exit(127);
+	}
+	*ret_pid = pid;
+	return 0;
+}
+
+char **phos_function_env(const struct phos_runtime_paths *paths)
+{
+	size_t n = 0, k = 0;
+	const char *old = getenv("LD_LIBRARY_PATH");
+	char **env;
+
+	while (environ[n])
+		n++;
+	env = calloc(n + 3, sizeof(*env));
+	if (!env)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (!strncmp(environ[i], "LD_LIBRARY_PATH=", 16) || !strncmp(environ[i], "PHOS_CHANNEL_FD=", 16))
+			continue;
+		if (!(env[k++] = strdup(environ[i])))
+			goto fail;
+	}
+	if (asprintf(&env[k++], "LD_LIBRARY_PATH=%s%s%s", paths->preload_dir, old && *old ? ":" : "",
+		     old && *old ? old : "") < 0) {
+		env[--k] = NULL;
+		goto fail;
+	}
+	if (!(env[k++] = strdup("PHOS_CHANNEL_FD=3")))
+		goto fail;
+	return env;
+fail:
+	phos_env_free(env);
+	return NULL;
+}
+
+void phos_env_free(char **env)
+{
+	if (!env)
+		return;
+	for (char **e = env; *e; e++)
+		free(*e);
+	free(env);
+}
