@@ -1,21 +1,40 @@
 /* SPDX-License-Identifier: MIT */
-/* The staging pipeline (see staging.h). */
+/*
+ * The staging pipeline (see staging.h).
+ *
+ * One thread drives the copy engine and io_uring; a pool of worker threads
+ * hashes chunks (and, for a dump, copies them into the page cache) so that no
+ * serial CPU pass over gigabytes sits on the path:
+ *
+ *   load:  read (io_uring, async) ─▶ H2D + event ─┬─▶ slot free when both are done
+ *                                   hash (worker) ─┘
+ *   dump:  D2H + event ─▶ hash + copy into the mmap'ed gpu.data (worker) ─▶ slot free
+ *
+ * A dump writes through a shared mapping of gpu.data rather than write(2):
+ * buffered writes to one file are serialised by the inode lock (a few GB/s),
+ * while page faults of a mapping proceed in parallel.
+ */
 #include "staging.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "image.h"
 #include "log.h"
 #include "uring_io.h"
 
 #define CHUNK ((uint64_t)PHOS_IMAGE_HASH_CHUNK)
+#define MAX_WORKERS 8
 
-enum slot_state { SLOT_FREE, SLOT_IO, SLOT_COPY };
+enum slot_state { SLOT_FREE, SLOT_IO, SLOT_COPY, SLOT_WORK };
 
 struct slot {
 	uint8_t *buf;
@@ -24,16 +43,26 @@ struct slot {
 	size_t item;          /* which item and chunk it holds */
 	uint64_t chunk;
 	uint64_t len;
+	atomic_bool worked;   /* the worker is done with it */
 };
 
 struct stage {
 	struct executor *ex;
+	const struct stage_item *items;
 	struct slot slot[STAGE_SLOTS];
 	void *stream;
 	struct phos_uio *uio;
-	size_t copy_q[STAGE_SLOTS];  /* slots in SLOT_COPY, oldest first */
-	unsigned copy_head, copy_n;
 	uint64_t **chunk_hash;       /* per item, per chunk */
+	uint8_t *map;                /* dump: gpu.data mapped shared */
+	size_t map_len;
+
+	pthread_t worker[MAX_WORKERS];
+	unsigned nworkers;
+	pthread_mutex_t lock;
+	pthread_cond_t work, done;
+	struct slot *queue[STAGE_SLOTS];
+	unsigned q_head, q_n;
+	bool stop;
 };
 
 static void fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -51,10 +80,74 @@ static uint64_t nchunks(uint64_t len)
 	return (len + CHUNK - 1) / CHUNK;
 }
 
+/* --- workers --- */
+
+static void *worker_main(void *arg)
+{
+	struct stage *st = arg;
+
+	pthread_mutex_lock(&st->lock);
+	for (;;) {
+		struct slot *sl;
+
+		while (!st->stop && st->q_n == 0)
+			pthread_cond_wait(&st->work, &st->lock);
+		if (st->q_n == 0)
+			break;
+		sl = st->queue[st->q_head];
+		st->q_head = (st->q_head + 1) % STAGE_SLOTS;
+		st->q_n--;
+		pthread_mutex_unlock(&st->lock);
+
+		st->chunk_hash[sl->item][sl->chunk] = phos_image_chunk_hash(sl->buf, sl->len);
+		if (st->map)
+			memcpy(st->map + st->items[sl->item].off + sl->chunk * CHUNK, sl->buf, sl->len);
+
+		pthread_mutex_lock(&st->lock);
+		atomic_store(&sl->worked, true);
+		pthread_cond_broadcast(&st->done);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return NULL;
+}
+
+static void work_push(struct stage *st, struct slot *sl)
+{
+	atomic_store(&sl->worked, false);
+	pthread_mutex_lock(&st->lock);
+	st->queue[(st->q_head + st->q_n++) % STAGE_SLOTS] = sl;
+	pthread_cond_signal(&st->work);
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* Waits until some worker finished a job (or a short while passed). */
+static void work_wait(struct stage *st)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 2000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&st->lock);
+	pthread_cond_timedwait(&st->done, &st->lock, &ts);
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* --- setup --- */
+
 static void stage_exit(struct stage *st, size_t nitems)
 {
 	const struct phos_device_ops *d = st->ex->dev_ops;
 
+	pthread_mutex_lock(&st->lock);
+	st->stop = true;
+	pthread_cond_broadcast(&st->work);
+	pthread_mutex_unlock(&st->lock);
+	for (unsigned i = 0; i < st->nworkers; i++)
+		pthread_join(st->worker[i], NULL);
 	phos_uio_free(st->uio);
 	if (st->stream)
 		d->stream_sync(st->ex->dev, st->stream);
@@ -73,15 +166,25 @@ static void stage_exit(struct stage *st, size_t nitems)
 			free(st->chunk_hash[i]);
 		free(st->chunk_hash);
 	}
+	if (st->map)
+		munmap(st->map, st->map_len);
+	pthread_cond_destroy(&st->work);
+	pthread_cond_destroy(&st->done);
+	pthread_mutex_destroy(&st->lock);
 }
 
 static int stage_init(struct stage *st, struct executor *ex, const struct stage_item *items, size_t n)
 {
 	const struct phos_device_ops *d = ex->dev_ops;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	int r;
 
 	memset(st, 0, sizeof(*st));
 	st->ex = ex;
+	st->items = items;
+	pthread_mutex_init(&st->lock, NULL);
+	pthread_cond_init(&st->work, NULL);
+	pthread_cond_init(&st->done, NULL);
 	st->chunk_hash = calloc(n ? n : 1, sizeof(*st->chunk_hash));
 	if (!st->chunk_hash)
 		return -ENOMEM;
@@ -93,8 +196,7 @@ static int stage_init(struct stage *st, struct executor *ex, const struct stage_
 	r = phos_uio_new(STAGE_SLOTS, &st->uio);
 	if (r < 0)
 		return r;
-	r = d->stream_create(ex->dev, 1 /* non-blocking */, 0, &st->stream);
-	if (r < 0)
+	if (d->stream_create(ex->dev, 1 /* non-blocking */, 0, &st->stream) < 0)
 		return -EIO;
 	for (unsigned i = 0; i < STAGE_SLOTS; i++) {
 		if (posix_memalign((void **)&st->slot[i].buf, 4096, CHUNK))
@@ -104,6 +206,16 @@ static int stage_init(struct stage *st, struct executor *ex, const struct stage_
 			phos_warn("staging slot %u could not be pinned", i);
 		if (d->event_create(ex->dev, 2 /* disable timing */, &st->slot[i].event) < 0)
 			return -EIO;
+	}
+	/* Leave a core to the thread that drives the pipeline. */
+	st->nworkers = cpus > 2 ? (unsigned)(cpus - 1) : 1;
+	if (st->nworkers > MAX_WORKERS)
+		st->nworkers = MAX_WORKERS;
+	for (unsigned i = 0; i < st->nworkers; i++) {
+		if (pthread_create(&st->worker[i], NULL, worker_main, st) != 0) {
+			st->nworkers = i;
+			return -EAGAIN;
+		}
 	}
 	return 0;
 }
@@ -116,100 +228,97 @@ static int free_slot(struct stage *st)
 	return -1;
 }
 
-static void copy_push(struct stage *st, size_t s)
+/* Assigns the next chunk to slot sl; false when there is none left. */
+static bool next_chunk(struct stage *st, size_t n, size_t *item, uint64_t *chunk, struct slot *sl)
 {
-	st->copy_q[(st->copy_head + st->copy_n++) % STAGE_SLOTS] = s;
+	while (*item < n && *chunk >= nchunks(st->items[*item].len)) {
+		(*item)++;
+		*chunk = 0;
+	}
+	if (*item >= n)
+		return false;
+	sl->item = *item;
+	sl->chunk = *chunk;
+	sl->len = st->items[*item].len - *chunk * CHUNK < CHUNK ? st->items[*item].len - *chunk * CHUNK : CHUNK;
+	(*chunk)++;
+	return true;
 }
 
-static size_t copy_pop(struct stage *st)
-{
-	size_t s = st->copy_q[st->copy_head];
-
-	st->copy_head = (st->copy_head + 1) % STAGE_SLOTS;
-	st->copy_n--;
-	return s;
-}
+/* --- dump --- */
 
 int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, char *err, size_t errlen)
 {
 	const struct phos_device_ops *d = ex->dev_ops;
 	struct stage st;
 	size_t item = 0;
-	uint64_t chunk = 0, left = 0;
+	uint64_t chunk = 0, left = 0, end = 0;
 	int r;
 
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		left += nchunks(items[i].len);
+		if (items[i].off + items[i].len > end)
+			end = items[i].off + items[i].len;
+	}
 	r = stage_init(&st, ex, items, n);
 	if (r < 0) {
 		fail(err, errlen, "cannot set up the staging ring: %s", strerror(-r));
 		goto out;
 	}
+	if (end) {
+		st.map_len = end;
+		st.map = mmap(NULL, end, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (st.map == MAP_FAILED) {
+			st.map = NULL;
+			r = -errno;
+			fail(err, errlen, "mapping gpu.data: %s", strerror(errno));
+			goto out;
+		}
+	}
 	while (left > 0) {
+		bool progress = false;
 		int s;
 
 		/* Start device-to-host copies into every free slot. */
-		while (item < n && (s = free_slot(&st)) >= 0) {
+		while ((s = free_slot(&st)) >= 0 && next_chunk(&st, n, &item, &chunk, &st.slot[s])) {
 			struct slot *sl = &st.slot[s];
 
-			if (chunk >= nchunks(items[item].len)) {
-				item++;
-				chunk = 0;
-				continue;
-			}
-			sl->item = item;
-			sl->chunk = chunk;
-			sl->len = items[item].len - chunk * CHUNK < CHUNK ? items[item].len - chunk * CHUNK : CHUNK;
-			r = d->memcpy_d2h_async(ex->dev, sl->buf, items[item].dev + chunk * CHUNK, sl->len, st.stream);
+			r = d->memcpy_d2h_async(ex->dev, sl->buf, items[sl->item].dev + sl->chunk * CHUNK, sl->len,
+						st.stream);
 			if (r == 0)
 				r = d->event_record(ex->dev, sl->event, st.stream);
 			if (r < 0) {
 				fail(err, errlen, "device-to-host copy of %#llx failed (cuda error %d)",
-				     (unsigned long long)items[item].dev, -r);
+				     (unsigned long long)items[sl->item].dev, -r);
 				r = -EIO;
 				goto out;
 			}
 			sl->state = SLOT_COPY;
-			copy_push(&st, (size_t)s);
-			chunk++;
+			progress = true;
 		}
-		/* The oldest copy: hash it and write it out. */
-		if (st.copy_n > 0) {
-			struct slot *sl = &st.slot[copy_pop(&st)];
+		/* Landed copies go to the workers; finished work frees the slot. */
+		for (unsigned i = 0; i < STAGE_SLOTS; i++) {
+			struct slot *sl = &st.slot[i];
 
-			r = d->event_sync(ex->dev, sl->event);
-			if (r < 0) {
-				fail(err, errlen, "device-to-host copy failed (cuda error %d)", -r);
-				r = -EIO;
-				goto out;
+			if (sl->state == SLOT_COPY) {
+				r = d->event_query(ex->dev, sl->event);
+				if (r == -PHOS_CUDA_NOT_READY)
+					continue;
+				if (r < 0) {
+					fail(err, errlen, "device-to-host copy failed (cuda error %d)", -r);
+					r = -EIO;
+					goto out;
+				}
+				sl->state = SLOT_WORK;
+				work_push(&st, sl);
+				progress = true;
+			} else if (sl->state == SLOT_WORK && atomic_load(&sl->worked)) {
+				sl->state = SLOT_FREE;
+				left--;
+				progress = true;
 			}
-			st.chunk_hash[sl->item][sl->chunk] = phos_image_chunk_hash(sl->buf, sl->len);
-			/* Whole 4 KiB blocks keep O_DIRECT possible; the tail is padding. */
-			r = phos_uio_write(st.uio, fd, sl->buf, (sl->len + 4095) & ~4095ull,
-					   items[sl->item].off + sl->chunk * CHUNK, sl, 0);
-			if (r < 0) {
-				fail(err, errlen, "writing gpu.data: %s", strerror(-r));
-				goto out;
-			}
-			sl->state = SLOT_IO;
 		}
-		/* Writes that finished free their slots; wait when nothing else can move. */
-		for (;;) {
-			bool stuck = free_slot(&st) < 0 && st.copy_n == 0;
-			void *tag;
-			int res;
-
-			r = phos_uio_complete(st.uio, stuck || (item >= n && st.copy_n == 0), &tag, &res);
-			if (r < 0 || (r == 1 && res < 0)) {
-				fail(err, errlen, "writing gpu.data: %s", strerror(r < 0 ? -r : -res));
-				r = r < 0 ? r : res;
-				goto out;
-			}
-			if (r == 0)
-				break;
-			((struct slot *)tag)->state = SLOT_FREE;
-			left--;
-		}
+		if (!progress)
+			work_wait(&st);
 	}
 	for (size_t i = 0; i < n; i++)
 		items[i].hash = phos_image_combine(st.chunk_hash[i], nchunks(items[i].len));
@@ -217,6 +326,32 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 out:
 	stage_exit(&st, n);
 	return r;
+}
+
+/* --- load --- */
+
+/* A read finished into sl: start its copy to the device and hand it to a worker
+ * for hashing. */
+static int read_landed(struct stage *st, struct slot *sl, int res, char *err, size_t errlen)
+{
+	const struct phos_device_ops *d = st->ex->dev_ops;
+	uint64_t dev = st->items[sl->item].dev + sl->chunk * CHUNK;
+	int r;
+
+	if (res < 0) {
+		fail(err, errlen, "reading gpu.data: %s", strerror(-res));
+		return -EIO;
+	}
+	r = d->memcpy_h2d_async(st->ex->dev, dev, sl->buf, sl->len, st->stream);
+	if (r == 0)
+		r = d->event_record(st->ex->dev, sl->event, st->stream);
+	if (r < 0) {
+		fail(err, errlen, "host-to-device copy to %#llx failed (cuda error %d)", (unsigned long long)dev, -r);
+		return -EIO;
+	}
+	sl->state = SLOT_COPY;
+	work_push(st, sl);
+	return 0;
 }
 
 int stage_load(struct executor *ex, int fd, const struct stage_item *items, size_t n, char *err,
@@ -237,75 +372,64 @@ int stage_load(struct executor *ex, int fd, const struct stage_item *items, size
 		goto out;
 	}
 	while (left > 0) {
-		int s;
+		bool progress = false;
 		void *tag;
-		int res;
+		int s, res;
 
 		/* Read into every free slot. */
-		while (item < n && (s = free_slot(&st)) >= 0) {
+		while ((s = free_slot(&st)) >= 0 && next_chunk(&st, n, &item, &chunk, &st.slot[s])) {
 			struct slot *sl = &st.slot[s];
 
-			if (chunk >= nchunks(items[item].len)) {
-				item++;
-				chunk = 0;
-				continue;
-			}
-			sl->item = item;
-			sl->chunk = chunk;
-			sl->len = items[item].len - chunk * CHUNK < CHUNK ? items[item].len - chunk * CHUNK : CHUNK;
 			r = phos_uio_read(st.uio, fd, sl->buf, (sl->len + 4095) & ~4095ull,
-					  items[item].off + chunk * CHUNK, sl, PHOS_UIO_ASYNC);
+					  items[sl->item].off + sl->chunk * CHUNK, sl, PHOS_UIO_ASYNC);
 			if (r < 0) {
 				fail(err, errlen, "reading gpu.data: %s", strerror(-r));
 				goto out;
 			}
 			sl->state = SLOT_IO;
 			reading++;
-			chunk++;
 		}
-		/* A finished read: hash it and copy it to the device. Wait for one only
-		 * when no copy can retire instead. */
-		r = phos_uio_complete(st.uio, reading > 0 && st.copy_n == 0, &tag, &res);
-		if (r < 0 || (r == 1 && res < 0)) {
-			fail(err, errlen, "reading gpu.data: %s", strerror(r < 0 ? -r : -res));
-			r = -EIO;
+		/* Finished reads: copy to the device, hash meanwhile. */
+		while ((r = phos_uio_complete(st.uio, false, &tag, &res)) == 1) {
+			reading--;
+			r = read_landed(&st, tag, res, err, errlen);
+			if (r < 0)
+				goto out;
+			progress = true;
+		}
+		if (r < 0) {
+			fail(err, errlen, "reading gpu.data: %s", strerror(-r));
 			goto out;
 		}
-		if (r == 1) {
-			struct slot *sl = tag;
+		/* A slot is free again once its copy landed and its hash is done. */
+		for (unsigned i = 0; i < STAGE_SLOTS; i++) {
+			struct slot *sl = &st.slot[i];
 
-			reading--;
-			st.chunk_hash[sl->item][sl->chunk] = phos_image_chunk_hash(sl->buf, sl->len);
-			r = d->memcpy_h2d_async(ex->dev, items[sl->item].dev + sl->chunk * CHUNK, sl->buf, sl->len,
-						st.stream);
-			if (r == 0)
-				r = d->event_record(ex->dev, sl->event, st.stream);
-			if (r < 0) {
-				fail(err, errlen, "host-to-device copy to %#llx failed (cuda error %d)",
-				     (unsigned long long)items[sl->item].dev, -r);
-				r = -EIO;
-				goto out;
-			}
-			sl->state = SLOT_COPY;
-			copy_push(&st, (size_t)(sl - st.slot));
-		}
-		/* Retire finished copies (the oldest first); block on one when every
-		 * slot is busy copying. */
-		while (st.copy_n > 0) {
-			struct slot *sl = &st.slot[st.copy_q[st.copy_head]];
-			bool must = reading == 0 && free_slot(&st) < 0;
-
-			r = must ? d->event_sync(ex->dev, sl->event) : d->event_query(ex->dev, sl->event);
+			if (sl->state != SLOT_COPY || !atomic_load(&sl->worked))
+				continue;
+			r = d->event_query(ex->dev, sl->event);
 			if (r == -PHOS_CUDA_NOT_READY)
-				break;
+				continue;
 			if (r < 0) {
 				fail(err, errlen, "host-to-device copy failed (cuda error %d)", -r);
 				r = -EIO;
 				goto out;
 			}
-			copy_pop(&st);
 			sl->state = SLOT_FREE;
 			left--;
+			progress = true;
+		}
+		if (!progress && reading > 0) {
+			/* Block for the next read. */
+			r = phos_uio_complete(st.uio, true, &tag, &res);
+			if (r == 1) {
+				reading--;
+				r = read_landed(&st, tag, res, err, errlen);
+			}
+			if (r < 0)
+				goto out;
+		} else if (!progress) {
+			work_wait(&st);
 		}
 	}
 	for (size_t i = 0; i < n; i++) {

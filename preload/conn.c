@@ -372,8 +372,10 @@ PHOS_EXPORT int phos_preload_serve_point(void)
 	r = 0;
 out:
 	pthread_mutex_unlock(&conn.lock);
-	if (restored)
+	if (restored) {
+		phos_var_forget();
 		r = phos_mem_regions_resend();
+	}
 	return r;
 }
 

@@ -160,6 +160,8 @@ void phos_stream_reset(void);
 void phos_launch_reset(void);
 /* launch.c: device address and size of a registered variable (by host shadow). */
 int phos_var_lookup(const void *symbol, uint64_t *ret_addr, uint64_t *ret_size);
+/* launch.c: forget where variables are (a restored executor placed them anew). */
+void phos_var_forget(void);
 /* launch.c: is [addr, addr+len) inside a known variable? (no round trip) */
 bool phos_var_contains(uint64_t addr, uint64_t len);
 /* device.c: attribute `attr` of device 0 (DEVICE_INFO, cached). */

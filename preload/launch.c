@@ -418,6 +418,17 @@ int phos_var_lookup(const void *symbol, uint64_t *ret_addr, uint64_t *ret_size)
 	return cudaSuccess;
 }
 
+void phos_var_forget(void)
+{
+	for (uint32_t id = 1; id < PHOS_MAX_IDS; id++) {
+		struct var *v = phos_ids_get(PHOS_H_VAR, id);
+
+		if (!v)
+			break;
+		__atomic_store_n(&v->have_info, false, __ATOMIC_RELEASE);
+	}
+}
+
 bool phos_var_contains(uint64_t addr, uint64_t len)
 {
 	for (uint32_t id = 1; id < PHOS_MAX_IDS; id++) {

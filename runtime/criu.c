@@ -12,9 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fault.h"
@@ -26,6 +30,9 @@ extern char **environ;
 #define CRIU_INHERIT_BASE 100         /* --inherit-fd fd[100 + i] in CRIU's process */
 #define CRIU_LOG_MAX      (16 << 20)  /* bytes of a CRIU log we read for reasons */
 #define SPAWN_STACK       (256 << 10)
+#define CRIU_TIMEOUT_S    300         /* default of $PHOS_CRIU_TIMEOUT */
+#define CRIU_RESTORE_FSIZE (64 << 20) /* soft RLIMIT_FSIZE of a restoring CRIU */
+#define CRIU_MAX_KIDS     64
 
 static void err_set(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -121,11 +128,108 @@ static int child_place_fds(const int *from, const int *to, int *tmp, unsigned n,
 	return keep >= 0 ? kept : 0;
 }
 
+/* Seconds CRIU may run: $PHOS_CRIU_TIMEOUT, else CRIU_TIMEOUT_S. */
+static int criu_timeout_s(void)
+{
+	const char *env = getenv("PHOS_CRIU_TIMEOUT");
+	long v = env ? strtol(env, NULL, 10) : 0;
+
+	return v > 0 && v < 86400 ? (int)v : CRIU_TIMEOUT_S;
+}
+
+/* The children of pid, by a scan of /proc (this kernel has no
+ * /proc/PID/task/TID/children). Returns how many went into kids. */
+static unsigned children_of(pid_t pid, pid_t *kids, unsigned max)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	unsigned n = 0;
+
+	while (d && n < max && (de = readdir(d))) {
+		char path[64], buf[512], *paren;
+		int ppid, fd;
+		ssize_t len;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%.20s/stat", de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		len = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (len <= 0)
+			continue;
+		buf[len] = '\0';
+		paren = strrchr(buf, ')');   /* "pid (comm) S ppid ..." */
+		if (paren && sscanf(paren + 1, " %*c %d", &ppid) == 1 && ppid == pid)
+			kids[n++] = (pid_t)atoi(de->d_name);
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* CRIU ran out of time: stop it (so that it forks no more), kill what it was
+ * restoring (its children: the root of a restored tree is the init of its pid
+ * namespace, so its whole tree goes), then CRIU. The children are reaped here
+ * when they come to us (a subreaper caller). */
+static void criu_kill(pid_t pid, int *ret_status)
+{
+	pid_t kids[CRIU_MAX_KIDS];
+	unsigned n;
+
+	kill(pid, SIGSTOP);
+	n = children_of(pid, kids, CRIU_MAX_KIDS);
+	for (unsigned i = 0; i < n; i++)
+		kill(kids[i], SIGKILL);
+	kill(pid, SIGKILL);
+	wait_exit(pid, ret_status);
+	for (unsigned i = 0; i < n; i++)
+		while (waitpid(kids[i], NULL, 0) < 0 && errno == EINTR)   /* ECHILD: not ours */
+			;
+}
+
+/* Waits for CRIU at most timeout_s seconds; -ETIMEDOUT after killing it. */
+static int criu_wait(pid_t pid, int timeout_s, int *ret_status)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), r;
+	struct timespec now, end;
+
+	if (pidfd < 0)
+		return wait_exit(pid, ret_status);   /* no pidfds: no time limit */
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += timeout_s;
+	for (;;) {
+		struct pollfd p = { .fd = pidfd, .events = POLLIN };
+		long ms;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		ms = (end.tv_sec - now.tv_sec) * 1000 + (end.tv_nsec - now.tv_nsec) / 1000000;
+		r = poll(&p, 1, ms > 0 ? (int)ms : 0);
+		if (r > 0)
+			break;
+		if (r == 0) {
+			close(pidfd);
+			criu_kill(pid, ret_status);
+			return -ETIMEDOUT;
+		}
+		if (errno != EINTR) {
+			break;   /* cannot poll: wait without a limit */
+		}
+	}
+	close(pidfd);
+	return wait_exit(pid, ret_status);
+}
+
 /* Runs CRIU: argv with fds placed per from/to, stdin and stdout on /dev/null
- * (or stdout on out_fd), stderr on err_fd; waits for it. Returns 0 and the
- * wait status, or -errno when it could not be run. */
+ * (or stdout on out_fd), stderr on err_fd; waits for it, at most
+ * criu_timeout_s(). fsize (> 0) is a soft RLIMIT_FSIZE for CRIU, which bounds
+ * its log (a restore writes nothing else; the restored tasks get their own
+ * limits back from the image). Returns 0 and the wait status, or -errno
+ * (-ETIMEDOUT) when it could not be run or was killed. */
 static int criu_run(char *const argv[], const int *from, const int *to, unsigned n, int out_fd, int err_fd,
-		    int *ret_status)
+		    rlim_t fsize, int *ret_status)
 {
 	int f[CRIU_MAX_EXT + 3], t[CRIU_MAX_EXT + 3], tmp[CRIU_MAX_EXT + 3];
 	int null_fd, r;
@@ -149,14 +253,20 @@ static int criu_run(char *const argv[], const int *from, const int *to, unsigned
 		return r;
 	}
 	if (pid == 0) {
+		struct rlimit rl;
+
 		child_reset_signals();
+		if (fsize && getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur > fsize) {
+			rl.rlim_cur = fsize;   /* soft only: the hard limit stays for the restored tasks */
+			setrlimit(RLIMIT_FSIZE, &rl);
+		}
 		if (child_place_fds(f, t, tmp, n + 3, -1) < 0)
 			_exit(126);
 		execv(argv[0], argv);
 		_exit(127);
 	}
 	close(null_fd);
-	r = wait_exit(pid, ret_status);
+	r = criu_wait(pid, criu_timeout_s(), ret_status);
 	if (r == 0 && WIFEXITED(*ret_status) && WEXITSTATUS(*ret_status) == 127)
 		return -ENOEXEC;
 	return r;
@@ -183,7 +293,7 @@ static int check_version(const char *criu, char *err, size_t errlen)
 	fd = memfd_create("criu-version", MFD_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	r = criu_run(argv, NULL, NULL, 0, fd, fd, &st);
+	r = criu_run(argv, NULL, NULL, 0, fd, fd, 0, &st);
 	if (r < 0) {
 		err_set(err, errlen, "%s: cannot run: %s", criu, strerror(-r));
 		goto out;
@@ -399,10 +509,10 @@ static void reason_scan(struct reason *rs, FILE *f)
 	free(line);
 }
 
-/* Puts into err "<what> failed (<status>): <CRIU's Error lines>", taken from
+/* Puts into err "<what> failed (<why, or the status>): <CRIU's Error lines>", taken from
  * its log (log in log_dirfd), else from its stderr (the memfd err_fd). */
-static void criu_reason(const char *what, int log_dirfd, const char *log, int err_fd, int st, char *err,
-			size_t errlen)
+static void criu_reason(const char *what, const char *why, int log_dirfd, const char *log, int err_fd, int st,
+			char *err, size_t errlen)
 {
 	struct reason rs = { .err = err, .len = errlen };
 	char stat_buf[64];
@@ -412,7 +522,7 @@ static void criu_reason(const char *what, int log_dirfd, const char *log, int er
 	if (!err || !errlen)
 		return;
 	status_str(st, stat_buf, sizeof(stat_buf));
-	rs.used = (size_t)snprintf(err, errlen, "%s failed (%s)", what, stat_buf);
+	rs.used = (size_t)snprintf(err, errlen, "%s failed (%s)", what, why ? why : stat_buf);
 
 	fd = openat(log_dirfd, log, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
@@ -486,13 +596,18 @@ int phos_criu_dump(const char *criu, pid_t pid, const char *dir, const uint64_t 
 		r = -errno;
 		goto out;
 	}
-	r = criu_run(argv, NULL, NULL, 0, -1, err_fd, &st);
+	r = criu_run(argv, NULL, NULL, 0, -1, err_fd, 0, &st);
+	if (r == -ETIMEDOUT) {
+		err_set(err, errlen, "criu dump: killed after %d s (PHOS_CRIU_TIMEOUT); log in %s/dump.log",
+			criu_timeout_s(), dir);
+		goto out;
+	}
 	if (r < 0) {
 		err_set(err, errlen, "criu dump: cannot run %s: %s", criu, strerror(-r));
 		goto out;
 	}
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		criu_reason("criu dump", dir_fd, "dump.log", err_fd, st, err, errlen);
+		criu_reason("criu dump", NULL, dir_fd, "dump.log", err_fd, st, err, errlen);
 		r = kill(pid, 0) < 0 && errno == ESRCH ? -ESRCH : -EIO;
 		goto out;
 	}
@@ -606,13 +721,20 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 	argv[argc++] = "-v4";
 	argv[argc] = NULL;
 
-	r = criu_run(argv, from, to, ninh, -1, err_fd, &st);
+	r = criu_run(argv, from, to, ninh, -1, err_fd, CRIU_RESTORE_FSIZE, &st);
+	if (r == -ETIMEDOUT) {
+		char why[64];
+
+		snprintf(why, sizeof(why), "killed after %d s, PHOS_CRIU_TIMEOUT", criu_timeout_s());
+		criu_reason("criu restore", why, work_fd, "restore.log", err_fd, st, err, errlen);
+		goto out;
+	}
 	if (r < 0) {
 		err_set(err, errlen, "criu restore: cannot run %s: %s", criu, strerror(-r));
 		goto out;
 	}
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		criu_reason("criu restore", work_fd, "restore.log", err_fd, st, err, errlen);
+		criu_reason("criu restore", NULL, work_fd, "restore.log", err_fd, st, err, errlen);
 		r = -EIO;
 		goto out;
 	}

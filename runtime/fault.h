@@ -6,9 +6,9 @@
  *
  * arms the point "uio_write" to fail on its 4th hit (after 3 that pass) and
  * "criu_dump" on its first. A point fails once, then passes again. Unknown
- * names are ignored. Points in use: uio_write, uio_read, criu_dump,
- * criu_restore, snapshot_commit, snapshot_kill (the snapshotter SIGKILLs itself
- * there).
+ * names are ignored. Points in use: uio_write, uio_read, gpu_data_alloc (the
+ * space for gpu.data: a full disk), criu_dump, criu_restore, snapshot_commit,
+ * snapshot_kill (the snapshotter SIGKILLs itself there).
  */
 #pragma once
 

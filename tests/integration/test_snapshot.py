@@ -134,7 +134,8 @@ try:
     refused("badcpu", bad_criu, "CRIU")
 
     # Fault injection: nothing that looks complete, and the old snapshot survives.
-    for fault, needle in (("uio_write:1", "gpu.data"), ("criu_dump", "criu_dump"), ("snapshot_commit", "commit")):
+    for fault, needle in (("gpu_data_alloc", "No space left"), ("criu_dump", "criu_dump"),
+                          ("snapshot_commit", "commit")):
         out = os.path.join(tmp, "f-" + fault.split(":")[0])
         r = snapshot(out, extra_env={"PHOS_FAULT": fault})
         check(r.returncode != 0 and needle in r.stderr, f"fault {fault}: rc {r.returncode}: {r.stderr[-1500:]}")
@@ -144,6 +145,12 @@ try:
         r = snapshot(snap, extra_env={"PHOS_FAULT": fault})
         check(r.returncode != 0, f"fault {fault} over an existing snapshot fails")
         check(answers(restore(snap)) == ref, f"fault {fault}: the old snapshot still restores")
+
+    # A read error mid-restore fails that restore cleanly; the next one works.
+    r = phos("restore", "--device", DEVICE, snap, stdin=REQS, extra_env={"PHOS_FAULT": "uio_read:1"})
+    check(r.returncode != 0 and "reading gpu.data" in r.stderr and not answers(r),
+          f"read error mid-restore: rc {r.returncode}: {r.stderr[-1500:]}")
+    check(answers(restore(snap)) == ref, "a restore after a failed one works")
 
     # The snapshotter killed mid-way (after the dumps, before the commit).
     out = os.path.join(tmp, "killed")
