@@ -118,6 +118,7 @@ struct executor {
 	uint64_t calls;             /* records executed */
 
 	const char *snapshot_dir;   /* --snapshot-to: dump GPU state there at SERVE */
+	double load_data_s;         /* --restore-from: seconds the buffer contents took */
 	int control_fd;             /* status lines to phos-fn; -1 when none */
 };
 

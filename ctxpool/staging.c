@@ -3,16 +3,16 @@
  * The staging pipeline (see staging.h).
  *
  * One thread drives the copy engine and io_uring; a pool of worker threads
- * hashes chunks (and, for a dump, copies them into the page cache) so that no
- * serial CPU pass over gigabytes sits on the path:
+ * hashes chunks so that no serial CPU pass over gigabytes sits on the path:
  *
  *   load:  read (io_uring, async) ─▶ H2D + event ─┬─▶ slot free when both are done
  *                                   hash (worker) ─┘
- *   dump:  D2H + event ─▶ hash + copy into the mmap'ed gpu.data (worker) ─▶ slot free
+ *   dump:  D2H + event ─▶ hash (worker) ─▶ io_uring write ─▶ slot free
  *
- * A dump writes through a shared mapping of gpu.data rather than write(2):
- * buffered writes to one file are serialised by the inode lock (a few GB/s),
- * while page faults of a mapping proceed in parallel.
+ * A dump writes gpu.data with O_DIRECT when the file system allows it: buffered
+ * writes to one file are serialised by the inode lock and must be flushed by
+ * the commit's fsync anyway, so going to the disk at once is faster and the
+ * snapshot is durable when the last write completes.
  */
 #include "staging.h"
 
@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "image.h"
@@ -53,8 +52,6 @@ struct stage {
 	void *stream;
 	struct phos_uio *uio;
 	uint64_t **chunk_hash;       /* per item, per chunk */
-	uint8_t *map;                /* dump: gpu.data mapped shared */
-	size_t map_len;
 
 	pthread_t worker[MAX_WORKERS];
 	unsigned nworkers;
@@ -100,8 +97,6 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&st->lock);
 
 		st->chunk_hash[sl->item][sl->chunk] = phos_image_chunk_hash(sl->buf, sl->len);
-		if (st->map)
-			memcpy(st->map + st->items[sl->item].off + sl->chunk * CHUNK, sl->buf, sl->len);
 
 		pthread_mutex_lock(&st->lock);
 		atomic_store(&sl->worked, true);
@@ -166,8 +161,6 @@ static void stage_exit(struct stage *st, size_t nitems)
 			free(st->chunk_hash[i]);
 		free(st->chunk_hash);
 	}
-	if (st->map)
-		munmap(st->map, st->map_len);
 	pthread_cond_destroy(&st->work);
 	pthread_cond_destroy(&st->done);
 	pthread_mutex_destroy(&st->lock);
@@ -251,32 +244,20 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 	const struct phos_device_ops *d = ex->dev_ops;
 	struct stage st;
 	size_t item = 0;
-	uint64_t chunk = 0, left = 0, end = 0;
+	uint64_t chunk = 0, left = 0;
 	int r;
 
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++)
 		left += nchunks(items[i].len);
-		if (items[i].off + items[i].len > end)
-			end = items[i].off + items[i].len;
-	}
 	r = stage_init(&st, ex, items, n);
 	if (r < 0) {
 		fail(err, errlen, "cannot set up the staging ring: %s", strerror(-r));
 		goto out;
 	}
-	if (end) {
-		st.map_len = end;
-		st.map = mmap(NULL, end, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (st.map == MAP_FAILED) {
-			st.map = NULL;
-			r = -errno;
-			fail(err, errlen, "mapping gpu.data: %s", strerror(errno));
-			goto out;
-		}
-	}
 	while (left > 0) {
 		bool progress = false;
-		int s;
+		void *tag;
+		int s, res;
 
 		/* Start device-to-host copies into every free slot. */
 		while ((s = free_slot(&st)) >= 0 && next_chunk(&st, n, &item, &chunk, &st.slot[s])) {
@@ -295,9 +276,10 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 			sl->state = SLOT_COPY;
 			progress = true;
 		}
-		/* Landed copies go to the workers; finished work frees the slot. */
+		/* Landed copies go to the workers; hashed chunks go to the disk. */
 		for (unsigned i = 0; i < STAGE_SLOTS; i++) {
 			struct slot *sl = &st.slot[i];
+			uint64_t whole = (sl->len + 4095) & ~4095ull;
 
 			if (sl->state == SLOT_COPY) {
 				r = d->event_query(ex->dev, sl->event);
@@ -312,13 +294,53 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 				work_push(&st, sl);
 				progress = true;
 			} else if (sl->state == SLOT_WORK && atomic_load(&sl->worked)) {
-				sl->state = SLOT_FREE;
-				left--;
+				/* Whole 4 KiB blocks for O_DIRECT; the tail is zero padding. */
+				memset(sl->buf + sl->len, 0, whole - sl->len);
+				r = phos_uio_write(st.uio, fd, sl->buf, whole, items[sl->item].off + sl->chunk * CHUNK,
+						   sl, 0);
+				if (r < 0) {
+					fail(err, errlen, "writing gpu.data: %s", strerror(-r));
+					goto out;
+				}
+				sl->state = SLOT_IO;
 				progress = true;
 			}
 		}
-		if (!progress)
-			work_wait(&st);
+		while ((r = phos_uio_complete(st.uio, false, &tag, &res)) == 1) {
+			if (res < 0) {
+				fail(err, errlen, "writing gpu.data: %s", strerror(-res));
+				r = res;
+				goto out;
+			}
+			((struct slot *)tag)->state = SLOT_FREE;
+			left--;
+			progress = true;
+		}
+		if (r < 0) {
+			fail(err, errlen, "writing gpu.data: %s", strerror(-r));
+			goto out;
+		}
+		if (!progress) {
+			/* Nothing moved: wait for a write when every slot is on the disk. */
+			bool all_io = true;
+
+			for (unsigned i = 0; i < STAGE_SLOTS && all_io; i++)
+				all_io = st.slot[i].state == SLOT_IO || st.slot[i].state == SLOT_FREE;
+			if (all_io && phos_uio_inflight(st.uio) > 0) {
+				r = phos_uio_complete(st.uio, true, &tag, &res);
+				if (r == 1 && res < 0) {
+					fail(err, errlen, "writing gpu.data: %s", strerror(-res));
+					r = res;
+					goto out;
+				}
+				if (r == 1) {
+					((struct slot *)tag)->state = SLOT_FREE;
+					left--;
+				}
+			} else {
+				work_wait(&st);
+			}
+		}
 	}
 	for (size_t i = 0; i < n; i++)
 		items[i].hash = phos_image_combine(st.chunk_hash[i], nchunks(items[i].len));

@@ -172,8 +172,10 @@ int cli_restore(int argc, char **argv)
 	FILE *f = open_stats(stats);
 
 	if (f) {
-		fprintf(f, "{\"gpu_restore_s\":%.6f,\"cpu_restore_s\":%.6f,\"ready_s\":%.6f,\"gpu_bytes\":%llu}\n",
-			st.gpu_restore_s, st.cpu_restore_s, st.ready_s, (unsigned long long)st.gpu_bytes);
+		fprintf(f, "{\"gpu_restore_s\":%.6f,\"open_s\":%.6f,\"load_s\":%.6f,\"data_s\":%.6f,"
+			   "\"cpu_restore_s\":%.6f,\"ready_s\":%.6f,\"gpu_bytes\":%llu}\n",
+			st.gpu_restore_s, st.open_s, st.load_s, st.data_s, st.cpu_restore_s, st.ready_s,
+			(unsigned long long)st.gpu_bytes);
 		fclose(f);
 	}
 	/* The restored function has our stdin and stdout now. */

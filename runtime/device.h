@@ -65,6 +65,12 @@ struct phos_device_ops {
 		    struct phos_device **ret_dev);
 	void (*close)(struct phos_device *dev);   /* accepts NULL */
 
+	/* What open's warm flag does (cuBLAS handles and a first GEMM), for a device
+	 * opened without it: a restore runs it beside loading the snapshot. Safe to
+	 * call from another thread while other calls are in flight, but not together
+	 * with blas_create. sim: nothing to do. */
+	int (*warm)(struct phos_device *dev);
+
 	int (*device_count)(struct phos_device *dev, int *ret_count);
 	int (*info)(struct phos_device *dev, struct phos_reply_device *ret_info);
 	int (*mem_info)(struct phos_device *dev, uint64_t *ret_free, uint64_t *ret_total);

@@ -565,6 +565,13 @@ static int open_steps(struct cuda_dev *d, uint64_t arena_base, bool warm)
 	return 0;
 }
 
+static int cuda_warm(struct phos_device *dev)
+{
+	DEV_ENTER(d, dev);
+
+	return cuda_blas_warm(d);
+}
+
 static int cuda_open(int ordinal, uint64_t arena_base, uint64_t arena_size, bool warm,
 		     struct phos_device **ret_dev)
 {
@@ -1318,6 +1325,7 @@ const struct phos_device_ops phos_device_cuda = {
 	.event_sync = cuda_event_sync,
 	.event_query = cuda_event_query,
 	.event_elapsed = cuda_event_elapsed,
+	.warm = cuda_warm,
 	.memcpy_h2d = cuda_memcpy_h2d,
 	.memcpy_d2h = cuda_memcpy_d2h,
 	.memcpy_h2d_async = cuda_memcpy_h2d_async,

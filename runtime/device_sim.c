@@ -113,6 +113,12 @@ static struct sim_device *sim_dev(struct phos_device *dev)
 	return (struct sim_device *)(void *)dev;
 }
 
+static int sim_warm(struct phos_device *dev)
+{
+	(void)dev;
+	return 0;
+}
+
 /* ---- objects ---- */
 
 void *phos_sim_obj_new(struct phos_device *pdev, uint32_t magic, size_t size)
@@ -1040,6 +1046,7 @@ const struct phos_device_ops phos_device_sim = {
 	.event_sync = sim_event_sync,
 	.event_query = sim_event_sync,
 	.event_elapsed = sim_event_elapsed,
+	.warm = sim_warm,
 	.memcpy_h2d = sim_memcpy_h2d,
 	.memcpy_d2h = sim_memcpy_d2h,
 	.memcpy_h2d_async = sim_memcpy_h2d,

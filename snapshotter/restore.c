@@ -74,6 +74,8 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
 	pid_t exe = -1, fn = -1;
 	double t0 = now_s(), t;
 
+	memset(ret_inst, 0, sizeof(*ret_inst));
+
 	*err = '\0';
 	/* Refuse a bad snapshot before taking anything. */
 	r = phos_image_read(dir, &img, line, sizeof(line));
@@ -105,15 +107,10 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
 	}
 	close(ctl[1]);
 	ctl[1] = -1;
-	read_line(ctl[0], line, sizeof(line));
-	if (strcmp(line, "ready") != 0) {
-		fail(err, errlen, "%s", !strncmp(line, "error ", 6) ? line + 6 : "the executor failed to start");
-		r = -EIO;
-		goto out;
-	}
-	st.gpu_restore_s = now_s() - t0;
-	st.gpu_bytes = img->gpu_bytes;
 
+	/* CRIU restores the CPU side while the executor loads the GPU side: the
+	 * restored function waits in phos_channel_await until the new channel
+	 * arrives on its socket. */
 	t = now_s();
 	inh[3].fd = ch[1];
 	snprintf(cpu, sizeof(cpu), "%s/%s", dir, img->criu_dir);
@@ -123,6 +120,16 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
 		goto out;
 	}
 	st.cpu_restore_s = now_s() - t;
+
+	read_line(ctl[0], line, sizeof(line));
+	if (strncmp(line, "ready", 5) != 0) {
+		fail(err, errlen, "%s", !strncmp(line, "error ", 6) ? line + 6 : "the executor failed to start");
+		r = -EIO;
+		goto out;
+	}
+	sscanf(line + 5, " {\"open_s\":%lf,\"load_s\":%lf,\"data_s\":%lf", &st.open_s, &st.load_s, &st.data_s);
+	st.gpu_restore_s = now_s() - t0;
+	st.gpu_bytes = img->gpu_bytes;
 	st.ready_s = now_s() - t0;
 	ret_inst->fn_pid = fn;
 	ret_inst->executor_pid = exe;
@@ -138,6 +145,10 @@ out:
 			close(ch[i]);
 		if (ctl[i] >= 0)
 			close(ctl[i]);
+	}
+	if (fn > 0 && r < 0) {
+		kill(fn, SIGKILL);
+		waitpid(fn, NULL, 0);
 	}
 	if (exe > 0) {
 		kill(exe, SIGTERM);

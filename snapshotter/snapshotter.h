@@ -52,7 +52,10 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 
 struct phos_restore_stats {
 	double gpu_restore_s;  /* executor start until the device state is back */
-	double cpu_restore_s;  /* criu restore */
+	double open_s;         /* ... of which: device context (and arena) */
+	double load_s;         /* ... of which: the whole snapshot load */
+	double data_s;         /* ... of which: buffer contents (bytes/data_s = load rate) */
+	double cpu_restore_s;  /* criu restore, beside the GPU load */
 	double ready_s;        /* total, until the function runs */
 	uint64_t gpu_bytes;
 };
