@@ -239,6 +239,43 @@ static bool next_chunk(struct stage *st, size_t n, size_t *item, uint64_t *chunk
 
 /* --- dump --- */
 
+/* Nothing moved in a dump round: block on whatever finishes next, without
+ * sleeping past a copy or a write that is about to land. */
+static int wait_dump(struct stage *st, char *err, size_t errlen, uint64_t *left)
+{
+	void *tag;
+	int r, res;
+
+	for (unsigned i = 0; i < STAGE_SLOTS; i++) {
+		if (st->slot[i].state == SLOT_COPY) {
+			r = st->ex->dev_ops->event_sync(st->ex->dev, st->slot[i].event);
+			if (r < 0) {
+				fail(err, errlen, "device-to-host copy failed (cuda error %d)", -r);
+				return -EIO;
+			}
+			return 0;
+		}
+	}
+	for (unsigned i = 0; i < STAGE_SLOTS; i++) {
+		if (st->slot[i].state == SLOT_WORK) {
+			work_wait(st);
+			return 0;
+		}
+	}
+	if (phos_uio_inflight(st->uio) == 0)
+		return 0;
+	r = phos_uio_complete(st->uio, true, &tag, &res);
+	if (r == 1 && res < 0) {
+		fail(err, errlen, "writing gpu.data: %s", strerror(-res));
+		return res;
+	}
+	if (r == 1) {
+		((struct slot *)tag)->state = SLOT_FREE;
+		(*left)--;
+	}
+	return r < 0 ? r : 0;
+}
+
 int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, char *err, size_t errlen)
 {
 	const struct phos_device_ops *d = ex->dev_ops;
@@ -321,25 +358,9 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 			goto out;
 		}
 		if (!progress) {
-			/* Nothing moved: wait for a write when every slot is on the disk. */
-			bool all_io = true;
-
-			for (unsigned i = 0; i < STAGE_SLOTS && all_io; i++)
-				all_io = st.slot[i].state == SLOT_IO || st.slot[i].state == SLOT_FREE;
-			if (all_io && phos_uio_inflight(st.uio) > 0) {
-				r = phos_uio_complete(st.uio, true, &tag, &res);
-				if (r == 1 && res < 0) {
-					fail(err, errlen, "writing gpu.data: %s", strerror(-res));
-					r = res;
-					goto out;
-				}
-				if (r == 1) {
-					((struct slot *)tag)->state = SLOT_FREE;
-					left--;
-				}
-			} else {
-				work_wait(&st);
-			}
+			r = wait_dump(&st, err, errlen, &left);
+			if (r < 0)
+				goto out;
 		}
 	}
 	for (size_t i = 0; i < n; i++)
@@ -451,7 +472,16 @@ int stage_load(struct executor *ex, int fd, const struct stage_item *items, size
 			if (r < 0)
 				goto out;
 		} else if (!progress) {
-			work_wait(&st);
+			/* Copies to the device in flight: wait for the oldest hashed one. */
+			struct slot *wait_for = NULL;
+
+			for (unsigned i = 0; i < STAGE_SLOTS && !wait_for; i++)
+				if (st.slot[i].state == SLOT_COPY && atomic_load(&st.slot[i].worked))
+					wait_for = &st.slot[i];
+			if (wait_for)
+				d->event_sync(ex->dev, wait_for->event);
+			else
+				work_wait(&st);
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
