@@ -48,7 +48,8 @@ struct slot {
 struct stage {
 	struct executor *ex;
 	const struct stage_item *items;
-	struct slot slot[STAGE_SLOTS];
+	struct slot slot[STAGE_SLOTS_MAX];
+	unsigned nslots;             /* STAGE_SLOTS, or PHOS_STAGE_SLOTS */
 	void *stream;
 	struct phos_uio *uio;
 	uint64_t **chunk_hash;       /* per item, per chunk */
@@ -57,7 +58,7 @@ struct stage {
 	unsigned nworkers;
 	pthread_mutex_t lock;
 	pthread_cond_t work, done;
-	struct slot *queue[STAGE_SLOTS];
+	struct slot *queue[STAGE_SLOTS_MAX];
 	unsigned q_head, q_n;
 	bool stop;
 };
@@ -92,7 +93,7 @@ static void *worker_main(void *arg)
 		if (st->q_n == 0)
 			break;
 		sl = st->queue[st->q_head];
-		st->q_head = (st->q_head + 1) % STAGE_SLOTS;
+		st->q_head = (st->q_head + 1) % st->nslots;
 		st->q_n--;
 		pthread_mutex_unlock(&st->lock);
 
@@ -110,7 +111,7 @@ static void work_push(struct stage *st, struct slot *sl)
 {
 	atomic_store(&sl->worked, false);
 	pthread_mutex_lock(&st->lock);
-	st->queue[(st->q_head + st->q_n++) % STAGE_SLOTS] = sl;
+	st->queue[(st->q_head + st->q_n++) % st->nslots] = sl;
 	pthread_cond_signal(&st->work);
 	pthread_mutex_unlock(&st->lock);
 }
@@ -146,7 +147,7 @@ static void stage_exit(struct stage *st, size_t nitems)
 	phos_uio_free(st->uio);
 	if (st->stream)
 		d->stream_sync(st->ex->dev, st->stream);
-	for (unsigned i = 0; i < STAGE_SLOTS; i++) {
+	for (unsigned i = 0; i < st->nslots; i++) {
 		if (st->slot[i].event)
 			d->event_destroy(st->ex->dev, st->slot[i].event);
 		if (st->slot[i].buf) {
@@ -172,8 +173,13 @@ static int stage_init(struct stage *st, struct executor *ex, const struct stage_
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	int r;
 
+	const char *env = getenv("PHOS_STAGE_SLOTS");
+
 	memset(st, 0, sizeof(*st));
 	st->ex = ex;
+	st->nslots = STAGE_SLOTS;
+	if (env && atoi(env) >= 4 && atoi(env) <= STAGE_SLOTS_MAX)
+		st->nslots = (unsigned)atoi(env);
 	st->items = items;
 	pthread_mutex_init(&st->lock, NULL);
 	pthread_cond_init(&st->work, NULL);
@@ -186,12 +192,12 @@ static int stage_init(struct stage *st, struct executor *ex, const struct stage_
 		if (!st->chunk_hash[i])
 			return -ENOMEM;
 	}
-	r = phos_uio_new(STAGE_SLOTS, &st->uio);
+	r = phos_uio_new(st->nslots, &st->uio);
 	if (r < 0)
 		return r;
 	if (d->stream_create(ex->dev, 1 /* non-blocking */, 0, &st->stream) < 0)
 		return -EIO;
-	for (unsigned i = 0; i < STAGE_SLOTS; i++) {
+	for (unsigned i = 0; i < st->nslots; i++) {
 		if (posix_memalign((void **)&st->slot[i].buf, 4096, CHUNK))
 			return -ENOMEM;
 		/* Unpinned staging still works, only slower. */
@@ -215,7 +221,7 @@ static int stage_init(struct stage *st, struct executor *ex, const struct stage_
 
 static int free_slot(struct stage *st)
 {
-	for (unsigned i = 0; i < STAGE_SLOTS; i++)
+	for (unsigned i = 0; i < st->nslots; i++)
 		if (st->slot[i].state == SLOT_FREE)
 			return (int)i;
 	return -1;
@@ -246,7 +252,7 @@ static int wait_dump(struct stage *st, char *err, size_t errlen, uint64_t *left)
 	void *tag;
 	int r, res;
 
-	for (unsigned i = 0; i < STAGE_SLOTS; i++) {
+	for (unsigned i = 0; i < st->nslots; i++) {
 		if (st->slot[i].state == SLOT_COPY) {
 			r = st->ex->dev_ops->event_sync(st->ex->dev, st->slot[i].event);
 			if (r < 0) {
@@ -256,7 +262,7 @@ static int wait_dump(struct stage *st, char *err, size_t errlen, uint64_t *left)
 			return 0;
 		}
 	}
-	for (unsigned i = 0; i < STAGE_SLOTS; i++) {
+	for (unsigned i = 0; i < st->nslots; i++) {
 		if (st->slot[i].state == SLOT_WORK) {
 			work_wait(st);
 			return 0;
@@ -314,7 +320,7 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 			progress = true;
 		}
 		/* Landed copies go to the workers; hashed chunks go to the disk. */
-		for (unsigned i = 0; i < STAGE_SLOTS; i++) {
+		for (unsigned i = 0; i < st.nslots; i++) {
 			struct slot *sl = &st.slot[i];
 			uint64_t whole = (sl->len + 4095) & ~4095ull;
 
@@ -445,7 +451,7 @@ int stage_load(struct executor *ex, int fd, const struct stage_item *items, size
 			goto out;
 		}
 		/* A slot is free again once its copy landed and its hash is done. */
-		for (unsigned i = 0; i < STAGE_SLOTS; i++) {
+		for (unsigned i = 0; i < st.nslots; i++) {
 			struct slot *sl = &st.slot[i];
 
 			if (sl->state != SLOT_COPY || !atomic_load(&sl->worked))
@@ -475,7 +481,7 @@ int stage_load(struct executor *ex, int fd, const struct stage_item *items, size
 			/* Copies to the device in flight: wait for the oldest hashed one. */
 			struct slot *wait_for = NULL;
 
-			for (unsigned i = 0; i < STAGE_SLOTS && !wait_for; i++)
+			for (unsigned i = 0; i < st.nslots && !wait_for; i++)
 				if (st.slot[i].state == SLOT_COPY && atomic_load(&st.slot[i].worked))
 					wait_for = &st.slot[i];
 			if (wait_for)

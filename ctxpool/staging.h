@@ -20,6 +20,7 @@
 #include "executor.h"
 
 #define STAGE_SLOTS 16
+#define STAGE_SLOTS_MAX 64  /* PHOS_STAGE_SLOTS may choose 4..64 (16..256 MiB) */
 
 struct stage_item {
 	uint64_t dev;    /* device address */

@@ -163,6 +163,23 @@ try:
     check(r.returncode == 0 and looks_complete(out), f"a later snapshot works: {r.stderr[-1500:]}")
     check(not [d for d in os.listdir(tmp) if d.startswith("killed.tmp-")], "the sweep removed the killed one's leftovers")
 
+    # Every example: the restored function answers as the original process does.
+    examples = {
+        "vecadd": (["--elements", "65536"], ['{"n": 4096, "seed": 7}', '{}', '{"n": 1000, "bias": 2}']),
+        "gemm": ([], ['{"m": 64, "n": 48, "k": 32, "seed": 3}', '{"m": 32, "n": 32, "k": 32, "batch": 3}']),
+        "mlp": (["--weights-mib", "4"], ['{"batch": 4, "seed": 1, "check": true}', '{"batch": 2, "seed": 9}']),
+    }
+    for name, (args, reqs) in examples.items():
+        prog = program("functions", "examples", name)
+        stdin = "".join(r + "\n" for r in reqs)
+        want = answers(phos("run", "--device", DEVICE, "--", prog, *args, stdin=stdin))
+        d = os.path.join(tmp, "ex-" + name)
+        p = phos("snapshot", "--device", DEVICE, "-o", d, "--", prog, *args)
+        check(p.returncode == 0, f"{name}: snapshot failed: {p.stderr[-1500:]}")
+        got = answers(phos("restore", "--device", DEVICE, d, stdin=stdin))
+        check(len(want) == len(reqs) and all(a.get("ok") for a in want), f"{name}: reference answers {want}")
+        check(got == want, f"{name}: restored answers differ:\n  {got}\n  {want}")
+
     # Bad input to the CLI.
     r = phos("restore", "--device", DEVICE, os.path.join(tmp, "does-not-exist"))
     check(r.returncode != 0 and "manifest" in r.stderr, f"restore of a missing dir: {r.stderr[-500:]}")
