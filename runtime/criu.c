@@ -190,35 +190,49 @@ static void criu_kill(pid_t pid, int *ret_status)
 			;
 }
 
-/* Waits for CRIU at most timeout_s seconds; -ETIMEDOUT after killing it. */
+static long ms_left(const struct timespec *end)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (end->tv_sec - now.tv_sec) * 1000 + (end->tv_nsec - now.tv_nsec) / 1000000;
+}
+
+/* Waits for CRIU at most timeout_s seconds; -ETIMEDOUT after killing it. A
+ * pidfd tells when it ends; without one (valgrind knows no pidfd_open) it is
+ * polled every 5 ms. */
 static int criu_wait(pid_t pid, int timeout_s, int *ret_status)
 {
-	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), r;
-	struct timespec now, end;
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), st, r;
+	struct timespec end;
+	long ms;
 
-	if (pidfd < 0)
-		return wait_exit(pid, ret_status);   /* no pidfds: no time limit */
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	end.tv_sec += timeout_s;
-	for (;;) {
-		struct pollfd p = { .fd = pidfd, .events = POLLIN };
-		long ms;
+	while ((ms = ms_left(&end)) > 0) {
+		if (pidfd >= 0) {
+			struct pollfd p = { .fd = pidfd, .events = POLLIN };
 
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		ms = (end.tv_sec - now.tv_sec) * 1000 + (end.tv_nsec - now.tv_nsec) / 1000000;
-		r = poll(&p, 1, ms > 0 ? (int)ms : 0);
-		if (r > 0)
-			break;
-		if (r == 0) {
-			close(pidfd);
-			criu_kill(pid, ret_status);
-			return -ETIMEDOUT;
-		}
-		if (errno != EINTR) {
-			break;   /* cannot poll: wait without a limit */
+			r = poll(&p, 1, (int)ms);
+			if (r > 0 || (r < 0 && errno != EINTR))
+				break;   /* it ended (or we cannot poll: wait below) */
+		} else {
+			r = waitpid(pid, &st, WNOHANG);
+			if (r == pid) {
+				*ret_status = st;
+				return 0;
+			}
+			if (r < 0 && errno != EINTR)
+				return -errno;
+			nanosleep(&(struct timespec){ .tv_nsec = 5000000 }, NULL);
 		}
 	}
-	close(pidfd);
+	if (pidfd >= 0)
+		close(pidfd);
+	if (ms <= 0) {
+		criu_kill(pid, ret_status);
+		return -ETIMEDOUT;
+	}
 	return wait_exit(pid, ret_status);
 }
 

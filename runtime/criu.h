@@ -8,7 +8,7 @@
  *   phos_criu_dump:  criu dump -t PID -D DIR --shell-job --ext-unix-sk
  *                    --external unix[INO]... (the channel socket), log in DIR.
  *                    The process is gone afterwards.
- *   phos_criu_restore: criu restore -D DIR --shell-job -d --pidfile F
+ *   phos_criu_restore: criu restore -D DIR --work-dir TMP --shell-job -d --pidfile F
  *                    --inherit-fd fd[N]:KEY...; the fresh descriptors are put
  *                    at N in CRIU's process. The restored root is reparented to
  *                    the nearest subreaper: callers that want to wait for it set
@@ -19,6 +19,18 @@
  * version >= 4.1. Failures return a negative errno and CRIU's own reason (the
  * "Error" lines of its log) in err. "Can't setup RLIMIT_NOFILE" is harmless on
  * these machines and never the reason given.
+ *
+ * Stdio pipes whose other end is outside the tree (the function's stdin and
+ * stdout) need nothing at dump time; on restore they must be handed in like
+ * the channel (key "pipe:[INO]" as phos_criu_fd_key read it before the dump).
+ * Otherwise CRIU makes fresh pipes nobody holds: stdin reads EOF and the first
+ * write to stdout raises SIGPIPE. A key that is in no image is ignored by CRIU.
+ *
+ * CRIU runs at most $PHOS_CRIU_TIMEOUT seconds (default 300); then it and the
+ * tree it was restoring are killed and the call returns -ETIMEDOUT (CRIU 4.1.1
+ * retries a short read of a truncated pages-*.img forever). A restoring CRIU
+ * gets a soft RLIMIT_FSIZE of 64 MiB, which bounds its log; the restored tasks
+ * get their own limits back from the image.
  */
 #pragma once
 
@@ -34,27 +46,38 @@ struct phos_fd_map {
 	int to;     /* number it gets in the child */
 };
 
-/* Starts argv (with envp; PATH is searched) as the init of a new pid namespace;
- * fds lists the descriptors it gets (others are closed). Returns 0 and the
- * child's host pid. */
+/* Starts argv (with envp, or environ when NULL; PATH is searched) as the init
+ * of a new pid namespace; fds lists the descriptors it gets (others are
+ * closed; from and to may overlap). Signals are reset to their defaults.
+ * Returns 0 and the child's host pid (a child of the caller), or -errno of the
+ * failed exec (-ENOENT, ...). */
 int phos_criu_spawn(char *const argv[], char *const envp[], const struct phos_fd_map *fds, unsigned nfds,
 		    pid_t *ret_pid);
 
 /* Dumps the process tree rooted at pid into dir (which must exist). ext_unix are
- * the inodes of unix sockets whose peers are outside (the channel). */
+ * the inodes of unix sockets whose peers are outside (the channel). On success
+ * the tree is gone, and pid is reaped when it is a child of the caller.
+ * -ESRCH: no such process; -EIO: CRIU failed (its reason in err). */
 int phos_criu_dump(const char *criu, pid_t pid, const char *dir, const uint64_t *ext_unix, unsigned next,
 		   char *err, size_t errlen);
 
 struct phos_criu_inherit {
 	int fd;            /* the caller's descriptor to hand in */
-	int target;        /* the number it had in the dumped process */
+	int target;        /* the number it had in the dumped process (for the
+			    * caller's records: CRIU matches by key, and every
+			    * fd of the image that had this key gets it) */
 	const char *key;   /* "socket:[123]", "pipe:[456]" */
 };
 
-/* Restores dir; returns 0 and the host pid of the restored root. */
+/* Restores dir, which is only read (the log and pid file go to a private
+ * directory under $TMPDIR or /tmp, removed afterwards), so that restores of
+ * one image may run at once. Returns 0 and the host pid of the restored root
+ * (the init of a new pid namespace, reparented to the nearest subreaper);
+ * -EIO with CRIU's reason in err, -ETIMEDOUT. */
 int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_inherit *inh, unsigned ninh,
 		      pid_t *ret_pid, char *err, size_t errlen);
 
-/* CRIU's key for an open descriptor of this process ("pipe:[456]",
- * "socket:[123]", or for other files the path), for --inherit-fd. */
+/* CRIU's key for an open descriptor of process pid (0: the caller), for
+ * --inherit-fd: the /proc/PID/fd/FD link ("pipe:[456]", "socket:[123]",
+ * "anon_inode:...", or a file's path). -ENAMETOOLONG when it does not fit. */
 int phos_criu_fd_key(pid_t pid, int fd, char *buf, size_t len);
