@@ -31,16 +31,6 @@
 #include "log.h"
 #include "staging.h"
 
-static void fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 void exec_control(struct executor *ex, const char *fmt, ...)
 {
 	char line[1024];
@@ -62,14 +52,6 @@ void exec_control(struct executor *ex, const char *fmt, ...)
 			line[i] = ' ';
 	line[n++] = '\n';
 	(void)!write(ex->control_fd, line, (size_t)n);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* --- dump --- */
@@ -151,7 +133,7 @@ static int collect_objects(struct executor *ex, const char *dir, struct dump_ctx
 		phos_image_module_hash(m->image, m->image_len, im.hash);
 		snprintf(path, sizeof(path), "%s/modules/%s.fatbin", dir, im.hash);
 		if (access(path, F_OK) != 0 && (r = write_file(path, m->image, m->image_len)) < 0) {
-			fail(err, errlen, "writing %s: %s", path, strerror(-r));
+			phos_errf(err, errlen, "writing %s: %s", path, strerror(-r));
 			return r;
 		}
 		TRY(phos_image_add_module(img, &im));
@@ -234,7 +216,7 @@ int exec_image_dump(struct executor *ex, const char *dir, uint64_t *ret_bytes, c
 	snprintf(path, sizeof(path), "%s/modules", dir);
 	if (mkdir(path, 0755) < 0 && errno != EEXIST) {
 		r = -errno;
-		fail(err, errlen, "mkdir %s: %s", path, strerror(errno));
+		phos_errf(err, errlen, "mkdir %s: %s", path, strerror(errno));
 		goto out;
 	}
 	r = phos_bufmap_foreach(ex->bufs, collect_buf, &c);
@@ -242,7 +224,7 @@ int exec_image_dump(struct executor *ex, const char *dir, uint64_t *ret_bytes, c
 		r = collect_objects(ex, dir, &c, err, errlen);
 	if (r < 0) {
 		if (!*err)
-			fail(err, errlen, "collecting the device state: %s", strerror(-r));
+			phos_errf(err, errlen, "collecting the device state: %s", strerror(-r));
 		goto out;
 	}
 	img->data_bytes = c.off;
@@ -255,12 +237,12 @@ int exec_image_dump(struct executor *ex, const char *dir, uint64_t *ret_bytes, c
 		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		r = -errno;
-		fail(err, errlen, "creating %s: %s", path, strerror(errno));
+		phos_errf(err, errlen, "creating %s: %s", path, strerror(errno));
 		goto out;
 	}
 	r = phos_fault("gpu_data_alloc") ? ENOSPC : c.off ? posix_fallocate(fd, 0, (off_t)c.off) : 0;
 	if (r) {
-		fail(err, errlen, "allocating %llu bytes for %s: %s", (unsigned long long)c.off, path, strerror(r));
+		phos_errf(err, errlen, "allocating %llu bytes for %s: %s", (unsigned long long)c.off, path, strerror(r));
 		r = -r;
 		goto out;
 	}
@@ -277,7 +259,7 @@ int exec_image_dump(struct executor *ex, const char *dir, uint64_t *ret_bytes, c
 			img->vars[i].hash = c.items[k++].hash;
 	r = phos_image_write_manifest(dir, img);
 	if (r < 0)
-		fail(err, errlen, "writing the manifest: %s", strerror(-r));
+		phos_errf(err, errlen, "writing the manifest: %s", strerror(-r));
 	else
 		*ret_bytes = c.off;
 out:
@@ -297,20 +279,20 @@ int exec_serve_point(struct executor *ex)
 
 	if (!ex->snapshot_dir)
 		return phos_channel_resume(ex->ch) < 0 ? -PHOS_CUDA_UNKNOWN : 0;
-	t0 = now_s();
+	t0 = phos_now();
 	r = ex->dev_ops->synchronize(ex->dev);
 	if (r < 0) {
-		fail(err, sizeof(err), "the device failed while draining (cuda error %d)", -r);
+		phos_errf(err, sizeof(err), "the device failed while draining (cuda error %d)", -r);
 	} else if (ex->pending_error) {
 		r = ex->pending_error;
-		fail(err, sizeof(err), "the function left an error of asynchronous work (cuda error %d)", -r);
+		phos_errf(err, sizeof(err), "the function left an error of asynchronous work (cuda error %d)", -r);
 	} else {
 		r = exec_image_dump(ex, ex->snapshot_dir, &bytes, err, sizeof(err));
 	}
 	if (r < 0)
 		exec_control(ex, "error %s", err);
 	else
-		exec_control(ex, "dumped {\"gpu_dump_s\":%.6f,\"data_bytes\":%llu}", now_s() - t0,
+		exec_control(ex, "dumped {\"gpu_dump_s\":%.6f,\"data_bytes\":%llu}", phos_now() - t0,
 			     (unsigned long long)bytes);
 	/* The function stays parked in phos_channel_await while phos-fn dumps it;
 	 * phos-fn closes the control socket when it is done. */
@@ -369,26 +351,26 @@ static int load_objects(struct executor *ex, const char *dir, const struct phos_
 		snprintf(path, sizeof(path), "%s/modules/%s.fatbin", dir, m->hash);
 		r = load_file(path, m->size, &data);
 		if (r < 0) {
-			fail(err, errlen, "reading %s: %s", path, strerror(-r));
+			phos_errf(err, errlen, "reading %s: %s", path, strerror(-r));
 			return r;
 		}
 		phos_image_module_hash(data, m->size, hash);
 		if (strcmp(hash, m->hash) != 0) {
 			free(data);
-			fail(err, errlen, "%s does not match its hash", path);
+			phos_errf(err, errlen, "%s does not match its hash", path);
 			return -EBADMSG;
 		}
 		r = exec_module_make(ex, m->id, data, m->size);
 		free(data);
 		if (r < 0) {
-			fail(err, errlen, "module %u could not be loaded (cuda error %d)", m->id, -r);
+			phos_errf(err, errlen, "module %u could not be loaded (cuda error %d)", m->id, -r);
 			return -EIO;
 		}
 	}
 	for (uint32_t i = 0; i < img->nfuncs; i++) {
 		r = exec_func_make(ex, img->funcs[i].id, img->funcs[i].module, img->funcs[i].name);
 		if (r < 0) {
-			fail(err, errlen, "kernel %s could not be registered (cuda error %d)", img->funcs[i].name, -r);
+			phos_errf(err, errlen, "kernel %s could not be registered (cuda error %d)", img->funcs[i].name, -r);
 			return -EIO;
 		}
 	}
@@ -399,7 +381,7 @@ static int load_objects(struct executor *ex, const char *dir, const struct phos_
 		r = exec_var_make(ex, v->id, v->module, v->name, v->size, v->constant);
 		ev = handle_get(&ex->vars, v->id);
 		if (r < 0 || !ev) {
-			fail(err, errlen, "variable %s could not be registered (cuda error %d)", v->name, -r);
+			phos_errf(err, errlen, "variable %s could not be registered (cuda error %d)", v->name, -r);
 			return -EIO;
 		}
 		/* The driver places module variables itself (the cuda backend gets a
@@ -407,7 +389,7 @@ static int load_objects(struct executor *ex, const char *dir, const struct phos_
 		 * variable is now, and the function's runtime asks again after the
 		 * restore (preload: phos_var_forget). Only the size must agree. */
 		if (v->size && (ev->error || ev->size != v->size)) {
-			fail(err, errlen, "variable %s has %llu bytes here, not %llu as in the snapshot", v->name,
+			phos_errf(err, errlen, "variable %s has %llu bytes here, not %llu as in the snapshot", v->name,
 			     (unsigned long long)ev->size, (unsigned long long)v->size);
 			return -EBADMSG;
 		}
@@ -418,14 +400,14 @@ static int load_objects(struct executor *ex, const char *dir, const struct phos_
 	for (uint32_t i = 0; i < img->nstreams; i++) {
 		r = exec_stream_make(ex, img->streams[i].id, img->streams[i].flags, img->streams[i].priority);
 		if (r < 0) {
-			fail(err, errlen, "stream %u could not be made (cuda error %d)", img->streams[i].id, -r);
+			phos_errf(err, errlen, "stream %u could not be made (cuda error %d)", img->streams[i].id, -r);
 			return -EIO;
 		}
 	}
 	for (uint32_t i = 0; i < img->nevents; i++) {
 		r = exec_event_make(ex, img->events[i].id, img->events[i].flags);
 		if (r < 0) {
-			fail(err, errlen, "event %u could not be made (cuda error %d)", img->events[i].id, -r);
+			phos_errf(err, errlen, "event %u could not be made (cuda error %d)", img->events[i].id, -r);
 			return -EIO;
 		}
 	}
@@ -455,7 +437,7 @@ static int load_blas(struct executor *ex, const struct phos_image *img, char *er
 			eb->workspace_size = b->workspace_size;
 			continue;
 		}
-		fail(err, errlen, "cuBLAS handle %u could not be made (cuda error %d)", b->id, -r);
+		phos_errf(err, errlen, "cuBLAS handle %u could not be made (cuda error %d)", b->id, -r);
 		return -EIO;
 	}
 	return 0;
@@ -481,19 +463,19 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 	int fd, r;
 
 	if (img->arena_base != ex->arena_base || img->arena_size != ex->arena_size) {
-		fail(err, errlen, "the snapshot's arena %#llx+%#llx differs from this executor's",
+		phos_errf(err, errlen, "the snapshot's arena %#llx+%#llx differs from this executor's",
 		     (unsigned long long)img->arena_base, (unsigned long long)img->arena_size);
 		return -EINVAL;
 	}
 	if (ex->dev_ops->mem_info(ex->dev, &free_b, &total_b) == 0 && free_b < img->gpu_bytes) {
-		fail(err, errlen, "the GPU has %llu MiB free, the snapshot needs %llu MiB",
+		phos_errf(err, errlen, "the GPU has %llu MiB free, the snapshot needs %llu MiB",
 		     (unsigned long long)(free_b >> 20), (unsigned long long)(img->gpu_bytes >> 20));
 		return -ENOSPC;
 	}
 	/* cuBLAS warms up (lazy module loading, ~0.2 s on H100) beside the load. */
 	warming = pthread_create(&warm_thread, NULL, warm_main, ex) == 0;
 	if (!warming && (r = ex->dev_ops->warm(ex->dev)) < 0) {
-		fail(err, errlen, "warming up cuBLAS failed (cuda error %d)", -r);
+		phos_errf(err, errlen, "warming up cuBLAS failed (cuda error %d)", -r);
 		goto fail_scrub;
 	}
 	r = load_objects(ex, dir, img, err, errlen);
@@ -502,7 +484,7 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 	items = calloc(img->nbufs + img->nvars + 1, sizeof(*items));
 	if (!items) {
 		r = -ENOMEM;
-		fail(err, errlen, "out of memory");
+		phos_errf(err, errlen, "out of memory");
 		goto fail_scrub;
 	}
 	for (uint32_t i = 0; i < img->nbufs; i++) {
@@ -510,7 +492,7 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 
 		r = phos_bufmap_alloc_at(ex->bufs, b->addr, b->size, b->id);
 		if (r < 0) {
-			fail(err, errlen, "buffer %#llx+%llu cannot be placed (%s)", (unsigned long long)b->addr,
+			phos_errf(err, errlen, "buffer %#llx+%llu cannot be placed (%s)", (unsigned long long)b->addr,
 			     (unsigned long long)b->size, strerror(-r));
 			goto fail_items;
 		}
@@ -531,15 +513,15 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		r = -errno;
-		fail(err, errlen, "opening %s: %s", path, strerror(errno));
+		phos_errf(err, errlen, "opening %s: %s", path, strerror(errno));
 		goto fail_items;
 	}
-	t = now_s();
+	t = phos_now();
 	r = stage_load(ex, fd, items, n, err, errlen);
 	close(fd);
 	if (r < 0)
 		goto fail_items;
-	ex->load_data_s = now_s() - t;
+	ex->load_data_s = phos_now() - t;
 	free(items);
 	if (warming) {
 		void *res;
@@ -548,7 +530,7 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 		pthread_join(warm_thread, &res);
 		if ((intptr_t)res < 0) {
 			r = (int)(intptr_t)res;
-			fail(err, errlen, "warming up cuBLAS failed (cuda error %d)", -r);
+			phos_errf(err, errlen, "warming up cuBLAS failed (cuda error %d)", -r);
 			goto fail_scrub;
 		}
 	}

@@ -27,14 +27,6 @@
 #include "image.h"
 #include "log.h"
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int map_chunks(void *ctx, uint64_t addr, uint64_t len)
 {
 	struct executor *ex = ctx;
@@ -208,10 +200,10 @@ int main(int argc, char **argv)
 		}
 		setvbuf(ex.trace, NULL, _IOFBF, 1 << 20);
 	}
-	t0 = now_s();
+	t0 = phos_now();
 	/* A restore warms cuBLAS up beside loading the snapshot (exec_image_load). */
 	r = ex.dev_ops->open(0, ex.arena_base, ex.arena_size, warm && !img, &ex.dev);
-	t_open = now_s() - t0;
+	t_open = phos_now() - t0;
 	if (r < 0) {
 		fprintf(stderr, "phos-executor: cannot open the %s device (cuda error %d)\n", ex.dev_ops->name, -r);
 		exec_control(&ex, "error cannot open the %s device (cuda error %d)", ex.dev_ops->name, -r);
@@ -230,7 +222,7 @@ int main(int argc, char **argv)
 		r = phos_channel_serve_new((int)fd, PHOS_RING_DEFAULT, &ex.ch);
 	if (r == 0 && img)
 		exec_control(&ex, "ready {\"open_s\":%.6f,\"load_s\":%.6f,\"data_s\":%.6f,\"data_bytes\":%llu}",
-			     t_open, now_s() - t0 - t_open, ex.load_data_s, (unsigned long long)img->gpu_bytes);
+			     t_open, phos_now() - t0 - t_open, ex.load_data_s, (unsigned long long)img->gpu_bytes);
 	if (r == 0) {
 		/* Pinning the channel lets H2D copies read records by DMA. */
 		size_t shm_len;

@@ -63,16 +63,6 @@ struct stage {
 	bool stop;
 };
 
-static void fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static uint64_t nchunks(uint64_t len)
 {
 	return (len + CHUNK - 1) / CHUNK;
@@ -256,7 +246,7 @@ static int wait_dump(struct stage *st, char *err, size_t errlen, uint64_t *left)
 		if (st->slot[i].state == SLOT_COPY) {
 			r = st->ex->dev_ops->event_sync(st->ex->dev, st->slot[i].event);
 			if (r < 0) {
-				fail(err, errlen, "device-to-host copy failed (cuda error %d)", -r);
+				phos_errf(err, errlen, "device-to-host copy failed (cuda error %d)", -r);
 				return -EIO;
 			}
 			return 0;
@@ -272,7 +262,7 @@ static int wait_dump(struct stage *st, char *err, size_t errlen, uint64_t *left)
 		return 0;
 	r = phos_uio_complete(st->uio, true, &tag, &res);
 	if (r == 1 && res < 0) {
-		fail(err, errlen, "writing gpu.data: %s", strerror(-res));
+		phos_errf(err, errlen, "writing gpu.data: %s", strerror(-res));
 		return res;
 	}
 	if (r == 1) {
@@ -294,7 +284,7 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 		left += nchunks(items[i].len);
 	r = stage_init(&st, ex, items, n);
 	if (r < 0) {
-		fail(err, errlen, "cannot set up the staging ring: %s", strerror(-r));
+		phos_errf(err, errlen, "cannot set up the staging ring: %s", strerror(-r));
 		goto out;
 	}
 	while (left > 0) {
@@ -311,7 +301,7 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 			if (r == 0)
 				r = d->event_record(ex->dev, sl->event, st.stream);
 			if (r < 0) {
-				fail(err, errlen, "device-to-host copy of %#llx failed (cuda error %d)",
+				phos_errf(err, errlen, "device-to-host copy of %#llx failed (cuda error %d)",
 				     (unsigned long long)items[sl->item].dev, -r);
 				r = -EIO;
 				goto out;
@@ -329,7 +319,7 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 				if (r == -PHOS_CUDA_NOT_READY)
 					continue;
 				if (r < 0) {
-					fail(err, errlen, "device-to-host copy failed (cuda error %d)", -r);
+					phos_errf(err, errlen, "device-to-host copy failed (cuda error %d)", -r);
 					r = -EIO;
 					goto out;
 				}
@@ -342,7 +332,7 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 				r = phos_uio_write(st.uio, fd, sl->buf, whole, items[sl->item].off + sl->chunk * CHUNK,
 						   sl, 0);
 				if (r < 0) {
-					fail(err, errlen, "writing gpu.data: %s", strerror(-r));
+					phos_errf(err, errlen, "writing gpu.data: %s", strerror(-r));
 					goto out;
 				}
 				sl->state = SLOT_IO;
@@ -351,7 +341,7 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 		}
 		while ((r = phos_uio_complete(st.uio, false, &tag, &res)) == 1) {
 			if (res < 0) {
-				fail(err, errlen, "writing gpu.data: %s", strerror(-res));
+				phos_errf(err, errlen, "writing gpu.data: %s", strerror(-res));
 				r = res;
 				goto out;
 			}
@@ -360,7 +350,7 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 			progress = true;
 		}
 		if (r < 0) {
-			fail(err, errlen, "writing gpu.data: %s", strerror(-r));
+			phos_errf(err, errlen, "writing gpu.data: %s", strerror(-r));
 			goto out;
 		}
 		if (!progress) {
@@ -388,14 +378,14 @@ static int read_landed(struct stage *st, struct slot *sl, int res, char *err, si
 	int r;
 
 	if (res < 0) {
-		fail(err, errlen, "reading gpu.data: %s", strerror(-res));
+		phos_errf(err, errlen, "reading gpu.data: %s", strerror(-res));
 		return -EIO;
 	}
 	r = d->memcpy_h2d_async(st->ex->dev, dev, sl->buf, sl->len, st->stream);
 	if (r == 0)
 		r = d->event_record(st->ex->dev, sl->event, st->stream);
 	if (r < 0) {
-		fail(err, errlen, "host-to-device copy to %#llx failed (cuda error %d)", (unsigned long long)dev, -r);
+		phos_errf(err, errlen, "host-to-device copy to %#llx failed (cuda error %d)", (unsigned long long)dev, -r);
 		return -EIO;
 	}
 	sl->state = SLOT_COPY;
@@ -417,7 +407,7 @@ int stage_load(struct executor *ex, int fd, const struct stage_item *items, size
 		left += nchunks(items[i].len);
 	r = stage_init(&st, ex, items, n);
 	if (r < 0) {
-		fail(err, errlen, "cannot set up the staging ring: %s", strerror(-r));
+		phos_errf(err, errlen, "cannot set up the staging ring: %s", strerror(-r));
 		goto out;
 	}
 	while (left > 0) {
@@ -432,7 +422,7 @@ int stage_load(struct executor *ex, int fd, const struct stage_item *items, size
 			r = phos_uio_read(st.uio, fd, sl->buf, (sl->len + 4095) & ~4095ull,
 					  items[sl->item].off + sl->chunk * CHUNK, sl, PHOS_UIO_ASYNC);
 			if (r < 0) {
-				fail(err, errlen, "reading gpu.data: %s", strerror(-r));
+				phos_errf(err, errlen, "reading gpu.data: %s", strerror(-r));
 				goto out;
 			}
 			sl->state = SLOT_IO;
@@ -447,7 +437,7 @@ int stage_load(struct executor *ex, int fd, const struct stage_item *items, size
 			progress = true;
 		}
 		if (r < 0) {
-			fail(err, errlen, "reading gpu.data: %s", strerror(-r));
+			phos_errf(err, errlen, "reading gpu.data: %s", strerror(-r));
 			goto out;
 		}
 		/* A slot is free again once its copy landed and its hash is done. */
@@ -460,7 +450,7 @@ int stage_load(struct executor *ex, int fd, const struct stage_item *items, size
 			if (r == -PHOS_CUDA_NOT_READY)
 				continue;
 			if (r < 0) {
-				fail(err, errlen, "host-to-device copy failed (cuda error %d)", -r);
+				phos_errf(err, errlen, "host-to-device copy failed (cuda error %d)", -r);
 				r = -EIO;
 				goto out;
 			}
@@ -494,7 +484,7 @@ int stage_load(struct executor *ex, int fd, const struct stage_item *items, size
 		uint64_t h = phos_image_combine(st.chunk_hash[i], nchunks(items[i].len));
 
 		if (h != items[i].hash) {
-			fail(err, errlen, "checksum mismatch in gpu.data at offset %llu (%llu bytes for %#llx)",
+			phos_errf(err, errlen, "checksum mismatch in gpu.data at offset %llu (%llu bytes for %#llx)",
 			     (unsigned long long)items[i].off, (unsigned long long)items[i].len,
 			     (unsigned long long)items[i].dev);
 			r = -EBADMSG;
@@ -503,7 +493,7 @@ int stage_load(struct executor *ex, int fd, const struct stage_item *items, size
 	}
 	r = d->stream_sync(ex->dev, st.stream) < 0 ? -EIO : 0;
 	if (r < 0)
-		fail(err, errlen, "host-to-device copies failed");
+		phos_errf(err, errlen, "host-to-device copies failed");
 out:
 	stage_exit(&st, n);
 	return r;

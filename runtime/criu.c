@@ -276,6 +276,8 @@ static int criu_run(char *const argv[], const int *from, const int *to, unsigned
 		}
 		if (child_place_fds(f, t, tmp, n + 3, -1) < 0)
 			_exit(126);
+		/* CRIU runs with its own libraries only (sanitizer builds preload theirs). */
+		unsetenv("LD_PRELOAD");
 		execv(argv[0], argv);
 		_exit(127);
 	}

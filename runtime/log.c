@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *log_component = "phos";
@@ -54,4 +55,23 @@ void phos_log_at(enum phos_log_level lvl, const char *file, int line, const char
 	buf[n++] = '\n';
 	/* One write(2) per line so that lines of concurrent processes do not interleave. */
 	(void)!write(STDERR_FILENO, buf, (size_t)n);
+}
+
+void phos_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+double phos_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <string.h>
 
 enum phos_log_level { PHOS_LOG_OFF = 0, PHOS_LOG_ERROR, PHOS_LOG_WARN, PHOS_LOG_INFO, PHOS_LOG_DEBUG };
@@ -25,6 +26,13 @@ void phos_log_at(enum phos_log_level lvl, const char *file, int line, const char
 #define phos_warn(...)  phos_log_at(PHOS_LOG_WARN, __FILE__, __LINE__, __VA_ARGS__)
 #define phos_info(...)  phos_log_at(PHOS_LOG_INFO, __FILE__, __LINE__, __VA_ARGS__)
 #define phos_debug(...) phos_log_at(PHOS_LOG_DEBUG, __FILE__, __LINE__, __VA_ARGS__)
+
+/* Formats a one-line reason into err (the err/errlen out-parameters of calls
+ * that explain their failures); errlen may be 0. */
+void phos_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Seconds on CLOCK_MONOTONIC, for phase timings. */
+double phos_now(void);
 
 /* Evaluates expr (an int: 0 or negative errno); on failure logs file:line and returns it. */
 #define PHOS_CHECK(expr)                                                                  \

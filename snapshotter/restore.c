@@ -15,25 +15,8 @@
 
 #include "criu.h"
 #include "image.h"
+#include "log.h"
 #include "snapshotter.h"
-
-static void fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* One line from the executor, or "" when it closed the socket. */
 static int read_line(int fd, char *line, size_t len)
@@ -72,7 +55,7 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
 	int ch[2] = { -1, -1 }, ctl[2] = { -1, -1 }, r;
 	char line[1024], cpu[4200];
 	pid_t exe = -1, fn = -1;
-	double t0 = now_s(), t;
+	double t0 = phos_now(), t;
 
 	memset(ret_inst, 0, sizeof(*ret_inst));
 
@@ -80,14 +63,14 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
 	/* Refuse a bad snapshot before taking anything. */
 	r = phos_image_read(dir, &img, line, sizeof(line));
 	if (r < 0) {
-		fail(err, errlen, "%s: %s", dir, line);
+		phos_errf(err, errlen, "%s: %s", dir, line);
 		return r;
 	}
 	for (int fd = 0; fd < 4; fd++) {
 		const struct phos_image_fd *f = find_fd(img, fd);
 
 		if (!f) {
-			fail(err, errlen, "%s: the manifest does not say how fd %d was opened", dir, fd);
+			phos_errf(err, errlen, "%s: the manifest does not say how fd %d was opened", dir, fd);
 			r = -EBADMSG;
 			goto out;
 		}
@@ -97,12 +80,12 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) < 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0) {
 		r = -errno;
-		fail(err, errlen, "socketpair: %s", strerror(errno));
+		phos_errf(err, errlen, "socketpair: %s", strerror(errno));
 		goto out;
 	}
 	r = phos_executor_spawn(paths, ch[0], ctl[1], (const char *const[]){ "--restore-from", dir, NULL }, &exe);
 	if (r < 0) {
-		fail(err, errlen, "cannot start the executor: %s", strerror(-r));
+		phos_errf(err, errlen, "cannot start the executor: %s", strerror(-r));
 		goto out;
 	}
 	close(ctl[1]);
@@ -111,26 +94,26 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
 	/* CRIU restores the CPU side while the executor loads the GPU side: the
 	 * restored function waits in phos_channel_await until the new channel
 	 * arrives on its socket. */
-	t = now_s();
+	t = phos_now();
 	inh[3].fd = ch[1];
 	snprintf(cpu, sizeof(cpu), "%s/%s", dir, img->criu_dir);
 	r = phos_criu_restore(paths->criu, cpu, inh, 4, &fn, line, sizeof(line));
 	if (r < 0) {
-		fail(err, errlen, "CRIU could not restore %s: %s", dir, line);
+		phos_errf(err, errlen, "CRIU could not restore %s: %s", dir, line);
 		goto out;
 	}
-	st.cpu_restore_s = now_s() - t;
+	st.cpu_restore_s = phos_now() - t;
 
 	read_line(ctl[0], line, sizeof(line));
 	if (strncmp(line, "ready", 5) != 0) {
-		fail(err, errlen, "%s", !strncmp(line, "error ", 6) ? line + 6 : "the executor failed to start");
+		phos_errf(err, errlen, "%s", !strncmp(line, "error ", 6) ? line + 6 : "the executor failed to start");
 		r = -EIO;
 		goto out;
 	}
 	sscanf(line + 5, " {\"open_s\":%lf,\"load_s\":%lf,\"data_s\":%lf", &st.open_s, &st.load_s, &st.data_s);
-	st.gpu_restore_s = now_s() - t0;
+	st.gpu_restore_s = phos_now() - t0;
 	st.gpu_bytes = img->gpu_bytes;
-	st.ready_s = now_s() - t0;
+	st.ready_s = phos_now() - t0;
 	ret_inst->fn_pid = fn;
 	ret_inst->executor_pid = exe;
 	ret_inst->control_fd = ctl[0];

@@ -17,25 +17,8 @@
 #include "criu.h"
 #include "fault.h"
 #include "image.h"
+#include "log.h"
 #include "snapshotter.h"
-
-static void fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Copies what is readable on from to to (the function's init output to the log). */
 static void pump(int from, int to)
@@ -58,7 +41,7 @@ static int await_line(int ctl, int out, int errp, int log_fd, pid_t fn, pid_t ex
 	for (;;) {
 		struct pollfd p[3] = { { .fd = ctl, .events = POLLIN }, { .fd = out, .events = POLLIN },
 				       { .fd = errp, .events = POLLIN } };
-		int left = (int)((deadline - now_s()) * 1000), status;
+		int left = (int)((deadline - phos_now()) * 1000), status;
 
 		if (left <= 0)
 			return -ETIMEDOUT;
@@ -114,7 +97,7 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 	struct phos_image *img = NULL;
 	pid_t exe = -1, fn = -1;
 	char **env = NULL;
-	double t0 = now_s(), t;
+	double t0 = phos_now(), t;
 	int status = 0, r;
 	struct stat sb;
 
@@ -122,7 +105,7 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 	phos_image_dir_sweep(out_dir);
 	r = phos_image_dir_begin(out_dir, tmp, sizeof(tmp));
 	if (r < 0) {
-		fail(err, errlen, "cannot create a snapshot beside %s: %s", out_dir, strerror(-r));
+		phos_errf(err, errlen, "cannot create a snapshot beside %s: %s", out_dir, strerror(-r));
 		return r;
 	}
 	snprintf(cpu, sizeof(cpu), "%s/cpu", tmp);
@@ -130,12 +113,12 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0 || pipe2(in, O_CLOEXEC) < 0 ||
 	    pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
 		r = -errno;
-		fail(err, errlen, "setting up: %s", strerror(errno));
+		phos_errf(err, errlen, "setting up: %s", strerror(errno));
 		goto out;
 	}
 	r = phos_executor_spawn(paths, ch[0], ctl[1], (const char *const[]){ "--snapshot-to", tmp, NULL }, &exe);
 	if (r < 0) {
-		fail(err, errlen, "cannot start the executor: %s", strerror(-r));
+		phos_errf(err, errlen, "cannot start the executor: %s", strerror(-r));
 		goto out;
 	}
 	close(ch[0]);
@@ -144,7 +127,7 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 	env = phos_function_env(paths);
 	if (!env) {
 		r = -ENOMEM;
-		fail(err, errlen, "out of memory");
+		phos_errf(err, errlen, "out of memory");
 		goto out;
 	}
 	{
@@ -153,39 +136,39 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 		r = phos_criu_spawn(argv, env, fds, 4, &fn);
 	}
 	if (r < 0) {
-		fail(err, errlen, "cannot start %s: %s", argv[0], strerror(-r));
+		phos_errf(err, errlen, "cannot start %s: %s", argv[0], strerror(-r));
 		goto out;
 	}
 
 	r = await_line(ctl[0], out[0], errp[0], log_fd, fn, exe,
 		       t0 + (init_timeout_s ? init_timeout_s : 600), line, sizeof(line), &status);
 	if (r == -ETIMEDOUT) {
-		fail(err, errlen, "%s did not reach phos_fn_serve within %u s", argv[0], init_timeout_s ? init_timeout_s : 600);
+		phos_errf(err, errlen, "%s did not reach phos_fn_serve within %u s", argv[0], init_timeout_s ? init_timeout_s : 600);
 		goto out;
 	}
 	if (r == -ECHILD) {
 		if (status >= 0 && WIFEXITED(status))
-			fail(err, errlen, "%s exited with status %d before reaching phos_fn_serve", argv[0],
+			phos_errf(err, errlen, "%s exited with status %d before reaching phos_fn_serve", argv[0],
 			     WEXITSTATUS(status));
 		else if (status >= 0 && WIFSIGNALED(status))
-			fail(err, errlen, "%s was killed by signal %d before reaching phos_fn_serve", argv[0],
+			phos_errf(err, errlen, "%s was killed by signal %d before reaching phos_fn_serve", argv[0],
 			     WTERMSIG(status));
 		else
-			fail(err, errlen, "the executor stopped before %s reached phos_fn_serve", argv[0]);
+			phos_errf(err, errlen, "the executor stopped before %s reached phos_fn_serve", argv[0]);
 		goto out;
 	}
 	if (r < 0 || strncmp(line, "dumped ", 7) != 0) {
-		fail(err, errlen, "the executor could not dump the GPU state: %s",
+		phos_errf(err, errlen, "the executor could not dump the GPU state: %s",
 		     !strncmp(line, "error ", 6) ? line + 6 : line);
 		r = -EIO;
 		goto out;
 	}
-	st.init_s = now_s() - t0;
+	st.init_s = phos_now() - t0;
 	sscanf(line + 7, "{\"gpu_dump_s\":%lf", &st.gpu_dump_s);
 	st.init_s -= st.gpu_dump_s;
 
 	/* The CPU side: the function is parked inside phos_fn_serve. */
-	t = now_s();
+	t = phos_now();
 	if (fstat(ch[1], &sb) < 0) {
 		r = -errno;
 		goto out;
@@ -196,17 +179,17 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 		r = phos_criu_dump(paths->criu, fn, cpu, &ino, 1, line, sizeof(line));
 	}
 	if (r < 0) {
-		fail(err, errlen, "CRIU could not dump %s: %s", argv[0], line);
+		phos_errf(err, errlen, "CRIU could not dump %s: %s", argv[0], line);
 		goto out;
 	}
-	st.cpu_dump_s = now_s() - t;
+	st.cpu_dump_s = phos_now() - t;
 	waitpid(fn, &status, 0);
 	fn = -1;
 
-	t = now_s();
+	t = phos_now();
 	r = phos_image_read(tmp, &img, line, sizeof(line));
 	if (r < 0) {
-		fail(err, errlen, "the new snapshot does not read back: %s", line);
+		phos_errf(err, errlen, "the new snapshot does not read back: %s", line);
 		goto out;
 	}
 	snprintf(img->function, sizeof(img->function), "%s", argv[0]);
@@ -214,7 +197,7 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 	if (r == 0)
 		r = phos_image_write_manifest(tmp, img);
 	if (r < 0) {
-		fail(err, errlen, "writing the manifest: %s", strerror(-r));
+		phos_errf(err, errlen, "writing the manifest: %s", strerror(-r));
 		goto out;
 	}
 	st.gpu_bytes = img->gpu_bytes;
@@ -223,11 +206,11 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 		raise(SIGKILL);
 	r = phos_image_dir_commit(tmp, out_dir);
 	if (r < 0) {
-		fail(err, errlen, "committing %s: %s", out_dir, strerror(-r));
+		phos_errf(err, errlen, "committing %s: %s", out_dir, strerror(-r));
 		goto out;
 	}
-	st.commit_s = now_s() - t;
-	st.total_s = now_s() - t0;
+	st.commit_s = phos_now() - t;
+	st.total_s = phos_now() - t0;
 	if (ret_stats)
 		*ret_stats = st;
 out:

@@ -12,16 +12,7 @@
 #define NCH (SIZE / PHOS_CHUNK)
 #define OPS 20000
 
-static int failures;
-#define CHECK(c, ...)                                                        \
-	do {                                                                 \
-		if (!(c)) {                                                  \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fputc('\n', stderr);                                 \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
+#include "check.h"
 
 /* Tracks mapped chunks through the callbacks. */
 struct tracker {

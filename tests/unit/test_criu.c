@@ -35,16 +35,7 @@
 #define NCOPIES 3
 #define SEED    "7"
 
-static int failures;
-#define CHECK(c, ...)                                                        \
-	do {                                                                 \
-		if (!(c)) {                                                  \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fputc('\n', stderr);                                 \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
+#include "check.h"
 
 static const char *target_path;
 static char criu[4096];

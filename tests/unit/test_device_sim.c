@@ -19,17 +19,7 @@ enum { ST_OK = 0, ST_NOT_INIT = 1, ST_INVALID = 7, ST_EXEC_FAILED = 13, ST_NOT_S
 
 static const struct phos_device_ops *ops = &phos_device_sim;
 static struct phos_device *dev;
-static int failures;
-
-#define CHECK(c, ...)                                                        \
-	do {                                                                 \
-		if (!(c)) {                                                  \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fputc('\n', stderr);                                 \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
+#include "check.h"
 #define CHECK_RC(expr, want)                                                                 \
 	do {                                                                                 \
 		int rc_ = (expr);                                                            \

@@ -24,16 +24,7 @@
 #define ARENA 0x600000000000ull
 #define MiB (1ull << 20)
 
-static int failures;
-#define CHECK(c, ...)                                                        \
-	do {                                                                 \
-		if (!(c)) {                                                  \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fputc('\n', stderr);                                 \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
+#include "check.h"
 
 /* snprintf into an array, failing the test when it does not fit. */
 #define PATHF(buf, ...)                                                        \

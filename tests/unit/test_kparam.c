@@ -18,17 +18,7 @@
 
 #include "kparam.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                        \
-	do {                                                                    \
-		if (!(cond)) {                                                  \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);    \
-			fprintf(stderr, __VA_ARGS__);                           \
-			fputc('\n', stderr);                                    \
-			failures++;                                             \
-		}                                                               \
-	} while (0)
+#include "check.h"
 
 enum { S = PHOS_PARAM_SCALAR, C = PHOS_PARAM_CONST_PTR, P = PHOS_PARAM_PTR, O = PHOS_PARAM_OPAQUE };
 

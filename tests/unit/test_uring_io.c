@@ -22,16 +22,7 @@
 #define FILE_SIZE (64u * MiB)
 #define DEPTH 8
 
-static int failures;
-#define CHECK(c, ...)                                                        \
-	do {                                                                 \
-		if (!(c)) {                                                  \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);                        \
-			fputc('\n', stderr);                                 \
-			failures++;                                          \
-		}                                                            \
-	} while (0)
+#include "check.h"
 
 static char path[PATH_MAX];
 
