@@ -517,7 +517,11 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 		goto fail_items;
 	}
 	t = phos_now();
-	r = stage_load(ex, fd, items, n, err, errlen);
+	/* PHOS_RESTORE_MAPPED=1: DMA from a pinned mapping of the page cache. */
+	if (getenv("PHOS_RESTORE_MAPPED") && !strcmp(getenv("PHOS_RESTORE_MAPPED"), "1"))
+		r = stage_load_mapped(ex, fd, items, n, err, errlen);
+	else
+		r = stage_load(ex, fd, items, n, err, errlen);
 	close(fd);
 	if (r < 0)
 		goto fail_items;

@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "image.h"
@@ -495,6 +497,228 @@ int stage_load(struct executor *ex, int fd, const struct stage_item *items, size
 	if (r < 0)
 		phos_errf(err, errlen, "host-to-device copies failed");
 out:
+	stage_exit(&st, n);
+	return r;
+}
+
+/* --- load through a pinned mapping of the page cache --- */
+
+/*
+ * When gpu.data is in the page cache, the copy into staging slots costs two of
+ * the four passes over memory that a load makes (memcpy read + write, hash,
+ * DMA). Instead the file's mapping is pinned window by window, read-only, by
+ * PIN_THREADS threads running ahead of the copy engine, and the GPU reads the
+ * page cache directly; workers hash straight from the mapping. At most
+ * PIN_AHEAD windows are pinned at once.
+ */
+#define WINDOW (64ull << 20)
+#define PIN_THREADS 4
+#define PIN_AHEAD 8
+
+enum { WIN_IDLE, WIN_PINNING, WIN_PINNED, WIN_FAILED, WIN_COPIED, WIN_DONE };
+
+struct mapped {
+	struct stage *st;
+	const uint8_t *map;
+	uint64_t size, nwin;
+	struct win { int state; void *event; } *win;
+	uint64_t next_pin, done_below;   /* guarded by st->lock */
+	struct { uint32_t item; uint32_t chunk; } *chunks;  /* every chunk, for the hashers */
+	uint64_t nchunks;
+	atomic_uint_fast64_t next_hash;
+};
+
+/* Hashes chunks straight from the mapping until none are left. */
+static void *hash_main(void *arg)
+{
+	struct mapped *m = arg;
+	const struct stage_item *items = m->st->items;
+
+	for (;;) {
+		uint64_t k = atomic_fetch_add(&m->next_hash, 1);
+		uint32_t i, c;
+		uint64_t len;
+
+		if (k >= m->nchunks)
+			break;
+		i = m->chunks[k].item;
+		c = m->chunks[k].chunk;
+		len = items[i].len - (uint64_t)c * CHUNK < CHUNK ? items[i].len - (uint64_t)c * CHUNK : CHUNK;
+		m->st->chunk_hash[i][c] = phos_image_chunk_hash(m->map + items[i].off + (uint64_t)c * CHUNK, len);
+	}
+	return NULL;
+}
+
+static void *pin_main(void *arg)
+{
+	struct mapped *m = arg;
+	struct stage *st = m->st;
+
+	pthread_mutex_lock(&st->lock);
+	for (;;) {
+		uint64_t w;
+		int r;
+
+		while (!st->stop && m->next_pin < m->nwin && m->next_pin >= m->done_below + PIN_AHEAD)
+			pthread_cond_wait(&st->work, &st->lock);
+		if (st->stop || m->next_pin >= m->nwin)
+			break;
+		w = m->next_pin++;
+		m->win[w].state = WIN_PINNING;
+		pthread_mutex_unlock(&st->lock);
+		r = st->ex->dev_ops->host_register(st->ex->dev, (void *)(m->map + w * WINDOW),
+						   w * WINDOW + WINDOW > m->size ? m->size - w * WINDOW : WINDOW);
+		pthread_mutex_lock(&st->lock);
+		m->win[w].state = r < 0 ? WIN_FAILED : WIN_PINNED;
+		pthread_cond_broadcast(&st->done);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return NULL;
+}
+
+int stage_load_mapped(struct executor *ex, int fd, const struct stage_item *items, size_t n, char *err,
+		      size_t errlen)
+{
+	const struct phos_device_ops *d = ex->dev_ops;
+	struct stage st;
+	struct mapped m = { .st = &st };
+	pthread_t pin[PIN_THREADS], hasher[MAX_WORKERS];
+	unsigned npin = 0, nhash = 0;
+	struct stat sb;
+	uint64_t total = 0;
+	int r;
+
+	for (size_t i = 0; i < n; i++)
+		total += nchunks(items[i].len);
+	r = stage_init(&st, ex, items, n);
+	if (r < 0 || fstat(fd, &sb) < 0) {
+		phos_errf(err, errlen, "cannot set up the load: %s", strerror(r < 0 ? -r : errno));
+		r = r < 0 ? r : -errno;
+		goto out;
+	}
+	m.size = (uint64_t)sb.st_size;
+	m.nwin = (m.size + WINDOW - 1) / WINDOW;
+	m.win = calloc(m.nwin ? m.nwin : 1, sizeof(*m.win));
+	m.map = m.size ? mmap(NULL, m.size, PROT_READ, MAP_SHARED, fd, 0) : NULL;
+	if (!m.win || m.map == MAP_FAILED) {
+		m.map = NULL;
+		r = -ENOMEM;
+		phos_errf(err, errlen, "mapping gpu.data: %s", strerror(errno));
+		goto out;
+	}
+	for (uint64_t w = 0; w < m.nwin; w++)
+		if (d->event_create(ex->dev, 2, &m.win[w].event) < 0) {
+			r = -EIO;
+			phos_errf(err, errlen, "cannot create copy events");
+			goto out;
+		}
+	/* The hashers read the page cache through the mapping, beside the copies. */
+	m.chunks = calloc(total ? total : 1, sizeof(*m.chunks));
+	if (!m.chunks) {
+		r = -ENOMEM;
+		phos_errf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		for (uint64_t c = 0; c < nchunks(items[i].len); c++) {
+			m.chunks[m.nchunks].item = (uint32_t)i;
+			m.chunks[m.nchunks++].chunk = (uint32_t)c;
+		}
+	for (unsigned i = 0; i < st.nworkers; i++)
+		if (pthread_create(&hasher[nhash], NULL, hash_main, &m) == 0)
+			nhash++;
+	for (unsigned i = 0; i < PIN_THREADS; i++)
+		if (pthread_create(&pin[npin], NULL, pin_main, &m) == 0)
+			npin++;
+	if (!npin) {
+		r = -EAGAIN;
+		phos_errf(err, errlen, "cannot start pinning threads");
+		goto out;
+	}
+	for (uint64_t w = 0; w < m.nwin; w++) {
+		uint64_t ws = w * WINDOW, we = ws + WINDOW < m.size ? ws + WINDOW : m.size;
+
+		pthread_mutex_lock(&st.lock);
+		while (m.win[w].state == WIN_IDLE || m.win[w].state == WIN_PINNING)
+			pthread_cond_wait(&st.done, &st.lock);
+		pthread_mutex_unlock(&st.lock);
+		if (m.win[w].state == WIN_FAILED) {
+			r = -EIO;
+			phos_errf(err, errlen, "pinning gpu.data in the page cache failed");
+			goto out;
+		}
+		for (size_t i = 0; i < n; i++) {
+			uint64_t a = items[i].off > ws ? items[i].off : ws;
+			uint64_t b = items[i].off + items[i].len < we ? items[i].off + items[i].len : we;
+
+			if (a >= b)
+				continue;
+			r = d->memcpy_h2d_async(ex->dev, items[i].dev + (a - items[i].off), m.map + a, b - a, st.stream);
+			if (r < 0) {
+				phos_errf(err, errlen, "host-to-device copy to %#llx failed (cuda error %d)",
+					  (unsigned long long)items[i].dev, -r);
+				r = -EIO;
+				goto out;
+			}
+		}
+		d->event_record(ex->dev, m.win[w].event, st.stream);
+		m.win[w].state = WIN_COPIED;
+		/* Unpin the windows whose copies landed, and let the pinners go on. */
+		while (m.done_below <= w) {
+			struct win *dw = &m.win[m.done_below];
+			bool must = m.next_pin >= m.done_below + PIN_AHEAD && m.done_below < w;
+
+			r = must ? d->event_sync(ex->dev, dw->event) : d->event_query(ex->dev, dw->event);
+			if (r == -PHOS_CUDA_NOT_READY)
+				break;
+			d->host_unregister(ex->dev, (void *)(m.map + m.done_below * WINDOW));
+			dw->state = WIN_DONE;
+			pthread_mutex_lock(&st.lock);
+			m.done_below++;
+			pthread_cond_broadcast(&st.work);
+			pthread_mutex_unlock(&st.lock);
+		}
+	}
+	r = d->stream_sync(ex->dev, st.stream) < 0 ? -EIO : 0;
+	if (r < 0)
+		phos_errf(err, errlen, "host-to-device copies failed");
+	hash_main(&m); /* help the hashers finish */
+	for (unsigned i = 0; i < nhash; i++)
+		pthread_join(hasher[i], NULL);
+	nhash = 0;
+	for (size_t i = 0; i < n && r == 0; i++) {
+		if (phos_image_combine(st.chunk_hash[i], nchunks(items[i].len)) != items[i].hash) {
+			phos_errf(err, errlen, "checksum mismatch in gpu.data at offset %llu (%llu bytes for %#llx)",
+				  (unsigned long long)items[i].off, (unsigned long long)items[i].len,
+				  (unsigned long long)items[i].dev);
+			r = -EBADMSG;
+		}
+	}
+out:
+	if (nhash) {
+		atomic_store(&m.next_hash, m.nchunks);
+		for (unsigned i = 0; i < nhash; i++)
+			pthread_join(hasher[i], NULL);
+	}
+	pthread_mutex_lock(&st.lock);
+	st.stop = true;
+	pthread_cond_broadcast(&st.work);
+	pthread_mutex_unlock(&st.lock);
+	for (unsigned i = 0; i < npin; i++)
+		pthread_join(pin[i], NULL);
+	if (m.win) {
+		for (uint64_t w = m.done_below; w < m.nwin; w++)
+			if (m.win[w].state == WIN_PINNED || m.win[w].state == WIN_COPIED)
+				d->host_unregister(ex->dev, (void *)(m.map + w * WINDOW));
+		for (uint64_t w = 0; w < m.nwin; w++)
+			if (m.win[w].event)
+				d->event_destroy(ex->dev, m.win[w].event);
+		free(m.win);
+	}
+	if (m.map)
+		munmap((void *)m.map, m.size);
+	free(m.chunks);
+	st.stop = false;
 	stage_exit(&st, n);
 	return r;
 }

@@ -37,3 +37,8 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
  * device. */
 int stage_load(struct executor *ex, int fd, const struct stage_item *items, size_t n, char *err,
 	       size_t errlen);
+
+/* The same from a pinned mapping of the page cache (see staging.c); for an
+ * image that is in the page cache. */
+int stage_load_mapped(struct executor *ex, int fd, const struct stage_item *items, size_t n, char *err,
+		      size_t errlen);
