@@ -510,6 +510,11 @@ out:
  * PIN_THREADS threads running ahead of the copy engine, and the GPU reads the
  * page cache directly; workers hash straight from the mapping. At most
  * PIN_AHEAD windows are pinned at once.
+ *
+ * Measured on an H100 (2026-11-22, 16 GiB): 0.85-0.98 s against 0.70-0.79 s for
+ * the staging ring, because pinning (about 35 ms/GiB) is on the path. It is the
+ * building block of the hot path, where pooled executors pin an image ahead of
+ * use; until then stage_load is the default and this is opt-in.
  */
 #define WINDOW (64ull << 20)
 #define PIN_THREADS 4
