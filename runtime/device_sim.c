@@ -64,6 +64,7 @@ struct sim_device {
 	uint64_t base, size, nchunks;
 	uint64_t *chunk_bits;
 	uint64_t mapped_bytes;
+	uint64_t total_mem;              /* SIM_TOTAL_MEM, or PHOS_SIM_MEMORY (tests) */
 	uint64_t var_base, var_used, var_rw;
 	struct phos_sim_obj objs;        /* list head */
 	struct sim_twin_entry *twins;    /* sorted by name */
@@ -246,7 +247,7 @@ static int sim_map(struct phos_device *pdev, uint64_t addr, uint64_t len)
 			r = -PHOS_CUDA_INVALID_VALUE;   /* as cuMemMap on a mapped range */
 			goto out;
 		}
-	if (dev->mapped_bytes + len > SIM_TOTAL_MEM) {
+	if (dev->mapped_bytes + len > dev->total_mem) {
 		r = -PHOS_CUDA_MEMORY_ALLOCATION;
 		goto out;
 	}
@@ -475,6 +476,15 @@ static int sim_open(int ordinal, uint64_t arena_base, uint64_t arena_size, bool 
 		return -PHOS_CUDA_MEMORY_ALLOCATION;
 	pthread_mutex_init(&dev->lock, NULL);
 	dev->objs.next = dev->objs.prev = &dev->objs;
+	dev->total_mem = SIM_TOTAL_MEM;
+	/* Tests shrink the device to exercise "too little GPU memory". */
+	if (getenv("PHOS_SIM_MEMORY")) {
+		char *end;
+		unsigned long long v = strtoull(getenv("PHOS_SIM_MEMORY"), &end, 0);
+
+		if (*end == '\0' && v >= SIM_CHUNK && v <= SIM_TOTAL_MEM)
+			dev->total_mem = v;
+	}
 	dev->nchunks = arena_size / SIM_CHUNK;
 	dev->chunk_bits = calloc((dev->nchunks + 63) / 64, sizeof(uint64_t));
 	if (!dev->chunk_bits) {
@@ -583,8 +593,9 @@ static const struct { int attr, value; } sim_attrs[] = {
 
 _Static_assert(CU_DEVICE_ATTRIBUTE_MAX <= PHOS_DEVICE_ATTR_MAX, "attr[] too small for CUdevice_attribute");
 
-static int sim_info(struct phos_device *dev, struct phos_reply_device *ret_info)
+static int sim_info(struct phos_device *pdev, struct phos_reply_device *ret_info)
 {
+	struct sim_device *dev = sim_dev(pdev);
 	static const uint8_t uuid[16] = { 'p', 'h', 'o', 's', '-', 's', 'i', 'm', 0, 0, 0, 0, 0, 0, 0, 1 };
 
 	if (!ret_info)
@@ -592,7 +603,7 @@ static int sim_info(struct phos_device *dev, struct phos_reply_device *ret_info)
 	memset(ret_info, 0, sizeof(*ret_info));
 	snprintf(ret_info->name, sizeof(ret_info->name), "phos sim device (not a GPU)");
 	memcpy(ret_info->uuid, uuid, sizeof(uuid));
-	ret_info->total_mem = SIM_TOTAL_MEM;
+	ret_info->total_mem = dev->total_mem;
 	for (size_t i = 0; i < sizeof(sim_attrs) / sizeof(sim_attrs[0]); i++)
 		ret_info->attr[sim_attrs[i].attr] = sim_attrs[i].value;
 	return 0;
@@ -604,9 +615,9 @@ static int sim_mem_info(struct phos_device *pdev, uint64_t *ret_free, uint64_t *
 	if (!dev || !ret_free || !ret_total)
 		return -PHOS_CUDA_INVALID_VALUE;
 	pthread_mutex_lock(&dev->lock);
-	*ret_free = SIM_TOTAL_MEM - dev->mapped_bytes;
+	*ret_free = dev->total_mem - dev->mapped_bytes;
 	pthread_mutex_unlock(&dev->lock);
-	*ret_total = SIM_TOTAL_MEM;
+	*ret_total = dev->total_mem;
 	return 0;
 }
 

@@ -47,6 +47,12 @@ def restore(snap):
     return phos("restore", "--device", DEVICE, snap, stdin=REQS)
 
 
+def executors():
+    """pids of phos-executor processes now running."""
+    out = subprocess.run(["pgrep", "-x", "phos-executor"], capture_output=True, text=True).stdout
+    return sorted(int(x) for x in out.split())
+
+
 def looks_complete(d):
     return os.path.exists(os.path.join(d, "manifest.json"))
 
@@ -127,11 +133,19 @@ try:
                 open(os.path.join(cpu, f), "wb").close()
         os.makedirs(cpu, exist_ok=True)
 
+    executors_before = executors()
     refused("corrupt", flip_byte, "checksum mismatch")
     refused("truncated", truncate, "truncated")
     refused("newer", newer, "newer")
     refused("nocpu", no_criu, "cpu")
     refused("badcpu", bad_criu, "CRIU")
+    if DEVICE == "sim":
+        # A device with too little memory for the snapshot (the sim device shrunk to 4 MiB).
+        r = phos("restore", "--device", DEVICE, snap, stdin=REQS, extra_env={"PHOS_SIM_MEMORY": str(4 << 20)})
+        check(r.returncode != 0 and "MiB free" in r.stderr and not answers(r),
+              f"too little GPU memory: rc {r.returncode}: {r.stderr[-1500:]}")
+    # A refused restore releases everything it took: no executor is left behind.
+    check(executors() == executors_before, f"executors left after refusals: {executors()} vs {executors_before}")
 
     # Fault injection: nothing that looks complete, and the old snapshot survives.
     for fault, needle in (("gpu_data_alloc", "No space left"), ("criu_dump", "criu_dump"),
