@@ -11,6 +11,7 @@
  * into DIR and report "dumped {...}" on the control descriptor (exec_image.c).
  * --restore-from: rebuild the device state of the snapshot in DIR before
  * serving (its arena is used), then report "ready"; "error <reason>" otherwise.
+ * --pool: stay warm and serve one function after another (pool_loop below).
  *
  * PHOS_TRACE and PHOS_ARENA_BASE give defaults for --trace and --arena-base
  * (sanitizer builds move the arena: ASan's heap sits at 0x600000000000).
@@ -75,11 +76,128 @@ void exec_scrub(struct executor *ex)
 	ex->pending_error = 0;
 }
 
+/* One function: its snapshot loaded first when img is given, then its calls
+ * until it says goodbye or goes away; the executor is scrubbed afterwards.
+ * The channel socket fd is taken over. */
+static int serve_one(struct executor *ex, int fd, const char *dir, const struct phos_image *img, double t_open,
+		     double t0)
+{
+	char err[512] = "";
+	int r = 0;
+
+	if (img) {
+		r = exec_image_load(ex, dir, img, err, sizeof(err));
+		if (r < 0) {
+			fprintf(stderr, "phos-executor: restoring %s: %s\n", dir, err);
+			exec_control(ex, "error %s", err);
+			close(fd);
+			return r;
+		}
+	}
+	r = phos_channel_serve_new(fd, PHOS_RING_DEFAULT, &ex->ch);
+	if (r < 0) {
+		close(fd);
+		exec_control(ex, "error cannot set up the channel: %s", strerror(-r));
+		exec_scrub(ex);
+		return r;
+	}
+	if (img)
+		exec_control(ex, "ready {\"open_s\":%.6f,\"load_s\":%.6f,\"data_s\":%.6f,\"data_bytes\":%llu}",
+			     t_open, phos_now() - t0 - t_open, ex->load_data_s, (unsigned long long)img->gpu_bytes);
+	{
+		/* Pinning the channel lets H2D copies read records by DMA. */
+		size_t shm_len;
+		void *shm = phos_channel_shm(ex->ch, &shm_len);
+
+		if (ex->dev_ops->host_register(ex->dev, shm, shm_len) < 0)
+			phos_warn("could not pin the channel");
+		r = exec_serve(ex);
+		ex->dev_ops->host_unregister(ex->dev, shm);
+		if (r < 0)
+			phos_err("serving failed: %s", strerror(-r));
+	}
+	exec_scrub(ex);
+	phos_channel_free(ex->ch);
+	ex->ch = NULL;
+	ex->goodbye = false;
+	return r;
+}
+
+/* Reads one line (without its newline) from the control socket; false at EOF. */
+static bool control_line(int fd, char *line, size_t len)
+{
+	size_t got = 0;
+
+	while (got + 1 < len) {
+		ssize_t n = read(fd, line + got, 1);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		if (line[got] == '\n')
+			break;
+		got++;
+	}
+	line[got] = '\0';
+	return true;
+}
+
+/*
+ * --pool: a warm executor that serves one function after another. It reports
+ * "idle" on the control socket and waits for a job: a channel socket passed
+ * with SCM_RIGHTS, then "serve" or "restore DIR". After the function is gone it
+ * is scrubbed (arena mappings released, module cache... kept by the driver) and
+ * reports "idle" again. The control socket closing ends it.
+ */
+static int pool_loop(struct executor *ex)
+{
+	char line[4200], err[512];
+
+	for (;;) {
+		struct phos_image *img = NULL;
+		const char *dir = NULL;
+		double t0;
+		int fd, r;
+
+		exec_control(ex, "idle");
+		r = phos_recv_fd(ex->control_fd, &fd);
+		if (r == -EPIPE)
+			return 0;
+		if (r < 0 || !control_line(ex->control_fd, line, sizeof(line))) {
+			if (r == 0)
+				close(fd);
+			return r < 0 ? r : 0;
+		}
+		t0 = phos_now();
+		if (!strncmp(line, "restore ", 8)) {
+			dir = line + 8;
+			r = phos_image_read(dir, &img, err, sizeof(err));
+			if (r == 0 && (img->arena_base != ex->arena_base || img->arena_size != ex->arena_size)) {
+				snprintf(err, sizeof(err), "the snapshot's arena differs from this pool's");
+				r = -EINVAL;
+			}
+			if (r < 0) {
+				exec_control(ex, "error %s: %s", dir, err);
+				phos_image_free(img);
+				close(fd);
+				continue;
+			}
+		} else if (strcmp(line, "serve") != 0) {
+			exec_control(ex, "error unknown job '%.100s'", line);
+			close(fd);
+			continue;
+		}
+		serve_one(ex, fd, dir, img, 0, t0);
+		phos_image_free(img);
+	}
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: phos-executor --fd N [--device auto|cuda|sim] [--trace FILE]\n"
 		   "                     [--arena-base ADDR] [--arena-size BYTES] [--no-warm]\n"
-		   "                     [--control-fd N] [--snapshot-to DIR | --restore-from DIR]\n");
+		   "                     [--control-fd N] [--snapshot-to DIR | --restore-from DIR | --pool]\n");
 }
 
 static int parse_u64(const char *s, uint64_t *ret)
@@ -107,6 +225,7 @@ int main(int argc, char **argv)
 		{ "control-fd", required_argument, NULL, 'c' },
 		{ "snapshot-to", required_argument, NULL, 'S' },
 		{ "restore-from", required_argument, NULL, 'R' },
+		{ "pool", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -119,6 +238,7 @@ int main(int argc, char **argv)
 	const char *device = "auto", *trace = getenv("PHOS_TRACE");
 	struct phos_bufmap_ops ops = { .map = map_chunks, .unmap = unmap_chunks, .ctx = &ex };
 	uint64_t fd = UINT64_MAX;
+	bool pool = false;
 	double t0 = 0, t_open = 0;
 	bool warm = true;
 	int c, r;
@@ -156,11 +276,16 @@ int main(int argc, char **argv)
 			break;
 		case 'S': ex.snapshot_dir = optarg; break;
 		case 'R': restore_from = optarg; break;
+		case 'P': pool = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (fd == UINT64_MAX || optind != argc) {
+	if (pool && (ex.control_fd < 0 || restore_from || ex.snapshot_dir)) {
+		fprintf(stderr, "phos-executor: --pool needs --control-fd and takes its jobs there\n");
+		return 2;
+	}
+	if ((fd == UINT64_MAX && !pool) || optind != argc) {
 		usage(stderr);
 		return 2;
 	}
@@ -211,31 +336,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	r = phos_bufmap_new(ex.arena_base, ex.arena_size, &ops, &ex.bufs);
-	if (r == 0 && img) {
-		r = exec_image_load(&ex, restore_from, img, err, sizeof(err));
-		if (r < 0) {
-			fprintf(stderr, "phos-executor: restoring %s: %s\n", restore_from, err);
-			exec_control(&ex, "error %s", err);
-		}
-	}
-	if (r == 0)
-		r = phos_channel_serve_new((int)fd, PHOS_RING_DEFAULT, &ex.ch);
-	if (r == 0 && img)
-		exec_control(&ex, "ready {\"open_s\":%.6f,\"load_s\":%.6f,\"data_s\":%.6f,\"data_bytes\":%llu}",
-			     t_open, phos_now() - t0 - t_open, ex.load_data_s, (unsigned long long)img->gpu_bytes);
-	if (r == 0) {
-		/* Pinning the channel lets H2D copies read records by DMA. */
-		size_t shm_len;
-		void *shm = phos_channel_shm(ex.ch, &shm_len);
-
-		if (ex.dev_ops->host_register(ex.dev, shm, shm_len) < 0)
-			phos_warn("could not pin the channel");
-		r = exec_serve(&ex);
-		ex.dev_ops->host_unregister(ex.dev, shm);
-		if (r < 0)
-			phos_err("serving failed: %s", strerror(-r));
-	}
-	exec_scrub(&ex);
+	if (r == 0 && pool)
+		r = pool_loop(&ex);
+	else if (r == 0)
+		r = serve_one(&ex, (int)fd, restore_from, img, t_open, t0);
 	struct handle_table *tables[] = { &ex.streams, &ex.events, &ex.modules, &ex.funcs,
 					  &ex.vars, &ex.regions, &ex.blas };
 	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)

@@ -16,7 +16,7 @@
 #include "criu.h"
 #include "image.h"
 #include "log.h"
-#include "snapshotter.h"
+#include "internal.h"
 
 /* One line from the executor, or "" when it closed the socket. */
 static int read_line(int fd, char *line, size_t len)
@@ -157,6 +157,12 @@ int phos_instance_wait(struct phos_instance *inst)
 	while (waitpid(inst->fn_pid, &status, 0) < 0 && errno == EINTR)
 		;
 	code = exit_code(status);
+	if (inst->pool) {
+		/* The executor saw the function go, scrubs itself and says "idle". */
+		phos_pool_return(inst);
+		inst->pool = NULL;
+		return code;
+	}
 	if (inst->control_fd >= 0)
 		close(inst->control_fd);
 	inst->control_fd = -1;

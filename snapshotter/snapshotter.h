@@ -60,11 +60,15 @@ struct phos_restore_stats {
 	uint64_t gpu_bytes;
 };
 
+struct phos_pool;
+
 /* A restored function instance. */
 struct phos_instance {
 	pid_t fn_pid;          /* host pid of the restored function */
 	pid_t executor_pid;
 	int control_fd;        /* to the executor; closed by phos_instance_wait */
+	struct phos_pool *pool; /* the pool the executor goes back to, or NULL */
+	unsigned slot;
 };
 
 /* Restores dir: the function gets stdin_fd/stdout_fd/stderr_fd as its stdio. The
@@ -76,9 +80,28 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
 		       int stderr_fd, struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats,
 		       char *err, size_t errlen);
 
-/* Waits for the function to exit, then for its executor. Returns the function's
- * exit code (128+N for signal N). */
+/* Waits for the function to exit, then for its executor (a pooled one is
+ * scrubbed and given back). Returns the function's exit code (128+N for
+ * signal N). */
 int phos_instance_wait(struct phos_instance *inst);
+
+/*
+ * The warm executor pool (DESIGN.md, "Processes"): n executors started ahead,
+ * each with its context, warm cuBLAS handles and the fixed arena, so that a cold
+ * start creates no CUDA context on its critical path. An executor serves one
+ * instance, is scrubbed, and comes back; one that dies is replaced.
+ */
+int phos_pool_new(const struct phos_runtime_paths *paths, unsigned n, struct phos_pool **ret_pool);
+/* Stops every executor (instances must be gone); accepts NULL. */
+void phos_pool_free(struct phos_pool *pool);
+/* Executors warm and idle now. */
+unsigned phos_pool_idle(struct phos_pool *pool);
+
+/* As phos_restore_start, with an executor from pool (waiting up to timeout_ms
+ * for one to be free: -EBUSY after that). phos_instance_wait gives it back. */
+int phos_restore_pooled(struct phos_pool *pool, const char *dir, int stdin_fd, int stdout_fd, int stderr_fd,
+			unsigned timeout_ms, struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats,
+			char *err, size_t errlen);
 
 /* Starts phos-executor with the channel socket at fd 3 and, when control >= 0,
  * the control socket at fd 4, plus extra arguments (NULL-terminated). */

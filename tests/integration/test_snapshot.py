@@ -98,6 +98,16 @@ try:
         check(r.returncode == 0 and answers(r) == ref,
               f"concurrent restore {i}: rc {r.returncode} {answers(r)[:1]} {r.stderr[-2000:]}")
 
+    # The warm pool: five restores, one after another, on two executors that are
+    # scrubbed and reused; every instance answers like the original.
+    p = subprocess.run([program("tests", "integration", "pool_check"), snap, "5"], input=REQS,
+                       capture_output=True, text=True, timeout=300, env=env())
+    runs = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    check(p.returncode == 0 and len(runs) == 5, f"pool_check: rc {p.returncode} {p.stderr[-2000:]}")
+    check(all(r["answers"] == ref and r["exit"] == 0 for r in runs), f"pooled answers: {runs[:2]}")
+    check(len({r["executor"] for r in runs}) <= 2, f"executors reused: {[r['executor'] for r in runs]}")
+    check(all(r["open_s"] == 0 for r in runs), "a pooled restore creates no context")
+
     # Refusals, each on a copy of the good snapshot.
     def refused(name, mutate, needle):
         d = os.path.join(tmp, name)

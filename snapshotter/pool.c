@@ -1,0 +1,346 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The warm executor pool (see snapshotter.h).
+ *
+ *   phos_pool_new ──spawns──▶ phos-executor --pool  (x n, each: context, cuBLAS, arena)
+ *                              │ "idle" on its control socket
+ *   phos_restore_pooled ──▶ takes an idle one, sends a channel socket + "restore DIR",
+ *                            CRIU-restores the function beside it, reads "ready"
+ *   phos_instance_wait  ──▶ function gone → executor scrubs itself → "idle" → back
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "channel.h"
+#include "criu.h"
+#include "image.h"
+#include "log.h"
+#include "internal.h"
+
+#define POOL_MAX 64
+
+struct pool_exec {
+	pid_t pid;
+	int ctl;        /* -1: not running */
+	bool idle;      /* said "idle" and is not taken */
+	bool taken;
+};
+
+struct phos_pool {
+	struct phos_runtime_paths paths;
+	char *strs[5];
+	pthread_mutex_t lock;
+	pthread_cond_t freed;
+	unsigned n;
+	struct pool_exec ex[POOL_MAX];
+};
+
+static int read_line(int fd, char *line, size_t len, int timeout_ms)
+{
+	size_t got = 0;
+
+	while (got + 1 < len) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (timeout_ms >= 0 && poll(&p, 1, timeout_ms) == 0)
+			return -ETIMEDOUT;
+		n = read(fd, line + got, 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -EPIPE;
+		if (line[got] == '\n')
+			break;
+		got++;
+	}
+	line[got] = '\0';
+	return 0;
+}
+
+/* Starts executor i; it is idle once it said so (pool_settle). */
+static int spawn_one(struct phos_pool *p, unsigned i)
+{
+	int ctl[2], dummy[2], r;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0)
+		return -errno;
+	/* --pool takes its channels on the control socket; fd 3 is a placeholder. */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, dummy) < 0) {
+		r = -errno;
+		close(ctl[0]);
+		close(ctl[1]);
+		return r;
+	}
+	r = phos_executor_spawn(&p->paths, dummy[0], ctl[1], (const char *const[]){ "--pool", NULL }, &p->ex[i].pid);
+	close(dummy[0]);
+	close(dummy[1]);
+	close(ctl[1]);
+	if (r < 0) {
+		close(ctl[0]);
+		return r;
+	}
+	p->ex[i].ctl = ctl[0];
+	p->ex[i].idle = false;
+	p->ex[i].taken = false;
+	return 0;
+}
+
+static void stop_one(struct pool_exec *e)
+{
+	if (e->ctl >= 0)
+		close(e->ctl);
+	if (e->pid > 0) {
+		kill(e->pid, SIGTERM);
+		waitpid(e->pid, NULL, 0);
+	}
+	e->ctl = -1;
+	e->pid = 0;
+	e->idle = e->taken = false;
+}
+
+/* Collects "idle" lines of executors that are starting up (non-blocking),
+ * replacing any that died. Called with the lock held. */
+static void pool_settle(struct phos_pool *p, int timeout_ms)
+{
+	char line[256];
+
+	for (unsigned i = 0; i < p->n; i++) {
+		struct pool_exec *e = &p->ex[i];
+		int r;
+
+		if (e->taken || e->idle)
+			continue;
+		if (e->ctl < 0 && spawn_one(p, i) < 0)
+			continue;
+		r = read_line(e->ctl, line, sizeof(line), timeout_ms);
+		if (r == 0 && !strcmp(line, "idle")) {
+			e->idle = true;
+		} else if (r != -ETIMEDOUT) {
+			phos_warn("pool: executor %d failed to start (%s); replacing it", (int)e->pid, line);
+			stop_one(e);
+		}
+	}
+}
+
+int phos_pool_new(const struct phos_runtime_paths *paths, unsigned n, struct phos_pool **ret_pool)
+{
+	struct phos_pool *p;
+
+	if (n == 0 || n > POOL_MAX)
+		return -EINVAL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->paths = *paths;
+	p->strs[0] = p->paths.executor ? strdup(p->paths.executor) : NULL;
+	p->strs[1] = p->paths.preload_dir ? strdup(p->paths.preload_dir) : NULL;
+	p->strs[2] = p->paths.sim_twins ? strdup(p->paths.sim_twins) : NULL;
+	p->strs[3] = p->paths.criu ? strdup(p->paths.criu) : NULL;
+	p->strs[4] = p->paths.device ? strdup(p->paths.device) : NULL;
+	p->paths.executor = p->strs[0];
+	p->paths.preload_dir = p->strs[1];
+	p->paths.sim_twins = p->strs[2];
+	p->paths.criu = p->strs[3];
+	p->paths.device = p->strs[4];
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->freed, NULL);
+	p->n = n;
+	for (unsigned i = 0; i < n; i++) {
+		p->ex[i].ctl = -1;
+		spawn_one(p, i);
+	}
+	*ret_pool = p;
+	return 0;
+}
+
+void phos_pool_free(struct phos_pool *p)
+{
+	if (!p)
+		return;
+	for (unsigned i = 0; i < p->n; i++)
+		stop_one(&p->ex[i]);
+	for (unsigned i = 0; i < 5; i++)
+		free(p->strs[i]);
+	pthread_cond_destroy(&p->freed);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}
+
+unsigned phos_pool_idle(struct phos_pool *p)
+{
+	unsigned k = 0;
+
+	pthread_mutex_lock(&p->lock);
+	pool_settle(p, 0);
+	for (unsigned i = 0; i < p->n; i++)
+		k += p->ex[i].idle;
+	pthread_mutex_unlock(&p->lock);
+	return k;
+}
+
+/* Takes an idle executor, waiting up to timeout_ms; its index or -EBUSY. */
+static int pool_take(struct phos_pool *p, unsigned timeout_ms)
+{
+	double deadline = phos_now() + timeout_ms / 1000.0;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		pool_settle(p, 0);
+		for (unsigned i = 0; i < p->n; i++) {
+			if (p->ex[i].idle) {
+				p->ex[i].idle = false;
+				p->ex[i].taken = true;
+				pthread_mutex_unlock(&p->lock);
+				return (int)i;
+			}
+		}
+		if (phos_now() >= deadline)
+			break;
+		/* Executors still starting say "idle" soon; returned ones signal. */
+		pthread_mutex_unlock(&p->lock);
+		usleep(2000);
+		pthread_mutex_lock(&p->lock);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return -EBUSY;
+}
+
+/* Gives executor i back once it reported "idle" after its scrub; replaces it otherwise. */
+static void pool_give(struct phos_pool *p, unsigned i)
+{
+	char line[256];
+	struct pool_exec *e = &p->ex[i];
+	int r = read_line(e->ctl, line, sizeof(line), 30000);
+
+	pthread_mutex_lock(&p->lock);
+	e->taken = false;
+	if (r == 0 && !strcmp(line, "idle")) {
+		e->idle = true;
+	} else {
+		phos_warn("pool: executor %d did not come back (%s); replacing it", (int)e->pid, r ? "gone" : line);
+		stop_one(e);
+		spawn_one(p, i);
+	}
+	pthread_cond_broadcast(&p->freed);
+	pthread_mutex_unlock(&p->lock);
+}
+
+static const struct phos_image_fd *find_fd(const struct phos_image *img, int fd)
+{
+	for (uint32_t i = 0; i < img->nfds; i++)
+		if (img->fds[i].fd == fd)
+			return &img->fds[i];
+	return NULL;
+}
+
+int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int stdout_fd, int stderr_fd,
+			unsigned timeout_ms, struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats,
+			char *err, size_t errlen)
+{
+	struct phos_restore_stats st = { 0 };
+	struct phos_image *img = NULL;
+	struct phos_criu_inherit inh[4];
+	const int stdio[3] = { stdin_fd, stdout_fd, stderr_fd };
+	int ch[2] = { -1, -1 }, slot = -1, r;
+	char line[1024], cpu[4200];
+	double t0 = phos_now(), t;
+	pid_t fn = -1;
+	size_t dlen = strlen(dir);
+
+	*err = '\0';
+	memset(ret_inst, 0, sizeof(*ret_inst));
+	if (dlen == 0 || dlen > 4000 || strchr(dir, '\n')) {
+		phos_errf(err, errlen, "bad snapshot path");
+		return -EINVAL;
+	}
+	r = phos_image_read(dir, &img, line, sizeof(line));
+	if (r < 0) {
+		phos_errf(err, errlen, "%s: %s", dir, line);
+		return r;
+	}
+	for (int fd = 0; fd < 4; fd++) {
+		const struct phos_image_fd *f = find_fd(img, fd);
+
+		if (!f) {
+			phos_errf(err, errlen, "%s: the manifest does not say how fd %d was opened", dir, fd);
+			r = -EBADMSG;
+			goto out;
+		}
+		inh[fd] = (struct phos_criu_inherit){ .fd = fd < 3 ? stdio[fd] : -1, .target = fd, .key = f->key };
+	}
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	slot = pool_take(p, timeout_ms);
+	if (slot < 0) {
+		phos_errf(err, errlen, "no warm executor free within %u ms", timeout_ms);
+		r = -EBUSY;
+		goto out;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) < 0) {
+		r = -errno;
+		phos_errf(err, errlen, "socketpair: %s", strerror(errno));
+		goto out;
+	}
+	r = phos_send_fd(p->ex[slot].ctl, ch[0]);
+	if (r == 0 && dprintf(p->ex[slot].ctl, "restore %s\n", dir) < 0)
+		r = -EPIPE;
+	close(ch[0]);
+	ch[0] = -1;
+	if (r < 0) {
+		phos_errf(err, errlen, "the pooled executor is gone");
+		goto out;
+	}
+	/* CRIU beside the GPU load, as in phos_restore_start. */
+	t = phos_now();
+	inh[3].fd = ch[1];
+	snprintf(cpu, sizeof(cpu), "%s/%s", dir, img->criu_dir);
+	r = phos_criu_restore(p->paths.criu, cpu, inh, 4, &fn, line, sizeof(line));
+	if (r < 0) {
+		phos_errf(err, errlen, "CRIU could not restore %s: %s", dir, line);
+		goto out;
+	}
+	st.cpu_restore_s = phos_now() - t;
+	if (read_line(p->ex[slot].ctl, line, sizeof(line), -1) < 0 || strncmp(line, "ready", 5) != 0) {
+		phos_errf(err, errlen, "%s", !strncmp(line, "error ", 6) ? line + 6 : "the pooled executor failed");
+		r = -EIO;
+		goto out;
+	}
+	sscanf(line + 5, " {\"open_s\":%lf,\"load_s\":%lf,\"data_s\":%lf", &st.open_s, &st.load_s, &st.data_s);
+	st.gpu_restore_s = st.ready_s = phos_now() - t0;
+	st.gpu_bytes = img->gpu_bytes;
+	ret_inst->fn_pid = fn;
+	ret_inst->executor_pid = p->ex[slot].pid;
+	ret_inst->control_fd = -1;
+	ret_inst->pool = p;
+	ret_inst->slot = (unsigned)slot;
+	if (ret_stats)
+		*ret_stats = st;
+	r = 0;
+out:
+	if (ch[1] >= 0)
+		close(ch[1]);
+	if (r < 0) {
+		if (fn > 0) {
+			kill(fn, SIGKILL);
+			waitpid(fn, NULL, 0);
+		}
+		if (slot >= 0)
+			pool_give(p, (unsigned)slot);
+	}
+	phos_image_free(img);
+	return r;
+}
+
+void phos_pool_return(struct phos_instance *inst)
+{
+	pool_give(inst->pool, inst->slot);
+}
