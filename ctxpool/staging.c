@@ -671,7 +671,11 @@ int stage_load_mapped(struct executor *ex, int fd, const struct stage_item *item
 		/* Unpin the windows whose copies landed, and let the pinners go on. */
 		while (m.done_below <= w) {
 			struct win *dw = &m.win[m.done_below];
-			bool must = m.next_pin >= m.done_below + PIN_AHEAD && m.done_below < w;
+			bool must;
+
+			pthread_mutex_lock(&st.lock);
+			must = m.next_pin >= m.done_below + PIN_AHEAD && m.done_below < w;
+			pthread_mutex_unlock(&st.lock);
 
 			r = must ? d->event_sync(ex->dev, dw->event) : d->event_query(ex->dev, dw->event);
 			if (r == -PHOS_CUDA_NOT_READY)
