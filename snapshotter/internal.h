@@ -7,3 +7,18 @@
 /* pool.c: the pooled half of phos_instance_wait: the executor scrubs itself and
  * comes back to its pool (or is replaced). */
 void phos_pool_return(struct phos_instance *inst);
+
+struct phos_image;
+struct phos_criu_inherit;
+
+/* Reads dir's manifest (refusing a bad snapshot before anything is taken) and
+ * fills the descriptors a restore hands in: stdio at 0..2; the channel (3) is
+ * set by restore_cpu. */
+int restore_plan(const char *dir, const int stdio[3], struct phos_image **ret_img,
+		 struct phos_criu_inherit inh[4], char *err, size_t errlen);
+
+/* CRIU-restores the function with channel as its socket while its executor
+ * loads the GPU side, then waits for the executor's "ready" on ctl (its phase
+ * times go into *st). On failure the restored function is gone again. */
+int restore_cpu(const char *criu, const char *dir, const struct phos_image *img, struct phos_criu_inherit inh[4],
+		int channel, int ctl, pid_t *ret_fn, struct phos_restore_stats *st, char *err, size_t errlen);

@@ -220,7 +220,12 @@ static void pool_give(struct phos_pool *p, unsigned i)
 {
 	char line[256];
 	struct pool_exec *e = &p->ex[i];
-	int r = read_line(e->ctl, line, sizeof(line), 30000);
+	int r;
+
+	/* A failed start may leave its "ready" or "error" unread before the "idle". */
+	do
+		r = read_line(e->ctl, line, sizeof(line), 30000);
+	while (r == 0 && (!strncmp(line, "ready", 5) || !strncmp(line, "error", 5)));
 
 	pthread_mutex_lock(&p->lock);
 	e->taken = false;
@@ -235,14 +240,6 @@ static void pool_give(struct phos_pool *p, unsigned i)
 	pthread_mutex_unlock(&p->lock);
 }
 
-static const struct phos_image_fd *find_fd(const struct phos_image *img, int fd)
-{
-	for (uint32_t i = 0; i < img->nfds; i++)
-		if (img->fds[i].fd == fd)
-			return &img->fds[i];
-	return NULL;
-}
-
 int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int stdout_fd, int stderr_fd,
 			unsigned timeout_ms, struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats,
 			char *err, size_t errlen)
@@ -252,8 +249,7 @@ int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int 
 	struct phos_criu_inherit inh[4];
 	const int stdio[3] = { stdin_fd, stdout_fd, stderr_fd };
 	int ch[2] = { -1, -1 }, slot = -1, r;
-	char line[1024], cpu[4200];
-	double t0 = phos_now(), t;
+	double t0 = phos_now();
 	pid_t fn = -1;
 	size_t dlen = strlen(dir);
 
@@ -263,21 +259,9 @@ int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int 
 		phos_errf(err, errlen, "bad snapshot path");
 		return -EINVAL;
 	}
-	r = phos_image_read(dir, &img, line, sizeof(line));
-	if (r < 0) {
-		phos_errf(err, errlen, "%s: %s", dir, line);
+	r = restore_plan(dir, stdio, &img, inh, err, errlen);
+	if (r < 0)
 		return r;
-	}
-	for (int fd = 0; fd < 4; fd++) {
-		const struct phos_image_fd *f = find_fd(img, fd);
-
-		if (!f) {
-			phos_errf(err, errlen, "%s: the manifest does not say how fd %d was opened", dir, fd);
-			r = -EBADMSG;
-			goto out;
-		}
-		inh[fd] = (struct phos_criu_inherit){ .fd = fd < 3 ? stdio[fd] : -1, .target = fd, .key = f->key };
-	}
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	slot = pool_take(p, timeout_ms);
 	if (slot < 0) {
@@ -300,23 +284,10 @@ int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int 
 		goto out;
 	}
 	/* CRIU beside the GPU load, as in phos_restore_start. */
-	t = phos_now();
-	inh[3].fd = ch[1];
-	snprintf(cpu, sizeof(cpu), "%s/%s", dir, img->criu_dir);
-	r = phos_criu_restore(p->paths.criu, cpu, inh, 4, &fn, line, sizeof(line));
-	if (r < 0) {
-		phos_errf(err, errlen, "CRIU could not restore %s: %s", dir, line);
+	r = restore_cpu(p->paths.criu, dir, img, inh, ch[1], p->ex[slot].ctl, &fn, &st, err, errlen);
+	if (r < 0)
 		goto out;
-	}
-	st.cpu_restore_s = phos_now() - t;
-	if (read_line(p->ex[slot].ctl, line, sizeof(line), -1) < 0 || strncmp(line, "ready", 5) != 0) {
-		phos_errf(err, errlen, "%s", !strncmp(line, "error ", 6) ? line + 6 : "the pooled executor failed");
-		r = -EIO;
-		goto out;
-	}
-	sscanf(line + 5, " {\"open_s\":%lf,\"load_s\":%lf,\"data_s\":%lf", &st.open_s, &st.load_s, &st.data_s);
 	st.gpu_restore_s = st.ready_s = phos_now() - t0;
-	st.gpu_bytes = img->gpu_bytes;
 	ret_inst->fn_pid = fn;
 	ret_inst->executor_pid = p->ex[slot].pid;
 	ret_inst->control_fd = -1;
@@ -328,14 +299,8 @@ int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int 
 out:
 	if (ch[1] >= 0)
 		close(ch[1]);
-	if (r < 0) {
-		if (fn > 0) {
-			kill(fn, SIGKILL);
-			waitpid(fn, NULL, 0);
-		}
-		if (slot >= 0)
-			pool_give(p, (unsigned)slot);
-	}
+	if (r < 0 && slot >= 0)
+		pool_give(p, (unsigned)slot);
 	phos_image_free(img);
 	return r;
 }

@@ -44,23 +44,13 @@ static const struct phos_image_fd *find_fd(const struct phos_image *img, int fd)
 	return NULL;
 }
 
-int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, int stdin_fd, int stdout_fd,
-		       int stderr_fd, struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats,
-		       char *err, size_t errlen)
+int restore_plan(const char *dir, const int stdio[3], struct phos_image **ret_img,
+		 struct phos_criu_inherit inh[4], char *err, size_t errlen)
 {
-	struct phos_restore_stats st = { 0 };
-	struct phos_image *img = NULL;
-	struct phos_criu_inherit inh[4];
-	const int stdio[3] = { stdin_fd, stdout_fd, stderr_fd };
-	int ch[2] = { -1, -1 }, ctl[2] = { -1, -1 }, r;
-	char line[1024], cpu[4200];
-	pid_t exe = -1, fn = -1;
-	double t0 = phos_now(), t;
+	struct phos_image *img;
+	char line[1024];
+	int r;
 
-	memset(ret_inst, 0, sizeof(*ret_inst));
-
-	*err = '\0';
-	/* Refuse a bad snapshot before taking anything. */
 	r = phos_image_read(dir, &img, line, sizeof(line));
 	if (r < 0) {
 		phos_errf(err, errlen, "%s: %s", dir, line);
@@ -71,11 +61,63 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
 
 		if (!f) {
 			phos_errf(err, errlen, "%s: the manifest does not say how fd %d was opened", dir, fd);
-			r = -EBADMSG;
-			goto out;
+			phos_image_free(img);
+			return -EBADMSG;
 		}
 		inh[fd] = (struct phos_criu_inherit){ .fd = fd < 3 ? stdio[fd] : -1, .target = fd, .key = f->key };
 	}
+	*ret_img = img;
+	return 0;
+}
+
+int restore_cpu(const char *criu, const char *dir, const struct phos_image *img, struct phos_criu_inherit inh[4],
+		int channel, int ctl, pid_t *ret_fn, struct phos_restore_stats *st, char *err, size_t errlen)
+{
+	char line[1024], cpu[4200];
+	double t = phos_now();
+	pid_t fn;
+	int r;
+
+	/* The restored function waits in phos_channel_await until the executor's
+	 * new channel arrives on its socket. */
+	inh[3].fd = channel;
+	snprintf(cpu, sizeof(cpu), "%s/%s", dir, img->criu_dir);
+	r = phos_criu_restore(criu, cpu, inh, 4, &fn, line, sizeof(line));
+	if (r < 0) {
+		phos_errf(err, errlen, "CRIU could not restore %s: %s", dir, line);
+		return r;
+	}
+	st->cpu_restore_s = phos_now() - t;
+	read_line(ctl, line, sizeof(line));
+	if (strncmp(line, "ready", 5) != 0) {
+		phos_errf(err, errlen, "%s", !strncmp(line, "error ", 6) ? line + 6 : "the executor failed");
+		kill(fn, SIGKILL);
+		waitpid(fn, NULL, 0);
+		return -EIO;
+	}
+	sscanf(line + 5, " {\"open_s\":%lf,\"load_s\":%lf,\"data_s\":%lf", &st->open_s, &st->load_s, &st->data_s);
+	st->gpu_bytes = img->gpu_bytes;
+	*ret_fn = fn;
+	return 0;
+}
+
+int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, int stdin_fd, int stdout_fd,
+		       int stderr_fd, struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats,
+		       char *err, size_t errlen)
+{
+	struct phos_restore_stats st = { 0 };
+	struct phos_image *img = NULL;
+	struct phos_criu_inherit inh[4];
+	const int stdio[3] = { stdin_fd, stdout_fd, stderr_fd };
+	int ch[2] = { -1, -1 }, ctl[2] = { -1, -1 }, r;
+	pid_t exe = -1, fn = -1;
+	double t0 = phos_now();
+
+	memset(ret_inst, 0, sizeof(*ret_inst));
+	*err = '\0';
+	r = restore_plan(dir, stdio, &img, inh, err, errlen);
+	if (r < 0)
+		return r;
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) < 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0) {
@@ -90,30 +132,11 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
 	}
 	close(ctl[1]);
 	ctl[1] = -1;
-
-	/* CRIU restores the CPU side while the executor loads the GPU side: the
-	 * restored function waits in phos_channel_await until the new channel
-	 * arrives on its socket. */
-	t = phos_now();
-	inh[3].fd = ch[1];
-	snprintf(cpu, sizeof(cpu), "%s/%s", dir, img->criu_dir);
-	r = phos_criu_restore(paths->criu, cpu, inh, 4, &fn, line, sizeof(line));
-	if (r < 0) {
-		phos_errf(err, errlen, "CRIU could not restore %s: %s", dir, line);
+	/* CRIU restores the CPU side while the executor loads the GPU side. */
+	r = restore_cpu(paths->criu, dir, img, inh, ch[1], ctl[0], &fn, &st, err, errlen);
+	if (r < 0)
 		goto out;
-	}
-	st.cpu_restore_s = phos_now() - t;
-
-	read_line(ctl[0], line, sizeof(line));
-	if (strncmp(line, "ready", 5) != 0) {
-		phos_errf(err, errlen, "%s", !strncmp(line, "error ", 6) ? line + 6 : "the executor failed to start");
-		r = -EIO;
-		goto out;
-	}
-	sscanf(line + 5, " {\"open_s\":%lf,\"load_s\":%lf,\"data_s\":%lf", &st.open_s, &st.load_s, &st.data_s);
-	st.gpu_restore_s = phos_now() - t0;
-	st.gpu_bytes = img->gpu_bytes;
-	st.ready_s = phos_now() - t0;
+	st.gpu_restore_s = st.ready_s = phos_now() - t0;
 	ret_inst->fn_pid = fn;
 	ret_inst->executor_pid = exe;
 	ret_inst->control_fd = ctl[0];
@@ -128,10 +151,6 @@ out:
 			close(ch[i]);
 		if (ctl[i] >= 0)
 			close(ctl[i]);
-	}
-	if (fn > 0 && r < 0) {
-		kill(fn, SIGKILL);
-		waitpid(fn, NULL, 0);
 	}
 	if (exe > 0) {
 		kill(exe, SIGTERM);
