@@ -10,6 +10,10 @@ int cli_run(int argc, char **argv);
 /* phos-fn snapshot [--device D] [--stats FILE] [--timeout S] -o DIR -- PROGRAM ARGS... */
 int cli_snapshot(int argc, char **argv);
 
+/* phos-fn deploy|list|describe|remove|invoke|logs|snapshot NAME against the
+ * invoker's HTTP API (cli_gateway.c); argv[0] is the command. */
+int cli_gateway(int argc, char **argv);
+
 /* phos-fn restore [--device D] [--stats FILE] DIR */
 int cli_restore(int argc, char **argv);
 

@@ -15,7 +15,13 @@ static void usage(FILE *f)
 		   "  snapshot [--device auto|cuda|sim] [--stats FILE] [--timeout S] -o DIR -- PROGRAM [ARGS...]\n"
 		   "      run a function until phos_fn_serve and snapshot it there\n"
 		   "  restore [--device auto|cuda|sim] [--stats FILE] DIR\n"
-		   "      start a function from its snapshot; requests on stdin, one per line\n");
+		   "      start a function from its snapshot; requests on stdin, one per line\n\n"
+		   "commands against an invoker (--gateway URL, default $PHOS_GATEWAY or http://127.0.0.1:8080;\n"
+		   "--token-file FILE for its bearer token):\n"
+		   "  deploy --name NAME [--device D] [--limit KEY=VALUE]... -- PROGRAM [ARGS...]\n"
+		   "  list | describe NAME | remove NAME | snapshot NAME\n"
+		   "  invoke NAME            request body on stdin, the answer on stdout\n"
+		   "  logs NAME [--tail N]   the function's stderr, per instance\n");
 }
 
 int main(int argc, char **argv)
@@ -27,8 +33,22 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "run"))
 		return cli_run(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "snapshot"))
-		return cli_snapshot(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "snapshot")) {
+		/* the local form has -o DIR and -- PROGRAM; else it is `snapshot NAME` on the gateway */
+		for (int i = 2; i < argc; i++)
+			if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+				printf("usage: phos-fn snapshot [--device auto|cuda|sim] [--stats FILE] [--timeout S] -o DIR -- PROGRAM [ARGS...]\n"
+				       "       phos-fn snapshot NAME [--gateway URL] [--token-file FILE]   (on the invoker)\n");
+				return 0;
+			} else if (!strcmp(argv[i], "--") || !strcmp(argv[i], "-o") || !strncmp(argv[i], "--output", 8) ||
+			    !strncmp(argv[i], "-o", 2))
+				return cli_snapshot(argc - 1, argv + 1);
+		return cli_gateway(argc - 1, argv + 1);
+	}
+	static const char *const gw[] = { "deploy", "list", "describe", "remove", "invoke", "logs", NULL };
+	for (const char *const *c = gw; *c; c++)
+		if (!strcmp(argv[1], *c))
+			return cli_gateway(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "restore"))
 		return cli_restore(argc - 1, argv + 1);
 	fprintf(stderr, "phos-fn: unknown command '%s'\n", argv[1]);

@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/* phos-fn's HTTP client of the invoker (libcurl). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "cli.h"
+#include "cli_client.h"
+
+#define MAX_ANSWER (256u << 20)
+
+struct sink {
+	char *buf;
+	size_t len;
+	bool overflow;
+};
+
+static size_t on_data(char *p, size_t size, size_t n, void *arg)
+{
+	struct sink *s = arg;
+	size_t k = size * n;
+	char *b;
+
+	if (s->len + k > MAX_ANSWER) {
+		s->overflow = true;
+		return 0;
+	}
+	if (!(b = realloc(s->buf, s->len + k + 1)))
+		return 0;
+	s->buf = b;
+	memcpy(s->buf + s->len, p, k);
+	s->len += k;
+	s->buf[s->len] = '\0';
+	return k;
+}
+
+struct progress {
+	const char *what;
+	double t0;
+	unsigned ticks;
+	bool shown;
+};
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+	static const char spin[] = "|/-\\";
+	struct progress *p = arg;
+	double el = now() - p->t0;
+
+	if (el < 0.3)
+		return 0;
+	fprintf(stderr, "\r%c %s ... %.1f s ", spin[p->ticks++ % 4], p->what, el);
+	p->shown = true;
+	return 0;
+}
+
+int cli_http(const struct cli_gateway *g, const char *method, const char *path, const char *body, size_t len,
+	     const char *progress, struct cli_answer *ret)
+{
+	struct sink s = { 0 };
+	struct curl_slist *h = NULL;
+	struct progress pr = { progress, now(), 0, false };
+	char url[4096], auth[1200];
+	long code = 0;
+	CURLcode cr;
+	CURL *c;
+
+	memset(ret, 0, sizeof(*ret));
+	if ((size_t)snprintf(url, sizeof(url), "%s%s", g->url, path) >= sizeof(url))
+		return -ENAMETOOLONG;
+	c = curl_easy_init();
+	if (!c)
+		return -ENOMEM;
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	if (body) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+		h = curl_slist_append(h, "Content-Type: application/json");
+	} else if (!strcmp(method, "POST")) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+	}
+	h = curl_slist_append(h, "Expect:");
+	if (g->token[0]) {
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", g->token);
+		h = curl_slist_append(h, auth);
+	}
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	if (progress && isatty(STDERR_FILENO)) {
+		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(c, CURLOPT_XFERINFODATA, &pr);
+		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	}
+	cr = curl_easy_perform(c);
+	if (pr.shown)
+		fprintf(stderr, "\r%s: %.1f s%20s\n", progress, now() - pr.t0, "");
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	if (cr != CURLE_OK) {
+		free(s.buf);
+		fprintf(stderr, "phos-fn: %s: %s\n", url, s.overflow ? "answer too large" : curl_easy_strerror(cr));
+		return -EIO;
+	}
+	ret->code = code;
+	ret->body = s.buf ? s.buf : strdup("");
+	ret->len = s.len;
+	return 0;
+}
+
+/* The server's {"error": "..."} message, or the body as it is. */
+void cli_http_report(const struct cli_answer *a)
+{
+	const char *e = strstr(a->body, "\"error\"");
+
+	if (e) {
+		const char *q = strchr(e + 7, '"');
+		const char *end = q ? strchr(q + 1, '"') : NULL;
+
+		while (end && end[-1] == '\\')
+			end = strchr(end + 1, '"');
+		if (q && end) {
+			fprintf(stderr, "phos-fn: HTTP %ld: %.*s\n", a->code, (int)(end - q - 1), q + 1);
+			return;
+		}
+	}
+	fprintf(stderr, "phos-fn: HTTP %ld: %.*s\n", a->code, (int)a->len, a->body);
+}
+
+int cli_gateway_init(struct cli_gateway *g, const char *url, const char *token_file)
+{
+	const char *env = getenv("PHOS_GATEWAY");
+
+	memset(g, 0, sizeof(*g));
+	snprintf(g->url, sizeof(g->url), "%s", url ? url : env && *env ? env : "http://127.0.0.1:8080");
+	size_t n = strlen(g->url);
+	while (n && g->url[n - 1] == '/')
+		g->url[--n] = '\0';
+	if (token_file) {
+		FILE *f = fopen(token_file, "re");
+		char buf[1024];
+
+		if (!f || !fgets(buf, sizeof(buf), f)) {
+			fprintf(stderr, "phos-fn: cannot read a token from %s\n", token_file);
+			if (f)
+				fclose(f);
+			return -ENOENT;
+		}
+		fclose(f);
+		buf[strcspn(buf, "\r\n")] = '\0';
+		snprintf(g->token, sizeof(g->token), "%s", buf);
+	}
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	return 0;
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/* phos-fn's HTTP client of the invoker (libcurl), used by cli_gateway.c. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct cli_gateway {
+	char url[2048];   /* without a trailing slash */
+	char token[1024]; /* empty: none */
+};
+
+struct cli_answer {
+	long code;
+	char *body;       /* NUL-terminated, malloc'ed */
+	size_t len;
+};
+
+/* --gateway URL (else $PHOS_GATEWAY, else http://127.0.0.1:8080), --token-file. */
+int cli_gateway_init(struct cli_gateway *g, const char *url, const char *token_file);
+/* One request; 0 and the answer (any HTTP status), or -EIO (reported on stderr).
+ * progress: what to show with a spinner on stderr when it is a terminal. */
+int cli_http(const struct cli_gateway *g, const char *method, const char *path, const char *body, size_t len,
+	     const char *progress, struct cli_answer *ret);
+/* Prints the server's error message of a failed answer on stderr. */
+void cli_http_report(const struct cli_answer *a);

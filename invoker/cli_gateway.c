@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * phos-fn deploy | list | describe | remove | invoke | logs | snapshot NAME:
+ * clients of the invoker's HTTP API (--gateway URL, --token-file FILE).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "cli_client.h"
+
+#define MAX_STDIN (256u << 20)
+
+enum { O_GATEWAY = 1000, O_TOKEN, O_NAME, O_DEVICE, O_LIMIT, O_TAIL };
+
+static const struct option common_opts[] = {
+	{ "gateway", required_argument, NULL, O_GATEWAY }, { "token-file", required_argument, NULL, O_TOKEN },
+	{ "name", required_argument, NULL, O_NAME },       { "device", required_argument, NULL, O_DEVICE },
+	{ "limit", required_argument, NULL, O_LIMIT },     { "tail", required_argument, NULL, O_TAIL },
+	{ "help", no_argument, NULL, 'h' },                { 0 },
+};
+
+struct args {
+	const char *gateway, *token_file, *name, *device, *tail;
+	json_t *limits;
+};
+
+static bool name_valid(const char *n)
+{
+	size_t len = strlen(n);
+
+	if (len < 1 || len > 63 || n[0] == '-')
+		return false;
+	return strspn(n, "abcdefghijklmnopqrstuvwxyz0123456789-") == len;
+}
+
+static const char *usage_of(const char *cmd)
+{
+	if (!strcmp(cmd, "deploy"))
+		return "deploy --name NAME [--device auto|cuda|sim] [--limit KEY=VALUE]... -- PROGRAM [ARGS...]";
+	if (!strcmp(cmd, "list"))
+		return "list";
+	if (!strcmp(cmd, "logs"))
+		return "logs NAME [--tail N]";
+	if (!strcmp(cmd, "invoke"))
+		return "invoke NAME   (request body on stdin, answer on stdout)";
+	static char buf[64];
+	snprintf(buf, sizeof(buf), "%s NAME", cmd);
+	return buf;
+}
+
+/* Parses the options; returns optind, or -1 (usage printed, exit 2), -2 (help). */
+static int parse(int argc, char **argv, struct args *a)
+{
+	int c;
+
+	memset(a, 0, sizeof(*a));
+	a->limits = json_object();
+	optind = 1;
+	/* deploy stops at PROGRAM; the others take options after NAME too */
+	while ((c = getopt_long(argc, argv, strcmp(argv[0], "deploy") ? "h" : "+h", common_opts, NULL)) != -1) {
+		switch (c) {
+		case O_GATEWAY: a->gateway = optarg; break;
+		case O_TOKEN: a->token_file = optarg; break;
+		case O_NAME: a->name = optarg; break;
+		case O_DEVICE: a->device = optarg; break;
+		case O_TAIL: a->tail = optarg; break;
+		case O_LIMIT: {
+			char *eq = strchr(optarg, '='), *end;
+			long long v;
+
+			if (!eq || eq == optarg || (v = strtoll(eq + 1, &end, 10), *end) || eq[1] == '\0' || v < 0) {
+				fprintf(stderr, "phos-fn: --limit takes KEY=NUMBER (max_instances, max_inflight, "
+						"timeout_ms, idle_ms, max_body_bytes)\n");
+				return -1;
+			}
+			*eq = '\0';
+			json_object_set_new(a->limits, optarg, json_integer(v));
+			*eq = '=';
+			break;
+		}
+		case 'h':
+			printf("usage: phos-fn %s [--gateway URL] [--token-file FILE]\n", usage_of(argv[0]));
+			return -2;
+		default:
+			return -1;
+		}
+	}
+	return optind;
+}
+
+static int done(struct cli_answer *ans, bool print)
+{
+	int rc = 0;
+
+	if (ans->code >= 200 && ans->code < 300) {
+		if (print)
+			fwrite(ans->body, 1, ans->len, stdout);
+	} else {
+		cli_http_report(ans);
+		rc = 1;
+	}
+	free(ans->body);
+	return rc;
+}
+
+/* Pretty-prints a JSON answer when it is one. */
+static void print_json(const struct cli_answer *ans)
+{
+	json_t *j = json_loadb(ans->body, ans->len, 0, NULL);
+
+	if (!j) {
+		fwrite(ans->body, 1, ans->len, stdout);
+		return;
+	}
+	json_dumpf(j, stdout, JSON_INDENT(2));
+	fputc('\n', stdout);
+	json_decref(j);
+}
+
+static char *read_stdin(size_t *ret_len)
+{
+	size_t cap = 65536, len = 0;
+	char *b = malloc(cap);
+	size_t n;
+
+	while (b && (n = fread(b + len, 1, cap - len, stdin)) > 0) {
+		len += n;
+		if (len == cap) {
+			char *nb = cap < MAX_STDIN ? realloc(b, cap * 2) : NULL;
+
+			if (!nb) {
+				fprintf(stderr, "phos-fn: request body over %u bytes\n", MAX_STDIN);
+				free(b);
+				return NULL;
+			}
+			b = nb;
+			cap *= 2;
+		}
+	}
+	*ret_len = len;
+	return b;
+}
+
+static int deploy(struct cli_gateway *g, struct args *a, int argc, char **argv, int first)
+{
+	char prog[PATH_MAX], path[64 + PATH_MAX], what[128];
+	struct cli_answer ans;
+	json_t *req, *args = json_array();
+	char *body;
+	int r;
+
+	if (!a->name || first >= argc) {
+		fprintf(stderr, "usage: phos-fn %s\n", usage_of("deploy"));
+		return 2;
+	}
+	/* The invoker needs an absolute path: resolve a relative one here. */
+	if (argv[first][0] != '/' && strchr(argv[first], '/') && realpath(argv[first], prog))
+		snprintf(path, sizeof(path), "%s", prog);
+	else
+		snprintf(path, sizeof(path), "%s", argv[first]);
+	for (int i = first + 1; i < argc; i++)
+		json_array_append_new(args, json_string(argv[i]));
+	req = json_pack("{s:s,s:s,s:o,s:o}", "name", a->name, "program", path, "args", args, "limits", a->limits);
+	a->limits = NULL;
+	if (a->device)
+		json_object_set_new(req, "device", json_string(a->device));
+	body = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	snprintf(what, sizeof(what), "deploying %s (snapshot)", a->name);
+	r = cli_http(g, "POST", "/system/functions", body, strlen(body), what, &ans);
+	free(body);
+	if (r < 0)
+		return 1;
+	if (ans.code == 201)
+		print_json(&ans);
+	return done(&ans, false);
+}
+
+/* phos-fn COMMAND ... against the gateway; cmd is argv[0]. */
+int cli_gateway(int argc, char **argv)
+{
+	const char *cmd = argv[0];
+	struct cli_gateway g;
+	struct cli_answer ans;
+	struct args a;
+	char path[512];
+	int first = parse(argc, argv, &a), rc;
+
+	if (first < 0) {
+		json_decref(a.limits);
+		return first == -2 ? 0 : 2;
+	}
+	if (cli_gateway_init(&g, a.gateway, a.token_file) < 0) {
+		json_decref(a.limits);
+		return 1;
+	}
+	if (!strcmp(cmd, "deploy")) {
+		rc = deploy(&g, &a, argc, argv, first);
+		json_decref(a.limits);
+		return rc;
+	}
+	json_decref(a.limits);
+	if (!strcmp(cmd, "list")) {
+		if (first != argc)
+			goto usage;
+		if (cli_http(&g, "GET", "/system/functions", NULL, 0, NULL, &ans) < 0)
+			return 1;
+		if (ans.code == 200)
+			print_json(&ans);
+		return done(&ans, false);
+	}
+	if (first != argc - 1 || !name_valid(argv[first]))
+		goto usage;
+	const char *name = argv[first];
+	if (!strcmp(cmd, "describe") || !strcmp(cmd, "remove")) {
+		snprintf(path, sizeof(path), "/system/functions/%s", name);
+		if (cli_http(&g, cmd[0] == 'd' ? "GET" : "DELETE", path, NULL, 0, NULL, &ans) < 0)
+			return 1;
+		if (ans.code == 200)
+			print_json(&ans);
+		return done(&ans, false);
+	}
+	if (!strcmp(cmd, "snapshot")) {
+		snprintf(path, sizeof(path), "/system/functions/%s/snapshot", name);
+		if (cli_http(&g, "POST", path, NULL, 0, "taking the snapshot", &ans) < 0)
+			return 1;
+		if (ans.code == 200)
+			print_json(&ans);
+		return done(&ans, false);
+	}
+	if (!strcmp(cmd, "logs")) {
+		long tail = a.tail ? strtol(a.tail, NULL, 10) : 100;
+
+		if (tail < 1 || tail > 100000)
+			goto usage;
+		snprintf(path, sizeof(path), "/system/logs?name=%s&tail=%ld", name, tail);
+		if (cli_http(&g, "GET", path, NULL, 0, NULL, &ans) < 0)
+			return 1;
+		if (ans.code == 200) {
+			json_t *j = json_loadb(ans.body, ans.len, 0, NULL), *in;
+			size_t i;
+
+			json_array_foreach(json_object_get(j, "instances"), i, in) {
+				const char *log = json_string_value(json_object_get(in, "log"));
+
+				printf("== instance %lld (%s) ==\n%s", (long long)json_integer_value(json_object_get(in, "instance")),
+				       json_string_value(json_object_get(in, "state")), log ? log : "");
+				if (log && *log && log[strlen(log) - 1] != '\n')
+					putchar('\n');
+			}
+			json_decref(j);
+		}
+		return done(&ans, false);
+	}
+	if (!strcmp(cmd, "invoke")) {
+		size_t len;
+		char *body = read_stdin(&len);
+
+		if (!body)
+			return 1;
+		snprintf(path, sizeof(path), "/function/%s", name);
+		rc = cli_http(&g, "POST", path, body, len, NULL, &ans);
+		free(body);
+		if (rc < 0)
+			return 1;
+		return done(&ans, true);
+	}
+usage:
+	fprintf(stderr, "usage: phos-fn %s [--gateway URL] [--token-file FILE]\n", usage_of(cmd));
+	return 2;
+}

@@ -1,0 +1,540 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Restored instances of a function, and scheduling calls onto them (the
+ * picture is in invoker.h). An instance serves one call at a time; it is
+ * restored stop-the-world with phos_restore_start, one executor each.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "invoker.h"
+#include "log.h"
+
+static void result_error(struct inv_result *res, int http, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void result_error(struct inv_result *res, int http, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	json_t *j;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	j = json_pack("{s:s}", "error", msg);
+	free(res->body);
+	res->body = json_dumps(j, JSON_COMPACT);
+	res->len = res->body ? strlen(res->body) : 0;
+	json_decref(j);
+	res->http = http;
+	snprintf(res->content_type, sizeof(res->content_type), "application/json");
+}
+
+/* ---- stderr ring ---- */
+
+static void *log_thread(void *arg)
+{
+	struct inv_instance *in = arg;
+	char buf[4096];
+	ssize_t n;
+
+	while ((n = read(in->err_fd, buf, sizeof(buf))) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		pthread_mutex_lock(&in->log_lock);
+		for (ssize_t i = 0; i < n; i++) {
+			in->ring[(in->ring_head + in->ring_len) % INV_LOG_RING] = buf[i];
+			if (in->ring_len < INV_LOG_RING)
+				in->ring_len++;
+			else
+				in->ring_head = (in->ring_head + 1) % INV_LOG_RING;
+		}
+		pthread_mutex_unlock(&in->log_lock);
+	}
+	return NULL;
+}
+
+static void instance_free(struct inv_instance *in)
+{
+	if (!in)
+		return;
+	if (in->in_fd >= 0)
+		close(in->in_fd);
+	if (in->out_fd >= 0)
+		close(in->out_fd);
+	if (in->log_started)
+		pthread_join(in->log_thread, NULL);
+	if (in->err_fd >= 0)
+		close(in->err_fd);
+	pthread_mutex_destroy(&in->log_lock);
+	free(in->ring);
+	free(in);
+}
+
+/* The last text of in's ring (at most `tail` lines), malloc'ed; log_lock held. */
+static char *ring_tail(struct inv_instance *in, unsigned tail)
+{
+	size_t start = in->ring_len, lines = 0;
+	char *text;
+
+	/* back from the end over `tail` newlines (a trailing one does not count) */
+	while (start > 0) {
+		char c = in->ring[(in->ring_head + start - 1) % INV_LOG_RING];
+
+		if (c == '\n' && start != in->ring_len && ++lines >= tail)
+			break;
+		start--;
+	}
+	text = malloc(in->ring_len - start + 1);
+	if (text) {
+		for (size_t i = start; i < in->ring_len; i++)
+			text[i - start] = in->ring[(in->ring_head + i) % INV_LOG_RING];
+		text[in->ring_len - start] = '\0';
+	}
+	return text;
+}
+
+/* Kills (or asks to exit, closing its stdin) and reaps the instance, which is
+ * out of f's list already; its log is kept as f's last exited one. No lock
+ * held. Returns the function's exit status. */
+static int instance_stop(struct inv_function *f, struct inv_instance *in, bool kill_it)
+{
+	int code;
+	char *log;
+
+	if (kill_it)
+		kill(in->proc.fn_pid, SIGKILL);
+	if (in->in_fd >= 0) {
+		close(in->in_fd);
+		in->in_fd = -1;
+	}
+	code = phos_instance_wait(&in->proc);
+	if (in->log_started) {
+		pthread_join(in->log_thread, NULL);
+		in->log_started = false;
+	}
+	log = ring_tail(in, UINT32_MAX);
+	pthread_mutex_lock(&f->lock);
+	free(f->last_log);
+	f->last_log = log;
+	f->last_id = in->id;
+	f->last_exit = code;
+	pthread_mutex_unlock(&f->lock);
+	instance_free(in);
+	return code;
+}
+
+/* Restores a new instance of f (no lock held). */
+static int instance_start(struct inv_function *f, struct inv_instance *in, double *ret_s, char *err, size_t errlen)
+{
+	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
+	struct phos_runtime_paths p = inv_cfg.paths;
+	struct phos_restore_stats st;
+	double t0 = phos_now();
+	int r;
+
+	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		goto fail;
+	}
+	p.device = f->device;
+	if (strcmp(p.device, "sim"))
+		p.sim_twins = NULL;
+	pthread_rwlock_rdlock(&f->snap_lock);
+	r = phos_restore_start(&p, f->snapshot_dir, pin[0], pout[1], perr[1], &in->proc, &st, err, errlen);
+	pthread_rwlock_unlock(&f->snap_lock);
+	if (r < 0)
+		goto fail;
+	close(pin[0]);
+	close(pout[1]);
+	close(perr[1]);
+	in->in_fd = pin[1];
+	in->out_fd = pout[0];
+	in->err_fd = perr[0];
+	fcntl(in->in_fd, F_SETFL, O_NONBLOCK);
+	fcntl(in->out_fd, F_SETFL, O_NONBLOCK);
+	in->log_started = pthread_create(&in->log_thread, NULL, log_thread, in) == 0;
+	*ret_s = phos_now() - t0;
+	inv_metrics_restore(st.gpu_bytes, *ret_s);
+	return 0;
+fail:
+	for (int i = 0; i < 2; i++) {
+		if (pin[i] >= 0)
+			close(pin[i]);
+		if (pout[i] >= 0)
+			close(pout[i]);
+		if (perr[i] >= 0)
+			close(perr[i]);
+	}
+	return r;
+}
+
+/* ---- talking to an instance ---- */
+
+static int wait_fd(int fd, short ev, double deadline)
+{
+	for (;;) {
+		double left = deadline - phos_now();
+		struct pollfd p = { .fd = fd, .events = ev };
+		int r;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		r = poll(&p, 1, (int)(left * 1000) + 1);
+		if (r > 0)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+static int write_all(int fd, const char *p, size_t len, double deadline)
+{
+	while (len) {
+		ssize_t w = write(fd, p, len);
+
+		if (w > 0) {
+			p += w;
+			len -= (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno != EAGAIN && errno != EINTR)
+			return -EPIPE;
+		PHOS_CHECK(wait_fd(fd, POLLOUT, deadline));
+	}
+	return 0;
+}
+
+/* Reads exactly len bytes (or up to the newline into a line when line). */
+static int read_some(int fd, char *buf, size_t len, bool line, size_t *ret_n, double deadline)
+{
+	size_t n = 0;
+
+	while (n < len) {
+		ssize_t r = read(fd, buf + n, line ? 1 : len - n);
+
+		if (r > 0) {
+			n += (size_t)r;
+			if (line && buf[n - 1] == '\n')
+				break;
+			continue;
+		}
+		if (r == 0)
+			return -EPIPE;
+		if (errno != EAGAIN && errno != EINTR)
+			return -EPIPE;
+		PHOS_CHECK(wait_fd(fd, POLLIN, deadline));
+	}
+	*ret_n = n;
+	return 0;
+}
+
+/* One request/response on in; -ETIMEDOUT, -EPIPE (crashed or out of step). */
+static int exchange(struct inv_instance *in, const char *body, size_t len, const char *ctype, double deadline,
+		    struct inv_result *res)
+{
+	char head[256];
+	unsigned long long rlen;
+	int status, k;
+	size_t n;
+
+	k = snprintf(head, sizeof(head), "PHOS-FRAME %zu %s\n", len, ctype);
+	PHOS_CHECK(write_all(in->in_fd, head, (size_t)k, deadline));
+	PHOS_CHECK(write_all(in->in_fd, body, len, deadline));
+	PHOS_CHECK(read_some(in->out_fd, head, sizeof(head) - 1, true, &n, deadline));
+	head[n] = '\0';
+	if (strncmp(head, "PHOS-FRAME ", 11) || sscanf(head + 11, "%llu %d", &rlen, &status) != 2 ||
+	    rlen > INV_MAX_RESPONSE)
+		return -EPIPE;
+	res->body = malloc(rlen + 1);
+	if (!res->body)
+		return -ENOMEM;
+	PHOS_CHECK(read_some(in->out_fd, res->body, rlen, false, &n, deadline));
+	res->body[rlen] = '\0';
+	res->len = rlen;
+	res->http = status == 0 ? 200 : (status >= 400 && status <= 599 ? status : 500);
+	snprintf(res->content_type, sizeof(res->content_type), "application/json");
+	return 0;
+}
+
+/* ---- scheduling ---- */
+
+static void unlink_instance(struct inv_function *f, struct inv_instance *in)
+{
+	for (struct inv_instance **p = &f->instances; *p; p = &(*p)->next)
+		if (*p == in) {
+			*p = in->next;
+			f->n_instances--;
+			break;
+		}
+	pthread_cond_broadcast(&f->cond);
+}
+
+void inv_invoke(struct inv_function *f, const char *body, size_t len, const char *ctype, struct inv_result *res)
+{
+	double t0 = phos_now(), deadline = t0 + f->limits.timeout_ms / 1000.0;
+	struct inv_instance *in = NULL;
+	struct timespec ts;
+	char err[1024];
+	int r;
+
+	memset(res, 0, sizeof(*res));
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	pthread_mutex_lock(&f->lock);
+	for (;;) {
+		if (f->removed || inv_draining) {
+			pthread_mutex_unlock(&f->lock);
+			result_error(res, 503, "%s", f->removed ? "the function was removed" : "shutting down");
+			goto out;
+		}
+		for (in = f->instances; in; in = in->next)
+			if (in->state == INV_INST_IDLE && in->generation == f->generation)
+				break;
+		if (in) {
+			in->state = INV_INST_BUSY;
+			break;
+		}
+		if (f->n_instances < f->limits.max_instances) {
+			in = calloc(1, sizeof(*in));
+			if (!in || !(in->ring = malloc(INV_LOG_RING))) {
+				pthread_mutex_unlock(&f->lock);
+				if (in)
+					free(in);
+				result_error(res, 503, "out of memory");
+				goto out;
+			}
+			pthread_mutex_init(&in->log_lock, NULL);
+			in->in_fd = in->out_fd = in->err_fd = -1;
+			in->state = INV_INST_STARTING;
+			in->id = ++f->next_inst_id;
+			in->generation = f->generation;
+			in->next = f->instances;
+			f->instances = in;
+			f->n_instances++;
+			res->cold = true;
+			break;
+		}
+		if (f->waiting >= f->limits.max_instances * f->limits.max_inflight) {
+			pthread_mutex_unlock(&f->lock);
+			result_error(res, 429, "all %u instances busy and %u calls queued (max_inflight %u)",
+				     f->limits.max_instances, f->waiting, f->limits.max_inflight);
+			goto out;
+		}
+		double left = deadline - phos_now();
+		if (left <= 0) {
+			pthread_mutex_unlock(&f->lock);
+			result_error(res, 429, "no instance became free within timeout_ms (%u)", f->limits.timeout_ms);
+			goto out;
+		}
+		struct timespec abs;
+		clock_gettime(CLOCK_REALTIME, &abs);
+		long long ns = abs.tv_nsec + (long long)(left * 1e9);
+		abs.tv_sec += ns / 1000000000LL;
+		abs.tv_nsec = ns % 1000000000LL;
+		f->waiting++;
+		pthread_cond_timedwait(&f->cond, &f->lock, &abs);
+		f->waiting--;
+	}
+	pthread_mutex_unlock(&f->lock);
+
+	if (res->cold) {
+		r = instance_start(f, in, &res->restore_s, err, sizeof(err));
+		if (r < 0) {
+			pthread_mutex_lock(&f->lock);
+			unlink_instance(f, in);
+			pthread_mutex_unlock(&f->lock);
+			instance_free(in);
+			phos_err("%s: restore failed: %s", f->name, err);
+			result_error(res, 503, "cannot start an instance: %s", err);
+			goto out;
+		}
+		pthread_mutex_lock(&f->lock);
+		in->state = INV_INST_BUSY;
+		pthread_mutex_unlock(&f->lock);
+		deadline = phos_now() + f->limits.timeout_ms / 1000.0; /* the run gets its whole time */
+	}
+
+	double t_run = phos_now();
+	r = exchange(in, body, len, ctype, deadline, res);
+	res->run_s = phos_now() - t_run;
+	if (r == 0) {
+		bool stop;
+
+		pthread_mutex_lock(&f->lock);
+		stop = f->removed || inv_draining || in->generation != f->generation;
+		if (stop) {
+			unlink_instance(f, in);
+		} else {
+			in->state = INV_INST_IDLE;
+			in->idle_since = phos_now();
+			pthread_cond_signal(&f->cond);
+		}
+		pthread_mutex_unlock(&f->lock);
+		if (stop)
+			instance_stop(f, in, false);
+		goto out;
+	}
+	/* timed out or crashed: replace it (the next call restores a fresh one) */
+	pthread_mutex_lock(&f->lock);
+	unlink_instance(f, in);
+	pthread_mutex_unlock(&f->lock);
+	free(res->body);
+	res->body = NULL;
+	if (r == -ETIMEDOUT) {
+		instance_stop(f, in, true);
+		result_error(res, 504, "the call ran over timeout_ms (%u): instance killed", f->limits.timeout_ms);
+	} else {
+		int code = instance_stop(f, in, true); /* out of step or dead: make sure */
+
+		result_error(res, 502, "the function crashed (exit status %d); instance replaced", code);
+	}
+out:
+	inv_metrics_record(f, res->http, phos_now() - t0, res->cold);
+}
+
+static void stop_list(struct inv_function *f, struct inv_instance *list, bool kill_it)
+{
+	while (list) {
+		struct inv_instance *next = list->next;
+
+		instance_stop(f, list, kill_it);
+		list = next;
+	}
+}
+
+/* Takes idle instances out of the list (all, or those idle over idle_ms) and stops them. */
+void inv_instances_stop_idle(struct inv_function *f, bool all)
+{
+	struct inv_instance *stop = NULL;
+	double now = phos_now();
+
+	pthread_mutex_lock(&f->lock);
+	for (struct inv_instance **p = &f->instances; *p;) {
+		struct inv_instance *in = *p;
+
+		if (in->state == INV_INST_IDLE && (all || now - in->idle_since >= f->limits.idle_ms / 1000.0)) {
+			*p = in->next;
+			f->n_instances--;
+			in->next = stop;
+			stop = in;
+			continue;
+		}
+		p = &in->next;
+	}
+	if (stop)
+		pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+	stop_list(f, stop, false);
+}
+
+void inv_instances_stop_all(struct inv_function *f)
+{
+	pthread_mutex_lock(&f->lock);
+	f->removed = true; /* busy instances are stopped when their call ends */
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+	inv_instances_stop_idle(f, true);
+	pthread_mutex_lock(&f->lock);
+	while (f->n_instances) {
+		struct timespec abs;
+
+		clock_gettime(CLOCK_REALTIME, &abs);
+		abs.tv_sec += 1;
+		pthread_cond_timedwait(&f->cond, &f->lock, &abs);
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
+void inv_instances_count(struct inv_function *f, unsigned counts[4])
+{
+	memset(counts, 0, 4 * sizeof(unsigned));
+	pthread_mutex_lock(&f->lock);
+	for (struct inv_instance *in = f->instances; in; in = in->next)
+		counts[in->state]++;
+	pthread_mutex_unlock(&f->lock);
+}
+
+json_t *inv_instances_logs(struct inv_function *f, unsigned tail)
+{
+	json_t *a = json_array();
+	static const char *const names[] = { "starting", "idle", "busy", "stopping" };
+
+	pthread_mutex_lock(&f->lock);
+	for (struct inv_instance *in = f->instances; in; in = in->next) {
+		char *text;
+
+		pthread_mutex_lock(&in->log_lock);
+		text = ring_tail(in, tail);
+		pthread_mutex_unlock(&in->log_lock);
+		json_array_append_new(a, json_pack("{s:i,s:s,s:i,s:s?}", "instance", in->id, "state", names[in->state],
+						   "pid", (int)in->proc.fn_pid, "log", text));
+		free(text);
+	}
+	if (f->last_log) {
+		struct inv_instance tmp = { .ring = f->last_log, .ring_len = strlen(f->last_log) };
+		char *text = ring_tail(&tmp, tail);
+
+		json_array_append_new(a, json_pack("{s:i,s:s,s:i,s:s?}", "instance", f->last_id, "state", "exited",
+						   "exit_status", f->last_exit, "log", text));
+		free(text);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return a;
+}
+
+/* ---- the idle reaper ---- */
+
+static pthread_t reaper;
+static volatile int reaper_stop;
+
+static void reap_one(struct inv_function *f, void *arg)
+{
+	struct inv_function **list = arg;
+
+	for (unsigned i = 0; i < 1024; i++)
+		if (!list[i]) {
+			pthread_mutex_lock(&f->lock);
+			f->refs++;
+			pthread_mutex_unlock(&f->lock);
+			list[i] = f;
+			return;
+		}
+}
+
+static void *reaper_main(void *arg)
+{
+	while (!reaper_stop) {
+		struct inv_function *list[1025] = { 0 };
+
+		usleep(50 * 1000);
+		inv_function_foreach(reap_one, list);
+		for (unsigned i = 0; list[i]; i++) {
+			inv_instances_stop_idle(list[i], false);
+			inv_function_unref(list[i]);
+		}
+	}
+	return NULL;
+}
+
+int inv_reaper_start(void)
+{
+	return -pthread_create(&reaper, NULL, reaper_main, NULL);
+}
+
+void inv_reaper_stop(void)
+{
+	reaper_stop = 1;
+	pthread_join(reaper, NULL);
+}

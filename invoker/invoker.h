@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * phos-invoker: the daemon (DESIGN.md, "Processes"). Internal header.
+ *
+ *   client ──HTTP──▶ http.c (MHD, one thread per connection: routing, auth,
+ *                    │        body limits, JSON errors)
+ *                    ├──▶ registry.c   functions: STATE/functions/<name>.json
+ *                    │                 (tmp + fsync + rename), snapshots in
+ *                    │                 STATE/snapshots/<name>/ (phos_snapshot_take)
+ *                    ├──▶ instances.c  per function: restored instances
+ *                    │        ┌──────────────────────────────────────────────┐
+ *                    │        │ call: idle instance? take it (warm)           │
+ *                    │        │       else < max_instances? restore (cold)    │
+ *                    │        │       else wait ≤ timeout_ms in a queue of    │
+ *                    │        │       max_instances*max_inflight, else 429    │
+ *                    │        │ run:  PHOS-FRAME on its stdin, answer on its  │
+ *                    │        │       stdout, ≤ timeout_ms (else kill: 504),  │
+ *                    │        │       EOF = crash (502); both replace it      │
+ *                    │        │ reaper: idle > idle_ms → close stdin, wait    │
+ *                    │        └──────────────────────────────────────────────┘
+ *                    ├──▶ calls.c      call records (ring of the last 1024), async
+ *                    └──▶ metrics.c    Prometheus text
+ *
+ * Locking: inv_registry_lock guards the list of functions; each function has
+ * its own mutex guarding its instances and counters. No lock is held while
+ * talking to a function process, restoring, snapshotting or stopping one.
+ * Functions are reference counted (inv_function_unref); a removed function
+ * stays alive until its last call is done.
+ */
+#pragma once
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "snapshotter.h"
+
+#define INV_NAME_MAX 63
+#define INV_MAX_ARGS 256
+#define INV_MAX_ARG_LEN 4096
+#define INV_MAX_ENV 256
+#define INV_MAX_RESPONSE (64u << 20)   /* a function's answer, bytes */
+#define INV_LOG_RING (64u << 10)       /* stderr kept per instance */
+#define INV_MAX_BODY_LIMIT (256u << 20) /* what max_body_bytes may be set to (the preload's frame limit) */
+
+struct inv_limits {
+	unsigned max_instances;   /* 1..64, default 4 */
+	unsigned max_inflight;    /* waiting calls per instance, 0..1024, default 8 */
+	unsigned timeout_ms;      /* per call (queue wait, and run), 10..3600000, default 30000 */
+	unsigned idle_ms;         /* idle instance stopped after, 10..86400000, default 300000 */
+	size_t max_body_bytes;    /* request body, 1..INV_MAX_BODY_LIMIT, default: the daemon's */
+};
+
+enum inv_inst_state { INV_INST_STARTING, INV_INST_IDLE, INV_INST_BUSY, INV_INST_STOPPING };
+
+struct inv_instance {
+	struct inv_instance *next;
+	struct phos_instance proc;
+	unsigned id;
+	unsigned generation;          /* snapshot generation it was restored from */
+	enum inv_inst_state state;
+	int in_fd, out_fd;            /* its stdin (we write), its stdout (we read) */
+	double idle_since;
+	/* stderr, read by log_thread into a ring */
+	int err_fd;
+	pthread_t log_thread;
+	bool log_started;
+	pthread_mutex_t log_lock;
+	char *ring;
+	size_t ring_head, ring_len;
+};
+
+#define INV_CODES 16
+#define INV_BUCKETS 13
+
+struct inv_function {
+	/* fixed at deploy */
+	char name[INV_NAME_MAX + 1];
+	char *program;
+	char **args;            /* args after the program, NULL-terminated */
+	unsigned nargs;
+	json_t *env;            /* object of strings */
+	char device[8];         /* "cuda" or "sim" */
+	struct inv_limits limits;
+	char *snapshot_dir;
+	double created;         /* unix time */
+
+	pthread_mutex_t lock;   /* everything below */
+	pthread_cond_t cond;    /* an instance went idle or away */
+	pthread_rwlock_t snap_lock; /* restores read the snapshot, re-snapshot replaces it */
+	unsigned refs;
+	bool ready;             /* snapshot done */
+	bool removed;
+	unsigned generation;
+	struct inv_instance *instances;
+	unsigned n_instances;   /* in the list, any state */
+	unsigned waiting;
+	unsigned next_inst_id;
+	double snapshot_s;
+	char *last_log;         /* stderr of the last instance that exited */
+	unsigned last_id;
+	int last_exit;
+	/* metrics */
+	struct { int code; uint64_t n; } codes[INV_CODES];
+	uint64_t buckets[INV_BUCKETS], count, cold_starts;
+	double sum_s;
+};
+
+struct inv_config {
+	const char *state_dir;
+	const char *device;          /* default for functions: "cuda" or "sim" */
+	size_t max_body_bytes;       /* default limit */
+	char *token;                 /* NULL: none */
+	bool protect_invoke;
+	struct phos_runtime_paths paths; /* device is per function */
+};
+
+extern struct inv_config inv_cfg;
+extern volatile int inv_draining;
+
+/* registry.c */
+int inv_registry_init(void);                  /* creates STATE dirs, loads functions */
+void inv_registry_exit(void);                 /* stops every instance */
+/* Looks a function up; a ref the caller drops with inv_function_unref, or NULL. */
+struct inv_function *inv_function_get(const char *name);
+void inv_function_unref(struct inv_function *f);
+bool inv_name_valid(const char *name);
+/* Deploys from a request: 201/4xx/5xx; *ret_body is the JSON to send. */
+int inv_function_deploy(json_t *req, json_t **ret_body);
+int inv_function_resnapshot(const char *name, json_t **ret_body);
+int inv_function_remove(const char *name, json_t **ret_body);
+json_t *inv_function_describe(struct inv_function *f);
+json_t *inv_function_list(void);
+/* Calls fn for every function (registry lock held: fn must not block). */
+void inv_function_foreach(void (*fn)(struct inv_function *f, void *arg), void *arg);
+
+/* instances.c */
+struct inv_result {
+	int http;            /* 200, 4xx, 5xx */
+	char *body;          /* malloc'ed */
+	size_t len;
+	char content_type[128];
+	bool cold;
+	double restore_s, run_s;
+};
+/* Runs one call of f with body; fills res (res->body always set). */
+void inv_invoke(struct inv_function *f, const char *body, size_t len, const char *ctype, struct inv_result *res);
+void inv_instances_stop_idle(struct inv_function *f, bool all);
+/* Stops every instance (for remove and shutdown): waits for busy ones to finish. */
+void inv_instances_stop_all(struct inv_function *f);
+int inv_reaper_start(void);
+void inv_reaper_stop(void);
+json_t *inv_instances_logs(struct inv_function *f, unsigned tail);
+void inv_instances_count(struct inv_function *f, unsigned counts[4]);
+
+/* calls.c */
+/* A new call id (32 hex digits) into id (33 bytes); the record starts queued. */
+void inv_call_new(const char *function, char id[33]);
+void inv_call_set_running(const char *id);
+void inv_call_finish(const char *id, const struct inv_result *res);
+json_t *inv_call_get(const char *id);   /* NULL when unknown */
+/* Starts an async call: 0, or -EAGAIN when too many are in flight. */
+int inv_call_async(struct inv_function *f, const char *body, size_t len, const char *ctype, char id[33]);
+unsigned inv_calls_inflight(void);
+
+/* metrics.c */
+void inv_metrics_record(struct inv_function *f, int http, double seconds, bool cold);
+void inv_metrics_restore(uint64_t bytes, double seconds);
+char *inv_metrics_render(void);   /* malloc'ed */
+
+/* http.c */
+struct MHD_Daemon;
+struct MHD_Daemon *inv_http_start(const char *listen, char *err, size_t errlen);
+bool inv_listen_is_loopback(const char *listen);
+
+/* Writes data to path atomically (tmp + fsync + rename + fsync dir). */
+int inv_write_atomic(const char *path, const char *data, size_t len);

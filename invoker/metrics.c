@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/* Prometheus text exposition of the invoker's counters. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "invoker.h"
+
+static const double bucket_le[INV_BUCKETS] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120 };
+
+static pthread_mutex_t global_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t restore_bytes;
+static double restore_seconds;
+
+void inv_metrics_record(struct inv_function *f, int http, double seconds, bool cold)
+{
+	pthread_mutex_lock(&f->lock);
+	for (unsigned i = 0; i < INV_CODES; i++)
+		if (f->codes[i].code == http || f->codes[i].code == 0) {
+			f->codes[i].code = http;
+			f->codes[i].n++;
+			break;
+		}
+	for (unsigned i = 0; i < INV_BUCKETS; i++)
+		if (seconds <= bucket_le[i])
+			f->buckets[i]++;
+	f->count++;
+	f->sum_s += seconds;
+	if (cold)
+		f->cold_starts++;
+	pthread_mutex_unlock(&f->lock);
+}
+
+void inv_metrics_restore(uint64_t bytes, double seconds)
+{
+	pthread_mutex_lock(&global_lock);
+	restore_bytes += bytes;
+	restore_seconds += seconds;
+	pthread_mutex_unlock(&global_lock);
+}
+
+static void render_one(struct inv_function *f, void *arg)
+{
+	FILE *o = arg;
+	unsigned c[4];
+
+	inv_instances_count(f, c);
+	pthread_mutex_lock(&f->lock);
+	for (unsigned i = 0; i < INV_CODES && f->codes[i].code; i++)
+		fprintf(o, "phos_invocations_total{function=\"%s\",code=\"%d\"} %llu\n", f->name, f->codes[i].code,
+			(unsigned long long)f->codes[i].n);
+	for (unsigned i = 0; i < INV_BUCKETS; i++)
+		fprintf(o, "phos_invocation_duration_seconds_bucket{function=\"%s\",le=\"%g\"} %llu\n", f->name,
+			bucket_le[i], (unsigned long long)f->buckets[i]);
+	fprintf(o, "phos_invocation_duration_seconds_bucket{function=\"%s\",le=\"+Inf\"} %llu\n", f->name,
+		(unsigned long long)f->count);
+	fprintf(o, "phos_invocation_duration_seconds_sum{function=\"%s\"} %.6f\n", f->name, f->sum_s);
+	fprintf(o, "phos_invocation_duration_seconds_count{function=\"%s\"} %llu\n", f->name,
+		(unsigned long long)f->count);
+	fprintf(o, "phos_cold_starts_total{function=\"%s\"} %llu\n", f->name, (unsigned long long)f->cold_starts);
+	pthread_mutex_unlock(&f->lock);
+	static const char *const names[] = { "starting", "idle", "busy", "stopping" };
+	for (unsigned i = 0; i < 4; i++)
+		fprintf(o, "phos_instances{function=\"%s\",state=\"%s\"} %u\n", f->name, names[i], c[i]);
+}
+
+/* Function names are [a-z0-9-]: no label escaping needed. The registry lock
+ * is held while rendering; render_one takes only function locks. */
+char *inv_metrics_render(void)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *o = open_memstream(&buf, &len);
+
+	if (!o)
+		return NULL;
+	fputs("# HELP phos_invocations_total Calls by function and HTTP status.\n"
+	      "# TYPE phos_invocations_total counter\n"
+	      "# HELP phos_invocation_duration_seconds Call time, queueing and cold start included.\n"
+	      "# TYPE phos_invocation_duration_seconds histogram\n"
+	      "# HELP phos_cold_starts_total Calls that restored a new instance.\n"
+	      "# TYPE phos_cold_starts_total counter\n"
+	      "# HELP phos_instances Instances by state.\n"
+	      "# TYPE phos_instances gauge\n",
+	      o);
+	inv_function_foreach(render_one, o);
+	pthread_mutex_lock(&global_lock);
+	fprintf(o, "# HELP phos_restore_bytes_total GPU bytes restored.\n# TYPE phos_restore_bytes_total counter\n"
+		   "phos_restore_bytes_total %llu\n"
+		   "# HELP phos_restore_seconds_total Time spent restoring instances.\n"
+		   "# TYPE phos_restore_seconds_total counter\nphos_restore_seconds_total %.6f\n",
+		(unsigned long long)restore_bytes, restore_seconds);
+	pthread_mutex_unlock(&global_lock);
+	fclose(o);
+	return buf;
+}

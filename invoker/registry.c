@@ -1,0 +1,603 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The function registry: one JSON file per function in STATE/functions/
+ * (written atomically), its snapshot in STATE/snapshots/<name>/. Reloaded at
+ * start, so a restarted invoker serves the same functions without re-snapshotting.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "invoker.h"
+#include "log.h"
+
+#define MAX_FUNCTIONS 1024
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct inv_function *funcs[MAX_FUNCTIONS];
+static unsigned nfuncs;
+
+bool inv_name_valid(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n < 1 || n > INV_NAME_MAX || !(islower((unsigned char)name[0]) || isdigit((unsigned char)name[0])))
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!(islower((unsigned char)name[i]) || isdigit((unsigned char)name[i]) || name[i] == '-'))
+			return false;
+	return true;
+}
+
+static bool env_key_valid(const char *k)
+{
+	if (!*k || strlen(k) > 255 || !(isalpha((unsigned char)*k) || *k == '_'))
+		return false;
+	for (; *k; k++)
+		if (!(isalnum((unsigned char)*k) || *k == '_'))
+			return false;
+	return true;
+}
+
+int inv_write_atomic(const char *path, const char *data, size_t len)
+{
+	char tmp[PATH_MAX], dir[PATH_MAX];
+	int fd, r = 0;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)gettid()) >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	for (size_t off = 0; off < len;) {
+		ssize_t w = write(fd, data + off, len - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			r = -errno;
+			break;
+		}
+		off += (size_t)w;
+	}
+	if (!r && fsync(fd) < 0)
+		r = -errno;
+	close(fd);
+	if (!r && rename(tmp, path) < 0)
+		r = -errno;
+	if (r) {
+		unlink(tmp);
+		return r;
+	}
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash) {
+		*slash = '\0';
+		fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd >= 0) {
+			fsync(fd);
+			close(fd);
+		}
+	}
+	return 0;
+}
+
+static void function_free(struct inv_function *f)
+{
+	if (!f)
+		return;
+	if (f->args)
+		for (unsigned i = 0; i < f->nargs; i++)
+			free(f->args[i]);
+	free(f->args);
+	free(f->program);
+	free(f->snapshot_dir);
+	free(f->last_log);
+	json_decref(f->env);
+	pthread_mutex_destroy(&f->lock);
+	pthread_cond_destroy(&f->cond);
+	pthread_rwlock_destroy(&f->snap_lock);
+	free(f);
+}
+
+void inv_function_unref(struct inv_function *f)
+{
+	bool last;
+
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->lock);
+	last = --f->refs == 0;
+	pthread_mutex_unlock(&f->lock);
+	if (last)
+		function_free(f);
+}
+
+struct inv_function *inv_function_get(const char *name)
+{
+	struct inv_function *f = NULL;
+
+	pthread_mutex_lock(&reg_lock);
+	for (unsigned i = 0; i < nfuncs; i++)
+		if (!strcmp(funcs[i]->name, name)) {
+			f = funcs[i];
+			pthread_mutex_lock(&f->lock);
+			f->refs++;
+			pthread_mutex_unlock(&f->lock);
+			break;
+		}
+	pthread_mutex_unlock(&reg_lock);
+	return f;
+}
+
+void inv_function_foreach(void (*fn)(struct inv_function *f, void *arg), void *arg)
+{
+	pthread_mutex_lock(&reg_lock);
+	for (unsigned i = 0; i < nfuncs; i++)
+		fn(funcs[i], arg);
+	pthread_mutex_unlock(&reg_lock);
+}
+
+static json_t *err_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static json_t *err_json(const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	return json_pack("{s:s}", "error", buf);
+}
+
+/* Reads an unsigned limit from lim[key] into *v, within [lo, hi]. */
+static int limit_get(json_t *lim, const char *key, unsigned long long lo, unsigned long long hi,
+		     unsigned long long *v, char *err, size_t errlen)
+{
+	json_t *j = lim ? json_object_get(lim, key) : NULL;
+
+	if (!j)
+		return 0;
+	if (!json_is_integer(j) || json_integer_value(j) < 0 || (unsigned long long)json_integer_value(j) < lo ||
+	    (unsigned long long)json_integer_value(j) > hi) {
+		snprintf(err, errlen, "limits.%s must be an integer in %llu..%llu", key, lo, hi);
+		return -EINVAL;
+	}
+	*v = (unsigned long long)json_integer_value(j);
+	return 0;
+}
+
+/* Builds a function from its JSON description (a deploy request or a registry
+ * file); NULL with the reason in err. */
+static struct inv_function *function_from_json(json_t *j, bool deploying, char *err, size_t errlen)
+{
+	json_t *name = json_object_get(j, "name"), *prog = json_object_get(j, "program");
+	json_t *args = json_object_get(j, "args"), *env = json_object_get(j, "env");
+	json_t *dev = json_object_get(j, "device"), *lim = json_object_get(j, "limits");
+	unsigned long long v;
+	struct inv_function *f;
+	const char *key;
+	json_t *val;
+	struct stat st;
+
+	if (!json_is_object(j))
+		return snprintf(err, errlen, "the request must be a JSON object"), NULL;
+	json_object_foreach(j, key, val)
+		if (strcmp(key, "name") && strcmp(key, "program") && strcmp(key, "args") && strcmp(key, "env") &&
+		    strcmp(key, "device") && strcmp(key, "limits") && strcmp(key, "created"))
+			return snprintf(err, errlen, "unknown field '%.64s'", key), NULL;
+	if (!json_is_string(name) || !inv_name_valid(json_string_value(name)))
+		return snprintf(err, errlen, "name must match [a-z0-9][a-z0-9-]{0,62}"), NULL;
+	if (!json_is_string(prog) || json_string_value(prog)[0] != '/' ||
+	    strlen(json_string_value(prog)) >= PATH_MAX || strchr(json_string_value(prog), '='))
+		return snprintf(err, errlen, "program must be an absolute path (without '=')"), NULL;
+	/* at reload the snapshot is what runs: the program may be gone */
+	if (deploying && (stat(json_string_value(prog), &st) < 0 || !S_ISREG(st.st_mode) || !(st.st_mode & 0111) ||
+	    access(json_string_value(prog), X_OK) < 0))
+		return snprintf(err, errlen, "program %.256s is not an executable file", json_string_value(prog)), NULL;
+	if (args && (!json_is_array(args) || json_array_size(args) > INV_MAX_ARGS))
+		return snprintf(err, errlen, "args must be an array of at most %d strings", INV_MAX_ARGS), NULL;
+	for (size_t i = 0; args && i < json_array_size(args); i++) {
+		json_t *a = json_array_get(args, i);
+
+		if (!json_is_string(a) || json_string_length(a) > INV_MAX_ARG_LEN ||
+		    strlen(json_string_value(a)) != json_string_length(a))
+			return snprintf(err, errlen, "args[%zu] must be a string of at most %d bytes without NUL", i,
+					INV_MAX_ARG_LEN), NULL;
+	}
+	if (env && (!json_is_object(env) || json_object_size(env) > INV_MAX_ENV))
+		return snprintf(err, errlen, "env must be an object of at most %d strings", INV_MAX_ENV), NULL;
+	json_object_foreach(env, key, val)
+		if (!env_key_valid(key) || !json_is_string(val) || json_string_length(val) > INV_MAX_ARG_LEN ||
+		    strlen(json_string_value(val)) != json_string_length(val))
+			return snprintf(err, errlen, "env key '%.64s' must be an identifier with a string value", key),
+			       NULL;
+	const char *device = inv_cfg.device;
+	if (dev && (!json_is_string(dev) || (strcmp(json_string_value(dev), "auto") &&
+					     strcmp(json_string_value(dev), "cuda") && strcmp(json_string_value(dev), "sim"))))
+		return snprintf(err, errlen, "device must be auto, cuda or sim"), NULL;
+	if (dev && strcmp(json_string_value(dev), "auto"))
+		device = json_string_value(dev);
+	if (lim && !json_is_object(lim))
+		return snprintf(err, errlen, "limits must be an object"), NULL;
+	json_object_foreach(lim, key, val)
+		if (strcmp(key, "max_instances") && strcmp(key, "max_inflight") && strcmp(key, "timeout_ms") &&
+		    strcmp(key, "idle_ms") && strcmp(key, "max_body_bytes"))
+			return snprintf(err, errlen, "unknown limit '%.64s'", key), NULL;
+
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return snprintf(err, errlen, "out of memory"), NULL;
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->cond, NULL);
+	pthread_rwlock_init(&f->snap_lock, NULL);
+	f->refs = 1;
+	f->limits = (struct inv_limits){ 4, 8, 30000, 300000, inv_cfg.max_body_bytes };
+#define LIMIT(key, lo, hi, field)                                                     \
+	do {                                                                          \
+		v = f->limits.field;                                                  \
+		if (limit_get(lim, key, lo, hi, &v, err, errlen) < 0)                 \
+			goto fail;                                                    \
+		f->limits.field = v;                                                  \
+	} while (0)
+	LIMIT("max_instances", 1, 64, max_instances);
+	LIMIT("max_inflight", 0, 1024, max_inflight);
+	LIMIT("timeout_ms", 10, 3600000, timeout_ms);
+	LIMIT("idle_ms", 10, 86400000, idle_ms);
+	LIMIT("max_body_bytes", 1, INV_MAX_BODY_LIMIT, max_body_bytes);
+#undef LIMIT
+	snprintf(f->name, sizeof(f->name), "%s", json_string_value(name));
+	snprintf(f->device, sizeof(f->device), "%s", device);
+	f->program = strdup(json_string_value(prog));
+	f->nargs = args ? (unsigned)json_array_size(args) : 0;
+	f->args = calloc(f->nargs + 1, sizeof(char *));
+	f->env = env ? json_deep_copy(env) : json_object();
+	if (asprintf(&f->snapshot_dir, "%s/snapshots/%s", inv_cfg.state_dir, f->name) < 0)
+		f->snapshot_dir = NULL;
+	if (!f->program || !f->args || !f->env || !f->snapshot_dir)
+		goto oom;
+	for (unsigned i = 0; i < f->nargs; i++)
+		if (!(f->args[i] = strdup(json_string_value(json_array_get(args, i)))))
+			goto oom;
+	f->created = json_is_number(json_object_get(j, "created")) ? json_number_value(json_object_get(j, "created"))
+								    : (double)time(NULL);
+	return f;
+oom:
+	snprintf(err, errlen, "out of memory");
+fail:
+	function_free(f);
+	return NULL;
+}
+
+static json_t *limits_json(const struct inv_limits *l)
+{
+	return json_pack("{s:I,s:I,s:I,s:I,s:I}", "max_instances", (json_int_t)l->max_instances, "max_inflight",
+			 (json_int_t)l->max_inflight, "timeout_ms", (json_int_t)l->timeout_ms, "idle_ms",
+			 (json_int_t)l->idle_ms, "max_body_bytes", (json_int_t)l->max_body_bytes);
+}
+
+/* What is stored on disk. */
+static json_t *function_json(struct inv_function *f)
+{
+	json_t *args = json_array();
+
+	for (unsigned i = 0; i < f->nargs; i++)
+		json_array_append_new(args, json_string(f->args[i]));
+	return json_pack("{s:s,s:s,s:o,s:O,s:s,s:o,s:f}", "name", f->name, "program", f->program, "args", args,
+			 "env", f->env, "device", f->device, "limits", limits_json(&f->limits), "created", f->created);
+}
+
+json_t *inv_function_describe(struct inv_function *f)
+{
+	json_t *j = function_json(f);
+	unsigned c[4];
+
+	inv_instances_count(f, c);
+	pthread_mutex_lock(&f->lock);
+	json_object_set_new(j, "status", json_string(f->ready ? "ready" : "deploying"));
+	json_object_set_new(j, "snapshot", json_string(f->snapshot_dir));
+	json_object_set_new(j, "snapshot_s", json_real(f->snapshot_s));
+	json_object_set_new(j, "invocations", json_integer((json_int_t)f->count));
+	pthread_mutex_unlock(&f->lock);
+	json_object_set_new(j, "instances", json_pack("{s:i,s:i,s:i,s:i}", "starting", c[0], "idle", c[1], "busy",
+						      c[2], "stopping", c[3]));
+	return j;
+}
+
+json_t *inv_function_list(void)
+{
+	json_t *a = json_array();
+	struct inv_function *list[MAX_FUNCTIONS];
+	unsigned n;
+
+	pthread_mutex_lock(&reg_lock);
+	n = nfuncs;
+	for (unsigned i = 0; i < n; i++) {
+		list[i] = funcs[i];
+		pthread_mutex_lock(&list[i]->lock);
+		list[i]->refs++;
+		pthread_mutex_unlock(&list[i]->lock);
+	}
+	pthread_mutex_unlock(&reg_lock);
+	for (unsigned i = 0; i < n; i++) {
+		json_array_append_new(a, inv_function_describe(list[i]));
+		inv_function_unref(list[i]);
+	}
+	return a;
+}
+
+static char **snapshot_argv(struct inv_function *f)
+{
+	/* env NAME=VALUE... -- PROGRAM ARGS: the variables are in the snapshot's
+	 * environment, and env execs the program in place (same pid). */
+	size_t n = 3 + json_object_size(f->env) + f->nargs + 1, i = 0;
+	char **argv = calloc(n, sizeof(char *));
+	const char *key;
+	json_t *val;
+
+	if (!argv)
+		return NULL;
+	argv[i++] = strdup("/usr/bin/env");
+	argv[i++] = strdup("--");
+	json_object_foreach(f->env, key, val)
+		if (asprintf(&argv[i++], "%s=%s", key, json_string_value(val)) < 0)
+			argv[i - 1] = NULL;
+	argv[i++] = strdup(f->program);
+	for (unsigned k = 0; k < f->nargs; k++)
+		argv[i++] = strdup(f->args[k]);
+	for (size_t k = 0; k < i; k++)
+		if (!argv[k]) {
+			for (size_t m = 0; m < i; m++)
+				free(argv[m]);
+			free(argv);
+			return NULL;
+		}
+	return argv;
+}
+
+/* Takes f's snapshot (replacing the old one atomically). */
+static int take_snapshot(struct inv_function *f, char *err, size_t errlen)
+{
+	struct phos_runtime_paths p = inv_cfg.paths;
+	struct phos_snapshot_stats st;
+	char **argv = snapshot_argv(f);
+	int r;
+
+	if (!argv)
+		return snprintf(err, errlen, "out of memory"), -ENOMEM;
+	p.device = f->device;
+	if (strcmp(p.device, "sim"))
+		p.sim_twins = NULL;
+	pthread_rwlock_wrlock(&f->snap_lock);
+	r = phos_snapshot_take(&p, argv, f->snapshot_dir, STDERR_FILENO, 300, &st, err, errlen);
+	pthread_rwlock_unlock(&f->snap_lock);
+	for (char **a = argv; *a; a++)
+		free(*a);
+	free(argv);
+	if (r == 0) {
+		pthread_mutex_lock(&f->lock);
+		f->snapshot_s = st.total_s;
+		f->generation++;
+		pthread_mutex_unlock(&f->lock);
+	}
+	return r;
+}
+
+static int save(struct inv_function *f)
+{
+	char path[PATH_MAX];
+	json_t *j = function_json(f);
+	char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+	int r;
+
+	json_decref(j);
+	if (!s)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "%s/functions/%s.json", inv_cfg.state_dir, f->name);
+	r = inv_write_atomic(path, s, strlen(s));
+	free(s);
+	return r;
+}
+
+static void unlist(struct inv_function *f)
+{
+	pthread_mutex_lock(&reg_lock);
+	for (unsigned i = 0; i < nfuncs; i++)
+		if (funcs[i] == f) {
+			funcs[i] = funcs[--nfuncs];
+			break;
+		}
+	pthread_mutex_unlock(&reg_lock);
+}
+
+int inv_function_deploy(json_t *req, json_t **ret_body)
+{
+	char err[1024];
+	struct inv_function *f = function_from_json(req, true, err, sizeof(err));
+	int r;
+
+	if (!f) {
+		*ret_body = err_json("%s", err);
+		return 400;
+	}
+	pthread_mutex_lock(&reg_lock);
+	for (unsigned i = 0; i < nfuncs; i++)
+		if (!strcmp(funcs[i]->name, f->name)) {
+			pthread_mutex_unlock(&reg_lock);
+			*ret_body = err_json("function %s exists", f->name);
+			function_free(f);
+			return 409;
+		}
+	if (nfuncs == MAX_FUNCTIONS) {
+		pthread_mutex_unlock(&reg_lock);
+		function_free(f);
+		*ret_body = err_json("%s", "too many functions");
+		return 507;
+	}
+	funcs[nfuncs++] = f; /* listed as "deploying": a second deploy gets 409 */
+	f->refs++;
+	pthread_mutex_unlock(&reg_lock);
+
+	phos_info("deploying %s: snapshot of %s", f->name, f->program);
+	r = take_snapshot(f, err, sizeof(err));
+	if (r == 0 && (r = save(f)) < 0)
+		snprintf(err, sizeof(err), "cannot write the registry: %s", strerror(-r));
+	if (r < 0) {
+		unlist(f);
+		inv_function_unref(f);
+		inv_function_unref(f);
+		*ret_body = err_json("snapshot failed: %s", err);
+		return 500;
+	}
+	pthread_mutex_lock(&f->lock);
+	f->ready = true;
+	pthread_mutex_unlock(&f->lock);
+	*ret_body = inv_function_describe(f);
+	inv_function_unref(f);
+	return 201;
+}
+
+int inv_function_resnapshot(const char *name, json_t **ret_body)
+{
+	struct inv_function *f = inv_function_get(name);
+	char err[1024];
+
+	if (!f) {
+		*ret_body = err_json("no function %s", name);
+		return 404;
+	}
+	if (take_snapshot(f, err, sizeof(err)) < 0) {
+		inv_function_unref(f);
+		*ret_body = err_json("snapshot failed: %s", err);
+		return 500;
+	}
+	inv_instances_stop_idle(f, true); /* the next calls start from the new snapshot */
+	*ret_body = inv_function_describe(f);
+	inv_function_unref(f);
+	return 200;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path) < 0 ? -1 : 0;
+}
+
+int inv_function_remove(const char *name, json_t **ret_body)
+{
+	struct inv_function *f = inv_function_get(name);
+	char path[PATH_MAX];
+
+	if (!f || !f->ready) {
+		*ret_body = f ? err_json("function %s is being deployed", name) : err_json("no function %s", name);
+		inv_function_unref(f);
+		return f ? 409 : 404;
+	}
+	pthread_mutex_lock(&f->lock);
+	if (f->removed) {
+		pthread_mutex_unlock(&f->lock);
+		inv_function_unref(f);
+		*ret_body = err_json("no function %s", name);
+		return 404;
+	}
+	f->removed = true;
+	pthread_mutex_unlock(&f->lock);
+	unlist(f);
+	snprintf(path, sizeof(path), "%s/functions/%s.json", inv_cfg.state_dir, f->name);
+	unlink(path);
+	inv_instances_stop_all(f);
+	pthread_rwlock_wrlock(&f->snap_lock);
+	nftw(f->snapshot_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	pthread_rwlock_unlock(&f->snap_lock);
+	*ret_body = json_pack("{s:s,s:s}", "name", f->name, "status", "removed");
+	inv_function_unref(f); /* the registry's */
+	inv_function_unref(f);
+	return 200;
+}
+
+static int mkdir_p(const char *path)
+{
+	char tmp[PATH_MAX];
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s", path) >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	for (char *p = tmp + 1; *p; p++)
+		if (*p == '/') {
+			*p = '\0';
+			if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+				return -errno;
+			*p = '/';
+		}
+	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int inv_registry_init(void)
+{
+	char path[PATH_MAX], err[512];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/functions", inv_cfg.state_dir);
+	PHOS_CHECK(mkdir_p(path));
+	snprintf(path, sizeof(path), "%s/snapshots", inv_cfg.state_dir);
+	PHOS_CHECK(mkdir_p(path));
+	snprintf(path, sizeof(path), "%s/functions", inv_cfg.state_dir);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		size_t n = strlen(de->d_name);
+		char file[PATH_MAX + 300], man[PATH_MAX + 100];
+		json_error_t je;
+		json_t *j;
+		struct inv_function *f;
+
+		if (n < 6 || strcmp(de->d_name + n - 5, ".json"))
+			continue;
+		snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
+		j = json_load_file(file, JSON_REJECT_DUPLICATES, &je);
+		f = j ? function_from_json(j, false, err, sizeof(err)) : NULL;
+		json_decref(j);
+		if (!f) {
+			phos_err("skipping %s: %s", file, j ? err : je.text);
+			continue;
+		}
+		snprintf(man, sizeof(man), "%s/manifest.json", f->snapshot_dir);
+		if (access(man, F_OK) < 0 || nfuncs == MAX_FUNCTIONS) {
+			phos_err("skipping %s: its snapshot %s is missing", file, f->snapshot_dir);
+			function_free(f);
+			continue;
+		}
+		f->ready = true;
+		funcs[nfuncs++] = f;
+		phos_info("loaded %s", f->name);
+	}
+	closedir(d);
+	return 0;
+}
+
+void inv_registry_exit(void)
+{
+	pthread_mutex_lock(&reg_lock);
+	unsigned n = nfuncs;
+	struct inv_function *list[MAX_FUNCTIONS];
+
+	memcpy(list, funcs, n * sizeof(*list));
+	nfuncs = 0;
+	pthread_mutex_unlock(&reg_lock);
+	for (unsigned i = 0; i < n; i++) {
+		inv_instances_stop_all(list[i]);
+		inv_function_unref(list[i]);
+	}
+}
