@@ -2,7 +2,8 @@
 /*
  * Restored instances of a function, and scheduling calls onto them (the
  * picture is in invoker.h). An instance serves one call at a time; it is
- * restored stop-the-world with phos_restore_start, one executor each.
+ * restored stop-the-world, each on a warm executor of the pool when one is
+ * free (phos_restore_pooled), else on an executor of its own (phos_restore_start).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -153,7 +154,14 @@ static int instance_start(struct inv_function *f, struct inv_instance *in, doubl
 	if (strcmp(p.device, "sim"))
 		p.sim_twins = NULL;
 	pthread_rwlock_rdlock(&f->snap_lock);
-	r = phos_restore_start(&p, f->snapshot_dir, pin[0], pout[1], perr[1], &in->proc, &st, err, errlen);
+	/* A warm executor from the pool when one is free (no context creation on
+	 * the cold path), else one of its own. */
+	r = -EBUSY;
+	if (inv_cfg.pool && !strcmp(f->device, inv_cfg.device))
+		r = phos_restore_pooled(inv_cfg.pool, f->snapshot_dir, pin[0], pout[1], perr[1], 0, &in->proc, &st,
+					err, errlen);
+	if (r == -EBUSY)
+		r = phos_restore_start(&p, f->snapshot_dir, pin[0], pout[1], perr[1], &in->proc, &st, err, errlen);
 	pthread_rwlock_unlock(&f->snap_lock);
 	if (r < 0)
 		goto fail;

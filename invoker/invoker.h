@@ -116,6 +116,7 @@ struct inv_config {
 	char *token;                 /* NULL: none */
 	bool protect_invoke;
 	struct phos_runtime_paths paths; /* device is per function */
+	struct phos_pool *pool;   /* warm executors of the default device, or NULL (--pool 0) */
 };
 
 extern struct inv_config inv_cfg;

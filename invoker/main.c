@@ -47,7 +47,9 @@ static void usage(FILE *f)
 		"  --device auto|cuda|sim default device of deployed functions (auto: cuda when a GPU is there)\n"
 		"  --token-file FILE      bearer token (first line) required by /system/* and /metrics\n"
 		"  --protect-invoke       require the token for /function/* and /async-function/* too\n"
-		"  --max-body-bytes N     default request body limit of a function (default 16777216)\n");
+		"  --max-body-bytes N     default request body limit of a function (default 16777216)\n"
+		"  --pool N               warm executors kept for the default device (default 2, 0: none):\n"
+		"                         cold starts then create no GPU context\n");
 }
 
 /* The default state directory, as --help describes. */
@@ -91,13 +93,15 @@ int main(int argc, char **argv)
 		{ "listen", required_argument, NULL, 'l' },     { "state-dir", required_argument, NULL, 's' },
 		{ "device", required_argument, NULL, 'd' },     { "token-file", required_argument, NULL, 't' },
 		{ "protect-invoke", no_argument, NULL, 'p' },   { "max-body-bytes", required_argument, NULL, 'm' },
-		{ "help", no_argument, NULL, 'h' },             { 0 },
+		{ "pool", required_argument, NULL, 'P' },       { "help", no_argument, NULL, 'h' },
+		{ 0 },
 	};
 	static char executor[PATH_MAX], preload[PATH_MAX], twins[PATH_MAX], criu[PATH_MAX], state[PATH_MAX];
 	const char *listen = "127.0.0.1:8080", *device = "auto", *token_file = NULL;
 	struct MHD_Daemon *d;
 	struct sigaction sa = { .sa_handler = on_signal };
 	char err[512];
+	unsigned pool_size = 2;
 	int c;
 
 	phos_log_init("phos-invoker", PHOS_LOG_WARN);
@@ -118,6 +122,17 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			inv_cfg.max_body_bytes = v;
+			break;
+		}
+		case 'P': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+
+			if (*end || v < 0 || v > 64) {
+				fprintf(stderr, "phos-invoker: --pool takes 0..64\n");
+				return 2;
+			}
+			pool_size = (unsigned)v;
 			break;
 		}
 		case 'h': usage(stdout); return 0;
@@ -167,6 +182,15 @@ int main(int argc, char **argv)
 	inv_cfg.paths.criu = criu;
 	if (cli_find_sim_twins(twins, sizeof(twins)) == 0)
 		inv_cfg.paths.sim_twins = twins;
+	if (pool_size) {
+		struct phos_runtime_paths pp = inv_cfg.paths;
+
+		pp.device = inv_cfg.device;
+		if (strcmp(pp.device, "sim"))
+			pp.sim_twins = NULL;
+		if (phos_pool_new(&pp, pool_size, &inv_cfg.pool) < 0)
+			fprintf(stderr, "phos-invoker: no warm pool; every cold start makes its own executor\n");
+	}
 
 	signal(SIGPIPE, SIG_IGN);
 	sigaction(SIGTERM, &sa, NULL);
@@ -197,6 +221,7 @@ int main(int argc, char **argv)
 	MHD_stop_daemon(d);
 	inv_reaper_stop();
 	inv_registry_exit();
+	phos_pool_free(inv_cfg.pool);
 	free(inv_cfg.token);
 	fprintf(stderr, "phos-invoker: stopped\n");
 	return 0;

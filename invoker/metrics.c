@@ -91,6 +91,14 @@ char *inv_metrics_render(void)
 		   "# TYPE phos_restore_seconds_total counter\nphos_restore_seconds_total %.6f\n",
 		(unsigned long long)restore_bytes, restore_seconds);
 	pthread_mutex_unlock(&global_lock);
+	if (inv_cfg.pool) {
+		unsigned idle, busy, starting;
+
+		phos_pool_counts(inv_cfg.pool, &idle, &busy, &starting);
+		fprintf(o, "# HELP phos_pool_executors Warm executors by state.\n# TYPE phos_pool_executors gauge\n"
+			   "phos_pool_executors{state=\"idle\"} %u\nphos_pool_executors{state=\"busy\"} %u\n"
+			   "phos_pool_executors{state=\"starting\"} %u\n", idle, busy, starting);
+	}
 	fclose(o);
 	return buf;
 }

@@ -188,6 +188,22 @@ unsigned phos_pool_idle(struct phos_pool *p)
 	return k;
 }
 
+void phos_pool_counts(struct phos_pool *p, unsigned *ret_idle, unsigned *ret_busy, unsigned *ret_starting)
+{
+	unsigned idle = 0, busy = 0;
+
+	pthread_mutex_lock(&p->lock);
+	pool_settle(p, 0);
+	for (unsigned i = 0; i < p->n; i++) {
+		idle += p->ex[i].idle;
+		busy += p->ex[i].taken;
+	}
+	pthread_mutex_unlock(&p->lock);
+	*ret_idle = idle;
+	*ret_busy = busy;
+	*ret_starting = p->n - idle - busy;
+}
+
 /* Takes an idle executor, waiting up to timeout_ms; its index or -EBUSY. */
 static int pool_take(struct phos_pool *p, unsigned timeout_ms)
 {

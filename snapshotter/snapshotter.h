@@ -96,6 +96,8 @@ int phos_pool_new(const struct phos_runtime_paths *paths, unsigned n, struct pho
 void phos_pool_free(struct phos_pool *pool);
 /* Executors warm and idle now. */
 unsigned phos_pool_idle(struct phos_pool *pool);
+/* Executors by state: idle, serving an instance, starting (or being replaced). */
+void phos_pool_counts(struct phos_pool *pool, unsigned *ret_idle, unsigned *ret_busy, unsigned *ret_starting);
 
 /* As phos_restore_start, with an executor from pool (waiting up to timeout_ms
  * for one to be free: -EBUSY after that). phos_instance_wait gives it back. */

@@ -136,6 +136,9 @@ def main():
         check(st == 200, f"stateful call {i}: {st} {body}")
         counters.append((body.get("counter") if isinstance(body, dict) else None, h.get("x-cold-start")))
     check(counters == [(100, "true"), (101, "false"), (102, "false")], f"stateful: state kept warm {counters}")
+    # Both cold starts took warm executors of the pool (--pool 2): both are busy now.
+    busy = metric(H, port, 'phos_pool_executors{state="busy"}')
+    check(busy == 2, f"the cold starts used the warm pool: {busy} busy")
 
     # --- errors ---
     st, body, _ = call("POST", "/function/nope", {})
