@@ -79,7 +79,7 @@ static int gemm(struct executor *ex, struct exec_blas *b, const struct phos_blas
 		*blas_status = BLAS_INVALID_VALUE;
 		return -PHOS_CUDA_ILLEGAL_ADDRESS;
 	}
-	spec_trace(ex, "blas_gemm", NULL, b->stream, &set);
+	TRY(spec_commit(ex, "blas_gemm", NULL, b->stream, &set));
 	return ex->dev_ops->blas_gemm(ex->dev, b->dev_handle, g, blas_status);
 }
 
@@ -104,7 +104,7 @@ static int l1(struct executor *ex, struct exec_blas *b, const struct phos_blas_l
 		*blas_status = BLAS_INVALID_VALUE;
 		return -PHOS_CUDA_ILLEGAL_ADDRESS;
 	}
-	spec_trace(ex, "blas_l1", NULL, b->stream, &set);
+	TRY(spec_commit(ex, "blas_l1", NULL, b->stream, &set));
 	r = ex->dev_ops->blas_l1(ex->dev, b->dev_handle, op, &result, blas_status);
 	if (r == 0 && (op->kind == PHOS_BLAS_SDOT || op->kind == PHOS_BLAS_SNRM2)) {
 		memcpy(out, &result, sizeof(result));
@@ -129,7 +129,7 @@ static int gemv(struct executor *ex, struct exec_blas *b, const struct phos_blas
 		*blas_status = BLAS_INVALID_VALUE;
 		return -PHOS_CUDA_ILLEGAL_ADDRESS;
 	}
-	spec_trace(ex, "blas_gemv", NULL, b->stream, &set);
+	TRY(spec_commit(ex, "blas_gemv", NULL, b->stream, &set));
 	return ex->dev_ops->blas_gemv(ex->dev, b->dev_handle, op, blas_status);
 }
 
@@ -175,7 +175,7 @@ int exec_blas_handle(struct executor *ex, uint32_t op, const void *body, uint32_
 	}
 	switch (op) {
 	case PHOS_OP_BLAS_DESTROY:
-		ex->dev_ops->synchronize(ex->dev);
+		exec_sync_function(ex);
 		exec_blas_free(ex, handle_take(&ex->blas, h->id));
 		return 0;
 	case PHOS_OP_BLAS_SET_STREAM: {

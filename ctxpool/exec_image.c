@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +30,7 @@
 #include "fault.h"
 #include "image.h"
 #include "log.h"
+#include "loader.h"
 #include "staging.h"
 
 void exec_control(struct executor *ex, const char *fmt, ...)
@@ -450,17 +452,93 @@ static void *warm_main(void *arg)
 	return (void *)(intptr_t)ex->dev_ops->warm(ex->dev);
 }
 
-int exec_image_load(struct executor *ex, const char *dir, const struct phos_image *img, char *err,
-		    size_t errlen)
+/* The background order: the snapshot's prefetch (first-touch) order, then the
+ * other buffers by address; variables and cuBLAS workspaces go first of all,
+ * as no read/write set names them (kernels reach variables by symbol, cuBLAS
+ * its workspace by handle). Returns how many of the items are such eager ones. */
+static size_t plan_items(struct executor *ex, const struct phos_image *img, struct loader_item *items, size_t *ret_n)
 {
-	struct stage_item *items;
+	size_t n = 0, eager;
+	bool *taken = calloc(img->nbufs ? img->nbufs : 1, sizeof(*taken));
+
+	for (uint32_t i = 0; i < img->nvars; i++) {
+		const struct phos_image_var *v = &img->vars[i];
+		const struct exec_var *ev = handle_get(&ex->vars, v->id);
+
+		if (v->size)
+			items[n++] = (struct loader_item){ .dev = ev->addr, .len = v->size, .off = v->offset,
+							   .hash = v->hash, .id = 0 };
+	}
+	for (uint32_t i = 0; i < img->nbufs; i++) {
+		const struct phos_image_buf *b = &img->bufs[i];
+		bool ws = false;
+
+		for (uint32_t k = 0; k < img->nblas && !ws; k++)
+			ws = img->blas[k].workspace_size && img->blas[k].workspace >= b->addr &&
+			     img->blas[k].workspace < b->addr + b->size;
+		if (ws && taken) {
+			taken[i] = true;
+			items[n++] = (struct loader_item){ b->addr, b->size, b->offset, b->hash, b->id };
+		}
+	}
+	eager = n;
+	for (uint32_t p = 0; p < img->nprefetch && taken; p++) {
+		for (uint32_t i = 0; i < img->nbufs; i++) {
+			const struct phos_image_buf *b = &img->bufs[i];
+
+			if (b->id == img->prefetch[p] && !taken[i]) {
+				taken[i] = true;
+				items[n++] = (struct loader_item){ b->addr, b->size, b->offset, b->hash, b->id };
+			}
+		}
+	}
+	for (uint32_t i = 0; i < img->nbufs; i++) {   /* bufs are sorted by address */
+		const struct phos_image_buf *b = &img->bufs[i];
+
+		if (!taken || !taken[i])
+			items[n++] = (struct loader_item){ b->addr, b->size, b->offset, b->hash, b->id };
+	}
+	free(taken);
+	*ret_n = n;
+	return eager;
+}
+
+/* Whether most of the file is in the page cache (sampled with mincore). */
+static bool cached(int fd, uint64_t size)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	uint64_t pages = (size + (uint64_t)page - 1) / (uint64_t)page, step, in = 0, seen = 0;
+	unsigned char *vec;
+	void *map;
+
+	if (!size)
+		return true;
+	map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		return true;
+	vec = malloc(pages);
+	if (vec && mincore(map, size, vec) == 0) {
+		step = pages / 4096 + 1;
+		for (uint64_t i = 0; i < pages; i += step, seen++)
+			in += vec[i] & 1;
+	}
+	free(vec);
+	munmap(map, size);
+	return seen == 0 || in * 2 >= seen;
+}
+
+int exec_image_load(struct executor *ex, const char *dir, const struct phos_image *img, bool on_demand,
+		    char *err, size_t errlen)
+{
+	struct loader_item *items = NULL;
+	struct loader_source src = { .fd = -1, .background = on_demand };
 	uint64_t free_b = 0, total_b = 0, next_id = 1;
-	size_t n = 0;
+	size_t n = 0, eager;
 	char path[4096];
 	pthread_t warm_thread;
 	bool warming = false;
 	double t;
-	int fd, r;
+	int r;
 
 	if (img->arena_base != ex->arena_base || img->arena_size != ex->arena_size) {
 		phos_errf(err, errlen, "the snapshot's arena %#llx+%#llx differs from this executor's",
@@ -476,16 +554,16 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 	warming = pthread_create(&warm_thread, NULL, warm_main, ex) == 0;
 	if (!warming && (r = ex->dev_ops->warm(ex->dev)) < 0) {
 		phos_errf(err, errlen, "warming up cuBLAS failed (cuda error %d)", -r);
-		goto fail_scrub;
+		goto fail;
 	}
 	r = load_objects(ex, dir, img, err, errlen);
 	if (r < 0)
-		goto fail_scrub;
+		goto fail;
 	items = calloc(img->nbufs + img->nvars + 1, sizeof(*items));
 	if (!items) {
 		r = -ENOMEM;
 		phos_errf(err, errlen, "out of memory");
-		goto fail_scrub;
+		goto fail;
 	}
 	for (uint32_t i = 0; i < img->nbufs; i++) {
 		const struct phos_image_buf *b = &img->bufs[i];
@@ -494,39 +572,49 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 		if (r < 0) {
 			phos_errf(err, errlen, "buffer %#llx+%llu cannot be placed (%s)", (unsigned long long)b->addr,
 			     (unsigned long long)b->size, strerror(-r));
-			goto fail_items;
+			goto fail;
 		}
 		if (b->id >= next_id)
 			next_id = b->id + 1;
-		items[n++] = (struct stage_item){ .dev = b->addr, .len = b->size, .off = b->offset, .hash = b->hash };
-	}
-	for (uint32_t i = 0; i < img->nvars; i++) {
-		const struct phos_image_var *v = &img->vars[i];
-		const struct exec_var *ev = handle_get(&ex->vars, v->id);
-
-		if (v->size)
-			items[n++] = (struct stage_item){ .dev = ev->addr, .len = v->size, .off = v->offset,
-							  .hash = v->hash };
 	}
 	phos_bufmap_set_next_id(ex->bufs, next_id);
+	eager = plan_items(ex, img, items, &n);
 	snprintf(path, sizeof(path), "%s/gpu.data", dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
+	src.fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (src.fd < 0) {
 		r = -errno;
 		phos_errf(err, errlen, "opening %s: %s", path, strerror(errno));
-		goto fail_items;
+		goto fail;
 	}
+	/* Hot: straight from the pinned page cache. Cold and not cached: O_DIRECT,
+	 * so that a cold image does not also pass through the page cache. */
+	src.map = exec_hot_find(ex, src.fd, img->data_bytes);
+	if (!src.map && !cached(src.fd, img->data_bytes)) {
+		int dfd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+
+		if (dfd >= 0) {
+			close(src.fd);
+			src.fd = dfd;
+			src.direct = true;
+		}
+	}
+	phos_info("restoring %s: %zu items, %s source%s", dir, n, src.map ? "hot (pinned page cache)" : "cold",
+		  src.direct ? " (O_DIRECT)" : "");
 	t = phos_now();
-	/* PHOS_RESTORE_MAPPED=1: DMA from a pinned mapping of the page cache. */
-	if (getenv("PHOS_RESTORE_MAPPED") && !strcmp(getenv("PHOS_RESTORE_MAPPED"), "1"))
-		r = stage_load_mapped(ex, fd, items, n, err, errlen);
-	else
-		r = stage_load(ex, fd, items, n, err, errlen);
-	close(fd);
+	r = loader_start(ex, items, n, &src, &ex->loader, err, errlen);
 	if (r < 0)
-		goto fail_items;
+		goto fail;
+	if (!on_demand) {
+		r = loader_wait(ex->loader, err, errlen);
+	} else {
+		for (size_t i = 0; i < eager && r == 0; i++)
+			r = loader_settle(ex->loader, items[i].dev, items[i].len);
+	}
+	if (r < 0)
+		goto fail;
 	ex->load_data_s = phos_now() - t;
 	free(items);
+	items = NULL;
 	if (warming) {
 		void *res;
 
@@ -535,17 +623,20 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 		if ((intptr_t)res < 0) {
 			r = (int)(intptr_t)res;
 			phos_errf(err, errlen, "warming up cuBLAS failed (cuda error %d)", -r);
-			goto fail_scrub;
+			goto fail;
 		}
 	}
 	r = load_blas(ex, img, err, errlen);
 	if (r < 0)
-		goto fail_scrub;
+		goto fail;
+	if (!on_demand) {
+		loader_free(ex->loader);
+		ex->loader = NULL;
+	}
 	return 0;
 
-fail_items:
+fail:
 	free(items);
-fail_scrub:
 	if (warming)
 		pthread_join(warm_thread, NULL);
 	exec_scrub(ex);

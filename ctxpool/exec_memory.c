@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "executor.h"
+#include "loader.h"
 #include "log.h"
 
 
@@ -30,6 +31,23 @@ static int do_malloc(struct executor *ex, const void *body, uint32_t len, void *
 	return 0;
 }
 
+int exec_sync_function(struct executor *ex)
+{
+	int r;
+
+	if (!ex->loader || loader_done(ex->loader))
+		return ex->dev_ops->synchronize(ex->dev);
+	/* A context-wide synchronize would wait for the whole background restore. */
+	r = ex->dev_ops->stream_sync(ex->dev, NULL);
+	for (uint32_t i = 0; i < ex->streams.cap && r == 0; i++) {
+		struct exec_stream_obj *s = ex->streams.slot[i];
+
+		if (s)
+			r = ex->dev_ops->stream_sync(ex->dev, s->dev);
+	}
+	return r;
+}
+
 static int do_free(struct executor *ex, const void *body, uint32_t len)
 {
 	BODY(struct phos_free, f);
@@ -39,8 +57,11 @@ static int do_free(struct executor *ex, const void *body, uint32_t len)
 	if (!phos_bufmap_find(ex->bufs, f->addr) || phos_bufmap_find(ex->bufs, f->addr)->addr != f->addr ||
 	    !phos_bufmap_in_arena(ex->bufs, f->addr))
 		return -PHOS_CUDA_INVALID_VALUE;
-	/* cudaFree waits for the device, so that no queued work still uses the buffer. */
-	ex->dev_ops->synchronize(ex->dev);
+	/* cudaFree waits for the device, so that no queued work still uses the buffer
+	 * (and the restore engine no longer writes to it). */
+	if (ex->loader)
+		TRY(loader_settle(ex->loader, f->addr, phos_bufmap_find(ex->bufs, f->addr)->size));
+	exec_sync_function(ex);
 	return phos_bufmap_release(ex->bufs, f->addr) < 0 ? -PHOS_CUDA_INVALID_VALUE : 0;
 }
 
@@ -69,13 +90,13 @@ static int copy(struct executor *ex, uint32_t op, const void *body, uint32_t len
 		if (c->len != len - sizeof(*c))
 			return -PHOS_CUDA_INVALID_VALUE;
 		TRY(spec_range(ex, &set, c->dst, c->len, SPEC_WRITE));
-		spec_trace(ex, "memcpy_h2d", NULL, c->stream, &set);
+		TRY(spec_commit(ex, "memcpy_h2d", NULL, c->stream, &set));
 		return c->len ? ex->dev_ops->memcpy_h2d(ex->dev, c->dst, c + 1, c->len, stream) : 0;
 	case PHOS_OP_MEMCPY_D2H:
 		if (c->len > PHOS_REPLY_MAX)
 			return -PHOS_CUDA_INVALID_VALUE;
 		TRY(spec_range(ex, &set, c->src, c->len, SPEC_READ));
-		spec_trace(ex, "memcpy_d2h", NULL, c->stream, &set);
+		TRY(spec_commit(ex, "memcpy_d2h", NULL, c->stream, &set));
 		r = c->len ? ex->dev_ops->memcpy_d2h(ex->dev, out, c->src, c->len, stream) : 0;
 		if (r == 0)
 			*out_len = (uint32_t)c->len;
@@ -83,7 +104,7 @@ static int copy(struct executor *ex, uint32_t op, const void *body, uint32_t len
 	default: /* D2D */
 		TRY(spec_range(ex, &set, c->src, c->len, SPEC_READ));
 		TRY(spec_range(ex, &set, c->dst, c->len, SPEC_WRITE));
-		spec_trace(ex, "memcpy_d2d", NULL, c->stream, &set);
+		TRY(spec_commit(ex, "memcpy_d2d", NULL, c->stream, &set));
 		return c->len ? ex->dev_ops->memcpy_d2d(ex->dev, c->dst, c->src, c->len, stream) : 0;
 	}
 }
@@ -100,7 +121,7 @@ static int copy_shm(struct executor *ex, uint32_t op, const void *body, uint32_t
 		return -PHOS_CUDA_INVALID_VALUE;
 	TRY(exec_stream(ex, c->stream, &stream));
 	TRY(spec_range(ex, &set, c->dev, c->len, h2d ? SPEC_WRITE : SPEC_READ));
-	spec_trace(ex, h2d ? "memcpy_h2d" : "memcpy_d2h", NULL, c->stream, &set);
+	TRY(spec_commit(ex, h2d ? "memcpy_h2d" : "memcpy_d2h", NULL, c->stream, &set));
 	if (!c->len)
 		return 0;
 	/* The region is the user's pinned memory: like CUDA, the copy runs
@@ -121,7 +142,7 @@ static int do_memset(struct executor *ex, const void *body, uint32_t len)
 
 	TRY(exec_stream(ex, m->stream, &stream));
 	TRY(spec_range(ex, &set, m->dst, m->len, SPEC_WRITE));
-	spec_trace(ex, "memset", NULL, m->stream, &set);
+	TRY(spec_commit(ex, "memset", NULL, m->stream, &set));
 	return m->len ? ex->dev_ops->memset(ex->dev, m->dst, (uint8_t)m->value, m->len, stream) : 0;
 }
 
@@ -179,7 +200,7 @@ static int hostmem_remove(struct executor *ex, const void *body, uint32_t len)
 
 	if (!reg)
 		return -PHOS_CUDA_INVALID_VALUE;
-	ex->dev_ops->synchronize(ex->dev);
+	exec_sync_function(ex);
 	exec_region_free(ex, reg);
 	return 0;
 }
@@ -222,7 +243,7 @@ int exec_memory_handle(struct executor *ex, uint32_t op, const void *body, uint3
 		return ex->dev_ops->info(ex->dev, out);
 	}
 	case PHOS_OP_DEVICE_SYNC:
-		return ex->dev_ops->synchronize(ex->dev);
+		return exec_sync_function(ex);
 	case PHOS_OP_DEVICE_RESET:
 		exec_scrub(ex);
 		return 0;

@@ -117,6 +117,11 @@ struct executor {
 	FILE *trace;                /* read/write sets, one JSON line per call; NULL: off */
 	uint64_t calls;             /* records executed */
 
+	struct loader *loader;      /* restore engine still moving the snapshot in, or NULL */
+	struct exec_hot *hot;       /* hot snapshots, pinned (exec_hot.c) */
+	size_t nhot;
+	uint64_t hot_bytes;
+
 	const char *snapshot_dir;   /* --snapshot-to: dump GPU state there at SERVE */
 	double load_data_s;         /* --restore-from: seconds the buffer contents took */
 	int control_fd;             /* status lines to phos-fn; -1 when none */
@@ -142,11 +147,31 @@ int exec_image_dump(struct executor *ex, const char *dir, uint64_t *ret_bytes, c
 
 /* Rebuilds the device state of img (read from dir) in this fresh executor:
  * modules, kernels, variables, streams, events, cuBLAS handles, and every buffer
- * at its address with its contents, checksums verified. On failure everything
+ * at its address with its contents, checksums verified. With on_demand it
+ * returns once variables and cuBLAS workspaces are in, and the restore engine
+ * (ex->loader, loader.h) brings the buffers in while the function runs: the
+ * snapshot's prefetch order first, then address order. On failure everything
  * made is released and err says why. */
 struct phos_image;
-int exec_image_load(struct executor *ex, const char *dir, const struct phos_image *img, char *err,
-		    size_t errlen);
+int exec_image_load(struct executor *ex, const char *dir, const struct phos_image *img, bool on_demand,
+		    char *err, size_t errlen);
+
+/* --- hot snapshots (exec_hot.c) --- */
+
+#define PHOS_HOT_MAX 64   /* hot snapshots per executor */
+
+/* Makes exactly dirs hot: pins and verifies those not hot yet, releases those
+ * no longer listed or replaced on disk. Returns the first failure (the others
+ * are still tried; a failed one stays cold). */
+int exec_hot_set(struct executor *ex, char *const dirs[], size_t n, char *err, size_t errlen);
+/* The pinned, verified mapping of the gpu.data open at fd (at least size bytes),
+ * or NULL when it is not hot. */
+const uint8_t *exec_hot_find(struct executor *ex, int fd, uint64_t size);
+void exec_hot_clear(struct executor *ex);
+
+/* Waits for the function's own work (cudaDeviceSynchronize): every stream of
+ * the function, but not a restore still running in the background. */
+int exec_sync_function(struct executor *ex);
 
 /* Handlers: each takes the record body (len bytes after the header), may write
  * reply data into out (up to PHOS_REPLY_MAX) and set *out_len. */
@@ -213,6 +238,9 @@ int spec_range(struct executor *ex, struct spec_set *s, uint64_t addr, uint64_t 
 int spec_launch(struct executor *ex, const struct phos_kernel_info *ki, const uint8_t *params,
 		uint32_t param_bytes, struct spec_set *s);
 
-/* Writes one trace line for the current record, when tracing is on. */
-void spec_trace(struct executor *ex, const char *what, const char *name, uint32_t stream,
+/* The set is final and the call goes to the device next: writes its trace line
+ * (when tracing is on) and, while a restore runs in the background, makes the
+ * call's stream wait for the buffers in the set that are not resident yet
+ * (loader_gate). Returns 0 or a negated cudaError_t. */
+int spec_commit(struct executor *ex, const char *what, const char *name, uint32_t stream,
 		const struct spec_set *s);

@@ -11,13 +11,18 @@
  * into DIR and report "dumped {...}" on the control descriptor (exec_image.c).
  * --restore-from: rebuild the device state of the snapshot in DIR before
  * serving (its arena is used), then report "ready"; "error <reason>" otherwise.
+ * --on-demand: report "ready" once the device objects are made, and bring the
+ * buffers in while the function runs (loader.h).
  * --pool: stay warm and serve one function after another (pool_loop below).
  *
  * PHOS_TRACE and PHOS_ARENA_BASE give defaults for --trace and --arena-base
  * (sanitizer builds move the arena: ASan's heap sits at 0x600000000000).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +31,7 @@
 
 #include "executor.h"
 #include "image.h"
+#include "loader.h"
 #include "log.h"
 
 static int map_chunks(void *ctx, uint64_t addr, uint64_t len)
@@ -62,6 +68,8 @@ static void drop_region(struct executor *ex, void *r) { exec_region_free(ex, r);
 
 void exec_scrub(struct executor *ex)
 {
+	loader_free(ex->loader);
+	ex->loader = NULL;
 	if (ex->dev)
 		ex->dev_ops->synchronize(ex->dev);
 	table_clear(&ex->blas, drop_blas, ex);
@@ -76,17 +84,86 @@ void exec_scrub(struct executor *ex)
 	ex->pending_error = 0;
 }
 
-/* One function: its snapshot loaded first when img is given, then its calls
- * until it says goodbye or goes away; the executor is scrubbed afterwards.
- * The channel socket fd is taken over. */
-static int serve_one(struct executor *ex, int fd, const char *dir, const struct phos_image *img, double t_open,
-		     double t0)
+/* Answers requests on the control socket while a function is served:
+ *   "touched" → "touched ID,ID,..." the snapshot buffers the function has
+ *               touched so far, in first-touch order (the invoker stores them
+ *               as the snapshot's prefetch order after its first call).
+ * Stops when serve_one writes to stop_fd. */
+struct control_thread {
+	struct executor *ex;
+	int stop_fd;
+	pthread_t th;
+	bool running;
+};
+
+static void reply_touched(struct executor *ex)
 {
+	enum { MAX_IDS = 65536 };
+	uint64_t *ids = ex->loader ? calloc(MAX_IDS, sizeof(*ids)) : NULL;
+	size_t n = ids ? loader_touched(ex->loader, ids, MAX_IDS) : 0;
+	char *line = malloc(16 + n * 21);
+	size_t len = 0;
+
+	if (!line) {
+		free(ids);
+		return;
+	}
+	len += (size_t)sprintf(line, "touched ");
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)sprintf(line + len, "%s%llu", i ? "," : "", (unsigned long long)ids[i]);
+	line[len++] = '\n';
+	(void)!write(ex->control_fd, line, len);
+	free(line);
+	free(ids);
+}
+
+static void *control_main(void *arg)
+{
+	struct control_thread *ct = arg;
+	char buf[256];
+	size_t got = 0;
+
+	for (;;) {
+		struct pollfd p[2] = { { ct->ex->control_fd, POLLIN, 0 }, { ct->stop_fd, POLLIN, 0 } };
+		ssize_t n;
+
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents)
+			break;
+		if (!p[0].revents)
+			continue;
+		n = read(ct->ex->control_fd, buf + got, 1);
+		if (n <= 0)
+			break;
+		if (buf[got] != '\n' && got + 1 < sizeof(buf)) {
+			got++;
+			continue;
+		}
+		buf[got] = '\0';
+		got = 0;
+		if (!strcmp(buf, "touched"))
+			reply_touched(ct->ex);
+		else
+			exec_control(ct->ex, "error unknown request while serving '%.100s'", buf);
+	}
+	return NULL;
+}
+
+/* One function: its snapshot loaded first when img is given (on_demand: the
+ * buffers stream in while it runs), then its calls until it says goodbye or
+ * goes away; the executor is scrubbed afterwards. The channel socket fd is
+ * taken over. */
+static int serve_one(struct executor *ex, int fd, const char *dir, const struct phos_image *img, bool on_demand,
+		     double t_open, double t0)
+{
+	struct control_thread ct = { .ex = ex, .stop_fd = -1 };
+	int stop[2] = { -1, -1 };
 	char err[512] = "";
 	int r = 0;
 
 	if (img) {
-		r = exec_image_load(ex, dir, img, err, sizeof(err));
+		r = exec_image_load(ex, dir, img, on_demand, err, sizeof(err));
 		if (r < 0) {
 			fprintf(stderr, "phos-executor: restoring %s: %s\n", dir, err);
 			exec_control(ex, "error %s", err);
@@ -102,8 +179,14 @@ static int serve_one(struct executor *ex, int fd, const char *dir, const struct 
 		return r;
 	}
 	if (img)
-		exec_control(ex, "ready {\"open_s\":%.6f,\"load_s\":%.6f,\"data_s\":%.6f,\"data_bytes\":%llu}",
-			     t_open, phos_now() - t0 - t_open, ex->load_data_s, (unsigned long long)img->gpu_bytes);
+		exec_control(ex, "ready {\"open_s\":%.6f,\"load_s\":%.6f,\"data_s\":%.6f,\"data_bytes\":%llu,"
+			     "\"on_demand\":%s}",
+			     t_open, phos_now() - t0 - t_open, ex->load_data_s, (unsigned long long)img->gpu_bytes,
+			     on_demand ? "true" : "false");
+	if (img && ex->control_fd >= 0 && pipe2(stop, O_CLOEXEC) == 0) {
+		ct.stop_fd = stop[0];
+		ct.running = pthread_create(&ct.th, NULL, control_main, &ct) == 0;
+	}
 	{
 		/* Pinning the channel lets H2D copies read records by DMA. */
 		size_t shm_len;
@@ -116,6 +199,13 @@ static int serve_one(struct executor *ex, int fd, const char *dir, const struct 
 		if (r < 0)
 			phos_err("serving failed: %s", strerror(-r));
 	}
+	if (ct.running) {
+		(void)!write(stop[1], "x", 1);
+		pthread_join(ct.th, NULL);
+	}
+	for (int i = 0; i < 2; i++)
+		if (stop[i] >= 0)
+			close(stop[i]);
 	exec_scrub(ex);
 	phos_channel_free(ex->ch);
 	ex->ch = NULL;
@@ -145,11 +235,40 @@ static bool control_line(int fd, char *line, size_t len)
 
 /*
  * --pool: a warm executor that serves one function after another. It reports
- * "idle" on the control socket and waits for a job: a channel socket passed
- * with SCM_RIGHTS, then "serve" or "restore DIR". After the function is gone it
- * is scrubbed (arena mappings released, module cache... kept by the driver) and
- * reports "idle" again. The control socket closing ends it.
+ * "idle" on the control socket and waits for a job: a descriptor passed with
+ * SCM_RIGHTS, then a line:
+ *   serve                    the descriptor is a function's channel socket
+ *   restore DIR              ... restore DIR stop-the-world, then serve it
+ *   restore-on-demand DIR    ... restore DIR on demand (loader.h)
+ *   hot N, then N lines DIR  make exactly these snapshots hot (exec_hot.c;
+ *                            the descriptor is unused); answers
+ *                            "hot <n> <bytes>" or "error <reason>"
+ * After the function is gone it is scrubbed (arena mappings released, module
+ * cache... kept by the driver; hot snapshots kept) and reports "idle" again.
+ * The control socket closing ends it.
  */
+static void hot_job(struct executor *ex, const char *count)
+{
+	char *dirs[PHOS_HOT_MAX] = { 0 }, line[4200], err[512] = "";
+	long n = strtol(count, NULL, 10);
+	long got = 0;
+
+	if (n < 0 || n > PHOS_HOT_MAX) {
+		exec_control(ex, "error hot: at most %d snapshots", PHOS_HOT_MAX);
+		return;
+	}
+	while (got < n && control_line(ex->control_fd, line, sizeof(line)) && (dirs[got] = strdup(line)))
+		got++;
+	if (got < n)
+		exec_control(ex, "error hot: the list ended early");
+	else if (exec_hot_set(ex, dirs, (size_t)n, err, sizeof(err)) < 0)
+		exec_control(ex, "error hot: %s", err);
+	else
+		exec_control(ex, "hot %zu %llu", ex->nhot, (unsigned long long)ex->hot_bytes);
+	for (long i = 0; i < got; i++)
+		free(dirs[i]);
+}
+
 static int pool_loop(struct executor *ex)
 {
 	char line[4200], err[512];
@@ -157,6 +276,7 @@ static int pool_loop(struct executor *ex)
 	for (;;) {
 		struct phos_image *img = NULL;
 		const char *dir = NULL;
+		bool on_demand;
 		double t0;
 		int fd, r;
 
@@ -170,8 +290,14 @@ static int pool_loop(struct executor *ex)
 			return r < 0 ? r : 0;
 		}
 		t0 = phos_now();
-		if (!strncmp(line, "restore ", 8)) {
-			dir = line + 8;
+		on_demand = !strncmp(line, "restore-on-demand ", 18);
+		if (!strncmp(line, "hot ", 4)) {
+			close(fd);
+			hot_job(ex, line + 4);
+			continue;
+		}
+		if (!strncmp(line, "restore ", 8) || on_demand) {
+			dir = line + (on_demand ? 18 : 8);
 			r = phos_image_read(dir, &img, err, sizeof(err));
 			if (r == 0 && (img->arena_base != ex->arena_base || img->arena_size != ex->arena_size)) {
 				snprintf(err, sizeof(err), "the snapshot's arena differs from this pool's");
@@ -188,7 +314,7 @@ static int pool_loop(struct executor *ex)
 			close(fd);
 			continue;
 		}
-		serve_one(ex, fd, dir, img, 0, t0);
+		serve_one(ex, fd, dir, img, on_demand, 0, t0);
 		phos_image_free(img);
 	}
 }
@@ -197,7 +323,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: phos-executor --fd N [--device auto|cuda|sim] [--trace FILE]\n"
 		   "                     [--arena-base ADDR] [--arena-size BYTES] [--no-warm]\n"
-		   "                     [--control-fd N] [--snapshot-to DIR | --restore-from DIR | --pool]\n");
+		   "                     [--control-fd N] [--snapshot-to DIR | --restore-from DIR [--on-demand] | --pool]\n");
 }
 
 static int parse_u64(const char *s, uint64_t *ret)
@@ -226,6 +352,7 @@ int main(int argc, char **argv)
 		{ "snapshot-to", required_argument, NULL, 'S' },
 		{ "restore-from", required_argument, NULL, 'R' },
 		{ "pool", no_argument, NULL, 'P' },
+		{ "on-demand", no_argument, NULL, 'O' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -238,7 +365,7 @@ int main(int argc, char **argv)
 	const char *device = "auto", *trace = getenv("PHOS_TRACE");
 	struct phos_bufmap_ops ops = { .map = map_chunks, .unmap = unmap_chunks, .ctx = &ex };
 	uint64_t fd = UINT64_MAX;
-	bool pool = false;
+	bool pool = false, on_demand = false;
 	double t0 = 0, t_open = 0;
 	bool warm = true;
 	int c, r;
@@ -277,6 +404,7 @@ int main(int argc, char **argv)
 		case 'S': ex.snapshot_dir = optarg; break;
 		case 'R': restore_from = optarg; break;
 		case 'P': pool = true; break;
+		case 'O': on_demand = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -339,12 +467,13 @@ int main(int argc, char **argv)
 	if (r == 0 && pool)
 		r = pool_loop(&ex);
 	else if (r == 0)
-		r = serve_one(&ex, (int)fd, restore_from, img, t_open, t0);
+		r = serve_one(&ex, (int)fd, restore_from, img, on_demand, t_open, t0);
 	struct handle_table *tables[] = { &ex.streams, &ex.events, &ex.modules, &ex.funcs,
 					  &ex.vars, &ex.regions, &ex.blas };
 	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
 		handle_table_exit(tables[i]);
 	phos_channel_free(ex.ch);
+	exec_hot_clear(&ex);
 	phos_bufmap_free(ex.bufs);
 	ex.dev_ops->close(ex.dev);
 	if (ex.trace)

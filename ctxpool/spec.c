@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "executor.h"
+#include "loader.h"
 
 void spec_add(struct spec_set *s, uint64_t addr, uint64_t len, uint8_t access)
 {
@@ -112,13 +113,11 @@ static void write_ranges(FILE *f, const struct spec_set *s, uint8_t access)
 	fputc(']', f);
 }
 
-void spec_trace(struct executor *ex, const char *what, const char *name, uint32_t stream,
-		const struct spec_set *s)
+static void trace(struct executor *ex, const char *what, const char *name, uint32_t stream,
+		  const struct spec_set *s)
 {
 	FILE *f = ex->trace;
 
-	if (!f)
-		return;
 	fprintf(f, "{\"seq\":%llu,\"op\":\"%s\"", (unsigned long long)ex->seq, what);
 	if (name) {
 		/* Mangled names are identifiers: nothing to escape but be safe anyway. */
@@ -135,4 +134,25 @@ void spec_trace(struct executor *ex, const char *what, const char *name, uint32_
 	if (s->overflow)
 		fputs(",\"overflow\":true", f);
 	fputs("}\n", f);
+}
+
+int spec_commit(struct executor *ex, const char *what, const char *name, uint32_t stream,
+		const struct spec_set *s)
+{
+	void *dev_stream;
+
+	if (ex->trace) {
+		/* One locked section: the restore engine writes lines too. */
+		flockfile(ex->trace);
+		trace(ex, what, name, stream, s);
+		funlockfile(ex->trace);
+	}
+	if (!ex->loader || loader_done(ex->loader))
+		return 0;
+	TRY(exec_stream(ex, stream, &dev_stream));
+	if (s->overflow)
+		return loader_gate_all(ex->loader, dev_stream);
+	for (uint32_t i = 0; i < s->n; i++)
+		TRY(loader_gate(ex->loader, dev_stream, s->r[i].addr, s->r[i].len));
+	return 0;
 }

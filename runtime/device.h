@@ -90,6 +90,18 @@ struct phos_device_ops {
 	int (*stream_query)(struct phos_device *dev, void *stream);  /* 0 or -NOT_READY */
 	int (*stream_wait_event)(struct phos_device *dev, void *stream, void *event);
 
+	/* Readiness flags (the on-demand restore's gates): n zeroed 32-bit words in
+	 * device memory at *ret_addr. flag_write sets one after the work queued
+	 * before it on stream (that work's writes visible first); flag_wait makes
+	 * the stream's later work wait until the word is >= value. Unlike an event,
+	 * a flag may be waited for before anything was queued to set it. sim:
+	 * host words; flag_wait blocks the caller, as sim work completes at
+	 * submission. */
+	int (*flags_alloc)(struct phos_device *dev, uint32_t n, uint64_t *ret_addr);
+	void (*flags_free)(struct phos_device *dev, uint64_t addr);   /* accepts 0 */
+	int (*flag_write)(struct phos_device *dev, void *stream, uint64_t addr, uint32_t value);
+	int (*flag_wait)(struct phos_device *dev, void *stream, uint64_t addr, uint32_t value);
+
 	int (*event_create)(struct phos_device *dev, uint32_t flags, void **ret_event);
 	int (*event_destroy)(struct phos_device *dev, void *event);
 	int (*event_record)(struct phos_device *dev, void *event, void *stream);

@@ -879,6 +879,52 @@ static int cuda_stream_wait_event(struct phos_device *dev, void *stream, void *e
 	return 0;
 }
 
+static int cuda_flags_alloc(struct phos_device *dev, uint32_t n, uint64_t *ret_addr)
+{
+	CUdeviceptr p;
+	CUresult r;
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	if (!n || !ret_addr)
+		return -PHOS_CUDA_INVALID_VALUE;
+	CU_CHECK(cuda_drv.MemAlloc(&p, (size_t)n * 4));
+	r = cuda_drv.MemsetD32(p, 0, n);
+	if (r != CUDA_SUCCESS) {
+		cuda_drv.MemFree(p);
+		return cu_fail(r, "cuMemsetD32_v2", __FILE__, __LINE__);
+	}
+	*ret_addr = (uint64_t)p;
+	return 0;
+}
+
+static void cuda_flags_free(struct phos_device *dev, uint64_t addr)
+{
+	struct cuda_dev *d = cuda_dev(dev);
+
+	if (d && addr && cuda_current(d) == 0)
+		cuda_drv.MemFree((CUdeviceptr)addr);
+}
+
+static int cuda_flag_write(struct phos_device *dev, void *stream, uint64_t addr, uint32_t value)
+{
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	/* The default flags order the write after the stream's earlier writes. */
+	CU_CHECK(cuda_drv.StreamWriteValue32(cu_stream(stream), (CUdeviceptr)addr, value, CU_STREAM_WRITE_VALUE_DEFAULT));
+	return 0;
+}
+
+static int cuda_flag_wait(struct phos_device *dev, void *stream, uint64_t addr, uint32_t value)
+{
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	CU_CHECK(cuda_drv.StreamWaitValue32(cu_stream(stream), (CUdeviceptr)addr, value, CU_STREAM_WAIT_VALUE_GEQ));
+	return 0;
+}
+
 static int cuda_event_create(struct phos_device *dev, uint32_t flags, void **ret_event)
 {
 	const uint32_t known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
@@ -1319,6 +1365,10 @@ const struct phos_device_ops phos_device_cuda = {
 	.stream_sync = cuda_stream_sync,
 	.stream_query = cuda_stream_query,
 	.stream_wait_event = cuda_stream_wait_event,
+	.flags_alloc = cuda_flags_alloc,
+	.flags_free = cuda_flags_free,
+	.flag_write = cuda_flag_write,
+	.flag_wait = cuda_flag_wait,
 	.event_create = cuda_event_create,
 	.event_destroy = cuda_event_destroy,
 	.event_record = cuda_event_record,

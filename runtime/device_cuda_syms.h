@@ -77,6 +77,9 @@
 	X(MemcpyHtoDAsync,       "cuMemcpyHtoDAsync",                  3020,  "cuMemcpyHtoDAsync_v2",            PFN_cuMemcpyHtoDAsync_v3020) \
 	X(MemcpyDtoHAsync,       "cuMemcpyDtoHAsync",                  3020,  "cuMemcpyDtoHAsync_v2",            PFN_cuMemcpyDtoHAsync_v3020) \
 	X(MemcpyDtoDAsync,       "cuMemcpyDtoDAsync",                  3020,  "cuMemcpyDtoDAsync_v2",            PFN_cuMemcpyDtoDAsync_v3020) \
+	X(MemsetD32,             "cuMemsetD32",                        3020,  "cuMemsetD32_v2",                  PFN_cuMemsetD32_v3020)     \
+	X(StreamWriteValue32,    "cuStreamWriteValue32",              11070,  "cuStreamWriteValue32_v2",         PFN_cuStreamWriteValue32_v11070) \
+	X(StreamWaitValue32,     "cuStreamWaitValue32",               11070,  "cuStreamWaitValue32_v2",          PFN_cuStreamWaitValue32_v11070) \
 	X(MemsetD8Async,         "cuMemsetD8Async",                    3020,  "cuMemsetD8Async",                 PFN_cuMemsetD8Async_v3020) \
 	X(ModuleLoadData,        "cuModuleLoadData",                   2000,  "cuModuleLoadData",                PFN_cuModuleLoadData_v2000) \
 	X(ModuleUnload,          "cuModuleUnload",                     2000,  "cuModuleUnload",                  PFN_cuModuleUnload_v2000)  \

@@ -27,7 +27,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -675,6 +678,55 @@ static int sim_stream_wait_event(struct phos_device *dev, void *stream, void *ev
 	return phos_sim_stream_check(dev, stream);
 }
 
+/* Flags are host words (sim's device memory is the executor's own); a write
+ * wakes the waiters through a futex. */
+static int sim_flags_alloc(struct phos_device *dev, uint32_t n, uint64_t *ret_addr)
+{
+	void *p;
+
+	if (!dev || !n || !ret_addr)
+		return -PHOS_CUDA_INVALID_VALUE;
+	p = calloc(n, sizeof(uint32_t));
+	if (!p)
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	*ret_addr = (uint64_t)(uintptr_t)p;
+	return 0;
+}
+
+static void sim_flags_free(struct phos_device *dev, uint64_t addr)
+{
+	free((void *)(uintptr_t)addr);
+}
+
+static int sim_flag_write(struct phos_device *dev, void *stream, uint64_t addr, uint32_t value)
+{
+	_Atomic uint32_t *w = (_Atomic uint32_t *)(uintptr_t)addr;
+	int r = phos_sim_stream_check(dev, stream);
+
+	if (r < 0 || !addr || addr % 4)
+		return r < 0 ? r : -PHOS_CUDA_INVALID_VALUE;
+	atomic_store(w, value);
+	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+	return 0;
+}
+
+static int sim_flag_wait(struct phos_device *dev, void *stream, uint64_t addr, uint32_t value)
+{
+	_Atomic uint32_t *w = (_Atomic uint32_t *)(uintptr_t)addr;
+	int r = phos_sim_stream_check(dev, stream);
+
+	if (r < 0 || !addr || addr % 4)
+		return r < 0 ? r : -PHOS_CUDA_INVALID_VALUE;
+	for (;;) {
+		uint32_t v = atomic_load(w);
+		struct timespec ts = { 0, 100000000 };
+
+		if (v >= value)
+			return 0;
+		syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, v, &ts, NULL, 0);
+	}
+}
+
 static int sim_event_create(struct phos_device *dev, uint32_t flags, void **ret_event)
 {
 	struct sim_event *e;
@@ -1051,6 +1103,10 @@ const struct phos_device_ops phos_device_sim = {
 	.stream_sync = sim_stream_sync,
 	.stream_query = sim_stream_sync,
 	.stream_wait_event = sim_stream_wait_event,
+	.flags_alloc = sim_flags_alloc,
+	.flags_free = sim_flags_free,
+	.flag_write = sim_flag_write,
+	.flag_wait = sim_flag_wait,
 	.event_create = sim_event_create,
 	.event_destroy = sim_event_destroy,
 	.event_record = sim_event_record,

@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Hot snapshots: the gpu.data of snapshots that the invoker marked hot, mapped
+ * read-only and pinned (cuMemHostRegister) by a pooled executor while it is
+ * idle, their checksums verified once then. A restore of a hot snapshot copies
+ * straight from the page cache at the copy engine's rate: no staging copy, no
+ * hashing, no pinning on the cold-start path (DESIGN.md, "Restore", step 4).
+ *
+ * A hot entry is matched by the device and inode of gpu.data. Snapshot files
+ * are never written in place (a new snapshot replaces the directory), and the
+ * mapping keeps the inode alive, so a match means the bytes that were verified.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "executor.h"
+#include "image.h"
+#include "log.h"
+
+#define CHUNK ((uint64_t)PHOS_IMAGE_HASH_CHUNK)
+#define HASH_THREADS 8
+
+struct exec_hot {
+	char *dir;
+	dev_t dev;
+	ino_t ino;
+	uint8_t *map;
+	uint64_t size;
+};
+
+/* --- verifying a mapping: chunks hashed by several threads --- */
+
+struct verify {
+	const uint8_t *map;
+	const struct phos_image *img;
+	uint64_t nitems;             /* buffers, then variables with contents */
+	uint64_t **chunk_hash;
+	struct { uint32_t item, chunk; } *chunks;
+	uint64_t nchunks;
+	atomic_uint_fast64_t next;
+};
+
+static void item_of(const struct phos_image *img, uint64_t k, uint64_t *off, uint64_t *len, uint64_t *hash)
+{
+	if (k < img->nbufs) {
+		*off = img->bufs[k].offset;
+		*len = img->bufs[k].size;
+		*hash = img->bufs[k].hash;
+		return;
+	}
+	for (uint32_t i = 0; i < img->nvars; i++) {
+		if (!img->vars[i].size)
+			continue;
+		if (k-- == img->nbufs) {
+			*off = img->vars[i].offset;
+			*len = img->vars[i].size;
+			*hash = img->vars[i].hash;
+			return;
+		}
+	}
+}
+
+static void *verify_main(void *arg)
+{
+	struct verify *v = arg;
+
+	for (;;) {
+		uint64_t k = atomic_fetch_add(&v->next, 1), off, len, hash;
+
+		if (k >= v->nchunks)
+			break;
+		item_of(v->img, v->chunks[k].item, &off, &len, &hash);
+		off += (uint64_t)v->chunks[k].chunk * CHUNK;
+		len -= (uint64_t)v->chunks[k].chunk * CHUNK;
+		v->chunk_hash[v->chunks[k].item][v->chunks[k].chunk] =
+			phos_image_chunk_hash(v->map + off, len < CHUNK ? len : CHUNK);
+	}
+	return NULL;
+}
+
+/* Compares every buffer's and variable's checksum against the mapping. */
+static int verify(const uint8_t *map, const struct phos_image *img, char *err, size_t errlen)
+{
+	struct verify v = { .map = map, .img = img, .nitems = img->nbufs };
+	pthread_t th[HASH_THREADS];
+	unsigned nth = 0;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t total = 0;
+	int r = 0;
+
+	for (uint32_t i = 0; i < img->nvars; i++)
+		v.nitems += img->vars[i].size != 0;
+	v.chunk_hash = calloc(v.nitems ? v.nitems : 1, sizeof(*v.chunk_hash));
+	if (!v.chunk_hash)
+		return -ENOMEM;
+	for (uint64_t k = 0; k < v.nitems; k++) {
+		uint64_t off, len, hash, nc;
+
+		item_of(img, k, &off, &len, &hash);
+		nc = (len + CHUNK - 1) / CHUNK;
+		v.chunk_hash[k] = calloc(nc ? nc : 1, sizeof(uint64_t));
+		if (!v.chunk_hash[k]) {
+			r = -ENOMEM;
+			goto out;
+		}
+		total += nc;
+	}
+	v.chunks = calloc(total ? total : 1, sizeof(*v.chunks));
+	if (!v.chunks) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (uint64_t k = 0; k < v.nitems; k++) {
+		uint64_t off, len, hash;
+
+		item_of(img, k, &off, &len, &hash);
+		for (uint64_t c = 0; c * CHUNK < len; c++) {
+			v.chunks[v.nchunks].item = (uint32_t)k;
+			v.chunks[v.nchunks++].chunk = (uint32_t)c;
+		}
+	}
+	for (long i = 0; i < (cpus > 1 ? cpus - 1 : 1) && i < HASH_THREADS; i++)
+		if (pthread_create(&th[nth], NULL, verify_main, &v) == 0)
+			nth++;
+	verify_main(&v);
+	for (unsigned i = 0; i < nth; i++)
+		pthread_join(th[i], NULL);
+	for (uint64_t k = 0; k < v.nitems && r == 0; k++) {
+		uint64_t off, len, hash;
+
+		item_of(img, k, &off, &len, &hash);
+		if (phos_image_combine(v.chunk_hash[k], (len + CHUNK - 1) / CHUNK) != hash) {
+			phos_errf(err, errlen, "checksum mismatch in gpu.data at offset %llu (%llu bytes)",
+				  (unsigned long long)off, (unsigned long long)len);
+			r = -EBADMSG;
+		}
+	}
+out:
+	for (uint64_t k = 0; k < v.nitems; k++)
+		free(v.chunk_hash[k]);
+	free(v.chunk_hash);
+	free(v.chunks);
+	if (r == -ENOMEM)
+		phos_errf(err, errlen, "out of memory");
+	return r;
+}
+
+/* --- the set --- */
+
+static void hot_release(struct executor *ex, struct exec_hot *h)
+{
+	if (h->map) {
+		ex->dev_ops->host_unregister(ex->dev, h->map);
+		munmap(h->map, h->size);
+	}
+	free(h->dir);
+}
+
+static int hot_add(struct executor *ex, const char *dir, char *err, size_t errlen)
+{
+	struct phos_image *img = NULL;
+	struct exec_hot h = { 0 }, *grown;
+	char path[4200];
+	struct stat sb;
+	int fd = -1, r;
+
+	r = phos_image_read(dir, &img, err, errlen);
+	if (r < 0)
+		return r;
+	snprintf(path, sizeof(path), "%s/gpu.data", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &sb) < 0) {
+		r = -errno;
+		phos_errf(err, errlen, "opening %s: %s", path, strerror(errno));
+		goto out;
+	}
+	for (size_t i = 0; i < ex->nhot; i++) {
+		if (ex->hot[i].dev == sb.st_dev && ex->hot[i].ino == sb.st_ino) {
+			r = 0;   /* already hot */
+			goto out;
+		}
+	}
+	h.dev = sb.st_dev;
+	h.ino = sb.st_ino;
+	h.size = (uint64_t)sb.st_size;
+	h.dir = strdup(dir);
+	if (!h.dir || !h.size) {
+		r = h.dir ? 0 : -ENOMEM;   /* nothing to pin in an empty image */
+		goto out;
+	}
+	h.map = mmap(NULL, h.size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (h.map == MAP_FAILED) {
+		h.map = NULL;
+		r = -errno;
+		phos_errf(err, errlen, "mapping %s: %s", path, strerror(errno));
+		goto out;
+	}
+	r = ex->dev_ops->host_register(ex->dev, h.map, h.size);
+	if (r < 0) {
+		phos_errf(err, errlen, "pinning %s failed (cuda error %d)", path, -r);
+		munmap(h.map, h.size);
+		h.map = NULL;
+		r = -EIO;
+		goto out;
+	}
+	r = verify(h.map, img, err, errlen);
+	if (r < 0)
+		goto out;
+	grown = realloc(ex->hot, (ex->nhot + 1) * sizeof(*grown));
+	if (!grown) {
+		r = -ENOMEM;
+		phos_errf(err, errlen, "out of memory");
+		goto out;
+	}
+	ex->hot = grown;
+	ex->hot[ex->nhot++] = h;
+	ex->hot_bytes += h.size;
+	h = (struct exec_hot){ 0 };
+out:
+	hot_release(ex, &h);
+	if (fd >= 0)
+		close(fd);
+	phos_image_free(img);
+	return r;
+}
+
+static void hot_remove(struct executor *ex, size_t i)
+{
+	ex->hot_bytes -= ex->hot[i].size;
+	hot_release(ex, &ex->hot[i]);
+	ex->hot[i] = ex->hot[--ex->nhot];
+}
+
+int exec_hot_set(struct executor *ex, char *const dirs[], size_t n, char *err, size_t errlen)
+{
+	int first = 0;
+
+	/* Drop what is no longer listed, or whose file was replaced since. */
+	for (size_t i = ex->nhot; i-- > 0;) {
+		struct stat sb;
+		char path[4200];
+		bool keep = false;
+
+		for (size_t k = 0; k < n && !keep; k++)
+			keep = !strcmp(ex->hot[i].dir, dirs[k]);
+		snprintf(path, sizeof(path), "%s/gpu.data", ex->hot[i].dir);
+		if (!keep || stat(path, &sb) < 0 || sb.st_dev != ex->hot[i].dev || sb.st_ino != ex->hot[i].ino)
+			hot_remove(ex, i);
+	}
+	for (size_t k = 0; k < n; k++) {
+		char why[512] = "";
+		int r = hot_add(ex, dirs[k], why, sizeof(why));
+
+		if (r < 0) {
+			phos_warn("snapshot %s stays cold: %s", dirs[k], why);
+			if (!first) {
+				first = r;
+				phos_errf(err, errlen, "%s: %s", dirs[k], why);
+			}
+		}
+	}
+	return first;
+}
+
+const uint8_t *exec_hot_find(struct executor *ex, int fd, uint64_t size)
+{
+	struct stat sb;
+
+	if (fstat(fd, &sb) < 0)
+		return NULL;
+	for (size_t i = 0; i < ex->nhot; i++)
+		if (ex->hot[i].dev == sb.st_dev && ex->hot[i].ino == sb.st_ino && ex->hot[i].size >= size)
+			return ex->hot[i].map;
+	return NULL;
+}
+
+void exec_hot_clear(struct executor *ex)
+{
+	while (ex->nhot)
+		hot_remove(ex, ex->nhot - 1);
+	free(ex->hot);
+	ex->hot = NULL;
+}
