@@ -6,9 +6,11 @@
  * straight from the page cache at the copy engine's rate: no staging copy, no
  * hashing, no pinning on the cold-start path (DESIGN.md, "Restore", step 4).
  *
- * A hot entry is matched by the device and inode of gpu.data. Snapshot files
- * are never written in place (a new snapshot replaces the directory), and the
- * mapping keeps the inode alive, so a match means the bytes that were verified.
+ * A hot entry is matched by the device, inode and change time of gpu.data.
+ * Snapshot files are never written in place (a new snapshot replaces the
+ * directory), the mapping keeps the inode alive, and a write in place would
+ * change the ctime: a match means the bytes that were verified. Anything else
+ * is read the cold way, which verifies as it goes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,9 +34,16 @@ struct exec_hot {
 	char *dir;
 	dev_t dev;
 	ino_t ino;
+	struct timespec ctime;   /* a write in place changes it: then not hot */
 	uint8_t *map;
 	uint64_t size;
 };
+
+static bool same_file(const struct exec_hot *h, const struct stat *sb)
+{
+	return h->dev == sb->st_dev && h->ino == sb->st_ino && h->ctime.tv_sec == sb->st_ctim.tv_sec &&
+	       h->ctime.tv_nsec == sb->st_ctim.tv_nsec;
+}
 
 /* --- verifying a mapping: chunks hashed by several threads --- */
 
@@ -183,13 +192,14 @@ static int hot_add(struct executor *ex, const char *dir, char *err, size_t errle
 		goto out;
 	}
 	for (size_t i = 0; i < ex->nhot; i++) {
-		if (ex->hot[i].dev == sb.st_dev && ex->hot[i].ino == sb.st_ino) {
+		if (same_file(&ex->hot[i], &sb)) {
 			r = 0;   /* already hot */
 			goto out;
 		}
 	}
 	h.dev = sb.st_dev;
 	h.ino = sb.st_ino;
+	h.ctime = sb.st_ctim;
 	h.size = (uint64_t)sb.st_size;
 	h.dir = strdup(dir);
 	if (!h.dir || !h.size) {
@@ -252,7 +262,7 @@ int exec_hot_set(struct executor *ex, char *const dirs[], size_t n, char *err, s
 		for (size_t k = 0; k < n && !keep; k++)
 			keep = !strcmp(ex->hot[i].dir, dirs[k]);
 		snprintf(path, sizeof(path), "%s/gpu.data", ex->hot[i].dir);
-		if (!keep || stat(path, &sb) < 0 || sb.st_dev != ex->hot[i].dev || sb.st_ino != ex->hot[i].ino)
+		if (!keep || stat(path, &sb) < 0 || !same_file(&ex->hot[i], &sb))
 			hot_remove(ex, i);
 	}
 	for (size_t k = 0; k < n; k++) {
@@ -277,7 +287,7 @@ const uint8_t *exec_hot_find(struct executor *ex, int fd, uint64_t size)
 	if (fstat(fd, &sb) < 0)
 		return NULL;
 	for (size_t i = 0; i < ex->nhot; i++)
-		if (ex->hot[i].dev == sb.st_dev && ex->hot[i].ino == sb.st_ino && ex->hot[i].size >= size)
+		if (same_file(&ex->hot[i], &sb) && ex->hot[i].size >= size)
 			return ex->hot[i].map;
 	return NULL;
 }

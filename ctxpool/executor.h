@@ -239,8 +239,8 @@ int spec_launch(struct executor *ex, const struct phos_kernel_info *ki, const ui
 		uint32_t param_bytes, struct spec_set *s);
 
 /* The set is final and the call goes to the device next: writes its trace line
- * (when tracing is on) and, while a restore runs in the background, makes the
- * call's stream wait for the buffers in the set that are not resident yet
- * (loader_gate). Returns 0 or a negated cudaError_t. */
+ * (when tracing is on) and, for an instance restored on demand, records first
+ * touches and makes the call's stream wait for the buffers in the set that are
+ * not resident yet (loader_gate). Returns 0 or a negated cudaError_t. */
 int spec_commit(struct executor *ex, const char *what, const char *name, uint32_t stream,
 		const struct spec_set *s);

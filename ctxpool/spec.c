@@ -147,10 +147,11 @@ int spec_commit(struct executor *ex, const char *what, const char *name, uint32_
 		trace(ex, what, name, stream, s);
 		funlockfile(ex->trace);
 	}
-	if (!ex->loader || loader_done(ex->loader))
+	if (!ex->loader)
 		return 0;
+	/* Also once everything is resident: the gate records first touches. */
 	TRY(exec_stream(ex, stream, &dev_stream));
-	if (s->overflow)
+	if (s->overflow && !loader_done(ex->loader))
 		return loader_gate_all(ex->loader, dev_stream);
 	for (uint32_t i = 0; i < s->n; i++)
 		TRY(loader_gate(ex->loader, dev_stream, s->r[i].addr, s->r[i].len));

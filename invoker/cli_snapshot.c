@@ -135,10 +135,12 @@ int cli_restore(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "device", required_argument, NULL, 'd' },
 		{ "stats", required_argument, NULL, 's' },
+		{ "on-demand", no_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	const char *device = "auto", *stats = NULL;
+	bool on_demand = false;
 	struct phos_runtime_paths paths;
 	struct phos_restore_stats st;
 	struct phos_instance inst;
@@ -151,20 +153,21 @@ int cli_restore(int argc, char **argv)
 		switch (c) {
 		case 'd': device = optarg; break;
 		case 's': stats = optarg; break;
-		case 'h': printf("usage: phos-fn restore [--device auto|cuda|sim] [--stats FILE] DIR\n"); return 0;
+		case 'o': on_demand = true; break;
+		case 'h': printf("usage: phos-fn restore [--device auto|cuda|sim] [--stats FILE] [--on-demand] DIR\n"); return 0;
 		default: return 2;
 		}
 	}
 	if (optind != argc - 1) {
-		fprintf(stderr, "usage: phos-fn restore [--device auto|cuda|sim] [--stats FILE] DIR\n");
+		fprintf(stderr, "usage: phos-fn restore [--device auto|cuda|sim] [--stats FILE] [--on-demand] DIR\n");
 		return 2;
 	}
 	r = resolve_paths(device, &pb, &paths);
 	if (r)
 		return r;
 	signal(SIGPIPE, SIG_IGN);
-	r = phos_restore_start(&paths, argv[optind], STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, &inst, &st, err,
-			       sizeof(err));
+	r = phos_restore_start(&paths, argv[optind], STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, on_demand, &inst, &st,
+			       err, sizeof(err));
 	if (r < 0) {
 		fprintf(stderr, "phos-fn: restore refused: %s\n", err);
 		return 1;
@@ -173,9 +176,9 @@ int cli_restore(int argc, char **argv)
 
 	if (f) {
 		fprintf(f, "{\"gpu_restore_s\":%.6f,\"open_s\":%.6f,\"load_s\":%.6f,\"data_s\":%.6f,"
-			   "\"cpu_restore_s\":%.6f,\"ready_s\":%.6f,\"gpu_bytes\":%llu}\n",
+			   "\"cpu_restore_s\":%.6f,\"ready_s\":%.6f,\"gpu_bytes\":%llu,\"on_demand\":%s}\n",
 			st.gpu_restore_s, st.open_s, st.load_s, st.data_s, st.cpu_restore_s, st.ready_s,
-			(unsigned long long)st.gpu_bytes);
+			(unsigned long long)st.gpu_bytes, st.on_demand ? "true" : "false");
 		fclose(f);
 	}
 	/* The restored function has our stdin and stdout now. */

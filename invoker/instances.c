@@ -158,10 +158,11 @@ static int instance_start(struct inv_function *f, struct inv_instance *in, doubl
 	 * the cold path), else one of its own. */
 	r = -EBUSY;
 	if (inv_cfg.pool && !strcmp(f->device, inv_cfg.device))
-		r = phos_restore_pooled(inv_cfg.pool, f->snapshot_dir, pin[0], pout[1], perr[1], 0, &in->proc, &st,
-					err, errlen);
+		r = phos_restore_pooled(inv_cfg.pool, f->snapshot_dir, pin[0], pout[1], perr[1], 0,
+					!inv_cfg.stop_the_world, &in->proc, &st, err, errlen);
 	if (r == -EBUSY)
-		r = phos_restore_start(&p, f->snapshot_dir, pin[0], pout[1], perr[1], &in->proc, &st, err, errlen);
+		r = phos_restore_start(&p, f->snapshot_dir, pin[0], pout[1], perr[1], !inv_cfg.stop_the_world,
+				       &in->proc, &st, err, errlen);
 	pthread_rwlock_unlock(&f->snap_lock);
 	if (r < 0)
 		goto fail;
@@ -380,6 +381,8 @@ void inv_invoke(struct inv_function *f, const char *body, size_t len, const char
 	if (r == 0) {
 		bool stop;
 
+		if (res->cold && res->http == 200)
+			inv_record_prefetch(f, in);   /* still ours: BUSY */
 		pthread_mutex_lock(&f->lock);
 		stop = f->removed || inv_draining || in->generation != f->generation;
 		if (stop) {

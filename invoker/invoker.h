@@ -93,6 +93,7 @@ struct inv_function {
 	pthread_rwlock_t snap_lock; /* restores read the snapshot, re-snapshot replaces it */
 	unsigned refs;
 	bool ready;             /* snapshot done */
+	bool prefetch_pending;  /* the snapshot has no first-touch order yet */
 	bool removed;
 	unsigned generation;
 	struct inv_instance *instances;
@@ -117,6 +118,8 @@ struct inv_config {
 	bool protect_invoke;
 	struct phos_runtime_paths paths; /* device is per function */
 	struct phos_pool *pool;   /* warm executors of the default device, or NULL (--pool 0) */
+	bool stop_the_world;      /* --restore stop-the-world; default on-demand */
+	uint64_t hot_bytes;       /* --hot-bytes: pinned page cache for hot snapshots */
 };
 
 extern struct inv_config inv_cfg;
@@ -135,6 +138,13 @@ int inv_function_resnapshot(const char *name, json_t **ret_body);
 int inv_function_remove(const char *name, json_t **ret_body);
 json_t *inv_function_describe(struct inv_function *f);
 json_t *inv_function_list(void);
+/* Gives the pool the snapshots to keep hot: ready functions of the pool's
+ * device, in deploy order, while their gpu.data fits in --hot-bytes. */
+void inv_hot_update(void);
+/* After the first call of an instance cold-started from f's current snapshot:
+ * stores the buffers it touched, in order, as the snapshot's prefetch order. */
+void inv_record_prefetch(struct inv_function *f, struct inv_instance *in);
+
 /* Calls fn for every function (registry lock held: fn must not block). */
 void inv_function_foreach(void (*fn)(struct inv_function *f, void *arg), void *arg);
 

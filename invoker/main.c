@@ -49,7 +49,11 @@ static void usage(FILE *f)
 		"  --protect-invoke       require the token for /function/* and /async-function/* too\n"
 		"  --max-body-bytes N     default request body limit of a function (default 16777216)\n"
 		"  --pool N               warm executors kept for the default device (default 2, 0: none):\n"
-		"                         cold starts then create no GPU context\n");
+		"                         cold starts then create no GPU context\n"
+		"  --restore MODE         on-demand (default): a cold instance runs at once and its GPU buffers\n"
+		"                         stream in behind it; stop-the-world: every byte first\n"
+		"  --hot-bytes N          snapshots whose gpu.data fits in N bytes together stay pinned in the\n"
+		"                         page cache of every pooled executor (default: a quarter of RAM; 0: off)\n");
 }
 
 /* The default state directory, as --help describes. */
@@ -94,10 +98,12 @@ int main(int argc, char **argv)
 		{ "device", required_argument, NULL, 'd' },     { "token-file", required_argument, NULL, 't' },
 		{ "protect-invoke", no_argument, NULL, 'p' },   { "max-body-bytes", required_argument, NULL, 'm' },
 		{ "pool", required_argument, NULL, 'P' },       { "help", no_argument, NULL, 'h' },
+		{ "restore", required_argument, NULL, 'r' },    { "hot-bytes", required_argument, NULL, 'H' },
 		{ 0 },
 	};
 	static char executor[PATH_MAX], preload[PATH_MAX], twins[PATH_MAX], criu[PATH_MAX], state[PATH_MAX];
 	const char *listen = "127.0.0.1:8080", *device = "auto", *token_file = NULL;
+	bool hot_set = false;
 	struct MHD_Daemon *d;
 	struct sigaction sa = { .sa_handler = on_signal };
 	char err[512];
@@ -133,6 +139,27 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			pool_size = (unsigned)v;
+			break;
+		}
+		case 'r':
+			if (strcmp(optarg, "on-demand") && strcmp(optarg, "stop-the-world")) {
+				fprintf(stderr, "phos-invoker: --restore takes on-demand or stop-the-world\n");
+				return 2;
+			}
+			inv_cfg.stop_the_world = !strcmp(optarg, "stop-the-world");
+			break;
+		case 'H': {
+			char *end;
+			unsigned long long v;
+
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (errno || end == optarg || *end || optarg[0] == '-') {
+				fprintf(stderr, "phos-invoker: --hot-bytes takes a number of bytes\n");
+				return 2;
+			}
+			inv_cfg.hot_bytes = v;
+			hot_set = true;
 			break;
 		}
 		case 'h': usage(stdout); return 0;
@@ -182,6 +209,11 @@ int main(int argc, char **argv)
 	inv_cfg.paths.criu = criu;
 	if (cli_find_sim_twins(twins, sizeof(twins)) == 0)
 		inv_cfg.paths.sim_twins = twins;
+	if (!hot_set) {
+		long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+
+		inv_cfg.hot_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 4 : 0;
+	}
 	if (pool_size) {
 		struct phos_runtime_paths pp = inv_cfg.paths;
 

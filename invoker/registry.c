@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "image.h"
 #include "invoker.h"
 #include "log.h"
 
@@ -388,9 +389,77 @@ static int take_snapshot(struct inv_function *f, char *err, size_t errlen)
 		pthread_mutex_lock(&f->lock);
 		f->snapshot_s = st.total_s;
 		f->generation++;
+		f->prefetch_pending = true;
 		pthread_mutex_unlock(&f->lock);
 	}
 	return r;
+}
+
+void inv_record_prefetch(struct inv_function *f, struct inv_instance *in)
+{
+	enum { MAX_IDS = 65536 };
+	uint64_t *ids;
+	size_t n = 0;
+	char err[512];
+	bool pending;
+	int r;
+
+	pthread_mutex_lock(&f->lock);
+	pending = f->prefetch_pending && in->generation == f->generation;
+	f->prefetch_pending &= !pending;   /* one call records it */
+	pthread_mutex_unlock(&f->lock);
+	if (!pending || !(ids = calloc(MAX_IDS, sizeof(*ids))))
+		return;
+	r = phos_instance_touched(&in->proc, ids, MAX_IDS, &n);
+	if (r == 0 && n > 0) {
+		/* A re-snapshot replaces the directory under the write lock. */
+		pthread_rwlock_rdlock(&f->snap_lock);
+		if (in->generation == f->generation)
+			r = phos_image_set_prefetch(f->snapshot_dir, ids, n, err, sizeof(err));
+		pthread_rwlock_unlock(&f->snap_lock);
+		if (r < 0)
+			phos_warn("%s: cannot store the prefetch order: %s", f->name, err);
+		else
+			phos_info("%s: prefetch order of %zu buffers recorded", f->name, n);
+	} else if (r < 0) {
+		phos_debug("%s: no touch order from the instance (%s)", f->name, strerror(-r));
+	}
+	free(ids);
+}
+
+struct hot_ctx {
+	const char *dirs[PHOS_POOL_HOT_MAX];
+	size_t n;
+	uint64_t bytes;
+};
+
+static void hot_pick(struct inv_function *f, void *arg)
+{
+	struct hot_ctx *h = arg;
+	char path[PATH_MAX + 16];
+	struct stat sb;
+
+	if (!f->ready || f->removed || strcmp(f->device, inv_cfg.device) || h->n == PHOS_POOL_HOT_MAX)
+		return;
+	snprintf(path, sizeof(path), "%s/gpu.data", f->snapshot_dir);
+	if (stat(path, &sb) < 0 || h->bytes + (uint64_t)sb.st_size > inv_cfg.hot_bytes)
+		return;
+	h->bytes += (uint64_t)sb.st_size;
+	h->dirs[h->n++] = f->snapshot_dir;
+}
+
+void inv_hot_update(void)
+{
+	struct hot_ctx h = { .n = 0 };
+
+	if (!inv_cfg.pool)
+		return;
+	/* Paths stay valid: phos_pool_hot copies them under the registry lock. */
+	pthread_mutex_lock(&reg_lock);
+	for (unsigned i = 0; i < nfuncs; i++)
+		hot_pick(funcs[i], &h);
+	phos_pool_hot(inv_cfg.pool, h.dirs, h.n);
+	pthread_mutex_unlock(&reg_lock);
 }
 
 static int save(struct inv_function *f)
@@ -462,6 +531,7 @@ int inv_function_deploy(json_t *req, json_t **ret_body)
 	pthread_mutex_lock(&f->lock);
 	f->ready = true;
 	pthread_mutex_unlock(&f->lock);
+	inv_hot_update();
 	*ret_body = inv_function_describe(f);
 	inv_function_unref(f);
 	return 201;
@@ -482,6 +552,7 @@ int inv_function_resnapshot(const char *name, json_t **ret_body)
 		return 500;
 	}
 	inv_instances_stop_idle(f, true); /* the next calls start from the new snapshot */
+	inv_hot_update();                 /* the new gpu.data is pinned, the old one let go */
 	*ret_body = inv_function_describe(f);
 	inv_function_unref(f);
 	return 200;
@@ -512,6 +583,7 @@ int inv_function_remove(const char *name, json_t **ret_body)
 	f->removed = true;
 	pthread_mutex_unlock(&f->lock);
 	unlist(f);
+	inv_hot_update();
 	snprintf(path, sizeof(path), "%s/functions/%s.json", inv_cfg.state_dir, f->name);
 	unlink(path);
 	inv_instances_stop_all(f);
@@ -580,10 +652,18 @@ int inv_registry_init(void)
 			continue;
 		}
 		f->ready = true;
+		{
+			struct phos_image *img;
+
+			f->prefetch_pending = phos_image_read(f->snapshot_dir, &img, err, sizeof(err)) == 0 &&
+					      img->nprefetch == 0;
+			phos_image_free(img);
+		}
 		funcs[nfuncs++] = f;
 		phos_info("loaded %s", f->name);
 	}
 	closedir(d);
+	inv_hot_update();
 	return 0;
 }
 

@@ -137,6 +137,11 @@ int phos_image_write_manifest(const char *dir, const struct phos_image *img);
  * phos-fn (1.x)", "gpu.data is truncated: 1048576 bytes, buffer 3 needs 4194304"). */
 int phos_image_read(const char *dir, struct phos_image **ret_img, char *err, size_t errlen);
 
+/* Stores the first-touch order of a snapshot's buffers (ids; unknown ids and
+ * repeats are dropped) as its prefetch order: the manifest is rewritten
+ * atomically, nothing else changes. */
+int phos_image_set_prefetch(const char *dir, const uint64_t *ids, size_t n, char *err, size_t errlen);
+
 /* Checksums (see the top of this file). */
 uint64_t phos_image_chunk_hash(const void *data, size_t len);        /* one chunk */
 uint64_t phos_image_combine(const uint64_t *chunk_hashes, size_t n);  /* in order */

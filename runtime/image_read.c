@@ -557,3 +557,56 @@ out:
 	close(dfd);
 	return r;
 }
+
+static int id_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int phos_image_set_prefetch(const char *dir, const uint64_t *ids, size_t n, char *err, size_t errlen)
+{
+	struct phos_image *img;
+	uint64_t *order, *known;
+	bool *seen;
+	size_t k = 0;
+	int r;
+
+	r = phos_image_read(dir, &img, err, errlen);
+	if (r < 0)
+		return r;
+	order = calloc(img->nbufs + 1, sizeof(*order));
+	known = calloc(img->nbufs + 1, sizeof(*known));
+	seen = calloc(img->nbufs + 1, sizeof(*seen));
+	if (!order || !known || !seen) {
+		r = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (uint32_t b = 0; b < img->nbufs; b++)
+		known[b] = img->bufs[b].id;
+	qsort(known, img->nbufs, sizeof(*known), id_cmp);
+	/* Only buffers of the snapshot, each once (variables are not listed). */
+	for (size_t i = 0; i < n && k < img->nbufs; i++) {
+		const uint64_t *p = bsearch(&ids[i], known, img->nbufs, sizeof(*known), id_cmp);
+
+		if (p && !seen[p - known]) {
+			seen[p - known] = true;
+			order[k++] = ids[i];
+		}
+	}
+	free(img->prefetch);
+	img->prefetch = order;
+	order = NULL;
+	img->nprefetch = (uint32_t)k;
+	r = phos_image_write_manifest(dir, img);
+	if (r < 0)
+		snprintf(err, errlen, "writing %s/manifest.json: %s", dir, strerror(-r));
+out:
+	free(order);
+	free(known);
+	free(seen);
+	phos_image_free(img);
+	return r;
+}

@@ -7,8 +7,11 @@
  *   phos_restore_pooled ──▶ takes an idle one, sends a channel socket + "restore DIR",
  *                            CRIU-restores the function beside it, reads "ready"
  *   phos_instance_wait  ──▶ function gone → executor scrubs itself → "idle" → back
+ *   phos_pool_hot       ──▶ the keeper thread gives every idle executor the hot
+ *                            list ("hot N" + N lines) until each has the newest
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -33,15 +36,22 @@ struct pool_exec {
 	int ctl;        /* -1: not running */
 	bool idle;      /* said "idle" and is not taken */
 	bool taken;
+	unsigned hot_gen;   /* the hot list it has (0: none yet) */
 };
 
 struct phos_pool {
 	struct phos_runtime_paths paths;
 	char *strs[5];
 	pthread_mutex_t lock;
-	pthread_cond_t freed;
+	pthread_cond_t freed, wake;
 	unsigned n;
 	struct pool_exec ex[POOL_MAX];
+
+	char **hot;                 /* snapshot directories to keep hot */
+	size_t nhot;
+	unsigned hot_gen;           /* bumped by each phos_pool_hot */
+	pthread_t keeper;
+	bool keeper_running, stopping;
 };
 
 static int read_line(int fd, char *line, size_t len, int timeout_ms)
@@ -92,6 +102,7 @@ static int spawn_one(struct phos_pool *p, unsigned i)
 	p->ex[i].ctl = ctl[0];
 	p->ex[i].idle = false;
 	p->ex[i].taken = false;
+	p->ex[i].hot_gen = 0;
 	return 0;
 }
 
@@ -132,6 +143,145 @@ static void pool_settle(struct phos_pool *p, int timeout_ms)
 	}
 }
 
+/* Sends executor e (taken, idle) the hot list; true when it came back idle. */
+static bool send_hot(struct pool_exec *e, char **dirs, size_t n)
+{
+	char line[600];
+	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC), r;
+	FILE *f;
+
+	r = devnull >= 0 ? phos_send_fd(e->ctl, devnull) : -errno;
+	if (devnull >= 0)
+		close(devnull);
+	if (r < 0)
+		return false;
+	/* One write for the whole job: the list may be long. */
+	{
+		char *buf = NULL;
+		size_t len = 0;
+
+		f = open_memstream(&buf, &len);
+		if (!f)
+			return false;
+		fprintf(f, "hot %zu\n", n);
+		for (size_t i = 0; i < n; i++)
+			fprintf(f, "%s\n", dirs[i]);
+		fclose(f);
+		r = buf && write(e->ctl, buf, len) == (ssize_t)len ? 0 : -EPIPE;
+		free(buf);
+		if (r < 0)
+			return false;
+	}
+	/* Pinning takes about 35 ms per GiB, and the checksums are verified. */
+	if (read_line(e->ctl, line, sizeof(line), 600000) < 0)
+		return false;
+	if (!strncmp(line, "error", 5))
+		phos_warn("pool: executor %d: %s", (int)e->pid, line + 6);
+	return read_line(e->ctl, line, sizeof(line), 30000) == 0 && !strcmp(line, "idle");
+}
+
+/* Keeps the pool full and every idle executor's hot list current, off the
+ * path of any restore. */
+static void *keeper_main(void *arg)
+{
+	struct phos_pool *p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	while (!p->stopping) {
+		struct timespec ts;
+		int stale = -1;
+
+		pool_settle(p, 0);
+		for (unsigned i = 0; i < p->n && stale < 0; i++)
+			if (p->ex[i].idle && p->ex[i].hot_gen != p->hot_gen)
+				stale = (int)i;
+		if (stale >= 0) {
+			struct pool_exec *e = &p->ex[stale];
+			unsigned gen = p->hot_gen;
+			char **dirs = calloc(p->nhot + 1, sizeof(*dirs));
+			size_t n = 0;
+			bool ok;
+
+			for (size_t k = 0; dirs && k < p->nhot; k++)
+				if ((dirs[n] = strdup(p->hot[k])))
+					n++;
+			e->idle = false;
+			e->taken = true;
+			pthread_mutex_unlock(&p->lock);
+			ok = dirs && send_hot(e, dirs, n);
+			for (size_t k = 0; k < n; k++)
+				free(dirs[k]);
+			free(dirs);
+			pthread_mutex_lock(&p->lock);
+			e->taken = false;
+			if (ok) {
+				e->idle = true;
+				e->hot_gen = gen;
+			} else {
+				phos_warn("pool: executor %d did not take its hot list; replacing it", (int)e->pid);
+				stop_one(e);
+				spawn_one(p, (unsigned)stale);
+			}
+			pthread_cond_broadcast(&p->freed);
+			continue;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&p->wake, &p->lock, &ts);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+int phos_pool_hot(struct phos_pool *p, const char *const dirs[], size_t n)
+{
+	char **copy;
+
+	if (n > PHOS_POOL_HOT_MAX)
+		return -E2BIG;
+	copy = calloc(n + 1, sizeof(*copy));
+	if (!copy)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (!dirs[i] || !*dirs[i] || strlen(dirs[i]) > 4000 || strchr(dirs[i], '\n') ||
+		    !(copy[i] = strdup(dirs[i]))) {
+			for (size_t k = 0; k <= i; k++)
+				free(copy[k]);
+			free(copy);
+			return -EINVAL;
+		}
+	}
+	pthread_mutex_lock(&p->lock);
+	for (size_t i = 0; i < p->nhot; i++)
+		free(p->hot[i]);
+	free(p->hot);
+	p->hot = copy;
+	p->nhot = n;
+	p->hot_gen++;
+	pthread_cond_broadcast(&p->wake);
+	pthread_mutex_unlock(&p->lock);
+	return 0;
+}
+
+void phos_pool_hot_wait(struct phos_pool *p)
+{
+	for (;;) {
+		bool done = true;
+
+		pthread_mutex_lock(&p->lock);
+		for (unsigned i = 0; i < p->n; i++)
+			done &= p->ex[i].hot_gen == p->hot_gen || (!p->ex[i].idle && !p->ex[i].taken && p->ex[i].ctl < 0);
+		pthread_mutex_unlock(&p->lock);
+		if (done)
+			return;
+		usleep(10000);
+	}
+}
+
 int phos_pool_new(const struct phos_runtime_paths *paths, unsigned n, struct phos_pool **ret_pool)
 {
 	struct phos_pool *p;
@@ -154,11 +304,13 @@ int phos_pool_new(const struct phos_runtime_paths *paths, unsigned n, struct pho
 	p->paths.device = p->strs[4];
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->freed, NULL);
+	pthread_cond_init(&p->wake, NULL);
 	p->n = n;
-	for (unsigned i = 0; i < n; i++) {
+	for (unsigned i = 0; i < n; i++) {   /* generation 0: the empty hot list */
 		p->ex[i].ctl = -1;
 		spawn_one(p, i);
 	}
+	p->keeper_running = pthread_create(&p->keeper, NULL, keeper_main, p) == 0;
 	*ret_pool = p;
 	return 0;
 }
@@ -167,11 +319,21 @@ void phos_pool_free(struct phos_pool *p)
 {
 	if (!p)
 		return;
+	pthread_mutex_lock(&p->lock);
+	p->stopping = true;
+	pthread_cond_broadcast(&p->wake);
+	pthread_mutex_unlock(&p->lock);
+	if (p->keeper_running)
+		pthread_join(p->keeper, NULL);
 	for (unsigned i = 0; i < p->n; i++)
 		stop_one(&p->ex[i]);
+	for (size_t i = 0; i < p->nhot; i++)
+		free(p->hot[i]);
+	free(p->hot);
 	for (unsigned i = 0; i < 5; i++)
 		free(p->strs[i]);
 	pthread_cond_destroy(&p->freed);
+	pthread_cond_destroy(&p->wake);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 }
@@ -212,12 +374,16 @@ static int pool_take(struct phos_pool *p, unsigned timeout_ms)
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
 		pool_settle(p, 0);
-		for (unsigned i = 0; i < p->n; i++) {
-			if (p->ex[i].idle) {
-				p->ex[i].idle = false;
-				p->ex[i].taken = true;
-				pthread_mutex_unlock(&p->lock);
-				return (int)i;
+		/* One with the current hot list first: it restores hot snapshots
+		 * from the pinned page cache. */
+		for (int pass = 0; pass < 2; pass++) {
+			for (unsigned i = 0; i < p->n; i++) {
+				if (p->ex[i].idle && (pass || p->ex[i].hot_gen == p->hot_gen)) {
+					p->ex[i].idle = false;
+					p->ex[i].taken = true;
+					pthread_mutex_unlock(&p->lock);
+					return (int)i;
+				}
 			}
 		}
 		if (phos_now() >= deadline)
@@ -241,12 +407,13 @@ static void pool_give(struct phos_pool *p, unsigned i)
 	/* A failed start may leave its "ready" or "error" unread before the "idle". */
 	do
 		r = read_line(e->ctl, line, sizeof(line), 30000);
-	while (r == 0 && (!strncmp(line, "ready", 5) || !strncmp(line, "error", 5)));
+	while (r == 0 && (!strncmp(line, "ready", 5) || !strncmp(line, "error", 5) || !strncmp(line, "touched", 7)));
 
 	pthread_mutex_lock(&p->lock);
 	e->taken = false;
 	if (r == 0 && !strcmp(line, "idle")) {
 		e->idle = true;
+		pthread_cond_broadcast(&p->wake);
 	} else {
 		phos_warn("pool: executor %d did not come back (%s); replacing it", (int)e->pid, r ? "gone" : line);
 		stop_one(e);
@@ -257,8 +424,8 @@ static void pool_give(struct phos_pool *p, unsigned i)
 }
 
 int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int stdout_fd, int stderr_fd,
-			unsigned timeout_ms, struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats,
-			char *err, size_t errlen)
+			unsigned timeout_ms, bool on_demand, struct phos_instance *ret_inst,
+			struct phos_restore_stats *ret_stats, char *err, size_t errlen)
 {
 	struct phos_restore_stats st = { 0 };
 	struct phos_image *img = NULL;
@@ -291,7 +458,7 @@ int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int 
 		goto out;
 	}
 	r = phos_send_fd(p->ex[slot].ctl, ch[0]);
-	if (r == 0 && dprintf(p->ex[slot].ctl, "restore %s\n", dir) < 0)
+	if (r == 0 && dprintf(p->ex[slot].ctl, "%s %s\n", on_demand ? "restore-on-demand" : "restore", dir) < 0)
 		r = -EPIPE;
 	close(ch[0]);
 	ch[0] = -1;
@@ -306,7 +473,7 @@ int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int 
 	st.gpu_restore_s = st.ready_s = phos_now() - t0;
 	ret_inst->fn_pid = fn;
 	ret_inst->executor_pid = p->ex[slot].pid;
-	ret_inst->control_fd = -1;
+	ret_inst->control_fd = p->ex[slot].ctl;   /* the pool's: not closed by the instance */
 	ret_inst->pool = p;
 	ret_inst->slot = (unsigned)slot;
 	if (ret_stats)

@@ -96,14 +96,15 @@ int restore_cpu(const char *criu, const char *dir, const struct phos_image *img,
 		return -EIO;
 	}
 	sscanf(line + 5, " {\"open_s\":%lf,\"load_s\":%lf,\"data_s\":%lf", &st->open_s, &st->load_s, &st->data_s);
+	st->on_demand = strstr(line, "\"on_demand\":true") != NULL;
 	st->gpu_bytes = img->gpu_bytes;
 	*ret_fn = fn;
 	return 0;
 }
 
 int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, int stdin_fd, int stdout_fd,
-		       int stderr_fd, struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats,
-		       char *err, size_t errlen)
+		       int stderr_fd, bool on_demand, struct phos_instance *ret_inst,
+		       struct phos_restore_stats *ret_stats, char *err, size_t errlen)
 {
 	struct phos_restore_stats st = { 0 };
 	struct phos_image *img = NULL;
@@ -125,7 +126,8 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
 		phos_errf(err, errlen, "socketpair: %s", strerror(errno));
 		goto out;
 	}
-	r = phos_executor_spawn(paths, ch[0], ctl[1], (const char *const[]){ "--restore-from", dir, NULL }, &exe);
+	r = phos_executor_spawn(paths, ch[0], ctl[1],
+				(const char *const[]){ "--restore-from", dir, on_demand ? "--on-demand" : NULL, NULL }, &exe);
 	if (r < 0) {
 		phos_errf(err, errlen, "cannot start the executor: %s", strerror(-r));
 		goto out;
@@ -157,6 +159,55 @@ out:
 		waitpid(exe, NULL, 0);
 	}
 	phos_image_free(img);
+	return r;
+}
+
+int phos_instance_touched(struct phos_instance *inst, uint64_t *ret_ids, size_t max, size_t *ret_n)
+{
+	char *line = NULL, *p, *end;
+	size_t cap = 64 + max * 21, got = 0, n = 0;
+	int r = -EPROTO;
+
+	*ret_n = 0;
+	if (inst->control_fd < 0)
+		return -ENOTCONN;
+	line = malloc(cap);
+	if (!line)
+		return -ENOMEM;
+	if (write(inst->control_fd, "touched\n", 8) != 8) {
+		free(line);
+		return -EPIPE;
+	}
+	for (;;) {
+		struct pollfd pfd = { .fd = inst->control_fd, .events = POLLIN };
+		ssize_t k;
+
+		if (poll(&pfd, 1, 5000) <= 0) {
+			r = -ETIMEDOUT;
+			goto out;
+		}
+		k = read(inst->control_fd, line + got, 1);
+		if (k <= 0) {
+			r = -EPIPE;
+			goto out;
+		}
+		if (line[got] == '\n')
+			break;
+		if (++got + 1 >= cap)
+			goto out;
+	}
+	line[got] = '\0';
+	if (strncmp(line, "touched ", 8) != 0)
+		goto out;
+	for (p = line + 8; *p && n < max; p = *end == ',' ? end + 1 : end) {
+		ret_ids[n++] = strtoull(p, &end, 10);
+		if (end == p)
+			goto out;
+	}
+	*ret_n = n;
+	r = 0;
+out:
+	free(line);
 	return r;
 }
 

@@ -20,6 +20,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -58,6 +59,8 @@ struct phos_restore_stats {
 	double cpu_restore_s;  /* criu restore, beside the GPU load */
 	double ready_s;        /* total, until the function runs */
 	uint64_t gpu_bytes;
+	bool on_demand;        /* data_s covers only variables and workspaces; the
+				* buffers come in while the function runs */
 };
 
 struct phos_pool;
@@ -71,14 +74,22 @@ struct phos_instance {
 	unsigned slot;
 };
 
-/* Restores dir: the function gets stdin_fd/stdout_fd/stderr_fd as its stdio. The
+/* Restores dir: the function gets stdin_fd/stdout_fd/stderr_fd as its stdio.
+ * on_demand: the function runs as soon as the device objects exist and its
+ * buffers stream in behind it (ctxpool/loader.h); else every byte is on the
+ * device first (stop-the-world). The
  * caller must be a child subreaper (prctl PR_SET_CHILD_SUBREAPER) to wait for
  * the function; phos_restore_start sets it. On failure everything taken is
  * released and err says why (a refused snapshot, too little GPU memory, a CRIU
  * image that will not restore, ...). */
 int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, int stdin_fd, int stdout_fd,
-		       int stderr_fd, struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats,
-		       char *err, size_t errlen);
+		       int stderr_fd, bool on_demand, struct phos_instance *ret_inst,
+		       struct phos_restore_stats *ret_stats, char *err, size_t errlen);
+
+/* The snapshot buffers (ids) the restored function has touched so far, in
+ * first-touch order, from its executor (on-demand restores only; others report
+ * none). Call it between requests, while the instance is alive. */
+int phos_instance_touched(struct phos_instance *inst, uint64_t *ret_ids, size_t max, size_t *ret_n);
 
 /* Waits for the function to exit, then for its executor (a pooled one is
  * scrubbed and given back). Returns the function's exit code (128+N for
@@ -102,8 +113,18 @@ void phos_pool_counts(struct phos_pool *pool, unsigned *ret_idle, unsigned *ret_
 /* As phos_restore_start, with an executor from pool (waiting up to timeout_ms
  * for one to be free: -EBUSY after that). phos_instance_wait gives it back. */
 int phos_restore_pooled(struct phos_pool *pool, const char *dir, int stdin_fd, int stdout_fd, int stderr_fd,
-			unsigned timeout_ms, struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats,
-			char *err, size_t errlen);
+			unsigned timeout_ms, bool on_demand, struct phos_instance *ret_inst,
+			struct phos_restore_stats *ret_stats, char *err, size_t errlen);
+
+/* Hot snapshots (ctxpool/exec_hot.c): every executor of the pool maps and pins
+ * the gpu.data of exactly these snapshot directories, checksums verified, while
+ * it is idle (a keeper thread hands the list out, off any restore's path), so
+ * that their restores copy straight from the page cache. Pinned memory is the
+ * caller's budget to keep. phos_pool_hot_wait waits until every running
+ * executor has the newest list. */
+#define PHOS_POOL_HOT_MAX 64
+int phos_pool_hot(struct phos_pool *pool, const char *const dirs[], size_t n);
+void phos_pool_hot_wait(struct phos_pool *pool);
 
 /* Starts phos-executor with the channel socket at fd 3 and, when control >= 0,
  * the control socket at fd 4, plus extra arguments (NULL-terminated). */

@@ -210,9 +210,14 @@ def main():
     check(st == 200 and h.get("x-cold-start") == "true", f"after 502, a fresh instance: {st} {body} {h}")
 
     # logs of mb's instance
-    st, body, _ = call("GET", "/system/logs?name=mb&tail=1")
-    insts = body.get("instances", []) if st == 200 else []
-    logs = [i["log"] for i in insts if i["state"] != "exited"]
+    # (the log thread reads the function's stderr beside its answer: poll briefly)
+    for _ in range(40):
+        st, body, _ = call("GET", "/system/logs?name=mb&tail=1")
+        insts = body.get("instances", []) if st == 200 else []
+        logs = [i["log"] for i in insts if i["state"] != "exited"]
+        if logs and logs[0].strip():
+            break
+        time.sleep(0.05)
     check(st == 200 and len(logs) == 1 and logs[0].strip() == "misbehave: request 1 (2 bytes)",
           f"logs tail=1: {st} {body}")
     insts = call("GET", "/system/logs?name=mb&tail=100")[1].get("instances", [])
