@@ -31,11 +31,22 @@
  *            those rows and max_abs_err is the largest error of the softmax
  *            output; without it "max_abs_err" is null and "ok" true.
  *
+ *   Weights file (the native cold start of bench/coldstart.py loads its weights
+ *   from disk, as a real model would): --save-weights F writes the generated
+ *   tensors to F (atomically) after init; --weights-file F reads them from F
+ *   instead of generating them, through two pinned 64 MiB buffers that overlap
+ *   the disk reads with the copies. F: a 64-byte header ("PHOSMLPW", width,
+ *   layers, classes, seed, float count) then every layer's W and b, the head's
+ *   W and b, float32; a file that does not match the shape is refused.
+ *
  * Usage: mlp [--weights-mib M (default 64, at most 65536)] [--width H] [--layers L]
  *            [--classes C (default 10)] [--max-batch B (default 256)] [--seed S (default 42)]
+ *            [--weights-file F | --save-weights F]
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "example.h"
 #include "mlp_weights.h"
@@ -190,8 +201,175 @@ static void mlp_free(struct mlp *m)
 	memset(m, 0, sizeof(*m));
 }
 
-/* Allocates every tensor and generates the weights on the GPU. */
-static int mlp_init(struct mlp *m, const struct mlp_shape *sh, struct ex_err *err)
+/* ---- weights file --------------------------------------------------------- */
+
+#define WFILE_MAGIC "PHOSMLPW"
+#define WFILE_HEADER 64
+#define WFILE_BUF (64u << 20)
+
+struct wfile_header {
+	char magic[8];
+	uint32_t width, layers, classes, seed;
+	uint64_t floats;
+	char pad[WFILE_HEADER - 32];
+};
+
+/* Tensor k of the file order (W_0, b_0, ..., W_head, b_head): device pointer and floats. */
+static float *wfile_tensor(const struct mlp *m, int k, size_t *ret_n)
+{
+	size_t hh = (size_t)m->sh.width * m->sh.width;
+
+	if (k < 2 * m->sh.layers) {
+		*ret_n = k % 2 ? (size_t)m->sh.width : hh;
+		return k % 2 ? m->d_b[k / 2] : m->d_w[k / 2];
+	}
+	*ret_n = k == 2 * m->sh.layers ? (size_t)m->sh.classes * m->sh.width : (size_t)m->sh.classes;
+	return k == 2 * m->sh.layers ? m->d_head_w : m->d_head_b;
+}
+
+static struct wfile_header wfile_expect(const struct mlp *m)
+{
+	struct wfile_header h;
+	size_t n, total = 0;
+
+	memset(&h, 0, sizeof(h));
+	memcpy(h.magic, WFILE_MAGIC, 8);
+	h.width = (uint32_t)m->sh.width;
+	h.layers = (uint32_t)m->sh.layers;
+	h.classes = (uint32_t)m->sh.classes;
+	h.seed = m->sh.seed;
+	for (int k = 0; k < 2 * m->sh.layers + 2; k++) {
+		wfile_tensor(m, k, &n);
+		total += n;
+	}
+	h.floats = total;
+	return h;
+}
+
+/* Reads every tensor from path: disk reads into one pinned buffer while the
+ * other is being copied to the device. */
+static int wfile_load(struct mlp *m, const char *path, struct ex_err *err)
+{
+	struct wfile_header want = wfile_expect(m), got;
+	float *buf[2] = { NULL, NULL };
+	cudaEvent_t done[2] = { NULL, NULL };
+	int fd = open(path, O_RDONLY | O_CLOEXEC), cur = 0;
+	off_t off = WFILE_HEADER;
+
+	if (fd < 0) {
+		ex_err_set(err, "cannot open the weights file %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (pread(fd, &got, sizeof(got), 0) != (ssize_t)sizeof(got) || memcmp(&got, &want, 32) != 0 ||
+	    got.floats != want.floats || lseek(fd, 0, SEEK_END) != (off_t)(WFILE_HEADER + want.floats * 4)) {
+		ex_err_set(err, "%s is not a weights file of this shape (%d layers of %d x %d, seed %u)", path,
+			   m->sh.layers, m->sh.width, m->sh.width, m->sh.seed);
+		close(fd);
+		return -1;
+	}
+	for (int i = 0; i < 2; i++) {
+		CUDA_TRY(err, cudaMallocHost((void **)&buf[i], WFILE_BUF));
+		CUDA_TRY(err, cudaEventCreateWithFlags(&done[i], cudaEventDisableTiming));
+		CUDA_TRY(err, cudaEventRecord(done[i], m->stream));
+	}
+	for (int k = 0; k < 2 * m->sh.layers + 2; k++) {
+		size_t n, at = 0;
+		float *dst = wfile_tensor(m, k, &n);
+
+		while (at < n) {
+			size_t len = n - at < WFILE_BUF / 4 ? n - at : WFILE_BUF / 4, got_b = 0;
+
+			CUDA_TRY(err, cudaEventSynchronize(done[cur]));  /* its last copy is done */
+			while (got_b < len * 4) {
+				ssize_t r = pread(fd, (char *)buf[cur] + got_b, len * 4 - got_b, off + (off_t)got_b);
+
+				if (r <= 0) {
+					ex_err_set(err, "reading %s: %s", path, r < 0 ? strerror(errno) : "short file");
+					goto fail;
+				}
+				got_b += (size_t)r;
+			}
+			CUDA_TRY(err, cudaMemcpyAsync(dst + at, buf[cur], len * 4, cudaMemcpyHostToDevice, m->stream));
+			CUDA_TRY(err, cudaEventRecord(done[cur], m->stream));
+			off += (off_t)(len * 4);
+			at += len;
+			cur ^= 1;
+		}
+	}
+	CUDA_TRY(err, cudaStreamSynchronize(m->stream));
+	close(fd);
+	for (int i = 0; i < 2; i++) {
+		cudaFreeHost(buf[i]);
+		cudaEventDestroy(done[i]);
+	}
+	return 0;
+fail:
+	cudaStreamSynchronize(m->stream);
+	close(fd);
+	for (int i = 0; i < 2; i++) {
+		if (buf[i])
+			cudaFreeHost(buf[i]);
+		if (done[i])
+			cudaEventDestroy(done[i]);
+	}
+	return -1;
+}
+
+/* Writes every tensor to path (a temporary file renamed into place). */
+static int wfile_save(struct mlp *m, const char *path, struct ex_err *err)
+{
+	struct wfile_header h = wfile_expect(m);
+	char tmp[4200];
+	float *buf = NULL;
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp-%d", path, (int)getpid());
+	f = fopen(tmp, "wbe");
+	if (!f) {
+		ex_err_set(err, "cannot create %s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	CUDA_TRY(err, cudaMallocHost((void **)&buf, WFILE_BUF));
+	if (fwrite(&h, sizeof(h), 1, f) != 1)
+		goto io;
+	for (int k = 0; k < 2 * m->sh.layers + 2; k++) {
+		size_t n, at = 0;
+		const float *src = wfile_tensor(m, k, &n);
+
+		while (at < n) {
+			size_t len = n - at < WFILE_BUF / 4 ? n - at : WFILE_BUF / 4;
+
+			CUDA_TRY(err, cudaMemcpy(buf, src + at, len * 4, cudaMemcpyDeviceToHost));
+			if (fwrite(buf, 4, len, f) != len)
+				goto io;
+			at += len;
+		}
+	}
+	if (fflush(f) || fsync(fileno(f)))
+		goto io;
+	fclose(f);
+	f = NULL;
+	cudaFreeHost(buf);
+	if (rename(tmp, path) < 0) {
+		ex_err_set(err, "cannot rename %s: %s", tmp, strerror(errno));
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+io:
+	ex_err_set(err, "writing %s: %s", tmp, strerror(errno));
+fail:
+	if (f)
+		fclose(f);
+	if (buf)
+		cudaFreeHost(buf);
+	unlink(tmp);
+	return -1;
+}
+
+/* Allocates every tensor and generates the weights on the GPU (or reads them
+ * from load_path). */
+static int mlp_init(struct mlp *m, const struct mlp_shape *sh, const char *load_path, struct ex_err *err)
 {
 	size_t hh = (size_t)sh->width * sh->width, hc = (size_t)sh->classes * sh->width;
 	size_t act = (size_t)sh->width * sh->max_batch, out = (size_t)sh->classes * sh->max_batch;
@@ -214,6 +392,8 @@ static int mlp_init(struct mlp *m, const struct mlp_shape *sh, struct ex_err *er
 	for (int l = 0; l < sh->layers; l++) {
 		CUDA_TRY(err, cudaMalloc((void **)&m->d_w[l], hh * sizeof(float)));
 		CUDA_TRY(err, cudaMalloc((void **)&m->d_b[l], sh->width * sizeof(float)));
+		if (load_path)
+			continue;
 		LAUNCH_TRY(err, init_weights<<<blocks_for(hh), THREADS, 0, m->stream>>>(
 					m->d_w[l], hh, sh->seed, mlpw_tensor_weight(l), m->hidden_scale));
 		LAUNCH_TRY(err, init_weights<<<blocks_for(sh->width), THREADS, 0, m->stream>>>(
@@ -221,10 +401,15 @@ static int mlp_init(struct mlp *m, const struct mlp_shape *sh, struct ex_err *er
 	}
 	CUDA_TRY(err, cudaMalloc((void **)&m->d_head_w, hc * sizeof(float)));
 	CUDA_TRY(err, cudaMalloc((void **)&m->d_head_b, sh->classes * sizeof(float)));
-	LAUNCH_TRY(err, init_weights<<<blocks_for(hc), THREADS, 0, m->stream>>>(
-				m->d_head_w, hc, sh->seed, MLPW_TENSOR_HEAD, m->head_scale));
-	LAUNCH_TRY(err, init_weights<<<blocks_for(sh->classes), THREADS, 0, m->stream>>>(
-				m->d_head_b, sh->classes, sh->seed, MLPW_TENSOR_HEAD_BIAS, BIAS_SCALE));
+	if (load_path) {
+		if (wfile_load(m, load_path, err))
+			goto fail;
+	} else {
+		LAUNCH_TRY(err, init_weights<<<blocks_for(hc), THREADS, 0, m->stream>>>(
+					m->d_head_w, hc, sh->seed, MLPW_TENSOR_HEAD, m->head_scale));
+		LAUNCH_TRY(err, init_weights<<<blocks_for(sh->classes), THREADS, 0, m->stream>>>(
+					m->d_head_b, sh->classes, sh->seed, MLPW_TENSOR_HEAD_BIAS, BIAS_SCALE));
+	}
 
 	CUDA_TRY(err, cudaMalloc((void **)&m->d_x, act * sizeof(float)));
 	CUDA_TRY(err, cudaMalloc((void **)&m->d_y, act * sizeof(float)));
@@ -413,7 +598,8 @@ static int handle(void *state, const struct phos_fn_request *req, struct phos_fn
 /* ---- argv ----------------------------------------------------------------- */
 
 /* Fills *sh from the command line (see the usage at the top). */
-static int parse_args(int argc, char **argv, struct mlp_shape *sh, struct ex_err *err)
+static int parse_args(int argc, char **argv, struct mlp_shape *sh, const char **load, const char **save,
+		      struct ex_err *err)
 {
 	unsigned long long mib = 64, width = 0, layers = 0, classes = 10, max_batch = 256, seed = 42;
 	unsigned long long layer_bytes;
@@ -433,15 +619,25 @@ static int parse_args(int argc, char **argv, struct mlp_shape *sh, struct ex_err
 			bad = ex_arg_u64(argc, argv, &i, 1, 4096, &max_batch, err);
 		else if (strcmp(argv[i], "--seed") == 0)
 			bad = ex_arg_u64(argc, argv, &i, 0, UINT32_MAX, &seed, err);
-		else {
+		else if ((strcmp(argv[i], "--weights-file") == 0 || strcmp(argv[i], "--save-weights") == 0) &&
+			 i + 1 < argc && argv[i + 1][0]) {
+			*(argv[i][2] == 'w' ? load : save) = argv[i + 1];
+			i++;
+			bad = 0;
+		} else {
 			ex_err_set(err, "unknown argument \"%s\"; usage: mlp [--weights-mib M] [--width H] "
-				   "[--layers L] [--classes C] [--max-batch B] [--seed S]", argv[i]);
+				   "[--layers L] [--classes C] [--max-batch B] [--seed S] "
+				   "[--weights-file F | --save-weights F]", argv[i]);
 			bad = 1;
 		}
 		if (bad)
 			return -1;
 	}
 
+	if (*load && *save) {
+		ex_err_set(err, "--weights-file and --save-weights exclude each other");
+		return -1;
+	}
 	if (!width) {
 		/* The smallest width that needs at most 64 layers, else the widest. */
 		for (width = 1024; width < 8192; width *= 2)
@@ -469,14 +665,20 @@ int main(int argc, char **argv)
 	struct mlp_shape sh;
 	struct mlp m;
 	struct ex_err err;
+	const char *load = NULL, *save = NULL;
 	int rc;
 
-	if (parse_args(argc, argv, &sh, &err)) {
+	if (parse_args(argc, argv, &sh, &load, &save, &err)) {
 		fprintf(stderr, "mlp: %s\n", err.msg);
 		return 2;
 	}
-	if (mlp_init(&m, &sh, &err)) {
+	if (mlp_init(&m, &sh, load, &err)) {
 		fprintf(stderr, "mlp: init failed: %s\n", err.msg);
+		return 1;
+	}
+	if (save && wfile_save(&m, save, &err)) {
+		fprintf(stderr, "mlp: %s\n", err.msg);
+		mlp_free(&m);
 		return 1;
 	}
 	fprintf(stderr, "mlp: %d layers of %d x %d (%.1f MiB of weights), head %d x %d, max batch %d, seed %u\n",

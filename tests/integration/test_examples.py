@@ -2,7 +2,10 @@
 """Every example function answers correctly through forwarding (sim device):
 each response carries the largest absolute error against the function's own
 CPU reference, and bad requests get a clear error without killing it."""
-from harness import check, done, program, serve
+import os
+import tempfile
+
+from harness import check, done, program, run, serve
 
 EX = ("functions", "examples")
 
@@ -44,5 +47,18 @@ run_example("mlp", ["--weights-mib", 4], [
     {"batch": 8, "seed": 1, "check": True},
     {"batch": 3, "seed": 2},
 ], [{"batch": 0}, "[1,2]"])
+
+# mlp's weights file (the native cold start of bench/coldstart.py): saved
+# weights load back to the same answers; a file of another shape is refused.
+with tempfile.TemporaryDirectory() as tmp:
+    wf = os.path.join(tmp, "w.bin")
+    shape = ["--width", 64, "--layers", 3]
+    gen = serve(program(*EX, "mlp"), [{"batch": 4}], *shape, "--save-weights", wf)[1]
+    loaded = serve(program(*EX, "mlp"), [{"batch": 4}], *shape, "--weights-file", wf)[1]
+    check(gen and gen == loaded and gen[0].get("ok"), f"mlp weights file: {gen} vs {loaded}")
+    p = run(program(*EX, "mlp"), "--width", 64, "--layers", 4, "--weights-file", wf)
+    check(p.returncode != 0 and "not a weights file of this shape" in p.stderr, f"mlp wrong shape: {p.stderr[-500:]}")
+    p = run(program(*EX, "mlp"), "--weights-file", os.path.join(tmp, "none"))
+    check(p.returncode != 0 and "cannot open the weights file" in p.stderr, f"mlp missing file: {p.stderr[-500:]}")
 
 done("examples")
