@@ -98,6 +98,9 @@ char *inv_metrics_render(void)
 		fprintf(o, "# HELP phos_pool_executors Warm executors by state.\n# TYPE phos_pool_executors gauge\n"
 			   "phos_pool_executors{state=\"idle\"} %u\nphos_pool_executors{state=\"busy\"} %u\n"
 			   "phos_pool_executors{state=\"starting\"} %u\n", idle, busy, starting);
+		fprintf(o, "# HELP phos_pool_hot_pending Executors that do not hold the current hot snapshots yet.\n"
+			   "# TYPE phos_pool_hot_pending gauge\nphos_pool_hot_pending %u\n",
+			phos_pool_hot_pending(inv_cfg.pool));
 	}
 	fclose(o);
 	return buf;

@@ -267,19 +267,15 @@ int phos_pool_hot(struct phos_pool *p, const char *const dirs[], size_t n)
 	return 0;
 }
 
-void phos_pool_hot_wait(struct phos_pool *p)
+unsigned phos_pool_hot_pending(struct phos_pool *p)
 {
-	for (;;) {
-		bool done = true;
+	unsigned k = 0;
 
-		pthread_mutex_lock(&p->lock);
-		for (unsigned i = 0; i < p->n; i++)
-			done &= p->ex[i].hot_gen == p->hot_gen || (!p->ex[i].idle && !p->ex[i].taken && p->ex[i].ctl < 0);
-		pthread_mutex_unlock(&p->lock);
-		if (done)
-			return;
-		usleep(10000);
-	}
+	pthread_mutex_lock(&p->lock);
+	for (unsigned i = 0; i < p->n; i++)
+		k += p->ex[i].ctl >= 0 && p->ex[i].hot_gen != p->hot_gen;
+	pthread_mutex_unlock(&p->lock);
+	return k;
 }
 
 int phos_pool_new(const struct phos_runtime_paths *paths, unsigned n, struct phos_pool **ret_pool)

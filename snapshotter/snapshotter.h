@@ -120,11 +120,11 @@ int phos_restore_pooled(struct phos_pool *pool, const char *dir, int stdin_fd, i
  * the gpu.data of exactly these snapshot directories, checksums verified, while
  * it is idle (a keeper thread hands the list out, off any restore's path), so
  * that their restores copy straight from the page cache. Pinned memory is the
- * caller's budget to keep. phos_pool_hot_wait waits until every running
- * executor has the newest list. */
+ * caller's budget to keep. phos_pool_hot_pending: how many running executors
+ * do not have the newest list yet (busy ones get it when they come back). */
 #define PHOS_POOL_HOT_MAX 64
 int phos_pool_hot(struct phos_pool *pool, const char *const dirs[], size_t n);
-void phos_pool_hot_wait(struct phos_pool *pool);
+unsigned phos_pool_hot_pending(struct phos_pool *pool);
 
 /* Starts phos-executor with the channel socket at fd 3 and, when control >= 0,
  * the control socket at fd 4, plus extra arguments (NULL-terminated). */

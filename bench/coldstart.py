@@ -1,0 +1,644 @@
+# SPDX-License-Identifier: MIT
+"""Cold start of the example function `mlp` over HTTP, phos-fn side by side
+with the baselines, in one run on the GPU machine (issue 4). Latency is from
+sending the HTTP request to receiving its whole response, for
+
+  native           a fresh native mlp process: start, CUDA context, weights read
+                   from a file on disk (--weights-file), then the request
+  driver-api+criu  `criu restore` of a native mlp checkpointed with the NVIDIA
+                   driver checkpoint API, cuCheckpointProcessRestore + Unlock,
+                   then the request (bench/ckpt_baseline)
+  phos-stw         phos-invoker --restore stop-the-world (pooled executor)
+  phos-ondemand    phos-invoker --restore on-demand (pooled executor, buffers
+                   streaming in behind the function)
+  limit            bytes the request touches / pinned H2D bandwidth, measured
+                   in the same run (bench/bandwidth)
+
+for 1, 4 and 16 GiB of weights, each with the image in the page cache
+("pagecache": for phos the invoker's hot snapshots, pinned by the pooled
+executors ahead of use) and with the image's files evicted ("dropped":
+POSIX_FADV_DONTNEED on every file of the snapshot, the CRIU image, the weights
+file; phos runs with --hot-bytes 0, since pinned pages cannot be evicted;
+binaries and libraries stay cached for everybody). The baselines' HTTP front
+is a small server in this script that starts or restores the process for each
+request; phos is phos-invoker itself. A warm call follows each cold one
+(phos: the same instance; native: the same process) so that the overhead of a
+warm invocation over the function's own time can be read off.
+
+Every answer is checked against the native process's answer.
+
+Writes bench/results/<name>.json (records {"bench","case","system","metric",
+"value","unit","device","date"}), <name>.checks.json, <name>.png; copies them
+to $OUT.
+
+usage: python3 bench/coldstart.py BUILD_DIR [--sizes 1,4,16] [--systems baseline,phos]
+         [--reps N] [--workdir DIR] [--name coldstart]
+"""
+import argparse
+import ctypes
+import datetime
+import http.client
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import snapshot as S  # noqa: E402  (process helpers shared with the snapshot benchmark)
+
+RESULTS = os.path.join(HERE, "results")
+OUT = os.environ.get("OUT")
+DATE = datetime.date.today().isoformat()
+GIB = 1 << 30
+REQUEST = {"batch": 8, "seed": 1, "check": False}
+PR_SET_CHILD_SUBREAPER = 36
+
+records, checks = [], []
+A = None
+DEVICE = "unknown"
+BW = {}
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def record(case, system, metric, value, unit):
+    records.append({"bench": "coldstart", "case": case, "system": system, "metric": metric,
+                    "value": value, "unit": unit, "device": DEVICE, "date": DATE})
+    v = f"{value:12.4f}" if isinstance(value, (int, float)) else str(value)
+    log(f"  {case:20s} {system:16s} {metric:30s} {v} {unit}")
+
+
+def check(name, ok, detail=""):
+    if isinstance(detail, bytes):
+        detail = detail.decode(errors="replace")
+    checks.append({"check": name, "ok": bool(ok), "detail": str(detail)})
+    log(f"  [{'ok' if ok else 'FAIL'}] {name} {detail}")
+
+
+def error(case, system, step, msg):
+    record(case, system, "error", f"{step}: {msg}"[-4000:], "")
+    checks.append({"check": f"{case} {system} {step}", "ok": False, "detail": str(msg)[-4000:]})
+
+
+def evict(*paths):
+    """Drops the files under paths from the page cache (they must not be pinned)."""
+    os.sync()
+    n = 0
+    for p in paths:
+        walk = [(p, [], [""])] if os.path.isfile(p) else os.walk(p)
+        for root, _, files in walk:
+            for name in files:
+                f = os.path.join(root, name) if name else root
+                try:
+                    fd = os.open(f, os.O_RDONLY)
+                except OSError:
+                    continue
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    n += 1
+                finally:
+                    os.close(fd)
+    return n
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def call(port, method, path, body=None, timeout=900):
+    """(status, body bytes, headers, seconds from sending the request to the end of the response)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    if isinstance(body, (dict, list)):
+        body = json.dumps(body)
+    t0 = time.perf_counter()
+    c.request(method, path, body=body, headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    data = r.read()
+    dt = time.perf_counter() - t0
+    hdrs = {k.lower(): v for k, v in r.getheaders()}
+    c.close()
+    return r.status, data, hdrs, dt
+
+
+# ---- the baselines' HTTP front ---------------------------------------------
+
+class Front:
+    """POST /<what>: runs self.handlers[what](body) -> (status, body); one request at a time."""
+
+    def __init__(self):
+        self.handlers = {}
+        front = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n)
+                fn = front.handlers.get(self.path.strip("/"))
+                try:
+                    st, out = fn(body) if fn else (404, b'{"error":"no such route"}')
+                except Exception as e:  # noqa: BLE001 - reported to the client and the log
+                    st, out = 500, json.dumps({"error": str(e)[-2000:]}).encode()
+                self.send_response(st)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *a):
+                pass
+
+        self.port = free_port()
+        self.srv = http.server.HTTPServer(("127.0.0.1", self.port), H)
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.srv.shutdown()
+
+
+def mlp_argv(size):
+    return [os.path.join(A.build, "functions", "examples", "mlp"), "--weights-mib", str(size * A.unit_mib)]
+
+
+def native_argv(argv):
+    """A native process; with --sim (a dry run of this script without a GPU), the
+    same program under phos-fn run on the sim device."""
+    if not A.sim:
+        return argv
+    return [os.path.join(A.build, "invoker", "phos-fn"), "run", "--device", "sim", "--", *argv]
+
+
+class NativeCold:
+    """/native: a fresh native mlp per request, weights from the file. Keeps the
+    process for one warm request afterwards (/native-warm)."""
+
+    def __init__(self, size, weights):
+        self.argv = native_argv(mlp_argv(size) + ["--weights-file", weights])
+        self.p = None
+
+    def cold(self, body):
+        self.close()
+        self.p = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, env=S.native_env())
+        return self.ask(body)
+
+    def ask(self, body):
+        self.p.stdin.write(body.strip() + b"\n")
+        self.p.stdin.flush()
+        line = self.p.stdout.readline()
+        if not line:
+            return 500, json.dumps({"error": self.p.stderr.read()[-2000:].decode(errors="replace")}).encode()
+        return 200, line.strip()
+
+    def close(self):
+        if self.p:
+            self.p.kill()
+            self.p.wait()
+            self.p = None
+
+
+class CriuCold:
+    """/criu: criu restore + driver restore/unlock of a checkpointed native mlp per
+    request; its stdout/stderr files are put back as they were at the dump first
+    (CRIU checks their size)."""
+
+    def __init__(self, size, work):
+        self.work = work
+        self.img = os.path.join(work, "img")
+        self.fn = None
+        self.dumped = None
+        self.saved = {}
+        self.size = size
+
+    def prepare(self, case, timeout):
+        criu = S.find_criu()
+        shutil.rmtree(self.work, ignore_errors=True)
+        os.makedirs(self.img)
+        self.fn = S.Native(self.work, mlp_argv(self.size))
+        line, t_init = self.fn.ask(REQUEST, timeout)
+        ans = S.answer(line)
+        if not (ans and ans.get("ok")):
+            raise S.StepError(f"native mlp answered {line[:300]}")
+        S.ckpt("lock,checkpoint", self.fn.pid, timeout)
+        for extra in ([], ["--ext-unix-sk", "--link-remap", "--file-locks"]):
+            shutil.rmtree(self.img, ignore_errors=True)
+            os.makedirs(self.img)
+            rc, t_dump, out, err = S.sh([criu, "dump", "-t", self.fn.pid, "-D", self.img, "--shell-job",
+                                         "-o", "dump.log", *extra], timeout)
+            if rc == 0:
+                self.dumped = extra
+                break
+            if not self.fn.alive():
+                break
+        if self.dumped is None:
+            raise S.StepError(f"criu dump failed: {S.criu_errors(os.path.join(self.img, 'dump.log'))}")
+        self.fn.reap_dumped()
+        for f in (self.fn.out, self.fn.err):
+            with open(f, "rb") as fh:
+                self.saved[f] = fh.read()
+        self.lines0 = self.fn.lines
+        return ans
+
+    def cold(self, body):
+        criu = S.find_criu()
+        self.kill()
+        for f, data in self.saved.items():
+            with open(f, "wb") as fh:
+                fh.write(data)
+        self.fn.lines = self.lines0
+        pidfile = os.path.join(self.work, "restored.pid")
+        if os.path.exists(pidfile):
+            os.unlink(pidfile)
+        rc, _, out, err = S.sh([criu, "restore", "-D", self.img, "--shell-job", "-d", "--pidfile", pidfile,
+                                "-o", "restore.log", *self.dumped], 600)
+        if rc != 0:
+            return 500, json.dumps({"error": f"criu restore: {S.criu_errors(os.path.join(self.img, 'restore.log'))}"}).encode()
+        with open(pidfile) as f:
+            self.fn.pid = int(f.read().strip())
+        self.fn.restored = True
+        S.ckpt("restore,unlock", self.fn.pid, 600)
+        line, _ = self.fn.ask(json.loads(body), 600)
+        return 200, line.strip().encode()
+
+    def warm(self, body):
+        line, _ = self.fn.ask(json.loads(body), 600)
+        return 200, line.strip().encode()
+
+    def kill(self):
+        if self.fn and self.fn.restored:
+            try:
+                os.kill(self.fn.pid, 9)
+            except ProcessLookupError:
+                pass
+            S.reap(self.fn.pid)
+            self.fn.restored = False
+
+    def close(self):
+        self.kill()
+        if self.fn:
+            try:
+                os.close(self.fn.wfd)
+            except OSError:
+                pass
+
+
+# ---- phos -----------------------------------------------------------------
+
+class Invoker:
+    def __init__(self, state, extra):
+        self.port = free_port()
+        self.log = open(os.path.join(A.workdir, f"invoker-{self.port}.log"), "w")
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)
+        self.p = subprocess.Popen([os.path.join(A.build, "invoker", "phos-invoker"), "--listen",
+                                   f"127.0.0.1:{self.port}", "--state-dir", state, "--device", A.device, *extra],
+                                  stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        for _ in range(600):
+            try:
+                if call(self.port, "GET", "/healthz", timeout=5)[0] == 200:
+                    return
+            except OSError:
+                pass
+            if self.p.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise S.StepError(f"phos-invoker did not start: {S.tail(self.log.name)}")
+
+    def metric(self, name):
+        _, body, _, _ = call(self.port, "GET", "/metrics")
+        for ln in body.decode().splitlines():
+            if ln.startswith(name + " ") or ln.startswith(name + "{"):
+                yield ln
+
+    def settled(self, fname, timeout=600):
+        """Waits until f has no instance and the pool is idle with the current hot list."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            st, body, _, _ = call(self.port, "GET", f"/system/functions/{fname}")
+            inst = json.loads(body).get("instances", {}) if st == 200 else {}
+            pend = [ln for ln in self.metric("phos_pool_hot_pending")]
+            idle = [ln for ln in self.metric("phos_pool_executors") if 'state="idle"' in ln]
+            if (sum(inst.values()) == 0 and pend and pend[0].split()[-1] == "0" and idle
+                    and int(idle[0].split()[-1]) >= 1):
+                return
+            time.sleep(0.05)
+        raise S.StepError(f"the invoker did not settle: {S.tail(self.log.name)}")
+
+    def stop(self):
+        self.p.terminate()
+        try:
+            self.p.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+        self.log.close()
+
+
+# ---- one size ---------------------------------------------------------------
+
+def measure(case, system, cold, warm, want, reps):
+    """cold()/warm() -> (status, body, headers, seconds); records the median cold and warm latency."""
+    colds, warms = [], []
+    for i in range(reps):
+        st, body, hdrs, dt = cold()
+        got = S.answer(body)
+        ok = st == 200 and got == want
+        check(f"{case} {system} cold #{i + 1} answers as the native process", ok,
+              "" if ok else f"{st} {body[:300]!r}")
+        if hdrs.get("x-cold-start") not in (None, "true"):
+            check(f"{case} {system} cold #{i + 1} was a cold start", False, str(hdrs))
+        if not ok:
+            return None
+        colds.append(dt)
+        st, body, hdrs, dt = warm()
+        if st == 200 and S.answer(body) == want:
+            warms.append(dt)
+    colds.sort()
+    record(case, system, "first_response_s", colds[len(colds) // 2], "s")
+    if reps > 1:
+        record(case, system, "first_response_min_s", colds[0], "s")
+    if warms:
+        warms.sort()
+        record(case, system, "warm_response_s", warms[len(warms) // 2], "s")
+    return colds[len(colds) // 2]
+
+
+def run_size(size, front):
+    work = os.path.join(A.workdir, f"mlp-{size}")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    weights = os.path.join(work, "weights.bin")
+    timeout = 300 + 60 * size
+    got = {}
+
+    log(f"== mlp {size} GiB: weights file")
+    rc, t, out, err = S.sh(native_argv(mlp_argv(size) + ["--save-weights", weights]), timeout,
+                           env=S.native_env(), stdin_data="")
+    if rc != 0:
+        error(f"mlp-{size}GiB", "native", "save weights", err[-2000:])
+        return
+    want = None
+
+    # native: the reference answer too
+    nat = NativeCold(size, weights)
+    front.handlers["native"] = nat.cold
+    front.handlers["native-warm"] = nat.ask
+    # native always runs: its answer is the reference
+    for cache in ("pagecache", "dropped"):
+        case = f"mlp-{size}GiB-{cache}"
+        if cache == "pagecache":
+            st, body, _, _ = call(front.port, "POST", "/native", REQUEST)  # fills the page cache
+            want = S.answer(body)
+            check(f"mlp {size} GiB native answers", st == 200 and want and want.get("ok"), body[:300])
+            if not (want and want.get("ok")):
+                nat.close()
+                return
+
+        def cold(cache=cache):
+            if cache == "dropped":
+                evict(weights)
+            return call(front.port, "POST", "/native", REQUEST)
+
+        got[("native", cache)] = measure(case, "native", cold,
+                                         lambda: call(front.port, "POST", "/native-warm", REQUEST), want,
+                                         A.reps if cache == "pagecache" else 1)
+    nat.close()
+    os.unlink(weights)  # disk: the weights, the CRIU image and the snapshot are never there together
+
+    # driver API + CRIU
+    if "baseline" in A.systems:
+        cr = CriuCold(size, os.path.join(work, "criu"))
+        front.handlers["criu"] = cr.cold
+        front.handlers["criu-warm"] = cr.warm
+        try:
+            log(f"== mlp {size} GiB: driver-api+criu checkpoint")
+            before = cr.prepare(f"mlp-{size}GiB", timeout)
+            check(f"mlp {size} GiB baseline process answers as native", before == want, str(before)[:300])
+            for cache in ("pagecache", "dropped"):
+                case = f"mlp-{size}GiB-{cache}"
+
+                def cold(cache=cache):
+                    cr.kill()
+                    if cache == "dropped":
+                        evict(cr.img)
+                    return call(front.port, "POST", "/criu", REQUEST)
+
+                if cache == "pagecache":  # a first restore reads the image into the page cache
+                    cold()
+                got[("driver-api+criu", cache)] = measure(case, "driver-api+criu", cold,
+                                                          lambda: call(front.port, "POST", "/criu-warm", REQUEST),
+                                                          want, 1)
+        except S.StepError as e:
+            error(f"mlp-{size}GiB", "driver-api+criu", "run", str(e))
+        finally:
+            cr.close()
+            shutil.rmtree(cr.work, ignore_errors=True)
+
+    # phos
+    if "phos" in A.systems:
+        state = os.path.join(work, "phos-state")
+        fname = f"mlp{size}"
+        inv = None
+        try:
+            log(f"== mlp {size} GiB: phos deploy (snapshot) and the call that records the prefetch order")
+            inv = Invoker(state, [])
+            t0 = time.perf_counter()
+            st, body, _, _ = call(inv.port, "POST", "/system/functions",
+                                  {"name": fname, "program": mlp_argv(size)[0], "args": mlp_argv(size)[1:],
+                                   "device": A.device, "limits": {"idle_ms": 1000, "timeout_ms": 900000}})
+            if st != 201:
+                raise S.StepError(f"deploy: {st} {body[:1000]!r}")
+            record(f"mlp-{size}GiB", "phos-ondemand", "deploy_with_snapshot_s", time.perf_counter() - t0, "s")
+            inv.settled(fname)
+            st, body, hdrs, dt = call(inv.port, "POST", f"/function/{fname}", REQUEST)
+            check(f"mlp {size} GiB phos first call answers as native", st == 200 and S.answer(body) == want,
+                  f"{st} {body[:300]!r}")
+            snap = os.path.join(state, "snapshots", fname)
+            with open(os.path.join(snap, "manifest.json")) as f:
+                man = json.load(f)
+            sizes = {b["id"]: b["size"] for b in man["buffers"]}
+            touched = sum(sizes.get(i, 0) for i in man.get("prefetch", []))
+            record(f"mlp-{size}GiB", "phos-ondemand", "touched_bytes", touched, "B")
+            record(f"mlp-{size}GiB", "phos-ondemand", "snapshot_gpu_bytes", man.get("gpu_bytes", 0), "B")
+            inv.stop()
+            inv = None
+            for cache in ("pagecache", "dropped"):
+                case = f"mlp-{size}GiB-{cache}"
+                lim = touched / (BW["h2d_pinned_gbs"] * 1e9) if BW.get("h2d_pinned_gbs") else None
+                if lim:
+                    record(case, "limit", "touched_over_h2d_s", lim, "s")
+                for system, mode in (("phos-stw", "stop-the-world"), ("phos-ondemand", "on-demand")):
+                    extra = ["--restore", mode] + (["--hot-bytes", "0"] if cache == "dropped" else [])
+                    inv = Invoker(state, extra)
+
+                    def cold(cache=cache, inv=inv):
+                        inv.settled(fname)
+                        if cache == "dropped":
+                            evict(snap)
+                        return call(inv.port, "POST", f"/function/{fname}", REQUEST)
+
+                    got[(system, cache)] = measure(case, system, cold,
+                                                   lambda inv=inv: call(inv.port, "POST", f"/function/{fname}",
+                                                                        REQUEST),
+                                                   want, A.reps if cache == "pagecache" else 1)
+                    inv.stop()
+                    inv = None
+        except (S.StepError, OSError, ValueError) as e:
+            error(f"mlp-{size}GiB", "phos", "run", str(e))
+        finally:
+            if inv:
+                inv.stop()
+
+    # ratios and targets
+    for cache in ("pagecache", "dropped"):
+        case = f"mlp-{size}GiB-{cache}"
+        base = got.get(("driver-api+criu", cache))
+        for system in ("phos-stw", "phos-ondemand", "native"):
+            v = got.get((system, cache))
+            if v and base:
+                record(case, system, "speedup_vs_driver_api", base / v, "x")
+        v = got.get(("phos-ondemand", cache))
+        lim = [r["value"] for r in records if r["case"] == case and r["metric"] == "touched_over_h2d_s"]
+        if v and lim:
+            target = 1.2 * lim[0] + 0.015
+            record(case, "phos-ondemand", "first_response_over_limit", v / lim[0], "x")
+            if cache == "pagecache":
+                check(f"{case}: on-demand first response {v:.3f} s <= 1.2 x touched/H2D + 15 ms = {target:.3f} s",
+                      v <= target)
+        if v and base and cache == "pagecache" and size == 16:
+            check(f"{case}: on-demand >= 20x faster than driver-api+criu ({base / v:.1f}x)", base / v >= 20)
+    nat_warm = [r["value"] for r in records if r["case"] == f"mlp-{size}GiB-pagecache"
+                and r["system"] == "native" and r["metric"] == "warm_response_s"]
+    for system in ("phos-ondemand", "phos-stw"):
+        w = [r["value"] for r in records if r["case"] == f"mlp-{size}GiB-pagecache"
+             and r["system"] == system and r["metric"] == "warm_response_s"]
+        if w and nat_warm:
+            record(f"mlp-{size}GiB-pagecache", system, "warm_added_over_native_s", w[0] - nat_warm[0], "s")
+            if system == "phos-ondemand":
+                check(f"mlp {size} GiB: a warm invocation adds {1e3 * (w[0] - nat_warm[0]):.2f} ms "
+                      "(HTTP + forwarding) to the native function's time (<= 1 ms)", w[0] - nat_warm[0] <= 0.001)
+    if not A.keep_files:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# ---- chart ------------------------------------------------------------------
+
+def chart(path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("(no matplotlib: no chart)")
+        return
+    get = {(r["case"], r["system"], r["metric"]): r["value"] for r in records}
+    systems = [("native", "#c84"), ("driver-api+criu", "#888"), ("phos-stw", "#7bd"), ("phos-ondemand", "#2a7")]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    w = 0.2
+    for ax, cache in zip(axes, ("pagecache", "dropped")):
+        cases = [f"mlp-{s}GiB-{cache}" for s in A.sizes]
+        for i, (system, color) in enumerate(systems):
+            xs = [k + (i - 1.5) * w for k in range(len(cases))]
+            vals = [get.get((c, system, "first_response_s")) for c in cases]
+            ok = [(x, v) for x, v in zip(xs, vals) if isinstance(v, (int, float))]
+            ax.bar([x for x, _ in ok], [v for _, v in ok], w, color=color, label=system)
+            for x, v in ok:
+                ax.annotate(f"{v:.2g}", (x, v), ha="center", va="bottom", fontsize=7)
+        lim = [get.get((c, "limit", "touched_over_h2d_s")) for c in cases]
+        ax.plot(range(len(cases)), [v if isinstance(v, (int, float)) else float("nan") for v in lim], "k_", ms=50,
+                mew=2, label="touched bytes / pinned H2D")
+        ax.set_xticks(range(len(cases)))
+        ax.set_xticklabels([f"{s} GiB" for s in A.sizes])
+        ax.set_yscale("log")
+        ax.set_ylabel("HTTP request to response (s)")
+        ax.set_title(f"cold start, image {'in the page cache' if cache == 'pagecache' else 'evicted'}")
+    axes[0].legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"mlp cold start over HTTP, {DEVICE}, {DATE}; pinned H2D {BW.get('h2d_pinned_gbs', 0):.1f} GB/s",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("build")
+    p.add_argument("--sizes", default="1,4,16")
+    p.add_argument("--systems", default="baseline,phos", help="besides native (always: the reference)")
+    p.add_argument("--reps", type=int, default=2, help="cold starts per page-cache case (median reported)")
+    p.add_argument("--workdir", default=os.environ.get("PHOS_BENCH_DIR", "/var/tmp/phos-bench-coldstart"))
+    p.add_argument("--name", default="coldstart")
+    p.add_argument("--keep-files", action="store_true")
+    # A dry run without a GPU: sim device, sizes in units of --unit-mib, no baseline.
+    p.add_argument("--sim", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--unit-mib", type=int, default=1024, help=argparse.SUPPRESS)
+    a = p.parse_args()
+    a.device = "sim" if a.sim else "cuda"
+    a.build = os.path.abspath(a.build)
+    a.sizes = [int(s) for s in a.sizes.split(",") if s]
+    a.systems = set(a.systems.split(","))
+    if a.sim:
+        a.systems.discard("baseline")
+        os.environ.setdefault("PHOS_SIM_TWINS", os.path.join(a.build, "functions", "examples",
+                                                             "libphos-twins-examples.so"))
+    return a
+
+
+def main():
+    global A, DEVICE
+    A = parse_args()
+    S.A = A
+    os.makedirs(RESULTS, exist_ok=True)
+    os.makedirs(A.workdir, exist_ok=True)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    DEVICE, _ = S.gpu_info()
+    S.DEVICE = DEVICE
+    log(f"device: {DEVICE}; CRIU {S.find_criu()}; work dir {A.workdir}")
+    log(S.sh(["df", "-h", A.workdir], 10)[2].strip())
+    A.keep = set()
+    A.floor = S.gpu_used_mib()
+    rc, _, out, err = S.sh([os.path.join(A.build, "bench", "bandwidth"), "--mib", 1024, "--reps", 5], 300,
+                           env=S.native_env())
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    if rc == 0 and lines:
+        BW.update(json.loads(lines[-1]))
+        record("bandwidth-1GiB", "limit", "h2d_pinned", BW["h2d_pinned_gbs"], "GB/s")
+    else:
+        error("bandwidth-1GiB", "limit", "bandwidth", err[-2000:])
+    front = Front()
+    try:
+        for size in A.sizes:
+            try:
+                run_size(size, front)
+            finally:
+                S.kill_leftovers(A.keep)
+    finally:
+        front.close()
+    names = [f"{A.name}.json", f"{A.name}.checks.json", f"{A.name}.png"]
+    with open(os.path.join(RESULTS, names[0]), "w") as f:
+        json.dump(records, f, indent=1)
+    with open(os.path.join(RESULTS, names[1]), "w") as f:
+        json.dump(checks, f, indent=1)
+    chart(os.path.join(RESULTS, names[2]))
+    if OUT:
+        for n in names:
+            if os.path.exists(os.path.join(RESULTS, n)):
+                shutil.copy(os.path.join(RESULTS, n), OUT)
+    bad = [c for c in checks if not c["ok"]]
+    log(f"coldstart: {len(checks) - len(bad)} of {len(checks)} checks passed")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
