@@ -65,7 +65,12 @@ DEVICE = "unknown"
 BW = {}
 
 
+T0 = time.time()
+
+
 def log(msg):
+    if msg.startswith("=="):
+        msg = f"{msg}  [{time.time() - T0:.0f} s]"
     print(msg, flush=True)
 
 
@@ -301,6 +306,7 @@ class Invoker:
         self.log = open(os.path.join(A.workdir, f"invoker-{self.port}.log"), "w")
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)
+        env.setdefault("PHOS_LOG", "info")
         self.p = subprocess.Popen([os.path.join(A.build, "invoker", "phos-invoker"), "--listen",
                                    f"127.0.0.1:{self.port}", "--state-dir", state, "--device", A.device, *extra],
                                   stdout=self.log, stderr=subprocess.STDOUT, env=env)
@@ -347,9 +353,15 @@ class Invoker:
 
 # ---- one size ---------------------------------------------------------------
 
-def measure(case, system, cold, warm, want, reps):
-    """cold()/warm() -> (status, body, headers, seconds); records the median cold and warm latency."""
-    colds, warms = [], []
+def measure(case, system, cold, warm, want, reps, warmup=False):
+    """cold()/warm() -> (status, body, headers, seconds); records the median cold and warm latency
+    (after one cold start that is recorded apart when warmup: the first after a start)."""
+    colds, warms, parts = [], [], []
+    if warmup:
+        st, body, hdrs, dt = cold()
+        if st == 200:
+            record(case, system, "first_cold_after_start_s", dt, "s")
+        warm()
     for i in range(reps):
         st, body, hdrs, dt = cold()
         got = S.answer(body)
@@ -361,6 +373,8 @@ def measure(case, system, cold, warm, want, reps):
         if not ok:
             return None
         colds.append(dt)
+        if "x-restore-ms" in hdrs:
+            parts.append((float(hdrs["x-restore-ms"]) / 1e3, float(hdrs.get("x-run-ms", 0)) / 1e3))
         st, body, hdrs, dt = warm()
         if st == 200 and S.answer(body) == want:
             warms.append(dt)
@@ -368,6 +382,10 @@ def measure(case, system, cold, warm, want, reps):
     record(case, system, "first_response_s", colds[len(colds) // 2], "s")
     if reps > 1:
         record(case, system, "first_response_min_s", colds[0], "s")
+    if parts:
+        parts.sort()
+        record(case, system, "restore_until_running_s", parts[len(parts) // 2][0], "s")
+        record(case, system, "first_run_s", parts[len(parts) // 2][1], "s")
     if warms:
         warms.sort()
         record(case, system, "warm_response_s", warms[len(warms) // 2], "s")
@@ -486,16 +504,18 @@ def run_size(size, front):
                         inv.settled(fname)
                         if cache == "dropped":
                             evict(snap)
-                        return call(inv.port, "POST", f"/function/{fname}", REQUEST)
+                        return call(inv.port, "POST", f"/function/{fname}", REQUEST, timeout=A.call_timeout)
 
                     got[(system, cache)] = measure(case, system, cold,
                                                    lambda inv=inv: call(inv.port, "POST", f"/function/{fname}",
-                                                                        REQUEST),
-                                                   want, A.reps if cache == "pagecache" else 1)
+                                                                        REQUEST, timeout=A.call_timeout),
+                                                   want, A.reps if cache == "pagecache" else 1, warmup=True)
                     inv.stop()
                     inv = None
         except (S.StepError, OSError, ValueError) as e:
             error(f"mlp-{size}GiB", "phos", "run", str(e))
+            if inv and OUT:  # what the invoker and its executors said
+                shutil.copy(inv.log.name, os.path.join(OUT, f"invoker-mlp{size}-failed.log"))
         finally:
             if inv:
                 inv.stop()
@@ -579,6 +599,7 @@ def parse_args():
     p.add_argument("--workdir", default=os.environ.get("PHOS_BENCH_DIR", "/var/tmp/phos-bench-coldstart"))
     p.add_argument("--name", default="coldstart")
     p.add_argument("--keep-files", action="store_true")
+    p.add_argument("--call-timeout", type=float, default=300, help="seconds one phos call may take")
     # A dry run without a GPU: sim device, sizes in units of --unit-mib, no baseline.
     p.add_argument("--sim", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--unit-mib", type=int, default=1024, help=argparse.SUPPRESS)

@@ -41,7 +41,8 @@ struct litem {
 	uint64_t nchunks, issued, landed;
 	atomic_uint_fast64_t hashed;
 	uint64_t *chunk_hash;
-	bool flagged, promoted;
+	atomic_bool flagged;         /* its flag write is queued */
+	bool promoted;
 	_Atomic int state;
 	atomic_bool touched;
 };
@@ -281,7 +282,7 @@ static int flag_item(struct loader *l, uint32_t i)
 		     (unsigned long long)it->it.id, -r);
 		return -EIO;
 	}
-	it->flagged = true;
+	atomic_store(&it->flagged, true);
 	return 0;
 }
 
@@ -290,10 +291,10 @@ static void item_progress(struct loader *l, uint32_t i)
 	struct litem *it = &l->items[i];
 	size_t k;
 
-	if (!it->flagged && it->issued == it->nchunks &&
+	if (!atomic_load(&it->flagged) && it->issued == it->nchunks &&
 	    (l->src.map || atomic_load(&it->hashed) == it->nchunks) && flag_item(l, i) < 0)
 		return;
-	if (!it->flagged || it->landed < it->nchunks || atomic_load(&it->state) == ITEM_RESIDENT)
+	if (!atomic_load(&it->flagged) || it->landed < it->nchunks || atomic_load(&it->state) == ITEM_RESIDENT)
 		return;
 	atomic_store(&it->state, ITEM_RESIDENT);
 	k = atomic_fetch_add(&l->resident, 1);
@@ -567,9 +568,11 @@ static void promote(struct loader *l, uint32_t i)
 			   (phos_now() - l->t0) * 1e3);
 }
 
-static int cpu_wait(struct loader *l, uint32_t i)
+/* Waits on the CPU until item i is resident, or (queued) until its flag write
+ * is queued on the restore stream. */
+static int cpu_wait(struct loader *l, uint32_t i, bool queued)
 {
-	while (atomic_load(&l->items[i].state) != ITEM_RESIDENT) {
+	while (atomic_load(&l->items[i].state) != ITEM_RESIDENT && !(queued && atomic_load(&l->items[i].flagged))) {
 		pthread_mutex_lock(&l->lock);
 		int failed = l->failed;
 		pthread_mutex_unlock(&l->lock);
@@ -581,26 +584,37 @@ static int cpu_wait(struct loader *l, uint32_t i)
 	return 0;
 }
 
-static int gate_one(struct loader *l, uint32_t i, void *stream)
+static int gate_one(struct loader *l, uint32_t i, void *stream, bool urgent)
 {
 	int r;
 
-	touch(l, i);
+	if (urgent)
+		touch(l, i);
 	if (atomic_load(&l->items[i].state) == ITEM_RESIDENT)
 		return 0;
-	promote(l, i);
+	if (urgent)
+		promote(l, i);
+	/* A stream never waits for work that is not queued yet: with CUDA's lazy
+	 * module loading, the first launch of a kernel (cuBLAS picks new ones by
+	 * shape) may synchronize the context, and would then wait for that stream
+	 * while the engine waits for the context (a deadlock seen on the H100). So
+	 * the dispatcher waits until the item's copies and flag write are queued
+	 * (read and verified), and the stream waits for them to land. */
+	TRY(cpu_wait(l, i, true));
+	if (atomic_load(&l->items[i].state) == ITEM_RESIDENT)
+		return 0;
 	r = l->d->flag_wait(l->ex->dev, stream, l->flags + 4ull * i, 1);
 	if (r < 0) {
 		/* No stream memory operations here: hold the call back on the CPU. */
 		phos_debug("flag wait failed (cuda error %d); waiting on the CPU", -r);
-		return cpu_wait(l, i);
+		return cpu_wait(l, i, false);
 	}
 	return 0;
 }
 
 static int gate_cb(struct loader *l, uint32_t i, void *ctx)
 {
-	return gate_one(l, i, ctx);
+	return gate_one(l, i, ctx, true);
 }
 
 int loader_gate(struct loader *l, void *stream, uint64_t addr, uint64_t len)
@@ -614,7 +628,7 @@ int loader_gate_all(struct loader *l, void *stream)
 {
 	for (uint32_t i = 0; i < l->n; i++)
 		if (atomic_load(&l->items[i].state) != ITEM_RESIDENT)
-			TRY(l->d->flag_wait(l->ex->dev, stream, l->flags + 4ull * i, 1) < 0 ? cpu_wait(l, i) : 0);
+			TRY(gate_one(l, i, stream, false));   /* in background order */
 	return 0;
 }
 
@@ -624,7 +638,7 @@ static int settle_cb(struct loader *l, uint32_t i, void *ctx)
 	if (atomic_load(&l->items[i].state) == ITEM_RESIDENT)
 		return 0;
 	promote(l, i);
-	return cpu_wait(l, i);
+	return cpu_wait(l, i, false);
 }
 
 int loader_settle(struct loader *l, uint64_t addr, uint64_t len)
@@ -664,7 +678,7 @@ void loader_free(struct loader *l)
 		/* Streams of the (gone) function may still wait for flags that the
 		 * engine never set: set them so that the device drains. */
 		for (size_t i = 0; i < l->n && l->flags; i++)
-			if (!l->items[i].flagged)
+			if (!atomic_load(&l->items[i].flagged))
 				d->flag_write(l->ex->dev, l->stream, l->flags + 4ull * i, 1);
 		d->stream_sync(l->ex->dev, l->stream);
 	}

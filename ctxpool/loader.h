@@ -16,11 +16,15 @@
  * Gates: item i has a readiness flag (device.h, flags_alloc). Once all of its
  * bytes are queued and its checksum matched, the engine sets flag i on the
  * restore stream, behind its copies. A forwarded call whose read/write set
- * touches an item not yet resident makes its own stream wait for that flag
- * (loader_gate) and promotes the item: the function's CPU side never waits,
- * and no call ever sees bytes that were not verified. A flag rather than an
- * event, because the call may come before the engine reached the item, when
- * there is no recorded copy to wait for yet.
+ * touches an item not yet resident promotes the item, and its stream waits for
+ * that flag (loader_gate): no call ever sees bytes that were not verified, and
+ * the function's CPU side does not wait (its calls are asynchronous). The
+ * dispatcher itself waits until the item's copies and flag write are queued
+ * (its bytes read and verified) before it queues the wait: a stream must never
+ * wait for work that is not queued yet, because CUDA's lazy module loading may
+ * synchronize the context at a kernel's first launch, and that would deadlock
+ * with the engine (seen on the H100). In-flight depth is bounded, so that wait
+ * is short for a promoted item.
  *
  * Failure (read error, short file, checksum mismatch): with background set, the
  * engine logs why, reports "error <reason>" on the control socket and ends the
