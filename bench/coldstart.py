@@ -10,7 +10,9 @@ sending the HTTP request to receiving its whole response, for
                    then the request (bench/ckpt_baseline)
   phos-stw         phos-invoker --restore stop-the-world (pooled executor)
   phos-ondemand    phos-invoker --restore on-demand (pooled executor, buffers
-                   streaming in behind the function)
+                   streaming in behind the function, the CPU side restored
+                   ahead: a parked standby process, --standby 1)
+  phos-ondemand-criu-on-path   the same with --standby 0 (CRIU on the path)
   limit            bytes the request touches / pinned H2D bandwidth, measured
                    in the same run (bench/bandwidth)
 
@@ -327,19 +329,31 @@ class Invoker:
             if ln.startswith(name + " ") or ln.startswith(name + "{"):
                 yield ln
 
-    def settled(self, fname, timeout=600):
-        """Waits until f has no instance and the pool is idle with the current hot list."""
+    def settled(self, fname, timeout=600, standby=True):
+        """Waits until f has no instance, the pool is idle with the current hot list, and
+        (standby) f has its parked process."""
         deadline = time.time() + timeout
         while time.time() < deadline:
             st, body, _, _ = call(self.port, "GET", f"/system/functions/{fname}")
             inst = json.loads(body).get("instances", {}) if st == 200 else {}
             pend = [ln for ln in self.metric("phos_pool_hot_pending")]
             idle = [ln for ln in self.metric("phos_pool_executors") if 'state="idle"' in ln]
+            sb = [ln for ln in self.metric("phos_standby_processes") if f'"{fname}"' in ln]
             if (sum(inst.values()) == 0 and pend and pend[0].split()[-1] == "0" and idle
-                    and int(idle[0].split()[-1]) >= 1):
+                    and int(idle[0].split()[-1]) >= 1 and (not standby or (sb and sb[0].split()[-1] == "1"))):
                 return
             time.sleep(0.05)
         raise S.StepError(f"the invoker did not settle: {S.tail(self.log.name)}")
+
+    def phases(self):
+        """(CRIU s, executor s) of every restore the invoker logged."""
+        import re
+        out = []
+        for ln in open(self.log.name, errors="replace"):
+            m = re.search(r"restored in [0-9.]+ ms \(.*?; CRIU ([0-9.]+) ms, executor ([0-9.]+) ms", ln)
+            if m:
+                out.append((float(m.group(1)) / 1e3, float(m.group(2)) / 1e3))
+        return out
 
     def stop(self):
         self.p.terminate()
@@ -496,20 +510,30 @@ def run_size(size, front):
                 lim = touched / (BW["h2d_pinned_gbs"] * 1e9) if BW.get("h2d_pinned_gbs") else None
                 if lim:
                     record(case, "limit", "touched_over_h2d_s", lim, "s")
-                for system, mode in (("phos-stw", "stop-the-world"), ("phos-ondemand", "on-demand")):
-                    extra = ["--restore", mode] + (["--hot-bytes", "0"] if cache == "dropped" else [])
+                configs = [("phos-stw", "stop-the-world", True), ("phos-ondemand", "on-demand", True)]
+                if cache == "pagecache":  # what the standby process saves: CRIU on the path
+                    configs.append(("phos-ondemand-criu-on-path", "on-demand", False))
+                for system, mode, standby in configs:
+                    extra = ["--restore", mode, "--standby", "1" if standby else "0"] + \
+                        (["--hot-bytes", "0"] if cache == "dropped" else [])
                     inv = Invoker(state, extra)
 
-                    def cold(cache=cache, inv=inv):
-                        inv.settled(fname)
+                    def cold(cache=cache, inv=inv, standby=standby):
+                        inv.settled(fname, standby=standby)
                         if cache == "dropped":
                             evict(snap)
                         return call(inv.port, "POST", f"/function/{fname}", REQUEST, timeout=A.call_timeout)
 
+                    inv_now = inv
                     got[(system, cache)] = measure(case, system, cold,
                                                    lambda inv=inv: call(inv.port, "POST", f"/function/{fname}",
                                                                         REQUEST, timeout=A.call_timeout),
                                                    want, A.reps if cache == "pagecache" else 1, warmup=True)
+                    ph = inv_now.phases()[1:]  # without the warm-up
+                    if ph:
+                        ph.sort()
+                        record(case, system, "criu_restore_s", ph[len(ph) // 2][0], "s")
+                        record(case, system, "executor_restore_s", sorted(p[1] for p in ph)[len(ph) // 2], "s")
                     inv.stop()
                     inv = None
         except (S.StepError, OSError, ValueError) as e:
@@ -638,24 +662,31 @@ def main():
     else:
         error("bandwidth-1GiB", "limit", "bandwidth", err[-2000:])
     front = Front()
+    names = [f"{A.name}.json", f"{A.name}.checks.json", f"{A.name}.png"]
+
+    def save(final):
+        """After every size, so that a run cut short still leaves what it measured."""
+        with open(os.path.join(RESULTS, names[0]), "w") as f:
+            json.dump(records, f, indent=1)
+        with open(os.path.join(RESULTS, names[1]), "w") as f:
+            json.dump(checks, f, indent=1)
+        if final:
+            chart(os.path.join(RESULTS, names[2]))
+        if OUT:
+            for n in names:
+                if os.path.exists(os.path.join(RESULTS, n)):
+                    shutil.copy(os.path.join(RESULTS, n), OUT)
+
     try:
         for size in A.sizes:
             try:
                 run_size(size, front)
             finally:
                 S.kill_leftovers(A.keep)
+                save(False)
     finally:
         front.close()
-    names = [f"{A.name}.json", f"{A.name}.checks.json", f"{A.name}.png"]
-    with open(os.path.join(RESULTS, names[0]), "w") as f:
-        json.dump(records, f, indent=1)
-    with open(os.path.join(RESULTS, names[1]), "w") as f:
-        json.dump(checks, f, indent=1)
-    chart(os.path.join(RESULTS, names[2]))
-    if OUT:
-        for n in names:
-            if os.path.exists(os.path.join(RESULTS, n)):
-                shutil.copy(os.path.join(RESULTS, n), OUT)
+    save(True)
     bad = [c for c in checks if not c["ok"]]
     log(f"coldstart: {len(checks) - len(bad)} of {len(checks)} checks passed")
     return 1 if bad else 0

@@ -136,15 +136,134 @@ static int instance_stop(struct inv_function *f, struct inv_instance *in, bool k
 	return code;
 }
 
-/* Restores a new instance of f (no lock held). */
+/* ---- standby: a parked process per function ---- */
+
+static bool standby_wanted(const struct inv_function *f)
+{
+	return inv_cfg.standby && inv_cfg.pool && f->ready && !f->removed && !inv_draining &&
+	       !strcmp(f->device, inv_cfg.device);
+}
+
+static void standby_clear(struct inv_standby *sb)
+{
+	phos_parked_drop(&sb->parked);
+	for (int *fd = &sb->in_fd; fd <= &sb->err_fd; fd++) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+	}
+	sb->valid = false;
+}
+
+/* Takes f's standby out (invalid one when there is none for its snapshot). */
+static struct inv_standby standby_take(struct inv_function *f)
+{
+	struct inv_standby sb = { .parked = { .channel = -1 }, .in_fd = -1, .out_fd = -1, .err_fd = -1 };
+
+	pthread_mutex_lock(&f->lock);
+	if (f->standby.valid) {
+		sb = f->standby;
+		f->standby.valid = false;
+		if (sb.generation != f->generation) {
+			pthread_mutex_unlock(&f->lock);
+			standby_clear(&sb);
+			return sb;
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+	return sb;
+}
+
+/* Keeps one parked process of f's current snapshot (the reaper calls it). */
+static void standby_upkeep(struct inv_function *f)
+{
+	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
+	struct inv_standby sb = { .parked = { .channel = -1 }, .in_fd = -1, .out_fd = -1, .err_fd = -1 };
+	struct phos_runtime_paths p = inv_cfg.paths;
+	char err[1024];
+	unsigned gen;
+	bool need;
+	int r;
+
+	pthread_mutex_lock(&f->lock);
+	if (f->standby.valid && (f->standby.generation != f->generation || !standby_wanted(f))) {
+		sb = f->standby;
+		f->standby.valid = false;
+	}
+	need = !f->standby.valid && standby_wanted(f) && phos_now() >= f->standby_retry;
+	gen = f->generation;
+	pthread_mutex_unlock(&f->lock);
+	if (sb.valid)
+		standby_clear(&sb);
+	if (!need)
+		return;
+	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0) {
+		r = -errno;
+		snprintf(err, sizeof(err), "pipe: %s", strerror(errno));
+	} else {
+		p.device = f->device;
+		pthread_rwlock_rdlock(&f->snap_lock);
+		r = phos_park(&p, f->snapshot_dir, pin[0], pout[1], perr[1], &sb.parked, err, sizeof(err));
+		pthread_rwlock_unlock(&f->snap_lock);
+	}
+	if (pin[0] >= 0)
+		close(pin[0]);
+	if (pout[1] >= 0)
+		close(pout[1]);
+	if (perr[1] >= 0)
+		close(perr[1]);
+	sb.in_fd = pin[1];
+	sb.out_fd = pout[0];
+	sb.err_fd = perr[0];
+	if (r < 0) {
+		phos_warn("%s: no standby process (retrying in 5 s): %s", f->name, err);
+		standby_clear(&sb);
+		pthread_mutex_lock(&f->lock);
+		f->standby_retry = phos_now() + 5;
+		pthread_mutex_unlock(&f->lock);
+		return;
+	}
+	sb.generation = gen;
+	sb.valid = true;
+	pthread_mutex_lock(&f->lock);
+	if (gen == f->generation && !f->standby.valid && standby_wanted(f)) {
+		f->standby = sb;
+		sb.valid = false;
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (sb.valid)
+		standby_clear(&sb);
+	else
+		phos_debug("%s: standby process %d parked (CRIU %.1f ms)", f->name, (int)f->standby.parked.fn_pid,
+			   f->standby.parked.criu_s * 1e3);
+}
+
+/* Restores a new instance of f (no lock held): a parked process and a pooled
+ * executor when there are both, else a pooled executor, else one of its own. */
 static int instance_start(struct inv_function *f, struct inv_instance *in, double *ret_s, char *err, size_t errlen)
 {
 	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
 	struct phos_runtime_paths p = inv_cfg.paths;
 	struct phos_restore_stats st;
+	struct inv_standby sb = standby_take(f);
 	double t0 = phos_now();
-	int r;
+	int r = -EBUSY;
 
+	if (sb.valid) {
+		pthread_rwlock_rdlock(&f->snap_lock);
+		r = phos_restore_parked(inv_cfg.pool, f->snapshot_dir, &sb.parked, 0, !inv_cfg.stop_the_world,
+					&in->proc, &st, err, errlen);
+		pthread_rwlock_unlock(&f->snap_lock);
+		if (r == 0) {
+			pin[1] = sb.in_fd;
+			pout[0] = sb.out_fd;
+			perr[0] = sb.err_fd;
+			goto started;
+		}
+		standby_clear(&sb);
+		if (r != -EBUSY)
+			goto fail;
+	}
 	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0) {
 		r = -errno;
 		snprintf(err, errlen, "pipe: %s", strerror(errno));
@@ -169,6 +288,7 @@ static int instance_start(struct inv_function *f, struct inv_instance *in, doubl
 	close(pin[0]);
 	close(pout[1]);
 	close(perr[1]);
+started:
 	in->in_fd = pin[1];
 	in->out_fd = pout[0];
 	in->err_fd = perr[0];
@@ -176,7 +296,12 @@ static int instance_start(struct inv_function *f, struct inv_instance *in, doubl
 	fcntl(in->out_fd, F_SETFL, O_NONBLOCK);
 	in->log_started = pthread_create(&in->log_thread, NULL, log_thread, in) == 0;
 	*ret_s = phos_now() - t0;
-	inv_metrics_restore(st.gpu_bytes, *ret_s);
+	inv_metrics_restore(st.gpu_bytes, *ret_s, sb.valid);
+	phos_info("%s: instance %u restored in %.1f ms (%s; CRIU %.1f ms%s, executor %.1f ms of which GPU data "
+		  "%.1f ms; %.1f MiB)", f->name, in->id, *ret_s * 1e3,
+		  st.on_demand ? "on demand" : "stop-the-world", st.cpu_restore_s * 1e3,
+		  sb.valid ? " ahead (standby)" : " in parallel", (st.open_s + st.load_s) * 1e3, st.data_s * 1e3,
+		  (double)st.gpu_bytes / (1 << 20));
 	return 0;
 fail:
 	for (int i = 0; i < 2; i++) {
@@ -452,10 +577,16 @@ void inv_instances_stop_idle(struct inv_function *f, bool all)
 
 void inv_instances_stop_all(struct inv_function *f)
 {
+	struct inv_standby sb;
+
 	pthread_mutex_lock(&f->lock);
 	f->removed = true; /* busy instances are stopped when their call ends */
 	pthread_cond_broadcast(&f->cond);
+	sb = f->standby;
+	f->standby.valid = false;
 	pthread_mutex_unlock(&f->lock);
+	if (sb.valid)
+		standby_clear(&sb);
 	inv_instances_stop_idle(f, true);
 	pthread_mutex_lock(&f->lock);
 	while (f->n_instances) {
@@ -533,6 +664,7 @@ static void *reaper_main(void *arg)
 		inv_function_foreach(reap_one, list);
 		for (unsigned i = 0; list[i]; i++) {
 			inv_instances_stop_idle(list[i], false);
+			standby_upkeep(list[i]);
 			inv_function_unref(list[i]);
 		}
 	}

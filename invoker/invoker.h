@@ -73,6 +73,15 @@ struct inv_instance {
 	size_t ring_head, ring_len;
 };
 
+/* A parked process of a function's current snapshot (snapshotter.h,
+ * phos_park) with its stdio pipes: the next cold start skips CRIU. */
+struct inv_standby {
+	struct phos_parked parked;
+	int in_fd, out_fd, err_fd;    /* our ends of its stdin, stdout, stderr */
+	unsigned generation;
+	bool valid;
+};
+
 #define INV_CODES 16
 #define INV_BUCKETS 13
 
@@ -96,6 +105,8 @@ struct inv_function {
 	bool prefetch_pending;  /* the snapshot has no first-touch order yet */
 	bool removed;
 	unsigned generation;
+	struct inv_standby standby;
+	double standby_retry;   /* after a failed park, not before this time */
 	struct inv_instance *instances;
 	unsigned n_instances;   /* in the list, any state */
 	unsigned waiting;
@@ -119,6 +130,7 @@ struct inv_config {
 	struct phos_runtime_paths paths; /* device is per function */
 	struct phos_pool *pool;   /* warm executors of the default device, or NULL (--pool 0) */
 	bool stop_the_world;      /* --restore stop-the-world; default on-demand */
+	bool standby;             /* --standby 1 (default): a parked process per function */
 	uint64_t hot_bytes;       /* --hot-bytes: pinned page cache for hot snapshots */
 };
 
@@ -179,7 +191,7 @@ unsigned inv_calls_inflight(void);
 
 /* metrics.c */
 void inv_metrics_record(struct inv_function *f, int http, double seconds, bool cold);
-void inv_metrics_restore(uint64_t bytes, double seconds);
+void inv_metrics_restore(uint64_t bytes, double seconds, bool standby);
 char *inv_metrics_render(void);   /* malloc'ed */
 
 /* http.c */

@@ -53,7 +53,9 @@ static void usage(FILE *f)
 		"  --restore MODE         on-demand (default): a cold instance runs at once and its GPU buffers\n"
 		"                         stream in behind it; stop-the-world: every byte first\n"
 		"  --hot-bytes N          snapshots whose gpu.data fits in N bytes together stay pinned in the\n"
-		"                         page cache of every pooled executor (default: a quarter of RAM; 0: off)\n");
+		"                         page cache of every pooled executor (default: a quarter of RAM; 0: off)\n"
+		"  --standby 0|1          keep one CRIU-restored process of each function parked, so that a cold\n"
+		"                         start only restores the GPU side (default 1; needs the pool)\n");
 }
 
 /* The default state directory, as --help describes. */
@@ -99,11 +101,14 @@ int main(int argc, char **argv)
 		{ "protect-invoke", no_argument, NULL, 'p' },   { "max-body-bytes", required_argument, NULL, 'm' },
 		{ "pool", required_argument, NULL, 'P' },       { "help", no_argument, NULL, 'h' },
 		{ "restore", required_argument, NULL, 'r' },    { "hot-bytes", required_argument, NULL, 'H' },
+		{ "standby", required_argument, NULL, 'S' },
 		{ 0 },
 	};
 	static char executor[PATH_MAX], preload[PATH_MAX], twins[PATH_MAX], criu[PATH_MAX], state[PATH_MAX];
 	const char *listen = "127.0.0.1:8080", *device = "auto", *token_file = NULL;
 	bool hot_set = false;
+
+	inv_cfg.standby = true;
 	struct MHD_Daemon *d;
 	struct sigaction sa = { .sa_handler = on_signal };
 	char err[512];
@@ -147,6 +152,13 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			inv_cfg.stop_the_world = !strcmp(optarg, "stop-the-world");
+			break;
+		case 'S':
+			if (strcmp(optarg, "0") && strcmp(optarg, "1")) {
+				fprintf(stderr, "phos-invoker: --standby takes 0 or 1\n");
+				return 2;
+			}
+			inv_cfg.standby = optarg[0] == '1';
 			break;
 		case 'H': {
 			char *end;

@@ -31,11 +31,14 @@ void inv_metrics_record(struct inv_function *f, int http, double seconds, bool c
 	pthread_mutex_unlock(&f->lock);
 }
 
-void inv_metrics_restore(uint64_t bytes, double seconds)
+static uint64_t restores_standby;
+
+void inv_metrics_restore(uint64_t bytes, double seconds, bool standby)
 {
 	pthread_mutex_lock(&global_lock);
 	restore_bytes += bytes;
 	restore_seconds += seconds;
+	restores_standby += standby;
 	pthread_mutex_unlock(&global_lock);
 }
 
@@ -58,6 +61,8 @@ static void render_one(struct inv_function *f, void *arg)
 	fprintf(o, "phos_invocation_duration_seconds_count{function=\"%s\"} %llu\n", f->name,
 		(unsigned long long)f->count);
 	fprintf(o, "phos_cold_starts_total{function=\"%s\"} %llu\n", f->name, (unsigned long long)f->cold_starts);
+	fprintf(o, "phos_standby_processes{function=\"%s\"} %d\n", f->name,
+		f->standby.valid && f->standby.generation == f->generation);
 	pthread_mutex_unlock(&f->lock);
 	static const char *const names[] = { "starting", "idle", "busy", "stopping" };
 	for (unsigned i = 0; i < 4; i++)
@@ -90,6 +95,9 @@ char *inv_metrics_render(void)
 		   "# HELP phos_restore_seconds_total Time spent restoring instances.\n"
 		   "# TYPE phos_restore_seconds_total counter\nphos_restore_seconds_total %.6f\n",
 		(unsigned long long)restore_bytes, restore_seconds);
+	fprintf(o, "# HELP phos_restores_from_standby_total Cold starts that took a parked (CRIU-restored ahead) process.\n"
+		   "# TYPE phos_restores_from_standby_total counter\nphos_restores_from_standby_total %llu\n",
+		(unsigned long long)restores_standby);
 	pthread_mutex_unlock(&global_lock);
 	if (inv_cfg.pool) {
 		unsigned idle, busy, starting;

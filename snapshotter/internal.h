@@ -17,8 +17,15 @@ struct phos_criu_inherit;
 int restore_plan(const char *dir, const int stdio[3], struct phos_image **ret_img,
 		 struct phos_criu_inherit inh[4], char *err, size_t errlen);
 
-/* CRIU-restores the function with channel as its socket while its executor
- * loads the GPU side, then waits for the executor's "ready" on ctl (its phase
- * times go into *st). On failure the restored function is gone again. */
+/* CRIU-restores the function with channel as its socket (it then waits for
+ * its executor's channel there); the time goes into st->cpu_restore_s. */
+int restore_criu(const char *criu, const char *dir, const struct phos_image *img, struct phos_criu_inherit inh[4],
+		 int channel, pid_t *ret_fn, struct phos_restore_stats *st, char *err, size_t errlen);
+
+/* Reads the executor's "ready" (its phase times into *st) or its error. */
+int restore_ready(int ctl, struct phos_restore_stats *st, char *err, size_t errlen);
+
+/* Both, while the executor loads the GPU side. On failure the restored
+ * function is gone again. */
 int restore_cpu(const char *criu, const char *dir, const struct phos_image *img, struct phos_criu_inherit inh[4],
 		int channel, int ctl, pid_t *ret_fn, struct phos_restore_stats *st, char *err, size_t errlen);

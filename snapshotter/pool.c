@@ -484,6 +484,53 @@ out:
 	return r;
 }
 
+int phos_restore_parked(struct phos_pool *p, const char *dir, struct phos_parked *parked, unsigned timeout_ms,
+			bool on_demand, struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats, char *err,
+			size_t errlen)
+{
+	struct phos_restore_stats st = { 0 };
+	double t0 = phos_now();
+	size_t dlen = strlen(dir);
+	int slot, r;
+
+	*err = '\0';
+	memset(ret_inst, 0, sizeof(*ret_inst));
+	if (dlen == 0 || dlen > 4000 || strchr(dir, '\n') || parked->fn_pid <= 0 || parked->channel < 0) {
+		phos_errf(err, errlen, "bad snapshot path or parked process");
+		return -EINVAL;
+	}
+	slot = pool_take(p, timeout_ms);
+	if (slot < 0) {
+		phos_errf(err, errlen, "no warm executor free within %u ms", timeout_ms);
+		return -EBUSY;   /* the parked process stays parked */
+	}
+	r = phos_send_fd(p->ex[slot].ctl, parked->channel);
+	if (r == 0 && dprintf(p->ex[slot].ctl, "%s %s\n", on_demand ? "restore-on-demand" : "restore", dir) < 0)
+		r = -EPIPE;
+	close(parked->channel);
+	parked->channel = -1;
+	if (r < 0)
+		phos_errf(err, errlen, "the pooled executor is gone");
+	else
+		r = restore_ready(p->ex[slot].ctl, &st, err, errlen);
+	if (r < 0) {
+		phos_parked_drop(parked);
+		pool_give(p, (unsigned)slot);
+		return r;
+	}
+	st.cpu_restore_s = parked->criu_s;   /* done ahead, off this path */
+	st.gpu_restore_s = st.ready_s = phos_now() - t0;
+	ret_inst->fn_pid = parked->fn_pid;
+	ret_inst->executor_pid = p->ex[slot].pid;
+	ret_inst->control_fd = p->ex[slot].ctl;
+	ret_inst->pool = p;
+	ret_inst->slot = (unsigned)slot;
+	parked->fn_pid = 0;
+	if (ret_stats)
+		*ret_stats = st;
+	return 0;
+}
+
 void phos_pool_return(struct phos_instance *inst)
 {
 	pool_give(inst->pool, inst->slot);

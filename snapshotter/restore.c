@@ -70,36 +70,108 @@ int restore_plan(const char *dir, const int stdio[3], struct phos_image **ret_im
 	return 0;
 }
 
-int restore_cpu(const char *criu, const char *dir, const struct phos_image *img, struct phos_criu_inherit inh[4],
-		int channel, int ctl, pid_t *ret_fn, struct phos_restore_stats *st, char *err, size_t errlen)
+int restore_criu(const char *criu, const char *dir, const struct phos_image *img, struct phos_criu_inherit inh[4],
+		 int channel, pid_t *ret_fn, struct phos_restore_stats *st, char *err, size_t errlen)
 {
 	char line[1024], cpu[4200];
 	double t = phos_now();
-	pid_t fn;
 	int r;
 
 	/* The restored function waits in phos_channel_await until the executor's
 	 * new channel arrives on its socket. */
 	inh[3].fd = channel;
 	snprintf(cpu, sizeof(cpu), "%s/%s", dir, img->criu_dir);
-	r = phos_criu_restore(criu, cpu, inh, 4, &fn, line, sizeof(line));
+	r = phos_criu_restore(criu, cpu, inh, 4, ret_fn, line, sizeof(line));
 	if (r < 0) {
 		phos_errf(err, errlen, "CRIU could not restore %s: %s", dir, line);
 		return r;
 	}
 	st->cpu_restore_s = phos_now() - t;
+	return 0;
+}
+
+int restore_ready(int ctl, struct phos_restore_stats *st, char *err, size_t errlen)
+{
+	char line[1024];
+	const char *b;
+
 	read_line(ctl, line, sizeof(line));
 	if (strncmp(line, "ready", 5) != 0) {
 		phos_errf(err, errlen, "%s", !strncmp(line, "error ", 6) ? line + 6 : "the executor failed");
-		kill(fn, SIGKILL);
-		waitpid(fn, NULL, 0);
 		return -EIO;
 	}
 	sscanf(line + 5, " {\"open_s\":%lf,\"load_s\":%lf,\"data_s\":%lf", &st->open_s, &st->load_s, &st->data_s);
 	st->on_demand = strstr(line, "\"on_demand\":true") != NULL;
-	st->gpu_bytes = img->gpu_bytes;
+	b = strstr(line, "\"data_bytes\":");
+	st->gpu_bytes = b ? strtoull(b + 13, NULL, 10) : 0;
+	return 0;
+}
+
+int restore_cpu(const char *criu, const char *dir, const struct phos_image *img, struct phos_criu_inherit inh[4],
+		int channel, int ctl, pid_t *ret_fn, struct phos_restore_stats *st, char *err, size_t errlen)
+{
+	pid_t fn;
+	int r;
+
+	r = restore_criu(criu, dir, img, inh, channel, &fn, st, err, errlen);
+	if (r < 0)
+		return r;
+	r = restore_ready(ctl, st, err, errlen);
+	if (r < 0) {
+		kill(fn, SIGKILL);
+		waitpid(fn, NULL, 0);
+		return r;
+	}
 	*ret_fn = fn;
 	return 0;
+}
+
+int phos_park(const struct phos_runtime_paths *paths, const char *dir, int stdin_fd, int stdout_fd, int stderr_fd,
+	      struct phos_parked *ret, char *err, size_t errlen)
+{
+	struct phos_restore_stats st = { 0 };
+	struct phos_image *img = NULL;
+	struct phos_criu_inherit inh[4];
+	const int stdio[3] = { stdin_fd, stdout_fd, stderr_fd };
+	int ch[2] = { -1, -1 }, r;
+
+	memset(ret, 0, sizeof(*ret));
+	ret->channel = -1;
+	*err = '\0';
+	r = restore_plan(dir, stdio, &img, inh, err, errlen);
+	if (r < 0)
+		return r;
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) < 0) {
+		r = -errno;
+		phos_errf(err, errlen, "socketpair: %s", strerror(errno));
+		goto out;
+	}
+	r = restore_criu(paths->criu, dir, img, inh, ch[1], &ret->fn_pid, &st, err, errlen);
+	if (r < 0)
+		goto out;
+	ret->channel = ch[0];
+	ch[0] = -1;
+	ret->criu_s = st.cpu_restore_s;
+out:
+	for (int i = 0; i < 2; i++)
+		if (ch[i] >= 0)
+			close(ch[i]);
+	phos_image_free(img);
+	return r;
+}
+
+void phos_parked_drop(struct phos_parked *p)
+{
+	if (p->fn_pid > 0) {
+		kill(p->fn_pid, SIGKILL);
+		while (waitpid(p->fn_pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	if (p->channel >= 0)
+		close(p->channel);
+	p->fn_pid = 0;
+	p->channel = -1;
 }
 
 int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, int stdin_fd, int stdout_fd,

@@ -116,6 +116,29 @@ int phos_restore_pooled(struct phos_pool *pool, const char *dir, int stdin_fd, i
 			unsigned timeout_ms, bool on_demand, struct phos_instance *ret_inst,
 			struct phos_restore_stats *ret_stats, char *err, size_t errlen);
 
+/*
+ * Parked processes: the CPU side of a restore done ahead of use (DESIGN.md,
+ * "Restore", step 3, off the critical path, as the pool takes context creation
+ * off it). phos_park CRIU-restores dir with the given stdio; the function
+ * wakes inside phos_fn_serve and waits on its channel socket, costing host
+ * memory only, until phos_restore_parked gives the other end of that socket
+ * to a pooled executor with the snapshot's GPU side. phos_parked_drop kills
+ * one that is no longer wanted (a new snapshot, shutdown).
+ */
+struct phos_parked {
+	pid_t fn_pid;
+	int channel;      /* the executor's end of the function's channel socket */
+	double criu_s;    /* what the CRIU restore took */
+};
+int phos_park(const struct phos_runtime_paths *paths, const char *dir, int stdin_fd, int stdout_fd, int stderr_fd,
+	      struct phos_parked *ret_parked, char *err, size_t errlen);
+void phos_parked_drop(struct phos_parked *parked);
+/* As phos_restore_pooled, for a parked process (taken over on success; dropped
+ * on failure, except -EBUSY: no executor free, it stays parked). */
+int phos_restore_parked(struct phos_pool *pool, const char *dir, struct phos_parked *parked, unsigned timeout_ms,
+			bool on_demand, struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats,
+			char *err, size_t errlen);
+
 /* Hot snapshots (ctxpool/exec_hot.c): every executor of the pool maps and pins
  * the gpu.data of exactly these snapshot directories, checksums verified, while
  * it is idle (a keeper thread hands the list out, off any restore's path), so

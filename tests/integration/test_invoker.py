@@ -278,6 +278,8 @@ def main():
     check(m('phos_invocation_duration_seconds_count{function="vecadd"}') == 3, "metrics: vecadd 3 calls")
     check(m('phos_cold_starts_total{function="idler"}') == 2, "metrics: idler cold twice")
     check(m("phos_restore_bytes_total") > 0 and m("phos_restore_seconds_total") > 0, "metrics: restores")
+    # The second cold start of idler took the process parked (CRIU-restored) after the first.
+    check(m("phos_restores_from_standby_total") >= 1, "metrics: a cold start from a standby process")
 
     # the CLI
     gw = ["--gateway", f"http://127.0.0.1:{port}"]
