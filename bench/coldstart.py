@@ -116,6 +116,45 @@ def evict(*paths):
     return n
 
 
+def keep_log(inv, name):
+    """Keeps an invoker's log for the archive that goes to $OUT at the end."""
+    d = os.path.join(A.workdir, "logs")
+    os.makedirs(d, exist_ok=True)
+    inv.log.flush()
+    shutil.copy(inv.log.name, os.path.join(d, f"invoker-{name}.log"))
+
+
+def disk_read_gbs(path, limit_bytes=4 * GIB, threads=8, chunk=4 << 20):
+    """O_DIRECT read bandwidth of path (evicted first), threads x chunk in flight: the disk's
+    limit for a cold image, measured in the same run."""
+    import mmap
+    evict(path)
+    size = min(os.path.getsize(path), limit_bytes) // chunk * chunk
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    nxt = [0]
+    lock = threading.Lock()
+
+    def reader():
+        buf = mmap.mmap(-1, chunk)  # page aligned, as O_DIRECT wants
+        while True:
+            with lock:
+                off = nxt[0]
+                nxt[0] += chunk
+            if off >= size:
+                break
+            os.preadv(fd, [buf], off)
+
+    t0 = time.perf_counter()
+    ts = [threading.Thread(target=reader) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    dt = time.perf_counter() - t0
+    os.close(fd)
+    return size / dt / 1e9
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -346,13 +385,15 @@ class Invoker:
         raise S.StepError(f"the invoker did not settle: {S.tail(self.log.name)}")
 
     def phases(self):
-        """(CRIU s, executor s) of every restore the invoker logged."""
+        """(CRIU s, executor s, GPU data s, GPU bytes) of every restore the invoker logged."""
         import re
         out = []
         for ln in open(self.log.name, errors="replace"):
-            m = re.search(r"restored in [0-9.]+ ms \(.*?; CRIU ([0-9.]+) ms, executor ([0-9.]+) ms", ln)
+            m = re.search(r"restored in [0-9.]+ ms \(.*?; CRIU ([0-9.]+) ms.*?, executor ([0-9.]+) ms "
+                          r"of which GPU data ([0-9.]+) ms; ([0-9.]+) MiB", ln)
             if m:
-                out.append((float(m.group(1)) / 1e3, float(m.group(2)) / 1e3))
+                out.append((float(m.group(1)) / 1e3, float(m.group(2)) / 1e3, float(m.group(3)) / 1e3,
+                            float(m.group(4)) * (1 << 20)))
         return out
 
     def stop(self):
@@ -368,8 +409,9 @@ class Invoker:
 # ---- one size ---------------------------------------------------------------
 
 def measure(case, system, cold, warm, want, reps, warmup=False):
-    """cold()/warm() -> (status, body, headers, seconds); records the median cold and warm latency
-    (after one cold start that is recorded apart when warmup: the first after a start)."""
+    """cold()/warm() -> (status, body, headers, seconds); records the median cold latency and the
+    median of A.warm_calls warm calls after each cold one (after one cold start that is recorded
+    apart when warmup: the first after a start)."""
     colds, warms, parts = [], [], []
     if warmup:
         st, body, hdrs, dt = cold()
@@ -389,9 +431,10 @@ def measure(case, system, cold, warm, want, reps, warmup=False):
         colds.append(dt)
         if "x-restore-ms" in hdrs:
             parts.append((float(hdrs["x-restore-ms"]) / 1e3, float(hdrs.get("x-run-ms", 0)) / 1e3))
-        st, body, hdrs, dt = warm()
-        if st == 200 and S.answer(body) == want:
-            warms.append(dt)
+        for _ in range(A.warm_calls):
+            st, body, hdrs, dt = warm()
+            if st == 200 and S.answer(body) == want:
+                warms.append(dt)
     colds.sort()
     record(case, system, "first_response_s", colds[len(colds) // 2], "s")
     if reps > 1:
@@ -421,6 +464,11 @@ def run_size(size, front):
         error(f"mlp-{size}GiB", "native", "save weights", err[-2000:])
         return
     want = None
+    try:
+        BW["disk_read_gbs"] = disk_read_gbs(weights)
+        record(f"mlp-{size}GiB-dropped", "limit", "disk_read_odirect", BW["disk_read_gbs"], "GB/s")
+    except OSError as e:
+        error(f"mlp-{size}GiB-dropped", "limit", "disk read", str(e))
 
     # native: the reference answer too
     nat = NativeCold(size, weights)
@@ -510,6 +558,9 @@ def run_size(size, front):
                 lim = touched / (BW["h2d_pinned_gbs"] * 1e9) if BW.get("h2d_pinned_gbs") else None
                 if lim:
                     record(case, "limit", "touched_over_h2d_s", lim, "s")
+                if cache == "dropped" and BW.get("disk_read_gbs"):
+                    # a cold image cannot arrive faster than the disk reads it
+                    record(case, "limit", "touched_over_disk_s", touched / (BW["disk_read_gbs"] * 1e9), "s")
                 configs = [("phos-stw", "stop-the-world", True), ("phos-ondemand", "on-demand", True)]
                 if cache == "pagecache":  # what the standby process saves: CRIU on the path
                     configs.append(("phos-ondemand-criu-on-path", "on-demand", False))
@@ -531,9 +582,21 @@ def run_size(size, front):
                                                    want, A.reps if cache == "pagecache" else 1, warmup=True)
                     ph = inv_now.phases()[1:]  # without the warm-up
                     if ph:
-                        ph.sort()
-                        record(case, system, "criu_restore_s", ph[len(ph) // 2][0], "s")
-                        record(case, system, "executor_restore_s", sorted(p[1] for p in ph)[len(ph) // 2], "s")
+                        def med(k):
+                            return sorted(p[k] for p in ph)[len(ph) // 2]
+                        record(case, system, "criu_restore_s", med(0), "s")
+                        record(case, system, "executor_restore_s", med(1), "s")
+                        if mode == "stop-the-world" and med(2) > 0:
+                            # stop-the-world: every byte lands before the function runs
+                            rate = med(3) / med(2) / 1e9
+                            record(case, system, "gpu_data_rate", rate, "GB/s")
+                            if BW.get("h2d_pinned_gbs"):
+                                record(case, system, "gpu_data_rate_over_h2d", rate / BW["h2d_pinned_gbs"], "x")
+                                if cache == "pagecache":
+                                    check(f"{case}: stop-the-world restore moves GPU data at {rate:.1f} GB/s "
+                                          f">= 80% of pinned H2D ({BW['h2d_pinned_gbs']:.1f} GB/s)",
+                                          rate >= 0.8 * BW["h2d_pinned_gbs"])
+                    keep_log(inv_now, f"mlp{size}-{cache}-{system}")
                     inv.stop()
                     inv = None
         except (S.StepError, OSError, ValueError) as e:
@@ -554,6 +617,9 @@ def run_size(size, front):
                 record(case, system, "speedup_vs_driver_api", base / v, "x")
         v = got.get(("phos-ondemand", cache))
         lim = [r["value"] for r in records if r["case"] == case and r["metric"] == "touched_over_h2d_s"]
+        dlim = [r["value"] for r in records if r["case"] == case and r["metric"] == "touched_over_disk_s"]
+        if v and dlim:
+            record(case, "phos-ondemand", "first_response_over_disk_limit", v / dlim[0], "x")
         if v and lim:
             target = 1.2 * lim[0] + 0.015
             record(case, "phos-ondemand", "first_response_over_limit", v / lim[0], "x")
@@ -599,15 +665,18 @@ def chart(path):
             ax.bar([x for x, _ in ok], [v for _, v in ok], w, color=color, label=system)
             for x, v in ok:
                 ax.annotate(f"{v:.2g}", (x, v), ha="center", va="bottom", fontsize=7)
-        lim = [get.get((c, "limit", "touched_over_h2d_s")) for c in cases]
-        ax.plot(range(len(cases)), [v if isinstance(v, (int, float)) else float("nan") for v in lim], "k_", ms=50,
-                mew=2, label="touched bytes / pinned H2D")
+        for metric, style, label in (("touched_over_h2d_s", "k_", "touched bytes / pinned H2D"),
+                                     ("touched_over_disk_s", "r_", "touched bytes / O_DIRECT disk read")):
+            lim = [get.get((c, "limit", metric)) for c in cases]
+            if any(isinstance(v, (int, float)) for v in lim):
+                ax.plot(range(len(cases)), [v if isinstance(v, (int, float)) else float("nan") for v in lim],
+                        style, ms=50, mew=2, label=label)
+        ax.legend(fontsize=8, loc="upper left")
         ax.set_xticks(range(len(cases)))
         ax.set_xticklabels([f"{s} GiB" for s in A.sizes])
         ax.set_yscale("log")
         ax.set_ylabel("HTTP request to response (s)")
         ax.set_title(f"cold start, image {'in the page cache' if cache == 'pagecache' else 'evicted'}")
-    axes[0].legend(fontsize=8, loc="upper left")
     fig.suptitle(f"mlp cold start over HTTP, {DEVICE}, {DATE}; pinned H2D {BW.get('h2d_pinned_gbs', 0):.1f} GB/s",
                  fontsize=10)
     fig.tight_layout()
@@ -619,7 +688,8 @@ def parse_args():
     p.add_argument("build")
     p.add_argument("--sizes", default="1,4,16")
     p.add_argument("--systems", default="baseline,phos", help="besides native (always: the reference)")
-    p.add_argument("--reps", type=int, default=2, help="cold starts per page-cache case (median reported)")
+    p.add_argument("--reps", type=int, default=3, help="cold starts per page-cache case (median reported)")
+    p.add_argument("--warm-calls", type=int, default=5, help="warm calls after each cold start (median reported)")
     p.add_argument("--workdir", default=os.environ.get("PHOS_BENCH_DIR", "/var/tmp/phos-bench-coldstart"))
     p.add_argument("--name", default="coldstart")
     p.add_argument("--keep-files", action="store_true")
@@ -645,6 +715,7 @@ def main():
     S.A = A
     os.makedirs(RESULTS, exist_ok=True)
     os.makedirs(A.workdir, exist_ok=True)
+    shutil.rmtree(os.path.join(A.workdir, "logs"), ignore_errors=True)
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     DEVICE, _ = S.gpu_info()
@@ -687,6 +758,9 @@ def main():
     finally:
         front.close()
     save(True)
+    logs = os.path.join(A.workdir, "logs")
+    if OUT and os.path.isdir(logs):
+        S.sh(["tar", "czf", os.path.join(OUT, f"{A.name}-logs.tar.gz"), "-C", A.workdir, "logs"], 120)
     bad = [c for c in checks if not c["ok"]]
     log(f"coldstart: {len(checks) - len(bad)} of {len(checks)} checks passed")
     return 1 if bad else 0
