@@ -106,6 +106,8 @@ struct executor {
 	struct phos_device *dev;
 	struct phos_bufmap *bufs;
 	struct phos_channel *ch;
+	struct phos_channel *next_ch;  /* made and pinned ahead for the next function (main.c) */
+	bool next_ch_pinned, ch_pinned;
 	uint64_t arena_base, arena_size;
 
 	struct handle_table streams, events, modules, funcs, vars, regions, blas;

@@ -485,6 +485,8 @@ int loader_start(struct executor *ex, const struct loader_item *items, size_t n,
 		return r;
 	}
 	l->t0 = phos_now();
+	trace_line(l, "{\"op\":\"restore_start\",\"items\":%zu,\"source\":\"%s\",\"t_ms\":%.3f}\n", n,
+		   src->map ? "hot" : src->direct ? "direct" : "buffered", l->t0 * 1e3);
 	if (pthread_create(&l->engine, NULL, engine_main, l) != 0) {
 		phos_errf(err, errlen, "cannot start the restore engine");
 		loader_free(l);

@@ -15,7 +15,8 @@
  * buffers in while the function runs (loader.h).
  * --pool: stay warm and serve one function after another (pool_loop below).
  *
- * PHOS_TRACE and PHOS_ARENA_BASE give defaults for --trace and --arena-base
+ * PHOS_TRACE and PHOS_ARENA_BASE give defaults for --trace ("%p" in it: the
+ * executor's pid, one trace per executor of a pool) and --arena-base
  * (sanitizer builds move the arena: ASan's heap sits at 0x600000000000).
  */
 #include <errno.h>
@@ -150,6 +151,33 @@ static void *control_main(void *arg)
 	return NULL;
 }
 
+/* Makes the channel for the next function and pins it, unless there is one.
+ * A pooled executor does this while idle: pinning takes milliseconds and holds
+ * the driver's lock, which would stall the restore engine's copies if it
+ * happened once the cold start is under way (measured on the H100: the first
+ * buffers of an on-demand restore landed 8-20 ms late). Failing is not fatal:
+ * serve_one makes an unpinned channel then. */
+static void channel_prepare(struct executor *ex)
+{
+	size_t len;
+	void *shm;
+
+	if (ex->next_ch || phos_channel_make(PHOS_RING_DEFAULT, &ex->next_ch) < 0)
+		return;
+	shm = phos_channel_shm(ex->next_ch, &len);
+	ex->next_ch_pinned = ex->dev_ops->host_register(ex->dev, shm, len) == 0;
+	if (!ex->next_ch_pinned)
+		phos_warn("could not pin the channel (records are then copied, not read by DMA)");
+}
+
+/* Unpins (when pinned) and frees a channel; accepts NULL. */
+static void channel_drop(struct executor *ex, struct phos_channel *ch, bool pinned)
+{
+	if (ch && pinned)
+		ex->dev_ops->host_unregister(ex->dev, phos_channel_shm(ch, NULL));
+	phos_channel_free(ch);
+}
+
 /* One function: its snapshot loaded first when img is given (on_demand: the
  * buffers stream in while it runs), then its calls until it says goodbye or
  * goes away; the executor is scrubbed afterwards. The channel socket fd is
@@ -162,6 +190,8 @@ static int serve_one(struct executor *ex, int fd, const char *dir, const struct 
 	char err[512] = "";
 	int r = 0;
 
+	/* Before the restore engine starts (pinning would stall its copies). */
+	channel_prepare(ex);
 	if (img) {
 		r = exec_image_load(ex, dir, img, on_demand, err, sizeof(err));
 		if (r < 0) {
@@ -171,9 +201,14 @@ static int serve_one(struct executor *ex, int fd, const char *dir, const struct 
 			return r;
 		}
 	}
-	r = phos_channel_serve_new(fd, PHOS_RING_DEFAULT, &ex->ch);
+	ex->ch = ex->next_ch;
+	ex->ch_pinned = ex->next_ch_pinned;
+	ex->next_ch = NULL;
+	ex->next_ch_pinned = false;
+	r = ex->ch ? phos_channel_attach(ex->ch, fd) : (close(fd), -ENOMEM);
 	if (r < 0) {
-		close(fd);
+		channel_drop(ex, ex->ch, ex->ch_pinned);
+		ex->ch = NULL;
 		exec_control(ex, "error cannot set up the channel: %s", strerror(-r));
 		exec_scrub(ex);
 		return r;
@@ -187,18 +222,10 @@ static int serve_one(struct executor *ex, int fd, const char *dir, const struct 
 		ct.stop_fd = stop[0];
 		ct.running = pthread_create(&ct.th, NULL, control_main, &ct) == 0;
 	}
-	{
-		/* Pinning the channel lets H2D copies read records by DMA. */
-		size_t shm_len;
-		void *shm = phos_channel_shm(ex->ch, &shm_len);
-
-		if (ex->dev_ops->host_register(ex->dev, shm, shm_len) < 0)
-			phos_warn("could not pin the channel");
-		r = exec_serve(ex);
-		ex->dev_ops->host_unregister(ex->dev, shm);
-		if (r < 0)
-			phos_err("serving failed: %s", strerror(-r));
-	}
+	/* The channel is pinned (channel_prepare): H2D copies read records by DMA. */
+	r = exec_serve(ex);
+	if (r < 0)
+		phos_err("serving failed: %s", strerror(-r));
 	if (ct.running) {
 		(void)!write(stop[1], "x", 1);
 		pthread_join(ct.th, NULL);
@@ -207,8 +234,9 @@ static int serve_one(struct executor *ex, int fd, const char *dir, const struct 
 		if (stop[i] >= 0)
 			close(stop[i]);
 	exec_scrub(ex);
-	phos_channel_free(ex->ch);
+	channel_drop(ex, ex->ch, ex->ch_pinned);
 	ex->ch = NULL;
+	ex->ch_pinned = false;
 	ex->goodbye = false;
 	return r;
 }
@@ -280,6 +308,7 @@ static int pool_loop(struct executor *ex)
 		double t0;
 		int fd, r;
 
+		channel_prepare(ex);   /* while idle, off the next cold start's path */
 		exec_control(ex, "idle");
 		r = phos_recv_fd(ex->control_fd, &fd);
 		if (r == -EPIPE)
@@ -446,6 +475,13 @@ int main(int argc, char **argv)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	if (trace && *trace) {
+		char path[4096];
+		const char *pid_at = strstr(trace, "%p");
+
+		/* "%p" in the path: one trace per executor (a pool runs several). */
+		if (pid_at && snprintf(path, sizeof(path), "%.*s%d%s", (int)(pid_at - trace), trace, (int)getpid(),
+				       pid_at + 2) < (int)sizeof(path))
+			trace = path;
 		ex.trace = fopen(trace, "we");
 		if (!ex.trace) {
 			fprintf(stderr, "phos-executor: cannot open trace %s: %s\n", trace, strerror(errno));
@@ -472,7 +508,8 @@ int main(int argc, char **argv)
 					  &ex.vars, &ex.regions, &ex.blas };
 	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
 		handle_table_exit(tables[i]);
-	phos_channel_free(ex.ch);
+	channel_drop(&ex, ex.ch, ex.ch_pinned);
+	channel_drop(&ex, ex.next_ch, ex.next_ch_pinned);
 	exec_hot_clear(&ex);
 	phos_bufmap_free(ex.bufs);
 	ex.dev_ops->close(ex.dev);

@@ -11,10 +11,12 @@
  * Launch sets hold whole buffers (a kernel may touch any byte of a buffer it
  * has a pointer into); copies and cuBLAS calls hold the bytes they touch.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "executor.h"
 #include "loader.h"
+#include "log.h"
 
 void spec_add(struct spec_set *s, uint64_t addr, uint64_t len, uint8_t access)
 {
@@ -118,7 +120,10 @@ static void trace(struct executor *ex, const char *what, const char *name, uint3
 {
 	FILE *f = ex->trace;
 
-	fprintf(f, "{\"seq\":%llu,\"op\":\"%s\"", (unsigned long long)ex->seq, what);
+	/* The restore engine writes lines of its own from another thread: one
+	 * line of ours is written under the stream's lock, so lines never mix. */
+	flockfile(f);
+	fprintf(f, "{\"seq\":%llu,\"op\":\"%s\",\"t_ms\":%.3f", (unsigned long long)ex->seq, what, phos_now() * 1e3);
 	if (name) {
 		/* Mangled names are identifiers: nothing to escape but be safe anyway. */
 		fputs(",\"kernel\":\"", f);
@@ -134,6 +139,7 @@ static void trace(struct executor *ex, const char *what, const char *name, uint3
 	if (s->overflow)
 		fputs(",\"overflow\":true", f);
 	fputs("}\n", f);
+	funlockfile(f);
 }
 
 int spec_commit(struct executor *ex, const char *what, const char *name, uint32_t stream,

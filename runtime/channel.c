@@ -50,7 +50,8 @@ struct phos_shm {
 };
 
 struct phos_channel {
-	int sock;
+	int sock;                /* -1 until attached (executor side) */
+	int memfd;               /* executor side, until attached */
 	struct phos_shm *shm;
 	size_t shm_len;
 	uint8_t *ring;
@@ -124,6 +125,7 @@ static int channel_new(int sock, struct phos_shm *shm, size_t len, struct phos_c
 	if (!ch)
 		return -ENOMEM;
 	ch->sock = sock;
+	ch->memfd = -1;
 	ch->shm = shm;
 	ch->shm_len = len;
 	ch->ring = (uint8_t *)shm + shm->ring_off;
@@ -210,7 +212,7 @@ int phos_recv_fd(int sock, int *ret_fd)
 	return 0;
 }
 
-int phos_channel_serve_new(int sock, size_t ring_bytes, struct phos_channel **ret_ch)
+int phos_channel_make(size_t ring_bytes, struct phos_channel **ret_ch)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	uint64_t ring_off = 4096, reply_off, total;
@@ -242,22 +244,52 @@ int phos_channel_serve_new(int sock, size_t ring_bytes, struct phos_channel **re
 	shm->reply_off = reply_off;
 	shm->reply_size = total - reply_off;
 	shm->total = total;
-	r = phos_send_fd(sock, fd);
-	if (r < 0)
-		goto err_map;
-	close(fd);
-	r = channel_new(sock, shm, total, ret_ch);
+	r = channel_new(-1, shm, total, ret_ch);
 	if (r < 0) {
 		munmap(shm, total);
-		return r;
+		goto err_fd;
 	}
+	(*ret_ch)->memfd = fd;
 	return 0;
 
-err_map:
-	munmap(shm, total);
 err_fd:
 	close(fd);
 	return r;
+}
+
+int phos_channel_attach(struct phos_channel *ch, int sock)
+{
+	int r;
+
+	if (ch->memfd < 0 || ch->sock >= 0) {
+		close(sock);
+		return -EINVAL;
+	}
+	ch->sock = sock;
+	r = phos_send_fd(sock, ch->memfd);
+	if (r < 0)
+		return r;
+	close(ch->memfd);
+	ch->memfd = -1;
+	return 0;
+}
+
+int phos_channel_serve_new(int sock, size_t ring_bytes, struct phos_channel **ret_ch)
+{
+	struct phos_channel *ch;
+	int r = phos_channel_make(ring_bytes, &ch);
+
+	if (r < 0) {
+		close(sock);
+		return r;
+	}
+	r = phos_channel_attach(ch, sock);
+	if (r < 0) {
+		phos_channel_free(ch);
+		return r;
+	}
+	*ret_ch = ch;
+	return 0;
 }
 
 /* Maps the channel memfd fd (closed in all cases) for the channel on sock. */
@@ -347,6 +379,8 @@ void phos_channel_free(struct phos_channel *ch)
 		munmap(ch->shm, ch->shm_len);
 	if (ch->sock >= 0)
 		close(ch->sock);
+	if (ch->memfd >= 0)
+		close(ch->memfd);
 	free(ch);
 }
 

@@ -40,9 +40,17 @@ struct phos_reply {
 struct phos_channel;
 
 /* Executor side: creates the memfd and mapping for a new channel on the
- * connected socket sock (ownership of sock passes to the channel) and sends the
- * memfd to the peer. Returns 0 or -errno. */
+ * connected socket sock (ownership of sock passes to the channel, also on
+ * failure) and sends the memfd to the peer. Returns 0 or -errno. */
 int phos_channel_serve_new(int sock, size_t ring_bytes, struct phos_channel **ret_ch);
+
+/* The same in two steps, so that a pooled executor makes (and pins) its next
+ * channel while idle, off the cold-start path: phos_channel_make creates the
+ * memfd and mapping of a channel not connected yet; phos_channel_attach sends
+ * its memfd to the peer on sock (taken over, also on failure; -EINVAL when the
+ * channel is attached already). Returns 0 or -errno. */
+int phos_channel_make(size_t ring_bytes, struct phos_channel **ret_ch);
+int phos_channel_attach(struct phos_channel *ch, int sock);
 
 /* Function side: receives the memfd on sock (taken over) and maps it. */
 int phos_channel_connect_new(int sock, struct phos_channel **ret_ch);

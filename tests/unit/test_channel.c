@@ -2,6 +2,7 @@
 /* The channel: records arrive in order and intact across ring wrap-around,
  * synchronous calls get their own reply, and either side sees the other die. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,8 +133,25 @@ int main(void)
 		_exit(phos_channel_call(c, PHOS_OP_DEVICE_SYNC, NULL, 0, NULL, 0, &rep) == -EPIPE ? 0 : 21);
 	}
 	close(sv[1]);
-	r = phos_channel_serve_new(sv[0], 2u << 20, &ch);
-	CHECK(r == 0, "serve_new: %d", r);
+	/* In two steps this time, as a pooled executor makes its next channel
+	 * ahead: made (not connected), then attached once a function comes. */
+	r = phos_channel_make(2u << 20, &ch);
+	CHECK(r == 0, "make: %d", r);
+	if (r < 0)
+		return 1;
+	CHECK(phos_channel_socket(ch) < 0, "a made channel has no socket yet");
+	r = phos_channel_attach(ch, sv[0]);
+	CHECK(r == 0, "attach: %d", r);
+	{
+		int extra[2];
+
+		/* A second attach is refused, and the socket it was given is closed. */
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, extra) == 0) {
+			CHECK(phos_channel_attach(ch, extra[0]) == -EINVAL, "second attach refused");
+			CHECK(fcntl(extra[0], F_GETFD) < 0 && errno == EBADF, "refused socket closed");
+			close(extra[1]);
+		}
+	}
 	phos_channel_free(ch); /* the executor goes away without replying */
 	waitpid(pid, &status, 0);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "dead executor: child status %d", status);
