@@ -124,7 +124,7 @@ def keep_log(inv, name):
     shutil.copy(inv.log.name, os.path.join(d, f"invoker-{name}.log"))
 
 
-def disk_read_gbs(path, limit_bytes=4 * GIB, threads=8, chunk=4 << 20):
+def disk_read_gbs(path, limit_bytes=4 * GIB, threads=32, chunk=4 << 20):
     """O_DIRECT read bandwidth of path (evicted first), threads x chunk in flight: the disk's
     limit for a cold image, measured in the same run."""
     import mmap
@@ -671,7 +671,7 @@ def chart(path):
             if any(isinstance(v, (int, float)) for v in lim):
                 ax.plot(range(len(cases)), [v if isinstance(v, (int, float)) else float("nan") for v in lim],
                         style, ms=50, mew=2, label=label)
-        ax.legend(fontsize=8, loc="upper left")
+        ax.legend(fontsize=8, loc="upper left", markerscale=0.3)
         ax.set_xticks(range(len(cases)))
         ax.set_xticklabels([f"{s} GiB" for s in A.sizes])
         ax.set_yscale("log")
