@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -405,12 +406,32 @@ static int exchange(struct inv_instance *in, const char *body, size_t len, const
 
 /* ---- scheduling ---- */
 
+/* Instances of all functions together, against --max-instances: each holds an
+ * executor (a GPU context and its memory) and a process. */
+static atomic_uint live_instances;
+
+static bool live_take(void)
+{
+	unsigned n = atomic_load(&live_instances);
+
+	while (n < inv_cfg.max_instances)
+		if (atomic_compare_exchange_weak(&live_instances, &n, n + 1))
+			return true;
+	return false;
+}
+
+static void live_give(void)
+{
+	atomic_fetch_sub(&live_instances, 1);
+}
+
 static void unlink_instance(struct inv_function *f, struct inv_instance *in)
 {
 	for (struct inv_instance **p = &f->instances; *p; p = &(*p)->next)
 		if (*p == in) {
 			*p = in->next;
 			f->n_instances--;
+			live_give();
 			break;
 		}
 	pthread_cond_broadcast(&f->cond);
@@ -441,9 +462,16 @@ void inv_invoke(struct inv_function *f, const char *body, size_t len, const char
 			break;
 		}
 		if (f->n_instances < f->limits.max_instances) {
+			if (!live_take()) {
+				pthread_mutex_unlock(&f->lock);
+				result_error(res, 503, "no capacity: %u instances run across all functions "
+					     "(--max-instances)", inv_cfg.max_instances);
+				goto out;
+			}
 			in = calloc(1, sizeof(*in));
 			if (!in || !(in->ring = malloc(INV_LOG_RING))) {
 				pthread_mutex_unlock(&f->lock);
+				live_give();
 				if (in)
 					free(in);
 				result_error(res, 503, "out of memory");
@@ -563,6 +591,7 @@ void inv_instances_stop_idle(struct inv_function *f, bool all)
 		if (in->state == INV_INST_IDLE && (all || now - in->idle_since >= f->limits.idle_ms / 1000.0)) {
 			*p = in->next;
 			f->n_instances--;
+			live_give();
 			in->next = stop;
 			stop = in;
 			continue;

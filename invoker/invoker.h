@@ -132,6 +132,7 @@ struct inv_config {
 	bool stop_the_world;      /* --restore stop-the-world; default on-demand */
 	bool standby;             /* --standby 1 (default): a parked process per function */
 	uint64_t hot_bytes;       /* --hot-bytes: pinned page cache for hot snapshots */
+	unsigned max_instances;   /* --max-instances: instances of all functions together */
 };
 
 extern struct inv_config inv_cfg;

@@ -55,7 +55,9 @@ static void usage(FILE *f)
 		"  --hot-bytes N          snapshots whose gpu.data fits in N bytes together stay pinned in the\n"
 		"                         page cache of every pooled executor (default: a quarter of RAM; 0: off)\n"
 		"  --standby 0|1          keep one CRIU-restored process of each function parked, so that a cold\n"
-		"                         start only restores the GPU side (default 1; needs the pool)\n");
+		"                         start only restores the GPU side (default 1; needs the pool)\n"
+		"  --max-instances N      instances of all functions together (1..4096, default 64): a cold\n"
+		"                         start over it is 503\n");
 }
 
 /* The default state directory, as --help describes. */
@@ -102,6 +104,7 @@ int main(int argc, char **argv)
 		{ "pool", required_argument, NULL, 'P' },       { "help", no_argument, NULL, 'h' },
 		{ "restore", required_argument, NULL, 'r' },    { "hot-bytes", required_argument, NULL, 'H' },
 		{ "standby", required_argument, NULL, 'S' },
+		{ "max-instances", required_argument, NULL, 'M' },
 		{ 0 },
 	};
 	static char executor[PATH_MAX], preload[PATH_MAX], twins[PATH_MAX], criu[PATH_MAX], state[PATH_MAX];
@@ -109,6 +112,7 @@ int main(int argc, char **argv)
 	bool hot_set = false;
 
 	inv_cfg.standby = true;
+	inv_cfg.max_instances = 64;
 	struct MHD_Daemon *d;
 	struct sigaction sa = { .sa_handler = on_signal };
 	char err[512];
@@ -153,6 +157,19 @@ int main(int argc, char **argv)
 			}
 			inv_cfg.stop_the_world = !strcmp(optarg, "stop-the-world");
 			break;
+		case 'M': {
+			char *end;
+			long v;
+
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || v < 1 || v > 4096) {
+				fprintf(stderr, "phos-invoker: --max-instances takes 1..4096\n");
+				return 2;
+			}
+			inv_cfg.max_instances = (unsigned)v;
+			break;
+		}
 		case 'S':
 			if (strcmp(optarg, "0") && strcmp(optarg, "1")) {
 				fprintf(stderr, "phos-invoker: --standby takes 0 or 1\n");

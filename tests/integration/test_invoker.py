@@ -12,7 +12,9 @@
 - the CLI against it (deploy, list, describe, invoke, logs, snapshot NAME, remove);
 - a restarted invoker (SIGKILL, same state dir) serves the same functions;
 - a non-loopback address: refused without a token, 401 without/with a bad token;
-- SIGTERM drains an in-flight call before stopping.
+- SIGTERM drains an in-flight call before stopping;
+- --max-instances caps instances across functions (503), and a slot comes back
+  when an instance scales to zero.
 """
 import http.client
 import json
@@ -335,6 +337,22 @@ def main():
     t.join()
     check(res["r"][0] == 200, f"the in-flight call finished during drain: {res['r'][0]}")
     check(inv.wait(timeout=20) == 0, "exit 0 after SIGTERM")
+
+    # --max-instances: instances of all functions together
+    check(subprocess.run([INVOKER, "--max-instances", "0"], capture_output=True, env=env(),
+                         timeout=20).returncode == 2, "--max-instances 0 refused")
+    inv, port = start(state, extra=["--max-instances", "1"])
+    check(call("POST", "/function/idler", {})[0] == 200, "max-instances 1: idler runs")
+    st, body, _ = call("POST", "/function/vecadd", req)
+    check(st == 503 and "--max-instances" in body.get("error", ""), f"a second function over the cap: {st} {body}")
+    for _ in range(100):  # idler scales to zero after 200 ms, freeing the slot
+        if metric(H, port, 'phos_instances{function="idler",state="idle"}') == 0:
+            break
+        time.sleep(0.05)
+    st, body, _ = call("POST", "/function/vecadd", req)
+    check(st == 200 and body.get("ok") is True, f"the slot came back after scale to zero: {st} {body}")
+    inv.terminate()
+    inv.wait(timeout=20)
 
     # auth on a non-loopback address (127.0.0.2: served only with a token)
     port2 = free_port("127.0.0.2")
