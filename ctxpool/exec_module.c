@@ -202,7 +202,8 @@ static int launch(struct executor *ex, const void *body, uint32_t len)
 	TRY(exec_stream(ex, l->stream, &stream));
 	set.n = 0;
 	set.overflow = false;
-	TRY(spec_launch(ex, &f->info, params, l->param_bytes, &set));
+	set.opaque = false;
+	TRY(spec_launch(ex, f, params, l->param_bytes, &set));
 	TRY(spec_commit(ex, "launch", f->name, l->stream, &set));
 	return ex->dev_ops->launch(ex->dev, f->dev_func, &f->info, l->grid, l->block, l->shared, stream,
 				   params, l->param_bytes);

@@ -224,6 +224,7 @@ enum spec_access { SPEC_READ = 1, SPEC_WRITE = 2 };
 struct spec_set {
 	uint32_t n;
 	bool overflow;
+	bool opaque;    /* a launch of an opaque kernel: it may touch any buffer */
 	struct spec_range { uint64_t addr, len; uint8_t access; } r[SPEC_MAX_RANGES];
 };
 
@@ -234,15 +235,20 @@ void spec_add(struct spec_set *s, uint64_t addr, uint64_t len, uint8_t access);
  * -PHOS_CUDA_INVALID_VALUE if not. len 0 is accepted and adds nothing. */
 int spec_range(struct executor *ex, struct spec_set *s, uint64_t addr, uint64_t len, uint8_t access);
 
-/* Builds the set of a launch from its parameters (DESIGN.md rules). A declared
- * pointer that points into the arena but at no live buffer (freed, never
- * allocated) gives -PHOS_CUDA_ILLEGAL_ADDRESS and the launch is refused. */
-int spec_launch(struct executor *ex, const struct phos_kernel_info *ki, const uint8_t *params,
+/* Builds the set of a launch (DESIGN.md rules). An EXACT kernel (ptx_access.h)
+ * gets the buffers its read and write parameter words point into, and the
+ * variables of its module when it touches module variables; an OPAQUE one is
+ * marked s->opaque (it may touch anything) and still gets the buffers its
+ * parameters name, for the trace. A declared pointer that points into the arena
+ * but at no live buffer (freed, never allocated) gives -PHOS_CUDA_ILLEGAL_ADDRESS
+ * and the launch is refused. */
+int spec_launch(struct executor *ex, const struct exec_func *f, const uint8_t *params,
 		uint32_t param_bytes, struct spec_set *s);
 
 /* The set is final and the call goes to the device next: writes its trace line
  * (when tracing is on) and, for an instance restored on demand, records first
  * touches and makes the call's stream wait for the buffers in the set that are
- * not resident yet (loader_gate). Returns 0 or a negated cudaError_t. */
+ * not resident yet (loader_gate), or for every buffer when the set is opaque or
+ * overflowed (loader_gate_all). Returns 0 or a negated cudaError_t. */
 int spec_commit(struct executor *ex, const char *what, const char *name, uint32_t stream,
 		const struct spec_set *s);

@@ -9,7 +9,10 @@
  *    "reads":[[105553116266496,4096]],"writes":[[105553116270592,4096]]}
  *
  * Launch sets hold whole buffers (a kernel may touch any byte of a buffer it
- * has a pointer into); copies and cuBLAS calls hold the bytes they touch.
+ * has a pointer into); copies and cuBLAS calls hold the bytes they touch. A
+ * launch's line says whether its sets are "exact" (the kernel's PTX proves
+ * every access derives from the parameters in the set) or "opaque" (the
+ * kernel may touch any buffer: on-demand restore waits for all of them).
  */
 #include <stdio.h>
 #include <string.h>
@@ -64,8 +67,61 @@ static int add_pointer(struct executor *ex, struct spec_set *s, uint64_t v, uint
 	return b && b->addr + b->size == v ? 0 : -1;
 }
 
-int spec_launch(struct executor *ex, const struct phos_kernel_info *ki, const uint8_t *params,
+static int launch_declared(struct executor *ex, const struct phos_kernel_info *ki, const uint8_t *params,
+			   uint32_t param_bytes, struct spec_set *s);
+
+/* An exact kernel: the buffers its parameter words point into, with the access
+ * the analysis found; and its module's variables when it touches them. */
+static void launch_exact(struct executor *ex, const struct exec_func *f, const uint8_t *params,
+			 uint32_t param_bytes, struct spec_set *s)
+{
+	const struct phos_kernel_access *acc = &f->info.access;
+
+	for (uint32_t w = 0; w < PHOS_ACCESS_WORDS && (uint64_t)w * 8 < param_bytes; w++) {
+		uint8_t access = (phos_access_word(acc->read, w) ? SPEC_READ : 0) |
+				 (phos_access_word(acc->write, w) ? SPEC_WRITE : 0);
+		uint64_t v = 0;
+
+		if (!access)
+			continue;
+		memcpy(&v, params + (size_t)w * 8, param_bytes - w * 8 < 8 ? param_bytes - w * 8 : 8);
+		add_pointer(ex, s, v, access, false);
+	}
+	if (!acc->globals)
+		return;
+	for (uint32_t id = 0; id < ex->vars.cap; id++) {
+		const struct exec_var *v = ex->vars.slot[id];
+
+		if (v && !v->error && v->module == f->module && v->size)
+			spec_add(s, v->addr, v->size,
+				 (acc->globals & PHOS_ACCESS_READ ? SPEC_READ : 0) |
+				 (acc->globals & PHOS_ACCESS_WRITE ? SPEC_WRITE : 0));
+	}
+}
+
+int spec_launch(struct executor *ex, const struct exec_func *f, const uint8_t *params,
 		uint32_t param_bytes, struct spec_set *s)
+{
+	const struct phos_kernel_info *ki = &f->info;
+	bool exact = ki->access.verdict == PHOS_ACCESS_EXACT;
+	struct spec_set declared;
+
+	/* Declared pointers: checked always (a dangling one is refused); they make
+	 * the set of an opaque kernel, for the trace and later modes. */
+	declared.n = 0;
+	declared.overflow = false;
+	declared.opaque = false;
+	TRY(launch_declared(ex, ki, params, param_bytes, exact ? &declared : s));
+	if (!exact) {
+		s->opaque = true;
+		return 0;
+	}
+	launch_exact(ex, f, params, param_bytes, s);
+	return 0;
+}
+
+static int launch_declared(struct executor *ex, const struct phos_kernel_info *ki, const uint8_t *params,
+			   uint32_t param_bytes, struct spec_set *s)
 {
 	for (uint32_t i = 0; i < ki->nparams; i++) {
 		const struct phos_kparam *p = &ki->params[i];
@@ -132,6 +188,8 @@ static void trace(struct executor *ex, const char *what, const char *name, uint3
 				fputc(*c, f);
 		fputc('"', f);
 	}
+	if (!strcmp(what, "launch"))
+		fprintf(f, ",\"sets\":\"%s\"", s->opaque ? "opaque" : "exact");
 	fprintf(f, ",\"stream\":%u,\"reads\":", stream);
 	write_ranges(f, s, SPEC_READ);
 	fputs(",\"writes\":", f);
@@ -157,7 +215,7 @@ int spec_commit(struct executor *ex, const char *what, const char *name, uint32_
 		return 0;
 	/* Also once everything is resident: the gate records first touches. */
 	TRY(exec_stream(ex, stream, &dev_stream));
-	if (s->overflow && !loader_done(ex->loader))
+	if ((s->overflow || s->opaque) && !loader_done(ex->loader))
 		return loader_gate_all(ex->loader, dev_stream);
 	for (uint32_t i = 0; i < s->n; i++)
 		TRY(loader_gate(ex->loader, dev_stream, s->r[i].addr, s->r[i].len));

@@ -17,11 +17,13 @@
  *
  * nvcc compresses PTX with zstd by default (--compress-mode default/size/
  * balance; with -compress-all cubins too) and with LZ4 in --compress-mode=speed.
- * Cubins are plain unless -compress-all is given. LZ4 is decompressed here; a
- * zstd entry is skipped and counted; when nothing else could be read, a kernel
- * lookup gives -EOPNOTSUPP so that the caller asks the driver
- * (cuFuncGetParamInfo). Every cubin of a fatbin carries all its kernels, so
- * one readable cubin is enough to answer -ENOENT.
+ * Cubins are plain unless -compress-all is given. Both are decompressed here
+ * (zstd by libzstd, LZ4 by the small decoder below), with a size cap. Every
+ * cubin of a fatbin carries all its kernels, so one readable cubin is enough to
+ * answer -ENOENT.
+ *
+ * Each PTX module is also run through the access analysis (ptx_access.h); a
+ * kernel's verdict comes from its PTX, and a kernel no PTX carries is opaque.
  *
  * .nv.info.<kernel> is a list of records {u8 format, u8 attribute, u16 value}
  * on a 4-byte grid; format 4 (EIFMT_SVAL) has the u16 as a payload size and the
@@ -30,9 +32,12 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+
+#include <zstd.h>
 
 #include "kparam.h"
 
@@ -57,6 +62,7 @@ enum { SRC_CUBIN = 0, SRC_PTX = 1 };
 
 struct kinfo {
 	char *name;
+	struct phos_kernel_access *acc;    /* from its PTX; NULL: none seen */
 	int err;               /* -E2BIG: more than PHOS_MAX_PARAMS parameters */
 	uint8_t src;           /* SRC_* */
 	uint32_t nparams, param_bytes;
@@ -64,7 +70,7 @@ struct kinfo {
 };
 
 struct phos_fatbin {
-	unsigned ncubins, nptx, nskipped;
+	unsigned ncubins, nptx;
 	size_t nkernels, cap;
 	struct kinfo *k;
 };
@@ -396,10 +402,35 @@ static int ptx_param(struct lexer *lx, uint32_t *ret_size, uint32_t *ret_align)
 	return 0;
 }
 
+struct access_ctx {
+	struct phos_fatbin *fb;
+	size_t first;           /* the module's kernels are fb->k[first..] */
+};
+
+/* The analysis' result for one entry of the module just parsed. */
+static int ptx_access_found(void *ctx, const char *name, size_t len, const struct phos_kernel_access *acc)
+{
+	struct access_ctx *c = ctx;
+
+	for (size_t i = c->first; i < c->fb->nkernels; i++) {
+		struct kinfo *k = &c->fb->k[i];
+
+		if (k->src != SRC_PTX || k->acc || strlen(k->name) != len || memcmp(k->name, name, len))
+			continue;
+		k->acc = malloc(sizeof(*k->acc));
+		if (!k->acc)
+			return -ENOMEM;
+		*k->acc = *acc;
+		return 0;
+	}
+	return 0;
+}
+
 /* A PTX module: every ".entry NAME ( .param ..., ... )". */
 static int parse_ptx(struct phos_fatbin *fb, const char *text, size_t len)
 {
 	struct lexer lx = { .p = text, .end = text + len };
+	size_t first = fb->nkernels;
 	int r;
 
 	while (lex_next(&lx)) {
@@ -443,6 +474,9 @@ static int parse_ptx(struct phos_fatbin *fb, const char *text, size_t len)
 		}
 		k->param_bytes = cur;
 	}
+	r = phos_ptx_analyze(text, len, ptx_access_found, &(struct access_ctx){ fb, first });
+	if (r < 0)
+		return r;
 	fb->nptx++;
 	return 0;
 }
@@ -458,10 +492,22 @@ static int parse_entry(struct phos_fatbin *fb, const uint8_t *h, const uint8_t *
 	if (kind != FATBIN_KIND_PTX && kind != FATBIN_KIND_ELF)
 		return 0;       /* other kinds carry no kernels we read */
 	if (flags & FATBIN_FLAG_ZSTD) {
-		fb->nskipped++;
-		return 0;
-	}
-	if (flags & FATBIN_FLAG_LZ4) {
+		uint64_t csize = rd32(h + 16), dsize = rd64(h + 56);
+		size_t z;
+
+		if (csize > psize || dsize == 0 || dsize > MAX_DECOMPRESSED)
+			return -EBADMSG;
+		buf = malloc(dsize);
+		if (!buf)
+			return -ENOMEM;
+		z = ZSTD_decompress(buf, dsize, payload, csize);
+		if (ZSTD_isError(z)) {
+			free(buf);
+			return -EBADMSG;
+		}
+		payload = buf;
+		psize = z;
+	} else if (flags & FATBIN_FLAG_LZ4) {
 		uint64_t csize = rd32(h + 16), dsize = rd64(h + 56);
 
 		if (csize > psize || dsize == 0 || dsize > MAX_DECOMPRESSED)
@@ -498,12 +544,38 @@ static int kinfo_cmp_name(const void *key, const void *elem)
 	return strcmp(((const struct kinfo *)key)->name, ((const struct kinfo *)elem)->name);
 }
 
+/* One kernel seen in several entries (a cubin and PTX, or PTX for several
+ * architectures): keep the access result, and the worse one when two differ. */
+static void access_merge(struct kinfo *keep, struct kinfo *drop)
+{
+	if (!drop->acc)
+		return;
+	if (!keep->acc) {
+		keep->acc = drop->acc;
+		drop->acc = NULL;
+		return;
+	}
+	if (keep->acc->verdict != PHOS_ACCESS_EXACT)
+		return;
+	if (drop->acc->verdict != PHOS_ACCESS_EXACT) {
+		*keep->acc = *drop->acc;
+		return;
+	}
+	keep->acc->globals |= drop->acc->globals;
+	for (unsigned i = 0; i < PHOS_ACCESS_WORDS / 64; i++) {
+		keep->acc->read[i] |= drop->acc->read[i];
+		keep->acc->write[i] |= drop->acc->write[i];
+	}
+}
+
 void phos_fatbin_free(struct phos_fatbin *fb)
 {
 	if (!fb)
 		return;
-	for (size_t i = 0; i < fb->nkernels; i++)
+	for (size_t i = 0; i < fb->nkernels; i++) {
 		free(fb->k[i].name);
+		free(fb->k[i].acc);
+	}
 	free(fb->k);
 	free(fb);
 }
@@ -587,7 +659,9 @@ int phos_fatbin_parse(const void *data, size_t len, struct phos_fatbin **ret_fb)
 		qsort(fb->k, fb->nkernels, sizeof(*fb->k), kinfo_cmp);
 		for (size_t i = 0; i < fb->nkernels; i++) {
 			if (w && !strcmp(fb->k[w - 1].name, fb->k[i].name)) {
+				access_merge(&fb->k[w - 1], &fb->k[i]);
 				free(fb->k[i].name);
+				free(fb->k[i].acc);
 				continue;
 			}
 			fb->k[w++] = fb->k[i];
@@ -609,8 +683,8 @@ int phos_fatbin_kernel(const struct phos_fatbin *fb, const char *name, struct ph
 	if (!fb || !name || !ret_info)
 		return -EINVAL;
 	k = fb->nkernels ? bsearch(&key, fb->k, fb->nkernels, sizeof(*fb->k), kinfo_cmp_name) : NULL;
-	if (!k)     /* only zstd entries: it may be there */
-		return fb->nskipped && !fb->ncubins && !fb->nptx ? -EOPNOTSUPP : -ENOENT;
+	if (!k)
+		return -ENOENT;
 	if (k->err)
 		return k->err;
 
@@ -627,11 +701,22 @@ int phos_fatbin_kernel(const struct phos_fatbin *fb, const char *name, struct ph
 	}
 	info.nparams = k->nparams;
 	info.param_bytes = k->param_bytes;
+	if (k->acc) {
+		info.access = *k->acc;
+	} else {
+		info.access.verdict = PHOS_ACCESS_OPAQUE;
+		snprintf(info.access.why, sizeof(info.access.why), "no PTX in the module (SASS only)");
+	}
 	info.name = strdup(name);
 	if (!info.name)
 		return -ENOMEM;
 	*ret_info = info;
 	return 0;
+}
+
+const char *phos_fatbin_kernel_name(const struct phos_fatbin *fb, size_t i)
+{
+	return fb && i < fb->nkernels ? fb->k[i].name : NULL;
 }
 
 void phos_kernel_info_exit(struct phos_kernel_info *info)

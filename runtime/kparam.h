@@ -22,9 +22,12 @@
  *
  * Parsers are bounded: every offset and size read from the input is checked
  * against the input's length, and malformed input gives -EINVAL / -EBADMSG, never
- * a crash. Entries nvcc compressed with LZ4 (--compress-mode=speed) are
- * decompressed with a size cap; zstd entries (nvcc's default for PTX, and for
- * everything with -compress-all) are skipped: see kparam.c.
+ * a crash. Entries nvcc compressed with LZ4 (--compress-mode=speed) or zstd
+ * (nvcc's default for PTX) are decompressed with a size cap: see kparam.c.
+ *
+ * Parameter kinds alone do not bound what a kernel reaches (a pointer kept in
+ * device memory): every kernel also carries the verdict of the PTX access
+ * analysis (ptx_access.h), which speculation trusts before the kinds.
  */
 #pragma once
 
@@ -32,6 +35,7 @@
 #include <stdint.h>
 
 #include "proto.h"
+#include "ptx_access.h"
 
 enum phos_param_kind {
 	PHOS_PARAM_SCALAR = 0,
@@ -51,6 +55,7 @@ struct phos_kernel_info {
 	uint32_t nparams;
 	uint32_t param_bytes;          /* end of the last parameter */
 	struct phos_kparam params[PHOS_MAX_PARAMS];
+	struct phos_kernel_access access; /* from the PTX analysis; OPAQUE without PTX */
 };
 
 struct phos_fatbin;
@@ -70,10 +75,13 @@ void phos_fatbin_free(struct phos_fatbin *fb);
 size_t phos_fatbin_size(const void *data, size_t max);
 
 /* Parameter layout and kinds of kernel `name` (mangled), filled into *ret_info
- * (name is duplicated). -ENOENT if the fatbin has no such kernel; -EOPNOTSUPP
- * if it may be there but every entry is zstd-compressed (ask the driver:
- * cuFuncGetParamInfo); -E2BIG if it has more than PHOS_MAX_PARAMS parameters. */
+ * (name is duplicated), with its access verdict. -ENOENT if the fatbin has no
+ * such kernel; -E2BIG if it has more than PHOS_MAX_PARAMS parameters. */
 int phos_fatbin_kernel(const struct phos_fatbin *fb, const char *name, struct phos_kernel_info *ret_info);
+
+/* The mangled name of kernel i (0 <= i < the count phos_fatbin_stats gives),
+ * owned by fb; NULL past the end. */
+const char *phos_fatbin_kernel_name(const struct phos_fatbin *fb, size_t i);
 
 /* Frees what phos_fatbin_kernel put into info (not info itself). */
 void phos_kernel_info_exit(struct phos_kernel_info *info);

@@ -7,7 +7,7 @@
  *   kernels.fatbin       nvcc's default: plain cubin, zstd-compressed PTX
  *   kernels_lz4.fatbin   cubin and PTX LZ4-compressed (--compress-mode=speed)
  *   kernels_ptx.fatbin   PTX only, not compressed
- *   kernels_zstd.fatbin  cubin and PTX zstd-compressed (-compress-all)
+ *   kernels_zstd.fatbin  cubin and PTX zstd-compressed (-compress-all), read like the others
  * Only the first is required.
  */
 #include <errno.h>
@@ -463,7 +463,7 @@ int main(int argc, char **argv)
 	}
 	check_demangle();
 	check_ptx_synthetic();
-	check_fatbin(argv[1], 1, 0, true);
+	check_fatbin(argv[1], 1, 1, true);      /* zstd PTX is read too */
 	check_wrapper(argv[1]);
 	check_malformed(argv[1]);
 	if (argc > 2) {
@@ -475,7 +475,7 @@ int main(int argc, char **argv)
 		check_malformed(argv[3]);
 	}
 	if (argc > 4)
-		check_fatbin(argv[4], 0, 0, false);
+		check_fatbin(argv[4], 1, 1, true);
 	if (failures) {
 		fprintf(stderr, "%d check(s) failed\n", failures);
 		return 1;
