@@ -12,6 +12,9 @@
  *   _Z8bias_actPfPKfiii            mlp       per thread, grid-stride
  *   _Z12softmax_rowsPKfPfii        mlp       per row (the kernel reduces with
  *                                            shuffles and shared memory)
+ *   _Z10fill_tablePjyj             tables    whole table
+ *   _Z9sum_tablePKPjiyPy           tables    whole table, through the pointer
+ *                                            table in device memory
  *
  * Per-thread twins run the kernel's body once for every (blockIdx, threadIdx)
  * of the launch, in order, which is exact for kernels whose threads touch
@@ -250,6 +253,52 @@ static void softmax_rows_twin(const struct phos_sim_launch *l)
 	}
 }
 
+/* ---- tables ---------------------------------------------------------------- */
+
+/* tables.cu's table_value */
+static unsigned table_value(unsigned k, unsigned long long i)
+{
+	return (unsigned)((k + 1) * 2654435761u) ^ (unsigned)(i * 40503u) ^ (unsigned)(i >> 7);
+}
+
+/* __global__ void fill_table(unsigned *t, unsigned long long n, unsigned k) */
+static void fill_table_twin(const struct phos_sim_launch *l)
+{
+	unsigned *t;
+	unsigned long long n;
+	unsigned k;
+
+	if (!twin_has_params(l, 3))
+		return;
+	t = PHOS_SIM_ARG(l, 0, unsigned *);
+	n = PHOS_SIM_ARG(l, 1, unsigned long long);
+	k = PHOS_SIM_ARG(l, 2, unsigned);
+	for (unsigned long long i = 0; i < n; i++)
+		t[i] = table_value(k, i);
+}
+
+/* __global__ void sum_table(unsigned *const *tabs, int k, unsigned long long n,
+ *                           unsigned long long *sum): the table's pointer is read
+ * from device memory, as the kernel does. */
+static void sum_table_twin(const struct phos_sim_launch *l)
+{
+	unsigned *const *tabs;
+	const unsigned *t;
+	unsigned long long n, s = 0, *sum;
+	int k;
+
+	if (!twin_has_params(l, 4))
+		return;
+	tabs = PHOS_SIM_ARG(l, 0, unsigned *const *);
+	k = PHOS_SIM_ARG(l, 1, int);
+	n = PHOS_SIM_ARG(l, 2, unsigned long long);
+	sum = PHOS_SIM_ARG(l, 3, unsigned long long *);
+	t = tabs[k];
+	for (unsigned long long i = 0; i < n; i++)
+		s += t[i];
+	*sum += s;
+}
+
 /* ---- the table ------------------------------------------------------------ */
 
 static const struct phos_sim_twin example_twins[] = {
@@ -259,6 +308,8 @@ static const struct phos_sim_twin example_twins[] = {
 	{"_Z12init_weightsPfmjjf", init_weights_twin},
 	{"_Z8bias_actPfPKfiii", bias_act_twin},
 	{"_Z12softmax_rowsPKfPfii", softmax_rows_twin},
+	{"_Z10fill_tablePjyj", fill_table_twin},
+	{"_Z9sum_tablePKPjiyPy", sum_table_twin},
 };
 
 __attribute__((visibility("default"))) const struct phos_sim_twin *phos_sim_twins(unsigned *ret_count);
