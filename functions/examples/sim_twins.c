@@ -15,6 +15,7 @@
  *   _Z10fill_tablePjyj             tables    whole table
  *   _Z9sum_tablePKPjiyPy           tables    whole table, through the pointer
  *                                            table in device memory
+ *   _Z10sum_directPKjyPy           tables    whole table
  *
  * Per-thread twins run the kernel's body once for every (blockIdx, threadIdx)
  * of the launch, in order, which is exact for kernels whose threads touch
@@ -299,6 +300,22 @@ static void sum_table_twin(const struct phos_sim_launch *l)
 	*sum += s;
 }
 
+/* __global__ void sum_direct(const unsigned *t, unsigned long long n, unsigned long long *sum) */
+static void sum_direct_twin(const struct phos_sim_launch *l)
+{
+	const unsigned *t;
+	unsigned long long n, s = 0, *sum;
+
+	if (!twin_has_params(l, 3))
+		return;
+	t = PHOS_SIM_ARG(l, 0, const unsigned *);
+	n = PHOS_SIM_ARG(l, 1, unsigned long long);
+	sum = PHOS_SIM_ARG(l, 2, unsigned long long *);
+	for (unsigned long long i = 0; i < n; i++)
+		s += t[i];
+	*sum += s;
+}
+
 /* ---- the table ------------------------------------------------------------ */
 
 static const struct phos_sim_twin example_twins[] = {
@@ -310,6 +327,7 @@ static const struct phos_sim_twin example_twins[] = {
 	{"_Z12softmax_rowsPKfPfii", softmax_rows_twin},
 	{"_Z10fill_tablePjyj", fill_table_twin},
 	{"_Z9sum_tablePKPjiyPy", sum_table_twin},
+	{"_Z10sum_directPKjyPy", sum_direct_twin},
 };
 
 __attribute__((visibility("default"))) const struct phos_sim_twin *phos_sim_twins(unsigned *ret_count);

@@ -7,11 +7,13 @@
  *            (default 4, at most 4096) each, filled on the GPU by fill_table
  *            (an exact kernel); a device array d_tabs[N] of the tables' device
  *            pointers, uploaded with cudaMemcpy.
- *   request: {"table": k} (default 0)
+ *   request: {"table": k, "direct": false} (defaults)
  *
  *       sum_table(d_tabs, k, n, d_sum)      the kernel reads d_tabs[k] from
  *         └─ tabs[k][i] for every i           device memory, then the table:
  *                                             OPAQUE (ptx_access.h)
+ *       "direct": true → sum_direct(d_table[k], n, d_sum): the same sum with
+ *                        the table as a parameter: EXACT
  *
  *   reply:   {"table":k,"sum":S,"expected":E,"max_abs_err":|S-E|,"tol":0,"ok":S==E}
  *
@@ -47,6 +49,16 @@ __global__ void fill_table(unsigned *t, unsigned long long n, unsigned k)
 __global__ void sum_table(unsigned *const *tabs, int k, unsigned long long n, unsigned long long *sum)
 {
 	const unsigned *t = tabs[k];
+	unsigned long long s = 0;
+
+	for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+	     i += (unsigned long long)gridDim.x * blockDim.x)
+		s += t[i];
+	atomicAdd(sum, s);
+}
+
+__global__ void sum_direct(const unsigned *t, unsigned long long n, unsigned long long *sum)
+{
 	unsigned long long s = 0;
 
 	for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
@@ -97,29 +109,34 @@ fail:
 
 static int handle(void *state, const struct phos_fn_request *req, struct phos_fn_response *resp)
 {
-	static const char *const known[] = { "table", NULL };
+	static const char *const known[] = { "table", "direct", NULL };
 	struct tables *t = (struct tables *)state;
 	unsigned long long sum = 0;
 	struct ex_err err;
 	long long k;
+	bool direct;
 	json_t *root = ex_request_parse(req, &err);
 
 	if (!root)
 		return ex_reply_error(resp, 400, err.msg);
-	if (ex_request_known(root, known, &err) || ex_request_int(root, "table", 0, 0, t->ntables - 1, &k, NULL, &err)) {
+	if (ex_request_known(root, known, &err) || ex_request_int(root, "table", 0, 0, t->ntables - 1, &k, NULL, &err) ||
+	    ex_request_bool(root, "direct", false, &direct, &err)) {
 		json_decref(root);
 		return ex_reply_error(resp, 400, err.msg);
 	}
 	json_decref(root);
 
 	CUDA_TRY(&err, cudaMemset(t->d_sum, 0, sizeof(sum)));
-	LAUNCH_TRY(&err, sum_table<<<BLOCKS, THREADS>>>(t->d_tabs, (int)k, t->elems, t->d_sum));
+	if (direct)
+		LAUNCH_TRY(&err, sum_direct<<<BLOCKS, THREADS>>>(t->d_table[k], t->elems, t->d_sum));
+	else
+		LAUNCH_TRY(&err, sum_table<<<BLOCKS, THREADS>>>(t->d_tabs, (int)k, t->elems, t->d_sum));
 	CUDA_TRY(&err, cudaMemcpy(&sum, t->d_sum, sizeof(sum), cudaMemcpyDeviceToHost));
 	{
 		unsigned long long want = t->expected[k];
 		double diff = sum > want ? (double)(sum - want) : (double)(want - sum);
 
-		return ex_reply(resp, json_pack("{s:I, s:I, s:I, s:f, s:f, s:b}", "table", (json_int_t)k, "sum",
+		return ex_reply(resp, json_pack("{s:I, s:b, s:I, s:I, s:f, s:f, s:b}", "table", (json_int_t)k, "direct", direct, "sum",
 						(json_int_t)sum, "expected", (json_int_t)want, "max_abs_err", diff,
 						"tol", 0.0, "ok", sum == want), 0);
 	}

@@ -87,6 +87,25 @@ if sums and resident and start and d2h:
     late = [t for t in resident if start[0]["t_ms"] + t["ms"] > d2h[0]["t_ms"] + 1]
     check(not late, f"buffers resident after the opaque launch's result was read: {late}")
 
+# The same table named by a parameter (sum_direct, exact): only that table is
+# promoted, and the answer comes before the restore is done.
+direct = json.dumps({"table": NTAB - 1, "direct": True})
+trace2 = os.path.join(tmp, "trace-direct.jsonl")
+r = restore(snap, [direct], trace=trace2, throttle=4)
+got = answers(r)
+check(r.returncode == 0 and len(got) == 1 and got[0].get("ok") and got[0]["sum"] == want[0]["sum"],
+      f"direct on-demand answer {got}: {r.stderr[-2000:]}")
+lines = read_trace(trace2)
+launch = [t for t in lines if t.get("op") == "launch" and "sum_direct" in t.get("kernel", "")]
+check(len(launch) == 1 and launch[0].get("sets") == "exact" and
+      [tables[-1]["addr"], tables[-1]["size"]] in launch[0]["reads"], f"sum_direct launch: {launch}")
+promoted = [t for t in lines if t.get("op") == "restore_promote" and t.get("addr") == tables[-1]["addr"]]
+check(len(promoted) == 1, f"the last table was not promoted: {[t for t in lines if 'promote' in t.get('op', '')]}")
+res = {t["buf"]: t for t in lines if t.get("op") == "restore_resident"}
+if promoted:
+    mine = res.get(promoted[0]["buf"])
+    check(mine is not None and mine["rank"] < NTAB // 2, f"the promoted table was not among the first resident: {mine}")
+
 r = phos("restore", "--device", DEVICE, snap, stdin="".join(q + "\n" for q in requests))
 check(answers(r) == want, f"stop-the-world answers {answers(r)}: {r.stderr[-2000:]}")
 
