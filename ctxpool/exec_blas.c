@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "executor.h"
+#include "loader.h"
 #include "log.h"
 
 #define BLAS_INVALID_VALUE 7
@@ -56,6 +57,43 @@ static int vector_span(int n, int inc, uint64_t *ret_bytes)
 	return 0;
 }
 
+#define MAX_BATCH_ARRAY (1 << 16)   /* pointers per array of a pointer-array batched call */
+
+/* A pointer-array batched GEMM: the arrays are read (they are in device
+ * memory, so the device is synchronized first and, during an on-demand
+ * restore, the arrays are waited for), and every matrix they name joins the
+ * set with one matrix's span. A pointer to no live buffer refuses the call. */
+static int gemm_arrays_set(struct executor *ex, const struct phos_blas_gemm *g, uint64_t sa, uint64_t sb,
+			   uint64_t sc, struct spec_set *set)
+{
+	const uint64_t arr[3] = { g->a, g->b, g->c }, span[3] = { sa, sb, sc };
+	const uint8_t access[3] = { SPEC_READ, SPEC_READ, g->beta != 0 ? SPEC_READ | SPEC_WRITE : SPEC_WRITE };
+	uint64_t bytes = (uint64_t)g->batch * 8;
+	uint64_t *ptrs;
+	int r = 0;
+
+	if (g->batch > MAX_BATCH_ARRAY)
+		return -PHOS_CUDA_INVALID_VALUE;
+	for (int i = 0; i < 3; i++)
+		TRY(spec_range(ex, set, arr[i], bytes, SPEC_READ));
+	ptrs = malloc(bytes);
+	if (!ptrs)
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	if (ex->loader)
+		for (int i = 0; i < 3 && r == 0; i++)
+			r = loader_settle(ex->loader, arr[i], bytes);
+	if (r == 0)
+		r = ex->dev_ops->synchronize(ex->dev);
+	for (int i = 0; i < 3 && r == 0; i++) {
+		r = ex->dev_ops->memcpy_d2h(ex->dev, ptrs, arr[i], bytes, NULL);
+		for (int32_t j = 0; j < g->batch && r == 0 && span[i]; j++)
+			if (spec_range(ex, set, ptrs[j], span[i], access[i]) < 0)
+				r = -PHOS_CUDA_ILLEGAL_ADDRESS;
+	}
+	free(ptrs);
+	return r;
+}
+
 static int gemm(struct executor *ex, struct exec_blas *b, const struct phos_blas_gemm *g, int *blas_status)
 {
 	struct spec_set set = { 0 };
@@ -67,15 +105,25 @@ static int gemm(struct executor *ex, struct exec_blas *b, const struct phos_blas
 		*blas_status = BLAS_NOT_SUPPORTED;
 		return -PHOS_CUDA_NOT_SUPPORTED;
 	}
-	if (g->m < 0 || g->n < 0 || g->k < 0 ||
-	    matrix_span(arows, acols, g->lda, g->batch, g->stride_a, elem_size(g->atype), &sa) < 0 ||
-	    matrix_span(brows, bcols, g->ldb, g->batch, g->stride_b, elem_size(g->btype), &sb) < 0 ||
-	    matrix_span(g->m, g->n, g->ldc, g->batch, g->stride_c, elem_size(g->ctype), &sc) < 0) {
+	/* one matrix of each when a, b, c are pointer arrays */
+	int spans = g->arrays ? 1 : g->batch;
+
+	if (g->m < 0 || g->n < 0 || g->k < 0 || g->batch < 1 ||
+	    matrix_span(arows, acols, g->lda, spans, g->stride_a, elem_size(g->atype), &sa) < 0 ||
+	    matrix_span(brows, bcols, g->ldb, spans, g->stride_b, elem_size(g->btype), &sb) < 0 ||
+	    matrix_span(g->m, g->n, g->ldc, spans, g->stride_c, elem_size(g->ctype), &sc) < 0) {
 		*blas_status = BLAS_INVALID_VALUE;
 		return -PHOS_CUDA_INVALID_VALUE;
 	}
-	if (spec_range(ex, &set, g->a, sa, SPEC_READ) < 0 || spec_range(ex, &set, g->b, sb, SPEC_READ) < 0 ||
-	    spec_range(ex, &set, g->c, sc, g->beta != 0 ? SPEC_READ | SPEC_WRITE : SPEC_WRITE) < 0) {
+	if (g->arrays) {
+		int r = gemm_arrays_set(ex, g, sa, sb, sc, &set);
+
+		if (r < 0) {
+			*blas_status = BLAS_INVALID_VALUE;
+			return r;
+		}
+	} else if (spec_range(ex, &set, g->a, sa, SPEC_READ) < 0 || spec_range(ex, &set, g->b, sb, SPEC_READ) < 0 ||
+		   spec_range(ex, &set, g->c, sc, g->beta != 0 ? SPEC_READ | SPEC_WRITE : SPEC_WRITE) < 0) {
 		*blas_status = BLAS_INVALID_VALUE;
 		return -PHOS_CUDA_ILLEGAL_ADDRESS;
 	}

@@ -417,10 +417,10 @@ static int max1(int v)
 	return v > 1 ? v : 1;
 }
 
-static cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
-			   int n, int k, const void *alpha, const void *A, int atype, int lda, long long sa,
-			   const void *B, int btype, int ldb, long long sb, const void *beta, void *C, int ctype,
-			   int ldc, long long sc, int batch, int compute, int algo)
+static cublasStatus_t gemm_post(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
+				int n, int k, const void *alpha, const void *A, int atype, int lda, long long sa,
+				const void *B, int btype, int ldb, long long sb, const void *beta, void *C, int ctype,
+				int ldc, long long sc, int batch, int compute, int algo, bool arrays)
 {
 	struct blas *b = blas_get(handle);
 	struct phos_blas_gemm g = { 0 };
@@ -451,6 +451,7 @@ static cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa, cubl
 	g.ldb = ldb;
 	g.ldc = ldc;
 	g.batch = batch;
+	g.arrays = arrays;
 	g.stride_a = sa;
 	g.stride_b = sb;
 	g.stride_c = sc;
@@ -460,6 +461,15 @@ static cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa, cubl
 	g.alpha = scalar_read(alpha, sk);
 	g.beta = scalar_read(beta, sk);
 	return blas_post(PHOS_OP_BLAS_GEMM, &g, sizeof(g));
+}
+
+static cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
+			   int n, int k, const void *alpha, const void *A, int atype, int lda, long long sa,
+			   const void *B, int btype, int ldb, long long sb, const void *beta, void *C, int ctype,
+			   int ldc, long long sc, int batch, int compute, int algo)
+{
+	return gemm_post(handle, transa, transb, m, n, k, alpha, A, atype, lda, sa, B, btype, ldb, sb, beta, C,
+			 ctype, ldc, sc, batch, compute, algo, false);
 }
 
 PHOS_EXPORT cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
@@ -500,6 +510,34 @@ PHOS_EXPORT cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cub
 {
 	return gemm(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta, C,
 		    Ctype, ldc, strideC, batchCount, computeType, algo);
+}
+
+/* Pointer-array batched forms: the arrays live in device memory; the executor
+ * reads them to know which matrices the call touches (speculation). */
+PHOS_EXPORT cublasStatus_t cublasSgemmBatched(cublasHandle_t handle, cublasOperation_t transa,
+					      cublasOperation_t transb, int m, int n, int k, const float *alpha,
+					      const float *const Aarray[], int lda, const float *const Barray[],
+					      int ldb, const float *beta, float *const Carray[], int ldc,
+					      int batchCount)
+{
+	if (!Aarray || !Barray || !Carray)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	return gemm_post(handle, transa, transb, m, n, k, alpha, Aarray, CUDA_R_32F, lda, 0, Barray, CUDA_R_32F,
+			 ldb, 0, beta, (void *)Carray, CUDA_R_32F, ldc, 0, batchCount, CUBLAS_COMPUTE_32F,
+			 CUBLAS_GEMM_DEFAULT, true);
+}
+
+PHOS_EXPORT cublasStatus_t cublasGemmBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
+					       cublasOperation_t transb, int m, int n, int k, const void *alpha,
+					       const void *const Aarray[], cudaDataType Atype, int lda,
+					       const void *const Barray[], cudaDataType Btype, int ldb,
+					       const void *beta, void *const Carray[], cudaDataType Ctype, int ldc,
+					       int batchCount, cublasComputeType_t computeType, cublasGemmAlgo_t algo)
+{
+	if (!Aarray || !Barray || !Carray)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	return gemm_post(handle, transa, transb, m, n, k, alpha, Aarray, Atype, lda, 0, Barray, Btype, ldb, 0,
+			 beta, (void *)Carray, Ctype, ldc, 0, batchCount, computeType, algo, true);
 }
 
 /* --- gemv and level 1 --- */

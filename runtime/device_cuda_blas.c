@@ -403,7 +403,16 @@ int cuda_blas_gemm(struct phos_device *dev, void *handle, const struct phos_blas
 	tb = (cublasOperation_t)g->transb;
 	f32 = g->atype == CUDA_R_32F && g->btype == CUDA_R_32F && g->ctype == CUDA_R_32F &&
 	      compute == CUBLAS_COMPUTE_32F;
-	if (f32 && g->batch == 1)
+	if (g->arrays && f32)
+		s = cuda_cublas.SgemmBatched(h, ta, tb, g->m, g->n, g->k, &alpha.f, (const float *const *)(uintptr_t)g->a,
+					     g->lda, (const float *const *)(uintptr_t)g->b, g->ldb, &beta.f,
+					     (float *const *)(uintptr_t)g->c, g->ldc, g->batch);
+	else if (g->arrays)
+		s = cuda_cublas.GemmBatchedEx(h, ta, tb, g->m, g->n, g->k, &alpha, (const void *const *)(uintptr_t)g->a,
+					      (cudaDataType)g->atype, g->lda, (const void *const *)(uintptr_t)g->b,
+					      (cudaDataType)g->btype, g->ldb, &beta, (void *const *)(uintptr_t)g->c,
+					      (cudaDataType)g->ctype, g->ldc, g->batch, compute, (cublasGemmAlgo_t)g->algo);
+	else if (f32 && g->batch == 1)
 		s = cuda_cublas.Sgemm(h, ta, tb, g->m, g->n, g->k, &alpha.f, (const float *)(uintptr_t)g->a,
 				      g->lda, (const float *)(uintptr_t)g->b, g->ldb, &beta.f,
 				      (float *)(uintptr_t)g->c, g->ldc);

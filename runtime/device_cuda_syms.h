@@ -107,6 +107,14 @@
 	  (cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,            \
 	   const float *, int, long long int, const float *, int, long long int, const float *, float *, \
 	   int, long long int, int))                                                                       \
+	X(SgemmBatched, "cublasSgemmBatched", cublasStatus_t,                                              \
+	  (cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,            \
+	   const float *const *, int, const float *const *, int, const float *, float *const *, int,     \
+	   int))                                                                                           \
+	X(GemmBatchedEx, "cublasGemmBatchedEx", cublasStatus_t,                                            \
+	  (cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,             \
+	   const void *const *, cudaDataType, int, const void *const *, cudaDataType, int, const void *,  \
+	   void *const *, cudaDataType, int, int, cublasComputeType_t, cublasGemmAlgo_t))                  \
 	X(GemmEx, "cublasGemmEx", cublasStatus_t,                                                          \
 	  (cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,             \
 	   const void *, cudaDataType, int, const void *, cudaDataType, int, const void *, void *,        \

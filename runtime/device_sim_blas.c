@@ -355,10 +355,24 @@ int phos_sim_blas_gemm(struct phos_device *dev, void *handle, const struct phos_
 	if (!job.m || !job.n || !g->batch)
 		return blas_ret(ret_blas_status, BLAS_SUCCESS);
 	product = job.alpha != 0.0f && job.k > 0;
-	if ((product && (!matrix_ok(dev, g->a, g->atype, arows, acols, job.lda, g->stride_a, g->batch) ||
-			 !matrix_ok(dev, g->b, g->btype, brows, bcols, job.ldb, g->stride_b, g->batch))) ||
-	    !matrix_ok(dev, g->c, g->ctype, job.m, job.n, job.ldc, g->stride_c, g->batch))
+	if (g->arrays) {
+		/* pointer arrays in device memory: every matrix they name must be there */
+		if (!phos_sim_range_ok(dev, g->a, (uint64_t)g->batch * 8) ||
+		    !phos_sim_range_ok(dev, g->b, (uint64_t)g->batch * 8) ||
+		    !phos_sim_range_ok(dev, g->c, (uint64_t)g->batch * 8))
+			return blas_ret(ret_blas_status, BLAS_EXECUTION_FAILED);
+		for (int64_t b = 0; b < g->batch; b++)
+			if ((product && (!matrix_ok(dev, ((const uint64_t *)(uintptr_t)g->a)[b], g->atype, arows, acols,
+						    job.lda, 0, 1) ||
+					 !matrix_ok(dev, ((const uint64_t *)(uintptr_t)g->b)[b], g->btype, brows, bcols,
+						    job.ldb, 0, 1))) ||
+			    !matrix_ok(dev, ((const uint64_t *)(uintptr_t)g->c)[b], g->ctype, job.m, job.n, job.ldc, 0, 1))
+				return blas_ret(ret_blas_status, BLAS_EXECUTION_FAILED);
+	} else if ((product && (!matrix_ok(dev, g->a, g->atype, arows, acols, job.lda, g->stride_a, g->batch) ||
+				!matrix_ok(dev, g->b, g->btype, brows, bcols, job.ldb, g->stride_b, g->batch))) ||
+		   !matrix_ok(dev, g->c, g->ctype, job.m, job.n, job.ldc, g->stride_c, g->batch)) {
 		return blas_ret(ret_blas_status, BLAS_EXECUTION_FAILED);
+	}
 
 	/* Rows per panel: the panel (mb x k floats) should stay in cache. */
 	mb = job.k ? (int64_t)(GEMM_PANEL_BYTES / sizeof(float)) / job.k : job.m;
@@ -375,9 +389,15 @@ int phos_sim_blas_gemm(struct phos_device *dev, void *handle, const struct phos_
 		return blas_ret(ret_blas_status, BLAS_ALLOC_FAILED);
 	}
 	for (int64_t b = 0; b < g->batch; b++) {
-		job.a = (const char *)(uintptr_t)g->a + b * g->stride_a * (int64_t)type_size(g->atype);
-		job.b = (const char *)(uintptr_t)g->b + b * g->stride_b * (int64_t)type_size(g->btype);
-		job.c = (char *)(uintptr_t)g->c + b * g->stride_c * (int64_t)type_size(g->ctype);
+		if (g->arrays) {
+			job.a = (const char *)(uintptr_t)((const uint64_t *)(uintptr_t)g->a)[b];
+			job.b = (const char *)(uintptr_t)((const uint64_t *)(uintptr_t)g->b)[b];
+			job.c = (char *)(uintptr_t)((const uint64_t *)(uintptr_t)g->c)[b];
+		} else {
+			job.a = (const char *)(uintptr_t)g->a + b * g->stride_a * (int64_t)type_size(g->atype);
+			job.b = (const char *)(uintptr_t)g->b + b * g->stride_b * (int64_t)type_size(g->btype);
+			job.c = (char *)(uintptr_t)g->c + b * g->stride_c * (int64_t)type_size(g->ctype);
+		}
 		gemm_one(&job, panel, bcol, acc, mb);
 	}
 	free(panel);

@@ -232,7 +232,9 @@ struct phos_launch {
 struct phos_blas_set { uint32_t handle; int32_t value; /* stream id or math mode */ };
 struct phos_blas_workspace { uint32_t handle; uint32_t _pad; uint64_t addr, size; };
 
-/* One GEMM form covers Sgemm, GemmEx and the strided batched variants. */
+/* One GEMM form covers Sgemm, GemmEx, their strided batched variants and the
+ * pointer-array batched ones (SgemmBatched, GemmBatchedEx: arrays set, a/b/c
+ * are device arrays of batch pointers, strides unused). */
 struct phos_blas_gemm {
 	uint32_t handle;
 	int32_t transa, transb;
@@ -242,6 +244,8 @@ struct phos_blas_gemm {
 	int32_t algo;
 	int32_t lda, ldb, ldc;
 	int32_t batch;                 /* 1 when not batched */
+	uint32_t arrays;               /* 1: a, b, c are device arrays of pointers */
+	uint32_t _pad;
 	int64_t stride_a, stride_b, stride_c; /* in elements */
 	uint64_t a, b, c;
 	double alpha, beta;            /* host-pointer mode scalars, widened */

@@ -57,10 +57,19 @@ check(any(r["reads"] == [rng("c", 1024)] and r["writes"] == [rng("d", 1024)] for
 d2h = find("memcpy_d2h")
 check(any(r["reads"] == [rng("c", 256)] and r["writes"] == [] for r in d2h), f"d2h of c: {d2h}")
 g = find("blas_gemm")
-check(len(g) == 1, f"one gemm, got {len(g)}")
+check(len(g) == 2, f"two gemms, got {len(g)}")
 if g:
     # 16x16 column-major floats: 1 KiB of a and of b read, 1 KiB of m written (beta = 0: not read)
     check(sorted(g[0]["reads"]) == sorted([rng("a", 1024), rng("b", 1024)]), f"gemm reads {g[0]['reads']}")
     check(g[0]["writes"] == [rng("m", 1024)], f"gemm writes {g[0]['writes']}")
+if len(g) == 2:
+    # pointer arrays: the three arrays (2 pointers each) are read, and so is
+    # every matrix they name; the C matrices they name are written
+    m = ptr["m"]
+    want_reads = [[ptr["p"], 16], [ptr["p"] + 16, 16], [ptr["p"] + 32, 16], rng("a", 1024), rng("b", 1024),
+                  rng("c", 1024), rng("d", 1024)]
+    check(sorted(g[1]["reads"]) == sorted(want_reads), f"batched gemm reads {g[1]['reads']}")
+    check(sorted(g[1]["writes"]) == sorted([[m + 1024, 1024], [m + 2048, 1024]]),
+          f"batched gemm writes {g[1]['writes']}")
 
 done("speculation")
