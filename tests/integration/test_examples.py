@@ -5,7 +5,7 @@ CPU reference, and bad requests get a clear error without killing it."""
 import os
 import tempfile
 
-from harness import check, done, program, run, serve
+from harness import check, done, program, read_trace, run, serve
 
 EX = ("functions", "examples")
 
@@ -47,6 +47,19 @@ run_example("mlp", ["--weights-mib", 4], [
     {"batch": 8, "seed": 1, "check": True},
     {"batch": 3, "seed": 2},
 ], [{"batch": 0}, "[1,2]"])
+
+# Every kernel of the examples is exact (issue 9): on-demand restore never has
+# to wait for a whole snapshot because of them (gemm launches no kernel of its own).
+with tempfile.TemporaryDirectory() as tmp:
+    for name, args, req in [("vecadd", ["--elements", 4096], {"n": 1000, "seed": 2}),
+                            ("gemm", [], {"m": 32, "n": 32, "k": 32}),
+                            ("mlp", ["--weights-mib", 4], {"batch": 2})]:
+        tr = os.path.join(tmp, f"{name}.jsonl")
+        _, out = serve(program(*EX, name), [req], *args, trace=tr)
+        launches = [t for t in read_trace(tr) if t.get("op") == "launch"]
+        check(out and out[0].get("ok") and (launches or name == "gemm"), f"{name}: traced run {out}")
+        check(all(t.get("sets") == "exact" for t in launches),
+              f"{name}: opaque launches {[t['kernel'] for t in launches if t.get('sets') != 'exact']}")
 
 # mlp's weights file (the native cold start of bench/coldstart.py): saved
 # weights load back to the same answers; a file of another shape is refused.
