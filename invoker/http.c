@@ -279,8 +279,6 @@ void inv_redact_paths(char *msg)
 		for (const char *s = p; s < end; s++)
 			if (*s == '/' && s + 1 < end)
 				last = s + 1;
-		if (last == p)            /* "/x": nothing to hide */
-			last = p;
 		memmove(w, last, (size_t)(end - last));
 		w += end - last;
 		p = end;
