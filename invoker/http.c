@@ -219,12 +219,29 @@ static bool host_ok(const char *h)
 	return host_name_ok(name, n);
 }
 
-/* Host and Origin (when sent) name this invoker. */
+struct host_count {
+	unsigned host, origin;
+};
+
+static MHD_RESULT count_host(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct host_count *n = cls;
+
+	n->host += !strcasecmp(key, "Host");
+	n->origin += !strcasecmp(key, "Origin");
+	return MHD_YES;
+}
+
+/* Host and Origin (when sent, once each) name this invoker. */
 static bool origin_ok(struct MHD_Connection *c)
 {
 	const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
 	const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+	struct host_count n = { 0, 0 };
 
+	MHD_get_connection_values(c, MHD_HEADER_KIND, count_host, &n);
+	if (n.host > 1 || n.origin > 1)
+		return false;   /* which one would a proxy have used? */
 	if (host && !host_ok(host))
 		return false;
 	if (!origin)
@@ -623,7 +640,8 @@ struct MHD_Daemon *inv_http_start(const char *listen, char *err, size_t errlen)
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV }, *ai;
 	char host[256], port[16];
 	struct MHD_Daemon *d;
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
+	/* poll, not select: connections may have descriptors past FD_SETSIZE */
+	unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
 	int r;
 
 	if (split_listen(listen, host, sizeof(host), port, sizeof(port)) < 0) {

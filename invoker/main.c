@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -54,8 +55,8 @@ static void usage(FILE *f)
 		"  --allow-host NAME      a further Host name (or name:port) clients may use (repeatable): other\n"
 		"                         Host or Origin headers than the listen address and localhost get 403\n"
 		"  --conn-timeout S       close a connection idle (or sending its request) for S seconds (default 10)\n"
-		"  --max-connections N    open connections in all (default 1024)\n"
-		"  --max-connections-per-ip N  open connections of one client address (default 256)\n"
+		"  --max-connections N    open connections in all (default 2048)\n"
+		"  --max-connections-per-ip N  open connections of one client address (default 1024)\n"
 		"  --body-memory N        bytes of request bodies held in memory at once, across all requests\n"
 		"                         (default 536870912): a body that would go over it is refused with 503\n"
 		"  --max-body-bytes N     default request body limit of a function (default 16777216)\n"
@@ -69,6 +70,20 @@ static void usage(FILE *f)
 		"                         start only restores the GPU side (default 1; needs the pool)\n"
 		"  --max-instances N      instances of all functions together (1..4096, default 64): a cold\n"
 		"                         start over it is 503\n");
+}
+
+/* Every connection holds a descriptor (and instances hold more): raises the
+ * soft RLIMIT_NOFILE towards want, within the hard limit. */
+static void raise_nofile(rlim_t want)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
+		fprintf(stderr, "phos-invoker: RLIMIT_NOFILE is %llu; --max-connections %u may run out of descriptors\n",
+			(unsigned long long)rl.rlim_cur, inv_cfg.max_connections);
 }
 
 int main(int argc, char **argv)
@@ -102,8 +117,8 @@ int main(int argc, char **argv)
 	phos_log_init("phos-invoker", PHOS_LOG_WARN);
 	inv_cfg.max_body_bytes = 16u << 20;
 	inv_cfg.conn_timeout_s = 10;
-	inv_cfg.max_connections = 1024;
-	inv_cfg.max_connections_per_ip = 256;
+	inv_cfg.max_connections = 2048;
+	inv_cfg.max_connections_per_ip = 1024;
 	inv_cfg.body_memory = 512u << 20;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
@@ -222,6 +237,7 @@ int main(int argc, char **argv)
 	}
 	/* Nothing the invoker or its children (CRIU, snapshots) write is for others. */
 	umask(077);
+	raise_nofile(inv_cfg.max_connections + 1024u);
 	if (token_file && inv_token_read(token_file, &inv_cfg.token, err, sizeof(err)) < 0) {
 		fprintf(stderr, "phos-invoker: %s\n", err);
 		return 1;

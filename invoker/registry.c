@@ -685,9 +685,16 @@ int inv_registry_init(void)
 		json_t *j;
 		struct inv_function *f;
 
+		struct stat sb;
+
 		if (n < 6 || strcmp(de->d_name + n - 5, ".json"))
 			continue;
 		snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
+		/* a registry file is one we wrote: never read through a symlink */
+		if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(sb.st_mode)) {
+			phos_err("skipping %s: not a regular file", file);
+			continue;
+		}
 		j = json_load_file(file, JSON_REJECT_DUPLICATES, &je);
 		f = j ? function_from_json(j, false, err, sizeof(err)) : NULL;
 		json_decref(j);

@@ -57,7 +57,7 @@ def send(port, method, path, body=b"", headers=None):
     The control plane gets the admin token and a JSON content type unless headers
     say otherwise."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    c.putrequest(method, path, skip_accept_encoding=True)
+    c.putrequest(method, path, skip_accept_encoding=True, skip_host="Host" in (headers or {}))
     if path.startswith("/system/") or path == "/metrics":
         headers = admin_headers(STATE, headers)
     for k, v in (headers or {}).items():

@@ -207,6 +207,9 @@ def main():
         check(st == 403 and "error" in body, f"{why}: 403 ({st} {body})")
     st, body, _ = request(port, "POST", "/function/sec", {}, {"Host": f"evil.example:{port}"})
     check(st == 403, f"invocation with a foreign Host: 403 ({st} {body})")
+    out = raw(port, b"GET /system/functions HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n"
+              b"Authorization: Bearer " + token.encode() + b"\r\nConnection: close\r\n\r\n")
+    check(out.startswith(b"HTTP/1.1 403"), f"two Host headers: 403 ({out[:60]!r})")
     check(not os.path.exists(os.path.join(tmp, "pwned")), "nothing ran")
     st, body, _ = request(port, "GET", "/system/functions", headers=auth)
     check(st == 200 and body == [], f"nothing deployed by the refused requests: {st} {body}")
