@@ -345,6 +345,10 @@ def main():
         write_token(tf, text, fmode)
         rc, out = start(os.path.join(tmp, "state-tf"), ["--token-file", tf], expect_fail=True)
         check(rc not in (0, None) and want in out, f"token file {why}: refused ({rc}: {out[-300:]})")
+    write_token(tf, "0123456789abcdefXYZ\n", 0o644)
+    p = subprocess.run([PHOS_FN, "list", "--gateway", "http://127.0.0.1:1", "--token-file", tf], capture_output=True,
+                       text=True, timeout=30, env=env())
+    check(p.returncode != 0 and "chmod 600" in p.stderr, f"phos-fn refuses a loose token file too: {p.stderr}")
     write_token(tf, "  0123456789abcdef  \n", 0o600)
     p2, port2 = start(os.path.join(tmp, "state-tf"), ["--token-file", tf, "--protect-invoke"])
     check(request(port2, "GET", "/system/functions", headers={"Authorization": "Bearer 0123456789abcdef"})[0] == 200,
