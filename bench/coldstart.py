@@ -163,13 +163,19 @@ def free_port():
     return port
 
 
+TOKENS = {}  # port: the admin token of the invoker there (its STATE/admin.token)
+
+
 def call(port, method, path, body=None, timeout=900):
     """(status, body bytes, headers, seconds from sending the request to the end of the response)."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     if isinstance(body, (dict, list)):
         body = json.dumps(body)
+    headers = {"Content-Type": "application/json"}
+    if (path.startswith("/system/") or path == "/metrics") and port in TOKENS:
+        headers["Authorization"] = "Bearer " + TOKENS[port]
     t0 = time.perf_counter()
-    c.request(method, path, body=body, headers={"Content-Type": "application/json"})
+    c.request(method, path, body=body, headers=headers)
     r = c.getresponse()
     data = r.read()
     dt = time.perf_counter() - t0
@@ -354,6 +360,8 @@ class Invoker:
         for _ in range(600):
             try:
                 if call(self.port, "GET", "/healthz", timeout=5)[0] == 200:
+                    with open(os.path.join(state, "admin.token")) as f:
+                        TOKENS[self.port] = f.read().strip()
                     return
             except OSError:
                 pass

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* phos-fn's HTTP client of the invoker (libcurl). */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 
 #include "cli.h"
 #include "cli_client.h"
+#include "token.h"
 
 #define MAX_ANSWER (256u << 20)
 
@@ -137,15 +139,20 @@ void cli_http_report(const struct cli_answer *a)
 			end = strchr(end + 1, '"');
 		if (q && end) {
 			fprintf(stderr, "phos-fn: HTTP %ld: %.*s\n", a->code, (int)(end - q - 1), q + 1);
+			if (a->code == 401)
+				fprintf(stderr, "phos-fn: pass --token-file FILE, or --state-dir DIR of the invoker "
+						"(whose DIR/" INV_TOKEN_FILE " this user must be able to read)\n");
 			return;
 		}
 	}
 	fprintf(stderr, "phos-fn: HTTP %ld: %.*s\n", a->code, (int)a->len, a->body);
 }
 
-int cli_gateway_init(struct cli_gateway *g, const char *url, const char *token_file)
+int cli_gateway_init(struct cli_gateway *g, const char *url, const char *token_file, const char *state_dir)
 {
 	const char *env = getenv("PHOS_GATEWAY");
+	char state[PATH_MAX], path[PATH_MAX + 32], err[PATH_MAX + 128];
+	char *token = NULL;
 
 	memset(g, 0, sizeof(*g));
 	snprintf(g->url, sizeof(g->url), "%s", url ? url : env && *env ? env : "http://127.0.0.1:8080");
@@ -153,18 +160,19 @@ int cli_gateway_init(struct cli_gateway *g, const char *url, const char *token_f
 	while (n && g->url[n - 1] == '/')
 		g->url[--n] = '\0';
 	if (token_file) {
-		FILE *f = fopen(token_file, "re");
-		char buf[1024];
-
-		if (!f || !fgets(buf, sizeof(buf), f)) {
-			fprintf(stderr, "phos-fn: cannot read a token from %s\n", token_file);
-			if (f)
-				fclose(f);
+		if (inv_token_read(token_file, &token, err, sizeof(err)) < 0) {
+			fprintf(stderr, "phos-fn: %s\n", err);
 			return -ENOENT;
 		}
-		fclose(f);
-		buf[strcspn(buf, "\r\n")] = '\0';
-		snprintf(g->token, sizeof(g->token), "%s", buf);
+	} else if (state_dir || inv_state_dir_default(state, sizeof(state), false) == 0) {
+		/* the invoker's own admin token, when this user may read it */
+		snprintf(path, sizeof(path), "%s/%s", state_dir ? state_dir : state, INV_TOKEN_FILE);
+		if (access(path, F_OK) == 0 && inv_token_read(path, &token, err, sizeof(err)) < 0)
+			fprintf(stderr, "phos-fn: %s\n", err);
+	}
+	if (token) {
+		snprintf(g->token, sizeof(g->token), "%s", token);
+		free(token);
 	}
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	return 0;

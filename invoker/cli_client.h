@@ -16,8 +16,10 @@ struct cli_answer {
 	size_t len;
 };
 
-/* --gateway URL (else $PHOS_GATEWAY, else http://127.0.0.1:8080), --token-file. */
-int cli_gateway_init(struct cli_gateway *g, const char *url, const char *token_file);
+/* --gateway URL (else $PHOS_GATEWAY, else http://127.0.0.1:8080); the token
+ * from --token-file, else from the invoker's STATE/admin.token (--state-dir,
+ * else the invoker's default, token.h) when it is there. 0 or -ENOENT. */
+int cli_gateway_init(struct cli_gateway *g, const char *url, const char *token_file, const char *state_dir);
 /* One request; 0 and the answer (any HTTP status), or -EIO (reported on stderr).
  * progress: what to show with a spinner on stderr when it is a terminal. */
 int cli_http(const struct cli_gateway *g, const char *method, const char *path, const char *body, size_t len,

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * phos-fn deploy | list | describe | remove | invoke | logs | snapshot NAME:
- * clients of the invoker's HTTP API (--gateway URL, --token-file FILE).
+ * clients of the invoker's HTTP API (--gateway URL, --token-file FILE, or
+ * --state-dir DIR whose admin.token the invoker made).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -19,17 +20,18 @@
 
 #define MAX_STDIN (256u << 20)
 
-enum { O_GATEWAY = 1000, O_TOKEN, O_NAME, O_DEVICE, O_LIMIT, O_TAIL };
+enum { O_GATEWAY = 1000, O_TOKEN, O_NAME, O_DEVICE, O_LIMIT, O_TAIL, O_STATE };
 
 static const struct option common_opts[] = {
 	{ "gateway", required_argument, NULL, O_GATEWAY }, { "token-file", required_argument, NULL, O_TOKEN },
 	{ "name", required_argument, NULL, O_NAME },       { "device", required_argument, NULL, O_DEVICE },
 	{ "limit", required_argument, NULL, O_LIMIT },     { "tail", required_argument, NULL, O_TAIL },
-	{ "help", no_argument, NULL, 'h' },                { 0 },
+	{ "state-dir", required_argument, NULL, O_STATE }, { "help", no_argument, NULL, 'h' },
+	{ 0 },
 };
 
 struct args {
-	const char *gateway, *token_file, *name, *device, *tail;
+	const char *gateway, *token_file, *state_dir, *name, *device, *tail;
 	json_t *limits;
 };
 
@@ -70,6 +72,7 @@ static int parse(int argc, char **argv, struct args *a)
 		switch (c) {
 		case O_GATEWAY: a->gateway = optarg; break;
 		case O_TOKEN: a->token_file = optarg; break;
+		case O_STATE: a->state_dir = optarg; break;
 		case O_NAME: a->name = optarg; break;
 		case O_DEVICE: a->device = optarg; break;
 		case O_TAIL: a->tail = optarg; break;
@@ -88,7 +91,7 @@ static int parse(int argc, char **argv, struct args *a)
 			break;
 		}
 		case 'h':
-			printf("usage: phos-fn %s [--gateway URL] [--token-file FILE]\n", usage_of(argv[0]));
+			printf("usage: phos-fn %s [--gateway URL] [--token-file FILE | --state-dir DIR]\n", usage_of(argv[0]));
 			return -2;
 		default:
 			return -1;
@@ -199,7 +202,7 @@ int cli_gateway(int argc, char **argv)
 		json_decref(a.limits);
 		return first == -2 ? 0 : 2;
 	}
-	if (cli_gateway_init(&g, a.gateway, a.token_file) < 0) {
+	if (cli_gateway_init(&g, a.gateway, a.token_file, a.state_dir) < 0) {
 		json_decref(a.limits);
 		return 1;
 	}
@@ -275,6 +278,6 @@ int cli_gateway(int argc, char **argv)
 		return done(&ans, true);
 	}
 usage:
-	fprintf(stderr, "usage: phos-fn %s [--gateway URL] [--token-file FILE]\n", usage_of(cmd));
+	fprintf(stderr, "usage: phos-fn %s [--gateway URL] [--token-file FILE | --state-dir DIR]\n", usage_of(cmd));
 	return 2;
 }

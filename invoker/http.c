@@ -3,12 +3,29 @@
  * The HTTP API on libmicrohttpd (one thread per connection, so a handler may
  * block on a call or a snapshot): routing, bearer-token auth, incremental body
  * reading under a size limit, JSON errors {"error": "..."}.
+ *
+ * What a request passes, in order, before any handler runs:
+ *   raw URI     no NUL or control character, raw or %-escaped (400): MHD
+ *               unescapes before routing, so "/function/a%00b" would be "a"
+ *   Host/Origin the listen address, localhost, 127.0.0.1, [::1] or an
+ *               --allow-host name, with the port (403): a web page that
+ *               rebinds DNS to 127.0.0.1, or posts no-cors, is refused
+ *   route, method (404, 405)
+ *   token       /system/... and /metrics always; /function/..., /async-function/...
+ *               and /system/calls/ID (the random id is the capability) only
+ *               with --protect-invoke (401)
+ *   type        a body for /system/... must be application/json (415)
+ *   body        Content-Length within the route's limit (413) and within the
+ *               daemon's --body-memory across all bodies being received (503),
+ *               reserved before a byte of it is buffered
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <strings.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,10 +47,16 @@ struct req {
 	struct inv_function *f;      /* R_INVOKE, R_ASYNC */
 	char *body;
 	size_t len, cap, limit;
-	bool too_big;
+	uint64_t reserved;           /* of body_reserved, given back when the request ends */
+	bool started;
+	bool bad_uri;                /* a NUL or control character in the raw URI */
+	bool too_big, over_budget;
 };
 
 atomic_uint inv_http_active;
+static _Atomic uint64_t body_reserved;   /* bytes of bodies being received, all requests */
+static char listen_host[256], listen_port[16];
+static bool listen_wildcard;
 
 #if MHD_VERSION < 0x00097002
 typedef int MHD_RESULT;
@@ -108,12 +131,176 @@ static bool authorized(struct MHD_Connection *c, enum route r)
 {
 	const char *h;
 
-	if (!inv_cfg.token || r == R_HEALTH || r == R_READY)
+	if (r == R_HEALTH || r == R_READY)
 		return true;
-	if ((r == R_INVOKE || r == R_ASYNC) && !inv_cfg.protect_invoke)
+	if ((r == R_INVOKE || r == R_ASYNC || r == R_CALL) && !inv_cfg.protect_invoke)
 		return true;
 	h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-	return h && !strncmp(h, "Bearer ", 7) && token_ok(h + 7);
+	/* fails closed: no token configured means nobody gets in */
+	return inv_cfg.token && h && !strncmp(h, "Bearer ", 7) && token_ok(h + 7);
+}
+
+/* NUL, control characters and DEL, raw or %-escaped, anywhere in the URI
+ * (path and query) as the client sent it. */
+static bool uri_clean(const char *uri)
+{
+	for (const unsigned char *p = (const unsigned char *)uri; *p; p++) {
+		unsigned v = *p;
+
+		if (*p == '%' && isxdigit(p[1]) && isxdigit(p[2])) {
+			char hex[3] = { (char)p[1], (char)p[2], 0 };
+
+			v = (unsigned)strtoul(hex, NULL, 16);
+		}
+		if (v < 0x20 || v == 0x7f)
+			return false;
+	}
+	return true;
+}
+
+/* MHD_OPTION_URI_LOG_CALLBACK: sees the URI before MHD unescapes it; what it
+ * returns is the request's *con_cls. */
+static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	struct req *q = calloc(1, sizeof(*q));
+
+	if (q)
+		q->bad_uri = !uri_clean(uri);
+	return q;
+}
+
+/* name (without port) is one the invoker answers to. */
+static bool host_name_ok(const char *name, size_t n)
+{
+	static const char *const local[] = { "localhost", "127.0.0.1", "::1" };
+	unsigned char addr[16];
+	char lit[64];
+
+	if (n == strlen(listen_host) && !strncasecmp(name, listen_host, n))
+		return true;
+	for (unsigned i = 0; i < sizeof(local) / sizeof(local[0]); i++)
+		if (n == strlen(local[i]) && !strncasecmp(name, local[i], n))
+			return true;
+	for (unsigned i = 0; i < inv_cfg.n_allow_hosts; i++)
+		if (n == strlen(inv_cfg.allow_hosts[i]) && !strncasecmp(name, inv_cfg.allow_hosts[i], n))
+			return true;
+	/* A wildcard listen answers on every address of the host; an address
+	 * literal cannot be rebound by DNS. */
+	if (listen_wildcard && n < sizeof(lit)) {
+		memcpy(lit, name, n);
+		lit[n] = '\0';
+		return inet_pton(AF_INET, lit, addr) == 1 || inet_pton(AF_INET6, lit, addr) == 1;
+	}
+	return false;
+}
+
+/* "name[:port]" or "[v6][:port]" names this invoker. */
+static bool host_ok(const char *h)
+{
+	const char *name = h, *port, *end;
+	size_t n;
+
+	if (*h == '[') {
+		if (!(end = strchr(h, ']')))
+			return false;
+		name = h + 1;
+		n = (size_t)(end - name);
+		port = end[1] == ':' ? end + 2 : end[1] ? NULL : "";
+	} else {
+		const char *colon = strchr(h, ':');
+
+		n = colon ? (size_t)(colon - h) : strlen(h);
+		port = colon ? colon + 1 : "";
+	}
+	if (!port || n == 0)
+		return false;
+	if (*port ? strcmp(port, listen_port) : strcmp(listen_port, "80"))
+		return false;
+	return host_name_ok(name, n);
+}
+
+struct host_count {
+	unsigned host, origin;
+};
+
+static MHD_RESULT count_host(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct host_count *n = cls;
+
+	n->host += !strcasecmp(key, "Host");
+	n->origin += !strcasecmp(key, "Origin");
+	return MHD_YES;
+}
+
+/* Host and Origin (when sent, once each) name this invoker. */
+static bool origin_ok(struct MHD_Connection *c)
+{
+	const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+	const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+	struct host_count n = { 0, 0 };
+
+	MHD_get_connection_values(c, MHD_HEADER_KIND, count_host, &n);
+	if (n.host > 1 || n.origin > 1)
+		return false;   /* which one would a proxy have used? */
+	if (host && !host_ok(host))
+		return false;
+	if (!origin)
+		return true;
+	if (!strncasecmp(origin, "http://", 7))
+		origin += 7;
+	else if (!strncasecmp(origin, "https://", 8))
+		origin += 8;
+	else
+		return false;    /* "null" (a sandboxed page, a file) and other schemes */
+	return !strchr(origin, '/') && host_ok(origin);
+}
+
+/* Content-Type is application/json, parameters allowed. */
+static bool ctype_json(const char *ct)
+{
+	if (!ct)
+		return false;
+	while (*ct == ' ' || *ct == '\t')
+		ct++;
+	return !strncasecmp(ct, "application/json", 16) &&
+	       (ct[16] == '\0' || ct[16] == ';' || ct[16] == ' ' || ct[16] == '\t');
+}
+
+/* Takes n bytes of the body memory budget for q: false when over it. */
+static bool body_reserve(struct req *q, uint64_t n)
+{
+	uint64_t cur = atomic_load(&body_reserved);
+
+	do {
+		if (cur + n > inv_cfg.body_memory || cur + n < cur)
+			return false;
+	} while (!atomic_compare_exchange_weak(&body_reserved, &cur, cur + n));
+	q->reserved += n;
+	return true;
+}
+
+void inv_redact_paths(char *msg)
+{
+	char *w = msg;
+
+	for (const char *p = msg; *p;) {
+		bool start = *p == '/' && (p == msg || strchr(" \t'\"(=:[,", p[-1])) && p[1] && p[1] != ' ';
+
+		if (!start) {
+			*w++ = *p++;
+			continue;
+		}
+		/* an absolute path: keep its last component only */
+		const char *end = p + strcspn(p, " \t'\"),;]\n"), *last = p;
+
+		for (const char *s = p; s < end; s++)
+			if (*s == '/' && s + 1 < end)
+				last = s + 1;
+		memmove(w, last, (size_t)(end - last));
+		w += end - last;
+		p = end;
+	}
+	*w = '\0';
 }
 
 /* Splits url into a route and its name; 0 or 404. */
@@ -296,14 +483,19 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *url, 
 {
 	struct req *q = *con_cls;
 
-	if (!q) {
-		const char *cl;
+	if (!q || !q->started) {
+		const char *cl, *te;
+		unsigned long long want = 0;
 		int r;
 
-		q = calloc(1, sizeof(*q));
-		if (!q)
+		if (!q && !(q = calloc(1, sizeof(*q))))
 			return MHD_NO;
 		*con_cls = q;
+		q->started = true;
+		if (q->bad_uri)
+			return send_error(c, 400, "a NUL or control character in the URL");
+		if (!origin_ok(c))
+			return send_error(c, 403, "Host or Origin is not this invoker (see --allow-host)");
 		r = route(url, q);
 		if (r == 404)
 			return send_error(c, 404, "no route %s", url);
@@ -319,6 +511,20 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *url, 
 		}
 		if (r == 400)
 			return send_error(c, 400, "bad function name (must match [a-z0-9][a-z0-9-]{0,62})");
+		cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+		te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
+		if (cl) {
+			char *end;
+
+			errno = 0;
+			want = strtoull(cl, &end, 10);
+			if (errno || end == cl || *end || *cl == '-')
+				return send_error(c, 400, "bad Content-Length");
+		}
+		if (q->route != R_INVOKE && q->route != R_ASYNC && (!strcmp(method, "POST") && q->route == R_FUNCS ?
+		    true : (want > 0 || te)) &&
+		    !ctype_json(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type")))
+			return send_error(c, 415, "the body must be Content-Type: application/json");
 		q->limit = q->route == R_FUNCS ? DEPLOY_BODY_MAX : 0;
 		if (q->route == R_INVOKE || q->route == R_ASYNC) {
 			q->f = inv_function_get(q->name);
@@ -326,21 +532,36 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *url, 
 				return send_error(c, 404, "no function %s", q->name);
 			q->limit = q->f->limits.max_body_bytes;
 		}
-		cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-		if (cl && strtoull(cl, NULL, 10) > q->limit && q->limit)
+		if (want > q->limit && q->limit)
 			return send_error(c, 413, "request body over %zu bytes", q->limit);
+		if (want + 1 > inv_cfg.body_memory)
+			return send_error(c, 413, "request body over the invoker's --body-memory (%llu bytes)",
+					  (unsigned long long)inv_cfg.body_memory);
+		/* admitted or refused before a byte of it is buffered */
+		if (want && !body_reserve(q, want + 1)) {
+			const char *const h[] = { "Retry-After", "1", NULL };
+
+			return send_json(c, 503, json_pack("{s:s}", "error", "too many request bodies being received; "
+					 "retry"), h);
+		}
 		return MHD_YES;
 	}
 	if (*upload_size) {
-		if (q->too_big || q->len + *upload_size > q->limit) {
-			q->too_big = true; /* drop the rest, answer 413 at the end */
+		if (q->too_big || q->over_budget || q->len + *upload_size > q->limit) {
+			q->too_big |= !q->over_budget; /* drop the rest, answer 413 (503) at the end */
 		} else {
 			if (q->len + *upload_size + 1 > q->cap) {
-				size_t cap = q->cap ? q->cap : 4096;
+				size_t cap = q->cap ? q->cap : q->reserved ? q->reserved : 4096;
 				char *b;
 
 				while (cap < q->len + *upload_size + 1)
 					cap *= 2;
+				/* a chunked body takes its budget as it grows */
+				if (cap > q->reserved && !body_reserve(q, cap - q->reserved)) {
+					q->over_budget = true;
+					*upload_size = 0;
+					return MHD_YES;
+				}
 				if (!(b = realloc(q->body, cap)))
 					return MHD_NO;
 				q->body = b;
@@ -355,6 +576,11 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *url, 
 	}
 	if (q->too_big)
 		return send_error(c, 413, "request body over %zu bytes", q->limit);
+	if (q->over_budget) {
+		const char *const h[] = { "Retry-After", "1", NULL };
+
+		return send_json(c, 503, json_pack("{s:s}", "error", "too many request bodies being received; retry"), h);
+	}
 	if ((q->route == R_INVOKE || q->route == R_ASYNC) && !q->f->ready)
 		return send_error(c, 503, "function %s is being deployed", q->name);
 	atomic_fetch_add(&inv_http_active, 1);
@@ -371,6 +597,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 		return;
 	inv_function_unref(q->f);
 	free(q->body);
+	atomic_fetch_sub(&body_reserved, q->reserved);
 	free(q);
 	*con_cls = NULL;
 }
@@ -413,7 +640,8 @@ struct MHD_Daemon *inv_http_start(const char *listen, char *err, size_t errlen)
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV }, *ai;
 	char host[256], port[16];
 	struct MHD_Daemon *d;
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
+	/* poll, not select: connections may have descriptors past FD_SETSIZE */
+	unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
 	int r;
 
 	if (split_listen(listen, host, sizeof(host), port, sizeof(port)) < 0) {
@@ -426,9 +654,17 @@ struct MHD_Daemon *inv_http_start(const char *listen, char *err, size_t errlen)
 	}
 	if (ai->ai_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
+	snprintf(listen_host, sizeof(listen_host), "%s", host);
+	snprintf(listen_port, sizeof(listen_port), "%s", port);
+	listen_wildcard = !strcmp(host, "0.0.0.0") || !strcmp(host, "::");
+	/* A short idle timeout and a cap per client address: half-sent requests
+	 * hold a connection (and its thread) for seconds, not minutes. */
 	d = MHD_start_daemon(flags, 0, NULL, NULL, handler, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-			     MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_LIMIT, 512u,
-			     MHD_OPTION_CONNECTION_TIMEOUT, 900u, MHD_OPTION_END);
+			     MHD_OPTION_URI_LOG_CALLBACK, uri_seen, NULL,
+			     MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+			     MHD_OPTION_CONNECTION_LIMIT, inv_cfg.max_connections,
+			     MHD_OPTION_PER_IP_CONNECTION_LIMIT, inv_cfg.max_connections_per_ip,
+			     MHD_OPTION_CONNECTION_TIMEOUT, inv_cfg.conn_timeout_s, MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (!d)
 		snprintf(err, errlen, "cannot listen on %s (in use, or not an address of this host)", listen);

@@ -31,6 +31,10 @@ static void result_error(struct inv_result *res, int http, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	if (strchr(msg, '/')) {
+		phos_warn("call answered %d: %s", http, msg);   /* the full message, for the operator */
+		inv_redact_paths(msg);
+	}
 	j = json_pack("{s:s}", "error", msg);
 	free(res->body);
 	res->body = json_dumps(j, JSON_COMPACT);

@@ -125,8 +125,14 @@ struct inv_config {
 	const char *state_dir;
 	const char *device;          /* default for functions: "cuda" or "sim" */
 	size_t max_body_bytes;       /* default limit */
-	char *token;                 /* NULL: none */
+	char *token;                 /* the admin token (always set once serving) */
 	bool protect_invoke;
+#define INV_MAX_ALLOW_HOSTS 16
+	const char *allow_hosts[INV_MAX_ALLOW_HOSTS]; /* --allow-host: further Host names */
+	unsigned n_allow_hosts;
+	unsigned conn_timeout_s;     /* --conn-timeout */
+	unsigned max_connections, max_connections_per_ip;
+	uint64_t body_memory;        /* --body-memory: request bodies held at once */
 	struct phos_runtime_paths paths; /* device is per function */
 	struct phos_pool *pool;   /* warm executors of the default device, or NULL (--pool 0) */
 	bool stop_the_world;      /* --restore stop-the-world; default on-demand */
@@ -199,6 +205,9 @@ char *inv_metrics_render(void);   /* malloc'ed */
 struct MHD_Daemon;
 struct MHD_Daemon *inv_http_start(const char *listen, char *err, size_t errlen);
 bool inv_listen_is_loopback(const char *listen);
+/* Shortens every absolute path in msg to its last component, in place: error
+ * bodies of invocations reach callers without a token. */
+void inv_redact_paths(char *msg);
 
 /* Writes data to path atomically (tmp + fsync + rename + fsync dir). */
 int inv_write_atomic(const char *path, const char *data, size_t len);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "criu.h"
 #include "invoker.h"
 #include "log.h"
+#include "token.h"
 
 struct inv_config inv_cfg;
 volatile int inv_draining;
@@ -42,11 +44,21 @@ static void usage(FILE *f)
 		"usage: phos-invoker [OPTIONS]\n\n"
 		"  --listen ADDR:PORT     where the HTTP API listens (default 127.0.0.1:8080; [::1]:PORT for IPv6).\n"
 		"                         Any address but 127.0.0.1, ::1 or localhost needs --token-file.\n"
-		"  --state-dir DIR        registry and snapshots. Default: /var/lib/phos-fn when it is writable,\n"
+		"  --state-dir DIR        registry and snapshots (mode 0700). Default: $PHOS_STATE_DIR, else\n"
+		"                         /var/lib/phos-fn when it is writable,\n"
 		"                         else $XDG_STATE_HOME/phos-fn, else ~/.local/state/phos-fn.\n"
 		"  --device auto|cuda|sim default device of deployed functions (auto: cuda when a GPU is there)\n"
-		"  --token-file FILE      bearer token (first line) required by /system/* and /metrics\n"
+		"  --token-file FILE      bearer token (first line, 16+ characters, file mode 0600) required by\n"
+		"                         /system/* and /metrics. Default: STATE/admin.token, created at the\n"
+		"                         first start (random, 0600), which phos-fn reads by itself\n"
 		"  --protect-invoke       require the token for /function/* and /async-function/* too\n"
+		"  --allow-host NAME      a further Host name (or name:port) clients may use (repeatable): other\n"
+		"                         Host or Origin headers than the listen address and localhost get 403\n"
+		"  --conn-timeout S       close a connection idle (or sending its request) for S seconds (default 10)\n"
+		"  --max-connections N    open connections in all (default 2048)\n"
+		"  --max-connections-per-ip N  open connections of one client address (default 1024)\n"
+		"  --body-memory N        bytes of request bodies held in memory at once, across all requests\n"
+		"                         (default 536870912): a body that would go over it is refused with 503\n"
 		"  --max-body-bytes N     default request body limit of a function (default 16777216)\n"
 		"  --pool N               warm executors kept for the default device (default 2, 0: none):\n"
 		"                         cold starts then create no GPU context\n"
@@ -60,39 +72,18 @@ static void usage(FILE *f)
 		"                         start over it is 503\n");
 }
 
-/* The default state directory, as --help describes. */
-static int default_state_dir(char *buf, size_t len)
+/* Every connection holds a descriptor (and instances hold more): raises the
+ * soft RLIMIT_NOFILE towards want, within the hard limit. */
+static void raise_nofile(rlim_t want)
 {
-	const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+	struct rlimit rl;
 
-	if (access("/var/lib/phos-fn", W_OK) == 0 || (access("/var/lib", W_OK) == 0 && mkdir("/var/lib/phos-fn", 0755) == 0)) {
-		snprintf(buf, len, "/var/lib/phos-fn");
-		return 0;
-	}
-	if (xdg && *xdg == '/')
-		return snprintf(buf, len, "%s/phos-fn", xdg) < (int)len ? 0 : -ENAMETOOLONG;
-	if (home && *home == '/')
-		return snprintf(buf, len, "%s/.local/state/phos-fn", home) < (int)len ? 0 : -ENAMETOOLONG;
-	return -ENOENT;
-}
-
-static char *read_token(const char *path)
-{
-	char buf[1024];
-	FILE *f = fopen(path, "re");
-	size_t n;
-
-	if (!f)
-		return NULL;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	buf[strcspn(buf, "\r\n")] = '\0';
-	if (strlen(buf) < 16) {
-		fprintf(stderr, "phos-invoker: the token in %s must be 16 characters or more\n", path);
-		return NULL;
-	}
-	return strdup(buf);
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
+		fprintf(stderr, "phos-invoker: RLIMIT_NOFILE is %llu; --max-connections %u may run out of descriptors\n",
+			(unsigned long long)rl.rlim_cur, inv_cfg.max_connections);
 }
 
 int main(int argc, char **argv)
@@ -105,6 +96,10 @@ int main(int argc, char **argv)
 		{ "restore", required_argument, NULL, 'r' },    { "hot-bytes", required_argument, NULL, 'H' },
 		{ "standby", required_argument, NULL, 'S' },
 		{ "max-instances", required_argument, NULL, 'M' },
+		{ "allow-host", required_argument, NULL, 'A' }, { "conn-timeout", required_argument, NULL, 'T' },
+		{ "max-connections", required_argument, NULL, 'C' },
+		{ "max-connections-per-ip", required_argument, NULL, 'I' },
+		{ "body-memory", required_argument, NULL, 'B' },
 		{ 0 },
 	};
 	static char executor[PATH_MAX], preload[PATH_MAX], twins[PATH_MAX], criu[PATH_MAX], state[PATH_MAX];
@@ -121,6 +116,10 @@ int main(int argc, char **argv)
 
 	phos_log_init("phos-invoker", PHOS_LOG_WARN);
 	inv_cfg.max_body_bytes = 16u << 20;
+	inv_cfg.conn_timeout_s = 10;
+	inv_cfg.max_connections = 2048;
+	inv_cfg.max_connections_per_ip = 1024;
+	inv_cfg.body_memory = 512u << 20;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'l': listen = optarg; break;
@@ -191,6 +190,43 @@ int main(int argc, char **argv)
 			hot_set = true;
 			break;
 		}
+		case 'A':
+			if (inv_cfg.n_allow_hosts == INV_MAX_ALLOW_HOSTS || !*optarg || strlen(optarg) > 255) {
+				fprintf(stderr, "phos-invoker: --allow-host takes a name of 1..255 characters, "
+						"at most %d times\n", INV_MAX_ALLOW_HOSTS);
+				return 2;
+			}
+			inv_cfg.allow_hosts[inv_cfg.n_allow_hosts++] = optarg;
+			break;
+		case 'T': case 'C': case 'I': case 'B': {
+			static const struct { int opt; const char *name; unsigned long long lo, hi; } lim[] = {
+				{ 'T', "--conn-timeout", 1, 3600 },
+				{ 'C', "--max-connections", 1, 65536 },
+				{ 'I', "--max-connections-per-ip", 1, 65536 },
+				{ 'B', "--body-memory", 1u << 20, 1ull << 40 },
+			};
+			unsigned long long v;
+			char *end;
+			unsigned i = 0;
+
+			while (lim[i].opt != c)
+				i++;
+			errno = 0;
+			v = strtoull(optarg, &end, 10);
+			if (errno || end == optarg || *end || optarg[0] == '-' || v < lim[i].lo || v > lim[i].hi) {
+				fprintf(stderr, "phos-invoker: %s takes %llu..%llu\n", lim[i].name, lim[i].lo, lim[i].hi);
+				return 2;
+			}
+			if (c == 'T')
+				inv_cfg.conn_timeout_s = (unsigned)v;
+			else if (c == 'C')
+				inv_cfg.max_connections = (unsigned)v;
+			else if (c == 'I')
+				inv_cfg.max_connections_per_ip = (unsigned)v;
+			else
+				inv_cfg.body_memory = v;
+			break;
+		}
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -199,17 +235,16 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (token_file && !(inv_cfg.token = read_token(token_file))) {
-		fprintf(stderr, "phos-invoker: cannot read a token from %s\n", token_file);
+	/* Nothing the invoker or its children (CRIU, snapshots) write is for others. */
+	umask(077);
+	raise_nofile(inv_cfg.max_connections + 1024u);
+	if (token_file && inv_token_read(token_file, &inv_cfg.token, err, sizeof(err)) < 0) {
+		fprintf(stderr, "phos-invoker: %s\n", err);
 		return 1;
 	}
-	if (!inv_listen_is_loopback(listen) && !inv_cfg.token) {
+	if (!inv_listen_is_loopback(listen) && !token_file) {
 		fprintf(stderr, "phos-invoker: refusing to listen on %s without --token-file "
-				"(only 127.0.0.1, ::1 and localhost are served without a token)\n", listen);
-		return 2;
-	}
-	if (inv_cfg.protect_invoke && !inv_cfg.token) {
-		fprintf(stderr, "phos-invoker: --protect-invoke needs --token-file\n");
+				"(only 127.0.0.1, ::1 and localhost are served with the generated admin token)\n", listen);
 		return 2;
 	}
 	inv_cfg.device = cli_resolve_device(device);
@@ -218,7 +253,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (!inv_cfg.state_dir) {
-		if (default_state_dir(state, sizeof(state)) < 0) {
+		if (inv_state_dir_default(state, sizeof(state), true) < 0) {
 			fprintf(stderr, "phos-invoker: no state directory (set --state-dir)\n");
 			return 2;
 		}
@@ -261,6 +296,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "phos-invoker: state directory %s: %s\n", inv_cfg.state_dir, strerror(-r));
 		return 1;
 	}
+	if (!inv_cfg.token && inv_token_ensure(inv_cfg.state_dir, &inv_cfg.token, err, sizeof(err)) < 0) {
+		fprintf(stderr, "phos-invoker: %s\n", err);
+		return 1;
+	}
 	if (inv_reaper_start() < 0)
 		return 1;
 	d = inv_http_start(listen, err, sizeof(err));
@@ -268,8 +307,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "phos-invoker: %s\n", err);
 		return 1;
 	}
-	fprintf(stderr, "phos-invoker: listening on %s, state in %s, device %s\n", listen, inv_cfg.state_dir,
-		inv_cfg.device);
+	fprintf(stderr, "phos-invoker: listening on %s, state in %s, device %s, admin token in %s\n", listen,
+		inv_cfg.state_dir, inv_cfg.device, token_file ? token_file : "STATE/" INV_TOKEN_FILE);
 	while (!stop_signal)
 		pause();
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,16 +51,48 @@ static bool env_key_valid(const char *k)
 	return true;
 }
 
+/* Opens a fresh temporary file beside base in dfd: O_EXCL|O_NOFOLLOW, so
+ * that nothing planted in the directory (a symlink, a file) is followed or
+ * reused; a random name, retried on a clash. The fd, or -errno. */
+static int tmp_open(int dfd, const char *base, char *name, size_t len)
+{
+	for (int tries = 0; tries < 16; tries++) {
+		uint64_t rnd;
+		int fd;
+
+		if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+			return -EIO;
+		if ((size_t)snprintf(name, len, ".%s.tmp-%016llx", base, (unsigned long long)rnd) >= len)
+			return -ENAMETOOLONG;
+		fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			return fd >= 0 ? fd : -errno;
+	}
+	return -EEXIST;
+}
+
 int inv_write_atomic(const char *path, const char *data, size_t len)
 {
-	char tmp[PATH_MAX], dir[PATH_MAX];
-	int fd, r = 0;
+	char dir[PATH_MAX], tmp[NAME_MAX + 1];
+	const char *base;
+	char *slash;
+	int dfd, fd, r = 0;
 
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)gettid()) >= sizeof(tmp))
+	if ((size_t)snprintf(dir, sizeof(dir), "%s", path) >= sizeof(dir))
 		return -ENAMETOOLONG;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
+	slash = strrchr(dir, '/');
+	if (!slash || !slash[1])
+		return -EINVAL;
+	*slash = '\0';
+	base = path + (slash - dir) + 1;
+	dfd = open(*dir ? dir : "/", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
 		return -errno;
+	fd = tmp_open(dfd, base, tmp, sizeof(tmp));
+	if (fd < 0) {
+		close(dfd);
+		return fd;
+	}
 	for (size_t off = 0; off < len;) {
 		ssize_t w = write(fd, data + off, len - off);
 
@@ -74,23 +107,15 @@ int inv_write_atomic(const char *path, const char *data, size_t len)
 	if (!r && fsync(fd) < 0)
 		r = -errno;
 	close(fd);
-	if (!r && rename(tmp, path) < 0)
+	/* renameat replaces a symlink at base, never writes through it */
+	if (!r && renameat(dfd, tmp, dfd, base) < 0)
 		r = -errno;
-	if (r) {
-		unlink(tmp);
-		return r;
-	}
-	snprintf(dir, sizeof(dir), "%s", path);
-	char *slash = strrchr(dir, '/');
-	if (slash) {
-		*slash = '\0';
-		fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd >= 0) {
-			fsync(fd);
-			close(fd);
-		}
-	}
-	return 0;
+	if (r)
+		unlinkat(dfd, tmp, 0);
+	else
+		fsync(dfd);
+	close(dfd);
+	return r;
 }
 
 static void function_free(struct inv_function *f)
@@ -195,7 +220,7 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 		return snprintf(err, errlen, "the request must be a JSON object"), NULL;
 	json_object_foreach(j, key, val)
 		if (strcmp(key, "name") && strcmp(key, "program") && strcmp(key, "args") && strcmp(key, "env") &&
-		    strcmp(key, "device") && strcmp(key, "limits") && strcmp(key, "created"))
+		    strcmp(key, "device") && strcmp(key, "limits") && (deploying || strcmp(key, "created")))
 			return snprintf(err, errlen, "unknown field '%.64s'", key), NULL;
 	if (!json_is_string(name) || !inv_name_valid(json_string_value(name)))
 		return snprintf(err, errlen, "name must match [a-z0-9][a-z0-9-]{0,62}"), NULL;
@@ -605,13 +630,31 @@ static int mkdir_p(const char *path)
 	for (char *p = tmp + 1; *p; p++)
 		if (*p == '/') {
 			*p = '\0';
-			if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+			if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
 				return -errno;
 			*p = '/';
 		}
-	if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+	if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
 		return -errno;
 	return 0;
+}
+
+/* chmod 0700 of a directory we own (never through a symlink). */
+static int restrict_dir(const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), r = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || ((st.st_mode & 0777) != 0700 && fchmod(fd, 0700) < 0))
+		r = -errno;
+	if (!r && st.st_uid != geteuid()) {
+		phos_err("%s belongs to uid %u, not to the invoker's %u", path, (unsigned)st.st_uid, (unsigned)geteuid());
+		r = -EPERM;
+	}
+	close(fd);
+	return r;
 }
 
 int inv_registry_init(void)
@@ -624,6 +667,13 @@ int inv_registry_init(void)
 	PHOS_CHECK(mkdir_p(path));
 	snprintf(path, sizeof(path), "%s/snapshots", inv_cfg.state_dir);
 	PHOS_CHECK(mkdir_p(path));
+	/* Registry files hold env values, snapshots the function's memory: the
+	 * state directory is ours alone, also when an older invoker made it 0755. */
+	PHOS_CHECK(restrict_dir(inv_cfg.state_dir));
+	snprintf(path, sizeof(path), "%s/functions", inv_cfg.state_dir);
+	PHOS_CHECK(restrict_dir(path));
+	snprintf(path, sizeof(path), "%s/snapshots", inv_cfg.state_dir);
+	PHOS_CHECK(restrict_dir(path));
 	snprintf(path, sizeof(path), "%s/functions", inv_cfg.state_dir);
 	d = opendir(path);
 	if (!d)
@@ -635,9 +685,16 @@ int inv_registry_init(void)
 		json_t *j;
 		struct inv_function *f;
 
+		struct stat sb;
+
 		if (n < 6 || strcmp(de->d_name + n - 5, ".json"))
 			continue;
 		snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
+		/* a registry file is one we wrote: never read through a symlink */
+		if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(sb.st_mode)) {
+			phos_err("skipping %s: not a regular file", file);
+			continue;
+		}
 		j = json_load_file(file, JSON_REJECT_DUPLICATES, &je);
 		f = j ? function_from_json(j, false, err, sizeof(err)) : NULL;
 		json_decref(j);

@@ -2,7 +2,7 @@
 /*
  * Atomic commit of a snapshot directory (see image.h).
  *
- *   begin:  DIR.tmp-<pid>-XXXXXX (mkdtemp, 0755) beside DIR
+ *   begin:  DIR.tmp-<pid>-XXXXXX (mkdtemp, 0700: a snapshot holds the function's memory) beside DIR
  *   commit: fsync every file and directory under it
  *           ── fault point "snapshot_commit": -EIO, the temporary stays ──
  *           rename (RENAME_NOREPLACE) to DIR, or, when DIR exists,
@@ -84,7 +84,7 @@ int phos_image_dir_begin(const char *final_dir, char *ret_tmp, size_t len)
 		return -ENAMETOOLONG;
 	if (!mkdtemp(tmp))
 		return -errno;
-	if (chmod(tmp, 0755) < 0) {
+	if (chmod(tmp, 0700) < 0) {
 		r = -errno;
 		rmdir(tmp);
 		return r;

@@ -109,7 +109,7 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 		return r;
 	}
 	snprintf(cpu, sizeof(cpu), "%s/cpu", tmp);
-	if (mkdir(cpu, 0755) < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) < 0 ||
+	if (mkdir(cpu, 0700) < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) < 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0 || pipe2(in, O_CLOEXEC) < 0 ||
 	    pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
 		r = -errno;

@@ -74,3 +74,13 @@ def serve(program, requests, *args, **kw):
         except ValueError:
             out.append({"unparsed": line})
     return p, out
+
+
+def admin_headers(state_dir, headers=None):
+    """headers plus the invoker's admin token (STATE/admin.token, which the
+    invoker makes when it has no --token-file) and a JSON content type."""
+    h = {"Content-Type": "application/json"}
+    with open(os.path.join(state_dir, "admin.token")) as f:
+        h["Authorization"] = "Bearer " + f.read().strip()
+    h.update(headers or {})
+    return h

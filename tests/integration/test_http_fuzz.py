@@ -23,16 +23,17 @@ import subprocess
 import tempfile
 import time
 
-from harness import BUILD, TWINS, check, done, program
+from harness import BUILD, TWINS, admin_headers, check, done, program
 
 INVOKER = os.path.join(BUILD, "invoker", "phos-invoker")
 VECADD = program("functions", "examples", "vecadd")
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz", "http.json")
-ALLOWED = {200, 201, 202, 400, 401, 404, 405, 409, 413, 429, 503}
+ALLOWED = {200, 201, 202, 400, 401, 403, 404, 405, 409, 413, 415, 429, 503}
 SEED = int(os.environ.get("PHOS_FUZZ_SEED", "20261123"))
 ROUNDS = int(os.environ.get("PHOS_FUZZ_ROUNDS", "400"))
 
 tmp = tempfile.mkdtemp(prefix="phos-fuzz-test-")
+STATE = os.path.join(tmp, "state")
 faulthandler.dump_traceback_later(int(os.environ.get("PHOS_FUZZ_WATCHDOG_S", "240")), exit=True)
 
 
@@ -52,9 +53,13 @@ def free_port():
 
 
 def send(port, method, path, body=b"", headers=None):
-    """(status, body bytes); raises on a broken connection or a malformed response."""
+    """(status, body bytes); raises on a broken connection or a malformed response.
+    The control plane gets the admin token and a JSON content type unless headers
+    say otherwise."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    c.putrequest(method, path, skip_accept_encoding=True)
+    c.putrequest(method, path, skip_accept_encoding=True, skip_host="Host" in (headers or {}))
+    if path.startswith("/system/") or path == "/metrics":
+        headers = admin_headers(STATE, headers)
     for k, v in (headers or {}).items():
         c.putheader(k, v)
     c.putheader("Content-Length", str(len(body)))
@@ -108,7 +113,7 @@ def mutate_bytes(rng, b):
 
 
 def main():
-    state = os.path.join(tmp, "state")
+    state = STATE
     port = free_port()
     log = open(os.path.join(tmp, "invoker.log"), "w")
     inv = subprocess.Popen([INVOKER, "--listen", f"127.0.0.1:{port}", "--state-dir", state, "--device", "sim",

@@ -36,6 +36,7 @@ MISBEHAVE = program("tests", "integration", "misbehave")
 
 tmp = tempfile.mkdtemp(prefix="phos-invoker-test-")
 procs = []
+TOKENS = {}   # port: the admin token the invoker made in its state dir
 
 
 def env():
@@ -62,6 +63,9 @@ def start(state, host="127.0.0.1", extra=()):
     for _ in range(200):
         try:
             if request(host, port, "GET", "/healthz")[0] == 200:
+                if "--token-file" not in extra:
+                    with open(os.path.join(state, "admin.token")) as f:
+                        TOKENS[port] = f.read().strip()
                 return p, port
         except OSError:
             pass
@@ -72,10 +76,16 @@ def start(state, host="127.0.0.1", extra=()):
 
 
 def request(host, port, method, path, body=None, headers=None, timeout=60):
+    """The admin token goes to the control plane, and a JSON content type with a
+    dict or list body, unless headers say otherwise."""
     c = http.client.HTTPConnection(host, port, timeout=timeout)
+    headers = dict(headers or {})
     if isinstance(body, (dict, list)):
         body = json.dumps(body)
-    c.request(method, path, body=body, headers=headers or {})
+        headers.setdefault("Content-Type", "application/json")
+    if (path.startswith("/system/") or path == "/metrics") and port in TOKENS:
+        headers.setdefault("Authorization", f"Bearer {TOKENS[port]}")
+    c.request(method, path, body=body, headers=headers)
     r = c.getresponse()
     data = r.read()
     hdrs = {k.lower(): v for k, v in r.getheaders()}
@@ -149,7 +159,7 @@ def main():
     check(st == 404 and "error" in body, f"404 route: {st} {body}")
     st, body, _ = call("GET", "/system/calls/0123")
     check(st == 404, f"404 unknown call: {st}")
-    st, body, _ = call("POST", "/system/functions", "{not json")
+    st, body, _ = call("POST", "/system/functions", "{not json", {"Content-Type": "application/json"})
     check(st == 400 and "bad JSON" in body["error"], f"400 bad JSON: {st} {body}")
     st, body, _ = call("POST", "/system/functions", {"name": "Bad_Name", "program": VECADD})
     check(st == 400 and "name" in body["error"], f"400 bad name: {st} {body}")
@@ -284,7 +294,7 @@ def main():
     check(m("phos_restores_from_standby_total") >= 1, "metrics: a cold start from a standby process")
 
     # the CLI
-    gw = ["--gateway", f"http://127.0.0.1:{port}"]
+    gw = ["--gateway", f"http://127.0.0.1:{port}", "--state-dir", state]
 
     def cli(*args, stdin=""):
         return subprocess.run([PHOS_FN, *args], input=stdin, capture_output=True, text=True, timeout=60, env=env())
@@ -363,6 +373,7 @@ def main():
     tf = os.path.join(tmp, "token")
     with open(tf, "w") as f:
         f.write(token + "\n")
+    os.chmod(tf, 0o600)
     inv, port = start(state, host="127.0.0.2", extra=["--token-file", tf])
     H = "127.0.0.2"
     st, body, _ = call("GET", "/system/functions")

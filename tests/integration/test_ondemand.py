@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import BUILD, DEVICE, PHOS_FN, TWINS, check, done, program, read_trace
+from harness import BUILD, DEVICE, admin_headers, PHOS_FN, TWINS, check, done, program, read_trace
 
 ONDEMAND = program("tests", "integration", "ondemand")
 INVOKER = os.path.join(BUILD, "invoker", "phos-invoker")
@@ -145,7 +145,8 @@ def call(port, method, path, body=None):
     import http.client
     try:
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        c.request(method, path, body=body)
+        c.request(method, path, body=body,
+                  headers=admin_headers(state) if path.startswith("/system/") or path == "/metrics" else {})
         resp = c.getresponse()
         data = resp.read()
         c.close()

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The invoker's admin token and the state directory both binaries agree on.
+ *
+ * The control plane (/system/..., /metrics) always needs a bearer token. When
+ * the invoker is given no --token-file it creates STATE/admin.token (64 hex
+ * digits, mode 0600, in a 0700 directory) and keeps it across restarts;
+ * phos-fn reads the same file by itself, as kubectl reads its kubeconfig, so
+ * only users who can read the state directory can deploy.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define INV_TOKEN_MIN 16          /* characters, none of them blank */
+#define INV_TOKEN_FILE "admin.token"
+
+/* The default state directory into buf: $PHOS_STATE_DIR, else
+ * /var/lib/phos-fn when it is writable (made when create and /var/lib is
+ * writable), else $XDG_STATE_HOME/phos-fn, else ~/.local/state/phos-fn.
+ * 0, or -ENOENT / -ENAMETOOLONG. */
+int inv_state_dir_default(char *buf, size_t len, bool create);
+
+/* Reads a bearer token: the first line of path, which must be a regular file
+ * not accessible to group or others, of INV_TOKEN_MIN or more printable
+ * characters without blanks inside. 0 and a malloc'ed token, or -errno with
+ * the reason in err. */
+int inv_token_read(const char *path, char **ret_token, char *err, size_t errlen);
+
+/* STATE/admin.token: read when it is there, else created (random, 0600).
+ * 0 and a malloc'ed token, or -errno with the reason in err. */
+int inv_token_ensure(const char *state_dir, char **ret_token, char *err, size_t errlen);
