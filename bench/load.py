@@ -1,0 +1,180 @@
+# SPDX-License-Identifier: MIT
+"""The invoker under load (issue 10): requests per second and latency of a warm
+function at concurrency 1, 8, 64, 256 and 1024, then a soak at one concurrency
+with the invoker's RSS, open fds and threads sampled (they must stay flat).
+
+The function is vecadd with 1024 elements on the sim device (this measures the
+invoker: HTTP, queueing, the instance's framed channel; not a GPU), deployed
+with max_instances 4 and a queue deep enough for the highest concurrency.
+Clients are bench/loadgen (C, epoll, keep-alive, closed loop) on loopback.
+
+Writes bench/results/load.json (records as the other benchmarks: bench "load")
+and load.png when matplotlib is there; copies them to $OUT.
+
+usage: python3 bench/load.py BUILD_DIR [--seconds 10] [--soak 600] [--soak-concurrency 64]
+"""
+import argparse
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import coldstart as C  # noqa: E402  (the invoker driver and its HTTP call)
+
+RESULTS = os.path.join(HERE, "results")
+DATE = datetime.date.today().isoformat()
+records = []
+REQUEST = json.dumps({"n": 1024, "seed": 1})
+
+
+def record(case, metric, value, unit, **extra):
+    r = {"bench": "load", "case": case, "system": "phos-invoker", "metric": metric, "value": value,
+         "unit": unit, "device": "sim (2-core host)", "date": DATE}
+    r.update(extra)
+    records.append(r)
+    print(f"  {case:12s} {metric:20s} {value!s:>12} {unit}", flush=True)
+
+
+def proc_sample(pid):
+    """(RSS KiB, open fds, threads) of pid and its threads."""
+    rss = thr = 0
+    with open(f"/proc/{pid}/status") as f:
+        for ln in f:
+            if ln.startswith("VmRSS:"):
+                rss = int(ln.split()[1])
+            elif ln.startswith("Threads:"):
+                thr = int(ln.split()[1])
+    return rss, len(os.listdir(f"/proc/{pid}/fd")), thr
+
+
+def loadgen(build, port, c, secs):
+    p = subprocess.run([os.path.join(build, "bench", "loadgen"), "127.0.0.1", str(port), "/function/vecadd",
+                        REQUEST, str(c), str(secs)], capture_output=True, text=True, timeout=secs + 120)
+    if p.returncode != 0:
+        raise RuntimeError(f"loadgen c={c}: {p.stderr[-1000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("build")
+    ap.add_argument("--seconds", type=float, default=10, help="per concurrency level")
+    ap.add_argument("--levels", default="1,8,64,256,1024")
+    ap.add_argument("--soak", type=float, default=600, help="seconds of the RSS soak (0: none)")
+    ap.add_argument("--soak-concurrency", type=int, default=64)
+    a = ap.parse_args()
+    a.build = os.path.abspath(a.build)
+    a.device = "sim"
+    C.A = a
+    os.environ.setdefault("PHOS_SIM_TWINS", os.path.join(a.build, "functions", "examples",
+                                                         "libphos-twins-examples.so"))
+    os.environ["PHOS_LOG"] = "warn"
+    levels = [int(x) for x in a.levels.split(",") if x]
+    a.workdir = tempfile.mkdtemp(prefix="phos-load-")
+    state = os.path.join(a.workdir, "state")
+    inv = C.Invoker(state, ["--max-connections", "4096", "--max-connections-per-ip", "4096", "--pool", "2"])
+    try:
+        prog = os.path.join(a.build, "functions", "examples", "vecadd")
+        st, body, _, _ = C.call(inv.port, "POST", "/system/functions",
+                                {"name": "vecadd", "program": prog, "args": ["--elements", "1024"], "device": "sim",
+                                 "limits": {"max_instances": 4, "max_inflight": 1024, "timeout_ms": 60000,
+                                            "idle_ms": 3600000}})
+        if st != 201:
+            raise RuntimeError(f"deploy: {st} {body[:500]!r}")
+        for _ in range(20):     # warm: instances restored
+            C.call(inv.port, "POST", "/function/vecadd", REQUEST)
+        for c in levels:
+            r = loadgen(a.build, inv.port, c, a.seconds)
+            case = f"c{c}"
+            record(case, "requests_per_s", round(r["rps"], 1), "req/s")
+            record(case, "p50", r["p50_ms"], "ms")
+            record(case, "p99", r["p99_ms"], "ms")
+            record(case, "errors", r["errors"], "requests", status=r["status"])
+            rss, fds, thr = proc_sample(inv.p.pid)
+            record(case, "invoker_rss", rss, "KiB")
+        if a.soak > 0:
+            samples = []
+            stop = threading.Event()
+
+            def sampler():
+                t0 = time.time()
+                while not stop.wait(5):
+                    samples.append((round(time.time() - t0, 1), *proc_sample(inv.p.pid)))
+
+            samples.append((0.0, *proc_sample(inv.p.pid)))
+            th = threading.Thread(target=sampler, daemon=True)
+            th.start()
+            r = loadgen(a.build, inv.port, a.soak_concurrency, a.soak)
+            stop.set()
+            th.join()
+            samples.append((round(a.soak, 1), *proc_sample(inv.p.pid)))
+            case = f"soak-c{a.soak_concurrency}-{int(a.soak)}s"
+            record(case, "requests_per_s", round(r["rps"], 1), "req/s")
+            record(case, "p99", r["p99_ms"], "ms")
+            record(case, "errors", r["errors"], "requests", status=r["status"])
+            # after the first minute (pools and caches filled), RSS must not grow
+            settled = [s for s in samples if s[0] >= 60] or samples
+            record(case, "invoker_rss_start", samples[0][1], "KiB")
+            record(case, "invoker_rss_after_60s", settled[0][1], "KiB")
+            record(case, "invoker_rss_end", samples[-1][1], "KiB")
+            record(case, "invoker_rss_growth_after_60s", samples[-1][1] - settled[0][1], "KiB")
+            record(case, "invoker_fds_start_end", [samples[0][2], samples[-1][2]], "fds")
+            record(case, "invoker_threads_start_end", [samples[0][3], samples[-1][3]], "threads")
+            record(case, "series", [list(s) for s in samples], "[s, rss KiB, fds, threads]")
+    finally:
+        inv.stop()
+        shutil.rmtree(a.workdir, ignore_errors=True)
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, "load.json"), "w") as f:
+        json.dump(records, f, indent=1)
+    chart(os.path.join(RESULTS, "load.png"), levels)
+    if os.environ.get("OUT"):
+        for n in ("load.json", "load.png"):
+            if os.path.exists(os.path.join(RESULTS, n)):
+                shutil.copy(os.path.join(RESULTS, n), os.environ["OUT"])
+    return 0
+
+
+def chart(path, levels):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(no matplotlib: no chart)")
+        return
+    get = {(r["case"], r["metric"]): r["value"] for r in records}
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    xs = list(range(len(levels)))
+    axes[0].bar(xs, [get.get((f"c{c}", "requests_per_s"), 0) for c in levels], color="#2a7")
+    axes[0].set_xticks(xs)
+    axes[0].set_xticklabels([str(c) for c in levels])
+    axes[0].set_xlabel("concurrent clients")
+    axes[0].set_ylabel("requests/s")
+    ax2 = axes[0].twinx()
+    ax2.plot(xs, [get.get((f"c{c}", "p50"), 0) for c in levels], "k.-", label="p50")
+    ax2.plot(xs, [get.get((f"c{c}", "p99"), 0) for c in levels], "r.-", label="p99")
+    ax2.set_yscale("log")
+    ax2.set_ylabel("latency (ms)")
+    ax2.legend(fontsize=8, loc="upper left")
+    series = [r["value"] for r in records if r["metric"] == "series"]
+    if series:
+        s = series[0]
+        axes[1].plot([p[0] for p in s], [p[1] / 1024 for p in s], "b-")
+        axes[1].set_xlabel("soak time (s)")
+        axes[1].set_ylabel("invoker RSS (MiB)")
+        axes[1].set_ylim(bottom=0)
+    fig.suptitle(f"phos-invoker under load, warm vecadd on the sim device, 2-core host, {DATE}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
