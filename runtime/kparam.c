@@ -481,52 +481,63 @@ static int parse_ptx(struct phos_fatbin *fb, const char *text, size_t len)
 	return 0;
 }
 
-static int parse_entry(struct phos_fatbin *fb, const uint8_t *h, const uint8_t *payload, uint64_t psize)
+/* The payload of entry h, decompressed into a malloc'd *ret_buf when it is
+ * compressed (the caller frees it; NULL otherwise): *ret_data, *ret_len. */
+static int entry_decode(const uint8_t *h, const uint8_t *payload, uint64_t psize, uint8_t **ret_buf,
+			const uint8_t **ret_data, uint64_t *ret_len)
 {
-	uint16_t kind = rd16(h);
-	uint64_t flags = rd64(h + 40);
-	uint8_t *buf = NULL;
-	ssize_t n;
-	int r;
+	uint64_t flags = rd64(h + 40), csize = rd32(h + 16), dsize = rd64(h + 56);
+	uint8_t *buf;
 
-	if (kind != FATBIN_KIND_PTX && kind != FATBIN_KIND_ELF)
-		return 0;       /* other kinds carry no kernels we read */
+	*ret_buf = NULL;
+	*ret_data = payload;
+	*ret_len = psize;
+	if (!(flags & (FATBIN_FLAG_ZSTD | FATBIN_FLAG_LZ4)))
+		return 0;
+	if (csize > psize || dsize == 0 || dsize > MAX_DECOMPRESSED)
+		return -EBADMSG;
+	buf = malloc(dsize);
+	if (!buf)
+		return -ENOMEM;
 	if (flags & FATBIN_FLAG_ZSTD) {
-		uint64_t csize = rd32(h + 16), dsize = rd64(h + 56);
-		size_t z;
+		size_t z = ZSTD_decompress(buf, dsize, payload, csize);
 
-		if (csize > psize || dsize == 0 || dsize > MAX_DECOMPRESSED)
-			return -EBADMSG;
-		buf = malloc(dsize);
-		if (!buf)
-			return -ENOMEM;
-		z = ZSTD_decompress(buf, dsize, payload, csize);
 		if (ZSTD_isError(z)) {
 			free(buf);
 			return -EBADMSG;
 		}
-		payload = buf;
-		psize = z;
-	} else if (flags & FATBIN_FLAG_LZ4) {
-		uint64_t csize = rd32(h + 16), dsize = rd64(h + 56);
+		*ret_len = z;
+	} else {
+		ssize_t n = lz4_decompress(payload, csize, buf, dsize);
 
-		if (csize > psize || dsize == 0 || dsize > MAX_DECOMPRESSED)
-			return -EBADMSG;
-		buf = malloc(dsize);
-		if (!buf)
-			return -ENOMEM;
-		n = lz4_decompress(payload, csize, buf, dsize);
 		if (n < 0) {
 			free(buf);
 			return (int)n;
 		}
-		payload = buf;
-		psize = (uint64_t)n;
+		*ret_len = (uint64_t)n;
 	}
+	*ret_buf = buf;
+	*ret_data = buf;
+	return 0;
+}
+
+static int parse_entry(struct phos_fatbin *fb, const uint8_t *h, const uint8_t *payload, uint64_t psize)
+{
+	uint16_t kind = rd16(h);
+	uint8_t *buf;
+	const uint8_t *data;
+	uint64_t len;
+	int r;
+
+	if (kind != FATBIN_KIND_PTX && kind != FATBIN_KIND_ELF)
+		return 0;       /* other kinds carry no kernels we read */
+	r = entry_decode(h, payload, psize, &buf, &data, &len);
+	if (r < 0)
+		return r;
 	if (kind == FATBIN_KIND_ELF)
-		r = parse_cubin(fb, payload, psize);
+		r = parse_cubin(fb, data, len);
 	else
-		r = parse_ptx(fb, (const char *)payload, psize);
+		r = parse_ptx(fb, (const char *)data, len);
 	free(buf);
 	return r;
 }
@@ -670,6 +681,57 @@ int phos_fatbin_parse(const void *data, size_t len, struct phos_fatbin **ret_fb)
 	}
 	*ret_fb = fb;
 	return 0;
+}
+
+int phos_fatbin_ptx(const void *data, size_t len, char **ret_text, size_t *ret_len)
+{
+	const uint8_t *p = data;
+	uint64_t hsize, end;
+	unsigned nentries = 0;
+
+	if (!p || len < 16 || rd32(p) != FATBIN_MAGIC || rd16(p + 4) != 1)
+		return -EINVAL;
+	hsize = rd16(p + 6);
+	end = rd64(p + 8);
+	if (hsize < 16 || hsize > len || end > len - hsize)
+		return -EBADMSG;
+	end += hsize;
+	for (uint64_t off = hsize; off < end; nentries++) {
+		const uint8_t *h = p + off;
+		uint32_t ehsize;
+		uint64_t psize, dlen;
+		uint8_t *buf;
+		const uint8_t *d;
+		char *text;
+		int r;
+
+		if (nentries == MAX_ENTRIES || end - off < ENTRY_HDR_MIN)
+			return -EBADMSG;
+		ehsize = rd32(h + 4);
+		psize = rd64(h + 8);
+		if (ehsize < ENTRY_HDR_MIN || ehsize > end - off || psize > end - off - ehsize)
+			return -EBADMSG;
+		off += ehsize + psize;
+		if (rd16(h) != FATBIN_KIND_PTX)
+			continue;
+		r = entry_decode(h, h + ehsize, psize, &buf, &d, &dlen);
+		if (r < 0)
+			return r;
+		while (dlen && d[dlen - 1] == 0)      /* padding */
+			dlen--;
+		text = malloc(dlen + 1);
+		if (!text) {
+			free(buf);
+			return -ENOMEM;
+		}
+		memcpy(text, d, dlen);
+		text[dlen] = 0;
+		free(buf);
+		*ret_text = text;
+		*ret_len = dlen;
+		return 0;
+	}
+	return -ENOENT;
 }
 
 int phos_fatbin_kernel(const struct phos_fatbin *fb, const char *name, struct phos_kernel_info *ret_info)

@@ -79,6 +79,11 @@ size_t phos_fatbin_size(const void *data, size_t max);
  * such kernel; -E2BIG if it has more than PHOS_MAX_PARAMS parameters. */
 int phos_fatbin_kernel(const struct phos_fatbin *fb, const char *name, struct phos_kernel_info *ret_info);
 
+/* The text of the first PTX entry of the fatbin at data (a fatbin header, not
+ * a wrapper), decompressed, NUL-terminated, malloc'd into *ret_text (the caller
+ * frees it). -ENOENT when it has no PTX, -EINVAL/-EBADMSG/-ENOMEM. */
+int phos_fatbin_ptx(const void *data, size_t len, char **ret_text, size_t *ret_len);
+
 /* The mangled name of kernel i (0 <= i < the count phos_fatbin_stats gives),
  * owned by fb; NULL past the end. */
 const char *phos_fatbin_kernel_name(const struct phos_fatbin *fb, size_t i);

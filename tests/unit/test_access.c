@@ -81,6 +81,18 @@ static void check_corpus(const char *path)
 		return;
 	phos_fatbin_stats(fb, &cubins, &ptx, &nk);
 	CHECK(cubins >= 1 && ptx >= 1, "%s: %u cubins, %u PTX", path, cubins, ptx);
+	{
+		/* the PTX text itself (the validation twins are made from it) */
+		char *text = NULL;
+		size_t tlen = 0;
+
+		buf = read_file(path, &len);
+		r = phos_fatbin_ptx(buf, len, &text, &tlen);
+		CHECK(r == 0 && text && strlen(text) == tlen && strstr(text, ".entry _Z11exact_saxpyifPKfPf"),
+		      "%s: phos_fatbin_ptx %d", path, r);
+		free(text);
+		free(buf);
+	}
 	for (size_t i = 0; i < nk; i++) {
 		const char *name = phos_fatbin_kernel_name(fb, i);
 		struct phos_kernel_info info;
@@ -145,6 +157,15 @@ static void check_sass_only(const char *path)
 		return;
 	phos_fatbin_stats(fb, &cubins, &ptx, &nk);
 	CHECK(ptx == 0 && nk >= 40, "%s: %u PTX, %u kernels", path, ptx, nk);
+	{
+		char *text = NULL;
+		size_t tlen;
+
+		buf = read_file(path, &len);
+		CHECK(phos_fatbin_ptx(buf, len, &text, &tlen) == -ENOENT && !text, "%s: PTX found in a SASS-only build",
+		      path);
+		free(buf);
+	}
 	for (size_t i = 0; i < nk; i++) {
 		struct phos_kernel_info info;
 
