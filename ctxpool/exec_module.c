@@ -109,6 +109,8 @@ int exec_func_make(struct executor *ex, uint32_t id, uint32_t module, const char
 		f->error = -PHOS_CUDA_INVALID_DEVICE_FUNCTION;
 	else if ((r = ex->dev_ops->module_function(ex->dev, m->dev_module, name, &f->dev_func)) < 0)
 		f->error = r;
+	if (!f->error && f->info.access.verdict != PHOS_ACCESS_EXACT)
+		phos_debug("kernel %s is opaque: %s", name, f->info.access.why);
 	r = handle_put(&ex->funcs, id, f);
 	if (r < 0)
 		exec_func_free(f);
