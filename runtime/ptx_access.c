@@ -762,6 +762,12 @@ static bool assign(struct entry *e, const struct operand *d, const struct taint 
 	return changed;
 }
 
+/* An immediate that scales an index by an element size (2 .. 2^20). */
+static bool scale_imm(const struct operand *o)
+{
+	return o->kind == OP_IMM && ((o->imm >= 2 && o->imm < (1 << 20)) || (o->imm <= -2 && o->imm > -(1 << 20)));
+}
+
 static bool eval(struct entry *e, const struct insn *in)
 {
 	const struct operand *o = &e->ops[in->op0];
@@ -835,6 +841,10 @@ static bool eval(struct entry *e, const struct insn *in)
 		    ((a.f & (T_IDX | T_PTR)) && o[2].kind == OP_IMM && (o[2].imm >= (1 << 20) || o[2].imm <= -(1 << 20))) ||
 		    ((b.f & (T_IDX | T_PTR)) && o[1].kind == OP_IMM && (o[1].imm >= (1 << 20) || o[1].imm <= -(1 << 20))))
 			t.f |= T_PTR;
+		/* a 64-bit loaded value scaled by an element size (int64 indices:
+		 * idx * 4) is an offset, not an address: an index */
+		else if (((a.f & T_PTR) && scale_imm(&o[2])) || ((b.f & T_PTR) && scale_imm(&o[1])))
+			t.f = (uint8_t)((t.f & ~T_PTR) | T_IDX);
 		for (uint32_t i = 3; i < in->nops; i++) {
 			taint_of(e, &o[i], &u);
 			taint_or(&t, &u);
@@ -845,6 +855,8 @@ static bool eval(struct entry *e, const struct insn *in)
 		taint_or(&t, &u);
 		if ((t.f & (T_IDX | T_PTR)) && !(o[2].kind == OP_IMM && o[2].imm >= 0 && o[2].imm < 16))
 			t.f |= T_PTR;
+		else if ((t.f & T_PTR) && o[2].kind == OP_IMM && o[2].imm >= 1)
+			t.f = (uint8_t)((t.f & ~T_PTR) | T_IDX);        /* scaled: an index */
 	} else {
 		for (uint32_t i = 1; i < in->nops; i++) {
 			taint_of(e, &o[i], &u);

@@ -23,7 +23,9 @@
  * because C's pointer arithmetic keeps a pointer plus an integer inside the
  * object the pointer points into; an index built wide enough to hold an address
  * (a product of two loaded values, a shift by 16 or more, a 64-bit load, two
- * 32-bit halves packed into 64 bits, an immediate of 2^32 or more) is a ptr.
+ * 32-bit halves packed into 64 bits, an immediate of 2^32 or more) is a ptr,
+ * and a 64-bit loaded value scaled by an element size (int64 indices, idx * 4
+ * or idx << 2) is an index again: a scaled address is no address.
  *
  * A kernel is EXACT when every global/generic access is proven; then the
  * buffers its accesses can reach are the ones its read/write parameter words

@@ -55,7 +55,7 @@ static const kernel_case cases[] = {
 	{ "opaque_absolute_address", -1 }, { "opaque_local_pointer_array", 15 },
 	{ "opaque_noinline_call", 15 }, { "opaque_device_new", 0 }, { "opaque_device_malloc_free", 15 },
 	{ "opaque_printf", -1 }, { "opaque_texture", -1 }, { "opaque_surface", -1 },
-	{ "exact_shuffled_pointer", 15 },
+	{ "exact_shuffled_pointer", 15 }, { "exact_gather_int64", 15 }, { "opaque_byte_gather_int64", 15 },
 };
 #define NCASES ((int)(sizeof(cases) / sizeof(cases[0])))
 
@@ -124,6 +124,15 @@ static int fill(corpus *c)
 		w[i] = (unsigned)((i * 37) % 256);
 	if (put(c->b[23][1], w.data(), BUF_BYTES))
 		return -1;
+	// int64 indices in [0, 4096)
+	{
+		std::vector<long long> q(BUF_BYTES / 8);
+
+		for (size_t i = 0; i < q.size(); i++)
+			q[i] = (long long)((i * 40503u) % 4096);
+		if (put(c->b[55][1], q.data(), BUF_BYTES) || put(c->b[56][1], q.data(), BUF_BYTES))
+			return -1;
+	}
 	// csr: 256 rows of 4 entries
 	for (size_t i = 0; i < w.size(); i++)
 		w[i] = (unsigned)(4 * i);
@@ -264,6 +273,9 @@ static int run_case(corpus *c, int k)
 	case 49: opaque_device_new<<<1, 1>>>((float **)f0, 16); break;
 	case 50: opaque_device_malloc_free<<<1, 256>>>(16, f0); break;
 	case 54: exact_shuffled_pointer<<<1, 32>>>(f0, f1); break;
+	case 55: exact_gather_int64<<<1, 256>>>(f0, (const long long *)f1, f2); break;
+	case 56: opaque_byte_gather_int64<<<1, 256>>>((const unsigned char *)f0, (const long long *)f1,
+						       (unsigned char *)f2); break;
 	default: return 1;      // not launched
 	}
 	CK(cudaGetLastError());

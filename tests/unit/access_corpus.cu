@@ -190,6 +190,22 @@ __global__ void exact_scatter(const float *vals, const int *idx, float *out)
 	out[idx[i]] = vals[i];
 }
 
+// 64-bit indices (PyTorch's index tensors are int64): scaled by the element
+// size before they are added, so they are offsets.
+__global__ void exact_gather_int64(const float *table, const long long *idx, float *out)
+{
+	int i = threadIdx.x;
+	out[i] = table[idx[i]];
+}
+
+// ... but an unscaled 64-bit value added to a byte pointer cannot be told from
+// a pointer (a conservative verdict).
+__global__ void opaque_byte_gather_int64(const unsigned char *bytes, const long long *idx, unsigned char *out)
+{
+	int i = threadIdx.x;
+	out[i] = bytes[idx[i]];
+}
+
 __global__ void exact_histogram(const unsigned char *data, int n, unsigned *bins)
 {
 	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
