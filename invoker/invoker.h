@@ -18,7 +18,7 @@
  *                    │        │       EOF = crash (502); both replace it      │
  *                    │        │ reaper: idle > idle_ms → close stdin, wait    │
  *                    │        └──────────────────────────────────────────────┘
- *                    ├──▶ calls.c      call records (ring of the last 1024), async
+ *                    ├──▶ calls.c      call records, the async queue and its workers
  *                    └──▶ metrics.c    Prometheus text
  *
  * Locking: inv_registry_lock guards the list of functions; each function has
@@ -110,6 +110,7 @@ struct inv_function {
 	struct inv_instance *instances;
 	unsigned n_instances;   /* in the list, any state */
 	unsigned waiting;
+	unsigned async_running;  /* async calls being run (calls.c, under its lock) */
 	unsigned next_inst_id;
 	double snapshot_s;
 	char *last_log;         /* stderr of the last instance that exited */
@@ -133,6 +134,8 @@ struct inv_config {
 	bool standby;             /* --standby 1 (default): a parked process per function */
 	uint64_t hot_bytes;       /* --hot-bytes: pinned page cache for hot snapshots */
 	unsigned max_instances;   /* --max-instances: instances of all functions together */
+	unsigned async_queue;     /* --async-queue: accepted async calls not finished yet */
+	double async_retention_s; /* --async-retention: finished async results kept */
 };
 
 extern struct inv_config inv_cfg;
@@ -186,9 +189,14 @@ void inv_call_new(const char *function, char id[33]);
 void inv_call_set_running(const char *id);
 void inv_call_finish(const char *id, const struct inv_result *res);
 json_t *inv_call_get(const char *id);   /* NULL when unknown */
-/* Starts an async call: 0, or -EAGAIN when too many are in flight. */
+/* Queues an async call: 0, or -EAGAIN when the queue is full (429). */
 int inv_call_async(struct inv_function *f, const char *body, size_t len, const char *ctype, char id[33]);
+/* Async calls accepted and not finished (queued or running). */
 unsigned inv_calls_inflight(void);
+/* Starts the async workers: 0 or -errno. */
+int inv_calls_start(void);
+/* Stops the workers (after the drain): calls still queued fail with 503. */
+void inv_calls_stop(void);
 
 /* metrics.c */
 void inv_metrics_record(struct inv_function *f, int http, double seconds, bool cold);
