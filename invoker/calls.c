@@ -6,8 +6,8 @@
  *        │                     ≤ ASYNC_QUEUE_BYTES of bodies; full: 429 at once)
  *        202 {"call_id"}       │
  *                              ▼ ASYNC_WORKERS threads; at most max_instances
- *                                running calls per function (the rest of the
- *                                function's capacity stays for sync callers)
+ *                                (and ASYNC_PER_FUNCTION) running calls per
+ *                                function (queue room stays for sync callers)
  *                              inv_invoke ── refused before reaching an instance
  *                                │           (the function at capacity)? back in
  *                                │           the queue after a pause, for at most
@@ -36,6 +36,7 @@
 #define ASYNC_KEPT_BYTES (128ull << 20)
 #define ASYNC_QUEUE_BYTES (256ull << 20)
 #define ASYNC_WORKERS 64
+#define ASYNC_PER_FUNCTION (ASYNC_WORKERS * 3 / 4) /* the rest stays for other functions */
 #define ASYNC_WAIT_S 600.0               /* admission retries of one call */
 #define HASH_BUCKETS 8192
 
@@ -249,7 +250,8 @@ static struct async_job *queue_take(double now, double *ret_wait)
 	for (struct async_job **p = &queue_head, *prev = NULL; *p; prev = *p, p = &(*p)->next) {
 		struct async_job *job = *p;
 
-		if (job->f->async_running >= job->f->limits.max_instances)
+		if (job->f->async_running >= job->f->limits.max_instances ||
+		    job->f->async_running >= ASYNC_PER_FUNCTION)
 			continue;
 		if (job->not_before > now) {
 			if (job->not_before - now < *ret_wait)

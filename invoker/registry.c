@@ -638,9 +638,14 @@ int inv_function_resnapshot(const char *name, json_t **ret_body)
 		return 404;
 	}
 	if (take_snapshot(f, err, sizeof(err)) < 0) {
+		bool gone;
+
+		pthread_mutex_lock(&f->lock);
+		gone = f->removed;
+		pthread_mutex_unlock(&f->lock);
 		inv_function_unref(f);
-		*ret_body = err_json("snapshot failed: %s", err);
-		return 500;
+		*ret_body = gone ? err_json("no function %s (removed)", name) : err_json("snapshot failed: %s", err);
+		return gone ? 404 : 500;
 	}
 	inv_instances_stop_idle(f, true); /* the next calls start from the new snapshot */
 	inv_hot_update();                 /* the new gpu.data is pinned, the old one let go */
@@ -740,7 +745,7 @@ static void sweep_remove(const char *path, const char *why)
 /* Holds STATE/invoker.lock for the life of the process: a second invoker on
  * the same state dir would sweep the first one's snapshots. A POSIX record
  * lock, so that children (executors, functions) never hold it; waits up to
- * 10 s for one that was just killed. */
+ * 2 s for one that is still exiting. */
 static int state_lock(void)
 {
 	char path[PATH_MAX];
@@ -752,7 +757,7 @@ static int state_lock(void)
 	if (fd < 0)
 		return -errno;
 	for (int i = 0; fcntl(fd, F_SETLK, &fl) < 0; i++) {
-		if ((errno != EACCES && errno != EAGAIN) || i == 100) {
+		if ((errno != EACCES && errno != EAGAIN) || i == 20) {
 			int r = errno == EACCES || errno == EAGAIN ? -EBUSY : -errno;
 
 			if (r == -EBUSY && fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK)
