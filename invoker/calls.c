@@ -14,6 +14,10 @@
  *                                ▼           ASYNC_WAIT_S, then that status is final
  *                              record: done / failed
  *
+ * Accepted async calls are on disk too (calls_store.c): a restarted invoker
+ * runs those still queued and answers for those finished. While draining, no
+ * queued call is started: it waits on disk for the next start.
+ *
  * Records live in a hash by id. A queued or running record is never evicted.
  * Finished async records are kept for --async-retention seconds, at most
  * ASYNC_KEPT of them and ASYNC_KEPT_BYTES of their bodies (oldest first);
@@ -115,6 +119,8 @@ static void fifo_pop_free(struct call_fifo *q)
 {
 	struct call *c = q->head;
 
+	if (c->async && !stopping)
+		inv_calls_store_drop(c->id);   /* evicted (at stop: kept for the next start) */
 	q->head = c->fnext;
 	if (!q->head)
 		q->tail = NULL;
@@ -133,35 +139,38 @@ static void evict(double now)
 		fifo_pop_free(&async_done);
 }
 
-/* Makes a record in the queued state (calls_lock held): 0 or -ENOMEM. */
-static int call_add(const char *function, bool async, char id[33])
+/* Makes a record in the queued state (calls_lock held), with a new id or,
+ * when reuse is set, the one in id: the record, or NULL (out of memory). */
+static struct call *call_add(const char *function, bool async, bool reuse, char id[33])
 {
 	unsigned char rnd[16];
 	struct call *c = calloc(1, sizeof(*c));
 
 	if (!c)
-		return -ENOMEM;
-	do {
+		return NULL;
+	while (!reuse) {
 		if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
 			for (unsigned i = 0; i < sizeof(rnd); i++)
 				rnd[i] = (unsigned char)random();
 		for (unsigned i = 0; i < 16; i++)
 			sprintf(id + 2 * i, "%02x", rnd[i]);
-	} while (find(id));
+		if (!find(id))
+			break;
+	}
 	memcpy(c->id, id, 33);
 	snprintf(c->function, sizeof(c->function), "%s", function);
 	c->status = CALL_QUEUED;
 	c->async = async;
 	c->hnext = buckets[bucket_of(id)];
 	buckets[bucket_of(id)] = c;
-	evict(phos_now());
-	return 0;
+	evict(inv_wall_now());
+	return c;
 }
 
 void inv_call_new(const char *function, char id[33])
 {
 	pthread_mutex_lock(&calls_lock);
-	if (call_add(function, false, id) < 0)
+	if (!call_add(function, false, false, id))
 		id[0] = '\0';   /* no record: GET /system/calls/ID says 404 */
 	pthread_mutex_unlock(&calls_lock);
 }
@@ -175,32 +184,51 @@ void inv_call_set_running(const char *id)
 	pthread_mutex_unlock(&calls_lock);
 }
 
+/* Ends record c (calls_lock held) with the first len bytes of the answer. */
+static void call_end(struct call *c, bool ok, int code, bool truncated, double finished, const char *body, size_t len)
+{
+	struct call_fifo *q = c->async ? &async_done : &sync_done;
+
+	c->status = ok ? CALL_DONE : CALL_FAILED;
+	c->code = code;
+	c->body = malloc(len + 1);
+	if (c->body) {
+		memcpy(c->body, body, len);
+		c->body[len] = '\0';
+		c->len = len;
+	}
+	c->truncated = truncated;
+	c->finished = finished;
+	if (q->tail)
+		q->tail->fnext = c;
+	else
+		q->head = c;
+	q->tail = c;
+	q->n++;
+	q->bytes += c->len;
+}
+
 void inv_call_finish(const char *id, const struct inv_result *res)
 {
-	pthread_mutex_lock(&calls_lock);
-	struct call *c = find(id);
-	if (c && c->status < CALL_DONE) {
-		size_t n = res->len < BODY_KEPT ? res->len : BODY_KEPT;
-		struct call_fifo *q = c->async ? &async_done : &sync_done;
+	size_t n = res->len < BODY_KEPT ? res->len : BODY_KEPT;
+	double now = inv_wall_now();
+	char function[INV_NAME_MAX + 1] = "";
+	struct call *c;
 
-		c->status = res->http == 200 ? CALL_DONE : CALL_FAILED;
-		c->code = res->http;
-		c->body = malloc(n + 1);
-		if (c->body) {
-			memcpy(c->body, res->body, n);
-			c->body[n] = '\0';
-			c->len = n;
-		}
-		c->truncated = n < res->len;
-		c->finished = phos_now();
-		if (q->tail)
-			q->tail->fnext = c;
-		else
-			q->head = c;
-		q->tail = c;
-		q->n++;
-		q->bytes += c->len;
-		evict(c->finished);
+	pthread_mutex_lock(&calls_lock);
+	c = find(id);
+	if (c && c->async && c->status < CALL_DONE)
+		memcpy(function, c->function, sizeof(function));
+	pthread_mutex_unlock(&calls_lock);
+	/* on disk first: once the record says done, it may be evicted (and its
+	 * file removed) at any time */
+	if (function[0])
+		inv_calls_store_finish(id, function, res->http == 200, res->http, n < res->len, now, res->body, n);
+	pthread_mutex_lock(&calls_lock);
+	c = find(id);
+	if (c && c->status < CALL_DONE) {
+		call_end(c, res->http == 200, res->http, n < res->len, now, res->body, n);
+		evict(now);
 	}
 	pthread_mutex_unlock(&calls_lock);
 }
@@ -211,7 +239,7 @@ json_t *inv_call_get(const char *id)
 	json_t *j = NULL;
 
 	pthread_mutex_lock(&calls_lock);
-	evict(phos_now());
+	evict(inv_wall_now());
 	struct call *c = find(id);
 	if (c) {
 		j = json_pack("{s:s,s:s,s:s}", "call_id", c->id, "function", c->function, "status", names[c->status]);
@@ -247,6 +275,8 @@ static bool refused_at_capacity(struct inv_function *f, const struct inv_result 
 static struct async_job *queue_take(double now, double *ret_wait)
 {
 	*ret_wait = 0.1;
+	if (inv_draining)
+		return NULL;   /* queued calls wait on disk for the next start */
 	for (struct async_job **p = &queue_head, *prev = NULL; *p; prev = *p, p = &(*p)->next) {
 		struct async_job *job = *p;
 
@@ -305,9 +335,10 @@ static void *async_worker(void *arg)
 		running++;
 		pthread_mutex_unlock(&calls_lock);
 
+		inv_calls_store_mark(job->id, true);
 		inv_call_set_running(job->id);
 		inv_invoke(job->f, job->body, job->len, job->ctype, &res);
-		bool again = refused_at_capacity(job->f, &res) && phos_now() - job->submitted < ASYNC_WAIT_S;
+		bool again = refused_at_capacity(job->f, &res) && inv_wall_now() - job->submitted < ASYNC_WAIT_S;
 		if (!again)
 			inv_call_finish(job->id, &res);
 		free(res.body);
@@ -321,6 +352,7 @@ static void *async_worker(void *arg)
 			if (c)
 				c->status = CALL_QUEUED;
 			job->not_before = phos_now() + 0.05;
+			inv_calls_store_mark(job->id, false);   /* it never ran */
 			queue_push(job);
 		} else {
 			queued--;
@@ -336,14 +368,149 @@ static void *async_worker(void *arg)
 	return NULL;
 }
 
+static struct async_job *job_new(struct inv_function *f, const char *id, const char *ctype, double submitted,
+				  const char *body, size_t len)
+{
+	struct async_job *job = malloc(sizeof(*job) + len + 1);
+
+	if (!job)
+		return NULL;
+	memcpy(job->body, body, len);
+	job->body[len] = '\0';
+	job->len = len;
+	job->next = NULL;
+	job->submitted = submitted;
+	job->not_before = 0;
+	job->f = f;
+	memcpy(job->id, id, 33);
+	snprintf(job->ctype, sizeof(job->ctype), "%s", ctype);
+	return job;
+}
+
+/* Start-up: a call accepted by an earlier run, not started. */
+static void load_queued(const char *id, const char *function, const char *ctype, double accepted, const char *body,
+			size_t len)
+{
+	struct inv_function *f = inv_function_get(function);
+	struct async_job *job = f ? job_new(f, id, ctype, accepted, body, len) : NULL;
+	char cid[33];
+	struct call *c;
+
+	memcpy(cid, id, 33);
+	pthread_mutex_lock(&calls_lock);
+	c = find(id) ? NULL : call_add(function, true, true, cid);
+	if (c && job) {
+		queued++;
+		queued_bytes += len;
+		queue_push(job);
+		pthread_mutex_unlock(&calls_lock);
+		return;
+	}
+	pthread_mutex_unlock(&calls_lock);
+	free(job);
+	inv_function_unref(f);
+	if (c) {   /* its function is gone */
+		char msg[160];
+		struct inv_result res = { .http = 404, .body = msg };
+
+		res.len = (size_t)snprintf(msg, sizeof(msg), "{\"error\":\"no function %s\"}", function);
+		inv_call_finish(id, &res);
+	}
+}
+
+/* Start-up: a finished call of an earlier run (in no particular order: they
+ * are sorted into the FIFO afterwards). */
+static struct call **loaded;
+static size_t nloaded, loaded_cap;
+
+static void load_finished(const char *id, const char *function, bool ok, int code, bool truncated, double finished,
+			  const char *body, size_t len)
+{
+	char cid[33];
+	struct call *c;
+
+	if (finished + inv_cfg.async_retention_s < inv_wall_now() || len > BODY_KEPT) {
+		inv_calls_store_drop(id);
+		return;
+	}
+	if (nloaded == loaded_cap) {
+		struct call **n = realloc(loaded, (loaded_cap * 2 + 64) * sizeof(*n));
+
+		if (!n)
+			return;
+		loaded = n;
+		loaded_cap = loaded_cap * 2 + 64;
+	}
+	memcpy(cid, id, 33);
+	pthread_mutex_lock(&calls_lock);
+	c = find(id) ? NULL : call_add(function, true, true, cid);
+	if (c) {
+		c->status = ok ? CALL_DONE : CALL_FAILED;
+		c->code = code;
+		c->truncated = truncated;
+		c->finished = finished;
+		if ((c->body = malloc(len + 1))) {
+			memcpy(c->body, body, len);
+			c->body[len] = '\0';
+			c->len = len;
+		}
+		loaded[nloaded++] = c;
+	}
+	pthread_mutex_unlock(&calls_lock);
+}
+
+static int by_finished(const void *a, const void *b)
+{
+	double x = (*(struct call *const *)a)->finished, y = (*(struct call *const *)b)->finished;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Loads what an earlier run left in STATE/calls/. */
+static void calls_load(void)
+{
+	static const struct inv_calls_store_visitor v = { load_queued, load_finished };
+	unsigned nq;
+
+	inv_calls_store_load(&v);
+	qsort(loaded, nloaded, sizeof(*loaded), by_finished);
+	pthread_mutex_lock(&calls_lock);
+	for (size_t i = 0; i < nloaded; i++) {
+		struct call *c = loaded[i];
+
+		c->fnext = NULL;
+		if (async_done.tail)
+			async_done.tail->fnext = c;
+		else
+			async_done.head = c;
+		async_done.tail = c;
+		async_done.n++;
+		async_done.bytes += c->len;
+	}
+	evict(inv_wall_now());
+	nq = queued;
+	pthread_mutex_unlock(&calls_lock);
+	if (nq || nloaded)
+		phos_warn("async calls of the last run: %u queued again, %zu results kept", nq, nloaded);
+	free(loaded);
+	loaded = NULL;
+	nloaded = loaded_cap = 0;
+}
+
 int inv_calls_start(void)
 {
+	int r = inv_calls_store_init();
+
+	if (r < 0) {
+		phos_err("%s/calls: %s", inv_cfg.state_dir, strerror(-r));
+		return r;
+	}
 	pthread_mutex_lock(&calls_lock);
 	stopping = false;
 	pthread_mutex_unlock(&calls_lock);
+	calls_load();
 	for (nworkers = 0; nworkers < ASYNC_WORKERS; nworkers++) {
-		int r = pthread_create(&workers[nworkers], NULL, async_worker, NULL);
-
+		r = pthread_create(&workers[nworkers], NULL, async_worker, NULL);
 		if (r) {
 			phos_err("cannot start the async workers: %s", strerror(r));
 			inv_calls_stop();
@@ -362,16 +529,14 @@ void inv_calls_stop(void)
 	for (unsigned i = 0; i < nworkers; i++)
 		pthread_join(workers[i], NULL);
 	nworkers = 0;
-	/* Calls still queued (past the drain): failed, and their memory back. */
+	/* Memory back; the files stay for the next start (queued calls run then). */
+	inv_calls_store_exit();
 	pthread_mutex_lock(&calls_lock);
 	while (queue_head) {
 		struct async_job *job = queue_head;
-		struct inv_result res = { .http = 503, .body = (char *)"{\"error\":\"shutting down\"}" };
 
-		res.len = strlen(res.body);
 		queue_head = job->next;
 		pthread_mutex_unlock(&calls_lock);
-		inv_call_finish(job->id, &res);
 		inv_function_unref(job->f);
 		free(job);
 		pthread_mutex_lock(&calls_lock);
@@ -388,37 +553,39 @@ void inv_calls_stop(void)
 
 int inv_call_async(struct inv_function *f, const char *body, size_t len, const char *ctype, char id[33])
 {
-	struct async_job *job = malloc(sizeof(*job) + len + 1);
+	struct async_job *job;
+	struct call *c;
 	int r;
 
-	if (!job)
-		return -ENOMEM;
-	memcpy(job->body, body, len);
-	job->body[len] = '\0';
-	job->len = len;
-	job->next = NULL;
-	job->submitted = phos_now();
-	job->not_before = 0;
-	snprintf(job->ctype, sizeof(job->ctype), "%s", ctype);
 	pthread_mutex_lock(&calls_lock);
 	if (stopping || nworkers == 0 || queued >= inv_cfg.async_queue || queued_bytes + len > ASYNC_QUEUE_BYTES) {
 		pthread_mutex_unlock(&calls_lock);
-		free(job);
 		return -EAGAIN;
 	}
-	r = call_add(f->name, true, id);
+	c = call_add(f->name, true, false, id);
+	if (!c) {
+		pthread_mutex_unlock(&calls_lock);
+		return -ENOMEM;
+	}
+	queued++;   /* the room is ours while the call is written down */
+	queued_bytes += len;
+	pthread_mutex_unlock(&calls_lock);
+
+	double now = inv_wall_now();
+	job = job_new(f, id, ctype, now, body, len);
+	r = job ? inv_calls_store_accept(id, f->name, job->ctype, now, body, len) : -ENOMEM;
+	pthread_mutex_lock(&calls_lock);
 	if (r < 0) {
+		queued--;
+		queued_bytes -= len;
+		call_drop(c);
 		pthread_mutex_unlock(&calls_lock);
 		free(job);
 		return r;
 	}
-	memcpy(job->id, id, 33);
 	pthread_mutex_lock(&f->lock);
 	f->refs++;
 	pthread_mutex_unlock(&f->lock);
-	job->f = f;
-	queued++;
-	queued_bytes += len;
 	queue_push(job);
 	pthread_cond_signal(&queue_cond);
 	pthread_mutex_unlock(&calls_lock);
@@ -430,7 +597,7 @@ unsigned inv_calls_inflight(void)
 	unsigned n;
 
 	pthread_mutex_lock(&calls_lock);
-	n = queued;
+	n = running;
 	pthread_mutex_unlock(&calls_lock);
 	return n;
 }

@@ -191,12 +191,36 @@ void inv_call_finish(const char *id, const struct inv_result *res);
 json_t *inv_call_get(const char *id);   /* NULL when unknown */
 /* Queues an async call: 0, or -EAGAIN when the queue is full (429). */
 int inv_call_async(struct inv_function *f, const char *body, size_t len, const char *ctype, char id[33]);
-/* Async calls accepted and not finished (queued or running). */
+/* Async calls being run now (queued ones wait on disk through a stop). */
 unsigned inv_calls_inflight(void);
-/* Starts the async workers: 0 or -errno. */
+/* Loads the async calls of the last run (after the registry), starts the
+ * workers: 0 or -errno. */
 int inv_calls_start(void);
-/* Stops the workers (after the drain): calls still queued fail with 503. */
+/* Stops the workers (after the drain); queued calls stay on disk. */
 void inv_calls_stop(void);
+
+/* calls_store.c: async calls on disk, STATE/calls/ (see there) */
+double inv_wall_now(void);                 /* CLOCK_REALTIME seconds: times that outlive the process */
+int inv_calls_store_init(void);            /* 0 or -errno */
+void inv_calls_store_exit(void);
+/* ID.req: an accepted call. 0 or -errno (the call must then be refused). */
+int inv_calls_store_accept(const char *id, const char *function, const char *ctype, double accepted,
+			   const char *body, size_t len);
+/* ID.req -> ID.run when running, back when not (it never reached the function). */
+void inv_calls_store_mark(const char *id, bool running);
+/* ID.res with the (kept part of the) answer; ID.req/ID.run removed. */
+void inv_calls_store_finish(const char *id, const char *function, bool ok, int code, bool truncated, double finished,
+			    const char *body, size_t len);
+void inv_calls_store_drop(const char *id);    /* ID.res removed (evicted) */
+struct inv_calls_store_visitor {
+	void (*queued)(const char *id, const char *function, const char *ctype, double accepted, const char *body,
+		       size_t len);
+	void (*finished)(const char *id, const char *function, bool ok, int code, bool truncated, double finished,
+			 const char *body, size_t len);
+};
+/* Visits every stored call (start-up, one thread): .req as queued, .res and
+ * .run (now failed, 503) as finished; removes what is not a call. */
+int inv_calls_store_load(const struct inv_calls_store_visitor *v);
 
 /* metrics.c */
 void inv_metrics_record(struct inv_function *f, int http, double seconds, bool cold);

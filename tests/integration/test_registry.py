@@ -15,7 +15,11 @@
 - a burst of 2000 async calls against --async-queue 64 with sync calls
   competing for max_instances=2, max_inflight=0: every answer is 202 or 429,
   and every 202's call reaches done with its own answer and stays readable;
-  with --async-retention 1 a finished result goes away (404) after it.
+  with --async-retention 1 a finished result goes away (404) after it;
+- accepted async calls outlive the invoker (STATE/calls/): after a SIGKILL the
+  queued ones run, the one running ends failed (503, not run twice), earlier
+  results stay readable; after SIGTERM the queued ones run at the next start;
+  a stored call of a function that is gone ends 404.
 """
 import http.client
 import json
@@ -352,6 +356,80 @@ def test_async_burst(state):
     check(p.returncode == 2 and "--async-queue" in p.stderr, f"--async-queue 0: {p.returncode} {p.stderr}")
 
 
+def poll_final(inv, ids, seconds=120):
+    """Polls call ids until each is done or failed: {id: record}."""
+    out, deadline = {}, time.time() + seconds
+    while len(out) < len(ids) and time.time() < deadline:
+        for cid in ids:
+            if cid not in out:
+                st, rec = inv.call("GET", f"/system/calls/{cid}")
+                check(st == 200, f"accepted call {cid} unknown: {st} {rec}")
+                if st == 200 and rec["status"] in ("done", "failed"):
+                    out[cid] = rec
+        time.sleep(0.2)
+    check(len(out) == len(ids), f"{len(ids) - len(out)} accepted calls never finished")
+    return out
+
+
+def test_async_restart(state):
+    """Accepted async calls outlive the invoker: queued ones run after a
+    restart, a running one ends failed (503, not run twice), results stay."""
+    inv = Invoker(state)
+    check(inv.call("POST", "/system/functions", deploy_body("one", max_instances=1, max_inflight=0))[0] == 201,
+          "deploy one")
+    st, body = inv.call("POST", "/async-function/one", {"pad": "first"})
+    first = body.get("call_id")
+    check(st == 202 and poll_final(inv, [first])[first]["status"] == "done", "a first async call")
+    ids = {}
+    for i in range(12):
+        req = json.dumps({"sleep_ms": 400, "pad": "y" * i})
+        st, body = inv.call("POST", "/async-function/one", req)
+        check(st == 202, f"async {i}: {st} {body}")
+        ids[body.get("call_id")] = len(req)
+    time.sleep(0.6)   # one runs, the rest are queued
+    inv.kill()
+    files = os.listdir(os.path.join(state, "calls"))
+    check(any(f.endswith(".req") for f in files) and any(f.endswith(".run") for f in files),
+          f"calls on disk at the kill: {sorted(files)}")
+    inv = Invoker(state)
+    recs = poll_final(inv, list(ids) + [first], seconds=240)
+    interrupted = [r for r in recs.values() if r["status"] == "failed"]
+    check(len(interrupted) <= 1 and all(r["code"] == 503 and "not run again" in r["body"] for r in interrupted),
+          f"after a SIGKILL: failed calls {interrupted}")
+    for cid, n in ids.items():
+        r = recs.get(cid, {})
+        if r.get("status") == "done":
+            check(json.loads(r["body"]).get("len") == n, f"call {cid} after the restart: {r}")
+    check(recs[first]["status"] == "done" and json.loads(recs[first]["body"]).get("gpu") == 1234,
+          f"a result from before the kill: {recs[first]}")
+    check(sum(r["status"] == "done" for r in recs.values()) >= len(ids), "queued calls ran after the restart")
+
+    # SIGTERM: queued calls are not started while draining; the next start runs them
+    more = []
+    for i in range(6):
+        st, body = inv.call("POST", "/async-function/one", {"sleep_ms": 300})
+        check(st == 202, f"async before SIGTERM: {st}")
+        more.append(body.get("call_id"))
+    time.sleep(0.2)
+    inv.stop()
+    check(inv.p.returncode == 0, f"SIGTERM exit {inv.p.returncode}")
+    inv = Invoker(state)
+    recs = poll_final(inv, more + [first], seconds=120)
+    check(all(r["status"] == "done" and r["code"] == 200 for r in recs.values()),
+          f"after SIGTERM and a restart: {[(r['status'], r['code']) for r in recs.values()]}")
+    # a function removed while its calls wait on disk: they end 404
+    inv.kill()
+    with open(os.path.join(state, "calls", "0" * 32 + ".req"), "w") as f:
+        f.write(json.dumps({"function": "nosuch", "ctype": "application/json", "accepted": time.time()}) + "\n{}")
+    with open(os.path.join(state, "calls", "junk.req"), "w") as f:
+        f.write("junk")
+    inv = Invoker(state)
+    r = poll_final(inv, ["0" * 32])["0" * 32]
+    check(r["status"] == "failed" and r["code"] == 404, f"a stored call of a missing function: {r}")
+    check(not os.path.exists(os.path.join(state, "calls", "junk.req")), "junk in calls/ removed")
+    inv.stop()
+
+
 def main():
     try:
         test_registry_write_fault(os.path.join(tmp, "fault"))
@@ -362,6 +440,8 @@ def main():
         print("remove race: ok", flush=True)
         test_async_burst(os.path.join(tmp, "async"))
         print("async burst: ok", flush=True)
+        test_async_restart(os.path.join(tmp, "restart"))
+        print("async restart: ok", flush=True)
     finally:
         for p in procs:
             if p.poll() is None:
