@@ -10,6 +10,8 @@
   snapshots/NAME, a registry file without a snapshot, a registry temporary),
   logs each, and keeps serving what is owned; a second invoker on the same
   state dir is refused;
+- the invoker killed inside a deploy (PHOS_FAULT snapshot_kill, before the
+  commit; registry_kill, after it): the next start sweeps what it left;
 - an injected registry-write failure (PHOS_FAULT=registry_write) rolls the
   deploy back: 500, no snapshot, no registry file; the next deploy works;
 - a burst of 2000 async calls against --async-queue 64 with sync calls
@@ -257,6 +259,34 @@ def test_sweep(state):
     inv.stop()
 
 
+def test_deploy_crash(state):
+    """The invoker killed inside a deploy: before the snapshot's commit (a
+    temporary left) and after it (a snapshot that no registry file owns). The
+    next start sweeps both and serves the rest."""
+    for fault, leftover in [("snapshot_kill", ".tmp-"), ("registry_kill", "")]:
+        inv = Invoker(state, fault=fault)
+        try:
+            st, body = inv.call("POST", "/system/functions", deploy_body("doomed"))
+            check(False, f"{fault}: the invoker answered {st} {body}")
+        except (OSError, http.client.HTTPException):
+            pass
+        inv.p.wait(timeout=60)
+        check(inv.p.returncode == -signal.SIGKILL, f"{fault}: exit {inv.p.returncode}")
+        snaps = os.listdir(os.path.join(state, "snapshots"))
+        found = [d for d in snaps if d.startswith("doomed") and leftover in d and (leftover or d == "doomed")]
+        check(found, f"{fault}: nothing left to sweep? {snaps}")
+        check(not os.path.exists(os.path.join(state, "functions", "doomed.json")), f"{fault}: registry file")
+        inv = Invoker(state)
+        check(leftovers(state) == [], f"{fault}: leftovers after the restart {leftovers(state)}")
+        check(all(os.path.join(state, "snapshots", d) in inv.logtext() for d in found),
+              f"{fault}: the sweep did not log {found}: {inv.logtext()}")
+        check(inv.call("GET", "/system/functions/doomed")[0] == 404, f"{fault}: doomed listed")
+        st, body = inv.call("POST", "/system/functions", deploy_body("doomed"))
+        check(st == 201, f"{fault}: deploy again: {st} {body}")
+        check(inv.call("DELETE", "/system/functions/doomed")[0] == 200, f"{fault}: remove")
+        inv.stop()
+
+
 def test_registry_write_fault(state):
     inv = Invoker(state, fault="registry_write")
     st, body = inv.call("POST", "/system/functions", deploy_body("rb"))
@@ -436,6 +466,8 @@ def main():
         print("registry write fault: ok", flush=True)
         test_sweep(os.path.join(tmp, "sweep"))
         print("sweep: ok", flush=True)
+        test_deploy_crash(os.path.join(tmp, "crash"))
+        print("deploy crash: ok", flush=True)
         test_remove_race(os.path.join(tmp, "race"))
         print("remove race: ok", flush=True)
         test_async_burst(os.path.join(tmp, "async"))
