@@ -734,8 +734,11 @@ static int tree_bytes_add(const char *path, const struct stat *st, int flag, str
 /* Removes path, logging why and how much (start-up only: one thread). */
 static void sweep_remove(const char *path, const char *why)
 {
+	struct stat st;
 	int r;
 
+	if (lstat(path, &st) < 0 && errno == ENOENT)
+		return;
 	tree_bytes_sum = 0;
 	nftw(path, tree_bytes_add, 16, FTW_PHYS | FTW_MOUNT);
 	r = remove_tree(path);

@@ -65,9 +65,14 @@ class Invoker:
     def __init__(self, state, extra=(), fault=None):
         self.port = free_port()
         self.log = os.path.join(tmp, f"invoker-{self.port}.log")
+        # A working directory of its own: CRIU's parasite mounts /proc at
+        # "proc.crtools" in the dumped process's cwd (inherited from here), so
+        # dumps of other tests' functions in a shared cwd would collide (EEXIST).
+        cwd = os.path.join(tmp, f"cwd-{self.port}")
+        os.makedirs(cwd, exist_ok=True)
         self.p = subprocess.Popen([INVOKER, "--listen", f"127.0.0.1:{self.port}", "--state-dir", state,
                                    "--device", "sim", *extra], stdout=open(self.log, "w"),
-                                  stderr=subprocess.STDOUT,
+                                  stderr=subprocess.STDOUT, cwd=cwd,
                                   env=env({"PHOS_FAULT": fault} if fault else None))
         procs.append(self.p)
         for _ in range(400):
