@@ -473,7 +473,8 @@ static void calls_load(void)
 	unsigned nq;
 
 	inv_calls_store_load(&v);
-	qsort(loaded, nloaded, sizeof(*loaded), by_finished);
+	if (nloaded)
+		qsort(loaded, nloaded, sizeof(*loaded), by_finished);
 	pthread_mutex_lock(&calls_lock);
 	for (size_t i = 0; i < nloaded; i++) {
 		struct call *c = loaded[i];
