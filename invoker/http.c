@@ -390,8 +390,10 @@ static MHD_RESULT invoke(struct MHD_Connection *c, struct req *q)
 	if (q->route == R_ASYNC) {
 		int r = inv_call_async(q->f, q->body ? q->body : "", q->len, ctype, id);
 
+		if (r == -EAGAIN)
+			return send_error(c, 429, "the async queue is full (--async-queue %u)", inv_cfg.async_queue);
 		if (r < 0)
-			return send_error(c, 429, "too many asynchronous calls in flight");
+			return send_error(c, 503, "cannot accept the call: %s", strerror(-r));
 		return send_json(c, 202, json_pack("{s:s}", "call_id", id), NULL);
 	}
 	inv_call_new(q->f->name, id);

@@ -18,7 +18,7 @@
  *                    │        │       EOF = crash (502); both replace it      │
  *                    │        │ reaper: idle > idle_ms → close stdin, wait    │
  *                    │        └──────────────────────────────────────────────┘
- *                    ├──▶ calls.c      call records (ring of the last 1024), async
+ *                    ├──▶ calls.c      call records, the async queue and its workers
  *                    └──▶ metrics.c    Prometheus text
  *
  * Locking: inv_registry_lock guards the list of functions; each function has
@@ -110,6 +110,7 @@ struct inv_function {
 	struct inv_instance *instances;
 	unsigned n_instances;   /* in the list, any state */
 	unsigned waiting;
+	unsigned async_running;  /* async calls being run (calls.c, under its lock) */
 	unsigned next_inst_id;
 	double snapshot_s;
 	char *last_log;         /* stderr of the last instance that exited */
@@ -139,6 +140,8 @@ struct inv_config {
 	bool standby;             /* --standby 1 (default): a parked process per function */
 	uint64_t hot_bytes;       /* --hot-bytes: pinned page cache for hot snapshots */
 	unsigned max_instances;   /* --max-instances: instances of all functions together */
+	unsigned async_queue;     /* --async-queue: accepted async calls not finished yet */
+	double async_retention_s; /* --async-retention: finished async results kept */
 };
 
 extern struct inv_config inv_cfg;
@@ -192,9 +195,38 @@ void inv_call_new(const char *function, char id[33]);
 void inv_call_set_running(const char *id);
 void inv_call_finish(const char *id, const struct inv_result *res);
 json_t *inv_call_get(const char *id);   /* NULL when unknown */
-/* Starts an async call: 0, or -EAGAIN when too many are in flight. */
+/* Queues an async call: 0, or -EAGAIN when the queue is full (429). */
 int inv_call_async(struct inv_function *f, const char *body, size_t len, const char *ctype, char id[33]);
+/* Async calls being run now (queued ones wait on disk through a stop). */
 unsigned inv_calls_inflight(void);
+/* Loads the async calls of the last run (after the registry), starts the
+ * workers: 0 or -errno. */
+int inv_calls_start(void);
+/* Stops the workers (after the drain); queued calls stay on disk. */
+void inv_calls_stop(void);
+
+/* calls_store.c: async calls on disk, STATE/calls/ (see there) */
+double inv_wall_now(void);                 /* CLOCK_REALTIME seconds: times that outlive the process */
+int inv_calls_store_init(void);            /* 0 or -errno */
+void inv_calls_store_exit(void);
+/* ID.req: an accepted call. 0 or -errno (the call must then be refused). */
+int inv_calls_store_accept(const char *id, const char *function, const char *ctype, double accepted,
+			   const char *body, size_t len);
+/* ID.req -> ID.run when running, back when not (it never reached the function). */
+void inv_calls_store_mark(const char *id, bool running);
+/* ID.res with the (kept part of the) answer; ID.req/ID.run removed. */
+void inv_calls_store_finish(const char *id, const char *function, bool ok, int code, bool truncated, double finished,
+			    const char *body, size_t len);
+void inv_calls_store_drop(const char *id);    /* ID.res removed (evicted) */
+struct inv_calls_store_visitor {
+	void (*queued)(const char *id, const char *function, const char *ctype, double accepted, const char *body,
+		       size_t len);
+	void (*finished)(const char *id, const char *function, bool ok, int code, bool truncated, double finished,
+			 const char *body, size_t len);
+};
+/* Visits every stored call (start-up, one thread): .req as queued, .res and
+ * .run (now failed, 503) as finished; removes what is not a call. */
+int inv_calls_store_load(const struct inv_calls_store_visitor *v);
 
 /* metrics.c */
 void inv_metrics_record(struct inv_function *f, int http, double seconds, bool cold);

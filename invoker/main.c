@@ -69,7 +69,11 @@ static void usage(FILE *f)
 		"  --standby 0|1          keep one CRIU-restored process of each function parked, so that a cold\n"
 		"                         start only restores the GPU side (default 1; needs the pool)\n"
 		"  --max-instances N      instances of all functions together (1..4096, default 64): a cold\n"
-		"                         start over it is 503\n");
+		"                         start over it is 503\n"
+		"  --async-queue N        async calls accepted and not finished (1..65536, default 1024): a call\n"
+		"                         over it is 429 at submission\n"
+		"  --async-retention S    seconds a finished async result stays readable (1..604800, default 600;\n"
+		"                         at most 16384 results and 128 MiB of their bodies, oldest first)\n");
 }
 
 /* Every connection holds a descriptor (and instances hold more): raises the
@@ -100,6 +104,8 @@ int main(int argc, char **argv)
 		{ "max-connections", required_argument, NULL, 'C' },
 		{ "max-connections-per-ip", required_argument, NULL, 'I' },
 		{ "body-memory", required_argument, NULL, 'B' },
+		{ "async-queue", required_argument, NULL, 'Q' },
+		{ "async-retention", required_argument, NULL, 'R' },
 		{ 0 },
 	};
 	static char executor[PATH_MAX], preload[PATH_MAX], twins[PATH_MAX], criu[PATH_MAX], state[PATH_MAX];
@@ -108,6 +114,8 @@ int main(int argc, char **argv)
 
 	inv_cfg.standby = true;
 	inv_cfg.max_instances = 64;
+	inv_cfg.async_queue = 1024;
+	inv_cfg.async_retention_s = 600;
 	struct MHD_Daemon *d;
 	struct sigaction sa = { .sa_handler = on_signal };
 	char err[512];
@@ -167,6 +175,24 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			inv_cfg.max_instances = (unsigned)v;
+			break;
+		}
+		case 'Q':
+		case 'R': {
+			char *end;
+			long v;
+
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || v < 1 || v > (c == 'Q' ? 65536 : 604800)) {
+				fprintf(stderr, "phos-invoker: --%s takes 1..%d\n", c == 'Q' ? "async-queue" : "async-retention",
+					c == 'Q' ? 65536 : 604800);
+				return 2;
+			}
+			if (c == 'Q')
+				inv_cfg.async_queue = (unsigned)v;
+			else
+				inv_cfg.async_retention_s = (double)v;
 			break;
 		}
 		case 'S':
@@ -300,7 +326,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "phos-invoker: %s\n", err);
 		return 1;
 	}
-	if (inv_reaper_start() < 0)
+	if (inv_reaper_start() < 0 || inv_calls_start() < 0)
 		return 1;
 	d = inv_http_start(listen, err, sizeof(err));
 	if (!d) {
@@ -319,6 +345,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 600 && (atomic_load(&inv_http_active) || inv_calls_inflight()); i++)
 		usleep(100 * 1000);
 	MHD_stop_daemon(d);
+	inv_calls_stop();
 	inv_reaper_stop();
 	inv_registry_exit();
 	phos_pool_free(inv_cfg.pool);

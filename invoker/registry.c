@@ -3,13 +3,29 @@
  * The function registry: one JSON file per function in STATE/functions/
  * (written atomically), its snapshot in STATE/snapshots/<name>/. Reloaded at
  * start, so a restarted invoker serves the same functions without re-snapshotting.
+ *
+ * What owns what on disk, so that a crash at any point leaves nothing that a
+ * restart cannot tell apart:
+ *
+ *   deploy:  snapshot committed to snapshots/NAME ─▶ functions/NAME.json written
+ *            (a failed write renames the snapshot away and deletes it)
+ *   remove:  NAME listed as "being removed" (a deploy of it gets 409)
+ *            ─▶ functions/NAME.json unlinked ─▶ under the snapshot's write lock,
+ *            snapshots/NAME renamed to NAME.tmp-<pid>-rm<n> ─▶ instances stopped
+ *            ─▶ that directory deleted ─▶ NAME free again
+ *   start:   STATE/invoker.lock held (one invoker per state dir); every
+ *            snapshots/ *.tmp-* deleted (no snapshot is being written yet), then
+ *            every snapshots/NAME without functions/NAME.json; a registry file
+ *            whose snapshot is missing is deleted too. Each removal is logged.
  */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <stdatomic.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "image.h"
 #include "invoker.h"
 #include "log.h"
@@ -28,6 +45,9 @@
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct inv_function *funcs[MAX_FUNCTIONS];
 static unsigned nfuncs;
+/* Functions being removed: unlisted, their names not free yet (reg_lock). */
+static struct inv_function *removing[MAX_FUNCTIONS];
+static unsigned nremoving;
 
 bool inv_name_valid(const char *name)
 {
@@ -405,7 +425,15 @@ static int take_snapshot(struct inv_function *f, char *err, size_t errlen)
 	if (strcmp(p.device, "sim"))
 		p.sim_twins = NULL;
 	pthread_rwlock_wrlock(&f->snap_lock);
-	r = phos_snapshot_take(&p, argv, f->snapshot_dir, STDERR_FILENO, 300, &st, err, errlen);
+	/* A removal renames the snapshot away under this lock after marking f:
+	 * a snapshot committed now would be owned by nothing. */
+	pthread_mutex_lock(&f->lock);
+	r = f->removed ? -ENOENT : 0;
+	pthread_mutex_unlock(&f->lock);
+	if (r < 0)
+		snprintf(err, errlen, "the function was removed");
+	else
+		r = phos_snapshot_take(&p, argv, f->snapshot_dir, STDERR_FILENO, 300, &st, err, errlen);
 	pthread_rwlock_unlock(&f->snap_lock);
 	for (char **a = argv; *a; a++)
 		free(*a);
@@ -497,21 +525,72 @@ static int save(struct inv_function *f)
 	json_decref(j);
 	if (!s)
 		return -ENOMEM;
+	if (phos_fault("registry_write")) {
+		free(s);
+		return -EIO;
+	}
 	snprintf(path, sizeof(path), "%s/functions/%s.json", inv_cfg.state_dir, f->name);
 	r = inv_write_atomic(path, s, strlen(s));
 	free(s);
 	return r;
 }
 
+/* Drops f from list (reg_lock held): true when it was there. */
+static bool list_drop(struct inv_function **list, unsigned *n, struct inv_function *f)
+{
+	for (unsigned i = 0; i < *n; i++)
+		if (list[i] == f) {
+			list[i] = list[--*n];
+			return true;
+		}
+	return false;
+}
+
 static void unlist(struct inv_function *f)
 {
 	pthread_mutex_lock(&reg_lock);
-	for (unsigned i = 0; i < nfuncs; i++)
-		if (funcs[i] == f) {
-			funcs[i] = funcs[--nfuncs];
-			break;
-		}
+	list_drop(funcs, &nfuncs, f);
 	pthread_mutex_unlock(&reg_lock);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path) < 0 ? -1 : 0;
+}
+
+static int remove_tree(const char *path)
+{
+	return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0 && errno != ENOENT ? -errno : 0;
+}
+
+/* Renames f's snapshot to a temporary name beside it, under the snapshot's
+ * write lock (so no restore or re-snapshot is using the path): 0 with that
+ * name in ret_tmp, -ENOENT when there is none, or -errno. */
+static int snapshot_rename_away(struct inv_function *f, char *ret_tmp, size_t len)
+{
+	static atomic_uint seq;
+	int r = 0;
+
+	if ((size_t)snprintf(ret_tmp, len, "%s.tmp-%d-rm%u", f->snapshot_dir, (int)getpid(),
+			     atomic_fetch_add(&seq, 1)) >= len)
+		return -ENAMETOOLONG;
+	pthread_rwlock_wrlock(&f->snap_lock);
+	if (renameat2(AT_FDCWD, f->snapshot_dir, AT_FDCWD, ret_tmp, RENAME_NOREPLACE) < 0)
+		r = -errno;
+	pthread_rwlock_unlock(&f->snap_lock);
+	return r;
+}
+
+/* Deletes f's snapshot: renamed away first, so that a crash halfway leaves a
+ * temporary the next start sweeps, never a half-deleted snapshot at its name. */
+static int snapshot_discard(struct inv_function *f)
+{
+	char tmp[PATH_MAX];
+	int r = snapshot_rename_away(f, tmp, sizeof(tmp));
+
+	if (r == -ENOENT)
+		return 0;
+	return r < 0 ? r : remove_tree(tmp);
 }
 
 int inv_function_deploy(json_t *req, json_t **ret_body)
@@ -532,6 +611,13 @@ int inv_function_deploy(json_t *req, json_t **ret_body)
 			function_free(f);
 			return 409;
 		}
+	for (unsigned i = 0; i < nremoving; i++)
+		if (!strcmp(removing[i]->name, f->name)) {
+			pthread_mutex_unlock(&reg_lock);
+			*ret_body = err_json("function %s is being removed; deploy it again when that is done", f->name);
+			function_free(f);
+			return 409;
+		}
 	if (nfuncs == MAX_FUNCTIONS) {
 		pthread_mutex_unlock(&reg_lock);
 		function_free(f);
@@ -544,8 +630,16 @@ int inv_function_deploy(json_t *req, json_t **ret_body)
 
 	phos_info("deploying %s: snapshot of %s", f->name, f->program);
 	r = take_snapshot(f, err, sizeof(err));
-	if (r == 0 && (r = save(f)) < 0)
+	if (r == 0 && phos_fault("registry_kill"))
+		raise(SIGKILL);   /* a crash between the two writes: the next start sweeps */
+	if (r == 0 && (r = save(f)) < 0) {
+		/* Nothing would own the snapshot: roll it back. */
+		int d = snapshot_discard(f);
+
 		snprintf(err, sizeof(err), "cannot write the registry: %s", strerror(-r));
+		if (d < 0)
+			phos_err("%s: cannot remove the snapshot of a failed deploy: %s", f->name, strerror(-d));
+	}
 	if (r < 0) {
 		unlist(f);
 		inv_function_unref(f);
@@ -572,9 +666,14 @@ int inv_function_resnapshot(const char *name, json_t **ret_body)
 		return 404;
 	}
 	if (take_snapshot(f, err, sizeof(err)) < 0) {
+		bool gone;
+
+		pthread_mutex_lock(&f->lock);
+		gone = f->removed;
+		pthread_mutex_unlock(&f->lock);
 		inv_function_unref(f);
-		*ret_body = err_json("snapshot failed: %s", err);
-		return 500;
+		*ret_body = gone ? err_json("no function %s (removed)", name) : err_json("snapshot failed: %s", err);
+		return gone ? 404 : 500;
 	}
 	inv_instances_stop_idle(f, true); /* the next calls start from the new snapshot */
 	inv_hot_update();                 /* the new gpu.data is pinned, the old one let go */
@@ -583,15 +682,11 @@ int inv_function_resnapshot(const char *name, json_t **ret_body)
 	return 200;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	return remove(path) < 0 ? -1 : 0;
-}
-
 int inv_function_remove(const char *name, json_t **ret_body)
 {
 	struct inv_function *f = inv_function_get(name);
-	char path[PATH_MAX];
+	char path[PATH_MAX], tmp[PATH_MAX];
+	int r;
 
 	if (!f || !f->ready) {
 		*ret_body = f ? err_json("function %s is being deployed", name) : err_json("no function %s", name);
@@ -607,14 +702,27 @@ int inv_function_remove(const char *name, json_t **ret_body)
 	}
 	f->removed = true;
 	pthread_mutex_unlock(&f->lock);
-	unlist(f);
+	/* Unlisted and "being removed" in one step: a deploy of the name gets 409
+	 * until its snapshot is gone, so it can never lose the new one. */
+	pthread_mutex_lock(&reg_lock);
+	list_drop(funcs, &nfuncs, f);
+	removing[nremoving++] = f;
+	pthread_mutex_unlock(&reg_lock);
 	inv_hot_update();
+	/* The registry file first: a crash from here on leaves a snapshot that
+	 * nothing owns, which the next start sweeps. */
 	snprintf(path, sizeof(path), "%s/functions/%s.json", inv_cfg.state_dir, f->name);
-	unlink(path);
+	if (unlink(path) < 0 && errno != ENOENT)
+		phos_err("%s: cannot remove %s: %s", f->name, path, strerror(errno));
+	r = snapshot_rename_away(f, tmp, sizeof(tmp));
+	if (r < 0 && r != -ENOENT)
+		phos_err("%s: cannot move the snapshot away: %s", f->name, strerror(-r));
 	inv_instances_stop_all(f);
-	pthread_rwlock_wrlock(&f->snap_lock);
-	nftw(f->snapshot_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-	pthread_rwlock_unlock(&f->snap_lock);
+	if (r == 0 && (r = remove_tree(tmp)) < 0)
+		phos_err("%s: cannot delete %s: %s", f->name, tmp, strerror(-r));
+	pthread_mutex_lock(&reg_lock);
+	list_drop(removing, &nremoving, f);
+	pthread_mutex_unlock(&reg_lock);
 	*ret_body = json_pack("{s:s,s:s}", "name", f->name, "status", "removed");
 	inv_function_unref(f); /* the registry's */
 	inv_function_unref(f);
@@ -657,12 +765,104 @@ static int restrict_dir(const char *path)
 	return r;
 }
 
+/* Bytes under path (for the sweep's log). */
+static uint64_t tree_bytes_sum;
+static int tree_bytes_add(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	if (flag == FTW_F)
+		tree_bytes_sum += (uint64_t)st->st_size;
+	return 0;
+}
+
+/* Removes path, logging why and how much (start-up only: one thread). */
+static void sweep_remove(const char *path, const char *why)
+{
+	struct stat st;
+	int r;
+
+	if (lstat(path, &st) < 0 && errno == ENOENT)
+		return;
+	tree_bytes_sum = 0;
+	nftw(path, tree_bytes_add, 16, FTW_PHYS | FTW_MOUNT);
+	r = remove_tree(path);
+	if (r < 0)
+		phos_err("cannot remove %s (%s): %s", path, why, strerror(-r));
+	else
+		phos_warn("removed %s (%s, %.1f MiB)", path, why, tree_bytes_sum / 1048576.0);
+}
+
+/* Holds STATE/invoker.lock for the life of the process: a second invoker on
+ * the same state dir would sweep the first one's snapshots. A POSIX record
+ * lock, so that children (executors, functions) never hold it; waits up to
+ * 2 s for one that is still exiting. */
+static int state_lock(void)
+{
+	char path[PATH_MAX];
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/invoker.lock", inv_cfg.state_dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	for (int i = 0; fcntl(fd, F_SETLK, &fl) < 0; i++) {
+		if ((errno != EACCES && errno != EAGAIN) || i == 20) {
+			int r = errno == EACCES || errno == EAGAIN ? -EBUSY : -errno;
+
+			if (r == -EBUSY && fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK)
+				phos_err("%s is held by another phos-invoker (pid %d)", path, (int)fl.l_pid);
+			close(fd);
+			return r;
+		}
+		usleep(100 * 1000);
+	}
+	return 0;   /* fd stays open: closing it would drop the lock */
+}
+
+/* Deletes what the registry cannot own: every temporary snapshot directory
+ * (none is being written before start-up is done), and every snapshot whose
+ * registry file is gone (a crash between a snapshot commit and its registry
+ * write, or inside a removal). */
+static void sweep_snapshots(void)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 300], reg[PATH_MAX + 300];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/snapshots", inv_cfg.state_dir);
+	d = opendir(dir);
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (strstr(de->d_name, ".tmp-")) {
+			sweep_remove(path, "an unfinished snapshot or removal");
+			continue;
+		}
+		if (!inv_name_valid(de->d_name)) {
+			phos_warn("%s is not a snapshot of this invoker; left alone", path);
+			continue;
+		}
+		snprintf(reg, sizeof(reg), "%s/functions/%s.json", inv_cfg.state_dir, de->d_name);
+		if (access(reg, F_OK) < 0 && errno == ENOENT)
+			sweep_remove(path, "a snapshot that no function owns");
+	}
+	closedir(d);
+}
+
 int inv_registry_init(void)
 {
 	char path[PATH_MAX], err[512];
 	struct dirent *de;
 	DIR *d;
+	int r;
 
+	PHOS_CHECK(mkdir_p(inv_cfg.state_dir));
+	r = state_lock();
+	if (r < 0)
+		return r;
 	snprintf(path, sizeof(path), "%s/functions", inv_cfg.state_dir);
 	PHOS_CHECK(mkdir_p(path));
 	snprintf(path, sizeof(path), "%s/snapshots", inv_cfg.state_dir);
@@ -687,9 +887,13 @@ int inv_registry_init(void)
 
 		struct stat sb;
 
+		snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
+		if (strstr(de->d_name, ".json.tmp")) {
+			sweep_remove(file, "an unfinished registry write");
+			continue;
+		}
 		if (n < 6 || strcmp(de->d_name + n - 5, ".json"))
 			continue;
-		snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
 		/* a registry file is one we wrote: never read through a symlink */
 		if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(sb.st_mode)) {
 			phos_err("skipping %s: not a regular file", file);
@@ -699,12 +903,27 @@ int inv_registry_init(void)
 		f = j ? function_from_json(j, false, err, sizeof(err)) : NULL;
 		json_decref(j);
 		if (!f) {
+			/* kept, with its snapshot: it may be repaired by hand */
 			phos_err("skipping %s: %s", file, j ? err : je.text);
 			continue;
 		}
+		if (n - 5 != strlen(f->name) || strncmp(de->d_name, f->name, n - 5)) {
+			phos_err("skipping %s: it describes function %s", file, f->name);
+			function_free(f);
+			continue;
+		}
 		snprintf(man, sizeof(man), "%s/manifest.json", f->snapshot_dir);
-		if (access(man, F_OK) < 0 || nfuncs == MAX_FUNCTIONS) {
-			phos_err("skipping %s: its snapshot %s is missing", file, f->snapshot_dir);
+		if (access(man, F_OK) < 0) {
+			/* Unservable for good: deploy it again. Its snapshot
+			 * directory, if any, goes with it. */
+			phos_err("%s: its snapshot %s is missing; the function is dropped", file, f->snapshot_dir);
+			sweep_remove(file, "a function without a snapshot");
+			sweep_remove(f->snapshot_dir, "an incomplete snapshot");
+			function_free(f);
+			continue;
+		}
+		if (nfuncs == MAX_FUNCTIONS) {
+			phos_err("skipping %s: more than %d functions", file, MAX_FUNCTIONS);
 			function_free(f);
 			continue;
 		}
@@ -720,6 +939,7 @@ int inv_registry_init(void)
 		phos_info("loaded %s", f->name);
 	}
 	closedir(d);
+	sweep_snapshots();
 	inv_hot_update();
 	return 0;
 }
