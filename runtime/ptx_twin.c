@@ -44,7 +44,7 @@ static const char prologue[] =
 	"\tld.global.u64 %rd3, [__phos_varena+8];\n"
 	"\tsetp.lo.u64 %p1, %rd1, %rd2;\n"
 	"\tsetp.hs.or.u64 %p1, %rd1, %rd3, %p1;\n"
-	"\t@%p1 bra.uni $__phos_vcheck_done;\n"
+	"\t@%p1 bra $__phos_vcheck_done;\n"
 	"\tsetp.ne.u32 %p2, %r1, 0;\n"
 	"\tselp.u64 %rd4, 2, 1, %p2;\n"                 /* the bit the access needs */
 	"\tld.global.u64 %rd5, [__phos_vtab];\n"
@@ -54,7 +54,7 @@ static const char prologue[] =
 	"\tmad.lo.u64 %rd7, %rd5, 24, %rd6;\n"          /* past the last one */
 	"$__phos_vcheck_next:\n"
 	"\tsetp.hs.u64 %p1, %rd6, %rd7;\n"
-	"\t@%p1 bra.uni $__phos_vcheck_miss;\n"
+	"\t@%p1 bra $__phos_vcheck_miss;\n"
 	"\tld.global.u64 %rd8, [%rd6];\n"
 	"\tld.global.u64 %rd9, [%rd6+8];\n"
 	"\tld.global.u64 %rd10, [%rd6+16];\n"
@@ -63,7 +63,7 @@ static const char prologue[] =
 	"\tsetp.hs.or.u64 %p1, %rd1, %rd9, %p1;\n"
 	"\tand.b64 %rd10, %rd10, %rd4;\n"
 	"\tsetp.eq.or.u64 %p1, %rd10, 0, %p1;\n"
-	"\t@%p1 bra.uni $__phos_vcheck_next;\n"
+	"\t@%p1 bra $__phos_vcheck_next;\n"
 	"\tbra.uni $__phos_vcheck_done;\n"
 	"$__phos_vcheck_miss:\n"
 	"\tatom.global.add.u32 %r2, [__phos_vmiss], 1;\n"

@@ -10,11 +10,17 @@
  *   original                           twin
  *   $L__BB0_2:                         $L__BB0_2:
  *   @%p1 ld.global.f32 %f1, [%rd4+8];  { .reg .b64 %__pa; .param .b64 __pp0; .param .b32 __pp1;
- *                                        @%p1 add.s64 %__pa, %rd4, 8;
- *                                        @%p1 st.param.b64 [__pp0], %__pa;
- *                                        @%p1 st.param.b32 [__pp1], 0;
- *                                        @%p1 call __phos_vcheck, (__pp0, __pp1); }
+ *                                        @!%p1 bra $__phos_vskip7;
+ *                                        add.s64 %__pa, %rd4, 8;
+ *                                        st.param.b64 [__pp0], %__pa;
+ *                                        st.param.b32 [__pp1], 0;   (a read; 1: a write)
+ *                                        call.uni __phos_vcheck, (__pp0, __pp1);
+ *                                        $__phos_vskip7: }
  *                                      @%p1 ld.global.f32 %f1, [%rd4+8];
+ *
+ * Labels stay in front of the block, so a branch to $L__BB0_2 runs the check
+ * too. A guarded statement's block is branched around (ptxas refuses a
+ * predicated st.param); an unguarded one has no branch and no label.
  *
  * Module-scope objects the twin gains (right after .address_size):
  *
@@ -45,7 +51,8 @@
  * Only the first byte of an access is checked.
  *
  * Modules must have ".address_size 64". A module that already uses the names
- * above (__phos_v*, %__pa, __pp0, __pp1: a twin of a twin) is refused. The
+ * above (anything with __phos_v, %__pa, __pp0, __pp1: a twin of a twin) is
+ * refused. The
  * objects are .visible: twins of several modules cannot be linked together
  * (cuLink of -rdc code); load each as its own module.
  */

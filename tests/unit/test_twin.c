@@ -529,7 +529,7 @@ static void check_mutations(const char *text, size_t len)
 	unsigned ok = 0, err = 0;
 	char *m = malloc(len + 64);
 
-	for (int i = 0; i < 300; i++) {
+	for (int i = 0; i < 1000; i++) {
 		size_t n = len, at, k;
 		char *o = NULL;
 		size_t olen;
