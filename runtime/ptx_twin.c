@@ -77,10 +77,15 @@ static const char prologue[] =
  * that already has them is refused. */
 static const char *const own_names[] = { "%__pa", "__pp0", "__pp1" };
 
+/* Real modules grow by about half (the corpus: 58 KB to 88 KB); a module of
+ * nothing but one-operand accesses by about 25 times. The cap keeps a hostile
+ * module from taking gigabytes. */
+#define MAX_OUTPUT ((size_t)PHOS_TWIN_MAX_INPUT * 8)
+
 struct out {
 	char *buf;
 	size_t len, cap;
-	bool failed;
+	int err;                /* -ENOMEM or -E2BIG: nothing more is written */
 };
 
 struct reg_name {
@@ -111,8 +116,12 @@ static bool is_space(char c)
 
 static void out_put(struct out *o, const char *s, size_t n)
 {
-	if (o->failed)
+	if (o->err)
 		return;
+	if (o->len + n + 1 > MAX_OUTPUT) {
+		o->err = -E2BIG;
+		return;
+	}
 	if (o->len + n + 1 > o->cap) {
 		size_t cap = o->cap ? o->cap : 1 << 16;
 		char *b;
@@ -121,7 +130,7 @@ static void out_put(struct out *o, const char *s, size_t n)
 			cap *= 2;
 		b = realloc(o->buf, cap);
 		if (!b) {
-			o->failed = true;
+			o->err = -ENOMEM;
 			return;
 		}
 		o->buf = b;
@@ -651,8 +660,8 @@ int phos_ptx_twin(const char *text, size_t len, char **ret_text, size_t *ret_len
 	t.end = text + len;
 	r = rewrite(&t);
 	free(t.regs);
-	if (r == 0 && t.out.failed)
-		r = -ENOMEM;
+	if (r == 0 && t.out.err)
+		r = t.out.err;
 	if (r < 0) {
 		free(t.out.buf);
 		return r;

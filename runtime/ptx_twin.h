@@ -50,6 +50,16 @@
  * footprint is a strided tile that a base-address check would not cover).
  * Only the first byte of an access is checked.
  *
+ * Using a twin: load it as a module of its own (cuModuleLoadData), set the
+ * arena to the buffer arena (so that shared/local/param addresses reached
+ * through generic pointers, and the driver's own allocations, are not
+ * checked), the table to the launch's read and write sets, __phos_vmiss to 0,
+ * launch the twin's kernel of the same name, read __phos_vmiss. The twin has
+ * its own copies of the module's variables (__device__, __constant__): copy
+ * them from the original module before a twin launch and back after it, or
+ * the twin computes with other values. Each access costs a call: for tests and
+ * validation windows, not for every launch.
+ *
  * Modules must have ".address_size 64". A module that already uses the names
  * above (anything with __phos_v, %__pa, __pp0, __pp1: a twin of a twin) is
  * refused. The
@@ -78,8 +88,8 @@ enum phos_twin_bits { PHOS_TWIN_READ = 1, PHOS_TWIN_WRITE = 2 };
  * without the NUL in *ret_len; the caller frees it. Every statement of the
  * module is kept, in order and unchanged; check blocks and the objects above
  * are added, so the twin computes what the module computes. Returns 0,
- * -ENOMEM, -E2BIG (more than PHOS_TWIN_MAX_INPUT bytes) or -EBADMSG (not a
- * 64-bit PTX module, unbalanced braces, an instrumentable address it cannot
- * read, the twin's own names already used); ret_* untouched on failure. The
- * output is at most a constant factor larger than the input. */
+ * -ENOMEM, -E2BIG (more than PHOS_TWIN_MAX_INPUT bytes in, or more than 8
+ * times that out) or -EBADMSG (not a 64-bit PTX module, unbalanced braces, an
+ * instrumentable address it cannot read, the twin's own names already used);
+ * ret_* untouched on failure. */
 int phos_ptx_twin(const char *text, size_t len, char **ret_text, size_t *ret_len);
