@@ -419,6 +419,8 @@ static int statement(struct twin *t, const char *s, const char *e)
 		gn = (size_t)(op - s);
 		op = skip_ws(op, e);
 	}
+	if (gn == 1 || (gn == 2 && s[1] == '!'))
+		return -EBADMSG;        /* a guard without a predicate */
 	for (op_end = op; op_end < e && !is_space(*op_end); op_end++)
 		;
 	for (q = op; q < op_end && *q != '.'; q++)

@@ -479,6 +479,7 @@ static void check_malformed(void)
 		".version 8.0\n.target sm_90\n.address_size 64\n.entry k() { ld.global.u32 %r1, [%rd1; }",
 		".version 8.0\n.target sm_90\n.address_size 64\n.entry k() { .reg .b64 %__pa; ret; }",
 		".version 8.0\n.target sm_90\n.address_size 64\n}\n",
+		".version 8.0\n.target sm_90\n.address_size 64\n.entry k() { @! ld.global.u32 %r1, [%rd1]; }",
 		".version 8.0\n.target sm_90\n.address_size 64\n.entry k(",
 	};
 	static const char *const good[] = {
