@@ -559,6 +559,9 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 	r = load_objects(ex, dir, img, err, errlen);
 	if (r < 0)
 		goto fail;
+	/* kernels that validation caught outside their sets stay opaque */
+	ex->restore_dir = dir;
+	exec_validate_load_opaque(ex, dir);
 	items = calloc(img->nbufs + img->nvars + 1, sizeof(*items));
 	if (!items) {
 		r = -ENOMEM;

@@ -22,6 +22,8 @@ void exec_module_free(struct executor *ex, struct exec_module *m)
 		return;
 	if (m->dev_module)
 		ex->dev_ops->module_unload(ex->dev, m->dev_module);
+	if (m->twin_module)
+		ex->dev_ops->module_unload(ex->dev, m->twin_module);
 	phos_fatbin_free(m->fatbin);
 	free(m->image);
 	free(m);
@@ -206,7 +208,10 @@ static int launch(struct executor *ex, const void *body, uint32_t len)
 	set.overflow = false;
 	set.opaque = false;
 	TRY(spec_launch(ex, f, params, l->param_bytes, &set));
+	set.validated = exec_validate_wanted(ex, f, &set);
 	TRY(spec_commit(ex, "launch", f->name, l->stream, &set));
+	if (set.validated)
+		return exec_validate_launch(ex, f, &set, l->grid, l->block, l->shared, stream, params, l->param_bytes);
 	return ex->dev_ops->launch(ex->dev, f->dev_func, &f->info, l->grid, l->block, l->shared, stream,
 				   params, l->param_bytes);
 }

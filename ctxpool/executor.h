@@ -60,6 +60,10 @@ struct exec_module {
 	int error;                  /* negated cudaError_t when refused */
 	void *image;                /* a copy of the fatbin */
 	size_t image_len;
+	/* validation twin (exec_validate.c), made at the first validated launch */
+	void *twin_module;
+	bool twin_error;            /* it cannot be made: kernels run unvalidated */
+	uint64_t twin_tab, twin_arena, twin_miss, twin_last;   /* its variables */
 };
 
 struct exec_stream_obj {
@@ -79,6 +83,8 @@ struct exec_func {
 	void *dev_func;
 	struct phos_kernel_info info;
 	int error;                  /* why it cannot launch, or 0 */
+	void *twin_func;            /* in the module's twin; NULL until validated once */
+	bool twin_error;
 };
 
 struct exec_var {
@@ -125,6 +131,8 @@ struct executor {
 	uint64_t hot_bytes;
 
 	const char *snapshot_dir;   /* --snapshot-to: dump GPU state there at SERVE */
+	const char *restore_dir;    /* the snapshot this function was restored from, or NULL */
+	uint64_t spec_fallbacks;    /* kernels made opaque by validation */
 	double load_data_s;         /* --restore-from: seconds the buffer contents took */
 	int control_fd;             /* status lines to phos-fn; -1 when none */
 };
@@ -225,6 +233,7 @@ struct spec_set {
 	uint32_t n;
 	bool overflow;
 	bool opaque;    /* a launch of an opaque kernel: it may touch any buffer */
+	bool validated; /* ... of an exact one, run as its validation twin */
 	struct spec_range { uint64_t addr, len; uint8_t access; } r[SPEC_MAX_RANGES];
 };
 
@@ -252,3 +261,21 @@ int spec_launch(struct executor *ex, const struct exec_func *f, const uint8_t *p
  * overflowed (loader_gate_all). Returns 0 or a negated cudaError_t. */
 int spec_commit(struct executor *ex, const char *what, const char *name, uint32_t stream,
 		const struct spec_set *s);
+
+/* --- validation of speculation (exec_validate.c) --- */
+
+/* Whether this launch of f runs as its validation twin: PHOS_VALIDATE_SPEC says
+ * when (always, or while an on-demand restore runs), f is exact, its module's
+ * twin exists (made here the first time) and the set fits the twin's table. */
+bool exec_validate_wanted(struct executor *ex, struct exec_func *f, const struct spec_set *s);
+
+/* Runs f's twin instead of f with s as the allowed set and checks it. On a miss
+ * f is opaque from then on (logged, traced, counted, added to the snapshot's
+ * spec-opaque list); during an on-demand restore the process ends instead of
+ * answering. Returns 0 or a negated cudaError_t. */
+int exec_validate_launch(struct executor *ex, struct exec_func *f, const struct spec_set *s, const uint32_t grid[3],
+			 const uint32_t block[3], uint32_t shared, void *stream, const void *params,
+			 uint32_t param_bytes);
+
+/* Marks opaque the kernels listed in DIR/spec-opaque (earlier misses). */
+void exec_validate_load_opaque(struct executor *ex, const char *dir);

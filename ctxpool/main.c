@@ -83,6 +83,7 @@ void exec_scrub(struct executor *ex)
 	if (ex->bufs)
 		phos_bufmap_reset(ex->bufs);
 	ex->pending_error = 0;
+	ex->restore_dir = NULL;
 }
 
 /* Answers requests on the control socket while a function is served:

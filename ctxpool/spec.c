@@ -111,6 +111,7 @@ int spec_launch(struct executor *ex, const struct exec_func *f, const uint8_t *p
 	declared.n = 0;
 	declared.overflow = false;
 	declared.opaque = false;
+	declared.validated = false;
 	TRY(launch_declared(ex, ki, params, param_bytes, exact ? &declared : s));
 	if (!exact) {
 		s->opaque = true;
@@ -189,7 +190,7 @@ static void trace(struct executor *ex, const char *what, const char *name, uint3
 		fputc('"', f);
 	}
 	if (!strcmp(what, "launch"))
-		fprintf(f, ",\"sets\":\"%s\"", s->opaque ? "opaque" : "exact");
+		fprintf(f, ",\"sets\":\"%s\"", s->opaque ? "opaque" : s->validated ? "validated" : "exact");
 	fprintf(f, ",\"stream\":%u,\"reads\":", stream);
 	write_ranges(f, s, SPEC_READ);
 	fputs(",\"writes\":", f);

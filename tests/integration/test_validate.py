@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: MIT
+"""Validation of speculation (ctxpool/exec_validate.c), sim device.
+
+The sim device cannot run PTX, so here the twin is the kernel's host twin and
+nothing is really checked; PHOS_FAULT=validate_miss stands in for a twin that
+saw an access outside its set. What is tested is everything around the check:
+
+- PHOS_VALIDATE_SPEC=always: launches of exact kernels run as their twins,
+  the trace says "validated", and the answers are unchanged;
+- a miss after a stop-the-world restore: the kernel is opaque from the next
+  launch on, the trace has a validate_miss line, the executor's log names the
+  kernel, and the snapshot's spec-opaque list holds it, so that a later restore
+  (validation off) treats it as opaque from its first launch;
+- a miss while an on-demand restore is still moving buffers in: the instance
+  ends with the reason and gives no answer (it may have read bytes that were
+  not restored yet).
+"""
+import json
+import os
+import subprocess
+import tempfile
+
+from harness import DEVICE, PHOS_FN, TWINS, check, done, program, read_trace
+
+TABLES = program("functions", "examples", "tables")
+tmp = tempfile.mkdtemp(prefix="phos-validate-test-")
+args = ["--tables", "4", "--table-mib", "2"]
+direct = json.dumps({"table": 3, "direct": True})
+
+
+def phos(*a, stdin="", extra_env=None):
+    e = dict(os.environ, PHOS_SIM_TWINS=TWINS)
+    if os.environ.get("PHOS_TEST_PRELOAD"):
+        e["LD_PRELOAD"] = os.environ["PHOS_TEST_PRELOAD"]
+    e.update(extra_env or {})
+    return subprocess.run([PHOS_FN, *map(str, a)], input=stdin, capture_output=True, text=True, timeout=300, env=e)
+
+
+def answers(p):
+    out = []
+    for line in p.stdout.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out
+
+
+def launches(trace, kernel):
+    return [t for t in read_trace(trace) if t.get("op") == "launch" and kernel in t.get("kernel", "")]
+
+
+# validation on: exact kernels run as their twins, the answers do not change
+tr = os.path.join(tmp, "run.jsonl")
+p = phos("run", "--device", DEVICE, "--trace", tr, "--", TABLES, *args, stdin=direct + "\n",
+         extra_env={"PHOS_VALIDATE_SPEC": "always"})
+got = answers(p)
+check(p.returncode == 0 and len(got) == 1 and got[0].get("ok"), f"validated run: {got} {p.stderr[-1500:]}")
+fills = launches(tr, "fill_table")
+check(fills and all(t.get("sets") == "validated" for t in fills), f"fill_table launches: {fills[:1]}")
+check([t.get("sets") for t in launches(tr, "sum_direct")] == ["validated"], "sum_direct validated")
+
+snap = os.path.join(tmp, "snap")
+p = phos("snapshot", "--device", DEVICE, "-o", snap, "--", TABLES, *args)
+check(p.returncode == 0, f"snapshot: {p.stderr[-2000:]}")
+
+# a miss after a stop-the-world restore: opaque from then on, and remembered
+tr = os.path.join(tmp, "miss.jsonl")
+p = phos("restore", "--device", DEVICE, snap, stdin=direct + "\n" + direct + "\n",
+         extra_env={"PHOS_VALIDATE_SPEC": "always", "PHOS_FAULT": "validate_miss", "PHOS_TRACE": tr,
+                    "PHOS_LOG": "warn"})
+got = answers(p)
+check(p.returncode == 0 and len(got) == 2 and all(a.get("ok") for a in got), f"answers after a miss: {got}")
+sums = launches(tr, "sum_direct")
+check([t.get("sets") for t in sums] == ["validated", "opaque"], f"sum_direct before and after the miss: {sums}")
+misses = [t for t in read_trace(tr) if t.get("op") == "validate_miss"]
+check(len(misses) == 1 and "sum_direct" in misses[0]["kernel"], f"validate_miss lines: {misses}")
+check("sum_direct touched memory outside its proven set" in p.stderr, f"no log line: {p.stderr[-1500:]}")
+listed = open(os.path.join(snap, "spec-opaque")).read().split() if os.path.exists(os.path.join(snap, "spec-opaque")) else []
+check(listed == ["_Z10sum_directPKjyPy"], f"spec-opaque list: {listed}")
+
+tr = os.path.join(tmp, "later.jsonl")
+p = phos("restore", "--device", DEVICE, snap, stdin=direct + "\n", extra_env={"PHOS_TRACE": tr})
+check(answers(p) and answers(p)[0].get("ok"), f"later restore: {p.stderr[-1500:]}")
+check([t.get("sets") for t in launches(tr, "sum_direct")] == ["opaque"], "the remembered kernel is opaque")
+
+# a miss during an on-demand restore: no answer, the reason said
+os.remove(os.path.join(snap, "spec-opaque"))
+p = phos("restore", "--device", DEVICE, "--on-demand", snap, stdin=direct + "\n",
+         extra_env={"PHOS_VALIDATE_SPEC": "restore", "PHOS_FAULT": "validate_miss",
+                    "PHOS_RESTORE_THROTTLE_MIBPS": "2"})
+check(not any("sum" in a for a in answers(p)), f"a miss during on-demand restore answered: {answers(p)}")
+check("outside its set during the restore" in p.stderr, f"no reason: {p.stderr[-1500:]}")
+
+done("validate")
