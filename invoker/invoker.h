@@ -63,6 +63,7 @@ struct inv_instance {
 	unsigned generation;          /* snapshot generation it was restored from */
 	enum inv_inst_state state;
 	int in_fd, out_fd;            /* its stdin (we write), its stdout (we read) */
+	int fn_pidfd, exe_pidfd;      /* readable once the function / its executor died (-1: none) */
 	double idle_since;
 	/* stderr, read by log_thread into a ring */
 	int err_fd;
@@ -137,6 +138,9 @@ struct inv_config {
 
 extern struct inv_config inv_cfg;
 extern volatile int inv_draining;
+/* An eventfd made readable when --drain-timeout runs out: running calls end
+ * with 503 (instances.c polls it beside the function's pipes); -1 before start. */
+extern int inv_drain_abort_fd;
 
 /* registry.c */
 int inv_registry_init(void);                  /* creates STATE dirs, loads functions */

@@ -20,6 +20,7 @@
 
 struct inv_config inv_cfg;
 volatile int inv_draining;
+int inv_drain_abort_fd = -1;
 extern atomic_uint inv_http_active;
 
 static volatile sig_atomic_t stop_signal;

