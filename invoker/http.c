@@ -34,6 +34,8 @@ struct req {
 };
 
 atomic_uint inv_http_active;
+/* Requests from their headers until their answer went out (the drain waits for them). */
+atomic_uint inv_http_open;
 
 #if MHD_VERSION < 0x00097002
 typedef int MHD_RESULT;
@@ -52,6 +54,8 @@ static MHD_RESULT send_buf(struct MHD_Connection *c, unsigned code, const char *
 		return MHD_NO;
 	}
 	MHD_add_response_header(r, "Content-Type", ctype);
+	if (inv_draining)   /* keep-alive clients must not send into a closing daemon */
+		MHD_add_response_header(r, "Connection", "close");
 	for (; headers && *headers; headers += 2)
 		MHD_add_response_header(r, headers[0], headers[1]);
 	ret = MHD_queue_response(c, code, r);
@@ -304,6 +308,7 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *url, 
 		if (!q)
 			return MHD_NO;
 		*con_cls = q;
+		atomic_fetch_add(&inv_http_open, 1);
 		r = route(url, q);
 		if (r == 404)
 			return send_error(c, 404, "no route %s", url);
@@ -369,6 +374,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 
 	if (!q)
 		return;
+	atomic_fetch_sub(&inv_http_open, 1);
 	inv_function_unref(q->f);
 	free(q->body);
 	free(q);

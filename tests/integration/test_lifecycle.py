@@ -197,10 +197,10 @@ def faults(state):
     st, body, _ = res.get("r", (0, {}, {}))
     check(st == 502 and "executor" in str(body), f"the running call failed with 502: {st} {body}")
     check(res.get("t", 99) < 7, f"... as soon as the executor died, not when the call ended ({res.get('t')} s)")
+    settle(inv, port, 1, "busy executor killed")
     st, body, h = request(port, "POST", "/function/mb", {})
     check(st == 200 and body.get("gpu") == 1234 and body.get("calls") == 1 and h.get("x-cold-start") == "true",
           f"the next call ran on a fresh instance: {st} {body} {h}")
-    settle(inv, port, 1, "busy executor killed")
 
     # 2. an idle instance's executor
     idle = [i for i in instances(port, "mb") if i["state"] == "idle"]
@@ -225,6 +225,14 @@ def faults(state):
     check(request(port, "DELETE", "/system/functions/mb")[0] == 200, "remove mb")
     settle(inv, port, 1, "mb removed")
 
+    # an idle pooled executor (serving nothing): replaced, not handed to a cold start
+    exe = executors(inv.pid)
+    check(len(exe) == 1, f"one idle pooled executor: {exe}")
+    if exe:
+        check(kill_and_wait(exe[0]), "idle pooled executor killed")
+    settle(inv, port, 1, "idle pooled executor killed")
+    check(executors(inv.pid) and executors(inv.pid) != exe, "a new executor took its place")
+
     # 4. a parked standby process (no instance: the next call is a cold start)
     st, body, _ = request(port, "POST", "/system/functions", {"name": "sb", "program": MISBEHAVE})
     check(st == 201, f"deploy sb: {st} {body}")
@@ -247,8 +255,58 @@ def faults(state):
     check(inv.wait(timeout=60) == 0, "invoker stopped cleanly")
 
 
+def drain(state):
+    """Item 10: --drain-timeout caps SIGTERM's wait; calls still running get 503."""
+    inv, port = start(state, extra=["--drain-timeout", "2"])
+    st, body, _ = request(port, "POST", "/system/functions", {
+        "name": "mb", "program": MISBEHAVE, "limits": {"max_instances": 2, "timeout_ms": 60000}})
+    check(st == 201, f"deploy mb: {st} {body}")
+    # a keep-alive connection with one answered request on it
+    ka = http.client.HTTPConnection(H, port, timeout=60)
+    ka.request("POST", "/function/mb", body="{}", headers={"Content-Type": "application/json"})
+    r = ka.getresponse()
+    check(r.status == 200 and json.loads(r.read()).get("gpu") == 1234, f"keep-alive call: {r.status}")
+    res = {}
+
+    def long_call():
+        res["r"] = request(port, "POST", "/function/mb", {"sleep_ms": 30000}, timeout=120)
+        res["t"] = time.time()
+
+    th = threading.Thread(target=long_call)
+    th.start()
+    for _ in range(200):
+        if [i for i in instances(port, "mb") if i["state"] == "busy"]:
+            break
+        time.sleep(0.02)
+    time.sleep(0.2)
+    t0 = time.time()
+    inv.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    # a request on the open keep-alive connection during the drain: 503, not a reset
+    try:
+        ka.request("POST", "/function/mb", body="{}", headers={"Content-Type": "application/json"})
+        r = ka.getresponse()
+        data = r.read()
+        check(r.status == 503 and "error" in json.loads(data), f"keep-alive request while draining: {r.status} {data}")
+        check((r.getheader("Connection") or "").lower() == "close", "... with Connection: close")
+    except (OSError, http.client.HTTPException) as e:
+        check(False, f"keep-alive request while draining was cut: {e!r}")
+    ka.close()
+    th.join(timeout=60)
+    st, body, _ = res.get("r", (0, {}, {}))
+    check(st == 503 and "drain" in str(body), f"the long call got 503 at the drain limit: {st} {body}")
+    check(res.get("t", t0 + 99) - t0 < 15, f"... soon after the 2 s limit, not after its 30 s ({res.get('t', 0) - t0:.1f} s)")
+    try:
+        rc = inv.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        rc = None
+    check(rc == 0, f"the invoker exited after the drain limit: {rc}")
+    check(not [pid for pid, cmd in children(inv.pid).items()], "nothing of it left running")
+
+
 def main():
     faults(os.path.join(tmp, "state-faults"))
+    drain(os.path.join(tmp, "state-drain"))
 
 
 try:
