@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/pidfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -93,10 +94,33 @@ static bool proc_dead(int pidfd, pid_t pid)
 	return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
 }
 
-/* True when the function or its executor of in has exited. */
+/* True when pid's main thread has exited (a zombie) while its other threads
+ * may still be on their way out: its pidfd turns readable only after them. */
+static bool proc_exiting(pid_t pid)
+{
+	char path[32], buf[512], *paren;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	paren = strrchr(buf, ')');
+	return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X' || paren[2] == 'x');
+}
+
+/* True when the function or its executor of in has exited, or its executor is
+ * exiting (a call would reach a function whose device is gone). */
 static bool instance_dead(const struct inv_instance *in)
 {
-	return proc_dead(in->exe_pidfd, in->proc.executor_pid) || proc_dead(in->fn_pidfd, in->proc.fn_pid);
+	return proc_dead(in->exe_pidfd, in->proc.executor_pid) || proc_dead(in->fn_pidfd, in->proc.fn_pid) ||
+	       (in->proc.executor_pid > 0 && proc_exiting(in->proc.executor_pid));
 }
 
 static void instance_free(struct inv_instance *in)
@@ -648,7 +672,14 @@ again:
 		goto out;
 	}
 	/* timed out, crashed, its executor died, or the drain limit: replace it
-	 * (the next call restores a fresh one) */
+	 * (the next call restores a fresh one). What the function never read of
+	 * the request is still in its stdin pipe (empty at every call's start). */
+	{
+		int unread = 0;
+
+		if (sent && ioctl(in->in_fd, FIONREAD, &unread) == 0 && unread >= 0 && (size_t)unread >= sent)
+			sent = 0;
+	}
 	pthread_mutex_lock(&f->lock);
 	unlink_instance(f, in);
 	pthread_mutex_unlock(&f->lock);
@@ -661,7 +692,7 @@ again:
 		instance_stop(f, in, true);
 		result_error(res, 503, "shutting down: the call was still running when the drain limit "
 			     "(--drain-timeout) ran out");
-	} else if (r == -ECONNRESET) {
+	} else if (r == -ECONNRESET && (sent || retried)) {
 		phos_warn("%s: the executor of instance %u died during a call; replacing the instance", f->name,
 			  in->id);
 		instance_stop(f, in, true);
@@ -670,7 +701,7 @@ again:
 		int code = instance_stop(f, in, true); /* out of step or dead: make sure */
 
 		/* Nothing reached the function: the call is as new, once. */
-		if (sent == 0 && !retried && r == -EPIPE) {
+		if (sent == 0 && !retried && (r == -EPIPE || r == -ECONNRESET)) {
 			phos_warn("%s: instance %u was dead before the call (exit status %d); retrying on a "
 				  "fresh one", f->name, in->id, code);
 			retried = true;

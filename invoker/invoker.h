@@ -52,6 +52,8 @@ struct inv_limits {
 	unsigned timeout_ms;      /* per call (queue wait, and run), 10..3600000, default 30000 */
 	unsigned idle_ms;         /* idle instance stopped after, 10..86400000, default 300000 */
 	size_t max_body_bytes;    /* request body, 1..INV_MAX_BODY_LIMIT, default: the daemon's */
+	unsigned deploy_timeout_ms; /* a snapshot (deploy, re-snapshot) until the program's snapshot
+				     * point is dumped, 100..3600000, default 60000 */
 };
 
 enum inv_inst_state { INV_INST_STARTING, INV_INST_IDLE, INV_INST_BUSY, INV_INST_STOPPING };
@@ -103,6 +105,10 @@ struct inv_function {
 	pthread_rwlock_t snap_lock; /* restores read the snapshot, re-snapshot replaces it */
 	unsigned refs;
 	bool ready;             /* snapshot done */
+	bool deploy_done;       /* the deploy ended: ready, failed or cancelled */
+	int snap_cancel_fd;     /* eventfd of the snapshot being taken, written to cancel it; -1: none */
+	const char *snap_phase; /* its phase (phos_snapshot_ctl), a static string; NULL: none */
+	double snap_started;
 	bool prefetch_pending;  /* the snapshot has no first-touch order yet */
 	bool removed;
 	unsigned generation;
@@ -152,7 +158,10 @@ bool inv_name_valid(const char *name);
 /* Deploys from a request: 201/4xx/5xx; *ret_body is the JSON to send. */
 int inv_function_deploy(json_t *req, json_t **ret_body);
 int inv_function_resnapshot(const char *name, json_t **ret_body);
+/* Removes a function; one being deployed has its snapshot cancelled (nothing left behind). */
 int inv_function_remove(const char *name, json_t **ret_body);
+/* Cancels f's snapshot in progress, if any (f->lock held). */
+void inv_function_cancel_snapshot(struct inv_function *f);
 json_t *inv_function_describe(struct inv_function *f);
 json_t *inv_function_list(void);
 /* Gives the pool the snapshots to keep hot: ready functions of the pool's

@@ -99,6 +99,13 @@ static char *read_token(const char *path)
 	return strdup(buf);
 }
 
+static void cancel_snapshot(struct inv_function *f, void *arg)
+{
+	pthread_mutex_lock(&f->lock);
+	inv_function_cancel_snapshot(f);
+	pthread_mutex_unlock(&f->lock);
+}
+
 static bool busy(void)
 {
 	return atomic_load(&inv_http_active) || inv_calls_inflight();
@@ -132,6 +139,7 @@ static void drain(unsigned drain_s)
 		fprintf(stderr, "phos-invoker: drain limit of %u s ran out: %u HTTP requests and %u async calls still "
 				"running get 503\n", drain_s, atomic_load(&inv_http_active), inv_calls_inflight());
 		(void)!eventfd_write(inv_drain_abort_fd, 1);
+		inv_function_foreach(cancel_snapshot, NULL);   /* deploys and re-snapshots */
 		if (!wait_until_not(busy, 10))
 			fprintf(stderr, "phos-invoker: calls still running 10 s after the drain limit; stopping anyway\n");
 	}

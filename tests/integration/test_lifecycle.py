@@ -130,6 +130,13 @@ def executors(ppid):
     return [pid for pid, cmd in children(ppid).items() if "phos-executor" in cmd]
 
 
+def instance_executors(ppid):
+    """The executors that may serve the one instance: one of its own when the
+    pool was busy at its cold start (--restore-from), else the pooled one."""
+    own = [pid for pid, cmd in children(ppid).items() if "phos-executor" in cmd and "--restore-from" in cmd]
+    return own or executors(ppid)
+
+
 def kill_and_wait(pid):
     """SIGKILL pid and wait (bounded) until it has exited (zombie or gone)."""
     os.kill(pid, signal.SIGKILL)
@@ -162,15 +169,24 @@ def instances(port, name):
     return [i for i in items if i.get("state") in ("idle", "busy", "starting")]
 
 
+def dropped(port, name, inst):
+    """Waits (bounded) until the invoker dropped instance inst by itself."""
+    for _ in range(200):
+        if inst not in [i["instance"] for i in instances(port, name)]:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def faults(state):
     """Item 6: dead executors, instances and standbys never poison a function."""
     inv, port = start(state, extra=["--pool", "1"])
     st, body, _ = request(port, "POST", "/system/functions", {
         "name": "mb", "program": MISBEHAVE, "limits": {"max_instances": 1, "timeout_ms": 20000}})
     check(st == 201, f"deploy mb: {st} {body}")
+    settle(inv, port, 1, "baseline")
     st, body, _ = request(port, "POST", "/function/mb", {})
     check(st == 200 and body.get("gpu") == 1234, f"first call: {st} {body}")
-    settle(inv, port, 1, "baseline")
 
     # 1. the executor behind a busy instance
     res = {}
@@ -189,8 +205,8 @@ def faults(state):
             break
         time.sleep(0.02)
     time.sleep(0.2)  # the request is in the function now
-    exe = executors(inv.pid)
-    check(busy and len(exe) == 1, f"one busy instance on the one pooled executor: {busy} {exe}")
+    exe = instance_executors(inv.pid)
+    check(busy and len(exe) == 1, f"one busy instance on one executor: {busy} {exe}")
     if exe:
         check(kill_and_wait(exe[0]), "executor killed")
     th.join(timeout=30)
@@ -204,10 +220,12 @@ def faults(state):
 
     # 2. an idle instance's executor
     idle = [i for i in instances(port, "mb") if i["state"] == "idle"]
-    exe = executors(inv.pid)
-    check(len(idle) == 1 and len(exe) == 1, f"one idle instance on the pooled executor: {idle} {exe}")
+    exe = instance_executors(inv.pid)
+    check(len(idle) == 1 and len(exe) == 1, f"one idle instance on one executor: {idle} {exe}")
     if exe:
         check(kill_and_wait(exe[0]), "idle instance's executor killed")
+    if idle:
+        check(dropped(port, "mb", idle[0]["instance"]), "the invoker dropped the instance by itself")
     st, body, h = request(port, "POST", "/function/mb", {})
     check(st == 200 and body.get("gpu") == 1234 and body.get("calls") == 1,
           f"after the idle instance's executor died: {st} {body} {h}")
@@ -218,10 +236,23 @@ def faults(state):
     check(len(idle) == 1, f"one idle instance: {idle}")
     if idle:
         check(kill_and_wait(idle[0]["pid"]), "idle instance's function killed")
+        check(dropped(port, "mb", idle[0]["instance"]), "the invoker dropped the instance by itself")
     st, body, h = request(port, "POST", "/function/mb", {})
     check(st == 200 and body.get("gpu") == 1234 and body.get("calls") == 1,
           f"after the idle instance's function died: {st} {body} {h}")
     settle(inv, port, 1, "idle function killed")
+
+    # the same, with the call right after the kill (no time for the reaper)
+    for what in ("function", "executor"):
+        idle = [i for i in instances(port, "mb") if i["state"] == "idle"]
+        exe = instance_executors(inv.pid)
+        check(len(idle) == 1 and len(exe) == 1, f"one idle instance on one executor: {idle} {exe}")
+        if idle and exe:
+            kill_and_wait(idle[0]["pid"] if what == "function" else exe[0])
+        st, body, h = request(port, "POST", "/function/mb", {})
+        check(st == 200 and body.get("gpu") == 1234 and body.get("calls") == 1,
+              f"a call right after the idle instance's {what} died: {st} {body} {h}")
+        settle(inv, port, 1, f"idle {what} killed, called at once")
     check(request(port, "DELETE", "/system/functions/mb")[0] == 200, "remove mb")
     settle(inv, port, 1, "mb removed")
 
@@ -304,9 +335,83 @@ def drain(state):
     check(not [pid for pid, cmd in children(inv.pid).items()], "nothing of it left running")
 
 
+def leftovers(state, name):
+    snaps = os.path.join(state, "snapshots")
+    return [d for d in os.listdir(snaps) if d == name or d.startswith(name + ".")] + \
+        [f for f in os.listdir(os.path.join(state, "functions")) if f.startswith(name + ".")]
+
+
+def deploys(state):
+    """Item 12: a deploy timeout, cancel by DELETE, progress in describe/list."""
+    inv, port = start(state)
+    st, body, _ = request(port, "POST", "/system/functions", {
+        "name": "x", "program": NEVER_SERVES, "limits": {"deploy_timeout_ms": 10}})
+    check(st == 400 and "deploy_timeout_ms" in body.get("error", ""), f"deploy_timeout_ms bounded: {st} {body}")
+
+    # never reaches phos_fn_serve: fails after its deploy_timeout_ms
+    t = time.time()
+    st, body, _ = request(port, "POST", "/system/functions", {
+        "name": "hang", "program": NEVER_SERVES, "limits": {"deploy_timeout_ms": 1500}})
+    took = time.time() - t
+    check(st == 422 and "phos_fn_serve" in body.get("error", "") and "1500 ms" in body.get("error", ""),
+          f"deploy of a program that never serves: {st} {body}")
+    check(1.4 < took < 30, f"... after its deploy_timeout_ms ({took:.1f} s)")
+    check(request(port, "GET", "/system/functions/hang")[0] == 404, "the timed-out function is not listed")
+    check(not leftovers(state, "hang"), f"nothing left of it: {leftovers(state, 'hang')}")
+    check(not [c for c in children(inv.pid).values() if "never_serves" in c], "its process is gone")
+
+    # a deploy in progress shows its phase; DELETE cancels it
+    res = {}
+
+    def deploy():
+        res["r"] = request(port, "POST", "/system/functions", {"name": "hang2", "program": NEVER_SERVES}, timeout=120)
+
+    th = threading.Thread(target=deploy)
+    th.start()
+    desc = {}
+    for _ in range(400):
+        st, desc, _ = request(port, "GET", "/system/functions/hang2")
+        if st == 200 and desc.get("progress", {}).get("phase") == "init":
+            break
+        time.sleep(0.05)
+    check(desc.get("status") == "deploying" and desc.get("progress", {}).get("phase") == "init" and
+          desc["progress"].get("timeout_ms") == 60000 and desc["limits"].get("deploy_timeout_ms") == 60000,
+          f"describe shows the deploy's progress: {desc}")
+    st, lst, _ = request(port, "GET", "/system/functions")
+    check(st == 200 and [f.get("progress", {}).get("phase") for f in lst if f["name"] == "hang2"] == ["init"],
+          f"list shows it too: {lst}")
+    for _ in range(100):  # the program is running
+        if [c for c in children(inv.pid).values() if "never_serves" in c]:
+            break
+        time.sleep(0.05)
+    t = time.time()
+    st, body, _ = request(port, "DELETE", "/system/functions/hang2")
+    check(st == 200 and body.get("status") == "removed", f"DELETE during the deploy: {st} {body}")
+    th.join(timeout=60)
+    st, body, _ = res.get("r", (0, {}, {}))
+    check(st == 409 and "cancelled" in body.get("error", ""), f"the deploy was cancelled: {st} {body}")
+    check(time.time() - t < 30, "... soon")
+    check(request(port, "GET", "/system/functions/hang2")[0] == 404, "the cancelled function is gone")
+    check(not leftovers(state, "hang2"), f"nothing left of it: {leftovers(state, 'hang2')}")
+    gone = False
+    for _ in range(100):
+        gone = not [c for c in children(inv.pid).values() if "never_serves" in c] and not zombies(inv.pid)
+        if gone:
+            break
+        time.sleep(0.05)
+    check(gone, f"its process is gone, no zombies: {children(inv.pid)}")
+    st, body, _ = request(port, "POST", "/system/functions", {"name": "hang2", "program": MISBEHAVE})
+    check(st == 201 and "progress" not in body, f"the name is free again: {st} {body}")
+    st, body, _ = request(port, "POST", "/function/hang2", {})
+    check(st == 200 and body.get("gpu") == 1234, f"and serves: {st} {body}")
+    inv.terminate()
+    check(inv.wait(timeout=60) == 0, "invoker stopped cleanly")
+
+
 def main():
     faults(os.path.join(tmp, "state-faults"))
     drain(os.path.join(tmp, "state-drain"))
+    deploys(os.path.join(tmp, "state-deploys"))
 
 
 try:
