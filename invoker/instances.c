@@ -486,17 +486,18 @@ static int exchange(struct inv_instance *in, const char *body, size_t len, const
 	res->http = status == 0 ? 200 : (status >= 400 && status <= 599 ? status : 500);
 	snprintf(res->content_type, sizeof(res->content_type), "application/json");
 	/* An answer written after the executor went is the function's view of a
-	 * lost device (cudaErrorDevicesUnavailable), not a result: the function
+	 * lost device (cudaErrorDevicesUnavailable), not a result. The function
 	 * may see its channel close a moment before the executor's pidfd turns
-	 * readable, so a failed answer gets a few ms for that. */
-	if (in->exe_pidfd >= 0 && status != 0) {
+	 * readable (its other threads still exiting), so a 5xx answer, what such
+	 * a function gives, waits a few ms for that; others only look. */
+	if (in->exe_pidfd >= 0 && res->http >= 500) {
 		struct pollfd p = { .fd = in->exe_pidfd, .events = POLLIN };
 
 		if (poll(&p, 1, 5) > 0)
 			return -ECONNRESET;
-	} else if (proc_dead(in->exe_pidfd, in->proc.executor_pid)) {
-		return -ECONNRESET;
 	}
+	if (proc_dead(in->exe_pidfd, in->proc.executor_pid))
+		return -ECONNRESET;
 	return 0;
 }
 
