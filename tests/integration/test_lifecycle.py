@@ -12,6 +12,12 @@
 - SIGTERM with --drain-timeout 2 during a long call: that call gets a 503 JSON
   answer, a keep-alive request on an open connection gets 503 (not a reset),
   and the invoker exits soon after the limit;
+- random rounds (fixed seeds; PHOS_LIFECYCLE_ROUNDS, default 40): sync and
+  async calls to two functions while an executor, an instance's function or a
+  standby process is killed at a random moment; every call gets a final
+  answer (200, or 502/503 only when its own instance or restore was hit), the
+  next calls all succeed, and at the end no zombies, the pool whole, and the
+  invoker's fds and threads back to where they started;
 - a program that never reaches phos_fn_serve: its deploy fails after
   limits.deploy_timeout_ms, describe shows "deploying" with a phase meanwhile,
   and DELETE during such a deploy cancels it and leaves no snapshot behind.
@@ -19,6 +25,7 @@
 import http.client
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -408,8 +415,112 @@ def deploys(state):
     check(inv.wait(timeout=60) == 0, "invoker stopped cleanly")
 
 
+def fds_threads(pid):
+    return len(os.listdir(f"/proc/{pid}/fd")), len(os.listdir(f"/proc/{pid}/task"))
+
+
+def quiet(inv, port, names, pool):
+    """Waits (bounded) until no instance runs and every function has its standby parked."""
+    for _ in range(400):
+        fns = [c for c in children(inv.pid).values() if "misbehave" in c]
+        if not any(instances(port, n) for n in names) and len(fns) == len(names) and not zombies(inv.pid):
+            idle = metric(port, 'phos_pool_executors{state="idle"}')
+            if idle == pool:
+                return True
+        time.sleep(0.05)
+    return False
+
+
+def chaos(state, rounds):
+    """Kills at random points during a mixed load; nothing is lost or leaked."""
+    pool = 2
+    inv, port = start(state, extra=["--pool", str(pool)])
+    names = ["ca", "cb"]
+    for name, mi in zip(names, (2, 1)):
+        st, body, _ = request(port, "POST", "/system/functions", {
+            "name": name, "program": MISBEHAVE,
+            "limits": {"max_instances": mi, "max_inflight": 8, "timeout_ms": 20000, "idle_ms": 300}})
+        check(st == 201, f"deploy {name}: {st} {body}")
+    check(quiet(inv, port, names, pool), "quiet before the rounds")
+    base = fds_threads(inv.pid)
+    bad, kills, failed, total, why = [], {}, 0, 0, []
+    for seed in range(1, rounds + 1):
+        rng = random.Random(seed)
+        results = []
+        lock = threading.Lock()
+
+        def client(name, sleeps):
+            for ms in sleeps:
+                r = request(port, "POST", f"/function/{name}", {"sleep_ms": ms}, timeout=60)
+                with lock:
+                    results.append(("sync", r[0], r[1]))
+
+        def async_client(name, ms):
+            st, body, _ = request(port, "POST", f"/async-function/{name}", {"sleep_ms": ms})
+            if st != 202:
+                with lock:
+                    results.append(("async-submit", st, body))
+                return
+            for _ in range(600):
+                st2, rec, _ = request(port, "GET", f"/system/calls/{body['call_id']}")
+                if st2 == 200 and rec.get("status") in ("done", "failed"):
+                    with lock:
+                        results.append(("async", rec.get("code"), rec.get("body")))
+                    return
+                time.sleep(0.05)
+            with lock:
+                results.append(("async", None, "no final status"))
+
+        ts = [threading.Thread(target=client, args=(rng.choice(names), [rng.randrange(0, 300) for _ in range(3)]))
+              for _ in range(3)]
+        ts.append(threading.Thread(target=async_client, args=(rng.choice(names), rng.randrange(0, 300))))
+        for t in ts:
+            t.start()
+        time.sleep(rng.uniform(0, 0.6))
+        kind = rng.choice(["executor", "function", "function", "executor", "any"])
+        kids = children(inv.pid)
+        cands = [pid for pid, c in kids.items()
+                 if (kind in ("executor", "any") and "phos-executor" in c) or
+                 (kind in ("function", "any") and "misbehave" in c)]
+        victim = rng.choice(sorted(cands)) if cands else None
+        if victim:
+            what = "executor" if "phos-executor" in kids[victim] else "function"
+            kills[what] = kills.get(what, 0) + 1
+            kill_and_wait(victim)
+        for t in ts:
+            t.join(timeout=120)
+        total += len(results)
+        failed += sum(1 for r in results if r[1] != 200)
+        why += [f"{r[0]} {r[1]} {r[2]}"[:160] for r in results if r[1] != 200]
+        for kind_, st, body in results:
+            # a call whose own instance or restore was hit may fail, with a clear status
+            if st != 200 and not (st in (502, 503) and "error" in str(body)):
+                bad.append((seed, kind_, st, body))
+        check(len(results) == 10, f"seed {seed}: every call has a final answer ({len(results)} of 10)")
+        for name in names:
+            st, body, _ = request(port, "POST", f"/function/{name}", {})
+            if not (st == 200 and body.get("gpu") == 1234):
+                bad.append((seed, "after", name, st, body))
+    print(f"chaos: {rounds} rounds, kills {kills}, {failed} of {total} calls failed with a cause", flush=True)
+    if os.environ.get("PHOS_LIFECYCLE_VERBOSE"):
+        print("\n".join(sorted(set(why))), flush=True)
+    check(not bad, f"calls failed without cause, or after the round: {bad[:5]}")
+    settle(inv, port, pool, "after the rounds")
+    check(quiet(inv, port, names, pool), "quiet after the rounds")
+    now = base
+    for _ in range(100):
+        now = fds_threads(inv.pid)
+        if now == base:
+            break
+        time.sleep(0.1)
+    check(now == base, f"fds and threads back to the start: {base} -> {now}")
+    inv.terminate()
+    check(inv.wait(timeout=60) == 0, "invoker stopped cleanly")
+
+
 def main():
     faults(os.path.join(tmp, "state-faults"))
+    chaos(os.path.join(tmp, "state-chaos"), int(os.environ.get("PHOS_LIFECYCLE_ROUNDS", "40")))
     drain(os.path.join(tmp, "state-drain"))
     deploys(os.path.join(tmp, "state-deploys"))
 
