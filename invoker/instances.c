@@ -699,12 +699,13 @@ again:
 		instance_stop(f, in, true);
 		result_error(res, 502, "the instance's executor died during the call; instance replaced");
 	} else {
-		int code = instance_stop(f, in, true); /* out of step or dead: make sure */
+		unsigned id = in->id;
+		int code = instance_stop(f, in, true); /* out of step or dead: make sure; frees in */
 
 		/* Nothing reached the function: the call is as new, once. */
 		if (sent == 0 && !retried && (r == -EPIPE || r == -ECONNRESET)) {
 			phos_warn("%s: instance %u was dead before the call (exit status %d); retrying on a "
-				  "fresh one", f->name, in->id, code);
+				  "fresh one", f->name, id, code);
 			retried = true;
 			res->cold = false;
 			res->restore_s = 0;
