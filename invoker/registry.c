@@ -689,7 +689,7 @@ int inv_function_remove(const char *name, json_t **ret_body)
 		return 404;
 	}
 	pthread_mutex_lock(&f->lock);
-	if (!f->ready && !f->removed) {
+	if (!f->ready && !f->removed && !f->deploy_done) {
 		code = remove_deploying(f, ret_body);
 		pthread_mutex_unlock(&f->lock);
 		inv_function_unref(f);
