@@ -825,8 +825,9 @@ json_t *inv_instances_logs(struct inv_function *f, unsigned tail)
 		pthread_mutex_lock(&in->log_lock);
 		text = ring_tail(in, tail);
 		pthread_mutex_unlock(&in->log_lock);
-		json_array_append_new(a, json_pack("{s:i,s:s,s:i,s:s?}", "instance", in->id, "state", names[in->state],
-						   "pid", (int)in->proc.fn_pid, "log", text));
+		json_array_append_new(a, json_pack("{s:i,s:s,s:i,s:i,s:s?}", "instance", in->id, "state",
+						   names[in->state], "pid", (int)in->proc.fn_pid, "executor_pid",
+						   (int)in->proc.executor_pid, "log", text));
 		free(text);
 	}
 	if (f->last_log) {

@@ -137,11 +137,10 @@ def executors(ppid):
     return [pid for pid, cmd in children(ppid).items() if "phos-executor" in cmd]
 
 
-def instance_executors(ppid):
-    """The executors that may serve the one instance: one of its own when the
-    pool was busy at its cold start (--restore-from), else the pooled one."""
-    own = [pid for pid, cmd in children(ppid).items() if "phos-executor" in cmd and "--restore-from" in cmd]
-    return own or executors(ppid)
+def instance_executors(ppid, inst):
+    """The executor behind instance inst (as /system/logs shows it), when it is ppid's child."""
+    pid = inst.get("executor_pid") if inst else None
+    return [pid] if pid in executors(ppid) else []
 
 
 def kill_and_wait(pid):
@@ -212,7 +211,7 @@ def faults(state):
             break
         time.sleep(0.02)
     time.sleep(0.2)  # the request is in the function now
-    exe = instance_executors(inv.pid)
+    exe = instance_executors(inv.pid, busy[0] if busy else None)
     check(busy and len(exe) == 1, f"one busy instance on one executor: {busy} {exe}")
     if exe:
         check(kill_and_wait(exe[0]), "executor killed")
@@ -227,7 +226,7 @@ def faults(state):
 
     # 2. an idle instance's executor
     idle = [i for i in instances(port, "mb") if i["state"] == "idle"]
-    exe = instance_executors(inv.pid)
+    exe = instance_executors(inv.pid, idle[0] if idle else None)
     check(len(idle) == 1 and len(exe) == 1, f"one idle instance on one executor: {idle} {exe}")
     if exe:
         check(kill_and_wait(exe[0]), "idle instance's executor killed")
@@ -252,10 +251,10 @@ def faults(state):
     # the same, with the call right after the kill (no time for the reaper)
     for what in ("function", "executor"):
         idle = [i for i in instances(port, "mb") if i["state"] == "idle"]
-        exe = instance_executors(inv.pid)
+        exe = instance_executors(inv.pid, idle[0] if idle else None)
         check(len(idle) == 1 and len(exe) == 1, f"one idle instance on one executor: {idle} {exe}")
         if idle and exe:
-            kill_and_wait(idle[0]["pid"] if what == "function" else exe[0])
+            check(kill_and_wait(idle[0]["pid"] if what == "function" else exe[0]), f"{what} killed")
         st, body, h = request(port, "POST", "/function/mb", {})
         check(st == 200 and body.get("gpu") == 1234 and body.get("calls") == 1,
               f"a call right after the idle instance's {what} died: {st} {body} {h}")
