@@ -15,8 +15,11 @@
  *                    │        │       max_instances*max_inflight, else 429    │
  *                    │        │ run:  PHOS-FRAME on its stdin, answer on its  │
  *                    │        │       stdout, ≤ timeout_ms (else kill: 504),  │
- *                    │        │       EOF = crash (502); both replace it      │
- *                    │        │ reaper: idle > idle_ms → close stdin, wait    │
+ *                    │        │       EOF = crash (502), executor's pidfd     │
+ *                    │        │       readable (502), drain limit (503);      │
+ *                    │        │       each replaces it                        │
+ *                    │        │ reaper: idle > idle_ms → close stdin, wait;   │
+ *                    │        │       dead idle instance/standby → drop       │
  *                    │        └──────────────────────────────────────────────┘
  *                    ├──▶ calls.c      call records (ring of the last 1024), async
  *                    └──▶ metrics.c    Prometheus text
