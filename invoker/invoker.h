@@ -69,6 +69,7 @@ struct inv_instance {
 	enum inv_inst_state state;
 	int in_fd, out_fd;            /* its stdin (we write), its stdout (we read) */
 	int fn_pidfd, exe_pidfd;      /* readable once the function / its executor died (-1: none) */
+	int exe_statfd;               /* /proc/EXE/task/EXE/stat: its main thread exited (-1: none) */
 	double idle_since;
 	/* stderr, read by log_thread into a ring */
 	int err_fd;
