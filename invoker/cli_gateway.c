@@ -82,7 +82,7 @@ static int parse(int argc, char **argv, struct args *a)
 
 			if (!eq || eq == optarg || (v = strtoll(eq + 1, &end, 10), *end) || eq[1] == '\0' || v < 0) {
 				fprintf(stderr, "phos-fn: --limit takes KEY=NUMBER (max_instances, max_inflight, "
-						"timeout_ms, idle_ms, max_body_bytes)\n");
+						"timeout_ms, idle_ms, max_body_bytes, deploy_timeout_ms)\n");
 				return -1;
 			}
 			*eq = '\0';

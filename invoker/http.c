@@ -57,6 +57,8 @@ atomic_uint inv_http_active;
 static _Atomic uint64_t body_reserved;   /* bytes of bodies being received, all requests */
 static char listen_host[256], listen_port[16];
 static bool listen_wildcard;
+/* Requests from their headers until their answer went out (the drain waits for them). */
+atomic_uint inv_http_open;
 
 #if MHD_VERSION < 0x00097002
 typedef int MHD_RESULT;
@@ -75,6 +77,8 @@ static MHD_RESULT send_buf(struct MHD_Connection *c, unsigned code, const char *
 		return MHD_NO;
 	}
 	MHD_add_response_header(r, "Content-Type", ctype);
+	if (inv_draining)   /* keep-alive clients must not send into a closing daemon */
+		MHD_add_response_header(r, "Connection", "close");
 	for (; headers && *headers; headers += 2)
 		MHD_add_response_header(r, headers[0], headers[1]);
 	ret = MHD_queue_response(c, code, r);
@@ -493,6 +497,7 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *url, 
 		if (!q && !(q = calloc(1, sizeof(*q))))
 			return MHD_NO;
 		*con_cls = q;
+		atomic_fetch_add(&inv_http_open, 1);
 		q->started = true;
 		if (q->bad_uri)
 			return send_error(c, 400, "a NUL or control character in the URL");
@@ -597,6 +602,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 
 	if (!q)
 		return;
+	atomic_fetch_sub(&inv_http_open, 1);
 	inv_function_unref(q->f);
 	free(q->body);
 	atomic_fetch_sub(&body_reserved, q->reserved);

@@ -4,6 +4,15 @@
  * picture is in invoker.h). An instance serves one call at a time; it is
  * restored stop-the-world, each on a warm executor of the pool when one is
  * free (phos_restore_pooled), else on an executor of its own (phos_restore_start).
+ *
+ * Liveness: an instance holds pidfds of its function and its executor. A call
+ * polls the executor's beside the function's pipes, so an executor that dies
+ * mid-call fails that call at once (502) instead of leaving a function whose
+ * every CUDA call fails; the reaper drops idle instances and parked processes
+ * that died; a call never takes a dead instance, and one that failed before
+ * any byte reached the function is tried once more on a fresh instance.
+ * Dropping an instance reaps both processes and gives the executor slot back
+ * to the pool, which replaces a dead executor.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/pidfd.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -71,10 +83,58 @@ static void *log_thread(void *arg)
 	return NULL;
 }
 
+/* ---- liveness ---- */
+
+/* True once pid (a child of ours, or pidfd's process) has exited; never reaps it. */
+static bool proc_dead(int pidfd, pid_t pid)
+{
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+	siginfo_t si = { 0 };
+
+	if (pidfd >= 0)
+		return poll(&p, 1, 0) > 0;
+	if (pid <= 0)
+		return false;
+	return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
+}
+
+/* True when the main thread of the process whose /proc/PID/task/PID/stat is
+ * open at statfd has exited (a zombie) while its other threads may still be
+ * on their way out: its pidfd turns readable only after them. A pread of the
+ * open file costs about 5 us (an open+read+close of it 14 us). */
+static bool proc_exiting(int statfd)
+{
+	char buf[512], *paren;
+	ssize_t n;
+
+	if (statfd < 0)
+		return false;
+	n = pread(statfd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return n < 0 && errno == ESRCH;
+	buf[n] = '\0';
+	paren = strrchr(buf, ')');
+	return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X' || paren[2] == 'x');
+}
+
+/* True when the function or its executor of in has exited, or its executor is
+ * exiting (a call would reach a function whose device is gone). */
+static bool instance_dead(const struct inv_instance *in)
+{
+	return proc_dead(in->exe_pidfd, in->proc.executor_pid) || proc_dead(in->fn_pidfd, in->proc.fn_pid) ||
+	       proc_exiting(in->exe_statfd);
+}
+
 static void instance_free(struct inv_instance *in)
 {
 	if (!in)
 		return;
+	if (in->fn_pidfd >= 0)
+		close(in->fn_pidfd);
+	if (in->exe_pidfd >= 0)
+		close(in->exe_pidfd);
+	if (in->exe_statfd >= 0)
+		close(in->exe_statfd);
 	if (in->in_fd >= 0)
 		close(in->in_fd);
 	if (in->out_fd >= 0)
@@ -169,9 +229,12 @@ static struct inv_standby standby_take(struct inv_function *f)
 	if (f->standby.valid) {
 		sb = f->standby;
 		f->standby.valid = false;
-		if (sb.generation != f->generation) {
+		if (sb.generation != f->generation || proc_dead(-1, sb.parked.fn_pid)) {
 			pthread_mutex_unlock(&f->lock);
-			standby_clear(&sb);
+			if (sb.generation == f->generation)
+				phos_warn("%s: standby process %d died; restoring without it", f->name,
+					  (int)sb.parked.fn_pid);
+			standby_clear(&sb);   /* reaps it */
 			return sb;
 		}
 	}
@@ -191,7 +254,8 @@ static void standby_upkeep(struct inv_function *f)
 	int r;
 
 	pthread_mutex_lock(&f->lock);
-	if (f->standby.valid && (f->standby.generation != f->generation || !standby_wanted(f))) {
+	if (f->standby.valid && (f->standby.generation != f->generation || !standby_wanted(f) ||
+				 proc_dead(-1, f->standby.parked.fn_pid))) {
 		sb = f->standby;
 		f->standby.valid = false;
 	}
@@ -297,6 +361,17 @@ started:
 	in->in_fd = pin[1];
 	in->out_fd = pout[0];
 	in->err_fd = perr[0];
+	/* Both are our children (the invoker is their subreaper): not reaped
+	 * before instance_stop, so the pids cannot be reused under the pidfds. */
+	in->fn_pidfd = pidfd_open(in->proc.fn_pid, 0);
+	in->exe_pidfd = pidfd_open(in->proc.executor_pid, 0);
+	{
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)in->proc.executor_pid,
+			 (int)in->proc.executor_pid);
+		in->exe_statfd = open(path, O_RDONLY | O_CLOEXEC);
+	}
 	fcntl(in->in_fd, F_SETFL, O_NONBLOCK);
 	fcntl(in->out_fd, F_SETFL, O_NONBLOCK);
 	in->log_started = pthread_create(&in->log_thread, NULL, log_thread, in) == 0;
@@ -322,16 +397,24 @@ fail:
 
 /* ---- talking to an instance ---- */
 
-static int wait_fd(int fd, short ev, double deadline)
+/* Waits for ev on fd (a pipe of in's function) until deadline: 0, -ETIMEDOUT,
+ * -ECONNRESET when in's executor died (the function cannot answer rightly any
+ * more), -ECANCELED when the drain limit ran out. */
+static int wait_fd(const struct inv_instance *in, int fd, short ev, double deadline)
 {
 	for (;;) {
 		double left = deadline - phos_now();
-		struct pollfd p = { .fd = fd, .events = ev };
+		struct pollfd p[3] = { { .fd = fd, .events = ev }, { .fd = in->exe_pidfd, .events = POLLIN },
+				       { .fd = inv_drain_abort_fd, .events = POLLIN } };
 		int r;
 
 		if (left <= 0)
 			return -ETIMEDOUT;
-		r = poll(&p, 1, (int)(left * 1000) + 1);
+		r = poll(p, 3, (int)(left * 1000) + 1);
+		if (r > 0 && p[1].revents)
+			return -ECONNRESET;
+		if (r > 0 && p[2].revents)
+			return -ECANCELED;
 		if (r > 0)
 			return 0;
 		if (r < 0 && errno != EINTR)
@@ -339,26 +422,31 @@ static int wait_fd(int fd, short ev, double deadline)
 	}
 }
 
-static int write_all(int fd, const char *p, size_t len, double deadline)
+/* Writes all of p to in's stdin; *sent counts the bytes that went in. */
+static int write_all(const struct inv_instance *in, const char *p, size_t len, double deadline, size_t *sent)
 {
 	while (len) {
-		ssize_t w = write(fd, p, len);
+		ssize_t w = write(in->in_fd, p, len);
 
 		if (w > 0) {
 			p += w;
 			len -= (size_t)w;
+			*sent += (size_t)w;
 			continue;
 		}
 		if (w < 0 && errno != EAGAIN && errno != EINTR)
 			return -EPIPE;
-		PHOS_CHECK(wait_fd(fd, POLLOUT, deadline));
+		PHOS_CHECK(wait_fd(in, in->in_fd, POLLOUT, deadline));
 	}
 	return 0;
 }
 
-/* Reads exactly len bytes (or up to the newline into a line when line). */
-static int read_some(int fd, char *buf, size_t len, bool line, size_t *ret_n, double deadline)
+/* Reads exactly len bytes of in's stdout (or up to the newline into a line when line). */
+static int read_some(const struct inv_instance *in, char *buf, size_t len, bool line, size_t *ret_n,
+		     double deadline)
 {
+	int fd = in->out_fd;
+
 	size_t n = 0;
 
 	while (n < len) {
@@ -374,25 +462,28 @@ static int read_some(int fd, char *buf, size_t len, bool line, size_t *ret_n, do
 			return -EPIPE;
 		if (errno != EAGAIN && errno != EINTR)
 			return -EPIPE;
-		PHOS_CHECK(wait_fd(fd, POLLIN, deadline));
+		PHOS_CHECK(wait_fd(in, fd, POLLIN, deadline));
 	}
 	*ret_n = n;
 	return 0;
 }
 
-/* One request/response on in; -ETIMEDOUT, -EPIPE (crashed or out of step). */
+/* One request/response on in: 0, or -ETIMEDOUT, -EPIPE (crashed or out of
+ * step), -ECONNRESET (its executor died), -ECANCELED (drain limit); *ret_sent:
+ * the bytes of the request that reached the function's stdin. */
 static int exchange(struct inv_instance *in, const char *body, size_t len, const char *ctype, double deadline,
-		    struct inv_result *res)
+		    struct inv_result *res, size_t *ret_sent)
 {
 	char head[256];
 	unsigned long long rlen;
 	int status, k;
 	size_t n;
 
+	*ret_sent = 0;
 	k = snprintf(head, sizeof(head), "PHOS-FRAME %zu %s\n", len, ctype);
-	PHOS_CHECK(write_all(in->in_fd, head, (size_t)k, deadline));
-	PHOS_CHECK(write_all(in->in_fd, body, len, deadline));
-	PHOS_CHECK(read_some(in->out_fd, head, sizeof(head) - 1, true, &n, deadline));
+	PHOS_CHECK(write_all(in, head, (size_t)k, deadline, ret_sent));
+	PHOS_CHECK(write_all(in, body, len, deadline, ret_sent));
+	PHOS_CHECK(read_some(in, head, sizeof(head) - 1, true, &n, deadline));
 	head[n] = '\0';
 	if (strncmp(head, "PHOS-FRAME ", 11) || sscanf(head + 11, "%llu %d", &rlen, &status) != 2 ||
 	    rlen > INV_MAX_RESPONSE)
@@ -400,11 +491,24 @@ static int exchange(struct inv_instance *in, const char *body, size_t len, const
 	res->body = malloc(rlen + 1);
 	if (!res->body)
 		return -ENOMEM;
-	PHOS_CHECK(read_some(in->out_fd, res->body, rlen, false, &n, deadline));
+	PHOS_CHECK(read_some(in, res->body, rlen, false, &n, deadline));
 	res->body[rlen] = '\0';
 	res->len = rlen;
 	res->http = status == 0 ? 200 : (status >= 400 && status <= 599 ? status : 500);
 	snprintf(res->content_type, sizeof(res->content_type), "application/json");
+	/* An answer written after the executor went is the function's view of a
+	 * lost device (cudaErrorDevicesUnavailable), not a result. The function
+	 * may see its channel close a moment before the executor's pidfd turns
+	 * readable (its other threads still exiting), so a 5xx answer, what such
+	 * a function gives, waits a few ms for that; others only look. */
+	if (in->exe_pidfd >= 0 && res->http >= 500) {
+		struct pollfd p = { .fd = in->exe_pidfd, .events = POLLIN };
+
+		if (poll(&p, 1, 5) > 0)
+			return -ECONNRESET;
+	}
+	if (proc_dead(in->exe_pidfd, in->proc.executor_pid))
+		return -ECONNRESET;
 	return 0;
 }
 
@@ -441,26 +545,32 @@ static void unlink_instance(struct inv_function *f, struct inv_instance *in)
 	pthread_cond_broadcast(&f->cond);
 }
 
-void inv_invoke(struct inv_function *f, const char *body, size_t len, const char *ctype, struct inv_result *res)
+/* Takes an instance of f for one call (f->lock held, dropped on return):
+ * 0 with *ret_in BUSY (warm) or STARTING (res->cold: the caller restores it),
+ * or -1 with res filled with the error. Dead idle instances met on the way are
+ * dropped, never used. */
+static int instance_take(struct inv_function *f, double deadline, struct inv_result *res,
+			 struct inv_instance **ret_in)
 {
-	double t0 = phos_now(), deadline = t0 + f->limits.timeout_ms / 1000.0;
-	struct inv_instance *in = NULL;
-	struct timespec ts;
-	char err[1024];
-	int r;
+	struct inv_instance *in;
 
-	memset(res, 0, sizeof(*res));
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	pthread_mutex_lock(&f->lock);
 	for (;;) {
 		if (f->removed || inv_draining) {
 			pthread_mutex_unlock(&f->lock);
 			result_error(res, 503, "%s", f->removed ? "the function was removed" : "shutting down");
-			goto out;
+			return -1;
 		}
 		for (in = f->instances; in; in = in->next)
 			if (in->state == INV_INST_IDLE && in->generation == f->generation)
 				break;
+		if (in && instance_dead(in)) {
+			unlink_instance(f, in);
+			pthread_mutex_unlock(&f->lock);
+			phos_warn("%s: instance %u died while idle; replacing it", f->name, in->id);
+			instance_stop(f, in, true);
+			pthread_mutex_lock(&f->lock);
+			continue;
+		}
 		if (in) {
 			in->state = INV_INST_BUSY;
 			break;
@@ -470,7 +580,7 @@ void inv_invoke(struct inv_function *f, const char *body, size_t len, const char
 				pthread_mutex_unlock(&f->lock);
 				result_error(res, 503, "no capacity: %u instances run across all functions "
 					     "(--max-instances)", inv_cfg.max_instances);
-				goto out;
+				return -1;
 			}
 			in = calloc(1, sizeof(*in));
 			if (!in || !(in->ring = malloc(INV_LOG_RING))) {
@@ -479,10 +589,11 @@ void inv_invoke(struct inv_function *f, const char *body, size_t len, const char
 				if (in)
 					free(in);
 				result_error(res, 503, "out of memory");
-				goto out;
+				return -1;
 			}
 			pthread_mutex_init(&in->log_lock, NULL);
 			in->in_fd = in->out_fd = in->err_fd = -1;
+			in->fn_pidfd = in->exe_pidfd = in->exe_statfd = -1;
 			in->state = INV_INST_STARTING;
 			in->id = ++f->next_inst_id;
 			in->generation = f->generation;
@@ -496,13 +607,13 @@ void inv_invoke(struct inv_function *f, const char *body, size_t len, const char
 			pthread_mutex_unlock(&f->lock);
 			result_error(res, 429, "all %u instances busy and %u calls queued (max_inflight %u)",
 				     f->limits.max_instances, f->waiting, f->limits.max_inflight);
-			goto out;
+			return -1;
 		}
 		double left = deadline - phos_now();
 		if (left <= 0) {
 			pthread_mutex_unlock(&f->lock);
 			result_error(res, 429, "no instance became free within timeout_ms (%u)", f->limits.timeout_ms);
-			goto out;
+			return -1;
 		}
 		struct timespec abs;
 		clock_gettime(CLOCK_REALTIME, &abs);
@@ -514,6 +625,24 @@ void inv_invoke(struct inv_function *f, const char *body, size_t len, const char
 		f->waiting--;
 	}
 	pthread_mutex_unlock(&f->lock);
+	*ret_in = in;
+	return 0;
+}
+
+void inv_invoke(struct inv_function *f, const char *body, size_t len, const char *ctype, struct inv_result *res)
+{
+	double t0 = phos_now(), deadline = t0 + f->limits.timeout_ms / 1000.0;
+	struct inv_instance *in = NULL;
+	bool retried = false;
+	char err[1024];
+	size_t sent;
+	int r;
+
+	memset(res, 0, sizeof(*res));
+again:
+	pthread_mutex_lock(&f->lock);
+	if (instance_take(f, deadline, res, &in) < 0)
+		goto out;
 
 	if (res->cold) {
 		r = instance_start(f, in, &res->restore_s, err, sizeof(err));
@@ -533,7 +662,7 @@ void inv_invoke(struct inv_function *f, const char *body, size_t len, const char
 	}
 
 	double t_run = phos_now();
-	r = exchange(in, body, len, ctype, deadline, res);
+	r = exchange(in, body, len, ctype, deadline, res, &sent);
 	res->run_s = phos_now() - t_run;
 	if (r == 0) {
 		bool stop;
@@ -554,7 +683,15 @@ void inv_invoke(struct inv_function *f, const char *body, size_t len, const char
 			instance_stop(f, in, false);
 		goto out;
 	}
-	/* timed out or crashed: replace it (the next call restores a fresh one) */
+	/* timed out, crashed, its executor died, or the drain limit: replace it
+	 * (the next call restores a fresh one). What the function never read of
+	 * the request is still in its stdin pipe (empty at every call's start). */
+	{
+		int unread = 0;
+
+		if (sent && ioctl(in->in_fd, FIONREAD, &unread) == 0 && unread >= 0 && (size_t)unread >= sent)
+			sent = 0;
+	}
 	pthread_mutex_lock(&f->lock);
 	unlink_instance(f, in);
 	pthread_mutex_unlock(&f->lock);
@@ -563,9 +700,28 @@ void inv_invoke(struct inv_function *f, const char *body, size_t len, const char
 	if (r == -ETIMEDOUT) {
 		instance_stop(f, in, true);
 		result_error(res, 504, "the call ran over timeout_ms (%u): instance killed", f->limits.timeout_ms);
+	} else if (r == -ECANCELED) {
+		instance_stop(f, in, true);
+		result_error(res, 503, "shutting down: the call was still running when the drain limit "
+			     "(--drain-timeout) ran out");
+	} else if (r == -ECONNRESET && (sent || retried)) {
+		phos_warn("%s: the executor of instance %u died during a call; replacing the instance", f->name,
+			  in->id);
+		instance_stop(f, in, true);
+		result_error(res, 502, "the instance's executor died during the call; instance replaced");
 	} else {
-		int code = instance_stop(f, in, true); /* out of step or dead: make sure */
+		unsigned id = in->id;
+		int code = instance_stop(f, in, true); /* out of step or dead: make sure; frees in */
 
+		/* Nothing reached the function: the call is as new, once. */
+		if (sent == 0 && !retried && (r == -EPIPE || r == -ECONNRESET)) {
+			phos_warn("%s: instance %u was dead before the call (exit status %d); retrying on a "
+				  "fresh one", f->name, id, code);
+			retried = true;
+			res->cold = false;
+			res->restore_s = 0;
+			goto again;
+		}
 		result_error(res, 502, "the function crashed (exit status %d); instance replaced", code);
 	}
 out:
@@ -606,6 +762,33 @@ void inv_instances_stop_idle(struct inv_function *f, bool all)
 		pthread_cond_broadcast(&f->cond);
 	pthread_mutex_unlock(&f->lock);
 	stop_list(f, stop, false);
+}
+
+/* Drops idle instances whose function or executor died (reaping both, the
+ * executor slot back to its pool), so that no call meets them. */
+static void instances_drop_dead(struct inv_function *f)
+{
+	struct inv_instance *stop = NULL;
+
+	pthread_mutex_lock(&f->lock);
+	for (struct inv_instance **p = &f->instances; *p;) {
+		struct inv_instance *in = *p;
+
+		if (in->state == INV_INST_IDLE && instance_dead(in)) {
+			*p = in->next;
+			f->n_instances--;
+			live_give();
+			in->next = stop;
+			stop = in;
+			phos_warn("%s: instance %u died while idle; dropped", f->name, in->id);
+			continue;
+		}
+		p = &in->next;
+	}
+	if (stop)
+		pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+	stop_list(f, stop, true);
 }
 
 void inv_instances_stop_all(struct inv_function *f)
@@ -653,8 +836,9 @@ json_t *inv_instances_logs(struct inv_function *f, unsigned tail)
 		pthread_mutex_lock(&in->log_lock);
 		text = ring_tail(in, tail);
 		pthread_mutex_unlock(&in->log_lock);
-		json_array_append_new(a, json_pack("{s:i,s:s,s:i,s:s?}", "instance", in->id, "state", names[in->state],
-						   "pid", (int)in->proc.fn_pid, "log", text));
+		json_array_append_new(a, json_pack("{s:i,s:s,s:i,s:i,s:s?}", "instance", in->id, "state",
+						   names[in->state], "pid", (int)in->proc.fn_pid, "executor_pid",
+						   (int)in->proc.executor_pid, "log", text));
 		free(text);
 	}
 	if (f->last_log) {
@@ -696,6 +880,7 @@ static void *reaper_main(void *arg)
 		usleep(50 * 1000);
 		inv_function_foreach(reap_one, list);
 		for (unsigned i = 0; list[i]; i++) {
+			instances_drop_dead(list[i]);
 			inv_instances_stop_idle(list[i], false);
 			standby_upkeep(list[i]);
 			inv_function_unref(list[i]);

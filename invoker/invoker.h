@@ -15,8 +15,11 @@
  *                    │        │       max_instances*max_inflight, else 429    │
  *                    │        │ run:  PHOS-FRAME on its stdin, answer on its  │
  *                    │        │       stdout, ≤ timeout_ms (else kill: 504),  │
- *                    │        │       EOF = crash (502); both replace it      │
- *                    │        │ reaper: idle > idle_ms → close stdin, wait    │
+ *                    │        │       EOF = crash (502), executor's pidfd     │
+ *                    │        │       readable (502), drain limit (503);      │
+ *                    │        │       each replaces it                        │
+ *                    │        │ reaper: idle > idle_ms → close stdin, wait;   │
+ *                    │        │       dead idle instance/standby → drop       │
  *                    │        └──────────────────────────────────────────────┘
  *                    ├──▶ calls.c      call records, the async queue and its workers
  *                    └──▶ metrics.c    Prometheus text
@@ -52,6 +55,8 @@ struct inv_limits {
 	unsigned timeout_ms;      /* per call (queue wait, and run), 10..3600000, default 30000 */
 	unsigned idle_ms;         /* idle instance stopped after, 10..86400000, default 300000 */
 	size_t max_body_bytes;    /* request body, 1..INV_MAX_BODY_LIMIT, default: the daemon's */
+	unsigned deploy_timeout_ms; /* a snapshot (deploy, re-snapshot) until the program's snapshot
+				     * point is dumped, 100..3600000, default 60000 */
 };
 
 enum inv_inst_state { INV_INST_STARTING, INV_INST_IDLE, INV_INST_BUSY, INV_INST_STOPPING };
@@ -63,6 +68,8 @@ struct inv_instance {
 	unsigned generation;          /* snapshot generation it was restored from */
 	enum inv_inst_state state;
 	int in_fd, out_fd;            /* its stdin (we write), its stdout (we read) */
+	int fn_pidfd, exe_pidfd;      /* readable once the function / its executor died (-1: none) */
+	int exe_statfd;               /* /proc/EXE/task/EXE/stat: its main thread exited (-1: none) */
 	double idle_since;
 	/* stderr, read by log_thread into a ring */
 	int err_fd;
@@ -102,6 +109,10 @@ struct inv_function {
 	pthread_rwlock_t snap_lock; /* restores read the snapshot, re-snapshot replaces it */
 	unsigned refs;
 	bool ready;             /* snapshot done */
+	bool deploy_done;       /* the deploy ended: ready, failed or cancelled */
+	int snap_cancel_fd;     /* eventfd of the snapshot being taken, written to cancel it; -1: none */
+	const char *snap_phase; /* its phase (phos_snapshot_ctl), a static string; NULL: none */
+	double snap_started;
 	bool prefetch_pending;  /* the snapshot has no first-touch order yet */
 	bool removed;
 	unsigned generation;
@@ -146,6 +157,9 @@ struct inv_config {
 
 extern struct inv_config inv_cfg;
 extern volatile int inv_draining;
+/* An eventfd made readable when --drain-timeout runs out: running calls end
+ * with 503 (instances.c polls it beside the function's pipes); -1 before start. */
+extern int inv_drain_abort_fd;
 
 /* registry.c */
 int inv_registry_init(void);                  /* creates STATE dirs, loads functions */
@@ -157,7 +171,10 @@ bool inv_name_valid(const char *name);
 /* Deploys from a request: 201/4xx/5xx; *ret_body is the JSON to send. */
 int inv_function_deploy(json_t *req, json_t **ret_body);
 int inv_function_resnapshot(const char *name, json_t **ret_body);
+/* Removes a function; one being deployed has its snapshot cancelled (nothing left behind). */
 int inv_function_remove(const char *name, json_t **ret_body);
+/* Cancels f's snapshot in progress, if any (f->lock held). */
+void inv_function_cancel_snapshot(struct inv_function *f);
 json_t *inv_function_describe(struct inv_function *f);
 json_t *inv_function_list(void);
 /* Gives the pool the snapshots to keep hot: ready functions of the pool's

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,7 +23,8 @@
 
 struct inv_config inv_cfg;
 volatile int inv_draining;
-extern atomic_uint inv_http_active;
+int inv_drain_abort_fd = -1;
+extern atomic_uint inv_http_active, inv_http_open;
 
 static volatile sig_atomic_t stop_signal;
 
@@ -73,7 +75,9 @@ static void usage(FILE *f)
 		"  --async-queue N        async calls accepted and not finished (1..65536, default 1024): a call\n"
 		"                         over it is 429 at submission\n"
 		"  --async-retention S    seconds a finished async result stays readable (1..604800, default 600;\n"
-		"                         at most 16384 results and 128 MiB of their bodies, oldest first)\n");
+		"                         at most 16384 results and 128 MiB of their bodies, oldest first)\n"
+		"  --drain-timeout S      on SIGTERM/SIGINT, wait at most S seconds (0..3600, default 30) for\n"
+		"                         running calls; those still running then get 503, and it exits\n");
 }
 
 /* Every connection holds a descriptor (and instances hold more): raises the
@@ -88,6 +92,55 @@ static void raise_nofile(rlim_t want)
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
 		fprintf(stderr, "phos-invoker: RLIMIT_NOFILE is %llu; --max-connections %u may run out of descriptors\n",
 			(unsigned long long)rl.rlim_cur, inv_cfg.max_connections);
+}
+
+static void cancel_snapshot(struct inv_function *f, void *arg)
+{
+	pthread_mutex_lock(&f->lock);
+	inv_function_cancel_snapshot(f);
+	pthread_mutex_unlock(&f->lock);
+}
+
+static bool busy(void)
+{
+	return atomic_load(&inv_http_active) || inv_calls_inflight();
+}
+
+/* Waits (bounded) until cond() is false or timeout_s passed; true when it is false. */
+static bool wait_until_not(bool (*cond)(void), double timeout_s)
+{
+	double end = phos_now() + timeout_s;
+
+	while (cond() && phos_now() < end)
+		usleep(20 * 1000);
+	return !cond();
+}
+
+static bool requests_open(void)
+{
+	return atomic_load(&inv_http_open) != 0;
+}
+
+/* Drain: new calls get 503 (and every answer says Connection: close, so that
+ * keep-alive clients do not send into a closing daemon); running ones have
+ * drain_s to finish; then the abort eventfd ends those still running, which
+ * answer 503; answers in flight are let out before the daemon stops. */
+static void drain(unsigned drain_s)
+{
+	fprintf(stderr, "phos-invoker: %s, draining (at most %u s)\n", strsignal(stop_signal), drain_s);
+	inv_draining = 1;
+	inv_function_foreach(wake, NULL);
+	if (!wait_until_not(busy, drain_s)) {
+		fprintf(stderr, "phos-invoker: drain limit of %u s ran out: %u HTTP requests and %u async calls still "
+				"running get 503\n", drain_s, atomic_load(&inv_http_active), inv_calls_inflight());
+		(void)!eventfd_write(inv_drain_abort_fd, 1);
+		inv_function_foreach(cancel_snapshot, NULL);   /* deploys and re-snapshots */
+		if (!wait_until_not(busy, 10))
+			fprintf(stderr, "phos-invoker: calls still running 10 s after the drain limit; stopping anyway\n");
+	}
+	/* Requests between their headers and their last answer byte (a keep-alive
+	 * one that came in during the drain included) get their answer. */
+	wait_until_not(requests_open, 2);
 }
 
 int main(int argc, char **argv)
@@ -106,6 +159,7 @@ int main(int argc, char **argv)
 		{ "body-memory", required_argument, NULL, 'B' },
 		{ "async-queue", required_argument, NULL, 'Q' },
 		{ "async-retention", required_argument, NULL, 'R' },
+		{ "drain-timeout", required_argument, NULL, 'D' },
 		{ 0 },
 	};
 	static char executor[PATH_MAX], preload[PATH_MAX], twins[PATH_MAX], criu[PATH_MAX], state[PATH_MAX];
@@ -119,7 +173,7 @@ int main(int argc, char **argv)
 	struct MHD_Daemon *d;
 	struct sigaction sa = { .sa_handler = on_signal };
 	char err[512];
-	unsigned pool_size = 2;
+	unsigned pool_size = 2, drain_s = 30;
 	int c;
 
 	phos_log_init("phos-invoker", PHOS_LOG_WARN);
@@ -175,6 +229,19 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			inv_cfg.max_instances = (unsigned)v;
+			break;
+		}
+		case 'D': {
+			char *end;
+			long v;
+
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || v < 0 || v > 3600) {
+				fprintf(stderr, "phos-invoker: --drain-timeout takes 0..3600 (seconds)\n");
+				return 2;
+			}
+			drain_s = (unsigned)v;
 			break;
 		}
 		case 'Q':
@@ -314,6 +381,11 @@ int main(int argc, char **argv)
 			fprintf(stderr, "phos-invoker: no warm pool; every cold start makes its own executor\n");
 	}
 
+	inv_drain_abort_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (inv_drain_abort_fd < 0) {
+		fprintf(stderr, "phos-invoker: eventfd: %s\n", strerror(errno));
+		return 1;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
@@ -338,12 +410,7 @@ int main(int argc, char **argv)
 	while (!stop_signal)
 		pause();
 
-	/* Drain: new calls get 503, running ones finish (at most 60 s), then stop. */
-	fprintf(stderr, "phos-invoker: %s, draining\n", strsignal(stop_signal));
-	inv_draining = 1;
-	inv_function_foreach(wake, NULL);
-	for (int i = 0; i < 600 && (atomic_load(&inv_http_active) || inv_calls_inflight()); i++)
-		usleep(100 * 1000);
+	drain(drain_s);
 	MHD_stop_daemon(d);
 	inv_calls_stop();
 	inv_reaper_stop();

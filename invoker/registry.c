@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -278,7 +279,7 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 		return snprintf(err, errlen, "limits must be an object"), NULL;
 	json_object_foreach(lim, key, val)
 		if (strcmp(key, "max_instances") && strcmp(key, "max_inflight") && strcmp(key, "timeout_ms") &&
-		    strcmp(key, "idle_ms") && strcmp(key, "max_body_bytes"))
+		    strcmp(key, "idle_ms") && strcmp(key, "max_body_bytes") && strcmp(key, "deploy_timeout_ms"))
 			return snprintf(err, errlen, "unknown limit '%.64s'", key), NULL;
 
 	f = calloc(1, sizeof(*f));
@@ -288,7 +289,8 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 	pthread_cond_init(&f->cond, NULL);
 	pthread_rwlock_init(&f->snap_lock, NULL);
 	f->refs = 1;
-	f->limits = (struct inv_limits){ 4, 8, 30000, 300000, inv_cfg.max_body_bytes };
+	f->snap_cancel_fd = -1;
+	f->limits = (struct inv_limits){ 4, 8, 30000, 300000, inv_cfg.max_body_bytes, 60000 };
 #define LIMIT(key, lo, hi, field)                                                     \
 	do {                                                                          \
 		v = f->limits.field;                                                  \
@@ -301,6 +303,7 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 	LIMIT("timeout_ms", 10, 3600000, timeout_ms);
 	LIMIT("idle_ms", 10, 86400000, idle_ms);
 	LIMIT("max_body_bytes", 1, INV_MAX_BODY_LIMIT, max_body_bytes);
+	LIMIT("deploy_timeout_ms", 100, 3600000, deploy_timeout_ms);
 #undef LIMIT
 	snprintf(f->name, sizeof(f->name), "%s", json_string_value(name));
 	snprintf(f->device, sizeof(f->device), "%s", device);
@@ -327,9 +330,10 @@ fail:
 
 static json_t *limits_json(const struct inv_limits *l)
 {
-	return json_pack("{s:I,s:I,s:I,s:I,s:I}", "max_instances", (json_int_t)l->max_instances, "max_inflight",
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "max_instances", (json_int_t)l->max_instances, "max_inflight",
 			 (json_int_t)l->max_inflight, "timeout_ms", (json_int_t)l->timeout_ms, "idle_ms",
-			 (json_int_t)l->idle_ms, "max_body_bytes", (json_int_t)l->max_body_bytes);
+			 (json_int_t)l->idle_ms, "max_body_bytes", (json_int_t)l->max_body_bytes, "deploy_timeout_ms",
+			 (json_int_t)l->deploy_timeout_ms);
 }
 
 /* What is stored on disk. */
@@ -354,6 +358,10 @@ json_t *inv_function_describe(struct inv_function *f)
 	json_object_set_new(j, "snapshot", json_string(f->snapshot_dir));
 	json_object_set_new(j, "snapshot_s", json_real(f->snapshot_s));
 	json_object_set_new(j, "invocations", json_integer((json_int_t)f->count));
+	if (f->snap_phase)   /* a deploy or re-snapshot in progress */
+		json_object_set_new(j, "progress", json_pack("{s:s,s:I,s:I}", "phase", f->snap_phase, "elapsed_ms",
+							     (json_int_t)((phos_now() - f->snap_started) * 1e3),
+							     "timeout_ms", (json_int_t)f->limits.deploy_timeout_ms));
 	pthread_mutex_unlock(&f->lock);
 	json_object_set_new(j, "instances", json_pack("{s:i,s:i,s:i,s:i}", "starting", c[0], "idle", c[1], "busy",
 						      c[2], "stopping", c[3]));
@@ -411,16 +419,53 @@ static char **snapshot_argv(struct inv_function *f)
 	return argv;
 }
 
-/* Takes f's snapshot (replacing the old one atomically). */
+static void snapshot_phase(void *arg, const char *phase)
+{
+	struct inv_function *f = arg;
+
+	pthread_mutex_lock(&f->lock);
+	f->snap_phase = phase;
+	pthread_mutex_unlock(&f->lock);
+}
+
+void inv_function_cancel_snapshot(struct inv_function *f)
+{
+	if (f->snap_cancel_fd >= 0)
+		(void)!eventfd_write(f->snap_cancel_fd, 1);
+}
+
+/* The HTTP status of a failed snapshot: the program's fault (it never reached
+ * phos_fn_serve in time) is 422, a remove 409, the drain 503. */
+static int deploy_status(int r, bool removed)
+{
+	if (removed)
+		return 409;
+	if (r == -ETIMEDOUT)
+		return 422;
+	if (r == -ECANCELED)
+		return 503;
+	return 500;
+}
+
+/* Takes f's snapshot (replacing the old one atomically), within
+ * limits.deploy_timeout_ms (-ETIMEDOUT), cancelled by remove or the drain
+ * (-ECANCELED). */
 static int take_snapshot(struct inv_function *f, char *err, size_t errlen)
 {
 	struct phos_runtime_paths p = inv_cfg.paths;
 	struct phos_snapshot_stats st;
+	struct phos_snapshot_ctl sc = { .timeout_ms = f->limits.deploy_timeout_ms, .phase = snapshot_phase, .arg = f };
 	char **argv = snapshot_argv(f);
 	int r;
 
 	if (!argv)
 		return snprintf(err, errlen, "out of memory"), -ENOMEM;
+	sc.cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (sc.cancel_fd < 0) {
+		r = -errno;
+		snprintf(err, errlen, "eventfd: %s", strerror(errno));
+		goto out;
+	}
 	p.device = f->device;
 	if (strcmp(p.device, "sim"))
 		p.sim_twins = NULL;
@@ -428,13 +473,24 @@ static int take_snapshot(struct inv_function *f, char *err, size_t errlen)
 	/* A removal renames the snapshot away under this lock after marking f:
 	 * a snapshot committed now would be owned by nothing. */
 	pthread_mutex_lock(&f->lock);
-	r = f->removed ? -ENOENT : 0;
+	r = f->removed || inv_draining ? -ECANCELED : 0;
+	if (r == 0) {
+		f->snap_cancel_fd = sc.cancel_fd;
+		f->snap_started = phos_now();
+		f->snap_phase = "starting";
+	}
 	pthread_mutex_unlock(&f->lock);
-	if (r < 0)
-		snprintf(err, errlen, "the function was removed");
+	if (r == 0)
+		r = phos_snapshot_run(&p, argv, f->snapshot_dir, STDERR_FILENO, &sc, &st, err, errlen);
 	else
-		r = phos_snapshot_take(&p, argv, f->snapshot_dir, STDERR_FILENO, 300, &st, err, errlen);
+		snprintf(err, errlen, "cancelled before it began");
+	pthread_mutex_lock(&f->lock);
+	f->snap_cancel_fd = -1;
+	f->snap_phase = NULL;
+	pthread_mutex_unlock(&f->lock);
 	pthread_rwlock_unlock(&f->snap_lock);
+	close(sc.cancel_fd);
+out:
 	for (char **a = argv; *a; a++)
 		free(*a);
 	free(argv);
@@ -640,16 +696,41 @@ int inv_function_deploy(json_t *req, json_t **ret_body)
 		if (d < 0)
 			phos_err("%s: cannot remove the snapshot of a failed deploy: %s", f->name, strerror(-d));
 	}
-	if (r < 0) {
-		unlist(f);
-		inv_function_unref(f);
-		inv_function_unref(f);
-		*ret_body = err_json("snapshot failed: %s", err);
-		return 500;
-	}
+	/* A remove during the deploy (it waits for deploy_done) wins over a
+	 * snapshot that committed all the same. */
+	bool removed;
 	pthread_mutex_lock(&f->lock);
-	f->ready = true;
+	removed = f->removed;
+	if (r == 0 && !removed)
+		f->ready = f->deploy_done = true;
 	pthread_mutex_unlock(&f->lock);
+	if (r < 0 || removed) {
+		int code = deploy_status(r, removed);
+
+		if (r == 0) {
+			char path[PATH_MAX];
+			int d;
+
+			snprintf(path, sizeof(path), "%s/functions/%s.json", inv_cfg.state_dir, f->name);
+			unlink(path);
+			d = snapshot_discard(f);
+			if (d < 0)
+				phos_err("%s: cannot remove the snapshot of a cancelled deploy: %s", f->name, strerror(-d));
+		}
+		unlist(f);
+		pthread_mutex_lock(&f->lock);
+		f->deploy_done = true;
+		pthread_cond_broadcast(&f->cond);
+		pthread_mutex_unlock(&f->lock);
+		if (removed)
+			*ret_body = err_json("deploy cancelled: function %s was removed", f->name);
+		else
+			*ret_body = err_json("snapshot failed: %s", err);
+		phos_warn("deploy of %s: %s", f->name, removed ? "cancelled by remove" : err);
+		inv_function_unref(f);
+		inv_function_unref(f);
+		return code;
+	}
 	inv_hot_update();
 	*ret_body = inv_function_describe(f);
 	inv_function_unref(f);
@@ -665,15 +746,17 @@ int inv_function_resnapshot(const char *name, json_t **ret_body)
 		*ret_body = err_json("no function %s", name);
 		return 404;
 	}
-	if (take_snapshot(f, err, sizeof(err)) < 0) {
-		bool gone;
+	int r = take_snapshot(f, err, sizeof(err));
+
+	if (r < 0) {
+		bool removed;
 
 		pthread_mutex_lock(&f->lock);
-		gone = f->removed;
+		removed = f->removed;
 		pthread_mutex_unlock(&f->lock);
 		inv_function_unref(f);
-		*ret_body = gone ? err_json("no function %s (removed)", name) : err_json("snapshot failed: %s", err);
-		return gone ? 404 : 500;
+		*ret_body = removed ? err_json("no function %s (removed)", name) : err_json("snapshot failed: %s", err);
+		return removed ? 404 : deploy_status(r, false);
 	}
 	inv_instances_stop_idle(f, true); /* the next calls start from the new snapshot */
 	inv_hot_update();                 /* the new gpu.data is pinned, the old one let go */
@@ -682,25 +765,55 @@ int inv_function_resnapshot(const char *name, json_t **ret_body)
 	return 200;
 }
 
+
+/* A deploy being removed: cancel its snapshot and wait (bounded) for the
+ * deploy to clean up after itself. f->lock held. */
+static int remove_deploying(struct inv_function *f, json_t **ret_body)
+{
+	double end = phos_now() + 60;
+
+	f->removed = true;
+	inv_function_cancel_snapshot(f);
+	while (!f->deploy_done && phos_now() < end) {
+		struct timespec abs;
+
+		clock_gettime(CLOCK_REALTIME, &abs);
+		abs.tv_sec += 1;
+		pthread_cond_timedwait(&f->cond, &f->lock, &abs);
+	}
+	if (!f->deploy_done) {
+		*ret_body = err_json("function %s: its deploy did not stop within 60 s", f->name);
+		return 503;
+	}
+	*ret_body = json_pack("{s:s,s:s}", "name", f->name, "status", "removed");
+	return 200;
+}
+
 int inv_function_remove(const char *name, json_t **ret_body)
 {
 	struct inv_function *f = inv_function_get(name);
 	char path[PATH_MAX], tmp[PATH_MAX];
-	int r;
+	int code, r;
 
-	if (!f || !f->ready) {
-		*ret_body = f ? err_json("function %s is being deployed", name) : err_json("no function %s", name);
-		inv_function_unref(f);
-		return f ? 409 : 404;
+	if (!f) {
+		*ret_body = err_json("no function %s", name);
+		return 404;
 	}
 	pthread_mutex_lock(&f->lock);
-	if (f->removed) {
+	if (!f->ready && !f->removed && !f->deploy_done) {
+		code = remove_deploying(f, ret_body);
+		pthread_mutex_unlock(&f->lock);
+		inv_function_unref(f);
+		return code;
+	}
+	if (f->removed || !f->ready) {
 		pthread_mutex_unlock(&f->lock);
 		inv_function_unref(f);
 		*ret_body = err_json("no function %s", name);
 		return 404;
 	}
 	f->removed = true;
+	inv_function_cancel_snapshot(f);   /* a re-snapshot in progress */
 	pthread_mutex_unlock(&f->lock);
 	/* Unlisted and "being removed" in one step: a deploy of the name gets 409
 	 * until its snapshot is gone, so it can never lose the new one. */

@@ -119,8 +119,18 @@ static void stop_one(struct pool_exec *e)
 	e->idle = e->taken = false;
 }
 
+/* True when idle executor e died (its control socket hung up) or said
+ * something unasked: an idle executor is silent until it is given work. */
+static bool idle_broken(const struct pool_exec *e)
+{
+	struct pollfd pfd = { .fd = e->ctl, .events = POLLIN | POLLRDHUP };
+
+	return poll(&pfd, 1, 0) > 0;
+}
+
 /* Collects "idle" lines of executors that are starting up (non-blocking),
- * replacing any that died. Called with the lock held. */
+ * replacing any that died, idle ones included (reaped, so no zombie stays
+ * counted idle until a restore trips over it). Called with the lock held. */
 static void pool_settle(struct phos_pool *p, int timeout_ms)
 {
 	char line[256];
@@ -129,6 +139,10 @@ static void pool_settle(struct phos_pool *p, int timeout_ms)
 		struct pool_exec *e = &p->ex[i];
 		int r;
 
+		if (e->idle && idle_broken(e)) {
+			phos_warn("pool: idle executor %d died; replacing it", (int)e->pid);
+			stop_one(e);
+		}
 		if (e->taken || e->idle)
 			continue;
 		if (e->ctl < 0 && spawn_one(p, i) < 0)

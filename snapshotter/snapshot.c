@@ -30,23 +30,39 @@ static void pump(int from, int to)
 		(void)!write(to, buf, (size_t)n);
 }
 
+static bool cancelled(int cancel_fd)
+{
+	struct pollfd p = { .fd = cancel_fd, .events = POLLIN };
+
+	return cancel_fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+static void phase_set(const struct phos_snapshot_ctl *ctl, const char *phase)
+{
+	if (ctl->phase)
+		ctl->phase(ctl->arg, phase);
+}
+
 /* Waits for one line from the executor's control socket, forwarding the
- * function's output meanwhile. Returns 0, -ETIMEDOUT, or -ECHILD when the
- * function or the executor ended first (*ret_status tells how). */
-static int await_line(int ctl, int out, int errp, int log_fd, pid_t fn, pid_t exe, double deadline, char *line,
-		      size_t len, int *ret_status)
+ * function's output meanwhile. Returns 0, -ETIMEDOUT, -ECANCELED (cancel_fd
+ * readable), or -ECHILD when the function or the executor ended first
+ * (*ret_status tells how). */
+static int await_line(int ctl, int out, int errp, int log_fd, pid_t fn, pid_t exe, double deadline, int cancel_fd,
+		      char *line, size_t len, int *ret_status)
 {
 	size_t got = 0;
 
 	for (;;) {
-		struct pollfd p[3] = { { .fd = ctl, .events = POLLIN }, { .fd = out, .events = POLLIN },
-				       { .fd = errp, .events = POLLIN } };
+		struct pollfd p[4] = { { .fd = ctl, .events = POLLIN }, { .fd = out, .events = POLLIN },
+				       { .fd = errp, .events = POLLIN }, { .fd = cancel_fd, .events = POLLIN } };
 		int left = (int)((deadline - phos_now()) * 1000), status;
 
 		if (left <= 0)
 			return -ETIMEDOUT;
-		if (poll(p, 3, left < 200 ? left : 200) < 0 && errno != EINTR)
+		if (poll(p, 4, left < 200 ? left : 200) < 0 && errno != EINTR)
 			return -errno;
+		if (p[3].revents & POLLIN)
+			return -ECANCELED;
 		if (p[1].revents & POLLIN)
 			pump(out, log_fd);
 		if (p[2].revents & POLLIN)
@@ -91,6 +107,17 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 		       int log_fd, unsigned init_timeout_s, struct phos_snapshot_stats *ret_stats, char *err,
 		       size_t errlen)
 {
+	unsigned s = init_timeout_s ? init_timeout_s : 600;
+	const struct phos_snapshot_ctl sc = { .timeout_ms = (s < 4000000 ? s : 4000000) * 1000, .cancel_fd = -1 };
+
+	return phos_snapshot_run(paths, argv, out_dir, log_fd, &sc, ret_stats, err, errlen);
+}
+
+int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[], const char *out_dir, int log_fd,
+		      const struct phos_snapshot_ctl *sc, struct phos_snapshot_stats *ret_stats, char *err,
+		      size_t errlen)
+{
+	unsigned timeout_ms = sc->timeout_ms ? sc->timeout_ms : 600000;
 	char tmp[4096], cpu[4200], line[1024];
 	int ch[2] = { -1, -1 }, ctl[2] = { -1, -1 }, in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 };
 	struct phos_snapshot_stats st = { 0 };
@@ -102,6 +129,7 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 	struct stat sb;
 
 	*err = '\0';
+	phase_set(sc, "starting");
 	phos_image_dir_sweep(out_dir);
 	r = phos_image_dir_begin(out_dir, tmp, sizeof(tmp));
 	if (r < 0) {
@@ -140,10 +168,15 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 		goto out;
 	}
 
-	r = await_line(ctl[0], out[0], errp[0], log_fd, fn, exe,
-		       t0 + (init_timeout_s ? init_timeout_s : 600), line, sizeof(line), &status);
+	phase_set(sc, "init");
+	r = await_line(ctl[0], out[0], errp[0], log_fd, fn, exe, t0 + timeout_ms / 1000.0, sc->cancel_fd, line,
+		       sizeof(line), &status);
 	if (r == -ETIMEDOUT) {
-		phos_errf(err, errlen, "%s did not reach phos_fn_serve within %u s", argv[0], init_timeout_s ? init_timeout_s : 600);
+		phos_errf(err, errlen, "%s did not reach phos_fn_serve within %u ms", argv[0], timeout_ms);
+		goto out;
+	}
+	if (r == -ECANCELED) {
+		phos_errf(err, errlen, "cancelled while %s was initialising", argv[0]);
 		goto out;
 	}
 	if (r == -ECHILD) {
@@ -168,6 +201,7 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 	st.init_s -= st.gpu_dump_s;
 
 	/* The CPU side: the function is parked inside phos_fn_serve. */
+	phase_set(sc, "dumping");
 	t = phos_now();
 	if (fstat(ch[1], &sb) < 0) {
 		r = -errno;
@@ -204,6 +238,13 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 	st.data_bytes = img->data_bytes;
 	if (phos_fault("snapshot_kill"))
 		raise(SIGKILL);
+	/* The last point of no return: a cancel after the commit is the caller's to undo. */
+	if (cancelled(sc->cancel_fd)) {
+		r = -ECANCELED;
+		phos_errf(err, errlen, "cancelled while %s was being dumped", argv[0]);
+		goto out;
+	}
+	phase_set(sc, "committing");
 	r = phos_image_dir_commit(tmp, out_dir);
 	if (r < 0) {
 		phos_errf(err, errlen, "committing %s: %s", out_dir, strerror(-r));

@@ -51,6 +51,26 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 		       int log_fd, unsigned init_timeout_s, struct phos_snapshot_stats *ret_stats, char *err,
 		       size_t errlen);
 
+/* How a snapshot in progress is bounded, cancelled and watched (phos_snapshot_run). */
+struct phos_snapshot_ctl {
+	unsigned timeout_ms;   /* until the snapshot point is dumped (start, init, GPU dump; 0: 600 s) */
+	int cancel_fd;         /* readable (an eventfd written, say): stop, -ECANCELED; -1: none */
+	/* Called as the snapshot enters each phase: "starting", "init" (the
+	 * program runs until phos_fn_serve), "dumping" (GPU dumped, CRIU dumps
+	 * the process), "committing". NULL: not told. */
+	void (*phase)(void *arg, const char *phase);
+	void *arg;
+};
+
+/* As phos_snapshot_take, under ctl: -ETIMEDOUT when the program did not reach
+ * phos_fn_serve (and its GPU state was not dumped) within ctl->timeout_ms,
+ * -ECANCELED when ctl->cancel_fd turned readable before the commit. Either
+ * way nothing is left behind (the processes are killed and reaped, the
+ * temporary directory removed) and an older snapshot is untouched. */
+int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[], const char *out_dir, int log_fd,
+		      const struct phos_snapshot_ctl *ctl, struct phos_snapshot_stats *ret_stats, char *err,
+		      size_t errlen);
+
 struct phos_restore_stats {
 	double gpu_restore_s;  /* executor start until the device state is back */
 	double open_s;         /* ... of which: device context (and arena) */
