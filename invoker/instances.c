@@ -376,11 +376,13 @@ static int read_some(int fd, char *buf, size_t len, bool line, size_t *ret_n, do
 	return 0;
 }
 
-/* One request/response on in; -ETIMEDOUT, -EPIPE (crashed or out of step). */
+/* One request/response on in; -ETIMEDOUT, -EPIPE (crashed), -EPROTO (not a
+ * frame: out of step), -EFBIG (an answer over INV_MAX_RESPONSE, its size in
+ * res->len). The answer's frame line is "PHOS-FRAME <len> <status> [<type>]". */
 static int exchange(struct inv_instance *in, const char *body, size_t len, const char *ctype, double deadline,
 		    struct inv_result *res)
 {
-	char head[256];
+	char head[256], rtype[128] = "";
 	unsigned long long rlen;
 	int status, k;
 	size_t n;
@@ -390,9 +392,12 @@ static int exchange(struct inv_instance *in, const char *body, size_t len, const
 	PHOS_CHECK(write_all(in->in_fd, body, len, deadline));
 	PHOS_CHECK(read_some(in->out_fd, head, sizeof(head) - 1, true, &n, deadline));
 	head[n] = '\0';
-	if (strncmp(head, "PHOS-FRAME ", 11) || sscanf(head + 11, "%llu %d", &rlen, &status) != 2 ||
-	    rlen > INV_MAX_RESPONSE)
-		return -EPIPE;
+	if (strncmp(head, "PHOS-FRAME ", 11) || sscanf(head + 11, "%llu %d %127s", &rlen, &status, rtype) < 2)
+		return -EPROTO;
+	if (rlen > INV_MAX_RESPONSE) {
+		res->len = rlen;
+		return -EFBIG;
+	}
 	res->body = malloc(rlen + 1);
 	if (!res->body)
 		return -ENOMEM;
@@ -400,8 +405,23 @@ static int exchange(struct inv_instance *in, const char *body, size_t len, const
 	res->body[rlen] = '\0';
 	res->len = rlen;
 	res->http = status == 0 ? 200 : (status >= 400 && status <= 599 ? status : 500);
-	snprintf(res->content_type, sizeof(res->content_type), "application/json");
+	/* the preload sends only a plain token; anything else is not trusted into a header */
+	snprintf(res->content_type, sizeof(res->content_type), "%s",
+		 rtype[0] && strspn(rtype, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+				    "!#$%&'*+-.^_`|~/;=\"") == strlen(rtype) ? rtype : "application/json");
 	return 0;
+}
+
+/* "exited with status N" or "was killed by SIGNAME" for a code of phos_instance_wait
+ * (128 + N for signal N, the shell's convention). */
+static void exit_describe(int code, char *buf, size_t len)
+{
+	const char *sig = code > 128 && code < 128 + NSIG ? sigabbrev_np(code - 128) : NULL;
+
+	if (sig)
+		snprintf(buf, len, "was killed by SIG%s (exit status %d)", sig, code);
+	else
+		snprintf(buf, len, "exited with status %d", code);
 }
 
 /* ---- scheduling ---- */
@@ -559,10 +579,21 @@ void inv_invoke(struct inv_function *f, const char *body, size_t len, const char
 	if (r == -ETIMEDOUT) {
 		instance_stop(f, in, true);
 		result_error(res, 504, "the call ran over timeout_ms (%u): instance killed", f->limits.timeout_ms);
-	} else {
-		int code = instance_stop(f, in, true); /* out of step or dead: make sure */
+	} else if (r == -EFBIG) {
+		size_t big = res->len;
 
-		result_error(res, 502, "the function crashed (exit status %d); instance replaced", code);
+		instance_stop(f, in, true); /* the rest of its answer is still in the pipe */
+		result_error(res, 502, "the function's response of %zu bytes is over the limit of %u MiB; "
+			     "instance replaced", big, INV_MAX_RESPONSE >> 20);
+	} else if (r == -EPROTO) {
+		instance_stop(f, in, true);
+		result_error(res, 502, "the function answered out of protocol (not a response frame); "
+			     "instance replaced");
+	} else {
+		char how[96];
+
+		exit_describe(instance_stop(f, in, true), how, sizeof(how)); /* dead: make sure */
+		result_error(res, 502, "the function crashed (it %s); instance replaced", how);
 	}
 out:
 	inv_metrics_record(f, res->http, phos_now() - t0, res->cold);

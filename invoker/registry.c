@@ -337,33 +337,50 @@ json_t *inv_function_list(void)
 	return a;
 }
 
-static char **snapshot_argv(struct inv_function *f)
+/* PROGRAM ARGS... (the program runs as itself: its name in messages and in
+ * /proc), and into ret_env NAME=VALUE for each of f's variables; NULL. */
+static char **snapshot_argv(struct inv_function *f, char ***ret_env)
 {
-	/* env NAME=VALUE... -- PROGRAM ARGS: the variables are in the snapshot's
-	 * environment, and env execs the program in place (same pid). */
-	size_t n = 3 + json_object_size(f->env) + f->nargs + 1, i = 0;
-	char **argv = calloc(n, sizeof(char *));
+	size_t n = 1 + f->nargs + 1, ne = json_object_size(f->env) + 1, i = 0, k = 0;
+	char **argv = calloc(n, sizeof(char *)), **env = calloc(ne, sizeof(char *));
+	bool ok = argv && env;
 	const char *key;
 	json_t *val;
 
-	if (!argv)
+	if (ok) {
+		ok &= !!(argv[i++] = strdup(f->program));
+		for (unsigned a = 0; a < f->nargs; a++)
+			ok &= !!(argv[i++] = strdup(f->args[a]));
+		json_object_foreach(f->env, key, val)
+			if (asprintf(&env[k++], "%s=%s", key, json_string_value(val)) < 0)
+				env[k - 1] = NULL, ok = false;
+	}
+	if (!ok) {
+		for (size_t m = 0; argv && m < i; m++)
+			free(argv[m]);
+		for (size_t m = 0; env && m < k; m++)
+			free(env[m]);
+		free(argv);
+		free(env);
 		return NULL;
-	argv[i++] = strdup("/usr/bin/env");
-	argv[i++] = strdup("--");
-	json_object_foreach(f->env, key, val)
-		if (asprintf(&argv[i++], "%s=%s", key, json_string_value(val)) < 0)
-			argv[i - 1] = NULL;
-	argv[i++] = strdup(f->program);
-	for (unsigned k = 0; k < f->nargs; k++)
-		argv[i++] = strdup(f->args[k]);
-	for (size_t k = 0; k < i; k++)
-		if (!argv[k]) {
-			for (size_t m = 0; m < i; m++)
-				free(argv[m]);
-			free(argv);
-			return NULL;
-		}
+	}
+	*ret_env = env;
 	return argv;
+}
+
+/* The HTTP status of a failed snapshot at deploy: the client's program (it
+ * cannot be run, ends or is killed before phos_fn_serve, never gets there) is
+ * 422, a full disk 507, anything else ours: 500. */
+static int snapshot_status(int r)
+{
+	switch (r) {
+	case -ENOEXEC: case -EACCES: case -ENOENT: case -ECHILD: case -ETIMEDOUT: case -ELIBBAD:
+		return 422;
+	case -ENOSPC: case -EDQUOT:
+		return 507;
+	default:
+		return 500;
+	}
 }
 
 /* Takes f's snapshot (replacing the old one atomically). */
@@ -371,12 +388,13 @@ static int take_snapshot(struct inv_function *f, char *err, size_t errlen)
 {
 	struct phos_runtime_paths p = inv_cfg.paths;
 	struct phos_snapshot_stats st;
-	char **argv = snapshot_argv(f);
+	char **env = NULL, **argv = snapshot_argv(f, &env);
 	int r;
 
 	if (!argv)
 		return snprintf(err, errlen, "out of memory"), -ENOMEM;
 	p.device = f->device;
+	p.fn_env = env;
 	if (strcmp(p.device, "sim"))
 		p.sim_twins = NULL;
 	pthread_rwlock_wrlock(&f->snap_lock);
@@ -385,6 +403,9 @@ static int take_snapshot(struct inv_function *f, char *err, size_t errlen)
 	for (char **a = argv; *a; a++)
 		free(*a);
 	free(argv);
+	for (char **e = env; *e; e++)
+		free(*e);
+	free(env);
 	if (r == 0) {
 		pthread_mutex_lock(&f->lock);
 		f->snapshot_s = st.total_s;
@@ -493,7 +514,7 @@ int inv_function_deploy(json_t *req, json_t **ret_body)
 {
 	char err[1024];
 	struct inv_function *f = function_from_json(req, true, err, sizeof(err));
-	int r;
+	int r, code;
 
 	if (!f) {
 		*ret_body = err_json("%s", err);
@@ -519,14 +540,18 @@ int inv_function_deploy(json_t *req, json_t **ret_body)
 
 	phos_info("deploying %s: snapshot of %s", f->name, f->program);
 	r = take_snapshot(f, err, sizeof(err));
-	if (r == 0 && (r = save(f)) < 0)
+	if (r < 0) {
+		code = snapshot_status(r);
+	} else if ((r = save(f)) < 0) {
 		snprintf(err, sizeof(err), "cannot write the registry: %s", strerror(-r));
+		code = r == -ENOSPC || r == -EDQUOT ? 507 : 500;
+	}
 	if (r < 0) {
 		unlist(f);
 		inv_function_unref(f);
 		inv_function_unref(f);
 		*ret_body = err_json("snapshot failed: %s", err);
-		return 500;
+		return code;
 	}
 	pthread_mutex_lock(&f->lock);
 	f->ready = true;
@@ -541,15 +566,16 @@ int inv_function_resnapshot(const char *name, json_t **ret_body)
 {
 	struct inv_function *f = inv_function_get(name);
 	char err[1024];
+	int r;
 
 	if (!f) {
 		*ret_body = err_json("no function %s", name);
 		return 404;
 	}
-	if (take_snapshot(f, err, sizeof(err)) < 0) {
+	if ((r = take_snapshot(f, err, sizeof(err))) < 0) {
 		inv_function_unref(f);
 		*ret_body = err_json("snapshot failed: %s", err);
-		return 500;
+		return snapshot_status(r);
 	}
 	inv_instances_stop_idle(f, true); /* the next calls start from the new snapshot */
 	inv_hot_update();                 /* the new gpu.data is pinned, the old one let go */

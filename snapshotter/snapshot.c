@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,7 @@ static void pump(int from, int to)
 /* Waits for one line from the executor's control socket, forwarding the
  * function's output meanwhile. Returns 0, -ETIMEDOUT, or -ECHILD when the
  * function or the executor ended first (*ret_status tells how). */
-static int await_line(int ctl, int out, int errp, int log_fd, pid_t fn, pid_t exe, double deadline, char *line,
+static int await_line(int ctl, int out, int errp, int log_fd, pid_t *fn, pid_t exe, double deadline, char *line,
 		      size_t len, int *ret_status)
 {
 	size_t got = 0;
@@ -61,12 +62,27 @@ static int await_line(int ctl, int out, int errp, int log_fd, pid_t fn, pid_t ex
 			if (n == 1 && got + 2 < len)
 				got++;
 			if (n == 0) {
+				/* the executor ends when the function does: say how the
+				 * function ended when it did (within a second) */
 				*ret_status = -1;
+				for (int i = 0; i < 100; i++) {
+					if (waitpid(*fn, &status, WNOHANG) == *fn) {
+						*ret_status = status;
+						*fn = -1;
+						break;
+					}
+					usleep(10000);
+				}
 				return -ECHILD;
 			}
 		}
-		if (waitpid(fn, &status, WNOHANG) == fn || waitpid(exe, &status, WNOHANG) == exe) {
+		if (waitpid(*fn, &status, WNOHANG) == *fn) {
 			*ret_status = status;
+			*fn = -1;   /* reaped */
+			return -ECHILD;
+		}
+		if (waitpid(exe, &status, WNOHANG) == exe) {
+			*ret_status = -1;   /* not the function's status */
 			return -ECHILD;
 		}
 	}
@@ -85,6 +101,13 @@ static int record_fds(struct phos_image *img, const int ours[4], const int their
 		img->nfds++;
 	}
 	return 0;
+}
+
+/* Whether a failure reported as text (the executor's error line, CRIU's log)
+ * was a full disk: they report errno by its strerror only. */
+static bool disk_full(const char *why)
+{
+	return strstr(why, strerror(ENOSPC)) || strstr(why, strerror(EDQUOT));
 }
 
 int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[], const char *out_dir,
@@ -140,19 +163,23 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 		goto out;
 	}
 
-	r = await_line(ctl[0], out[0], errp[0], log_fd, fn, exe,
+	r = await_line(ctl[0], out[0], errp[0], log_fd, &fn, exe,
 		       t0 + (init_timeout_s ? init_timeout_s : 600), line, sizeof(line), &status);
 	if (r == -ETIMEDOUT) {
 		phos_errf(err, errlen, "%s did not reach phos_fn_serve within %u s", argv[0], init_timeout_s ? init_timeout_s : 600);
 		goto out;
 	}
 	if (r == -ECHILD) {
-		if (status >= 0 && WIFEXITED(status))
-			phos_errf(err, errlen, "%s exited with status %d before reaching phos_fn_serve", argv[0],
-			     WEXITSTATUS(status));
-		else if (status >= 0 && WIFSIGNALED(status))
-			phos_errf(err, errlen, "%s was killed by signal %d before reaching phos_fn_serve", argv[0],
-			     WTERMSIG(status));
+		/* the preload makes an abort() of the function (the init of its pid
+		 * namespace, which its own SIGABRT cannot kill) exit with 128 + SIGABRT */
+		int code = status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+		const char *sig = code == 128 + SIGABRT ? "ABRT" :
+				  status >= 0 && WIFSIGNALED(status) ? sigabbrev_np(WTERMSIG(status)) : NULL;
+
+		if (sig)
+			phos_errf(err, errlen, "%s was killed by SIG%s before reaching phos_fn_serve", argv[0], sig);
+		else if (code >= 0)
+			phos_errf(err, errlen, "%s exited with status %d before reaching phos_fn_serve", argv[0], code);
 		else
 			phos_errf(err, errlen, "the executor stopped before %s reached phos_fn_serve", argv[0]);
 		goto out;
@@ -160,7 +187,7 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 	if (r < 0 || strncmp(line, "dumped ", 7) != 0) {
 		phos_errf(err, errlen, "the executor could not dump the GPU state: %s",
 		     !strncmp(line, "error ", 6) ? line + 6 : line);
-		r = -EIO;
+		r = disk_full(line) ? -ENOSPC : -EIO;
 		goto out;
 	}
 	st.init_s = phos_now() - t0;
@@ -180,6 +207,8 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 	}
 	if (r < 0) {
 		phos_errf(err, errlen, "CRIU could not dump %s: %s", argv[0], line);
+		if (disk_full(line))
+			r = -ENOSPC;
 		goto out;
 	}
 	st.cpu_dump_s = phos_now() - t;
