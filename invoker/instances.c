@@ -539,7 +539,10 @@ void inv_invoke(struct inv_function *f, const char *body, size_t len, const char
 			pthread_mutex_unlock(&f->lock);
 			instance_free(in);
 			phos_err("%s: restore failed: %s", f->name, err);
-			result_error(res, 503, "cannot start an instance: %s", err);
+			if (r == -EBADMSG)   /* a corrupt snapshot: as when found on demand */
+				result_error(res, 502, "cannot start an instance: %s", err);
+			else
+				result_error(res, 503, "cannot start an instance: %s", err);
 			goto out;
 		}
 		pthread_mutex_lock(&f->lock);
@@ -551,6 +554,20 @@ void inv_invoke(struct inv_function *f, const char *body, size_t len, const char
 	double t_run = phos_now();
 	r = exchange(in, body, len, ctype, deadline, res);
 	res->run_s = phos_now() - t_run;
+	/* An on-demand restore that failed (a checksum mismatch, a read error)
+	 * ends the executor, and the function's next CUDA call fails with an
+	 * error of its own: the restore's report, written before the executor
+	 * exits, is the answer. It is looked for on failures (briefly waited
+	 * for) and, without waiting, on every answer. */
+	if (phos_instance_failed(&in->proc, r < 0 || res->http >= 500 ? 50 : 0, err, sizeof(err))) {
+		pthread_mutex_lock(&f->lock);
+		unlink_instance(f, in);
+		pthread_mutex_unlock(&f->lock);
+		phos_err("%s: instance %u ended by its executor: %s", f->name, in->id, err);
+		instance_stop(f, in, true);
+		result_error(res, 502, "the instance's restore failed: %s; instance replaced", err);
+		goto out;
+	}
 	if (r == 0) {
 		bool stop;
 

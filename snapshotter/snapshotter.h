@@ -79,6 +79,12 @@ struct phos_instance {
 	unsigned slot;
 };
 
+/* Whether inst's executor ended it with an error report (an on-demand restore
+ * that met a read error or a checksum mismatch, after which the function's
+ * own calls fail): 1 and the report in why, else 0. Waits up to wait_ms for
+ * one (0: only looks); consumes nothing from the control socket. */
+int phos_instance_failed(const struct phos_instance *inst, unsigned wait_ms, char *why, size_t len);
+
 /* Restores dir: the function gets stdin_fd/stdout_fd/stderr_fd as its stdio.
  * on_demand: the function runs as soon as the device objects exist and its
  * buffers stream in behind it (ctxpool/loader.h); else every byte is on the
