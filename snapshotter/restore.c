@@ -56,6 +56,13 @@ int restore_plan(const char *dir, const int stdio[3], struct phos_image **ret_im
 		phos_errf(err, errlen, "%s: %s", dir, line);
 		return r;
 	}
+	/* before every CRIU restore (a parked process: once, when it is parked) */
+	r = phos_image_cpu_verify(dir, img, line, sizeof(line));
+	if (r < 0) {
+		phos_errf(err, errlen, "%s: %s", dir, line);
+		phos_image_free(img);
+		return r;
+	}
 	for (int fd = 0; fd < 4; fd++) {
 		const struct phos_image_fd *f = find_fd(img, fd);
 

@@ -222,6 +222,11 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 		goto out;
 	}
 	snprintf(img->function, sizeof(img->function), "%s", argv[0]);
+	r = phos_image_cpu_hash(tmp, img, line, sizeof(line));
+	if (r < 0) {
+		phos_errf(err, errlen, "checksumming the CRIU image: %s", line);
+		goto out;
+	}
 	r = record_fds(img, (const int[]){ in[1], out[0], errp[0], ch[1] }, (const int[]){ 0, 1, 2, 3 });
 	if (r == 0)
 		r = phos_image_write_manifest(tmp, img);
