@@ -122,6 +122,7 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 	char **env = NULL;
 	double t0 = phos_now(), t;
 	int status = 0, r;
+	bool reached = false;   /* the function got to phos_fn_serve */
 	struct stat sb;
 
 	*err = '\0';
@@ -190,6 +191,7 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 		r = disk_full(line) ? -ENOSPC : -EIO;
 		goto out;
 	}
+	reached = true;
 	st.init_s = phos_now() - t0;
 	sscanf(line + 7, "{\"gpu_dump_s\":%lf", &st.gpu_dump_s);
 	st.init_s -= st.gpu_dump_s;
@@ -248,6 +250,9 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 	if (ret_stats)
 		*ret_stats = st;
 out:
+	/* past phos_fn_serve a failure is ours (or the disk's), whatever its errno */
+	if (r < 0 && reached && r != -ENOSPC && r != -EDQUOT && r != -ENOMEM)
+		r = -EIO;
 	if (fn > 0) {
 		kill(fn, SIGKILL);
 		waitpid(fn, NULL, 0);
