@@ -5,9 +5,11 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,10 +25,19 @@ volatile int inv_draining;
 extern atomic_uint inv_http_active;
 
 static volatile sig_atomic_t stop_signal;
+static int stop_fd = -1;   /* eventfd the handler bumps */
 
+/* Any thread may run this (none blocks the signal), so main does not wait in
+ * pause(), which only its own thread's signals end: it waits on stop_fd. */
 static void on_signal(int sig)
 {
+	uint64_t one = 1;
+	int saved = errno;
+
 	stop_signal = sig;
+	if (stop_fd >= 0)
+		(void)!write(stop_fd, &one, sizeof(one));
+	errno = saved;
 }
 
 static void wake(struct inv_function *f, void *arg)
@@ -254,6 +265,7 @@ int main(int argc, char **argv)
 	}
 
 	signal(SIGPIPE, SIG_IGN);
+	stop_fd = eventfd(0, EFD_CLOEXEC);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	int r = inv_registry_init();
@@ -270,8 +282,12 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, "phos-invoker: listening on %s, state in %s, device %s\n", listen, inv_cfg.state_dir,
 		inv_cfg.device);
-	while (!stop_signal)
-		pause();
+	while (!stop_signal) {
+		uint64_t n;
+
+		if (stop_fd < 0 || (read(stop_fd, &n, sizeof(n)) < 0 && errno != EINTR))
+			sleep(1);   /* no eventfd: look again each second */
+	}
 
 	/* Drain: new calls get 503, running ones finish (at most 60 s), then stop. */
 	fprintf(stderr, "phos-invoker: %s, draining\n", strsignal(stop_signal));
