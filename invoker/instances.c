@@ -468,13 +468,15 @@ static int read_some(const struct inv_instance *in, char *buf, size_t len, bool 
 	return 0;
 }
 
-/* One request/response on in: 0, or -ETIMEDOUT, -EPIPE (crashed or out of
- * step), -ECONNRESET (its executor died), -ECANCELED (drain limit); *ret_sent:
- * the bytes of the request that reached the function's stdin. */
+/* One request/response on in: 0, or -ETIMEDOUT, -EPIPE (crashed), -EPROTO (not a
+ * frame: out of step), -EFBIG (an answer over INV_MAX_RESPONSE, its size in
+ * res->len), -ECONNRESET (its executor died), -ECANCELED (drain limit);
+ * *ret_sent: the bytes of the request that reached the function's stdin. The
+ * answer's frame line is "PHOS-FRAME <len> <status> [<type>]". */
 static int exchange(struct inv_instance *in, const char *body, size_t len, const char *ctype, double deadline,
 		    struct inv_result *res, size_t *ret_sent)
 {
-	char head[256];
+	char head[256], rtype[128] = "";
 	unsigned long long rlen;
 	int status, k;
 	size_t n;
@@ -485,9 +487,12 @@ static int exchange(struct inv_instance *in, const char *body, size_t len, const
 	PHOS_CHECK(write_all(in, body, len, deadline, ret_sent));
 	PHOS_CHECK(read_some(in, head, sizeof(head) - 1, true, &n, deadline));
 	head[n] = '\0';
-	if (strncmp(head, "PHOS-FRAME ", 11) || sscanf(head + 11, "%llu %d", &rlen, &status) != 2 ||
-	    rlen > INV_MAX_RESPONSE)
-		return -EPIPE;
+	if (strncmp(head, "PHOS-FRAME ", 11) || sscanf(head + 11, "%llu %d %127s", &rlen, &status, rtype) < 2)
+		return -EPROTO;
+	if (rlen > INV_MAX_RESPONSE) {
+		res->len = rlen;
+		return -EFBIG;
+	}
 	res->body = malloc(rlen + 1);
 	if (!res->body)
 		return -ENOMEM;
@@ -495,7 +500,10 @@ static int exchange(struct inv_instance *in, const char *body, size_t len, const
 	res->body[rlen] = '\0';
 	res->len = rlen;
 	res->http = status == 0 ? 200 : (status >= 400 && status <= 599 ? status : 500);
-	snprintf(res->content_type, sizeof(res->content_type), "application/json");
+	/* the preload sends only a plain token; anything else is not trusted into a header */
+	snprintf(res->content_type, sizeof(res->content_type), "%s",
+		 rtype[0] && strspn(rtype, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+				    "!#$%&'*+-.^_`|~/;=\"") == strlen(rtype) ? rtype : "application/json");
 	/* An answer written after the executor went is the function's view of a
 	 * lost device (cudaErrorDevicesUnavailable), not a result. The function
 	 * may see its channel close a moment before the executor's pidfd turns
@@ -510,6 +518,18 @@ static int exchange(struct inv_instance *in, const char *body, size_t len, const
 	if (proc_dead(in->exe_pidfd, in->proc.executor_pid))
 		return -ECONNRESET;
 	return 0;
+}
+
+/* "exited with status N" or "was killed by SIGNAME" for a code of phos_instance_wait
+ * (128 + N for signal N, the shell's convention). */
+static void exit_describe(int code, char *buf, size_t len)
+{
+	const char *sig = code > 128 && code < 128 + NSIG ? sigabbrev_np(code - 128) : NULL;
+
+	if (sig)
+		snprintf(buf, len, "was killed by SIG%s (exit status %d)", sig, code);
+	else
+		snprintf(buf, len, "exited with status %d", code);
 }
 
 /* ---- scheduling ---- */
@@ -652,7 +672,10 @@ again:
 			pthread_mutex_unlock(&f->lock);
 			instance_free(in);
 			phos_err("%s: restore failed: %s", f->name, err);
-			result_error(res, 503, "cannot start an instance: %s", err);
+			if (r == -EBADMSG)   /* a corrupt snapshot: as when found on demand */
+				result_error(res, 502, "cannot start an instance: %s", err);
+			else
+				result_error(res, 503, "cannot start an instance: %s", err);
 			goto out;
 		}
 		pthread_mutex_lock(&f->lock);
@@ -664,6 +687,20 @@ again:
 	double t_run = phos_now();
 	r = exchange(in, body, len, ctype, deadline, res, &sent);
 	res->run_s = phos_now() - t_run;
+	/* An on-demand restore that failed (a checksum mismatch, a read error)
+	 * ends the executor, and the function's next CUDA call fails with an
+	 * error of its own: the restore's report, written before the executor
+	 * exits, is the answer. It is looked for on failures (briefly waited
+	 * for) and, without waiting, on every answer. */
+	if (phos_instance_failed(&in->proc, r < 0 || res->http >= 500 ? 50 : 0, err, sizeof(err))) {
+		pthread_mutex_lock(&f->lock);
+		unlink_instance(f, in);
+		pthread_mutex_unlock(&f->lock);
+		phos_err("%s: instance %u ended by its executor: %s", f->name, in->id, err);
+		instance_stop(f, in, true);
+		result_error(res, 502, "the instance's restore failed: %s; instance replaced", err);
+		goto out;
+	}
 	if (r == 0) {
 		bool stop;
 
@@ -709,9 +746,20 @@ again:
 			  in->id);
 		instance_stop(f, in, true);
 		result_error(res, 502, "the instance's executor died during the call; instance replaced");
+	} else if (r == -EFBIG) {
+		size_t big = res->len;
+
+		instance_stop(f, in, true); /* the rest of its answer is still in the pipe */
+		result_error(res, 502, "the function's response of %zu bytes is over the limit of %u MiB; "
+			     "instance replaced", big, INV_MAX_RESPONSE >> 20);
+	} else if (r == -EPROTO) {
+		instance_stop(f, in, true);
+		result_error(res, 502, "the function answered out of protocol (not a response frame); "
+			     "instance replaced");
 	} else {
 		unsigned id = in->id;
 		int code = instance_stop(f, in, true); /* out of step or dead: make sure; frees in */
+		char how[96];
 
 		/* Nothing reached the function: the call is as new, once. */
 		if (sent == 0 && !retried && (r == -EPIPE || r == -ECONNRESET)) {
@@ -722,7 +770,8 @@ again:
 			res->restore_s = 0;
 			goto again;
 		}
-		result_error(res, 502, "the function crashed (exit status %d); instance replaced", code);
+		exit_describe(code, how, sizeof(how));
+		result_error(res, 502, "the function crashed (it %s); instance replaced", how);
 	}
 out:
 	inv_metrics_record(f, res->http, phos_now() - t0, res->cold);

@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +28,19 @@ int inv_drain_abort_fd = -1;
 extern atomic_uint inv_http_active, inv_http_open;
 
 static volatile sig_atomic_t stop_signal;
+static int stop_fd = -1;   /* eventfd the handler bumps */
 
+/* Any thread may run this (none blocks the signal), so main does not wait in
+ * pause(), which only its own thread's signals end: it waits on stop_fd. */
 static void on_signal(int sig)
 {
+	uint64_t one = 1;
+	int saved = errno;
+
 	stop_signal = sig;
+	if (stop_fd >= 0)
+		(void)!write(stop_fd, &one, sizeof(one));
+	errno = saved;
 }
 
 static void wake(struct inv_function *f, void *arg)
@@ -387,6 +397,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	stop_fd = eventfd(0, EFD_CLOEXEC);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	int r = inv_registry_init();
@@ -407,8 +418,12 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, "phos-invoker: listening on %s, state in %s, device %s, admin token in %s\n", listen,
 		inv_cfg.state_dir, inv_cfg.device, token_file ? token_file : "STATE/" INV_TOKEN_FILE);
-	while (!stop_signal)
-		pause();
+	while (!stop_signal) {
+		uint64_t n;
+
+		if (stop_fd < 0 || (read(stop_fd, &n, sizeof(n)) < 0 && errno != EINTR))
+			sleep(1);   /* no eventfd: look again each second */
+	}
 
 	drain(drain_s);
 	MHD_stop_daemon(d);

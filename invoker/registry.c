@@ -390,32 +390,34 @@ json_t *inv_function_list(void)
 	return a;
 }
 
-static char **snapshot_argv(struct inv_function *f)
+/* PROGRAM ARGS... (the program runs as itself: its name in messages and in
+ * /proc), and into ret_env NAME=VALUE for each of f's variables; NULL. */
+static char **snapshot_argv(struct inv_function *f, char ***ret_env)
 {
-	/* env NAME=VALUE... -- PROGRAM ARGS: the variables are in the snapshot's
-	 * environment, and env execs the program in place (same pid). */
-	size_t n = 3 + json_object_size(f->env) + f->nargs + 1, i = 0;
-	char **argv = calloc(n, sizeof(char *));
+	size_t n = 1 + f->nargs + 1, ne = json_object_size(f->env) + 1, i = 0, k = 0;
+	char **argv = calloc(n, sizeof(char *)), **env = calloc(ne, sizeof(char *));
+	bool ok = argv && env;
 	const char *key;
 	json_t *val;
 
-	if (!argv)
+	if (ok) {
+		ok &= !!(argv[i++] = strdup(f->program));
+		for (unsigned a = 0; a < f->nargs; a++)
+			ok &= !!(argv[i++] = strdup(f->args[a]));
+		json_object_foreach(f->env, key, val)
+			if (asprintf(&env[k++], "%s=%s", key, json_string_value(val)) < 0)
+				env[k - 1] = NULL, ok = false;
+	}
+	if (!ok) {
+		for (size_t m = 0; argv && m < i; m++)
+			free(argv[m]);
+		for (size_t m = 0; env && m < k; m++)
+			free(env[m]);
+		free(argv);
+		free(env);
 		return NULL;
-	argv[i++] = strdup("/usr/bin/env");
-	argv[i++] = strdup("--");
-	json_object_foreach(f->env, key, val)
-		if (asprintf(&argv[i++], "%s=%s", key, json_string_value(val)) < 0)
-			argv[i - 1] = NULL;
-	argv[i++] = strdup(f->program);
-	for (unsigned k = 0; k < f->nargs; k++)
-		argv[i++] = strdup(f->args[k]);
-	for (size_t k = 0; k < i; k++)
-		if (!argv[k]) {
-			for (size_t m = 0; m < i; m++)
-				free(argv[m]);
-			free(argv);
-			return NULL;
-		}
+	}
+	*ret_env = env;
 	return argv;
 }
 
@@ -434,17 +436,29 @@ void inv_function_cancel_snapshot(struct inv_function *f)
 		(void)!eventfd_write(f->snap_cancel_fd, 1);
 }
 
-/* The HTTP status of a failed snapshot: the program's fault (it never reached
- * phos_fn_serve in time) is 422, a remove 409, the drain 503. */
+/* The HTTP status of a failed snapshot at deploy: the client's program (it
+ * cannot be run, ends or is killed before phos_fn_serve, never gets there
+ * within deploy_timeout_ms) is 422, a full disk 507, anything else ours: 500. */
+static int snapshot_status(int r)
+{
+	switch (r) {
+	case -ENOEXEC: case -EACCES: case -ENOENT: case -ECHILD: case -ETIMEDOUT: case -ELIBBAD:
+		return 422;
+	case -ENOSPC: case -EDQUOT:
+		return 507;
+	default:
+		return 500;
+	}
+}
+
+/* ... and of a deploy: cancelled by a remove 409, by the drain 503. */
 static int deploy_status(int r, bool removed)
 {
 	if (removed)
 		return 409;
-	if (r == -ETIMEDOUT)
-		return 422;
 	if (r == -ECANCELED)
 		return 503;
-	return 500;
+	return snapshot_status(r);
 }
 
 /* Takes f's snapshot (replacing the old one atomically), within
@@ -455,7 +469,7 @@ static int take_snapshot(struct inv_function *f, char *err, size_t errlen)
 	struct phos_runtime_paths p = inv_cfg.paths;
 	struct phos_snapshot_stats st;
 	struct phos_snapshot_ctl sc = { .timeout_ms = f->limits.deploy_timeout_ms, .phase = snapshot_phase, .arg = f };
-	char **argv = snapshot_argv(f);
+	char **env = NULL, **argv = snapshot_argv(f, &env);
 	int r;
 
 	if (!argv)
@@ -467,6 +481,7 @@ static int take_snapshot(struct inv_function *f, char *err, size_t errlen)
 		goto out;
 	}
 	p.device = f->device;
+	p.fn_env = env;
 	if (strcmp(p.device, "sim"))
 		p.sim_twins = NULL;
 	pthread_rwlock_wrlock(&f->snap_lock);
@@ -494,6 +509,9 @@ out:
 	for (char **a = argv; *a; a++)
 		free(*a);
 	free(argv);
+	for (char **e = env; e && *e; e++)
+		free(*e);
+	free(env);
 	if (r == 0) {
 		pthread_mutex_lock(&f->lock);
 		f->snapshot_s = st.total_s;
@@ -653,6 +671,7 @@ int inv_function_deploy(json_t *req, json_t **ret_body)
 {
 	char err[1024];
 	struct inv_function *f = function_from_json(req, true, err, sizeof(err));
+	bool save_failed = false, removed;
 	int r;
 
 	if (!f) {
@@ -692,20 +711,21 @@ int inv_function_deploy(json_t *req, json_t **ret_body)
 		/* Nothing would own the snapshot: roll it back. */
 		int d = snapshot_discard(f);
 
+		save_failed = true;
 		snprintf(err, sizeof(err), "cannot write the registry: %s", strerror(-r));
 		if (d < 0)
 			phos_err("%s: cannot remove the snapshot of a failed deploy: %s", f->name, strerror(-d));
 	}
 	/* A remove during the deploy (it waits for deploy_done) wins over a
 	 * snapshot that committed all the same. */
-	bool removed;
 	pthread_mutex_lock(&f->lock);
 	removed = f->removed;
 	if (r == 0 && !removed)
 		f->ready = f->deploy_done = true;
 	pthread_mutex_unlock(&f->lock);
 	if (r < 0 || removed) {
-		int code = deploy_status(r, removed);
+		/* a registry we cannot write is ours (500), or a full disk (507) */
+		int code = save_failed && !removed ? (r == -ENOSPC || r == -EDQUOT ? 507 : 500) : deploy_status(r, removed);
 
 		if (r == 0) {
 			char path[PATH_MAX];
@@ -741,13 +761,13 @@ int inv_function_resnapshot(const char *name, json_t **ret_body)
 {
 	struct inv_function *f = inv_function_get(name);
 	char err[1024];
+	int r;
 
 	if (!f) {
 		*ret_body = err_json("no function %s", name);
 		return 404;
 	}
-	int r = take_snapshot(f, err, sizeof(err));
-
+	r = take_snapshot(f, err, sizeof(err));
 	if (r < 0) {
 		bool removed;
 

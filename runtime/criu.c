@@ -14,6 +14,7 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -566,12 +567,55 @@ static void criu_reason(const char *what, const char *why, int log_dirfd, const 
 
 /* ---- dump ---- */
 
+/*
+ * CRIU's parasite needs a /proc of the dumped task's pid namespace. Ours is
+ * the init of its own namespace, whose /proc (the host's) is not that, so the
+ * parasite mkdirs "proc.crtools" in the task's working directory, mounts a
+ * proc there, detaches and removes it. Two dumps of tasks that share a working
+ * directory (every function deployed by one invoker, or by two invokers
+ * started in one directory) at once collide there: the second mkdir fails
+ * ("Can't create a directory (-17)", "Can't get /proc fd"), and a dump killed
+ * in between leaves the directory behind for every later dump. So dumps are
+ * serialized per working directory, across processes, by an flock on a file
+ * named after the directory's device and inode (in /tmp, which every process
+ * shares, whatever its TMPDIR), and an empty leftover is removed under it.
+ * Returns the lock's fd (close it to unlock), or -errno: then the dump goes on
+ * unlocked, as before.
+ */
+static int dump_lock_take(pid_t pid)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/cwd", (int)pid);
+	if (stat(path, &st) < 0)
+		return -errno;
+	snprintf(path, sizeof(path), "/tmp/phos-criu-dump-%llx-%llx.lock", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino);
+	fd = open(path, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	while (flock(fd, LOCK_EX) < 0) {
+		if (errno != EINTR) {
+			int r = -errno;
+
+			close(fd);
+			return r;
+		}
+	}
+	/* an earlier dump killed half-way; rmdir refuses one still mounted or not empty */
+	snprintf(path, sizeof(path), "/proc/%d/cwd/proc.crtools", (int)pid);
+	rmdir(path);
+	return fd;
+}
+
 int phos_criu_dump(const char *criu, pid_t pid, const char *dir, const uint64_t *ext_unix, unsigned next,
 		   char *err, size_t errlen)
 {
 	char pid_s[16], ext_s[CRIU_MAX_EXT][40];
 	char *argv[16 + 2 * CRIU_MAX_EXT];
-	int argc = 0, err_fd, dir_fd, st, r;
+	int argc = 0, err_fd, dir_fd, lock_fd, st, r;
 
 	if (!criu || !dir || (next && !ext_unix) || pid <= 0)
 		return -EINVAL;
@@ -612,7 +656,10 @@ int phos_criu_dump(const char *criu, pid_t pid, const char *dir, const uint64_t 
 		r = -errno;
 		goto out;
 	}
+	lock_fd = dump_lock_take(pid);
 	r = criu_run(argv, NULL, NULL, 0, -1, err_fd, 0, &st);
+	if (lock_fd >= 0)
+		close(lock_fd);
 	if (r == -ETIMEDOUT) {
 		err_set(err, errlen, "criu dump: killed after %d s (PHOS_CRIU_TIMEOUT); log in %s/dump.log",
 			criu_timeout_s(), dir);

@@ -7,7 +7,9 @@
  *                    with the descriptors it is handed at fixed numbers.
  *   phos_criu_dump:  criu dump -t PID -D DIR --shell-job --ext-unix-sk
  *                    --external unix[INO]... (the channel socket), log in DIR.
- *                    The process is gone afterwards.
+ *                    The process is gone afterwards. Dumps of tasks with one
+ *                    working directory are serialized across processes (the
+ *                    parasite makes a "proc.crtools" there; criu.c says why).
  *   phos_criu_restore: criu restore -D DIR --work-dir TMP --shell-job -d --pidfile F
  *                    --inherit-fd fd[N]:KEY...; the fresh descriptors are put
  *                    at N in CRIU's process. The restored root is reparented to

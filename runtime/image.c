@@ -57,6 +57,7 @@ void phos_image_free(struct phos_image *img)
 	free(img->events);
 	free(img->blas);
 	free(img->prefetch);
+	free(img->cpu_files);
 	free(IMAGE_PRIV(img));
 }
 
@@ -365,6 +366,17 @@ static json_t *image_to_json(const struct phos_image *img)
 		ok = push(a[7], json_integer(JI(img->prefetch[i])));
 	for (uint32_t i = 0; ok && i < img->nfds; i++)
 		ok = push(a[8], json_pack("{s:i,s:s}", "fd", img->fds[i].fd, "key", img->fds[i].key));
+	if (ok && img->ncpu_files) {
+		json_t *files = json_array();
+
+		ok = set(cpu, "files", files);
+		for (uint32_t i = 0; ok && i < img->ncpu_files; i++) {
+			const struct phos_image_file *f = &img->cpu_files[i];
+
+			o = json_pack("{s:s,s:I}", "name", f->name, "size", JI(f->size));
+			ok = push_hashed(files, o, f->hash);
+		}
+	}
 	if (!ok) {
 		json_decref(root);
 		return NULL;

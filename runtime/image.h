@@ -9,7 +9,9 @@
  *                       cuBLAS handles, prefetch order, CPU image facts
  *     gpu.data          buffer contents, each at a 4 KiB-aligned offset (O_DIRECT)
  *     modules/<hash>.fatbin   each fatbin once, named by its hash
- *     cpu/              the CRIU image of the function process
+ *     cpu/              the CRIU image of the function process (1.1: each file's
+ *                       size and checksum in the manifest, verified before
+ *                       every CRIU restore; see phos_image_cpu_verify)
  *
  * Writing: phos_image_dir_begin makes DIR.tmp-XXXXXX beside DIR; everything is
  * written there; phos_image_dir_commit fsyncs and renames it into place (an
@@ -37,7 +39,7 @@
 
 #define PHOS_IMAGE_MAGIC "phos-fn-snapshot"
 #define PHOS_IMAGE_MAJOR 1
-#define PHOS_IMAGE_MINOR 0
+#define PHOS_IMAGE_MINOR 1   /* 1.1: cpu.files, the CRIU image's checksums */
 #define PHOS_IMAGE_ALIGN 4096u
 #define PHOS_IMAGE_HASH_CHUNK (4u << 20)
 
@@ -46,6 +48,7 @@
 #define PHOS_IMAGE_MAX_OBJECTS (1u << 16)    /* modules, kernels, variables, streams, ... each */
 #define PHOS_IMAGE_MAX_MANIFEST (256u << 20) /* bytes */
 #define PHOS_IMAGE_MAX_NAME 4096u
+#define PHOS_IMAGE_MAX_CPU_FILES 4096u
 
 struct phos_image_buf {
 	uint64_t addr, size;
@@ -82,6 +85,13 @@ struct phos_image_blas {
 	uint64_t workspace, workspace_size;
 };
 
+/* A file of the CRIU image (cpu/NAME), checksummed like a buffer. */
+struct phos_image_file {
+	char name[64];
+	uint64_t size;
+	uint64_t hash;        /* chunked XXH3 of its contents */
+};
+
 /* A descriptor of the function process that a restore hands in fresh. */
 struct phos_image_fd {
 	int fd;               /* number in the function process */
@@ -110,6 +120,7 @@ struct phos_image {
 	/* CPU side */
 	char criu_dir[64];    /* relative to the snapshot directory: "cpu" */
 	struct phos_image_fd fds[8]; uint32_t nfds; /* channel socket and stdio */
+	struct phos_image_file *cpu_files;   uint32_t ncpu_files; /* by name; none before 1.1 */
 };
 
 /* Allocates an empty image (arrays NULL). */
@@ -136,6 +147,17 @@ int phos_image_write_manifest(const char *dir, const struct phos_image *img);
  * one-line reason in err (e.g. "manifest.json: format 2.0 is newer than this
  * phos-fn (1.x)", "gpu.data is truncated: 1048576 bytes, buffer 3 needs 4194304"). */
 int phos_image_read(const char *dir, struct phos_image **ret_img, char *err, size_t errlen);
+
+/* CRIU image checksums (format 1.1): every regular file of DIR/<criu_dir>
+ * but CRIU's logs is listed with its size and chunked XXH3.
+ * cpu_hash: lists and hashes them into img (replacing any list).
+ * cpu_verify: 0 when every listed file is there with its size and checksum and
+ * no other image file is; else -EBADMSG (-errno when unreadable) and err
+ * names the file ("checksum mismatch in cpu/pages-1.img"). An image without a
+ * list (older than 1.1) passes. Both read every byte: call it off the hot
+ * path where there is one (a parked process is verified once, when parked). */
+int phos_image_cpu_hash(const char *dir, struct phos_image *img, char *err, size_t errlen);
+int phos_image_cpu_verify(const char *dir, const struct phos_image *img, char *err, size_t errlen);
 
 /* Stores the first-touch order of a snapshot's buffers (ids; unknown ids and
  * repeats are dropped) as its prefetch order: the manifest is rewritten

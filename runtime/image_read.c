@@ -398,6 +398,30 @@ static int rd_cpu(struct rd *r, json_t *root, struct phos_image *img)
 		img->fds[i].fd = (int)fd;
 		RD(rd_strcpy(r, o, "key", img->fds[i].key, sizeof(img->fds[i].key)));
 	}
+	/* 1.1: checksums of the CRIU image's files; absent before */
+	strcpy(r->where, "cpu");
+	a = json_object_get(cpu, "files");
+	if (!a)
+		goto done;
+	if (!json_is_array(a))
+		return RD_FAIL(r, -EBADMSG, "files", "expected an array");
+	if (json_array_size(a) > PHOS_IMAGE_MAX_CPU_FILES)
+		return RD_FAIL(r, -E2BIG, "files", "%zu entries, more than the limit of %u", json_array_size(a),
+			       PHOS_IMAGE_MAX_CPU_FILES);
+	img->cpu_files = calloc(json_array_size(a) + 1, sizeof(*img->cpu_files));
+	if (!img->cpu_files)
+		return fail(r->err, r->errlen, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < json_array_size(a); i++, img->ncpu_files++) {
+		struct phos_image_file *f = &img->cpu_files[i];
+
+		RD(rd_elem(r, a, "cpu.files", i, &o));
+		RD(rd_strcpy(r, o, "name", f->name, sizeof(f->name)));
+		RD(rd_u64(r, o, "size", &f->size));
+		RD(rd_hash(r, o, "hash", &f->hash));
+		if (!f->name[0] || strchr(f->name, '/') || !strcmp(f->name, ".") || !strcmp(f->name, ".."))
+			return RD_FAIL(r, -EINVAL, "name", "must name a file inside cpu/");
+	}
+done:
 	r->where[0] = '\0';
 	return 0;
 }

@@ -56,6 +56,13 @@ int restore_plan(const char *dir, const int stdio[3], struct phos_image **ret_im
 		phos_errf(err, errlen, "%s: %s", dir, line);
 		return r;
 	}
+	/* before every CRIU restore (a parked process: once, when it is parked) */
+	r = phos_image_cpu_verify(dir, img, line, sizeof(line));
+	if (r < 0) {
+		phos_errf(err, errlen, "%s: %s", dir, line);
+		phos_image_free(img);
+		return r;
+	}
 	for (int fd = 0; fd < 4; fd++) {
 		const struct phos_image_fd *f = find_fd(img, fd);
 
@@ -98,7 +105,8 @@ int restore_ready(int ctl, struct phos_restore_stats *st, char *err, size_t errl
 	read_line(ctl, line, sizeof(line));
 	if (strncmp(line, "ready", 5) != 0) {
 		phos_errf(err, errlen, "%s", !strncmp(line, "error ", 6) ? line + 6 : "the executor failed");
-		return -EIO;
+		/* a corrupt image is the caller's to tell apart (the executor says it in words) */
+		return strstr(line, "checksum mismatch") ? -EBADMSG : -EIO;
 	}
 	sscanf(line + 5, " {\"open_s\":%lf,\"load_s\":%lf,\"data_s\":%lf", &st->open_s, &st->load_s, &st->data_s);
 	st->on_demand = strstr(line, "\"on_demand\":true") != NULL;
@@ -281,6 +289,27 @@ int phos_instance_touched(struct phos_instance *inst, uint64_t *ret_ids, size_t 
 out:
 	free(line);
 	return r;
+}
+
+int phos_instance_failed(const struct phos_instance *inst, unsigned wait_ms, char *why, size_t len)
+{
+	struct pollfd p = { .fd = inst->control_fd, .events = POLLIN };
+	char buf[1024];
+	ssize_t n;
+
+	if (inst->control_fd < 0 || !len)
+		return 0;
+	if (wait_ms && poll(&p, 1, (int)wait_ms) <= 0)
+		return 0;
+	/* After "ready" the executor says nothing unasked but "error ..." just
+	 * before it exits, so a peek at the front is enough. */
+	n = recv(inst->control_fd, buf, sizeof(buf) - 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n < 6 || strncmp(buf, "error ", 6))
+		return 0;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	snprintf(why, len, "%s", buf + 6);
+	return 1;
 }
 
 static int exit_code(int status)

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,8 +47,8 @@ static void phase_set(const struct phos_snapshot_ctl *ctl, const char *phase)
 /* Waits for one line from the executor's control socket, forwarding the
  * function's output meanwhile. Returns 0, -ETIMEDOUT, -ECANCELED (cancel_fd
  * readable), or -ECHILD when the function or the executor ended first
- * (*ret_status tells how). */
-static int await_line(int ctl, int out, int errp, int log_fd, pid_t fn, pid_t exe, double deadline, int cancel_fd,
+ * (*ret_status tells how; *fn is -1 once the function was reaped). */
+static int await_line(int ctl, int out, int errp, int log_fd, pid_t *fn, pid_t exe, double deadline, int cancel_fd,
 		      char *line, size_t len, int *ret_status)
 {
 	size_t got = 0;
@@ -77,12 +78,27 @@ static int await_line(int ctl, int out, int errp, int log_fd, pid_t fn, pid_t ex
 			if (n == 1 && got + 2 < len)
 				got++;
 			if (n == 0) {
+				/* the executor ends when the function does: say how the
+				 * function ended when it did (within a second) */
 				*ret_status = -1;
+				for (int i = 0; i < 100; i++) {
+					if (waitpid(*fn, &status, WNOHANG) == *fn) {
+						*ret_status = status;
+						*fn = -1;
+						break;
+					}
+					usleep(10000);
+				}
 				return -ECHILD;
 			}
 		}
-		if (waitpid(fn, &status, WNOHANG) == fn || waitpid(exe, &status, WNOHANG) == exe) {
+		if (waitpid(*fn, &status, WNOHANG) == *fn) {
 			*ret_status = status;
+			*fn = -1;   /* reaped */
+			return -ECHILD;
+		}
+		if (waitpid(exe, &status, WNOHANG) == exe) {
+			*ret_status = -1;   /* not the function's status */
 			return -ECHILD;
 		}
 	}
@@ -101,6 +117,13 @@ static int record_fds(struct phos_image *img, const int ours[4], const int their
 		img->nfds++;
 	}
 	return 0;
+}
+
+/* Whether a failure reported as text (the executor's error line, CRIU's log)
+ * was a full disk: they report errno by its strerror only. */
+static bool disk_full(const char *why)
+{
+	return strstr(why, strerror(ENOSPC)) || strstr(why, strerror(EDQUOT));
 }
 
 int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[], const char *out_dir,
@@ -126,6 +149,7 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 	char **env = NULL;
 	double t0 = phos_now(), t;
 	int status = 0, r;
+	bool reached = false;   /* the function got to phos_fn_serve */
 	struct stat sb;
 
 	*err = '\0';
@@ -169,7 +193,7 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 	}
 
 	phase_set(sc, "init");
-	r = await_line(ctl[0], out[0], errp[0], log_fd, fn, exe, t0 + timeout_ms / 1000.0, sc->cancel_fd, line,
+	r = await_line(ctl[0], out[0], errp[0], log_fd, &fn, exe, t0 + timeout_ms / 1000.0, sc->cancel_fd, line,
 		       sizeof(line), &status);
 	if (r == -ETIMEDOUT) {
 		phos_errf(err, errlen, "%s did not reach phos_fn_serve within %u ms", argv[0], timeout_ms);
@@ -180,12 +204,16 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 		goto out;
 	}
 	if (r == -ECHILD) {
-		if (status >= 0 && WIFEXITED(status))
-			phos_errf(err, errlen, "%s exited with status %d before reaching phos_fn_serve", argv[0],
-			     WEXITSTATUS(status));
-		else if (status >= 0 && WIFSIGNALED(status))
-			phos_errf(err, errlen, "%s was killed by signal %d before reaching phos_fn_serve", argv[0],
-			     WTERMSIG(status));
+		/* the preload makes an abort() of the function (the init of its pid
+		 * namespace, which its own SIGABRT cannot kill) exit with 128 + SIGABRT */
+		int code = status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+		const char *sig = code == 128 + SIGABRT ? "ABRT" :
+				  status >= 0 && WIFSIGNALED(status) ? sigabbrev_np(WTERMSIG(status)) : NULL;
+
+		if (sig)
+			phos_errf(err, errlen, "%s was killed by SIG%s before reaching phos_fn_serve", argv[0], sig);
+		else if (code >= 0)
+			phos_errf(err, errlen, "%s exited with status %d before reaching phos_fn_serve", argv[0], code);
 		else
 			phos_errf(err, errlen, "the executor stopped before %s reached phos_fn_serve", argv[0]);
 		goto out;
@@ -193,9 +221,10 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 	if (r < 0 || strncmp(line, "dumped ", 7) != 0) {
 		phos_errf(err, errlen, "the executor could not dump the GPU state: %s",
 		     !strncmp(line, "error ", 6) ? line + 6 : line);
-		r = -EIO;
+		r = disk_full(line) ? -ENOSPC : -EIO;
 		goto out;
 	}
+	reached = true;
 	st.init_s = phos_now() - t0;
 	sscanf(line + 7, "{\"gpu_dump_s\":%lf", &st.gpu_dump_s);
 	st.init_s -= st.gpu_dump_s;
@@ -214,6 +243,8 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 	}
 	if (r < 0) {
 		phos_errf(err, errlen, "CRIU could not dump %s: %s", argv[0], line);
+		if (disk_full(line))
+			r = -ENOSPC;
 		goto out;
 	}
 	st.cpu_dump_s = phos_now() - t;
@@ -227,6 +258,11 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 		goto out;
 	}
 	snprintf(img->function, sizeof(img->function), "%s", argv[0]);
+	r = phos_image_cpu_hash(tmp, img, line, sizeof(line));
+	if (r < 0) {
+		phos_errf(err, errlen, "checksumming the CRIU image: %s", line);
+		goto out;
+	}
 	r = record_fds(img, (const int[]){ in[1], out[0], errp[0], ch[1] }, (const int[]){ 0, 1, 2, 3 });
 	if (r == 0)
 		r = phos_image_write_manifest(tmp, img);
@@ -255,6 +291,9 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 	if (ret_stats)
 		*ret_stats = st;
 out:
+	/* past phos_fn_serve a failure is ours (or the disk's), whatever its errno */
+	if (r < 0 && reached && r != -ENOSPC && r != -EDQUOT && r != -ENOMEM)
+		r = -EIO;
 	if (fn > 0) {
 		kill(fn, SIGKILL);
 		waitpid(fn, NULL, 0);

@@ -32,6 +32,8 @@ struct phos_runtime_paths {
 	const char *sim_twins;    /* PHOS_SIM_TWINS for sim, or NULL */
 	const char *criu;         /* CRIU >= 4.1 */
 	const char *device;       /* "cuda" or "sim" */
+	char *const *fn_env;      /* NAME=VALUE the function gets besides ours (a
+				   * later one of a name wins), or NULL */
 };
 
 struct phos_snapshot_stats {
@@ -46,7 +48,10 @@ struct phos_snapshot_stats {
 /* Runs argv until it calls phos_fn_serve and writes its snapshot to out_dir
  * (replacing an older one atomically). The function's output during init goes
  * to log_fd. init_timeout_s bounds the wait (0: 600 s). On failure nothing is
- * left behind, the old snapshot (if any) is untouched, and err says why. */
+ * left behind, the old snapshot (if any) is untouched, and err says why:
+ * -ENOEXEC/-EACCES/-ENOENT (argv cannot be run), -ECHILD (it ended before
+ * phos_fn_serve), -ETIMEDOUT (it never got there), -ENOSPC (a full disk), or
+ * another -errno (ours). */
 int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[], const char *out_dir,
 		       int log_fd, unsigned init_timeout_s, struct phos_snapshot_stats *ret_stats, char *err,
 		       size_t errlen);
@@ -93,6 +98,12 @@ struct phos_instance {
 	struct phos_pool *pool; /* the pool the executor goes back to, or NULL */
 	unsigned slot;
 };
+
+/* Whether inst's executor ended it with an error report (an on-demand restore
+ * that met a read error or a checksum mismatch, after which the function's
+ * own calls fail): 1 and the report in why, else 0. Waits up to wait_ms for
+ * one (0: only looks); consumes nothing from the control socket. */
+int phos_instance_failed(const struct phos_instance *inst, unsigned wait_ms, char *why, size_t len);
 
 /* Restores dir: the function gets stdin_fd/stdout_fd/stderr_fd as its stdio.
  * on_demand: the function runs as soon as the device objects exist and its

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,21 +62,49 @@ int phos_executor_spawn(const struct phos_runtime_paths *paths, int channel, int
 	return 0;
 }
 
+/* True when one of list[0..n) sets the variable that var ("NAME=...") sets. */
+static bool env_named(char *const *list, size_t n, const char *var)
+{
+	size_t len = strcspn(var, "=");
+
+	for (size_t i = 0; i < n; i++)
+		if (!strncmp(list[i], var, len) && list[i][len] == '=')
+			return true;
+	return false;
+}
+
 char **phos_function_env(const struct phos_runtime_paths *paths)
 {
 	size_t n = 0, k = 0;
 	const char *old = getenv("LD_LIBRARY_PATH");
 	char **env;
 
+	size_t nx = 0;
+
 	while (environ[n])
 		n++;
-	env = calloc(n + 3, sizeof(*env));
+	while (paths->fn_env && paths->fn_env[nx])
+		nx++;
+	for (size_t i = 0; i < nx; i++)   /* the function's own path goes after ours */
+		if (!strncmp(paths->fn_env[i], "LD_LIBRARY_PATH=", 16))
+			old = paths->fn_env[i] + 16;
+	env = calloc(n + nx + 3, sizeof(*env));
 	if (!env)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
-		if (!strncmp(environ[i], "LD_LIBRARY_PATH=", 16) || !strncmp(environ[i], "PHOS_CHANNEL_FD=", 16))
+		if (!strncmp(environ[i], "LD_LIBRARY_PATH=", 16) || !strncmp(environ[i], "PHOS_CHANNEL_FD=", 16) ||
+		    env_named(paths->fn_env, nx, environ[i]))
 			continue;
 		if (!(env[k++] = strdup(environ[i])))
+			goto fail;
+	}
+	/* the function's own variables (the invoker's "env"), ours below still win */
+	for (size_t i = 0; i < nx; i++) {
+		if (!strncmp(paths->fn_env[i], "LD_LIBRARY_PATH=", 16) ||
+		    !strncmp(paths->fn_env[i], "PHOS_CHANNEL_FD=", 16) ||
+		    env_named(paths->fn_env + i + 1, nx - i - 1, paths->fn_env[i]))
+			continue;
+		if (!(env[k++] = strdup(paths->fn_env[i])))
 			goto fail;
 	}
 	if (asprintf(&env[k++], "LD_LIBRARY_PATH=%s%s%s", paths->preload_dir, old && *old ? ":" : "",

@@ -148,7 +148,17 @@ try:
     refused("truncated", truncate, "truncated")
     refused("newer", newer, "newer")
     refused("nocpu", no_criu, "cpu")
-    refused("badcpu", bad_criu, "CRIU")
+    # the manifest's checksums of cpu/ (format 1.1) refuse it before CRIU runs
+    refused("badcpu", bad_criu, "cpu/pstree.img is 0 bytes")
+
+    def bad_criu_v10(d):   # an image without them (1.0): CRIU itself refuses it
+        bad_criu(d)
+        mm = json.load(open(os.path.join(d, "manifest.json")))
+        mm["version"]["minor"] = 0
+        del mm["cpu"]["files"]
+        json.dump(mm, open(os.path.join(d, "manifest.json"), "w"))
+
+    refused("badcpu10", bad_criu_v10, "CRIU")
     if DEVICE == "sim":
         # A device with too little memory for the snapshot (the sim device shrunk to 4 MiB).
         r = phos("restore", "--device", DEVICE, snap, stdin=REQS, extra_env={"PHOS_SIM_MEMORY": str(4 << 20)})

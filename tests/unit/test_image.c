@@ -412,8 +412,9 @@ static void test_refusals(void)
 	REFUSE(NULL, -1, "magic", json_string("phos-fn-snapshoT"), -EBADMSG, "not a phos-fn snapshot");
 	REFUSE(NULL, -1, "magic", NULL, -EBADMSG, "not a phos-fn snapshot");
 	REFUSE("version", -1, "major", json_integer(2), -EPROTONOSUPPORT,
-	       "manifest.json: format 2.0 is newer than this phos-fn (1.x)");
-	REFUSE("version", -1, "major", json_integer(0), -EPROTONOSUPPORT, "format 0.0 is older");
+	       "manifest.json: format 2.1 is newer than this phos-fn (1.x)");   /* 2.PHOS_IMAGE_MINOR */
+	REFUSE("version", -1, "major", json_integer(0), -EPROTONOSUPPORT, "format 0.1 is older");
+	REFUSE("cpu", -1, "files", json_string("x"), -EBADMSG, "cpu.files: expected an array");
 	REFUSE("version", -1, "minor", json_integer(7), 0, ""); /* newer minor: fine */
 	REFUSE(NULL, -1, "gpu_bytes", NULL, -EBADMSG, "gpu_bytes: missing");
 	REFUSE("buffers", 1, "hash", NULL, -EBADMSG, "buffers[1].hash: missing");
@@ -680,6 +681,100 @@ static void test_commit(void)
 	CHECK(!exists(tmp), "abort");
 }
 
+/* Flips one byte of path at off. */
+static void flip_byte(const char *path, off_t off)
+{
+	unsigned char b;
+	int fd = open(path, O_RDWR);
+
+	CHECK(fd >= 0 && pread(fd, &b, 1, off) == 1, "read %s", path);
+	b ^= 0x01;
+	CHECK(pwrite(fd, &b, 1, off) == 1, "write %s", path);
+	close(fd);
+}
+
+/* Format 1.1: the CRIU image's files are checksummed in the manifest and
+ * verified; a 1.0 manifest (no list) still reads and passes. */
+static void test_cpu_checksums(void)
+{
+	struct phos_image *got = NULL, *again = NULL;
+	char dir[PATH_MAX], path[PATH_MAX], err[512], *text, *p;
+	struct sample s;
+	int r;
+
+	PATHF(dir, "%s/cpusum", base);
+	CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
+	sample_build(&s, "cpusum");
+	sample_write(&s, dir);
+	PATHF(path, "%s/cpu/dump.log", dir);
+	write_file(path, "a log", 5);
+
+	/* as a 1.0 reader wrote it: no cpu.files */
+	PATHF(path, "%s/manifest.json", dir);
+	text = read_text(path);
+	p = text ? strstr(text, "\"minor\":1") : NULL;
+	CHECK(p, "minor 1 in %s", path);
+	if (p) {
+		p[8] = '0';
+		write_file(path, text, strlen(text));
+	}
+	free(text);
+	r = phos_image_read(dir, &got, err, sizeof(err));
+	CHECK(r == 0 && got && got->minor == 0 && got->ncpu_files == 0, "1.0 manifest: %d %s", r, err);
+	if (r)
+		goto out;
+	CHECK(phos_image_cpu_verify(dir, got, err, sizeof(err)) == 0, "a 1.0 image passes: %s", err);
+
+	r = phos_image_cpu_hash(dir, got, err, sizeof(err));
+	CHECK(r == 0 && got->ncpu_files == 2, "cpu_hash: %d %u %s", r, got->ncpu_files, err);
+	CHECK(got->ncpu_files == 2 && !strcmp(got->cpu_files[0].name, "core-1.img") &&
+	      got->cpu_files[0].size == 4 && got->cpu_files[0].hash == phos_image_hash("core", 4) &&
+	      !strcmp(got->cpu_files[1].name, "pages-1.img") && got->cpu_files[1].size == strlen("cpusum"),
+	      "files, sizes and hashes (logs left out)");
+	CHECK(phos_image_write_manifest(dir, got) == 0, "rewrite the manifest");
+	r = phos_image_read(dir, &again, err, sizeof(err));
+	CHECK(r == 0 && again->minor == PHOS_IMAGE_MINOR && again->ncpu_files == 2 &&
+	      again->cpu_files[1].hash == got->cpu_files[1].hash, "1.1 round trip: %d %s", r, err);
+	if (r)
+		goto out;
+	CHECK(phos_image_cpu_verify(dir, again, err, sizeof(err)) == 0, "intact: %s", err);
+
+	PATHF(path, "%s/cpu/pages-1.img", dir);
+	flip_byte(path, 3);
+	r = phos_image_cpu_verify(dir, again, err, sizeof(err));
+	CHECK(r == -EBADMSG && strstr(err, "checksum mismatch in cpu/pages-1.img"), "flipped: %d %s", r, err);
+	flip_byte(path, 3);
+	CHECK(phos_image_cpu_verify(dir, again, err, sizeof(err)) == 0, "flipped back: %s", err);
+
+	PATHF(path, "%s/cpu/core-1.img", dir);
+	write_file(path, "cor", 3);
+	r = phos_image_cpu_verify(dir, again, err, sizeof(err));
+	CHECK(r == -EBADMSG && strstr(err, "cpu/core-1.img is 3 bytes"), "truncated: %d %s", r, err);
+	unlink(path);
+	r = phos_image_cpu_verify(dir, again, err, sizeof(err));
+	CHECK(r == -EBADMSG && strstr(err, "cpu/core-1.img: missing"), "missing: %d %s", r, err);
+	write_file(path, "core", 4);
+
+	PATHF(path, "%s/cpu/extra.img", dir);
+	write_file(path, "x", 1);
+	r = phos_image_cpu_verify(dir, again, err, sizeof(err));
+	CHECK(r == -EBADMSG && strstr(err, "cpu/extra.img is not in the manifest"), "extra: %d %s", r, err);
+	unlink(path);
+	CHECK(phos_image_cpu_verify(dir, again, err, sizeof(err)) == 0, "intact again: %s", err);
+
+	/* a name that leaves cpu/ is refused by the reader */
+	snprintf(again->cpu_files[0].name, sizeof(again->cpu_files[0].name), "../gpu.data");
+	CHECK(phos_image_write_manifest(dir, again) == 0, "write a bad name");
+	phos_image_free(got);
+	got = NULL;
+	r = phos_image_read(dir, &got, err, sizeof(err));
+	CHECK(r == -EINVAL && strstr(err, "cpu.files[0]"), "bad name refused: %d %s", r, err);
+out:
+	phos_image_free(got);
+	phos_image_free(again);
+	sample_free(&s);
+}
+
 static void cleanup(void)
 {
 	char cmd[PATH_MAX + 16];
@@ -708,6 +803,7 @@ int main(void)
 	free(good_text);
 	test_limits_and_writer();
 	test_commit();
+	test_cpu_checksums();
 	cleanup();
 	if (failures)
 		fprintf(stderr, "%d failures\n", failures);
