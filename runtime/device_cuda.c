@@ -1148,6 +1148,12 @@ static int image_size(const void *data, size_t len, size_t *ret_size)
 		*ret_size = len;
 		return 0;
 	}
+	/* PTX text, NUL-terminated (validation twins, ctxpool/exec_validate.c):
+	 * the driver JIT-compiles it */
+	if (len >= 16 && p[len - 1] == 0 && memmem(p, len, ".version", 8) && memmem(p, len, ".target", 7)) {
+		*ret_size = len;
+		return 0;
+	}
 	return -PHOS_CUDA_INVALID_KERNEL_IMAGE;
 }
 
@@ -1164,7 +1170,7 @@ static int cuda_module_load(struct phos_device *dev, const void *image, size_t l
 		return -PHOS_CUDA_INVALID_VALUE;
 	err = image_size(image, len, &size);
 	if (err < 0) {
-		phos_err("cuda: module image of %zu bytes is neither a fatbin nor a cubin", len);
+		phos_err("cuda: module image of %zu bytes is neither a fatbin, a cubin nor PTX text", len);
 		return err;
 	}
 	m = calloc(1, sizeof(*m));

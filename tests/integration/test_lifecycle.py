@@ -12,11 +12,13 @@
 - SIGTERM with --drain-timeout 2 during a long call: that call gets a 503 JSON
   answer, a keep-alive request on an open connection gets 503 (not a reset),
   and the invoker exits soon after the limit;
-- random rounds (fixed seeds; PHOS_LIFECYCLE_ROUNDS, default 40): sync and
-  async calls to two functions while an executor, an instance's function or a
-  standby process is killed at a random moment; every call gets a final
+- random rounds (fixed seeds; PHOS_LIFECYCLE_ROUNDS, default 200): sync and
+  async calls to two functions, and deploys and removes of a third, while an
+  executor, an instance's function or a standby process is killed at a random
+  moment; every call gets a final
   answer (200, or 502/503 only when its own instance or restore was hit), the
-  next calls all succeed, and at the end no zombies, the pool whole, and the
+  next calls all succeed, and at the end no zombies, the pool whole, the
+  state dir holding exactly the registered functions' snapshots, and the
   invoker's fds and threads back to where they started;
 - a program that never reaches phos_fn_serve: its deploy fails after
   limits.deploy_timeout_ms, describe shows "deploying" with a phase meanwhile,
@@ -445,6 +447,13 @@ def quiet(inv, port, names, pool):
     return False
 
 
+def function_list(port):
+    st, body, _ = request(port, "GET", "/system/functions")
+    if st != 200:
+        return []
+    return body.get("functions", body) if isinstance(body, dict) else body
+
+
 def chaos(state, rounds):
     """Kills at random points during a mixed load; nothing is lost or leaked."""
     pool = 2
@@ -458,6 +467,7 @@ def chaos(state, rounds):
     check(quiet(inv, port, names, pool), "quiet before the rounds")
     base = fds_threads(inv.pid)
     bad, kills, failed, total, why = [], {}, 0, 0, []
+    churn, cc_up = [], [False]
     for seed in range(1, rounds + 1):
         rng = random.Random(seed)
         results = []
@@ -488,6 +498,22 @@ def chaos(state, rounds):
         ts = [threading.Thread(target=client, args=(rng.choice(names), [rng.randrange(0, 300) for _ in range(3)]))
               for _ in range(3)]
         ts.append(threading.Thread(target=async_client, args=(rng.choice(names), rng.randrange(0, 300))))
+
+        def deploy_or_remove(deploy):
+            # a third function comes and goes beside the load
+            if deploy:
+                st, body, _ = request(port, "POST", "/system/functions", {
+                    "name": "cc", "program": MISBEHAVE, "limits": {"max_instances": 1, "idle_ms": 300}})
+                ok = st == 201 or (st == 409 and "exists" in str(body))
+            else:
+                st, body, _ = request(port, "DELETE", "/system/functions/cc")
+                ok = st in (200, 404)
+            with lock:
+                churn.append((deploy, st, ok, str(body)[:160]))
+
+        if rng.random() < 0.3:
+            ts.append(threading.Thread(target=deploy_or_remove, args=(not cc_up[0],)))
+            cc_up[0] = not cc_up[0]
         for t in ts:
             t.start()
         time.sleep(rng.uniform(0, 0.6))
@@ -511,11 +537,26 @@ def chaos(state, rounds):
             if st != 200 and not (st in (502, 503) and "error" in str(body)):
                 bad.append((seed, kind_, st, body))
         check(len(results) == 10, f"seed {seed}: every call has a final answer ({len(results)} of 10)")
+        if churn and not churn[-1][2]:
+            bad.append((seed, "churn", churn[-1]))
+        cc_up[0] = "cc" in [fn.get("name") for fn in function_list(port)]
         for name in names:
             st, body, _ = request(port, "POST", f"/function/{name}", {})
             if not (st == 200 and body.get("gpu") == 1234):
                 bad.append((seed, "after", name, st, body))
-    print(f"chaos: {rounds} rounds, kills {kills}, {failed} of {total} calls failed with a cause", flush=True)
+    print(f"chaos: {rounds} rounds, kills {kills}, {failed} of {total} calls failed with a cause, "
+          f"{len(churn)} deploys/removes of a third function", flush=True)
+    # the third function goes, then the state dir holds nothing that no function owns
+    st, body, _ = request(port, "DELETE", "/system/functions/cc")
+    check(st in (200, 404), f"remove cc after the rounds: {st} {body}")
+    for _ in range(100):
+        owned = sorted(f[:-5] for f in os.listdir(os.path.join(state, "functions")) if f.endswith(".json"))
+        snaps = sorted(os.listdir(os.path.join(state, "snapshots")))
+        if owned == snaps:
+            break
+        time.sleep(0.05)
+    check(owned == snaps and sorted(fn.get("name") for fn in function_list(port)) == owned,
+          f"state dir after the rounds: registry {owned}, snapshots {snaps}")
     if os.environ.get("PHOS_LIFECYCLE_VERBOSE"):
         print("\n".join(sorted(set(why))), flush=True)
     check(not bad, f"calls failed without cause, or after the round: {bad[:5]}")
@@ -533,7 +574,7 @@ def chaos(state, rounds):
 
 def main():
     faults(os.path.join(tmp, "state-faults"))
-    chaos(os.path.join(tmp, "state-chaos"), int(os.environ.get("PHOS_LIFECYCLE_ROUNDS", "40")))
+    chaos(os.path.join(tmp, "state-chaos"), int(os.environ.get("PHOS_LIFECYCLE_ROUNDS", "200")))
     drain(os.path.join(tmp, "state-drain"))
     deploys(os.path.join(tmp, "state-deploys"))
 
