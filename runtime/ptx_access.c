@@ -368,7 +368,7 @@ struct opcode_info {
 	const char *reason;     /* C_OPAQUE */
 };
 
-static struct opcode_info classify(const char *base, size_t n, const char *parts, size_t plen)
+static struct opcode_info classify(const char *base, size_t n)
 {
 	static const struct { const char *name; uint8_t cls; const char *reason; } table[] = {
 		{ "ld", C_LOAD, NULL }, { "ldu", C_LOAD, NULL }, { "ldmatrix", C_LOAD, NULL },
@@ -395,8 +395,6 @@ static struct opcode_info classify(const char *base, size_t n, const char *parts
 		{ "tcgen05", C_OPAQUE, "tensor memory instruction" }, { "clusterlaunchcontrol", C_OPAQUE, "launch control" },
 	};
 
-	(void)parts;
-	(void)plen;
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
 		if (part_is(base, n, table[i].name))
 			return (struct opcode_info){ table[i].cls, table[i].reason };
@@ -483,9 +481,7 @@ static int parse_plain(struct entry *e, const char *p, const char *end, struct o
 				r = reg_id(e, q, (size_t)(ve - q));
 				if (r < 0)
 					return r == -ENOMEM ? -ENOMEM : -1;
-			} else if (!(ve - q == 1 && *q == '_')) {
-				/* an immediate in a vector: harmless */
-			}
+			}       /* else an immediate or the sink "_": no register */
 			if (!grow((void **)&e->vec, &e->cvec, e->nvec + 1, sizeof(*e->vec)))
 				return -ENOMEM;
 			e->vec[e->nvec++] = r;
@@ -605,7 +601,7 @@ static int parse_statement(struct entry *e, const char *p, const char *end)
 	q = op;
 	while (q < op_end && *q != '.')
 		q++;
-	info = classify(op, (size_t)(q - op), q, (size_t)(op_end - q));
+	info = classify(op, (size_t)(q - op));
 	in.cls = info.cls;
 	cvt = part_is(op, (size_t)(q - op), "cvt");
 	while (q < op_end) {
