@@ -360,8 +360,10 @@ class Invoker:
         for _ in range(600):
             try:
                 if call(self.port, "GET", "/healthz", timeout=5)[0] == 200:
-                    with open(os.path.join(state, "admin.token")) as f:
-                        TOKENS[self.port] = f.read().strip()
+                    tok = os.path.join(state, "admin.token")
+                    if os.path.exists(tok):    # invokers before the admin token had none
+                        with open(tok) as f:
+                            TOKENS[self.port] = f.read().strip()
                     return
             except OSError:
                 pass

@@ -54,8 +54,11 @@ def proc_sample(pid):
     return rss, len(os.listdir(f"/proc/{pid}/fd")), thr
 
 
+LOADGEN = None
+
+
 def loadgen(build, port, c, secs):
-    p = subprocess.run([os.path.join(build, "bench", "loadgen"), "127.0.0.1", str(port), "/function/vecadd",
+    p = subprocess.run([LOADGEN or os.path.join(build, "bench", "loadgen"), "127.0.0.1", str(port), "/function/vecadd",
                         REQUEST, str(c), str(secs)], capture_output=True, text=True, timeout=secs + 120)
     if p.returncode != 0:
         raise RuntimeError(f"loadgen c={c}: {p.stderr[-1000:]}")
@@ -69,9 +72,15 @@ def main():
     ap.add_argument("--levels", default="1,8,64,256,1024")
     ap.add_argument("--soak", type=float, default=600, help="seconds of the RSS soak (0: none)")
     ap.add_argument("--soak-concurrency", type=int, default=64)
+    ap.add_argument("--invoker-args", default="--max-connections 4096 --max-connections-per-ip 4096 --pool 2",
+                    help="(an older invoker, for a comparison, knows fewer options)")
+    ap.add_argument("--name", default="load", help="results as bench/results/NAME.json")
+    ap.add_argument("--loadgen", help="the load generator (default BUILD_DIR/bench/loadgen)")
     a = ap.parse_args()
     a.build = os.path.abspath(a.build)
     a.device = "sim"
+    global LOADGEN
+    LOADGEN = a.loadgen
     C.A = a
     os.environ.setdefault("PHOS_SIM_TWINS", os.path.join(a.build, "functions", "examples",
                                                          "libphos-twins-examples.so"))
@@ -79,7 +88,7 @@ def main():
     levels = [int(x) for x in a.levels.split(",") if x]
     a.workdir = tempfile.mkdtemp(prefix="phos-load-")
     state = os.path.join(a.workdir, "state")
-    inv = C.Invoker(state, ["--max-connections", "4096", "--max-connections-per-ip", "4096", "--pool", "2"])
+    inv = C.Invoker(state, a.invoker_args.split())
     try:
         prog = os.path.join(a.build, "functions", "examples", "vecadd")
         st, body, _, _ = C.call(inv.port, "POST", "/system/functions",
@@ -132,11 +141,11 @@ def main():
         inv.stop()
         shutil.rmtree(a.workdir, ignore_errors=True)
     os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, "load.json"), "w") as f:
+    with open(os.path.join(RESULTS, f"{a.name}.json"), "w") as f:
         json.dump(records, f, indent=1)
-    chart(os.path.join(RESULTS, "load.png"), levels)
+    chart(os.path.join(RESULTS, f"{a.name}.png"), levels)
     if os.environ.get("OUT"):
-        for n in ("load.json", "load.png"):
+        for n in (f"{a.name}.json", f"{a.name}.png"):
             if os.path.exists(os.path.join(RESULTS, n)):
                 shutil.copy(os.path.join(RESULTS, n), os.environ["OUT"])
     return 0

@@ -441,7 +441,10 @@ static int write_all(const struct inv_instance *in, const char *p, size_t len, d
 	return 0;
 }
 
-/* Reads exactly len bytes of in's stdout (or up to the newline into a line when line). */
+/* Reads from in's stdout: exactly len bytes, or (line) until buf holds a
+ * newline, in as few reads as the pipe allows; *ret_n is what buf holds. A
+ * line read may take bytes past the newline (the start of the body): the
+ * caller moves them on. */
 static int read_some(const struct inv_instance *in, char *buf, size_t len, bool line, size_t *ret_n,
 		     double deadline)
 {
@@ -450,11 +453,11 @@ static int read_some(const struct inv_instance *in, char *buf, size_t len, bool 
 	size_t n = 0;
 
 	while (n < len) {
-		ssize_t r = read(fd, buf + n, line ? 1 : len - n);
+		ssize_t r = read(fd, buf + n, len - n);
 
 		if (r > 0) {
 			n += (size_t)r;
-			if (line && buf[n - 1] == '\n')
+			if (line && memchr(buf + n - (size_t)r, '\n', (size_t)r))
 				break;
 			continue;
 		}
@@ -476,10 +479,10 @@ static int read_some(const struct inv_instance *in, char *buf, size_t len, bool 
 static int exchange(struct inv_instance *in, const char *body, size_t len, const char *ctype, double deadline,
 		    struct inv_result *res, size_t *ret_sent)
 {
-	char head[256], rtype[128] = "";
+	char head[256], rtype[128] = "", *nl;
 	unsigned long long rlen;
 	int status, k;
-	size_t n;
+	size_t n, extra;
 
 	*ret_sent = 0;
 	k = snprintf(head, sizeof(head), "PHOS-FRAME %zu %s\n", len, ctype);
@@ -487,16 +490,24 @@ static int exchange(struct inv_instance *in, const char *body, size_t len, const
 	PHOS_CHECK(write_all(in, body, len, deadline, ret_sent));
 	PHOS_CHECK(read_some(in, head, sizeof(head) - 1, true, &n, deadline));
 	head[n] = '\0';
+	nl = memchr(head, '\n', n);
+	if (!nl)
+		return -EPROTO;
+	*nl = '\0';
+	extra = n - (size_t)(nl + 1 - head);     /* body bytes read with the line */
 	if (strncmp(head, "PHOS-FRAME ", 11) || sscanf(head + 11, "%llu %d %127s", &rlen, &status, rtype) < 2)
 		return -EPROTO;
 	if (rlen > INV_MAX_RESPONSE) {
 		res->len = rlen;
 		return -EFBIG;
 	}
+	if (extra > rlen)
+		return -EPROTO;         /* more than one answer: out of step */
 	res->body = malloc(rlen + 1);
 	if (!res->body)
 		return -ENOMEM;
-	PHOS_CHECK(read_some(in, res->body, rlen, false, &n, deadline));
+	memcpy(res->body, nl + 1, extra);
+	PHOS_CHECK(read_some(in, res->body + extra, rlen - extra, false, &n, deadline));
 	res->body[rlen] = '\0';
 	res->len = rlen;
 	res->http = status == 0 ? 200 : (status >= 400 && status <= 599 ? status : 500);
