@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "ptx_access.h"
+#include "ptx_lex.h"
 
 #define NW (PHOS_ACCESS_WORDS / 64)
 #define MAX_INSNS (1u << 20)
@@ -116,17 +117,6 @@ struct entry {
 	bool failed;            /* out of memory */
 };
 
-static bool is_ident_char(char c)
-{
-	return c == '_' || c == '$' || c == '%' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
-	       (c >= 'A' && c <= 'Z');
-}
-
-static bool is_space(char c)
-{
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
 static bool grow(void **p, size_t *cap, size_t need, size_t elem)
 {
 	size_t n;
@@ -166,7 +156,7 @@ static void opaque_at(struct entry *e, const struct insn *in, const char *what)
 	for (uint32_t i = 0; i < in->tlen && n + 1 < sizeof(s); i++) {
 		char c = e->text[in->text + i];
 
-		if (is_space(c)) {
+		if (phos_ptx_is_space(c)) {
 			if (n && s[n - 1] == ' ')
 				continue;
 			c = ' ';
@@ -351,11 +341,6 @@ static int type_size(const char *p, size_t n)
 	return 0;
 }
 
-static bool part_is(const char *p, size_t n, const char *s)
-{
-	return strlen(s) == n && !memcmp(p, s, n);
-}
-
 static bool part_starts(const char *p, size_t n, const char *s)
 {
 	size_t k = strlen(s);
@@ -396,7 +381,7 @@ static struct opcode_info classify(const char *base, size_t n)
 	};
 
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
-		if (part_is(base, n, table[i].name))
+		if (phos_ptx_tok_is(base, n, table[i].name))
 			return (struct opcode_info){ table[i].cls, table[i].reason };
 	return (struct opcode_info){ C_ARITH, NULL };
 }
@@ -446,9 +431,9 @@ static int parse_number(const char *p, size_t n, int64_t *ret, bool *ret_big)
 
 static const char *trim(const char *p, const char *end, const char **ret_end)
 {
-	while (p < end && is_space(*p))
+	while (p < end && phos_ptx_is_space(*p))
 		p++;
-	while (end > p && is_space(end[-1]))
+	while (end > p && phos_ptx_is_space(end[-1]))
 		end--;
 	*ret_end = end;
 	return p;
@@ -511,7 +496,7 @@ static int parse_plain(struct entry *e, const char *p, const char *end, struct o
 		o->kind = OP_NONE;      /* sink */
 		return 0;
 	}
-	if (is_ident_char(*p) || *p == '.') {
+	if (phos_ptx_is_ident(*p) || *p == '.') {
 		int s = sym_find(e, p, (size_t)(end - p));
 
 		if (s < 0) {
@@ -590,7 +575,7 @@ static int parse_statement(struct entry *e, const char *p, const char *end)
 	bool cvt, wide = false;
 	int first_type = 0, last_type = 0;
 
-	while (p < end && !is_space(*p))
+	while (p < end && !phos_ptx_is_space(*p))
 		p++;
 	op_end = p;
 	in.text = (uint32_t)(op - e->text);
@@ -603,7 +588,7 @@ static int parse_statement(struct entry *e, const char *p, const char *end)
 		q++;
 	info = classify(op, (size_t)(q - op));
 	in.cls = info.cls;
-	cvt = part_is(op, (size_t)(q - op), "cvt");
+	cvt = phos_ptx_tok_is(op, (size_t)(q - op), "cvt");
 	while (q < op_end) {
 		const char *s = ++q;
 		size_t n;
@@ -617,22 +602,22 @@ static int parse_statement(struct entry *e, const char *p, const char *end)
 			if (!first_type)
 				first_type = t;
 			last_type = t;
-		} else if (part_is(s, n, "wide")) {
+		} else if (phos_ptx_tok_is(s, n, "wide")) {
 			wide = true;
 		} else if (n == 2 && s[0] == 'v' && (s[1] == '2' || s[1] == '4' || s[1] == '8')) {
 			in.nvec = (uint8_t)(s[1] - '0');
-		} else if (part_is(s, n, "tensor") && in.cls == C_COPY) {
+		} else if (phos_ptx_tok_is(s, n, "tensor") && in.cls == C_COPY) {
 			in.cls = C_OPAQUE;
 			info.reason = "TMA tensor copy";
-		} else if (part_is(s, n, "tensormap")) {
+		} else if (phos_ptx_tok_is(s, n, "tensormap")) {
 			in.cls = C_OPAQUE;
 			info.reason = "tensor map access";
 		} else if (space_of(s, n) != 0xff && in.nspaces < sizeof(in.spaces)) {
 			in.spaces[in.nspaces++] = space_of(s, n);
-		} else if (in.cls == C_ARITH && part_is(op, 4, "wmma")) {
-			if (part_is(s, n, "load"))
+		} else if (in.cls == C_ARITH && phos_ptx_tok_is(op, 4, "wmma")) {
+			if (phos_ptx_tok_is(s, n, "load"))
 				in.cls = C_LOAD;
-			else if (part_is(s, n, "store"))
+			else if (phos_ptx_tok_is(s, n, "store"))
 				in.cls = C_STORE;
 		}
 	}
@@ -656,7 +641,7 @@ static int parse_statement(struct entry *e, const char *p, const char *end)
 		const char *s;
 		struct operand o;
 
-		while (p < end && is_space(*p))
+		while (p < end && phos_ptx_is_space(*p))
 			p++;
 		if (p == end)
 			break;
@@ -951,58 +936,6 @@ static void judge(struct entry *e)
 
 /* ---- module and entries ----------------------------------------------- */
 
-/* Skips a comment at p, if any; returns where the text goes on. */
-static const char *skip_comment(const char *p, const char *end)
-{
-	if (end - p >= 2 && p[0] == '/' && p[1] == '/') {
-		while (p < end && *p != '\n')
-			p++;
-	} else if (end - p >= 2 && p[0] == '/' && p[1] == '*') {
-		p += 2;
-		while (end - p >= 2 && !(p[0] == '*' && p[1] == '/'))
-			p++;
-		p = end - p >= 2 ? p + 2 : end;
-	}
-	return p;
-}
-
-static const char *skip_ws(const char *p, const char *end)
-{
-	for (;;) {
-		const char *q;
-
-		while (p < end && is_space(*p))
-			p++;
-		q = skip_comment(p, end);
-		if (q == p)
-			return p;
-		p = q;
-	}
-}
-
-/* The next token: an identifier/directive, or one character. */
-static const char *next_tok(const char *p, const char *end, size_t *ret_len)
-{
-	const char *s;
-
-	p = skip_ws(p, end);
-	s = p;
-	if (p < end && (*p == '.' || is_ident_char(*p))) {
-		p++;
-		while (p < end && is_ident_char(*p))
-			p++;
-	} else if (p < end) {
-		p++;
-	}
-	*ret_len = (size_t)(p - s);
-	return s;
-}
-
-static bool tok_eq(const char *t, size_t n, const char *s)
-{
-	return part_is(t, n, s);
-}
-
 /* A declaration "... NAME[...] (= ...)? ;" starting at p: the name. */
 static const char *decl_name(const char *p, const char *end, size_t *ret_len)
 {
@@ -1011,13 +944,13 @@ static const char *decl_name(const char *p, const char *end, size_t *ret_len)
 
 	for (;;) {
 		size_t n;
-		const char *t = next_tok(p, end, &n);
+		const char *t = phos_ptx_next_tok(p, end, &n);
 
 		if (n == 0 || *t == ';' || *t == '[' || *t == '=' || *t == ',') {
 			*ret_len = nlen;
 			return name;
 		}
-		if (*t != '.' && is_ident_char(*t) && *t != '%') {
+		if (*t != '.' && phos_ptx_is_ident(*t) && *t != '%') {
 			name = t;
 			nlen = n;
 		}
@@ -1029,7 +962,7 @@ static const char *decl_name(const char *p, const char *end, size_t *ret_len)
 static const char *parse_params(struct entry *e, const char *p, const char *end)
 {
 	size_t n;
-	const char *t = next_tok(p, end, &n);
+	const char *t = phos_ptx_next_tok(p, end, &n);
 	uint32_t cur = 0;
 
 	if (n != 1 || *t != '(')
@@ -1041,22 +974,22 @@ static const char *parse_params(struct entry *e, const char *p, const char *end)
 		const char *name = NULL;
 		size_t nlen = 0;
 
-		t = next_tok(p, end, &n);
+		t = phos_ptx_next_tok(p, end, &n);
 		if (n == 1 && *t == ')')
 			break;
-		if (!tok_eq(t, n, ".param"))
+		if (!phos_ptx_tok_is(t, n, ".param"))
 			return NULL;
 		p = t + n;
 		for (;;) {
-			t = next_tok(p, end, &n);
+			t = phos_ptx_next_tok(p, end, &n);
 			if (n == 0)
 				return NULL;
 			p = t + n;
-			if (tok_eq(t, n, ".align")) {
+			if (phos_ptx_tok_is(t, n, ".align")) {
 				char buf[8];
 				unsigned long a;
 
-				t = next_tok(p, end, &n);
+				t = phos_ptx_next_tok(p, end, &n);
 				if (n == 0 || n >= sizeof(buf))
 					return NULL;
 				memcpy(buf, t, n);
@@ -1067,14 +1000,14 @@ static const char *parse_params(struct entry *e, const char *p, const char *end)
 				if (!ptr)
 					align = (uint32_t)a;
 				p = t + n;
-			} else if (tok_eq(t, n, ".ptr")) {
+			} else if (phos_ptx_tok_is(t, n, ".ptr")) {
 				ptr = true;
 			} else if (*t == '.') {
 				int s = type_size(t + 1, n - 1);
 
 				if (s)
 					tsize = (uint32_t)s;
-			} else if (is_ident_char(*t)) {
+			} else if (phos_ptx_is_ident(*t)) {
 				name = t;
 				nlen = n;
 				break;
@@ -1082,20 +1015,20 @@ static const char *parse_params(struct entry *e, const char *p, const char *end)
 				return NULL;
 			}
 		}
-		t = next_tok(p, end, &n);
+		t = phos_ptx_next_tok(p, end, &n);
 		if (n == 1 && *t == '[') {
 			char buf[12];
 
-			t = next_tok(t + 1, end, &n);
+			t = phos_ptx_next_tok(t + 1, end, &n);
 			if (n == 0 || n >= sizeof(buf))
 				return NULL;
 			memcpy(buf, t, n);
 			buf[n] = 0;
 			count = (uint32_t)strtoul(buf, NULL, 10);
-			t = next_tok(t + n, end, &n);
+			t = phos_ptx_next_tok(t + n, end, &n);
 			if (n != 1 || *t != ']')
 				return NULL;
-			t = next_tok(t + 1, end, &n);
+			t = phos_ptx_next_tok(t + 1, end, &n);
 		}
 		if (!tsize || !name || count == 0 || (uint64_t)tsize * count > 0x10000)
 			return NULL;
@@ -1126,14 +1059,14 @@ static const char *parse_body(struct entry *e, const char *p, const char *end)
 	int inner = 0;          /* bracket/brace depth inside a statement */
 
 	for (; p < end; p++) {
-		const char *q = skip_comment(p, end);
+		const char *q = phos_ptx_skip_comment(p, end);
 
 		if (q != p) {
 			p = q - 1;
 			continue;
 		}
 		if (!s) {
-			if (is_space(*p))
+			if (phos_ptx_is_space(*p))
 				continue;
 			if (*p == '{') {
 				depth++;
@@ -1157,15 +1090,15 @@ static const char *parse_body(struct entry *e, const char *p, const char *end)
 			const char *st = s, *se = p;
 
 			s = NULL;
-			st = skip_ws(st, se);
+			st = phos_ptx_skip_ws(st, se);
 			/* labels "NAME:" (not "::") */
 			for (;;) {
 				const char *l = st;
 
-				while (l < se && is_ident_char(*l))
+				while (l < se && phos_ptx_is_ident(*l))
 					l++;
 				if (l > st && l < se && *l == ':' && (l + 1 >= se || l[1] != ':'))
-					st = skip_ws(l + 1, se);
+					st = phos_ptx_skip_ws(l + 1, se);
 				else
 					break;
 			}
@@ -1173,9 +1106,9 @@ static const char *parse_body(struct entry *e, const char *p, const char *end)
 				continue;
 			if (*st == '.') {
 				size_t n;
-				const char *t = next_tok(st, se, &n);
-				uint8_t kind = tok_eq(t, n, ".local") || tok_eq(t, n, ".shared") ? SYM_LOCAL :
-					       tok_eq(t, n, ".param") ? SYM_OTHER : 0xff;
+				const char *t = phos_ptx_next_tok(st, se, &n);
+				uint8_t kind = phos_ptx_tok_is(t, n, ".local") || phos_ptx_tok_is(t, n, ".shared") ? SYM_LOCAL :
+					       phos_ptx_tok_is(t, n, ".param") ? SYM_OTHER : 0xff;
 
 				if (kind != 0xff) {
 					size_t nl;
@@ -1187,9 +1120,9 @@ static const char *parse_body(struct entry *e, const char *p, const char *end)
 				continue;       /* .reg, .pragma, .loc, ... */
 			}
 			if (*st == '@') {       /* guard */
-				while (st < se && !is_space(*st))
+				while (st < se && !phos_ptx_is_space(*st))
 					st++;
-				st = skip_ws(st, se);
+				st = phos_ptx_skip_ws(st, se);
 			}
 			if (st < se && parse_statement(e, st, se) == -ENOMEM) {
 				e->failed = true;
@@ -1246,7 +1179,7 @@ int phos_ptx_analyze(const char *text, size_t len, phos_ptx_entry_fn fn, void *c
 
 	while (p < end && *p && r == 0) {
 		size_t n;
-		const char *t = next_tok(p, end, &n);
+		const char *t = phos_ptx_next_tok(p, end, &n);
 
 		if (n == 0)
 			break;
@@ -1261,7 +1194,7 @@ int phos_ptx_analyze(const char *text, size_t len, phos_ptx_entry_fn fn, void *c
 		}
 		if (depth > 0)
 			continue;
-		if (tok_eq(t, n, ".global") || tok_eq(t, n, ".const") || tok_eq(t, n, ".shared")) {
+		if (phos_ptx_tok_is(t, n, ".global") || phos_ptx_tok_is(t, n, ".const") || phos_ptx_tok_is(t, n, ".shared")) {
 			size_t nl;
 			const char *name = decl_name(p, end, &nl);
 
@@ -1273,11 +1206,11 @@ int phos_ptx_analyze(const char *text, size_t len, phos_ptx_entry_fn fn, void *c
 			e.nmodsyms = e.nsyms;
 			continue;
 		}
-		if (tok_eq(t, n, ".entry")) {
-			const char *name = next_tok(p, end, &n), *body;
+		if (phos_ptx_tok_is(t, n, ".entry")) {
+			const char *name = phos_ptx_next_tok(p, end, &n), *body;
 			size_t nlen = n;
 
-			if (nlen == 0 || !is_ident_char(*name))
+			if (nlen == 0 || !phos_ptx_is_ident(*name))
 				break;
 			entry_reset(&e);
 			p = name + nlen;
@@ -1316,13 +1249,13 @@ int phos_ptx_analyze(const char *text, size_t len, phos_ptx_entry_fn fn, void *c
 			r = fn(ctx, name, nlen, &e.acc);
 			continue;
 		}
-		if (tok_eq(t, n, ".func")) {
+		if (phos_ptx_tok_is(t, n, ".func")) {
 			/* a device function: its name (for calls); the body is skipped by depth */
 			size_t nl;
 			const char *q = p, *name = NULL;
 
 			for (;;) {
-				const char *u = next_tok(q, end, &nl);
+				const char *u = phos_ptx_next_tok(q, end, &nl);
 
 				if (nl == 0)
 					break;
@@ -1337,7 +1270,7 @@ int phos_ptx_analyze(const char *text, size_t len, phos_ptx_entry_fn fn, void *c
 					}
 					continue;
 				}
-				if (is_ident_char(*u) && *u != '%') {
+				if (phos_ptx_is_ident(*u) && *u != '%') {
 					name = u;
 					break;
 				}

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptx_lex.h"
 #include "ptx_twin.h"
 
 _Static_assert(1 + 3 * PHOS_TWIN_MAX_RANGES == 769, "the prologue's table size");
@@ -103,17 +104,6 @@ struct twin {
 	size_t checks;
 };
 
-static bool is_ident_char(char c)
-{
-	return c == '_' || c == '$' || c == '%' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
-	       (c >= 'A' && c <= 'Z');
-}
-
-static bool is_space(char c)
-{
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
 static void out_put(struct out *o, const char *s, size_t n)
 {
 	if (o->err)
@@ -153,63 +143,6 @@ static void copy_to(struct twin *t, const char *p)
 	t->copied = p;
 }
 
-/* Skips a comment or a string at p, if any; returns where the text goes on. */
-static const char *skip_comment(const char *p, const char *end)
-{
-	if (end - p >= 2 && p[0] == '/' && p[1] == '/') {
-		while (p < end && *p != '\n')
-			p++;
-	} else if (end - p >= 2 && p[0] == '/' && p[1] == '*') {
-		p += 2;
-		while (end - p >= 2 && !(p[0] == '*' && p[1] == '/'))
-			p++;
-		p = end - p >= 2 ? p + 2 : end;
-	} else if (p < end && *p == '"') {
-		for (p++; p < end && *p != '"' && *p != '\n'; p++)
-			if (*p == '\\' && p + 1 < end)
-				p++;
-		p += p < end;
-	}
-	return p;
-}
-
-static const char *skip_ws(const char *p, const char *end)
-{
-	for (;;) {
-		const char *q;
-
-		while (p < end && is_space(*p))
-			p++;
-		q = skip_comment(p, end);
-		if (q == p)
-			return p;
-		p = q;
-	}
-}
-
-/* The next token: an identifier/directive/number, or one character. */
-static const char *next_tok(const char *p, const char *end, size_t *ret_len)
-{
-	const char *s;
-
-	p = skip_ws(p, end);
-	s = p;
-	if (p < end && (*p == '.' || is_ident_char(*p))) {
-		p++;
-		while (p < end && is_ident_char(*p))
-			p++;
-	} else if (p < end) {
-		p++;
-	}
-	*ret_len = (size_t)(p - s);
-	return s;
-}
-
-static bool tok_is(const char *t, size_t n, const char *s)
-{
-	return strlen(s) == n && !memcmp(t, s, n);
-}
-
 /* Whether name occurs in text as a whole identifier. */
 static bool has_ident(const char *text, size_t len, const char *name)
 {
@@ -217,7 +150,7 @@ static bool has_ident(const char *text, size_t len, const char *name)
 	const char *p = text, *end = text + len, *q;
 
 	while ((q = memmem(p, (size_t)(end - p), name, n))) {
-		if ((q == text || !is_ident_char(q[-1])) && (q + n == end || !is_ident_char(q[n])))
+		if ((q == text || !phos_ptx_is_ident(q[-1])) && (q + n == end || !phos_ptx_is_ident(q[n])))
 			return true;
 		p = q + 1;
 	}
@@ -252,7 +185,7 @@ static int parse_int(const char *p, const char *end, long long *ret)
 	if (p < end && (*p == '-' || *p == '+')) {
 		neg = *p == '-';
 		p++;
-		while (p < end && is_space(*p))
+		while (p < end && phos_ptx_is_space(*p))
 			p++;
 	}
 	if (end > p && end[-1] == 'U')
@@ -308,12 +241,12 @@ static int declare_registers(struct twin *t, const char *p, const char *e)
 {
 	while (p < e) {
 		size_t n;
-		const char *tk = next_tok(p, e, &n);
+		const char *tk = phos_ptx_next_tok(p, e, &n);
 
 		if (n == 0)
 			break;
 		p = tk + n;
-		if (*tk == '.' || *tk == '%' || !is_ident_char(*tk) || (*tk >= '0' && *tk <= '9'))
+		if (*tk == '.' || *tk == '%' || !phos_ptx_is_ident(*tk) || (*tk >= '0' && *tk <= '9'))
 			continue;       /* types, '%' names, punctuation, counts */
 		if (t->nregs == t->cregs) {
 			size_t c = t->cregs ? t->cregs * 2 : 16;
@@ -324,7 +257,7 @@ static int declare_registers(struct twin *t, const char *p, const char *e)
 			t->regs = r;
 			t->cregs = c;
 		}
-		t->regs[t->nregs++] = (struct reg_name){ tk, n, p < e && skip_ws(p, e) < e && *skip_ws(p, e) == '<' };
+		t->regs[t->nregs++] = (struct reg_name){ tk, n, p < e && phos_ptx_skip_ws(p, e) < e && *phos_ptx_skip_ws(p, e) == '<' };
 	}
 	return 0;
 }
@@ -339,28 +272,28 @@ static int emit_check(struct twin *t, const char *g, size_t gn, const char *m, s
 	long long off = 0;
 	char num[64];
 
-	while (p < end && is_space(*p))
+	while (p < end && phos_ptx_is_space(*p))
 		p++;
-	while (end > p && is_space(end[-1]))
+	while (end > p && phos_ptx_is_space(end[-1]))
 		end--;
 	if (p == end)
 		return -EBADMSG;
 	b = p;
-	for (be = b; be < end && is_ident_char(*be); be++)
+	for (be = b; be < end && phos_ptx_is_ident(*be); be++)
 		;
 	if (be == b || (*b == '%' && be == b + 1))
 		return -EBADMSG;
 	if ((*b >= '0' && *b <= '9') || !is_register(t, b, (size_t)(be - b)))
 		return 0;       /* an immediate or a symbol: not instrumented */
 	p = be;
-	while (p < end && is_space(*p))
+	while (p < end && phos_ptx_is_space(*p))
 		p++;
 	if (p < end) {
 		if (*p != '+' && *p != '-')
 			return -EBADMSG;
 		if (*p == '+')
 			p++;
-		while (p < end && is_space(*p))
+		while (p < end && phos_ptx_is_space(*p))
 			p++;
 		if (parse_int(p, end, &off) < 0)
 			return -EBADMSG;
@@ -408,32 +341,32 @@ static int statement(struct twin *t, const char *s, const char *e)
 	int r = 0;
 
 	if (*s == '.') {        /* .reg, .local, .pragma, ... */
-		for (q = s; q < e && !is_space(*q); q++)
+		for (q = s; q < e && !phos_ptx_is_space(*q); q++)
 			;
-		return tok_is(s, (size_t)(q - s), ".reg") ? declare_registers(t, q, e) : 0;
+		return phos_ptx_tok_is(s, (size_t)(q - s), ".reg") ? declare_registers(t, q, e) : 0;
 	}
 	op = s;
 	if (*s == '@') {
-		while (op < e && !is_space(*op))
+		while (op < e && !phos_ptx_is_space(*op))
 			op++;
 		gn = (size_t)(op - s);
-		op = skip_ws(op, e);
+		op = phos_ptx_skip_ws(op, e);
 	}
 	if (gn == 1 || (gn == 2 && s[1] == '!'))
 		return -EBADMSG;        /* a guard without a predicate */
-	for (op_end = op; op_end < e && !is_space(*op_end); op_end++)
+	for (op_end = op; op_end < e && !phos_ptx_is_space(*op_end); op_end++)
 		;
 	for (q = op; q < op_end && *q != '.'; q++)
 		;
-	if (tok_is(op, (size_t)(q - op), "ld") || tok_is(op, (size_t)(q - op), "ldu")) {
+	if (phos_ptx_tok_is(op, (size_t)(q - op), "ld") || phos_ptx_tok_is(op, (size_t)(q - op), "ldu")) {
 		kind = K_ACCESS;
-	} else if (tok_is(op, (size_t)(q - op), "prefetch") || tok_is(op, (size_t)(q - op), "prefetchu")) {
+	} else if (phos_ptx_tok_is(op, (size_t)(q - op), "prefetch") || phos_ptx_tok_is(op, (size_t)(q - op), "prefetchu")) {
 		kind = K_ACCESS;
-	} else if (tok_is(op, (size_t)(q - op), "st") || tok_is(op, (size_t)(q - op), "atom") ||
-		   tok_is(op, (size_t)(q - op), "red")) {
+	} else if (phos_ptx_tok_is(op, (size_t)(q - op), "st") || phos_ptx_tok_is(op, (size_t)(q - op), "atom") ||
+		   phos_ptx_tok_is(op, (size_t)(q - op), "red")) {
 		kind = K_ACCESS;
 		write = true;
-	} else if (tok_is(op, (size_t)(q - op), "cp")) {
+	} else if (phos_ptx_tok_is(op, (size_t)(q - op), "cp")) {
 		kind = K_COPY;
 	} else {
 		return 0;
@@ -450,8 +383,8 @@ static int statement(struct twin *t, const char *s, const char *e)
 		if (sp != SP_NONE && nspaces < sizeof(spaces) / sizeof(spaces[0]))
 			spaces[nspaces++] = sp;
 		other_space |= sp == SP_OTHER;
-		skip |= tok_is(part, n, "tensor") || tok_is(part, n, "tensormap");
-		prefetch |= tok_is(part, n, "prefetch");
+		skip |= phos_ptx_tok_is(part, n, "tensor") || phos_ptx_tok_is(part, n, "tensormap");
+		prefetch |= phos_ptx_tok_is(part, n, "prefetch");
 	}
 	if (skip || (kind == K_ACCESS && other_space))
 		return 0;
@@ -461,7 +394,7 @@ static int statement(struct twin *t, const char *s, const char *e)
 	if (!clean)
 		return -ENOMEM;
 	for (const char *p = op_end; p < e;) {
-		const char *c = *p == '"' ? p : skip_comment(p, e);
+		const char *c = *p == '"' ? p : phos_ptx_skip_comment(p, e);
 
 		if (c != p) {
 			memset(clean + (p - op_end), ' ', (size_t)(c - p));
@@ -475,7 +408,7 @@ static int statement(struct twin *t, const char *s, const char *e)
 		const char *o;
 		int depth = 0;
 
-		while (p < ce && is_space(*p))
+		while (p < ce && phos_ptx_is_space(*p))
 			p++;
 		o = p;
 		for (; p < ce; p++) {
@@ -489,7 +422,7 @@ static int statement(struct twin *t, const char *s, const char *e)
 		if (o < p && *o == '[') {
 			const char *c = p;
 
-			while (c > o && is_space(c[-1]))
+			while (c > o && phos_ptx_is_space(c[-1]))
 				c--;
 			if (c[-1] != ']' || c - o < 2) {
 				r = -EBADMSG;
@@ -520,14 +453,14 @@ static int body(struct twin *t, const char *p, const char **ret_end)
 	t->nregs = 0;
 
 	for (; p < end; p++) {
-		const char *q = skip_comment(p, end);
+		const char *q = phos_ptx_skip_comment(p, end);
 
 		if (q != p) {
 			p = q - 1;
 			continue;
 		}
 		if (!s) {
-			if (is_space(*p))
+			if (phos_ptx_is_space(*p))
 				continue;
 			if (*p == '{') {
 				depth++;
@@ -542,9 +475,9 @@ static int body(struct twin *t, const char *p, const char **ret_end)
 			}
 			if (depth == 0)
 				return -EBADMSG;
-			if (is_ident_char(*p)) {
+			if (phos_ptx_is_ident(*p)) {
 				/* a label "NAME:" (not "::"): the statement starts after it */
-				for (q = p; q < end && is_ident_char(*q); q++)
+				for (q = p; q < end && phos_ptx_is_ident(*q); q++)
 					;
 				if (q < end && *q == ':' && (q + 1 == end || q[1] != ':')) {
 					p = q;
@@ -578,7 +511,7 @@ static int rewrite(struct twin *t)
 
 	while (p < end) {
 		size_t n;
-		const char *tk = next_tok(p, end, &n);
+		const char *tk = phos_ptx_next_tok(p, end, &n);
 
 		if (n == 0)
 			break;
@@ -594,9 +527,9 @@ static int rewrite(struct twin *t)
 		}
 		if (depth > 0)
 			continue;
-		if (tok_is(tk, n, ".address_size")) {
-			tk = next_tok(p, end, &n);
-			if (header || !tok_is(tk, n, "64"))
+		if (phos_ptx_tok_is(tk, n, ".address_size")) {
+			tk = phos_ptx_next_tok(p, end, &n);
+			if (header || !phos_ptx_tok_is(tk, n, "64"))
 				return -EBADMSG;        /* only 64-bit modules */
 			p = tk + n;
 			copy_to(t, p);
@@ -604,7 +537,7 @@ static int rewrite(struct twin *t)
 			header = true;
 			continue;
 		}
-		if (tok_is(tk, n, ".entry") || tok_is(tk, n, ".func")) {
+		if (phos_ptx_tok_is(tk, n, ".entry") || phos_ptx_tok_is(tk, n, ".func")) {
 			const char *b = p;
 			int paren = 0;
 
@@ -612,7 +545,7 @@ static int rewrite(struct twin *t)
 				return -EBADMSG;
 			/* the body, or ';' of a declaration, outside the parameter lists */
 			for (; b < end; b++) {
-				const char *q = skip_comment(b, end);
+				const char *q = phos_ptx_skip_comment(b, end);
 
 				if (q != b) {
 					b = q - 1;
