@@ -18,12 +18,11 @@ import json
 import os
 import random
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 
-from harness import BUILD, TWINS, admin_headers, check, done, program
+from harness import BUILD, admin_headers, check, done, fn_env as env, free_port, program
 
 INVOKER = os.path.join(BUILD, "invoker", "phos-invoker")
 VECADD = program("functions", "examples", "vecadd")
@@ -35,21 +34,6 @@ ROUNDS = int(os.environ.get("PHOS_FUZZ_ROUNDS", "400"))
 tmp = tempfile.mkdtemp(prefix="phos-fuzz-test-")
 STATE = os.path.join(tmp, "state")
 faulthandler.dump_traceback_later(int(os.environ.get("PHOS_FUZZ_WATCHDOG_S", "240")), exit=True)
-
-
-def env():
-    e = dict(os.environ, PHOS_SIM_TWINS=TWINS)
-    if os.environ.get("PHOS_TEST_PRELOAD"):
-        e["LD_PRELOAD"] = os.environ["PHOS_TEST_PRELOAD"]
-    return e
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def send(port, method, path, body=b"", headers=None):

@@ -21,13 +21,12 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
 import time
 
-from harness import BUILD, PHOS_FN, TWINS, check, done, program
+from harness import BUILD, PHOS_FN, check, done, fn_env as env, free_port, program
 
 INVOKER = os.path.join(BUILD, "invoker", "phos-invoker")
 VECADD = program("functions", "examples", "vecadd")
@@ -37,21 +36,6 @@ MISBEHAVE = program("tests", "integration", "misbehave")
 tmp = tempfile.mkdtemp(prefix="phos-invoker-test-")
 procs = []
 TOKENS = {}   # port: the admin token the invoker made in its state dir
-
-
-def env():
-    e = dict(os.environ, PHOS_SIM_TWINS=TWINS)
-    if os.environ.get("PHOS_TEST_PRELOAD"):
-        e["LD_PRELOAD"] = os.environ["PHOS_TEST_PRELOAD"]
-    return e
-
-
-def free_port(host="127.0.0.1"):
-    s = socket.socket()
-    s.bind((host, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def start(state, host="127.0.0.1", extra=()):

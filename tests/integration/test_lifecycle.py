@@ -30,13 +30,12 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
 import time
 
-from harness import BUILD, TWINS, check, done, program
+from harness import BUILD, check, done, fn_env as env, free_port, program, route_headers
 
 INVOKER = os.path.join(BUILD, "invoker", "phos-invoker")
 MISBEHAVE = program("tests", "integration", "misbehave")
@@ -47,21 +46,6 @@ tmp = tempfile.mkdtemp(prefix="phos-lifecycle-test-")
 procs = []
 
 
-def env():
-    e = dict(os.environ, PHOS_SIM_TWINS=TWINS)
-    if os.environ.get("PHOS_TEST_PRELOAD"):
-        e["LD_PRELOAD"] = os.environ["PHOS_TEST_PRELOAD"]
-    return e
-
-
-def free_port():
-    s = socket.socket()
-    s.bind((H, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 STATES = {}  # port: the state dir of the invoker there (its admin.token)
 
 
@@ -69,11 +53,9 @@ def request(port, method, path, body=None, timeout=60):
     c = http.client.HTTPConnection(H, port, timeout=timeout)
     if isinstance(body, (dict, list)):
         body = json.dumps(body)
-    headers = {"Content-Type": "application/json"} if body is not None else {}
-    tok = os.path.join(STATES.get(port, ""), "admin.token")
-    if (path.startswith("/system/") or path == "/metrics") and port in STATES and os.path.exists(tok):
-        with open(tok) as f:
-            headers["Authorization"] = "Bearer " + f.read().strip()
+    headers = route_headers(STATES.get(port), path)
+    if body is None:
+        del headers["Content-Type"]
     c.request(method, path, body=body, headers=headers)
     r = c.getresponse()
     data = r.read()

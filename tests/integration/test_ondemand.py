@@ -18,35 +18,12 @@ import subprocess
 import tempfile
 import time
 
-from harness import BUILD, DEVICE, admin_headers, PHOS_FN, TWINS, check, done, program, read_trace
+from harness import admin_headers, answers, BUILD, check, DEVICE, done, fn_env as env, phos, program, read_trace
 
 ONDEMAND = program("tests", "integration", "ondemand")
 INVOKER = os.path.join(BUILD, "invoker", "phos-invoker")
 NBUF, MIB = 16, 2
 tmp = tempfile.mkdtemp(prefix="phos-ondemand-test-")
-
-
-def env(extra=None):
-    e = dict(os.environ, PHOS_SIM_TWINS=TWINS)
-    if os.environ.get("PHOS_TEST_PRELOAD"):
-        e["LD_PRELOAD"] = os.environ["PHOS_TEST_PRELOAD"]
-    e.update(extra or {})
-    return e
-
-
-def phos(*args, stdin="", extra_env=None, timeout=300):
-    return subprocess.run([PHOS_FN, *map(str, args)], input=stdin, capture_output=True, text=True, timeout=timeout,
-                          env=env(extra_env))
-
-
-def answers(p):
-    out = []
-    for line in p.stdout.splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            pass
-    return out
 
 
 def manifest(d):

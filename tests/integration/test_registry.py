@@ -29,13 +29,12 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
 import time
 
-from harness import BUILD, TWINS, check, done, program
+from harness import BUILD, check, done, free_port, program, route_headers, TWINS
 
 INVOKER = os.path.join(BUILD, "invoker", "phos-invoker")
 MISBEHAVE = program("tests", "integration", "misbehave")
@@ -51,14 +50,6 @@ def env(extra=None):
         e["LD_PRELOAD"] = os.environ["PHOS_TEST_PRELOAD"]
     e.update(extra or {})
     return e
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Invoker:
@@ -92,12 +83,7 @@ class Invoker:
         try:
             if isinstance(body, (dict, list)):
                 body = json.dumps(body)
-            headers = {"Content-Type": "application/json"}
-            tok = os.path.join(self.state, "admin.token")
-            if (path.startswith("/system/") or path == "/metrics") and os.path.exists(tok):
-                with open(tok) as f:
-                    headers["Authorization"] = "Bearer " + f.read().strip()
-            c.request(method, path, body=body, headers=headers)
+            c.request(method, path, body=body, headers=route_headers(self.state, path))
             r = c.getresponse()
             data = r.read()
         finally:

@@ -30,7 +30,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import BUILD, PHOS_FN, TWINS, check, done, program
+from harness import BUILD, PHOS_FN, TWINS, check, done, free_port, program
 
 INVOKER = os.path.join(BUILD, "invoker", "phos-invoker")
 MISBEHAVE = program("tests", "integration", "misbehave")
@@ -47,14 +47,6 @@ def env(**extra):
     e.pop("PHOS_STATE_DIR", None)
     e.update(extra)
     return e
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def start(state, extra=(), expect_fail=False):

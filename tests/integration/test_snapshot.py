@@ -16,18 +16,10 @@ import subprocess
 import tempfile
 import threading
 
-from harness import DEVICE, PHOS_FN, TWINS, check, done, program
+from harness import DEVICE, PHOS_FN, check, done, fn_env as env, program
 
 STATEFUL = program("tests", "integration", "stateful")
 REQS = "".join('{"op":"state"}\n' for _ in range(4))
-
-
-def env(extra=None):
-    e = dict(os.environ, PHOS_SIM_TWINS=TWINS)
-    if os.environ.get("PHOS_TEST_PRELOAD"):
-        e["LD_PRELOAD"] = os.environ["PHOS_TEST_PRELOAD"]
-    e.update(extra or {})
-    return e
 
 
 def phos(*args, stdin="", extra_env=None, timeout=300):

@@ -14,13 +14,12 @@ import http.client
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
 import time
 
-from harness import BUILD, TWINS, check, done, program
+from harness import BUILD, check, done, fn_env as env, free_port, program, route_headers
 
 INVOKER = os.path.join(BUILD, "invoker", "phos-invoker")
 VECADD = program("functions", "examples", "vecadd")
@@ -32,21 +31,6 @@ tmp = tempfile.mkdtemp(prefix="phos-snapstress-")
 procs = []
 
 
-def env():
-    e = dict(os.environ, PHOS_SIM_TWINS=TWINS)
-    if os.environ.get("PHOS_TEST_PRELOAD"):
-        e["LD_PRELOAD"] = os.environ["PHOS_TEST_PRELOAD"]
-    return e
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 STATES = {}  # port: the state dir of the invoker there (its admin.token)
 
 
@@ -54,11 +38,7 @@ def request(port, method, path, body=None, timeout=120):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     if isinstance(body, (dict, list)):
         body = json.dumps(body)
-    headers = {"Content-Type": "application/json"}
-    tok = os.path.join(STATES.get(port, ""), "admin.token")
-    if (path.startswith("/system/") or path == "/metrics") and port in STATES and os.path.exists(tok):
-        with open(tok) as fh:
-            headers["Authorization"] = "Bearer " + fh.read().strip()
+    headers = route_headers(STATES.get(port), path)
     c.request(method, path, body=body, headers=headers)
     r = c.getresponse()
     data = r.read()

@@ -12,29 +12,9 @@ launch as opaque while the exact fill kernel stays exact.
 """
 import json
 import os
-import subprocess
 import tempfile
 
-from harness import DEVICE, PHOS_FN, TWINS, check, done, program, read_trace
-
-def phos(*args, stdin="", extra_env=None, timeout=300):
-    e = dict(os.environ, PHOS_SIM_TWINS=TWINS)
-    if os.environ.get("PHOS_TEST_PRELOAD"):
-        e["LD_PRELOAD"] = os.environ["PHOS_TEST_PRELOAD"]
-    e.update(extra_env or {})
-    return subprocess.run([PHOS_FN, *map(str, args)], input=stdin, capture_output=True, text=True,
-                          timeout=timeout, env=e)
-
-
-def answers(p):
-    out = []
-    for line in p.stdout.splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            pass
-    return out
-
+from harness import answers, check, DEVICE, done, phos, program, read_trace
 
 def manifest(d):
     with open(os.path.join(d, "manifest.json")) as f:

@@ -17,33 +17,14 @@ saw an access outside its set. What is tested is everything around the check:
 """
 import json
 import os
-import subprocess
 import tempfile
 
-from harness import DEVICE, PHOS_FN, TWINS, check, done, program, read_trace
+from harness import answers, check, DEVICE, done, phos, program, read_trace
 
 TABLES = program("functions", "examples", "tables")
 tmp = tempfile.mkdtemp(prefix="phos-validate-test-")
 args = ["--tables", "4", "--table-mib", "2"]
 direct = json.dumps({"table": 3, "direct": True})
-
-
-def phos(*a, stdin="", extra_env=None):
-    e = dict(os.environ, PHOS_SIM_TWINS=TWINS)
-    if os.environ.get("PHOS_TEST_PRELOAD"):
-        e["LD_PRELOAD"] = os.environ["PHOS_TEST_PRELOAD"]
-    e.update(extra_env or {})
-    return subprocess.run([PHOS_FN, *map(str, a)], input=stdin, capture_output=True, text=True, timeout=300, env=e)
-
-
-def answers(p):
-    out = []
-    for line in p.stdout.splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            pass
-    return out
 
 
 def launches(trace, kernel):
