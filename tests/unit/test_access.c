@@ -21,31 +21,6 @@
 #include "kparam.h"
 #include "ptx_access.h"
 
-static void *read_file(const char *path, size_t *ret_len)
-{
-	FILE *f = fopen(path, "rb");
-	size_t cap = 1 << 16, len = 0, n;
-	char *buf = malloc(cap + 1);
-
-	if (!f || !buf) {
-		fprintf(stderr, "%s: cannot read\n", path);
-		exit(1);
-	}
-	while ((n = fread(buf + len, 1, cap - len, f)) > 0) {
-		len += n;
-		if (len == cap) {
-			cap *= 2;
-			buf = realloc(buf, cap + 1);
-			if (!buf)
-				exit(1);
-		}
-	}
-	fclose(f);
-	buf[len] = 0;
-	*ret_len = len;
-	return buf;
-}
-
 struct want_sets {
 	const char *name;
 	uint64_t read, write;   /* words 0..63 */
@@ -72,7 +47,7 @@ static void check_corpus(const char *path)
 	struct phos_fatbin *fb = NULL;
 	unsigned cubins, ptx, nk, nexact = 0, nopaque = 0;
 	size_t len;
-	void *buf = read_file(path, &len);
+	void *buf = check_read_file(path, &len);
 	int r = phos_fatbin_parse(buf, len, &fb);
 
 	free(buf);
@@ -86,7 +61,7 @@ static void check_corpus(const char *path)
 		char *text = NULL;
 		size_t tlen = 0;
 
-		buf = read_file(path, &len);
+		buf = check_read_file(path, &len);
 		r = phos_fatbin_ptx(buf, len, &text, &tlen);
 		CHECK(r == 0 && text && strlen(text) == tlen && strstr(text, ".entry _Z11exact_saxpyifPKfPf"),
 		      "%s: phos_fatbin_ptx %d", path, r);
@@ -148,7 +123,7 @@ static void check_sass_only(const char *path)
 	struct phos_fatbin *fb = NULL;
 	unsigned cubins, ptx, nk;
 	size_t len;
-	void *buf = read_file(path, &len);
+	void *buf = check_read_file(path, &len);
 	int r = phos_fatbin_parse(buf, len, &fb);
 
 	free(buf);
@@ -161,7 +136,7 @@ static void check_sass_only(const char *path)
 		char *text = NULL;
 		size_t tlen;
 
-		buf = read_file(path, &len);
+		buf = check_read_file(path, &len);
 		CHECK(phos_fatbin_ptx(buf, len, &text, &tlen) == -ENOENT && !text, "%s: PTX found in a SASS-only build",
 		      path);
 		free(buf);
@@ -260,7 +235,7 @@ static int count_only(void *ctx, const char *name, size_t len, const struct phos
 static void check_mutations(const char *path)
 {
 	size_t len;
-	char *text = read_file(path, &len), *m = malloc(len * 2 + 64);
+	char *text = check_read_file(path, &len), *m = malloc(len * 2 + 64);
 	uint64_t seed = 0x9e3779b97f4a7c15ull;
 	int total = 0;
 

@@ -28,31 +28,6 @@
 static const char *ptxas;
 static char tmpdir[] = "/tmp/phos-twin-XXXXXX";
 
-static char *read_file(const char *path, size_t *ret_len)
-{
-	FILE *f = fopen(path, "rb");
-	size_t cap = 1 << 16, len = 0, n;
-	char *buf = malloc(cap + 1);
-
-	if (!f || !buf) {
-		fprintf(stderr, "%s: cannot read\n", path);
-		exit(1);
-	}
-	while ((n = fread(buf + len, 1, cap - len, f)) > 0) {
-		len += n;
-		if (len == cap) {
-			cap *= 2;
-			buf = realloc(buf, cap + 1);
-			if (!buf)
-				exit(1);
-		}
-	}
-	fclose(f);
-	buf[len] = 0;
-	*ret_len = len;
-	return buf;
-}
-
 /* ---- an independent count of instrumentable operands ------------------ */
 
 /* The text without comments, one statement per ';' (the scan of ptx_twin.c
@@ -589,12 +564,12 @@ int main(int argc, char **argv)
 	else
 		printf("SKIP ptxas checks: %s is not executable\n", argv[1]);
 
-	corpus = read_file(argv[2], &len);
+	corpus = check_read_file(argv[2], &len);
 	n = check_module(argv[2], corpus, len);
 	CHECK(n >= 100, "the corpus has only %d checks", n);
 	for (int i = 3; i < argc; i++) {
 		size_t elen;
-		char *ex = read_file(argv[i], &elen);
+		char *ex = check_read_file(argv[i], &elen);
 
 		n = check_module(argv[i], ex, elen);
 		examples += n > 0 ? n : 0;      /* gemm.cu has no kernels of its own */
