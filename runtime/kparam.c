@@ -521,8 +521,9 @@ static int entry_decode(const uint8_t *h, const uint8_t *payload, uint64_t psize
 	return 0;
 }
 
-static int parse_entry(struct phos_fatbin *fb, const uint8_t *h, const uint8_t *payload, uint64_t psize)
+static int parse_entry(void *ctx, const uint8_t *h, const uint8_t *payload, uint64_t psize)
 {
+	struct phos_fatbin *fb = ctx;
 	uint16_t kind = rd16(h);
 	uint8_t *buf;
 	const uint8_t *data;
@@ -539,6 +540,42 @@ static int parse_entry(struct phos_fatbin *fb, const uint8_t *h, const uint8_t *
 	else
 		r = parse_ptx(fb, (const char *)data, len);
 	free(buf);
+	return r;
+}
+
+typedef int (*entry_fn)(void *ctx, const uint8_t *h, const uint8_t *payload, uint64_t psize);
+
+/* Calls fn for every entry of the fatbin at p (a fatbin header, not a
+ * wrapper), each checked to lie inside it. fn returns 0 to go on, a negative
+ * errno to fail, or 1 to stop there. Returns fn's last value (0 when all ran),
+ * -EINVAL (not a fatbin) or -EBADMSG (truncated, corrupt, too many entries). */
+static int entries_walk(const uint8_t *p, size_t len, entry_fn fn, void *ctx)
+{
+	uint64_t hsize, end;
+	unsigned nentries = 0;
+	int r = 0;
+
+	if (len < 16 || rd32(p) != FATBIN_MAGIC || rd16(p + 4) != 1)
+		return -EINVAL;
+	hsize = rd16(p + 6);
+	end = rd64(p + 8);
+	if (hsize < 16 || hsize > len || end > len - hsize)
+		return -EBADMSG;
+	end += hsize;
+	for (uint64_t off = hsize; off < end && r == 0; nentries++) {
+		const uint8_t *h = p + off;
+		uint32_t ehsize;
+		uint64_t psize;
+
+		if (nentries == MAX_ENTRIES || end - off < ENTRY_HDR_MIN)
+			return -EBADMSG;
+		ehsize = rd32(h + 4);
+		psize = rd64(h + 8);
+		if (ehsize < ENTRY_HDR_MIN || ehsize > end - off || psize > end - off - ehsize)
+			return -EBADMSG;
+		r = fn(ctx, h, h + ehsize, psize);
+		off += ehsize + psize;
+	}
 	return r;
 }
 
@@ -609,9 +646,7 @@ int phos_fatbin_parse(const void *data, size_t len, struct phos_fatbin **ret_fb)
 {
 	const uint8_t *p = data;
 	struct phos_fatbin *fb;
-	uint64_t hsize, end;
-	unsigned nentries = 0;
-	int r = 0;
+	int r;
 
 	if (!p || len < 16)
 		return -EINVAL;
@@ -631,33 +666,10 @@ int phos_fatbin_parse(const void *data, size_t len, struct phos_fatbin **ret_fb)
 	}
 	if (rd32(p) != FATBIN_MAGIC || rd16(p + 4) != 1)
 		return -EINVAL;
-	hsize = rd16(p + 6);
-	end = rd64(p + 8);
-	if (hsize < 16 || hsize > len || end > len - hsize)
-		return -EBADMSG;
-	end += hsize;
-
 	fb = calloc(1, sizeof(*fb));
 	if (!fb)
 		return -ENOMEM;
-	for (uint64_t off = hsize; off < end && r == 0; nentries++) {
-		const uint8_t *h = p + off;
-		uint32_t ehsize;
-		uint64_t psize;
-
-		if (nentries == MAX_ENTRIES || end - off < ENTRY_HDR_MIN) {
-			r = -EBADMSG;
-			break;
-		}
-		ehsize = rd32(h + 4);
-		psize = rd64(h + 8);
-		if (ehsize < ENTRY_HDR_MIN || ehsize > end - off || psize > end - off - ehsize) {
-			r = -EBADMSG;
-			break;
-		}
-		r = parse_entry(fb, h, h + ehsize, psize);
-		off += ehsize + psize;
-	}
+	r = entries_walk(p, len, parse_entry, fb);
 	if (r < 0) {
 		phos_fatbin_free(fb);
 		return r;
@@ -683,55 +695,52 @@ int phos_fatbin_parse(const void *data, size_t len, struct phos_fatbin **ret_fb)
 	return 0;
 }
 
+struct ptx_found {
+	char *text;
+	size_t len;
+};
+
+/* The first PTX entry, decoded into ctx; 1 stops the walk there. */
+static int ptx_entry(void *ctx, const uint8_t *h, const uint8_t *payload, uint64_t psize)
+{
+	struct ptx_found *f = ctx;
+	uint64_t dlen;
+	uint8_t *buf;
+	const uint8_t *d;
+	int r;
+
+	if (rd16(h) != FATBIN_KIND_PTX)
+		return 0;
+	r = entry_decode(h, payload, psize, &buf, &d, &dlen);
+	if (r < 0)
+		return r;
+	while (dlen && d[dlen - 1] == 0)      /* padding */
+		dlen--;
+	f->text = malloc(dlen + 1);
+	if (f->text) {
+		memcpy(f->text, d, dlen);
+		f->text[dlen] = 0;
+		f->len = dlen;
+	}
+	free(buf);
+	return f->text ? 1 : -ENOMEM;
+}
+
 int phos_fatbin_ptx(const void *data, size_t len, char **ret_text, size_t *ret_len)
 {
-	const uint8_t *p = data;
-	uint64_t hsize, end;
-	unsigned nentries = 0;
+	struct ptx_found f = { 0 };
+	int r;
 
-	if (!p || len < 16 || rd32(p) != FATBIN_MAGIC || rd16(p + 4) != 1)
+	if (!data)
 		return -EINVAL;
-	hsize = rd16(p + 6);
-	end = rd64(p + 8);
-	if (hsize < 16 || hsize > len || end > len - hsize)
-		return -EBADMSG;
-	end += hsize;
-	for (uint64_t off = hsize; off < end; nentries++) {
-		const uint8_t *h = p + off;
-		uint32_t ehsize;
-		uint64_t psize, dlen;
-		uint8_t *buf;
-		const uint8_t *d;
-		char *text;
-		int r;
-
-		if (nentries == MAX_ENTRIES || end - off < ENTRY_HDR_MIN)
-			return -EBADMSG;
-		ehsize = rd32(h + 4);
-		psize = rd64(h + 8);
-		if (ehsize < ENTRY_HDR_MIN || ehsize > end - off || psize > end - off - ehsize)
-			return -EBADMSG;
-		off += ehsize + psize;
-		if (rd16(h) != FATBIN_KIND_PTX)
-			continue;
-		r = entry_decode(h, h + ehsize, psize, &buf, &d, &dlen);
-		if (r < 0)
-			return r;
-		while (dlen && d[dlen - 1] == 0)      /* padding */
-			dlen--;
-		text = malloc(dlen + 1);
-		if (!text) {
-			free(buf);
-			return -ENOMEM;
-		}
-		memcpy(text, d, dlen);
-		text[dlen] = 0;
-		free(buf);
-		*ret_text = text;
-		*ret_len = dlen;
-		return 0;
-	}
-	return -ENOENT;
+	r = entries_walk(data, len, ptx_entry, &f);
+	if (r < 0)
+		return r;
+	if (!f.text)
+		return -ENOENT;
+	*ret_text = f.text;
+	*ret_len = f.len;
+	return 0;
 }
 
 int phos_fatbin_kernel(const struct phos_fatbin *fb, const char *name, struct phos_kernel_info *ret_info)
