@@ -46,8 +46,9 @@ int spec_range(struct executor *ex, struct spec_set *s, uint64_t addr, uint64_t 
 	return 0;
 }
 
-/* Adds the buffer holding pointer value v. Returns -1 when v points into the
- * arena at no live buffer (a freed or never allocated address). */
+/* Adds the buffer holding pointer value v to s (when s is given). Returns -1
+ * when v points into the arena at no live buffer (a freed or never allocated
+ * address). */
 static int add_pointer(struct executor *ex, struct spec_set *s, uint64_t v, uint8_t access, bool strict)
 {
 	const struct phos_buf *b;
@@ -56,7 +57,8 @@ static int add_pointer(struct executor *ex, struct spec_set *s, uint64_t v, uint
 		return 0;
 	b = phos_bufmap_find(ex->bufs, v);
 	if (b) {
-		spec_add(s, b->addr, b->size, access);
+		if (s)
+			spec_add(s, b->addr, b->size, access);
 		return 0;
 	}
 	if (!strict || !phos_bufmap_in_arena(ex->bufs, v))
@@ -67,8 +69,47 @@ static int add_pointer(struct executor *ex, struct spec_set *s, uint64_t v, uint
 	return b && b->addr + b->size == v ? 0 : -1;
 }
 
+/* The parameters by their declared kinds (kparam.h): pointers are checked
+ * (-PHOS_CUDA_ILLEGAL_ADDRESS when one dangles) and, when s is given, their
+ * buffers added to it. */
 static int launch_declared(struct executor *ex, const struct phos_kernel_info *ki, const uint8_t *params,
-			   uint32_t param_bytes, struct spec_set *s);
+			   uint32_t param_bytes, struct spec_set *s)
+{
+	for (uint32_t i = 0; i < ki->nparams; i++) {
+		const struct phos_kparam *p = &ki->params[i];
+		uint64_t v;
+
+		if ((uint32_t)p->offset + p->size > param_bytes)
+			return -PHOS_CUDA_INVALID_VALUE;
+		switch (p->kind) {
+		case PHOS_PARAM_CONST_PTR:
+		case PHOS_PARAM_PTR:
+			if (p->size == 8) {
+				memcpy(&v, params + p->offset, 8);
+				if (add_pointer(ex, s, v, p->kind == PHOS_PARAM_PTR ? SPEC_READ | SPEC_WRITE : SPEC_READ,
+						true) < 0)
+					return -PHOS_CUDA_ILLEGAL_ADDRESS;
+				break;
+			}
+			/* An odd-sized "pointer" is scanned like a struct. */
+			__attribute__((fallthrough));
+		case PHOS_PARAM_OPAQUE:
+			/* Every aligned 8-byte word may be a pointer; it cannot be told from
+			 * an integer, so a word pointing nowhere is not an error, and
+			 * without a set to fill there is nothing to look up. */
+			if (!s)
+				break;
+			for (uint32_t off = (p->offset + 7u) & ~7u; off + 8 <= (uint32_t)p->offset + p->size; off += 8) {
+				memcpy(&v, params + off, 8);
+				add_pointer(ex, s, v, SPEC_READ | SPEC_WRITE, false);
+			}
+			break;
+		default:
+			break;
+		}
+	}
+	return 0;
+}
 
 /* An exact kernel: the buffers its parameter words point into, with the access
  * the analysis found; and its module's variables when it touches them. */
@@ -104,15 +145,10 @@ int spec_launch(struct executor *ex, const struct exec_func *f, const uint8_t *p
 {
 	const struct phos_kernel_info *ki = &f->info;
 	bool exact = ki->access.verdict == PHOS_ACCESS_EXACT;
-	struct spec_set declared;
 
 	/* Declared pointers: checked always (a dangling one is refused); they make
 	 * the set of an opaque kernel, for the trace and later modes. */
-	declared.n = 0;
-	declared.overflow = false;
-	declared.opaque = false;
-	declared.validated = false;
-	TRY(launch_declared(ex, ki, params, param_bytes, exact ? &declared : s));
+	TRY(launch_declared(ex, ki, params, param_bytes, exact ? NULL : s));
 	if (!exact) {
 		s->opaque = true;
 		return 0;
@@ -121,41 +157,6 @@ int spec_launch(struct executor *ex, const struct exec_func *f, const uint8_t *p
 	return 0;
 }
 
-static int launch_declared(struct executor *ex, const struct phos_kernel_info *ki, const uint8_t *params,
-			   uint32_t param_bytes, struct spec_set *s)
-{
-	for (uint32_t i = 0; i < ki->nparams; i++) {
-		const struct phos_kparam *p = &ki->params[i];
-		uint64_t v;
-
-		if ((uint32_t)p->offset + p->size > param_bytes)
-			return -PHOS_CUDA_INVALID_VALUE;
-		switch (p->kind) {
-		case PHOS_PARAM_CONST_PTR:
-		case PHOS_PARAM_PTR:
-			if (p->size == 8) {
-				memcpy(&v, params + p->offset, 8);
-				if (add_pointer(ex, s, v, p->kind == PHOS_PARAM_PTR ? SPEC_READ | SPEC_WRITE : SPEC_READ,
-						true) < 0)
-					return -PHOS_CUDA_ILLEGAL_ADDRESS;
-				break;
-			}
-			/* An odd-sized "pointer" is scanned like a struct. */
-			__attribute__((fallthrough));
-		case PHOS_PARAM_OPAQUE:
-			/* Every aligned 8-byte word may be a pointer; it cannot be told from
-			 * an integer, so a word pointing nowhere is not an error. */
-			for (uint32_t off = (p->offset + 7u) & ~7u; off + 8 <= (uint32_t)p->offset + p->size; off += 8) {
-				memcpy(&v, params + off, 8);
-				add_pointer(ex, s, v, SPEC_READ | SPEC_WRITE, false);
-			}
-			break;
-		default:
-			break;
-		}
-	}
-	return 0;
-}
 
 static void write_ranges(FILE *f, const struct spec_set *s, uint8_t access)
 {
