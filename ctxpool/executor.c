@@ -152,6 +152,9 @@ int exec_serve(struct executor *ex)
 			}
 			phos_channel_consume(ex->ch, h);
 			phos_channel_reply(ex->ch, seq, -r, blas_status, r ? 0 : out_len);
+			if (ex->trace)   /* when a synchronous call answered: the timeline */
+				fprintf(ex->trace, "{\"seq\":%llu,\"op\":\"reply\",\"t_ms\":%.3f,\"status\":%d}\n",
+					(unsigned long long)seq, phos_now() * 1e3, -r);
 		} else {
 			if (r < 0) {
 				phos_debug("async %s failed: %d", phos_op_name(h->op), -r);

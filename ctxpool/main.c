@@ -488,7 +488,9 @@ int main(int argc, char **argv)
 			fprintf(stderr, "phos-executor: cannot open trace %s: %s\n", trace, strerror(errno));
 			return 1;
 		}
-		setvbuf(ex.trace, NULL, _IOFBF, 1 << 20);
+		/* Line-buffered: an executor usually ends by a signal, and a trace is
+		 * read to see where time went. */
+		setvbuf(ex.trace, NULL, _IOLBF, 1 << 16);
 	}
 	t0 = phos_now();
 	/* A restore warms cuBLAS up beside loading the snapshot (exec_image_load). */

@@ -13,6 +13,9 @@
  * launch's line says whether its sets are "exact" (the kernel's PTX proves
  * every access derives from the parameters in the set) or "opaque" (the
  * kernel may touch any buffer: on-demand restore waits for all of them).
+ * A synchronous call's answer adds {"seq":12,"op":"reply","t_ms":..,"status":0}
+ * (executor.c) and the restore engine its own lines (loader.c): together they
+ * are the timeline of a cold start.
  */
 #include <stdio.h>
 #include <string.h>
