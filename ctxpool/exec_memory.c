@@ -82,8 +82,7 @@ static int copy(struct executor *ex, uint32_t op, const void *body, uint32_t len
 	void *stream;
 	int r;
 
-	set.n = 0;
-	set.overflow = false;
+	spec_clear(&set);
 	TRY(exec_stream(ex, c->stream, &stream));
 	switch (op) {
 	case PHOS_OP_MEMCPY_H2D:

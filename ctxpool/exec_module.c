@@ -204,9 +204,7 @@ static int launch(struct executor *ex, const void *body, uint32_t len)
 	if (l->param_bytes != len - sizeof(*l) || l->param_bytes != f->info.param_bytes)
 		return -PHOS_CUDA_INVALID_VALUE;
 	TRY(exec_stream(ex, l->stream, &stream));
-	set.n = 0;
-	set.overflow = false;
-	set.opaque = false;
+	spec_clear(&set);
 	TRY(spec_launch(ex, f, params, l->param_bytes, &set));
 	set.validated = exec_validate_wanted(ex, f, &set);
 	TRY(spec_commit(ex, "launch", f->name, l->stream, &set));

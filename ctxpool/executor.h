@@ -237,6 +237,15 @@ struct spec_set {
 	struct spec_range { uint64_t addr, len; uint8_t access; } r[SPEC_MAX_RANGES];
 };
 
+/* Empties s: no ranges and every flag false (the ranges array is left as it
+ * is, 6 KiB that nothing reads past n). Every set starts here: a flag left
+ * uninitialized once made copies wait for the whole on-demand restore. */
+static inline void spec_clear(struct spec_set *s)
+{
+	s->n = 0;
+	s->overflow = s->opaque = s->validated = false;
+}
+
 /* Adds [addr, addr+len) with the given access, merging duplicates. */
 void spec_add(struct spec_set *s, uint64_t addr, uint64_t len, uint8_t access);
 

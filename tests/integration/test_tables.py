@@ -86,6 +86,20 @@ if promoted:
     mine = res.get(promoted[0]["buf"])
     check(mine is not None and mine["rank"] < NTAB // 2, f"the promoted table was not among the first resident: {mine}")
 
+# ... and its answer really comes first: the synchronous copy of the sum is
+# answered (the trace's "reply" line) while other buffers still stream in. A
+# copy must wait only for the buffer it reads, not for the whole restore.
+d2h = [t for t in lines if t.get("op") == "memcpy_d2h" and launch and t["seq"] > launch[0]["seq"]]
+replies = {t["seq"]: t for t in lines if t.get("op") == "reply"}
+start = [t for t in lines if t.get("op") == "restore_start"]
+check(d2h and d2h[0]["seq"] in replies and start, f"the sum's copy and its reply are in the trace: {d2h[:1]}")
+if d2h and d2h[0]["seq"] in replies and start and res:
+    answered = replies[d2h[0]["seq"]]["t_ms"] - start[0]["t_ms"]
+    before = [b for b, t in res.items() if t["ms"] <= answered]
+    check(len(before) <= start[0]["items"] - NTAB // 2,
+          f"the sum was answered at {answered:.0f} ms, when {len(before)} of {start[0]['items']} buffers were "
+          f"resident: it waited for the restore")
+
 r = phos("restore", "--device", DEVICE, snap, stdin="".join(q + "\n" for q in requests))
 check(answers(r) == want, f"stop-the-world answers {answers(r)}: {r.stderr[-2000:]}")
 
