@@ -208,7 +208,7 @@ int exec_validate_launch(struct executor *ex, struct exec_func *f, const struct 
 	f->info.access.verdict = PHOS_ACCESS_OPAQUE;
 	snprintf(f->info.access.why, sizeof(f->info.access.why), "validation: %u access(es) outside its set, last %#llx",
 		 miss, (unsigned long long)last);
-	ex->spec_fallbacks++;
+	ex->spec_fallbacks[SPEC_FB_VALIDATE]++;
 	phos_warn("kernel %s touched memory outside its proven set (%u accesses, last at %#llx): opaque from now on",
 		  phos_demangle_basename(f->name, base, sizeof(base)), miss, (unsigned long long)last);
 	if (ex->trace) {

@@ -17,6 +17,7 @@
  */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -132,7 +133,10 @@ struct executor {
 
 	const char *snapshot_dir;   /* --snapshot-to: dump GPU state there at SERVE */
 	const char *restore_dir;    /* the snapshot this function was restored from, or NULL */
-	uint64_t spec_fallbacks;    /* kernels made opaque by validation */
+	/* Speculation fallbacks since the function started, by reason (enum
+	 * spec_fallback): reported on the control socket ("fallbacks") by the
+	 * control thread, hence atomic. */
+	_Atomic uint64_t spec_fallbacks[3];
 	double load_data_s;         /* --restore-from: seconds the buffer contents took */
 	int control_fd;             /* status lines to phos-fn; -1 when none */
 };
@@ -236,6 +240,13 @@ struct spec_set {
 	bool validated; /* ... of an exact one, run as its validation twin */
 	struct spec_range { uint64_t addr, len; uint8_t access; } r[SPEC_MAX_RANGES];
 };
+
+/* Why a call took the safe path instead of its proven set:
+ *   OPAQUE    a launch of an opaque kernel while an on-demand restore was
+ *             moving buffers in (it waited for all of them)
+ *   OVERFLOW  a set with more ranges than SPEC_MAX_RANGES, in the same window
+ *   VALIDATE  validation caught a kernel outside its set (opaque from then on) */
+enum spec_fallback { SPEC_FB_OPAQUE, SPEC_FB_OVERFLOW, SPEC_FB_VALIDATE };
 
 /* Empties s: no ranges and every flag false (the ranges array is left as it
  * is, 6 KiB that nothing reads past n). Every set starts here: a flag left

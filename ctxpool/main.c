@@ -84,12 +84,17 @@ void exec_scrub(struct executor *ex)
 		phos_bufmap_reset(ex->bufs);
 	ex->pending_error = 0;
 	ex->restore_dir = NULL;
+	for (int i = 0; i < 3; i++)
+		atomic_store(&ex->spec_fallbacks[i], 0);
 }
 
 /* Answers requests on the control socket while a function is served:
  *   "touched" → "touched ID,ID,..." the snapshot buffers the function has
  *               touched so far, in first-touch order (the invoker stores them
  *               as the snapshot's prefetch order after its first call).
+ *   "fallbacks" → "fallbacks OPAQUE OVERFLOW VALIDATE RESTORING": the calls that
+ *               took the safe path, by reason (executor.h, enum spec_fallback),
+ *               and 1 while an on-demand restore is still moving buffers in.
  * Stops when serve_one writes to stop_fd. */
 struct control_thread {
 	struct executor *ex;
@@ -146,6 +151,12 @@ static void *control_main(void *arg)
 		got = 0;
 		if (!strcmp(buf, "touched"))
 			reply_touched(ct->ex);
+		else if (!strcmp(buf, "fallbacks"))
+			exec_control(ct->ex, "fallbacks %llu %llu %llu %d",
+				     (unsigned long long)atomic_load(&ct->ex->spec_fallbacks[SPEC_FB_OPAQUE]),
+				     (unsigned long long)atomic_load(&ct->ex->spec_fallbacks[SPEC_FB_OVERFLOW]),
+				     (unsigned long long)atomic_load(&ct->ex->spec_fallbacks[SPEC_FB_VALIDATE]),
+				     ct->ex->loader && !loader_done(ct->ex->loader));
 		else
 			exec_control(ct->ex, "error unknown request while serving '%.100s'", buf);
 	}

@@ -708,6 +708,7 @@ again:
 		unlink_instance(f, in);
 		pthread_mutex_unlock(&f->lock);
 		phos_err("%s: instance %u ended by its executor: %s", f->name, in->id, err);
+		inv_metrics_instance_failed(f, err);
 		instance_stop(f, in, true);
 		result_error(res, 502, "the instance's restore failed: %s; instance replaced", err);
 		goto out;
@@ -717,6 +718,7 @@ again:
 
 		if (res->cold && res->http == 200)
 			inv_record_prefetch(f, in);   /* still ours: BUSY */
+		inv_metrics_fallbacks(f, in);
 		pthread_mutex_lock(&f->lock);
 		stop = f->removed || inv_draining || in->generation != f->generation;
 		if (stop) {

@@ -71,6 +71,10 @@ struct inv_instance {
 	int fn_pidfd, exe_pidfd;      /* readable once the function / its executor died (-1: none) */
 	int exe_statfd;               /* /proc/EXE/task/EXE/stat: its main thread exited (-1: none) */
 	double idle_since;
+	/* speculation fallbacks: the executor's counts seen so far; watched after
+	 * each call until its restore is done (always with --validate-spec always) */
+	struct phos_spec_fallbacks fb_seen;
+	bool fb_done;
 	/* stderr, read by log_thread into a ring */
 	int err_fd;
 	pthread_t log_thread;
@@ -130,6 +134,7 @@ struct inv_function {
 	/* metrics */
 	struct { int code; uint64_t n; } codes[INV_CODES];
 	uint64_t buckets[INV_BUCKETS], count, cold_starts;
+	uint64_t fallbacks[3];  /* phos_spec_fallbacks_total by reason (INV_FB_*) */
 	double sum_s;
 };
 
@@ -153,7 +158,11 @@ struct inv_config {
 	unsigned max_instances;   /* --max-instances: instances of all functions together */
 	unsigned async_queue;     /* --async-queue: accepted async calls not finished yet */
 	double async_retention_s; /* --async-retention: finished async results kept */
+	const char *validate_spec; /* --validate-spec: off, restore or always (PHOS_VALIDATE_SPEC) */
 };
+
+/* Reasons of phos_spec_fallbacks_total (snapshotter.h, struct phos_spec_fallbacks). */
+enum { INV_FB_OPAQUE, INV_FB_OVERFLOW, INV_FB_VALIDATE };
 
 extern struct inv_config inv_cfg;
 extern volatile int inv_draining;
@@ -248,6 +257,12 @@ int inv_calls_store_load(const struct inv_calls_store_visitor *v);
 /* metrics.c */
 void inv_metrics_record(struct inv_function *f, int http, double seconds, bool cold);
 void inv_metrics_restore(uint64_t bytes, double seconds, bool standby);
+/* After a call: adds the instance's new speculation fallbacks to its function's
+ * counters (asks its executor while its restore runs, or always when every
+ * launch is validated). */
+void inv_metrics_fallbacks(struct inv_function *f, struct inv_instance *in);
+/* An instance ended by its executor: a validation miss during the restore counts. */
+void inv_metrics_instance_failed(struct inv_function *f, const char *why);
 char *inv_metrics_render(void);   /* malloc'ed */
 
 /* http.c */

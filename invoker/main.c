@@ -87,7 +87,11 @@ static void usage(FILE *f)
 		"  --async-retention S    seconds a finished async result stays readable (1..604800, default 600;\n"
 		"                         at most 16384 results and 128 MiB of their bodies, oldest first)\n"
 		"  --drain-timeout S      on SIGTERM/SIGINT, wait at most S seconds (0..3600, default 30) for\n"
-		"                         running calls; those still running then get 503, and it exits\n");
+		"                         running calls; those still running then get 503, and it exits\n"
+		"  --validate-spec MODE   run exact kernels as their validation twins, which check every access\n"
+		"                         against the launch's proven set: restore (while an on-demand restore\n"
+		"                         runs), always, or off (default; PHOS_VALIDATE_SPEC sets the default).\n"
+		"                         A kernel caught outside its set is opaque from then on\n");
 }
 
 /* Every connection holds a descriptor (and instances hold more): raises the
@@ -170,6 +174,7 @@ int main(int argc, char **argv)
 		{ "async-queue", required_argument, NULL, 'Q' },
 		{ "async-retention", required_argument, NULL, 'R' },
 		{ "drain-timeout", required_argument, NULL, 'D' },
+		{ "validate-spec", required_argument, NULL, 'V' },
 		{ 0 },
 	};
 	static char executor[PATH_MAX], preload[PATH_MAX], twins[PATH_MAX], criu[PATH_MAX], state[PATH_MAX];
@@ -221,6 +226,13 @@ int main(int argc, char **argv)
 			pool_size = (unsigned)v;
 			break;
 		}
+		case 'V':
+			if (strcmp(optarg, "off") && strcmp(optarg, "restore") && strcmp(optarg, "always")) {
+				fprintf(stderr, "phos-invoker: --validate-spec takes off, restore or always\n");
+				return 2;
+			}
+			inv_cfg.validate_spec = optarg;
+			break;
 		case 'r':
 			if (strcmp(optarg, "on-demand") && strcmp(optarg, "stop-the-world")) {
 				fprintf(stderr, "phos-invoker: --restore takes on-demand or stop-the-world\n");
@@ -349,6 +361,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "phos-invoker: refusing to listen on %s without --token-file "
 				"(only 127.0.0.1, ::1 and localhost are served with the generated admin token)\n", listen);
 		return 2;
+	}
+	/* Executors (pooled or not) read the mode from their environment. */
+	if (!inv_cfg.validate_spec) {
+		const char *env = getenv("PHOS_VALIDATE_SPEC");
+
+		inv_cfg.validate_spec = env && (!strcmp(env, "restore") || !strcmp(env, "always")) ? env : "off";
+	}
+	if (setenv("PHOS_VALIDATE_SPEC", inv_cfg.validate_spec, 1) < 0) {
+		fprintf(stderr, "phos-invoker: cannot set PHOS_VALIDATE_SPEC: %s\n", strerror(errno));
+		return 1;
 	}
 	inv_cfg.device = cli_resolve_device(device);
 	if (!inv_cfg.device) {

@@ -33,6 +33,31 @@ void inv_metrics_record(struct inv_function *f, int http, double seconds, bool c
 
 static uint64_t restores_standby;
 
+void inv_metrics_fallbacks(struct inv_function *f, struct inv_instance *in)
+{
+	struct phos_spec_fallbacks now;
+
+	if (in->fb_done || phos_instance_fallbacks(&in->proc, &now) < 0)
+		return;
+	pthread_mutex_lock(&f->lock);
+	/* counts only grow within one function process */
+	f->fallbacks[INV_FB_OPAQUE] += now.opaque - in->fb_seen.opaque;
+	f->fallbacks[INV_FB_OVERFLOW] += now.overflow - in->fb_seen.overflow;
+	f->fallbacks[INV_FB_VALIDATE] += now.validate_miss - in->fb_seen.validate_miss;
+	pthread_mutex_unlock(&f->lock);
+	in->fb_seen = now;
+	in->fb_done = !now.restoring && strcmp(inv_cfg.validate_spec, "always") != 0;
+}
+
+void inv_metrics_instance_failed(struct inv_function *f, const char *why)
+{
+	if (strncmp(why, "validation:", 11) != 0)
+		return;
+	pthread_mutex_lock(&f->lock);
+	f->fallbacks[INV_FB_VALIDATE]++;
+	pthread_mutex_unlock(&f->lock);
+}
+
 void inv_metrics_restore(uint64_t bytes, double seconds, bool standby)
 {
 	pthread_mutex_lock(&global_lock);
@@ -61,6 +86,10 @@ static void render_one(struct inv_function *f, void *arg)
 	fprintf(o, "phos_invocation_duration_seconds_count{function=\"%s\"} %llu\n", f->name,
 		(unsigned long long)f->count);
 	fprintf(o, "phos_cold_starts_total{function=\"%s\"} %llu\n", f->name, (unsigned long long)f->cold_starts);
+	static const char *const reasons[] = { "opaque_kernel", "overflow", "validate_miss" };
+	for (unsigned i = 0; i < 3; i++)
+		fprintf(o, "phos_spec_fallbacks_total{function=\"%s\",reason=\"%s\"} %llu\n", f->name, reasons[i],
+			(unsigned long long)f->fallbacks[i]);
 	fprintf(o, "phos_standby_processes{function=\"%s\"} %d\n", f->name,
 		f->standby.valid && f->standby.generation == f->generation);
 	pthread_mutex_unlock(&f->lock);
@@ -85,6 +114,9 @@ char *inv_metrics_render(void)
 	      "# TYPE phos_invocation_duration_seconds histogram\n"
 	      "# HELP phos_cold_starts_total Calls that restored a new instance.\n"
 	      "# TYPE phos_cold_starts_total counter\n"
+	      "# HELP phos_spec_fallbacks_total Calls that took speculation's safe path, by reason (opaque_kernel, "
+	      "overflow: waited for a whole on-demand restore; validate_miss: a kernel caught outside its set).\n"
+	      "# TYPE phos_spec_fallbacks_total counter\n"
 	      "# HELP phos_instances Instances by state.\n"
 	      "# TYPE phos_instances gauge\n",
 	      o);

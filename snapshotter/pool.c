@@ -417,7 +417,8 @@ static void pool_give(struct phos_pool *p, unsigned i)
 	/* A failed start may leave its "ready" or "error" unread before the "idle". */
 	do
 		r = read_line(e->ctl, line, sizeof(line), 30000);
-	while (r == 0 && (!strncmp(line, "ready", 5) || !strncmp(line, "error", 5) || !strncmp(line, "touched", 7)));
+	while (r == 0 && (!strncmp(line, "ready", 5) || !strncmp(line, "error", 5) || !strncmp(line, "touched", 7) ||
+			      !strncmp(line, "fallbacks", 9)));
 
 	pthread_mutex_lock(&p->lock);
 	e->taken = false;

@@ -242,53 +242,70 @@ out:
 	return r;
 }
 
-int phos_instance_touched(struct phos_instance *inst, uint64_t *ret_ids, size_t max, size_t *ret_n)
+/* Sends a request line on the control socket and reads the one-line answer
+ * (without its newline) into line (cap bytes). */
+static int control_ask(struct phos_instance *inst, const char *req, char *line, size_t cap)
 {
-	char *line = NULL, *p, *end;
-	size_t cap = 64 + max * 21, got = 0, n = 0;
-	int r = -EPROTO;
+	size_t got = 0, len = strlen(req);
 
-	*ret_n = 0;
 	if (inst->control_fd < 0)
 		return -ENOTCONN;
-	line = malloc(cap);
-	if (!line)
-		return -ENOMEM;
-	if (write(inst->control_fd, "touched\n", 8) != 8) {
-		free(line);
+	if (write(inst->control_fd, req, len) != (ssize_t)len)
 		return -EPIPE;
-	}
 	for (;;) {
 		struct pollfd pfd = { .fd = inst->control_fd, .events = POLLIN };
 		ssize_t k;
 
-		if (poll(&pfd, 1, 5000) <= 0) {
-			r = -ETIMEDOUT;
-			goto out;
-		}
+		if (poll(&pfd, 1, 5000) <= 0)
+			return -ETIMEDOUT;
 		k = read(inst->control_fd, line + got, 1);
-		if (k <= 0) {
-			r = -EPIPE;
-			goto out;
-		}
+		if (k <= 0)
+			return -EPIPE;
 		if (line[got] == '\n')
 			break;
 		if (++got + 1 >= cap)
-			goto out;
+			return -EPROTO;
 	}
 	line[got] = '\0';
-	if (strncmp(line, "touched ", 8) != 0)
-		goto out;
-	for (p = line + 8; *p && n < max; p = *end == ',' ? end + 1 : end) {
+	return 0;
+}
+
+int phos_instance_touched(struct phos_instance *inst, uint64_t *ret_ids, size_t max, size_t *ret_n)
+{
+	size_t cap = 64 + max * 21, n = 0;
+	char *line = malloc(cap), *p, *end;
+	int r;
+
+	*ret_n = 0;
+	if (!line)
+		return -ENOMEM;
+	r = control_ask(inst, "touched\n", line, cap);
+	if (r == 0 && strncmp(line, "touched ", 8) != 0)
+		r = -EPROTO;
+	for (p = line + 8; r == 0 && *p && n < max; p = *end == ',' ? end + 1 : end) {
 		ret_ids[n++] = strtoull(p, &end, 10);
 		if (end == p)
-			goto out;
+			r = -EPROTO;
 	}
-	*ret_n = n;
-	r = 0;
-out:
+	if (r == 0)
+		*ret_n = n;
 	free(line);
 	return r;
+}
+
+int phos_instance_fallbacks(struct phos_instance *inst, struct phos_spec_fallbacks *ret)
+{
+	char line[256];
+	unsigned long long o, v, m;
+	int restoring, r = control_ask(inst, "fallbacks\n", line, sizeof(line));
+
+	if (r < 0)
+		return r;
+	if (sscanf(line, "fallbacks %llu %llu %llu %d", &o, &v, &m, &restoring) != 4)
+		return -EPROTO;
+	*ret = (struct phos_spec_fallbacks){ .opaque = o, .overflow = v, .validate_miss = m,
+					     .restoring = restoring != 0 };
+	return 0;
 }
 
 int phos_instance_failed(const struct phos_instance *inst, unsigned wait_ms, char *why, size_t len)

@@ -122,6 +122,17 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
  * none). Call it between requests, while the instance is alive. */
 int phos_instance_touched(struct phos_instance *inst, uint64_t *ret_ids, size_t max, size_t *ret_n);
 
+/* Calls of the restored function that took speculation's safe path, by
+ * reason (ctxpool/executor.h, enum spec_fallback), counted since it started;
+ * restoring: an on-demand restore is still moving buffers in. */
+struct phos_spec_fallbacks {
+	uint64_t opaque;          /* launches of opaque kernels during the restore */
+	uint64_t overflow;        /* sets too large to name, during the restore */
+	uint64_t validate_miss;   /* kernels validation caught outside their sets */
+	bool restoring;
+};
+int phos_instance_fallbacks(struct phos_instance *inst, struct phos_spec_fallbacks *ret);
+
 /* Waits for the function to exit, then for its executor (a pooled one is
  * scrubbed and given back). Returns the function's exit code (128+N for
  * signal N). */

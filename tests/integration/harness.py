@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: MIT
 """Shared helpers of the integration tests: run programs under `phos-fn run`
 on the sim device, and read executor traces."""
+import http.client
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 BUILD = os.environ.get("PHOS_BUILD_DIR") or sys.exit("PHOS_BUILD_DIR is not set")
 PHOS_FN = os.path.join(BUILD, "invoker", "phos-fn")
@@ -127,3 +130,71 @@ def route_headers(state_dir, path, headers=None):
     h = {"Content-Type": "application/json"}
     h.update(headers or {})
     return h
+
+
+procs = []   # every Invoker started, for a test's final cleanup
+
+
+class Invoker:
+    """phos-invoker on the sim device (PHOS_FAULT only when fault is given; extra
+    arguments and environment added), its log and working directory under tmp."""
+
+    def __init__(self, state, tmp, extra=(), fault=None, extra_env=None):
+        self.port = free_port()
+        self.state = state
+        self.log = os.path.join(tmp, f"invoker-{self.port}.log")
+        # A working directory of its own: CRIU's parasite mounts /proc at
+        # "proc.crtools" in the dumped process's cwd (inherited from here), so
+        # dumps of other tests' functions in a shared cwd would collide (EEXIST).
+        cwd = os.path.join(tmp, f"cwd-{self.port}")
+        os.makedirs(cwd, exist_ok=True)
+        e = fn_env(extra_env)
+        e.pop("PHOS_FAULT", None)
+        if fault:
+            e["PHOS_FAULT"] = fault
+        self.p = subprocess.Popen([os.path.join(BUILD, "invoker", "phos-invoker"), "--listen",
+                                   f"127.0.0.1:{self.port}", "--state-dir", state, "--device", "sim", *extra],
+                                  stdout=open(self.log, "w"), stderr=subprocess.STDOUT, cwd=cwd, env=e)
+        procs.append(self.p)
+        for _ in range(400):
+            try:
+                if self.call("GET", "/healthz")[0] == 200:
+                    return
+            except OSError:
+                pass
+            if self.p.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise SystemExit(f"phos-invoker did not start: {self.logtext()}")
+
+    def call(self, method, path, body=None, timeout=120):
+        """(status, parsed JSON or text) of one request, with the admin token
+        where the path needs it."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            if isinstance(body, (dict, list)):
+                body = json.dumps(body)
+            c.request(method, path, body=body, headers=route_headers(self.state, path))
+            r = c.getresponse()
+            data = r.read()
+        finally:
+            c.close()
+        try:
+            return r.status, json.loads(data)
+        except ValueError:
+            return r.status, data.decode(errors="replace")
+
+    def logtext(self):
+        with open(self.log) as f:
+            return f.read()
+
+    def kill(self):
+        self.p.kill()
+        self.p.wait(timeout=30)
+
+    def stop(self):
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            self.p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.kill()

@@ -34,79 +34,13 @@ import tempfile
 import threading
 import time
 
-from harness import BUILD, check, done, free_port, program, route_headers, TWINS
+from harness import BUILD, check, done, fn_env as env, free_port, Invoker, procs, program
 
 INVOKER = os.path.join(BUILD, "invoker", "phos-invoker")
+
 MISBEHAVE = program("tests", "integration", "misbehave")
 
 tmp = tempfile.mkdtemp(prefix="phos-registry-test-")
-procs = []
-
-
-def env(extra=None):
-    e = dict(os.environ, PHOS_SIM_TWINS=TWINS)
-    e.pop("PHOS_FAULT", None)
-    if os.environ.get("PHOS_TEST_PRELOAD"):
-        e["LD_PRELOAD"] = os.environ["PHOS_TEST_PRELOAD"]
-    e.update(extra or {})
-    return e
-
-
-class Invoker:
-    def __init__(self, state, extra=(), fault=None):
-        self.port = free_port()
-        self.state = state
-        self.log = os.path.join(tmp, f"invoker-{self.port}.log")
-        # A working directory of its own: CRIU's parasite mounts /proc at
-        # "proc.crtools" in the dumped process's cwd (inherited from here), so
-        # dumps of other tests' functions in a shared cwd would collide (EEXIST).
-        cwd = os.path.join(tmp, f"cwd-{self.port}")
-        os.makedirs(cwd, exist_ok=True)
-        self.p = subprocess.Popen([INVOKER, "--listen", f"127.0.0.1:{self.port}", "--state-dir", state,
-                                   "--device", "sim", *extra], stdout=open(self.log, "w"),
-                                  stderr=subprocess.STDOUT, cwd=cwd,
-                                  env=env({"PHOS_FAULT": fault} if fault else None))
-        procs.append(self.p)
-        for _ in range(400):
-            try:
-                if self.call("GET", "/healthz")[0] == 200:
-                    return
-            except OSError:
-                pass
-            if self.p.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise SystemExit(f"phos-invoker did not start: {self.logtext()}")
-
-    def call(self, method, path, body=None, timeout=120):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            if isinstance(body, (dict, list)):
-                body = json.dumps(body)
-            c.request(method, path, body=body, headers=route_headers(self.state, path))
-            r = c.getresponse()
-            data = r.read()
-        finally:
-            c.close()
-        try:
-            return r.status, json.loads(data)
-        except ValueError:
-            return r.status, data.decode(errors="replace")
-
-    def logtext(self):
-        with open(self.log) as f:
-            return f.read()
-
-    def kill(self):
-        self.p.kill()
-        self.p.wait(timeout=30)
-
-    def stop(self):
-        self.p.send_signal(signal.SIGTERM)
-        try:
-            self.p.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.kill()
 
 
 def deploy_body(name, **limits):
@@ -175,7 +109,7 @@ def race_round(inv, rng, name, quiet=False):
 
 
 def test_remove_race(state):
-    inv = Invoker(state)
+    inv = Invoker(state, tmp)
     name = "racer"
     check(inv.call("POST", "/system/functions", deploy_body(name))[0] == 201, "first deploy")
     rng = random.Random(10)
@@ -203,13 +137,13 @@ def test_remove_race(state):
         time.sleep(0.15 + rng.random() * 1.2)
         inv.kill()
         t.join(timeout=120)
-        inv = Invoker(state)
+        inv = Invoker(state, tmp)
         settled_state(inv, state, name, f"after a SIGKILL mid-race ({k})")
     inv.stop()
 
 
 def test_sweep(state):
-    inv = Invoker(state)
+    inv = Invoker(state, tmp)
     check(inv.call("POST", "/system/functions", deploy_body("keeper"))[0] == 201, "deploy keeper")
     check(inv.call("POST", "/function/keeper", {})[0] == 200, "keeper serves")
     # a second invoker on the same state dir must not start (it would sweep ours)
@@ -237,7 +171,7 @@ def test_sweep(state):
     with open(os.path.join(snaps, "README.txt"), "w") as f:
         f.write("not ours: left alone\n")
 
-    inv = Invoker(state)
+    inv = Invoker(state, tmp)
     log = inv.logtext()
     for what, d in planted.items():
         check(not os.path.exists(d), f"sweep: {what} ({d}) still there")
@@ -261,7 +195,7 @@ def test_deploy_crash(state):
     temporary left) and after it (a snapshot that no registry file owns). The
     next start sweeps both and serves the rest."""
     for fault, leftover in [("snapshot_kill", ".tmp-"), ("registry_kill", "")]:
-        inv = Invoker(state, fault=fault)
+        inv = Invoker(state, tmp, fault=fault)
         try:
             st, body = inv.call("POST", "/system/functions", deploy_body("doomed"))
             check(False, f"{fault}: the invoker answered {st} {body}")
@@ -273,7 +207,7 @@ def test_deploy_crash(state):
         found = [d for d in snaps if d.startswith("doomed") and leftover in d and (leftover or d == "doomed")]
         check(found, f"{fault}: nothing left to sweep? {snaps}")
         check(not os.path.exists(os.path.join(state, "functions", "doomed.json")), f"{fault}: registry file")
-        inv = Invoker(state)
+        inv = Invoker(state, tmp)
         check(leftovers(state) == [], f"{fault}: leftovers after the restart {leftovers(state)}")
         check(all(os.path.join(state, "snapshots", d) in inv.logtext() for d in found),
               f"{fault}: the sweep did not log {found}: {inv.logtext()}")
@@ -285,7 +219,7 @@ def test_deploy_crash(state):
 
 
 def test_registry_write_fault(state):
-    inv = Invoker(state, fault="registry_write")
+    inv = Invoker(state, tmp, fault="registry_write")
     st, body = inv.call("POST", "/system/functions", deploy_body("rb"))
     check(st == 500 and "registry" in body.get("error", ""), f"registry write failure: {st} {body}")
     check(not os.path.exists(os.path.join(state, "snapshots", "rb")), "rolled back: the snapshot is gone")
@@ -297,13 +231,13 @@ def test_registry_write_fault(state):
     st, body = inv.call("POST", "/function/rb", {})
     check(st == 200 and body.get("gpu") == 1234, f"rb serves: {st} {body}")
     inv.kill()
-    inv = Invoker(state)
+    inv = Invoker(state, tmp)
     check(inv.call("POST", "/function/rb", {})[0] == 200, "rb serves after a restart")
     inv.stop()
 
 
 def test_async_burst(state):
-    inv = Invoker(state, extra=("--async-queue", "64"))
+    inv = Invoker(state, tmp, extra=("--async-queue", "64"))
     check(inv.call("POST", "/system/functions",
                    deploy_body("slow", max_instances=2, max_inflight=0, timeout_ms=30000))[0] == 201,
           "deploy slow")
@@ -367,7 +301,7 @@ def test_async_burst(state):
     inv.stop()
 
     # retention: a finished result goes away after --async-retention
-    inv = Invoker(state, extra=("--async-retention", "1"))
+    inv = Invoker(state, tmp, extra=("--async-retention", "1"))
     st, body = inv.call("POST", "/async-function/slow", {"sleep_ms": 1})
     check(st == 202, f"async: {st} {body}")
     cid, states = body["call_id"], []
@@ -401,7 +335,7 @@ def poll_final(inv, ids, seconds=120):
 def test_async_restart(state):
     """Accepted async calls outlive the invoker: queued ones run after a
     restart, a running one ends failed (503, not run twice), results stay."""
-    inv = Invoker(state)
+    inv = Invoker(state, tmp)
     check(inv.call("POST", "/system/functions", deploy_body("one", max_instances=1, max_inflight=0))[0] == 201,
           "deploy one")
     st, body = inv.call("POST", "/async-function/one", {"pad": "first"})
@@ -418,7 +352,7 @@ def test_async_restart(state):
     files = os.listdir(os.path.join(state, "calls"))
     check(any(f.endswith(".req") for f in files) and any(f.endswith(".run") for f in files),
           f"calls on disk at the kill: {sorted(files)}")
-    inv = Invoker(state)
+    inv = Invoker(state, tmp)
     recs = poll_final(inv, list(ids) + [first], seconds=240)
     interrupted = [r for r in recs.values() if r["status"] == "failed"]
     check(len(interrupted) <= 1 and all(r["code"] == 503 and "not run again" in r["body"] for r in interrupted),
@@ -440,7 +374,7 @@ def test_async_restart(state):
     time.sleep(0.2)
     inv.stop()
     check(inv.p.returncode == 0, f"SIGTERM exit {inv.p.returncode}")
-    inv = Invoker(state)
+    inv = Invoker(state, tmp)
     recs = poll_final(inv, more + [first], seconds=120)
     check(all(r["status"] == "done" and r["code"] == 200 for r in recs.values()),
           f"after SIGTERM and a restart: {[(r['status'], r['code']) for r in recs.values()]}")
@@ -450,7 +384,7 @@ def test_async_restart(state):
         f.write(json.dumps({"function": "nosuch", "ctype": "application/json", "accepted": time.time()}) + "\n{}")
     with open(os.path.join(state, "calls", "junk.req"), "w") as f:
         f.write("junk")
-    inv = Invoker(state)
+    inv = Invoker(state, tmp)
     r = poll_final(inv, ["0" * 32])["0" * 32]
     check(r["status"] == "failed" and r["code"] == 404, f"a stored call of a missing function: {r}")
     check(not os.path.exists(os.path.join(state, "calls", "junk.req")), "junk in calls/ removed")
