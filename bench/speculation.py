@@ -49,6 +49,62 @@ def tables_answer(line):
     return {k: r.get(k) for k in ("ok", "table", "sum", "expected")}
 
 
+# The cost of validation for the examples: warm calls with every exact launch
+# run as its validation twin (--validate-spec always: the twin checks each
+# access, and the device is synchronized around it) against the same calls
+# with validation off, one invoker each, in this run.
+VALIDATION_CASES = [
+    ("vecadd", ["--elements", "16777216"], {"n": 16777216, "seed": 3}),
+    ("mlp", ["--weights-mib", "256"], {"batch": 64, "seed": 1}),
+    ("tables", ["--tables", "8", "--table-mib", "64"], {"table": 7, "direct": True}),
+]
+
+
+SIM_VALIDATION_CASES = [   # the sim device computes on the CPU: small sizes (a check of the harness)
+    ("vecadd", ["--elements", "65536"], {"n": 65536, "seed": 3}),
+    ("mlp", ["--weights-mib", "4"], {"batch": 4, "seed": 1}),
+    ("tables", ["--tables", "8", "--table-mib", "2"], {"table": 7, "direct": True}),
+]
+
+
+def validation_cost(a, calls=30):
+    cases = SIM_VALIDATION_CASES if a.sim else VALIDATION_CASES
+    for mode in ("off", "always"):
+        state = os.path.join(a.workdir, f"validate-{mode}")
+        shutil.rmtree(state, ignore_errors=True)
+        inv = None
+        try:
+            inv = C.Invoker(state, ["--validate-spec", mode])
+            for name, args, req in cases:
+                st, body, _, _ = C.call(inv.port, "POST", "/system/functions",
+                                        {"name": name, "program": os.path.join(a.build, "functions", "examples", name),
+                                         "args": args, "device": a.device,
+                                         "limits": {"idle_ms": 600000, "timeout_ms": 900000}})
+                if st != 201:
+                    raise S.StepError(f"deploy {name}: {st} {body[:500]!r}")
+                inv.settled(name)
+                times = []
+                for i in range(calls + 1):   # the first is the cold start
+                    st, body, _, dt = C.call(inv.port, "POST", f"/function/{name}", req, timeout=a.call_timeout)
+                    ans = json.loads(body) if st == 200 else {}
+                    if st != 200 or not ans.get("ok", True):
+                        raise S.StepError(f"{name} with validation {mode}: {st} {body[:300]!r}")
+                    if i:
+                        times.append(dt)
+                times.sort()
+                C.record(f"validation-{name}", f"phos-validate-{mode}", "warm_response_s", times[len(times) // 2], "s")
+        except (S.StepError, OSError, ValueError) as e:
+            C.error(f"validation-{mode}", "phos", "run", str(e))
+        finally:
+            if inv:
+                inv.stop()
+    for name, _, _ in cases:
+        t = {r["system"]: r["value"] for r in C.records if r["case"] == f"validation-{name}"}
+        if "phos-validate-off" in t and "phos-validate-always" in t:
+            C.record(f"validation-{name}", "phos-validate-always", "warm_over_unvalidated",
+                     t["phos-validate-always"] / t["phos-validate-off"], "x")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("build")
@@ -136,6 +192,8 @@ def main():
     finally:
         if inv:
             inv.stop()
+
+    validation_cost(a)
 
     lim = [r["value"] for r in C.records if r["case"] == case and r["metric"] == "touched_over_h2d_s"]
     if lim and got.get("phos-ondemand-exact"):
