@@ -79,7 +79,7 @@ def validation_cost(a, calls=15):
                 st, body, _, _ = C.call(inv.port, "POST", "/system/functions",
                                         {"name": name, "program": os.path.join(a.build, "functions", "examples", name),
                                          "args": args, "device": a.device,
-                                         "limits": {"idle_ms": 600000, "timeout_ms": 900000}})
+                                         "limits": {"idle_ms": 1000, "timeout_ms": 900000}})
                 if st != 201:
                     raise S.StepError(f"deploy {name}: {st} {body[:500]!r}")
                 inv.settled(name)
