@@ -1404,4 +1404,5 @@ const struct phos_device_ops phos_device_cuda = {
 	.blas_gemm = cuda_blas_gemm,
 	.blas_l1 = cuda_blas_l1,
 	.blas_gemv = cuda_blas_gemv,
+	.blas_call = cuda_blas_call,
 };
