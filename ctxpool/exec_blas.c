@@ -147,39 +147,49 @@ static int scalars_read(struct executor *ex, struct spec_set *set, int type, uin
 
 #define MAX_BATCH_ARRAY (1 << 16)   /* pointers per array of a pointer-array batched call */
 
-/* A pointer-array batched GEMM: the arrays are read (they are in device
- * memory, so the device is synchronized first and, during an on-demand
- * restore, the arrays are waited for), and every matrix they name joins the
- * set with one matrix's span. A pointer to no live buffer refuses the call. */
-static int gemm_arrays_set(struct executor *ex, const struct phos_blas_gemm *g, uint64_t sa, uint64_t sb,
-			   uint64_t sc, struct spec_set *set)
+/* Pointer arrays of a batched call (they are in device memory, so the device
+ * is synchronized first and, during an on-demand restore, the arrays are
+ * waited for): each array joins the set as read, and every matrix it names
+ * with span[i] bytes and access[i] (span 0: not touched). A pointer to no
+ * live buffer refuses the call. */
+static int arrays_set(struct executor *ex, int n, const uint64_t *arr, const uint64_t *span, const uint8_t *access,
+		      int32_t batch, struct spec_set *set)
 {
-	const uint64_t arr[3] = { g->a, g->b, g->c }, span[3] = { sa, sb, sc };
-	const uint8_t access[3] = { SPEC_READ, SPEC_READ, g->beta != 0 || g->beta_im != 0 ? SPEC_READ | SPEC_WRITE : SPEC_WRITE };
-	uint64_t bytes = (uint64_t)g->batch * 8;
+	uint64_t bytes = (uint64_t)batch * 8;
 	uint64_t *ptrs;
 	int r = 0;
 
-	if (g->batch > MAX_BATCH_ARRAY)
+	if (batch > MAX_BATCH_ARRAY)
 		return -PHOS_CUDA_INVALID_VALUE;
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < n; i++)
 		TRY(spec_range(ex, set, arr[i], bytes, SPEC_READ));
 	ptrs = malloc(bytes);
 	if (!ptrs)
 		return -PHOS_CUDA_MEMORY_ALLOCATION;
 	if (ex->loader)
-		for (int i = 0; i < 3 && r == 0; i++)
+		for (int i = 0; i < n && r == 0; i++)
 			r = loader_settle(ex->loader, arr[i], bytes);
 	if (r == 0)
 		r = ex->dev_ops->synchronize(ex->dev);
-	for (int i = 0; i < 3 && r == 0; i++) {
+	for (int i = 0; i < n && r == 0; i++) {
 		r = ex->dev_ops->memcpy_d2h(ex->dev, ptrs, arr[i], bytes, NULL);
-		for (int32_t j = 0; j < g->batch && r == 0 && span[i]; j++)
+		for (int32_t j = 0; j < batch && r == 0 && span[i]; j++)
 			if (spec_range(ex, set, ptrs[j], span[i], access[i]) < 0)
 				r = -PHOS_CUDA_ILLEGAL_ADDRESS;
 	}
 	free(ptrs);
 	return r;
+}
+
+/* A pointer-array batched GEMM: A and B read, C written (and read unless beta is 0). */
+static int gemm_arrays_set(struct executor *ex, const struct phos_blas_gemm *g, uint64_t sa, uint64_t sb,
+			   uint64_t sc, struct spec_set *set)
+{
+	const uint64_t arr[3] = { g->a, g->b, g->c }, span[3] = { sa, sb, sc };
+	const uint8_t access[3] = { SPEC_READ, SPEC_READ,
+				    g->beta != 0 || g->beta_im != 0 ? SPEC_READ | SPEC_WRITE : SPEC_WRITE };
+
+	return arrays_set(ex, 3, arr, span, access, g->batch, set);
 }
 
 static int gemm(struct executor *ex, struct exec_blas *b, const struct phos_blas_gemm *gin, int *blas_status)
@@ -490,6 +500,46 @@ static int call(struct executor *ex, struct exec_blas *b, const struct phos_blas
 	return 0;
 }
 
+/* Batched LU routines: the matrices the arrays name, the pivots and infos. */
+static int lu(struct executor *ex, struct exec_blas *b, const struct phos_blas_lu *op, int *blas_status)
+{
+	struct spec_set set = { 0 };
+	uint64_t e = op->type == 0 ? 4 : op->type == 1 ? 8 : 0, sa, sc = 0;
+	int c_rows = op->n, c_cols = op->fn == PHOS_BLAS_GETRS ? op->nrhs : op->n;
+	uint64_t arr[2] = { op->a, op->c }, span[2];
+	uint8_t access[2];
+	int r;
+
+	if (!e) {
+		*blas_status = BLAS_NOT_SUPPORTED;
+		return -PHOS_CUDA_NOT_SUPPORTED;
+	}
+	if (op->fn < PHOS_BLAS_GETRF || op->fn > PHOS_BLAS_MATINV || op->batch < 0 ||
+	    matrix_span(op->n, op->n, op->lda, 1, 0, e, &sa) < 0 ||
+	    (op->fn != PHOS_BLAS_GETRF && matrix_span(c_rows, c_cols, op->ldc, 1, 0, e, &sc) < 0)) {
+		*blas_status = BLAS_INVALID_VALUE;
+		return -PHOS_CUDA_INVALID_VALUE;
+	}
+	span[0] = sa;
+	span[1] = sc;
+	access[0] = op->fn == PHOS_BLAS_GETRF ? SPEC_READ | SPEC_WRITE : SPEC_READ;
+	access[1] = op->fn == PHOS_BLAS_GETRS ? SPEC_READ | SPEC_WRITE : SPEC_WRITE;
+	if (op->batch == 0)
+		return 0;
+	r = arrays_set(ex, op->fn == PHOS_BLAS_GETRF ? 1 : 2, arr, span, access, op->batch, &set);
+	if (r == 0 && op->pivots)
+		r = spec_range(ex, &set, op->pivots, (uint64_t)op->n * (uint64_t)op->batch * 4,
+			       op->fn == PHOS_BLAS_GETRF ? SPEC_WRITE : SPEC_READ);
+	if (r == 0 && op->fn != PHOS_BLAS_GETRS)
+		r = spec_range(ex, &set, op->info, (uint64_t)op->batch * 4, SPEC_WRITE);
+	if (r < 0) {
+		*blas_status = BLAS_INVALID_VALUE;
+		return r;
+	}
+	TRY(spec_commit(ex, "blas_lu", NULL, b->stream, &set));
+	return ex->dev_ops->blas_lu(ex->dev, b->dev_handle, op, blas_status);
+}
+
 int exec_blas_make(struct executor *ex, uint32_t id)
 {
 	struct exec_blas *b = calloc(1, sizeof(*b));
@@ -582,6 +632,11 @@ int exec_blas_handle(struct executor *ex, uint32_t op, const void *body, uint32_
 		BODY(struct phos_blas_op, c);
 
 		return call(ex, b, c, out, out_len, blas_status);
+	}
+	case PHOS_OP_BLAS_LU: {
+		BODY(struct phos_blas_lu, l);
+
+		return lu(ex, b, l, blas_status);
 	}
 	default:
 		return -PHOS_CUDA_NOT_SUPPORTED;

@@ -626,3 +626,50 @@ int cuda_blas_call(struct phos_device *dev, void *handle, const struct phos_blas
 		memcpy(ret_result, result, sizeof(result));
 	return blas_result(s, ret_blas_status, "cublas level 1-3 call");
 }
+
+/* Batched LU on device arrays of pointers, S and D. getrsBatched reports
+ * argument errors in a host int, which stays here: the preload checked them. */
+int cuda_blas_lu(struct phos_device *dev, void *handle, const struct phos_blas_lu *op, int *ret_blas_status)
+{
+	struct cuda_dev *d = cuda_dev(dev);
+	cublasHandle_t h = handle;
+	void *const *a, *const *c;
+	int *piv, *info, host_info = 0, r;
+	bool dbl;
+	cublasStatus_t s;
+
+	if (!d || !h || !op)
+		return blas_result(CUBLAS_STATUS_INVALID_VALUE, ret_blas_status, "batched LU (arguments)");
+	if (op->type != CUDA_R_32F && op->type != CUDA_R_64F)
+		return blas_result(CUBLAS_STATUS_NOT_SUPPORTED, ret_blas_status, "batched LU (type)");
+	r = cuda_current(d);
+	if (r < 0)
+		return r;
+	dbl = op->type == CUDA_R_64F;
+	a = (void *const *)(uintptr_t)op->a;
+	c = (void *const *)(uintptr_t)op->c;
+	piv = (int *)(uintptr_t)op->pivots;
+	info = (int *)(uintptr_t)op->info;
+	switch (op->fn) {
+	case PHOS_BLAS_GETRF:
+		s = (dbl ? cuda_cublas.GetrfD : cuda_cublas.GetrfS)(h, op->n, a, op->lda, piv, info, op->batch);
+		break;
+	case PHOS_BLAS_GETRI:
+		s = (dbl ? cuda_cublas.GetriD : cuda_cublas.GetriS)(h, op->n, (const void *const *)a, op->lda, piv, c,
+								     op->ldc, info, op->batch);
+		break;
+	case PHOS_BLAS_GETRS:
+		s = (dbl ? cuda_cublas.GetrsD : cuda_cublas.GetrsS)(h, (cublasOperation_t)op->trans, op->n, op->nrhs,
+								     (const void *const *)a, op->lda, piv, c, op->ldc,
+								     &host_info, op->batch);
+		break;
+	case PHOS_BLAS_MATINV:
+		s = (dbl ? cuda_cublas.MatinvD : cuda_cublas.MatinvS)(h, op->n, (const void *const *)a, op->lda, c,
+								       op->ldc, info, op->batch);
+		break;
+	default:
+		s = CUBLAS_STATUS_INVALID_VALUE;
+		break;
+	}
+	return blas_result(s, ret_blas_status, "cublas batched LU");
+}

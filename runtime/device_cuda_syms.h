@@ -156,7 +156,15 @@
 	X(GeruC, "cublasCgeru_v2", cublasStatus_t, (cublasHandle_t, int, int, const void *, const void *, int, const void *, int, void *, int)) \
 	X(GercC, "cublasCgerc_v2", cublasStatus_t, (cublasHandle_t, int, int, const void *, const void *, int, const void *, int, void *, int)) \
 	X(GeruZ, "cublasZgeru_v2", cublasStatus_t, (cublasHandle_t, int, int, const void *, const void *, int, const void *, int, void *, int)) \
-	X(GercZ, "cublasZgerc_v2", cublasStatus_t, (cublasHandle_t, int, int, const void *, const void *, int, const void *, int, void *, int))
+	X(GercZ, "cublasZgerc_v2", cublasStatus_t, (cublasHandle_t, int, int, const void *, const void *, int, const void *, int, void *, int)) \
+	X(GetrfS, "cublasSgetrfBatched", cublasStatus_t, (cublasHandle_t, int, void *const *, int, int *, int *, int)) \
+	X(GetriS, "cublasSgetriBatched", cublasStatus_t, (cublasHandle_t, int, const void *const *, int, const int *, void *const *, int, int *, int)) \
+	X(GetrsS, "cublasSgetrsBatched", cublasStatus_t, (cublasHandle_t, cublasOperation_t, int, int, const void *const *, int, const int *, void *const *, int, int *, int)) \
+	X(MatinvS, "cublasSmatinvBatched", cublasStatus_t, (cublasHandle_t, int, const void *const *, int, void *const *, int, int *, int)) \
+	X(GetrfD, "cublasDgetrfBatched", cublasStatus_t, (cublasHandle_t, int, void *const *, int, int *, int *, int)) \
+	X(GetriD, "cublasDgetriBatched", cublasStatus_t, (cublasHandle_t, int, const void *const *, int, const int *, void *const *, int, int *, int)) \
+	X(GetrsD, "cublasDgetrsBatched", cublasStatus_t, (cublasHandle_t, cublasOperation_t, int, int, const void *const *, int, const int *, void *const *, int, int *, int)) \
+	X(MatinvD, "cublasDmatinvBatched", cublasStatus_t, (cublasHandle_t, int, const void *const *, int, void *const *, int, int *, int))
 
 #define CU_SYM_FIELD(field, name, version, export, type) type field;
 struct cuda_driver_syms {
@@ -250,5 +258,6 @@ int cuda_blas_l1(struct phos_device *dev, void *handle, const struct phos_blas_l
 		 float *ret_result, int *ret_blas_status);
 int cuda_blas_call(struct phos_device *dev, void *handle, const struct phos_blas_op *op, void *ret_result,
 		   int *ret_blas_status);
+int cuda_blas_lu(struct phos_device *dev, void *handle, const struct phos_blas_lu *op, int *ret_blas_status);
 int cuda_blas_gemv(struct phos_device *dev, void *handle, const struct phos_blas_gemv *op,
 		   int *ret_blas_status);

@@ -416,3 +416,182 @@ int phos_sim_blas_gemm_wide(struct phos_device *dev, const struct phos_blas_gemm
 	}
 	return ret_status(ret_blas_status, ST_SUCCESS);
 }
+
+/* ---- batched LU (getrf, getri, getrs, matinv), real S and D ---- */
+
+/* a (n x n, ld) = P L U in place, LAPACK getf2 order; piv gets 1-based pivot
+ * rows (NULL: no pivoting). Returns info: 0, or k when U(k, k) is exactly 0. */
+static int lu_factor(void *a, int type, int64_t n, int64_t lda, int32_t *piv)
+{
+	int info = 0;
+
+	for (int64_t k = 0; k < n; k++) {
+		int64_t p = k;
+
+		if (piv) {
+			for (int64_t i = k + 1; i < n; i++)
+				if (fabs(creal(ld(a, type, i + k * lda))) > fabs(creal(ld(a, type, p + k * lda))))
+					p = i;
+			piv[k] = (int32_t)p + 1;
+			if (p != k)
+				for (int64_t j = 0; j < n; j++) {
+					zval t = ld(a, type, k + j * lda);
+
+					st(a, type, k + j * lda, ld(a, type, p + j * lda));
+					st(a, type, p + j * lda, t);
+				}
+		}
+		double d = creal(ld(a, type, k + k * lda));
+
+		if (d == 0) {
+			if (!info)
+				info = (int)k + 1;
+			continue;
+		}
+		for (int64_t i = k + 1; i < n; i++)
+			st(a, type, i + k * lda, ld(a, type, i + k * lda) / d);
+		for (int64_t j = k + 1; j < n; j++) {
+			double f = creal(ld(a, type, k + j * lda));
+
+			for (int64_t i = k + 1; i < n; i++)
+				st(a, type, i + j * lda, ld(a, type, i + j * lda) - ld(a, type, i + k * lda) * f);
+		}
+	}
+	return info;
+}
+
+/* x (n values, in doubles) = op(A)^-1 x from the factors of lu_factor. */
+static void lu_solve(const void *a, int type, int64_t n, int64_t lda, const int32_t *piv, bool trans, double *x)
+{
+	if (!trans) {
+		for (int64_t k = 0; piv && k < n; k++) {
+			double t = x[k];
+
+			x[k] = x[piv[k] - 1];
+			x[piv[k] - 1] = t;
+		}
+		for (int64_t i = 0; i < n; i++)            /* L y = b, unit lower */
+			for (int64_t k = 0; k < i; k++)
+				x[i] -= creal(ld(a, type, i + k * lda)) * x[k];
+		for (int64_t i = n - 1; i >= 0; i--) {     /* U x = y */
+			for (int64_t k = i + 1; k < n; k++)
+				x[i] -= creal(ld(a, type, i + k * lda)) * x[k];
+			x[i] /= creal(ld(a, type, i + i * lda));
+		}
+		return;
+	}
+	for (int64_t i = 0; i < n; i++) {                  /* U^T z = b */
+		for (int64_t k = 0; k < i; k++)
+			x[i] -= creal(ld(a, type, k + i * lda)) * x[k];
+		x[i] /= creal(ld(a, type, i + i * lda));
+	}
+	for (int64_t i = n - 1; i >= 0; i--)               /* L^T w = z */
+		for (int64_t k = i + 1; k < n; k++)
+			x[i] -= creal(ld(a, type, k + i * lda)) * x[k];
+	for (int64_t k = n - 1; piv && k >= 0; k--) {      /* x = P w */
+		double t = x[k];
+
+		x[k] = x[piv[k] - 1];
+		x[piv[k] - 1] = t;
+	}
+}
+
+/* c = A^-1 column by column from the factors; info k when U(k, k) is 0. */
+static int lu_inverse(const void *a, int type, int64_t n, int64_t lda, const int32_t *piv, void *c, int64_t ldc,
+		      double *x)
+{
+	for (int64_t k = 0; k < n; k++)
+		if (creal(ld(a, type, k + k * lda)) == 0)
+			return (int)k + 1;
+	for (int64_t j = 0; j < n; j++) {
+		for (int64_t i = 0; i < n; i++)
+			x[i] = i == j;
+		lu_solve(a, type, n, lda, piv, false, x);
+		for (int64_t i = 0; i < n; i++)
+			st(c, type, i + j * ldc, x[i]);
+	}
+	return 0;
+}
+
+int phos_sim_blas_lu(struct phos_device *dev, void *handle, const struct phos_blas_lu *op, int *ret_blas_status)
+{
+	int type, fn;
+	int64_t n, batch, cols;
+	const uint64_t *pa, *pc;
+	int32_t *piv, *info;
+	double *x;
+	void *scratch = NULL;
+
+	if (!phos_sim_obj_get(dev, handle, PHOS_SIM_BLAS))
+		return ret_status(ret_blas_status, ST_NOT_INITIALIZED);
+	if (!op || (op->type != T_R32 && op->type != T_R64))
+		return ret_status(ret_blas_status, ST_NOT_SUPPORTED);
+	type = op->type;
+	fn = op->fn;
+	n = op->n;
+	batch = op->batch;
+	cols = fn == PHOS_BLAS_GETRS ? op->nrhs : n;
+	if (fn < PHOS_BLAS_GETRF || fn > PHOS_BLAS_MATINV || n < 0 || batch < 0 || op->lda < (n > 1 ? n : 1) ||
+	    (fn != PHOS_BLAS_GETRF && op->ldc < (n > 1 ? n : 1)) || (fn == PHOS_BLAS_GETRS && op->nrhs < 0))
+		return ret_status(ret_blas_status, ST_INVALID_VALUE);
+	if (!batch)
+		return ret_status(ret_blas_status, ST_SUCCESS);
+	if (!phos_sim_range_ok(dev, op->a, (uint64_t)batch * 8) ||
+	    (fn != PHOS_BLAS_GETRF && !phos_sim_range_ok(dev, op->c, (uint64_t)batch * 8)) ||
+	    (op->pivots && !phos_sim_range_ok(dev, op->pivots, (uint64_t)(n * batch) * 4)) ||
+	    (fn != PHOS_BLAS_GETRS && !phos_sim_range_ok(dev, op->info, (uint64_t)batch * 4)))
+		return ret_status(ret_blas_status, ST_EXECUTION_FAILED);
+	pa = (const uint64_t *)(uintptr_t)op->a;
+	pc = (const uint64_t *)(uintptr_t)op->c;
+	piv = (int32_t *)(uintptr_t)op->pivots;
+	info = (int32_t *)(uintptr_t)op->info;
+	for (int64_t b = 0; b < batch; b++)
+		if (!mat_ok(dev, pa[b], type, n, n, op->lda) ||
+		    (fn != PHOS_BLAS_GETRF && !mat_ok(dev, pc[b], type, n, cols, op->ldc)))
+			return ret_status(ret_blas_status, ST_EXECUTION_FAILED);
+	x = malloc((size_t)(n ? n : 1) * sizeof(double));
+	if (fn == PHOS_BLAS_MATINV) {   /* factors of a copy: A is not changed */
+		scratch = malloc((size_t)(n ? n * n : 1) * (size_t)esize(type) + (size_t)(n ? n : 1) * 4);
+	}
+	if (!x || (fn == PHOS_BLAS_MATINV && !scratch)) {
+		free(x);
+		free(scratch);
+		return ret_status(ret_blas_status, ST_ALLOC_FAILED);
+	}
+	for (int64_t b = 0; b < batch; b++) {
+		void *a = (void *)(uintptr_t)pa[b], *c = fn == PHOS_BLAS_GETRF ? NULL : (void *)(uintptr_t)pc[b];
+		int32_t *p = piv ? piv + b * n : NULL;
+
+		switch (fn) {
+		case PHOS_BLAS_GETRF:
+			info[b] = lu_factor(a, type, n, op->lda, p);
+			break;
+		case PHOS_BLAS_GETRI:
+			info[b] = lu_inverse(a, type, n, op->lda, p, c, op->ldc, x);
+			break;
+		case PHOS_BLAS_GETRS:
+			for (int64_t j = 0; j < cols; j++) {
+				for (int64_t i = 0; i < n; i++)
+					x[i] = creal(ld(c, type, i + j * op->ldc));
+				lu_solve(a, type, n, op->lda, p, op->trans != 0, x);
+				for (int64_t i = 0; i < n; i++)
+					st(c, type, i + j * op->ldc, x[i]);
+			}
+			break;
+		case PHOS_BLAS_MATINV: {
+			int32_t *mp = (int32_t *)((char *)scratch + (size_t)(n * n) * (size_t)esize(type));
+
+			for (int64_t j = 0; j < n; j++)
+				for (int64_t i = 0; i < n; i++)
+					st(scratch, type, i + j * n, ld(a, type, i + j * op->lda));
+			info[b] = lu_factor(scratch, type, n, n, mp);
+			if (!info[b])
+				info[b] = lu_inverse(scratch, type, n, n, mp, c, op->ldc, x);
+			break;
+		}
+		}
+	}
+	free(x);
+	free(scratch);
+	return ret_status(ret_blas_status, ST_SUCCESS);
+}

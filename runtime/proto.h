@@ -90,8 +90,10 @@ enum phos_op {
 	PHOS_OP_BLAS_SET_MATH,    /* phos_blas_set */
 	PHOS_OP_BLAS_SET_WORKSPACE, /* phos_blas_workspace */
 	PHOS_OP_BLAS_GEMM,        /* phos_blas_gemm (Sgemm, GemmEx, their strided batched forms) */
-	PHOS_OP_BLAS_L1,          /* phos_blas_l1 (axpy, scal, dot, nrm2); sync when it returns a host scalar */
-	PHOS_OP_BLAS_GEMV,        /* phos_blas_gemv */
+	PHOS_OP_BLAS_L1,          /* phos_blas_l1 (axpy, scal, dot, nrm2); sync when it returns a host scalar.
+	                           * The preload sends PHOS_OP_BLAS_CALL instead since issue 12;
+	                           * the executor still serves this one */
+	PHOS_OP_BLAS_GEMV,        /* phos_blas_gemv (the same) */
 
 	/* function lifecycle */
 	PHOS_OP_SERVE,            /* the function reached phos_fn_serve (the snapshot point); it
@@ -106,6 +108,7 @@ enum phos_op {
 	PHOS_OP_BLAS_GET_MATRIX,  /* sync: phos_blas_matrix; reply the packed elements */
 	PHOS_OP_BLAS_CALL,        /* phos_blas_op: level 1-3 routines of every precision;
 	                           * sync when it returns a host result */
+	PHOS_OP_BLAS_LU,          /* phos_blas_lu: batched getrf/getri/getrs/matinv */
 
 	PHOS_OP__COUNT
 };
@@ -329,6 +332,27 @@ struct phos_blas_op {
 	/* DOT/DOTC/NRM2/ASUM/AMAX/AMIN without dev_result are sent synchronously and
 	 * reply their result: one element of type (DOT, DOTC), of its real type
 	 * (NRM2, ASUM) or an int32 (AMAX, AMIN) */
+};
+
+/* Batched LU routines (S, D) on device arrays of matrix pointers, as the
+ * pointer-array GEMMs: the executor reads the arrays to know the matrices. */
+enum phos_blas_lu_fn {
+	PHOS_BLAS_GETRF,  /* a[i] (n x n) = P L U in place; pivots, info written */
+	PHOS_BLAS_GETRI,  /* c[i] = inverse from getrf's a[i] and pivots; info written */
+	PHOS_BLAS_GETRS,  /* b[i] (n x nrhs) = op(A)^-1 b[i] from getrf's a[i] and pivots */
+	PHOS_BLAS_MATINV, /* c[i] = a[i]^-1 (n <= 32); a[i] is not changed; info written */
+};
+struct phos_blas_lu {
+	uint32_t handle;
+	int32_t fn;                    /* enum phos_blas_lu_fn */
+	int32_t type;                  /* CUDA_R_32F or CUDA_R_64F */
+	int32_t n, nrhs, trans;
+	int32_t lda, ldc;              /* ldc: of c[i] (GETRI, MATINV) or b[i] (GETRS) */
+	int32_t batch;
+	uint32_t _pad;
+	uint64_t a, c;                 /* device arrays of batch pointers (c: the b array of GETRS) */
+	uint64_t pivots;               /* n * batch int32 in device memory, 0: no pivoting */
+	uint64_t info;                 /* batch int32 in device memory (not GETRS) */
 };
 
 /* Name of an op, for logs and traces ("launch", "memcpy_h2d", ...). */
