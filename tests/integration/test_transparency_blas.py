@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Transparency of cuBLAS (issue 12): public-style CUDA programs that use the
 Set/Get helpers, every precision of the level 1-3 routines, mixed-precision
-GEMMs and cublasXt run under phos-fn and give the answers their own CPU
+GEMMs, batched LU and cublasXt run under phos-fn and give the answers their own CPU
 references expect; cublasXt is refused loudly; the executor's read/write sets
 of a few routines are exactly the bytes cuBLAS defines. With
 PHOS_TEST_DEVICE=cuda (tools/gpu-check) the programs also run natively, so
@@ -24,7 +24,7 @@ def native(name):
 
 
 OK_LINE = {"blas_helpers": "blas_helpers: ok", "blas_level": "blas_level: all precisions ok",
-           "blas_ex": "blas_ex: ok"}
+           "blas_ex": "blas_ex: ok", "blas_lu": "blas_lu: ok"}
 
 for name, line in OK_LINE.items():
     p = run(prog(name))
@@ -78,4 +78,6 @@ sets(one("blas_call", "Strsm"), [at("ta", 116), at("tb", 84)], [at("tb", 84)], "
 sets(one("blas_call", "Snrm2"), [at("nx", 64)], [at("nr", 4)], "Snrm2, device result")
 sets(one("blas_gemm"), [at("gs", 8), at("gs", 8, 8), at("ga", 128), at("ga", 128, 128), at("ga", 128, 256)],
      [at("ga", 128, 256)], "Dgemm, device scalars")
+sets(one("blas_lu"), [at("la", 16), at("lm", 44), at("lm", 44, 1024)],
+     [at("lm", 44), at("lm", 44, 1024), at("lp", 24), at("li", 8)], "Sgetrf batched (2 of 3 x 3, lda 4)")
 done("transparency_blas")

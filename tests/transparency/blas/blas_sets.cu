@@ -62,14 +62,27 @@ int main()
 	CK(cublasSnrm2(h, 16, nx, 1, nr));
 	CK(cublasDgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, gs, ga, 4, ga + 16, 4, gs + 1, ga + 32, 4));
 	CK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+	// sgetrfBatched of 2 matrices 3 x 3, lda 4, named by a device array: the
+	// array (16 bytes) read, each matrix (2 * 4 + 3) * 4 = 44 bytes read and
+	// written, pivots 3 * 2 * 4 = 24 and info 2 * 4 = 8 bytes written
+	float *lm = (float *)dev(4096), **la = (float **)dev(256);
+	int *lp = (int *)dev(256), *li = (int *)dev(256);
+	float *lptr[2] = { lm, lm + 256 };
+	float eye[12] = { 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0 };
+	cudaMemcpy(la, lptr, sizeof(lptr), cudaMemcpyHostToDevice);
+	cudaMemcpy(lm, eye, sizeof(eye), cudaMemcpyHostToDevice);
+	cudaMemcpy(lm + 256, eye, sizeof(eye), cudaMemcpyHostToDevice);
+	CK(cublasSgetrfBatched(h, 3, la, 4, lp, li, 2));
 	if (cudaDeviceSynchronize() != cudaSuccess)
 		return 1;
 	cublasDestroy(h);
 	printf("{\"sv\":%llu,\"dx\":%llu,\"dy\":%llu,\"zx\":%llu,\"zy\":%llu,\"ca\":%llu,\"cx\":%llu,\"cy\":%llu,"
-	       "\"ta\":%llu,\"tb\":%llu,\"nx\":%llu,\"nr\":%llu,\"ga\":%llu,\"gs\":%llu}\n",
+	       "\"ta\":%llu,\"tb\":%llu,\"nx\":%llu,\"nr\":%llu,\"ga\":%llu,\"gs\":%llu,"
+	       "\"lm\":%llu,\"la\":%llu,\"lp\":%llu,\"li\":%llu}\n",
 	       (unsigned long long)sv, (unsigned long long)dx, (unsigned long long)dy, (unsigned long long)zx,
 	       (unsigned long long)zy, (unsigned long long)ca, (unsigned long long)cx, (unsigned long long)cy,
 	       (unsigned long long)ta, (unsigned long long)tb, (unsigned long long)nx, (unsigned long long)nr,
-	       (unsigned long long)ga, (unsigned long long)gs);
+	       (unsigned long long)ga, (unsigned long long)gs, (unsigned long long)lm, (unsigned long long)la,
+	       (unsigned long long)lp, (unsigned long long)li);
 	return 0;
 }
