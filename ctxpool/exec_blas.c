@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* cuBLAS: handles and the calls we forward, with their exact read/write ranges. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,36 +59,121 @@ static int vector_span(int n, int inc, uint64_t *ret_bytes)
 	return 0;
 }
 
+/* Bytes of one scalar of a cudaDataType used for alpha/beta/results. */
+static uint64_t scalar_size(int type)
+{
+	return elem_size(type);
+}
+
+/* The scalar type of a GEMM compute type (cublasComputeType_t or a legacy
+ * cudaDataType); complex GEMMs pass their cudaDataType. */
+static int scal_type_of_compute(int compute)
+{
+	switch (compute) {
+	case 64: case 65: case 2: return 2;             /* 16F */
+	case 70: case 71: case 1: return 1;             /* 64F */
+	case 72: case 73: case 10: return 10;           /* 32I */
+	case 4: case 5: return compute;                 /* complex */
+	default: return 0;                              /* 32F and its fast forms */
+	}
+}
+
+static double half_value(uint16_t h)
+{
+	int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+	double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m | 0x400, e - 25);
+
+	return (h & 0x8000) ? -v : v;
+}
+
+/* One scalar of type at host memory p, widened to re, im. */
+static void scalar_widen(const void *p, int type, double ret[2])
+{
+	float f[2];
+	double d[2];
+	int32_t i;
+	uint16_t h;
+
+	ret[1] = 0;
+	switch (type) {
+	case 0: case 4:
+		memcpy(f, p, type == 4 ? 8 : 4);
+		ret[0] = f[0];
+		ret[1] = type == 4 ? f[1] : 0;
+		break;
+	case 1: case 5:
+		memcpy(d, p, type == 5 ? 16 : 8);
+		ret[0] = d[0];
+		ret[1] = type == 5 ? d[1] : 0;
+		break;
+	case 2:
+		memcpy(&h, p, 2);
+		ret[0] = half_value(h);
+		break;
+	case 10:
+		memcpy(&i, p, 4);
+		ret[0] = i;
+		break;
+	default:
+		ret[0] = 0;
+	}
+}
+
+/* Device pointer mode: alpha and beta (beta_addr 0: none) are read from
+ * device memory after the work queued before them, and join the set. */
+static int scalars_read(struct executor *ex, struct spec_set *set, int type, uint64_t alpha_addr,
+			uint64_t beta_addr, double alpha[2], double beta[2])
+{
+	const uint64_t addr[2] = { alpha_addr, beta_addr };
+	double *dst[2] = { alpha, beta };
+	uint64_t size = scalar_size(type);
+	uint8_t buf[16];
+
+	if (!size)
+		return -PHOS_CUDA_NOT_SUPPORTED;
+	for (int i = 0; i < 2; i++) {
+		if (!addr[i])
+			continue;
+		if (spec_range(ex, set, addr[i], size, SPEC_READ) < 0)
+			return -PHOS_CUDA_INVALID_VALUE;
+		if (ex->loader)
+			TRY(loader_settle(ex->loader, addr[i], size));
+		TRY(ex->dev_ops->synchronize(ex->dev));
+		TRY(ex->dev_ops->memcpy_d2h(ex->dev, buf, addr[i], size, NULL));
+		scalar_widen(buf, type, dst[i]);
+	}
+	return 0;
+}
+
 #define MAX_BATCH_ARRAY (1 << 16)   /* pointers per array of a pointer-array batched call */
 
-/* A pointer-array batched GEMM: the arrays are read (they are in device
- * memory, so the device is synchronized first and, during an on-demand
- * restore, the arrays are waited for), and every matrix they name joins the
- * set with one matrix's span. A pointer to no live buffer refuses the call. */
-static int gemm_arrays_set(struct executor *ex, const struct phos_blas_gemm *g, uint64_t sa, uint64_t sb,
-			   uint64_t sc, struct spec_set *set)
+/* Pointer arrays of a batched call (they are in device memory, so the device
+ * is synchronized first and, during an on-demand restore, the arrays are
+ * waited for): each array joins the set as read, and every matrix it names
+ * with span[i] bytes and access[i] (span 0: not touched). A pointer to no
+ * live buffer refuses the call. */
+static int arrays_set(struct executor *ex, int n, const uint64_t *arr, const uint64_t *span, const uint8_t *access,
+		      int32_t batch, struct spec_set *set)
 {
-	const uint64_t arr[3] = { g->a, g->b, g->c }, span[3] = { sa, sb, sc };
-	const uint8_t access[3] = { SPEC_READ, SPEC_READ, g->beta != 0 ? SPEC_READ | SPEC_WRITE : SPEC_WRITE };
-	uint64_t bytes = (uint64_t)g->batch * 8;
+	uint64_t bytes = (uint64_t)batch * 8;
 	uint64_t *ptrs;
 	int r = 0;
 
-	if (g->batch > MAX_BATCH_ARRAY)
+	if (batch > MAX_BATCH_ARRAY)
 		return -PHOS_CUDA_INVALID_VALUE;
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < n; i++)
 		TRY(spec_range(ex, set, arr[i], bytes, SPEC_READ));
 	ptrs = malloc(bytes);
 	if (!ptrs)
 		return -PHOS_CUDA_MEMORY_ALLOCATION;
 	if (ex->loader)
-		for (int i = 0; i < 3 && r == 0; i++)
+		for (int i = 0; i < n && r == 0; i++)
 			r = loader_settle(ex->loader, arr[i], bytes);
 	if (r == 0)
 		r = ex->dev_ops->synchronize(ex->dev);
-	for (int i = 0; i < 3 && r == 0; i++) {
+	for (int i = 0; i < n && r == 0; i++) {
 		r = ex->dev_ops->memcpy_d2h(ex->dev, ptrs, arr[i], bytes, NULL);
-		for (int32_t j = 0; j < g->batch && r == 0 && span[i]; j++)
+		for (int32_t j = 0; j < batch && r == 0 && span[i]; j++)
 			if (spec_range(ex, set, ptrs[j], span[i], access[i]) < 0)
 				r = -PHOS_CUDA_ILLEGAL_ADDRESS;
 	}
@@ -94,9 +181,23 @@ static int gemm_arrays_set(struct executor *ex, const struct phos_blas_gemm *g, 
 	return r;
 }
 
-static int gemm(struct executor *ex, struct exec_blas *b, const struct phos_blas_gemm *g, int *blas_status)
+/* A pointer-array batched GEMM: A and B read, C written (and read unless beta is 0). */
+static int gemm_arrays_set(struct executor *ex, const struct phos_blas_gemm *g, uint64_t sa, uint64_t sb,
+			   uint64_t sc, struct spec_set *set)
+{
+	const uint64_t arr[3] = { g->a, g->b, g->c }, span[3] = { sa, sb, sc };
+	const uint8_t access[3] = { SPEC_READ, SPEC_READ,
+				    g->beta != 0 || g->beta_im != 0 ? SPEC_READ | SPEC_WRITE : SPEC_WRITE };
+
+	return arrays_set(ex, 3, arr, span, access, g->batch, set);
+}
+
+static int gemm(struct executor *ex, struct exec_blas *b, const struct phos_blas_gemm *gin, int *blas_status)
 {
 	struct spec_set set = { 0 };
+	struct phos_blas_gemm local = *gin, *g = &local;
+	bool complex_type = g->ctype == 4 || g->ctype == 5;
+	int scal_type = g->compute == 4 || g->compute == 5 ? g->compute : complex_type ? g->ctype : g->compute;
 	uint64_t sa, sb, sc;
 	int arows = g->transa ? g->k : g->m, acols = g->transa ? g->m : g->k;
 	int brows = g->transb ? g->n : g->k, bcols = g->transb ? g->k : g->n;
@@ -115,6 +216,20 @@ static int gemm(struct executor *ex, struct exec_blas *b, const struct phos_blas
 		*blas_status = BLAS_INVALID_VALUE;
 		return -PHOS_CUDA_INVALID_VALUE;
 	}
+	if (g->dev_scalars) {
+		double al[2] = { 0 }, be[2] = { 0 };
+		int r = scalars_read(ex, &set, scal_type_of_compute(scal_type), g->alpha_addr, g->beta_addr, al, be);
+
+		if (r < 0) {
+			*blas_status = BLAS_INVALID_VALUE;
+			return r;
+		}
+		g->alpha = al[0];
+		g->alpha_im = al[1];
+		g->beta = be[0];
+		g->beta_im = be[1];
+		g->dev_scalars = 0;
+	}
 	if (g->arrays) {
 		int r = gemm_arrays_set(ex, g, sa, sb, sc, &set);
 
@@ -123,7 +238,7 @@ static int gemm(struct executor *ex, struct exec_blas *b, const struct phos_blas
 			return r;
 		}
 	} else if (spec_range(ex, &set, g->a, sa, SPEC_READ) < 0 || spec_range(ex, &set, g->b, sb, SPEC_READ) < 0 ||
-		   spec_range(ex, &set, g->c, sc, g->beta != 0 ? SPEC_READ | SPEC_WRITE : SPEC_WRITE) < 0) {
+		   spec_range(ex, &set, g->c, sc, g->beta != 0 || g->beta_im != 0 ? SPEC_READ | SPEC_WRITE : SPEC_WRITE) < 0) {
 		*blas_status = BLAS_INVALID_VALUE;
 		return -PHOS_CUDA_ILLEGAL_ADDRESS;
 	}
@@ -181,6 +296,250 @@ static int gemv(struct executor *ex, struct exec_blas *b, const struct phos_blas
 	return ex->dev_ops->blas_gemv(ex->dev, b->dev_handle, op, blas_status);
 }
 
+/* cublasSetMatrix/GetMatrix (and the vector forms, rows = 1): a block of
+ * rows x cols elements, columns ld apart; the set is its span. Contiguous
+ * columns go as one copy, others column by column. */
+static int matrix_copy(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
+		       uint32_t *out_len)
+{
+	BODY(struct phos_blas_matrix, mx);
+	bool set_op = op == PHOS_OP_BLAS_SET_MATRIX;
+	struct spec_set set = { 0 };
+	uint64_t span, col_bytes, packed;
+	void *stream;
+	int r = 0;
+
+	if (mx->elem <= 0 || mx->rows < 0 || mx->cols < 0 ||
+	    matrix_span(mx->rows, mx->cols, mx->ld, 1, 0, (uint64_t)mx->elem, &span) < 0)
+		return -PHOS_CUDA_INVALID_VALUE;
+	col_bytes = (uint64_t)mx->rows * (uint64_t)mx->elem;
+	packed = col_bytes * (uint64_t)mx->cols;
+	if (set_op ? packed != len - sizeof(*mx) : packed > PHOS_REPLY_MAX)
+		return -PHOS_CUDA_INVALID_VALUE;
+	TRY(exec_stream(ex, mx->stream, &stream));
+	TRY(spec_range(ex, &set, mx->dev, span, set_op ? SPEC_WRITE : SPEC_READ));
+	TRY(spec_commit(ex, set_op ? "blas_set_matrix" : "blas_get_matrix", NULL, mx->stream, &set));
+	if (!packed)
+		return 0;
+	if (mx->ld == mx->rows || mx->cols == 1) {
+		r = set_op ? ex->dev_ops->memcpy_h2d(ex->dev, mx->dev, mx + 1, packed, stream)
+			   : ex->dev_ops->memcpy_d2h(ex->dev, out, mx->dev, packed, stream);
+	} else {
+		uint64_t pitch = (uint64_t)mx->ld * (uint64_t)mx->elem;
+
+		for (int32_t j = 0; j < mx->cols && r == 0; j++)
+			r = set_op ? ex->dev_ops->memcpy_h2d(ex->dev, mx->dev + j * pitch,
+							     (const uint8_t *)(mx + 1) + j * col_bytes, col_bytes, stream)
+				   : ex->dev_ops->memcpy_d2h(ex->dev, (uint8_t *)out + j * col_bytes,
+							     mx->dev + j * pitch, col_bytes, stream);
+	}
+	if (r == 0 && !set_op)
+		*out_len = (uint32_t)packed;
+	return r;
+}
+
+/* Bytes of a strided vector of n elements (n <= 0: none). */
+static int vec_bytes(int n, int inc, uint64_t esize, uint64_t *ret_bytes)
+{
+	if (n <= 0) {
+		*ret_bytes = 0;
+		return 0;
+	}
+	if (inc == 0)
+		return -1;
+	*ret_bytes = (1 + (uint64_t)(n - 1) * (uint64_t)(inc < 0 ? -(int64_t)inc : inc)) * esize;
+	return 0;
+}
+
+/* Size of the result a routine returns (0: none). */
+static uint64_t call_result_size(const struct phos_blas_op *op)
+{
+	uint64_t e = elem_size(op->type);
+
+	switch (op->fn) {
+	case PHOS_BLAS_DOT:
+	case PHOS_BLAS_DOTC:
+		return e;
+	case PHOS_BLAS_NRM2:
+	case PHOS_BLAS_ASUM:
+		return op->type == 4 || op->type == 5 ? e / 2 : e;
+	case PHOS_BLAS_AMAX:
+	case PHOS_BLAS_AMIN:
+		return 4;
+	default:
+		return 0;
+	}
+}
+
+/* The read/write set of a level 1-3 routine, from its API semantics. */
+static int call_set(struct executor *ex, const struct phos_blas_op *op, struct spec_set *set)
+{
+	uint64_t e = elem_size(op->type), sx = 0, sy = 0, sa = 0, sb = 0;
+	const uint8_t R = SPEC_READ, RW = SPEC_READ | SPEC_WRITE;
+	int lenx = op->n, leny = op->n;
+	bool beta_zero = op->beta[0] == 0 && op->beta[1] == 0 && !op->dev_scalars;
+
+	switch (op->fn) {
+	case PHOS_BLAS_GEMV:
+		lenx = op->trans ? op->m : op->n;
+		leny = op->trans ? op->n : op->m;
+		if (matrix_span(op->m, op->n, op->lda, 1, 0, e, &sa) < 0)
+			return -1;
+		break;
+	case PHOS_BLAS_GER:
+	case PHOS_BLAS_GERC:
+		lenx = op->m;
+		if (matrix_span(op->m, op->n, op->lda, 1, 0, e, &sa) < 0)
+			return -1;
+		break;
+	case PHOS_BLAS_TRSM: {
+		int ka = op->side == 0 ? op->m : op->n;
+
+		if (matrix_span(ka, ka, op->lda, 1, 0, e, &sa) < 0 ||
+		    matrix_span(op->m, op->n, op->ldb, 1, 0, e, &sb) < 0)
+			return -1;
+		if (spec_range(ex, set, op->a, sa, R) < 0 || spec_range(ex, set, op->b, sb, RW) < 0)
+			return -1;
+		return 0;
+	}
+	default:
+		break;
+	}
+	if (vec_bytes(lenx, op->incx, e, &sx) < 0)
+		return -1;
+	switch (op->fn) {
+	case PHOS_BLAS_SCAL:
+		return spec_range(ex, set, op->x, sx, RW) < 0 ? -1 : 0;
+	case PHOS_BLAS_NRM2:
+	case PHOS_BLAS_ASUM:
+	case PHOS_BLAS_AMAX:
+	case PHOS_BLAS_AMIN:
+		return spec_range(ex, set, op->x, sx, R) < 0 ? -1 : 0;
+	default:
+		break;
+	}
+	if (vec_bytes(leny, op->incy, e, &sy) < 0)
+		return -1;
+	switch (op->fn) {
+	case PHOS_BLAS_AXPY:
+		return spec_range(ex, set, op->x, sx, R) < 0 || spec_range(ex, set, op->y, sy, RW) < 0 ? -1 : 0;
+	case PHOS_BLAS_DOT:
+	case PHOS_BLAS_DOTC:
+		return spec_range(ex, set, op->x, sx, R) < 0 || spec_range(ex, set, op->y, sy, R) < 0 ? -1 : 0;
+	case PHOS_BLAS_COPY:
+		return spec_range(ex, set, op->x, sx, R) < 0 || spec_range(ex, set, op->y, sy, SPEC_WRITE) < 0 ? -1 : 0;
+	case PHOS_BLAS_SWAP:
+		return spec_range(ex, set, op->x, sx, RW) < 0 || spec_range(ex, set, op->y, sy, RW) < 0 ? -1 : 0;
+	case PHOS_BLAS_GEMV:
+		return spec_range(ex, set, op->a, sa, R) < 0 || spec_range(ex, set, op->x, sx, R) < 0 ||
+		       spec_range(ex, set, op->y, sy, beta_zero ? SPEC_WRITE : RW) < 0 ? -1 : 0;
+	case PHOS_BLAS_GER:
+	case PHOS_BLAS_GERC:
+		return spec_range(ex, set, op->x, sx, R) < 0 || spec_range(ex, set, op->y, sy, R) < 0 ||
+		       spec_range(ex, set, op->a, sa, RW) < 0 ? -1 : 0;
+	default:
+		return -1;
+	}
+}
+
+/* The routine's cuBLAS name without its prefix ("Daxpy", "Zdotc"), for the trace. */
+static const char *call_name(const struct phos_blas_op *op, char name[16])
+{
+	static const char *const fn[PHOS_BLAS_FN__COUNT] = {
+		"axpy", "scal", "dot", "dotc", "nrm2", "asum", "amax", "amin", "copy", "swap", "gemv", "ger", "gerc", "trsm",
+	};
+	char p = op->type == 0 ? 'S' : op->type == 1 ? 'D' : op->type == 4 ? 'C' : 'Z';
+
+	snprintf(name, 16, "%c%s", p, fn[op->fn]);
+	return name;
+}
+
+static int call(struct executor *ex, struct exec_blas *b, const struct phos_blas_op *in, void *out,
+		uint32_t *out_len, int *blas_status)
+{
+	struct phos_blas_op op = *in;
+	struct spec_set set = { 0 };
+	uint64_t rsize = call_result_size(&op);
+	uint8_t result[16] = { 0 };
+	char name[16];
+	void *stream;
+	int r;
+
+	if (op.fn < 0 || op.fn >= PHOS_BLAS_FN__COUNT || !elem_size(op.type) || !elem_size(op.scal_type)) {
+		*blas_status = BLAS_INVALID_VALUE;
+		return -PHOS_CUDA_INVALID_VALUE;
+	}
+	/* scalars first: gemv's set depends on beta */
+	if (op.dev_scalars) {
+		bool has_alpha = op.fn == PHOS_BLAS_AXPY || op.fn == PHOS_BLAS_SCAL || op.fn >= PHOS_BLAS_GEMV;
+		bool has_beta = op.fn == PHOS_BLAS_GEMV;
+
+		r = scalars_read(ex, &set, op.scal_type, has_alpha ? op.alpha_addr : 0, has_beta ? op.beta_addr : 0,
+				 op.alpha, op.beta);
+		if (r < 0) {
+			*blas_status = BLAS_INVALID_VALUE;
+			return r;
+		}
+		op.dev_scalars = 0;
+	}
+	if (call_set(ex, &op, &set) < 0 ||
+	    (op.dev_result && rsize && spec_range(ex, &set, op.result, rsize, SPEC_WRITE) < 0)) {
+		*blas_status = BLAS_INVALID_VALUE;
+		return -PHOS_CUDA_ILLEGAL_ADDRESS;
+	}
+	TRY(spec_commit(ex, "blas_call", call_name(&op, name), b->stream, &set));
+	r = ex->dev_ops->blas_call(ex->dev, b->dev_handle, &op, result, blas_status);
+	if (r < 0 || !rsize)
+		return r;
+	if (op.dev_result) {   /* device pointer mode: the result lands on the handle's stream */
+		TRY(exec_stream(ex, b->stream, &stream));
+		return ex->dev_ops->memcpy_h2d(ex->dev, op.result, result, rsize, stream);
+	}
+	memcpy(out, result, rsize);
+	*out_len = (uint32_t)rsize;
+	return 0;
+}
+
+/* Batched LU routines: the matrices the arrays name, the pivots and infos. */
+static int lu(struct executor *ex, struct exec_blas *b, const struct phos_blas_lu *op, int *blas_status)
+{
+	struct spec_set set = { 0 };
+	uint64_t e = op->type == 0 ? 4 : op->type == 1 ? 8 : 0, sa, sc = 0;
+	int c_rows = op->n, c_cols = op->fn == PHOS_BLAS_GETRS ? op->nrhs : op->n;
+	uint64_t arr[2] = { op->a, op->c }, span[2];
+	uint8_t access[2];
+	int r;
+
+	if (!e) {
+		*blas_status = BLAS_NOT_SUPPORTED;
+		return -PHOS_CUDA_NOT_SUPPORTED;
+	}
+	if (op->fn < PHOS_BLAS_GETRF || op->fn > PHOS_BLAS_MATINV || op->batch < 0 ||
+	    matrix_span(op->n, op->n, op->lda, 1, 0, e, &sa) < 0 ||
+	    (op->fn != PHOS_BLAS_GETRF && matrix_span(c_rows, c_cols, op->ldc, 1, 0, e, &sc) < 0)) {
+		*blas_status = BLAS_INVALID_VALUE;
+		return -PHOS_CUDA_INVALID_VALUE;
+	}
+	span[0] = sa;
+	span[1] = sc;
+	access[0] = op->fn == PHOS_BLAS_GETRF ? SPEC_READ | SPEC_WRITE : SPEC_READ;
+	access[1] = op->fn == PHOS_BLAS_GETRS ? SPEC_READ | SPEC_WRITE : SPEC_WRITE;
+	if (op->batch == 0)
+		return 0;
+	r = arrays_set(ex, op->fn == PHOS_BLAS_GETRF ? 1 : 2, arr, span, access, op->batch, &set);
+	if (r == 0 && op->pivots)
+		r = spec_range(ex, &set, op->pivots, (uint64_t)op->n * (uint64_t)op->batch * 4,
+			       op->fn == PHOS_BLAS_GETRF ? SPEC_WRITE : SPEC_READ);
+	if (r == 0 && op->fn != PHOS_BLAS_GETRS)
+		r = spec_range(ex, &set, op->info, (uint64_t)op->batch * 4, SPEC_WRITE);
+	if (r < 0) {
+		*blas_status = BLAS_INVALID_VALUE;
+		return r;
+	}
+	TRY(spec_commit(ex, "blas_lu", NULL, b->stream, &set));
+	return ex->dev_ops->blas_lu(ex->dev, b->dev_handle, op, blas_status);
+}
+
 int exec_blas_make(struct executor *ex, uint32_t id)
 {
 	struct exec_blas *b = calloc(1, sizeof(*b));
@@ -211,6 +570,8 @@ int exec_blas_handle(struct executor *ex, uint32_t op, const void *body, uint32_
 	struct exec_blas *b;
 	void *stream;
 
+	if (op == PHOS_OP_BLAS_SET_MATRIX || op == PHOS_OP_BLAS_GET_MATRIX)
+		return matrix_copy(ex, op, body, len, out, out_len);
 	if (len < sizeof(*h))
 		return -PHOS_CUDA_INVALID_VALUE;
 	if (op == PHOS_OP_BLAS_CREATE)
@@ -266,6 +627,16 @@ int exec_blas_handle(struct executor *ex, uint32_t op, const void *body, uint32_
 		BODY(struct phos_blas_gemv, g);
 
 		return gemv(ex, b, g, blas_status);
+	}
+	case PHOS_OP_BLAS_CALL: {
+		BODY(struct phos_blas_op, c);
+
+		return call(ex, b, c, out, out_len, blas_status);
+	}
+	case PHOS_OP_BLAS_LU: {
+		BODY(struct phos_blas_lu, l);
+
+		return lu(ex, b, l, blas_status);
 	}
 	default:
 		return -PHOS_CUDA_NOT_SUPPORTED;

@@ -117,6 +117,7 @@ static int execute(struct executor *ex, const struct phos_rec_hdr *h, void *out,
 	case PHOS_OP_MODULE_LOAD_SHM:
 		return exec_module_handle(ex, h->op, body, h->len, out, out_len);
 	case PHOS_OP_BLAS_CREATE ... PHOS_OP_BLAS_GEMV:
+	case PHOS_OP_BLAS_SET_MATRIX ... PHOS_OP_BLAS_LU:
 		return exec_blas_handle(ex, h->op, body, h->len, out, out_len, blas_status);
 	default:
 		phos_warn("unknown op %u", h->op);

@@ -1,38 +1,33 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The cuBLAS stand-in: handles and the calls we forward (GEMMs, gemv, level-1).
+ * The cuBLAS stand-in: handles and the GEMMs (level 1-3 routines of every
+ * precision are in cublas_level.c, the Set/Get helpers in cublas_matrix.c,
+ * the cublasXt refusals in cublas_xt.c).
  *
  * Handles are ids chosen here (BLAS_CREATE is posted, no round trip); their
  * settings are also kept locally for the getters. Arguments are validated the
  * way cuBLAS does before anything is posted, so that asynchronous errors stay
- * rare. Scalars are read from host pointers (the only pointer mode supported)
- * by the compute type and widened to double. Dot and nrm2 return a host scalar
- * and are synchronous; everything else is asynchronous.
+ * rare. In host pointer mode scalars are read here by the compute type and
+ * widened to double; in device pointer mode their addresses travel and the
+ * executor reads them after the work queued before the call.
  *
  * The channel is libcudart's: this library reaches it through the PHOS_PRIVATE
  * symbols (phos_preload_*), so one process has one connection.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
 
+#include "cublas_internal.h"
 #include "internal.h"
 #include "log.h"
 
-struct blas {
-	uint32_t id;
-	cudaStream_t stream;
-	cublasMath_t math;
-	cublasAtomicsMode_t atomics;
-	void *workspace;
-	size_t workspace_size;
-};
-
 /* The handle behind a cublasHandle_t, or NULL (CUBLAS_STATUS_NOT_INITIALIZED). */
-static struct blas *blas_get(cublasHandle_t handle)
+struct blas *blas_get(cublasHandle_t handle)
 {
 	uint32_t id = phos_handle_unwrap(handle, PHOS_H_BLAS);
 
@@ -40,7 +35,7 @@ static struct blas *blas_get(cublasHandle_t handle)
 }
 
 /* cudaError_t of posting/calling → cublasStatus_t. */
-static cublasStatus_t blas_status(int cuda_err)
+cublasStatus_t blas_status(int cuda_err)
 {
 	switch (cuda_err) {
 	case cudaSuccess:
@@ -59,7 +54,7 @@ static cublasStatus_t blas_status(int cuda_err)
 }
 
 /* A synchronous cuBLAS call: the executor's cuBLAS status when it gave one. */
-static cublasStatus_t blas_call(uint32_t op, const void *body, size_t len, void *out, size_t out_cap,
+cublasStatus_t blas_call(uint32_t op, const void *body, size_t len, void *out, size_t out_cap,
 				size_t *ret_len)
 {
 	int bs = 0, r = phos_preload_call(op, body, len, NULL, 0, out, out_cap, ret_len, &bs);
@@ -69,7 +64,7 @@ static cublasStatus_t blas_call(uint32_t op, const void *body, size_t len, void 
 	return bs ? (cublasStatus_t)bs : blas_status(r);
 }
 
-static cublasStatus_t blas_post(uint32_t op, const void *body, size_t len)
+cublasStatus_t blas_post(uint32_t op, const void *body, size_t len)
 {
 	return blas_status(phos_preload_post(op, body, len, NULL, 0));
 }
@@ -79,6 +74,19 @@ int phos_cublas_stub(const char *name, int *logged);
 int phos_cublas_stub(const char *name, int *logged)
 {
 	phos_log_once("cuBLAS API", name, logged);
+	return CUBLAS_STATUS_NOT_SUPPORTED;
+}
+
+/* Called by the generated stubs of every cublasXt* name: cublasXt runs BLAS
+ * on host memory across GPUs, which phos-fn does not forward. Refused with
+ * CUBLAS_STATUS_NOT_SUPPORTED and one line on stderr per name, whatever
+ * PHOS_LOG says, so that the refusal is never silent. */
+int phos_cublas_xt_stub(const char *name, int *logged);
+int phos_cublas_xt_stub(const char *name, int *logged)
+{
+	if (!__atomic_exchange_n(logged, 1, __ATOMIC_RELAXED))
+		fprintf(stderr, "phos-fn: %s is not supported (cublasXt is not forwarded): CUBLAS_STATUS_NOT_SUPPORTED\n",
+			name);
 	return CUBLAS_STATUS_NOT_SUPPORTED;
 }
 
@@ -208,22 +216,28 @@ PHOS_EXPORT cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void *wo
 	return st;
 }
 
+/* Kept here only: every record says where its scalars and results are. */
 PHOS_EXPORT cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t mode)
 {
-	if (!blas_get(handle))
+	struct blas *b = blas_get(handle);
+
+	if (!b)
 		return CUBLAS_STATUS_NOT_INITIALIZED;
-	if (mode == CUBLAS_POINTER_MODE_HOST)
-		return CUBLAS_STATUS_SUCCESS;
-	return mode == CUBLAS_POINTER_MODE_DEVICE ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_INVALID_VALUE;
+	if (mode != CUBLAS_POINTER_MODE_HOST && mode != CUBLAS_POINTER_MODE_DEVICE)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	b->pointer_mode = mode;
+	return CUBLAS_STATUS_SUCCESS;
 }
 
 PHOS_EXPORT cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t *mode)
 {
-	if (!blas_get(handle))
+	struct blas *b = blas_get(handle);
+
+	if (!b)
 		return CUBLAS_STATUS_NOT_INITIALIZED;
 	if (!mode)
 		return CUBLAS_STATUS_INVALID_VALUE;
-	*mode = CUBLAS_POINTER_MODE_HOST;
+	*mode = b->pointer_mode;
 	return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -393,7 +407,27 @@ static double scalar_read(const void *p, enum scalar_kind k)
 	}
 }
 
-/* Real types only: the record has no room for complex scalars. */
+void blas_scalar_read(const void *p, int type, double ret[2])
+{
+	float f[2] = { 0, 0 };
+	double d[2] = { 0, 0 };
+
+	switch (type) {
+	case CUDA_R_32F:
+	case CUDA_C_32F:
+		memcpy(f, p, type == CUDA_C_32F ? 2 * sizeof(float) : sizeof(float));
+		ret[0] = f[0];
+		ret[1] = f[1];
+		break;
+	default:
+		memcpy(d, p, type == CUDA_C_64F ? 2 * sizeof(double) : sizeof(double));
+		ret[0] = d[0];
+		ret[1] = d[1];
+		break;
+	}
+}
+
+/* Real types of GEMM operands (complex ones are checked on their own). */
 static bool real_type(int t)
 {
 	switch (t) {
@@ -425,11 +459,14 @@ static cublasStatus_t gemm_post(cublasHandle_t handle, cublasOperation_t transa,
 	struct blas *b = blas_get(handle);
 	struct phos_blas_gemm g = { 0 };
 	enum scalar_kind sk;
+	bool cplx;
 
 	if (!b)
 		return CUBLAS_STATUS_NOT_INITIALIZED;
 	sk = scalar_of(compute, &g.compute);
-	if (sk == SCALAR_NONE || !real_type(atype) || !real_type(btype) || !real_type(ctype))
+	cplx = ctype == CUDA_C_32F || ctype == CUDA_C_64F;
+	if (sk == SCALAR_NONE || (cplx ? atype != ctype || btype != ctype
+				  : !real_type(atype) || !real_type(btype) || !real_type(ctype)))
 		return CUBLAS_STATUS_NOT_SUPPORTED;
 	if (!op_valid(transa) || !op_valid(transb) || m < 0 || n < 0 || k < 0 || batch < 0 ||
 	    lda < max1(transa == CUBLAS_OP_N ? m : k) || ldb < max1(transb == CUBLAS_OP_N ? k : n) ||
@@ -458,8 +495,21 @@ static cublasStatus_t gemm_post(cublasHandle_t handle, cublasOperation_t transa,
 	g.a = (uint64_t)(uintptr_t)A;
 	g.b = (uint64_t)(uintptr_t)B;
 	g.c = (uint64_t)(uintptr_t)C;
-	g.alpha = scalar_read(alpha, sk);
-	g.beta = scalar_read(beta, sk);
+	if (b->pointer_mode == CUBLAS_POINTER_MODE_DEVICE) {
+		g.dev_scalars = 1;
+		g.alpha_addr = (uint64_t)(uintptr_t)alpha;
+		g.beta_addr = (uint64_t)(uintptr_t)beta;
+	} else if (cplx) {
+		double a[2], be[2];
+
+		blas_scalar_read(alpha, ctype, a);
+		blas_scalar_read(beta, ctype, be);
+		g.alpha = a[0], g.alpha_im = a[1];
+		g.beta = be[0], g.beta_im = be[1];
+	} else {
+		g.alpha = scalar_read(alpha, sk);
+		g.beta = scalar_read(beta, sk);
+	}
 	return blas_post(PHOS_OP_BLAS_GEMM, &g, sizeof(g));
 }
 
@@ -479,6 +529,85 @@ PHOS_EXPORT cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation
 	return gemm(handle, transa, transb, m, n, k, alpha, A, CUDA_R_32F, lda, 0, B, CUDA_R_32F, ldb, 0, beta, C,
 		    CUDA_R_32F, ldc, 0, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
+
+PHOS_EXPORT cublasStatus_t cublasDgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+					  int m, int n, int k, const double *alpha, const double *A, int lda,
+					  const double *B, int ldb, const double *beta, double *C, int ldc)
+{
+	return gemm(handle, transa, transb, m, n, k, alpha, A, CUDA_R_64F, lda, 0, B, CUDA_R_64F, ldb, 0, beta, C,
+		    CUDA_R_64F, ldc, 0, 1, CUBLAS_COMPUTE_64F, CUBLAS_GEMM_DEFAULT);
+}
+
+PHOS_EXPORT cublasStatus_t cublasCgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+					  int m, int n, int k, const cuComplex *alpha, const cuComplex *A, int lda,
+					  const cuComplex *B, int ldb, const cuComplex *beta, cuComplex *C, int ldc)
+{
+	return gemm(handle, transa, transb, m, n, k, alpha, A, CUDA_C_32F, lda, 0, B, CUDA_C_32F, ldb, 0, beta, C,
+		    CUDA_C_32F, ldc, 0, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+PHOS_EXPORT cublasStatus_t cublasZgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+					  int m, int n, int k, const cuDoubleComplex *alpha, const cuDoubleComplex *A,
+					  int lda, const cuDoubleComplex *B, int ldb, const cuDoubleComplex *beta,
+					  cuDoubleComplex *C, int ldc)
+{
+	return gemm(handle, transa, transb, m, n, k, alpha, A, CUDA_C_64F, lda, 0, B, CUDA_C_64F, ldb, 0, beta, C,
+		    CUDA_C_64F, ldc, 0, 1, CUBLAS_COMPUTE_64F, CUBLAS_GEMM_DEFAULT);
+}
+
+/* __half is a C++ type; in C its bits are enough (cublas_api.h declares
+ * the half routines only for C++, so their prototypes are given here). */
+typedef uint16_t phos_half;
+cublasStatus_t cublasHgemm(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const phos_half *,
+			   const phos_half *, int, const phos_half *, int, const phos_half *, phos_half *, int);
+cublasStatus_t cublasHgemmStridedBatched(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+					 const phos_half *, const phos_half *, int, long long int, const phos_half *,
+					 int, long long int, const phos_half *, phos_half *, int, long long int, int);
+cublasStatus_t cublasHgemmBatched(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+				  const phos_half *, const phos_half *const[], int, const phos_half *const[], int,
+				  const phos_half *, phos_half *const[], int, int);
+
+PHOS_EXPORT cublasStatus_t cublasHgemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+				       int m, int n, int k, const phos_half *alpha, const phos_half *A, int lda,
+				       const phos_half *B, int ldb, const phos_half *beta, phos_half *C, int ldc)
+{
+	return gemm(handle, transa, transb, m, n, k, alpha, A, CUDA_R_16F, lda, 0, B, CUDA_R_16F, ldb, 0, beta, C,
+		    CUDA_R_16F, ldc, 0, 1, CUBLAS_COMPUTE_16F, CUBLAS_GEMM_DEFAULT);
+}
+
+#define STRIDED(name, T, type, compute)                                                                          \
+	PHOS_EXPORT cublasStatus_t name(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, \
+					int m, int n, int k, const T *alpha, const T *A, int lda, long long int sA, \
+					const T *B, int ldb, long long int sB, const T *beta, T *C, int ldc,     \
+					long long int sC, int batchCount)                                       \
+	{                                                                                                        \
+		return gemm(handle, transa, transb, m, n, k, alpha, A, type, lda, sA, B, type, ldb, sB, beta, C,  \
+			    type, ldc, sC, batchCount, compute, CUBLAS_GEMM_DEFAULT);                            \
+	}
+STRIDED(cublasDgemmStridedBatched, double, CUDA_R_64F, CUBLAS_COMPUTE_64F)
+STRIDED(cublasCgemmStridedBatched, cuComplex, CUDA_C_32F, CUBLAS_COMPUTE_32F)
+STRIDED(cublasZgemmStridedBatched, cuDoubleComplex, CUDA_C_64F, CUBLAS_COMPUTE_64F)
+STRIDED(cublasHgemmStridedBatched, phos_half, CUDA_R_16F, CUBLAS_COMPUTE_16F)
+
+#define BATCHED(name, T, type, compute)                                                                          \
+	PHOS_EXPORT cublasStatus_t name(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, \
+					int m, int n, int k, const T *alpha, const T *const Aarray[], int lda,   \
+					const T *const Barray[], int ldb, const T *beta, T *const Carray[],      \
+					int ldc, int batchCount)                                                \
+	{                                                                                                        \
+		if (!Aarray || !Barray || !Carray)                                                               \
+			return CUBLAS_STATUS_INVALID_VALUE;                                                      \
+		return gemm_post(handle, transa, transb, m, n, k, alpha, Aarray, type, lda, 0, Barray, type, ldb, \
+				 0, beta, (void *)Carray, type, ldc, 0, batchCount, compute, CUBLAS_GEMM_DEFAULT, \
+				 true);                                                                          \
+	}
+BATCHED(cublasDgemmBatched, double, CUDA_R_64F, CUBLAS_COMPUTE_64F)
+BATCHED(cublasCgemmBatched, cuComplex, CUDA_C_32F, CUBLAS_COMPUTE_32F)
+BATCHED(cublasZgemmBatched, cuDoubleComplex, CUDA_C_64F, CUBLAS_COMPUTE_64F)
+BATCHED(cublasHgemmBatched, phos_half, CUDA_R_16F, CUBLAS_COMPUTE_16F)
+PHOS_EXPORT_NAMES(cublasDgemmStridedBatched cublasCgemmStridedBatched cublasZgemmStridedBatched
+		  cublasHgemmStridedBatched cublasDgemmBatched cublasCgemmBatched cublasZgemmBatched
+		  cublasHgemmBatched)
 
 PHOS_EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
 					int m, int n, int k, const void *alpha, const void *A, cudaDataType Atype,
@@ -538,130 +667,6 @@ PHOS_EXPORT cublasStatus_t cublasGemmBatchedEx(cublasHandle_t handle, cublasOper
 		return CUBLAS_STATUS_INVALID_VALUE;
 	return gemm_post(handle, transa, transb, m, n, k, alpha, Aarray, Atype, lda, 0, Barray, Btype, ldb, 0,
 			 beta, (void *)Carray, Ctype, ldc, 0, batchCount, computeType, algo, true);
-}
-
-/* --- gemv and level 1 --- */
-
-PHOS_EXPORT cublasStatus_t cublasSgemv_v2(cublasHandle_t handle, cublasOperation_t trans, int m, int n,
-					  const float *alpha, const float *A, int lda, const float *x, int incx,
-					  const float *beta, float *y, int incy)
-{
-	struct blas *b = blas_get(handle);
-	struct phos_blas_gemv g = { 0 };
-
-	if (!b)
-		return CUBLAS_STATUS_NOT_INITIALIZED;
-	if (!op_valid(trans) || m < 0 || n < 0 || lda < max1(m) || incx == 0 || incy == 0 || !alpha || !beta)
-		return CUBLAS_STATUS_INVALID_VALUE;
-	if (m == 0 || n == 0)
-		return CUBLAS_STATUS_SUCCESS;
-	g.handle = b->id;
-	g.trans = trans;
-	g.m = m;
-	g.n = n;
-	g.lda = lda;
-	g.incx = incx;
-	g.incy = incy;
-	g.a = (uint64_t)(uintptr_t)A;
-	g.x = (uint64_t)(uintptr_t)x;
-	g.y = (uint64_t)(uintptr_t)y;
-	g.alpha = *alpha;
-	g.beta = *beta;
-	return blas_post(PHOS_OP_BLAS_GEMV, &g, sizeof(g));
-}
-
-static struct phos_blas_l1 l1_body(const struct blas *b, int kind, int n, const void *x, int incx, const void *y,
-				   int incy)
-{
-	struct phos_blas_l1 l = { .handle = b->id, .kind = kind, .n = n, .incx = incx, .incy = incy };
-
-	l.x = (uint64_t)(uintptr_t)x;
-	l.y = (uint64_t)(uintptr_t)y;
-	return l;
-}
-
-PHOS_EXPORT cublasStatus_t cublasSaxpy_v2(cublasHandle_t handle, int n, const float *alpha, const float *x, int incx,
-					  float *y, int incy)
-{
-	struct blas *b = blas_get(handle);
-	struct phos_blas_l1 l;
-
-	if (!b)
-		return CUBLAS_STATUS_NOT_INITIALIZED;
-	if (!alpha)
-		return CUBLAS_STATUS_INVALID_VALUE;
-	if (n <= 0)
-		return CUBLAS_STATUS_SUCCESS;
-	if (incx == 0 || incy == 0)
-		return CUBLAS_STATUS_INVALID_VALUE;
-	l = l1_body(b, PHOS_BLAS_SAXPY, n, x, incx, y, incy);
-	l.alpha = *alpha;
-	return blas_post(PHOS_OP_BLAS_L1, &l, sizeof(l));
-}
-
-PHOS_EXPORT cublasStatus_t cublasSscal_v2(cublasHandle_t handle, int n, const float *alpha, float *x, int incx)
-{
-	struct blas *b = blas_get(handle);
-	struct phos_blas_l1 l;
-
-	if (!b)
-		return CUBLAS_STATUS_NOT_INITIALIZED;
-	if (!alpha)
-		return CUBLAS_STATUS_INVALID_VALUE;
-	if (n <= 0 || incx <= 0)
-		return CUBLAS_STATUS_SUCCESS;
-	l = l1_body(b, PHOS_BLAS_SSCAL, n, x, incx, NULL, 0);
-	l.alpha = *alpha;
-	return blas_post(PHOS_OP_BLAS_L1, &l, sizeof(l));
-}
-
-/* Synchronous: the result is a host scalar. */
-static cublasStatus_t l1_result(struct blas *b, int kind, int n, const float *x, int incx, const float *y, int incy,
-				float *result)
-{
-	struct phos_blas_l1 l = l1_body(b, kind, n, x, incx, y, incy);
-	float v = 0;
-	size_t len = 0;
-	cublasStatus_t s = blas_call(PHOS_OP_BLAS_L1, &l, sizeof(l), &v, sizeof(v), &len);
-
-	if (s == CUBLAS_STATUS_SUCCESS && len != sizeof(v))
-		s = CUBLAS_STATUS_INTERNAL_ERROR;
-	if (s == CUBLAS_STATUS_SUCCESS)
-		*result = v;
-	return s;
-}
-
-PHOS_EXPORT cublasStatus_t cublasSdot_v2(cublasHandle_t handle, int n, const float *x, int incx, const float *y,
-					 int incy, float *result)
-{
-	struct blas *b = blas_get(handle);
-
-	if (!b)
-		return CUBLAS_STATUS_NOT_INITIALIZED;
-	if (!result)
-		return CUBLAS_STATUS_INVALID_VALUE;
-	if (n <= 0) {
-		*result = 0;
-		return CUBLAS_STATUS_SUCCESS;
-	}
-	if (incx == 0 || incy == 0)
-		return CUBLAS_STATUS_INVALID_VALUE;
-	return l1_result(b, PHOS_BLAS_SDOT, n, x, incx, y, incy, result);
-}
-
-PHOS_EXPORT cublasStatus_t cublasSnrm2_v2(cublasHandle_t handle, int n, const float *x, int incx, float *result)
-{
-	struct blas *b = blas_get(handle);
-
-	if (!b)
-		return CUBLAS_STATUS_NOT_INITIALIZED;
-	if (!result)
-		return CUBLAS_STATUS_INVALID_VALUE;
-	if (n <= 0 || incx <= 0) {
-		*result = 0;
-		return CUBLAS_STATUS_SUCCESS;
-	}
-	return l1_result(b, PHOS_BLAS_SNRM2, n, x, incx, NULL, 0, result);
 }
 
 __attribute__((constructor)) static void cublas_init(void)

@@ -7,7 +7,8 @@
 
 The .syms file lists every function the real library exports (one name per
 line, from `objdump -T`). The .c files are scanned for what we implement:
-definitions that start with PHOS_EXPORT, and PHOS_ALIAS(name, target) lines.
+definitions that start with PHOS_EXPORT, PHOS_ALIAS(name, target) lines and
+the names listed in PHOS_EXPORT_NAMES(...) (definitions a macro writes).
 Every listed name we do not implement gets a stub that returns the library's
 "not supported" status and logs its name once. The version script puts the
 real names in the real version node, phos_fn_* in PHOS_1 and other phos_*
@@ -47,6 +48,7 @@ STATUS = {'cudart': 'phos_cudart_stub', 'cublas': 'phos_cublas_stub'}
 
 EXPORT_RE = re.compile(r'^PHOS_EXPORT\b[^(;=]*?\b([A-Za-z_]\w*)\s*\(', re.M)
 ALIAS_RE = re.compile(r'^PHOS_ALIAS\(\s*([A-Za-z_]\w*)\s*,', re.M)
+NAMES_RE = re.compile(r'^PHOS_EXPORT_NAMES\(([^)]*)\)', re.M)
 NAME_RE = re.compile(r'^[A-Za-z_]\w*$')
 
 
@@ -57,6 +59,8 @@ def implemented(paths):
             text = f.read()
         names.update(EXPORT_RE.findall(text))
         names.update(ALIAS_RE.findall(text))
+        for block in NAMES_RE.findall(text):
+            names.update(block.split())
     return names
 
 
@@ -73,9 +77,17 @@ def read_syms(path):
     return names
 
 
+# cublasXt (multi-GPU BLAS on host memory) is refused loudly: a program that
+# uses it must not take a NOT_SUPPORTED it does not check for a quiet success.
+LOUD = {'cublas': ('cublasXt', 'phos_cublas_xt_stub')}
+
+
 def stub(lib, name, index):
     kind = next((k for k, v in RETURN_KINDS.items() if name in v), 'status')
-    call = f'{STATUS[lib]}("{name}", &logged[{index}])'
+    fn = STATUS[lib]
+    if lib in LOUD and name.startswith(LOUD[lib][0]):
+        fn = LOUD[lib][1]
+    call = f'{fn}("{name}", &logged[{index}])'
     ret = {'status': ('int', f'return {call};'),
            'void': ('void', f'(void){call};'),
            'int': ('int', f'(void){call};\n\treturn 0;'),
@@ -115,6 +127,7 @@ def main():
            f'/* {len(real)} exports, {len(real) - len(todo)} implemented, {len(todo)} stubbed. */',
            '#define PHOS_STUB __attribute__((visibility("default")))',
            f'int {STATUS[a.lib]}(const char *name, int *logged);',
+           *([f'int {LOUD[a.lib][1]}(const char *name, int *logged);'] if a.lib in LOUD else []),
            'struct phos_cfloat { float x, y; };',
            'struct phos_cdouble { double x, y; };',
            f'static int logged[{max(len(todo), 1)}];', '']

@@ -43,6 +43,8 @@
 #include "proto.h"
 
 #define PHOS_EXPORT __attribute__((visibility("default")))
+/* Lists names that macros define with PHOS_EXPORT, for gen_stubs.py (expands to nothing). */
+#define PHOS_EXPORT_NAMES(...)
 /* Exports `name` as another name of `target` (same translation unit). */
 #define PHOS_ALIAS(name, target) \
 	extern __typeof(target) name __attribute__((alias(#target), visibility("default")))

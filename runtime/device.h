@@ -156,6 +156,15 @@ struct phos_device_ops {
 		       float *ret_result, int *ret_blas_status);
 	int (*blas_gemv)(struct phos_device *dev, void *handle, const struct phos_blas_gemv *op,
 			 int *ret_blas_status);
+	/* A level 1-3 routine of any precision (proto.h, phos_blas_op). Scalars
+	 * are always the host values in op->alpha/beta (the executor has read
+	 * device-mode ones); a result (DOT ... AMIN) goes to ret_result (16 bytes
+	 * at most) on the host, and the call then completes before it returns. */
+	int (*blas_call)(struct phos_device *dev, void *handle, const struct phos_blas_op *op,
+			 void *ret_result, int *ret_blas_status);
+	/* Batched getrf/getri/getrs/matinv (proto.h, phos_blas_lu). */
+	int (*blas_lu)(struct phos_device *dev, void *handle, const struct phos_blas_lu *op,
+		       int *ret_blas_status);
 };
 
 extern const struct phos_device_ops phos_device_sim;

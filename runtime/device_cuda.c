@@ -1404,4 +1404,6 @@ const struct phos_device_ops phos_device_cuda = {
 	.blas_gemm = cuda_blas_gemm,
 	.blas_l1 = cuda_blas_l1,
 	.blas_gemv = cuda_blas_gemv,
+	.blas_call = cuda_blas_call,
+	.blas_lu = cuda_blas_lu,
 };

@@ -292,6 +292,8 @@ union blas_scalar {
 	double d;
 	uint16_t h;
 	int32_t i;
+	float c[2];
+	double z[2];
 };
 
 /* The cudaDataType values older code passes as the compute type of cublasGemmEx
@@ -372,9 +374,9 @@ static bool type_is_complex(int t)
 /*
  * One record covers cublasSgemm, cublasSgemmStridedBatched, cublasGemmEx and
  * cublasGemmStridedBatchedEx: all-f32 with CUBLAS_COMPUTE_32F goes to the Sgemm
- * forms (what the user called), anything else to the Ex forms. Complex GEMMs
- * cannot be expressed (the record has no imaginary part of alpha/beta) and are
- * refused with CUBLAS_STATUS_NOT_SUPPORTED.
+ * forms (what the user called), anything else to the Ex forms (double and
+ * complex GEMMs included: Dgemm is GemmEx with CUBLAS_COMPUTE_64F, Cgemm and
+ * Zgemm take complex scalars of C's precision).
  */
 int cuda_blas_gemm(struct phos_device *dev, void *handle, const struct phos_blas_gemm *g,
 		   int *ret_blas_status)
@@ -390,11 +392,23 @@ int cuda_blas_gemm(struct phos_device *dev, void *handle, const struct phos_blas
 
 	if (!d || !h || !g || g->batch < 1)
 		return blas_result(CUBLAS_STATUS_INVALID_VALUE, ret_blas_status, "gemm (arguments)");
-	if (type_is_complex(g->atype) || type_is_complex(g->btype) || type_is_complex(g->ctype))
-		return blas_result(CUBLAS_STATUS_NOT_SUPPORTED, ret_blas_status, "gemm (complex types)");
 	compute = compute_migrate(g->compute);
-	if (!scalar_for(compute, g->alpha, &alpha) || !scalar_for(compute, g->beta, &beta))
+	if (type_is_complex(g->ctype)) {
+		/* Cgemm/Zgemm (and complex GemmEx): the scalars are complex of C's precision */
+		if (g->ctype != CUDA_C_32F && g->ctype != CUDA_C_64F)
+			return blas_result(CUBLAS_STATUS_NOT_SUPPORTED, ret_blas_status, "gemm (complex types)");
+		memset(&alpha, 0, sizeof(alpha));
+		memset(&beta, 0, sizeof(beta));
+		if (g->ctype == CUDA_C_32F) {
+			alpha.c[0] = (float)g->alpha, alpha.c[1] = (float)g->alpha_im;
+			beta.c[0] = (float)g->beta, beta.c[1] = (float)g->beta_im;
+		} else {
+			alpha.z[0] = g->alpha, alpha.z[1] = g->alpha_im;
+			beta.z[0] = g->beta, beta.z[1] = g->beta_im;
+		}
+	} else if (!scalar_for(compute, g->alpha, &alpha) || !scalar_for(compute, g->beta, &beta)) {
 		return blas_result(CUBLAS_STATUS_NOT_SUPPORTED, ret_blas_status, "gemm (compute type)");
+	}
 	r = cuda_current(d);
 	if (r < 0)
 		return r;
@@ -499,4 +513,163 @@ int cuda_blas_gemv(struct phos_device *dev, void *handle, const struct phos_blas
 			      (const float *)(uintptr_t)op->a, op->lda, (const float *)(uintptr_t)op->x,
 			      op->incx, &beta, (float *)(uintptr_t)op->y, op->incy);
 	return blas_result(s, ret_blas_status, "cublasSgemv_v2");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Level 1-3 routines of every precision (phos_blas_op)                        */
+
+static cudaDataType real_of(cudaDataType t)
+{
+	return t == CUDA_C_32F ? CUDA_R_32F : t == CUDA_C_64F ? CUDA_R_64F : t;
+}
+
+/* Level 1 through the type-generic Ex forms; gemv, ger and trsm through the
+ * typed ones, picked by type. Scalars are host values (the executor read
+ * device-mode ones), so every handle stays in host pointer mode and results
+ * come back to the host. */
+int cuda_blas_call(struct phos_device *dev, void *handle, const struct phos_blas_op *op, void *ret_result,
+		   int *ret_blas_status)
+{
+	struct cuda_dev *d = cuda_dev(dev);
+	cublasHandle_t h = handle;
+	cudaDataType t, st;
+	union blas_scalar alpha, beta;
+	uint8_t result[16] = { 0 };
+	void *x, *y, *a, *b;
+	int ti, r;
+	cublasStatus_t s;
+
+	if (!d || !h || !op)
+		return blas_result(CUBLAS_STATUS_INVALID_VALUE, ret_blas_status, "blas call (arguments)");
+	t = (cudaDataType)op->type;
+	st = (cudaDataType)op->scal_type;
+	ti = t == CUDA_R_32F ? 0 : t == CUDA_R_64F ? 1 : t == CUDA_C_32F ? 2 : t == CUDA_C_64F ? 3 : -1;
+	if (ti < 0 || (st != t && st != real_of(t)))
+		return blas_result(CUBLAS_STATUS_NOT_SUPPORTED, ret_blas_status, "blas call (type)");
+	memset(&alpha, 0, sizeof(alpha));
+	memset(&beta, 0, sizeof(beta));
+	if (st == CUDA_R_32F || st == CUDA_C_32F) {
+		alpha.c[0] = (float)op->alpha[0], alpha.c[1] = (float)op->alpha[1];
+		beta.c[0] = (float)op->beta[0], beta.c[1] = (float)op->beta[1];
+	} else {
+		alpha.z[0] = op->alpha[0], alpha.z[1] = op->alpha[1];
+		beta.z[0] = op->beta[0], beta.z[1] = op->beta[1];
+	}
+	r = cuda_current(d);
+	if (r < 0)
+		return r;
+	x = (void *)(uintptr_t)op->x;
+	y = (void *)(uintptr_t)op->y;
+	a = (void *)(uintptr_t)op->a;
+	b = (void *)(uintptr_t)op->b;
+	switch (op->fn) {
+	case PHOS_BLAS_AXPY:
+		s = cuda_cublas.AxpyEx(h, op->n, &alpha, st, x, t, op->incx, y, t, op->incy, t);
+		break;
+	case PHOS_BLAS_SCAL:
+		s = cuda_cublas.ScalEx(h, op->n, &alpha, st, x, t, op->incx, t);
+		break;
+	case PHOS_BLAS_DOT:
+		s = cuda_cublas.DotEx(h, op->n, x, t, op->incx, y, t, op->incy, result, t, t);
+		break;
+	case PHOS_BLAS_DOTC:
+		s = cuda_cublas.DotcEx(h, op->n, x, t, op->incx, y, t, op->incy, result, t, t);
+		break;
+	case PHOS_BLAS_NRM2:
+		s = cuda_cublas.Nrm2Ex(h, op->n, x, t, op->incx, result, real_of(t), real_of(t));
+		break;
+	case PHOS_BLAS_ASUM:
+		s = cuda_cublas.AsumEx(h, op->n, x, t, op->incx, result, real_of(t), real_of(t));
+		break;
+	case PHOS_BLAS_AMAX:
+		s = cuda_cublas.IamaxEx(h, op->n, x, t, op->incx, (int *)result);
+		break;
+	case PHOS_BLAS_AMIN:
+		s = cuda_cublas.IaminEx(h, op->n, x, t, op->incx, (int *)result);
+		break;
+	case PHOS_BLAS_COPY:
+		s = cuda_cublas.CopyEx(h, op->n, x, t, op->incx, y, t, op->incy);
+		break;
+	case PHOS_BLAS_SWAP:
+		s = cuda_cublas.SwapEx(h, op->n, x, t, op->incx, y, t, op->incy);
+		break;
+	case PHOS_BLAS_GEMV: {
+		__typeof__(cuda_cublas.GemvS) f[4] = { cuda_cublas.GemvS, cuda_cublas.GemvD, cuda_cublas.GemvC,
+						       cuda_cublas.GemvZ };
+
+		s = f[ti](h, (cublasOperation_t)op->trans, op->m, op->n, &alpha, a, op->lda, x, op->incx, &beta, y,
+			  op->incy);
+		break;
+	}
+	case PHOS_BLAS_GER:
+	case PHOS_BLAS_GERC: {
+		__typeof__(cuda_cublas.GerS) f[4] = { cuda_cublas.GerS, cuda_cublas.GerD,
+						      op->fn == PHOS_BLAS_GER ? cuda_cublas.GeruC : cuda_cublas.GercC,
+						      op->fn == PHOS_BLAS_GER ? cuda_cublas.GeruZ : cuda_cublas.GercZ };
+
+		s = f[ti](h, op->m, op->n, &alpha, x, op->incx, y, op->incy, a, op->lda);
+		break;
+	}
+	case PHOS_BLAS_TRSM: {
+		__typeof__(cuda_cublas.TrsmS) f[4] = { cuda_cublas.TrsmS, cuda_cublas.TrsmD, cuda_cublas.TrsmC,
+						       cuda_cublas.TrsmZ };
+
+		s = f[ti](h, (cublasSideMode_t)op->side, (cublasFillMode_t)op->uplo, (cublasOperation_t)op->trans,
+			  (cublasDiagType_t)op->diag, op->m, op->n, &alpha, a, op->lda, b, op->ldb);
+		break;
+	}
+	default:
+		s = CUBLAS_STATUS_INVALID_VALUE;
+		break;
+	}
+	if (s == CUBLAS_STATUS_SUCCESS && ret_result)
+		memcpy(ret_result, result, sizeof(result));
+	return blas_result(s, ret_blas_status, "cublas level 1-3 call");
+}
+
+/* Batched LU on device arrays of pointers, S and D. getrsBatched reports
+ * argument errors in a host int, which stays here: the preload checked them. */
+int cuda_blas_lu(struct phos_device *dev, void *handle, const struct phos_blas_lu *op, int *ret_blas_status)
+{
+	struct cuda_dev *d = cuda_dev(dev);
+	cublasHandle_t h = handle;
+	void *const *a, *const *c;
+	int *piv, *info, host_info = 0, r;
+	bool dbl;
+	cublasStatus_t s;
+
+	if (!d || !h || !op)
+		return blas_result(CUBLAS_STATUS_INVALID_VALUE, ret_blas_status, "batched LU (arguments)");
+	if (op->type != CUDA_R_32F && op->type != CUDA_R_64F)
+		return blas_result(CUBLAS_STATUS_NOT_SUPPORTED, ret_blas_status, "batched LU (type)");
+	r = cuda_current(d);
+	if (r < 0)
+		return r;
+	dbl = op->type == CUDA_R_64F;
+	a = (void *const *)(uintptr_t)op->a;
+	c = (void *const *)(uintptr_t)op->c;
+	piv = (int *)(uintptr_t)op->pivots;
+	info = (int *)(uintptr_t)op->info;
+	switch (op->fn) {
+	case PHOS_BLAS_GETRF:
+		s = (dbl ? cuda_cublas.GetrfD : cuda_cublas.GetrfS)(h, op->n, a, op->lda, piv, info, op->batch);
+		break;
+	case PHOS_BLAS_GETRI:
+		s = (dbl ? cuda_cublas.GetriD : cuda_cublas.GetriS)(h, op->n, (const void *const *)a, op->lda, piv, c,
+								     op->ldc, info, op->batch);
+		break;
+	case PHOS_BLAS_GETRS:
+		s = (dbl ? cuda_cublas.GetrsD : cuda_cublas.GetrsS)(h, (cublasOperation_t)op->trans, op->n, op->nrhs,
+								     (const void *const *)a, op->lda, piv, c, op->ldc,
+								     &host_info, op->batch);
+		break;
+	case PHOS_BLAS_MATINV:
+		s = (dbl ? cuda_cublas.MatinvD : cuda_cublas.MatinvS)(h, op->n, (const void *const *)a, op->lda, c,
+								       op->ldc, info, op->batch);
+		break;
+	default:
+		s = CUBLAS_STATUS_INVALID_VALUE;
+		break;
+	}
+	return blas_result(s, ret_blas_status, "cublas batched LU");
 }

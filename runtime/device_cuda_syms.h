@@ -132,7 +132,39 @@
 	X(Snrm2, "cublasSnrm2_v2", cublasStatus_t, (cublasHandle_t, int, const float *, int, float *))    \
 	X(Sgemv, "cublasSgemv_v2", cublasStatus_t,                                                         \
 	  (cublasHandle_t, cublasOperation_t, int, int, const float *, const float *, int,               \
-	   const float *, int, const float *, float *, int))
+	   const float *, int, const float *, float *, int)) \
+	X(AxpyEx, "cublasAxpyEx", cublasStatus_t, (cublasHandle_t, int, const void *, cudaDataType, const void *, cudaDataType, int, void *, cudaDataType, int, cudaDataType)) \
+	X(ScalEx, "cublasScalEx", cublasStatus_t, (cublasHandle_t, int, const void *, cudaDataType, void *, cudaDataType, int, cudaDataType)) \
+	X(DotEx, "cublasDotEx", cublasStatus_t, (cublasHandle_t, int, const void *, cudaDataType, int, const void *, cudaDataType, int, void *, cudaDataType, cudaDataType)) \
+	X(DotcEx, "cublasDotcEx", cublasStatus_t, (cublasHandle_t, int, const void *, cudaDataType, int, const void *, cudaDataType, int, void *, cudaDataType, cudaDataType)) \
+	X(Nrm2Ex, "cublasNrm2Ex", cublasStatus_t, (cublasHandle_t, int, const void *, cudaDataType, int, void *, cudaDataType, cudaDataType)) \
+	X(AsumEx, "cublasAsumEx", cublasStatus_t, (cublasHandle_t, int, const void *, cudaDataType, int, void *, cudaDataType, cudaDataType)) \
+	X(IamaxEx, "cublasIamaxEx", cublasStatus_t, (cublasHandle_t, int, const void *, cudaDataType, int, int *)) \
+	X(IaminEx, "cublasIaminEx", cublasStatus_t, (cublasHandle_t, int, const void *, cudaDataType, int, int *)) \
+	X(CopyEx, "cublasCopyEx", cublasStatus_t, (cublasHandle_t, int, const void *, cudaDataType, int, void *, cudaDataType, int)) \
+	X(SwapEx, "cublasSwapEx", cublasStatus_t, (cublasHandle_t, int, void *, cudaDataType, int, void *, cudaDataType, int)) \
+	X(GemvS, "cublasSgemv_v2", cublasStatus_t, (cublasHandle_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(TrsmS, "cublasStrsm_v2", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, int, const void *, const void *, int, void *, int)) \
+	X(GemvD, "cublasDgemv_v2", cublasStatus_t, (cublasHandle_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(TrsmD, "cublasDtrsm_v2", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, int, const void *, const void *, int, void *, int)) \
+	X(GemvC, "cublasCgemv_v2", cublasStatus_t, (cublasHandle_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(TrsmC, "cublasCtrsm_v2", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, int, const void *, const void *, int, void *, int)) \
+	X(GemvZ, "cublasZgemv_v2", cublasStatus_t, (cublasHandle_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(TrsmZ, "cublasZtrsm_v2", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, int, const void *, const void *, int, void *, int)) \
+	X(GerS, "cublasSger_v2", cublasStatus_t, (cublasHandle_t, int, int, const void *, const void *, int, const void *, int, void *, int)) \
+	X(GerD, "cublasDger_v2", cublasStatus_t, (cublasHandle_t, int, int, const void *, const void *, int, const void *, int, void *, int)) \
+	X(GeruC, "cublasCgeru_v2", cublasStatus_t, (cublasHandle_t, int, int, const void *, const void *, int, const void *, int, void *, int)) \
+	X(GercC, "cublasCgerc_v2", cublasStatus_t, (cublasHandle_t, int, int, const void *, const void *, int, const void *, int, void *, int)) \
+	X(GeruZ, "cublasZgeru_v2", cublasStatus_t, (cublasHandle_t, int, int, const void *, const void *, int, const void *, int, void *, int)) \
+	X(GercZ, "cublasZgerc_v2", cublasStatus_t, (cublasHandle_t, int, int, const void *, const void *, int, const void *, int, void *, int)) \
+	X(GetrfS, "cublasSgetrfBatched", cublasStatus_t, (cublasHandle_t, int, void *const *, int, int *, int *, int)) \
+	X(GetriS, "cublasSgetriBatched", cublasStatus_t, (cublasHandle_t, int, const void *const *, int, const int *, void *const *, int, int *, int)) \
+	X(GetrsS, "cublasSgetrsBatched", cublasStatus_t, (cublasHandle_t, cublasOperation_t, int, int, const void *const *, int, const int *, void *const *, int, int *, int)) \
+	X(MatinvS, "cublasSmatinvBatched", cublasStatus_t, (cublasHandle_t, int, const void *const *, int, void *const *, int, int *, int)) \
+	X(GetrfD, "cublasDgetrfBatched", cublasStatus_t, (cublasHandle_t, int, void *const *, int, int *, int *, int)) \
+	X(GetriD, "cublasDgetriBatched", cublasStatus_t, (cublasHandle_t, int, const void *const *, int, const int *, void *const *, int, int *, int)) \
+	X(GetrsD, "cublasDgetrsBatched", cublasStatus_t, (cublasHandle_t, cublasOperation_t, int, int, const void *const *, int, const int *, void *const *, int, int *, int)) \
+	X(MatinvD, "cublasDmatinvBatched", cublasStatus_t, (cublasHandle_t, int, const void *const *, int, void *const *, int, int *, int))
 
 #define CU_SYM_FIELD(field, name, version, export, type) type field;
 struct cuda_driver_syms {
@@ -224,5 +256,8 @@ int cuda_blas_gemm(struct phos_device *dev, void *handle, const struct phos_blas
 		   int *ret_blas_status);
 int cuda_blas_l1(struct phos_device *dev, void *handle, const struct phos_blas_l1 *op,
 		 float *ret_result, int *ret_blas_status);
+int cuda_blas_call(struct phos_device *dev, void *handle, const struct phos_blas_op *op, void *ret_result,
+		   int *ret_blas_status);
+int cuda_blas_lu(struct phos_device *dev, void *handle, const struct phos_blas_lu *op, int *ret_blas_status);
 int cuda_blas_gemv(struct phos_device *dev, void *handle, const struct phos_blas_gemv *op,
 		   int *ret_blas_status);

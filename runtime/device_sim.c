@@ -1136,4 +1136,6 @@ const struct phos_device_ops phos_device_sim = {
 	.blas_gemm = phos_sim_blas_gemm,
 	.blas_l1 = phos_sim_blas_l1,
 	.blas_gemv = phos_sim_blas_gemv,
+	.blas_call = phos_sim_blas_call,
+	.blas_lu = phos_sim_blas_lu,
 };

@@ -59,3 +59,9 @@ int phos_sim_blas_l1(struct phos_device *dev, void *handle, const struct phos_bl
 		     float *ret_result, int *ret_blas_status);
 int phos_sim_blas_gemv(struct phos_device *dev, void *handle, const struct phos_blas_gemv *op,
 		       int *ret_blas_status);
+/* device_sim_blas_ref.c: the level 1-3 routines of every precision, and GEMMs
+ * of double and complex types (called by phos_sim_blas_gemm, handle checked). */
+int phos_sim_blas_call(struct phos_device *dev, void *handle, const struct phos_blas_op *op, void *ret_result,
+		       int *ret_blas_status);
+int phos_sim_blas_lu(struct phos_device *dev, void *handle, const struct phos_blas_lu *op, int *ret_blas_status);
+int phos_sim_blas_gemm_wide(struct phos_device *dev, const struct phos_blas_gemm *g, int *ret_blas_status);

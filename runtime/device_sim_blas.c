@@ -350,6 +350,8 @@ int phos_sim_blas_gemm(struct phos_device *dev, void *handle, const struct phos_
 	if (job.lda < (arows > 1 ? arows : 1) || job.ldb < (brows > 1 ? brows : 1) ||
 	    job.ldc < (job.m > 1 ? job.m : 1))
 		return blas_ret(ret_blas_status, BLAS_INVALID_VALUE);
+	if ((g->ctype == 1 || g->ctype == 4 || g->ctype == 5) && g->batch)   /* D, C, Z */
+		return phos_sim_blas_gemm_wide(dev, g, ret_blas_status);
 	if (!gemm_types_supported(g))
 		return blas_ret(ret_blas_status, BLAS_NOT_SUPPORTED);
 	if (!job.m || !job.n || !g->batch)

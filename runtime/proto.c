@@ -49,6 +49,10 @@ static const char *const op_names[PHOS_OP__COUNT] = {
 	[PHOS_OP_SERVE] = "serve",
 	[PHOS_OP_GOODBYE] = "goodbye",
 	[PHOS_OP_MODULE_LOAD_SHM] = "module_load_shm",
+	[PHOS_OP_BLAS_SET_MATRIX] = "blas_set_matrix",
+	[PHOS_OP_BLAS_GET_MATRIX] = "blas_get_matrix",
+	[PHOS_OP_BLAS_CALL] = "blas_call",
+	[PHOS_OP_BLAS_LU] = "blas_lu",
 };
 
 const char *phos_op_name(uint32_t op)

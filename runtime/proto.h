@@ -90,8 +90,10 @@ enum phos_op {
 	PHOS_OP_BLAS_SET_MATH,    /* phos_blas_set */
 	PHOS_OP_BLAS_SET_WORKSPACE, /* phos_blas_workspace */
 	PHOS_OP_BLAS_GEMM,        /* phos_blas_gemm (Sgemm, GemmEx, their strided batched forms) */
-	PHOS_OP_BLAS_L1,          /* phos_blas_l1 (axpy, scal, dot, nrm2); sync when it returns a host scalar */
-	PHOS_OP_BLAS_GEMV,        /* phos_blas_gemv */
+	PHOS_OP_BLAS_L1,          /* phos_blas_l1 (axpy, scal, dot, nrm2); sync when it returns a host scalar.
+	                           * The preload sends PHOS_OP_BLAS_CALL instead since issue 12;
+	                           * the executor still serves this one */
+	PHOS_OP_BLAS_GEMV,        /* phos_blas_gemv (the same) */
 
 	/* function lifecycle */
 	PHOS_OP_SERVE,            /* the function reached phos_fn_serve (the snapshot point); it
@@ -101,6 +103,12 @@ enum phos_op {
 	/* appended (ops above keep their numbers) */
 	PHOS_OP_MODULE_LOAD_SHM,  /* phos_module_load_shm: a fatbin too big for one record
 	                           * (> PHOS_REC_MAX_PAYLOAD), in a shared host region */
+	PHOS_OP_BLAS_SET_MATRIX,  /* phos_blas_matrix + payload: packed rows x cols elements
+	                           * (cublasSet{Vector,Matrix}[Async]) */
+	PHOS_OP_BLAS_GET_MATRIX,  /* sync: phos_blas_matrix; reply the packed elements */
+	PHOS_OP_BLAS_CALL,        /* phos_blas_op: level 1-3 routines of every precision;
+	                           * sync when it returns a host result */
+	PHOS_OP_BLAS_LU,          /* phos_blas_lu: batched getrf/getri/getrs/matinv */
 
 	PHOS_OP__COUNT
 };
@@ -248,7 +256,12 @@ struct phos_blas_gemm {
 	uint32_t _pad;
 	int64_t stride_a, stride_b, stride_c; /* in elements */
 	uint64_t a, b, c;
-	double alpha, beta;            /* host-pointer mode scalars, widened */
+	double alpha, beta;            /* host-pointer mode scalars, widened (real parts) */
+	/* appended: complex scalars and device pointer mode */
+	double alpha_im, beta_im;      /* imaginary parts, complex types only */
+	uint64_t alpha_addr, beta_addr;/* device pointer mode: the scalars are read there */
+	uint32_t dev_scalars;          /* 1: alpha_addr/beta_addr hold the scalars */
+	uint32_t _pad2;
 };
 
 enum phos_blas_l1_kind { PHOS_BLAS_SAXPY, PHOS_BLAS_SSCAL, PHOS_BLAS_SDOT, PHOS_BLAS_SNRM2 };
@@ -268,6 +281,78 @@ struct phos_blas_gemv {
 	uint32_t _pad;
 	uint64_t a, x, y;
 	double alpha, beta;
+};
+
+/* cublasSet/GetVector/Matrix[Async]: one block of rows x cols elements of
+ * elem bytes at dev, columns ld elements apart in device memory (a vector is
+ * rows = 1, ld = its increment). The host side travels packed (column after
+ * column) in the payload or reply; the preload splits big transfers into
+ * blocks that fit one record. */
+struct phos_blas_matrix {
+	uint64_t dev;
+	int32_t rows, cols, elem, ld;
+	uint32_t stream;
+	uint32_t _pad;
+};
+
+/* Level 1-3 routines, one record for every precision: type says which
+ * (CUDA_R_32F, CUDA_R_64F, CUDA_C_32F, CUDA_C_64F). */
+enum phos_blas_fn {
+	PHOS_BLAS_AXPY,   /* y += alpha x */
+	PHOS_BLAS_SCAL,   /* x *= alpha (alpha of scal_type: real for Csscal/Zdscal) */
+	PHOS_BLAS_DOT,    /* result = x . y (dotu for complex) */
+	PHOS_BLAS_DOTC,   /* result = conj(x) . y */
+	PHOS_BLAS_NRM2,   /* result (real) = ||x||_2 */
+	PHOS_BLAS_ASUM,   /* result (real) = sum |re| + |im| */
+	PHOS_BLAS_AMAX,   /* result (int, 1-based) = first index of max |re| + |im| */
+	PHOS_BLAS_AMIN,
+	PHOS_BLAS_COPY,   /* y = x */
+	PHOS_BLAS_SWAP,   /* x <-> y */
+	PHOS_BLAS_GEMV,   /* y = alpha op(A) x + beta y, A m x n */
+	PHOS_BLAS_GER,    /* A += alpha x y^T (geru for complex), A m x n */
+	PHOS_BLAS_GERC,   /* A += alpha x y^H */
+	PHOS_BLAS_TRSM,   /* op(A) X = alpha B (left) or X op(A) = alpha B (right); B m x n */
+	PHOS_BLAS_FN__COUNT
+};
+struct phos_blas_op {
+	uint32_t handle;
+	int32_t fn;                    /* enum phos_blas_fn */
+	int32_t type;                  /* cudaDataType of the vectors and matrices */
+	int32_t scal_type;             /* cudaDataType of alpha/beta (== type but for Csscal, Zdscal) */
+	int32_t m, n;
+	int32_t incx, incy;
+	int32_t lda, ldb;
+	int32_t trans, side, uplo, diag; /* cuBLAS enum values */
+	uint32_t dev_scalars;          /* 1: alpha/beta are read from alpha_addr/beta_addr */
+	uint32_t dev_result;           /* 1: the result goes to device memory at result */
+	uint64_t x, y, a, b;           /* device addresses (TRSM: a and b) */
+	uint64_t result;
+	uint64_t alpha_addr, beta_addr;
+	double alpha[2], beta[2];      /* host pointer mode: real and imaginary parts */
+	/* DOT/DOTC/NRM2/ASUM/AMAX/AMIN without dev_result are sent synchronously and
+	 * reply their result: one element of type (DOT, DOTC), of its real type
+	 * (NRM2, ASUM) or an int32 (AMAX, AMIN) */
+};
+
+/* Batched LU routines (S, D) on device arrays of matrix pointers, as the
+ * pointer-array GEMMs: the executor reads the arrays to know the matrices. */
+enum phos_blas_lu_fn {
+	PHOS_BLAS_GETRF,  /* a[i] (n x n) = P L U in place; pivots, info written */
+	PHOS_BLAS_GETRI,  /* c[i] = inverse from getrf's a[i] and pivots; info written */
+	PHOS_BLAS_GETRS,  /* b[i] (n x nrhs) = op(A)^-1 b[i] from getrf's a[i] and pivots */
+	PHOS_BLAS_MATINV, /* c[i] = a[i]^-1 (n <= 32); a[i] is not changed; info written */
+};
+struct phos_blas_lu {
+	uint32_t handle;
+	int32_t fn;                    /* enum phos_blas_lu_fn */
+	int32_t type;                  /* CUDA_R_32F or CUDA_R_64F */
+	int32_t n, nrhs, trans;
+	int32_t lda, ldc;              /* ldc: of c[i] (GETRI, MATINV) or b[i] (GETRS) */
+	int32_t batch;
+	uint32_t _pad;
+	uint64_t a, c;                 /* device arrays of batch pointers (c: the b array of GETRS) */
+	uint64_t pivots;               /* n * batch int32 in device memory, 0: no pivoting */
+	uint64_t info;                 /* batch int32 in device memory (not GETRS) */
 };
 
 /* Name of an op, for logs and traces ("launch", "memcpy_h2d", ...). */

@@ -435,9 +435,9 @@ static void test_gemm(void *h)
 	g.k = -1;
 	CHECK_RC(ops->blas_gemm(dev, h, &g, &st), -PHOS_CUDA_INVALID_VALUE);
 	g.k = 8;
-	g.atype = g.btype = g.ctype = 1;   /* CUDA_R_64F */
+	g.atype = g.btype = g.ctype = 1;   /* CUDA_R_64F with a 32F compute type: no such GEMM */
 	CHECK_RC(ops->blas_gemm(dev, h, &g, &st), -PHOS_CUDA_NOT_SUPPORTED);
-	CHECK(st == ST_NOT_SUPPORTED, "double gemm: status %d", st);
+	CHECK(st == ST_NOT_SUPPORTED, "double gemm, 32F compute: status %d", st);
 	g.atype = g.btype = g.ctype = 0;
 	g.compute = 70;                    /* CUBLAS_COMPUTE_64F on floats */
 	CHECK_RC(ops->blas_gemm(dev, h, &g, &st), -PHOS_CUDA_NOT_SUPPORTED);

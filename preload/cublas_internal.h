@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared by the files of the cuBLAS stand-in (cublas.c: handles and GEMMs,
+ * cublas_level.c: level 1-3 routines, cublas_matrix.c: Set/Get helpers). All
+ * hidden: only PHOS_EXPORT definitions leave the library.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublas_api.h>
+
+struct blas {
+	uint32_t id;
+	cudaStream_t stream;
+	cublasMath_t math;
+	cublasAtomicsMode_t atomics;
+	cublasPointerMode_t pointer_mode;
+	void *workspace;
+	size_t workspace_size;
+};
+
+/* The handle behind a cublasHandle_t, or NULL (CUBLAS_STATUS_NOT_INITIALIZED). */
+struct blas *blas_get(cublasHandle_t handle);
+/* cudaError_t of posting/calling → cublasStatus_t. */
+cublasStatus_t blas_status(int cuda_err);
+/* A synchronous call: the executor's cuBLAS status when it gave one. */
+cublasStatus_t blas_call(uint32_t op, const void *body, size_t len, void *out, size_t out_cap, size_t *ret_len);
+/* An asynchronous call. */
+cublasStatus_t blas_post(uint32_t op, const void *body, size_t len);
+
+/* A host scalar of cudaDataType type (R_32F, R_64F, C_32F, C_64F) widened to re, im. */
+void blas_scalar_read(const void *p, int type, double ret[2]);

@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cuBLAS level 1-3 routines of every precision (S, D, C, Z): axpy, scal,
+ * dot/dotu/dotc, nrm2, asum, amax/amin, copy, swap, gemv, ger/geru/gerc and
+ * trsm. Each entry point checks its arguments as cuBLAS does and fills one
+ * PHOS_OP_BLAS_CALL record (proto.h, phos_blas_op) whose type field says the
+ * precision, so the executor and both device backends have one path per
+ * routine, not one per precision.
+ *
+ * Pointer mode (the handle's, cublasSetPointerMode): in host mode scalars are
+ * read here and travel by value, and a routine that returns a result (dot,
+ * nrm2, asum, amax, amin) is a synchronous call whose reply is the result; in
+ * device mode the scalar and result addresses travel, the executor reads the
+ * scalars after the work queued before the call and writes the result on the
+ * handle's stream, and the call is asynchronous as in cuBLAS.
+ *
+ * Increments of 0 in routines that read two vectors are refused with
+ * CUBLAS_STATUS_INVALID_VALUE (as the S forms did before); scal, nrm2, asum,
+ * amax and amin do nothing (result 0) for incx <= 0, as cuBLAS does.
+ */
+#include <string.h>
+
+#include <cublas_api.h>
+#include <cuda_runtime_api.h>
+
+#include "cublas_internal.h"
+#include "internal.h"
+
+static int max1(int v)
+{
+	return v > 1 ? v : 1;
+}
+
+static int real_of(int type)
+{
+	return type == CUDA_C_32F ? CUDA_R_32F : type == CUDA_C_64F ? CUDA_R_64F : type;
+}
+
+static size_t type_bytes(int type)
+{
+	switch (type) {
+	case CUDA_R_32F: return 4;
+	case CUDA_R_64F: return 8;
+	case CUDA_C_32F: return 8;
+	default: return 16;
+	}
+}
+
+/* Sends op: scalars by the handle's pointer mode, and a result of rsize
+ * bytes (0: none) to *result. alpha/beta may be NULL when the routine has none. */
+static cublasStatus_t run(struct blas *b, struct phos_blas_op *op, const void *alpha, const void *beta, void *result,
+			  size_t rsize)
+{
+	bool dev = b->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
+	uint8_t out[16];
+	size_t got = 0;
+	cublasStatus_t s;
+
+	op->handle = b->id;
+	if (dev) {
+		op->dev_scalars = alpha || beta;
+		op->alpha_addr = (uint64_t)(uintptr_t)alpha;
+		op->beta_addr = (uint64_t)(uintptr_t)beta;
+	} else {
+		if (alpha)
+			blas_scalar_read(alpha, op->scal_type, op->alpha);
+		if (beta)
+			blas_scalar_read(beta, op->scal_type, op->beta);
+	}
+	if (!rsize)
+		return blas_post(PHOS_OP_BLAS_CALL, op, sizeof(*op));
+	if (dev) {
+		op->dev_result = 1;
+		op->result = (uint64_t)(uintptr_t)result;
+		return blas_post(PHOS_OP_BLAS_CALL, op, sizeof(*op));
+	}
+	s = blas_call(PHOS_OP_BLAS_CALL, op, sizeof(*op), out, sizeof(out), &got);
+	if (s == CUBLAS_STATUS_SUCCESS && got != rsize)
+		s = CUBLAS_STATUS_INTERNAL_ERROR;
+	if (s == CUBLAS_STATUS_SUCCESS)
+		memcpy(result, out, rsize);
+	return s;
+}
+
+/* A result of rsize bytes that is zero without a call (n <= 0 and the like):
+ * written here in host mode, by the executor in device mode. */
+static cublasStatus_t zero_result(struct blas *b, struct phos_blas_op *op, void *result, size_t rsize)
+{
+	if (b->pointer_mode == CUBLAS_POINTER_MODE_DEVICE) {
+		op->n = 0;
+		return run(b, op, NULL, NULL, result, rsize);
+	}
+	memset(result, 0, rsize);
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+static cublasStatus_t axpy(cublasHandle_t handle, int type, int n, const void *alpha, const void *x, int incx,
+			   void *y, int incy)
+{
+	struct blas *b = blas_get(handle);
+	struct phos_blas_op op = { .fn = PHOS_BLAS_AXPY, .type = type, .scal_type = type, .n = n, .incx = incx,
+				   .incy = incy, .x = (uintptr_t)x, .y = (uintptr_t)y };
+
+	if (!b)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!alpha)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (n <= 0)
+		return CUBLAS_STATUS_SUCCESS;
+	if (incx == 0 || incy == 0)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	return run(b, &op, alpha, NULL, NULL, 0);
+}
+
+static cublasStatus_t scal(cublasHandle_t handle, int type, int scal_type, int n, const void *alpha, void *x,
+			   int incx)
+{
+	struct blas *b = blas_get(handle);
+	struct phos_blas_op op = { .fn = PHOS_BLAS_SCAL, .type = type, .scal_type = scal_type, .n = n,
+				   .incx = incx, .x = (uintptr_t)x };
+
+	if (!b)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!alpha)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (n <= 0 || incx <= 0)
+		return CUBLAS_STATUS_SUCCESS;
+	return run(b, &op, alpha, NULL, NULL, 0);
+}
+
+/* dot, dotu, dotc, copy, swap: two vectors */
+static cublasStatus_t two(cublasHandle_t handle, int fn, int type, int n, const void *x, int incx, const void *y,
+			  int incy, void *result)
+{
+	struct blas *b = blas_get(handle);
+	struct phos_blas_op op = { .fn = fn, .type = type, .scal_type = type, .n = n, .incx = incx, .incy = incy,
+				   .x = (uintptr_t)x, .y = (uintptr_t)y };
+	size_t rsize = fn == PHOS_BLAS_DOT || fn == PHOS_BLAS_DOTC ? type_bytes(type) : 0;
+
+	if (!b)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (rsize && !result)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (n <= 0)
+		return rsize ? zero_result(b, &op, result, rsize) : CUBLAS_STATUS_SUCCESS;
+	if (incx == 0 || incy == 0)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	return run(b, &op, NULL, NULL, result, rsize);
+}
+
+/* nrm2, asum, amax, amin: one vector, one result */
+static cublasStatus_t reduce(cublasHandle_t handle, int fn, int type, int n, const void *x, int incx, void *result)
+{
+	struct blas *b = blas_get(handle);
+	struct phos_blas_op op = { .fn = fn, .type = type, .scal_type = type, .n = n, .incx = incx,
+				   .x = (uintptr_t)x };
+	size_t rsize = fn == PHOS_BLAS_AMAX || fn == PHOS_BLAS_AMIN ? sizeof(int) : type_bytes(real_of(type));
+
+	if (!b)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!result)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (n <= 0 || incx <= 0)
+		return zero_result(b, &op, result, rsize);
+	return run(b, &op, NULL, NULL, result, rsize);
+}
+
+static bool op_ok(cublasOperation_t t)
+{
+	return t == CUBLAS_OP_N || t == CUBLAS_OP_T || t == CUBLAS_OP_C;
+}
+
+static cublasStatus_t gemv(cublasHandle_t handle, int type, cublasOperation_t trans, int m, int n, const void *alpha,
+			   const void *A, int lda, const void *x, int incx, const void *beta, void *y, int incy)
+{
+	struct blas *b = blas_get(handle);
+	struct phos_blas_op op = { .fn = PHOS_BLAS_GEMV, .type = type, .scal_type = type, .m = m, .n = n,
+				   .lda = lda, .incx = incx, .incy = incy, .trans = trans, .a = (uintptr_t)A,
+				   .x = (uintptr_t)x, .y = (uintptr_t)y };
+
+	if (!b)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!op_ok(trans) || m < 0 || n < 0 || lda < max1(m) || incx == 0 || incy == 0 || !alpha || !beta)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (m == 0 || n == 0)
+		return CUBLAS_STATUS_SUCCESS;
+	return run(b, &op, alpha, beta, NULL, 0);
+}
+
+static cublasStatus_t ger(cublasHandle_t handle, int fn, int type, int m, int n, const void *alpha, const void *x,
+			  int incx, const void *y, int incy, void *A, int lda)
+{
+	struct blas *b = blas_get(handle);
+	struct phos_blas_op op = { .fn = fn, .type = type, .scal_type = type, .m = m, .n = n, .lda = lda,
+				   .incx = incx, .incy = incy, .a = (uintptr_t)A, .x = (uintptr_t)x,
+				   .y = (uintptr_t)y };
+
+	if (!b)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (m < 0 || n < 0 || incx == 0 || incy == 0 || lda < max1(m) || !alpha)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (m == 0 || n == 0)
+		return CUBLAS_STATUS_SUCCESS;
+	return run(b, &op, alpha, NULL, NULL, 0);
+}
+
+static cublasStatus_t trsm(cublasHandle_t handle, int type, cublasSideMode_t side, cublasFillMode_t uplo,
+			   cublasOperation_t trans, cublasDiagType_t diag, int m, int n, const void *alpha,
+			   const void *A, int lda, void *B, int ldb)
+{
+	struct blas *b = blas_get(handle);
+	struct phos_blas_op op = { .fn = PHOS_BLAS_TRSM, .type = type, .scal_type = type, .m = m, .n = n,
+				   .lda = lda, .ldb = ldb, .trans = trans, .side = side, .uplo = uplo,
+				   .diag = diag, .a = (uintptr_t)A, .b = (uintptr_t)B };
+
+	if (!b)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if ((side != CUBLAS_SIDE_LEFT && side != CUBLAS_SIDE_RIGHT) ||
+	    (uplo != CUBLAS_FILL_MODE_LOWER && uplo != CUBLAS_FILL_MODE_UPPER) || !op_ok(trans) ||
+	    (diag != CUBLAS_DIAG_NON_UNIT && diag != CUBLAS_DIAG_UNIT) || m < 0 || n < 0 ||
+	    lda < max1(side == CUBLAS_SIDE_LEFT ? m : n) || ldb < max1(m) || !alpha)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (m == 0 || n == 0)
+		return CUBLAS_STATUS_SUCCESS;
+	return run(b, &op, alpha, NULL, NULL, 0);
+}
+
+/* --- the entry points, per precision --- */
+
+#define LEVEL1(P, p, T, TYPE)                                                                                    \
+	PHOS_EXPORT cublasStatus_t cublas##P##axpy_v2(cublasHandle_t h, int n, const T *alpha, const T *x, int incx, \
+						      T *y, int incy)                                              \
+	{                                                                                                          \
+		return axpy(h, TYPE, n, alpha, x, incx, y, incy);                                                  \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##scal_v2(cublasHandle_t h, int n, const T *alpha, T *x, int incx)   \
+	{                                                                                                          \
+		return scal(h, TYPE, TYPE, n, alpha, x, incx);                                                     \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##copy_v2(cublasHandle_t h, int n, const T *x, int incx, T *y,       \
+						      int incy)                                                    \
+	{                                                                                                          \
+		return two(h, PHOS_BLAS_COPY, TYPE, n, x, incx, y, incy, NULL);                                    \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##swap_v2(cublasHandle_t h, int n, T *x, int incx, T *y, int incy)   \
+	{                                                                                                          \
+		return two(h, PHOS_BLAS_SWAP, TYPE, n, x, incx, y, incy, NULL);                                    \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublasI##p##amax_v2(cublasHandle_t h, int n, const T *x, int incx, int *result) \
+	{                                                                                                          \
+		return reduce(h, PHOS_BLAS_AMAX, TYPE, n, x, incx, result);                                        \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublasI##p##amin_v2(cublasHandle_t h, int n, const T *x, int incx, int *result) \
+	{                                                                                                          \
+		return reduce(h, PHOS_BLAS_AMIN, TYPE, n, x, incx, result);                                        \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##gemv_v2(cublasHandle_t h, cublasOperation_t trans, int m, int n,   \
+						      const T *alpha, const T *A, int lda, const T *x, int incx,   \
+						      const T *beta, T *y, int incy)                               \
+	{                                                                                                          \
+		return gemv(h, TYPE, trans, m, n, alpha, A, lda, x, incx, beta, y, incy);                          \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##trsm_v2(cublasHandle_t h, cublasSideMode_t side,                   \
+						      cublasFillMode_t uplo, cublasOperation_t trans,              \
+						      cublasDiagType_t diag, int m, int n, const T *alpha,         \
+						      const T *A, int lda, T *B, int ldb)                          \
+	{                                                                                                          \
+		return trsm(h, TYPE, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb);                        \
+	}
+
+LEVEL1(S, s, float, CUDA_R_32F)
+LEVEL1(D, d, double, CUDA_R_64F)
+LEVEL1(C, c, cuComplex, CUDA_C_32F)
+LEVEL1(Z, z, cuDoubleComplex, CUDA_C_64F)
+
+/* dot, nrm2, asum and ger, whose names differ between real and complex */
+#define REAL(P, T, TYPE)                                                                                         \
+	PHOS_EXPORT cublasStatus_t cublas##P##dot_v2(cublasHandle_t h, int n, const T *x, int incx, const T *y,  \
+						     int incy, T *result)                                          \
+	{                                                                                                          \
+		return two(h, PHOS_BLAS_DOT, TYPE, n, x, incx, y, incy, result);                                   \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##nrm2_v2(cublasHandle_t h, int n, const T *x, int incx, T *result)  \
+	{                                                                                                          \
+		return reduce(h, PHOS_BLAS_NRM2, TYPE, n, x, incx, result);                                        \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##asum_v2(cublasHandle_t h, int n, const T *x, int incx, T *result)  \
+	{                                                                                                          \
+		return reduce(h, PHOS_BLAS_ASUM, TYPE, n, x, incx, result);                                        \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##ger_v2(cublasHandle_t h, int m, int n, const T *alpha, const T *x,  \
+						     int incx, const T *y, int incy, T *A, int lda)                \
+	{                                                                                                          \
+		return ger(h, PHOS_BLAS_GER, TYPE, m, n, alpha, x, incx, y, incy, A, lda);                         \
+	}
+REAL(S, float, CUDA_R_32F)
+REAL(D, double, CUDA_R_64F)
+
+/* PR: prefix of the real-result names (Sc, Dz); PS: real-scalar scal (Cs, Zd) */
+#define COMPLEX(P, PR, T, R, TYPE, RTYPE)                                                                        \
+	PHOS_EXPORT cublasStatus_t cublas##P##dotu_v2(cublasHandle_t h, int n, const T *x, int incx, const T *y, \
+						      int incy, T *result)                                         \
+	{                                                                                                          \
+		return two(h, PHOS_BLAS_DOT, TYPE, n, x, incx, y, incy, result);                                   \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##dotc_v2(cublasHandle_t h, int n, const T *x, int incx, const T *y, \
+						      int incy, T *result)                                         \
+	{                                                                                                          \
+		return two(h, PHOS_BLAS_DOTC, TYPE, n, x, incx, y, incy, result);                                  \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##PR##nrm2_v2(cublasHandle_t h, int n, const T *x, int incx, R *result) \
+	{                                                                                                          \
+		return reduce(h, PHOS_BLAS_NRM2, TYPE, n, x, incx, result);                                        \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##PR##asum_v2(cublasHandle_t h, int n, const T *x, int incx, R *result) \
+	{                                                                                                          \
+		return reduce(h, PHOS_BLAS_ASUM, TYPE, n, x, incx, result);                                        \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##geru_v2(cublasHandle_t h, int m, int n, const T *alpha,            \
+						      const T *x, int incx, const T *y, int incy, T *A, int lda)   \
+	{                                                                                                          \
+		return ger(h, PHOS_BLAS_GER, TYPE, m, n, alpha, x, incx, y, incy, A, lda);                         \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##gerc_v2(cublasHandle_t h, int m, int n, const T *alpha,            \
+						      const T *x, int incx, const T *y, int incy, T *A, int lda)   \
+	{                                                                                                          \
+		return ger(h, PHOS_BLAS_GERC, TYPE, m, n, alpha, x, incx, y, incy, A, lda);                        \
+	}
+COMPLEX(C, Sc, cuComplex, float, CUDA_C_32F, CUDA_R_32F)
+COMPLEX(Z, Dz, cuDoubleComplex, double, CUDA_C_64F, CUDA_R_64F)
+
+PHOS_EXPORT cublasStatus_t cublasCsscal_v2(cublasHandle_t h, int n, const float *alpha, cuComplex *x, int incx)
+{
+	return scal(h, CUDA_C_32F, CUDA_R_32F, n, alpha, x, incx);
+}
+
+PHOS_EXPORT cublasStatus_t cublasZdscal_v2(cublasHandle_t h, int n, const double *alpha, cuDoubleComplex *x, int incx)
+{
+	return scal(h, CUDA_C_64F, CUDA_R_64F, n, alpha, x, incx);
+}
+
+/* The names the macros above define, for gen_stubs.py (which reads no macros):
+ * a name missing here or defined twice fails the link. */
+PHOS_EXPORT_NAMES(
+	cublasSaxpy_v2 cublasSscal_v2 cublasScopy_v2 cublasSswap_v2 cublasIsamax_v2 cublasIsamin_v2 cublasSgemv_v2
+	cublasStrsm_v2 cublasDaxpy_v2 cublasDscal_v2 cublasDcopy_v2 cublasDswap_v2 cublasIdamax_v2 cublasIdamin_v2
+	cublasDgemv_v2 cublasDtrsm_v2 cublasCaxpy_v2 cublasCscal_v2 cublasCcopy_v2 cublasCswap_v2 cublasIcamax_v2
+	cublasIcamin_v2 cublasCgemv_v2 cublasCtrsm_v2 cublasZaxpy_v2 cublasZscal_v2 cublasZcopy_v2 cublasZswap_v2
+	cublasIzamax_v2 cublasIzamin_v2 cublasZgemv_v2 cublasZtrsm_v2 cublasSdot_v2 cublasSnrm2_v2 cublasSasum_v2
+	cublasSger_v2 cublasDdot_v2 cublasDnrm2_v2 cublasDasum_v2 cublasDger_v2 cublasCdotu_v2 cublasCdotc_v2
+	cublasScnrm2_v2 cublasScasum_v2 cublasCgeru_v2 cublasCgerc_v2 cublasZdotu_v2 cublasZdotc_v2 cublasDznrm2_v2
+	cublasDzasum_v2 cublasZgeru_v2 cublasZgerc_v2
+)

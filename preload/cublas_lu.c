@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Batched LU routines on device arrays of matrix pointers, S and D:
+ * getrfBatched, getriBatched, getrsBatched, matinvBatched. One record
+ * (PHOS_OP_BLAS_LU) for all of them; the executor reads the pointer arrays to
+ * put every matrix they name in the call's read/write set, as for the
+ * pointer-array GEMMs. Arguments are checked as cuBLAS does; getrsBatched
+ * reports a bad argument in its host *info as -(its position).
+ */
+#include <cublas_api.h>
+#include <cuda_runtime_api.h>
+
+#include "cublas_internal.h"
+#include "internal.h"
+
+static int max1(int v)
+{
+	return v > 1 ? v : 1;
+}
+
+static cublasStatus_t lu_post(cublasHandle_t handle, struct phos_blas_lu *op)
+{
+	struct blas *b = blas_get(handle);
+
+	if (!b)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (op->batch == 0 || op->n == 0)
+		return CUBLAS_STATUS_SUCCESS;
+	op->handle = b->id;
+	return blas_post(PHOS_OP_BLAS_LU, op, sizeof(*op));
+}
+
+static cublasStatus_t getrf(cublasHandle_t h, int type, int n, void *const A[], int lda, int *P, int *info, int batch)
+{
+	struct phos_blas_lu op = { .fn = PHOS_BLAS_GETRF, .type = type, .n = n, .lda = lda, .batch = batch,
+				   .a = (uintptr_t)A, .pivots = (uintptr_t)P, .info = (uintptr_t)info };
+
+	if (n < 0 || lda < max1(n) || batch < 0 || (batch && n && (!A || !info)))
+		return CUBLAS_STATUS_INVALID_VALUE;
+	return lu_post(h, &op);
+}
+
+static cublasStatus_t getri(cublasHandle_t h, int type, int n, const void *const A[], int lda, const int *P,
+			    void *const C[], int ldc, int *info, int batch)
+{
+	struct phos_blas_lu op = { .fn = PHOS_BLAS_GETRI, .type = type, .n = n, .lda = lda, .ldc = ldc,
+				   .batch = batch, .a = (uintptr_t)A, .c = (uintptr_t)C, .pivots = (uintptr_t)P,
+				   .info = (uintptr_t)info };
+
+	if (n < 0 || lda < max1(n) || ldc < max1(n) || batch < 0 || (batch && n && (!A || !C || !info)))
+		return CUBLAS_STATUS_INVALID_VALUE;
+	return lu_post(h, &op);
+}
+
+static cublasStatus_t getrs(cublasHandle_t h, int type, cublasOperation_t trans, int n, int nrhs,
+			    const void *const A[], int lda, const int *P, void *const B[], int ldb, int *info,
+			    int batch)
+{
+	struct phos_blas_lu op = { .fn = PHOS_BLAS_GETRS, .type = type, .n = n, .nrhs = nrhs, .trans = trans,
+				   .lda = lda, .ldc = ldb, .batch = batch, .a = (uintptr_t)A, .c = (uintptr_t)B,
+				   .pivots = (uintptr_t)P };
+	int bad = 0;
+
+	if (!info)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (trans != CUBLAS_OP_N && trans != CUBLAS_OP_T && trans != CUBLAS_OP_C)
+		bad = 2;
+	else if (n < 0)
+		bad = 3;
+	else if (nrhs < 0)
+		bad = 4;
+	else if (lda < max1(n))
+		bad = 6;
+	else if (ldb < max1(n))
+		bad = 9;
+	else if (batch < 0)
+		bad = 11;
+	*info = -bad;
+	if (bad)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (nrhs == 0)
+		return blas_get(h) ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
+	return lu_post(h, &op);
+}
+
+static cublasStatus_t matinv(cublasHandle_t h, int type, int n, const void *const A[], int lda, void *const Ainv[],
+			     int lda_inv, int *info, int batch)
+{
+	struct phos_blas_lu op = { .fn = PHOS_BLAS_MATINV, .type = type, .n = n, .lda = lda, .ldc = lda_inv,
+				   .batch = batch, .a = (uintptr_t)A, .c = (uintptr_t)Ainv, .info = (uintptr_t)info };
+
+	if (n < 0 || n > 32 || lda < max1(n) || lda_inv < max1(n) || batch < 0 ||
+	    (batch && n && (!A || !Ainv || !info)))
+		return CUBLAS_STATUS_INVALID_VALUE;
+	return lu_post(h, &op);
+}
+
+#define LU(P, T, TYPE)                                                                                            \
+	PHOS_EXPORT cublasStatus_t cublas##P##getrfBatched(cublasHandle_t h, int n, T *const A[], int lda, int *P_, \
+							   int *info, int batch)                                    \
+	{                                                                                                           \
+		return getrf(h, TYPE, n, (void *const *)A, lda, P_, info, batch);                                   \
+	}                                                                                                           \
+	PHOS_EXPORT cublasStatus_t cublas##P##getriBatched(cublasHandle_t h, int n, const T *const A[], int lda,    \
+							   const int *P_, T *const C[], int ldc, int *info,         \
+							   int batch)                                               \
+	{                                                                                                           \
+		return getri(h, TYPE, n, (const void *const *)A, lda, P_, (void *const *)C, ldc, info, batch);       \
+	}                                                                                                           \
+	PHOS_EXPORT cublasStatus_t cublas##P##getrsBatched(cublasHandle_t h, cublasOperation_t trans, int n,        \
+							   int nrhs, const T *const A[], int lda, const int *P_,    \
+							   T *const B[], int ldb, int *info, int batch)             \
+	{                                                                                                           \
+		return getrs(h, TYPE, trans, n, nrhs, (const void *const *)A, lda, P_, (void *const *)B, ldb, info,  \
+			     batch);                                                                                \
+	}                                                                                                           \
+	PHOS_EXPORT cublasStatus_t cublas##P##matinvBatched(cublasHandle_t h, int n, const T *const A[], int lda,   \
+							    T *const Ainv[], int lda_inv, int *info, int batch)     \
+	{                                                                                                           \
+		return matinv(h, TYPE, n, (const void *const *)A, lda, (void *const *)Ainv, lda_inv, info, batch);   \
+	}
+LU(S, float, CUDA_R_32F)
+LU(D, double, CUDA_R_64F)
+PHOS_EXPORT_NAMES(cublasSgetrfBatched cublasSgetriBatched cublasSgetrsBatched cublasSmatinvBatched
+		  cublasDgetrfBatched cublasDgetriBatched cublasDgetrsBatched cublasDmatinvBatched)

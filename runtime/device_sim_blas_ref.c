@@ -1,0 +1,597 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Host reference of the level 1-3 routines of every precision for the sim
+ * backend (phos_blas_op: axpy, scal, dot/dotc, nrm2, asum, amax/amin, copy,
+ * swap, gemv, ger/gerc, trsm) and of the double and complex GEMMs. Plain
+ * column-major loops as reference BLAS writes them; every element is widened
+ * to double complex and stored back in its own type, so one loop serves S, D,
+ * C and Z. Increments follow reference BLAS (a negative increment walks the
+ * vector from its far end), and cuBLAS's rules for incx <= 0 in scal, nrm2,
+ * asum, amax and amin (nothing done, result 0). Each operand's extent is
+ * checked with phos_sim_range_ok first, so a bad pointer gives
+ * CUBLAS_STATUS_EXECUTION_FAILED, not a fault.
+ */
+#include "device_sim.h"
+
+#include <complex.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { T_R32 = 0, T_R64 = 1, T_C32 = 4, T_C64 = 5 };   /* cudaDataType */
+enum { ST_SUCCESS = 0, ST_NOT_INITIALIZED = 1, ST_ALLOC_FAILED = 3, ST_INVALID_VALUE = 7,
+       ST_EXECUTION_FAILED = 13, ST_NOT_SUPPORTED = 15 };
+
+typedef double complex zval;
+
+static int ret_status(int *ret_blas_status, int status)
+{
+	if (ret_blas_status)
+		*ret_blas_status = status;
+	switch (status) {
+	case ST_SUCCESS:
+		return 0;
+	case ST_NOT_INITIALIZED:
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	case ST_ALLOC_FAILED:
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	case ST_EXECUTION_FAILED:
+		return -PHOS_CUDA_ILLEGAL_ADDRESS;
+	case ST_NOT_SUPPORTED:
+		return -PHOS_CUDA_NOT_SUPPORTED;
+	default:
+		return -PHOS_CUDA_INVALID_VALUE;
+	}
+}
+
+static int64_t esize(int type)
+{
+	switch (type) {
+	case T_R32: return 4;
+	case T_R64: return 8;
+	case T_C32: return 8;
+	case T_C64: return 16;
+	default: return 0;
+	}
+}
+
+static bool is_complex(int type)
+{
+	return type == T_C32 || type == T_C64;
+}
+
+static zval ld(const void *base, int type, int64_t i)
+{
+	switch (type) {
+	case T_R32: return ((const float *)base)[i];
+	case T_R64: return ((const double *)base)[i];
+	case T_C32: return ((const float *)base)[2 * i] + I * ((const float *)base)[2 * i + 1];
+	default: return ((const double *)base)[2 * i] + I * ((const double *)base)[2 * i + 1];
+	}
+}
+
+static void st(void *base, int type, int64_t i, zval v)
+{
+	switch (type) {
+	case T_R32: ((float *)base)[i] = (float)creal(v); break;
+	case T_R64: ((double *)base)[i] = creal(v); break;
+	case T_C32: ((float *)base)[2 * i] = (float)creal(v); ((float *)base)[2 * i + 1] = (float)cimag(v); break;
+	default: ((double *)base)[2 * i] = creal(v); ((double *)base)[2 * i + 1] = cimag(v); break;
+	}
+}
+
+/* Whether a rows x cols matrix (leading dimension ld) of type at addr is device memory. */
+static bool mat_ok(struct phos_device *dev, uint64_t addr, int type, int64_t rows, int64_t cols, int64_t ldim)
+{
+	int64_t elems, bytes;
+
+	if (rows <= 0 || cols <= 0)
+		return true;
+	if (__builtin_mul_overflow(cols - 1, ldim, &elems) || __builtin_add_overflow(elems, rows, &elems) ||
+	    __builtin_mul_overflow(elems, esize(type), &bytes))
+		return false;
+	return phos_sim_range_ok(dev, addr, (uint64_t)bytes);
+}
+
+static bool vec_ok(struct phos_device *dev, uint64_t addr, int type, int64_t n, int64_t inc)
+{
+	return mat_ok(dev, addr, type, 1, n, inc < 0 ? -inc : inc ? inc : 1);
+}
+
+/* Element t of a strided vector of n elements (reference BLAS). */
+static int64_t vi(int64_t t, int64_t n, int64_t inc)
+{
+	return inc >= 0 ? t * inc : (n - 1 - t) * -inc;
+}
+
+static double abs1(zval v)
+{
+	return fabs(creal(v)) + fabs(cimag(v));
+}
+
+/* Stores a real or complex result of type in ret (the element size of type). */
+static void result_put(void *ret, int type, zval v)
+{
+	st(ret, type, 0, v);
+}
+
+static double nrm2(const void *x, int type, int64_t n, int64_t inc)
+{
+	double scale = 0.0, ssq = 1.0;
+
+	for (int64_t t = 0; t < n; t++) {
+		zval v = ld(x, type, t * inc);
+		double parts[2] = { fabs(creal(v)), fabs(cimag(v)) };
+
+		for (int k = 0; k < 2; k++) {
+			double a = parts[k];
+
+			if (a == 0.0)
+				continue;
+			if (scale < a) {
+				ssq = 1.0 + ssq * (scale / a) * (scale / a);
+				scale = a;
+			} else {
+				ssq += (a / scale) * (a / scale);
+			}
+		}
+	}
+	return scale * sqrt(ssq);
+}
+
+static int real_type(int type)
+{
+	return type == T_C32 ? T_R32 : type == T_C64 ? T_R64 : type;
+}
+
+static int level1(struct phos_device *dev, const struct phos_blas_op *op, void *ret_result)
+{
+	int type = op->type;
+	int64_t n = op->n, ix = op->incx, iy = op->incy;
+	void *x = (void *)(uintptr_t)op->x, *y = (void *)(uintptr_t)op->y;
+	zval alpha = op->alpha[0] + I * op->alpha[1], sum = 0;
+	bool needs_y = op->fn == PHOS_BLAS_AXPY || op->fn == PHOS_BLAS_DOT || op->fn == PHOS_BLAS_DOTC ||
+		       op->fn == PHOS_BLAS_COPY || op->fn == PHOS_BLAS_SWAP;
+	bool positive_inc = op->fn == PHOS_BLAS_SCAL || op->fn == PHOS_BLAS_NRM2 || op->fn == PHOS_BLAS_ASUM ||
+			    op->fn == PHOS_BLAS_AMAX || op->fn == PHOS_BLAS_AMIN;
+	double best = 0;
+	int32_t idx = 0;
+
+	if (n <= 0 || (positive_inc && ix <= 0)) {
+		if (ret_result)
+			memset(ret_result, 0, 16);
+		return ST_SUCCESS;
+	}
+	if (!vec_ok(dev, op->x, type, n, ix) || (needs_y && !vec_ok(dev, op->y, type, n, iy)))
+		return ST_EXECUTION_FAILED;
+	switch (op->fn) {
+	case PHOS_BLAS_AXPY:
+		for (int64_t t = 0; t < n; t++)
+			st(y, type, vi(t, n, iy), ld(y, type, vi(t, n, iy)) + alpha * ld(x, type, vi(t, n, ix)));
+		break;
+	case PHOS_BLAS_SCAL:   /* Csscal/Zdscal: a real alpha (alpha[1] is 0) */
+		for (int64_t t = 0; t < n; t++)
+			st(x, type, t * ix, alpha * ld(x, type, t * ix));
+		break;
+	case PHOS_BLAS_DOT:
+	case PHOS_BLAS_DOTC:
+		for (int64_t t = 0; t < n; t++) {
+			zval xv = ld(x, type, vi(t, n, ix));
+
+			sum += (op->fn == PHOS_BLAS_DOTC ? conj(xv) : xv) * ld(y, type, vi(t, n, iy));
+		}
+		result_put(ret_result, type, sum);
+		break;
+	case PHOS_BLAS_NRM2:
+		result_put(ret_result, real_type(type), nrm2(x, type, n, ix));
+		break;
+	case PHOS_BLAS_ASUM:
+		for (int64_t t = 0; t < n; t++)
+			sum += abs1(ld(x, type, t * ix));
+		result_put(ret_result, real_type(type), sum);
+		break;
+	case PHOS_BLAS_AMAX:
+	case PHOS_BLAS_AMIN:
+		for (int64_t t = 0; t < n; t++) {
+			double a = abs1(ld(x, type, t * ix));
+
+			if (t == 0 || (op->fn == PHOS_BLAS_AMAX ? a > best : a < best)) {
+				best = a;
+				idx = (int32_t)t + 1;
+			}
+		}
+		memcpy(ret_result, &idx, sizeof(idx));
+		break;
+	case PHOS_BLAS_COPY:
+		for (int64_t t = 0; t < n; t++)
+			st(y, type, vi(t, n, iy), ld(x, type, vi(t, n, ix)));
+		break;
+	case PHOS_BLAS_SWAP:
+		for (int64_t t = 0; t < n; t++) {
+			zval a = ld(x, type, vi(t, n, ix)), b = ld(y, type, vi(t, n, iy));
+
+			st(x, type, vi(t, n, ix), b);
+			st(y, type, vi(t, n, iy), a);
+		}
+		break;
+	}
+	return ST_SUCCESS;
+}
+
+/* op(A)[i, j] for op = N, T or C (cublasOperation_t 0, 1, 2). */
+static zval opa(const void *a, int type, int64_t lda, int trans, int64_t i, int64_t j)
+{
+	if (trans == 0)
+		return ld(a, type, i + j * lda);
+	return trans == 2 ? conj(ld(a, type, j + i * lda)) : ld(a, type, j + i * lda);
+}
+
+static int gemv(struct phos_device *dev, const struct phos_blas_op *op)
+{
+	int type = op->type;
+	int64_t m = op->m, n = op->n, lenx = op->trans ? m : n, leny = op->trans ? n : m;
+	zval alpha = op->alpha[0] + I * op->alpha[1], beta = op->beta[0] + I * op->beta[1];
+	const void *a = (const void *)(uintptr_t)op->a, *x = (const void *)(uintptr_t)op->x;
+	void *y = (void *)(uintptr_t)op->y;
+
+	if (op->trans < 0 || op->trans > 2 || m < 0 || n < 0 || op->lda < (m > 1 ? m : 1) || !op->incx || !op->incy)
+		return ST_INVALID_VALUE;
+	if (!m || !n || (alpha == 0 && beta == 1))
+		return ST_SUCCESS;
+	if (!mat_ok(dev, op->a, type, m, n, op->lda) || !vec_ok(dev, op->x, type, lenx, op->incx) ||
+	    !vec_ok(dev, op->y, type, leny, op->incy))
+		return ST_EXECUTION_FAILED;
+	for (int64_t i = 0; i < leny; i++) {
+		zval s = 0;
+		int64_t yi = vi(i, leny, op->incy);
+
+		for (int64_t j = 0; j < lenx; j++)   /* op(A) is leny x lenx */
+			s += opa(a, type, op->lda, op->trans, i, j) * ld(x, type, vi(j, lenx, op->incx));
+		st(y, type, yi, alpha * s + (beta != 0 ? beta * ld(y, type, yi) : 0));
+	}
+	return ST_SUCCESS;
+}
+
+static int ger(struct phos_device *dev, const struct phos_blas_op *op)
+{
+	int type = op->type;
+	int64_t m = op->m, n = op->n;
+	zval alpha = op->alpha[0] + I * op->alpha[1];
+	const void *x = (const void *)(uintptr_t)op->x, *y = (const void *)(uintptr_t)op->y;
+	void *a = (void *)(uintptr_t)op->a;
+
+	if (m < 0 || n < 0 || !op->incx || !op->incy || op->lda < (m > 1 ? m : 1))
+		return ST_INVALID_VALUE;
+	if (!m || !n || alpha == 0)
+		return ST_SUCCESS;
+	if (!mat_ok(dev, op->a, type, m, n, op->lda) || !vec_ok(dev, op->x, type, m, op->incx) ||
+	    !vec_ok(dev, op->y, type, n, op->incy))
+		return ST_EXECUTION_FAILED;
+	for (int64_t j = 0; j < n; j++) {
+		zval yj = ld(y, type, vi(j, n, op->incy));
+
+		if (op->fn == PHOS_BLAS_GERC)
+			yj = conj(yj);
+		for (int64_t i = 0; i < m; i++)
+			st(a, type, i + j * op->lda,
+			   ld(a, type, i + j * op->lda) + alpha * ld(x, type, vi(i, m, op->incx)) * yj);
+	}
+	return ST_SUCCESS;
+}
+
+/* op(A) X = alpha B (side left, 0) or X op(A) = alpha B (right, 1); X overwrites B.
+ * uplo: 0 lower, 1 upper (cublasFillMode_t); diag: 0 non-unit, 1 unit. */
+static int trsm(struct phos_device *dev, const struct phos_blas_op *op)
+{
+	int type = op->type, tr = op->trans;
+	int64_t m = op->m, n = op->n, ka = op->side ? n : m, lda = op->lda, ldb = op->ldb;
+	zval alpha = op->alpha[0] + I * op->alpha[1];
+	const void *a = (const void *)(uintptr_t)op->a;
+	void *b = (void *)(uintptr_t)op->b;
+	/* op(A) is upper triangular when A is upper and not transposed, or lower and transposed */
+	bool upper = (op->uplo == 1) == (tr == 0);
+	bool unit = op->diag == 1;
+
+	if (op->side < 0 || op->side > 1 || op->uplo < 0 || op->uplo > 1 || tr < 0 || tr > 2 || op->diag < 0 ||
+	    op->diag > 1 || m < 0 || n < 0 || lda < (ka > 1 ? ka : 1) || ldb < (m > 1 ? m : 1))
+		return ST_INVALID_VALUE;
+	if (!m || !n)
+		return ST_SUCCESS;
+	if (!mat_ok(dev, op->a, type, ka, ka, lda) || !mat_ok(dev, op->b, type, m, n, ldb))
+		return ST_EXECUTION_FAILED;
+	for (int64_t j = 0; j < n; j++)
+		for (int64_t i = 0; i < m; i++)
+			st(b, type, i + j * ldb, alpha * ld(b, type, i + j * ldb));
+	if (op->side == 0) {           /* each column: op(A) x = b */
+		for (int64_t j = 0; j < n; j++) {
+			for (int64_t s = 0; s < m; s++) {
+				int64_t i = upper ? m - 1 - s : s;
+				zval v = ld(b, type, i + j * ldb);
+
+				for (int64_t k = upper ? i + 1 : 0; k < (upper ? m : i); k++)
+					v -= opa(a, type, lda, tr, i, k) * ld(b, type, k + j * ldb);
+				if (!unit)
+					v /= opa(a, type, lda, tr, i, i);
+				st(b, type, i + j * ldb, v);
+			}
+		}
+	} else {                       /* each row: x op(A) = b, sum_k x_k op(A)[k, j] = b_j */
+		for (int64_t i = 0; i < m; i++) {
+			for (int64_t s = 0; s < n; s++) {
+				int64_t j = upper ? s : n - 1 - s;
+				zval v = ld(b, type, i + j * ldb);
+
+				for (int64_t k = upper ? 0 : j + 1; k < (upper ? j : n); k++)
+					v -= ld(b, type, i + k * ldb) * opa(a, type, lda, tr, k, j);
+				if (!unit)
+					v /= opa(a, type, lda, tr, j, j);
+				st(b, type, i + j * ldb, v);
+			}
+		}
+	}
+	return ST_SUCCESS;
+}
+
+int phos_sim_blas_call(struct phos_device *dev, void *handle, const struct phos_blas_op *op, void *ret_result,
+		       int *ret_blas_status)
+{
+	int s;
+
+	if (!phos_sim_obj_get(dev, handle, PHOS_SIM_BLAS))
+		return ret_status(ret_blas_status, ST_NOT_INITIALIZED);
+	if (!op || !esize(op->type) || (op->scal_type != op->type && op->scal_type != real_type(op->type)))
+		return ret_status(ret_blas_status, ST_NOT_SUPPORTED);
+	switch (op->fn) {
+	case PHOS_BLAS_AXPY ... PHOS_BLAS_SWAP:
+		if (op->fn >= PHOS_BLAS_DOT && op->fn <= PHOS_BLAS_AMIN && !ret_result)
+			return ret_status(ret_blas_status, ST_INVALID_VALUE);
+		if (op->fn == PHOS_BLAS_DOTC && !is_complex(op->type))
+			return ret_status(ret_blas_status, ST_NOT_SUPPORTED);
+		s = level1(dev, op, ret_result);
+		break;
+	case PHOS_BLAS_GEMV:
+		s = gemv(dev, op);
+		break;
+	case PHOS_BLAS_GER:
+	case PHOS_BLAS_GERC:
+		s = ger(dev, op);
+		break;
+	case PHOS_BLAS_TRSM:
+		s = trsm(dev, op);
+		break;
+	default:
+		s = ST_INVALID_VALUE;
+	}
+	return ret_status(ret_blas_status, s);
+}
+
+/* C = alpha op(A) op(B) + beta C for double, complex float and complex double
+ * (A, B and C of one type); batches by stride or by pointer arrays. */
+int phos_sim_blas_gemm_wide(struct phos_device *dev, const struct phos_blas_gemm *g, int *ret_blas_status)
+{
+	int type = g->ctype;
+	int64_t m = g->m, n = g->n, k = g->k;
+	int64_t arows = g->transa ? k : m, acols = g->transa ? m : k;
+	int64_t brows = g->transb ? n : k, bcols = g->transb ? k : n;
+	zval alpha = g->alpha + I * g->alpha_im, beta = g->beta + I * g->beta_im;
+	int64_t es = esize(type);
+
+	/* cuBLAS's combinations: D and Z with a 64F compute type, C with a 32F one */
+	bool c64 = g->compute == 1 || g->compute == 5 || g->compute == 70 || g->compute == 71;
+	bool c32 = g->compute == 0 || g->compute == 4 || g->compute == 68 || g->compute == 69;
+
+	if (g->atype != type || g->btype != type || (type == T_C32 ? !c32 : !c64))
+		return ret_status(ret_blas_status, ST_NOT_SUPPORTED);
+	for (int64_t bi = 0; bi < g->batch; bi++) {
+		uint64_t pa, pb, pc;
+
+		if (g->arrays) {
+			if (!phos_sim_range_ok(dev, g->a + 8 * (uint64_t)bi, 8) ||
+			    !phos_sim_range_ok(dev, g->b + 8 * (uint64_t)bi, 8) ||
+			    !phos_sim_range_ok(dev, g->c + 8 * (uint64_t)bi, 8))
+				return ret_status(ret_blas_status, ST_EXECUTION_FAILED);
+			pa = ((const uint64_t *)(uintptr_t)g->a)[bi];
+			pb = ((const uint64_t *)(uintptr_t)g->b)[bi];
+			pc = ((const uint64_t *)(uintptr_t)g->c)[bi];
+		} else {
+			pa = g->a + (uint64_t)(bi * g->stride_a * es);
+			pb = g->b + (uint64_t)(bi * g->stride_b * es);
+			pc = g->c + (uint64_t)(bi * g->stride_c * es);
+		}
+		if ((k > 0 && (!mat_ok(dev, pa, type, arows, acols, g->lda) ||
+			       !mat_ok(dev, pb, type, brows, bcols, g->ldb))) ||
+		    !mat_ok(dev, pc, type, m, n, g->ldc))
+			return ret_status(ret_blas_status, ST_EXECUTION_FAILED);
+		for (int64_t j = 0; j < n; j++)
+			for (int64_t i = 0; i < m; i++) {
+				zval s = 0;
+				void *c = (void *)(uintptr_t)pc;
+
+				for (int64_t p = 0; p < k; p++)
+					s += opa((const void *)(uintptr_t)pa, type, g->lda, g->transa, i, p) *
+					     opa((const void *)(uintptr_t)pb, type, g->ldb, g->transb, p, j);
+				st(c, type, i + j * g->ldc,
+				   alpha * s + (beta != 0 ? beta * ld(c, type, i + j * g->ldc) : 0));
+			}
+	}
+	return ret_status(ret_blas_status, ST_SUCCESS);
+}
+
+/* ---- batched LU (getrf, getri, getrs, matinv), real S and D ---- */
+
+/* a (n x n, ld) = P L U in place, LAPACK getf2 order; piv gets 1-based pivot
+ * rows (NULL: no pivoting). Returns info: 0, or k when U(k, k) is exactly 0. */
+static int lu_factor(void *a, int type, int64_t n, int64_t lda, int32_t *piv)
+{
+	int info = 0;
+
+	for (int64_t k = 0; k < n; k++) {
+		int64_t p = k;
+
+		if (piv) {
+			for (int64_t i = k + 1; i < n; i++)
+				if (fabs(creal(ld(a, type, i + k * lda))) > fabs(creal(ld(a, type, p + k * lda))))
+					p = i;
+			piv[k] = (int32_t)p + 1;
+			if (p != k)
+				for (int64_t j = 0; j < n; j++) {
+					zval t = ld(a, type, k + j * lda);
+
+					st(a, type, k + j * lda, ld(a, type, p + j * lda));
+					st(a, type, p + j * lda, t);
+				}
+		}
+		double d = creal(ld(a, type, k + k * lda));
+
+		if (d == 0) {
+			if (!info)
+				info = (int)k + 1;
+			continue;
+		}
+		for (int64_t i = k + 1; i < n; i++)
+			st(a, type, i + k * lda, ld(a, type, i + k * lda) / d);
+		for (int64_t j = k + 1; j < n; j++) {
+			double f = creal(ld(a, type, k + j * lda));
+
+			for (int64_t i = k + 1; i < n; i++)
+				st(a, type, i + j * lda, ld(a, type, i + j * lda) - ld(a, type, i + k * lda) * f);
+		}
+	}
+	return info;
+}
+
+/* x (n values, in doubles) = op(A)^-1 x from the factors of lu_factor. */
+static void lu_solve(const void *a, int type, int64_t n, int64_t lda, const int32_t *piv, bool trans, double *x)
+{
+	if (!trans) {
+		for (int64_t k = 0; piv && k < n; k++) {
+			double t = x[k];
+
+			x[k] = x[piv[k] - 1];
+			x[piv[k] - 1] = t;
+		}
+		for (int64_t i = 0; i < n; i++)            /* L y = b, unit lower */
+			for (int64_t k = 0; k < i; k++)
+				x[i] -= creal(ld(a, type, i + k * lda)) * x[k];
+		for (int64_t i = n - 1; i >= 0; i--) {     /* U x = y */
+			for (int64_t k = i + 1; k < n; k++)
+				x[i] -= creal(ld(a, type, i + k * lda)) * x[k];
+			x[i] /= creal(ld(a, type, i + i * lda));
+		}
+		return;
+	}
+	for (int64_t i = 0; i < n; i++) {                  /* U^T z = b */
+		for (int64_t k = 0; k < i; k++)
+			x[i] -= creal(ld(a, type, k + i * lda)) * x[k];
+		x[i] /= creal(ld(a, type, i + i * lda));
+	}
+	for (int64_t i = n - 1; i >= 0; i--)               /* L^T w = z */
+		for (int64_t k = i + 1; k < n; k++)
+			x[i] -= creal(ld(a, type, k + i * lda)) * x[k];
+	for (int64_t k = n - 1; piv && k >= 0; k--) {      /* x = P w */
+		double t = x[k];
+
+		x[k] = x[piv[k] - 1];
+		x[piv[k] - 1] = t;
+	}
+}
+
+/* c = A^-1 column by column from the factors; info k when U(k, k) is 0. */
+static int lu_inverse(const void *a, int type, int64_t n, int64_t lda, const int32_t *piv, void *c, int64_t ldc,
+		      double *x)
+{
+	for (int64_t k = 0; k < n; k++)
+		if (creal(ld(a, type, k + k * lda)) == 0)
+			return (int)k + 1;
+	for (int64_t j = 0; j < n; j++) {
+		for (int64_t i = 0; i < n; i++)
+			x[i] = i == j;
+		lu_solve(a, type, n, lda, piv, false, x);
+		for (int64_t i = 0; i < n; i++)
+			st(c, type, i + j * ldc, x[i]);
+	}
+	return 0;
+}
+
+int phos_sim_blas_lu(struct phos_device *dev, void *handle, const struct phos_blas_lu *op, int *ret_blas_status)
+{
+	int type, fn;
+	int64_t n, batch, cols;
+	const uint64_t *pa, *pc;
+	int32_t *piv, *info;
+	double *x;
+	void *scratch = NULL;
+
+	if (!phos_sim_obj_get(dev, handle, PHOS_SIM_BLAS))
+		return ret_status(ret_blas_status, ST_NOT_INITIALIZED);
+	if (!op || (op->type != T_R32 && op->type != T_R64))
+		return ret_status(ret_blas_status, ST_NOT_SUPPORTED);
+	type = op->type;
+	fn = op->fn;
+	n = op->n;
+	batch = op->batch;
+	cols = fn == PHOS_BLAS_GETRS ? op->nrhs : n;
+	if (fn < PHOS_BLAS_GETRF || fn > PHOS_BLAS_MATINV || n < 0 || batch < 0 || op->lda < (n > 1 ? n : 1) ||
+	    (fn != PHOS_BLAS_GETRF && op->ldc < (n > 1 ? n : 1)) || (fn == PHOS_BLAS_GETRS && op->nrhs < 0))
+		return ret_status(ret_blas_status, ST_INVALID_VALUE);
+	if (!batch)
+		return ret_status(ret_blas_status, ST_SUCCESS);
+	if (!phos_sim_range_ok(dev, op->a, (uint64_t)batch * 8) ||
+	    (fn != PHOS_BLAS_GETRF && !phos_sim_range_ok(dev, op->c, (uint64_t)batch * 8)) ||
+	    (op->pivots && !phos_sim_range_ok(dev, op->pivots, (uint64_t)(n * batch) * 4)) ||
+	    (fn != PHOS_BLAS_GETRS && !phos_sim_range_ok(dev, op->info, (uint64_t)batch * 4)))
+		return ret_status(ret_blas_status, ST_EXECUTION_FAILED);
+	pa = (const uint64_t *)(uintptr_t)op->a;
+	pc = (const uint64_t *)(uintptr_t)op->c;
+	piv = (int32_t *)(uintptr_t)op->pivots;
+	info = (int32_t *)(uintptr_t)op->info;
+	for (int64_t b = 0; b < batch; b++)
+		if (!mat_ok(dev, pa[b], type, n, n, op->lda) ||
+		    (fn != PHOS_BLAS_GETRF && !mat_ok(dev, pc[b], type, n, cols, op->ldc)))
+			return ret_status(ret_blas_status, ST_EXECUTION_FAILED);
+	x = malloc((size_t)(n ? n : 1) * sizeof(double));
+	if (fn == PHOS_BLAS_MATINV) {   /* factors of a copy: A is not changed */
+		scratch = malloc((size_t)(n ? n * n : 1) * (size_t)esize(type) + (size_t)(n ? n : 1) * 4);
+	}
+	if (!x || (fn == PHOS_BLAS_MATINV && !scratch)) {
+		free(x);
+		free(scratch);
+		return ret_status(ret_blas_status, ST_ALLOC_FAILED);
+	}
+	for (int64_t b = 0; b < batch; b++) {
+		void *a = (void *)(uintptr_t)pa[b], *c = fn == PHOS_BLAS_GETRF ? NULL : (void *)(uintptr_t)pc[b];
+		int32_t *p = piv ? piv + b * n : NULL;
+
+		switch (fn) {
+		case PHOS_BLAS_GETRF:
+			info[b] = lu_factor(a, type, n, op->lda, p);
+			break;
+		case PHOS_BLAS_GETRI:
+			info[b] = lu_inverse(a, type, n, op->lda, p, c, op->ldc, x);
+			break;
+		case PHOS_BLAS_GETRS:
+			for (int64_t j = 0; j < cols; j++) {
+				for (int64_t i = 0; i < n; i++)
+					x[i] = creal(ld(c, type, i + j * op->ldc));
+				lu_solve(a, type, n, op->lda, p, op->trans != 0, x);
+				for (int64_t i = 0; i < n; i++)
+					st(c, type, i + j * op->ldc, x[i]);
+			}
+			break;
+		case PHOS_BLAS_MATINV: {
+			int32_t *mp = (int32_t *)((char *)scratch + (size_t)(n * n) * (size_t)esize(type));
+
+			for (int64_t j = 0; j < n; j++)
+				for (int64_t i = 0; i < n; i++)
+					st(scratch, type, i + j * n, ld(a, type, i + j * op->lda));
+			info[b] = lu_factor(scratch, type, n, n, mp);
+			if (!info[b])
+				info[b] = lu_inverse(scratch, type, n, n, mp, c, op->ldc, x);
+			break;
+		}
+		}
+	}
+	free(x);
+	free(scratch);
+	return ret_status(ret_blas_status, ST_SUCCESS);
+}
