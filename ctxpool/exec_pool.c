@@ -18,6 +18,10 @@
  *   free completed while the pool holds more than its release threshold;
  *   cudaMemPoolTrimTo does the same down to its argument.
  *
+ * cudaMemPoolReuseFollowEventDependencies is kept and reported, but reuse
+ * does not follow event dependencies between streams (a valid, more cautious
+ * allocator: such a block is reused behind a stream wait or once free).
+ *
  * A block is only ever given back to the arena once its free event completed,
  * so no queued work uses memory that a later allocation got. Snapshots: at
  * phos_fn_serve the device is idle and every cached block is released first
@@ -267,6 +271,11 @@ static int pool_free_block(struct executor *ex, const struct phos_pool_free *f)
 	if (!b)
 		return -PHOS_CUDA_INVALID_VALUE;
 	TRY(exec_stream(ex, f->stream, &s));
+	/* A block of the snapshot still streaming in (on-demand restore) is
+	 * resident before anyone can get it again: the engine never writes into
+	 * a new owner's data. */
+	if (ex->loader)
+		TRY(loader_settle(ex->loader, b->addr, b->size));
 	p = b->pool;
 	r = ex->dev_ops->event_create(ex->dev, EVENT_DISABLE_TIMING, &b->event);
 	if (r == 0 && (r = ex->dev_ops->event_record(ex->dev, b->event, s)) < 0) {
@@ -470,6 +479,17 @@ int exec_pool_handle(struct executor *ex, uint32_t op, const void *body, uint32_
 bool exec_pool_owns(struct executor *ex, uint64_t addr)
 {
 	return find_live(ex, addr) != NULL;
+}
+
+void exec_pool_stream_gone(struct executor *ex, uint32_t stream)
+{
+	for (uint32_t i = 0; i < ex->pools.cap; i++) {
+		struct exec_pool *p = ex->pools.slot[i];
+
+		for (struct pool_block *b = p ? p->cached : NULL; b; b = b->next)
+			if (b->stream == stream)
+				b->stream = UINT32_MAX;   /* never a stream id (< EXEC_MAX_HANDLES) */
+	}
 }
 
 void exec_pool_after_sync(struct executor *ex)

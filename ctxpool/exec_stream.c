@@ -111,6 +111,7 @@ int exec_stream_handle(struct executor *ex, uint32_t op, const void *body, uint3
 
 		if (!so)
 			return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+		exec_pool_stream_gone(ex, h->id);
 		exec_stream_free(ex, so);
 		return 0;
 	}

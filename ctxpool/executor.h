@@ -231,6 +231,9 @@ int exec_pool_handle(struct executor *ex, uint32_t op, const void *body, uint32_
 		     uint32_t *out_len);
 /* Whether addr is a live block of a pool (cudaFree of it frees it to its pool). */
 bool exec_pool_owns(struct executor *ex, uint64_t addr);
+/* A stream id is destroyed (and may be reused): blocks freed on it are no
+ * longer "same stream" for anyone, only reusable once their free completed. */
+void exec_pool_stream_gone(struct executor *ex, uint32_t stream);
 /* After a synchronising call: pools above their release threshold give back
  * cached blocks whose free completed. */
 void exec_pool_after_sync(struct executor *ex);
