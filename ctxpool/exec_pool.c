@@ -199,8 +199,10 @@ static struct pool_block *reusable(struct executor *ex, struct exec_pool *p, uin
 	if (best || !dep || !p->reuse[PHOS_POOL_REUSE_INTERNAL_DEPS])
 		return best;
 	/* The new owner's stream waits for the free: work queued on it next cannot
-	 * overlap what the old owner's stream still does with the block. */
-	{
+	 * overlap what the old owner's stream still does with the block. (With
+	 * opportunistic reuse off, a free that completed still gets here, with its
+	 * event: the wait is then immediate.) */
+	if (dep->event) {
 		void *s;
 
 		if (exec_stream(ex, stream, &s) < 0 || ex->dev_ops->stream_wait_event(ex->dev, s, dep->event) < 0)

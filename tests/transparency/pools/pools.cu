@@ -209,6 +209,26 @@ int main(int argc, char **argv)
 		CK(cudaStreamDestroy(dead));
 		EXPECT(cudaMallocAsync((void **)&z, bytes, dead) == cudaErrorInvalidResourceHandle,
 		       "cudaMallocAsync on a destroyed stream");
+		// Opportunistic reuse off, internal dependencies on: another stream
+		// gets the block behind a wait for its free.
+		int *u = nullptr, *v = nullptr, no = 0, yes = 1;
+		CK(cudaMemPoolSetAttribute(def, cudaMemPoolAttrReleaseThreshold, &keep));
+		CK(cudaMemPoolSetAttribute(def, cudaMemPoolReuseAllowOpportunistic, &no));
+		CK(cudaMallocAsync((void **)&u, bytes, s1));
+		iota(u, n, 60, s1);
+		CK(cudaMemcpyAsync(h1.data(), u, bytes, cudaMemcpyDeviceToHost, s1));
+		CK(cudaFreeAsync(u, s1));
+		CK(cudaMallocAsync((void **)&v, bytes, s2));
+		EXPECT(v == u, "s2 reuses s1's block behind a wait (%p, %p)", (void *)u, (void *)v);
+		iota(v, n, 70, s2);
+		CK(cudaMemcpyAsync(h2.data(), v, bytes, cudaMemcpyDeviceToHost, s2));
+		CK(cudaFreeAsync(v, s2));
+		CK(cudaDeviceSynchronize());
+		EXPECT(is_iota(h1.data(), n, 60, "s1 before the wait"), "s1's data before s2 took the block");
+		EXPECT(is_iota(h2.data(), n, 70, "s2 after the wait"), "s2's data");
+		CK(cudaMemPoolSetAttribute(def, cudaMemPoolReuseAllowOpportunistic, &yes));
+		CK(cudaMemPoolTrimTo(def, 0));
+
 		props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
 		EXPECT(cudaMemPoolCreate(&small, &props) == cudaErrorNotSupported, "IPC pools are refused");
 		cudaGetLastError();
