@@ -19,6 +19,7 @@ struct state {
 	cudaMemPool_t pool;
 	int n;
 	int *a, *b, *c;           // a: default pool; b, c: pool
+	int *orphan;              // from a pool destroyed before phos_fn_serve; freed by the first request
 	int gen;                  // c holds iota(base 3000 + gen)
 	std::vector<int> host;
 	int callbacks;
@@ -46,6 +47,13 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 	char *out;
 
 	(void)req;
+	const char *orphan = "none";
+	if (st->orphan) {
+		ok = ok && check(st, st->orphan, st->n / 2, 4000, "orphan");
+		CK(cudaFreeAsync(st->orphan, st->s));
+		st->orphan = nullptr;
+		orphan = "freed";
+	}
 	// A block that came from the snapshot goes back to its pool, stream-ordered,
 	// and the next allocation on that stream takes it again.
 	CK(cudaFreeAsync(st->c, st->s));
@@ -58,9 +66,9 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 	CK(cudaMemPoolGetAttribute(st->pool, cudaMemPoolAttrUsedMemCurrent, &used));
 	if (asprintf(&out,
 		     "{\"ok\":%s,\"a\":\"%p\",\"b\":\"%p\",\"c\":\"%p\",\"reused\":%s,\"threshold\":%" PRIu64
-		     ",\"used\":%" PRIu64 ",\"callbacks\":%d}",
+		     ",\"used\":%" PRIu64 ",\"callbacks\":%d,\"orphan\":\"%s\"}",
 		     ok ? "true" : "false", (void *)st->a, (void *)st->b, (void *)st->c, st->c == old ? "true" : "false",
-		     threshold, used, st->callbacks) < 0)
+		     threshold, used, st->callbacks, orphan) < 0)
 		return 500;
 	resp->body = out;
 	resp->len = strlen(out);
@@ -70,7 +78,7 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 int main()
 {
 	static state st;
-	cudaMemPool_t def;
+	cudaMemPool_t def, gone;
 	cudaMemPoolProps props;
 	uint64_t threshold = 64u << 20;
 	int *cached;
@@ -91,6 +99,11 @@ int main()
 	iota(st.a, st.n, 1000, st.s);
 	iota(st.b, 2 * st.n, 2000, st.s);
 	iota(st.c, st.n, 3000, st.s);
+	CK(cudaMemPoolCreate(&gone, &props));
+	CK(cudaMallocFromPoolAsync((void **)&st.orphan, st.n / 2 * sizeof(int), gone, st.s));
+	iota(st.orphan, st.n / 2, 4000, st.s);
+	CK(cudaStreamSynchronize(st.s));
+	CK(cudaMemPoolDestroy(gone));      // its block stays allocated
 	CK(cudaFreeAsync(cached, st.s));   // kept by the pool (under its threshold), not by the snapshot
 	CK(cudaLaunchHostFunc(st.s, count_cb, &st));   // the callback thread exists at the snapshot
 	CK(cudaStreamSynchronize(st.s));
