@@ -52,6 +52,14 @@ int main(int argc, char **argv)
 	CK(cudaDeviceGetMemPool(&cur, 0));
 	EXPECT(cur == def, "the current pool starts as the default pool");
 
+	// The owning device reads and writes its pools' memory.
+	cudaMemLocation here = {};
+	cudaMemAccessFlags access = cudaMemAccessFlagsProtNone;
+	here.type = cudaMemLocationTypeDevice;
+	here.id = 0;
+	CK(cudaMemPoolGetAccess(&access, def, &here));
+	EXPECT(access == cudaMemAccessFlagsProtReadWrite, "access of device 0 to its default pool: %d", (int)access);
+
 	// Default pool: allocate, use, copy out, free, all on one stream.
 	int *a = nullptr;
 	CK(cudaMallocAsync((void **)&a, bytes, s1));
