@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Memory pools and stream-ordered allocation: cudaMallocAsync, cudaFreeAsync,
- * cudaMallocFromPoolAsync, cudaMemPool*, cudaDevice{Get,Set}MemPool.
+ * cudaMallocFromPoolAsync, cudaMemPool*, cudaDevice{Get,Set}MemPool and their
+ * location forms cudaMem{GetDefault,Get,Set}MemPool.
  *
  * The pools live in the executor (ctxpool/exec_pool.c) over the deterministic
  * arena; this side chooses pool ids, checks arguments, and remembers what a
@@ -131,6 +132,40 @@ PHOS_EXPORT cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
 		current = p->id;
 	pthread_mutex_unlock(&lock);
 	return phos_set_error(p ? cudaSuccess : cudaErrorInvalidValue);
+}
+
+/* The location forms (CUDA 13): device 0's pinned pools only. */
+static int location_check(const struct cudaMemLocation *location, enum cudaMemAllocationType type)
+{
+	if (!location || type != cudaMemAllocationTypePinned)
+		return cudaErrorInvalidValue;
+	if (location->type != cudaMemLocationTypeDevice)
+		return cudaErrorNotSupported;   /* host and NUMA pools are not forwarded */
+	return device_check(location->id);
+}
+
+PHOS_EXPORT cudaError_t cudaMemGetDefaultMemPool(cudaMemPool_t *memPool, struct cudaMemLocation *location,
+						 enum cudaMemAllocationType type)
+{
+	int r = location_check(location, type);
+
+	return r ? (cudaError_t)phos_set_error(r) : cudaDeviceGetDefaultMemPool(memPool, location->id);
+}
+
+PHOS_EXPORT cudaError_t cudaMemGetMemPool(cudaMemPool_t *memPool, struct cudaMemLocation *location,
+					  enum cudaMemAllocationType type)
+{
+	int r = location_check(location, type);
+
+	return r ? (cudaError_t)phos_set_error(r) : cudaDeviceGetMemPool(memPool, location->id);
+}
+
+PHOS_EXPORT cudaError_t cudaMemSetMemPool(struct cudaMemLocation *location, enum cudaMemAllocationType type,
+					  cudaMemPool_t memPool)
+{
+	int r = location_check(location, type);
+
+	return r ? (cudaError_t)phos_set_error(r) : cudaDeviceSetMemPool(location->id, memPool);
 }
 
 /* --- pools --- */

@@ -237,6 +237,13 @@ int main(int argc, char **argv)
 		CK(cudaMemPoolSetAttribute(def, cudaMemPoolReuseAllowOpportunistic, &yes));
 		CK(cudaMemPoolTrimTo(def, 0));
 
+		// CUDA 13's location forms name the same pools.
+		cudaMemPool_t by_loc;
+		CK(cudaMemGetDefaultMemPool(&by_loc, &here, cudaMemAllocationTypePinned));
+		EXPECT(by_loc == def, "cudaMemGetDefaultMemPool is the device's default pool");
+		CK(cudaMemGetMemPool(&by_loc, &here, cudaMemAllocationTypePinned));
+		EXPECT(by_loc == def, "cudaMemGetMemPool is the current pool");
+
 		props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
 		EXPECT(cudaMemPoolCreate(&small, &props) == cudaErrorNotSupported, "IPC pools are refused");
 		cudaGetLastError();
