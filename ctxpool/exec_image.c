@@ -289,6 +289,7 @@ int exec_serve_point(struct executor *ex)
 		r = ex->pending_error;
 		phos_errf(err, sizeof(err), "the function left an error of asynchronous work (cuda error %d)", -r);
 	} else {
+		exec_pool_release_all(ex);   /* cached pool blocks are not state: live ones are */
 		r = exec_image_dump(ex, ex->snapshot_dir, &bytes, err, sizeof(err));
 	}
 	if (r < 0)

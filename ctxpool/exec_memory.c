@@ -54,6 +54,16 @@ static int do_free(struct executor *ex, const void *body, uint32_t len)
 
 	if (f->addr == 0)
 		return 0;
+	if (exec_pool_owns(ex, f->addr)) {
+		/* cudaFree of a stream-ordered allocation: back to its pool, then wait */
+		struct phos_pool_free pf = { .addr = f->addr };
+		uint32_t none = 0;
+
+		TRY(exec_pool_handle(ex, PHOS_OP_POOL_FREE, &pf, sizeof(pf), NULL, &none));
+		TRY(exec_sync_function(ex));
+		exec_pool_after_sync(ex);
+		return 0;
+	}
 	if (!phos_bufmap_find(ex->bufs, f->addr) || phos_bufmap_find(ex->bufs, f->addr)->addr != f->addr ||
 	    !phos_bufmap_in_arena(ex->bufs, f->addr))
 		return -PHOS_CUDA_INVALID_VALUE;
@@ -242,7 +252,9 @@ int exec_memory_handle(struct executor *ex, uint32_t op, const void *body, uint3
 		return ex->dev_ops->info(ex->dev, out);
 	}
 	case PHOS_OP_DEVICE_SYNC:
-		return exec_sync_function(ex);
+		TRY(exec_sync_function(ex));
+		exec_pool_after_sync(ex);
+		return 0;
 	case PHOS_OP_DEVICE_RESET:
 		exec_scrub(ex);
 		return 0;

@@ -71,6 +71,27 @@ void exec_event_free(struct executor *ex, struct exec_event_obj *e)
 	free(e);
 }
 
+/* A host callback: the stream's earlier work first, then the callback in the
+ * function process; nothing later on the ring runs before it returned
+ * (channel.h). The callback is told the first error of earlier asynchronous
+ * work, as CUDA tells it the stream's error. */
+static int host_func(struct executor *ex, const void *body, uint32_t len)
+{
+	BODY(struct phos_host_func, hf);
+	void *s = NULL;
+	int bad = exec_stream(ex, hf->stream, &s), r = bad;
+
+	/* The preload checked the stream; a callback is still answered (with the
+	 * error) so that its thread never waits for one that will not come. */
+	if (r == 0)
+		r = ex->dev_ops->stream_sync(ex->dev, s);
+	if (r == 0)
+		r = ex->pending_error;
+	if (phos_channel_callback_run(ex->ch, hf->seq, -r) < 0)
+		return -PHOS_CUDA_UNKNOWN;   /* the function is gone; the dispatcher notices next */
+	return bad;
+}
+
 int exec_stream_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
 		       uint32_t *out_len)
 {
@@ -90,12 +111,15 @@ int exec_stream_handle(struct executor *ex, uint32_t op, const void *body, uint3
 
 		if (!so)
 			return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+		exec_pool_stream_gone(ex, h->id);
 		exec_stream_free(ex, so);
 		return 0;
 	}
 	case PHOS_OP_STREAM_SYNC:
 		TRY(exec_stream(ex, h->id, &s));
-		return ex->dev_ops->stream_sync(ex->dev, s);
+		TRY(ex->dev_ops->stream_sync(ex->dev, s));
+		exec_pool_after_sync(ex);
+		return 0;
 	case PHOS_OP_STREAM_QUERY:
 		TRY(exec_stream(ex, h->id, &s));
 		return ex->dev_ops->stream_query(ex->dev, s);
@@ -128,7 +152,9 @@ int exec_stream_handle(struct executor *ex, uint32_t op, const void *body, uint3
 	}
 	case PHOS_OP_EVENT_SYNC:
 		TRY(event_get(ex, h->id, &e));
-		return ex->dev_ops->event_sync(ex->dev, e);
+		TRY(ex->dev_ops->event_sync(ex->dev, e));
+		exec_pool_after_sync(ex);
+		return 0;
 	case PHOS_OP_EVENT_QUERY:
 		TRY(event_get(ex, h->id, &e));
 		return ex->dev_ops->event_query(ex->dev, e);
@@ -143,6 +169,8 @@ int exec_stream_handle(struct executor *ex, uint32_t op, const void *body, uint3
 		*out_len = sizeof(ms);
 		return 0;
 	}
+	case PHOS_OP_HOST_FUNC:
+		return host_func(ex, body, len);
 	default:
 		return -PHOS_CUDA_NOT_SUPPORTED;
 	}

@@ -118,6 +118,8 @@ struct executor {
 	uint64_t arena_base, arena_size;
 
 	struct handle_table streams, events, modules, funcs, vars, regions, blas;
+	struct handle_table pools;      /* struct exec_pool (exec_pool.c) */
+	struct exec_pool *pools_gone;   /* destroyed with live blocks left */
 
 	int pending_error;          /* first error of asynchronous work, negated */
 	bool goodbye;               /* the function said it is exiting */
@@ -226,6 +228,23 @@ void exec_region_free(struct executor *ex, struct exec_region *reg);
 /* Frees everything the function created (streams, events, handles, modules,
  * buffers, host regions): the executor is clean for the next function. */
 void exec_scrub(struct executor *ex);
+
+/* --- memory pools (exec_pool.c) --- */
+
+int exec_pool_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
+		     uint32_t *out_len);
+/* Whether addr is a live block of a pool (cudaFree of it frees it to its pool). */
+bool exec_pool_owns(struct executor *ex, uint64_t addr);
+/* A stream id is destroyed (and may be reused): blocks freed on it are no
+ * longer "same stream" for anyone, only reusable once their free completed. */
+void exec_pool_stream_gone(struct executor *ex, uint32_t stream);
+/* After a synchronising call: pools above their release threshold give back
+ * cached blocks whose free completed. */
+void exec_pool_after_sync(struct executor *ex);
+/* Gives back every cached block (the device must be idle): before a dump. */
+void exec_pool_release_all(struct executor *ex);
+/* Frees every pool (scrub, reset); their buffers go with the bufmap. */
+void exec_pool_clear(struct executor *ex);
 
 /* --- speculation (spec.c) --- */
 

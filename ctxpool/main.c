@@ -80,6 +80,7 @@ void exec_scrub(struct executor *ex)
 	table_clear(&ex->vars, drop_var, ex);
 	table_clear(&ex->modules, drop_module, ex);
 	table_clear(&ex->regions, drop_region, ex);
+	exec_pool_clear(ex);
 	if (ex->bufs)
 		phos_bufmap_reset(ex->bufs);
 	ex->pending_error = 0;
@@ -519,7 +520,7 @@ int main(int argc, char **argv)
 	else if (r == 0)
 		r = serve_one(&ex, (int)fd, restore_from, img, on_demand, t_open, t0);
 	struct handle_table *tables[] = { &ex.streams, &ex.events, &ex.modules, &ex.funcs,
-					  &ex.vars, &ex.regions, &ex.blas };
+					  &ex.vars, &ex.regions, &ex.blas, &ex.pools };
 	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
 		handle_table_exit(tables[i]);
 	channel_drop(&ex, ex.ch, ex.ch_pinned);

@@ -84,6 +84,7 @@ static struct idtab idtabs[PHOS_H__COUNT] = {
 	[PHOS_H_MODULE] = IDTAB_INIT(1),
 	[PHOS_H_VAR] = IDTAB_INIT(1),
 	[PHOS_H_REGION] = IDTAB_INIT(1),
+	[PHOS_H_POOL] = IDTAB_INIT(2),   /* 1 is the default pool (PHOS_POOL_DEFAULT) */
 };
 
 static struct idtab *idtab_of(enum phos_hkind kind)
@@ -263,10 +264,26 @@ static int mark_gone(void)
 	return conn.error;
 }
 
+/* Calls from a host callback are refused; else connects. */
+static int phos_host_callback_check(void)
+{
+	return phos_in_host_callback ? cudaErrorNotPermitted : phos_preload_connect();
+}
+
+struct phos_channel *phos_preload_channel(void)
+{
+	struct phos_channel *ch;
+
+	pthread_mutex_lock(&conn.lock);
+	ch = conn.state == CONN_UP ? conn.ch : NULL;
+	pthread_mutex_unlock(&conn.lock);
+	return ch;
+}
+
 PHOS_EXPORT int phos_preload_post(uint32_t op, const void *body, size_t body_len, const void *payload,
 				  size_t payload_len)
 {
-	int r = phos_preload_connect();
+	int r = phos_host_callback_check();
 
 	if (r)
 		return r;
@@ -303,7 +320,7 @@ PHOS_EXPORT int phos_preload_call(uint32_t op, const void *body, size_t body_len
 				  size_t payload_len, void *out, size_t out_cap, size_t *ret_len,
 				  int *ret_blas)
 {
-	int r = phos_preload_connect();
+	int r = phos_host_callback_check();
 
 	if (r)
 		return r;
@@ -375,6 +392,8 @@ out:
 	if (restored) {
 		phos_var_forget();
 		r = phos_mem_regions_resend();
+		if (r == 0)
+			r = phos_pool_resend();
 	}
 	return r;
 }

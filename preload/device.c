@@ -198,7 +198,8 @@ static void fill_prop(struct cudaDeviceProp *p, const struct phos_reply_device *
 	p->reservedSharedMemPerBlock = (size_t)a[cudaDevAttrReservedSharedMemoryPerBlock];
 	p->hostRegisterSupported = a[cudaDevAttrHostRegisterSupported];
 	p->sparseCudaArraySupported = a[cudaDevAttrSparseCudaArraySupported];
-	p->memoryPoolsSupported = 0;
+	p->memoryPoolsSupported = 1;
+	p->memoryPoolSupportedHandleTypes = 0;
 	p->gpuDirectRDMASupported = a[cudaDevAttrGPUDirectRDMASupported];
 	p->clusterLaunch = a[cudaDevAttrClusterLaunch];
 	p->deviceNumaConfig = a[cudaDevAttrNumaConfig];
@@ -236,8 +237,13 @@ PHOS_EXPORT cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr a
 	case cudaDevAttrManagedMemory:
 	case cudaDevAttrConcurrentManagedAccess:
 	case cudaDevAttrPageableMemoryAccess:
-	case cudaDevAttrMemoryPoolsSupported:
 		*value = 0; /* not forwarded */
+		break;
+	case cudaDevAttrMemoryPoolsSupported:
+		*value = 1; /* pool.c, served from the arena */
+		break;
+	case cudaDevAttrMemoryPoolSupportedHandleTypes:
+		*value = 0; /* no IPC handles */
 		break;
 	default:
 		*value = di->attr[attr];
@@ -259,6 +265,7 @@ PHOS_EXPORT cudaError_t cudaDeviceReset(void)
 	if (r == cudaSuccess) {
 		phos_stream_reset();
 		phos_mem_reset();
+		phos_pool_reset();
 		phos_launch_reset();
 	}
 	return phos_set_error(r);

@@ -65,6 +65,7 @@ enum phos_hkind {
 	PHOS_H_MODULE,
 	PHOS_H_VAR,
 	PHOS_H_REGION,
+	PHOS_H_POOL,
 	PHOS_H__COUNT
 };
 
@@ -166,5 +167,18 @@ int phos_var_lookup(const void *symbol, uint64_t *ret_addr, uint64_t *ret_size);
 void phos_var_forget(void);
 /* launch.c: is [addr, addr+len) inside a known variable? (no round trip) */
 bool phos_var_contains(uint64_t addr, uint64_t len);
+/* pool.c: a cudaFree'd address is no longer a pool block. */
+void phos_pool_forget(uint64_t addr);
+/* pool.c: tell a restored executor the pools, their settings and live blocks. */
+int phos_pool_resend(void);
+/* pool.c: forget every pool and block (device reset). */
+void phos_pool_reset(void);
+/* callback.c: set on the thread that runs host callbacks while one runs: CUDA
+ * calls from a callback are refused (cudaErrorNotPermitted), they would wait
+ * for an executor that waits for the callback. */
+extern __thread bool phos_in_host_callback;
+/* conn.c: the current channel, or NULL when not connected (callback.c: a
+ * restore replaces it only after every callback posted on it ran). */
+struct phos_channel *phos_preload_channel(void);
 /* device.c: attribute `attr` of device 0 (DEVICE_INFO, cached). */
 int phos_device_attr(int attr, int *ret_value);

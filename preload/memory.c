@@ -271,6 +271,7 @@ static int device_free(void *devPtr)
 		return r;
 	if (!devPtr)
 		return cudaSuccess;
+	phos_pool_forget(f.addr);   /* a pool block: the executor frees it to its pool */
 	return phos_preload_call(PHOS_OP_FREE, &f, sizeof(f), NULL, 0, NULL, 0, NULL, NULL);
 }
 
@@ -284,25 +285,7 @@ PHOS_EXPORT cudaError_t cudaFree(void *devPtr)
 	return phos_set_error(device_free(devPtr));
 }
 
-/* Stream-ordered allocation, served eagerly (a valid order for it). */
-PHOS_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
-{
-	uint32_t sid;
-	int r = phos_preload_stream_id(hStream, &sid);
-
-	return phos_set_error(r ? r : device_malloc(devPtr, size));
-}
-PHOS_ALIAS(cudaMallocAsync_ptsz, cudaMallocAsync);
-
-/* FREE waits for the device, which orders it after the stream's work too. */
-PHOS_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
-{
-	uint32_t sid;
-	int r = phos_preload_stream_id(hStream, &sid);
-
-	return phos_set_error(r ? r : device_free(devPtr));
-}
-PHOS_ALIAS(cudaFreeAsync_ptsz, cudaFreeAsync);
+/* cudaMallocAsync, cudaFreeAsync: pool.c */
 
 PHOS_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
 {

@@ -23,7 +23,7 @@
 
 #include "log.h"
 
-#define SHM_VERSION 1u
+#define SHM_VERSION 2u   /* 2: host callback words */
 #define HDR_SIZE ((uint64_t)sizeof(struct phos_rec_hdr))
 #define PEER_CHECK_MS 100
 
@@ -47,6 +47,12 @@ struct phos_shm {
 
 	_Alignas(64) _Atomic uint32_t reply_futex;
 	_Atomic uint32_t reply_waiting;
+
+	/* host callbacks: the executor publishes cb_status then cb_due = seq; the
+	 * function's callback thread runs callback seq and sets cb_done = seq */
+	_Alignas(64) _Atomic uint32_t cb_due;
+	_Atomic int32_t cb_status;
+	_Alignas(64) _Atomic uint32_t cb_done;
 };
 
 struct phos_channel {
@@ -619,4 +625,44 @@ void phos_channel_reply(struct phos_channel *ch, uint64_t seq, int32_t status, i
 	atomic_fetch_add(&s->reply_futex, 1);
 	if (atomic_load(&s->reply_waiting))
 		futex_wake_all(&s->reply_futex);
+}
+
+/* --- host callbacks --- */
+
+int phos_channel_callback_run(struct phos_channel *ch, uint32_t seq, int32_t status)
+{
+	atomic_store_explicit(&ch->shm->cb_status, status, memory_order_relaxed);
+	atomic_store_explicit(&ch->shm->cb_due, seq, memory_order_release);
+	futex_wake_all(&ch->shm->cb_due);
+	for (;;) {
+		uint32_t done = atomic_load_explicit(&ch->shm->cb_done, memory_order_acquire);
+
+		if (done == seq)
+			return 0;
+		if (ch->sock >= 0 && peer_gone(ch->sock))
+			return -EPIPE;
+		futex_wait_ms(&ch->shm->cb_done, done, PEER_CHECK_MS);
+	}
+}
+
+int phos_channel_callback_wait(struct phos_channel *ch, uint32_t seq, int timeout_ms, int32_t *ret_status)
+{
+	uint32_t due = atomic_load_explicit(&ch->shm->cb_due, memory_order_acquire);
+
+	if (due != seq) {
+		futex_wait_ms(&ch->shm->cb_due, due, timeout_ms);
+		due = atomic_load_explicit(&ch->shm->cb_due, memory_order_acquire);
+	}
+	if (due != seq)
+		return ch->sock >= 0 && peer_gone(ch->sock) ? -EPIPE : 0;
+	*ret_status = atomic_load_explicit(&ch->shm->cb_status, memory_order_relaxed);
+	return 1;
+}
+
+void phos_channel_callback_done(struct phos_channel *ch, uint32_t seq)
+{
+	_Atomic uint32_t *w = &ch->shm->cb_done;
+
+	atomic_store_explicit(w, seq, memory_order_release);
+	futex_wake_all(w);
 }

@@ -107,6 +107,29 @@ int phos_channel_await(struct phos_channel *ch, struct phos_channel **ret_ch);
 /* Executor side: lets a function waiting in phos_channel_await go on. */
 int phos_channel_resume(struct phos_channel *ch);
 
+/* --- host callbacks (cudaLaunchHostFunc) ---
+ *
+ *   preload: cudaLaunchHostFunc(s, fn) ── post HOST_FUNC{s, seq} ──▶ executor, in ring order:
+ *            queue (seq, fn)                                         sync stream s, then
+ *   callback thread: callback_wait(seq) ◀── cb_due = seq ──────────  callback_run(seq): waits,
+ *                    fn(data)                                        so nothing after it on
+ *                    callback_done(seq) ── cb_done = seq ──────────▶ the ring runs before fn
+ *                                                                    returned
+ * Callbacks run one at a time, in ring order, which keeps each stream's order
+ * (and is stricter than CUDA's across streams). */
+
+/* Executor side: asks for callback seq (status: the cudaError_t it is told)
+ * and waits until it returned. Returns 0, or -EPIPE when the function is gone. */
+int phos_channel_callback_run(struct phos_channel *ch, uint32_t seq, int32_t status);
+
+/* Function side: waits up to timeout_ms until the executor asks for callback
+ * seq. Returns 1 (with *ret_status) when it did, 0 on timeout, -EPIPE when the
+ * executor is gone. */
+int phos_channel_callback_wait(struct phos_channel *ch, uint32_t seq, int timeout_ms, int32_t *ret_status);
+
+/* Function side: callback seq returned. */
+void phos_channel_callback_done(struct phos_channel *ch, uint32_t seq);
+
 /* --- both --- */
 
 /* The socket, for passing further descriptors. */

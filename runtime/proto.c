@@ -53,6 +53,15 @@ static const char *const op_names[PHOS_OP__COUNT] = {
 	[PHOS_OP_BLAS_GET_MATRIX] = "blas_get_matrix",
 	[PHOS_OP_BLAS_CALL] = "blas_call",
 	[PHOS_OP_BLAS_LU] = "blas_lu",
+	[PHOS_OP_POOL_CREATE] = "pool_create",
+	[PHOS_OP_POOL_DESTROY] = "pool_destroy",
+	[PHOS_OP_POOL_MALLOC] = "pool_malloc",
+	[PHOS_OP_POOL_FREE] = "pool_free",
+	[PHOS_OP_POOL_SET_ATTR] = "pool_set_attr",
+	[PHOS_OP_POOL_GET_ATTR] = "pool_get_attr",
+	[PHOS_OP_POOL_TRIM] = "pool_trim",
+	[PHOS_OP_POOL_ADOPT] = "pool_adopt",
+	[PHOS_OP_HOST_FUNC] = "host_func",
 };
 
 const char *phos_op_name(uint32_t op)

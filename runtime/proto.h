@@ -110,6 +110,23 @@ enum phos_op {
 	                           * sync when it returns a host result */
 	PHOS_OP_BLAS_LU,          /* phos_blas_lu: batched getrf/getri/getrs/matinv */
 
+	/* stream-ordered allocation (ctxpool/exec_pool.c); pool ids are chosen by
+	 * the preload, PHOS_POOL_DEFAULT is the device's default pool */
+	PHOS_OP_POOL_CREATE,      /* phos_pool_create */
+	PHOS_OP_POOL_DESTROY,     /* phos_handle */
+	PHOS_OP_POOL_MALLOC,      /* sync: phos_pool_malloc; reply u64 address */
+	PHOS_OP_POOL_FREE,        /* phos_pool_free: stream-ordered */
+	PHOS_OP_POOL_SET_ATTR,    /* sync: phos_pool_attr */
+	PHOS_OP_POOL_GET_ATTR,    /* sync: phos_pool_attr; reply u64 */
+	PHOS_OP_POOL_TRIM,        /* sync: phos_pool_attr (value: bytes to keep) */
+	PHOS_OP_POOL_ADOPT,       /* sync: phos_pool_adopt: after a restore, a live block of a
+	                           * pool (a snapshot buffer at its address) joins its pool again */
+
+	/* host callbacks (cudaLaunchHostFunc, cudaStreamAddCallback) */
+	PHOS_OP_HOST_FUNC,        /* phos_host_func: once the stream's earlier work is done, the
+	                           * executor asks the function to run callback seq and waits
+	                           * until it returned (channel.h, phos_channel_callback_run) */
+
 	PHOS_OP__COUNT
 };
 
@@ -236,6 +253,26 @@ struct phos_launch {
 	uint32_t param_bytes;
 	/* payload: param_bytes of packed parameters, at the offsets FUNC_INFO gave */
 };
+
+#define PHOS_POOL_DEFAULT 1u   /* the default pool of device 0 */
+/* cudaMemPoolAttr values */
+enum phos_pool_attr_kind {
+	PHOS_POOL_REUSE_FOLLOW_EVENTS = 1,
+	PHOS_POOL_REUSE_OPPORTUNISTIC = 2,
+	PHOS_POOL_REUSE_INTERNAL_DEPS = 3,
+	PHOS_POOL_RELEASE_THRESHOLD = 4,
+	PHOS_POOL_RESERVED_CURRENT = 5,
+	PHOS_POOL_RESERVED_HIGH = 6,
+	PHOS_POOL_USED_CURRENT = 7,
+	PHOS_POOL_USED_HIGH = 8,
+};
+struct phos_pool_create { uint32_t pool; uint32_t _pad; uint64_t max_size; /* 0: no limit */ };
+struct phos_pool_malloc { uint32_t pool, stream; uint64_t size; };
+struct phos_pool_free { uint64_t addr; uint32_t stream; uint32_t _pad; };
+struct phos_pool_attr { uint32_t pool; int32_t attr; uint64_t value; };
+struct phos_pool_adopt { uint32_t pool; uint32_t _pad; uint64_t addr; };
+
+struct phos_host_func { uint32_t stream; uint32_t seq; };
 
 struct phos_blas_set { uint32_t handle; int32_t value; /* stream id or math mode */ };
 struct phos_blas_workspace { uint32_t handle; uint32_t _pad; uint64_t addr, size; };

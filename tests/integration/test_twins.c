@@ -85,6 +85,17 @@ static void bump_all(const struct phos_sim_launch *l)
 		x[i] += by;
 }
 
+/* tests/transparency/pools/common.h */
+static void pools_iota(const struct phos_sim_launch *l)
+{
+	int *x = PHOS_SIM_ARG(l, 0, int *);
+	int n = PHOS_SIM_ARG(l, 1, int);
+	int base = PHOS_SIM_ARG(l, 2, int);
+
+	for (int i = 0; i < n; i++)
+		x[i] = base + i;
+}
+
 static const struct phos_sim_twin twins[] = {
 	{ "_Z4fillPfij", fill },
 	{ "_Z8bump_allPfif", bump_all },
@@ -94,6 +105,7 @@ static const struct phos_sim_twin twins[] = {
 	{ "k_extern", k_extern },
 	{ "_Z5touchPfi", touch },
 	{ "_Z4bumpPiii", bump },
+	{ "_Z10pools_iotaPiii", pools_iota },
 };
 
 EXPORT const struct phos_sim_twin *phos_sim_twins(unsigned *ret_count);
