@@ -15,8 +15,9 @@
  *                                     an on-demand restore the instance ends (its
  *                                     answer may have read bytes not restored yet)
  *
- * PHOS_VALIDATE_SPEC=always validates every launch of an exact kernel that
- * uses no module variables (the twin module has copies of its own);
+ * PHOS_VALIDATE_SPEC=always validates every launch of an exact kernel (one
+ * that uses module variables runs on the twin module's copies, synchronized
+ * with the module's around the launch);
  * =restore only while an on-demand restore is moving the snapshot in (the
  * window where a wrong set gives a wrong answer); unset: off. Validation is
  * slow by design (the device is synchronized around each validated launch).
@@ -104,10 +105,8 @@ bool exec_validate_wanted(struct executor *ex, struct exec_func *f, const struct
 	enum validate_mode mode = validate_mode();
 	struct exec_module *m;
 
-	/* A twin module has its own copies of the module's variables: a kernel
-	 * that uses them would read the twin's, so it runs unvalidated. */
-	if (mode == VALIDATE_OFF || f->info.access.verdict != PHOS_ACCESS_EXACT || f->info.access.globals ||
-	    f->twin_error || s->overflow || s->n > PHOS_TWIN_MAX_RANGES)
+	if (mode == VALIDATE_OFF || f->info.access.verdict != PHOS_ACCESS_EXACT || f->twin_error || s->overflow ||
+	    s->n > PHOS_TWIN_MAX_RANGES)
 		return false;
 	if (mode == VALIDATE_RESTORE && (!ex->loader || loader_done(ex->loader)))
 		return false;
@@ -174,6 +173,27 @@ void exec_validate_load_opaque(struct executor *ex, const char *dir)
 	fclose(in);
 }
 
+/* The twin module has variables of its own: a kernel that uses its module's
+ * variables runs on copies of them. in: the module's values into the twin's
+ * before the launch; out: the twin's back after it (a kernel that may write
+ * them). Variables live outside the arena, where the twin checks nothing. */
+static int sync_vars(struct executor *ex, const struct exec_func *f, void *twin_module, bool in)
+{
+	for (uint32_t id = 0; id < ex->vars.cap; id++) {
+		const struct exec_var *v = ex->vars.slot[id];
+		uint64_t twin_addr = 0, twin_size = 0;
+
+		if (!v || v->error || v->module != f->module || !v->size)
+			continue;
+		TRY(ex->dev_ops->module_global(ex->dev, twin_module, v->name, &twin_addr, &twin_size));
+		if (twin_size != v->size)
+			return -PHOS_CUDA_INVALID_VALUE;
+		TRY(in ? ex->dev_ops->memcpy_d2d(ex->dev, twin_addr, v->addr, v->size, NULL)
+		       : ex->dev_ops->memcpy_d2d(ex->dev, v->addr, twin_addr, v->size, NULL));
+	}
+	return 0;
+}
+
 int exec_validate_launch(struct executor *ex, struct exec_func *f, const struct spec_set *s, const uint32_t grid[3],
 			 const uint32_t block[3], uint32_t shared, void *stream, const void *params,
 			 uint32_t param_bytes)
@@ -196,8 +216,15 @@ int exec_validate_launch(struct executor *ex, struct exec_func *f, const struct 
 	/* the table is read by the twin while it runs: nothing else may be using it */
 	TRY(ex->dev_ops->synchronize(ex->dev));
 	TRY(ex->dev_ops->memcpy_h2d(ex->dev, m->twin_tab, table, 8 * (1 + 3 * (size_t)n), NULL));
+	if (f->info.access.globals)
+		TRY(sync_vars(ex, f, m->twin_module, true));
+	TRY(ex->dev_ops->synchronize(ex->dev));
 	TRY(ex->dev_ops->launch(ex->dev, f->twin_func, &f->info, grid, block, shared, stream, params, param_bytes));
 	TRY(ex->dev_ops->synchronize(ex->dev));
+	if (f->info.access.globals & PHOS_ACCESS_WRITE) {
+		TRY(sync_vars(ex, f, m->twin_module, false));
+		TRY(ex->dev_ops->synchronize(ex->dev));
+	}
 	TRY(ex->dev_ops->memcpy_d2h(ex->dev, &miss, m->twin_miss, 4, NULL));
 	if (phos_fault("validate_miss"))
 		miss = 1;

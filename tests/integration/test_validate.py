@@ -45,6 +45,24 @@ snap = os.path.join(tmp, "snap")
 p = phos("snapshot", "--device", DEVICE, "-o", snap, "--", TABLES, *args)
 check(p.returncode == 0, f"snapshot: {p.stderr[-2000:]}")
 
+# kernels that use module variables (vecadd's __device__ bias, written by one
+# request and read by the next) run validated on the twin module's copies of
+# them: the same answers as without validation
+VECADD = program("functions", "examples", "vecadd")
+reqs = [json.dumps({"n": 4096, "seed": 7}), json.dumps({"n": 65536, "seed": 3, "bias": 1}), json.dumps({})]
+runs = {}
+for mode in ("off", "always"):
+    tr = os.path.join(tmp, f"vecadd-{mode}.jsonl")
+    p = phos("run", "--device", DEVICE, "--trace", tr, "--", VECADD, "--elements", "65536",
+             stdin="".join(r + "\n" for r in reqs), extra_env={"PHOS_VALIDATE_SPEC": mode})
+    runs[mode] = (answers(p), [t.get("sets") for t in read_trace(tr) if t.get("op") == "launch"])
+    check(p.returncode == 0 and len(runs[mode][0]) == 3 and all(a.get("ok") for a in runs[mode][0]),
+          f"vecadd, validation {mode}: {runs[mode][0]} {p.stderr[-1500:]}")
+check(runs["off"][0] == runs["always"][0], f"validated answers differ: {runs['always'][0]} vs {runs['off'][0]}")
+check(runs["always"][0] and runs["always"][0][2].get("bias") == 1, "the bias written by a validated request is kept")
+check(runs["always"][1] and all(s == "validated" for s in runs["always"][1]),
+      f"every vecadd launch validated: {runs['always'][1]}")
+
 # a miss after a stop-the-world restore: opaque from then on, and remembered
 tr = os.path.join(tmp, "miss.jsonl")
 p = phos("restore", "--device", DEVICE, snap, stdin=direct + "\n" + direct + "\n",
