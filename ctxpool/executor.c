@@ -110,6 +110,8 @@ static int execute(struct executor *ex, const struct phos_rec_hdr *h, void *out,
 		return 0;
 	case PHOS_OP_MALLOC ... PHOS_OP_HOSTMEM_REMOVE:
 	case PHOS_OP_DEVICE_INFO ... PHOS_OP_DEVICE_RESET:
+	case PHOS_OP_MEMCPY_2D:
+	case PHOS_OP_MEMSET_2D:
 		return exec_memory_handle(ex, h->op, body, h->len, out, out_len);
 	case PHOS_OP_STREAM_CREATE ... PHOS_OP_EVENT_ELAPSED:
 		return exec_stream_handle(ex, h->op, body, h->len, out, out_len);

@@ -55,6 +55,17 @@ enum {
 
 struct phos_device;
 
+/* A pitched copy for memcpy_2d: height rows of width bytes, row i at dst + i *
+ * dpitch and src + i * spitch. A host side is given by dst_host or src_host
+ * (executor memory; then its address field is unused) and follows the rules of
+ * memcpy_h2d / memcpy_d2h: its bytes are read or written when the call returns. */
+struct phos_copy_2d {
+	uint64_t dst, src;
+	void *dst_host;
+	const void *src_host;
+	uint64_t dpitch, spitch, width, height;
+};
+
 struct phos_device_ops {
 	const char *name;   /* "cuda" or "sim" */
 
@@ -121,6 +132,11 @@ struct phos_device_ops {
 	int (*memcpy_d2h_async)(struct phos_device *dev, void *host, uint64_t src, size_t len, void *stream);
 	int (*memcpy_d2d)(struct phos_device *dev, uint64_t dst, uint64_t src, size_t len, void *stream);
 	int (*memset)(struct phos_device *dev, uint64_t dst, uint8_t value, size_t len, void *stream);
+	/* Pitched forms (cudaMemcpy2D/3D, cudaMemset2D/3D; a 3D one is a 2D one per
+	 * slice). Device-to-device copies and sets are asynchronous on stream. */
+	int (*memcpy_2d)(struct phos_device *dev, const struct phos_copy_2d *c, void *stream);
+	int (*memset_2d)(struct phos_device *dev, uint64_t dst, uint64_t pitch, uint8_t value, uint64_t width,
+			 uint64_t height, void *stream);
 
 	/* Modules: image is a fatbin; the backend keeps its own copy if it needs one. */
 	int (*module_load)(struct phos_device *dev, const void *image, size_t len, void **ret_module);

@@ -1087,6 +1087,54 @@ static int cuda_memcpy_d2h_async(struct phos_device *dev, void *host, uint64_t s
 	return 0;
 }
 
+/* Host sides follow cuda_memcpy_h2d / cuda_memcpy_d2h's rules (above). */
+static int cuda_memcpy_2d(struct phos_device *dev, const struct phos_copy_2d *c, void *stream)
+{
+	CUstream s = cu_stream(stream);
+	CUDA_MEMCPY2D m;
+	DEV_ENTER(d, dev);
+
+	if (!c || (c->src_host && c->dst_host))
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (c->width == 0 || c->height == 0)
+		return 0;
+	memset(&m, 0, sizeof(m));
+	if (c->src_host) {
+		m.srcMemoryType = CU_MEMORYTYPE_HOST;
+		m.srcHost = c->src_host;
+	} else {
+		m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+		m.srcDevice = (CUdeviceptr)c->src;
+	}
+	if (c->dst_host) {
+		m.dstMemoryType = CU_MEMORYTYPE_HOST;
+		m.dstHost = c->dst_host;
+	} else {
+		m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+		m.dstDevice = (CUdeviceptr)c->dst;
+	}
+	m.srcPitch = c->spitch;
+	m.dstPitch = c->dpitch;
+	m.WidthInBytes = c->width;
+	m.Height = c->height;
+	CU_CHECK(cuda_drv.Memcpy2DAsync(&m, s));
+	if (c->dst_host || (c->src_host && host_is_registered(d, c->src_host, (c->height - 1) * c->spitch + c->width)))
+		CU_CHECK(cuda_drv.StreamSynchronize(s));
+	return 0;
+}
+
+static int cuda_memset_2d(struct phos_device *dev, uint64_t dst, uint64_t pitch, uint8_t value, uint64_t width,
+			  uint64_t height, void *stream)
+{
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	if (width == 0 || height == 0)
+		return 0;
+	CU_CHECK(cuda_drv.MemsetD2D8Async((CUdeviceptr)dst, pitch, value, width, height, cu_stream(stream)));
+	return 0;
+}
+
 static int cuda_memcpy_d2d(struct phos_device *dev, uint64_t dst, uint64_t src, size_t len, void *stream)
 {
 	DEV_ENTER(d, dev);
@@ -1387,6 +1435,8 @@ const struct phos_device_ops phos_device_cuda = {
 	.memcpy_h2d_async = cuda_memcpy_h2d_async,
 	.memcpy_d2h_async = cuda_memcpy_d2h_async,
 	.memcpy_d2d = cuda_memcpy_d2d,
+	.memcpy_2d = cuda_memcpy_2d,
+	.memset_2d = cuda_memset_2d,
 	.memset = cuda_memset,
 	.module_load = cuda_module_load,
 	.module_unload = cuda_module_unload,

@@ -837,6 +837,43 @@ static int sim_memset(struct phos_device *dev, uint64_t dst, uint8_t value, size
 	return 0;
 }
 
+/* Row by row: sim copies complete at once, so rows need no batching. */
+static int sim_memcpy_2d(struct phos_device *dev, const struct phos_copy_2d *c, void *stream)
+{
+	int r = phos_sim_stream_check(dev, stream);
+
+	if (r < 0)
+		return r;
+	if (!c || (c->height > 1 && ((!c->dst_host && c->dpitch < c->width) ||
+				     (!c->src_host && c->spitch < c->width))))
+		return -PHOS_CUDA_INVALID_VALUE;
+	for (uint64_t i = 0; i < c->height && r == 0; i++) {
+		uint64_t d = c->dst + i * c->dpitch, s = c->src + i * c->spitch;
+
+		if (c->src_host && c->dst_host)
+			r = -PHOS_CUDA_INVALID_VALUE;
+		else if (c->src_host)
+			r = sim_memcpy_h2d(dev, d, (const uint8_t *)c->src_host + i * c->spitch, c->width, stream);
+		else if (c->dst_host)
+			r = sim_memcpy_d2h(dev, (uint8_t *)c->dst_host + i * c->dpitch, s, c->width, stream);
+		else
+			r = sim_memcpy_d2d(dev, d, s, c->width, stream);
+	}
+	return r;
+}
+
+static int sim_memset_2d(struct phos_device *dev, uint64_t dst, uint64_t pitch, uint8_t value, uint64_t width,
+			 uint64_t height, void *stream)
+{
+	int r = 0;
+
+	if (height > 1 && pitch < width)
+		return -PHOS_CUDA_INVALID_VALUE;
+	for (uint64_t i = 0; i < height && r == 0; i++)
+		r = sim_memset(dev, dst + i * pitch, value, width, stream);
+	return r;
+}
+
 /* ---- modules and kernels ---- */
 
 static void module_release(struct phos_sim_obj *o)
@@ -1120,6 +1157,8 @@ const struct phos_device_ops phos_device_sim = {
 	.memcpy_d2h_async = sim_memcpy_d2h,
 	.memcpy_d2d = sim_memcpy_d2d,
 	.memset = sim_memset,
+	.memcpy_2d = sim_memcpy_2d,
+	.memset_2d = sim_memset_2d,
 	.module_load = sim_module_load,
 	.module_unload = sim_module_unload,
 	.module_function = sim_module_function,

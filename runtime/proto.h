@@ -28,6 +28,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define PHOS_PROTO_VERSION 1u
@@ -101,6 +102,9 @@ enum phos_op {
 	/* appended (ops above keep their numbers) */
 	PHOS_OP_MODULE_LOAD_SHM,  /* phos_module_load_shm: a fatbin too big for one record
 	                           * (> PHOS_REC_MAX_PAYLOAD), in a shared host region */
+	PHOS_OP_MEMCPY_2D,        /* phos_memcpy_2d; H2D: + payload of the packed host rows;
+	                           * D2H: sync, reply the packed rows (<= PHOS_REPLY_MAX) */
+	PHOS_OP_MEMSET_2D,        /* phos_memset_2d */
 
 	PHOS_OP__COUNT
 };
@@ -150,6 +154,34 @@ struct phos_memcpy_shm {
 struct phos_memset {
 	uint64_t dst, len;
 	uint32_t value;     /* low byte is used */
+	uint32_t stream;
+};
+
+/*
+ * Pitched copies and sets (cudaMemcpy2D/3D, cudaMemset2D/3D): depth slices of
+ * height rows of width bytes. Row y of slice z of a device side starts at
+ *
+ *     base + z * slice + y * pitch        (pitch >= width when height > 1, slices
+ *                                          do not overlap: phos_pitched_extent)
+ *
+ * The host side of an H2D or D2H copy travels packed (rows back to back, no
+ * pitch): the preload splits a copy whose packed bytes exceed one record into
+ * several, each a whole number of rows (or one piece of a row wider than a
+ * record).
+ */
+enum phos_copy_dir { PHOS_COPY_H2D = 1, PHOS_COPY_D2H = 2, PHOS_COPY_D2D = 3 };
+struct phos_memcpy_2d {
+	uint64_t dst, src;          /* device addresses of the first row (0 for the host side) */
+	uint64_t dpitch, spitch;
+	uint64_t dslice, sslice;
+	uint64_t width, height, depth;
+	uint32_t dir;               /* enum phos_copy_dir */
+	uint32_t stream;
+};
+struct phos_memset_2d {
+	uint64_t dst, pitch, slice;
+	uint64_t width, height, depth;
+	uint32_t value;             /* low byte is used */
 	uint32_t stream;
 };
 
@@ -269,6 +301,14 @@ struct phos_blas_gemv {
 	uint64_t a, x, y;
 	double alpha, beta;
 };
+
+/* Bytes from the first byte of a pitched side's first row to the end of its
+ * last row, in *ret_extent (0 when width, height or depth is 0). Returns false
+ * when the geometry is impossible (pitch < width with more than one row,
+ * slices that overlap) or overflows 64 bits. Both the preload and the executor
+ * check a pitched copy or set with it. */
+bool phos_pitched_extent(uint64_t pitch, uint64_t slice, uint64_t width, uint64_t height, uint64_t depth,
+			 uint64_t *ret_extent);
 
 /* Name of an op, for logs and traces ("launch", "memcpy_h2d", ...). */
 const char *phos_op_name(uint32_t op);
