@@ -22,12 +22,14 @@ static bool info_valid[MAX_DEVICES];
 
 static __thread int current_device;
 static unsigned device_flags;
-static size_t limits[5] = {
+static size_t limits[7] = {
 	[cudaLimitStackSize] = 1024,
 	[cudaLimitPrintfFifoSize] = 1 << 20,
 	[cudaLimitMallocHeapSize] = 8 << 20,
 	[cudaLimitDevRuntimeSyncDepth] = 2,
 	[cudaLimitDevRuntimePendingLaunchCount] = 2048,
+	[cudaLimitMaxL2FetchGranularity] = 64,
+	[cudaLimitPersistingL2CacheSize] = 0,
 };
 
 static int device_count(int *ret_count)
@@ -311,6 +313,20 @@ PHOS_EXPORT cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value)
 		return phos_set_error(r);
 	if ((unsigned)limit >= sizeof(limits) / sizeof(limits[0]))
 		return phos_set_error(cudaErrorUnsupportedLimit);
+	if (limit == cudaLimitMaxL2FetchGranularity && value > 128)
+		return phos_set_error(cudaErrorInvalidValue);
+	/* The persisting L2 set-aside is capped by the device, as CUDA caps it. */
+	if (limit == cudaLimitPersistingL2CacheSize) {
+		int max = 0;
+
+		r = phos_device_attr(cudaDevAttrMaxPersistingL2CacheSize, &max);
+		if (r)
+			return phos_set_error(r);
+		if (max <= 0 && value)
+			return phos_set_error(cudaErrorUnsupportedLimit);
+		if (value > (size_t)max)
+			value = (size_t)max;
+	}
 	__atomic_store_n(&limits[limit], value, __ATOMIC_RELAXED);
 	return cudaSuccess;
 }

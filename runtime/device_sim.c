@@ -1054,6 +1054,15 @@ static int sim_func_set_attr(struct phos_device *dev, void *func, int attr, int 
 		f->max_dyn_shared = value;
 	else if (attr == FUNC_ATTR_CARVEOUT && value >= -1 && value <= 100)
 		f->carveout = value;
+	/* cluster dimensions (cudaFuncAttributeRequiredClusterWidth..Depth) up to
+	 * 16, non-portable cluster sizes (0 or 1), cluster scheduling policy (0..2):
+	 * accepted as an H100 accepts them; sim runs no clusters */
+	else if (attr >= 11 && attr <= 13 && value >= 0 && value <= 16)
+		;
+	else if (attr == 14 && (value == 0 || value == 1))
+		;
+	else if (attr == 15 && value >= 0 && value <= 2)
+		;
 	else
 		return -PHOS_CUDA_INVALID_VALUE;
 	return 0;
