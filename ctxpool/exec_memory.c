@@ -197,6 +197,9 @@ static int copy_2d(struct executor *ex, const void *body, uint32_t len, void *ou
 					  .dpitch = c->dpitch, .spitch = c->spitch,
 					  .width = c->width, .height = c->height };
 
+		/* one row: its pitch is unused, but the driver wants pitch >= width */
+		if (k.height == 1)
+			k.dpitch = k.spitch = k.width;
 		if (c->dir == PHOS_COPY_H2D) {
 			k.src_host = payload + z * slice_packed;
 			k.spitch = c->width;
@@ -224,8 +227,8 @@ static int memset_2d(struct executor *ex, const void *body, uint32_t len)
 	TRY(spec_range(ex, &set, m->dst, ext, SPEC_WRITE));
 	TRY(spec_commit(ex, "memset_2d", NULL, m->stream, &set));
 	for (uint64_t z = 0; ext && z < m->depth; z++)
-		TRY(ex->dev_ops->memset_2d(ex->dev, m->dst + z * m->slice, m->pitch, (uint8_t)m->value, m->width,
-					   m->height, stream));
+		TRY(ex->dev_ops->memset_2d(ex->dev, m->dst + z * m->slice, m->height == 1 ? m->width : m->pitch,
+					   (uint8_t)m->value, m->width, m->height, stream));
 	return 0;
 }
 

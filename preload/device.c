@@ -229,7 +229,8 @@ PHOS_EXPORT cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr a
 	const struct phos_reply_device *di;
 	int r;
 
-	if (!value || (int)attr < 0 || (int)attr >= PHOS_DEVICE_ATTR_MAX)
+	/* cudaDevAttrMax: what this runtime knows; DEVICE_INFO has room for more */
+	if (!value || (int)attr < 1 || (int)attr >= (int)cudaDevAttrMax || (int)attr >= PHOS_DEVICE_ATTR_MAX)
 		return phos_set_error(cudaErrorInvalidValue);
 	r = device_info(device, &di);
 	if (r)

@@ -74,7 +74,17 @@ int main()
 		int v;
 		ERR(cudaDeviceGetAttribute(&v, cudaDevAttrWarpSize, 99), cudaErrorInvalidDevice);
 		ERR(cudaDeviceGetAttribute(nullptr, cudaDevAttrWarpSize, 0), cudaErrorInvalidValue);
+		ERR(cudaDeviceGetAttribute(&v, (cudaDeviceAttr)0, 0), cudaErrorInvalidValue);
+		ERR(cudaDeviceGetAttribute(&v, cudaDevAttrMax, 0), cudaErrorInvalidValue);
 	}
+	/* a few more that an H100 reports non-zero, which a device table that
+	 * forgot them would answer 0 */
+	CHECK(attr(cudaDevAttrMaxSurface2DWidth) > 0 && attr(cudaDevAttrMaxTexture2DLayeredWidth) > 0,
+	      "surface / layered texture limits");
+	CHECK(attr(cudaDevAttrReservedSharedMemoryPerBlock) > 0, "reserved shared memory per block");
+	CHECK(attr(cudaDevAttrMaxRegistersPerMultiprocessor) == p.regsPerMultiprocessor && p.regsPerMultiprocessor > 0,
+	      "registers per SM");
+	CHECK(attr(cudaDevAttrGpuPciDeviceId) != 0, "PCI device id");
 
 	/* limits: the persisting L2 set-aside round-trips and is capped by the device */
 	size_t max = (size_t)p.persistingL2CacheMaxSize, v = 1;
