@@ -38,6 +38,7 @@ enum {
 	PHOS_CUDA_INITIALIZATION = 3,
 	PHOS_CUDA_INVALID_CONFIGURATION = 9,
 	PHOS_CUDA_INVALID_DEVICE_POINTER = 17,
+	PHOS_CUDA_UNSUPPORTED_LIMIT = 215,
 	PHOS_CUDA_INVALID_DEVICE = 101,
 	PHOS_CUDA_NO_DEVICE = 100,
 	PHOS_CUDA_INVALID_KERNEL_IMAGE = 200,
@@ -100,6 +101,15 @@ struct phos_device_ops {
 	int (*stream_sync)(struct phos_device *dev, void *stream);
 	int (*stream_query)(struct phos_device *dev, void *stream);  /* 0 or -NOT_READY */
 	int (*stream_wait_event)(struct phos_device *dev, void *stream, void *event);
+	/* Stream attributes (CUstreamAttrID; value is a PHOS_STREAM_ATTR_BYTES
+	 * CUstreamAttrValue). Ids the device does not take: -INVALID_VALUE. */
+	int (*stream_set_attr)(struct phos_device *dev, void *stream, int attr, const void *value);
+	int (*stream_get_attr)(struct phos_device *dev, void *stream, int attr, void *ret_value);
+
+	/* Context limits (CUlimit == cudaLimit): cuCtxSetLimit / cuCtxGetLimit.
+	 * A limit the device does not have: -PHOS_CUDA_UNSUPPORTED_LIMIT. */
+	int (*limit_set)(struct phos_device *dev, int limit, uint64_t value);
+	int (*limit_get)(struct phos_device *dev, int limit, uint64_t *ret_value);
 
 	/* Readiness flags (the on-demand restore's gates): n zeroed 32-bit words in
 	 * device memory at *ret_addr. flag_write sets one after the work queued

@@ -1087,6 +1087,57 @@ static int cuda_memcpy_d2h_async(struct phos_device *dev, void *host, uint64_t s
 	return 0;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Stream attributes and context limits                                       */
+
+static int cuda_stream_set_attr(struct phos_device *dev, void *stream, int attr, const void *value)
+{
+	CUstreamAttrValue v;
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	_Static_assert(sizeof(v) == PHOS_STREAM_ATTR_BYTES, "CUstreamAttrValue is not 64 bytes");
+	if (!value)
+		return -PHOS_CUDA_INVALID_VALUE;
+	memcpy(&v, value, sizeof(v));
+	CU_CHECK(cuda_drv.StreamSetAttribute(cu_stream(stream), (CUstreamAttrID)attr, &v));
+	return 0;
+}
+
+static int cuda_stream_get_attr(struct phos_device *dev, void *stream, int attr, void *ret_value)
+{
+	CUstreamAttrValue v;
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	if (!ret_value)
+		return -PHOS_CUDA_INVALID_VALUE;
+	memset(&v, 0, sizeof(v));
+	CU_CHECK(cuda_drv.StreamGetAttribute(cu_stream(stream), (CUstreamAttrID)attr, &v));
+	memcpy(ret_value, &v, sizeof(v));
+	return 0;
+}
+
+static int cuda_limit_set(struct phos_device *dev, int limit, uint64_t value)
+{
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	CU_CHECK(cuda_drv.CtxSetLimit((CUlimit)limit, (size_t)value));
+	return 0;
+}
+
+static int cuda_limit_get(struct phos_device *dev, int limit, uint64_t *ret_value)
+{
+	size_t v = 0;
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	CU_CHECK(cuda_drv.CtxGetLimit(&v, (CUlimit)limit));
+	*ret_value = v;
+	return 0;
+}
+
 /* Host sides follow cuda_memcpy_h2d / cuda_memcpy_d2h's rules (above). */
 static int cuda_memcpy_2d(struct phos_device *dev, const struct phos_copy_2d *c, void *stream)
 {
@@ -1436,6 +1487,10 @@ const struct phos_device_ops phos_device_cuda = {
 	.memcpy_d2h_async = cuda_memcpy_d2h_async,
 	.memcpy_d2d = cuda_memcpy_d2d,
 	.memcpy_2d = cuda_memcpy_2d,
+	.stream_set_attr = cuda_stream_set_attr,
+	.stream_get_attr = cuda_stream_get_attr,
+	.limit_set = cuda_limit_set,
+	.limit_get = cuda_limit_get,
 	.memset_2d = cuda_memset_2d,
 	.memset = cuda_memset,
 	.module_load = cuda_module_load,

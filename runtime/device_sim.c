@@ -62,8 +62,21 @@ struct sim_twin_entry {
 	size_t order;                    /* load order: the first of duplicate names wins */
 };
 
+/* Stream attributes sim keeps (CUlaunchAttributeID 1..10; those valid for
+ * streams: access policy window, synchronization policy, priority, memory
+ * sync domain map and domain). */
+#define SIM_STREAM_ATTRS 11
+#define SIM_LIMITS 7                     /* CU_LIMIT_STACK_SIZE .. PERSISTING_L2_CACHE_SIZE */
+#define SIM_PERSISTING_L2_MAX 32505856   /* CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE */
+
+struct sim_stream_attrs {
+	uint8_t v[SIM_STREAM_ATTRS][PHOS_STREAM_ATTR_BYTES];
+};
+
 struct sim_device {
 	pthread_mutex_t lock;            /* chunk_bits, counters, var region, object list */
+	struct sim_stream_attrs default_attrs;   /* of the NULL stream */
+	uint64_t limits[SIM_LIMITS];
 	uint64_t base, size, nchunks;
 	uint64_t *chunk_bits;
 	uint64_t mapped_bytes;
@@ -80,6 +93,7 @@ struct sim_stream {
 	struct phos_sim_obj obj;
 	uint32_t flags;
 	int priority;
+	struct sim_stream_attrs attrs;
 };
 
 struct sim_event {
@@ -480,6 +494,11 @@ static int sim_open(int ordinal, uint64_t arena_base, uint64_t arena_size, bool 
 	pthread_mutex_init(&dev->lock, NULL);
 	dev->objs.next = dev->objs.prev = &dev->objs;
 	dev->total_mem = SIM_TOTAL_MEM;
+	{
+		static const uint64_t limits[SIM_LIMITS] = { 1024, 1 << 20, 8 << 20, 2, 2048, 64, 0 };
+
+		memcpy(dev->limits, limits, sizeof(limits));
+	}
 	/* Tests shrink the device to exercise "too little GPU memory". */
 	if (getenv("PHOS_SIM_MEMORY")) {
 		char *end;
@@ -583,7 +602,7 @@ static const struct { int attr, value; } sim_attrs[] = {
 	{ CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1 },
 	{ CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 1 },
 	{ CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, 32 },
-	{ CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE, 32505856 },
+	{ CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE, SIM_PERSISTING_L2_MAX },
 	{ CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, 134213632 },
 	{ CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, SIM_SMEM_RESERVED },
 	{ CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1 },
@@ -704,6 +723,84 @@ static int sim_stream_create(struct phos_device *dev, uint32_t flags, int priori
 	s->flags = flags;
 	s->priority = priority;
 	*ret_stream = s;
+	return 0;
+}
+
+static bool stream_attr_ok(int attr)
+{
+	return attr == 1 || attr == 3 || attr == 8 || attr == 9 || attr == 10;
+}
+
+static int sim_stream_set_attr(struct phos_device *pdev, void *stream, int attr, const void *value)
+{
+	struct sim_device *dev = sim_dev(pdev);
+	struct sim_stream *s = stream ? phos_sim_obj_get(pdev, stream, PHOS_SIM_STREAM) : NULL;
+	uint8_t *slot;
+	int v;
+
+	if (stream && !s)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	if (!value || !stream_attr_ok(attr))
+		return -PHOS_CUDA_INVALID_VALUE;
+	memcpy(&v, value, sizeof(v));
+	if (attr == 3 && (v < 1 || v > 4))           /* CUsynchronizationPolicy */
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (attr == 8) {                             /* priority: clamped to [-5, 0] */
+		v = v > 0 ? 0 : v < -5 ? -5 : v;
+		if (s)
+			s->priority = v;
+	}
+	slot = (s ? &s->attrs : &dev->default_attrs)->v[attr];
+	memcpy(slot, value, PHOS_STREAM_ATTR_BYTES);
+	if (attr == 8)
+		memcpy(slot, &v, sizeof(v));
+	return 0;
+}
+
+static int sim_stream_get_attr(struct phos_device *pdev, void *stream, int attr, void *ret_value)
+{
+	struct sim_device *dev = sim_dev(pdev);
+	struct sim_stream *s = stream ? phos_sim_obj_get(pdev, stream, PHOS_SIM_STREAM) : NULL;
+	int v;
+
+	if (stream && !s)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	if (!ret_value || !stream_attr_ok(attr))
+		return -PHOS_CUDA_INVALID_VALUE;
+	memcpy(ret_value, (s ? &s->attrs : &dev->default_attrs)->v[attr], PHOS_STREAM_ATTR_BYTES);
+	memcpy(&v, ret_value, sizeof(v));
+	if (attr == 3 && v == 0) {                   /* never set: CU_SYNC_POLICY_AUTO */
+		v = 1;
+		memcpy(ret_value, &v, sizeof(v));
+	}
+	if (attr == 8) {
+		v = s ? s->priority : 0;
+		memcpy(ret_value, &v, sizeof(v));
+	}
+	return 0;
+}
+
+static int sim_limit_set(struct phos_device *pdev, int limit, uint64_t value)
+{
+	struct sim_device *dev = sim_dev(pdev);
+
+	if (limit < 0 || limit >= SIM_LIMITS)
+		return -PHOS_CUDA_UNSUPPORTED_LIMIT;
+	if (limit == 5 && value > 128)               /* L2 fetch granularity */
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (limit == 6 && value > SIM_PERSISTING_L2_MAX)
+		value = SIM_PERSISTING_L2_MAX;
+	__atomic_store_n(&dev->limits[limit], value, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int sim_limit_get(struct phos_device *pdev, int limit, uint64_t *ret_value)
+{
+	struct sim_device *dev = sim_dev(pdev);
+
+	if (limit < 0 || limit >= SIM_LIMITS)
+		return -PHOS_CUDA_UNSUPPORTED_LIMIT;
+	*ret_value = __atomic_load_n(&dev->limits[limit], __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -1201,6 +1298,10 @@ const struct phos_device_ops phos_device_sim = {
 	.stream_sync = sim_stream_sync,
 	.stream_query = sim_stream_sync,
 	.stream_wait_event = sim_stream_wait_event,
+	.stream_set_attr = sim_stream_set_attr,
+	.stream_get_attr = sim_stream_get_attr,
+	.limit_set = sim_limit_set,
+	.limit_get = sim_limit_get,
 	.flags_alloc = sim_flags_alloc,
 	.flags_free = sim_flags_free,
 	.flag_write = sim_flag_write,

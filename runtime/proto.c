@@ -51,6 +51,8 @@ static const char *const op_names[PHOS_OP__COUNT] = {
 	[PHOS_OP_MODULE_LOAD_SHM] = "module_load_shm",
 	[PHOS_OP_MEMCPY_2D] = "memcpy_2d",
 	[PHOS_OP_MEMSET_2D] = "memset_2d",
+	[PHOS_OP_STREAM_ATTR] = "stream_attr",
+	[PHOS_OP_DEVICE_LIMIT] = "device_limit",
 };
 
 const char *phos_op_name(uint32_t op)

@@ -105,6 +105,8 @@ enum phos_op {
 	PHOS_OP_MEMCPY_2D,        /* phos_memcpy_2d; H2D: + payload of the packed host rows;
 	                           * D2H: sync, reply the packed rows (<= PHOS_REPLY_MAX) */
 	PHOS_OP_MEMSET_2D,        /* phos_memset_2d */
+	PHOS_OP_STREAM_ATTR,      /* sync: phos_stream_attr; a get replies the 64-byte value */
+	PHOS_OP_DEVICE_LIMIT,     /* sync: phos_device_limit; replies u64 (the value now) */
 
 	PHOS_OP__COUNT
 };
@@ -183,6 +185,25 @@ struct phos_memset_2d {
 	uint64_t width, height, depth;
 	uint32_t value;             /* low byte is used */
 	uint32_t stream;
+};
+
+/* cudaStreamSetAttribute / cudaStreamGetAttribute. The value is
+ * cudaStreamAttrValue as CUDA lays it out, which is CUstreamAttrValue
+ * (cudaAccessPolicyWindow == CUaccessPolicyWindow, ...). */
+#define PHOS_STREAM_ATTR_BYTES 64
+struct phos_stream_attr {
+	uint32_t stream;
+	int32_t attr;       /* cudaStreamAttrID == CUstreamAttrID */
+	uint32_t set;       /* 1: set value, 0: get */
+	uint32_t _pad;
+	uint8_t value[PHOS_STREAM_ATTR_BYTES];
+};
+
+/* cudaDeviceSetLimit / cudaDeviceGetLimit (cudaLimit == CUlimit). */
+struct phos_device_limit {
+	int32_t limit;
+	uint32_t set;       /* 1: set value, 0: get */
+	uint64_t value;
 };
 
 struct phos_hostmem {

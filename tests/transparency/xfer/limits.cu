@@ -99,6 +99,70 @@ int main()
 	ERR(cudaDeviceGetLimit(nullptr, cudaLimitStackSize), cudaErrorInvalidValue);
 	ERR(cudaDeviceGetLimit(&v, (cudaLimit)0x40), cudaErrorUnsupportedLimit);
 
+	/* limits the driver keeps: a bigger stack and heap read back at least as set */
+	OK(cudaDeviceSetLimit(cudaLimitStackSize, 4096));
+	OK(cudaDeviceGetLimit(&v, cudaLimitStackSize));
+	CHECK(v >= 4096, "stack size after setting 4096: %zu", v);
+	OK(cudaDeviceSetLimit(cudaLimitMallocHeapSize, 64u << 20));
+	OK(cudaDeviceGetLimit(&v, cudaLimitMallocHeapSize));
+	CHECK(v >= (64u << 20), "malloc heap after setting 64 MiB: %zu", v);
+
+	/* stream attributes: an access policy window, the priority, the sync policy */
+	{
+		cudaStream_t s;
+		int *buf;
+		int lo, hi, prio = 1;
+		OK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+		OK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, lo));
+		OK(cudaMalloc(&buf, 1 << 20));
+		cudaStreamAttrValue a = {}, b = {};
+		a.accessPolicyWindow.base_ptr = buf;
+		a.accessPolicyWindow.num_bytes = 1 << 20;
+		a.accessPolicyWindow.hitRatio = 0.6f;
+		a.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+		a.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+		OK(cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &a));
+		OK(cudaStreamGetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &b));
+		CHECK(b.accessPolicyWindow.base_ptr == buf && b.accessPolicyWindow.num_bytes == (1 << 20) &&
+		      b.accessPolicyWindow.hitRatio == 0.6f &&
+		      b.accessPolicyWindow.hitProp == cudaAccessPropertyPersisting &&
+		      b.accessPolicyWindow.missProp == cudaAccessPropertyStreaming,
+		      "access policy window read back: %p %zu %f %d %d", b.accessPolicyWindow.base_ptr,
+		      b.accessPolicyWindow.num_bytes, b.accessPolicyWindow.hitRatio, (int)b.accessPolicyWindow.hitProp,
+		      (int)b.accessPolicyWindow.missProp);
+		cudaStreamAttrValue bad = a;
+		bad.accessPolicyWindow.hitRatio = 1.5f;
+		ERR(cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &bad), cudaErrorInvalidValue);
+		bad = a;
+		bad.accessPolicyWindow.num_bytes = (size_t)p.accessPolicyMaxWindowSize + 1;
+		ERR(cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &bad), cudaErrorInvalidValue);
+		OK(cudaStreamGetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &b));
+		CHECK(b.accessPolicyWindow.hitRatio == 0.6f, "a refused window replaced the set one");
+
+		OK(cudaStreamGetAttribute(s, cudaStreamAttributePriority, &b));
+		CHECK(b.priority == lo, "priority attribute %d, created with %d", b.priority, lo);
+		a = {};
+		a.priority = hi;
+		OK(cudaStreamSetAttribute(s, cudaStreamAttributePriority, &a));
+		OK(cudaStreamGetAttribute(s, cudaStreamAttributePriority, &b));
+		OK(cudaStreamGetPriority(s, &prio));
+		CHECK(b.priority == hi && prio == hi, "priority after setting %d: attribute %d, cudaStreamGetPriority %d",
+		      hi, b.priority, prio);
+
+		a = {};
+		a.syncPolicy = cudaSyncPolicyBlockingSync;
+		OK(cudaStreamSetAttribute(s, cudaStreamAttributeSynchronizationPolicy, &a));
+		OK(cudaStreamGetAttribute(s, cudaStreamAttributeSynchronizationPolicy, &b));
+		CHECK(b.syncPolicy == cudaSyncPolicyBlockingSync, "sync policy %d", (int)b.syncPolicy);
+		ERR(cudaStreamGetAttribute(s, cudaStreamAttributePriority, nullptr), cudaErrorInvalidValue);
+
+		/* the stream still works */
+		OK(cudaMemsetAsync(buf, 1, 1 << 20, s));
+		OK(cudaStreamSynchronize(s));
+		OK(cudaStreamDestroy(s));
+		OK(cudaFree(buf));
+	}
+
 	/* kernel attributes */
 	cudaFuncAttributes fa;
 	OK(cudaFuncGetAttributes(&fa, xfer_attr_kernel));
