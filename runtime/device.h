@@ -158,7 +158,7 @@ struct phos_device_ops {
 	int (*module_global)(struct phos_device *dev, void *module, const char *name, uint64_t *ret_addr,
 			     uint64_t *ret_size);
 
-	/* Fills the attribute fields of *info (max_threads ... max_dynamic_shared). */
+	/* Fills the attribute fields of *info (max_threads ... cluster_policy). */
 	int (*func_attrs)(struct phos_device *dev, void *func, struct phos_reply_func_info *info);
 	int (*func_set_attr)(struct phos_device *dev, void *func, int attr, int value);
 	int (*occupancy)(struct phos_device *dev, void *func, int block, size_t dyn_shared, int *ret_blocks);

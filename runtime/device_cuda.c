@@ -1390,6 +1390,22 @@ static int cuda_func_attrs(struct phos_device *dev, void *func, struct phos_repl
 	info->ptx_version = v[5];
 	info->binary_version = v[6];
 	info->max_dynamic_shared = v[7];
+	/* Carveout and cluster attributes (CUDA 11.8+, Hopper): a driver that does
+	 * not know one leaves its default (-1 carveout, 0 otherwise). */
+	{
+		int32_t *out[7] = { &info->carveout, &info->cluster_must_be_set, &info->cluster_dim[0],
+				    &info->cluster_dim[1], &info->cluster_dim[2], &info->cluster_non_portable,
+				    &info->cluster_policy };
+
+		info->carveout = -1;
+		for (i = 0; i < 7; i++) {
+			int x = 0;
+
+			if (cuda_drv.FuncGetAttribute(&x, (CUfunction_attribute)(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT + i),
+						      (CUfunction)func) == CUDA_SUCCESS)
+				*out[i] = x;
+		}
+	}
 	return 0;
 }
 

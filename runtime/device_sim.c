@@ -121,6 +121,7 @@ struct sim_func {
 	struct sim_module *module;
 	phos_sim_kernel_fn twin;         /* NULL: launch fails with NOT_SUPPORTED */
 	int max_dyn_shared, carveout;
+	int cluster[3], non_portable, cluster_policy;
 	char name[];
 };
 
@@ -1190,6 +1191,11 @@ static int sim_func_attrs(struct phos_device *dev, void *func, struct phos_reply
 	info->ptx_version = 90;
 	info->binary_version = 90;
 	info->max_dynamic_shared = f->max_dyn_shared;
+	info->carveout = f->carveout;
+	info->cluster_must_be_set = 0;
+	memcpy(info->cluster_dim, f->cluster, sizeof(info->cluster_dim));
+	info->cluster_non_portable = f->non_portable;
+	info->cluster_policy = f->cluster_policy;
 	return 0;
 }
 
@@ -1207,11 +1213,11 @@ static int sim_func_set_attr(struct phos_device *dev, void *func, int attr, int 
 	 * 16, non-portable cluster sizes (0 or 1), cluster scheduling policy (0..2):
 	 * accepted as an H100 accepts them; sim runs no clusters */
 	else if (attr >= 11 && attr <= 13 && value >= 0 && value <= 16)
-		;
+		f->cluster[attr - 11] = value;
 	else if (attr == 14 && (value == 0 || value == 1))
-		;
+		f->non_portable = value;
 	else if (attr == 15 && value >= 0 && value <= 2)
-		;
+		f->cluster_policy = value;
 	else
 		return -PHOS_CUDA_INVALID_VALUE;
 	return 0;

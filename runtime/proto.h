@@ -267,6 +267,12 @@ struct phos_reply_func_info {
 	/* cudaFuncAttributes, as the driver reports them */
 	int32_t max_threads, num_regs, shared_bytes, const_bytes, local_bytes;
 	int32_t ptx_version, binary_version, max_dynamic_shared;
+	int32_t carveout;              /* preferred shared memory carveout, -1: none */
+	int32_t cluster_must_be_set;
+	int32_t cluster_dim[3];        /* required cluster width, height, depth; 0: any */
+	int32_t cluster_non_portable;  /* non-portable cluster sizes allowed */
+	int32_t cluster_policy;        /* cluster scheduling policy preference */
+	int32_t _pad;
 };
 struct phos_func_attr { uint32_t func; int32_t attr; int32_t value; uint32_t _pad; };
 struct phos_occupancy { uint32_t func; int32_t block; uint64_t dyn_shared; };

@@ -182,6 +182,12 @@ int main()
 	OK(cudaFuncSetAttribute(xfer_attr_kernel, cudaFuncAttributeRequiredClusterWidth, 2));
 	OK(cudaFuncSetAttribute(xfer_attr_kernel, cudaFuncAttributeRequiredClusterHeight, 1));
 	OK(cudaFuncSetAttribute(xfer_attr_kernel, cudaFuncAttributeRequiredClusterDepth, 1));
+	OK(cudaFuncGetAttributes(&fa, xfer_attr_kernel));
+	CHECK(fa.preferredShmemCarveout == 50, "carveout %d, want 50", fa.preferredShmemCarveout);
+	CHECK(fa.nonPortableClusterSizeAllowed == 1, "non-portable cluster size %d", fa.nonPortableClusterSizeAllowed);
+	CHECK(fa.requiredClusterWidth == 2 && fa.requiredClusterHeight == 1 && fa.requiredClusterDepth == 1,
+	      "required cluster %dx%dx%d, want 2x1x1", fa.requiredClusterWidth, fa.requiredClusterHeight,
+	      fa.requiredClusterDepth);
 
 	if (failures) {
 		printf("limits: %d failure(s)\n", failures);
