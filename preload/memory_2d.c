@@ -8,7 +8,7 @@
  * slice stride. Arguments are checked here as CUDA checks them, before any
  * record is sent, so bad input never leaves a half-done copy:
  *
- *   pitch < width (a side with more than one row)      cudaErrorInvalidPitchValue
+ *   pitch < width (2D: always; 3D: with more than a row) cudaErrorInvalidPitchValue
  *   pitch > cudaDevAttrMaxPitch                         cudaErrorInvalidPitchValue
  *   NULL pointer, a device side outside device memory  cudaErrorInvalidValue
  *   an unknown kind, or one the pointers contradict    cudaErrorInvalidMemcpyDirection
@@ -213,21 +213,29 @@ static int copy_pitched(struct side dst, struct side src, size_t width, size_t h
 	}
 }
 
-PHOS_EXPORT cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
-				     size_t height, enum cudaMemcpyKind kind)
+/* cudaMemcpy2D wants both pitches >= width even for a single row (its pitch
+ * is unused then); the 3D forms check their pitched pointers themselves. */
+static int copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+		   enum cudaMemcpyKind kind, const void *stream, bool sync)
 {
 	struct side d = { .ptr = dst, .pitch = dpitch }, s = { .ptr = (uint8_t *)(uintptr_t)src, .pitch = spitch };
 
-	return phos_set_error(copy_pitched(d, s, width, height, 1, kind, NULL, true));
+	if (height && (dpitch < width || spitch < width))
+		return phos_preload_connect() ? phos_preload_connect() : cudaErrorInvalidPitchValue;
+	return copy_pitched(d, s, width, height, 1, kind, stream, sync);
+}
+
+PHOS_EXPORT cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+				     size_t height, enum cudaMemcpyKind kind)
+{
+	return phos_set_error(copy_2d(dst, dpitch, src, spitch, width, height, kind, NULL, true));
 }
 PHOS_ALIAS(cudaMemcpy2D_ptds, cudaMemcpy2D);
 
 PHOS_EXPORT cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
 					  size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-	struct side d = { .ptr = dst, .pitch = dpitch }, s = { .ptr = (uint8_t *)(uintptr_t)src, .pitch = spitch };
-
-	return phos_set_error(copy_pitched(d, s, width, height, 1, kind, stream, false));
+	return phos_set_error(copy_2d(dst, dpitch, src, spitch, width, height, kind, stream, false));
 }
 PHOS_ALIAS(cudaMemcpy2DAsync_ptsz, cudaMemcpy2DAsync);
 

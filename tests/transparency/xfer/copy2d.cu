@@ -196,6 +196,7 @@ static void errors(bool phos)
 	ERR(cudaMemcpy2D(d, 32, h.data(), 64, 64, 8, cudaMemcpyHostToDevice), cudaErrorInvalidPitchValue);
 	ERR(cudaMemcpy2D(d, p, h.data(), 32, 64, 8, cudaMemcpyHostToDevice), cudaErrorInvalidPitchValue);
 	ERR(cudaMemcpy2D(h.data(), 32, d, p, 64, 8, cudaMemcpyDeviceToHost), cudaErrorInvalidPitchValue);
+	ERR(cudaMemcpy2D(d, 32, h.data(), 64, 64, 1, cudaMemcpyHostToDevice), cudaErrorInvalidPitchValue);
 	ERR(cudaMemcpy2D(nullptr, p, h.data(), 64, 64, 8, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
 	ERR(cudaMemcpy2D(d, p, h.data(), 64, 64, 8, (cudaMemcpyKind)7), cudaErrorInvalidMemcpyDirection);
 	ERR(cudaMemset2D(d, 32, 0, 64, 8), cudaErrorInvalidValue);
