@@ -155,6 +155,93 @@ static int do_memset(struct executor *ex, const void *body, uint32_t len)
 	return m->len ? ex->dev_ops->memset(ex->dev, m->dst, (uint8_t)m->value, m->len, stream) : 0;
 }
 
+/*
+ * Pitched copies and sets. Each device side's set is its bounding range, from
+ * the first byte of its first row to the last byte of its last row, which must
+ * lie inside one live buffer (else cudaErrorInvalidValue, before anything is
+ * touched): a superset of the bytes touched only where the pitch leaves gaps.
+ */
+
+/* -INVALID_VALUE for a geometry phos_pitched_extent refuses. */
+static int pitched_extent(uint64_t pitch, uint64_t slice, uint64_t width, uint64_t height, uint64_t depth,
+			  uint64_t *ret_extent)
+{
+	return phos_pitched_extent(pitch, slice, width, height, depth, ret_extent) ? 0 : -PHOS_CUDA_INVALID_VALUE;
+}
+
+static int copy_2d(struct executor *ex, const void *body, uint32_t len, void *out, uint32_t *out_len)
+{
+	BODY(struct phos_memcpy_2d, c);
+	uint64_t dext = 0, sext = 0, packed, slice_packed;
+	const uint8_t *payload = (const uint8_t *)(c + 1);
+	struct spec_set set;
+	void *stream;
+
+	spec_clear(&set);
+	TRY(exec_stream(ex, c->stream, &stream));
+	if (c->dir < PHOS_COPY_H2D || c->dir > PHOS_COPY_D2D)
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (c->dir != PHOS_COPY_H2D)
+		TRY(pitched_extent(c->spitch, c->sslice, c->width, c->height, c->depth, &sext));
+	if (c->dir != PHOS_COPY_D2H)
+		TRY(pitched_extent(c->dpitch, c->dslice, c->width, c->height, c->depth, &dext));
+	/* The packed host side: width * height * depth bytes (the extents fit, so
+	 * only the product needs checking). */
+	if (c->height && c->width > UINT64_MAX / c->height)
+		return -PHOS_CUDA_INVALID_VALUE;
+	slice_packed = c->width * c->height;
+	if (c->depth && slice_packed > UINT64_MAX / c->depth)
+		return -PHOS_CUDA_INVALID_VALUE;
+	packed = slice_packed * c->depth;
+	if (c->dir == PHOS_COPY_H2D && packed != len - sizeof(*c))
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (c->dir == PHOS_COPY_D2H && packed > PHOS_REPLY_MAX)
+		return -PHOS_CUDA_INVALID_VALUE;
+	TRY(spec_range(ex, &set, c->src, sext, SPEC_READ));
+	TRY(spec_range(ex, &set, c->dst, dext, SPEC_WRITE));
+	TRY(spec_commit(ex, "memcpy_2d", NULL, c->stream, &set));
+	if (packed == 0)
+		return 0;
+	for (uint64_t z = 0; z < c->depth; z++) {
+		struct phos_copy_2d k = { .dst = c->dst + z * c->dslice, .src = c->src + z * c->sslice,
+					  .dpitch = c->dpitch, .spitch = c->spitch,
+					  .width = c->width, .height = c->height };
+
+		/* one row: its pitch is unused, but the driver wants pitch >= width */
+		if (k.height == 1)
+			k.dpitch = k.spitch = k.width;
+		if (c->dir == PHOS_COPY_H2D) {
+			k.src_host = payload + z * slice_packed;
+			k.spitch = c->width;
+		} else if (c->dir == PHOS_COPY_D2H) {
+			k.dst_host = (uint8_t *)out + z * slice_packed;
+			k.dpitch = c->width;
+		}
+		TRY(ex->dev_ops->memcpy_2d(ex->dev, &k, stream));
+	}
+	if (c->dir == PHOS_COPY_D2H)
+		*out_len = (uint32_t)packed;
+	return 0;
+}
+
+static int memset_2d(struct executor *ex, const void *body, uint32_t len)
+{
+	BODY(struct phos_memset_2d, m);
+	struct spec_set set;
+	uint64_t ext;
+	void *stream;
+
+	spec_clear(&set);
+	TRY(exec_stream(ex, m->stream, &stream));
+	TRY(pitched_extent(m->pitch, m->slice, m->width, m->height, m->depth, &ext));
+	TRY(spec_range(ex, &set, m->dst, ext, SPEC_WRITE));
+	TRY(spec_commit(ex, "memset_2d", NULL, m->stream, &set));
+	for (uint64_t z = 0; ext && z < m->depth; z++)
+		TRY(ex->dev_ops->memset_2d(ex->dev, m->dst + z * m->slice, m->height == 1 ? m->width : m->pitch,
+					   (uint8_t)m->value, m->width, m->height, stream));
+	return 0;
+}
+
 /* A shared host region: the preload sent its memfd on the socket just before. */
 static int hostmem_add(struct executor *ex, const void *body, uint32_t len)
 {
@@ -231,6 +318,10 @@ int exec_memory_handle(struct executor *ex, uint32_t op, const void *body, uint3
 		return copy_shm(ex, op, body, len);
 	case PHOS_OP_MEMSET:
 		return do_memset(ex, body, len);
+	case PHOS_OP_MEMCPY_2D:
+		return copy_2d(ex, body, len, out, out_len);
+	case PHOS_OP_MEMSET_2D:
+		return memset_2d(ex, body, len);
 	case PHOS_OP_MEM_GET_INFO: {
 		struct phos_reply_meminfo *mi = out;
 

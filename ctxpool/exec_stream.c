@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Streams and events: ids chosen by the preload, objects made by the device. */
+/* Streams and events (ids chosen by the preload, objects made by the device),
+ * stream attributes and the context's limits. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,6 +93,65 @@ static int host_func(struct executor *ex, const void *body, uint32_t len)
 	return bad;
 }
 
+/* cudaStreamSetAttribute / GetAttribute, answered by the device. A set on the
+ * default stream saves the value it replaces first (exec_context_restore). */
+static int stream_attr(struct executor *ex, const void *body, uint32_t len, void *out, uint32_t *out_len)
+{
+	BODY(struct phos_stream_attr, a);
+	void *s;
+
+	TRY(exec_stream(ex, a->stream, &s));
+	if (!a->set) {
+		TRY(ex->dev_ops->stream_get_attr(ex->dev, s, a->attr, out));
+		*out_len = PHOS_STREAM_ATTR_BYTES;
+		return 0;
+	}
+	if (a->stream == 0 && a->attr >= 0 && a->attr < EXEC_SAVED_ATTRS &&
+	    !(ex->null_attrs_changed & (1u << a->attr))) {
+		TRY(ex->dev_ops->stream_get_attr(ex->dev, NULL, a->attr, ex->null_attrs_saved[a->attr]));
+		TRY(ex->dev_ops->stream_set_attr(ex->dev, NULL, a->attr, a->value));
+		ex->null_attrs_changed |= 1u << a->attr;
+		return 0;
+	}
+	return ex->dev_ops->stream_set_attr(ex->dev, s, a->attr, a->value);
+}
+
+/* cudaDeviceSetLimit / GetLimit on the executor's context; replies the value
+ * the context has after the call (the driver may round or cap it). */
+static int device_limit(struct executor *ex, const void *body, uint32_t len, void *out, uint32_t *out_len)
+{
+	BODY(struct phos_device_limit, l);
+	uint64_t v = 0;
+
+	if (l->set) {
+		if (l->limit >= 0 && l->limit < EXEC_SAVED_LIMITS && !(ex->limits_changed & (1u << l->limit))) {
+			TRY(ex->dev_ops->limit_get(ex->dev, l->limit, &ex->limits_saved[l->limit]));
+			TRY(ex->dev_ops->limit_set(ex->dev, l->limit, l->value));
+			ex->limits_changed |= 1u << l->limit;
+		} else {
+			TRY(ex->dev_ops->limit_set(ex->dev, l->limit, l->value));
+		}
+	}
+	TRY(ex->dev_ops->limit_get(ex->dev, l->limit, &v));
+	memcpy(out, &v, sizeof(v));
+	*out_len = sizeof(v);
+	return 0;
+}
+
+void exec_context_restore(struct executor *ex)
+{
+	if (!ex->dev)
+		return;
+	for (int i = 0; i < EXEC_SAVED_LIMITS; i++)
+		if (ex->limits_changed & (1u << i) && ex->dev_ops->limit_set(ex->dev, i, ex->limits_saved[i]) < 0)
+			phos_warn("could not put limit %d back to %llu", i, (unsigned long long)ex->limits_saved[i]);
+	for (int i = 0; i < EXEC_SAVED_ATTRS; i++)
+		if (ex->null_attrs_changed & (1u << i) &&
+		    ex->dev_ops->stream_set_attr(ex->dev, NULL, i, ex->null_attrs_saved[i]) < 0)
+			phos_warn("could not put attribute %d of the default stream back", i);
+	ex->limits_changed = ex->null_attrs_changed = 0;
+}
+
 int exec_stream_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
 		       uint32_t *out_len)
 {
@@ -101,6 +161,10 @@ int exec_stream_handle(struct executor *ex, uint32_t op, const void *body, uint3
 	if (len < sizeof(struct phos_handle))
 		return -PHOS_CUDA_INVALID_VALUE;
 	switch (op) {
+	case PHOS_OP_STREAM_ATTR:
+		return stream_attr(ex, body, len, out, out_len);
+	case PHOS_OP_DEVICE_LIMIT:
+		return device_limit(ex, body, len, out, out_len);
 	case PHOS_OP_STREAM_CREATE: {
 		BODY(struct phos_stream_create, c);
 

@@ -110,8 +110,12 @@ static int execute(struct executor *ex, const struct phos_rec_hdr *h, void *out,
 		return 0;
 	case PHOS_OP_MALLOC ... PHOS_OP_HOSTMEM_REMOVE:
 	case PHOS_OP_DEVICE_INFO ... PHOS_OP_DEVICE_RESET:
+	case PHOS_OP_MEMCPY_2D:
+	case PHOS_OP_MEMSET_2D:
 		return exec_memory_handle(ex, h->op, body, h->len, out, out_len);
 	case PHOS_OP_STREAM_CREATE ... PHOS_OP_EVENT_ELAPSED:
+	case PHOS_OP_STREAM_ATTR:
+	case PHOS_OP_DEVICE_LIMIT:
 		return exec_stream_handle(ex, h->op, body, h->len, out, out_len);
 	case PHOS_OP_MODULE_LOAD ... PHOS_OP_LAUNCH:
 	case PHOS_OP_MODULE_LOAD_SHM:

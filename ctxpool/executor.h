@@ -108,6 +108,9 @@ struct exec_blas {
 	uint64_t workspace, workspace_size;
 };
 
+#define EXEC_SAVED_LIMITS 16
+#define EXEC_SAVED_ATTRS 16
+
 struct executor {
 	const struct phos_device_ops *dev_ops;
 	struct phos_device *dev;
@@ -141,6 +144,14 @@ struct executor {
 	_Atomic uint64_t spec_fallbacks[3];
 	double load_data_s;         /* --restore-from: seconds the buffer contents took */
 	int control_fd;             /* status lines to phos-fn; -1 when none */
+
+	/* What the function changed on the context itself, put back by exec_scrub
+	 * so that the next function on this executor starts from the defaults:
+	 * limits (bit i of limits_changed: cudaLimit i) and attributes of the
+	 * default stream (bit a of null_attrs_changed: attribute a). */
+	uint32_t limits_changed, null_attrs_changed;
+	uint64_t limits_saved[EXEC_SAVED_LIMITS];
+	uint8_t null_attrs_saved[EXEC_SAVED_ATTRS][PHOS_STREAM_ATTR_BYTES];
 };
 
 /* Runs records until the function says goodbye or goes away. Returns 0 or -errno. */
@@ -245,6 +256,9 @@ void exec_pool_after_sync(struct executor *ex);
 void exec_pool_release_all(struct executor *ex);
 /* Frees every pool (scrub, reset); their buffers go with the bufmap. */
 void exec_pool_clear(struct executor *ex);
+/* Puts back the limits and default-stream attributes the function changed
+ * (exec_stream.c; part of exec_scrub). */
+void exec_context_restore(struct executor *ex);
 
 /* --- speculation (spec.c) --- */
 

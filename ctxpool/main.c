@@ -73,6 +73,7 @@ void exec_scrub(struct executor *ex)
 	ex->loader = NULL;
 	if (ex->dev)
 		ex->dev_ops->synchronize(ex->dev);
+	exec_context_restore(ex);
 	table_clear(&ex->blas, drop_blas, ex);
 	table_clear(&ex->streams, drop_stream, ex);
 	table_clear(&ex->events, drop_event, ex);

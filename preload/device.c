@@ -22,13 +22,6 @@ static bool info_valid[MAX_DEVICES];
 
 static __thread int current_device;
 static unsigned device_flags;
-static size_t limits[5] = {
-	[cudaLimitStackSize] = 1024,
-	[cudaLimitPrintfFifoSize] = 1 << 20,
-	[cudaLimitMallocHeapSize] = 8 << 20,
-	[cudaLimitDevRuntimeSyncDepth] = 2,
-	[cudaLimitDevRuntimePendingLaunchCount] = 2048,
-};
 
 static int device_count(int *ret_count)
 {
@@ -228,7 +221,8 @@ PHOS_EXPORT cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr a
 	const struct phos_reply_device *di;
 	int r;
 
-	if (!value || (int)attr < 0 || (int)attr >= PHOS_DEVICE_ATTR_MAX)
+	/* cudaDevAttrMax: what this runtime knows; DEVICE_INFO has room for more */
+	if (!value || (int)attr < 1 || (int)attr >= (int)cudaDevAttrMax || (int)attr >= PHOS_DEVICE_ATTR_MAX)
 		return phos_set_error(cudaErrorInvalidValue);
 	r = device_info(device, &di);
 	if (r)
@@ -309,32 +303,38 @@ PHOS_EXPORT cudaError_t cudaGetDeviceFlags(unsigned int *flags)
 	return phos_set_error(r);
 }
 
-/* Limits are remembered, not forwarded (the executor's context keeps its own). */
+/* Limits live in the executor's context (cuCtxSetLimit / cuCtxGetLimit), which
+ * puts them back when the function is done; the driver checks, rounds and caps
+ * the values. */
+static int device_limit(enum cudaLimit limit, bool set, size_t value, size_t *ret_value)
+{
+	struct phos_device_limit l = { .limit = (int32_t)limit, .set = set, .value = value };
+	uint64_t now = 0;
+	size_t len = 0;
+	int r;
+
+	if ((int)limit < 0)
+		return cudaErrorUnsupportedLimit;
+	r = phos_preload_call(PHOS_OP_DEVICE_LIMIT, &l, sizeof(l), NULL, 0, &now, sizeof(now), &len, NULL);
+	if (r)
+		return r;
+	if (len != sizeof(now))
+		return cudaErrorUnknown;
+	if (ret_value)
+		*ret_value = (size_t)now;
+	return cudaSuccess;
+}
+
 PHOS_EXPORT cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value)
 {
-	int r = phos_preload_connect();
-
-	if (r)
-		return phos_set_error(r);
-	if ((unsigned)limit >= sizeof(limits) / sizeof(limits[0]))
-		return phos_set_error(cudaErrorUnsupportedLimit);
-	__atomic_store_n(&limits[limit], value, __ATOMIC_RELAXED);
-	return cudaSuccess;
+	return phos_set_error(device_limit(limit, true, value, NULL));
 }
 
 PHOS_EXPORT cudaError_t cudaDeviceGetLimit(size_t *pValue, enum cudaLimit limit)
 {
-	int r;
-
 	if (!pValue)
 		return phos_set_error(cudaErrorInvalidValue);
-	r = phos_preload_connect();
-	if (r)
-		return phos_set_error(r);
-	if ((unsigned)limit >= sizeof(limits) / sizeof(limits[0]))
-		return phos_set_error(cudaErrorUnsupportedLimit);
-	*pValue = __atomic_load_n(&limits[limit], __ATOMIC_RELAXED);
-	return cudaSuccess;
+	return phos_set_error(device_limit(limit, false, 0, pValue));
 }
 
 PHOS_EXPORT cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority)

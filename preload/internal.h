@@ -5,6 +5,7 @@
  *
  *   user program ──▶ libcudart.so.13 (ours) ─┬─ conn.c    channel, handle ids, last error
  *                    │                        ├─ memory.c  malloc/free, copies, host regions
+ *                    │                        ├─ memory_2d.c  pitched copies and sets (2D, 3D)
  *                    │                        ├─ device.c  device queries, limits, reset
  *                    │                        ├─ stream.c  streams and events
  *                    │                        ├─ launch.c  fatbins, kernels, variables, launches

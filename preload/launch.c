@@ -639,7 +639,13 @@ PHOS_EXPORT cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, c
 	attr->ptxVersion = fi.ptx_version;
 	attr->binaryVersion = fi.binary_version;
 	attr->maxDynamicSharedSizeBytes = fi.max_dynamic_shared;
-	attr->preferredShmemCarveout = -1;
+	attr->preferredShmemCarveout = fi.carveout;
+	attr->clusterDimMustBeSet = fi.cluster_must_be_set;
+	attr->requiredClusterWidth = fi.cluster_dim[0];
+	attr->requiredClusterHeight = fi.cluster_dim[1];
+	attr->requiredClusterDepth = fi.cluster_dim[2];
+	attr->nonPortableClusterSizeAllowed = fi.cluster_non_portable;
+	attr->clusterSchedulingPolicyPreference = fi.cluster_policy;
 	return cudaSuccess;
 }
 

@@ -6,6 +6,7 @@
  * map to the executor's stream 0.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include <cuda_runtime_api.h>
 
@@ -163,6 +164,77 @@ PHOS_EXPORT cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int *priorit
 	return phos_set_error(r);
 }
 PHOS_ALIAS(cudaStreamGetPriority_ptsz, cudaStreamGetPriority);
+
+/* --- stream attributes --- */
+
+/* An access policy window CUDA would refuse: more bytes than the device's
+ * window, a hit ratio outside [0, 1], an unknown property. */
+static int check_window(const struct cudaAccessPolicyWindow *w)
+{
+	int max = 0, r = phos_device_attr(cudaDevAttrMaxAccessPolicyWindowSize, &max);
+
+	if (r)
+		return r;
+	if (w->num_bytes > (size_t)(max > 0 ? max : 0) || !(w->hitRatio >= 0.0f && w->hitRatio <= 1.0f) ||
+	    (unsigned)w->hitProp > cudaAccessPropertyPersisting || (unsigned)w->missProp > cudaAccessPropertyPersisting)
+		return cudaErrorInvalidValue;
+	return cudaSuccess;
+}
+
+static int stream_attr(cudaStream_t stream, cudaStreamAttrID attr, const cudaStreamAttrValue *in,
+		       cudaStreamAttrValue *out)
+{
+	struct phos_stream_attr a = { .attr = (int32_t)attr, .set = in != NULL };
+	cudaStreamAttrValue v;
+	size_t len = 0;
+	int r;
+
+	_Static_assert(sizeof(cudaStreamAttrValue) == PHOS_STREAM_ATTR_BYTES, "cudaStreamAttrValue is not 64 bytes");
+	if (!in && !out)
+		return cudaErrorInvalidValue;
+	r = phos_preload_stream_id(stream, &a.stream);
+	if (r)
+		return r;
+	if (in && attr == cudaStreamAttributeAccessPolicyWindow && (r = check_window(&in->accessPolicyWindow)))
+		return r;
+	if (in)
+		memcpy(a.value, in, sizeof(a.value));
+	r = phos_preload_call(PHOS_OP_STREAM_ATTR, &a, sizeof(a), NULL, 0, &v, sizeof(v), &len, NULL);
+	if (r)
+		return r;
+	if (in && attr == cudaStreamAttributePriority && a.stream) {
+		/* cudaStreamGetPriority answers here: keep the value the device took */
+		a.set = 0;
+		r = phos_preload_call(PHOS_OP_STREAM_ATTR, &a, sizeof(a), NULL, 0, &v, sizeof(v), &len, NULL);
+		if (r == cudaSuccess && len == sizeof(v))
+			((struct stream *)phos_ids_get(PHOS_H_STREAM, a.stream))->priority = v.priority;
+		return r;
+	}
+	if (out) {
+		if (len != sizeof(v))
+			return cudaErrorUnknown;
+		*out = v;
+	}
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaStreamSetAttribute(cudaStream_t hStream, cudaStreamAttrID attr,
+					       const cudaStreamAttrValue *value)
+{
+	if (!value)
+		return phos_set_error(cudaErrorInvalidValue);
+	return phos_set_error(stream_attr(hStream, attr, value, NULL));
+}
+PHOS_ALIAS(cudaStreamSetAttribute_ptsz, cudaStreamSetAttribute);
+
+PHOS_EXPORT cudaError_t cudaStreamGetAttribute(cudaStream_t hStream, cudaStreamAttrID attr,
+					       cudaStreamAttrValue *value_out)
+{
+	if (!value_out)
+		return phos_set_error(cudaErrorInvalidValue);
+	return phos_set_error(stream_attr(hStream, attr, NULL, value_out));
+}
+PHOS_ALIAS(cudaStreamGetAttribute_ptsz, cudaStreamGetAttribute);
 
 /* --- events --- */
 

@@ -38,6 +38,7 @@ enum {
 	PHOS_CUDA_INITIALIZATION = 3,
 	PHOS_CUDA_INVALID_CONFIGURATION = 9,
 	PHOS_CUDA_INVALID_DEVICE_POINTER = 17,
+	PHOS_CUDA_UNSUPPORTED_LIMIT = 215,
 	PHOS_CUDA_INVALID_DEVICE = 101,
 	PHOS_CUDA_NO_DEVICE = 100,
 	PHOS_CUDA_INVALID_KERNEL_IMAGE = 200,
@@ -54,6 +55,17 @@ enum {
 };
 
 struct phos_device;
+
+/* A pitched copy for memcpy_2d: height rows of width bytes, row i at dst + i *
+ * dpitch and src + i * spitch. A host side is given by dst_host or src_host
+ * (executor memory; then its address field is unused) and follows the rules of
+ * memcpy_h2d / memcpy_d2h: its bytes are read or written when the call returns. */
+struct phos_copy_2d {
+	uint64_t dst, src;
+	void *dst_host;
+	const void *src_host;
+	uint64_t dpitch, spitch, width, height;
+};
 
 struct phos_device_ops {
 	const char *name;   /* "cuda" or "sim" */
@@ -89,6 +101,15 @@ struct phos_device_ops {
 	int (*stream_sync)(struct phos_device *dev, void *stream);
 	int (*stream_query)(struct phos_device *dev, void *stream);  /* 0 or -NOT_READY */
 	int (*stream_wait_event)(struct phos_device *dev, void *stream, void *event);
+	/* Stream attributes (CUstreamAttrID; value is a PHOS_STREAM_ATTR_BYTES
+	 * CUstreamAttrValue). Ids the device does not take: -INVALID_VALUE. */
+	int (*stream_set_attr)(struct phos_device *dev, void *stream, int attr, const void *value);
+	int (*stream_get_attr)(struct phos_device *dev, void *stream, int attr, void *ret_value);
+
+	/* Context limits (CUlimit == cudaLimit): cuCtxSetLimit / cuCtxGetLimit.
+	 * A limit the device does not have: -PHOS_CUDA_UNSUPPORTED_LIMIT. */
+	int (*limit_set)(struct phos_device *dev, int limit, uint64_t value);
+	int (*limit_get)(struct phos_device *dev, int limit, uint64_t *ret_value);
 
 	/* Readiness flags (the on-demand restore's gates): n zeroed 32-bit words in
 	 * device memory at *ret_addr. flag_write sets one after the work queued
@@ -121,6 +142,11 @@ struct phos_device_ops {
 	int (*memcpy_d2h_async)(struct phos_device *dev, void *host, uint64_t src, size_t len, void *stream);
 	int (*memcpy_d2d)(struct phos_device *dev, uint64_t dst, uint64_t src, size_t len, void *stream);
 	int (*memset)(struct phos_device *dev, uint64_t dst, uint8_t value, size_t len, void *stream);
+	/* Pitched forms (cudaMemcpy2D/3D, cudaMemset2D/3D; a 3D one is a 2D one per
+	 * slice). Device-to-device copies and sets are asynchronous on stream. */
+	int (*memcpy_2d)(struct phos_device *dev, const struct phos_copy_2d *c, void *stream);
+	int (*memset_2d)(struct phos_device *dev, uint64_t dst, uint64_t pitch, uint8_t value, uint64_t width,
+			 uint64_t height, void *stream);
 
 	/* Modules: image is a fatbin; the backend keeps its own copy if it needs one. */
 	int (*module_load)(struct phos_device *dev, const void *image, size_t len, void **ret_module);
@@ -132,7 +158,7 @@ struct phos_device_ops {
 	int (*module_global)(struct phos_device *dev, void *module, const char *name, uint64_t *ret_addr,
 			     uint64_t *ret_size);
 
-	/* Fills the attribute fields of *info (max_threads ... max_dynamic_shared). */
+	/* Fills the attribute fields of *info (max_threads ... cluster_policy). */
 	int (*func_attrs)(struct phos_device *dev, void *func, struct phos_reply_func_info *info);
 	int (*func_set_attr)(struct phos_device *dev, void *func, int attr, int value);
 	int (*occupancy)(struct phos_device *dev, void *func, int block, size_t dyn_shared, int *ret_blocks);

@@ -1087,6 +1087,105 @@ static int cuda_memcpy_d2h_async(struct phos_device *dev, void *host, uint64_t s
 	return 0;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Stream attributes and context limits                                       */
+
+static int cuda_stream_set_attr(struct phos_device *dev, void *stream, int attr, const void *value)
+{
+	CUstreamAttrValue v;
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	_Static_assert(sizeof(v) == PHOS_STREAM_ATTR_BYTES, "CUstreamAttrValue is not 64 bytes");
+	if (!value)
+		return -PHOS_CUDA_INVALID_VALUE;
+	memcpy(&v, value, sizeof(v));
+	CU_CHECK(cuda_drv.StreamSetAttribute(cu_stream(stream), (CUstreamAttrID)attr, &v));
+	return 0;
+}
+
+static int cuda_stream_get_attr(struct phos_device *dev, void *stream, int attr, void *ret_value)
+{
+	CUstreamAttrValue v;
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	if (!ret_value)
+		return -PHOS_CUDA_INVALID_VALUE;
+	memset(&v, 0, sizeof(v));
+	CU_CHECK(cuda_drv.StreamGetAttribute(cu_stream(stream), (CUstreamAttrID)attr, &v));
+	memcpy(ret_value, &v, sizeof(v));
+	return 0;
+}
+
+static int cuda_limit_set(struct phos_device *dev, int limit, uint64_t value)
+{
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	CU_CHECK(cuda_drv.CtxSetLimit((CUlimit)limit, (size_t)value));
+	return 0;
+}
+
+static int cuda_limit_get(struct phos_device *dev, int limit, uint64_t *ret_value)
+{
+	size_t v = 0;
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	CU_CHECK(cuda_drv.CtxGetLimit(&v, (CUlimit)limit));
+	*ret_value = v;
+	return 0;
+}
+
+/* Host sides follow cuda_memcpy_h2d / cuda_memcpy_d2h's rules (above). */
+static int cuda_memcpy_2d(struct phos_device *dev, const struct phos_copy_2d *c, void *stream)
+{
+	CUstream s = cu_stream(stream);
+	CUDA_MEMCPY2D m;
+	DEV_ENTER(d, dev);
+
+	if (!c || (c->src_host && c->dst_host))
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (c->width == 0 || c->height == 0)
+		return 0;
+	memset(&m, 0, sizeof(m));
+	if (c->src_host) {
+		m.srcMemoryType = CU_MEMORYTYPE_HOST;
+		m.srcHost = c->src_host;
+	} else {
+		m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+		m.srcDevice = (CUdeviceptr)c->src;
+	}
+	if (c->dst_host) {
+		m.dstMemoryType = CU_MEMORYTYPE_HOST;
+		m.dstHost = c->dst_host;
+	} else {
+		m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+		m.dstDevice = (CUdeviceptr)c->dst;
+	}
+	m.srcPitch = c->spitch;
+	m.dstPitch = c->dpitch;
+	m.WidthInBytes = c->width;
+	m.Height = c->height;
+	CU_CHECK(cuda_drv.Memcpy2DAsync(&m, s));
+	if (c->dst_host || (c->src_host && host_is_registered(d, c->src_host, (c->height - 1) * c->spitch + c->width)))
+		CU_CHECK(cuda_drv.StreamSynchronize(s));
+	return 0;
+}
+
+static int cuda_memset_2d(struct phos_device *dev, uint64_t dst, uint64_t pitch, uint8_t value, uint64_t width,
+			  uint64_t height, void *stream)
+{
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	if (width == 0 || height == 0)
+		return 0;
+	CU_CHECK(cuda_drv.MemsetD2D8Async((CUdeviceptr)dst, pitch, value, width, height, cu_stream(stream)));
+	return 0;
+}
+
 static int cuda_memcpy_d2d(struct phos_device *dev, uint64_t dst, uint64_t src, size_t len, void *stream)
 {
 	DEV_ENTER(d, dev);
@@ -1291,6 +1390,22 @@ static int cuda_func_attrs(struct phos_device *dev, void *func, struct phos_repl
 	info->ptx_version = v[5];
 	info->binary_version = v[6];
 	info->max_dynamic_shared = v[7];
+	/* Carveout and cluster attributes (CUDA 11.8+, Hopper): a driver that does
+	 * not know one leaves its default (-1 carveout, 0 otherwise). */
+	{
+		int32_t *out[7] = { &info->carveout, &info->cluster_must_be_set, &info->cluster_dim[0],
+				    &info->cluster_dim[1], &info->cluster_dim[2], &info->cluster_non_portable,
+				    &info->cluster_policy };
+
+		info->carveout = -1;
+		for (i = 0; i < 7; i++) {
+			int x = 0;
+
+			if (cuda_drv.FuncGetAttribute(&x, (CUfunction_attribute)(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT + i),
+						      (CUfunction)func) == CUDA_SUCCESS)
+				*out[i] = x;
+		}
+	}
 	return 0;
 }
 
@@ -1387,6 +1502,12 @@ const struct phos_device_ops phos_device_cuda = {
 	.memcpy_h2d_async = cuda_memcpy_h2d_async,
 	.memcpy_d2h_async = cuda_memcpy_d2h_async,
 	.memcpy_d2d = cuda_memcpy_d2d,
+	.memcpy_2d = cuda_memcpy_2d,
+	.stream_set_attr = cuda_stream_set_attr,
+	.stream_get_attr = cuda_stream_get_attr,
+	.limit_set = cuda_limit_set,
+	.limit_get = cuda_limit_get,
+	.memset_2d = cuda_memset_2d,
 	.memset = cuda_memset,
 	.module_load = cuda_module_load,
 	.module_unload = cuda_module_unload,

@@ -81,6 +81,12 @@
 	X(StreamWriteValue32,    "cuStreamWriteValue32",              11070,  "cuStreamWriteValue32_v2",         PFN_cuStreamWriteValue32_v11070) \
 	X(StreamWaitValue32,     "cuStreamWaitValue32",               11070,  "cuStreamWaitValue32_v2",          PFN_cuStreamWaitValue32_v11070) \
 	X(MemsetD8Async,         "cuMemsetD8Async",                    3020,  "cuMemsetD8Async",                 PFN_cuMemsetD8Async_v3020) \
+	X(StreamSetAttribute,    "cuStreamSetAttribute",              11000,  "cuStreamSetAttribute",            PFN_cuStreamSetAttribute_v11000) \
+	X(StreamGetAttribute,    "cuStreamGetAttribute",              11000,  "cuStreamGetAttribute",            PFN_cuStreamGetAttribute_v11000) \
+	X(CtxSetLimit,           "cuCtxSetLimit",                      3010,  "cuCtxSetLimit",                   PFN_cuCtxSetLimit_v3010)   \
+	X(CtxGetLimit,           "cuCtxGetLimit",                      3010,  "cuCtxGetLimit",                   PFN_cuCtxGetLimit_v3010)   \
+	X(Memcpy2DAsync,         "cuMemcpy2DAsync",                    3020,  "cuMemcpy2DAsync_v2",              PFN_cuMemcpy2DAsync_v3020) \
+	X(MemsetD2D8Async,       "cuMemsetD2D8Async",                  3020,  "cuMemsetD2D8Async",               PFN_cuMemsetD2D8Async_v3020) \
 	X(ModuleLoadData,        "cuModuleLoadData",                   2000,  "cuModuleLoadData",                PFN_cuModuleLoadData_v2000) \
 	X(ModuleUnload,          "cuModuleUnload",                     2000,  "cuModuleUnload",                  PFN_cuModuleUnload_v2000)  \
 	X(ModuleGetFunction,     "cuModuleGetFunction",                2000,  "cuModuleGetFunction",             PFN_cuModuleGetFunction_v2000) \

@@ -62,8 +62,21 @@ struct sim_twin_entry {
 	size_t order;                    /* load order: the first of duplicate names wins */
 };
 
+/* Stream attributes sim keeps (CUlaunchAttributeID 1..10; those valid for
+ * streams: access policy window, synchronization policy, priority, memory
+ * sync domain map and domain). */
+#define SIM_STREAM_ATTRS 11
+#define SIM_LIMITS 7                     /* CU_LIMIT_STACK_SIZE .. PERSISTING_L2_CACHE_SIZE */
+#define SIM_PERSISTING_L2_MAX 32505856   /* CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE */
+
+struct sim_stream_attrs {
+	uint8_t v[SIM_STREAM_ATTRS][PHOS_STREAM_ATTR_BYTES];
+};
+
 struct sim_device {
 	pthread_mutex_t lock;            /* chunk_bits, counters, var region, object list */
+	struct sim_stream_attrs default_attrs;   /* of the NULL stream */
+	uint64_t limits[SIM_LIMITS];
 	uint64_t base, size, nchunks;
 	uint64_t *chunk_bits;
 	uint64_t mapped_bytes;
@@ -80,6 +93,7 @@ struct sim_stream {
 	struct phos_sim_obj obj;
 	uint32_t flags;
 	int priority;
+	struct sim_stream_attrs attrs;
 };
 
 struct sim_event {
@@ -107,6 +121,7 @@ struct sim_func {
 	struct sim_module *module;
 	phos_sim_kernel_fn twin;         /* NULL: launch fails with NOT_SUPPORTED */
 	int max_dyn_shared, carveout;
+	int cluster[3], non_portable, cluster_policy;
 	char name[];
 };
 
@@ -480,6 +495,11 @@ static int sim_open(int ordinal, uint64_t arena_base, uint64_t arena_size, bool 
 	pthread_mutex_init(&dev->lock, NULL);
 	dev->objs.next = dev->objs.prev = &dev->objs;
 	dev->total_mem = SIM_TOTAL_MEM;
+	{
+		static const uint64_t limits[SIM_LIMITS] = { 1024, 1 << 20, 8 << 20, 2, 2048, 64, 0 };
+
+		memcpy(dev->limits, limits, sizeof(limits));
+	}
 	/* Tests shrink the device to exercise "too little GPU memory". */
 	if (getenv("PHOS_SIM_MEMORY")) {
 		char *end;
@@ -583,7 +603,7 @@ static const struct { int attr, value; } sim_attrs[] = {
 	{ CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1 },
 	{ CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 1 },
 	{ CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, 32 },
-	{ CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE, 32505856 },
+	{ CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE, SIM_PERSISTING_L2_MAX },
 	{ CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, 134213632 },
 	{ CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, SIM_SMEM_RESERVED },
 	{ CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1 },
@@ -592,6 +612,58 @@ static const struct { int attr, value; } sim_attrs[] = {
 	{ CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED, 1 },
 	{ CU_DEVICE_ATTRIBUTE_NUMA_ID, -1 },
 	{ CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1 },
+	/* the rest of what an H100 SXM5 reports (attributes it reports as 0 are left out) */
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_WIDTH, 32768 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_HEIGHT, 32768 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_LAYERS, 2048 },
+	{ CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 24 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_WIDTH, 32768 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_LAYERS, 2048 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_WIDTH, 32768 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_HEIGHT, 32768 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH_ALTERNATE, 8192 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT_ALTERNATE, 8192 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH_ALTERNATE, 32768 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_WIDTH, 32768 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_WIDTH, 32768 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_LAYERS, 2046 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_WIDTH, 32768 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_WIDTH, 131072 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_HEIGHT, 65536 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_WIDTH, 16384 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_HEIGHT, 16384 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_DEPTH, 16384 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_WIDTH, 32768 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_LAYERS, 2048 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_WIDTH, 32768 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_HEIGHT, 32768 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_LAYERS, 2048 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_WIDTH, 32768 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH, 32768 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS, 2046 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH, 268435456 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_WIDTH, 131072 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_HEIGHT, 65000 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_PITCH, 2097120 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH, 32768 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_HEIGHT, 32768 },
+	{ CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_MIPMAPPED_WIDTH, 32768 },
+	{ CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, 1 },
+	{ CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED, 1 },
+	{ CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, 1 },
+	{ CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED, 1 },
+	{ CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED, 1 },
+	{ CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED, 1 },
+	{ CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, 1 },
+	{ CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS, 1 },
+	{ CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, 1 },
+	{ CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED, 1 },
+	{ CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, 1 },
+	{ CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, 1 },
+	{ CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, 1 },
+	{ CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED, 1 },
+	{ CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID, 0x233010de },
+	{ CU_DEVICE_ATTRIBUTE_GPU_PCI_SUBSYSTEM_ID, 0x16c110de },
 };
 
 _Static_assert(CU_DEVICE_ATTRIBUTE_MAX <= PHOS_DEVICE_ATTR_MAX, "attr[] too small for CUdevice_attribute");
@@ -652,6 +724,84 @@ static int sim_stream_create(struct phos_device *dev, uint32_t flags, int priori
 	s->flags = flags;
 	s->priority = priority;
 	*ret_stream = s;
+	return 0;
+}
+
+static bool stream_attr_ok(int attr)
+{
+	return attr == 1 || attr == 3 || attr == 8 || attr == 9 || attr == 10;
+}
+
+static int sim_stream_set_attr(struct phos_device *pdev, void *stream, int attr, const void *value)
+{
+	struct sim_device *dev = sim_dev(pdev);
+	struct sim_stream *s = stream ? phos_sim_obj_get(pdev, stream, PHOS_SIM_STREAM) : NULL;
+	uint8_t *slot;
+	int v;
+
+	if (stream && !s)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	if (!value || !stream_attr_ok(attr))
+		return -PHOS_CUDA_INVALID_VALUE;
+	memcpy(&v, value, sizeof(v));
+	if (attr == 3 && (v < 1 || v > 4))           /* CUsynchronizationPolicy */
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (attr == 8) {                             /* priority: clamped to [-5, 0] */
+		v = v > 0 ? 0 : v < -5 ? -5 : v;
+		if (s)
+			s->priority = v;
+	}
+	slot = (s ? &s->attrs : &dev->default_attrs)->v[attr];
+	memcpy(slot, value, PHOS_STREAM_ATTR_BYTES);
+	if (attr == 8)
+		memcpy(slot, &v, sizeof(v));
+	return 0;
+}
+
+static int sim_stream_get_attr(struct phos_device *pdev, void *stream, int attr, void *ret_value)
+{
+	struct sim_device *dev = sim_dev(pdev);
+	struct sim_stream *s = stream ? phos_sim_obj_get(pdev, stream, PHOS_SIM_STREAM) : NULL;
+	int v;
+
+	if (stream && !s)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	if (!ret_value || !stream_attr_ok(attr))
+		return -PHOS_CUDA_INVALID_VALUE;
+	memcpy(ret_value, (s ? &s->attrs : &dev->default_attrs)->v[attr], PHOS_STREAM_ATTR_BYTES);
+	memcpy(&v, ret_value, sizeof(v));
+	if (attr == 3 && v == 0) {                   /* never set: CU_SYNC_POLICY_AUTO */
+		v = 1;
+		memcpy(ret_value, &v, sizeof(v));
+	}
+	if (attr == 8) {
+		v = s ? s->priority : 0;
+		memcpy(ret_value, &v, sizeof(v));
+	}
+	return 0;
+}
+
+static int sim_limit_set(struct phos_device *pdev, int limit, uint64_t value)
+{
+	struct sim_device *dev = sim_dev(pdev);
+
+	if (limit < 0 || limit >= SIM_LIMITS)
+		return -PHOS_CUDA_UNSUPPORTED_LIMIT;
+	if (limit == 5 && value > 128)               /* L2 fetch granularity */
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (limit == 6 && value > SIM_PERSISTING_L2_MAX)
+		value = SIM_PERSISTING_L2_MAX;
+	__atomic_store_n(&dev->limits[limit], value, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int sim_limit_get(struct phos_device *pdev, int limit, uint64_t *ret_value)
+{
+	struct sim_device *dev = sim_dev(pdev);
+
+	if (limit < 0 || limit >= SIM_LIMITS)
+		return -PHOS_CUDA_UNSUPPORTED_LIMIT;
+	*ret_value = __atomic_load_n(&dev->limits[limit], __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -837,6 +987,43 @@ static int sim_memset(struct phos_device *dev, uint64_t dst, uint8_t value, size
 	return 0;
 }
 
+/* Row by row: sim copies complete at once, so rows need no batching. */
+static int sim_memcpy_2d(struct phos_device *dev, const struct phos_copy_2d *c, void *stream)
+{
+	int r = phos_sim_stream_check(dev, stream);
+
+	if (r < 0)
+		return r;
+	if (!c || (c->height > 1 && ((!c->dst_host && c->dpitch < c->width) ||
+				     (!c->src_host && c->spitch < c->width))))
+		return -PHOS_CUDA_INVALID_VALUE;
+	for (uint64_t i = 0; i < c->height && r == 0; i++) {
+		uint64_t d = c->dst + i * c->dpitch, s = c->src + i * c->spitch;
+
+		if (c->src_host && c->dst_host)
+			r = -PHOS_CUDA_INVALID_VALUE;
+		else if (c->src_host)
+			r = sim_memcpy_h2d(dev, d, (const uint8_t *)c->src_host + i * c->spitch, c->width, stream);
+		else if (c->dst_host)
+			r = sim_memcpy_d2h(dev, (uint8_t *)c->dst_host + i * c->dpitch, s, c->width, stream);
+		else
+			r = sim_memcpy_d2d(dev, d, s, c->width, stream);
+	}
+	return r;
+}
+
+static int sim_memset_2d(struct phos_device *dev, uint64_t dst, uint64_t pitch, uint8_t value, uint64_t width,
+			 uint64_t height, void *stream)
+{
+	int r = 0;
+
+	if (height > 1 && pitch < width)
+		return -PHOS_CUDA_INVALID_VALUE;
+	for (uint64_t i = 0; i < height && r == 0; i++)
+		r = sim_memset(dev, dst + i * pitch, value, width, stream);
+	return r;
+}
+
 /* ---- modules and kernels ---- */
 
 static void module_release(struct phos_sim_obj *o)
@@ -1004,6 +1191,11 @@ static int sim_func_attrs(struct phos_device *dev, void *func, struct phos_reply
 	info->ptx_version = 90;
 	info->binary_version = 90;
 	info->max_dynamic_shared = f->max_dyn_shared;
+	info->carveout = f->carveout;
+	info->cluster_must_be_set = 0;
+	memcpy(info->cluster_dim, f->cluster, sizeof(info->cluster_dim));
+	info->cluster_non_portable = f->non_portable;
+	info->cluster_policy = f->cluster_policy;
 	return 0;
 }
 
@@ -1017,6 +1209,15 @@ static int sim_func_set_attr(struct phos_device *dev, void *func, int attr, int 
 		f->max_dyn_shared = value;
 	else if (attr == FUNC_ATTR_CARVEOUT && value >= -1 && value <= 100)
 		f->carveout = value;
+	/* cluster dimensions (cudaFuncAttributeRequiredClusterWidth..Depth) up to
+	 * 16, non-portable cluster sizes (0 or 1), cluster scheduling policy (0..2):
+	 * accepted as an H100 accepts them; sim runs no clusters */
+	else if (attr >= 11 && attr <= 13 && value >= 0 && value <= 16)
+		f->cluster[attr - 11] = value;
+	else if (attr == 14 && (value == 0 || value == 1))
+		f->non_portable = value;
+	else if (attr == 15 && value >= 0 && value <= 2)
+		f->cluster_policy = value;
 	else
 		return -PHOS_CUDA_INVALID_VALUE;
 	return 0;
@@ -1103,6 +1304,10 @@ const struct phos_device_ops phos_device_sim = {
 	.stream_sync = sim_stream_sync,
 	.stream_query = sim_stream_sync,
 	.stream_wait_event = sim_stream_wait_event,
+	.stream_set_attr = sim_stream_set_attr,
+	.stream_get_attr = sim_stream_get_attr,
+	.limit_set = sim_limit_set,
+	.limit_get = sim_limit_get,
 	.flags_alloc = sim_flags_alloc,
 	.flags_free = sim_flags_free,
 	.flag_write = sim_flag_write,
@@ -1120,6 +1325,8 @@ const struct phos_device_ops phos_device_sim = {
 	.memcpy_d2h_async = sim_memcpy_d2h,
 	.memcpy_d2d = sim_memcpy_d2d,
 	.memset = sim_memset,
+	.memcpy_2d = sim_memcpy_2d,
+	.memset_2d = sim_memset_2d,
 	.module_load = sim_module_load,
 	.module_unload = sim_module_unload,
 	.module_function = sim_module_function,

@@ -28,7 +28,10 @@
  * .nv.info.<kernel> is a list of records {u8 format, u8 attribute, u16 value}
  * on a 4-byte grid; format 4 (EIFMT_SVAL) has the u16 as a payload size and the
  * payload after it. EIATTR_KPARAM_INFO (0x17) payload: u32 index, u16 ordinal,
- * u16 offset, u32 flags with the size in bits 18..31.
+ * u16 offset, u32 flags with the size in bits 18..31. That field holds at most
+ * 16,383 bytes: a kernel whose parameters need more (CUDA 12.1+ allows 32,764)
+ * gets EIATTR_KPARAM_INFO_V2 (0x45) records instead: u32 index, u16 ordinal,
+ * u16 offset, u32 size (seen in nvcc 13.0's cubins).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -56,6 +59,9 @@
 
 #define EIFMT_SVAL 0x04
 #define EIATTR_KPARAM_INFO 0x17
+#define EIATTR_KPARAM_INFO_V2 0x45
+/* The most parameter bytes a kernel may take (CUDA 12.1+, Volta and later). */
+#define MAX_PARAM_BYTES 32764u
 #define SHT_CUDA_INFO 0x70000000u
 
 enum { SRC_CUBIN = 0, SRC_PTX = 1 };
@@ -179,7 +185,7 @@ static int parse_nv_info(const uint8_t *p, size_t len, struct kinfo *k)
 
 		if (psize > len - o - 4)
 			return -EBADMSG;
-		if (fmt == EIFMT_SVAL && attr == EIATTR_KPARAM_INFO) {
+		if (fmt == EIFMT_SVAL && (attr == EIATTR_KPARAM_INFO || attr == EIATTR_KPARAM_INFO_V2)) {
 			const uint8_t *r = p + o + 4;
 			uint16_t ord, off;
 			uint32_t size;
@@ -188,7 +194,9 @@ static int parse_nv_info(const uint8_t *p, size_t len, struct kinfo *k)
 				return -EBADMSG;
 			ord = rd16(r + 4);
 			off = rd16(r + 6);
-			size = (rd32(r + 8) >> 18) & 0x3fff;
+			size = attr == EIATTR_KPARAM_INFO ? (rd32(r + 8) >> 18) & 0x3fff : rd32(r + 8);
+			if (size > MAX_PARAM_BYTES || off + size > MAX_PARAM_BYTES)
+				return -EBADMSG;
 			if (ord >= PHOS_MAX_PARAMS) {
 				k->err = -E2BIG;
 			} else {

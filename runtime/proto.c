@@ -62,6 +62,10 @@ static const char *const op_names[PHOS_OP__COUNT] = {
 	[PHOS_OP_POOL_TRIM] = "pool_trim",
 	[PHOS_OP_POOL_ADOPT] = "pool_adopt",
 	[PHOS_OP_HOST_FUNC] = "host_func",
+	[PHOS_OP_MEMCPY_2D] = "memcpy_2d",
+	[PHOS_OP_MEMSET_2D] = "memset_2d",
+	[PHOS_OP_STREAM_ATTR] = "stream_attr",
+	[PHOS_OP_DEVICE_LIMIT] = "device_limit",
 };
 
 const char *phos_op_name(uint32_t op)
@@ -69,4 +73,22 @@ const char *phos_op_name(uint32_t op)
 	if (op < PHOS_OP__COUNT && op_names[op])
 		return op_names[op];
 	return "unknown";
+}
+
+bool phos_pitched_extent(uint64_t pitch, uint64_t slice, uint64_t width, uint64_t height, uint64_t depth,
+			 uint64_t *ret_extent)
+{
+	uint64_t rows;
+
+	if (width == 0 || height == 0 || depth == 0) {
+		*ret_extent = 0;
+		return true;
+	}
+	if (height > 1 && (pitch < width || pitch > (UINT64_MAX - width) / (height - 1)))
+		return false;
+	rows = (height - 1) * pitch + width;
+	if (depth > 1 && (slice < rows || slice > (UINT64_MAX - rows) / (depth - 1)))
+		return false;
+	*ret_extent = (depth - 1) * slice + rows;
+	return true;
 }

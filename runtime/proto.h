@@ -28,6 +28,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define PHOS_PROTO_VERSION 1u
@@ -126,6 +127,11 @@ enum phos_op {
 	PHOS_OP_HOST_FUNC,        /* phos_host_func: once the stream's earlier work is done, the
 	                           * executor asks the function to run callback seq and waits
 	                           * until it returned (channel.h, phos_channel_callback_run) */
+	PHOS_OP_MEMCPY_2D,        /* phos_memcpy_2d; H2D: + payload of the packed host rows;
+	                           * D2H: sync, reply the packed rows (<= PHOS_REPLY_MAX) */
+	PHOS_OP_MEMSET_2D,        /* phos_memset_2d */
+	PHOS_OP_STREAM_ATTR,      /* sync: phos_stream_attr; a get replies the 64-byte value */
+	PHOS_OP_DEVICE_LIMIT,     /* sync: phos_device_limit; replies u64 (the value now) */
 
 	PHOS_OP__COUNT
 };
@@ -176,6 +182,53 @@ struct phos_memset {
 	uint64_t dst, len;
 	uint32_t value;     /* low byte is used */
 	uint32_t stream;
+};
+
+/*
+ * Pitched copies and sets (cudaMemcpy2D/3D, cudaMemset2D/3D): depth slices of
+ * height rows of width bytes. Row y of slice z of a device side starts at
+ *
+ *     base + z * slice + y * pitch        (pitch >= width when height > 1, slices
+ *                                          do not overlap: phos_pitched_extent)
+ *
+ * The host side of an H2D or D2H copy travels packed (rows back to back, no
+ * pitch): the preload splits a copy whose packed bytes exceed one record into
+ * several, each a whole number of rows (or one piece of a row wider than a
+ * record).
+ */
+enum phos_copy_dir { PHOS_COPY_H2D = 1, PHOS_COPY_D2H = 2, PHOS_COPY_D2D = 3 };
+struct phos_memcpy_2d {
+	uint64_t dst, src;          /* device addresses of the first row (0 for the host side) */
+	uint64_t dpitch, spitch;
+	uint64_t dslice, sslice;
+	uint64_t width, height, depth;
+	uint32_t dir;               /* enum phos_copy_dir */
+	uint32_t stream;
+};
+struct phos_memset_2d {
+	uint64_t dst, pitch, slice;
+	uint64_t width, height, depth;
+	uint32_t value;             /* low byte is used */
+	uint32_t stream;
+};
+
+/* cudaStreamSetAttribute / cudaStreamGetAttribute. The value is
+ * cudaStreamAttrValue as CUDA lays it out, which is CUstreamAttrValue
+ * (cudaAccessPolicyWindow == CUaccessPolicyWindow, ...). */
+#define PHOS_STREAM_ATTR_BYTES 64
+struct phos_stream_attr {
+	uint32_t stream;
+	int32_t attr;       /* cudaStreamAttrID == CUstreamAttrID */
+	uint32_t set;       /* 1: set value, 0: get */
+	uint32_t _pad;
+	uint8_t value[PHOS_STREAM_ATTR_BYTES];
+};
+
+/* cudaDeviceSetLimit / cudaDeviceGetLimit (cudaLimit == CUlimit). */
+struct phos_device_limit {
+	int32_t limit;
+	uint32_t set;       /* 1: set value, 0: get */
+	uint64_t value;
 };
 
 struct phos_hostmem {
@@ -239,6 +292,12 @@ struct phos_reply_func_info {
 	/* cudaFuncAttributes, as the driver reports them */
 	int32_t max_threads, num_regs, shared_bytes, const_bytes, local_bytes;
 	int32_t ptx_version, binary_version, max_dynamic_shared;
+	int32_t carveout;              /* preferred shared memory carveout, -1: none */
+	int32_t cluster_must_be_set;
+	int32_t cluster_dim[3];        /* required cluster width, height, depth; 0: any */
+	int32_t cluster_non_portable;  /* non-portable cluster sizes allowed */
+	int32_t cluster_policy;        /* cluster scheduling policy preference */
+	int32_t _pad;
 };
 struct phos_func_attr { uint32_t func; int32_t attr; int32_t value; uint32_t _pad; };
 struct phos_occupancy { uint32_t func; int32_t block; uint64_t dyn_shared; };
@@ -391,6 +450,13 @@ struct phos_blas_lu {
 	uint64_t pivots;               /* n * batch int32 in device memory, 0: no pivoting */
 	uint64_t info;                 /* batch int32 in device memory (not GETRS) */
 };
+/* Bytes from the first byte of a pitched side's first row to the end of its
+ * last row, in *ret_extent (0 when width, height or depth is 0). Returns false
+ * when the geometry is impossible (pitch < width with more than one row,
+ * slices that overlap) or overflows 64 bits. Both the preload and the executor
+ * check a pitched copy or set with it. */
+bool phos_pitched_extent(uint64_t pitch, uint64_t slice, uint64_t width, uint64_t height, uint64_t depth,
+			 uint64_t *ret_extent);
 
 /* Name of an op, for logs and traces ("launch", "memcpy_h2d", ...). */
 const char *phos_op_name(uint32_t op);

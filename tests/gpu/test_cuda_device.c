@@ -17,6 +17,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include <cuda.h>
+
 #include "device.h"
 #include "log.h"
 
@@ -210,6 +212,97 @@ static void test_copies(void *stream)
 out:
 	free(src);
 	free(dst);
+}
+
+/* Pitched copies and sets, stream attributes and limits (issue 12). */
+static void test_pitched_attrs(void *stream)
+{
+	enum { W = 300, H = 40, P = 512 };
+	static uint8_t host[W * H], back[P * H];
+	struct phos_copy_2d c = { 0 };
+	uint8_t val[PHOS_STREAM_ATTR_BYTES] = { 0 }, got[PHOS_STREAM_ATTR_BYTES];
+	uint64_t v = 0, stack = 0;
+	int x, i, y;
+
+	for (i = 0; i < W * H; i++)
+		host[i] = (uint8_t)(i * 31 + 7);
+	MUST(ops->memset(dev, reg_a, 0xee, P * H * 2, NULL));
+	c.dst = reg_a;
+	c.src_host = host;
+	c.dpitch = P;
+	c.spitch = W;
+	c.width = W;
+	c.height = H;
+	MUST(ops->memcpy_2d(dev, &c, stream));
+	memset(&c, 0, sizeof(c));                     /* device to device, P*H bytes further on */
+	c.dst = reg_a + P * H;
+	c.src = reg_a;
+	c.dpitch = P;
+	c.spitch = P;
+	c.width = W;
+	c.height = H;
+	MUST(ops->memcpy_2d(dev, &c, stream));
+	MUST(ops->memset_2d(dev, reg_a + P * H + 10, P, 0x33, 5, 2, stream));
+	MUST(ops->memcpy_d2h(dev, back, reg_a + P * H, P * H, stream));
+	for (y = 0; y < H; y++)
+		for (i = 0; i < P; i++) {
+			uint8_t want = i < W ? host[y * W + i] : 0xee;
+
+			if (y < 2 && i >= 10 && i < 15)
+				want = 0x33;
+			if (back[y * P + i] != want) {
+				CHECK(false, "memcpy_2d/memset_2d: byte %d of row %d = %u, want %u", i, y, back[y * P + i],
+				      want);
+				y = H;
+				break;
+			}
+		}
+	memset(&c, 0, sizeof(c));                     /* back to the host, packed */
+	memset(back, 0, sizeof(back));
+	c.dst_host = back;
+	c.src = reg_a;
+	c.dpitch = W;
+	c.spitch = P;
+	c.width = W;
+	c.height = H;
+	MUST(ops->memcpy_2d(dev, &c, stream));
+	CHECK(!memcmp(back, host, W * H), "memcpy_2d d2h: bytes differ");
+
+	/* stream attributes: synchronization policy and an access policy window */
+	x = CU_SYNC_POLICY_BLOCKING_SYNC;
+	memcpy(val, &x, sizeof(x));
+	MUST(ops->stream_set_attr(dev, stream, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, val));
+	MUST(ops->stream_get_attr(dev, stream, CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY, got));
+	CHECK(!memcmp(got, &x, sizeof(x)), "sync policy read back");
+	{
+		CUaccessPolicyWindow w = { .base_ptr = (void *)(uintptr_t)reg_a, .num_bytes = 1 << 20,
+					   .hitRatio = 0.5f, .hitProp = CU_ACCESS_PROPERTY_PERSISTING,
+					   .missProp = CU_ACCESS_PROPERTY_STREAMING };
+		CUaccessPolicyWindow r;
+
+		memset(val, 0, sizeof(val));
+		memcpy(val, &w, sizeof(w));
+		MUST(ops->stream_set_attr(dev, stream, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, val));
+		MUST(ops->stream_get_attr(dev, stream, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, got));
+		memcpy(&r, got, sizeof(r));
+		CHECK(r.base_ptr == w.base_ptr && r.num_bytes == w.num_bytes && r.hitRatio == w.hitRatio,
+		      "access policy window read back");
+		w.num_bytes = 0;                      /* clear it again */
+		memcpy(val, &w, sizeof(w));
+		MUST(ops->stream_set_attr(dev, stream, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, val));
+	}
+
+	/* limits: set, read back, put back */
+	MUST(ops->limit_get(dev, CU_LIMIT_STACK_SIZE, &stack));
+	MUST(ops->limit_set(dev, CU_LIMIT_STACK_SIZE, 8192));
+	MUST(ops->limit_get(dev, CU_LIMIT_STACK_SIZE, &v));
+	CHECK(v >= 8192, "stack size %llu after setting 8192", (unsigned long long)v);
+	MUST(ops->limit_set(dev, CU_LIMIT_STACK_SIZE, stack));
+	MUST(ops->limit_set(dev, CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 4 << 20));
+	MUST(ops->limit_get(dev, CU_LIMIT_PERSISTING_L2_CACHE_SIZE, &v));
+	CHECK(v > 0, "persisting L2 %llu after setting 4 MiB", (unsigned long long)v);
+	MUST(ops->limit_set(dev, CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0));
+	EXPECT_ERR(ops->limit_get(dev, 0x40, &v), -PHOS_CUDA_UNSUPPORTED_LIMIT);
 }
 
 static void test_mappings(void)
@@ -715,6 +808,7 @@ int main(int argc, char **argv)
 	MUST(ops->stream_create(dev, 0, 0, &stream));
 
 	test_copies(stream);
+	test_pitched_attrs(stream);
 	test_mappings();
 	test_events(stream);
 	test_blas(stream);

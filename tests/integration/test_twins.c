@@ -96,7 +96,43 @@ static void pools_iota(const struct phos_sim_launch *l)
 		x[i] = base + i;
 }
 
+/* tests/transparency/xfer/bigparams.cu: parameter blocks of 4 KiB to 32,760
+ * bytes, read through the offsets the fatbin gave (a wrong offset or size
+ * reads the wrong words). */
+static void xfer_p4k(const struct phos_sim_launch *l)
+{
+	int *out = PHOS_SIM_ARG(l, 0, int *);
+	const int *v = (const int *)((const char *)l->params + l->ki->params[1].offset);
+	int k = PHOS_SIM_ARG(l, 2, int);
+
+	for (int i = 0; i < 1030; i++)
+		out[i] = v[i] * k;
+}
+
+static void xfer_p20k(const struct phos_sim_launch *l)
+{
+	const int *base = PHOS_SIM_ARG(l, 0, const int *);
+	const int *v = (const int *)((const char *)l->params + l->ki->params[1].offset);
+	double scale = PHOS_SIM_ARG(l, 2, double);
+	int *out = PHOS_SIM_ARG(l, 3, int *);
+
+	for (int i = 0; i < 5000; i++)
+		out[i] = base[i] + (int)(v[i] * scale);
+}
+
+static void xfer_p32k(const struct phos_sim_launch *l)
+{
+	const int *v = (const int *)((const char *)l->params + l->ki->params[0].offset);
+	int *out = PHOS_SIM_ARG(l, 1, int *);
+
+	for (int i = 0; i < 8188; i++)
+		out[i] = v[i] ^ 0x5a5a;
+}
+
 static const struct phos_sim_twin twins[] = {
+	{ "_Z8xfer_p4kPi3p4ki", xfer_p4k },
+	{ "_Z9xfer_p20kPKi4p20kdPi", xfer_p20k },
+	{ "_Z9xfer_p32k4p32kPi", xfer_p32k },
 	{ "_Z4fillPfij", fill },
 	{ "_Z8bump_allPfif", bump_all },
 	{ "_Z4markPi", mark },

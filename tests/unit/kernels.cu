@@ -84,3 +84,22 @@ __global__ void many(P16(a), P16(b), P16(c), P16(d), int last)
 {
 	many_sink = aa0 + dd3 + last;
 }
+
+// Parameter blocks over 4 KiB (CUDA 12.1+ allows 32,764 bytes). Over 16,383
+// bytes the cubin describes them with EIATTR_KPARAM_INFO_V2, not KPARAM_INFO.
+struct block20k {
+	char v[20000];
+};
+struct block32k {
+	int v[8188];
+};
+// offsets 0 8 20008 20016, sizes 8 20000 8 8
+__global__ void big_mid(const float *p, block20k a, double d, float *o)
+{
+	o[0] = p[0] + a.v[threadIdx.x] + d;
+}
+// the largest block: offsets 0 32752, sizes 32752 8; 32760 bytes
+__global__ void big_max(block32k b, int *out)
+{
+	out[threadIdx.x] = b.v[threadIdx.x];
+}

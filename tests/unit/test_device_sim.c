@@ -563,6 +563,107 @@ static void test_blas(void)
 	CHECK_RC(ops->stream_destroy(dev, s), 0);
 }
 
+/* Pitched copies and sets touch exactly their rows; stream attributes and
+ * limits take what an H100 takes and refuse the rest. */
+static void test_pitched_attrs(void)
+{
+	const uint64_t a = BASE + 64 * MiB;
+	static uint8_t host[4096], back[4096];
+	struct phos_copy_2d c = { 0 };
+	uint8_t value[PHOS_STREAM_ATTR_BYTES] = { 0 }, got[PHOS_STREAM_ATTR_BYTES];
+	uint64_t v = 0;
+	void *s = NULL;
+	int x;
+
+	CHECK_RC(ops->map(dev, a, CHUNK), 0);
+	for (int i = 0; i < 4096; i++)
+		host[i] = (uint8_t)(i * 7 + 1);
+	CHECK_RC(ops->memset(dev, a, 0xee, 8192, NULL), 0);
+	/* 5 rows of 40 bytes, packed on the host, pitch 100 on the device */
+	c.dst = a;
+	c.src_host = host;
+	c.dpitch = 100;
+	c.spitch = 40;
+	c.width = 40;
+	c.height = 5;
+	CHECK_RC(ops->memcpy_2d(dev, &c, NULL), 0);
+	CHECK_RC(ops->memcpy_d2h(dev, back, a, 500, NULL), 0);
+	for (int y = 0; y < 5; y++)
+		for (int i = 0; i < 100; i++)
+			if (back[y * 100 + i] != (i < 40 ? host[y * 40 + i] : 0xee)) {
+				CHECK(false, "memcpy_2d h2d: byte %d of row %d = %u", i, y, back[y * 100 + i]);
+				y = 5;
+				break;
+			}
+	/* device to device with another pitch, then back to the host packed */
+	memset(&c, 0, sizeof(c));
+	c.dst = a + 4096;
+	c.src = a;
+	c.dpitch = 64;
+	c.spitch = 100;
+	c.width = 40;
+	c.height = 5;
+	CHECK_RC(ops->memcpy_2d(dev, &c, NULL), 0);
+	memset(&c, 0, sizeof(c));
+	c.dst_host = back;
+	c.src = a + 4096;
+	c.dpitch = 40;
+	c.spitch = 64;
+	c.width = 40;
+	c.height = 5;
+	memset(back, 0, sizeof(back));
+	CHECK_RC(ops->memcpy_2d(dev, &c, NULL), 0);
+	CHECK(!memcmp(back, host, 200), "memcpy_2d d2d + d2h round trip");
+	c.spitch = 39;                                   /* pitch < width over several rows */
+	CHECK_RC(ops->memcpy_2d(dev, &c, NULL), -PHOS_CUDA_INVALID_VALUE);
+	c.src = a + CHUNK - 100;                         /* runs off the mapped memory */
+	c.spitch = 64;
+	CHECK_RC(ops->memcpy_2d(dev, &c, NULL), -PHOS_CUDA_INVALID_VALUE);
+	CHECK_RC(ops->memcpy_2d(dev, &c, &x), -PHOS_CUDA_INVALID_RESOURCE_HANDLE);
+	/* a set leaves the pitch's padding alone */
+	CHECK_RC(ops->memset_2d(dev, a, 100, 0x5a, 10, 3, NULL), 0);
+	CHECK_RC(ops->memcpy_d2h(dev, back, a, 300, NULL), 0);
+	CHECK(back[0] == 0x5a && back[9] == 0x5a && back[10] == host[10] && back[100] == 0x5a &&
+	      back[110] == host[50] && back[209] == 0x5a, "memset_2d rows and padding");
+	CHECK_RC(ops->memset_2d(dev, a, 5, 0, 10, 3, NULL), -PHOS_CUDA_INVALID_VALUE);
+
+	/* stream attributes */
+	CHECK_RC(ops->stream_create(dev, 0, 0, &s), 0);
+	x = 3;                                           /* CU_SYNC_POLICY_YIELD */
+	memcpy(value, &x, sizeof(x));
+	CHECK_RC(ops->stream_set_attr(dev, s, 3, value), 0);
+	CHECK_RC(ops->stream_get_attr(dev, s, 3, got), 0);
+	CHECK(!memcmp(got, value, sizeof(x)), "sync policy read back");
+	x = 7;
+	memcpy(value, &x, sizeof(x));
+	CHECK_RC(ops->stream_set_attr(dev, s, 3, value), -PHOS_CUDA_INVALID_VALUE);
+	x = -9;                                          /* priority: clamped */
+	memcpy(value, &x, sizeof(x));
+	CHECK_RC(ops->stream_set_attr(dev, s, 8, value), 0);
+	CHECK_RC(ops->stream_get_attr(dev, s, 8, got), 0);
+	memcpy(&x, got, sizeof(x));
+	CHECK(x == -5, "priority -9 read back as %d, want -5", x);
+	CHECK_RC(ops->stream_set_attr(dev, s, 2, value), -PHOS_CUDA_INVALID_VALUE);   /* a launch-only one */
+	CHECK_RC(ops->stream_get_attr(dev, s, 64, got), -PHOS_CUDA_INVALID_VALUE);
+	CHECK_RC(ops->stream_get_attr(dev, &x, 3, got), -PHOS_CUDA_INVALID_RESOURCE_HANDLE);
+	CHECK_RC(ops->stream_get_attr(dev, NULL, 3, got), 0);                        /* default stream */
+	memcpy(&x, got, sizeof(x));
+	CHECK(x == 1, "default stream's sync policy %d, want 1 (auto)", x);
+	CHECK_RC(ops->stream_destroy(dev, s), 0);
+
+	/* limits */
+	CHECK_RC(ops->limit_set(dev, 6, 1ull << 40), 0);     /* persisting L2: capped */
+	CHECK_RC(ops->limit_get(dev, 6, &v), 0);
+	CHECK(v > 0 && v < (1ull << 40), "persisting L2 after asking 1 TiB: %llu", (unsigned long long)v);
+	CHECK_RC(ops->limit_set(dev, 6, 0), 0);
+	CHECK_RC(ops->limit_set(dev, 5, 129), -PHOS_CUDA_INVALID_VALUE);
+	CHECK_RC(ops->limit_set(dev, 0, 8192), 0);
+	CHECK_RC(ops->limit_get(dev, 0, &v), 0);
+	CHECK(v == 8192, "stack size %llu", (unsigned long long)v);
+	CHECK_RC(ops->limit_get(dev, 40, &v), -PHOS_CUDA_UNSUPPORTED_LIMIT);
+	ops->unmap(dev, a, CHUNK);
+}
+
 int main(void)
 {
 	struct phos_device *other = NULL;
@@ -582,6 +683,7 @@ int main(void)
 	test_info();
 	test_memory();
 	test_streams_events();
+	test_pitched_attrs();
 	test_modules();
 	test_blas();
 	/* close() frees what is left (a stream here) and releases the arena: reopening works. */

@@ -38,6 +38,8 @@ static const struct expect_kernel kernels[] = {
 	{ "_ZN9phos_test5scaleEPffi", 3, 16, { { 0, 8, P }, { 8, 4, S }, { 12, 4, S } } },
 	{ "_Z5mixedcdsPi", 4, 32, { { 0, 1, S }, { 8, 8, S }, { 16, 2, S }, { 24, 8, P } } },
 	{ "_Z9no_paramsv", 0, 0, { { 0, 0, 0 } } },
+	{ "_Z7big_midPKf8block20kdPf", 4, 20024, { { 0, 8, C }, { 8, 20000, O }, { 20008, 8, S }, { 20016, 8, P } } },
+	{ "_Z7big_max8block32kPi", 2, 32760, { { 0, 32752, O }, { 32752, 8, P } } },
 };
 #define NKERNELS (sizeof(kernels) / sizeof(kernels[0]))
 #define MANY_NAME "_Z4manyiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiii"
