@@ -28,7 +28,10 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: phos-fn run [--device auto|cuda|sim] [--trace FILE] -- PROGRAM [ARGS...]\n");
+	fprintf(f, "usage: phos-fn run [--device auto|cuda|sim] [--trace FILE] [--validate-spec off|always]\n"
+		   "                  -- PROGRAM [ARGS...]\n"
+		   "  --validate-spec always  every launch of an exact kernel runs as its validation twin, which\n"
+		   "                          checks each access against the launch's proven read/write set\n");
 }
 
 /* Moves fd to want (clearing close-on-exec there). */
@@ -97,6 +100,7 @@ int cli_run(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "device", required_argument, NULL, 'd' },
 		{ "trace", required_argument, NULL, 't' },
+		{ "validate-spec", required_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -110,6 +114,14 @@ int cli_run(int argc, char **argv)
 		switch (c) {
 		case 'd': device = optarg; break;
 		case 't': trace = optarg; break;
+		case 'V':
+			/* the executor reads it from its environment (exec_validate.c) */
+			if ((strcmp(optarg, "off") && strcmp(optarg, "always")) ||
+			    setenv("PHOS_VALIDATE_SPEC", optarg, 1) < 0) {
+				fprintf(stderr, "phos-fn: --validate-spec takes off or always\n");
+				return 2;
+			}
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

@@ -53,8 +53,8 @@ reqs = [json.dumps({"n": 4096, "seed": 7}), json.dumps({"n": 65536, "seed": 3, "
 runs = {}
 for mode in ("off", "always"):
     tr = os.path.join(tmp, f"vecadd-{mode}.jsonl")
-    p = phos("run", "--device", DEVICE, "--trace", tr, "--", VECADD, "--elements", "65536",
-             stdin="".join(r + "\n" for r in reqs), extra_env={"PHOS_VALIDATE_SPEC": mode})
+    p = phos("run", "--device", DEVICE, "--trace", tr, "--validate-spec", mode, "--", VECADD, "--elements", "65536",
+             stdin="".join(r + "\n" for r in reqs))
     runs[mode] = (answers(p), [t.get("sets") for t in read_trace(tr) if t.get("op") == "launch"])
     check(p.returncode == 0 and len(runs[mode][0]) == 3 and all(a.get("ok") for a in runs[mode][0]),
           f"vecadd, validation {mode}: {runs[mode][0]} {p.stderr[-1500:]}")
@@ -62,6 +62,9 @@ check(runs["off"][0] == runs["always"][0], f"validated answers differ: {runs['al
 check(runs["always"][0] and runs["always"][0][2].get("bias") == 1, "the bias written by a validated request is kept")
 check(runs["always"][1] and all(s == "validated" for s in runs["always"][1]),
       f"every vecadd launch validated: {runs['always'][1]}")
+
+p = phos("run", "--validate-spec", "sometimes", "--", VECADD)
+check(p.returncode == 2 and "--validate-spec takes off or always" in p.stderr, f"a bad --validate-spec: {p.stderr}")
 
 # a miss after a stop-the-world restore: opaque from then on, and remembered
 tr = os.path.join(tmp, "miss.jsonl")
