@@ -243,9 +243,11 @@ static int memset_2d(struct executor *ex, const void *body, uint32_t len)
 }
 
 /* A shared host region: the preload sent its memfd on the socket just before. */
-static int hostmem_add(struct executor *ex, const void *body, uint32_t len)
+static int hostmem_add(struct executor *ex, const void *body, uint32_t len, void *out, uint32_t *out_len)
 {
 	BODY(struct phos_hostmem, h);
+	void *want = (void *)(uintptr_t)h->addr;
+	uint64_t dev;
 	struct exec_region *reg;
 	struct stat st;
 	int fd, r;
@@ -263,7 +265,19 @@ static int hostmem_add(struct executor *ex, const void *body, uint32_t len)
 		return -PHOS_CUDA_MEMORY_ALLOCATION;
 	}
 	reg->size = h->size;
-	reg->ptr = mmap(NULL, h->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	/* At the function's address when that is free here (MAP_FIXED_NOREPLACE;
+	 * an older kernel takes it as a hint): its host pointers then work in
+	 * kernels. Elsewhere only cudaHostGetDevicePointer's pointer does. */
+	reg->ptr = MAP_FAILED;
+	if (want) {
+		reg->ptr = mmap(want, h->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+		if (reg->ptr != MAP_FAILED && reg->ptr != want) {
+			munmap(reg->ptr, h->size);
+			reg->ptr = MAP_FAILED;
+		}
+	}
+	if (reg->ptr == MAP_FAILED)
+		reg->ptr = mmap(NULL, h->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (reg->ptr == MAP_FAILED) {
 		free(reg);
@@ -276,8 +290,14 @@ static int hostmem_add(struct executor *ex, const void *body, uint32_t len)
 	if (r < 0) {
 		munmap(reg->ptr, reg->size);
 		free(reg);
+		return r;
 	}
-	return r;
+	/* Unified addressing (every device we serve): pinned host memory has the
+	 * same address on the device. */
+	dev = (uint64_t)(uintptr_t)reg->ptr;
+	memcpy(out, &dev, sizeof(dev));
+	*out_len = sizeof(dev);
+	return 0;
 }
 
 void exec_region_free(struct executor *ex, struct exec_region *reg)
@@ -329,7 +349,7 @@ int exec_memory_handle(struct executor *ex, uint32_t op, const void *body, uint3
 		return ex->dev_ops->mem_info(ex->dev, &mi->free, &mi->total);
 	}
 	case PHOS_OP_HOSTMEM_ADD:
-		return hostmem_add(ex, body, len);
+		return hostmem_add(ex, body, len, out, out_len);
 	case PHOS_OP_HOSTMEM_REMOVE:
 		return hostmem_remove(ex, body, len);
 	case PHOS_OP_DEVICE_INFO: {

@@ -51,6 +51,7 @@ struct region {
 	uint32_t id;     /* 0 once the executor forgot it (device reset) */
 	unsigned flags;
 	bool registered; /* cudaHostRegister'ed memory (not cudaFreeHost's to free) */
+	uint64_t dev;    /* its device address (the executor's mapping; base when it could map it there) */
 	int fd;
 };
 
@@ -91,7 +92,9 @@ static int region_publish(struct region *reg)
 		return r;
 	hm.region = reg->id;
 	hm.size = reg->size;
-	r = phos_preload_call_fd(reg->fd, PHOS_OP_HOSTMEM_ADD, &hm, sizeof(hm), NULL, 0);
+	hm.addr = (uint64_t)(uintptr_t)reg->base;
+	reg->dev = 0;
+	r = phos_preload_call_fd(reg->fd, PHOS_OP_HOSTMEM_ADD, &hm, sizeof(hm), &reg->dev, sizeof(reg->dev));
 	if (r)
 		goto err_id;
 	pthread_mutex_lock(&regions_lock);
@@ -202,6 +205,19 @@ PHOS_EXPORT cudaError_t cudaFreeHost(void *ptr)
 	munmap(reg.base, reg.size);
 	close(reg.fd);
 	return phos_set_error(r);
+}
+
+/* Pinned host memory's device address: with unified addressing the executor's
+ * mapping of the region, which is the host address itself when the executor
+ * could map the region there (usually). */
+PHOS_EXPORT cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigned int flags)
+{
+	struct region reg;
+
+	if (!pDevice || flags || !region_find(pHost, 0, &reg) || !reg.dev)
+		return phos_set_error(cudaErrorInvalidValue);
+	*pDevice = (void *)(uintptr_t)(reg.dev + ((uintptr_t)pHost - (uintptr_t)reg.base));
+	return cudaSuccess;
 }
 
 PHOS_EXPORT cudaError_t cudaHostGetFlags(unsigned int *pFlags, void *pHost)
@@ -322,10 +338,13 @@ int phos_mem_regions_resend(void)
 
 	pthread_mutex_lock(&regions_lock);
 	for (size_t i = 0; i < nregions && r == 0; i++) {
-		struct phos_hostmem hm = { .region = regions[i].id, .size = regions[i].size };
+		struct phos_hostmem hm = { .region = regions[i].id, .size = regions[i].size,
+					   .addr = (uint64_t)(uintptr_t)regions[i].base };
 
+		/* a new executor: the device address may differ from the last one's */
 		if (regions[i].id)
-			r = phos_preload_call_fd(regions[i].fd, PHOS_OP_HOSTMEM_ADD, &hm, sizeof(hm), NULL, 0);
+			r = phos_preload_call_fd(regions[i].fd, PHOS_OP_HOSTMEM_ADD, &hm, sizeof(hm), &regions[i].dev,
+						 sizeof(regions[i].dev));
 	}
 	pthread_mutex_unlock(&regions_lock);
 	return r;

@@ -743,11 +743,13 @@ static int cuda_host_register(struct phos_device *dev, void *ptr, size_t len)
 	end = ((uintptr_t)ptr + len + page - 1) & ~(page - 1);
 
 	/* Pinning takes about 35 ms per GiB: not under the lock. */
-	r = cuda_drv.MemHostRegister((void *)start, end - start, CU_MEMHOSTREGISTER_PORTABLE);
+	/* DEVICEMAP: kernels may dereference it (mapped host memory, issue 12). */
+	r = cuda_drv.MemHostRegister((void *)start, end - start, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
 	if (r != CUDA_SUCCESS && r != CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED) {
 		/* A read-only mapping (a page-cache file mapping) can only be pinned read-only. */
 		r2 = cuda_drv.MemHostRegister((void *)start, end - start,
-					      CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_READ_ONLY);
+					      CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+						      CU_MEMHOSTREGISTER_READ_ONLY);
 		if (r2 == CUDA_SUCCESS) {
 			phos_info("cuda: host range %p (+%zu) pinned read-only", (void *)start,
 				  (size_t)(end - start));

@@ -231,10 +231,15 @@ struct phos_device_limit {
 	uint64_t value;
 };
 
+/* HOSTMEM_ADD replies the region's device address (u64): with unified
+ * addressing the executor's mapping of it, which is addr when the executor
+ * could map it at the function's own address (kernels can then dereference
+ * the function's host pointers, as CUDA allows for pinned memory). */
 struct phos_hostmem {
 	uint32_t region;
 	uint32_t _pad;
 	uint64_t size;
+	uint64_t addr;      /* where the function maps it: mapped there too if free; 0: anywhere */
 };
 
 struct phos_reply_meminfo { uint64_t free, total; };

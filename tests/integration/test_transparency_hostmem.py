@@ -6,17 +6,28 @@ executor, so that copies from and to them are DMA, not records through the
 call channel; the bytes around the buffer in its first and last pages are
 unchanged; copies are right; double registration and unregistering memory
 that is not registered give CUDA's errors; the memory stays usable after
-cudaHostUnregister. With PHOS_TEST_DEVICE=cuda the program also runs natively.
+cudaHostUnregister. Mapped memory (cudaHostAllocMapped, cudaHostRegisterMapped,
+cudaHostGetDevicePointer): kernels write host memory the host then reads.
+With PHOS_TEST_DEVICE=cuda the programs also run natively.
 """
 import subprocess
 
 from harness import DEVICE, check, done, program, run
 
 HOSTREG = program("tests", "transparency", "hostmem", "hostreg")
+MAPPED = program("tests", "transparency", "hostmem", "mapped")
 
 p = run(HOSTREG, "strict")
 check(p.returncode == 0 and "hostreg: ok" in p.stdout, f"hostreg under phos-fn: rc {p.returncode}\n{p.stderr[-3000:]}")
 if DEVICE == "cuda":
     p = subprocess.run([HOSTREG], capture_output=True, text=True, timeout=300)
     check(p.returncode == 0, f"hostreg natively: rc {p.returncode}\n{p.stderr[-3000:]}")
+# mapped memory: kernels write host memory through its device pointer and,
+# when the executor could map it at the same address, through the host pointer
+p = run(MAPPED)
+check(p.returncode == 0 and "mapped: ok" in p.stdout, f"mapped under phos-fn: rc {p.returncode}\n{p.stderr[-3000:]}")
+check("the device pointer is the host pointer" in p.stdout, f"the executor maps the region at its address: {p.stdout}")
+if DEVICE == "cuda":
+    p = subprocess.run([MAPPED], capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0, f"mapped natively: rc {p.returncode}\n{p.stderr[-3000:]}")
 done("transparency_hostmem")

@@ -129,7 +129,20 @@ static void xfer_p32k(const struct phos_sim_launch *l)
 		out[i] = v[i] ^ 0x5a5a;
 }
 
+/* tests/transparency/hostmem/mapped.cu: writes host memory mapped into the
+ * device (the executor maps the region at the same address when it can). */
+static void hm_fill(const struct phos_sim_launch *l)
+{
+	int *p = PHOS_SIM_ARG(l, 0, int *);
+	int n = PHOS_SIM_ARG(l, 1, int);
+	int v = PHOS_SIM_ARG(l, 2, int);
+
+	for (int i = 0; i < n; i++)
+		p[i] = v + i;
+}
+
 static const struct phos_sim_twin twins[] = {
+	{ "_Z7hm_fillPiii", hm_fill },
 	{ "_Z8xfer_p4kPi3p4ki", xfer_p4k },
 	{ "_Z9xfer_p20kPKi4p20kdPi", xfer_p20k },
 	{ "_Z9xfer_p32k4p32kPi", xfer_p32k },
