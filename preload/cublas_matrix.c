@@ -13,7 +13,7 @@
  * sides are contiguous the copy is a plain cudaMemcpy, which takes the
  * shared-memory region path for pinned host memory.
  *
- * Errors as cuBLAS returns them (checked on an H100, cuBLAS 12):
+ * Errors as cuBLAS returns them (checked on an H100):
  * CUBLAS_STATUS_INVALID_VALUE for rows or cols < 0, elemSize <= 0, an
  * increment or leading dimension <= 0, or a NULL pointer; and
  * CUBLAS_STATUS_MAPPING_ERROR when the copy fails, which is also what cuBLAS

@@ -525,7 +525,7 @@ static cudaDataType real_of(cudaDataType t)
 
 /* Every routine through its typed form, picked by type: the type-generic Ex
  * forms do not take every type (cublasAsumEx answered NOT_SUPPORTED for
- * complex vectors on an H100, cuBLAS 12), and the typed one is what the
+ * complex vectors on an H100), and the typed one is what the
  * program called. Scalars are host values (the executor read
  * device-mode ones), so every handle stays in host pointer mode and results
  * come back to the host. */
