@@ -786,7 +786,7 @@ static int sim_limit_set(struct phos_device *pdev, int limit, uint64_t value)
 	struct sim_device *dev = sim_dev(pdev);
 
 	if (limit < 0 || limit >= SIM_LIMITS)
-		return -PHOS_CUDA_UNSUPPORTED_LIMIT;
+		return -PHOS_CUDA_INVALID_VALUE;     /* an id CUDA does not know (H100) */
 	if (limit == 5 && value > 128)               /* L2 fetch granularity */
 		return -PHOS_CUDA_INVALID_VALUE;
 	if (limit == 6 && value > SIM_PERSISTING_L2_MAX)
@@ -800,7 +800,7 @@ static int sim_limit_get(struct phos_device *pdev, int limit, uint64_t *ret_valu
 	struct sim_device *dev = sim_dev(pdev);
 
 	if (limit < 0 || limit >= SIM_LIMITS)
-		return -PHOS_CUDA_UNSUPPORTED_LIMIT;
+		return -PHOS_CUDA_INVALID_VALUE;     /* an id CUDA does not know (H100) */
 	*ret_value = __atomic_load_n(&dev->limits[limit], __ATOMIC_RELAXED);
 	return 0;
 }
