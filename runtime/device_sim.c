@@ -770,8 +770,10 @@ static int sim_stream_get_attr(struct phos_device *pdev, void *stream, int attr,
 		return -PHOS_CUDA_INVALID_VALUE;
 	memcpy(ret_value, (s ? &s->attrs : &dev->default_attrs)->v[attr], PHOS_STREAM_ATTR_BYTES);
 	memcpy(&v, ret_value, sizeof(v));
-	if (attr == 3 && v == 0) {                   /* never set: CU_SYNC_POLICY_AUTO */
-		v = 1;
+	if (attr == 3 && v == 0) {
+		/* never set: CU_SYNC_POLICY_AUTO on a created stream; on the
+		 * default stream an H100's driver reads -1 (and refuses to set it) */
+		v = s ? 1 : -1;
 		memcpy(ret_value, &v, sizeof(v));
 	}
 	if (attr == 8) {
