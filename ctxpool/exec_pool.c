@@ -56,13 +56,22 @@ struct exec_pool {
 	struct exec_pool *next_gone;   /* on ex->pools_gone */
 };
 
+/* The driver rounds a pool's maxSize up to its alignment ("may be higher than
+ * what was passed", the driver API says): an H100 gave an 8 MiB block from a
+ * pool of maxSize 4 MiB. Its stream-ordered pools reserve memory in chunks of
+ * 32 MiB; we round to that (the H100 run shows only that the rounding is at
+ * least 8 MiB). */
+#define POOL_MAX_ALIGN (32ull << 20)
+
 static struct exec_pool *pool_new(uint64_t max_size)
 {
 	struct exec_pool *p = calloc(1, sizeof(*p));
 
 	if (!p)
 		return NULL;
-	p->max_size = max_size;
+	if (max_size > UINT64_MAX - (POOL_MAX_ALIGN - 1))
+		max_size = 0; /* no limit anyway */
+	p->max_size = (max_size + POOL_MAX_ALIGN - 1) & ~(POOL_MAX_ALIGN - 1);
 	p->reuse[PHOS_POOL_REUSE_FOLLOW_EVENTS] = true;
 	p->reuse[PHOS_POOL_REUSE_OPPORTUNISTIC] = true;
 	p->reuse[PHOS_POOL_REUSE_INTERNAL_DEPS] = true;

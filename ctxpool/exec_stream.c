@@ -98,22 +98,56 @@ static int host_func(struct executor *ex, const void *body, uint32_t len)
 static int stream_attr(struct executor *ex, const void *body, uint32_t len, void *out, uint32_t *out_len)
 {
 	BODY(struct phos_stream_attr, a);
+	bool saved_attr = a->stream == 0 && a->attr >= 0 && a->attr < EXEC_SAVED_ATTRS;
+	uint32_t bit = saved_attr ? 1u << a->attr : 0;
 	void *s;
 
 	TRY(exec_stream(ex, a->stream, &s));
 	if (!a->set) {
-		TRY(ex->dev_ops->stream_get_attr(ex->dev, s, a->attr, out));
+		/* the device holds a stand-in for the value a function found */
+		if (ex->null_attrs_stand_in & bit)
+			memcpy(out, ex->null_attrs_saved[a->attr], PHOS_STREAM_ATTR_BYTES);
+		else
+			TRY(ex->dev_ops->stream_get_attr(ex->dev, s, a->attr, out));
 		*out_len = PHOS_STREAM_ATTR_BYTES;
 		return 0;
 	}
-	if (a->stream == 0 && a->attr >= 0 && a->attr < EXEC_SAVED_ATTRS &&
-	    !(ex->null_attrs_changed & (1u << a->attr))) {
-		TRY(ex->dev_ops->stream_get_attr(ex->dev, NULL, a->attr, ex->null_attrs_saved[a->attr]));
+	if (saved_attr && !(ex->null_attrs_changed & bit)) {
+		if (!(ex->null_attrs_stand_in & bit))
+			TRY(ex->dev_ops->stream_get_attr(ex->dev, NULL, a->attr, ex->null_attrs_saved[a->attr]));
 		TRY(ex->dev_ops->stream_set_attr(ex->dev, NULL, a->attr, a->value));
-		ex->null_attrs_changed |= 1u << a->attr;
+		ex->null_attrs_changed |= bit;
+		ex->null_attrs_stand_in &= ~bit;
 		return 0;
 	}
 	return ex->dev_ops->stream_set_attr(ex->dev, s, a->attr, a->value);
+}
+
+/* Puts attribute attr of the default stream back to the value saved before
+ * the function changed it. When the device refuses that value (an H100's
+ * driver reads a never-set sync policy as -1 and refuses to set -1), it gets
+ * the attribute's default instead (CU_SYNC_POLICY_AUTO for the sync policy,
+ * zeros for the rest) and reads answer the saved value until a function sets
+ * it again. */
+static void null_attr_restore(struct executor *ex, int attr)
+{
+	uint8_t dflt[PHOS_STREAM_ATTR_BYTES] = { 0 };
+	int32_t policy;
+
+	memcpy(&policy, ex->null_attrs_saved[attr], sizeof(policy));
+	/* a policy the device would refuse is not tried (the backend would log it) */
+	if (!(attr == 3 && (policy < 1 || policy > 4)) &&
+	    ex->dev_ops->stream_set_attr(ex->dev, NULL, attr, ex->null_attrs_saved[attr]) == 0)
+		return;
+	if (attr == 3) {                     /* CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY */
+		int32_t auto_policy = 1;     /* CU_SYNC_POLICY_AUTO */
+
+		memcpy(dflt, &auto_policy, sizeof(auto_policy));
+	}
+	if (ex->dev_ops->stream_set_attr(ex->dev, NULL, attr, dflt) == 0)
+		ex->null_attrs_stand_in |= 1u << attr;
+	else
+		phos_warn("could not put attribute %d of the default stream back", attr);
 }
 
 /* cudaDeviceSetLimit / GetLimit on the executor's context; replies the value
@@ -146,9 +180,8 @@ void exec_context_restore(struct executor *ex)
 		if (ex->limits_changed & (1u << i) && ex->dev_ops->limit_set(ex->dev, i, ex->limits_saved[i]) < 0)
 			phos_warn("could not put limit %d back to %llu", i, (unsigned long long)ex->limits_saved[i]);
 	for (int i = 0; i < EXEC_SAVED_ATTRS; i++)
-		if (ex->null_attrs_changed & (1u << i) &&
-		    ex->dev_ops->stream_set_attr(ex->dev, NULL, i, ex->null_attrs_saved[i]) < 0)
-			phos_warn("could not put attribute %d of the default stream back", i);
+		if (ex->null_attrs_changed & (1u << i))
+			null_attr_restore(ex, i);
 	ex->limits_changed = ex->null_attrs_changed = 0;
 }
 

@@ -148,8 +148,12 @@ struct executor {
 	/* What the function changed on the context itself, put back by exec_scrub
 	 * so that the next function on this executor starts from the defaults:
 	 * limits (bit i of limits_changed: cudaLimit i) and attributes of the
-	 * default stream (bit a of null_attrs_changed: attribute a). */
-	uint32_t limits_changed, null_attrs_changed;
+	 * default stream (bit a of null_attrs_changed: attribute a). A saved
+	 * value the device will not take back (the driver reads a never-set
+	 * sync policy of the default stream as -1 and refuses -1) is replaced
+	 * by the attribute's default, and reads answer the saved value while
+	 * no function changed it (bit a of null_attrs_stand_in). */
+	uint32_t limits_changed, null_attrs_changed, null_attrs_stand_in;
 	uint64_t limits_saved[EXEC_SAVED_LIMITS];
 	uint8_t null_attrs_saved[EXEC_SAVED_ATTRS][PHOS_STREAM_ATTR_BYTES];
 };

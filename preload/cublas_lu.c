@@ -5,7 +5,8 @@
  * (PHOS_OP_BLAS_LU) for all of them; the executor reads the pointer arrays to
  * put every matrix they name in the call's read/write set, as for the
  * pointer-array GEMMs. Arguments are checked as cuBLAS does; getrsBatched
- * reports a bad argument in its host *info as -(its position).
+ * reports a bad argument in its host *info as -(its position, counted from
+ * the parameter after the handle).
  */
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
@@ -63,18 +64,20 @@ static cublasStatus_t getrs(cublasHandle_t h, int type, cublasOperation_t trans,
 
 	if (!info)
 		return CUBLAS_STATUS_INVALID_VALUE;
+	/* cuBLAS counts the parameters after the handle: trans is 1, nrhs 3
+	 * (an H100 reported info -3 for nrhs < 0) */
 	if (trans != CUBLAS_OP_N && trans != CUBLAS_OP_T && trans != CUBLAS_OP_C)
-		bad = 2;
+		bad = 1;
 	else if (n < 0)
-		bad = 3;
+		bad = 2;
 	else if (nrhs < 0)
-		bad = 4;
+		bad = 3;
 	else if (lda < max1(n))
-		bad = 6;
+		bad = 5;
 	else if (ldb < max1(n))
-		bad = 9;
+		bad = 8;
 	else if (batch < 0)
-		bad = 11;
+		bad = 10;
 	*info = -bad;
 	if (bad)
 		return CUBLAS_STATUS_INVALID_VALUE;

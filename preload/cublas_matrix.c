@@ -13,10 +13,12 @@
  * sides are contiguous the copy is a plain cudaMemcpy, which takes the
  * shared-memory region path for pinned host memory.
  *
- * Errors as cuBLAS returns them: CUBLAS_STATUS_INVALID_VALUE for rows, cols
- * or n < 0, elemSize <= 0, an increment <= 0, a leading dimension below
- * max(1, rows), or a NULL pointer; CUBLAS_STATUS_MAPPING_ERROR when the copy
- * fails. The synchronous forms return once the copy is complete (the legacy
+ * Errors as cuBLAS returns them (checked on an H100):
+ * CUBLAS_STATUS_INVALID_VALUE for rows or cols < 0, elemSize <= 0, an
+ * increment or leading dimension <= 0, or a NULL pointer; and
+ * CUBLAS_STATUS_MAPPING_ERROR when the copy fails, which is also what cuBLAS
+ * answers for a vector of n < 0 and for a leading dimension below rows: it
+ * does not check those itself, the 2-D copy it makes refuses them. The synchronous forms return once the copy is complete (the legacy
  * default stream, as cudaMemcpy); the Async forms queue on their stream.
  */
 #include <stdlib.h>
@@ -140,9 +142,10 @@ static cublasStatus_t matrix_copy(bool set, int rows, int cols, int elem, const 
 	size_t max = set ? PHOS_REC_MAX_PAYLOAD : PHOS_REPLY_MAX;
 	int r;
 
-	if (rows < 0 || cols < 0 || elem <= 0 || lda <= 0 || ldb <= 0 || lda < rows || ldb < rows ||
-	    !dev || !(set ? host_src : host_dst))
+	if (rows < 0 || cols < 0 || elem <= 0 || lda <= 0 || ldb <= 0 || !dev || !(set ? host_src : host_dst))
 		return CUBLAS_STATUS_INVALID_VALUE;
+	if (lda < rows || ldb < rows)
+		return CUBLAS_STATUS_MAPPING_ERROR; /* the copy's pitch below its width */
 	if ((r = phos_preload_connect()))
 		return copy_status(r);
 	if (rows == 0 || cols == 0)
@@ -200,8 +203,10 @@ PHOS_EXPORT cublasStatus_t cublasGetMatrixAsync(int rows, int cols, int elemSize
 static cublasStatus_t vector_copy(bool set, int n, int elem, const void *x, int incx, void *y, int incy,
 				  cudaStream_t stream, bool sync)
 {
-	if (n < 0 || elem <= 0 || incx <= 0 || incy <= 0 || !x || !y)
+	if (elem <= 0 || incx <= 0 || incy <= 0 || !x || !y)
 		return CUBLAS_STATUS_INVALID_VALUE;
+	if (n < 0)
+		return CUBLAS_STATUS_MAPPING_ERROR; /* as cuBLAS: the copy of a negative size fails */
 	if (set)
 		return matrix_copy(true, 1, n, elem, x, NULL, incx, y, incy, stream, sync);
 	return matrix_copy(false, 1, n, elem, NULL, y, incy, x, incx, stream, sync);

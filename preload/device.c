@@ -313,8 +313,10 @@ static int device_limit(enum cudaLimit limit, bool set, size_t value, size_t *re
 	size_t len = 0;
 	int r;
 
+	/* an id CUDA does not know is an invalid value, not an unsupported
+	 * limit (cudaDeviceGetLimit of 0x40 on an H100) */
 	if ((int)limit < 0)
-		return cudaErrorUnsupportedLimit;
+		return cudaErrorInvalidValue;
 	r = phos_preload_call(PHOS_OP_DEVICE_LIMIT, &l, sizeof(l), NULL, 0, &now, sizeof(now), &len, NULL);
 	if (r)
 		return r;

@@ -9,6 +9,7 @@
  * record is sent, so bad input never leaves a half-done copy:
  *
  *   pitch < width (2D: always; 3D: with more than a row) cudaErrorInvalidPitchValue
+ *     (cudaMemcpy2D(Async) of a single row: cudaErrorInvalidValue)
  *   pitch > cudaDevAttrMaxPitch                         cudaErrorInvalidPitchValue
  *   NULL pointer, a device side outside device memory  cudaErrorInvalidValue
  *   an unknown kind, or one the pointers contradict    cudaErrorInvalidMemcpyDirection
@@ -214,14 +215,19 @@ static int copy_pitched(struct side dst, struct side src, size_t width, size_t h
 }
 
 /* cudaMemcpy2D wants both pitches >= width even for a single row (its pitch
- * is unused then); the 3D forms check their pitched pointers themselves. */
+ * is unused then), and refuses a single row's with cudaErrorInvalidValue, not
+ * cudaErrorInvalidPitchValue (as an H100 answered); the 3D forms check their
+ * pitched pointers themselves. */
 static int copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
 		   enum cudaMemcpyKind kind, const void *stream, bool sync)
 {
 	struct side d = { .ptr = dst, .pitch = dpitch }, s = { .ptr = (uint8_t *)(uintptr_t)src, .pitch = spitch };
 
-	if (height && (dpitch < width || spitch < width))
-		return phos_preload_connect() ? phos_preload_connect() : cudaErrorInvalidPitchValue;
+	if (height && (dpitch < width || spitch < width)) {
+		int r = phos_preload_connect();
+
+		return r ? r : height == 1 ? cudaErrorInvalidValue : cudaErrorInvalidPitchValue;
+	}
 	return copy_pitched(d, s, width, height, 1, kind, stream, sync);
 }
 

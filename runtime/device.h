@@ -107,7 +107,9 @@ struct phos_device_ops {
 	int (*stream_get_attr)(struct phos_device *dev, void *stream, int attr, void *ret_value);
 
 	/* Context limits (CUlimit == cudaLimit): cuCtxSetLimit / cuCtxGetLimit.
-	 * A limit the device does not have: -PHOS_CUDA_UNSUPPORTED_LIMIT. */
+	 * An id CUDA does not know: -PHOS_CUDA_INVALID_VALUE (cudaDeviceGetLimit
+	 * of 0x40 on an H100); a known limit the device does not have:
+	 * -PHOS_CUDA_UNSUPPORTED_LIMIT. */
 	int (*limit_set)(struct phos_device *dev, int limit, uint64_t value);
 	int (*limit_get)(struct phos_device *dev, int limit, uint64_t *ret_value);
 

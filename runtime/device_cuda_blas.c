@@ -523,8 +523,10 @@ static cudaDataType real_of(cudaDataType t)
 	return t == CUDA_C_32F ? CUDA_R_32F : t == CUDA_C_64F ? CUDA_R_64F : t;
 }
 
-/* Level 1 through the type-generic Ex forms; gemv, ger and trsm through the
- * typed ones, picked by type. Scalars are host values (the executor read
+/* Every routine through its typed form, picked by type: the type-generic Ex
+ * forms do not take every type (cublasAsumEx answered NOT_SUPPORTED for
+ * complex vectors on an H100), and the typed one is what the
+ * program called. Scalars are host values (the executor read
  * device-mode ones), so every handle stays in host pointer mode and results
  * come back to the host. */
 int cuda_blas_call(struct phos_device *dev, void *handle, const struct phos_blas_op *op, void *ret_result,
@@ -563,36 +565,65 @@ int cuda_blas_call(struct phos_device *dev, void *handle, const struct phos_blas
 	a = (void *)(uintptr_t)op->a;
 	b = (void *)(uintptr_t)op->b;
 	switch (op->fn) {
-	case PHOS_BLAS_AXPY:
-		s = cuda_cublas.AxpyEx(h, op->n, &alpha, st, x, t, op->incx, y, t, op->incy, t);
+	case PHOS_BLAS_AXPY: {
+		__typeof__(cuda_cublas.AxpyS) f[4] = { cuda_cublas.AxpyS, cuda_cublas.AxpyD, cuda_cublas.AxpyC,
+						       cuda_cublas.AxpyZ };
+
+		s = f[ti](h, op->n, &alpha, x, op->incx, y, op->incy);
 		break;
-	case PHOS_BLAS_SCAL:
-		s = cuda_cublas.ScalEx(h, op->n, &alpha, st, x, t, op->incx, t);
+	}
+	case PHOS_BLAS_SCAL: {
+		/* a real scalar on a complex vector: Csscal / Zdscal */
+		__typeof__(cuda_cublas.ScalS) f[4] = { cuda_cublas.ScalS, cuda_cublas.ScalD,
+						       st == t ? cuda_cublas.ScalC : cuda_cublas.ScalCs,
+						       st == t ? cuda_cublas.ScalZ : cuda_cublas.ScalZd };
+
+		s = f[ti](h, op->n, &alpha, x, op->incx);
 		break;
+	}
 	case PHOS_BLAS_DOT:
-		s = cuda_cublas.DotEx(h, op->n, x, t, op->incx, y, t, op->incy, result, t, t);
+	case PHOS_BLAS_DOTC: {
+		__typeof__(cuda_cublas.DotS) f[4] = { cuda_cublas.DotS, cuda_cublas.DotD,
+						      op->fn == PHOS_BLAS_DOT ? cuda_cublas.DotC : cuda_cublas.DotcC,
+						      op->fn == PHOS_BLAS_DOT ? cuda_cublas.DotZ : cuda_cublas.DotcZ };
+
+		s = f[ti](h, op->n, x, op->incx, y, op->incy, result);
 		break;
-	case PHOS_BLAS_DOTC:
-		s = cuda_cublas.DotcEx(h, op->n, x, t, op->incx, y, t, op->incy, result, t, t);
-		break;
+	}
 	case PHOS_BLAS_NRM2:
-		s = cuda_cublas.Nrm2Ex(h, op->n, x, t, op->incx, result, real_of(t), real_of(t));
+	case PHOS_BLAS_ASUM: {
+		__typeof__(cuda_cublas.Nrm2S) f[2][4] = {
+			{ cuda_cublas.Nrm2S, cuda_cublas.Nrm2D, cuda_cublas.Nrm2C, cuda_cublas.Nrm2Z },
+			{ cuda_cublas.AsumS, cuda_cublas.AsumD, cuda_cublas.AsumC, cuda_cublas.AsumZ },
+		};
+
+		s = f[op->fn == PHOS_BLAS_ASUM][ti](h, op->n, x, op->incx, result);
 		break;
-	case PHOS_BLAS_ASUM:
-		s = cuda_cublas.AsumEx(h, op->n, x, t, op->incx, result, real_of(t), real_of(t));
-		break;
+	}
 	case PHOS_BLAS_AMAX:
-		s = cuda_cublas.IamaxEx(h, op->n, x, t, op->incx, (int *)result);
+	case PHOS_BLAS_AMIN: {
+		__typeof__(cuda_cublas.IamaxS) f[2][4] = {
+			{ cuda_cublas.IamaxS, cuda_cublas.IamaxD, cuda_cublas.IamaxC, cuda_cublas.IamaxZ },
+			{ cuda_cublas.IaminS, cuda_cublas.IaminD, cuda_cublas.IaminC, cuda_cublas.IaminZ },
+		};
+
+		s = f[op->fn == PHOS_BLAS_AMIN][ti](h, op->n, x, op->incx, (int *)result);
 		break;
-	case PHOS_BLAS_AMIN:
-		s = cuda_cublas.IaminEx(h, op->n, x, t, op->incx, (int *)result);
+	}
+	case PHOS_BLAS_COPY: {
+		__typeof__(cuda_cublas.CopyS) f[4] = { cuda_cublas.CopyS, cuda_cublas.CopyD, cuda_cublas.CopyC,
+						       cuda_cublas.CopyZ };
+
+		s = f[ti](h, op->n, x, op->incx, y, op->incy);
 		break;
-	case PHOS_BLAS_COPY:
-		s = cuda_cublas.CopyEx(h, op->n, x, t, op->incx, y, t, op->incy);
+	}
+	case PHOS_BLAS_SWAP: {
+		__typeof__(cuda_cublas.SwapS) f[4] = { cuda_cublas.SwapS, cuda_cublas.SwapD, cuda_cublas.SwapC,
+						       cuda_cublas.SwapZ };
+
+		s = f[ti](h, op->n, x, op->incx, y, op->incy);
 		break;
-	case PHOS_BLAS_SWAP:
-		s = cuda_cublas.SwapEx(h, op->n, x, t, op->incx, y, t, op->incy);
-		break;
+	}
 	case PHOS_BLAS_GEMV: {
 		__typeof__(cuda_cublas.GemvS) f[4] = { cuda_cublas.GemvS, cuda_cublas.GemvD, cuda_cublas.GemvC,
 						       cuda_cublas.GemvZ };

@@ -139,16 +139,46 @@
 	X(Sgemv, "cublasSgemv_v2", cublasStatus_t,                                                         \
 	  (cublasHandle_t, cublasOperation_t, int, int, const float *, const float *, int,               \
 	   const float *, int, const float *, float *, int)) \
-	X(AxpyEx, "cublasAxpyEx", cublasStatus_t, (cublasHandle_t, int, const void *, cudaDataType, const void *, cudaDataType, int, void *, cudaDataType, int, cudaDataType)) \
-	X(ScalEx, "cublasScalEx", cublasStatus_t, (cublasHandle_t, int, const void *, cudaDataType, void *, cudaDataType, int, cudaDataType)) \
-	X(DotEx, "cublasDotEx", cublasStatus_t, (cublasHandle_t, int, const void *, cudaDataType, int, const void *, cudaDataType, int, void *, cudaDataType, cudaDataType)) \
-	X(DotcEx, "cublasDotcEx", cublasStatus_t, (cublasHandle_t, int, const void *, cudaDataType, int, const void *, cudaDataType, int, void *, cudaDataType, cudaDataType)) \
-	X(Nrm2Ex, "cublasNrm2Ex", cublasStatus_t, (cublasHandle_t, int, const void *, cudaDataType, int, void *, cudaDataType, cudaDataType)) \
-	X(AsumEx, "cublasAsumEx", cublasStatus_t, (cublasHandle_t, int, const void *, cudaDataType, int, void *, cudaDataType, cudaDataType)) \
-	X(IamaxEx, "cublasIamaxEx", cublasStatus_t, (cublasHandle_t, int, const void *, cudaDataType, int, int *)) \
-	X(IaminEx, "cublasIaminEx", cublasStatus_t, (cublasHandle_t, int, const void *, cudaDataType, int, int *)) \
-	X(CopyEx, "cublasCopyEx", cublasStatus_t, (cublasHandle_t, int, const void *, cudaDataType, int, void *, cudaDataType, int)) \
-	X(SwapEx, "cublasSwapEx", cublasStatus_t, (cublasHandle_t, int, void *, cudaDataType, int, void *, cudaDataType, int)) \
+	X(AxpyS, "cublasSaxpy_v2", cublasStatus_t, (cublasHandle_t, int, const void *, const void *, int, void *, int)) \
+	X(AxpyD, "cublasDaxpy_v2", cublasStatus_t, (cublasHandle_t, int, const void *, const void *, int, void *, int)) \
+	X(AxpyC, "cublasCaxpy_v2", cublasStatus_t, (cublasHandle_t, int, const void *, const void *, int, void *, int)) \
+	X(AxpyZ, "cublasZaxpy_v2", cublasStatus_t, (cublasHandle_t, int, const void *, const void *, int, void *, int)) \
+	X(ScalS, "cublasSscal_v2", cublasStatus_t, (cublasHandle_t, int, const void *, void *, int)) \
+	X(ScalD, "cublasDscal_v2", cublasStatus_t, (cublasHandle_t, int, const void *, void *, int)) \
+	X(ScalC, "cublasCscal_v2", cublasStatus_t, (cublasHandle_t, int, const void *, void *, int)) \
+	X(ScalZ, "cublasZscal_v2", cublasStatus_t, (cublasHandle_t, int, const void *, void *, int)) \
+	X(ScalCs, "cublasCsscal_v2", cublasStatus_t, (cublasHandle_t, int, const void *, void *, int)) \
+	X(ScalZd, "cublasZdscal_v2", cublasStatus_t, (cublasHandle_t, int, const void *, void *, int)) \
+	X(DotS, "cublasSdot_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, const void *, int, void *)) \
+	X(DotD, "cublasDdot_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, const void *, int, void *)) \
+	X(DotC, "cublasCdotu_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, const void *, int, void *)) \
+	X(DotZ, "cublasZdotu_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, const void *, int, void *)) \
+	X(DotcC, "cublasCdotc_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, const void *, int, void *)) \
+	X(DotcZ, "cublasZdotc_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, const void *, int, void *)) \
+	X(Nrm2S, "cublasSnrm2_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, void *)) \
+	X(Nrm2D, "cublasDnrm2_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, void *)) \
+	X(Nrm2C, "cublasScnrm2_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, void *)) \
+	X(Nrm2Z, "cublasDznrm2_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, void *)) \
+	X(AsumS, "cublasSasum_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, void *)) \
+	X(AsumD, "cublasDasum_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, void *)) \
+	X(AsumC, "cublasScasum_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, void *)) \
+	X(AsumZ, "cublasDzasum_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, void *)) \
+	X(IamaxS, "cublasIsamax_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, int *)) \
+	X(IaminS, "cublasIsamin_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, int *)) \
+	X(IamaxD, "cublasIdamax_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, int *)) \
+	X(IaminD, "cublasIdamin_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, int *)) \
+	X(IamaxC, "cublasIcamax_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, int *)) \
+	X(IaminC, "cublasIcamin_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, int *)) \
+	X(IamaxZ, "cublasIzamax_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, int *)) \
+	X(IaminZ, "cublasIzamin_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, int *)) \
+	X(CopyS, "cublasScopy_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, void *, int)) \
+	X(SwapS, "cublasSswap_v2", cublasStatus_t, (cublasHandle_t, int, void *, int, void *, int)) \
+	X(CopyD, "cublasDcopy_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, void *, int)) \
+	X(SwapD, "cublasDswap_v2", cublasStatus_t, (cublasHandle_t, int, void *, int, void *, int)) \
+	X(CopyC, "cublasCcopy_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, void *, int)) \
+	X(SwapC, "cublasCswap_v2", cublasStatus_t, (cublasHandle_t, int, void *, int, void *, int)) \
+	X(CopyZ, "cublasZcopy_v2", cublasStatus_t, (cublasHandle_t, int, const void *, int, void *, int)) \
+	X(SwapZ, "cublasZswap_v2", cublasStatus_t, (cublasHandle_t, int, void *, int, void *, int)) \
 	X(GemvS, "cublasSgemv_v2", cublasStatus_t, (cublasHandle_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
 	X(TrsmS, "cublasStrsm_v2", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, int, const void *, const void *, int, void *, int)) \
 	X(GemvD, "cublasDgemv_v2", cublasStatus_t, (cublasHandle_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \

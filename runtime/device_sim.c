@@ -770,8 +770,10 @@ static int sim_stream_get_attr(struct phos_device *pdev, void *stream, int attr,
 		return -PHOS_CUDA_INVALID_VALUE;
 	memcpy(ret_value, (s ? &s->attrs : &dev->default_attrs)->v[attr], PHOS_STREAM_ATTR_BYTES);
 	memcpy(&v, ret_value, sizeof(v));
-	if (attr == 3 && v == 0) {                   /* never set: CU_SYNC_POLICY_AUTO */
-		v = 1;
+	if (attr == 3 && v == 0) {
+		/* never set: CU_SYNC_POLICY_AUTO on a created stream; on the
+		 * default stream an H100's driver reads -1 (and refuses to set it) */
+		v = s ? 1 : -1;
 		memcpy(ret_value, &v, sizeof(v));
 	}
 	if (attr == 8) {
@@ -786,7 +788,7 @@ static int sim_limit_set(struct phos_device *pdev, int limit, uint64_t value)
 	struct sim_device *dev = sim_dev(pdev);
 
 	if (limit < 0 || limit >= SIM_LIMITS)
-		return -PHOS_CUDA_UNSUPPORTED_LIMIT;
+		return -PHOS_CUDA_INVALID_VALUE;     /* an id CUDA does not know (H100) */
 	if (limit == 5 && value > 128)               /* L2 fetch granularity */
 		return -PHOS_CUDA_INVALID_VALUE;
 	if (limit == 6 && value > SIM_PERSISTING_L2_MAX)
@@ -800,7 +802,7 @@ static int sim_limit_get(struct phos_device *pdev, int limit, uint64_t *ret_valu
 	struct sim_device *dev = sim_dev(pdev);
 
 	if (limit < 0 || limit >= SIM_LIMITS)
-		return -PHOS_CUDA_UNSUPPORTED_LIMIT;
+		return -PHOS_CUDA_INVALID_VALUE;     /* an id CUDA does not know (H100) */
 	*ret_value = __atomic_load_n(&dev->limits[limit], __ATOMIC_RELAXED);
 	return 0;
 }

@@ -196,7 +196,8 @@ static void errors(bool phos)
 	ERR(cudaMemcpy2D(d, 32, h.data(), 64, 64, 8, cudaMemcpyHostToDevice), cudaErrorInvalidPitchValue);
 	ERR(cudaMemcpy2D(d, p, h.data(), 32, 64, 8, cudaMemcpyHostToDevice), cudaErrorInvalidPitchValue);
 	ERR(cudaMemcpy2D(h.data(), 32, d, p, 64, 8, cudaMemcpyDeviceToHost), cudaErrorInvalidPitchValue);
-	ERR(cudaMemcpy2D(d, 32, h.data(), 64, 64, 1, cudaMemcpyHostToDevice), cudaErrorInvalidPitchValue);
+	/* a single row: its pitch is unused, yet refused, as an invalid value (H100) */
+	ERR(cudaMemcpy2D(d, 32, h.data(), 64, 64, 1, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
 	ERR(cudaMemcpy2D(nullptr, p, h.data(), 64, 64, 8, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
 	ERR(cudaMemcpy2D(d, p, h.data(), 64, 64, 8, (cudaMemcpyKind)7), cudaErrorInvalidMemcpyDirection);
 	ERR(cudaMemset2D(d, 32, 0, 64, 8), cudaErrorInvalidValue);
