@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "executor.h"
+#include "fault.h"
 #include "loader.h"
 #include "log.h"
 
@@ -53,6 +54,27 @@ void exec_control_error(struct executor *ex, const char *fmt, ...)
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
 	phos_ctl_error_set(&m, "%s", reason);
+	exec_control_send(ex, &m);
+}
+
+void exec_control_hello(struct executor *ex)
+{
+	struct phos_ctl_msg m = { .type = PHOS_CTL_HELLO, .fd = -1, .hello = { .pid = (uint32_t)getpid() } };
+	size_t len;
+	void *buf;
+
+	if (ex->control_fd < 0)
+		return;
+	/* Fault point ctl_version: this executor claims the next protocol
+	 * version, as a newer build would (the controller must refuse it). */
+	if (phos_fault("ctl_version") && phos_ctl_encode(&m, &buf, &len) == 0) {
+		uint16_t v = PHOS_CTL_VERSION + 1;
+
+		memcpy((uint8_t *)buf + 4, &v, sizeof(v));
+		(void)!write(ex->control_fd, buf, len);
+		free(buf);
+		return;
+	}
 	exec_control_send(ex, &m);
 }
 

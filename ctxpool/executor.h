@@ -161,6 +161,10 @@ int exec_serve_point(struct executor *ex);
  * logged. */
 void exec_control_send(struct executor *ex, const struct phos_ctl_msg *m);
 
+/* Sends HELLO, the executor's first message (fault point ctl_version: with
+ * the next protocol version, for tests). */
+void exec_control_hello(struct executor *ex);
+
 /* Sends ERROR with the formatted reason (made one UTF-8 line, truncated to
  * PHOS_CTL_REASON_MAX). */
 void exec_control_error(struct executor *ex, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -365,8 +365,7 @@ int main(int argc, char **argv)
 	}
 	/* First, so that a controller of another protocol version refuses this
 	 * executor by name before giving it anything. */
-	exec_control_send(&ex, &(struct phos_ctl_msg){ .type = PHOS_CTL_HELLO, .fd = -1,
-						       .hello = { .pid = (uint32_t)getpid() } });
+	exec_control_hello(&ex);
 	if (restore_from) {
 		r = phos_image_read(restore_from, &img, err, sizeof(err));
 		if (r < 0) {
