@@ -97,7 +97,7 @@ struct wbuf {
 
 static void put(struct wbuf *w, const void *data, size_t n)
 {
-	if (w->failed)
+	if (w->failed || n == 0)   /* an empty list may come as NULL */
 		return;
 	if (w->len + n > w->cap) {
 		size_t cap = w->cap ? w->cap : 256;
