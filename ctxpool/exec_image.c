@@ -5,7 +5,7 @@
  *   SERVE ──▶ exec_serve_point
  *               ├─ normal:    phos_channel_resume(): the function goes on
  *               └─ snapshot:  drain the device, exec_image_dump(), tell phos-fn
- *                             "dumped", keep the function parked until phos-fn has
+ *                             DUMPED, keep the function parked until phos-fn has
  *                             taken the CPU dump (control socket closes), exit
  *
  *   --restore-from DIR ──▶ exec_image_load(): modules, kernels, variables,
@@ -32,29 +32,6 @@
 #include "log.h"
 #include "loader.h"
 #include "staging.h"
-
-void exec_control(struct executor *ex, const char *fmt, ...)
-{
-	char line[1024];
-	va_list ap;
-	int n;
-
-	if (ex->control_fd < 0)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if (n > (int)sizeof(line) - 2)
-		n = (int)sizeof(line) - 2;
-	/* One line, even if the reason had newlines in it. */
-	for (int i = 0; i < n; i++)
-		if (line[i] == '\n')
-			line[i] = ' ';
-	line[n++] = '\n';
-	(void)!write(ex->control_fd, line, (size_t)n);
-}
 
 /* --- dump --- */
 
@@ -274,7 +251,7 @@ out:
 
 int exec_serve_point(struct executor *ex)
 {
-	char err[512] = "", buf[64];
+	char err[512] = "";
 	uint64_t bytes = 0;
 	double t0;
 	int r;
@@ -293,14 +270,14 @@ int exec_serve_point(struct executor *ex)
 		r = exec_image_dump(ex, ex->snapshot_dir, &bytes, err, sizeof(err));
 	}
 	if (r < 0)
-		exec_control(ex, "error %s", err);
+		exec_control_error(ex, "%s", err);
 	else
-		exec_control(ex, "dumped {\"gpu_dump_s\":%.6f,\"data_bytes\":%llu}", phos_now() - t0,
-			     (unsigned long long)bytes);
+		exec_control_send(ex, &(struct phos_ctl_msg){ .type = PHOS_CTL_DUMPED, .fd = -1,
+							      .dumped = { .gpu_dump_s = phos_now() - t0,
+									  .data_bytes = bytes } });
 	/* The function stays parked in phos_channel_await while phos-fn dumps it;
 	 * phos-fn closes the control socket when it is done. */
-	while (read(ex->control_fd, buf, sizeof(buf)) > 0)
-		;
+	phos_ctl_wait_close(ex->control_fd);
 	ex->goodbye = true;
 	return 0;
 }

@@ -250,7 +250,7 @@ int exec_validate_launch(struct executor *ex, struct exec_func *f, const struct 
 		 * instance must not answer. */
 		phos_err("kernel %s touched memory outside its set during the restore: this instance ends",
 			 phos_demangle_basename(f->name, base, sizeof(base)));
-		exec_control(ex, "error validation: kernel %s touched memory outside its set during the restore",
+		exec_control_error(ex, "validation: kernel %s touched memory outside its set during the restore",
 			     phos_demangle_basename(f->name, base, sizeof(base)));
 		fflush(NULL);
 		_exit(70);

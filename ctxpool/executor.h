@@ -17,6 +17,7 @@
  */
 #pragma once
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,6 +25,7 @@
 
 #include "bufmap.h"
 #include "channel.h"
+#include "control.h"
 #include "device.h"
 #include "kparam.h"
 
@@ -139,11 +141,11 @@ struct executor {
 	const char *snapshot_dir;   /* --snapshot-to: dump GPU state there at SERVE */
 	const char *restore_dir;    /* the snapshot this function was restored from, or NULL */
 	/* Speculation fallbacks since the function started, by reason (enum
-	 * spec_fallback): reported on the control socket ("fallbacks") by the
+	 * spec_fallback): reported on the control socket (FALLBACKS) by the
 	 * control thread, hence atomic. */
 	_Atomic uint64_t spec_fallbacks[3];
 	double load_data_s;         /* --restore-from: seconds the buffer contents took */
-	int control_fd;             /* status lines to phos-fn; -1 when none */
+	int control_fd;             /* control socket (runtime/control.h); -1 when none */
 
 	/* What the function changed on the context itself, put back by exec_scrub
 	 * so that the next function on this executor starts from the defaults:
@@ -166,8 +168,33 @@ int exec_serve(struct executor *ex);
  * for the CPU dump (exec_image.c). */
 int exec_serve_point(struct executor *ex);
 
-/* Writes a status line ("ready", "dumped {...}", "error <reason>") to phos-fn. */
-void exec_control(struct executor *ex, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* --- the control socket (exec_control.c) --- */
+
+/* Sends m on the control socket, serialised with every other thread's
+ * messages; nothing when there is no control socket. A peer that is gone is
+ * not an error (the executor ends when its function does); other failures are
+ * logged. */
+void exec_control_send(struct executor *ex, const struct phos_ctl_msg *m);
+
+/* Sends HELLO, the executor's first message (fault point ctl_version: with
+ * the next protocol version, for tests). */
+void exec_control_hello(struct executor *ex);
+
+/* Sends ERROR with the formatted reason (made one UTF-8 line, truncated to
+ * PHOS_CTL_REASON_MAX). */
+void exec_control_error(struct executor *ex, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The thread that answers ASK_TOUCHED and ASK_FALLBACKS while a restored
+ * function is served (exec_control_start, nothing without a control socket)
+ * until exec_control_stop, which joins it and accepts one never started. */
+struct exec_control_thread {
+	struct executor *ex;
+	int stop_fd, stop_wr;
+	pthread_t th;
+	bool running;
+};
+void exec_control_start(struct executor *ex, struct exec_control_thread *ct);
+void exec_control_stop(struct exec_control_thread *ct);
 
 /* --- images (exec_image.c) --- */
 

@@ -174,7 +174,7 @@ static void fail(struct loader *l, int r, const char *fmt, ...)
 		/* The function's gated work waits for flags that will never be set:
 		 * ending the process is what keeps it from running on wrong data. */
 		phos_err("on-demand restore failed: %s; ending this instance", msg);
-		exec_control(l->ex, "error on-demand restore failed: %s", msg);
+		exec_control_error(l->ex, "on-demand restore failed: %s", msg);
 		if (l->ex->trace)
 			fflush(l->ex->trace);
 		_exit(70);

@@ -7,11 +7,12 @@
  *                 [--arena-base ADDR] [--arena-size BYTES] [--no-warm]
  *                 [--control-fd N] [--snapshot-to DIR | --restore-from DIR]
  *
+ * The control descriptor speaks runtime/control.h; HELLO goes out first.
  * --snapshot-to: when the function reaches phos_fn_serve, dump the device state
- * into DIR and report "dumped {...}" on the control descriptor (exec_image.c).
+ * into DIR and report DUMPED on the control descriptor (exec_image.c).
  * --restore-from: rebuild the device state of the snapshot in DIR before
- * serving (its arena is used), then report "ready"; "error <reason>" otherwise.
- * --on-demand: report "ready" once the device objects are made, and bring the
+ * serving (its arena is used), then report READY; ERROR otherwise.
+ * --on-demand: report READY once the device objects are made, and bring the
  * buffers in while the function runs (loader.h).
  * --pool: stay warm and serve one function after another (pool_loop below).
  *
@@ -22,9 +23,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <poll.h>
-#include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -90,81 +90,6 @@ void exec_scrub(struct executor *ex)
 		atomic_store(&ex->spec_fallbacks[i], 0);
 }
 
-/* Answers requests on the control socket while a function is served:
- *   "touched" → "touched ID,ID,..." the snapshot buffers the function has
- *               touched so far, in first-touch order (the invoker stores them
- *               as the snapshot's prefetch order after its first call).
- *   "fallbacks" → "fallbacks OPAQUE OVERFLOW VALIDATE RESTORING": the calls that
- *               took the safe path, by reason (executor.h, enum spec_fallback),
- *               and 1 while an on-demand restore is still moving buffers in.
- * Stops when serve_one writes to stop_fd. */
-struct control_thread {
-	struct executor *ex;
-	int stop_fd;
-	pthread_t th;
-	bool running;
-};
-
-static void reply_touched(struct executor *ex)
-{
-	enum { MAX_IDS = 65536 };
-	uint64_t *ids = ex->loader ? calloc(MAX_IDS, sizeof(*ids)) : NULL;
-	size_t n = ids ? loader_touched(ex->loader, ids, MAX_IDS) : 0;
-	char *line = malloc(16 + n * 21);
-	size_t len = 0;
-
-	if (!line) {
-		free(ids);
-		return;
-	}
-	len += (size_t)sprintf(line, "touched ");
-	for (size_t i = 0; i < n; i++)
-		len += (size_t)sprintf(line + len, "%s%llu", i ? "," : "", (unsigned long long)ids[i]);
-	line[len++] = '\n';
-	(void)!write(ex->control_fd, line, len);
-	free(line);
-	free(ids);
-}
-
-static void *control_main(void *arg)
-{
-	struct control_thread *ct = arg;
-	char buf[256];
-	size_t got = 0;
-
-	for (;;) {
-		struct pollfd p[2] = { { ct->ex->control_fd, POLLIN, 0 }, { ct->stop_fd, POLLIN, 0 } };
-		ssize_t n;
-
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
-			break;
-		if (p[1].revents)
-			break;
-		if (!p[0].revents)
-			continue;
-		n = read(ct->ex->control_fd, buf + got, 1);
-		if (n <= 0)
-			break;
-		if (buf[got] != '\n' && got + 1 < sizeof(buf)) {
-			got++;
-			continue;
-		}
-		buf[got] = '\0';
-		got = 0;
-		if (!strcmp(buf, "touched"))
-			reply_touched(ct->ex);
-		else if (!strcmp(buf, "fallbacks"))
-			exec_control(ct->ex, "fallbacks %llu %llu %llu %d",
-				     (unsigned long long)atomic_load(&ct->ex->spec_fallbacks[SPEC_FB_OPAQUE]),
-				     (unsigned long long)atomic_load(&ct->ex->spec_fallbacks[SPEC_FB_OVERFLOW]),
-				     (unsigned long long)atomic_load(&ct->ex->spec_fallbacks[SPEC_FB_VALIDATE]),
-				     ct->ex->loader && !loader_done(ct->ex->loader));
-		else
-			exec_control(ct->ex, "error unknown request while serving '%.100s'", buf);
-	}
-	return NULL;
-}
-
 /* Makes the channel for the next function and pins it, unless there is one.
  * A pooled executor does this while idle: pinning takes milliseconds and holds
  * the driver's lock, which would stall the restore engine's copies if it
@@ -199,8 +124,7 @@ static void channel_drop(struct executor *ex, struct phos_channel *ch, bool pinn
 static int serve_one(struct executor *ex, int fd, const char *dir, const struct phos_image *img, bool on_demand,
 		     double t_open, double t0)
 {
-	struct control_thread ct = { .ex = ex, .stop_fd = -1 };
-	int stop[2] = { -1, -1 };
+	struct exec_control_thread ct = { .stop_fd = -1, .stop_wr = -1 };
 	char err[512] = "";
 	int r = 0;
 
@@ -210,7 +134,7 @@ static int serve_one(struct executor *ex, int fd, const char *dir, const struct 
 		r = exec_image_load(ex, dir, img, on_demand, err, sizeof(err));
 		if (r < 0) {
 			fprintf(stderr, "phos-executor: restoring %s: %s\n", dir, err);
-			exec_control(ex, "error %s", err);
+			exec_control_error(ex, "%s", err);
 			close(fd);
 			return r;
 		}
@@ -223,30 +147,26 @@ static int serve_one(struct executor *ex, int fd, const char *dir, const struct 
 	if (r < 0) {
 		channel_drop(ex, ex->ch, ex->ch_pinned);
 		ex->ch = NULL;
-		exec_control(ex, "error cannot set up the channel: %s", strerror(-r));
+		exec_control_error(ex, "cannot set up the channel: %s", strerror(-r));
 		exec_scrub(ex);
 		return r;
 	}
-	if (img)
-		exec_control(ex, "ready {\"open_s\":%.6f,\"load_s\":%.6f,\"data_s\":%.6f,\"data_bytes\":%llu,"
-			     "\"on_demand\":%s}",
-			     t_open, phos_now() - t0 - t_open, ex->load_data_s, (unsigned long long)img->gpu_bytes,
-			     on_demand ? "true" : "false");
-	if (img && ex->control_fd >= 0 && pipe2(stop, O_CLOEXEC) == 0) {
-		ct.stop_fd = stop[0];
-		ct.running = pthread_create(&ct.th, NULL, control_main, &ct) == 0;
+	if (img) {
+		struct phos_ctl_msg m = { .type = PHOS_CTL_READY, .fd = -1 };
+
+		m.ready.open_s = t_open;
+		m.ready.load_s = phos_now() - t0 - t_open;
+		m.ready.data_s = ex->load_data_s;
+		m.ready.data_bytes = img->gpu_bytes;
+		m.ready.on_demand = on_demand;
+		exec_control_send(ex, &m);
+		exec_control_start(ex, &ct);
 	}
 	/* The channel is pinned (channel_prepare): H2D copies read records by DMA. */
 	r = exec_serve(ex);
 	if (r < 0)
 		phos_err("serving failed: %s", strerror(-r));
-	if (ct.running) {
-		(void)!write(stop[1], "x", 1);
-		pthread_join(ct.th, NULL);
-	}
-	for (int i = 0; i < 2; i++)
-		if (stop[i] >= 0)
-			close(stop[i]);
+	exec_control_stop(&ct);
 	exec_scrub(ex);
 	channel_drop(ex, ex->ch, ex->ch_pinned);
 	ex->ch = NULL;
@@ -255,109 +175,85 @@ static int serve_one(struct executor *ex, int fd, const char *dir, const struct 
 	return r;
 }
 
-/* Reads one line (without its newline) from the control socket; false at EOF. */
-static bool control_line(int fd, char *line, size_t len)
-{
-	size_t got = 0;
-
-	while (got + 1 < len) {
-		ssize_t n = read(fd, line + got, 1);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return false;
-		if (line[got] == '\n')
-			break;
-		got++;
-	}
-	line[got] = '\0';
-	return true;
-}
-
 /*
  * --pool: a warm executor that serves one function after another. It reports
- * "idle" on the control socket and waits for a job: a descriptor passed with
- * SCM_RIGHTS, then a line:
- *   serve                    the descriptor is a function's channel socket
- *   restore DIR              ... restore DIR stop-the-world, then serve it
- *   restore-on-demand DIR    ... restore DIR on demand (loader.h)
- *   hot N, then N lines DIR  make exactly these snapshots hot (exec_hot.c;
- *                            the descriptor is unused); answers
- *                            "hot <n> <bytes>" or "error <reason>"
+ * IDLE on the control socket and waits for a job (runtime/control.h):
+ *   SERVE + fd               the descriptor is a function's channel socket
+ *   RESTORE {dir} + fd       ... restore dir (stop-the-world, or on demand:
+ *                            loader.h), then serve it
+ *   HOT {dirs}               make exactly these snapshots hot (exec_hot.c);
+ *                            answers HOT_DONE or ERROR
  * After the function is gone it is scrubbed (arena mappings released, module
- * cache... kept by the driver; hot snapshots kept) and reports "idle" again.
- * The control socket closing ends it.
+ * cache... kept by the driver; hot snapshots kept) and reports IDLE again.
+ * The control socket closing ends it, and so does a frame it cannot read (the
+ * stream is out of step then: its pool replaces it).
  */
-static void hot_job(struct executor *ex, const char *count)
+static void hot_job(struct executor *ex, const struct phos_ctl_msg *job)
 {
-	char *dirs[PHOS_HOT_MAX] = { 0 }, line[4200], err[512] = "";
-	long n = strtol(count, NULL, 10);
-	long got = 0;
+	char err[512] = "";
 
-	if (n < 0 || n > PHOS_HOT_MAX) {
-		exec_control(ex, "error hot: at most %d snapshots", PHOS_HOT_MAX);
-		return;
-	}
-	while (got < n && control_line(ex->control_fd, line, sizeof(line)) && (dirs[got] = strdup(line)))
-		got++;
-	if (got < n)
-		exec_control(ex, "error hot: the list ended early");
-	else if (exec_hot_set(ex, dirs, (size_t)n, err, sizeof(err)) < 0)
-		exec_control(ex, "error hot: %s", err);
+	/* The codec bounds the list at PHOS_CTL_HOT_MAX. */
+	_Static_assert(PHOS_CTL_HOT_MAX <= PHOS_HOT_MAX, "a hot list fits the executor");
+	if (exec_hot_set(ex, job->hot.dirs, job->hot.n, err, sizeof(err)) < 0)
+		exec_control_error(ex, "hot: %s", err);
 	else
-		exec_control(ex, "hot %zu %llu", ex->nhot, (unsigned long long)ex->hot_bytes);
-	for (long i = 0; i < got; i++)
-		free(dirs[i]);
+		exec_control_send(ex, &(struct phos_ctl_msg){ .type = PHOS_CTL_HOT_DONE, .fd = -1,
+							      .hot_done = { .n = ex->nhot, .bytes = ex->hot_bytes } });
 }
 
 static int pool_loop(struct executor *ex)
 {
-	char line[4200], err[512];
+	char err[512];
 
 	for (;;) {
 		struct phos_image *img = NULL;
+		struct phos_ctl_msg job;
 		const char *dir = NULL;
-		bool on_demand;
+		bool on_demand = false;
 		double t0;
-		int fd, r;
+		int r;
 
 		channel_prepare(ex);   /* while idle, off the next cold start's path */
-		exec_control(ex, "idle");
-		r = phos_recv_fd(ex->control_fd, &fd);
+		exec_control_send(ex, &(struct phos_ctl_msg){ .type = PHOS_CTL_IDLE, .fd = -1 });
+		r = phos_ctl_recv(ex->control_fd, -1, &job, err, sizeof(err));
 		if (r == -EPIPE)
 			return 0;
-		if (r < 0 || !control_line(ex->control_fd, line, sizeof(line))) {
-			if (r == 0)
-				close(fd);
-			return r < 0 ? r : 0;
+		if (r < 0) {
+			phos_err("control: %s", err[0] ? err : strerror(-r));
+			return r;
 		}
 		t0 = phos_now();
-		on_demand = !strncmp(line, "restore-on-demand ", 18);
-		if (!strncmp(line, "hot ", 4)) {
-			close(fd);
-			hot_job(ex, line + 4);
+		switch (job.type) {
+		case PHOS_CTL_HOT:
+			hot_job(ex, &job);
+			phos_ctl_msg_exit(&job);
 			continue;
-		}
-		if (!strncmp(line, "restore ", 8) || on_demand) {
-			dir = line + (on_demand ? 18 : 8);
+		case PHOS_CTL_RESTORE:
+			dir = job.restore.dir;
+			on_demand = job.restore.on_demand;
 			r = phos_image_read(dir, &img, err, sizeof(err));
 			if (r == 0 && (img->arena_base != ex->arena_base || img->arena_size != ex->arena_size)) {
 				snprintf(err, sizeof(err), "the snapshot's arena differs from this pool's");
 				r = -EINVAL;
 			}
 			if (r < 0) {
-				exec_control(ex, "error %s: %s", dir, err);
+				exec_control_error(ex, "%s: %s", dir, err);
 				phos_image_free(img);
-				close(fd);
+				phos_ctl_msg_exit(&job);
 				continue;
 			}
-		} else if (strcmp(line, "serve") != 0) {
-			exec_control(ex, "error unknown job '%.100s'", line);
-			close(fd);
+			break;
+		case PHOS_CTL_SERVE:
+			break;
+		default:
+			exec_control_error(ex, "unknown job '%s'", phos_ctl_type_name(job.type));
+			phos_ctl_msg_exit(&job);
 			continue;
 		}
-		serve_one(ex, fd, dir, img, on_demand, 0, t0);
+		/* serve_one takes the channel socket over. */
+		serve_one(ex, job.fd, dir, img, on_demand, 0, t0);
+		job.fd = -1;
+		phos_ctl_msg_exit(&job);
 		phos_image_free(img);
 	}
 }
@@ -468,11 +364,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "phos-executor: --snapshot-to needs --control-fd\n");
 		return 2;
 	}
+	/* First, so that a controller of another protocol version refuses this
+	 * executor by name before giving it anything. */
+	exec_control_hello(&ex);
 	if (restore_from) {
 		r = phos_image_read(restore_from, &img, err, sizeof(err));
 		if (r < 0) {
 			fprintf(stderr, "phos-executor: %s: %s\n", restore_from, err);
-			exec_control(&ex, "error %s", err);
+			exec_control_error(&ex, "%s", err);
 			return 1;
 		}
 		ex.arena_base = img->arena_base;
@@ -511,7 +410,7 @@ int main(int argc, char **argv)
 	t_open = phos_now() - t0;
 	if (r < 0) {
 		fprintf(stderr, "phos-executor: cannot open the %s device (cuda error %d)\n", ex.dev_ops->name, -r);
-		exec_control(&ex, "error cannot open the %s device (cuda error %d)", ex.dev_ops->name, -r);
+		exec_control_error(&ex, "cannot open the %s device (cuda error %d)", ex.dev_ops->name, -r);
 		phos_image_free(img);
 		return 1;
 	}

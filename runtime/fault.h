@@ -10,7 +10,8 @@
  * space for gpu.data: a full disk), criu_dump, criu_restore, snapshot_commit,
  * snapshot_kill (the snapshotter SIGKILLs itself there), registry_write (the
  * invoker's write of a function's registry file, after its snapshot),
- * registry_kill (the invoker SIGKILLs itself just before that write).
+ * registry_kill (the invoker SIGKILLs itself just before that write),
+ * ctl_version (an executor's HELLO claims the next control protocol version).
  */
 #pragma once
 

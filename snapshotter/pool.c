@@ -3,12 +3,12 @@
  * The warm executor pool (see snapshotter.h).
  *
  *   phos_pool_new ──spawns──▶ phos-executor --pool  (x n, each: context, cuBLAS, arena)
- *                              │ "idle" on its control socket
- *   phos_restore_pooled ──▶ takes an idle one, sends a channel socket + "restore DIR",
- *                            CRIU-restores the function beside it, reads "ready"
- *   phos_instance_wait  ──▶ function gone → executor scrubs itself → "idle" → back
+ *                              │ HELLO, then IDLE on its control socket (runtime/control.h)
+ *   phos_restore_pooled ──▶ takes an idle one, sends RESTORE {dir} + a channel socket,
+ *                            CRIU-restores the function beside it, reads READY
+ *   phos_instance_wait  ──▶ function gone → executor scrubs itself → IDLE → back
  *   phos_pool_hot       ──▶ the keeper thread gives every idle executor the hot
- *                            list ("hot N" + N lines) until each has the newest
+ *                            list (HOT {dirs}) until each has the newest
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "channel.h"
+#include "control.h"
 #include "criu.h"
 #include "image.h"
 #include "log.h"
@@ -34,7 +35,8 @@
 struct pool_exec {
 	pid_t pid;
 	int ctl;        /* -1: not running */
-	bool idle;      /* said "idle" and is not taken */
+	bool hello;     /* said HELLO (its first message) */
+	bool idle;      /* said IDLE and is not taken */
 	bool taken;
 	unsigned hot_gen;   /* the hot list it has (0: none yet) */
 };
@@ -54,27 +56,32 @@ struct phos_pool {
 	bool keeper_running, stopping;
 };
 
-static int read_line(int fd, char *line, size_t len, int timeout_ms)
+/* The next message of executor e within timeout_ms (see phos_ctl_recv),
+ * taking its HELLO first when it has not said it yet: a HELLO of another
+ * protocol version, or anything else first, is an error. */
+static int exec_recv(struct pool_exec *e, int timeout_ms, struct phos_ctl_msg *ret, char *err, size_t errlen)
 {
-	size_t got = 0;
+	int r;
 
-	while (got + 1 < len) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		ssize_t n;
-
-		if (timeout_ms >= 0 && poll(&p, 1, timeout_ms) == 0)
-			return -ETIMEDOUT;
-		n = read(fd, line + got, 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -EPIPE;
-		if (line[got] == '\n')
-			break;
-		got++;
+	if (!e->hello) {
+		r = phos_ctl_recv(e->ctl, timeout_ms, ret, err, errlen);
+		if (r < 0)
+			return r;
+		if (ret->type != PHOS_CTL_HELLO) {
+			phos_errf(err, errlen, "it said %s before hello", phos_ctl_type_name(ret->type));
+			phos_ctl_msg_exit(ret);
+			return -EPROTO;
+		}
+		phos_ctl_msg_exit(ret);
+		e->hello = true;
 	}
-	line[got] = '\0';
-	return 0;
+	return phos_ctl_recv(e->ctl, timeout_ms, ret, err, errlen);
+}
+
+/* A reason for a failed exec_recv. */
+static const char *recv_why(int r, const char *err)
+{
+	return err[0] ? err : r == -EPIPE ? "gone" : strerror(-r);
 }
 
 /* Starts executor i; it is idle once it said so (pool_settle). */
@@ -100,6 +107,7 @@ static int spawn_one(struct phos_pool *p, unsigned i)
 		return r;
 	}
 	p->ex[i].ctl = ctl[0];
+	p->ex[i].hello = false;
 	p->ex[i].idle = false;
 	p->ex[i].taken = false;
 	p->ex[i].hot_gen = 0;
@@ -116,7 +124,7 @@ static void stop_one(struct pool_exec *e)
 	}
 	e->ctl = -1;
 	e->pid = 0;
-	e->idle = e->taken = false;
+	e->hello = e->idle = e->taken = false;
 }
 
 /* True when idle executor e died (its control socket hung up) or said
@@ -128,15 +136,15 @@ static bool idle_broken(const struct pool_exec *e)
 	return poll(&pfd, 1, 0) > 0;
 }
 
-/* Collects "idle" lines of executors that are starting up (non-blocking),
+/* Collects the IDLE of executors that are starting up (non-blocking),
  * replacing any that died, idle ones included (reaped, so no zombie stays
  * counted idle until a restore trips over it). Called with the lock held. */
 static void pool_settle(struct phos_pool *p, int timeout_ms)
 {
-	char line[256];
-
 	for (unsigned i = 0; i < p->n; i++) {
 		struct pool_exec *e = &p->ex[i];
+		struct phos_ctl_msg m;
+		char err[512] = "";
 		int r;
 
 		if (e->idle && idle_broken(e)) {
@@ -147,51 +155,40 @@ static void pool_settle(struct phos_pool *p, int timeout_ms)
 			continue;
 		if (e->ctl < 0 && spawn_one(p, i) < 0)
 			continue;
-		r = read_line(e->ctl, line, sizeof(line), timeout_ms);
-		if (r == 0 && !strcmp(line, "idle")) {
+		r = exec_recv(e, timeout_ms, &m, err, sizeof(err));
+		if (r == 0 && m.type == PHOS_CTL_IDLE) {
 			e->idle = true;
 		} else if (r != -ETIMEDOUT) {
-			phos_warn("pool: executor %d failed to start (%s); replacing it", (int)e->pid, line);
+			phos_warn("pool: executor %d failed to start (%s); replacing it", (int)e->pid,
+				  r < 0 ? recv_why(r, err) : m.type == PHOS_CTL_ERROR ? m.error.reason
+											: phos_ctl_type_name(m.type));
 			stop_one(e);
 		}
+		if (r == 0)
+			phos_ctl_msg_exit(&m);
 	}
 }
 
 /* Sends executor e (taken, idle) the hot list; true when it came back idle. */
 static bool send_hot(struct pool_exec *e, char **dirs, size_t n)
 {
-	char line[600];
-	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC), r;
-	FILE *f;
+	struct phos_ctl_msg m = { .type = PHOS_CTL_HOT, .fd = -1, .hot = { .dirs = dirs, .n = n } };
+	char err[512] = "";
+	bool idle;
 
-	r = devnull >= 0 ? phos_send_fd(e->ctl, devnull) : -errno;
-	if (devnull >= 0)
-		close(devnull);
-	if (r < 0)
+	if (phos_ctl_send(e->ctl, &m) < 0)
 		return false;
-	/* One write for the whole job: the list may be long. */
-	{
-		char *buf = NULL;
-		size_t len = 0;
-
-		f = open_memstream(&buf, &len);
-		if (!f)
-			return false;
-		fprintf(f, "hot %zu\n", n);
-		for (size_t i = 0; i < n; i++)
-			fprintf(f, "%s\n", dirs[i]);
-		fclose(f);
-		r = buf && write(e->ctl, buf, len) == (ssize_t)len ? 0 : -EPIPE;
-		free(buf);
-		if (r < 0)
-			return false;
-	}
 	/* Pinning takes about 35 ms per GiB, and the checksums are verified. */
-	if (read_line(e->ctl, line, sizeof(line), 600000) < 0)
+	if (exec_recv(e, 600000, &m, err, sizeof(err)) < 0)
 		return false;
-	if (!strncmp(line, "error", 5))
-		phos_warn("pool: executor %d: %s", (int)e->pid, line + 6);
-	return read_line(e->ctl, line, sizeof(line), 30000) == 0 && !strcmp(line, "idle");
+	if (m.type == PHOS_CTL_ERROR)
+		phos_warn("pool: executor %d: %s", (int)e->pid, m.error.reason);
+	phos_ctl_msg_exit(&m);
+	if (exec_recv(e, 30000, &m, err, sizeof(err)) < 0)
+		return false;
+	idle = m.type == PHOS_CTL_IDLE;
+	phos_ctl_msg_exit(&m);
+	return idle;
 }
 
 /* Keeps the pool full and every idle executor's hot list current, off the
@@ -407,31 +404,60 @@ static int pool_take(struct phos_pool *p, unsigned timeout_ms)
 	return -EBUSY;
 }
 
-/* Gives executor i back once it reported "idle" after its scrub; replaces it otherwise. */
+/* Whether a message left unread by a finished instance may come before its
+ * executor's IDLE: the answer to a restore, a failure report, or a late answer
+ * to a question (phos_instance_touched, phos_instance_fallbacks). */
+static bool stale_reply(enum phos_ctl_type t)
+{
+	return t == PHOS_CTL_READY || t == PHOS_CTL_ERROR || t == PHOS_CTL_TOUCHED || t == PHOS_CTL_FALLBACKS;
+}
+
+/* Gives executor i back once it reported IDLE after its scrub; replaces it otherwise. */
 static void pool_give(struct phos_pool *p, unsigned i)
 {
-	char line[256];
 	struct pool_exec *e = &p->ex[i];
+	struct phos_ctl_msg m;
+	char err[512] = "";
+	bool idle = false;
 	int r;
 
-	/* A failed start may leave its "ready" or "error" unread before the "idle". */
-	do
-		r = read_line(e->ctl, line, sizeof(line), 30000);
-	while (r == 0 && (!strncmp(line, "ready", 5) || !strncmp(line, "error", 5) || !strncmp(line, "touched", 7) ||
-			      !strncmp(line, "fallbacks", 9)));
+	/* A failed start may leave its READY or ERROR unread before the IDLE. */
+	while ((r = exec_recv(e, 30000, &m, err, sizeof(err))) == 0) {
+		enum phos_ctl_type t = m.type;
+
+		phos_ctl_msg_exit(&m);
+		if (!stale_reply(t)) {
+			idle = t == PHOS_CTL_IDLE;
+			if (!idle)
+				phos_errf(err, sizeof(err), "it said %s", phos_ctl_type_name(t));
+			break;
+		}
+	}
 
 	pthread_mutex_lock(&p->lock);
 	e->taken = false;
-	if (r == 0 && !strcmp(line, "idle")) {
+	if (idle) {
 		e->idle = true;
 		pthread_cond_broadcast(&p->wake);
 	} else {
-		phos_warn("pool: executor %d did not come back (%s); replacing it", (int)e->pid, r ? "gone" : line);
+		phos_warn("pool: executor %d did not come back (%s); replacing it", (int)e->pid,
+			  r < 0 ? recv_why(r, err) : err);
 		stop_one(e);
 		spawn_one(p, i);
 	}
 	pthread_cond_broadcast(&p->freed);
 	pthread_mutex_unlock(&p->lock);
+}
+
+/* Sends executor slot the job to restore dir (RESTORE) with the function's
+ * channel socket; 0 or -errno. */
+static int send_restore(struct phos_pool *p, int slot, int channel, const char *dir, bool on_demand)
+{
+	struct phos_ctl_msg m = { .type = PHOS_CTL_RESTORE, .fd = channel };
+
+	m.restore.on_demand = on_demand;
+	snprintf(m.restore.dir, sizeof(m.restore.dir), "%s", dir);
+	return phos_ctl_send(p->ex[slot].ctl, &m);
 }
 
 int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int stdout_fd, int stderr_fd,
@@ -449,7 +475,7 @@ int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int 
 
 	*err = '\0';
 	memset(ret_inst, 0, sizeof(*ret_inst));
-	if (dlen == 0 || dlen > 4000 || strchr(dir, '\n')) {
+	if (dlen == 0 || dlen >= PHOS_CTL_PATH_MAX || strchr(dir, '\n')) {
 		phos_errf(err, errlen, "bad snapshot path");
 		return -EINVAL;
 	}
@@ -468,9 +494,7 @@ int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int 
 		phos_errf(err, errlen, "socketpair: %s", strerror(errno));
 		goto out;
 	}
-	r = phos_send_fd(p->ex[slot].ctl, ch[0]);
-	if (r == 0 && dprintf(p->ex[slot].ctl, "%s %s\n", on_demand ? "restore-on-demand" : "restore", dir) < 0)
-		r = -EPIPE;
+	r = send_restore(p, slot, ch[0], dir, on_demand);
 	close(ch[0]);
 	ch[0] = -1;
 	if (r < 0) {
@@ -478,7 +502,7 @@ int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int 
 		goto out;
 	}
 	/* CRIU beside the GPU load, as in phos_restore_start. */
-	r = restore_cpu(p->paths.criu, dir, img, inh, ch[1], p->ex[slot].ctl, &fn, &st, err, errlen);
+	r = restore_cpu(p->paths.criu, dir, img, inh, ch[1], p->ex[slot].ctl, false, &fn, &st, err, errlen);
 	if (r < 0)
 		goto out;
 	st.gpu_restore_s = st.ready_s = phos_now() - t0;
@@ -510,7 +534,7 @@ int phos_restore_parked(struct phos_pool *p, const char *dir, struct phos_parked
 
 	*err = '\0';
 	memset(ret_inst, 0, sizeof(*ret_inst));
-	if (dlen == 0 || dlen > 4000 || strchr(dir, '\n') || parked->fn_pid <= 0 || parked->channel < 0) {
+	if (dlen == 0 || dlen >= PHOS_CTL_PATH_MAX || strchr(dir, '\n') || parked->fn_pid <= 0 || parked->channel < 0) {
 		phos_errf(err, errlen, "bad snapshot path or parked process");
 		return -EINVAL;
 	}
@@ -519,15 +543,13 @@ int phos_restore_parked(struct phos_pool *p, const char *dir, struct phos_parked
 		phos_errf(err, errlen, "no warm executor free within %u ms", timeout_ms);
 		return -EBUSY;   /* the parked process stays parked */
 	}
-	r = phos_send_fd(p->ex[slot].ctl, parked->channel);
-	if (r == 0 && dprintf(p->ex[slot].ctl, "%s %s\n", on_demand ? "restore-on-demand" : "restore", dir) < 0)
-		r = -EPIPE;
+	r = send_restore(p, slot, parked->channel, dir, on_demand);
 	close(parked->channel);
 	parked->channel = -1;
 	if (r < 0)
 		phos_errf(err, errlen, "the pooled executor is gone");
 	else
-		r = restore_ready(p->ex[slot].ctl, &st, err, errlen);
+		r = restore_ready(p->ex[slot].ctl, false, &st, err, errlen);
 	if (r < 0) {
 		phos_parked_drop(parked);
 		pool_give(p, (unsigned)slot);

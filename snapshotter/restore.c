@@ -13,28 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "control.h"
 #include "criu.h"
 #include "image.h"
 #include "log.h"
 #include "internal.h"
-
-/* One line from the executor, or "" when it closed the socket. */
-static int read_line(int fd, char *line, size_t len)
-{
-	size_t got = 0;
-
-	while (got + 1 < len) {
-		ssize_t n = read(fd, line + got, 1);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0 || line[got] == '\n')
-			break;
-		got++;
-	}
-	line[got] = '\0';
-	return (int)got;
-}
 
 static const struct phos_image_fd *find_fd(const struct phos_image *img, int fd)
 {
@@ -97,26 +80,51 @@ int restore_criu(const char *criu, const char *dir, const struct phos_image *img
 	return 0;
 }
 
-int restore_ready(int ctl, struct phos_restore_stats *st, char *err, size_t errlen)
+int restore_ready(int ctl, bool hello, struct phos_restore_stats *st, char *err, size_t errlen)
 {
-	char line[1024];
-	const char *b;
+	struct phos_ctl_msg m;
+	char why[512] = "";
+	int r = phos_ctl_recv(ctl, -1, &m, why, sizeof(why));
 
-	read_line(ctl, line, sizeof(line));
-	if (strncmp(line, "ready", 5) != 0) {
-		phos_errf(err, errlen, "%s", !strncmp(line, "error ", 6) ? line + 6 : "the executor failed");
-		/* a corrupt image is the caller's to tell apart (the executor says it in words) */
-		return strstr(line, "checksum mismatch") ? -EBADMSG : -EIO;
+	if (r == 0 && hello) {
+		if (m.type != PHOS_CTL_HELLO) {
+			phos_errf(why, sizeof(why), "it said %s before hello", phos_ctl_type_name(m.type));
+			r = -EPROTO;
+		}
+		phos_ctl_msg_exit(&m);
+		if (r == 0)
+			r = phos_ctl_recv(ctl, -1, &m, why, sizeof(why));
 	}
-	sscanf(line + 5, " {\"open_s\":%lf,\"load_s\":%lf,\"data_s\":%lf", &st->open_s, &st->load_s, &st->data_s);
-	st->on_demand = strstr(line, "\"on_demand\":true") != NULL;
-	b = strstr(line, "\"data_bytes\":");
-	st->gpu_bytes = b ? strtoull(b + 13, NULL, 10) : 0;
+	if (r < 0) {
+		if (r == -EPIPE)   /* it died: what it printed is in its log */
+			phos_errf(err, errlen, "the executor failed");
+		else
+			phos_errf(err, errlen, "the executor failed: %s", why[0] ? why : strerror(-r));
+		return -EIO;
+	}
+	if (m.type != PHOS_CTL_READY) {
+		bool error = m.type == PHOS_CTL_ERROR;
+
+		if (error)
+			phos_errf(err, errlen, "%s", m.error.reason);
+		else
+			phos_errf(err, errlen, "the executor failed: it said %s", phos_ctl_type_name(m.type));
+		/* a corrupt image is the caller's to tell apart (the executor says it in words) */
+		r = error && strstr(m.error.reason, "checksum mismatch") ? -EBADMSG : -EIO;
+		phos_ctl_msg_exit(&m);
+		return r;
+	}
+	st->open_s = m.ready.open_s;
+	st->load_s = m.ready.load_s;
+	st->data_s = m.ready.data_s;
+	st->on_demand = m.ready.on_demand;
+	st->gpu_bytes = m.ready.data_bytes;
 	return 0;
 }
 
 int restore_cpu(const char *criu, const char *dir, const struct phos_image *img, struct phos_criu_inherit inh[4],
-		int channel, int ctl, pid_t *ret_fn, struct phos_restore_stats *st, char *err, size_t errlen)
+		int channel, int ctl, bool hello, pid_t *ret_fn, struct phos_restore_stats *st, char *err,
+		size_t errlen)
 {
 	pid_t fn;
 	int r;
@@ -124,7 +132,7 @@ int restore_cpu(const char *criu, const char *dir, const struct phos_image *img,
 	r = restore_criu(criu, dir, img, inh, channel, &fn, st, err, errlen);
 	if (r < 0)
 		return r;
-	r = restore_ready(ctl, st, err, errlen);
+	r = restore_ready(ctl, hello, st, err, errlen);
 	if (r < 0) {
 		kill(fn, SIGKILL);
 		waitpid(fn, NULL, 0);
@@ -215,7 +223,7 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
 	close(ctl[1]);
 	ctl[1] = -1;
 	/* CRIU restores the CPU side while the executor loads the GPU side. */
-	r = restore_cpu(paths->criu, dir, img, inh, ch[1], ctl[0], &fn, &st, err, errlen);
+	r = restore_cpu(paths->criu, dir, img, inh, ch[1], ctl[0], true, &fn, &st, err, errlen);
 	if (r < 0)
 		goto out;
 	st.gpu_restore_s = st.ready_s = phos_now() - t0;
@@ -242,91 +250,80 @@ out:
 	return r;
 }
 
-/* Sends a request line on the control socket and reads the one-line answer
- * (without its newline) into line (cap bytes). */
-static int control_ask(struct phos_instance *inst, const char *req, char *line, size_t cap)
+/* Asks the executor a question (ASK_*) and receives its answer, which must be
+ * of type answer, into *ret (the caller calls phos_ctl_msg_exit). Returns 0,
+ * -ENOTCONN without a control socket, -EPIPE, -ETIMEDOUT after 5 s, or
+ * -EPROTO for a malformed or unexpected answer. */
+static int control_ask(struct phos_instance *inst, enum phos_ctl_type ask, enum phos_ctl_type answer,
+		       struct phos_ctl_msg *ret)
 {
-	size_t got = 0, len = strlen(req);
+	char err[256];
+	int r;
 
 	if (inst->control_fd < 0)
 		return -ENOTCONN;
-	if (write(inst->control_fd, req, len) != (ssize_t)len)
+	r = phos_ctl_send(inst->control_fd, &(struct phos_ctl_msg){ .type = ask, .fd = -1 });
+	if (r < 0)
 		return -EPIPE;
-	for (;;) {
-		struct pollfd pfd = { .fd = inst->control_fd, .events = POLLIN };
-		ssize_t k;
-
-		if (poll(&pfd, 1, 5000) <= 0)
-			return -ETIMEDOUT;
-		k = read(inst->control_fd, line + got, 1);
-		if (k <= 0)
-			return -EPIPE;
-		if (line[got] == '\n')
-			break;
-		if (++got + 1 >= cap)
-			return -EPROTO;
+	r = phos_ctl_recv(inst->control_fd, 5000, ret, err, sizeof(err));
+	if (r == -EPROTONOSUPPORT)
+		r = -EPROTO;
+	if (r == 0 && ret->type != answer) {
+		phos_ctl_msg_exit(ret);
+		r = -EPROTO;
 	}
-	line[got] = '\0';
-	return 0;
+	return r;
 }
 
 int phos_instance_touched(struct phos_instance *inst, uint64_t *ret_ids, size_t max, size_t *ret_n)
 {
-	size_t cap = 64 + max * 21, n = 0;
-	char *line = malloc(cap), *p, *end;
-	int r;
+	struct phos_ctl_msg m;
+	int r = control_ask(inst, PHOS_CTL_ASK_TOUCHED, PHOS_CTL_TOUCHED, &m);
 
 	*ret_n = 0;
-	if (!line)
-		return -ENOMEM;
-	r = control_ask(inst, "touched\n", line, cap);
-	if (r == 0 && strncmp(line, "touched ", 8) != 0)
-		r = -EPROTO;
-	for (p = line + 8; r == 0 && *p && n < max; p = *end == ',' ? end + 1 : end) {
-		ret_ids[n++] = strtoull(p, &end, 10);
-		if (end == p)
-			r = -EPROTO;
-	}
-	if (r == 0)
-		*ret_n = n;
-	free(line);
-	return r;
+	if (r < 0)
+		return r;
+	*ret_n = m.touched.n < max ? m.touched.n : max;
+	memcpy(ret_ids, m.touched.ids, *ret_n * sizeof(*ret_ids));
+	phos_ctl_msg_exit(&m);
+	return 0;
 }
 
 int phos_instance_fallbacks(struct phos_instance *inst, struct phos_spec_fallbacks *ret)
 {
-	char line[256];
-	unsigned long long o, v, m;
-	int restoring, r = control_ask(inst, "fallbacks\n", line, sizeof(line));
+	struct phos_ctl_msg m;
+	int r = control_ask(inst, PHOS_CTL_ASK_FALLBACKS, PHOS_CTL_FALLBACKS, &m);
 
 	if (r < 0)
 		return r;
-	if (sscanf(line, "fallbacks %llu %llu %llu %d", &o, &v, &m, &restoring) != 4)
-		return -EPROTO;
-	*ret = (struct phos_spec_fallbacks){ .opaque = o, .overflow = v, .validate_miss = m,
-					     .restoring = restoring != 0 };
+	*ret = (struct phos_spec_fallbacks){ .opaque = m.fallbacks.opaque, .overflow = m.fallbacks.overflow,
+					     .validate_miss = m.fallbacks.validate_miss,
+					     .restoring = m.fallbacks.restoring };
+	phos_ctl_msg_exit(&m);
 	return 0;
 }
 
 int phos_instance_failed(const struct phos_instance *inst, unsigned wait_ms, char *why, size_t len)
 {
 	struct pollfd p = { .fd = inst->control_fd, .events = POLLIN };
-	char buf[1024];
-	ssize_t n;
+	struct phos_ctl_msg m;
+	char err[256];
+	int failed;
 
 	if (inst->control_fd < 0 || !len)
 		return 0;
 	if (wait_ms && poll(&p, 1, (int)wait_ms) <= 0)
 		return 0;
-	/* After "ready" the executor says nothing unasked but "error ..." just
-	 * before it exits, so a peek at the front is enough. */
-	n = recv(inst->control_fd, buf, sizeof(buf) - 1, MSG_PEEK | MSG_DONTWAIT);
-	if (n < 6 || strncmp(buf, "error ", 6))
+	/* After READY the executor says nothing unasked but ERROR just before
+	 * it exits, so a peek at the front is enough (and leaves it there for
+	 * the pool, which skips it on the way to IDLE). */
+	if (phos_ctl_peek(inst->control_fd, &m, err, sizeof(err)) < 0)
 		return 0;
-	buf[n] = '\0';
-	buf[strcspn(buf, "\n")] = '\0';
-	snprintf(why, len, "%s", buf + 6);
-	return 1;
+	failed = m.type == PHOS_CTL_ERROR;
+	if (failed)
+		snprintf(why, len, "%s", m.error.reason);
+	phos_ctl_msg_exit(&m);
+	return failed;
 }
 
 static int exit_code(int status)
@@ -346,7 +343,7 @@ int phos_instance_wait(struct phos_instance *inst)
 		;
 	code = exit_code(status);
 	if (inst->pool) {
-		/* The executor saw the function go, scrubs itself and says "idle". */
+		/* The executor saw the function go, scrubs itself and says IDLE. */
 		phos_pool_return(inst);
 		inst->pool = NULL;
 		return code;

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "control.h"
 #include "criu.h"
 #include "fault.h"
 #include "image.h"
@@ -44,19 +45,21 @@ static void phase_set(const struct phos_snapshot_ctl *ctl, const char *phase)
 		ctl->phase(ctl->arg, phase);
 }
 
-/* Waits for one line from the executor's control socket, forwarding the
- * function's output meanwhile. Returns 0, -ETIMEDOUT, -ECANCELED (cancel_fd
- * readable), or -ECHILD when the function or the executor ended first
- * (*ret_status tells how; *fn is -1 once the function was reaped). */
-static int await_line(int ctl, int out, int errp, int log_fd, pid_t *fn, pid_t exe, double deadline, int cancel_fd,
-		      char *line, size_t len, int *ret_status)
+/* Waits for the executor's answer (DUMPED or ERROR, after its HELLO) on its
+ * control socket into *ret, forwarding the function's output meanwhile.
+ * Returns 0, -ETIMEDOUT, -ECANCELED (cancel_fd readable), -ECHILD when the
+ * function or the executor ended first (*ret_status tells how; *fn is -1 once
+ * the function was reaped), or -EPROTO / -EPROTONOSUPPORT with why set when
+ * the executor's messages do not read. */
+static int await_answer(int ctl, int out, int errp, int log_fd, pid_t *fn, pid_t exe, double deadline, int cancel_fd,
+			struct phos_ctl_msg *ret, char *why, size_t whylen, int *ret_status)
 {
-	size_t got = 0;
+	bool hello = false;
 
 	for (;;) {
 		struct pollfd p[4] = { { .fd = ctl, .events = POLLIN }, { .fd = out, .events = POLLIN },
 				       { .fd = errp, .events = POLLIN }, { .fd = cancel_fd, .events = POLLIN } };
-		int left = (int)((deadline - phos_now()) * 1000), status;
+		int left = (int)((deadline - phos_now()) * 1000), status, r;
 
 		if (left <= 0)
 			return -ETIMEDOUT;
@@ -69,15 +72,20 @@ static int await_line(int ctl, int out, int errp, int log_fd, pid_t *fn, pid_t e
 		if (p[2].revents & POLLIN)
 			pump(errp, log_fd);
 		if (p[0].revents & (POLLIN | POLLHUP)) {
-			ssize_t n = read(ctl, line + got, 1);
-
-			if (n == 1 && line[got] == '\n') {
-				line[got] = '\0';
-				return 0;
+			r = phos_ctl_recv(ctl, 0, ret, why, whylen);
+			if (r == 0 && !hello) {
+				hello = ret->type == PHOS_CTL_HELLO;
+				if (!hello) {
+					phos_errf(why, whylen, "it said %s before hello", phos_ctl_type_name(ret->type));
+					phos_ctl_msg_exit(ret);
+					return -EPROTO;
+				}
+				phos_ctl_msg_exit(ret);
+				continue;
 			}
-			if (n == 1 && got + 2 < len)
-				got++;
-			if (n == 0) {
+			if (r == 0)
+				return 0;
+			if (r == -EPIPE) {
 				/* the executor ends when the function does: say how the
 				 * function ended when it did (within a second) */
 				*ret_status = -1;
@@ -91,6 +99,8 @@ static int await_line(int ctl, int out, int errp, int log_fd, pid_t *fn, pid_t e
 				}
 				return -ECHILD;
 			}
+			if (r != -ETIMEDOUT)
+				return r;
 		}
 		if (waitpid(*fn, &status, WNOHANG) == *fn) {
 			*ret_status = status;
@@ -119,7 +129,7 @@ static int record_fds(struct phos_image *img, const int ours[4], const int their
 	return 0;
 }
 
-/* Whether a failure reported as text (the executor's error line, CRIU's log)
+/* Whether a failure reported as text (the executor's ERROR, CRIU's log)
  * was a full disk: they report errno by its strerror only. */
 static bool disk_full(const char *why)
 {
@@ -142,6 +152,7 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 {
 	unsigned timeout_ms = sc->timeout_ms ? sc->timeout_ms : 600000;
 	char tmp[4096], cpu[4200], line[1024];
+	struct phos_ctl_msg answer = { .fd = -1 };
 	int ch[2] = { -1, -1 }, ctl[2] = { -1, -1 }, in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 };
 	struct phos_snapshot_stats st = { 0 };
 	struct phos_image *img = NULL;
@@ -193,8 +204,8 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 	}
 
 	phase_set(sc, "init");
-	r = await_line(ctl[0], out[0], errp[0], log_fd, &fn, exe, t0 + timeout_ms / 1000.0, sc->cancel_fd, line,
-		       sizeof(line), &status);
+	r = await_answer(ctl[0], out[0], errp[0], log_fd, &fn, exe, t0 + timeout_ms / 1000.0, sc->cancel_fd, &answer,
+			 line, sizeof(line), &status);
 	if (r == -ETIMEDOUT) {
 		phos_errf(err, errlen, "%s did not reach phos_fn_serve within %u ms", argv[0], timeout_ms);
 		goto out;
@@ -218,15 +229,18 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 			phos_errf(err, errlen, "the executor stopped before %s reached phos_fn_serve", argv[0]);
 		goto out;
 	}
-	if (r < 0 || strncmp(line, "dumped ", 7) != 0) {
-		phos_errf(err, errlen, "the executor could not dump the GPU state: %s",
-		     !strncmp(line, "error ", 6) ? line + 6 : line);
-		r = disk_full(line) ? -ENOSPC : -EIO;
+	if (r < 0 || answer.type != PHOS_CTL_DUMPED) {
+		const char *why = r < 0 ? line : answer.type == PHOS_CTL_ERROR ? answer.error.reason
+									 : phos_ctl_type_name(answer.type);
+
+		phos_errf(err, errlen, "the executor could not dump the GPU state: %s", why);
+		r = disk_full(why) ? -ENOSPC : -EIO;
+		phos_ctl_msg_exit(&answer);
 		goto out;
 	}
 	reached = true;
 	st.init_s = phos_now() - t0;
-	sscanf(line + 7, "{\"gpu_dump_s\":%lf", &st.gpu_dump_s);
+	st.gpu_dump_s = answer.dumped.gpu_dump_s;
 	st.init_s -= st.gpu_dump_s;
 
 	/* The CPU side: the function is parked inside phos_fn_serve. */

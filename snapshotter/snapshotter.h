@@ -6,10 +6,10 @@
  *
  *   take:     phos-executor --snapshot-to TMP ◀─channel─▶ function (new pid ns)
  *             function reaches phos_fn_serve → executor dumps the GPU state
- *             ("dumped") → criu dump of the function → manifest gets the CPU
+ *             (DUMPED, runtime/control.h) → criu dump of the function → manifest gets the CPU
  *             facts → TMP renamed to DIR (image.h: all or nothing)
  *
- *   restore:  phos-executor --restore-from DIR (GPU state back, "ready")
+ *   restore:  phos-executor --restore-from DIR (GPU state back, READY)
  *             → criu restore with a fresh channel socket and stdio
  *             (--inherit-fd) → the function wakes inside phos_fn_serve and
  *             adopts the new executor's channel

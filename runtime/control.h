@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control protocol: how the snapshotter and the invoker drive an executor
+ * (ctxpool/phos-executor) on its control socket (fd 4, a Unix stream socket).
+ * The call channel (channel.h, proto.h) carries the function's CUDA calls; this
+ * one carries jobs, status and questions about the instance.
+ *
+ *   controller (snapshotter/, invoker/)             phos-executor
+ *   ------------------------------------            ------------------------------
+ *                                      ◀── HELLO {pid}            first, always
+ *   --pool:                            ◀── IDLE                   ready for a job
+ *   SERVE + fd (a function's channel)  ──▶
+ *   RESTORE {on_demand, dir} + fd      ──▶ ... ◀── READY {times} | ERROR {reason}
+ *   HOT {dirs}                         ──▶ ... ◀── HOT_DONE {n, bytes} | ERROR
+ *   while serving a restored function:
+ *   ASK_TOUCHED                        ──▶     ◀── TOUCHED {ids}
+ *   ASK_FALLBACKS                      ──▶     ◀── FALLBACKS {counts}
+ *                                          ◀── ERROR {reason}   (unasked: the
+ *                                              instance ends; phos_instance_failed)
+ *   function gone, executor scrubbed   ◀── IDLE
+ *   --restore-from DIR: HELLO, then READY or ERROR; --snapshot-to DIR: HELLO,
+ *   then DUMPED {times} or ERROR, and the executor waits for the socket to close.
+ *
+ * Every message is one frame, written with one sendmsg:
+ *
+ *   +-------------+-------------+----------+------------+--------------------+
+ *   | magic u32   | version u16 | type u16 | length u32 | reserved u32 (0)   |  payload
+ *   | "PHCT"      |             |          | of payload |                    |  (length bytes)
+ *   +-------------+-------------+----------+------------+--------------------+
+ *
+ * The magic and the version stay the first 8 bytes in every version, so that
+ * a peer of another version is refused by name (the executor's HELLO is the
+ * first message each side reads). Payloads are packed little-endian structs
+ * (both ends run on one host); lists are binary (a u32 count, then the items);
+ * strings are NUL-terminated inside the payload. A descriptor travels with
+ * SERVE and RESTORE (SCM_RIGHTS, attached to the frame's first byte).
+ *
+ * Every received frame is validated before anyone reads it: magic, version,
+ * known type, the payload length bounded (PHOS_CTL_MAX_PAYLOAD) and exactly
+ * what the type needs, counts within their limits, each string NUL-terminated
+ * within its bounds and, for reasons (text shown to people), valid UTF-8.
+ * Paths are byte strings (Linux allows any byte but NUL in a file name).
+ * A malformed frame is an error with a reason, never a crash; the stream is
+ * then out of step, and the caller drops the peer.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PHOS_CTL_MAGIC 0x54434850u       /* "PHCT" read as little-endian bytes */
+#define PHOS_CTL_VERSION 1u
+#define PHOS_CTL_HDR_SIZE 16u
+#define PHOS_CTL_MAX_PAYLOAD (1u << 20)  /* any one frame */
+#define PHOS_CTL_REASON_MAX 1024u        /* an ERROR's reason, with its NUL */
+#define PHOS_CTL_PATH_MAX 4001u          /* a snapshot path, with its NUL */
+#define PHOS_CTL_HOT_MAX 64u             /* snapshots in one HOT list */
+#define PHOS_CTL_TOUCHED_MAX 65536u      /* ids in one TOUCHED answer */
+/* Once a frame has started, the rest must follow within this (ms), whatever the
+ * caller's timeout for the frame's start. */
+#define PHOS_CTL_REST_MS 5000
+
+enum phos_ctl_type {
+	/* executor → controller */
+	PHOS_CTL_HELLO = 1,     /* hello: the executor started */
+	PHOS_CTL_IDLE,          /* (empty) a pooled executor waits for a job */
+	PHOS_CTL_READY,         /* ready: a restored snapshot's device state is in */
+	PHOS_CTL_DUMPED,        /* dumped: the device state is in the snapshot */
+	PHOS_CTL_ERROR,         /* error: a job failed, or the instance ends */
+	PHOS_CTL_HOT_DONE,      /* hot_done: the answer to HOT */
+	PHOS_CTL_TOUCHED,       /* touched: the answer to ASK_TOUCHED */
+	PHOS_CTL_FALLBACKS,     /* fallbacks: the answer to ASK_FALLBACKS */
+	/* controller → executor */
+	PHOS_CTL_SERVE,         /* (empty) + fd: serve the function on this channel socket */
+	PHOS_CTL_RESTORE,       /* restore + fd: restore a snapshot, then serve */
+	PHOS_CTL_HOT,           /* hot: make exactly these snapshots hot */
+	PHOS_CTL_ASK_TOUCHED,   /* (empty) */
+	PHOS_CTL_ASK_FALLBACKS, /* (empty) */
+	PHOS_CTL_TYPE_END
+};
+
+/* One message, decoded. Received messages own their lists and descriptor
+ * (phos_ctl_msg_exit); messages to send only borrow them. */
+struct phos_ctl_msg {
+	enum phos_ctl_type type;
+	int fd;   /* travels with SERVE and RESTORE (required there); -1 otherwise */
+	union {
+		struct { uint32_t pid; } hello;
+		struct {
+			double open_s, load_s, data_s; /* device open, object load, buffer contents */
+			uint64_t data_bytes;
+			bool on_demand;
+		} ready;
+		struct { double gpu_dump_s; uint64_t data_bytes; } dumped;
+		struct { char reason[PHOS_CTL_REASON_MAX]; } error;
+		struct { uint64_t n, bytes; } hot_done;  /* snapshots hot, bytes pinned */
+		struct { uint64_t *ids; size_t n; } touched;  /* first-touch order */
+		struct {
+			uint64_t opaque, overflow, validate_miss; /* enum spec_fallback's counts */
+			bool restoring;  /* an on-demand restore is still moving buffers in */
+		} fallbacks;
+		struct { bool on_demand; char dir[PHOS_CTL_PATH_MAX]; } restore;
+		struct { char **dirs; size_t n; } hot;
+	};
+};
+
+/* The name of a type ("ready", ...), or "unknown". */
+const char *phos_ctl_type_name(unsigned type);
+
+/* Encodes m into one frame (header + payload) in a new buffer (*ret_buf, the
+ * caller frees it; *ret_len its size). m->fd is not part of the bytes.
+ * Returns 0, -EINVAL when m breaks a limit (unknown type, too many ids or
+ * dirs, a string without its NUL within bounds, an empty or NUL-holding path),
+ * or -ENOMEM. Reasons are sent as given: use phos_ctl_error_set to make one. */
+int phos_ctl_encode(const struct phos_ctl_msg *m, void **ret_buf, size_t *ret_len);
+
+/* Checks a frame header (PHOS_CTL_HDR_SIZE bytes at hdr) and returns its type
+ * and payload length. Returns 0, -EPROTO (bad magic, unknown type, oversized
+ * payload, reserved bits set) or -EPROTONOSUPPORT (another version); err says
+ * which. */
+int phos_ctl_header_check(const void *hdr, unsigned *ret_type, uint32_t *ret_len, char *err, size_t errlen);
+
+/* Decodes the payload (len bytes) of a frame of the given type into *ret
+ * (fd set to -1). Returns 0 or -EPROTO with err saying what is wrong (short,
+ * long, a count over its limit, a string without NUL, a reason that is not
+ * UTF-8), or -ENOMEM. *ret is untouched on failure. */
+int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_ctl_msg *ret, char *err,
+		    size_t errlen);
+
+/* Sends m on sock as one frame, with m->fd attached when m is SERVE or
+ * RESTORE (the fd stays the caller's). Not thread-safe per socket: writers
+ * of one socket serialise. Returns 0, -EINVAL (see phos_ctl_encode),
+ * -EPIPE when the peer is gone, or -errno. */
+int phos_ctl_send(int sock, const struct phos_ctl_msg *m);
+
+/* Receives one frame from sock and decodes it into *ret (the caller calls
+ * phos_ctl_msg_exit). timeout_ms bounds the wait for the frame to start (<0:
+ * forever, 0: only if one is there); its rest must follow within
+ * PHOS_CTL_REST_MS or timeout_ms, the longer. Returns 0; -ETIMEDOUT (nothing
+ * came); -EPIPE (the peer closed before a frame started); -EPROTO (a
+ * malformed frame, one cut short by a hang-up, a descriptor missing or where
+ * none belongs) or -EPROTONOSUPPORT (another version), err saying why; or
+ * -errno. On failure *ret is untouched and any descriptor received is
+ * closed. */
+int phos_ctl_recv(int sock, int timeout_ms, struct phos_ctl_msg *ret, char *err, size_t errlen);
+
+/* Like phos_ctl_recv with timeout 0, without taking the frame off the socket
+ * (MSG_PEEK); no descriptor is received. Returns 0 when a whole frame of at
+ * most PHOS_CTL_HDR_SIZE + PHOS_CTL_REASON_MAX + 64 bytes is at the front,
+ * -EAGAIN when none is (yet), -EMSGSIZE for a bigger one, -EPIPE when the peer
+ * closed with nothing left, -EPROTO / -EPROTONOSUPPORT for a malformed one. */
+int phos_ctl_peek(int sock, struct phos_ctl_msg *ret, char *err, size_t errlen);
+
+/* Reads and discards anything on sock until the peer closes it (or an error
+ * other than EINTR): for an executor that waits to be let go. */
+void phos_ctl_wait_close(int sock);
+
+/* Makes m an ERROR with the formatted reason, truncated to fit and made valid
+ * UTF-8 (bytes that are not become '?'), newlines turned into spaces. */
+void phos_ctl_error_set(struct phos_ctl_msg *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Frees what a received message owns (lists, descriptor); accepts a message
+ * that owns nothing, and NULL. The message is left empty (fd -1). */
+void phos_ctl_msg_exit(struct phos_ctl_msg *m);
