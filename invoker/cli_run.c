@@ -14,9 +14,10 @@
  * stand-ins preloaded and the guard as audit module (runtime/guard.h), which
  * refuses a real CUDA library as the loader opens it and writes it to a report
  * file; phos-fn also scans /proc/PID/maps and fds every GUARD_SCAN_MS for a
- * real CUDA library mapped by other means or an open /dev/nvidia*, and kills
- * the program when it finds one. Either way the run fails with PHOS_GUARD_EXIT
- * and says which library or device.
+ * real CUDA library mapped by other means or an open /dev/nvidia*, in the
+ * program and its descendants, and kills the offender and the program when
+ * it finds one. Either way the run fails with PHOS_GUARD_EXIT and says which
+ * library or device.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -134,14 +135,16 @@ static int wait_guarded(pid_t prog, const char *name, const char *preload, const
 	const struct timespec tick = { 0, GUARD_SCAN_MS * 1000000L };
 	char what[PATH_MAX];
 	int status = 0;
-	pid_t w;
+	pid_t w, bad = 0;
 
 	*ret_refused = false;
 	for (;;) {
 		w = waitpid(prog, &status, WNOHANG);
 		if (w == prog || (w < 0 && errno != EINTR))
 			break;
-		if (w == 0 && phos_guard_scan(prog, preload, what, sizeof(what)) == 1) {
+		if (w == 0 && phos_guard_scan(prog, preload, &bad, what, sizeof(what)) == 1) {
+			if (bad != prog)
+				kill(bad, SIGKILL);   /* a descendant: it would outlive the program */
 			kill(prog, SIGKILL);
 			while (waitpid(prog, &status, 0) < 0 && errno == EINTR)
 				;

@@ -7,20 +7,23 @@
  *   dynamic loader ──la_objsearch(name)──▶ guard ── libcudart.so*, libcublas.so.*
  *         │                                  │       (a bare soname, an RPATH/RUNPATH
  *         │                                  │        lookup or a dlopen by path)
- *         │◀── <stand-in dir>/libcudart.so.13 ┘       → our stand-in, already preloaded
+ *         │◀── <stand-in dir>/libcudart.so.13 ┘         → the stand-in (loaded once)
  *         │
  *         └──la_objopen(map)──▶ guard ── libcuda.so*, libnvidia-ml.so*, or a
  *                                        libcudart/libcublas that is not ours
  *                                        → "refusing ..." on stderr, the reason in
  *                                          $PHOS_GUARD_REPORT, _exit(PHOS_GUARD_EXIT)
  *
- * The stand-ins are also in LD_PRELOAD, so their symbols interpose on any copy
- * loaded anyway, and a DT_NEEDED libcudart.so.13 (whatever RPATH says) binds
- * to the preloaded object by its soname before any search. The audit module
- * covers what the soname match does not: dlopen of an absolute path, other
- * names (libcudart.so), and the driver itself. la_objopen runs before the
- * object's relocation and constructors, so a refused library never runs a
- * line of code; the real driver never opens /dev/nvidia*.
+ * la_objsearch sees every name before the search: a DT_NEEDED libcudart.so.13
+ * whatever DT_RPATH/RUNPATH the program carries (RPATH beats LD_LIBRARY_PATH),
+ * a dlopen of an absolute path, other names (libcudart.so); the redirected
+ * path is the stand-in, and a second load of it finds the one already there.
+ * la_objopen catches what is not redirected: the driver itself, another
+ * major of the runtime, a copy of a name we do not know. It runs before
+ * the object's relocation and constructors, so a refused library never runs
+ * a line of code; the real driver never opens /dev/nvidia*. The stand-ins are
+ * not preloaded: a process that never loads libcudart (a shell that starts
+ * the program) must not become a client of the channel.
  *
  * The module lives in its own link namespace with its own libc; it uses only
  * plain libc calls (and runtime/guard_scan.c, compiled in) and is built

@@ -3,8 +3,8 @@
  * The forwarding guard's contract with whoever starts a function process
  * (preload/guard.c has the picture). The process runs with
  *
- *   LD_PRELOAD=<existing>:<dir>/libcudart.so.13:<dir>/libcublas.so.13
- *   LD_AUDIT=<dir>/libphos-guard.so
+ *   LD_LIBRARY_PATH=<dir>:<existing>
+ *   LD_AUDIT=<dir>/libphos-guard.so:<existing>
  *
  * (phos_function_env in snapshotter/spawn.c builds it). A process that loads a
  * real CUDA runtime or driver library prints why on stderr, appends the
@@ -21,13 +21,17 @@
 
 /*
  * The guard's second line, from outside: scans /proc/PID/maps and /proc/PID/fd
- * of a running function process for a real CUDA library (one not in
- * standin_dir) or an open /dev/nvidia*. Returns 1 and names it in
- * ret_what[len] when found, 0 when the process is clean, -errno when it
- * cannot be read (it has exited). Catches what the loader does not see: a
- * library mapped by hand, a device node opened directly.
+ * of a running function process and of its descendants (at most
+ * PHOS_GUARD_SCAN_PROCS of them, PHOS_GUARD_SCAN_DEPTH deep) for a real CUDA
+ * library (one not in standin_dir) or an open /dev/nvidia*. Returns 1 and
+ * names it in ret_what[len] and the process in *ret_pid when found, 0 when
+ * all are clean, -errno when pid cannot be read (it has exited). Catches what
+ * the loader does not see: a library mapped by hand, a device node opened
+ * directly.
  */
-int phos_guard_scan(pid_t pid, const char *standin_dir, char *ret_what, size_t len);
+#define PHOS_GUARD_SCAN_PROCS 256
+#define PHOS_GUARD_SCAN_DEPTH 16
+int phos_guard_scan(pid_t pid, const char *standin_dir, pid_t *ret_pid, char *ret_what, size_t len);
 
 /* True when a mapped or loaded file is a real CUDA runtime or driver library
  * (libcuda.so*, libnvidia-ml.so*, libcudart.so*, libcublas.so*) by its name. */

@@ -89,15 +89,66 @@ static int scan_fds(pid_t pid, char *ret_what, size_t len)
 	return found;
 }
 
-int phos_guard_scan(pid_t pid, const char *standin_dir, char *ret_what, size_t len)
+static int scan_one(pid_t pid, const char *dir_real, char *ret_what, size_t len)
+{
+	int r = scan_maps(pid, dir_real, ret_what, len);
+
+	return r != 0 ? r : scan_fds(pid, ret_what, len);
+}
+
+/* Scans pid, then its descendants (each thread's children file), depth first. */
+static int scan_tree(pid_t pid, const char *dir_real, unsigned depth, unsigned *budget, pid_t *ret_pid,
+		     char *ret_what, size_t len)
+{
+	char path[64], kids[4096];
+	struct dirent *d;
+	DIR *tasks;
+	int r = scan_one(pid, dir_real, ret_what, len);
+
+	if (r == 1)
+		*ret_pid = pid;
+	if (r != 0 || depth >= PHOS_GUARD_SCAN_DEPTH)
+		return r;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	tasks = opendir(path);
+	if (!tasks)
+		return 0;   /* gone since: nothing more to see */
+	while (r == 0 && (d = readdir(tasks))) {
+		char kpath[64 + 256 + 16];
+		FILE *f;
+
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(kpath, sizeof(kpath), "%s/%s/children", path, d->d_name);
+		f = fopen(kpath, "re");
+		if (!f)
+			continue;
+		size_t n = fread(kids, 1, sizeof(kids) - 1, f);
+
+		fclose(f);
+		kids[n] = '\0';
+		char *save = NULL;
+
+		for (char *tok = strtok_r(kids, " \n", &save); r == 0 && tok; tok = strtok_r(NULL, " \n", &save)) {
+			if (*budget == 0)
+				break;
+			(*budget)--;
+			/* a child that exited between the two reads is simply gone */
+			r = scan_tree((pid_t)atoi(tok), dir_real, depth + 1, budget, ret_pid, ret_what, len);
+			if (r < 0)
+				r = 0;
+		}
+	}
+	closedir(tasks);
+	return r;
+}
+
+int phos_guard_scan(pid_t pid, const char *standin_dir, pid_t *ret_pid, char *ret_what, size_t len)
 {
 	char dir_real[PATH_MAX];
-	int r;
+	unsigned budget = PHOS_GUARD_SCAN_PROCS;
 
 	if (!realpath(standin_dir, dir_real))
 		return -errno;
-	r = scan_maps(pid, dir_real, ret_what, len);
-	if (r != 0)
-		return r;
-	return scan_fds(pid, ret_what, len);
+	return scan_tree(pid, dir_real, 0, &budget, ret_pid, ret_what, len);
 }

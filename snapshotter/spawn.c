@@ -90,7 +90,7 @@ static const char *env_value(char *const *list, size_t n, const char *name, cons
 /* The variables phos_function_env sets itself (merging the old values in). */
 static bool env_ours(const char *var)
 {
-	static const char *const ours[] = { "LD_LIBRARY_PATH=", "LD_PRELOAD=", "LD_AUDIT=", "PHOS_CHANNEL_FD=" };
+	static const char *const ours[] = { "LD_LIBRARY_PATH=", "LD_AUDIT=", "PHOS_CHANNEL_FD=" };
 
 	for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
 		if (!strncmp(var, ours[i], strlen(ours[i])))
@@ -113,8 +113,8 @@ static char *env_join(const char *name, const char *old, const char *add, bool f
 char **phos_function_env(const struct phos_runtime_paths *paths)
 {
 	size_t n = 0, k = 0, nx = 0;
-	const char *ld, *pre, *aud;
-	char standins[2 * PATH_MAX + 64], guard[PATH_MAX + 64];
+	const char *ld, *aud;
+	char guard[PATH_MAX + 64];
 	char **env;
 
 	while (environ[n])
@@ -123,12 +123,9 @@ char **phos_function_env(const struct phos_runtime_paths *paths)
 		nx++;
 	/* the function's own values (the invoker's "env") replace the caller's */
 	ld = env_value(paths->fn_env, nx, "LD_LIBRARY_PATH", getenv("LD_LIBRARY_PATH"));
-	pre = env_value(paths->fn_env, nx, "LD_PRELOAD", getenv("LD_PRELOAD"));
 	aud = env_value(paths->fn_env, nx, "LD_AUDIT", getenv("LD_AUDIT"));
-	snprintf(standins, sizeof(standins), "%s/libcudart.so.13:%s/libcublas.so.13", paths->preload_dir,
-		 paths->preload_dir);
 	snprintf(guard, sizeof(guard), "%s/" PHOS_GUARD_LIB, paths->preload_dir);
-	env = calloc(n + nx + 5, sizeof(*env));
+	env = calloc(n + nx + 4, sizeof(*env));
 	if (!env)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
@@ -145,13 +142,13 @@ char **phos_function_env(const struct phos_runtime_paths *paths)
 			goto fail;
 	}
 	/*
-	 * The stand-ins first in the library path, and preloaded: a DT_NEEDED
-	 * libcudart.so.13 binds to them by soname whatever RPATH the program
-	 * carries. A sanitizer runtime already in LD_PRELOAD stays first. The
-	 * guard (preload/guard.c) redirects the rest and refuses the real driver.
+	 * The stand-ins first in the library path, and the guard as audit module
+	 * (preload/guard.c): it resolves every libcudart/libcublas load to the
+	 * stand-ins, whatever RPATH or path the program gives, and refuses the
+	 * real driver. Not LD_PRELOAD: processes that never load libcudart (a
+	 * shell that starts the program) must not become channel clients.
 	 */
 	if (!(env[k++] = env_join("LD_LIBRARY_PATH", ld, paths->preload_dir, true)) ||
-	    !(env[k++] = env_join("LD_PRELOAD", pre, standins, false)) ||
 	    !(env[k++] = env_join("LD_AUDIT", aud, guard, true)) ||
 	    !(env[k++] = strdup("PHOS_CHANNEL_FD=3")))
 		goto fail;

@@ -9,15 +9,16 @@ behind phos-fn's back (tests/transparency/guard/).
 - dlopen_cudart dlopen()s the real copy by absolute path: the same;
 - a real libcudart of another name (libcudart.so.12) is refused;
 - driver_probe reaching a libcuda.so.1 through dlopen, or mapping it by hand
-  (no loader: phos-fn's scan of /proc/PID/maps), is refused with the library
-  named and PHOS_GUARD_EXIT, and never runs natively.
+  (no loader: phos-fn's scan of /proc/PID/maps), in the program or in a child
+  of it, is refused with the library named and PHOS_GUARD_EXIT, and never
+  runs natively; phos-fn snapshot refuses it the same way.
 """
 import os
 import shutil
 import subprocess
 import tempfile
 
-from harness import DEVICE, check, done, program, read_trace, run
+from harness import DEVICE, check, done, phos, program, read_trace, run
 
 GUARD_EXIT = 121   # runtime/guard.h
 DIR = program("tests", "transparency", "guard")
@@ -72,7 +73,7 @@ try:
           and "ok" not in p.stdout, f"dlopen of libcudart.so.12: rc {p.returncode}\n{p.stdout}\n{p.stderr[-2000:]}")
 
     # The driver, through the loader and by hand.
-    for how, says in (("dlopen", "it loads"), ("mmap", "mapped or opened")):
+    for how, says in (("dlopen", "it loads"), ("mmap", "mapped or opened"), ("forkmmap", "mapped or opened")):
         p = native(PROBE, how, FAKE_DRIVER)
         check(p.returncode == 0 and "driver ran natively" in p.stdout, f"probe {how} natively: {p.returncode} {p.stderr}")
         p = run(PROBE, how, FAKE_DRIVER)
@@ -80,6 +81,12 @@ try:
         check("driver ran natively" not in p.stdout, f"probe {how} under phos-fn ran natively: {p.stdout}")
         check(says in p.stderr and "refusing" in p.stderr and FAKE_DRIVER in p.stderr,
               f"probe {how} under phos-fn: no clear refusal: {p.stderr[-2000:]}")
+
+    # phos-fn snapshot runs functions with the same guard.
+    p = phos("snapshot", "--device", DEVICE, "-o", os.path.join(tmp, "snap"), "--", PROBE, "dlopen", FAKE_DRIVER)
+    check(p.returncode != 0 and "refusing" in p.stderr and FAKE_DRIVER in p.stderr and "status 121" in p.stderr,
+          f"snapshot of the probe: rc {p.returncode}: {p.stderr[-2000:]}")
+    check(not os.path.exists(os.path.join(tmp, "snap", "manifest.json")), "a snapshot of a refused program was written")
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 

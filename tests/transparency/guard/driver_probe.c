@@ -5,6 +5,8 @@
  *   driver_probe dlopen PATH   dlopen()s a libcuda.so.1 and calls its cuInit
  *   driver_probe mmap PATH     maps the file by hand (no loader), then works
  *                              on for a second
+ *   driver_probe forkmmap PATH the same in a child process, which the program
+ *                              waits for
  *
  * The tests give it a stand-in libcuda.so.1 (fake_libcuda.c): natively it
  * prints "driver ran natively"; under phos-fn it must be refused.
@@ -14,12 +16,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: driver_probe dlopen|mmap PATH\n");
+		fprintf(stderr, "usage: driver_probe dlopen|mmap|forkmmap PATH\n");
 		return 2;
 	}
 	if (!strcmp(argv[1], "dlopen")) {
@@ -33,6 +36,20 @@ int main(int argc, char **argv)
 		if (cu_init(0) == 0)
 			printf("driver ran natively\n");
 		return 0;
+	}
+	if (!strcmp(argv[1], "forkmmap")) {
+		pid_t pid = fork();
+		int status;
+
+		if (pid < 0) {
+			perror("fork");
+			return 1;
+		}
+		if (pid > 0) {
+			if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
+				return 1;
+			return WEXITSTATUS(status);
+		}
 	}
 	int fd = open(argv[2], O_RDONLY);
 	void *p = fd >= 0 ? mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
