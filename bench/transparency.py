@@ -16,10 +16,13 @@ programs, for --programs):
      "pool_serve": {"stdin": "x\\nx\\n"},
      "driver_probe": {"skip": "a probe of the guard, not a CUDA program"},
      "big_sample": {"sim": false, "why": "no sim twin for its kernels"},
-     "blas_xt": {"refused": "cublasXt is refused at cublasXtCreate"}}
+     "blas_xt": {"refused": "cublasXt is refused at cublasXtCreate"},
+     "sort": {"same_output": true}}
 
 ({dir}: the program's folder.) A program that phos-fn refuses by design
-("refused") still counts 0 under phos, but does not fail the run. A program passes under phos only if it was
+("refused") still counts 0 under phos, but does not fail the run. A program
+that prints its results instead of checking them ("same_output") passes under
+phos only with the native run's output, byte for byte (where native runs). A program passes under phos only if it was
 really forwarded: phos-fn did not refuse it (its guard, runtime/guard.h: no
 real libcuda mapped, no /dev/nvidia* opened, no real libcudart loaded) and the
 executor's trace holds its calls. Writes bench/results/transparency.json:
@@ -164,9 +167,9 @@ def main():
             continue
         args = [s.replace("{dir}", os.path.dirname(path)) for s in cfg.get("args", [])]
         stdin = cfg.get("stdin", "")
-        nat_ok = None
+        nat_ok, nat_out = None, None
         if native:
-            rc, secs, out, err = run_one([path, *args], stdin, base_env)
+            rc, secs, nat_out, err = run_one([path, *args], stdin, base_env)
             nat_ok = rc == 0
             record(case, "native", "passed", int(nat_ok), "", exit=rc)
             record(case, "native", "seconds", round(secs, 3), "s")
@@ -179,10 +182,13 @@ def main():
         ops = trace_ops(trace)
         refused = rc == GUARD_EXIT and "refusing" in err
         forwarded = not refused and ops > 0
-        ok = rc == 0 and forwarded
+        # a program that prints its results instead of checking them: the same output as natively
+        same = not cfg.get("same_output") or nat_out is None or out == nat_out
+        ok = rc == 0 and forwarded and same
         last = (err.strip().splitlines() or [""])[-1][:300]
         why = "" if ok else ("refused by the guard: " + last if refused else
-                             "exit 0 but no call reached the executor: " + last if rc == 0 else f"exit {rc}: " + last)
+                             "exit 0 but no call reached the executor: " + last if rc == 0 and not forwarded else
+                             "its output differs from the native run's" if rc == 0 else f"exit {rc}: " + last)
         record(case, "phos", "passed", int(ok), "", exit=rc, forwarded=int(forwarded), forwarded_ops=ops,
                **({"why": why} if why else {}))
         record(case, "phos", "seconds", round(secs, 3), "s")

@@ -3,8 +3,9 @@
 it finds every program of tests/transparency/*/ without a list, runs each
 under phos-fn, and counts a run as passing only when it exited 0 and was
 really forwarded (not refused by the guard, calls in the executor's trace).
-A new area is found without editing the runner; a refused program and one
-that never calls CUDA count as failures and fail the run."""
+A new area is found without editing the runner; a refused program, one that
+never calls CUDA, and one whose output must match native but does not, count
+as failures and fail the run."""
 import json
 import os
 import shutil
@@ -23,7 +24,8 @@ EXPECTED = ["blas/blas_helpers", "blas/blas_level", "blas/blas_ex", "blas/blas_l
 
 
 def runner(out, *extra):
-    return subprocess.run([sys.executable, RUNNER, BUILD, "--device", "sim", "--native", "no", "--out", out, *extra],
+    return subprocess.run([sys.executable, RUNNER, BUILD, "--device", "sim", "--out", out,
+                           *(extra or ("--native", "no"))],
                           capture_output=True, text=True, timeout=900)
 
 
@@ -45,6 +47,9 @@ try:
         check(r.get((case, "phos", "seconds"), {}).get("value", 0) > 0, f"{case}: no seconds")
     check(r.get(("guard/driver_probe", "phos", "skipped"), {}).get("value") == 1, "driver_probe not skipped")
     check(r.get(("blas/blas_xt", "phos", "passed"), {}).get("value") == 0, "blas_xt counted as passing under phos")
+    for name in ("sort", "histogram", "run_length_encoding", "sum"):
+        sk = r.get(("thrust/" + name, "phos", "skipped"), {})
+        check(sk.get("value") == 1 and "GPU only" in sk.get("why", ""), f"thrust/{name} on sim: {sk}")
     check(not [x for x in recs if x["system"] == "native"], "native records without --native")
     passed = [x for x in recs if x["metric"] == "passed" and x["system"] == "phos" and x["case"] != "total"]
     total = r.get(("total", "phos", "passed"), {})
@@ -60,10 +65,13 @@ try:
     os.symlink(program("tests", "transparency", "guard", "rpath_cudart"), os.path.join(area, "good"))
     os.symlink(program("tests", "transparency", "guard", "driver_probe"), os.path.join(area, "probe"))
     os.symlink(shutil.which("true"), os.path.join(area, "nocuda"))
+    # prints which libcudart serves it: natively its own copy, under phos-fn ours
+    os.symlink(program("tests", "transparency", "guard", "rpath_cudart"), os.path.join(area, "printer"))
     with open(os.path.join(area, "runner.json"), "w") as f:
-        json.dump({"probe": {"args": ["dlopen", program("tests", "transparency", "guard", "libcuda.so.1")]}}, f)
+        json.dump({"probe": {"args": ["dlopen", program("tests", "transparency", "guard", "libcuda.so.1")]},
+                   "printer": {"same_output": True}}, f)
     out2 = os.path.join(tmp, "new.json")
-    p = runner(out2, "--programs", os.path.join(tmp, "areas"))
+    p = runner(out2, "--programs", os.path.join(tmp, "areas"), "--native", "yes")
     check(p.returncode == 1, f"runner with failing programs: rc {p.returncode}\n{p.stdout[-2000:]}")
     with open(out2) as f:
         r = by(json.load(f))
@@ -76,6 +84,10 @@ try:
     # never used: phos-fn's own matter, not the runner's)
     check(nocuda.get("value") == 0 and nocuda.get("forwarded_ops") == 0 and nocuda.get("exit") in (0, 1),
           f"a program without CUDA calls: {nocuda}")
+    printer = r.get(("newarea/printer", "phos", "passed"), {})
+    check(printer.get("value") == 0 and printer.get("exit") == 0 and "differs" in printer.get("why", ""),
+          f"a program whose output differs from native: {printer}")
+    check(r.get(("newarea/printer", "native", "passed"), {}).get("exit") is not None, "no native run with --native yes")
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
