@@ -141,6 +141,8 @@ def main():
     programs_dir = a.programs or os.path.join(build, "tests", "transparency")
     base_env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "LD_AUDIT")}
     phos_env = dict(os.environ, PHOS_SIM_TWINS=sim_twins(build))
+    if os.environ.get("PHOS_TEST_PRELOAD"):   # sanitizer builds (tools/test --sanitize): the runtime first
+        phos_env["LD_PRELOAD"] = os.environ["PHOS_TEST_PRELOAD"]
     dev, date = device_name(device), datetime.date.today().isoformat()
 
     records, failures, known = [], [], []

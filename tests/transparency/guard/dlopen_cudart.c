@@ -52,6 +52,8 @@ int main(int argc, char **argv)
 	if ((e = cu_malloc(&d, n)) || (e = cu_memcpy(d, in, n / 2, 1 /* H2D */)) ||
 	    (e = cu_memset((char *)d + n / 2, 0x5a, n / 2)) || (e = cu_memcpy(out, d, n, 2 /* D2H */))) {
 		fprintf(stderr, "a CUDA call failed: error %d\n", e);
+		free(in);
+		free(out);
 		return 1;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -59,10 +61,14 @@ int main(int argc, char **argv)
 
 		if (out[i] != want) {
 			fprintf(stderr, "byte %zu: %u, want %u\n", i, out[i], want);
+			free(in);
+			free(out);
 			return 1;
 		}
 	}
 	cu_free(d);
+	free(in);
+	free(out);
 	printf("dlopen_cudart: ok\n");
 	return 0;
 }
