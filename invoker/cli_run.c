@@ -11,13 +11,16 @@
  * the program's (128+N when killed by signal N); a failed executor is reported.
  *
  * Forwarded or refused, never native (issue 12): the program runs with the
- * stand-ins preloaded and the guard as audit module (runtime/guard.h), which
- * refuses a real CUDA library as the loader opens it and writes it to a report
- * file; phos-fn also scans /proc/PID/maps and fds every GUARD_SCAN_MS for a
- * real CUDA library mapped by other means or an open /dev/nvidia*, in the
+ * guard as audit module (runtime/guard.h), which makes every libcudart load
+ * the stand-in's, refuses a real CUDA library as the loader opens it and
+ * writes it to a report file; phos-fn also scans /proc/PID/maps and fds
+ * (every GUARD_SCAN_MS while the program starts and loads its libraries, then
+ * every GUARD_SCAN_SLOW_MS, so that a long benchmark pays almost nothing) for
+ * a real CUDA library mapped by other means or an open /dev/nvidia*, in the
  * program and its descendants, and kills the offender and the program when
  * it finds one. Either way the run fails with PHOS_GUARD_EXIT and says which
- * library or device.
+ * library or device. Between scans phos-fn waits on a pidfd, so the
+ * program's exit is seen at once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,7 +31,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <sys/wait.h>
@@ -42,6 +47,8 @@ extern char **environ;
 
 #define CHANNEL_FD 3
 #define GUARD_SCAN_MS 10
+#define GUARD_SCAN_SLOW_MS 100
+#define GUARD_SCAN_FAST_FOR 100   /* scans, about 1 s */
 
 static void usage(FILE *f)
 {
@@ -126,13 +133,15 @@ static void read_report(const char *report, char *buf, size_t len)
 }
 
 /*
- * Waits for the program, scanning it every GUARD_SCAN_MS (guard.h); returns
+ * Waits for the program, scanning it (guard.h) as the top of the file says; returns
  * its exit code and sets *ret_refused when the guard refused it (the audit
  * module's report, or the scan, which kills it).
  */
 static int wait_guarded(pid_t prog, const char *name, const char *preload, const char *report, bool *ret_refused)
 {
-	const struct timespec tick = { 0, GUARD_SCAN_MS * 1000000L };
+	const struct timespec fast = { 0, GUARD_SCAN_MS * 1000000L }, slow = { 0, GUARD_SCAN_SLOW_MS * 1000000L };
+	unsigned scans = 0;
+	int pidfd = (int)syscall(SYS_pidfd_open, prog, 0);   /* -1 before Linux 5.3: sleep instead */
 	char what[PATH_MAX];
 	int status = 0;
 	pid_t w, bad = 0;
@@ -143,6 +152,8 @@ static int wait_guarded(pid_t prog, const char *name, const char *preload, const
 		if (w == prog || (w < 0 && errno != EINTR))
 			break;
 		if (w == 0 && phos_guard_scan(prog, preload, &bad, what, sizeof(what)) == 1) {
+			if (pidfd >= 0)
+				close(pidfd);
 			if (bad != prog)
 				kill(bad, SIGKILL);   /* a descendant: it would outlive the program */
 			kill(prog, SIGKILL);
@@ -153,8 +164,18 @@ static int wait_guarded(pid_t prog, const char *name, const char *preload, const
 			*ret_refused = true;
 			return PHOS_GUARD_EXIT;
 		}
-		nanosleep(&tick, NULL);
+		const struct timespec *tick = ++scans < GUARD_SCAN_FAST_FOR ? &fast : &slow;
+
+		if (pidfd >= 0) {
+			struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
+
+			poll(&pfd, 1, (int)(tick->tv_nsec / 1000000L));   /* readable once it exited */
+		} else {
+			nanosleep(tick, NULL);
+		}
 	}
+	if (pidfd >= 0)
+		close(pidfd);
 	read_report(report, what, sizeof(what));
 	if (what[0]) {   /* the guard printed why on the program's stderr */
 		*ret_refused = true;
