@@ -38,7 +38,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "guard.h"   /* runtime/guard.h: header only */
+#include "guard.h"   /* runtime/guard.h; runtime/guard_scan.c is compiled in */
 
 #define EXPORT __attribute__((visibility("default")))
 

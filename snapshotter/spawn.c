@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Starting executors and building function environments. */
 #include <errno.h>
-#include <limits.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -98,14 +98,13 @@ static bool env_ours(const char *var)
 	return false;
 }
 
-/* "NAME=" + old (when set) + sep + add, or add + sep + old when first. */
-static char *env_join(const char *name, const char *old, const char *add, bool first)
+/* "NAME=first:old", or "NAME=first" when old is unset or empty; NULL on ENOMEM. */
+static char *env_join(const char *name, const char *first, const char *old)
 {
 	char *v;
 	bool has = old && *old;
 
-	if (asprintf(&v, "%s=%s%s%s", name, first ? add : (has ? old : ""), has ? ":" : "",
-		     first ? (has ? old : "") : add) < 0)
+	if (asprintf(&v, "%s=%s%s%s", name, first, has ? ":" : "", has ? old : "") < 0)
 		return NULL;
 	return v;
 }
@@ -148,8 +147,8 @@ char **phos_function_env(const struct phos_runtime_paths *paths)
 	 * real driver. Not LD_PRELOAD: processes that never load libcudart (a
 	 * shell that starts the program) must not become channel clients.
 	 */
-	if (!(env[k++] = env_join("LD_LIBRARY_PATH", ld, paths->preload_dir, true)) ||
-	    !(env[k++] = env_join("LD_AUDIT", aud, guard, true)) ||
+	if (!(env[k++] = env_join("LD_LIBRARY_PATH", paths->preload_dir, ld)) ||
+	    !(env[k++] = env_join("LD_AUDIT", guard, aud)) ||
 	    !(env[k++] = strdup("PHOS_CHANNEL_FD=3")))
 		goto fail;
 	return env;
