@@ -196,7 +196,9 @@ unsigned phos_pool_hot_pending(struct phos_pool *pool);
 int phos_executor_spawn(const struct phos_runtime_paths *paths, int channel, int control,
 			const char *const extra[], pid_t *ret_pid);
 
-/* The environment of a function process: the caller's, plus PHOS_CHANNEL_FD=3
- * and the preload directory first in LD_LIBRARY_PATH. Free with phos_env_free. */
+/* The environment of a function process: the caller's, plus PHOS_CHANNEL_FD=3,
+ * the preload directory first in LD_LIBRARY_PATH and the forwarding guard in
+ * LD_AUDIT (runtime/guard.h). Free with
+ * phos_env_free. */
 char **phos_function_env(const struct phos_runtime_paths *paths);
 void phos_env_free(char **env);

@@ -2,6 +2,7 @@
 /* Starting executors and building function environments. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "guard.h"
 #include "snapshotter.h"
 
 extern char **environ;
@@ -73,46 +75,81 @@ static bool env_named(char *const *list, size_t n, const char *var)
 	return false;
 }
 
+/* The value of the last of list[0..n) that sets name (NAME=...), or dflt. */
+static const char *env_value(char *const *list, size_t n, const char *name, const char *dflt)
+{
+	size_t len = strlen(name);
+	const char *v = dflt;
+
+	for (size_t i = 0; i < n; i++)
+		if (!strncmp(list[i], name, len) && list[i][len] == '=')
+			v = list[i] + len + 1;
+	return v;
+}
+
+/* The variables phos_function_env sets itself (merging the old values in). */
+static bool env_ours(const char *var)
+{
+	static const char *const ours[] = { "LD_LIBRARY_PATH=", "LD_AUDIT=", "PHOS_CHANNEL_FD=" };
+
+	for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
+		if (!strncmp(var, ours[i], strlen(ours[i])))
+			return true;
+	return false;
+}
+
+/* "NAME=first:old", or "NAME=first" when old is unset or empty; NULL on ENOMEM. */
+static char *env_join(const char *name, const char *first, const char *old)
+{
+	char *v;
+	bool has = old && *old;
+
+	if (asprintf(&v, "%s=%s%s%s", name, first, has ? ":" : "", has ? old : "") < 0)
+		return NULL;
+	return v;
+}
+
 char **phos_function_env(const struct phos_runtime_paths *paths)
 {
-	size_t n = 0, k = 0;
-	const char *old = getenv("LD_LIBRARY_PATH");
+	size_t n = 0, k = 0, nx = 0;
+	const char *ld, *aud;
+	char guard[PATH_MAX + 64];
 	char **env;
-
-	size_t nx = 0;
 
 	while (environ[n])
 		n++;
 	while (paths->fn_env && paths->fn_env[nx])
 		nx++;
-	for (size_t i = 0; i < nx; i++)   /* the function's own path goes after ours */
-		if (!strncmp(paths->fn_env[i], "LD_LIBRARY_PATH=", 16))
-			old = paths->fn_env[i] + 16;
-	env = calloc(n + nx + 3, sizeof(*env));
+	/* the function's own values (the invoker's "env") replace the caller's */
+	ld = env_value(paths->fn_env, nx, "LD_LIBRARY_PATH", getenv("LD_LIBRARY_PATH"));
+	aud = env_value(paths->fn_env, nx, "LD_AUDIT", getenv("LD_AUDIT"));
+	snprintf(guard, sizeof(guard), "%s/" PHOS_GUARD_LIB, paths->preload_dir);
+	env = calloc(n + nx + 4, sizeof(*env));
 	if (!env)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
-		if (!strncmp(environ[i], "LD_LIBRARY_PATH=", 16) || !strncmp(environ[i], "PHOS_CHANNEL_FD=", 16) ||
-		    env_named(paths->fn_env, nx, environ[i]))
+		if (env_ours(environ[i]) || env_named(paths->fn_env, nx, environ[i]))
 			continue;
 		if (!(env[k++] = strdup(environ[i])))
 			goto fail;
 	}
-	/* the function's own variables (the invoker's "env"), ours below still win */
+	/* the function's own variables, ours below still win */
 	for (size_t i = 0; i < nx; i++) {
-		if (!strncmp(paths->fn_env[i], "LD_LIBRARY_PATH=", 16) ||
-		    !strncmp(paths->fn_env[i], "PHOS_CHANNEL_FD=", 16) ||
-		    env_named(paths->fn_env + i + 1, nx - i - 1, paths->fn_env[i]))
+		if (env_ours(paths->fn_env[i]) || env_named(paths->fn_env + i + 1, nx - i - 1, paths->fn_env[i]))
 			continue;
 		if (!(env[k++] = strdup(paths->fn_env[i])))
 			goto fail;
 	}
-	if (asprintf(&env[k++], "LD_LIBRARY_PATH=%s%s%s", paths->preload_dir, old && *old ? ":" : "",
-		     old && *old ? old : "") < 0) {
-		env[--k] = NULL;
-		goto fail;
-	}
-	if (!(env[k++] = strdup("PHOS_CHANNEL_FD=3")))
+	/*
+	 * The stand-ins first in the library path, and the guard as audit module
+	 * (preload/guard.c): it resolves every libcudart/libcublas load to the
+	 * stand-ins, whatever RPATH or path the program gives, and refuses the
+	 * real driver. Not LD_PRELOAD: processes that never load libcudart (a
+	 * shell that starts the program) must not become channel clients.
+	 */
+	if (!(env[k++] = env_join("LD_LIBRARY_PATH", paths->preload_dir, ld)) ||
+	    !(env[k++] = env_join("LD_AUDIT", guard, aud)) ||
+	    !(env[k++] = strdup("PHOS_CHANNEL_FD=3")))
 		goto fail;
 	return env;
 fail:

@@ -15,6 +15,7 @@ PHOS_FN = os.path.join(BUILD, "invoker", "phos-fn")
 TWINS = ":".join([
     os.path.join(BUILD, "functions", "examples", "libphos-twins-examples.so"),
     os.path.join(BUILD, "tests", "integration", "libphos-twins-tests.so"),
+    os.path.join(BUILD, "tests", "transparency", "libphos-twins-transparency.so"),
 ])
 
 failures = 0

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The forwarding guard: an LD_AUDIT module (rtld-audit(7)) that every function
+ * process runs with, so that a CUDA program is either forwarded or refused,
+ * never run natively under phos-fn's name (issue 12, DESIGN.md "Processes").
+ *
+ *   dynamic loader ──la_objsearch(name)──▶ guard ── libcudart.so*, libcublas.so.*
+ *         │                                  │       (a bare soname, an RPATH/RUNPATH
+ *         │                                  │        lookup or a dlopen by path)
+ *         │◀── <stand-in dir>/libcudart.so.13 ┘         → the stand-in (loaded once)
+ *         │
+ *         └──la_objopen(map)──▶ guard ── libcuda.so*, libnvidia-ml.so*, or a
+ *                                        libcudart/libcublas that is not ours
+ *                                        → "refusing ..." on stderr, the reason in
+ *                                          $PHOS_GUARD_REPORT, _exit(PHOS_GUARD_EXIT)
+ *
+ * la_objsearch sees every name before the search: a DT_NEEDED libcudart.so.13
+ * whatever DT_RPATH/RUNPATH the program carries (RPATH beats LD_LIBRARY_PATH),
+ * a dlopen of an absolute path, other names (libcudart.so); the redirected
+ * path is the stand-in, and a second load of it finds the one already there.
+ * la_objopen catches what is not redirected: the driver itself, another
+ * major of the runtime, a copy of a name we do not know. It runs before
+ * the object's relocation and constructors, so a refused library never runs
+ * a line of code; the real driver never opens /dev/nvidia*. The stand-ins are
+ * not preloaded: a process that never loads libcudart (a shell that starts
+ * the program) must not become a client of the channel.
+ *
+ * The module lives in its own link namespace with its own libc; it uses only
+ * plain libc calls (and runtime/guard_scan.c, compiled in) and is built
+ * without sanitizers (meson.build).
+ */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "guard.h"   /* runtime/guard.h; runtime/guard_scan.c is compiled in */
+
+#define EXPORT __attribute__((visibility("default")))
+
+static char standin_dir[PATH_MAX];   /* the folder of this module: the stand-ins' */
+static char standin_cudart[PATH_MAX + 32];
+static char standin_cublas[PATH_MAX + 32];
+
+static const char *base_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+
+	return s ? s + 1 : path;
+}
+
+static int starts_with(const char *s, const char *prefix)
+{
+	return !strncmp(s, prefix, strlen(prefix));
+}
+
+static void refuse(const char *lib)
+{
+	char msg[PATH_MAX + 512], exe[PATH_MAX];
+	ssize_t e = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	const char *report = getenv("PHOS_GUARD_REPORT");
+	int len;
+
+	exe[e > 0 ? e : 0] = '\0';
+	len = snprintf(msg, sizeof(msg),
+		       "phos-fn: refusing to run %s: it loads %s, a real CUDA library that would reach the "
+		       "GPU driver directly instead of being forwarded (phos-fn stands in for "
+		       "libcudart.so.13 and libcublas.so.13 only; no other CUDA runtime and no driver "
+		       "library may be loaded)\n",
+		       e > 0 ? exe : "the program", lib);
+	if (len > (int)sizeof(msg) - 1)
+		len = sizeof(msg) - 1;
+	if (write(STDERR_FILENO, msg, len) < 0) {
+		/* nothing more to do: the exit status still says it */
+	}
+	if (report && *report) {
+		int fd = open(report, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+
+		if (fd >= 0) {
+			if (write(fd, lib, strlen(lib)) < 0 || write(fd, "\n", 1) < 0) {
+				/* the exit status still says it */
+			}
+			close(fd);
+		}
+	}
+	_exit(PHOS_GUARD_EXIT);
+}
+
+EXPORT unsigned int la_version(unsigned int version)
+{
+	Dl_info info;
+	char real[PATH_MAX];
+
+	if (dladdr((void *)la_version, &info) && info.dli_fname && realpath(info.dli_fname, real)) {
+		char *slash = strrchr(real, '/');
+
+		if (slash) {
+			*slash = '\0';
+			snprintf(standin_dir, sizeof(standin_dir), "%s", real);
+			snprintf(standin_cudart, sizeof(standin_cudart), "%s/libcudart.so.13", real);
+			snprintf(standin_cublas, sizeof(standin_cublas), "%s/libcublas.so.13", real);
+		}
+	}
+	/* Without its own folder the module still refuses, it only cannot redirect. */
+	return version < LAV_CURRENT ? version : LAV_CURRENT;
+}
+
+EXPORT char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag)
+{
+	const char *b = base_name(name);
+
+	(void)cookie;
+	if (flag != LA_SER_ORIG || !standin_dir[0])
+		return (char *)name;
+	/* libcudart.so, libcudart.so.13, libcudart.so.13.0.48: the one ABI we stand in for */
+	if (!strcmp(b, "libcudart.so") || starts_with(b, "libcudart.so.13"))
+		return standin_cudart;
+	if (!strcmp(b, "libcublas.so") || starts_with(b, "libcublas.so.13"))
+		return standin_cublas;
+	return (char *)name;
+}
+
+EXPORT unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie)
+{
+	(void)lmid;
+	(void)cookie;
+	if (map->l_name && map->l_name[0] && phos_guard_is_cuda_library(map->l_name) &&
+	    !(standin_dir[0] && phos_guard_in_dir(map->l_name, standin_dir)))
+		refuse(map->l_name);
+	return 0;   /* no symbol binding audit: calls run at full speed */
+}

@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: MIT
+"""Issue 12, forwarded or refused, never native (preload/guard.c,
+runtime/guard.h): programs that would reach a real CUDA runtime or driver
+behind phos-fn's back (tests/transparency/guard/).
+
+- rpath_cudart carries a DT_RPATH to its own copy of the real libcudart.so.13:
+  natively that copy serves it; under phos-fn the stand-in does and its calls
+  reach the executor (trace);
+- dlopen_cudart dlopen()s the real copy by absolute path: the same;
+- a real libcudart of another name (libcudart.so.12) is refused;
+- driver_probe reaching a libcuda.so.1 through dlopen, or mapping it by hand
+  (no loader: phos-fn's scan of /proc/PID/maps), in the program or in a child
+  of it, is refused with the library named and PHOS_GUARD_EXIT, and never
+  runs natively; phos-fn snapshot refuses it the same way.
+"""
+import os
+import shutil
+import subprocess
+import tempfile
+
+from harness import DEVICE, check, done, phos, program, read_trace, run
+
+GUARD_EXIT = 121   # runtime/guard.h
+DIR = program("tests", "transparency", "guard")
+RPATH = os.path.join(DIR, "rpath_cudart")
+DLOPEN = os.path.join(DIR, "dlopen_cudart")
+PROBE = os.path.join(DIR, "driver_probe")
+REAL = os.path.join(DIR, "lib", "libcudart.so.13")
+FAKE_DRIVER = os.path.join(DIR, "libcuda.so.1")
+STANDIN = os.path.realpath(program("preload", "libcudart.so.13"))
+
+
+def native(*cmd):
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "LD_AUDIT")}
+    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=120, env=env)
+
+
+def served_by(p):
+    for line in p.stdout.splitlines():
+        if line.startswith("cudart: "):
+            return os.path.realpath(line[8:])
+    return None
+
+
+tmp = tempfile.mkdtemp(prefix="phos-guard-test-")
+try:
+    # Natively the program's own copy wins (what phos-fn must prevent); it
+    # fails here without a driver, and passes on a GPU.
+    for cmd in ([RPATH], [DLOPEN, REAL]):
+        name = os.path.basename(cmd[0])
+        p = native(*cmd)
+        check(served_by(p) == os.path.realpath(REAL), f"{name} natively: served by {served_by(p)}")
+        if DEVICE == "cuda":
+            check(p.returncode == 0 and f"{name}: ok" in p.stdout, f"{name} natively: rc {p.returncode} {p.stderr[-2000:]}")
+
+    # Under phos-fn: the stand-in serves, and the calls are in the executor's trace.
+    for cmd, ops in (([RPATH], {"launch", "memcpy_h2d", "memcpy_d2h"}),
+                     ([DLOPEN, REAL], {"memset", "memcpy_h2d", "memcpy_d2h"})):
+        name = os.path.basename(cmd[0])
+        trace = os.path.join(tmp, name + ".trace")
+        p = run(*cmd, trace=trace)
+        check(p.returncode == 0 and f"{name}: ok" in p.stdout,
+              f"{name} under phos-fn: rc {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
+        check(served_by(p) == STANDIN, f"{name} under phos-fn: served by {served_by(p)}, not {STANDIN}")
+        seen = {r.get("op") for r in read_trace(trace)} if os.path.exists(trace) else set()
+        check(ops <= seen, f"{name} under phos-fn: forwarded ops {sorted(seen)}, want {sorted(ops)}")
+
+    # A real runtime the guard cannot redirect (another major) is refused.
+    other = os.path.join(tmp, "libcudart.so.12")
+    os.symlink(REAL, other)
+    p = run(DLOPEN, other)
+    check(p.returncode == GUARD_EXIT and "refusing" in p.stderr and "libcudart.so.12" in p.stderr
+          and "ok" not in p.stdout, f"dlopen of libcudart.so.12: rc {p.returncode}\n{p.stdout}\n{p.stderr[-2000:]}")
+
+    # The driver, through the loader and by hand.
+    for how, says in (("dlopen", "it loads"), ("mmap", "mapped or opened"), ("forkmmap", "mapped or opened")):
+        p = native(PROBE, how, FAKE_DRIVER)
+        check(p.returncode == 0 and "driver ran natively" in p.stdout, f"probe {how} natively: {p.returncode} {p.stderr}")
+        p = run(PROBE, how, FAKE_DRIVER)
+        check(p.returncode == GUARD_EXIT, f"probe {how} under phos-fn: rc {p.returncode}, want {GUARD_EXIT}")
+        check("driver ran natively" not in p.stdout, f"probe {how} under phos-fn ran natively: {p.stdout}")
+        check(says in p.stderr and "refusing" in p.stderr and FAKE_DRIVER in p.stderr,
+              f"probe {how} under phos-fn: no clear refusal: {p.stderr[-2000:]}")
+
+    # phos-fn snapshot runs functions with the same guard.
+    p = phos("snapshot", "--device", DEVICE, "-o", os.path.join(tmp, "snap"), "--", PROBE, "dlopen", FAKE_DRIVER)
+    check(p.returncode != 0 and "refusing" in p.stderr and FAKE_DRIVER in p.stderr and "status 121" in p.stderr,
+          f"snapshot of the probe: rc {p.returncode}: {p.stderr[-2000:]}")
+    check(not os.path.exists(os.path.join(tmp, "snap", "manifest.json")), "a snapshot of a refused program was written")
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+
+done("transparency_guard")

@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sim twins of the kernels of tests/transparency/guard and cub. CUB's kernels
+ * are named inside CUB's versioned namespace (CUB_300001_SM_900: the CCCL of
+ * CUDA 13.0, built for sm_90); a toolkit with another CCCL renames them, and
+ * those programs then fail on sim with a missing twin, loudly.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "sim_twin.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* for each (block, thread) of a 1-D launch: i = blockIdx.x * blockDim.x + threadIdx.x */
+#define FOR_EACH_THREAD_1D(l, i)                                                      \
+	for (uint64_t i = 0; i < (uint64_t)(l)->grid[0] * (l)->block[0]; i++)
+
+/* guard/rpath_cudart.cu */
+static void guard_add(const struct phos_sim_launch *l)
+{
+	const float *x = PHOS_SIM_ARG(l, 0, const float *);
+	float *y = PHOS_SIM_ARG(l, 1, float *);
+	int n = PHOS_SIM_ARG(l, 2, int);
+
+	FOR_EACH_THREAD_1D(l, i)
+		if (i < (uint64_t)n)
+			y[i] += x[i];
+}
+
+#define CUB_NS "N3cub17CUB_300001_SM_900"
+
+/* cub/example_block_reduce.cu: BlockReduceKernel<THREADS, ITEMS, ALGORITHM>(d_in, d_out, d_elapsed),
+ * one block reducing THREADS * ITEMS ints; ITEMS is read from the name. */
+static void cub_block_reduce(const struct phos_sim_launch *l)
+{
+	const int *in = PHOS_SIM_ARG(l, 0, const int *);
+	int *out = PHOS_SIM_ARG(l, 1, int *);
+	long *elapsed = PHOS_SIM_ARG(l, 2, long *);
+	int threads = 0, items = 0, sum = 0;
+
+	if (sscanf(l->ki->name, "_Z17BlockReduceKernelILi%dELi%dE", &threads, &items) != 2)
+		return;
+	for (int i = 0; i < threads * items; i++)
+		sum += in[i];
+	*out = sum;
+	*elapsed = 1;
+}
+
+/* cub/example_device_reduce.cu: DeviceReduceSingleTileKernel(d_in, d_out, num_items, plus, init, identity) */
+static void cub_reduce_single_tile(const struct phos_sim_launch *l)
+{
+	const int *in = PHOS_SIM_ARG(l, 0, const int *);
+	int *out = PHOS_SIM_ARG(l, 1, int *);
+	unsigned n = PHOS_SIM_ARG(l, 2, unsigned);
+	int acc = PHOS_SIM_ARG(l, 4, int);
+
+	for (unsigned i = 0; i < n; i++)
+		acc += in[i];
+	*out = acc;
+}
+
+/* cub/example_device_scan.cu: the tile states' initialisation (the twin of the
+ * scan kernel does a whole scan, so they are not needed) */
+static void cub_scan_init(const struct phos_sim_launch *l)
+{
+	(void)l;
+}
+
+/* cub/example_device_scan.cu: DeviceScanKernel(d_in, d_out, tile_state, start_tile, plus,
+ * InputValue<int> init, num_items): the whole exclusive scan, by the launch
+ * of the first tiles. InputValue is { bool is_future; union { future, int } }
+ * with the union at 8. */
+static void cub_scan(const struct phos_sim_launch *l)
+{
+	const int *in = PHOS_SIM_ARG(l, 0, const int *);
+	int *out = PHOS_SIM_ARG(l, 1, int *);
+	int start_tile = PHOS_SIM_ARG(l, 3, int);
+	unsigned n = PHOS_SIM_ARG(l, 6, unsigned);
+	const char *init = (const char *)l->params + l->ki->params[5].offset;
+	int acc;
+
+	if (start_tile != 0 || init[0])   /* a future init value: not what the example does */
+		return;
+	memcpy(&acc, init + 8, sizeof(acc));
+	for (unsigned i = 0; i < n; i++) {
+		int x = in[i];
+
+		out[i] = acc;
+		acc += x;
+	}
+}
+
+/* The order of CUB's radix sort for floats: by bits, the sign bit flipped for
+ * positives and every bit for negatives (-0.0 before +0.0). */
+static uint32_t radix_float(float f)
+{
+	uint32_t b;
+
+	memcpy(&b, &f, sizeof(b));
+	return (b & 0x80000000u) ? ~b : b ^ 0x80000000u;
+}
+
+/* cub/example_device_radix_sort.cu: DeviceRadixSortSingleTileKernel(keys_in, keys_out,
+ * values_in, values_out, num_items, begin_bit, end_bit, decomposer): a stable
+ * ascending sort of (float key, int value) pairs, insertion sort (one tile). */
+static void cub_radix_sort_single_tile(const struct phos_sim_launch *l)
+{
+	const float *kin = PHOS_SIM_ARG(l, 0, const float *);
+	float *kout = PHOS_SIM_ARG(l, 1, float *);
+	const int *vin = PHOS_SIM_ARG(l, 2, const int *);
+	int *vout = PHOS_SIM_ARG(l, 3, int *);
+	int n = PHOS_SIM_ARG(l, 4, int);
+
+	for (int i = 0; i < n; i++) {
+		float k = kin[i];
+		int v = vin[i], j = i;
+
+		for (; j > 0 && radix_float(kout[j - 1]) > radix_float(k); j--) {
+			kout[j] = kout[j - 1];
+			vout[j] = vout[j - 1];
+		}
+		kout[j] = k;
+		vout[j] = v;
+	}
+}
+
+#define BLOCK_REDUCE(threads, items, algo)                                                      \
+	{ "_Z17BlockReduceKernelILi" #threads "ELi" #items "EL" CUB_NS "20BlockReduceAlgorithmE" #algo \
+	  "EEvPiS3_Pl", cub_block_reduce }
+#define BLOCK_REDUCE_ALGOS(threads, items) BLOCK_REDUCE(threads, items, 1), BLOCK_REDUCE(threads, items, 2)
+
+static const struct phos_sim_twin twins[] = {
+	{ "_Z9guard_addPKfPfi", guard_add },
+	BLOCK_REDUCE_ALGOS(1024, 1),
+	BLOCK_REDUCE_ALGOS(512, 2),
+	BLOCK_REDUCE_ALGOS(256, 4),
+	BLOCK_REDUCE_ALGOS(128, 8),
+	BLOCK_REDUCE_ALGOS(64, 16),
+	BLOCK_REDUCE_ALGOS(32, 32),
+	BLOCK_REDUCE_ALGOS(16, 64),
+	{ "_ZN3cub17CUB_300001_SM_9006detail6reduce28DeviceReduceSingleTileKernelINS2_10policy_hubIijN4cuda3std3__"
+	  "44plusIvEEE10Policy1000EPiSC_jS9_iiNS7_10__identityEEEvT0_T1_T2_T3_T4_T6_", cub_reduce_single_tile },
+	{ "_ZN3cub17CUB_300001_SM_9006detail4scan20DeviceScanInitKernelINS0_13ScanTileStateIiLb1EEEEEvT_i",
+	  cub_scan_init },
+	{ "_ZN3cub17CUB_300001_SM_9006detail4scan16DeviceScanKernelINS2_10policy_hubIiiijN4cuda3std3__44plusIvEEE1"
+	  "0Policy1000EPiSC_NS0_13ScanTileStateIiLb1EEES9_NS1_10InputValueIiSC_EEjiLb0EiEEvT0_T1_T2_iT3_T4_T5_",
+	  cub_scan },
+	{ "_ZN3cub17CUB_300001_SM_9006detail10radix_sort31DeviceRadixSortSingleTileKernelINS1_5radix10policy_hub"
+	  "IfijE10Policy1000ELNS0_9SortOrderE0EfijNS1_21identity_decomposer_tEEEvPKT1_PSA_PKT2_PSE_T3_iiT4_",
+	  cub_radix_sort_single_tile },
+};
+
+EXPORT const struct phos_sim_twin *phos_sim_twins(unsigned *ret_count);
+EXPORT const struct phos_sim_twin *phos_sim_twins(unsigned *ret_count)
+{
+	*ret_count = sizeof(twins) / sizeof(twins[0]);
+	return twins;
+}
