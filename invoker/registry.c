@@ -985,17 +985,18 @@ static void sweep_snapshots(void)
 	closedir(d);
 }
 
+int inv_registry_lock(void)
+{
+	PHOS_CHECK(mkdir_p(inv_cfg.state_dir));
+	return state_lock();
+}
+
 int inv_registry_init(void)
 {
 	char path[PATH_MAX], err[512];
 	struct dirent *de;
 	DIR *d;
-	int r;
 
-	PHOS_CHECK(mkdir_p(inv_cfg.state_dir));
-	r = state_lock();
-	if (r < 0)
-		return r;
 	snprintf(path, sizeof(path), "%s/functions", inv_cfg.state_dir);
 	PHOS_CHECK(mkdir_p(path));
 	snprintf(path, sizeof(path), "%s/snapshots", inv_cfg.state_dir);

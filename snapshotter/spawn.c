@@ -25,6 +25,7 @@ int phos_executor_spawn(const struct phos_runtime_paths *paths, int channel, int
 {
 	const char *argv[32];
 	unsigned n = 0;
+	char parent[16];
 	pid_t pid;
 
 	argv[n++] = paths->executor;
@@ -42,6 +43,7 @@ int phos_executor_spawn(const struct phos_runtime_paths *paths, int channel, int
 		argv[n++] = extra[i];
 	}
 	argv[n] = NULL;
+	snprintf(parent, sizeof(parent), "%d", (int)getpid());
 	pid = fork();
 	if (pid < 0)
 		return -errno;
@@ -54,6 +56,8 @@ int phos_executor_spawn(const struct phos_runtime_paths *paths, int channel, int
 		signal(SIGPIPE, SIG_DFL);
 		if (paths->sim_twins)
 			setenv("PHOS_SIM_TWINS", paths->sim_twins, 1);
+		/* it ends when we do (ctxpool/main.c, parent_watch) */
+		setenv("PHOS_EXECUTOR_PARENT", parent, 1);
 		execv(paths->executor, (char *const *)argv);
 		fprintf(stderr, "phos: cannot run %s: %s\n", paths->executor, strerror(errno));
 		_exit(127);
@@ -79,7 +83,7 @@ char **phos_function_env(const struct phos_runtime_paths *paths)
 	const char *old = getenv("LD_LIBRARY_PATH");
 	char **env;
 
-	size_t nx = 0;
+	size_t nx = 0, owner_len = strlen(PHOS_OWNER_ENV "=");
 
 	while (environ[n])
 		n++;
@@ -93,7 +97,7 @@ char **phos_function_env(const struct phos_runtime_paths *paths)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
 		if (!strncmp(environ[i], "LD_LIBRARY_PATH=", 16) || !strncmp(environ[i], "PHOS_CHANNEL_FD=", 16) ||
-		    env_named(paths->fn_env, nx, environ[i]))
+		    (env_named(paths->fn_env, nx, environ[i]) && strncmp(environ[i], PHOS_OWNER_ENV "=", owner_len)))
 			continue;
 		if (!(env[k++] = strdup(environ[i])))
 			goto fail;
@@ -102,6 +106,7 @@ char **phos_function_env(const struct phos_runtime_paths *paths)
 	for (size_t i = 0; i < nx; i++) {
 		if (!strncmp(paths->fn_env[i], "LD_LIBRARY_PATH=", 16) ||
 		    !strncmp(paths->fn_env[i], "PHOS_CHANNEL_FD=", 16) ||
+		    !strncmp(paths->fn_env[i], PHOS_OWNER_ENV "=", owner_len) ||
 		    env_named(paths->fn_env + i + 1, nx - i - 1, paths->fn_env[i]))
 			continue;
 		if (!(env[k++] = strdup(paths->fn_env[i])))
