@@ -132,6 +132,30 @@ def test_full_disk():
     inv.wait(timeout=60)
 
 
+def test_executor_killed_mid_snapshot():
+    """The snapshot's executor dies between its GPU dump and CRIU's: CRIU then
+    saved the channel half-closed, and restoring such an image hung CRIU (a
+    standby's park held the snapshot's lock, and a remove of the function
+    stayed "being removed" behind it). The deploy must fail instead, and the
+    name deploy, serve and go normally afterwards."""
+    inv, port = start("exekill", {"PHOS_FAULT": "snapshot_executor_kill"})
+    st, body, _ = request(port, "POST", "/system/functions", {"name": "k", "program": FAULTY})
+    check(st >= 500 and "channel was cut" in err(body), f"deploy whose executor died mid-snapshot: {st} {err(body)}")
+    check(request(port, "GET", "/system/functions/k")[0] == 404, "... not listed")
+    st, body, _ = request(port, "POST", "/system/functions", {"name": "k", "program": FAULTY})
+    check(st == 201, f"the next deploy of the name: {st} {body}")
+    st, body, _ = request(port, "POST", "/function/k", {"sum": True})
+    check(st == 200 and body.get("sum") == WANT_SUM, f"and it serves: {st} {body}")
+    time.sleep(0.5)  # the reaper parks a standby of it meanwhile
+    t = time.time()
+    st, body, _ = request(port, "DELETE", "/system/functions/k", timeout=120)
+    check(st == 200 and time.time() - t < 60, f"remove: {st} {body} in {time.time() - t:.1f} s")
+    st, body, _ = request(port, "POST", "/system/functions", {"name": "k", "program": FAULTY})
+    check(st == 201, f"deploy after the remove: {st} {body}")
+    inv.terminate()
+    inv.wait(timeout=60)
+
+
 def flip(path, off):
     with open(path, "r+b") as f:
         f.seek(off)
@@ -187,6 +211,7 @@ def main():
     inv, port = start("main", args=["--standby", "0"])
     test_responses(port)
     test_full_disk()
+    test_executor_killed_mid_snapshot()
     test_corrupt_gpu_data(port, state)
     test_corrupt_cpu(port, state)
     inv.terminate()
