@@ -51,12 +51,13 @@ def request(port, method, path, body=None, timeout=120):
         return r.status, data.decode(errors="replace"), ctype
 
 
-def start(name, extra_env=None, args=()):
+def start(name, extra_env=None, args=(), cwd=None):
     port = free_port()
     log = open(os.path.join(tmp, f"{name}.log"), "w")
     STATES[port] = os.path.join(tmp, name)
     p = subprocess.Popen([INVOKER, "--listen", f"127.0.0.1:{port}", "--state-dir", os.path.join(tmp, name),
-                          "--device", "sim", *args], stdout=log, stderr=subprocess.STDOUT, env=env(extra_env))
+                          "--device", "sim", *args], stdout=log, stderr=subprocess.STDOUT, env=env(extra_env),
+                         cwd=cwd)
     procs.append(p)
     for _ in range(200):
         try:
@@ -156,6 +157,30 @@ def test_executor_killed_mid_snapshot():
     inv.wait(timeout=60)
 
 
+def test_leftover_proc_mount():
+    """A dump whose parasite was killed between mounting a proc at
+    "proc.crtools" in the function's working directory and unmounting it
+    leaves that mount, and every later dump there failed (parasite: "Can't
+    create a directory (-17)", "Can't get /proc fd"). The next dump clears
+    it. Needs to mount a proc (root): skipped otherwise."""
+    cwd = os.path.join(tmp, "cwd-leftover")
+    leftover = os.path.join(cwd, "proc.crtools")
+    os.makedirs(leftover)
+    if subprocess.run(["mount", "-t", "proc", "proc", leftover], capture_output=True).returncode != 0:
+        print("leftover proc mount: cannot mount a proc here; part skipped", flush=True)
+        return
+    try:
+        inv, port = start("leftover", cwd=cwd)
+        st, body, _ = request(port, "POST", "/system/functions", {"name": "l", "program": FAULTY})
+        check(st == 201, f"deploy over a leftover proc.crtools mount: {st} {err(body)}")
+        mounted = [ln for ln in open("/proc/self/mountinfo") if leftover in ln]
+        check(not mounted and not os.path.exists(leftover), f"the leftover is gone: {mounted}")
+        inv.terminate()
+        inv.wait(timeout=60)
+    finally:
+        subprocess.run(["umount", "-l", leftover], capture_output=True)
+
+
 def flip(path, off):
     with open(path, "r+b") as f:
         f.seek(off)
@@ -212,6 +237,7 @@ def main():
     test_responses(port)
     test_full_disk()
     test_executor_killed_mid_snapshot()
+    test_leftover_proc_mount()
     test_corrupt_gpu_data(port, state)
     test_corrupt_cpu(port, state)
     inv.terminate()
