@@ -237,6 +237,14 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 		exe = -1;
 	}
 	t = phos_now();
+	if (exe < 0 || waitpid(exe, &status, WNOHANG) != 0) {
+		exe = -1;
+		r = -EIO;
+		phos_errf(err, errlen, "the executor ended (%s %d) before %s was dumped (its channel was cut)",
+			  WIFSIGNALED(status) ? "signal" : "status",
+			  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), argv[0]);
+		goto out;
+	}
 	if (fstat(ch[1], &sb) < 0) {
 		r = -errno;
 		goto out;
@@ -259,12 +267,18 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 	 * CRIU saved a half-closed socket (no peer, not external), and CRIU 4.1.1
 	 * restoring that image hangs in "unix: Opening standalone" until its
 	 * timeout, with the snapshot's lock held (a remove of the function waits
-	 * behind it). Alive now means alive throughout the dump. */
-	if (exe < 0 || waitpid(exe, &status, WNOHANG) != 0) {
-		exe = -1;
-		r = -EIO;
-		phos_errf(err, errlen, "the executor ended while %s was being dumped (its channel was cut); "
-			  "nothing was committed", argv[0]);
+	 * behind it). The executor was alive when CRIU began (checked above);
+	 * CRIU ends the function when done, and the executor then ends by itself
+	 * with status 0 on the channel's EOF. Any other end (a signal, an error)
+	 * may have come during the dump: refused. */
+	if (waitpid(exe, &status, WNOHANG) == exe) {
+		exe = -1;   /* reaped */
+		r = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+	}
+	if (r < 0) {
+		phos_errf(err, errlen, "the executor ended (%s %d) while %s was being dumped (its channel was cut); "
+			  "nothing was committed", WIFSIGNALED(status) ? "signal" : "status",
+			  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), argv[0]);
 		goto out;
 	}
 

@@ -141,7 +141,7 @@ def test_executor_killed_mid_snapshot():
     name deploy, serve and go normally afterwards."""
     inv, port = start("exekill", {"PHOS_FAULT": "snapshot_executor_kill"})
     st, body, _ = request(port, "POST", "/system/functions", {"name": "k", "program": FAULTY})
-    check(st >= 500 and "channel was cut" in err(body), f"deploy whose executor died mid-snapshot: {st} {err(body)}")
+    check(st >= 500 and "executor ended" in err(body) and "channel was cut" in err(body), f"deploy whose executor died mid-snapshot: {st} {err(body)}")
     check(request(port, "GET", "/system/functions/k")[0] == 404, "... not listed")
     st, body, _ = request(port, "POST", "/system/functions", {"name": "k", "program": FAULTY})
     check(st == 201, f"the next deploy of the name: {st} {body}")
