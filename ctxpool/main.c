@@ -19,14 +19,22 @@
  * PHOS_TRACE and PHOS_ARENA_BASE give defaults for --trace ("%p" in it: the
  * executor's pid, one trace per executor of a pool) and --arena-base
  * (sanitizer builds move the arena: ASan's heap sits at 0x600000000000).
+ *
+ * PHOS_EXECUTOR_PARENT=PID (set by phos_executor_spawn): the executor ends
+ * when that process does (parent_watch below), so that a SIGKILLed invoker
+ * leaves no executor behind. Not PR_SET_PDEATHSIG: that fires when the
+ * parent's *thread* that forked ends, and invokers spawn executors from
+ * connection threads that end long before the executor should.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -278,6 +286,48 @@ static int parse_u64(const char *s, uint64_t *ret)
 	return 0;
 }
 
+static void *parent_watch_main(void *arg)
+{
+	struct pollfd p = { .fd = (int)(intptr_t)arg, .events = POLLIN };
+
+	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
+	/* Nobody is left to serve: not a clean exit (no scrub, no goodbye). */
+	_exit(70);
+	return NULL;
+}
+
+/* Ends this process when PHOS_EXECUTOR_PARENT does (see the top). The pidfd
+ * is opened first and checked against getppid() after, so that it is our
+ * parent's and not a process that reused its pid; a parent already gone
+ * ends us at once. 0, or -errno when the watch cannot be set up. */
+static int parent_watch(void)
+{
+	const char *env = getenv("PHOS_EXECUTOR_PARENT");
+	pthread_t th;
+	char *end;
+	long pid;
+	int fd;
+
+	if (!env)
+		return 0;
+	pid = strtol(env, &end, 10);
+	unsetenv("PHOS_EXECUTOR_PARENT");   /* not for anything we start */
+	if (*end || pid <= 1)
+		return -EINVAL;
+	fd = pidfd_open((pid_t)pid, 0);
+	if ((fd < 0 && errno == ESRCH) || getppid() != (pid_t)pid)
+		_exit(70);   /* the parent is gone already */
+	if (fd < 0)
+		return -errno;
+	if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0 || pthread_create(&th, NULL, parent_watch_main, (void *)(intptr_t)fd)) {
+		close(fd);
+		return -EAGAIN;
+	}
+	pthread_detach(th);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -310,6 +360,11 @@ int main(int argc, char **argv)
 	int c, r;
 
 	phos_log_init("phos-executor", PHOS_LOG_WARN);
+	r = parent_watch();
+	if (r < 0) {
+		fprintf(stderr, "phos-executor: cannot watch PHOS_EXECUTOR_PARENT: %s\n", strerror(-r));
+		return 2;
+	}
 	if (getenv("PHOS_ARENA_BASE") && parse_u64(getenv("PHOS_ARENA_BASE"), &ex.arena_base) < 0) {
 		fprintf(stderr, "phos-executor: bad PHOS_ARENA_BASE\n");
 		return 2;

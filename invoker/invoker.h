@@ -171,7 +171,14 @@ extern volatile int inv_draining;
 extern int inv_drain_abort_fd;
 
 /* registry.c */
+/* Creates STATE and takes STATE/invoker.lock for the life of the process
+ * (-EBUSY: another invoker has it); before anything else touches STATE. */
+int inv_registry_lock(void);
 int inv_registry_init(void);                  /* creates STATE dirs, loads functions */
+
+/* orphans.c: SIGKILLs whatever an earlier invoker of state_dir left running
+ * (with the lock held), then marks what we start as ours. 0 or -errno. */
+int inv_orphans_sweep(const char *state_dir);
 void inv_registry_exit(void);                 /* stops every instance */
 /* Looks a function up; a ref the caller drops with inv_function_unref, or NULL. */
 struct inv_function *inv_function_get(const char *name);

@@ -403,6 +403,18 @@ int main(int argc, char **argv)
 
 		inv_cfg.hot_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 4 : 0;
 	}
+	/* One invoker per state dir, and nothing of an earlier one left, before
+	 * we start anything (the pool's executors are marked as ours). */
+	int r = inv_registry_lock();
+	if (r < 0) {
+		fprintf(stderr, "phos-invoker: state directory %s: %s\n", inv_cfg.state_dir, strerror(-r));
+		return 1;
+	}
+	r = inv_orphans_sweep(inv_cfg.state_dir);
+	if (r < 0) {
+		fprintf(stderr, "phos-invoker: state directory %s: %s\n", inv_cfg.state_dir, strerror(-r));
+		return 1;
+	}
 	if (pool_size) {
 		struct phos_runtime_paths pp = inv_cfg.paths;
 
@@ -422,7 +434,7 @@ int main(int argc, char **argv)
 	stop_fd = eventfd(0, EFD_CLOEXEC);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
-	int r = inv_registry_init();
+	r = inv_registry_init();
 	if (r < 0) {
 		fprintf(stderr, "phos-invoker: state directory %s: %s\n", inv_cfg.state_dir, strerror(-r));
 		return 1;

@@ -287,7 +287,16 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 		return snprintf(err, errlen, "out of memory"), NULL;
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
-	pthread_rwlock_init(&f->snap_lock, NULL);
+	{
+		/* Writers first: a remove or re-snapshot must not wait behind an
+		 * endless overlap of cold starts (glibc prefers readers by default). */
+		pthread_rwlockattr_t ra;
+
+		pthread_rwlockattr_init(&ra);
+		pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+		pthread_rwlock_init(&f->snap_lock, &ra);
+		pthread_rwlockattr_destroy(&ra);
+	}
 	f->refs = 1;
 	f->snap_cancel_fd = -1;
 	f->limits = (struct inv_limits){ 4, 8, 30000, 300000, inv_cfg.max_body_bytes, 60000 };
@@ -985,17 +994,18 @@ static void sweep_snapshots(void)
 	closedir(d);
 }
 
+int inv_registry_lock(void)
+{
+	PHOS_CHECK(mkdir_p(inv_cfg.state_dir));
+	return state_lock();
+}
+
 int inv_registry_init(void)
 {
 	char path[PATH_MAX], err[512];
 	struct dirent *de;
 	DIR *d;
-	int r;
 
-	PHOS_CHECK(mkdir_p(inv_cfg.state_dir));
-	r = state_lock();
-	if (r < 0)
-		return r;
 	snprintf(path, sizeof(path), "%s/functions", inv_cfg.state_dir);
 	PHOS_CHECK(mkdir_p(path));
 	snprintf(path, sizeof(path), "%s/snapshots", inv_cfg.state_dir);

@@ -13,10 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -582,6 +585,22 @@ static void criu_reason(const char *what, const char *why, int log_dirfd, const 
  * Returns the lock's fd (close it to unlock), or -errno: then the dump goes on
  * unlocked, as before.
  */
+/* A parasite killed between its mount and its umount leaves a proc mounted at
+ * proc.crtools, and every later dump in that directory fails ("Can't create
+ * a directory (-17)", "Can't get /proc fd" in parasite-syscall.c). Detaches
+ * it, when it is a proc (nothing else is ours to unmount), and removes the
+ * directory. Under the dump lock. */
+static void leftover_proc_unmount(const char *path)
+{
+	struct statfs sf;
+
+	if (statfs(path, &sf) < 0 || sf.f_type != PROC_SUPER_MAGIC)
+		return;
+	if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
+		return;
+	rmdir(path);
+}
+
 static int dump_lock_take(pid_t pid)
 {
 	char path[PATH_MAX];
@@ -606,7 +625,8 @@ static int dump_lock_take(pid_t pid)
 	}
 	/* an earlier dump killed half-way; rmdir refuses one still mounted or not empty */
 	snprintf(path, sizeof(path), "/proc/%d/cwd/proc.crtools", (int)pid);
-	rmdir(path);
+	if (rmdir(path) < 0 && errno == EBUSY)
+		leftover_proc_unmount(path);
 	return fd;
 }
 

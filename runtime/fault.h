@@ -8,7 +8,9 @@
  * "criu_dump" on its first. A point fails once, then passes again. Unknown
  * names are ignored. Points in use: uio_write, uio_read, gpu_data_alloc (the
  * space for gpu.data: a full disk), criu_dump, criu_restore, snapshot_commit,
- * snapshot_kill (the snapshotter SIGKILLs itself there), registry_write (the
+ * snapshot_kill (the snapshotter SIGKILLs itself there), snapshot_executor_kill
+ * (the snapshotter SIGKILLs its executor between the GPU and the CPU dump),
+ * registry_write (the
  * invoker's write of a function's registry file, after its snapshot),
  * registry_kill (the invoker SIGKILLs itself just before that write),
  * ctl_version (an executor's HELLO claims the next control protocol version).

@@ -245,7 +245,20 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 
 	/* The CPU side: the function is parked inside phos_fn_serve. */
 	phase_set(sc, "dumping");
+	if (phos_fault("snapshot_executor_kill")) {
+		kill(exe, SIGKILL);   /* it dies between its GPU dump and CRIU's */
+		waitpid(exe, NULL, 0);
+		exe = -1;
+	}
 	t = phos_now();
+	if (exe < 0 || waitpid(exe, &status, WNOHANG) != 0) {
+		exe = -1;
+		r = -EIO;
+		phos_errf(err, errlen, "the executor ended (%s %d) before %s was dumped (its channel was cut)",
+			  WIFSIGNALED(status) ? "signal" : "status",
+			  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), argv[0]);
+		goto out;
+	}
 	if (fstat(ch[1], &sb) < 0) {
 		r = -errno;
 		goto out;
@@ -264,6 +277,24 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 	st.cpu_dump_s = phos_now() - t;
 	waitpid(fn, &status, 0);
 	fn = -1;
+	/* The channel must have been whole at the dump: with the executor gone,
+	 * CRIU saved a half-closed socket (no peer, not external), and CRIU 4.1.1
+	 * restoring that image hangs in "unix: Opening standalone" until its
+	 * timeout, with the snapshot's lock held (a remove of the function waits
+	 * behind it). The executor was alive when CRIU began (checked above);
+	 * CRIU ends the function when done, and the executor then ends by itself
+	 * with status 0 on the channel's EOF. Any other end (a signal, an error)
+	 * may have come during the dump: refused. */
+	if (waitpid(exe, &status, WNOHANG) == exe) {
+		exe = -1;   /* reaped */
+		r = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+	}
+	if (r < 0) {
+		phos_errf(err, errlen, "the executor ended (%s %d) while %s was being dumped (its channel was cut); "
+			  "nothing was committed", WIFSIGNALED(status) ? "signal" : "status",
+			  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), argv[0]);
+		goto out;
+	}
 
 	t = phos_now();
 	r = phos_image_read(tmp, &img, line, sizeof(line));

@@ -192,13 +192,17 @@ int phos_pool_hot(struct phos_pool *pool, const char *const dirs[], size_t n);
 unsigned phos_pool_hot_pending(struct phos_pool *pool);
 
 /* Starts phos-executor with the channel socket at fd 3 and, when control >= 0,
- * the control socket at fd 4, plus extra arguments (NULL-terminated). */
+ * the control socket at fd 4, plus extra arguments (NULL-terminated). The
+ * executor ends when the calling process does (PHOS_EXECUTOR_PARENT). */
 int phos_executor_spawn(const struct phos_runtime_paths *paths, int channel, int control,
 			const char *const extra[], pid_t *ret_pid);
 
+/* Marks every process an invoker starts as its state dir's (invoker/orphans.c);
+ * phos_function_env keeps the caller's value over a function's own "env". */
+#define PHOS_OWNER_ENV "PHOS_INVOKER_STATE"
+
 /* The environment of a function process: the caller's, plus PHOS_CHANNEL_FD=3,
  * the preload directory first in LD_LIBRARY_PATH and the forwarding guard in
- * LD_AUDIT (runtime/guard.h). Free with
- * phos_env_free. */
+ * LD_AUDIT (runtime/guard.h). Free with phos_env_free. */
 char **phos_function_env(const struct phos_runtime_paths *paths);
 void phos_env_free(char **env);

@@ -27,6 +27,7 @@ int phos_executor_spawn(const struct phos_runtime_paths *paths, int channel, int
 {
 	const char *argv[32];
 	unsigned n = 0;
+	char parent[16];
 	pid_t pid;
 
 	argv[n++] = paths->executor;
@@ -44,6 +45,7 @@ int phos_executor_spawn(const struct phos_runtime_paths *paths, int channel, int
 		argv[n++] = extra[i];
 	}
 	argv[n] = NULL;
+	snprintf(parent, sizeof(parent), "%d", (int)getpid());
 	pid = fork();
 	if (pid < 0)
 		return -errno;
@@ -56,6 +58,8 @@ int phos_executor_spawn(const struct phos_runtime_paths *paths, int channel, int
 		signal(SIGPIPE, SIG_DFL);
 		if (paths->sim_twins)
 			setenv("PHOS_SIM_TWINS", paths->sim_twins, 1);
+		/* it ends when we do (ctxpool/main.c, parent_watch) */
+		setenv("PHOS_EXECUTOR_PARENT", parent, 1);
 		execv(paths->executor, (char *const *)argv);
 		fprintf(stderr, "phos: cannot run %s: %s\n", paths->executor, strerror(errno));
 		_exit(127);
@@ -111,7 +115,7 @@ static char *env_join(const char *name, const char *first, const char *old)
 
 char **phos_function_env(const struct phos_runtime_paths *paths)
 {
-	size_t n = 0, k = 0, nx = 0;
+	size_t n = 0, k = 0, nx = 0, owner_len = strlen(PHOS_OWNER_ENV "=");
 	const char *ld, *aud;
 	char guard[PATH_MAX + 64];
 	char **env;
@@ -128,14 +132,17 @@ char **phos_function_env(const struct phos_runtime_paths *paths)
 	if (!env)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
-		if (env_ours(environ[i]) || env_named(paths->fn_env, nx, environ[i]))
+		/* the invoker's owner mark (PHOS_OWNER_ENV) is kept over a function's own */
+		if (env_ours(environ[i]) ||
+		    (env_named(paths->fn_env, nx, environ[i]) && strncmp(environ[i], PHOS_OWNER_ENV "=", owner_len)))
 			continue;
 		if (!(env[k++] = strdup(environ[i])))
 			goto fail;
 	}
 	/* the function's own variables, ours below still win */
 	for (size_t i = 0; i < nx; i++) {
-		if (env_ours(paths->fn_env[i]) || env_named(paths->fn_env + i + 1, nx - i - 1, paths->fn_env[i]))
+		if (env_ours(paths->fn_env[i]) || !strncmp(paths->fn_env[i], PHOS_OWNER_ENV "=", owner_len) ||
+		    env_named(paths->fn_env + i + 1, nx - i - 1, paths->fn_env[i]))
 			continue;
 		if (!(env[k++] = strdup(paths->fn_env[i])))
 			goto fail;

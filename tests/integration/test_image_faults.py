@@ -51,12 +51,13 @@ def request(port, method, path, body=None, timeout=120):
         return r.status, data.decode(errors="replace"), ctype
 
 
-def start(name, extra_env=None, args=()):
+def start(name, extra_env=None, args=(), cwd=None):
     port = free_port()
     log = open(os.path.join(tmp, f"{name}.log"), "w")
     STATES[port] = os.path.join(tmp, name)
     p = subprocess.Popen([INVOKER, "--listen", f"127.0.0.1:{port}", "--state-dir", os.path.join(tmp, name),
-                          "--device", "sim", *args], stdout=log, stderr=subprocess.STDOUT, env=env(extra_env))
+                          "--device", "sim", *args], stdout=log, stderr=subprocess.STDOUT, env=env(extra_env),
+                         cwd=cwd)
     procs.append(p)
     for _ in range(200):
         try:
@@ -132,6 +133,54 @@ def test_full_disk():
     inv.wait(timeout=60)
 
 
+def test_executor_killed_mid_snapshot():
+    """The snapshot's executor dies between its GPU dump and CRIU's: CRIU then
+    saved the channel half-closed, and restoring such an image hung CRIU (a
+    standby's park held the snapshot's lock, and a remove of the function
+    stayed "being removed" behind it). The deploy must fail instead, and the
+    name deploy, serve and go normally afterwards."""
+    inv, port = start("exekill", {"PHOS_FAULT": "snapshot_executor_kill"})
+    st, body, _ = request(port, "POST", "/system/functions", {"name": "k", "program": FAULTY})
+    check(st >= 500 and "executor ended" in err(body) and "channel was cut" in err(body), f"deploy whose executor died mid-snapshot: {st} {err(body)}")
+    check(request(port, "GET", "/system/functions/k")[0] == 404, "... not listed")
+    st, body, _ = request(port, "POST", "/system/functions", {"name": "k", "program": FAULTY})
+    check(st == 201, f"the next deploy of the name: {st} {body}")
+    st, body, _ = request(port, "POST", "/function/k", {"sum": True})
+    check(st == 200 and body.get("sum") == WANT_SUM, f"and it serves: {st} {body}")
+    time.sleep(0.5)  # the reaper parks a standby of it meanwhile
+    t = time.time()
+    st, body, _ = request(port, "DELETE", "/system/functions/k", timeout=120)
+    check(st == 200 and time.time() - t < 60, f"remove: {st} {body} in {time.time() - t:.1f} s")
+    st, body, _ = request(port, "POST", "/system/functions", {"name": "k", "program": FAULTY})
+    check(st == 201, f"deploy after the remove: {st} {body}")
+    inv.terminate()
+    inv.wait(timeout=60)
+
+
+def test_leftover_proc_mount():
+    """A dump whose parasite was killed between mounting a proc at
+    "proc.crtools" in the function's working directory and unmounting it
+    leaves that mount, and every later dump there failed (parasite: "Can't
+    create a directory (-17)", "Can't get /proc fd"). The next dump clears
+    it. Needs to mount a proc (root): skipped otherwise."""
+    cwd = os.path.join(tmp, "cwd-leftover")
+    leftover = os.path.join(cwd, "proc.crtools")
+    os.makedirs(leftover)
+    if subprocess.run(["mount", "-t", "proc", "proc", leftover], capture_output=True).returncode != 0:
+        print("leftover proc mount: cannot mount a proc here; part skipped", flush=True)
+        return
+    try:
+        inv, port = start("leftover", cwd=cwd)
+        st, body, _ = request(port, "POST", "/system/functions", {"name": "l", "program": FAULTY})
+        check(st == 201, f"deploy over a leftover proc.crtools mount: {st} {err(body)}")
+        mounted = [ln for ln in open("/proc/self/mountinfo") if leftover in ln]
+        check(not mounted and not os.path.exists(leftover), f"the leftover is gone: {mounted}")
+        inv.terminate()
+        inv.wait(timeout=60)
+    finally:
+        subprocess.run(["umount", "-l", leftover], capture_output=True)
+
+
 def flip(path, off):
     with open(path, "r+b") as f:
         f.seek(off)
@@ -187,6 +236,8 @@ def main():
     inv, port = start("main", args=["--standby", "0"])
     test_responses(port)
     test_full_disk()
+    test_executor_killed_mid_snapshot()
+    test_leftover_proc_mount()
     test_corrupt_gpu_data(port, state)
     test_corrupt_cpu(port, state)
     inv.terminate()

@@ -430,9 +430,11 @@ def quiet(inv, port, names, pool):
 
 
 # Deploys and removes of a third function beside the load (PHOS_LIFECYCLE_CHURN=1).
-# Off by default: with it, 200 rounds found two defects not fixed yet (a
-# remove that stays "being removed" for good, and CRIU dumps of new deploys
-# failing in a row after kills); see issue 10's notes.
+# Off by default (it is slow on 2 cores). It found: a remove that stayed
+# "being removed" (a deploy whose executor was killed mid-snapshot committed
+# an image CRIU hung restoring), and dumps failing in a row after a kill (a
+# proc mount left at proc.crtools); test_image_faults covers both
+# deterministically.
 CHURN = os.environ.get("PHOS_LIFECYCLE_CHURN") == "1"
 
 
@@ -500,6 +502,7 @@ def chaos(state, rounds):
             with lock:
                 churn.append((deploy, st, ok, str(body)[:160]))
 
+        churned = len(churn)
         if CHURN and rng.random() < 0.3:
             ts.append(threading.Thread(target=deploy_or_remove, args=(not cc_up[0],)))
             cc_up[0] = not cc_up[0]
@@ -512,6 +515,10 @@ def chaos(state, rounds):
                  if (kind in ("executor", "any") and "phos-executor" in c) or
                  (kind in ("function", "any") and "misbehave" in c)]
         victim = rng.choice(sorted(cands)) if cands else None
+        # a deploy whose own snapshot was hit (its executor, or any function
+        # while one is being snapshotted) may fail, with its reason
+        snapshotting = any("--snapshot-to" in c for c in kids.values())
+        deploy_hit = bool(victim) and snapshotting and ("--snapshot-to" in kids[victim] or "misbehave" in kids[victim])
         if victim:
             what = "executor" if "phos-executor" in kids[victim] else "function"
             kills[what] = kills.get(what, 0) + 1
@@ -526,7 +533,8 @@ def chaos(state, rounds):
             if st != 200 and not (st in (502, 503) and "error" in str(body)):
                 bad.append((seed, kind_, st, body))
         check(len(results) == 10, f"seed {seed}: every call has a final answer ({len(results)} of 10)")
-        if churn and not churn[-1][2]:
+        if len(churn) > churned and not churn[-1][2] and not (deploy_hit and churn[-1][0] and churn[-1][1] in (422, 500, 502, 503)
+                                               and "error" in churn[-1][3]):
             bad.append((seed, "churn", churn[-1]))
         cc_up[0] = "cc" in [fn.get("name") for fn in function_list(port)]
         for name in names:

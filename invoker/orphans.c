@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Nothing of a SIGKILLed invoker outlives its next start (issue 10).
+ *
+ * Every process an invoker starts carries PHOS_INVOKER_STATE=<its state dir,
+ * resolved> in its environment: executors and CRIU inherit it, a function
+ * spawned for a deploy gets it through phos_function_env (a function's own
+ * "env" cannot override it), and instances and standbys, being CRIU restores
+ * of such a function, get it back from their image.
+ *
+ *   SIGKILL of the invoker ─▶ executors end by themselves (PHOS_EXECUTOR_PARENT,
+ *                             ctxpool/main.c); idle instances and standbys end
+ *                             on their closed pipes; a function busy in its
+ *                             handler, or still in its init for a deploy,
+ *                             lives on
+ *   next start ─▶ STATE/invoker.lock taken (the old invoker is gone) ─▶ every
+ *                 process whose environment holds our marker is SIGKILLed
+ *                 through a pidfd opened before its environment was read
+ *                 (a pid reused by an unrelated process is never signalled:
+ *                 such a process fails the check, or the pidfd is of the
+ *                 dead one) ─▶ repeated until a pass finds none (a CRIU we
+ *                 killed may have forked meanwhile) ─▶ the marker set in our
+ *                 own environment ─▶ pool, registry, HTTP.
+ *
+ * Why not PR_SET_PDEATHSIG: it fires when the forking *thread* ends, and a
+ * function restored by CRIU with one is killed as CRIU exits (DESIGN.md's
+ * CRIU recipe). Why not a process group: functions are session leaders.
+ * Snapshots taken by an invoker before the marker existed restore without
+ * it; their leftovers are not found.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "invoker.h"
+#include "log.h"
+#include "snapshotter.h"
+
+#define ORPHAN_MAX 4096          /* killed per pass; more are found by the next */
+#define ORPHAN_PASSES 8
+#define ENVIRON_MAX (1u << 20)   /* bytes of a process's environment looked at */
+
+static char marker[PATH_MAX + 32];   /* "PHOS_INVOKER_STATE=<dir>" */
+
+/* True when /proc/<pid>/environ holds exactly marker as one entry. */
+static bool environ_marked(long pid)
+{
+	char path[64], buf[8192];
+	size_t mlen = strlen(marker) + 1, have = 0, seen = 0;   /* the entry with its NUL */
+	bool found = false, at_start = true;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%ld/environ", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	/* Entries are NUL-separated: compare each one's start with marker\0. */
+	while (!found && seen < ENVIRON_MAX && (n = read(fd, buf + have, sizeof(buf) - have)) > 0) {
+		size_t len = have + (size_t)n, i = 0;
+
+		seen += (size_t)n;
+		while (i < len) {
+			char *nul = memchr(buf + i, '\0', len - i);
+
+			if (!nul)
+				break;
+			if (at_start && (size_t)(nul - (buf + i)) + 1 == mlen && !memcmp(buf + i, marker, mlen)) {
+				found = true;
+				break;
+			}
+			at_start = true;
+			i = (size_t)(nul - buf) + 1;
+		}
+		if (found)
+			break;
+		/* keep an unfinished entry when it may still be ours, else skip it */
+		have = len - i;
+		if (have >= mlen || have == sizeof(buf)) {
+			at_start = false;
+			have = 0;
+		} else {
+			memmove(buf, buf + i, have);
+		}
+	}
+	close(fd);
+	return found;
+}
+
+/* The first word of pid's command line, for the log. */
+static void comm_of(long pid, char *buf, size_t len)
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? read(fd, buf, len - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	if (!buf[0])
+		snprintf(buf, len, "?");
+}
+
+/* One pass over /proc: SIGKILLs every marked process but us; their pidfds
+ * go to fds. Returns how many. */
+static unsigned kill_pass(int *fds, unsigned max)
+{
+	struct dirent *de;
+	unsigned n = 0;
+	DIR *d = opendir("/proc");
+
+	if (!d)
+		return 0;
+	while (n < max && (de = readdir(d))) {
+		char *end, what[128];
+		long pid = strtol(de->d_name, &end, 10);
+		int fd;
+
+		if (*end || pid <= 1 || pid == getpid())
+			continue;
+		fd = pidfd_open((pid_t)pid, 0);   /* before the check: see the top */
+		if (fd < 0)
+			continue;
+		if (!environ_marked(pid) || pidfd_send_signal(fd, SIGKILL, NULL, 0) < 0) {
+			close(fd);
+			continue;
+		}
+		comm_of(pid, what, sizeof(what));
+		phos_warn("ended pid %ld (%s), left running by an earlier invoker of this state dir", pid, what);
+		fds[n++] = fd;
+	}
+	closedir(d);
+	return n;
+}
+
+int inv_orphans_sweep(const char *state_dir)
+{
+	char dir[PATH_MAX];
+	unsigned total = 0;
+	static int fds[ORPHAN_MAX];
+
+	if (!realpath(state_dir, dir))
+		return -errno;
+	snprintf(marker, sizeof(marker), "%s=%s", PHOS_OWNER_ENV, dir);
+	for (int pass = 0; pass < ORPHAN_PASSES; pass++) {
+		unsigned n = kill_pass(fds, ORPHAN_MAX);
+
+		if (!n)
+			break;
+		total += n;
+		/* Wait (bounded) for them to be gone: a killed CRIU no longer
+		 * forks, a killed dump no longer writes into snapshots/. */
+		for (unsigned i = 0; i < n; i++) {
+			struct pollfd p = { .fd = fds[i], .events = POLLIN };
+
+			if (poll(&p, 1, 5000) == 0)
+				phos_warn("a process killed at start is still there after 5 s");
+			close(fds[i]);
+		}
+	}
+	if (total)
+		phos_warn("ended %u process%s of an earlier invoker of %s", total, total == 1 ? "" : "es", dir);
+	/* From here on, what we start is marked as ours. */
+	return setenv(PHOS_OWNER_ENV, dir, 1) < 0 ? -errno : 0;
+}

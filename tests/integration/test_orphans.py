@@ -1,0 +1,243 @@
+# SPDX-License-Identifier: MIT
+"""Nothing of a SIGKILLed invoker outlives its next start (issue 10, orphans).
+
+An invoker (pool of 2, standby on) with an idle instance, a busy instance (a
+call sleeping 120 s in its handler), a parked standby, idle pool executors
+and a deploy stuck before phos_fn_serve is killed with SIGKILL. Then:
+
+- every executor it started ends by itself (PHOS_EXECUTOR_PARENT), except
+  one the test froze with SIGSTOP first, and so do the idle instance and the
+  standby; the busy function and the stuck deploy's function live on;
+- a restarted invoker on the same state dir ends every process left (found by
+  the PHOS_INVOKER_STATE mark in their environment, the frozen executor
+  included), and none of the old ones is left: scanning /proc for processes
+  marked as this state dir's finds only the new invoker's own;
+- processes it must not touch live on: one without the mark, one marked as
+  another state dir's, one marked with a longer path that starts with ours;
+- a function's own "env" cannot take the mark of another state dir;
+- the restarted invoker serves the function.
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+from harness import BUILD, check, done, fn_env, free_port, program, route_headers
+
+INVOKER = os.path.join(BUILD, "invoker", "phos-invoker")
+MISBEHAVE = program("tests", "integration", "misbehave")
+NEVER_SERVES = program("tests", "integration", "never_serves")
+H = "127.0.0.1"
+MARK = "PHOS_INVOKER_STATE"
+
+tmp = tempfile.mkdtemp(prefix="phos-orphans-test-")
+state = os.path.realpath(os.path.join(tmp, "state"))
+procs = []
+
+
+def request(port, method, path, body=None, timeout=60):
+    c = http.client.HTTPConnection(H, port, timeout=timeout)
+    headers = route_headers(state, path)
+    if body is None:
+        del headers["Content-Type"]
+    c.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    try:
+        return r.status, json.loads(data)
+    except ValueError:
+        return r.status, data.decode(errors="replace")
+
+
+def start(log_name):
+    port = free_port()
+    log = open(os.path.join(tmp, log_name), "w")
+    p = subprocess.Popen([INVOKER, "--listen", f"{H}:{port}", "--state-dir", state, "--device", "sim",
+                          "--pool", "2"], stdout=log, stderr=subprocess.STDOUT, env=fn_env())
+    procs.append(p)
+    for _ in range(1200):
+        try:
+            if request(port, "GET", "/healthz")[0] == 200:
+                return p, port
+        except OSError:
+            pass
+        if p.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise SystemExit(f"phos-invoker did not start: {open(log.name).read()}")
+
+
+def stat(pid):
+    """(state, ppid, start time) of pid, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            s = f.read()
+    except OSError:
+        return None
+    rest = s[s.rindex(")") + 2:].split()
+    return rest[0], int(rest[1]), int(rest[19])
+
+
+def alive(pid, start_time):
+    """pid is still the process that had start_time, and not a zombie."""
+    st = stat(pid)
+    return bool(st) and st[2] == start_time and st[0] not in ("Z", "X")
+
+
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def marked(pid, value=state):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f"{MARK}={value}".encode() in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def descendants(root):
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            st = stat(int(d))
+            if st:
+                kids.setdefault(st[1], []).append(int(d))
+    out, todo = [], [root]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def marked_live():
+    """Live processes marked as this state dir's."""
+    return [int(d) for d in os.listdir("/proc") if d.isdigit() and marked(int(d)) and
+            (stat(int(d)) or ("Z",))[0] not in ("Z", "X")]
+
+
+def instance_states(port, name):
+    st, body = request(port, "GET", f"/system/logs?name={name}&tail=1")
+    items = body if isinstance(body, list) else body.get("instances", []) if st == 200 else []
+    return [i.get("state") for i in items]
+
+
+def wait_for(cond, timeout=60):
+    end = time.time() + timeout
+    while time.time() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+def main():
+    inv, port = start("invoker-1.log")
+    st, body = request(port, "POST", "/system/functions", {
+        "name": "oa", "program": MISBEHAVE, "limits": {"max_instances": 2, "timeout_ms": 300000},
+        "env": {MARK: "/elsewhere"}})
+    check(st == 201, f"deploy oa: {st} {body}")
+    # a busy instance: a call sleeping in the handler (the kill cuts it)
+    busy = threading.Thread(target=lambda: request(port, "POST", "/function/oa", {"sleep_ms": 120000}, 300),
+                            daemon=True)
+    busy.start()
+    # and an idle one beside it
+    check(wait_for(lambda: "busy" in instance_states(port, "oa"), 60), "the sleeping call is running")
+    st, body = request(port, "POST", "/function/oa", {})
+    check(st == 200 and body.get("gpu") == 1234, f"a call beside it: {st} {body}")
+    # a deploy stuck before phos_fn_serve
+    stuck = threading.Thread(target=lambda: request(port, "POST", "/system/functions",
+                                                    {"name": "ob", "program": NEVER_SERVES}, 300), daemon=True)
+    stuck.start()
+
+    def kinds():
+        k = {"executor": [], "misbehave": [], "never_serves": []}
+        for pid in descendants(inv.pid):
+            c = cmdline(pid)
+            for name in k:
+                if name in c:
+                    k[name].append(pid)
+        return k
+
+    # pool executors (2, one serving each instance, one the deploy's), the
+    # idle and the busy instance and the standby, the stuck function
+    check(wait_for(lambda: len(kinds()["misbehave"]) == 3 and len(kinds()["never_serves"]) == 1 and
+                   len(kinds()["executor"]) >= 3, 120), f"everything running: {kinds()}")
+    time.sleep(0.5)  # the sleeping call is in its handler
+    k = kinds()
+    old = {pid: stat(pid)[2] for pid in descendants(inv.pid) if stat(pid)}
+    check(all(marked(pid) for pid in old), "everything the invoker started carries its mark: " +
+          str([(pid, cmdline(pid)) for pid in old if not marked(pid)]))
+    check(not [pid for pid in old if marked(pid, "/elsewhere")], "a function's env cannot take the mark")
+
+    # processes a restart must leave alone
+    unmarked = subprocess.Popen(["sleep", "600"], env=dict(os.environ))
+    other = subprocess.Popen(["sleep", "600"], env=dict(os.environ, **{MARK: state + "-other"}))
+    prefix = subprocess.Popen(["sleep", "600"], env=dict(os.environ, **{MARK: os.path.dirname(state)}))
+    controls = [unmarked, other, prefix]
+    procs.extend(controls)
+
+    frozen = k["executor"][0]
+    os.kill(frozen, signal.SIGSTOP)
+    inv.kill()
+    inv.wait()
+
+    # executors end by themselves, so do the idle instance and the standby
+    execs = [p for p in k["executor"] if p != frozen]
+    check(wait_for(lambda: not [p for p in execs if alive(p, old[p])], 60),
+          f"executors ended with the invoker: {[(p, cmdline(p)) for p in execs if alive(p, old[p])]}")
+    check(alive(frozen, old[frozen]), "the frozen executor could not")
+    check(alive(k["never_serves"][0], old[k["never_serves"][0]]), "the stuck deploy's function lives on")
+    left = [p for p in old if alive(p, old[p])]
+    print(f"orphans: {len(old)} processes of the killed invoker, {len(left)} left running: "
+          f"{[cmdline(p).split(' ')[0].rsplit('/', 1)[-1] for p in left]}", flush=True)
+
+    inv, port = start("invoker-2.log")
+    still = [p for p in old if alive(p, old[p])]
+    check(not still, f"nothing of the old invoker left: {[(p, cmdline(p)) for p in still]}")
+    mine = set(descendants(inv.pid))
+    strays = [p for p in marked_live() if p not in mine]
+    check(not strays, f"every process marked as this state dir's is the new invoker's: "
+          f"{[(p, cmdline(p)) for p in strays]}")
+    check(all(c.poll() is None for c in controls), "unmarked and foreign-marked processes untouched")
+    log = open(os.path.join(tmp, "invoker-2.log")).read()
+    check("left running by an earlier invoker" in log, f"the restart says what it ended: {log[-2000:]}")
+    st, body = request(port, "POST", "/function/oa", {})
+    check(st == 200 and body.get("gpu") == 1234, f"the restarted invoker serves oa: {st} {body}")
+    check(request(port, "GET", "/system/functions/ob")[0] == 404, "the unfinished deploy is not listed")
+    inv.terminate()
+    check(inv.wait(timeout=60) == 0, "invoker stopped cleanly")
+    check(wait_for(lambda: not marked_live(), 30), f"nothing marked left after a clean stop: {marked_live()}")
+
+
+import harness  # noqa: E402
+
+ok = False
+try:
+    main()
+    ok = not harness.failures
+finally:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    for pid in marked_live():  # a failed run leaves nothing behind either
+        os.kill(pid, signal.SIGKILL)
+    if not ok:
+        for f in sorted(os.listdir(tmp)):
+            if f.startswith("invoker-"):
+                with open(os.path.join(tmp, f), errors="replace") as lf:
+                    print(f"--- {f} (last 40 lines) ---\n" + "".join(lf.readlines()[-40:]), flush=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+done("orphans")
