@@ -140,7 +140,7 @@ class Invoker:
     """phos-invoker on the sim device (PHOS_FAULT only when fault is given; extra
     arguments and environment added), its log and working directory under tmp."""
 
-    def __init__(self, state, tmp, extra=(), fault=None, extra_env=None):
+    def __init__(self, state, tmp, extra=(), fault=None, extra_env=None, start_timeout=20):
         self.port = free_port()
         self.state = state
         self.log = os.path.join(tmp, f"invoker-{self.port}.log")
@@ -157,7 +157,7 @@ class Invoker:
                                    f"127.0.0.1:{self.port}", "--state-dir", state, "--device", "sim", *extra],
                                   stdout=open(self.log, "w"), stderr=subprocess.STDOUT, cwd=cwd, env=e)
         procs.append(self.p)
-        for _ in range(400):
+        for _ in range(int(start_timeout / 0.05)):
             try:
                 if self.call("GET", "/healthz")[0] == 200:
                     return

@@ -17,8 +17,6 @@ and a deploy stuck before phos_fn_serve is killed with SIGKILL. Then:
 - a function's own "env" cannot take the mark of another state dir;
 - the restarted invoker serves the function.
 """
-import http.client
-import json
 import os
 import shutil
 import signal
@@ -27,50 +25,14 @@ import tempfile
 import threading
 import time
 
-from harness import BUILD, check, done, fn_env, free_port, program, route_headers
+from harness import check, done, Invoker, procs, program
 
-INVOKER = os.path.join(BUILD, "invoker", "phos-invoker")
 MISBEHAVE = program("tests", "integration", "misbehave")
 NEVER_SERVES = program("tests", "integration", "never_serves")
-H = "127.0.0.1"
 MARK = "PHOS_INVOKER_STATE"
 
 tmp = tempfile.mkdtemp(prefix="phos-orphans-test-")
 state = os.path.realpath(os.path.join(tmp, "state"))
-procs = []
-
-
-def request(port, method, path, body=None, timeout=60):
-    c = http.client.HTTPConnection(H, port, timeout=timeout)
-    headers = route_headers(state, path)
-    if body is None:
-        del headers["Content-Type"]
-    c.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
-    r = c.getresponse()
-    data = r.read()
-    c.close()
-    try:
-        return r.status, json.loads(data)
-    except ValueError:
-        return r.status, data.decode(errors="replace")
-
-
-def start(log_name):
-    port = free_port()
-    log = open(os.path.join(tmp, log_name), "w")
-    p = subprocess.Popen([INVOKER, "--listen", f"{H}:{port}", "--state-dir", state, "--device", "sim",
-                          "--pool", "2"], stdout=log, stderr=subprocess.STDOUT, env=fn_env())
-    procs.append(p)
-    for _ in range(1200):
-        try:
-            if request(port, "GET", "/healthz")[0] == 200:
-                return p, port
-        except OSError:
-            pass
-        if p.poll() is not None:
-            break
-        time.sleep(0.05)
-    raise SystemExit(f"phos-invoker did not start: {open(log.name).read()}")
 
 
 def stat(pid):
@@ -127,8 +89,8 @@ def marked_live():
             (stat(int(d)) or ("Z",))[0] not in ("Z", "X")]
 
 
-def instance_states(port, name):
-    st, body = request(port, "GET", f"/system/logs?name={name}&tail=1")
+def instance_states(inv, name):
+    st, body = inv.call("GET", f"/system/logs?name={name}&tail=1")
     items = body if isinstance(body, list) else body.get("instances", []) if st == 200 else []
     return [i.get("state") for i in items]
 
@@ -143,27 +105,27 @@ def wait_for(cond, timeout=60):
 
 
 def main():
-    inv, port = start("invoker-1.log")
-    st, body = request(port, "POST", "/system/functions", {
+    inv = Invoker(state, tmp, extra=("--pool", "2"), start_timeout=60)
+    st, body = inv.call("POST", "/system/functions", {
         "name": "oa", "program": MISBEHAVE, "limits": {"max_instances": 2, "timeout_ms": 300000},
         "env": {MARK: "/elsewhere"}})
     check(st == 201, f"deploy oa: {st} {body}")
     # a busy instance: a call sleeping in the handler (the kill cuts it)
-    busy = threading.Thread(target=lambda: request(port, "POST", "/function/oa", {"sleep_ms": 120000}, 300),
+    busy = threading.Thread(target=lambda: inv.call("POST", "/function/oa", {"sleep_ms": 120000}, 300),
                             daemon=True)
     busy.start()
     # and an idle one beside it
-    check(wait_for(lambda: "busy" in instance_states(port, "oa"), 60), "the sleeping call is running")
-    st, body = request(port, "POST", "/function/oa", {})
+    check(wait_for(lambda: "busy" in instance_states(inv, "oa"), 60), "the sleeping call is running")
+    st, body = inv.call("POST", "/function/oa", {})
     check(st == 200 and body.get("gpu") == 1234, f"a call beside it: {st} {body}")
     # a deploy stuck before phos_fn_serve
-    stuck = threading.Thread(target=lambda: request(port, "POST", "/system/functions",
-                                                    {"name": "ob", "program": NEVER_SERVES}, 300), daemon=True)
+    stuck = threading.Thread(target=lambda: inv.call("POST", "/system/functions",
+                                                     {"name": "ob", "program": NEVER_SERVES}, 300), daemon=True)
     stuck.start()
 
     def kinds():
         k = {"executor": [], "misbehave": [], "never_serves": []}
-        for pid in descendants(inv.pid):
+        for pid in descendants(inv.p.pid):
             c = cmdline(pid)
             for name in k:
                 if name in c:
@@ -176,7 +138,7 @@ def main():
                    len(kinds()["executor"]) >= 3, 120), f"everything running: {kinds()}")
     time.sleep(0.5)  # the sleeping call is in its handler
     k = kinds()
-    old = {pid: stat(pid)[2] for pid in descendants(inv.pid) if stat(pid)}
+    old = {pid: stat(pid)[2] for pid in descendants(inv.p.pid) if stat(pid)}
     check(all(marked(pid) for pid in old), "everything the invoker started carries its mark: " +
           str([(pid, cmdline(pid)) for pid in old if not marked(pid)]))
     check(not [pid for pid in old if marked(pid, "/elsewhere")], "a function's env cannot take the mark")
@@ -191,7 +153,6 @@ def main():
     frozen = k["executor"][0]
     os.kill(frozen, signal.SIGSTOP)
     inv.kill()
-    inv.wait()
 
     # executors end by themselves, so do the idle instance and the standby
     execs = [p for p in k["executor"] if p != frozen]
@@ -203,21 +164,21 @@ def main():
     print(f"orphans: {len(old)} processes of the killed invoker, {len(left)} left running: "
           f"{[cmdline(p).split(' ')[0].rsplit('/', 1)[-1] for p in left]}", flush=True)
 
-    inv, port = start("invoker-2.log")
+    inv = Invoker(state, tmp, extra=("--pool", "2"), start_timeout=60)
     still = [p for p in old if alive(p, old[p])]
     check(not still, f"nothing of the old invoker left: {[(p, cmdline(p)) for p in still]}")
-    mine = set(descendants(inv.pid))
+    mine = set(descendants(inv.p.pid))
     strays = [p for p in marked_live() if p not in mine]
     check(not strays, f"every process marked as this state dir's is the new invoker's: "
           f"{[(p, cmdline(p)) for p in strays]}")
     check(all(c.poll() is None for c in controls), "unmarked and foreign-marked processes untouched")
-    log = open(os.path.join(tmp, "invoker-2.log")).read()
+    log = inv.logtext()
     check("left running by an earlier invoker" in log, f"the restart says what it ended: {log[-2000:]}")
-    st, body = request(port, "POST", "/function/oa", {})
+    st, body = inv.call("POST", "/function/oa", {})
     check(st == 200 and body.get("gpu") == 1234, f"the restarted invoker serves oa: {st} {body}")
-    check(request(port, "GET", "/system/functions/ob")[0] == 404, "the unfinished deploy is not listed")
-    inv.terminate()
-    check(inv.wait(timeout=60) == 0, "invoker stopped cleanly")
+    check(inv.call("GET", "/system/functions/ob")[0] == 404, "the unfinished deploy is not listed")
+    inv.p.terminate()
+    check(inv.p.wait(timeout=60) == 0, "invoker stopped cleanly")
     check(wait_for(lambda: not marked_live(), 30), f"nothing marked left after a clean stop: {marked_live()}")
 
 
