@@ -189,10 +189,11 @@ static int func_info(struct executor *ex, const struct exec_func *f, void *out, 
 	return 0;
 }
 
-static int launch(struct executor *ex, const void *body, uint32_t len)
+/* LAUNCH and LAUNCH_EX: ex is NULL for a plain launch. */
+static int launch(struct executor *ex, const struct phos_launch *l, uint32_t len, const struct phos_launch_ex *lx)
 {
-	BODY(struct phos_launch, l);
-	const uint8_t *params = (const uint8_t *)(l + 1);
+	const uint8_t *params = (const uint8_t *)(lx ? (const void *)(lx + 1) : (const void *)(l + 1));
+	uint32_t head = lx ? sizeof(*lx) : sizeof(*l);
 	struct exec_func *f = handle_get(&ex->funcs, l->func);
 	struct spec_set set;
 	void *stream;
@@ -201,15 +202,23 @@ static int launch(struct executor *ex, const void *body, uint32_t len)
 		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
 	if (f->error)
 		return f->error;
-	if (l->param_bytes != len - sizeof(*l) || l->param_bytes != f->info.param_bytes)
+	if (l->param_bytes != len - head || l->param_bytes != f->info.param_bytes)
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (lx && (lx->flags & ~(uint32_t)(PHOS_LAUNCH_COOPERATIVE | PHOS_LAUNCH_CLUSTER)))
 		return -PHOS_CUDA_INVALID_VALUE;
 	TRY(exec_stream(ex, l->stream, &stream));
 	spec_clear(&set);
 	TRY(spec_launch(ex, f, params, l->param_bytes, &set));
-	set.validated = exec_validate_wanted(ex, f, &set);
+	/* A cooperative or clustered kernel is never run as its validating twin:
+	 * the twin is launched plainly, and a grid-wide sync in a plain launch can
+	 * hang. Its sets still come from the analysis, as every launch's do. */
+	set.validated = !(lx && lx->flags) && exec_validate_wanted(ex, f, &set);
 	TRY(spec_commit(ex, "launch", f->name, l->stream, &set));
 	if (set.validated)
 		return exec_validate_launch(ex, f, &set, l->grid, l->block, l->shared, stream, params, l->param_bytes);
+	if (lx && lx->flags)
+		return ex->dev_ops->launch_ex(ex->dev, f->dev_func, &f->info, l->grid, l->block, l->shared, stream,
+					      params, l->param_bytes, lx->flags, lx->cluster);
 	return ex->dev_ops->launch(ex->dev, f->dev_func, &f->info, l->grid, l->block, l->shared, stream,
 				   params, l->param_bytes);
 }
@@ -290,8 +299,16 @@ int exec_module_handle(struct executor *ex, uint32_t op, const void *body, uint3
 		*out_len = sizeof(*vi);
 		return 0;
 	}
-	case PHOS_OP_LAUNCH:
-		return launch(ex, body, len);
+	case PHOS_OP_LAUNCH: {
+		BODY(struct phos_launch, l);
+
+		return launch(ex, l, len, NULL);
+	}
+	case PHOS_OP_LAUNCH_EX: {
+		BODY(struct phos_launch_ex, lx);
+
+		return launch(ex, &lx->l, len, lx);
+	}
 	default:
 		return -PHOS_CUDA_NOT_SUPPORTED;
 	}

@@ -137,11 +137,12 @@ static int callback_add(cudaStream_t stream, cudaHostFn_t fn, cudaStreamCallback
 
 PHOS_EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData)
 {
+	if (phos_graph_capturing(stream))
+		return phos_set_error(phos_graph_capture_host(stream, fn, userData));
 	if (!fn)
 		return phos_set_error(cudaErrorInvalidValue);
 	return phos_set_error(callback_add(stream, fn, NULL, userData));
 }
-PHOS_ALIAS(cudaLaunchHostFunc_ptsz, cudaLaunchHostFunc);
 
 PHOS_EXPORT cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void *userData,
 					      unsigned int flags)
@@ -150,4 +151,3 @@ PHOS_EXPORT cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCal
 		return phos_set_error(cudaErrorInvalidValue);
 	return phos_set_error(callback_add(stream, NULL, callback, userData));
 }
-PHOS_ALIAS(cudaStreamAddCallback_ptsz, cudaStreamAddCallback);

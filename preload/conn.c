@@ -175,11 +175,13 @@ PHOS_EXPORT void phos_ids_clear(enum phos_hkind kind, void (*fn)(void *obj))
 	pthread_mutex_unlock(&t->lock);
 }
 
-PHOS_EXPORT int phos_preload_stream_id(const void *stream, uint32_t *ret_id)
+int phos_stream_resolve(const void *stream, uint32_t *ret_id)
 {
 	uint32_t id;
 
-	if (stream == NULL || stream == cudaStreamLegacy || stream == cudaStreamPerThread) {
+	if (stream == cudaStreamPerThread || (stream == NULL && phos_ptds_null))
+		return phos_stream_per_thread(ret_id);
+	if (stream == NULL || stream == cudaStreamLegacy) {
 		*ret_id = 0;
 		return cudaSuccess;
 	}
@@ -188,6 +190,18 @@ PHOS_EXPORT int phos_preload_stream_id(const void *stream, uint32_t *ret_id)
 		return cudaErrorInvalidResourceHandle;
 	*ret_id = id;
 	return cudaSuccess;
+}
+
+PHOS_EXPORT int phos_preload_stream_id(const void *stream, uint32_t *ret_id)
+{
+	uint32_t id;
+	int r = phos_stream_resolve(stream, &id);
+
+	if (r == cudaSuccess)
+		r = phos_graph_check_stream(id);
+	if (r == cudaSuccess)
+		*ret_id = id;
+	return r;
 }
 
 /* --- the connection --- */

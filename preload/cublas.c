@@ -27,11 +27,23 @@
 #include "log.h"
 
 /* The handle behind a cublasHandle_t, or NULL (CUBLAS_STATUS_NOT_INITIALIZED). */
-struct blas *blas_get(cublasHandle_t handle)
+static struct blas *blas_get_raw(cublasHandle_t handle)
 {
 	uint32_t id = phos_handle_unwrap(handle, PHOS_H_BLAS);
 
 	return id ? phos_ids_get(PHOS_H_BLAS, id) : NULL;
+}
+
+/* cuBLAS calls are not captured into graphs: a call on a handle whose stream
+ * is capturing is refused (and the capture invalidated) rather than run now. */
+struct blas *blas_get(cublasHandle_t handle)
+{
+	struct blas *b = blas_get_raw(handle);
+	uint32_t sid;
+
+	if (b && phos_preload_stream_id(b->stream, &sid) == cudaErrorStreamCaptureUnsupported)
+		return NULL;
+	return b;
 }
 
 /* cudaError_t of posting/calling → cublasStatus_t. */
@@ -124,7 +136,7 @@ PHOS_EXPORT cublasStatus_t cublasCreate_v2(cublasHandle_t *handle)
 
 PHOS_EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t handle)
 {
-	struct blas *b = blas_get(handle);
+	struct blas *b = blas_get_raw(handle);
 	struct phos_handle h = { 0 };
 	cublasStatus_t s;
 
@@ -138,7 +150,7 @@ PHOS_EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t handle)
 
 PHOS_EXPORT cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId)
 {
-	struct blas *b = blas_get(handle);
+	struct blas *b = blas_get_raw(handle);
 	struct phos_blas_set s = { 0 };
 	uint32_t sid;
 	cublasStatus_t st;
@@ -157,7 +169,7 @@ PHOS_EXPORT cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_
 
 PHOS_EXPORT cublasStatus_t cublasGetStream_v2(cublasHandle_t handle, cudaStream_t *streamId)
 {
-	struct blas *b = blas_get(handle);
+	struct blas *b = blas_get_raw(handle);
 
 	if (!b)
 		return CUBLAS_STATUS_NOT_INITIALIZED;

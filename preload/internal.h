@@ -132,9 +132,14 @@ PHOS_EXPORT int phos_preload_serve_point(void);
 /* Posts GOODBYE once (later calls then fail as "gone", quietly). */
 PHOS_EXPORT void phos_preload_goodbye(void);
 
-/* Stream handle -> stream id: NULL, cudaStreamLegacy and cudaStreamPerThread
- * are 0. Returns 0 or cudaErrorInvalidResourceHandle. */
+/* Stream handle -> stream id for an operation that is not captured: NULL and
+ * cudaStreamLegacy are 0, cudaStreamPerThread (and NULL inside a _ptsz/_ptds
+ * call) the calling thread's own stream. Returns 0, cudaErrorInvalidResourceHandle,
+ * or cudaErrorStreamCaptureUnsupported for a stream that is capturing (whose
+ * capture is then invalidated: the operation cannot be put in a graph). */
 PHOS_EXPORT int phos_preload_stream_id(const void *stream, uint32_t *ret_id);
+/* The same without the capture check (graph.c). */
+int phos_stream_resolve(const void *stream, uint32_t *ret_id);
 
 /* --- last error (conn.c): thread-local, CUDA's semantics --- */
 
@@ -181,5 +186,41 @@ extern __thread bool phos_in_host_callback;
 /* conn.c: the current channel, or NULL when not connected (callback.c: a
  * restore replaces it only after every callback posted on it ran). */
 struct phos_channel *phos_preload_channel(void);
+/* stream.c: the calling thread's default stream (cudaStreamPerThread): made
+ * at first use, destroyed when the thread ends. */
+int phos_stream_per_thread(uint32_t *ret_id);
+/* ptds.c: set while a _ptsz/_ptds form runs: the null stream is the thread's. */
+extern __thread bool phos_ptds_null;
+
+/* launch.c: checks a launch and packs its parameters (grid, block: x, y, z):
+ * *ret_l (stream unset, no flags), *ret_params (malloc'd, the caller frees
+ * it), the kernel's parameter layout in *ret_fi. Returns a cudaError_t. */
+int phos_launch_prepare(const void *func, const uint32_t grid[3], const uint32_t block[3], size_t shmem, void **args,
+			struct phos_launch_ex *ret_l, void **ret_params, struct phos_reply_func_info *ret_fi);
+/* launch.c: posts a prepared launch on stream. */
+int phos_launch_post(const struct phos_launch_ex *l, const void *stream, const void *params);
+
+/* graph.c: stream capture. The stream-ordered calls that graphs hold
+ * (launches, cudaMemcpyAsync, cudaMemsetAsync, host functions, event record
+ * and wait) ask phos_graph_capturing first and, when it says yes, add a node
+ * instead of posting; every other call on a capturing stream is refused by
+ * phos_preload_stream_id. */
+bool phos_graph_capturing(const void *stream);
+/* cudaErrorStreamCaptureUnsupported (and the capture invalidated) when stream
+ * id sid is capturing, else 0. */
+int phos_graph_check_stream(uint32_t sid);
+/* A checked, packed launch (offsets: of the nargs arguments in params). */
+int phos_graph_capture_kernel(const void *stream, const void *func, const struct phos_launch_ex *l,
+			      const void *params, const uint16_t *offsets, uint32_t nargs);
+int phos_graph_capture_memcpy(const void *stream, void *dst, const void *src, size_t count, int kind);
+int phos_graph_capture_memset(const void *stream, void *dst, int value, size_t count);
+int phos_graph_capture_host(const void *stream, void (*fn)(void *), void *data);
+int phos_graph_capture_event_record(const void *stream, uint32_t event);
+/* An event recorded outside any capture is no longer a captured one. */
+void phos_graph_event_forget(uint32_t event);
+/* cudaStreamWaitEvent on an event recorded in a capture: the stream joins
+ * that capture (*ret_handled set); other events are ordinary waits. */
+int phos_graph_wait_event(const void *stream, uint32_t event, bool *ret_handled);
+
 /* device.c: attribute `attr` of device 0 (DEVICE_INFO, cached). */
 int phos_device_attr(int attr, int *ret_value);

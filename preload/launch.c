@@ -488,11 +488,15 @@ static int func_info(struct func *f, struct phos_reply_func_info *ret)
 	return r;
 }
 
-static int launch(struct func *f, dim3 grid, dim3 block, void **args, size_t shmem, const void *stream)
+/* Checks a launch of func and packs its parameters: *ret_l (stream unset,
+ * flags 0), *ret_params (malloc'd, param_bytes; the caller frees it) and the
+ * kernel's layout in *ret_fi. */
+static int launch_prepare(struct func *f, const uint32_t grid[3], const uint32_t block[3], size_t shmem, void **args,
+			  struct phos_launch_ex *ret_l, void **ret_params, struct phos_reply_func_info *ret_fi)
 {
 	struct phos_reply_func_info fi;
-	struct phos_launch l = { 0 };
-	uint8_t small[4096], *params = small;
+	struct phos_launch_ex l = { 0 };
+	uint8_t *params;
 	int max_threads = 1024, r;
 
 	if (!f)
@@ -500,42 +504,113 @@ static int launch(struct func *f, dim3 grid, dim3 block, void **args, size_t shm
 	r = func_info(f, &fi);
 	if (r)
 		return r;
-	if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z ||
-	    (uint64_t)block.x * block.y * block.z > (uint64_t)(fi.max_threads > 0 ? fi.max_threads : max_threads) ||
+	if (!grid[0] || !grid[1] || !grid[2] || !block[0] || !block[1] || !block[2] ||
+	    (uint64_t)block[0] * block[1] * block[2] > (uint64_t)(fi.max_threads > 0 ? fi.max_threads : max_threads) ||
 	    shmem > UINT32_MAX)
 		return cudaErrorInvalidConfiguration;
 	if (fi.nparams && !args)
 		return cudaErrorInvalidValue;
-	r = phos_preload_stream_id(stream, &l.stream);
-	if (r)
-		return r;
-	if (fi.param_bytes > sizeof(small)) {
-		params = malloc(fi.param_bytes);
-		if (!params)
-			return cudaErrorMemoryAllocation;
-	}
-	memset(params, 0, fi.param_bytes);
+	params = calloc(1, fi.param_bytes ? fi.param_bytes : 1);
+	if (!params)
+		return cudaErrorMemoryAllocation;
 	for (uint32_t i = 0; i < fi.nparams; i++) {
 		if (!args[i]) {
-			r = cudaErrorInvalidValue;
-			goto out;
+			free(params);
+			return cudaErrorInvalidValue;
 		}
 		memcpy(params + fi.offset[i], args[i], fi.size[i]);
 	}
-	l.func = f->id;
-	l.grid[0] = grid.x;
-	l.grid[1] = grid.y;
-	l.grid[2] = grid.z;
-	l.block[0] = block.x;
-	l.block[1] = block.y;
-	l.block[2] = block.z;
-	l.shared = (uint32_t)shmem;
-	l.param_bytes = fi.param_bytes;
-	r = phos_preload_post(PHOS_OP_LAUNCH, &l, sizeof(l), params, fi.param_bytes);
-out:
-	if (params != small)
-		free(params);
+	l.l.func = f->id;
+	memcpy(l.l.grid, grid, sizeof(l.l.grid));
+	memcpy(l.l.block, block, sizeof(l.l.block));
+	l.l.shared = (uint32_t)shmem;
+	l.l.param_bytes = fi.param_bytes;
+	*ret_l = l;
+	*ret_params = params;
+	*ret_fi = fi;
+	return cudaSuccess;
+}
+
+int phos_launch_prepare(const void *func, const uint32_t grid[3], const uint32_t block[3], size_t shmem, void **args,
+			struct phos_launch_ex *ret_l, void **ret_params, struct phos_reply_func_info *ret_fi)
+{
+	return launch_prepare(func_lookup(func), grid, block, shmem, args, ret_l, ret_params, ret_fi);
+}
+
+int phos_launch_post(const struct phos_launch_ex *lx, const void *stream, const void *params)
+{
+	struct phos_launch_ex l = *lx;
+	int r = phos_preload_stream_id(stream, &l.l.stream);
+
+	if (r)
+		return r;
+	if (l.flags)
+		return phos_preload_post(PHOS_OP_LAUNCH_EX, &l, sizeof(l), params, l.l.param_bytes);
+	return phos_preload_post(PHOS_OP_LAUNCH, &l.l, sizeof(l.l), params, l.l.param_bytes);
+}
+
+/* A cooperative grid must be resident at once: CUDA refuses more blocks than
+ * the device holds (cudaErrorCooperativeLaunchTooLarge), and so do we, from
+ * the same occupancy figure, before anything is sent. */
+static int cooperative_check(struct func *f, const struct phos_launch_ex *l)
+{
+	struct phos_occupancy o = { .func = f->id, .dyn_shared = l->l.shared };
+	int32_t per_sm = 0;
+	int sms = 0, coop = 0, r;
+	size_t len = 0;
+
+	r = phos_device_attr(cudaDevAttrCooperativeLaunch, &coop);
+	if (r == cudaSuccess && !coop)
+		return cudaErrorNotSupported;
+	if (r == cudaSuccess)
+		r = phos_device_attr(cudaDevAttrMultiProcessorCount, &sms);
+	o.block = (int32_t)((uint64_t)l->l.block[0] * l->l.block[1] * l->l.block[2]);
+	if (r == cudaSuccess)
+		r = phos_preload_call(PHOS_OP_OCCUPANCY, &o, sizeof(o), NULL, 0, &per_sm, sizeof(per_sm), &len, NULL);
+	if (r == cudaSuccess && len != sizeof(per_sm))
+		r = cudaErrorUnknown;
+	if (r)
+		return r;
+	if ((uint64_t)l->l.grid[0] * l->l.grid[1] * l->l.grid[2] > (uint64_t)per_sm * (uint64_t)sms)
+		return cudaErrorCooperativeLaunchTooLarge;
+	return cudaSuccess;
+}
+
+/* Checks, packs, then captures (stream capturing) or posts the launch. */
+static int launch_flags(struct func *f, dim3 grid, dim3 block, void **args, size_t shmem, const void *stream,
+			uint32_t flags, const uint32_t cluster[3])
+{
+	struct phos_reply_func_info fi;
+	struct phos_launch_ex l;
+	void *params = NULL;
+	int r;
+
+	r = launch_prepare(f, (const uint32_t[3]){ grid.x, grid.y, grid.z },
+			   (const uint32_t[3]){ block.x, block.y, block.z }, shmem, args, &l, &params, &fi);
+	if (r)
+		return r;
+	l.flags = flags;
+	if (cluster)
+		memcpy(l.cluster, cluster, sizeof(l.cluster));
+	if ((flags & PHOS_LAUNCH_CLUSTER) &&
+	    (!l.cluster[0] || !l.cluster[1] || !l.cluster[2] || grid.x % l.cluster[0] || grid.y % l.cluster[1] ||
+	     grid.z % l.cluster[2]))
+		r = cudaErrorInvalidValue; /* the grid must be a whole number of clusters */
+	if (r == cudaSuccess && (flags & PHOS_LAUNCH_COOPERATIVE))
+		r = cooperative_check(f, &l);
+	if (r == cudaSuccess) {
+		if (phos_graph_capturing(stream))
+			r = phos_graph_capture_kernel(stream, f->host, &l, params, fi.offset, fi.nparams);
+		else
+			r = phos_launch_post(&l, stream, params);
+	}
+	free(params);
 	return r;
+}
+
+static int launch(struct func *f, dim3 grid, dim3 block, void **args, size_t shmem, const void *stream)
+{
+	return launch_flags(f, grid, block, args, shmem, stream, 0, NULL);
 }
 
 struct call_config {
@@ -595,14 +670,79 @@ PHOS_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, di
 {
 	return phos_set_error(launch(func_lookup(kernel), gridDim, blockDim, args, sharedMem, stream));
 }
-PHOS_ALIAS(__cudaLaunchKernel_ptsz, __cudaLaunchKernel);
 
 PHOS_EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
 					 size_t sharedMem, cudaStream_t stream)
 {
 	return phos_set_error(launch(func_lookup(func), gridDim, blockDim, args, sharedMem, stream));
 }
-PHOS_ALIAS(cudaLaunchKernel_ptsz, cudaLaunchKernel);
+
+/* cudaLaunchKernelEx (a template of cuda_runtime.h) comes here. Attributes
+ * that change how the grid runs are sent (cooperative, cluster dimensions);
+ * hints that leave the results alone are accepted and dropped: a priority,
+ * programmatic stream serialization (permission to overlap with the previous
+ * kernel: not overlapping is one of the allowed behaviours), memory sync
+ * domains, an access policy window, a preferred carveout or cluster shape.
+ * Anything else is cudaErrorInvalidValue (unknown) or cudaErrorNotSupported
+ * (events triggered from inside a kernel). */
+static int launch_ex(const cudaLaunchConfig_t *config, const void *func, void **args)
+{
+	uint32_t flags = 0, cluster[3] = { 0 };
+
+	if (!config || (config->numAttrs && !config->attrs))
+		return cudaErrorInvalidValue;
+	for (unsigned i = 0; i < config->numAttrs; i++) {
+		const cudaLaunchAttribute *a = &config->attrs[i];
+
+		switch (a->id) {
+		case cudaLaunchAttributeIgnore:
+		case cudaLaunchAttributeAccessPolicyWindow:
+		case cudaLaunchAttributePriority:
+		case cudaLaunchAttributeProgrammaticStreamSerialization:
+		case cudaLaunchAttributeMemSyncDomainMap:
+		case cudaLaunchAttributeMemSyncDomain:
+		case cudaLaunchAttributeClusterSchedulingPolicyPreference:
+		case cudaLaunchAttributePreferredClusterDimension:
+		case cudaLaunchAttributePreferredSharedMemoryCarveout:
+			break;
+		case cudaLaunchAttributeCooperative:
+			if (a->val.cooperative)
+				flags |= PHOS_LAUNCH_COOPERATIVE;
+			else
+				flags &= ~(uint32_t)PHOS_LAUNCH_COOPERATIVE;
+			break;
+		case cudaLaunchAttributeClusterDimension:
+			cluster[0] = a->val.clusterDim.x;
+			cluster[1] = a->val.clusterDim.y;
+			cluster[2] = a->val.clusterDim.z;
+			if (cluster[0] * cluster[1] * cluster[2] == 1)
+				flags &= ~(uint32_t)PHOS_LAUNCH_CLUSTER; /* 1x1x1: no clusters */
+			else
+				flags |= PHOS_LAUNCH_CLUSTER;
+			break;
+		case cudaLaunchAttributeProgrammaticEvent:
+		case cudaLaunchAttributeLaunchCompletionEvent:
+		case cudaLaunchAttributeDeviceUpdatableKernelNode:
+			return cudaErrorNotSupported;
+		default:
+			return cudaErrorInvalidValue;
+		}
+	}
+	return launch_flags(func_lookup(func), config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+			    config->stream, flags, cluster);
+}
+
+PHOS_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
+{
+	return phos_set_error(launch_ex(config, func, args));
+}
+
+PHOS_EXPORT cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+						    size_t sharedMem, cudaStream_t stream)
+{
+	return phos_set_error(launch_flags(func_lookup(func), gridDim, blockDim, args, sharedMem, stream,
+					   PHOS_LAUNCH_COOPERATIVE, NULL));
+}
 
 /* --- kernel attributes and occupancy --- */
 

@@ -578,14 +578,14 @@ PHOS_EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enu
 {
 	return phos_set_error(copy(dst, src, count, kind, NULL, true));
 }
-PHOS_ALIAS(cudaMemcpy_ptds, cudaMemcpy);
 
 PHOS_EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
 					cudaStream_t stream)
 {
+	if (phos_graph_capturing(stream))
+		return phos_set_error(phos_graph_capture_memcpy(stream, dst, src, count, kind));
 	return phos_set_error(copy(dst, src, count, kind, stream, false));
 }
-PHOS_ALIAS(cudaMemcpyAsync_ptsz, cudaMemcpyAsync);
 
 static int memset_dev(void *devPtr, int value, size_t count, const void *stream)
 {
@@ -610,13 +610,13 @@ PHOS_EXPORT cudaError_t cudaMemset(void *devPtr, int value, size_t count)
 {
 	return phos_set_error(memset_dev(devPtr, value, count, NULL));
 }
-PHOS_ALIAS(cudaMemset_ptds, cudaMemset);
 
 PHOS_EXPORT cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
 {
+	if (phos_graph_capturing(stream))
+		return phos_set_error(phos_graph_capture_memset(stream, devPtr, value, count));
 	return phos_set_error(memset_dev(devPtr, value, count, stream));
 }
-PHOS_ALIAS(cudaMemsetAsync_ptsz, cudaMemsetAsync);
 
 /* --- module variables --- */
 
@@ -647,28 +647,24 @@ PHOS_EXPORT cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, 
 {
 	return phos_set_error(symbol_copy(symbol, (void *)(uintptr_t)src, count, offset, kind, true, NULL, true));
 }
-PHOS_ALIAS(cudaMemcpyToSymbol_ptds, cudaMemcpyToSymbol);
 
 PHOS_EXPORT cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count, size_t offset,
 					     enum cudaMemcpyKind kind)
 {
 	return phos_set_error(symbol_copy(symbol, dst, count, offset, kind, false, NULL, true));
 }
-PHOS_ALIAS(cudaMemcpyFromSymbol_ptds, cudaMemcpyFromSymbol);
 
 PHOS_EXPORT cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t count,
 						size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
 	return phos_set_error(symbol_copy(symbol, (void *)(uintptr_t)src, count, offset, kind, true, stream, false));
 }
-PHOS_ALIAS(cudaMemcpyToSymbolAsync_ptsz, cudaMemcpyToSymbolAsync);
 
 PHOS_EXPORT cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, size_t count, size_t offset,
 						  enum cudaMemcpyKind kind, cudaStream_t stream)
 {
 	return phos_set_error(symbol_copy(symbol, dst, count, offset, kind, false, stream, false));
 }
-PHOS_ALIAS(cudaMemcpyFromSymbolAsync_ptsz, cudaMemcpyFromSymbolAsync);
 
 PHOS_EXPORT cudaError_t cudaGetSymbolAddress(void **devPtr, const void *symbol)
 {

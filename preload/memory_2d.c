@@ -236,14 +236,12 @@ PHOS_EXPORT cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, 
 {
 	return phos_set_error(copy_2d(dst, dpitch, src, spitch, width, height, kind, NULL, true));
 }
-PHOS_ALIAS(cudaMemcpy2D_ptds, cudaMemcpy2D);
 
 PHOS_EXPORT cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
 					  size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
 	return phos_set_error(copy_2d(dst, dpitch, src, spitch, width, height, kind, stream, false));
 }
-PHOS_ALIAS(cudaMemcpy2DAsync_ptsz, cudaMemcpy2DAsync);
 
 /* A pitched pointer at a position: its first row and strides. The slice stride
  * is pitch * ysize (the allocation's height in rows). */
@@ -302,13 +300,11 @@ PHOS_EXPORT cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *p)
 {
 	return phos_set_error(memcpy_3d(p, NULL, true));
 }
-PHOS_ALIAS(cudaMemcpy3D_ptds, cudaMemcpy3D);
 
 PHOS_EXPORT cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p, cudaStream_t stream)
 {
 	return phos_set_error(memcpy_3d(p, stream, false));
 }
-PHOS_ALIAS(cudaMemcpy3DAsync_ptsz, cudaMemcpy3DAsync);
 
 /* --- sets --- */
 
@@ -343,7 +339,6 @@ PHOS_EXPORT cudaError_t cudaMemset2D(void *devPtr, size_t pitch, int value, size
 
 	return phos_set_error(memset_pitched(d, value, width, height, 1, NULL));
 }
-PHOS_ALIAS(cudaMemset2D_ptds, cudaMemset2D);
 
 PHOS_EXPORT cudaError_t cudaMemset2DAsync(void *devPtr, size_t pitch, int value, size_t width, size_t height,
 					  cudaStream_t stream)
@@ -352,7 +347,6 @@ PHOS_EXPORT cudaError_t cudaMemset2DAsync(void *devPtr, size_t pitch, int value,
 
 	return phos_set_error(memset_pitched(d, value, width, height, 1, stream));
 }
-PHOS_ALIAS(cudaMemset2DAsync_ptsz, cudaMemset2DAsync);
 
 static int memset_3d(struct cudaPitchedPtr p, int value, struct cudaExtent e, const void *stream)
 {
@@ -370,14 +364,12 @@ PHOS_EXPORT cudaError_t cudaMemset3D(struct cudaPitchedPtr pitchedDevPtr, int va
 {
 	return phos_set_error(memset_3d(pitchedDevPtr, value, extent, NULL));
 }
-PHOS_ALIAS(cudaMemset3D_ptds, cudaMemset3D);
 
 PHOS_EXPORT cudaError_t cudaMemset3DAsync(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent,
 					  cudaStream_t stream)
 {
 	return phos_set_error(memset_3d(pitchedDevPtr, value, extent, stream));
 }
-PHOS_ALIAS(cudaMemset3DAsync_ptsz, cudaMemset3DAsync);
 
 /* Rows padded to 512 bytes, as cudaMallocPitch does here. */
 PHOS_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent extent)

@@ -397,7 +397,6 @@ PHOS_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t
 	pthread_mutex_unlock(&lock);
 	return phos_set_error(malloc_from(devPtr, size, pool, hStream));
 }
-PHOS_ALIAS(cudaMallocAsync_ptsz, cudaMallocAsync);
 
 PHOS_EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
 {
@@ -413,7 +412,6 @@ PHOS_EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMem
 		return phos_set_error(cudaErrorInvalidValue);
 	return phos_set_error(malloc_from(ptr, size, id, stream));
 }
-PHOS_ALIAS(cudaMallocFromPoolAsync_ptsz, cudaMallocFromPoolAsync);
 
 PHOS_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 {
@@ -439,7 +437,6 @@ PHOS_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 		return cudaFree(devPtr);
 	return phos_set_error(cudaErrorInvalidValue);
 }
-PHOS_ALIAS(cudaFreeAsync_ptsz, cudaFreeAsync);
 
 void phos_pool_forget(uint64_t addr)
 {

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Streams and events. Ids are chosen here, so creating and destroying post
- * asynchronous records; waiting and querying are synchronous calls. Per-thread
- * default-stream (_ptsz) forms are the same functions: both default streams
- * map to the executor's stream 0.
+ * asynchronous records; waiting and querying are synchronous calls. The
+ * per-thread default stream is an ordinary stream per host thread (ptds.c).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +72,53 @@ static int stream_create(cudaStream_t *pStream, unsigned flags, int priority)
 	return cudaSuccess;
 }
 
+/* --- the per-thread default stream --- */
+
+static pthread_key_t pt_key;
+static pthread_once_t pt_once = PTHREAD_ONCE_INIT;
+static __thread uint32_t pt_id;           /* this thread's stream, 0: none yet */
+static __thread unsigned pt_generation;   /* stream_generation when it was made */
+static unsigned stream_generation = 1;    /* bumped when a reset forgets every stream */
+
+/* The thread ends: its default stream goes, after the work queued on it. */
+static void pt_destroy(void *v)
+{
+	struct phos_handle h = { .id = (uint32_t)(uintptr_t)v };
+
+	if (h.id && pt_generation == __atomic_load_n(&stream_generation, __ATOMIC_ACQUIRE) &&
+	    phos_ids_get(PHOS_H_STREAM, h.id)) {
+		phos_preload_post(PHOS_OP_STREAM_DESTROY, &h, sizeof(h), NULL, 0);
+		free(phos_ids_take(PHOS_H_STREAM, h.id));
+	}
+	pt_id = 0;
+}
+
+static void pt_key_make(void)
+{
+	pthread_key_create(&pt_key, pt_destroy);
+}
+
+int phos_stream_per_thread(uint32_t *ret_id)
+{
+	cudaStream_t s;
+	int r;
+
+	if (pt_id && pt_generation == __atomic_load_n(&stream_generation, __ATOMIC_ACQUIRE)) {
+		*ret_id = pt_id;
+		return cudaSuccess;
+	}
+	pthread_once(&pt_once, pt_key_make);
+	/* a blocking stream: CUDA's per-thread stream synchronizes with the legacy one */
+	r = stream_create(&s, cudaStreamDefault, 0);
+	if (r)
+		return r;
+	pt_id = phos_handle_unwrap(s, PHOS_H_STREAM);
+	pt_generation = __atomic_load_n(&stream_generation, __ATOMIC_ACQUIRE);
+	pthread_setspecific(pt_key, (void *)(uintptr_t)pt_id);
+	*ret_id = pt_id;
+	return cudaSuccess;
+}
+
 PHOS_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *pStream)
 {
 	return phos_set_error(stream_create(pStream, cudaStreamDefault, 0));
@@ -92,7 +139,7 @@ PHOS_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
 	struct phos_handle h = { 0 };
 	int r = phos_preload_stream_id(stream, &h.id);
 
-	if (r == cudaSuccess && h.id == 0)
+	if (r == cudaSuccess && (h.id == 0 || stream == cudaStreamPerThread || !stream))
 		r = cudaErrorInvalidResourceHandle;
 	if (r)
 		return phos_set_error(r);
@@ -111,7 +158,6 @@ PHOS_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 		r = phos_preload_call(PHOS_OP_STREAM_SYNC, &h, sizeof(h), NULL, 0, NULL, 0, NULL, NULL);
 	return phos_set_error(r);
 }
-PHOS_ALIAS(cudaStreamSynchronize_ptsz, cudaStreamSynchronize);
 
 PHOS_EXPORT cudaError_t cudaStreamQuery(cudaStream_t stream)
 {
@@ -122,20 +168,22 @@ PHOS_EXPORT cudaError_t cudaStreamQuery(cudaStream_t stream)
 		r = phos_preload_call(PHOS_OP_STREAM_QUERY, &h, sizeof(h), NULL, 0, NULL, 0, NULL, NULL);
 	return query_result(r);
 }
-PHOS_ALIAS(cudaStreamQuery_ptsz, cudaStreamQuery);
 
 PHOS_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
 {
 	struct phos_stream_wait w = { .flags = flags };
-	int r = phos_preload_stream_id(stream, &w.stream);
+	bool captured = false;
+	int r = event_id(event, &w.event);
 
 	if (r == cudaSuccess)
-		r = event_id(event, &w.event);
+		r = phos_graph_wait_event(stream, w.event, &captured);
+	if (r || captured)
+		return phos_set_error(r);
+	r = phos_preload_stream_id(stream, &w.stream);
 	if (r == cudaSuccess)
 		r = phos_preload_post(PHOS_OP_STREAM_WAIT_EVENT, &w, sizeof(w), NULL, 0);
 	return phos_set_error(r);
 }
-PHOS_ALIAS(cudaStreamWaitEvent_ptsz, cudaStreamWaitEvent);
 
 PHOS_EXPORT cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)
 {
@@ -149,7 +197,6 @@ PHOS_EXPORT cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *f
 		*flags = id ? ((struct stream *)phos_ids_get(PHOS_H_STREAM, id))->flags : cudaStreamDefault;
 	return phos_set_error(r);
 }
-PHOS_ALIAS(cudaStreamGetFlags_ptsz, cudaStreamGetFlags);
 
 PHOS_EXPORT cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int *priority)
 {
@@ -163,7 +210,6 @@ PHOS_EXPORT cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int *priorit
 		*priority = id ? ((struct stream *)phos_ids_get(PHOS_H_STREAM, id))->priority : 0;
 	return phos_set_error(r);
 }
-PHOS_ALIAS(cudaStreamGetPriority_ptsz, cudaStreamGetPriority);
 
 /* --- stream attributes --- */
 
@@ -225,7 +271,6 @@ PHOS_EXPORT cudaError_t cudaStreamSetAttribute(cudaStream_t hStream, cudaStreamA
 		return phos_set_error(cudaErrorInvalidValue);
 	return phos_set_error(stream_attr(hStream, attr, value, NULL));
 }
-PHOS_ALIAS(cudaStreamSetAttribute_ptsz, cudaStreamSetAttribute);
 
 PHOS_EXPORT cudaError_t cudaStreamGetAttribute(cudaStream_t hStream, cudaStreamAttrID attr,
 					       cudaStreamAttrValue *value_out)
@@ -234,7 +279,6 @@ PHOS_EXPORT cudaError_t cudaStreamGetAttribute(cudaStream_t hStream, cudaStreamA
 		return phos_set_error(cudaErrorInvalidValue);
 	return phos_set_error(stream_attr(hStream, attr, NULL, value_out));
 }
-PHOS_ALIAS(cudaStreamGetAttribute_ptsz, cudaStreamGetAttribute);
 
 /* --- events --- */
 
@@ -296,13 +340,16 @@ PHOS_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 	struct phos_event_record rec;
 	int r = event_id(event, &rec.event);
 
+	if (r == cudaSuccess && phos_graph_capturing(stream))
+		return phos_set_error(phos_graph_capture_event_record(stream, rec.event));
+	if (r == cudaSuccess)
+		phos_graph_event_forget(rec.event);
 	if (r == cudaSuccess)
 		r = phos_preload_stream_id(stream, &rec.stream);
 	if (r == cudaSuccess)
 		r = phos_preload_post(PHOS_OP_EVENT_RECORD, &rec, sizeof(rec), NULL, 0);
 	return phos_set_error(r);
 }
-PHOS_ALIAS(cudaEventRecord_ptsz, cudaEventRecord);
 
 PHOS_EXPORT cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
 {
@@ -310,7 +357,6 @@ PHOS_EXPORT cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t
 		return phos_set_error(cudaErrorInvalidValue);
 	return cudaEventRecord(event, stream);
 }
-PHOS_ALIAS(cudaEventRecordWithFlags_ptsz, cudaEventRecordWithFlags);
 
 PHOS_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
@@ -355,6 +401,7 @@ PHOS_EXPORT cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaE
 
 void phos_stream_reset(void)
 {
+	__atomic_add_fetch(&stream_generation, 1, __ATOMIC_RELEASE);
 	phos_ids_clear(PHOS_H_STREAM, free);
 	phos_ids_clear(PHOS_H_EVENT, free);
 }

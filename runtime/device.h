@@ -48,6 +48,7 @@ enum {
 	PHOS_CUDA_NOT_READY = 600,
 	PHOS_CUDA_ILLEGAL_ADDRESS = 700,
 	PHOS_CUDA_LAUNCH_FAILURE = 719,
+	PHOS_CUDA_COOPERATIVE_LAUNCH_TOO_LARGE = 720,
 	PHOS_CUDA_NOT_SUPPORTED = 801,
 	PHOS_CUDA_DEVICES_UNAVAILABLE = 46,
 	PHOS_CUDA_INVALID_DEVICE_FUNCTION = 98,
@@ -169,6 +170,11 @@ struct phos_device_ops {
 	int (*launch)(struct phos_device *dev, void *func, const struct phos_kernel_info *ki,
 		      const uint32_t grid[3], const uint32_t block[3], uint32_t shared, void *stream,
 		      const void *params, uint32_t param_bytes);
+	/* Launches func with attributes (flags: enum phos_launch_flags of proto.h;
+	 * cluster: the cluster dimensions when PHOS_LAUNCH_CLUSTER is set). */
+	int (*launch_ex)(struct phos_device *dev, void *func, const struct phos_kernel_info *ki,
+			 const uint32_t grid[3], const uint32_t block[3], uint32_t shared, void *stream,
+			 const void *params, uint32_t param_bytes, uint32_t flags, const uint32_t cluster[3]);
 
 	/* cuBLAS. Handles are created by the backend (the cuda backend hands out
 	 * pre-warmed ones first). */

@@ -1471,6 +1471,60 @@ static int cuda_launch(struct phos_device *dev, void *func, const struct phos_ke
 	return 0;
 }
 
+/* A cooperative and/or clustered launch (cudaLaunchKernelEx,
+ * cudaLaunchCooperativeKernel): cuLaunchKernelEx with those attributes. */
+static int cuda_launch_ex(struct phos_device *dev, void *func, const struct phos_kernel_info *ki,
+			  const uint32_t grid[3], const uint32_t block[3], uint32_t shared, void *stream,
+			  const void *params, uint32_t param_bytes, uint32_t flags, const uint32_t cluster[3])
+{
+	size_t size = param_bytes;
+	void *extra[] = {
+		CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)params,
+		CU_LAUNCH_PARAM_BUFFER_SIZE,    &size,
+		CU_LAUNCH_PARAM_END,
+	};
+	CUlaunchAttribute attrs[2];
+	CUlaunchConfig cfg = { 0 };
+	CUresult r;
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	(void)ki;
+	if (!func)
+		return -PHOS_CUDA_INVALID_DEVICE_FUNCTION;
+	if (!grid || !block || !cluster || (param_bytes && !params))
+		return -PHOS_CUDA_INVALID_VALUE;
+	memset(attrs, 0, sizeof(attrs));
+	cfg.gridDimX = grid[0];
+	cfg.gridDimY = grid[1];
+	cfg.gridDimZ = grid[2];
+	cfg.blockDimX = block[0];
+	cfg.blockDimY = block[1];
+	cfg.blockDimZ = block[2];
+	cfg.sharedMemBytes = shared;
+	cfg.hStream = cu_stream(stream);
+	cfg.attrs = attrs;
+	if (flags & PHOS_LAUNCH_COOPERATIVE) {
+		attrs[cfg.numAttrs].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+		attrs[cfg.numAttrs++].value.cooperative = 1;
+	}
+	if (flags & PHOS_LAUNCH_CLUSTER) {
+		attrs[cfg.numAttrs].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+		attrs[cfg.numAttrs].value.clusterDim.x = cluster[0];
+		attrs[cfg.numAttrs].value.clusterDim.y = cluster[1];
+		attrs[cfg.numAttrs++].value.clusterDim.z = cluster[2];
+	}
+	r = cuda_drv.LaunchKernelEx(&cfg, (CUfunction)func, NULL, param_bytes ? extra : NULL);
+	if (r == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
+		return -PHOS_CUDA_COOPERATIVE_LAUNCH_TOO_LARGE;
+	if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_INVALID_CLUSTER_SIZE) {
+		cu_fail(r, "cuLaunchKernelEx", __FILE__, __LINE__);
+		return -PHOS_CUDA_INVALID_CONFIGURATION;
+	}
+	CU_CHECK_RESULT(r, "cuLaunchKernelEx");
+	return 0;
+}
+
 const struct phos_device_ops phos_device_cuda = {
 	.name = "cuda",
 	.open = cuda_open,
@@ -1519,6 +1573,7 @@ const struct phos_device_ops phos_device_cuda = {
 	.func_set_attr = cuda_func_set_attr,
 	.occupancy = cuda_occupancy,
 	.launch = cuda_launch,
+	.launch_ex = cuda_launch_ex,
 	.blas_create = cuda_blas_create,
 	.blas_destroy = cuda_blas_destroy,
 	.blas_set_stream = cuda_blas_set_stream,

@@ -95,7 +95,8 @@
 	X(FuncSetAttribute,      "cuFuncSetAttribute",                 9000,  "cuFuncSetAttribute",              PFN_cuFuncSetAttribute_v9000) \
 	X(OccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, \
 	  "cuOccupancyMaxActiveBlocksPerMultiprocessor", PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050)                           \
-	X(LaunchKernel,          "cuLaunchKernel",                     4000,  "cuLaunchKernel",                  PFN_cuLaunchKernel_v4000)
+	X(LaunchKernel,          "cuLaunchKernel",                     4000,  "cuLaunchKernel",                  PFN_cuLaunchKernel_v4000)   \
+	X(LaunchKernelEx,        "cuLaunchKernelEx",                  11060,  "cuLaunchKernelEx",                PFN_cuLaunchKernelEx_v11060)
 
 /* cuBLAS entry points: field, exported name, prototype (cublas_api.h). */
 #define BLAS_SYMS(X)                                                                                       \

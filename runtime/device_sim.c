@@ -1289,6 +1289,20 @@ static int sim_launch(struct phos_device *dev, void *func, const struct phos_ker
 	return 0;
 }
 
+/* sim runs a grid one block after the other on the host: a cooperative
+ * kernel's twin does its grid-wide steps itself, and clusters change nothing
+ * there. The cooperative size limit is checked by the preload (occupancy). */
+static int sim_launch_ex(struct phos_device *dev, void *func, const struct phos_kernel_info *ki,
+			 const uint32_t grid[3], const uint32_t block[3], uint32_t shared, void *stream,
+			 const void *params, uint32_t param_bytes, uint32_t flags, const uint32_t cluster[3])
+{
+	if ((flags & PHOS_LAUNCH_CLUSTER) && cluster &&
+	    (!cluster[0] || !cluster[1] || !cluster[2] || grid[0] % cluster[0] || grid[1] % cluster[1] ||
+	     grid[2] % cluster[2]))
+		return -PHOS_CUDA_INVALID_CONFIGURATION; /* the grid must be a whole number of clusters */
+	return sim_launch(dev, func, ki, grid, block, shared, stream, params, param_bytes);
+}
+
 const struct phos_device_ops phos_device_sim = {
 	.name = "sim",
 	.open = sim_open,
@@ -1337,6 +1351,7 @@ const struct phos_device_ops phos_device_sim = {
 	.func_set_attr = sim_func_set_attr,
 	.occupancy = sim_occupancy,
 	.launch = sim_launch,
+	.launch_ex = sim_launch_ex,
 	.blas_create = phos_sim_blas_create,
 	.blas_destroy = phos_sim_blas_destroy,
 	.blas_set_stream = phos_sim_blas_set_stream,

@@ -132,6 +132,8 @@ enum phos_op {
 	PHOS_OP_MEMSET_2D,        /* phos_memset_2d */
 	PHOS_OP_STREAM_ATTR,      /* sync: phos_stream_attr; a get replies the 64-byte value */
 	PHOS_OP_DEVICE_LIMIT,     /* sync: phos_device_limit; replies u64 (the value now) */
+	PHOS_OP_LAUNCH_EX,        /* phos_launch_ex + packed parameter buffer: a launch with
+	                           * attributes (cooperative, cluster dimensions) */
 
 	PHOS_OP__COUNT
 };
@@ -316,6 +318,21 @@ struct phos_launch {
 	uint32_t shared;
 	uint32_t param_bytes;
 	/* payload: param_bytes of packed parameters, at the offsets FUNC_INFO gave */
+};
+
+/* cudaLaunchKernelEx / cudaLaunchCooperativeKernel: a launch with the
+ * attributes that change how the grid runs. Hints that do not (priority,
+ * programmatic serialization, memory sync domains) are accepted by the
+ * preload and not sent. */
+enum phos_launch_flags {
+	PHOS_LAUNCH_COOPERATIVE = 1u << 0, /* grid-wide sync: all blocks resident at once */
+	PHOS_LAUNCH_CLUSTER = 1u << 1,     /* cluster[] holds the cluster dimensions */
+};
+struct phos_launch_ex {
+	struct phos_launch l;
+	uint32_t flags;           /* enum phos_launch_flags */
+	uint32_t cluster[3];
+	/* payload: l.param_bytes of packed parameters */
 };
 
 #define PHOS_POOL_DEFAULT 1u   /* the default pool of device 0 */

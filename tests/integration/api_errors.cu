@@ -43,10 +43,13 @@ int main()
 {
 	float *p, *q;
 	cudaGraph_t g;
+	cudaGraphNode_t child;
 	cudaStream_t s;
 
 	/* 1. An API we do not forward: a clean error, then everything still works. */
-	expect("cudaGraphCreate (not forwarded)", cudaGraphCreate(&g, 0), cudaErrorNotSupported);
+	expect("cudaGraphCreate", cudaGraphCreate(&g, 0), cudaSuccess);
+	expect("cudaGraphAddChildGraphNode (not forwarded)", cudaGraphAddChildGraphNode(&child, g, NULL, 0, g),
+	       cudaErrorNotSupported);
 	expect("cudaGetLastError after it", cudaGetLastError(), cudaErrorNotSupported);
 	expect("cudaGetLastError cleared", cudaGetLastError(), cudaSuccess);
 	expect("cudaMalloc still works", cudaMalloc(&q, 4096), cudaSuccess);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sim twins of the kernels of tests/transparency/guard and cub. CUB's kernels
+ * sim twins of the kernels of tests/transparency/guard, graphs and cub. CUB's kernels
  * are named inside CUB's versioned namespace (CUB_300001_SM_900: the CCCL of
  * CUDA 13.0, built for sm_90); a toolkit with another CCCL renames them, and
  * those programs then fail on sim with a missing twin, loudly.
@@ -27,6 +27,75 @@ static void guard_add(const struct phos_sim_launch *l)
 	FOR_EACH_THREAD_1D(l, i)
 		if (i < (uint64_t)n)
 			y[i] += x[i];
+}
+
+/* graphs/common.h: y[i] = a x[i] + y[i] */
+static void graphs_saxpy(const struct phos_sim_launch *l)
+{
+	float a = PHOS_SIM_ARG(l, 0, float);
+	const float *x = PHOS_SIM_ARG(l, 1, const float *);
+	float *y = PHOS_SIM_ARG(l, 2, float *);
+	int n = PHOS_SIM_ARG(l, 3, int);
+
+	FOR_EACH_THREAD_1D(l, i)
+		if (i < (uint64_t)n)
+			y[i] = a * x[i] + y[i];
+}
+
+/* graphs/common.h: x[i] = x[i] s + i */
+static void graphs_scale_add(const struct phos_sim_launch *l)
+{
+	float *x = PHOS_SIM_ARG(l, 0, float *);
+	float s = PHOS_SIM_ARG(l, 1, float);
+	int n = PHOS_SIM_ARG(l, 2, int);
+
+	FOR_EACH_THREAD_1D(l, i)
+		if (i < (uint64_t)n)
+			x[i] = x[i] * s + (float)i;
+}
+
+/* graphs/common.h: z[i] = x[i] + y[i] */
+static void graphs_add(const struct phos_sim_launch *l)
+{
+	const float *x = PHOS_SIM_ARG(l, 0, const float *);
+	const float *y = PHOS_SIM_ARG(l, 1, const float *);
+	float *z = PHOS_SIM_ARG(l, 2, float *);
+	int n = PHOS_SIM_ARG(l, 3, int);
+
+	FOR_EACH_THREAD_1D(l, i)
+		if (i < (uint64_t)n)
+			z[i] = x[i] + y[i];
+}
+
+/* graphs/launch_ex.cu: coop_sum(x, partial, out, n), a cooperative kernel:
+ * grid-stride sums per block, a grid-wide sync, then the total. Run one block
+ * after the other, the sync is the end of the first loop. */
+static void coop_sum(const struct phos_sim_launch *l)
+{
+	const int *x = PHOS_SIM_ARG(l, 0, const int *);
+	int *partial = PHOS_SIM_ARG(l, 1, int *);
+	int *out = PHOS_SIM_ARG(l, 2, int *);
+	int n = PHOS_SIM_ARG(l, 3, int);
+	uint64_t stride = (uint64_t)l->grid[0] * l->block[0];
+	int t = 0;
+
+	for (uint64_t i = 0; i < (uint64_t)(n > 0 ? n : 0); i++)
+		partial[(i % stride) / l->block[0]] += x[i];
+	for (uint32_t b = 0; b < l->grid[0]; b++)
+		t += partial[b];
+	*out = t;
+}
+
+/* graphs/launch_ex.cu: y[i] = 2 i + k */
+static void coop_iota(const struct phos_sim_launch *l)
+{
+	int *y = PHOS_SIM_ARG(l, 0, int *);
+	int n = PHOS_SIM_ARG(l, 1, int);
+	int k = PHOS_SIM_ARG(l, 2, int);
+
+	FOR_EACH_THREAD_1D(l, i)
+		if (i < (uint64_t)n)
+			y[i] = 2 * (int)i + k;
 }
 
 #define CUB_NS "N3cub17CUB_300001_SM_900"
@@ -133,6 +202,11 @@ static void cub_radix_sort_single_tile(const struct phos_sim_launch *l)
 
 static const struct phos_sim_twin twins[] = {
 	{ "_Z9guard_addPKfPfi", guard_add },
+	{ "_Z12graphs_saxpyfPKfPfi", graphs_saxpy },
+	{ "_Z16graphs_scale_addPffi", graphs_scale_add },
+	{ "_Z10graphs_addPKfS0_Pfi", graphs_add },
+	{ "_Z8coop_sumPKiPiS1_i", coop_sum },
+	{ "_Z9coop_iotaPiii", coop_iota },
 	BLOCK_REDUCE_ALGOS(1024, 1),
 	BLOCK_REDUCE_ALGOS(512, 2),
 	BLOCK_REDUCE_ALGOS(256, 4),
