@@ -1,117 +1,54 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * CUDA graphs: stream capture, explicit graphs, instantiation and launch.
- *
- * A graph lives in the function process only. Its nodes hold what the
- * forwarded call would have sent, already checked (a kernel's packed
- * parameters, a copy's pointers and direction, ...); launching an
- * instantiated graph replays its nodes, one after the other in a topological
- * order, on the launch stream, through the same paths as the calls they stand
- * for. So every node is an ordinary record for the executor, with its own
- * exact (or opaque) read/write set: the set of a graph launch is the union of
- * its nodes', and on-demand restore and validation need nothing new.
- *
- *   cudaStreamBeginCapture(s)          cudaGraphAdd*Node(g, deps)
- *        │ launch / memcpy / memset /        │
- *        │ host func / event record+wait     │
- *        ▼                                   ▼
- *     struct graph: nodes (creation order) + each node's dependencies
- *        │ cudaGraphInstantiate: copy of the nodes + a topological order
- *        ▼
- *     struct graph_exec ── cudaGraphLaunch(exec, stream): replay in order
- *
- * Running the nodes one after the other is one valid schedule of the graph
- * (nodes without a path between them may run in any order, or at once): it
- * gives up the concurrency inside a graph, never correctness. An operation
- * that cannot be captured, issued on a capturing stream, is refused
- * (cudaErrorStreamCaptureUnsupported) and invalidates the capture, as CUDA
- * does for unsafe calls: it never runs eagerly behind the program's back.
- *
- * Snapshots: graphs and instantiated graphs are plain memory of the function
- * process (CRIU keeps them); what their nodes name (kernel ids, device
- * addresses, host functions) stays valid in a restored executor, so a graph
- * instantiated before phos_fn_serve launches after a restore.
+ * CUDA graphs: graph objects, their nodes and the explicit-graph API
+ * (cudaGraphCreate, cudaGraphAdd*Node, dependencies, node parameters).
+ * The design is in graph_internal.h; instantiation and launch are in
+ * graph_exec.c, stream capture in graph_capture.c.
  */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda_runtime_api.h>
-
-#include "internal.h"
-
-enum gnode_kind {
-	GN_KERNEL = cudaGraphNodeTypeKernel,
-	GN_MEMCPY = cudaGraphNodeTypeMemcpy,
-	GN_MEMSET = cudaGraphNodeTypeMemset,
-	GN_HOST = cudaGraphNodeTypeHost,
-	GN_EMPTY = cudaGraphNodeTypeEmpty,
-};
-
-struct gnode {
-	struct graph *graph;
-	size_t index;                 /* in graph->nodes */
-	enum gnode_kind kind;
-	struct gnode **deps;
-	size_t ndeps;
-	union {
-		struct {
-			struct phos_launch_ex l;  /* stream unused */
-			const void *func;         /* as the program named it */
-			uint8_t *params;          /* l.l.param_bytes packed */
-			void **args;              /* args[i] points into params (GetParams) */
-			uint32_t nargs;
-		} k;
-		struct {
-			bool is3d;
-			void *dst;
-			const void *src;
-			size_t count;
-			enum cudaMemcpyKind kind;
-			struct cudaMemcpy3DParms p;
-		} c;
-		struct cudaMemsetParams s;
-		struct cudaHostNodeParams h;
-	};
-};
-
-struct graph {
-	struct gnode **nodes;
-	size_t n, cap;
-};
-
-struct graph_exec {
-	pthread_mutex_t lock;
-	size_t n;
-	struct gnode *nodes;          /* copies, in the graph's creation order */
-	struct gnode **orig;          /* the graph's node each copy came from */
-	size_t *order;                /* topological order of indices */
-};
+#include "graph_internal.h"
 
 /* --- nodes --- */
 
-static void node_free_params(struct gnode *n)
+void node_free_params(struct gnode *n)
 {
 	if (n->kind == GN_KERNEL) {
 		free(n->k.params);
 		free(n->k.args);
 		n->k.params = NULL;
 		n->k.args = NULL;
+	} else if (n->kind == GN_CHILD) {
+		graph_free(n->child);
+		n->child = NULL;
 	}
 }
 
-/* Deep-copies the kind-specific part of src into dst (dependencies not copied). */
-static int node_copy_params(struct gnode *dst, const struct gnode *src)
+int node_copy_params(struct gnode *dst, const struct gnode *src)
 {
 	dst->kind = src->kind;
-	if (src->kind != GN_KERNEL) {
-		if (src->kind == GN_MEMCPY)
-			dst->c = src->c;
-		else if (src->kind == GN_MEMSET)
-			dst->s = src->s;
-		else if (src->kind == GN_HOST)
-			dst->h = src->h;
+	switch (src->kind) {
+	case GN_MEMCPY:
+		dst->c = src->c;
 		return cudaSuccess;
+	case GN_MEMSET:
+		dst->s = src->s;
+		return cudaSuccess;
+	case GN_HOST:
+		dst->h = src->h;
+		return cudaSuccess;
+	case GN_EVENT_RECORD:
+	case GN_EVENT_WAIT:
+		dst->event = src->event;
+		return cudaSuccess;
+	case GN_CHILD:
+		dst->child = NULL;
+		return graph_clone(src->child, &dst->child, NULL);
+	case GN_EMPTY:
+		return cudaSuccess;
+	case GN_KERNEL:
+		break;
 	}
 	dst->k = src->k;
 	dst->k.params = malloc(src->k.l.l.param_bytes ? src->k.l.l.param_bytes : 1);
@@ -129,12 +66,9 @@ static int node_copy_params(struct gnode *dst, const struct gnode *src)
 	return cudaSuccess;
 }
 
-/* A kernel node's parameters from a launch that launch.c checked and packed
- * (params: l->l.param_bytes bytes, offsets of its nargs arguments). */
-static int kernel_params_set(struct gnode *n, const void *func, const struct phos_launch_ex *l, const void *params,
-			     const uint16_t *offsets, uint32_t nargs)
+int node_kernel_set(struct gnode *n, const void *func, const struct phos_launch_ex *l, const void *params,
+		    const uint16_t *offsets, uint32_t nargs)
 {
-	struct gnode tmp = { .kind = GN_KERNEL };
 	uint8_t *p = malloc(l->l.param_bytes ? l->l.param_bytes : 1);
 	void **a = calloc(nargs ? nargs : 1, sizeof(void *));
 
@@ -146,67 +80,103 @@ static int kernel_params_set(struct gnode *n, const void *func, const struct pho
 	memcpy(p, params, l->l.param_bytes);
 	for (uint32_t i = 0; i < nargs; i++)
 		a[i] = p + offsets[i];
-	tmp.k.l = *l;
-	tmp.k.func = func;
-	tmp.k.params = p;
-	tmp.k.args = a;
-	tmp.k.nargs = nargs;
 	node_free_params(n);
 	n->kind = GN_KERNEL;
-	n->k = tmp.k;
+	n->k.l = *l;
+	n->k.func = func;
+	n->k.params = p;
+	n->k.args = a;
+	n->k.nargs = nargs;
+	return cudaSuccess;
+}
+
+int node_kernel_fill(struct gnode *n, const struct cudaKernelNodeParams *p)
+{
+	struct phos_launch_ex l;
+	struct phos_reply_func_info fi;
+	void *params = NULL;
+	int r;
+
+	if (!p)
+		return cudaErrorInvalidValue;
+	if (p->extra)
+		return cudaErrorNotSupported; /* CU_LAUNCH_PARAM_BUFFER_POINTER blocks */
+	r = phos_launch_prepare(p->func, (const uint32_t[3]){ p->gridDim.x, p->gridDim.y, p->gridDim.z },
+				(const uint32_t[3]){ p->blockDim.x, p->blockDim.y, p->blockDim.z }, p->sharedMemBytes,
+				p->kernelParams, &l, &params, &fi);
+	if (r)
+		return r;
+	r = node_kernel_set(n, p->func, &l, params, fi.offset, fi.nparams);
+	free(params);
+	return r;
+}
+
+int memset_params_check(const struct cudaMemsetParams *p)
+{
+	size_t row;
+
+	if (!p || !p->dst || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4) || !p->height ||
+	    __builtin_mul_overflow(p->width, (size_t)p->elementSize, &row) || (p->height > 1 && p->pitch < row))
+		return cudaErrorInvalidValue;
 	return cudaSuccess;
 }
 
 /* --- graphs --- */
 
-static struct graph *graph_new(void)
+struct graph *graph_new(void)
 {
 	return calloc(1, sizeof(struct graph));
 }
 
-static void graph_free(struct graph *g)
+static void node_free(struct gnode *n)
+{
+	node_free_params(n);
+	free(n->deps);
+	free(n);
+}
+
+void graph_free(struct graph *g)
 {
 	if (!g)
 		return;
-	for (size_t i = 0; i < g->n; i++) {
-		node_free_params(g->nodes[i]);
-		free(g->nodes[i]->deps);
-		free(g->nodes[i]);
-	}
+	for (size_t i = 0; i < g->n; i++)
+		node_free(g->nodes[i]);
 	free(g->nodes);
 	free(g);
 }
 
-static bool node_in(const struct graph *g, const struct gnode *n)
+bool graph_has(const struct graph *g, const struct gnode *n)
 {
-	return n && n->graph == g && n->index < g->n && g->nodes[n->index] == n;
+	return g && n && n->graph == g && n->index < g->n && g->nodes[n->index] == n;
 }
 
-/* Adds node (already filled but for graph, index and deps) to g after deps.
- * Takes node (freed on failure). */
-static int graph_add(struct graph *g, struct gnode *node, struct gnode *const *deps, size_t ndeps,
-		     struct gnode **ret_node)
+int graph_add(struct graph *g, struct gnode *node, struct gnode *const *deps, size_t ndeps,
+	      struct gnode **ret_node)
 {
+	int r = cudaErrorInvalidValue;
+
 	for (size_t i = 0; i < ndeps; i++) {
-		if (!node_in(g, deps[i]))
-			goto invalid;
+		if (!graph_has(g, deps[i]))
+			goto fail;
 		for (size_t j = 0; j < i; j++)
 			if (deps[j] == deps[i])
-				goto invalid;
+				goto fail;
 	}
+	r = cudaErrorMemoryAllocation;
 	if (g->n == g->cap) {
 		size_t cap = g->cap ? 2 * g->cap : 16;
 		struct gnode **nodes = realloc(g->nodes, cap * sizeof(*nodes));
 
 		if (!nodes)
-			goto nomem;
+			goto fail;
 		g->nodes = nodes;
 		g->cap = cap;
 	}
+	node->deps = NULL;
 	if (ndeps) {
 		node->deps = malloc(ndeps * sizeof(*node->deps));
 		if (!node->deps)
-			goto nomem;
+			goto fail;
 		memcpy(node->deps, deps, ndeps * sizeof(*node->deps));
 	}
 	node->ndeps = ndeps;
@@ -216,35 +186,77 @@ static int graph_add(struct graph *g, struct gnode *node, struct gnode *const *d
 	if (ret_node)
 		*ret_node = node;
 	return cudaSuccess;
-invalid:
-	node_free_params(node);
-	free(node);
-	return cudaErrorInvalidValue;
-nomem:
-	node_free_params(node);
-	free(node);
-	return cudaErrorMemoryAllocation;
+fail:
+	node_free(node);
+	return r;
 }
 
-/* A topological order of g's node indices in *ret_order (malloc'd).
- * Returns cudaErrorInvalidValue for a cycle. */
-static int graph_order(const struct graph *g, size_t **ret_order)
+int graph_clone(const struct graph *g, struct graph **ret_copy, struct gnode ***ret_map)
+{
+	struct graph *c = graph_new();
+	struct gnode **deps = NULL;
+	int r = c ? cudaSuccess : cudaErrorMemoryAllocation;
+
+	/* Nodes in creation order; a dependency may be a later node (edges
+	 * added afterwards), so edges are copied by index once all exist. */
+	for (size_t i = 0; r == cudaSuccess && i < g->n; i++) {
+		struct gnode *n = calloc(1, sizeof(*n));
+
+		if (!n) {
+			r = cudaErrorMemoryAllocation;
+			break;
+		}
+		r = node_copy_params(n, g->nodes[i]);
+		if (r)
+			free(n);
+		else
+			r = graph_add(c, n, NULL, 0, NULL);
+	}
+	for (size_t i = 0; r == cudaSuccess && i < g->n; i++) {
+		const struct gnode *o = g->nodes[i];
+
+		if (!o->ndeps)
+			continue;
+		deps = malloc(o->ndeps * sizeof(*deps));
+		if (!deps) {
+			r = cudaErrorMemoryAllocation;
+			break;
+		}
+		for (size_t d = 0; d < o->ndeps; d++)
+			deps[d] = c->nodes[o->deps[d]->index];
+		c->nodes[i]->deps = deps;
+		c->nodes[i]->ndeps = o->ndeps;
+	}
+	if (r == cudaSuccess && ret_map) {
+		*ret_map = malloc((g->n ? g->n : 1) * sizeof(**ret_map));
+		if (!*ret_map)
+			r = cudaErrorMemoryAllocation;
+		else
+			memcpy(*ret_map, c->nodes, g->n * sizeof(**ret_map));
+	}
+	if (r) {
+		graph_free(c);
+		return r;
+	}
+	*ret_copy = c;
+	return cudaSuccess;
+}
+
+int graph_order(const struct graph *g, size_t **ret_order)
 {
 	size_t *order = malloc((g->n ? g->n : 1) * sizeof(*order));
-	size_t *waiting = calloc(g->n ? g->n : 1, sizeof(*waiting));
 	bool *done = calloc(g->n ? g->n : 1, sizeof(*done));
 	size_t k = 0;
 	bool progress = true;
 
-	if (!order || !waiting || !done) {
+	if (!order || !done) {
 		free(order);
-		free(waiting);
 		free(done);
 		return cudaErrorMemoryAllocation;
 	}
 	/* Repeated passes in creation order: a node goes once all its
-	 * dependencies went (graphs are small; creation order is usually
-	 * already topological, then one pass does it). */
+	 * dependencies went (creation order is usually topological already,
+	 * and then one pass does it). */
 	while (k < g->n && progress) {
 		progress = false;
 		for (size_t i = 0; i < g->n; i++) {
@@ -260,564 +272,12 @@ static int graph_order(const struct graph *g, size_t **ret_order)
 			}
 		}
 	}
-	free(waiting);
 	free(done);
 	if (k < g->n) {
 		free(order);
-		return cudaErrorInvalidValue;
+		return cudaErrorInvalidValue; /* a cycle */
 	}
 	*ret_order = order;
-	return cudaSuccess;
-}
-
-/* --- stream capture state --- */
-
-struct capture {
-	struct graph *graph;
-	bool own_graph;               /* made by BeginCapture (not ...ToGraph) */
-	unsigned long long id;
-	enum cudaStreamCaptureMode mode;
-	bool invalid;
-	uint32_t origin;              /* stream id that began it */
-};
-
-/* A stream taking part in a capture, with the nodes its next node depends on. */
-struct cstream {
-	uint32_t sid;
-	struct capture *cap;
-	struct gnode **deps;
-	size_t ndeps;
-};
-
-/* An event recorded in a capture: a later wait joins its nodes. */
-struct cevent {
-	uint32_t eid;
-	struct capture *cap;
-	struct gnode **deps;
-	size_t ndeps;
-};
-
-static pthread_mutex_t glock = PTHREAD_MUTEX_INITIALIZER;
-static struct cstream *cstreams;
-static size_t ncstreams;
-static struct cevent *cevents;
-static size_t ncevents;
-static int ncaptures;              /* streams capturing; read without the lock */
-static unsigned long long next_capture_id = 1;
-static __thread enum cudaStreamCaptureMode thread_mode = cudaStreamCaptureModeGlobal;
-
-static struct cstream *cstream_find(uint32_t sid)
-{
-	for (size_t i = 0; i < ncstreams; i++)
-		if (cstreams[i].sid == sid)
-			return &cstreams[i];
-	return NULL;
-}
-
-static struct cevent *cevent_find(uint32_t eid)
-{
-	for (size_t i = 0; i < ncevents; i++)
-		if (cevents[i].eid == eid)
-			return &cevents[i];
-	return NULL;
-}
-
-static int deps_set(struct gnode ***deps, size_t *ndeps, struct gnode *const *src, size_t n)
-{
-	struct gnode **d = NULL;
-
-	if (n) {
-		d = malloc(n * sizeof(*d));
-		if (!d)
-			return cudaErrorMemoryAllocation;
-		memcpy(d, src, n * sizeof(*d));
-	}
-	free(*deps);
-	*deps = d;
-	*ndeps = n;
-	return cudaSuccess;
-}
-
-/* Adds the nodes of src not yet in *deps. */
-static int deps_merge(struct gnode ***deps, size_t *ndeps, struct gnode *const *src, size_t n)
-{
-	struct gnode **d = realloc(*deps, (*ndeps + n + 1) * sizeof(*d));
-
-	if (!d)
-		return cudaErrorMemoryAllocation;
-	*deps = d;
-	for (size_t i = 0; i < n; i++) {
-		bool have = false;
-
-		for (size_t j = 0; j < *ndeps && !have; j++)
-			have = d[j] == src[i];
-		if (!have)
-			d[(*ndeps)++] = src[i];
-	}
-	return cudaSuccess;
-}
-
-static int cstream_add(uint32_t sid, struct capture *cap, struct gnode *const *deps, size_t ndeps)
-{
-	struct cstream *t = realloc(cstreams, (ncstreams + 1) * sizeof(*t));
-	int r;
-
-	if (!t)
-		return cudaErrorMemoryAllocation;
-	cstreams = t;
-	t = &cstreams[ncstreams];
-	memset(t, 0, sizeof(*t));
-	t->sid = sid;
-	t->cap = cap;
-	r = deps_set(&t->deps, &t->ndeps, deps, ndeps);
-	if (r)
-		return r;
-	ncstreams++;
-	__atomic_add_fetch(&ncaptures, 1, __ATOMIC_RELEASE);
-	return cudaSuccess;
-}
-
-/* Ends cap: every stream and event of it leaves. Called with glock held. */
-static void capture_end(struct capture *cap)
-{
-	for (size_t i = 0; i < ncstreams;) {
-		if (cstreams[i].cap == cap) {
-			free(cstreams[i].deps);
-			cstreams[i] = cstreams[--ncstreams];
-			__atomic_sub_fetch(&ncaptures, 1, __ATOMIC_RELEASE);
-		} else {
-			i++;
-		}
-	}
-	for (size_t i = 0; i < ncevents;) {
-		if (cevents[i].cap == cap) {
-			free(cevents[i].deps);
-			cevents[i] = cevents[--ncevents];
-		} else {
-			i++;
-		}
-	}
-}
-
-/* The stream id of a handle without the capture check of phos_preload_stream_id. */
-static int sid_of(const void *stream, uint32_t *ret_sid)
-{
-	return phos_stream_resolve(stream, ret_sid);
-}
-
-bool phos_graph_capturing(const void *stream)
-{
-	uint32_t sid;
-	bool yes;
-
-	if (!__atomic_load_n(&ncaptures, __ATOMIC_ACQUIRE) || sid_of(stream, &sid))
-		return false;
-	pthread_mutex_lock(&glock);
-	yes = cstream_find(sid) != NULL;
-	pthread_mutex_unlock(&glock);
-	return yes;
-}
-
-int phos_graph_check_stream(uint32_t sid)
-{
-	struct cstream *cs;
-
-	if (!__atomic_load_n(&ncaptures, __ATOMIC_ACQUIRE))
-		return cudaSuccess;
-	pthread_mutex_lock(&glock);
-	cs = cstream_find(sid);
-	if (cs)
-		cs->cap->invalid = true;
-	pthread_mutex_unlock(&glock);
-	return cs ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
-}
-
-/* Adds node to the capture of stream: it depends on what the stream's last
- * captured work was, and becomes that. Takes node. */
-static int capture_add(const void *stream, struct gnode *node)
-{
-	struct cstream *cs;
-	uint32_t sid;
-	int r = sid_of(stream, &sid);
-
-	if (r) {
-		node_free_params(node);
-		free(node);
-		return r;
-	}
-	pthread_mutex_lock(&glock);
-	cs = cstream_find(sid);
-	if (!cs) {
-		r = cudaErrorIllegalState;
-	} else if (cs->cap->invalid) {
-		r = cudaErrorStreamCaptureInvalidated;
-	} else {
-		r = graph_add(cs->cap->graph, node, cs->deps, cs->ndeps, NULL);
-		node = NULL;
-		if (r == cudaSuccess) {
-			struct gnode *last = cs->cap->graph->nodes[cs->cap->graph->n - 1];
-
-			r = deps_set(&cs->deps, &cs->ndeps, &last, 1);
-		}
-		if (r)
-			cs->cap->invalid = true;
-	}
-	pthread_mutex_unlock(&glock);
-	if (node) {
-		node_free_params(node);
-		free(node);
-	}
-	return r;
-}
-
-int phos_graph_capture_kernel(const void *stream, const void *func, const struct phos_launch_ex *l,
-			      const void *params, const uint16_t *offsets, uint32_t nargs)
-{
-	struct gnode *n = calloc(1, sizeof(*n));
-	int r;
-
-	if (!n)
-		return cudaErrorMemoryAllocation;
-	r = kernel_params_set(n, func, l, params, offsets, nargs);
-	if (r) {
-		free(n);
-		return r;
-	}
-	return capture_add(stream, n);
-}
-
-int phos_graph_capture_memcpy(const void *stream, void *dst, const void *src, size_t count, int kind)
-{
-	struct gnode *n = calloc(1, sizeof(*n));
-
-	if (!n)
-		return cudaErrorMemoryAllocation;
-	if (!dst || !src || (unsigned)kind > cudaMemcpyDefault) {
-		free(n);
-		return cudaErrorInvalidValue;
-	}
-	n->kind = GN_MEMCPY;
-	n->c.dst = dst;
-	n->c.src = src;
-	n->c.count = count;
-	n->c.kind = (enum cudaMemcpyKind)kind;
-	return capture_add(stream, n);
-}
-
-int phos_graph_capture_memset(const void *stream, void *dst, int value, size_t count)
-{
-	struct gnode *n;
-
-	if (count && (!dst || !phos_mem_is_device(dst, count)))
-		return cudaErrorInvalidValue;
-	n = calloc(1, sizeof(*n));
-	if (!n)
-		return cudaErrorMemoryAllocation;
-	n->kind = GN_MEMSET;
-	n->s.dst = dst;
-	n->s.value = (unsigned)value & 0xff;
-	n->s.elementSize = 1;
-	n->s.width = count;
-	n->s.height = 1;
-	n->s.pitch = count;
-	return capture_add(stream, n);
-}
-
-int phos_graph_capture_host(const void *stream, void (*fn)(void *), void *data)
-{
-	struct gnode *n;
-
-	if (!fn)
-		return cudaErrorInvalidValue;
-	n = calloc(1, sizeof(*n));
-	if (!n)
-		return cudaErrorMemoryAllocation;
-	n->kind = GN_HOST;
-	n->h.fn = fn;
-	n->h.userData = data;
-	return capture_add(stream, n);
-}
-
-int phos_graph_capture_event_record(const void *stream, uint32_t eid)
-{
-	struct cstream *cs;
-	struct cevent *ce;
-	uint32_t sid;
-	int r = sid_of(stream, &sid);
-
-	if (r)
-		return r;
-	pthread_mutex_lock(&glock);
-	cs = cstream_find(sid);
-	ce = cevent_find(eid);
-	if (!cs) {
-		r = cudaErrorIllegalState;
-	} else if (!ce) {
-		struct cevent *t = realloc(cevents, (ncevents + 1) * sizeof(*t));
-
-		if (!t) {
-			r = cudaErrorMemoryAllocation;
-		} else {
-			cevents = t;
-			ce = &cevents[ncevents++];
-			memset(ce, 0, sizeof(*ce));
-			ce->eid = eid;
-		}
-	}
-	if (ce && cs) {
-		ce->cap = cs->cap;
-		r = deps_set(&ce->deps, &ce->ndeps, cs->deps, cs->ndeps);
-	}
-	pthread_mutex_unlock(&glock);
-	return r;
-}
-
-void phos_graph_event_forget(uint32_t eid)
-{
-	struct cevent *ce;
-
-	if (!__atomic_load_n(&ncaptures, __ATOMIC_ACQUIRE))
-		return;
-	pthread_mutex_lock(&glock);
-	ce = cevent_find(eid);
-	if (ce) {
-		free(ce->deps);
-		*ce = cevents[--ncevents];
-	}
-	pthread_mutex_unlock(&glock);
-}
-
-int phos_graph_wait_event(const void *stream, uint32_t eid, bool *ret_handled)
-{
-	struct cstream *cs;
-	struct cevent *ce;
-	uint32_t sid;
-	int r = cudaSuccess;
-
-	*ret_handled = false;
-	if (!__atomic_load_n(&ncaptures, __ATOMIC_ACQUIRE))
-		return cudaSuccess;
-	r = sid_of(stream, &sid);
-	if (r)
-		return r;
-	pthread_mutex_lock(&glock);
-	ce = cevent_find(eid);
-	cs = cstream_find(sid);
-	if (!ce)
-		goto out;  /* an event of no capture: an ordinary wait (refused on a capturing stream) */
-	*ret_handled = true;
-	if (cs && cs->cap != ce->cap)
-		r = cudaErrorStreamCaptureIsolation;
-	else if (cs)
-		r = deps_merge(&cs->deps, &cs->ndeps, ce->deps, ce->ndeps);
-	else if (sid == 0)
-		r = cudaErrorStreamCaptureImplicit; /* the legacy stream cannot join a capture */
-	else
-		r = cstream_add(sid, ce->cap, ce->deps, ce->ndeps); /* fork: the stream joins */
-out:
-	pthread_mutex_unlock(&glock);
-	return r;
-}
-
-/* Is a an ancestor of b, or b itself? */
-static bool reaches(const struct gnode *a, const struct gnode *b, unsigned depth)
-{
-	if (a == b)
-		return true;
-	if (depth > 100000)
-		return true; /* too deep to tell: do not refuse */
-	for (size_t i = 0; i < b->ndeps; i++)
-		if (reaches(a, b->deps[i], depth + 1))
-			return true;
-	return false;
-}
-
-static int begin_capture(const void *stream, struct graph *graph, struct gnode *const *deps, size_t ndeps,
-			 int mode)
-{
-	struct capture *cap;
-	uint32_t sid;
-	int r;
-
-	if ((unsigned)mode > cudaStreamCaptureModeRelaxed)
-		return cudaErrorInvalidValue;
-	r = phos_preload_connect();
-	if (r)
-		return r;
-	r = sid_of(stream, &sid);
-	if (r)
-		return r;
-	if (sid == 0)
-		return cudaErrorStreamCaptureUnsupported; /* the legacy stream cannot capture */
-	for (size_t i = 0; graph && i < ndeps; i++)
-		if (!node_in(graph, deps[i]))
-			return cudaErrorInvalidValue;
-	cap = calloc(1, sizeof(*cap));
-	if (!cap)
-		return cudaErrorMemoryAllocation;
-	cap->graph = graph ? graph : graph_new();
-	cap->own_graph = !graph;
-	cap->mode = (enum cudaStreamCaptureMode)mode;
-	cap->origin = sid;
-	if (!cap->graph) {
-		free(cap);
-		return cudaErrorMemoryAllocation;
-	}
-	pthread_mutex_lock(&glock);
-	if (cstream_find(sid)) {
-		r = cudaErrorIllegalState;
-	} else {
-		cap->id = next_capture_id++;
-		r = cstream_add(sid, cap, deps, ndeps);
-	}
-	pthread_mutex_unlock(&glock);
-	if (r) {
-		if (cap->own_graph)
-			graph_free(cap->graph);
-		free(cap);
-	}
-	return r;
-}
-
-PHOS_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
-{
-	return phos_set_error(begin_capture(stream, NULL, NULL, 0, mode));
-}
-
-PHOS_EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
-						      const cudaGraphNode_t *dependencies,
-						      const cudaGraphEdgeData *dependencyData, size_t numDependencies,
-						      enum cudaStreamCaptureMode mode)
-{
-	if (!graph || (numDependencies && !dependencies))
-		return phos_set_error(cudaErrorInvalidValue);
-	for (size_t i = 0; dependencyData && i < numDependencies; i++)
-		if (dependencyData[i].type != cudaGraphDependencyTypeDefault || dependencyData[i].from_port ||
-		    dependencyData[i].to_port)
-			return phos_set_error(cudaErrorNotSupported);
-	return phos_set_error(begin_capture(stream, (struct graph *)graph, (struct gnode *const *)dependencies,
-					    numDependencies, mode));
-}
-
-PHOS_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
-{
-	struct capture *cap = NULL;
-	struct cstream *cs;
-	uint32_t sid;
-	int r;
-
-	if (!pGraph)
-		return phos_set_error(cudaErrorInvalidValue);
-	r = sid_of(stream, &sid);
-	if (r)
-		return phos_set_error(r);
-	pthread_mutex_lock(&glock);
-	cs = cstream_find(sid);
-	if (!cs) {
-		r = cudaErrorIllegalState;
-	} else if (cs->cap->origin != sid) {
-		r = cudaErrorStreamCaptureUnmatched;
-	} else {
-		cap = cs->cap;
-		if (cap->invalid)
-			r = cudaErrorStreamCaptureInvalidated;
-		/* every stream forked into the capture must have joined back:
-		 * its last work is behind the origin stream's */
-		for (size_t i = 0; r == cudaSuccess && i < ncstreams; i++) {
-			const struct cstream *o = &cstreams[i];
-
-			if (o->cap != cap || o == cs)
-				continue;
-			for (size_t d = 0; r == cudaSuccess && d < o->ndeps; d++) {
-				bool joined = false;
-
-				for (size_t e = 0; !joined && e < cs->ndeps; e++)
-					joined = reaches(o->deps[d], cs->deps[e], 0);
-				if (!joined)
-					r = cudaErrorStreamCaptureUnjoined;
-			}
-		}
-		capture_end(cap);
-	}
-	pthread_mutex_unlock(&glock);
-	if (!cap)
-		return phos_set_error(r);
-	if (r) {
-		if (cap->own_graph)
-			graph_free(cap->graph);
-		*pGraph = NULL;
-	} else {
-		*pGraph = (cudaGraph_t)cap->graph;
-	}
-	free(cap);
-	return phos_set_error(r);
-}
-
-PHOS_EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus)
-{
-	struct cstream *cs;
-	uint32_t sid;
-	int r;
-
-	if (!pCaptureStatus)
-		return phos_set_error(cudaErrorInvalidValue);
-	r = sid_of(stream, &sid);
-	if (r)
-		return phos_set_error(r);
-	pthread_mutex_lock(&glock);
-	cs = cstream_find(sid);
-	*pCaptureStatus = !cs ? cudaStreamCaptureStatusNone
-			      : cs->cap->invalid ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
-	pthread_mutex_unlock(&glock);
-	return cudaSuccess;
-}
-
-PHOS_EXPORT cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out,
-						 unsigned long long *id_out, cudaGraph_t *graph_out,
-						 const cudaGraphNode_t **dependencies_out,
-						 const cudaGraphEdgeData **edgeData_out, size_t *numDependencies_out)
-{
-	struct cstream *cs;
-	uint32_t sid;
-	int r;
-
-	if (!captureStatus_out)
-		return phos_set_error(cudaErrorInvalidValue);
-	r = sid_of(stream, &sid);
-	if (r)
-		return phos_set_error(r);
-	pthread_mutex_lock(&glock);
-	cs = cstream_find(sid);
-	if (!cs) {
-		*captureStatus_out = cudaStreamCaptureStatusNone;
-	} else {
-		*captureStatus_out = cs->cap->invalid ? cudaStreamCaptureStatusInvalidated
-						      : cudaStreamCaptureStatusActive;
-		if (id_out)
-			*id_out = cs->cap->id;
-		if (graph_out)
-			*graph_out = (cudaGraph_t)cs->cap->graph;
-		/* valid until the next call on this stream, as CUDA says */
-		if (dependencies_out)
-			*dependencies_out = (const cudaGraphNode_t *)cs->deps;
-		if (edgeData_out)
-			*edgeData_out = NULL; /* every edge is a default one */
-		if (numDependencies_out)
-			*numDependencies_out = cs->ndeps;
-	}
-	pthread_mutex_unlock(&glock);
-	return cudaSuccess;
-}
-
-PHOS_EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
-{
-	enum cudaStreamCaptureMode old;
-
-	if (!mode || (unsigned)*mode > cudaStreamCaptureModeRelaxed)
-		return phos_set_error(cudaErrorInvalidValue);
-	old = thread_mode;
-	thread_mode = *mode;
-	*mode = old;
 	return cudaSuccess;
 }
 
@@ -859,27 +319,6 @@ static cudaError_t add_node(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, cons
 					(struct gnode **)pGraphNode));
 }
 
-static int kernel_node_fill(struct gnode *n, const struct cudaKernelNodeParams *p)
-{
-	struct phos_launch_ex l;
-	struct phos_reply_func_info fi;
-	void *params = NULL;
-	int r;
-
-	if (!p)
-		return cudaErrorInvalidValue;
-	if (p->extra)
-		return cudaErrorNotSupported; /* CU_LAUNCH_PARAM_BUFFER_POINTER blocks */
-	r = phos_launch_prepare(p->func, (const uint32_t[3]){ p->gridDim.x, p->gridDim.y, p->gridDim.z },
-				(const uint32_t[3]){ p->blockDim.x, p->blockDim.y, p->blockDim.z }, p->sharedMemBytes,
-				p->kernelParams, &l, &params, &fi);
-	if (r)
-		return r;
-	r = kernel_params_set(n, p->func, &l, params, fi.offset, fi.nparams);
-	free(params);
-	return r;
-}
-
 PHOS_EXPORT cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
 					       const cudaGraphNode_t *pDependencies, size_t numDependencies,
 					       const struct cudaKernelNodeParams *pNodeParams)
@@ -889,7 +328,7 @@ PHOS_EXPORT cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *pGraphNode, cuda
 
 	if (!n)
 		return phos_set_error(cudaErrorMemoryAllocation);
-	r = kernel_node_fill(n, pNodeParams);
+	r = node_kernel_fill(n, pNodeParams);
 	if (r) {
 		free(n);
 		return phos_set_error(r);
@@ -918,7 +357,7 @@ PHOS_EXPORT cudaError_t cudaGraphKernelNodeSetParams(cudaGraphNode_t node, const
 
 	if (!n || n->kind != GN_KERNEL)
 		return phos_set_error(cudaErrorInvalidValue);
-	return phos_set_error(kernel_node_fill(n, pNodeParams));
+	return phos_set_error(node_kernel_fill(n, pNodeParams));
 }
 
 PHOS_EXPORT cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
@@ -933,6 +372,7 @@ PHOS_EXPORT cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t *pGraphNode, cu
 	if (!n)
 		return phos_set_error(cudaErrorMemoryAllocation);
 	n->kind = GN_MEMCPY;
+	n->c.form = CP_1D;
 	n->c.dst = dst;
 	n->c.src = src;
 	n->c.count = count;
@@ -954,7 +394,7 @@ PHOS_EXPORT cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *pGraphNode, cuda
 	if (!n)
 		return phos_set_error(cudaErrorMemoryAllocation);
 	n->kind = GN_MEMCPY;
-	n->c.is3d = true;
+	n->c.form = CP_3D;
 	n->c.p = *pCopyParams;
 	return add_node(pGraphNode, graph, pDependencies, numDependencies, n);
 }
@@ -963,18 +403,16 @@ PHOS_EXPORT cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t *pGraphNode, cuda
 					       const cudaGraphNode_t *pDependencies, size_t numDependencies,
 					       const struct cudaMemsetParams *pMemsetParams)
 {
-	const struct cudaMemsetParams *p = pMemsetParams;
 	struct gnode *n;
-	size_t row;
+	int r = memset_params_check(pMemsetParams);
 
-	if (!p || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4) || !p->height ||
-	    __builtin_mul_overflow(p->width, (size_t)p->elementSize, &row) || (p->height > 1 && p->pitch < row))
-		return phos_set_error(cudaErrorInvalidValue);
+	if (r)
+		return phos_set_error(r);
 	n = calloc(1, sizeof(*n));
 	if (!n)
 		return phos_set_error(cudaErrorMemoryAllocation);
 	n->kind = GN_MEMSET;
-	n->s = *p;
+	n->s = *pMemsetParams;
 	return add_node(pGraphNode, graph, pDependencies, numDependencies, n);
 }
 
@@ -1014,7 +452,7 @@ PHOS_EXPORT cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGr
 	if (!g || (numDependencies && (!from || !to)))
 		return phos_set_error(cudaErrorInvalidValue);
 	for (size_t i = 0; i < numDependencies; i++) {
-		if (!node_in(g, NODE(from[i])) || !node_in(g, NODE(to[i])) || from[i] == to[i])
+		if (!graph_has(g, NODE(from[i])) || !graph_has(g, NODE(to[i])) || from[i] == to[i])
 			return phos_set_error(cudaErrorInvalidValue);
 		if (edgeData && (edgeData[i].type != cudaGraphDependencyTypeDefault || edgeData[i].from_port ||
 				 edgeData[i].to_port))
@@ -1081,273 +519,338 @@ PHOS_EXPORT cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGrap
 	return cudaSuccess;
 }
 
-/* --- instantiated graphs --- */
 
-static void exec_free(struct graph_exec *x)
+PHOS_EXPORT cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+						   const cudaGraphNode_t *pDependencies, size_t numDependencies,
+						   cudaGraph_t childGraph)
 {
-	if (!x)
-		return;
-	for (size_t i = 0; i < x->n; i++)
-		node_free_params(&x->nodes[i]);
-	free(x->nodes);
-	free(x->orig);
-	free(x->order);
-	pthread_mutex_destroy(&x->lock);
-	free(x);
+	struct gnode *n;
+	int r;
+
+	if (!childGraph || childGraph == graph)
+		return phos_set_error(cudaErrorInvalidValue);
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return phos_set_error(cudaErrorMemoryAllocation);
+	n->kind = GN_CHILD;
+	/* CUDA embeds a copy: later changes to childGraph do not reach the node */
+	r = graph_clone(GRAPH(childGraph), &n->child, NULL);
+	if (r) {
+		free(n);
+		return phos_set_error(r);
+	}
+	return add_node(pGraphNode, graph, pDependencies, numDependencies, n);
 }
 
-/* Fills x's node copies from g (same count). */
-static int exec_fill(struct graph_exec *x, const struct graph *g)
+PHOS_EXPORT cudaError_t cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGraph_t *pGraph)
 {
-	for (size_t i = 0; i < g->n; i++) {
-		struct gnode copy = { 0 };
-		int r = node_copy_params(&copy, g->nodes[i]);
+	if (!node || !pGraph || NODE(node)->kind != GN_CHILD)
+		return phos_set_error(cudaErrorInvalidValue);
+	*pGraph = (cudaGraph_t)NODE(node)->child;
+	return cudaSuccess;
+}
+
+static cudaError_t add_event_node(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *deps,
+				  size_t ndeps, cudaEvent_t event, enum gnode_kind kind)
+{
+	struct gnode *n;
+
+	if (!phos_event_known(event))
+		return phos_set_error(cudaErrorInvalidResourceHandle);
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return phos_set_error(cudaErrorMemoryAllocation);
+	n->kind = kind;
+	n->event = event;
+	return add_node(pGraphNode, graph, deps, ndeps, n);
+}
+
+PHOS_EXPORT cudaError_t cudaGraphAddEventRecordNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+						    const cudaGraphNode_t *pDependencies, size_t numDependencies,
+						    cudaEvent_t event)
+{
+	return add_event_node(pGraphNode, graph, pDependencies, numDependencies, event, GN_EVENT_RECORD);
+}
+
+PHOS_EXPORT cudaError_t cudaGraphAddEventWaitNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+						  const cudaGraphNode_t *pDependencies, size_t numDependencies,
+						  cudaEvent_t event)
+{
+	return add_event_node(pGraphNode, graph, pDependencies, numDependencies, event, GN_EVENT_WAIT);
+}
+
+static cudaError_t event_node_get(cudaGraphNode_t node, cudaEvent_t *event_out, enum gnode_kind kind)
+{
+	if (!node || !event_out || NODE(node)->kind != kind)
+		return phos_set_error(cudaErrorInvalidValue);
+	*event_out = NODE(node)->event;
+	return cudaSuccess;
+}
+
+static cudaError_t event_node_set(cudaGraphNode_t node, cudaEvent_t event, enum gnode_kind kind)
+{
+	if (!node || NODE(node)->kind != kind)
+		return phos_set_error(cudaErrorInvalidValue);
+	if (!phos_event_known(event))
+		return phos_set_error(cudaErrorInvalidResourceHandle);
+	NODE(node)->event = event;
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaGraphEventRecordNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event_out)
+{
+	return event_node_get(node, event_out, GN_EVENT_RECORD);
+}
+
+PHOS_EXPORT cudaError_t cudaGraphEventRecordNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event)
+{
+	return event_node_set(node, event, GN_EVENT_RECORD);
+}
+
+PHOS_EXPORT cudaError_t cudaGraphEventWaitNodeGetEvent(cudaGraphNode_t node, cudaEvent_t *event_out)
+{
+	return event_node_get(node, event_out, GN_EVENT_WAIT);
+}
+
+PHOS_EXPORT cudaError_t cudaGraphEventWaitNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event)
+{
+	return event_node_set(node, event, GN_EVENT_WAIT);
+}
+
+/* --- node parameters --- */
+
+/* A 1D or symbol copy as cudaMemcpy3DParms (what CUDA answers for any copy node). */
+static int copy_as_3d(const struct gnode *n, struct cudaMemcpy3DParms *p)
+{
+	void *dst = n->c.dst;
+	const void *src = n->c.src;
+
+	if (n->c.form == CP_3D) {
+		*p = n->c.p;
+		return cudaSuccess;
+	}
+	if (n->c.form != CP_1D) {
+		uint64_t addr = 0, size = 0;
+		int r = phos_var_lookup(n->c.symbol, &addr, &size);
 
 		if (r)
 			return r;
-		node_free_params(&x->nodes[i]);
-		x->nodes[i] = copy;
+		if (n->c.form == CP_TO_SYMBOL)
+			dst = (void *)(uintptr_t)(addr + n->c.offset);
+		else
+			src = (const void *)(uintptr_t)(addr + n->c.offset);
 	}
+	memset(p, 0, sizeof(*p));
+	p->srcPtr = pitched_ptr((void *)src, n->c.count, n->c.count, 1);
+	p->dstPtr = pitched_ptr(dst, n->c.count, n->c.count, 1);
+	p->extent = extent_of(n->c.count, 1, 1);
+	p->kind = n->c.kind;
 	return cudaSuccess;
 }
 
-static int instantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags)
+PHOS_EXPORT cudaError_t cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node, struct cudaMemcpy3DParms *pNodeParams)
 {
-	struct graph *g = GRAPH(graph);
-	struct graph_exec *x;
-	int r;
+	if (!node || !pNodeParams || NODE(node)->kind != GN_MEMCPY)
+		return phos_set_error(cudaErrorInvalidValue);
+	return phos_set_error(copy_as_3d(NODE(node), pNodeParams));
+}
 
-	if (!pGraphExec || !g)
+int memcpy_node_set_3d(struct gnode *n, const struct cudaMemcpy3DParms *p)
+{
+	if (!n || !p || n->kind != GN_MEMCPY)
 		return cudaErrorInvalidValue;
-	/* AutoFreeOnLaunch, Upload, DeviceLaunch, UseNodePriority: the first two
-	 * concern memory nodes and uploads we do not have; device launch is refused */
-	if (flags & ~(unsigned long long)(cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagUpload |
-					  cudaGraphInstantiateFlagUseNodePriority))
-		return (flags & cudaGraphInstantiateFlagDeviceLaunch) ? cudaErrorNotSupported : cudaErrorInvalidValue;
-	x = calloc(1, sizeof(*x));
-	if (!x)
-		return cudaErrorMemoryAllocation;
-	pthread_mutex_init(&x->lock, NULL);
-	x->nodes = calloc(g->n ? g->n : 1, sizeof(*x->nodes));
-	x->orig = calloc(g->n ? g->n : 1, sizeof(*x->orig));
-	if (!x->nodes || !x->orig) {
-		r = cudaErrorMemoryAllocation;
-		goto fail;
-	}
-	x->n = g->n;
-	r = graph_order(g, &x->order);
-	if (r)
-		goto fail;
-	r = exec_fill(x, g);
-	if (r)
-		goto fail;
-	for (size_t i = 0; i < g->n; i++)
-		x->orig[i] = g->nodes[i];
-	*pGraphExec = (cudaGraphExec_t)x;
-	return cudaSuccess;
-fail:
-	exec_free(x);
-	return r;
-}
-
-PHOS_EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags)
-{
-	return phos_set_error(instantiate(pGraphExec, graph, flags));
-}
-
-PHOS_EXPORT cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
-						      unsigned long long flags)
-{
-	return phos_set_error(instantiate(pGraphExec, graph, flags));
-}
-
-PHOS_EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
-{
-	if (!graphExec)
-		return phos_set_error(cudaErrorInvalidValue);
-	exec_free((struct graph_exec *)graphExec);
+	if (p->srcArray || p->dstArray)
+		return cudaErrorNotSupported;
+	n->c.form = CP_3D;
+	n->c.p = *p;
 	return cudaSuccess;
 }
 
-static ssize_t exec_index(const struct graph_exec *x, const void *node)
+int memcpy_node_set_1d(struct gnode *n, void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
-	for (size_t i = 0; i < x->n; i++)
-		if (x->orig[i] == node)
-			return (ssize_t)i;
-	return -1;
-}
-
-PHOS_EXPORT cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
-							 const struct cudaKernelNodeParams *pNodeParams)
-{
-	struct graph_exec *x = (struct graph_exec *)hGraphExec;
-	struct gnode n = { 0 };
-	ssize_t i;
-	int r;
-
-	if (!x || !node)
-		return phos_set_error(cudaErrorInvalidValue);
-	i = exec_index(x, node);
-	if (i < 0 || x->nodes[i].kind != GN_KERNEL)
-		return phos_set_error(cudaErrorInvalidValue);
-	r = kernel_node_fill(&n, pNodeParams);
-	if (r)
-		return phos_set_error(r);
-	pthread_mutex_lock(&x->lock);
-	node_free_params(&x->nodes[i]);
-	x->nodes[i] = n;
-	pthread_mutex_unlock(&x->lock);
+	if (!n || n->kind != GN_MEMCPY || !dst || !src || (unsigned)kind > cudaMemcpyDefault)
+		return cudaErrorInvalidValue;
+	n->c.form = CP_1D;
+	n->c.dst = dst;
+	n->c.src = src;
+	n->c.count = count;
+	n->c.kind = kind;
 	return cudaSuccess;
 }
 
-/* Same topology: as many nodes, of the same kinds, with the same edges (by
- * creation index). Anything else is refused as CUDA refuses a changed one. */
-PHOS_EXPORT cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t hGraph,
-					    cudaGraphExecUpdateResultInfo *resultInfo)
+PHOS_EXPORT cudaError_t cudaGraphMemcpyNodeSetParams(cudaGraphNode_t node, const struct cudaMemcpy3DParms *pNodeParams)
 {
-	struct graph_exec *x = (struct graph_exec *)hGraphExec;
-	struct graph *g = GRAPH(hGraph);
-	enum cudaGraphExecUpdateResult res = cudaGraphExecUpdateSuccess;
-	cudaGraphNode_t bad = NULL;
-	int r = cudaSuccess;
+	return phos_set_error(memcpy_node_set_3d(NODE(node), pNodeParams));
+}
 
-	if (!x || !g)
+PHOS_EXPORT cudaError_t cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void *dst, const void *src, size_t count,
+						       enum cudaMemcpyKind kind)
+{
+	return phos_set_error(memcpy_node_set_1d(NODE(node), dst, src, count, kind));
+}
+
+PHOS_EXPORT cudaError_t cudaGraphMemsetNodeGetParams(cudaGraphNode_t node, struct cudaMemsetParams *pNodeParams)
+{
+	if (!node || !pNodeParams || NODE(node)->kind != GN_MEMSET)
 		return phos_set_error(cudaErrorInvalidValue);
-	if (g->n != x->n)
-		res = cudaGraphExecUpdateErrorTopologyChanged;
-	for (size_t i = 0; res == cudaGraphExecUpdateSuccess && i < g->n; i++) {
-		const struct gnode *a = g->nodes[i], *b = x->orig[i];
+	*pNodeParams = NODE(node)->s;
+	return cudaSuccess;
+}
 
-		if (a->kind != x->nodes[i].kind) {
-			res = cudaGraphExecUpdateErrorNodeTypeChanged;
-		} else if (a->ndeps != b->ndeps) {
-			res = cudaGraphExecUpdateErrorTopologyChanged;
-		} else {
-			for (size_t d = 0; d < a->ndeps; d++)
-				if (a->deps[d]->index != b->deps[d]->index)
-					res = cudaGraphExecUpdateErrorTopologyChanged;
-		}
-		if (res != cudaGraphExecUpdateSuccess)
-			bad = (cudaGraphNode_t)a;
-	}
-	if (res == cudaGraphExecUpdateSuccess) {
-		pthread_mutex_lock(&x->lock);
-		r = exec_fill(x, g);
-		pthread_mutex_unlock(&x->lock);
-		if (r)
-			res = cudaGraphExecUpdateError;
-	} else {
-		r = cudaErrorGraphExecUpdateFailure;
-	}
-	if (resultInfo) {
-		resultInfo->result = res;
-		resultInfo->errorNode = bad;
-		resultInfo->errorFromNode = NULL;
-	}
+PHOS_EXPORT cudaError_t cudaGraphMemsetNodeSetParams(cudaGraphNode_t node, const struct cudaMemsetParams *pNodeParams)
+{
+	int r = memset_params_check(pNodeParams);
+
+	if (!r && (!node || NODE(node)->kind != GN_MEMSET))
+		r = cudaErrorInvalidValue;
+	if (!r)
+		NODE(node)->s = *pNodeParams;
 	return phos_set_error(r);
 }
 
-/* --- launch --- */
-
-/* A memset node of 2- or 4-byte elements whose bytes differ: written as a
- * pitched host-to-device copy of the pattern (the bytes travel in the record). */
-static int memset_pattern(const struct cudaMemsetParams *s, cudaStream_t stream)
+PHOS_EXPORT cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node, struct cudaHostNodeParams *pNodeParams)
 {
-	size_t row = s->width * s->elementSize, total;
-	uint8_t *buf;
-	int r;
-
-	if (__builtin_mul_overflow(row, s->height, &total) || total > (64u << 20))
-		return cudaErrorNotSupported;
-	buf = malloc(total ? total : 1);
-	if (!buf)
-		return cudaErrorMemoryAllocation;
-	for (size_t i = 0; i < total; i += s->elementSize)
-		memcpy(buf + i, &s->value, s->elementSize);
-	r = cudaMemcpy2DAsync(s->dst, s->height > 1 ? s->pitch : row, buf, row, row, s->height,
-			      cudaMemcpyHostToDevice, stream);
-	free(buf);
-	return r;
-}
-
-/* A copy of n joins the capture of stream (a graph launched into a capture). */
-static int capture_clone(cudaStream_t stream, const struct gnode *n)
-{
-	struct gnode *c = calloc(1, sizeof(*c));
-	int r;
-
-	if (!c)
-		return cudaErrorMemoryAllocation;
-	r = node_copy_params(c, n);
-	if (r) {
-		free(c);
-		return r;
-	}
-	return capture_add(stream, c);
-}
-
-static int node_run(const struct gnode *n, cudaStream_t stream)
-{
-	if (phos_graph_capturing(stream))
-		return capture_clone(stream, n);
-	switch (n->kind) {
-	case GN_KERNEL:
-		return phos_launch_post(&n->k.l, stream, n->k.params);
-	case GN_MEMCPY:
-		if (n->c.is3d)
-			return cudaMemcpy3DAsync(&n->c.p, stream);
-		return cudaMemcpyAsync(n->c.dst, n->c.src, n->c.count, n->c.kind, stream);
-	case GN_MEMSET: {
-		const struct cudaMemsetParams *s = &n->s;
-		uint32_t v = s->value;
-		bool uniform = s->elementSize == 1 ||
-			       (s->elementSize == 2 && (v & 0xff) == ((v >> 8) & 0xff)) ||
-			       (s->elementSize == 4 && v == (v & 0xff) * 0x01010101u);
-
-		if (uniform)
-			return cudaMemset2DAsync(s->dst, s->height > 1 ? s->pitch : s->width * s->elementSize,
-						 (int)(v & 0xff), s->width * s->elementSize, s->height, stream);
-		return memset_pattern(s, stream);
-	}
-	case GN_HOST:
-		return cudaLaunchHostFunc(stream, n->h.fn, n->h.userData);
-	case GN_EMPTY:
-		return cudaSuccess;
-	}
-	return cudaErrorNotSupported;
-}
-
-static int graph_launch(cudaGraphExec_t graphExec, cudaStream_t stream)
-{
-	struct graph_exec *x = (struct graph_exec *)graphExec;
-	uint32_t sid;
-	int r;
-
-	if (!x)
-		return cudaErrorInvalidValue;
-	r = phos_preload_connect();
-	if (r)
-		return r;
-	r = sid_of(stream, &sid);
-	if (r)
-		return r;
-	pthread_mutex_lock(&x->lock);
-	for (size_t i = 0; r == cudaSuccess && i < x->n; i++)
-		r = node_run(&x->nodes[x->order[i]], stream);
-	pthread_mutex_unlock(&x->lock);
-	return r;
-}
-
-PHOS_EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
-{
-	return phos_set_error(graph_launch(graphExec, stream));
-}
-
-PHOS_EXPORT cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream)
-{
-	uint32_t sid;
-
-	if (!graphExec)
+	if (!node || !pNodeParams || NODE(node)->kind != GN_HOST)
 		return phos_set_error(cudaErrorInvalidValue);
-	return phos_set_error(sid_of(stream, &sid)); /* nothing to upload: nodes are replayed */
+	*pNodeParams = NODE(node)->h;
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaGraphHostNodeSetParams(cudaGraphNode_t node, const struct cudaHostNodeParams *pNodeParams)
+{
+	if (!node || !pNodeParams || !pNodeParams->fn || NODE(node)->kind != GN_HOST)
+		return phos_set_error(cudaErrorInvalidValue);
+	NODE(node)->h = *pNodeParams;
+	return cudaSuccess;
+}
+
+/* --- structure --- */
+
+PHOS_EXPORT cudaError_t cudaGraphClone(cudaGraph_t *pGraphClone, cudaGraph_t originalGraph)
+{
+	struct graph *c;
+	int r;
+
+	if (!pGraphClone || !originalGraph)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = graph_clone(GRAPH(originalGraph), &c, NULL);
+	if (r == cudaSuccess)
+		*pGraphClone = (cudaGraph_t)c;
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaGraphNodeFindInClone(cudaGraphNode_t *pNode, cudaGraphNode_t originalNode,
+						 cudaGraph_t clonedGraph)
+{
+	struct graph *c = GRAPH(clonedGraph);
+	const struct gnode *o = NODE(originalNode);
+
+	/* a clone keeps creation order, so a node's copy has its index */
+	if (!pNode || !o || !c || o->index >= c->n || c->nodes[o->index]->kind != o->kind)
+		return phos_set_error(cudaErrorInvalidValue);
+	*pNode = (cudaGraphNode_t)c->nodes[o->index];
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node)
+{
+	struct gnode *n = NODE(node);
+	struct graph *g;
+
+	if (!n || !graph_has(n->graph, n))
+		return phos_set_error(cudaErrorInvalidValue);
+	g = n->graph;
+	/* its edges go with it: drop it from every dependency list */
+	for (size_t i = 0; i < g->n; i++) {
+		struct gnode *o = g->nodes[i];
+
+		for (size_t d = 0; d < o->ndeps;)
+			if (o->deps[d] == n)
+				o->deps[d] = o->deps[--o->ndeps];
+			else
+				d++;
+	}
+	memmove(&g->nodes[n->index], &g->nodes[n->index + 1], (g->n - n->index - 1) * sizeof(*g->nodes));
+	g->n--;
+	for (size_t i = n->index; i < g->n; i++)
+		g->nodes[i]->index = i;
+	node_free_params(n);
+	free(n->deps);
+	free(n);
+	return cudaSuccess;
+}
+
+/* Fills out[0..*count) (when out is given) with up to *count nodes, the
+ * rest NULL, and sets *count to how many there are (CUDA's convention). */
+static void list_out(struct gnode *const *list, size_t n, cudaGraphNode_t *out, cudaGraphEdgeData *edges,
+		     size_t *count)
+{
+	if (out) {
+		for (size_t i = 0; i < *count; i++) {
+			out[i] = i < n ? (cudaGraphNode_t)list[i] : NULL;
+			if (edges)
+				memset(&edges[i], 0, sizeof(edges[i]));
+		}
+		if (*count > n)
+			*count = n;
+	} else {
+		*count = n;
+	}
+}
+
+PHOS_EXPORT cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t *pDependencies,
+						     cudaGraphEdgeData *edgeData, size_t *pNumDependencies)
+{
+	struct gnode *n = NODE(node);
+
+	if (!n || !pNumDependencies)
+		return phos_set_error(cudaErrorInvalidValue);
+	list_out(n->deps, n->ndeps, pDependencies, edgeData, pNumDependencies);
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaGraphNodeGetDependentNodes(cudaGraphNode_t node, cudaGraphNode_t *pDependentNodes,
+						       cudaGraphEdgeData *edgeData, size_t *pNumDependentNodes)
+{
+	struct gnode *n = NODE(node), **list;
+	struct graph *g;
+	size_t k = 0;
+
+	if (!n || !pNumDependentNodes || !graph_has(n->graph, n))
+		return phos_set_error(cudaErrorInvalidValue);
+	g = n->graph;
+	list = malloc((g->n ? g->n : 1) * sizeof(*list));
+	if (!list)
+		return phos_set_error(cudaErrorMemoryAllocation);
+	for (size_t i = 0; i < g->n; i++)
+		for (size_t d = 0; d < g->nodes[i]->ndeps; d++)
+			if (g->nodes[i]->deps[d] == n)
+				list[k++] = g->nodes[i];
+	list_out(list, k, pDependentNodes, edgeData, pNumDependentNodes);
+	free(list);
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaGraphGetEdges(cudaGraph_t graph, cudaGraphNode_t *from, cudaGraphNode_t *to,
+					  cudaGraphEdgeData *edgeData, size_t *numEdges)
+{
+	struct graph *g = GRAPH(graph);
+	size_t k = 0;
+
+	if (!g || !numEdges || (!from != !to))
+		return phos_set_error(cudaErrorInvalidValue);
+	for (size_t i = 0; i < g->n; i++)
+		for (size_t d = 0; d < g->nodes[i]->ndeps; d++, k++)
+			if (from && k < *numEdges) {
+				from[k] = (cudaGraphNode_t)g->nodes[i]->deps[d];
+				to[k] = (cudaGraphNode_t)g->nodes[i];
+				if (edgeData)
+					memset(&edgeData[k], 0, sizeof(edgeData[k]));
+			}
+	if (from)
+		for (size_t i = k; i < *numEdges; i++)
+			from[i] = to[i] = NULL;
+	if (!from || k < *numEdges)
+		*numEdges = k;
+	return cudaSuccess;
 }

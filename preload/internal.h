@@ -186,6 +186,8 @@ extern __thread bool phos_in_host_callback;
 /* conn.c: the current channel, or NULL when not connected (callback.c: a
  * restore replaces it only after every callback posted on it ran). */
 struct phos_channel *phos_preload_channel(void);
+/* stream.c: is e an event of ours that is not destroyed? */
+bool phos_event_known(const void *e);
 /* stream.c: the calling thread's default stream (cudaStreamPerThread): made
  * at first use, destroyed when the thread ends. */
 int phos_stream_per_thread(uint32_t *ret_id);
@@ -215,6 +217,16 @@ int phos_graph_capture_kernel(const void *stream, const void *func, const struct
 int phos_graph_capture_memcpy(const void *stream, void *dst, const void *src, size_t count, int kind);
 int phos_graph_capture_memset(const void *stream, void *dst, int value, size_t count);
 int phos_graph_capture_host(const void *stream, void (*fn)(void *), void *data);
+/* params: a struct cudaMemcpy3DParms */
+int phos_graph_capture_memcpy3d(const void *stream, const void *params);
+int phos_graph_capture_memcpy2d(const void *stream, void *dst, size_t dpitch, const void *src, size_t spitch,
+				size_t width, size_t height, int kind);
+int phos_graph_capture_memset2d(const void *stream, void *dst, size_t pitch, int value, size_t width, size_t height);
+/* cudaMemcpyToSymbolAsync (to_symbol; host is the source) / FromSymbolAsync */
+int phos_graph_capture_symbol(const void *stream, const void *symbol, void *host, size_t count, size_t offset,
+			      int kind, bool to_symbol);
+/* An event record node (cudaEventRecordExternal) or wait node (cudaEventWaitExternal). */
+int phos_graph_capture_event_node(const void *stream, const void *event, bool wait);
 int phos_graph_capture_event_record(const void *stream, uint32_t event);
 /* An event recorded outside any capture is no longer a captured one. */
 void phos_graph_event_forget(uint32_t event);

@@ -657,12 +657,17 @@ PHOS_EXPORT cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size
 PHOS_EXPORT cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t count,
 						size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
+	if (phos_graph_capturing(stream))
+		return phos_set_error(phos_graph_capture_symbol(stream, symbol, (void *)(uintptr_t)src, count, offset,
+								kind, true));
 	return phos_set_error(symbol_copy(symbol, (void *)(uintptr_t)src, count, offset, kind, true, stream, false));
 }
 
 PHOS_EXPORT cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, size_t count, size_t offset,
 						  enum cudaMemcpyKind kind, cudaStream_t stream)
 {
+	if (phos_graph_capturing(stream))
+		return phos_set_error(phos_graph_capture_symbol(stream, symbol, dst, count, offset, kind, false));
 	return phos_set_error(symbol_copy(symbol, dst, count, offset, kind, false, stream, false));
 }
 

@@ -240,6 +240,8 @@ PHOS_EXPORT cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, 
 PHOS_EXPORT cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
 					  size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
+	if (phos_graph_capturing(stream))
+		return phos_set_error(phos_graph_capture_memcpy2d(stream, dst, dpitch, src, spitch, width, height, kind));
 	return phos_set_error(copy_2d(dst, dpitch, src, spitch, width, height, kind, stream, false));
 }
 
@@ -303,6 +305,8 @@ PHOS_EXPORT cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *p)
 
 PHOS_EXPORT cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p, cudaStream_t stream)
 {
+	if (phos_graph_capturing(stream))
+		return phos_set_error(phos_graph_capture_memcpy3d(stream, p));
 	return phos_set_error(memcpy_3d(p, stream, false));
 }
 
@@ -344,6 +348,9 @@ PHOS_EXPORT cudaError_t cudaMemset2DAsync(void *devPtr, size_t pitch, int value,
 					  cudaStream_t stream)
 {
 	struct side d = { .ptr = devPtr, .pitch = pitch };
+
+	if (phos_graph_capturing(stream))
+		return phos_set_error(phos_graph_capture_memset2d(stream, devPtr, pitch, value, width, height));
 
 	return phos_set_error(memset_pitched(d, value, width, height, 1, stream));
 }

@@ -32,6 +32,13 @@ static int event_id(cudaEvent_t e, uint32_t *ret_id)
 	return cudaSuccess;
 }
 
+bool phos_event_known(const void *e)
+{
+	uint32_t id;
+
+	return event_id((cudaEvent_t)e, &id) == cudaSuccess;
+}
+
 /* Records cudaErrorNotReady without making it the thread's last error, as CUDA does. */
 static cudaError_t query_result(int r)
 {
@@ -174,6 +181,10 @@ PHOS_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t eve
 	struct phos_stream_wait w = { .flags = flags };
 	bool captured = false;
 	int r = event_id(event, &w.event);
+
+	/* in a capture, an external wait is an event wait node */
+	if (r == cudaSuccess && (flags & cudaEventWaitExternal) && phos_graph_capturing(stream))
+		return phos_set_error(phos_graph_capture_event_node(stream, event, true));
 
 	if (r == cudaSuccess)
 		r = phos_graph_wait_event(stream, w.event, &captured);
@@ -355,6 +366,10 @@ PHOS_EXPORT cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t
 {
 	if (flags & ~(unsigned)cudaEventRecordExternal)
 		return phos_set_error(cudaErrorInvalidValue);
+	/* in a capture, an external record is an event record node */
+	if ((flags & cudaEventRecordExternal) && phos_graph_capturing(stream))
+		return phos_set_error(phos_event_known(event) ? phos_graph_capture_event_node(stream, event, false)
+							      : cudaErrorInvalidResourceHandle);
 	return cudaEventRecord(event, stream);
 }
 

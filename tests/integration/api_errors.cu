@@ -48,7 +48,8 @@ int main()
 
 	/* 1. An API we do not forward: a clean error, then everything still works. */
 	expect("cudaGraphCreate", cudaGraphCreate(&g, 0), cudaSuccess);
-	expect("cudaGraphAddChildGraphNode (not forwarded)", cudaGraphAddChildGraphNode(&child, g, NULL, 0, g),
+	struct cudaMemAllocNodeParams alloc_params = {};
+	expect("cudaGraphAddMemAllocNode (not forwarded)", cudaGraphAddMemAllocNode(&child, g, NULL, 0, &alloc_params),
 	       cudaErrorNotSupported);
 	expect("cudaGetLastError after it", cudaGetLastError(), cudaErrorNotSupported);
 	expect("cudaGetLastError cleared", cudaGetLastError(), cudaSuccess);

@@ -9,6 +9,11 @@ per-thread default stream, run as ordinary CUDA programs
   graphs (kernel, 1D memcpy, memset, host and empty nodes, dependencies added
   later, node and root counts), launching many times, a kernel node's
   parameters changed in the instantiated graph, cudaGraphExecUpdate;
+- graph_nodes: child graph nodes, event record and wait nodes, 2D copies and
+  sets and __device__ variable copies captured from a stream, an external
+  event record, cudaStreamUpdateCaptureDependencies, clone, node removal,
+  dependencies and edges, the instantiated graph's copy, set and host nodes
+  changed, cudaGraphInstantiateWithParams, a graph launched into a capture;
 - launch_ex: cudaLaunchCooperativeKernel with a grid-wide sync,
   cudaLaunchKernelEx with cooperative, cluster, priority and programmatic
   serialization attributes, an unknown attribute refused, an oversized
@@ -16,7 +21,8 @@ per-thread default stream, run as ordinary CUDA programs
 - ptds: built with --default-stream per-thread, four host threads each on its
   own default stream (the _ptsz entry points), one capturing a graph there;
 - graph_serve: graphs instantiated before phos_fn_serve launch after a
-  snapshot is restored (stop-the-world and on demand).
+  snapshot is restored (stop-the-world and on demand), their copies to and
+  from a __device__ variable included.
 
 Each launch of a graph reaches the executor as its nodes' own records, each
 with its own read/write set: the trace shows them.
@@ -30,6 +36,7 @@ import tempfile
 from harness import DEVICE, answers, check, done, phos, program, read_trace, run
 
 GRAPHS = program("tests", "transparency", "graphs", "graphs")
+NODES = program("tests", "transparency", "graphs", "graph_nodes")
 LAUNCH_EX = program("tests", "transparency", "graphs", "launch_ex")
 PTDS = program("tests", "transparency", "graphs", "ptds")
 SERVE = program("tests", "transparency", "graphs", "graph_serve")
@@ -42,7 +49,7 @@ def native(prog, *args, stdin=""):
 
 tmp = tempfile.mkdtemp(prefix="phos-graphs-test-")
 try:
-    for prog, name in ((GRAPHS, "graphs"), (LAUNCH_EX, "launch_ex"), (PTDS, "ptds")):
+    for prog, name in ((GRAPHS, "graphs"), (NODES, "graph_nodes"), (LAUNCH_EX, "launch_ex"), (PTDS, "ptds")):
         trace = os.path.join(tmp, name + ".trace")
         p = run(prog, trace=trace)
         check(p.returncode == 0 and f"{name}: ok" in p.stdout + p.stderr,
@@ -67,6 +74,10 @@ try:
             # every replayed node kept its exact sets
             check(launches and all(r.get("sets") == "exact" for r in launches),
                   f"graphs: sets {[r.get('sets') for r in launches][:8]}")
+        if name == "graph_nodes":
+            # two child graph nodes, then the clone with one, then the original again
+            check(len(launches) == 5 and len([r for r in recs if r.get("op") == "memcpy_2d"]) == 6,
+                  f"graph_nodes: {len(launches)} launches, want 5")
         if name == "launch_ex":
             coop = [r for r in launches if r.get("kernel") == "_Z8coop_sumPKiPiS1_i"]
             check(len(coop) == 2, f"launch_ex: {len(coop)} cooperative launches, want 2")

@@ -14,10 +14,14 @@ static const int N = 2048;
 static const int B = 128;
 static const int G = (N + B - 1) / B;
 
+// copied in and out by the captured graph: a restored executor may place
+// module variables elsewhere, and the graph must follow
+__device__ float staged[N];
+
 struct state {
 	cudaStream_t s;
 	cudaGraphExec_t captured, built;
-	float *dx, *dy, *hy;   // hy: pinned
+	float *dx, *dy, *hy, *hs;   // hy, hs: pinned
 	std::vector<float> x;
 	int requests;
 	int host_calls;
@@ -39,13 +43,15 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 	st->requests++;
 	// captured: y = 2x + y_prev... reset y first so every request is the same
 	CK(cudaMemcpyAsync(st->dy, st->x.data(), N * sizeof(float), cudaMemcpyHostToDevice, st->s));
-	CK(cudaGraphLaunch(st->captured, st->s));   // y = 3x + y, then y = 2y + i, D2H into hy
+	memset(st->hs, 0, N * sizeof(float));
+	CK(cudaGraphLaunch(st->captured, st->s));   // y = 3x + y, y = 2y + i, D2H into hy, y -> staged -> hs
 	CK(cudaStreamSynchronize(st->s));
 	for (int i = 0; i < N; i++) {
 		want[i] = (3.0f * st->x[i] + st->x[i]) * 2.0f + (float)i;
-		if (st->hy[i] != want[i]) {
+		if (st->hy[i] != want[i] || st->hs[i] != want[i]) {
 			if (ok)
-				fprintf(stderr, "captured [%d] = %g, want %g\n", i, st->hy[i], want[i]);
+				fprintf(stderr, "captured [%d] = %g (staged %g), want %g\n", i, st->hy[i], st->hs[i],
+					want[i]);
 			ok = false;
 		}
 	}
@@ -80,12 +86,15 @@ int main()
 	CK(cudaMalloc(&st.dx, N * sizeof(float)));
 	CK(cudaMalloc(&st.dy, N * sizeof(float)));
 	CK(cudaMallocHost(&st.hy, N * sizeof(float)));
+	CK(cudaMallocHost(&st.hs, N * sizeof(float)));
 	CK(cudaMemcpy(st.dx, st.x.data(), N * sizeof(float), cudaMemcpyHostToDevice));
 
 	CK(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeGlobal));
 	graphs_saxpy<<<G, B, 0, st.s>>>(three, st.dx, st.dy, n);
 	graphs_scale_add<<<G, B, 0, st.s>>>(st.dy, two, n);
 	CK(cudaMemcpyAsync(st.hy, st.dy, N * sizeof(float), cudaMemcpyDeviceToHost, st.s));
+	CK(cudaMemcpyToSymbolAsync(staged, st.dy, N * sizeof(float), 0, cudaMemcpyDeviceToDevice, st.s));
+	CK(cudaMemcpyFromSymbolAsync(st.hs, staged, N * sizeof(float), 0, cudaMemcpyDeviceToHost, st.s));
 	CK(cudaStreamEndCapture(st.s, &g));
 	CK(cudaGraphInstantiate(&st.captured, g, 0));
 	CK(cudaGraphDestroy(g));   // the instantiated graph lives on without it

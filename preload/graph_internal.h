@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * CUDA graphs in the function process (graph.c, graph_exec.c, graph_capture.c).
+ *
+ * A graph lives in the function process only. Its nodes hold what the
+ * forwarded call would have sent, already checked (a kernel's packed
+ * parameters, a copy's pointers and direction, ...); launching an
+ * instantiated graph replays its nodes, one after the other in a topological
+ * order, on the launch stream, through the same paths as the calls they stand
+ * for. So every node is an ordinary record for the executor, with its own
+ * exact (or opaque) read/write set: the set of a graph launch is the union of
+ * its nodes', and on-demand restore and validation need nothing new.
+ *
+ *   cudaStreamBeginCapture(s)            cudaGraphAdd*Node(g, deps)
+ *        │ launches, copies, sets,             │        (graph.c)
+ *        │ host functions, events              │
+ *        ▼ (graph_capture.c)                   ▼
+ *     struct graph: nodes in creation order, each with its dependencies
+ *        │ cudaGraphInstantiate: a copy of the nodes + a topological order
+ *        ▼ (graph_exec.c)
+ *     struct graph_exec ── cudaGraphLaunch(exec, stream): replay in that order
+ *
+ * Running the nodes one after the other is one valid schedule of the graph
+ * (nodes without a path between them may run in any order, or at once): it
+ * gives up the concurrency inside a graph, never correctness. An operation
+ * that cannot be captured, issued on a capturing stream, is refused
+ * (cudaErrorStreamCaptureUnsupported) and invalidates the capture, as CUDA
+ * does for unsafe calls: it never runs eagerly behind the program's back.
+ *
+ * Snapshots: graphs and instantiated graphs are plain memory of the function
+ * process (CRIU keeps them); what their nodes name (kernel ids, device
+ * addresses, host functions, events) stays valid in a restored executor, and
+ * copies to or from a module variable name the variable, not its address
+ * (a restored executor may place variables anew), so a graph instantiated
+ * before phos_fn_serve launches after a restore.
+ *
+ * Graphs, nodes and instantiated graphs are handed to the program as
+ * pointers to these structs. Like CUDA, a graph may not be changed by two
+ * threads at once; instantiated graphs have a lock of their own.
+ */
+#pragma once
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cuda_runtime_api.h>
+
+#include "internal.h"
+
+enum gnode_kind {
+	GN_KERNEL = cudaGraphNodeTypeKernel,
+	GN_MEMCPY = cudaGraphNodeTypeMemcpy,
+	GN_MEMSET = cudaGraphNodeTypeMemset,
+	GN_HOST = cudaGraphNodeTypeHost,
+	GN_CHILD = cudaGraphNodeTypeGraph,
+	GN_EMPTY = cudaGraphNodeTypeEmpty,
+	GN_EVENT_WAIT = cudaGraphNodeTypeWaitEvent,
+	GN_EVENT_RECORD = cudaGraphNodeTypeEventRecord,
+};
+
+/* How a memcpy node copies. */
+enum gcopy_form {
+	CP_1D,          /* cudaMemcpyAsync(dst, src, count, kind) */
+	CP_3D,          /* cudaMemcpy3DAsync(&p) (2D copies too) */
+	CP_TO_SYMBOL,   /* cudaMemcpyToSymbolAsync(symbol, src, count, offset, kind) */
+	CP_FROM_SYMBOL, /* cudaMemcpyFromSymbolAsync(dst, symbol, count, offset, kind) */
+};
+
+struct gnode {
+	struct graph *graph;
+	size_t index;                 /* in graph->nodes */
+	enum gnode_kind kind;
+	struct gnode **deps;
+	size_t ndeps;
+	union {
+		struct {
+			struct phos_launch_ex l;  /* stream unused */
+			const void *func;         /* as the program named it */
+			uint8_t *params;          /* l.l.param_bytes packed */
+			void **args;              /* args[i] points into params (GetParams) */
+			uint32_t nargs;
+		} k;
+		struct {
+			enum gcopy_form form;
+			void *dst;
+			const void *src;
+			size_t count, offset;
+			enum cudaMemcpyKind kind;
+			const void *symbol;
+			struct cudaMemcpy3DParms p;
+		} c;
+		struct cudaMemsetParams s;
+		struct cudaHostNodeParams h;
+		struct graph *child;          /* owned: a clone of the graph the program gave */
+		cudaEvent_t event;
+	};
+};
+
+struct graph {
+	struct gnode **nodes;
+	size_t n, cap;
+};
+
+/* make_cudaPitchedPtr / make_cudaExtent (driver_functions.h is C++ only here) */
+static inline struct cudaPitchedPtr pitched_ptr(void *ptr, size_t pitch, size_t xsize, size_t ysize)
+{
+	return (struct cudaPitchedPtr){ .ptr = ptr, .pitch = pitch, .xsize = xsize, .ysize = ysize };
+}
+
+static inline struct cudaExtent extent_of(size_t width, size_t height, size_t depth)
+{
+	return (struct cudaExtent){ .width = width, .height = height, .depth = depth };
+}
+
+/* --- graph.c --- */
+
+struct graph *graph_new(void);
+/* Frees g and its nodes (NULL is fine). */
+void graph_free(struct graph *g);
+/* A deep copy of g in *ret_copy; *ret_map (may be NULL) gets, for each node
+ * index of g, the copy's node (malloc'd array). Returns a cudaError_t. */
+int graph_clone(const struct graph *g, struct graph **ret_copy, struct gnode ***ret_map);
+bool graph_has(const struct graph *g, const struct gnode *n);
+/* Adds node (filled but for graph, index and deps) to g after deps. Takes
+ * node: freed on failure. Returns a cudaError_t. */
+int graph_add(struct graph *g, struct gnode *node, struct gnode *const *deps, size_t ndeps,
+	      struct gnode **ret_node);
+/* A topological order of g's node indices in *ret_order (malloc'd).
+ * cudaErrorInvalidValue for a cycle. */
+int graph_order(const struct graph *g, size_t **ret_order);
+/* Frees what the kind-specific part of n owns (not n itself). */
+void node_free_params(struct gnode *n);
+/* Deep-copies the kind-specific part of src into dst (not its dependencies). */
+int node_copy_params(struct gnode *dst, const struct gnode *src);
+/* Makes n a kernel node of a launch that launch.c checked and packed
+ * (params: l->l.param_bytes bytes; offsets: of its nargs arguments). */
+int node_kernel_set(struct gnode *n, const void *func, const struct phos_launch_ex *l, const void *params,
+		    const uint16_t *offsets, uint32_t nargs);
+/* Makes n a kernel node from cudaKernelNodeParams. */
+int node_kernel_fill(struct gnode *n, const struct cudaKernelNodeParams *p);
+/* Checks a memset node's parameters. */
+int memset_params_check(const struct cudaMemsetParams *p);
+/* New parameters for memcpy node n (3D form, or 1D). */
+int memcpy_node_set_3d(struct gnode *n, const struct cudaMemcpy3DParms *p);
+int memcpy_node_set_1d(struct gnode *n, void *dst, const void *src, size_t count, enum cudaMemcpyKind kind);
+
+/* --- graph_capture.c --- */
+
+/* Adds node to the capture of stream (it depends on the stream's last
+ * captured work and becomes it). Takes node. Returns a cudaError_t. */
+int graph_capture_node(const void *stream, struct gnode *node);
+
+/* --- graph_exec.c --- */
+
+/* Runs node n on stream now (or adds a copy to stream's capture). */
+int graph_node_run(const struct gnode *n, cudaStream_t stream);
