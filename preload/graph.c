@@ -5,6 +5,7 @@
  * The design is in graph_internal.h; instantiation and launch are in
  * graph_exec.c, stream capture in graph_capture.c.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,8 +18,11 @@ void node_free_params(struct gnode *n)
 	if (n->kind == GN_KERNEL) {
 		free(n->k.params);
 		free(n->k.args);
+		free(n->k.attrs);
 		n->k.params = NULL;
 		n->k.args = NULL;
+		n->k.attrs = NULL;
+		n->k.attr_set = 0;
 	} else if (n->kind == GN_CHILD) {
 		graph_free(n->child);
 		n->child = NULL;
@@ -28,6 +32,7 @@ void node_free_params(struct gnode *n)
 int node_copy_params(struct gnode *dst, const struct gnode *src)
 {
 	dst->kind = src->kind;
+	dst->disabled = src->disabled;
 	switch (src->kind) {
 	case GN_MEMCPY:
 		dst->c = src->c;
@@ -53,13 +58,18 @@ int node_copy_params(struct gnode *dst, const struct gnode *src)
 	dst->k = src->k;
 	dst->k.params = malloc(src->k.l.l.param_bytes ? src->k.l.l.param_bytes : 1);
 	dst->k.args = calloc(src->k.nargs ? src->k.nargs : 1, sizeof(void *));
-	if (!dst->k.params || !dst->k.args) {
+	dst->k.attrs = src->k.attrs ? malloc(GN_ATTR_MAX * sizeof(*dst->k.attrs)) : NULL;
+	if (!dst->k.params || !dst->k.args || (src->k.attrs && !dst->k.attrs)) {
 		free(dst->k.params);
 		free(dst->k.args);
+		free(dst->k.attrs);
 		dst->k.params = NULL;
 		dst->k.args = NULL;
+		dst->k.attrs = NULL;
 		return cudaErrorMemoryAllocation;
 	}
+	if (src->k.attrs)
+		memcpy(dst->k.attrs, src->k.attrs, GN_ATTR_MAX * sizeof(*dst->k.attrs));
 	memcpy(dst->k.params, src->k.params, src->k.l.l.param_bytes);
 	for (uint32_t i = 0; i < src->k.nargs; i++)
 		dst->k.args[i] = dst->k.params + ((uint8_t *)src->k.args[i] - src->k.params);
@@ -82,6 +92,8 @@ int node_kernel_set(struct gnode *n, const void *func, const struct phos_launch_
 		a[i] = p + offsets[i];
 	node_free_params(n);
 	n->kind = GN_KERNEL;
+	n->k.attrs = NULL;
+	n->k.attr_set = 0;
 	n->k.l = *l;
 	n->k.func = func;
 	n->k.params = p;
@@ -106,9 +118,50 @@ int node_kernel_fill(struct gnode *n, const struct cudaKernelNodeParams *p)
 				p->kernelParams, &l, &params, &fi);
 	if (r)
 		return r;
-	r = node_kernel_set(n, p->func, &l, params, fi.offset, fi.nparams);
+	if (n->kind == GN_KERNEL) {
+		/* new parameters keep the attributes set on the node */
+		cudaLaunchAttributeValue *attrs = n->k.attrs;
+		uint32_t set = n->k.attr_set;
+
+		l.flags = n->k.l.flags;
+		memcpy(l.cluster, n->k.l.cluster, sizeof(l.cluster));
+		n->k.attrs = NULL;
+		r = node_kernel_set(n, p->func, &l, params, fi.offset, fi.nparams);
+		if (r == cudaSuccess) {
+			n->k.attrs = attrs;
+			n->k.attr_set = set;
+		} else {
+			free(attrs);
+		}
+	} else {
+		r = node_kernel_set(n, p->func, &l, params, fi.offset, fi.nparams);
+	}
 	free(params);
 	return r;
+}
+
+int memcpy_node_set_symbol(struct gnode *n, const void *symbol, void *other, size_t count, size_t offset,
+			   enum cudaMemcpyKind kind, bool to_symbol)
+{
+	uint64_t addr = 0, size = 0;
+	int r;
+
+	if (!n || n->kind != GN_MEMCPY || !other || (unsigned)kind > cudaMemcpyDefault)
+		return cudaErrorInvalidValue;
+	r = phos_var_lookup(symbol, &addr, &size);
+	if (r)
+		return r;
+	if (offset > size || count > size - offset)
+		return cudaErrorInvalidValue;
+	/* the node names the variable: a restored executor may place it elsewhere */
+	n->c.form = to_symbol ? CP_TO_SYMBOL : CP_FROM_SYMBOL;
+	n->c.symbol = symbol;
+	n->c.offset = offset;
+	n->c.count = count;
+	n->c.kind = kind;
+	n->c.src = to_symbol ? other : NULL;
+	n->c.dst = to_symbol ? NULL : other;
+	return cudaSuccess;
 }
 
 int memset_params_check(const struct cudaMemsetParams *p)
@@ -853,4 +906,186 @@ PHOS_EXPORT cudaError_t cudaGraphGetEdges(cudaGraph_t graph, cudaGraphNode_t *fr
 	if (!from || k < *numEdges)
 		*numEdges = k;
 	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaGraphRemoveDependencies(cudaGraph_t graph, const cudaGraphNode_t *from,
+						    const cudaGraphNode_t *to, const cudaGraphEdgeData *edgeData,
+						    size_t numDependencies)
+{
+	struct graph *g = GRAPH(graph);
+
+	(void)edgeData;
+	if (!g || (numDependencies && (!from || !to)))
+		return phos_set_error(cudaErrorInvalidValue);
+	/* every edge must exist before any goes */
+	for (size_t i = 0; i < numDependencies; i++) {
+		bool found = false;
+
+		if (!graph_has(g, NODE(from[i])) || !graph_has(g, NODE(to[i])))
+			return phos_set_error(cudaErrorInvalidValue);
+		for (size_t d = 0; !found && d < NODE(to[i])->ndeps; d++)
+			found = NODE(to[i])->deps[d] == NODE(from[i]);
+		if (!found)
+			return phos_set_error(cudaErrorInvalidValue);
+	}
+	for (size_t i = 0; i < numDependencies; i++) {
+		struct gnode *t = NODE(to[i]);
+
+		for (size_t d = 0; d < t->ndeps; d++)
+			if (t->deps[d] == NODE(from[i])) {
+				memmove(&t->deps[d], &t->deps[d + 1], (t->ndeps - d - 1) * sizeof(*t->deps));
+				t->ndeps--;
+				break;
+			}
+	}
+	return cudaSuccess;
+}
+
+static cudaError_t add_symbol_node(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *deps,
+				   size_t ndeps, const void *symbol, void *other, size_t count, size_t offset,
+				   enum cudaMemcpyKind kind, bool to_symbol)
+{
+	struct gnode *n = calloc(1, sizeof(*n));
+	int r;
+
+	if (!n)
+		return phos_set_error(cudaErrorMemoryAllocation);
+	n->kind = GN_MEMCPY;
+	r = memcpy_node_set_symbol(n, symbol, other, count, offset, kind, to_symbol);
+	if (r) {
+		free(n);
+		return phos_set_error(r);
+	}
+	return add_node(pGraphNode, graph, deps, ndeps, n);
+}
+
+PHOS_EXPORT cudaError_t cudaGraphAddMemcpyNodeToSymbol(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+						       const cudaGraphNode_t *pDependencies, size_t numDependencies,
+						       const void *symbol, const void *src, size_t count, size_t offset,
+						       enum cudaMemcpyKind kind)
+{
+	return add_symbol_node(pGraphNode, graph, pDependencies, numDependencies, symbol, (void *)(uintptr_t)src,
+			       count, offset, kind, true);
+}
+
+PHOS_EXPORT cudaError_t cudaGraphAddMemcpyNodeFromSymbol(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+							 const cudaGraphNode_t *pDependencies, size_t numDependencies,
+							 void *dst, const void *symbol, size_t count, size_t offset,
+							 enum cudaMemcpyKind kind)
+{
+	return add_symbol_node(pGraphNode, graph, pDependencies, numDependencies, symbol, dst, count, offset, kind,
+			       false);
+}
+
+PHOS_EXPORT cudaError_t cudaGraphMemcpyNodeSetParamsToSymbol(cudaGraphNode_t node, const void *symbol, const void *src,
+							     size_t count, size_t offset, enum cudaMemcpyKind kind)
+{
+	return phos_set_error(memcpy_node_set_symbol(NODE(node), symbol, (void *)(uintptr_t)src, count, offset, kind,
+						     true));
+}
+
+PHOS_EXPORT cudaError_t cudaGraphMemcpyNodeSetParamsFromSymbol(cudaGraphNode_t node, void *dst, const void *symbol,
+							       size_t count, size_t offset, enum cudaMemcpyKind kind)
+{
+	return phos_set_error(memcpy_node_set_symbol(NODE(node), symbol, dst, count, offset, kind, false));
+}
+
+/* --- kernel node attributes (cudaKernelNodeAttrID == cudaLaunchAttributeID) --- */
+
+PHOS_EXPORT cudaError_t cudaGraphKernelNodeSetAttribute(cudaGraphNode_t hNode, cudaLaunchAttributeID attr,
+							const cudaLaunchAttributeValue *value)
+{
+	struct gnode *n = NODE(hNode);
+	uint32_t flags, cluster[3];
+	int r;
+
+	if (!n || !value || n->kind != GN_KERNEL || (unsigned)attr >= GN_ATTR_MAX)
+		return phos_set_error(cudaErrorInvalidValue);
+	flags = n->k.l.flags;
+	memcpy(cluster, n->k.l.cluster, sizeof(cluster));
+	r = phos_launch_attr_apply(attr, value, &flags, cluster);
+	if (r)
+		return phos_set_error(r);
+	if (!n->k.attrs) {
+		n->k.attrs = calloc(GN_ATTR_MAX, sizeof(*n->k.attrs));
+		if (!n->k.attrs)
+			return phos_set_error(cudaErrorMemoryAllocation);
+	}
+	n->k.l.flags = flags;
+	memcpy(n->k.l.cluster, cluster, sizeof(cluster));
+	n->k.attrs[attr] = *value;
+	n->k.attr_set |= 1u << attr;
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaGraphKernelNodeGetAttribute(cudaGraphNode_t hNode, cudaLaunchAttributeID attr,
+							cudaLaunchAttributeValue *value_out)
+{
+	struct gnode *n = NODE(hNode);
+
+	if (!n || !value_out || n->kind != GN_KERNEL || (unsigned)attr >= GN_ATTR_MAX)
+		return phos_set_error(cudaErrorInvalidValue);
+	/* what was set, else the default (zeroes: not cooperative, no cluster, priority 0) */
+	if (n->k.attr_set & (1u << attr))
+		*value_out = n->k.attrs[attr];
+	else
+		memset(value_out, 0, sizeof(*value_out));
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaGraphKernelNodeCopyAttributes(cudaGraphNode_t hDst, cudaGraphNode_t hSrc)
+{
+	struct gnode *d = NODE(hDst), *s = NODE(hSrc);
+
+	if (!d || !s || d->kind != GN_KERNEL || s->kind != GN_KERNEL)
+		return phos_set_error(cudaErrorInvalidValue);
+	if (s->k.attrs && !d->k.attrs) {
+		d->k.attrs = malloc(GN_ATTR_MAX * sizeof(*d->k.attrs));
+		if (!d->k.attrs)
+			return phos_set_error(cudaErrorMemoryAllocation);
+	}
+	if (s->k.attrs)
+		memcpy(d->k.attrs, s->k.attrs, GN_ATTR_MAX * sizeof(*d->k.attrs));
+	d->k.attr_set = s->k.attr_set;
+	d->k.l.flags = s->k.l.flags;
+	memcpy(d->k.l.cluster, s->k.l.cluster, sizeof(d->k.l.cluster));
+	return cudaSuccess;
+}
+
+/* --- a picture --- */
+
+static const char *kind_name(enum gnode_kind k)
+{
+	switch (k) {
+	case GN_KERNEL: return "kernel";
+	case GN_MEMCPY: return "memcpy";
+	case GN_MEMSET: return "memset";
+	case GN_HOST: return "host";
+	case GN_CHILD: return "graph";
+	case GN_EMPTY: return "empty";
+	case GN_EVENT_WAIT: return "event_wait";
+	case GN_EVENT_RECORD: return "event_record";
+	}
+	return "?";
+}
+
+PHOS_EXPORT cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char *path, unsigned int flags)
+{
+	struct graph *g = GRAPH(graph);
+	FILE *f;
+
+	(void)flags;
+	if (!g || !path)
+		return phos_set_error(cudaErrorInvalidValue);
+	f = fopen(path, "w");
+	if (!f)
+		return phos_set_error(cudaErrorOperatingSystem);
+	fprintf(f, "digraph phos_graph {\n");
+	for (size_t i = 0; i < g->n; i++)
+		fprintf(f, "  n%zu [label=\"%zu %s\"];\n", i, i, kind_name(g->nodes[i]->kind));
+	for (size_t i = 0; i < g->n; i++)
+		for (size_t d = 0; d < g->nodes[i]->ndeps; d++)
+			fprintf(f, "  n%zu -> n%zu;\n", g->nodes[i]->deps[d]->index, i);
+	fprintf(f, "}\n");
+	return phos_set_error(fclose(f) ? cudaErrorOperatingSystem : cudaSuccess);
 }

@@ -211,6 +211,74 @@ PHOS_EXPORT cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t hGraphExe
 	return cudaSuccess;
 }
 
+PHOS_EXPORT cudaError_t cudaGraphExecMemcpyNodeSetParamsToSymbol(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+								 const void *symbol, const void *src, size_t count,
+								 size_t offset, enum cudaMemcpyKind kind)
+{
+	struct graph_exec *x = EXEC(hGraphExec);
+	struct gnode *n = exec_node(x, node, GN_MEMCPY);
+	int r;
+
+	if (!n)
+		return phos_set_error(cudaErrorInvalidValue);
+	pthread_mutex_lock(&x->lock);
+	r = memcpy_node_set_symbol(n, symbol, (void *)(uintptr_t)src, count, offset, kind, true);
+	pthread_mutex_unlock(&x->lock);
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaGraphExecMemcpyNodeSetParamsFromSymbol(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+								   void *dst, const void *symbol, size_t count,
+								   size_t offset, enum cudaMemcpyKind kind)
+{
+	struct graph_exec *x = EXEC(hGraphExec);
+	struct gnode *n = exec_node(x, node, GN_MEMCPY);
+	int r;
+
+	if (!n)
+		return phos_set_error(cudaErrorInvalidValue);
+	pthread_mutex_lock(&x->lock);
+	r = memcpy_node_set_symbol(n, symbol, dst, count, offset, kind, false);
+	pthread_mutex_unlock(&x->lock);
+	return phos_set_error(r);
+}
+
+/* The copy of the program's node in x, of any kind, or NULL. */
+static struct gnode *exec_node_any(struct graph_exec *x, const void *node)
+{
+	for (size_t i = 0; x && node && i < x->g->n; i++)
+		if (x->orig[i] == node)
+			return x->g->nodes[i];
+	return NULL;
+}
+
+PHOS_EXPORT cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode,
+						unsigned int isEnabled)
+{
+	struct graph_exec *x = EXEC(hGraphExec);
+	struct gnode *n = exec_node_any(x, hNode);
+
+	/* CUDA allows it for kernel, memcpy and memset nodes */
+	if (!n || (n->kind != GN_KERNEL && n->kind != GN_MEMCPY && n->kind != GN_MEMSET))
+		return phos_set_error(cudaErrorInvalidValue);
+	pthread_mutex_lock(&x->lock);
+	n->disabled = !isEnabled;
+	pthread_mutex_unlock(&x->lock);
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaGraphNodeGetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode,
+						unsigned int *isEnabled)
+{
+	struct graph_exec *x = EXEC(hGraphExec);
+	struct gnode *n = exec_node_any(x, hNode);
+
+	if (!n || !isEnabled || (n->kind != GN_KERNEL && n->kind != GN_MEMCPY && n->kind != GN_MEMSET))
+		return phos_set_error(cudaErrorInvalidValue);
+	*isEnabled = !n->disabled;
+	return cudaSuccess;
+}
+
 static cudaError_t exec_event_set(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, cudaEvent_t event,
 				  enum gnode_kind kind)
 {
@@ -309,6 +377,8 @@ PHOS_EXPORT cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGrap
 		res = cudaGraphExecUpdateError;
 	if (r == cudaSuccess) {
 		pthread_mutex_lock(&x->lock);
+		for (size_t i = 0; i < copy->n; i++)   /* enabled or not stays as it was */
+			copy->nodes[i]->disabled = x->g->nodes[i]->disabled;
 		graph_free(x->g);
 		x->g = copy;   /* same shape: x->order and x->orig still hold */
 		pthread_mutex_unlock(&x->lock);
@@ -383,6 +453,8 @@ static int capture_copy(cudaStream_t stream, const struct gnode *n)
 
 int graph_node_run(const struct gnode *n, cudaStream_t stream)
 {
+	if (n->disabled)
+		return cudaSuccess;
 	if (phos_graph_capturing(stream))
 		return capture_copy(stream, n);
 	switch (n->kind) {

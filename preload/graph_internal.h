@@ -67,10 +67,13 @@ enum gcopy_form {
 	CP_FROM_SYMBOL, /* cudaMemcpyFromSymbolAsync(dst, symbol, count, offset, kind) */
 };
 
+#define GN_ATTR_MAX 32
+
 struct gnode {
 	struct graph *graph;
 	size_t index;                 /* in graph->nodes */
 	enum gnode_kind kind;
+	bool disabled;                /* cudaGraphNodeSetEnabled(exec, node, 0): runs as an empty node */
 	struct gnode **deps;
 	size_t ndeps;
 	union {
@@ -80,6 +83,10 @@ struct gnode {
 			uint8_t *params;          /* l.l.param_bytes packed */
 			void **args;              /* args[i] points into params (GetParams) */
 			uint32_t nargs;
+			/* values of the launch attributes set on the node (bit i of
+			 * attr_set: attrs[i] holds attribute id i), for GetAttribute */
+			uint32_t attr_set;
+			cudaLaunchAttributeValue *attrs;  /* GN_ATTR_MAX, malloc'd when one is set */
 		} k;
 		struct {
 			enum gcopy_form form;
@@ -144,6 +151,10 @@ int memset_params_check(const struct cudaMemsetParams *p);
 /* New parameters for memcpy node n (3D form, or 1D). */
 int memcpy_node_set_3d(struct gnode *n, const struct cudaMemcpy3DParms *p);
 int memcpy_node_set_1d(struct gnode *n, void *dst, const void *src, size_t count, enum cudaMemcpyKind kind);
+/* ... or a copy to (to_symbol) or from a module variable; other: the host or
+ * device side. */
+int memcpy_node_set_symbol(struct gnode *n, const void *symbol, void *other, size_t count, size_t offset,
+			   enum cudaMemcpyKind kind, bool to_symbol);
 
 /* --- graph_capture.c --- */
 

@@ -199,6 +199,12 @@ extern __thread bool phos_ptds_null;
  * it), the kernel's parameter layout in *ret_fi. Returns a cudaError_t. */
 int phos_launch_prepare(const void *func, const uint32_t grid[3], const uint32_t block[3], size_t shmem, void **args,
 			struct phos_launch_ex *ret_l, void **ret_params, struct phos_reply_func_info *ret_fi);
+/* launch.c: applies launch attribute `id` (value: a cudaLaunchAttributeValue)
+ * to a launch's flags and cluster dimensions. Attributes that leave the
+ * results alone (priority, programmatic serialization, sync domains, ...) are
+ * accepted and change nothing; events triggered from kernels are
+ * cudaErrorNotSupported; unknown ids cudaErrorInvalidValue. */
+int phos_launch_attr_apply(int id, const void *value, uint32_t *flags, uint32_t cluster[3]);
 /* launch.c: posts a prepared launch on stream. */
 int phos_launch_post(const struct phos_launch_ex *l, const void *stream, const void *params);
 

@@ -685,6 +685,45 @@ PHOS_EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 bl
  * domains, an access policy window, a preferred carveout or cluster shape.
  * Anything else is cudaErrorInvalidValue (unknown) or cudaErrorNotSupported
  * (events triggered from inside a kernel). */
+int phos_launch_attr_apply(int id, const void *value, uint32_t *flags, uint32_t cluster[3])
+{
+	const cudaLaunchAttributeValue *v = value;
+
+	switch ((cudaLaunchAttributeID)id) {
+	case cudaLaunchAttributeIgnore:
+	case cudaLaunchAttributeAccessPolicyWindow:
+	case cudaLaunchAttributePriority:
+	case cudaLaunchAttributeProgrammaticStreamSerialization:
+	case cudaLaunchAttributeMemSyncDomainMap:
+	case cudaLaunchAttributeMemSyncDomain:
+	case cudaLaunchAttributeClusterSchedulingPolicyPreference:
+	case cudaLaunchAttributePreferredClusterDimension:
+	case cudaLaunchAttributePreferredSharedMemoryCarveout:
+		return cudaSuccess;
+	case cudaLaunchAttributeCooperative:
+		if (v->cooperative)
+			*flags |= PHOS_LAUNCH_COOPERATIVE;
+		else
+			*flags &= ~(uint32_t)PHOS_LAUNCH_COOPERATIVE;
+		return cudaSuccess;
+	case cudaLaunchAttributeClusterDimension:
+		cluster[0] = v->clusterDim.x;
+		cluster[1] = v->clusterDim.y;
+		cluster[2] = v->clusterDim.z;
+		if ((uint64_t)cluster[0] * cluster[1] * cluster[2] == 1)
+			*flags &= ~(uint32_t)PHOS_LAUNCH_CLUSTER; /* 1x1x1: no clusters */
+		else
+			*flags |= PHOS_LAUNCH_CLUSTER;
+		return cudaSuccess;
+	case cudaLaunchAttributeProgrammaticEvent:
+	case cudaLaunchAttributeLaunchCompletionEvent:
+	case cudaLaunchAttributeDeviceUpdatableKernelNode:
+		return cudaErrorNotSupported;
+	default:
+		return cudaErrorInvalidValue;
+	}
+}
+
 static int launch_ex(const cudaLaunchConfig_t *config, const void *func, void **args)
 {
 	uint32_t flags = 0, cluster[3] = { 0 };
@@ -692,41 +731,10 @@ static int launch_ex(const cudaLaunchConfig_t *config, const void *func, void **
 	if (!config || (config->numAttrs && !config->attrs))
 		return cudaErrorInvalidValue;
 	for (unsigned i = 0; i < config->numAttrs; i++) {
-		const cudaLaunchAttribute *a = &config->attrs[i];
+		int r = phos_launch_attr_apply(config->attrs[i].id, &config->attrs[i].val, &flags, cluster);
 
-		switch (a->id) {
-		case cudaLaunchAttributeIgnore:
-		case cudaLaunchAttributeAccessPolicyWindow:
-		case cudaLaunchAttributePriority:
-		case cudaLaunchAttributeProgrammaticStreamSerialization:
-		case cudaLaunchAttributeMemSyncDomainMap:
-		case cudaLaunchAttributeMemSyncDomain:
-		case cudaLaunchAttributeClusterSchedulingPolicyPreference:
-		case cudaLaunchAttributePreferredClusterDimension:
-		case cudaLaunchAttributePreferredSharedMemoryCarveout:
-			break;
-		case cudaLaunchAttributeCooperative:
-			if (a->val.cooperative)
-				flags |= PHOS_LAUNCH_COOPERATIVE;
-			else
-				flags &= ~(uint32_t)PHOS_LAUNCH_COOPERATIVE;
-			break;
-		case cudaLaunchAttributeClusterDimension:
-			cluster[0] = a->val.clusterDim.x;
-			cluster[1] = a->val.clusterDim.y;
-			cluster[2] = a->val.clusterDim.z;
-			if (cluster[0] * cluster[1] * cluster[2] == 1)
-				flags &= ~(uint32_t)PHOS_LAUNCH_CLUSTER; /* 1x1x1: no clusters */
-			else
-				flags |= PHOS_LAUNCH_CLUSTER;
-			break;
-		case cudaLaunchAttributeProgrammaticEvent:
-		case cudaLaunchAttributeLaunchCompletionEvent:
-		case cudaLaunchAttributeDeviceUpdatableKernelNode:
-			return cudaErrorNotSupported;
-		default:
-			return cudaErrorInvalidValue;
-		}
+		if (r)
+			return r;
 	}
 	return launch_flags(func_lookup(func), config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
 			    config->stream, flags, cluster);

@@ -50,7 +50,8 @@ PHOS_EXPORT_NAMES(__cudaLaunchKernel_ptsz cudaLaunchKernel_ptsz cudaLaunchKernel
 		  cudaStreamGetPriority_ptsz cudaStreamSetAttribute_ptsz cudaStreamGetAttribute_ptsz
 		  cudaEventRecord_ptsz cudaEventRecordWithFlags_ptsz cudaGraphLaunch_ptsz cudaGraphUpload_ptsz
 		  cudaStreamBeginCapture_ptsz cudaStreamBeginCaptureToGraph_ptsz cudaStreamEndCapture_ptsz
-		  cudaStreamGetCaptureInfo_ptsz cudaStreamIsCapturing_ptsz)
+		  cudaStreamGetCaptureInfo_ptsz cudaStreamIsCapturing_ptsz cudaGraphInstantiateWithParams_ptsz
+		  cudaStreamUpdateCaptureDependencies_ptsz cudaStreamGetId_ptsz cudaStreamGetDevice_ptsz)
 
 /* launches */
 PTDS(__cudaLaunchKernel, _ptsz, (cudaKernel_t k, dim3 g, dim3 b, void **a, size_t sh, cudaStream_t s),
@@ -125,3 +126,9 @@ PTDS(cudaStreamGetCaptureInfo, _ptsz,
       const cudaGraphNode_t **d, const cudaGraphEdgeData **ed, size_t *n),
      (st, cs, id, g, d, ed, n))
 PTDS(cudaStreamIsCapturing, _ptsz, (cudaStream_t st, enum cudaStreamCaptureStatus *cs), (st, cs))
+PTDS(cudaStreamUpdateCaptureDependencies, _ptsz,
+     (cudaStream_t st, cudaGraphNode_t *d, const cudaGraphEdgeData *ed, size_t n, unsigned int fl), (st, d, ed, n, fl))
+PTDS(cudaGraphInstantiateWithParams, _ptsz, (cudaGraphExec_t *x, cudaGraph_t g, cudaGraphInstantiateParams *p),
+     (x, g, p))
+PTDS(cudaStreamGetId, _ptsz, (cudaStream_t st, unsigned long long *id), (st, id))
+PTDS(cudaStreamGetDevice, _ptsz, (cudaStream_t st, int *dev), (st, dev))

@@ -222,6 +222,34 @@ PHOS_EXPORT cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int *priorit
 	return phos_set_error(r);
 }
 
+/* Stream ids are unique among live streams; the legacy stream is 0 (CUDA
+ * gives the special streams ids of their own too). */
+PHOS_EXPORT cudaError_t cudaStreamGetId(cudaStream_t hStream, unsigned long long *streamId)
+{
+	uint32_t id;
+	int r;
+
+	if (!streamId)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = phos_stream_resolve(hStream, &id);
+	if (r == cudaSuccess)
+		*streamId = id;
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int *device)
+{
+	uint32_t id;
+	int r;
+
+	if (!device)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = phos_stream_resolve(hStream, &id);
+	if (r == cudaSuccess)
+		*device = 0;   /* one device per function today */
+	return phos_set_error(r);
+}
+
 /* --- stream attributes --- */
 
 /* An access policy window CUDA would refuse: more bytes than the device's

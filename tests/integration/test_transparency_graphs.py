@@ -75,9 +75,10 @@ try:
             check(launches and all(r.get("sets") == "exact" for r in launches),
                   f"graphs: sets {[r.get('sets') for r in launches][:8]}")
         if name == "graph_nodes":
-            # two child graph nodes, then the clone with one, then the original again
-            check(len(launches) == 5 and len([r for r in recs if r.get("op") == "memcpy_2d"]) == 6,
-                  f"graph_nodes: {len(launches)} launches, want 5")
+            # two child graph nodes, the clone with one, the original again; then
+            # misc_api's kernel once enabled, once disabled
+            check(len(launches) == 6 and len([r for r in recs if r.get("op") == "memcpy_2d"]) == 6,
+                  f"graph_nodes: {len(launches)} launches, want 6")
         if name == "launch_ex":
             coop = [r for r in launches if r.get("kernel") == "_Z8coop_sumPKiPiS1_i"]
             check(len(coop) == 2, f"launch_ex: {len(coop)} cooperative launches, want 2")

@@ -7,6 +7,7 @@
 // instantiated graph, cudaGraphInstantiateWithParams, and a graph launched
 // into a capture. Every result is checked against a CPU reference.
 #include <cstring>
+#include <unistd.h>
 #include <vector>
 
 #include "common.h"
@@ -283,6 +284,96 @@ static void capture_pitched_and_symbols(float *dx)
 	CK(cudaStreamDestroy(s));
 }
 
+// explicit symbol copy nodes, removing an edge, disabling a node of an
+// instantiated graph, kernel node attributes, the DOT picture, stream ids
+static void misc_api(float *dx)
+{
+	cudaGraph_t g;
+	cudaGraphNode_t to, from, k;
+	cudaGraphExec_t x;
+	cudaStream_t s, s2;
+	std::vector<float> in(N), h(N), want(N);
+	int n = N;
+	float four = 4.0f;
+
+	CK(cudaStreamCreate(&s));
+	CK(cudaStreamCreate(&s2));
+	unsigned long long id1 = 0, id2 = 0;
+	CK(cudaStreamGetId(s, &id1));
+	CK(cudaStreamGetId(s2, &id2));
+	EXPECT(id1 != id2, "two streams with one id %llu", id1);
+	for (int i = 0; i < N; i++)
+		in[i] = (float)(i % 17);
+
+	// host -> table, table -> dx, dx = 4 dx + i
+	CK(cudaGraphCreate(&g, 0));
+	CK(cudaGraphAddMemcpyNodeToSymbol(&to, g, nullptr, 0, table, in.data(), N * sizeof(float), 0,
+					  cudaMemcpyHostToDevice));
+	CK(cudaGraphAddMemcpyNodeFromSymbol(&from, g, &to, 1, dx, table, N * sizeof(float), 0,
+					    cudaMemcpyDeviceToDevice));
+	cudaKernelNodeParams kp = {};
+	void *args[] = { &dx, &four, &n };
+	kp.func = (void *)graphs_scale_add;
+	kp.gridDim = dim3(G);
+	kp.blockDim = dim3(B);
+	kp.kernelParams = args;
+	CK(cudaGraphAddKernelNode(&k, g, &from, 1, &kp));
+	cudaLaunchAttributeValue v = {}, back = {};
+	v.priority = -1;
+	CK(cudaGraphKernelNodeSetAttribute(k, cudaLaunchAttributePriority, &v));
+	CK(cudaGraphKernelNodeGetAttribute(k, cudaLaunchAttributePriority, &back));
+	EXPECT(back.priority == -1, "kernel node priority read back %d", back.priority);
+	cudaError_t e = cudaGraphKernelNodeSetAttribute(k, (cudaLaunchAttributeID)999, &v);
+	EXPECT(e != cudaSuccess, "an unknown kernel node attribute was accepted");
+	(void)cudaGetLastError();
+
+	char path[] = "/tmp/graph_nodes_XXXXXX";
+	int fd = mkstemp(path);
+	if (fd >= 0) {
+		close(fd);
+		CK(cudaGraphDebugDotPrint(g, path, 0));
+		FILE *f = fopen(path, "r");
+		char line[256] = "";
+		EXPECT(f && fgets(line, sizeof(line), f) && strstr(line, "digraph"), "DOT file starts with %s", line);
+		if (f)
+			fclose(f);
+		unlink(path);
+	}
+
+	CK(cudaGraphInstantiate(&x, g, 0));
+	CK(cudaGraphLaunch(x, s));
+	CK(cudaStreamSynchronize(s));
+	read_back(h, dx);
+	for (int i = 0; i < N; i++)
+		want[i] = in[i] * 4.0f + (float)i;
+	same(h.data(), want.data(), N, "symbol copy nodes and a kernel");
+
+	// the kernel node disabled: dx is what the copy left
+	CK(cudaGraphNodeSetEnabled(x, k, 0));
+	unsigned en = 1;
+	CK(cudaGraphNodeGetEnabled(x, k, &en));
+	EXPECT(en == 0, "disabled node reads enabled");
+	CK(cudaGraphLaunch(x, s));
+	CK(cudaStreamSynchronize(s));
+	read_back(h, dx);
+	same(h.data(), in.data(), N, "a disabled kernel node ran");
+	CK(cudaGraphNodeSetEnabled(x, k, 1));
+	CK(cudaGraphExecDestroy(x));
+
+	// remove the edge from -> k: k becomes a root
+	size_t nroots = 0, nedges = 0;
+	CK(cudaGraphRemoveDependencies(g, &from, &k, nullptr, 1));
+	CK(cudaGraphGetRootNodes(g, nullptr, &nroots));
+	CK(cudaGraphGetEdges(g, nullptr, nullptr, nullptr, &nedges));
+	EXPECT(nroots == 2 && nedges == 1, "after removing an edge: %zu roots, %zu edges; want 2, 1", nroots, nedges);
+	e = cudaGraphRemoveDependencies(g, &from, &k, nullptr, 1);
+	EXPECT(e == cudaErrorInvalidValue, "removing a missing edge: %s", cudaGetErrorName(e));
+	(void)cudaGetLastError();
+	CK(cudaGraphDestroy(g));
+	CK(cudaStreamDestroy(s));
+	CK(cudaStreamDestroy(s2));
+}
+
 int main()
 {
 	float *dx;
@@ -290,6 +381,7 @@ int main()
 	CK(cudaMalloc(&dx, N * sizeof(float)));
 	child_and_events(dx);
 	capture_pitched_and_symbols(dx);
+	misc_api(dx);
 	CK(cudaFree(dx));
 	if (failures) {
 		fprintf(stderr, "graph_nodes: %d failures\n", failures);
