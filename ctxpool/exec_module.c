@@ -283,6 +283,21 @@ int exec_module_handle(struct executor *ex, uint32_t op, const void *body, uint3
 		*out_len = sizeof(blocks);
 		return 0;
 	}
+	case PHOS_OP_OCCUPANCY_CLUSTER: {
+		BODY(struct phos_occupancy_cluster, o);
+		int32_t n = 0;
+
+		f = handle_get(&ex->funcs, o->func);
+		if (!f)
+			return -PHOS_CUDA_INVALID_DEVICE_FUNCTION;
+		if (f->error)
+			return f->error;
+		TRY(ex->dev_ops->occupancy_cluster(ex->dev, f->dev_func, o->grid, o->block, o->shared, o->cluster,
+						   o->potential != 0, &n));
+		memcpy(out, &n, sizeof(n));
+		*out_len = sizeof(n);
+		return 0;
+	}
 	case PHOS_OP_VAR_INFO: {
 		const struct exec_var *v;
 		struct phos_reply_var_info *vi = out;

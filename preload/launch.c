@@ -862,6 +862,57 @@ PHOS_EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(i
 	return phos_set_error(r);
 }
 
+static int occupancy_cluster(int *ret, const void *func, const cudaLaunchConfig_t *config, bool potential)
+{
+	struct phos_occupancy_cluster o = { .potential = potential };
+	uint32_t flags = 0;
+	struct func *f;
+	int32_t n = 0;
+	size_t len = 0;
+	int r;
+
+	if (!ret || !config || (config->numAttrs && !config->attrs))
+		return cudaErrorInvalidValue;
+	for (unsigned i = 0; i < config->numAttrs; i++) {
+		r = phos_launch_attr_apply(config->attrs[i].id, &config->attrs[i].val, &flags, o.cluster);
+		if (r)
+			return r;
+	}
+	r = func_get(func, &f, NULL);
+	if (r)
+		return r;
+	if (!f->mod->valid || !f->mod->sent)
+		return cudaErrorInvalidKernelImage;
+	o.func = f->id;
+	o.grid[0] = config->gridDim.x;
+	o.grid[1] = config->gridDim.y;
+	o.grid[2] = config->gridDim.z;
+	o.block[0] = config->blockDim.x;
+	o.block[1] = config->blockDim.y;
+	o.block[2] = config->blockDim.z;
+	if (config->dynamicSmemBytes > UINT32_MAX)
+		return cudaErrorInvalidValue;
+	o.shared = (uint32_t)config->dynamicSmemBytes;
+	r = phos_preload_call(PHOS_OP_OCCUPANCY_CLUSTER, &o, sizeof(o), NULL, 0, &n, sizeof(n), &len, NULL);
+	if (r == cudaSuccess && len != sizeof(n))
+		r = cudaErrorUnknown;
+	if (r == cudaSuccess)
+		*ret = n;
+	return r;
+}
+
+PHOS_EXPORT cudaError_t cudaOccupancyMaxActiveClusters(int *numClusters, const void *func,
+						       const cudaLaunchConfig_t *launchConfig)
+{
+	return phos_set_error(occupancy_cluster(numClusters, func, launchConfig, false));
+}
+
+PHOS_EXPORT cudaError_t cudaOccupancyMaxPotentialClusterSize(int *clusterSize, const void *func,
+							     const cudaLaunchConfig_t *launchConfig)
+{
+	return phos_set_error(occupancy_cluster(clusterSize, func, launchConfig, true));
+}
+
 PHOS_EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *func,
 								      int blockSize, size_t dynamicSMemSize)
 {

@@ -165,6 +165,10 @@ struct phos_device_ops {
 	int (*func_attrs)(struct phos_device *dev, void *func, struct phos_reply_func_info *info);
 	int (*func_set_attr)(struct phos_device *dev, void *func, int attr, int value);
 	int (*occupancy)(struct phos_device *dev, void *func, int block, size_t dyn_shared, int *ret_blocks);
+	/* Clusters of `cluster` (all 0: the kernel's own) resident at once, or
+	 * (potential) the largest cluster size, for that launch geometry. */
+	int (*occupancy_cluster)(struct phos_device *dev, void *func, const uint32_t grid[3], const uint32_t block[3],
+				 uint32_t shared, const uint32_t cluster[3], bool potential, int *ret);
 
 	/* Launches func. params is the packed parameter buffer laid out as ki describes. */
 	int (*launch)(struct phos_device *dev, void *func, const struct phos_kernel_info *ki,

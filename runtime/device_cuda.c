@@ -1440,6 +1440,41 @@ static int cuda_occupancy(struct phos_device *dev, void *func, int block, size_t
 	return 0;
 }
 
+static int cuda_occupancy_cluster(struct phos_device *dev, void *func, const uint32_t grid[3], const uint32_t block[3],
+				  uint32_t shared, const uint32_t cluster[3], bool potential, int *ret)
+{
+	CUlaunchAttribute attr;
+	CUlaunchConfig cfg = { 0 };
+	int n = 0;
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	if (!func || !ret || !grid || !block || !cluster)
+		return -PHOS_CUDA_INVALID_VALUE;
+	memset(&attr, 0, sizeof(attr));
+	cfg.gridDimX = grid[0];
+	cfg.gridDimY = grid[1];
+	cfg.gridDimZ = grid[2];
+	cfg.blockDimX = block[0];
+	cfg.blockDimY = block[1];
+	cfg.blockDimZ = block[2];
+	cfg.sharedMemBytes = shared;
+	if (cluster[0] || cluster[1] || cluster[2]) {
+		attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+		attr.value.clusterDim.x = cluster[0];
+		attr.value.clusterDim.y = cluster[1];
+		attr.value.clusterDim.z = cluster[2];
+		cfg.attrs = &attr;
+		cfg.numAttrs = 1;
+	}
+	if (potential)
+		CU_CHECK(cuda_drv.OccupancyMaxPotentialClusterSize(&n, (CUfunction)func, &cfg));
+	else
+		CU_CHECK(cuda_drv.OccupancyMaxActiveClusters(&n, (CUfunction)func, &cfg));
+	*ret = n;
+	return 0;
+}
+
 static int cuda_launch(struct phos_device *dev, void *func, const struct phos_kernel_info *ki,
 		       const uint32_t grid[3], const uint32_t block[3], uint32_t shared, void *stream,
 		       const void *params, uint32_t param_bytes)
@@ -1572,6 +1607,7 @@ const struct phos_device_ops phos_device_cuda = {
 	.func_attrs = cuda_func_attrs,
 	.func_set_attr = cuda_func_set_attr,
 	.occupancy = cuda_occupancy,
+	.occupancy_cluster = cuda_occupancy_cluster,
 	.launch = cuda_launch,
 	.launch_ex = cuda_launch_ex,
 	.blas_create = cuda_blas_create,

@@ -96,7 +96,11 @@
 	X(OccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050, \
 	  "cuOccupancyMaxActiveBlocksPerMultiprocessor", PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050)                           \
 	X(LaunchKernel,          "cuLaunchKernel",                     4000,  "cuLaunchKernel",                  PFN_cuLaunchKernel_v4000)   \
-	X(LaunchKernelEx,        "cuLaunchKernelEx",                  11060,  "cuLaunchKernelEx",                PFN_cuLaunchKernelEx_v11060)
+	X(LaunchKernelEx,        "cuLaunchKernelEx",                  11060,  "cuLaunchKernelEx",                PFN_cuLaunchKernelEx_v11060) \
+	X(OccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters", 11070, "cuOccupancyMaxActiveClusters",      \
+	  PFN_cuOccupancyMaxActiveClusters_v11070)                                                                \
+	X(OccupancyMaxPotentialClusterSize, "cuOccupancyMaxPotentialClusterSize", 11070,                          \
+	  "cuOccupancyMaxPotentialClusterSize", PFN_cuOccupancyMaxPotentialClusterSize_v11070)
 
 /* cuBLAS entry points: field, exported name, prototype (cublas_api.h). */
 #define BLAS_SYMS(X)                                                                                       \

@@ -1259,6 +1259,34 @@ static bool launch_config_ok(const uint32_t grid[3], const uint32_t block[3])
 	       block[1] <= 1024 && block[2] <= 64 && (uint64_t)block[0] * block[1] * block[2] <= 1024;
 }
 
+/* sim's figures: portable clusters of up to 8 blocks; as many clusters as
+ * the device's blocks (occupancy per SM x SMs) hold. Not a GPU's answer:
+ * clusters live in GPCs there. */
+static int sim_occupancy_cluster(struct phos_device *dev, void *func, const uint32_t grid[3], const uint32_t block[3],
+				 uint32_t shared, const uint32_t cluster[3], bool potential, int *ret)
+{
+	uint64_t threads, csize;
+	int per_sm = 0, r;
+
+	if (!grid || !block || !cluster || !ret)
+		return -PHOS_CUDA_INVALID_VALUE;
+	threads = (uint64_t)block[0] * block[1] * block[2];
+	if (!threads || threads > 1024)
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (potential) {
+		*ret = 8;
+		return 0;
+	}
+	csize = (uint64_t)cluster[0] * cluster[1] * cluster[2];
+	if (!csize || csize > 8)
+		return -PHOS_CUDA_INVALID_VALUE; /* sim kernels have no compile-time cluster size */
+	r = sim_occupancy(dev, func, (int)threads, shared, &per_sm);
+	if (r < 0)
+		return r;
+	*ret = (int)((uint64_t)per_sm * 132 / csize);
+	return 0;
+}
+
 static int sim_launch(struct phos_device *dev, void *func, const struct phos_kernel_info *ki,
 		      const uint32_t grid[3], const uint32_t block[3], uint32_t shared, void *stream,
 		      const void *params, uint32_t param_bytes)
@@ -1350,6 +1378,7 @@ const struct phos_device_ops phos_device_sim = {
 	.func_attrs = sim_func_attrs,
 	.func_set_attr = sim_func_set_attr,
 	.occupancy = sim_occupancy,
+	.occupancy_cluster = sim_occupancy_cluster,
 	.launch = sim_launch,
 	.launch_ex = sim_launch_ex,
 	.blas_create = phos_sim_blas_create,

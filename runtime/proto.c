@@ -39,6 +39,7 @@ static const char *const op_names[PHOS_OP__COUNT] = {
 	[PHOS_OP_VAR_INFO] = "var_info",
 	[PHOS_OP_LAUNCH] = "launch",
 	[PHOS_OP_LAUNCH_EX] = "launch_ex",
+	[PHOS_OP_OCCUPANCY_CLUSTER] = "occupancy_cluster",
 	[PHOS_OP_BLAS_CREATE] = "blas_create",
 	[PHOS_OP_BLAS_DESTROY] = "blas_destroy",
 	[PHOS_OP_BLAS_SET_STREAM] = "blas_set_stream",

@@ -134,6 +134,7 @@ enum phos_op {
 	PHOS_OP_DEVICE_LIMIT,     /* sync: phos_device_limit; replies u64 (the value now) */
 	PHOS_OP_LAUNCH_EX,        /* phos_launch_ex + packed parameter buffer: a launch with
 	                           * attributes (cooperative, cluster dimensions) */
+	PHOS_OP_OCCUPANCY_CLUSTER,/* sync: phos_occupancy_cluster; reply i32 */
 
 	PHOS_OP__COUNT
 };
@@ -309,6 +310,15 @@ struct phos_reply_func_info {
 struct phos_func_attr { uint32_t func; int32_t attr; int32_t value; uint32_t _pad; };
 struct phos_occupancy { uint32_t func; int32_t block; uint64_t dyn_shared; };
 struct phos_reply_var_info { uint64_t addr, size; };
+/* cudaOccupancyMaxActiveClusters (potential 0: clusters of cluster[] that can
+ * be resident at once) and cudaOccupancyMaxPotentialClusterSize (potential
+ * 1: the largest cluster size); cluster[] all 0: the kernel's own. */
+struct phos_occupancy_cluster {
+	uint32_t func;
+	uint32_t potential;
+	uint32_t grid[3], block[3], cluster[3];
+	uint32_t shared;
+};
 
 struct phos_launch {
 	uint32_t func;

@@ -3,7 +3,7 @@
 // grid-wide sync, cudaLaunchKernelEx with attributes (cooperative, cluster
 // dimensions, priority, programmatic stream serialization), the errors CUDA
 // gives (an unknown attribute, a cooperative grid larger than the device
-// holds at once), and the occupancy calculator. Results are checked against a
+// holds at once), and the occupancy calculator (blocks and clusters). Results are checked against a
 // CPU reference.
 #include <cooperative_groups.h>
 #include <vector>
@@ -142,6 +142,12 @@ int main()
 	CK(cudaLaunchKernelEx(&cfg, coop_iota, dy, n, 7));
 	CK(cudaStreamSynchronize(s));
 	check_iota(dy, N, 7, "cudaLaunchKernelEx with clusters");
+	int clusters = 0, csize = 0;
+	CK(cudaOccupancyMaxActiveClusters(&clusters, coop_iota, &cfg));
+	EXPECT(clusters > 0, "%d clusters of 2 blocks resident at once", clusters);
+	cfg.numAttrs = 0;
+	CK(cudaOccupancyMaxPotentialClusterSize(&csize, coop_iota, &cfg));
+	EXPECT(csize >= 2, "largest cluster size %d", csize);
 
 	// no attributes at all, on the legacy stream
 	cfg.numAttrs = 0;
