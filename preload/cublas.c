@@ -34,15 +34,29 @@ static struct blas *blas_get_raw(cublasHandle_t handle)
 	return id ? phos_ids_get(PHOS_H_BLAS, id) : NULL;
 }
 
-/* cuBLAS calls are not captured into graphs: a call on a handle whose stream
- * is capturing is refused (and the capture invalidated) rather than run now. */
+/* The handle of a cuBLAS call. Calls are not captured into graphs: a call on
+ * a handle whose stream is capturing is refused (and the capture invalidated)
+ * rather than run now. A handle set to cudaStreamPerThread runs on the
+ * calling thread's stream, as in CUDA: it is bound again when another thread
+ * calls. */
 struct blas *blas_get(cublasHandle_t handle)
 {
 	struct blas *b = blas_get_raw(handle);
 	uint32_t sid;
+	int r;
 
-	if (b && phos_preload_stream_id(b->stream, &sid) == cudaErrorStreamCaptureUnsupported)
+	if (!b)
 		return NULL;
+	r = phos_preload_stream_id(b->stream, &sid);
+	if (r == cudaErrorStreamCaptureUnsupported)
+		return NULL;
+	if (r == cudaSuccess && sid != b->sid) {
+		struct phos_blas_set s = { .handle = b->id, .value = (int32_t)sid };
+
+		if (blas_post(PHOS_OP_BLAS_SET_STREAM, &s, sizeof(s)) != CUBLAS_STATUS_SUCCESS)
+			return NULL;
+		b->sid = sid;
+	}
 	return b;
 }
 
@@ -162,8 +176,10 @@ PHOS_EXPORT cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_
 	s.handle = b->id;
 	s.value = (int32_t)sid;
 	st = blas_post(PHOS_OP_BLAS_SET_STREAM, &s, sizeof(s));
-	if (st == CUBLAS_STATUS_SUCCESS)
+	if (st == CUBLAS_STATUS_SUCCESS) {
 		b->stream = streamId;
+		b->sid = sid;
+	}
 	return st;
 }
 

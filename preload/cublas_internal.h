@@ -15,6 +15,7 @@
 struct blas {
 	uint32_t id;
 	cudaStream_t stream;
+	uint32_t sid;            /* the executor stream the handle is bound to */
 	cublasMath_t math;
 	cublasAtomicsMode_t atomics;
 	cublasPointerMode_t pointer_mode;

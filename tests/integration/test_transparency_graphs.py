@@ -19,7 +19,8 @@ per-thread default stream, run as ordinary CUDA programs
   serialization attributes, an unknown attribute refused, an oversized
   cooperative grid refused, the occupancy calculator;
 - ptds: built with --default-stream per-thread, four host threads each on its
-  own default stream (the _ptsz entry points), one capturing a graph there;
+  own default stream (the _ptsz entry points), one capturing a graph there,
+  all sharing a cuBLAS handle set to cudaStreamPerThread;
 - graph_serve: graphs instantiated before phos_fn_serve launch after a
   snapshot is restored (stop-the-world and on demand), their copies to and
   from a __device__ variable included.
@@ -86,6 +87,12 @@ try:
             streams = {r.get("stream") for r in launches}
             check(len(launches) == 4 * 3 * 2 + 2 and 0 not in streams and len(streams) == 4,
                   f"ptds: {len(launches)} launches on streams {sorted(streams)}: want 26 on 4 own streams")
+            # the shared cuBLAS handle set to cudaStreamPerThread ran each
+            # thread's call on that thread's stream, not on the stream of the
+            # thread that set it
+            blas = [r.get("stream") for r in recs if r.get("op") == "blas_call"]
+            check(len(blas) == 12 and set(blas) == streams,
+                  f"ptds: cuBLAS calls on streams {sorted(set(blas))}, launches on {sorted(streams)}")
     # the program calls the per-thread entry points
     syms = subprocess.run(["nm", "-D", "--undefined-only", PTDS], capture_output=True, text=True).stdout
     check("cudaMemcpyAsync_ptsz" in syms and "cudaStreamSynchronize_ptsz" in syms,

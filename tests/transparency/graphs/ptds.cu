@@ -3,10 +3,13 @@
 // thread is its own stream (the _ptsz / _ptds entry points). Four threads
 // each allocate, copy, launch and copy back on their default stream, with
 // only their own stream synchronized; one of them also captures a graph on
-// cudaStreamPerThread and launches it there. Every result is checked against
-// a CPU reference.
+// cudaStreamPerThread and launches it there; all share one cuBLAS handle
+// set to cudaStreamPerThread, which runs each thread's call on that thread's
+// stream. Every result is checked against a CPU reference.
 #include <pthread.h>
 #include <vector>
+
+#include <cublas_v2.h>
 
 #include "common.h"
 
@@ -16,6 +19,8 @@ static const int G = (N + B - 1) / B;
 static const int THREADS = 4;
 
 static pthread_barrier_t all_done;
+static cublasHandle_t blas;              // shared, on cudaStreamPerThread
+static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct job {
 	int id;
@@ -41,10 +46,19 @@ static void *work(void *arg)
 		graphs_saxpy<<<G, B>>>(a, dx, dy, N);   // the null stream: this thread's
 		CK(cudaGetLastError());
 		graphs_scale_add<<<G, B, 0, cudaStreamPerThread>>>(dy, 2.0f, N);
+		// y += x, on this thread's stream, after the kernels above
+		float one = 1.0f;
+		pthread_mutex_lock(&blas_lock);
+		cublasStatus_t bs = cublasSaxpy(blas, N, &one, dx, 1, dy, 1);
+		pthread_mutex_unlock(&blas_lock);
+		if (bs != CUBLAS_STATUS_SUCCESS) {
+			fprintf(stderr, "thread %d: cublasSaxpy: %d\n", j->id, (int)bs);
+			j->failures++;
+		}
 		CK(cudaMemcpyAsync(hy.data(), dy, N * sizeof(float), cudaMemcpyDeviceToHost, 0));
 		CK(cudaStreamSynchronize(0));
 		for (int i = 0; i < N; i++)
-			want[i] = (a * hx[i] + (float)j->id) * 2.0f + (float)i;
+			want[i] = (a * hx[i] + (float)j->id) * 2.0f + (float)i + hx[i];
 		for (int i = 0; i < N; i++)
 			if (hy[i] != want[i]) {
 				fprintf(stderr, "thread %d round %d: y[%d] = %g, want %g\n", j->id, round, i, hy[i],
@@ -103,6 +117,10 @@ int main()
 	int bad = 0;
 
 	CK(cudaFree(0));
+	if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(blas, cudaStreamPerThread) != CUBLAS_STATUS_SUCCESS) {
+		fprintf(stderr, "cublasCreate / cublasSetStream failed\n");
+		return 1;
+	}
 	pthread_barrier_init(&all_done, nullptr, THREADS);
 	for (int i = 0; i < THREADS; i++) {
 		jobs[i] = { i, 0 };
@@ -116,6 +134,7 @@ int main()
 		bad += jobs[i].failures;
 	}
 	CK(cudaDeviceSynchronize());
+	cublasDestroy(blas);
 	if (bad) {
 		fprintf(stderr, "ptds: %d failures\n", bad);
 		return 1;
