@@ -12,7 +12,7 @@ import tempfile
 
 from harness import DEVICE, check, done, fn_env, phos, program, run
 
-PROGRAMS = ["copy2d", "bigparams", "limits"]
+PROGRAMS = ["copy2d", "bigparams", "limits", "pageable"]
 # phos-fn's own checks: under phos-fn only
 PHOS_ONLY = ["proto2d"]
 
