@@ -59,6 +59,13 @@ if os.path.exists(fn):
         for r in runs[1:]:
             got = [json.loads(a) if isinstance(a, str) else a for a in r["answers"]]
             check(got == first, f"instance {r['i']} on executor {r['executor']} found {got}, the first found {first}")
+        # What init set is part of the snapshot: a limit, and a stream's
+        # attributes (yield = 3, its priority the greatest, below 0).
+        if first:
+            a = first[0]
+            check(a.get("heap") == a.get("want_heap"), f"the heap limit init set was not restored: {a}")
+            check(a.get("spolicy") == 3 and a.get("sprio", 0) < 0,
+                  f"the stream attributes init set were not restored: {a}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 done("transparency_xfer")
