@@ -175,6 +175,8 @@ bool phos_var_contains(uint64_t addr, uint64_t len);
 void phos_pool_forget(uint64_t addr);
 /* pool.c: tell a restored executor the pools, their settings and live blocks. */
 int phos_pool_resend(void);
+/* parcopy.c: memcpy of large blocks split over a few threads of ours. */
+void phos_par_memcpy(void *dst, const void *src, size_t n);
 /* device.c: set again the limits the function set (after a restore). */
 int phos_device_limits_resend(void);
 /* stream.c: set again the stream attributes the function set (after a restore). */

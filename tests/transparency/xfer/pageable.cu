@@ -33,9 +33,15 @@ static int failures;
 		}                                                                           \
 	} while (0)
 
+/* A byte per position with no period: chunks swapped or repeated show. */
 static unsigned char pattern(size_t i, unsigned seed)
 {
-	return (unsigned char)((i * 2654435761u + seed) >> 7);
+	unsigned long long x = (unsigned long long)i * 0x9E3779B97F4A7C15ull + seed;
+
+	x ^= x >> 29;
+	x *= 0xBF58476D1CE4E5B9ull;
+	x ^= x >> 32;
+	return (unsigned char)x;
 }
 
 /* H2D of a pattern, D2H back at an odd host offset; bytes around the
