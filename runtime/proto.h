@@ -132,6 +132,8 @@ enum phos_op {
 	PHOS_OP_MEMSET_2D,        /* phos_memset_2d */
 	PHOS_OP_STREAM_ATTR,      /* sync: phos_stream_attr; a get replies the 64-byte value */
 	PHOS_OP_DEVICE_LIMIT,     /* sync: phos_device_limit; replies u64 (the value now) */
+	PHOS_OP_MODULE_STATUS,    /* sync: phos_handle; status: did the module load (the driver
+	                           * API's cuModuleLoadData answers with the device's verdict) */
 
 	PHOS_OP__COUNT
 };
