@@ -88,9 +88,13 @@ int phos_cuda_stub(const char *name, int *logged)
 
 /* --- initialisation, version, devices --- */
 
+/* cuInit was called, or the runtime connected (it initialises the driver
+ * itself: a driver entry point from cudaGetDriverEntryPoint works without cuInit). */
 CUresult cu_initialized(void)
 {
-	return __atomic_load_n(&initialized, __ATOMIC_ACQUIRE) ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+	if (__atomic_load_n(&initialized, __ATOMIC_ACQUIRE) || phos_preload_hello()->device_count > 0)
+		return CUDA_SUCCESS;
+	return CUDA_ERROR_NOT_INITIALIZED;
 }
 
 PHOS_EXPORT CUresult cuInit(unsigned int Flags)

@@ -10,7 +10,9 @@ Under phos-fn (the test device) it must pass with its phos-only checks, be
 served by the stand-in (never the real driver: the guard would refuse it),
 and its modules, launches and copies must be in the executor's trace, with
 the launches' read/write sets; on a GPU (PHOS_TEST_DEVICE=cuda) it runs
-natively too, so that its checks are checked against the real driver."""
+natively too, so that its checks are checked against the real driver.
+entry_point, a runtime program, reaches the same entry points through
+cudaGetDriverEntryPoint and uses them on the runtime's memory and kernels."""
 import os
 import shutil
 import subprocess
@@ -19,6 +21,7 @@ import tempfile
 from harness import DEVICE, check, done, fn_env, program, read_trace, run
 
 exe = program("tests", "transparency", "driver", "driver")
+entry = program("tests", "transparency", "driver", "entry_point")
 tmp = tempfile.mkdtemp(prefix="phos-driver-test-")
 try:
     trace = os.path.join(tmp, "driver.trace")
@@ -45,12 +48,24 @@ try:
               and all(n == 4000 for _, n in reads), f"saxpy sets: reads {reads} writes {writes}")
     for r in fill:
         check(len(r.get("writes", [])) == 1 and r["writes"][0][1] == 4000, f"fill writes {r.get('writes')}")
+
+    # The runtime's way to the driver: cudaGetDriverEntryPoint gives the
+    # stand-in's entry points, which work on the runtime's allocations.
+    ep_trace = os.path.join(tmp, "entry_point.trace")
+    p = run(entry, "phos", trace=ep_trace, device=DEVICE, timeout=300)
+    check(p.returncode == 0 and "entry_point: ok" in p.stdout,
+          f"entry_point under phos-fn ({DEVICE}): exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}")
+    ops = {r.get("op") for r in read_trace(ep_trace)} if os.path.exists(ep_trace) else set()
+    # cuMemsetD32 of 3 (bytes that differ): a copy of the pattern, no memset
+    check({"launch", "memcpy_h2d", "memcpy_d2h"} <= ops, f"entry_point forwarded ops {sorted(ops)}")
+
     if DEVICE == "cuda":
         env = fn_env()
         env.pop("LD_PRELOAD", None)
-        n = subprocess.run([exe], capture_output=True, text=True, timeout=300, env=env)
-        check(n.returncode == 0 and "driver: ok" in n.stdout,
-              f"driver natively: exit {n.returncode}\n{n.stdout[-2000:]}\n{n.stderr[-3000:]}")
+        for prog, name in ((exe, "driver"), (entry, "entry_point")):
+            n = subprocess.run([prog], capture_output=True, text=True, timeout=300, env=env)
+            check(n.returncode == 0 and f"{name}: ok" in n.stdout,
+                  f"{name} natively: exit {n.returncode}\n{n.stdout[-2000:]}\n{n.stderr[-3000:]}")
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 done("transparency_driver")

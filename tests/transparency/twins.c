@@ -53,6 +53,18 @@ static void driver_fill(const struct phos_sim_launch *l)
 			out[i] = v + (unsigned)i;
 }
 
+/* driver/entry_point.cu */
+static void driver_ep_scale(const struct phos_sim_launch *l)
+{
+	int *p = PHOS_SIM_ARG(l, 0, int *);
+	int k = PHOS_SIM_ARG(l, 1, int);
+	int n = PHOS_SIM_ARG(l, 2, int);
+
+	FOR_EACH_THREAD_1D(l, i)
+		if (i < (uint64_t)n)
+			p[i] *= k;
+}
+
 #define CUB_NS "N3cub17CUB_300001_SM_900"
 
 /* cub/example_block_reduce.cu: BlockReduceKernel<THREADS, ITEMS, ALGORITHM>(d_in, d_out, d_elapsed),
@@ -159,6 +171,7 @@ static const struct phos_sim_twin twins[] = {
 	{ "_Z9guard_addPKfPfi", guard_add },
 	{ "_Z9drv_saxpyfPKfPfi", driver_saxpy },
 	{ "drv_fill", driver_fill },
+	{ "_Z8ep_scalePiii", driver_ep_scale },
 	BLOCK_REDUCE_ALGOS(1024, 1),
 	BLOCK_REDUCE_ALGOS(512, 2),
 	BLOCK_REDUCE_ALGOS(256, 4),
