@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * preload/: the stand-in libcudart.so.13 and libcublas.so.13 that run inside the
+ * preload/: the stand-in libcudart.so.13, libcublas.so.13 and libcuda.so.1 that run inside the
  * user's function process and forward every CUDA call to its executor.
  *
  *   user program ──▶ libcudart.so.13 (ours) ─┬─ conn.c    channel, handle ids, last error
@@ -12,8 +12,11 @@
  *                    │                        ├─ errors.c  error names and strings
  *                    │                        ├─ serve.c   phos_fn_serve_impl (the snapshot point)
  *                    │                        └─ stubs.c   (generated) every other export: 801
- *                    └─ libcublas.so.13 (ours) ─ cublas.c + stubs: reaches the one channel of
- *                                                the process through libcudart's PHOS_PRIVATE node
+ *                    ├─ libcublas.so.13 (ours) ─ cublas.c + stubs: reaches the one channel of
+ *                    │                           the process through libcudart's PHOS_PRIVATE node
+ *                    └─ libcuda.so.1 (ours) ──── libcuda.c, libcuda_module.c + stubs: the driver
+ *                                                API, through libcudart's entry points and
+ *                                                PHOS_PRIVATE internals (libcuda_internal.h)
  *
  * Exports: functions defined with PHOS_EXPORT (or PHOS_ALIAS) are what we
  * implement; gen_stubs.py scans for those two markers, stubs every other name
