@@ -933,14 +933,14 @@ PHOS_EXPORT int phos_module_global(uint32_t module, const char *name, uint64_t *
 
 #define DIM3(v) ((dim3){ (v)[0], (v)[1], (v)[2] })
 
-PHOS_EXPORT int phos_launch_args(const void *func, const uint32_t grid[3], const uint32_t block[3], void **args, size_t shmem,
-		     const void *stream)
+PHOS_EXPORT int phos_launch_args(const void *func, const uint32_t grid[3], const uint32_t block[3], void **args,
+				 size_t shmem, const void *stream)
 {
 	return launch(func_lookup(func), DIM3(grid), DIM3(block), args, shmem, stream);
 }
 
-PHOS_EXPORT int phos_launch_packed(const void *func, const uint32_t grid[3], const uint32_t block[3], const void *params,
-		       size_t len, size_t shmem, const void *stream)
+PHOS_EXPORT int phos_launch_packed(const void *func, const uint32_t grid[3], const uint32_t block[3],
+				   const void *params, size_t len, size_t shmem, const void *stream)
 {
 	struct phos_reply_func_info fi;
 	struct func *f = func_lookup(func);
