@@ -12,13 +12,15 @@ and its modules, launches and copies must be in the executor's trace, with
 the launches' read/write sets; on a GPU (PHOS_TEST_DEVICE=cuda) it runs
 natively too, so that its checks are checked against the real driver.
 entry_point, a runtime program, reaches the same entry points through
-cudaGetDriverEntryPoint and uses them on the runtime's memory and kernels."""
+cudaGetDriverEntryPoint and uses them on the runtime's memory and kernels.
+driver_serve, a function on the driver API, is snapshotted and restored."""
+import json
 import os
 import shutil
 import subprocess
 import tempfile
 
-from harness import DEVICE, check, done, fn_env, program, read_trace, run
+from harness import DEVICE, check, done, fn_env, phos, program, read_trace, run
 
 exe = program("tests", "transparency", "driver", "driver")
 entry = program("tests", "transparency", "driver", "entry_point")
@@ -59,6 +61,22 @@ try:
     # cuMemsetD32 of 3 (bytes that differ): a copy of the pattern, no memset
     check({"launch", "memcpy_h2d", "memcpy_d2h"} <= ops, f"entry_point forwarded ops {sorted(ops)}")
 
+    # A function written against the driver API, snapshotted at phos_fn_serve:
+    # its module (loaded from PTX), kernel and device buffers come back in a
+    # restored executor, stop-the-world and on demand, and it answers what the
+    # original process answers.
+    serve = program("tests", "transparency", "driver", "driver_serve")
+    reqs = "{}\n{}\n{}\n"
+    ref = [json.loads(line) for line in run(serve, stdin=reqs).stdout.splitlines() if line.startswith("{")]
+    check(len(ref) == 3 and ref[0]["sum"] == 750250.0 and ref[2]["sum"] == 1249750.0, f"driver_serve answered {ref}")
+    snap = os.path.join(tmp, "snap")
+    p = phos("snapshot", "--device", DEVICE, "-o", snap, "--", serve)
+    check(p.returncode == 0, f"driver_serve snapshot: rc {p.returncode}: {p.stderr[-3000:]}")
+    for mode in ([], ["--on-demand"]):
+        p = phos("restore", "--device", DEVICE, *mode, snap, stdin=reqs)
+        got = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+        check(p.returncode == 0 and got == ref, f"driver_serve restored {mode}: {got}, want {ref}: {p.stderr[-3000:]}")
+
     if DEVICE == "cuda":
         env = fn_env()
         env.pop("LD_PRELOAD", None)
@@ -66,6 +84,9 @@ try:
             n = subprocess.run([prog], capture_output=True, text=True, timeout=300, env=env)
             check(n.returncode == 0 and f"{name}: ok" in n.stdout,
                   f"{name} natively: exit {n.returncode}\n{n.stdout[-2000:]}\n{n.stderr[-3000:]}")
+        n = subprocess.run([serve], input=reqs, capture_output=True, text=True, timeout=300, env=env)
+        got = [json.loads(line) for line in n.stdout.splitlines() if line.startswith("{")]
+        check(n.returncode == 0 and got == ref, f"driver_serve natively: {got}, want {ref}: {n.stderr[-2000:]}")
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 done("transparency_driver")
