@@ -52,24 +52,37 @@ static CUresult module_id(CUmodule m, uint32_t *ret_id)
 
 /* --- modules --- */
 
-/* JIT options ask for logs and report sizes: nothing was logged. */
+/* JIT options ask for logs and report sizes: nothing was logged. A log
+ * buffer gets an empty string when its size option gave it room for one. */
 static void jit_options_answer(unsigned n, const CUjit_option *options, void **values)
 {
+	size_t info_room = 0, error_room = 0;
+
 	if (!options || !values)
 		return;
+	for (unsigned i = 0; i < n; i++) {
+		if (options[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES)
+			info_room = (size_t)(uintptr_t)values[i];
+		else if (options[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+			error_room = (size_t)(uintptr_t)values[i];
+	}
 	for (unsigned i = 0; i < n; i++) {
 		switch (options[i]) {
 		case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
 		case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
-			values[i] = (void *)(uintptr_t)0;
+			values[i] = (void *)(uintptr_t)0;   /* bytes written */
+			break;
+		case CU_JIT_INFO_LOG_BUFFER:
+			if (values[i] && info_room)
+				*(char *)values[i] = '\0';
+			break;
+		case CU_JIT_ERROR_LOG_BUFFER:
+			if (values[i] && error_room)
+				*(char *)values[i] = '\0';
 			break;
 		default:
 			break;
 		}
-	}
-	for (unsigned i = 0; i < n; i++) {
-		if ((options[i] == CU_JIT_INFO_LOG_BUFFER || options[i] == CU_JIT_ERROR_LOG_BUFFER) && values[i])
-			*(char *)values[i] = '\0';
 	}
 }
 

@@ -37,14 +37,15 @@ try:
     # Launches carry read/write sets like the runtime's. saxpy (y = a*x + y,
     # 1000 floats each) ran twice from each module: from PTX and the fatbin
     # (which carries PTX) the access analysis proves its sets exact, x and y
-    # read, y written; from the cubin (SASS only) it is opaque.
+    # read, y written; from the cubin (SASS only) it is opaque; then twice
+    # more from PTX loaded with JIT options.
     launches = [r for r in recs if r.get("op") == "launch"]
     saxpy = [r for r in launches if r.get("kernel") == "_Z9drv_saxpyfPKfPfi"]
     fill = [r for r in launches if r.get("kernel") == "drv_fill"]
-    check(len(saxpy) == 6 and len(fill) == 1, f"launches: {[r.get('kernel') for r in launches]}")
-    check([r.get("sets") for r in saxpy] == ["exact"] * 4 + ["opaque"] * 2,
+    check(len(saxpy) == 8 and len(fill) == 1, f"launches: {[r.get('kernel') for r in launches]}")
+    check([r.get("sets") for r in saxpy] == ["exact"] * 4 + ["opaque"] * 2 + ["exact"] * 2,
           f"saxpy sets: {[r.get('sets') for r in saxpy]}")
-    for r in saxpy[:4]:
+    for r in saxpy[:4] + saxpy[6:]:
         writes, reads = r.get("writes", []), r.get("reads", [])
         check(len(writes) == 1 and writes[0][1] == 4000 and writes[0] in reads and len(reads) == 2
               and all(n == 4000 for _, n in reads), f"saxpy sets: reads {reads} writes {writes}")

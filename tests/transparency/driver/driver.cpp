@@ -16,6 +16,7 @@
 // Prints "driver: ok" and exits 0 when every check passed.
 #include <cuda.h>
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -362,6 +363,22 @@ int main(int argc, char **argv)
 		CU(cuModuleLoadData(&mods[i], images[i]));
 		check_saxpy(mods[i], what[i], i == 1 ? stream : NULL);
 	}
+	// JIT options with log buffers: accepted, the logs come back as strings
+	char info_log[256], error_log[256];
+	memset(info_log, 'x', sizeof(info_log));
+	memset(error_log, 'x', sizeof(error_log));
+	CUjit_option opts[] = { CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
+				CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES };
+	void *vals[] = { info_log, (void *)(uintptr_t)sizeof(info_log), error_log, (void *)(uintptr_t)sizeof(error_log) };
+	CUmodule ex;
+	CU(cuModuleLoadDataEx(&ex, kernels_ptx, 4, opts, vals));
+	CHECK((uintptr_t)vals[1] < sizeof(info_log) && memchr(info_log, 0, sizeof(info_log)),
+	      "info log of %zu bytes, not a string", (size_t)(uintptr_t)vals[1]);
+	CHECK((uintptr_t)vals[3] < sizeof(error_log) && memchr(error_log, 0, sizeof(error_log)),
+	      "error log of %zu bytes, not a string", (size_t)(uintptr_t)vals[3]);
+	check_saxpy(ex, "PTX with JIT options", NULL);
+	CU(cuModuleUnload(ex));
+
 	CUfunction f;
 	CHECK(cuModuleGetFunction(&f, mods[0], "no_such_kernel") == CUDA_ERROR_NOT_FOUND,
 	      "a missing kernel is not CUDA_ERROR_NOT_FOUND");
