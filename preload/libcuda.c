@@ -10,6 +10,7 @@
  * and per-thread default streams as one stream (proto.h).
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -208,6 +209,21 @@ PHOS_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CU
 	if (!pi)
 		return CUDA_ERROR_INVALID_VALUE;
 	return CU_RUN(cudaDeviceGetAttribute(pi, (enum cudaDeviceAttr)attrib, dev));
+}
+
+/* "dddd:bb:dd.f", as the driver writes it */
+PHOS_EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
+	struct cudaDeviceProp prop;
+	CUresult r;
+
+	if (!pciBusId || len <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = device_prop(dev, &prop);
+	if (r == CUDA_SUCCESS)
+		snprintf(pciBusId, (size_t)len, "%04x:%02x:%02x.0", (unsigned)prop.pciDomainID,
+			 (unsigned)prop.pciBusID, (unsigned)prop.pciDeviceID);
+	return r;
 }
 
 PHOS_EXPORT CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
@@ -415,6 +431,22 @@ PHOS_EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 	if (!version || (ctx && check_ctx(ctx)))
 		return ctx && check_ctx(ctx) ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_INVALID_VALUE;
 	*version = 3020;   /* what the driver reports for every context made since CUDA 3.2 */
+	return CUDA_SUCCESS;
+}
+
+/* Cache preferences are hints: taken, not forwarded (as cudaFuncSetCacheConfig). */
+PHOS_EXPORT CUresult cuCtxSetCacheConfig(CUfunc_cache config)
+{
+	NEED_CTX();
+	return (unsigned)config <= CU_FUNC_CACHE_PREFER_EQUAL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+PHOS_EXPORT CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)
+{
+	NEED_CTX();
+	if (!pconfig)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pconfig = CU_FUNC_CACHE_PREFER_NONE;
 	return CUDA_SUCCESS;
 }
 

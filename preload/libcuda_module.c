@@ -339,6 +339,23 @@ PHOS_EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, 
 	return dev ? CUDA_ERROR_INVALID_DEVICE : cuFuncSetAttribute((CUfunction)kernel, attrib, val);
 }
 
+/* CU_OCCUPANCY_* and cudaOccupancy* share their bits. */
+PHOS_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func,
+									  int blockSize, size_t dynamicSMemSize,
+									  unsigned int flags)
+{
+	NEED_INIT();
+	return CU_RUN(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, (const void *)func, blockSize,
+									    dynamicSMemSize, flags));
+}
+
+PHOS_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize,
+								 size_t dynamicSMemSize)
+{
+	return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize, dynamicSMemSize,
+								     CU_OCCUPANCY_DEFAULT);
+}
+
 /* --- launches --- */
 
 /* The two forms of arguments: kernelParams (a pointer per argument) or extra

@@ -103,6 +103,8 @@ static void check_saxpy(CUmodule mod, const char *what, CUstream stream)
 	CU(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024));
 	CU(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f));
 	CHECK(v == 1024, "%s: max dynamic shared %d after setting 1024", what, v);
+	CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, f, 128, 0));
+	CHECK(v >= 1, "%s: %d blocks of 128 threads per SM", what, v);
 	CU(cuMemFree(dx));
 	CU(cuMemFree(dy));
 }
@@ -344,9 +346,15 @@ int main(int argc, char **argv)
 	CU(cuDeviceTotalMem(&total, dev));
 	CHECK(total > 0, "total memory 0");
 	CU(cuDeviceGetUuid(&uuid, dev));
+	char bus[32];
+	unsigned dom = 99999, b = 999, d = 999;
+	CU(cuDeviceGetPCIBusId(bus, sizeof(bus), dev));
+	CHECK(sscanf(bus, "%x:%x:%x.", &dom, &b, &d) == 3 && dom <= 0xffff && b <= 0xff && d <= 0x1f,
+	      "PCI bus id %s", bus);
 
 	CU(cuDevicePrimaryCtxRetain(&ctx, dev));
 	CU(cuCtxSetCurrent(ctx));
+	CU(cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_SHARED));
 	CU(cuCtxGetCurrent(&cur));
 	CHECK(cur == ctx, "current context %p, want the primary %p", (void *)cur, (void *)ctx);
 	CU(cuCtxPushCurrent(ctx));
