@@ -524,6 +524,8 @@ PHOS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 PHOS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
 	NEED_CTX();
+	if (!dptr)
+		return CUDA_ERROR_INVALID_VALUE;   /* the driver's rule; cudaFree(NULL) is a no-op */
 	return CU_RUN(cudaFree(DPTR(dptr)));
 }
 
