@@ -8,8 +8,10 @@ behind phos-fn's back (tests/transparency/guard/).
   reach the executor (trace);
 - dlopen_cudart dlopen()s the real copy by absolute path: the same;
 - a real libcudart of another name (libcudart.so.12) is refused;
-- driver_probe dlopen()ing a libcuda.so.1 by its path gets phos-fn's driver
-  stand-in (preload/libcuda.c), whose calls reach the executor (trace);
+- driver_probe dlopen()ing a libcuda.so.1 by its path or by soname, and
+  rpath_driver, whose DT_NEEDED libcuda.so.1 has a DT_RPATH to a copy, get
+  phos-fn's driver stand-in (preload/libcuda.c), whose calls reach the
+  executor (trace);
 - driver_probe dlopen()ing NVML (libnvidia-ml.so.1), or mapping a libcuda.so.1
   by hand (no loader: phos-fn's scan of /proc/PID/maps), in the program or in
   a child of it, is refused with the library named and PHOS_GUARD_EXIT, and
@@ -27,6 +29,7 @@ DIR = program("tests", "transparency", "guard")
 RPATH = os.path.join(DIR, "rpath_cudart")
 DLOPEN = os.path.join(DIR, "dlopen_cudart")
 PROBE = os.path.join(DIR, "driver_probe")
+RPATH_DRIVER = os.path.join(DIR, "rpath_driver")
 REAL = os.path.join(DIR, "lib", "libcudart.so.13")
 FAKE_DRIVER = os.path.join(DIR, "libcuda.so.1")
 FAKE_NVML = os.path.join(DIR, "libnvidia-ml.so.1")
@@ -89,6 +92,20 @@ try:
     check(served == [STANDIN_DRIVER], f"probe dlopen under phos-fn: served by {served}, not {STANDIN_DRIVER}")
     seen = {r.get("op") for r in read_trace(trace)} if os.path.exists(trace) else set()
     check({"memset", "memcpy_d2h"} <= seen, f"probe dlopen under phos-fn: forwarded ops {sorted(seen)}")
+
+    # The driver by soname, and as a DT_NEEDED behind a DT_RPATH to the fake
+    # copy (which beats LD_LIBRARY_PATH): the stand-in serves both.
+    p = native(RPATH_DRIVER)
+    check(p.returncode == 0 and "driver ran natively" in p.stdout and f"libcuda: {FAKE_DRIVER}" in p.stdout,
+          f"rpath_driver natively: {p.returncode} {p.stdout} {p.stderr}")
+    for cmd in ([PROBE, "dlopen", "libcuda.so.1"], [RPATH_DRIVER]):
+        trace = os.path.join(tmp, os.path.basename(cmd[0]) + "-soname.trace")
+        p = run(*cmd, trace=trace)
+        served = [os.path.realpath(line[9:]) for line in p.stdout.splitlines() if line.startswith("libcuda: ")]
+        check(p.returncode == 0 and "driver: forwarded ok" in p.stdout and served == [STANDIN_DRIVER],
+              f"{cmd} under phos-fn: rc {p.returncode}, served by {served}\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
+        seen = {r.get("op") for r in read_trace(trace)} if os.path.exists(trace) else set()
+        check({"memset", "memcpy_d2h"} <= seen, f"{cmd} under phos-fn: forwarded ops {sorted(seen)}")
 
     # NVML through the loader, the driver by hand: refused.
     for how, lib, says in (("dlopen", FAKE_NVML, "it loads"), ("mmap", FAKE_DRIVER, "mapped or opened"),

@@ -25,52 +25,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common.h"
+
 /* The driver API through dlsym only: this program links no CUDA. */
 static int probe_dlopen(const char *path)
 {
 	void *lib = dlopen(path, RTLD_NOW);
-	int (*cu_init)(unsigned) = lib ? (int (*)(unsigned))dlsym(lib, "cuInit") : NULL;
-	int (*retain)(void **, int), (*set_ctx)(void *), (*alloc)(unsigned long long *, size_t);
-	int (*memset8)(unsigned long long, unsigned char, size_t), (*free_)(unsigned long long);
-	int (*dtoh)(void *, unsigned long long, size_t);
-	unsigned char back[4096];
-	unsigned long long d = 0;
-	void *ctx = NULL;
-	Dl_info info;
-	int r;
+	void *cu_init = lib ? dlsym(lib, "cuInit") : NULL;
 
 	if (!cu_init) {
 		fprintf(stderr, "dlopen: %s\n", dlerror());
 		return 1;
 	}
-	if (dladdr((void *)cu_init, &info) && info.dli_fname)
-		printf("libcuda: %s\n", info.dli_fname);
-	if (cu_init(0) != 0) {
-		fprintf(stderr, "cuInit failed\n");
-		return 1;
-	}
-	retain = (int (*)(void **, int))dlsym(lib, "cuDevicePrimaryCtxRetain");
-	set_ctx = (int (*)(void *))dlsym(lib, "cuCtxSetCurrent");
-	alloc = (int (*)(unsigned long long *, size_t))dlsym(lib, "cuMemAlloc_v2");
-	memset8 = (int (*)(unsigned long long, unsigned char, size_t))dlsym(lib, "cuMemsetD8_v2");
-	dtoh = (int (*)(void *, unsigned long long, size_t))dlsym(lib, "cuMemcpyDtoH_v2");
-	free_ = (int (*)(unsigned long long))dlsym(lib, "cuMemFree_v2");
-	if (!retain || !set_ctx || !alloc || !memset8 || !dtoh || !free_) {
-		printf("driver ran natively\n");   /* a bare stand-in with cuInit only */
-		return 0;
-	}
-	if ((r = retain(&ctx, 0)) || (r = set_ctx(ctx)) || (r = alloc(&d, sizeof(back))) ||
-	    (r = memset8(d, 0x5a, sizeof(back))) || (r = dtoh(back, d, sizeof(back))) || (r = free_(d))) {
-		fprintf(stderr, "driver call failed: %d\n", r);
-		return 1;
-	}
-	for (size_t i = 0; i < sizeof(back); i++)
-		if (back[i] != 0x5a) {
-			fprintf(stderr, "byte %zu reads %#x, want 0x5a\n", i, back[i]);
-			return 1;
-		}
-	printf("driver: forwarded ok\n");
-	return 0;
+	return drive_driver(lib, cu_init);
 }
 
 int main(int argc, char **argv)
