@@ -62,9 +62,9 @@ int exec_module_make(struct executor *ex, uint32_t id, const void *image, size_t
 	}
 	memcpy(m->image, image, image_len);
 	m->image_len = image_len;
-	r = image_len <= MAX_FATBIN ? phos_fatbin_parse(image, image_len, &m->fatbin) : -1;
+	r = image_len <= MAX_FATBIN ? phos_modimage_parse(image, image_len, &m->fatbin) : -1;
 	if (r < 0) {
-		phos_warn("module %u: fatbin refused (%d)", id, r);
+		phos_warn("module %u: image refused (%d)", id, r);
 		m->error = -PHOS_CUDA_INVALID_KERNEL_IMAGE;
 	} else {
 		r = ex->dev_ops->module_load(ex->dev, image, image_len, &m->dev_module);
@@ -237,6 +237,14 @@ int exec_module_handle(struct executor *ex, uint32_t op, const void *body, uint3
 	}
 	case PHOS_OP_MODULE_LOAD_SHM:
 		return module_load_shm(ex, body, len);
+	case PHOS_OP_MODULE_STATUS: {
+		const struct exec_module *m;
+
+		if (len < sizeof(*h))
+			return -PHOS_CUDA_INVALID_VALUE;
+		m = handle_get(&ex->modules, h->id);
+		return m ? m->error : -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	}
 	case PHOS_OP_MODULE_UNLOAD:
 		if (len < sizeof(*h))
 			return -PHOS_CUDA_INVALID_VALUE;

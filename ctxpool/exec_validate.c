@@ -64,7 +64,7 @@ static int twin_module(struct executor *ex, struct exec_module *m)
 	if (ex->dev_ops == &phos_device_sim) {
 		r = ex->dev_ops->module_load(ex->dev, m->image, m->image_len, &m->twin_module);
 	} else {
-		r = phos_fatbin_ptx(m->image, m->image_len, &ptx, &ptx_len);
+		r = phos_modimage_ptx(m->image, m->image_len, &ptx, &ptx_len);
 		if (r == 0)
 			r = phos_ptx_twin(ptx, ptx_len, &twin, &twin_len);
 		if (r == 0)

@@ -121,6 +121,7 @@ static int execute(struct executor *ex, const struct phos_rec_hdr *h, void *out,
 	case PHOS_OP_MODULE_LOAD_SHM:
 	case PHOS_OP_LAUNCH_EX:
 	case PHOS_OP_OCCUPANCY_CLUSTER:
+	case PHOS_OP_MODULE_STATUS:
 		return exec_module_handle(ex, h->op, body, h->len, out, out_len);
 	case PHOS_OP_POOL_CREATE ... PHOS_OP_POOL_ADOPT:
 		return exec_pool_handle(ex, h->op, body, h->len, out, out_len);

@@ -41,14 +41,25 @@ static struct {
 };
 
 static __thread int last_error;
+static __thread unsigned quiet_depth;   /* > 0 inside a driver API call (libcuda) */
 
 /* --- last error --- */
 
 int phos_set_error(int err)
 {
-	if (err != cudaSuccess)
+	if (err != cudaSuccess && !quiet_depth)
 		last_error = err;
 	return err;
+}
+
+PHOS_EXPORT void phos_error_quiet_begin(void)
+{
+	quiet_depth++;
+}
+
+PHOS_EXPORT void phos_error_quiet_end(void)
+{
+	quiet_depth--;
 }
 
 int phos_take_error(void)

@@ -6,7 +6,10 @@
  * The executor serves one context; records carry no device, so a program sees
  * the devices HELLO reports but all its work lands on the executor's context.
  */
+#include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cuda_runtime_api.h>
@@ -290,6 +293,66 @@ PHOS_EXPORT cudaError_t cudaDriverGetVersion(int *driverVersion)
 	*driverVersion = CUDART_VERSION;
 	return cudaSuccess;
 }
+
+/*
+ * Driver entry points are those of the driver stand-in beside this library
+ * (preload/libcuda.c's cuGetProcAddress), never the real driver's: loaded
+ * by its path on first use (libcuda needs libcudart, not the other way).
+ */
+typedef int (*get_proc_fn)(const char *, void **, int, unsigned long long, int *);
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
+static get_proc_fn driver_get_proc;
+
+static void driver_open(void)
+{
+	char path[PATH_MAX];
+	Dl_info self;
+	const char *slash;
+	void *lib, *p;
+
+	if (!dladdr((void *)driver_open, &self) || !self.dli_fname || !(slash = strrchr(self.dli_fname, '/')) ||
+	    snprintf(path, sizeof(path), "%.*s/libcuda.so.1", (int)(slash - self.dli_fname), self.dli_fname) >=
+		    (int)sizeof(path))
+		return;
+	lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+	p = lib ? dlsym(lib, "cuGetProcAddress_v2") : NULL;
+	if (!p || !dlsym(lib, "phos_cuda_standin")) {
+		phos_warn("the driver stand-in %s cannot be loaded: %s", path, lib ? "not ours" : dlerror());
+		return;
+	}
+	memcpy(&driver_get_proc, &p, sizeof(p));
+}
+
+PHOS_EXPORT cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+							 unsigned long long flags,
+							 enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	int status = cudaDriverEntryPointSymbolNotFound, r;
+
+	if (!symbol || !funcPtr)
+		return phos_set_error(cudaErrorInvalidValue);
+	pthread_once(&driver_once, driver_open);
+	if (!driver_get_proc)
+		return phos_set_error(cudaErrorNotSupported);
+	r = driver_get_proc(symbol, funcPtr, (int)cudaVersion, flags, &status);
+	if (driverStatus)
+		*driverStatus = (enum cudaDriverEntryPointQueryResult)status;
+	/* the runtime reports a missing symbol in the status, not as an error */
+	return r == 0 || r == 500 /* CUDA_ERROR_NOT_FOUND */ ? cudaSuccess : phos_set_error(cudaErrorInvalidValue);
+}
+PHOS_ALIAS(cudaGetDriverEntryPointByVersion_ptsz, cudaGetDriverEntryPointByVersion);
+
+/* Deprecated in CUDA 13 but still exported, so still served. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+PHOS_EXPORT cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags,
+						enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	/* the version this runtime was built for, as CUDA's does */
+	return cudaGetDriverEntryPointByVersion(symbol, funcPtr, CUDART_VERSION, flags, driverStatus);
+}
+PHOS_ALIAS(cudaGetDriverEntryPoint_ptsz, cudaGetDriverEntryPoint);
+#pragma GCC diagnostic pop
 
 PHOS_EXPORT cudaError_t cudaSetDeviceFlags(unsigned int flags)
 {

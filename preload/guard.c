@@ -4,12 +4,14 @@
  * process runs with, so that a CUDA program is either forwarded or refused,
  * never run natively under phos-fn's name (issue 12, DESIGN.md "Processes").
  *
- *   dynamic loader ──la_objsearch(name)──▶ guard ── libcudart.so*, libcublas.so.*
+ *   dynamic loader ──la_objsearch(name)──▶ guard ── libcudart.so*, libcublas.so.*,
+ *         │                                  │       libcuda.so, libcuda.so.1
  *         │                                  │       (a bare soname, an RPATH/RUNPATH
  *         │                                  │        lookup or a dlopen by path)
  *         │◀── <stand-in dir>/libcudart.so.13 ┘         → the stand-in (loaded once)
  *         │
- *         └──la_objopen(map)──▶ guard ── libcuda.so*, libnvidia-ml.so*, or a
+ *         └──la_objopen(map)──▶ guard ── libnvidia-ml.so*, another libcuda.so*
+ *                                        (a copy under another name), or a
  *                                        libcudart/libcublas that is not ours
  *                                        → "refusing ..." on stderr, the reason in
  *                                          $PHOS_GUARD_REPORT, _exit(PHOS_GUARD_EXIT)
@@ -18,6 +20,9 @@
  * whatever DT_RPATH/RUNPATH the program carries (RPATH beats LD_LIBRARY_PATH),
  * a dlopen of an absolute path, other names (libcudart.so); the redirected
  * path is the stand-in, and a second load of it finds the one already there.
+ * The driver library, libcuda.so.1, has a stand-in too (preload/libcuda.c,
+ * the driver API forwarded): a program or library that loads the driver by
+ * soname or by the path of the real one gets ours.
  * la_objopen catches what is not redirected: the driver itself, another
  * major of the runtime, a copy of a name we do not know. It runs before
  * the object's relocation and constructors, so a refused library never runs
@@ -45,6 +50,7 @@
 static char standin_dir[PATH_MAX];   /* the folder of this module: the stand-ins' */
 static char standin_cudart[PATH_MAX + 32];
 static char standin_cublas[PATH_MAX + 32];
+static char standin_cuda[PATH_MAX + 32];
 
 static const char *base_name(const char *path)
 {
@@ -69,8 +75,8 @@ static void refuse(const char *lib)
 	len = snprintf(msg, sizeof(msg),
 		       "phos-fn: refusing to run %s: it loads %s, a real CUDA library that would reach the "
 		       "GPU driver directly instead of being forwarded (phos-fn stands in for "
-		       "libcudart.so.13 and libcublas.so.13 only; no other CUDA runtime and no driver "
-		       "library may be loaded)\n",
+		       "libcudart.so.13, libcublas.so.13 and the driver libcuda.so.1 only; no other "
+		       "CUDA runtime, no other driver library and no NVML may be loaded)\n",
 		       e > 0 ? exe : "the program", lib);
 	if (len > (int)sizeof(msg) - 1)
 		len = sizeof(msg) - 1;
@@ -103,6 +109,7 @@ EXPORT unsigned int la_version(unsigned int version)
 			snprintf(standin_dir, sizeof(standin_dir), "%s", real);
 			snprintf(standin_cudart, sizeof(standin_cudart), "%s/libcudart.so.13", real);
 			snprintf(standin_cublas, sizeof(standin_cublas), "%s/libcublas.so.13", real);
+			snprintf(standin_cuda, sizeof(standin_cuda), "%s/libcuda.so.1", real);
 		}
 	}
 	/* Without its own folder the module still refuses, it only cannot redirect. */
@@ -121,6 +128,9 @@ EXPORT char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag
 		return standin_cudart;
 	if (!strcmp(b, "libcublas.so") || starts_with(b, "libcublas.so.13"))
 		return standin_cublas;
+	/* the driver API: one ABI since CUDA 4 (libcuda.so.1, and the toolkit's link name) */
+	if (!strcmp(b, "libcuda.so") || !strcmp(b, "libcuda.so.1") || starts_with(b, "libcuda.so.1."))
+		return standin_cuda;
 	return (char *)name;
 }
 

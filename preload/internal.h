@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * preload/: the stand-in libcudart.so.13 and libcublas.so.13 that run inside the
+ * preload/: the stand-in libcudart.so.13, libcublas.so.13 and libcuda.so.1 that run inside the
  * user's function process and forward every CUDA call to its executor.
  *
  *   user program ──▶ libcudart.so.13 (ours) ─┬─ conn.c    channel, handle ids, last error
@@ -12,8 +12,11 @@
  *                    │                        ├─ errors.c  error names and strings
  *                    │                        ├─ serve.c   phos_fn_serve_impl (the snapshot point)
  *                    │                        └─ stubs.c   (generated) every other export: 801
- *                    └─ libcublas.so.13 (ours) ─ cublas.c + stubs: reaches the one channel of
- *                                                the process through libcudart's PHOS_PRIVATE node
+ *                    ├─ libcublas.so.13 (ours) ─ cublas.c + stubs: reaches the one channel of
+ *                    │                           the process through libcudart's PHOS_PRIVATE node
+ *                    └─ libcuda.so.1 (ours) ──── libcuda.c, libcuda_module.c + stubs: the driver
+ *                                                API, through libcudart's entry points and
+ *                                                PHOS_PRIVATE internals (libcuda_internal.h)
  *
  * Exports: functions defined with PHOS_EXPORT (or PHOS_ALIAS) are what we
  * implement; gen_stubs.py scans for those two markers, stubs every other name
@@ -67,6 +70,7 @@ enum phos_hkind {
 	PHOS_H_VAR,
 	PHOS_H_REGION,
 	PHOS_H_POOL,
+	PHOS_H_CONTEXT,   /* the primary context of the driver API (libcuda.c): never in a table */
 	PHOS_H__COUNT
 };
 
@@ -150,6 +154,11 @@ int phos_stream_resolve(const void *stream, uint32_t *ret_id);
 int phos_set_error(int err);
 int phos_take_error(void);
 int phos_peek_error(void);
+/* The driver API stand-in (libcuda.c) runs runtime entry points between these:
+ * errors they return are not recorded as the thread's last runtime error (a
+ * cuMemAlloc that fails leaves cudaGetLastError alone, as in CUDA). Nests. */
+PHOS_EXPORT void phos_error_quiet_begin(void);
+PHOS_EXPORT void phos_error_quiet_end(void);
 
 /* Logs `name` once, at warn level, the first time an unimplemented API is hit. */
 static inline void phos_log_once(const char *what, const char *name, int *flag)
@@ -168,6 +177,22 @@ int phos_mem_regions_resend(void);
 void phos_mem_reset(void);
 /* stream.c: forget streams and events (reset). */
 void phos_stream_reset(void);
+/* launch.c, for the driver API (libcuda.c): modules loaded from an image
+ * (a fatbin, a cubin or PTX text: kparam.h), their kernels and variables by
+ * name, launches of a kernel handle. Return a cudaError_t. */
+PHOS_EXPORT int phos_module_load(const void *image, uint32_t *ret_id);
+PHOS_EXPORT int phos_module_unload(uint32_t id);
+/* *ret_func: a kernel handle (cudaFunction_t / CUfunction) for launches and attributes. */
+PHOS_EXPORT int phos_module_function(uint32_t module, const char *name, void **ret_func);
+PHOS_EXPORT int phos_module_global(uint32_t module, const char *name, uint64_t *ret_addr, uint64_t *ret_size);
+/* args: CUDA's array of pointers to each argument (kernelParams) */
+PHOS_EXPORT int phos_launch_args(const void *func, const uint32_t grid[3], const uint32_t block[3], void **args,
+				 size_t shmem, const void *stream);
+/* params: the packed argument buffer (CU_LAUNCH_PARAM_BUFFER_POINTER), len bytes */
+PHOS_EXPORT int phos_launch_packed(const void *func, const uint32_t grid[3], const uint32_t block[3],
+				   const void *params, size_t len, size_t shmem, const void *stream);
+/* The mangled name of a kernel handle or host stub, NULL when unknown. */
+PHOS_EXPORT const char *phos_func_name(const void *func);
 /* launch.c: re-send every module, kernel and variable after a device reset. */
 void phos_launch_reset(void);
 /* launch.c: device address and size of a registered variable (by host shadow). */

@@ -47,6 +47,7 @@ struct module {
 	uint32_t id;
 	bool valid;          /* the fatbin validated */
 	bool sent;           /* the executor has it (connected when registered) */
+	bool owned;          /* image is our copy (cuModuleLoadData), freed at unload */
 	const void *image;
 	size_t size;
 };
@@ -54,8 +55,9 @@ struct module {
 struct func {
 	uint32_t id;
 	struct module *mod;
-	const void *host;    /* the host stub nvcc registered */
+	const void *host;    /* the host stub nvcc registered; NULL: cuModuleGetFunction */
 	char *name;
+	bool missing;        /* cuModuleGetFunction of a name the module lacks */
 	pthread_mutex_t lock;
 	bool have_info;
 	struct phos_reply_func_info info;
@@ -64,7 +66,7 @@ struct func {
 struct var {
 	uint32_t id;
 	struct module *mod;
-	const void *host;    /* the host shadow of the variable */
+	const void *host;    /* the host shadow of the variable; NULL: cuModuleGetGlobal */
 	char *name;
 	uint64_t size;
 	int constant;
@@ -389,16 +391,13 @@ void phos_launch_reset(void)
 
 /* --- variables --- */
 
-int phos_var_lookup(const void *symbol, uint64_t *ret_addr, uint64_t *ret_size)
+static int var_info(struct var *v, uint64_t *ret_addr, uint64_t *ret_size)
 {
-	struct var *v = ptrmap_get(&vars, symbol);
 	struct phos_handle h;
 	struct phos_reply_var_info vi;
 	size_t len = 0;
 	int r;
 
-	if (!v)
-		return phos_preload_connect() ? phos_preload_connect() : cudaErrorInvalidSymbol;
 	if (!v->mod->valid)
 		return cudaErrorInvalidKernelImage;
 	if (!__atomic_load_n(&v->have_info, __ATOMIC_ACQUIRE)) {
@@ -416,6 +415,15 @@ int phos_var_lookup(const void *symbol, uint64_t *ret_addr, uint64_t *ret_size)
 	*ret_addr = v->addr;
 	*ret_size = v->dev_size;
 	return cudaSuccess;
+}
+
+int phos_var_lookup(const void *symbol, uint64_t *ret_addr, uint64_t *ret_size)
+{
+	struct var *v = ptrmap_get(&vars, symbol);
+
+	if (!v)
+		return phos_preload_connect() ? phos_preload_connect() : cudaErrorInvalidSymbol;
+	return var_info(v, ret_addr, ret_size);
 }
 
 void phos_var_forget(void)
@@ -599,8 +607,9 @@ static int launch_flags(struct func *f, dim3 grid, dim3 block, void **args, size
 	if (r == cudaSuccess && (flags & PHOS_LAUNCH_COOPERATIVE))
 		r = cooperative_check(f, &l);
 	if (r == cudaSuccess) {
-		if (phos_graph_capturing(stream))
-			r = phos_graph_capture_kernel(stream, f->host, &l, params, fi.offset, fi.nparams);
+		if (phos_graph_capturing(stream))   /* a driver-API kernel has no host stub for its node */
+			r = f->host ? phos_graph_capture_kernel(stream, f->host, &l, params, fi.offset, fi.nparams)
+				    : cudaErrorStreamCaptureUnsupported;
 		else
 			r = phos_launch_post(&l, stream, params);
 	}
@@ -611,6 +620,33 @@ static int launch_flags(struct func *f, dim3 grid, dim3 block, void **args, size
 static int launch(struct func *f, dim3 grid, dim3 block, void **args, size_t shmem, const void *stream)
 {
 	return launch_flags(f, grid, block, args, shmem, stream, 0, NULL);
+}
+
+/* A launch whose parameters come packed (cuLaunchKernel's forms, libcuda.c):
+ * checked as any launch, then posted. A driver-API launch into a capturing
+ * stream is refused: its kernel has no host stub for the graph's node. */
+static int launch_post(const struct func *f, const struct phos_reply_func_info *fi, dim3 grid, dim3 block,
+		       const void *params, size_t shmem, const void *stream)
+{
+	struct phos_launch_ex l = { 0 };
+	int max_threads = 1024;
+
+	if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z ||
+	    (uint64_t)block.x * block.y * block.z > (uint64_t)(fi->max_threads > 0 ? fi->max_threads : max_threads) ||
+	    shmem > UINT32_MAX)
+		return cudaErrorInvalidConfiguration;
+	if (phos_graph_capturing(stream))
+		return cudaErrorStreamCaptureUnsupported;
+	l.l.func = f->id;
+	l.l.grid[0] = grid.x;
+	l.l.grid[1] = grid.y;
+	l.l.grid[2] = grid.z;
+	l.l.block[0] = block.x;
+	l.l.block[1] = block.y;
+	l.l.block[2] = block.z;
+	l.l.shared = (uint32_t)shmem;
+	l.l.param_bytes = fi->param_bytes;
+	return phos_launch_post(&l, stream, params);
 }
 
 struct call_config {
@@ -948,4 +984,199 @@ PHOS_EXPORT cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t *dynami
 		avail = fi.max_dynamic_shared;
 	*dynamicSmemSize = avail > 0 ? (size_t)avail : 0;
 	return cudaSuccess;
+}
+
+/* --- modules of the driver API (libcuda.c) ---
+ *
+ * cuModuleLoadData's image is copied (the caller may free it), checked the way
+ * the executor will parse it, and sent like a registered fatbin: from there on
+ * a driver module is a module (snapshots, restores, device resets, the access
+ * analysis of its kernels). Its kernels and variables are registered by name
+ * on first use. Structures are never freed (ids stay dense for
+ * phos_launch_reset); an unloaded module keeps its id and its kernels fail. */
+
+PHOS_EXPORT int phos_module_load(const void *image, uint32_t *ret_id)
+{
+	struct phos_fatbin *fb = NULL;
+	struct phos_handle h = { 0 };
+	struct module *m;
+	size_t size;
+	void *copy;
+	int r;
+
+	r = phos_preload_connect();
+	if (r)
+		return r;
+	if (!image || !ret_id)
+		return cudaErrorInvalidValue;
+	if (phos_modimage_kind(image, MAX_FATBIN) == PHOS_MODIMAGE_WRAPPER) {
+		const struct fatbin_wrapper *w = image;
+
+		image = w->data;
+		if (!image || phos_modimage_kind(image, MAX_FATBIN) != PHOS_MODIMAGE_FATBIN)
+			return cudaErrorInvalidKernelImage;
+	}
+	size = phos_modimage_size(image, MAX_FATBIN);
+	if (!size || phos_modimage_parse(image, size, &fb) < 0)
+		return cudaErrorInvalidKernelImage;
+	phos_fatbin_free(fb);
+	m = calloc(1, sizeof(*m));
+	copy = malloc(size);
+	if (!m || !copy) {
+		free(m);
+		free(copy);
+		return cudaErrorMemoryAllocation;
+	}
+	memcpy(copy, image, size);
+	m->image = copy;
+	m->size = size;
+	m->owned = true;
+	m->valid = true;
+	r = phos_ids_add(PHOS_H_MODULE, m, &m->id);
+	if (r) {
+		free(copy);
+		free(m);
+		return r;
+	}
+	module_send(m);
+	/* The device's verdict (a PTX the JIT refuses, a cubin for another GPU). */
+	h.id = m->id;
+	r = m->sent ? phos_preload_call(PHOS_OP_MODULE_STATUS, &h, sizeof(h), NULL, 0, NULL, 0, NULL, NULL)
+		    : cudaErrorInvalidKernelImage;
+	if (r) {
+		phos_module_unload(m->id);
+		return r;
+	}
+	*ret_id = m->id;
+	return cudaSuccess;
+}
+
+PHOS_EXPORT int phos_module_unload(uint32_t id)
+{
+	struct module *m = phos_ids_get(PHOS_H_MODULE, id);
+	struct phos_handle h = { .id = id };
+
+	if (!m || !m->owned || !m->image)
+		return cudaErrorInvalidResourceHandle;   /* a registered fatbin is not the user's */
+	if (m->sent)
+		phos_preload_post(PHOS_OP_MODULE_UNLOAD, &h, sizeof(h), NULL, 0);
+	m->sent = false;
+	m->valid = false;
+	free((void *)m->image);
+	m->image = NULL;
+	return cudaSuccess;
+}
+
+PHOS_EXPORT int phos_module_function(uint32_t module, const char *name, void **ret_func)
+{
+	struct module *m = phos_ids_get(PHOS_H_MODULE, module);
+	struct phos_reply_func_info fi;
+	struct func *f = NULL;
+	int r;
+
+	if (!name || !ret_func || strnlen(name, MAX_NAME) == MAX_NAME)
+		return cudaErrorInvalidValue;
+	if (!m || !m->owned || !m->valid)
+		return cudaErrorInvalidResourceHandle;
+	for (uint32_t id = 1; id < PHOS_MAX_IDS && !f; id++) {
+		struct func *g = phos_ids_get(PHOS_H_FUNC, id);
+
+		if (!g)
+			break;
+		if (g->mod == m && !g->missing && !g->host && !strcmp(g->name, name))
+			f = g;
+	}
+	if (!f) {
+		f = calloc(1, sizeof(*f));
+		if (!f || !(f->name = strdup(name))) {
+			free(f);
+			return cudaErrorMemoryAllocation;
+		}
+		f->mod = m;
+		pthread_mutex_init(&f->lock, NULL);
+		r = phos_ids_add(PHOS_H_FUNC, f, &f->id);
+		if (r) {
+			free(f->name);
+			free(f);
+			return r;
+		}
+		func_send(f);
+	}
+	/* A name the module lacks is this call's error, not the first launch's. */
+	r = func_info(f, &fi);
+	if (r == cudaErrorInvalidDeviceFunction)
+		f->missing = true;
+	if (r)
+		return r;
+	*ret_func = phos_handle_wrap(PHOS_H_FUNC, f->id);
+	return cudaSuccess;
+}
+
+PHOS_EXPORT int phos_module_global(uint32_t module, const char *name, uint64_t *ret_addr, uint64_t *ret_size)
+{
+	struct module *m = phos_ids_get(PHOS_H_MODULE, module);
+	struct var *v = NULL;
+	int r;
+
+	if (!name || strnlen(name, MAX_NAME) == MAX_NAME)
+		return cudaErrorInvalidValue;
+	if (!m || !m->owned || !m->valid)
+		return cudaErrorInvalidResourceHandle;
+	for (uint32_t id = 1; id < PHOS_MAX_IDS && !v; id++) {
+		struct var *w = phos_ids_get(PHOS_H_VAR, id);
+
+		if (!w)
+			break;
+		if (w->mod == m && !w->host && !strcmp(w->name, name))
+			v = w;
+	}
+	if (!v) {
+		v = calloc(1, sizeof(*v));
+		if (!v || !(v->name = strdup(name))) {
+			free(v);
+			return cudaErrorMemoryAllocation;
+		}
+		v->mod = m;
+		r = phos_ids_add(PHOS_H_VAR, v, &v->id);
+		if (r) {
+			free(v->name);
+			free(v);
+			return r;
+		}
+		var_send(v);
+	}
+	return var_info(v, ret_addr, ret_size);
+}
+
+#define DIM3(v) ((dim3){ (v)[0], (v)[1], (v)[2] })
+
+PHOS_EXPORT int phos_launch_args(const void *func, const uint32_t grid[3], const uint32_t block[3], void **args,
+				 size_t shmem, const void *stream)
+{
+	return launch(func_lookup(func), DIM3(grid), DIM3(block), args, shmem, stream);
+}
+
+PHOS_EXPORT int phos_launch_packed(const void *func, const uint32_t grid[3], const uint32_t block[3],
+				   const void *params, size_t len, size_t shmem, const void *stream)
+{
+	struct phos_reply_func_info fi;
+	struct func *f = func_lookup(func);
+	int r;
+
+	if (!f)
+		return phos_preload_connect() ? phos_preload_connect() : cudaErrorInvalidDeviceFunction;
+	r = func_info(f, &fi);
+	if (r)
+		return r;
+	/* CUDA takes a buffer at least as long as the kernel's parameters */
+	if (len < fi.param_bytes || (fi.param_bytes && !params))
+		return cudaErrorInvalidValue;
+	return launch_post(f, &fi, DIM3(grid), DIM3(block), params, shmem, stream);
+}
+
+PHOS_EXPORT const char *phos_func_name(const void *func)
+{
+	struct func *f = func_lookup(func);
+
+	return f ? f->name : NULL;
 }

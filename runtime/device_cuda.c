@@ -70,6 +70,12 @@ static void sym_store(void *table, size_t offset, void *fn)
 	memcpy((char *)table + offset, &fn, sizeof(fn));
 }
 
+/* Where distributions install the driver, for when the soname finds ours. */
+static const char *const driver_paths[] = {
+	"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1", "/usr/lib/libcuda.so.1",
+	"/lib/x86_64-linux-gnu/libcuda.so.1",
+};
+
 static void driver_load(void)
 {
 	PFN_cuGetProcAddress_v12000 get_proc = NULL;
@@ -77,6 +83,21 @@ static void driver_load(void)
 	size_t i;
 
 	lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	/* phos-fn's own stand-in (preload/libcuda.c) forwards to an executor: an
+	 * executor that found it (the preload folder in its LD_LIBRARY_PATH)
+	 * must look for the real driver where drivers are installed. */
+	if (lib && dlsym(lib, "phos_cuda_standin")) {
+		phos_warn("cuda: libcuda.so.1 is phos-fn's stand-in here; looking for the real driver");
+		dlclose(lib);
+		lib = NULL;
+		for (size_t k = 0; !lib && k < sizeof(driver_paths) / sizeof(driver_paths[0]); k++) {
+			lib = dlopen(driver_paths[k], RTLD_NOW | RTLD_LOCAL);
+			if (lib && dlsym(lib, "phos_cuda_standin")) {
+				dlclose(lib);
+				lib = NULL;
+			}
+		}
+	}
 	if (!lib) {
 		phos_err("cuda: cannot load the driver libcuda.so.1: %s", dlerror());
 		driver_status = -PHOS_CUDA_INITIALIZATION;

@@ -1058,15 +1058,16 @@ static void module_release(struct phos_sim_obj *o)
 static int sim_module_load(struct phos_device *dev, const void *image, size_t len, void **ret_module)
 {
 	struct sim_module *m;
-	uint32_t magic;
+	enum phos_modimage_kind kind;
 	void *copy;
 
 	if (!dev || !ret_module)
 		return -PHOS_CUDA_INVALID_VALUE;
 	if (!image || len < 16 || len > SIM_MAX_IMAGE)
 		return -PHOS_CUDA_INVALID_KERNEL_IMAGE;
-	memcpy(&magic, image, sizeof(magic));
-	if (magic != FATBIN_MAGIC)
+	/* what the driver takes: a fatbin, a cubin, PTX text (kparam.h) */
+	kind = phos_modimage_kind(image, len);
+	if (kind != PHOS_MODIMAGE_FATBIN && kind != PHOS_MODIMAGE_CUBIN && kind != PHOS_MODIMAGE_PTX)
 		return -PHOS_CUDA_INVALID_KERNEL_IMAGE;
 	copy = malloc(len);
 	if (!copy)
@@ -1172,8 +1173,18 @@ static int sim_module_global(struct phos_device *pdev, void *module, const char 
 			*ret_size = v->size;
 			return 0;
 		}
-	if (*ret_size == 0)
-		return -PHOS_CUDA_SYMBOL_NOT_FOUND;
+	if (*ret_size == 0) {
+		/* no size given (cuModuleGetGlobal): the PTX declares it */
+		char *ptx = NULL;
+		size_t plen = 0;
+
+		r = phos_modimage_ptx(m->image, m->len, &ptx, &plen);
+		if (r == 0)
+			r = phos_ptx_global_size(ptx, plen, name, ret_size);
+		free(ptx);
+		if (r < 0 || *ret_size == 0)
+			return -PHOS_CUDA_SYMBOL_NOT_FOUND;
+	}
 	v = malloc(sizeof(*v) + len + 1);
 	if (!v)
 		return -PHOS_CUDA_MEMORY_ALLOCATION;

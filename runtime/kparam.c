@@ -650,6 +650,8 @@ size_t phos_fatbin_size(const void *data, size_t max)
 	return (size_t)(hsize + fsize);
 }
 
+static void kernels_finish(struct phos_fatbin *fb);
+
 int phos_fatbin_parse(const void *data, size_t len, struct phos_fatbin **ret_fb)
 {
 	const uint8_t *p = data;
@@ -682,8 +684,14 @@ int phos_fatbin_parse(const void *data, size_t len, struct phos_fatbin **ret_fb)
 		phos_fatbin_free(fb);
 		return r;
 	}
+	kernels_finish(fb);
+	*ret_fb = fb;
+	return 0;
+}
 
-	/* One record per kernel: cubins first (sorted before PTX of the same name). */
+/* One record per kernel: cubins first (sorted before PTX of the same name). */
+static void kernels_finish(struct phos_fatbin *fb)
+{
 	if (fb->nkernels) {
 		size_t w = 0;
 
@@ -699,8 +707,6 @@ int phos_fatbin_parse(const void *data, size_t len, struct phos_fatbin **ret_fb)
 		}
 		fb->nkernels = w;
 	}
-	*ret_fb = fb;
-	return 0;
 }
 
 struct ptx_found {
@@ -814,4 +820,181 @@ void phos_fatbin_stats(const struct phos_fatbin *fb, unsigned *ret_cubins, unsig
 		*ret_ptx = fb ? fb->nptx : 0;
 	if (ret_kernels)
 		*ret_kernels = fb ? (unsigned)fb->nkernels : 0;
+}
+
+/* --- module images of the driver API: fatbin, cubin or PTX text --- */
+
+/* PTX text: printable, a .version and a .target directive in its first 64 KiB. */
+static bool looks_like_ptx(const uint8_t *p, size_t len)
+{
+	size_t head = strnlen((const char *)p, len < 65536 ? len : 65536);
+
+	for (size_t i = 0; i < head; i++)
+		if (p[i] < 0x20 && p[i] != '\n' && p[i] != '\r' && p[i] != '\t' && p[i] != '\f' && p[i] != '\v')
+			return false;
+	return memmem(p, head, ".version", 8) && memmem(p, head, ".target", 7);
+}
+
+enum phos_modimage_kind phos_modimage_kind(const void *data, size_t len)
+{
+	const uint8_t *p = data;
+
+	if (!p || len < 16)
+		return PHOS_MODIMAGE_NONE;
+	if (rd32(p) == FATBIN_MAGIC)
+		return PHOS_MODIMAGE_FATBIN;
+	if (rd32(p) == FATBIN_WRAPPER_MAGIC)
+		return PHOS_MODIMAGE_WRAPPER;
+	if (!memcmp(p, "\x7f" "ELF", 4))
+		return PHOS_MODIMAGE_CUBIN;
+	if (looks_like_ptx(p, len))
+		return PHOS_MODIMAGE_PTX;
+	return PHOS_MODIMAGE_NONE;
+}
+
+/* End of an ELF64 image: the furthest of its header tables and sections, read
+ * from headers that are first checked to lie in [p, p + max). */
+static size_t elf_size(const uint8_t *p, size_t max)
+{
+	uint64_t shoff, phoff, end = 64;
+	uint16_t shentsize, shnum, phentsize, phnum;
+
+	if (max < 64 || p[4] != 2 || p[5] != 1)
+		return 0;
+	phoff = rd64(p + 0x20);
+	shoff = rd64(p + 0x28);
+	phentsize = rd16(p + 0x36);
+	phnum = rd16(p + 0x38);
+	shentsize = rd16(p + 0x3a);
+	shnum = rd16(p + 0x3c);
+	if (shnum == 0 || shentsize < 64 || shoff > max || (uint64_t)shnum * shentsize > max - shoff)
+		return 0;      /* a cubin always has sections (and no extended numbering here) */
+	end = shoff + (uint64_t)shnum * shentsize;
+	if (phnum) {
+		if (phentsize < 56 || phoff > max || (uint64_t)phnum * phentsize > max - phoff)
+			return 0;
+		if (phoff + (uint64_t)phnum * phentsize > end)
+			end = phoff + (uint64_t)phnum * phentsize;
+	}
+	for (uint16_t i = 0; i < shnum; i++) {
+		const uint8_t *sh = p + shoff + (uint64_t)i * shentsize;
+		uint32_t type = rd32(sh + 4);
+		uint64_t off = rd64(sh + 24), size = rd64(sh + 32);
+
+		if (type == 8 /* SHT_NOBITS */ || type == 0)
+			continue;
+		if (off > max || size > max - off)
+			return 0;
+		if (off + size > end)
+			end = off + size;
+	}
+	return (size_t)end;
+}
+
+size_t phos_modimage_size(const void *data, size_t max)
+{
+	const uint8_t *p = data;
+	size_t n;
+
+	switch (phos_modimage_kind(data, max)) {
+	case PHOS_MODIMAGE_FATBIN:
+		return phos_fatbin_size(data, max);
+	case PHOS_MODIMAGE_CUBIN:
+		return elf_size(p, max);
+	case PHOS_MODIMAGE_PTX:
+		n = strnlen(data, max);
+		return n < max ? n + 1 : 0;    /* with its NUL */
+	default:
+		return 0;
+	}
+}
+
+int phos_modimage_parse(const void *data, size_t len, struct phos_fatbin **ret_fb)
+{
+	enum phos_modimage_kind kind = phos_modimage_kind(data, len);
+	struct phos_fatbin *fb;
+	int r;
+
+	if (kind == PHOS_MODIMAGE_FATBIN || kind == PHOS_MODIMAGE_WRAPPER)
+		return phos_fatbin_parse(data, len, ret_fb);
+	if (kind == PHOS_MODIMAGE_NONE)
+		return -EINVAL;
+	fb = calloc(1, sizeof(*fb));
+	if (!fb)
+		return -ENOMEM;
+	if (kind == PHOS_MODIMAGE_CUBIN) {
+		r = parse_cubin(fb, data, len);
+	} else {
+		size_t n = strnlen(data, len);
+
+		r = n == len ? -EBADMSG : parse_ptx(fb, data, n);   /* PTX must be NUL-terminated */
+	}
+	if (r < 0) {
+		phos_fatbin_free(fb);
+		return r;
+	}
+	kernels_finish(fb);
+	*ret_fb = fb;
+	return 0;
+}
+
+int phos_modimage_ptx(const void *data, size_t len, char **ret_text, size_t *ret_len)
+{
+	size_t n;
+	char *t;
+
+	switch (phos_modimage_kind(data, len)) {
+	case PHOS_MODIMAGE_FATBIN:
+		return phos_fatbin_ptx(data, len, ret_text, ret_len);
+	case PHOS_MODIMAGE_PTX:
+		n = strnlen(data, len);
+		t = malloc(n + 1);
+		if (!t)
+			return -ENOMEM;
+		memcpy(t, data, n);
+		t[n] = 0;
+		*ret_text = t;
+		*ret_len = n;
+		return 0;
+	case PHOS_MODIMAGE_CUBIN:
+		return -ENOENT;
+	default:
+		return -EINVAL;
+	}
+}
+
+/* A ".global" (or ".const") declaration at module scope: [.align N] .TYPE name[[N]]... */
+int phos_ptx_global_size(const char *text, size_t len, const char *name, uint64_t *ret_size)
+{
+	struct lexer lx = { .p = text, .end = text + strnlen(text, len) };
+	unsigned depth = 0;
+
+	while (lex_next(&lx)) {
+		uint64_t size;
+		uint32_t n;
+
+		if (tok_is(&lx, "{") || tok_is(&lx, "}")) {
+			depth = tok_is(&lx, "{") ? depth + 1 : (depth ? depth - 1 : 0);
+			continue;
+		}
+		if (depth || !(tok_is(&lx, ".global") || tok_is(&lx, ".const")))
+			continue;
+		if (!lex_next(&lx))
+			break;
+		if (tok_is(&lx, ".align") && (!lex_number(&lx, &n) || !lex_next(&lx)))
+			break;
+		size = ptx_type_size(&lx);
+		if (!size || !lex_next(&lx))
+			continue;
+		if (lx.tlen != strlen(name) || memcmp(lx.tok, name, lx.tlen))
+			continue;
+		while (lex_next(&lx) && tok_is(&lx, "[")) {
+			if (!lex_number(&lx, &n) || !lex_next(&lx) || !tok_is(&lx, "]"))
+				return -EBADMSG;
+			size *= n;
+		}
+		*ret_size = size;
+		return 0;
+	}
+	return -ENOENT;
 }

@@ -88,6 +88,40 @@ int phos_fatbin_ptx(const void *data, size_t len, char **ret_text, size_t *ret_l
  * owned by fb; NULL past the end. */
 const char *phos_fatbin_kernel_name(const struct phos_fatbin *fb, size_t i);
 
+/*
+ * Module images as the driver API takes them (cuModuleLoadData): a fatbin, a
+ * cubin (ELF) or NUL-terminated PTX text. The executor keeps and loads the
+ * image as it came (the driver reads all three) and parses it with
+ * phos_modimage_parse, which gives the same kernel table as for a fatbin: a
+ * cubin's kernels from its .nv.info (opaque: no PTX), PTX's from its .entry
+ * lines and the access analysis.
+ */
+enum phos_modimage_kind {
+	PHOS_MODIMAGE_NONE = 0,
+	PHOS_MODIMAGE_FATBIN,     /* magic 0xBA55ED50 */
+	PHOS_MODIMAGE_WRAPPER,    /* a __fatBinC_Wrapper_t (magic 0x466243B1) */
+	PHOS_MODIMAGE_CUBIN,      /* \x7fELF */
+	PHOS_MODIMAGE_PTX,        /* text with .version and .target */
+};
+
+/* What the first bytes of data[0..len) are (len: what may be read). */
+enum phos_modimage_kind phos_modimage_kind(const void *data, size_t len);
+
+/* Bytes of the image at data, read from its own headers (a fatbin, a cubin) or
+ * up to its NUL (PTX, counted), reading no more than max bytes; 0 when it is
+ * none of these or does not fit in max. A wrapper gives 0: unwrap it first. */
+size_t phos_modimage_size(const void *data, size_t max);
+
+/* phos_fatbin_parse for any image kind. -EINVAL when data is no image. */
+int phos_modimage_parse(const void *data, size_t len, struct phos_fatbin **ret_fb);
+
+/* phos_fatbin_ptx for any image kind: PTX text is copied; -ENOENT for a cubin. */
+int phos_modimage_ptx(const void *data, size_t len, char **ret_text, size_t *ret_len);
+
+/* Bytes of the module-scope variable `name` (.global or .const) of PTX text,
+ * from its declaration (type size times array lengths). -ENOENT when not declared. */
+int phos_ptx_global_size(const char *text, size_t len, const char *name, uint64_t *ret_size);
+
 /* Frees what phos_fatbin_kernel put into info (not info itself). */
 void phos_kernel_info_exit(struct phos_kernel_info *info);
 

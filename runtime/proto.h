@@ -135,6 +135,8 @@ enum phos_op {
 	PHOS_OP_LAUNCH_EX,        /* phos_launch_ex + packed parameter buffer: a launch with
 	                           * attributes (cooperative, cluster dimensions) */
 	PHOS_OP_OCCUPANCY_CLUSTER,/* sync: phos_occupancy_cluster; reply i32 */
+	PHOS_OP_MODULE_STATUS,    /* sync: phos_handle; status: did the module load (the driver
+	                           * API's cuModuleLoadData answers with the device's verdict) */
 
 	PHOS_OP__COUNT
 };

@@ -8,10 +8,14 @@ behind phos-fn's back (tests/transparency/guard/).
   reach the executor (trace);
 - dlopen_cudart dlopen()s the real copy by absolute path: the same;
 - a real libcudart of another name (libcudart.so.12) is refused;
-- driver_probe reaching a libcuda.so.1 through dlopen, or mapping it by hand
-  (no loader: phos-fn's scan of /proc/PID/maps), in the program or in a child
-  of it, is refused with the library named and PHOS_GUARD_EXIT, and never
-  runs natively; phos-fn snapshot refuses it the same way.
+- driver_probe dlopen()ing a libcuda.so.1 by its path or by soname, and
+  rpath_driver, whose DT_NEEDED libcuda.so.1 has a DT_RPATH to a copy, get
+  phos-fn's driver stand-in (preload/libcuda.c), whose calls reach the
+  executor (trace);
+- driver_probe dlopen()ing NVML (libnvidia-ml.so.1), or mapping a libcuda.so.1
+  by hand (no loader: phos-fn's scan of /proc/PID/maps), in the program or in
+  a child of it, is refused with the library named and PHOS_GUARD_EXIT, and
+  never runs natively; phos-fn snapshot refuses it the same way.
 """
 import os
 import shutil
@@ -25,9 +29,12 @@ DIR = program("tests", "transparency", "guard")
 RPATH = os.path.join(DIR, "rpath_cudart")
 DLOPEN = os.path.join(DIR, "dlopen_cudart")
 PROBE = os.path.join(DIR, "driver_probe")
+RPATH_DRIVER = os.path.join(DIR, "rpath_driver")
 REAL = os.path.join(DIR, "lib", "libcudart.so.13")
 FAKE_DRIVER = os.path.join(DIR, "libcuda.so.1")
+FAKE_NVML = os.path.join(DIR, "libnvidia-ml.so.1")
 STANDIN = os.path.realpath(program("preload", "libcudart.so.13"))
+STANDIN_DRIVER = os.path.realpath(program("preload", "libcuda.so.1"))
 
 
 def native(*cmd):
@@ -72,19 +79,48 @@ try:
     check(p.returncode == GUARD_EXIT and "refusing" in p.stderr and "libcudart.so.12" in p.stderr
           and "ok" not in p.stdout, f"dlopen of libcudart.so.12: rc {p.returncode}\n{p.stdout}\n{p.stderr[-2000:]}")
 
-    # The driver, through the loader and by hand.
-    for how, says in (("dlopen", "it loads"), ("mmap", "mapped or opened"), ("forkmmap", "mapped or opened")):
-        p = native(PROBE, how, FAKE_DRIVER)
-        check(p.returncode == 0 and "driver ran natively" in p.stdout, f"probe {how} natively: {p.returncode} {p.stderr}")
-        p = run(PROBE, how, FAKE_DRIVER)
-        check(p.returncode == GUARD_EXIT, f"probe {how} under phos-fn: rc {p.returncode}, want {GUARD_EXIT}")
-        check("driver ran natively" not in p.stdout, f"probe {how} under phos-fn ran natively: {p.stdout}")
-        check(says in p.stderr and "refusing" in p.stderr and FAKE_DRIVER in p.stderr,
-              f"probe {how} under phos-fn: no clear refusal: {p.stderr[-2000:]}")
+    # The driver through the loader: natively the file asked for serves; under
+    # phos-fn the driver stand-in does, and its calls are forwarded.
+    p = native(PROBE, "dlopen", FAKE_DRIVER)
+    check(p.returncode == 0 and "driver ran natively" in p.stdout and f"libcuda: {FAKE_DRIVER}" in p.stdout,
+          f"probe dlopen natively: {p.returncode} {p.stdout} {p.stderr}")
+    trace = os.path.join(tmp, "probe.trace")
+    p = run(PROBE, "dlopen", FAKE_DRIVER, trace=trace)
+    served = [os.path.realpath(line[9:]) for line in p.stdout.splitlines() if line.startswith("libcuda: ")]
+    check(p.returncode == 0 and "driver: forwarded ok" in p.stdout and "driver ran natively" not in p.stdout,
+          f"probe dlopen under phos-fn: rc {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
+    check(served == [STANDIN_DRIVER], f"probe dlopen under phos-fn: served by {served}, not {STANDIN_DRIVER}")
+    seen = {r.get("op") for r in read_trace(trace)} if os.path.exists(trace) else set()
+    check({"memset", "memcpy_d2h"} <= seen, f"probe dlopen under phos-fn: forwarded ops {sorted(seen)}")
+
+    # The driver by soname, and as a DT_NEEDED behind a DT_RPATH to the fake
+    # copy (which beats LD_LIBRARY_PATH): the stand-in serves both.
+    p = native(RPATH_DRIVER)
+    check(p.returncode == 0 and "driver ran natively" in p.stdout and f"libcuda: {FAKE_DRIVER}" in p.stdout,
+          f"rpath_driver natively: {p.returncode} {p.stdout} {p.stderr}")
+    for cmd in ([PROBE, "dlopen", "libcuda.so.1"], [RPATH_DRIVER]):
+        trace = os.path.join(tmp, os.path.basename(cmd[0]) + "-soname.trace")
+        p = run(*cmd, trace=trace)
+        served = [os.path.realpath(line[9:]) for line in p.stdout.splitlines() if line.startswith("libcuda: ")]
+        check(p.returncode == 0 and "driver: forwarded ok" in p.stdout and served == [STANDIN_DRIVER],
+              f"{cmd} under phos-fn: rc {p.returncode}, served by {served}\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
+        seen = {r.get("op") for r in read_trace(trace)} if os.path.exists(trace) else set()
+        check({"memset", "memcpy_d2h"} <= seen, f"{cmd} under phos-fn: forwarded ops {sorted(seen)}")
+
+    # NVML through the loader, the driver by hand: refused.
+    for how, lib, says in (("dlopen", FAKE_NVML, "it loads"), ("mmap", FAKE_DRIVER, "mapped or opened"),
+                           ("forkmmap", FAKE_DRIVER, "mapped or opened")):
+        p = native(PROBE, how, lib)
+        check(p.returncode == 0 and "driver ran natively" in p.stdout, f"probe {how} {lib} natively: {p.returncode} {p.stderr}")
+        p = run(PROBE, how, lib)
+        check(p.returncode == GUARD_EXIT, f"probe {how} {lib} under phos-fn: rc {p.returncode}, want {GUARD_EXIT}")
+        check("driver ran natively" not in p.stdout, f"probe {how} {lib} under phos-fn ran natively: {p.stdout}")
+        check(says in p.stderr and "refusing" in p.stderr and lib in p.stderr,
+              f"probe {how} {lib} under phos-fn: no clear refusal: {p.stderr[-2000:]}")
 
     # phos-fn snapshot runs functions with the same guard.
-    p = phos("snapshot", "--device", DEVICE, "-o", os.path.join(tmp, "snap"), "--", PROBE, "dlopen", FAKE_DRIVER)
-    check(p.returncode != 0 and "refusing" in p.stderr and FAKE_DRIVER in p.stderr and "status 121" in p.stderr,
+    p = phos("snapshot", "--device", DEVICE, "-o", os.path.join(tmp, "snap"), "--", PROBE, "dlopen", FAKE_NVML)
+    check(p.returncode != 0 and "refusing" in p.stderr and FAKE_NVML in p.stderr and "status 121" in p.stderr,
           f"snapshot of the probe: rc {p.returncode}: {p.stderr[-2000:]}")
     check(not os.path.exists(os.path.join(tmp, "snap", "manifest.json")), "a snapshot of a refused program was written")
 finally:

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sim twins of the kernels of tests/transparency/guard, graphs and cub. CUB's kernels
+ * sim twins of the kernels of tests/transparency/guard, graphs, driver and cub. CUB's kernels
  * are named inside CUB's versioned namespace (CUB_300001_SM_900: the CCCL of
  * CUDA 13.0, built for sm_90); a toolkit with another CCCL renames them, and
  * those programs then fail on sim with a missing twin, loudly.
@@ -96,6 +96,42 @@ static void coop_iota(const struct phos_sim_launch *l)
 	FOR_EACH_THREAD_1D(l, i)
 		if (i < (uint64_t)n)
 			y[i] = 2 * (int)i + k;
+}
+
+/* driver/kernels.cu, loaded through the driver API */
+static void driver_saxpy(const struct phos_sim_launch *l)
+{
+	float a = PHOS_SIM_ARG(l, 0, float);
+	const float *x = PHOS_SIM_ARG(l, 1, const float *);
+	float *y = PHOS_SIM_ARG(l, 2, float *);
+	int n = PHOS_SIM_ARG(l, 3, int);
+
+	FOR_EACH_THREAD_1D(l, i)
+		if (i < (uint64_t)n)
+			y[i] = a * x[i] + y[i];
+}
+
+static void driver_fill(const struct phos_sim_launch *l)
+{
+	unsigned *out = PHOS_SIM_ARG(l, 0, unsigned *);
+	unsigned v = PHOS_SIM_ARG(l, 1, unsigned);
+	int n = PHOS_SIM_ARG(l, 2, int);
+
+	FOR_EACH_THREAD_1D(l, i)
+		if (i < (uint64_t)n)
+			out[i] = v + (unsigned)i;
+}
+
+/* driver/entry_point.cu */
+static void driver_ep_scale(const struct phos_sim_launch *l)
+{
+	int *p = PHOS_SIM_ARG(l, 0, int *);
+	int k = PHOS_SIM_ARG(l, 1, int);
+	int n = PHOS_SIM_ARG(l, 2, int);
+
+	FOR_EACH_THREAD_1D(l, i)
+		if (i < (uint64_t)n)
+			p[i] *= k;
 }
 
 #define CUB_NS "N3cub17CUB_300001_SM_900"
@@ -202,6 +238,9 @@ static void cub_radix_sort_single_tile(const struct phos_sim_launch *l)
 
 static const struct phos_sim_twin twins[] = {
 	{ "_Z9guard_addPKfPfi", guard_add },
+	{ "_Z9drv_saxpyfPKfPfi", driver_saxpy },
+	{ "drv_fill", driver_fill },
+	{ "_Z8ep_scalePiii", driver_ep_scale },
 	{ "_Z12graphs_saxpyfPKfPfi", graphs_saxpy },
 	{ "_Z16graphs_scale_addPffi", graphs_scale_add },
 	{ "_Z10graphs_addPKfS0_Pfi", graphs_add },

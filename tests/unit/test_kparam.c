@@ -457,6 +457,108 @@ static void check_demangle(void)
 	CHECK(!strcmp(phos_demangle_basename("_Z7vec_addPKfPfi", buf, 4), "vec"), "basename truncated %s", buf);
 }
 
+/* Parses a private copy of a module image of any kind (cuModuleLoadData's
+ * input): the contract's errors only, never a crash or an over-read. */
+static int modimage_copy(const char *what, const uint8_t *data, size_t len)
+{
+	uint8_t *copy = malloc(len ? len : 1);
+	struct phos_fatbin *fb = NULL;
+	int r;
+
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, data, len);
+	(void)phos_modimage_kind(copy, len);
+	(void)phos_modimage_size(copy, len);
+	r = phos_modimage_parse(copy, len, &fb);
+	free(copy);
+	CHECK(r == 0 || r == -EINVAL || r == -EBADMSG || r == -E2BIG, "%s: len %zu: unexpected %d", what, len, r);
+	CHECK((r == 0) == (fb != NULL), "%s: len %zu: ret_fb with %d", what, len, r);
+	phos_fatbin_free(fb);
+	return r;
+}
+
+/* A cubin and PTX text as the driver API takes them, taken out of the fatbin:
+ * their kind, size and kernels, then truncated and corrupted. */
+static void check_modimage(const char *path)
+{
+	size_t len = 0, ptx_len = 0, off;
+	uint8_t *buf = NULL;
+	const uint8_t *cubin = NULL;
+	uint64_t cubin_len = 0;
+	char *ptx = NULL;
+	struct phos_fatbin *fb = NULL;
+	unsigned nk = 0;
+
+	if (read_file(path, &buf, &len) < 0)
+		return;
+	/* the first uncompressed ELF entry (fatbin layout: kparam.c) */
+	for (off = 16; off + 64 <= len;) {
+		uint32_t hsize;
+		uint64_t psize, flags;
+
+		memcpy(&hsize, buf + off + 4, 4);
+		memcpy(&psize, buf + off + 8, 8);
+		memcpy(&flags, buf + off + 40, 8);
+		if (hsize < 64 || psize > len - off - hsize)
+			break;
+		if (buf[off] == 2 && !(flags & 0xa000u)) {
+			cubin = buf + off + hsize;
+			cubin_len = psize;
+			break;
+		}
+		off += hsize + psize;
+	}
+	CHECK(cubin && phos_modimage_kind(cubin, cubin_len) == PHOS_MODIMAGE_CUBIN, "%s: no plain cubin", path);
+	if (cubin) {
+		size_t size = phos_modimage_size(cubin, cubin_len);
+
+		/* the payload is padded to 8 bytes: the ELF ends within the last 8 */
+		CHECK(size && size <= cubin_len && cubin_len - size < 8, "cubin size %zu of a %llu-byte entry", size,
+		      (unsigned long long)cubin_len);
+		CHECK(phos_modimage_parse(cubin, cubin_len, &fb) == 0, "the cubin does not parse");
+		phos_fatbin_stats(fb, NULL, NULL, &nk);
+		CHECK(nk == NKERNELS + 1, "the cubin has %u kernels, want %zu", nk, NKERNELS + 1);
+		phos_fatbin_free(fb);
+		fb = NULL;
+		for (size_t n = 0; n < cubin_len; n += 1 + n / 8)
+			modimage_copy("truncated cubin", cubin, n);
+		for (int i = 0; i < 300; i++) {
+			uint8_t *c = malloc(cubin_len);
+
+			memcpy(c, cubin, cubin_len);
+			c[4 + rng() % (cubin_len - 4)] ^= (uint8_t)(1u << (rng() % 8));
+			modimage_copy("corrupted cubin", c, cubin_len);
+			free(c);
+		}
+	}
+	CHECK(phos_fatbin_ptx(buf, len, &ptx, &ptx_len) == 0, "%s: no PTX", path);
+	if (ptx) {
+		CHECK(phos_modimage_kind(ptx, ptx_len + 1) == PHOS_MODIMAGE_PTX, "PTX text not recognised");
+		CHECK(phos_modimage_size(ptx, ptx_len + 1) == ptx_len + 1, "PTX size without its NUL");
+		CHECK(phos_modimage_size(ptx, ptx_len) == 0, "PTX without a NUL within max has a size");
+		CHECK(phos_modimage_parse(ptx, ptx_len + 1, &fb) == 0, "the PTX does not parse");
+		phos_fatbin_stats(fb, NULL, NULL, &nk);
+		CHECK(nk == NKERNELS + 1, "the PTX has %u kernels, want %zu", nk, NKERNELS + 1);
+		phos_fatbin_free(fb);
+		fb = NULL;
+		CHECK(modimage_copy("PTX without its NUL", (const uint8_t *)ptx, ptx_len) == -EBADMSG,
+		      "PTX without its NUL parsed");
+		for (size_t n = 0; n < ptx_len; n += 1 + n / 8) {
+			char *t = malloc(n + 1);
+
+			memcpy(t, ptx, n);
+			t[n] = '\0';
+			modimage_copy("truncated PTX", (const uint8_t *)t, n + 1);
+			free(t);
+		}
+		free(ptx);
+	}
+	CHECK(modimage_copy("junk", (const uint8_t *)"not a module, just some text", 29) == -EINVAL,
+	      "junk is an image");
+	free(buf);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -468,6 +570,7 @@ int main(int argc, char **argv)
 	check_fatbin(argv[1], 1, 1, true);      /* zstd PTX is read too */
 	check_wrapper(argv[1]);
 	check_malformed(argv[1]);
+	check_modimage(argv[1]);
 	if (argc > 2) {
 		check_fatbin(argv[2], 1, 1, true);
 		check_malformed(argv[2]);

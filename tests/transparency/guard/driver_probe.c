@@ -1,15 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Reaches the "driver" behind the runtime's back, the two ways a program can:
+ * Reaches the driver behind the runtime's back, the ways a program can:
  *
- *   driver_probe dlopen PATH   dlopen()s a libcuda.so.1 and calls its cuInit
+ *   driver_probe dlopen PATH   dlopen()s a driver library (libcuda.so.1,
+ *                              libnvidia-ml.so.1) and calls its cuInit; when
+ *                              it is a driver API (cuMemAlloc_v2 and friends),
+ *                              allocates, sets and reads back through it
  *   driver_probe mmap PATH     maps the file by hand (no loader), then works
  *                              on for a second
  *   driver_probe forkmmap PATH the same in a child process, which the program
  *                              waits for
  *
- * The tests give it a stand-in libcuda.so.1 (fake_libcuda.c): natively it
- * prints "driver ran natively"; under phos-fn it must be refused.
+ * The tests give it stand-ins (fake_libcuda.c, built as libcuda.so.1 and as
+ * libnvidia-ml.so.1): natively it prints "driver ran natively". Under
+ * phos-fn a dlopen of libcuda.so.1 gets phos-fn's driver stand-in, whose calls
+ * are forwarded ("driver: forwarded ok", and "libcuda: PATH" names the library
+ * that served); NVML and a driver mapped by hand are refused.
  */
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -19,24 +25,29 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common.h"
+
+/* The driver API through dlsym only: this program links no CUDA. */
+static int probe_dlopen(const char *path)
+{
+	void *lib = dlopen(path, RTLD_NOW);
+	void *cu_init = lib ? dlsym(lib, "cuInit") : NULL;
+
+	if (!cu_init) {
+		fprintf(stderr, "dlopen: %s\n", dlerror());
+		return 1;
+	}
+	return drive_driver(lib, cu_init);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
 		fprintf(stderr, "usage: driver_probe dlopen|mmap|forkmmap PATH\n");
 		return 2;
 	}
-	if (!strcmp(argv[1], "dlopen")) {
-		void *lib = dlopen(argv[2], RTLD_NOW);
-		int (*cu_init)(unsigned) = lib ? (int (*)(unsigned))dlsym(lib, "cuInit") : NULL;
-
-		if (!cu_init) {
-			fprintf(stderr, "dlopen: %s\n", dlerror());
-			return 1;
-		}
-		if (cu_init(0) == 0)
-			printf("driver ran natively\n");
-		return 0;
-	}
+	if (!strcmp(argv[1], "dlopen"))
+		return probe_dlopen(argv[2]);
 	if (!strcmp(argv[1], "forkmmap")) {
 		pid_t pid = fork();
 		int status;

@@ -1,0 +1,991 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The driver API stand-in, part one (libcuda_internal.h has the picture):
+ * initialisation, devices, the primary context, memory, streams, events,
+ * pointer attributes and error names.
+ *
+ * Names are written as the driver exports them (cuMemAlloc_v2, not the
+ * cuMemAlloc that cuda.h turns into it); the per-thread-stream forms
+ * (_ptds, _ptsz) are the same functions, since the executor runs the legacy
+ * and per-thread default streams as one stream (proto.h).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libcuda_internal.h"
+#include "log.h"
+
+/* cuda.h turns these into their _v2 names; we export both forms under their own names. */
+#undef cuStreamDestroy
+#undef cuEventDestroy
+#undef cuEventElapsedTime
+#undef cuCtxPushCurrent
+#undef cuCtxPopCurrent
+#undef cuCtxDestroy
+#undef cuDevicePrimaryCtxRelease
+#undef cuDevicePrimaryCtxReset
+#undef cuDevicePrimaryCtxSetFlags
+#undef cuDeviceGetUuid
+
+#define CTX_STACK 16
+
+static int initialized;                  /* cuInit succeeded */
+static int primary_refs;                 /* cuDevicePrimaryCtxRetain - Release */
+static unsigned primary_flags;           /* cuDevicePrimaryCtxSetFlags */
+
+/* The calling thread's context stack. `touched`: the thread set or popped a
+ * context itself; before that its current context is the one the runtime
+ * would have made current (the primary, once connected). */
+static __thread CUcontext ctx_stack[CTX_STACK];
+static __thread unsigned ctx_depth;
+static __thread bool ctx_touched;
+
+CUresult cu_result(int err)
+{
+	switch (err) {
+	case cudaSuccess:
+		return CUDA_SUCCESS;
+	case cudaErrorMemoryAllocation:
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	case cudaErrorInitializationError:
+		return CUDA_ERROR_NOT_INITIALIZED;
+	case cudaErrorCudartUnloading:
+		return CUDA_ERROR_DEINITIALIZED;
+	case cudaErrorDevicesUnavailable:
+		return CUDA_ERROR_DEVICE_UNAVAILABLE;
+	case cudaErrorInvalidSymbol:
+		return CUDA_ERROR_NOT_FOUND;
+	case cudaErrorInvalidDeviceFunction:
+	case cudaErrorInvalidResourceHandle:
+		return CUDA_ERROR_INVALID_HANDLE;
+	case cudaErrorInvalidKernelImage:
+		return CUDA_ERROR_INVALID_IMAGE;
+	case cudaErrorNotPermitted:
+		return CUDA_ERROR_NOT_PERMITTED;
+	case cudaErrorNotSupported:
+		return CUDA_ERROR_NOT_SUPPORTED;
+	default:
+		/* Below 100 the runtime's codes are its own (configuration, pitch,
+		 * direction...): arguments the driver calls invalid. From 100 on they
+		 * are the driver's numbers (device, image, handle, not ready, launch). */
+		return err < 100 ? CUDA_ERROR_INVALID_VALUE : (CUresult)err;
+	}
+}
+
+/* Says "this libcuda.so.1 is phos-fn's": the executor's cuda backend refuses
+ * to drive the GPU through it (runtime/device_cuda.c). */
+PHOS_EXPORT const int phos_cuda_standin = 1;
+PHOS_EXPORT_NAMES(phos_cuda_standin)
+
+/* Every export we do not forward: logged once, refused. */
+int phos_cuda_stub(const char *name, int *logged);
+int phos_cuda_stub(const char *name, int *logged)
+{
+	phos_log_once("CUDA driver API", name, logged);
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* --- initialisation, version, devices --- */
+
+/* cuInit was called, or the runtime connected (it initialises the driver
+ * itself: a driver entry point from cudaGetDriverEntryPoint works without cuInit). */
+CUresult cu_initialized(void)
+{
+	if (__atomic_load_n(&initialized, __ATOMIC_ACQUIRE) || phos_preload_hello()->device_count > 0)
+		return CUDA_SUCCESS;
+	return CUDA_ERROR_NOT_INITIALIZED;
+}
+
+PHOS_EXPORT CUresult cuInit(unsigned int Flags)
+{
+	CUresult r;
+
+	if (Flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = cu_result(phos_preload_connect());
+	if (r == CUDA_SUCCESS)
+		__atomic_store_n(&initialized, 1, __ATOMIC_RELEASE);
+	return r;
+}
+
+PHOS_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
+{
+	/* needs no cuInit, as in CUDA */
+	return CU_RUN(cudaDriverGetVersion(driverVersion));
+}
+
+#define NEED_INIT()                                     \
+	do {                                            \
+		CUresult need_init_r_ = cu_initialized(); \
+		if (need_init_r_)                       \
+			return need_init_r_;            \
+	} while (0)
+
+static CUresult check_device(CUdevice dev)
+{
+	int n = 0;
+	CUresult r = CU_RUN(cudaGetDeviceCount(&n));
+
+	if (r)
+		return r;
+	return dev >= 0 && dev < n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+PHOS_EXPORT CUresult cuDeviceGetCount(int *count)
+{
+	NEED_INIT();
+	if (!count)
+		return CUDA_ERROR_INVALID_VALUE;
+	return CU_RUN(cudaGetDeviceCount(count));
+}
+
+PHOS_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+	CUresult r;
+
+	NEED_INIT();
+	if (!device)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = check_device(ordinal);
+	if (r == CUDA_SUCCESS)
+		*device = ordinal;
+	return r;
+}
+
+static CUresult device_prop(CUdevice dev, struct cudaDeviceProp *prop)
+{
+	NEED_INIT();
+	return CU_RUN(cudaGetDeviceProperties(prop, dev));
+}
+
+PHOS_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+	struct cudaDeviceProp prop;
+	CUresult r;
+
+	if (!name || len <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = device_prop(dev, &prop);
+	if (r == CUDA_SUCCESS) {
+		strncpy(name, prop.name, (size_t)len - 1);
+		name[len - 1] = '\0';
+	}
+	return r;
+}
+
+PHOS_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+	struct cudaDeviceProp prop;
+	CUresult r;
+
+	if (!bytes)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = device_prop(dev, &prop);
+	if (r == CUDA_SUCCESS)
+		*bytes = prop.totalGlobalMem;
+	return r;
+}
+
+PHOS_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+	struct cudaDeviceProp prop;
+	CUresult r;
+
+	if (!uuid)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = device_prop(dev, &prop);
+	if (r == CUDA_SUCCESS)
+		memcpy(uuid->bytes, prop.uuid.bytes, sizeof(uuid->bytes));
+	return r;
+}
+PHOS_ALIAS(cuDeviceGetUuid, cuDeviceGetUuid_v2);
+
+/* CUdevice_attribute and cudaDeviceAttr share their numbers. */
+PHOS_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+	NEED_INIT();
+	if (!pi)
+		return CUDA_ERROR_INVALID_VALUE;
+	return CU_RUN(cudaDeviceGetAttribute(pi, (enum cudaDeviceAttr)attrib, dev));
+}
+
+/* "dddd:bb:dd.f", as the driver writes it */
+PHOS_EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
+	struct cudaDeviceProp prop;
+	CUresult r;
+
+	if (!pciBusId || len <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = device_prop(dev, &prop);
+	if (r == CUDA_SUCCESS)
+		snprintf(pciBusId, (size_t)len, "%04x:%02x:%02x.0", (unsigned)prop.pciDomainID,
+			 (unsigned)prop.pciBusID, (unsigned)prop.pciDeviceID);
+	return r;
+}
+
+PHOS_EXPORT CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
+{
+	CUresult r;
+
+	if (!major || !minor)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = cuDeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+	return r ? r : cuDeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+}
+
+/* --- the primary context --- */
+
+PHOS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+	CUresult r;
+
+	NEED_INIT();
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = check_device(dev);
+	if (r)
+		return r;
+	/* phos-fn serves device 0 of the executor; more would need a context per device */
+	if (dev != 0)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	__atomic_add_fetch(&primary_refs, 1, __ATOMIC_ACQ_REL);
+	*pctx = CU_PRIMARY_CTX;
+	return CUDA_SUCCESS;
+}
+
+PHOS_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+	int refs;
+	CUresult r;
+
+	NEED_INIT();
+	r = check_device(dev);
+	if (r)
+		return r;
+	refs = __atomic_load_n(&primary_refs, __ATOMIC_ACQUIRE);
+	do {
+		if (refs <= 0)
+			return CUDA_ERROR_INVALID_CONTEXT;
+	} while (!__atomic_compare_exchange_n(&primary_refs, &refs, refs - 1, false, __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE));
+	/* The context lives on in the executor: the runtime stand-in uses it too. */
+	return CUDA_SUCCESS;
+}
+PHOS_ALIAS(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2);
+
+PHOS_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+	CUresult r;
+
+	NEED_INIT();
+	if (!flags || !active)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = check_device(dev);
+	if (r)
+		return r;
+	*flags = __atomic_load_n(&primary_flags, __ATOMIC_RELAXED);
+	*active = __atomic_load_n(&primary_refs, __ATOMIC_ACQUIRE) > 0 || phos_preload_hello()->device_count > 0;
+	return CUDA_SUCCESS;
+}
+
+PHOS_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+	CUresult r;
+
+	NEED_INIT();
+	r = check_device(dev);
+	if (r)
+		return r;
+	/* the scheduling flags the runtime takes (cudaSetDeviceFlags); 0x07 of them */
+	if (flags & ~(unsigned)(CU_CTX_SCHED_MASK | CU_CTX_LMEM_RESIZE_TO_MAX | CU_CTX_MAP_HOST))
+		return CUDA_ERROR_INVALID_VALUE;
+	__atomic_store_n(&primary_flags, flags, __ATOMIC_RELAXED);
+	return CU_RUN(cudaSetDeviceFlags(flags & CU_CTX_SCHED_MASK));
+}
+PHOS_ALIAS(cuDevicePrimaryCtxSetFlags, cuDevicePrimaryCtxSetFlags_v2);
+
+/* Frees every allocation, module, stream and event of the function: the
+ * runtime's cudaDeviceReset, as on a real primary context. */
+PHOS_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+	CUresult r;
+
+	NEED_INIT();
+	r = check_device(dev);
+	if (r)
+		return r;
+	__atomic_store_n(&primary_flags, 0, __ATOMIC_RELAXED);
+	return CU_RUN(cudaDeviceReset());
+}
+PHOS_ALIAS(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2);
+
+static CUresult check_ctx(CUcontext ctx)
+{
+	return ctx == CU_PRIMARY_CTX ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+static CUcontext current_ctx(void)
+{
+	if (ctx_depth)
+		return ctx_stack[ctx_depth - 1];
+	if (!ctx_touched && phos_preload_hello()->device_count > 0)
+		return CU_PRIMARY_CTX;
+	return NULL;
+}
+
+PHOS_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+	NEED_INIT();
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pctx = current_ctx();
+	return CUDA_SUCCESS;
+}
+
+PHOS_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+	NEED_INIT();
+	if (ctx && check_ctx(ctx))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	ctx_touched = true;
+	if (!ctx) {
+		if (ctx_depth)
+			ctx_depth--;
+		return CUDA_SUCCESS;
+	}
+	if (ctx_depth)
+		ctx_stack[ctx_depth - 1] = ctx;
+	else
+		ctx_stack[ctx_depth++] = ctx;
+	return CUDA_SUCCESS;
+}
+
+PHOS_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+	NEED_INIT();
+	if (check_ctx(ctx))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (ctx_depth == CTX_STACK)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	ctx_touched = true;
+	ctx_stack[ctx_depth++] = ctx;
+	return CUDA_SUCCESS;
+}
+PHOS_ALIAS(cuCtxPushCurrent, cuCtxPushCurrent_v2);
+
+PHOS_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+	CUcontext cur;
+
+	NEED_INIT();
+	cur = current_ctx();
+	if (!cur)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (ctx_depth)
+		ctx_depth--;
+	ctx_touched = true;
+	if (pctx)
+		*pctx = cur;
+	return CUDA_SUCCESS;
+}
+PHOS_ALIAS(cuCtxPopCurrent, cuCtxPopCurrent_v2);
+
+/* The calls below act on the current context, which must exist. */
+#define NEED_CTX()                                      \
+	do {                                            \
+		NEED_INIT();                            \
+		if (!current_ctx())                     \
+			return CUDA_ERROR_INVALID_CONTEXT; \
+	} while (0)
+
+PHOS_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
+{
+	NEED_CTX();
+	if (!device)
+		return CUDA_ERROR_INVALID_VALUE;
+	*device = 0;
+	return CUDA_SUCCESS;
+}
+
+PHOS_EXPORT CUresult cuCtxSynchronize(void)
+{
+	NEED_CTX();
+	return CU_RUN(cudaDeviceSynchronize());
+}
+
+PHOS_EXPORT CUresult cuCtxGetFlags(unsigned int *flags)
+{
+	NEED_CTX();
+	if (!flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	*flags = __atomic_load_n(&primary_flags, __ATOMIC_RELAXED);
+	return CUDA_SUCCESS;
+}
+
+PHOS_EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
+{
+	NEED_INIT();
+	if (!version || (ctx && check_ctx(ctx)))
+		return ctx && check_ctx(ctx) ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_INVALID_VALUE;
+	*version = 3020;   /* what the driver reports for every context made since CUDA 3.2 */
+	return CUDA_SUCCESS;
+}
+
+/* Cache preferences are hints: taken, not forwarded (as cudaFuncSetCacheConfig). */
+PHOS_EXPORT CUresult cuCtxSetCacheConfig(CUfunc_cache config)
+{
+	NEED_CTX();
+	return (unsigned)config <= CU_FUNC_CACHE_PREFER_EQUAL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+PHOS_EXPORT CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)
+{
+	NEED_CTX();
+	if (!pconfig)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pconfig = CU_FUNC_CACHE_PREFER_NONE;
+	return CUDA_SUCCESS;
+}
+
+/* CUlimit and cudaLimit share their numbers. */
+PHOS_EXPORT CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+{
+	NEED_CTX();
+	return CU_RUN(cudaDeviceGetLimit(pvalue, (enum cudaLimit)limit));
+}
+
+PHOS_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+	NEED_CTX();
+	return CU_RUN(cudaDeviceSetLimit((enum cudaLimit)limit, value));
+}
+
+PHOS_EXPORT CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+	NEED_CTX();
+	return CU_RUN(cudaDeviceGetStreamPriorityRange(leastPriority, greatestPriority));
+}
+
+/* One context per function: a new context is the primary one, retained.
+ * (cuda.h of CUDA 13 declares only the _v4 form.) */
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
+PHOS_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	CUresult r = cuDevicePrimaryCtxRetain(pctx, dev);
+
+	if (r == CUDA_SUCCESS)
+		r = cuCtxPushCurrent_v2(*pctx);
+	return r;
+}
+
+PHOS_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev)
+{
+	/* execution affinity and CIG parameters would need a context of their own */
+	if (params && (params->execAffinityParams || params->numExecAffinityParams || params->cigParams))
+		return CUDA_ERROR_NOT_SUPPORTED;
+	return cuCtxCreate_v2(pctx, flags, dev);
+}
+
+PHOS_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+	NEED_INIT();
+	if (check_ctx(ctx))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	for (unsigned i = ctx_depth; i > 0; i--)
+		if (ctx_stack[i - 1] == ctx) {
+			memmove(&ctx_stack[i - 1], &ctx_stack[i], (ctx_depth - i) * sizeof(ctx));
+			ctx_depth--;
+		}
+	return cuDevicePrimaryCtxRelease_v2(0);
+}
+PHOS_ALIAS(cuCtxDestroy, cuCtxDestroy_v2);
+
+/* --- memory --- */
+
+#define DPTR(p) ((void *)(uintptr_t)(p))
+
+PHOS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+	void *p = NULL;
+	CUresult r;
+
+	NEED_CTX();
+	if (!dptr || !bytesize)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = CU_RUN(cudaMalloc(&p, bytesize));
+	if (r == CUDA_SUCCESS)
+		*dptr = (CUdeviceptr)(uintptr_t)p;
+	return r;
+}
+
+PHOS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+	NEED_CTX();
+	if (!dptr)
+		return CUDA_ERROR_INVALID_VALUE;   /* the driver's rule; cudaFree(NULL) is a no-op */
+	return CU_RUN(cudaFree(DPTR(dptr)));
+}
+
+PHOS_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+	NEED_CTX();
+	if (!free || !total)
+		return CUDA_ERROR_INVALID_VALUE;
+	return CU_RUN(cudaMemGetInfo(free, total));
+}
+
+PHOS_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+	NEED_CTX();
+	return CU_RUN(cudaMallocHost(pp, bytesize));
+}
+
+/* CU_MEMHOSTALLOC_* and cudaHostAlloc* share their bits. */
+PHOS_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+	NEED_CTX();
+	return CU_RUN(cudaHostAlloc(pp, bytesize, Flags));
+}
+
+PHOS_EXPORT CUresult cuMemFreeHost(void *p)
+{
+	NEED_CTX();
+	return CU_RUN(cudaFreeHost(p));
+}
+
+PHOS_EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+	void *d = NULL;
+	CUresult r;
+
+	NEED_CTX();
+	if (!pdptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = CU_RUN(cudaHostGetDevicePointer(&d, p, Flags));
+	if (r == CUDA_SUCCESS)
+		*pdptr = (CUdeviceptr)(uintptr_t)d;
+	return r;
+}
+
+static CUresult copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, CUstream stream, bool async)
+{
+	NEED_CTX();
+	return async ? CU_RUN(cudaMemcpyAsync(dst, src, n, kind, (cudaStream_t)stream))
+		     : CU_RUN(cudaMemcpy(dst, src, n, kind));
+}
+
+PHOS_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+	return copy(DPTR(dstDevice), srcHost, ByteCount, cudaMemcpyHostToDevice, NULL, false);
+}
+PHOS_ALIAS(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD_v2);
+
+PHOS_EXPORT CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+	return copy(dstHost, DPTR(srcDevice), ByteCount, cudaMemcpyDeviceToHost, NULL, false);
+}
+PHOS_ALIAS(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH_v2);
+
+PHOS_EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
+	return copy(DPTR(dstDevice), DPTR(srcDevice), ByteCount, cudaMemcpyDeviceToDevice, NULL, false);
+}
+PHOS_ALIAS(cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD_v2);
+
+PHOS_EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+	return copy(DPTR(dst), DPTR(src), ByteCount, cudaMemcpyDefault, NULL, false);
+}
+PHOS_ALIAS(cuMemcpy_ptds, cuMemcpy);
+
+PHOS_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+					  CUstream hStream)
+{
+	return copy(DPTR(dstDevice), srcHost, ByteCount, cudaMemcpyHostToDevice, hStream, true);
+}
+PHOS_ALIAS(cuMemcpyHtoDAsync_v2_ptsz, cuMemcpyHtoDAsync_v2);
+
+PHOS_EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
+{
+	return copy(dstHost, DPTR(srcDevice), ByteCount, cudaMemcpyDeviceToHost, hStream, true);
+}
+PHOS_ALIAS(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyDtoHAsync_v2);
+
+PHOS_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+					  CUstream hStream)
+{
+	return copy(DPTR(dstDevice), DPTR(srcDevice), ByteCount, cudaMemcpyDeviceToDevice, hStream, true);
+}
+PHOS_ALIAS(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync_v2);
+
+PHOS_EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+	return copy(DPTR(dst), DPTR(src), ByteCount, cudaMemcpyDefault, hStream, true);
+}
+PHOS_ALIAS(cuMemcpyAsync_ptsz, cuMemcpyAsync);
+
+/*
+ * cuMemsetD16/D32 with a pattern whose bytes differ: the executor's memset
+ * sets bytes, so the pattern is written by a copy of up to 64 KiB, then
+ * doubled by device-to-device copies of what is already there (log2 copies,
+ * each with its exact ranges), all on the stream, in order.
+ */
+#define PATTERN_BYTES 65536u
+
+static CUresult memset_pattern(CUdeviceptr dst, uint32_t value, unsigned width, size_t n, CUstream stream)
+{
+	uint8_t pat[PATTERN_BYTES];
+	size_t total, first, done;
+	CUresult r;
+
+	NEED_CTX();
+	if (n > SIZE_MAX / width)
+		return CUDA_ERROR_INVALID_VALUE;
+	total = n * width;
+	if (!total)
+		return CUDA_SUCCESS;
+	if (dst % width)
+		return CUDA_ERROR_INVALID_VALUE;   /* the driver's alignment rule */
+	for (size_t i = 0; i < PATTERN_BYTES; i += width)
+		memcpy(pat + i, &value, width);
+	first = total < PATTERN_BYTES ? total : PATTERN_BYTES;
+	r = CU_RUN(cudaMemcpyAsync(DPTR(dst), pat, first, cudaMemcpyHostToDevice, (cudaStream_t)stream));
+	for (done = first; r == CUDA_SUCCESS && done < total; done *= 2) {
+		size_t len = done < total - done ? done : total - done;
+
+		r = CU_RUN(cudaMemcpyAsync(DPTR(dst + done), DPTR(dst), len, cudaMemcpyDeviceToDevice,
+					   (cudaStream_t)stream));
+	}
+	return r;
+}
+
+static CUresult memset_n(CUdeviceptr dst, uint32_t value, unsigned width, size_t n, CUstream stream, bool async)
+{
+	uint8_t b = (uint8_t)value;
+	bool uniform = width == 1 || (width == 2 && (value & 0xffff) == b * 0x0101u) ||
+		       (width == 4 && value == b * 0x01010101u);
+
+	NEED_CTX();
+	if (uniform && n <= SIZE_MAX / width)
+		return async ? CU_RUN(cudaMemsetAsync(DPTR(dst), b, n * width, (cudaStream_t)stream))
+			     : CU_RUN(cudaMemset(DPTR(dst), b, n * width));
+	return memset_pattern(dst, value, width, n, async ? stream : NULL);
+}
+
+PHOS_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+	return memset_n(dstDevice, uc, 1, N, NULL, false);
+}
+PHOS_ALIAS(cuMemsetD8_v2_ptds, cuMemsetD8_v2);
+
+PHOS_EXPORT CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N)
+{
+	return memset_n(dstDevice, us, 2, N, NULL, false);
+}
+PHOS_ALIAS(cuMemsetD16_v2_ptds, cuMemsetD16_v2);
+
+PHOS_EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
+{
+	return memset_n(dstDevice, ui, 4, N, NULL, false);
+}
+PHOS_ALIAS(cuMemsetD32_v2_ptds, cuMemsetD32_v2);
+
+PHOS_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
+	return memset_n(dstDevice, uc, 1, N, hStream, true);
+}
+PHOS_ALIAS(cuMemsetD8Async_ptsz, cuMemsetD8Async);
+
+PHOS_EXPORT CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
+{
+	return memset_n(dstDevice, us, 2, N, hStream, true);
+}
+PHOS_ALIAS(cuMemsetD16Async_ptsz, cuMemsetD16Async);
+
+PHOS_EXPORT CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
+{
+	return memset_n(dstDevice, ui, 4, N, hStream, true);
+}
+PHOS_ALIAS(cuMemsetD32Async_ptsz, cuMemsetD32Async);
+
+/* --- pointer attributes --- */
+
+static CUresult pointer_attr(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+	struct cudaPointerAttributes pa;
+	CUresult r = CU_RUN(cudaPointerGetAttributes(&pa, DPTR(ptr)));
+	bool known = pa.type == cudaMemoryTypeDevice || pa.type == cudaMemoryTypeHost;
+
+	if (r)
+		return r;
+	switch (attribute) {
+	case CU_POINTER_ATTRIBUTE_CONTEXT:
+		if (!known)
+			return CUDA_ERROR_INVALID_VALUE;
+		*(CUcontext *)data = CU_PRIMARY_CTX;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+		if (!known)
+			return CUDA_ERROR_INVALID_VALUE;
+		*(unsigned int *)data = pa.type == cudaMemoryTypeDevice ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+		if (pa.type == cudaMemoryTypeDevice) {
+			*(CUdeviceptr *)data = ptr;
+			return CUDA_SUCCESS;
+		}
+		if (pa.type == cudaMemoryTypeHost) {
+			void *d = NULL;
+
+			/* mapped host memory is reached at its own address (README) */
+			r = CU_RUN(cudaHostGetDevicePointer(&d, DPTR(ptr), 0));
+			if (r == CUDA_SUCCESS)
+				*(CUdeviceptr *)data = (CUdeviceptr)(uintptr_t)d;
+			return r;
+		}
+		return CUDA_ERROR_INVALID_VALUE;
+	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+		if (pa.type != cudaMemoryTypeHost)
+			return CUDA_ERROR_INVALID_VALUE;
+		*(void **)data = DPTR(ptr);
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+		if (!known)
+			return CUDA_ERROR_INVALID_VALUE;
+		*(int *)data = 0;   /* managed memory is not forwarded */
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+		if (!known)
+			return CUDA_ERROR_INVALID_VALUE;
+		*(int *)data = 0;
+		return CUDA_SUCCESS;
+	default: {
+		static int logged;
+
+		phos_log_once("CUDA driver API", "cuPointerGetAttribute of this attribute", &logged);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	}
+}
+
+PHOS_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+	NEED_INIT();
+	if (!data || !ptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	return pointer_attr(data, attribute, ptr);
+}
+
+/* CUDA's rules for the many-attribute form: unregistered memory is no error,
+ * its memory type reads 0 and its context NULL. */
+PHOS_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,
+					    void **data, CUdeviceptr ptr)
+{
+	NEED_INIT();
+	if (!numAttributes || !attributes || !data)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; i < numAttributes; i++) {
+		CUresult r;
+
+		if (!data[i])
+			return CUDA_ERROR_INVALID_VALUE;
+		r = pointer_attr(data[i], attributes[i], ptr);
+		if (r == CUDA_ERROR_INVALID_VALUE) {
+			switch (attributes[i]) {
+			case CU_POINTER_ATTRIBUTE_CONTEXT:
+			case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+			case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+				*(void **)data[i] = NULL;
+				break;
+			case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+				*(int *)data[i] = -2;
+				break;
+			default:
+				*(unsigned int *)data[i] = 0;
+				break;
+			}
+			r = CUDA_SUCCESS;
+		}
+		if (r)
+			return r;
+	}
+	return CUDA_SUCCESS;
+}
+
+/* --- streams and events: the runtime's handles --- */
+
+PHOS_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+	NEED_CTX();
+	return CU_RUN(cudaStreamCreateWithFlags((cudaStream_t *)phStream, Flags));
+}
+
+PHOS_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+	NEED_CTX();
+	return CU_RUN(cudaStreamCreateWithPriority((cudaStream_t *)phStream, flags, priority));
+}
+
+PHOS_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+	NEED_CTX();
+	return CU_RUN(cudaStreamDestroy((cudaStream_t)hStream));
+}
+PHOS_ALIAS(cuStreamDestroy, cuStreamDestroy_v2);
+
+PHOS_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
+{
+	NEED_CTX();
+	return CU_RUN(cudaStreamSynchronize((cudaStream_t)hStream));
+}
+PHOS_ALIAS(cuStreamSynchronize_ptsz, cuStreamSynchronize);
+
+PHOS_EXPORT CUresult cuStreamQuery(CUstream hStream)
+{
+	NEED_CTX();
+	return CU_RUN(cudaStreamQuery((cudaStream_t)hStream));
+}
+PHOS_ALIAS(cuStreamQuery_ptsz, cuStreamQuery);
+
+PHOS_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+	NEED_CTX();
+	return CU_RUN(cudaStreamWaitEvent((cudaStream_t)hStream, (cudaEvent_t)hEvent, Flags));
+}
+PHOS_ALIAS(cuStreamWaitEvent_ptsz, cuStreamWaitEvent);
+
+PHOS_EXPORT CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)
+{
+	NEED_CTX();
+	return CU_RUN(cudaStreamGetFlags((cudaStream_t)hStream, flags));
+}
+PHOS_ALIAS(cuStreamGetFlags_ptsz, cuStreamGetFlags);
+
+PHOS_EXPORT CUresult cuStreamGetPriority(CUstream hStream, int *priority)
+{
+	NEED_CTX();
+	return CU_RUN(cudaStreamGetPriority((cudaStream_t)hStream, priority));
+}
+PHOS_ALIAS(cuStreamGetPriority_ptsz, cuStreamGetPriority);
+
+PHOS_EXPORT CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+	uint32_t id;
+
+	NEED_CTX();
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (phos_preload_stream_id(hStream, &id))
+		return CUDA_ERROR_INVALID_HANDLE;
+	*pctx = CU_PRIMARY_CTX;
+	return CUDA_SUCCESS;
+}
+PHOS_ALIAS(cuStreamGetCtx_ptsz, cuStreamGetCtx);
+
+/* CU_EVENT_* and cudaEvent* share their bits. */
+PHOS_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+	NEED_CTX();
+	return CU_RUN(cudaEventCreateWithFlags((cudaEvent_t *)phEvent, Flags));
+}
+
+PHOS_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+	NEED_CTX();
+	return CU_RUN(cudaEventRecord((cudaEvent_t)hEvent, (cudaStream_t)hStream));
+}
+PHOS_ALIAS(cuEventRecord_ptsz, cuEventRecord);
+
+PHOS_EXPORT CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+	NEED_CTX();
+	return CU_RUN(cudaEventRecordWithFlags((cudaEvent_t)hEvent, (cudaStream_t)hStream, flags));
+}
+PHOS_ALIAS(cuEventRecordWithFlags_ptsz, cuEventRecordWithFlags);
+
+PHOS_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
+{
+	NEED_CTX();
+	return CU_RUN(cudaEventSynchronize((cudaEvent_t)hEvent));
+}
+
+PHOS_EXPORT CUresult cuEventQuery(CUevent hEvent)
+{
+	NEED_CTX();
+	return CU_RUN(cudaEventQuery((cudaEvent_t)hEvent));
+}
+
+PHOS_EXPORT CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+	NEED_CTX();
+	return CU_RUN(cudaEventElapsedTime(pMilliseconds, (cudaEvent_t)hStart, (cudaEvent_t)hEnd));
+}
+PHOS_ALIAS(cuEventElapsedTime, cuEventElapsedTime_v2);
+
+PHOS_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+	NEED_CTX();
+	return CU_RUN(cudaEventDestroy((cudaEvent_t)hEvent));
+}
+PHOS_ALIAS(cuEventDestroy, cuEventDestroy_v2);
+
+/* --- error names --- */
+
+static const struct {
+	int value;
+	const char *name, *desc;
+} errors[] = {
+#include "cu_errors_table.h"
+};
+
+/* CUDA's own short strings for the common codes (cuda.h's comments are long). */
+static const char *short_string(CUresult e)
+{
+	switch (e) {
+	case CUDA_SUCCESS: return "no error";
+	case CUDA_ERROR_INVALID_VALUE: return "invalid argument";
+	case CUDA_ERROR_OUT_OF_MEMORY: return "out of memory";
+	case CUDA_ERROR_NOT_INITIALIZED: return "initialization error";
+	case CUDA_ERROR_DEINITIALIZED: return "driver shutting down";
+	case CUDA_ERROR_NO_DEVICE: return "no CUDA-capable device is detected";
+	case CUDA_ERROR_INVALID_DEVICE: return "invalid device ordinal";
+	case CUDA_ERROR_INVALID_IMAGE: return "device kernel image is invalid";
+	case CUDA_ERROR_INVALID_CONTEXT: return "invalid device context";
+	case CUDA_ERROR_INVALID_HANDLE: return "invalid resource handle";
+	case CUDA_ERROR_NOT_FOUND: return "named symbol not found";
+	case CUDA_ERROR_NOT_READY: return "device not ready";
+	case CUDA_ERROR_NOT_SUPPORTED: return "operation not supported";
+	default: return NULL;
+	}
+}
+
+PHOS_EXPORT CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
+	if (!pStr)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
+		if (errors[i].value == (int)error) {
+			*pStr = errors[i].name;
+			return CUDA_SUCCESS;
+		}
+	*pStr = NULL;
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+PHOS_EXPORT CUresult cuGetErrorString(CUresult error, const char **pStr)
+{
+	if (!pStr)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pStr = short_string(error);
+	if (*pStr)
+		return CUDA_SUCCESS;
+	for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
+		if (errors[i].value == (int)error) {
+			*pStr = errors[i].desc;
+			return CUDA_SUCCESS;
+		}
+	return CUDA_ERROR_INVALID_VALUE;
+}

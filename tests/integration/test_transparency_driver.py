@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: MIT
+"""Issue 16, the driver API stand-in (preload/libcuda.c): driver
+(tests/transparency/driver/) links libcuda only, loads its kernels from an
+embedded PTX text, fatbin and cubin, launches them with kernelParams, with
+extra's packed buffer and through cuLaunchKernelEx, and checks every answer
+against a CPU reference, with memory, streams, events, pointer attributes,
+module variables, cuGetProcAddress and bad images besides.
+
+Under phos-fn (the test device) it must pass with its phos-only checks, be
+served by the stand-in (never the real driver: the guard would refuse it),
+and its modules, launches and copies must be in the executor's trace, with
+the launches' read/write sets; on a GPU (PHOS_TEST_DEVICE=cuda) it runs
+natively too, so that its checks are checked against the real driver.
+entry_point, a runtime program, reaches the same entry points through
+cudaGetDriverEntryPoint and uses them on the runtime's memory and kernels.
+driver_serve, a function on the driver API, is snapshotted and restored."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+from harness import DEVICE, check, done, fn_env, phos, program, read_trace, run
+
+exe = program("tests", "transparency", "driver", "driver")
+entry = program("tests", "transparency", "driver", "entry_point")
+tmp = tempfile.mkdtemp(prefix="phos-driver-test-")
+try:
+    trace = os.path.join(tmp, "driver.trace")
+    p = run(exe, "phos", trace=trace, device=DEVICE, timeout=300)
+    check(p.returncode == 0 and "driver: ok" in p.stdout,
+          f"driver under phos-fn ({DEVICE}): exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}")
+    recs = read_trace(trace) if os.path.exists(trace) else []
+    ops = {r.get("op") for r in recs}
+    for op in ("launch", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset"):
+        check(op in ops, f"no {op} in the trace: {sorted(ops)}")
+    # Launches carry read/write sets like the runtime's. saxpy (y = a*x + y,
+    # 1000 floats each) ran twice from each module: from PTX and the fatbin
+    # (which carries PTX) the access analysis proves its sets exact, x and y
+    # read, y written; from the cubin (SASS only) it is opaque; then twice
+    # more from PTX loaded with JIT options.
+    launches = [r for r in recs if r.get("op") == "launch"]
+    saxpy = [r for r in launches if r.get("kernel") == "_Z9drv_saxpyfPKfPfi"]
+    fill = [r for r in launches if r.get("kernel") == "drv_fill"]
+    check(len(saxpy) == 8 and len(fill) == 1, f"launches: {[r.get('kernel') for r in launches]}")
+    check([r.get("sets") for r in saxpy] == ["exact"] * 4 + ["opaque"] * 2 + ["exact"] * 2,
+          f"saxpy sets: {[r.get('sets') for r in saxpy]}")
+    for r in saxpy[:4] + saxpy[6:]:
+        writes, reads = r.get("writes", []), r.get("reads", [])
+        check(len(writes) == 1 and writes[0][1] == 4000 and writes[0] in reads and len(reads) == 2
+              and all(n == 4000 for _, n in reads), f"saxpy sets: reads {reads} writes {writes}")
+    for r in fill:
+        check(len(r.get("writes", [])) == 1 and r["writes"][0][1] == 4000, f"fill writes {r.get('writes')}")
+
+    # The runtime's way to the driver: cudaGetDriverEntryPoint gives the
+    # stand-in's entry points, which work on the runtime's allocations.
+    ep_trace = os.path.join(tmp, "entry_point.trace")
+    p = run(entry, "phos", trace=ep_trace, device=DEVICE, timeout=300)
+    check(p.returncode == 0 and "entry_point: ok" in p.stdout,
+          f"entry_point under phos-fn ({DEVICE}): exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}")
+    ops = {r.get("op") for r in read_trace(ep_trace)} if os.path.exists(ep_trace) else set()
+    # cuMemsetD32 of 3 (bytes that differ): a copy of the pattern, no memset
+    check({"launch", "memcpy_h2d", "memcpy_d2h"} <= ops, f"entry_point forwarded ops {sorted(ops)}")
+
+    # A function written against the driver API, snapshotted at phos_fn_serve:
+    # its module (loaded from PTX), kernel and device buffers come back in a
+    # restored executor, stop-the-world and on demand, and it answers what the
+    # original process answers.
+    serve = program("tests", "transparency", "driver", "driver_serve")
+    reqs = "{}\n{}\n{}\n"
+    ref = [json.loads(line) for line in run(serve, stdin=reqs).stdout.splitlines() if line.startswith("{")]
+    check(len(ref) == 3 and ref[0]["sum"] == 750250.0 and ref[2]["sum"] == 1249750.0, f"driver_serve answered {ref}")
+    snap = os.path.join(tmp, "snap")
+    p = phos("snapshot", "--device", DEVICE, "-o", snap, "--", serve)
+    check(p.returncode == 0, f"driver_serve snapshot: rc {p.returncode}: {p.stderr[-3000:]}")
+    for mode in ([], ["--on-demand"]):
+        p = phos("restore", "--device", DEVICE, *mode, snap, stdin=reqs)
+        got = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+        check(p.returncode == 0 and got == ref, f"driver_serve restored {mode}: {got}, want {ref}: {p.stderr[-3000:]}")
+
+    if DEVICE == "cuda":
+        env = fn_env()
+        env.pop("LD_PRELOAD", None)
+        for prog, name in ((exe, "driver"), (entry, "entry_point")):
+            n = subprocess.run([prog], capture_output=True, text=True, timeout=300, env=env)
+            check(n.returncode == 0 and f"{name}: ok" in n.stdout,
+                  f"{name} natively: exit {n.returncode}\n{n.stdout[-2000:]}\n{n.stderr[-3000:]}")
+        n = subprocess.run([serve], input=reqs, capture_output=True, text=True, timeout=300, env=env)
+        got = [json.loads(line) for line in n.stdout.splitlines() if line.startswith("{")]
+        check(n.returncode == 0 and got == ref, f"driver_serve natively: {got}, want {ref}: {n.stderr[-2000:]}")
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+done("transparency_driver")

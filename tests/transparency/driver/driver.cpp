@@ -1,0 +1,424 @@
+// SPDX-License-Identifier: MIT
+//
+// A driver API program, as a JIT or a runtime library writes one: it links
+// libcuda only (-cudart none), loads kernels.cu's kernels from an embedded PTX
+// text, fatbin and cubin with cuModuleLoadData, launches them with both forms
+// of arguments (kernelParams, and extra's packed buffer) and through
+// cuLaunchKernelEx, and checks every answer against a CPU reference. Also:
+// memory (device, pinned, sets of 1, 2 and 4 bytes), streams, events,
+// pointer attributes, module variables, kernel attributes, cuGetProcAddress,
+// error names, and bad images refused.
+//
+//   driver [phos]   "phos": also checks what only phos-fn promises (exact
+//                   error codes for bad images, cuGetProcAddress returning
+//                   the exported entry points themselves)
+//
+// Prints "driver: ok" and exits 0 when every check passed.
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels_embedded.h"
+
+static int failures;
+static bool phos_mode;
+
+#define CHECK(cond, ...)                                                   \
+	do {                                                               \
+		if (!(cond)) {                                             \
+			fprintf(stderr, "driver: %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);                      \
+			fprintf(stderr, "\n");                             \
+			failures++;                                        \
+		}                                                          \
+	} while (0)
+
+#define CU(call)                                                                  \
+	do {                                                                      \
+		CUresult cu_r_ = (call);                                          \
+		if (cu_r_ != CUDA_SUCCESS) {                                      \
+			const char *cu_n_ = "?";                                  \
+			cuGetErrorName(cu_r_, &cu_n_);                            \
+			fprintf(stderr, "driver: %s:%d: %s: %s (%d)\n", __FILE__, __LINE__, #call, cu_n_, \
+				(int)cu_r_);                                      \
+			exit(1);                                                  \
+		}                                                                 \
+	} while (0)
+
+enum { N = 1000 };
+
+static void check_saxpy(CUmodule mod, const char *what, CUstream stream)
+{
+	CUfunction f;
+	CUdeviceptr dx, dy;
+	float x[N], y[N], want[N], got[N], a = 2.5f;
+	int n = N;
+
+	CU(cuModuleGetFunction(&f, mod, "_Z9drv_saxpyfPKfPfi"));
+	for (int i = 0; i < N; i++) {
+		x[i] = (float)i * 0.5f;
+		y[i] = (float)(N - i);
+		want[i] = a * x[i] + y[i];
+	}
+	CU(cuMemAlloc(&dx, sizeof(x)));
+	CU(cuMemAlloc(&dy, sizeof(y)));
+	CU(cuMemcpyHtoD(dx, x, sizeof(x)));
+	CU(cuMemcpyHtoD(dy, y, sizeof(y)));
+
+	// kernelParams: a pointer to each argument
+	void *args[] = { &a, &dx, &dy, &n };
+	CU(cuLaunchKernel(f, (N + 127) / 128, 1, 1, 128, 1, 1, 0, stream, args, NULL));
+	CU(cuStreamSynchronize(stream));
+	CU(cuMemcpyDtoH(got, dy, sizeof(got)));
+	for (int i = 0; i < N; i++)
+		CHECK(got[i] == want[i], "%s saxpy (kernelParams): y[%d] = %g, want %g", what, i, got[i], want[i]);
+
+	// extra: the packed parameter buffer, laid out as the kernel's ABI says
+	struct {
+		float a;
+		CUdeviceptr x, y;
+		int n;
+	} packed = { a, dx, dy, n };
+	size_t size = sizeof(packed);
+	void *extra[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+			  CU_LAUNCH_PARAM_END };
+	CU(cuLaunchKernel(f, (N + 127) / 128, 1, 1, 128, 1, 1, 0, stream, NULL, extra));
+	CU(cuStreamSynchronize(stream));
+	CU(cuMemcpyDtoH(got, dy, sizeof(got)));
+	for (int i = 0; i < N; i++) {
+		float w = a * x[i] + want[i];
+
+		CHECK(got[i] == w, "%s saxpy (extra): y[%d] = %g, want %g", what, i, got[i], w);
+	}
+	// both forms at once is an error
+	CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, stream, args, extra) == CUDA_ERROR_INVALID_VALUE,
+	      "%s: kernelParams and extra together accepted", what);
+
+	int v = -1;
+	CU(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f));
+	CHECK(v >= 128, "%s: max threads per block %d", what, v);
+	CU(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024));
+	CU(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f));
+	CHECK(v == 1024, "%s: max dynamic shared %d after setting 1024", what, v);
+	CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, f, 128, 0));
+	CHECK(v >= 1, "%s: %d blocks of 128 threads per SM", what, v);
+	CU(cuMemFree(dx));
+	CU(cuMemFree(dy));
+}
+
+// extern "C" drv_fill through cuLaunchKernelEx, on a stream, between two events.
+static void check_fill(CUmodule mod, CUstream stream)
+{
+	CUfunction f;
+	CUdeviceptr d;
+	CUevent start, stop;
+	unsigned got[N], v = 7;
+	int n = N;
+	float ms = -1;
+
+	CU(cuModuleGetFunction(&f, mod, "drv_fill"));
+	CU(cuMemAlloc(&d, sizeof(got)));
+	CU(cuMemsetD32Async(d, 0xdeadbeefu, N, stream));
+	CU(cuEventCreate(&start, CU_EVENT_DEFAULT));
+	CU(cuEventCreate(&stop, CU_EVENT_DEFAULT));
+	CU(cuEventRecord(start, stream));
+
+	CUlaunchConfig cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.gridDimX = (N + 255) / 256;
+	cfg.gridDimY = cfg.gridDimZ = 1;
+	cfg.blockDimX = 256;
+	cfg.blockDimY = cfg.blockDimZ = 1;
+	cfg.hStream = stream;
+	void *args[] = { &d, &v, &n };
+	CU(cuLaunchKernelEx(&cfg, f, args, NULL));
+	CU(cuEventRecord(stop, stream));
+	CU(cuEventSynchronize(stop));
+	CHECK(cuEventQuery(stop) == CUDA_SUCCESS, "event query after its synchronize");
+	CU(cuEventElapsedTime(&ms, start, stop));
+	CHECK(ms >= 0, "elapsed %g ms", ms);
+	CU(cuMemcpyDtoH(got, d, sizeof(got)));
+	for (int i = 0; i < N; i++)
+		CHECK(got[i] == v + (unsigned)i, "fill: out[%d] = %u, want %u", i, got[i], v + (unsigned)i);
+	CU(cuEventDestroy(start));
+	CU(cuEventDestroy(stop));
+	CU(cuMemFree(d));
+}
+
+// Sets of 1, 2 and 4 bytes, uniform and not, over more than one 64 KiB block.
+static void check_memsets(CUstream stream)
+{
+	enum { M = (1 << 18) + 3 };   // elements of 4 bytes: 1 MiB + 12 bytes
+	CUdeviceptr d;
+	unsigned *h = (unsigned *)malloc(M * 4);
+
+	CU(cuMemAlloc(&d, M * 4));
+	CU(cuMemsetD32(d, 0x01020304u, M));
+	CU(cuMemcpyDtoH(h, d, M * 4));
+	for (int i = 0; i < M; i++)
+		if (h[i] != 0x01020304u) {
+			CHECK(0, "memsetD32: element %d = %#x", i, h[i]);
+			break;
+		}
+	CU(cuMemsetD16Async(d + 4, 0xabcd, 5, stream));
+	CU(cuMemsetD8Async(d + 16, 0x77, 3, stream));
+	CU(cuStreamSynchronize(stream));
+	CU(cuMemcpyDtoH(h, d, 32));
+	const unsigned char *b = (const unsigned char *)h;
+	unsigned char want[32];
+	for (int i = 0; i < 32; i += 4) {
+		want[i] = 0x04, want[i + 1] = 0x03, want[i + 2] = 0x02, want[i + 3] = 0x01;
+	}
+	for (int i = 4; i < 14; i += 2)
+		want[i] = 0xcd, want[i + 1] = 0xab;
+	for (int i = 16; i < 19; i++)
+		want[i] = 0x77;
+	CHECK(!memcmp(b, want, 32), "memsetD16/D8 bytes differ");
+	CU(cuMemsetD32(d, 0, M));
+	CU(cuMemcpyDtoH(h, d, M * 4));
+	for (int i = 0; i < M; i++)
+		if (h[i] != 0) {
+			CHECK(0, "memsetD32 0: element %d = %#x", i, h[i]);
+			break;
+		}
+	CU(cuMemFree(d));
+	free(h);
+}
+
+static void check_host_memory(CUstream stream)
+{
+	void *pinned, *mapped;
+	CUdeviceptr d;
+	unsigned type = 0;
+
+	CU(cuMemAllocHost(&pinned, 4096));
+	CU(cuMemHostAlloc(&mapped, 4096, CU_MEMHOSTALLOC_PORTABLE));
+	CU(cuMemAlloc(&d, 4096));
+	for (int i = 0; i < 4096; i++)
+		((unsigned char *)pinned)[i] = (unsigned char)(i * 7);
+	CU(cuMemcpyHtoDAsync(d, pinned, 4096, stream));
+	CU(cuMemcpyDtoDAsync(d + 2048, d, 1024, stream));
+	CU(cuMemcpyDtoHAsync(mapped, d, 4096, stream));
+	CU(cuStreamSynchronize(stream));
+	for (int i = 0; i < 4096; i++) {
+		unsigned char w = (unsigned char)((i >= 2048 && i < 3072 ? i - 2048 : i) * 7);
+
+		if (((unsigned char *)mapped)[i] != w) {
+			CHECK(0, "pinned round trip: byte %d", i);
+			break;
+		}
+	}
+	CU(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)pinned));
+	CHECK(type == CU_MEMORYTYPE_HOST, "pinned memory type %u", type);
+	CU(cuMemFreeHost(pinned));
+	CU(cuMemFreeHost(mapped));
+	CU(cuMemFree(d));
+}
+
+static void check_pointers(CUcontext ctx)
+{
+	CUdeviceptr d, dp = 0;
+	unsigned type = 0;
+	CUcontext pc = NULL;
+
+	CU(cuMemAlloc(&d, 256));
+	CU(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d + 16));
+	CHECK(type == CU_MEMORYTYPE_DEVICE, "device memory type %u", type);
+	CU(cuPointerGetAttribute(&pc, CU_POINTER_ATTRIBUTE_CONTEXT, d));
+	CHECK(pc == ctx, "pointer context %p, want %p", (void *)pc, (void *)ctx);
+	CU(cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, d));
+	CHECK(dp == d, "device pointer %#llx, want %#llx", (unsigned long long)dp, (unsigned long long)d);
+
+	CUpointer_attribute attrs[] = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_CONTEXT };
+	void *data[] = { &type, &pc };
+	int local = 0;
+	CU(cuPointerGetAttributes(2, attrs, data, (CUdeviceptr)(uintptr_t)&local));
+	CHECK(type == 0 && pc == NULL, "unregistered host memory: type %u context %p", type, (void *)pc);
+	CU(cuMemFree(d));
+}
+
+static void check_globals(CUmodule mod)
+{
+	CUdeviceptr d;
+	size_t size = 0;
+	int in[16], out[16];
+
+	CU(cuModuleGetGlobal(&d, &size, mod, "drv_table"));
+	CHECK(size == sizeof(in), "drv_table is %zu bytes, want %zu", size, sizeof(in));
+	for (int i = 0; i < 16; i++)
+		in[i] = i * i - 3;
+	CU(cuMemcpyHtoD(d, in, sizeof(in)));
+	CU(cuMemcpyDtoH(out, d, sizeof(out)));
+	CHECK(!memcmp(in, out, sizeof(in)), "drv_table does not read back");
+	CHECK(cuModuleGetGlobal(&d, &size, mod, "no_such_variable") == CUDA_ERROR_NOT_FOUND,
+	      "a missing variable is not CUDA_ERROR_NOT_FOUND");
+}
+
+// Images that are not one: refused, never a crash.
+static void check_bad_images(void)
+{
+	static const char junk[] = "this is not a module at all, neither PTX nor ELF nor fatbin";
+	static const char bad_ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry (\n";
+	static unsigned long long bad_elf[16] = { 0x00010102464c457fULL };   // \x7fELF, 64-bit, no sections
+	static unsigned bad_fatbin[8] = { 0xBA55ED50u, 0x00100001u, 0xffffffffu, 0x7fffu };
+	const void *images[] = { junk, bad_ptx, bad_elf, bad_fatbin };
+	const char *names[] = { "junk", "broken PTX", "ELF without sections", "fatbin of 2^47 bytes" };
+
+	// The last two would make the real driver read past them (their headers
+	// claim more bytes than there are): phos-fn only, which reads headers first.
+	for (int i = 0; i < (phos_mode ? 4 : 2); i++) {
+		CUmodule m = NULL;
+		CUresult r = cuModuleLoadData(&m, images[i]);
+
+		CHECK(r != CUDA_SUCCESS, "%s loaded", names[i]);
+		if (phos_mode)
+			CHECK(r == CUDA_ERROR_INVALID_IMAGE, "%s: error %d, want CUDA_ERROR_INVALID_IMAGE", names[i], (int)r);
+	}
+}
+
+static void check_proc_address(void)
+{
+	CUdriverProcAddressQueryResult st;
+	void *p = NULL;
+	CUresult (*alloc)(CUdeviceptr *, size_t);
+	CUresult (*fr)(CUdeviceptr);
+	CUdeviceptr d = 0;
+
+	CU(cuGetProcAddress("cuMemAlloc", &p, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+	CHECK(p && st == CU_GET_PROC_ADDRESS_SUCCESS, "cuMemAlloc: %p status %d", p, (int)st);
+	alloc = (CUresult(*)(CUdeviceptr *, size_t))p;
+	CU(cuGetProcAddress("cuMemFree", &p, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+	fr = (CUresult(*)(CUdeviceptr))p;
+	CU(alloc(&d, 512));
+	CHECK(d != 0, "cuMemAlloc through cuGetProcAddress gave 0");
+	CU(fr(d));
+	CHECK(cuGetProcAddress("cuNoSuchEntryPoint", &p, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st) ==
+		      CUDA_ERROR_NOT_FOUND && st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND,
+	      "a missing entry point: status %d", (int)st);
+	if (phos_mode) {
+		// phos-fn hands out its exports: the v2 ABI at 13000, the per-thread forms on request
+		CU(cuGetProcAddress("cuMemAlloc", &p, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+		CHECK(p == dlsym(RTLD_DEFAULT, "cuMemAlloc_v2"), "cuMemAlloc at 13000 is not cuMemAlloc_v2");
+		CU(cuGetProcAddress("cuMemAlloc", &p, 2000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+		CHECK(p == dlsym(RTLD_DEFAULT, "cuMemAlloc"), "cuMemAlloc at 2000 is not the v1 cuMemAlloc");
+		CU(cuGetProcAddress("cuMemcpyHtoD", &p, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+		CHECK(p == dlsym(RTLD_DEFAULT, "cuMemcpyHtoD_v2_ptds"), "per-thread cuMemcpyHtoD is not _v2_ptds");
+		CU(cuGetProcAddress("cuLaunchKernel", &p, 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+		CHECK(p == dlsym(RTLD_DEFAULT, "cuLaunchKernel_ptsz"), "per-thread cuLaunchKernel is not _ptsz");
+		CU(cuGetProcAddress("cuLaunchKernel", &p, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+		CHECK(p == dlsym(RTLD_DEFAULT, "cuLaunchKernel"), "cuLaunchKernel is not ours");
+		CHECK(cuGetProcAddress("cuMemAlloc", &p, 1000, CU_GET_PROC_ADDRESS_DEFAULT, &st) == CUDA_ERROR_NOT_FOUND &&
+			      st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT,
+		      "cuMemAlloc at 1000: status %d", (int)st);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	CUdevice dev;
+	CUcontext ctx = NULL, cur = NULL;
+	CUstream stream;
+	CUmodule mods[3];
+	const char *what[3] = { "PTX", "fatbin", "cubin" };
+	const void *images[3] = { kernels_ptx, kernels_fatbin, kernels_cubin };
+	char name[256];
+	int count = 0, version = 0, major = 0;
+	size_t total = 0, mfree = 0;
+	const char *s = NULL;
+	CUuuid uuid;
+
+	phos_mode = argc > 1 && !strcmp(argv[1], "phos");
+	CU(cuInit(0));
+	CU(cuDriverGetVersion(&version));
+	CHECK(version >= 13000, "driver version %d", version);
+	CU(cuDeviceGetCount(&count));
+	CHECK(count >= 1, "%d devices", count);
+	CU(cuDeviceGet(&dev, 0));
+	CHECK(cuDeviceGet(&dev, count) == CUDA_ERROR_INVALID_DEVICE, "device %d exists", count);
+	CU(cuDeviceGet(&dev, 0));
+	CU(cuDeviceGetName(name, sizeof(name), dev));
+	CHECK(name[0], "empty device name");
+	CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+	CHECK(major >= 7, "compute capability %d", major);
+	CU(cuDeviceTotalMem(&total, dev));
+	CHECK(total > 0, "total memory 0");
+	CU(cuDeviceGetUuid(&uuid, dev));
+	char bus[32];
+	unsigned dom = 99999, b = 999, d = 999;
+	CU(cuDeviceGetPCIBusId(bus, sizeof(bus), dev));
+	CHECK(sscanf(bus, "%x:%x:%x.", &dom, &b, &d) == 3 && dom <= 0xffff && b <= 0xff && d <= 0x1f,
+	      "PCI bus id %s", bus);
+
+	CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+	CU(cuCtxSetCurrent(ctx));
+	CU(cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_SHARED));
+	CU(cuCtxGetCurrent(&cur));
+	CHECK(cur == ctx, "current context %p, want the primary %p", (void *)cur, (void *)ctx);
+	CU(cuCtxPushCurrent(ctx));
+	CU(cuCtxPopCurrent(&cur));
+	CHECK(cur == ctx, "popped %p, want %p", (void *)cur, (void *)ctx);
+	CUdevice cdev = -1;
+	CU(cuCtxGetDevice(&cdev));
+	CHECK(cdev == dev, "context device %d", cdev);
+	CU(cuMemGetInfo(&mfree, &total));
+	CHECK(total > 0 && mfree <= total, "memory info: %zu free of %zu", mfree, total);
+
+	CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+	for (int i = 0; i < 3; i++) {
+		CU(cuModuleLoadData(&mods[i], images[i]));
+		check_saxpy(mods[i], what[i], i == 1 ? stream : NULL);
+	}
+	// JIT options with log buffers: accepted, the logs come back as strings
+	char info_log[256], error_log[256];
+	memset(info_log, 'x', sizeof(info_log));
+	memset(error_log, 'x', sizeof(error_log));
+	CUjit_option opts[] = { CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
+				CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES };
+	void *vals[] = { info_log, (void *)(uintptr_t)sizeof(info_log), error_log, (void *)(uintptr_t)sizeof(error_log) };
+	CUmodule ex;
+	CU(cuModuleLoadDataEx(&ex, kernels_ptx, 4, opts, vals));
+	CHECK((uintptr_t)vals[1] < sizeof(info_log) && memchr(info_log, 0, sizeof(info_log)),
+	      "info log of %zu bytes, not a string", (size_t)(uintptr_t)vals[1]);
+	CHECK((uintptr_t)vals[3] < sizeof(error_log) && memchr(error_log, 0, sizeof(error_log)),
+	      "error log of %zu bytes, not a string", (size_t)(uintptr_t)vals[3]);
+	check_saxpy(ex, "PTX with JIT options", NULL);
+	CU(cuModuleUnload(ex));
+
+	CUfunction f;
+	CHECK(cuModuleGetFunction(&f, mods[0], "no_such_kernel") == CUDA_ERROR_NOT_FOUND,
+	      "a missing kernel is not CUDA_ERROR_NOT_FOUND");
+	check_fill(mods[1], stream);
+	check_globals(mods[0]);
+	check_memsets(stream);
+	check_host_memory(stream);
+	check_pointers(ctx);
+	check_bad_images();
+	check_proc_address();
+
+	CUevent e;
+	CU(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+	CU(cuEventRecord(e, stream));
+	CU(cuStreamWaitEvent(NULL, e, 0));
+	CU(cuCtxSynchronize());
+	CHECK(cuStreamQuery(stream) == CUDA_SUCCESS, "stream busy after cuCtxSynchronize");
+	CU(cuEventDestroy(e));
+	CU(cuStreamDestroy(stream));
+	for (int i = 0; i < 3; i++)
+		CU(cuModuleUnload(mods[i]));
+
+	CU(cuGetErrorName(CUDA_ERROR_INVALID_IMAGE, &s));
+	CHECK(s && !strcmp(s, "CUDA_ERROR_INVALID_IMAGE"), "error name %s", s ? s : "(null)");
+	CU(cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &s));
+	CHECK(s && !strcmp(s, "out of memory"), "error string %s", s ? s : "(null)");
+	CU(cuDevicePrimaryCtxRelease(dev));
+
+	if (failures) {
+		fprintf(stderr, "driver: %d checks failed\n", failures);
+		return 1;
+	}
+	printf("driver: ok\n");
+	return 0;
+}
