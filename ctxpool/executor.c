@@ -142,6 +142,7 @@ int exec_serve(struct executor *ex)
 		uint32_t out_len = 0;
 		int blas_status = 0, r;
 
+		exec_checkpoint_poll(ex);   /* a record boundary */
 		r = phos_channel_next(ex->ch, 1000, &h);
 		if (r == 0)
 			continue;

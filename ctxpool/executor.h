@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "bufmap.h"
 #include "channel.h"
@@ -110,6 +111,19 @@ struct exec_blas {
 	uint64_t workspace, workspace_size;
 };
 
+/* A checkpoint of the running function (exec_checkpoint.c): asked for by the
+ * control thread, carried out by the dispatcher between two records. */
+struct exec_ckpt {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	_Atomic bool asked;            /* the dispatcher looks at this between records */
+	bool holding;                  /* the dispatcher stopped and waits for RESUME */
+	bool resume;                   /* RESUME came (or the controller went away) */
+	enum phos_ckpt_mode mode;
+	char dir[PHOS_CTL_PATH_MAX];
+	double t_asked;
+};
+
 #define EXEC_SAVED_LIMITS 16
 #define EXEC_SAVED_ATTRS 16
 
@@ -146,6 +160,9 @@ struct executor {
 	_Atomic uint64_t spec_fallbacks[3];
 	double load_data_s;         /* --restore-from: seconds the buffer contents took */
 	int control_fd;             /* control socket (runtime/control.h); -1 when none */
+	struct exec_ckpt ckpt;
+	pid_t adopt_pid;            /* --adopt-channel PID:FD: a restored checkpoint's */
+	int adopt_fd;               /* ... channel memfd, fd FD of process PID; pid 0: none */
 
 	/* What the function changed on the context itself, put back by exec_scrub
 	 * so that the next function on this executor starts from the defaults:
@@ -195,6 +212,22 @@ struct exec_control_thread {
 };
 void exec_control_start(struct executor *ex, struct exec_control_thread *ct);
 void exec_control_stop(struct exec_control_thread *ct);
+
+/* --- checkpoints of the running function (exec_checkpoint.c) --- */
+
+/* Control thread: asks the dispatcher to checkpoint into dir (an existing,
+ * empty directory) at the next record boundary; the dispatcher answers
+ * CHECKPOINTED or ERROR on the control socket itself. A second request while
+ * one is under way is answered ERROR at once. */
+void exec_checkpoint_ask(struct executor *ex, enum phos_ckpt_mode mode, const char *dir);
+
+/* Control thread: RESUME (also called when the controller is gone): a
+ * dispatcher held by a checkpoint takes records again. */
+void exec_checkpoint_resume(struct executor *ex);
+
+/* Dispatcher, between records: carries out an asked checkpoint (drain the
+ * device, write the device state, report) and holds until resumed. */
+void exec_checkpoint_poll(struct executor *ex);
 
 /* --- images (exec_image.c) --- */
 

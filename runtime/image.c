@@ -377,6 +377,13 @@ static json_t *image_to_json(const struct phos_image *img)
 			ok = push_hashed(files, o, f->hash);
 		}
 	}
+	if (ok && img->checkpoint.present) {
+		const struct phos_image_checkpoint *c = &img->checkpoint;
+
+		ok = set(root, "checkpoint", json_pack("{s:s,s:i,s:I,s:f,s:f}", "mode", c->mode, "channel_fd",
+						       c->channel_fd, "seq", JI(c->seq), "stall_s", c->stall_s,
+						       "total_s", c->total_s));
+	}
 	if (!ok) {
 		json_decref(root);
 		return NULL;

@@ -39,7 +39,7 @@
 
 #define PHOS_IMAGE_MAGIC "phos-fn-snapshot"
 #define PHOS_IMAGE_MAJOR 1
-#define PHOS_IMAGE_MINOR 1   /* 1.1: cpu.files, the CRIU image's checksums */
+#define PHOS_IMAGE_MINOR 2   /* 1.1: cpu.files, the CRIU image's checksums; 1.2: checkpoint */
 #define PHOS_IMAGE_ALIGN 4096u
 #define PHOS_IMAGE_HASH_CHUNK (4u << 20)
 
@@ -98,6 +98,17 @@ struct phos_image_fd {
 	char key[64];         /* CRIU's --inherit-fd key: "socket:[123]", "pipe:[456]" */
 };
 
+/* 1.2: present in a checkpoint of a running program (issue 11), which resumes
+ * where it was stopped rather than inside phos_fn_serve. */
+struct phos_image_checkpoint {
+	bool present;
+	char mode[16];        /* "stw", ... (control.h, enum phos_ckpt_mode) */
+	int channel_fd;       /* the channel memfd's number in the function (channel.h, "adopting") */
+	uint64_t seq;         /* the last record the executor had taken */
+	double stall_s;       /* the program's records held */
+	double total_s;       /* the whole checkpoint, until committed */
+};
+
 struct phos_image {
 	unsigned major, minor;
 	char function[256];   /* program name, for messages */
@@ -121,6 +132,7 @@ struct phos_image {
 	char criu_dir[64];    /* relative to the snapshot directory: "cpu" */
 	struct phos_image_fd fds[8]; uint32_t nfds; /* channel socket and stdio */
 	struct phos_image_file *cpu_files;   uint32_t ncpu_files; /* by name; none before 1.1 */
+	struct phos_image_checkpoint checkpoint;
 };
 
 /* Allocates an empty image (arrays NULL). */

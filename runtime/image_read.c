@@ -426,6 +426,31 @@ done:
 	return 0;
 }
 
+/* 1.2: what a checkpoint of a running program adds; absent from snapshots. */
+static int rd_checkpoint(struct rd *r, json_t *root, struct phos_image *img)
+{
+	struct phos_image_checkpoint *c = &img->checkpoint;
+	json_t *o = json_object_get(root, "checkpoint"), *v;
+	int64_t fd;
+
+	if (!o)
+		return 0;
+	strcpy(r->where, "checkpoint");
+	if (!json_is_object(o))
+		return RD_FAIL(r, -EBADMSG, "checkpoint", "expected an object");
+	RD(rd_strcpy(r, o, "mode", c->mode, sizeof(c->mode)));
+	RD(rd_int(r, o, "channel_fd", 0, 65535, &fd));
+	c->channel_fd = (int)fd;
+	RD(rd_u64(r, o, "seq", &c->seq));
+	v = json_object_get(o, "stall_s");
+	c->stall_s = json_is_number(v) ? json_number_value(v) : 0;
+	v = json_object_get(o, "total_s");
+	c->total_s = json_is_number(v) ? json_number_value(v) : 0;
+	c->present = true;
+	r->where[0] = '\0';
+	return 0;
+}
+
 /* Reads DIR/manifest.json into a NUL-terminated buffer, refusing oversized ones. */
 static int manifest_load(int dfd, const char *dir, char **ret_buf, size_t *ret_len, char *err,
 			 size_t errlen)
@@ -535,6 +560,8 @@ static int image_parse(const char *text, size_t len, struct phos_image *img, cha
 	else if ((rc = rd_header(&r, root, img)) == 0 && (rc = rd_buffers(&r, root, img)) == 0 &&
 		 (rc = rd_code(&r, root, img)) == 0 && (rc = rd_objects(&r, root, img)) == 0)
 		rc = rd_cpu(&r, root, img);
+	if (rc == 0)
+		rc = rd_checkpoint(&r, root, img);
 	json_decref(root);
 	if (rc < 0)
 		return rc;
