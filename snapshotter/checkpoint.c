@@ -84,6 +84,8 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	double t0 = phos_now(), t_stop;
 	struct stat sb;
 	char chan[64];
+	struct phos_image_fd fds[4];
+	uint32_t nfds = 0;
 	uint64_t ino;
 	int memfd_no = -1, r;
 
@@ -117,6 +119,27 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 			  (int)t->fn_pid, r == -EEXIST ? "more than one" : "no");
 		r = -ESRCH;
 		goto out;
+	}
+
+	/* The descriptors a restore hands in fresh: stdio and the channel socket,
+	 * keyed as CRIU sees them in the program (read now: the program may end
+	 * as soon as it is let go). */
+	for (int fd = 0; fd < 4; fd++) {
+		struct phos_image_fd *f = &fds[nfds];
+		int want = fd < 3 ? fd : t->channel_fd;
+
+		f->fd = fd;
+		if (phos_criu_fd_key(t->fn_pid, want, f->key, sizeof(f->key)) < 0) {
+			r = -EBADF;
+			phos_errf(err, errlen, "the program's fd %d cannot be named for a restore", want);
+			goto out;
+		}
+		/* CRIU names a regular file (stdout sent to a file, /dev/null) by
+		 * its path without the leading '/': so must its --inherit-fd key
+		 * be, or CRIU reopens the file and refuses one that has grown. */
+		if (f->key[0] == '/')
+			memmove(f->key, f->key + 1, strlen(f->key));
+		nfds++;
 	}
 
 	/* The GPU side, at a record boundary. */
@@ -197,21 +220,8 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 		phos_errf(err, errlen, "checksumming the CRIU image: %s", line);
 		goto out;
 	}
-	/* The descriptors a restore hands in fresh: stdio and the channel socket,
-	 * keyed as CRIU saw them in the program. */
-	img->nfds = 0;
-	for (int fd = 0; fd < 4; fd++) {
-		struct phos_image_fd *f = &img->fds[img->nfds];
-		int want = fd < 3 ? fd : t->channel_fd;
-
-		f->fd = fd;
-		if (phos_criu_fd_key(t->fn_pid, want, f->key, sizeof(f->key)) < 0) {
-			r = -EBADF;
-			phos_errf(err, errlen, "the program's fd %d cannot be named for a restore", want);
-			goto out;
-		}
-		img->nfds++;
-	}
+	img->nfds = nfds;
+	memcpy(img->fds, fds, sizeof(fds));
 	img->checkpoint.present = true;
 	snprintf(img->checkpoint.mode, sizeof(img->checkpoint.mode), "%s", phos_ckpt_mode_name(mode));
 	img->checkpoint.channel_fd = memfd_no;
