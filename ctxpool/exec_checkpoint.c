@@ -82,15 +82,17 @@ void exec_checkpoint_resume(struct executor *ex)
 /* Drains and writes the device state; 0 and *ret_bytes, or -errno with err. */
 static int checkpoint_write(struct executor *ex, const char *dir, uint64_t *ret_bytes, char *err, size_t errlen)
 {
-	unsigned regions = live(&ex->regions), pools = live(&ex->pools);
+	unsigned pools = live(&ex->pools);
 	int r;
 
-	/* A restored function re-registers these only at phos_fn_serve today
-	 * (phos_mem_regions_resend, phos_pool_resend): refused rather than
-	 * restored without them. */
-	if (regions || pools) {
-		phos_errf(err, errlen, "the program holds %u registered host-memory region(s) and %u memory pool(s); "
-			  "checkpoints of such programs are not supported yet", regions, pools);
+	/* Host-memory regions are in the image (exec_image_dump) and the
+	 * restoring executor maps them again from the restored function
+	 * (main.c, adopting). Memory pools are not in the image: a function
+	 * restored at phos_fn_serve makes them again (phos_pool_resend), one
+	 * restored mid-call could not. Refused rather than restored without. */
+	if (pools) {
+		phos_errf(err, errlen, "the program holds %u memory pool(s) (cudaMallocAsync, cudaMemPoolCreate); "
+			  "checkpoints of such programs are not supported yet", pools);
 		return -ENOTSUP;
 	}
 	if (ex->loader && !loader_done(ex->loader)) {

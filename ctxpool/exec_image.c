@@ -159,6 +159,17 @@ static int collect_objects(struct executor *ex, const char *dir, struct dump_ctx
 		ie.flags = e->flags;
 		TRY(phos_image_add_event(img, &ie));
 	}
+	for (uint32_t id = 0; id < ex->regions.cap; id++) {
+		struct exec_region *g = ex->regions.slot[id];
+		struct phos_image_region ig = { .id = id };
+
+		if (!g)
+			continue;
+		ig.size = g->size;
+		ig.addr = g->fn_addr;
+		ig.exec_addr = (uint64_t)(uintptr_t)g->ptr;
+		TRY(phos_image_add_region(img, &ig));
+	}
 	for (uint32_t id = 0; id < ex->blas.cap; id++) {
 		struct exec_blas *b = ex->blas.slot[id];
 		struct phos_image_blas ib = { .id = id };

@@ -102,6 +102,7 @@ struct exec_var {
 struct exec_region {
 	void *ptr;
 	uint64_t size;
+	uint64_t fn_addr;   /* where the function maps it */
 };
 
 struct exec_blas {
@@ -212,6 +213,12 @@ struct exec_control_thread {
 };
 void exec_control_start(struct executor *ex, struct exec_control_thread *ct);
 void exec_control_stop(struct exec_control_thread *ct);
+
+/* Maps the host-memory region memfd fd (closed afterwards, also on failure)
+ * of size bytes as region id, at want when that is free here (0: anywhere),
+ * and pins it. Returns 0 with *ret_reg, or a negated cudaError_t. */
+int exec_region_map(struct executor *ex, uint32_t id, int fd, uint64_t size, uint64_t want,
+		    struct exec_region **ret_reg);
 
 /* --- checkpoints of the running function (exec_checkpoint.c) --- */
 

@@ -130,9 +130,80 @@ static void channel_drop(struct executor *ex, struct phos_channel *ch, bool pinn
 	phos_channel_free(ch);
 }
 
+/* The end of the mapping of process pid that starts at addr; 0 and *ret_end,
+ * or -ENOENT. */
+static int mapping_end(pid_t pid, uint64_t addr, uint64_t *ret_end)
+{
+	char path[64], line[512];
+	unsigned long long start, end;
+	FILE *f;
+	int r = -ENOENT;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%llx-%llx", &start, &end) == 2 && start == addr) {
+			*ret_end = end;
+			r = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return r;
+}
+
+/* Maps again the host-memory regions of a restored checkpoint (image.h,
+ * struct phos_image_region) from the restored function, where the function
+ * and the old executor had them: the function holds device addresses of
+ * them (cudaHostGetDevicePointer, copies by region). The restored memfd is
+ * reached through the function's mapping (/proc/PID/map_files, as root, as
+ * CRIU runs). 0, or -errno with err. */
+static int adopt_regions(struct executor *ex, const struct phos_image *img, char *err, size_t errlen)
+{
+	for (uint32_t i = 0; i < img->nregions; i++) {
+		const struct phos_image_region *g = &img->regions[i];
+		struct exec_region *reg;
+		char path[96];
+		uint64_t end = 0;
+		int fd, r;
+
+		r = mapping_end(ex->adopt_pid, g->addr, &end);
+		if (r == 0 && end - g->addr < g->size)
+			r = -ERANGE;
+		if (r < 0) {
+			phos_errf(err, errlen, "host region %u is not mapped at %#llx in the restored program", g->id,
+				  (unsigned long long)g->addr);
+			return r;
+		}
+		snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)ex->adopt_pid,
+			 (unsigned long long)g->addr, (unsigned long long)end);
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0) {
+			r = -errno;
+			phos_errf(err, errlen, "host region %u: %s: %s", g->id, path, strerror(errno));
+			return r;
+		}
+		r = exec_region_map(ex, g->id, fd, g->size, g->exec_addr, &reg);
+		if (r == 0 && (uint64_t)(uintptr_t)reg->ptr != g->exec_addr) {
+			phos_errf(err, errlen, "host region %u cannot be mapped at %#llx, its device address", g->id,
+				  (unsigned long long)g->exec_addr);
+			return -EADDRINUSE;   /* the region stays in the table: scrubbed */
+		}
+		if (r < 0) {
+			phos_errf(err, errlen, "host region %u cannot be mapped (cuda error %d)", g->id, -r);
+			return -ENOMEM;
+		}
+		reg->fn_addr = g->addr;
+	}
+	return 0;
+}
+
 /* Maps the channel of a function restored from a checkpoint (--adopt-channel)
- * for the socket fd (taken over), pinned when the device allows. 0 or -errno. */
-static int adopt_channel(struct executor *ex, int fd)
+ * for the socket fd (taken over), pinned when the device allows, and its
+ * host-memory regions. 0, or -errno with err. */
+static int adopt_channel(struct executor *ex, int fd, const struct phos_image *img, char *err, size_t errlen)
 {
 	char path[64];
 	size_t len;
@@ -143,15 +214,18 @@ static int adopt_channel(struct executor *ex, int fd)
 	memfd = open(path, O_RDWR | O_CLOEXEC);
 	if (memfd < 0) {
 		r = -errno;
+		phos_errf(err, errlen, "the restored program's channel (%s): %s", path, strerror(errno));
 		close(fd);
 		return r;
 	}
 	r = phos_channel_adopt(memfd, fd, &ex->ch);
-	if (r < 0)
+	if (r < 0) {
+		phos_errf(err, errlen, "the restored program's channel (%s): %s", path, strerror(-r));
 		return r;
+	}
 	shm = phos_channel_shm(ex->ch, &len);
 	ex->ch_pinned = ex->dev_ops->host_register(ex->dev, shm, len) == 0;
-	return 0;
+	return img ? adopt_regions(ex, img, err, errlen) : 0;
 }
 
 /* One function: its snapshot loaded first when img is given (on_demand: the
@@ -177,7 +251,14 @@ static int serve_one(struct executor *ex, int fd, const char *dir, const struct 
 		}
 	}
 	if (ex->adopt_pid) {
-		r = adopt_channel(ex, fd);
+		r = adopt_channel(ex, fd, img, err, sizeof(err));
+		if (r < 0) {
+			channel_drop(ex, ex->ch, ex->ch_pinned);
+			ex->ch = NULL;
+			exec_control_error(ex, "%s", err);
+			exec_scrub(ex);
+			return r;
+		}
 	} else {
 		ex->ch = ex->next_ch;
 		ex->ch_pinned = ex->next_ch_pinned;

@@ -283,7 +283,8 @@ static int start_checkpointable(char **prog_argv, const char *exe, const char *d
 		return 1;
 	}
 	c->target = (struct phos_checkpoint_target){ .fn_pid = *ret_prog, .channel_fd = CHANNEL_FD,
-						     .control_fd = c->control, .criu = c->criu,
+						     .control_fd = c->control, .executor_pid = *ret_exec,
+						     .criu = c->criu,
 						     .function = prog_argv[0] };
 	forward_to = *ret_prog;
 	signal(SIGINT, forward_kill);

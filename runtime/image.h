@@ -85,6 +85,18 @@ struct phos_image_blas {
 	uint64_t workspace, workspace_size;
 };
 
+/* 1.2: a host-memory region the function shared with its executor
+ * (cudaMallocHost, cudaHostRegister: a memfd mapped by both). A snapshot
+ * taken at phos_fn_serve ignores them (the preload sends them again); a
+ * restored checkpoint maps them again from the restored function
+ * (ctxpool/main.c, adopting). */
+struct phos_image_region {
+	uint32_t id;
+	uint64_t size;
+	uint64_t addr;        /* where the function maps it */
+	uint64_t exec_addr;   /* where the executor mapped it: its device address */
+};
+
 /* A file of the CRIU image (cpu/NAME), checksummed like a buffer. */
 struct phos_image_file {
 	char name[64];
@@ -127,6 +139,7 @@ struct phos_image {
 	struct phos_image_event *events;     uint32_t nevents;
 	struct phos_image_blas *blas;        uint32_t nblas;
 	uint64_t *prefetch;                  uint32_t nprefetch; /* buffer ids, first-touch order */
+	struct phos_image_region *regions;   uint32_t nregions;  /* 1.2, may be absent */
 
 	/* CPU side */
 	char criu_dir[64];    /* relative to the snapshot directory: "cpu" */
@@ -149,6 +162,7 @@ int phos_image_add_var(struct phos_image *img, const struct phos_image_var *v); 
 int phos_image_add_stream(struct phos_image *img, const struct phos_image_stream *s);
 int phos_image_add_event(struct phos_image *img, const struct phos_image_event *e);
 int phos_image_add_blas(struct phos_image *img, const struct phos_image_blas *b);
+int phos_image_add_region(struct phos_image *img, const struct phos_image_region *reg);
 
 /* Writes DIR/manifest.json (through a temporary file, fsync, rename). */
 int phos_image_write_manifest(const char *dir, const struct phos_image *img);

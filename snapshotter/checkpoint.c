@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "control.h"
@@ -66,6 +67,23 @@ static int find_channel_memfd(pid_t pid, int *ret_fd)
 		return -ENOENT;
 	*ret_fd = found;
 	return 0;
+}
+
+/* Why the executor (a child of ours, pid exe; 0: unknown) closed its control
+ * socket: 1 when it was killed by a signal, 0 when it exited (it does when its
+ * program ends), -1 unknown. Waits up to 2 s for it to end; reaps nothing. */
+static int executor_killed(pid_t exe)
+{
+	for (int i = 0; exe > 0 && i < 200; i++) {
+		siginfo_t si = { 0 };
+
+		if (waitid(P_PID, (id_t)exe, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+			return -1;
+		if (si.si_pid == exe)
+			return si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED;
+		usleep(10000);
+	}
+	return -1;
 }
 
 static bool disk_full(const char *why)
@@ -162,8 +180,11 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	r = phos_ctl_recv(t->control_fd, -1, &m, line, sizeof(line));
 	if (r < 0) {
 		executor_gone = r == -EPIPE;
-		phos_errf(err, errlen, "the executor %s during the checkpoint; nothing was committed",
-			  r == -EPIPE ? "died" : line[0] ? line : strerror(-r));
+		if (r == -EPIPE && executor_killed(t->executor_pid) == 0)   /* it ends with its program */
+			phos_errf(err, errlen, "the program ended before it could be checkpointed; nothing was committed");
+		else
+			phos_errf(err, errlen, "the executor %s during the checkpoint; nothing was committed",
+				  r == -EPIPE ? "died" : line[0] ? line : strerror(-r));
 		r = -EIO;
 		goto out;
 	}

@@ -102,6 +102,7 @@ struct phos_checkpoint_target {
 	pid_t fn_pid;            /* host pid of the function */
 	int channel_fd;          /* its channel socket's number in it (3) */
 	int control_fd;          /* the executor's control socket (ours) */
+	pid_t executor_pid;      /* our child, to tell its death from its program's end; 0: unknown */
 	const char *criu;
 	const char *function;    /* name, for the manifest */
 };

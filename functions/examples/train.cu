@@ -26,7 +26,9 @@
  * (W1, b1, W2, b2, in that order).
  *
  * Usage: train [--steps N (1000)] [--seed S (1)] [--size D (64): D = H, C = 8,
- *              B = 32] [--every K (100)] [--lr X (0.01)]
+ *              B = 32] [--every K (100)] [--lr X (0.01)] [--pinned]
+ * --pinned: the loss is read back into pinned host memory (cudaMallocHost),
+ * which the program shares with its executor.
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -175,7 +177,8 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	long steps = 1000, seed = 1, size = 64, every = 100;
-	float lr = 0.01f;
+	float lr = 0.01f, e_stack[BATCH], *e = e_stack;
+	bool pinned = false;
 
 	for (int i = 1; i < argc; i++) {
 		long *dst = NULL, min = 1, max = MAX_STEPS;
@@ -192,6 +195,9 @@ int main(int argc, char **argv)
 			max = MAX_SIZE;
 		} else if (!strcmp(argv[i], "--every")) {
 			dst = &every;
+		} else if (!strcmp(argv[i], "--pinned")) {
+			pinned = true;
+			continue;
 		} else if (!strcmp(argv[i], "--lr") && i + 1 < argc) {
 			char *end;
 
@@ -226,6 +232,8 @@ int main(int argc, char **argv)
 			   (size_t)H, (size_t)C * H, (size_t)C, (size_t)B };
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		CK(cudaMalloc((void **)all[i], count[i] * sizeof(float)));
+	if (pinned)
+		CK(cudaMallocHost((void **)&e, BATCH * sizeof(float)));
 
 	/* data and initial weights */
 	LAUNCH(init_weights, count[0], sa, X, count[0], s, MLPW_TENSOR_INPUT, 1.0f);
@@ -261,10 +269,9 @@ int main(int argc, char **argv)
 		LAUNCH(sgd, count[4], sa, b1, db1, count[4], lr);
 		CK(cudaStreamWaitEvent(sa, updated2, 0));
 		if (step % every == 0 || step == steps) {
-			float e[BATCH];
 			double loss = 0;
 
-			CK(cudaMemcpyAsync(e, err, sizeof(e), cudaMemcpyDeviceToHost, sa));
+			CK(cudaMemcpyAsync(e, err, BATCH * sizeof(float), cudaMemcpyDeviceToHost, sa));
 			CK(cudaStreamSynchronize(sa));
 			for (int j = 0; j < B; j++)
 				loss += e[j];
@@ -293,5 +300,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		CK(cudaFree(*all[i]));
 	CB(cublasDestroy(blas));
+	if (pinned)
+		CK(cudaFreeHost(e));
 	return 0;
 }
