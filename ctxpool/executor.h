@@ -123,6 +123,13 @@ struct exec_ckpt {
 	enum phos_ckpt_mode mode;
 	char dir[PHOS_CTL_PATH_MAX];
 	double t_asked;
+	/* cow, while the function runs (dispatcher only): the dump in progress,
+	 * which items are in gpu.data, the next one for the background */
+	struct exec_dump *cow;
+	bool *copied;
+	size_t left, next;
+	uint64_t seq, early;
+	double stall_s;
 };
 
 #define EXEC_SAVED_LIMITS 16
@@ -233,8 +240,27 @@ void exec_checkpoint_ask(struct executor *ex, enum phos_ckpt_mode mode, const ch
 void exec_checkpoint_resume(struct executor *ex);
 
 /* Dispatcher, between records: carries out an asked checkpoint (drain the
- * device, write the device state, report) and holds until resumed. */
+ * device, write the device state, report) and holds until resumed; during a
+ * cow checkpoint, copies one more buffer. */
 void exec_checkpoint_poll(struct executor *ex);
+
+struct spec_set;
+
+/* Whether a cow checkpoint is copying (the dispatcher then polls the ring
+ * without waiting, to copy while the function is idle). */
+bool exec_checkpoint_copying(const struct executor *ex);
+
+/* Before a call writes what s says (spec_commit): a cow checkpoint copies
+ * first the buffers in its write set not copied yet (all of them for an
+ * opaque or overflowing set). Returns 0 or a negated cudaError_t. */
+int exec_checkpoint_before_write(struct executor *ex, const struct spec_set *s);
+
+/* Before record op runs: a cow checkpoint copies everything not copied yet
+ * ahead of ops that free or reset device memory, and of the function's end. */
+void exec_checkpoint_before_op(struct executor *ex, uint32_t op);
+
+/* The function is gone: a cow checkpoint copies the rest and reports. */
+void exec_checkpoint_drain(struct executor *ex);
 
 /* --- images (exec_image.c) --- */
 
@@ -242,6 +268,23 @@ void exec_checkpoint_poll(struct executor *ex);
  * snapshot directory dir: gpu.data, modules/, manifest.json. The device must be
  * idle. Fills *ret_bytes with the bytes of GPU data written. */
 int exec_image_dump(struct executor *ex, const char *dir, uint64_t *ret_bytes, char *err, size_t errlen);
+
+/* The same in steps, for a checkpoint that copies while the function runs
+ * (exec_checkpoint.c): plan collects the objects and the list of items to
+ * copy (buffers, then variables; gpu.data allocated), copy moves items
+ * [first, first+n) into gpu.data with their hashes, finish writes the
+ * manifest (every item copied). 0 or -errno with err. */
+struct exec_dump {
+	char dir[4096];
+	struct phos_image *img;
+	struct stage_item *items;
+	size_t n;
+	int fd;
+};
+int exec_image_plan(struct executor *ex, const char *dir, struct exec_dump **ret, char *err, size_t errlen);
+int exec_image_copy(struct executor *ex, struct exec_dump *d, size_t first, size_t n, char *err, size_t errlen);
+int exec_image_finish(struct exec_dump *d, uint64_t *ret_bytes, char *err, size_t errlen);
+void exec_image_dump_free(struct exec_dump *d);
 
 /* Rebuilds the device state of img (read from dir) in this fresh executor:
  * modules, kernels, variables, streams, events, cuBLAS handles, and every buffer

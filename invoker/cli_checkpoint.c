@@ -36,7 +36,9 @@
 #include "image.h"
 #include "snapshotter.h"
 
-#define USAGE "usage: phos-fn checkpoint [--mode stw|cow|recopy] -o DIR PID\n"
+#define USAGE "usage: phos-fn checkpoint [--mode stw|cow|recopy] -o DIR PID\n" \
+	      "  stw: stop, copy every buffer, go on; cow: stop only for the CPU dump, copy buffers while\n" \
+	      "  the program runs (a buffer it is about to write first); recopy: not implemented yet\n"
 
 int cli_run_socket_path(pid_t pid, bool make_dir, char *buf, size_t len)
 {
@@ -110,6 +112,7 @@ void cli_run_serve_checkpoint(int listen_fd, const struct phos_checkpoint_target
 		answer.checkpointed.data_bytes = st.data_bytes;
 		answer.checkpointed.stall_s = st.stall_s;
 		answer.checkpointed.total_s = st.total_s;
+		answer.checkpointed.early = st.early;
 	}
 	phos_ctl_send(c, &answer);
 	phos_ctl_msg_exit(&m);
@@ -232,8 +235,9 @@ int cli_checkpoint(int argc, char **argv)
 			m.type == PHOS_CTL_ERROR ? m.error.reason : phos_ctl_type_name(m.type));
 		return 1;
 	}
-	fprintf(stderr, "phos-fn: checkpoint (%s) of %ld in %s: %.1f MiB of GPU data, stall %.3f s, total %.3f s\n",
-		phos_ckpt_mode_name(m.checkpointed.mode), pid, out, (double)m.checkpointed.data_bytes / (1 << 20),
-		m.checkpointed.stall_s, m.checkpointed.total_s);
+	fprintf(stderr, "phos-fn: checkpoint (%s) of %ld in %s: %.1f MiB of GPU data, stall %.3f s, total %.3f s, "
+		"%llu buffer(s) copied ahead of a write\n", phos_ckpt_mode_name(m.checkpointed.mode), pid, out,
+		(double)m.checkpointed.data_bytes / (1 << 20), m.checkpointed.stall_s, m.checkpointed.total_s,
+		(unsigned long long)m.checkpointed.early);
 	return 0;
 }

@@ -29,7 +29,13 @@ struct __attribute__((packed)) ctl_ready { double open_s, load_s, data_s; uint64
 struct __attribute__((packed)) ctl_dumped { double gpu_dump_s; uint64_t data_bytes; };
 struct __attribute__((packed)) ctl_hot_done { uint64_t n, bytes; };
 struct __attribute__((packed)) ctl_fallbacks { uint64_t opaque, overflow, validate_miss; uint8_t restoring; };
-struct __attribute__((packed)) ctl_checkpointed { uint8_t mode; uint64_t seq, data_bytes; double stall_s, total_s; };
+struct __attribute__((packed)) ctl_checkpointed {
+	uint8_t mode;
+	uint64_t seq, data_bytes;
+	double stall_s, total_s;
+	uint64_t early;
+};
+struct __attribute__((packed)) ctl_held { uint8_t mode; uint64_t seq; };
 
 static const char *const type_names[PHOS_CTL_TYPE_END] = {
 	[PHOS_CTL_HELLO] = "hello",         [PHOS_CTL_IDLE] = "idle",
@@ -39,7 +45,7 @@ static const char *const type_names[PHOS_CTL_TYPE_END] = {
 	[PHOS_CTL_SERVE] = "serve",         [PHOS_CTL_RESTORE] = "restore",
 	[PHOS_CTL_HOT] = "hot",             [PHOS_CTL_ASK_TOUCHED] = "ask-touched",
 	[PHOS_CTL_ASK_FALLBACKS] = "ask-fallbacks",
-	[PHOS_CTL_CHECKPOINTED] = "checkpointed",
+	[PHOS_CTL_CHECKPOINTED] = "checkpointed", [PHOS_CTL_HELD] = "held",
 	[PHOS_CTL_CHECKPOINT] = "checkpoint",
 	[PHOS_CTL_RESUME] = "resume",
 };
@@ -208,8 +214,13 @@ int phos_ctl_encode(const struct phos_ctl_msg *m, void **ret_buf, size_t *ret_le
 			goto bad;
 		put(&w, &(struct ctl_checkpointed){ (uint8_t)m->checkpointed.mode, m->checkpointed.seq,
 						     m->checkpointed.data_bytes, m->checkpointed.stall_s,
-						     m->checkpointed.total_s },
+						     m->checkpointed.total_s, m->checkpointed.early },
 		    sizeof(struct ctl_checkpointed));
+		break;
+	case PHOS_CTL_HELD:
+		if ((unsigned)m->held.mode >= PHOS_CKPT_MODE_END)
+			goto bad;
+		put(&w, &(struct ctl_held){ (uint8_t)m->held.mode, m->held.seq }, sizeof(struct ctl_held));
 		break;
 	case PHOS_CTL_CHECKPOINT: {
 		uint8_t mode = (uint8_t)m->checkpoint.mode;
@@ -309,6 +320,7 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 	case PHOS_CTL_HOT_DONE: want = sizeof(struct ctl_hot_done); break;
 	case PHOS_CTL_FALLBACKS: want = sizeof(struct ctl_fallbacks); break;
 	case PHOS_CTL_CHECKPOINTED: want = sizeof(struct ctl_checkpointed); break;
+	case PHOS_CTL_HELD: want = sizeof(struct ctl_held); break;
 	case PHOS_CTL_RESUME:
 	case PHOS_CTL_IDLE:
 	case PHOS_CTL_SERVE:
@@ -393,6 +405,19 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 		m.checkpointed.data_bytes = c.data_bytes;
 		m.checkpointed.stall_s = c.stall_s;
 		m.checkpointed.total_s = c.total_s;
+		m.checkpointed.early = c.early;
+		break;
+	}
+	case PHOS_CTL_HELD: {
+		struct ctl_held h;
+
+		memcpy(&h, p, sizeof(h));
+		if (h.mode >= PHOS_CKPT_MODE_END) {
+			phos_errf(err, errlen, "a held message of unknown mode %u", h.mode);
+			return -EPROTO;
+		}
+		m.held.mode = (enum phos_ckpt_mode)h.mode;
+		m.held.seq = h.seq;
 		break;
 	}
 	case PHOS_CTL_CHECKPOINT:

@@ -24,6 +24,11 @@
  *   RESUME                             ──▶   the executor takes records again
  *       (also when the control socket closes: a dead controller never leaves
  *       the program stopped)
+ *   cow: CHECKPOINT {cow, dir}         ──▶     ◀── HELD {mode, seq}: stopped and
+ *       drained, the device state is fixed; the controller dumps the CPU side
+ *   RESUME                             ──▶   records flow at once while the
+ *       buffers are copied (first those a record is about to write)
+ *                                          ◀── CHECKPOINTED | ERROR
  *                                          ◀── ERROR {reason}   (unasked: the
  *                                              instance ends; phos_instance_failed)
  *   function gone, executor scrubbed   ◀── IDLE
@@ -81,6 +86,7 @@ enum phos_ctl_type {
 	PHOS_CTL_TOUCHED,       /* touched: the answer to ASK_TOUCHED */
 	PHOS_CTL_FALLBACKS,     /* fallbacks: the answer to ASK_FALLBACKS */
 	PHOS_CTL_CHECKPOINTED,  /* checkpointed: the answer to CHECKPOINT */
+	PHOS_CTL_HELD,          /* held: a cow CHECKPOINT stopped the function */
 	/* controller → executor */
 	PHOS_CTL_SERVE,         /* (empty) + fd: serve the function on this channel socket */
 	PHOS_CTL_RESTORE,       /* restore + fd: restore a snapshot, then serve */
@@ -136,7 +142,10 @@ struct phos_ctl_msg {
 			double stall_s;        /* the function's records held (so far:
 						* until the device state was written) */
 			double total_s;        /* the device side of the checkpoint */
+			uint64_t early;        /* cow: buffers copied ahead of a record
+						* that was about to write them */
 		} checkpointed;
+		struct { enum phos_ckpt_mode mode; uint64_t seq; } held;
 	};
 };
 

@@ -119,6 +119,7 @@ struct phos_image_checkpoint {
 	uint64_t seq;         /* the last record the executor had taken */
 	double stall_s;       /* the program's records held */
 	double total_s;       /* the whole checkpoint, until committed */
+	uint64_t early;       /* cow: buffers copied ahead of a record writing them */
 };
 
 struct phos_image {

@@ -446,6 +446,8 @@ static int rd_checkpoint(struct rd *r, json_t *root, struct phos_image *img)
 	c->stall_s = json_is_number(v) ? json_number_value(v) : 0;
 	v = json_object_get(o, "total_s");
 	c->total_s = json_is_number(v) ? json_number_value(v) : 0;
+	v = json_object_get(o, "early_copies");
+	c->early = json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
 	c->present = true;
 	r->where[0] = '\0';
 	return 0;

@@ -91,6 +91,35 @@ static bool disk_full(const char *why)
 	return strstr(why, strerror(ENOSPC)) || strstr(why, strerror(EDQUOT));
 }
 
+/* Receives the executor's answer, which must be of type want (else ERROR):
+ * 0 with *m, or -EIO / -ENOSPC with err (*executor_gone set when its
+ * control socket closed). */
+static int await_answer(const struct phos_checkpoint_target *t, enum phos_ctl_type want, struct phos_ctl_msg *m,
+			bool *executor_gone, char *err, size_t errlen)
+{
+	char line[512] = "";
+	int r = phos_ctl_recv(t->control_fd, -1, m, line, sizeof(line));
+
+	if (r < 0) {
+		*executor_gone = r == -EPIPE;
+		if (r == -EPIPE && executor_killed(t->executor_pid) == 0)   /* it ends with its program */
+			phos_errf(err, errlen, "the program ended before it could be checkpointed; nothing was committed");
+		else
+			phos_errf(err, errlen, "the executor %s during the checkpoint; nothing was committed",
+				  r == -EPIPE ? "died" : line[0] ? line : strerror(-r));
+		return -EIO;
+	}
+	if (m->type != want) {
+		bool error = m->type == PHOS_CTL_ERROR;
+
+		phos_errf(err, errlen, "%s", error ? m->error.reason : phos_ctl_type_name(m->type));
+		r = error && disk_full(m->error.reason) ? -ENOSPC : -EIO;
+		phos_ctl_msg_exit(m);
+		return r;
+	}
+	return 0;
+}
+
 int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_mode mode, const char *out_dir,
 			 struct phos_checkpoint_stats *ret_stats, char *err, size_t errlen)
 {
@@ -177,28 +206,19 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	}
 	sent = true;
 	t_stop = phos_now();
-	r = phos_ctl_recv(t->control_fd, -1, &m, line, sizeof(line));
-	if (r < 0) {
-		executor_gone = r == -EPIPE;
-		if (r == -EPIPE && executor_killed(t->executor_pid) == 0)   /* it ends with its program */
-			phos_errf(err, errlen, "the program ended before it could be checkpointed; nothing was committed");
-		else
-			phos_errf(err, errlen, "the executor %s during the checkpoint; nothing was committed",
-				  r == -EPIPE ? "died" : line[0] ? line : strerror(-r));
-		r = -EIO;
+	/* stw: CHECKPOINTED, the device state written; cow: HELD, stopped with
+	 * the device state fixed, copied after RESUME. */
+	r = await_answer(t, mode == PHOS_CKPT_COW ? PHOS_CTL_HELD : PHOS_CTL_CHECKPOINTED, &m, &executor_gone, err,
+			 errlen);
+	if (r < 0)
 		goto out;
+	if (mode == PHOS_CKPT_COW) {
+		st.seq = m.held.seq;
+	} else {
+		st.gpu_s = m.checkpointed.total_s;
+		st.data_bytes = m.checkpointed.data_bytes;
+		st.seq = m.checkpointed.seq;
 	}
-	if (m.type != PHOS_CTL_CHECKPOINTED) {
-		bool error = m.type == PHOS_CTL_ERROR;
-
-		phos_errf(err, errlen, "%s", error ? m.error.reason : phos_ctl_type_name(m.type));
-		r = error && disk_full(m.error.reason) ? -ENOSPC : -EIO;
-		phos_ctl_msg_exit(&m);
-		goto out;
-	}
-	st.gpu_s = m.checkpointed.total_s;
-	st.data_bytes = m.checkpointed.data_bytes;
-	st.seq = m.checkpointed.seq;
 
 	/* The CPU side, while the executor holds the channel. */
 	{
@@ -229,6 +249,15 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 		r = -EIO;
 		goto out;
 	}
+	if (mode == PHOS_CKPT_COW) {
+		/* The program runs; its buffers are being copied. */
+		r = await_answer(t, PHOS_CTL_CHECKPOINTED, &m, &executor_gone, err, errlen);
+		if (r < 0)
+			goto out;
+		st.gpu_s = m.checkpointed.total_s;
+		st.data_bytes = m.checkpointed.data_bytes;
+		st.early = m.checkpointed.early;
+	}
 
 	r = phos_image_read(tmp, &img, line, sizeof(line));
 	if (r < 0) {
@@ -248,6 +277,7 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	img->checkpoint.channel_fd = memfd_no;
 	img->checkpoint.seq = st.seq;
 	img->checkpoint.stall_s = st.stall_s;
+	img->checkpoint.early = st.early;
 	img->checkpoint.total_s = phos_now() - t0;
 	r = phos_image_write_manifest(tmp, img);
 	if (r < 0) {

@@ -113,6 +113,7 @@ struct phos_checkpoint_stats {
 	uint64_t gpu_bytes, data_bytes;
 	double stall_s;          /* the program's records held: GPU write + CPU dump */
 	double gpu_s, cpu_s;     /* device state written; CRIU dump */
+	uint64_t early;          /* cow: buffers copied ahead of a write */
 	double total_s;          /* until committed */
 };
 

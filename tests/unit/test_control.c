@@ -61,7 +61,9 @@ static void round_trips(void)
 	in[PHOS_CTL_CHECKPOINT].checkpoint.mode = PHOS_CKPT_RECOPY;
 	strcpy(in[PHOS_CTL_CHECKPOINT].checkpoint.dir, "/ckpt/train.tmp-1");
 	in[PHOS_CTL_CHECKPOINTED].checkpointed = (typeof(in[0].checkpointed)){ PHOS_CKPT_COW, 77, 1ull << 34, 0.125,
-										 2.5 };
+										 2.5, 9 };
+	in[PHOS_CTL_HELD].held.mode = PHOS_CKPT_COW;
+	in[PHOS_CTL_HELD].held.seq = 1234;
 
 	pair(sv);
 	for (unsigned t = 1; t < PHOS_CTL_TYPE_END; t++) {
@@ -109,7 +111,11 @@ static void round_trips(void)
 			case PHOS_CTL_CHECKPOINTED:
 				CHECK(o->checkpointed.mode == PHOS_CKPT_COW && o->checkpointed.seq == 77 &&
 					      o->checkpointed.data_bytes == 1ull << 34 && o->checkpointed.stall_s == 0.125 &&
-					      o->checkpointed.total_s == 2.5, "checkpointed fields");
+					      o->checkpointed.total_s == 2.5 && o->checkpointed.early == 9,
+				      "checkpointed fields");
+				break;
+			case PHOS_CTL_HELD:
+				CHECK(o->held.mode == PHOS_CKPT_COW && o->held.seq == 1234, "held fields");
 				break;
 			case PHOS_CTL_DUMPED:
 				CHECK(o->dumped.gpu_dump_s == 0.5 && o->dumped.data_bytes == 123456789, "dumped fields");
