@@ -208,8 +208,8 @@ static int cow_copy(struct executor *ex, size_t i, bool early)
 
 	if (c->copied[i])
 		return 0;
-	if (c->left * 2 <= c->cow->n)
-		fault_kill(c->dir);   /* halfway */
+	if (c->left == (c->cow->n + 1) / 2)
+		fault_kill(c->dir);   /* halfway, once per checkpoint */
 	if (exec_image_copy(ex, c->cow, i, 1, err, sizeof(err)) < 0) {
 		exec_control_error(ex, "checkpoint: %s", err);
 		cow_drop(c);

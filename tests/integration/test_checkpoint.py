@@ -1,12 +1,15 @@
 # SPDX-License-Identifier: MIT
-"""Checkpoints of running programs, stop-the-world (issue 11), on the sim device:
+"""Checkpoints of running programs, stw and cow (issue 11), on the sim device:
 
 - train (functions/examples/train) under `phos-fn run --checkpointable`,
-  checkpointed at random moments (several seeds; one with pinned host memory
-  shared with the executor), the original killed, and
+  checkpointed at random moments (several seeds, both modes; with and without
+  pinned host memory shared with the executor), the original killed, and
   restored from the checkpoint: it goes on from where it was stopped and ends
   with exactly the checksum of an uninterrupted run, its loss lines those of
   the uninterrupted run for the same steps;
+- cow: the program's writes race the checkpoint's copies (every step writes
+  every weight) and the buffers it was about to write are copied first
+  (early_copies in the manifest);
 - a checkpoint that fails (a mode not implemented yet) lets the program go on
   to the same checksum;
 - the executor killed during a checkpoint (fault point checkpoint_kill) leaves
@@ -109,7 +112,8 @@ try:
     os.makedirs(RUN_ENV["PHOS_RUN_DIR"])
 
     # --- checkpointed at random moments, killed, restored -----------------------
-    for seed in (1, 2, 5):
+    early = 0
+    for seed, mode in ((1, "stw"), (2, "cow"), (5, "stw"), (6, "cow")):
         ref_losses, ref_sum = reference(seed)
         check(ref_sum and len(ref_losses) == STEPS // EVERY, f"seed {seed}: reference output {ref_sum} "
               f"{len(ref_losses)} loss lines")
@@ -121,12 +125,13 @@ try:
         n = 1 + seed % 2   # one or two checkpoints; the last one counts
         for i in range(n):
             time.sleep(rng.uniform(0.0, 0.5))
-            c = checkpoint(p.pid, ck)
-            check(c.returncode == 0 and "checkpoint (stw)" in c.stderr,
+            c = checkpoint(p.pid, ck, "--mode", mode)
+            check(c.returncode == 0 and f"checkpoint ({mode})" in c.stderr,
                   f"seed {seed}: checkpoint {i}: {c.returncode} {c.stderr}")
         m = json.load(open(os.path.join(ck, "manifest.json")))
-        check(m.get("checkpoint", {}).get("mode") == "stw" and m["checkpoint"]["seq"] > 0,
+        check(m.get("checkpoint", {}).get("mode") == mode and m["checkpoint"]["seq"] > 0,
               f"seed {seed}: the manifest says what it is: {m.get('checkpoint')}")
+        early += m.get("checkpoint", {}).get("early_copies", 0)
         kill_run(p)
         r = restore(ck)
         losses, checksum = parse(r.stdout)
@@ -138,38 +143,42 @@ try:
         same_steps(ref_losses, losses, f"seed {seed}")
         check(not leftovers(ck), f"seed {seed}: temporary directories left: {leftovers(ck)}")
 
+    check(early > 0, "cow: no buffer was copied ahead of a write (the race was not exercised)")
+
     ref_losses, ref_sum = reference(4)
 
     # --- a failed checkpoint lets the program go on ----------------------------
     p = start(4)
     p.stdout.readline()
-    c = checkpoint(p.pid, os.path.join(tmp, "cow"), "--mode", "cow")
-    check(c.returncode == 1 and "not implemented yet" in c.stderr, f"cow: {c.returncode} {c.stderr}")
-    check(not os.path.exists(os.path.join(tmp, "cow")) and not leftovers(os.path.join(tmp, "cow")),
+    c = checkpoint(p.pid, os.path.join(tmp, "recopy"), "--mode", "recopy")
+    check(c.returncode == 1 and "not implemented yet" in c.stderr, f"recopy: {c.returncode} {c.stderr}")
+    check(not os.path.exists(os.path.join(tmp, "recopy")) and not leftovers(os.path.join(tmp, "recopy")),
           "a failed checkpoint leaves nothing behind")
     out, err = p.communicate(timeout=300)
     check(p.returncode == 0 and parse(out)[1] == ref_sum,
           f"after a failed checkpoint the program ends as usual: {p.returncode} {parse(out)[1]} {err[-300:]}")
 
-    # --- the executor killed during a checkpoint -------------------------------
-    ck = os.path.join(tmp, "ck-kill")
-    p = start(4, {"PHOS_FAULT": "checkpoint_kill:1"})
-    p.stdout.readline()
-    c = checkpoint(p.pid, ck)
-    check(c.returncode == 0, f"first checkpoint: {c.stderr}")
-    before = open(os.path.join(ck, "manifest.json")).read()
-    time.sleep(0.2)
-    c = checkpoint(p.pid, ck)
-    check(c.returncode == 1 and "died during the checkpoint" in c.stderr and "nothing was committed" in c.stderr,
-          f"executor killed mid-checkpoint: {c.returncode} {c.stderr}")
-    check(open(os.path.join(ck, "manifest.json")).read() == before, "the previous checkpoint is untouched")
-    check(not leftovers(ck), f"temporary directories left: {leftovers(ck)}")
-    p.communicate(timeout=120)   # its executor is gone: its CUDA calls fail
-    check(p.returncode != 0, "the program whose executor died fails")
-    kill_run(p)
-    r = restore(ck)
-    check(r.returncode == 0 and parse(r.stdout)[1] == ref_sum,
-          f"the previous checkpoint restores to the same end: {r.returncode} {parse(r.stdout)[1]} {r.stderr[-500:]}")
+    # --- the executor killed during a checkpoint (both modes) --------------------
+    for mode in ("stw", "cow"):
+        ck = os.path.join(tmp, "ck-kill-" + mode)
+        p = start(4, {"PHOS_FAULT": "checkpoint_kill:1"})
+        p.stdout.readline()
+        c = checkpoint(p.pid, ck, "--mode", mode)
+        check(c.returncode == 0, f"{mode}: first checkpoint: {c.stderr}")
+        before = open(os.path.join(ck, "manifest.json")).read()
+        time.sleep(0.2)
+        c = checkpoint(p.pid, ck, "--mode", mode)
+        check(c.returncode == 1 and "died during the checkpoint" in c.stderr and "nothing was committed" in c.stderr,
+              f"{mode}: executor killed mid-checkpoint: {c.returncode} {c.stderr}")
+        check(open(os.path.join(ck, "manifest.json")).read() == before, f"{mode}: the previous checkpoint is untouched")
+        check(not leftovers(ck), f"{mode}: temporary directories left: {leftovers(ck)}")
+        p.communicate(timeout=120)   # its executor is gone: its CUDA calls fail
+        check(p.returncode != 0, f"{mode}: the program whose executor died fails")
+        kill_run(p)
+        r = restore(ck)
+        check(r.returncode == 0 and parse(r.stdout)[1] == ref_sum,
+              f"{mode}: the previous checkpoint restores to the same end: {r.returncode} {parse(r.stdout)[1]} "
+              f"{r.stderr[-500:]}")
 
     # --- bad input --------------------------------------------------------------
     notckpt = os.path.join(tmp, "precious")
