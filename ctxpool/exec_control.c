@@ -9,6 +9,8 @@
  *   ASK_FALLBACKS → FALLBACKS: the calls that took the safe path, by reason
  *                   (executor.h, enum spec_fallback), and whether an on-demand
  *                   restore is still moving buffers in.
+ *   CHECKPOINT    → CHECKPOINTED or ERROR, from the dispatcher
+ *                   (exec_checkpoint.c); RESUME lets it go on.
  * The jobs of a pooled executor are read by pool_loop (main.c).
  */
 #include <errno.h>
@@ -128,10 +130,16 @@ static void *control_main(void *arg)
 			reply_touched(ex);
 		else if (m.type == PHOS_CTL_ASK_FALLBACKS)
 			reply_fallbacks(ex);
+		else if (m.type == PHOS_CTL_CHECKPOINT)
+			exec_checkpoint_ask(ex, m.checkpoint.mode, m.checkpoint.dir);
+		else if (m.type == PHOS_CTL_RESUME)
+			exec_checkpoint_resume(ex);
 		else
 			exec_control_error(ex, "unknown request while serving '%s'", phos_ctl_type_name(m.type));
 		phos_ctl_msg_exit(&m);
 	}
+	/* Nobody is left to say RESUME: a held function must not stay stopped. */
+	exec_checkpoint_resume(ex);
 	return NULL;
 }
 

@@ -159,6 +159,17 @@ static int collect_objects(struct executor *ex, const char *dir, struct dump_ctx
 		ie.flags = e->flags;
 		TRY(phos_image_add_event(img, &ie));
 	}
+	for (uint32_t id = 0; id < ex->regions.cap; id++) {
+		struct exec_region *g = ex->regions.slot[id];
+		struct phos_image_region ig = { .id = id };
+
+		if (!g)
+			continue;
+		ig.size = g->size;
+		ig.addr = g->fn_addr;
+		ig.exec_addr = (uint64_t)(uintptr_t)g->ptr;
+		TRY(phos_image_add_region(img, &ig));
+	}
 	for (uint32_t id = 0; id < ex->blas.cap; id++) {
 		struct exec_blas *b = ex->blas.slot[id];
 		struct phos_image_blas ib = { .id = id };
@@ -174,16 +185,20 @@ static int collect_objects(struct executor *ex, const char *dir, struct dump_ctx
 	return 0;
 }
 
-int exec_image_dump(struct executor *ex, const char *dir, uint64_t *ret_bytes, char *err, size_t errlen)
+int exec_image_plan(struct executor *ex, const char *dir, struct exec_dump **ret, char *err, size_t errlen)
 {
+	struct exec_dump *d = calloc(1, sizeof(*d));
 	struct phos_image *img = phos_image_new();
 	struct dump_ctx c = { .img = img };
 	struct phos_reply_device info;
 	char path[4096];
 	int fd = -1, r;
 
-	if (!img)
+	if (!img || !d) {
+		phos_image_free(img);
+		free(d);
 		return -ENOMEM;
+	}
 	snprintf(img->device, sizeof(img->device), "%s", ex->dev_ops->name);
 	if (ex->dev_ops->info(ex->dev, &info) == 0)
 		snprintf(img->gpu_name, sizeof(img->gpu_name), "%s", info.name);
@@ -196,7 +211,7 @@ int exec_image_dump(struct executor *ex, const char *dir, uint64_t *ret_bytes, c
 	if (mkdir(path, 0755) < 0 && errno != EEXIST) {
 		r = -errno;
 		phos_errf(err, errlen, "mkdir %s: %s", path, strerror(errno));
-		goto out;
+		goto fail;
 	}
 	r = phos_bufmap_foreach(ex->bufs, collect_buf, &c);
 	if (r == 0)
@@ -204,7 +219,7 @@ int exec_image_dump(struct executor *ex, const char *dir, uint64_t *ret_bytes, c
 	if (r < 0) {
 		if (!*err)
 			phos_errf(err, errlen, "collecting the device state: %s", strerror(-r));
-		goto out;
+		goto fail;
 	}
 	img->data_bytes = c.off;
 
@@ -217,35 +232,79 @@ int exec_image_dump(struct executor *ex, const char *dir, uint64_t *ret_bytes, c
 	if (fd < 0) {
 		r = -errno;
 		phos_errf(err, errlen, "creating %s: %s", path, strerror(errno));
-		goto out;
+		goto fail;
 	}
 	r = phos_fault("gpu_data_alloc") ? ENOSPC : c.off ? posix_fallocate(fd, 0, (off_t)c.off) : 0;
 	if (r) {
 		phos_errf(err, errlen, "allocating %llu bytes for %s: %s", (unsigned long long)c.off, path, strerror(r));
 		r = -r;
-		goto out;
+		goto fail;
 	}
-	/* Durability is the commit's job (it fsyncs the whole directory before the
-	 * rename), so that the GPU is not held while the disk catches up. */
-	r = stage_dump(ex, fd, c.items, c.n, err, errlen);
-	if (r < 0)
-		goto out;
-	/* Hashes back into the manifest: buffers first, then variables, in item order. */
-	for (uint32_t i = 0; i < img->nbufs; i++)
-		img->bufs[i].hash = c.items[i].hash;
-	for (uint32_t i = 0, k = img->nbufs; i < img->nvars; i++)
-		if (img->vars[i].size)
-			img->vars[i].hash = c.items[k++].hash;
-	r = phos_image_write_manifest(dir, img);
-	if (r < 0)
-		phos_errf(err, errlen, "writing the manifest: %s", strerror(-r));
-	else
-		*ret_bytes = c.off;
-out:
+	snprintf(d->dir, sizeof(d->dir), "%s", dir);
+	d->img = img;
+	d->items = c.items;
+	d->n = c.n;
+	d->fd = fd;
+	*ret = d;
+	return 0;
+
+fail:
 	if (fd >= 0)
 		close(fd);
 	free(c.items);
 	phos_image_free(img);
+	free(d);
+	return r;
+}
+
+int exec_image_copy(struct executor *ex, struct exec_dump *d, size_t first, size_t n, char *err, size_t errlen)
+{
+	/* Durability is the commit's job (it fsyncs the whole directory before the
+	 * rename), so that the GPU is not held while the disk catches up. */
+	return n ? stage_dump(ex, d->fd, d->items + first, n, err, errlen) : 0;
+}
+
+int exec_image_finish(struct exec_dump *d, uint64_t *ret_bytes, char *err, size_t errlen)
+{
+	struct phos_image *img = d->img;
+	int r;
+
+	/* Hashes back into the manifest: buffers first, then variables, in item order. */
+	for (uint32_t i = 0; i < img->nbufs; i++)
+		img->bufs[i].hash = d->items[i].hash;
+	for (uint32_t i = 0, k = img->nbufs; i < img->nvars; i++)
+		if (img->vars[i].size)
+			img->vars[i].hash = d->items[k++].hash;
+	r = phos_image_write_manifest(d->dir, img);
+	if (r < 0)
+		phos_errf(err, errlen, "writing the manifest: %s", strerror(-r));
+	else
+		*ret_bytes = img->data_bytes;
+	return r;
+}
+
+void exec_image_dump_free(struct exec_dump *d)
+{
+	if (!d)
+		return;
+	if (d->fd >= 0)
+		close(d->fd);
+	free(d->items);
+	phos_image_free(d->img);
+	free(d);
+}
+
+int exec_image_dump(struct executor *ex, const char *dir, uint64_t *ret_bytes, char *err, size_t errlen)
+{
+	struct exec_dump *d;
+	int r = exec_image_plan(ex, dir, &d, err, errlen);
+
+	if (r < 0)
+		return r;
+	r = exec_image_copy(ex, d, 0, d->n, err, errlen);
+	if (r == 0)
+		r = exec_image_finish(d, ret_bytes, err, errlen);
+	exec_image_dump_free(d);
 	return r;
 }
 

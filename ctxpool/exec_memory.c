@@ -243,19 +243,15 @@ static int memset_2d(struct executor *ex, const void *body, uint32_t len)
 }
 
 /* A shared host region: the preload sent its memfd on the socket just before. */
-static int hostmem_add(struct executor *ex, const void *body, uint32_t len, void *out, uint32_t *out_len)
+int exec_region_map(struct executor *ex, uint32_t id, int fd, uint64_t size, uint64_t want,
+		    struct exec_region **ret_reg)
 {
-	BODY(struct phos_hostmem, h);
-	void *want = (void *)(uintptr_t)h->addr;
-	uint64_t dev;
+	void *at = (void *)(uintptr_t)want;
 	struct exec_region *reg;
 	struct stat st;
-	int fd, r;
+	int r;
 
-	r = phos_recv_fd(phos_channel_socket(ex->ch), &fd);
-	if (r < 0)
-		return -PHOS_CUDA_INVALID_VALUE;
-	if (fstat(fd, &st) < 0 || h->size == 0 || (uint64_t)st.st_size < h->size) {
+	if (fstat(fd, &st) < 0 || size == 0 || (uint64_t)st.st_size < size) {
 		close(fd);
 		return -PHOS_CUDA_INVALID_VALUE;
 	}
@@ -264,20 +260,21 @@ static int hostmem_add(struct executor *ex, const void *body, uint32_t len, void
 		close(fd);
 		return -PHOS_CUDA_MEMORY_ALLOCATION;
 	}
-	reg->size = h->size;
+	reg->size = size;
+	reg->fn_addr = want;
 	/* At the function's address when that is free here (MAP_FIXED_NOREPLACE;
 	 * an older kernel takes it as a hint): its host pointers then work in
 	 * kernels. Elsewhere only cudaHostGetDevicePointer's pointer does. */
 	reg->ptr = MAP_FAILED;
-	if (want) {
-		reg->ptr = mmap(want, h->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
-		if (reg->ptr != MAP_FAILED && reg->ptr != want) {
-			munmap(reg->ptr, h->size);
+	if (at) {
+		reg->ptr = mmap(at, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+		if (reg->ptr != MAP_FAILED && reg->ptr != at) {
+			munmap(reg->ptr, size);
 			reg->ptr = MAP_FAILED;
 		}
 	}
 	if (reg->ptr == MAP_FAILED)
-		reg->ptr = mmap(NULL, h->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		reg->ptr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (reg->ptr == MAP_FAILED) {
 		free(reg);
@@ -286,12 +283,28 @@ static int hostmem_add(struct executor *ex, const void *body, uint32_t len, void
 	/* Pinning makes copies from it DMA; failing to pin only makes them slower. */
 	if (ex->dev_ops->host_register(ex->dev, reg->ptr, reg->size) < 0)
 		phos_warn("could not pin a %llu-byte host region", (unsigned long long)reg->size);
-	r = handle_put(&ex->regions, h->region, reg);
+	r = handle_put(&ex->regions, id, reg);
 	if (r < 0) {
-		munmap(reg->ptr, reg->size);
-		free(reg);
+		exec_region_free(ex, reg);
 		return r;
 	}
+	*ret_reg = reg;
+	return 0;
+}
+
+static int hostmem_add(struct executor *ex, const void *body, uint32_t len, void *out, uint32_t *out_len)
+{
+	BODY(struct phos_hostmem, h);
+	struct exec_region *reg;
+	uint64_t dev;
+	int fd, r;
+
+	r = phos_recv_fd(phos_channel_socket(ex->ch), &fd);
+	if (r < 0)
+		return -PHOS_CUDA_INVALID_VALUE;
+	r = exec_region_map(ex, h->region, fd, h->size, h->addr, &reg);
+	if (r < 0)
+		return r;
 	/* Unified addressing (every device we serve): pinned host memory has the
 	 * same address on the device. */
 	dev = (uint64_t)(uintptr_t)reg->ptr;

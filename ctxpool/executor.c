@@ -139,17 +139,22 @@ static int execute(struct executor *ex, const struct phos_rec_hdr *h, void *out,
 int exec_serve(struct executor *ex)
 {
 	void *out = phos_channel_reply_data(ex->ch);
+	int end = 0;
 
 	while (!ex->goodbye) {
 		const struct phos_rec_hdr *h;
 		uint32_t out_len = 0;
 		int blas_status = 0, r;
 
-		r = phos_channel_next(ex->ch, 1000, &h);
+		exec_checkpoint_poll(ex);   /* a record boundary */
+		r = phos_channel_next(ex->ch, exec_checkpoint_copying(ex) ? 0 : 1000, &h);
 		if (r == 0)
 			continue;
-		if (r < 0)
-			return r == -EPIPE ? 0 : r;
+		if (r < 0) {
+			end = r == -EPIPE ? 0 : r;
+			break;
+		}
+		exec_checkpoint_before_op(ex, h->op);
 		ex->seq = h->seq;
 		ex->sync = (h->flags & PHOS_REC_SYNC) != 0;
 		r = execute(ex, h, out, &out_len, &blas_status);
@@ -176,5 +181,7 @@ int exec_serve(struct executor *ex)
 			phos_channel_consume(ex->ch, h);
 		}
 	}
-	return 0;
+	/* The device state is still there: a cow checkpoint in progress ends. */
+	exec_checkpoint_drain(ex);
+	return end;
 }

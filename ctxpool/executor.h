@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "bufmap.h"
 #include "channel.h"
@@ -101,6 +102,7 @@ struct exec_var {
 struct exec_region {
 	void *ptr;
 	uint64_t size;
+	uint64_t fn_addr;   /* where the function maps it */
 };
 
 struct exec_blas {
@@ -108,6 +110,26 @@ struct exec_blas {
 	uint32_t stream;
 	int32_t math_mode;
 	uint64_t workspace, workspace_size;
+};
+
+/* A checkpoint of the running function (exec_checkpoint.c): asked for by the
+ * control thread, carried out by the dispatcher between two records. */
+struct exec_ckpt {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	_Atomic bool asked;            /* the dispatcher looks at this between records */
+	bool holding;                  /* the dispatcher stopped and waits for RESUME */
+	bool resume;                   /* RESUME came (or the controller went away) */
+	enum phos_ckpt_mode mode;
+	char dir[PHOS_CTL_PATH_MAX];
+	double t_asked;
+	/* cow, while the function runs (dispatcher only): the dump in progress,
+	 * which items are in gpu.data, the next one for the background */
+	struct exec_dump *cow;
+	bool *copied;
+	size_t left, next;
+	uint64_t seq, early;
+	double stall_s;
 };
 
 #define EXEC_SAVED_LIMITS 16
@@ -146,6 +168,9 @@ struct executor {
 	_Atomic uint64_t spec_fallbacks[3];
 	double load_data_s;         /* --restore-from: seconds the buffer contents took */
 	int control_fd;             /* control socket (runtime/control.h); -1 when none */
+	struct exec_ckpt ckpt;
+	pid_t adopt_pid;            /* --adopt-channel PID:FD: a restored checkpoint's */
+	int adopt_fd;               /* ... channel memfd, fd FD of process PID; pid 0: none */
 
 	/* What the function changed on the context itself, put back by exec_scrub
 	 * so that the next function on this executor starts from the defaults:
@@ -196,12 +221,70 @@ struct exec_control_thread {
 void exec_control_start(struct executor *ex, struct exec_control_thread *ct);
 void exec_control_stop(struct exec_control_thread *ct);
 
+/* Maps the host-memory region memfd fd (closed afterwards, also on failure)
+ * of size bytes as region id, at want when that is free here (0: anywhere),
+ * and pins it. Returns 0 with *ret_reg, or a negated cudaError_t. */
+int exec_region_map(struct executor *ex, uint32_t id, int fd, uint64_t size, uint64_t want,
+		    struct exec_region **ret_reg);
+
+/* --- checkpoints of the running function (exec_checkpoint.c) --- */
+
+/* Control thread: asks the dispatcher to checkpoint into dir (an existing,
+ * empty directory) at the next record boundary; the dispatcher answers
+ * CHECKPOINTED or ERROR on the control socket itself. A second request while
+ * one is under way is answered ERROR at once. */
+void exec_checkpoint_ask(struct executor *ex, enum phos_ckpt_mode mode, const char *dir);
+
+/* Control thread: RESUME (also called when the controller is gone): a
+ * dispatcher held by a checkpoint takes records again. */
+void exec_checkpoint_resume(struct executor *ex);
+
+/* Dispatcher, between records: carries out an asked checkpoint (drain the
+ * device, write the device state, report) and holds until resumed; during a
+ * cow checkpoint, copies one more buffer. */
+void exec_checkpoint_poll(struct executor *ex);
+
+struct spec_set;
+
+/* Whether a cow checkpoint is copying (the dispatcher then polls the ring
+ * without waiting, to copy while the function is idle). */
+bool exec_checkpoint_copying(const struct executor *ex);
+
+/* Before a call writes what s says (spec_commit): a cow checkpoint copies
+ * first the buffers in its write set not copied yet (all of them for an
+ * opaque or overflowing set). Returns 0 or a negated cudaError_t. */
+int exec_checkpoint_before_write(struct executor *ex, const struct spec_set *s);
+
+/* Before record op runs: a cow checkpoint copies everything not copied yet
+ * ahead of ops that free or reset device memory, and of the function's end. */
+void exec_checkpoint_before_op(struct executor *ex, uint32_t op);
+
+/* The function is gone: a cow checkpoint copies the rest and reports. */
+void exec_checkpoint_drain(struct executor *ex);
+
 /* --- images (exec_image.c) --- */
 
 /* Dumps every buffer, variable and device object into the (existing, empty)
  * snapshot directory dir: gpu.data, modules/, manifest.json. The device must be
  * idle. Fills *ret_bytes with the bytes of GPU data written. */
 int exec_image_dump(struct executor *ex, const char *dir, uint64_t *ret_bytes, char *err, size_t errlen);
+
+/* The same in steps, for a checkpoint that copies while the function runs
+ * (exec_checkpoint.c): plan collects the objects and the list of items to
+ * copy (buffers, then variables; gpu.data allocated), copy moves items
+ * [first, first+n) into gpu.data with their hashes, finish writes the
+ * manifest (every item copied). 0 or -errno with err. */
+struct exec_dump {
+	char dir[4096];
+	struct phos_image *img;
+	struct stage_item *items;
+	size_t n;
+	int fd;
+};
+int exec_image_plan(struct executor *ex, const char *dir, struct exec_dump **ret, char *err, size_t errlen);
+int exec_image_copy(struct executor *ex, struct exec_dump *d, size_t first, size_t n, char *err, size_t errlen);
+int exec_image_finish(struct exec_dump *d, uint64_t *ret_bytes, char *err, size_t errlen);
+void exec_image_dump_free(struct exec_dump *d);
 
 /* Rebuilds the device state of img (read from dir) in this fresh executor:
  * modules, kernels, variables, streams, events, cuBLAS handles, and every buffer

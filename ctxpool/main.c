@@ -15,6 +15,11 @@
  * --on-demand: report READY once the device objects are made, and bring the
  * buffers in while the function runs (loader.h).
  * --pool: stay warm and serve one function after another (pool_loop below).
+ * --adopt-channel PID:FD (with --restore-from a checkpoint): the restored
+ * function keeps its channel; map its memfd (fd FD of process PID) and go on
+ * from the ring's tail instead of making a new channel (channel.h, "adopting").
+ * While a function is served (but for --snapshot-to) the control thread takes
+ * CHECKPOINT and RESUME (exec_checkpoint.c).
  *
  * PHOS_TRACE and PHOS_ARENA_BASE give defaults for --trace ("%p" in it: the
  * executor's pid, one trace per executor of a pool) and --arena-base
@@ -125,6 +130,104 @@ static void channel_drop(struct executor *ex, struct phos_channel *ch, bool pinn
 	phos_channel_free(ch);
 }
 
+/* The end of the mapping of process pid that starts at addr; 0 and *ret_end,
+ * or -ENOENT. */
+static int mapping_end(pid_t pid, uint64_t addr, uint64_t *ret_end)
+{
+	char path[64], line[512];
+	unsigned long long start, end;
+	FILE *f;
+	int r = -ENOENT;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%llx-%llx", &start, &end) == 2 && start == addr) {
+			*ret_end = end;
+			r = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return r;
+}
+
+/* Maps again the host-memory regions of a restored checkpoint (image.h,
+ * struct phos_image_region) from the restored function, where the function
+ * and the old executor had them: the function holds device addresses of
+ * them (cudaHostGetDevicePointer, copies by region). The restored memfd is
+ * reached through the function's mapping (/proc/PID/map_files, as root, as
+ * CRIU runs). 0, or -errno with err. */
+static int adopt_regions(struct executor *ex, const struct phos_image *img, char *err, size_t errlen)
+{
+	for (uint32_t i = 0; i < img->nregions; i++) {
+		const struct phos_image_region *g = &img->regions[i];
+		struct exec_region *reg;
+		char path[96];
+		uint64_t end = 0;
+		int fd, r;
+
+		r = mapping_end(ex->adopt_pid, g->addr, &end);
+		if (r == 0 && end - g->addr < g->size)
+			r = -ERANGE;
+		if (r < 0) {
+			phos_errf(err, errlen, "host region %u is not mapped at %#llx in the restored program", g->id,
+				  (unsigned long long)g->addr);
+			return r;
+		}
+		snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", (int)ex->adopt_pid,
+			 (unsigned long long)g->addr, (unsigned long long)end);
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0) {
+			r = -errno;
+			phos_errf(err, errlen, "host region %u: %s: %s", g->id, path, strerror(errno));
+			return r;
+		}
+		r = exec_region_map(ex, g->id, fd, g->size, g->exec_addr, &reg);
+		if (r == 0 && (uint64_t)(uintptr_t)reg->ptr != g->exec_addr) {
+			phos_errf(err, errlen, "host region %u cannot be mapped at %#llx, its device address", g->id,
+				  (unsigned long long)g->exec_addr);
+			return -EADDRINUSE;   /* the region stays in the table: scrubbed */
+		}
+		if (r < 0) {
+			phos_errf(err, errlen, "host region %u cannot be mapped (cuda error %d)", g->id, -r);
+			return -ENOMEM;
+		}
+		reg->fn_addr = g->addr;
+	}
+	return 0;
+}
+
+/* Maps the channel of a function restored from a checkpoint (--adopt-channel)
+ * for the socket fd (taken over), pinned when the device allows, and its
+ * host-memory regions. 0, or -errno with err. */
+static int adopt_channel(struct executor *ex, int fd, const struct phos_image *img, char *err, size_t errlen)
+{
+	char path[64];
+	size_t len;
+	void *shm;
+	int memfd, r;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)ex->adopt_pid, ex->adopt_fd);
+	memfd = open(path, O_RDWR | O_CLOEXEC);
+	if (memfd < 0) {
+		r = -errno;
+		phos_errf(err, errlen, "the restored program's channel (%s): %s", path, strerror(errno));
+		close(fd);
+		return r;
+	}
+	r = phos_channel_adopt(memfd, fd, &ex->ch);
+	if (r < 0) {
+		phos_errf(err, errlen, "the restored program's channel (%s): %s", path, strerror(-r));
+		return r;
+	}
+	shm = phos_channel_shm(ex->ch, &len);
+	ex->ch_pinned = ex->dev_ops->host_register(ex->dev, shm, len) == 0;
+	return img ? adopt_regions(ex, img, err, errlen) : 0;
+}
+
 /* One function: its snapshot loaded first when img is given (on_demand: the
  * buffers stream in while it runs), then its calls until it says goodbye or
  * goes away; the executor is scrubbed afterwards. The channel socket fd is
@@ -147,11 +250,22 @@ static int serve_one(struct executor *ex, int fd, const char *dir, const struct 
 			return r;
 		}
 	}
-	ex->ch = ex->next_ch;
-	ex->ch_pinned = ex->next_ch_pinned;
-	ex->next_ch = NULL;
-	ex->next_ch_pinned = false;
-	r = ex->ch ? phos_channel_attach(ex->ch, fd) : (close(fd), -ENOMEM);
+	if (ex->adopt_pid) {
+		r = adopt_channel(ex, fd, img, err, sizeof(err));
+		if (r < 0) {
+			channel_drop(ex, ex->ch, ex->ch_pinned);
+			ex->ch = NULL;
+			exec_control_error(ex, "%s", err);
+			exec_scrub(ex);
+			return r;
+		}
+	} else {
+		ex->ch = ex->next_ch;
+		ex->ch_pinned = ex->next_ch_pinned;
+		ex->next_ch = NULL;
+		ex->next_ch_pinned = false;
+		r = ex->ch ? phos_channel_attach(ex->ch, fd) : (close(fd), -ENOMEM);
+	}
 	if (r < 0) {
 		channel_drop(ex, ex->ch, ex->ch_pinned);
 		ex->ch = NULL;
@@ -168,8 +282,9 @@ static int serve_one(struct executor *ex, int fd, const char *dir, const struct 
 		m.ready.data_bytes = img->gpu_bytes;
 		m.ready.on_demand = on_demand;
 		exec_control_send(ex, &m);
-		exec_control_start(ex, &ct);
 	}
+	if (!ex->snapshot_dir)
+		exec_control_start(ex, &ct);
 	/* The channel is pinned (channel_prepare): H2D copies read records by DMA. */
 	r = exec_serve(ex);
 	if (r < 0)
@@ -270,7 +385,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: phos-executor --fd N [--device auto|cuda|sim] [--trace FILE]\n"
 		   "                     [--arena-base ADDR] [--arena-size BYTES] [--no-warm]\n"
-		   "                     [--control-fd N] [--snapshot-to DIR | --restore-from DIR [--on-demand] | --pool]\n");
+		   "                     [--control-fd N] [--snapshot-to DIR | --restore-from DIR [--on-demand]\n"
+		   "                     [--adopt-channel PID:FD] | --pool]\n");
 }
 
 static int parse_u64(const char *s, uint64_t *ret)
@@ -342,6 +458,7 @@ int main(int argc, char **argv)
 		{ "restore-from", required_argument, NULL, 'R' },
 		{ "pool", no_argument, NULL, 'P' },
 		{ "on-demand", no_argument, NULL, 'O' },
+		{ "adopt-channel", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -360,6 +477,8 @@ int main(int argc, char **argv)
 	int c, r;
 
 	phos_log_init("phos-executor", PHOS_LOG_WARN);
+	pthread_mutex_init(&ex.ckpt.lock, NULL);
+	pthread_cond_init(&ex.ckpt.cond, NULL);
 	r = parent_watch();
 	if (r < 0) {
 		fprintf(stderr, "phos-executor: cannot watch PHOS_EXECUTOR_PARENT: %s\n", strerror(-r));
@@ -399,6 +518,17 @@ int main(int argc, char **argv)
 		case 'R': restore_from = optarg; break;
 		case 'P': pool = true; break;
 		case 'O': on_demand = true; break;
+		case 'A': {
+			int pid, afd, end = 0;
+
+			if (sscanf(optarg, "%d:%d%n", &pid, &afd, &end) != 2 || optarg[end] || pid <= 0 || afd < 0) {
+				fprintf(stderr, "phos-executor: bad --adopt-channel '%s' (PID:FD)\n", optarg);
+				return 2;
+			}
+			ex.adopt_pid = pid;
+			ex.adopt_fd = afd;
+			break;
+		}
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -409,6 +539,10 @@ int main(int argc, char **argv)
 	}
 	if ((fd == UINT64_MAX && !pool) || optind != argc) {
 		usage(stderr);
+		return 2;
+	}
+	if (ex.adopt_pid && !restore_from) {
+		fprintf(stderr, "phos-executor: --adopt-channel needs --restore-from (a checkpoint)\n");
 		return 2;
 	}
 	if (ex.snapshot_dir && restore_from) {

@@ -2,7 +2,9 @@
 /* phos-fn: the command-line front end. One file per subcommand. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 /* phos-fn run [--device auto|cuda|sim] [--trace FILE] -- PROGRAM ARGS... */
 int cli_run(int argc, char **argv);
@@ -13,6 +15,18 @@ int cli_snapshot(int argc, char **argv);
 /* phos-fn deploy|list|describe|remove|invoke|logs|snapshot NAME against the
  * invoker's HTTP API (cli_gateway.c); argv[0] is the command. */
 int cli_gateway(int argc, char **argv);
+
+/* phos-fn checkpoint [--mode stw|cow|recopy] -o DIR PID (cli_checkpoint.c) */
+int cli_checkpoint(int argc, char **argv);
+
+/* The checkpoint endpoint of a `phos-fn run --checkpointable` (cli_checkpoint.c):
+ * the socket path of run process pid (make_dir: its directory is made);
+ * cli_run_listen binds and listens on ours (returns the fd or -errno, path
+ * in buf); cli_run_serve_checkpoint accepts one request on it and answers. */
+struct phos_checkpoint_target;
+int cli_run_socket_path(pid_t pid, bool make_dir, char *buf, size_t len);
+int cli_run_listen(char *buf, size_t len);
+void cli_run_serve_checkpoint(int listen_fd, const struct phos_checkpoint_target *t);
 
 /* phos-fn restore [--device D] [--stats FILE] DIR */
 int cli_restore(int argc, char **argv);

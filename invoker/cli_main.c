@@ -15,7 +15,10 @@ static void usage(FILE *f)
 		   "  snapshot [--device auto|cuda|sim] [--stats FILE] [--timeout S] -o DIR -- PROGRAM [ARGS...]\n"
 		   "      run a function until phos_fn_serve and snapshot it there\n"
 		   "  restore [--device auto|cuda|sim] [--stats FILE] DIR\n"
-		   "      start a function from its snapshot; requests on stdin, one per line\n\n"
+		   "      start a function from its snapshot (requests on stdin, one per line), or a program\n"
+		   "      from its checkpoint (it goes on where it was)\n"
+		   "  checkpoint [--mode stw] -o DIR PID\n"
+		   "      checkpoint a running `phos-fn run --checkpointable` (PID: of that phos-fn run)\n\n"
 		   "commands against an invoker (--gateway URL, default $PHOS_GATEWAY or http://127.0.0.1:8080;\n"
 		   "--token-file FILE for its bearer token):\n"
 		   "  deploy --name NAME [--device D] [--limit KEY=VALUE]... -- PROGRAM [ARGS...]\n"
@@ -51,6 +54,8 @@ int main(int argc, char **argv)
 			return cli_gateway(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "restore"))
 		return cli_restore(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "checkpoint"))
+		return cli_checkpoint(argc - 1, argv + 1);
 	fprintf(stderr, "phos-fn: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

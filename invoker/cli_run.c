@@ -21,6 +21,14 @@
  * it finds one. Either way the run fails with PHOS_GUARD_EXIT and says which
  * library or device. Between scans phos-fn waits on a pidfd, so the
  * program's exit is seen at once.
+ *
+ * --checkpointable (issue 11): the program starts as the init of its own pid
+ * namespace and a session leader (runtime/criu.h, phos_criu_spawn), as CRIU
+ * needs to restore it under the same pids, and the executor gets a control
+ * socket. phos-fn then listens on RUNDIR/run-PID.sock (cli_checkpoint.c) and
+ * takes `phos-fn checkpoint` requests between its guard scans. As the init of
+ * a pid namespace the program ignores signals it has no handler for (but
+ * SIGKILL); phos-fn passes SIGINT and SIGTERM on as SIGKILL.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +48,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "control.h"
+#include "criu.h"
 #include "guard.h"
 #include "snapshotter.h"
 
@@ -53,7 +63,8 @@ extern char **environ;
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: phos-fn run [--device auto|cuda|sim] [--trace FILE] [--validate-spec off|always]\n"
-		   "                  -- PROGRAM [ARGS...]\n"
+		   "                  [--checkpointable] -- PROGRAM [ARGS...]\n"
+		   "  --checkpointable        phos-fn checkpoint PID (this phos-fn's pid) may checkpoint it\n"
 		   "  --validate-spec always  every launch of an exact kernel runs as its validation twin, which\n"
 		   "                          checks each access against the launch's proven read/write set\n");
 }
@@ -140,7 +151,8 @@ static void read_report(const char *report, char *buf, size_t len)
  * its exit code and sets *ret_refused when the guard refused it (the audit
  * module's report, or the scan, which kills it).
  */
-static int wait_guarded(pid_t prog, const char *name, const char *preload, const char *report, bool *ret_refused)
+static int wait_guarded(pid_t prog, const char *name, const char *preload, const char *report, int listen_fd,
+			const struct phos_checkpoint_target *ckpt, bool *ret_refused)
 {
 	const struct timespec fast = { 0, GUARD_SCAN_MS * 1000000L }, slow = { 0, GUARD_SCAN_SLOW_MS * 1000000L };
 	unsigned scans = 0;
@@ -170,9 +182,11 @@ static int wait_guarded(pid_t prog, const char *name, const char *preload, const
 		const struct timespec *tick = ++scans < GUARD_SCAN_FAST_FOR ? &fast : &slow;
 
 		if (pidfd >= 0) {
-			struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
+			struct pollfd pfd[2] = { { .fd = pidfd, .events = POLLIN }, { .fd = listen_fd, .events = POLLIN } };
 
-			poll(&pfd, 1, (int)(tick->tv_nsec / 1000000L));   /* readable once it exited */
+			/* readable once it exited; a checkpoint request */
+			if (poll(pfd, listen_fd >= 0 ? 2 : 1, (int)(tick->tv_nsec / 1000000L)) > 0 && pfd[1].revents)
+				cli_run_serve_checkpoint(listen_fd, ckpt);
 		} else {
 			nanosleep(tick, NULL);
 		}
@@ -187,12 +201,152 @@ static int wait_guarded(pid_t prog, const char *name, const char *preload, const
 	return exit_code(status);
 }
 
+/* --checkpointable: what phos_checkpoint_take needs, and how it started. */
+struct ckpt_run {
+	int control;                 /* the executor's control socket, ours */
+	int listen_fd;               /* RUNDIR/run-PID.sock */
+	char sock_path[PATH_MAX];
+	char criu[PATH_MAX];
+	struct phos_checkpoint_target target;
+};
+
+static pid_t forward_to;
+
+static void forward_kill(int sig)
+{
+	(void)sig;
+	if (forward_to > 0)
+		kill(forward_to, SIGKILL);
+}
+
+/* Starts the executor (with a control socket) and the program (the init of a
+ * new pid namespace) on the channel pair sv, and the checkpoint endpoint.
+ * Returns 0, or 1 after saying why. */
+static int start_checkpointable(char **prog_argv, const char *exe, const char *device, const char *trace,
+				const char *twins, const char *preload, const char *report, int sv[2],
+				struct ckpt_run *c, pid_t *ret_exec, pid_t *ret_prog)
+{
+	char report_env[PATH_MAX + 64], why[256];
+	char *const fn_env[] = { report_env, NULL };
+	struct phos_runtime_paths paths = { .executor = exe, .preload_dir = preload, .sim_twins = twins,
+					    .device = device, .fn_env = fn_env };
+	struct phos_ctl_msg hello;
+	int ctl[2], r;
+	char **env;
+
+	c->control = c->listen_fd = -1;
+	if (phos_criu_find(c->criu, sizeof(c->criu), why, sizeof(why)) < 0) {
+		fprintf(stderr, "phos-fn: --checkpointable needs CRIU: %s\n", why);
+		return 1;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0) {
+		fprintf(stderr, "phos-fn: socketpair: %s\n", strerror(errno));
+		return 1;
+	}
+	r = phos_executor_spawn(&paths, sv[0], ctl[1],
+				trace ? (const char *const[]){ "--trace", trace, NULL } : NULL, ret_exec);
+	close(ctl[1]);
+	if (r < 0) {
+		fprintf(stderr, "phos-fn: cannot start the executor: %s\n", strerror(-r));
+		close(ctl[0]);
+		return 1;
+	}
+	c->control = ctl[0];
+	r = phos_ctl_recv(c->control, 60000, &hello, why, sizeof(why));
+	if (r < 0 || hello.type != PHOS_CTL_HELLO) {
+		fprintf(stderr, "phos-fn: the executor did not start: %s\n", r < 0 && why[0] ? why : "no hello");
+		if (r == 0)
+			phos_ctl_msg_exit(&hello);
+		return 1;
+	}
+	snprintf(report_env, sizeof(report_env), "PHOS_GUARD_REPORT=%s", report);
+	env = phos_function_env(&paths);
+	if (!env) {
+		fprintf(stderr, "phos-fn: out of memory\n");
+		return 1;
+	}
+	{
+		struct phos_fd_map fds[] = { { 0, 0 }, { 1, 1 }, { 2, 2 }, { sv[1], CHANNEL_FD } };
+
+		r = phos_criu_spawn(prog_argv, env, fds, 4, ret_prog);
+	}
+	phos_env_free(env);
+	if (r < 0) {
+		fprintf(stderr, "phos-fn: cannot run %s: %s\n", prog_argv[0], strerror(-r));
+		return 1;
+	}
+	c->listen_fd = cli_run_listen(c->sock_path, sizeof(c->sock_path));
+	if (c->listen_fd < 0) {
+		fprintf(stderr, "phos-fn: cannot listen for checkpoints at %s: %s\n", c->sock_path,
+			strerror(-c->listen_fd));
+		kill(*ret_prog, SIGKILL);
+		return 1;
+	}
+	c->target = (struct phos_checkpoint_target){ .fn_pid = *ret_prog, .channel_fd = CHANNEL_FD,
+						     .control_fd = c->control, .executor_pid = *ret_exec,
+						     .criu = c->criu,
+						     .function = prog_argv[0] };
+	forward_to = *ret_prog;
+	signal(SIGINT, forward_kill);
+	signal(SIGTERM, forward_kill);
+	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
+
+/* The rest of cli_run with --checkpointable. */
+static int run_checkpointable(char **prog_argv, const char *exe, const char *device, const char *trace,
+			      const char *twins, const char *preload, int sv[2], struct ckpt_run *ck)
+{
+	char report_dir[PATH_MAX], report[PATH_MAX + 16];
+	const char *tmpdir = getenv("TMPDIR");
+	pid_t prog = -1, execr = -1;
+	int code = 1, est = 0, r;
+	bool refused = false;
+
+	snprintf(report_dir, sizeof(report_dir), "%s/phos-run-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+	if (!mkdtemp(report_dir)) {
+		fprintf(stderr, "phos-fn: mkdtemp: %s\n", strerror(errno));
+		return 1;
+	}
+	snprintf(report, sizeof(report), "%s/refused", report_dir);
+	r = start_checkpointable(prog_argv, exe, device, trace, twins, preload, report, sv, ck, &execr, &prog);
+	close(sv[0]);
+	close(sv[1]);
+	if (r == 0)
+		code = wait_guarded(prog, prog_argv[0], preload, report, ck->listen_fd, &ck->target, &refused);
+	else if (prog > 0)
+		waitpid(prog, NULL, 0);
+	if (ck->listen_fd >= 0) {
+		close(ck->listen_fd);
+		unlink(ck->sock_path);
+	}
+	if (ck->control >= 0)
+		close(ck->control);   /* the executor ends with its function, or now */
+	if (execr > 0) {
+		if (refused || r)
+			kill(execr, SIGTERM);
+		while (waitpid(execr, &est, 0) < 0 && errno == EINTR)
+			;
+	}
+	unlink(report);
+	rmdir(report_dir);
+	if (refused)
+		return PHOS_GUARD_EXIT;
+	if (r == 0 && exit_code(est) != 0) {
+		fprintf(stderr, "phos-fn: the executor failed (status %d)\n", exit_code(est));
+		if (code == 0)
+			code = 1;
+	}
+	return code;
+}
+
 int cli_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "device", required_argument, NULL, 'd' },
 		{ "trace", required_argument, NULL, 't' },
 		{ "validate-spec", required_argument, NULL, 'V' },
+		{ "checkpointable", no_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -200,7 +354,8 @@ int cli_run(int argc, char **argv)
 	char exe[PATH_MAX], preload[PATH_MAX], twins_buf[PATH_MAX], report[PATH_MAX + 16];
 	char report_dir[PATH_MAX];
 	int sv[2], c, est, code;
-	bool refused;
+	bool refused, checkpointable = false;
+	struct ckpt_run ck = { .control = -1, .listen_fd = -1 };
 	pid_t prog, execr;
 
 	optind = 1;
@@ -216,6 +371,7 @@ int cli_run(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'C': checkpointable = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -243,6 +399,8 @@ int cli_run(int argc, char **argv)
 		fprintf(stderr, "phos-fn: socketpair: %s\n", strerror(errno));
 		return 1;
 	}
+	if (checkpointable)
+		return run_checkpointable(argv + optind, exe, device, trace, twins, preload, sv, &ck);
 	execr = spawn_executor(exe, device, trace, twins, sv[0]);
 	if (execr < 0) {
 		fprintf(stderr, "phos-fn: fork: %s\n", strerror(errno));
@@ -267,7 +425,7 @@ int cli_run(int argc, char **argv)
 	}
 	/* Signals for the group (Ctrl-C) reach both children; phos-fn waits them out. */
 	signal(SIGINT, SIG_IGN);
-	code = wait_guarded(prog, argv[optind], preload, report, &refused);
+	code = wait_guarded(prog, argv[optind], preload, report, -1, NULL, &refused);
 	if (refused)
 		kill(execr, SIGTERM);
 	while (waitpid(execr, &est, 0) < 0 && errno == EINTR)

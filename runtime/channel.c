@@ -65,6 +65,8 @@ struct phos_channel {
 	uint64_t next_seq;       /* producer */
 	uint64_t pending_size;   /* consumer: size of the record handed out */
 	unsigned spin_iters;
+	int keep_fd;             /* function side: the memfd, kept open (channel.h, "adopting") */
+	_Atomic bool kicked;     /* consumer: phos_channel_kick was called */
 };
 
 static uint64_t align8(uint64_t v)
@@ -132,6 +134,7 @@ static int channel_new(int sock, struct phos_shm *shm, size_t len, struct phos_c
 		return -ENOMEM;
 	ch->sock = sock;
 	ch->memfd = -1;
+	ch->keep_fd = -1;
 	ch->shm = shm;
 	ch->shm_len = len;
 	ch->ring = (uint8_t *)shm + shm->ring_off;
@@ -298,8 +301,9 @@ int phos_channel_serve_new(int sock, size_t ring_bytes, struct phos_channel **re
 	return 0;
 }
 
-/* Maps the channel memfd fd (closed in all cases) for the channel on sock. */
-static int channel_map(int sock, int fd, struct phos_channel **ret_ch)
+/* Maps the channel memfd fd for the channel on sock. keep: the channel keeps
+ * fd open (and closes it when freed); else, and on failure, fd is closed. */
+static int channel_map(int sock, int fd, bool keep, struct phos_channel **ret_ch)
 {
 	struct phos_shm *shm;
 	struct stat st;
@@ -328,8 +332,12 @@ static int channel_map(int sock, int fd, struct phos_channel **ret_ch)
 		goto out;
 	}
 	r = channel_new(sock, shm, (size_t)st.st_size, ret_ch);
-	if (r < 0)
+	if (r < 0) {
 		munmap(shm, (size_t)st.st_size);
+	} else if (keep) {
+		(*ret_ch)->keep_fd = fd;
+		return 0;
+	}
 out:
 	close(fd);
 	return r;
@@ -341,7 +349,23 @@ int phos_channel_connect_new(int sock, struct phos_channel **ret_ch)
 
 	if (r < 0)
 		return r;
-	return channel_map(sock, fd, ret_ch);
+	return channel_map(sock, fd, true, ret_ch);
+}
+
+int phos_channel_adopt(int memfd, int sock, struct phos_channel **ret_ch)
+{
+	int r = channel_map(sock, memfd, false, ret_ch);
+
+	if (r < 0)
+		close(sock);
+	return r;
+}
+
+void phos_channel_kick(struct phos_channel *ch)
+{
+	atomic_store(&ch->kicked, true);
+	atomic_fetch_add(&ch->shm->head_futex, 1);
+	futex_wake_all(&ch->shm->head_futex);
 }
 
 int phos_channel_await(struct phos_channel *ch, struct phos_channel **ret_ch)
@@ -354,7 +378,7 @@ int phos_channel_await(struct phos_channel *ch, struct phos_channel **ret_ch)
 		return r;
 	if (fd < 0)
 		return byte == 'R' ? 0 : -EBADMSG;
-	r = channel_map(ch->sock, fd, ret_ch);
+	r = channel_map(ch->sock, fd, true, ret_ch);
 	if (r < 0)
 		return r;
 	ch->sock = -1; /* now the new channel's */
@@ -387,6 +411,8 @@ void phos_channel_free(struct phos_channel *ch)
 		close(ch->sock);
 	if (ch->memfd >= 0)
 		close(ch->memfd);
+	if (ch->keep_fd >= 0)
+		close(ch->keep_fd);
 	free(ch);
 }
 
@@ -569,6 +595,8 @@ int phos_channel_next(struct phos_channel *ch, int timeout_ms, const struct phos
 			*ret_hdr = h;
 			return 1;
 		}
+		if (atomic_exchange(&ch->kicked, false))
+			return 0;
 		if (spins++ < ch->spin_iters) {
 			cpu_relax();
 			continue;

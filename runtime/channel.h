@@ -58,6 +58,38 @@ int phos_channel_connect_new(int sock, struct phos_channel **ret_ch);
 /* Unmaps and closes; accepts NULL. */
 void phos_channel_free(struct phos_channel *ch);
 
+/* --- adopting a restored channel (checkpoints of running programs, issue 11) ---
+ *
+ * A checkpoint stops the executor between two records, wherever the function
+ * is (blocked in a call on the reply futex, waiting for ring space, or running
+ * CPU code); CRIU then dumps the function with its mapping of the memfd, ring
+ * and reply area included. To resume it the restoring executor must map that
+ * same memory, not make a new channel:
+ *
+ *   function (preload)         keeps the memfd it received open (a descriptor
+ *                              named "memfd:phos-channel"; the checkpoint's
+ *                              manifest records its number N)
+ *   CRIU restore               the memfd comes back, contents and fd N included
+ *   restoring executor         opens /proc/PID/fd/N (the same inode: shared
+ *                              futexes keep working) and phos_channel_adopt()s
+ *                              it with the fresh socket handed in to CRIU
+ *                              (--inherit-fd); the consumer resumes at the ring's
+ *                              tail, where the old executor stopped
+ *
+ * The header's counters (head, tail, reply seq) travel in the memfd, the
+ * producer's next seq in the function's memory: a call the old executor had
+ * not taken is taken by the new one, a reply it had published is read there. */
+
+/* Executor side: maps the channel memfd (closed afterwards, also on failure)
+ * of a restored function for the connected socket sock (taken over, also on
+ * failure). Nothing is sent on sock. Returns 0, -EBADMSG (not a channel of
+ * this version), or -errno. */
+int phos_channel_adopt(int memfd, int sock, struct phos_channel **ret_ch);
+
+/* Executor side, from another thread of the consumer: makes a
+ * phos_channel_next that is waiting (or the next one) return 0 at once. */
+void phos_channel_kick(struct phos_channel *ch);
+
 /* --- producer (function process) --- */
 
 /* Appends one record (hdr is filled in: op, flags, len, seq) made of body and an

@@ -29,6 +29,13 @@ struct __attribute__((packed)) ctl_ready { double open_s, load_s, data_s; uint64
 struct __attribute__((packed)) ctl_dumped { double gpu_dump_s; uint64_t data_bytes; };
 struct __attribute__((packed)) ctl_hot_done { uint64_t n, bytes; };
 struct __attribute__((packed)) ctl_fallbacks { uint64_t opaque, overflow, validate_miss; uint8_t restoring; };
+struct __attribute__((packed)) ctl_checkpointed {
+	uint8_t mode;
+	uint64_t seq, data_bytes;
+	double stall_s, total_s;
+	uint64_t early;
+};
+struct __attribute__((packed)) ctl_held { uint8_t mode; uint64_t seq; };
 
 static const char *const type_names[PHOS_CTL_TYPE_END] = {
 	[PHOS_CTL_HELLO] = "hello",         [PHOS_CTL_IDLE] = "idle",
@@ -38,7 +45,30 @@ static const char *const type_names[PHOS_CTL_TYPE_END] = {
 	[PHOS_CTL_SERVE] = "serve",         [PHOS_CTL_RESTORE] = "restore",
 	[PHOS_CTL_HOT] = "hot",             [PHOS_CTL_ASK_TOUCHED] = "ask-touched",
 	[PHOS_CTL_ASK_FALLBACKS] = "ask-fallbacks",
+	[PHOS_CTL_CHECKPOINTED] = "checkpointed", [PHOS_CTL_HELD] = "held",
+	[PHOS_CTL_CHECKPOINT] = "checkpoint",
+	[PHOS_CTL_RESUME] = "resume",
 };
+
+static const char *const mode_names[PHOS_CKPT_MODE_END] = {
+	[PHOS_CKPT_STW] = "stw", [PHOS_CKPT_COW] = "cow", [PHOS_CKPT_RECOPY] = "recopy",
+};
+
+const char *phos_ckpt_mode_name(unsigned mode)
+{
+	return mode < PHOS_CKPT_MODE_END ? mode_names[mode] : "unknown";
+}
+
+int phos_ckpt_mode_parse(const char *s, enum phos_ckpt_mode *ret)
+{
+	for (unsigned i = 0; s && i < PHOS_CKPT_MODE_END; i++) {
+		if (!strcmp(s, mode_names[i])) {
+			*ret = (enum phos_ckpt_mode)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
 
 const char *phos_ctl_type_name(unsigned type)
 {
@@ -179,6 +209,28 @@ int phos_ctl_encode(const struct phos_ctl_msg *m, void **ret_buf, size_t *ret_le
 		put(&w, m->restore.dir, n + 1);
 		break;
 	}
+	case PHOS_CTL_CHECKPOINTED:
+		if ((unsigned)m->checkpointed.mode >= PHOS_CKPT_MODE_END)
+			goto bad;
+		put(&w, &(struct ctl_checkpointed){ (uint8_t)m->checkpointed.mode, m->checkpointed.seq,
+						     m->checkpointed.data_bytes, m->checkpointed.stall_s,
+						     m->checkpointed.total_s, m->checkpointed.early },
+		    sizeof(struct ctl_checkpointed));
+		break;
+	case PHOS_CTL_HELD:
+		if ((unsigned)m->held.mode >= PHOS_CKPT_MODE_END)
+			goto bad;
+		put(&w, &(struct ctl_held){ (uint8_t)m->held.mode, m->held.seq }, sizeof(struct ctl_held));
+		break;
+	case PHOS_CTL_CHECKPOINT: {
+		uint8_t mode = (uint8_t)m->checkpoint.mode;
+
+		if ((unsigned)m->checkpoint.mode >= PHOS_CKPT_MODE_END || !path_ok(m->checkpoint.dir, &n))
+			goto bad;
+		put(&w, &mode, 1);
+		put(&w, m->checkpoint.dir, n + 1);
+		break;
+	}
 	case PHOS_CTL_HOT: {
 		uint32_t count = (uint32_t)m->hot.n;
 
@@ -267,6 +319,9 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 	case PHOS_CTL_DUMPED: want = sizeof(struct ctl_dumped); break;
 	case PHOS_CTL_HOT_DONE: want = sizeof(struct ctl_hot_done); break;
 	case PHOS_CTL_FALLBACKS: want = sizeof(struct ctl_fallbacks); break;
+	case PHOS_CTL_CHECKPOINTED: want = sizeof(struct ctl_checkpointed); break;
+	case PHOS_CTL_HELD: want = sizeof(struct ctl_held); break;
+	case PHOS_CTL_RESUME:
 	case PHOS_CTL_IDLE:
 	case PHOS_CTL_SERVE:
 	case PHOS_CTL_ASK_TOUCHED:
@@ -274,6 +329,7 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 	case PHOS_CTL_ERROR:
 	case PHOS_CTL_TOUCHED:
 	case PHOS_CTL_RESTORE:
+	case PHOS_CTL_CHECKPOINT:
 	case PHOS_CTL_HOT: want = SIZE_MAX; break;   /* variable: checked below */
 	default:
 		phos_errf(err, errlen, "unknown control message type %u", type);
@@ -336,6 +392,48 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 		m.fallbacks.restoring = f.restoring;
 		break;
 	}
+	case PHOS_CTL_CHECKPOINTED: {
+		struct ctl_checkpointed c;
+
+		memcpy(&c, p, sizeof(c));
+		if (c.mode >= PHOS_CKPT_MODE_END) {
+			phos_errf(err, errlen, "a checkpointed message of unknown mode %u", c.mode);
+			return -EPROTO;
+		}
+		m.checkpointed.mode = (enum phos_ckpt_mode)c.mode;
+		m.checkpointed.seq = c.seq;
+		m.checkpointed.data_bytes = c.data_bytes;
+		m.checkpointed.stall_s = c.stall_s;
+		m.checkpointed.total_s = c.total_s;
+		m.checkpointed.early = c.early;
+		break;
+	}
+	case PHOS_CTL_HELD: {
+		struct ctl_held h;
+
+		memcpy(&h, p, sizeof(h));
+		if (h.mode >= PHOS_CKPT_MODE_END) {
+			phos_errf(err, errlen, "a held message of unknown mode %u", h.mode);
+			return -EPROTO;
+		}
+		m.held.mode = (enum phos_ckpt_mode)h.mode;
+		m.held.seq = h.seq;
+		break;
+	}
+	case PHOS_CTL_CHECKPOINT:
+		if (len < 2 || p[0] >= PHOS_CKPT_MODE_END) {
+			phos_errf(err, errlen, "a checkpoint message without its mode and path");
+			return -EPROTO;
+		}
+		n = str_at(p + 1, len - 1, PHOS_CTL_PATH_MAX);
+		if (n <= 0 || (size_t)n + 2 != len) {
+			phos_errf(err, errlen, "a checkpoint message whose path is not one NUL-terminated string of 1 "
+				  "to %u bytes", PHOS_CTL_PATH_MAX - 1);
+			return -EPROTO;
+		}
+		m.checkpoint.mode = (enum phos_ckpt_mode)p[0];
+		memcpy(m.checkpoint.dir, p + 1, (size_t)n + 1);
+		break;
 	case PHOS_CTL_ERROR:
 		n = len ? str_at(p, len, PHOS_CTL_REASON_MAX) : -1;
 		if (n < 0 || (size_t)n + 1 != len) {

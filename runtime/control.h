@@ -15,6 +15,20 @@
  *   while serving a restored function:
  *   ASK_TOUCHED                        ──▶     ◀── TOUCHED {ids}
  *   ASK_FALLBACKS                      ──▶     ◀── FALLBACKS {counts}
+ *   CHECKPOINT {mode, dir}             ──▶     ◀── CHECKPOINTED {mode, seq,
+ *       the executor stops taking records        bytes, stall, total} | ERROR
+ *       at a record boundary, drains the device, (device state in dir, not
+ *       writes the device state into dir         committed: the controller
+ *       (a temporary directory the controller    dumps the CPU side, then
+ *       owns) and holds the channel until...     commits, issue 11)
+ *   RESUME                             ──▶   the executor takes records again
+ *       (also when the control socket closes: a dead controller never leaves
+ *       the program stopped)
+ *   cow: CHECKPOINT {cow, dir}         ──▶     ◀── HELD {mode, seq}: stopped and
+ *       drained, the device state is fixed; the controller dumps the CPU side
+ *   RESUME                             ──▶   records flow at once while the
+ *       buffers are copied (first those a record is about to write)
+ *                                          ◀── CHECKPOINTED | ERROR
  *                                          ◀── ERROR {reason}   (unasked: the
  *                                              instance ends; phos_instance_failed)
  *   function gone, executor scrubbed   ◀── IDLE
@@ -50,7 +64,7 @@
 #include <stdint.h>
 
 #define PHOS_CTL_MAGIC 0x54434850u       /* "PHCT" read as little-endian bytes */
-#define PHOS_CTL_VERSION 1u
+#define PHOS_CTL_VERSION 2u             /* 2: CHECKPOINT, CHECKPOINTED, RESUME */
 #define PHOS_CTL_HDR_SIZE 16u
 #define PHOS_CTL_MAX_PAYLOAD (1u << 20)  /* any one frame */
 #define PHOS_CTL_REASON_MAX 1024u        /* an ERROR's reason, with its NUL */
@@ -71,14 +85,32 @@ enum phos_ctl_type {
 	PHOS_CTL_HOT_DONE,      /* hot_done: the answer to HOT */
 	PHOS_CTL_TOUCHED,       /* touched: the answer to ASK_TOUCHED */
 	PHOS_CTL_FALLBACKS,     /* fallbacks: the answer to ASK_FALLBACKS */
+	PHOS_CTL_CHECKPOINTED,  /* checkpointed: the answer to CHECKPOINT */
+	PHOS_CTL_HELD,          /* held: a cow CHECKPOINT stopped the function */
 	/* controller → executor */
 	PHOS_CTL_SERVE,         /* (empty) + fd: serve the function on this channel socket */
 	PHOS_CTL_RESTORE,       /* restore + fd: restore a snapshot, then serve */
 	PHOS_CTL_HOT,           /* hot: make exactly these snapshots hot */
 	PHOS_CTL_ASK_TOUCHED,   /* (empty) */
 	PHOS_CTL_ASK_FALLBACKS, /* (empty) */
+	PHOS_CTL_CHECKPOINT,    /* checkpoint: device state of a running function into dir */
+	PHOS_CTL_RESUME,        /* (empty) the function's records flow again */
 	PHOS_CTL_TYPE_END
 };
+
+/* Checkpoint modes (issue 11). Only stop-the-world is implemented so far; an
+ * executor answers the others with ERROR. */
+enum phos_ckpt_mode {
+	PHOS_CKPT_STW = 0,      /* drain, copy every buffer, then go on */
+	PHOS_CKPT_COW,          /* go on at once, copy in the background */
+	PHOS_CKPT_RECOPY,       /* copy while running, stop to copy what changed */
+	PHOS_CKPT_MODE_END
+};
+
+/* "stw", "cow", "recopy", or "unknown". */
+const char *phos_ckpt_mode_name(unsigned mode);
+/* The mode named s: 0 and *ret, or -EINVAL. */
+int phos_ckpt_mode_parse(const char *s, enum phos_ckpt_mode *ret);
 
 /* One message, decoded. Received messages own their lists and descriptor
  * (phos_ctl_msg_exit); messages to send only borrow them. */
@@ -102,6 +134,18 @@ struct phos_ctl_msg {
 		} fallbacks;
 		struct { bool on_demand; char dir[PHOS_CTL_PATH_MAX]; } restore;
 		struct { char **dirs; size_t n; } hot;
+		struct { enum phos_ckpt_mode mode; char dir[PHOS_CTL_PATH_MAX]; } checkpoint;
+		struct {
+			enum phos_ckpt_mode mode;
+			uint64_t seq;          /* the last record taken before the stop */
+			uint64_t data_bytes;   /* gpu.data written */
+			double stall_s;        /* the function's records held (so far:
+						* until the device state was written) */
+			double total_s;        /* the device side of the checkpoint */
+			uint64_t early;        /* cow: buffers copied ahead of a record
+						* that was about to write them */
+		} checkpointed;
+		struct { enum phos_ckpt_mode mode; uint64_t seq; } held;
 	};
 };
 

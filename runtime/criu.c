@@ -633,11 +633,17 @@ static int dump_lock_take(pid_t pid)
 int phos_criu_dump(const char *criu, pid_t pid, const char *dir, const uint64_t *ext_unix, unsigned next,
 		   char *err, size_t errlen)
 {
+	return phos_criu_dump_flags(criu, pid, dir, ext_unix, next, 0, err, errlen);
+}
+
+int phos_criu_dump_flags(const char *criu, pid_t pid, const char *dir, const uint64_t *ext_unix, unsigned next,
+			 unsigned flags, char *err, size_t errlen)
+{
 	char pid_s[16], ext_s[CRIU_MAX_EXT][40];
 	char *argv[16 + 2 * CRIU_MAX_EXT];
 	int argc = 0, err_fd, dir_fd, lock_fd, st, r;
 
-	if (!criu || !dir || (next && !ext_unix) || pid <= 0)
+	if (!criu || !dir || (next && !ext_unix) || pid <= 0 || (flags & ~PHOS_CRIU_LEAVE_RUNNING))
 		return -EINVAL;
 	if (next > CRIU_MAX_EXT)
 		return -E2BIG;
@@ -661,6 +667,8 @@ int phos_criu_dump(const char *criu, pid_t pid, const char *dir, const uint64_t 
 	argv[argc++] = (char *)dir;
 	argv[argc++] = "--shell-job";
 	argv[argc++] = "--ext-unix-sk";
+	if (flags & PHOS_CRIU_LEAVE_RUNNING)
+		argv[argc++] = "--leave-running";
 	for (unsigned i = 0; i < next; i++) {
 		snprintf(ext_s[i], sizeof(ext_s[i]), "unix[%llu]", (unsigned long long)ext_unix[i]);
 		argv[argc++] = "--external";
@@ -695,7 +703,7 @@ int phos_criu_dump(const char *criu, pid_t pid, const char *dir, const uint64_t 
 		goto out;
 	}
 	/* CRIU killed it; when it is our child (phos_criu_spawn), reap it too */
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+	while (!(flags & PHOS_CRIU_LEAVE_RUNNING) && waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
 	r = 0;
 out:

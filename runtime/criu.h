@@ -63,6 +63,13 @@ int phos_criu_spawn(char *const argv[], char *const envp[], const struct phos_fd
 int phos_criu_dump(const char *criu, pid_t pid, const char *dir, const uint64_t *ext_unix, unsigned next,
 		   char *err, size_t errlen);
 
+/* As phos_criu_dump, with flags: PHOS_CRIU_LEAVE_RUNNING (criu dump
+ * --leave-running: the tree goes on after the dump, as a checkpoint of a
+ * running program wants; nothing is reaped). -EINVAL for unknown flags. */
+#define PHOS_CRIU_LEAVE_RUNNING 1u
+int phos_criu_dump_flags(const char *criu, pid_t pid, const char *dir, const uint64_t *ext_unix, unsigned next,
+			 unsigned flags, char *err, size_t errlen);
+
 struct phos_criu_inherit {
 	int fd;            /* the caller's descriptor to hand in */
 	int target;        /* the number it had in the dumped process (for the

@@ -13,7 +13,10 @@
  * registry_write (the
  * invoker's write of a function's registry file, after its snapshot),
  * registry_kill (the invoker SIGKILLs itself just before that write),
- * ctl_version (an executor's HELLO claims the next control protocol version).
+ * ctl_version (an executor's HELLO claims the next control protocol version),
+ * checkpoint_kill (an executor SIGKILLs itself halfway through writing a
+ * checkpoint's device state), checkpoint_controller_kill (phos-fn run
+ * SIGKILLs itself between a checkpoint's CPU dump and its commit).
  */
 #pragma once
 

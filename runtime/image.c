@@ -57,6 +57,7 @@ void phos_image_free(struct phos_image *img)
 	free(img->events);
 	free(img->blas);
 	free(img->prefetch);
+	free(img->regions);
 	free(img->cpu_files);
 	free(IMAGE_PRIV(img));
 }
@@ -182,6 +183,22 @@ int phos_image_add_blas(struct phos_image *img, const struct phos_image_blas *b)
 	if (!img || !b)
 		return -EINVAL;
 	IMAGE_APPEND(img, blas, nblas, cap_blas, PHOS_IMAGE_MAX_OBJECTS, *b);
+	return 0;
+}
+
+int phos_image_add_region(struct phos_image *img, const struct phos_image_region *reg)
+{
+	struct phos_image_region *n;
+
+	if (!img || !reg)
+		return -EINVAL;
+	if (img->nregions >= PHOS_IMAGE_MAX_OBJECTS)
+		return -E2BIG;
+	n = realloc(img->regions, (img->nregions + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	n[img->nregions++] = *reg;
+	img->regions = n;
 	return 0;
 }
 
@@ -376,6 +393,24 @@ static json_t *image_to_json(const struct phos_image *img)
 			o = json_pack("{s:s,s:I}", "name", f->name, "size", JI(f->size));
 			ok = push_hashed(files, o, f->hash);
 		}
+	}
+	if (ok && img->nregions) {
+		json_t *regs = json_array();
+
+		ok = set(root, "host_regions", regs);
+		for (uint32_t i = 0; ok && i < img->nregions; i++) {
+			const struct phos_image_region *g = &img->regions[i];
+
+			ok = push(regs, json_pack("{s:I,s:I,s:I,s:I}", "id", JI(g->id), "size", JI(g->size), "addr",
+						  JI(g->addr), "exec_addr", JI(g->exec_addr)));
+		}
+	}
+	if (ok && img->checkpoint.present) {
+		const struct phos_image_checkpoint *c = &img->checkpoint;
+
+		ok = set(root, "checkpoint", json_pack("{s:s,s:i,s:I,s:f,s:f,s:I}", "mode", c->mode, "channel_fd",
+						       c->channel_fd, "seq", JI(c->seq), "stall_s", c->stall_s,
+						       "total_s", c->total_s, "early_copies", JI(c->early)));
 	}
 	if (!ok) {
 		json_decref(root);

@@ -39,7 +39,7 @@
 
 #define PHOS_IMAGE_MAGIC "phos-fn-snapshot"
 #define PHOS_IMAGE_MAJOR 1
-#define PHOS_IMAGE_MINOR 1   /* 1.1: cpu.files, the CRIU image's checksums */
+#define PHOS_IMAGE_MINOR 2   /* 1.1: cpu.files, the CRIU image's checksums; 1.2: checkpoint */
 #define PHOS_IMAGE_ALIGN 4096u
 #define PHOS_IMAGE_HASH_CHUNK (4u << 20)
 
@@ -85,6 +85,18 @@ struct phos_image_blas {
 	uint64_t workspace, workspace_size;
 };
 
+/* 1.2: a host-memory region the function shared with its executor
+ * (cudaMallocHost, cudaHostRegister: a memfd mapped by both). A snapshot
+ * taken at phos_fn_serve ignores them (the preload sends them again); a
+ * restored checkpoint maps them again from the restored function
+ * (ctxpool/main.c, adopting). */
+struct phos_image_region {
+	uint32_t id;
+	uint64_t size;
+	uint64_t addr;        /* where the function maps it */
+	uint64_t exec_addr;   /* where the executor mapped it: its device address */
+};
+
 /* A file of the CRIU image (cpu/NAME), checksummed like a buffer. */
 struct phos_image_file {
 	char name[64];
@@ -96,6 +108,18 @@ struct phos_image_file {
 struct phos_image_fd {
 	int fd;               /* number in the function process */
 	char key[64];         /* CRIU's --inherit-fd key: "socket:[123]", "pipe:[456]" */
+};
+
+/* 1.2: present in a checkpoint of a running program (issue 11), which resumes
+ * where it was stopped rather than inside phos_fn_serve. */
+struct phos_image_checkpoint {
+	bool present;
+	char mode[16];        /* "stw", ... (control.h, enum phos_ckpt_mode) */
+	int channel_fd;       /* the channel memfd's number in the function (channel.h, "adopting") */
+	uint64_t seq;         /* the last record the executor had taken */
+	double stall_s;       /* the program's records held */
+	double total_s;       /* the whole checkpoint, until committed */
+	uint64_t early;       /* cow: buffers copied ahead of a record writing them */
 };
 
 struct phos_image {
@@ -116,11 +140,13 @@ struct phos_image {
 	struct phos_image_event *events;     uint32_t nevents;
 	struct phos_image_blas *blas;        uint32_t nblas;
 	uint64_t *prefetch;                  uint32_t nprefetch; /* buffer ids, first-touch order */
+	struct phos_image_region *regions;   uint32_t nregions;  /* 1.2, may be absent */
 
 	/* CPU side */
 	char criu_dir[64];    /* relative to the snapshot directory: "cpu" */
 	struct phos_image_fd fds[8]; uint32_t nfds; /* channel socket and stdio */
 	struct phos_image_file *cpu_files;   uint32_t ncpu_files; /* by name; none before 1.1 */
+	struct phos_image_checkpoint checkpoint;
 };
 
 /* Allocates an empty image (arrays NULL). */
@@ -137,6 +163,7 @@ int phos_image_add_var(struct phos_image *img, const struct phos_image_var *v); 
 int phos_image_add_stream(struct phos_image *img, const struct phos_image_stream *s);
 int phos_image_add_event(struct phos_image *img, const struct phos_image_event *e);
 int phos_image_add_blas(struct phos_image *img, const struct phos_image_blas *b);
+int phos_image_add_region(struct phos_image *img, const struct phos_image_region *reg);
 
 /* Writes DIR/manifest.json (through a temporary file, fsync, rename). */
 int phos_image_write_manifest(const char *dir, const struct phos_image *img);

@@ -426,6 +426,56 @@ done:
 	return 0;
 }
 
+/* 1.2: what a checkpoint of a running program adds; absent from snapshots. */
+static int rd_checkpoint(struct rd *r, json_t *root, struct phos_image *img)
+{
+	struct phos_image_checkpoint *c = &img->checkpoint;
+	json_t *o = json_object_get(root, "checkpoint"), *v;
+	int64_t fd;
+
+	if (!o)
+		return 0;
+	strcpy(r->where, "checkpoint");
+	if (!json_is_object(o))
+		return RD_FAIL(r, -EBADMSG, "checkpoint", "expected an object");
+	RD(rd_strcpy(r, o, "mode", c->mode, sizeof(c->mode)));
+	RD(rd_int(r, o, "channel_fd", 0, 65535, &fd));
+	c->channel_fd = (int)fd;
+	RD(rd_u64(r, o, "seq", &c->seq));
+	v = json_object_get(o, "stall_s");
+	c->stall_s = json_is_number(v) ? json_number_value(v) : 0;
+	v = json_object_get(o, "total_s");
+	c->total_s = json_is_number(v) ? json_number_value(v) : 0;
+	v = json_object_get(o, "early_copies");
+	c->early = json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
+	c->present = true;
+	r->where[0] = '\0';
+	return 0;
+}
+
+/* 1.2: host-memory regions, absent when there are none. */
+static int rd_regions(struct rd *r, json_t *root, struct phos_image *img)
+{
+	json_t *a, *o;
+
+	if (!json_object_get(root, "host_regions"))
+		return 0;
+	RD_ARRAY(r, root, "host_regions", PHOS_IMAGE_MAX_OBJECTS, img, regions, nregions, a);
+	for (size_t i = 0; i < json_array_size(a); i++, img->nregions++) {
+		struct phos_image_region *g = &img->regions[i];
+
+		RD(rd_elem(r, a, "host_regions", i, &o));
+		RD(rd_u32(r, o, "id", &g->id));
+		RD(rd_u64(r, o, "size", &g->size));
+		RD(rd_u64(r, o, "addr", &g->addr));
+		RD(rd_u64(r, o, "exec_addr", &g->exec_addr));
+		if (!g->id || !g->size || g->addr % 4096 || g->exec_addr % 4096)
+			return RD_FAIL(r, -EBADMSG, "host_regions", "entry %zu: a zero id or size, or an unaligned address", i);
+	}
+	r->where[0] = '\0';
+	return 0;
+}
+
 /* Reads DIR/manifest.json into a NUL-terminated buffer, refusing oversized ones. */
 static int manifest_load(int dfd, const char *dir, char **ret_buf, size_t *ret_len, char *err,
 			 size_t errlen)
@@ -535,6 +585,10 @@ static int image_parse(const char *text, size_t len, struct phos_image *img, cha
 	else if ((rc = rd_header(&r, root, img)) == 0 && (rc = rd_buffers(&r, root, img)) == 0 &&
 		 (rc = rd_code(&r, root, img)) == 0 && (rc = rd_objects(&r, root, img)) == 0)
 		rc = rd_cpu(&r, root, img);
+	if (rc == 0)
+		rc = rd_checkpoint(&r, root, img);
+	if (rc == 0)
+		rc = rd_regions(&r, root, img);
 	json_decref(root);
 	if (rc < 0)
 		return rc;

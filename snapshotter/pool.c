@@ -482,6 +482,11 @@ int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int 
 	r = restore_plan(dir, stdio, &img, inh, err, errlen);
 	if (r < 0)
 		return r;
+	if (img->checkpoint.present) {   /* pooled executors make new channels */
+		phos_errf(err, errlen, "%s is a checkpoint of a running program: restore it with phos-fn restore", dir);
+		phos_image_free(img);
+		return -EINVAL;
+	}
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	slot = pool_take(p, timeout_ms);
 	if (slot < 0) {

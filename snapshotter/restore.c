@@ -157,6 +157,11 @@ int phos_park(const struct phos_runtime_paths *paths, const char *dir, int stdin
 	r = restore_plan(dir, stdio, &img, inh, err, errlen);
 	if (r < 0)
 		return r;
+	if (img->checkpoint.present) {
+		phos_errf(err, errlen, "%s is a checkpoint of a running program, which cannot be parked", dir);
+		phos_image_free(img);
+		return -EINVAL;
+	}
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) < 0) {
 		r = -errno;
@@ -190,6 +195,52 @@ void phos_parked_drop(struct phos_parked *p)
 	p->channel = -1;
 }
 
+/*
+ * A checkpoint of a running program (issue 11): the program resumes where it
+ * was stopped, wherever that is, with the channel it had (channel.h,
+ * "adopting"). So the CPU side comes first: CRIU restores the program with
+ * the fresh channel socket ch[1]; then the executor rebuilds the device
+ * state and adopts the restored memfd (fd img->checkpoint.channel_fd of the
+ * program) with ch[0], and takes the records from where the old one stopped.
+ */
+static int restore_checkpoint(const struct phos_runtime_paths *paths, const char *dir, const struct phos_image *img,
+			      struct phos_criu_inherit inh[4], int ch[2], int ctl[2], pid_t *ret_exe, pid_t *ret_fn,
+			      struct phos_restore_stats *st, char *err, size_t errlen)
+{
+	char adopt[48];
+	pid_t fn, exe;
+	int r;
+
+	r = restore_criu(paths->criu, dir, img, inh, ch[1], &fn, st, err, errlen);
+	if (r < 0)
+		return r;
+	close(ch[1]);
+	ch[1] = -1;
+	snprintf(adopt, sizeof(adopt), "%d:%d", (int)fn, img->checkpoint.channel_fd);
+	r = phos_executor_spawn(paths, ch[0], ctl[1],
+				(const char *const[]){ "--restore-from", dir, "--adopt-channel", adopt, NULL }, &exe);
+	if (r < 0) {
+		phos_errf(err, errlen, "cannot start the executor: %s", strerror(-r));
+		goto err_fn;
+	}
+	close(ctl[1]);
+	ctl[1] = -1;
+	r = restore_ready(ctl[0], true, st, err, errlen);
+	if (r < 0) {
+		kill(exe, SIGTERM);
+		waitpid(exe, NULL, 0);
+		goto err_fn;
+	}
+	*ret_exe = exe;
+	*ret_fn = fn;
+	return 0;
+
+err_fn:
+	kill(fn, SIGKILL);
+	waitpid(fn, NULL, 0);
+	return r;
+}
+
 int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, int stdin_fd, int stdout_fd,
 		       int stderr_fd, bool on_demand, struct phos_instance *ret_inst,
 		       struct phos_restore_stats *ret_stats, char *err, size_t errlen)
@@ -207,12 +258,24 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
 	r = restore_plan(dir, stdio, &img, inh, err, errlen);
 	if (r < 0)
 		return r;
+	if (img->checkpoint.present && on_demand) {
+		phos_errf(err, errlen, "%s is a checkpoint: it is restored stop-the-world (--on-demand is for snapshots)",
+			  dir);
+		phos_image_free(img);
+		return -EINVAL;
+	}
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) < 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0) {
 		r = -errno;
 		phos_errf(err, errlen, "socketpair: %s", strerror(errno));
 		goto out;
+	}
+	if (img->checkpoint.present) {
+		r = restore_checkpoint(paths, dir, img, inh, ch, ctl, &exe, &fn, &st, err, errlen);
+		if (r < 0)
+			goto out;
+		goto started;
 	}
 	r = phos_executor_spawn(paths, ch[0], ctl[1],
 				(const char *const[]){ "--restore-from", dir, on_demand ? "--on-demand" : NULL, NULL }, &exe);
@@ -226,6 +289,7 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
 	r = restore_cpu(paths->criu, dir, img, inh, ch[1], ctl[0], true, &fn, &st, err, errlen);
 	if (r < 0)
 		goto out;
+started:
 	st.gpu_restore_s = st.ready_s = phos_now() - t0;
 	ret_inst->fn_pid = fn;
 	ret_inst->executor_pid = exe;

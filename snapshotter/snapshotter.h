@@ -25,6 +25,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "control.h"
+
 /* Where the pieces are and how to run them. */
 struct phos_runtime_paths {
 	const char *executor;     /* phos-executor */
@@ -87,6 +89,38 @@ struct phos_restore_stats {
 	bool on_demand;        /* data_s covers only variables and workspaces; the
 				* buffers come in while the function runs */
 };
+
+/*
+ * Checkpoints of a running function (issue 11; checkpoint.c has the picture).
+ * The caller runs the function (as the init of its own pid namespace, as
+ * phos_criu_spawn makes it) and holds the control socket of its executor,
+ * which serves it. out_dir is replaced atomically: on any failure (the
+ * executor or CRIU failing, a full disk) nothing is committed and an earlier
+ * checkpoint there is untouched. The program goes on either way.
+ */
+struct phos_checkpoint_target {
+	pid_t fn_pid;            /* host pid of the function */
+	int channel_fd;          /* its channel socket's number in it (3) */
+	int control_fd;          /* the executor's control socket (ours) */
+	pid_t executor_pid;      /* our child, to tell its death from its program's end; 0: unknown */
+	const char *criu;
+	const char *function;    /* name, for the manifest */
+};
+
+struct phos_checkpoint_stats {
+	enum phos_ckpt_mode mode;
+	uint64_t seq;            /* the last record taken before the stop */
+	uint64_t gpu_bytes, data_bytes;
+	double stall_s;          /* the program's records held: GPU write + CPU dump */
+	double gpu_s, cpu_s;     /* device state written; CRIU dump */
+	uint64_t early;          /* cow: buffers copied ahead of a write */
+	double total_s;          /* until committed */
+};
+
+/* Returns 0; -EIO (the executor failed or died, CRIU failed: err says which),
+ * -ENOSPC, -ESRCH (no such program or channel), or another -errno. */
+int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_mode mode, const char *out_dir,
+			 struct phos_checkpoint_stats *ret_stats, char *err, size_t errlen);
 
 struct phos_pool;
 

@@ -16,6 +16,15 @@
  *   _Z9sum_tablePKPjiyPy           tables    whole table, through the pointer
  *                                            table in device memory
  *   _Z10sum_directPKjyPy           tables    whole table
+ *   _Z8mse_gradPKfS0_PfS1_iif      train     per column, rows in order
+ *   _Z7row_sumPKfPfii              train     per row, columns in order
+ *   _Z9relu_gradPfPKfm             train     per element
+ *   _Z3sgdPfPKfmf                  train     per element, fmaf as the kernel
+ *   (train also launches init_weights and bias_act, mlp's twins)
+ *
+ * train's kernels are grid-stride loops in which every element (or row, or
+ * column) belongs to one thread and is computed alone, so their twins walk
+ * the elements in order whatever the launch geometry.
  *
  * Per-thread twins run the kernel's body once for every (blockIdx, threadIdx)
  * of the launch, in order, which is exact for kernels whose threads touch
@@ -316,6 +325,93 @@ static void sum_direct_twin(const struct phos_sim_launch *l)
 	*sum += s;
 }
 
+/* ---- train ---------------------------------------------------------------- */
+
+/* __global__ void mse_grad(const float *z, const float *y, float *dz, float *err, int rows, int cols, float scale) */
+static void mse_grad_twin(const struct phos_sim_launch *l)
+{
+	const float *z, *y;
+	float *dz, *err, scale;
+	int rows, cols;
+
+	if (!twin_has_params(l, 7))
+		return;
+	z = PHOS_SIM_ARG(l, 0, const float *);
+	y = PHOS_SIM_ARG(l, 1, const float *);
+	dz = PHOS_SIM_ARG(l, 2, float *);
+	err = PHOS_SIM_ARG(l, 3, float *);
+	rows = PHOS_SIM_ARG(l, 4, int);
+	cols = PHOS_SIM_ARG(l, 5, int);
+	scale = PHOS_SIM_ARG(l, 6, float);
+	for (int j = 0; j < cols; j++) {
+		float e = 0.0f;
+
+		for (int i = 0; i < rows; i++) {
+			size_t k = (size_t)j * (size_t)rows + (size_t)i;
+			float d = z[k] - y[k];
+
+			dz[k] = d * scale;
+			e = fmaf(d, d, e);
+		}
+		err[j] = e;
+	}
+}
+
+/* __global__ void row_sum(const float *g, float *out, int rows, int cols) */
+static void row_sum_twin(const struct phos_sim_launch *l)
+{
+	const float *g;
+	float *out;
+	int rows, cols;
+
+	if (!twin_has_params(l, 4))
+		return;
+	g = PHOS_SIM_ARG(l, 0, const float *);
+	out = PHOS_SIM_ARG(l, 1, float *);
+	rows = PHOS_SIM_ARG(l, 2, int);
+	cols = PHOS_SIM_ARG(l, 3, int);
+	for (int i = 0; i < rows; i++) {
+		float s = 0.0f;
+
+		for (int j = 0; j < cols; j++)
+			s = s + g[(size_t)j * (size_t)rows + (size_t)i];
+		out[i] = s;
+	}
+}
+
+/* __global__ void relu_grad(float *d, const float *a, size_t n) */
+static void relu_grad_twin(const struct phos_sim_launch *l)
+{
+	float *d;
+	const float *a;
+	uint64_t n;
+
+	if (!twin_has_params(l, 3))
+		return;
+	d = PHOS_SIM_ARG(l, 0, float *);
+	a = PHOS_SIM_ARG(l, 1, const float *);
+	n = PHOS_SIM_ARG(l, 2, uint64_t);
+	for (uint64_t i = 0; i < n; i++)
+		d[i] = a[i] > 0.0f ? d[i] : 0.0f;
+}
+
+/* __global__ void sgd(float *w, const float *g, size_t n, float lr) */
+static void sgd_twin(const struct phos_sim_launch *l)
+{
+	float *w, lr;
+	const float *g;
+	uint64_t n;
+
+	if (!twin_has_params(l, 4))
+		return;
+	w = PHOS_SIM_ARG(l, 0, float *);
+	g = PHOS_SIM_ARG(l, 1, const float *);
+	n = PHOS_SIM_ARG(l, 2, uint64_t);
+	lr = PHOS_SIM_ARG(l, 3, float);
+	for (uint64_t i = 0; i < n; i++)
+		w[i] = fmaf(-lr, g[i], w[i]);
+}
+
 /* ---- the table ------------------------------------------------------------ */
 
 static const struct phos_sim_twin example_twins[] = {
@@ -328,6 +424,10 @@ static const struct phos_sim_twin example_twins[] = {
 	{"_Z10fill_tablePjyj", fill_table_twin},
 	{"_Z9sum_tablePKPjiyPy", sum_table_twin},
 	{"_Z10sum_directPKjyPy", sum_direct_twin},
+	{"_Z8mse_gradPKfS0_PfS1_iif", mse_grad_twin},
+	{"_Z7row_sumPKfPfii", row_sum_twin},
+	{"_Z9relu_gradPfPKfm", relu_grad_twin},
+	{"_Z3sgdPfPKfmf", sgd_twin},
 };
 
 __attribute__((visibility("default"))) const struct phos_sim_twin *phos_sim_twins(unsigned *ret_count);

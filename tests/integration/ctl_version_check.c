@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "control.h"
 #include "log.h"
 #include "snapshotter.h"
 
@@ -79,14 +80,18 @@ int main(void)
 	close(log_fd);
 	unlink(log_path);
 	if (t >= 0) {
-		fprintf(stderr, "FAIL: an executor of control protocol version %u was taken idle\n", 2);
+		fprintf(stderr, "FAIL: an executor of control protocol version %u was taken idle\n", PHOS_CTL_VERSION + 1);
 		failures++;
 	}
-	if (!strstr(text, "failed to start (the peer speaks control protocol version 2, this build speaks version 1)")) {
+	char want[160];
+
+	snprintf(want, sizeof(want), "failed to start (the peer speaks control protocol version %u, this build speaks "
+		 "version %u)", PHOS_CTL_VERSION + 1, PHOS_CTL_VERSION);
+	if (!strstr(text, want)) {
 		fprintf(stderr, "FAIL: the pool's log does not name the version mismatch:\n%.2000s\n", text);
 		failures++;
 	}
 	if (!failures)
-		printf("ok: same version idle; version 2 refused by name\n");
+		printf("ok: same version idle; version %u refused by name\n", PHOS_CTL_VERSION + 1);
 	return failures ? 1 : 0;
 }

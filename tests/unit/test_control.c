@@ -58,6 +58,12 @@ static void round_trips(void)
 	strcpy(in[PHOS_CTL_RESTORE].restore.dir, "/var/lib/phos/snapshots/f/1");
 	in[PHOS_CTL_HOT].hot.dirs = dirs;
 	in[PHOS_CTL_HOT].hot.n = 3;
+	in[PHOS_CTL_CHECKPOINT].checkpoint.mode = PHOS_CKPT_RECOPY;
+	strcpy(in[PHOS_CTL_CHECKPOINT].checkpoint.dir, "/ckpt/train.tmp-1");
+	in[PHOS_CTL_CHECKPOINTED].checkpointed = (typeof(in[0].checkpointed)){ PHOS_CKPT_COW, 77, 1ull << 34, 0.125,
+										 2.5, 9 };
+	in[PHOS_CTL_HELD].held.mode = PHOS_CKPT_COW;
+	in[PHOS_CTL_HELD].held.seq = 1234;
 
 	pair(sv);
 	for (unsigned t = 1; t < PHOS_CTL_TYPE_END; t++) {
@@ -97,6 +103,19 @@ static void round_trips(void)
 			case PHOS_CTL_READY:
 				CHECK(o->ready.open_s == 0.25 && o->ready.load_s == 1.5 && o->ready.data_s == 3.125 &&
 					      o->ready.data_bytes == 1ull << 40 && o->ready.on_demand, "ready fields");
+				break;
+			case PHOS_CTL_CHECKPOINT:
+				CHECK(o->checkpoint.mode == PHOS_CKPT_RECOPY && !strcmp(o->checkpoint.dir, "/ckpt/train.tmp-1"),
+				      "checkpoint fields");
+				break;
+			case PHOS_CTL_CHECKPOINTED:
+				CHECK(o->checkpointed.mode == PHOS_CKPT_COW && o->checkpointed.seq == 77 &&
+					      o->checkpointed.data_bytes == 1ull << 34 && o->checkpointed.stall_s == 0.125 &&
+					      o->checkpointed.total_s == 2.5 && o->checkpointed.early == 9,
+				      "checkpointed fields");
+				break;
+			case PHOS_CTL_HELD:
+				CHECK(o->held.mode == PHOS_CKPT_COW && o->held.seq == 1234, "held fields");
 				break;
 			case PHOS_CTL_DUMPED:
 				CHECK(o->dumped.gpu_dump_s == 0.5 && o->dumped.data_bytes == 123456789, "dumped fields");

@@ -412,8 +412,8 @@ static void test_refusals(void)
 	REFUSE(NULL, -1, "magic", json_string("phos-fn-snapshoT"), -EBADMSG, "not a phos-fn snapshot");
 	REFUSE(NULL, -1, "magic", NULL, -EBADMSG, "not a phos-fn snapshot");
 	REFUSE("version", -1, "major", json_integer(2), -EPROTONOSUPPORT,
-	       "manifest.json: format 2.1 is newer than this phos-fn (1.x)");   /* 2.PHOS_IMAGE_MINOR */
-	REFUSE("version", -1, "major", json_integer(0), -EPROTONOSUPPORT, "format 0.1 is older");
+	       "manifest.json: format 2.2 is newer than this phos-fn (1.x)");   /* 2.PHOS_IMAGE_MINOR */
+	REFUSE("version", -1, "major", json_integer(0), -EPROTONOSUPPORT, "format 0.2 is older");
 	REFUSE("cpu", -1, "files", json_string("x"), -EBADMSG, "cpu.files: expected an array");
 	REFUSE("version", -1, "minor", json_integer(7), 0, ""); /* newer minor: fine */
 	REFUSE(NULL, -1, "gpu_bytes", NULL, -EBADMSG, "gpu_bytes: missing");
@@ -712,8 +712,8 @@ static void test_cpu_checksums(void)
 	/* as a 1.0 reader wrote it: no cpu.files */
 	PATHF(path, "%s/manifest.json", dir);
 	text = read_text(path);
-	p = text ? strstr(text, "\"minor\":1") : NULL;
-	CHECK(p, "minor 1 in %s", path);
+	p = text ? strstr(text, "\"minor\":2") : NULL;
+	CHECK(p, "minor 2 in %s", path);
 	if (p) {
 		p[8] = '0';
 		write_file(path, text, strlen(text));

@@ -1,0 +1,379 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Checkpoints of a running function (issue 11): stop-the-world and soft
+ * copy-on-write.
+ *
+ *   control thread                     dispatcher (exec_serve)
+ *   CHECKPOINT {mode, dir} ──ask──▶    asked? (checked before each record, and
+ *                          kick        phos_channel_kick wakes it when idle)
+ *                                      ├─ drain the device
+ *   stw:                               ├─ exec_image_dump(dir): the serve-point
+ *                                      │  snapshot writer, every live buffer,
+ *                                      │  modules, variables, streams, events,
+ *                                      │  cuBLAS handles, host regions
+ *                                      ├─ CHECKPOINTED {bytes, stall, total}
+ *                                      └─ hold: the ring is not read, so the
+ *   RESUME (or the socket closed) ──▶     function blocks in its next call
+ *                                         (or keeps running CPU code) while
+ *                                         the controller CRIU-dumps it
+ *   cow:                               ├─ exec_image_plan: objects and the list
+ *                                      │  of buffers, nothing copied yet
+ *                                      ├─ HELD, hold while the CPU is dumped
+ *   RESUME                        ──▶  └─ records flow again at once; between
+ *                                         records (and while the ring is idle)
+ *                                         one more buffer is copied; a record
+ *                                         whose write set (spec.c: exact sets;
+ *                                         an opaque launch writes everything)
+ *                                         holds a buffer not copied yet has it
+ *                                         copied first; frees, resets and the
+ *                                         function's end copy all the rest;
+ *                                         then the manifest, CHECKPOINTED
+ *
+ * The stop is at a record boundary: the record before it completed (its reply
+ * published, its device work drained), the one after it untouched in the ring.
+ * A cow copy reads a buffer no record dispatched since the stop has written,
+ * so it reads the stop's contents even with the function's work in flight.
+ * dir is the controller's temporary directory; the controller adds the CPU
+ * side and commits it (image.h: all or nothing), so an executor killed here
+ * leaves the previous checkpoint as it was.
+ *
+ * Not yet: copying device-to-device into a reserve (a write waits for its
+ * buffer's copy to host), chunks smaller than a buffer, recopy.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "executor.h"
+#include "fault.h"
+#include "image.h"
+#include "log.h"
+#include "loader.h"
+#include "staging.h"
+
+static unsigned live(const struct handle_table *t)
+{
+	unsigned n = 0;
+
+	for (uint32_t i = 0; i < t->cap; i++)
+		n += t->slot[i] != NULL;
+	return n;
+}
+
+void exec_checkpoint_ask(struct executor *ex, enum phos_ckpt_mode mode, const char *dir)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+	bool busy;
+
+	if (mode != PHOS_CKPT_STW && mode != PHOS_CKPT_COW) {
+		exec_control_error(ex, "checkpoint mode %s is not implemented yet (stw and cow are)",
+				   phos_ckpt_mode_name(mode));
+		return;
+	}
+	pthread_mutex_lock(&c->lock);
+	/* c->cow is the dispatcher's, but only ever set while holding (below) */
+	busy = atomic_load(&c->asked) || c->holding || c->cow;
+	if (!busy) {
+		c->mode = mode;
+		snprintf(c->dir, sizeof(c->dir), "%s", dir);
+		c->t_asked = phos_now();
+		c->resume = false;
+		atomic_store(&c->asked, true);
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (busy) {
+		exec_control_error(ex, "a checkpoint is already under way");
+		return;
+	}
+	if (ex->ch)
+		phos_channel_kick(ex->ch);
+}
+
+void exec_checkpoint_resume(struct executor *ex)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+
+	pthread_mutex_lock(&c->lock);
+	c->resume = true;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* What must hold before the device state is taken: 0, or -errno with err. */
+static int checkpoint_prepare(struct executor *ex, char *err, size_t errlen)
+{
+	unsigned pools = live(&ex->pools);
+	int r;
+
+	/* Host-memory regions are in the image (exec_image_dump) and the
+	 * restoring executor maps them again from the restored function
+	 * (main.c, adopting). Memory pools are not in the image: a function
+	 * restored at phos_fn_serve makes them again (phos_pool_resend), one
+	 * restored mid-call could not. Refused rather than restored without. */
+	if (pools) {
+		phos_errf(err, errlen, "the program holds %u memory pool(s) (cudaMallocAsync, cudaMemPoolCreate); "
+			  "checkpoints of such programs are not supported yet", pools);
+		return -ENOTSUP;
+	}
+	if (ex->loader && !loader_done(ex->loader)) {
+		phos_errf(err, errlen, "an on-demand restore is still moving buffers in; try again later");
+		return -EBUSY;
+	}
+	r = ex->dev_ops->synchronize(ex->dev);
+	if (r < 0) {
+		phos_errf(err, errlen, "the device failed while draining (cuda error %d)", -r);
+		return -EIO;
+	}
+	if (ex->pending_error) {
+		/* Kept for the function's next synchronous call, as without a checkpoint. */
+		phos_errf(err, errlen, "the program has an unreported error of asynchronous work (cuda error %d)",
+			  -ex->pending_error);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* Fault point checkpoint_kill: the executor dies halfway through writing. */
+static void fault_kill(const char *dir)
+{
+	char path[PHOS_CTL_PATH_MAX + 16];
+	FILE *f;
+
+	if (!phos_fault("checkpoint_kill"))
+		return;
+	snprintf(path, sizeof(path), "%s/gpu.data", dir);
+	f = fopen(path, "we");
+	if (f) {
+		fputs("half", f);
+		fclose(f);
+	}
+	raise(SIGKILL);
+}
+
+static void hold(struct exec_ckpt *c)
+{
+	pthread_mutex_lock(&c->lock);
+	while (!c->resume)
+		pthread_cond_wait(&c->cond, &c->lock);
+	c->holding = false;
+	c->resume = false;
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void cow_drop(struct exec_ckpt *c)
+{
+	pthread_mutex_lock(&c->lock);
+	exec_image_dump_free(c->cow);
+	free(c->copied);
+	c->cow = NULL;
+	c->copied = NULL;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Every item is in gpu.data: the manifest, the report. */
+static void cow_finish(struct executor *ex)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+	struct phos_ctl_msg m = { .type = PHOS_CTL_CHECKPOINTED, .fd = -1 };
+	char err[512] = "";
+	uint64_t bytes = 0;
+
+	if (exec_image_finish(c->cow, &bytes, err, sizeof(err)) < 0) {
+		exec_control_error(ex, "checkpoint: %s", err);
+		cow_drop(c);
+		return;
+	}
+	m.checkpointed.mode = PHOS_CKPT_COW;
+	m.checkpointed.seq = c->seq;
+	m.checkpointed.data_bytes = bytes;
+	m.checkpointed.stall_s = c->stall_s;
+	m.checkpointed.total_s = phos_now() - c->t_asked;
+	m.checkpointed.early = c->early;
+	exec_control_send(ex, &m);
+	phos_info("checkpoint (cow) after record %llu: %llu bytes, %llu buffers copied early, %.3f s",
+		  (unsigned long long)c->seq, (unsigned long long)bytes, (unsigned long long)c->early,
+		  m.checkpointed.total_s);
+	cow_drop(c);
+}
+
+/* Copies item i of the cow dump (when not copied yet), and finishes after
+ * the last. Returns 0, or -1 once the checkpoint failed (it was reported
+ * and dropped). */
+static int cow_copy(struct executor *ex, size_t i, bool early)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+	char err[512] = "";
+
+	if (c->copied[i])
+		return 0;
+	if (c->left == (c->cow->n + 1) / 2)
+		fault_kill(c->dir);   /* halfway, once per checkpoint */
+	if (exec_image_copy(ex, c->cow, i, 1, err, sizeof(err)) < 0) {
+		exec_control_error(ex, "checkpoint: %s", err);
+		cow_drop(c);
+		return -1;
+	}
+	c->copied[i] = true;
+	c->left--;
+	c->early += early;
+	if (!c->left)
+		cow_finish(ex);
+	return 0;
+}
+
+static void cow_copy_all(struct executor *ex, bool early)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+
+	for (size_t i = 0; c->cow && i < c->cow->n; i++)
+		if (cow_copy(ex, i, early) < 0)
+			return;
+}
+
+bool exec_checkpoint_copying(const struct executor *ex)
+{
+	return ex->ckpt.cow != NULL;
+}
+
+int exec_checkpoint_before_write(struct executor *ex, const struct spec_set *s)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+
+	if (!c->cow)
+		return 0;
+	if (s->opaque || s->overflow) {
+		cow_copy_all(ex, true);
+		return 0;
+	}
+	for (uint32_t k = 0; c->cow && k < s->n; k++) {
+		const struct spec_range *w = &s->r[k];
+
+		if (!(w->access & SPEC_WRITE))
+			continue;
+		for (size_t i = 0; c->cow && i < c->cow->n; i++) {
+			const struct stage_item *it = &c->cow->items[i];
+
+			if (it->dev < w->addr + w->len && w->addr < it->dev + it->len && cow_copy(ex, i, true) < 0)
+				return 0;   /* the checkpoint failed, not the call */
+		}
+	}
+	return 0;
+}
+
+void exec_checkpoint_before_op(struct executor *ex, uint32_t op)
+{
+	if (!ex->ckpt.cow)
+		return;
+	switch (op) {
+	case PHOS_OP_FREE:
+	case PHOS_OP_DEVICE_RESET:
+	case PHOS_OP_MODULE_UNLOAD:
+	case PHOS_OP_GOODBYE:
+	case PHOS_OP_POOL_CREATE ... PHOS_OP_POOL_ADOPT:
+		cow_copy_all(ex, true);
+		break;
+	default:
+		break;
+	}
+}
+
+void exec_checkpoint_drain(struct executor *ex)
+{
+	cow_copy_all(ex, false);
+}
+
+/* stw: everything now, then hold while the CPU side is dumped. */
+static void checkpoint_stw(struct executor *ex, double t_stop)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+	char err[512] = "";
+	uint64_t bytes = 0;
+	int r;
+
+	r = checkpoint_prepare(ex, err, sizeof(err));
+	if (r == 0) {
+		fault_kill(c->dir);
+		r = exec_image_dump(ex, c->dir, &bytes, err, sizeof(err));
+	}
+	if (r < 0) {
+		exec_control_error(ex, "checkpoint: %s", err);
+	} else {
+		struct phos_ctl_msg m = { .type = PHOS_CTL_CHECKPOINTED, .fd = -1 };
+
+		m.checkpointed.mode = PHOS_CKPT_STW;
+		m.checkpointed.seq = ex->seq;
+		m.checkpointed.data_bytes = bytes;
+		m.checkpointed.stall_s = phos_now() - t_stop;
+		m.checkpointed.total_s = phos_now() - c->t_asked;
+		exec_control_send(ex, &m);
+		phos_info("checkpoint (stw) after record %llu: %llu bytes, %.3f s", (unsigned long long)ex->seq,
+			  (unsigned long long)bytes, m.checkpointed.total_s);
+	}
+	/* Held either way until the controller says so: after a failure it
+	 * removes its directory and resumes. */
+	hold(c);
+}
+
+/* cow: the plan now, hold while the CPU side is dumped, copy afterwards. */
+static void checkpoint_cow(struct executor *ex, double t_stop)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+	struct exec_dump *d = NULL;
+	char err[512] = "";
+	int r;
+
+	r = checkpoint_prepare(ex, err, sizeof(err));
+	if (r == 0)
+		r = exec_image_plan(ex, c->dir, &d, err, sizeof(err));
+	if (r == 0 && !(c->copied = calloc(d->n + 1, sizeof(*c->copied)))) {
+		phos_errf(err, sizeof(err), "out of memory");
+		r = -ENOMEM;
+	}
+	if (r < 0) {
+		exec_image_dump_free(d);
+		exec_control_error(ex, "checkpoint: %s", err);
+		hold(c);
+		return;
+	}
+	c->seq = ex->seq;
+	c->left = d->n;
+	c->next = 0;
+	c->early = 0;
+	exec_control_send(ex, &(struct phos_ctl_msg){ .type = PHOS_CTL_HELD, .fd = -1,
+						      .held = { .mode = PHOS_CKPT_COW, .seq = ex->seq } });
+	hold(c);
+	c->stall_s = phos_now() - t_stop;
+	pthread_mutex_lock(&c->lock);
+	c->cow = d;
+	pthread_mutex_unlock(&c->lock);
+	if (!c->left)
+		cow_finish(ex);   /* nothing to copy */
+}
+
+void exec_checkpoint_poll(struct executor *ex)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+	double t_stop;
+
+	if (c->cow) {
+		/* the background: one more buffer per record boundary */
+		while (c->next < c->cow->n && c->copied[c->next])
+			c->next++;
+		if (c->next < c->cow->n)
+			cow_copy(ex, c->next, false);
+		return;
+	}
+	if (!atomic_load_explicit(&c->asked, memory_order_acquire))
+		return;
+	t_stop = phos_now();
+	pthread_mutex_lock(&c->lock);
+	c->holding = true;
+	atomic_store(&c->asked, false);
+	pthread_mutex_unlock(&c->lock);
+	if (c->mode == PHOS_CKPT_COW)
+		checkpoint_cow(ex, t_stop);
+	else
+		checkpoint_stw(ex, t_stop);
+}

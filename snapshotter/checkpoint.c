@@ -1,0 +1,303 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Checkpoints of a running function (see snapshotter.h, phos_checkpoint_take).
+ *
+ *   controller (phos-fn run)                  executor            function
+ *   DIR.tmp-XXXXXX (image.h: all or nothing)
+ *   CHECKPOINT {mode, tmp}            ──▶     stops between two records, drains,
+ *                                             writes gpu.data, modules, manifest
+ *                                     ◀──     CHECKPOINTED
+ *   criu dump --leave-running of the function (blocked in its next call or
+ *   running CPU code) into tmp/cpu
+ *   RESUME                            ──▶     takes records again
+ *   manifest: CPU facts, stdio and channel keys, the channel memfd's number,
+ *   the checkpoint's mode and times; fsync; rename over DIR
+ *
+ * RESUME goes out on every path once CHECKPOINT was sent, so that a failed
+ * checkpoint never leaves the program stopped. The executor dying at any
+ * point means no commit: the previous checkpoint in DIR stays as it was.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "criu.h"
+#include "fault.h"
+#include "image.h"
+#include "log.h"
+#include "snapshotter.h"
+
+#define CHANNEL_MEMFD_NAME "/memfd:phos-channel"
+
+/* The number of the channel memfd the preload keeps open in pid (channel.h,
+ * "adopting"): 0 and *ret_fd, or -ENOENT. */
+static int find_channel_memfd(pid_t pid, int *ret_fd)
+{
+	char path[64], target[256];
+	struct dirent *d;
+	DIR *dir;
+	int found = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	dir = opendir(path);
+	if (!dir)
+		return -errno;
+	while ((d = readdir(dir))) {
+		int fd = atoi(d->d_name);
+
+		if (d->d_name[0] == '.' || phos_criu_fd_key(pid, fd, target, sizeof(target)) < 0)
+			continue;
+		if (!strncmp(target, CHANNEL_MEMFD_NAME, strlen(CHANNEL_MEMFD_NAME))) {
+			if (found >= 0) {   /* two channels: which one is ours is unclear */
+				closedir(dir);
+				return -EEXIST;
+			}
+			found = fd;
+		}
+	}
+	closedir(dir);
+	if (found < 0)
+		return -ENOENT;
+	*ret_fd = found;
+	return 0;
+}
+
+/* Why the executor (a child of ours, pid exe; 0: unknown) closed its control
+ * socket: 1 when it was killed by a signal, 0 when it exited (it does when its
+ * program ends), -1 unknown. Waits up to 2 s for it to end; reaps nothing. */
+static int executor_killed(pid_t exe)
+{
+	for (int i = 0; exe > 0 && i < 200; i++) {
+		siginfo_t si = { 0 };
+
+		if (waitid(P_PID, (id_t)exe, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+			return -1;
+		if (si.si_pid == exe)
+			return si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED;
+		usleep(10000);
+	}
+	return -1;
+}
+
+static bool disk_full(const char *why)
+{
+	return strstr(why, strerror(ENOSPC)) || strstr(why, strerror(EDQUOT));
+}
+
+/* Receives the executor's answer, which must be of type want (else ERROR):
+ * 0 with *m, or -EIO / -ENOSPC with err (*executor_gone set when its
+ * control socket closed). */
+static int await_answer(const struct phos_checkpoint_target *t, enum phos_ctl_type want, struct phos_ctl_msg *m,
+			bool *executor_gone, char *err, size_t errlen)
+{
+	char line[512] = "";
+	int r = phos_ctl_recv(t->control_fd, -1, m, line, sizeof(line));
+
+	if (r < 0) {
+		*executor_gone = r == -EPIPE;
+		if (r == -EPIPE && executor_killed(t->executor_pid) == 0)   /* it ends with its program */
+			phos_errf(err, errlen, "the program ended before it could be checkpointed; nothing was committed");
+		else
+			phos_errf(err, errlen, "the executor %s during the checkpoint; nothing was committed",
+				  r == -EPIPE ? "died" : line[0] ? line : strerror(-r));
+		return -EIO;
+	}
+	if (m->type != want) {
+		bool error = m->type == PHOS_CTL_ERROR;
+
+		phos_errf(err, errlen, "%s", error ? m->error.reason : phos_ctl_type_name(m->type));
+		r = error && disk_full(m->error.reason) ? -ENOSPC : -EIO;
+		phos_ctl_msg_exit(m);
+		return r;
+	}
+	return 0;
+}
+
+int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_mode mode, const char *out_dir,
+			 struct phos_checkpoint_stats *ret_stats, char *err, size_t errlen)
+{
+	struct phos_ctl_msg m = { .type = PHOS_CTL_CHECKPOINT, .fd = -1 };
+	struct phos_checkpoint_stats st = { .mode = mode };
+	char tmp[4096], cpu[4200], line[1024];
+	struct phos_image *img = NULL;
+	bool sent = false, executor_gone = false;
+	double t0 = phos_now(), t_stop;
+	struct stat sb;
+	char chan[64];
+	struct phos_image_fd fds[4];
+	uint32_t nfds = 0;
+	uint64_t ino;
+	int memfd_no = -1, r;
+
+	*err = '\0';
+	if (t->fn_pid <= 0 || t->control_fd < 0 || !t->criu)
+		return -EINVAL;
+	phos_image_dir_sweep(out_dir);
+	r = phos_image_dir_begin(out_dir, tmp, sizeof(tmp));
+	if (r < 0) {
+		phos_errf(err, errlen, "cannot create a checkpoint beside %s: %s", out_dir, strerror(-r));
+		return r;
+	}
+	snprintf(cpu, sizeof(cpu), "%s/cpu", tmp);
+	if (mkdir(cpu, 0700) < 0) {
+		r = -errno;
+		phos_errf(err, errlen, "mkdir %s: %s", cpu, strerror(errno));
+		goto out;
+	}
+	/* What CRIU needs to know of the channel, while the process is surely there. */
+	snprintf(chan, sizeof(chan), "/proc/%d/fd/%d", (int)t->fn_pid, t->channel_fd);
+	if (stat(chan, &sb) < 0 || !S_ISSOCK(sb.st_mode)) {
+		r = -ESRCH;
+		phos_errf(err, errlen, "the program (pid %d) has no channel socket at fd %d", (int)t->fn_pid,
+			  t->channel_fd);
+		goto out;
+	}
+	ino = (uint64_t)sb.st_ino;
+	r = find_channel_memfd(t->fn_pid, &memfd_no);
+	if (r < 0) {
+		phos_errf(err, errlen, "the program (pid %d) holds %s channel memfd (has it made a CUDA call yet?)",
+			  (int)t->fn_pid, r == -EEXIST ? "more than one" : "no");
+		r = -ESRCH;
+		goto out;
+	}
+
+	/* The descriptors a restore hands in fresh: stdio and the channel socket,
+	 * keyed as CRIU sees them in the program (read now: the program may end
+	 * as soon as it is let go). */
+	for (int fd = 0; fd < 4; fd++) {
+		struct phos_image_fd *f = &fds[nfds];
+		int want = fd < 3 ? fd : t->channel_fd;
+
+		f->fd = fd;
+		if (phos_criu_fd_key(t->fn_pid, want, f->key, sizeof(f->key)) < 0) {
+			r = -EBADF;
+			phos_errf(err, errlen, "the program's fd %d cannot be named for a restore", want);
+			goto out;
+		}
+		/* CRIU names a regular file (stdout sent to a file, /dev/null) by
+		 * its path without the leading '/': so must its --inherit-fd key
+		 * be, or CRIU reopens the file and refuses one that has grown. */
+		if (f->key[0] == '/')
+			memmove(f->key, f->key + 1, strlen(f->key));
+		nfds++;
+	}
+
+	/* The GPU side, at a record boundary. */
+	m.checkpoint.mode = mode;
+	if (strlen(tmp) >= sizeof(m.checkpoint.dir)) {
+		r = -ENAMETOOLONG;
+		phos_errf(err, errlen, "%s: the path is too long", out_dir);
+		goto out;
+	}
+	memcpy(m.checkpoint.dir, tmp, strlen(tmp) + 1);
+	r = phos_ctl_send(t->control_fd, &m);
+	if (r < 0) {
+		executor_gone = true;
+		phos_errf(err, errlen, "the executor is gone (%s)", strerror(-r));
+		r = -EIO;
+		goto out;
+	}
+	sent = true;
+	t_stop = phos_now();
+	/* stw: CHECKPOINTED, the device state written; cow: HELD, stopped with
+	 * the device state fixed, copied after RESUME. */
+	r = await_answer(t, mode == PHOS_CKPT_COW ? PHOS_CTL_HELD : PHOS_CTL_CHECKPOINTED, &m, &executor_gone, err,
+			 errlen);
+	if (r < 0)
+		goto out;
+	if (mode == PHOS_CKPT_COW) {
+		st.seq = m.held.seq;
+	} else {
+		st.gpu_s = m.checkpointed.total_s;
+		st.data_bytes = m.checkpointed.data_bytes;
+		st.seq = m.checkpointed.seq;
+	}
+
+	/* The CPU side, while the executor holds the channel. */
+	{
+		double t_cpu = phos_now();
+
+		r = phos_criu_dump_flags(t->criu, t->fn_pid, cpu, &ino, 1, PHOS_CRIU_LEAVE_RUNNING, line,
+					 sizeof(line));
+		st.cpu_s = phos_now() - t_cpu;
+	}
+	if (r < 0) {
+		phos_errf(err, errlen, "CRIU could not dump the program: %s", line);
+		if (disk_full(line))
+			r = -ENOSPC;
+		goto out;
+	}
+	if (phos_fault("checkpoint_controller_kill"))
+		raise(SIGKILL);
+	r = phos_ctl_send(t->control_fd, &(struct phos_ctl_msg){ .type = PHOS_CTL_RESUME, .fd = -1 });
+	sent = false;
+	st.stall_s = phos_now() - t_stop;
+	if (r < 0) {
+		/* The executor died after it wrote its side: the program was cut
+		 * off from it, so whatever came after is not worth keeping, but this
+		 * image is whole. Still, a checkpoint of a program whose executor is
+		 * gone is not what was asked: refused. */
+		executor_gone = true;
+		phos_errf(err, errlen, "the executor died during the checkpoint; nothing was committed");
+		r = -EIO;
+		goto out;
+	}
+	if (mode == PHOS_CKPT_COW) {
+		/* The program runs; its buffers are being copied. */
+		r = await_answer(t, PHOS_CTL_CHECKPOINTED, &m, &executor_gone, err, errlen);
+		if (r < 0)
+			goto out;
+		st.gpu_s = m.checkpointed.total_s;
+		st.data_bytes = m.checkpointed.data_bytes;
+		st.early = m.checkpointed.early;
+	}
+
+	r = phos_image_read(tmp, &img, line, sizeof(line));
+	if (r < 0) {
+		phos_errf(err, errlen, "the new checkpoint does not read back: %s", line);
+		goto out;
+	}
+	snprintf(img->function, sizeof(img->function), "%s", t->function ? t->function : "");
+	r = phos_image_cpu_hash(tmp, img, line, sizeof(line));
+	if (r < 0) {
+		phos_errf(err, errlen, "checksumming the CRIU image: %s", line);
+		goto out;
+	}
+	img->nfds = nfds;
+	memcpy(img->fds, fds, sizeof(fds));
+	img->checkpoint.present = true;
+	snprintf(img->checkpoint.mode, sizeof(img->checkpoint.mode), "%s", phos_ckpt_mode_name(mode));
+	img->checkpoint.channel_fd = memfd_no;
+	img->checkpoint.seq = st.seq;
+	img->checkpoint.stall_s = st.stall_s;
+	img->checkpoint.early = st.early;
+	img->checkpoint.total_s = phos_now() - t0;
+	r = phos_image_write_manifest(tmp, img);
+	if (r < 0) {
+		phos_errf(err, errlen, "writing the manifest: %s", strerror(-r));
+		goto out;
+	}
+	r = phos_image_dir_commit(tmp, out_dir);
+	if (r < 0) {
+		phos_errf(err, errlen, "committing %s: %s", out_dir, strerror(-r));
+		goto out;
+	}
+	st.gpu_bytes = img->gpu_bytes;
+	st.total_s = phos_now() - t0;
+	if (ret_stats)
+		*ret_stats = st;
+out:
+	if (sent && !executor_gone)
+		phos_ctl_send(t->control_fd, &(struct phos_ctl_msg){ .type = PHOS_CTL_RESUME, .fd = -1 });
+	if (r < 0)
+		phos_image_dir_abort(tmp);
+	phos_image_free(img);
+	return r;
+}

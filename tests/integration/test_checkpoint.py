@@ -1,0 +1,216 @@
+# SPDX-License-Identifier: MIT
+"""Checkpoints of running programs, stw and cow (issue 11), on the sim device:
+
+- train (functions/examples/train) under `phos-fn run --checkpointable`,
+  checkpointed at random moments (several seeds, both modes; with and without
+  pinned host memory shared with the executor), the original killed, and
+  restored from the checkpoint: it goes on from where it was stopped and ends
+  with exactly the checksum of an uninterrupted run, its loss lines those of
+  the uninterrupted run for the same steps;
+- cow: the program's writes race the checkpoint's copies (every step writes
+  every weight) and the buffers it was about to write are copied first
+  (early_copies in the manifest);
+- a checkpoint that fails (a mode not implemented yet) lets the program go on
+  to the same checksum;
+- the executor killed during a checkpoint (fault point checkpoint_kill) leaves
+  the previous checkpoint intact and restorable, and no temporary directory;
+- bad input to `phos-fn checkpoint` and `phos-fn restore` gets clear errors,
+  and a directory that is not a checkpoint is never replaced.
+"""
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from harness import DEVICE, PHOS_FN, check, done, fn_env, phos, program
+
+TRAIN = program("functions", "examples", "train")
+STEPS = 4000
+EVERY = 100
+
+tmp = tempfile.mkdtemp(prefix="phos-ckpt-test-")
+RUN_ENV = {"PHOS_RUN_DIR": os.path.join(tmp, "run")}
+
+
+def train_args(seed):
+    """Seeds of 5 and more read the loss back into pinned host memory
+    (cudaMallocHost), a region the restored executor must map again."""
+    return ["--steps", str(STEPS), "--seed", str(seed), "--size", "32", "--every", str(EVERY),
+            *(["--pinned"] if seed >= 5 else [])]
+
+
+def parse(out):
+    """{step: loss line} and the checksum of train's output."""
+    losses, checksum = {}, None
+    for line in out.splitlines():
+        w = line.split()
+        if len(w) == 4 and w[0] == "step" and w[2] == "loss":
+            losses[int(w[1])] = line
+        elif len(w) == 5 and w[0] == "done":
+            checksum = w[4]
+    return losses, checksum
+
+
+def reference(seed):
+    p = subprocess.run([PHOS_FN, "run", "--device", DEVICE, "--", TRAIN, *train_args(seed)], capture_output=True,
+                       text=True, timeout=300, env=fn_env(RUN_ENV))
+    check(p.returncode == 0, f"reference run of seed {seed}: {p.returncode} {p.stderr[-500:]}")
+    return parse(p.stdout)
+
+
+def start(seed, extra_env=None):
+    env = dict(RUN_ENV)
+    env.update(extra_env or {})
+    return subprocess.Popen([PHOS_FN, "run", "--checkpointable", "--device", DEVICE, "--", TRAIN, *train_args(seed)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=fn_env(env))
+
+
+def children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def kill_run(p):
+    """SIGKILLs a phos-fn run, its program (the init of its own pid namespace:
+    not in phos-fn's process group) and its executor."""
+    kids = children(p.pid)
+    for pid in [p.pid, *kids]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    p.communicate(timeout=60)
+
+
+def checkpoint(pid, out, *extra):
+    return phos("checkpoint", *extra, "-o", out, pid, extra_env=RUN_ENV, timeout=300)
+
+
+def restore(d, *extra):
+    return phos("restore", "--device", DEVICE, *extra, d, timeout=300)
+
+
+def same_steps(ref_losses, losses, what):
+    bad = [s for s, line in losses.items() if ref_losses.get(s) != line]
+    check(not bad, f"{what}: loss lines differ from the uninterrupted run at steps {bad[:5]}")
+
+
+def leftovers(d):
+    parent, base = os.path.split(d)
+    return [n for n in os.listdir(parent) if n.startswith(base + ".tmp-")]
+
+
+try:
+    os.makedirs(RUN_ENV["PHOS_RUN_DIR"])
+
+    # --- checkpointed at random moments, killed, restored -----------------------
+    early = 0
+    for seed, mode in ((1, "stw"), (2, "cow"), (5, "stw"), (6, "cow")):
+        ref_losses, ref_sum = reference(seed)
+        check(ref_sum and len(ref_losses) == STEPS // EVERY, f"seed {seed}: reference output {ref_sum} "
+              f"{len(ref_losses)} loss lines")
+        rng = random.Random(seed)
+        ck = os.path.join(tmp, f"ck{seed}")
+        p = start(seed)
+        first = p.stdout.readline()   # it is training
+        check(first.startswith("step "), f"seed {seed}: first line {first!r}")
+        n = 1 + seed % 2   # one or two checkpoints; the last one counts
+        for i in range(n):
+            time.sleep(rng.uniform(0.0, 0.5))
+            c = checkpoint(p.pid, ck, "--mode", mode)
+            check(c.returncode == 0 and f"checkpoint ({mode})" in c.stderr,
+                  f"seed {seed}: checkpoint {i}: {c.returncode} {c.stderr}")
+        m = json.load(open(os.path.join(ck, "manifest.json")))
+        check(m.get("checkpoint", {}).get("mode") == mode and m["checkpoint"]["seq"] > 0,
+              f"seed {seed}: the manifest says what it is: {m.get('checkpoint')}")
+        early += m.get("checkpoint", {}).get("early_copies", 0)
+        kill_run(p)
+        r = restore(ck)
+        losses, checksum = parse(r.stdout)
+        check(r.returncode == 0, f"seed {seed}: restore: {r.returncode} {r.stderr[-800:]}")
+        check(checksum == ref_sum, f"seed {seed}: restored run ended with checksum {checksum}, "
+              f"uninterrupted {ref_sum}")
+        check(losses and max(losses) == STEPS and min(losses) > EVERY,
+              f"seed {seed}: the restored run went on from its checkpoint: steps {sorted(losses)[:3]}...")
+        same_steps(ref_losses, losses, f"seed {seed}")
+        check(not leftovers(ck), f"seed {seed}: temporary directories left: {leftovers(ck)}")
+
+    check(early > 0, "cow: no buffer was copied ahead of a write (the race was not exercised)")
+
+    ref_losses, ref_sum = reference(4)
+
+    # --- a failed checkpoint lets the program go on ----------------------------
+    p = start(4)
+    p.stdout.readline()
+    c = checkpoint(p.pid, os.path.join(tmp, "recopy"), "--mode", "recopy")
+    check(c.returncode == 1 and "not implemented yet" in c.stderr, f"recopy: {c.returncode} {c.stderr}")
+    check(not os.path.exists(os.path.join(tmp, "recopy")) and not leftovers(os.path.join(tmp, "recopy")),
+          "a failed checkpoint leaves nothing behind")
+    out, err = p.communicate(timeout=300)
+    check(p.returncode == 0 and parse(out)[1] == ref_sum,
+          f"after a failed checkpoint the program ends as usual: {p.returncode} {parse(out)[1]} {err[-300:]}")
+
+    # --- the executor killed during a checkpoint (both modes) --------------------
+    for mode in ("stw", "cow"):
+        ck = os.path.join(tmp, "ck-kill-" + mode)
+        p = start(4, {"PHOS_FAULT": "checkpoint_kill:1"})
+        p.stdout.readline()
+        c = checkpoint(p.pid, ck, "--mode", mode)
+        check(c.returncode == 0, f"{mode}: first checkpoint: {c.stderr}")
+        before = open(os.path.join(ck, "manifest.json")).read()
+        time.sleep(0.2)
+        c = checkpoint(p.pid, ck, "--mode", mode)
+        check(c.returncode == 1 and "died during the checkpoint" in c.stderr and "nothing was committed" in c.stderr,
+              f"{mode}: executor killed mid-checkpoint: {c.returncode} {c.stderr}")
+        check(open(os.path.join(ck, "manifest.json")).read() == before, f"{mode}: the previous checkpoint is untouched")
+        check(not leftovers(ck), f"{mode}: temporary directories left: {leftovers(ck)}")
+        p.communicate(timeout=120)   # its executor is gone: its CUDA calls fail
+        check(p.returncode != 0, f"{mode}: the program whose executor died fails")
+        kill_run(p)
+        r = restore(ck)
+        check(r.returncode == 0 and parse(r.stdout)[1] == ref_sum,
+              f"{mode}: the previous checkpoint restores to the same end: {r.returncode} {parse(r.stdout)[1]} "
+              f"{r.stderr[-500:]}")
+
+    # --- bad input --------------------------------------------------------------
+    notckpt = os.path.join(tmp, "precious")
+    os.makedirs(notckpt)
+    open(os.path.join(notckpt, "data"), "w").write("keep me")
+    p = start(4)
+    p.stdout.readline()
+    cases = [
+        ([], 2, "needs -o DIR"),
+        (["-o", os.path.join(tmp, "x")], 2, "exactly one PID"),
+        (["-o", os.path.join(tmp, "x"), "12ab"], 2, "'12ab' is not a process id"),
+        (["-o", os.path.join(tmp, "x"), "0"], 2, "'0' is not a process id"),
+        (["-o", os.path.join(tmp, "x"), str(p.pid), str(p.pid)], 2, "exactly one PID"),
+        (["--mode", "fast", "-o", os.path.join(tmp, "x"), str(p.pid)], 2, "unknown checkpoint mode 'fast'"),
+        (["-o", os.path.join(tmp, "x"), "2147483646"], 1, "no process 2147483646"),
+        (["-o", os.path.join(tmp, "x"), str(os.getpid())], 1, "takes no checkpoints"),
+        (["-o", notckpt, str(p.pid)], 1, "exists and is not a checkpoint"),
+        (["-o", os.path.join(notckpt, "data"), str(p.pid)], 1, "is not a directory"),
+    ]
+    for args, code, msg in cases:
+        c = phos("checkpoint", *args, extra_env=RUN_ENV)
+        check(c.returncode == code and msg in c.stderr, f"checkpoint {args}: {c.returncode} {c.stderr!r}")
+    check(os.listdir(notckpt) == ["data"] and open(os.path.join(notckpt, "data")).read() == "keep me",
+          "a directory that is not a checkpoint is left alone")
+    check(not os.path.exists(os.path.join(tmp, "x")), "refused checkpoints write nothing")
+    out, _ = p.communicate(timeout=300)
+    check(p.returncode == 0 and parse(out)[1] == ref_sum, "the program was not disturbed by refused requests")
+    r = restore(os.path.join(tmp, "missing"))
+    check(r.returncode == 1 and "restore refused" in r.stderr, f"restore of nothing: {r.stderr}")
+    r = restore(os.path.join(tmp, "ck1"), "--on-demand")
+    check(r.returncode == 1 and "is a checkpoint" in r.stderr, f"restore --on-demand of a checkpoint: {r.stderr}")
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+
+done("checkpoint")
