@@ -202,25 +202,24 @@ static long ms_left(const struct timespec *end)
 	return (end->tv_sec - now.tv_sec) * 1000 + (end->tv_nsec - now.tv_nsec) / 1000000;
 }
 
-/* Waits for CRIU at most timeout_s seconds; -ETIMEDOUT after killing it. A
- * pidfd tells when it ends; without one (valgrind knows no pidfd_open) it is
+/* Waits for CRIU at most timeout_s seconds; -ETIMEDOUT after killing it, or
+ * -ECANCELED after killing it as soon as cancel_fd (>= 0) turns readable (a
+ * remove of the function being deployed: CRIU can hang for its whole timeout).
+ * A pidfd tells when it ends; without one (valgrind knows no pidfd_open) it is
  * polled every 5 ms. */
-static int criu_wait(pid_t pid, int timeout_s, int *ret_status)
+static int criu_wait(pid_t pid, int timeout_s, int cancel_fd, int *ret_status)
 {
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), st, r;
+	bool cancel = false;
 	struct timespec end;
 	long ms;
 
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	end.tv_sec += timeout_s;
 	while ((ms = ms_left(&end)) > 0) {
-		if (pidfd >= 0) {
-			struct pollfd p = { .fd = pidfd, .events = POLLIN };
+		struct pollfd p[2] = { { .fd = pidfd, .events = POLLIN }, { .fd = cancel_fd, .events = POLLIN } };
 
-			r = poll(&p, 1, (int)ms);
-			if (r > 0 || (r < 0 && errno != EINTR))
-				break;   /* it ended (or we cannot poll: wait below) */
-		} else {
+		if (pidfd < 0) {
 			r = waitpid(pid, &st, WNOHANG);
 			if (r == pid) {
 				*ret_status = st;
@@ -228,14 +227,21 @@ static int criu_wait(pid_t pid, int timeout_s, int *ret_status)
 			}
 			if (r < 0 && errno != EINTR)
 				return -errno;
-			nanosleep(&(struct timespec){ .tv_nsec = 5000000 }, NULL);
 		}
+		/* a negative fd is ignored by poll */
+		r = poll(p, 2, pidfd >= 0 ? (int)ms : 5);
+		if (r > 0 && (p[1].revents & (POLLIN | POLLERR | POLLHUP))) {
+			cancel = true;
+			break;
+		}
+		if (pidfd >= 0 && (r > 0 || (r < 0 && errno != EINTR)))
+			break;   /* it ended (or we cannot poll: wait below) */
 	}
 	if (pidfd >= 0)
 		close(pidfd);
-	if (ms <= 0) {
+	if (cancel || ms <= 0) {
 		criu_kill(pid, ret_status);
-		return -ETIMEDOUT;
+		return cancel ? -ECANCELED : -ETIMEDOUT;
 	}
 	return wait_exit(pid, ret_status);
 }
@@ -245,9 +251,10 @@ static int criu_wait(pid_t pid, int timeout_s, int *ret_status)
  * criu_timeout_s(). fsize (> 0) is a soft RLIMIT_FSIZE for CRIU, which bounds
  * its log (a restore writes nothing else; the restored tasks get their own
  * limits back from the image). Returns 0 and the wait status, or -errno
- * (-ETIMEDOUT) when it could not be run or was killed. */
+ * (-ETIMEDOUT, -ECANCELED: see criu_wait) when it could not be run or was
+ * killed. */
 static int criu_run(char *const argv[], const int *from, const int *to, unsigned n, int out_fd, int err_fd,
-		    rlim_t fsize, int *ret_status)
+		    rlim_t fsize, int cancel_fd, int *ret_status)
 {
 	int f[CRIU_MAX_EXT + 3], t[CRIU_MAX_EXT + 3], tmp[CRIU_MAX_EXT + 3];
 	int null_fd, r;
@@ -286,7 +293,7 @@ static int criu_run(char *const argv[], const int *from, const int *to, unsigned
 		_exit(127);
 	}
 	close(null_fd);
-	r = criu_wait(pid, criu_timeout_s(), ret_status);
+	r = criu_wait(pid, criu_timeout_s(), cancel_fd, ret_status);
 	if (r == 0 && WIFEXITED(*ret_status) && WEXITSTATUS(*ret_status) == 127)
 		return -ENOEXEC;
 	return r;
@@ -313,7 +320,7 @@ static int check_version(const char *criu, char *err, size_t errlen)
 	fd = memfd_create("criu-version", MFD_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	r = criu_run(argv, NULL, NULL, 0, fd, fd, 0, &st);
+	r = criu_run(argv, NULL, NULL, 0, fd, fd, 0, -1, &st);
 	if (r < 0) {
 		err_set(err, errlen, "%s: cannot run: %s", criu, strerror(-r));
 		goto out;
@@ -601,7 +608,9 @@ static void leftover_proc_unmount(const char *path)
 	rmdir(path);
 }
 
-static int dump_lock_take(pid_t pid)
+/* Takes the dump lock of pid's working directory (waiting for another dump
+ * there, as long as cancel_fd stays quiet: -ECANCELED). Returns its fd. */
+static int dump_lock_take(pid_t pid, int cancel_fd)
 {
 	char path[PATH_MAX];
 	struct stat st;
@@ -615,12 +624,18 @@ static int dump_lock_take(pid_t pid)
 	fd = open(path, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
-	while (flock(fd, LOCK_EX) < 0) {
-		if (errno != EINTR) {
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		struct pollfd p = { .fd = cancel_fd, .events = POLLIN };
+
+		if (errno != EINTR && errno != EWOULDBLOCK) {
 			int r = -errno;
 
 			close(fd);
 			return r;
+		}
+		if (poll(&p, 1, 10) > 0) {
+			close(fd);
+			return -ECANCELED;
 		}
 	}
 	/* an earlier dump killed half-way; rmdir refuses one still mounted or not empty */
@@ -631,7 +646,7 @@ static int dump_lock_take(pid_t pid)
 }
 
 int phos_criu_dump(const char *criu, pid_t pid, const char *dir, const uint64_t *ext_unix, unsigned next,
-		   char *err, size_t errlen)
+		   int cancel_fd, char *err, size_t errlen)
 {
 	char pid_s[16], ext_s[CRIU_MAX_EXT][40];
 	char *argv[16 + 2 * CRIU_MAX_EXT];
@@ -676,10 +691,14 @@ int phos_criu_dump(const char *criu, pid_t pid, const char *dir, const uint64_t 
 		r = -errno;
 		goto out;
 	}
-	lock_fd = dump_lock_take(pid);
-	r = criu_run(argv, NULL, NULL, 0, -1, err_fd, 0, &st);
+	lock_fd = dump_lock_take(pid, cancel_fd);
+	r = lock_fd == -ECANCELED ? -ECANCELED : criu_run(argv, NULL, NULL, 0, -1, err_fd, 0, cancel_fd, &st);
 	if (lock_fd >= 0)
 		close(lock_fd);
+	if (r == -ECANCELED) {
+		err_set(err, errlen, "criu dump: cancelled");
+		goto out;
+	}
 	if (r == -ETIMEDOUT) {
 		err_set(err, errlen, "criu dump: killed after %d s (PHOS_CRIU_TIMEOUT); log in %s/dump.log",
 			criu_timeout_s(), dir);
@@ -745,7 +764,7 @@ static int read_pid_file(int dir_fd, const char *name, pid_t *ret_pid)
 }
 
 int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_inherit *inh, unsigned ninh,
-		      pid_t *ret_pid, char *err, size_t errlen)
+		      int cancel_fd, pid_t *ret_pid, char *err, size_t errlen)
 {
 	char work[PATH_MAX], pidfile[PATH_MAX + 8], inh_s[CRIU_MAX_EXT][80];
 	int from[CRIU_MAX_EXT], to[CRIU_MAX_EXT];
@@ -804,7 +823,11 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 	argv[argc++] = "-v4";
 	argv[argc] = NULL;
 
-	r = criu_run(argv, from, to, ninh, -1, err_fd, CRIU_RESTORE_FSIZE, &st);
+	r = criu_run(argv, from, to, ninh, -1, err_fd, CRIU_RESTORE_FSIZE, cancel_fd, &st);
+	if (r == -ECANCELED) {
+		err_set(err, errlen, "criu restore: cancelled");
+		goto out;
+	}
 	if (r == -ETIMEDOUT) {
 		char why[64];
 

@@ -28,8 +28,9 @@
  * Otherwise CRIU makes fresh pipes nobody holds: stdin reads EOF and the first
  * write to stdout raises SIGPIPE. A key that is in no image is ignored by CRIU.
  *
- * CRIU runs at most $PHOS_CRIU_TIMEOUT seconds (default 300); then it and the
- * tree it was restoring are killed and the call returns -ETIMEDOUT (CRIU 4.1.1
+ * CRIU runs at most $PHOS_CRIU_TIMEOUT seconds (default 300), or until the
+ * caller's cancel fd turns readable; then it and the tree it was restoring are
+ * killed and the call returns -ETIMEDOUT (-ECANCELED) (CRIU 4.1.1
  * retries a short read of a truncated pages-*.img forever). A restoring CRIU
  * gets a soft RLIMIT_FSIZE of 64 MiB, which bounds its log; the restored tasks
  * get their own limits back from the image.
@@ -59,9 +60,11 @@ int phos_criu_spawn(char *const argv[], char *const envp[], const struct phos_fd
 /* Dumps the process tree rooted at pid into dir (which must exist). ext_unix are
  * the inodes of unix sockets whose peers are outside (the channel). On success
  * the tree is gone, and pid is reaped when it is a child of the caller.
- * -ESRCH: no such process; -EIO: CRIU failed (its reason in err). */
+ * -ESRCH: no such process; -EIO: CRIU failed (its reason in err); -ECANCELED:
+ * cancel_fd (>= 0; -1: none) turned readable, and CRIU was killed at once
+ * (the process may be left stopped or half-dumped: the caller kills it). */
 int phos_criu_dump(const char *criu, pid_t pid, const char *dir, const uint64_t *ext_unix, unsigned next,
-		   char *err, size_t errlen);
+		   int cancel_fd, char *err, size_t errlen);
 
 struct phos_criu_inherit {
 	int fd;            /* the caller's descriptor to hand in */
@@ -75,9 +78,10 @@ struct phos_criu_inherit {
  * directory under $TMPDIR or /tmp, removed afterwards), so that restores of
  * one image may run at once. Returns 0 and the host pid of the restored root
  * (the init of a new pid namespace, reparented to the nearest subreaper);
- * -EIO with CRIU's reason in err, -ETIMEDOUT. */
+ * -EIO with CRIU's reason in err, -ETIMEDOUT, -ECANCELED (cancel_fd, as for
+ * phos_criu_dump; what CRIU had restored is killed with it). */
 int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_inherit *inh, unsigned ninh,
-		      pid_t *ret_pid, char *err, size_t errlen);
+		      int cancel_fd, pid_t *ret_pid, char *err, size_t errlen);
 
 /* CRIU's key for an open descriptor of process pid (0: the caller), for
  * --inherit-fd: the /proc/PID/fd/FD link ("pipe:[456]", "socket:[123]",
