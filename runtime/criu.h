@@ -49,17 +49,31 @@ struct phos_fd_map {
 	int to;     /* number it gets in the child */
 };
 
+/* A user to run a function as (phos_criu_spawn). */
+struct phos_criu_user {
+	uid_t uid;
+	gid_t gid;
+};
+
 /* Starts argv (with envp, or environ when NULL; PATH is searched) as the init
  * of a new pid namespace; fds lists the descriptors it gets (others are
  * closed; from and to may overlap). Signals are reset to their defaults.
+ * With user (NULL: ours), it runs as that user without supplementary groups,
+ * in a mount namespace of its own (our mounts, propagating to it) whose /proc
+ * is its pid namespace's: CRIU can then dump it (see phos_criu_dump).
  * Returns 0 and the child's host pid (a child of the caller), or -errno of the
  * failed exec (-ENOENT, ...). */
 int phos_criu_spawn(char *const argv[], char *const envp[], const struct phos_fd_map *fds, unsigned nfds,
-		    pid_t *ret_pid);
+		    const struct phos_criu_user *user, pid_t *ret_pid);
 
 /* Dumps the process tree rooted at pid into dir (which must exist). ext_unix are
  * the inodes of unix sockets whose peers are outside (the channel). On success
- * the tree is gone, and pid is reaped when it is a child of the caller.
+ * the tree is gone, and pid is reaped when it is a child of the caller. A
+ * task of another user is dumped by CRIU running as that user with our
+ * capabilities (--unprivileged: root may lack CAP_SYS_RESOURCE, which CRIU
+ * needs to read another user's rlimits); a mount namespace of its own is
+ * dumped with our mounts as external (--ext-mount-map auto), and a restore
+ * of such an image binds them back from ours (--root /).
  * -ESRCH: no such process; -EIO: CRIU failed (its reason in err); -ECANCELED:
  * cancel_fd (>= 0; -1: none) turned readable, and CRIU was killed at once
  * (the process may be left stopped or half-dumped: the caller kills it). */

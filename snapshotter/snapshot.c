@@ -196,7 +196,7 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 	{
 		struct phos_fd_map fds[] = { { in[0], 0 }, { out[1], 1 }, { errp[1], 2 }, { ch[1], 3 } };
 
-		r = phos_criu_spawn(argv, env, fds, 4, &fn);
+		r = phos_criu_spawn(argv, env, fds, 4, paths->run_as, &fn);
 	}
 	if (r < 0) {
 		phos_errf(err, errlen, "cannot start %s: %s", argv[0], strerror(-r));

@@ -110,7 +110,7 @@ static int fn_spawn(struct fn *f, char *seed)
 	if (null_fd < 0 || fn_fds(f, theirs) < 0)
 		return -errno;
 	struct phos_fd_map map[] = { { theirs[0], 0 }, { theirs[1], 1 }, { null_fd, 2 }, { theirs[2], 3 } };
-	r = phos_criu_spawn(argv, NULL, map, 4, &f->pid);
+	r = phos_criu_spawn(argv, NULL, map, 4, NULL, &f->pid);
 	for (int i = 0; i < 3; i++)
 		close(theirs[i]);
 	close(null_fd);
@@ -205,7 +205,7 @@ static void test_spawn(void)
 	snprintf(cmd, sizeof(cmd), "readlink /proc/self/fd/%d /proc/self/fd/%d; test -e /proc/self/fd/0 || echo closed",
 		 a, b);
 	struct phos_fd_map map[] = { { a, b }, { b, a }, { p[1], 1 } };
-	r = phos_criu_spawn(argv, NULL, map, 3, &pid);
+	r = phos_criu_spawn(argv, NULL, map, 3, NULL, &pid);
 	CHECK(r == 0, "spawn sh: %d", r);
 	close(p[1]);
 	if (r == 0) {
@@ -221,10 +221,10 @@ static void test_spawn(void)
 	close(a), close(b), close(p[0]);
 
 	char *bad[] = { "/nonexistent/fn", NULL };
-	r = phos_criu_spawn(bad, NULL, NULL, 0, &pid);
+	r = phos_criu_spawn(bad, NULL, NULL, 0, NULL, &pid);
 	CHECK(r == -ENOENT, "spawn of a missing program: %d", r);
 	struct phos_fd_map twice[] = { { 0, 3 }, { 1, 3 } };
-	CHECK(phos_criu_spawn(argv, NULL, twice, 2, &pid) == -EINVAL, "two descriptors for fd 3 accepted");
+	CHECK(phos_criu_spawn(argv, NULL, twice, 2, NULL, &pid) == -EINVAL, "two descriptors for fd 3 accepted");
 }
 
 /* ---- dump and concurrent restores ---- */
