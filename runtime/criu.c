@@ -727,8 +727,23 @@ static int dump_lock_take(pid_t pid, int cancel_fd)
 			return -ECANCELED;
 		}
 	}
-	/* an earlier dump killed half-way; rmdir refuses one still mounted or not empty */
+	/* an earlier dump killed half-way; rmdir refuses one still mounted or not
+	 * empty. A task in a mount namespace of its own (a function of another
+	 * user, whose mounts follow ours) has its cwd at the same path in ours,
+	 * where the leftover must go: an unmount inside its namespace would not
+	 * come back to ours. */
 	snprintf(path, sizeof(path), "/proc/%d/cwd/proc.crtools", (int)pid);
+	if (!same_ns(pid, "mnt")) {
+		char cwd[PATH_MAX - 16];
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/%d/cwd", (int)pid);
+		n = readlink(path, cwd, sizeof(cwd) - 1);
+		if (n <= 0 || cwd[0] != '/')
+			return fd;
+		cwd[n] = '\0';
+		snprintf(path, sizeof(path), "%s/proc.crtools", cwd);
+	}
 	if (rmdir(path) < 0 && errno == EBUSY)
 		leftover_proc_unmount(path);
 	return fd;
