@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -91,7 +92,40 @@ static void usage(FILE *f)
 		"  --validate-spec MODE   run exact kernels as their validation twins, which check every access\n"
 		"                         against the launch's proven set: restore (while an on-demand restore\n"
 		"                         runs), always, or off (default; PHOS_VALIDATE_SPEC sets the default).\n"
-		"                         A kernel caught outside its set is opaque from then on\n");
+		"                         A kernel caught outside its set is opaque from then on\n"
+		"  --run-as USER          run functions as USER (a name, UID or UID:GID) in a mount namespace of\n"
+		"                         their own; only when the invoker runs as root (default there: nobody,\n"
+		"                         or 65534 without one; 'self' runs them as the invoker's own user)\n");
+}
+
+/* --run-as: a user name, UID or UID:GID (a name's group is its primary one). */
+static int parse_run_as(const char *s, struct phos_criu_user *ret)
+{
+	struct passwd *pw = getpwnam(s);
+	unsigned long u, g;
+	char *end;
+
+	if (pw) {
+		ret->uid = pw->pw_uid;
+		ret->gid = pw->pw_gid;
+		return 0;
+	}
+	errno = 0;
+	u = strtoul(s, &end, 10);
+	if (errno || end == s || (*end && *end != ':') || u >= 0xffffffffUL)
+		return -EINVAL;
+	g = u;
+	if (*end == ':') {
+		s = end + 1;
+		g = strtoul(s, &end, 10);
+		if (errno || end == s || *end || g >= 0xffffffffUL)
+			return -EINVAL;
+	} else if ((pw = getpwuid((uid_t)u))) {
+		g = pw->pw_gid;
+	}
+	ret->uid = (uid_t)u;
+	ret->gid = (gid_t)g;
+	return 0;
 }
 
 /* Every connection holds a descriptor (and instances hold more): raises the
@@ -175,9 +209,11 @@ int main(int argc, char **argv)
 		{ "async-retention", required_argument, NULL, 'R' },
 		{ "drain-timeout", required_argument, NULL, 'D' },
 		{ "validate-spec", required_argument, NULL, 'V' },
+		{ "run-as", required_argument, NULL, 'U' },
 		{ 0 },
 	};
 	static char executor[PATH_MAX], preload[PATH_MAX], twins[PATH_MAX], criu[PATH_MAX], state[PATH_MAX];
+	static struct phos_criu_user run_as;
 	const char *listen = "127.0.0.1:8080", *device = "auto", *token_file = NULL;
 	bool hot_set = false;
 
@@ -197,6 +233,12 @@ int main(int argc, char **argv)
 	inv_cfg.max_connections = 2048;
 	inv_cfg.max_connections_per_ip = 1024;
 	inv_cfg.body_memory = 512u << 20;
+	/* a function of a root invoker runs as nobody unless --run-as says otherwise */
+	if (geteuid() == 0) {
+		if (parse_run_as("nobody", &run_as) < 0)
+			run_as = (struct phos_criu_user){ 65534, 65534 };
+		inv_cfg.paths.run_as = &run_as;
+	}
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'l': listen = optarg; break;
@@ -253,6 +295,22 @@ int main(int argc, char **argv)
 			inv_cfg.max_instances = (unsigned)v;
 			break;
 		}
+		case 'U':
+			if (!strcmp(optarg, "self")) {
+				inv_cfg.paths.run_as = NULL;
+				break;
+			}
+			if (parse_run_as(optarg, &run_as) < 0) {
+				fprintf(stderr, "phos-invoker: --run-as takes a user name, UID or UID:GID, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			if (geteuid() != 0) {
+				fprintf(stderr, "phos-invoker: --run-as needs the invoker to run as root\n");
+				return 2;
+			}
+			inv_cfg.paths.run_as = &run_as;
+			break;
 		case 'D': {
 			char *end;
 			long v;

@@ -16,6 +16,9 @@
 #include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
+#include <linux/capability.h>
+#include <grp.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -202,25 +205,24 @@ static long ms_left(const struct timespec *end)
 	return (end->tv_sec - now.tv_sec) * 1000 + (end->tv_nsec - now.tv_nsec) / 1000000;
 }
 
-/* Waits for CRIU at most timeout_s seconds; -ETIMEDOUT after killing it. A
- * pidfd tells when it ends; without one (valgrind knows no pidfd_open) it is
+/* Waits for CRIU at most timeout_s seconds; -ETIMEDOUT after killing it, or
+ * -ECANCELED after killing it as soon as cancel_fd (>= 0) turns readable (a
+ * remove of the function being deployed: CRIU can hang for its whole timeout).
+ * A pidfd tells when it ends; without one (valgrind knows no pidfd_open) it is
  * polled every 5 ms. */
-static int criu_wait(pid_t pid, int timeout_s, int *ret_status)
+static int criu_wait(pid_t pid, int timeout_s, int cancel_fd, int *ret_status)
 {
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), st, r;
+	bool cancel = false;
 	struct timespec end;
 	long ms;
 
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	end.tv_sec += timeout_s;
 	while ((ms = ms_left(&end)) > 0) {
-		if (pidfd >= 0) {
-			struct pollfd p = { .fd = pidfd, .events = POLLIN };
+		struct pollfd p[2] = { { .fd = pidfd, .events = POLLIN }, { .fd = cancel_fd, .events = POLLIN } };
 
-			r = poll(&p, 1, (int)ms);
-			if (r > 0 || (r < 0 && errno != EINTR))
-				break;   /* it ended (or we cannot poll: wait below) */
-		} else {
+		if (pidfd < 0) {
 			r = waitpid(pid, &st, WNOHANG);
 			if (r == pid) {
 				*ret_status = st;
@@ -228,26 +230,60 @@ static int criu_wait(pid_t pid, int timeout_s, int *ret_status)
 			}
 			if (r < 0 && errno != EINTR)
 				return -errno;
-			nanosleep(&(struct timespec){ .tv_nsec = 5000000 }, NULL);
 		}
+		/* a negative fd is ignored by poll */
+		r = poll(p, 2, pidfd >= 0 ? (int)ms : 5);
+		if (r > 0 && (p[1].revents & (POLLIN | POLLERR | POLLHUP))) {
+			cancel = true;
+			break;
+		}
+		if (pidfd >= 0 && (r > 0 || (r < 0 && errno != EINTR)))
+			break;   /* it ended (or we cannot poll: wait below) */
 	}
 	if (pidfd >= 0)
 		close(pidfd);
-	if (ms <= 0) {
+	if (cancel || ms <= 0) {
 		criu_kill(pid, ret_status);
-		return -ETIMEDOUT;
+		return cancel ? -ECANCELED : -ETIMEDOUT;
 	}
 	return wait_exit(pid, ret_status);
+}
+
+/* In a child about to exec CRIU: become as->uid/gid (no supplementary
+ * groups) and keep every capability we had, across the exec (ambient). CRIU
+ * dumps a task of another user this way: as root it needs CAP_SYS_RESOURCE
+ * for prlimit() on the task, which a container's root often lacks (this
+ * machine's), while the task's own user needs nothing for it. */
+static int become_keeping_caps(const struct phos_criu_user *as)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+
+	if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0 || setgroups(0, NULL) < 0 ||
+	    setresgid(as->gid, as->gid, as->gid) < 0 || setresuid(as->uid, as->uid, as->uid) < 0)
+		return -errno;
+	if (syscall(SYS_capget, &h, d) < 0)
+		return -errno;
+	for (int i = 0; i < 2; i++)
+		d[i].effective = d[i].inheritable = d[i].permitted;
+	if (syscall(SYS_capset, &h, d) < 0)
+		return -errno;
+	for (unsigned cap = 0; cap < 64; cap++)
+		if (d[cap / 32].permitted & (1u << (cap % 32)))
+			(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0);
+	return 0;
 }
 
 /* Runs CRIU: argv with fds placed per from/to, stdin and stdout on /dev/null
  * (or stdout on out_fd), stderr on err_fd; waits for it, at most
  * criu_timeout_s(). fsize (> 0) is a soft RLIMIT_FSIZE for CRIU, which bounds
  * its log (a restore writes nothing else; the restored tasks get their own
- * limits back from the image). Returns 0 and the wait status, or -errno
- * (-ETIMEDOUT) when it could not be run or was killed. */
+ * limits back from the image). With as, CRIU runs as that user keeping our
+ * capabilities. Returns 0 and the wait status, or -errno
+ * (-ETIMEDOUT, -ECANCELED: see criu_wait) when it could not be run or was
+ * killed. */
 static int criu_run(char *const argv[], const int *from, const int *to, unsigned n, int out_fd, int err_fd,
-		    rlim_t fsize, int *ret_status)
+		    rlim_t fsize, const struct phos_criu_user *as, int cancel_fd, int *ret_status)
 {
 	int f[CRIU_MAX_EXT + 3], t[CRIU_MAX_EXT + 3], tmp[CRIU_MAX_EXT + 3];
 	int null_fd, r;
@@ -280,13 +316,15 @@ static int criu_run(char *const argv[], const int *from, const int *to, unsigned
 		}
 		if (child_place_fds(f, t, tmp, n + 3, -1) < 0)
 			_exit(126);
+		if (as && become_keeping_caps(as) < 0)
+			_exit(126);
 		/* CRIU runs with its own libraries only (sanitizer builds preload theirs). */
 		unsetenv("LD_PRELOAD");
 		execv(argv[0], argv);
 		_exit(127);
 	}
 	close(null_fd);
-	r = criu_wait(pid, criu_timeout_s(), ret_status);
+	r = criu_wait(pid, criu_timeout_s(), cancel_fd, ret_status);
 	if (r == 0 && WIFEXITED(*ret_status) && WEXITSTATUS(*ret_status) == 127)
 		return -ENOEXEC;
 	return r;
@@ -313,7 +351,7 @@ static int check_version(const char *criu, char *err, size_t errlen)
 	fd = memfd_create("criu-version", MFD_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	r = criu_run(argv, NULL, NULL, 0, fd, fd, 0, &st);
+	r = criu_run(argv, NULL, NULL, 0, fd, fd, 0, NULL, -1, &st);
 	if (r < 0) {
 		err_set(err, errlen, "%s: cannot run: %s", criu, strerror(-r));
 		goto out;
@@ -406,6 +444,7 @@ struct spawn_args {
 	int *tmp;
 	unsigned n;
 	int err_fd;   /* close-on-exec pipe: errno on failure, EOF on exec */
+	const struct phos_criu_user *user;
 };
 
 static int spawn_child(void *arg)
@@ -424,6 +463,15 @@ static int spawn_child(void *arg)
 	 * signal (CRIU warns about one and the restored root would be killed) */
 	if (setsid() < 0)
 		goto fail;
+	/* Another user: a mount namespace of its own (mounts still following
+	 * ours) with a /proc of its pid namespace, so that CRIU's parasite, which
+	 * runs with the task's credentials, finds its /proc there instead of
+	 * mounting one (which that user may not); then the user. */
+	if (a->user && (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0 ||
+			mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 ||
+			setgroups(0, NULL) < 0 || setresgid(a->user->gid, a->user->gid, a->user->gid) < 0 ||
+			setresuid(a->user->uid, a->user->uid, a->user->uid) < 0))
+		goto fail;
 	execvpe(a->argv[0], a->argv, a->envp);
 fail:
 	e = errno;
@@ -432,7 +480,7 @@ fail:
 }
 
 int phos_criu_spawn(char *const argv[], char *const envp[], const struct phos_fd_map *fds, unsigned nfds,
-		    pid_t *ret_pid)
+		    const struct phos_criu_user *user, pid_t *ret_pid)
 {
 	int from[CRIU_MAX_SPAWN_FD], to[CRIU_MAX_SPAWN_FD], tmp[CRIU_MAX_SPAWN_FD], pfd[2], e = 0, st, r;
 	struct spawn_args a;
@@ -454,7 +502,7 @@ int phos_criu_spawn(char *const argv[], char *const envp[], const struct phos_fd
 	}
 	if (pipe2(pfd, O_CLOEXEC) < 0)
 		return -errno;
-	a = (struct spawn_args){ argv, envp ? envp : environ, from, to, tmp, nfds, pfd[1] };
+	a = (struct spawn_args){ argv, envp ? envp : environ, from, to, tmp, nfds, pfd[1], user };
 
 	stack = mmap(NULL, SPAWN_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
 	if (stack == MAP_FAILED) {
@@ -463,7 +511,7 @@ int phos_criu_spawn(char *const argv[], char *const envp[], const struct phos_fd
 	}
 	/* like fork (own copy of memory, SIGCHLD to us), but the child is pid 1
 	 * of a new pid namespace; our pid for it is the host pid */
-	pid = clone(spawn_child, (char *)stack + SPAWN_STACK, CLONE_NEWPID | SIGCHLD, &a);
+	pid = clone(spawn_child, (char *)stack + SPAWN_STACK, CLONE_NEWPID | (user ? CLONE_NEWNS : 0) | SIGCHLD, &a);
 	r = pid < 0 ? -errno : 0;
 	munmap(stack, SPAWN_STACK);   /* our copy; the child has its own */
 	if (r < 0)
@@ -601,7 +649,57 @@ static void leftover_proc_unmount(const char *path)
 	rmdir(path);
 }
 
-static int dump_lock_take(pid_t pid)
+/* Takes the dump lock of pid's working directory (waiting for another dump
+ * there, as long as cancel_fd stays quiet: -ECANCELED). Returns its fd. */
+/* The files CRIU wrote into dir_fd (flat) as another user become ours again:
+ * that user (a function's) must not own another function's image. */
+static void files_chown_back(int dir_fd)
+{
+	int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			(void)!fchownat(dir_fd, de->d_name, geteuid(), getegid(), AT_SYMLINK_NOFOLLOW);
+	closedir(d);
+}
+
+/* pid is in our namespace of this kind ("mnt", "pid"...); true when unknown. */
+static bool same_ns(pid_t pid, const char *kind)
+{
+	char path[64];
+	struct stat a, b;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, kind);
+	if (stat(path, &a) < 0)
+		return true;
+	snprintf(path, sizeof(path), "/proc/self/ns/%s", kind);
+	if (stat(path, &b) < 0)
+		return true;
+	return a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+}
+
+/* The effective user and group of pid (the owner of /proc/PID). */
+static int task_user(pid_t pid, struct phos_criu_user *ret)
+{
+	char path[32];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (stat(path, &st) < 0)
+		return -errno;
+	ret->uid = st.st_uid;
+	ret->gid = st.st_gid;
+	return 0;
+}
+
+static int dump_lock_take(pid_t pid, int cancel_fd)
 {
 	char path[PATH_MAX];
 	struct stat st;
@@ -615,33 +713,55 @@ static int dump_lock_take(pid_t pid)
 	fd = open(path, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
-	while (flock(fd, LOCK_EX) < 0) {
-		if (errno != EINTR) {
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		struct pollfd p = { .fd = cancel_fd, .events = POLLIN };
+
+		if (errno != EINTR && errno != EWOULDBLOCK) {
 			int r = -errno;
 
 			close(fd);
 			return r;
 		}
+		if (poll(&p, 1, 10) > 0) {
+			close(fd);
+			return -ECANCELED;
+		}
 	}
-	/* an earlier dump killed half-way; rmdir refuses one still mounted or not empty */
+	/* an earlier dump killed half-way; rmdir refuses one still mounted or not
+	 * empty. A task in a mount namespace of its own (a function of another
+	 * user, whose mounts follow ours) has its cwd at the same path in ours,
+	 * where the leftover must go: an unmount inside its namespace would not
+	 * come back to ours. */
 	snprintf(path, sizeof(path), "/proc/%d/cwd/proc.crtools", (int)pid);
+	if (!same_ns(pid, "mnt")) {
+		char cwd[PATH_MAX - 16];
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/%d/cwd", (int)pid);
+		n = readlink(path, cwd, sizeof(cwd) - 1);
+		if (n <= 0 || cwd[0] != '/')
+			return fd;
+		cwd[n] = '\0';
+		snprintf(path, sizeof(path), "%s/proc.crtools", cwd);
+	}
 	if (rmdir(path) < 0 && errno == EBUSY)
 		leftover_proc_unmount(path);
 	return fd;
 }
 
 int phos_criu_dump(const char *criu, pid_t pid, const char *dir, const uint64_t *ext_unix, unsigned next,
-		   char *err, size_t errlen)
+		   int cancel_fd, char *err, size_t errlen)
 {
-	return phos_criu_dump_flags(criu, pid, dir, ext_unix, next, 0, err, errlen);
+	return phos_criu_dump_flags(criu, pid, dir, ext_unix, next, 0, cancel_fd, err, errlen);
 }
 
 int phos_criu_dump_flags(const char *criu, pid_t pid, const char *dir, const uint64_t *ext_unix, unsigned next,
-			 unsigned flags, char *err, size_t errlen)
+			 unsigned flags, int cancel_fd, char *err, size_t errlen)
 {
 	char pid_s[16], ext_s[CRIU_MAX_EXT][40];
-	char *argv[16 + 2 * CRIU_MAX_EXT];
+	char *argv[24 + 2 * CRIU_MAX_EXT];
 	int argc = 0, err_fd, dir_fd, lock_fd, st, r;
+	struct phos_criu_user as = { 0, 0 }, *as_p = &as;
 
 	if (!criu || !dir || (next && !ext_unix) || pid <= 0 || (flags & ~PHOS_CRIU_LEAVE_RUNNING))
 		return -EINVAL;
@@ -669,6 +789,16 @@ int phos_criu_dump_flags(const char *criu, pid_t pid, const char *dir, const uin
 	argv[argc++] = "--ext-unix-sk";
 	if (flags & PHOS_CRIU_LEAVE_RUNNING)
 		argv[argc++] = "--leave-running";
+	if (!same_ns(pid, "mnt")) {   /* phos_criu_spawn with a user: its mounts follow ours */
+		argv[argc++] = "--ext-mount-map";
+		argv[argc++] = "auto";
+		argv[argc++] = "--enable-external-sharing";
+		argv[argc++] = "--enable-external-masters";
+	}
+	if (task_user(pid, &as) == 0 && as.uid != geteuid())
+		argv[argc++] = "--unprivileged";   /* CRIU runs as the task's user (criu_run) */
+	else
+		as_p = NULL;
 	for (unsigned i = 0; i < next; i++) {
 		snprintf(ext_s[i], sizeof(ext_s[i]), "unix[%llu]", (unsigned long long)ext_unix[i]);
 		argv[argc++] = "--external";
@@ -684,10 +814,16 @@ int phos_criu_dump_flags(const char *criu, pid_t pid, const char *dir, const uin
 		r = -errno;
 		goto out;
 	}
-	lock_fd = dump_lock_take(pid);
-	r = criu_run(argv, NULL, NULL, 0, -1, err_fd, 0, &st);
+	lock_fd = dump_lock_take(pid, cancel_fd);
+	r = lock_fd == -ECANCELED ? -ECANCELED : criu_run(argv, NULL, NULL, 0, -1, err_fd, 0, as_p, cancel_fd, &st);
 	if (lock_fd >= 0)
 		close(lock_fd);
+	if (as_p)
+		files_chown_back(dir_fd);
+	if (r == -ECANCELED) {
+		err_set(err, errlen, "criu dump: cancelled");
+		goto out;
+	}
 	if (r == -ETIMEDOUT) {
 		err_set(err, errlen, "criu dump: killed after %d s (PHOS_CRIU_TIMEOUT); log in %s/dump.log",
 			criu_timeout_s(), dir);
@@ -752,12 +888,26 @@ static int read_pid_file(int dir_fd, const char *name, pid_t *ret_pid)
 	return 0;
 }
 
+/* CRIU wrote a mount namespace into dir (mountpoints-ID.img). */
+static bool image_has_mntns(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	bool found = false;
+
+	while (d && !found && (de = readdir(d)))
+		found = !strncmp(de->d_name, "mountpoints-", 12);
+	if (d)
+		closedir(d);
+	return found;
+}
+
 int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_inherit *inh, unsigned ninh,
-		      pid_t *ret_pid, char *err, size_t errlen)
+		      int cancel_fd, pid_t *ret_pid, char *err, size_t errlen)
 {
 	char work[PATH_MAX], pidfile[PATH_MAX + 8], inh_s[CRIU_MAX_EXT][80];
 	int from[CRIU_MAX_EXT], to[CRIU_MAX_EXT];
-	char *argv[20 + 2 * CRIU_MAX_EXT];
+	char *argv[28 + 2 * CRIU_MAX_EXT];
 	const char *tmp = getenv("TMPDIR");
 	int argc = 0, err_fd = -1, work_fd = -1, st, r;
 	pid_t pid = 0;
@@ -800,6 +950,14 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 	argv[argc++] = "-d";
 	argv[argc++] = "--pidfile";
 	argv[argc++] = pidfile;
+	if (image_has_mntns(dir)) {   /* dumped with its own mount namespace (phos_criu_dump) */
+		argv[argc++] = "--root";
+		argv[argc++] = "/";
+		argv[argc++] = "--ext-mount-map";
+		argv[argc++] = "auto";
+		argv[argc++] = "--enable-external-sharing";
+		argv[argc++] = "--enable-external-masters";
+	}
 	for (unsigned i = 0; i < ninh; i++) {
 		from[i] = inh[i].fd;
 		to[i] = CRIU_INHERIT_BASE + (int)i;
@@ -812,7 +970,11 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 	argv[argc++] = "-v4";
 	argv[argc] = NULL;
 
-	r = criu_run(argv, from, to, ninh, -1, err_fd, CRIU_RESTORE_FSIZE, &st);
+	r = criu_run(argv, from, to, ninh, -1, err_fd, CRIU_RESTORE_FSIZE, NULL, cancel_fd, &st);
+	if (r == -ECANCELED) {
+		err_set(err, errlen, "criu restore: cancelled");
+		goto out;
+	}
 	if (r == -ETIMEDOUT) {
 		char why[64];
 

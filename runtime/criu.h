@@ -28,8 +28,9 @@
  * Otherwise CRIU makes fresh pipes nobody holds: stdin reads EOF and the first
  * write to stdout raises SIGPIPE. A key that is in no image is ignored by CRIU.
  *
- * CRIU runs at most $PHOS_CRIU_TIMEOUT seconds (default 300); then it and the
- * tree it was restoring are killed and the call returns -ETIMEDOUT (CRIU 4.1.1
+ * CRIU runs at most $PHOS_CRIU_TIMEOUT seconds (default 300), or until the
+ * caller's cancel fd turns readable; then it and the tree it was restoring are
+ * killed and the call returns -ETIMEDOUT (-ECANCELED) (CRIU 4.1.1
  * retries a short read of a truncated pages-*.img forever). A restoring CRIU
  * gets a soft RLIMIT_FSIZE of 64 MiB, which bounds its log; the restored tasks
  * get their own limits back from the image.
@@ -48,27 +49,43 @@ struct phos_fd_map {
 	int to;     /* number it gets in the child */
 };
 
+/* A user to run a function as (phos_criu_spawn). */
+struct phos_criu_user {
+	uid_t uid;
+	gid_t gid;
+};
+
 /* Starts argv (with envp, or environ when NULL; PATH is searched) as the init
  * of a new pid namespace; fds lists the descriptors it gets (others are
  * closed; from and to may overlap). Signals are reset to their defaults.
+ * With user (NULL: ours), it runs as that user without supplementary groups,
+ * in a mount namespace of its own (our mounts, propagating to it) whose /proc
+ * is its pid namespace's: CRIU can then dump it (see phos_criu_dump).
  * Returns 0 and the child's host pid (a child of the caller), or -errno of the
  * failed exec (-ENOENT, ...). */
 int phos_criu_spawn(char *const argv[], char *const envp[], const struct phos_fd_map *fds, unsigned nfds,
-		    pid_t *ret_pid);
+		    const struct phos_criu_user *user, pid_t *ret_pid);
 
 /* Dumps the process tree rooted at pid into dir (which must exist). ext_unix are
  * the inodes of unix sockets whose peers are outside (the channel). On success
- * the tree is gone, and pid is reaped when it is a child of the caller.
- * -ESRCH: no such process; -EIO: CRIU failed (its reason in err). */
+ * the tree is gone, and pid is reaped when it is a child of the caller. A
+ * task of another user is dumped by CRIU running as that user with our
+ * capabilities (--unprivileged: root may lack CAP_SYS_RESOURCE, which CRIU
+ * needs to read another user's rlimits); a mount namespace of its own is
+ * dumped with our mounts as external (--ext-mount-map auto), and a restore
+ * of such an image binds them back from ours (--root /).
+ * -ESRCH: no such process; -EIO: CRIU failed (its reason in err); -ECANCELED:
+ * cancel_fd (>= 0; -1: none) turned readable, and CRIU was killed at once
+ * (the process may be left stopped or half-dumped: the caller kills it). */
 int phos_criu_dump(const char *criu, pid_t pid, const char *dir, const uint64_t *ext_unix, unsigned next,
-		   char *err, size_t errlen);
+		   int cancel_fd, char *err, size_t errlen);
 
 /* As phos_criu_dump, with flags: PHOS_CRIU_LEAVE_RUNNING (criu dump
  * --leave-running: the tree goes on after the dump, as a checkpoint of a
  * running program wants; nothing is reaped). -EINVAL for unknown flags. */
 #define PHOS_CRIU_LEAVE_RUNNING 1u
 int phos_criu_dump_flags(const char *criu, pid_t pid, const char *dir, const uint64_t *ext_unix, unsigned next,
-			 unsigned flags, char *err, size_t errlen);
+			 unsigned flags, int cancel_fd, char *err, size_t errlen);
 
 struct phos_criu_inherit {
 	int fd;            /* the caller's descriptor to hand in */
@@ -82,9 +99,10 @@ struct phos_criu_inherit {
  * directory under $TMPDIR or /tmp, removed afterwards), so that restores of
  * one image may run at once. Returns 0 and the host pid of the restored root
  * (the init of a new pid namespace, reparented to the nearest subreaper);
- * -EIO with CRIU's reason in err, -ETIMEDOUT. */
+ * -EIO with CRIU's reason in err, -ETIMEDOUT, -ECANCELED (cancel_fd, as for
+ * phos_criu_dump; what CRIU had restored is killed with it). */
 int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_inherit *inh, unsigned ninh,
-		      pid_t *ret_pid, char *err, size_t errlen);
+		      int cancel_fd, pid_t *ret_pid, char *err, size_t errlen);
 
 /* CRIU's key for an open descriptor of process pid (0: the caller), for
  * --inherit-fd: the /proc/PID/fd/FD link ("pipe:[456]", "socket:[123]",

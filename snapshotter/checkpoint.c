@@ -224,7 +224,7 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	{
 		double t_cpu = phos_now();
 
-		r = phos_criu_dump_flags(t->criu, t->fn_pid, cpu, &ino, 1, PHOS_CRIU_LEAVE_RUNNING, line,
+		r = phos_criu_dump_flags(t->criu, t->fn_pid, cpu, &ino, 1, PHOS_CRIU_LEAVE_RUNNING, -1, line,
 					 sizeof(line));
 		st.cpu_s = phos_now() - t_cpu;
 	}

@@ -71,7 +71,7 @@ int restore_criu(const char *criu, const char *dir, const struct phos_image *img
 	 * new channel arrives on its socket. */
 	inh[3].fd = channel;
 	snprintf(cpu, sizeof(cpu), "%s/%s", dir, img->criu_dir);
-	r = phos_criu_restore(criu, cpu, inh, 4, ret_fn, line, sizeof(line));
+	r = phos_criu_restore(criu, cpu, inh, 4, -1, ret_fn, line, sizeof(line));
 	if (r < 0) {
 		phos_errf(err, errlen, "CRIU could not restore %s: %s", dir, line);
 		return r;

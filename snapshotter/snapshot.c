@@ -196,7 +196,7 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 	{
 		struct phos_fd_map fds[] = { { in[0], 0 }, { out[1], 1 }, { errp[1], 2 }, { ch[1], 3 } };
 
-		r = phos_criu_spawn(argv, env, fds, 4, &fn);
+		r = phos_criu_spawn(argv, env, fds, 4, paths->run_as, &fn);
 	}
 	if (r < 0) {
 		phos_errf(err, errlen, "cannot start %s: %s", argv[0], strerror(-r));
@@ -266,7 +266,11 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 	{
 		uint64_t ino = (uint64_t)sb.st_ino;
 
-		r = phos_criu_dump(paths->criu, fn, cpu, &ino, 1, line, sizeof(line));
+		r = phos_criu_dump(paths->criu, fn, cpu, &ino, 1, sc->cancel_fd, line, sizeof(line));
+	}
+	if (r == -ECANCELED) {
+		phos_errf(err, errlen, "cancelled while %s was being dumped", argv[0]);
+		goto out;
 	}
 	if (r < 0) {
 		phos_errf(err, errlen, "CRIU could not dump %s: %s", argv[0], line);
@@ -337,7 +341,7 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 		*ret_stats = st;
 out:
 	/* past phos_fn_serve a failure is ours (or the disk's), whatever its errno */
-	if (r < 0 && reached && r != -ENOSPC && r != -EDQUOT && r != -ENOMEM)
+	if (r < 0 && reached && r != -ENOSPC && r != -EDQUOT && r != -ENOMEM && r != -ECANCELED)
 		r = -EIO;
 	if (fn > 0) {
 		kill(fn, SIGKILL);

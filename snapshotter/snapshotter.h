@@ -28,6 +28,8 @@
 #include "control.h"
 
 /* Where the pieces are and how to run them. */
+struct phos_criu_user;
+
 struct phos_runtime_paths {
 	const char *executor;     /* phos-executor */
 	const char *preload_dir;  /* holds libcudart.so.13 */
@@ -36,6 +38,7 @@ struct phos_runtime_paths {
 	const char *device;       /* "cuda" or "sim" */
 	char *const *fn_env;      /* NAME=VALUE the function gets besides ours (a
 				   * later one of a name wins), or NULL */
+	const struct phos_criu_user *run_as; /* the function's user (runtime/criu.h), or NULL: ours */
 };
 
 struct phos_snapshot_stats {

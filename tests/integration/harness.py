@@ -168,22 +168,31 @@ class Invoker:
             time.sleep(0.05)
         raise SystemExit(f"phos-invoker did not start: {self.logtext()}")
 
-    def call(self, method, path, body=None, timeout=120):
-        """(status, parsed JSON or text) of one request, with the admin token
-        where the path needs it."""
+    def request(self, method, path, body=None, timeout=120):
+        """(status, parsed JSON or text, {lowercased header: value}) of one
+        request, with the admin token where the path needs it and a JSON
+        content type when there is a body."""
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             if isinstance(body, (dict, list)):
                 body = json.dumps(body)
-            c.request(method, path, body=body, headers=route_headers(self.state, path))
+            headers = route_headers(self.state, path)
+            if body is None:
+                del headers["Content-Type"]
+            c.request(method, path, body=body, headers=headers)
             r = c.getresponse()
             data = r.read()
+            hdrs = {k.lower(): v for k, v in r.getheaders()}
         finally:
             c.close()
         try:
-            return r.status, json.loads(data)
+            return r.status, json.loads(data), hdrs
         except ValueError:
-            return r.status, data.decode(errors="replace")
+            return r.status, data.decode(errors="replace"), hdrs
+
+    def call(self, method, path, body=None, timeout=120):
+        """(status, parsed JSON or text) of one request (see request)."""
+        return self.request(method, path, body, timeout)[:2]
 
     def logtext(self):
         with open(self.log) as f:

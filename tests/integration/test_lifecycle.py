@@ -35,60 +35,15 @@ import tempfile
 import threading
 import time
 
-from harness import BUILD, check, done, fn_env as env, free_port, program, route_headers
+from harness import check, done, Invoker, procs, program
 
-INVOKER = os.path.join(BUILD, "invoker", "phos-invoker")
 MISBEHAVE = program("tests", "integration", "misbehave")
 NEVER_SERVES = program("tests", "integration", "never_serves")
 H = "127.0.0.1"
 
 tmp = tempfile.mkdtemp(prefix="phos-lifecycle-test-")
-procs = []
-
-
-STATES = {}  # port: the state dir of the invoker there (its admin.token)
-
-
-def request(port, method, path, body=None, timeout=60):
-    c = http.client.HTTPConnection(H, port, timeout=timeout)
-    if isinstance(body, (dict, list)):
-        body = json.dumps(body)
-    headers = route_headers(STATES.get(port), path)
-    if body is None:
-        del headers["Content-Type"]
-    c.request(method, path, body=body, headers=headers)
-    r = c.getresponse()
-    data = r.read()
-    hdrs = {k.lower(): v for k, v in r.getheaders()}
-    c.close()
-    try:
-        parsed = json.loads(data)
-    except ValueError:
-        parsed = data.decode(errors="replace")
-    return r.status, parsed, hdrs
-
-
-def start(state, extra=()):
-    port = free_port()
-    STATES[port] = state
-    log = open(os.path.join(tmp, f"invoker-{port}.log"), "w")
-    p = subprocess.Popen([INVOKER, "--listen", f"{H}:{port}", "--state-dir", state, "--device", "sim", *extra],
-                         stdout=log, stderr=subprocess.STDOUT, env=env())
-    procs.append(p)
-    for _ in range(200):
-        try:
-            if request(port, "GET", "/healthz")[0] == 200:
-                return p, port
-        except OSError:
-            pass
-        if p.poll() is not None:
-            break
-        time.sleep(0.05)
-    raise SystemExit(f"phos-invoker did not start: {open(log.name).read()}")
-
-
-def metric(port, name):
-    text = request(port, "GET", "/metrics")[1]
+def metric(inv, name):
+    text = inv.request("GET", "/metrics")[1]
     for line in text.splitlines():
         if line.startswith(name + " "):
             return float(line.split()[-1])
@@ -147,12 +102,12 @@ def kill_and_wait(pid):
     return False
 
 
-def settle(inv, port, pool, what):
+def settle(inv, pool, what):
     """After a fault: no zombie children, and every pooled executor idle or busy."""
     z, counts = [], None
     for _ in range(300):
-        z = zombies(inv.pid)
-        counts = [metric(port, f'phos_pool_executors{{state="{s}"}}') for s in ("idle", "busy", "starting")]
+        z = zombies(inv.p.pid)
+        counts = [metric(inv, f'phos_pool_executors{{state="{s}"}}') for s in ("idle", "busy", "starting")]
         if not z and counts[0] + counts[1] == pool and counts[2] == 0:
             break
         time.sleep(0.05)
@@ -160,18 +115,18 @@ def settle(inv, port, pool, what):
     check(counts[0] + counts[1] == pool and counts[2] == 0, f"{what}: pool counts recovered {counts}")
 
 
-def instances(port, name):
-    st, body, _ = request(port, "GET", f"/system/logs?name={name}&tail=1")
+def instances(inv, name):
+    st, body, _ = inv.request("GET", f"/system/logs?name={name}&tail=1")
     if st != 200:
         return []
     items = body if isinstance(body, list) else body.get("instances", [])
     return [i for i in items if i.get("state") in ("idle", "busy", "starting")]
 
 
-def dropped(port, name, inst):
+def dropped(inv, name, inst):
     """Waits (bounded) until the invoker dropped instance inst by itself."""
     for _ in range(200):
-        if inst not in [i["instance"] for i in instances(port, name)]:
+        if inst not in [i["instance"] for i in instances(inv, name)]:
             return True
         time.sleep(0.05)
     return False
@@ -179,12 +134,12 @@ def dropped(port, name, inst):
 
 def faults(state):
     """Item 6: dead executors, instances and standbys never poison a function."""
-    inv, port = start(state, extra=["--pool", "1"])
-    st, body, _ = request(port, "POST", "/system/functions", {
+    inv = Invoker(state, tmp, extra=["--pool", "1"])
+    st, body, _ = inv.request("POST", "/system/functions", {
         "name": "mb", "program": MISBEHAVE, "limits": {"max_instances": 1, "timeout_ms": 20000}})
     check(st == 201, f"deploy mb: {st} {body}")
-    settle(inv, port, 1, "baseline")
-    st, body, _ = request(port, "POST", "/function/mb", {})
+    settle(inv, 1, "baseline")
+    st, body, _ = inv.request("POST", "/function/mb", {})
     check(st == 200 and body.get("gpu") == 1234, f"first call: {st} {body}")
 
     # 1. the executor behind a busy instance
@@ -192,19 +147,19 @@ def faults(state):
 
     def slow():
         t = time.time()
-        res["r"] = request(port, "POST", "/function/mb", {"sleep_ms": 8000})
+        res["r"] = inv.request("POST", "/function/mb", {"sleep_ms": 8000})
         res["t"] = time.time() - t
 
     th = threading.Thread(target=slow)
     th.start()
     busy = []
     for _ in range(200):
-        busy = [i for i in instances(port, "mb") if i["state"] == "busy"]
+        busy = [i for i in instances(inv, "mb") if i["state"] == "busy"]
         if busy:
             break
         time.sleep(0.02)
     time.sleep(0.2)  # the request is in the function now
-    exe = instance_executors(inv.pid, busy[0] if busy else None)
+    exe = instance_executors(inv.p.pid, busy[0] if busy else None)
     check(busy and len(exe) == 1, f"one busy instance on one executor: {busy} {exe}")
     if exe:
         check(kill_and_wait(exe[0]), "executor killed")
@@ -212,105 +167,105 @@ def faults(state):
     st, body, _ = res.get("r", (0, {}, {}))
     check(st == 502 and "executor" in str(body), f"the running call failed with 502: {st} {body}")
     check(res.get("t", 99) < 7, f"... as soon as the executor died, not when the call ended ({res.get('t')} s)")
-    settle(inv, port, 1, "busy executor killed")
-    st, body, h = request(port, "POST", "/function/mb", {})
+    settle(inv, 1, "busy executor killed")
+    st, body, h = inv.request("POST", "/function/mb", {})
     check(st == 200 and body.get("gpu") == 1234 and body.get("calls") == 1 and h.get("x-cold-start") == "true",
           f"the next call ran on a fresh instance: {st} {body} {h}")
 
     # 2. an idle instance's executor
-    idle = [i for i in instances(port, "mb") if i["state"] == "idle"]
-    exe = instance_executors(inv.pid, idle[0] if idle else None)
+    idle = [i for i in instances(inv, "mb") if i["state"] == "idle"]
+    exe = instance_executors(inv.p.pid, idle[0] if idle else None)
     check(len(idle) == 1 and len(exe) == 1, f"one idle instance on one executor: {idle} {exe}")
     if exe:
         check(kill_and_wait(exe[0]), "idle instance's executor killed")
     if idle:
-        check(dropped(port, "mb", idle[0]["instance"]), "the invoker dropped the instance by itself")
-    st, body, h = request(port, "POST", "/function/mb", {})
+        check(dropped(inv, "mb", idle[0]["instance"]), "the invoker dropped the instance by itself")
+    st, body, h = inv.request("POST", "/function/mb", {})
     check(st == 200 and body.get("gpu") == 1234 and body.get("calls") == 1,
           f"after the idle instance's executor died: {st} {body} {h}")
-    settle(inv, port, 1, "idle executor killed")
+    settle(inv, 1, "idle executor killed")
 
     # 3. an idle instance's function process
-    idle = [i for i in instances(port, "mb") if i["state"] == "idle"]
+    idle = [i for i in instances(inv, "mb") if i["state"] == "idle"]
     check(len(idle) == 1, f"one idle instance: {idle}")
     if idle:
         check(kill_and_wait(idle[0]["pid"]), "idle instance's function killed")
-        check(dropped(port, "mb", idle[0]["instance"]), "the invoker dropped the instance by itself")
-    st, body, h = request(port, "POST", "/function/mb", {})
+        check(dropped(inv, "mb", idle[0]["instance"]), "the invoker dropped the instance by itself")
+    st, body, h = inv.request("POST", "/function/mb", {})
     check(st == 200 and body.get("gpu") == 1234 and body.get("calls") == 1,
           f"after the idle instance's function died: {st} {body} {h}")
-    settle(inv, port, 1, "idle function killed")
+    settle(inv, 1, "idle function killed")
 
     # the same, with the call right after the kill (no time for the reaper)
     for what in ("function", "executor"):
-        idle = [i for i in instances(port, "mb") if i["state"] == "idle"]
-        exe = instance_executors(inv.pid, idle[0] if idle else None)
+        idle = [i for i in instances(inv, "mb") if i["state"] == "idle"]
+        exe = instance_executors(inv.p.pid, idle[0] if idle else None)
         check(len(idle) == 1 and len(exe) == 1, f"one idle instance on one executor: {idle} {exe}")
         if idle and exe:
             check(kill_and_wait(idle[0]["pid"] if what == "function" else exe[0]), f"{what} killed")
-        st, body, h = request(port, "POST", "/function/mb", {})
+        st, body, h = inv.request("POST", "/function/mb", {})
         check(st == 200 and body.get("gpu") == 1234 and body.get("calls") == 1,
               f"a call right after the idle instance's {what} died: {st} {body} {h}")
-        settle(inv, port, 1, f"idle {what} killed, called at once")
-    check(request(port, "DELETE", "/system/functions/mb")[0] == 200, "remove mb")
-    settle(inv, port, 1, "mb removed")
+        settle(inv, 1, f"idle {what} killed, called at once")
+    check(inv.request("DELETE", "/system/functions/mb")[0] == 200, "remove mb")
+    settle(inv, 1, "mb removed")
 
     # an idle pooled executor (serving nothing): replaced, not handed to a cold start
-    exe = executors(inv.pid)
+    exe = executors(inv.p.pid)
     check(len(exe) == 1, f"one idle pooled executor: {exe}")
     if exe:
         check(kill_and_wait(exe[0]), "idle pooled executor killed")
-    settle(inv, port, 1, "idle pooled executor killed")
-    check(executors(inv.pid) and executors(inv.pid) != exe, "a new executor took its place")
+    settle(inv, 1, "idle pooled executor killed")
+    check(executors(inv.p.pid) and executors(inv.p.pid) != exe, "a new executor took its place")
 
     # 4. a parked standby process (no instance: the next call is a cold start)
-    st, body, _ = request(port, "POST", "/system/functions", {"name": "sb", "program": MISBEHAVE})
+    st, body, _ = inv.request("POST", "/system/functions", {"name": "sb", "program": MISBEHAVE})
     check(st == 201, f"deploy sb: {st} {body}")
     parked = []
     for _ in range(600):
-        parked = [pid for pid, cmd in children(inv.pid).items() if "misbehave" in cmd]
+        parked = [pid for pid, cmd in children(inv.p.pid).items() if "misbehave" in cmd]
         if parked:
             break
         time.sleep(0.05)
     check(len(parked) == 1, f"a standby process is parked: {parked}")
     if parked:
         check(kill_and_wait(parked[0]), "standby killed")
-    st, body, h = request(port, "POST", "/function/sb", {})
+    st, body, h = inv.request("POST", "/function/sb", {})
     check(st == 200 and body.get("gpu") == 1234 and body.get("calls") == 1 and h.get("x-cold-start") == "true",
           f"after the standby died: {st} {body} {h}")
-    settle(inv, port, 1, "standby killed")
-    st, body, _ = request(port, "POST", "/function/sb", {})
+    settle(inv, 1, "standby killed")
+    st, body, _ = inv.request("POST", "/function/sb", {})
     check(st == 200 and body.get("calls") == 2, f"sb warm: {st} {body}")
-    inv.terminate()
-    check(inv.wait(timeout=60) == 0, "invoker stopped cleanly")
+    inv.p.terminate()
+    check(inv.p.wait(timeout=60) == 0, "invoker stopped cleanly")
 
 
 def drain(state):
     """Item 10: --drain-timeout caps SIGTERM's wait; calls still running get 503."""
-    inv, port = start(state, extra=["--drain-timeout", "2"])
-    st, body, _ = request(port, "POST", "/system/functions", {
+    inv = Invoker(state, tmp, extra=["--drain-timeout", "2"])
+    st, body, _ = inv.request("POST", "/system/functions", {
         "name": "mb", "program": MISBEHAVE, "limits": {"max_instances": 2, "timeout_ms": 60000}})
     check(st == 201, f"deploy mb: {st} {body}")
     # a keep-alive connection with one answered request on it
-    ka = http.client.HTTPConnection(H, port, timeout=60)
+    ka = http.client.HTTPConnection(H, inv.port, timeout=60)
     ka.request("POST", "/function/mb", body="{}", headers={"Content-Type": "application/json"})
     r = ka.getresponse()
     check(r.status == 200 and json.loads(r.read()).get("gpu") == 1234, f"keep-alive call: {r.status}")
     res = {}
 
     def long_call():
-        res["r"] = request(port, "POST", "/function/mb", {"sleep_ms": 30000}, timeout=120)
+        res["r"] = inv.request("POST", "/function/mb", {"sleep_ms": 30000}, timeout=120)
         res["t"] = time.time()
 
     th = threading.Thread(target=long_call)
     th.start()
     for _ in range(200):
-        if [i for i in instances(port, "mb") if i["state"] == "busy"]:
+        if [i for i in instances(inv, "mb") if i["state"] == "busy"]:
             break
         time.sleep(0.02)
     time.sleep(0.2)
     t0 = time.time()
-    inv.send_signal(signal.SIGTERM)
+    inv.p.send_signal(signal.SIGTERM)
     time.sleep(0.5)
     # a request on the open keep-alive connection during the drain: 503, not a reset
     try:
@@ -327,11 +282,11 @@ def drain(state):
     check(st == 503 and "drain" in str(body), f"the long call got 503 at the drain limit: {st} {body}")
     check(res.get("t", t0 + 99) - t0 < 15, f"... soon after the 2 s limit, not after its 30 s ({res.get('t', 0) - t0:.1f} s)")
     try:
-        rc = inv.wait(timeout=30)
+        rc = inv.p.wait(timeout=30)
     except subprocess.TimeoutExpired:
         rc = None
     check(rc == 0, f"the invoker exited after the drain limit: {rc}")
-    check(not [pid for pid, cmd in children(inv.pid).items()], "nothing of it left running")
+    check(not [pid for pid, cmd in children(inv.p.pid).items()], "nothing of it left running")
 
 
 def leftovers(state, name):
@@ -342,69 +297,69 @@ def leftovers(state, name):
 
 def deploys(state):
     """Item 12: a deploy timeout, cancel by DELETE, progress in describe/list."""
-    inv, port = start(state)
-    st, body, _ = request(port, "POST", "/system/functions", {
+    inv = Invoker(state, tmp)
+    st, body, _ = inv.request("POST", "/system/functions", {
         "name": "x", "program": NEVER_SERVES, "limits": {"deploy_timeout_ms": 10}})
     check(st == 400 and "deploy_timeout_ms" in body.get("error", ""), f"deploy_timeout_ms bounded: {st} {body}")
 
     # never reaches phos_fn_serve: fails after its deploy_timeout_ms
     t = time.time()
-    st, body, _ = request(port, "POST", "/system/functions", {
+    st, body, _ = inv.request("POST", "/system/functions", {
         "name": "hang", "program": NEVER_SERVES, "limits": {"deploy_timeout_ms": 1500}})
     took = time.time() - t
     check(st == 422 and "phos_fn_serve" in body.get("error", "") and "1500 ms" in body.get("error", ""),
           f"deploy of a program that never serves: {st} {body}")
     check(1.4 < took < 30, f"... after its deploy_timeout_ms ({took:.1f} s)")
-    check(request(port, "GET", "/system/functions/hang")[0] == 404, "the timed-out function is not listed")
+    check(inv.request("GET", "/system/functions/hang")[0] == 404, "the timed-out function is not listed")
     check(not leftovers(state, "hang"), f"nothing left of it: {leftovers(state, 'hang')}")
-    check(not [c for c in children(inv.pid).values() if "never_serves" in c], "its process is gone")
+    check(not [c for c in children(inv.p.pid).values() if "never_serves" in c], "its process is gone")
 
     # a deploy in progress shows its phase; DELETE cancels it
     res = {}
 
     def deploy():
-        res["r"] = request(port, "POST", "/system/functions", {"name": "hang2", "program": NEVER_SERVES}, timeout=120)
+        res["r"] = inv.request("POST", "/system/functions", {"name": "hang2", "program": NEVER_SERVES}, timeout=120)
 
     th = threading.Thread(target=deploy)
     th.start()
     desc = {}
     for _ in range(400):
-        st, desc, _ = request(port, "GET", "/system/functions/hang2")
+        st, desc, _ = inv.request("GET", "/system/functions/hang2")
         if st == 200 and desc.get("progress", {}).get("phase") == "init":
             break
         time.sleep(0.05)
     check(desc.get("status") == "deploying" and desc.get("progress", {}).get("phase") == "init" and
           desc["progress"].get("timeout_ms") == 60000 and desc["limits"].get("deploy_timeout_ms") == 60000,
           f"describe shows the deploy's progress: {desc}")
-    st, lst, _ = request(port, "GET", "/system/functions")
+    st, lst, _ = inv.request("GET", "/system/functions")
     check(st == 200 and [f.get("progress", {}).get("phase") for f in lst if f["name"] == "hang2"] == ["init"],
           f"list shows it too: {lst}")
     for _ in range(100):  # the program is running
-        if [c for c in children(inv.pid).values() if "never_serves" in c]:
+        if [c for c in children(inv.p.pid).values() if "never_serves" in c]:
             break
         time.sleep(0.05)
     t = time.time()
-    st, body, _ = request(port, "DELETE", "/system/functions/hang2")
+    st, body, _ = inv.request("DELETE", "/system/functions/hang2")
     check(st == 200 and body.get("status") == "removed", f"DELETE during the deploy: {st} {body}")
     th.join(timeout=60)
     st, body, _ = res.get("r", (0, {}, {}))
     check(st == 409 and "cancelled" in body.get("error", ""), f"the deploy was cancelled: {st} {body}")
     check(time.time() - t < 30, "... soon")
-    check(request(port, "GET", "/system/functions/hang2")[0] == 404, "the cancelled function is gone")
+    check(inv.request("GET", "/system/functions/hang2")[0] == 404, "the cancelled function is gone")
     check(not leftovers(state, "hang2"), f"nothing left of it: {leftovers(state, 'hang2')}")
     gone = False
     for _ in range(100):
-        gone = not [c for c in children(inv.pid).values() if "never_serves" in c] and not zombies(inv.pid)
+        gone = not [c for c in children(inv.p.pid).values() if "never_serves" in c] and not zombies(inv.p.pid)
         if gone:
             break
         time.sleep(0.05)
-    check(gone, f"its process is gone, no zombies: {children(inv.pid)}")
-    st, body, _ = request(port, "POST", "/system/functions", {"name": "hang2", "program": MISBEHAVE})
+    check(gone, f"its process is gone, no zombies: {children(inv.p.pid)}")
+    st, body, _ = inv.request("POST", "/system/functions", {"name": "hang2", "program": MISBEHAVE})
     check(st == 201 and "progress" not in body, f"the name is free again: {st} {body}")
-    st, body, _ = request(port, "POST", "/function/hang2", {})
+    st, body, _ = inv.request("POST", "/function/hang2", {})
     check(st == 200 and body.get("gpu") == 1234, f"and serves: {st} {body}")
-    inv.terminate()
-    check(inv.wait(timeout=60) == 0, "invoker stopped cleanly")
+    inv.p.terminate()
+    check(inv.p.wait(timeout=60) == 0, "invoker stopped cleanly")
 
 
 def fds_threads(pid):
@@ -417,12 +372,12 @@ def fds_threads(pid):
     return min(seen)
 
 
-def quiet(inv, port, names, pool):
+def quiet(inv, names, pool):
     """Waits (bounded) until no instance runs and every function has its standby parked."""
     for _ in range(400):
-        fns = [c for c in children(inv.pid).values() if "misbehave" in c]
-        if not any(instances(port, n) for n in names) and len(fns) == len(names) and not zombies(inv.pid):
-            idle = metric(port, 'phos_pool_executors{state="idle"}')
+        fns = [c for c in children(inv.p.pid).values() if "misbehave" in c]
+        if not any(instances(inv, n) for n in names) and len(fns) == len(names) and not zombies(inv.p.pid):
+            idle = metric(inv, 'phos_pool_executors{state="idle"}')
             if idle == pool:
                 return True
         time.sleep(0.05)
@@ -438,8 +393,8 @@ def quiet(inv, port, names, pool):
 CHURN = os.environ.get("PHOS_LIFECYCLE_CHURN") == "1"
 
 
-def function_list(port):
-    st, body, _ = request(port, "GET", "/system/functions")
+def function_list(inv):
+    st, body, _ = inv.request("GET", "/system/functions")
     if st != 200:
         return []
     return body.get("functions", body) if isinstance(body, dict) else body
@@ -448,15 +403,15 @@ def function_list(port):
 def chaos(state, rounds):
     """Kills at random points during a mixed load; nothing is lost or leaked."""
     pool = 2
-    inv, port = start(state, extra=["--pool", str(pool)])
+    inv = Invoker(state, tmp, extra=["--pool", str(pool)])
     names = ["ca", "cb"]
     for name, mi in zip(names, (2, 1)):
-        st, body, _ = request(port, "POST", "/system/functions", {
+        st, body, _ = inv.request("POST", "/system/functions", {
             "name": name, "program": MISBEHAVE,
             "limits": {"max_instances": mi, "max_inflight": 8, "timeout_ms": 20000, "idle_ms": 300}})
         check(st == 201, f"deploy {name}: {st} {body}")
-    check(quiet(inv, port, names, pool), "quiet before the rounds")
-    base = fds_threads(inv.pid)
+    check(quiet(inv, names, pool), "quiet before the rounds")
+    base = fds_threads(inv.p.pid)
     bad, kills, failed, total, why = [], {}, 0, 0, []
     churn, cc_up = [], [False]
     for seed in range(1, rounds + 1):
@@ -466,18 +421,18 @@ def chaos(state, rounds):
 
         def client(name, sleeps):
             for ms in sleeps:
-                r = request(port, "POST", f"/function/{name}", {"sleep_ms": ms}, timeout=60)
+                r = inv.request("POST", f"/function/{name}", {"sleep_ms": ms}, timeout=60)
                 with lock:
                     results.append(("sync", r[0], r[1]))
 
         def async_client(name, ms):
-            st, body, _ = request(port, "POST", f"/async-function/{name}", {"sleep_ms": ms})
+            st, body, _ = inv.request("POST", f"/async-function/{name}", {"sleep_ms": ms})
             if st != 202:
                 with lock:
                     results.append(("async-submit", st, body))
                 return
             for _ in range(600):
-                st2, rec, _ = request(port, "GET", f"/system/calls/{body['call_id']}")
+                st2, rec, _ = inv.request("GET", f"/system/calls/{body['call_id']}")
                 if st2 == 200 and rec.get("status") in ("done", "failed"):
                     with lock:
                         results.append(("async", rec.get("code"), rec.get("body")))
@@ -493,11 +448,11 @@ def chaos(state, rounds):
         def deploy_or_remove(deploy):
             # a third function comes and goes beside the load
             if deploy:
-                st, body, _ = request(port, "POST", "/system/functions", {
+                st, body, _ = inv.request("POST", "/system/functions", {
                     "name": "cc", "program": MISBEHAVE, "limits": {"max_instances": 1, "idle_ms": 300}})
                 ok = st == 201 or (st == 409 and "exists" in str(body))
             else:
-                st, body, _ = request(port, "DELETE", "/system/functions/cc")
+                st, body, _ = inv.request("DELETE", "/system/functions/cc")
                 ok = st in (200, 404)
             with lock:
                 churn.append((deploy, st, ok, str(body)[:160]))
@@ -510,7 +465,7 @@ def chaos(state, rounds):
             t.start()
         time.sleep(rng.uniform(0, 0.6))
         kind = rng.choice(["executor", "function", "function", "executor", "any"])
-        kids = children(inv.pid)
+        kids = children(inv.p.pid)
         cands = [pid for pid, c in kids.items()
                  if (kind in ("executor", "any") and "phos-executor" in c) or
                  (kind in ("function", "any") and "misbehave" in c)]
@@ -536,15 +491,15 @@ def chaos(state, rounds):
         if len(churn) > churned and not churn[-1][2] and not (deploy_hit and churn[-1][0] and churn[-1][1] in (422, 500, 502, 503)
                                                and "error" in churn[-1][3]):
             bad.append((seed, "churn", churn[-1]))
-        cc_up[0] = "cc" in [fn.get("name") for fn in function_list(port)]
+        cc_up[0] = "cc" in [fn.get("name") for fn in function_list(inv)]
         for name in names:
-            st, body, _ = request(port, "POST", f"/function/{name}", {})
+            st, body, _ = inv.request("POST", f"/function/{name}", {})
             if not (st == 200 and body.get("gpu") == 1234):
                 bad.append((seed, "after", name, st, body))
     print(f"chaos: {rounds} rounds, kills {kills}, {failed} of {total} calls failed with a cause, "
           f"{len(churn)} deploys/removes of a third function", flush=True)
     # the third function goes, then the state dir holds nothing that no function owns
-    st, body, _ = request(port, "DELETE", "/system/functions/cc")
+    st, body, _ = inv.request("DELETE", "/system/functions/cc")
     check(st in (200, 404), f"remove cc after the rounds: {st} {body}")
     for _ in range(100):
         owned = sorted(f[:-5] for f in os.listdir(os.path.join(state, "functions")) if f.endswith(".json"))
@@ -552,21 +507,21 @@ def chaos(state, rounds):
         if owned == snaps:
             break
         time.sleep(0.05)
-    check(owned == snaps and sorted(fn.get("name") for fn in function_list(port)) == owned,
+    check(owned == snaps and sorted(fn.get("name") for fn in function_list(inv)) == owned,
           f"state dir after the rounds: registry {owned}, snapshots {snaps}")
     if os.environ.get("PHOS_LIFECYCLE_VERBOSE"):
         print("\n".join(sorted(set(why))), flush=True)
     check(not bad, f"calls failed without cause, or after the round: {bad[:5]}")
-    settle(inv, port, pool, "after the rounds")
-    check(quiet(inv, port, names, pool), "quiet after the rounds")
+    settle(inv, pool, "after the rounds")
+    check(quiet(inv, names, pool), "quiet after the rounds")
     now = base
     for _ in range(10):
-        now = fds_threads(inv.pid)
+        now = fds_threads(inv.p.pid)
         if now[0] <= base[0] and now[1] <= base[1]:
             break
     check(now[0] <= base[0] and now[1] <= base[1], f"fds and threads back to the start: {base} -> {now}")
-    inv.terminate()
-    check(inv.wait(timeout=60) == 0, "invoker stopped cleanly")
+    inv.p.terminate()
+    check(inv.p.wait(timeout=60) == 0, "invoker stopped cleanly")
 
 
 def main():

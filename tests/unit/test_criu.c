@@ -110,7 +110,7 @@ static int fn_spawn(struct fn *f, char *seed)
 	if (null_fd < 0 || fn_fds(f, theirs) < 0)
 		return -errno;
 	struct phos_fd_map map[] = { { theirs[0], 0 }, { theirs[1], 1 }, { null_fd, 2 }, { theirs[2], 3 } };
-	r = phos_criu_spawn(argv, NULL, map, 4, &f->pid);
+	r = phos_criu_spawn(argv, NULL, map, 4, NULL, &f->pid);
 	for (int i = 0; i < 3; i++)
 		close(theirs[i]);
 	close(null_fd);
@@ -205,7 +205,7 @@ static void test_spawn(void)
 	snprintf(cmd, sizeof(cmd), "readlink /proc/self/fd/%d /proc/self/fd/%d; test -e /proc/self/fd/0 || echo closed",
 		 a, b);
 	struct phos_fd_map map[] = { { a, b }, { b, a }, { p[1], 1 } };
-	r = phos_criu_spawn(argv, NULL, map, 3, &pid);
+	r = phos_criu_spawn(argv, NULL, map, 3, NULL, &pid);
 	CHECK(r == 0, "spawn sh: %d", r);
 	close(p[1]);
 	if (r == 0) {
@@ -221,10 +221,10 @@ static void test_spawn(void)
 	close(a), close(b), close(p[0]);
 
 	char *bad[] = { "/nonexistent/fn", NULL };
-	r = phos_criu_spawn(bad, NULL, NULL, 0, &pid);
+	r = phos_criu_spawn(bad, NULL, NULL, 0, NULL, &pid);
 	CHECK(r == -ENOENT, "spawn of a missing program: %d", r);
 	struct phos_fd_map twice[] = { { 0, 3 }, { 1, 3 } };
-	CHECK(phos_criu_spawn(argv, NULL, twice, 2, &pid) == -EINVAL, "two descriptors for fd 3 accepted");
+	CHECK(phos_criu_spawn(argv, NULL, twice, 2, NULL, &pid) == -EINVAL, "two descriptors for fd 3 accepted");
 }
 
 /* ---- dump and concurrent restores ---- */
@@ -260,7 +260,7 @@ static void *restore_copy(void *arg)
 		{ theirs[0], 0, c->img->key[0] },
 		{ theirs[1], 1, c->img->key[1] },
 	};
-	c->r = phos_criu_restore(criu, c->img->dir, inh, 3, &c->f.pid, c->err, sizeof(c->err));
+	c->r = phos_criu_restore(criu, c->img->dir, inh, 3, -1, &c->f.pid, c->err, sizeof(c->err));
 	for (int i = 0; i < 3; i++)
 		close(theirs[i]);
 	/* every copy is up before any is asked: they live at the same time */
@@ -312,7 +312,7 @@ static void test_dump_restore(struct image *img)
 	snprintf(reply, sizeof(reply), "socket:[%" PRIu64 "]", ino);
 	CHECK(!strcmp(img->key[3], reply), "channel key %s, not %s", img->key[3], reply);
 
-	r = phos_criu_dump(criu, orig.pid, img->dir, &ino, 1, err, sizeof(err));
+	r = phos_criu_dump(criu, orig.pid, img->dir, &ino, 1, -1, err, sizeof(err));
 	CHECK(r == 0, "dump: %d %s", r, err);
 	CHECK(kill(orig.pid, 0) < 0 && errno == ESRCH, "the original is still there after its dump");
 	fn_close(&orig);
@@ -397,7 +397,7 @@ static int restore_with_channel(const struct image *img, const char *dir, char *
 
 	socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
 	const struct phos_criu_inherit inh[] = { { sv[1], 3, img->key[3] } };
-	r = phos_criu_restore(criu, dir, inh, 1, &pid, err, errlen);
+	r = phos_criu_restore(criu, dir, inh, 1, -1, &pid, err, errlen);
 	if (r == 0) {
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
@@ -419,22 +419,22 @@ static void test_refusals(const struct image *img, const char *base)
 	waitpid(gone, NULL, 0);
 	snprintf(dir, sizeof(dir), "%s/gone", base);
 	mkdir(dir, 0700);
-	r = phos_criu_dump(criu, gone, dir, NULL, 0, err, sizeof(err));
+	r = phos_criu_dump(criu, gone, dir, NULL, 0, -1, err, sizeof(err));
 	CHECK(r == -ESRCH && strstr(err, "Error ("), "dump of a dead pid: %d %s", r, err);
 	printf("dump of a dead pid: %s\n", err);
 
 	snprintf(dir, sizeof(dir), "%s/empty", base);
 	mkdir(dir, 0700);
-	r = phos_criu_restore(criu, dir, NULL, 0, &pid, err, sizeof(err));
+	r = phos_criu_restore(criu, dir, NULL, 0, -1, &pid, err, sizeof(err));
 	CHECK(r == -EIO && strstr(err, "Error ("), "restore of an empty dir: %d %s", r, err);
 	printf("restore of an empty dir: %s\n", err);
 	CHECK(count_entries(dir) == 0, "restore wrote into the empty image dir");
 
-	r = phos_criu_restore(criu, "/nonexistent/image", NULL, 0, &pid, err, sizeof(err));
+	r = phos_criu_restore(criu, "/nonexistent/image", NULL, 0, -1, &pid, err, sizeof(err));
 	CHECK(r == -EIO && strstr(err, "Can't open dir"), "restore of a missing dir: %d %s", r, err);
 
 	if (img->key[3][0]) {
-		r = phos_criu_restore(criu, img->dir, NULL, 0, &pid, err, sizeof(err));
+		r = phos_criu_restore(criu, img->dir, NULL, 0, -1, &pid, err, sizeof(err));
 		CHECK(r == -EIO && strstr(err, "External socket"), "restore without its channel: %d %s", r, err);
 		printf("restore without its channel: %s\n", err);
 	}
@@ -480,12 +480,12 @@ static int fault_child(const char *base)
 	mkdir(dir, 0700);
 	if (fn_spawn(&f, SEED) < 0)
 		return 2;
-	r = phos_criu_dump(criu, f.pid, dir, NULL, 0, err, sizeof(err));
+	r = phos_criu_dump(criu, f.pid, dir, NULL, 0, -1, err, sizeof(err));
 	if (r != -EIO || strcmp(err, "injected fault: criu_dump"))
 		bad |= 4, fprintf(stderr, "fault dump: %d %s\n", r, err);
 	if (kill(f.pid, 0) < 0 || count_entries(dir) != 0)
 		bad |= 8, fprintf(stderr, "CRIU ran despite the fault\n");
-	r = phos_criu_restore(criu, dir, NULL, 0, &pid, err, sizeof(err));
+	r = phos_criu_restore(criu, dir, NULL, 0, -1, &pid, err, sizeof(err));
 	if (r != -EIO || strcmp(err, "injected fault: criu_restore"))
 		bad |= 16, fprintf(stderr, "fault restore: %d %s\n", r, err);
 	if (count_entries(base) != 1)
