@@ -13,7 +13,8 @@
  * registry_write (the
  * invoker's write of a function's registry file, after its snapshot),
  * registry_kill (the invoker SIGKILLs itself just before that write),
- * ctl_version (an executor's HELLO claims the next control protocol version).
+ * ctl_version (an executor's HELLO claims the next control protocol version),
+ * export_newer (an invoker's snapshot export claims the next export version).
  */
 #pragma once
 
