@@ -38,6 +38,7 @@
 #include <curl/curl.h>
 #include <xxhash.h>
 
+#include "fault.h"
 #include "invoker.h"
 #include "log.h"
 #include "transfer.h"
@@ -533,7 +534,7 @@ static int export_fetch(struct pull *p, json_t **ret_entry, char *err, size_t er
 		total += p->img->modules[i].size;
 	for (uint32_t i = 0; i < p->img->ncpu_files; i++)
 		total += p->img->cpu_files[i].size;
-	if (total > PULL_BYTES_MAX)
+	if (total > PULL_BYTES_MAX || p->img->data_bytes > PULL_BYTES_MAX)
 		return fail(p, 507, -EFBIG, err, errlen, "the snapshot is %" PRIu64 " bytes, over the limit of %llu",
 			    total, PULL_BYTES_MAX);
 	{
@@ -931,8 +932,21 @@ static int pull_make(struct inv_function *f, void *arg, char *err, size_t errlen
 		goto out_abort;
 	}
 	local_index(p);
-	for (uint32_t i = 0; i < p->img->nmodules && r == 0; i++)
-		r = pull_module(p, tmp, &p->img->modules[i], err, errlen);
+	if (phos_fault("pull_stall")) {
+		/* tests: a pull in progress, until a remove or the drain cancels it (10 s at most) */
+		struct pollfd pfd = { .fd = p->cancel_fd, .events = POLLIN };
+
+		for (int i = 0; i < 100 && !cancelled(p); i++)
+			poll(&pfd, 1, 100);
+	}
+	for (uint32_t i = 0; i < p->img->nmodules && r == 0; i++) {
+		bool seen = false;   /* one file per fatbin, however many modules load it */
+
+		for (uint32_t j = 0; j < i && !seen; j++)
+			seen = !strcmp(p->img->modules[j].hash, p->img->modules[i].hash);
+		if (!seen)
+			r = pull_module(p, tmp, &p->img->modules[i], err, errlen);
+	}
 	for (uint32_t i = 0; i < p->img->ncpu_files && r == 0; i++)
 		r = pull_cpu_file(p, tmp, &p->img->cpu_files[i], err, errlen);
 	if (r == 0)
@@ -996,6 +1010,9 @@ static void pull_free(struct pull *p)
 	free(p->local);
 	phos_image_free(p->img);
 	json_decref(p->exp);
+	explicit_bzero(p->auth, sizeof(p->auth));   /* the peer's token is for this pull only */
+	for (struct curl_slist *h = p->headers; h; h = h->next)
+		explicit_bzero(h->data, strlen(h->data));
 	curl_slist_free_all(p->headers);
 	if (p->curl)
 		curl_easy_cleanup(p->curl);

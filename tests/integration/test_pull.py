@@ -20,7 +20,8 @@ no privileges), A the peer and B the puller.
 - B pulls probe-two with `phos-fn deploy --from`: the three weights chunks
   come from B's copy of probe-one (chunks_reused 3, 12 MiB), and it answers
   right.
-- A peer that claims a later export version is refused (422).
+- A peer that claims a later export version is refused (422); a remove of
+  the name while its pull runs cancels the pull (409, nothing left).
 - A byte of probe-three's gpu.data flipped on A after A indexed it: B's pull
   fails with 502 naming the checksum mismatch, and B holds nothing of it. The
   same flip before A ever indexed a fourth function: A refuses to export it,
@@ -32,6 +33,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
 
 from harness import BUILD, PHOS_FN, check, done, fn_env, free_port, Invoker, procs, program
 
@@ -239,7 +242,7 @@ def main():
 
     # -- the pull outlives a restart of B; a pulled function can be removed
     b.stop()
-    b2 = Invoker(b.state, tmp)
+    b2 = Invoker(b.state, tmp, fault="pull_stall")
     st, out, cold = post_call(b2, "probe-one")
     check(st == 200 and out.get("weights") == expected(7, 1)[0] and out.get("inits") == 1,
           f"probe-one after B's restart: {st} {out}")
@@ -253,6 +256,24 @@ def main():
     st, ans = b2.call("POST", "/system/functions", dict(good, name="probe-two"), timeout=300)
     check(st == 422 and "export version 2" in ans.get("error", ""), f"a newer peer is refused: {st} {ans}")
     check(leftovers(b2.state, "probe-two") == [], "nothing left of the refused pull")
+    # a remove while the pull runs (PHOS_FAULT pull_stall holds it after the
+    # export) cancels it: 409, nothing left, the name free
+    res = {}
+    t = threading.Thread(target=lambda: res.update(
+        r=b2.call("POST", "/system/functions", dict(good, name="probe-two"), timeout=300)))
+    t.start()
+    phase = None
+    for _ in range(200):
+        st, desc = b2.call("GET", "/system/functions/probe-two")
+        phase = desc.get("progress", {}).get("phase") if st == 200 else None
+        if phase == "pulling":
+            break
+        time.sleep(0.05)
+    check(phase == "pulling", f"describe shows the pull in progress: {phase}")
+    st, ans = b2.call("DELETE", "/system/functions/probe-two")
+    t.join(60)
+    check(st == 200 and res.get("r", (0,))[0] == 409, f"a remove cancels the pull: {st} {ans} {res}")
+    check(leftovers(b2.state, "probe-two") == [], f"nothing left of the cancelled pull: {leftovers(b2.state, 'probe-two')}")
     st, ans = b2.call("POST", "/system/functions", dict(good, name="probe-two"), timeout=300)
     check(st == 201 and ans.get("pull", {}).get("chunks_reused") == 3, f"pulled again after a remove: {st} {ans}")
     check(lines(logs["probe-one"]) == 1 and lines(logs["probe-two"]) == 1, "no init ran anywhere but on A")
