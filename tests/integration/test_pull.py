@@ -252,6 +252,11 @@ def main():
     # the next version) is refused before anything is fetched; then pulled again
     a.stop()
     a2 = Invoker(a.state, tmp, fault="export_newer")
+    # B's instances of a pulled snapshot carry A's owner mark (it is in the
+    # CRIU image): A's start-up sweep must leave them to B, which is alive
+    st, out, cold = post_call(b2, "probe-one")
+    check(st == 200 and cold == "false", f"B's warm instance of probe-one outlived A's restart: {st} {out} cold={cold}")
+    check("left running by an earlier invoker" not in a2.logtext(), "A's sweep ended none of B's processes")
     good["from"] = f"http://127.0.0.1:{a2.port}"
     st, ans = b2.call("POST", "/system/functions", dict(good, name="probe-two"), timeout=300)
     check(st == 422 and "export version 2" in ans.get("error", ""), f"a newer peer is refused: {st} {ans}")
