@@ -541,8 +541,11 @@ static int export_fetch(struct pull *p, json_t **ret_entry, char *err, size_t er
 		char dir[PATH_MAX];
 
 		snprintf(dir, sizeof(dir), "%s/snapshots", inv_cfg.state_dir);
-		if (statvfs(dir, &vfs) == 0 &&
-		    (uint64_t)vfs.f_bavail * vfs.f_frsize < total + PULL_DISK_MARGIN)
+		int sr = statvfs(dir, &vfs);
+
+		if (sr == 0 && phos_fault("pull_nospace"))
+			vfs.f_bavail = 0;   /* tests: a full disk */
+		if (sr == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < total + PULL_DISK_MARGIN)
 			return fail(p, 507, -ENOSPC, err, errlen,
 				    "the snapshot needs %" PRIu64 " MiB, %llu MiB are free", total >> 20,
 				    (unsigned long long)((uint64_t)vfs.f_bavail * vfs.f_frsize >> 20));

@@ -15,7 +15,8 @@
  * registry_kill (the invoker SIGKILLs itself just before that write),
  * ctl_version (an executor's HELLO claims the next control protocol version),
  * export_newer (an invoker's snapshot export claims the next export version),
- * pull_stall (a snapshot pull waits, up to 10 s, for a remove or drain to cancel it).
+ * pull_stall (a snapshot pull waits, up to 10 s, for a remove or drain to cancel it),
+ * pull_nospace (a snapshot pull finds no free disk).
  */
 #pragma once
 

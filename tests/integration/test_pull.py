@@ -21,7 +21,8 @@ no privileges), A the peer and B the puller.
   come from B's copy of probe-one (chunks_reused 3, 12 MiB), and it answers
   right.
 - A peer that claims a later export version is refused (422); a remove of
-  the name while its pull runs cancels the pull (409, nothing left).
+  the name while its pull runs cancels the pull (409, nothing left); too
+  little free disk is 507.
 - A byte of probe-three's gpu.data flipped on A after A indexed it: B's pull
   fails with 502 naming the checksum mismatch, and B holds nothing of it. The
   same flip before A ever indexed a fourth function: A refuses to export it,
@@ -242,7 +243,7 @@ def main():
 
     # -- the pull outlives a restart of B; a pulled function can be removed
     b.stop()
-    b2 = Invoker(b.state, tmp, fault="pull_stall")
+    b2 = Invoker(b.state, tmp, fault="pull_stall,pull_nospace")
     st, out, cold = post_call(b2, "probe-one")
     check(st == 200 and out.get("weights") == expected(7, 1)[0] and out.get("inits") == 1,
           f"probe-one after B's restart: {st} {out}")
@@ -261,6 +262,10 @@ def main():
     st, ans = b2.call("POST", "/system/functions", dict(good, name="probe-two"), timeout=300)
     check(st == 422 and "export version 2" in ans.get("error", ""), f"a newer peer is refused: {st} {ans}")
     check(leftovers(b2.state, "probe-two") == [], "nothing left of the refused pull")
+    # a full disk (PHOS_FAULT pull_nospace) is 507 before anything is written
+    st, ans = b2.call("POST", "/system/functions", dict(good, name="probe-two"), timeout=300)
+    check(st == 507 and "free" in ans.get("error", ""), f"no free disk: {st} {ans}")
+    check(leftovers(b2.state, "probe-two") == [], "nothing left of the pull refused for disk")
     # a remove while the pull runs (PHOS_FAULT pull_stall holds it after the
     # export) cancels it: 409, nothing left, the name free
     res = {}
