@@ -12,7 +12,8 @@ no privileges), A the peer and B the puller.
   scheme, a URL with a path, a query or a user, no token, an unknown field
   (400), a function A does not have (404), a wrong token and a peer that is
   not listening (502). A's export/file route refuses paths outside the
-  snapshot's list, escapes, bad ranges, a stale snapshot id and no token.
+  snapshot's list, escapes, bad ranges, a stale snapshot id, a snapshot
+  replaced by a re-snapshot since the export (409) and no token.
 - B pulls probe-one (HTTP): 201, bytes fetched, nothing reused; its cold start
   on B answers the sums the function computes from its initialised buffers,
   with the init count it had at init, and the init log still holds one line:
@@ -25,7 +26,8 @@ no privileges), A the peer and B the puller.
   little free disk is 507.
 - A byte of probe-three's gpu.data flipped on A after A indexed it: B's pull
   fails with 502 naming the checksum mismatch, and B holds nothing of it. The
-  same flip before A ever indexed a fourth function: A refuses to export it,
+  same flip before A ever indexed a fourth function's (new) snapshot: A
+  refuses to export it,
   B answers 502.
 """
 import http.client
@@ -184,6 +186,14 @@ def main():
     check(raw_get(a, f"{base}?snapshot={sid}&path=gpu.data&offset=0&length=10", token=False)[0] == 401,
           "export/file without the token is 401")
     check(raw_get(a, "/system/functions/probe-one/export", token=False)[0] == 401, "export without the token is 401")
+    # a re-snapshot between the export and a range: 409, the puller must start again
+    st, exp4 = a.call("GET", "/system/functions/probe-four/export")
+    check(st == 200, f"export of probe-four: {st}")
+    st, _ = a.call("POST", "/system/functions/probe-four/snapshot", timeout=300)
+    check(st == 200, f"re-snapshot of probe-four: {st}")
+    st, data = raw_get(a, f"/system/functions/probe-four/export/file?snapshot={exp4.get('snapshot')}"
+                          "&path=gpu.data&offset=0&length=10")
+    check(st == 409 and b"changed" in data, f"a range of a replaced snapshot: {st} {data[:200]}")
 
     # -- pull probe-one over HTTP: a cold start on B that never ran init
     st, ans = pull(good, "pull of probe-one", 201)
