@@ -17,21 +17,24 @@
 
 #include "cli.h"
 #include "cli_client.h"
+#include "token.h"
 
 #define MAX_STDIN (256u << 20)
 
-enum { O_GATEWAY = 1000, O_TOKEN, O_NAME, O_DEVICE, O_LIMIT, O_TAIL, O_STATE };
+enum { O_GATEWAY = 1000, O_TOKEN, O_NAME, O_DEVICE, O_LIMIT, O_TAIL, O_STATE, O_FROM, O_FROM_TOKEN };
 
 static const struct option common_opts[] = {
 	{ "gateway", required_argument, NULL, O_GATEWAY }, { "token-file", required_argument, NULL, O_TOKEN },
 	{ "name", required_argument, NULL, O_NAME },       { "device", required_argument, NULL, O_DEVICE },
 	{ "limit", required_argument, NULL, O_LIMIT },     { "tail", required_argument, NULL, O_TAIL },
 	{ "state-dir", required_argument, NULL, O_STATE }, { "help", no_argument, NULL, 'h' },
+	{ "from", required_argument, NULL, O_FROM },       { "from-token-file", required_argument, NULL, O_FROM_TOKEN },
 	{ 0 },
 };
 
 struct args {
 	const char *gateway, *token_file, *state_dir, *name, *device, *tail;
+	const char *from, *from_token_file;   /* deploy --from: a pull from a peer invoker */
 	json_t *limits;
 };
 
@@ -47,7 +50,9 @@ static bool name_valid(const char *n)
 static const char *usage_of(const char *cmd)
 {
 	if (!strcmp(cmd, "deploy"))
-		return "deploy --name NAME [--device auto|cuda|sim] [--limit KEY=VALUE]... -- PROGRAM [ARGS...]";
+		return "deploy --name NAME [--device auto|cuda|sim] [--limit KEY=VALUE]... -- PROGRAM [ARGS...]\n"
+		       "       phos-fn deploy --from URL [--from-token-file FILE] NAME   (pull NAME's snapshot from the "
+		       "invoker at URL)";
 	if (!strcmp(cmd, "list"))
 		return "list";
 	if (!strcmp(cmd, "logs"))
@@ -76,6 +81,8 @@ static int parse(int argc, char **argv, struct args *a)
 		case O_NAME: a->name = optarg; break;
 		case O_DEVICE: a->device = optarg; break;
 		case O_TAIL: a->tail = optarg; break;
+		case O_FROM: a->from = optarg; break;
+		case O_FROM_TOKEN: a->from_token_file = optarg; break;
 		case O_LIMIT: {
 			char *eq = strchr(optarg, '='), *end;
 			long long v;
@@ -153,6 +160,46 @@ static char *read_stdin(size_t *ret_len)
 	return b;
 }
 
+/* deploy --from URL NAME: the invoker pulls NAME's snapshot from the peer at
+ * URL, with the peer's admin token from --from-token-file (else
+ * $PHOS_FROM_TOKEN_FILE). */
+static int deploy_from(struct cli_gateway *g, struct args *a, int argc, char **argv, int first)
+{
+	const char *tf = a->from_token_file ? a->from_token_file : getenv("PHOS_FROM_TOKEN_FILE");
+	char *token = NULL, err[512], what[128], *body;
+	struct cli_answer ans;
+	json_t *req;
+	int r;
+
+	if (first != argc - 1 || !name_valid(argv[first]) || a->device || json_object_size(a->limits)) {
+		fprintf(stderr, "usage: phos-fn %s\n", usage_of("deploy"));
+		return 2;
+	}
+	if (!tf) {
+		fprintf(stderr, "phos-fn: deploy --from needs the peer's admin token: --from-token-file FILE "
+				"(or $PHOS_FROM_TOKEN_FILE)\n");
+		return 2;
+	}
+	if (inv_token_read(tf, &token, err, sizeof(err)) < 0) {
+		fprintf(stderr, "phos-fn: %s\n", err);
+		return 1;
+	}
+	req = json_pack("{s:s,s:s,s:s}", "name", argv[first], "from", a->from, "from_token", token);
+	free(token);
+	body = req ? json_dumps(req, JSON_COMPACT) : NULL;
+	json_decref(req);
+	if (!body)
+		return 1;
+	snprintf(what, sizeof(what), "pulling %s from %.64s", argv[first], a->from);
+	r = cli_http(g, "POST", "/system/functions", body, strlen(body), what, &ans);
+	free(body);
+	if (r < 0)
+		return 1;
+	if (ans.code == 201)
+		print_json(&ans);
+	return done(&ans, false);
+}
+
 static int deploy(struct cli_gateway *g, struct args *a, int argc, char **argv, int first)
 {
 	char prog[PATH_MAX], path[64 + PATH_MAX], what[128];
@@ -207,7 +254,7 @@ int cli_gateway(int argc, char **argv)
 		return 1;
 	}
 	if (!strcmp(cmd, "deploy")) {
-		rc = deploy(&g, &a, argc, argv, first);
+		rc = a.from ? deploy_from(&g, &a, argc, argv, first) : deploy(&g, &a, argc, argv, first);
 		json_decref(a.limits);
 		return rc;
 	}

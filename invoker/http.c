@@ -33,11 +33,13 @@
 
 #include "invoker.h"
 #include "log.h"
+#include "transfer.h"
 
 #define DEPLOY_BODY_MAX (1u << 20)
 
 enum route {
 	R_NONE, R_HEALTH, R_READY, R_METRICS, R_FUNCS, R_FUNC, R_SNAPSHOT, R_CALL, R_LOGS, R_INVOKE, R_ASYNC,
+	R_EXPORT, R_EXPORT_FILE,   /* a snapshot pulled by a peer (export.c) */
 };
 
 struct req {
@@ -337,6 +339,10 @@ static int route(const char *url, struct req *q)
 		q->route = named[i].r;
 		if (named[i].r == R_FUNC && slash && !strcmp(slash, "/snapshot"))
 			q->route = R_SNAPSHOT;
+		else if (named[i].r == R_FUNC && slash && !strcmp(slash, "/export"))
+			q->route = R_EXPORT;
+		else if (named[i].r == R_FUNC && slash && !strcmp(slash, "/export/file"))
+			q->route = R_EXPORT_FILE;
 		else if (slash && !(slash[1] == '\0' && named[i].r != R_CALL))
 			return 404;
 		if (named[i].r == R_CALL) {
@@ -411,6 +417,26 @@ static MHD_RESULT invoke(struct MHD_Connection *c, struct req *q)
 	return send_buf(c, (unsigned)res.http, res.content_type, res.body, res.len, h);
 }
 
+/* A range of a snapshot file, streamed from its descriptor (export.c). */
+static MHD_RESULT export_file(struct MHD_Connection *c, struct req *q)
+{
+	struct MHD_Response *r = NULL;
+	json_t *body = NULL;
+	MHD_RESULT ret;
+	int code = inv_export_file(q->name, MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "snapshot"),
+				   MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "path"),
+				   MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "offset"),
+				   MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "length"), &r, &body);
+
+	if (code != 200)
+		return send_json(c, (unsigned)code, body, NULL);
+	if (inv_draining)
+		MHD_add_response_header(r, "Connection", "close");
+	ret = MHD_queue_response(c, 200, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
 static MHD_RESULT dispatch(struct MHD_Connection *c, const char *method, struct req *q)
 {
 	json_t *body = NULL;
@@ -479,6 +505,11 @@ static MHD_RESULT dispatch(struct MHD_Connection *c, const char *method, struct 
 	case R_INVOKE:
 	case R_ASYNC:
 		return invoke(c, q);
+	case R_EXPORT:
+		code = inv_export_describe(q->name, &body);
+		return send_json(c, (unsigned)code, body, NULL);
+	case R_EXPORT_FILE:
+		return export_file(c, q);
 	default:
 		return send_error(c, 404, "no such route");
 	}

@@ -22,6 +22,10 @@
  *                 killed may have forked meanwhile) ─▶ the marker set in our
  *                 own environment ─▶ pool, registry, HTTP.
  *
+ * A marked process whose parent is another live phos-invoker is left alone:
+ * it is an instance of a snapshot that invoker pulled from ours (its mark came
+ * with the CRIU image), not a leftover (see child_of_live_invoker).
+ *
  * Why not PR_SET_PDEATHSIG: it fires when the forking *thread* ends, and a
  * function restored by CRIU with one is killed as CRIU exits (DESIGN.md's
  * CRIU recipe). Why not a process group: functions are session leaders.
@@ -97,6 +101,39 @@ static bool environ_marked(long pid)
 	return found;
 }
 
+/* Whether pid's parent is a live phos-invoker other than us. Such a marked
+ * process is that invoker's: an instance of a snapshot pulled from this state
+ * dir's invoker (issue 13) carries our mark, restored from its CRIU image, on
+ * the puller's side, which on one host is a neighbour. An orphan of a dead
+ * invoker has been reparented to init or a subreaper, never to an invoker. */
+static bool child_of_live_invoker(long pid)
+{
+	char path[64], line[256], exe[PATH_MAX];
+	const char *base;
+	long ppid = -1;
+	ssize_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+	if (!(f = fopen(path, "re")))
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "PPid:", 5)) {
+			ppid = strtol(line + 5, NULL, 10);
+			break;
+		}
+	fclose(f);
+	if (ppid <= 1 || ppid == getpid())
+		return false;
+	snprintf(path, sizeof(path), "/proc/%ld/exe", ppid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return false;
+	exe[n] = '\0';
+	base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+	return !strncmp(base, "phos-invoker", 12) && (base[12] == '\0' || base[12] == ' ');
+}
+
 /* The first word of pid's command line, for the log. */
 static void comm_of(long pid, char *buf, size_t len)
 {
@@ -134,7 +171,7 @@ static unsigned kill_pass(int *fds, unsigned max)
 		fd = pidfd_open((pid_t)pid, 0);   /* before the check: see the top */
 		if (fd < 0)
 			continue;
-		if (!environ_marked(pid) || pidfd_send_signal(fd, SIGKILL, NULL, 0) < 0) {
+		if (!environ_marked(pid) || child_of_live_invoker(pid) || pidfd_send_signal(fd, SIGKILL, NULL, 0) < 0) {
 			close(fd);
 			continue;
 		}

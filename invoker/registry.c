@@ -40,6 +40,7 @@
 #include "image.h"
 #include "invoker.h"
 #include "log.h"
+#include "transfer.h"
 
 #define MAX_FUNCTIONS 1024
 
@@ -676,17 +677,25 @@ static int snapshot_discard(struct inv_function *f)
 	return r < 0 ? r : remove_tree(tmp);
 }
 
-int inv_function_deploy(json_t *req, json_t **ret_body)
+static int take_snapshot_made(struct inv_function *f, void *arg, char *err, size_t errlen)
+{
+	return take_snapshot(f, err, errlen);
+}
+
+json_t *inv_function_entry(struct inv_function *f)
+{
+	return function_json(f);
+}
+
+/* A deploy of f (built, not listed yet) whose snapshot make takes: see
+ * inv_function_deploy_made. */
+static int deploy_run(struct inv_function *f, inv_snapshot_maker make, int (*status)(int r, void *arg), void *arg,
+		      json_t **ret_body)
 {
 	char err[1024];
-	struct inv_function *f = function_from_json(req, true, err, sizeof(err));
 	bool save_failed = false, removed;
 	int r;
 
-	if (!f) {
-		*ret_body = err_json("%s", err);
-		return 400;
-	}
 	pthread_mutex_lock(&reg_lock);
 	for (unsigned i = 0; i < nfuncs; i++)
 		if (!strcmp(funcs[i]->name, f->name)) {
@@ -713,7 +722,8 @@ int inv_function_deploy(json_t *req, json_t **ret_body)
 	pthread_mutex_unlock(&reg_lock);
 
 	phos_info("deploying %s: snapshot of %s", f->name, f->program);
-	r = take_snapshot(f, err, sizeof(err));
+	err[0] = '\0';
+	r = make(f, arg, err, sizeof(err));
 	if (r == 0 && phos_fault("registry_kill"))
 		raise(SIGKILL);   /* a crash between the two writes: the next start sweeps */
 	if (r == 0 && (r = save(f)) < 0) {
@@ -734,7 +744,8 @@ int inv_function_deploy(json_t *req, json_t **ret_body)
 	pthread_mutex_unlock(&f->lock);
 	if (r < 0 || removed) {
 		/* a registry we cannot write is ours (500), or a full disk (507) */
-		int code = save_failed && !removed ? (r == -ENOSPC || r == -EDQUOT ? 507 : 500) : deploy_status(r, removed);
+		int code = save_failed && !removed ? (r == -ENOSPC || r == -EDQUOT ? 507 : 500)
+			   : removed || !status ? deploy_status(r, removed) : status(r, arg);
 
 		if (r == 0) {
 			char path[PATH_MAX];
@@ -754,7 +765,7 @@ int inv_function_deploy(json_t *req, json_t **ret_body)
 		if (removed)
 			*ret_body = err_json("deploy cancelled: function %s was removed", f->name);
 		else
-			*ret_body = err_json("snapshot failed: %s", err);
+			*ret_body = err_json("%s%s", status && !save_failed ? "" : "snapshot failed: ", err);
 		phos_warn("deploy of %s: %s", f->name, removed ? "cancelled by remove" : err);
 		inv_function_unref(f);
 		inv_function_unref(f);
@@ -764,6 +775,34 @@ int inv_function_deploy(json_t *req, json_t **ret_body)
 	*ret_body = inv_function_describe(f);
 	inv_function_unref(f);
 	return 201;
+}
+
+int inv_function_deploy(json_t *req, json_t **ret_body)
+{
+	char err[1024];
+	struct inv_function *f;
+
+	if (json_is_object(req) && json_object_get(req, "from"))
+		return inv_pull_deploy(req, ret_body);   /* a snapshot from a peer (pull.c) */
+	f = function_from_json(req, true, err, sizeof(err));
+	if (!f) {
+		*ret_body = err_json("%s", err);
+		return 400;
+	}
+	return deploy_run(f, take_snapshot_made, NULL, NULL, ret_body);
+}
+
+int inv_function_deploy_made(json_t *entry, inv_snapshot_maker make, int (*status)(int r, void *arg), void *arg,
+			     json_t **ret_body)
+{
+	char err[1024];
+	struct inv_function *f = function_from_json(entry, false, err, sizeof(err));
+
+	if (!f) {
+		*ret_body = err_json("the registry entry: %s", err);
+		return 502;
+	}
+	return deploy_run(f, make, status, arg, ret_body);
 }
 
 int inv_function_resnapshot(const char *name, json_t **ret_body)

@@ -16,7 +16,10 @@
  * ctl_version (an executor's HELLO claims the next control protocol version),
  * checkpoint_kill (an executor SIGKILLs itself halfway through writing a
  * checkpoint's device state), checkpoint_controller_kill (phos-fn run
- * SIGKILLs itself between a checkpoint's CPU dump and its commit).
+ * SIGKILLs itself between a checkpoint's CPU dump and its commit),
+ * export_newer (an invoker's snapshot export claims the next export version),
+ * pull_stall (a snapshot pull waits, up to 10 s, for a remove or drain to cancel it),
+ * pull_nospace (a snapshot pull finds no free disk).
  */
 #pragma once
 

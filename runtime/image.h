@@ -175,6 +175,11 @@ int phos_image_write_manifest(const char *dir, const struct phos_image *img);
  * phos-fn (1.x)", "gpu.data is truncated: 1048576 bytes, buffer 3 needs 4194304"). */
 int phos_image_read(const char *dir, struct phos_image **ret_img, char *err, size_t errlen);
 
+/* Parses and validates manifest text (len bytes, at most PHOS_IMAGE_MAX_MANIFEST)
+ * as phos_image_read does, without looking at any file: for a manifest that
+ * arrives before its files (a snapshot pulled from a peer invoker). */
+int phos_image_parse(const char *text, size_t len, struct phos_image **ret_img, char *err, size_t errlen);
+
 /* CRIU image checksums (format 1.1): every regular file of DIR/<criu_dir>
  * but CRIU's logs is listed with its size and chunked XXH3.
  * cpu_hash: lists and hashes them into img (replacing any list).

@@ -636,6 +636,30 @@ out:
 	return r;
 }
 
+int phos_image_parse(const char *text, size_t len, struct phos_image **ret_img, char *err, size_t errlen)
+{
+	struct phos_image *img;
+	int r;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!text || !ret_img)
+		return fail(err, errlen, -EINVAL, "no manifest given");
+	if (len > PHOS_IMAGE_MAX_MANIFEST)
+		return fail(err, errlen, -E2BIG, "manifest.json is %zu bytes, more than the limit of %u", len,
+			    PHOS_IMAGE_MAX_MANIFEST);
+	img = phos_image_new();
+	if (!img)
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	r = image_parse(text, len, img, err, errlen);
+	if (r < 0) {
+		phos_image_free(img);
+		return r;
+	}
+	*ret_img = img;
+	return 0;
+}
+
 static int id_cmp(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;

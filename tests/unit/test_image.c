@@ -500,6 +500,47 @@ static void test_refusals(void)
 
 /* Random damage to a good manifest: refused with a reason, or read whole;
  * never a crash (ASan/valgrind runs watch the memory side). */
+/* phos_image_parse: the manifest text alone (a pulled snapshot's, before its files). */
+static void test_parse(void)
+{
+	struct phos_image *img = NULL, *ref = NULL;
+	char err[512] = "", *newer;
+	int r;
+
+	if (!good_text)
+		return;
+	r = phos_image_parse(good_text, strlen(good_text), &img, err, sizeof(err));
+	CHECK(r == 0 && img, "parse: %d %s", r, err);
+	CHECK(phos_image_read(good, &ref, err, sizeof(err)) == 0, "read: %s", err);
+	if (img && ref) {
+		CHECK(img->nbufs == ref->nbufs && img->nmodules == ref->nmodules && img->ncpu_files == ref->ncpu_files &&
+		      img->data_bytes == ref->data_bytes, "parse and read agree on the counts");
+		for (uint32_t i = 0; i < img->nbufs && i < ref->nbufs; i++)
+			CHECK(!memcmp(&img->bufs[i], &ref->bufs[i], sizeof(img->bufs[i])), "buffer %u agrees", i);
+	}
+	phos_image_free(img);
+	phos_image_free(ref);
+	img = NULL;
+	r = phos_image_parse(good_text, strlen(good_text) / 2, &img, err, sizeof(err));
+	CHECK(r == -EBADMSG && !img, "a cut manifest: %d %s", r, err);
+	r = phos_image_parse(good_text, (size_t)PHOS_IMAGE_MAX_MANIFEST + 1, &img, err, sizeof(err));
+	CHECK(r == -E2BIG && !img && strstr(err, "limit"), "an oversized manifest: %d %s", r, err);
+	newer = strdup(good_text);
+	{
+		char *m = newer ? strstr(newer, "\"major\":") : NULL;
+
+		if (m)
+			m += strspn(m + 8, " ") + 8;
+		CHECK(m && *m == '1', "the manifest names its major");
+		if (m && *m == '1') {
+			*m = '2';
+			r = phos_image_parse(newer, strlen(newer), &img, err, sizeof(err));
+			CHECK(r == -EPROTONOSUPPORT && !img && strstr(err, "newer"), "a newer major: %d %s", r, err);
+		}
+	}
+	free(newer);
+}
+
 static void test_fuzz(void)
 {
 	size_t len = strlen(good_text);
@@ -799,6 +840,7 @@ int main(void)
 	PATHF(good, "%s/snap", base);
 	test_roundtrip(good);
 	test_refusals();
+	test_parse();
 	test_fuzz();
 	free(good_text);
 	test_limits_and_writer();

@@ -1,0 +1,538 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The puller side of a snapshot pull (transfer.h): POST /system/functions
+ * {"name": N, "from": "http://host-a:8080", "from_token": T} fetches N's
+ * registry entry and snapshot from the peer invoker at "from" (libcurl),
+ * verifies every byte against the manifest, and commits it like a deploy,
+ * without running the program.
+ *
+ *   request checks (400) ─▶ GET export (502 unreachable, bad token, bad
+ *   answer; 404 no such function there) ─▶ compatibility (422: export version,
+ *   image major, device, GPU model, stand-in build) ─▶ chunk lists checked
+ *   against the manifest (502) ─▶ free disk (507) ─▶ listed as deploying ─▶
+ *   modules, cpu/ files, gpu.data chunks into snapshots/N.tmp-*: each chunk a
+ *   local snapshot holds is copied and re-hashed, the others fetched in ranges
+ *   of up to 64 MiB, streamed to disk and hashed as they come (a mismatch:
+ *   502, the temporary removed) ─▶ manifest.json last, read back ─▶ commit ─▶
+ *   functions/N.json
+ *
+ * The transfers themselves are in pull_fetch.c. Memory is bounded: the
+ * export document (at most 64 MiB), one 4 MiB buffer for local copies;
+ * fetched bytes go from libcurl's buffer to the file.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <xxhash.h>
+
+#include "fault.h"
+#include "invoker.h"
+#include "log.h"
+#include "pull.h"
+#include "transfer.h"
+
+static json_t *err_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static json_t *err_json(const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	return json_pack("{s:s}", "error", buf);
+}
+
+int pull_fail(struct pull *p, int code, int rc, char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	p->code = code;
+	return rc;
+}
+
+bool pull_cancelled(const struct pull *p)
+{
+	struct pollfd pfd = { .fd = p->cancel_fd, .events = POLLIN };
+
+	return inv_draining || (p->cancel_fd >= 0 && poll(&pfd, 1, 0) == 1);
+}
+
+/* ---- the request ---- */
+
+static bool token_valid(const char *t)
+{
+	size_t n = strlen(t);
+
+	if (n < 16 || n > PULL_TOKEN_MAX)
+		return false;
+	for (; *t; t++)
+		if (*t <= ' ' || *t >= 127)
+			return false;
+	return true;
+}
+
+/* "from" is http(s)://HOST[:PORT][/] and nothing else: into p->base. */
+static int url_check(struct pull *p, const char *from, char *err, size_t errlen)
+{
+	char *scheme = NULL, *host = NULL, *part = NULL;
+	int r = 0;
+
+	if (strlen(from) > PULL_URL_MAX)
+		return snprintf(err, errlen, "from: a URL of at most %d characters", PULL_URL_MAX), -EINVAL;
+	p->base = curl_url();
+	if (!p->base || curl_url_set(p->base, CURLUPART_URL, from, 0) != CURLUE_OK)
+		return snprintf(err, errlen, "from: not a URL: '%.128s'", from), -EINVAL;
+	if (curl_url_get(p->base, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+	    (strcmp(scheme, "http") && strcmp(scheme, "https"))) {
+		snprintf(err, errlen, "from: the scheme must be http or https");
+		r = -EINVAL;
+	} else if (curl_url_get(p->base, CURLUPART_HOST, &host, 0) != CURLUE_OK || !host[0]) {
+		snprintf(err, errlen, "from: no host");
+		r = -EINVAL;
+	} else if (curl_url_get(p->base, CURLUPART_USER, &part, 0) == CURLUE_OK) {
+		snprintf(err, errlen, "from: no user or password in the URL (the token goes in from_token)");
+		r = -EINVAL;
+	} else if (curl_url_get(p->base, CURLUPART_QUERY, &part, 0) == CURLUE_OK ||
+		   curl_url_get(p->base, CURLUPART_FRAGMENT, &part, 0) == CURLUE_OK) {
+		snprintf(err, errlen, "from: no query or fragment: the peer's base URL only");
+		r = -EINVAL;
+	} else if (curl_url_get(p->base, CURLUPART_PATH, &part, 0) == CURLUE_OK && strcmp(part, "/") && part[0]) {
+		snprintf(err, errlen, "from: the peer's base URL, without a path (not '%.64s')", part);
+		r = -EINVAL;
+	}
+	curl_free(scheme);
+	curl_free(host);
+	curl_free(part);
+	return r;
+}
+
+/* ---- the export document ---- */
+
+static int hex_u64(const char *s, uint64_t *ret)
+{
+	char *end;
+
+	if (!s || strlen(s) != 16)
+		return -EINVAL;
+	for (int i = 0; i < 16; i++)
+		if (!isxdigit((unsigned char)s[i]))
+			return -EINVAL;
+	*ret = strtoull(s, &end, 16);
+	return 0;
+}
+
+static void gpu_models(char *buf, size_t len)
+{
+	DIR *d = opendir("/proc/driver/nvidia/gpus");
+	struct dirent *de;
+	size_t used = 0;
+
+	buf[0] = '\0';
+	while (d && (de = readdir(d))) {
+		char path[PATH_MAX], line[512];
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/driver/nvidia/gpus/%s/information", de->d_name);
+		if (!(f = fopen(path, "re")))
+			continue;
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "Model:", 6)) {
+				char *m = line + 6;
+
+				m += strspn(m, " \t");
+				m[strcspn(m, "\n")] = '\0';
+				used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%s", used ? "\n" : "", m);
+			}
+		fclose(f);
+	}
+	if (d)
+		closedir(d);
+}
+
+/* Whether this host can run a snapshot of img (device, GPU model). */
+static int compatible(struct pull *p, char *err, size_t errlen)
+{
+	const struct phos_image *img = p->img;
+	char models[2048];
+
+	if (!strcmp(img->device, "sim"))
+		return 0;
+	if (strcmp(img->device, "cuda"))
+		return pull_fail(p, 422, -EPROTONOSUPPORT, err, errlen, "the snapshot is of device '%.32s', unknown here",
+			    img->device);
+	if (strcmp(inv_cfg.device, "cuda"))
+		return pull_fail(p, 422, -EPROTONOSUPPORT, err, errlen,
+			    "the snapshot was taken on a GPU (%.128s); this invoker runs the %s device", img->gpu_name,
+			    inv_cfg.device);
+	gpu_models(models, sizeof(models));
+	if (models[0]) {
+		for (char *m = models, *nl; m && *m; m = nl ? nl + 1 : NULL) {
+			nl = strchr(m, '\n');
+			if (nl)
+				*nl = '\0';
+			if (!strcmp(m, img->gpu_name))
+				return 0;
+		}
+		return pull_fail(p, 422, -EPROTONOSUPPORT, err, errlen,
+			    "the snapshot was taken on a %.128s; this host has none (%.128s)", img->gpu_name, models);
+	}
+	return 0;
+}
+
+static const char *str_of(json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+/* Checks the export's chunk lists against the manifest into p->ext. */
+static int extents_check(struct pull *p, char *err, size_t errlen)
+{
+	const struct phos_image *img = p->img;
+	json_t *arr = json_object_get(p->exp, "extents"), *e;
+	size_t want = img->nbufs, k = 0, i;
+
+	for (uint32_t v = 0; v < img->nvars; v++)
+		want += img->vars[v].size > 0;
+	if (!json_is_array(arr) || json_array_size(arr) != want)
+		return pull_fail(p, 502, -EBADMSG, err, errlen, "the export lists %zu extents, the manifest %zu",
+			    json_array_size(arr), want);
+	p->ext = calloc(want + 1, sizeof(*p->ext));
+	if (!p->ext)
+		return pull_fail(p, 500, -ENOMEM, err, errlen, "out of memory");
+	json_array_foreach(arr, i, e) {
+		const struct phos_image_buf *b = i < img->nbufs ? &img->bufs[i] : NULL;
+		uint64_t off, size, hash;
+		json_t *c = json_object_get(e, "chunks");
+		struct inv_extent *x = &p->ext[i];
+
+		if (b) {
+			off = b->offset, size = b->size, hash = b->hash;
+		} else {
+			while (img->vars[k].size == 0)
+				k++;
+			off = img->vars[k].offset, size = img->vars[k].size, hash = img->vars[k].hash;
+			k++;
+		}
+		x->offset = off;
+		x->size = size;
+		x->hash = hash;
+		p->next = i + 1;
+		size_t nc = (size_t)((size + PHOS_IMAGE_HASH_CHUNK - 1) / PHOS_IMAGE_HASH_CHUNK);
+		if ((uint64_t)json_integer_value(json_object_get(e, "offset")) != off ||
+		    (uint64_t)json_integer_value(json_object_get(e, "size")) != size || !json_is_array(c) ||
+		    json_array_size(c) != nc)
+			return pull_fail(p, 502, -EBADMSG, err, errlen, "the export's extent %zu does not match the manifest", i);
+		x->chunks = calloc(nc, sizeof(uint64_t));
+		if (!x->chunks)
+			return pull_fail(p, 500, -ENOMEM, err, errlen, "out of memory");
+		for (size_t j = 0; j < nc; j++)
+			if (hex_u64(json_string_value(json_array_get(c, j)), &x->chunks[j]) < 0)
+				return pull_fail(p, 502, -EBADMSG, err, errlen, "the export's extent %zu: a bad chunk hash", i);
+		if (phos_image_combine(x->chunks, nc) != hash)
+			return pull_fail(p, 502, -EBADMSG, err, errlen,
+				    "the peer's chunk hashes of gpu.data [%" PRIu64 ", +%" PRIu64 ") do not combine to "
+				    "the manifest's checksum", off, size);
+	}
+	return 0;
+}
+
+/* Fetches and checks the export document; the function's entry in ret_entry. */
+static int export_fetch(struct pull *p, json_t **ret_entry, char *err, size_t errlen)
+{
+	struct sink s = { .p = p, .fd = -1, .max = INV_EXPORT_JSON_MAX };
+	char path[128], why[512];
+	json_error_t je;
+	json_t *fmt, *entry;
+	uint64_t total = 0;
+	struct statvfs vfs;
+	int r;
+
+	snprintf(path, sizeof(path), "/system/functions/%s/export", p->name);
+	/* the peer may hash the whole gpu.data before it answers (once per snapshot) */
+	curl_easy_setopt(p->curl, CURLOPT_LOW_SPEED_TIME, 600L);
+	r = pull_http_get(p, path, NULL, &s, err, errlen);
+	curl_easy_setopt(p->curl, CURLOPT_LOW_SPEED_TIME, 30L);
+	if (r < 0) {
+		free(s.mem);
+		return r;
+	}
+	p->exp = json_loadb(s.mem ? s.mem : "", s.len, JSON_REJECT_DUPLICATES, &je);
+	free(s.mem);
+	if (!json_is_object(p->exp))
+		return pull_fail(p, 502, -EBADMSG, err, errlen, "the peer's export is not a JSON object: %s", je.text);
+	if (!json_is_integer(json_object_get(p->exp, "export_version")) ||
+	    json_integer_value(json_object_get(p->exp, "export_version")) != INV_EXPORT_VERSION)
+		return pull_fail(p, 422, -EPROTONOSUPPORT, err, errlen,
+			    "the peer speaks export version %lld, this invoker %d: upgrade the older one",
+			    (long long)json_integer_value(json_object_get(p->exp, "export_version")), INV_EXPORT_VERSION);
+	fmt = json_object_get(p->exp, "format");
+	if (!json_is_integer(json_object_get(fmt, "major")) ||
+	    json_integer_value(json_object_get(fmt, "major")) != PHOS_IMAGE_MAJOR)
+		return pull_fail(p, 422, -EPROTONOSUPPORT, err, errlen,
+			    "the peer's snapshot is of format %lld.x, this invoker reads %d.x",
+			    (long long)json_integer_value(json_object_get(fmt, "major")), PHOS_IMAGE_MAJOR);
+	if (!str_of(p->exp, "standin") || strcmp(str_of(p->exp, "standin"), inv_standin_build()))
+		return pull_fail(p, 422, -EPROTONOSUPPORT, err, errlen,
+			    "the peer's CUDA stand-ins are another build (%.32s, here %s): CRIU would not restore its "
+			    "snapshot here; install the same phos-fn build on both hosts",
+			    str_of(p->exp, "standin") ? str_of(p->exp, "standin") : "none", inv_standin_build());
+	p->snapshot_id = str_of(p->exp, "snapshot");
+	if (!p->snapshot_id || strlen(p->snapshot_id) != 32 || strspn(p->snapshot_id, "0123456789abcdef") != 32)
+		return pull_fail(p, 502, -EBADMSG, err, errlen, "the peer's export has no snapshot id");
+	if (!str_of(p->exp, "name") || strcmp(str_of(p->exp, "name"), p->name))
+		return pull_fail(p, 502, -EBADMSG, err, errlen, "the peer exported another function");
+	p->manifest = str_of(p->exp, "manifest");
+	p->manifest_len = json_string_length(json_object_get(p->exp, "manifest"));
+	if (!p->manifest)
+		return pull_fail(p, 502, -EBADMSG, err, errlen, "the peer's export has no manifest");
+	r = phos_image_parse(p->manifest, p->manifest_len, &p->img, why, sizeof(why));
+	if (r < 0)
+		return pull_fail(p, r == -EPROTONOSUPPORT ? 422 : 502, r, err, errlen, "the peer's %s", why);
+	if (p->img->ncpu_files == 0)
+		return pull_fail(p, 502, -EBADMSG, err, errlen, "the peer's manifest has no CPU image checksums");
+	if ((size_t)p->img->nmodules + p->img->ncpu_files + 1 > INV_EXPORT_MAX_FILES)
+		return pull_fail(p, 502, -E2BIG, err, errlen, "the peer's snapshot has more than %u files",
+			    (unsigned)INV_EXPORT_MAX_FILES);
+	r = compatible(p, err, errlen);
+	if (r < 0)
+		return r;
+	entry = json_object_get(p->exp, "function");
+	if (!json_is_object(entry) || !str_of(entry, "name") || strcmp(str_of(entry, "name"), p->name) ||
+	    !str_of(entry, "device") || strcmp(str_of(entry, "device"), p->img->device))
+		return pull_fail(p, 502, -EBADMSG, err, errlen,
+			    "the peer's registry entry does not name %s on the snapshot's device", p->name);
+	r = extents_check(p, err, errlen);
+	if (r < 0)
+		return r;
+	/* what this host must hold: gpu.data's extents, modules, the CPU image */
+	for (size_t i = 0; i < p->next; i++)
+		total += p->ext[i].size;
+	for (uint32_t i = 0; i < p->img->nmodules; i++)
+		total += p->img->modules[i].size;
+	for (uint32_t i = 0; i < p->img->ncpu_files; i++)
+		total += p->img->cpu_files[i].size;
+	if (total > PULL_BYTES_MAX || p->img->data_bytes > PULL_BYTES_MAX)
+		return pull_fail(p, 507, -EFBIG, err, errlen, "the snapshot is %" PRIu64 " bytes, over the limit of %llu",
+			    total, PULL_BYTES_MAX);
+	{
+		char dir[PATH_MAX];
+
+		snprintf(dir, sizeof(dir), "%s/snapshots", inv_cfg.state_dir);
+		int sr = statvfs(dir, &vfs);
+
+		if (sr == 0 && phos_fault("pull_nospace"))
+			vfs.f_bavail = 0;   /* tests: a full disk */
+		if (sr == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < total + PULL_DISK_MARGIN)
+			return pull_fail(p, 507, -ENOSPC, err, errlen,
+				    "the snapshot needs %" PRIu64 " MiB, %llu MiB are free", total >> 20,
+				    (unsigned long long)((uint64_t)vfs.f_bavail * vfs.f_frsize >> 20));
+	}
+	*ret_entry = entry;
+	return 0;
+}
+
+static void set_phase(struct inv_function *f, const char *phase, int cancel_fd)
+{
+	pthread_mutex_lock(&f->lock);
+	f->snap_phase = phase;
+	f->snap_cancel_fd = cancel_fd;
+	if (phase)
+		f->snap_started = phos_now();
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* inv_snapshot_maker: the snapshot of f from the peer. */
+static int pull_make(struct inv_function *f, void *arg, char *err, size_t errlen)
+{
+	struct pull *p = arg;
+	char tmp[PATH_MAX], sub[PATH_MAX + 80];
+	struct phos_image *check = NULL;
+	int r;
+
+	p->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (p->cancel_fd < 0)
+		return pull_fail(p, 500, -errno, err, errlen, "eventfd: %s", strerror(errno));
+	set_phase(f, "pulling", p->cancel_fd);
+	pthread_mutex_lock(&f->lock);
+	r = f->removed || inv_draining;
+	pthread_mutex_unlock(&f->lock);
+	if (r) {
+		r = pull_fail(p, inv_draining ? 503 : 409, -ECANCELED, err, errlen, "cancelled before it began");
+		goto out_phase;
+	}
+	r = phos_image_dir_begin(f->snapshot_dir, tmp, sizeof(tmp));
+	if (r < 0) {
+		pull_fail(p, r == -ENOSPC ? 507 : 500, r, err, errlen, "cannot make the snapshot directory: %s", strerror(-r));
+		goto out_phase;
+	}
+	snprintf(sub, sizeof(sub), "%s/modules", tmp);
+	if (mkdir(sub, 0700) < 0) {
+		r = pull_fail(p, 500, -errno, err, errlen, "modules/: %s", strerror(errno));
+		goto out_abort;
+	}
+	snprintf(sub, sizeof(sub), "%s/%s", tmp, p->img->criu_dir);
+	if (mkdir(sub, 0700) < 0) {
+		r = pull_fail(p, 500, -errno, err, errlen, "%s/: %s", p->img->criu_dir, strerror(errno));
+		goto out_abort;
+	}
+	pull_local_index(p);
+	if (phos_fault("pull_stall")) {
+		/* tests: a pull in progress, until a remove or the drain cancels it (10 s at most) */
+		struct pollfd pfd = { .fd = p->cancel_fd, .events = POLLIN };
+
+		for (int i = 0; i < 100 && !pull_cancelled(p); i++)
+			poll(&pfd, 1, 100);
+	}
+	for (uint32_t i = 0; i < p->img->nmodules && r == 0; i++) {
+		bool seen = false;   /* one file per fatbin, however many modules load it */
+
+		for (uint32_t j = 0; j < i && !seen; j++)
+			seen = !strcmp(p->img->modules[j].hash, p->img->modules[i].hash);
+		if (!seen)
+			r = pull_module(p, tmp, &p->img->modules[i], err, errlen);
+	}
+	for (uint32_t i = 0; i < p->img->ncpu_files && r == 0; i++)
+		r = pull_cpu_file(p, tmp, &p->img->cpu_files[i], err, errlen);
+	if (r == 0)
+		r = pull_gpu_data(p, tmp, err, errlen);
+	if (r < 0)
+		goto out_abort;
+	/* the manifest last: a directory without one is never a snapshot */
+	r = pull_write_new(tmp, "manifest.json", p->manifest, p->manifest_len, err, errlen);
+	if (r < 0) {
+		pull_fail(p, r == -ENOSPC ? 507 : 500, r, err, errlen, "%s", err);
+		goto out_abort;
+	}
+	r = phos_image_read(tmp, &check, err, errlen);
+	phos_image_free(check);
+	if (r < 0) {
+		pull_fail(p, 502, r, err, errlen, "the pulled snapshot does not read back: %s", err);
+		goto out_abort;
+	}
+	if (pull_cancelled(p)) {
+		r = pull_fail(p, inv_draining ? 503 : 409, -ECANCELED, err, errlen, "the pull was cancelled");
+		goto out_abort;
+	}
+	set_phase(f, "committing", p->cancel_fd);
+	r = phos_image_dir_commit(tmp, f->snapshot_dir);
+	if (r < 0) {
+		pull_fail(p, r == -ENOSPC ? 507 : 500, r, err, errlen, "cannot commit the snapshot: %s", strerror(-r));
+		goto out_abort;
+	}
+	inv_snapinfo_seed(f, p->manifest, p->manifest_len, p->ext, p->next);
+	pthread_mutex_lock(&f->lock);
+	f->generation++;
+	f->prefetch_pending = p->img->nprefetch == 0;
+	f->snapshot_s = phos_now() - p->started;
+	pthread_mutex_unlock(&f->lock);
+	goto out_phase;
+out_abort:
+	phos_image_dir_abort(tmp);
+out_phase:
+	set_phase(f, NULL, -1);
+	close(p->cancel_fd);
+	p->cancel_fd = -1;
+	return r;
+}
+
+static int pull_status(int r, void *arg)
+{
+	struct pull *p = arg;
+
+	if (p->code)
+		return p->code;
+	return r == -ENOSPC || r == -EDQUOT ? 507 : r == -ECANCELED ? 503 : 500;
+}
+
+static void pull_free(struct pull *p)
+{
+	for (size_t i = 0; p->ext && i < p->next; i++)
+		free(p->ext[i].chunks);
+	free(p->ext);
+	for (unsigned i = 0; i < p->nsrc; i++)
+		close(p->src_fd[i]);
+	free(p->local);
+	phos_image_free(p->img);
+	json_decref(p->exp);
+	explicit_bzero(p->auth, sizeof(p->auth));   /* the peer's token is for this pull only */
+	for (struct curl_slist *h = p->headers; h; h = h->next)
+		explicit_bzero(h->data, strlen(h->data));
+	curl_slist_free_all(p->headers);
+	if (p->curl)
+		curl_easy_cleanup(p->curl);
+	curl_url_cleanup(p->base);
+}
+
+int inv_pull_deploy(json_t *req, json_t **ret_body)
+{
+	struct pull p = { .cancel_fd = -1, .started = phos_now() };
+	const char *key, *from, *token;
+	char err[1024];
+	json_t *val, *entry = NULL;
+	int code;
+
+	json_object_foreach(req, key, val)
+		if (strcmp(key, "name") && strcmp(key, "from") && strcmp(key, "from_token"))
+			return *ret_body = err_json("unknown field '%.64s' (a pull takes name, from and from_token)", key), 400;
+	p.name = str_of(req, "name");
+	from = str_of(req, "from");
+	token = str_of(req, "from_token");
+	if (!p.name || !inv_name_valid(p.name))
+		return *ret_body = err_json("name must match [a-z0-9][a-z0-9-]{0,62}"), 400;
+	if (!from)
+		return *ret_body = err_json("from must be the peer invoker's URL"), 400;
+	if (!token || !token_valid(token))
+		return *ret_body = err_json("from_token must be the peer's admin token (16..%d printable characters)",
+					    PULL_TOKEN_MAX), 400;
+	if (url_check(&p, from, err, sizeof(err)) < 0) {
+		pull_free(&p);
+		return *ret_body = err_json("%s", err), 400;
+	}
+	if (pull_curl_open(&p, token) < 0) {
+		pull_free(&p);
+		return *ret_body = err_json("out of memory"), 500;
+	}
+
+	if (export_fetch(&p, &entry, err, sizeof(err)) < 0) {
+		code = p.code ? p.code : 502;
+		phos_warn("pull of %s from %s: %s", p.name, from, err);
+		pull_free(&p);
+		return *ret_body = err_json("%s", err), code;
+	}
+	phos_info("pulling %s from %s: %" PRIu64 " bytes of gpu.data in %zu extents", p.name, from,
+		  p.img->data_bytes, p.next);
+	code = inv_function_deploy_made(entry, pull_make, pull_status, &p, ret_body);
+	if (code == 201) {
+		json_object_set_new(*ret_body, "pull",
+				    json_pack("{s:s,s:I,s:I,s:I,s:I,s:f}", "from", from, "bytes_fetched",
+					      (json_int_t)p.fetched, "bytes_reused", (json_int_t)p.reused,
+					      "chunks_fetched", (json_int_t)p.chunks_fetched, "chunks_reused",
+					      (json_int_t)p.chunks_reused, "seconds", phos_now() - p.started));
+		phos_info("pulled %s from %s: %" PRIu64 " bytes fetched, %" PRIu64 " reused", p.name, from, p.fetched,
+			  p.reused);
+	} else {
+		phos_warn("pull of %s from %s failed (%d)", p.name, from, code);
+	}
+	pull_free(&p);
+	return code;
+}

@@ -1,0 +1,102 @@
+// A function for snapshot pulls (test_pull.py): its init appends a line to
+// the file named by $PULL_INIT_LOG (so a test sees every run of the
+// initialisation, on any invoker) and fills two device buffers: "weights"
+// (argv[3] MiB from argv[1], shared between functions given the same seed)
+// and "private" (1 MiB from argv[2]). Each call copies both back and answers
+// their sums, how many inits the log held when init ran, and a call counter.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+#include <cuda_runtime.h>
+#include <phos/fn.h>
+
+struct state {
+	uint32_t *weights, *priv, *host;
+	size_t n_weights, n_priv;
+	long inits, calls;
+};
+
+#define CK(x)                                                                                  \
+	do {                                                                                   \
+		cudaError_t e_ = (x);                                                          \
+		if (e_ != cudaSuccess) {                                                       \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+			exit(1);                                                               \
+		}                                                                              \
+	} while (0)
+
+static uint64_t sum_of(const uint32_t *d, size_t n, uint32_t *host)
+{
+	uint64_t s = 0;
+
+	CK(cudaMemcpy(host, d, n * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+	for (size_t i = 0; i < n; i++)
+		s += host[i];
+	return s;
+}
+
+static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_response *resp)
+{
+	struct state *st = (struct state *)arg;
+	char *out;
+
+	(void)req;
+	st->calls++;
+	if (asprintf(&out, "{\"weights\":%llu,\"private\":%llu,\"inits\":%ld,\"calls\":%ld}",
+		     (unsigned long long)sum_of(st->weights, st->n_weights, st->host),
+		     (unsigned long long)sum_of(st->priv, st->n_priv, st->host), st->inits, st->calls) < 0)
+		return 500;
+	resp->body = out;
+	resp->len = strlen(out);
+	return 0;
+}
+
+/* The number of lines in path after appending one. */
+static long log_init(const char *path)
+{
+	char buf[4096];
+	long lines = 0;
+	ssize_t n;
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0600);
+
+	if (fd < 0 || write(fd, "init\n", 5) != 5) {
+		perror(path);
+		exit(1);
+	}
+	close(fd);
+	fd = open(path, O_RDONLY);
+	while (fd >= 0 && (n = read(fd, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i < n; i++)
+			lines += buf[i] == '\n';
+	if (fd >= 0)
+		close(fd);
+	return lines;
+}
+
+static void fill(uint32_t *d, size_t n, uint32_t seed, uint32_t *host)
+{
+	for (size_t i = 0; i < n; i++)
+		host[i] = (uint32_t)i * 2654435761u + seed;
+	CK(cudaMemcpy(d, host, n * sizeof(uint32_t), cudaMemcpyHostToDevice));
+}
+
+int main(int argc, char **argv)
+{
+	static struct state st;
+	uint32_t wseed = argc > 1 ? (uint32_t)atoi(argv[1]) : 1, pseed = argc > 2 ? (uint32_t)atoi(argv[2]) : 2;
+	size_t mib = argc > 3 ? (size_t)atoi(argv[3]) : 12;
+
+	if (getenv("PULL_INIT_LOG"))
+		st.inits = log_init(getenv("PULL_INIT_LOG"));
+	st.n_weights = (mib << 20) / 4;
+	st.n_priv = (1u << 20) / 4;
+	st.host = (uint32_t *)malloc(st.n_weights * sizeof(uint32_t));
+	CK(cudaMalloc(&st.weights, st.n_weights * sizeof(uint32_t)));
+	CK(cudaMalloc(&st.priv, st.n_priv * sizeof(uint32_t)));
+	fill(st.weights, st.n_weights, wseed, st.host);
+	fill(st.priv, st.n_priv, pseed, st.host);
+	return phos_fn_serve(handle, &st);
+}
