@@ -4,13 +4,13 @@
  * process runs with, so that a CUDA program is either forwarded or refused,
  * never run natively under phos-fn's name (issue 12, DESIGN.md "Processes").
  *
- *   dynamic loader ──la_objsearch(name)──▶ guard ── libcudart.so*, libcublas.so.*
+ *   dynamic loader ──la_objsearch(name)──▶ guard ── libcudart.so*, libcublas.so.*, libnccl.so.2
  *         │                                  │       (a bare soname, an RPATH/RUNPATH
  *         │                                  │        lookup or a dlopen by path)
  *         │◀── <stand-in dir>/libcudart.so.13 ┘         → the stand-in (loaded once)
  *         │
  *         └──la_objopen(map)──▶ guard ── libcuda.so*, libnvidia-ml.so*, or a
- *                                        libcudart/libcublas that is not ours
+ *                                        libcudart/libcublas/libnccl that is not ours
  *                                        → "refusing ..." on stderr, the reason in
  *                                          $PHOS_GUARD_REPORT, _exit(PHOS_GUARD_EXIT)
  *
@@ -45,6 +45,7 @@
 static char standin_dir[PATH_MAX];   /* the folder of this module: the stand-ins' */
 static char standin_cudart[PATH_MAX + 32];
 static char standin_cublas[PATH_MAX + 32];
+static char standin_nccl[PATH_MAX + 32];
 
 static const char *base_name(const char *path)
 {
@@ -69,7 +70,7 @@ static void refuse(const char *lib)
 	len = snprintf(msg, sizeof(msg),
 		       "phos-fn: refusing to run %s: it loads %s, a real CUDA library that would reach the "
 		       "GPU driver directly instead of being forwarded (phos-fn stands in for "
-		       "libcudart.so.13 and libcublas.so.13 only; no other CUDA runtime and no driver "
+		       "libcudart.so.13, libcublas.so.13 and libnccl.so.2 only; no other CUDA runtime and no driver "
 		       "library may be loaded)\n",
 		       e > 0 ? exe : "the program", lib);
 	if (len > (int)sizeof(msg) - 1)
@@ -103,6 +104,7 @@ EXPORT unsigned int la_version(unsigned int version)
 			snprintf(standin_dir, sizeof(standin_dir), "%s", real);
 			snprintf(standin_cudart, sizeof(standin_cudart), "%s/libcudart.so.13", real);
 			snprintf(standin_cublas, sizeof(standin_cublas), "%s/libcublas.so.13", real);
+			snprintf(standin_nccl, sizeof(standin_nccl), "%s/libnccl.so.2", real);
 		}
 	}
 	/* Without its own folder the module still refuses, it only cannot redirect. */
@@ -121,6 +123,8 @@ EXPORT char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag
 		return standin_cudart;
 	if (!strcmp(b, "libcublas.so") || starts_with(b, "libcublas.so.13"))
 		return standin_cublas;
+	if (!strcmp(b, "libnccl.so") || starts_with(b, "libnccl.so.2"))
+		return standin_nccl;
 	return (char *)name;
 }
 
