@@ -16,8 +16,10 @@
 //            all-reduce: they get an error, not a hang
 //   die      the last rank exits (SIGKILL) before an all-reduce: the others get
 //            an error, not a hang
-//   serve    one rank (NRANKS 1): a communicator made before phos_fn_serve; each
-//            request all-reduces and answers the sum (used after a restore)
+//   serve    a communicator made before phos_fn_serve by rank 0 (the others
+//            destroy theirs and exit); each request all-reduces and answers the
+//            result and the sum (used after a restore: one rank re-created,
+//            several ncclInvalidUsage)
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -392,8 +394,10 @@ int main(int argc, char **argv)
 	cudaStreamCreate(&st);
 	if (!strcmp(mode, "serve")) {
 		static serve_state s;
-		if (ncclCommInitRank(&s.comm, 1, id, 0) != ncclSuccess || cudaMalloc(&s.buf, 8 * sizeof(float)))
+		if (ncclCommInitRank(&s.comm, nranks_, id, rank_) != ncclSuccess || cudaMalloc(&s.buf, 8 * sizeof(float)))
 			return 1;
+		if (rank_ != 0)   // only rank 0 is snapshotted
+			return ncclCommDestroy(s.comm) == ncclSuccess ? 0 : 1;
 		return phos_fn_serve(handle, &s);
 	}
 	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;

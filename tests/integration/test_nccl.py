@@ -151,6 +151,24 @@ try:
                                                                and g.get("count") == 1 for g in got)
                   and [g.get("calls") for g in got] == [1, 2],
                   f"restored communicator: rc {p.returncode} {got} {p.stderr[-800:]}")
+    # A communicator of two ranks is not re-created after a restore: its use
+    # answers ncclInvalidUsage (5), its count is still known.
+    if MULTI:
+        snap2 = os.path.join(tmp, "snap2")
+        idfile = os.path.join(tmp, "id-serve2")
+        peer = subprocess.Popen([PHOS_FN, "run", "--device", DEVICE, "--", CALLS, "serve", "1", "2", idfile],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=fn_env(env))
+        p = phos("snapshot", "--device", DEVICE, "-o", snap2, "--", CALLS, "serve", "0", "2", idfile,
+                 extra_env=env)
+        peer.communicate(timeout=60)
+        check(p.returncode == 0 and peer.returncode == 0, f"snapshot of rank 0 of 2: {p.stderr[-800:]}")
+        if p.returncode == 0:
+            p = phos("restore", "--device", DEVICE, snap2, stdin='{"a":1}\n', extra_env=env)
+            got = lines(p.stdout)
+            check(p.returncode == 0 and len(got) == 1 and got[0].get("result") == 5 and got[0].get("count") == 2,
+                  f"a restored rank of two answers ncclInvalidUsage: {got} {p.stderr[-800:]}")
+
     leftovers = [f for f in os.listdir("/dev/shm") if f.startswith("phos-nccl-")]
     check(not leftovers, f"no communicator segments left behind: {leftovers}")
 finally:
