@@ -7,8 +7,9 @@
  *   (in order)        one thread,      ├─ exec_stream.c   streams, events
  *                     records run in   ├─ exec_module.c   fatbins, kernels, variables, launches
  *                     ring order; the  ├─ exec_blas.c     cuBLAS
- *                     device keeps     └─ spec.c          read/write sets of every launch and
- *                     per-stream order                    library call, and the trace
+ *                     device keeps     ├─ exec_nccl.c     NCCL communicators and collectives
+ *                     per-stream order └─ spec.c          read/write sets of every launch and
+ *                                                         library call, and the trace
  *
  * Errors: a handler returns 0 or a negated cudaError_t. For a synchronous record
  * it becomes the reply status; for an asynchronous one it is kept as the
@@ -146,6 +147,8 @@ struct executor {
 
 	struct handle_table streams, events, modules, funcs, vars, regions, blas;
 	struct handle_table pools;      /* struct exec_pool (exec_pool.c) */
+	struct handle_table nccl;       /* NCCL communicators (exec_nccl.c) */
+	int nccl_group_depth;           /* ncclGroupStart calls not yet ended */
 	struct exec_pool *pools_gone;   /* destroyed with live blocks left */
 
 	int pending_error;          /* first error of asynchronous work, negated */
@@ -325,6 +328,12 @@ int exec_module_handle(struct executor *ex, uint32_t op, const void *body, uint3
 		       uint32_t *out_len);
 int exec_blas_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
 		     uint32_t *out_len, int *blas_status);
+
+/* NCCL records (exec_nccl.c): *ret_nccl gets the ncclResult_t for the reply. */
+int exec_nccl_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
+		     uint32_t *out_len, int *ret_nccl);
+/* Aborts every communicator and closes an open group (scrub). */
+void exec_nccl_clear(struct executor *ex);
 
 /* The device stream for a preload stream id (NULL for the default stream);
  * -PHOS_CUDA_INVALID_RESOURCE_HANDLE for an unknown id. */

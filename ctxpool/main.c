@@ -87,6 +87,7 @@ void exec_scrub(struct executor *ex)
 	if (ex->dev)
 		ex->dev_ops->synchronize(ex->dev);
 	exec_context_restore(ex);
+	exec_nccl_clear(ex);
 	table_clear(&ex->blas, drop_blas, ex);
 	table_clear(&ex->streams, drop_stream, ex);
 	table_clear(&ex->events, drop_event, ex);
@@ -609,7 +610,7 @@ int main(int argc, char **argv)
 	else if (r == 0)
 		r = serve_one(&ex, (int)fd, restore_from, img, on_demand, t_open, t0);
 	struct handle_table *tables[] = { &ex.streams, &ex.events, &ex.modules, &ex.funcs,
-					  &ex.vars, &ex.regions, &ex.blas, &ex.pools };
+					  &ex.vars, &ex.regions, &ex.blas, &ex.pools, &ex.nccl };
 	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
 		handle_table_exit(tables[i]);
 	channel_drop(&ex, ex.ch, ex.ch_pinned);

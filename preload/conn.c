@@ -96,7 +96,11 @@ static struct idtab idtabs[PHOS_H__COUNT] = {
 	[PHOS_H_VAR] = IDTAB_INIT(1),
 	[PHOS_H_REGION] = IDTAB_INIT(1),
 	[PHOS_H_POOL] = IDTAB_INIT(2),   /* 1 is the default pool (PHOS_POOL_DEFAULT) */
+	[PHOS_H_NCCL] = IDTAB_INIT(1),
 };
+
+/* phos_preload_on_restore: run in order after a restore. */
+static int (*restore_hooks[PHOS_RESTORE_HOOKS])(void);
 
 static struct idtab *idtab_of(enum phos_hkind kind)
 {
@@ -436,8 +440,26 @@ out:
 			r = phos_device_limits_resend();
 		if (r == 0)
 			r = phos_stream_attrs_resend();
+		for (int i = 0; r == 0 && i < PHOS_RESTORE_HOOKS; i++) {
+			int (*fn)(void) = __atomic_load_n(&restore_hooks[i], __ATOMIC_ACQUIRE);
+
+			if (fn)
+				r = fn();
+		}
 	}
 	return r;
+}
+
+PHOS_EXPORT int phos_preload_on_restore(int (*fn)(void))
+{
+	for (int i = 0; i < PHOS_RESTORE_HOOKS; i++) {
+		int (*none)(void) = NULL;
+
+		if (__atomic_compare_exchange_n(&restore_hooks[i], &none, fn, false, __ATOMIC_RELEASE,
+						__ATOMIC_RELAXED))
+			return 0;
+	}
+	return -ENOSPC;
 }
 
 PHOS_EXPORT void phos_preload_goodbye(void)

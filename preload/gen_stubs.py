@@ -29,6 +29,7 @@ MUST_IMPLEMENT = {
                '__cudaLaunchKernel', '__cudaLaunchKernel_ptsz'},
     'cublas': {'cublasGetStatusName', 'cublasGetStatusString', 'cublasGetCudartVersion'},
     'cuda': {'cuGetProcAddress', 'cuGetProcAddress_v2', 'cuGetErrorName', 'cuGetErrorString', 'cuInit'},
+    'nccl': {'ncclGetErrorString', 'pncclGetErrorString', 'ncclGetLastError', 'pncclGetLastError'},
 }
 
 # Legacy cuBLAS (cublas.h) returns values, not statuses; their stubs return zero
@@ -45,7 +46,8 @@ RETURN_KINDS = {
 # The legacy void-returning cuBLAS routines (cublasSgemm, cublasSaxpy, ...)
 # ignore the returned status: returning one is harmless for them.
 
-STATUS = {'cudart': 'phos_cudart_stub', 'cublas': 'phos_cublas_stub', 'cuda': 'phos_cuda_stub'}
+STATUS = {'cudart': 'phos_cudart_stub', 'cublas': 'phos_cublas_stub', 'cuda': 'phos_cuda_stub',
+          'nccl': 'phos_nccl_stub'}
 
 EXPORT_RE = re.compile(r'^PHOS_EXPORT\b[^(;=]*?\b([A-Za-z_]\w*)\s*\(', re.M)
 ALIAS_RE = re.compile(r'^PHOS_ALIAS\(\s*([A-Za-z_]\w*)\s*,', re.M)
@@ -143,7 +145,8 @@ def write_proctab(path, typedefs, real):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--lib', required=True, choices=sorted(STATUS))
-    ap.add_argument('--node', required=True, help='version node, e.g. libcudart.so.13')
+    ap.add_argument('--node', required=True,
+                    help='version node, e.g. libcudart.so.13; "" for a library without symbol versions (NCCL)')
     ap.add_argument('--syms', required=True)
     ap.add_argument('--stubs', required=True)
     ap.add_argument('--map', required=True)

@@ -4,7 +4,7 @@
  * process runs with, so that a CUDA program is either forwarded or refused,
  * never run natively under phos-fn's name (issue 12, DESIGN.md "Processes").
  *
- *   dynamic loader ──la_objsearch(name)──▶ guard ── libcudart.so*, libcublas.so.*,
+ *   dynamic loader ──la_objsearch(name)──▶ guard ── libcudart.so*, libcublas.so.*, libnccl.so.2,
  *         │                                  │       libcuda.so, libcuda.so.1
  *         │                                  │       (a bare soname, an RPATH/RUNPATH
  *         │                                  │        lookup or a dlopen by path)
@@ -12,7 +12,7 @@
  *         │
  *         └──la_objopen(map)──▶ guard ── libnvidia-ml.so*, another libcuda.so*
  *                                        (a copy under another name), or a
- *                                        libcudart/libcublas that is not ours
+ *                                        libcudart/libcublas/libnccl that is not ours
  *                                        → "refusing ..." on stderr, the reason in
  *                                          $PHOS_GUARD_REPORT, _exit(PHOS_GUARD_EXIT)
  *
@@ -51,6 +51,7 @@ static char standin_dir[PATH_MAX];   /* the folder of this module: the stand-ins
 static char standin_cudart[PATH_MAX + 32];
 static char standin_cublas[PATH_MAX + 32];
 static char standin_cuda[PATH_MAX + 32];
+static char standin_nccl[PATH_MAX + 32];
 
 static const char *base_name(const char *path)
 {
@@ -75,8 +76,8 @@ static void refuse(const char *lib)
 	len = snprintf(msg, sizeof(msg),
 		       "phos-fn: refusing to run %s: it loads %s, a real CUDA library that would reach the "
 		       "GPU driver directly instead of being forwarded (phos-fn stands in for "
-		       "libcudart.so.13, libcublas.so.13 and the driver libcuda.so.1 only; no other "
-		       "CUDA runtime, no other driver library and no NVML may be loaded)\n",
+		       "libcudart.so.13, libcublas.so.13, libnccl.so.2 and the driver libcuda.so.1 only; "
+		       "no other CUDA runtime, no other driver library and no NVML may be loaded)\n",
 		       e > 0 ? exe : "the program", lib);
 	if (len > (int)sizeof(msg) - 1)
 		len = sizeof(msg) - 1;
@@ -110,6 +111,7 @@ EXPORT unsigned int la_version(unsigned int version)
 			snprintf(standin_cudart, sizeof(standin_cudart), "%s/libcudart.so.13", real);
 			snprintf(standin_cublas, sizeof(standin_cublas), "%s/libcublas.so.13", real);
 			snprintf(standin_cuda, sizeof(standin_cuda), "%s/libcuda.so.1", real);
+			snprintf(standin_nccl, sizeof(standin_nccl), "%s/libnccl.so.2", real);
 		}
 	}
 	/* Without its own folder the module still refuses, it only cannot redirect. */
@@ -131,6 +133,8 @@ EXPORT char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag
 	/* the driver API: one ABI since CUDA 4 (libcuda.so.1, and the toolkit's link name) */
 	if (!strcmp(b, "libcuda.so") || !strcmp(b, "libcuda.so.1") || starts_with(b, "libcuda.so.1."))
 		return standin_cuda;
+	if (!strcmp(b, "libnccl.so") || starts_with(b, "libnccl.so.2"))
+		return standin_nccl;
 	return (char *)name;
 }
 

@@ -71,6 +71,7 @@ enum phos_hkind {
 	PHOS_H_REGION,
 	PHOS_H_POOL,
 	PHOS_H_CONTEXT,   /* the primary context of the driver API (libcuda.c): never in a table */
+	PHOS_H_NCCL,   /* NCCL communicators (nccl.c, the libnccl stand-in) */
 	PHOS_H__COUNT
 };
 
@@ -135,6 +136,13 @@ PHOS_EXPORT int phos_preload_call_fd(int send_fd, uint32_t op, const void *body,
  * channel, which this adopts (HELLO again, host regions handed over again).
  * Returns 0 or a cudaError_t. */
 PHOS_EXPORT int phos_preload_serve_point(void);
+
+/* Registers fn to run after a restore, once host regions and pools are
+ * back (the stand-ins built on this library: libnccl re-creates its
+ * communicators). At most PHOS_RESTORE_HOOKS; returns 0 or -ENOSPC. A hook
+ * returns 0 or a cudaError_t, which phos_fn_serve then reports. */
+#define PHOS_RESTORE_HOOKS 4
+PHOS_EXPORT int phos_preload_on_restore(int (*fn)(void));
 
 /* Posts GOODBYE once (later calls then fail as "gone", quietly). */
 PHOS_EXPORT void phos_preload_goodbye(void);

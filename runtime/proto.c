@@ -69,6 +69,14 @@ static const char *const op_names[PHOS_OP__COUNT] = {
 	[PHOS_OP_STREAM_ATTR] = "stream_attr",
 	[PHOS_OP_DEVICE_LIMIT] = "device_limit",
 	[PHOS_OP_MODULE_STATUS] = "module_status",
+	[PHOS_OP_NCCL_VERSION] = "nccl_version",
+	[PHOS_OP_NCCL_UNIQUE_ID] = "nccl_unique_id",
+	[PHOS_OP_NCCL_INIT] = "nccl_init",
+	[PHOS_OP_NCCL_SPLIT] = "nccl_split",
+	[PHOS_OP_NCCL_END] = "nccl_end",
+	[PHOS_OP_NCCL_QUERY] = "nccl_query",
+	[PHOS_OP_NCCL_COLL] = "nccl_coll",
+	[PHOS_OP_NCCL_GROUP] = "nccl_group",
 };
 
 const char *phos_op_name(uint32_t op)

@@ -138,6 +138,19 @@ enum phos_op {
 	PHOS_OP_MODULE_STATUS,    /* sync: phos_handle; status: did the module load (the driver
 	                           * API's cuModuleLoadData answers with the device's verdict) */
 
+	/* NCCL (ctxpool/exec_nccl.c). All synchronous; the ncclResult_t comes back
+	 * in the reply's library status (phos_channel_reply's blas field), the
+	 * record's own status stays a cudaError_t. Communicator ids are chosen by
+	 * the preload, as stream ids are. */
+	PHOS_OP_NCCL_VERSION,     /* sync; reply i32 NCCL version code */
+	PHOS_OP_NCCL_UNIQUE_ID,   /* sync; reply PHOS_NCCL_ID_BYTES of ncclUniqueId */
+	PHOS_OP_NCCL_INIT,        /* sync: phos_nccl_init (ncclCommInitRank[Config], InitAll of 1) */
+	PHOS_OP_NCCL_SPLIT,       /* sync: phos_nccl_split */
+	PHOS_OP_NCCL_END,         /* sync: phos_nccl_end (finalize, destroy, abort) */
+	PHOS_OP_NCCL_QUERY,       /* sync: phos_handle; reply phos_reply_nccl_comm */
+	PHOS_OP_NCCL_COLL,        /* sync: phos_nccl_coll (collectives, send, recv) */
+	PHOS_OP_NCCL_GROUP,       /* sync: phos_nccl_group (ncclGroupStart / ncclGroupEnd) */
+
 	PHOS_OP__COUNT
 };
 
@@ -484,6 +497,41 @@ struct phos_blas_lu {
 	uint64_t pivots;               /* n * batch int32 in device memory, 0: no pivoting */
 	uint64_t info;                 /* batch int32 in device memory (not GETRS) */
 };
+/* --- NCCL records (values of ncclDataType_t, ncclRedOp_t: runtime/nccl_abi.h) --- */
+#define PHOS_NCCL_ID_BYTES 128
+struct phos_nccl_init {
+	uint32_t comm;      /* id chosen by the preload */
+	int32_t nranks, rank;
+	int32_t device;     /* the cudaGetDevice of the caller (0: executors own one device) */
+	int32_t blocking;   /* from ncclConfig_t, or -1: no config given */
+	int32_t cga_cluster_size, min_ctas, max_ctas; /* ncclConfig_t, INT_MIN: unset */
+	uint8_t id[PHOS_NCCL_ID_BYTES];
+};
+struct phos_nccl_split { uint32_t comm, newcomm; int32_t color, key; };
+enum phos_nccl_end_how { PHOS_NCCL_FINALIZE = 1, PHOS_NCCL_DESTROY = 2, PHOS_NCCL_ABORT = 3 };
+struct phos_nccl_end { uint32_t comm; uint32_t how; /* enum phos_nccl_end_how */ };
+struct phos_reply_nccl_comm { int32_t nranks, rank, device, async_error; };
+enum phos_nccl_coll_kind {
+	PHOS_NCCL_ALL_REDUCE = 1, /* count elements in send, count in recv */
+	PHOS_NCCL_BROADCAST,      /* count at root's send, count in every recv */
+	PHOS_NCCL_REDUCE,         /* count in send, count in root's recv */
+	PHOS_NCCL_ALL_GATHER,     /* count in send, nranks * count in recv */
+	PHOS_NCCL_REDUCE_SCATTER, /* nranks * count in send, count in recv */
+	PHOS_NCCL_SEND,           /* count from send to rank peer */
+	PHOS_NCCL_RECV,           /* count into recv from rank peer */
+};
+struct phos_nccl_coll {
+	uint32_t comm;
+	uint32_t stream;
+	int32_t kind;       /* enum phos_nccl_coll_kind */
+	int32_t type;       /* ncclDataType_t */
+	int32_t op;         /* ncclRedOp_t (reductions) */
+	int32_t peer;       /* root (BROADCAST, REDUCE) or peer (SEND, RECV) */
+	uint64_t count;
+	uint64_t send, recv;/* device addresses (0 where the kind has none) */
+};
+struct phos_nccl_group { uint32_t start; uint32_t _pad; /* 1 start, 0 end */ };
+
 /* Bytes from the first byte of a pitched side's first row to the end of its
  * last row, in *ret_extent (0 when width, height or depth is 0). Returns false
  * when the geometry is impossible (pitch < width with more than one row,

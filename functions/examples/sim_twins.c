@@ -9,7 +9,8 @@
  *   _Z4axpy9axpy_args              vecadd    per thread, struct read by value
  *   scale_inplace (extern "C")     vecadd    per thread, grid-stride
  *   _Z12init_weightsPfmjjf         mlp       per thread, mlp_weights.h
- *   _Z8bias_actPfPKfiii            mlp       per thread, grid-stride
+ *   _Z8bias_actPfPKfiii            mlp,      per thread, grid-stride
+ *                                  tp_mlp
  *   _Z12softmax_rowsPKfPfii        mlp       per row (the kernel reduces with
  *                                            shuffles and shared memory)
  *   _Z10fill_tablePjyj             tables    whole table

@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * NCCL records (proto.h, PHOS_OP_NCCL_*): communicators by the preload's ids,
+ * the read/write set of every collective, and the backend that runs them
+ * (runtime/nccl_dev.h: the real NCCL on cuda, shared-memory collectives on sim).
+ *
+ * Every NCCL record is synchronous and its ncclResult_t goes back in the
+ * reply's library status; the handler's own return stays a cudaError_t (0 here
+ * unless the record itself is malformed).
+ *
+ * Read/write sets, in bytes of count x type size:
+ *
+ *   AllReduce       send  count           read    recv  count            written
+ *   Broadcast       send  count (root)    read    recv  count            written
+ *   Reduce          send  count           read    recv  count (root)     written
+ *   AllGather       send  count           read    recv  nranks x count   written
+ *   ReduceScatter   send  nranks x count  read    recv  count            written
+ *   Send / Recv     send  count           read    recv  count            written
+ *
+ * A buffer outside every live allocation is refused with ncclInvalidArgument,
+ * as NCCL refuses a pointer that is not device memory.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "executor.h"
+#include "log.h"
+#include "nccl_dev.h"
+
+struct exec_nccl_comm {
+	void *dev;
+	int32_t nranks, rank, device;
+};
+
+static const struct phos_nccl_ops *backend(struct executor *ex)
+{
+	return strcmp(ex->dev_ops->name, "cuda") == 0 ? &phos_nccl_cuda : &phos_nccl_sim;
+}
+
+static int comm_put(struct executor *ex, uint32_t id, void *dev, int nranks, int rank, int device, int *ret_nccl)
+{
+	struct exec_nccl_comm *c = calloc(1, sizeof(*c));
+
+	if (!c || handle_put(&ex->nccl, id, c) < 0) {
+		*ret_nccl = c ? PHOS_NCCL_INVALID_USAGE : PHOS_NCCL_SYSTEM_ERROR;
+		free(c);
+		backend(ex)->destroy(dev);
+		return 0;
+	}
+	c->dev = dev;
+	c->nranks = nranks;
+	c->rank = rank;
+	c->device = device;
+	return 0;
+}
+
+static int nccl_init(struct executor *ex, const struct phos_nccl_init *in, int *ret_nccl)
+{
+	struct phos_nccl_params p = { in->nranks, in->rank, in->device, in->blocking, in->cga_cluster_size,
+				      in->min_ctas, in->max_ctas };
+	void *dev = NULL;
+
+	if (in->nranks < 1 || in->rank < 0 || in->rank >= in->nranks) {
+		*ret_nccl = PHOS_NCCL_INVALID_ARGUMENT;
+		return 0;
+	}
+	if (in->device != 0) {
+		phos_warn("nccl: device %d asked for: this executor owns device 0 only", in->device);
+		*ret_nccl = PHOS_NCCL_INVALID_ARGUMENT;
+		return 0;
+	}
+	if (handle_get(&ex->nccl, in->comm)) {
+		*ret_nccl = PHOS_NCCL_INVALID_USAGE;
+		return 0;
+	}
+	*ret_nccl = backend(ex)->init(in->id, &p, &dev);
+	if (*ret_nccl)
+		return 0;
+	phos_debug("nccl: communicator %u: rank %d of %d", in->comm, in->rank, in->nranks);
+	return comm_put(ex, in->comm, dev, in->nranks, in->rank, in->device, ret_nccl);
+}
+
+static int nccl_split(struct executor *ex, const struct phos_nccl_split *s, int *ret_nccl)
+{
+	struct exec_nccl_comm *c = handle_get(&ex->nccl, s->comm);
+	void *dev = NULL;
+	int nranks = 0, rank = 0;
+
+	if (!c) {
+		*ret_nccl = PHOS_NCCL_INVALID_ARGUMENT;
+		return 0;
+	}
+	if (handle_get(&ex->nccl, s->newcomm)) {
+		*ret_nccl = PHOS_NCCL_INVALID_USAGE;
+		return 0;
+	}
+	*ret_nccl = backend(ex)->split(c->dev, s->color, s->key, &dev, &nranks, &rank);
+	if (*ret_nccl || !dev)
+		return 0;
+	return comm_put(ex, s->newcomm, dev, nranks, rank, c->device, ret_nccl);
+}
+
+static int nccl_end(struct executor *ex, const struct phos_nccl_end *e, int *ret_nccl)
+{
+	struct exec_nccl_comm *c = handle_get(&ex->nccl, e->comm);
+	const struct phos_nccl_ops *b = backend(ex);
+
+	if (!c) {
+		*ret_nccl = PHOS_NCCL_INVALID_ARGUMENT;
+		return 0;
+	}
+	switch (e->how) {
+	case PHOS_NCCL_FINALIZE:
+		*ret_nccl = b->finalize(c->dev);
+		return 0;
+	case PHOS_NCCL_DESTROY:
+	case PHOS_NCCL_ABORT:
+		handle_take(&ex->nccl, e->comm);
+		*ret_nccl = e->how == PHOS_NCCL_DESTROY ? b->destroy(c->dev) : b->abort(c->dev);
+		free(c);
+		return 0;
+	default:
+		return -PHOS_CUDA_INVALID_VALUE;
+	}
+}
+
+static int nccl_query(struct executor *ex, const struct phos_handle *h, void *out, uint32_t *out_len,
+		      int *ret_nccl)
+{
+	struct exec_nccl_comm *c = handle_get(&ex->nccl, h->id);
+	struct phos_reply_nccl_comm *q = out;
+	int err = 0;
+
+	if (!c) {
+		*ret_nccl = PHOS_NCCL_INVALID_ARGUMENT;
+		return 0;
+	}
+	*ret_nccl = backend(ex)->async_error(c->dev, &err);
+	q->nranks = c->nranks;
+	q->rank = c->rank;
+	q->device = c->device;
+	q->async_error = err;
+	*out_len = sizeof(*q);
+	return 0;
+}
+
+/* The set of one collective (table above). 0, or ncclInvalidArgument when a
+ * buffer is not inside a live allocation or a size overflows. */
+static int coll_set(struct executor *ex, const struct exec_nccl_comm *c, const struct phos_nccl_coll *k,
+		    struct spec_set *set)
+{
+	uint64_t ts = phos_nccl_type_size(k->type), n = (uint64_t)c->nranks;
+	uint64_t send_elems = k->count, recv_elems = k->count;
+	bool send = true, recv = true;
+
+	if (ts == 0 || k->count > UINT64_MAX / ts / n)
+		return PHOS_NCCL_INVALID_ARGUMENT;
+	switch (k->kind) {
+	case PHOS_NCCL_ALL_REDUCE:
+		break;
+	case PHOS_NCCL_BROADCAST:
+		send = c->rank == k->peer;
+		break;
+	case PHOS_NCCL_REDUCE:
+		recv = c->rank == k->peer;
+		break;
+	case PHOS_NCCL_ALL_GATHER:
+		recv_elems = k->count * n;
+		break;
+	case PHOS_NCCL_REDUCE_SCATTER:
+		send_elems = k->count * n;
+		break;
+	case PHOS_NCCL_SEND:
+		recv = false;
+		break;
+	case PHOS_NCCL_RECV:
+		send = false;
+		break;
+	default:
+		return PHOS_NCCL_INVALID_ARGUMENT;
+	}
+	if ((k->kind == PHOS_NCCL_BROADCAST || k->kind == PHOS_NCCL_REDUCE || k->kind == PHOS_NCCL_SEND ||
+	     k->kind == PHOS_NCCL_RECV) && (k->peer < 0 || k->peer >= c->nranks))
+		return PHOS_NCCL_INVALID_ARGUMENT;
+	if (k->count == 0)
+		return 0;
+	if (send && spec_range(ex, set, k->send, send_elems * ts, SPEC_READ) < 0)
+		return PHOS_NCCL_INVALID_ARGUMENT;
+	if (recv && spec_range(ex, set, k->recv, recv_elems * ts, SPEC_WRITE) < 0)
+		return PHOS_NCCL_INVALID_ARGUMENT;
+	return 0;
+}
+
+static const char *const coll_names[] = {
+	[PHOS_NCCL_ALL_REDUCE] = "nccl_all_reduce", [PHOS_NCCL_BROADCAST] = "nccl_broadcast",
+	[PHOS_NCCL_REDUCE] = "nccl_reduce", [PHOS_NCCL_ALL_GATHER] = "nccl_all_gather",
+	[PHOS_NCCL_REDUCE_SCATTER] = "nccl_reduce_scatter", [PHOS_NCCL_SEND] = "nccl_send",
+	[PHOS_NCCL_RECV] = "nccl_recv",
+};
+
+static int nccl_coll(struct executor *ex, const struct phos_nccl_coll *k, int *ret_nccl)
+{
+	struct exec_nccl_comm *c = handle_get(&ex->nccl, k->comm);
+	struct spec_set *set;
+	void *stream;
+	int r;
+
+	if (!c || k->kind < PHOS_NCCL_ALL_REDUCE || k->kind > PHOS_NCCL_RECV) {
+		*ret_nccl = PHOS_NCCL_INVALID_ARGUMENT;
+		return 0;
+	}
+	if (exec_stream(ex, k->stream, &stream) < 0) {
+		*ret_nccl = PHOS_NCCL_INVALID_ARGUMENT;
+		return 0;
+	}
+	set = malloc(sizeof(*set));
+	if (!set) {
+		*ret_nccl = PHOS_NCCL_SYSTEM_ERROR;
+		return 0;
+	}
+	spec_clear(set);
+	*ret_nccl = coll_set(ex, c, k, set);
+	if (*ret_nccl == 0) {
+		r = spec_commit(ex, coll_names[k->kind], NULL, k->stream, set);
+		if (r < 0) {
+			free(set);
+			return r;
+		}
+		*ret_nccl = backend(ex)->coll(c->dev, k, stream);
+	}
+	free(set);
+	return 0;
+}
+
+int exec_nccl_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
+		     uint32_t *out_len, int *ret_nccl)
+{
+	const struct phos_nccl_ops *b = backend(ex);
+
+	*ret_nccl = 0;
+	switch (op) {
+	case PHOS_OP_NCCL_VERSION: {
+		int v = 0;
+
+		*ret_nccl = b->version(&v);
+		memcpy(out, &v, sizeof(int32_t));
+		*out_len = sizeof(int32_t);
+		return 0;
+	}
+	case PHOS_OP_NCCL_UNIQUE_ID:
+		*ret_nccl = b->unique_id(out);
+		*out_len = PHOS_NCCL_ID_BYTES;
+		return 0;
+	case PHOS_OP_NCCL_INIT: {
+		BODY(struct phos_nccl_init, in);
+		return nccl_init(ex, in, ret_nccl);
+	}
+	case PHOS_OP_NCCL_SPLIT: {
+		BODY(struct phos_nccl_split, s);
+		return nccl_split(ex, s, ret_nccl);
+	}
+	case PHOS_OP_NCCL_END: {
+		BODY(struct phos_nccl_end, e);
+		return nccl_end(ex, e, ret_nccl);
+	}
+	case PHOS_OP_NCCL_QUERY: {
+		BODY(struct phos_handle, h);
+		return nccl_query(ex, h, out, out_len, ret_nccl);
+	}
+	case PHOS_OP_NCCL_COLL: {
+		BODY(struct phos_nccl_coll, k);
+		return nccl_coll(ex, k, ret_nccl);
+	}
+	case PHOS_OP_NCCL_GROUP: {
+		BODY(struct phos_nccl_group, g);
+		if (g->start) {
+			ex->nccl_group_depth++;
+			*ret_nccl = b->group_start();
+		} else if (ex->nccl_group_depth == 0) {
+			*ret_nccl = PHOS_NCCL_INVALID_USAGE;   /* ncclGroupEnd without a start */
+		} else {
+			ex->nccl_group_depth--;
+			*ret_nccl = b->group_end();
+		}
+		return 0;
+	}
+	default:
+		return -PHOS_CUDA_NOT_SUPPORTED;
+	}
+}
+
+void exec_nccl_clear(struct executor *ex)
+{
+	const struct phos_nccl_ops *b = backend(ex);
+
+	/* A group the function left open is closed first (its queued work runs
+	 * or fails), so that the next function starts outside any group. */
+	while (ex->nccl_group_depth > 0) {
+		ex->nccl_group_depth--;
+		b->group_end();
+	}
+	for (uint32_t id = 0; id < ex->nccl.cap; id++) {
+		struct exec_nccl_comm *c = handle_take(&ex->nccl, id);
+
+		if (!c)
+			continue;
+		/* Abort, not destroy: a destroy may wait for peers that are gone. */
+		b->abort(c->dev);
+		free(c);
+	}
+}

@@ -1,0 +1,620 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The NCCL stand-in (libnccl.so.2): communicators and collectives forwarded to
+ * the executor, which owns the device (ctxpool/exec_nccl.c).
+ *
+ *   forwarded   ncclGetVersion, ncclGetUniqueId, ncclCommInitRank[Config],
+ *               ncclCommInitAll (one device), ncclCommSplit, ncclCommFinalize,
+ *               ncclCommDestroy, ncclCommAbort, ncclCommCount, ncclCommCuDevice,
+ *               ncclCommUserRank, ncclCommGetAsyncError, ncclAllReduce,
+ *               ncclBroadcast, ncclBcast, ncclReduce, ncclAllGather,
+ *               ncclReduceScatter, ncclSend, ncclRecv, ncclGroupStart/End
+ *   here        ncclGetErrorString, ncclGetLastError, ncclMemAlloc/Free (the
+ *               stand-in cudaMalloc: device memory from the arena)
+ *   refused     every other export (generated stubs): ncclInvalidUsage, the
+ *               name logged once
+ *
+ * Communicators are ids chosen here (PHOS_H_NCCL), wrapped as the other
+ * handles are. Arguments are checked as NCCL checks them before anything is
+ * sent (ncclInvalidArgument); the executor checks the buffers against the
+ * live allocations. Every record is synchronous: the reply carries the
+ * ncclResult_t.
+ *
+ * Snapshots: a communicator records its creation parameters. After a restore
+ * (phos_preload_on_restore) a single-rank communicator is made again in the
+ * new executor under the same id, with a fresh unique id; one of several ranks
+ * cannot be (its peers would have to re-initialise with it) and answers
+ * ncclInvalidUsage from then on, with a line in the log.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "internal.h"
+#include "log.h"
+#include "nccl_api.h"
+
+struct ncomm {
+	uint32_t id;
+	int32_t nranks, rank, device;
+	struct phos_nccl_init init;   /* how it was made (INIT, or its split's result) */
+	bool broken;                  /* not re-created after a restore */
+};
+
+static __thread char last_error[256];
+
+/* Records the thread's last error message and returns res. */
+__attribute__((format(printf, 2, 3))) static nccl_result fail(nccl_result res, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	va_end(ap);
+	phos_debug("nccl: %s", last_error);
+	return res;
+}
+
+/* Called by every generated stub (stubs_nccl.c). */
+int phos_nccl_stub(const char *name, int *logged);
+int phos_nccl_stub(const char *name, int *logged)
+{
+	if (!__atomic_exchange_n(logged, 1, __ATOMIC_RELAXED))
+		phos_warn("NCCL API %s is not forwarded by phos-fn: ncclInvalidUsage", name);
+	snprintf(last_error, sizeof(last_error), "%s is not supported by phos-fn", name);
+	return PHOS_NCCL_INVALID_USAGE;
+}
+
+/* cudaError_t of the channel → ncclResult_t. */
+static nccl_result status_of(int cuda_err)
+{
+	switch (cuda_err) {
+	case cudaSuccess:
+		return PHOS_NCCL_SUCCESS;
+	case cudaErrorInvalidValue:
+		return PHOS_NCCL_INVALID_ARGUMENT;
+	case cudaErrorDevicesUnavailable:
+	case cudaErrorInitializationError:
+		return PHOS_NCCL_SYSTEM_ERROR;
+	default:
+		return PHOS_NCCL_UNHANDLED_CUDA_ERROR;
+	}
+}
+
+/* A synchronous NCCL record: the executor's ncclResult_t, or the channel's error. */
+static nccl_result call(uint32_t op, const void *body, size_t len, void *out, size_t cap, size_t *ret_len)
+{
+	int ns = 0, r;
+
+	if (phos_preload_connect())
+		return fail(PHOS_NCCL_SYSTEM_ERROR, "no executor");
+	r = phos_preload_call(op, body, len, NULL, 0, out, cap, ret_len, &ns);
+	if (r && !ns)
+		return fail(status_of(r), "%s failed: cuda error %d", phos_op_name(op), r);
+	if (ns)
+		return fail(ns, "%s failed in the executor (ncclResult_t %d)", phos_op_name(op), ns);
+	return PHOS_NCCL_SUCCESS;
+}
+
+static struct ncomm *comm_get(phos_nccl_comm_t comm)
+{
+	uint32_t id = phos_handle_unwrap(comm, PHOS_H_NCCL);
+
+	return id ? phos_ids_get(PHOS_H_NCCL, id) : NULL;
+}
+
+/* The communicator for a call that uses it, or NULL with the result in *ret. */
+static struct ncomm *comm_use(phos_nccl_comm_t comm, nccl_result *ret)
+{
+	struct ncomm *c = comm_get(comm);
+
+	if (!c) {
+		*ret = fail(PHOS_NCCL_INVALID_ARGUMENT, "invalid communicator %p", (void *)comm);
+		return NULL;
+	}
+	if (c->broken) {
+		*ret = fail(PHOS_NCCL_INVALID_USAGE,
+			    "communicator of %d ranks was not re-created after a restore (its peers must re-initialise)",
+			    c->nranks);
+		return NULL;
+	}
+	return c;
+}
+
+/* --- version, ids, errors --- */
+
+PHOS_EXPORT nccl_result ncclGetVersion(int *version)
+{
+	int32_t v = 0;
+	size_t n = 0;
+	nccl_result r;
+
+	if (!version)
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "version argument is NULL");
+	r = call(PHOS_OP_NCCL_VERSION, NULL, 0, &v, sizeof(v), &n);
+	if (r == 0 && n == sizeof(v))
+		*version = v;
+	return r;
+}
+PHOS_ALIAS(pncclGetVersion, ncclGetVersion);
+
+static nccl_result unique_id(phos_nccl_unique_id *id)
+{
+	size_t n = 0;
+	nccl_result r = call(PHOS_OP_NCCL_UNIQUE_ID, NULL, 0, id, sizeof(*id), &n);
+
+	if (r == 0 && n != sizeof(*id))
+		return fail(PHOS_NCCL_INTERNAL_ERROR, "short unique id from the executor");
+	return r;
+}
+
+PHOS_EXPORT nccl_result ncclGetUniqueId(phos_nccl_unique_id *uniqueId)
+{
+	if (!uniqueId)
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "uniqueId argument is NULL");
+	return unique_id(uniqueId);
+}
+PHOS_ALIAS(pncclGetUniqueId, ncclGetUniqueId);
+
+PHOS_EXPORT const char *ncclGetErrorString(nccl_result result)
+{
+	switch (result) {
+	case PHOS_NCCL_SUCCESS: return "no error";
+	case PHOS_NCCL_UNHANDLED_CUDA_ERROR: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+	case PHOS_NCCL_SYSTEM_ERROR: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+	case PHOS_NCCL_INTERNAL_ERROR: return "internal error - please report this issue to the NCCL developers";
+	case PHOS_NCCL_INVALID_ARGUMENT: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+	case PHOS_NCCL_INVALID_USAGE: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+	case PHOS_NCCL_REMOTE_ERROR: return "remote process exited or there was a network error";
+	case PHOS_NCCL_IN_PROGRESS: return "NCCL operation in progress";
+	default: return "unknown result code";
+	}
+}
+PHOS_ALIAS(pncclGetErrorString, ncclGetErrorString);
+
+PHOS_EXPORT const char *ncclGetLastError(phos_nccl_comm_t comm)
+{
+	(void)comm;   /* NCCL keeps one last error per thread as well */
+	return last_error;
+}
+PHOS_ALIAS(pncclGetLastError, ncclGetLastError);
+
+PHOS_EXPORT nccl_result ncclMemAlloc(void **ptr, size_t size)
+{
+	if (!ptr)
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "ptr argument is NULL");
+	if (size == 0) {
+		*ptr = NULL;
+		return PHOS_NCCL_SUCCESS;
+	}
+	if (cudaMalloc(ptr, size) != cudaSuccess)
+		return fail(PHOS_NCCL_UNHANDLED_CUDA_ERROR, "ncclMemAlloc of %zu bytes failed", size);
+	return PHOS_NCCL_SUCCESS;
+}
+PHOS_ALIAS(pncclMemAlloc, ncclMemAlloc);
+
+PHOS_EXPORT nccl_result ncclMemFree(void *ptr)
+{
+	if (ptr && cudaFree(ptr) != cudaSuccess)
+		return fail(PHOS_NCCL_UNHANDLED_CUDA_ERROR, "ncclMemFree of %p failed", ptr);
+	return PHOS_NCCL_SUCCESS;
+}
+PHOS_ALIAS(pncclMemFree, ncclMemFree);
+
+/* --- communicators --- */
+
+static nccl_result comm_new(struct phos_nccl_init *in, phos_nccl_comm_t *ret_comm)
+{
+	struct ncomm *c = calloc(1, sizeof(*c));
+	nccl_result r;
+
+	if (!c)
+		return fail(PHOS_NCCL_SYSTEM_ERROR, "out of memory");
+	if (phos_ids_add(PHOS_H_NCCL, c, &c->id)) {
+		free(c);
+		return fail(PHOS_NCCL_SYSTEM_ERROR, "too many communicators");
+	}
+	in->comm = c->id;
+	c->init = *in;
+	c->nranks = in->nranks;
+	c->rank = in->rank;
+	c->device = in->device;
+	r = call(PHOS_OP_NCCL_INIT, in, sizeof(*in), NULL, 0, NULL);
+	if (r) {
+		free(phos_ids_take(PHOS_H_NCCL, c->id));
+		return r;
+	}
+	*ret_comm = phos_handle_wrap(PHOS_H_NCCL, c->id);
+	return PHOS_NCCL_SUCCESS;
+}
+
+static nccl_result init_rank(phos_nccl_comm_t *comm, int nranks, const phos_nccl_unique_id *id, int rank,
+			     const struct phos_nccl_config *config)
+{
+	struct phos_nccl_init in = { .blocking = -1, .cga_cluster_size = PHOS_NCCL_CONFIG_UNDEF_INT,
+				     .min_ctas = PHOS_NCCL_CONFIG_UNDEF_INT, .max_ctas = PHOS_NCCL_CONFIG_UNDEF_INT };
+	int dev = 0;
+
+	if (!comm)
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "comm argument is NULL");
+	if (nranks < 1 || rank < 0 || rank >= nranks)
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "rank %d or nranks %d invalid", rank, nranks);
+	if (config) {
+		if (config->magic != PHOS_NCCL_CONFIG_MAGIC || config->size < offsetof(struct phos_nccl_config, net_name))
+			return fail(PHOS_NCCL_INVALID_ARGUMENT, "config is not initialized (NCCL_CONFIG_INITIALIZER)");
+		in.blocking = config->blocking;
+		in.cga_cluster_size = config->cga_cluster_size;
+		in.min_ctas = config->min_ctas;
+		in.max_ctas = config->max_ctas;
+	}
+	if (cudaGetDevice(&dev) != cudaSuccess)
+		dev = 0;
+	in.device = dev;
+	in.nranks = nranks;
+	in.rank = rank;
+	memcpy(in.id, id->internal, sizeof(in.id));
+	return comm_new(&in, comm);
+}
+
+PHOS_EXPORT nccl_result ncclCommInitRank(phos_nccl_comm_t *comm, int nranks, phos_nccl_unique_id commId, int rank)
+{
+	return init_rank(comm, nranks, &commId, rank, NULL);
+}
+PHOS_ALIAS(pncclCommInitRank, ncclCommInitRank);
+
+PHOS_EXPORT nccl_result ncclCommInitRankConfig(phos_nccl_comm_t *comm, int nranks, phos_nccl_unique_id commId,
+					       int rank, struct phos_nccl_config *config)
+{
+	return init_rank(comm, nranks, &commId, rank, config);
+}
+PHOS_ALIAS(pncclCommInitRankConfig, ncclCommInitRankConfig);
+
+PHOS_EXPORT nccl_result ncclCommInitAll(phos_nccl_comm_t *comms, int ndev, const int *devlist)
+{
+	phos_nccl_unique_id id;
+	nccl_result r;
+
+	if (!comms)
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "comms argument is NULL");
+	if (ndev < 1)
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "ndev %d invalid", ndev);
+	if (ndev > 1) {
+		/* Said whatever PHOS_LOG is: a program that needs several GPUs in
+		 * one process must not fail without a reason. */
+		fprintf(stderr, "phos-fn: ncclCommInitAll of %d devices refused: an executor owns one device "
+				"(run one process per rank): ncclInvalidArgument\n", ndev);
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "ncclCommInitAll of %d devices: executors own one device", ndev);
+	}
+	if (devlist && devlist[0] != 0)
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "device %d invalid: the executor owns device 0", devlist[0]);
+	r = unique_id(&id);
+	if (r)
+		return r;
+	return init_rank(comms, 1, &id, 0, NULL);
+}
+PHOS_ALIAS(pncclCommInitAll, ncclCommInitAll);
+
+PHOS_EXPORT nccl_result ncclCommSplit(phos_nccl_comm_t comm, int color, int key, phos_nccl_comm_t *newcomm,
+				      struct phos_nccl_config *config)
+{
+	struct phos_nccl_split s = { .color = color, .key = key };
+	struct phos_reply_nccl_comm q = { 0 };
+	struct phos_handle h = { 0 };
+	struct ncomm *c, *n;
+	nccl_result r;
+
+	(void)config;
+	if (!(c = comm_use(comm, &r)))
+		return r;
+	if (!newcomm)
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "newcomm argument is NULL");
+	if (color < 0 && color != PHOS_NCCL_SPLIT_NOCOLOR)
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "color %d invalid", color);
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return fail(PHOS_NCCL_SYSTEM_ERROR, "out of memory");
+	if (phos_ids_add(PHOS_H_NCCL, n, &n->id)) {
+		free(n);
+		return fail(PHOS_NCCL_SYSTEM_ERROR, "too many communicators");
+	}
+	s.comm = c->id;
+	s.newcomm = n->id;
+	r = call(PHOS_OP_NCCL_SPLIT, &s, sizeof(s), NULL, 0, NULL);
+	if (r == 0 && color == PHOS_NCCL_SPLIT_NOCOLOR) {
+		free(phos_ids_take(PHOS_H_NCCL, n->id));
+		*newcomm = NULL;
+		return PHOS_NCCL_SUCCESS;
+	}
+	h.id = n->id;
+	if (r == 0)
+		r = call(PHOS_OP_NCCL_QUERY, &h, sizeof(h), &q, sizeof(q), NULL);
+	if (r) {
+		free(phos_ids_take(PHOS_H_NCCL, n->id));
+		return r;
+	}
+	n->nranks = q.nranks;
+	n->rank = q.rank;
+	n->device = q.device;
+	n->init = c->init;
+	n->init.comm = n->id;
+	n->init.nranks = q.nranks;
+	n->init.rank = q.rank;
+	*newcomm = phos_handle_wrap(PHOS_H_NCCL, n->id);
+	return PHOS_NCCL_SUCCESS;
+}
+PHOS_ALIAS(pncclCommSplit, ncclCommSplit);
+
+static nccl_result comm_end(phos_nccl_comm_t comm, uint32_t how)
+{
+	struct phos_nccl_end e = { .how = how };
+	struct ncomm *c = comm_get(comm);
+	nccl_result r;
+
+	if (!c)
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "invalid communicator %p", (void *)comm);
+	if (c->broken) {   /* the executor never knew it */
+		if (how != PHOS_NCCL_FINALIZE)
+			free(phos_ids_take(PHOS_H_NCCL, c->id));
+		return PHOS_NCCL_SUCCESS;
+	}
+	e.comm = c->id;
+	r = call(PHOS_OP_NCCL_END, &e, sizeof(e), NULL, 0, NULL);
+	/* Destroy and abort free the handle even when the executor reports an
+	 * error (a peer gone): the communicator is unusable either way. */
+	if (how != PHOS_NCCL_FINALIZE)
+		free(phos_ids_take(PHOS_H_NCCL, c->id));
+	return r;
+}
+
+PHOS_EXPORT nccl_result ncclCommFinalize(phos_nccl_comm_t comm)
+{
+	return comm_end(comm, PHOS_NCCL_FINALIZE);
+}
+PHOS_ALIAS(pncclCommFinalize, ncclCommFinalize);
+
+PHOS_EXPORT nccl_result ncclCommDestroy(phos_nccl_comm_t comm)
+{
+	if (!comm)   /* NCCL: destroying NULL is a no-op */
+		return PHOS_NCCL_SUCCESS;
+	return comm_end(comm, PHOS_NCCL_DESTROY);
+}
+PHOS_ALIAS(pncclCommDestroy, ncclCommDestroy);
+
+PHOS_EXPORT nccl_result ncclCommAbort(phos_nccl_comm_t comm)
+{
+	if (!comm)
+		return PHOS_NCCL_SUCCESS;
+	return comm_end(comm, PHOS_NCCL_ABORT);
+}
+PHOS_ALIAS(pncclCommAbort, ncclCommAbort);
+
+/* Count, device and rank are known here: no round trip. */
+PHOS_EXPORT nccl_result ncclCommCount(const phos_nccl_comm_t comm, int *count)
+{
+	struct ncomm *c = comm_get(comm);
+
+	if (!c || !count)
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "comm or count argument invalid");
+	*count = c->nranks;
+	return PHOS_NCCL_SUCCESS;
+}
+PHOS_ALIAS(pncclCommCount, ncclCommCount);
+
+PHOS_EXPORT nccl_result ncclCommCuDevice(const phos_nccl_comm_t comm, int *device)
+{
+	struct ncomm *c = comm_get(comm);
+
+	if (!c || !device)
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "comm or device argument invalid");
+	*device = c->device;
+	return PHOS_NCCL_SUCCESS;
+}
+PHOS_ALIAS(pncclCommCuDevice, ncclCommCuDevice);
+
+PHOS_EXPORT nccl_result ncclCommUserRank(const phos_nccl_comm_t comm, int *rank)
+{
+	struct ncomm *c = comm_get(comm);
+
+	if (!c || !rank)
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "comm or rank argument invalid");
+	*rank = c->rank;
+	return PHOS_NCCL_SUCCESS;
+}
+PHOS_ALIAS(pncclCommUserRank, ncclCommUserRank);
+
+PHOS_EXPORT nccl_result ncclCommGetAsyncError(phos_nccl_comm_t comm, nccl_result *asyncError)
+{
+	struct phos_reply_nccl_comm q = { 0 };
+	struct phos_handle h = { 0 };
+	struct ncomm *c;
+	nccl_result r;
+
+	if (!asyncError)
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "asyncError argument is NULL");
+	if (!(c = comm_use(comm, &r)))
+		return r;
+	h.id = c->id;
+	r = call(PHOS_OP_NCCL_QUERY, &h, sizeof(h), &q, sizeof(q), NULL);
+	if (r == 0)
+		*asyncError = q.async_error;
+	return r;
+}
+PHOS_ALIAS(pncclCommGetAsyncError, ncclCommGetAsyncError);
+
+/* --- collectives and point-to-point --- */
+
+static const char *const kind_names[] = {
+	[PHOS_NCCL_ALL_REDUCE] = "AllReduce", [PHOS_NCCL_BROADCAST] = "Broadcast", [PHOS_NCCL_REDUCE] = "Reduce",
+	[PHOS_NCCL_ALL_GATHER] = "AllGather", [PHOS_NCCL_REDUCE_SCATTER] = "ReduceScatter",
+	[PHOS_NCCL_SEND] = "Send", [PHOS_NCCL_RECV] = "Recv",
+};
+
+static nccl_result coll(int kind, const void *send, void *recv, size_t count, int type, int op, int peer,
+			phos_nccl_comm_t comm, cudaStream_t stream)
+{
+	struct phos_nccl_coll c = { .kind = kind, .type = type, .op = op, .peer = peer, .count = count };
+	const char *what = kind_names[kind];
+	bool reduces = kind == PHOS_NCCL_ALL_REDUCE || kind == PHOS_NCCL_REDUCE || kind == PHOS_NCCL_REDUCE_SCATTER;
+	bool rooted = kind == PHOS_NCCL_BROADCAST || kind == PHOS_NCCL_REDUCE;
+	bool p2p = kind == PHOS_NCCL_SEND || kind == PHOS_NCCL_RECV;
+	size_t ts = phos_nccl_type_size(type);
+	struct ncomm *cm;
+	nccl_result r;
+
+	if (!comm)
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "%s: comm argument is NULL", what);
+	if (!(cm = comm_use(comm, &r)))
+		return r;
+	if (ts == 0)
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "%s: invalid type %d", what, type);
+	if (reduces && (op < 0 || op >= PHOS_NCCL_NUM_OPS))
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "%s: invalid reduction operation %d", what, op);
+	if ((rooted || p2p) && (peer < 0 || peer >= cm->nranks))
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "%s: invalid %s %d (nranks %d)", what, p2p ? "peer" : "root",
+			    peer, cm->nranks);
+	/* The largest buffer of the call: count x type x ranks for the gathers. */
+	if (count > SIZE_MAX / ts / (size_t)cm->nranks || count > INT64_MAX / ts / (size_t)cm->nranks)
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "%s: count %zu overflows", what, count);
+	if (count > 0) {
+		bool need_send = kind != PHOS_NCCL_RECV && !(kind == PHOS_NCCL_BROADCAST && cm->rank != peer);
+		bool need_recv = kind != PHOS_NCCL_SEND && !(kind == PHOS_NCCL_REDUCE && cm->rank != peer);
+
+		if ((need_send && !send) || (need_recv && !recv))
+			return fail(PHOS_NCCL_INVALID_ARGUMENT, "%s: %s argument is NULL", what,
+				    need_send && !send ? "sendbuff" : "recvbuff");
+	}
+	if (phos_preload_stream_id(stream, &c.stream))
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "%s: invalid stream", what);
+	c.comm = cm->id;
+	c.send = (uint64_t)(uintptr_t)send;
+	c.recv = (uint64_t)(uintptr_t)recv;
+	return call(PHOS_OP_NCCL_COLL, &c, sizeof(c), NULL, 0, NULL);
+}
+
+PHOS_EXPORT nccl_result ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, int datatype, int op,
+				      phos_nccl_comm_t comm, cudaStream_t stream)
+{
+	return coll(PHOS_NCCL_ALL_REDUCE, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
+}
+PHOS_ALIAS(pncclAllReduce, ncclAllReduce);
+
+PHOS_EXPORT nccl_result ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, int datatype, int root,
+				      phos_nccl_comm_t comm, cudaStream_t stream)
+{
+	return coll(PHOS_NCCL_BROADCAST, sendbuff, recvbuff, count, datatype, 0, root, comm, stream);
+}
+PHOS_ALIAS(pncclBroadcast, ncclBroadcast);
+
+PHOS_EXPORT nccl_result ncclBcast(void *buff, size_t count, int datatype, int root, phos_nccl_comm_t comm,
+				  cudaStream_t stream)
+{
+	return coll(PHOS_NCCL_BROADCAST, buff, buff, count, datatype, 0, root, comm, stream);
+}
+PHOS_ALIAS(pncclBcast, ncclBcast);
+
+PHOS_EXPORT nccl_result ncclReduce(const void *sendbuff, void *recvbuff, size_t count, int datatype, int op,
+				   int root, phos_nccl_comm_t comm, cudaStream_t stream)
+{
+	return coll(PHOS_NCCL_REDUCE, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+}
+PHOS_ALIAS(pncclReduce, ncclReduce);
+
+PHOS_EXPORT nccl_result ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, int datatype,
+				      phos_nccl_comm_t comm, cudaStream_t stream)
+{
+	return coll(PHOS_NCCL_ALL_GATHER, sendbuff, recvbuff, sendcount, datatype, 0, 0, comm, stream);
+}
+PHOS_ALIAS(pncclAllGather, ncclAllGather);
+
+PHOS_EXPORT nccl_result ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, int datatype,
+					  int op, phos_nccl_comm_t comm, cudaStream_t stream)
+{
+	return coll(PHOS_NCCL_REDUCE_SCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0, comm, stream);
+}
+PHOS_ALIAS(pncclReduceScatter, ncclReduceScatter);
+
+PHOS_EXPORT nccl_result ncclSend(const void *sendbuff, size_t count, int datatype, int peer, phos_nccl_comm_t comm,
+				 cudaStream_t stream)
+{
+	return coll(PHOS_NCCL_SEND, sendbuff, NULL, count, datatype, 0, peer, comm, stream);
+}
+PHOS_ALIAS(pncclSend, ncclSend);
+
+PHOS_EXPORT nccl_result ncclRecv(void *recvbuff, size_t count, int datatype, int peer, phos_nccl_comm_t comm,
+				 cudaStream_t stream)
+{
+	return coll(PHOS_NCCL_RECV, NULL, recvbuff, count, datatype, 0, peer, comm, stream);
+}
+PHOS_ALIAS(pncclRecv, ncclRecv);
+
+static nccl_result group(uint32_t start)
+{
+	struct phos_nccl_group g = { .start = start };
+
+	return call(PHOS_OP_NCCL_GROUP, &g, sizeof(g), NULL, 0, NULL);
+}
+
+PHOS_EXPORT nccl_result ncclGroupStart(void)
+{
+	return group(1);
+}
+PHOS_ALIAS(pncclGroupStart, ncclGroupStart);
+
+PHOS_EXPORT nccl_result ncclGroupEnd(void)
+{
+	return group(0);
+}
+PHOS_ALIAS(pncclGroupEnd, ncclGroupEnd);
+
+/* --- after a restore --- */
+
+static void comm_remake(uint32_t id, void *obj, void *arg)
+{
+	struct ncomm *c = obj;
+	int *ret = arg;
+	phos_nccl_unique_id uid;
+
+	(void)id;
+	if (c->broken)
+		return;
+	if (c->nranks > 1) {
+		c->broken = true;
+		phos_warn("nccl: communicator %u (rank %d of %d) was not re-created after the restore: "
+			  "its use answers ncclInvalidUsage", c->id, c->rank, c->nranks);
+		return;
+	}
+	/* One rank: a fresh id from the new executor, the same communicator id. */
+	if (unique_id(&uid) != 0) {
+		c->broken = true;
+		*ret = cudaErrorUnknown;
+		return;
+	}
+	memcpy(c->init.id, uid.internal, sizeof(c->init.id));
+	c->init.comm = c->id;
+	if (call(PHOS_OP_NCCL_INIT, &c->init, sizeof(c->init), NULL, 0, NULL) != 0) {
+		c->broken = true;
+		phos_warn("nccl: communicator %u could not be re-created after the restore", c->id);
+		*ret = cudaErrorUnknown;
+	}
+}
+
+static int nccl_resend(void)
+{
+	int r = 0;
+
+	phos_ids_each(PHOS_H_NCCL, comm_remake, &r);
+	/* A single-rank communicator that failed to come back is broken, not a
+	 * failed restore: the rest of the function may not use NCCL again. */
+	return 0;
+}
+
+__attribute__((constructor)) static void nccl_init(void)
+{
+	if (phos_preload_on_restore(nccl_resend) < 0)
+		phos_warn("nccl: no room for the restore hook: communicators will not come back after a restore");
+}

@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * NCCL on the cuda device (nccl_dev.h): the real libnccl.so.2, loaded once.
+ *
+ * Where it is looked for, first found wins:
+ *   1. $PHOS_NCCL_LIB (a path);
+ *   2. "libnccl.so.2" through the loader's search path;
+ *   3. pip's nvidia-nccl-cu13 (nvidia/nccl/lib/libnccl.so.2) under the
+ *      site-packages and dist-packages of /usr/local/lib/python3*,
+ *      /usr/lib/python3*, $VIRTUAL_ENV and ~/.local;
+ *   4. $CUDA_HOME/lib64 and /usr/local/cuda/lib64.
+ * A library that turns out to be phos-fn's own stand-in (it reaches
+ * phos_preload_connect) is refused: the executor must never forward to itself.
+ *
+ * NCCL_NVLS_ENABLE=0 is put in the environment before the library is loaded,
+ * so before NCCL reads it: executors never create NVLink multicast objects.
+ *
+ * The executor thread has the device's primary context current
+ * (device_cuda.c), which the runtime inside NCCL adopts.
+ */
+#include <dlfcn.h>
+#include <glob.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "nccl_dev.h"
+
+typedef void *ncomm;
+
+static struct {
+	int (*GetVersion)(int *);
+	int (*GetUniqueId)(void *);
+	int (*CommInitRankConfig)(ncomm *, int, phos_nccl_unique_id, int, struct phos_nccl_config *);
+	int (*CommSplit)(ncomm, int, int, ncomm *, struct phos_nccl_config *);
+	int (*CommFinalize)(ncomm);
+	int (*CommDestroy)(ncomm);
+	int (*CommAbort)(ncomm);
+	int (*CommGetAsyncError)(ncomm, int *);
+	int (*CommCount)(ncomm, int *);
+	int (*CommUserRank)(ncomm, int *);
+	int (*AllReduce)(const void *, void *, size_t, int, int, ncomm, void *);
+	int (*Broadcast)(const void *, void *, size_t, int, int, ncomm, void *);
+	int (*Reduce)(const void *, void *, size_t, int, int, int, ncomm, void *);
+	int (*AllGather)(const void *, void *, size_t, int, ncomm, void *);
+	int (*ReduceScatter)(const void *, void *, size_t, int, int, ncomm, void *);
+	int (*Send)(const void *, size_t, int, int, ncomm, void *);
+	int (*Recv)(void *, size_t, int, int, ncomm, void *);
+	int (*GroupStart)(void);
+	int (*GroupEnd)(void);
+	const char *(*GetLastError)(ncomm);
+} nccl;
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static int load_status = PHOS_NCCL_SYSTEM_ERROR;
+
+static void *try_open(const char *path)
+{
+	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+
+	if (!lib)
+		return NULL;
+	if (dlsym(lib, "phos_preload_connect")) {
+		phos_warn("cuda: %s is phos-fn's NCCL stand-in, not NVIDIA's: skipped", path);
+		dlclose(lib);
+		return NULL;
+	}
+	phos_info("cuda: NCCL from %s", path);
+	return lib;
+}
+
+static void *open_glob(const char *pattern)
+{
+	glob_t g;
+	void *lib = NULL;
+
+	if (glob(pattern, 0, NULL, &g) != 0)
+		return NULL;
+	for (size_t i = g.gl_pathc; !lib && i-- > 0;)   /* newest python first */
+		lib = try_open(g.gl_pathv[i]);
+	globfree(&g);
+	return lib;
+}
+
+static void *find_nccl(void)
+{
+	const char *env = getenv("PHOS_NCCL_LIB"), *venv = getenv("VIRTUAL_ENV"), *home = getenv("HOME");
+	const char *cuda = getenv("CUDA_HOME");
+	const char *roots[] = { "/usr/local/lib", "/usr/lib", venv ? venv : "", "" };
+	char pat[8448];   /* a root of up to 4 KiB and the rest */
+	void *lib;
+
+	if (env && *env) {
+		lib = try_open(env);
+		if (!lib)
+			phos_err("cuda: PHOS_NCCL_LIB=%s cannot be loaded: %s", env, dlerror() ?: "not NCCL");
+		return lib;   /* an explicit choice is not second-guessed */
+	}
+	if ((lib = try_open("libnccl.so.2")))
+		return lib;
+	for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
+		const char *root = roots[i];
+		char local[4096];
+
+		if (i == 3) {
+			if (!home || !*home)
+				continue;
+			snprintf(local, sizeof(local), "%s/.local/lib", home);
+			root = local;
+		}
+		if (!*root)
+			continue;
+		for (int k = 0; k < 2; k++) {
+			snprintf(pat, sizeof(pat), "%s/python3*/%s/nvidia/nccl/lib/libnccl.so.2", root,
+				 k ? "dist-packages" : "site-packages");
+			if ((lib = open_glob(pat)))
+				return lib;
+		}
+		if (i == 2) {   /* a venv's lib folder */
+			snprintf(pat, sizeof(pat), "%s/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2", root);
+			if ((lib = open_glob(pat)))
+				return lib;
+		}
+	}
+	if (cuda && *cuda) {
+		snprintf(pat, sizeof(pat), "%s/lib64/libnccl.so.2", cuda);
+		if ((lib = try_open(pat)))
+			return lib;
+	}
+	return try_open("/usr/local/cuda/lib64/libnccl.so.2");
+}
+
+#define SYM(field, name) { #name, offsetof(__typeof__(nccl), field) }
+static const struct { const char *name; size_t offset; } syms[] = {
+	SYM(GetVersion, ncclGetVersion), SYM(GetUniqueId, ncclGetUniqueId),
+	SYM(CommInitRankConfig, ncclCommInitRankConfig), SYM(CommSplit, ncclCommSplit),
+	SYM(CommFinalize, ncclCommFinalize), SYM(CommDestroy, ncclCommDestroy), SYM(CommAbort, ncclCommAbort),
+	SYM(CommGetAsyncError, ncclCommGetAsyncError), SYM(CommCount, ncclCommCount),
+	SYM(CommUserRank, ncclCommUserRank), SYM(AllReduce, ncclAllReduce), SYM(Broadcast, ncclBroadcast),
+	SYM(Reduce, ncclReduce), SYM(AllGather, ncclAllGather), SYM(ReduceScatter, ncclReduceScatter),
+	SYM(Send, ncclSend), SYM(Recv, ncclRecv), SYM(GroupStart, ncclGroupStart), SYM(GroupEnd, ncclGroupEnd),
+	SYM(GetLastError, ncclGetLastError),
+};
+
+static void load(void)
+{
+	void *lib;
+
+	/* Before NCCL reads its environment: no NVLink multicast (NVLS). */
+	setenv("NCCL_NVLS_ENABLE", "0", 1);
+	lib = find_nccl();
+	if (!lib) {
+		phos_err("cuda: cannot load libnccl.so.2 (PHOS_NCCL_LIB, the loader path, pip's nvidia/nccl/lib, "
+			 "$CUDA_HOME/lib64 and /usr/local/cuda/lib64 tried)");
+		return;
+	}
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		void *p = dlsym(lib, syms[i].name);
+
+		if (!p) {
+			phos_err("cuda: libnccl.so.2 lacks %s", syms[i].name);
+			return;
+		}
+		memcpy((char *)&nccl + syms[i].offset, &p, sizeof(p));
+	}
+	load_status = 0;
+}
+
+static int loaded(void)
+{
+	pthread_once(&load_once, load);
+	return load_status;
+}
+
+/* Logs NCCL's own message for a failure (the function gets the result). */
+static int check(int r, const char *what, ncomm comm)
+{
+	if (r != 0 && r != PHOS_NCCL_IN_PROGRESS)
+		phos_debug("cuda: %s: ncclResult_t %d (%s)", what, r, nccl.GetLastError ? nccl.GetLastError(comm) : "");
+	return r;
+}
+#define TRY_LOAD() do { int l_ = loaded(); if (l_) return l_; } while (0)
+
+static int cuda_version(int *ret_version)
+{
+	TRY_LOAD();
+	return check(nccl.GetVersion(ret_version), "ncclGetVersion", NULL);
+}
+
+static int cuda_unique_id(uint8_t ret_id[PHOS_NCCL_ID_BYTES])
+{
+	TRY_LOAD();
+	return check(nccl.GetUniqueId(ret_id), "ncclGetUniqueId", NULL);
+}
+
+/* Our executors block on init (the function already waits for the reply). */
+static void config_of(const struct phos_nccl_params *p, struct phos_nccl_config *cfg)
+{
+	int version = PHOS_NCCL_VERSION_CODE;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->size = sizeof(*cfg);
+	cfg->magic = PHOS_NCCL_CONFIG_MAGIC;
+	nccl.GetVersion(&version);
+	cfg->version = version < PHOS_NCCL_VERSION_CODE ? (unsigned)version : PHOS_NCCL_VERSION_CODE;
+	cfg->blocking = 1;
+	cfg->cga_cluster_size = p ? p->cga_cluster_size : PHOS_NCCL_CONFIG_UNDEF_INT;
+	cfg->min_ctas = p ? p->min_ctas : PHOS_NCCL_CONFIG_UNDEF_INT;
+	cfg->max_ctas = p ? p->max_ctas : PHOS_NCCL_CONFIG_UNDEF_INT;
+	cfg->split_share = cfg->traffic_class = cfg->collnet_enable = cfg->cta_policy = PHOS_NCCL_CONFIG_UNDEF_INT;
+	cfg->shrink_share = cfg->nvls_ctas = cfg->nchannels_per_net_peer = PHOS_NCCL_CONFIG_UNDEF_INT;
+	cfg->nvlink_centric_sched = PHOS_NCCL_CONFIG_UNDEF_INT;
+}
+
+static int cuda_init(const uint8_t id[PHOS_NCCL_ID_BYTES], const struct phos_nccl_params *p, void **ret_comm)
+{
+	struct phos_nccl_config cfg;
+	phos_nccl_unique_id uid;
+
+	TRY_LOAD();
+	config_of(p, &cfg);
+	memcpy(uid.internal, id, sizeof(uid.internal));
+	return check(nccl.CommInitRankConfig(ret_comm, p->nranks, uid, p->rank, &cfg), "ncclCommInitRankConfig",
+		     NULL);
+}
+
+static int cuda_split(void *comm, int color, int key, void **ret_comm, int *ret_nranks, int *ret_rank)
+{
+	struct phos_nccl_config cfg;
+	int r;
+
+	config_of(NULL, &cfg);
+	*ret_comm = NULL;
+	r = check(nccl.CommSplit(comm, color, key, ret_comm, &cfg), "ncclCommSplit", comm);
+	if (r == 0 && *ret_comm) {
+		nccl.CommCount(*ret_comm, ret_nranks);
+		nccl.CommUserRank(*ret_comm, ret_rank);
+	}
+	return r;
+}
+
+static int cuda_finalize(void *comm)
+{
+	return check(nccl.CommFinalize(comm), "ncclCommFinalize", comm);
+}
+
+static int cuda_destroy(void *comm)
+{
+	return check(nccl.CommDestroy(comm), "ncclCommDestroy", NULL);
+}
+
+static int cuda_abort(void *comm)
+{
+	return check(nccl.CommAbort(comm), "ncclCommAbort", NULL);
+}
+
+static int cuda_async_error(void *comm, int *ret_error)
+{
+	return check(nccl.CommGetAsyncError(comm, ret_error), "ncclCommGetAsyncError", comm);
+}
+
+static int cuda_group_start(void)
+{
+	TRY_LOAD();
+	return check(nccl.GroupStart(), "ncclGroupStart", NULL);
+}
+
+static int cuda_group_end(void)
+{
+	TRY_LOAD();
+	return check(nccl.GroupEnd(), "ncclGroupEnd", NULL);
+}
+
+static int cuda_coll(void *comm, const struct phos_nccl_coll *k, void *stream)
+{
+	const void *s = (const void *)(uintptr_t)k->send;
+	void *d = (void *)(uintptr_t)k->recv;
+	size_t n = (size_t)k->count;
+
+	switch (k->kind) {
+	case PHOS_NCCL_ALL_REDUCE:
+		return check(nccl.AllReduce(s, d, n, k->type, k->op, comm, stream), "ncclAllReduce", comm);
+	case PHOS_NCCL_BROADCAST:
+		return check(nccl.Broadcast(s, d, n, k->type, k->peer, comm, stream), "ncclBroadcast", comm);
+	case PHOS_NCCL_REDUCE:
+		return check(nccl.Reduce(s, d, n, k->type, k->op, k->peer, comm, stream), "ncclReduce", comm);
+	case PHOS_NCCL_ALL_GATHER:
+		return check(nccl.AllGather(s, d, n, k->type, comm, stream), "ncclAllGather", comm);
+	case PHOS_NCCL_REDUCE_SCATTER:
+		return check(nccl.ReduceScatter(s, d, n, k->type, k->op, comm, stream), "ncclReduceScatter", comm);
+	case PHOS_NCCL_SEND:
+		return check(nccl.Send(s, n, k->type, k->peer, comm, stream), "ncclSend", comm);
+	case PHOS_NCCL_RECV:
+		return check(nccl.Recv(d, n, k->type, k->peer, comm, stream), "ncclRecv", comm);
+	default:
+		return PHOS_NCCL_INVALID_ARGUMENT;
+	}
+}
+
+const struct phos_nccl_ops phos_nccl_cuda = {
+	.name = "cuda",
+	.version = cuda_version,
+	.unique_id = cuda_unique_id,
+	.init = cuda_init,
+	.split = cuda_split,
+	.finalize = cuda_finalize,
+	.destroy = cuda_destroy,
+	.abort = cuda_abort,
+	.async_error = cuda_async_error,
+	.group_start = cuda_group_start,
+	.group_end = cuda_group_end,
+	.coll = cuda_coll,
+};

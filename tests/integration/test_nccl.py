@@ -1,0 +1,177 @@
+# SPDX-License-Identifier: MIT
+"""The NCCL stand-in against the sim device's shared-memory collectives, with
+one process per rank under `phos-fn run` (each its own executor):
+
+- every forwarded call (sums, max/min/prod/avg, fp16, broadcasts, reduce,
+  all-gather, reduce-scatter, a send/recv ring, groups, split, finalize,
+  destroy, ncclMemAlloc, queries) with 1, 2 and 3 ranks;
+- the executor's read/write sets of collectives, sized as each defines;
+- bad arguments: ncclInvalidArgument; APIs not forwarded: ncclInvalidUsage;
+- an aborted communicator: the peer waiting in an all-reduce gets an error;
+- a rank killed before a collective: the others get an error, not a hang;
+- tp_mlp with 1 and 2 ranks matches its CPU reference;
+- a single-rank communicator used after snapshot and restore.
+
+With PHOS_TEST_DEVICE=cuda (tools/gpu-check, one GPU) only single-rank
+communicators run: NCCL refuses two ranks on one GPU.
+"""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+from harness import DEVICE, PHOS_FN, check, done, fn_env, phos, program, read_trace
+
+CALLS = program("tests", "integration", "nccl_calls")
+TP_MLP = program("functions", "examples", "tp_mlp")
+
+# Every check the calls mode makes (nccl_calls.cu).
+CALL_CHECKS = {"init", "count", "user_rank", "cu_device", "async_error", "allreduce_sum", "allreduce_max_i32",
+               "allreduce_min_i32", "allreduce_prod_i32", "allreduce_avg_i32", "allreduce_inplace_f64",
+               "allreduce_sum_f16", "broadcast", "bcast", "reduce_max", "allgather", "reduce_scatter",
+               "sendrecv_ring", "group_two_allreduce", "split_count", "split_rank", "split_allreduce",
+               "split_nocolor", "memalloc_device", "version", "error_string"}
+BAD_CHECKS = {"bad_null_comm", "bad_type", "bad_op", "bad_root", "bad_peer", "bad_null_buf", "bad_overflow",
+              "bad_host_buf", "bad_too_big", "bad_stale_comm", "bad_rank", "bad_nranks", "bad_initall_2",
+              "bad_null_version", "bad_group_end", "refused_register", "last_error", "initall_1"}
+
+
+def lines(text):
+    out = []
+    for line in text.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out
+
+
+def ranks(prog, mode_args, n, tmp, env=None, timeout=60, trace=False):
+    """Runs n ranks of prog at once: [(returncode, records, stderr, seconds)] by rank."""
+    idfile = os.path.join(tmp, f"id-{time.monotonic_ns()}")
+    procs = []
+    for r in range(n):
+        cmd = [PHOS_FN, "run", "--device", DEVICE]
+        if trace:
+            cmd += ["--trace", os.path.join(tmp, f"trace-{r}.jsonl")]
+        cmd += ["--", prog, *mode_args, str(r), str(n), idfile]
+        procs.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True, env=fn_env(env)))
+    t0 = time.monotonic()
+    res = []
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=max(1, timeout - (time.monotonic() - t0)))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+            err += "\n(timed out)"
+        res.append((p.returncode, lines(out), err, time.monotonic() - t0))
+    return res
+
+
+def checks_of(recs):
+    return {r["check"]: r for r in recs if "check" in r}
+
+
+tmp = tempfile.mkdtemp(prefix="phos-nccl-test-")
+env = {"PHOS_NCCL_TIMEOUT_MS": "20000"}
+MULTI = DEVICE != "cuda"
+try:
+    # Every forwarded call, 1, 2 and 3 ranks.
+    for n in (1, 2, 3) if MULTI else (1,):
+        res = ranks(CALLS, ["calls"], n, tmp, env=env, trace=(n == 2))
+        for r, (rc, recs, err, _) in enumerate(res):
+            got = checks_of(recs)
+            bad = sorted(k for k, v in got.items() if not v["ok"])
+            missing = sorted(CALL_CHECKS - set(got))
+            check(rc == 0 and not bad and not missing,
+                  f"{n} ranks, rank {r}: rc {rc}, failed {bad}, missing {missing}: {err[-800:]}")
+        if n == 2:
+            # Read/write sets: all-gather of 70000 floats reads 280000 bytes and
+            # writes 2 x 280000; reduce-scatter of 30000 reads 2 x 120000, writes 120000.
+            recs = read_trace(os.path.join(tmp, "trace-0.jsonl"))
+            ag = [x for x in recs if x.get("op") == "nccl_all_gather"]
+            rs = [x for x in recs if x.get("op") == "nccl_reduce_scatter"]
+            check(len(ag) == 1 and [r[1] for r in ag[0]["reads"]] == [280000]
+                  and [r[1] for r in ag[0]["writes"]] == [560000], f"all-gather set {ag}")
+            check(len(rs) == 1 and [r[1] for r in rs[0]["reads"]] == [240000]
+                  and [r[1] for r in rs[0]["writes"]] == [120000], f"reduce-scatter set {rs}")
+            red = [x for x in recs if x.get("op") == "nccl_reduce"]
+            check(len(red) == 1 and red[0]["writes"], f"reduce at the root writes its recv: {red}")
+            red1 = [x for x in read_trace(os.path.join(tmp, "trace-1.jsonl")) if x.get("op") == "nccl_reduce"]
+            check(len(red1) == 1 and red1[0]["writes"] == [], f"reduce elsewhere writes nothing: {red1}")
+
+    # Bad arguments and refused APIs, 2 ranks.
+    res = ranks(CALLS, ["bad"], 2 if MULTI else 1, tmp, env=env)
+    for r, (rc, recs, err, _) in enumerate(res):
+        got = checks_of(recs)
+        bad = sorted(k for k, v in got.items() if not v["ok"])
+        missing = sorted(BAD_CHECKS - set(got))
+        check(rc == 0 and not bad and not missing, f"bad, rank {r}: rc {rc}, failed {bad}, missing {missing}: {err[-800:]}")
+    check("ncclCommInitAll of 2 devices refused" in res[0][2], f"InitAll of 2 says why: {res[0][2][-400:]}")
+
+    # An aborted communicator: rank 1 waits in an all-reduce, rank 0 aborts.
+    if MULTI:
+        res = ranks(CALLS, ["abort"], 2, tmp, env=env, timeout=40)
+        c0, c1 = checks_of(res[0][1]), checks_of(res[1][1])
+        check(c0.get("after_abort", {}).get("ok"), f"a handle used after ncclCommAbort is invalid: {c0}")
+        check(c1.get("peer_aborted", {}).get("ok") and c1.get("still_failed", {}).get("ok"),
+              f"the peer of an aborted rank gets an error: {c1} {res[1][2][-500:]}")
+        check(res[1][3] < 15, f"... at once ({res[1][3]:.1f} s)")
+
+        # A rank killed before a collective: the others get an error, not a hang.
+        res = ranks(CALLS, ["die"], 3, tmp, env=env, timeout=50)
+        for r in (0, 1):
+            c = checks_of(res[r][1])
+            check(c.get("peer_died", {}).get("ok"), f"rank {r} sees its dead peer: {c} {res[r][2][-500:]}")
+            check(res[r][3] < 25, f"rank {r} got its error in {res[r][3]:.1f} s")
+        check(res[2][0] != 0, "the killed rank failed")
+
+    # tp_mlp: 1 and 2 ranks match the CPU reference.
+    for n in (1, 2) if MULTI else (1,):
+        res = ranks(TP_MLP, [], n, tmp, env=env)
+        for r, (rc, recs, err, _) in enumerate(res):
+            out = [x for x in recs if "ok" in x]
+            check(rc == 0 and len(out) == 1 and out[0]["ok"] and out[0]["rank"] == r and out[0]["nranks"] == n,
+                  f"tp_mlp {n} ranks, rank {r}: rc {rc} {out} {err[-800:]}")
+
+    # A single-rank communicator made before phos_fn_serve, used after a restore.
+    snap = os.path.join(tmp, "snap")
+    idfile = os.path.join(tmp, "id-serve")
+    p = phos("snapshot", "--device", DEVICE, "-o", snap, "--", CALLS, "serve", "0", "1", idfile, extra_env=env)
+    check(p.returncode == 0, f"snapshot: {p.stderr[-800:]}")
+    if p.returncode == 0:
+        for _ in range(2):   # twice: each restore re-creates it in a fresh executor
+            p = phos("restore", "--device", DEVICE, snap, stdin='{"a":1}\n{"a":2}\n', extra_env=env)
+            got = lines(p.stdout)
+            check(p.returncode == 0 and len(got) == 2 and all(g.get("result") == 0 and g.get("sum") == 6
+                                                               and g.get("count") == 1 for g in got)
+                  and [g.get("calls") for g in got] == [1, 2],
+                  f"restored communicator: rc {p.returncode} {got} {p.stderr[-800:]}")
+    # A communicator of two ranks is not re-created after a restore: its use
+    # answers ncclInvalidUsage (5), its count is still known.
+    if MULTI:
+        snap2 = os.path.join(tmp, "snap2")
+        idfile = os.path.join(tmp, "id-serve2")
+        peer = subprocess.Popen([PHOS_FN, "run", "--device", DEVICE, "--", CALLS, "serve", "1", "2", idfile],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=fn_env(env))
+        p = phos("snapshot", "--device", DEVICE, "-o", snap2, "--", CALLS, "serve", "0", "2", idfile,
+                 extra_env=env)
+        peer.communicate(timeout=60)
+        check(p.returncode == 0 and peer.returncode == 0, f"snapshot of rank 0 of 2: {p.stderr[-800:]}")
+        if p.returncode == 0:
+            p = phos("restore", "--device", DEVICE, snap2, stdin='{"a":1}\n', extra_env=env)
+            got = lines(p.stdout)
+            check(p.returncode == 0 and len(got) == 1 and got[0].get("result") == 5 and got[0].get("count") == 2,
+                  f"a restored rank of two answers ncclInvalidUsage: {got} {p.stderr[-800:]}")
+
+    leftovers = [f for f in os.listdir("/dev/shm") if f.startswith("phos-nccl-")]
+    check(not leftovers, f"no communicator segments left behind: {leftovers}")
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+
+done("nccl")
