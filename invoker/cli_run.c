@@ -268,7 +268,7 @@ static int start_checkpointable(char **prog_argv, const char *exe, const char *d
 	{
 		struct phos_fd_map fds[] = { { 0, 0 }, { 1, 1 }, { 2, 2 }, { sv[1], CHANNEL_FD } };
 
-		r = phos_criu_spawn(prog_argv, env, fds, 4, ret_prog);
+		r = phos_criu_spawn(prog_argv, env, fds, 4, NULL, ret_prog);
 	}
 	phos_env_free(env);
 	if (r < 0) {
