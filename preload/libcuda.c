@@ -28,6 +28,7 @@
 #undef cuDevicePrimaryCtxReset
 #undef cuDevicePrimaryCtxSetFlags
 #undef cuDeviceGetUuid
+#undef cuMemHostRegister
 
 #define CTX_STACK 16
 
@@ -711,6 +712,110 @@ PHOS_EXPORT CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, si
 }
 PHOS_ALIAS(cuMemsetD32Async_ptsz, cuMemsetD32Async);
 
+/* CU_MEMHOSTREGISTER_* and cudaHostRegister* share their bits. */
+PHOS_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+	NEED_CTX();
+	return CU_RUN(cudaHostRegister(p, bytesize, Flags));
+}
+PHOS_ALIAS(cuMemHostRegister, cuMemHostRegister_v2);
+
+PHOS_EXPORT CUresult cuMemHostUnregister(void *p)
+{
+	NEED_CTX();
+	return CU_RUN(cudaHostUnregister(p));
+}
+
+/* --- stream-ordered allocation: the runtime's pools (pool.c), same handles --- */
+
+_Static_assert(sizeof(CUmemPoolProps) == sizeof(struct cudaMemPoolProps), "CUmemPoolProps is cudaMemPoolProps");
+
+PHOS_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+	void *p = NULL;
+	CUresult r;
+
+	NEED_CTX();
+	if (!dptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = CU_RUN(cudaMallocAsync(&p, bytesize, (cudaStream_t)hStream));
+	if (r == CUDA_SUCCESS)
+		*dptr = (CUdeviceptr)(uintptr_t)p;
+	return r;
+}
+PHOS_ALIAS(cuMemAllocAsync_ptsz, cuMemAllocAsync);
+
+PHOS_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
+{
+	void *p = NULL;
+	CUresult r;
+
+	NEED_CTX();
+	if (!dptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = CU_RUN(cudaMallocFromPoolAsync(&p, bytesize, (cudaMemPool_t)pool, (cudaStream_t)hStream));
+	if (r == CUDA_SUCCESS)
+		*dptr = (CUdeviceptr)(uintptr_t)p;
+	return r;
+}
+PHOS_ALIAS(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync);
+
+PHOS_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+	NEED_CTX();
+	return CU_RUN(cudaFreeAsync(DPTR(dptr), (cudaStream_t)hStream));
+}
+PHOS_ALIAS(cuMemFreeAsync_ptsz, cuMemFreeAsync);
+
+PHOS_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+	NEED_INIT();
+	return CU_RUN(cudaDeviceGetDefaultMemPool((cudaMemPool_t *)pool_out, dev));
+}
+
+PHOS_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+	NEED_INIT();
+	return CU_RUN(cudaDeviceGetMemPool((cudaMemPool_t *)pool, dev));
+}
+
+PHOS_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+	NEED_INIT();
+	return CU_RUN(cudaDeviceSetMemPool(dev, (cudaMemPool_t)pool));
+}
+
+PHOS_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+	NEED_INIT();
+	return CU_RUN(cudaMemPoolCreate((cudaMemPool_t *)pool, (const struct cudaMemPoolProps *)poolProps));
+}
+
+PHOS_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+	NEED_INIT();
+	return CU_RUN(cudaMemPoolDestroy((cudaMemPool_t)pool));
+}
+
+/* CUmemPool_attribute and cudaMemPoolAttr share their numbers. */
+PHOS_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+	NEED_INIT();
+	return CU_RUN(cudaMemPoolSetAttribute((cudaMemPool_t)pool, (enum cudaMemPoolAttr)attr, value));
+}
+
+PHOS_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+	NEED_INIT();
+	return CU_RUN(cudaMemPoolGetAttribute((cudaMemPool_t)pool, (enum cudaMemPoolAttr)attr, value));
+}
+
+PHOS_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+	NEED_INIT();
+	return CU_RUN(cudaMemPoolTrimTo((cudaMemPool_t)pool, minBytesToKeep));
+}
+
 /* --- pointer attributes --- */
 
 static CUresult pointer_attr(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
@@ -884,6 +989,25 @@ PHOS_EXPORT CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
 	return CUDA_SUCCESS;
 }
 PHOS_ALIAS(cuStreamGetCtx_ptsz, cuStreamGetCtx);
+
+/* Host functions run on the runtime stand-in's callback thread (callback.c).
+ * CUhostFn is cudaHostFn_t; CUstreamCallback differs from cudaStreamCallback_t
+ * only in the names of its handle and status types. */
+PHOS_EXPORT CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+	NEED_CTX();
+	return CU_RUN(cudaLaunchHostFunc((cudaStream_t)hStream, (cudaHostFn_t)fn, userData));
+}
+PHOS_ALIAS(cuLaunchHostFunc_ptsz, cuLaunchHostFunc);
+
+PHOS_EXPORT CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData,
+					 unsigned int flags)
+{
+	NEED_CTX();
+	return CU_RUN(cudaStreamAddCallback((cudaStream_t)hStream, (cudaStreamCallback_t)(void (*)(void))callback,
+					    userData, flags));
+}
+PHOS_ALIAS(cuStreamAddCallback_ptsz, cuStreamAddCallback);
 
 /* CU_EVENT_* and cudaEvent* share their bits. */
 PHOS_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)

@@ -218,6 +218,38 @@ static void check_host_memory(CUstream stream)
 	CU(cuMemFree(d));
 }
 
+static void host_fn(void *arg)
+{
+	(*(int *)arg)++;
+}
+
+// Stream-ordered allocation from the default pool, a host function after it,
+// and registered host memory as a copy's source.
+static void check_async_memory(CUstream stream)
+{
+	CUmemoryPool pool;
+	CUdeviceptr d;
+	cuuint64_t reserved = 0;
+	static unsigned char src[8192] __attribute__((aligned(4096))), back[8192];
+	int ran = 0;
+
+	CU(cuDeviceGetDefaultMemPool(&pool, 0));
+	CU(cuMemAllocAsync(&d, sizeof(src), stream));
+	for (size_t i = 0; i < sizeof(src); i++)
+		src[i] = (unsigned char)(i * 13 + 1);
+	CU(cuMemHostRegister(src, sizeof(src), 0));
+	CU(cuMemcpyHtoDAsync(d, src, sizeof(src), stream));
+	CU(cuMemcpyDtoHAsync(back, d, sizeof(back), stream));
+	CU(cuLaunchHostFunc(stream, host_fn, &ran));
+	CU(cuMemFreeAsync(d, stream));
+	CU(cuStreamSynchronize(stream));
+	CHECK(ran == 1, "host function ran %d times", ran);
+	CHECK(!memcmp(src, back, sizeof(src)), "registered source: bytes differ");
+	CU(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved));
+	CU(cuMemPoolTrimTo(pool, 0));
+	CU(cuMemHostUnregister(src));
+}
+
 static void check_pointers(CUcontext ctx)
 {
 	CUdeviceptr d, dp = 0;
@@ -394,6 +426,7 @@ int main(int argc, char **argv)
 	check_globals(mods[0]);
 	check_memsets(stream);
 	check_host_memory(stream);
+	check_async_memory(stream);
 	check_pointers(ctx);
 	check_bad_images();
 	check_proc_address();
