@@ -34,7 +34,6 @@
 
 static int initialized;                  /* cuInit succeeded */
 static int primary_refs;                 /* cuDevicePrimaryCtxRetain - Release */
-static unsigned primary_flags;           /* cuDevicePrimaryCtxSetFlags */
 
 /* The calling thread's context stack. `touched`: the thread set or popped a
  * context itself; before that its current context is the one the runtime
@@ -287,9 +286,12 @@ PHOS_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flag
 	r = check_device(dev);
 	if (r)
 		return r;
-	*flags = __atomic_load_n(&primary_flags, __ATOMIC_RELAXED);
-	*active = __atomic_load_n(&primary_refs, __ATOMIC_ACQUIRE) > 0 || phos_preload_hello()->device_count > 0;
-	return CUDA_SUCCESS;
+	/* the runtime's device flags are the primary context's (CU_CTX_* are cudaDevice*) */
+	r = CU_RUN(cudaGetDeviceFlags(flags));
+	if (r == CUDA_SUCCESS)
+		*active = __atomic_load_n(&primary_refs, __ATOMIC_ACQUIRE) > 0 ||
+			  phos_preload_hello()->device_count > 0;
+	return r;
 }
 
 PHOS_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
@@ -300,11 +302,10 @@ PHOS_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int fl
 	r = check_device(dev);
 	if (r)
 		return r;
-	/* the scheduling flags the runtime takes (cudaSetDeviceFlags); 0x07 of them */
+	/* the flags the runtime takes (cudaSetDeviceFlags, same bits) */
 	if (flags & ~(unsigned)(CU_CTX_SCHED_MASK | CU_CTX_LMEM_RESIZE_TO_MAX | CU_CTX_MAP_HOST))
 		return CUDA_ERROR_INVALID_VALUE;
-	__atomic_store_n(&primary_flags, flags, __ATOMIC_RELAXED);
-	return CU_RUN(cudaSetDeviceFlags(flags & CU_CTX_SCHED_MASK));
+	return CU_RUN(cudaSetDeviceFlags(flags));
 }
 PHOS_ALIAS(cuDevicePrimaryCtxSetFlags, cuDevicePrimaryCtxSetFlags_v2);
 
@@ -318,7 +319,6 @@ PHOS_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 	r = check_device(dev);
 	if (r)
 		return r;
-	__atomic_store_n(&primary_flags, 0, __ATOMIC_RELAXED);
 	return CU_RUN(cudaDeviceReset());
 }
 PHOS_ALIAS(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2);
@@ -422,8 +422,7 @@ PHOS_EXPORT CUresult cuCtxGetFlags(unsigned int *flags)
 	NEED_CTX();
 	if (!flags)
 		return CUDA_ERROR_INVALID_VALUE;
-	*flags = __atomic_load_n(&primary_flags, __ATOMIC_RELAXED);
-	return CUDA_SUCCESS;
+	return CU_RUN(cudaGetDeviceFlags(flags));
 }
 
 PHOS_EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)

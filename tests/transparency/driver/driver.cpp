@@ -384,7 +384,13 @@ int main(int argc, char **argv)
 	CHECK(sscanf(bus, "%x:%x:%x.", &dom, &b, &d) == 3 && dom <= 0xffff && b <= 0xff && d <= 0x1f,
 	      "PCI bus id %s", bus);
 
+	unsigned flags = 0;
+	int active = -1;
+	CU(cuDevicePrimaryCtxSetFlags(dev, CU_CTX_SCHED_BLOCKING_SYNC));
 	CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+	CU(cuDevicePrimaryCtxGetState(dev, &flags, &active));
+	CHECK(active == 1 && (flags & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC, "primary context: flags %#x active %d",
+	      flags, active);
 	CU(cuCtxSetCurrent(ctx));
 	CU(cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_SHARED));
 	CU(cuCtxGetCurrent(&cur));
