@@ -79,6 +79,12 @@ CUresult cu_result(int err)
 PHOS_EXPORT const int phos_cuda_standin = 1;
 PHOS_EXPORT_NAMES(phos_cuda_standin)
 
+/* This library has its own copy of the log (runtime/log.c is linked in hidden). */
+__attribute__((constructor)) static void driver_init(void)
+{
+	phos_log_init("phos-preload-cuda", PHOS_LOG_OFF);
+}
+
 /* Every export we do not forward: logged once, refused. */
 int phos_cuda_stub(const char *name, int *logged);
 int phos_cuda_stub(const char *name, int *logged)

@@ -436,6 +436,13 @@ int main(int argc, char **argv)
 	check_pointers(ctx);
 	check_bad_images();
 	check_proc_address();
+	if (phos_mode) {
+		// what phos-fn does not forward is refused, never faked (and named once in its log)
+		CUgraph g;
+
+		CHECK(cuGraphCreate(&g, 0) == CUDA_ERROR_NOT_SUPPORTED, "cuGraphCreate is not refused");
+		CHECK(cuGraphCreate(&g, 0) == CUDA_ERROR_NOT_SUPPORTED, "cuGraphCreate is not refused twice");
+	}
 
 	CUevent e;
 	CU(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
