@@ -29,6 +29,7 @@
 #undef cuDevicePrimaryCtxSetFlags
 #undef cuDeviceGetUuid
 #undef cuMemHostRegister
+#undef cuMemGetAddressRange
 
 #define CTX_STACK 16
 
@@ -821,6 +822,27 @@ PHOS_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 	return CU_RUN(cudaMemPoolTrimTo((cudaMemPool_t)pool, minBytesToKeep));
 }
 
+/* The allocation (or module variable) holding dptr, from the executor's buffer table. */
+PHOS_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+	uint64_t base = 0, size = 0;
+	CUresult r;
+
+	NEED_CTX();
+	if (!pbase && !psize)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = CU_RUN(phos_mem_range(dptr, &base, &size));
+	if (r == CUDA_ERROR_INVALID_VALUE)
+		return CUDA_ERROR_NOT_FOUND;   /* the driver's word for an address in no allocation */
+	if (r)
+		return r;
+	if (pbase)
+		*pbase = (CUdeviceptr)base;
+	if (psize)
+		*psize = (size_t)size;
+	return CUDA_SUCCESS;
+}
+
 /* --- pointer attributes --- */
 
 static CUresult pointer_attr(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
@@ -872,6 +894,21 @@ static CUresult pointer_attr(void *data, CUpointer_attribute attribute, CUdevice
 			return CUDA_ERROR_INVALID_VALUE;
 		*(int *)data = 0;
 		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE: {
+		uint64_t base = 0, size = 0;
+
+		if (pa.type != cudaMemoryTypeDevice)
+			return CUDA_ERROR_INVALID_VALUE;
+		r = CU_RUN(phos_mem_range(ptr, &base, &size));
+		if (r)
+			return r;
+		if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+			*(CUdeviceptr *)data = (CUdeviceptr)base;
+		else
+			*(size_t *)data = (size_t)size;
+		return CUDA_SUCCESS;
+	}
 	default: {
 		static int logged;
 

@@ -67,6 +67,7 @@ static const char *const op_names[PHOS_OP__COUNT] = {
 	[PHOS_OP_STREAM_ATTR] = "stream_attr",
 	[PHOS_OP_DEVICE_LIMIT] = "device_limit",
 	[PHOS_OP_MODULE_STATUS] = "module_status",
+	[PHOS_OP_ADDR_RANGE] = "addr_range",
 };
 
 const char *phos_op_name(uint32_t op)

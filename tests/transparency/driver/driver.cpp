@@ -263,6 +263,14 @@ static void check_pointers(CUcontext ctx)
 	CHECK(pc == ctx, "pointer context %p, want %p", (void *)pc, (void *)ctx);
 	CU(cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, d));
 	CHECK(dp == d, "device pointer %#llx, want %#llx", (unsigned long long)dp, (unsigned long long)d);
+	CUdeviceptr base = 0;
+	size_t size = 0;
+	CU(cuMemGetAddressRange(&base, &size, d + 100));
+	CHECK(base == d && size == 256, "range of d+100: %#llx + %zu, want %#llx + 256", (unsigned long long)base, size,
+	      (unsigned long long)d);
+	CU(cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, d + 200));
+	CU(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, d + 200));
+	CHECK(base == d && size == 256, "range attributes of d+200: %#llx + %zu", (unsigned long long)base, size);
 
 	CUpointer_attribute attrs[] = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_CONTEXT };
 	void *data[] = { &type, &pc };
