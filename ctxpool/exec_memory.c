@@ -340,6 +340,18 @@ int exec_memory_handle(struct executor *ex, uint32_t op, const void *body, uint3
 	switch (op) {
 	case PHOS_OP_MALLOC:
 		return do_malloc(ex, body, len, out, out_len);
+	case PHOS_OP_ADDR_RANGE: {
+		BODY(struct phos_free, a);
+		const struct phos_buf *b = phos_bufmap_find(ex->bufs, a->addr);
+		struct phos_reply_range *rr = out;
+
+		if (!b)
+			return -PHOS_CUDA_INVALID_VALUE;
+		rr->base = b->addr;
+		rr->size = b->size;
+		*out_len = sizeof(*rr);
+		return 0;
+	}
 	case PHOS_OP_FREE:
 		return do_free(ex, body, len);
 	case PHOS_OP_MEMCPY_H2D:

@@ -181,6 +181,10 @@ static inline void phos_log_once(const char *what, const char *name, int *flag)
 bool phos_mem_is_device(const void *addr, size_t len);
 /* memory.c: hand every host region to a new executor (after a restore). */
 int phos_mem_regions_resend(void);
+/* memory.c: the buffer (allocation or module variable) holding device address
+ * addr, asked of the executor (cuMemGetAddressRange). cudaErrorInvalidValue
+ * when none does. */
+PHOS_EXPORT int phos_mem_range(uint64_t addr, uint64_t *ret_base, uint64_t *ret_size);
 /* memory.c: forget all host regions (the executor dropped them at reset). */
 void phos_mem_reset(void);
 /* stream.c: forget streams and events (reset). */

@@ -28,12 +28,13 @@
 #undef cuDevicePrimaryCtxReset
 #undef cuDevicePrimaryCtxSetFlags
 #undef cuDeviceGetUuid
+#undef cuMemHostRegister
+#undef cuMemGetAddressRange
 
 #define CTX_STACK 16
 
 static int initialized;                  /* cuInit succeeded */
 static int primary_refs;                 /* cuDevicePrimaryCtxRetain - Release */
-static unsigned primary_flags;           /* cuDevicePrimaryCtxSetFlags */
 
 /* The calling thread's context stack. `touched`: the thread set or popped a
  * context itself; before that its current context is the one the runtime
@@ -78,6 +79,12 @@ CUresult cu_result(int err)
  * to drive the GPU through it (runtime/device_cuda.c). */
 PHOS_EXPORT const int phos_cuda_standin = 1;
 PHOS_EXPORT_NAMES(phos_cuda_standin)
+
+/* This library has its own copy of the log (runtime/log.c is linked in hidden). */
+__attribute__((constructor)) static void driver_init(void)
+{
+	phos_log_init("phos-preload-cuda", PHOS_LOG_OFF);
+}
 
 /* Every export we do not forward: logged once, refused. */
 int phos_cuda_stub(const char *name, int *logged);
@@ -286,9 +293,12 @@ PHOS_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flag
 	r = check_device(dev);
 	if (r)
 		return r;
-	*flags = __atomic_load_n(&primary_flags, __ATOMIC_RELAXED);
-	*active = __atomic_load_n(&primary_refs, __ATOMIC_ACQUIRE) > 0 || phos_preload_hello()->device_count > 0;
-	return CUDA_SUCCESS;
+	/* the runtime's device flags are the primary context's (CU_CTX_* are cudaDevice*) */
+	r = CU_RUN(cudaGetDeviceFlags(flags));
+	if (r == CUDA_SUCCESS)
+		*active = __atomic_load_n(&primary_refs, __ATOMIC_ACQUIRE) > 0 ||
+			  phos_preload_hello()->device_count > 0;
+	return r;
 }
 
 PHOS_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
@@ -299,11 +309,10 @@ PHOS_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int fl
 	r = check_device(dev);
 	if (r)
 		return r;
-	/* the scheduling flags the runtime takes (cudaSetDeviceFlags); 0x07 of them */
+	/* the flags the runtime takes (cudaSetDeviceFlags, same bits) */
 	if (flags & ~(unsigned)(CU_CTX_SCHED_MASK | CU_CTX_LMEM_RESIZE_TO_MAX | CU_CTX_MAP_HOST))
 		return CUDA_ERROR_INVALID_VALUE;
-	__atomic_store_n(&primary_flags, flags, __ATOMIC_RELAXED);
-	return CU_RUN(cudaSetDeviceFlags(flags & CU_CTX_SCHED_MASK));
+	return CU_RUN(cudaSetDeviceFlags(flags));
 }
 PHOS_ALIAS(cuDevicePrimaryCtxSetFlags, cuDevicePrimaryCtxSetFlags_v2);
 
@@ -317,7 +326,6 @@ PHOS_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 	r = check_device(dev);
 	if (r)
 		return r;
-	__atomic_store_n(&primary_flags, 0, __ATOMIC_RELAXED);
 	return CU_RUN(cudaDeviceReset());
 }
 PHOS_ALIAS(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2);
@@ -421,8 +429,7 @@ PHOS_EXPORT CUresult cuCtxGetFlags(unsigned int *flags)
 	NEED_CTX();
 	if (!flags)
 		return CUDA_ERROR_INVALID_VALUE;
-	*flags = __atomic_load_n(&primary_flags, __ATOMIC_RELAXED);
-	return CUDA_SUCCESS;
+	return CU_RUN(cudaGetDeviceFlags(flags));
 }
 
 PHOS_EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
@@ -711,6 +718,131 @@ PHOS_EXPORT CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, si
 }
 PHOS_ALIAS(cuMemsetD32Async_ptsz, cuMemsetD32Async);
 
+/* CU_MEMHOSTREGISTER_* and cudaHostRegister* share their bits. */
+PHOS_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+	NEED_CTX();
+	return CU_RUN(cudaHostRegister(p, bytesize, Flags));
+}
+PHOS_ALIAS(cuMemHostRegister, cuMemHostRegister_v2);
+
+PHOS_EXPORT CUresult cuMemHostUnregister(void *p)
+{
+	NEED_CTX();
+	return CU_RUN(cudaHostUnregister(p));
+}
+
+/* --- stream-ordered allocation: the runtime's pools (pool.c), same handles --- */
+
+_Static_assert(sizeof(CUmemPoolProps) == sizeof(struct cudaMemPoolProps), "CUmemPoolProps is cudaMemPoolProps");
+
+PHOS_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+	void *p = NULL;
+	CUresult r;
+
+	NEED_CTX();
+	if (!dptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = CU_RUN(cudaMallocAsync(&p, bytesize, (cudaStream_t)hStream));
+	if (r == CUDA_SUCCESS)
+		*dptr = (CUdeviceptr)(uintptr_t)p;
+	return r;
+}
+PHOS_ALIAS(cuMemAllocAsync_ptsz, cuMemAllocAsync);
+
+PHOS_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
+{
+	void *p = NULL;
+	CUresult r;
+
+	NEED_CTX();
+	if (!dptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = CU_RUN(cudaMallocFromPoolAsync(&p, bytesize, (cudaMemPool_t)pool, (cudaStream_t)hStream));
+	if (r == CUDA_SUCCESS)
+		*dptr = (CUdeviceptr)(uintptr_t)p;
+	return r;
+}
+PHOS_ALIAS(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync);
+
+PHOS_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+	NEED_CTX();
+	return CU_RUN(cudaFreeAsync(DPTR(dptr), (cudaStream_t)hStream));
+}
+PHOS_ALIAS(cuMemFreeAsync_ptsz, cuMemFreeAsync);
+
+PHOS_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+	NEED_INIT();
+	return CU_RUN(cudaDeviceGetDefaultMemPool((cudaMemPool_t *)pool_out, dev));
+}
+
+PHOS_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+	NEED_INIT();
+	return CU_RUN(cudaDeviceGetMemPool((cudaMemPool_t *)pool, dev));
+}
+
+PHOS_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+	NEED_INIT();
+	return CU_RUN(cudaDeviceSetMemPool(dev, (cudaMemPool_t)pool));
+}
+
+PHOS_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+	NEED_INIT();
+	return CU_RUN(cudaMemPoolCreate((cudaMemPool_t *)pool, (const struct cudaMemPoolProps *)poolProps));
+}
+
+PHOS_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+	NEED_INIT();
+	return CU_RUN(cudaMemPoolDestroy((cudaMemPool_t)pool));
+}
+
+/* CUmemPool_attribute and cudaMemPoolAttr share their numbers. */
+PHOS_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+	NEED_INIT();
+	return CU_RUN(cudaMemPoolSetAttribute((cudaMemPool_t)pool, (enum cudaMemPoolAttr)attr, value));
+}
+
+PHOS_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+	NEED_INIT();
+	return CU_RUN(cudaMemPoolGetAttribute((cudaMemPool_t)pool, (enum cudaMemPoolAttr)attr, value));
+}
+
+PHOS_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+	NEED_INIT();
+	return CU_RUN(cudaMemPoolTrimTo((cudaMemPool_t)pool, minBytesToKeep));
+}
+
+/* The allocation (or module variable) holding dptr, from the executor's buffer table. */
+PHOS_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+	uint64_t base = 0, size = 0;
+	CUresult r;
+
+	NEED_CTX();
+	if (!pbase && !psize)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = CU_RUN(phos_mem_range(dptr, &base, &size));
+	if (r == CUDA_ERROR_INVALID_VALUE)
+		return CUDA_ERROR_NOT_FOUND;   /* the driver's word for an address in no allocation */
+	if (r)
+		return r;
+	if (pbase)
+		*pbase = (CUdeviceptr)base;
+	if (psize)
+		*psize = (size_t)size;
+	return CUDA_SUCCESS;
+}
+
 /* --- pointer attributes --- */
 
 static CUresult pointer_attr(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
@@ -762,6 +894,21 @@ static CUresult pointer_attr(void *data, CUpointer_attribute attribute, CUdevice
 			return CUDA_ERROR_INVALID_VALUE;
 		*(int *)data = 0;
 		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE: {
+		uint64_t base = 0, size = 0;
+
+		if (pa.type != cudaMemoryTypeDevice)
+			return CUDA_ERROR_INVALID_VALUE;
+		r = CU_RUN(phos_mem_range(ptr, &base, &size));
+		if (r)
+			return r;
+		if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+			*(CUdeviceptr *)data = (CUdeviceptr)base;
+		else
+			*(size_t *)data = (size_t)size;
+		return CUDA_SUCCESS;
+	}
 	default: {
 		static int logged;
 
@@ -884,6 +1031,25 @@ PHOS_EXPORT CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
 	return CUDA_SUCCESS;
 }
 PHOS_ALIAS(cuStreamGetCtx_ptsz, cuStreamGetCtx);
+
+/* Host functions run on the runtime stand-in's callback thread (callback.c).
+ * CUhostFn is cudaHostFn_t; CUstreamCallback differs from cudaStreamCallback_t
+ * only in the names of its handle and status types. */
+PHOS_EXPORT CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+	NEED_CTX();
+	return CU_RUN(cudaLaunchHostFunc((cudaStream_t)hStream, (cudaHostFn_t)fn, userData));
+}
+PHOS_ALIAS(cuLaunchHostFunc_ptsz, cuLaunchHostFunc);
+
+PHOS_EXPORT CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData,
+					 unsigned int flags)
+{
+	NEED_CTX();
+	return CU_RUN(cudaStreamAddCallback((cudaStream_t)hStream, (cudaStreamCallback_t)(void (*)(void))callback,
+					    userData, flags));
+}
+PHOS_ALIAS(cuStreamAddCallback_ptsz, cuStreamAddCallback);
 
 /* CU_EVENT_* and cudaEvent* share their bits. */
 PHOS_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)

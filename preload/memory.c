@@ -396,6 +396,23 @@ bool phos_mem_is_device(const void *addr, size_t len)
 	return phos_var_contains(a, len);
 }
 
+PHOS_EXPORT int phos_mem_range(uint64_t addr, uint64_t *ret_base, uint64_t *ret_size)
+{
+	struct phos_free a = { .addr = addr };
+	struct phos_reply_range rr;
+	size_t len = 0;
+	int r;
+
+	r = phos_preload_call(PHOS_OP_ADDR_RANGE, &a, sizeof(a), NULL, 0, &rr, sizeof(rr), &len, NULL);
+	if (r == cudaSuccess && len != sizeof(rr))
+		r = cudaErrorUnknown;
+	if (r == cudaSuccess) {
+		*ret_base = rr.base;
+		*ret_size = rr.size;
+	}
+	return r;
+}
+
 static int device_malloc(void **devPtr, size_t size)
 {
 	struct phos_malloc m = { .size = size };

@@ -77,6 +77,7 @@ static const char *const op_names[PHOS_OP__COUNT] = {
 	[PHOS_OP_NCCL_QUERY] = "nccl_query",
 	[PHOS_OP_NCCL_COLL] = "nccl_coll",
 	[PHOS_OP_NCCL_GROUP] = "nccl_group",
+	[PHOS_OP_ADDR_RANGE] = "addr_range",
 };
 
 const char *phos_op_name(uint32_t op)

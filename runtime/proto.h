@@ -137,6 +137,9 @@ enum phos_op {
 	PHOS_OP_OCCUPANCY_CLUSTER,/* sync: phos_occupancy_cluster; reply i32 */
 	PHOS_OP_MODULE_STATUS,    /* sync: phos_handle; status: did the module load (the driver
 	                           * API's cuModuleLoadData answers with the device's verdict) */
+	PHOS_OP_ADDR_RANGE,       /* sync: phos_free (an address); reply phos_reply_range: the
+	                           * buffer holding it (cuMemGetAddressRange); cudaErrorInvalidValue
+	                           * when none does */
 
 	/* NCCL (ctxpool/exec_nccl.c). All synchronous; the ncclResult_t comes back
 	 * in the reply's library status (phos_channel_reply's blas field), the
@@ -180,6 +183,7 @@ struct phos_reply_hello {
 
 struct phos_malloc { uint64_t size; };
 struct phos_free { uint64_t addr; };
+struct phos_reply_range { uint64_t base, size; };
 
 struct phos_memcpy {
 	uint64_t dst, src;  /* device addresses; the host side is the payload or reply */

@@ -218,6 +218,38 @@ static void check_host_memory(CUstream stream)
 	CU(cuMemFree(d));
 }
 
+static void host_fn(void *arg)
+{
+	(*(int *)arg)++;
+}
+
+// Stream-ordered allocation from the default pool, a host function after it,
+// and registered host memory as a copy's source.
+static void check_async_memory(CUstream stream)
+{
+	CUmemoryPool pool;
+	CUdeviceptr d;
+	cuuint64_t reserved = 0;
+	static unsigned char src[8192] __attribute__((aligned(4096))), back[8192];
+	int ran = 0;
+
+	CU(cuDeviceGetDefaultMemPool(&pool, 0));
+	CU(cuMemAllocAsync(&d, sizeof(src), stream));
+	for (size_t i = 0; i < sizeof(src); i++)
+		src[i] = (unsigned char)(i * 13 + 1);
+	CU(cuMemHostRegister(src, sizeof(src), 0));
+	CU(cuMemcpyHtoDAsync(d, src, sizeof(src), stream));
+	CU(cuMemcpyDtoHAsync(back, d, sizeof(back), stream));
+	CU(cuLaunchHostFunc(stream, host_fn, &ran));
+	CU(cuMemFreeAsync(d, stream));
+	CU(cuStreamSynchronize(stream));
+	CHECK(ran == 1, "host function ran %d times", ran);
+	CHECK(!memcmp(src, back, sizeof(src)), "registered source: bytes differ");
+	CU(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved));
+	CU(cuMemPoolTrimTo(pool, 0));
+	CU(cuMemHostUnregister(src));
+}
+
 static void check_pointers(CUcontext ctx)
 {
 	CUdeviceptr d, dp = 0;
@@ -231,6 +263,14 @@ static void check_pointers(CUcontext ctx)
 	CHECK(pc == ctx, "pointer context %p, want %p", (void *)pc, (void *)ctx);
 	CU(cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, d));
 	CHECK(dp == d, "device pointer %#llx, want %#llx", (unsigned long long)dp, (unsigned long long)d);
+	CUdeviceptr base = 0;
+	size_t size = 0;
+	CU(cuMemGetAddressRange(&base, &size, d + 100));
+	CHECK(base == d && size == 256, "range of d+100: %#llx + %zu, want %#llx + 256", (unsigned long long)base, size,
+	      (unsigned long long)d);
+	CU(cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, d + 200));
+	CU(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, d + 200));
+	CHECK(base == d && size == 256, "range attributes of d+200: %#llx + %zu", (unsigned long long)base, size);
 
 	CUpointer_attribute attrs[] = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_CONTEXT };
 	void *data[] = { &type, &pc };
@@ -352,7 +392,13 @@ int main(int argc, char **argv)
 	CHECK(sscanf(bus, "%x:%x:%x.", &dom, &b, &d) == 3 && dom <= 0xffff && b <= 0xff && d <= 0x1f,
 	      "PCI bus id %s", bus);
 
+	unsigned flags = 0;
+	int active = -1;
+	CU(cuDevicePrimaryCtxSetFlags(dev, CU_CTX_SCHED_BLOCKING_SYNC));
 	CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+	CU(cuDevicePrimaryCtxGetState(dev, &flags, &active));
+	CHECK(active == 1 && (flags & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC, "primary context: flags %#x active %d",
+	      flags, active);
 	CU(cuCtxSetCurrent(ctx));
 	CU(cuCtxSetCacheConfig(CU_FUNC_CACHE_PREFER_SHARED));
 	CU(cuCtxGetCurrent(&cur));
@@ -394,9 +440,17 @@ int main(int argc, char **argv)
 	check_globals(mods[0]);
 	check_memsets(stream);
 	check_host_memory(stream);
+	check_async_memory(stream);
 	check_pointers(ctx);
 	check_bad_images();
 	check_proc_address();
+	if (phos_mode) {
+		// what phos-fn does not forward is refused, never faked (and named once in its log)
+		CUgraph g;
+
+		CHECK(cuGraphCreate(&g, 0) == CUDA_ERROR_NOT_SUPPORTED, "cuGraphCreate is not refused");
+		CHECK(cuGraphCreate(&g, 0) == CUDA_ERROR_NOT_SUPPORTED, "cuGraphCreate is not refused twice");
+	}
 
 	CUevent e;
 	CU(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
