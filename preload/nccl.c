@@ -46,6 +46,7 @@ struct ncomm {
 	uint32_t id;
 	int32_t nranks, rank, device;
 	struct phos_nccl_init init;   /* how it was made (INIT, or its split's result) */
+	uint32_t splits;              /* ncclCommSplit calls on it (every rank makes the same) */
 	bool reinit;                  /* restored: made again at its first use */
 	bool broken;                  /* could not be made again after a restore */
 };
@@ -334,6 +335,7 @@ PHOS_EXPORT nccl_result ncclCommSplit(phos_nccl_comm_t comm, int color, int key,
 	s.newcomm = n->id;
 	r = call(PHOS_OP_NCCL_SPLIT, &s, sizeof(s), NULL, 0, NULL);
 	if (r == 0 && color == PHOS_NCCL_SPLIT_NOCOLOR) {
+		c->splits++;
 		free(phos_ids_take(PHOS_H_NCCL, n->id));
 		*newcomm = NULL;
 		return PHOS_NCCL_SUCCESS;
@@ -348,7 +350,12 @@ PHOS_EXPORT nccl_result ncclCommSplit(phos_nccl_comm_t comm, int color, int key,
 	n->nranks = q.nranks;
 	n->rank = q.rank;
 	n->device = q.device;
+	/* The child's "id" for a restore (reinit_path): the parent's, with the
+	 * split's number and the color, the same on every rank of the child. */
+	c->splits++;
 	n->init = c->init;
+	memcpy(n->init.id + 112, &c->splits, sizeof(c->splits));
+	memcpy(n->init.id + 116, &color, sizeof(color));
 	n->init.comm = n->id;
 	n->init.nranks = q.nranks;
 	n->init.rank = q.rank;

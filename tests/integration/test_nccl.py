@@ -140,7 +140,8 @@ try:
             check(rc == 0 and len(out) == 1 and out[0]["ok"] and out[0]["rank"] == r and out[0]["nranks"] == n,
                   f"tp_mlp {n} ranks, rank {r}: rc {rc} {out} {err[-800:]}")
 
-    # A single-rank communicator made before phos_fn_serve, used after a restore.
+    # A single-rank communicator and its split made before phos_fn_serve, used
+    # after a restore.
     snap = os.path.join(tmp, "snap")
     idfile = os.path.join(tmp, "id-serve")
     p = phos("snapshot", "--device", DEVICE, "-o", snap, "--", CALLS, "serve", "0", "1", idfile, extra_env=env)
@@ -150,13 +151,14 @@ try:
             p = phos("restore", "--device", DEVICE, snap, stdin='{"a":1}\n{"a":2}\n', extra_env=env)
             got = lines(p.stdout)
             check(p.returncode == 0 and len(got) == 2 and all(g.get("result") == 0 and g.get("sum") == 6
-                                                               and g.get("count") == 1 for g in got)
+                                                               and g.get("count") == 1 and g.get("child_result") == 0
+                                                               and g.get("child_sum") == 6 for g in got)
                   and [g.get("calls") for g in got] == [1, 2],
                   f"restored communicator: rc {p.returncode} {got} {p.stderr[-800:]}")
     if MULTI:
-        # Both ranks of a two-rank communicator snapshotted, then restored
-        # together: they meet again through a file named by the old id and
-        # all-reduce as before.
+        # Both ranks of a two-rank communicator (and of its split) snapshotted,
+        # then restored together: they meet again through files named by the
+        # old ids and all-reduce as before.
         rdir = os.path.join(tmp, "reinit")
         os.makedirs(rdir)
         idfile = os.path.join(tmp, "id-serveall")
@@ -186,7 +188,8 @@ try:
                 for r, (out, err, rc) in enumerate(outs):
                     got = lines(out)
                     check(rc == 0 and len(got) == 2 and all(g.get("result") == 0 and g.get("sum") == 12
-                                                             and g.get("count") == 2 for g in got)
+                                                             and g.get("count") == 2 and g.get("child_result") == 0
+                                                             and g.get("child_sum") == 12 for g in got)
                           and [g.get("calls") for g in got] == [2, 4],
                           f"restore {attempt} of rank {r} of 2: rc {rc} {got} {err[-800:]}")
                 check(time.monotonic() - t0 < 30, "restored ranks meet in bounded time")
