@@ -9,7 +9,8 @@ one process per rank under `phos-fn run` (each its own executor):
 - bad arguments: ncclInvalidArgument; APIs not forwarded: ncclInvalidUsage;
 - an aborted communicator: the peer waiting in an all-reduce gets an error;
 - a rank killed before a collective: the others get an error, not a hang;
-- tp_mlp with 1 and 2 ranks matches its CPU reference;
+- tp_mlp with 1 and 2 ranks matches its CPU reference, and with 1 rank after
+  snapshot and restore;
 - a single-rank communicator used after snapshot and restore; both ranks of a
   two-rank one snapshotted and restored together (they meet again through a
   file), and one rank restored alone (an error, then ncclInvalidUsage).
@@ -139,6 +140,18 @@ try:
             out = [x for x in recs if "ok" in x]
             check(rc == 0 and len(out) == 1 and out[0]["ok"] and out[0]["rank"] == r and out[0]["nranks"] == n,
                   f"tp_mlp {n} ranks, rank {r}: rc {rc} {out} {err[-800:]}")
+
+    # tp_mlp with one rank snapshotted after init: the restored copy answers
+    # each request with a forward pass that still matches the reference.
+    snapm = os.path.join(tmp, "snap-tp")
+    p = phos("snapshot", "--device", DEVICE, "-o", snapm, "--", TP_MLP, "0", "1", os.path.join(tmp, "id-tp"),
+             extra_env=env)
+    check(p.returncode == 0, f"snapshot of tp_mlp: {p.stderr[-800:]}")
+    if p.returncode == 0:
+        p = phos("restore", "--device", DEVICE, snapm, stdin="{}\n{}\n", extra_env=env)
+        got = lines(p.stdout)
+        check(p.returncode == 0 and len(got) == 2 and all(g.get("ok") and g.get("nranks") == 1 for g in got),
+              f"restored tp_mlp: rc {p.returncode} {got} {p.stderr[-800:]}")
 
     # A single-rank communicator and its split made before phos_fn_serve, used
     # after a restore.
