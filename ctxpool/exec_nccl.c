@@ -201,34 +201,22 @@ static const char *const coll_names[] = {
 static int nccl_coll(struct executor *ex, const struct phos_nccl_coll *k, int *ret_nccl)
 {
 	struct exec_nccl_comm *c = handle_get(&ex->nccl, k->comm);
-	struct spec_set *set;
+	struct spec_set set;
 	void *stream;
-	int r;
 
-	if (!c || k->kind < PHOS_NCCL_ALL_REDUCE || k->kind > PHOS_NCCL_RECV) {
+	if (!c || k->kind < PHOS_NCCL_ALL_REDUCE || k->kind > PHOS_NCCL_RECV ||
+	    exec_stream(ex, k->stream, &stream) < 0) {
 		*ret_nccl = PHOS_NCCL_INVALID_ARGUMENT;
 		return 0;
 	}
-	if (exec_stream(ex, k->stream, &stream) < 0) {
-		*ret_nccl = PHOS_NCCL_INVALID_ARGUMENT;
+	spec_clear(&set);
+	*ret_nccl = coll_set(ex, c, k, &set);
+	if (*ret_nccl)
 		return 0;
-	}
-	set = malloc(sizeof(*set));
-	if (!set) {
-		*ret_nccl = PHOS_NCCL_SYSTEM_ERROR;
-		return 0;
-	}
-	spec_clear(set);
-	*ret_nccl = coll_set(ex, c, k, set);
-	if (*ret_nccl == 0) {
-		r = spec_commit(ex, coll_names[k->kind], NULL, k->stream, set);
-		if (r < 0) {
-			free(set);
-			return r;
-		}
-		*ret_nccl = backend(ex)->coll(c->dev, k, stream);
-	}
-	free(set);
+	/* The stream waits for any buffer of the set an on-demand restore has
+	 * not brought in yet; then the collective is queued behind it. */
+	TRY(spec_commit(ex, coll_names[k->kind], NULL, k->stream, &set));
+	*ret_nccl = backend(ex)->coll(c->dev, k, stream);
 	return 0;
 }
 

@@ -22,16 +22,19 @@
  *
  * Snapshots: a communicator records its creation parameters. After a restore
  * (phos_preload_on_restore) a single-rank communicator is made again in the
- * new executor under the same id, with a fresh unique id; one of several ranks
- * cannot be (its peers would have to re-initialise with it) and answers
- * ncclInvalidUsage from then on, with a line in the log.
+ * new executor under the same id, with a fresh unique id. One of several ranks
+ * is made again at its first use, when its peers (restored too) meet it
+ * through a file named by the old id (comm_reinit); if they do not come that
+ * use fails and later ones answer ncclInvalidUsage.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -43,8 +46,12 @@ struct ncomm {
 	uint32_t id;
 	int32_t nranks, rank, device;
 	struct phos_nccl_init init;   /* how it was made (INIT, or its split's result) */
-	bool broken;                  /* not re-created after a restore */
+	uint32_t splits;              /* ncclCommSplit calls on it (every rank makes the same) */
+	bool reinit;                  /* restored: made again at its first use */
+	bool broken;                  /* could not be made again after a restore */
 };
+
+static nccl_result comm_reinit(struct ncomm *c);
 
 static __thread char last_error[256];
 
@@ -117,10 +124,12 @@ static struct ncomm *comm_use(phos_nccl_comm_t comm, nccl_result *ret)
 		*ret = fail(PHOS_NCCL_INVALID_ARGUMENT, "invalid communicator %p", (void *)comm);
 		return NULL;
 	}
+	if (c->reinit && (*ret = comm_reinit(c)) != 0)
+		return NULL;
 	if (c->broken) {
 		*ret = fail(PHOS_NCCL_INVALID_USAGE,
-			    "communicator of %d ranks was not re-created after a restore (its peers must re-initialise)",
-			    c->nranks);
+			    "communicator of %d ranks could not be re-created after a restore (its peers did not "
+			    "re-initialise with it)", c->nranks);
 		return NULL;
 	}
 	return c;
@@ -326,6 +335,7 @@ PHOS_EXPORT nccl_result ncclCommSplit(phos_nccl_comm_t comm, int color, int key,
 	s.newcomm = n->id;
 	r = call(PHOS_OP_NCCL_SPLIT, &s, sizeof(s), NULL, 0, NULL);
 	if (r == 0 && color == PHOS_NCCL_SPLIT_NOCOLOR) {
+		c->splits++;
 		free(phos_ids_take(PHOS_H_NCCL, n->id));
 		*newcomm = NULL;
 		return PHOS_NCCL_SUCCESS;
@@ -340,7 +350,12 @@ PHOS_EXPORT nccl_result ncclCommSplit(phos_nccl_comm_t comm, int color, int key,
 	n->nranks = q.nranks;
 	n->rank = q.rank;
 	n->device = q.device;
+	/* The child's "id" for a restore (reinit_path): the parent's, with the
+	 * split's number and the color, the same on every rank of the child. */
+	c->splits++;
 	n->init = c->init;
+	memcpy(n->init.id + 112, &c->splits, sizeof(c->splits));
+	memcpy(n->init.id + 116, &color, sizeof(color));
 	n->init.comm = n->id;
 	n->init.nranks = q.nranks;
 	n->init.rank = q.rank;
@@ -357,7 +372,7 @@ static nccl_result comm_end(phos_nccl_comm_t comm, uint32_t how)
 
 	if (!c)
 		return fail(PHOS_NCCL_INVALID_ARGUMENT, "invalid communicator %p", (void *)comm);
-	if (c->broken) {   /* the executor never knew it */
+	if (c->broken || c->reinit) {   /* the executor never knew it */
 		if (how != PHOS_NCCL_FINALIZE)
 			free(phos_ids_take(PHOS_H_NCCL, c->id));
 		return PHOS_NCCL_SUCCESS;
@@ -436,6 +451,11 @@ PHOS_EXPORT nccl_result ncclCommGetAsyncError(phos_nccl_comm_t comm, nccl_result
 
 	if (!asyncError)
 		return fail(PHOS_NCCL_INVALID_ARGUMENT, "asyncError argument is NULL");
+	c = comm_get(comm);
+	if (c && c->reinit && !c->broken) {   /* polling must not wait for the peers */
+		*asyncError = PHOS_NCCL_SUCCESS;
+		return PHOS_NCCL_SUCCESS;
+	}
 	if (!(c = comm_use(comm, &r)))
 		return r;
 	h.id = c->id;
@@ -573,6 +593,112 @@ PHOS_ALIAS(pncclGroupEnd, ncclGroupEnd);
 
 /* --- after a restore --- */
 
+/* Waits for PHOS_NCCL_TIMEOUT_MS (default 60 s), as the executor's sim does. */
+static double reinit_timeout_s(void)
+{
+	const char *e = getenv("PHOS_NCCL_TIMEOUT_MS");
+	long ms = e && *e ? strtol(e, NULL, 10) : 0;
+
+	return (ms > 0 ? ms : 60000) / 1000.0;
+}
+
+static void reinit_path(const struct ncomm *c, char *path, size_t len)
+{
+	const char *dir = getenv("PHOS_NCCL_REINIT_DIR");
+	uint64_t h = 0xcbf29ce484222325ull;   /* FNV-1a of the old unique id */
+
+	for (size_t i = 0; i < sizeof(c->init.id); i++)
+		h = (h ^ c->init.id[i]) * 0x100000001b3ull;
+	snprintf(path, len, "%s/phos-nccl-%016llx.id", dir && *dir ? dir : "/tmp", (unsigned long long)h);
+}
+
+static bool id_write(const char *path, const phos_nccl_unique_id *id)
+{
+	char tmp[4200];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
+	f = fopen(tmp, "wbe");
+	if (!f)
+		return false;
+	if (fwrite(id, sizeof(*id), 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0) {
+		unlink(tmp);
+		return false;
+	}
+	return true;
+}
+
+static bool id_read(const char *path, phos_nccl_unique_id *id)
+{
+	double waited = 0, limit = reinit_timeout_s();
+
+	for (;; waited += 0.002) {
+		FILE *f = fopen(path, "rbe");
+
+		if (f) {
+			size_t n = fread(id, sizeof(*id), 1, f);
+
+			fclose(f);
+			if (n == 1)
+				return true;
+		}
+		if (waited > limit)
+			return false;
+		usleep(2000);
+	}
+}
+
+/*
+ * A communicator of several ranks after a restore, at its first use: the
+ * ranks meet again through a file named by the old unique id
+ *
+ *   rank 0:  fresh id from its new executor ──▶ DIR/phos-nccl-<hash>.id
+ *   rank k:  reads it (waits up to PHOS_NCCL_TIMEOUT_MS)
+ *   all:     INIT with the fresh id under the same handle (returns once every
+ *            rank joined); rank 0 then removes the file
+ *
+ * DIR is PHOS_NCCL_REINIT_DIR, else /tmp (the environment the function had
+ * when it was snapshotted). Every rank must be restored (snapshots of the
+ * ranks taken together); two restores of one set at once must use different
+ * folders. On failure the communicator is broken: this call gets the
+ * failure, later ones ncclInvalidUsage.
+ */
+static nccl_result comm_reinit(struct ncomm *c)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	phos_nccl_unique_id uid;
+	char path[4096];
+	nccl_result r = PHOS_NCCL_SUCCESS;
+
+	pthread_mutex_lock(&lock);
+	if (!c->reinit)   /* another thread did it */
+		goto out;
+	c->reinit = false;
+	reinit_path(c, path, sizeof(path));
+	if (c->rank == 0) {
+		r = unique_id(&uid);
+		if (r == 0 && !id_write(path, &uid))
+			r = fail(PHOS_NCCL_SYSTEM_ERROR, "cannot write %s: %s", path, strerror(errno));
+	} else if (!id_read(path, &uid)) {
+		r = fail(PHOS_NCCL_SYSTEM_ERROR, "rank %d: no new unique id from rank 0 in %s", c->rank, path);
+	}
+	if (r == 0) {
+		memcpy(c->init.id, uid.internal, sizeof(c->init.id));
+		c->init.comm = c->id;
+		r = call(PHOS_OP_NCCL_INIT, &c->init, sizeof(c->init), NULL, 0, NULL);
+	}
+	if (c->rank == 0)
+		unlink(path);
+	if (r) {
+		c->broken = true;
+		phos_warn("nccl: communicator %u (rank %d of %d) could not be re-created after the restore (%d)",
+			  c->id, c->rank, c->nranks, r);
+	}
+out:
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
 static void comm_remake(uint32_t id, void *obj, void *arg)
 {
 	struct ncomm *c = obj;
@@ -582,10 +708,8 @@ static void comm_remake(uint32_t id, void *obj, void *arg)
 	(void)id;
 	if (c->broken)
 		return;
-	if (c->nranks > 1) {
-		c->broken = true;
-		phos_warn("nccl: communicator %u (rank %d of %d) was not re-created after the restore: "
-			  "its use answers ncclInvalidUsage", c->id, c->rank, c->nranks);
+	if (c->nranks > 1) {   /* its peers must come too: at its first use */
+		c->reinit = true;
 		return;
 	}
 	/* One rank: a fresh id from the new executor, the same communicator id. */

@@ -33,6 +33,7 @@ typedef void *ncomm;
 static struct {
 	int (*GetVersion)(int *);
 	int (*GetUniqueId)(void *);
+	int (*CommInitRank)(ncomm *, int, phos_nccl_unique_id, int);
 	int (*CommInitRankConfig)(ncomm *, int, phos_nccl_unique_id, int, struct phos_nccl_config *);
 	int (*CommSplit)(ncomm, int, int, ncomm *, struct phos_nccl_config *);
 	int (*CommFinalize)(ncomm);
@@ -135,7 +136,8 @@ static void *find_nccl(void)
 #define SYM(field, name) { #name, offsetof(__typeof__(nccl), field) }
 static const struct { const char *name; size_t offset; } syms[] = {
 	SYM(GetVersion, ncclGetVersion), SYM(GetUniqueId, ncclGetUniqueId),
-	SYM(CommInitRankConfig, ncclCommInitRankConfig), SYM(CommSplit, ncclCommSplit),
+	SYM(CommInitRank, ncclCommInitRank), SYM(CommInitRankConfig, ncclCommInitRankConfig),
+	SYM(CommSplit, ncclCommSplit),
 	SYM(CommFinalize, ncclCommFinalize), SYM(CommDestroy, ncclCommDestroy), SYM(CommAbort, ncclCommAbort),
 	SYM(CommGetAsyncError, ncclCommGetAsyncError), SYM(CommCount, ncclCommCount),
 	SYM(CommUserRank, ncclCommUserRank), SYM(AllReduce, ncclAllReduce), SYM(Broadcast, ncclBroadcast),
@@ -195,7 +197,11 @@ static int cuda_unique_id(uint8_t ret_id[PHOS_NCCL_ID_BYTES])
 	return check(nccl.GetUniqueId(ret_id), "ncclGetUniqueId", NULL);
 }
 
-/* Our executors block on init (the function already waits for the reply). */
+/* The function's ncclConfig_t settings that the executor passes on. Init is
+ * always blocking: the function already waits for the reply, and a
+ * nonblocking communicator's ncclInProgress would have to be polled here.
+ * The struct is the 2.28 layout; an older library gets its own version
+ * number in it (NCCL reads the fields its version knows). */
 static void config_of(const struct phos_nccl_params *p, struct phos_nccl_config *cfg)
 {
 	int version = PHOS_NCCL_VERSION_CODE;
@@ -206,9 +212,9 @@ static void config_of(const struct phos_nccl_params *p, struct phos_nccl_config 
 	nccl.GetVersion(&version);
 	cfg->version = version < PHOS_NCCL_VERSION_CODE ? (unsigned)version : PHOS_NCCL_VERSION_CODE;
 	cfg->blocking = 1;
-	cfg->cga_cluster_size = p ? p->cga_cluster_size : PHOS_NCCL_CONFIG_UNDEF_INT;
-	cfg->min_ctas = p ? p->min_ctas : PHOS_NCCL_CONFIG_UNDEF_INT;
-	cfg->max_ctas = p ? p->max_ctas : PHOS_NCCL_CONFIG_UNDEF_INT;
+	cfg->cga_cluster_size = p->cga_cluster_size;
+	cfg->min_ctas = p->min_ctas;
+	cfg->max_ctas = p->max_ctas;
 	cfg->split_share = cfg->traffic_class = cfg->collnet_enable = cfg->cta_policy = PHOS_NCCL_CONFIG_UNDEF_INT;
 	cfg->shrink_share = cfg->nvls_ctas = cfg->nchannels_per_net_peer = PHOS_NCCL_CONFIG_UNDEF_INT;
 	cfg->nvlink_centric_sched = PHOS_NCCL_CONFIG_UNDEF_INT;
@@ -220,20 +226,23 @@ static int cuda_init(const uint8_t id[PHOS_NCCL_ID_BYTES], const struct phos_ncc
 	phos_nccl_unique_id uid;
 
 	TRY_LOAD();
-	config_of(p, &cfg);
 	memcpy(uid.internal, id, sizeof(uid.internal));
+	/* No setting that needs a config: the plain call, as the function made it. */
+	if (p->cga_cluster_size == PHOS_NCCL_CONFIG_UNDEF_INT && p->min_ctas == PHOS_NCCL_CONFIG_UNDEF_INT &&
+	    p->max_ctas == PHOS_NCCL_CONFIG_UNDEF_INT)
+		return check(nccl.CommInitRank(ret_comm, p->nranks, uid, p->rank), "ncclCommInitRank", NULL);
+	config_of(p, &cfg);
 	return check(nccl.CommInitRankConfig(ret_comm, p->nranks, uid, p->rank, &cfg), "ncclCommInitRankConfig",
 		     NULL);
 }
 
+/* No config: the child inherits the parent's (blocking) settings. */
 static int cuda_split(void *comm, int color, int key, void **ret_comm, int *ret_nranks, int *ret_rank)
 {
-	struct phos_nccl_config cfg;
 	int r;
 
-	config_of(NULL, &cfg);
 	*ret_comm = NULL;
-	r = check(nccl.CommSplit(comm, color, key, ret_comm, &cfg), "ncclCommSplit", comm);
+	r = check(nccl.CommSplit(comm, color, key, ret_comm, NULL), "ncclCommSplit", comm);
 	if (r == 0 && *ret_comm) {
 		nccl.CommCount(*ret_comm, ret_nranks);
 		nccl.CommUserRank(*ret_comm, ret_rank);

@@ -20,8 +20,9 @@
  * (or PHOS_TP_RANK, PHOS_TP_NRANKS, PHOS_TP_IDFILE). Rank 0 writes the NCCL
  * unique id to IDFILE, atomically; the others wait for it (up to 60 s). Each
  * rank prints {"rank":R,"nranks":N,"max_abs_err":E,"tol":T,"ok":BOOL} after
- * init, then serves: each request runs the forward pass again and answers the
- * same object (so that a snapshot of a single-rank run can be checked).
+ * init (and exits 1 when it is not ok), then serves: each request runs the
+ * forward pass again and answers the same object (so that a snapshot of a
+ * single-rank run can be checked).
  */
 #include <cmath>
 #include <cstdint>
@@ -241,6 +242,7 @@ int main(int argc, char **argv)
 	const char *idfile = getenv("PHOS_TP_IDFILE");
 	int pos = 0;
 	ncclUniqueId id;
+	double err;
 	char *line;
 
 	t.rank = getenv("PHOS_TP_RANK") ? atoi(getenv("PHOS_TP_RANK")) : 0;
@@ -276,9 +278,12 @@ int main(int argc, char **argv)
 	BK(cublasSetStream(t.blas, t.stream));
 	NK(ncclCommInitRank(&t.comm, t.nranks, id, t.rank));
 	setup(&t);
-	line = report(&t, forward(&t));
+	err = forward(&t);
+	line = report(&t, err);
 	printf("%s\n", line ? line : "{\"ok\":false}");
 	fflush(stdout);
 	free(line);
+	if (!(err <= TOL))   /* a model that is wrong at init is not served */
+		return 1;
 	return phos_fn_serve(handle, &t);
 }

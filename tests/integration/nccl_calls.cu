@@ -18,8 +18,8 @@
 //            an error, not a hang
 //   serve    a communicator made before phos_fn_serve by rank 0 (the others
 //            destroy theirs and exit); each request all-reduces and answers the
-//            result and the sum (used after a restore: one rank re-created,
-//            several ncclInvalidUsage)
+//            result and the sum (used after a restore)
+//   serveall the same, every rank serving (snapshots of all ranks)
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -355,7 +355,7 @@ static void wait_fail(ncclComm_t comm, cudaStream_t st, const char *name)
 }
 
 struct serve_state {
-	ncclComm_t comm;
+	ncclComm_t comm, child;   // child: a split of comm (every rank, keys reversed)
 	float *buf;
 	int calls;
 };
@@ -366,13 +366,16 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 	(void)req;
 	float x[4] = { 1, 2, 3, (float)++s->calls };
 	cudaMemcpy(s->buf, x, sizeof(x), cudaMemcpyHostToDevice);
+	cudaMemset(s->buf + 4, 0, 8 * sizeof(float));
 	ncclResult_t r = ncclAllReduce(s->buf, s->buf + 4, 4, ncclFloat, ncclSum, s->comm, 0);
-	float y[4] = { 0 };
+	ncclResult_t r2 = ncclAllReduce(s->buf, s->buf + 8, 3, ncclFloat, ncclSum, s->child, 0);
+	float y[8] = { 0 };
 	cudaMemcpy(y, s->buf + 4, sizeof(y), cudaMemcpyDeviceToHost);
 	int n = 0;
 	ncclCommCount(s->comm, &n);
-	if (asprintf(&resp->body, "{\"result\":%d,\"sum\":%g,\"calls\":%g,\"count\":%d}", (int)r,
-		     y[0] + y[1] + y[2], y[3], n) < 0)
+	if (asprintf(&resp->body, "{\"result\":%d,\"sum\":%g,\"calls\":%g,\"count\":%d,\"child_result\":%d,"
+				  "\"child_sum\":%g}",
+		     (int)r, y[0] + y[1] + y[2], y[3], n, (int)r2, y[4] + y[5] + y[6]) < 0)
 		return 500;
 	resp->len = strlen(resp->body);
 	return 0;
@@ -381,7 +384,7 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 int main(int argc, char **argv)
 {
 	if (argc < 5) {
-		fprintf(stderr, "usage: %s calls|bad|abort|die|serve RANK NRANKS IDFILE\n", argv[0]);
+		fprintf(stderr, "usage: %s calls|bad|abort|die|serve|serveall RANK NRANKS IDFILE\n", argv[0]);
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -392,12 +395,13 @@ int main(int argc, char **argv)
 	ncclComm_t comm;
 	cudaStream_t st;
 	cudaStreamCreate(&st);
-	if (!strcmp(mode, "serve")) {
+	if (!strcmp(mode, "serve") || !strcmp(mode, "serveall")) {
 		static serve_state s;
-		if (ncclCommInitRank(&s.comm, nranks_, id, rank_) != ncclSuccess || cudaMalloc(&s.buf, 8 * sizeof(float)))
+		if (ncclCommInitRank(&s.comm, nranks_, id, rank_) != ncclSuccess || cudaMalloc(&s.buf, 12 * sizeof(float)) ||
+		    ncclCommSplit(s.comm, 0, -rank_, &s.child, nullptr) != ncclSuccess)
 			return 1;
-		if (rank_ != 0)   // only rank 0 is snapshotted
-			return ncclCommDestroy(s.comm) == ncclSuccess ? 0 : 1;
+		if (rank_ != 0 && !strcmp(mode, "serve"))   // only rank 0 is snapshotted
+			return ncclCommDestroy(s.child) == ncclSuccess && ncclCommDestroy(s.comm) == ncclSuccess ? 0 : 1;
 		return phos_fn_serve(handle, &s);
 	}
 	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;

@@ -9,8 +9,11 @@ one process per rank under `phos-fn run` (each its own executor):
 - bad arguments: ncclInvalidArgument; APIs not forwarded: ncclInvalidUsage;
 - an aborted communicator: the peer waiting in an all-reduce gets an error;
 - a rank killed before a collective: the others get an error, not a hang;
-- tp_mlp with 1 and 2 ranks matches its CPU reference;
-- a single-rank communicator used after snapshot and restore.
+- tp_mlp with 1 and 2 ranks matches its CPU reference, and with 1 rank after
+  snapshot and restore;
+- a single-rank communicator used after snapshot and restore; both ranks of a
+  two-rank one snapshotted and restored together (they meet again through a
+  file), and one rank restored alone (an error, then ncclInvalidUsage).
 
 With PHOS_TEST_DEVICE=cuda (tools/gpu-check, one GPU) only single-rank
 communicators run: NCCL refuses two ranks on one GPU.
@@ -138,7 +141,20 @@ try:
             check(rc == 0 and len(out) == 1 and out[0]["ok"] and out[0]["rank"] == r and out[0]["nranks"] == n,
                   f"tp_mlp {n} ranks, rank {r}: rc {rc} {out} {err[-800:]}")
 
-    # A single-rank communicator made before phos_fn_serve, used after a restore.
+    # tp_mlp with one rank snapshotted after init: the restored copy answers
+    # each request with a forward pass that still matches the reference.
+    snapm = os.path.join(tmp, "snap-tp")
+    p = phos("snapshot", "--device", DEVICE, "-o", snapm, "--", TP_MLP, "0", "1", os.path.join(tmp, "id-tp"),
+             extra_env=env)
+    check(p.returncode == 0, f"snapshot of tp_mlp: {p.stderr[-800:]}")
+    if p.returncode == 0:
+        p = phos("restore", "--device", DEVICE, snapm, stdin="{}\n{}\n", extra_env=env)
+        got = lines(p.stdout)
+        check(p.returncode == 0 and len(got) == 2 and all(g.get("ok") and g.get("nranks") == 1 for g in got),
+              f"restored tp_mlp: rc {p.returncode} {got} {p.stderr[-800:]}")
+
+    # A single-rank communicator and its split made before phos_fn_serve, used
+    # after a restore.
     snap = os.path.join(tmp, "snap")
     idfile = os.path.join(tmp, "id-serve")
     p = phos("snapshot", "--device", DEVICE, "-o", snap, "--", CALLS, "serve", "0", "1", idfile, extra_env=env)
@@ -148,26 +164,71 @@ try:
             p = phos("restore", "--device", DEVICE, snap, stdin='{"a":1}\n{"a":2}\n', extra_env=env)
             got = lines(p.stdout)
             check(p.returncode == 0 and len(got) == 2 and all(g.get("result") == 0 and g.get("sum") == 6
-                                                               and g.get("count") == 1 for g in got)
+                                                               and g.get("count") == 1 and g.get("child_result") == 0
+                                                               and g.get("child_sum") == 6 for g in got)
                   and [g.get("calls") for g in got] == [1, 2],
                   f"restored communicator: rc {p.returncode} {got} {p.stderr[-800:]}")
-    # A communicator of two ranks is not re-created after a restore: its use
-    # answers ncclInvalidUsage (5), its count is still known.
     if MULTI:
+        # Both ranks of a two-rank communicator (and of its split) snapshotted,
+        # then restored together: they meet again through files named by the
+        # old ids and all-reduce as before.
+        rdir = os.path.join(tmp, "reinit")
+        os.makedirs(rdir)
+        idfile = os.path.join(tmp, "id-serveall")
+        senv = {**env, "PHOS_NCCL_REINIT_DIR": rdir}
+        snaps = [os.path.join(tmp, f"pair{r}") for r in range(2)]
+        sp = [subprocess.Popen([PHOS_FN, "snapshot", "--device", DEVICE, "-o", snaps[r], "--", CALLS, "serveall",
+                                str(r), "2", idfile], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=fn_env(senv)) for r in range(2)]
+        outs = [q.communicate(timeout=120) for q in sp]
+        check(all(q.returncode == 0 for q in sp), f"snapshots of both ranks: {[o[1][-400:] for o in outs]}")
+        if all(q.returncode == 0 for q in sp):
+            for attempt in range(2):   # twice: the same snapshots restored again
+                rp = [subprocess.Popen([PHOS_FN, "restore", "--device", DEVICE, snaps[r]], stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=fn_env(env))
+                      for r in range(2)]
+                t0 = time.monotonic()
+                for q in rp:
+                    q.stdin.write('{"a":1}\n{"a":2}\n')
+                    q.stdin.close()
+                outs = []
+                for q in rp:
+                    try:
+                        outs.append((q.stdout.read(), q.stderr.read(), q.wait(timeout=60)))
+                    except subprocess.TimeoutExpired:
+                        q.kill()
+                        outs.append(("", "(timed out)", -1))
+                for r, (out, err, rc) in enumerate(outs):
+                    got = lines(out)
+                    check(rc == 0 and len(got) == 2 and all(g.get("result") == 0 and g.get("sum") == 12
+                                                             and g.get("count") == 2 and g.get("child_result") == 0
+                                                             and g.get("child_sum") == 12 for g in got)
+                          and [g.get("calls") for g in got] == [2, 4],
+                          f"restore {attempt} of rank {r} of 2: rc {rc} {got} {err[-800:]}")
+                check(time.monotonic() - t0 < 30, "restored ranks meet in bounded time")
+            check(os.listdir(rdir) == [], f"the meeting files are gone: {os.listdir(rdir)}")
+
+        # Rank 0 of two restored alone: its first use waits for rank 1 up to
+        # the timeout and fails; later uses answer ncclInvalidUsage (5).
         snap2 = os.path.join(tmp, "snap2")
         idfile = os.path.join(tmp, "id-serve2")
         peer = subprocess.Popen([PHOS_FN, "run", "--device", DEVICE, "--", CALLS, "serve", "1", "2", idfile],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=fn_env(env))
         p = phos("snapshot", "--device", DEVICE, "-o", snap2, "--", CALLS, "serve", "0", "2", idfile,
-                 extra_env=env)
+                 extra_env={**senv, "PHOS_NCCL_TIMEOUT_MS": "1500"})
         peer.communicate(timeout=60)
         check(p.returncode == 0 and peer.returncode == 0, f"snapshot of rank 0 of 2: {p.stderr[-800:]}")
         if p.returncode == 0:
-            p = phos("restore", "--device", DEVICE, snap2, stdin='{"a":1}\n', extra_env=env)
+            t0 = time.monotonic()
+            p = phos("restore", "--device", DEVICE, snap2, stdin='{"a":1}\n{"a":2}\n',
+                     extra_env={**env, "PHOS_NCCL_TIMEOUT_MS": "1500"})
             got = lines(p.stdout)
-            check(p.returncode == 0 and len(got) == 1 and got[0].get("result") == 5 and got[0].get("count") == 2,
-                  f"a restored rank of two answers ncclInvalidUsage: {got} {p.stderr[-800:]}")
+            check(p.returncode == 0 and [g.get("result") for g in got] == [2, 5]
+                  and all(g.get("count") == 2 for g in got),
+                  f"a lone restored rank of two: ncclSystemError, then ncclInvalidUsage: {got} {p.stderr[-800:]}")
+            check(time.monotonic() - t0 < 20, f"... in bounded time ({time.monotonic() - t0:.1f} s)")
+            check(os.listdir(rdir) == [], f"no meeting file left: {os.listdir(rdir)}")
 
     leftovers = [f for f in os.listdir("/dev/shm") if f.startswith("phos-nccl-")]
     check(not leftovers, f"no communicator segments left behind: {leftovers}")
