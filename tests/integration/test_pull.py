@@ -122,7 +122,13 @@ def main():
     with open(os.path.join(a.state, "admin.token")) as f:
         token_a = f.read().strip()
     peer = f"http://127.0.0.1:{a.port}"
-    logs = {n: os.path.join(tmp, f"{n}.inits") for n in ("probe-one", "probe-two", "probe-three", "probe-four")}
+    # A root invoker runs functions as nobody (--run-as): their init logs go
+    # to a folder anyone may write, under a tmp dir anyone may cross.
+    logdir = os.path.join(tmp, "inits")
+    os.mkdir(logdir)
+    os.chmod(tmp, 0o711)
+    os.chmod(logdir, 0o1777)
+    logs = {n: os.path.join(logdir, f"{n}.inits") for n in ("probe-one", "probe-two", "probe-three", "probe-four")}
     seeds = {"probe-one": (7, 1), "probe-two": (7, 2), "probe-three": (9, 3), "probe-four": (11, 4)}
     for name, (w, p) in seeds.items():
         st, body = a.call("POST", "/system/functions", {"name": name, "program": PROBE, "args": [str(w), str(p), "12"],
