@@ -51,6 +51,7 @@ int main()
 	struct cudaMemAllocNodeParams alloc_params = {};
 	expect("cudaGraphAddMemAllocNode (not forwarded)", cudaGraphAddMemAllocNode(&child, g, NULL, 0, &alloc_params),
 	       cudaErrorNotSupported);
+	expect("cudaGraphDestroy", cudaGraphDestroy(g), cudaSuccess);
 	expect("cudaGetLastError after it", cudaGetLastError(), cudaErrorNotSupported);
 	expect("cudaGetLastError cleared", cudaGetLastError(), cudaSuccess);
 	expect("cudaMalloc still works", cudaMalloc(&q, 4096), cudaSuccess);
