@@ -61,8 +61,8 @@ struct inv_extent {
 	uint64_t *chunks;      /* (size + CHUNK - 1) / CHUNK hashes */
 };
 
-/* What a snapshot holds, indexed: built once per snapshot id (snapindex in
- * export.c) under the function's snapshot read lock. Immutable once built. */
+/* What a snapshot holds, indexed: built once per snapshot id (snapindex.c)
+ * under the function's snapshot read lock. Immutable once built. */
 struct inv_snapinfo {
 	char id[33];           /* the snapshot's identity, see inv_snapinfo_get */
 	struct phos_image *img;
@@ -74,6 +74,12 @@ struct inv_snapinfo {
 	unsigned refs;
 };
 
+/* snapindex.c */
+/* Chunks of an extent of size bytes. */
+static inline size_t inv_extent_nchunks(uint64_t size)
+{
+	return (size_t)((size + PHOS_IMAGE_HASH_CHUNK - 1) / PHOS_IMAGE_HASH_CHUNK);
+}
 /* The info of f's current snapshot (caller holds f->snap_lock for reading):
  * from the cache when its id is current, else read (and, with chunks, every
  * extent hashed and checked against the manifest: -EBADMSG and err naming
@@ -91,6 +97,7 @@ void inv_snapinfo_seed(struct inv_function *f, const char *manifest, size_t len,
  * 16 hex digits, computed once. */
 const char *inv_standin_build(void);
 
+/* export.c */
 /* GET /system/functions/NAME/export: an HTTP status and its JSON body. */
 int inv_export_describe(const char *name, json_t **ret_body);
 /* GET /system/functions/NAME/export/file: 200 and a response streaming the
