@@ -281,7 +281,8 @@ void pull_local_index(struct pull *p)
 		inv_function_unref(g);
 	}
 	free(c);
-	qsort(p->local, p->nlocal, sizeof(*p->local), local_cmp);
+	if (p->nlocal)
+		qsort(p->local, p->nlocal, sizeof(*p->local), local_cmp);
 }
 
 /* Copies a chunk of hash and len from a local snapshot to fd at off: true
@@ -289,7 +290,7 @@ void pull_local_index(struct pull *p)
 static bool local_copy(struct pull *p, uint64_t hash, uint64_t len, int fd, uint64_t off, void *buf)
 {
 	struct local_chunk key = { .hash = hash, .len = len };
-	struct local_chunk *l = bsearch(&key, p->local, p->nlocal, sizeof(key), local_cmp);
+	struct local_chunk *l = p->nlocal ? bsearch(&key, p->local, p->nlocal, sizeof(key), local_cmp) : NULL;
 
 	if (!l)
 		return false;
@@ -482,7 +483,7 @@ int pull_gpu_data(struct pull *p, const char *tmp, char *err, size_t errlen)
 
 				key.hash = x->chunks[c + run];
 				key.len = x->size - o < PHOS_IMAGE_HASH_CHUNK ? x->size - o : PHOS_IMAGE_HASH_CHUNK;
-				if (run > 0 && bsearch(&key, p->local, p->nlocal, sizeof(key), local_cmp))
+				if (run > 0 && p->nlocal && bsearch(&key, p->local, p->nlocal, sizeof(key), local_cmp))
 					break;
 				run++;
 			}
