@@ -110,9 +110,7 @@ int inv_export_describe(const char *name, json_t **ret_body)
 	if ((code = export_function(name, &f, ret_body)))
 		return code;
 	entry = inv_function_entry(f);
-	pthread_rwlock_rdlock(&f->snap_lock);
 	r = inv_snapinfo_get(f, true, &si, err, sizeof(err));
-	pthread_rwlock_unlock(&f->snap_lock);
 	if (r < 0) {
 		json_decref(entry);
 		phos_err("export of %s: %s", name, err);
@@ -208,7 +206,7 @@ int inv_export_file(const char *name, const char *snapshot, const char *path, co
 	struct inv_snapinfo *si = NULL;
 	struct MHD_Response *resp;
 	uint64_t off, len;
-	char err[512];
+	char err[512], cur[33];
 	int64_t size;
 	struct stat sb;
 	int fd = -1, r, code;
@@ -220,12 +218,12 @@ int inv_export_file(const char *name, const char *snapshot, const char *path, co
 		       400;
 	if ((code = export_function(name, &f, ret_body)))
 		return code;
-	pthread_rwlock_rdlock(&f->snap_lock);
 	r = inv_snapinfo_get(f, false, &si, err, sizeof(err));
+	pthread_rwlock_rdlock(&f->snap_lock);
 	if (r < 0) {
 		code = 500;
 		*ret_body = err_json("cannot export %s: %s", name, err);
-	} else if (strcmp(si->id, snapshot)) {
+	} else if (strcmp(si->id, snapshot) || inv_snapshot_id(f->snapshot_dir, cur) < 0 || strcmp(cur, snapshot)) {
 		code = 409;
 		*ret_body = err_json("the snapshot of %s changed (re-snapshot) since the export: pull again", name);
 	} else if ((size = file_size(si, path)) < 0) {

@@ -246,14 +246,18 @@ void pull_local_index(struct pull *p)
 		char err[512], path[PATH_MAX];
 		int fd = -1;
 
-		pthread_rwlock_rdlock(&g->snap_lock);
 		if (inv_snapinfo_get(g, true, &si, err, sizeof(err)) == 0) {
+			char id[33];
+
+			/* the gpu.data the hashes are of, unless a re-snapshot replaced it since */
+			pthread_rwlock_rdlock(&g->snap_lock);
 			snprintf(path, sizeof(path), "%s/gpu.data", g->snapshot_dir);
-			fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+			if (inv_snapshot_id(g->snapshot_dir, id) == 0 && !strcmp(id, si->id))
+				fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+			pthread_rwlock_unlock(&g->snap_lock);
 		} else {
 			phos_warn("pull of %s: the chunks of %s are not reused: %s", p->name, g->name, err);
 		}
-		pthread_rwlock_unlock(&g->snap_lock);
 		if (fd >= 0 && p->nsrc < sizeof(p->src_fd) / sizeof(p->src_fd[0])) {
 			unsigned src = p->nsrc++;
 

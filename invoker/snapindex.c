@@ -62,7 +62,7 @@ void inv_snapinfo_unref(struct inv_snapinfo *si)
 /* A snapshot's identity: its directory and gpu.data inodes (a re-snapshot
  * commits a new directory with new files; committed files are never written
  * in place). -errno when the snapshot is not there. */
-static int snapshot_id(const char *dir, char ret_id[33])
+int inv_snapshot_id(const char *dir, char ret_id[33])
 {
 	char path[PATH_MAX];
 	struct stat d, g;
@@ -85,31 +85,20 @@ static int snapshot_id(const char *dir, char ret_id[33])
 	return 0;
 }
 
-/* Reads dir/manifest.json whole (bounded). */
-static int manifest_slurp(const char *dir, char **ret, size_t *ret_len)
+/* Reads a manifest whole (bounded) from fd. */
+static int manifest_slurp(int fd, char **ret, size_t *ret_len)
 {
-	char path[PATH_MAX];
 	struct stat st;
 	size_t len = 0;
 	char *buf;
-	int fd;
 
-	if ((size_t)snprintf(path, sizeof(path), "%s/manifest.json", dir) >= sizeof(path))
-		return -ENAMETOOLONG;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > PHOS_IMAGE_MAX_MANIFEST) {
-		close(fd);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > PHOS_IMAGE_MAX_MANIFEST)
 		return -EBADMSG;
-	}
 	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		close(fd);
+	if (!buf)
 		return -ENOMEM;
-	}
 	while (len < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
+		ssize_t n = pread(fd, buf + len, (size_t)st.st_size - len, (off_t)len);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -117,7 +106,6 @@ static int manifest_slurp(const char *dir, char **ret, size_t *ret_len)
 			break;
 		len += (size_t)n;
 	}
-	close(fd);
 	buf[len] = '\0';
 	*ret = buf;
 	*ret_len = len;
@@ -161,23 +149,16 @@ static int pread_full(int fd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-/* Hashes every chunk of every extent of dir/gpu.data and checks each extent
+/* Hashes every chunk of every extent of gpu.data (fd) and checks each extent
  * against its manifest checksum. */
-static int extents_hash(const char *dir, struct inv_extent *e, size_t n, char *err, size_t errlen)
+static int extents_hash(int fd, struct inv_extent *e, size_t n, char *err, size_t errlen)
 {
-	char path[PATH_MAX];
 	void *buf = NULL;
-	int fd, r = 0;
+	int r = 0;
 
-	snprintf(path, sizeof(path), "%s/gpu.data", dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return r = -errno, snprintf(err, errlen, "gpu.data: %s", strerror(-r)), r;
 	buf = malloc(PHOS_IMAGE_HASH_CHUNK);
-	if (!buf) {
-		close(fd);
+	if (!buf)
 		return snprintf(err, errlen, "out of memory"), -ENOMEM;
-	}
 	for (size_t i = 0; i < n && r == 0; i++) {
 		size_t nc = inv_extent_nchunks(e[i].size);
 
@@ -206,13 +187,12 @@ static int extents_hash(const char *dir, struct inv_extent *e, size_t n, char *e
 		}
 	}
 	free(buf);
-	close(fd);
 	return r;
 }
 
-/* Builds the info of dir (id already known): manifest, extents, and the chunk
- * hashes when asked. */
-static int snapinfo_build(const char *dir, const char *id, bool chunks, struct inv_snapinfo **ret, char *err,
+/* Builds the info of a snapshot (id already known) from its manifest (mfd)
+ * and gpu.data (gfd): manifest, extents, and the chunk hashes when asked. */
+static int snapinfo_build(int mfd, int gfd, const char *id, bool chunks, struct inv_snapinfo **ret, char *err,
 			  size_t errlen)
 {
 	struct inv_snapinfo *si = calloc(1, sizeof(*si));
@@ -222,7 +202,7 @@ static int snapinfo_build(const char *dir, const char *id, bool chunks, struct i
 		return snprintf(err, errlen, "out of memory"), -ENOMEM;
 	memcpy(si->id, id, sizeof(si->id));
 	si->refs = 1;
-	r = manifest_slurp(dir, &si->manifest, &si->manifest_len);
+	r = manifest_slurp(mfd, &si->manifest, &si->manifest_len);
 	if (r < 0) {
 		snprintf(err, errlen, "manifest.json: %s", strerror(-r));
 		goto fail;
@@ -235,7 +215,7 @@ static int snapinfo_build(const char *dir, const char *id, bool chunks, struct i
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	if (chunks && (r = extents_hash(dir, si->ext, si->next, err, errlen)) < 0)
+	if (chunks && (r = extents_hash(gfd, si->ext, si->next, err, errlen)) < 0)
 		goto fail;
 	si->hashed = chunks;
 	*ret = si;
@@ -279,31 +259,52 @@ static void index_put(const char *dir, struct inv_snapinfo *si)
 int inv_snapinfo_get(struct inv_function *f, bool chunks, struct inv_snapinfo **ret, char *err, size_t errlen)
 {
 	struct inv_snapinfo *si = NULL;
-	char id[33];
-	int r = snapshot_id(f->snapshot_dir, id);
+	char id[33], path[PATH_MAX];
+	int r, mfd = -1, gfd = -1;
 
-	if (r < 0)
-		return snprintf(err, errlen, "the snapshot of %s is not there: %s", f->name, strerror(-r)), r;
-	pthread_mutex_lock(&index_lock);
-	for (unsigned i = 0; i < SNAPINDEX_SLOTS; i++)
-		if (slots[i].dir && !strcmp(slots[i].dir, f->snapshot_dir) && !strcmp(slots[i].si->id, id) &&
-		    (!chunks || slots[i].si->hashed)) {
-			si = slots[i].si;
-			si->refs++;
-			slots[i].used = ++use_clock;
-			break;
-		}
-	pthread_mutex_unlock(&index_lock);
-	if (si) {
-		*ret = si;
-		return 0;
+	/* Under the read lock only while the snapshot is identified and its
+	 * files opened: the hashing reads the descriptors of files that never
+	 * change, and must not hold back a re-snapshot (and, behind it, every
+	 * cold start of the function) for seconds. */
+	pthread_rwlock_rdlock(&f->snap_lock);
+	r = inv_snapshot_id(f->snapshot_dir, id);
+	if (r == 0) {
+		pthread_mutex_lock(&index_lock);
+		for (unsigned i = 0; i < SNAPINDEX_SLOTS; i++)
+			if (slots[i].dir && !strcmp(slots[i].dir, f->snapshot_dir) && !strcmp(slots[i].si->id, id) &&
+			    (!chunks || slots[i].si->hashed)) {
+				si = slots[i].si;
+				si->refs++;
+				slots[i].used = ++use_clock;
+				break;
+			}
+		pthread_mutex_unlock(&index_lock);
 	}
-	r = snapinfo_build(f->snapshot_dir, id, chunks, &si, err, errlen);
-	if (r < 0)
-		return r;
-	index_put(f->snapshot_dir, si);
+	if (r == 0 && !si) {
+		snprintf(path, sizeof(path), "%s/manifest.json", f->snapshot_dir);
+		mfd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		snprintf(path, sizeof(path), "%s/gpu.data", f->snapshot_dir);
+		gfd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		r = mfd < 0 || gfd < 0 ? -errno : 0;
+	}
+	pthread_rwlock_unlock(&f->snap_lock);
+	if (r < 0) {
+		snprintf(err, errlen, "the snapshot of %s is not there: %s", f->name, strerror(-r));
+		goto out;
+	}
+	if (!si) {
+		r = snapinfo_build(mfd, gfd, id, chunks, &si, err, errlen);
+		if (r < 0)
+			goto out;
+		index_put(f->snapshot_dir, si);
+	}
 	*ret = si;
-	return 0;
+out:
+	if (mfd >= 0)
+		close(mfd);
+	if (gfd >= 0)
+		close(gfd);
+	return r;
 }
 
 void inv_snapinfo_seed(struct inv_function *f, const char *manifest, size_t len, const struct inv_extent *ext,
@@ -311,7 +312,7 @@ void inv_snapinfo_seed(struct inv_function *f, const char *manifest, size_t len,
 {
 	struct inv_snapinfo *si = calloc(1, sizeof(*si));
 	char err[256];
-	bool ok = si && snapshot_id(f->snapshot_dir, si->id) == 0 && (si->manifest = malloc(len + 1)) &&
+	bool ok = si && inv_snapshot_id(f->snapshot_dir, si->id) == 0 && (si->manifest = malloc(len + 1)) &&
 		  (si->ext = calloc(next + 1, sizeof(*si->ext)));
 
 	if (ok) {

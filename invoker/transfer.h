@@ -80,10 +80,15 @@ static inline size_t inv_extent_nchunks(uint64_t size)
 {
 	return (size_t)((size + PHOS_IMAGE_HASH_CHUNK - 1) / PHOS_IMAGE_HASH_CHUNK);
 }
-/* The info of f's current snapshot (caller holds f->snap_lock for reading):
- * from the cache when its id is current, else read (and, with chunks, every
- * extent hashed and checked against the manifest: -EBADMSG and err naming
- * the buffer when gpu.data does not match). A reference: drop it with
+/* A snapshot's identity: its directory's and gpu.data's inodes (a
+ * re-snapshot commits new ones; committed files are never written in place),
+ * 32 hex digits. 0 or -errno when it is not there. Call it under f->snap_lock. */
+int inv_snapshot_id(const char *dir, char ret_id[33]);
+/* The info of f's current snapshot: from the cache when its id is current,
+ * else read (and, with chunks, every extent hashed and checked against the
+ * manifest: -EBADMSG and err naming the range when gpu.data does not match).
+ * Takes f->snap_lock for reading while it identifies and opens the files
+ * (the caller must not hold it), and hashes after. A reference: drop it with
  * inv_snapinfo_unref. */
 int inv_snapinfo_get(struct inv_function *f, bool chunks, struct inv_snapinfo **ret, char *err, size_t errlen);
 void inv_snapinfo_unref(struct inv_snapinfo *si);
