@@ -7,11 +7,12 @@
  *   host B (puller, pull.c)                          host A (peer, export.c)
  *   POST /system/functions {"name","from",
  *                           "from_token"}
- *     GET /system/functions/NAME/export ─────────────▶ under NAME's snapshot read lock:
+ *     GET /system/functions/NAME/export ─────────────▶ snapshot id and files opened under
+ *                                                      NAME's snapshot read lock; then
  *                                                      manifest text, registry entry,
- *                                                      snapshot id, stand-in build id,
- *                                                      file list, chunk hashes of every
- *         ◀──────────────────────────────────────────── buffer (cached per snapshot id)
+ *                                                      stand-in build id, file list,
+ *                                                      chunk hashes of every buffer
+ *         ◀──────────────────────────────────────────── (cached per snapshot id)
  *     checks: export version, image major, device,
  *     GPU model, stand-in build, sizes, free disk
  *     NAME listed as deploying (409 for a 2nd deploy)
