@@ -166,12 +166,14 @@ static char *read_stdin(size_t *ret_len)
 static int deploy_from(struct cli_gateway *g, struct args *a, int argc, char **argv, int first)
 {
 	const char *tf = a->from_token_file ? a->from_token_file : getenv("PHOS_FROM_TOKEN_FILE");
+	const char *name = first == argc - 1 ? argv[first] : first == argc ? a->name : NULL;  /* NAME or --name */
 	char *token = NULL, err[512], what[128], *body;
 	struct cli_answer ans;
 	json_t *req;
 	int r;
 
-	if (first != argc - 1 || !name_valid(argv[first]) || a->device || json_object_size(a->limits)) {
+	if (!name || !name_valid(name) || (a->name && strcmp(a->name, name)) || a->device ||
+	    json_object_size(a->limits)) {
 		fprintf(stderr, "usage: phos-fn %s\n", usage_of("deploy"));
 		return 2;
 	}
@@ -184,13 +186,13 @@ static int deploy_from(struct cli_gateway *g, struct args *a, int argc, char **a
 		fprintf(stderr, "phos-fn: %s\n", err);
 		return 1;
 	}
-	req = json_pack("{s:s,s:s,s:s}", "name", argv[first], "from", a->from, "from_token", token);
+	req = json_pack("{s:s,s:s,s:s}", "name", name, "from", a->from, "from_token", token);
 	free(token);
 	body = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	json_decref(req);
 	if (!body)
 		return 1;
-	snprintf(what, sizeof(what), "pulling %s from %.64s", argv[first], a->from);
+	snprintf(what, sizeof(what), "pulling %s from %.64s", name, a->from);
 	r = cli_http(g, "POST", "/system/functions", body, strlen(body), what, &ans);
 	free(body);
 	if (r < 0)

@@ -246,14 +246,18 @@ void pull_local_index(struct pull *p)
 		char err[512], path[PATH_MAX];
 		int fd = -1;
 
-		pthread_rwlock_rdlock(&g->snap_lock);
 		if (inv_snapinfo_get(g, true, &si, err, sizeof(err)) == 0) {
+			char id[33];
+
+			/* the gpu.data the hashes are of, unless a re-snapshot replaced it since */
+			pthread_rwlock_rdlock(&g->snap_lock);
 			snprintf(path, sizeof(path), "%s/gpu.data", g->snapshot_dir);
-			fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+			if (inv_snapshot_id(g->snapshot_dir, id) == 0 && !strcmp(id, si->id))
+				fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+			pthread_rwlock_unlock(&g->snap_lock);
 		} else {
 			phos_warn("pull of %s: the chunks of %s are not reused: %s", p->name, g->name, err);
 		}
-		pthread_rwlock_unlock(&g->snap_lock);
 		if (fd >= 0 && p->nsrc < sizeof(p->src_fd) / sizeof(p->src_fd[0])) {
 			unsigned src = p->nsrc++;
 
@@ -281,7 +285,8 @@ void pull_local_index(struct pull *p)
 		inv_function_unref(g);
 	}
 	free(c);
-	qsort(p->local, p->nlocal, sizeof(*p->local), local_cmp);
+	if (p->nlocal)
+		qsort(p->local, p->nlocal, sizeof(*p->local), local_cmp);
 }
 
 /* Copies a chunk of hash and len from a local snapshot to fd at off: true
@@ -289,7 +294,7 @@ void pull_local_index(struct pull *p)
 static bool local_copy(struct pull *p, uint64_t hash, uint64_t len, int fd, uint64_t off, void *buf)
 {
 	struct local_chunk key = { .hash = hash, .len = len };
-	struct local_chunk *l = bsearch(&key, p->local, p->nlocal, sizeof(key), local_cmp);
+	struct local_chunk *l = p->nlocal ? bsearch(&key, p->local, p->nlocal, sizeof(key), local_cmp) : NULL;
 
 	if (!l)
 		return false;
@@ -482,7 +487,7 @@ int pull_gpu_data(struct pull *p, const char *tmp, char *err, size_t errlen)
 
 				key.hash = x->chunks[c + run];
 				key.len = x->size - o < PHOS_IMAGE_HASH_CHUNK ? x->size - o : PHOS_IMAGE_HASH_CHUNK;
-				if (run > 0 && bsearch(&key, p->local, p->nlocal, sizeof(key), local_cmp))
+				if (run > 0 && p->nlocal && bsearch(&key, p->local, p->nlocal, sizeof(key), local_cmp))
 					break;
 				run++;
 			}

@@ -7,11 +7,12 @@
  *   host B (puller, pull.c)                          host A (peer, export.c)
  *   POST /system/functions {"name","from",
  *                           "from_token"}
- *     GET /system/functions/NAME/export ─────────────▶ under NAME's snapshot read lock:
+ *     GET /system/functions/NAME/export ─────────────▶ snapshot id and files opened under
+ *                                                      NAME's snapshot read lock; then
  *                                                      manifest text, registry entry,
- *                                                      snapshot id, stand-in build id,
- *                                                      file list, chunk hashes of every
- *         ◀──────────────────────────────────────────── buffer (cached per snapshot id)
+ *                                                      stand-in build id, file list,
+ *                                                      chunk hashes of every buffer
+ *         ◀──────────────────────────────────────────── (cached per snapshot id)
  *     checks: export version, image major, device,
  *     GPU model, stand-in build, sizes, free disk
  *     NAME listed as deploying (409 for a 2nd deploy)
@@ -61,8 +62,8 @@ struct inv_extent {
 	uint64_t *chunks;      /* (size + CHUNK - 1) / CHUNK hashes */
 };
 
-/* What a snapshot holds, indexed: built once per snapshot id (snapindex in
- * export.c) under the function's snapshot read lock. Immutable once built. */
+/* What a snapshot holds, indexed: built once per snapshot id (snapindex.c)
+ * under the function's snapshot read lock. Immutable once built. */
 struct inv_snapinfo {
 	char id[33];           /* the snapshot's identity, see inv_snapinfo_get */
 	struct phos_image *img;
@@ -74,10 +75,21 @@ struct inv_snapinfo {
 	unsigned refs;
 };
 
-/* The info of f's current snapshot (caller holds f->snap_lock for reading):
- * from the cache when its id is current, else read (and, with chunks, every
- * extent hashed and checked against the manifest: -EBADMSG and err naming
- * the buffer when gpu.data does not match). A reference: drop it with
+/* snapindex.c */
+/* Chunks of an extent of size bytes. */
+static inline size_t inv_extent_nchunks(uint64_t size)
+{
+	return (size_t)((size + PHOS_IMAGE_HASH_CHUNK - 1) / PHOS_IMAGE_HASH_CHUNK);
+}
+/* A snapshot's identity: its directory's and gpu.data's inodes (a
+ * re-snapshot commits new ones; committed files are never written in place),
+ * 32 hex digits. 0 or -errno when it is not there. Call it under f->snap_lock. */
+int inv_snapshot_id(const char *dir, char ret_id[33]);
+/* The info of f's current snapshot: from the cache when its id is current,
+ * else read (and, with chunks, every extent hashed and checked against the
+ * manifest: -EBADMSG and err naming the range when gpu.data does not match).
+ * Takes f->snap_lock for reading while it identifies and opens the files
+ * (the caller must not hold it), and hashes after. A reference: drop it with
  * inv_snapinfo_unref. */
 int inv_snapinfo_get(struct inv_function *f, bool chunks, struct inv_snapinfo **ret, char *err, size_t errlen);
 void inv_snapinfo_unref(struct inv_snapinfo *si);
@@ -91,6 +103,7 @@ void inv_snapinfo_seed(struct inv_function *f, const char *manifest, size_t len,
  * 16 hex digits, computed once. */
 const char *inv_standin_build(void);
 
+/* export.c */
 /* GET /system/functions/NAME/export: an HTTP status and its JSON body. */
 int inv_export_describe(const char *name, json_t **ret_body);
 /* GET /system/functions/NAME/export/file: 200 and a response streaming the

@@ -21,6 +21,11 @@ no privileges), A the peer and B the puller.
 - B pulls probe-two with `phos-fn deploy --from`: the three weights chunks
   come from B's copy of probe-one (chunks_reused 3, 12 MiB), and it answers
   right.
+- A fake peer (Python) sends exports crafted from a real one: not JSON, no
+  export version, a newer image major, another stand-in build, a cuda
+  snapshot (this invoker runs sim), a chunk list that does not combine to the
+  manifest, a missing extent, a bad manifest, a bad registry entry, a bad
+  snapshot id: each refused with its status (422/502), nothing left on B.
 - A peer that claims a later export version is refused (422); a remove of
   the name while its pull runs cancels the pull (409, nothing left); too
   little free disk is 507.
@@ -31,6 +36,7 @@ no privileges), A the peer and B the puller.
   B answers 502.
 """
 import http.client
+import http.server
 import json
 import os
 import shutil
@@ -114,6 +120,68 @@ def flip_byte(state, name, extent=0, at=4097):
         f.seek(off)
         f.write(bytes([b[0] ^ 0x5a]))
     return off
+
+
+def fake_peer_checks(b, exp, token):
+    """A peer of our own (Python) answers exports crafted from a real one
+    (probe-one's): each is refused with the status its fault deserves, and B
+    holds nothing afterwards."""
+    def variant(name, change):
+        e = json.loads(json.dumps(exp))
+        e["name"] = name
+        e["function"]["name"] = name
+        m = json.loads(e["manifest"])
+        change(e, m)
+        e["manifest"] = json.dumps(m) if m is not None else e.get("manifest")
+        return json.dumps(e).encode()
+
+    def cuda(e, m):
+        m["device"] = "cuda"
+        e["function"]["device"] = "cuda"
+
+    def bad_chunk(e, m):
+        c = e["extents"][0]["chunks"]
+        c[0] = "%016x" % (int(c[0], 16) ^ 1)
+
+    answers = {
+        "fake-notjson": (b"not json", 502, "not a JSON object"),
+        "fake-version": (variant("fake-version", lambda e, m: e.pop("export_version")), 422, "export version"),
+        "fake-major": (variant("fake-major", lambda e, m: e["format"].update(major=2)), 422, "format 2.x"),
+        "fake-standin": (variant("fake-standin", lambda e, m: e.update(standin="0" * 16)), 422, "stand-ins"),
+        "fake-cuda": (variant("fake-cuda", cuda), 422, "GPU"),
+        "fake-chunks": (variant("fake-chunks", bad_chunk), 502, "do not combine"),
+        "fake-extents": (variant("fake-extents", lambda e, m: e["extents"].pop()), 502, "extents"),
+        "fake-manifest": (variant("fake-manifest", lambda e, m: m.pop("buffers")), 502, "manifest"),
+        "fake-entry": (variant("fake-entry", lambda e, m: e["function"].update(program="relative")), 502,
+                       "registry entry"),
+        "fake-id": (variant("fake-id", lambda e, m: e.update(snapshot="../x")), 502, "snapshot id"),
+    }
+
+    class Peer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            name = self.path.split("/")[3] if self.path.count("/") >= 4 else ""
+            body = answers.get(name, (b'{"error":"no"}',))[0]
+            ok = self.headers.get("Authorization") == "Bearer " + token and name in answers
+            self.send_response(200 if ok else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Peer)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        for name, (_, want, words) in answers.items():
+            st, ans = b.call("POST", "/system/functions", {"name": name, "from": f"http://127.0.0.1:{srv.server_port}",
+                                                           "from_token": token}, timeout=120)
+            err = ans.get("error", "") if isinstance(ans, dict) else str(ans)
+            check(st == want and words in err, f"{name}: want {want} '{words}', got {st} {ans}")
+            check(leftovers(b.state, name) == [], f"{name}: nothing left on B")
+    finally:
+        srv.shutdown()
 
 
 def main():
@@ -256,6 +324,9 @@ def main():
     check(leftovers(b.state, "probe-four") == [], "B holds nothing of probe-four")
     check(sorted(f["name"] for f in b.call("GET", "/system/functions")[1]) == ["probe-one", "probe-two"],
           "B lists the two pulled functions only")
+
+    # -- a peer that sends a bad export: refused before anything is written
+    fake_peer_checks(b, exp, token_a)
 
     # -- the pull outlives a restart of B; a pulled function can be removed
     b.stop()
