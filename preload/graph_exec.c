@@ -512,6 +512,11 @@ static int graph_launch(cudaGraphExec_t graphExec, cudaStream_t stream)
 	r = phos_stream_resolve(stream, &sid);
 	if (r)
 		return r;
+	/* CUDA refuses an instantiated graph launched into a capture (an H100,
+	 * CUDA 13: cudaErrorStreamCaptureUnsupported) and invalidates it */
+	r = phos_graph_check_stream(sid);
+	if (r)
+		return r;
 	pthread_mutex_lock(&x->lock);
 	r = graph_run(x->g, x->order, stream);
 	pthread_mutex_unlock(&x->lock);

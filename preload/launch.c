@@ -1168,7 +1168,11 @@ PHOS_EXPORT int phos_launch_packed(const void *func, const uint32_t grid[3], con
 	r = func_info(f, &fi);
 	if (r)
 		return r;
-	/* CUDA takes a buffer at least as long as the kernel's parameters */
+	/* The buffer is exactly the kernel's parameters: a longer one (the
+	 * struct's size padded to 8 for a 28-byte layout) was refused on an H100
+	 * with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES. */
+	if (len > fi.param_bytes)
+		return cudaErrorLaunchOutOfResources;
 	if (len < fi.param_bytes || (fi.param_bytes && !params))
 		return cudaErrorInvalidValue;
 	return launch_post(f, &fi, DIM3(grid), DIM3(block), params, shmem, stream);

@@ -16,6 +16,7 @@
 // Prints "driver: ok" and exits 0 when every check passed.
 #include <cuda.h>
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,14 +78,23 @@ static void check_saxpy(CUmodule mod, const char *what, CUstream stream)
 		CHECK(got[i] == want[i], "%s saxpy (kernelParams): y[%d] = %g, want %g", what, i, got[i], want[i]);
 
 	// extra: the packed parameter buffer, laid out as the kernel's ABI says
-	struct {
+	struct packed_params {
 		float a;
 		CUdeviceptr x, y;
 		int n;
 	} packed = { a, dx, dy, n };
-	size_t size = sizeof(packed);
+	// the size is the parameters' (28 bytes), not the struct's padded 32:
+	// the driver refuses a longer buffer (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+	// on an H100)
+	size_t size = offsetof(packed_params, n) + sizeof(int);
 	void *extra[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
 			  CU_LAUNCH_PARAM_END };
+	size_t padded = sizeof(packed);
+	void *extra_padded[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &padded,
+				 CU_LAUNCH_PARAM_END };
+	CUresult pe = cuLaunchKernel(f, (N + 127) / 128, 1, 1, 128, 1, 1, 0, stream, NULL, extra_padded);
+	CHECK(padded == size || pe == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
+	      "%s: a %zu-byte buffer for %zu bytes of parameters gave %d", what, padded, size, (int)pe);
 	CU(cuLaunchKernel(f, (N + 127) / 128, 1, 1, 128, 1, 1, 0, stream, NULL, extra));
 	CU(cuStreamSynchronize(stream));
 	CU(cuMemcpyDtoH(got, dy, sizeof(got)));
