@@ -18,7 +18,6 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <linux/capability.h>
-#include <grp.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -663,8 +662,6 @@ static void leftover_proc_unmount(const char *path)
 	rmdir(path);
 }
 
-/* Takes the dump lock of pid's working directory (waiting for another dump
- * there, as long as cancel_fd stays quiet: -ECANCELED). Returns its fd. */
 /* The files CRIU wrote into dir_fd (flat) as another user become ours again:
  * that user (a function's) must not own another function's image. */
 static void files_chown_back(int dir_fd)
@@ -713,6 +710,8 @@ static int task_user(pid_t pid, struct phos_criu_user *ret)
 	return 0;
 }
 
+/* Takes the dump lock of pid's working directory (waiting for another dump
+ * there, as long as cancel_fd stays quiet: -ECANCELED). Returns its fd. */
 static int dump_lock_take(pid_t pid, int cancel_fd)
 {
 	char path[PATH_MAX];
