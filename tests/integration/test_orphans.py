@@ -167,16 +167,8 @@ def main():
     inv = Invoker(state, tmp, extra=("--pool", "2"), start_timeout=60)
     still = [p for p in old if alive(p, old[p])]
     check(not still, f"nothing of the old invoker left: {[(p, cmdline(p)) for p in still]}")
-    # the new invoker starts processes meanwhile (a standby's CRIU restore):
-    # its tree is read after the marks, and a stray must stay one for a while
-    strays = []
-
-    def no_strays():
-        marks = marked_live()
-        mine = set(descendants(inv.p.pid))
-        strays[:] = [p for p in marks if p not in mine and p in marked_live()]
-        return not strays
-    wait_for(no_strays, 5)
+    mine = set(descendants(inv.p.pid))
+    strays = [p for p in marked_live() if p not in mine]
     check(not strays, f"every process marked as this state dir's is the new invoker's: "
           f"{[(p, cmdline(p)) for p in strays]}")
     check(all(c.poll() is None for c in controls), "unmarked and foreign-marked processes untouched")
