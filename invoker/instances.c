@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/pidfd.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -121,8 +122,16 @@ static bool proc_exiting(int statfd)
  * exiting (a call would reach a function whose device is gone). */
 static bool instance_dead(const struct inv_instance *in)
 {
-	return proc_dead(in->exe_pidfd, in->proc.executor_pid) || proc_dead(in->fn_pidfd, in->proc.fn_pid) ||
-	       proc_exiting(in->exe_statfd);
+	/* on every warm call, under the function's lock: one poll for both pidfds */
+	if (in->exe_pidfd >= 0 && in->fn_pidfd >= 0) {
+		struct pollfd p[2] = { { .fd = in->exe_pidfd, .events = POLLIN }, { .fd = in->fn_pidfd, .events = POLLIN } };
+
+		if (poll(p, 2, 0) > 0)
+			return true;
+	} else if (proc_dead(in->exe_pidfd, in->proc.executor_pid) || proc_dead(in->fn_pidfd, in->proc.fn_pid)) {
+		return true;
+	}
+	return proc_exiting(in->exe_statfd);
 }
 
 static void instance_free(struct inv_instance *in)
@@ -422,16 +431,35 @@ static int wait_fd(const struct inv_instance *in, int fd, short ev, double deadl
 	}
 }
 
-/* Writes all of p to in's stdin; *sent counts the bytes that went in. */
-static int write_all(const struct inv_instance *in, const char *p, size_t len, double deadline, size_t *sent)
+/* Writes the frame line and the body to in's stdin with as few writev calls
+ * as the pipe allows (one for a small request: the function wakes once, not
+ * once for the line and again for the body); *sent counts the bytes that
+ * went. */
+static int write_frame(const struct inv_instance *in, const char *head, size_t hl, const char *body, size_t len,
+		       double deadline, size_t *sent)
 {
-	while (len) {
-		ssize_t w = write(in->in_fd, p, len);
+	struct iovec v[2] = { { (void *)head, hl }, { (void *)body, len } };
+	unsigned i = 0;
 
+	while (i < 2) {
+		ssize_t w;
+
+		if (v[i].iov_len == 0) {
+			i++;
+			continue;
+		}
+		w = writev(in->in_fd, v + i, (int)(2 - i));
 		if (w > 0) {
-			p += w;
-			len -= (size_t)w;
 			*sent += (size_t)w;
+			while (w > 0 && i < 2) {
+				size_t k = (size_t)w < v[i].iov_len ? (size_t)w : v[i].iov_len;
+
+				v[i].iov_base = (char *)v[i].iov_base + k;
+				v[i].iov_len -= k;
+				w -= (ssize_t)k;
+				if (v[i].iov_len == 0)
+					i++;
+			}
 			continue;
 		}
 		if (w < 0 && errno != EAGAIN && errno != EINTR)
@@ -486,8 +514,10 @@ static int exchange(struct inv_instance *in, const char *body, size_t len, const
 
 	*ret_sent = 0;
 	k = snprintf(head, sizeof(head), "PHOS-FRAME %zu %s\n", len, ctype);
-	PHOS_CHECK(write_all(in, head, (size_t)k, deadline, ret_sent));
-	PHOS_CHECK(write_all(in, body, len, deadline, ret_sent));
+	PHOS_CHECK(write_frame(in, head, (size_t)k, body, len, deadline, ret_sent));
+	/* the answer cannot be there yet: wait before reading (a read first
+	 * would almost always say EAGAIN, one syscall per call for nothing) */
+	PHOS_CHECK(wait_fd(in, in->out_fd, POLLIN, deadline));
 	PHOS_CHECK(read_some(in, head, sizeof(head) - 1, true, &n, deadline));
 	head[n] = '\0';
 	nl = memchr(head, '\n', n);

@@ -18,7 +18,6 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <linux/capability.h>
-#include <grp.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -249,6 +248,20 @@ static int criu_wait(pid_t pid, int timeout_s, int cancel_fd, int *ret_status)
 	return wait_exit(pid, ret_status);
 }
 
+/* The calling thread becomes user (no supplementary groups), by raw system
+ * calls: glibc's setgroups/setresgid/setresuid change every thread of the
+ * process through its thread list and its lock, which a child of clone()
+ * (no fork handlers) inherits from a multithreaded parent as they were: held
+ * by another thread at the clone, the lock is never released and the child
+ * waits on its futex forever (seen under concurrent deploys). */
+static int creds_set(const struct phos_criu_user *user)
+{
+	if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, user->gid, user->gid, user->gid) < 0 ||
+	    syscall(SYS_setresuid, user->uid, user->uid, user->uid) < 0)
+		return -errno;
+	return 0;
+}
+
 /* In a child about to exec CRIU: become as->uid/gid (no supplementary
  * groups) and keep every capability we had, across the exec (ambient). CRIU
  * dumps a task of another user this way: as root it needs CAP_SYS_RESOURCE
@@ -259,8 +272,9 @@ static int become_keeping_caps(const struct phos_criu_user *as)
 	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
 	struct __user_cap_data_struct d[2];
 
-	if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0 || setgroups(0, NULL) < 0 ||
-	    setresgid(as->gid, as->gid, as->gid) < 0 || setresuid(as->uid, as->uid, as->uid) < 0)
+	if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
+		return -errno;
+	if (creds_set(as) < 0)
 		return -errno;
 	if (syscall(SYS_capget, &h, d) < 0)
 		return -errno;
@@ -469,8 +483,7 @@ static int spawn_child(void *arg)
 	 * mounting one (which that user may not); then the user. */
 	if (a->user && (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0 ||
 			mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 ||
-			setgroups(0, NULL) < 0 || setresgid(a->user->gid, a->user->gid, a->user->gid) < 0 ||
-			setresuid(a->user->uid, a->user->uid, a->user->uid) < 0))
+			creds_set(a->user) < 0))
 		goto fail;
 	execvpe(a->argv[0], a->argv, a->envp);
 fail:
@@ -649,8 +662,6 @@ static void leftover_proc_unmount(const char *path)
 	rmdir(path);
 }
 
-/* Takes the dump lock of pid's working directory (waiting for another dump
- * there, as long as cancel_fd stays quiet: -ECANCELED). Returns its fd. */
 /* The files CRIU wrote into dir_fd (flat) as another user become ours again:
  * that user (a function's) must not own another function's image. */
 static void files_chown_back(int dir_fd)
@@ -699,6 +710,8 @@ static int task_user(pid_t pid, struct phos_criu_user *ret)
 	return 0;
 }
 
+/* Takes the dump lock of pid's working directory (waiting for another dump
+ * there, as long as cancel_fd stays quiet: -ECANCELED). Returns its fd. */
 static int dump_lock_take(pid_t pid, int cancel_fd)
 {
 	char path[PATH_MAX];
