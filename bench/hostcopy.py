@@ -7,7 +7,7 @@ and writes bench/results/hostcopy.json: records per case with systems `native`
 and `phos` (metric `gbs`, GB/s, decimal) and `phos_over_native` (the target is
 >= 0.8 for each), plus bench/results/hostcopy.checks.json.
 
-usage: bench/hostcopy.py BUILD [--mib 64,1024] [--reps 5] [--device cuda|sim]
+usage: bench/hostcopy.py BUILD [--mib 64,1024] [--reps 10] [--device cuda|sim]
 """
 import argparse
 import datetime
@@ -31,7 +31,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("build")
     ap.add_argument("--mib", default="64,1024")
-    ap.add_argument("--reps", default="5")
+    ap.add_argument("--reps", default="10")
     ap.add_argument("--device", default="cuda")
     a = ap.parse_args()
     prog = [os.path.join(a.build, "bench", "hostcopy"), "--mib", a.mib, "--reps", a.reps]

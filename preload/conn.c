@@ -159,6 +159,19 @@ PHOS_EXPORT void *phos_ids_take(enum phos_hkind kind, uint32_t id)
 	return obj;
 }
 
+PHOS_EXPORT void phos_ids_each(enum phos_hkind kind, void (*fn)(uint32_t id, void *obj, void *arg), void *arg)
+{
+	struct idtab *t = idtab_of(kind);
+
+	if (!t)
+		return;
+	pthread_mutex_lock(&t->lock);
+	for (uint32_t i = 0; i < t->cap; i++)
+		if (t->slot[i])
+			fn(i, t->slot[i], arg);
+	pthread_mutex_unlock(&t->lock);
+}
+
 PHOS_EXPORT void phos_ids_clear(enum phos_hkind kind, void (*fn)(void *obj))
 {
 	struct idtab *t = idtab_of(kind);
@@ -394,6 +407,10 @@ out:
 		r = phos_mem_regions_resend();
 		if (r == 0)
 			r = phos_pool_resend();
+		if (r == 0)
+			r = phos_device_limits_resend();
+		if (r == 0)
+			r = phos_stream_attrs_resend();
 	}
 	return r;
 }

@@ -252,11 +252,20 @@ PHOS_EXPORT cudaError_t cudaDeviceSynchronize(void)
 
 /* The executor frees everything the function made; we forget our side of it
  * and re-send the modules, which CUDA keeps across a reset. */
+/* The limits the function set (cudaDeviceSetLimit, below). */
+#define LIMIT_IDS 16
+static pthread_mutex_t limits_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t limits_set;
+static size_t limit_values[LIMIT_IDS];
+
 PHOS_EXPORT cudaError_t cudaDeviceReset(void)
 {
 	int r = phos_preload_call(PHOS_OP_DEVICE_RESET, NULL, 0, NULL, 0, NULL, 0, NULL, NULL);
 
 	if (r == cudaSuccess) {
+		pthread_mutex_lock(&limits_lock);
+		limits_set = 0;
+		pthread_mutex_unlock(&limits_lock);
 		phos_stream_reset();
 		phos_mem_reset();
 		phos_pool_reset();
@@ -305,7 +314,10 @@ PHOS_EXPORT cudaError_t cudaGetDeviceFlags(unsigned int *flags)
 
 /* Limits live in the executor's context (cuCtxSetLimit / cuCtxGetLimit), which
  * puts them back when the function is done; the driver checks, rounds and caps
- * the values. */
+ * the values. The values the function set are kept here (bit i of limits_set:
+ * cudaLimit i, declared with the device's state above) and set again in a
+ * restored executor (phos_device_limits_resend): a snapshot does not carry them. */
+
 static int device_limit(enum cudaLimit limit, bool set, size_t value, size_t *ret_value)
 {
 	struct phos_device_limit l = { .limit = (int32_t)limit, .set = set, .value = value };
@@ -329,7 +341,27 @@ static int device_limit(enum cudaLimit limit, bool set, size_t value, size_t *re
 
 PHOS_EXPORT cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value)
 {
-	return phos_set_error(device_limit(limit, true, value, NULL));
+	int r = device_limit(limit, true, value, NULL);
+
+	if (r == cudaSuccess && (unsigned)limit < LIMIT_IDS) {
+		pthread_mutex_lock(&limits_lock);
+		limits_set |= 1u << limit;
+		limit_values[limit] = value;
+		pthread_mutex_unlock(&limits_lock);
+	}
+	return phos_set_error(r);
+}
+
+int phos_device_limits_resend(void)
+{
+	int r = cudaSuccess;
+
+	pthread_mutex_lock(&limits_lock);
+	for (unsigned i = 0; i < LIMIT_IDS && r == cudaSuccess; i++)
+		if (limits_set & (1u << i))
+			r = device_limit((enum cudaLimit)i, true, limit_values[i], NULL);
+	pthread_mutex_unlock(&limits_lock);
+	return r;
 }
 
 PHOS_EXPORT cudaError_t cudaDeviceGetLimit(size_t *pValue, enum cudaLimit limit)

@@ -94,6 +94,9 @@ static inline uint32_t phos_handle_unwrap(const void *h, enum phos_hkind kind)
 PHOS_EXPORT int phos_ids_add(enum phos_hkind kind, void *obj, uint32_t *ret_id);
 PHOS_EXPORT void *phos_ids_get(enum phos_hkind kind, uint32_t id);
 PHOS_EXPORT void *phos_ids_take(enum phos_hkind kind, uint32_t id);
+/* Calls fn(id, obj, arg) on every live object of a kind, in id order, with
+ * the table locked (fn must not add or take ids of that kind). */
+PHOS_EXPORT void phos_ids_each(enum phos_hkind kind, void (*fn)(uint32_t id, void *obj, void *arg), void *arg);
 /* Calls fn on every live object of a kind and empties the table (reset). */
 PHOS_EXPORT void phos_ids_clear(enum phos_hkind kind, void (*fn)(void *obj));
 
@@ -172,6 +175,12 @@ bool phos_var_contains(uint64_t addr, uint64_t len);
 void phos_pool_forget(uint64_t addr);
 /* pool.c: tell a restored executor the pools, their settings and live blocks. */
 int phos_pool_resend(void);
+/* parcopy.c: memcpy of large blocks split over a few threads of ours. */
+void phos_par_memcpy(void *dst, const void *src, size_t n);
+/* device.c: set again the limits the function set (after a restore). */
+int phos_device_limits_resend(void);
+/* stream.c: set again the stream attributes the function set (after a restore). */
+int phos_stream_attrs_resend(void);
 /* pool.c: forget every pool and block (device reset). */
 void phos_pool_reset(void);
 /* callback.c: set on the thread that runs host callbacks while one runs: CUDA

@@ -5,6 +5,7 @@
  * default-stream (_ptsz) forms are the same functions: both default streams
  * map to the executor's stream 0.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,10 +14,98 @@
 #include "internal.h"
 #include "log.h"
 
+/* Attributes the function set on a stream (bit i of set: cudaStreamAttrID i),
+ * handed to a restored executor by phos_stream_attrs_resend: a snapshot keeps
+ * a stream's flags and priority, not its attributes. */
+#define STREAM_ATTR_IDS 16
+struct stream_attrs {
+	uint32_t set;
+	uint8_t value[STREAM_ATTR_IDS][PHOS_STREAM_ATTR_BYTES];
+};
+
 struct stream {
 	unsigned flags;
 	int priority;
+	struct stream_attrs *attrs;   /* NULL until one is set */
 };
+
+static pthread_mutex_t attrs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct stream_attrs null_attrs;   /* the default stream's */
+
+static void stream_free(void *obj)
+{
+	struct stream *s = obj;
+
+	if (s)
+		free(s->attrs);
+	free(s);
+}
+
+/* Remembers that attribute attr of stream id (0: the default stream) was set
+ * to value; a failure to remember is only logged (the attribute is set). */
+static void attrs_remember(uint32_t id, cudaStreamAttrID attr, const void *value)
+{
+	struct stream_attrs *a = &null_attrs;
+
+	if ((unsigned)attr >= STREAM_ATTR_IDS)
+		return;
+	pthread_mutex_lock(&attrs_lock);
+	if (id) {
+		struct stream *s = phos_ids_get(PHOS_H_STREAM, id);
+
+		a = s ? s->attrs : NULL;
+		if (s && !a)
+			a = s->attrs = calloc(1, sizeof(*a));
+	}
+	if (a) {
+		a->set |= 1u << attr;
+		memcpy(a->value[attr], value, PHOS_STREAM_ATTR_BYTES);
+	} else {
+		phos_warn("stream %u: attribute %d is not kept for a restore (out of memory)", id, (int)attr);
+	}
+	pthread_mutex_unlock(&attrs_lock);
+}
+
+static int attrs_send(uint32_t id, const struct stream_attrs *a)
+{
+	for (unsigned i = 0; i < STREAM_ATTR_IDS; i++) {
+		struct phos_stream_attr m = { .stream = id, .attr = (int32_t)i, .set = 1 };
+		cudaStreamAttrValue v;
+		int r;
+
+		if (!(a->set & (1u << i)))
+			continue;
+		memcpy(m.value, a->value[i], sizeof(m.value));
+		r = phos_preload_call(PHOS_OP_STREAM_ATTR, &m, sizeof(m), NULL, 0, &v, sizeof(v), NULL, NULL);
+		if (r)
+			return r;
+	}
+	return cudaSuccess;
+}
+
+struct resend_ctx {
+	int r;
+};
+
+static void attrs_resend_one(uint32_t id, void *obj, void *arg)
+{
+	struct stream *s = obj;
+	struct resend_ctx *c = arg;
+
+	if (c->r == cudaSuccess && s->attrs)
+		c->r = attrs_send(id, s->attrs);
+}
+
+int phos_stream_attrs_resend(void)
+{
+	struct resend_ctx c = { .r = cudaSuccess };
+
+	pthread_mutex_lock(&attrs_lock);
+	c.r = attrs_send(0, &null_attrs);
+	phos_ids_each(PHOS_H_STREAM, attrs_resend_one, &c);
+	pthread_mutex_unlock(&attrs_lock);
+	return c.r;
+}
 
 struct event {
 	unsigned flags;
@@ -58,6 +147,7 @@ static int stream_create(cudaStream_t *pStream, unsigned flags, int priority)
 		return cudaErrorMemoryAllocation;
 	s->flags = flags;
 	s->priority = c.priority;
+	s->attrs = NULL;
 	r = phos_ids_add(PHOS_H_STREAM, s, &c.id);
 	if (r) {
 		free(s);
@@ -98,7 +188,9 @@ PHOS_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
 		return phos_set_error(r);
 	/* The record goes first, so that the id is never reused before it. */
 	r = phos_preload_post(PHOS_OP_STREAM_DESTROY, &h, sizeof(h), NULL, 0);
-	free(phos_ids_take(PHOS_H_STREAM, h.id));
+	pthread_mutex_lock(&attrs_lock);
+	stream_free(phos_ids_take(PHOS_H_STREAM, h.id));
+	pthread_mutex_unlock(&attrs_lock);
 	return phos_set_error(r);
 }
 
@@ -202,6 +294,8 @@ static int stream_attr(cudaStream_t stream, cudaStreamAttrID attr, const cudaStr
 	r = phos_preload_call(PHOS_OP_STREAM_ATTR, &a, sizeof(a), NULL, 0, &v, sizeof(v), &len, NULL);
 	if (r)
 		return r;
+	if (in)
+		attrs_remember(a.stream, attr, a.value);
 	if (in && attr == cudaStreamAttributePriority && a.stream) {
 		/* cudaStreamGetPriority answers here: keep the value the device took */
 		a.set = 0;
@@ -355,6 +449,9 @@ PHOS_EXPORT cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaE
 
 void phos_stream_reset(void)
 {
-	phos_ids_clear(PHOS_H_STREAM, free);
+	pthread_mutex_lock(&attrs_lock);
+	phos_ids_clear(PHOS_H_STREAM, stream_free);
+	memset(&null_attrs, 0, sizeof(null_attrs));
+	pthread_mutex_unlock(&attrs_lock);
 	phos_ids_clear(PHOS_H_EVENT, free);
 }

@@ -81,6 +81,7 @@ struct sim_device {
 	uint64_t *chunk_bits;
 	uint64_t mapped_bytes;
 	uint64_t total_mem;              /* SIM_TOTAL_MEM, or PHOS_SIM_MEMORY (tests) */
+	unsigned copy_delay_us;          /* PHOS_SIM_COPY_DELAY_US (tests): before each host copy */
 	uint64_t var_base, var_used, var_rw;
 	struct phos_sim_obj objs;        /* list head */
 	struct sim_twin_entry *twins;    /* sorted by name */
@@ -507,6 +508,15 @@ static int sim_open(int ordinal, uint64_t arena_base, uint64_t arena_size, bool 
 
 		if (*end == '\0' && v >= SIM_CHUNK && v <= SIM_TOTAL_MEM)
 			dev->total_mem = v;
+	}
+	/* Tests slow host copies down to expose callers that reuse host memory
+	 * before the device is done with it (a real DMA takes its time). */
+	if (getenv("PHOS_SIM_COPY_DELAY_US")) {
+		char *end;
+		unsigned long v = strtoul(getenv("PHOS_SIM_COPY_DELAY_US"), &end, 10);
+
+		if (*end == '\0' && v <= 1000000)
+			dev->copy_delay_us = (unsigned)v;
 	}
 	dev->nchunks = arena_size / SIM_CHUNK;
 	dev->chunk_bits = calloc((dev->nchunks + 63) / 64, sizeof(uint64_t));
@@ -945,6 +955,8 @@ static int sim_memcpy_h2d(struct phos_device *dev, uint64_t dst, const void *hos
 		return r;
 	if (len && (!host || !phos_sim_range_ok(dev, dst, len)))
 		return -PHOS_CUDA_INVALID_VALUE;
+	if (sim_dev(dev)->copy_delay_us)
+		usleep(sim_dev(dev)->copy_delay_us);
 	if (len)
 		memcpy((void *)(uintptr_t)dst, host, len);
 	return 0;
@@ -958,6 +970,8 @@ static int sim_memcpy_d2h(struct phos_device *dev, void *host, uint64_t src, siz
 		return r;
 	if (len && (!host || !phos_sim_range_ok(dev, src, len)))
 		return -PHOS_CUDA_INVALID_VALUE;
+	if (sim_dev(dev)->copy_delay_us)
+		usleep(sim_dev(dev)->copy_delay_us);
 	if (len)
 		memcpy(host, (const void *)(uintptr_t)src, len);
 	return 0;

@@ -176,13 +176,14 @@ int main(int argc, char **argv)
 	CK(cudaStreamSynchronize(s1));
 	EXPECT(is_iota(h1.data(), n, 77, "current pool block"), "current-pool block");
 	// cudaFree of a stream-ordered allocation is allowed, once its work is
-	// done: it does not synchronise, and on an H100 the pool still counted
-	// the block as used right after it. Once the device is idle it is back.
+	// done. On an H100 (driver of CUDA 13) the pool still counted the block
+	// as used after it, even after cudaDeviceSynchronize (1 MiB of UsedMem
+	// Current): what CUDA does with the block is not documented, so only
+	// phos-fn's promise is checked, that it is back in its pool at once.
 	CK(cudaFree(q));
-	if (strict)   // phos-fn frees it before cudaFree returns
+	if (strict)
 		EXPECT(attr64(pool, cudaMemPoolAttrUsedMemCurrent) == 0, "cudaFree gave it back at once");
 	CK(cudaDeviceSynchronize());
-	EXPECT(attr64(pool, cudaMemPoolAttrUsedMemCurrent) == 0, "cudaFree gave it back to its pool");
 
 	// A pool with a maximum size refuses what does not fit. The driver may
 	// round the maximum up to its alignment: an H100 gave 8 MiB from a pool
