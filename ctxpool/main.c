@@ -98,6 +98,7 @@ void exec_scrub(struct executor *ex)
 	if (ex->bufs)
 		phos_bufmap_reset(ex->bufs);
 	ex->pending_error = 0;
+	ex->attrs_set = false;
 	ex->restore_dir = NULL;
 	for (int i = 0; i < 3; i++)
 		atomic_store(&ex->spec_fallbacks[i], 0);
