@@ -65,9 +65,13 @@ def reference(seed):
 
 
 def start(seed, extra_env=None):
+    """A checkpointable run, paused 300 us after each step (on the CPU side;
+    the results do not change) so that it outlasts the checkpoints however
+    fast the machine is."""
     env = dict(RUN_ENV)
     env.update(extra_env or {})
-    return subprocess.Popen([PHOS_FN, "run", "--checkpointable", "--device", DEVICE, "--", TRAIN, *train_args(seed)],
+    return subprocess.Popen([PHOS_FN, "run", "--checkpointable", "--device", DEVICE, "--", TRAIN, *train_args(seed),
+                             "--pause-us", "300"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=fn_env(env))
 
