@@ -117,6 +117,14 @@ static int checkpoint_prepare(struct executor *ex, char *err, size_t errlen)
 			  "checkpoints of such programs are not supported yet", pools);
 		return -ENOTSUP;
 	}
+	/* Limits and stream attributes the function set come back only with a
+	 * restore at phos_fn_serve (the preload sets them again), and an image
+	 * does not carry them: refused too. */
+	if (ex->limits_changed || ex->attrs_set) {
+		phos_errf(err, errlen, "the program set device limits or stream attributes; checkpoints of such "
+			  "programs are not supported yet");
+		return -ENOTSUP;
+	}
 	if (ex->loader && !loader_done(ex->loader)) {
 		phos_errf(err, errlen, "an on-demand restore is still moving buffers in; try again later");
 		return -EBUSY;

@@ -112,6 +112,7 @@ static int stream_attr(struct executor *ex, const void *body, uint32_t len, void
 		*out_len = PHOS_STREAM_ATTR_BYTES;
 		return 0;
 	}
+	ex->attrs_set = true;   /* a checkpoint cannot carry it (exec_checkpoint.c) */
 	if (saved_attr && !(ex->null_attrs_changed & bit)) {
 		if (!(ex->null_attrs_stand_in & bit))
 			TRY(ex->dev_ops->stream_get_attr(ex->dev, NULL, a->attr, ex->null_attrs_saved[a->attr]));

@@ -184,6 +184,7 @@ struct executor {
 	 * by the attribute's default, and reads answer the saved value while
 	 * no function changed it (bit a of null_attrs_stand_in). */
 	uint32_t limits_changed, null_attrs_changed, null_attrs_stand_in;
+	bool attrs_set;             /* the function set a stream attribute (any stream) */
 	uint64_t limits_saved[EXEC_SAVED_LIMITS];
 	uint8_t null_attrs_saved[EXEC_SAVED_ATTRS][PHOS_STREAM_ATTR_BYTES];
 };

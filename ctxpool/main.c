@@ -99,6 +99,7 @@ void exec_scrub(struct executor *ex)
 	if (ex->bufs)
 		phos_bufmap_reset(ex->bufs);
 	ex->pending_error = 0;
+	ex->attrs_set = false;
 	ex->restore_dir = NULL;
 	for (int i = 0; i < 3; i++)
 		atomic_store(&ex->spec_fallbacks[i], 0);
@@ -226,7 +227,23 @@ static int adopt_channel(struct executor *ex, int fd, const struct phos_image *i
 	}
 	shm = phos_channel_shm(ex->ch, &len);
 	ex->ch_pinned = ex->dev_ops->host_register(ex->dev, shm, len) == 0;
-	return img ? adopt_regions(ex, img, err, errlen) : 0;
+	if (!img)
+		return 0;
+	/* The restored program goes on with the addresses it learned of its
+	 * __device__ variables (the preload keeps them; only a restore at
+	 * phos_fn_serve makes it ask again): a variable the device placed
+	 * elsewhere this time would be written at its old address. Refused. */
+	for (uint32_t i = 0; i < img->nvars; i++) {
+		const struct exec_var *v = handle_get(&ex->vars, img->vars[i].id);
+
+		if (v && img->vars[i].size && v->addr != img->vars[i].addr) {
+			phos_errf(err, errlen, "variable %s is at %#llx here, not at %#llx as in the checkpoint; "
+				  "restoring checkpoints of programs whose variables move is not supported yet",
+				  img->vars[i].name, (unsigned long long)v->addr, (unsigned long long)img->vars[i].addr);
+			return -EADDRNOTAVAIL;
+		}
+	}
+	return adopt_regions(ex, img, err, errlen);
 }
 
 /* One function: its snapshot loaded first when img is given (on_demand: the

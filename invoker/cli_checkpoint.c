@@ -80,6 +80,20 @@ int cli_run_listen(char *path, size_t len)
 	return fd;
 }
 
+/* A directory that may be replaced: absent, or a phos-fn image already. */
+static int check_out_dir(const char *dir)
+{
+	char man[PATH_MAX + 32];
+	struct stat st;
+
+	if (stat(dir, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	snprintf(man, sizeof(man), "%s/%s", dir, "manifest.json");
+	return access(man, F_OK) == 0 ? 0 : -EEXIST;
+}
+
 void cli_run_serve_checkpoint(int listen_fd, const struct phos_checkpoint_target *t)
 {
 	struct phos_checkpoint_stats st;
@@ -102,7 +116,14 @@ void cli_run_serve_checkpoint(int listen_fd, const struct phos_checkpoint_target
 		close(c);
 		return;
 	}
-	r = phos_checkpoint_take(t, m.checkpoint.mode, m.checkpoint.dir, &st, err, sizeof(err));
+	/* The client checked too; a peer that speaks the protocol by hand must
+	 * not make us replace a directory that is not a checkpoint either. */
+	if (m.checkpoint.dir[0] != '/')
+		r = -EINVAL, snprintf(err, sizeof(err), "%.900s: not an absolute path", m.checkpoint.dir);
+	else if ((r = check_out_dir(m.checkpoint.dir)) < 0)
+		snprintf(err, sizeof(err), "%.900s exists and is not a checkpoint; it is not replaced", m.checkpoint.dir);
+	else
+		r = phos_checkpoint_take(t, m.checkpoint.mode, m.checkpoint.dir, &st, err, sizeof(err));
 	if (r < 0) {
 		phos_ctl_error_set(&answer, "%s", err);
 	} else {
@@ -117,20 +138,6 @@ void cli_run_serve_checkpoint(int listen_fd, const struct phos_checkpoint_target
 	phos_ctl_send(c, &answer);
 	phos_ctl_msg_exit(&m);
 	close(c);
-}
-
-/* A directory that may be replaced: absent, or a phos-fn image already. */
-static int check_out_dir(const char *dir)
-{
-	char man[PATH_MAX + 32];
-	struct stat st;
-
-	if (stat(dir, &st) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISDIR(st.st_mode))
-		return -ENOTDIR;
-	snprintf(man, sizeof(man), "%s/%s", dir, "manifest.json");
-	return access(man, F_OK) == 0 ? 0 : -EEXIST;
 }
 
 int cli_checkpoint(int argc, char **argv)

@@ -2,7 +2,9 @@
 /*
  * phos-fn snapshot: run a function until phos_fn_serve and snapshot it there.
  * phos-fn restore:  start it again from a snapshot and serve requests from
- *                   stdin (one per line), as `phos-fn run` does.
+ *                   stdin (one per line), as `phos-fn run` does; or a program
+ *                   from its checkpoint, which goes on where it was and may be
+ *                   checkpointed again (`phos-fn checkpoint -o DIR <our pid>`).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -11,10 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "criu.h"
+#include "image.h"
 #include "snapshotter.h"
 
 struct paths_buf {
@@ -130,6 +135,43 @@ int cli_snapshot(int argc, char **argv)
 	return 0;
 }
 
+/* A program restored from a checkpoint may be checkpointed again, as under
+ * `phos-fn run --checkpointable` (cli_checkpoint.c), with this process's pid:
+ * serves requests until the program ends (the caller then reaps it). */
+static void serve_checkpoints(const struct phos_instance *inst, const char *criu, const char *name)
+{
+	const struct phos_checkpoint_target t = { .fn_pid = inst->fn_pid, .channel_fd = 3,
+						  .control_fd = inst->control_fd,
+						  .executor_pid = inst->executor_pid, .criu = criu,
+						  .function = name };
+	int pidfd = (int)syscall(SYS_pidfd_open, inst->fn_pid, 0);
+	char path[PATH_MAX];
+	int lfd = cli_run_listen(path, sizeof(path));
+
+	if (lfd < 0 || pidfd < 0) {
+		if (lfd >= 0) {
+			close(lfd);
+			unlink(path);
+		}
+		if (pidfd >= 0)
+			close(pidfd);
+		return;   /* the program runs on, without checkpoints */
+	}
+	for (;;) {
+		struct pollfd p[2] = { { .fd = pidfd, .events = POLLIN }, { .fd = lfd, .events = POLLIN } };
+
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (p[0].revents)
+			break;   /* it ended */
+		if (p[1].revents)
+			cli_run_serve_checkpoint(lfd, &t);
+	}
+	close(lfd);
+	unlink(path);
+	close(pidfd);
+}
+
 int cli_restore(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -140,7 +182,8 @@ int cli_restore(int argc, char **argv)
 		{ 0 },
 	};
 	const char *device = "auto", *stats = NULL;
-	bool on_demand = false;
+	bool on_demand = false, checkpoint = false;
+	const char *dir_name;
 	struct phos_runtime_paths paths;
 	struct phos_restore_stats st;
 	struct phos_instance inst;
@@ -166,6 +209,14 @@ int cli_restore(int argc, char **argv)
 	if (r)
 		return r;
 	signal(SIGPIPE, SIG_IGN);
+	dir_name = argv[optind];
+	{
+		struct phos_image *img = NULL;
+
+		/* (phos_restore_start reads it again, and refuses it with its reason) */
+		checkpoint = phos_image_read(dir_name, &img, err, sizeof(err)) == 0 && img->checkpoint.present;
+		phos_image_free(img);
+	}
 	r = phos_restore_start(&paths, argv[optind], STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, on_demand, &inst, &st,
 			       err, sizeof(err));
 	if (r < 0) {
@@ -183,5 +234,7 @@ int cli_restore(int argc, char **argv)
 	}
 	/* The restored function has our stdin and stdout now. */
 	signal(SIGINT, SIG_IGN);
+	if (checkpoint)
+		serve_checkpoints(&inst, pb.criu, dir_name);
 	return phos_instance_wait(&inst);
 }

@@ -469,8 +469,8 @@ static int rd_regions(struct rd *r, json_t *root, struct phos_image *img)
 		RD(rd_u64(r, o, "size", &g->size));
 		RD(rd_u64(r, o, "addr", &g->addr));
 		RD(rd_u64(r, o, "exec_addr", &g->exec_addr));
-		if (!g->id || !g->size || g->addr % 4096 || g->exec_addr % 4096)
-			return RD_FAIL(r, -EBADMSG, "host_regions", "entry %zu: a zero id or size, or an unaligned address", i);
+		if (!g->id || !g->size || !g->addr || !g->exec_addr)
+			return RD_FAIL(r, -EBADMSG, "host_regions", "entry %zu: a zero id, size or address", i);
 	}
 	r->where[0] = '\0';
 	return 0;

@@ -26,9 +26,11 @@
  * (W1, b1, W2, b2, in that order).
  *
  * Usage: train [--steps N (1000)] [--seed S (1)] [--size D (64): D = H, C = 8,
- *              B = 32] [--every K (100)] [--lr X (0.01)] [--pinned]
+ *              B = 32] [--every K (100)] [--lr X (0.01)] [--pinned] [--pause-us U (0)]
  * --pinned: the loss is read back into pinned host memory (cudaMallocHost),
- * which the program shares with its executor.
+ * which the program shares with its executor. --pause-us: U microseconds of
+ * CPU-side pause after each step (the results do not change; tests use it to
+ * keep a run going while they checkpoint it, and to catch it off the GPU).
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -36,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mlp_weights.h"
 
@@ -170,13 +173,14 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: train [--steps N] [--seed S] [--size D (8..%d)] [--every K] [--lr X]\n", MAX_SIZE);
+	fprintf(stderr, "usage: train [--steps N] [--seed S] [--size D (8..%d)] [--every K] [--lr X] [--pinned] "
+			"[--pause-us U]\n", MAX_SIZE);
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	long steps = 1000, seed = 1, size = 64, every = 100;
+	long steps = 1000, seed = 1, size = 64, every = 100, pause_us = 0;
 	float lr = 0.01f, e_stack[BATCH], *e = e_stack;
 	bool pinned = false;
 
@@ -195,6 +199,10 @@ int main(int argc, char **argv)
 			max = MAX_SIZE;
 		} else if (!strcmp(argv[i], "--every")) {
 			dst = &every;
+		} else if (!strcmp(argv[i], "--pause-us")) {
+			dst = &pause_us;
+			min = 0;
+			max = 1000000;
 		} else if (!strcmp(argv[i], "--pinned")) {
 			pinned = true;
 			continue;
@@ -278,6 +286,8 @@ int main(int argc, char **argv)
 			printf("step %ld loss %.9g\n", step, loss / ((double)C * B));
 			fflush(stdout);
 		}
+		if (pause_us)
+			usleep((useconds_t)pause_us);
 	}
 
 	uint64_t h = 0xcbf29ce484222325ull;

@@ -10,6 +10,8 @@
 - cow: the program's writes race the checkpoint's copies (every step writes
   every weight) and the buffers it was about to write are copied first
   (early_copies in the manifest);
+- a restored run is checkpointed again (phos-fn restore takes checkpoint
+  requests), killed, and restored from that latest checkpoint;
 - a checkpoint that fails (a mode not implemented yet) lets the program go on
   to the same checksum;
 - the executor killed during a checkpoint (fault point checkpoint_kill) leaves
@@ -63,9 +65,13 @@ def reference(seed):
 
 
 def start(seed, extra_env=None):
+    """A checkpointable run, paused 300 us after each step (on the CPU side;
+    the results do not change) so that it outlasts the checkpoints however
+    fast the machine is."""
     env = dict(RUN_ENV)
     env.update(extra_env or {})
-    return subprocess.Popen([PHOS_FN, "run", "--checkpointable", "--device", DEVICE, "--", TRAIN, *train_args(seed)],
+    return subprocess.Popen([PHOS_FN, "run", "--checkpointable", "--device", DEVICE, "--", TRAIN, *train_args(seed),
+                             "--pause-us", "300"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=fn_env(env))
 
@@ -144,6 +150,32 @@ try:
         check(not leftovers(ck), f"seed {seed}: temporary directories left: {leftovers(ck)}")
 
     check(early > 0, "cow: no buffer was copied ahead of a write (the race was not exercised)")
+
+    # --- restart from the latest checkpoint of a restored run --------------------
+    # a run checkpointed, killed, restored; the restored run checkpointed
+    # (phos-fn restore serves checkpoints too), killed, restored again
+    ref_losses, ref_sum = reference(7)
+    ck = os.path.join(tmp, "chain")
+    p = start(7)
+    p.stdout.readline()
+    time.sleep(0.3)
+    c = checkpoint(p.pid, ck)
+    check(c.returncode == 0, f"chain: first checkpoint: {c.stderr}")
+    kill_run(p)
+    seq1 = json.load(open(os.path.join(ck, "manifest.json")))["checkpoint"]["seq"]
+    r1 = subprocess.Popen([PHOS_FN, "restore", "--device", DEVICE, ck], stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=fn_env(RUN_ENV))
+    r1.stdout.readline()
+    c = checkpoint(r1.pid, ck, "--mode", "cow")
+    check(c.returncode == 0, f"chain: checkpoint of the restored run: {c.returncode} {c.stderr}")
+    seq2 = json.load(open(os.path.join(ck, "manifest.json")))["checkpoint"]["seq"]
+    check(seq2 > seq1, f"chain: the second checkpoint is later in the run ({seq1} then {seq2})")
+    kill_run(r1)
+    r = restore(ck)
+    losses, checksum = parse(r.stdout)
+    check(r.returncode == 0 and checksum == ref_sum,
+          f"chain: restored twice, the run ends as an uninterrupted one: {checksum} {ref_sum} {r.stderr[-500:]}")
+    same_steps(ref_losses, losses, "chain")
 
     ref_losses, ref_sum = reference(4)
 

@@ -327,8 +327,52 @@ static void test_roundtrip(const char *final)
 	for (uint32_t i = 0; i < got->nfds && i < 3; i++)
 		CHECK(got->fds[i].fd == img->fds[i].fd && !strcmp(got->fds[i].key, img->fds[i].key),
 		      "fd %u", i);
+	CHECK(!got->checkpoint.present && got->nregions == 0, "a snapshot is no checkpoint and has no host regions");
 	/* A read image grows like a built one. */
 	CHECK(phos_image_add_func(got, 4, 10, "late") == 0 && got->nfuncs == 4, "add to read image");
+	phos_image_free(got);
+	sample_free(&s);
+}
+
+/* 1.2: a checkpoint of a running program, with host regions, round trips;
+ * an empty region is refused by name. */
+static void test_checkpoint_fields(void)
+{
+	const struct phos_image_region g = { .id = 3, .size = 8192, .addr = 0x7f0000001000ull,
+					     .exec_addr = 0x7f0000001000ull };
+	struct phos_image *got = NULL;
+	struct sample s;
+	char dir[PATH_MAX], err[512];
+	int r;
+
+	PATHF(dir, "%s/ckpt", base);
+	sample_build(&s, "train");
+	s.img->checkpoint = (struct phos_image_checkpoint){ .present = true, .mode = "cow", .channel_fd = 4,
+							    .seq = 1234, .stall_s = 0.25, .total_s = 1.5,
+							    .early = 7 };
+	CHECK(phos_image_add_region(s.img, &g) == 0, "add region");
+	sample_commit(&s, dir);
+	r = phos_image_read(dir, &got, err, sizeof(err));
+	CHECK(r == 0, "read checkpoint: %s", err);
+	if (r == 0) {
+		const struct phos_image_checkpoint *c = &got->checkpoint;
+
+		CHECK(c->present && !strcmp(c->mode, "cow") && c->channel_fd == 4 && c->seq == 1234 &&
+		      c->stall_s == 0.25 && c->total_s == 1.5 && c->early == 7, "checkpoint fields");
+		CHECK(got->nregions == 1 && got->regions[0].id == g.id && got->regions[0].size == g.size &&
+		      got->regions[0].addr == g.addr && got->regions[0].exec_addr == g.exec_addr, "host region");
+	}
+	phos_image_free(got);
+	sample_free(&s);
+
+	sample_build(&s, "train");
+	CHECK(phos_image_add_region(s.img, &(struct phos_image_region){ .id = 1, .size = 0, .addr = 0x1000,
+									.exec_addr = 0x2000 }) == 0, "add");
+	PATHF(dir, "%s/ckpt-bad", base);
+	sample_commit(&s, dir);
+	got = NULL;
+	r = phos_image_read(dir, &got, err, sizeof(err));
+	CHECK(r == -EBADMSG && strstr(err, "host_regions"), "empty region refused: %d %s", r, err);
 	phos_image_free(got);
 	sample_free(&s);
 }
@@ -839,6 +883,7 @@ int main(void)
 	test_hash();
 	PATHF(good, "%s/snap", base);
 	test_roundtrip(good);
+	test_checkpoint_fields();
 	test_refusals();
 	test_parse();
 	test_fuzz();
