@@ -488,10 +488,14 @@ static CUresult proc_address(const char *symbol, void **pfn, int version, cuuint
 	}
 	if (!known)
 		name = symbol;
+	/* With a status to fill, a symbol that is not there is CUDA_SUCCESS with
+	 * the status saying why (what the driver answered on an H100, CUDA 13);
+	 * without one, CUDA_ERROR_NOT_FOUND. */
 	if (!name) {
+		*pfn = NULL;
 		if (status)
 			*status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
-		return CUDA_ERROR_NOT_FOUND;
+		return status ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 	}
 	fn = NULL;
 	if ((flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && strlen(name) + 6 < sizeof(pt)) {
@@ -505,9 +509,10 @@ static CUresult proc_address(const char *symbol, void **pfn, int version, cuuint
 	if (!fn)
 		fn = export_find(name);
 	if (!fn) {
+		*pfn = NULL;
 		if (status)
 			*status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-		return CUDA_ERROR_NOT_FOUND;
+		return status ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 	}
 	*pfn = fn;
 	if (status)
