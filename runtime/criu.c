@@ -301,6 +301,7 @@ static int criu_run(char *const argv[], const int *from, const int *to, unsigned
 {
 	int f[CRIU_MAX_EXT + 3], t[CRIU_MAX_EXT + 3], tmp[CRIU_MAX_EXT + 3];
 	int null_fd, r;
+	char **env;
 	pid_t pid;
 
 	if (n > CRIU_MAX_EXT)
@@ -314,10 +315,29 @@ static int criu_run(char *const argv[], const int *from, const int *to, unsigned
 	for (unsigned i = 0; i < n; i++)
 		f[3 + i] = from[i], t[3 + i] = to[i];
 
+	/* CRIU runs with its own libraries only (sanitizer builds preload
+	 * theirs): its environment is ours without LD_PRELOAD, made before the
+	 * fork (the child of a threaded process may not take libc's locks). */
+	{
+		size_t ne = 0, k = 0;
+
+		while (environ && environ[ne])
+			ne++;
+		env = malloc((ne + 1) * sizeof(*env));
+		if (!env) {
+			close(null_fd);
+			return -ENOMEM;
+		}
+		for (size_t i = 0; i < ne; i++)
+			if (strncmp(environ[i], "LD_PRELOAD=", 11))
+				env[k++] = environ[i];
+		env[k] = NULL;
+	}
 	pid = fork();
 	if (pid < 0) {
 		r = -errno;
 		close(null_fd);
+		free(env);
 		return r;
 	}
 	if (pid == 0) {
@@ -332,11 +352,10 @@ static int criu_run(char *const argv[], const int *from, const int *to, unsigned
 			_exit(126);
 		if (as && become_keeping_caps(as) < 0)
 			_exit(126);
-		/* CRIU runs with its own libraries only (sanitizer builds preload theirs). */
-		unsetenv("LD_PRELOAD");
-		execv(argv[0], argv);
+		execve(argv[0], argv, env);
 		_exit(127);
 	}
+	free(env);
 	close(null_fd);
 	r = criu_wait(pid, criu_timeout_s(), cancel_fd, ret_status);
 	if (r == 0 && WIFEXITED(*ret_status) && WEXITSTATUS(*ret_status) == 127)

@@ -22,13 +22,37 @@ static int place_fd(int fd, int want)
 	return dup2(fd, want) < 0 ? -1 : 0;
 }
 
+/* environ with PHOS_EXECUTOR_PARENT and PHOS_SIM_TWINS (when not NULL) set
+ * to the given "NAME=value" strings: a malloc'd array of borrowed strings. */
+static char **exec_env(char *parent, char *twins)
+{
+	size_t n = 0, k = 0;
+	char **env;
+
+	while (environ && environ[n])
+		n++;
+	env = malloc((n + 3) * sizeof(*env));
+	if (!env)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "PHOS_EXECUTOR_PARENT=", 21) &&
+		    !(twins && !strncmp(environ[i], "PHOS_SIM_TWINS=", 15)))
+			env[k++] = environ[i];
+	env[k++] = parent;
+	if (twins)
+		env[k++] = twins;
+	env[k] = NULL;
+	return env;
+}
+
 int phos_executor_spawn(const struct phos_runtime_paths *paths, int channel, int control,
 			const char *const extra[], pid_t *ret_pid)
 {
 	const char *argv[32];
 	unsigned n = 0;
-	char parent[16];
+	char parent[48], *twins = NULL, **env;
 	pid_t pid;
+	int r = 0;
 
 	argv[n++] = paths->executor;
 	argv[n++] = "--fd";
@@ -45,27 +69,41 @@ int phos_executor_spawn(const struct phos_runtime_paths *paths, int channel, int
 		argv[n++] = extra[i];
 	}
 	argv[n] = NULL;
-	snprintf(parent, sizeof(parent), "%d", (int)getpid());
+	/* it ends when we do (ctxpool/main.c, parent_watch) */
+	snprintf(parent, sizeof(parent), "PHOS_EXECUTOR_PARENT=%d", (int)getpid());
+	if (paths->sim_twins && asprintf(&twins, "PHOS_SIM_TWINS=%s", paths->sim_twins) < 0)
+		return -ENOMEM;
+	/* The environment is made before the fork: the child of a process with
+	 * other threads may only make async-signal-safe calls until it execs
+	 * (a setenv there, whose malloc waited for a lock another thread held
+	 * at the fork, hung a deploy under ASan). */
+	env = exec_env(parent, twins);
+	if (!env) {
+		free(twins);
+		return -ENOMEM;
+	}
 	pid = fork();
-	if (pid < 0)
-		return -errno;
+	if (pid < 0) {
+		r = -errno;
+		goto out;
+	}
 	if (pid == 0) {
+		static const char msg[] = "phos: cannot run the executor\n";
 		/* Move both out of the way first: 3 and 4 may be taken by either. */
 		int ch = fcntl(channel, F_DUPFD_CLOEXEC, 10), ctl = control >= 0 ? fcntl(control, F_DUPFD_CLOEXEC, 10) : -1;
 
 		if (ch < 0 || place_fd(ch, 3) < 0 || (control >= 0 && (ctl < 0 || place_fd(ctl, 4) < 0)))
 			_exit(127);
 		signal(SIGPIPE, SIG_DFL);
-		if (paths->sim_twins)
-			setenv("PHOS_SIM_TWINS", paths->sim_twins, 1);
-		/* it ends when we do (ctxpool/main.c, parent_watch) */
-		setenv("PHOS_EXECUTOR_PARENT", parent, 1);
-		execv(paths->executor, (char *const *)argv);
-		fprintf(stderr, "phos: cannot run %s: %s\n", paths->executor, strerror(errno));
+		execve(paths->executor, (char *const *)argv, env);
+		(void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
 		_exit(127);
 	}
 	*ret_pid = pid;
-	return 0;
+out:
+	free(env);
+	free(twins);
+	return r;
 }
 
 /* True when one of list[0..n) sets the variable that var ("NAME=...") sets. */
