@@ -379,10 +379,8 @@ int exec_memory_handle(struct executor *ex, uint32_t op, const void *body, uint3
 		return hostmem_remove(ex, body, len);
 	case PHOS_OP_DEVICE_INFO: {
 		BODY(struct phos_device_query, d);
-		int count = 1;
 
-		ex->dev_ops->device_count(ex->dev, &count);
-		if (d->device < 0 || d->device >= count)
+		if (d->device < 0 || d->device >= EXEC_DEVICES)
 			return -PHOS_CUDA_INVALID_DEVICE;
 		*out_len = sizeof(struct phos_reply_device);
 		return ex->dev_ops->info(ex->dev, out);

@@ -48,6 +48,11 @@
 
 /* An id → object table for the handles the preload chooses (small integers). */
 #define EXEC_MAX_HANDLES (1u << 20)
+
+/* The devices a function sees: one, the GPU its executor owns (--gpu), as
+ * device 0. Records carry no device; a program that selects another gets
+ * cudaErrorInvalidDevice instead of having its work land here unasked. */
+#define EXEC_DEVICES 1
 struct handle_table {
 	void **slot;
 	uint32_t cap;

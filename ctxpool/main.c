@@ -3,7 +3,7 @@
  * phos-executor: opens a device context, reserves the fixed arena, and serves
  * one function process on the channel socket it is given.
  *
- *   phos-executor --fd N [--device auto|cuda|sim] [--trace FILE]
+ *   phos-executor --fd N [--device auto|cuda|sim] [--gpu N] [--trace FILE]
  *                 [--arena-base ADDR] [--arena-size BYTES] [--no-warm]
  *                 [--control-fd N] [--snapshot-to DIR | --restore-from DIR]
  *
@@ -21,7 +21,13 @@
  * While a function is served (but for --snapshot-to) the control thread takes
  * CHECKPOINT and RESUME (exec_checkpoint.c).
  *
- * PHOS_TRACE and PHOS_ARENA_BASE give defaults for --trace ("%p" in it: the
+ * --gpu N: the host GPU (CUDA ordinal, all GPUs visible) that this executor
+ * owns; the function sees it as its device 0 and sees no other, as a container
+ * given one GPU does. Every GPU stays visible to the executor itself, so that
+ * NCCL between executors of different GPUs uses peer access (CUDA IPC), which
+ * hiding GPUs with CUDA_VISIBLE_DEVICES would disable.
+ *
+ * PHOS_GPU, PHOS_TRACE and PHOS_ARENA_BASE give defaults for --gpu, --trace ("%p" in it: the
  * executor's pid, one trace per executor of a pool) and --arena-base
  * (sanitizer builds move the arena: ASan's heap sits at 0x600000000000).
  *
@@ -401,7 +407,7 @@ static int pool_loop(struct executor *ex)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: phos-executor --fd N [--device auto|cuda|sim] [--trace FILE]\n"
+	fprintf(f, "usage: phos-executor --fd N [--device auto|cuda|sim] [--gpu N] [--trace FILE]\n"
 		   "                     [--arena-base ADDR] [--arena-size BYTES] [--no-warm]\n"
 		   "                     [--control-fd N] [--snapshot-to DIR | --restore-from DIR [--on-demand]\n"
 		   "                     [--adopt-channel PID:FD] | --pool]\n");
@@ -417,6 +423,31 @@ static int parse_u64(const char *s, uint64_t *ret)
 	if (errno || end == s || *end)
 		return -EINVAL;
 	*ret = v;
+	return 0;
+}
+
+/* The host GPU of --gpu / PHOS_GPU (unset or empty: 0), checked against the
+ * devices the backend sees; a message in err otherwise. */
+static int gpu_ordinal(const struct phos_device_ops *ops, const char *gpu, int *ret_ordinal, char *err,
+		       size_t errlen)
+{
+	uint64_t v;
+	int count = 0;
+
+	if (!gpu || !*gpu) {
+		*ret_ordinal = 0;
+		return 0;
+	}
+	if (parse_u64(gpu, &v) < 0 || v > 1023) {
+		snprintf(err, errlen, "bad GPU '%s' (--gpu or PHOS_GPU): a device ordinal, 0 or more", gpu);
+		return -EINVAL;
+	}
+	if (ops->device_count(NULL, &count) < 0 || (uint64_t)count <= v) {
+		snprintf(err, errlen, "GPU %llu (--gpu or PHOS_GPU) is not there: the %s device has %d", (unsigned long long)v,
+			 ops->name, count);
+		return -ENODEV;
+	}
+	*ret_ordinal = (int)v;
 	return 0;
 }
 
@@ -467,6 +498,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "fd", required_argument, NULL, 'f' },
 		{ "device", required_argument, NULL, 'd' },
+		{ "gpu", required_argument, NULL, 'g' },
 		{ "trace", required_argument, NULL, 't' },
 		{ "arena-base", required_argument, NULL, 'b' },
 		{ "arena-size", required_argument, NULL, 's' },
@@ -486,7 +518,8 @@ int main(int argc, char **argv)
 	struct phos_image *img = NULL;
 	char err[512] = "";
 	uint64_t cfd;
-	const char *device = "auto", *trace = getenv("PHOS_TRACE");
+	const char *device = "auto", *trace = getenv("PHOS_TRACE"), *gpu = getenv("PHOS_GPU");
+	int ordinal = 0;
 	struct phos_bufmap_ops ops = { .map = map_chunks, .unmap = unmap_chunks, .ctx = &ex };
 	uint64_t fd = UINT64_MAX;
 	bool pool = false, on_demand = false;
@@ -515,6 +548,7 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'd': device = optarg; break;
+		case 'g': gpu = optarg; break;
 		case 't': trace = optarg; break;
 		case 'b':
 		case 's':
@@ -593,6 +627,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "phos-executor: unknown device '%s' (auto, cuda or sim)\n", device);
 		return 2;
 	}
+	if (gpu_ordinal(ex.dev_ops, gpu, &ordinal, err, sizeof(err)) < 0) {
+		fprintf(stderr, "phos-executor: %s\n", err);
+		exec_control_error(&ex, "%s", err);
+		phos_image_free(img);
+		return 2;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	if (trace && *trace) {
 		char path[4096];
@@ -613,7 +653,7 @@ int main(int argc, char **argv)
 	}
 	t0 = phos_now();
 	/* A restore warms cuBLAS up beside loading the snapshot (exec_image_load). */
-	r = ex.dev_ops->open(0, ex.arena_base, ex.arena_size, warm && !img, &ex.dev);
+	r = ex.dev_ops->open(ordinal, ex.arena_base, ex.arena_size, warm && !img, &ex.dev);
 	t_open = phos_now() - t0;
 	if (r < 0) {
 		fprintf(stderr, "phos-executor: cannot open the %s device (cuda error %d)\n", ex.dev_ops->name, -r);

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* phos-fn run [--device auto|cuda|sim] [--trace FILE] -- PROGRAM ARGS... */
+/* phos-fn run [--device auto|cuda|sim] [--gpu N] [--trace FILE] -- PROGRAM ARGS... */
 int cli_run(int argc, char **argv);
 
 /* phos-fn snapshot [--device D] [--stats FILE] [--timeout S] -o DIR -- PROGRAM ARGS... */

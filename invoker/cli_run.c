@@ -62,8 +62,10 @@ extern char **environ;
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: phos-fn run [--device auto|cuda|sim] [--trace FILE] [--validate-spec off|always]\n"
+	fprintf(f, "usage: phos-fn run [--device auto|cuda|sim] [--gpu N] [--trace FILE] [--validate-spec off|always]\n"
 		   "                  [--checkpointable] -- PROGRAM [ARGS...]\n"
+		   "  --gpu N                 the host GPU its executor owns (default PHOS_GPU, else 0); the\n"
+		   "                          program sees it as device 0, and no other device\n"
 		   "  --checkpointable        phos-fn checkpoint PID (this phos-fn's pid) may checkpoint it\n"
 		   "  --validate-spec always  every launch of an exact kernel runs as its validation twin, which\n"
 		   "                          checks each access against the launch's proven read/write set\n");
@@ -344,6 +346,7 @@ int cli_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "device", required_argument, NULL, 'd' },
+		{ "gpu", required_argument, NULL, 'g' },
 		{ "trace", required_argument, NULL, 't' },
 		{ "validate-spec", required_argument, NULL, 'V' },
 		{ "checkpointable", no_argument, NULL, 'C' },
@@ -362,6 +365,7 @@ int cli_run(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': device = optarg; break;
+		case 'g': setenv("PHOS_GPU", optarg, 1); break;   /* the executor checks it */
 		case 't': trace = optarg; break;
 		case 'V':
 			/* the executor reads it from its environment (exec_validate.c) */

@@ -69,6 +69,7 @@ int cli_snapshot(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "device", required_argument, NULL, 'd' },
+		{ "gpu", required_argument, NULL, 'g' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "stats", required_argument, NULL, 's' },
 		{ "timeout", required_argument, NULL, 't' },
@@ -87,6 +88,7 @@ int cli_snapshot(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+ho:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': device = optarg; break;
+		case 'g': setenv("PHOS_GPU", optarg, 1); break;   /* the executor checks it */
 		case 'o': out = optarg; break;
 		case 's': stats = optarg; break;
 		case 't': {
@@ -101,14 +103,14 @@ int cli_snapshot(int argc, char **argv)
 			break;
 		}
 		case 'h':
-			printf("usage: phos-fn snapshot [--device auto|cuda|sim] [--stats FILE] [--timeout S] -o DIR -- PROGRAM [ARGS...]\n");
+			printf("usage: phos-fn snapshot [--device auto|cuda|sim] [--gpu N] [--stats FILE] [--timeout S] -o DIR -- PROGRAM [ARGS...]\n");
 			return 0;
 		default:
 			return 2;
 		}
 	}
 	if (!out || optind >= argc) {
-		fprintf(stderr, "usage: phos-fn snapshot [--device auto|cuda|sim] [--stats FILE] [--timeout S] -o DIR -- PROGRAM [ARGS...]\n");
+		fprintf(stderr, "usage: phos-fn snapshot [--device auto|cuda|sim] [--gpu N] [--stats FILE] [--timeout S] -o DIR -- PROGRAM [ARGS...]\n");
 		return 2;
 	}
 	r = resolve_paths(device, &pb, &paths);
@@ -176,6 +178,7 @@ int cli_restore(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "device", required_argument, NULL, 'd' },
+		{ "gpu", required_argument, NULL, 'g' },
 		{ "stats", required_argument, NULL, 's' },
 		{ "on-demand", no_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
@@ -195,14 +198,15 @@ int cli_restore(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': device = optarg; break;
+		case 'g': setenv("PHOS_GPU", optarg, 1); break;   /* the executor checks it */
 		case 's': stats = optarg; break;
 		case 'o': on_demand = true; break;
-		case 'h': printf("usage: phos-fn restore [--device auto|cuda|sim] [--stats FILE] [--on-demand] DIR\n"); return 0;
+		case 'h': printf("usage: phos-fn restore [--device auto|cuda|sim] [--gpu N] [--stats FILE] [--on-demand] DIR\n"); return 0;
 		default: return 2;
 		}
 	}
 	if (optind != argc - 1) {
-		fprintf(stderr, "usage: phos-fn restore [--device auto|cuda|sim] [--stats FILE] [--on-demand] DIR\n");
+		fprintf(stderr, "usage: phos-fn restore [--device auto|cuda|sim] [--gpu N] [--stats FILE] [--on-demand] DIR\n");
 		return 2;
 	}
 	r = resolve_paths(device, &pb, &paths);

@@ -3,8 +3,10 @@
  * Devices: count and selection, properties and attributes (one DEVICE_INFO per
  * device, cached), synchronisation, reset, versions, flags and limits.
  *
- * The executor serves one context; records carry no device, so a program sees
- * the devices HELLO reports but all its work lands on the executor's context.
+ * The executor serves one context on one GPU, and HELLO reports one device:
+ * the program sees that GPU as device 0 (whichever host GPU the executor was
+ * given, phos-executor --gpu), as a container given one GPU sees it. Records
+ * carry no device, so selecting any other is cudaErrorInvalidDevice.
  */
 #include <dlfcn.h>
 #include <limits.h>

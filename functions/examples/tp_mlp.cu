@@ -18,7 +18,9 @@
  *   tp_mlp RANK NRANKS IDFILE [--width D] [--hidden H] [--batch B]
  *
  * (or PHOS_TP_RANK, PHOS_TP_NRANKS, PHOS_TP_IDFILE). Rank 0 writes the NCCL
- * unique id to IDFILE, atomically; the others wait for it (up to 60 s). Each
+ * unique id to IDFILE, atomically; the others wait for it (up to 60 s). Rank
+ * r uses device r modulo the devices it sees (natively: GPU r of the host;
+ * under phos-fn: the one GPU of its executor, PHOS_GPU). Each
  * rank prints {"rank":R,"nranks":N,"max_abs_err":E,"tol":T,"ok":BOOL} after
  * init (and exits 1 when it is not ok), then serves: each request runs the
  * forward pass again and answers the same object (so that a snapshot of a
@@ -33,6 +35,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <phos/fn.h>
+#include "nccl_id.h"
 #include <unistd.h>
 #include <vector>
 
@@ -205,43 +208,13 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 	return 0;
 }
 
-static void read_id(const char *path, int rank, ncclUniqueId *id)
-{
-	if (rank == 0) {
-		char tmp[4096];
-		FILE *f;
-
-		NK(ncclGetUniqueId(id));
-		snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-		f = fopen(tmp, "wb");
-		if (!f || fwrite(id, sizeof(*id), 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0) {
-			perror(path);
-			exit(1);
-		}
-		return;
-	}
-	for (int i = 0; i < 60000; i++) {
-		FILE *f = fopen(path, "rb");
-
-		if (f) {
-			size_t n = fread(id, sizeof(*id), 1, f);
-
-			fclose(f);
-			if (n == 1)
-				return;
-		}
-		usleep(1000);
-	}
-	fprintf(stderr, "tp_mlp: rank %d: no unique id in %s\n", rank, path);
-	exit(1);
-}
-
 int main(int argc, char **argv)
 {
 	static tp t;
 	const char *idfile = getenv("PHOS_TP_IDFILE");
 	int pos = 0;
 	ncclUniqueId id;
+	int ndev = 0;
 	double err;
 	char *line;
 
@@ -271,8 +244,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	t.Hr = t.H / t.nranks;
-	read_id(idfile, t.rank, &id);
-	CK(cudaSetDevice(0));
+	if (nccl_id_exchange(idfile, t.rank, 60000, "tp_mlp", &id) < 0)
+		return 1;
+	/* One GPU per rank: rank r on device r natively; under phos-fn each rank's
+	 * executor owns one GPU (PHOS_GPU), which the function sees as device 0. */
+	CK(cudaGetDeviceCount(&ndev));
+	CK(cudaSetDevice(t.rank % ndev));
 	CK(cudaStreamCreateWithFlags(&t.stream, cudaStreamNonBlocking));
 	BK(cublasCreate(&t.blas));
 	BK(cublasSetStream(t.blas, t.stream));

@@ -32,6 +32,8 @@
 #include <unistd.h>
 #include <vector>
 
+#include "nccl_id.h"
+
 static int rank_, nranks_, failed_;
 
 static bool check(const char *name, bool ok, const char *fmt = "", ...)
@@ -51,36 +53,6 @@ static bool check(const char *name, bool ok, const char *fmt = "", ...)
 }
 
 #define NC(x) check(#x, (x) == ncclSuccess)
-
-static void get_id(const char *path, ncclUniqueId *id)
-{
-	if (rank_ == 0) {
-		char tmp[4096];
-		snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-		if (ncclGetUniqueId(id) != ncclSuccess) {
-			fprintf(stderr, "ncclGetUniqueId failed\n");
-			exit(2);
-		}
-		FILE *f = fopen(tmp, "wb");
-		if (!f || fwrite(id, sizeof(*id), 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0) {
-			perror(path);
-			exit(2);
-		}
-		return;
-	}
-	for (int i = 0; i < 30000; i++) {
-		FILE *f = fopen(path, "rb");
-		if (f) {
-			size_t n = fread(id, sizeof(*id), 1, f);
-			fclose(f);
-			if (n == 1)
-				return;
-		}
-		usleep(1000);
-	}
-	fprintf(stderr, "rank %d: no unique id in %s\n", rank_, path);
-	exit(2);
-}
 
 template <typename T> static T *dev_of(const std::vector<T> &h)
 {
@@ -391,7 +363,8 @@ int main(int argc, char **argv)
 	rank_ = atoi(argv[2]);
 	nranks_ = atoi(argv[3]);
 	ncclUniqueId id;
-	get_id(argv[4], &id);
+	if (nccl_id_exchange(argv[4], rank_, 30000, "nccl_calls", &id) < 0)
+		exit(2);
 	ncclComm_t comm;
 	cudaStream_t st;
 	cudaStreamCreate(&st);

@@ -15,8 +15,12 @@ one process per rank under `phos-fn run` (each its own executor):
   two-rank one snapshotted and restored together (they meet again through a
   file), and one rank restored alone (an error, then ncclInvalidUsage).
 
-With PHOS_TEST_DEVICE=cuda (tools/gpu-check, one GPU) only single-rank
-communicators run: NCCL refuses two ranks on one GPU.
+With PHOS_TEST_DEVICE=cuda (tools/gpu-check) rank r runs on GPU r
+(PHOS_GPU=r: its executor owns that GPU, which the function sees as device 0),
+so the multi-rank parts run up to as many ranks as the host has GPUs: NCCL
+refuses two ranks on one GPU, and one GPU runs the single-rank parts only.
+The aborted and dead ranks and the lone restored rank stay on sim: the real
+NCCL waits for a peer that never comes until the communicator is aborted.
 """
 import json
 import os
@@ -51,6 +55,23 @@ def lines(text):
     return out
 
 
+def gpu_count():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+SIM = DEVICE != "cuda"
+MAX_RANKS = 3 if SIM else gpu_count()
+
+
+def rank_env(r, env):
+    """env for rank r: on cuda its own GPU."""
+    return {**(env or {}), **({} if SIM else {"PHOS_GPU": str(r)})}
+
+
 def ranks(prog, mode_args, n, tmp, env=None, timeout=60, trace=False):
     """Runs n ranks of prog at once: [(returncode, records, stderr, seconds)] by rank."""
     idfile = os.path.join(tmp, f"id-{time.monotonic_ns()}")
@@ -61,7 +82,7 @@ def ranks(prog, mode_args, n, tmp, env=None, timeout=60, trace=False):
             cmd += ["--trace", os.path.join(tmp, f"trace-{r}.jsonl")]
         cmd += ["--", prog, *mode_args, str(r), str(n), idfile]
         procs.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True, env=fn_env(env)))
+                                      stderr=subprocess.PIPE, text=True, env=fn_env(rank_env(r, env))))
     t0 = time.monotonic()
     res = []
     for p in procs:
@@ -81,10 +102,23 @@ def checks_of(recs):
 
 tmp = tempfile.mkdtemp(prefix="phos-nccl-test-")
 env = {"PHOS_NCCL_TIMEOUT_MS": "20000"}
-MULTI = DEVICE != "cuda"
+MULTI = MAX_RANKS >= 2
 try:
+    # The GPU of a rank's executor (--gpu, PHOS_GPU): one the device lacks, or
+    # a value that is no ordinal, stops the run with the reason; 0 runs.
+    if SIM:
+        for args, extra, want in ((["--gpu", "1"], {}, "GPU 1 (--gpu or PHOS_GPU) is not there: the sim device has 1"),
+                                  ([], {"PHOS_GPU": "x"}, "bad GPU 'x'"),
+                                  ([], {"PHOS_GPU": "-1"}, "bad GPU '-1'")):
+            p = phos("run", "--device", DEVICE, *args, "--", TP_MLP, "0", "1", os.path.join(tmp, "id-gpu"),
+                     extra_env={**env, **extra}, timeout=60)
+            check(p.returncode != 0 and want in p.stderr, f"{args} {extra}: rc {p.returncode}, {p.stderr[-400:]}")
+        p = phos("run", "--device", DEVICE, "--gpu", "0", "--", TP_MLP, "0", "1", os.path.join(tmp, "id-gpu0"),
+                 extra_env=env, timeout=60)
+        check(p.returncode == 0 and any(g.get("ok") for g in lines(p.stdout)), f"--gpu 0: {p.stderr[-400:]}")
+
     # Every forwarded call, 1, 2 and 3 ranks.
-    for n in (1, 2, 3) if MULTI else (1,):
+    for n in (n for n in (1, 2, 3) if n <= max(MAX_RANKS, 1)):
         res = ranks(CALLS, ["calls"], n, tmp, env=env, trace=(n == 2))
         for r, (rc, recs, err, _) in enumerate(res):
             got = checks_of(recs)
@@ -117,7 +151,7 @@ try:
     check("ncclCommInitAll of 2 devices refused" in res[0][2], f"InitAll of 2 says why: {res[0][2][-400:]}")
 
     # An aborted communicator: rank 1 waits in an all-reduce, rank 0 aborts.
-    if MULTI:
+    if SIM:
         res = ranks(CALLS, ["abort"], 2, tmp, env=env, timeout=40)
         c0, c1 = checks_of(res[0][1]), checks_of(res[1][1])
         check(c0.get("after_abort", {}).get("ok"), f"a handle used after ncclCommAbort is invalid: {c0}")
@@ -179,13 +213,14 @@ try:
         snaps = [os.path.join(tmp, f"pair{r}") for r in range(2)]
         sp = [subprocess.Popen([PHOS_FN, "snapshot", "--device", DEVICE, "-o", snaps[r], "--", CALLS, "serveall",
                                 str(r), "2", idfile], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=fn_env(senv)) for r in range(2)]
+                               stderr=subprocess.PIPE, text=True, env=fn_env(rank_env(r, senv))) for r in range(2)]
         outs = [q.communicate(timeout=120) for q in sp]
         check(all(q.returncode == 0 for q in sp), f"snapshots of both ranks: {[o[1][-400:] for o in outs]}")
         if all(q.returncode == 0 for q in sp):
             for attempt in range(2):   # twice: the same snapshots restored again
                 rp = [subprocess.Popen([PHOS_FN, "restore", "--device", DEVICE, snaps[r]], stdin=subprocess.PIPE,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=fn_env(env))
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                       env=fn_env(rank_env(r, env)))
                       for r in range(2)]
                 t0 = time.monotonic()
                 for q in rp:
@@ -208,6 +243,36 @@ try:
                 check(time.monotonic() - t0 < 30, "restored ranks meet in bounded time")
             check(os.listdir(rdir) == [], f"the meeting files are gone: {os.listdir(rdir)}")
 
+        # tp_mlp's two ranks snapshotted after init, then restored together:
+        # each request's forward pass all-reduces again and matches the
+        # CPU reference.
+        idfile = os.path.join(tmp, "id-tp2")
+        snaps = [os.path.join(tmp, f"tp2-{r}") for r in range(2)]
+        sp = [subprocess.Popen([PHOS_FN, "snapshot", "--device", DEVICE, "-o", snaps[r], "--", TP_MLP, str(r), "2",
+                                idfile], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=fn_env(rank_env(r, senv))) for r in range(2)]
+        outs = [q.communicate(timeout=120) for q in sp]
+        check(all(q.returncode == 0 for q in sp), f"snapshots of tp_mlp's 2 ranks: {[o[1][-400:] for o in outs]}")
+        if all(q.returncode == 0 for q in sp):
+            rp = [subprocess.Popen([PHOS_FN, "restore", "--device", DEVICE, snaps[r]], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env=fn_env(rank_env(r, env))) for r in range(2)]
+            for q in rp:
+                q.stdin.write("{}\n{}\n")
+                q.stdin.close()
+            for r, q in enumerate(rp):
+                try:
+                    out, err, rc = q.stdout.read(), q.stderr.read(), q.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    q.kill()
+                    out, err, rc = "", "(timed out)", -1
+                got = lines(out)
+                check(rc == 0 and len(got) == 2 and all(g.get("ok") and g.get("rank") == r and g.get("nranks") == 2
+                                                         for g in got),
+                      f"restored tp_mlp rank {r} of 2: rc {rc} {got} {err[-800:]}")
+            check(os.listdir(rdir) == [], f"the meeting files are gone: {os.listdir(rdir)}")
+
+    if SIM:
         # Rank 0 of two restored alone: its first use waits for rank 1 up to
         # the timeout and fails; later uses answer ncclInvalidUsage (5).
         snap2 = os.path.join(tmp, "snap2")

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The NCCL unique id of a multi-process run, passed through a file: rank 0
+ * makes it and writes it atomically (a temporary file renamed over PATH); the
+ * other ranks wait for PATH to appear, up to wait_ms. Host code only, shared
+ * by tp_mlp, the NCCL benchmark and the NCCL tests.
+ *
+ * Returns 0, or -1 with a one-line message on stderr (prefixed with who).
+ */
+#ifndef PHOS_EXAMPLE_NCCL_ID_H
+#define PHOS_EXAMPLE_NCCL_ID_H
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <nccl.h>
+
+static inline int nccl_id_exchange(const char *path, int rank, int wait_ms, const char *who, ncclUniqueId *id)
+{
+	if (rank == 0) {
+		char tmp[4096];
+		ncclResult_t r = ncclGetUniqueId(id);
+		FILE *f;
+
+		if (r != ncclSuccess) {
+			fprintf(stderr, "%s: ncclGetUniqueId: %s\n", who, ncclGetErrorString(r));
+			return -1;
+		}
+		if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
+			fprintf(stderr, "%s: id file path too long\n", who);
+			return -1;
+		}
+		f = fopen(tmp, "wb");
+		if (!f || fwrite(id, sizeof(*id), 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0) {
+			fprintf(stderr, "%s: cannot write %s\n", who, path);
+			return -1;
+		}
+		return 0;
+	}
+	for (int i = 0; i < wait_ms; i++) {
+		FILE *f = fopen(path, "rb");
+
+		if (f) {
+			size_t n = fread(id, sizeof(*id), 1, f);
+
+			fclose(f);
+			if (n == 1)
+				return 0;
+		}
+		usleep(1000);
+	}
+	fprintf(stderr, "%s: rank %d: no unique id in %s\n", who, rank, path);
+	return -1;
+}
+
+#endif
