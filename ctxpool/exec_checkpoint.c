@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Checkpoints of a running function (issue 11): stop-the-world and soft
- * copy-on-write.
+ * Checkpoints of a running function (issue 11): stop-the-world, soft
+ * copy-on-write and soft recopy.
  *
  *   control thread                     dispatcher (exec_serve)
  *   CHECKPOINT {mode, dir} ──ask──▶    asked? (checked before each record, and
@@ -28,6 +28,16 @@
  *                                         copied first; frees, resets and the
  *                                         function's end copy all the rest;
  *                                         then the manifest, CHECKPOINTED
+ *   recopy:                            ├─ exec_recopy_begin: every buffer gets
+ *                                      │  its place in gpu.data; records flow
+ *                                      ├─ between records: copy a batch of
+ *                                      │  dirty buffers (a record's write set
+ *                                      │  dirties them again), in rounds while
+ *                                      │  the dirty set shrinks (exec_recopy.c)
+ *                                      ├─ the stop: drain, copy what is still
+ *                                      │  dirty or new, the manifest,
+ *                                      │  CHECKPOINTED {rounds, bytes}
+ *   RESUME                        ──▶  └─ hold while the CPU is dumped, as stw
  *
  * The stop is at a record boundary: the record before it completed (its reply
  * published, its device work drained), the one after it untouched in the ring.
@@ -38,7 +48,8 @@
  * leaves the previous checkpoint as it was.
  *
  * Not yet: copying device-to-device into a reserve (a write waits for its
- * buffer's copy to host), chunks smaller than a buffer, recopy.
+ * buffer's copy to host), chunks smaller than a buffer, one staging ring for
+ * the whole checkpoint (each batch of copies sets one up).
  */
 #include <errno.h>
 #include <signal.h>
@@ -67,14 +78,13 @@ void exec_checkpoint_ask(struct executor *ex, enum phos_ckpt_mode mode, const ch
 	struct exec_ckpt *c = &ex->ckpt;
 	bool busy;
 
-	if (mode != PHOS_CKPT_STW && mode != PHOS_CKPT_COW) {
-		exec_control_error(ex, "checkpoint mode %s is not implemented yet (stw and cow are)",
-				   phos_ckpt_mode_name(mode));
+	if ((unsigned)mode >= PHOS_CKPT_MODE_END) {
+		exec_control_error(ex, "unknown checkpoint mode %u", (unsigned)mode);
 		return;
 	}
 	pthread_mutex_lock(&c->lock);
-	/* c->cow is the dispatcher's, but only ever set while holding (below) */
-	busy = atomic_load(&c->asked) || c->holding || c->cow;
+	/* c->cow and c->recopy are the dispatcher's, set and cleared under the lock */
+	busy = atomic_load(&c->asked) || c->holding || c->cow || c->recopy;
 	if (!busy) {
 		c->mode = mode;
 		snprintf(c->dir, sizeof(c->dir), "%s", dir);
@@ -242,13 +252,15 @@ static void cow_copy_all(struct executor *ex, bool early)
 
 bool exec_checkpoint_copying(const struct executor *ex)
 {
-	return ex->ckpt.cow != NULL;
+	return ex->ckpt.cow != NULL || ex->ckpt.recopy != NULL;
 }
 
 int exec_checkpoint_before_write(struct executor *ex, const struct spec_set *s)
 {
 	struct exec_ckpt *c = &ex->ckpt;
 
+	if (c->recopy)
+		exec_recopy_mark(c->recopy, s);
 	if (!c->cow)
 		return 0;
 	if (s->opaque || s->overflow) {
@@ -272,6 +284,10 @@ int exec_checkpoint_before_write(struct executor *ex, const struct spec_set *s)
 
 void exec_checkpoint_before_op(struct executor *ex, uint32_t op)
 {
+	/* recopy: a reset or an unloaded module changes memory no write set
+	 * names; a free needs nothing (the stop keeps only what is still there) */
+	if (ex->ckpt.recopy && (op == PHOS_OP_DEVICE_RESET || op == PHOS_OP_MODULE_UNLOAD))
+		exec_recopy_mark_all(ex->ckpt.recopy);
 	if (!ex->ckpt.cow)
 		return;
 	switch (op) {
@@ -287,9 +303,21 @@ void exec_checkpoint_before_op(struct executor *ex, uint32_t op)
 	}
 }
 
+static void recopy_drop(struct exec_ckpt *c)
+{
+	pthread_mutex_lock(&c->lock);
+	exec_recopy_free(c->recopy);
+	c->recopy = NULL;
+	pthread_mutex_unlock(&c->lock);
+}
+
 void exec_checkpoint_drain(struct executor *ex)
 {
 	cow_copy_all(ex, false);
+	if (ex->ckpt.recopy) {
+		recopy_drop(&ex->ckpt);
+		exec_control_error(ex, "checkpoint: the program ended before the recopy's stop");
+	}
 }
 
 /* stw: everything now, then hold while the CPU side is dumped. */
@@ -313,6 +341,7 @@ static void checkpoint_stw(struct executor *ex, double t_stop)
 		m.checkpointed.mode = PHOS_CKPT_STW;
 		m.checkpointed.seq = ex->seq;
 		m.checkpointed.data_bytes = bytes;
+		m.checkpointed.stop_bytes = bytes;
 		m.checkpointed.stall_s = phos_now() - t_stop;
 		m.checkpointed.total_s = phos_now() - c->t_asked;
 		exec_control_send(ex, &m);
@@ -360,11 +389,88 @@ static void checkpoint_cow(struct executor *ex, double t_stop)
 		cow_finish(ex);   /* nothing to copy */
 }
 
+/* recopy, at its start: the places, then the records flow on (no hold). */
+static void recopy_begin(struct executor *ex)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+	struct exec_recopy *rc = NULL;
+	char err[512] = "";
+	int r;
+
+	r = checkpoint_prepare(ex, err, sizeof(err));
+	if (r == 0)
+		r = exec_recopy_begin(ex, c->dir, &rc, err, sizeof(err));
+	pthread_mutex_lock(&c->lock);
+	c->holding = false;
+	c->recopy = rc;
+	pthread_mutex_unlock(&c->lock);
+	if (r < 0)
+		exec_control_error(ex, "checkpoint: %s", err);
+	else
+		c->early = 0;
+}
+
+/* recopy, at a record boundary: one step of the rounds, then the stop. */
+static void recopy_poll(struct executor *ex)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+	struct exec_recopy *rc = c->recopy;
+	struct phos_ctl_msg m = { .type = PHOS_CTL_CHECKPOINTED, .fd = -1 };
+	uint64_t bytes = 0, stop_bytes = 0;
+	char err[512] = "";
+	bool stop = false;
+	double t_stop;
+	int r;
+
+	r = exec_recopy_step(ex, rc, &stop, err, sizeof(err));
+	if (!rc->halfway && (stop || rc->next >= rc->n / 2)) {
+		rc->halfway = true;
+		fault_kill(c->dir);   /* halfway through the first round (or before the stop), once */
+	}
+	if (r == 0 && !stop)
+		return;
+	t_stop = phos_now();
+	pthread_mutex_lock(&c->lock);
+	c->holding = true;
+	pthread_mutex_unlock(&c->lock);
+	if (r == 0)
+		r = checkpoint_prepare(ex, err, sizeof(err));
+	if (r == 0)
+		r = exec_recopy_stop(ex, rc, c->dir, &bytes, &stop_bytes, err, sizeof(err));
+	if (r < 0) {
+		recopy_drop(c);
+		pthread_mutex_lock(&c->lock);
+		c->holding = false;
+		pthread_mutex_unlock(&c->lock);
+		exec_control_error(ex, "checkpoint: %s", err);
+		return;
+	}
+	m.checkpointed.mode = PHOS_CKPT_RECOPY;
+	m.checkpointed.seq = ex->seq;
+	m.checkpointed.data_bytes = bytes;
+	m.checkpointed.stall_s = phos_now() - t_stop;
+	m.checkpointed.total_s = phos_now() - c->t_asked;
+	m.checkpointed.rounds = rc->round;
+	m.checkpointed.precopy_bytes = rc->precopy_bytes;
+	m.checkpointed.stop_bytes = stop_bytes;
+	recopy_drop(c);
+	exec_control_send(ex, &m);
+	phos_info("checkpoint (recopy) after record %llu: %llu bytes, %u round(s) copying %llu while running, "
+		  "%llu at the stop, %.3f s", (unsigned long long)ex->seq, (unsigned long long)bytes,
+		  m.checkpointed.rounds, (unsigned long long)m.checkpointed.precopy_bytes,
+		  (unsigned long long)stop_bytes, m.checkpointed.total_s);
+	hold(c);
+}
+
 void exec_checkpoint_poll(struct executor *ex)
 {
 	struct exec_ckpt *c = &ex->ckpt;
 	double t_stop;
 
+	if (c->recopy) {
+		recopy_poll(ex);
+		return;
+	}
 	if (c->cow) {
 		/* the background: one more buffer per record boundary */
 		while (c->next < c->cow->n && c->copied[c->next])
@@ -382,6 +488,8 @@ void exec_checkpoint_poll(struct executor *ex)
 	pthread_mutex_unlock(&c->lock);
 	if (c->mode == PHOS_CKPT_COW)
 		checkpoint_cow(ex, t_stop);
+	else if (c->mode == PHOS_CKPT_RECOPY)
+		recopy_begin(ex);
 	else
 		checkpoint_stw(ex, t_stop);
 }

@@ -39,11 +39,31 @@ struct dump_ctx {
 	struct phos_image *img;
 	struct stage_item *items;
 	size_t n, cap;
-	uint64_t off;
+	uint64_t off;                    /* where the next new item goes */
+	const struct stage_item *prior;  /* already in gpu.data, by dev (exec_image_plan_over) */
+	size_t nprior;
 };
 
-static int add_item(struct dump_ctx *c, uint64_t dev, uint64_t len)
+static int by_dev(const void *a, const void *b)
 {
+	const struct stage_item *x = a, *y = b;
+
+	return x->dev < y->dev ? -1 : x->dev > y->dev;
+}
+
+/* An item of dev and len at its prior offset when gpu.data already holds one
+ * of exactly that place and size, else at the end; *ret_off says where. */
+static int add_item(struct dump_ctx *c, uint64_t dev, uint64_t len, uint64_t *ret_off)
+{
+	const struct stage_item key = { .dev = dev }, *p = NULL;
+	uint64_t off = c->off;
+
+	if (c->nprior)
+		p = bsearch(&key, c->prior, c->nprior, sizeof(*p), by_dev);
+	if (p && p->len == len)
+		off = p->off;
+	else
+		c->off = phos_image_next_offset(c->off, len);
 	if (c->n == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 64;
 		struct stage_item *it = realloc(c->items, cap * sizeof(*it));
@@ -53,20 +73,20 @@ static int add_item(struct dump_ctx *c, uint64_t dev, uint64_t len)
 		c->items = it;
 		c->cap = cap;
 	}
-	c->items[c->n++] = (struct stage_item){ .dev = dev, .len = len, .off = c->off };
-	c->off = phos_image_next_offset(c->off, len);
+	c->items[c->n++] = (struct stage_item){ .dev = dev, .len = len, .off = off };
+	*ret_off = off;
 	return 0;
 }
 
 static int collect_buf(const struct phos_buf *b, void *ctx)
 {
 	struct dump_ctx *c = ctx;
-	struct phos_image_buf ib = { .addr = b->addr, .size = b->size, .id = b->id, .offset = c->off };
+	struct phos_image_buf ib = { .addr = b->addr, .size = b->size, .id = b->id };
 
 	if (b->is_extern)
 		return 0; /* variables are saved with their modules */
 	c->img->gpu_bytes += b->size;
-	return phos_image_add_buf(c->img, &ib) ?: add_item(c, b->addr, b->size);
+	return add_item(c, b->addr, b->size, &ib.offset) ?: phos_image_add_buf(c->img, &ib);
 }
 
 static int write_file(const char *path, const void *data, size_t len)
@@ -135,8 +155,7 @@ static int collect_objects(struct executor *ex, const char *dir, struct dump_ctx
 		if (!v->error) {
 			iv.addr = v->addr;
 			iv.size = v->size;
-			iv.offset = c->off;
-			TRY(add_item(c, v->addr, v->size));
+			TRY(add_item(c, v->addr, v->size, &iv.offset));
 		}
 		TRY(phos_image_add_var(img, &iv));
 	}
@@ -187,9 +206,15 @@ static int collect_objects(struct executor *ex, const char *dir, struct dump_ctx
 
 int exec_image_plan(struct executor *ex, const char *dir, struct exec_dump **ret, char *err, size_t errlen)
 {
+	return exec_image_plan_over(ex, dir, NULL, 0, 0, ret, err, errlen);
+}
+
+int exec_image_plan_over(struct executor *ex, const char *dir, const struct stage_item *prior, size_t nprior,
+			 uint64_t prior_end, struct exec_dump **ret, char *err, size_t errlen)
+{
 	struct exec_dump *d = calloc(1, sizeof(*d));
 	struct phos_image *img = phos_image_new();
-	struct dump_ctx c = { .img = img };
+	struct dump_ctx c = { .img = img, .prior = prior, .nprior = nprior, .off = nprior ? prior_end : 0 };
 	struct phos_reply_device info;
 	char path[4096];
 	int fd = -1, r;
@@ -226,15 +251,18 @@ int exec_image_plan(struct executor *ex, const char *dir, struct exec_dump **ret
 	snprintf(path, sizeof(path), "%s/gpu.data", dir);
 	/* Straight to the disk where the file system allows (staging.h); the space
 	 * is allocated up front, so that a full disk is one clear error. */
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+	fd = open(path, O_WRONLY | O_CREAT | (nprior ? 0 : O_TRUNC) | O_CLOEXEC | O_DIRECT, 0644);
 	if (fd < 0 && errno == EINVAL)
-		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		fd = open(path, O_WRONLY | O_CREAT | (nprior ? 0 : O_TRUNC) | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		r = -errno;
 		phos_errf(err, errlen, "creating %s: %s", path, strerror(errno));
 		goto fail;
 	}
-	r = phos_fault("gpu_data_alloc") ? ENOSPC : c.off ? posix_fallocate(fd, 0, (off_t)c.off) : 0;
+	/* Over prior copies only the new end: the holes of freed buffers stay holes. */
+	r = phos_fault("gpu_data_alloc") ? ENOSPC :
+	    c.off > (nprior ? prior_end : 0) ? posix_fallocate(fd, (off_t)(nprior ? prior_end : 0),
+								(off_t)(c.off - (nprior ? prior_end : 0))) : 0;
 	if (r) {
 		phos_errf(err, errlen, "allocating %llu bytes for %s: %s", (unsigned long long)c.off, path, strerror(r));
 		r = -r;

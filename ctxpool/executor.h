@@ -136,6 +136,9 @@ struct exec_ckpt {
 	size_t left, next;
 	uint64_t seq, early;
 	double stall_s;
+	/* recopy, while the function runs (set and cleared under lock by the
+	 * dispatcher, which alone uses it) */
+	struct exec_recopy *recopy;
 };
 
 #define EXEC_SAVED_LIMITS 16
@@ -271,6 +274,42 @@ void exec_checkpoint_before_op(struct executor *ex, uint32_t op);
 /* The function is gone: a cow checkpoint copies the rest and reports. */
 void exec_checkpoint_drain(struct executor *ex);
 
+/* --- soft recopy (exec_recopy.c) --- */
+
+/* A recopy in progress: every buffer and variable as of its begin, sorted by
+ * dev, with its place in gpu.data (off), its hash once copied, and whether a
+ * record wrote it since its last copy. */
+struct exec_recopy {
+	int fd;                     /* the checkpoint's gpu.data */
+	struct stage_item *items;
+	bool *dirty;
+	size_t n, next;             /* next: the scan of the current round */
+	uint64_t end;               /* gpu.data's size */
+	unsigned round;             /* 1-based, the one in progress */
+	uint64_t dirty_bytes;       /* of the dirty items, now */
+	uint64_t prev_dirty;        /* ... at the end of the round before */
+	uint64_t precopy_bytes;     /* copied while the function ran */
+	uint64_t step_bytes;        /* copied at most per step (but one item at least) */
+	bool halfway;               /* the first round got halfway (fault point checkpoint_kill) */
+};
+
+/* Places every buffer and variable in dir/gpu.data (created), all dirty.
+ * 0 and *ret, or -errno with err. */
+int exec_recopy_begin(struct executor *ex, const char *dir, struct exec_recopy **ret, char *err, size_t errlen);
+/* A record is about to write what s says (opaque: everything): dirty again. */
+void exec_recopy_mark(struct exec_recopy *rc, const struct spec_set *s);
+void exec_recopy_mark_all(struct exec_recopy *rc);
+/* Between two records: drains the device and copies the next dirty items of
+ * the round. *ret_stop once the rounds are over (nothing dirty, the dirty set
+ * did not shrink over a round, or the last round). 0 or -errno with err. */
+int exec_recopy_step(struct executor *ex, struct exec_recopy *rc, bool *ret_stop, char *err, size_t errlen);
+/* With the records held and the device drained: the image of the state now in
+ * dir (modules and manifest too), copying only what is dirty or new since
+ * begin. *ret_bytes: gpu.data's bytes; *ret_stop_bytes: those copied now. */
+int exec_recopy_stop(struct executor *ex, struct exec_recopy *rc, const char *dir, uint64_t *ret_bytes,
+		     uint64_t *ret_stop_bytes, char *err, size_t errlen);
+void exec_recopy_free(struct exec_recopy *rc);   /* accepts NULL */
+
 /* --- images (exec_image.c) --- */
 
 /* Dumps every buffer, variable and device object into the (existing, empty)
@@ -291,6 +330,13 @@ struct exec_dump {
 	int fd;
 };
 int exec_image_plan(struct executor *ex, const char *dir, struct exec_dump **ret, char *err, size_t errlen);
+/* The same over a gpu.data in dir that already holds copies (a recopy's,
+ * exec_recopy.c): prior (sorted by dev) says where; an item of the same dev
+ * and len keeps its prior offset, the others go from prior_end on, and the
+ * file is kept and grown, not truncated. nprior 0: exec_image_plan. */
+struct stage_item;
+int exec_image_plan_over(struct executor *ex, const char *dir, const struct stage_item *prior, size_t nprior,
+			 uint64_t prior_end, struct exec_dump **ret, char *err, size_t errlen);
 int exec_image_copy(struct executor *ex, struct exec_dump *d, size_t first, size_t n, char *err, size_t errlen);
 int exec_image_finish(struct exec_dump *d, uint64_t *ret_bytes, char *err, size_t errlen);
 void exec_image_dump_free(struct exec_dump *d);

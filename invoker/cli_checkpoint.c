@@ -38,7 +38,9 @@
 
 #define USAGE "usage: phos-fn checkpoint [--mode stw|cow|recopy] -o DIR PID\n" \
 	      "  stw: stop, copy every buffer, go on; cow: stop only for the CPU dump, copy buffers while\n" \
-	      "  the program runs (a buffer it is about to write first); recopy: not implemented yet\n"
+	      "  the program runs (a buffer it is about to write first); recopy: copy buffers while the\n" \
+	      "  program runs, again those it wrote since, in rounds while they shrink, then stop to copy\n" \
+	      "  the rest\n"
 
 int cli_run_socket_path(pid_t pid, bool make_dir, char *buf, size_t len)
 {
@@ -134,6 +136,9 @@ void cli_run_serve_checkpoint(int listen_fd, const struct phos_checkpoint_target
 		answer.checkpointed.stall_s = st.stall_s;
 		answer.checkpointed.total_s = st.total_s;
 		answer.checkpointed.early = st.early;
+		answer.checkpointed.rounds = st.rounds;
+		answer.checkpointed.precopy_bytes = st.precopy_bytes;
+		answer.checkpointed.stop_bytes = st.stop_bytes;
 	}
 	phos_ctl_send(c, &answer);
 	phos_ctl_msg_exit(&m);
@@ -243,8 +248,10 @@ int cli_checkpoint(int argc, char **argv)
 		return 1;
 	}
 	fprintf(stderr, "phos-fn: checkpoint (%s) of %ld in %s: %.1f MiB of GPU data, stall %.3f s, total %.3f s, "
-		"%llu buffer(s) copied ahead of a write\n", phos_ckpt_mode_name(m.checkpointed.mode), pid, out,
+		"%llu buffer(s) copied ahead of a write, %u round(s) copying %.1f MiB while it ran, %.1f MiB "
+		"while it was held\n", phos_ckpt_mode_name(m.checkpointed.mode), pid, out,
 		(double)m.checkpointed.data_bytes / (1 << 20), m.checkpointed.stall_s, m.checkpointed.total_s,
-		(unsigned long long)m.checkpointed.early);
+		(unsigned long long)m.checkpointed.early, m.checkpointed.rounds,
+		(double)m.checkpointed.precopy_bytes / (1 << 20), (double)m.checkpointed.stop_bytes / (1 << 20));
 	return 0;
 }

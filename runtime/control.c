@@ -34,6 +34,8 @@ struct __attribute__((packed)) ctl_checkpointed {
 	uint64_t seq, data_bytes;
 	double stall_s, total_s;
 	uint64_t early;
+	uint32_t rounds;
+	uint64_t precopy_bytes, stop_bytes;
 };
 struct __attribute__((packed)) ctl_held { uint8_t mode; uint64_t seq; };
 
@@ -214,7 +216,9 @@ int phos_ctl_encode(const struct phos_ctl_msg *m, void **ret_buf, size_t *ret_le
 			goto bad;
 		put(&w, &(struct ctl_checkpointed){ (uint8_t)m->checkpointed.mode, m->checkpointed.seq,
 						     m->checkpointed.data_bytes, m->checkpointed.stall_s,
-						     m->checkpointed.total_s, m->checkpointed.early },
+						     m->checkpointed.total_s, m->checkpointed.early,
+						     m->checkpointed.rounds, m->checkpointed.precopy_bytes,
+						     m->checkpointed.stop_bytes },
 		    sizeof(struct ctl_checkpointed));
 		break;
 	case PHOS_CTL_HELD:
@@ -406,6 +410,9 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 		m.checkpointed.stall_s = c.stall_s;
 		m.checkpointed.total_s = c.total_s;
 		m.checkpointed.early = c.early;
+		m.checkpointed.rounds = c.rounds;
+		m.checkpointed.precopy_bytes = c.precopy_bytes;
+		m.checkpointed.stop_bytes = c.stop_bytes;
 		break;
 	}
 	case PHOS_CTL_HELD: {

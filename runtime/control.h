@@ -24,6 +24,11 @@
  *   RESUME                             ──▶   the executor takes records again
  *       (also when the control socket closes: a dead controller never leaves
  *       the program stopped)
+ *   recopy: CHECKPOINT {recopy, dir}   ──▶   records flow on while every buffer
+ *       is copied into dir, then again those written since their copy, in
+ *       rounds while that set shrinks; then the stop, as stw's, copies what
+ *                                          ◀── is still dirty: CHECKPOINTED
+ *       {rounds, precopy and stop bytes}; RESUME after the CPU dump
  *   cow: CHECKPOINT {cow, dir}         ──▶     ◀── HELD {mode, seq}: stopped and
  *       drained, the device state is fixed; the controller dumps the CPU side
  *   RESUME                             ──▶   records flow at once while the
@@ -64,7 +69,8 @@
 #include <stdint.h>
 
 #define PHOS_CTL_MAGIC 0x54434850u       /* "PHCT" read as little-endian bytes */
-#define PHOS_CTL_VERSION 2u             /* 2: CHECKPOINT, CHECKPOINTED, RESUME */
+#define PHOS_CTL_VERSION 3u             /* 2: CHECKPOINT, CHECKPOINTED, RESUME; 3: recopy's
+                                         * rounds and bytes in CHECKPOINTED */
 #define PHOS_CTL_HDR_SIZE 16u
 #define PHOS_CTL_MAX_PAYLOAD (1u << 20)  /* any one frame */
 #define PHOS_CTL_REASON_MAX 1024u        /* an ERROR's reason, with its NUL */
@@ -98,8 +104,7 @@ enum phos_ctl_type {
 	PHOS_CTL_TYPE_END
 };
 
-/* Checkpoint modes (issue 11). Only stop-the-world is implemented so far; an
- * executor answers the others with ERROR. */
+/* Checkpoint modes (issue 11). */
 enum phos_ckpt_mode {
 	PHOS_CKPT_STW = 0,      /* drain, copy every buffer, then go on */
 	PHOS_CKPT_COW,          /* go on at once, copy in the background */
@@ -144,6 +149,11 @@ struct phos_ctl_msg {
 			double total_s;        /* the device side of the checkpoint */
 			uint64_t early;        /* cow: buffers copied ahead of a record
 						* that was about to write them */
+			uint32_t rounds;       /* recopy: copy rounds while running */
+			uint64_t precopy_bytes; /* recopy: bytes copied while running */
+			uint64_t stop_bytes;   /* bytes copied while the records were held
+						* (stw: all; cow: none; recopy: the
+						* dirty rest) */
 		} checkpointed;
 		struct { enum phos_ckpt_mode mode; uint64_t seq; } held;
 	};

@@ -120,6 +120,10 @@ struct phos_image_checkpoint {
 	double stall_s;       /* the program's records held */
 	double total_s;       /* the whole checkpoint, until committed */
 	uint64_t early;       /* cow: buffers copied ahead of a record writing them */
+	/* Optional (absent: 0): recopy's rounds, and the GPU bytes copied while
+	 * the program ran and while its records were held. */
+	uint32_t rounds;
+	uint64_t precopy_bytes, stop_bytes;
 };
 
 struct phos_image {

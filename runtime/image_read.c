@@ -448,6 +448,13 @@ static int rd_checkpoint(struct rd *r, json_t *root, struct phos_image *img)
 	c->total_s = json_is_number(v) ? json_number_value(v) : 0;
 	v = json_object_get(o, "early_copies");
 	c->early = json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
+	v = json_object_get(o, "rounds");
+	c->rounds = json_is_integer(v) && json_integer_value(v) > 0 && json_integer_value(v) <= UINT32_MAX ?
+			    (uint32_t)json_integer_value(v) : 0;
+	v = json_object_get(o, "precopy_bytes");
+	c->precopy_bytes = json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
+	v = json_object_get(o, "stop_bytes");
+	c->stop_bytes = json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
 	c->present = true;
 	r->where[0] = '\0';
 	return 0;

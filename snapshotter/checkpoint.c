@@ -4,7 +4,9 @@
  *
  *   controller (phos-fn run)                  executor            function
  *   DIR.tmp-XXXXXX (image.h: all or nothing)
- *   CHECKPOINT {mode, tmp}            ──▶     stops between two records, drains,
+ *   CHECKPOINT {mode, tmp}            ──▶     (recopy: copies buffers into tmp
+ *                                             while the records flow, in rounds)
+ *                                             stops between two records, drains,
  *                                             writes gpu.data, modules, manifest
  *                                     ◀──     CHECKPOINTED
  *   criu dump --leave-running of the function (blocked in its next call or
@@ -218,6 +220,13 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 		st.gpu_s = m.checkpointed.total_s;
 		st.data_bytes = m.checkpointed.data_bytes;
 		st.seq = m.checkpointed.seq;
+		st.rounds = m.checkpointed.rounds;
+		st.precopy_bytes = m.checkpointed.precopy_bytes;
+		st.stop_bytes = m.checkpointed.stop_bytes;
+		/* recopy: the program ran during the rounds; it is held from the
+		 * executor's stop on (stall_s there) until RESUME below. */
+		if (mode == PHOS_CKPT_RECOPY)
+			t_stop = phos_now() - m.checkpointed.stall_s;
 	}
 
 	/* The CPU side, while the executor holds the channel. */
@@ -278,6 +287,9 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	img->checkpoint.seq = st.seq;
 	img->checkpoint.stall_s = st.stall_s;
 	img->checkpoint.early = st.early;
+	img->checkpoint.rounds = st.rounds;
+	img->checkpoint.precopy_bytes = st.precopy_bytes;
+	img->checkpoint.stop_bytes = st.stop_bytes;
 	img->checkpoint.total_s = phos_now() - t0;
 	r = phos_image_write_manifest(tmp, img);
 	if (r < 0) {

@@ -117,6 +117,9 @@ struct phos_checkpoint_stats {
 	double stall_s;          /* the program's records held: GPU write + CPU dump */
 	double gpu_s, cpu_s;     /* device state written; CRIU dump */
 	uint64_t early;          /* cow: buffers copied ahead of a write */
+	uint32_t rounds;         /* recopy: copy rounds while the program ran */
+	uint64_t precopy_bytes;  /* recopy: GPU bytes copied while it ran */
+	uint64_t stop_bytes;     /* GPU bytes copied while its records were held */
 	double total_s;          /* until committed */
 };
 

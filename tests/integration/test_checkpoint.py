@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""Checkpoints of running programs, stw and cow (issue 11), on the sim device:
+"""Checkpoints of running programs, stw, cow and recopy (issue 11), on the sim
+device:
 
 - train (functions/examples/train) under `phos-fn run --checkpointable`,
-  checkpointed at random moments (several seeds, both modes; with and without
+  checkpointed at random moments (several seeds, every mode; with and without
   pinned host memory shared with the executor), the original killed, and
   restored from the checkpoint: it goes on from where it was stopped and ends
   with exactly the checksum of an uninterrupted run, its loss lines those of
@@ -10,10 +11,14 @@
 - cow: the program's writes race the checkpoint's copies (every step writes
   every weight) and the buffers it was about to write are copied first
   (early_copies in the manifest);
+- recopy: the buffers are copied while the program runs, in rounds (one
+  buffer a step with PHOS_RECOPY_STEP_BYTES=1, so that training steps run
+  between the copies and dirty them again), and the manifest says how many
+  rounds and bytes;
 - a restored run is checkpointed again (phos-fn restore takes checkpoint
   requests), killed, and restored from that latest checkpoint;
-- a checkpoint that fails (a mode not implemented yet) lets the program go on
-  to the same checksum;
+- a checkpoint that fails (a full disk: fault point gpu_data_alloc) fails
+  alone: a later one succeeds and the program goes on to the same checksum;
 - the executor killed during a checkpoint (fault point checkpoint_kill) leaves
   the previous checkpoint intact and restorable, and no temporary directory;
 - bad input to `phos-fn checkpoint` and `phos-fn restore` gets clear errors,
@@ -119,13 +124,13 @@ try:
 
     # --- checkpointed at random moments, killed, restored -----------------------
     early = 0
-    for seed, mode in ((1, "stw"), (2, "cow"), (5, "stw"), (6, "cow")):
+    for seed, mode in ((1, "stw"), (2, "cow"), (3, "recopy"), (5, "stw"), (6, "cow"), (8, "recopy")):
         ref_losses, ref_sum = reference(seed)
         check(ref_sum and len(ref_losses) == STEPS // EVERY, f"seed {seed}: reference output {ref_sum} "
               f"{len(ref_losses)} loss lines")
         rng = random.Random(seed)
         ck = os.path.join(tmp, f"ck{seed}")
-        p = start(seed)
+        p = start(seed, {"PHOS_RECOPY_STEP_BYTES": "1"} if seed == 3 else None)
         first = p.stdout.readline()   # it is training
         check(first.startswith("step "), f"seed {seed}: first line {first!r}")
         n = 1 + seed % 2   # one or two checkpoints; the last one counts
@@ -138,6 +143,13 @@ try:
         check(m.get("checkpoint", {}).get("mode") == mode and m["checkpoint"]["seq"] > 0,
               f"seed {seed}: the manifest says what it is: {m.get('checkpoint')}")
         early += m.get("checkpoint", {}).get("early_copies", 0)
+        if mode == "recopy":
+            mc = m["checkpoint"]
+            check(mc.get("rounds", 0) >= 1 and mc.get("precopy_bytes", 0) > 0
+                  and mc.get("stop_bytes", -1) <= m["gpu_bytes"] + 65536,
+                  f"seed {seed}: recopy's rounds and bytes: {mc}")
+            if seed == 3:
+                check(mc["rounds"] >= 2, f"seed {seed}: one buffer a step takes more than one round: {mc}")
         kill_run(p)
         r = restore(ck)
         losses, checksum = parse(r.stdout)
@@ -179,19 +191,23 @@ try:
 
     ref_losses, ref_sum = reference(4)
 
-    # --- a failed checkpoint lets the program go on ----------------------------
-    p = start(4)
-    p.stdout.readline()
-    c = checkpoint(p.pid, os.path.join(tmp, "recopy"), "--mode", "recopy")
-    check(c.returncode == 1 and "not implemented yet" in c.stderr, f"recopy: {c.returncode} {c.stderr}")
-    check(not os.path.exists(os.path.join(tmp, "recopy")) and not leftovers(os.path.join(tmp, "recopy")),
-          "a failed checkpoint leaves nothing behind")
-    out, err = p.communicate(timeout=300)
-    check(p.returncode == 0 and parse(out)[1] == ref_sum,
-          f"after a failed checkpoint the program ends as usual: {p.returncode} {parse(out)[1]} {err[-300:]}")
+    # --- a failed checkpoint (a full disk) fails alone; the program goes on -----
+    for mode in ("stw", "recopy"):
+        p = start(4, {"PHOS_FAULT": "gpu_data_alloc"})
+        p.stdout.readline()
+        ck = os.path.join(tmp, "full-" + mode)
+        c = checkpoint(p.pid, ck, "--mode", mode)
+        check(c.returncode == 1 and "No space left on device" in c.stderr, f"{mode}, disk full: {c.returncode} {c.stderr}")
+        check(not os.path.exists(ck) and not leftovers(ck), f"{mode}: a failed checkpoint leaves nothing behind")
+        c = checkpoint(p.pid, ck, "--mode", mode)
+        check(c.returncode == 0 and os.path.exists(os.path.join(ck, "manifest.json")),
+              f"{mode}: the next checkpoint succeeds: {c.returncode} {c.stderr}")
+        out, err = p.communicate(timeout=300)
+        check(p.returncode == 0 and parse(out)[1] == ref_sum,
+              f"{mode}: after a failed checkpoint the program ends as usual: {p.returncode} {parse(out)[1]} {err[-300:]}")
 
-    # --- the executor killed during a checkpoint (both modes) --------------------
-    for mode in ("stw", "cow"):
+    # --- the executor killed during a checkpoint (every mode) --------------------
+    for mode in ("stw", "cow", "recopy"):
         ck = os.path.join(tmp, "ck-kill-" + mode)
         p = start(4, {"PHOS_FAULT": "checkpoint_kill:1"})
         p.stdout.readline()

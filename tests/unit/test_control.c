@@ -61,7 +61,8 @@ static void round_trips(void)
 	in[PHOS_CTL_CHECKPOINT].checkpoint.mode = PHOS_CKPT_RECOPY;
 	strcpy(in[PHOS_CTL_CHECKPOINT].checkpoint.dir, "/ckpt/train.tmp-1");
 	in[PHOS_CTL_CHECKPOINTED].checkpointed = (typeof(in[0].checkpointed)){ PHOS_CKPT_COW, 77, 1ull << 34, 0.125,
-										 2.5, 9 };
+										 2.5, 9, 3, 1ull << 33,
+										 5ull << 20 };
 	in[PHOS_CTL_HELD].held.mode = PHOS_CKPT_COW;
 	in[PHOS_CTL_HELD].held.seq = 1234;
 
@@ -111,7 +112,9 @@ static void round_trips(void)
 			case PHOS_CTL_CHECKPOINTED:
 				CHECK(o->checkpointed.mode == PHOS_CKPT_COW && o->checkpointed.seq == 77 &&
 					      o->checkpointed.data_bytes == 1ull << 34 && o->checkpointed.stall_s == 0.125 &&
-					      o->checkpointed.total_s == 2.5 && o->checkpointed.early == 9,
+					      o->checkpointed.total_s == 2.5 && o->checkpointed.early == 9 &&
+					      o->checkpointed.rounds == 3 && o->checkpointed.precopy_bytes == 1ull << 33 &&
+					      o->checkpointed.stop_bytes == 5ull << 20,
 				      "checkpointed fields");
 				break;
 			case PHOS_CTL_HELD:
@@ -298,7 +301,7 @@ static void malformed(void)
 	/* An executor of the line protocol says "idle\n": not a frame at all. */
 	expect_refused("text line", "idle\nidle\nidle\nidle\n", 20, true, -EPROTO, "magic");
 	n = frame(b, PHOS_CTL_MAGIC, PHOS_CTL_VERSION + 1, PHOS_CTL_HELLO, 4, "\1\0\0\0", 4);
-	expect_refused("another version", b, n, true, -EPROTONOSUPPORT, "version 2");
+	expect_refused("another version", b, n, true, -EPROTONOSUPPORT, "this build speaks version 3");
 	n = frame(b, PHOS_CTL_MAGIC, PHOS_CTL_VERSION, PHOS_CTL_TYPE_END, 0, NULL, 0);
 	expect_refused("unknown type", b, n, true, -EPROTO, "unknown");
 	n = frame(b, PHOS_CTL_MAGIC, PHOS_CTL_VERSION, 0, 0, NULL, 0);
