@@ -29,6 +29,11 @@
  * takes `phos-fn checkpoint` requests between its guard scans. As the init of
  * a pid namespace the program ignores signals it has no handler for (but
  * SIGKILL); phos-fn passes SIGINT and SIGTERM on as SIGKILL.
+ *
+ * Periodic checkpoints (--checkpoint-every, cli_periodic.c) are taken between
+ * the same scans; with --restart-on-failure the executor is watched too, and
+ * if it dies while the program runs, the program is killed and restored from
+ * the latest checkpoint (cli_restore_run), which goes on where it was.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -63,10 +68,11 @@ extern char **environ;
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: phos-fn run [--device auto|cuda|sim] [--gpu N] [--trace FILE] [--validate-spec off|always]\n"
-		   "                  [--checkpointable] -- PROGRAM [ARGS...]\n"
+		   "                  [--checkpointable] [periodic options] -- PROGRAM [ARGS...]\n"
 		   "  --gpu N                 the host GPU its executor owns (default PHOS_GPU, else 0); the\n"
 		   "                          program sees it as device 0, and no other device\n"
 		   "  --checkpointable        phos-fn checkpoint PID (this phos-fn's pid) may checkpoint it\n"
+		   CLI_PERIODIC_USAGE
 		   "  --validate-spec always  every launch of an exact kernel runs as its validation twin, which\n"
 		   "                          checks each access against the launch's proven read/write set\n");
 }
@@ -154,16 +160,19 @@ static void read_report(const char *report, char *buf, size_t len)
  * module's report, or the scan, which kills it).
  */
 static int wait_guarded(pid_t prog, const char *name, const char *preload, const char *report, int listen_fd,
-			const struct phos_checkpoint_target *ckpt, bool *ret_refused)
+			const struct phos_checkpoint_target *ckpt, struct cli_periodic *per, bool *ret_refused,
+			bool *ret_exec_died)
 {
 	const struct timespec fast = { 0, GUARD_SCAN_MS * 1000000L }, slow = { 0, GUARD_SCAN_SLOW_MS * 1000000L };
 	unsigned scans = 0;
 	int pidfd = (int)syscall(SYS_pidfd_open, prog, 0);   /* -1 before Linux 5.3: sleep instead */
+	int exefd = per && per->restart ? (int)syscall(SYS_pidfd_open, ckpt->executor_pid, 0) : -1;
 	char what[PATH_MAX];
 	int status = 0;
 	pid_t w, bad = 0;
 
 	*ret_refused = false;
+	*ret_exec_died = false;
 	for (;;) {
 		w = waitpid(prog, &status, WNOHANG);
 		if (w == prog || (w < 0 && errno != EINTR))
@@ -184,17 +193,37 @@ static int wait_guarded(pid_t prog, const char *name, const char *preload, const
 		const struct timespec *tick = ++scans < GUARD_SCAN_FAST_FOR ? &fast : &slow;
 
 		if (pidfd >= 0) {
-			struct pollfd pfd[2] = { { .fd = pidfd, .events = POLLIN }, { .fd = listen_fd, .events = POLLIN } };
+			struct pollfd pfd[3] = { { .fd = pidfd, .events = POLLIN }, { .fd = listen_fd, .events = POLLIN },
+						 { .fd = exefd, .events = POLLIN } };
+			int ms = (int)(tick->tv_nsec / 1000000L), due = cli_periodic_wait_ms(per);
 
-			/* readable once it exited; a checkpoint request */
-			if (poll(pfd, listen_fd >= 0 ? 2 : 1, (int)(tick->tv_nsec / 1000000L)) > 0 && pfd[1].revents)
-				cli_run_serve_checkpoint(listen_fd, ckpt);
+			/* readable once it exited; a checkpoint request; the executor gone */
+			if (poll(pfd, 3, due >= 0 && due < ms ? due : ms) > 0) {
+				if (pfd[1].revents)
+					cli_run_serve_checkpoint(listen_fd, ckpt);
+				if (pfd[2].revents) {
+					close(exefd);
+					exefd = -1;
+					if (cli_executor_failed(ckpt->executor_pid)) {
+						/* Its GPU state is gone; the caller restarts it. */
+						kill(prog, SIGKILL);
+						*ret_exec_died = true;
+					}
+				}
+			}
+			if (ckpt && !*ret_exec_died)
+				cli_periodic_tick(per, ckpt);
 		} else {
 			nanosleep(tick, NULL);
 		}
 	}
 	if (pidfd >= 0)
 		close(pidfd);
+	if (exefd >= 0)
+		close(exefd);
+	/* The program may have failed on its own first, its calls cut off. */
+	if (per && per->restart && !*ret_exec_died && exit_code(status) != 0 && cli_executor_failed(ckpt->executor_pid))
+		*ret_exec_died = true;
 	read_report(report, what, sizeof(what));
 	if (what[0]) {   /* the guard printed why on the program's stderr */
 		*ret_refused = true;
@@ -297,13 +326,14 @@ static int start_checkpointable(char **prog_argv, const char *exe, const char *d
 
 /* The rest of cli_run with --checkpointable. */
 static int run_checkpointable(char **prog_argv, const char *exe, const char *device, const char *trace,
-			      const char *twins, const char *preload, int sv[2], struct ckpt_run *ck)
+			      const char *twins, const char *preload, int sv[2], struct ckpt_run *ck,
+			      struct cli_periodic *per)
 {
 	char report_dir[PATH_MAX], report[PATH_MAX + 16];
 	const char *tmpdir = getenv("TMPDIR");
 	pid_t prog = -1, execr = -1;
 	int code = 1, est = 0, r;
-	bool refused = false;
+	bool refused = false, died = false;
 
 	snprintf(report_dir, sizeof(report_dir), "%s/phos-run-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
 	if (!mkdtemp(report_dir)) {
@@ -315,7 +345,8 @@ static int run_checkpointable(char **prog_argv, const char *exe, const char *dev
 	close(sv[0]);
 	close(sv[1]);
 	if (r == 0)
-		code = wait_guarded(prog, prog_argv[0], preload, report, ck->listen_fd, &ck->target, &refused);
+		code = wait_guarded(prog, prog_argv[0], preload, report, ck->listen_fd, &ck->target, per, &refused,
+				    &died);
 	else if (prog > 0)
 		waitpid(prog, NULL, 0);
 	if (ck->listen_fd >= 0) {
@@ -334,6 +365,19 @@ static int run_checkpointable(char **prog_argv, const char *exe, const char *dev
 	rmdir(report_dir);
 	if (refused)
 		return PHOS_GUARD_EXIT;
+	if (died) {
+		char latest[PATH_MAX];
+
+		if (per->max_restarts == 0 || cli_periodic_latest(per->dir, latest, sizeof(latest)) < 0) {
+			fprintf(stderr, "phos-fn: the executor died (status %d)%s\n", exit_code(est),
+				per->max_restarts ? " before any checkpoint: nothing to restart from" : "");
+			return code;
+		}
+		per->restarts++;
+		fprintf(stderr, "phos-fn: the executor died (status %d); restarting from %s (restart %u of %u)\n",
+			exit_code(est), latest, per->restarts, per->max_restarts);
+		return cli_restore_run(device, latest, false, NULL, per);
+	}
 	if (r == 0 && exit_code(est) != 0) {
 		fprintf(stderr, "phos-fn: the executor failed (status %d)\n", exit_code(est));
 		if (code == 0)
@@ -351,13 +395,15 @@ int cli_run(int argc, char **argv)
 		{ "validate-spec", required_argument, NULL, 'V' },
 		{ "checkpointable", no_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
+		CLI_PERIODIC_OPTIONS,
 		{ 0 },
 	};
+	struct cli_periodic per = CLI_PERIODIC_INIT;
 	const char *device = "auto", *trace = NULL, *twins = NULL;
 	char exe[PATH_MAX], preload[PATH_MAX], twins_buf[PATH_MAX], report[PATH_MAX + 16];
 	char report_dir[PATH_MAX];
 	int sv[2], c, est, code;
-	bool refused, checkpointable = false;
+	bool refused, exec_died, checkpointable = false;
 	struct ckpt_run ck = { .control = -1, .listen_fd = -1 };
 	pid_t prog, execr;
 
@@ -377,13 +423,22 @@ int cli_run(int argc, char **argv)
 			break;
 		case 'C': checkpointable = true; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default:
+			if (cli_periodic_option(&per, c, optarg) == 0)
+				break;
+			if (c < CLI_OPT_CKPT_DIR)
+				usage(stderr);
+			return 2;
 		}
 	}
 	if (optind >= argc) {
 		usage(stderr);
 		return 2;
 	}
+	if (cli_periodic_check(&per) < 0)
+		return 2;
+	if (per.dir[0])
+		checkpointable = true;
 	device = cli_resolve_device(device);
 	if (!device) {
 		fprintf(stderr, "phos-fn: unknown device (use auto, cuda or sim)\n");
@@ -404,7 +459,7 @@ int cli_run(int argc, char **argv)
 		return 1;
 	}
 	if (checkpointable)
-		return run_checkpointable(argv + optind, exe, device, trace, twins, preload, sv, &ck);
+		return run_checkpointable(argv + optind, exe, device, trace, twins, preload, sv, &ck, &per);
 	execr = spawn_executor(exe, device, trace, twins, sv[0]);
 	if (execr < 0) {
 		fprintf(stderr, "phos-fn: fork: %s\n", strerror(errno));
@@ -429,7 +484,7 @@ int cli_run(int argc, char **argv)
 	}
 	/* Signals for the group (Ctrl-C) reach both children; phos-fn waits them out. */
 	signal(SIGINT, SIG_IGN);
-	code = wait_guarded(prog, argv[optind], preload, report, -1, NULL, &refused);
+	code = wait_guarded(prog, argv[optind], preload, report, -1, NULL, NULL, &refused, &exec_died);
 	if (refused)
 		kill(execr, SIGTERM);
 	while (waitpid(execr, &est, 0) < 0 && errno == EINTR)

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -137,41 +138,120 @@ int cli_snapshot(int argc, char **argv)
 	return 0;
 }
 
-/* A program restored from a checkpoint may be checkpointed again, as under
- * `phos-fn run --checkpointable` (cli_checkpoint.c), with this process's pid:
- * serves requests until the program ends (the caller then reaps it). */
-static void serve_checkpoints(const struct phos_instance *inst, const char *criu, const char *name)
+/* A restored program is served until it ends: checkpoint requests (as under
+ * `phos-fn run --checkpointable`, with this process's pid) when it came from
+ * a checkpoint, per's periodic checkpoints, and with per->restart its
+ * executor watched: if that fails (cli_executor_failed) first, the program
+ * (cut off from its GPU state) is killed and *ret_exec_died set. */
+static void supervise(const struct phos_instance *inst, const char *criu, const char *name, bool checkpoints,
+		      struct cli_periodic *per, bool *ret_exec_died)
 {
 	const struct phos_checkpoint_target t = { .fn_pid = inst->fn_pid, .channel_fd = 3,
 						  .control_fd = inst->control_fd,
 						  .executor_pid = inst->executor_pid, .criu = criu,
 						  .function = name };
 	int pidfd = (int)syscall(SYS_pidfd_open, inst->fn_pid, 0);
+	int exefd = per->restart ? (int)syscall(SYS_pidfd_open, inst->executor_pid, 0) : -1;
 	char path[PATH_MAX];
-	int lfd = cli_run_listen(path, sizeof(path));
+	int lfd = checkpoints ? cli_run_listen(path, sizeof(path)) : -1;
 
-	if (lfd < 0 || pidfd < 0) {
-		if (lfd >= 0) {
-			close(lfd);
-			unlink(path);
-		}
-		if (pidfd >= 0)
-			close(pidfd);
-		return;   /* the program runs on, without checkpoints */
-	}
+	*ret_exec_died = false;
+	if (pidfd < 0 || (!checkpoints && !per->enabled && exefd < 0))
+		goto out;   /* nothing to serve: the caller just waits */
 	for (;;) {
-		struct pollfd p[2] = { { .fd = pidfd, .events = POLLIN }, { .fd = lfd, .events = POLLIN } };
+		struct pollfd p[3] = { { .fd = pidfd, .events = POLLIN }, { .fd = exefd, .events = POLLIN },
+				       { .fd = lfd, .events = POLLIN } };
 
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
+		if (poll(p, 3, cli_periodic_wait_ms(per)) < 0 && errno != EINTR)
 			break;
 		if (p[0].revents)
 			break;   /* it ended */
-		if (p[1].revents)
+		if (p[1].revents) {
+			close(exefd);
+			exefd = -1;
+			if (cli_executor_failed(inst->executor_pid)) {
+				/* Its GPU state is gone. */
+				kill(inst->fn_pid, SIGKILL);
+				*ret_exec_died = true;
+				break;
+			}
+			continue;   /* it ended with its program, which is ending */
+		}
+		if (p[2].revents)
 			cli_run_serve_checkpoint(lfd, &t);
+		if (checkpoints)
+			cli_periodic_tick(per, &t);
 	}
-	close(lfd);
-	unlink(path);
-	close(pidfd);
+out:
+	if (lfd >= 0) {
+		close(lfd);
+		unlink(path);
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	if (exefd >= 0)
+		close(exefd);
+}
+
+int cli_restore_run(const char *device, const char *dir, bool on_demand, const char *stats, struct cli_periodic *per)
+{
+	struct phos_runtime_paths paths;
+	struct phos_restore_stats st;
+	struct phos_instance inst;
+	struct paths_buf pb;
+	char err[1024], latest[PATH_MAX];
+	int code, r;
+
+	r = resolve_paths(device, &pb, &paths);
+	if (r)
+		return r;
+	signal(SIGPIPE, SIG_IGN);
+	for (;;) {
+		struct phos_image *img = NULL;
+		bool checkpoint, died;
+
+		/* (phos_restore_start reads it again, and refuses it with its reason) */
+		checkpoint = phos_image_read(dir, &img, err, sizeof(err)) == 0 && img->checkpoint.present;
+		phos_image_free(img);
+		r = phos_restore_start(&paths, dir, STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, on_demand, &inst, &st,
+				       err, sizeof(err));
+		if (r < 0) {
+			fprintf(stderr, "phos-fn: restore refused: %s\n", err);
+			return 1;
+		}
+		FILE *f = open_stats(stats);
+
+		if (f) {
+			fprintf(f, "{\"gpu_restore_s\":%.6f,\"open_s\":%.6f,\"load_s\":%.6f,\"data_s\":%.6f,"
+				   "\"cpu_restore_s\":%.6f,\"ready_s\":%.6f,\"gpu_bytes\":%llu,\"on_demand\":%s}\n",
+				st.gpu_restore_s, st.open_s, st.load_s, st.data_s, st.cpu_restore_s, st.ready_s,
+				(unsigned long long)st.gpu_bytes, st.on_demand ? "true" : "false");
+			fclose(f);
+		}
+		/* The restored function has our stdin and stdout now. */
+		signal(SIGINT, SIG_IGN);
+		supervise(&inst, pb.criu, dir, checkpoint, per, &died);
+		/* The program may have failed on its own first, its calls cut off. */
+		died = died || (per->restart && cli_executor_failed(inst.executor_pid));
+		code = phos_instance_wait(&inst);
+		if (!died || code == 0)
+			return code;   /* (0: it got to its end before the failure mattered) */
+		if (per->restarts >= per->max_restarts) {
+			fprintf(stderr, "phos-fn: the executor died again; %u restart(s) were allowed (--max-restarts)\n",
+				per->max_restarts);
+			return code;
+		}
+		if (cli_periodic_latest(per->dir, latest, sizeof(latest)) < 0) {
+			fprintf(stderr, "phos-fn: the executor died and %s holds no checkpoint to restart from\n",
+				per->dir);
+			return code;
+		}
+		per->restarts++;
+		fprintf(stderr, "phos-fn: the executor died; restarting from %s (restart %u of %u)\n", latest,
+			per->restarts, per->max_restarts);
+		dir = latest;
+		stats = NULL;
+	}
 }
 
 int cli_restore(int argc, char **argv)
@@ -182,17 +262,19 @@ int cli_restore(int argc, char **argv)
 		{ "stats", required_argument, NULL, 's' },
 		{ "on-demand", no_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
+		CLI_PERIODIC_OPTIONS,
 		{ 0 },
 	};
+	static const char usage[] = "usage: phos-fn restore [--device auto|cuda|sim] [--gpu N] [--stats FILE] "
+				    "[--on-demand] [periodic options] DIR\n"
+				    "  DIR: a snapshot, a checkpoint, or a --checkpoint-dir (its latest checkpoint)\n"
+				    CLI_PERIODIC_USAGE;
+	struct cli_periodic per = CLI_PERIODIC_INIT;
 	const char *device = "auto", *stats = NULL;
-	bool on_demand = false, checkpoint = false;
-	const char *dir_name;
-	struct phos_runtime_paths paths;
-	struct phos_restore_stats st;
-	struct phos_instance inst;
-	struct paths_buf pb;
-	char err[1024];
-	int c, r;
+	char manifest[PATH_MAX], latest[PATH_MAX];
+	const char *dir;
+	bool on_demand = false;
+	int c;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
@@ -201,44 +283,25 @@ int cli_restore(int argc, char **argv)
 		case 'g': setenv("PHOS_GPU", optarg, 1); break;   /* the executor checks it */
 		case 's': stats = optarg; break;
 		case 'o': on_demand = true; break;
-		case 'h': printf("usage: phos-fn restore [--device auto|cuda|sim] [--gpu N] [--stats FILE] [--on-demand] DIR\n"); return 0;
-		default: return 2;
+		case 'h': printf("%s", usage); return 0;
+		default:
+			if (cli_periodic_option(&per, c, optarg) == 0)
+				break;
+			if (c < CLI_OPT_CKPT_DIR)
+				fprintf(stderr, "%s", usage);
+			return 2;
 		}
 	}
 	if (optind != argc - 1) {
-		fprintf(stderr, "usage: phos-fn restore [--device auto|cuda|sim] [--gpu N] [--stats FILE] [--on-demand] DIR\n");
+		fprintf(stderr, "%s", usage);
 		return 2;
 	}
-	r = resolve_paths(device, &pb, &paths);
-	if (r)
-		return r;
-	signal(SIGPIPE, SIG_IGN);
-	dir_name = argv[optind];
-	{
-		struct phos_image *img = NULL;
-
-		/* (phos_restore_start reads it again, and refuses it with its reason) */
-		checkpoint = phos_image_read(dir_name, &img, err, sizeof(err)) == 0 && img->checkpoint.present;
-		phos_image_free(img);
-	}
-	r = phos_restore_start(&paths, argv[optind], STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, on_demand, &inst, &st,
-			       err, sizeof(err));
-	if (r < 0) {
-		fprintf(stderr, "phos-fn: restore refused: %s\n", err);
-		return 1;
-	}
-	FILE *f = open_stats(stats);
-
-	if (f) {
-		fprintf(f, "{\"gpu_restore_s\":%.6f,\"open_s\":%.6f,\"load_s\":%.6f,\"data_s\":%.6f,"
-			   "\"cpu_restore_s\":%.6f,\"ready_s\":%.6f,\"gpu_bytes\":%llu,\"on_demand\":%s}\n",
-			st.gpu_restore_s, st.open_s, st.load_s, st.data_s, st.cpu_restore_s, st.ready_s,
-			(unsigned long long)st.gpu_bytes, st.on_demand ? "true" : "false");
-		fclose(f);
-	}
-	/* The restored function has our stdin and stdout now. */
-	signal(SIGINT, SIG_IGN);
-	if (checkpoint)
-		serve_checkpoints(&inst, pb.criu, dir_name);
-	return phos_instance_wait(&inst);
+	dir = argv[optind];
+	/* A --checkpoint-dir: its latest checkpoint. */
+	snprintf(manifest, sizeof(manifest), "%s/manifest.json", dir);
+	if (access(manifest, F_OK) != 0 && cli_periodic_latest(dir, latest, sizeof(latest)) == 0)
+		dir = latest;
+	if (cli_periodic_check(&per) < 0)
+		return 2;
+	return cli_restore_run(device, dir, on_demand, stats, &per);
 }

@@ -221,6 +221,10 @@ static inline uint64_t phos_image_next_offset(uint64_t off, uint64_t len)
 int phos_image_dir_begin(const char *final_dir, char *ret_tmp, size_t len);
 int phos_image_dir_commit(const char *tmp_dir, const char *final_dir);
 void phos_image_dir_abort(const char *tmp_dir);
+/* Removes a committed snapshot or checkpoint: renamed to a temporary name
+ * beside it first (sweepable), then deleted. 0 (also when there is none) or
+ * -errno. */
+int phos_image_dir_remove(const char *final_dir);
 
 /* Removes leftovers of interrupted snapshots of final_dir ("<final>.tmp-*" whose
  * creator is gone); returns how many were removed. */

@@ -24,6 +24,7 @@
 #include <ftw.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,6 +187,29 @@ void phos_image_dir_abort(const char *tmp_dir)
 		return;
 	}
 	remove_tree(tmp_dir);
+}
+
+int phos_image_dir_remove(const char *final_dir)
+{
+	static atomic_uint seq;
+	char parent[PATH_MAX], base[PATH_MAX], tmp[PATH_MAX];
+	int n, r;
+
+	if (!final_dir)
+		return -EINVAL;
+	r = split_path(final_dir, parent, base);
+	if (r < 0)
+		return r;
+	n = snprintf(tmp, sizeof(tmp), "%s%s%s" TMP_MARK "%d-rm%u", parent, strcmp(parent, "/") ? "/" : "", base,
+		     (int)getpid(), atomic_fetch_add(&seq, 1));
+	if (n < 0 || (size_t)n >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	/* Renamed away first: a crash halfway leaves a temporary that a sweep
+	 * removes, never a half-removed snapshot under its name. */
+	if (renameat2(AT_FDCWD, final_dir, AT_FDCWD, tmp, RENAME_NOREPLACE) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	remove_tree(tmp);
+	return 0;
 }
 
 /* The pid in "<base>.tmp-<pid>-XXXXXX", or 0 when name is not one of those. */

@@ -21,8 +21,16 @@ device:
   alone: a later one succeeds and the program goes on to the same checksum;
 - the executor killed during a checkpoint (fault point checkpoint_kill) leaves
   the previous checkpoint intact and restorable, and no temporary directory;
-- bad input to `phos-fn checkpoint` and `phos-fn restore` gets clear errors,
-  and a directory that is not a checkpoint is never replaced.
+- periodic checkpoints (--checkpoint-every, every mode, and auto from
+  --mtbf): with --restart-on-failure the executor is SIGKILLed twice at
+  random moments and the run restarts from its latest checkpoint each time,
+  ending with the uninterrupted checksum; only --keep checkpoints stay; a
+  periodic checkpoint that meets a full disk fails alone; `phos-fn restore`
+  of the checkpoint directory takes its latest; without a checkpoint, or
+  with --max-restarts 0, the run fails and says why;
+- bad input to `phos-fn checkpoint`, `phos-fn run` and `phos-fn restore`
+  gets clear errors, and a directory that is not a checkpoint is never
+  replaced.
 """
 import json
 import os
@@ -227,6 +235,94 @@ try:
         check(r.returncode == 0 and parse(r.stdout)[1] == ref_sum,
               f"{mode}: the previous checkpoint restores to the same end: {r.returncode} {parse(r.stdout)[1]} "
               f"{r.stderr[-500:]}")
+
+    # --- periodic checkpoints, restart on failure ---------------------------------
+    def periodic(seed, args, env=None):
+        return subprocess.Popen([PHOS_FN, "run", "--device", DEVICE, *args, "--", TRAIN, *train_args(seed),
+                                 "--pause-us", "300"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=fn_env({**RUN_ENV, **(env or {})}))
+
+    def ckpts(d):
+        return sorted(n for n in os.listdir(d) if n.startswith("ckpt-")) if os.path.isdir(d) else []
+
+    def executor_of(p):
+        """The executor under a phos-fn run (a child running phos-executor), or None."""
+        for pid in children(p.pid):
+            try:
+                if "phos-executor" in open(f"/proc/{pid}/cmdline").read():
+                    return pid
+            except OSError:
+                pass
+        return None
+
+    for seed, mode in ((9, "stw"), (10, "recopy"), (11, "cow")):
+        p_losses, p_sum = reference(seed)
+        rng = random.Random(seed)
+        d = os.path.join(tmp, f"periodic{seed}")
+        p = periodic(seed, ["--checkpoint-dir", d, "--checkpoint-every", "0.2", "--checkpoint-mode", mode,
+                            "--keep", "2", "--restart-on-failure"])
+        p.stdout.readline()
+        kills = 0
+        for _ in range(2):
+            deadline = time.monotonic() + 20
+            while not ckpts(d) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(rng.uniform(0.1, 0.6))
+            exe = executor_of(p)
+            if exe and p.poll() is None:
+                os.kill(exe, signal.SIGKILL)
+                kills += 1
+                time.sleep(0.5)   # restored by now (a new executor under the same run)
+        out, err = p.communicate(timeout=300)
+        losses, checksum = parse(out)
+        check(kills == 2 and p.returncode == 0 and checksum == p_sum,
+              f"periodic {mode}: {kills} executor kills, rc {p.returncode}, checksum {checksum} vs {p_sum}: "
+              f"{err[-800:]}")
+        check(err.count("the executor died") == kills and "restarting from" in err,
+              f"periodic {mode}: each restart is said: {err[-600:]}")
+        same_steps(p_losses, losses, f"periodic {mode}")
+        check(1 <= len(ckpts(d)) <= 2 and not leftovers(os.path.join(d, "x")),
+              f"periodic {mode}: --keep 2 leaves at most 2 checkpoints: {os.listdir(d)}")
+    # restore of the checkpoint directory: its latest checkpoint
+    r = restore(os.path.join(tmp, "periodic10"))
+    check(r.returncode == 0 and parse(r.stdout)[1] == reference(10)[1], f"restore of a --checkpoint-dir: {r.stderr[-400:]}")
+
+    # auto interval (Young) and a full disk in one periodic checkpoint
+    d = os.path.join(tmp, "auto")
+    p = periodic(4, ["--checkpoint-dir", d, "--checkpoint-every", "auto", "--mtbf", "0.5"],
+                 {"PHOS_FAULT": "gpu_data_alloc:1"})
+    out, err = p.communicate(timeout=300)
+    check(p.returncode == 0 and parse(out)[1] == ref_sum and "periodic checkpoint 2 (stw) failed, the program goes on"
+          in err and "No space left on device" in err, f"auto, a full disk once: {p.returncode} {err[-600:]}")
+    check(len(ckpts(d)) >= 1, f"auto: checkpoints were taken: {os.listdir(d)}")
+
+    # the executor dies before any checkpoint, or with --max-restarts 0
+    for extra in (["--checkpoint-every", "600"], ["--checkpoint-every", "0.1", "--max-restarts", "0"]):
+        d = os.path.join(tmp, "norestart" + extra[-1])
+        p = periodic(4, ["--checkpoint-dir", d, "--restart-on-failure", *extra])
+        p.stdout.readline()
+        if extra[-1] == "0":
+            deadline = time.monotonic() + 20
+            while not ckpts(d) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        exe = executor_of(p)
+        if exe:
+            os.kill(exe, signal.SIGKILL)
+        out, err = p.communicate(timeout=120)
+        want = "before any checkpoint" if extra[-1] == "600" else "the executor died (status"
+        check(p.returncode != 0 and want in err and "restarting" not in err,
+              f"no restart {extra}: rc {p.returncode} {err[-400:]}")
+
+    # bad periodic options
+    for args, msg in ((["--checkpoint-every", "1"], "need --checkpoint-dir"),
+                      (["--checkpoint-dir", tmp, "--checkpoint-every", "auto"], "needs --mtbf"),
+                      (["--checkpoint-dir", tmp, "--checkpoint-every", "-1"], "takes seconds"),
+                      (["--checkpoint-dir", tmp, "--checkpoint-every", "1", "--keep", "0"], "--keep takes"),
+                      (["--checkpoint-dir", tmp, "--checkpoint-mode", "fast"], "unknown checkpoint mode 'fast'"),
+                      (["--checkpoint-dir", tmp, "--max-restarts", "x"], "--max-restarts takes")):
+        c = subprocess.run([PHOS_FN, "run", "--device", DEVICE, *args, "--", TRAIN], capture_output=True, text=True,
+                           timeout=60, env=fn_env(RUN_ENV))
+        check(c.returncode == 2 and msg in c.stderr, f"run {args}: {c.returncode} {c.stderr!r}")
 
     # --- bad input --------------------------------------------------------------
     notckpt = os.path.join(tmp, "precious")
