@@ -124,6 +124,7 @@ struct phos_image_checkpoint {
 	 * the program ran and while its records were held. */
 	uint32_t rounds;
 	uint64_t precopy_bytes, stop_bytes;
+	double gpu_s, cpu_s;  /* optional: the device side (executor), the CRIU dump */
 };
 
 struct phos_image {

@@ -290,6 +290,8 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	img->checkpoint.rounds = st.rounds;
 	img->checkpoint.precopy_bytes = st.precopy_bytes;
 	img->checkpoint.stop_bytes = st.stop_bytes;
+	img->checkpoint.gpu_s = st.gpu_s;
+	img->checkpoint.cpu_s = st.cpu_s;
 	img->checkpoint.total_s = phos_now() - t0;
 	r = phos_image_write_manifest(tmp, img);
 	if (r < 0) {

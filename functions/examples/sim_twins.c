@@ -21,7 +21,8 @@
  *   _Z7row_sumPKfPfii              train     per row, columns in order
  *   _Z9relu_gradPfPKfm             train     per element
  *   _Z3sgdPfPKfmf                  train     per element, fmaf as the kernel
- *   (train also launches init_weights and bias_act, mlp's twins)
+ *   (train also launches init_weights and bias_act, mlp's twins, and
+ *   sum_direct, tables' twin, over its frozen state)
  *
  * train's kernels are grid-stride loops in which every element (or row, or
  * column) belongs to one thread and is computed alone, so their twins walk

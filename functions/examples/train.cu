@@ -27,6 +27,12 @@
  *
  * Usage: train [--steps N (1000)] [--seed S (1)] [--size D (64): D = H, C = 8,
  *              B = 32] [--every K (100)] [--lr X (0.01)] [--pinned] [--pause-us U (0)]
+ *              [--frozen-mib F (0)]
+ * --frozen-mib: F MiB of frozen state (a pretrained embedding table, say) in
+ * buffers of up to 256 MiB, filled from the seed at init and never written
+ * again; the checksum then also covers the 64-bit integer sum of each
+ * buffer's words (sum_direct, tables' kernel and twin). Checkpoint benchmarks
+ * use it for state that a training step does not write.
  * --pinned: the loss is read back into pinned host memory (cudaMallocHost),
  * which the program shares with its executor. --pause-us: U microseconds of
  * CPU-side pause after each step (the results do not change; tests use it to
@@ -47,6 +53,8 @@
 #define BATCH 32
 #define MAX_SIZE 4096
 #define MAX_STEPS 100000000L
+#define MAX_FROZEN_MIB 131072L
+#define FROZEN_CHUNK (256ull << 20)
 
 #define CK(call)                                                                                   \
 	do {                                                                                       \
@@ -140,6 +148,17 @@ __global__ void sgd(float *w, const float *g, size_t n, float lr)
 		w[i] = __fmaf_rn(-lr, g[i], w[i]);
 }
 
+/* *sum += the words of t (tables' kernel: an integer sum, the same in any order). */
+__global__ void sum_direct(const unsigned *t, unsigned long long n, unsigned long long *sum)
+{
+	unsigned long long s = 0;
+
+	for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+	     i += (unsigned long long)gridDim.x * blockDim.x)
+		s += t[i];
+	atomicAdd(sum, s);
+}
+
 /* ---- the loop ------------------------------------------------------------- */
 
 static unsigned blocks(size_t n)
@@ -174,13 +193,13 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 static void usage(void)
 {
 	fprintf(stderr, "usage: train [--steps N] [--seed S] [--size D (8..%d)] [--every K] [--lr X] [--pinned] "
-			"[--pause-us U]\n", MAX_SIZE);
+			"[--pause-us U] [--frozen-mib F (0..%ld)]\n", MAX_SIZE, MAX_FROZEN_MIB);
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	long steps = 1000, seed = 1, size = 64, every = 100, pause_us = 0;
+	long steps = 1000, seed = 1, size = 64, every = 100, pause_us = 0, frozen_mib = 0;
 	float lr = 0.01f, e_stack[BATCH], *e = e_stack;
 	bool pinned = false;
 
@@ -203,6 +222,10 @@ int main(int argc, char **argv)
 			dst = &pause_us;
 			min = 0;
 			max = 1000000;
+		} else if (!strcmp(argv[i], "--frozen-mib")) {
+			dst = &frozen_mib;
+			min = 0;
+			max = MAX_FROZEN_MIB;
 		} else if (!strcmp(argv[i], "--pinned")) {
 			pinned = true;
 			continue;
@@ -242,6 +265,23 @@ int main(int argc, char **argv)
 		CK(cudaMalloc((void **)all[i], count[i] * sizeof(float)));
 	if (pinned)
 		CK(cudaMallocHost((void **)&e, BATCH * sizeof(float)));
+	/* frozen state: filled once, never written again */
+	const size_t frozen_bytes = (size_t)frozen_mib << 20;
+	const size_t nfrozen = (frozen_bytes + FROZEN_CHUNK - 1) / FROZEN_CHUNK;
+	float **frozen = (float **)calloc(nfrozen ? nfrozen : 1, sizeof(float *));
+	size_t *frozen_count = (size_t *)calloc(nfrozen ? nfrozen : 1, sizeof(size_t));
+
+	if (!frozen || !frozen_count) {
+		fprintf(stderr, "train: out of memory\n");
+		return 1;
+	}
+	for (size_t i = 0; i < nfrozen; i++) {
+		size_t bytes = frozen_bytes - i * FROZEN_CHUNK < FROZEN_CHUNK ? frozen_bytes - i * FROZEN_CHUNK : FROZEN_CHUNK;
+
+		frozen_count[i] = bytes / sizeof(float);
+		CK(cudaMalloc((void **)&frozen[i], bytes));
+		LAUNCH(init_weights, frozen_count[i], sa, frozen[i], frozen_count[i], s, 1000u + (uint32_t)i, 1.0f);
+	}
 
 	/* data and initial weights */
 	LAUNCH(init_weights, count[0], sa, X, count[0], s, MLPW_TENSOR_INPUT, 1.0f);
@@ -305,10 +345,28 @@ int main(int argc, char **argv)
 		h = fnv1a(h, host, wcount[i] * sizeof(float));
 		free(host);
 	}
+	if (nfrozen) {
+		unsigned long long *dsum, sum;
+
+		CK(cudaMalloc((void **)&dsum, sizeof(*dsum)));
+		for (size_t i = 0; i < nfrozen; i++) {
+			CK(cudaMemsetAsync(dsum, 0, sizeof(*dsum), sa));
+			LAUNCH(sum_direct, frozen_count[i], sa, (const unsigned *)frozen[i],
+			       (unsigned long long)frozen_count[i], dsum);
+			CK(cudaMemcpyAsync(&sum, dsum, sizeof(sum), cudaMemcpyDeviceToHost, sa));
+			CK(cudaStreamSynchronize(sa));
+			h = fnv1a(h, &sum, sizeof(sum));
+		}
+		CK(cudaFree(dsum));
+	}
 	printf("done steps %ld checksum %016" PRIx64 "\n", steps, h);
 	fflush(stdout);
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		CK(cudaFree(*all[i]));
+	for (size_t i = 0; i < nfrozen; i++)
+		CK(cudaFree(frozen[i]));
+	free(frozen);
+	free(frozen_count);
 	CB(cublasDestroy(blas));
 	if (pinned)
 		CK(cudaFreeHost(e));

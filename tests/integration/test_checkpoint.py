@@ -53,9 +53,10 @@ RUN_ENV = {"PHOS_RUN_DIR": os.path.join(tmp, "run")}
 
 def train_args(seed):
     """Seeds of 5 and more read the loss back into pinned host memory
-    (cudaMallocHost), a region the restored executor must map again."""
+    (cudaMallocHost), a region the restored executor must map again; seeds 3
+    and 10 (recopy) have 2 MiB of frozen state that no step writes."""
     return ["--steps", str(STEPS), "--seed", str(seed), "--size", "32", "--every", str(EVERY),
-            *(["--pinned"] if seed >= 5 else [])]
+            *(["--pinned"] if seed >= 5 else []), *(["--frozen-mib", "2"] if seed in (3, 10) else [])]
 
 
 def parse(out):
@@ -158,6 +159,8 @@ try:
                   f"seed {seed}: recopy's rounds and bytes: {mc}")
             if seed == 3:
                 check(mc["rounds"] >= 2, f"seed {seed}: one buffer a step takes more than one round: {mc}")
+                check(mc["stop_bytes"] < 2 << 20 <= mc["precopy_bytes"],
+                      f"seed {seed}: the frozen 2 MiB were copied while it ran, not at the stop: {mc}")
         kill_run(p)
         r = restore(ck)
         losses, checksum = parse(r.stdout)
