@@ -105,6 +105,8 @@ void cli_periodic_tick(struct cli_periodic *p, const struct phos_checkpoint_targ
  * 0 ended with its program (it does as soon as the program says goodbye,
  * which may be before the program's own exit). */
 bool cli_executor_failed(pid_t exe);
+/* The same from a wait status of the executor, once reaped. */
+bool cli_executor_status_failed(int status);
 /* The newest checkpoint of dir that reads back whole: 0 and its path in buf,
  * or -ENOENT (-errno when dir cannot be read). */
 int cli_periodic_latest(const char *dir, char *buf, size_t len);

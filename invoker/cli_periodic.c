@@ -241,6 +241,11 @@ void cli_periodic_tick(struct cli_periodic *p, const struct phos_checkpoint_targ
 		return;
 	snprintf(out, sizeof(out), "%s/ckpt-%06u", p->dir, p->seq + 1);
 	r = phos_checkpoint_take(t, p->mode, out, &st, err, sizeof(err));
+	if (r == -EAGAIN && !p->taken && p->restarts == 0) {
+		/* The program has not made its first CUDA call: nothing to take yet. */
+		p->next_at = phos_now() + AUTO_MIN_S;
+		return;
+	}
 	if (r < 0) {
 		fprintf(stderr, "phos-fn: periodic checkpoint %u (%s) failed, the program goes on: %s\n", p->seq + 1,
 			phos_ckpt_mode_name(p->mode), err);
@@ -271,6 +276,11 @@ bool cli_executor_failed(pid_t exe)
 	if (exe <= 0 || waitid(P_PID, (id_t)exe, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid != exe)
 		return false;   /* still running (or not ours) */
 	return si.si_code != CLD_EXITED || si.si_status != 0;
+}
+
+bool cli_executor_status_failed(int status)
+{
+	return !WIFEXITED(status) || WEXITSTATUS(status) != 0;
 }
 
 int cli_periodic_latest(const char *dir, char *buf, size_t len)

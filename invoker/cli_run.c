@@ -221,9 +221,7 @@ static int wait_guarded(pid_t prog, const char *name, const char *preload, const
 		close(pidfd);
 	if (exefd >= 0)
 		close(exefd);
-	/* The program may have failed on its own first, its calls cut off. */
-	if (per && per->restart && !*ret_exec_died && exit_code(status) != 0 && cli_executor_failed(ckpt->executor_pid))
-		*ret_exec_died = true;
+
 	read_report(report, what, sizeof(what));
 	if (what[0]) {   /* the guard printed why on the program's stderr */
 		*ret_refused = true;
@@ -365,6 +363,9 @@ static int run_checkpointable(char **prog_argv, const char *exe, const char *dev
 	rmdir(report_dir);
 	if (refused)
 		return PHOS_GUARD_EXIT;
+	/* The program may have failed on its own first, its calls cut off. */
+	if (r == 0 && per->restart && code != 0 && cli_executor_status_failed(est))
+		died = true;
 	if (died) {
 		char latest[PATH_MAX];
 

@@ -217,7 +217,16 @@ int cli_restore_run(const char *device, const char *dir, bool on_demand, const c
 				       err, sizeof(err));
 		if (r < 0) {
 			fprintf(stderr, "phos-fn: restore refused: %s\n", err);
-			return 1;
+			/* With restarts left, a restart's restore is tried again (its
+			 * executor may have died during it, as any executor can). */
+			if (!per->restart || per->restarts == 0 || per->restarts >= per->max_restarts ||
+			    cli_periodic_latest(per->dir, latest, sizeof(latest)) < 0)
+				return 1;
+			per->restarts++;
+			fprintf(stderr, "phos-fn: restarting from %s again (restart %u of %u)\n", latest, per->restarts,
+				per->max_restarts);
+			dir = latest;
+			continue;
 		}
 		FILE *f = open_stats(stats);
 
@@ -231,9 +240,9 @@ int cli_restore_run(const char *device, const char *dir, bool on_demand, const c
 		/* The restored function has our stdin and stdout now. */
 		signal(SIGINT, SIG_IGN);
 		supervise(&inst, pb.criu, dir, checkpoint, per, &died);
-		/* The program may have failed on its own first, its calls cut off. */
-		died = died || (per->restart && cli_executor_failed(inst.executor_pid));
 		code = phos_instance_wait(&inst);
+		/* The program may have failed on its own first, its calls cut off. */
+		died = died || (per->restart && code != 0 && cli_executor_status_failed(inst.executor_status));
 		if (!died || code == 0)
 			return code;   /* (0: it got to its end before the failure mattered) */
 		if (per->restarts >= per->max_restarts) {

@@ -166,7 +166,7 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	if (r < 0) {
 		phos_errf(err, errlen, "the program (pid %d) holds %s channel memfd (has it made a CUDA call yet?)",
 			  (int)t->fn_pid, r == -EEXIST ? "more than one" : "no");
-		r = -ESRCH;
+		r = r == -ENOENT ? -EAGAIN : -ESRCH;
 		goto out;
 	}
 

@@ -417,5 +417,6 @@ int phos_instance_wait(struct phos_instance *inst)
 	inst->control_fd = -1;
 	while (waitpid(inst->executor_pid, &status, 0) < 0 && errno == EINTR)
 		;
+	inst->executor_status = status;
 	return code;
 }

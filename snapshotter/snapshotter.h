@@ -124,7 +124,8 @@ struct phos_checkpoint_stats {
 };
 
 /* Returns 0; -EIO (the executor failed or died, CRIU failed: err says which),
- * -ENOSPC, -ESRCH (no such program or channel), or another -errno. */
+ * -ENOSPC, -EAGAIN (the program has not connected to its executor yet),
+ * -ESRCH (no such program or channel), or another -errno. */
 int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_mode mode, const char *out_dir,
 			 struct phos_checkpoint_stats *ret_stats, char *err, size_t errlen);
 
@@ -137,6 +138,7 @@ struct phos_instance {
 	int control_fd;        /* to the executor; closed by phos_instance_wait */
 	struct phos_pool *pool; /* the pool the executor goes back to, or NULL */
 	unsigned slot;
+	int executor_status;   /* its wait status, once phos_instance_wait reaped it (not pooled) */
 };
 
 /* Whether inst's executor ended it with an error report (an on-demand restore
@@ -174,7 +176,8 @@ struct phos_spec_fallbacks {
 int phos_instance_fallbacks(struct phos_instance *inst, struct phos_spec_fallbacks *ret);
 
 /* Waits for the function to exit, then for its executor (a pooled one is
- * scrubbed and given back). Returns the function's exit code (128+N for
+ * scrubbed and given back; another's wait status goes to
+ * inst->executor_status). Returns the function's exit code (128+N for
  * signal N). */
 int phos_instance_wait(struct phos_instance *inst);
 

@@ -275,14 +275,16 @@ try:
             if exe and p.poll() is None:
                 os.kill(exe, signal.SIGKILL)
                 kills += 1
-                time.sleep(0.5)   # restored by now (a new executor under the same run)
+                # restored by now: a new executor under the same run
+                deadline = time.monotonic() + 20
+                while executor_of(p) in (None, exe) and p.poll() is None and time.monotonic() < deadline:
+                    time.sleep(0.05)
         out, err = p.communicate(timeout=300)
         losses, checksum = parse(out)
         check(kills == 2 and p.returncode == 0 and checksum == p_sum,
               f"periodic {mode}: {kills} executor kills, rc {p.returncode}, checksum {checksum} vs {p_sum}: "
               f"{err[-800:]}")
-        check(err.count("the executor died") == kills and "restarting from" in err,
-              f"periodic {mode}: each restart is said: {err[-600:]}")
+        check(err.count("restarting from") == kills, f"periodic {mode}: each restart is said: {err[-600:]}")
         same_steps(p_losses, losses, f"periodic {mode}")
         check(1 <= len(ckpts(d)) <= 2 and not leftovers(os.path.join(d, "x")),
               f"periodic {mode}: --keep 2 leaves at most 2 checkpoints: {os.listdir(d)}")
