@@ -21,8 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -204,6 +207,35 @@ static int collect_objects(struct executor *ex, const char *dir, struct dump_ctx
 	return 0;
 }
 
+int exec_image_reserve(int fd, uint64_t from, uint64_t end, char *err, size_t errlen)
+{
+	struct statfs fs;
+	int r;
+
+	if (end <= from)
+		return 0;
+	if (phos_fault("gpu_data_alloc")) {
+		r = ENOSPC;
+	} else if (fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC) {
+		/* tmpfs: fallocate would allocate and zero every page on this thread,
+		 * in the program's stall; the staging workers populate them in
+		 * parallel instead (staging.c), and a shortfall fails there. */
+		struct statvfs vfs;
+
+		r = ftruncate(fd, (off_t)end) < 0 ? errno : 0;
+		if (r == 0 && fstatvfs(fd, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < end - from)
+			r = ENOSPC;
+	} else {
+		r = posix_fallocate(fd, (off_t)from, (off_t)(end - from));
+	}
+	if (r) {
+		phos_errf(err, errlen, "allocating %llu bytes for gpu.data: %s", (unsigned long long)(end - from),
+			  strerror(r));
+		return -r;
+	}
+	return 0;
+}
+
 int exec_image_plan(struct executor *ex, const char *dir, struct exec_dump **ret, char *err, size_t errlen)
 {
 	return exec_image_plan_over(ex, dir, NULL, 0, 0, ret, err, errlen);
@@ -251,23 +283,18 @@ int exec_image_plan_over(struct executor *ex, const char *dir, const struct stag
 	snprintf(path, sizeof(path), "%s/gpu.data", dir);
 	/* Straight to the disk where the file system allows (staging.h); the space
 	 * is allocated up front, so that a full disk is one clear error. */
-	fd = open(path, O_WRONLY | O_CREAT | (nprior ? 0 : O_TRUNC) | O_CLOEXEC | O_DIRECT, 0644);
-	if (fd < 0 && errno == EINVAL)
-		fd = open(path, O_WRONLY | O_CREAT | (nprior ? 0 : O_TRUNC) | O_CLOEXEC, 0644);
+	fd = open(path, O_RDWR | O_CREAT | (nprior ? 0 : O_TRUNC) | O_CLOEXEC | O_DIRECT, 0644);
+	if (fd < 0 && errno == EINVAL)   /* read too: staging.c maps a file without O_DIRECT */
+		fd = open(path, O_RDWR | O_CREAT | (nprior ? 0 : O_TRUNC) | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		r = -errno;
 		phos_errf(err, errlen, "creating %s: %s", path, strerror(errno));
 		goto fail;
 	}
 	/* Over prior copies only the new end: the holes of freed buffers stay holes. */
-	r = phos_fault("gpu_data_alloc") ? ENOSPC :
-	    c.off > (nprior ? prior_end : 0) ? posix_fallocate(fd, (off_t)(nprior ? prior_end : 0),
-								(off_t)(c.off - (nprior ? prior_end : 0))) : 0;
-	if (r) {
-		phos_errf(err, errlen, "allocating %llu bytes for %s: %s", (unsigned long long)c.off, path, strerror(r));
-		r = -r;
+	r = exec_image_reserve(fd, nprior ? prior_end : 0, c.off, err, errlen);
+	if (r < 0)
 		goto fail;
-	}
 	snprintf(d->dir, sizeof(d->dir), "%s", dir);
 	d->img = img;
 	d->items = c.items;

@@ -134,21 +134,17 @@ int exec_recopy_begin(struct executor *ex, const char *dir, struct exec_recopy *
 	}
 	rc->prev_dirty = rc->dirty_bytes;
 	snprintf(path, sizeof(path), "%s/gpu.data", dir);
-	rc->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
-	if (rc->fd < 0 && errno == EINVAL)
-		rc->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	rc->fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+	if (rc->fd < 0 && errno == EINVAL)   /* read too: staging.c maps a file without O_DIRECT */
+		rc->fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (rc->fd < 0) {
 		r = -errno;
 		phos_errf(err, errlen, "creating %s: %s", path, strerror(errno));
 		goto fail;
 	}
-	r = phos_fault("gpu_data_alloc") ? ENOSPC : rc->end ? posix_fallocate(rc->fd, 0, (off_t)rc->end) : 0;
-	if (r) {
-		phos_errf(err, errlen, "allocating %llu bytes for %s: %s", (unsigned long long)rc->end, path,
-			  strerror(r));
-		r = -r;
+	r = exec_image_reserve(rc->fd, 0, rc->end, err, errlen);
+	if (r < 0)
 		goto fail;
-	}
 	rc->round = 1;
 	rc->step_bytes = step_bytes();
 	*ret = rc;

@@ -337,6 +337,10 @@ int exec_image_plan(struct executor *ex, const char *dir, struct exec_dump **ret
 struct stage_item;
 int exec_image_plan_over(struct executor *ex, const char *dir, const struct stage_item *prior, size_t nprior,
 			 uint64_t prior_end, struct exec_dump **ret, char *err, size_t errlen);
+/* Takes gpu.data's space [from, end) up front, so that a full disk is one
+ * clear error (fault point gpu_data_alloc): posix_fallocate, or on tmpfs the
+ * size and a check of the free space. 0 or -errno with err. */
+int exec_image_reserve(int fd, uint64_t from, uint64_t end, char *err, size_t errlen);
 int exec_image_copy(struct executor *ex, struct exec_dump *d, size_t first, size_t n, char *err, size_t errlen);
 int exec_image_finish(struct exec_dump *d, uint64_t *ret_bytes, char *err, size_t errlen);
 void exec_image_dump_free(struct exec_dump *d);

@@ -11,6 +11,14 @@
  * writes to one file are serialised by the inode lock and must be flushed by
  * the commit's fsync anyway, so going to the disk at once is faster and the
  * snapshot is durable when the last write completes.
+ *
+ * Where it does not (tmpfs: a checkpoint into memory), the file is mapped and
+ * the workers copy each hashed chunk into the mapping themselves, in
+ * parallel; the single io_uring writer moved about 2 GB/s into tmpfs on the
+ * H100 machine (each write allocating and copying 4 MiB under the inode
+ * lock) against 55 GB/s of D2H. Pages are populated with
+ * MADV_POPULATE_WRITE first, so that a file system out of space is an error
+ * (ENOMEM/ENOSPC), never a SIGBUS of the executor.
  */
 #include "staging.h"
 
@@ -22,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,7 +40,7 @@
 #include "uring_io.h"
 
 #define CHUNK ((uint64_t)PHOS_IMAGE_HASH_CHUNK)
-#define MAX_WORKERS 8
+#define MAX_WORKERS 16
 
 enum slot_state { SLOT_FREE, SLOT_IO, SLOT_COPY, SLOT_WORK };
 
@@ -53,6 +62,9 @@ struct stage {
 	void *stream;
 	struct phos_uio *uio;
 	uint64_t **chunk_hash;       /* per item, per chunk */
+	uint8_t *map;                /* gpu.data mapped (no O_DIRECT): the workers write it */
+	size_t map_len;
+	atomic_int werr;             /* a worker's write failed: -errno */
 
 	pthread_t worker[MAX_WORKERS];
 	unsigned nworkers;
@@ -88,6 +100,16 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&st->lock);
 
 		st->chunk_hash[sl->item][sl->chunk] = phos_image_chunk_hash(sl->buf, sl->len);
+		if (st->map) {
+			uint8_t *dst = st->map + st->items[sl->item].off + sl->chunk * CHUNK;
+			size_t whole = (sl->len + 4095) & ~(size_t)4095;
+
+			/* (EINVAL: a kernel without it; the space was reserved then) */
+			if (madvise(dst, whole, MADV_POPULATE_WRITE) < 0 && errno != EINVAL)
+				atomic_store(&st->werr, errno == ENOMEM ? -ENOSPC : -errno);
+			else
+				memcpy(dst, sl->buf, sl->len);
+		}
 
 		pthread_mutex_lock(&st->lock);
 		atomic_store(&sl->worked, true);
@@ -135,6 +157,8 @@ static void stage_exit(struct stage *st, size_t nitems)
 	for (unsigned i = 0; i < st->nworkers; i++)
 		pthread_join(st->worker[i], NULL);
 	phos_uio_free(st->uio);
+	if (st->map)
+		munmap(st->map, st->map_len);
 	if (st->stream)
 		d->stream_sync(st->ex->dev, st->stream);
 	for (unsigned i = 0; i < st->nslots; i++) {
@@ -272,6 +296,23 @@ static int wait_dump(struct stage *st, char *err, size_t errlen, uint64_t *left)
 	return r < 0 ? r : 0;
 }
 
+/* gpu.data mapped for the workers when it is not written with O_DIRECT (and
+ * was opened for reading and writing, as mmap needs); NULL otherwise. */
+static uint8_t *map_target(int fd, size_t *ret_len)
+{
+	int fl = fcntl(fd, F_GETFL);
+	struct stat sb;
+	void *p;
+
+	if (fl < 0 || (fl & O_DIRECT) || (fl & O_ACCMODE) != O_RDWR || fstat(fd, &sb) < 0 || sb.st_size <= 0)
+		return NULL;
+	p = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	*ret_len = (size_t)sb.st_size;
+	return p;
+}
+
 int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, char *err, size_t errlen)
 {
 	const struct phos_device_ops *d = ex->dev_ops;
@@ -287,6 +328,10 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 		phos_errf(err, errlen, "cannot set up the staging ring: %s", strerror(-r));
 		goto out;
 	}
+	st.map = map_target(fd, &st.map_len);
+	for (size_t i = 0; st.map && i < n; i++)
+		if (items[i].off + items[i].len > st.map_len)
+			st.map = (munmap(st.map, st.map_len), NULL);   /* past the end: write() it */
 	while (left > 0) {
 		bool progress = false;
 		void *tag;
@@ -325,6 +370,15 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 				}
 				sl->state = SLOT_WORK;
 				work_push(&st, sl);
+				progress = true;
+			} else if (sl->state == SLOT_WORK && atomic_load(&sl->worked) && st.map) {
+				r = atomic_load(&st.werr);
+				if (r < 0) {
+					phos_errf(err, errlen, "writing gpu.data: %s", strerror(-r));
+					goto out;
+				}
+				sl->state = SLOT_FREE;   /* the worker copied it into the mapping */
+				left--;
 				progress = true;
 			} else if (sl->state == SLOT_WORK && atomic_load(&sl->worked)) {
 				/* Whole 4 KiB blocks for O_DIRECT; the tail is zero padding. */
