@@ -12,7 +12,7 @@
  * the commit's fsync anyway, so going to the disk at once is faster and the
  * snapshot is durable when the last write completes.
  *
- * Where it does not (tmpfs: a checkpoint into memory), the file is mapped and
+ * Where it does not, and in tmpfs (a checkpoint into memory), the file is mapped and
  * the workers copy each hashed chunk into the mapping themselves, in
  * parallel; the single io_uring writer moved about 2 GB/s into tmpfs on the
  * H100 machine (each write allocating and copying 4 MiB under the inode
@@ -31,8 +31,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "image.h"
@@ -296,15 +298,20 @@ static int wait_dump(struct stage *st, char *err, size_t errlen, uint64_t *left)
 	return r < 0 ? r : 0;
 }
 
-/* gpu.data mapped for the workers when it is not written with O_DIRECT (and
- * was opened for reading and writing, as mmap needs); NULL otherwise. */
+/* gpu.data mapped for the workers when it is not written with O_DIRECT, or
+ * lives in tmpfs (which takes O_DIRECT since Linux 6.6, but still copies
+ * into its page cache under the inode lock), and was opened for reading and
+ * writing, as mmap needs; NULL otherwise. */
 static uint8_t *map_target(int fd, size_t *ret_len)
 {
 	int fl = fcntl(fd, F_GETFL);
+	struct statfs fs;
 	struct stat sb;
 	void *p;
 
-	if (fl < 0 || (fl & O_DIRECT) || (fl & O_ACCMODE) != O_RDWR || fstat(fd, &sb) < 0 || sb.st_size <= 0)
+	if (fl < 0 || (fl & O_ACCMODE) != O_RDWR || fstat(fd, &sb) < 0 || sb.st_size <= 0)
+		return NULL;
+	if ((fl & O_DIRECT) && !(fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC))
 		return NULL;
 	p = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
