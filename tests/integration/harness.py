@@ -137,10 +137,11 @@ procs = []   # every Invoker started, for a test's final cleanup
 
 
 class Invoker:
-    """phos-invoker on the sim device (PHOS_FAULT only when fault is given; extra
-    arguments and environment added), its log and working directory under tmp."""
+    """phos-invoker on the sim device, or device (PHOS_FAULT only when fault is
+    given; extra arguments and environment added), its log and working
+    directory under tmp."""
 
-    def __init__(self, state, tmp, extra=(), fault=None, extra_env=None, start_timeout=20):
+    def __init__(self, state, tmp, extra=(), fault=None, extra_env=None, start_timeout=20, device="sim"):
         self.port = free_port()
         self.state = state
         self.log = os.path.join(tmp, f"invoker-{self.port}.log")
@@ -154,7 +155,7 @@ class Invoker:
         if fault:
             e["PHOS_FAULT"] = fault
         self.p = subprocess.Popen([os.path.join(BUILD, "invoker", "phos-invoker"), "--listen",
-                                   f"127.0.0.1:{self.port}", "--state-dir", state, "--device", "sim", *extra],
+                                   f"127.0.0.1:{self.port}", "--state-dir", state, "--device", device, *extra],
                                   stdout=open(self.log, "w"), stderr=subprocess.STDOUT, cwd=cwd, env=e)
         procs.append(self.p)
         for _ in range(int(start_timeout / 0.05)):
