@@ -207,6 +207,24 @@ static int collect_objects(struct executor *ex, const char *dir, struct dump_ctx
 	return 0;
 }
 
+int exec_image_open_data(const char *dir, bool truncate, char *err, size_t errlen)
+{
+	char path[4096];
+	int flags = O_RDWR | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), fd;
+
+	snprintf(path, sizeof(path), "%s/gpu.data", dir);
+	/* Straight to the disk where the file system allows (staging.h); read
+	 * too: staging.c maps a file that takes no O_DIRECT (or lives in tmpfs). */
+	fd = open(path, flags | O_DIRECT, 0644);
+	if (fd < 0 && errno == EINVAL)
+		fd = open(path, flags, 0644);
+	if (fd < 0) {
+		fd = -errno;
+		phos_errf(err, errlen, "creating %s: %s", path, strerror(errno));
+	}
+	return fd;
+}
+
 int exec_image_reserve(int fd, uint64_t from, uint64_t end, char *err, size_t errlen)
 {
 	struct statfs fs;
@@ -280,17 +298,10 @@ int exec_image_plan_over(struct executor *ex, const char *dir, const struct stag
 	}
 	img->data_bytes = c.off;
 
-	snprintf(path, sizeof(path), "%s/gpu.data", dir);
-	/* Straight to the disk where the file system allows (staging.h); the space
-	 * is allocated up front, so that a full disk is one clear error. */
-	fd = open(path, O_RDWR | O_CREAT | (nprior ? 0 : O_TRUNC) | O_CLOEXEC | O_DIRECT, 0644);
-	if (fd < 0 && errno == EINVAL)   /* read too: staging.c maps a file without O_DIRECT */
-		fd = open(path, O_RDWR | O_CREAT | (nprior ? 0 : O_TRUNC) | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		r = -errno;
-		phos_errf(err, errlen, "creating %s: %s", path, strerror(errno));
+	/* The space is taken up front, so that a full disk is one clear error. */
+	fd = r = exec_image_open_data(dir, !nprior, err, errlen);
+	if (fd < 0)
 		goto fail;
-	}
 	/* Over prior copies only the new end: the holes of freed buffers stay holes. */
 	r = exec_image_reserve(fd, nprior ? prior_end : 0, c.off, err, errlen);
 	if (r < 0)

@@ -106,7 +106,6 @@ int exec_recopy_begin(struct executor *ex, const char *dir, struct exec_recopy *
 {
 	struct exec_recopy *rc = calloc(1, sizeof(*rc));
 	struct collect c = { .rc = rc };
-	char path[PHOS_CTL_PATH_MAX + 16];
 	int r;
 
 	if (!rc)
@@ -133,15 +132,9 @@ int exec_recopy_begin(struct executor *ex, const char *dir, struct exec_recopy *
 		rc->dirty_bytes += rc->items[i].len;
 	}
 	rc->prev_dirty = rc->dirty_bytes;
-	snprintf(path, sizeof(path), "%s/gpu.data", dir);
-	rc->fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
-	if (rc->fd < 0 && errno == EINVAL)   /* read too: staging.c maps a file without O_DIRECT */
-		rc->fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (rc->fd < 0) {
-		r = -errno;
-		phos_errf(err, errlen, "creating %s: %s", path, strerror(errno));
+	rc->fd = r = exec_image_open_data(dir, true, err, errlen);
+	if (r < 0)
 		goto fail;
-	}
 	r = exec_image_reserve(rc->fd, 0, rc->end, err, errlen);
 	if (r < 0)
 		goto fail;

@@ -337,6 +337,9 @@ int exec_image_plan(struct executor *ex, const char *dir, struct exec_dump **ret
 struct stage_item;
 int exec_image_plan_over(struct executor *ex, const char *dir, const struct stage_item *prior, size_t nprior,
 			 uint64_t prior_end, struct exec_dump **ret, char *err, size_t errlen);
+/* Opens (creating; truncate: emptied) dir/gpu.data for a dump: O_DIRECT where
+ * the file system takes it. The fd, or -errno with err. */
+int exec_image_open_data(const char *dir, bool truncate, char *err, size_t errlen);
 /* Takes gpu.data's space [from, end) up front, so that a full disk is one
  * clear error (fault point gpu_data_alloc): posix_fallocate, or on tmpfs the
  * size and a check of the free space. 0 or -errno with err. */

@@ -27,6 +27,7 @@
 #include <cuda_runtime.h>
 
 #include "example.h"
+#include "int_sum.cuh"
 
 #define THREADS 256
 #define BLOCKS 1024
@@ -49,16 +50,6 @@ __global__ void fill_table(unsigned *t, unsigned long long n, unsigned k)
 __global__ void sum_table(unsigned *const *tabs, int k, unsigned long long n, unsigned long long *sum)
 {
 	const unsigned *t = tabs[k];
-	unsigned long long s = 0;
-
-	for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
-	     i += (unsigned long long)gridDim.x * blockDim.x)
-		s += t[i];
-	atomicAdd(sum, s);
-}
-
-__global__ void sum_direct(const unsigned *t, unsigned long long n, unsigned long long *sum)
-{
 	unsigned long long s = 0;
 
 	for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;

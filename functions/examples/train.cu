@@ -46,6 +46,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "int_sum.cuh"
 #include "mlp_weights.h"
 
 #define THREADS 128
@@ -146,17 +147,6 @@ __global__ void sgd(float *w, const float *g, size_t n, float lr)
 {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
 		w[i] = __fmaf_rn(-lr, g[i], w[i]);
-}
-
-/* *sum += the words of t (tables' kernel: an integer sum, the same in any order). */
-__global__ void sum_direct(const unsigned *t, unsigned long long n, unsigned long long *sum)
-{
-	unsigned long long s = 0;
-
-	for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
-	     i += (unsigned long long)gridDim.x * blockDim.x)
-		s += t[i];
-	atomicAdd(sum, s);
 }
 
 /* ---- the loop ------------------------------------------------------------- */
