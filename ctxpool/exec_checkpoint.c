@@ -47,9 +47,14 @@
  * side and commits it (image.h: all or nothing), so an executor killed here
  * leaves the previous checkpoint as it was.
  *
- * Not yet: copying device-to-device into a reserve (a write waits for its
- * buffer's copy to host), chunks smaller than a buffer, one staging ring for
- * the whole checkpoint (each batch of copies sets one up).
+ * cow's reserve: a buffer a record is about to write before its background
+ * copy is copied device-to-device into memory outside the arena
+ * (scratch_alloc) while the reserve has room (PHOS_COW_RESERVE_BYTES, 2 GiB
+ * by default), and its background copy then reads that copy; with the
+ * reserve full, the record waits for the buffer's copy to gpu.data instead.
+ *
+ * Not yet: chunks smaller than a buffer, one staging ring for the whole
+ * checkpoint (each batch of copies sets one up).
  */
 #include <errno.h>
 #include <signal.h>
@@ -63,6 +68,12 @@
 #include "log.h"
 #include "loader.h"
 #include "staging.h"
+
+/* A cow checkpoint's device-to-device reserve (DESIGN.md): a buffer a record
+ * is about to write before its copy to host is copied into device memory
+ * outside the arena, up to this many bytes, and the background copy reads
+ * that copy; when it is full, the buffer is copied to host first instead. */
+#define COW_RESERVE_DEFAULT (2ull << 30)
 
 static unsigned live(const struct handle_table *t)
 {
@@ -180,14 +191,34 @@ static void hold(struct exec_ckpt *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
-static void cow_drop(struct exec_ckpt *c)
+static void cow_drop(struct executor *ex)
 {
+	struct exec_ckpt *c = &ex->ckpt;
+
 	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; c->shadow && c->cow && i < c->cow->n; i++)
+		ex->dev_ops->scratch_free(ex->dev, c->shadow[i]);
 	exec_image_dump_free(c->cow);
 	free(c->copied);
+	free(c->shadow);
 	c->cow = NULL;
 	c->copied = NULL;
+	c->shadow = NULL;
 	pthread_mutex_unlock(&c->lock);
+}
+
+/* The cow reserve's size: PHOS_COW_RESERVE_BYTES (0 for none, at most 1 TiB),
+ * else COW_RESERVE_DEFAULT. */
+static uint64_t reserve_budget(void)
+{
+	const char *env = getenv("PHOS_COW_RESERVE_BYTES");
+	unsigned long long v;
+	char *end;
+
+	if (!env || !*env)
+		return COW_RESERVE_DEFAULT;
+	v = strtoull(env, &end, 0);
+	return *end || v > (1ull << 40) ? COW_RESERVE_DEFAULT : v;
 }
 
 /* Every item is in gpu.data: the manifest, the report. */
@@ -200,7 +231,7 @@ static void cow_finish(struct executor *ex)
 
 	if (exec_image_finish(c->cow, &bytes, err, sizeof(err)) < 0) {
 		exec_control_error(ex, "checkpoint: %s", err);
-		cow_drop(c);
+		cow_drop(ex);
 		return;
 	}
 	m.checkpointed.mode = PHOS_CKPT_COW;
@@ -209,11 +240,12 @@ static void cow_finish(struct executor *ex)
 	m.checkpointed.stall_s = c->stall_s;
 	m.checkpointed.total_s = phos_now() - c->t_asked;
 	m.checkpointed.early = c->early;
+	m.checkpointed.reserve_copies = c->reserved;
 	exec_control_send(ex, &m);
-	phos_info("checkpoint (cow) after record %llu: %llu bytes, %llu buffers copied early, %.3f s",
-		  (unsigned long long)c->seq, (unsigned long long)bytes, (unsigned long long)c->early,
-		  m.checkpointed.total_s);
-	cow_drop(c);
+	phos_info("checkpoint (cow) after record %llu: %llu bytes, %llu buffers copied early (%llu into the "
+		  "reserve), %.3f s", (unsigned long long)c->seq, (unsigned long long)bytes,
+		  (unsigned long long)c->early, (unsigned long long)c->reserved, m.checkpointed.total_s);
+	cow_drop(ex);
 }
 
 /* Copies item i of the cow dump (when not copied yet), and finishes after
@@ -228,9 +260,23 @@ static int cow_copy(struct executor *ex, size_t i, bool early)
 		return 0;
 	if (c->left == (c->cow->n + 1) / 2)
 		fault_kill(c->dir);   /* halfway, once per checkpoint */
-	if (exec_image_copy(ex, c->cow, i, 1, err, sizeof(err)) < 0) {
+	if (c->shadow[i]) {
+		/* its reserve copy holds the buffer as at the stop */
+		struct stage_item it = c->cow->items[i];
+
+		it.dev = c->shadow[i];
+		if (stage_dump(ex, c->cow->fd, &it, 1, err, sizeof(err)) < 0) {
+			exec_control_error(ex, "checkpoint: %s", err);
+			cow_drop(ex);
+			return -1;
+		}
+		c->cow->items[i].hash = it.hash;
+		ex->dev_ops->scratch_free(ex->dev, c->shadow[i]);
+		c->shadow[i] = 0;
+		c->reserve_left += it.len;
+	} else if (exec_image_copy(ex, c->cow, i, 1, err, sizeof(err)) < 0) {
 		exec_control_error(ex, "checkpoint: %s", err);
-		cow_drop(c);
+		cow_drop(ex);
 		return -1;
 	}
 	c->copied[i] = true;
@@ -250,6 +296,41 @@ static void cow_copy_all(struct executor *ex, bool early)
 			return;
 }
 
+/* Before a record writes item i (not copied yet): into the reserve when it
+ * has room, else to gpu.data now. Returns 0, or -1 once the checkpoint
+ * failed. */
+static int cow_protect(struct executor *ex, size_t i)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+	const struct stage_item *it = &c->cow->items[i];
+	uint64_t addr = 0;
+
+	if (c->copied[i] || c->shadow[i])
+		return 0;
+	if (it->len <= c->reserve_left && ex->dev_ops->scratch_alloc(ex->dev, it->len, &addr) == 0) {
+		/* drained after: the record that writes it runs on any stream */
+		if (ex->dev_ops->memcpy_d2d(ex->dev, addr, it->dev, it->len, NULL) == 0 &&
+		    ex->dev_ops->synchronize(ex->dev) == 0) {
+			c->shadow[i] = addr;
+			c->reserve_left -= it->len;
+			c->reserved++;
+			c->early++;
+			return 0;
+		}
+		ex->dev_ops->scratch_free(ex->dev, addr);   /* to host, then */
+	}
+	return cow_copy(ex, i, true);
+}
+
+static void cow_protect_all(struct executor *ex)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+
+	for (size_t i = 0; c->cow && i < c->cow->n; i++)
+		if (cow_protect(ex, i) < 0)
+			return;
+}
+
 bool exec_checkpoint_copying(const struct executor *ex)
 {
 	return ex->ckpt.cow != NULL || ex->ckpt.recopy != NULL;
@@ -264,7 +345,7 @@ int exec_checkpoint_before_write(struct executor *ex, const struct spec_set *s)
 	if (!c->cow)
 		return 0;
 	if (s->opaque || s->overflow) {
-		cow_copy_all(ex, true);
+		cow_protect_all(ex);
 		return 0;
 	}
 	for (uint32_t k = 0; c->cow && k < s->n; k++) {
@@ -275,7 +356,7 @@ int exec_checkpoint_before_write(struct executor *ex, const struct spec_set *s)
 		for (size_t i = 0; c->cow && i < c->cow->n; i++) {
 			const struct stage_item *it = &c->cow->items[i];
 
-			if (it->dev < w->addr + w->len && w->addr < it->dev + it->len && cow_copy(ex, i, true) < 0)
+			if (it->dev < w->addr + w->len && w->addr < it->dev + it->len && cow_protect(ex, i) < 0)
 				return 0;   /* the checkpoint failed, not the call */
 		}
 	}
@@ -296,7 +377,7 @@ void exec_checkpoint_before_op(struct executor *ex, uint32_t op)
 	case PHOS_OP_MODULE_UNLOAD:
 	case PHOS_OP_GOODBYE:
 	case PHOS_OP_POOL_CREATE ... PHOS_OP_POOL_ADOPT:
-		cow_copy_all(ex, true);
+		cow_protect_all(ex);
 		break;
 	default:
 		break;
@@ -364,11 +445,16 @@ static void checkpoint_cow(struct executor *ex, double t_stop)
 	r = checkpoint_prepare(ex, err, sizeof(err));
 	if (r == 0)
 		r = exec_image_plan(ex, c->dir, &d, err, sizeof(err));
-	if (r == 0 && !(c->copied = calloc(d->n + 1, sizeof(*c->copied)))) {
+	if (r == 0 && (!(c->copied = calloc(d->n + 1, sizeof(*c->copied))) ||
+		       !(c->shadow = calloc(d->n + 1, sizeof(*c->shadow))))) {
 		phos_errf(err, sizeof(err), "out of memory");
 		r = -ENOMEM;
 	}
 	if (r < 0) {
+		free(c->copied);
+		free(c->shadow);
+		c->copied = NULL;
+		c->shadow = NULL;
 		exec_image_dump_free(d);
 		exec_control_error(ex, "checkpoint: %s", err);
 		hold(c);
@@ -378,6 +464,8 @@ static void checkpoint_cow(struct executor *ex, double t_stop)
 	c->left = d->n;
 	c->next = 0;
 	c->early = 0;
+	c->reserved = 0;
+	c->reserve_left = reserve_budget();
 	exec_control_send(ex, &(struct phos_ctl_msg){ .type = PHOS_CTL_HELD, .fd = -1,
 						      .held = { .mode = PHOS_CKPT_COW, .seq = ex->seq } });
 	hold(c);

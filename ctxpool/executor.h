@@ -133,6 +133,8 @@ struct exec_ckpt {
 	 * which items are in gpu.data, the next one for the background */
 	struct exec_dump *cow;
 	bool *copied;
+	uint64_t *shadow;              /* per item: its copy in the reserve (device), or 0 */
+	uint64_t reserve_left, reserved;  /* the reserve's free bytes; items copied into it */
 	size_t left, next;
 	uint64_t seq, early;
 	double stall_s;

@@ -139,6 +139,7 @@ void cli_run_serve_checkpoint(int listen_fd, const struct phos_checkpoint_target
 		answer.checkpointed.rounds = st.rounds;
 		answer.checkpointed.precopy_bytes = st.precopy_bytes;
 		answer.checkpointed.stop_bytes = st.stop_bytes;
+		answer.checkpointed.reserve_copies = st.reserve_copies;
 	}
 	phos_ctl_send(c, &answer);
 	phos_ctl_msg_exit(&m);
@@ -248,10 +249,11 @@ int cli_checkpoint(int argc, char **argv)
 		return 1;
 	}
 	fprintf(stderr, "phos-fn: checkpoint (%s) of %ld in %s: %.1f MiB of GPU data, stall %.3f s, total %.3f s, "
-		"%llu buffer(s) copied ahead of a write, %u round(s) copying %.1f MiB while it ran, %.1f MiB "
-		"while it was held\n", phos_ckpt_mode_name(m.checkpointed.mode), pid, out,
+		"%llu buffer(s) copied ahead of a write (%llu into the device reserve), %u round(s) copying %.1f MiB "
+		"while it ran, %.1f MiB while it was held\n", phos_ckpt_mode_name(m.checkpointed.mode), pid, out,
 		(double)m.checkpointed.data_bytes / (1 << 20), m.checkpointed.stall_s, m.checkpointed.total_s,
-		(unsigned long long)m.checkpointed.early, m.checkpointed.rounds,
+		(unsigned long long)m.checkpointed.early, (unsigned long long)m.checkpointed.reserve_copies,
+		m.checkpointed.rounds,
 		(double)m.checkpointed.precopy_bytes / (1 << 20), (double)m.checkpointed.stop_bytes / (1 << 20));
 	return 0;
 }

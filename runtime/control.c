@@ -35,7 +35,7 @@ struct __attribute__((packed)) ctl_checkpointed {
 	double stall_s, total_s;
 	uint64_t early;
 	uint32_t rounds;
-	uint64_t precopy_bytes, stop_bytes;
+	uint64_t precopy_bytes, stop_bytes, reserve_copies;
 };
 struct __attribute__((packed)) ctl_held { uint8_t mode; uint64_t seq; };
 
@@ -218,7 +218,7 @@ int phos_ctl_encode(const struct phos_ctl_msg *m, void **ret_buf, size_t *ret_le
 						     m->checkpointed.data_bytes, m->checkpointed.stall_s,
 						     m->checkpointed.total_s, m->checkpointed.early,
 						     m->checkpointed.rounds, m->checkpointed.precopy_bytes,
-						     m->checkpointed.stop_bytes },
+						     m->checkpointed.stop_bytes, m->checkpointed.reserve_copies },
 		    sizeof(struct ctl_checkpointed));
 		break;
 	case PHOS_CTL_HELD:
@@ -413,6 +413,7 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 		m.checkpointed.rounds = c.rounds;
 		m.checkpointed.precopy_bytes = c.precopy_bytes;
 		m.checkpointed.stop_bytes = c.stop_bytes;
+		m.checkpointed.reserve_copies = c.reserve_copies;
 		break;
 	}
 	case PHOS_CTL_HELD: {

@@ -70,7 +70,8 @@
 
 #define PHOS_CTL_MAGIC 0x54434850u       /* "PHCT" read as little-endian bytes */
 #define PHOS_CTL_VERSION 3u             /* 2: CHECKPOINT, CHECKPOINTED, RESUME; 3: recopy's
-                                         * rounds and bytes in CHECKPOINTED */
+                                         * rounds and bytes, cow's reserve copies in
+                                         * CHECKPOINTED */
 #define PHOS_CTL_HDR_SIZE 16u
 #define PHOS_CTL_MAX_PAYLOAD (1u << 20)  /* any one frame */
 #define PHOS_CTL_REASON_MAX 1024u        /* an ERROR's reason, with its NUL */
@@ -154,6 +155,8 @@ struct phos_ctl_msg {
 			uint64_t stop_bytes;   /* bytes copied while the records were held
 						* (stw: all; cow: none; recopy: the
 						* dirty rest) */
+			uint64_t reserve_copies; /* cow: of the early ones, those copied
+						  * into the device reserve */
 		} checkpointed;
 		struct { enum phos_ckpt_mode mode; uint64_t seq; } held;
 	};

@@ -123,6 +123,13 @@ struct phos_device_ops {
 	 * submission. */
 	int (*flags_alloc)(struct phos_device *dev, uint32_t n, uint64_t *ret_addr);
 	void (*flags_free)(struct phos_device *dev, uint64_t addr);   /* accepts 0 */
+
+	/* Device memory outside the arena for the executor's own use (a cow
+	 * checkpoint's reserve): len bytes at *ret_addr, at any address, which
+	 * memcpy_d2d and memcpy_d2h(_async) take like arena memory; never seen
+	 * by the function. -PHOS_CUDA_MEMORY_ALLOCATION when there is no room. */
+	int (*scratch_alloc)(struct phos_device *dev, uint64_t len, uint64_t *ret_addr);
+	void (*scratch_free)(struct phos_device *dev, uint64_t addr);   /* accepts 0 */
 	int (*flag_write)(struct phos_device *dev, void *stream, uint64_t addr, uint32_t value);
 	int (*flag_wait)(struct phos_device *dev, void *stream, uint64_t addr, uint32_t value);
 

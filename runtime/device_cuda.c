@@ -921,6 +921,19 @@ static int cuda_flags_alloc(struct phos_device *dev, uint32_t n, uint64_t *ret_a
 	return 0;
 }
 
+static int cuda_scratch_alloc(struct phos_device *dev, uint64_t len, uint64_t *ret_addr)
+{
+	CUdeviceptr p;
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	if (!len || !ret_addr)
+		return -PHOS_CUDA_INVALID_VALUE;
+	CU_CHECK(cuda_drv.MemAlloc(&p, (size_t)len));
+	*ret_addr = (uint64_t)p;
+	return 0;
+}
+
 static void cuda_flags_free(struct phos_device *dev, uint64_t addr)
 {
 	struct cuda_dev *d = cuda_dev(dev);
@@ -1600,6 +1613,8 @@ const struct phos_device_ops phos_device_cuda = {
 	.stream_wait_event = cuda_stream_wait_event,
 	.flags_alloc = cuda_flags_alloc,
 	.flags_free = cuda_flags_free,
+	.scratch_alloc = cuda_scratch_alloc,
+	.scratch_free = cuda_flags_free,   /* the same cuMemFree */
 	.flag_write = cuda_flag_write,
 	.flag_wait = cuda_flag_wait,
 	.event_create = cuda_event_create,

@@ -73,6 +73,8 @@ struct sim_stream_attrs {
 	uint8_t v[SIM_STREAM_ATTRS][PHOS_STREAM_ATTR_BYTES];
 };
 
+#define SIM_MAX_SCRATCH 4096
+
 struct sim_device {
 	pthread_mutex_t lock;            /* chunk_bits, counters, var region, object list */
 	struct sim_stream_attrs default_attrs;   /* of the NULL stream */
@@ -83,6 +85,7 @@ struct sim_device {
 	uint64_t total_mem;              /* SIM_TOTAL_MEM, or PHOS_SIM_MEMORY (tests) */
 	unsigned copy_delay_us;          /* PHOS_SIM_COPY_DELAY_US (tests): before each host copy */
 	uint64_t var_base, var_used, var_rw;
+	struct { uint64_t addr, len; } scratch[SIM_MAX_SCRATCH];   /* scratch_alloc's, addr 0: free */
 	struct phos_sim_obj objs;        /* list head */
 	struct sim_twin_entry *twins;    /* sorted by name */
 	size_t ntwins;
@@ -228,6 +231,10 @@ bool phos_sim_range_ok(struct phos_device *pdev, uint64_t addr, uint64_t len)
 			}
 	} else if (dev->var_base && addr >= dev->var_base && addr + len <= dev->var_base + dev->var_used) {
 		ok = true;
+	} else {
+		for (size_t i = 0; !ok && i < SIM_MAX_SCRATCH; i++)
+			ok = dev->scratch[i].addr && addr >= dev->scratch[i].addr &&
+			     addr + len <= dev->scratch[i].addr + dev->scratch[i].len;
 	}
 	pthread_mutex_unlock(&dev->lock);
 	return ok;
@@ -449,6 +456,8 @@ static void sim_device_free(struct sim_device *dev)
 	for (size_t i = 0; i < dev->nplugins; i++)
 		dlclose(dev->plugins[i]);
 	free(dev->twins);
+	for (size_t i = 0; i < SIM_MAX_SCRATCH; i++)
+		free((void *)(uintptr_t)dev->scratch[i].addr);
 	if (dev->var_base)
 		munmap((void *)(uintptr_t)dev->var_base, SIM_VAR_REGION);
 	if (dev->size)
@@ -858,6 +867,48 @@ static int sim_flags_alloc(struct phos_device *dev, uint32_t n, uint64_t *ret_ad
 static void sim_flags_free(struct phos_device *dev, uint64_t addr)
 {
 	free((void *)(uintptr_t)addr);
+}
+
+/* Host memory, listed so that phos_sim_range_ok takes it as device memory. */
+static int sim_scratch_alloc(struct phos_device *pdev, uint64_t len, uint64_t *ret_addr)
+{
+	struct sim_device *dev = sim_dev(pdev);
+	void *p;
+	int r = -PHOS_CUDA_MEMORY_ALLOCATION;
+
+	if (!dev || !len || !ret_addr || len > dev->total_mem)
+		return len > 0 && dev && ret_addr ? r : -PHOS_CUDA_INVALID_VALUE;
+	if (posix_memalign(&p, 256, (size_t)len))
+		return r;
+	pthread_mutex_lock(&dev->lock);
+	for (size_t i = 0; i < SIM_MAX_SCRATCH; i++)
+		if (!dev->scratch[i].addr) {
+			dev->scratch[i].addr = (uint64_t)(uintptr_t)p;
+			dev->scratch[i].len = len;
+			*ret_addr = dev->scratch[i].addr;
+			r = 0;
+			break;
+		}
+	pthread_mutex_unlock(&dev->lock);
+	if (r)
+		free(p);
+	return r;
+}
+
+static void sim_scratch_free(struct phos_device *pdev, uint64_t addr)
+{
+	struct sim_device *dev = sim_dev(pdev);
+
+	if (!dev || !addr)
+		return;
+	pthread_mutex_lock(&dev->lock);
+	for (size_t i = 0; i < SIM_MAX_SCRATCH; i++)
+		if (dev->scratch[i].addr == addr) {
+			dev->scratch[i].addr = 0;
+			free((void *)(uintptr_t)addr);
+			break;
+		}
+	pthread_mutex_unlock(&dev->lock);
 }
 
 static int sim_flag_write(struct phos_device *dev, void *stream, uint64_t addr, uint32_t value)
@@ -1379,6 +1430,8 @@ const struct phos_device_ops phos_device_sim = {
 	.limit_get = sim_limit_get,
 	.flags_alloc = sim_flags_alloc,
 	.flags_free = sim_flags_free,
+	.scratch_alloc = sim_scratch_alloc,
+	.scratch_free = sim_scratch_free,
 	.flag_write = sim_flag_write,
 	.flag_wait = sim_flag_wait,
 	.event_create = sim_event_create,

@@ -125,6 +125,7 @@ struct phos_image_checkpoint {
 	uint32_t rounds;
 	uint64_t precopy_bytes, stop_bytes;
 	double gpu_s, cpu_s;  /* optional: the device side (executor), the CRIU dump */
+	uint64_t reserve_copies;  /* optional: cow's early copies into the device reserve */
 };
 
 struct phos_image {

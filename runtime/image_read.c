@@ -455,6 +455,8 @@ static int rd_checkpoint(struct rd *r, json_t *root, struct phos_image *img)
 	c->precopy_bytes = json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
 	v = json_object_get(o, "stop_bytes");
 	c->stop_bytes = json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
+	v = json_object_get(o, "reserve_copies");
+	c->reserve_copies = json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
 	v = json_object_get(o, "gpu_s");
 	c->gpu_s = json_is_number(v) && json_number_value(v) > 0 ? json_number_value(v) : 0;
 	v = json_object_get(o, "cpu_s");

@@ -266,6 +266,7 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 		st.gpu_s = m.checkpointed.total_s;
 		st.data_bytes = m.checkpointed.data_bytes;
 		st.early = m.checkpointed.early;
+		st.reserve_copies = m.checkpointed.reserve_copies;
 	}
 
 	r = phos_image_read(tmp, &img, line, sizeof(line));
@@ -291,6 +292,7 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	img->checkpoint.precopy_bytes = st.precopy_bytes;
 	img->checkpoint.stop_bytes = st.stop_bytes;
 	img->checkpoint.gpu_s = st.gpu_s;
+	img->checkpoint.reserve_copies = st.reserve_copies;
 	img->checkpoint.cpu_s = st.cpu_s;
 	img->checkpoint.total_s = phos_now() - t0;
 	r = phos_image_write_manifest(tmp, img);

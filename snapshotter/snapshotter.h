@@ -120,6 +120,7 @@ struct phos_checkpoint_stats {
 	uint32_t rounds;         /* recopy: copy rounds while the program ran */
 	uint64_t precopy_bytes;  /* recopy: GPU bytes copied while it ran */
 	uint64_t stop_bytes;     /* GPU bytes copied while its records were held */
+	uint64_t reserve_copies; /* cow: early copies into the device reserve */
 	double total_s;          /* until committed */
 };
 

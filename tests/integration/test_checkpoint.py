@@ -10,7 +10,9 @@ device:
   the uninterrupted run for the same steps;
 - cow: the program's writes race the checkpoint's copies (every step writes
   every weight) and the buffers it was about to write are copied first
-  (early_copies in the manifest);
+  (early_copies in the manifest): into the device reserve (reserve_copies),
+  or, with the reserve exhausted (PHOS_COW_RESERVE_BYTES=0), to gpu.data
+  before the write runs;
 - recopy: the buffers are copied while the program runs, in rounds (one
   buffer a step with PHOS_RECOPY_STEP_BYTES=1, so that training steps run
   between the copies and dirty them again), and the manifest says how many
@@ -132,14 +134,15 @@ try:
     os.makedirs(RUN_ENV["PHOS_RUN_DIR"])
 
     # --- checkpointed at random moments, killed, restored -----------------------
-    early = 0
+    early = reserved = 0
     for seed, mode in ((1, "stw"), (2, "cow"), (3, "recopy"), (5, "stw"), (6, "cow"), (8, "recopy")):
         ref_losses, ref_sum = reference(seed)
         check(ref_sum and len(ref_losses) == STEPS // EVERY, f"seed {seed}: reference output {ref_sum} "
               f"{len(ref_losses)} loss lines")
         rng = random.Random(seed)
         ck = os.path.join(tmp, f"ck{seed}")
-        p = start(seed, {"PHOS_RECOPY_STEP_BYTES": "1"} if seed == 3 else None)
+        p = start(seed, {"PHOS_RECOPY_STEP_BYTES": "1"} if seed == 3 else
+                  {"PHOS_COW_RESERVE_BYTES": "0"} if seed == 6 else None)
         first = p.stdout.readline()   # it is training
         check(first.startswith("step "), f"seed {seed}: first line {first!r}")
         n = 1 + seed % 2   # one or two checkpoints; the last one counts
@@ -152,6 +155,14 @@ try:
         check(m.get("checkpoint", {}).get("mode") == mode and m["checkpoint"]["seq"] > 0,
               f"seed {seed}: the manifest says what it is: {m.get('checkpoint')}")
         early += m.get("checkpoint", {}).get("early_copies", 0)
+        if mode == "cow":
+            mc = m["checkpoint"]
+            reserved += mc.get("reserve_copies", 0)
+            if seed == 6:
+                check(mc.get("reserve_copies", -1) == 0, f"seed {seed}: an exhausted reserve takes nothing: {mc}")
+            else:
+                check(mc.get("reserve_copies", -1) == mc.get("early_copies"),
+                      f"seed {seed}: every early copy fits the default reserve: {mc}")
         if mode == "recopy":
             mc = m["checkpoint"]
             check(mc.get("rounds", 0) >= 1 and mc.get("precopy_bytes", 0) > 0
@@ -173,6 +184,7 @@ try:
         check(not leftovers(ck), f"seed {seed}: temporary directories left: {leftovers(ck)}")
 
     check(early > 0, "cow: no buffer was copied ahead of a write (the race was not exercised)")
+    check(reserved > 0, "cow: no buffer was copied into the device reserve")
 
     # --- restart from the latest checkpoint of a restored run --------------------
     # a run checkpointed, killed, restored; the restored run checkpointed

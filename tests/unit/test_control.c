@@ -62,7 +62,7 @@ static void round_trips(void)
 	strcpy(in[PHOS_CTL_CHECKPOINT].checkpoint.dir, "/ckpt/train.tmp-1");
 	in[PHOS_CTL_CHECKPOINTED].checkpointed = (typeof(in[0].checkpointed)){ PHOS_CKPT_COW, 77, 1ull << 34, 0.125,
 										 2.5, 9, 3, 1ull << 33,
-										 5ull << 20 };
+										 5ull << 20, 6 };
 	in[PHOS_CTL_HELD].held.mode = PHOS_CKPT_COW;
 	in[PHOS_CTL_HELD].held.seq = 1234;
 
@@ -114,7 +114,8 @@ static void round_trips(void)
 					      o->checkpointed.data_bytes == 1ull << 34 && o->checkpointed.stall_s == 0.125 &&
 					      o->checkpointed.total_s == 2.5 && o->checkpointed.early == 9 &&
 					      o->checkpointed.rounds == 3 && o->checkpointed.precopy_bytes == 1ull << 33 &&
-					      o->checkpointed.stop_bytes == 5ull << 20,
+					      o->checkpointed.stop_bytes == 5ull << 20 &&
+					      o->checkpointed.reserve_copies == 6,
 				      "checkpointed fields");
 				break;
 			case PHOS_CTL_HELD:
