@@ -37,6 +37,7 @@ device:
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -258,7 +259,8 @@ try:
                                 stderr=subprocess.PIPE, text=True, env=fn_env({**RUN_ENV, **(env or {})}))
 
     def ckpts(d):
-        return sorted(n for n in os.listdir(d) if n.startswith("ckpt-")) if os.path.isdir(d) else []
+        """The complete checkpoints in d (not one being written: ckpt-NNNNNN.tmp-...)."""
+        return sorted(n for n in os.listdir(d) if re.fullmatch(r"ckpt-\d{6}", n)) if os.path.isdir(d) else []
 
     def executor_of(p):
         """The executor under a phos-fn run (a child running phos-executor), or None."""
