@@ -53,8 +53,7 @@
  * by default), and its background copy then reads that copy; with the
  * reserve full, the record waits for the buffer's copy to gpu.data instead.
  *
- * Not yet: chunks smaller than a buffer, one staging ring for the whole
- * checkpoint (each batch of copies sets one up).
+ * Not yet: chunks smaller than a buffer.
  */
 #include <errno.h>
 #include <signal.h>

@@ -146,7 +146,10 @@ struct exec_ckpt {
 #define EXEC_SAVED_LIMITS 16
 #define EXEC_SAVED_ATTRS 16
 
+struct stage;
+
 struct executor {
+	struct stage *stage;           /* the staging ring of dumps (staging.c), once made */
 	const struct phos_device_ops *dev_ops;
 	struct phos_device *dev;
 	struct phos_bufmap *bufs;

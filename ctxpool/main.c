@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "executor.h"
+#include "staging.h"
 #include "image.h"
 #include "loader.h"
 #include "log.h"
@@ -674,6 +675,7 @@ int main(int argc, char **argv)
 	channel_drop(&ex, ex.next_ch, ex.next_ch_pinned);
 	exec_hot_clear(&ex);
 	phos_bufmap_free(ex.bufs);
+	stage_ring_free(&ex);
 	ex.dev_ops->close(ex.dev);
 	if (ex.trace)
 		fclose(ex.trace);

@@ -56,6 +56,10 @@ struct slot {
 	atomic_bool worked;   /* the worker is done with it */
 };
 
+/* The ring, kept by the executor from its first dump to its end
+ * (stage_ring_free): slots stay pinned (DESIGN.md's 64 MiB staging budget),
+ * workers wait, so that a checkpoint copying buffer by buffer (cow, recopy)
+ * does not set one up for each. */
 struct stage {
 	struct executor *ex;
 	const struct stage_item *items;
@@ -64,6 +68,7 @@ struct stage {
 	void *stream;
 	struct phos_uio *uio;
 	uint64_t **chunk_hash;       /* per item, per chunk */
+	size_t nitems;               /* the dump in progress: its items, their chunk hashes */
 	uint8_t *map;                /* gpu.data mapped (no O_DIRECT): the workers write it */
 	size_t map_len;
 	atomic_int werr;             /* a worker's write failed: -errno */
@@ -148,7 +153,7 @@ static void work_wait(struct stage *st)
 
 /* --- setup --- */
 
-static void stage_exit(struct stage *st, size_t nitems)
+static void stage_exit(struct stage *st)
 {
 	const struct phos_device_ops *d = st->ex->dev_ops;
 
@@ -159,8 +164,6 @@ static void stage_exit(struct stage *st, size_t nitems)
 	for (unsigned i = 0; i < st->nworkers; i++)
 		pthread_join(st->worker[i], NULL);
 	phos_uio_free(st->uio);
-	if (st->map)
-		munmap(st->map, st->map_len);
 	if (st->stream)
 		d->stream_sync(st->ex->dev, st->stream);
 	for (unsigned i = 0; i < st->nslots; i++) {
@@ -173,17 +176,12 @@ static void stage_exit(struct stage *st, size_t nitems)
 	}
 	if (st->stream)
 		d->stream_destroy(st->ex->dev, st->stream);
-	if (st->chunk_hash) {
-		for (size_t i = 0; i < nitems; i++)
-			free(st->chunk_hash[i]);
-		free(st->chunk_hash);
-	}
 	pthread_cond_destroy(&st->work);
 	pthread_cond_destroy(&st->done);
 	pthread_mutex_destroy(&st->lock);
 }
 
-static int stage_init(struct stage *st, struct executor *ex, const struct stage_item *items, size_t n)
+static int stage_init(struct stage *st, struct executor *ex)
 {
 	const struct phos_device_ops *d = ex->dev_ops;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -196,18 +194,9 @@ static int stage_init(struct stage *st, struct executor *ex, const struct stage_
 	st->nslots = STAGE_SLOTS;
 	if (env && atoi(env) >= 4 && atoi(env) <= STAGE_SLOTS_MAX)
 		st->nslots = (unsigned)atoi(env);
-	st->items = items;
 	pthread_mutex_init(&st->lock, NULL);
 	pthread_cond_init(&st->work, NULL);
 	pthread_cond_init(&st->done, NULL);
-	st->chunk_hash = calloc(n ? n : 1, sizeof(*st->chunk_hash));
-	if (!st->chunk_hash)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		st->chunk_hash[i] = calloc(nchunks(items[i].len) ? nchunks(items[i].len) : 1, sizeof(uint64_t));
-		if (!st->chunk_hash[i])
-			return -ENOMEM;
-	}
 	r = phos_uio_new(st->nslots, &st->uio);
 	if (r < 0)
 		return r;
@@ -320,38 +309,114 @@ static uint8_t *map_target(int fd, size_t *ret_len)
 	return p;
 }
 
+void stage_ring_free(struct executor *ex)
+{
+	if (!ex->stage)
+		return;
+	stage_exit(ex->stage);
+	free(ex->stage);
+	ex->stage = NULL;
+}
+
+/* The executor's ring, set up at its first use. */
+static struct stage *ring_get(struct executor *ex, int *ret_err)
+{
+	struct stage *st = ex->stage;
+	int r;
+
+	if (st)
+		return st;
+	st = calloc(1, sizeof(*st));
+	if (!st) {
+		*ret_err = -ENOMEM;
+		return NULL;
+	}
+	r = stage_init(st, ex);
+	if (r < 0) {
+		stage_exit(st);
+		free(st);
+		*ret_err = r;
+		return NULL;
+	}
+	return ex->stage = st;
+}
+
+/* What one dump sets in the ring, and takes back. */
+static int dump_begin(struct stage *st, int fd, const struct stage_item *items, size_t n)
+{
+	st->items = items;
+	st->nitems = n;
+	atomic_store(&st->werr, 0);
+	st->chunk_hash = calloc(n ? n : 1, sizeof(*st->chunk_hash));
+	if (!st->chunk_hash)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		st->chunk_hash[i] = calloc(nchunks(items[i].len) ? nchunks(items[i].len) : 1, sizeof(uint64_t));
+		if (!st->chunk_hash[i])
+			return -ENOMEM;
+	}
+	st->map = map_target(fd, &st->map_len);
+	for (size_t i = 0; st->map && i < n; i++)
+		if (items[i].off + items[i].len > st->map_len)
+			st->map = (munmap(st->map, st->map_len), NULL);   /* past the end: write() it */
+	return 0;
+}
+
+static void dump_end(struct stage *st)
+{
+	if (st->chunk_hash) {
+		for (size_t i = 0; i < st->nitems; i++)
+			free(st->chunk_hash[i]);
+		free(st->chunk_hash);
+	}
+	st->chunk_hash = NULL;
+	if (st->map)
+		munmap(st->map, st->map_len);
+	st->map = NULL;
+	st->items = NULL;
+	st->nitems = 0;
+}
+
 int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, char *err, size_t errlen)
 {
 	const struct phos_device_ops *d = ex->dev_ops;
-	struct stage st;
+	struct stage *st;
 	size_t item = 0;
 	uint64_t chunk = 0, left = 0;
-	int r;
+	int r = 0;
 
 	for (size_t i = 0; i < n; i++)
 		left += nchunks(items[i].len);
-	r = stage_init(&st, ex, items, n);
+	if (!left) {   /* empty items only: their hashes, no ring needed */
+		uint64_t none = 0;
+
+		for (size_t i = 0; i < n; i++)
+			items[i].hash = phos_image_combine(&none, 0);
+		return 0;
+	}
+	st = ring_get(ex, &r);
+	if (!st) {
+		phos_errf(err, errlen, "cannot set up the staging ring: %s", strerror(-r));
+		return r;
+	}
+	r = dump_begin(st, fd, items, n);
 	if (r < 0) {
 		phos_errf(err, errlen, "cannot set up the staging ring: %s", strerror(-r));
 		goto out;
 	}
-	st.map = map_target(fd, &st.map_len);
-	for (size_t i = 0; st.map && i < n; i++)
-		if (items[i].off + items[i].len > st.map_len)
-			st.map = (munmap(st.map, st.map_len), NULL);   /* past the end: write() it */
 	while (left > 0) {
 		bool progress = false;
 		void *tag;
 		int s, res;
 
 		/* Start device-to-host copies into every free slot. */
-		while ((s = free_slot(&st)) >= 0 && next_chunk(&st, n, &item, &chunk, &st.slot[s])) {
-			struct slot *sl = &st.slot[s];
+		while ((s = free_slot(st)) >= 0 && next_chunk(st, n, &item, &chunk, &st->slot[s])) {
+			struct slot *sl = &st->slot[s];
 
 			r = d->memcpy_d2h_async(ex->dev, sl->buf, items[sl->item].dev + sl->chunk * CHUNK, sl->len,
-						st.stream);
+						st->stream);
 			if (r == 0)
-				r = d->event_record(ex->dev, sl->event, st.stream);
+				r = d->event_record(ex->dev, sl->event, st->stream);
 			if (r < 0) {
 				phos_errf(err, errlen, "device-to-host copy of %#llx failed (cuda error %d)",
 				     (unsigned long long)items[sl->item].dev, -r);
@@ -362,8 +427,8 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 			progress = true;
 		}
 		/* Landed copies go to the workers; hashed chunks go to the disk. */
-		for (unsigned i = 0; i < st.nslots; i++) {
-			struct slot *sl = &st.slot[i];
+		for (unsigned i = 0; i < st->nslots; i++) {
+			struct slot *sl = &st->slot[i];
 			uint64_t whole = (sl->len + 4095) & ~4095ull;
 
 			if (sl->state == SLOT_COPY) {
@@ -376,10 +441,10 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 					goto out;
 				}
 				sl->state = SLOT_WORK;
-				work_push(&st, sl);
+				work_push(st, sl);
 				progress = true;
-			} else if (sl->state == SLOT_WORK && atomic_load(&sl->worked) && st.map) {
-				r = atomic_load(&st.werr);
+			} else if (sl->state == SLOT_WORK && atomic_load(&sl->worked) && st->map) {
+				r = atomic_load(&st->werr);
 				if (r < 0) {
 					phos_errf(err, errlen, "writing gpu.data: %s", strerror(-r));
 					goto out;
@@ -390,7 +455,7 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 			} else if (sl->state == SLOT_WORK && atomic_load(&sl->worked)) {
 				/* Whole 4 KiB blocks for O_DIRECT; the tail is zero padding. */
 				memset(sl->buf + sl->len, 0, whole - sl->len);
-				r = phos_uio_write(st.uio, fd, sl->buf, whole, items[sl->item].off + sl->chunk * CHUNK,
+				r = phos_uio_write(st->uio, fd, sl->buf, whole, items[sl->item].off + sl->chunk * CHUNK,
 						   sl, 0);
 				if (r < 0) {
 					phos_errf(err, errlen, "writing gpu.data: %s", strerror(-r));
@@ -400,7 +465,7 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 				progress = true;
 			}
 		}
-		while ((r = phos_uio_complete(st.uio, false, &tag, &res)) == 1) {
+		while ((r = phos_uio_complete(st->uio, false, &tag, &res)) == 1) {
 			if (res < 0) {
 				phos_errf(err, errlen, "writing gpu.data: %s", strerror(-res));
 				r = res;
@@ -415,15 +480,19 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 			goto out;
 		}
 		if (!progress) {
-			r = wait_dump(&st, err, errlen, &left);
+			r = wait_dump(st, err, errlen, &left);
 			if (r < 0)
 				goto out;
 		}
 	}
 	for (size_t i = 0; i < n; i++)
-		items[i].hash = phos_image_combine(st.chunk_hash[i], nchunks(items[i].len));
+		items[i].hash = phos_image_combine(st->chunk_hash[i], nchunks(items[i].len));
 	r = 0;
 out:
-	stage_exit(&st, n);
+	dump_end(st);
+	/* After a failure slots may still be copying, hashing or writing: the
+	 * ring is taken down (and made again by the next dump). */
+	if (r < 0)
+		stage_ring_free(ex);
 	return r;
 }

@@ -27,5 +27,9 @@ struct stage_item {
 	uint64_t hash;   /* filled in */
 };
 
-/* Copies every item from the device into fd, filling in their hashes. */
+/* Copies every item from the device into fd, filling in their hashes, through
+ * the executor's ring (made at the first dump; taken down after a failed one).
+ * The dispatcher's: one dump at a time. */
 int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, char *err, size_t errlen);
+/* Takes the executor's ring down (its pinned slots, workers, stream); accepts none. */
+void stage_ring_free(struct executor *ex);
