@@ -489,10 +489,16 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 		items[i].hash = phos_image_combine(st->chunk_hash[i], nchunks(items[i].len));
 	r = 0;
 out:
+	/* After a failure slots may still be copying, hashing or writing (into
+	 * the mapping too): the ring is taken down first, its workers joined,
+	 * and made again by the next dump. */
+	if (r < 0) {
+		stage_exit(st);
+		dump_end(st);
+		free(st);
+		ex->stage = NULL;
+		return r;
+	}
 	dump_end(st);
-	/* After a failure slots may still be copying, hashing or writing: the
-	 * ring is taken down (and made again by the next dump). */
-	if (r < 0)
-		stage_ring_free(ex);
 	return r;
 }
