@@ -15,14 +15,13 @@ reference:
 - without the stand-in (no libcudart.so.13 with phos_fn_serve_impl) the
   module serves one request per line on stdin, as fn.h's fallback.
 """
-import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 
-from harness import DEVICE, Invoker, check, done, fn_env, phos, procs
+from harness import DEVICE, Invoker, answers, check, done, phos, procs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -37,22 +36,12 @@ SYS_PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else PY
 ENV = {"ASAN_OPTIONS": "abort_on_error=1:detect_leaks=0"} if os.environ.get("PHOS_TEST_PRELOAD") else {}
 
 
-def answers(text):
-    out = []
-    for line in text.splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            pass
-    return out
-
-
 tmp = tempfile.mkdtemp(prefix="phos-python-test-")
 try:
     # under phos-fn run
     p = phos("run", "--device", DEVICE, "--", PY, PY_GEMM, stdin='{"scale": 2}\n{"scale": "x"}\n{}\n', timeout=120,
              extra_env=ENV)
-    got = answers(p.stdout)
+    got = answers(p)
     check(p.returncode == 0 and len(got) == 3, f"run: rc {p.returncode} {got} {p.stderr[-800:]}")
     if len(got) == 3:
         check(got[0].get("ok") and got[0]["scale"] == 2.0 and got[2].get("ok") and got[2]["scale"] == 1.0,
@@ -65,7 +54,7 @@ try:
     p = phos("snapshot", "--device", DEVICE, "-o", snap, "--", PY, PY_GEMM, timeout=120, extra_env=ENV)
     check(p.returncode == 0 and os.path.exists(os.path.join(snap, "manifest.json")), f"snapshot: {p.stderr[-800:]}")
     p = phos("restore", "--device", DEVICE, snap, stdin='{"scale": 2}\n', timeout=120, extra_env=ENV)
-    got = answers(p.stdout)
+    got = answers(p)
     check(p.returncode == 0 and len(got) == 1 and got[0].get("ok") and got[0].get("checksum") == run_sum,
           f"restored: {got} (run's checksum {run_sum}) {p.stderr[-800:]}")
 
