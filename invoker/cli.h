@@ -107,6 +107,10 @@ void cli_periodic_tick(struct cli_periodic *p, const struct phos_checkpoint_targ
 bool cli_executor_failed(pid_t exe);
 /* The same from a wait status of the executor, once reaped. */
 bool cli_executor_status_failed(int status);
+/* A restart after why ("the executor died", for the message): the newest
+ * checkpoint of p->dir in buf, counted as a restart and said on stderr; -1
+ * (said why not) when no restart is left or there is no checkpoint. */
+int cli_periodic_restart(struct cli_periodic *p, const char *why, char *buf, size_t len);
 /* The newest checkpoint of dir that reads back whole: 0 and its path in buf,
  * or -ENOENT (-errno when dir cannot be read). */
 int cli_periodic_latest(const char *dir, char *buf, size_t len);

@@ -283,6 +283,21 @@ bool cli_executor_status_failed(int status)
 	return !WIFEXITED(status) || WEXITSTATUS(status) != 0;
 }
 
+int cli_periodic_restart(struct cli_periodic *p, const char *why, char *buf, size_t len)
+{
+	if (p->restarts >= p->max_restarts) {
+		fprintf(stderr, "phos-fn: %s; %u restart(s) were allowed (--max-restarts)\n", why, p->max_restarts);
+		return -1;
+	}
+	if (cli_periodic_latest(p->dir, buf, len) < 0) {
+		fprintf(stderr, "phos-fn: %s before any checkpoint: nothing to restart from\n", why);
+		return -1;
+	}
+	p->restarts++;
+	fprintf(stderr, "phos-fn: %s; restarting from %s (restart %u of %u)\n", why, buf, p->restarts, p->max_restarts);
+	return 0;
+}
+
 int cli_periodic_latest(const char *dir, char *buf, size_t len)
 {
 	unsigned *v = NULL;

@@ -367,16 +367,11 @@ static int run_checkpointable(char **prog_argv, const char *exe, const char *dev
 	if (r == 0 && per->restart && code != 0 && cli_executor_status_failed(est))
 		died = true;
 	if (died) {
-		char latest[PATH_MAX];
+		char latest[PATH_MAX], why[64];
 
-		if (per->max_restarts == 0 || cli_periodic_latest(per->dir, latest, sizeof(latest)) < 0) {
-			fprintf(stderr, "phos-fn: the executor died (status %d)%s\n", exit_code(est),
-				per->max_restarts ? " before any checkpoint: nothing to restart from" : "");
+		snprintf(why, sizeof(why), "the executor died (status %d)", exit_code(est));
+		if (cli_periodic_restart(per, why, latest, sizeof(latest)) < 0)
 			return code;
-		}
-		per->restarts++;
-		fprintf(stderr, "phos-fn: the executor died (status %d); restarting from %s (restart %u of %u)\n",
-			exit_code(est), latest, per->restarts, per->max_restarts);
 		return cli_restore_run(device, latest, false, NULL, per);
 	}
 	if (r == 0 && exit_code(est) != 0) {

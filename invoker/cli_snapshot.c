@@ -219,12 +219,9 @@ int cli_restore_run(const char *device, const char *dir, bool on_demand, const c
 			fprintf(stderr, "phos-fn: restore refused: %s\n", err);
 			/* With restarts left, a restart's restore is tried again (its
 			 * executor may have died during it, as any executor can). */
-			if (!per->restart || per->restarts == 0 || per->restarts >= per->max_restarts ||
-			    cli_periodic_latest(per->dir, latest, sizeof(latest)) < 0)
+			if (!per->restart || per->restarts == 0 ||
+			    cli_periodic_restart(per, "the restore failed", latest, sizeof(latest)) < 0)
 				return 1;
-			per->restarts++;
-			fprintf(stderr, "phos-fn: restarting from %s again (restart %u of %u)\n", latest, per->restarts,
-				per->max_restarts);
 			dir = latest;
 			continue;
 		}
@@ -245,19 +242,8 @@ int cli_restore_run(const char *device, const char *dir, bool on_demand, const c
 		died = died || (per->restart && code != 0 && cli_executor_status_failed(inst.executor_status));
 		if (!died || code == 0)
 			return code;   /* (0: it got to its end before the failure mattered) */
-		if (per->restarts >= per->max_restarts) {
-			fprintf(stderr, "phos-fn: the executor died again; %u restart(s) were allowed (--max-restarts)\n",
-				per->max_restarts);
+		if (cli_periodic_restart(per, "the executor died", latest, sizeof(latest)) < 0)
 			return code;
-		}
-		if (cli_periodic_latest(per->dir, latest, sizeof(latest)) < 0) {
-			fprintf(stderr, "phos-fn: the executor died and %s holds no checkpoint to restart from\n",
-				per->dir);
-			return code;
-		}
-		per->restarts++;
-		fprintf(stderr, "phos-fn: the executor died; restarting from %s (restart %u of %u)\n", latest,
-			per->restarts, per->max_restarts);
 		dir = latest;
 		stats = NULL;
 	}
