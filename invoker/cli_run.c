@@ -221,7 +221,6 @@ static int wait_guarded(pid_t prog, const char *name, const char *preload, const
 		close(pidfd);
 	if (exefd >= 0)
 		close(exefd);
-
 	read_report(report, what, sizeof(what));
 	if (what[0]) {   /* the guard printed why on the program's stderr */
 		*ret_refused = true;
