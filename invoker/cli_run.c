@@ -313,7 +313,7 @@ static int start_checkpointable(char **prog_argv, const char *exe, const char *d
 	c->target = (struct phos_checkpoint_target){ .fn_pid = *ret_prog, .channel_fd = CHANNEL_FD,
 						     .control_fd = c->control, .executor_pid = *ret_exec,
 						     .criu = c->criu,
-						     .function = prog_argv[0] };
+						     .function = prog_argv[0], .stdio_ours = true };
 	forward_to = *ret_prog;
 	signal(SIGINT, forward_kill);
 	signal(SIGTERM, forward_kill);

@@ -149,7 +149,7 @@ static void supervise(const struct phos_instance *inst, const char *criu, const 
 	const struct phos_checkpoint_target t = { .fn_pid = inst->fn_pid, .channel_fd = 3,
 						  .control_fd = inst->control_fd,
 						  .executor_pid = inst->executor_pid, .criu = criu,
-						  .function = name };
+						  .function = name, .stdio_ours = true };
 	int pidfd = (int)syscall(SYS_pidfd_open, inst->fn_pid, 0);
 	int exefd = per->restart ? (int)syscall(SYS_pidfd_open, inst->executor_pid, 0) : -1;
 	char path[PATH_MAX];

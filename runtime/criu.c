@@ -935,7 +935,7 @@ static bool image_has_mntns(const char *dir)
 }
 
 int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_inherit *inh, unsigned ninh,
-		      int cancel_fd, pid_t *ret_pid, char *err, size_t errlen)
+		      unsigned flags, int cancel_fd, pid_t *ret_pid, char *err, size_t errlen)
 {
 	char work[PATH_MAX], pidfile[PATH_MAX + 8], inh_s[CRIU_MAX_EXT][80];
 	int from[CRIU_MAX_EXT], to[CRIU_MAX_EXT];
@@ -982,6 +982,8 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 	argv[argc++] = "-d";
 	argv[argc++] = "--pidfile";
 	argv[argc++] = pidfile;
+	if (flags & PHOS_CRIU_STOPPED)
+		argv[argc++] = "--leave-stopped";
 	if (image_has_mntns(dir)) {   /* dumped with its own mount namespace (phos_criu_dump) */
 		argv[argc++] = "--root";
 		argv[argc++] = "/";
@@ -1036,6 +1038,21 @@ out:
 		close(work_fd);
 	remove_tmp_dir(work);
 	return r;
+}
+
+void phos_criu_continue(pid_t pid)
+{
+	pid_t todo[256];
+	unsigned n = 0;
+
+	if (pid <= 0)
+		return;
+	todo[n++] = pid;
+	/* parents first: a child that runs may not fork before its parent does */
+	for (unsigned i = 0; i < n; i++) {
+		kill(todo[i], SIGCONT);
+		n += children_of(todo[i], todo + n, (unsigned)(sizeof(todo) / sizeof(todo[0])) - n);
+	}
 }
 
 /* ---- keys ---- */

@@ -95,6 +95,15 @@ struct phos_criu_inherit {
 	const char *key;   /* "socket:[123]", "pipe:[456]" */
 };
 
+/* phos_criu_restore's flags. */
+enum {
+	/* The restored tree is left stopped (--leave-stopped): it runs once the
+	 * caller sends SIGCONT, e.g. after its executor has taken over its
+	 * channel, so that a program restored in the middle of CPU code cannot
+	 * run (or end) before then. */
+	PHOS_CRIU_STOPPED = 1u << 0,
+};
+
 /* Restores dir, which is only read (the log and pid file go to a private
  * directory under $TMPDIR or /tmp, removed afterwards), so that restores of
  * one image may run at once. Returns 0 and the host pid of the restored root
@@ -102,7 +111,12 @@ struct phos_criu_inherit {
  * -EIO with CRIU's reason in err, -ETIMEDOUT, -ECANCELED (cancel_fd, as for
  * phos_criu_dump; what CRIU had restored is killed with it). */
 int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_inherit *inh, unsigned ninh,
-		      int cancel_fd, pid_t *ret_pid, char *err, size_t errlen);
+		      unsigned flags, int cancel_fd, pid_t *ret_pid, char *err, size_t errlen);
+
+/* Lets a tree restored with PHOS_CRIU_STOPPED run: SIGCONT to pid and every
+ * descendant of it (at most 256 processes; a process the restore made has
+ * no other way to be stopped). */
+void phos_criu_continue(pid_t pid);
 
 /* CRIU's key for an open descriptor of process pid (0: the caller), for
  * --inherit-fd: the /proc/PID/fd/FD link ("pipe:[456]", "socket:[123]",

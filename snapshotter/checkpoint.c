@@ -176,9 +176,10 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	for (int fd = 0; fd < 4; fd++) {
 		struct phos_image_fd *f = &fds[nfds];
 		int want = fd < 3 ? fd : t->channel_fd;
+		pid_t of = fd < 3 && t->stdio_ours ? 0 : t->fn_pid;   /* 0: ours */
 
 		f->fd = fd;
-		if (phos_criu_fd_key(t->fn_pid, want, f->key, sizeof(f->key)) < 0) {
+		if (phos_criu_fd_key(of, want, f->key, sizeof(f->key)) < 0) {
 			r = -EBADF;
 			phos_errf(err, errlen, "the program's fd %d cannot be named for a restore", want);
 			goto out;

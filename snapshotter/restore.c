@@ -71,7 +71,10 @@ int restore_criu(const char *criu, const char *dir, const struct phos_image *img
 	 * new channel arrives on its socket. */
 	inh[3].fd = channel;
 	snprintf(cpu, sizeof(cpu), "%s/%s", dir, img->criu_dir);
-	r = phos_criu_restore(criu, cpu, inh, 4, -1, ret_fn, line, sizeof(line));
+	/* A checkpoint's program goes on at once wherever it was, CPU code
+	 * included: it waits stopped until its executor has adopted its channel. */
+	r = phos_criu_restore(criu, cpu, inh, 4, img->checkpoint.present ? PHOS_CRIU_STOPPED : 0, -1, ret_fn, line,
+			      sizeof(line));
 	if (r < 0) {
 		phos_errf(err, errlen, "CRIU could not restore %s: %s", dir, line);
 		return r;
@@ -198,10 +201,13 @@ void phos_parked_drop(struct phos_parked *p)
 /*
  * A checkpoint of a running program (issue 11): the program resumes where it
  * was stopped, wherever that is, with the channel it had (channel.h,
- * "adopting"). So the CPU side comes first: CRIU restores the program with
- * the fresh channel socket ch[1]; then the executor rebuilds the device
- * state and adopts the restored memfd (fd img->checkpoint.channel_fd of the
- * program) with ch[0], and takes the records from where the old one stopped.
+ * "adopting"). So the CPU side comes first: CRIU restores the program,
+ * stopped, with the fresh channel socket ch[1]; then the executor rebuilds
+ * the device state and adopts the restored memfd (fd
+ * img->checkpoint.channel_fd of the program) with ch[0], and takes the
+ * records from where the old one stopped; then the program runs. Let go
+ * earlier, a program stopped in CPU code (a serving loop waiting for its
+ * next request) could end before the adoption.
  */
 static int restore_checkpoint(const struct phos_runtime_paths *paths, const char *dir, const struct phos_image *img,
 			      struct phos_criu_inherit inh[4], int ch[2], int ctl[2], pid_t *ret_exe, pid_t *ret_fn,
@@ -231,6 +237,7 @@ static int restore_checkpoint(const struct phos_runtime_paths *paths, const char
 		waitpid(exe, NULL, 0);
 		goto err_fn;
 	}
+	phos_criu_continue(fn);
 	*ret_exe = exe;
 	*ret_fn = fn;
 	return 0;

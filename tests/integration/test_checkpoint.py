@@ -19,6 +19,9 @@ device:
   rounds and bytes;
 - a restored run is checkpointed again (phos-fn restore takes checkpoint
   requests), killed, and restored from that latest checkpoint;
+- a serving function (tables) checkpointed in its serve loop, every mode:
+  the restored copy answers the requests on the restore's stdin, on its
+  stdout, once each; checkpointed and restored again, it still does;
 - a checkpoint that fails (a full disk: fault point gpu_data_alloc) fails
   alone: a later one succeeds and the program goes on to the same checksum;
 - the executor killed during a checkpoint (fault point checkpoint_kill) leaves
@@ -38,6 +41,7 @@ import json
 import os
 import random
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -47,6 +51,8 @@ import time
 from harness import DEVICE, PHOS_FN, check, done, fn_env, phos, program
 
 TRAIN = program("functions", "examples", "train")
+TABLES = program("functions", "examples", "tables")
+TABLES_ARGS = ["--tables", "4", "--table-mib", "1"]
 STEPS = 4000
 EVERY = 100
 
@@ -212,6 +218,50 @@ try:
     check(r.returncode == 0 and checksum == ref_sum,
           f"chain: restored twice, the run ends as an uninterrupted one: {checksum} {ref_sum} {r.stderr[-500:]}")
     same_steps(ref_losses, losses, "chain")
+
+    # --- a serving function checkpointed in its serve loop -----------------------
+    # It waits for its next request in CPU code (getline on stdin), its
+    # answers going to a copy of its stdout with fd 1 pointed at stderr: the
+    # restored copy must answer the requests on the restore's stdin, on the
+    # restore's stdout, and must not run before its executor has its channel.
+    def ask(p, k):
+        p.stdin.write(json.dumps({"table": k}) + "\n")
+        p.stdin.flush()
+        # one answer per request: nothing is buffered ahead of the line
+        line = p.stdout.readline() if select.select([p.stdout], [], [], 60)[0] else "(no answer in 60 s)"
+        try:
+            return json.loads(line)
+        except ValueError:
+            return {"bad answer": line}
+
+    def serving(*cmd):
+        return subprocess.Popen([PHOS_FN, *cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=fn_env(RUN_ENV))
+
+    for mode in ("stw", "cow", "recopy"):
+        ck = os.path.join(tmp, "serve-" + mode)
+        p = serving("run", "--checkpointable", "--device", DEVICE, "--", TABLES, *TABLES_ARGS)
+        a = ask(p, 1)
+        check(a.get("ok") is True, f"{mode}: serving before the checkpoint: {a}")
+        c = checkpoint(p.pid, ck, "--mode", mode)
+        check(c.returncode == 0, f"{mode}: checkpoint in the serve loop: {c.returncode} {c.stderr}")
+        a = ask(p, 2)
+        check(a.get("ok") is True and a.get("table") == 2, f"{mode}: the original serves on: {a}")
+        kill_run(p)
+        # restored, answering on new stdio; checkpointed again there, restored again
+        r1 = serving("restore", "--device", DEVICE, ck)
+        a = ask(r1, 3)
+        check(a.get("ok") is True and a.get("table") == 3, f"{mode}: the restored copy answers: {a} "
+              f"{'' if a.get('ok') else r1.stderr.read() if r1.poll() is not None else ''}")
+        c = checkpoint(r1.pid, ck, "--mode", mode)
+        check(c.returncode == 0, f"{mode}: checkpoint of the restored copy: {c.returncode} {c.stderr}")
+        kill_run(r1)
+        reqs = "".join(json.dumps({"table": k, "direct": k % 2 == 0}) + "\n" for k in range(4))
+        r = phos("restore", "--device", DEVICE, ck, stdin=reqs, timeout=300)
+        answers = [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
+        check(r.returncode == 0 and [a.get("table") for a in answers] == [0, 1, 2, 3] and
+              all(a.get("ok") is True for a in answers),
+              f"{mode}: restored twice, every request answered once: {r.returncode} {answers} {r.stderr[-400:]}")
 
     ref_losses, ref_sum = reference(4)
 
