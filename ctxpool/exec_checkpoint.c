@@ -74,15 +74,6 @@
  * that copy; when it is full, the buffer is copied to host first instead. */
 #define COW_RESERVE_DEFAULT (2ull << 30)
 
-static unsigned live(const struct handle_table *t)
-{
-	unsigned n = 0;
-
-	for (uint32_t i = 0; i < t->cap; i++)
-		n += t->slot[i] != NULL;
-	return n;
-}
-
 void exec_checkpoint_ask(struct executor *ex, enum phos_ckpt_mode mode, const char *dir)
 {
 	struct exec_ckpt *c = &ex->ckpt;
@@ -124,7 +115,7 @@ void exec_checkpoint_resume(struct executor *ex)
 /* What must hold before the device state is taken: 0, or -errno with err. */
 static int checkpoint_prepare(struct executor *ex, char *err, size_t errlen)
 {
-	unsigned pools = live(&ex->pools);
+	unsigned pools = exec_pool_in_use(ex);
 	int r;
 
 	/* Host-memory regions are in the image (exec_image_dump) and the

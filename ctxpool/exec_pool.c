@@ -487,6 +487,24 @@ int exec_pool_handle(struct executor *ex, uint32_t op, const void *body, uint32_
 	}
 }
 
+unsigned exec_pool_in_use(struct executor *ex)
+{
+	unsigned n = 0;
+
+	for (uint32_t i = 0; i < ex->pools.cap; i++) {
+		const struct exec_pool *p = ex->pools.slot[i];
+
+		/* the default pool as every executor has it: nothing to carry */
+		if (p && (i != PHOS_POOL_DEFAULT || p->live || p->cached || p->reserved || p->threshold ||
+			  !p->reuse[PHOS_POOL_REUSE_FOLLOW_EVENTS] || !p->reuse[PHOS_POOL_REUSE_OPPORTUNISTIC] ||
+			  !p->reuse[PHOS_POOL_REUSE_INTERNAL_DEPS]))
+			n++;
+	}
+	for (const struct exec_pool *p = ex->pools_gone; p; p = p->next_gone)
+		n++;
+	return n;
+}
+
 bool exec_pool_owns(struct executor *ex, uint64_t addr)
 {
 	return find_live(ex, addr) != NULL;

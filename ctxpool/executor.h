@@ -431,6 +431,9 @@ void exec_scrub(struct executor *ex);
 
 int exec_pool_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
 		     uint32_t *out_len);
+/* Pools a checkpoint would lose (it carries none): every pool but the
+ * default one as a fresh executor has it (no blocks, default attributes). */
+unsigned exec_pool_in_use(struct executor *ex);
 /* Whether addr is a live block of a pool (cudaFree of it frees it to its pool). */
 bool exec_pool_owns(struct executor *ex, uint64_t addr);
 /* A stream id is destroyed (and may be reused): blocks freed on it are no

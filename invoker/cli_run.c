@@ -65,6 +65,9 @@ extern char **environ;
 #define GUARD_SCAN_SLOW_MS 100
 #define GUARD_SCAN_FAST_FOR 100   /* scans, about 1 s */
 
+/* The function was given our stdio (checkpoint keys, snapshotter.h). */
+static const int own_stdio[3] = { 0, 1, 2 };
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: phos-fn run [--device auto|cuda|sim] [--gpu N] [--trace FILE] [--validate-spec off|always]\n"
@@ -313,7 +316,7 @@ static int start_checkpointable(char **prog_argv, const char *exe, const char *d
 	c->target = (struct phos_checkpoint_target){ .fn_pid = *ret_prog, .channel_fd = CHANNEL_FD,
 						     .control_fd = c->control, .executor_pid = *ret_exec,
 						     .criu = c->criu,
-						     .function = prog_argv[0], .stdio_ours = true };
+						     .function = prog_argv[0], .stdio_fds = own_stdio };
 	forward_to = *ret_prog;
 	signal(SIGINT, forward_kill);
 	signal(SIGTERM, forward_kill);

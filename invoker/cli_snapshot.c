@@ -27,6 +27,9 @@ struct paths_buf {
 	char executor[PATH_MAX], preload[PATH_MAX], twins[PATH_MAX], criu[PATH_MAX];
 };
 
+/* The function was given our stdio (checkpoint keys, snapshotter.h). */
+static const int own_stdio[3] = { 0, 1, 2 };
+
 static int resolve_paths(const char *device, struct paths_buf *b, struct phos_runtime_paths *p)
 {
 	char err[256];
@@ -149,7 +152,7 @@ static void supervise(const struct phos_instance *inst, const char *criu, const 
 	const struct phos_checkpoint_target t = { .fn_pid = inst->fn_pid, .channel_fd = 3,
 						  .control_fd = inst->control_fd,
 						  .executor_pid = inst->executor_pid, .criu = criu,
-						  .function = name, .stdio_ours = true };
+						  .function = name, .stdio_fds = own_stdio };
 	int pidfd = (int)syscall(SYS_pidfd_open, inst->fn_pid, 0);
 	int exefd = per->restart ? (int)syscall(SYS_pidfd_open, inst->executor_pid, 0) : -1;
 	char path[PATH_MAX];

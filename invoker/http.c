@@ -40,12 +40,14 @@
 enum route {
 	R_NONE, R_HEALTH, R_READY, R_METRICS, R_FUNCS, R_FUNC, R_SNAPSHOT, R_CALL, R_LOGS, R_INVOKE, R_ASYNC,
 	R_EXPORT, R_EXPORT_FILE,   /* a snapshot pulled by a peer (export.c) */
+	R_CHECKPOINT,              /* /system/functions/NAME/instances/ID/checkpoint (checkpoints.c) */
 };
 
 struct req {
 	enum route route;
 	char name[INV_NAME_MAX + 1];
 	char id[65];
+	unsigned instance;           /* R_CHECKPOINT */
 	struct inv_function *f;      /* R_INVOKE, R_ASYNC */
 	char *body;
 	size_t len, cap, limit;
@@ -343,6 +345,16 @@ static int route(const char *url, struct req *q)
 			q->route = R_EXPORT;
 		else if (named[i].r == R_FUNC && slash && !strcmp(slash, "/export/file"))
 			q->route = R_EXPORT_FILE;
+		else if (named[i].r == R_FUNC && slash && !strncmp(slash, "/instances/", 11)) {
+			/* /instances/ID/checkpoint, ID 1..999999999 without leading zeros */
+			const char *id = slash + 11;
+			size_t digits = strspn(id, "0123456789");
+
+			if (digits == 0 || digits > 9 || id[0] == '0' || strcmp(id + digits, "/checkpoint"))
+				return 404;
+			q->route = R_CHECKPOINT;
+			q->instance = (unsigned)strtoul(id, NULL, 10);
+		}
 		else if (slash && !(slash[1] == '\0' && named[i].r != R_CALL))
 			return 404;
 		if (named[i].r == R_CALL) {
@@ -366,7 +378,7 @@ static const char *allowed(enum route r)
 	switch (r) {
 	case R_FUNCS: return "GET, POST";
 	case R_FUNC: return "GET, DELETE";
-	case R_SNAPSHOT: case R_INVOKE: case R_ASYNC: return "POST";
+	case R_SNAPSHOT: case R_INVOKE: case R_ASYNC: case R_CHECKPOINT: return "POST";
 	default: return "GET";
 	}
 }
@@ -510,6 +522,9 @@ static MHD_RESULT dispatch(struct MHD_Connection *c, const char *method, struct 
 		return send_json(c, (unsigned)code, body, NULL);
 	case R_EXPORT_FILE:
 		return export_file(c, q);
+	case R_CHECKPOINT:
+		code = inv_checkpoint_request(q->name, q->instance, q->body, q->len, &body);
+		return send_json(c, (unsigned)code, body, NULL);
 	default:
 		return send_error(c, 404, "no such route");
 	}
@@ -563,7 +578,7 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *url, 
 		    true : (want > 0 || te)) &&
 		    !ctype_json(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type")))
 			return send_error(c, 415, "the body must be Content-Type: application/json");
-		q->limit = q->route == R_FUNCS ? DEPLOY_BODY_MAX : 0;
+		q->limit = q->route == R_FUNCS ? DEPLOY_BODY_MAX : q->route == R_CHECKPOINT ? 4096 : 0;
 		if (q->route == R_INVOKE || q->route == R_ASYNC) {
 			q->f = inv_function_get(q->name);
 			if (!q->f)

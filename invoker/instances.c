@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/pidfd.h>
 #include <sys/uio.h>
@@ -30,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "image.h"
 #include "invoker.h"
 #include "log.h"
 
@@ -134,6 +136,11 @@ static bool instance_dead(const struct inv_instance *in)
 	return proc_exiting(in->exe_statfd);
 }
 
+bool inv_instance_dead(const struct inv_instance *in)
+{
+	return instance_dead(in);
+}
+
 static void instance_free(struct inv_instance *in)
 {
 	if (!in)
@@ -152,6 +159,12 @@ static void instance_free(struct inv_instance *in)
 		pthread_join(in->log_thread, NULL);
 	if (in->err_fd >= 0)
 		close(in->err_fd);
+	if (in->ckpt_evfd >= 0)
+		close(in->ckpt_evfd);
+	if (in->ckpt_dir) {
+		phos_image_dir_remove(in->ckpt_dir);
+		free(in->ckpt_dir);
+	}
 	pthread_mutex_destroy(&in->log_lock);
 	free(in->ring);
 	free(in);
@@ -188,13 +201,15 @@ static int instance_stop(struct inv_function *f, struct inv_instance *in, bool k
 	int code;
 	char *log;
 
-	if (kill_it)
+	inv_checkpoint_abandon(f, in);
+	if (kill_it && in->proc.fn_pid > 0)
 		kill(in->proc.fn_pid, SIGKILL);
 	if (in->in_fd >= 0) {
 		close(in->in_fd);
 		in->in_fd = -1;
 	}
-	code = phos_instance_wait(&in->proc);
+	/* (no processes: a resume that failed after the old ones were reaped) */
+	code = in->proc.fn_pid > 0 ? phos_instance_wait(&in->proc) : 128 + SIGKILL;
 	if (in->log_started) {
 		pthread_join(in->log_thread, NULL);
 		in->log_started = false;
@@ -316,6 +331,26 @@ static void standby_upkeep(struct inv_function *f)
 			   f->standby.parked.criu_s * 1e3);
 }
 
+/* Takes over our ends of in's new process's stdio pipes, watches it and its
+ * executor, and starts reading its stderr. */
+static void instance_attach(struct inv_instance *in, int in_fd, int out_fd, int err_fd)
+{
+	char path[64];
+
+	in->in_fd = in_fd;
+	in->out_fd = out_fd;
+	in->err_fd = err_fd;
+	/* Both are our children (the invoker is their subreaper): not reaped
+	 * before instance_stop, so the pids cannot be reused under the pidfds. */
+	in->fn_pidfd = pidfd_open(in->proc.fn_pid, 0);
+	in->exe_pidfd = pidfd_open(in->proc.executor_pid, 0);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)in->proc.executor_pid, (int)in->proc.executor_pid);
+	in->exe_statfd = open(path, O_RDONLY | O_CLOEXEC);
+	fcntl(in->in_fd, F_SETFL, O_NONBLOCK);
+	fcntl(in->out_fd, F_SETFL, O_NONBLOCK);
+	in->log_started = pthread_create(&in->log_thread, NULL, log_thread, in) == 0;
+}
+
 /* Restores a new instance of f (no lock held): a parked process and a pooled
  * executor when there are both, else a pooled executor, else one of its own. */
 static int instance_start(struct inv_function *f, struct inv_instance *in, double *ret_s, char *err, size_t errlen)
@@ -367,23 +402,7 @@ static int instance_start(struct inv_function *f, struct inv_instance *in, doubl
 	close(pout[1]);
 	close(perr[1]);
 started:
-	in->in_fd = pin[1];
-	in->out_fd = pout[0];
-	in->err_fd = perr[0];
-	/* Both are our children (the invoker is their subreaper): not reaped
-	 * before instance_stop, so the pids cannot be reused under the pidfds. */
-	in->fn_pidfd = pidfd_open(in->proc.fn_pid, 0);
-	in->exe_pidfd = pidfd_open(in->proc.executor_pid, 0);
-	{
-		char path[64];
-
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)in->proc.executor_pid,
-			 (int)in->proc.executor_pid);
-		in->exe_statfd = open(path, O_RDONLY | O_CLOEXEC);
-	}
-	fcntl(in->in_fd, F_SETFL, O_NONBLOCK);
-	fcntl(in->out_fd, F_SETFL, O_NONBLOCK);
-	in->log_started = pthread_create(&in->log_thread, NULL, log_thread, in) == 0;
+	instance_attach(in, pin[1], pout[0], perr[0]);
 	*ret_s = phos_now() - t0;
 	inv_metrics_restore(st.gpu_bytes, *ret_s, sb.valid);
 	phos_info("%s: instance %u restored in %.1f ms (%s; CRIU %.1f ms%s, executor %.1f ms of which GPU data "
@@ -404,7 +423,66 @@ fail:
 	return r;
 }
 
+/* The call running on in lost its instance after a checkpoint taken during
+ * it: the old processes are reaped (its executor slot goes back to the pool)
+ * and in goes on as a copy restored from that checkpoint, on an executor of
+ * its own, in the middle of the call. 0, or -errno with err. */
+static int instance_resume(struct inv_function *f, struct inv_instance *in, char *err, size_t errlen)
+{
+	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
+	struct phos_runtime_paths p = inv_cfg.paths;
+	struct phos_restore_stats st;
+	double t0 = phos_now();
+	int r;
+
+	kill(in->proc.fn_pid, SIGKILL);
+	phos_instance_wait(&in->proc);
+	if (in->log_started) {
+		pthread_join(in->log_thread, NULL);   /* the old stderr pipe is at its end */
+		in->log_started = false;
+	}
+	int *const old[] = { &in->in_fd, &in->out_fd, &in->err_fd, &in->fn_pidfd, &in->exe_pidfd, &in->exe_statfd };
+
+	for (unsigned i = 0; i < sizeof(old) / sizeof(old[0]); i++) {
+		if (*old[i] >= 0)
+			close(*old[i]);
+		*old[i] = -1;
+	}
+	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		goto out;
+	}
+	p.device = f->device;
+	if (strcmp(p.device, "sim"))
+		p.sim_twins = NULL;
+	r = phos_restore_start(&p, in->ckpt_dir, pin[0], pout[1], perr[1], false, &in->proc, &st, err, errlen);
+	if (r < 0) {
+		in->proc = (struct phos_instance){ .control_fd = -1 };   /* nothing left to stop */
+		goto out;
+	}
+	instance_attach(in, pin[1], pout[0], perr[0]);
+	pin[1] = pout[0] = perr[0] = -1;
+	in->resumes++;
+	phos_warn("%s: instance %u resumed its call from its checkpoint of %s mode in %.1f ms (%.1f MiB)", f->name,
+		  in->id, in->ckpt_mode, (phos_now() - t0) * 1e3, (double)st.gpu_bytes / (1 << 20));
+out:
+	/* ours are set to -1 once taken over; theirs (0 of pin, 1 of pout, perr) always go */
+	for (int i = 0; i < 2; i++) {
+		if (pin[i] >= 0)
+			close(pin[i]);
+		if (pout[i] >= 0)
+			close(pout[i]);
+		if (perr[i] >= 0)
+			close(perr[i]);
+	}
+	return r;
+}
+
 /* ---- talking to an instance ---- */
+
+/* Restores of one call from its checkpoints, at most. */
+#define INV_MAX_RESUMES 3
 
 /* Waits for ev on fd (a pipe of in's function) until deadline: 0, -ETIMEDOUT,
  * -ECONNRESET when in's executor died (the function cannot answer rightly any
@@ -499,25 +577,61 @@ static int read_some(const struct inv_instance *in, char *buf, size_t len, bool 
 	return 0;
 }
 
-/* One request/response on in: 0, or -ETIMEDOUT, -EPIPE (crashed), -EPROTO (not a
- * frame: out of step), -EFBIG (an answer over INV_MAX_RESPONSE, its size in
- * res->len), -ECONNRESET (its executor died), -ECANCELED (drain limit);
- * *ret_sent: the bytes of the request that reached the function's stdin. The
- * answer's frame line is "PHOS-FRAME <len> <status> [<type>]". */
-static int exchange(struct inv_instance *in, const char *body, size_t len, const char *ctype, double deadline,
-		    struct inv_result *res, size_t *ret_sent)
+/* Waits for the start of in's answer to the call of f running on it, as
+ * wait_fd does, and meanwhile takes its checkpoints: one asked through the
+ * endpoint, and every limits.checkpoint_ms (cow). */
+static int wait_answer(struct inv_function *f, struct inv_instance *in, double deadline)
+{
+	unsigned every = f->limits.checkpoint_ms;
+
+	for (;;) {
+		double now = phos_now(), until = every && in->ckpt_next < deadline ? in->ckpt_next : deadline;
+		struct pollfd p[4] = { { .fd = in->out_fd, .events = POLLIN }, { .fd = in->exe_pidfd, .events = POLLIN },
+				       { .fd = inv_drain_abort_fd, .events = POLLIN },
+				       { .fd = in->ckpt_evfd, .events = POLLIN } };
+		int r = poll(p, 4, until > now ? (int)((until - now) * 1000) + 1 : 0);
+
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (r > 0 && p[0].revents)
+			return 0;
+		if (r > 0 && p[1].revents)
+			return -ECONNRESET;
+		if (r > 0 && p[2].revents)
+			return -ECANCELED;
+		if (r > 0 && p[3].revents) {
+			inv_checkpoint_serve(f, in);
+			continue;
+		}
+		now = phos_now();
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		if (every && now >= in->ckpt_next) {
+			struct phos_checkpoint_stats st;
+			char err[512];
+			int c = inv_checkpoint_take(f, in, PHOS_CKPT_COW, &st, err, sizeof(err));
+
+			if (c == 0)
+				in->ckpt_of_call = true;
+			else if (c != -EAGAIN)
+				phos_warn("%s: periodic checkpoint of instance %u failed: %s", f->name, in->id, err);
+			/* (-EAGAIN: the request is still being read; soon again) */
+			in->ckpt_next = phos_now() + (c == -EAGAIN ? every / 4000.0 : every / 1000.0);
+		}
+	}
+}
+
+/* Reads the answer to the call running on in (see exchange). */
+static int receive(struct inv_function *f, struct inv_instance *in, double deadline, struct inv_result *res)
 {
 	char head[256], rtype[128] = "", *nl;
 	unsigned long long rlen;
-	int status, k;
+	int status;
 	size_t n, extra;
 
-	*ret_sent = 0;
-	k = snprintf(head, sizeof(head), "PHOS-FRAME %zu %s\n", len, ctype);
-	PHOS_CHECK(write_frame(in, head, (size_t)k, body, len, deadline, ret_sent));
 	/* the answer cannot be there yet: wait before reading (a read first
 	 * would almost always say EAGAIN, one syscall per call for nothing) */
-	PHOS_CHECK(wait_fd(in, in->out_fd, POLLIN, deadline));
+	PHOS_CHECK(wait_answer(f, in, deadline));
 	PHOS_CHECK(read_some(in, head, sizeof(head) - 1, true, &n, deadline));
 	head[n] = '\0';
 	nl = memchr(head, '\n', n);
@@ -559,6 +673,24 @@ static int exchange(struct inv_instance *in, const char *body, size_t len, const
 	if (proc_dead(in->exe_pidfd, in->proc.executor_pid))
 		return -ECONNRESET;
 	return 0;
+}
+
+/* One request/response of f on in: 0, or -ETIMEDOUT, -EPIPE (crashed),
+ * -EPROTO (not a frame: out of step), -EFBIG (an answer over
+ * INV_MAX_RESPONSE, its size in res->len), -ECONNRESET (its executor died),
+ * -ECANCELED (drain limit); *ret_sent: the bytes of the request that reached
+ * the function's stdin. The answer's frame line is
+ * "PHOS-FRAME <len> <status> [<type>]". */
+static int exchange(struct inv_function *f, struct inv_instance *in, const char *body, size_t len,
+		    const char *ctype, double deadline, struct inv_result *res, size_t *ret_sent)
+{
+	char head[256];
+	int k;
+
+	*ret_sent = 0;
+	k = snprintf(head, sizeof(head), "PHOS-FRAME %zu %s\n", len, ctype);
+	PHOS_CHECK(write_frame(in, head, (size_t)k, body, len, deadline, ret_sent));
+	return receive(f, in, deadline, res);
 }
 
 /* "exited with status N" or "was killed by SIGNAME" for a code of phos_instance_wait
@@ -653,6 +785,7 @@ static int instance_take(struct inv_function *f, double deadline, struct inv_res
 				return -1;
 			}
 			pthread_mutex_init(&in->log_lock, NULL);
+			in->ckpt_evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 			in->in_fd = in->out_fd = in->err_fd = -1;
 			in->fn_pidfd = in->exe_pidfd = in->exe_statfd = -1;
 			in->state = INV_INST_STARTING;
@@ -726,7 +859,25 @@ again:
 	}
 
 	double t_run = phos_now();
-	r = exchange(in, body, len, ctype, deadline, res, &sent);
+	in->ckpt_of_call = false;
+	in->resumes = 0;
+	in->ckpt_next = t_run + f->limits.checkpoint_ms / 1000.0;
+	r = exchange(f, in, body, len, ctype, deadline, res, &sent);
+	/* Lost after a checkpoint of this call: it goes on from there on a
+	 * restored copy (a crash of the function itself may well come again:
+	 * a few times only). */
+	while ((r == -ECONNRESET || r == -EPIPE) && in->ckpt_of_call && in->resumes < INV_MAX_RESUMES &&
+	       !inv_draining && !f->removed && phos_now() < deadline) {
+		free(res->body);
+		res->body = NULL;
+		r = instance_resume(f, in, err, sizeof(err));
+		if (r < 0) {
+			phos_err("%s: instance %u could not resume its call from its checkpoint: %s", f->name, in->id, err);
+			r = -ECONNRESET;
+			break;
+		}
+		r = receive(f, in, deadline, res);
+	}
 	res->run_s = phos_now() - t_run;
 	/* An on-demand restore that failed (a checksum mismatch, a read error)
 	 * ends the executor, and the function's next CUDA call fails with an
@@ -749,6 +900,7 @@ again:
 		if (res->cold && res->http == 200)
 			inv_record_prefetch(f, in);   /* still ours: BUSY */
 		inv_metrics_fallbacks(f, in);
+		inv_checkpoint_serve(f, in);   /* one asked after the answer came */
 		pthread_mutex_lock(&f->lock);
 		stop = f->removed || inv_draining || in->generation != f->generation;
 		if (stop) {
@@ -928,9 +1080,11 @@ json_t *inv_instances_logs(struct inv_function *f, unsigned tail)
 		pthread_mutex_lock(&in->log_lock);
 		text = ring_tail(in, tail);
 		pthread_mutex_unlock(&in->log_lock);
-		json_array_append_new(a, json_pack("{s:i,s:s,s:i,s:i,s:s?}", "instance", in->id, "state",
+		json_array_append_new(a, json_pack("{s:i,s:s,s:i,s:i,s:i,s:s,s:i,s:s?}", "instance", in->id, "state",
 						   names[in->state], "pid", (int)in->proc.fn_pid, "executor_pid",
-						   (int)in->proc.executor_pid, "log", text));
+						   (int)in->proc.executor_pid, "checkpoints", (int)in->checkpoints,
+						   "checkpoint_mode", in->ckpt_mode, "resumes", (int)in->resumes,
+						   "log", text));
 		free(text);
 	}
 	if (f->last_log) {

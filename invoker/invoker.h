@@ -57,9 +57,14 @@ struct inv_limits {
 	size_t max_body_bytes;    /* request body, 1..INV_MAX_BODY_LIMIT, default: the daemon's */
 	unsigned deploy_timeout_ms; /* a snapshot (deploy, re-snapshot) until the program's snapshot
 				     * point is dumped, 100..3600000, default 60000 */
+	unsigned checkpoint_ms;   /* 0 (default: off) or 100..86400000: a call running this long is
+				   * checkpointed (cow), and again every checkpoint_ms; an instance
+				   * lost during the call resumes from the latest (checkpoints.c) */
 };
 
 enum inv_inst_state { INV_INST_STARTING, INV_INST_IDLE, INV_INST_BUSY, INV_INST_STOPPING };
+
+struct inv_ckpt_req;
 
 struct inv_instance {
 	struct inv_instance *next;
@@ -82,6 +87,16 @@ struct inv_instance {
 	pthread_mutex_t log_lock;
 	char *ring;
 	size_t ring_head, ring_len;
+	/* checkpoints (checkpoints.c) */
+	int ckpt_evfd;                /* eventfd: a checkpoint was asked of this busy instance */
+	struct inv_ckpt_req *ckpt_req; /* that request, under f->lock */
+	char *ckpt_dir;               /* STATE/checkpoints/NAME-ID once one was taken */
+	unsigned checkpoints;         /* taken, under f->lock */
+	double ckpt_at;               /* when the latest was committed (unix time) */
+	char ckpt_mode[8];            /* and its mode */
+	bool ckpt_of_call;            /* the latest was taken during the running call */
+	double ckpt_next;             /* checkpoint_ms: the running call's next one */
+	unsigned resumes;             /* times the running call resumed from a checkpoint */
 };
 
 /* A parked process of a function's current snapshot (snapshotter.h,
@@ -221,6 +236,35 @@ int inv_reaper_start(void);
 void inv_reaper_stop(void);
 json_t *inv_instances_logs(struct inv_function *f, unsigned tail);
 void inv_instances_count(struct inv_function *f, unsigned counts[4]);
+
+/* checkpoints.c: checkpoints of running instances (issue 11; snapshotter.h,
+ * phos_checkpoint_take), each into STATE/checkpoints/NAME-ID, replaced by
+ * the next one and removed with the instance.
+ *
+ *   POST /system/functions/NAME/instances/ID/checkpoint {"mode": M}
+ *     idle instance: taken like a call, checkpointed, given back
+ *     busy instance: asked through ckpt_evfd; the thread running its call
+ *                    checkpoints it while waiting for the answer (or when
+ *                    the call ends), never two threads on one instance
+ *   limits.checkpoint_ms: the call's thread checkpoints it every
+ *     checkpoint_ms; a call whose instance died after such a checkpoint
+ *     resumes on a restored copy of it (instances.c) */
+/* Checkpoints in, which the caller holds (busy: its call's thread, or taken
+ * idle). -EAGAIN while a request or an answer is in its pipes (the restored
+ * copy could not see them), else phos_checkpoint_take's result. */
+int inv_checkpoint_take(struct inv_function *f, struct inv_instance *in, enum phos_ckpt_mode mode,
+			struct phos_checkpoint_stats *st, char *err, size_t errlen);
+/* Takes the checkpoint asked of in, if one was (the holder of in calls it). */
+void inv_checkpoint_serve(struct inv_function *f, struct inv_instance *in);
+/* in is going away: a checkpoint asked of it fails. */
+void inv_checkpoint_abandon(struct inv_function *f, struct inv_instance *in);
+/* The endpoint: HTTP status and body. */
+int inv_checkpoint_request(const char *name, unsigned id, const char *body, size_t len, json_t **ret_body);
+/* Start-up: STATE/checkpoints made, emptied (instances do not outlive us). */
+int inv_checkpoints_init(void);
+
+/* instances.c, for checkpoints.c */
+bool inv_instance_dead(const struct inv_instance *in);
 
 /* calls.c */
 /* A new call id (32 hex digits) into id (33 bytes); the record starts queued. */

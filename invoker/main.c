@@ -499,6 +499,8 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	r = inv_registry_init();
+	if (r == 0)
+		r = inv_checkpoints_init();
 	if (r < 0) {
 		fprintf(stderr, "phos-invoker: state directory %s: %s\n", inv_cfg.state_dir, strerror(-r));
 		return 1;

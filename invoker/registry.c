@@ -280,7 +280,8 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 		return snprintf(err, errlen, "limits must be an object"), NULL;
 	json_object_foreach(lim, key, val)
 		if (strcmp(key, "max_instances") && strcmp(key, "max_inflight") && strcmp(key, "timeout_ms") &&
-		    strcmp(key, "idle_ms") && strcmp(key, "max_body_bytes") && strcmp(key, "deploy_timeout_ms"))
+		    strcmp(key, "idle_ms") && strcmp(key, "max_body_bytes") && strcmp(key, "deploy_timeout_ms") &&
+		    strcmp(key, "checkpoint_ms"))
 			return snprintf(err, errlen, "unknown limit '%.64s'", key), NULL;
 
 	f = calloc(1, sizeof(*f));
@@ -300,7 +301,7 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 	}
 	f->refs = 1;
 	f->snap_cancel_fd = -1;
-	f->limits = (struct inv_limits){ 4, 8, 30000, 300000, inv_cfg.max_body_bytes, 60000 };
+	f->limits = (struct inv_limits){ 4, 8, 30000, 300000, inv_cfg.max_body_bytes, 60000, 0 };
 #define LIMIT(key, lo, hi, field)                                                     \
 	do {                                                                          \
 		v = f->limits.field;                                                  \
@@ -314,7 +315,12 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 	LIMIT("idle_ms", 10, 86400000, idle_ms);
 	LIMIT("max_body_bytes", 1, INV_MAX_BODY_LIMIT, max_body_bytes);
 	LIMIT("deploy_timeout_ms", 100, 3600000, deploy_timeout_ms);
+	LIMIT("checkpoint_ms", 0, 86400000, checkpoint_ms);
 #undef LIMIT
+	if (f->limits.checkpoint_ms && f->limits.checkpoint_ms < 100) {
+		snprintf(err, errlen, "limits.checkpoint_ms must be 0 (off) or 100..86400000");
+		goto fail;
+	}
 	snprintf(f->name, sizeof(f->name), "%s", json_string_value(name));
 	snprintf(f->device, sizeof(f->device), "%s", device);
 	f->program = strdup(json_string_value(prog));
@@ -340,10 +346,10 @@ fail:
 
 static json_t *limits_json(const struct inv_limits *l)
 {
-	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "max_instances", (json_int_t)l->max_instances, "max_inflight",
-			 (json_int_t)l->max_inflight, "timeout_ms", (json_int_t)l->timeout_ms, "idle_ms",
+	return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "max_instances", (json_int_t)l->max_instances,
+			 "max_inflight", (json_int_t)l->max_inflight, "timeout_ms", (json_int_t)l->timeout_ms, "idle_ms",
 			 (json_int_t)l->idle_ms, "max_body_bytes", (json_int_t)l->max_body_bytes, "deploy_timeout_ms",
-			 (json_int_t)l->deploy_timeout_ms);
+			 (json_int_t)l->deploy_timeout_ms, "checkpoint_ms", (json_int_t)l->checkpoint_ms);
 }
 
 /* What is stored on disk. */

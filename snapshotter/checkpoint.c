@@ -175,8 +175,9 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	 * as soon as it is let go). */
 	for (int fd = 0; fd < 4; fd++) {
 		struct phos_image_fd *f = &fds[nfds];
-		int want = fd < 3 ? fd : t->channel_fd;
-		pid_t of = fd < 3 && t->stdio_ours ? 0 : t->fn_pid;   /* 0: ours */
+		bool ours = fd < 3 && t->stdio_fds;
+		int want = fd == 3 ? t->channel_fd : ours ? t->stdio_fds[fd] : fd;
+		pid_t of = ours ? 0 : t->fn_pid;   /* 0: ours */
 
 		f->fd = fd;
 		if (phos_criu_fd_key(of, want, f->key, sizeof(f->key)) < 0) {

@@ -108,11 +108,12 @@ struct phos_checkpoint_target {
 	pid_t executor_pid;      /* our child, to tell its death from its program's end; 0: unknown */
 	const char *criu;
 	const char *function;    /* name, for the manifest */
-	/* The function was given our fds 0-2 as its stdio: a restore hands in
-	 * fresh stdio for those files, wherever the function keeps them now (a
+	/* Three descriptors of ours on the files the function was given as its
+	 * stdin, stdout and stderr (for a pipe, either end): a restore hands in
+	 * fresh stdio for those files wherever the function keeps them now (a
 	 * serving function answers on a copy of its stdout, fd 1 pointed at
-	 * stderr). false: its own fds 0-2 at the checkpoint. */
-	bool stdio_ours;
+	 * stderr). NULL: its own fds 0-2 at the checkpoint. */
+	const int *stdio_fds;
 };
 
 struct phos_checkpoint_stats {

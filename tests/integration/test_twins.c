@@ -141,7 +141,19 @@ static void hm_fill(const struct phos_sim_launch *l)
 		p[i] = v + i;
 }
 
+/* long_call.cu: one step of its recurrence. */
+static void lc_step(const struct phos_sim_launch *l)
+{
+	unsigned *x = PHOS_SIM_ARG(l, 0, unsigned *);
+	int n = PHOS_SIM_ARG(l, 1, int);
+	unsigned step = PHOS_SIM_ARG(l, 2, unsigned);
+
+	for (int i = 0; i < n; i++)
+		x[i] = x[i] * 1103515245u + 12345u + step;
+}
+
 static const struct phos_sim_twin twins[] = {
+	{ "_Z7lc_stepPjij", lc_step },
 	{ "_Z7hm_fillPiii", hm_fill },
 	{ "_Z8xfer_p4kPi3p4ki", xfer_p4k },
 	{ "_Z9xfer_p20kPKi4p20kdPi", xfer_p20k },

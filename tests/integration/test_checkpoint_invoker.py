@@ -1,0 +1,204 @@
+# SPDX-License-Identifier: MIT
+"""Checkpoints of the invoker's instances (issue 11), on the sim device, with
+long_call (a serving function whose GPU state lives on across calls, a
+session):
+
+- POST /system/functions/NAME/instances/ID/checkpoint checkpoints an idle
+  instance in every mode, and a busy one in the middle of a long call (the
+  call's own thread takes it); the instance serves on with its state, the
+  answers those of an instance never checkpointed; the answer says the mode,
+  the stall and the bytes; bad input gets 400/404/405/409 with nothing done;
+- limits.checkpoint_ms: a long call is checkpointed while it runs; when its
+  executor, or its function process, is killed after that, the call resumes
+  on a copy restored from the latest checkpoint and answers exactly what an
+  uninterrupted call answers (200), and the instance then serves the next
+  call with the state carried on; without checkpoint_ms the same loss is a
+  502 (nothing resumes);
+- an instance's checkpoints go with it (removed when it stops), and the
+  invoker's start empties STATE/checkpoints.
+"""
+import json
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+
+from harness import DEVICE, Invoker, check, done, program
+
+LONG = program("tests", "integration", "long_call")
+N = 1024
+
+
+def reference(steps_per_call):
+    """[(calls, step, sum)] of long_call after each call of steps_per_call."""
+    x, step, out = list(range(N)), 0, []
+    for c, steps in enumerate(steps_per_call, 1):
+        for _ in range(steps):
+            x = [(v * 1103515245 + 12345 + step) & 0xFFFFFFFF for v in x]
+            step += 1
+        out.append({"calls": c, "step": step, "sum": sum(x)})
+    return out
+
+
+def instances(inv, name):
+    st, body = inv.call("GET", f"/system/logs?name={name}&tail=5")
+    return [i for i in body.get("instances", []) if i.get("state") != "exited"] if st == 200 else []
+
+
+def one_instance(inv, name, state=None, wait=10):
+    end = time.time() + wait
+    while time.time() < end:
+        live = [i for i in instances(inv, name) if state is None or i["state"] == state]
+        if live:
+            return live[0]
+        time.sleep(0.02)
+    return None
+
+
+def kill(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+        return True
+    except (ProcessLookupError, TypeError):
+        return False
+
+
+tmp = tempfile.mkdtemp(prefix="phos-ckpt-inv-")
+state = os.path.join(tmp, "state")
+inv = None
+try:
+    # a leftover of an earlier invoker is removed at start
+    os.makedirs(os.path.join(state, "checkpoints", "old-1"), mode=0o700)
+    open(os.path.join(state, "checkpoints", "old-1", "manifest.json"), "w").write("{}")
+    inv = Invoker(state, tmp, device=DEVICE)
+    check(os.listdir(os.path.join(state, "checkpoints")) == [], "start-up empties STATE/checkpoints")
+
+    st, body = inv.call("POST", "/system/functions", {"name": "lc", "program": LONG,
+                                                      "limits": {"timeout_ms": 120000}})
+    check(st == 201, f"deploy lc: {st} {body}")
+    st, body = inv.call("POST", "/system/functions", {"name": "lcp", "program": LONG,
+                                                      "limits": {"timeout_ms": 120000, "checkpoint_ms": 300}})
+    check(st == 201, f"deploy lcp: {st} {body}")
+    st, body = inv.call("GET", "/system/functions/lcp")
+    check(st == 200 and body.get("limits", {}).get("checkpoint_ms") == 300, f"describe shows checkpoint_ms: {body}")
+    for bad in (50, -1, "x", 86400001):
+        st, body = inv.call("POST", "/system/functions", {"name": "lcbad", "program": LONG,
+                                                          "limits": {"checkpoint_ms": bad}})
+        check(st == 400 and "checkpoint_ms" in str(body), f"checkpoint_ms {bad!r} refused: {st} {body}")
+
+    # --- the endpoint, idle instance, every mode -----------------------------
+    plan = [3, 2, 4, 1]
+    ref = reference(plan)
+    st, body = inv.call("POST", "/function/lc", {"steps": plan[0]})
+    check(st == 200 and body == ref[0], f"first call: {st} {body} (want {ref[0]})")
+    inst = one_instance(inv, "lc", "idle")
+    check(inst is not None, "an idle instance")
+    iid = inst["instance"] if inst else 0
+    for k, mode in enumerate(("stw", "cow", "recopy")):
+        st, body = inv.call("POST", f"/system/functions/lc/instances/{iid}/checkpoint", {"mode": mode})
+        check(st == 200 and body.get("mode") == mode and body.get("instance") == iid and body.get("gpu_bytes", 0) > 0
+              and body.get("stall_s", -1) >= 0 and body.get("total_s", 0) > 0,
+              f"{mode} checkpoint of the idle instance: {st} {body}")
+        st, body = inv.call("POST", "/function/lc", {"steps": plan[k + 1]})
+        check(st == 200 and body == ref[k + 1], f"after the {mode} checkpoint it serves on: {body} (want {ref[k + 1]})")
+    st, body = inv.call("POST", f"/system/functions/lc/instances/{iid}/checkpoint")
+    check(st == 200 and body.get("mode") == "stw", f"no body: stw: {st} {body}")
+    inst = one_instance(inv, "lc")
+    check(inst and inst.get("checkpoints") == 4 and inst.get("checkpoint_mode") == "stw",
+          f"/system/logs counts them: {inst}")
+    check(os.listdir(os.path.join(state, "checkpoints")) == [f"lc-{iid}"],
+          f"one checkpoint per instance: {os.listdir(os.path.join(state, 'checkpoints'))}")
+
+    # --- bad requests ---------------------------------------------------------
+    cases = [
+        ("POST", f"/system/functions/lc/instances/{iid}/checkpoint", {"mode": "fast"}, 400, "mode must be"),
+        ("POST", f"/system/functions/lc/instances/{iid}/checkpoint", {"mode": "stw", "x": 1}, 400, "unknown field"),
+        ("POST", f"/system/functions/lc/instances/{iid}/checkpoint", "[1]", 400, "JSON object"),
+        ("POST", "/system/functions/lc/instances/999/checkpoint", {}, 404, "no instance 999"),
+        ("POST", "/system/functions/nope/instances/1/checkpoint", {}, 404, "no such function"),
+        ("POST", "/system/functions/lc/instances/01/checkpoint", {}, 404, "no route"),
+        ("POST", "/system/functions/lc/instances/x/checkpoint", {}, 404, "no route"),
+        ("POST", "/system/functions/lc/instances/1/checkpoints", {}, 404, "no route"),
+        ("GET", f"/system/functions/lc/instances/{iid}/checkpoint", None, 405, "method not allowed"),
+        ("POST", f"/system/functions/lc/instances/{iid}/checkpoint", "x" * 5000, 413, "over"),
+    ]
+    for method, path, body, code, msg in cases:
+        st, b = inv.call(method, path, body)
+        check(st == code and msg in json.dumps(b), f"{method} {path} {str(body)[:40]}: {st} {b}")
+    st, body = inv.call("POST", "/function/lc", {"steps": 0})
+    check(st == 200 and body == reference(plan + [0])[-1], f"refused requests changed nothing: {body}")
+
+    # --- a busy instance: its call's thread takes the checkpoint ------------------
+    res = {}
+
+    def long_call(name, steps, pause_us, key):
+        t = time.time()
+        res[key] = inv.call("POST", f"/function/{name}", {"steps": steps, "pause_us": pause_us}, timeout=180)
+        res[key + "_t"] = time.time() - t
+
+    th = threading.Thread(target=long_call, args=("lc", 200, 10000, "busy"))
+    th.start()
+    busy = one_instance(inv, "lc", "busy")
+    time.sleep(0.3)
+    st, body = inv.call("POST", f"/system/functions/lc/instances/{busy['instance'] if busy else 0}/checkpoint",
+                        {"mode": "cow"})
+    check(st == 200 and body.get("mode") == "cow", f"checkpoint of a busy instance: {st} {body}")
+    th.join()
+    want = reference(plan + [0, 200])[-1]
+    check(res["busy"][0] == 200 and res["busy"][1] == want, f"the call it interrupted is intact: {res['busy']} {want}")
+
+    # --- checkpoint_ms: a lost instance resumes its call -----------------------------
+    plan_p = [2]
+    st, body = inv.call("POST", "/function/lcp", {"steps": 2})
+    check(st == 200 and body == reference(plan_p)[0], f"lcp first call: {body}")
+    for victim in ("executor_pid", "pid"):
+        steps = 150
+        plan_p.append(steps)
+        th = threading.Thread(target=long_call, args=("lcp", steps, 10000, victim))
+        th.start()
+        busy = one_instance(inv, "lcp", "busy")
+        before = busy.get("checkpoints", 0) if busy else 0
+        end = time.time() + 20
+        cur = busy
+        while time.time() < end and cur and cur.get("checkpoints", 0) < before + 2:
+            time.sleep(0.05)
+            cur = one_instance(inv, "lcp", "busy", wait=1)
+        check(cur and cur.get("checkpoints", 0) >= before + 2,
+              f"{victim}: the long call was checkpointed while it ran: {cur}")
+        check(cur and kill(cur.get(victim)), f"{victim} killed mid-call")
+        th.join()
+        want = reference(plan_p)[-1]
+        check(res[victim][0] == 200 and res[victim][1] == want,
+              f"{victim} killed: the call resumed from its checkpoint and answered as if never lost: "
+              f"{res[victim]} (want {want})")
+        inst = one_instance(inv, "lcp")
+        check(inst and inst.get("resumes") == 1, f"{victim}: one resume counted: {inst}")
+        # the session goes on on the resumed instance
+        plan_p.append(1)
+        st, body = inv.call("POST", "/function/lcp", {"steps": 1})
+        check(st == 200 and body == reference(plan_p)[-1], f"{victim}: the next call carries the state on: {body}")
+    check("resumed its call from its checkpoint" in inv.logtext(), "the log says it resumed")
+
+    # without checkpoint_ms the same loss is a 502
+    th = threading.Thread(target=long_call, args=("lc", 150, 10000, "nockpt"))
+    th.start()
+    busy = one_instance(inv, "lc", "busy")
+    time.sleep(0.5)
+    check(busy and kill(busy.get("executor_pid")), "lc's executor killed mid-call")
+    th.join()
+    check(res["nockpt"][0] == 502, f"without checkpoint_ms a lost call fails: {res['nockpt']}")
+
+    # --- checkpoints go with their instances --------------------------------------------
+    for name in ("lc", "lcp"):
+        st, body = inv.call("DELETE", f"/system/functions/{name}")
+        check(st == 200, f"remove {name}: {st} {body}")
+    left = os.listdir(os.path.join(state, "checkpoints"))
+    check(left == [], f"removed functions leave no checkpoints: {left}")
+finally:
+    if inv:
+        inv.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+done("checkpoint_invoker")
