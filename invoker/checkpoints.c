@@ -232,19 +232,14 @@ int inv_checkpoint_request(const char *name, unsigned id, const char *body, size
 		     in->state == INV_INST_STARTING ? "still starting" : "stopping");
 	}
 	idle = in->state == INV_INST_IDLE;
-	if (idle && inv_instance_dead(in)) {
-		pthread_mutex_unlock(&f->lock);
-		FAIL(409, "instance %u died; it will be replaced", id);
-	}
 	if (idle) {
 		/* taken as a call takes it: nobody else uses it meanwhile */
-		in->state = INV_INST_BUSY;
 		pthread_mutex_unlock(&f->lock);
+		if (inv_instance_hold(f, id, &in, q.err, sizeof(q.err)) < 0)
+			FAIL(409, "%s", q.err);
 		q.r = inv_checkpoint_take(f, in, q.mode, &q.st, q.err, sizeof(q.err));
-		inv_checkpoint_serve(f, in);   /* one asked meanwhile: it saw the instance busy */
+		inv_instance_release(f, in);
 		pthread_mutex_lock(&f->lock);
-		in->state = INV_INST_IDLE;
-		pthread_cond_signal(&f->cond);
 	} else {
 		/* the thread running its call takes it */
 		struct timespec abs;

@@ -150,10 +150,8 @@ static int parse_u64(const char *s, uint64_t *ret)
 	return 0;
 }
 
-/* The size of path when it is one of si's files, else -ENOENT. */
-static int64_t file_size(const struct inv_snapinfo *si, const char *path)
+int64_t inv_image_file_size(const struct phos_image *img, const char *path)
 {
-	const struct phos_image *img = si->img;
 	size_t cl = strlen(img->criu_dir);
 
 	if (!strcmp(path, "gpu.data"))
@@ -171,9 +169,7 @@ static int64_t file_size(const struct inv_snapinfo *si, const char *path)
 	return -ENOENT;
 }
 
-/* Opens path below dir without following a link anywhere (its components
- * come from the manifest, checked to be single names). */
-static int open_below(const char *dir, const char *path)
+int inv_open_below(const char *dir, const char *path)
 {
 	char sub[PATH_MAX];
 	const char *slash = strchr(path, '/');
@@ -226,13 +222,13 @@ int inv_export_file(const char *name, const char *snapshot, const char *path, co
 	} else if (strcmp(si->id, snapshot) || inv_snapshot_id(f->snapshot_dir, cur) < 0 || strcmp(cur, snapshot)) {
 		code = 409;
 		*ret_body = err_json("the snapshot of %s changed (re-snapshot) since the export: pull again", name);
-	} else if ((size = file_size(si, path)) < 0) {
+	} else if ((size = inv_image_file_size(si->img, path)) < 0) {
 		code = 404;
 		*ret_body = err_json("%s is not a file of the snapshot of %s", path, name);
 	} else if (off > (uint64_t)size || len > (uint64_t)size - off) {
 		code = 416;
 		*ret_body = err_json("[%" PRIu64 ", +%" PRIu64 ") lies beyond %s (%" PRId64 " bytes)", off, len, path, size);
-	} else if ((fd = open_below(f->snapshot_dir, path)) < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
+	} else if ((fd = inv_open_below(f->snapshot_dir, path)) < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
 		   (uint64_t)sb.st_size < off + len) {
 		code = 500;
 		*ret_body = err_json("%s of %s cannot be read: %s", path, name, fd < 0 ? strerror(-fd) : "too short");

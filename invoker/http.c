@@ -41,6 +41,8 @@ enum route {
 	R_NONE, R_HEALTH, R_READY, R_METRICS, R_FUNCS, R_FUNC, R_SNAPSHOT, R_CALL, R_LOGS, R_INVOKE, R_ASYNC,
 	R_EXPORT, R_EXPORT_FILE,   /* a snapshot pulled by a peer (export.c) */
 	R_CHECKPOINT,              /* /system/functions/NAME/instances/ID/checkpoint (checkpoints.c) */
+	R_MIGRATE, R_CKPT_FILE,    /* .../instances/ID/migrate, .../checkpoint/file (migrate.c) */
+	R_INSTANCES,               /* /system/functions/NAME/instances: a moved instance arrives */
 };
 
 struct req {
@@ -345,14 +347,25 @@ static int route(const char *url, struct req *q)
 			q->route = R_EXPORT;
 		else if (named[i].r == R_FUNC && slash && !strcmp(slash, "/export/file"))
 			q->route = R_EXPORT_FILE;
+		else if (named[i].r == R_FUNC && slash && !strcmp(slash, "/instances"))
+			q->route = R_INSTANCES;
 		else if (named[i].r == R_FUNC && slash && !strncmp(slash, "/instances/", 11)) {
-			/* /instances/ID/checkpoint, ID 1..999999999 without leading zeros */
-			const char *id = slash + 11;
+			/* /instances/ID/(checkpoint|migrate|checkpoint/file), ID 1..999999999
+			 * without leading zeros */
+			const char *id = slash + 11, *what;
 			size_t digits = strspn(id, "0123456789");
 
-			if (digits == 0 || digits > 9 || id[0] == '0' || strcmp(id + digits, "/checkpoint"))
+			what = id + digits;
+			if (digits == 0 || digits > 9 || id[0] == '0')
 				return 404;
-			q->route = R_CHECKPOINT;
+			if (!strcmp(what, "/checkpoint"))
+				q->route = R_CHECKPOINT;
+			else if (!strcmp(what, "/migrate"))
+				q->route = R_MIGRATE;
+			else if (!strcmp(what, "/checkpoint/file"))
+				q->route = R_CKPT_FILE;
+			else
+				return 404;
 			q->instance = (unsigned)strtoul(id, NULL, 10);
 		}
 		else if (slash && !(slash[1] == '\0' && named[i].r != R_CALL))
@@ -378,7 +391,8 @@ static const char *allowed(enum route r)
 	switch (r) {
 	case R_FUNCS: return "GET, POST";
 	case R_FUNC: return "GET, DELETE";
-	case R_SNAPSHOT: case R_INVOKE: case R_ASYNC: case R_CHECKPOINT: return "POST";
+	case R_SNAPSHOT: case R_INVOKE: case R_ASYNC: case R_CHECKPOINT: case R_MIGRATE: case R_INSTANCES:
+		return "POST";
 	default: return "GET";
 	}
 }
@@ -447,6 +461,34 @@ static MHD_RESULT export_file(struct MHD_Connection *c, struct req *q)
 	ret = MHD_queue_response(c, 200, r);
 	MHD_destroy_response(r);
 	return ret;
+}
+
+/* A range of a file of a checkpoint being moved (migrate.c). */
+static MHD_RESULT checkpoint_file(struct MHD_Connection *c, struct req *q)
+{
+	struct MHD_Response *r = NULL;
+	json_t *body = NULL;
+	MHD_RESULT ret;
+	int code = inv_migrate_file(q->name, q->instance,
+				    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "snapshot"),
+				    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "path"),
+				    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "offset"),
+				    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "length"), &r, &body);
+
+	if (code != 200)
+		return send_json(c, (unsigned)code, body, NULL);
+	ret = MHD_queue_response(c, 200, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+const char *inv_http_self_url(char *buf, size_t len)
+{
+	bool v6 = strchr(listen_host, ':') != NULL;
+
+	snprintf(buf, len, "http://%s%s%s:%s", v6 && !listen_wildcard ? "[" : "",
+		 listen_wildcard ? "127.0.0.1" : listen_host, v6 && !listen_wildcard ? "]" : "", listen_port);
+	return buf;
 }
 
 static MHD_RESULT dispatch(struct MHD_Connection *c, const char *method, struct req *q)
@@ -525,6 +567,14 @@ static MHD_RESULT dispatch(struct MHD_Connection *c, const char *method, struct 
 	case R_CHECKPOINT:
 		code = inv_checkpoint_request(q->name, q->instance, q->body, q->len, &body);
 		return send_json(c, (unsigned)code, body, NULL);
+	case R_MIGRATE:
+		code = inv_migrate_request(q->name, q->instance, q->body, q->len, &body);
+		return send_json(c, (unsigned)code, body, NULL);
+	case R_INSTANCES:
+		code = inv_migrate_receive(q->name, q->body, q->len, &body);
+		return send_json(c, (unsigned)code, body, NULL);
+	case R_CKPT_FILE:
+		return checkpoint_file(c, q);
 	default:
 		return send_error(c, 404, "no such route");
 	}
@@ -578,7 +628,8 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *url, 
 		    true : (want > 0 || te)) &&
 		    !ctype_json(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type")))
 			return send_error(c, 415, "the body must be Content-Type: application/json");
-		q->limit = q->route == R_FUNCS ? DEPLOY_BODY_MAX : q->route == R_CHECKPOINT ? 4096 : 0;
+		q->limit = q->route == R_FUNCS || q->route == R_INSTANCES ? DEPLOY_BODY_MAX :
+			   q->route == R_CHECKPOINT || q->route == R_MIGRATE ? 8192 : 0;
 		if (q->route == R_INVOKE || q->route == R_ASYNC) {
 			q->f = inv_function_get(q->name);
 			if (!q->f)

@@ -972,6 +972,157 @@ out:
 	inv_metrics_record(f, res->http, phos_now() - t0, res->cold);
 }
 
+/* ---- instances held outside a call (checkpoints.c, migrate.c) ---- */
+
+int inv_instance_hold(struct inv_function *f, unsigned id, struct inv_instance **ret, char *err, size_t errlen)
+{
+	struct inv_instance *in;
+	int r = 0;
+
+	pthread_mutex_lock(&f->lock);
+	for (in = f->instances; in && in->id != id; in = in->next)
+		;
+	if (!in) {
+		snprintf(err, errlen, "function %s has no instance %u", f->name, id);
+		r = -ENOENT;
+	} else if (inv_draining || f->removed) {
+		snprintf(err, errlen, "%s", inv_draining ? "shutting down" : "the function was removed");
+		r = -ESHUTDOWN;
+	} else if (in->state != INV_INST_IDLE || in->ckpt_req) {
+		snprintf(err, errlen, "instance %u is %s", id, in->state == INV_INST_BUSY ? "running a call" :
+			 in->state == INV_INST_STARTING ? "still starting" : "stopping");
+		r = -EBUSY;
+	} else if (instance_dead(in)) {
+		snprintf(err, errlen, "instance %u died; it will be replaced", id);
+		r = -ESRCH;
+	} else {
+		in->state = INV_INST_BUSY;   /* as a call takes it */
+		*ret = in;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return r;
+}
+
+void inv_instance_release(struct inv_function *f, struct inv_instance *in)
+{
+	bool stop;
+
+	inv_checkpoint_serve(f, in);   /* one asked meanwhile saw it busy */
+	pthread_mutex_lock(&f->lock);
+	stop = f->removed || inv_draining || in->generation != f->generation;
+	if (stop) {
+		unlink_instance(f, in);
+	} else {
+		in->state = INV_INST_IDLE;
+		pthread_cond_signal(&f->cond);
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (stop)
+		instance_stop(f, in, false);
+}
+
+void inv_instance_retire(struct inv_function *f, struct inv_instance *in)
+{
+	pthread_mutex_lock(&f->lock);
+	unlink_instance(f, in);
+	pthread_mutex_unlock(&f->lock);
+	instance_stop(f, in, true);
+}
+
+int inv_instance_reserve(struct inv_function *f, struct inv_instance **ret, char *err, size_t errlen)
+{
+	struct inv_instance *in;
+
+	pthread_mutex_lock(&f->lock);
+	if (!f->ready || f->removed || inv_draining) {
+		pthread_mutex_unlock(&f->lock);
+		snprintf(err, errlen, "function %s is %s", f->name, inv_draining ? "shutting down with the invoker" :
+			 f->removed ? "being removed" : "being deployed");
+		return -ESHUTDOWN;
+	}
+	if (f->n_instances >= f->limits.max_instances || !live_take()) {
+		unsigned n = f->n_instances;
+
+		pthread_mutex_unlock(&f->lock);
+		snprintf(err, errlen, "no room for another instance (%u of max_instances %u here, %u across functions)",
+			 n, f->limits.max_instances, inv_cfg.max_instances);
+		return -EBUSY;
+	}
+	in = calloc(1, sizeof(*in));
+	if (!in || !(in->ring = malloc(INV_LOG_RING))) {
+		live_give();
+		pthread_mutex_unlock(&f->lock);
+		free(in);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&in->log_lock, NULL);
+	in->ckpt_evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	in->in_fd = in->out_fd = in->err_fd = -1;
+	in->fn_pidfd = in->exe_pidfd = in->exe_statfd = -1;
+	in->state = INV_INST_STARTING;
+	in->id = ++f->next_inst_id;
+	in->generation = f->generation;
+	in->next = f->instances;
+	f->instances = in;
+	f->n_instances++;
+	pthread_mutex_unlock(&f->lock);
+	*ret = in;
+	return 0;
+}
+
+void inv_instance_unreserve(struct inv_function *f, struct inv_instance *in)
+{
+	pthread_mutex_lock(&f->lock);
+	unlink_instance(f, in);
+	pthread_mutex_unlock(&f->lock);
+	instance_free(in);
+}
+
+int inv_instance_adopt(struct inv_function *f, struct inv_instance *in, const char *dir, double *ret_s, char *err,
+		       size_t errlen)
+{
+	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
+	struct phos_runtime_paths p = inv_cfg.paths;
+	struct phos_restore_stats st;
+	double t0 = phos_now();
+	int r;
+
+	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0) {
+		r = -errno;
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		goto out;
+	}
+	p.device = f->device;
+	if (strcmp(p.device, "sim"))
+		p.sim_twins = NULL;
+	r = phos_restore_start(&p, dir, pin[0], pout[1], perr[1], false, &in->proc, &st, err, errlen);
+	if (r < 0)
+		goto out;
+	instance_attach(in, pin[1], pout[0], perr[0]);
+	pin[1] = pout[0] = perr[0] = -1;
+	if (!in->ckpt_dir)
+		in->ckpt_dir = strdup(dir);   /* removed with the instance */
+	*ret_s = phos_now() - t0;
+	pthread_mutex_lock(&f->lock);
+	in->state = INV_INST_IDLE;
+	in->idle_since = phos_now();
+	pthread_cond_signal(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+	phos_info("%s: instance %u restored from a checkpoint in %.1f ms (%.1f MiB)", f->name, in->id, *ret_s * 1e3,
+		  (double)st.gpu_bytes / (1 << 20));
+out:
+	for (int i = 0; i < 2; i++) {
+		if (pin[i] >= 0)
+			close(pin[i]);
+		if (pout[i] >= 0)
+			close(pout[i]);
+		if (perr[i] >= 0)
+			close(perr[i]);
+	}
+	return r;
+}
+
 static void stop_list(struct inv_function *f, struct inv_instance *list, bool kill_it)
 {
 	while (list) {

@@ -97,6 +97,9 @@ struct inv_instance {
 	bool ckpt_of_call;            /* the latest was taken during the running call */
 	double ckpt_next;             /* checkpoint_ms: the running call's next one */
 	unsigned resumes;             /* times the running call resumed from a checkpoint */
+	/* being moved to another invoker (migrate.c), under f->lock */
+	char migration[33];           /* the migration's id; "" when none */
+	struct phos_image *mig_img;   /* its checkpoint's manifest, for the file route */
 };
 
 /* A parked process of a function's current snapshot (snapshotter.h,
@@ -263,8 +266,37 @@ int inv_checkpoint_request(const char *name, unsigned id, const char *body, size
 /* Start-up: STATE/checkpoints made, emptied (instances do not outlive us). */
 int inv_checkpoints_init(void);
 
-/* instances.c, for checkpoints.c */
+/* migrate.c: moving an idle instance with its state to another invoker (its
+ * picture is there). HTTP statuses and bodies of:
+ *   POST /system/functions/NAME/instances/ID/migrate {"to","to_token","mode","advertise"}
+ *   GET  /system/functions/NAME/instances/ID/checkpoint/file?snapshot=M&path&offset&length
+ *        (200 with a response streaming the range)
+ *   POST /system/functions/NAME/instances {"from","from_token","instance","migration","manifest"} */
+struct MHD_Response;
+int inv_migrate_request(const char *name, unsigned id, const char *body, size_t len, json_t **ret_body);
+int inv_migrate_file(const char *name, unsigned id, const char *mid, const char *path, const char *offset,
+		     const char *length, struct MHD_Response **ret_resp, json_t **ret_body);
+int inv_migrate_receive(const char *name, const char *body, size_t len, json_t **ret_body);
+/* http.c: how a peer reaches us, from --listen (a wildcard address as
+ * 127.0.0.1): "http://HOST:PORT" into buf. */
+const char *inv_http_self_url(char *buf, size_t len);
+
+/* instances.c, for checkpoints.c and migrate.c */
 bool inv_instance_dead(const struct inv_instance *in);
+/* Takes f's idle instance id as a call would (BUSY, ours): 0, or -ENOENT,
+ * -EBUSY (not idle), -ESRCH (dead), -ESHUTDOWN (removed, draining) with err. */
+int inv_instance_hold(struct inv_function *f, unsigned id, struct inv_instance **ret, char *err, size_t errlen);
+/* Gives a held instance back (idle; stopped when its function went meanwhile). */
+void inv_instance_release(struct inv_function *f, struct inv_instance *in);
+/* Stops a held instance for good (killed, reaped, its checkpoints removed). */
+void inv_instance_retire(struct inv_function *f, struct inv_instance *in);
+/* A new instance of f, STARTING (no call takes it), within its limits: 0, or
+ * -EBUSY (no room), -ESHUTDOWN, -ENOMEM with err; then either adopt (restore
+ * it from the checkpoint at dir: idle on success) or unreserve it. */
+int inv_instance_reserve(struct inv_function *f, struct inv_instance **ret, char *err, size_t errlen);
+int inv_instance_adopt(struct inv_function *f, struct inv_instance *in, const char *dir, double *ret_s, char *err,
+		       size_t errlen);
+void inv_instance_unreserve(struct inv_function *f, struct inv_instance *in);
 
 /* calls.c */
 /* A new call id (32 hex digits) into id (33 bytes); the record starts queued. */

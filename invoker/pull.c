@@ -77,7 +77,7 @@ bool pull_cancelled(const struct pull *p)
 
 /* ---- the request ---- */
 
-static bool token_valid(const char *t)
+bool pull_token_valid(const char *t)
 {
 	size_t n = strlen(t);
 
@@ -90,7 +90,7 @@ static bool token_valid(const char *t)
 }
 
 /* "from" is http(s)://HOST[:PORT][/] and nothing else: into p->base. */
-static int url_check(struct pull *p, const char *from, char *err, size_t errlen)
+int pull_url_check(struct pull *p, const char *from, char *err, size_t errlen)
 {
 	char *scheme = NULL, *host = NULL, *part = NULL;
 	int r = 0;
@@ -464,7 +464,7 @@ static int pull_status(int r, void *arg)
 	return r == -ENOSPC || r == -EDQUOT ? 507 : r == -ECANCELED ? 503 : 500;
 }
 
-static void pull_free(struct pull *p)
+void pull_free(struct pull *p)
 {
 	for (size_t i = 0; p->ext && i < p->next; i++)
 		free(p->ext[i].chunks);
@@ -501,10 +501,10 @@ int inv_pull_deploy(json_t *req, json_t **ret_body)
 		return *ret_body = err_json("name must match [a-z0-9][a-z0-9-]{0,62}"), 400;
 	if (!from)
 		return *ret_body = err_json("from must be the peer invoker's URL"), 400;
-	if (!token || !token_valid(token))
+	if (!token || !pull_token_valid(token))
 		return *ret_body = err_json("from_token must be the peer's admin token (16..%d printable characters)",
 					    PULL_TOKEN_MAX), 400;
-	if (url_check(&p, from, err, sizeof(err)) < 0) {
+	if (pull_url_check(&p, from, err, sizeof(err)) < 0) {
 		pull_free(&p);
 		return *ret_body = err_json("%s", err), 400;
 	}

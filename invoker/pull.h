@@ -49,6 +49,10 @@ struct pull {
 	uint64_t fetched, reused, chunks_fetched, chunks_reused;
 	double started;
 	int code;               /* HTTP status of a failure, 0: by errno */
+	/* where file ranges come from: the snapshot export's
+	 * /system/functions/NAME/export/file when empty; the query carries
+	 * snapshot=<snapshot_id> either way */
+	char file_route[192];
 };
 
 /* Where an answer goes: memory (the export document, error bodies) or a file. */
@@ -71,6 +75,14 @@ struct sink {
 	int werr;               /* errno of the failed write */
 };
 
+/* pull.c, for migrate.c too */
+/* "from" is http(s)://HOST[:PORT][/] and nothing else: into p->base. 0 or -EINVAL with err. */
+int pull_url_check(struct pull *p, const char *from, char *err, size_t errlen);
+/* A peer's admin token: 16..PULL_TOKEN_MAX printable characters. */
+bool pull_token_valid(const char *t);
+/* Everything p holds (the token wiped). */
+void pull_free(struct pull *p);
+
 /* Records a failure with its HTTP status in p; returns rc. */
 __attribute__((format(printf, 6, 7)))
 int pull_fail(struct pull *p, int code, int rc, char *err, size_t errlen, const char *fmt, ...);
@@ -90,5 +102,8 @@ void pull_local_index(struct pull *p);
 int pull_module(struct pull *p, const char *tmp, const struct phos_image_module *m, char *err, size_t errlen);
 int pull_cpu_file(struct pull *p, const char *tmp, const struct phos_image_file *cf, char *err, size_t errlen);
 int pull_gpu_data(struct pull *p, const char *tmp, char *err, size_t errlen);
+/* gpu.data of p->img whole, in ranges, not verified here (a checkpoint has no
+ * chunk list; its restore checks every buffer's checksum). */
+int pull_gpu_data_whole(struct pull *p, const char *tmp, char *err, size_t errlen);
 /* Writes a new file rel below dir (O_EXCL): 0 or -errno with the reason in err. */
 int pull_write_new(const char *dir, const char *rel, const char *data, size_t len, char *err, size_t errlen);

@@ -338,10 +338,13 @@ static int query_of(struct pull *p, const char *path, uint64_t off, uint64_t len
 static int fetch_range(struct pull *p, const char *path, uint64_t off, uint64_t len, struct sink *s, char *err,
 		       size_t errlen)
 {
-	char urlpath[128], q[512];
+	char urlpath[200], q[512];
 	int r;
 
-	snprintf(urlpath, sizeof(urlpath), "/system/functions/%s/export/file", p->name);
+	if (p->file_route[0])
+		snprintf(urlpath, sizeof(urlpath), "%s", p->file_route);
+	else
+		snprintf(urlpath, sizeof(urlpath), "/system/functions/%s/export/file", p->name);
 	while (len > 0 && !s->mismatch) {
 		uint64_t n = len < INV_EXPORT_RANGE_MAX ? len : INV_EXPORT_RANGE_MAX;
 		uint64_t before = s->got;
@@ -519,6 +522,20 @@ int pull_gpu_data(struct pull *p, const char *tmp, char *err, size_t errlen)
 out:
 	free(buf);
 	close(fd);
+	return r;
+}
+
+int pull_gpu_data_whole(struct pull *p, const char *tmp, char *err, size_t errlen)
+{
+	struct sink s = { .p = p, .fd = -1 };
+	int r = open_new(tmp, "gpu.data", &s.fd, err, errlen);
+
+	if (r < 0)
+		return pull_fail(p, r == -ENOSPC ? 507 : 500, r, err, errlen, "%s", err);
+	/* (no chunk hashing: the sink only writes) */
+	r = p->img->data_bytes ? fetch_range(p, "gpu.data", 0, p->img->data_bytes, &s, err, errlen) : 0;
+	free(s.mem);
+	close(s.fd);
 	return r;
 }
 

@@ -104,6 +104,12 @@ void inv_snapinfo_seed(struct inv_function *f, const char *manifest, size_t len,
 const char *inv_standin_build(void);
 
 /* export.c */
+/* The size of path when it is one of img's files (gpu.data, modules/H.fatbin,
+ * CRIU_DIR/NAME), else -ENOENT. */
+int64_t inv_image_file_size(const struct phos_image *img, const char *path);
+/* Opens path (a file of an image: "a" or "a/b", names from its manifest)
+ * below dir without following a link anywhere: an fd or -errno. */
+int inv_open_below(const char *dir, const char *path);
 /* GET /system/functions/NAME/export: an HTTP status and its JSON body. */
 int inv_export_describe(const char *name, json_t **ret_body);
 /* GET /system/functions/NAME/export/file: 200 and a response streaming the

@@ -122,7 +122,7 @@ try:
         ("POST", "/system/functions/lc/instances/x/checkpoint", {}, 404, "no route"),
         ("POST", "/system/functions/lc/instances/1/checkpoints", {}, 404, "no route"),
         ("GET", f"/system/functions/lc/instances/{iid}/checkpoint", None, 405, "method not allowed"),
-        ("POST", f"/system/functions/lc/instances/{iid}/checkpoint", "x" * 5000, 413, "over"),
+        ("POST", f"/system/functions/lc/instances/{iid}/checkpoint", "x" * 10000, 413, "over"),
     ]
     for method, path, body, code, msg in cases:
         st, b = inv.call(method, path, body)

@@ -1,0 +1,564 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Moving an instance, with its state, to another invoker (issue 13, first
+ * slice: the instance is held while it moves; see invoker.h, "migrate.c").
+ *
+ *   source A                                          target B
+ *   POST .../instances/ID/migrate {"to","to_token"}
+ *   instance held (idle, taken as a call takes it)
+ *   checkpoint (mode asked, default recopy) into
+ *     STATE/checkpoints/NAME-ID; a migration id M
+ *   POST B/system/functions/NAME/instances ─────────▶ instance reserved (STARTING: within
+ *     {"from": A, "from_token", "instance": ID,        max_instances; no call takes it)
+ *      "migration": M, "manifest"}                    checks: a checkpoint, same device,
+ *                                                      free disk
+ *   GET .../instances/ID/checkpoint/file ◀────────── modules (XXH3-128 = name), cpu/ files
+ *     ?snapshot=M&path&offset&length: the files       (XXH3 per manifest), gpu.data (its
+ *     of the held instance's checkpoint only           restore checks every buffer's
+ *     while M is its migration                         checksum) into a temporary dir;
+ *                                                      manifest last; committed as
+ *                                                      STATE/checkpoints/NAME-ID'
+ *                                          ◀──────── restored (stop-the-world, own executor)
+ *                                                      and idle: 201 {"instance": ID'}
+ *   201: A's instance is stopped (one live copy: B's)
+ *   anything else: A's instance is given back and serves on (one live copy: A's)
+ *
+ * Calls for NAME that reach A meanwhile are served by its other instances or
+ * a fresh one; the moved state is reached through B.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <microhttpd.h>
+
+#include "control.h"
+#include "image.h"
+#include "invoker.h"
+#include "log.h"
+#include "pull.h"
+
+#define MIGRATE_ANSWER_MAX (64u << 10)
+#define MIGRATE_TIMEOUT_S 3600L          /* the target's fetch and restore, at most */
+#define MIGRATE_DISK_MARGIN (64ull << 20)
+
+static json_t *err_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static json_t *err_json(const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	inv_redact_paths(buf);
+	return json_pack("{s:s}", "error", buf);
+}
+
+static const char *str_of(json_t *j, const char *key)
+{
+	return json_string_value(json_object_get(j, key));
+}
+
+/* Reads a whole small file (at most max bytes) into a NUL-terminated buffer. */
+static char *read_small(const char *path, size_t max, size_t *ret_len)
+{
+	FILE *f = fopen(path, "re");
+	char *buf = NULL;
+	size_t n = 0;
+	long size;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) >= 0 && (size_t)size <= max && fseek(f, 0, SEEK_SET) == 0 &&
+	    (buf = malloc((size_t)size + 1)))
+		n = fread(buf, 1, (size_t)size, f);
+	fclose(f);
+	if (buf && n != (size_t)size) {
+		free(buf);
+		return NULL;
+	}
+	if (buf) {
+		buf[n] = '\0';
+		*ret_len = n;
+	}
+	return buf;
+}
+
+/* ---- the source ---- */
+
+struct answer {
+	char *buf;
+	size_t len;
+};
+
+static size_t on_answer(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct answer *a = arg;
+	size_t n = size * nmemb;
+
+	if (a->len + n > MIGRATE_ANSWER_MAX)
+		return n;   /* keep the start */
+	char *b = realloc(a->buf, a->len + n + 1);
+	if (!b)
+		return 0;
+	memcpy(b + a->len, data, n);
+	a->buf = b;
+	a->len += n;
+	a->buf[a->len] = '\0';
+	return n;
+}
+
+/* POSTs body to url with the bearer token: the HTTP status (0: unreachable,
+ * with the reason in err) and the parsed answer. */
+static long post_json(const char *url, const char *token, const char *body, json_t **ret, char *err, size_t errlen)
+{
+	struct answer a = { 0 };
+	struct curl_slist *h = NULL;
+	char auth[PULL_TOKEN_MAX + 32];
+	CURL *c = curl_easy_init();
+	long status = 0;
+	CURLcode cr;
+
+	*ret = NULL;
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return 0;
+	}
+	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+	h = curl_slist_append(h, auth);
+	h = curl_slist_append(h, "Content-Type: application/json");
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, MIGRATE_TIMEOUT_S);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_answer);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
+	cr = curl_easy_perform(c);
+	if (cr == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	else
+		snprintf(err, errlen, "cannot reach the target: %s", curl_easy_strerror(cr));
+	if (a.buf)
+		*ret = json_loadb(a.buf, a.len, 0, NULL);
+	free(a.buf);
+	explicit_bzero(auth, sizeof(auth));
+	for (struct curl_slist *x = h; x; x = x->next)
+		explicit_bzero(x->data, strlen(x->data));
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	return status;
+}
+
+/* The migration's id: 32 hex digits. */
+static int new_id(char ret[33])
+{
+	unsigned char b[16];
+
+	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		return -EIO;
+	for (int i = 0; i < 16; i++)
+		snprintf(ret + 2 * i, 3, "%02x", b[i]);
+	return 0;
+}
+
+/* A URL as the pull takes it (http(s)://HOST[:PORT], nothing else): 0 or -EINVAL with err. */
+static int url_ok(const char *what, const char *url, char *err, size_t errlen)
+{
+	struct pull p = { .cancel_fd = -1 };
+	char why[512];
+	int r = pull_url_check(&p, url, why, sizeof(why));
+
+	if (r < 0)
+		snprintf(err, errlen, "%s: %s", what, strncmp(why, "from: ", 6) ? why : why + 6);
+	curl_url_cleanup(p.base);
+	return r;
+}
+
+int inv_migrate_request(const char *name, unsigned id, const char *body, size_t len, json_t **ret_body)
+{
+	const char *to, *token, *mode_s, *self, *key;
+	struct phos_checkpoint_stats st = { 0 };
+	enum phos_ckpt_mode mode = PHOS_CKPT_RECOPY;
+	struct phos_image *img = NULL;
+	struct inv_function *f = NULL;
+	struct inv_instance *in = NULL;
+	char err[1024], mid[33], url[PULL_URL_MAX + 256], path[PATH_MAX], self_buf[300];
+	json_t *req, *val, *ans = NULL;
+	char *manifest = NULL, *out = NULL;
+	size_t mlen = 0;
+	double t0 = phos_now(), t_ckpt;
+	long status;
+	int code = 500, r;
+
+	req = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(req)) {
+		json_decref(req);
+		return *ret_body = err_json("the body must be a JSON object {\"to\",\"to_token\",\"mode\",\"advertise\"}"),
+		       400;
+	}
+	json_object_foreach(req, key, val)
+		if (strcmp(key, "to") && strcmp(key, "to_token") && strcmp(key, "mode") && strcmp(key, "advertise")) {
+			*ret_body = err_json("unknown field '%.64s'", key);
+			code = 400;
+			goto out;
+		}
+	to = str_of(req, "to");
+	token = str_of(req, "to_token");
+	mode_s = str_of(req, "mode");
+	self = str_of(req, "advertise");
+	if (!to || url_ok("to", to, err, sizeof(err)) < 0) {
+		*ret_body = err_json("%s", to ? err : "to must be the target invoker's URL");
+		code = 400;
+		goto out;
+	}
+	if (!token || !pull_token_valid(token)) {
+		*ret_body = err_json("to_token must be the target's admin token (16..%d printable characters)",
+				     PULL_TOKEN_MAX);
+		code = 400;
+		goto out;
+	}
+	if ((mode_s && phos_ckpt_mode_parse(mode_s, &mode) < 0) || (json_object_get(req, "mode") && !mode_s)) {
+		*ret_body = err_json("mode must be \"stw\", \"cow\" or \"recopy\"");
+		code = 400;
+		goto out;
+	}
+	if (self && url_ok("advertise", self, err, sizeof(err)) < 0) {
+		*ret_body = err_json("%s", err);
+		code = 400;
+		goto out;
+	}
+	if (!self)
+		self = inv_http_self_url(self_buf, sizeof(self_buf));
+	f = inv_function_get(name);
+	if (!f) {
+		*ret_body = err_json("no function %s", name);
+		code = 404;
+		goto out;
+	}
+	r = inv_instance_hold(f, id, &in, err, sizeof(err));
+	if (r < 0) {
+		*ret_body = err_json("%s", err);
+		code = r == -ENOENT ? 404 : r == -ESHUTDOWN ? 503 : 409;
+		goto out;
+	}
+	/* from here on: held; given back unless the target took it */
+	r = inv_checkpoint_take(f, in, mode, &st, err, sizeof(err));
+	t_ckpt = phos_now();
+	if (r == 0) {
+		snprintf(path, sizeof(path), "%s/manifest.json", in->ckpt_dir);
+		manifest = read_small(path, PHOS_IMAGE_MAX_MANIFEST, &mlen);
+		r = manifest ? phos_image_read(in->ckpt_dir, &img, err, sizeof(err)) : -EIO;
+		if (!manifest)
+			snprintf(err, sizeof(err), "the checkpoint's manifest does not read back");
+	}
+	if (r == 0)
+		r = new_id(mid);
+	if (r < 0) {
+		inv_instance_release(f, in);
+		*ret_body = err_json("checkpoint of instance %u failed: %s; it serves on here", id, err);
+		code = r == -ENOSPC ? 507 : 500;
+		goto out;
+	}
+	pthread_mutex_lock(&f->lock);
+	snprintf(in->migration, sizeof(in->migration), "%s", mid);
+	in->mig_img = img;
+	pthread_mutex_unlock(&f->lock);
+
+	out = json_dumps(json_pack("{s:s,s:s,s:i,s:s,s:s%}", "from", self, "from_token", inv_cfg.token, "instance",
+				   (int)id, "migration", mid, "manifest", manifest, mlen),
+			 JSON_COMPACT);
+	snprintf(url, sizeof(url), "%.*s/system/functions/%s/instances",
+		 (int)strlen(to) - (to[strlen(to) - 1] == '/'), to, name);   /* (to: checked, not empty) */
+	phos_info("%s: moving instance %u to %s (%s checkpoint, %.1f MiB of GPU data)", name, id, to,
+		  phos_ckpt_mode_name(mode), (double)st.gpu_bytes / (1 << 20));
+	err[0] = '\0';
+	status = out ? post_json(url, token, out, &ans, err, sizeof(err)) : 0;
+	if (out)
+		explicit_bzero(out, strlen(out));   /* it held our token */
+	pthread_mutex_lock(&f->lock);
+	in->migration[0] = '\0';
+	in->mig_img = NULL;
+	pthread_mutex_unlock(&f->lock);
+	if (status != 201) {
+		const char *why = str_of(ans, "error");
+
+		inv_instance_release(f, in);
+		phos_warn("%s: moving instance %u to %s failed (%ld): %s", name, id, to, status,
+			  why ? why : err[0] ? err : "no answer");
+		*ret_body = err_json("the target %s the move (%ld: %s); instance %u serves on here",
+				     status ? "refused" : "did not take", status, why ? why : err[0] ? err : "no answer", id);
+		code = 502;
+		goto out;
+	}
+	/* B holds the instance now: ours goes, its checkpoint with it */
+	inv_instance_retire(f, in);
+	double total = phos_now() - t0;
+	json_t *at = json_object_get(ans, "instance");
+	*ret_body = json_pack("{s:s,s:s,s:i,s:O?,s:s,s:f,s:f,s:I,s:O?,s:O?}", "state", "done", "to", to, "instance",
+			      (int)id, "target_instance", at, "mode", phos_ckpt_mode_name(mode), "downtime_s", total,
+			      "checkpoint_s", t_ckpt - t0, "bytes",
+			      (json_int_t)json_integer_value(json_object_get(ans, "bytes")), "fetch_s",
+			      json_object_get(ans, "fetch_s"), "restore_s", json_object_get(ans, "restore_s"));
+	phos_info("%s: instance %u moved to %s in %.1f ms", name, id, to, total * 1e3);
+	code = 200;
+out:
+	if (out)
+		free(out);
+	free(manifest);
+	phos_image_free(img);
+	json_decref(ans);
+	json_decref(req);
+	inv_function_unref(f);
+	return code;
+}
+
+static int parse_u64(const char *s, uint64_t *ret)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || !*s || *s == '-' || *s == '+' || strlen(s) > 20)
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+int inv_migrate_file(const char *name, unsigned id, const char *mid, const char *path, const char *offset,
+		     const char *length, struct MHD_Response **ret_resp, json_t **ret_body)
+{
+	struct inv_function *f;
+	struct MHD_Response *resp;
+	uint64_t off, len;
+	int64_t size = -1;
+	struct stat sb;
+	int fd = -1, code = 200;
+
+	if (!mid || !path || strlen(path) > 200 || strstr(path, "..") || path[0] == '/')
+		return *ret_body = err_json("snapshot= (the migration) and path= are needed"), 400;
+	if (parse_u64(offset, &off) < 0 || parse_u64(length, &len) < 0 || len == 0 || len > INV_EXPORT_RANGE_MAX)
+		return *ret_body = err_json("offset= and length= must be numbers, length 1..%u", INV_EXPORT_RANGE_MAX),
+		       400;
+	f = inv_function_get(name);
+	if (!f)
+		return *ret_body = err_json("no function %s", name), 404;
+	pthread_mutex_lock(&f->lock);
+	struct inv_instance *in = f->instances;
+	while (in && in->id != id)
+		in = in->next;
+	/* only the files of a checkpoint being moved, while it is (the instance
+	 * is held: nothing writes them) */
+	if (!in || !in->mig_img || strcmp(in->migration, mid)) {
+		code = 409;
+		*ret_body = err_json("instance %u of %s is not being moved by migration %.40s", id, name, mid);
+	} else if ((size = inv_image_file_size(in->mig_img, path)) < 0) {
+		code = 404;
+		*ret_body = err_json("%s is not a file of the checkpoint", path);
+	} else if (off > (uint64_t)size || len > (uint64_t)size - off) {
+		code = 416;
+		*ret_body = err_json("[%" PRIu64 ", +%" PRIu64 ") lies beyond %s (%" PRId64 " bytes)", off, len, path, size);
+	} else if ((fd = inv_open_below(in->ckpt_dir, path)) < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
+		   (uint64_t)sb.st_size < off + len) {
+		code = 500;
+		*ret_body = err_json("%s cannot be read", path);
+	}
+	pthread_mutex_unlock(&f->lock);
+	inv_function_unref(f);
+	if (code != 200) {
+		if (fd >= 0)
+			close(fd);
+		return code;
+	}
+	resp = MHD_create_response_from_fd_at_offset64(len, fd, off);
+	if (!resp) {
+		close(fd);
+		return *ret_body = err_json("out of memory"), 500;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
+	*ret_resp = resp;
+	return 200;
+}
+
+/* ---- the target ---- */
+
+/* Fetches the files of p->img into tmp: modules and cpu/ files verified, gpu.data whole. */
+static int fetch_files(struct pull *p, const char *tmp, char *err, size_t errlen)
+{
+	char sub[PATH_MAX + 100];
+	int r = 0;
+
+	snprintf(sub, sizeof(sub), "%s/modules", tmp);
+	if (mkdir(sub, 0700) < 0)
+		return pull_fail(p, 500, -errno, err, errlen, "modules/: %s", strerror(errno));
+	snprintf(sub, sizeof(sub), "%s/%s", tmp, p->img->criu_dir);
+	if (mkdir(sub, 0700) < 0)
+		return pull_fail(p, 500, -errno, err, errlen, "%s/: %s", p->img->criu_dir, strerror(errno));
+	for (uint32_t i = 0; i < p->img->nmodules && r == 0; i++) {
+		bool seen = false;
+
+		for (uint32_t j = 0; j < i && !seen; j++)
+			seen = !strcmp(p->img->modules[j].hash, p->img->modules[i].hash);
+		if (!seen)
+			r = pull_module(p, tmp, &p->img->modules[i], err, errlen);
+	}
+	for (uint32_t i = 0; i < p->img->ncpu_files && r == 0; i++)
+		r = pull_cpu_file(p, tmp, &p->img->cpu_files[i], err, errlen);
+	if (r == 0)
+		r = pull_gpu_data_whole(p, tmp, err, errlen);
+	return r;
+}
+
+static bool hex32(const char *s)
+{
+	return s && strlen(s) == 32 && strspn(s, "0123456789abcdef") == 32;
+}
+
+int inv_migrate_receive(const char *name, const char *body, size_t len, json_t **ret_body)
+{
+	struct pull p = { .name = name, .cancel_fd = -1, .started = phos_now() };
+	const char *from, *token, *mid, *manifest, *key;
+	struct inv_instance *in = NULL;
+	struct inv_function *f = NULL;
+	struct phos_image *check = NULL;
+	char err[1024], final[PATH_MAX + 96], tmp[PATH_MAX + 160], dir[PATH_MAX];
+	json_t *req, *val;
+	json_int_t src_id;
+	double t_fetch = 0, restore_s = 0;
+	uint64_t need = 0;
+	struct statvfs vfs;
+	int code = 500, r;
+
+	tmp[0] = '\0';
+	req = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(req)) {
+		json_decref(req);
+		return *ret_body = err_json("the body must be a JSON object"), 400;
+	}
+	json_object_foreach(req, key, val)
+		if (strcmp(key, "from") && strcmp(key, "from_token") && strcmp(key, "instance") &&
+		    strcmp(key, "migration") && strcmp(key, "manifest")) {
+			*ret_body = err_json("unknown field '%.64s'", key);
+			code = 400;
+			goto out;
+		}
+	from = str_of(req, "from");
+	token = str_of(req, "from_token");
+	mid = str_of(req, "migration");
+	manifest = str_of(req, "manifest");
+	src_id = json_integer_value(json_object_get(req, "instance"));
+	if (!from || pull_url_check(&p, from, err, sizeof(err)) < 0 || !token || !pull_token_valid(token) ||
+	    !hex32(mid) || !manifest || src_id < 1 || src_id > 999999999) {
+		*ret_body = err_json("from (the source's URL), from_token, instance (1..999999999), migration (32 hex "
+				     "digits) and manifest are needed%s%s", from && err[0] ? ": " : "",
+				     from && err[0] ? err : "");
+		code = 400;
+		goto out;
+	}
+	r = phos_image_parse(manifest, strlen(manifest), &p.img, err, sizeof(err));
+	if (r < 0 || !p.img->checkpoint.present) {
+		*ret_body = err_json("the manifest is %s%s", r < 0 ? "bad: " : "not a checkpoint's", r < 0 ? err : "");
+		code = 400;
+		goto out;
+	}
+	f = inv_function_get(name);
+	if (!f) {
+		*ret_body = err_json("no function %s here: deploy it (or pull it) first", name);
+		code = 404;
+		goto out;
+	}
+	if (strcmp(p.img->device, f->device)) {
+		*ret_body = err_json("the instance ran on the %s device; %s runs on %s here", p.img->device, name,
+				     f->device);
+		code = 409;
+		goto out;
+	}
+	need = p.img->data_bytes + MIGRATE_DISK_MARGIN;
+	for (uint32_t i = 0; i < p.img->ncpu_files; i++)
+		need += p.img->cpu_files[i].size;
+	for (uint32_t i = 0; i < p.img->nmodules; i++)
+		need += p.img->modules[i].size;
+	snprintf(dir, sizeof(dir), "%s/checkpoints", inv_cfg.state_dir);
+	if (statvfs(dir, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < need) {
+		*ret_body = err_json("not enough disk here for the checkpoint (%" PRIu64 " MiB needed)", need >> 20);
+		code = 507;
+		goto out;
+	}
+	r = inv_instance_reserve(f, &in, err, sizeof(err));
+	if (r < 0) {
+		*ret_body = err_json("%s", err);
+		code = r == -EBUSY ? 409 : 503;
+		goto out;
+	}
+	snprintf(final, sizeof(final), "%s/%s-%u", dir, name, in->id);
+	r = phos_image_dir_begin(final, tmp, sizeof(tmp));
+	if (r < 0) {
+		tmp[0] = '\0';
+		*ret_body = err_json("cannot make the checkpoint directory: %s", strerror(-r));
+		code = r == -ENOSPC ? 507 : 500;
+		goto out;
+	}
+	p.snapshot_id = mid;
+	snprintf(p.file_route, sizeof(p.file_route), "/system/functions/%s/instances/%u/checkpoint/file", name,
+		 (unsigned)src_id);
+	if (pull_curl_open(&p, token) < 0) {
+		*ret_body = err_json("out of memory");
+		goto out;
+	}
+	r = fetch_files(&p, tmp, err, sizeof(err));
+	if (r == 0)   /* the manifest last */
+		r = pull_write_new(tmp, "manifest.json", manifest, strlen(manifest), err, sizeof(err));
+	if (r == 0 && (r = phos_image_read(tmp, &check, err, sizeof(err))) < 0)
+		p.code = 502;
+	if (r < 0) {
+		*ret_body = err_json("fetching the checkpoint from %s: %s", from, err);
+		code = p.code ? p.code : r == -ENOSPC ? 507 : 502;
+		goto out;
+	}
+	t_fetch = phos_now() - p.started;
+	r = phos_image_dir_commit(tmp, final);
+	if (r < 0) {
+		*ret_body = err_json("committing the checkpoint: %s", strerror(-r));
+		code = r == -ENOSPC ? 507 : 500;
+		goto out;
+	}
+	tmp[0] = '\0';
+	in->ckpt_dir = strdup(final);   /* removed with the instance, whatever comes */
+	r = in->ckpt_dir ? inv_instance_adopt(f, in, final, &restore_s, err, sizeof(err)) : -ENOMEM;
+	if (r < 0) {
+		*ret_body = err_json("restoring the moved instance: %s", in->ckpt_dir ? err : "out of memory");
+		code = r == -EBADMSG ? 502 : 500;
+		goto out;
+	}
+	phos_info("%s: instance %u came from %s (its instance %u): %" PRIu64 " bytes fetched in %.1f ms, restored "
+		  "in %.1f ms", name, in->id, from, (unsigned)src_id, p.fetched, t_fetch * 1e3, restore_s * 1e3);
+	*ret_body = json_pack("{s:s,s:i,s:I,s:f,s:f}", "function", name, "instance", (int)in->id, "bytes",
+			      (json_int_t)p.fetched, "fetch_s", t_fetch, "restore_s", restore_s);
+	in = NULL;   /* serving */
+	code = 201;
+out:
+	if (tmp[0])
+		phos_image_dir_abort(tmp);
+	if (in)
+		inv_instance_unreserve(f, in);
+	phos_image_free(check);
+	pull_free(&p);
+	json_decref(req);
+	inv_function_unref(f);
+	return code;
+}

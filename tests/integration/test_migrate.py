@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: MIT
+"""Moving an instance with its state between two invokers (issue 13, first
+slice), on the sim device: invokers A and B on one machine (two ports, two
+state dirs), long_call deployed on both (a session: its GPU buffer and its
+call count live on across calls).
+
+- POST /system/functions/lc/instances/ID/migrate {"to": B, "to_token"} in
+  every checkpoint mode: B's instance answers the next call exactly as A's
+  would have (the state came along), A's instance and its checkpoint are
+  gone, B's is idle and holds the moved checkpoint; moved back from B to A it
+  goes on again;
+- refused or failed moves leave exactly one live copy, A's, serving on with
+  its state: B unreachable, B refusing the token, lc not deployed on B, B at
+  max_instances, a busy instance (409), bad input (400/404/405);
+- the checkpoint file route serves only a checkpoint being moved, with its
+  migration id.
+"""
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+
+from harness import DEVICE, Invoker, check, done, free_port, program
+
+LONG = program("tests", "integration", "long_call")
+N = 1024
+
+
+def reference(steps_per_call):
+    x, step, out = list(range(N)), 0, []
+    for c, steps in enumerate(steps_per_call, 1):
+        for _ in range(steps):
+            x = [(v * 1103515245 + 12345 + step) & 0xFFFFFFFF for v in x]
+            step += 1
+        out.append({"calls": c, "step": step, "sum": sum(x)})
+    return out
+
+
+def live(inv, name):
+    st, body = inv.call("GET", f"/system/logs?name={name}&tail=1")
+    return [i for i in body.get("instances", []) if i.get("state") != "exited"] if st == 200 else []
+
+
+def token(inv):
+    with open(os.path.join(inv.state, "admin.token")) as f:
+        return f.read().strip()
+
+
+def url(inv):
+    return f"http://127.0.0.1:{inv.port}"
+
+
+tmp = tempfile.mkdtemp(prefix="phos-migrate-")
+a = b = None
+try:
+    a = Invoker(os.path.join(tmp, "a"), tmp, device=DEVICE)
+    b = Invoker(os.path.join(tmp, "b"), tmp, device=DEVICE)
+    for inv in (a, b):
+        st, body = inv.call("POST", "/system/functions", {"name": "lc", "program": LONG,
+                                                          "limits": {"timeout_ms": 120000, "max_instances": 2}})
+        check(st == 201, f"deploy lc on {inv.port}: {st} {body}")
+    plan = [3]
+    st, body = a.call("POST", "/function/lc", {"steps": 3})
+    check(st == 200 and body == reference(plan)[-1], f"first call on A: {body}")
+
+    def migrate(src, dst, iid, **extra):
+        req = {"to": url(dst), "to_token": token(dst)}
+        req.update(extra)
+        return src.call("POST", f"/system/functions/lc/instances/{iid}/migrate", req, timeout=300)
+
+    # --- moves in every mode, there and back ---------------------------------
+    src, dst = a, b
+    for k, mode in enumerate(("recopy", "stw", "cow")):
+        insts = live(src, "lc")
+        check(len(insts) == 1 and insts[0]["state"] == "idle", f"{mode}: one idle instance on the source: {insts}")
+        iid = insts[0]["instance"] if insts else 0
+        st, body = migrate(src, dst, iid, mode=mode)
+        check(st == 200 and body.get("state") == "done" and body.get("mode") == mode and body.get("bytes", 0) > 0
+              and body.get("downtime_s", 0) > 0 and isinstance(body.get("target_instance"), int),
+              f"{mode}: move {iid}: {st} {body}")
+        check(live(src, "lc") == [], f"{mode}: the source's instance is gone: {live(src, 'lc')}")
+        left = os.listdir(os.path.join(src.state, "checkpoints"))
+        check(left == [], f"{mode}: and its checkpoint: {left}")
+        there = live(dst, "lc")
+        check(len(there) == 1 and there[0]["state"] == "idle" and there[0]["instance"] == body.get("target_instance"),
+              f"{mode}: the target has it, idle: {there}")
+        check(os.listdir(os.path.join(dst.state, "checkpoints")) == [f"lc-{body.get('target_instance')}"],
+              f"{mode}: the target holds the moved checkpoint: {os.listdir(os.path.join(dst.state, 'checkpoints'))}")
+        plan.append(k + 1)
+        st, got = dst.call("POST", "/function/lc", {"steps": k + 1})
+        check(st == 200 and got == reference(plan)[-1], f"{mode}: the moved instance goes on: {got} "
+              f"(want {reference(plan)[-1]})")
+        src, dst = dst, src
+    # (three moves: the instance is on B now)
+    check(live(a, "lc") == [] and len(live(b, "lc")) == 1, "after three moves the instance is on B")
+    src, dst = b, a
+
+    def serves_on(what):
+        plan.append(1)
+        st, got = src.call("POST", "/function/lc", {"steps": 1})
+        check(st == 200 and got == reference(plan)[-1], f"{what}: the source's instance serves on with its "
+              f"state: {got} (want {reference(plan)[-1]})")
+        check(len(live(src, "lc")) == 1, f"{what}: one instance on the source: {live(src, 'lc')}")
+
+    iid = live(src, "lc")[0]["instance"]
+
+    # --- refused and failed moves: one live copy, the source's ----------------------
+    st, body = src.call("POST", f"/system/functions/lc/instances/{iid}/migrate",
+                        {"to": f"http://127.0.0.1:{free_port()}", "to_token": token(dst)})
+    check(st == 502 and "serves on here" in str(body), f"target down: {st} {body}")
+    serves_on("target down")
+    st, body = src.call("POST", f"/system/functions/lc/instances/{iid}/migrate",
+                        {"to": url(dst), "to_token": "x" * 32})
+    check(st == 502 and "401" in str(body), f"bad token: {st} {body}")
+    serves_on("bad token")
+    st, body = dst.call("DELETE", "/system/functions/lc")
+    check(st == 200, f"remove lc from the target: {st} {body}")
+    st, body = migrate(src, dst, iid)
+    check(st == 502 and "404" in str(body) and "deploy it" in str(body), f"lc not on the target: {st} {body}")
+    serves_on("not deployed there")
+    st, body = dst.call("POST", "/system/functions", {"name": "lc", "program": LONG,
+                                                      "limits": {"timeout_ms": 120000, "max_instances": 1}})
+    check(st == 201, f"deploy lc again on the target: {st} {body}")
+    st, body = dst.call("POST", "/function/lc", {"steps": 1})   # its one instance is taken
+    check(st == 200 and body["calls"] == 1, f"a fresh instance on the target: {body}")
+    st, body = migrate(src, dst, iid)
+    check(st == 502 and "max_instances" in str(body), f"target full: {st} {body}")
+    serves_on("target full")
+    check(len(live(dst, "lc")) == 1, f"the target kept only its own instance: {live(dst, 'lc')}")
+    check(not [n for n in os.listdir(os.path.join(dst.state, "checkpoints"))],
+          f"refused moves leave nothing on the target: {os.listdir(os.path.join(dst.state, 'checkpoints'))}")
+
+    # a busy instance is not moved
+    res = {}
+    th = threading.Thread(target=lambda: res.update(r=src.call("POST", "/function/lc",
+                                                                {"steps": 100, "pause_us": 10000})))
+    th.start()
+    for _ in range(200):
+        if [i for i in live(src, "lc") if i["state"] == "busy"]:
+            break
+        time.sleep(0.02)
+    st, body = migrate(src, dst, iid)
+    check(st == 409 and "running a call" in str(body), f"busy: {st} {body}")
+    th.join()
+    plan.append(100)
+    check(res["r"][0] == 200 and res["r"][1] == reference(plan)[-1], f"the busy call was not disturbed: {res}")
+
+    # bad input
+    good = {"to": url(dst), "to_token": token(dst)}
+    cases = [
+        ({"to": url(dst)}, 400, "to_token"),
+        ({"to_token": token(dst)}, 400, "to must be"),
+        ({**good, "to": "ftp://x"}, 400, "scheme"),
+        ({**good, "to": url(dst) + "/path"}, 400, "without a path"),
+        ({**good, "mode": "fast"}, 400, "mode must be"),
+        ({**good, "x": 1}, 400, "unknown field"),
+        ({**good, "advertise": "nope"}, 400, "advertise"),
+    ]
+    for req, code, msg in cases:
+        st, body = src.call("POST", f"/system/functions/lc/instances/{iid}/migrate", req)
+        check(st == code and msg in str(body), f"{req}: {st} {body}")
+    st, body = src.call("POST", "/system/functions/lc/instances/999/migrate", good)
+    check(st == 404, f"no such instance: {st} {body}")
+    st, body = src.call("GET", f"/system/functions/lc/instances/{iid}/migrate")
+    check(st == 405, f"GET migrate: {st}")
+    st, body = src.call("GET", f"/system/functions/lc/instances/{iid}/checkpoint/file?snapshot={'0' * 32}"
+                        "&path=gpu.data&offset=0&length=1")
+    check(st == 409 and "not being moved" in str(body), f"file route outside a move: {st} {body}")
+    st, body = dst.call("POST", "/system/functions/lc/instances",
+                        {"from": url(src), "from_token": token(src), "instance": iid, "migration": "0" * 32,
+                         "manifest": "{}"})
+    check(st == 400 and "manifest" in str(body), f"a receive with a bad manifest: {st} {body}")
+    st, body = dst.call("POST", "/system/functions/lc/instances", {"from": url(src)})
+    check(st == 400, f"a receive without its fields: {st} {body}")
+    serves_on("after bad input")
+finally:
+    for inv in (a, b):
+        if inv:
+            inv.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+done("migrate")
