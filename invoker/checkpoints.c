@@ -235,7 +235,7 @@ int inv_checkpoint_request(const char *name, unsigned id, const char *body, size
 	if (idle) {
 		/* taken as a call takes it: nobody else uses it meanwhile */
 		pthread_mutex_unlock(&f->lock);
-		if (inv_instance_hold(f, id, &in, q.err, sizeof(q.err)) < 0)
+		if (inv_instance_hold(f, id, 0, &in, q.err, sizeof(q.err)) < 0)
 			FAIL(409, "%s", q.err);
 		q.r = inv_checkpoint_take(f, in, q.mode, &q.st, q.err, sizeof(q.err));
 		inv_instance_release(f, in);

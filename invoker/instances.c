@@ -35,9 +35,7 @@
 #include "invoker.h"
 #include "log.h"
 
-static void result_error(struct inv_result *res, int http, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void result_error(struct inv_result *res, int http, const char *fmt, ...)
+void inv_result_error(struct inv_result *res, int http, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -740,7 +738,8 @@ static void unlink_instance(struct inv_function *f, struct inv_instance *in)
 
 /* Takes an instance of f for one call (f->lock held, dropped on return):
  * 0 with *ret_in BUSY (warm) or STARTING (res->cold: the caller restores it),
- * or -1 with res filled with the error. Dead idle instances met on the way are
+ * 1 when f's instance moved to another invoker (the call goes there), or -1
+ * with res filled with the error. Dead idle instances met on the way are
  * dropped, never used. */
 static int instance_take(struct inv_function *f, double deadline, struct inv_result *res,
 			 struct inv_instance **ret_in)
@@ -750,11 +749,15 @@ static int instance_take(struct inv_function *f, double deadline, struct inv_res
 	for (;;) {
 		if (f->removed || inv_draining) {
 			pthread_mutex_unlock(&f->lock);
-			result_error(res, 503, "%s", f->removed ? "the function was removed" : "shutting down");
+			inv_result_error(res, 503, "%s", f->removed ? "the function was removed" : "shutting down");
 			return -1;
 		}
+		if (f->moved_to && !f->instances) {
+			pthread_mutex_unlock(&f->lock);
+			return 1;   /* forwarded: its state is over there */
+		}
 		for (in = f->instances; in; in = in->next)
-			if (in->state == INV_INST_IDLE && in->generation == f->generation)
+			if (in->state == INV_INST_IDLE && in->generation == f->generation && !in->hold_wanted)
 				break;
 		if (in && instance_dead(in)) {
 			unlink_instance(f, in);
@@ -771,7 +774,7 @@ static int instance_take(struct inv_function *f, double deadline, struct inv_res
 		if (f->n_instances < f->limits.max_instances) {
 			if (!live_take()) {
 				pthread_mutex_unlock(&f->lock);
-				result_error(res, 503, "no capacity: %u instances run across all functions "
+				inv_result_error(res, 503, "no capacity: %u instances run across all functions "
 					     "(--max-instances)", inv_cfg.max_instances);
 				return -1;
 			}
@@ -781,7 +784,7 @@ static int instance_take(struct inv_function *f, double deadline, struct inv_res
 				live_give();
 				if (in)
 					free(in);
-				result_error(res, 503, "out of memory");
+				inv_result_error(res, 503, "out of memory");
 				return -1;
 			}
 			pthread_mutex_init(&in->log_lock, NULL);
@@ -799,14 +802,14 @@ static int instance_take(struct inv_function *f, double deadline, struct inv_res
 		}
 		if (f->waiting >= f->limits.max_instances * f->limits.max_inflight) {
 			pthread_mutex_unlock(&f->lock);
-			result_error(res, 429, "all %u instances busy and %u calls queued (max_inflight %u)",
+			inv_result_error(res, 429, "all %u instances busy and %u calls queued (max_inflight %u)",
 				     f->limits.max_instances, f->waiting, f->limits.max_inflight);
 			return -1;
 		}
 		double left = deadline - phos_now();
 		if (left <= 0) {
 			pthread_mutex_unlock(&f->lock);
-			result_error(res, 429, "no instance became free within timeout_ms (%u)", f->limits.timeout_ms);
+			inv_result_error(res, 429, "no instance became free within timeout_ms (%u)", f->limits.timeout_ms);
 			return -1;
 		}
 		struct timespec abs;
@@ -835,7 +838,10 @@ void inv_invoke(struct inv_function *f, const char *body, size_t len, const char
 	memset(res, 0, sizeof(*res));
 again:
 	pthread_mutex_lock(&f->lock);
-	if (instance_take(f, deadline, res, &in) < 0)
+	r = instance_take(f, deadline, res, &in);
+	if (r > 0)
+		inv_migrate_forward(f, body, len, ctype, res);
+	if (r != 0)
 		goto out;
 
 	if (res->cold) {
@@ -847,9 +853,9 @@ again:
 			instance_free(in);
 			phos_err("%s: restore failed: %s", f->name, err);
 			if (r == -EBADMSG)   /* a corrupt snapshot: as when found on demand */
-				result_error(res, 502, "cannot start an instance: %s", err);
+				inv_result_error(res, 502, "cannot start an instance: %s", err);
 			else
-				result_error(res, 503, "cannot start an instance: %s", err);
+				inv_result_error(res, 503, "cannot start an instance: %s", err);
 			goto out;
 		}
 		pthread_mutex_lock(&f->lock);
@@ -891,7 +897,7 @@ again:
 		phos_err("%s: instance %u ended by its executor: %s", f->name, in->id, err);
 		inv_metrics_instance_failed(f, err);
 		instance_stop(f, in, true);
-		result_error(res, 502, "the instance's restore failed: %s; instance replaced", err);
+		inv_result_error(res, 502, "the instance's restore failed: %s; instance replaced", err);
 		goto out;
 	}
 	if (r == 0) {
@@ -931,25 +937,25 @@ again:
 	res->body = NULL;
 	if (r == -ETIMEDOUT) {
 		instance_stop(f, in, true);
-		result_error(res, 504, "the call ran over timeout_ms (%u): instance killed", f->limits.timeout_ms);
+		inv_result_error(res, 504, "the call ran over timeout_ms (%u): instance killed", f->limits.timeout_ms);
 	} else if (r == -ECANCELED) {
 		instance_stop(f, in, true);
-		result_error(res, 503, "shutting down: the call was still running when the drain limit "
+		inv_result_error(res, 503, "shutting down: the call was still running when the drain limit "
 			     "(--drain-timeout) ran out");
 	} else if (r == -ECONNRESET && (sent || retried)) {
 		phos_warn("%s: the executor of instance %u died during a call; replacing the instance", f->name,
 			  in->id);
 		instance_stop(f, in, true);
-		result_error(res, 502, "the instance's executor died during the call; instance replaced");
+		inv_result_error(res, 502, "the instance's executor died during the call; instance replaced");
 	} else if (r == -EFBIG) {
 		size_t big = res->len;
 
 		instance_stop(f, in, true); /* the rest of its answer is still in the pipe */
-		result_error(res, 502, "the function's response of %zu bytes is over the limit of %u MiB; "
+		inv_result_error(res, 502, "the function's response of %zu bytes is over the limit of %u MiB; "
 			     "instance replaced", big, INV_MAX_RESPONSE >> 20);
 	} else if (r == -EPROTO) {
 		instance_stop(f, in, true);
-		result_error(res, 502, "the function answered out of protocol (not a response frame); "
+		inv_result_error(res, 502, "the function answered out of protocol (not a response frame); "
 			     "instance replaced");
 	} else {
 		unsigned id = in->id;
@@ -966,7 +972,7 @@ again:
 			goto again;
 		}
 		exit_describe(code, how, sizeof(how));
-		result_error(res, 502, "the function crashed (it %s); instance replaced", how);
+		inv_result_error(res, 502, "the function crashed (it %s); instance replaced", how);
 	}
 out:
 	inv_metrics_record(f, res->http, phos_now() - t0, res->cold);
@@ -974,14 +980,40 @@ out:
 
 /* ---- instances held outside a call (checkpoints.c, migrate.c) ---- */
 
-int inv_instance_hold(struct inv_function *f, unsigned id, struct inv_instance **ret, char *err, size_t errlen)
+static struct inv_instance *find_instance(struct inv_function *f, unsigned id)
 {
+	struct inv_instance *in;
+
+	for (in = f->instances; in && in->id != id; in = in->next)
+		;
+	return in;
+}
+
+int inv_instance_hold(struct inv_function *f, unsigned id, unsigned wait_ms, struct inv_instance **ret, char *err,
+		      size_t errlen)
+{
+	double until = phos_now() + wait_ms / 1000.0;
 	struct inv_instance *in;
 	int r = 0;
 
 	pthread_mutex_lock(&f->lock);
-	for (in = f->instances; in && in->id != id; in = in->next)
-		;
+	in = find_instance(f, id);
+	/* a busy one: the next idle moment is ours, not the next call's */
+	while (in && in->state == INV_INST_BUSY && !in->ckpt_req && !in->hold_wanted && phos_now() < until &&
+	       !inv_draining && !f->removed) {
+		struct timespec abs;
+		double left = until - phos_now();
+
+		in->hold_wanted = true;
+		clock_gettime(CLOCK_REALTIME, &abs);
+		long long ns = abs.tv_nsec + (long long)((left < 0.05 ? left : 0.05) * 1e9);
+		abs.tv_sec += ns / 1000000000LL;
+		abs.tv_nsec = ns % 1000000000LL;
+		pthread_cond_timedwait(&f->cond, &f->lock, &abs);
+		in = find_instance(f, id);   /* (it may have gone meanwhile) */
+		if (in)
+			in->hold_wanted = false;
+	}
 	if (!in) {
 		snprintf(err, errlen, "function %s has no instance %u", f->name, id);
 		r = -ENOENT;

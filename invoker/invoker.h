@@ -99,6 +99,7 @@ struct inv_instance {
 	unsigned resumes;             /* times the running call resumed from a checkpoint */
 	/* being moved to another invoker (migrate.c), under f->lock */
 	char migration[33];           /* the migration's id; "" when none */
+	bool hold_wanted;             /* inv_instance_hold waits for it: calls leave it */
 	struct phos_image *mig_img;   /* its checkpoint's manifest, for the file route */
 };
 
@@ -142,6 +143,10 @@ struct inv_function {
 	double standby_retry;   /* after a failed park, not before this time */
 	struct inv_instance *instances;
 	unsigned n_instances;   /* in the list, any state */
+	/* its one instance (max_instances 1: a session) was moved to another
+	 * invoker: calls are forwarded there (migrate.c) until an instance
+	 * comes back or the function is removed */
+	char *moved_to, *moved_token;
 	unsigned waiting;
 	unsigned async_running;  /* async calls being run (calls.c, under its lock) */
 	unsigned next_inst_id;
@@ -230,6 +235,8 @@ struct inv_result {
 	bool cold;
 	double restore_s, run_s;
 };
+/* res as an error: status http, {"error": message} (absolute paths kept out). */
+void inv_result_error(struct inv_result *res, int http, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Runs one call of f with body; fills res (res->body always set). */
 void inv_invoke(struct inv_function *f, const char *body, size_t len, const char *ctype, struct inv_result *res);
 void inv_instances_stop_idle(struct inv_function *f, bool all);
@@ -277,15 +284,22 @@ int inv_migrate_request(const char *name, unsigned id, const char *body, size_t 
 int inv_migrate_file(const char *name, unsigned id, const char *mid, const char *path, const char *offset,
 		     const char *length, struct MHD_Response **ret_resp, json_t **ret_body);
 int inv_migrate_receive(const char *name, const char *body, size_t len, json_t **ret_body);
+/* A call of f, whose instance moved away, forwarded to where it went (no lock held). */
+struct inv_result;
+void inv_migrate_forward(struct inv_function *f, const char *body, size_t len, const char *ctype,
+			 struct inv_result *res);
 /* http.c: how a peer reaches us, from --listen (a wildcard address as
  * 127.0.0.1): "http://HOST:PORT" into buf. */
 const char *inv_http_self_url(char *buf, size_t len);
 
 /* instances.c, for checkpoints.c and migrate.c */
 bool inv_instance_dead(const struct inv_instance *in);
-/* Takes f's idle instance id as a call would (BUSY, ours): 0, or -ENOENT,
- * -EBUSY (not idle), -ESRCH (dead), -ESHUTDOWN (removed, draining) with err. */
-int inv_instance_hold(struct inv_function *f, unsigned id, struct inv_instance **ret, char *err, size_t errlen);
+/* Takes f's idle instance id as a call would (BUSY, ours), waiting up to
+ * wait_ms for a busy one to finish its call (no new call takes it then): 0,
+ * or -ENOENT, -EBUSY (not idle in time), -ESRCH (dead), -ESHUTDOWN
+ * (removed, draining) with err. */
+int inv_instance_hold(struct inv_function *f, unsigned id, unsigned wait_ms, struct inv_instance **ret, char *err,
+		      size_t errlen);
 /* Gives a held instance back (idle; stopped when its function went meanwhile). */
 void inv_instance_release(struct inv_function *f, struct inv_instance *in);
 /* Stops a held instance for good (killed, reaped, its checkpoints removed). */

@@ -248,7 +248,7 @@ int inv_migrate_request(const char *name, unsigned id, const char *body, size_t 
 		code = 404;
 		goto out;
 	}
-	r = inv_instance_hold(f, id, &in, err, sizeof(err));
+	r = inv_instance_hold(f, id, f->limits.timeout_ms, &in, err, sizeof(err));
 	if (r < 0) {
 		*ret_body = err_json("%s", err);
 		code = r == -ENOENT ? 404 : r == -ESHUTDOWN ? 503 : 409;
@@ -303,7 +303,27 @@ int inv_migrate_request(const char *name, unsigned id, const char *body, size_t 
 		code = 502;
 		goto out;
 	}
-	/* B holds the instance now: ours goes, its checkpoint with it */
+	/* B holds the instance now: ours goes, its checkpoint with it. A
+	 * function of one instance (a session) forwards its calls there from
+	 * now on, those waiting for the held instance first: set before the
+	 * instance goes, which wakes them. */
+	if (f->limits.max_instances == 1) {
+		char *dst = strdup(to), *tok = strdup(token);
+
+		pthread_mutex_lock(&f->lock);
+		free(f->moved_to);
+		if (f->moved_token)
+			explicit_bzero(f->moved_token, strlen(f->moved_token));
+		free(f->moved_token);
+		f->moved_to = dst && tok ? dst : NULL;
+		f->moved_token = dst && tok ? tok : NULL;
+		pthread_mutex_unlock(&f->lock);
+		if (!dst || !tok) {
+			free(dst);
+			free(tok);
+			phos_err("%s: out of memory: calls are not forwarded to %s", name, to);
+		}
+	}
 	inv_instance_retire(f, in);
 	double total = phos_now() - t0;
 	json_t *at = json_object_get(ans, "instance");
@@ -545,6 +565,15 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 		code = r == -EBADMSG ? 502 : 500;
 		goto out;
 	}
+	/* the state is here again: no forwarding away from here */
+	pthread_mutex_lock(&f->lock);
+	free(f->moved_to);
+	f->moved_to = NULL;
+	if (f->moved_token)
+		explicit_bzero(f->moved_token, strlen(f->moved_token));
+	free(f->moved_token);
+	f->moved_token = NULL;
+	pthread_mutex_unlock(&f->lock);
 	phos_info("%s: instance %u came from %s (its instance %u): %" PRIu64 " bytes fetched in %.1f ms, restored "
 		  "in %.1f ms", name, in->id, from, (unsigned)src_id, p.fetched, t_fetch * 1e3, restore_s * 1e3);
 	*ret_body = json_pack("{s:s,s:i,s:I,s:f,s:f}", "function", name, "instance", (int)in->id, "bytes",
@@ -561,4 +590,107 @@ out:
 	json_decref(req);
 	inv_function_unref(f);
 	return code;
+}
+
+/* ---- forwarding calls of a moved session ---- */
+
+struct fwd {
+	char *buf;
+	size_t len, cap;
+	bool over;
+};
+
+static size_t on_fwd(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct fwd *w = arg;
+	size_t n = size * nmemb;
+
+	if (w->len + n > INV_MAX_RESPONSE) {
+		w->over = true;
+		return 0;
+	}
+	if (w->len + n + 1 > w->cap) {
+		size_t cap = w->cap ? w->cap : 4096;
+		char *b;
+
+		while (cap < w->len + n + 1)
+			cap *= 2;
+		if (!(b = realloc(w->buf, cap)))
+			return 0;
+		w->buf = b;
+		w->cap = cap;
+	}
+	memcpy(w->buf + w->len, data, n);
+	w->len += n;
+	w->buf[w->len] = '\0';
+	return n;
+}
+
+void inv_migrate_forward(struct inv_function *f, const char *body, size_t len, const char *ctype,
+			 struct inv_result *res)
+{
+	char url[PULL_URL_MAX + 128], auth[PULL_TOKEN_MAX + 32], ct[160], *to = NULL;
+	struct curl_slist *h = NULL;
+	struct fwd w = { 0 };
+	const char *type = NULL;
+	long status = 0;
+	CURLcode cr = CURLE_FAILED_INIT;
+	CURL *c;
+
+	pthread_mutex_lock(&f->lock);
+	if (f->moved_to) {
+		to = strdup(f->moved_to);
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", f->moved_token);
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (!to) {   /* it came back meanwhile: the caller's next try finds it */
+		inv_result_error(res, 503, "the function's instance is moving; retry");
+		return;
+	}
+	snprintf(url, sizeof(url), "%.*s/function/%s", (int)strlen(to) - (to[strlen(to) - 1] == '/'), to, f->name);
+	snprintf(ct, sizeof(ct), "Content-Type: %s", ctype);
+	c = curl_easy_init();
+	if (c) {
+		h = curl_slist_append(h, auth);
+		h = curl_slist_append(h, ct);
+		curl_easy_setopt(c, CURLOPT_URL, url);
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+		curl_easy_setopt(c, CURLOPT_POST, 1L);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+		curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)f->limits.timeout_ms + 10000L);
+		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_fwd);
+		curl_easy_setopt(c, CURLOPT_WRITEDATA, &w);
+		cr = curl_easy_perform(c);
+		if (cr == CURLE_OK) {
+			curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+			curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &type);
+		}
+	}
+	if (cr == CURLE_OK && status >= 100 && status <= 599) {
+		free(res->body);
+		res->body = w.buf ? w.buf : strdup("");
+		res->len = w.len;
+		res->http = (int)status;
+		snprintf(res->content_type, sizeof(res->content_type), "%s",
+			 type && strlen(type) < sizeof(res->content_type) && !strpbrk(type, "\r\n") ? type
+												: "application/json");
+		w.buf = NULL;
+	} else {
+		inv_result_error(res, 502, "the function's instance moved to %s, which %s: %s", to,
+				 w.over ? "answered too much" : "cannot be reached",
+				 c ? curl_easy_strerror(cr) : "out of memory");
+	}
+	free(w.buf);
+	explicit_bzero(auth, sizeof(auth));
+	for (struct curl_slist *x = h; x; x = x->next)
+		explicit_bzero(x->data, strlen(x->data));
+	curl_slist_free_all(h);
+	if (c)
+		curl_easy_cleanup(c);
+	free(to);
 }

@@ -151,6 +151,10 @@ static void function_free(struct inv_function *f)
 	free(f->program);
 	free(f->snapshot_dir);
 	free(f->last_log);
+	free(f->moved_to);
+	if (f->moved_token)
+		explicit_bzero(f->moved_token, strlen(f->moved_token));
+	free(f->moved_token);
 	json_decref(f->env);
 	pthread_mutex_destroy(&f->lock);
 	pthread_cond_destroy(&f->cond);
@@ -374,6 +378,8 @@ json_t *inv_function_describe(struct inv_function *f)
 	json_object_set_new(j, "snapshot", json_string(f->snapshot_dir));
 	json_object_set_new(j, "snapshot_s", json_real(f->snapshot_s));
 	json_object_set_new(j, "invocations", json_integer((json_int_t)f->count));
+	if (f->moved_to)   /* calls are forwarded there */
+		json_object_set_new(j, "moved_to", json_string(f->moved_to));
 	if (f->snap_phase)   /* a deploy or re-snapshot in progress */
 		json_object_set_new(j, "progress", json_pack("{s:s,s:I,s:I}", "phase", f->snap_phase, "elapsed_ms",
 							     (json_int_t)((phos_now() - f->snap_started) * 1e3),

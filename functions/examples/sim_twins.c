@@ -17,6 +17,8 @@
  *   _Z9sum_tablePKPjiyPy           tables    whole table, through the pointer
  *                                            table in device memory
  *   _Z10sum_directPKjyPy           tables    whole table
+ *   _Z12session_fillPjy            session   whole state
+ *   _Z12session_bumpPjyyyPy        session   the call's window, then the counter
  *   _Z8mse_gradPKfS0_PfS1_iif      train     per column, rows in order
  *   _Z7row_sumPKfPfii              train     per row, columns in order
  *   _Z9relu_gradPfPKfm             train     per element
@@ -327,6 +329,41 @@ static void sum_direct_twin(const struct phos_sim_launch *l)
 	*sum += s;
 }
 
+/* ---- session -------------------------------------------------------------- */
+
+/* __global__ void session_fill(unsigned *s, unsigned long long n) */
+static void session_fill_twin(const struct phos_sim_launch *l)
+{
+	unsigned *s;
+	unsigned long long n;
+
+	if (!twin_has_params(l, 2))
+		return;
+	s = PHOS_SIM_ARG(l, 0, unsigned *);
+	n = PHOS_SIM_ARG(l, 1, unsigned long long);
+	for (unsigned long long i = 0; i < n; i++)
+		s[i] = (unsigned)(i % 65536);
+}
+
+/* __global__ void session_bump(unsigned *s, unsigned long long n, unsigned long long start,
+ *                              unsigned long long len, unsigned long long *counter) */
+static void session_bump_twin(const struct phos_sim_launch *l)
+{
+	unsigned *s;
+	unsigned long long n, start, len, *counter;
+
+	if (!twin_has_params(l, 5))
+		return;
+	s = PHOS_SIM_ARG(l, 0, unsigned *);
+	n = PHOS_SIM_ARG(l, 1, unsigned long long);
+	start = PHOS_SIM_ARG(l, 2, unsigned long long);
+	len = PHOS_SIM_ARG(l, 3, unsigned long long);
+	counter = PHOS_SIM_ARG(l, 4, unsigned long long *);
+	for (unsigned long long i = 0; i < len; i++)
+		s[(start + i) % n] += 1;
+	*counter += 1;
+}
+
 /* ---- train ---------------------------------------------------------------- */
 
 /* __global__ void mse_grad(const float *z, const float *y, float *dz, float *err, int rows, int cols, float scale) */
@@ -426,6 +463,8 @@ static const struct phos_sim_twin example_twins[] = {
 	{"_Z10fill_tablePjyj", fill_table_twin},
 	{"_Z9sum_tablePKPjiyPy", sum_table_twin},
 	{"_Z10sum_directPKjyPy", sum_direct_twin},
+	{"_Z12session_fillPjy", session_fill_twin},
+	{"_Z12session_bumpPjyyyPy", session_bump_twin},
 	{"_Z8mse_gradPKfS0_PfS1_iif", mse_grad_twin},
 	{"_Z7row_sumPKfPfii", row_sum_twin},
 	{"_Z9relu_gradPfPKfm", relu_grad_twin},

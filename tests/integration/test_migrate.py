@@ -11,9 +11,15 @@ call count live on across calls).
   goes on again;
 - refused or failed moves leave exactly one live copy, A's, serving on with
   its state: B unreachable, B refusing the token, lc not deployed on B, B at
-  max_instances, a busy instance (409), bad input (400/404/405);
+  max_instances, bad input (400/404/405); a busy instance moves once its
+  call is done, which is not disturbed;
 - the checkpoint file route serves only a checkpoint being moved, with its
-  migration id.
+  migration id;
+- functions/examples/session (max_instances 1) moved A->B while a client
+  calls A without pause, then moved back: every call is answered once and
+  right, the call counter goes on without a gap (calls during the move wait,
+  then A forwards them to B), A says where it went, and forwards no more
+  once it holds the session again.
 """
 import json
 import os
@@ -25,6 +31,7 @@ import time
 from harness import DEVICE, Invoker, check, done, free_port, program
 
 LONG = program("tests", "integration", "long_call")
+SESSION = program("functions", "examples", "session")
 N = 1024
 
 
@@ -132,21 +139,6 @@ try:
     check(not [n for n in os.listdir(os.path.join(dst.state, "checkpoints"))],
           f"refused moves leave nothing on the target: {os.listdir(os.path.join(dst.state, 'checkpoints'))}")
 
-    # a busy instance is not moved
-    res = {}
-    th = threading.Thread(target=lambda: res.update(r=src.call("POST", "/function/lc",
-                                                                {"steps": 100, "pause_us": 10000})))
-    th.start()
-    for _ in range(200):
-        if [i for i in live(src, "lc") if i["state"] == "busy"]:
-            break
-        time.sleep(0.02)
-    st, body = migrate(src, dst, iid)
-    check(st == 409 and "running a call" in str(body), f"busy: {st} {body}")
-    th.join()
-    plan.append(100)
-    check(res["r"][0] == 200 and res["r"][1] == reference(plan)[-1], f"the busy call was not disturbed: {res}")
-
     # bad input
     good = {"to": url(dst), "to_token": token(dst)}
     cases = [
@@ -175,6 +167,78 @@ try:
     st, body = dst.call("POST", "/system/functions/lc/instances", {"from": url(src)})
     check(st == 400, f"a receive without its fields: {st} {body}")
     serves_on("after bad input")
+
+    # a busy instance moves once its call is done (no new call takes it meanwhile)
+    res = {}
+    th = threading.Thread(target=lambda: res.update(r=src.call("POST", "/function/lc",
+                                                                {"steps": 100, "pause_us": 10000})))
+    th.start()
+    for _ in range(200):
+        if [i for i in live(src, "lc") if i["state"] == "busy"]:
+            break
+        time.sleep(0.02)
+    st, body = dst.call("DELETE", "/system/functions/lc")   # room for it on the target again
+    st, body = dst.call("POST", "/system/functions", {"name": "lc", "program": LONG,
+                                                      "limits": {"timeout_ms": 120000, "max_instances": 2}})
+    check(st == 201, f"deploy lc on the target again: {st} {body}")
+    st, body = migrate(src, dst, iid)
+    th.join()
+    plan.append(100)
+    check(res["r"][0] == 200 and res["r"][1] == reference(plan)[-1], f"the busy call was not disturbed: {res}")
+    check(st == 200 and body.get("state") == "done", f"busy: moved after its call: {st} {body}")
+    plan.append(2)
+    st, got = dst.call("POST", "/function/lc", {"steps": 2})
+    check(st == 200 and got == reference(plan)[-1], f"moved after its call, it goes on there: {got}")
+
+    # --- a session moved while a client calls it without pause ---------------------
+    # (max_instances 1: calls that come during the move wait, and the source
+    # forwards them, and all later ones, to where the session went)
+    for inv in (a, b):
+        st, body = inv.call("POST", "/system/functions", {"name": "sess", "program": SESSION,
+                                                          "args": ["--state-mib", "4", "--write-kib", "16"],
+                                                          "limits": {"timeout_ms": 60000, "max_instances": 1}})
+        check(st == 201, f"deploy sess on {inv.port}: {st} {body}")
+    seen = []
+    stop = threading.Event()
+
+    def client(inv):
+        while not stop.is_set():
+            st, body = inv.call("POST", "/function/sess", {})
+            seen.append((st, body))
+
+    st, body = a.call("POST", "/function/sess", {})
+    seen.append((st, body))
+    th = threading.Thread(target=client, args=(a,))
+    th.start()
+    time.sleep(0.3)
+    sid = live(a, "sess")[0]["instance"]
+    st, body = a.call("POST", f"/system/functions/sess/instances/{sid}/migrate",
+                      {"to": url(b), "to_token": token(b)}, timeout=300)
+    check(st == 200 and body.get("state") == "done", f"session moved under load: {st} {body}")
+    moved_at = len(seen)
+    time.sleep(0.5)
+    stop.set()
+    th.join()
+    st, body = a.call("GET", "/system/functions/sess")
+    check(body.get("moved_to") == url(b), f"A says where sess went: {body.get('moved_to')}")
+    st, via_b = b.call("POST", "/function/sess", {})
+    seen.append((st, via_b))
+    # and back: B forwards, A serves it again
+    sid = live(b, "sess")[0]["instance"]
+    st, body = b.call("POST", f"/system/functions/sess/instances/{sid}/migrate",
+                      {"to": url(a), "to_token": token(a), "mode": "stw"}, timeout=300)
+    check(st == 200, f"session moved back: {st} {body}")
+    for inv in (a, b, a):
+        seen.append(inv.call("POST", "/function/sess", {}))
+    st, body = a.call("GET", "/system/functions/sess")
+    check("moved_to" not in body, f"A holds sess again: no forwarding: {body.get('moved_to')}")
+    bad = [x for x in seen if x[0] != 200 or not x[1].get("ok")]
+    check(not bad, f"every call of the session answered right: {bad[:3]}")
+    counters = [x[1].get("counter") for x in seen if x[0] == 200]
+    check(counters == list(range(1, len(seen) + 1)),
+          f"each call answered once, the counter going on across the moves ({len(seen)} calls, "
+          f"{moved_at} before the first move ended): {counters[:5]}...{counters[-5:]}")
+    check(moved_at > 2 and len(seen) > moved_at + 3, f"calls ran before and after the move: {moved_at} {len(seen)}")
 finally:
     for inv in (a, b):
         if inv:
