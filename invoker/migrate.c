@@ -41,6 +41,7 @@
 #include <microhttpd.h>
 
 #include "control.h"
+#include "fault.h"
 #include "image.h"
 #include "invoker.h"
 #include "log.h"
@@ -372,6 +373,8 @@ int inv_migrate_file(const char *name, unsigned id, const char *mid, const char 
 
 	if (!mid || !path || strlen(path) > 200 || strstr(path, "..") || path[0] == '/')
 		return *ret_body = err_json("snapshot= (the migration) and path= are needed"), 400;
+	if (phos_fault("migrate_file_cut"))
+		return *ret_body = err_json("injected fault: migrate_file_cut"), 500;
 	if (parse_u64(offset, &off) < 0 || parse_u64(length, &len) < 0 || len == 0 || len > INV_EXPORT_RANGE_MAX)
 		return *ret_body = err_json("offset= and length= must be numbers, length 1..%u", INV_EXPORT_RANGE_MAX),
 		       400;
@@ -540,6 +543,8 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 		*ret_body = err_json("out of memory");
 		goto out;
 	}
+	if (phos_fault("migrate_stall"))
+		sleep(10);   /* tests: killed here, mid-transfer */
 	r = fetch_files(&p, tmp, err, sizeof(err));
 	if (r == 0)   /* the manifest last */
 		r = pull_write_new(tmp, "manifest.json", manifest, strlen(manifest), err, sizeof(err));

@@ -19,7 +19,10 @@
  * SIGKILLs itself between a checkpoint's CPU dump and its commit),
  * export_newer (an invoker's snapshot export claims the next export version),
  * pull_stall (a snapshot pull waits, up to 10 s, for a remove or drain to cancel it),
- * pull_nospace (a snapshot pull finds no free disk).
+ * pull_nospace (a snapshot pull finds no free disk), migrate_stall (the
+ * target of a move waits 10 s before it fetches the checkpoint, for a test
+ * to kill it there), migrate_file_cut (the source of a move fails a
+ * request for a range of the checkpoint: the link cut mid-transfer).
  */
 #pragma once
 

@@ -15,6 +15,9 @@ call count live on across calls).
   call is done, which is not disturbed;
 - the checkpoint file route serves only a checkpoint being moved, with its
   migration id;
+- the link cut mid-transfer (the source's file route fails) and the target
+  killed mid-transfer: the source serves on with its state, and the
+  target holds nothing of the move (after its restart too);
 - functions/examples/session (max_instances 1) moved A->B while a client
   calls A without pause, then moved back: every call is answered once and
   right, the call counter goes on without a gap (calls during the move wait,
@@ -239,6 +242,49 @@ try:
           f"each call answered once, the counter going on across the moves ({len(seen)} calls, "
           f"{moved_at} before the first move ended): {counters[:5]}...{counters[-5:]}")
     check(moved_at > 2 and len(seen) > moved_at + 3, f"calls ran before and after the move: {moved_at} {len(seen)}")
+    for inv in (a, b):
+        inv.stop()
+
+    # --- the link cut mid-transfer, the target killed mid-transfer ------------------
+    # c: a source whose file route fails its 2nd range (the link cut); d, e: targets
+    c = Invoker(os.path.join(tmp, "c"), tmp, device=DEVICE, fault="migrate_file_cut:1")
+    d = Invoker(os.path.join(tmp, "d"), tmp, device=DEVICE)
+    for inv in (c, d):
+        st, body = inv.call("POST", "/system/functions", {"name": "lc", "program": LONG,
+                                                          "limits": {"timeout_ms": 120000, "max_instances": 2}})
+        check(st == 201, f"deploy lc on {inv.port}: {st} {body}")
+    plan = [2]
+    st, body = c.call("POST", "/function/lc", {"steps": 2})
+    check(st == 200 and body == reference(plan)[-1], f"first call on c: {body}")
+    iid = live(c, "lc")[0]["instance"]
+    st, body = migrate(c, d, iid)
+    check(st == 502 and "serves on here" in str(body) and "migrate_file_cut" in str(body),
+          f"link cut mid-transfer: {st} {body}")
+    check(live(d, "lc") == [] and os.listdir(os.path.join(d.state, "checkpoints")) == [],
+          f"the target holds nothing half-done: {live(d, 'lc')} {os.listdir(os.path.join(d.state, 'checkpoints'))}")
+    plan.append(1)
+    st, got = c.call("POST", "/function/lc", {"steps": 1})
+    check(st == 200 and got == reference(plan)[-1], f"link cut: the source serves on with its state: {got}")
+    d.stop()
+    e = Invoker(os.path.join(tmp, "e"), tmp, device=DEVICE, fault="migrate_stall")
+    st, body = e.call("POST", "/system/functions", {"name": "lc", "program": LONG,
+                                                    "limits": {"timeout_ms": 120000, "max_instances": 2}})
+    check(st == 201, f"deploy lc on e: {st} {body}")
+    res = {}
+    th = threading.Thread(target=lambda: res.update(r=migrate(c, e, iid)))
+    th.start()
+    time.sleep(3)
+    e.kill()
+    th.join()
+    check(res["r"][0] == 502 and "serves on here" in str(res["r"][1]), f"target killed mid-transfer: {res['r']}")
+    plan.append(1)
+    st, got = c.call("POST", "/function/lc", {"steps": 1})
+    check(st == 200 and got == reference(plan)[-1], f"target killed: the source serves on with its state: {got}")
+    e = Invoker(os.path.join(tmp, "e"), tmp, device=DEVICE)   # its restart sweeps what the move left
+    left = os.listdir(os.path.join(e.state, "checkpoints"))
+    check(left == [] and live(e, "lc") == [], f"the killed target, restarted, holds nothing of the move: {left}")
+    for inv in (c, e):
+        inv.stop()
 finally:
     for inv in (a, b):
         if inv:
