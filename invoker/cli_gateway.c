@@ -21,7 +21,8 @@
 
 #define MAX_STDIN (256u << 20)
 
-enum { O_GATEWAY = 1000, O_TOKEN, O_NAME, O_DEVICE, O_LIMIT, O_TAIL, O_STATE, O_FROM, O_FROM_TOKEN };
+enum { O_GATEWAY = 1000, O_TOKEN, O_NAME, O_DEVICE, O_LIMIT, O_TAIL, O_STATE, O_FROM, O_FROM_TOKEN, O_TO, O_TO_TOKEN,
+       O_INSTANCE, O_MODE };
 
 static const struct option common_opts[] = {
 	{ "gateway", required_argument, NULL, O_GATEWAY }, { "token-file", required_argument, NULL, O_TOKEN },
@@ -29,12 +30,15 @@ static const struct option common_opts[] = {
 	{ "limit", required_argument, NULL, O_LIMIT },     { "tail", required_argument, NULL, O_TAIL },
 	{ "state-dir", required_argument, NULL, O_STATE }, { "help", no_argument, NULL, 'h' },
 	{ "from", required_argument, NULL, O_FROM },       { "from-token-file", required_argument, NULL, O_FROM_TOKEN },
+	{ "to", required_argument, NULL, O_TO },           { "to-token-file", required_argument, NULL, O_TO_TOKEN },
+	{ "instance", required_argument, NULL, O_INSTANCE }, { "mode", required_argument, NULL, O_MODE },
 	{ 0 },
 };
 
 struct args {
 	const char *gateway, *token_file, *state_dir, *name, *device, *tail;
 	const char *from, *from_token_file;   /* deploy --from: a pull from a peer invoker */
+	const char *to, *to_token_file, *instance, *mode;   /* migrate */
 	json_t *limits;
 };
 
@@ -57,6 +61,8 @@ static const char *usage_of(const char *cmd)
 		return "list";
 	if (!strcmp(cmd, "logs"))
 		return "logs NAME [--tail N]";
+	if (!strcmp(cmd, "migrate"))
+		return "migrate NAME [--instance ID] --to URL [--to-token-file FILE] [--mode recopy|stw|cow]";
 	if (!strcmp(cmd, "invoke"))
 		return "invoke NAME   (request body on stdin, answer on stdout)";
 	static char buf[64];
@@ -83,6 +89,10 @@ static int parse(int argc, char **argv, struct args *a)
 		case O_TAIL: a->tail = optarg; break;
 		case O_FROM: a->from = optarg; break;
 		case O_FROM_TOKEN: a->from_token_file = optarg; break;
+		case O_TO: a->to = optarg; break;
+		case O_TO_TOKEN: a->to_token_file = optarg; break;
+		case O_INSTANCE: a->instance = optarg; break;
+		case O_MODE: a->mode = optarg; break;
 		case O_LIMIT: {
 			char *eq = strchr(optarg, '='), *end;
 			long long v;
@@ -202,6 +212,80 @@ static int deploy_from(struct cli_gateway *g, struct args *a, int argc, char **a
 	return done(&ans, false);
 }
 
+/* migrate NAME --to URL: the invoker moves NAME's instance (--instance, else
+ * its only one) with its state to the invoker at URL, whose admin token is
+ * in --to-token-file (else $PHOS_TO_TOKEN_FILE). */
+static int migrate(struct cli_gateway *g, struct args *a, const char *name)
+{
+	const char *tf = a->to_token_file ? a->to_token_file : getenv("PHOS_TO_TOKEN_FILE");
+	char *token = NULL, err[512], what[160], path[256], *body, *end;
+	struct cli_answer ans;
+	unsigned long id = 0;
+	json_t *req;
+	int r;
+
+	if (!a->to || !tf) {
+		fprintf(stderr, "phos-fn: migrate needs --to URL and the target's admin token: --to-token-file FILE "
+				"(or $PHOS_TO_TOKEN_FILE)\n");
+		return 2;
+	}
+	if (a->instance) {
+		id = strtoul(a->instance, &end, 10);
+		if (*end || id < 1 || id > 999999999 || a->instance[0] == '-') {
+			fprintf(stderr, "phos-fn: --instance takes an instance id (1..999999999; see phos-fn logs)\n");
+			return 2;
+		}
+	} else {   /* its only instance */
+		json_t *j, *list;
+		size_t i;
+		json_t *v;
+
+		snprintf(path, sizeof(path), "/system/logs?name=%s&tail=1", name);
+		if (cli_http(g, "GET", path, NULL, 0, NULL, &ans) < 0)
+			return 1;
+		if (ans.code != 200)
+			return done(&ans, false);
+		j = json_loadb(ans.body, ans.len, 0, NULL);
+		list = json_object_get(j, "instances");
+		unsigned n = 0;
+		json_array_foreach(list, i, v)
+			if (strcmp(json_string_value(json_object_get(v, "state")) ?: "", "exited")) {
+				n++;
+				id = (unsigned long)json_integer_value(json_object_get(v, "instance"));
+			}
+		json_decref(j);
+		free(ans.body);
+		if (n != 1) {
+			fprintf(stderr, "phos-fn: %s has %u instances: name one with --instance ID (see phos-fn logs %s)\n",
+				name, n, name);
+			return 1;
+		}
+	}
+	if (inv_token_read(tf, &token, err, sizeof(err)) < 0) {
+		fprintf(stderr, "phos-fn: %s\n", err);
+		return 1;
+	}
+	req = json_pack("{s:s,s:s}", "to", a->to, "to_token", token);
+	explicit_bzero(token, strlen(token));
+	free(token);
+	if (req && a->mode)
+		json_object_set_new(req, "mode", json_string(a->mode));
+	body = req ? json_dumps(req, JSON_COMPACT) : NULL;
+	json_decref(req);
+	if (!body)
+		return 1;
+	snprintf(path, sizeof(path), "/system/functions/%s/instances/%lu/migrate", name, id);
+	snprintf(what, sizeof(what), "moving instance %lu of %s to %.64s", id, name, a->to);
+	r = cli_http(g, "POST", path, body, strlen(body), what, &ans);
+	explicit_bzero(body, strlen(body));
+	free(body);
+	if (r < 0)
+		return 1;
+	if (ans.code == 200)
+		print_json(&ans);
+	return done(&ans, false);
+}
+
 static int deploy(struct cli_gateway *g, struct args *a, int argc, char **argv, int first)
 {
 	char prog[PATH_MAX], path[64 + PATH_MAX], what[128];
@@ -273,6 +357,8 @@ int cli_gateway(int argc, char **argv)
 	if (first != argc - 1 || !name_valid(argv[first]))
 		goto usage;
 	const char *name = argv[first];
+	if (!strcmp(cmd, "migrate"))
+		return migrate(&g, &a, name);
 	if (!strcmp(cmd, "describe") || !strcmp(cmd, "remove")) {
 		snprintf(path, sizeof(path), "/system/functions/%s", name);
 		if (cli_http(&g, cmd[0] == 'd' ? "GET" : "DELETE", path, NULL, 0, NULL, &ans) < 0)

@@ -25,7 +25,9 @@ static void usage(FILE *f)
 		   "  deploy --from URL [--from-token-file FILE] NAME   pull NAME's snapshot from the invoker at URL\n"
 		   "  list | describe NAME | remove NAME | snapshot NAME\n"
 		   "  invoke NAME            request body on stdin, the answer on stdout\n"
-		   "  logs NAME [--tail N]   the function's stderr, per instance\n");
+		   "  logs NAME [--tail N]   the function's stderr, per instance\n"
+		   "  migrate NAME [--instance ID] --to URL [--to-token-file FILE] [--mode recopy|stw|cow]\n"
+		   "                         move an instance with its state to the invoker at URL\n");
 }
 
 int main(int argc, char **argv)
@@ -49,7 +51,7 @@ int main(int argc, char **argv)
 				return cli_snapshot(argc - 1, argv + 1);
 		return cli_gateway(argc - 1, argv + 1);
 	}
-	static const char *const gw[] = { "deploy", "list", "describe", "remove", "invoke", "logs", NULL };
+	static const char *const gw[] = { "deploy", "list", "describe", "remove", "invoke", "logs", "migrate", NULL };
 	for (const char *const *c = gw; *c; c++)
 		if (!strcmp(argv[1], *c))
 			return cli_gateway(argc - 1, argv + 1);

@@ -27,11 +27,12 @@ call count live on across calls).
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import threading
 import time
 
-from harness import DEVICE, Invoker, check, done, free_port, program
+from harness import DEVICE, PHOS_FN, Invoker, check, done, free_port, program
 
 LONG = program("tests", "integration", "long_call")
 SESSION = program("functions", "examples", "session")
@@ -105,6 +106,28 @@ try:
         src, dst = dst, src
     # (three moves: the instance is on B now)
     check(live(a, "lc") == [] and len(live(b, "lc")) == 1, "after three moves the instance is on B")
+
+    # the CLI: phos-fn migrate NAME --to URL (its only instance), there and back
+    def cli(src, *args):
+        tf = os.path.join(tmp, "to.token")
+        with open(tf, "w") as f:
+            f.write(token(a if src is b else b))
+        os.chmod(tf, 0o600)
+        return subprocess.run([PHOS_FN, "migrate", "lc", "--gateway", url(src), "--state-dir", src.state, *args,
+                               "--to-token-file", tf], capture_output=True, text=True, timeout=300)
+
+    for s_, d_ in ((b, a), (a, b)):
+        r = cli(s_, "--to", url(d_), "--mode", "stw")
+        check(r.returncode == 0 and json.loads(r.stdout or "{}").get("state") == "done",
+              f"phos-fn migrate: {r.returncode} {r.stdout[-300:]} {r.stderr[-300:]}")
+    plan.append(1)
+    st, got = b.call("POST", "/function/lc", {"steps": 1})
+    check(st == 200 and got == reference(plan)[-1], f"moved by the CLI there and back, it goes on: {got}")
+    r = subprocess.run([PHOS_FN, "migrate", "lc", "--gateway", url(b), "--state-dir", b.state, "--to", url(a)],
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 2 and "to-token-file" in r.stderr, f"phos-fn migrate without a token: {r.returncode} {r.stderr}")
+    r = cli(b, "--to", url(a), "--instance", "0")
+    check(r.returncode == 2 and "--instance" in r.stderr, f"phos-fn migrate --instance 0: {r.returncode} {r.stderr}")
     src, dst = b, a
 
     def serves_on(what):
