@@ -74,13 +74,13 @@
  * that copy; when it is full, the buffer is copied to host first instead. */
 #define COW_RESERVE_DEFAULT (2ull << 30)
 
-void exec_checkpoint_ask(struct executor *ex, enum phos_ckpt_mode mode, const char *dir)
+void exec_checkpoint_ask(struct executor *ex, enum phos_ckpt_mode mode, bool wait_stop, const char *dir)
 {
 	struct exec_ckpt *c = &ex->ckpt;
 	bool busy;
 
-	if ((unsigned)mode >= PHOS_CKPT_MODE_END) {
-		exec_control_error(ex, "unknown checkpoint mode %u", (unsigned)mode);
+	if ((unsigned)mode >= PHOS_CKPT_MODE_END || (wait_stop && mode != PHOS_CKPT_RECOPY)) {
+		exec_control_error(ex, "unknown checkpoint mode %u%s", (unsigned)mode, wait_stop ? " (waiting for a stop)" : "");
 		return;
 	}
 	pthread_mutex_lock(&c->lock);
@@ -91,6 +91,10 @@ void exec_checkpoint_ask(struct executor *ex, enum phos_ckpt_mode mode, const ch
 		snprintf(c->dir, sizeof(c->dir), "%s", dir);
 		c->t_asked = phos_now();
 		c->resume = false;
+		c->wait_stop = wait_stop;
+		c->precopied = false;
+		atomic_store(&c->stop_asked, false);
+		atomic_store(&c->abandon, false);
 		atomic_store(&c->asked, true);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -105,11 +109,36 @@ void exec_checkpoint_ask(struct executor *ex, enum phos_ckpt_mode mode, const ch
 void exec_checkpoint_resume(struct executor *ex)
 {
 	struct exec_ckpt *c = &ex->ckpt;
+	bool drop;
 
 	pthread_mutex_lock(&c->lock);
 	c->resume = true;
+	/* before the stop of a recopy that waits for one: it is called off */
+	drop = c->wait_stop && !c->holding && (c->recopy || atomic_load(&c->asked));
+	if (drop)
+		atomic_store(&c->abandon, true);
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
+	if (drop && ex->ch)
+		phos_channel_kick(ex->ch);
+}
+
+void exec_checkpoint_stop(struct executor *ex)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+	bool ok;
+
+	pthread_mutex_lock(&c->lock);
+	ok = c->wait_stop && !c->holding && (c->recopy || atomic_load(&c->asked));
+	if (ok)
+		atomic_store(&c->stop_asked, true);
+	pthread_mutex_unlock(&c->lock);
+	if (!ok) {
+		exec_control_error(ex, "stop: no checkpoint waits for one");
+		return;
+	}
+	if (ex->ch)
+		phos_channel_kick(ex->ch);
 }
 
 /* What must hold before the device state is taken: 0, or -errno with err. */
@@ -323,7 +352,11 @@ static void cow_protect_all(struct executor *ex)
 
 bool exec_checkpoint_copying(const struct executor *ex)
 {
-	return ex->ckpt.cow != NULL || ex->ckpt.recopy != NULL;
+	const struct exec_ckpt *c = &ex->ckpt;
+
+	/* (a pre-copy with nothing dirty waits for records, or for its STOP's kick) */
+	return c->cow != NULL || (c->recopy && !(c->wait_stop && c->precopied && c->recopy->dirty_bytes == 0 &&
+						 !atomic_load(&c->stop_asked) && !atomic_load(&c->abandon)));
 }
 
 int exec_checkpoint_before_write(struct executor *ex, const struct spec_set *s)
@@ -500,12 +533,34 @@ static void recopy_poll(struct executor *ex)
 	double t_stop;
 	int r;
 
+	if (atomic_load(&c->abandon)) {   /* RESUME before the STOP it waited for */
+		recopy_drop(c);
+		phos_info("checkpoint (recopy): called off before its stop");
+		return;
+	}
 	r = exec_recopy_step(ex, rc, &stop, err, sizeof(err));
 	if (!rc->halfway && (stop || rc->next >= rc->n / 2)) {
 		rc->halfway = true;
 		fault_kill(c->dir);   /* halfway through the first round (or before the stop), once */
 	}
-	if (r == 0 && !stop)
+	if (r == 0 && c->wait_stop && !atomic_load(&c->stop_asked)) {
+		/* a pre-copy: converged once, it says so and keeps its copies current */
+		if (stop) {
+			if (!c->precopied) {
+				struct phos_ctl_msg pm = { .type = PHOS_CTL_PRECOPIED, .fd = -1 };
+
+				pm.precopied.rounds = rc->round;
+				pm.precopied.precopy_bytes = rc->precopy_bytes;
+				pm.precopied.dirty_bytes = rc->dirty_bytes;
+				pm.precopied.data_end = rc->end;
+				c->precopied = true;
+				exec_control_send(ex, &pm);
+			}
+			exec_recopy_rearm(rc);
+		}
+		return;
+	}
+	if (r == 0 && !stop && !(c->wait_stop && atomic_load(&c->stop_asked)))
 		return;
 	t_stop = phos_now();
 	pthread_mutex_lock(&c->lock);

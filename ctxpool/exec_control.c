@@ -10,7 +10,8 @@
  *                   (executor.h, enum spec_fallback), and whether an on-demand
  *                   restore is still moving buffers in.
  *   CHECKPOINT    → CHECKPOINTED or ERROR, from the dispatcher
- *                   (exec_checkpoint.c); RESUME lets it go on.
+ *                   (exec_checkpoint.c); RESUME lets it go on. A recopy
+ *                   with wait_stop says PRECOPIED first and stops at STOP.
  * The jobs of a pooled executor are read by pool_loop (main.c).
  */
 #include <errno.h>
@@ -131,9 +132,11 @@ static void *control_main(void *arg)
 		else if (m.type == PHOS_CTL_ASK_FALLBACKS)
 			reply_fallbacks(ex);
 		else if (m.type == PHOS_CTL_CHECKPOINT)
-			exec_checkpoint_ask(ex, m.checkpoint.mode, m.checkpoint.dir);
+			exec_checkpoint_ask(ex, m.checkpoint.mode, m.checkpoint.wait_stop, m.checkpoint.dir);
 		else if (m.type == PHOS_CTL_RESUME)
 			exec_checkpoint_resume(ex);
+		else if (m.type == PHOS_CTL_STOP)
+			exec_checkpoint_stop(ex);
 		else
 			exec_control_error(ex, "unknown request while serving '%s'", phos_ctl_type_name(m.type));
 		phos_ctl_msg_exit(&m);

@@ -250,6 +250,14 @@ int exec_recopy_step(struct executor *ex, struct exec_recopy *rc, bool *ret_stop
 	return 0;
 }
 
+void exec_recopy_rearm(struct exec_recopy *rc)
+{
+	if (rc->dirty_bytes)   /* (a pass with nothing to copy is no round) */
+		rc->round++;
+	rc->prev_dirty = rc->dirty_bytes;
+	rc->next = 0;
+}
+
 int exec_recopy_stop(struct executor *ex, struct exec_recopy *rc, const char *dir, uint64_t *ret_bytes,
 		     uint64_t *ret_stop_bytes, char *err, size_t errlen)
 {

@@ -141,6 +141,11 @@ struct exec_ckpt {
 	/* recopy, while the function runs (set and cleared under lock by the
 	 * dispatcher, which alone uses it) */
 	struct exec_recopy *recopy;
+	/* a recopy that waits for STOP (live migration's pre-copy): after its
+	 * rounds converge it says PRECOPIED once and keeps copying what records
+	 * dirty; STOP makes it stop, RESUME before that drops it */
+	bool wait_stop, precopied;
+	_Atomic bool stop_asked, abandon;
 };
 
 #define EXEC_SAVED_LIMITS 16
@@ -250,7 +255,9 @@ int exec_region_map(struct executor *ex, uint32_t id, int fd, uint64_t size, uin
  * empty directory) at the next record boundary; the dispatcher answers
  * CHECKPOINTED or ERROR on the control socket itself. A second request while
  * one is under way is answered ERROR at once. */
-void exec_checkpoint_ask(struct executor *ex, enum phos_ckpt_mode mode, const char *dir);
+void exec_checkpoint_ask(struct executor *ex, enum phos_ckpt_mode mode, bool wait_stop, const char *dir);
+/* Control thread: STOP: a recopy that waits for it stops (else an ERROR). */
+void exec_checkpoint_stop(struct executor *ex);
 
 /* Control thread: RESUME (also called when the controller is gone): a
  * dispatcher held by a checkpoint takes records again. */
@@ -298,6 +305,9 @@ struct exec_recopy {
 	bool halfway;               /* the first round got halfway (fault point checkpoint_kill) */
 };
 
+/* Starts another pass over the items (a recopy that waits for STOP keeps
+ * its copies current). */
+void exec_recopy_rearm(struct exec_recopy *rc);
 /* Places every buffer and variable in dir/gpu.data (created), all dirty.
  * 0 and *ret, or -errno with err. */
 int exec_recopy_begin(struct executor *ex, const char *dir, struct exec_recopy **ret, char *err, size_t errlen);

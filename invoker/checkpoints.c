@@ -88,12 +88,19 @@ int inv_checkpoint_take(struct inv_function *f, struct inv_instance *in, enum ph
 		snprintf(err, errlen, "instance %u is between a request and its answer; try again", in->id);
 		return -EAGAIN;
 	}
+	if (pthread_mutex_trylock(&in->ctl_lock) != 0) {
+		snprintf(err, errlen, "instance %u is being moved; try again", in->id);
+		return -EAGAIN;
+	}
+	/* (ckpt_dir is set under ctl_lock: a move sets it from another thread) */
 	if (!in->ckpt_dir && asprintf(&in->ckpt_dir, "%s/checkpoints/%s-%u", inv_cfg.state_dir, f->name, in->id) < 0) {
 		in->ckpt_dir = NULL;
+		pthread_mutex_unlock(&in->ctl_lock);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	r = phos_checkpoint_take(&t, mode, in->ckpt_dir, st, err, errlen);
+	pthread_mutex_unlock(&in->ctl_lock);
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&f->lock);

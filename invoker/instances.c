@@ -164,6 +164,8 @@ static void instance_free(struct inv_instance *in)
 		free(in->ckpt_dir);
 	}
 	pthread_mutex_destroy(&in->log_lock);
+	pthread_mutex_destroy(&in->ctl_lock);
+	free(in->mig_dir);
 	free(in->ring);
 	free(in);
 }
@@ -191,6 +193,15 @@ static char *ring_tail(struct inv_instance *in, unsigned tail)
 	return text;
 }
 
+/* Waits until no other thread uses in's processes (inv_instance_borrow). */
+static void instance_unborrowed(struct inv_function *f, struct inv_instance *in)
+{
+	pthread_mutex_lock(&f->lock);
+	while (in->borrowed)
+		pthread_cond_wait(&f->cond, &f->lock);
+	pthread_mutex_unlock(&f->lock);
+}
+
 /* Kills (or asks to exit, closing its stdin) and reaps the instance, which is
  * out of f's list already; its log is kept as f's last exited one. No lock
  * held. Returns the function's exit status. */
@@ -207,6 +218,7 @@ static int instance_stop(struct inv_function *f, struct inv_instance *in, bool k
 		in->in_fd = -1;
 	}
 	/* (no processes: a resume that failed after the old ones were reaped) */
+	instance_unborrowed(f, in);   /* a move's checkpoint ends on its death first */
 	code = in->proc.fn_pid > 0 ? phos_instance_wait(&in->proc) : 128 + SIGKILL;
 	if (in->log_started) {
 		pthread_join(in->log_thread, NULL);
@@ -434,6 +446,7 @@ static int instance_resume(struct inv_function *f, struct inv_instance *in, char
 	int r;
 
 	kill(in->proc.fn_pid, SIGKILL);
+	instance_unborrowed(f, in);
 	phos_instance_wait(&in->proc);
 	if (in->log_started) {
 		pthread_join(in->log_thread, NULL);   /* the old stderr pipe is at its end */
@@ -788,6 +801,7 @@ static int instance_take(struct inv_function *f, double deadline, struct inv_res
 				return -1;
 			}
 			pthread_mutex_init(&in->log_lock, NULL);
+			pthread_mutex_init(&in->ctl_lock, NULL);
 			in->ckpt_evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 			in->in_fd = in->out_fd = in->err_fd = -1;
 			in->fn_pidfd = in->exe_pidfd = in->exe_statfd = -1;
@@ -1035,6 +1049,34 @@ int inv_instance_hold(struct inv_function *f, unsigned id, unsigned wait_ms, str
 	return r;
 }
 
+struct inv_instance *inv_instance_borrow(struct inv_function *f, unsigned id, char *err, size_t errlen)
+{
+	struct inv_instance *in;
+
+	pthread_mutex_lock(&f->lock);
+	in = find_instance(f, id);
+	if (in && (in->state == INV_INST_IDLE || in->state == INV_INST_BUSY) && !inv_draining && !f->removed &&
+	    !instance_dead(in))
+		in->borrowed++;
+	else {
+		if (in)
+			snprintf(err, errlen, "instance %u is not serving", id);
+		else
+			snprintf(err, errlen, "function %s has no instance %u", f->name, id);
+		in = NULL;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return in;
+}
+
+void inv_instance_unborrow(struct inv_function *f, struct inv_instance *in)
+{
+	pthread_mutex_lock(&f->lock);
+	in->borrowed--;
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+}
+
 void inv_instance_release(struct inv_function *f, struct inv_instance *in)
 {
 	bool stop;
@@ -1089,6 +1131,7 @@ int inv_instance_reserve(struct inv_function *f, struct inv_instance **ret, char
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&in->log_lock, NULL);
+	pthread_mutex_init(&in->ctl_lock, NULL);
 	in->ckpt_evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	in->in_fd = in->out_fd = in->err_fd = -1;
 	in->fn_pidfd = in->exe_pidfd = in->exe_statfd = -1;

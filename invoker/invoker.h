@@ -100,6 +100,16 @@ struct inv_instance {
 	/* being moved to another invoker (migrate.c), under f->lock */
 	char migration[33];           /* the migration's id; "" when none */
 	bool hold_wanted;             /* inv_instance_hold waits for it: calls leave it */
+	char *mig_dir;                /* where its files are served from: the pre-copy's
+				       * temporary dir, then the committed checkpoint */
+	uint64_t mig_data_end;        /* the pre-copy's gpu.data size (no manifest yet) */
+	/* The executor's control socket is one conversation at a time: a live
+	 * move's checkpoint (from another thread than the call's) holds
+	 * ctl_lock throughout; the fallbacks query and checkpoints only try it.
+	 * borrowed: threads using the instance's processes without holding it;
+	 * stopping it waits for none (f->cond). */
+	pthread_mutex_t ctl_lock;
+	unsigned borrowed;
 	struct phos_image *mig_img;   /* its checkpoint's manifest, for the file route */
 };
 
@@ -300,6 +310,10 @@ bool inv_instance_dead(const struct inv_instance *in);
  * (removed, draining) with err. */
 int inv_instance_hold(struct inv_function *f, unsigned id, unsigned wait_ms, struct inv_instance **ret, char *err,
 		      size_t errlen);
+/* Uses instance id's processes without holding it (calls go on): stopping it
+ * waits for inv_instance_unborrow. NULL when it is not serving, with err. */
+struct inv_instance *inv_instance_borrow(struct inv_function *f, unsigned id, char *err, size_t errlen);
+void inv_instance_unborrow(struct inv_function *f, struct inv_instance *in);
 /* Gives a held instance back (idle; stopped when its function went meanwhile). */
 void inv_instance_release(struct inv_function *f, struct inv_instance *in);
 /* Stops a held instance for good (killed, reaped, its checkpoints removed). */

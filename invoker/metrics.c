@@ -37,7 +37,11 @@ void inv_metrics_fallbacks(struct inv_function *f, struct inv_instance *in)
 {
 	struct phos_spec_fallbacks now;
 
-	if (in->fb_done || phos_instance_fallbacks(&in->proc, &now) < 0)
+	if (in->fb_done || pthread_mutex_trylock(&in->ctl_lock) != 0)   /* (busy: a move's checkpoint) */
+		return;
+	int r = phos_instance_fallbacks(&in->proc, &now);
+	pthread_mutex_unlock(&in->ctl_lock);
+	if (r < 0)
 		return;
 	pthread_mutex_lock(&f->lock);
 	/* counts only grow within one function process */

@@ -27,11 +27,14 @@
  * a fresh one; the moved state is reached through B.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -120,7 +123,8 @@ static size_t on_answer(char *data, size_t size, size_t nmemb, void *arg)
 
 /* POSTs body to url with the bearer token: the HTTP status (0: unreachable,
  * with the reason in err) and the parsed answer. */
-static long post_json(const char *url, const char *token, const char *body, json_t **ret, char *err, size_t errlen)
+static long post_json(const char *url, const char *token, const char *body, long timeout_s, json_t **ret, char *err,
+		      size_t errlen)
 {
 	struct answer a = { 0 };
 	struct curl_slist *h = NULL;
@@ -144,7 +148,7 @@ static long post_json(const char *url, const char *token, const char *body, json
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, MIGRATE_TIMEOUT_S);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_answer);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
 	cr = curl_easy_perform(c);
@@ -186,6 +190,227 @@ static int url_ok(const char *what, const char *url, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: %s", what, strncmp(why, "from: ", 6) ? why : why + 6);
 	curl_url_cleanup(p.base);
 	return r;
+}
+
+/* in is no longer being moved: the file route serves it no more. */
+static void mig_clear(struct inv_function *f, struct inv_instance *in)
+{
+	pthread_mutex_lock(&f->lock);
+	in->migration[0] = '\0';
+	in->mig_img = NULL;
+	free(in->mig_dir);
+	in->mig_dir = NULL;
+	in->mig_data_end = 0;
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* f's instance went to `to`: a function of one instance (a session) forwards
+ * its calls there from now on, those waiting for the held instance first
+ * (set before the instance goes, which wakes them). */
+static void moved_away(struct inv_function *f, const char *to, const char *token)
+{
+	char *dst, *tok;
+
+	if (f->limits.max_instances != 1)
+		return;
+	dst = strdup(to);
+	tok = strdup(token);
+	pthread_mutex_lock(&f->lock);
+	free(f->moved_to);
+	if (f->moved_token)
+		explicit_bzero(f->moved_token, strlen(f->moved_token));
+	free(f->moved_token);
+	f->moved_to = dst && tok ? dst : NULL;
+	f->moved_token = dst && tok ? tok : NULL;
+	pthread_mutex_unlock(&f->lock);
+	if (!dst || !tok) {
+		free(dst);
+		free(tok);
+		phos_err("%s: out of memory: calls are not forwarded to %s", f->name, to);
+	}
+}
+
+/* The target's URL for NAME's instances. */
+static void instances_url(char *buf, size_t len, const char *to, const char *name)
+{
+	snprintf(buf, len, "%.*s/system/functions/%s/instances", (int)strlen(to) - (to[strlen(to) - 1] == '/'), to,
+		 name);
+}
+
+/* ---- live: pre-copy while the instance serves, then a short stop ---- */
+
+struct live {
+	struct inv_function *f;
+	unsigned id;
+	const char *to, *token, *self;
+	char mid[33], url[PULL_URL_MAX + 256];
+	struct inv_instance *held;    /* from the stop on */
+	double t_stop;                /* the stop: calls wait from here */
+	double pre_fetch_s;
+	uint64_t pre_bytes;
+	char err[1024];
+};
+
+/* The pre-copy converged: the target fetches gpu.data as it is while the
+ * instance serves on (the executor keeps it current), then the instance is
+ * held (calls wait) and the executor told to stop. */
+static int on_precopied(void *arg, const char *tmp, const struct phos_ctl_msg *m)
+{
+	struct live *L = arg;
+	struct inv_function *f = L->f;
+	struct inv_instance *in = NULL;
+	json_t *ans = NULL;
+	char *body;
+	long status;
+	int r;
+
+	pthread_mutex_lock(&f->lock);
+	for (struct inv_instance *x = f->instances; x; x = x->next)   /* (borrowed: it stays) */
+		if (x->id == L->id)
+			in = x;
+	snprintf(in->migration, sizeof(in->migration), "%s", L->mid);
+	free(in->mig_dir);
+	in->mig_dir = strdup(tmp);
+	in->mig_data_end = m->precopied.data_end;
+	in->mig_img = NULL;
+	pthread_mutex_unlock(&f->lock);
+	body = json_dumps(json_pack("{s:s,s:s,s:s,s:i,s:s,s:I}", "phase", "precopy", "from", L->self, "from_token",
+				    inv_cfg.token, "instance", (int)L->id, "migration", L->mid, "data_bytes",
+				    (json_int_t)m->precopied.data_end), JSON_COMPACT);
+	status = body ? post_json(L->url, L->token, body, MIGRATE_TIMEOUT_S, &ans, L->err, sizeof(L->err)) : 0;
+	if (body)
+		explicit_bzero(body, strlen(body));
+	free(body);
+	if (status != 200) {
+		const char *why = str_of(ans, "error");
+
+		if (why || status)
+			snprintf(L->err, sizeof(L->err), "the target %s the pre-copy (%ld: %s)", status ? "refused" : "failed",
+				 status, why ? why : "no answer");
+		json_decref(ans);
+		return -EIO;
+	}
+	L->pre_bytes = (uint64_t)json_integer_value(json_object_get(ans, "bytes"));
+	L->pre_fetch_s = json_real_value(json_object_get(ans, "fetch_s"));
+	json_decref(ans);
+	phos_info("%s: instance %u pre-copied to %s: %.1f MiB in %.1f ms (%u rounds, %.1f MiB dirty now)", f->name,
+		  L->id, L->to, (double)L->pre_bytes / (1 << 20), L->pre_fetch_s * 1e3, m->precopied.rounds,
+		  (double)m->precopied.dirty_bytes / (1 << 20));
+	/* the stop: its next idle moment is ours */
+	r = inv_instance_hold(f, L->id, f->limits.timeout_ms, &L->held, L->err, sizeof(L->err));
+	if (r < 0)
+		return r;
+	L->t_stop = phos_now();
+	{
+		int a = 0, b = 0;
+
+		if (ioctl(L->held->in_fd, FIONREAD, &a) < 0 || ioctl(L->held->out_fd, FIONREAD, &b) < 0 || a || b) {
+			snprintf(L->err, sizeof(L->err), "the instance is between a request and its answer");
+			return -EAGAIN;
+		}
+	}
+	return 0;
+}
+
+/* Moves instance id of f with a pre-copy (recopy mode): 200 or an error, the
+ * instance serving on here on any failure. */
+static int move_live(struct inv_function *f, unsigned id, const char *to, const char *token, const char *self,
+		     json_t **ret_body)
+{
+	struct live L = { .f = f, .id = id, .to = to, .token = token, .self = self };
+	struct phos_checkpoint_stats st = { 0 };
+	struct phos_image *img = NULL;
+	struct inv_instance *in;
+	char path[PATH_MAX], *manifest = NULL, *body = NULL;
+	json_t *ans = NULL;
+	size_t mlen = 0;
+	double t0 = phos_now();
+	long status = 0;
+	int r, code;
+
+	in = inv_instance_borrow(f, id, L.err, sizeof(L.err));
+	if (!in)
+		return *ret_body = err_json("%s", L.err), 404;
+	if (new_id(L.mid) < 0) {
+		inv_instance_unborrow(f, in);
+		return *ret_body = err_json("no random id"), 500;
+	}
+	instances_url(L.url, sizeof(L.url), to, f->name);
+	{
+		const int stdio[3] = { in->in_fd, in->out_fd, in->err_fd };
+		struct phos_checkpoint_target t = {
+			.fn_pid = in->proc.fn_pid, .channel_fd = 3, .control_fd = in->proc.control_fd,
+			.executor_pid = in->proc.executor_pid, .criu = inv_cfg.paths.criu, .function = f->name,
+			.stdio_fds = stdio, .precopied = on_precopied, .precopied_arg = &L,
+		};
+
+		pthread_mutex_lock(&in->ctl_lock);   /* (waits out a fallbacks query or a checkpoint) */
+		if (!in->ckpt_dir && asprintf(&in->ckpt_dir, "%s/checkpoints/%s-%u", inv_cfg.state_dir, f->name, id) < 0)
+			in->ckpt_dir = NULL;
+		r = in->ckpt_dir ? phos_checkpoint_take(&t, PHOS_CKPT_RECOPY, in->ckpt_dir, &st, L.err, sizeof(L.err))
+				 : -ENOMEM;
+		pthread_mutex_unlock(&in->ctl_lock);
+	}
+	if (r == 0) {
+		snprintf(path, sizeof(path), "%s/manifest.json", in->ckpt_dir);
+		manifest = read_small(path, PHOS_IMAGE_MAX_MANIFEST, &mlen);
+		r = manifest ? phos_image_read(in->ckpt_dir, &img, L.err, sizeof(L.err)) : -EIO;
+	}
+	if (r == 0) {
+		pthread_mutex_lock(&f->lock);
+		in->mig_img = img;
+		free(in->mig_dir);
+		in->mig_dir = strdup(in->ckpt_dir);
+		pthread_mutex_unlock(&f->lock);
+		body = json_dumps(json_pack("{s:s,s:s,s:s,s:i,s:s,s:s%}", "phase", "final", "from", self, "from_token",
+					    inv_cfg.token, "instance", (int)id, "migration", L.mid, "manifest", manifest,
+					    mlen), JSON_COMPACT);
+		status = body ? post_json(L.url, token, body, MIGRATE_TIMEOUT_S, &ans, L.err, sizeof(L.err)) : 0;
+		if (body)
+			explicit_bzero(body, strlen(body));
+	}
+	mig_clear(f, in);
+	if (r < 0 || status != 201) {
+		const char *why = str_of(ans, "error");
+		char *abort_body = json_dumps(json_pack("{s:s,s:s}", "phase", "abort", "migration", L.mid), JSON_COMPACT);
+		json_t *ignored = NULL;
+		char e2[256];
+
+		if (abort_body)   /* (the target may hold a pre-copy: dropped) */
+			post_json(L.url, token, abort_body, 10, &ignored, e2, sizeof(e2));
+		free(abort_body);
+		json_decref(ignored);
+		if (L.held)
+			inv_instance_release(f, L.held);
+		inv_instance_unborrow(f, in);
+		phos_warn("%s: moving instance %u to %s failed: %s", f->name, id, to, r < 0 ? L.err : why ? why : L.err);
+		*ret_body = err_json("the move %s (%ld: %s); instance %u serves on here", r < 0 ? "failed" : "was refused",
+				     status, r < 0 ? L.err : why ? why : L.err[0] ? L.err : "no answer", id);
+		code = r == -EBUSY ? 409 : 502;
+		goto out;
+	}
+	moved_away(f, to, token);
+	inv_instance_unborrow(f, in);
+	inv_instance_retire(f, L.held);
+	double now = phos_now();
+	json_t *at = json_object_get(ans, "instance");
+	*ret_body = json_pack("{s:s,s:s,s:i,s:O?,s:s,s:f,s:f,s:f,s:I,s:f,s:I,s:I,s:i,s:O?,s:O?,s:O?,s:O?}", "state", "done",
+			      "to", to, "instance", (int)id, "target_instance", at, "mode", "recopy", "downtime_s",
+			      now - L.t_stop, "total_s", now - t0, "precopy_fetch_s", L.pre_fetch_s, "precopy_bytes",
+			      (json_int_t)L.pre_bytes, "stop_stall_s", st.stall_s, "stop_bytes", (json_int_t)st.stop_bytes,
+			      "bytes", (json_int_t)json_integer_value(json_object_get(ans, "bytes")), "rounds",
+			      (int)st.rounds, "fetch_s", json_object_get(ans, "fetch_s"), "restore_s",
+			      json_object_get(ans, "restore_s"), "verify_s", json_object_get(ans, "verify_s"),
+			      "refetched_bytes", json_object_get(ans, "refetched_bytes"));
+	phos_info("%s: instance %u moved live to %s: downtime %.1f ms, total %.1f ms", f->name, id, to,
+		  (now - L.t_stop) * 1e3, (now - t0) * 1e3);
+	code = 200;
+out:
+	free(body);
+	free(manifest);
+	phos_image_free(img);
+	json_decref(ans);
+	return code;
 }
 
 int inv_migrate_request(const char *name, unsigned id, const char *body, size_t len, json_t **ret_body)
@@ -249,6 +474,10 @@ int inv_migrate_request(const char *name, unsigned id, const char *body, size_t 
 		code = 404;
 		goto out;
 	}
+	if (mode == PHOS_CKPT_RECOPY) {
+		code = move_live(f, id, to, token, self, ret_body);
+		goto out;
+	}
 	r = inv_instance_hold(f, id, f->limits.timeout_ms, &in, err, sizeof(err));
 	if (r < 0) {
 		*ret_body = err_json("%s", err);
@@ -276,23 +505,21 @@ int inv_migrate_request(const char *name, unsigned id, const char *body, size_t 
 	pthread_mutex_lock(&f->lock);
 	snprintf(in->migration, sizeof(in->migration), "%s", mid);
 	in->mig_img = img;
+	free(in->mig_dir);
+	in->mig_dir = strdup(in->ckpt_dir);
 	pthread_mutex_unlock(&f->lock);
 
 	out = json_dumps(json_pack("{s:s,s:s,s:i,s:s,s:s%}", "from", self, "from_token", inv_cfg.token, "instance",
 				   (int)id, "migration", mid, "manifest", manifest, mlen),
 			 JSON_COMPACT);
-	snprintf(url, sizeof(url), "%.*s/system/functions/%s/instances",
-		 (int)strlen(to) - (to[strlen(to) - 1] == '/'), to, name);   /* (to: checked, not empty) */
+	instances_url(url, sizeof(url), to, name);   /* (to: checked, not empty) */
 	phos_info("%s: moving instance %u to %s (%s checkpoint, %.1f MiB of GPU data)", name, id, to,
 		  phos_ckpt_mode_name(mode), (double)st.gpu_bytes / (1 << 20));
 	err[0] = '\0';
-	status = out ? post_json(url, token, out, &ans, err, sizeof(err)) : 0;
+	status = out ? post_json(url, token, out, MIGRATE_TIMEOUT_S, &ans, err, sizeof(err)) : 0;
 	if (out)
 		explicit_bzero(out, strlen(out));   /* it held our token */
-	pthread_mutex_lock(&f->lock);
-	in->migration[0] = '\0';
-	in->mig_img = NULL;
-	pthread_mutex_unlock(&f->lock);
+	mig_clear(f, in);
 	if (status != 201) {
 		const char *why = str_of(ans, "error");
 
@@ -304,27 +531,8 @@ int inv_migrate_request(const char *name, unsigned id, const char *body, size_t 
 		code = 502;
 		goto out;
 	}
-	/* B holds the instance now: ours goes, its checkpoint with it. A
-	 * function of one instance (a session) forwards its calls there from
-	 * now on, those waiting for the held instance first: set before the
-	 * instance goes, which wakes them. */
-	if (f->limits.max_instances == 1) {
-		char *dst = strdup(to), *tok = strdup(token);
-
-		pthread_mutex_lock(&f->lock);
-		free(f->moved_to);
-		if (f->moved_token)
-			explicit_bzero(f->moved_token, strlen(f->moved_token));
-		free(f->moved_token);
-		f->moved_to = dst && tok ? dst : NULL;
-		f->moved_token = dst && tok ? tok : NULL;
-		pthread_mutex_unlock(&f->lock);
-		if (!dst || !tok) {
-			free(dst);
-			free(tok);
-			phos_err("%s: out of memory: calls are not forwarded to %s", name, to);
-		}
-	}
+	/* B holds the instance now: ours goes, its checkpoint with it */
+	moved_away(f, to, token);
 	inv_instance_retire(f, in);
 	double total = phos_now() - t0;
 	json_t *at = json_object_get(ans, "instance");
@@ -387,16 +595,17 @@ int inv_migrate_file(const char *name, unsigned id, const char *mid, const char 
 		in = in->next;
 	/* only the files of a checkpoint being moved, while it is (the instance
 	 * is held: nothing writes them) */
-	if (!in || !in->mig_img || strcmp(in->migration, mid)) {
+	if (!in || !in->mig_dir || strcmp(in->migration, mid)) {
 		code = 409;
 		*ret_body = err_json("instance %u of %s is not being moved by migration %.40s", id, name, mid);
-	} else if ((size = inv_image_file_size(in->mig_img, path)) < 0) {
+	} else if ((size = in->mig_img ? inv_image_file_size(in->mig_img, path)
+				       : !strcmp(path, "gpu.data") ? (int64_t)in->mig_data_end : -ENOENT) < 0) {
 		code = 404;
 		*ret_body = err_json("%s is not a file of the checkpoint", path);
 	} else if (off > (uint64_t)size || len > (uint64_t)size - off) {
 		code = 416;
 		*ret_body = err_json("[%" PRIu64 ", +%" PRIu64 ") lies beyond %s (%" PRId64 " bytes)", off, len, path, size);
-	} else if ((fd = inv_open_below(in->ckpt_dir, path)) < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
+	} else if ((fd = inv_open_below(in->mig_dir, path)) < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
 		   (uint64_t)sb.st_size < off + len) {
 		code = 500;
 		*ret_body = err_json("%s cannot be read", path);
@@ -420,8 +629,9 @@ int inv_migrate_file(const char *name, unsigned id, const char *mid, const char 
 
 /* ---- the target ---- */
 
-/* Fetches the files of p->img into tmp: modules and cpu/ files verified, gpu.data whole. */
-static int fetch_files(struct pull *p, const char *tmp, char *err, size_t errlen)
+/* Fetches the files of p->img into tmp: modules and cpu/ files verified, and
+ * (gpu) gpu.data whole. */
+static int fetch_files(struct pull *p, const char *tmp, bool gpu, char *err, size_t errlen)
 {
 	char sub[PATH_MAX + 100];
 	int r = 0;
@@ -442,9 +652,103 @@ static int fetch_files(struct pull *p, const char *tmp, char *err, size_t errlen
 	}
 	for (uint32_t i = 0; i < p->img->ncpu_files && r == 0; i++)
 		r = pull_cpu_file(p, tmp, &p->img->cpu_files[i], err, errlen);
-	if (r == 0)
+	if (r == 0 && gpu)
 		r = pull_gpu_data_whole(p, tmp, err, errlen);
 	return r;
+}
+
+/* gpu.data of a pre-copy (at tmp, as fetched while the instance ran on) made
+ * that of the final checkpoint p->img: each buffer and variable whose range
+ * does not hash to the manifest's checksum (written since, or new) is
+ * fetched again. */
+static int refresh_gpu_data(struct pull *p, const char *tmp, uint64_t *ret_refetched, char *err, size_t errlen)
+{
+	char path[PATH_MAX + 200];
+	struct stat sb;
+	uint8_t *map = NULL;
+	uint64_t have;
+	int fd, r = 0;
+
+	snprintf(path, sizeof(path), "%s/gpu.data", tmp);
+	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &sb) < 0) {
+		r = pull_fail(p, 500, -errno, err, errlen, "the pre-copied gpu.data: %s", strerror(errno));
+		goto out;
+	}
+	have = (uint64_t)sb.st_size;
+	if (have && (map = mmap(NULL, have, PROT_READ, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+		map = NULL;
+		r = pull_fail(p, 500, -errno, err, errlen, "mapping the pre-copied gpu.data: %s", strerror(errno));
+		goto out;
+	}
+	if (ftruncate(fd, (off_t)p->img->data_bytes) < 0) {
+		r = pull_fail(p, errno == ENOSPC ? 507 : 500, -errno, err, errlen, "gpu.data: %s", strerror(errno));
+		goto out;
+	}
+	for (uint32_t i = 0; r == 0 && i < p->img->nbufs + p->img->nvars; i++) {
+		bool buf = i < p->img->nbufs;
+		uint64_t off = buf ? p->img->bufs[i].offset : p->img->vars[i - p->img->nbufs].offset;
+		uint64_t len = buf ? p->img->bufs[i].size : p->img->vars[i - p->img->nbufs].size;
+		uint64_t hash = buf ? p->img->bufs[i].hash : p->img->vars[i - p->img->nbufs].hash;
+
+		if (len == 0 || (off + len <= have && phos_image_hash(map + off, len) == hash))
+			continue;
+		r = pull_file_range(p, fd, "gpu.data", off, len, err, errlen);
+		*ret_refetched += len;
+	}
+out:
+	if (map)
+		munmap(map, have);
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+/* STATE/checkpoints/pre-MID.tmp-precopy: where a pre-copy waits for its final phase. */
+static void pre_dir(char *buf, size_t len, const char *mid)
+{
+	snprintf(buf, len, "%s/checkpoints/pre-%s.tmp-precopy", inv_cfg.state_dir, mid);   /* (removable: .tmp-) */
+}
+
+/* The pre-copy phase: gpu.data as the source has it now into .pre-MID. */
+static int receive_precopy(struct inv_function *f, struct pull *p, uint64_t data_bytes, json_t **ret_body)
+{
+	char dir[PATH_MAX], file[PATH_MAX + 16], err[1024];
+	struct statvfs vfs;
+	bool room;
+	int fd = -1, r;
+
+	pthread_mutex_lock(&f->lock);
+	room = f->n_instances < f->limits.max_instances && f->ready && !f->removed;
+	pthread_mutex_unlock(&f->lock);
+	if (!room)
+		return *ret_body = err_json("no room for another instance of %s (max_instances %u) or it is not ready",
+					    f->name, f->limits.max_instances), 409;
+	pre_dir(dir, sizeof(dir), p->snapshot_id);
+	if (statvfs(inv_cfg.state_dir, &vfs) == 0 &&
+	    (uint64_t)vfs.f_bavail * vfs.f_frsize < 2 * data_bytes + MIGRATE_DISK_MARGIN)
+		return *ret_body = err_json("not enough disk here for the checkpoint (%" PRIu64 " MiB needed)",
+					    (uint64_t)((2 * data_bytes + MIGRATE_DISK_MARGIN) >> 20)), 507;
+	if (mkdir(dir, 0700) < 0)
+		return *ret_body = err_json("migration %s: %s", p->snapshot_id, errno == EEXIST ? "pre-copied already"
+										: strerror(errno)), errno == EEXIST ? 409 : 500;
+	snprintf(file, sizeof(file), "%s/gpu.data", dir);
+	fd = open(file, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	r = fd < 0 ? -errno : ftruncate(fd, (off_t)data_bytes) < 0 ? -errno : 0;
+	if (r < 0)
+		pull_fail(p, r == -ENOSPC ? 507 : 500, r, err, sizeof(err), "gpu.data: %s", strerror(-r));
+	if (r == 0 && phos_fault("migrate_stall"))
+		sleep(10);   /* tests: killed here, mid-transfer */
+	if (r == 0)
+		r = pull_file_range(p, fd, "gpu.data", 0, data_bytes, err, sizeof(err));
+	if (fd >= 0)
+		close(fd);
+	if (r < 0) {
+		phos_image_dir_abort(dir);
+		return *ret_body = err_json("pre-copying from the source: %s", err), p->code ? p->code : 502;
+	}
+	*ret_body = json_pack("{s:I,s:f}", "bytes", (json_int_t)p->fetched, "fetch_s", phos_now() - p->started);
+	return 200;
 }
 
 static bool hex32(const char *s)
@@ -455,11 +759,15 @@ static bool hex32(const char *s)
 int inv_migrate_receive(const char *name, const char *body, size_t len, json_t **ret_body)
 {
 	struct pull p = { .name = name, .cancel_fd = -1, .started = phos_now() };
-	const char *from, *token, *mid, *manifest, *key;
+	const char *from, *token, *mid, *manifest, *key, *phase;
+	char dir[PATH_MAX], prefile[PATH_MAX + 16];
+	uint64_t refetched = 0;
+	double verify_s = 0;
+	bool precopy, pre = false;
 	struct inv_instance *in = NULL;
 	struct inv_function *f = NULL;
 	struct phos_image *check = NULL;
-	char err[1024], final[PATH_MAX + 96], tmp[PATH_MAX + 160], dir[PATH_MAX];
+	char err[1024], final[PATH_MAX + 96], tmp[PATH_MAX + 160];
 	json_t *req, *val;
 	json_int_t src_id;
 	double t_fetch = 0, restore_s = 0;
@@ -475,22 +783,68 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	}
 	json_object_foreach(req, key, val)
 		if (strcmp(key, "from") && strcmp(key, "from_token") && strcmp(key, "instance") &&
-		    strcmp(key, "migration") && strcmp(key, "manifest")) {
+		    strcmp(key, "migration") && strcmp(key, "manifest") && strcmp(key, "phase") &&
+		    strcmp(key, "data_bytes")) {
 			*ret_body = err_json("unknown field '%.64s'", key);
 			code = 400;
 			goto out;
 		}
+	phase = str_of(req, "phase");
+	mid = str_of(req, "migration");
+	if (json_object_get(req, "phase") && (!phase || (strcmp(phase, "precopy") && strcmp(phase, "final") &&
+							 strcmp(phase, "abort")))) {
+		*ret_body = err_json("phase must be precopy, final or abort");
+		code = 400;
+		goto out;
+	}
+	if (phase && !strcmp(phase, "abort")) {   /* a pre-copy whose move failed */
+		if (!hex32(mid)) {
+			*ret_body = err_json("migration (32 hex digits) is needed");
+			code = 400;
+			goto out;
+		}
+		pre_dir(dir, sizeof(dir), mid);
+		phos_image_dir_abort(dir);
+		*ret_body = json_pack("{s:s}", "migration", mid);
+		code = 200;
+		goto out;
+	}
 	from = str_of(req, "from");
 	token = str_of(req, "from_token");
 	mid = str_of(req, "migration");
 	manifest = str_of(req, "manifest");
 	src_id = json_integer_value(json_object_get(req, "instance"));
+	precopy = phase && !strcmp(phase, "precopy");
 	if (!from || pull_url_check(&p, from, err, sizeof(err)) < 0 || !token || !pull_token_valid(token) ||
-	    !hex32(mid) || !manifest || src_id < 1 || src_id > 999999999) {
+	    !hex32(mid) || (!manifest && !precopy) || src_id < 1 || src_id > 999999999) {
 		*ret_body = err_json("from (the source's URL), from_token, instance (1..999999999), migration (32 hex "
 				     "digits) and manifest are needed%s%s", from && err[0] ? ": " : "",
 				     from && err[0] ? err : "");
 		code = 400;
+		goto out;
+	}
+	if (precopy) {
+		json_int_t bytes = json_integer_value(json_object_get(req, "data_bytes"));
+
+		f = inv_function_get(name);
+		if (!f) {
+			*ret_body = err_json("no function %s here: deploy it (or pull it) first", name);
+			code = 404;
+			goto out;
+		}
+		if (bytes < 0 || (uint64_t)bytes > PULL_BYTES_MAX) {
+			*ret_body = err_json("data_bytes must be 0..%llu", (unsigned long long)PULL_BYTES_MAX);
+			code = 400;
+			goto out;
+		}
+		p.snapshot_id = mid;
+		snprintf(p.file_route, sizeof(p.file_route), "/system/functions/%s/instances/%u/checkpoint/file", name,
+			 (unsigned)src_id);
+		if (pull_curl_open(&p, token) < 0) {
+			*ret_body = err_json("out of memory");
+			goto out;
+		}
+		code = receive_precopy(f, &p, (uint64_t)bytes, ret_body);
 		goto out;
 	}
 	r = phos_image_parse(manifest, strlen(manifest), &p.img, err, sizeof(err));
@@ -543,9 +897,26 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 		*ret_body = err_json("out of memory");
 		goto out;
 	}
-	if (phos_fault("migrate_stall"))
+	pre_dir(dir, sizeof(dir), mid);
+	snprintf(prefile, sizeof(prefile), "%s/gpu.data", dir);
+	pre = phase && !strcmp(phase, "final") && access(prefile, F_OK) == 0;
+	if (!pre && phos_fault("migrate_stall"))
 		sleep(10);   /* tests: killed here, mid-transfer */
-	r = fetch_files(&p, tmp, err, sizeof(err));
+	if (pre) {   /* what the pre-copy fetched, brought up to date */
+		char dst[PATH_MAX + 200];
+		double tv = phos_now();
+
+		snprintf(dst, sizeof(dst), "%s/gpu.data", tmp);
+		r = rename(prefile, dst) < 0 ? -errno : 0;
+		phos_image_dir_abort(dir);
+		if (r < 0)
+			pull_fail(&p, 500, r, err, sizeof(err), "the pre-copied gpu.data: %s", strerror(-r));
+		else
+			r = refresh_gpu_data(&p, tmp, &refetched, err, sizeof(err));
+		verify_s = phos_now() - tv;
+	}
+	if (r == 0)
+		r = fetch_files(&p, tmp, !pre, err, sizeof(err));
 	if (r == 0)   /* the manifest last */
 		r = pull_write_new(tmp, "manifest.json", manifest, strlen(manifest), err, sizeof(err));
 	if (r == 0 && (r = phos_image_read(tmp, &check, err, sizeof(err))) < 0)
@@ -581,8 +952,9 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	pthread_mutex_unlock(&f->lock);
 	phos_info("%s: instance %u came from %s (its instance %u): %" PRIu64 " bytes fetched in %.1f ms, restored "
 		  "in %.1f ms", name, in->id, from, (unsigned)src_id, p.fetched, t_fetch * 1e3, restore_s * 1e3);
-	*ret_body = json_pack("{s:s,s:i,s:I,s:f,s:f}", "function", name, "instance", (int)in->id, "bytes",
-			      (json_int_t)p.fetched, "fetch_s", t_fetch, "restore_s", restore_s);
+	*ret_body = json_pack("{s:s,s:i,s:I,s:f,s:f,s:f,s:I}", "function", name, "instance", (int)in->id, "bytes",
+			      (json_int_t)p.fetched, "fetch_s", t_fetch, "restore_s", restore_s, "verify_s", verify_s,
+			      "refetched_bytes", (json_int_t)refetched);
 	in = NULL;   /* serving */
 	code = 201;
 out:

@@ -105,5 +105,7 @@ int pull_gpu_data(struct pull *p, const char *tmp, char *err, size_t errlen);
 /* gpu.data of p->img whole, in ranges, not verified here (a checkpoint has no
  * chunk list; its restore checks every buffer's checksum). */
 int pull_gpu_data_whole(struct pull *p, const char *tmp, char *err, size_t errlen);
+/* [off, off + len) of the peer's file path into fd at the same offset, not verified. */
+int pull_file_range(struct pull *p, int fd, const char *path, uint64_t off, uint64_t len, char *err, size_t errlen);
 /* Writes a new file rel below dir (O_EXCL): 0 or -errno with the reason in err. */
 int pull_write_new(const char *dir, const char *rel, const char *data, size_t len, char *err, size_t errlen);

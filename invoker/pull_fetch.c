@@ -525,6 +525,15 @@ out:
 	return r;
 }
 
+int pull_file_range(struct pull *p, int fd, const char *path, uint64_t off, uint64_t len, char *err, size_t errlen)
+{
+	struct sink s = { .p = p, .fd = fd, .off = off };
+	int r = len ? fetch_range(p, path, off, len, &s, err, errlen) : 0;
+
+	free(s.mem);
+	return r;
+}
+
 int pull_gpu_data_whole(struct pull *p, const char *tmp, char *err, size_t errlen)
 {
 	struct sink s = { .p = p, .fd = -1 };

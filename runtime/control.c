@@ -38,6 +38,10 @@ struct __attribute__((packed)) ctl_checkpointed {
 	uint64_t precopy_bytes, stop_bytes, reserve_copies;
 };
 struct __attribute__((packed)) ctl_held { uint8_t mode; uint64_t seq; };
+struct __attribute__((packed)) ctl_precopied { uint32_t rounds; uint64_t precopy_bytes, dirty_bytes, data_end; };
+
+/* CHECKPOINT's first byte: the mode, and this bit for wait_stop. */
+#define CKPT_WAIT_STOP 0x80u
 
 static const char *const type_names[PHOS_CTL_TYPE_END] = {
 	[PHOS_CTL_HELLO] = "hello",         [PHOS_CTL_IDLE] = "idle",
@@ -50,6 +54,7 @@ static const char *const type_names[PHOS_CTL_TYPE_END] = {
 	[PHOS_CTL_CHECKPOINTED] = "checkpointed", [PHOS_CTL_HELD] = "held",
 	[PHOS_CTL_CHECKPOINT] = "checkpoint",
 	[PHOS_CTL_RESUME] = "resume",
+	[PHOS_CTL_PRECOPIED] = "precopied", [PHOS_CTL_STOP] = "stop",
 };
 
 static const char *const mode_names[PHOS_CKPT_MODE_END] = {
@@ -226,10 +231,16 @@ int phos_ctl_encode(const struct phos_ctl_msg *m, void **ret_buf, size_t *ret_le
 			goto bad;
 		put(&w, &(struct ctl_held){ (uint8_t)m->held.mode, m->held.seq }, sizeof(struct ctl_held));
 		break;
+	case PHOS_CTL_PRECOPIED:
+		put(&w, &(struct ctl_precopied){ m->precopied.rounds, m->precopied.precopy_bytes,
+						  m->precopied.dirty_bytes, m->precopied.data_end },
+		    sizeof(struct ctl_precopied));
+		break;
 	case PHOS_CTL_CHECKPOINT: {
-		uint8_t mode = (uint8_t)m->checkpoint.mode;
+		uint8_t mode = (uint8_t)m->checkpoint.mode | (m->checkpoint.wait_stop ? CKPT_WAIT_STOP : 0);
 
-		if ((unsigned)m->checkpoint.mode >= PHOS_CKPT_MODE_END || !path_ok(m->checkpoint.dir, &n))
+		if ((unsigned)m->checkpoint.mode >= PHOS_CKPT_MODE_END || !path_ok(m->checkpoint.dir, &n) ||
+		    (m->checkpoint.wait_stop && m->checkpoint.mode != PHOS_CKPT_RECOPY))
 			goto bad;
 		put(&w, &mode, 1);
 		put(&w, m->checkpoint.dir, n + 1);
@@ -325,6 +336,8 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 	case PHOS_CTL_FALLBACKS: want = sizeof(struct ctl_fallbacks); break;
 	case PHOS_CTL_CHECKPOINTED: want = sizeof(struct ctl_checkpointed); break;
 	case PHOS_CTL_HELD: want = sizeof(struct ctl_held); break;
+	case PHOS_CTL_PRECOPIED: want = sizeof(struct ctl_precopied); break;
+	case PHOS_CTL_STOP:
 	case PHOS_CTL_RESUME:
 	case PHOS_CTL_IDLE:
 	case PHOS_CTL_SERVE:
@@ -428,9 +441,21 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 		m.held.seq = h.seq;
 		break;
 	}
+	case PHOS_CTL_PRECOPIED: {
+		struct ctl_precopied c;
+
+		memcpy(&c, p, sizeof(c));
+		m.precopied.rounds = c.rounds;
+		m.precopied.precopy_bytes = c.precopy_bytes;
+		m.precopied.dirty_bytes = c.dirty_bytes;
+		m.precopied.data_end = c.data_end;
+		break;
+	}
 	case PHOS_CTL_CHECKPOINT:
-		if (len < 2 || p[0] >= PHOS_CKPT_MODE_END) {
-			phos_errf(err, errlen, "a checkpoint message without its mode and path");
+		if (len < 2 || (p[0] & ~CKPT_WAIT_STOP) >= PHOS_CKPT_MODE_END ||
+		    ((p[0] & CKPT_WAIT_STOP) && (p[0] & ~CKPT_WAIT_STOP) != PHOS_CKPT_RECOPY)) {
+			phos_errf(err, errlen, "a checkpoint message without its mode and path (or waiting for a "
+				  "stop in a mode that has none)");
 			return -EPROTO;
 		}
 		n = str_at(p + 1, len - 1, PHOS_CTL_PATH_MAX);
@@ -439,7 +464,8 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 				  "to %u bytes", PHOS_CTL_PATH_MAX - 1);
 			return -EPROTO;
 		}
-		m.checkpoint.mode = (enum phos_ckpt_mode)p[0];
+		m.checkpoint.mode = (enum phos_ckpt_mode)(p[0] & ~CKPT_WAIT_STOP);
+		m.checkpoint.wait_stop = (p[0] & CKPT_WAIT_STOP) != 0;
 		memcpy(m.checkpoint.dir, p + 1, (size_t)n + 1);
 		break;
 	case PHOS_CTL_ERROR:

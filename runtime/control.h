@@ -69,9 +69,10 @@
 #include <stdint.h>
 
 #define PHOS_CTL_MAGIC 0x54434850u       /* "PHCT" read as little-endian bytes */
-#define PHOS_CTL_VERSION 3u             /* 2: CHECKPOINT, CHECKPOINTED, RESUME; 3: recopy's
+#define PHOS_CTL_VERSION 4u             /* 2: CHECKPOINT, CHECKPOINTED, RESUME; 3: recopy's
                                          * rounds and bytes, cow's reserve copies in
-                                         * CHECKPOINTED */
+                                         * CHECKPOINTED; 4: a recopy CHECKPOINT that
+                                         * waits for STOP, PRECOPIED */
 #define PHOS_CTL_HDR_SIZE 16u
 #define PHOS_CTL_MAX_PAYLOAD (1u << 20)  /* any one frame */
 #define PHOS_CTL_REASON_MAX 1024u        /* an ERROR's reason, with its NUL */
@@ -102,6 +103,9 @@ enum phos_ctl_type {
 	PHOS_CTL_ASK_FALLBACKS, /* (empty) */
 	PHOS_CTL_CHECKPOINT,    /* checkpoint: device state of a running function into dir */
 	PHOS_CTL_RESUME,        /* (empty) the function's records flow again */
+	/* v4: live migration's pre-copy */
+	PHOS_CTL_PRECOPIED,     /* precopied: (executor) a wait_stop recopy's rounds converged */
+	PHOS_CTL_STOP,          /* (empty, controller) that recopy stops now */
 	PHOS_CTL_TYPE_END
 };
 
@@ -140,7 +144,20 @@ struct phos_ctl_msg {
 		} fallbacks;
 		struct { bool on_demand; char dir[PHOS_CTL_PATH_MAX]; } restore;
 		struct { char **dirs; size_t n; } hot;
-		struct { enum phos_ckpt_mode mode; char dir[PHOS_CTL_PATH_MAX]; } checkpoint;
+		struct {
+			enum phos_ckpt_mode mode;
+			/* recopy: after its rounds converge, say PRECOPIED and keep
+			 * the copies current (copying what records dirty) until STOP,
+			 * instead of stopping at once */
+			bool wait_stop;
+			char dir[PHOS_CTL_PATH_MAX];
+		} checkpoint;
+		struct {
+			uint32_t rounds;         /* rounds so far */
+			uint64_t precopy_bytes;  /* copied while running, so far */
+			uint64_t dirty_bytes;    /* written since their copy, now */
+			uint64_t data_end;       /* gpu.data's size so far (its places) */
+		} precopied;
 		struct {
 			enum phos_ckpt_mode mode;
 			uint64_t seq;          /* the last record taken before the stop */

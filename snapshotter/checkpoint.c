@@ -195,6 +195,7 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 
 	/* The GPU side, at a record boundary. */
 	m.checkpoint.mode = mode;
+	m.checkpoint.wait_stop = mode == PHOS_CKPT_RECOPY && t->precopied;
 	if (strlen(tmp) >= sizeof(m.checkpoint.dir)) {
 		r = -ENAMETOOLONG;
 		phos_errf(err, errlen, "%s: the path is too long", out_dir);
@@ -209,6 +210,23 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 		goto out;
 	}
 	sent = true;
+	if (m.checkpoint.wait_stop) {
+		/* the pre-copy: converged, then the caller's moment to stop */
+		r = await_answer(t, PHOS_CTL_PRECOPIED, &m, &executor_gone, err, errlen);
+		if (r == 0 && (r = t->precopied(t->precopied_arg, tmp, &m)) < 0) {
+			if (!*err)
+				phos_errf(err, errlen, "called off before its stop");
+			r = -ECANCELED;
+		}
+		if (r == 0 && (r = phos_ctl_send(t->control_fd, &(struct phos_ctl_msg){ .type = PHOS_CTL_STOP,
+										      .fd = -1 })) < 0) {
+			executor_gone = true;
+			phos_errf(err, errlen, "the executor is gone (%s)", strerror(-r));
+			r = -EIO;
+		}
+		if (r < 0)
+			goto out;   /* RESUME: a pre-copy not stopped is dropped */
+	}
 	t_stop = phos_now();
 	/* stw: CHECKPOINTED, the device state written; cow: HELD, stopped with
 	 * the device state fixed, copied after RESUME. */

@@ -114,6 +114,14 @@ struct phos_checkpoint_target {
 	 * serving function answers on a copy of its stdout, fd 1 pointed at
 	 * stderr). NULL: its own fds 0-2 at the checkpoint. */
 	const int *stdio_fds;
+	/* recopy only, NULL otherwise: a pre-copy (live migration). Once the
+	 * executor's rounds converged (its PRECOPIED in m), precopied(arg, tmp,
+	 * m) is called while the program runs on and the executor keeps the
+	 * copies in tmp/gpu.data current; it returns 0 to stop now (the caller
+	 * made the program quiet: nothing in its stdio pipes), or < 0 to call
+	 * the checkpoint off (nothing committed; -ECANCELED returned). */
+	int (*precopied)(void *arg, const char *tmp_dir, const struct phos_ctl_msg *m);
+	void *precopied_arg;
 };
 
 struct phos_checkpoint_stats {

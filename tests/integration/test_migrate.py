@@ -241,6 +241,10 @@ try:
     st, body = a.call("POST", f"/system/functions/sess/instances/{sid}/migrate",
                       {"to": url(b), "to_token": token(b)}, timeout=300)
     check(st == 200 and body.get("state") == "done", f"session moved under load: {st} {body}")
+    # recopy (the default) pre-copies while the session serves: the stop is a part of the move, and the
+    # buffers the calls wrote meanwhile were fetched again at the stop
+    check(body.get("precopy_bytes", 0) >= 4 << 20 and 0 < body.get("downtime_s", 0) < body.get("total_s", 0) and
+          body.get("refetched_bytes", 0) > 0, f"a live move: pre-copy, then a short stop: {body}")
     moved_at = len(seen)
     time.sleep(0.5)
     stop.set()

@@ -59,6 +59,8 @@ static void round_trips(void)
 	in[PHOS_CTL_HOT].hot.dirs = dirs;
 	in[PHOS_CTL_HOT].hot.n = 3;
 	in[PHOS_CTL_CHECKPOINT].checkpoint.mode = PHOS_CKPT_RECOPY;
+	in[PHOS_CTL_CHECKPOINT].checkpoint.wait_stop = true;
+	in[PHOS_CTL_PRECOPIED].precopied = (typeof(in[0].precopied)){ 4, 1ull << 35, 3ull << 20, (1ull << 35) + 4096 };
 	strcpy(in[PHOS_CTL_CHECKPOINT].checkpoint.dir, "/ckpt/train.tmp-1");
 	in[PHOS_CTL_CHECKPOINTED].checkpointed = (typeof(in[0].checkpointed)){ PHOS_CKPT_COW, 77, 1ull << 34, 0.125,
 										 2.5, 9, 3, 1ull << 33,
@@ -106,8 +108,15 @@ static void round_trips(void)
 					      o->ready.data_bytes == 1ull << 40 && o->ready.on_demand, "ready fields");
 				break;
 			case PHOS_CTL_CHECKPOINT:
-				CHECK(o->checkpoint.mode == PHOS_CKPT_RECOPY && !strcmp(o->checkpoint.dir, "/ckpt/train.tmp-1"),
+				CHECK(o->checkpoint.mode == PHOS_CKPT_RECOPY && o->checkpoint.wait_stop &&
+					      !strcmp(o->checkpoint.dir, "/ckpt/train.tmp-1"),
 				      "checkpoint fields");
+				break;
+			case PHOS_CTL_PRECOPIED:
+				CHECK(o->precopied.rounds == 4 && o->precopied.precopy_bytes == 1ull << 35 &&
+					      o->precopied.dirty_bytes == 3ull << 20 &&
+					      o->precopied.data_end == (1ull << 35) + 4096,
+				      "precopied fields");
 				break;
 			case PHOS_CTL_CHECKPOINTED:
 				CHECK(o->checkpointed.mode == PHOS_CKPT_COW && o->checkpointed.seq == 77 &&
@@ -302,7 +311,15 @@ static void malformed(void)
 	/* An executor of the line protocol says "idle\n": not a frame at all. */
 	expect_refused("text line", "idle\nidle\nidle\nidle\n", 20, true, -EPROTO, "magic");
 	n = frame(b, PHOS_CTL_MAGIC, PHOS_CTL_VERSION + 1, PHOS_CTL_HELLO, 4, "\1\0\0\0", 4);
-	expect_refused("another version", b, n, true, -EPROTONOSUPPORT, "this build speaks version 3");
+	{
+		char want[64];
+
+		snprintf(want, sizeof(want), "this build speaks version %u", PHOS_CTL_VERSION);
+		expect_refused("another version", b, n, true, -EPROTONOSUPPORT, want);
+	}
+	/* wait_stop is for recopy only */
+	n = frame(b, PHOS_CTL_MAGIC, PHOS_CTL_VERSION, PHOS_CTL_CHECKPOINT, 4, "\x80/d\0", 4);
+	expect_refused("stw waiting for a stop", b, n, true, -EPROTO, "stop");
 	n = frame(b, PHOS_CTL_MAGIC, PHOS_CTL_VERSION, PHOS_CTL_TYPE_END, 0, NULL, 0);
 	expect_refused("unknown type", b, n, true, -EPROTO, "unknown");
 	n = frame(b, PHOS_CTL_MAGIC, PHOS_CTL_VERSION, 0, 0, NULL, 0);
