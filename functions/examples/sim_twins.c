@@ -18,7 +18,7 @@
  *                                            table in device memory
  *   _Z10sum_directPKjyPy           tables    whole table
  *   _Z12session_fillPjy            session   whole state
- *   _Z12session_bumpPjyyyPy        session   the call's window, then the counter
+ *   _Z12session_bumpPjyyyPyi       session   the call's window in a block, the counter
  *   _Z8mse_gradPKfS0_PfS1_iif      train     per column, rows in order
  *   _Z7row_sumPKfPfii              train     per row, columns in order
  *   _Z9relu_gradPfPKfm             train     per element
@@ -346,22 +346,23 @@ static void session_fill_twin(const struct phos_sim_launch *l)
 }
 
 /* __global__ void session_bump(unsigned *s, unsigned long long n, unsigned long long start,
- *                              unsigned long long len, unsigned long long *counter) */
+ *                              unsigned long long len, unsigned long long *counter, int count) */
 static void session_bump_twin(const struct phos_sim_launch *l)
 {
 	unsigned *s;
-	unsigned long long n, start, len, *counter;
+	unsigned long long start, len, *counter;
+	int count;
 
-	if (!twin_has_params(l, 5))
+	if (!twin_has_params(l, 6))
 		return;
 	s = PHOS_SIM_ARG(l, 0, unsigned *);
-	n = PHOS_SIM_ARG(l, 1, unsigned long long);
 	start = PHOS_SIM_ARG(l, 2, unsigned long long);
 	len = PHOS_SIM_ARG(l, 3, unsigned long long);
 	counter = PHOS_SIM_ARG(l, 4, unsigned long long *);
+	count = PHOS_SIM_ARG(l, 5, int);
 	for (unsigned long long i = 0; i < len; i++)
-		s[(start + i) % n] += 1;
-	*counter += 1;
+		s[start + i] += 1;
+	*counter += (unsigned long long)count;
 }
 
 /* ---- train ---------------------------------------------------------------- */
@@ -464,7 +465,7 @@ static const struct phos_sim_twin example_twins[] = {
 	{"_Z9sum_tablePKPjiyPy", sum_table_twin},
 	{"_Z10sum_directPKjyPy", sum_direct_twin},
 	{"_Z12session_fillPjy", session_fill_twin},
-	{"_Z12session_bumpPjyyyPy", session_bump_twin},
+	{"_Z12session_bumpPjyyyPyi", session_bump_twin},
 	{"_Z8mse_gradPKfS0_PfS1_iif", mse_grad_twin},
 	{"_Z7row_sumPKfPfii", row_sum_twin},
 	{"_Z9relu_gradPfPKfm", relu_grad_twin},
