@@ -30,6 +30,8 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -657,6 +659,39 @@ static int fetch_files(struct pull *p, const char *tmp, bool gpu, char *err, siz
 	return r;
 }
 
+/* Hashing the pre-copy's items against the manifest, on several threads (it
+ * is on the stop's path: 16 GiB took 5.3 s on one thread of an H200 host). */
+struct verify {
+	const struct phos_image *img;
+	const uint8_t *map;
+	uint64_t have;
+	bool *stale;              /* per item (bufs, then vars) */
+	atomic_uint next;
+};
+
+static void item_of(const struct phos_image *img, uint32_t i, uint64_t *off, uint64_t *len, uint64_t *hash)
+{
+	bool buf = i < img->nbufs;
+
+	*off = buf ? img->bufs[i].offset : img->vars[i - img->nbufs].offset;
+	*len = buf ? img->bufs[i].size : img->vars[i - img->nbufs].size;
+	*hash = buf ? img->bufs[i].hash : img->vars[i - img->nbufs].hash;
+}
+
+static void *verify_worker(void *arg)
+{
+	struct verify *v = arg;
+	uint32_t n = v->img->nbufs + v->img->nvars, i;
+
+	while ((i = atomic_fetch_add(&v->next, 1)) < n) {
+		uint64_t off, len, hash;
+
+		item_of(v->img, i, &off, &len, &hash);
+		v->stale[i] = len && !(off + len <= v->have && phos_image_hash(v->map + off, len) == hash);
+	}
+	return NULL;
+}
+
 /* gpu.data of a pre-copy (at tmp, as fetched while the instance ran on) made
  * that of the final checkpoint p->img: each buffer and variable whose range
  * does not hash to the manifest's checksum (written since, or new) is
@@ -685,16 +720,32 @@ static int refresh_gpu_data(struct pull *p, const char *tmp, uint64_t *ret_refet
 		r = pull_fail(p, errno == ENOSPC ? 507 : 500, -errno, err, errlen, "gpu.data: %s", strerror(errno));
 		goto out;
 	}
-	for (uint32_t i = 0; r == 0 && i < p->img->nbufs + p->img->nvars; i++) {
-		bool buf = i < p->img->nbufs;
-		uint64_t off = buf ? p->img->bufs[i].offset : p->img->vars[i - p->img->nbufs].offset;
-		uint64_t len = buf ? p->img->bufs[i].size : p->img->vars[i - p->img->nbufs].size;
-		uint64_t hash = buf ? p->img->bufs[i].hash : p->img->vars[i - p->img->nbufs].hash;
+	{
+		uint32_t n = p->img->nbufs + p->img->nvars;
+		struct verify v = { .img = p->img, .map = map, .have = have, .stale = calloc(n + 1, sizeof(bool)) };
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		unsigned nt = cpus > 16 ? 16 : cpus > 1 ? (unsigned)cpus : 1, started = 0;
+		pthread_t th[16];
 
-		if (len == 0 || (off + len <= have && phos_image_hash(map + off, len) == hash))
-			continue;
-		r = pull_file_range(p, fd, "gpu.data", off, len, err, errlen);
-		*ret_refetched += len;
+		if (!v.stale) {
+			r = pull_fail(p, 500, -ENOMEM, err, errlen, "out of memory");
+			goto out;
+		}
+		while (started < nt - 1 && pthread_create(&th[started], NULL, verify_worker, &v) == 0)
+			started++;
+		verify_worker(&v);
+		for (unsigned k = 0; k < started; k++)
+			pthread_join(th[k], NULL);
+		for (uint32_t i = 0; r == 0 && i < n; i++) {
+			uint64_t off, len, hash;
+
+			if (!v.stale[i])
+				continue;
+			item_of(p->img, i, &off, &len, &hash);
+			r = pull_file_range(p, fd, "gpu.data", off, len, err, errlen);
+			*ret_refetched += len;
+		}
+		free(v.stale);
 	}
 out:
 	if (map)
