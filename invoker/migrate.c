@@ -792,6 +792,12 @@ static int receive_precopy(struct inv_function *f, struct pull *p, uint64_t data
 		sleep(10);   /* tests: killed here, mid-transfer */
 	if (r == 0)
 		r = pull_file_range(p, fd, "gpu.data", 0, data_bytes, err, sizeof(err));
+	if (r == 0 && data_bytes >= 4096 && phos_fault("migrate_precopy_stale")) {
+		/* tests: the first buffer as if written after its pre-copy */
+		static const uint8_t junk[4096] = { [0 ... 4095] = 0xa5 };
+
+		(void)!pwrite(fd, junk, sizeof(junk), 0);
+	}
 	if (fd >= 0)
 		close(fd);
 	if (r < 0) {

@@ -22,7 +22,9 @@
  * pull_nospace (a snapshot pull finds no free disk), migrate_stall (the
  * target of a move waits 10 s before it fetches the checkpoint, for a test
  * to kill it there), migrate_file_cut (the source of a move fails a
- * request for a range of the checkpoint: the link cut mid-transfer).
+ * request for a range of the checkpoint: the link cut mid-transfer),
+ * migrate_precopy_stale (the target's pre-copy of a move finds its first
+ * buffer changed at the stop).
  */
 #pragma once
 
