@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""Moving an instance with its state between two invokers (issue 13, first
-slice), on the sim device: invokers A and B on one machine (two ports, two
-state dirs), long_call deployed on both (a session: its GPU buffer and its
-call count live on across calls).
+"""Moving an instance with its state between two invokers (issue 13), on the
+sim device: invokers A and B on one machine (two ports, two state dirs),
+long_call deployed on both (a session: its GPU buffer and its call count
+live on across calls).
 
 - POST /system/functions/lc/instances/ID/migrate {"to": B, "to_token"} in
-  every checkpoint mode: B's instance answers the next call exactly as A's
+  every checkpoint mode (recopy: live, a pre-copy while it serves, then a
+  short stop), and phos-fn migrate: B's instance answers the next call exactly as A's
   would have (the state came along), A's instance and its checkpoint are
   gone, B's is idle and holds the moved checkpoint; moved back from B to A it
   goes on again;
@@ -17,7 +18,8 @@ call count live on across calls).
   migration id;
 - the link cut mid-transfer (the source's file route fails) and the target
   killed mid-transfer: the source serves on with its state, and the
-  target holds nothing of the move (after its restart too);
+  target holds nothing of the move (after its restart too); a pre-copy
+  found stale at the stop is fetched again;
 - functions/examples/session (max_instances 1) moved A->B while a client
   calls A without pause, then moved back: every call is answered once and
   right, the call counter goes on without a gap (calls during the move wait,
