@@ -43,6 +43,7 @@ enum route {
 	R_CHECKPOINT,              /* /system/functions/NAME/instances/ID/checkpoint (checkpoints.c) */
 	R_MIGRATE, R_CKPT_FILE,    /* .../instances/ID/migrate, .../checkpoint/file (migrate.c) */
 	R_INSTANCES,               /* /system/functions/NAME/instances: a moved instance arrives */
+	R_MIGRATION,               /* /system/migrations/ID */
 };
 
 struct req {
@@ -331,6 +332,14 @@ static int route(const char *url, struct req *q)
 		return q->route = R_FUNCS, 0;
 	if (!strcmp(url, "/system/logs"))
 		return q->route = R_LOGS, 0;
+	if (!strncmp(url, "/system/migrations/", 19)) {
+		const char *id = url + 19;
+
+		if (strlen(id) != 32 || strspn(id, "0123456789abcdef") != 32)
+			return 404;
+		memcpy(q->id, id, 33);
+		return q->route = R_MIGRATION, 0;
+	}
 	for (unsigned i = 0; i < sizeof(named) / sizeof(named[0]); i++) {
 		size_t pl = strlen(named[i].prefix);
 		const char *rest = url + pl, *slash;
@@ -390,7 +399,7 @@ static const char *allowed(enum route r)
 {
 	switch (r) {
 	case R_FUNCS: return "GET, POST";
-	case R_FUNC: return "GET, DELETE";
+	case R_FUNC: case R_MIGRATION: return "GET, DELETE";
 	case R_SNAPSHOT: case R_INVOKE: case R_ASYNC: case R_CHECKPOINT: case R_MIGRATE: case R_INSTANCES:
 		return "POST";
 	default: return "GET";
@@ -575,6 +584,9 @@ static MHD_RESULT dispatch(struct MHD_Connection *c, const char *method, struct 
 		return send_json(c, (unsigned)code, body, NULL);
 	case R_CKPT_FILE:
 		return checkpoint_file(c, q);
+	case R_MIGRATION:
+		code = inv_migration_get(q->id, !strcmp(method, "DELETE"), &body);
+		return send_json(c, (unsigned)code, body, NULL);
 	default:
 		return send_error(c, 404, "no such route");
 	}

@@ -294,6 +294,10 @@ int inv_migrate_request(const char *name, unsigned id, const char *body, size_t 
 int inv_migrate_file(const char *name, unsigned id, const char *mid, const char *path, const char *offset,
 		     const char *length, struct MHD_Response **ret_resp, json_t **ret_body);
 int inv_migrate_receive(const char *name, const char *body, size_t len, json_t **ret_body);
+/*   GET /system/migrations/ID: a move's state (starting, precopy, stopping,
+ *        transferring, done, failed, aborted) and, once ended, its answer;
+ *   DELETE: abort it (202; 409 once ended). */
+int inv_migration_get(const char *id, bool abort, json_t **ret_body);
 /* A call of f, whose instance moved away, forwarded to where it went (no lock held). */
 struct inv_result;
 void inv_migrate_forward(struct inv_function *f, const char *body, size_t len, const char *ctype,

@@ -239,13 +239,122 @@ static void instances_url(char *buf, size_t len, const char *to, const char *nam
 		 name);
 }
 
+/* ---- migration records: GET /system/migrations/ID, DELETE (abort) ---- */
+
+#define MIG_KEEP 256   /* ended records kept, newest first */
+
+struct mig {
+	struct mig *next;
+	char id[33];                  /* the migration id the file route checks too */
+	char function[INV_NAME_MAX + 1];
+	unsigned instance;
+	char to[PULL_URL_MAX + 1], token[PULL_TOKEN_MAX + 1], self[PULL_URL_MAX + 1];
+	enum phos_ckpt_mode mode;
+	const char *state;            /* starting, precopy, stopping, transferring, done, failed, aborted */
+	double started, ended;
+	atomic_bool abort;
+	int code;                     /* when ended */
+	json_t *result;               /* when ended: the answer */
+	struct inv_function *f;       /* a reference while it runs */
+};
+
+static pthread_mutex_t migs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mig *migs;
+
+
+static void mig_state(struct mig *m, const char *state)
+{
+	pthread_mutex_lock(&migs_lock);
+	m->state = state;
+	pthread_mutex_unlock(&migs_lock);
+}
+
+static bool mig_aborted(struct mig *m)
+{
+	return m && atomic_load(&m->abort);
+}
+
+/* Records m's end and drops the oldest ended records beyond MIG_KEEP. */
+static void mig_end(struct mig *m, int code, json_t *body)
+{
+	unsigned ended = 0;
+
+	pthread_mutex_lock(&migs_lock);
+	m->code = code;
+	m->result = json_deep_copy(body);
+	m->ended = phos_now();
+	m->state = code == 200 ? "done" : atomic_load(&m->abort) ? "aborted" : "failed";
+	explicit_bzero(m->token, sizeof(m->token));
+	for (struct mig **pp = &migs; *pp;) {
+		struct mig *x = *pp;
+
+		if (x->ended && ++ended > MIG_KEEP) {
+			*pp = x->next;
+			json_decref(x->result);
+			free(x);
+			continue;
+		}
+		pp = &x->next;
+	}
+	pthread_mutex_unlock(&migs_lock);
+}
+
+/* Whether migration mid of f's instance was aborted (the file route then fails). */
+static bool mig_id_aborted(const char *mid)
+{
+	bool a = false;
+
+	pthread_mutex_lock(&migs_lock);
+	for (struct mig *m = migs; m; m = m->next)
+		if (!strcmp(m->id, mid))
+			a = atomic_load(&m->abort);
+	pthread_mutex_unlock(&migs_lock);
+	return a;
+}
+
+static json_t *mig_json(const struct mig *m)
+{
+	double now = phos_now();
+
+	return json_pack("{s:s,s:s,s:i,s:s,s:s,s:s,s:f,s:O?}", "migration", m->id, "function", m->function, "instance",
+			 (int)m->instance, "to", m->to, "mode", phos_ckpt_mode_name(m->mode), "state", m->state,
+			 "elapsed_s", (m->ended ? m->ended : now) - m->started, "result", m->result);
+}
+
+int inv_migration_get(const char *id, bool abort, json_t **ret_body)
+{
+	int code = 404;
+
+	pthread_mutex_lock(&migs_lock);
+	for (struct mig *m = migs; m; m = m->next) {
+		if (strcmp(m->id, id))
+			continue;
+		if (abort && m->ended) {
+			*ret_body = err_json("migration %s has ended (%s)", id, m->state);
+			code = 409;
+		} else {
+			if (abort)
+				atomic_store(&m->abort, true);
+			*ret_body = mig_json(m);
+			code = abort ? 202 : 200;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&migs_lock);
+	if (code == 404)
+		*ret_body = err_json("no migration %.40s (or it is too old)", id);
+	return code;
+}
+
 /* ---- live: pre-copy while the instance serves, then a short stop ---- */
 
 struct live {
+	struct mig *job;
 	struct inv_function *f;
 	unsigned id;
 	const char *to, *token, *self;
-	char mid[33], url[PULL_URL_MAX + 256];
+	const char *mid;
+	char url[PULL_URL_MAX + 256];
 	struct inv_instance *held;    /* from the stop on */
 	double t_stop;                /* the stop: calls wait from here */
 	double pre_fetch_s;
@@ -292,6 +401,11 @@ static int on_precopied(void *arg, const char *tmp, const struct phos_ctl_msg *m
 		json_decref(ans);
 		return -EIO;
 	}
+	if (mig_aborted(L->job)) {
+		snprintf(L->err, sizeof(L->err), "aborted");
+		json_decref(ans);
+		return -ECANCELED;
+	}
 	L->pre_bytes = (uint64_t)json_integer_value(json_object_get(ans, "bytes"));
 	L->pre_fetch_s = json_real_value(json_object_get(ans, "fetch_s"));
 	json_decref(ans);
@@ -299,6 +413,7 @@ static int on_precopied(void *arg, const char *tmp, const struct phos_ctl_msg *m
 		  L->id, L->to, (double)L->pre_bytes / (1 << 20), L->pre_fetch_s * 1e3, m->precopied.rounds,
 		  (double)m->precopied.dirty_bytes / (1 << 20));
 	/* the stop: its next idle moment is ours */
+	mig_state(L->job, "stopping");
 	r = inv_instance_hold(f, L->id, f->limits.timeout_ms, &L->held, L->err, sizeof(L->err));
 	if (r < 0)
 		return r;
@@ -314,12 +429,14 @@ static int on_precopied(void *arg, const char *tmp, const struct phos_ctl_msg *m
 	return 0;
 }
 
-/* Moves instance id of f with a pre-copy (recopy mode): 200 or an error, the
+/* Moves a job's instance with a pre-copy (recopy mode): 200 or an error, the
  * instance serving on here on any failure. */
-static int move_live(struct inv_function *f, unsigned id, const char *to, const char *token, const char *self,
-		     json_t **ret_body)
+static int move_live(struct mig *job, json_t **ret_body)
 {
-	struct live L = { .f = f, .id = id, .to = to, .token = token, .self = self };
+	struct inv_function *f = job->f;
+	unsigned id = job->instance;
+	const char *to = job->to, *token = job->token, *self = job->self;
+	struct live L = { .job = job, .f = f, .id = id, .to = to, .token = token, .self = self, .mid = job->id };
 	struct phos_checkpoint_stats st = { 0 };
 	struct phos_image *img = NULL;
 	struct inv_instance *in;
@@ -333,10 +450,7 @@ static int move_live(struct inv_function *f, unsigned id, const char *to, const 
 	in = inv_instance_borrow(f, id, L.err, sizeof(L.err));
 	if (!in)
 		return *ret_body = err_json("%s", L.err), 404;
-	if (new_id(L.mid) < 0) {
-		inv_instance_unborrow(f, in);
-		return *ret_body = err_json("no random id"), 500;
-	}
+	mig_state(job, "precopy");
 	instances_url(L.url, sizeof(L.url), to, f->name);
 	{
 		const int stdio[3] = { in->in_fd, in->out_fd, in->err_fd };
@@ -358,7 +472,12 @@ static int move_live(struct inv_function *f, unsigned id, const char *to, const 
 		manifest = read_small(path, PHOS_IMAGE_MAX_MANIFEST, &mlen);
 		r = manifest ? phos_image_read(in->ckpt_dir, &img, L.err, sizeof(L.err)) : -EIO;
 	}
+	if (r == 0 && mig_aborted(job)) {
+		r = -ECANCELED;
+		snprintf(L.err, sizeof(L.err), "aborted");
+	}
 	if (r == 0) {
+		mig_state(job, "transferring");
 		pthread_mutex_lock(&f->lock);
 		in->mig_img = img;
 		free(in->mig_dir);
@@ -388,7 +507,7 @@ static int move_live(struct inv_function *f, unsigned id, const char *to, const 
 		phos_warn("%s: moving instance %u to %s failed: %s", f->name, id, to, r < 0 ? L.err : why ? why : L.err);
 		*ret_body = err_json("the move %s (%ld: %s); instance %u serves on here", r < 0 ? "failed" : "was refused",
 				     status, r < 0 ? L.err : why ? why : L.err[0] ? L.err : "no answer", id);
-		code = r == -EBUSY ? 409 : 502;
+		code = r == -EBUSY || mig_aborted(job) ? 409 : 502;
 		goto out;
 	}
 	moved_away(f, to, token);
@@ -396,8 +515,8 @@ static int move_live(struct inv_function *f, unsigned id, const char *to, const 
 	inv_instance_retire(f, L.held);
 	double now = phos_now();
 	json_t *at = json_object_get(ans, "instance");
-	*ret_body = json_pack("{s:s,s:s,s:i,s:O?,s:s,s:f,s:f,s:f,s:I,s:f,s:I,s:I,s:i,s:O?,s:O?,s:O?,s:O?}", "state", "done",
-			      "to", to, "instance", (int)id, "target_instance", at, "mode", "recopy", "downtime_s",
+	*ret_body = json_pack("{s:s,s:s,s:s,s:i,s:O?,s:s,s:f,s:f,s:f,s:I,s:f,s:I,s:I,s:i,s:O?,s:O?,s:O?,s:O?}", "state",
+			      "done", "migration", L.mid, "to", to, "instance", (int)id, "target_instance", at, "mode", "recopy", "downtime_s",
 			      now - L.t_stop, "total_s", now - t0, "precopy_fetch_s", L.pre_fetch_s, "precopy_bytes",
 			      (json_int_t)L.pre_bytes, "stop_stall_s", st.stall_s, "stop_bytes", (json_int_t)st.stop_bytes,
 			      "bytes", (json_int_t)json_integer_value(json_object_get(ans, "bytes")), "rounds",
@@ -415,30 +534,138 @@ out:
 	return code;
 }
 
-int inv_migrate_request(const char *name, unsigned id, const char *body, size_t len, json_t **ret_body)
+/* ---- moving a held instance: stw and cow ---- */
+
+static int move_held(struct mig *j, json_t **ret_body)
 {
-	const char *to, *token, *mode_s, *self, *key;
+	struct inv_function *f = j->f;
 	struct phos_checkpoint_stats st = { 0 };
-	enum phos_ckpt_mode mode = PHOS_CKPT_RECOPY;
 	struct phos_image *img = NULL;
-	struct inv_function *f = NULL;
 	struct inv_instance *in = NULL;
-	char err[1024], mid[33], url[PULL_URL_MAX + 256], path[PATH_MAX], self_buf[300];
-	json_t *req, *val, *ans = NULL;
+	char err[1024], url[PULL_URL_MAX + 256], path[PATH_MAX];
+	json_t *ans = NULL;
 	char *manifest = NULL, *out = NULL;
 	size_t mlen = 0;
 	double t0 = phos_now(), t_ckpt;
 	long status;
 	int code = 500, r;
 
+	mig_state(j, "stopping");
+	r = inv_instance_hold(f, j->instance, f->limits.timeout_ms, &in, err, sizeof(err));
+	if (r < 0) {
+		*ret_body = err_json("%s", err);
+		return r == -ENOENT ? 404 : r == -ESHUTDOWN ? 503 : 409;
+	}
+	/* from here on: held; given back unless the target took it */
+	r = mig_aborted(j) ? -ECANCELED : inv_checkpoint_take(f, in, j->mode, &st, err, sizeof(err));
+	t_ckpt = phos_now();
+	if (r == 0) {
+		snprintf(path, sizeof(path), "%s/manifest.json", in->ckpt_dir);
+		manifest = read_small(path, PHOS_IMAGE_MAX_MANIFEST, &mlen);
+		r = manifest ? phos_image_read(in->ckpt_dir, &img, err, sizeof(err)) : -EIO;
+		if (!manifest)
+			snprintf(err, sizeof(err), "the checkpoint's manifest does not read back");
+	}
+	if (r == 0 && mig_aborted(j))
+		r = -ECANCELED;
+	if (r < 0) {
+		inv_instance_release(f, in);
+		*ret_body = err_json("%s of instance %u %s; it serves on here", r == -ECANCELED ? "the move" : "checkpoint",
+				     j->instance, r == -ECANCELED ? "was aborted" : err);
+		code = r == -ENOSPC ? 507 : r == -ECANCELED ? 409 : 500;
+		goto out;
+	}
+	pthread_mutex_lock(&f->lock);
+	snprintf(in->migration, sizeof(in->migration), "%s", j->id);
+	in->mig_img = img;
+	free(in->mig_dir);
+	in->mig_dir = strdup(in->ckpt_dir);
+	pthread_mutex_unlock(&f->lock);
+
+	mig_state(j, "transferring");
+	out = json_dumps(json_pack("{s:s,s:s,s:i,s:s,s:s%}", "from", j->self, "from_token", inv_cfg.token, "instance",
+				   (int)j->instance, "migration", j->id, "manifest", manifest, mlen),
+			 JSON_COMPACT);
+	instances_url(url, sizeof(url), j->to, f->name);   /* (to: checked, not empty) */
+	phos_info("%s: moving instance %u to %s (%s checkpoint, %.1f MiB of GPU data)", f->name, j->instance, j->to,
+		  phos_ckpt_mode_name(j->mode), (double)st.gpu_bytes / (1 << 20));
+	err[0] = '\0';
+	status = out ? post_json(url, j->token, out, MIGRATE_TIMEOUT_S, &ans, err, sizeof(err)) : 0;
+	if (out)
+		explicit_bzero(out, strlen(out));   /* it held our token */
+	mig_clear(f, in);
+	if (status != 201) {
+		const char *why = str_of(ans, "error");
+
+		inv_instance_release(f, in);
+		phos_warn("%s: moving instance %u to %s failed (%ld): %s", f->name, j->instance, j->to, status,
+			  why ? why : err[0] ? err : "no answer");
+		*ret_body = err_json("the target %s the move (%ld: %s); instance %u serves on here",
+				     status ? "refused" : "did not take", status, why ? why : err[0] ? err : "no answer",
+				     j->instance);
+		code = mig_aborted(j) ? 409 : 502;
+		goto out;
+	}
+	/* B holds the instance now: ours goes, its checkpoint with it */
+	moved_away(f, j->to, j->token);
+	inv_instance_retire(f, in);
+	double total = phos_now() - t0;
+	json_t *at = json_object_get(ans, "instance");
+	*ret_body = json_pack("{s:s,s:s,s:s,s:i,s:O?,s:s,s:f,s:f,s:I,s:O?,s:O?}", "state", "done", "migration", j->id,
+			      "to", j->to, "instance", (int)j->instance, "target_instance", at, "mode",
+			      phos_ckpt_mode_name(j->mode), "downtime_s", total, "checkpoint_s", t_ckpt - t0, "bytes",
+			      (json_int_t)json_integer_value(json_object_get(ans, "bytes")), "fetch_s",
+			      json_object_get(ans, "fetch_s"), "restore_s", json_object_get(ans, "restore_s"));
+	phos_info("%s: instance %u moved to %s in %.1f ms", f->name, j->instance, j->to, total * 1e3);
+	code = 200;
+out:
+	if (out)
+		free(out);
+	free(manifest);
+	phos_image_free(img);
+	json_decref(ans);
+	return code;
+}
+
+/* Runs migration j to its end, with its record. */
+static int move(struct mig *j, json_t **ret_body)
+{
+	int code = j->mode == PHOS_CKPT_RECOPY ? move_live(j, ret_body) : move_held(j, ret_body);
+
+	mig_end(j, code, *ret_body);
+	inv_function_unref(j->f);
+	j->f = NULL;
+	return code;
+}
+
+static void *move_thread(void *arg)
+{
+	json_t *body = NULL;
+
+	move(arg, &body);
+	json_decref(body);
+	return NULL;
+}
+
+int inv_migrate_request(const char *name, unsigned id, const char *body, size_t len, json_t **ret_body)
+{
+	const char *to, *token, *mode_s, *self, *key;
+	enum phos_ckpt_mode mode = PHOS_CKPT_RECOPY;
+	struct inv_function *f = NULL;
+	char err[1024], self_buf[300];
+	struct mig *j = NULL;
+	json_t *req, *val, *async;
+	int code = 500;
+
 	req = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, NULL);
 	if (!json_is_object(req)) {
 		json_decref(req);
-		return *ret_body = err_json("the body must be a JSON object {\"to\",\"to_token\",\"mode\",\"advertise\"}"),
-		       400;
+		return *ret_body = err_json("the body must be a JSON object {\"to\",\"to_token\",\"mode\",\"advertise\","
+					    "\"async\"}"), 400;
 	}
 	json_object_foreach(req, key, val)
-		if (strcmp(key, "to") && strcmp(key, "to_token") && strcmp(key, "mode") && strcmp(key, "advertise")) {
+		if (strcmp(key, "to") && strcmp(key, "to_token") && strcmp(key, "mode") && strcmp(key, "advertise") &&
+		    strcmp(key, "async")) {
 			*ret_body = err_json("unknown field '%.64s'", key);
 			code = 400;
 			goto out;
@@ -447,6 +674,7 @@ int inv_migrate_request(const char *name, unsigned id, const char *body, size_t 
 	token = str_of(req, "to_token");
 	mode_s = str_of(req, "mode");
 	self = str_of(req, "advertise");
+	async = json_object_get(req, "async");
 	if (!to || url_ok("to", to, err, sizeof(err)) < 0) {
 		*ret_body = err_json("%s", to ? err : "to must be the target invoker's URL");
 		code = 400;
@@ -468,6 +696,11 @@ int inv_migrate_request(const char *name, unsigned id, const char *body, size_t 
 		code = 400;
 		goto out;
 	}
+	if (async && !json_is_boolean(async)) {
+		*ret_body = err_json("async must be true or false");
+		code = 400;
+		goto out;
+	}
 	if (!self)
 		self = inv_http_self_url(self_buf, sizeof(self_buf));
 	f = inv_function_get(name);
@@ -476,81 +709,44 @@ int inv_migrate_request(const char *name, unsigned id, const char *body, size_t 
 		code = 404;
 		goto out;
 	}
-	if (mode == PHOS_CKPT_RECOPY) {
-		code = move_live(f, id, to, token, self, ret_body);
+	j = calloc(1, sizeof(*j));
+	if (!j || new_id(j->id) < 0) {
+		free(j);
+		*ret_body = err_json("out of memory");
 		goto out;
 	}
-	r = inv_instance_hold(f, id, f->limits.timeout_ms, &in, err, sizeof(err));
-	if (r < 0) {
-		*ret_body = err_json("%s", err);
-		code = r == -ENOENT ? 404 : r == -ESHUTDOWN ? 503 : 409;
-		goto out;
-	}
-	/* from here on: held; given back unless the target took it */
-	r = inv_checkpoint_take(f, in, mode, &st, err, sizeof(err));
-	t_ckpt = phos_now();
-	if (r == 0) {
-		snprintf(path, sizeof(path), "%s/manifest.json", in->ckpt_dir);
-		manifest = read_small(path, PHOS_IMAGE_MAX_MANIFEST, &mlen);
-		r = manifest ? phos_image_read(in->ckpt_dir, &img, err, sizeof(err)) : -EIO;
-		if (!manifest)
-			snprintf(err, sizeof(err), "the checkpoint's manifest does not read back");
-	}
-	if (r == 0)
-		r = new_id(mid);
-	if (r < 0) {
-		inv_instance_release(f, in);
-		*ret_body = err_json("checkpoint of instance %u failed: %s; it serves on here", id, err);
-		code = r == -ENOSPC ? 507 : 500;
-		goto out;
-	}
-	pthread_mutex_lock(&f->lock);
-	snprintf(in->migration, sizeof(in->migration), "%s", mid);
-	in->mig_img = img;
-	free(in->mig_dir);
-	in->mig_dir = strdup(in->ckpt_dir);
-	pthread_mutex_unlock(&f->lock);
+	snprintf(j->function, sizeof(j->function), "%s", name);
+	snprintf(j->to, sizeof(j->to), "%s", to);
+	snprintf(j->token, sizeof(j->token), "%s", token);
+	snprintf(j->self, sizeof(j->self), "%s", self);
+	j->instance = id;
+	j->mode = mode;
+	j->state = "starting";
+	j->started = phos_now();
+	j->f = f;
+	f = NULL;   /* the job's reference */
+	pthread_mutex_lock(&migs_lock);
+	j->next = migs;
+	migs = j;
+	pthread_mutex_unlock(&migs_lock);
+	if (json_is_true(async)) {
+		pthread_t th;
+		pthread_attr_t a;
 
-	out = json_dumps(json_pack("{s:s,s:s,s:i,s:s,s:s%}", "from", self, "from_token", inv_cfg.token, "instance",
-				   (int)id, "migration", mid, "manifest", manifest, mlen),
-			 JSON_COMPACT);
-	instances_url(url, sizeof(url), to, name);   /* (to: checked, not empty) */
-	phos_info("%s: moving instance %u to %s (%s checkpoint, %.1f MiB of GPU data)", name, id, to,
-		  phos_ckpt_mode_name(mode), (double)st.gpu_bytes / (1 << 20));
-	err[0] = '\0';
-	status = out ? post_json(url, token, out, MIGRATE_TIMEOUT_S, &ans, err, sizeof(err)) : 0;
-	if (out)
-		explicit_bzero(out, strlen(out));   /* it held our token */
-	mig_clear(f, in);
-	if (status != 201) {
-		const char *why = str_of(ans, "error");
-
-		inv_instance_release(f, in);
-		phos_warn("%s: moving instance %u to %s failed (%ld): %s", name, id, to, status,
-			  why ? why : err[0] ? err : "no answer");
-		*ret_body = err_json("the target %s the move (%ld: %s); instance %u serves on here",
-				     status ? "refused" : "did not take", status, why ? why : err[0] ? err : "no answer", id);
-		code = 502;
-		goto out;
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		if (pthread_create(&th, &a, move_thread, j) == 0) {
+			pthread_attr_destroy(&a);
+			pthread_mutex_lock(&migs_lock);
+			*ret_body = mig_json(j);
+			pthread_mutex_unlock(&migs_lock);
+			code = 202;
+			goto out;
+		}
+		pthread_attr_destroy(&a);
 	}
-	/* B holds the instance now: ours goes, its checkpoint with it */
-	moved_away(f, to, token);
-	inv_instance_retire(f, in);
-	double total = phos_now() - t0;
-	json_t *at = json_object_get(ans, "instance");
-	*ret_body = json_pack("{s:s,s:s,s:i,s:O?,s:s,s:f,s:f,s:I,s:O?,s:O?}", "state", "done", "to", to, "instance",
-			      (int)id, "target_instance", at, "mode", phos_ckpt_mode_name(mode), "downtime_s", total,
-			      "checkpoint_s", t_ckpt - t0, "bytes",
-			      (json_int_t)json_integer_value(json_object_get(ans, "bytes")), "fetch_s",
-			      json_object_get(ans, "fetch_s"), "restore_s", json_object_get(ans, "restore_s"));
-	phos_info("%s: instance %u moved to %s in %.1f ms", name, id, to, total * 1e3);
-	code = 200;
+	code = move(j, ret_body);
 out:
-	if (out)
-		free(out);
-	free(manifest);
-	phos_image_free(img);
-	json_decref(ans);
 	json_decref(req);
 	inv_function_unref(f);
 	return code;
@@ -597,7 +793,7 @@ int inv_migrate_file(const char *name, unsigned id, const char *mid, const char 
 		in = in->next;
 	/* only the files of a checkpoint being moved, while it is (the instance
 	 * is held: nothing writes them) */
-	if (!in || !in->mig_dir || strcmp(in->migration, mid)) {
+	if (!in || !in->mig_dir || strcmp(in->migration, mid) || mig_id_aborted(mid)) {
 		code = 409;
 		*ret_body = err_json("instance %u of %s is not being moved by migration %.40s", id, name, mid);
 	} else if ((size = in->mig_img ? inv_image_file_size(in->mig_img, path)

@@ -310,9 +310,55 @@ try:
     plan.append(1)
     st, got = c.call("POST", "/function/lc", {"steps": 1})
     check(st == 200 and got == reference(plan)[-1], f"target killed: the source serves on with its state: {got}")
-    e = Invoker(os.path.join(tmp, "e"), tmp, device=DEVICE, fault="migrate_precopy_stale")   # restarted
+    e = Invoker(os.path.join(tmp, "e"), tmp, device=DEVICE, fault="migrate_stall")   # restarted
     left = os.listdir(os.path.join(e.state, "checkpoints"))
     check(left == [] and live(e, "lc") == [], f"the killed target, restarted, holds nothing of the move: {left}")
+
+    # an async move, followed and aborted (the target stalls 10 s before its pre-copy's fetch)
+    st, body = c.call("POST", f"/system/functions/lc/instances/{iid}/migrate",
+                      {"to": url(e), "to_token": token(e), "async": True})
+    mid = body.get("migration", "") if isinstance(body, dict) else ""
+    check(st == 202 and len(mid) == 32, f"an async move: {st} {body}")
+    for _ in range(100):
+        st, m = c.call("GET", f"/system/migrations/{mid}")
+        if m.get("state") == "precopy":
+            break
+        time.sleep(0.05)
+    check(st == 200 and m.get("state") == "precopy" and m.get("instance") == iid, f"followed: {st} {m}")
+    st, m = c.call("DELETE", f"/system/migrations/{mid}")
+    check(st == 202, f"abort: {st} {m}")
+    for _ in range(400):
+        st, m = c.call("GET", f"/system/migrations/{mid}")
+        if m.get("state") in ("done", "failed", "aborted"):
+            break
+        time.sleep(0.05)
+    check(m.get("state") == "aborted" and "serves on here" in str(m.get("result")), f"aborted: {m}")
+    st, m2 = c.call("DELETE", f"/system/migrations/{mid}")
+    check(st == 409, f"an ended move cannot be aborted: {st} {m2}")
+    check(c.call("GET", "/system/migrations/" + "0" * 32)[0] == 404, "no such migration: 404")
+    check(c.call("GET", "/system/migrations/nothex")[0] == 404, "a bad migration id: 404")
+    plan.append(1)
+    st, got = c.call("POST", "/function/lc", {"steps": 1})
+    check(st == 200 and got == reference(plan)[-1], f"aborted: the source serves on with its state: {got}")
+    time.sleep(0.5)
+    check(os.listdir(os.path.join(e.state, "checkpoints")) == [] and live(e, "lc") == [],
+          f"aborted: nothing on the target: {os.listdir(os.path.join(e.state, 'checkpoints'))}")
+    e.stop()
+    e = Invoker(os.path.join(tmp, "e"), tmp, device=DEVICE, fault="migrate_precopy_stale")
+    # an async move that ends well, followed to its end
+    st, body = c.call("POST", f"/system/functions/lc/instances/{iid}/migrate",
+                      {"to": url(e), "to_token": token(e), "async": True, "mode": "stw"})
+    mid = body.get("migration", "")
+    for _ in range(400):
+        st, m = c.call("GET", f"/system/migrations/{mid}")
+        if m.get("state") in ("done", "failed", "aborted"):
+            break
+        time.sleep(0.05)
+    check(m.get("state") == "done" and m.get("result", {}).get("state") == "done", f"an async move done: {m}")
+    st, body = e.call("POST", f"/system/functions/lc/instances/{m['result']['target_instance']}/migrate",
+                      {"to": url(c), "to_token": token(c), "mode": "stw"})
+    check(st == 200, f"and back: {st} {body}")
+    iid = body.get("target_instance", iid)
     # a live move whose pre-copy is stale at the stop (a buffer written since): fetched again, right
     st, body = migrate(c, e, iid)
     check(st == 200 and body.get("refetched_bytes", 0) > 0, f"a stale pre-copy is fetched again: {st} {body}")
