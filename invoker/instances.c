@@ -134,11 +134,6 @@ static bool instance_dead(const struct inv_instance *in)
 	return proc_exiting(in->exe_statfd);
 }
 
-bool inv_instance_dead(const struct inv_instance *in)
-{
-	return instance_dead(in);
-}
-
 static void instance_free(struct inv_instance *in)
 {
 	if (!in)

@@ -307,7 +307,6 @@ void inv_migrate_forward(struct inv_function *f, const char *body, size_t len, c
 const char *inv_http_self_url(char *buf, size_t len);
 
 /* instances.c, for checkpoints.c and migrate.c */
-bool inv_instance_dead(const struct inv_instance *in);
 /* Takes f's idle instance id as a call would (BUSY, ours), waiting up to
  * wait_ms for a busy one to finish its call (no new call takes it then): 0,
  * or -ENOENT, -EBUSY (not idle in time), -ESRCH (dead), -ESHUTDOWN
