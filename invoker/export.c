@@ -23,8 +23,7 @@
 #include "log.h"
 #include "transfer.h"
 
-static json_t *err_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static json_t *err_json(const char *fmt, ...)
+json_t *inv_err_json(const char *fmt, ...)
 {
 	char buf[1024];
 	va_list ap;
@@ -84,16 +83,16 @@ static int export_function(const char *name, struct inv_function **ret, json_t *
 	bool ready;
 
 	if (!inv_name_valid(name))
-		return *ret_body = err_json("bad function name"), 400;
+		return *ret_body = inv_err_json("bad function name"), 400;
 	f = inv_function_get(name);
 	if (!f)
-		return *ret_body = err_json("no function %s", name), 404;
+		return *ret_body = inv_err_json("no function %s", name), 404;
 	pthread_mutex_lock(&f->lock);
 	ready = f->ready && !f->removed;
 	pthread_mutex_unlock(&f->lock);
 	if (!ready) {
 		inv_function_unref(f);
-		return *ret_body = err_json("function %s is being deployed or removed", name), 409;
+		return *ret_body = inv_err_json("function %s is being deployed or removed", name), 409;
 	}
 	*ret = f;
 	return 0;
@@ -114,14 +113,14 @@ int inv_export_describe(const char *name, json_t **ret_body)
 	if (r < 0) {
 		json_decref(entry);
 		phos_err("export of %s: %s", name, err);
-		*ret_body = r == -EBADMSG ? err_json("the snapshot of %s is corrupt here: %s", name, err)
-					  : err_json("cannot export %s: %s", name, err);
+		*ret_body = r == -EBADMSG ? inv_err_json("the snapshot of %s is corrupt here: %s", name, err)
+					  : inv_err_json("cannot export %s: %s", name, err);
 		inv_function_unref(f);
 		return 500;
 	}
 	if (si->img->major != PHOS_IMAGE_MAJOR || si->img->ncpu_files == 0) {
 		json_decref(entry);
-		*ret_body = err_json("the snapshot of %s (format %u.%u) has no CPU image checksums: re-snapshot it "
+		*ret_body = inv_err_json("the snapshot of %s (format %u.%u) has no CPU image checksums: re-snapshot it "
 				     "before it can be pulled", name, si->img->major, si->img->minor);
 		inv_snapinfo_unref(si);
 		inv_function_unref(f);
@@ -195,61 +194,85 @@ int inv_open_below(const char *dir, const char *path)
 	return r;
 }
 
+int inv_range_args(const char *path, const char *offset, const char *length, uint64_t *off, uint64_t *len,
+		   json_t **ret_body)
+{
+	if (!path || strlen(path) > 200 || strstr(path, "..") || path[0] == '/')
+		return *ret_body = inv_err_json("path= (a file of the list) is needed"), 400;
+	if (parse_u64(offset, off) < 0 || parse_u64(length, len) < 0 || *len == 0 || *len > INV_EXPORT_RANGE_MAX)
+		return *ret_body = inv_err_json("offset= and length= must be numbers, length 1..%u", INV_EXPORT_RANGE_MAX),
+		       400;
+	return 0;
+}
+
+int inv_range_open(const char *dir, const char *path, int64_t size, uint64_t off, uint64_t len, int *ret_fd,
+		   json_t **ret_body)
+{
+	struct stat sb;
+	int fd;
+
+	if (off > (uint64_t)size || len > (uint64_t)size - off)
+		return *ret_body = inv_err_json("[%" PRIu64 ", +%" PRIu64 ") lies beyond %s (%" PRId64 " bytes)", off, len,
+						path, size), 416;
+	fd = inv_open_below(dir, path);
+	if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size < off + len) {
+		*ret_body = inv_err_json("%s cannot be read: %s", path, fd < 0 ? strerror(-fd) : "too short");
+		if (fd >= 0)
+			close(fd);
+		return 500;
+	}
+	*ret_fd = fd;
+	return 200;
+}
+
+int inv_range_response(int fd, uint64_t off, uint64_t len, struct MHD_Response **ret_resp, json_t **ret_body)
+{
+	struct MHD_Response *resp = MHD_create_response_from_fd_at_offset64(len, fd, off);
+
+	if (!resp) {
+		close(fd);
+		return *ret_body = inv_err_json("out of memory"), 500;
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
+	*ret_resp = resp;
+	return 200;
+}
+
 int inv_export_file(const char *name, const char *snapshot, const char *path, const char *offset,
 		    const char *length, struct MHD_Response **ret_resp, json_t **ret_body)
 {
 	struct inv_function *f;
 	struct inv_snapinfo *si = NULL;
-	struct MHD_Response *resp;
 	uint64_t off, len;
 	char err[512], cur[33];
 	int64_t size;
-	struct stat sb;
 	int fd = -1, r, code;
 
-	if (!snapshot || !path || strlen(path) > 200 || strstr(path, "..") || path[0] == '/')
-		return *ret_body = err_json("snapshot= and path= (a file of the export's list) are needed"), 400;
-	if (parse_u64(offset, &off) < 0 || parse_u64(length, &len) < 0 || len == 0 || len > INV_EXPORT_RANGE_MAX)
-		return *ret_body = err_json("offset= and length= must be numbers, length 1..%u", INV_EXPORT_RANGE_MAX),
-		       400;
+	if (!snapshot)
+		return *ret_body = inv_err_json("snapshot= and path= (a file of the export's list) are needed"), 400;
+	if ((code = inv_range_args(path, offset, length, &off, &len, ret_body)))
+		return code;
 	if ((code = export_function(name, &f, ret_body)))
 		return code;
 	r = inv_snapinfo_get(f, false, &si, err, sizeof(err));
 	pthread_rwlock_rdlock(&f->snap_lock);
 	if (r < 0) {
 		code = 500;
-		*ret_body = err_json("cannot export %s: %s", name, err);
+		*ret_body = inv_err_json("cannot export %s: %s", name, err);
 	} else if (strcmp(si->id, snapshot) || inv_snapshot_id(f->snapshot_dir, cur) < 0 || strcmp(cur, snapshot)) {
 		code = 409;
-		*ret_body = err_json("the snapshot of %s changed (re-snapshot) since the export: pull again", name);
+		*ret_body = inv_err_json("the snapshot of %s changed (re-snapshot) since the export: pull again", name);
 	} else if ((size = inv_image_file_size(si->img, path)) < 0) {
 		code = 404;
-		*ret_body = err_json("%s is not a file of the snapshot of %s", path, name);
-	} else if (off > (uint64_t)size || len > (uint64_t)size - off) {
-		code = 416;
-		*ret_body = err_json("[%" PRIu64 ", +%" PRIu64 ") lies beyond %s (%" PRId64 " bytes)", off, len, path, size);
-	} else if ((fd = inv_open_below(f->snapshot_dir, path)) < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
-		   (uint64_t)sb.st_size < off + len) {
-		code = 500;
-		*ret_body = err_json("%s of %s cannot be read: %s", path, name, fd < 0 ? strerror(-fd) : "too short");
+		*ret_body = inv_err_json("%s is not a file of the snapshot of %s", path, name);
 	} else {
-		code = 200;
+		code = inv_range_open(f->snapshot_dir, path, size, off, len, &fd, ret_body);
 	}
 	/* The fd is of an immutable file: it stays valid after the lock. */
 	pthread_rwlock_unlock(&f->snap_lock);
 	inv_snapinfo_unref(si);
 	inv_function_unref(f);
-	if (code != 200) {
-		if (fd >= 0)
-			close(fd);
+	if (code != 200)
 		return code;
-	}
-	resp = MHD_create_response_from_fd_at_offset64(len, fd, off);
-	if (!resp) {
-		close(fd);
-		return *ret_body = err_json("out of memory"), 500;
-	}
-	MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
-	*ret_resp = resp;
-	return 200;
+	return inv_range_response(fd, off, len, ret_resp, ret_body);
 }

@@ -230,6 +230,25 @@ static int instance_stop(struct inv_function *f, struct inv_instance *in, bool k
 	return code;
 }
 
+/* A function process's stdin, stdout and stderr pipes: 0 or -errno. */
+static int stdio_pipes(int pin[2], int pout[2], int perr[2])
+{
+	return pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0 ? -errno : 0;
+}
+
+/* Closes what is left of them (-1: taken over or never made). */
+static void stdio_pipes_close(int pin[2], int pout[2], int perr[2])
+{
+	for (int i = 0; i < 2; i++) {
+		if (pin[i] >= 0)
+			close(pin[i]);
+		if (pout[i] >= 0)
+			close(pout[i]);
+		if (perr[i] >= 0)
+			close(perr[i]);
+	}
+}
+
 /* ---- standby: a parked process per function ---- */
 
 static bool standby_wanted(const struct inv_function *f)
@@ -295,9 +314,8 @@ static void standby_upkeep(struct inv_function *f)
 		standby_clear(&sb);
 	if (!need)
 		return;
-	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0) {
-		r = -errno;
-		snprintf(err, sizeof(err), "pipe: %s", strerror(errno));
+	if ((r = stdio_pipes(pin, pout, perr)) < 0) {
+		snprintf(err, sizeof(err), "pipe: %s", strerror(-r));
 	} else {
 		p.device = f->device;
 		pthread_rwlock_rdlock(&f->snap_lock);
@@ -382,9 +400,8 @@ static int instance_start(struct inv_function *f, struct inv_instance *in, doubl
 		if (r != -EBUSY)
 			goto fail;
 	}
-	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0) {
-		r = -errno;
-		snprintf(err, errlen, "pipe: %s", strerror(errno));
+	if ((r = stdio_pipes(pin, pout, perr)) < 0) {
+		snprintf(err, errlen, "pipe: %s", strerror(-r));
 		goto fail;
 	}
 	p.device = f->device;
@@ -417,14 +434,38 @@ started:
 		  (double)st.gpu_bytes / (1 << 20));
 	return 0;
 fail:
-	for (int i = 0; i < 2; i++) {
-		if (pin[i] >= 0)
-			close(pin[i]);
-		if (pout[i] >= 0)
-			close(pout[i]);
-		if (perr[i] >= 0)
-			close(perr[i]);
+	stdio_pipes_close(pin, pout, perr);
+	return r;
+}
+
+/* Restores in (no processes: new, or its old ones reaped) from the checkpoint
+ * at dir, stop-the-world on an executor of its own, with fresh stdio pipes,
+ * and watches it (instance_attach). 0 and *st, or -errno with err (in has no
+ * processes then). */
+static int instance_from_checkpoint(struct inv_function *f, struct inv_instance *in, const char *dir,
+				    struct phos_restore_stats *st, char *err, size_t errlen)
+{
+	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
+	struct phos_runtime_paths p = inv_cfg.paths;
+	int r;
+
+	if ((r = stdio_pipes(pin, pout, perr)) < 0) {
+		snprintf(err, errlen, "pipe: %s", strerror(-r));
+		goto out;
 	}
+	p.device = f->device;
+	if (strcmp(p.device, "sim"))
+		p.sim_twins = NULL;
+	r = phos_restore_start(&p, dir, pin[0], pout[1], perr[1], false, &in->proc, st, err, errlen);
+	if (r < 0) {
+		in->proc = (struct phos_instance){ .control_fd = -1 };   /* nothing to stop */
+		goto out;
+	}
+	instance_attach(in, pin[1], pout[0], perr[0]);
+	pin[1] = pout[0] = perr[0] = -1;
+out:
+	/* ours are set to -1 once taken over; theirs (0 of pin, 1 of pout, perr) always go */
+	stdio_pipes_close(pin, pout, perr);
 	return r;
 }
 
@@ -434,8 +475,7 @@ fail:
  * its own, in the middle of the call. 0, or -errno with err. */
 static int instance_resume(struct inv_function *f, struct inv_instance *in, char *err, size_t errlen)
 {
-	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
-	struct phos_runtime_paths p = inv_cfg.paths;
+	int *const old[] = { &in->in_fd, &in->out_fd, &in->err_fd, &in->fn_pidfd, &in->exe_pidfd, &in->exe_statfd };
 	struct phos_restore_stats st;
 	double t0 = phos_now();
 	int r;
@@ -447,42 +487,18 @@ static int instance_resume(struct inv_function *f, struct inv_instance *in, char
 		pthread_join(in->log_thread, NULL);   /* the old stderr pipe is at its end */
 		in->log_started = false;
 	}
-	int *const old[] = { &in->in_fd, &in->out_fd, &in->err_fd, &in->fn_pidfd, &in->exe_pidfd, &in->exe_statfd };
-
 	for (unsigned i = 0; i < sizeof(old) / sizeof(old[0]); i++) {
 		if (*old[i] >= 0)
 			close(*old[i]);
 		*old[i] = -1;
 	}
-	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0) {
-		r = -errno;
-		snprintf(err, errlen, "pipe: %s", strerror(errno));
-		goto out;
-	}
-	p.device = f->device;
-	if (strcmp(p.device, "sim"))
-		p.sim_twins = NULL;
-	r = phos_restore_start(&p, in->ckpt_dir, pin[0], pout[1], perr[1], false, &in->proc, &st, err, errlen);
-	if (r < 0) {
-		in->proc = (struct phos_instance){ .control_fd = -1 };   /* nothing left to stop */
-		goto out;
-	}
-	instance_attach(in, pin[1], pout[0], perr[0]);
-	pin[1] = pout[0] = perr[0] = -1;
+	r = instance_from_checkpoint(f, in, in->ckpt_dir, &st, err, errlen);
+	if (r < 0)
+		return r;
 	in->resumes++;
 	phos_warn("%s: instance %u resumed its call from its checkpoint of %s mode in %.1f ms (%.1f MiB)", f->name,
 		  in->id, in->ckpt_mode, (phos_now() - t0) * 1e3, (double)st.gpu_bytes / (1 << 20));
-out:
-	/* ours are set to -1 once taken over; theirs (0 of pin, 1 of pout, perr) always go */
-	for (int i = 0; i < 2; i++) {
-		if (pin[i] >= 0)
-			close(pin[i]);
-		if (pout[i] >= 0)
-			close(pout[i]);
-		if (perr[i] >= 0)
-			close(perr[i]);
-	}
-	return r;
+	return 0;
 }
 
 /* ---- talking to an instance ---- */
@@ -1152,25 +1168,12 @@ void inv_instance_unreserve(struct inv_function *f, struct inv_instance *in)
 int inv_instance_adopt(struct inv_function *f, struct inv_instance *in, const char *dir, double *ret_s, char *err,
 		       size_t errlen)
 {
-	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
-	struct phos_runtime_paths p = inv_cfg.paths;
 	struct phos_restore_stats st;
 	double t0 = phos_now();
-	int r;
+	int r = instance_from_checkpoint(f, in, dir, &st, err, errlen);
 
-	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0) {
-		r = -errno;
-		snprintf(err, errlen, "pipe: %s", strerror(errno));
-		goto out;
-	}
-	p.device = f->device;
-	if (strcmp(p.device, "sim"))
-		p.sim_twins = NULL;
-	r = phos_restore_start(&p, dir, pin[0], pout[1], perr[1], false, &in->proc, &st, err, errlen);
 	if (r < 0)
-		goto out;
-	instance_attach(in, pin[1], pout[0], perr[0]);
-	pin[1] = pout[0] = perr[0] = -1;
+		return r;
 	if (!in->ckpt_dir)
 		in->ckpt_dir = strdup(dir);   /* removed with the instance */
 	*ret_s = phos_now() - t0;
@@ -1181,16 +1184,7 @@ int inv_instance_adopt(struct inv_function *f, struct inv_instance *in, const ch
 	pthread_mutex_unlock(&f->lock);
 	phos_info("%s: instance %u restored from a checkpoint in %.1f ms (%.1f MiB)", f->name, in->id, *ret_s * 1e3,
 		  (double)st.gpu_bytes / (1 << 20));
-out:
-	for (int i = 0; i < 2; i++) {
-		if (pin[i] >= 0)
-			close(pin[i]);
-		if (pout[i] >= 0)
-			close(pout[i]);
-		if (perr[i] >= 0)
-			close(perr[i]);
-	}
-	return r;
+	return 0;
 }
 
 static void stop_list(struct inv_function *f, struct inv_instance *list, bool kill_it)

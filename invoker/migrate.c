@@ -51,23 +51,12 @@
 #include "invoker.h"
 #include "log.h"
 #include "pull.h"
+#include "transfer.h"
 
 #define MIGRATE_ANSWER_MAX (64u << 10)
 #define MIGRATE_TIMEOUT_S 3600L          /* the target's fetch and restore, at most */
 #define MIGRATE_DISK_MARGIN (64ull << 20)
 
-static json_t *err_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static json_t *err_json(const char *fmt, ...)
-{
-	char buf[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	inv_redact_paths(buf);
-	return json_pack("{s:s}", "error", buf);
-}
 
 static const char *str_of(json_t *j, const char *key)
 {
@@ -330,7 +319,7 @@ int inv_migration_get(const char *id, bool abort, json_t **ret_body)
 		if (strcmp(m->id, id))
 			continue;
 		if (abort && m->ended) {
-			*ret_body = err_json("migration %s has ended (%s)", id, m->state);
+			*ret_body = inv_err_json("migration %s has ended (%s)", id, m->state);
 			code = 409;
 		} else {
 			if (abort)
@@ -342,7 +331,7 @@ int inv_migration_get(const char *id, bool abort, json_t **ret_body)
 	}
 	pthread_mutex_unlock(&migs_lock);
 	if (code == 404)
-		*ret_body = err_json("no migration %.40s (or it is too old)", id);
+		*ret_body = inv_err_json("no migration %.40s (or it is too old)", id);
 	return code;
 }
 
@@ -449,7 +438,7 @@ static int move_live(struct mig *job, json_t **ret_body)
 
 	in = inv_instance_borrow(f, id, L.err, sizeof(L.err));
 	if (!in)
-		return *ret_body = err_json("%s", L.err), 404;
+		return *ret_body = inv_err_json("%s", L.err), 404;
 	mig_state(job, "precopy");
 	instances_url(L.url, sizeof(L.url), to, f->name);
 	{
@@ -505,7 +494,7 @@ static int move_live(struct mig *job, json_t **ret_body)
 			inv_instance_release(f, L.held);
 		inv_instance_unborrow(f, in);
 		phos_warn("%s: moving instance %u to %s failed: %s", f->name, id, to, r < 0 ? L.err : why ? why : L.err);
-		*ret_body = err_json("the move %s (%ld: %s); instance %u serves on here", r < 0 ? "failed" : "was refused",
+		*ret_body = inv_err_json("the move %s (%ld: %s); instance %u serves on here", r < 0 ? "failed" : "was refused",
 				     status, r < 0 ? L.err : why ? why : L.err[0] ? L.err : "no answer", id);
 		code = r == -EBUSY || mig_aborted(job) ? 409 : 502;
 		goto out;
@@ -553,7 +542,7 @@ static int move_held(struct mig *j, json_t **ret_body)
 	mig_state(j, "stopping");
 	r = inv_instance_hold(f, j->instance, f->limits.timeout_ms, &in, err, sizeof(err));
 	if (r < 0) {
-		*ret_body = err_json("%s", err);
+		*ret_body = inv_err_json("%s", err);
 		return r == -ENOENT ? 404 : r == -ESHUTDOWN ? 503 : 409;
 	}
 	/* from here on: held; given back unless the target took it */
@@ -570,7 +559,7 @@ static int move_held(struct mig *j, json_t **ret_body)
 		r = -ECANCELED;
 	if (r < 0) {
 		inv_instance_release(f, in);
-		*ret_body = err_json("%s of instance %u %s; it serves on here", r == -ECANCELED ? "the move" : "checkpoint",
+		*ret_body = inv_err_json("%s of instance %u %s; it serves on here", r == -ECANCELED ? "the move" : "checkpoint",
 				     j->instance, r == -ECANCELED ? "was aborted" : err);
 		code = r == -ENOSPC ? 507 : r == -ECANCELED ? 409 : 500;
 		goto out;
@@ -600,7 +589,7 @@ static int move_held(struct mig *j, json_t **ret_body)
 		inv_instance_release(f, in);
 		phos_warn("%s: moving instance %u to %s failed (%ld): %s", f->name, j->instance, j->to, status,
 			  why ? why : err[0] ? err : "no answer");
-		*ret_body = err_json("the target %s the move (%ld: %s); instance %u serves on here",
+		*ret_body = inv_err_json("the target %s the move (%ld: %s); instance %u serves on here",
 				     status ? "refused" : "did not take", status, why ? why : err[0] ? err : "no answer",
 				     j->instance);
 		code = mig_aborted(j) ? 409 : 502;
@@ -660,13 +649,13 @@ int inv_migrate_request(const char *name, unsigned id, const char *body, size_t 
 	req = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, NULL);
 	if (!json_is_object(req)) {
 		json_decref(req);
-		return *ret_body = err_json("the body must be a JSON object {\"to\",\"to_token\",\"mode\",\"advertise\","
+		return *ret_body = inv_err_json("the body must be a JSON object {\"to\",\"to_token\",\"mode\",\"advertise\","
 					    "\"async\"}"), 400;
 	}
 	json_object_foreach(req, key, val)
 		if (strcmp(key, "to") && strcmp(key, "to_token") && strcmp(key, "mode") && strcmp(key, "advertise") &&
 		    strcmp(key, "async")) {
-			*ret_body = err_json("unknown field '%.64s'", key);
+			*ret_body = inv_err_json("unknown field '%.64s'", key);
 			code = 400;
 			goto out;
 		}
@@ -676,28 +665,28 @@ int inv_migrate_request(const char *name, unsigned id, const char *body, size_t 
 	self = str_of(req, "advertise");
 	async = json_object_get(req, "async");
 	if (!to || url_ok("to", to, err, sizeof(err)) < 0) {
-		*ret_body = err_json("%s", to ? err : "to must be the target invoker's URL");
+		*ret_body = inv_err_json("%s", to ? err : "to must be the target invoker's URL");
 		code = 400;
 		goto out;
 	}
 	if (!token || !pull_token_valid(token)) {
-		*ret_body = err_json("to_token must be the target's admin token (16..%d printable characters)",
+		*ret_body = inv_err_json("to_token must be the target's admin token (16..%d printable characters)",
 				     PULL_TOKEN_MAX);
 		code = 400;
 		goto out;
 	}
 	if ((mode_s && phos_ckpt_mode_parse(mode_s, &mode) < 0) || (json_object_get(req, "mode") && !mode_s)) {
-		*ret_body = err_json("mode must be \"stw\", \"cow\" or \"recopy\"");
+		*ret_body = inv_err_json("mode must be \"stw\", \"cow\" or \"recopy\"");
 		code = 400;
 		goto out;
 	}
 	if (self && url_ok("advertise", self, err, sizeof(err)) < 0) {
-		*ret_body = err_json("%s", err);
+		*ret_body = inv_err_json("%s", err);
 		code = 400;
 		goto out;
 	}
 	if (async && !json_is_boolean(async)) {
-		*ret_body = err_json("async must be true or false");
+		*ret_body = inv_err_json("async must be true or false");
 		code = 400;
 		goto out;
 	}
@@ -705,14 +694,14 @@ int inv_migrate_request(const char *name, unsigned id, const char *body, size_t 
 		self = inv_http_self_url(self_buf, sizeof(self_buf));
 	f = inv_function_get(name);
 	if (!f) {
-		*ret_body = err_json("no function %s", name);
+		*ret_body = inv_err_json("no function %s", name);
 		code = 404;
 		goto out;
 	}
 	j = calloc(1, sizeof(*j));
 	if (!j || new_id(j->id) < 0) {
 		free(j);
-		*ret_body = err_json("out of memory");
+		*ret_body = inv_err_json("out of memory");
 		goto out;
 	}
 	snprintf(j->function, sizeof(j->function), "%s", name);
@@ -752,41 +741,23 @@ out:
 	return code;
 }
 
-static int parse_u64(const char *s, uint64_t *ret)
-{
-	char *end;
-	unsigned long long v;
-
-	if (!s || !*s || *s == '-' || *s == '+' || strlen(s) > 20)
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end)
-		return -EINVAL;
-	*ret = v;
-	return 0;
-}
-
 int inv_migrate_file(const char *name, unsigned id, const char *mid, const char *path, const char *offset,
 		     const char *length, struct MHD_Response **ret_resp, json_t **ret_body)
 {
 	struct inv_function *f;
-	struct MHD_Response *resp;
 	uint64_t off, len;
 	int64_t size = -1;
-	struct stat sb;
-	int fd = -1, code = 200;
+	int fd = -1, code;
 
-	if (!mid || !path || strlen(path) > 200 || strstr(path, "..") || path[0] == '/')
-		return *ret_body = err_json("snapshot= (the migration) and path= are needed"), 400;
+	if (!mid)
+		return *ret_body = inv_err_json("snapshot= (the migration) and path= are needed"), 400;
+	if ((code = inv_range_args(path, offset, length, &off, &len, ret_body)))
+		return code;
 	if (phos_fault("migrate_file_cut"))
-		return *ret_body = err_json("injected fault: migrate_file_cut"), 500;
-	if (parse_u64(offset, &off) < 0 || parse_u64(length, &len) < 0 || len == 0 || len > INV_EXPORT_RANGE_MAX)
-		return *ret_body = err_json("offset= and length= must be numbers, length 1..%u", INV_EXPORT_RANGE_MAX),
-		       400;
+		return *ret_body = inv_err_json("injected fault: migrate_file_cut"), 500;
 	f = inv_function_get(name);
 	if (!f)
-		return *ret_body = err_json("no function %s", name), 404;
+		return *ret_body = inv_err_json("no function %s", name), 404;
 	pthread_mutex_lock(&f->lock);
 	struct inv_instance *in = f->instances;
 	while (in && in->id != id)
@@ -795,34 +766,19 @@ int inv_migrate_file(const char *name, unsigned id, const char *mid, const char 
 	 * is held: nothing writes them) */
 	if (!in || !in->mig_dir || strcmp(in->migration, mid) || mig_id_aborted(mid)) {
 		code = 409;
-		*ret_body = err_json("instance %u of %s is not being moved by migration %.40s", id, name, mid);
+		*ret_body = inv_err_json("instance %u of %s is not being moved by migration %.40s", id, name, mid);
 	} else if ((size = in->mig_img ? inv_image_file_size(in->mig_img, path)
 				       : !strcmp(path, "gpu.data") ? (int64_t)in->mig_data_end : -ENOENT) < 0) {
 		code = 404;
-		*ret_body = err_json("%s is not a file of the checkpoint", path);
-	} else if (off > (uint64_t)size || len > (uint64_t)size - off) {
-		code = 416;
-		*ret_body = err_json("[%" PRIu64 ", +%" PRIu64 ") lies beyond %s (%" PRId64 " bytes)", off, len, path, size);
-	} else if ((fd = inv_open_below(in->mig_dir, path)) < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
-		   (uint64_t)sb.st_size < off + len) {
-		code = 500;
-		*ret_body = err_json("%s cannot be read", path);
+		*ret_body = inv_err_json("%s is not a file of the checkpoint", path);
+	} else {
+		code = inv_range_open(in->mig_dir, path, size, off, len, &fd, ret_body);
 	}
 	pthread_mutex_unlock(&f->lock);
 	inv_function_unref(f);
-	if (code != 200) {
-		if (fd >= 0)
-			close(fd);
+	if (code != 200)
 		return code;
-	}
-	resp = MHD_create_response_from_fd_at_offset64(len, fd, off);
-	if (!resp) {
-		close(fd);
-		return *ret_body = err_json("out of memory"), 500;
-	}
-	MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
-	*ret_resp = resp;
-	return 200;
+	return inv_range_response(fd, off, len, ret_resp, ret_body);
 }
 
 /* ---- the target ---- */
@@ -969,15 +925,15 @@ static int receive_precopy(struct inv_function *f, struct pull *p, uint64_t data
 	room = f->n_instances < f->limits.max_instances && f->ready && !f->removed;
 	pthread_mutex_unlock(&f->lock);
 	if (!room)
-		return *ret_body = err_json("no room for another instance of %s (max_instances %u) or it is not ready",
+		return *ret_body = inv_err_json("no room for another instance of %s (max_instances %u) or it is not ready",
 					    f->name, f->limits.max_instances), 409;
 	pre_dir(dir, sizeof(dir), p->snapshot_id);
 	if (statvfs(inv_cfg.state_dir, &vfs) == 0 &&
 	    (uint64_t)vfs.f_bavail * vfs.f_frsize < 2 * data_bytes + MIGRATE_DISK_MARGIN)
-		return *ret_body = err_json("not enough disk here for the checkpoint (%" PRIu64 " MiB needed)",
+		return *ret_body = inv_err_json("not enough disk here for the checkpoint (%" PRIu64 " MiB needed)",
 					    (uint64_t)((2 * data_bytes + MIGRATE_DISK_MARGIN) >> 20)), 507;
 	if (mkdir(dir, 0700) < 0)
-		return *ret_body = err_json("migration %s: %s", p->snapshot_id, errno == EEXIST ? "pre-copied already"
+		return *ret_body = inv_err_json("migration %s: %s", p->snapshot_id, errno == EEXIST ? "pre-copied already"
 										: strerror(errno)), errno == EEXIST ? 409 : 500;
 	snprintf(file, sizeof(file), "%s/gpu.data", dir);
 	fd = open(file, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -998,7 +954,7 @@ static int receive_precopy(struct inv_function *f, struct pull *p, uint64_t data
 		close(fd);
 	if (r < 0) {
 		phos_image_dir_abort(dir);
-		return *ret_body = err_json("pre-copying from the source: %s", err), p->code ? p->code : 502;
+		return *ret_body = inv_err_json("pre-copying from the source: %s", err), p->code ? p->code : 502;
 	}
 	*ret_body = json_pack("{s:I,s:f}", "bytes", (json_int_t)p->fetched, "fetch_s", phos_now() - p->started);
 	return 200;
@@ -1032,13 +988,13 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	req = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, NULL);
 	if (!json_is_object(req)) {
 		json_decref(req);
-		return *ret_body = err_json("the body must be a JSON object"), 400;
+		return *ret_body = inv_err_json("the body must be a JSON object"), 400;
 	}
 	json_object_foreach(req, key, val)
 		if (strcmp(key, "from") && strcmp(key, "from_token") && strcmp(key, "instance") &&
 		    strcmp(key, "migration") && strcmp(key, "manifest") && strcmp(key, "phase") &&
 		    strcmp(key, "data_bytes")) {
-			*ret_body = err_json("unknown field '%.64s'", key);
+			*ret_body = inv_err_json("unknown field '%.64s'", key);
 			code = 400;
 			goto out;
 		}
@@ -1046,13 +1002,13 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	mid = str_of(req, "migration");
 	if (json_object_get(req, "phase") && (!phase || (strcmp(phase, "precopy") && strcmp(phase, "final") &&
 							 strcmp(phase, "abort")))) {
-		*ret_body = err_json("phase must be precopy, final or abort");
+		*ret_body = inv_err_json("phase must be precopy, final or abort");
 		code = 400;
 		goto out;
 	}
 	if (phase && !strcmp(phase, "abort")) {   /* a pre-copy whose move failed */
 		if (!hex32(mid)) {
-			*ret_body = err_json("migration (32 hex digits) is needed");
+			*ret_body = inv_err_json("migration (32 hex digits) is needed");
 			code = 400;
 			goto out;
 		}
@@ -1070,7 +1026,7 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	precopy = phase && !strcmp(phase, "precopy");
 	if (!from || pull_url_check(&p, from, err, sizeof(err)) < 0 || !token || !pull_token_valid(token) ||
 	    !hex32(mid) || (!manifest && !precopy) || src_id < 1 || src_id > 999999999) {
-		*ret_body = err_json("from (the source's URL), from_token, instance (1..999999999), migration (32 hex "
+		*ret_body = inv_err_json("from (the source's URL), from_token, instance (1..999999999), migration (32 hex "
 				     "digits) and manifest are needed%s%s", from && err[0] ? ": " : "",
 				     from && err[0] ? err : "");
 		code = 400;
@@ -1081,12 +1037,12 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 
 		f = inv_function_get(name);
 		if (!f) {
-			*ret_body = err_json("no function %s here: deploy it (or pull it) first", name);
+			*ret_body = inv_err_json("no function %s here: deploy it (or pull it) first", name);
 			code = 404;
 			goto out;
 		}
 		if (bytes < 0 || (uint64_t)bytes > PULL_BYTES_MAX) {
-			*ret_body = err_json("data_bytes must be 0..%llu", (unsigned long long)PULL_BYTES_MAX);
+			*ret_body = inv_err_json("data_bytes must be 0..%llu", (unsigned long long)PULL_BYTES_MAX);
 			code = 400;
 			goto out;
 		}
@@ -1094,7 +1050,7 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 		snprintf(p.file_route, sizeof(p.file_route), "/system/functions/%s/instances/%u/checkpoint/file", name,
 			 (unsigned)src_id);
 		if (pull_curl_open(&p, token) < 0) {
-			*ret_body = err_json("out of memory");
+			*ret_body = inv_err_json("out of memory");
 			goto out;
 		}
 		code = receive_precopy(f, &p, (uint64_t)bytes, ret_body);
@@ -1102,18 +1058,18 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	}
 	r = phos_image_parse(manifest, strlen(manifest), &p.img, err, sizeof(err));
 	if (r < 0 || !p.img->checkpoint.present) {
-		*ret_body = err_json("the manifest is %s%s", r < 0 ? "bad: " : "not a checkpoint's", r < 0 ? err : "");
+		*ret_body = inv_err_json("the manifest is %s%s", r < 0 ? "bad: " : "not a checkpoint's", r < 0 ? err : "");
 		code = 400;
 		goto out;
 	}
 	f = inv_function_get(name);
 	if (!f) {
-		*ret_body = err_json("no function %s here: deploy it (or pull it) first", name);
+		*ret_body = inv_err_json("no function %s here: deploy it (or pull it) first", name);
 		code = 404;
 		goto out;
 	}
 	if (strcmp(p.img->device, f->device)) {
-		*ret_body = err_json("the instance ran on the %s device; %s runs on %s here", p.img->device, name,
+		*ret_body = inv_err_json("the instance ran on the %s device; %s runs on %s here", p.img->device, name,
 				     f->device);
 		code = 409;
 		goto out;
@@ -1125,13 +1081,13 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 		need += p.img->modules[i].size;
 	snprintf(dir, sizeof(dir), "%s/checkpoints", inv_cfg.state_dir);
 	if (statvfs(dir, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < need) {
-		*ret_body = err_json("not enough disk here for the checkpoint (%" PRIu64 " MiB needed)", need >> 20);
+		*ret_body = inv_err_json("not enough disk here for the checkpoint (%" PRIu64 " MiB needed)", need >> 20);
 		code = 507;
 		goto out;
 	}
 	r = inv_instance_reserve(f, &in, err, sizeof(err));
 	if (r < 0) {
-		*ret_body = err_json("%s", err);
+		*ret_body = inv_err_json("%s", err);
 		code = r == -EBUSY ? 409 : 503;
 		goto out;
 	}
@@ -1139,7 +1095,7 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	r = phos_image_dir_begin(final, tmp, sizeof(tmp));
 	if (r < 0) {
 		tmp[0] = '\0';
-		*ret_body = err_json("cannot make the checkpoint directory: %s", strerror(-r));
+		*ret_body = inv_err_json("cannot make the checkpoint directory: %s", strerror(-r));
 		code = r == -ENOSPC ? 507 : 500;
 		goto out;
 	}
@@ -1147,7 +1103,7 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	snprintf(p.file_route, sizeof(p.file_route), "/system/functions/%s/instances/%u/checkpoint/file", name,
 		 (unsigned)src_id);
 	if (pull_curl_open(&p, token) < 0) {
-		*ret_body = err_json("out of memory");
+		*ret_body = inv_err_json("out of memory");
 		goto out;
 	}
 	pre_dir(dir, sizeof(dir), mid);
@@ -1175,14 +1131,14 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	if (r == 0 && (r = phos_image_read(tmp, &check, err, sizeof(err))) < 0)
 		p.code = 502;
 	if (r < 0) {
-		*ret_body = err_json("fetching the checkpoint from %s: %s", from, err);
+		*ret_body = inv_err_json("fetching the checkpoint from %s: %s", from, err);
 		code = p.code ? p.code : r == -ENOSPC ? 507 : 502;
 		goto out;
 	}
 	t_fetch = phos_now() - p.started;
 	r = phos_image_dir_commit(tmp, final);
 	if (r < 0) {
-		*ret_body = err_json("committing the checkpoint: %s", strerror(-r));
+		*ret_body = inv_err_json("committing the checkpoint: %s", strerror(-r));
 		code = r == -ENOSPC ? 507 : 500;
 		goto out;
 	}
@@ -1190,7 +1146,7 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	in->ckpt_dir = strdup(final);   /* removed with the instance, whatever comes */
 	r = in->ckpt_dir ? inv_instance_adopt(f, in, final, &restore_s, err, sizeof(err)) : -ENOMEM;
 	if (r < 0) {
-		*ret_body = err_json("restoring the moved instance: %s", in->ckpt_dir ? err : "out of memory");
+		*ret_body = inv_err_json("restoring the moved instance: %s", in->ckpt_dir ? err : "out of memory");
 		code = r == -EBADMSG ? 502 : 500;
 		goto out;
 	}

@@ -45,17 +45,6 @@
 #include "pull.h"
 #include "transfer.h"
 
-static json_t *err_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static json_t *err_json(const char *fmt, ...)
-{
-	char buf[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	return json_pack("{s:s}", "error", buf);
-}
 
 int pull_fail(struct pull *p, int code, int rc, char *err, size_t errlen, const char *fmt, ...)
 {
@@ -493,31 +482,31 @@ int inv_pull_deploy(json_t *req, json_t **ret_body)
 
 	json_object_foreach(req, key, val)
 		if (strcmp(key, "name") && strcmp(key, "from") && strcmp(key, "from_token"))
-			return *ret_body = err_json("unknown field '%.64s' (a pull takes name, from and from_token)", key), 400;
+			return *ret_body = inv_err_json("unknown field '%.64s' (a pull takes name, from and from_token)", key), 400;
 	p.name = str_of(req, "name");
 	from = str_of(req, "from");
 	token = str_of(req, "from_token");
 	if (!p.name || !inv_name_valid(p.name))
-		return *ret_body = err_json("name must match [a-z0-9][a-z0-9-]{0,62}"), 400;
+		return *ret_body = inv_err_json("name must match [a-z0-9][a-z0-9-]{0,62}"), 400;
 	if (!from)
-		return *ret_body = err_json("from must be the peer invoker's URL"), 400;
+		return *ret_body = inv_err_json("from must be the peer invoker's URL"), 400;
 	if (!token || !pull_token_valid(token))
-		return *ret_body = err_json("from_token must be the peer's admin token (16..%d printable characters)",
+		return *ret_body = inv_err_json("from_token must be the peer's admin token (16..%d printable characters)",
 					    PULL_TOKEN_MAX), 400;
 	if (pull_url_check(&p, from, err, sizeof(err)) < 0) {
 		pull_free(&p);
-		return *ret_body = err_json("%s", err), 400;
+		return *ret_body = inv_err_json("%s", err), 400;
 	}
 	if (pull_curl_open(&p, token) < 0) {
 		pull_free(&p);
-		return *ret_body = err_json("out of memory"), 500;
+		return *ret_body = inv_err_json("out of memory"), 500;
 	}
 
 	if (export_fetch(&p, &entry, err, sizeof(err)) < 0) {
 		code = p.code ? p.code : 502;
 		phos_warn("pull of %s from %s: %s", p.name, from, err);
 		pull_free(&p);
-		return *ret_body = err_json("%s", err), code;
+		return *ret_body = inv_err_json("%s", err), code;
 	}
 	phos_info("pulling %s from %s: %" PRIu64 " bytes of gpu.data in %zu extents", p.name, from,
 		  p.img->data_bytes, p.next);

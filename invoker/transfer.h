@@ -104,9 +104,21 @@ void inv_snapinfo_seed(struct inv_function *f, const char *manifest, size_t len,
 const char *inv_standin_build(void);
 
 /* export.c */
+/* {"error": message} (the control plane's error body). */
+json_t *inv_err_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The size of path when it is one of img's files (gpu.data, modules/H.fatbin,
  * CRIU_DIR/NAME), else -ENOENT. */
 int64_t inv_image_file_size(const struct phos_image *img, const char *path);
+/* The file range routes' common parts: path= (checked: a relative path
+ * without "..") and offset=/length= (length 1..INV_EXPORT_RANGE_MAX): 0, or
+ * 400 with a body; path below dir opened for [off, off + len) of a file of
+ * size bytes: 200 and *ret_fd, or 416/500 with a body; the response streaming
+ * that range from fd (taken over). */
+int inv_range_args(const char *path, const char *offset, const char *length, uint64_t *off, uint64_t *len,
+		   json_t **ret_body);
+int inv_range_open(const char *dir, const char *path, int64_t size, uint64_t off, uint64_t len, int *ret_fd,
+		   json_t **ret_body);
+int inv_range_response(int fd, uint64_t off, uint64_t len, struct MHD_Response **ret_resp, json_t **ret_body);
 /* Opens path (a file of an image: "a" or "a/b", names from its manifest)
  * below dir without following a link anywhere: an fd or -errno. */
 int inv_open_below(const char *dir, const char *path);

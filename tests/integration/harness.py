@@ -209,3 +209,21 @@ class Invoker:
             self.p.wait(timeout=60)
         except subprocess.TimeoutExpired:
             self.kill()
+
+
+def long_call_reference(steps_per_call):
+    """[{"calls", "step", "sum"}] that tests/integration/long_call answers after
+    each call of steps_per_call (its recurrence, in Python)."""
+    x, step, out = list(range(1024)), 0, []
+    for c, steps in enumerate(steps_per_call, 1):
+        for _ in range(steps):
+            x = [(v * 1103515245 + 12345 + step) & 0xFFFFFFFF for v in x]
+            step += 1
+        out.append({"calls": c, "step": step, "sum": sum(x)})
+    return out
+
+
+def live_instances(inv, name):
+    """The instances of name on an Invoker that have not exited (/system/logs)."""
+    st, body = inv.call("GET", f"/system/logs?name={name}&tail=1")
+    return [i for i in body.get("instances", []) if i.get("state") != "exited"] if st == 200 else []

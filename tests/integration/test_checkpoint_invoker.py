@@ -25,26 +25,13 @@ import tempfile
 import threading
 import time
 
-from harness import DEVICE, Invoker, check, done, program
+from harness import DEVICE, Invoker, check, done, live_instances, program
+from harness import long_call_reference as reference
 
 LONG = program("tests", "integration", "long_call")
-N = 1024
 
 
-def reference(steps_per_call):
-    """[(calls, step, sum)] of long_call after each call of steps_per_call."""
-    x, step, out = list(range(N)), 0, []
-    for c, steps in enumerate(steps_per_call, 1):
-        for _ in range(steps):
-            x = [(v * 1103515245 + 12345 + step) & 0xFFFFFFFF for v in x]
-            step += 1
-        out.append({"calls": c, "step": step, "sum": sum(x)})
-    return out
-
-
-def instances(inv, name):
-    st, body = inv.call("GET", f"/system/logs?name={name}&tail=5")
-    return [i for i in body.get("instances", []) if i.get("state") != "exited"] if st == 200 else []
+instances = live_instances
 
 
 def one_instance(inv, name, state=None, wait=10):

@@ -34,26 +34,14 @@ import tempfile
 import threading
 import time
 
-from harness import DEVICE, PHOS_FN, Invoker, check, done, free_port, program
+from harness import DEVICE, PHOS_FN, Invoker, check, done, free_port, live_instances, program
+from harness import long_call_reference as reference
 
 LONG = program("tests", "integration", "long_call")
 SESSION = program("functions", "examples", "session")
-N = 1024
 
 
-def reference(steps_per_call):
-    x, step, out = list(range(N)), 0, []
-    for c, steps in enumerate(steps_per_call, 1):
-        for _ in range(steps):
-            x = [(v * 1103515245 + 12345 + step) & 0xFFFFFFFF for v in x]
-            step += 1
-        out.append({"calls": c, "step": step, "sum": sum(x)})
-    return out
-
-
-def live(inv, name):
-    st, body = inv.call("GET", f"/system/logs?name={name}&tail=1")
-    return [i for i in body.get("instances", []) if i.get("state") != "exited"] if st == 200 else []
+live = live_instances
 
 
 def token(inv):
