@@ -26,7 +26,10 @@ Target (issue 13): recopy downtime <= 10% of stw's at 16 GiB with a light
 write load. stw holds the instance for the whole move; recopy pre-copies
 while the session serves and stops only to copy and fetch what changed.
 
-usage: bench/migrate.py BUILD [--sizes 1,4,16] [--dir /dev/shm] [--device cuda|sim --unit-mib 1024]
+With --two-gpus the invokers own GPUs 0 and 1 (PHOS_GPU), one each (issue
+15), and the results go to migrate-2gpu.json.
+
+usage: bench/migrate.py BUILD [--sizes 1,4,16] [--dir /dev/shm] [--two-gpus] [--device cuda|sim --unit-mib 1024]
 """
 import argparse
 import datetime
@@ -69,12 +72,15 @@ def free_port():
 
 
 class Invoker:
-    def __init__(self, name):
+    def __init__(self, name, gpu=None):
         self.port = free_port()
         self.state = os.path.join(A.dir, name)
         self.log = open(os.path.join(A.dir, name + ".log"), "w")
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)
+        if gpu is not None:   # this invoker's executors own that GPU (issue 15: one invoker per GPU)
+            env["PHOS_GPU"] = str(gpu)
+            env["NCCL_NVLS_ENABLE"] = "0"
         if A.device == "sim":
             b = A.build
             env["PHOS_SIM_TWINS"] = os.path.join(b, "functions", "examples", "libphos-twins-examples.so")
@@ -186,6 +192,8 @@ def main():
     ap.add_argument("--dir", default="/dev/shm")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--unit-mib", type=int, default=1024, help="MiB per size unit (sim dry runs use less)")
+    ap.add_argument("--two-gpus", action="store_true",
+                    help="one invoker per GPU (GPUs 0 and 1; issue 15); results in migrate-2gpu.json")
     A = ap.parse_args()
     A.build = os.path.abspath(A.build)
     A.dir = tempfile.mkdtemp(prefix="phos-migrate-bench-", dir=A.dir)
@@ -198,7 +206,7 @@ def main():
     try:
         link = link_gbs()
         log(f"link (TCP loopback): {link:.2f} GB/s")
-        a, b = Invoker("a"), Invoker("b")
+        a, b = (Invoker("a", 0), Invoker("b", 1)) if A.two_gpus else (Invoker("a"), Invoker("b"))
         invs = [a, b]
         for size in [int(s) for s in A.sizes.split(",")]:
             case = f"session-{size}GiB"
@@ -277,12 +285,16 @@ def main():
             inv.stop()
         shutil.rmtree(A.dir, ignore_errors=True)
     os.makedirs(RESULTS, exist_ok=True)
-    names = ["migrate.json", "migrate.checks.json"]
+    base = "migrate-2gpu" if A.two_gpus else "migrate"
+    if A.two_gpus:
+        for r in records:
+            r["gpus"] = "one invoker per GPU (0 and 1)"
+    names = [base + ".json", base + ".checks.json"]
     for name, data in zip(names, (records, checks)):
         with open(os.path.join(RESULTS, name), "w") as f:
             json.dump(data, f, indent=1)
-    if chart(os.path.join(RESULTS, "migrate.png")):
-        names.append("migrate.png")
+    if chart(os.path.join(RESULTS, base + ".png")):
+        names.append(base + ".png")
     if os.environ.get("OUT"):
         for n in names:
             shutil.copy(os.path.join(RESULTS, n), os.environ["OUT"])
