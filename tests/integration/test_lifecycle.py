@@ -61,6 +61,15 @@ def proc_stat(pid):
     return rest[0], int(rest[1])
 
 
+def comm(pid):
+    """The command name of pid (kept by a zombie, unlike its cmdline)."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
 def children(ppid):
     """{pid: cmdline} of ppid's children."""
     out = {}
@@ -111,7 +120,7 @@ def settle(inv, pool, what):
         if not z and counts[0] + counts[1] == pool and counts[2] == 0:
             break
         time.sleep(0.05)
-    check(not z, f"{what}: no zombie children of the invoker ({z})")
+    check(not z, f"{what}: no zombie children of the invoker ({[(pid, comm(pid)) for pid in z]})")
     check(counts[0] + counts[1] == pool and counts[2] == 0, f"{what}: pool counts recovered {counts}")
 
 
