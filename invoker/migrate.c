@@ -1,30 +1,37 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Moving an instance, with its state, to another invoker (issue 13, first
- * slice: the instance is held while it moves; see invoker.h, "migrate.c").
+ * Moving an instance, with its state, to another invoker (issue 13; see
+ * invoker.h, "migrate.c", and the README).
  *
- *   source A                                          target B
- *   POST .../instances/ID/migrate {"to","to_token"}
- *   instance held (idle, taken as a call takes it)
- *   checkpoint (mode asked, default recopy) into
- *     STATE/checkpoints/NAME-ID; a migration id M
- *   POST B/system/functions/NAME/instances ─────────▶ instance reserved (STARTING: within
- *     {"from": A, "from_token", "instance": ID,        max_instances; no call takes it)
- *      "migration": M, "manifest"}                    checks: a checkpoint, same device,
- *                                                      free disk
- *   GET .../instances/ID/checkpoint/file ◀────────── modules (XXH3-128 = name), cpu/ files
- *     ?snapshot=M&path&offset&length: the files       (XXH3 per manifest), gpu.data (its
- *     of the held instance's checkpoint only           restore checks every buffer's
- *     while M is its migration                         checksum) into a temporary dir;
- *                                                      manifest last; committed as
- *                                                      STATE/checkpoints/NAME-ID'
- *                                          ◀──────── restored (stop-the-world, own executor)
- *                                                      and idle: 201 {"instance": ID'}
- *   201: A's instance is stopped (one live copy: B's)
- *   anything else: A's instance is given back and serves on (one live copy: A's)
+ *   source A                                   target B
+ *   POST .../instances/ID/migrate {"to","to_token","mode","async"}: a record
+ *   (GET/DELETE /system/migrations/M), then:
  *
- * Calls for NAME that reach A meanwhile are served by its other instances or
- * a fresh one; the moved state is reached through B.
+ *   recopy (live): the instance is borrowed (it serves on), its control
+ *   socket held; CHECKPOINT recopy wait_stop
+ *   ... PRECOPIED (rounds converged; the executor keeps gpu.data current)
+ *   POST B/.../instances {"phase":"precopy"} ──▶ room? disk? gpu.data as it is
+ *                                                 ◀── GET .../checkpoint/file?snapshot=M
+ *                                                     into checkpoints/pre-M.tmp-precopy
+ *   hold at its next idle moment (calls wait); STOP; CHECKPOINTED; CRIU dump;
+ *   committed as checkpoints/NAME-ID
+ *   POST B {"phase":"final","manifest"} ───────▶ instance reserved; each buffer of the
+ *                                                 pre-copy hashed against the manifest,
+ *                                                 the changed ones fetched again, then
+ *                                                 modules and CRIU files (verified);
+ *                                                 committed as checkpoints/NAME-ID';
+ *                                                 restored (stop-the-world) ◀── 201
+ *
+ *   stw, cow: the instance is held from the start; its checkpoint, then one
+ *   POST B {"manifest"} in which B fetches every file.
+ *
+ *   201: A's instance is stopped (one live copy: B's); a function of one
+ *   instance forwards its calls to B from then on.
+ *   Anything else: A's instance is given back and serves on (one live copy:
+ *   A's), and B drops a pre-copy ({"phase":"abort"}; its restart too).
+ *
+ * The file route serves only the checkpoint of the instance being moved by M,
+ * and only until M ends or is aborted.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -277,7 +284,7 @@ static void mig_end(struct mig *m, int code, json_t *body)
 	for (struct mig **pp = &migs; *pp;) {
 		struct mig *x = *pp;
 
-		if (x->ended && ++ended > MIG_KEEP) {
+		if (x != m && x->ended && ++ended > MIG_KEEP) {
 			*pp = x->next;
 			json_decref(x->result);
 			free(x);
@@ -620,10 +627,11 @@ out:
 static int move(struct mig *j, json_t **ret_body)
 {
 	int code = j->mode == PHOS_CKPT_RECOPY ? move_live(j, ret_body) : move_held(j, ret_body);
+	struct inv_function *f = j->f;
 
-	mig_end(j, code, *ret_body);
-	inv_function_unref(j->f);
 	j->f = NULL;
+	mig_end(j, code, *ret_body);   /* (j may go with a later record's end: not used after) */
+	inv_function_unref(f);
 	return code;
 }
 
