@@ -63,6 +63,8 @@ static const char *usage_of(const char *cmd)
 		return "logs NAME [--tail N]";
 	if (!strcmp(cmd, "migrate"))
 		return "migrate NAME [--instance ID] --to URL [--to-token-file FILE] [--mode recopy|stw|cow]";
+	if (!strcmp(cmd, "checkpoint"))
+		return "checkpoint NAME [--instance ID] [--mode stw|cow|recopy]   (an instance, on the invoker)";
 	if (!strcmp(cmd, "invoke"))
 		return "invoke NAME   (request body on stdin, answer on stdout)";
 	static char buf[64];
@@ -212,33 +214,24 @@ static int deploy_from(struct cli_gateway *g, struct args *a, int argc, char **a
 	return done(&ans, false);
 }
 
-/* migrate NAME --to URL: the invoker moves NAME's instance (--instance, else
- * its only one) with its state to the invoker at URL, whose admin token is
- * in --to-token-file (else $PHOS_TO_TOKEN_FILE). */
-static int migrate(struct cli_gateway *g, struct args *a, const char *name)
+/* The instance a command names: --instance ID, else NAME's only live
+ * instance (from /system/logs). 0, or the exit status after saying why. */
+static int instance_of(struct cli_gateway *g, struct args *a, const char *name, unsigned long *ret)
 {
-	const char *tf = a->to_token_file ? a->to_token_file : getenv("PHOS_TO_TOKEN_FILE");
-	char *token = NULL, err[512], what[160], path[256], *body, *end;
 	struct cli_answer ans;
+	char path[256], *end;
 	unsigned long id = 0;
-	json_t *req;
-	int r;
 
-	if (!a->to || !tf) {
-		fprintf(stderr, "phos-fn: migrate needs --to URL and the target's admin token: --to-token-file FILE "
-				"(or $PHOS_TO_TOKEN_FILE)\n");
-		return 2;
-	}
 	if (a->instance) {
 		id = strtoul(a->instance, &end, 10);
 		if (*end || id < 1 || id > 999999999 || a->instance[0] == '-') {
 			fprintf(stderr, "phos-fn: --instance takes an instance id (1..999999999; see phos-fn logs)\n");
 			return 2;
 		}
-	} else {   /* its only instance */
-		json_t *j, *list;
+	} else {
+		json_t *j, *list, *v;
+		unsigned n = 0;
 		size_t i;
-		json_t *v;
 
 		snprintf(path, sizeof(path), "/system/logs?name=%s&tail=1", name);
 		if (cli_http(g, "GET", path, NULL, 0, NULL, &ans) < 0)
@@ -247,7 +240,6 @@ static int migrate(struct cli_gateway *g, struct args *a, const char *name)
 			return done(&ans, false);
 		j = json_loadb(ans.body, ans.len, 0, NULL);
 		list = json_object_get(j, "instances");
-		unsigned n = 0;
 		json_array_foreach(list, i, v)
 			if (strcmp(json_string_value(json_object_get(v, "state")) ?: "", "exited")) {
 				n++;
@@ -261,6 +253,56 @@ static int migrate(struct cli_gateway *g, struct args *a, const char *name)
 			return 1;
 		}
 	}
+	*ret = id;
+	return 0;
+}
+
+/* checkpoint NAME [--instance ID] [--mode M]: the invoker checkpoints the
+ * instance (issue 11; into its state dir, replaced by the next, removed with
+ * the instance). */
+static int checkpoint(struct cli_gateway *g, struct args *a, const char *name)
+{
+	char path[256], what[160], body[64];
+	struct cli_answer ans;
+	unsigned long id;
+	int r = instance_of(g, a, name, &id);
+
+	if (r)
+		return r;
+	if (a->mode && strcmp(a->mode, "stw") && strcmp(a->mode, "cow") && strcmp(a->mode, "recopy")) {
+		fprintf(stderr, "phos-fn: --mode takes stw, cow or recopy\n");
+		return 2;
+	}
+	snprintf(body, sizeof(body), "{\"mode\":\"%s\"}", a->mode ? a->mode : "stw");
+	snprintf(path, sizeof(path), "/system/functions/%s/instances/%lu/checkpoint", name, id);
+	snprintf(what, sizeof(what), "checkpointing instance %lu of %s", id, name);
+	if (cli_http(g, "POST", path, body, strlen(body), what, &ans) < 0)
+		return 1;
+	if (ans.code == 200)
+		print_json(&ans);
+	return done(&ans, false);
+}
+
+/* migrate NAME --to URL: the invoker moves NAME's instance (--instance, else
+ * its only one) with its state to the invoker at URL, whose admin token is
+ * in --to-token-file (else $PHOS_TO_TOKEN_FILE). */
+static int migrate(struct cli_gateway *g, struct args *a, const char *name)
+{
+	const char *tf = a->to_token_file ? a->to_token_file : getenv("PHOS_TO_TOKEN_FILE");
+	char *token = NULL, err[512], what[160], path[256], *body;
+	struct cli_answer ans;
+	unsigned long id = 0;
+	json_t *req;
+	int r;
+
+	if (!a->to || !tf) {
+		fprintf(stderr, "phos-fn: migrate needs --to URL and the target's admin token: --to-token-file FILE "
+				"(or $PHOS_TO_TOKEN_FILE)\n");
+		return 2;
+	}
+	r = instance_of(g, a, name, &id);
+	if (r)
+		return r;
 	if (inv_token_read(tf, &token, err, sizeof(err)) < 0) {
 		fprintf(stderr, "phos-fn: %s\n", err);
 		return 1;
@@ -359,6 +401,8 @@ int cli_gateway(int argc, char **argv)
 	const char *name = argv[first];
 	if (!strcmp(cmd, "migrate"))
 		return migrate(&g, &a, name);
+	if (!strcmp(cmd, "checkpoint"))
+		return checkpoint(&g, &a, name);
 	if (!strcmp(cmd, "describe") || !strcmp(cmd, "remove")) {
 		snprintf(path, sizeof(path), "/system/functions/%s", name);
 		if (cli_http(&g, cmd[0] == 'd' ? "GET" : "DELETE", path, NULL, 0, NULL, &ans) < 0)

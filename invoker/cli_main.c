@@ -26,6 +26,7 @@ static void usage(FILE *f)
 		   "  list | describe NAME | remove NAME | snapshot NAME\n"
 		   "  invoke NAME            request body on stdin, the answer on stdout\n"
 		   "  logs NAME [--tail N]   the function's stderr, per instance\n"
+		   "  checkpoint NAME [--instance ID] [--mode stw|cow|recopy]   checkpoint an instance\n"
 		   "  migrate NAME [--instance ID] --to URL [--to-token-file FILE] [--mode recopy|stw|cow]\n"
 		   "                         move an instance with its state to the invoker at URL\n");
 }
@@ -57,8 +58,17 @@ int main(int argc, char **argv)
 			return cli_gateway(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "restore"))
 		return cli_restore(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "checkpoint"))
-		return cli_checkpoint(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "checkpoint")) {
+		/* the local form has -o DIR and a PID (and says so when nothing is
+		 * given); `checkpoint NAME` is on the invoker */
+		if (argc == 2)
+			return cli_checkpoint(argc - 1, argv + 1);
+		for (int i = 2; i < argc; i++)
+			if (!strcmp(argv[i], "-o") || !strncmp(argv[i], "-o", 2) || !strncmp(argv[i], "--output", 8) ||
+			    !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+				return cli_checkpoint(argc - 1, argv + 1);
+		return cli_gateway(argc - 1, argv + 1);
+	}
 	fprintf(stderr, "phos-fn: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

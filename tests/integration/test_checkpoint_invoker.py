@@ -21,11 +21,12 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import threading
 import time
 
-from harness import DEVICE, Invoker, check, done, live_instances, program
+from harness import DEVICE, PHOS_FN, Invoker, check, done, live_instances, program
 from harness import long_call_reference as reference
 
 LONG = program("tests", "integration", "long_call")
@@ -97,6 +98,20 @@ try:
           f"/system/logs counts them: {inst}")
     check(os.listdir(os.path.join(state, "checkpoints")) == [f"lc-{iid}"],
           f"one checkpoint per instance: {os.listdir(os.path.join(state, 'checkpoints'))}")
+
+    # the CLI: phos-fn checkpoint NAME (its only instance), and with --instance and --mode
+    for args in ([], ["--instance", str(iid), "--mode", "cow"]):
+        r = subprocess.run([PHOS_FN, "checkpoint", "lc", "--gateway", f"http://127.0.0.1:{inv.port}",
+                            "--state-dir", state, *args], capture_output=True, text=True, timeout=120)
+        out = json.loads(r.stdout or "{}") if r.returncode == 0 else {}
+        check(r.returncode == 0 and out.get("mode") == ("cow" if args else "stw") and out.get("instance") == iid,
+              f"phos-fn checkpoint lc {args}: {r.returncode} {r.stdout[-300:]} {r.stderr[-300:]}")
+    r = subprocess.run([PHOS_FN, "checkpoint", "lc", "--gateway", f"http://127.0.0.1:{inv.port}", "--state-dir",
+                        state, "--mode", "fast"], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 2 and "--mode" in r.stderr, f"phos-fn checkpoint --mode fast: {r.returncode} {r.stderr}")
+    r = subprocess.run([PHOS_FN, "checkpoint", "lc", "--gateway", f"http://127.0.0.1:{inv.port}", "--state-dir",
+                        state, "--instance", "999"], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 1 and "999" in r.stderr, f"phos-fn checkpoint --instance 999: {r.returncode} {r.stderr}")
 
     # --- bad requests ---------------------------------------------------------
     cases = [
