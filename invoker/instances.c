@@ -760,6 +760,30 @@ static void unlink_instance(struct inv_function *f, struct inv_instance *in)
 	pthread_cond_broadcast(&f->cond);
 }
 
+/* A new instance of f, STARTING, in f's list (f->lock held; the caller took
+ * its live_take), or NULL when out of memory. */
+static struct inv_instance *instance_new(struct inv_function *f)
+{
+	struct inv_instance *in = calloc(1, sizeof(*in));
+
+	if (!in || !(in->ring = malloc(INV_LOG_RING))) {
+		free(in);
+		return NULL;
+	}
+	pthread_mutex_init(&in->log_lock, NULL);
+	pthread_mutex_init(&in->ctl_lock, NULL);
+	in->ckpt_evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	in->in_fd = in->out_fd = in->err_fd = -1;
+	in->fn_pidfd = in->exe_pidfd = in->exe_statfd = -1;
+	in->state = INV_INST_STARTING;
+	in->id = ++f->next_inst_id;
+	in->generation = f->generation;
+	in->next = f->instances;
+	f->instances = in;
+	f->n_instances++;
+	return in;
+}
+
 /* Takes an instance of f for one call (f->lock held, dropped on return):
  * 0 with *ret_in BUSY (warm) or STARTING (res->cold: the caller restores it),
  * 1 when f's instance moved to another invoker (the call goes there), or -1
@@ -802,26 +826,13 @@ static int instance_take(struct inv_function *f, double deadline, struct inv_res
 					     "(--max-instances)", inv_cfg.max_instances);
 				return -1;
 			}
-			in = calloc(1, sizeof(*in));
-			if (!in || !(in->ring = malloc(INV_LOG_RING))) {
+			in = instance_new(f);
+			if (!in) {
 				pthread_mutex_unlock(&f->lock);
 				live_give();
-				if (in)
-					free(in);
 				inv_result_error(res, 503, "out of memory");
 				return -1;
 			}
-			pthread_mutex_init(&in->log_lock, NULL);
-			pthread_mutex_init(&in->ctl_lock, NULL);
-			in->ckpt_evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-			in->in_fd = in->out_fd = in->err_fd = -1;
-			in->fn_pidfd = in->exe_pidfd = in->exe_statfd = -1;
-			in->state = INV_INST_STARTING;
-			in->id = ++f->next_inst_id;
-			in->generation = f->generation;
-			in->next = f->instances;
-			f->instances = in;
-			f->n_instances++;
 			res->cold = true;
 			break;
 		}
@@ -1133,25 +1144,13 @@ int inv_instance_reserve(struct inv_function *f, struct inv_instance **ret, char
 			 n, f->limits.max_instances, inv_cfg.max_instances);
 		return -EBUSY;
 	}
-	in = calloc(1, sizeof(*in));
-	if (!in || !(in->ring = malloc(INV_LOG_RING))) {
+	in = instance_new(f);
+	if (!in) {
 		live_give();
 		pthread_mutex_unlock(&f->lock);
-		free(in);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	pthread_mutex_init(&in->log_lock, NULL);
-	pthread_mutex_init(&in->ctl_lock, NULL);
-	in->ckpt_evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	in->in_fd = in->out_fd = in->err_fd = -1;
-	in->fn_pidfd = in->exe_pidfd = in->exe_statfd = -1;
-	in->state = INV_INST_STARTING;
-	in->id = ++f->next_inst_id;
-	in->generation = f->generation;
-	in->next = f->instances;
-	f->instances = in;
-	f->n_instances++;
 	pthread_mutex_unlock(&f->lock);
 	*ret = in;
 	return 0;

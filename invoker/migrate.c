@@ -190,6 +190,44 @@ static int url_ok(const char *what, const char *url, char *err, size_t errlen)
 	return r;
 }
 
+/* The file route serves in's checkpoint files from dir for migration mid:
+ * those img lists, or without one (a pre-copy) gpu.data up to data_end. */
+static void mig_serve(struct inv_function *f, struct inv_instance *in, const char *mid, const char *dir,
+		      struct phos_image *img, uint64_t data_end)
+{
+	char *d = strdup(dir);
+
+	pthread_mutex_lock(&f->lock);
+	snprintf(in->migration, sizeof(in->migration), "%s", mid);
+	free(in->mig_dir);
+	in->mig_dir = d;   /* (NULL when out of memory: nothing is served) */
+	in->mig_img = img;
+	in->mig_data_end = data_end;
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* A committed checkpoint read back: its manifest's text and parsed image.
+ * 0, or -errno with err. */
+static int checkpoint_read(const char *dir, char **ret_text, size_t *ret_len, struct phos_image **ret_img,
+			   char *err, size_t errlen)
+{
+	char path[PATH_MAX + 16];
+	int r;
+
+	snprintf(path, sizeof(path), "%s/manifest.json", dir);
+	*ret_text = read_small(path, PHOS_IMAGE_MAX_MANIFEST, ret_len);
+	if (!*ret_text) {
+		snprintf(err, errlen, "the checkpoint's manifest does not read back");
+		return -EIO;
+	}
+	r = phos_image_read(dir, ret_img, err, errlen);
+	if (r < 0) {
+		free(*ret_text);
+		*ret_text = NULL;
+	}
+	return r;
+}
+
 /* in is no longer being moved: the file route serves it no more. */
 static void mig_clear(struct inv_function *f, struct inv_instance *in)
 {
@@ -375,12 +413,8 @@ static int on_precopied(void *arg, const char *tmp, const struct phos_ctl_msg *m
 	for (struct inv_instance *x = f->instances; x; x = x->next)   /* (borrowed: it stays) */
 		if (x->id == L->id)
 			in = x;
-	snprintf(in->migration, sizeof(in->migration), "%s", L->mid);
-	free(in->mig_dir);
-	in->mig_dir = strdup(tmp);
-	in->mig_data_end = m->precopied.data_end;
-	in->mig_img = NULL;
 	pthread_mutex_unlock(&f->lock);
+	mig_serve(f, in, L->mid, tmp, NULL, m->precopied.data_end);
 	body = json_dumps(json_pack("{s:s,s:s,s:s,s:i,s:s,s:I}", "phase", "precopy", "from", L->self, "from_token",
 				    inv_cfg.token, "instance", (int)L->id, "migration", L->mid, "data_bytes",
 				    (json_int_t)m->precopied.data_end), JSON_COMPACT);
@@ -436,7 +470,7 @@ static int move_live(struct mig *job, json_t **ret_body)
 	struct phos_checkpoint_stats st = { 0 };
 	struct phos_image *img = NULL;
 	struct inv_instance *in;
-	char path[PATH_MAX], *manifest = NULL, *body = NULL;
+	char *manifest = NULL, *body = NULL;
 	json_t *ans = NULL;
 	size_t mlen = 0;
 	double t0 = phos_now();
@@ -463,22 +497,15 @@ static int move_live(struct mig *job, json_t **ret_body)
 				 : -ENOMEM;
 		pthread_mutex_unlock(&in->ctl_lock);
 	}
-	if (r == 0) {
-		snprintf(path, sizeof(path), "%s/manifest.json", in->ckpt_dir);
-		manifest = read_small(path, PHOS_IMAGE_MAX_MANIFEST, &mlen);
-		r = manifest ? phos_image_read(in->ckpt_dir, &img, L.err, sizeof(L.err)) : -EIO;
-	}
+	if (r == 0)
+		r = checkpoint_read(in->ckpt_dir, &manifest, &mlen, &img, L.err, sizeof(L.err));
 	if (r == 0 && mig_aborted(job)) {
 		r = -ECANCELED;
 		snprintf(L.err, sizeof(L.err), "aborted");
 	}
 	if (r == 0) {
 		mig_state(job, "transferring");
-		pthread_mutex_lock(&f->lock);
-		in->mig_img = img;
-		free(in->mig_dir);
-		in->mig_dir = strdup(in->ckpt_dir);
-		pthread_mutex_unlock(&f->lock);
+		mig_serve(f, in, L.mid, in->ckpt_dir, img, 0);
 		body = json_dumps(json_pack("{s:s,s:s,s:s,s:i,s:s,s:s%}", "phase", "final", "from", self, "from_token",
 					    inv_cfg.token, "instance", (int)id, "migration", L.mid, "manifest", manifest,
 					    mlen), JSON_COMPACT);
@@ -538,7 +565,7 @@ static int move_held(struct mig *j, json_t **ret_body)
 	struct phos_checkpoint_stats st = { 0 };
 	struct phos_image *img = NULL;
 	struct inv_instance *in = NULL;
-	char err[1024], url[PULL_URL_MAX + 256], path[PATH_MAX];
+	char err[1024], url[PULL_URL_MAX + 256];
 	json_t *ans = NULL;
 	char *manifest = NULL, *out = NULL;
 	size_t mlen = 0;
@@ -555,13 +582,8 @@ static int move_held(struct mig *j, json_t **ret_body)
 	/* from here on: held; given back unless the target took it */
 	r = mig_aborted(j) ? -ECANCELED : inv_checkpoint_take(f, in, j->mode, &st, err, sizeof(err));
 	t_ckpt = phos_now();
-	if (r == 0) {
-		snprintf(path, sizeof(path), "%s/manifest.json", in->ckpt_dir);
-		manifest = read_small(path, PHOS_IMAGE_MAX_MANIFEST, &mlen);
-		r = manifest ? phos_image_read(in->ckpt_dir, &img, err, sizeof(err)) : -EIO;
-		if (!manifest)
-			snprintf(err, sizeof(err), "the checkpoint's manifest does not read back");
-	}
+	if (r == 0)
+		r = checkpoint_read(in->ckpt_dir, &manifest, &mlen, &img, err, sizeof(err));
 	if (r == 0 && mig_aborted(j))
 		r = -ECANCELED;
 	if (r < 0) {
@@ -571,12 +593,7 @@ static int move_held(struct mig *j, json_t **ret_body)
 		code = r == -ENOSPC ? 507 : r == -ECANCELED ? 409 : 500;
 		goto out;
 	}
-	pthread_mutex_lock(&f->lock);
-	snprintf(in->migration, sizeof(in->migration), "%s", j->id);
-	in->mig_img = img;
-	free(in->mig_dir);
-	in->mig_dir = strdup(in->ckpt_dir);
-	pthread_mutex_unlock(&f->lock);
+	mig_serve(f, in, j->id, in->ckpt_dir, img, 0);
 
 	mig_state(j, "transferring");
 	out = json_dumps(json_pack("{s:s,s:s,s:i,s:s,s:s%}", "from", j->self, "from_token", inv_cfg.token, "instance",
