@@ -295,8 +295,8 @@ def main():
     check(st == 400 and "created" in body.get("error", ""), f"client-supplied created: 400 ({st} {body})")
 
     # libmicrohttpd's own protocol errors: its status, the connection closed,
-    # never a hang, a crash or a call. Their bodies are its HTML, not JSON:
-    # it has no hook for them (README, "Requests").
+    # never a hang, a crash or a call, and a JSON body like every other answer
+    # (our patched build of it, README "Requests").
     before = calls_of("sec")
     mhd = [(b"POST /function/sec HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n0\r\n\r\n",
             "bad chunking", b"400"),
@@ -310,9 +310,17 @@ def main():
             out = raw(port, data)
         except OSError as e:
             out = repr(e).encode()
-        head = out.partition(b"\r\n\r\n")[0]
+        head, _, rest = out.partition(b"\r\n\r\n")
         status = out.split(b" ", 2)[1] if out.startswith(b"HTTP/1.") else b""
         check(status == want and b"Connection: close" in head, f"{why}: {want.decode()}, closed ({out[:160]!r})")
+        check(b"Content-Type: application/json" in head and head.count(b"Content-Length:") == 1,
+              f"{why}: one JSON answer ({head!r})")
+        try:
+            err = json.loads(rest.decode())
+        except ValueError:
+            err = None
+        check(isinstance(err, dict) and isinstance(err.get("error"), str) and len(err["error"]) > 8
+              and "<" not in err["error"], f"{why}: a JSON error body ({rest[:200]!r})")
         check(inv.poll() is None, f"{why}: the invoker is alive")
     check(calls_of("sec") == before, f"none of them invoked the function ({before} -> {calls_of('sec')})")
     # our own 4xx bodies are JSON, for these too
