@@ -16,8 +16,8 @@
  *               with --protect-invoke (401)
  *   type        a body for /system/... must be application/json (415)
  *   body        Content-Length within the route's limit (413) and within the
- *               daemon's --body-memory across all bodies being received (503),
- *               reserved before a byte of it is buffered
+ *               daemon's budgets for all bodies being received (503),
+ *               reserved before a byte of it is buffered (bodies.c)
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -52,16 +52,13 @@ struct req {
 	char id[65];
 	unsigned instance;           /* R_CHECKPOINT */
 	struct inv_function *f;      /* R_INVOKE, R_ASYNC */
-	char *body;
-	size_t len, cap, limit;
-	uint64_t reserved;           /* of body_reserved, given back when the request ends */
+	struct inv_body body;
+	int body_err;                /* the first error taking the body: the rest is dropped */
 	bool started;
 	bool bad_uri;                /* a NUL or control character in the raw URI */
-	bool too_big, over_budget;
 };
 
 atomic_uint inv_http_active;
-static _Atomic uint64_t body_reserved;   /* bytes of bodies being received, all requests */
 static char listen_host[256], listen_port[16];
 static bool listen_wildcard;
 /* Requests from their headers until their answer went out (the drain waits for them). */
@@ -175,8 +172,10 @@ static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *c)
 {
 	struct req *q = calloc(1, sizeof(*q));
 
-	if (q)
+	if (q) {
 		q->bad_uri = !uri_clean(uri);
+		inv_body_init(&q->body, 0, false);
+	}
 	return q;
 }
 
@@ -277,17 +276,26 @@ static bool ctype_json(const char *ct)
 	       (ct[16] == '\0' || ct[16] == ';' || ct[16] == ' ' || ct[16] == '\t');
 }
 
-/* Takes n bytes of the body memory budget for q: false when over it. */
-static bool body_reserve(struct req *q, uint64_t n)
+/* The answer to a body that could not be taken (bodies.c's errors). */
+static MHD_RESULT send_body_error(struct MHD_Connection *c, struct req *q, int err)
 {
-	uint64_t cur = atomic_load(&body_reserved);
+	const char *const retry[] = { "Retry-After", "1", NULL };
 
-	do {
-		if (cur + n > inv_cfg.body_memory || cur + n < cur)
-			return false;
-	} while (!atomic_compare_exchange_weak(&body_reserved, &cur, cur + n));
-	q->reserved += n;
-	return true;
+	switch (err) {
+	case -EFBIG:
+		return send_error(c, 413, "request body over %zu bytes", q->body.limit);
+	case -E2BIG:
+		return send_error(c, 413, "request body over what the invoker takes at once (--body-memory, "
+				  "--body-disk)");
+	case -EAGAIN:
+		return send_json(c, 503, json_pack("{s:s}", "error", "too many request bodies being received; "
+				 "retry"), retry);
+	case -ENOSPC:
+	case -EDQUOT:
+		return send_error(c, 507, "no room on the invoker's disk for the request body");
+	default:
+		return send_error(c, 500, "cannot take the request body: %s", strerror(-err));
+	}
 }
 
 void inv_redact_paths(char *msg)
@@ -433,7 +441,7 @@ static MHD_RESULT invoke(struct MHD_Connection *c, struct req *q)
 			snprintf(ctype, sizeof(ctype), "%s", ct);
 	}
 	if (q->route == R_ASYNC) {
-		int r = inv_call_async(q->f, q->body ? q->body : "", q->len, ctype, id);
+		int r = inv_call_async(q->f, q->body.bytes, q->body.len, ctype, id);
 
 		if (r == -EAGAIN)
 			return send_error(c, 429, "the async queue is full (--async-queue %u)", inv_cfg.async_queue);
@@ -443,7 +451,7 @@ static MHD_RESULT invoke(struct MHD_Connection *c, struct req *q)
 	}
 	inv_call_new(q->f->name, id);
 	inv_call_set_running(id);
-	inv_invoke(q->f, q->body ? q->body : "", q->len, ctype, &res);
+	inv_invoke(q->f, q->body.bytes, q->body.len, ctype, &res);
 	inv_call_finish(id, &res);
 	snprintf(rms, sizeof(rms), "%.3f", res.restore_s * 1000);
 	snprintf(runms, sizeof(runms), "%.3f", res.run_s * 1000);
@@ -520,7 +528,7 @@ static MHD_RESULT dispatch(struct MHD_Connection *c, const char *method, struct 
 	case R_FUNCS:
 		if (!strcmp(method, "POST")) {
 			json_error_t je;
-			json_t *j = json_loadb(q->body ? q->body : "", q->len, JSON_REJECT_DUPLICATES, &je);
+			json_t *j = json_loadb(q->body.bytes, q->body.len, JSON_REJECT_DUPLICATES, &je);
 
 			if (!j)
 				return send_error(c, 400, "bad JSON: %s (line %d)", je.text, je.line);
@@ -574,13 +582,13 @@ static MHD_RESULT dispatch(struct MHD_Connection *c, const char *method, struct 
 	case R_EXPORT_FILE:
 		return export_file(c, q);
 	case R_CHECKPOINT:
-		code = inv_checkpoint_request(q->name, q->instance, q->body, q->len, &body);
+		code = inv_checkpoint_request(q->name, q->instance, q->body.bytes, q->body.len, &body);
 		return send_json(c, (unsigned)code, body, NULL);
 	case R_MIGRATE:
-		code = inv_migrate_request(q->name, q->instance, q->body, q->len, &body);
+		code = inv_migrate_request(q->name, q->instance, q->body.bytes, q->body.len, &body);
 		return send_json(c, (unsigned)code, body, NULL);
 	case R_INSTANCES:
-		code = inv_migrate_receive(q->name, q->body, q->len, &body);
+		code = inv_migrate_receive(q->name, q->body.bytes, q->body.len, &body);
 		return send_json(c, (unsigned)code, body, NULL);
 	case R_CKPT_FILE:
 		return checkpoint_file(c, q);
@@ -602,8 +610,11 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *url, 
 		unsigned long long want = 0;
 		int r;
 
-		if (!q && !(q = calloc(1, sizeof(*q))))
-			return MHD_NO;
+		if (!q) {
+			if (!(q = calloc(1, sizeof(*q))))
+				return MHD_NO;
+			inv_body_init(&q->body, 0, false);
+		}
 		*con_cls = q;
 		atomic_fetch_add(&inv_http_open, 1);
 		q->started = true;
@@ -640,63 +651,30 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *url, 
 		    true : (want > 0 || te)) &&
 		    !ctype_json(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type")))
 			return send_error(c, 415, "the body must be Content-Type: application/json");
-		q->limit = q->route == R_FUNCS || q->route == R_INSTANCES ? DEPLOY_BODY_MAX :
-			   q->route == R_CHECKPOINT || q->route == R_MIGRATE ? 8192 : 0;
 		if (q->route == R_INVOKE || q->route == R_ASYNC) {
 			q->f = inv_function_get(q->name);
 			if (!q->f)
 				return send_error(c, 404, "no function %s", q->name);
-			q->limit = q->f->limits.max_body_bytes;
+			inv_body_init(&q->body, q->f->limits.max_body_bytes, true);
+		} else {
+			inv_body_init(&q->body, q->route == R_FUNCS || q->route == R_INSTANCES ? DEPLOY_BODY_MAX :
+				      q->route == R_CHECKPOINT || q->route == R_MIGRATE ? 8192 : 0, false);
 		}
-		if (want > q->limit && q->limit)
-			return send_error(c, 413, "request body over %zu bytes", q->limit);
-		if (want + 1 > inv_cfg.body_memory)
-			return send_error(c, 413, "request body over the invoker's --body-memory (%llu bytes)",
-					  (unsigned long long)inv_cfg.body_memory);
 		/* admitted or refused before a byte of it is buffered */
-		if (want && !body_reserve(q, want + 1)) {
-			const char *const h[] = { "Retry-After", "1", NULL };
-
-			return send_json(c, 503, json_pack("{s:s}", "error", "too many request bodies being received; "
-					 "retry"), h);
-		}
+		if ((r = inv_body_admit(&q->body, want)) < 0)
+			return send_body_error(c, q, r);
 		return MHD_YES;
 	}
 	if (*upload_size) {
-		if (q->too_big || q->over_budget || q->len + *upload_size > q->limit) {
-			q->too_big |= !q->over_budget; /* drop the rest, answer 413 (503) at the end */
-		} else {
-			if (q->len + *upload_size + 1 > q->cap) {
-				size_t cap = q->cap ? q->cap : q->reserved ? q->reserved : 4096;
-				char *b;
-
-				while (cap < q->len + *upload_size + 1)
-					cap *= 2;
-				/* a chunked body takes its budget as it grows */
-				if (cap > q->reserved && !body_reserve(q, cap - q->reserved)) {
-					q->over_budget = true;
-					*upload_size = 0;
-					return MHD_YES;
-				}
-				if (!(b = realloc(q->body, cap)))
-					return MHD_NO;
-				q->body = b;
-				q->cap = cap;
-			}
-			memcpy(q->body + q->len, upload, *upload_size);
-			q->len += *upload_size;
-			q->body[q->len] = '\0';
-		}
+		if (!q->body_err)   /* after an error, drop the rest and answer at the end */
+			q->body_err = inv_body_add(&q->body, upload, *upload_size);
 		*upload_size = 0;
 		return MHD_YES;
 	}
-	if (q->too_big)
-		return send_error(c, 413, "request body over %zu bytes", q->limit);
-	if (q->over_budget) {
-		const char *const h[] = { "Retry-After", "1", NULL };
-
-		return send_json(c, 503, json_pack("{s:s}", "error", "too many request bodies being received; retry"), h);
-	}
+	if (!q->body_err)
+		q->body_err = inv_body_finish(&q->body);
+	if (q->body_err)
+		return send_body_error(c, q, q->body_err);
 	if ((q->route == R_INVOKE || q->route == R_ASYNC) && !q->f->ready)
 		return send_error(c, 503, "function %s is being deployed", q->name);
 	atomic_fetch_add(&inv_http_active, 1);
@@ -713,8 +691,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 		return;
 	atomic_fetch_sub(&inv_http_open, 1);
 	inv_function_unref(q->f);
-	free(q->body);
-	atomic_fetch_sub(&body_reserved, q->reserved);
+	inv_body_exit(&q->body);
 	free(q);
 	*con_cls = NULL;
 }

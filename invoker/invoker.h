@@ -182,7 +182,9 @@ struct inv_config {
 	unsigned n_allow_hosts;
 	unsigned conn_timeout_s;     /* --conn-timeout */
 	unsigned max_connections, max_connections_per_ip;
-	uint64_t body_memory;        /* --body-memory: request bodies held at once */
+	uint64_t body_memory;        /* --body-memory: request bodies held in memory at once */
+	uint64_t body_spill;         /* --body-spill: invocation bodies over it go to a file (0: never) */
+	uint64_t body_disk;          /* --body-disk: spilled request bodies at once */
 	struct phos_runtime_paths paths; /* device is per function */
 	struct phos_pool *pool;   /* warm executors of the default device, or NULL (--pool 0) */
 	bool stop_the_world;      /* --restore stop-the-world; default on-demand */
@@ -202,6 +204,33 @@ extern volatile int inv_draining;
 /* An eventfd made readable when --drain-timeout runs out: running calls end
  * with 503 (instances.c polls it beside the function's pipes); -1 before start. */
 extern int inv_drain_abort_fd;
+
+/* bodies.c: a request body being received, under the daemon's budgets (the
+ * picture is in bodies.c). Lifecycle: _init, _admit (by Content-Length),
+ * _add for each piece, _finish, then bytes/len; _exit always. */
+struct inv_body {
+	const char *bytes;      /* the whole body, NUL-terminated, after inv_body_finish */
+	size_t len, limit;
+	bool spillable;
+	/* private */
+	char *data;             /* in memory */
+	size_t cap;
+	int fd;                 /* spilled: an unlinked file in STATE/bodies, else -1 */
+	void *map;
+	uint64_t mem_reserved, disk_reserved;
+};
+
+/* Creates STATE/bodies (0700) and removes what a crash left there. 0 or -errno. */
+int inv_bodies_init(void);
+void inv_body_init(struct inv_body *b, size_t limit, bool spillable);
+/* 0, -EFBIG (over b's limit), -E2BIG (over a whole budget), -EAGAIN (over
+ * what the budget has left now) or another -errno. */
+int inv_body_admit(struct inv_body *b, uint64_t length);
+/* As inv_body_admit, and -ENOSPC when the disk is full. */
+int inv_body_add(struct inv_body *b, const char *p, size_t n);
+/* Sets bytes (a spilled body is mapped). 0 or -errno. */
+int inv_body_finish(struct inv_body *b);
+void inv_body_exit(struct inv_body *b);
 
 /* registry.c */
 /* Creates STATE and takes STATE/invoker.lock for the life of the process

@@ -73,6 +73,10 @@ static void usage(FILE *f)
 		"  --max-connections-per-ip N  open connections of one client address (default 1024)\n"
 		"  --body-memory N        bytes of request bodies held in memory at once, across all requests\n"
 		"                         (default 536870912): a body that would go over it is refused with 503\n"
+		"  --body-spill N         an invocation body over N bytes is kept in an unlinked file in\n"
+		"                         STATE/bodies instead of memory (default 1048576; 0: never)\n"
+		"  --body-disk N          bytes of such files at once, across all requests (default 4294967296):\n"
+		"                         a body that would go over it is refused with 503\n"
 		"  --max-body-bytes N     default request body limit of a function (default 16777216)\n"
 		"  --pool N               warm executors kept for the default device (default 2, 0: none):\n"
 		"                         cold starts then create no GPU context\n"
@@ -206,6 +210,8 @@ int main(int argc, char **argv)
 		{ "max-connections", required_argument, NULL, 'C' },
 		{ "max-connections-per-ip", required_argument, NULL, 'I' },
 		{ "body-memory", required_argument, NULL, 'B' },
+		{ "body-spill", required_argument, NULL, 'b' },
+		{ "body-disk", required_argument, NULL, 'k' },
 		{ "async-queue", required_argument, NULL, 'Q' },
 		{ "async-retention", required_argument, NULL, 'R' },
 		{ "drain-timeout", required_argument, NULL, 'D' },
@@ -239,6 +245,8 @@ int main(int argc, char **argv)
 	inv_cfg.max_connections = 2048;
 	inv_cfg.max_connections_per_ip = 1024;
 	inv_cfg.body_memory = 512u << 20;
+	inv_cfg.body_spill = 1u << 20;
+	inv_cfg.body_disk = 4ull << 30;
 	/* a function of a root invoker runs as nobody unless --run-as says otherwise */
 	if (geteuid() == 0) {
 		if (parse_run_as("nobody", &run_as) < 0)
@@ -377,12 +385,14 @@ int main(int argc, char **argv)
 			}
 			inv_cfg.allow_hosts[inv_cfg.n_allow_hosts++] = optarg;
 			break;
-		case 'T': case 'C': case 'I': case 'B': {
+		case 'T': case 'C': case 'I': case 'B': case 'b': case 'k': {
 			static const struct { int opt; const char *name; unsigned long long lo, hi; } lim[] = {
 				{ 'T', "--conn-timeout", 1, 3600 },
 				{ 'C', "--max-connections", 1, 65536 },
 				{ 'I', "--max-connections-per-ip", 1, 65536 },
 				{ 'B', "--body-memory", 1u << 20, 1ull << 40 },
+				{ 'b', "--body-spill", 0, 1ull << 40 },
+				{ 'k', "--body-disk", 1u << 20, 1ull << 50 },
 			};
 			unsigned long long v;
 			char *end;
@@ -402,8 +412,12 @@ int main(int argc, char **argv)
 				inv_cfg.max_connections = (unsigned)v;
 			else if (c == 'I')
 				inv_cfg.max_connections_per_ip = (unsigned)v;
-			else
+			else if (c == 'B')
 				inv_cfg.body_memory = v;
+			else if (c == 'b')
+				inv_cfg.body_spill = v;
+			else
+				inv_cfg.body_disk = v;
 			break;
 		}
 		case 'h': usage(stdout); return 0;
@@ -501,6 +515,8 @@ int main(int argc, char **argv)
 	r = inv_registry_init();
 	if (r == 0)
 		r = inv_checkpoints_init();
+	if (r == 0)
+		r = inv_bodies_init();
 	if (r < 0) {
 		fprintf(stderr, "phos-invoker: state directory %s: %s\n", inv_cfg.state_dir, strerror(-r));
 		return 1;

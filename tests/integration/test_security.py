@@ -17,7 +17,7 @@
    absolute paths;
 5. an idle half-sent request is dropped after --conn-timeout; one address
    cannot take more than --max-connections-per-ip connections; bodies are
-   admitted against --body-memory by their Content-Length before they are
+   admitted against --body-memory (spilling off) by their Content-Length before they are
    buffered (503, and 413 for a body over the whole budget).
 """
 import http.client
@@ -374,7 +374,8 @@ def main():
 
     # --- item 5: connections and body memory ---
     st5 = os.path.join(tmp, "state5")
-    p5, port5 = start(st5, ["--conn-timeout", "2", "--max-connections-per-ip", "6", "--body-memory", "2097152"])
+    p5, port5 = start(st5, ["--conn-timeout", "2", "--max-connections-per-ip", "6", "--body-memory", "2097152",
+                            "--body-spill", "0"])
     tok5 = open(os.path.join(st5, "admin.token")).read().strip()
     st, body, _ = request(port5, "POST", "/system/functions",
                           {"name": "big", "program": MISBEHAVE, "limits": {"max_body_bytes": 3 << 20}},
