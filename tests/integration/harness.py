@@ -141,10 +141,15 @@ class Invoker:
     given; extra arguments and environment added), its log and working
     directory under tmp."""
 
-    def __init__(self, state, tmp, extra=(), fault=None, extra_env=None, start_timeout=20, device="sim"):
-        self.port = free_port()
+    def __init__(self, state, tmp, extra=(), fault=None, extra_env=None, start_timeout=20, device="sim", port=None):
+        self.port = port or free_port()
         self.state = state
         self.log = os.path.join(tmp, f"invoker-{self.port}.log")
+        if os.path.exists(self.log):  # a restart on the same port: the log of each run
+            n = 1
+            while os.path.exists(f"{self.log}.{n}"):
+                n += 1
+            os.rename(self.log, f"{self.log}.{n}")
         # A working directory of its own: CRIU's parasite mounts /proc at
         # "proc.crtools" in the dumped process's cwd (inherited from here), so
         # dumps of other tests' functions in a shared cwd would collide (EEXIST).
