@@ -45,6 +45,8 @@ struct dump_ctx {
 	uint64_t off;                    /* where the next new item goes */
 	const struct stage_item *prior;  /* already in gpu.data, by dev (exec_image_plan_over) */
 	size_t nprior;
+	uint64_t *scratch;               /* device copies of the arrays (collect_arrays) */
+	size_t nscratch;
 };
 
 static int by_dev(const void *a, const void *b)
@@ -207,6 +209,73 @@ static int collect_objects(struct executor *ex, const char *dir, struct dump_ctx
 	return 0;
 }
 
+static void scratch_free_all(struct executor *ex, uint64_t *scratch, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		ex->dev_ops->scratch_free(ex->dev, scratch[i]);
+	free(scratch);
+}
+
+/* Arrays (after every variable: their items come last) and texture and
+ * surface objects. Each array is copied now into device scratch memory, so
+ * that the dump holds it as it is at this moment whatever the function does
+ * next (a cow or recopy checkpoint lets it run on), and that copy is the
+ * array's item (exec_array.c). */
+static int collect_arrays(struct executor *ex, struct dump_ctx *c, char *err, size_t errlen)
+{
+	struct phos_image *img = c->img;
+	uint32_t narrays = 0;
+	int r;
+
+	for (uint32_t id = 0; id < ex->arrays.cap; id++)
+		narrays += ex->arrays.slot[id] != NULL;
+	if (narrays && !(c->scratch = calloc(narrays, sizeof(*c->scratch))))
+		return -ENOMEM;
+	for (uint32_t id = 0; id < ex->arrays.cap; id++) {
+		struct exec_array *a = ex->arrays.slot[id];
+		struct phos_image_array ia = { .size = a ? a->bytes : 0 };
+		struct phos_copy_side dst = { 0 }, src = { 0 };
+		uint64_t scratch = 0;
+
+		if (!a)
+			continue;
+		ia.desc = a->desc;
+		r = ex->dev_ops->scratch_alloc(ex->dev, a->bytes, &scratch);
+		if (r < 0) {
+			phos_errf(err, errlen, "no device memory to copy array %u (%llu bytes) out (cuda error %d)", id,
+				  (unsigned long long)a->bytes, -r);
+			return r;
+		}
+		c->scratch[c->nscratch++] = scratch;
+		src.array = a->dev;
+		dst.addr = scratch;
+		dst.pitch = a->dims[0] * a->elem_bytes;
+		dst.slice = dst.pitch * a->dims[1];
+		r = ex->dev_ops->array_copy(ex->dev, &dst, &src, dst.pitch, a->dims[1], a->dims[2], NULL);
+		if (r < 0) {
+			phos_errf(err, errlen, "copying array %u out failed (cuda error %d)", id, -r);
+			return r;
+		}
+		TRY(add_item(c, scratch, a->bytes, &ia.offset));
+		TRY(phos_image_add_array(img, &ia));
+	}
+	if (narrays && (r = ex->dev_ops->synchronize(ex->dev)) < 0) {
+		phos_errf(err, errlen, "copying the arrays out failed (cuda error %d)", -r);
+		return r;
+	}
+	for (uint32_t h = 0; h < ex->texes.cap; h++) {
+		struct exec_tex *t = ex->texes.slot[h];
+		struct phos_image_tex it = { .handle = h };
+
+		if (!t)
+			continue;
+		it.desc = t->desc;
+		it.dangling = t->dangling;
+		TRY(phos_image_add_tex(img, &it));
+	}
+	return 0;
+}
+
 int exec_image_open_data(const char *dir, bool truncate, char *err, size_t errlen)
 {
 	char path[4096];
@@ -291,6 +360,8 @@ int exec_image_plan_over(struct executor *ex, const char *dir, const struct stag
 	r = phos_bufmap_foreach(ex->bufs, collect_buf, &c);
 	if (r == 0)
 		r = collect_objects(ex, dir, &c, err, errlen);
+	if (r == 0)
+		r = collect_arrays(ex, &c, err, errlen);
 	if (r < 0) {
 		if (!*err)
 			phos_errf(err, errlen, "collecting the device state: %s", strerror(-r));
@@ -311,12 +382,16 @@ int exec_image_plan_over(struct executor *ex, const char *dir, const struct stag
 	d->items = c.items;
 	d->n = c.n;
 	d->fd = fd;
+	d->ex = ex;
+	d->scratch = c.scratch;
+	d->nscratch = c.nscratch;
 	*ret = d;
 	return 0;
 
 fail:
 	if (fd >= 0)
 		close(fd);
+	scratch_free_all(ex, c.scratch, c.nscratch);
 	free(c.items);
 	phos_image_free(img);
 	free(d);
@@ -338,9 +413,13 @@ int exec_image_finish(struct exec_dump *d, uint64_t *ret_bytes, char *err, size_
 	/* Hashes back into the manifest: buffers first, then variables, in item order. */
 	for (uint32_t i = 0; i < img->nbufs; i++)
 		img->bufs[i].hash = d->items[i].hash;
-	for (uint32_t i = 0, k = img->nbufs; i < img->nvars; i++)
+	uint32_t k = img->nbufs;
+
+	for (uint32_t i = 0; i < img->nvars; i++)
 		if (img->vars[i].size)
 			img->vars[i].hash = d->items[k++].hash;
+	for (uint32_t i = 0; i < img->narrays; i++)
+		img->arrays[i].hash = d->items[k++].hash;
 	r = phos_image_write_manifest(d->dir, img);
 	if (r < 0)
 		phos_errf(err, errlen, "writing the manifest: %s", strerror(-r));
@@ -355,6 +434,8 @@ void exec_image_dump_free(struct exec_dump *d)
 		return;
 	if (d->fd >= 0)
 		close(d->fd);
+	if (d->ex)
+		scratch_free_all(d->ex, d->scratch, d->nscratch);
 	free(d->items);
 	phos_image_free(d->img);
 	free(d);
@@ -517,6 +598,144 @@ static int load_objects(struct executor *ex, const char *dir, const struct phos_
 		}
 	}
 	return 0;
+}
+
+/* Makes the snapshot's arrays and fills them from gpu.data (checked against
+ * their checksums), before the function runs. */
+static int load_array_data(struct executor *ex, const char *dir, const struct phos_image *img, char *err,
+			   size_t errlen)
+{
+	char path[4096];
+	int fd, r = 0;
+
+	if (!img->narrays)
+		return 0;
+	snprintf(path, sizeof(path), "%s/gpu.data", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		phos_errf(err, errlen, "opening %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	for (uint32_t i = 0; i < img->narrays && r == 0; i++) {
+		const struct phos_image_array *ia = &img->arrays[i];
+		struct phos_copy_side dst = { 0 }, src = { 0 };
+		struct exec_array *a;
+		uint8_t *data = malloc(ia->size);
+		uint64_t got = 0;
+
+		if (!data) {
+			r = -ENOMEM;
+			phos_errf(err, errlen, "out of memory for array %u", ia->desc.id);
+			break;
+		}
+		while (got < ia->size) {
+			ssize_t n = pread(fd, data + got, ia->size - got, (off_t)(ia->offset + got));
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				r = n < 0 ? -errno : -ENODATA;
+				break;
+			}
+			got += (uint64_t)n;
+		}
+		if (r < 0) {
+			phos_errf(err, errlen, "reading array %u from gpu.data: %s", ia->desc.id, strerror(-r));
+		} else if (phos_image_hash(data, ia->size) != ia->hash) {
+			r = -EBADMSG;
+			phos_errf(err, errlen, "checksum mismatch in gpu.data at offset %llu (%llu bytes for array %u)",
+				  (unsigned long long)ia->offset, (unsigned long long)ia->size, ia->desc.id);
+		} else if ((r = exec_array_make(ex, &ia->desc, &a)) < 0) {
+			phos_errf(err, errlen, "array %u could not be made (cuda error %d)", ia->desc.id, -r);
+			r = -EIO;
+		} else {
+			src.host = data;
+			src.pitch = a->dims[0] * a->elem_bytes;
+			src.slice = src.pitch * a->dims[1];
+			dst.array = a->dev;
+			r = ex->dev_ops->array_copy(ex->dev, &dst, &src, src.pitch, a->dims[1], a->dims[2], NULL);
+			if (r < 0) {
+				phos_errf(err, errlen, "array %u could not be filled (cuda error %d)", ia->desc.id, -r);
+				r = -EIO;
+			}
+		}
+		free(data);
+	}
+	close(fd);
+	return r;
+}
+
+/* Makes the texture and surface objects again under their own handles:
+ * every handle below the highest is taken in order, by its object or by a
+ * stand-in destroyed at the end, so that the device's lowest-free choice
+ * lands on each recorded handle (exec_array.c). */
+static int load_texes(struct executor *ex, const struct phos_image *img, char *err, size_t errlen)
+{
+	const struct phos_array_create tiny_desc = { .bits = { 32 }, .kind = 2, .width = 1 };
+	const struct phos_tex_create stand_in = { .res_type = PHOS_RES_ARRAY };
+	uint64_t *stand_ins = NULL, top = 0;
+	size_t nstand = 0;
+	void *tiny = NULL;
+	int r = 0;
+
+	if (!img->ntexes)
+		return 0;
+	if (!ex->dev_ops->tex_create) {
+		phos_errf(err, errlen, "the %s device has no texture objects", ex->dev_ops->name);
+		return -EIO;
+	}
+	for (uint32_t i = 0; i < img->ntexes; i++)
+		top = img->texes[i].handle > top ? img->texes[i].handle : top;
+	stand_ins = calloc(top, sizeof(*stand_ins));
+	r = stand_ins ? ex->dev_ops->array_create(ex->dev, &tiny_desc, &tiny) : -ENOMEM;
+	for (uint64_t h = 1; h <= top && r == 0; h++) {
+		const struct phos_image_tex *it = NULL;
+		struct exec_tex *t;
+		uint64_t got = 0;
+
+		for (uint32_t i = 0; i < img->ntexes && !it; i++)
+			if (img->texes[i].handle == h)
+				it = &img->texes[i];
+		if (it && !it->dangling) {
+			r = exec_tex_make(ex, &it->desc, &t);
+			got = r == 0 ? t->handle : 0;
+		} else {
+			r = ex->dev_ops->tex_create(ex->dev, &stand_in, tiny, &got);
+			if (r == 0 && it && (t = calloc(1, sizeof(*t)))) {
+				/* a dangling object: its handle stays taken, by the stand-in */
+				t->desc = it->desc;
+				t->handle = got;
+				t->live = t->dangling = true;
+				if (got != h || handle_put(&ex->texes, (uint32_t)got, t) < 0) {
+					exec_tex_free(ex, t);
+					r = -EIO;
+				}
+			} else if (r == 0 && it) {
+				ex->dev_ops->tex_destroy(ex->dev, got, false);
+				r = -ENOMEM;
+			} else if (r == 0) {
+				stand_ins[nstand++] = got;
+			}
+		}
+		if (r == 0 && got != h) {
+			phos_errf(err, errlen, "texture object %llu came back as %llu on this device: the snapshot's "
+				  "texture and surface handles cannot be reproduced", (unsigned long long)h,
+				  (unsigned long long)got);
+			r = -EIO;
+		} else if (r < 0 && !*err) {
+			phos_errf(err, errlen, "texture object %llu could not be made (cuda error %d)",
+				  (unsigned long long)h, -r);
+			r = -EIO;
+		}
+	}
+	for (size_t i = 0; i < nstand; i++)
+		ex->dev_ops->tex_destroy(ex->dev, stand_ins[i], false);
+	if (tiny)
+		ex->dev_ops->array_destroy(ex->dev, tiny);
+	free(stand_ins);
+	if (r < 0 && !*err)
+		phos_errf(err, errlen, "texture objects could not be made (error %d)", -r);
+	return r;
 }
 
 static int load_blas(struct executor *ex, const struct phos_image *img, char *err, size_t errlen)
@@ -684,6 +903,12 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 			next_id = b->id + 1;
 	}
 	phos_bufmap_set_next_id(ex->bufs, next_id);
+	/* arrays and the objects on them and on buffers: before the function runs */
+	r = load_array_data(ex, dir, img, err, errlen);
+	if (r == 0)
+		r = load_texes(ex, img, err, errlen);
+	if (r < 0)
+		goto fail;
 	eager = plan_items(ex, img, items, &n);
 	snprintf(path, sizeof(path), "%s/gpu.data", dir);
 	src.fd = open(path, O_RDONLY | O_CLOEXEC);

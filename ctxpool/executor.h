@@ -111,6 +111,20 @@ struct exec_region {
 	uint64_t fn_addr;   /* where the function maps it */
 };
 
+struct exec_array {
+	void *dev;
+	struct phos_array_create desc;
+	uint32_t elem_bytes;
+	uint64_t dims[3], bytes;    /* phos_array_extent */
+};
+
+struct exec_tex {
+	struct phos_tex_create desc;
+	uint64_t handle;
+	bool live;                  /* made on the device (a stand-in of a restore: not kept) */
+	bool dangling;              /* its array was freed: the handle stays taken */
+};
+
 struct exec_blas {
 	void *dev_handle;
 	uint32_t stream;
@@ -166,6 +180,8 @@ struct executor {
 	struct handle_table streams, events, modules, funcs, vars, regions, blas;
 	struct handle_table pools;      /* struct exec_pool (exec_pool.c) */
 	struct handle_table nccl;       /* NCCL communicators (exec_nccl.c) */
+	struct handle_table arrays;     /* struct exec_array by the preload's id (exec_array.c) */
+	struct handle_table texes;      /* struct exec_tex by the device's handle */
 	int nccl_group_depth;           /* ncclGroupStart calls not yet ended */
 	struct exec_pool *pools_gone;   /* destroyed with live blocks left */
 
@@ -343,6 +359,11 @@ struct exec_dump {
 	struct stage_item *items;
 	size_t n;
 	int fd;
+	/* device scratch holding each array's contents as the dump saw them
+	 * (exec_array.c), copied into gpu.data like a buffer, freed with d */
+	struct executor *ex;
+	uint64_t *scratch;
+	size_t nscratch;
 };
 int exec_image_plan(struct executor *ex, const char *dir, struct exec_dump **ret, char *err, size_t errlen);
 /* The same over a gpu.data in dir that already holds copies (a recopy's,
@@ -436,6 +457,17 @@ void exec_region_free(struct executor *ex, struct exec_region *reg);
 /* Frees everything the function created (streams, events, handles, modules,
  * buffers, host regions): the executor is clean for the next function. */
 void exec_scrub(struct executor *ex);
+
+/* --- CUDA arrays, texture and surface objects (exec_array.c) --- */
+
+int exec_array_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
+		      uint32_t *out_len);
+/* Makes an array as d says under d->id (a new id): 0 or a negated cudaError_t. */
+int exec_array_make(struct executor *ex, const struct phos_array_create *d, struct exec_array **ret);
+/* Makes a texture or surface object under the handle the device gives. */
+int exec_tex_make(struct executor *ex, const struct phos_tex_create *d, struct exec_tex **ret);
+void exec_array_free(struct executor *ex, struct exec_array *a);   /* accept NULL */
+void exec_tex_free(struct executor *ex, struct exec_tex *t);
 
 /* --- memory pools (exec_pool.c) --- */
 

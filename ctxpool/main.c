@@ -86,6 +86,8 @@ static void drop_func(struct executor *ex, void *f) { (void)ex; exec_func_free(f
 static void drop_var(struct executor *ex, void *v) { (void)ex; exec_var_free(v); }
 static void drop_module(struct executor *ex, void *m) { exec_module_free(ex, m); }
 static void drop_region(struct executor *ex, void *r) { exec_region_free(ex, r); }
+static void drop_tex(struct executor *ex, void *t) { exec_tex_free(ex, t); }
+static void drop_array(struct executor *ex, void *a) { exec_array_free(ex, a); }
 
 void exec_scrub(struct executor *ex)
 {
@@ -96,6 +98,8 @@ void exec_scrub(struct executor *ex)
 	exec_context_restore(ex);
 	exec_nccl_clear(ex);
 	table_clear(&ex->blas, drop_blas, ex);
+	table_clear(&ex->texes, drop_tex, ex);   /* before the arrays they read */
+	table_clear(&ex->arrays, drop_array, ex);
 	table_clear(&ex->streams, drop_stream, ex);
 	table_clear(&ex->events, drop_event, ex);
 	table_clear(&ex->funcs, drop_func, ex);
@@ -668,7 +672,8 @@ int main(int argc, char **argv)
 	else if (r == 0)
 		r = serve_one(&ex, (int)fd, restore_from, img, on_demand, t_open, t0);
 	struct handle_table *tables[] = { &ex.streams, &ex.events, &ex.modules, &ex.funcs,
-					  &ex.vars, &ex.regions, &ex.blas, &ex.pools, &ex.nccl };
+					  &ex.vars, &ex.regions, &ex.blas, &ex.pools, &ex.nccl,
+					  &ex.texes, &ex.arrays };
 	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
 		handle_table_exit(tables[i]);
 	channel_drop(&ex, ex.ch, ex.ch_pinned);

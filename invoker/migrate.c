@@ -842,35 +842,26 @@ struct verify {
 	const struct phos_image *img;
 	const uint8_t *map;
 	uint64_t have;
-	bool *stale;              /* per item (bufs, then vars) */
+	bool *stale;              /* per item (phos_image_item) */
 	atomic_uint next;
 };
-
-static void item_of(const struct phos_image *img, uint32_t i, uint64_t *off, uint64_t *len, uint64_t *hash)
-{
-	bool buf = i < img->nbufs;
-
-	*off = buf ? img->bufs[i].offset : img->vars[i - img->nbufs].offset;
-	*len = buf ? img->bufs[i].size : img->vars[i - img->nbufs].size;
-	*hash = buf ? img->bufs[i].hash : img->vars[i - img->nbufs].hash;
-}
 
 static void *verify_worker(void *arg)
 {
 	struct verify *v = arg;
-	uint32_t n = v->img->nbufs + v->img->nvars, i;
+	uint32_t n = phos_image_nitems(v->img), i;
 
 	while ((i = atomic_fetch_add(&v->next, 1)) < n) {
 		uint64_t off, len, hash;
 
-		item_of(v->img, i, &off, &len, &hash);
+		phos_image_item(v->img, i, &off, &len, &hash);
 		v->stale[i] = len && !(off + len <= v->have && phos_image_hash(v->map + off, len) == hash);
 	}
 	return NULL;
 }
 
 /* gpu.data of a pre-copy (at tmp, as fetched while the instance ran on) made
- * that of the final checkpoint p->img: each buffer and variable whose range
+ * that of the final checkpoint p->img: each buffer, variable and array whose range
  * does not hash to the manifest's checksum (written since, or new) is
  * fetched again. */
 static int refresh_gpu_data(struct pull *p, const char *tmp, uint64_t *ret_refetched, char *err, size_t errlen)
@@ -898,7 +889,7 @@ static int refresh_gpu_data(struct pull *p, const char *tmp, uint64_t *ret_refet
 		goto out;
 	}
 	{
-		uint32_t n = p->img->nbufs + p->img->nvars;
+		uint32_t n = phos_image_nitems(p->img);
 		struct verify v = { .img = p->img, .map = map, .have = have, .stale = calloc(n + 1, sizeof(bool)) };
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 		unsigned nt = cpus > 16 ? 16 : cpus > 1 ? (unsigned)cpus : 1, started = 0;
@@ -918,7 +909,7 @@ static int refresh_gpu_data(struct pull *p, const char *tmp, uint64_t *ret_refet
 
 			if (!v.stale[i])
 				continue;
-			item_of(p->img, i, &off, &len, &hash);
+			phos_image_item(p->img, i, &off, &len, &hash);
 			r = pull_file_range(p, fd, "gpu.data", off, len, err, errlen);
 			*ret_refetched += len;
 		}

@@ -112,22 +112,22 @@ static int manifest_slurp(int fd, char **ret, size_t *ret_len)
 	return 0;
 }
 
-/* The extents of img: its buffers, then its variables with contents. */
+/* The extents of img with contents: buffers, variables, arrays. */
 static int extents_of(const struct phos_image *img, struct inv_extent **ret, size_t *ret_n)
 {
-	size_t n = img->nbufs, k = 0;
-	struct inv_extent *e;
+	uint32_t n = phos_image_nitems(img);
+	struct inv_extent *e = calloc((size_t)n + 1, sizeof(*e));
+	size_t k = 0;
 
-	for (uint32_t i = 0; i < img->nvars; i++)
-		n += img->vars[i].size > 0;
-	e = calloc(n + 1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < img->nbufs; i++)
-		e[k++] = (struct inv_extent){ img->bufs[i].offset, img->bufs[i].size, img->bufs[i].hash, NULL };
-	for (uint32_t i = 0; i < img->nvars; i++)
-		if (img->vars[i].size)
-			e[k++] = (struct inv_extent){ img->vars[i].offset, img->vars[i].size, img->vars[i].hash, NULL };
+	for (uint32_t i = 0; i < n; i++) {
+		struct inv_extent x = { 0 };
+
+		phos_image_item(img, i, &x.offset, &x.size, &x.hash);
+		if (x.size)
+			e[k++] = x;
+	}
 	*ret = e;
 	*ret_n = k;
 	return 0;

@@ -72,6 +72,7 @@ enum phos_hkind {
 	PHOS_H_POOL,
 	PHOS_H_CONTEXT,   /* the primary context of the driver API (libcuda.c): never in a table */
 	PHOS_H_NCCL,   /* NCCL communicators (nccl.c, the libnccl stand-in) */
+	PHOS_H_ARRAY,  /* CUDA arrays (array.c) */
 	PHOS_H__COUNT
 };
 
@@ -223,6 +224,11 @@ void phos_par_memcpy(void *dst, const void *src, size_t n);
 int phos_device_limits_resend(void);
 /* stream.c: set again the stream attributes the function set (after a restore). */
 int phos_stream_attrs_resend(void);
+/* array.c: cudaMemcpy3D(Async) with an array side (memory_2d.c hands it
+ * over); params: a struct cudaMemcpy3DParms. */
+int phos_array_memcpy_3d(const void *params, const void *stream, bool sync);
+/* array.c: forget every array and texture or surface object (device reset). */
+void phos_array_reset(void);
 /* pool.c: forget every pool and block (device reset). */
 void phos_pool_reset(void);
 /* callback.c: set on the thread that runs host callbacks while one runs: CUDA

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Pitched copies and sets: cudaMemcpy2D/3D(Async), cudaMemset2D/3D(Async),
- * cudaMalloc3D. CUDA arrays are refused with cudaErrorNotSupported.
+ * cudaMalloc3D. A cudaMemcpy3D with a CUDA array goes to array.c.
  *
  * Every form becomes one geometry (proto.h, struct phos_memcpy_2d): depth
  * slices of height rows of width bytes, each device side with its pitch and
@@ -284,12 +284,8 @@ static int memcpy_3d(const struct cudaMemcpy3DParms *p, const void *stream, bool
 		return r;
 	if (!p)
 		return cudaErrorInvalidValue;
-	if (p->srcArray || p->dstArray) {
-		static int logged;
-
-		phos_log_once("CUDA arrays in", "cudaMemcpy3D", &logged);
-		return cudaErrorNotSupported;
-	}
+	if (p->srcArray || p->dstArray)
+		return phos_array_memcpy_3d(p, stream, sync);
 	r = pitched_side(&p->dstPtr, &p->dstPos, &p->extent, &d);
 	if (r == cudaSuccess)
 		r = pitched_side(&p->srcPtr, &p->srcPos, &p->extent, &s);

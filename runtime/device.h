@@ -68,6 +68,16 @@ struct phos_copy_2d {
 	uint64_t dpitch, spitch, width, height;
 };
 
+/* One side of array_copy: an array at a position (x in bytes), device memory
+ * (addr, pitch, slice) or executor host memory (host, pitch, slice). */
+struct phos_copy_side {
+	void *array;
+	uint64_t x, y, z;
+	uint64_t addr;
+	void *host;
+	uint64_t pitch, slice;
+};
+
 struct phos_device_ops {
 	const char *name;   /* "cuda" or "sim" */
 
@@ -157,6 +167,23 @@ struct phos_device_ops {
 	int (*memcpy_2d)(struct phos_device *dev, const struct phos_copy_2d *c, void *stream);
 	int (*memset_2d)(struct phos_device *dev, uint64_t dst, uint64_t pitch, uint8_t value, uint64_t width,
 			 uint64_t height, void *stream);
+
+	/* CUDA arrays, texture and surface objects (issue 12, ctxpool/exec_array.c).
+	 * array_create takes the format and extent of d (its id is the
+	 * executor's); a format or flag the device does not take is
+	 * -PHOS_CUDA_INVALID_VALUE or -PHOS_CUDA_NOT_SUPPORTED. */
+	int (*array_create)(struct phos_device *dev, const struct phos_array_create *d, void **ret_array);
+	int (*array_destroy)(struct phos_device *dev, void *array);
+	/* depth slices of height rows of width bytes between two sides, at least
+	 * one of them an array (struct phos_copy_side). A host side follows
+	 * memcpy_2d's rule: its bytes are read or written when the call returns. */
+	int (*array_copy)(struct phos_device *dev, const struct phos_copy_side *dst, const struct phos_copy_side *src,
+			  uint64_t width, uint64_t height, uint64_t depth, void *stream);
+	/* A texture (or, d->surface, surface) object on array (an array of
+	 * array_create, for PHOS_RES_ARRAY) or device memory: its handle, the
+	 * lowest free small integer of the context, as on a GPU. */
+	int (*tex_create)(struct phos_device *dev, const struct phos_tex_create *d, void *array, uint64_t *ret_handle);
+	int (*tex_destroy)(struct phos_device *dev, uint64_t handle, bool surface);
 
 	/* Modules: image is a fatbin; the backend keeps its own copy if it needs one. */
 	int (*module_load)(struct phos_device *dev, const void *image, size_t len, void **ret_module);

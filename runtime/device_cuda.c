@@ -1210,6 +1210,195 @@ static int cuda_memcpy_2d(struct phos_device *dev, const struct phos_copy_2d *c,
 	return 0;
 }
 
+/* ---- CUDA arrays, texture and surface objects ---- */
+
+#define TRY_CU_FORMAT(expr)              \
+	do {                             \
+		int fmt_r_ = (expr);     \
+		if (fmt_r_ < 0)          \
+			return fmt_r_;   \
+	} while (0)
+
+/* The driver's format of a runtime channel format (phos_channel_format). */
+static int cu_format(const int32_t bits[4], int32_t kind, CUarray_format *ret_fmt, unsigned *ret_channels)
+{
+	uint32_t channels, bytes;
+
+	if (phos_channel_format(bits, kind, &channels, &bytes) < 0)
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (kind == 2)
+		*ret_fmt = bytes == 2 ? CU_AD_FORMAT_HALF : CU_AD_FORMAT_FLOAT;
+	else if (kind == 0)
+		*ret_fmt = bytes == 1 ? CU_AD_FORMAT_SIGNED_INT8 : bytes == 2 ? CU_AD_FORMAT_SIGNED_INT16
+									: CU_AD_FORMAT_SIGNED_INT32;
+	else
+		*ret_fmt = bytes == 1 ? CU_AD_FORMAT_UNSIGNED_INT8 : bytes == 2 ? CU_AD_FORMAT_UNSIGNED_INT16
+									  : CU_AD_FORMAT_UNSIGNED_INT32;
+	*ret_channels = channels;
+	return 0;
+}
+
+static int cuda_array_create(struct phos_device *dev, const struct phos_array_create *a, void **ret_array)
+{
+	CUDA_ARRAY3D_DESCRIPTOR d = { 0 };
+	CUarray arr;
+	DEV_ENTER(dd, dev);
+
+	(void)dd;
+	TRY_CU_FORMAT(cu_format(a->bits, a->kind, &d.Format, &d.NumChannels));
+	/* cudaArrayLayered, SurfaceLoadStore, Cubemap, TextureGather: the
+	 * driver's CUDA_ARRAY3D_* flags have the same values */
+	if (a->flags & ~0x0fu)
+		return -PHOS_CUDA_NOT_SUPPORTED;
+	d.Width = a->width;
+	d.Height = a->height;
+	d.Depth = a->depth;
+	d.Flags = a->flags;
+	CU_CHECK(cuda_drv.Array3DCreate(&arr, &d));
+	*ret_array = arr;
+	return 0;
+}
+
+static int cuda_array_destroy(struct phos_device *dev, void *array)
+{
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	CU_CHECK(cuda_drv.ArrayDestroy((CUarray)array));
+	return 0;
+}
+
+static void cu_side(const struct phos_copy_side *s, uint64_t z, CUmemorytype *type, CUarray *arr, CUdeviceptr *devp,
+		    void **host, size_t *x, size_t *y, size_t *zz, size_t *pitch)
+{
+	if (s->array) {
+		*type = CU_MEMORYTYPE_ARRAY;
+		*arr = (CUarray)s->array;
+		*x = s->x;
+		*y = s->y;
+		*zz = s->z + z;
+	} else if (s->host) {
+		*type = CU_MEMORYTYPE_HOST;
+		*host = (uint8_t *)s->host + z * s->slice;
+		*pitch = s->pitch;
+	} else {
+		*type = CU_MEMORYTYPE_DEVICE;
+		*devp = (CUdeviceptr)(s->addr + z * s->slice);
+		*pitch = s->pitch;
+	}
+}
+
+/* One 3D copy per slice, so that a side's slice stride need not be a whole
+ * number of its rows. Host sides complete before return. */
+static int cuda_array_copy(struct phos_device *dev, const struct phos_copy_side *dst, const struct phos_copy_side *src,
+			   uint64_t width, uint64_t height, uint64_t depth, void *stream)
+{
+	CUstream s = cu_stream(stream);
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	for (uint64_t z = 0; z < depth; z++) {
+		CUDA_MEMCPY3D m;
+
+		memset(&m, 0, sizeof(m));
+		cu_side(src, z, &m.srcMemoryType, &m.srcArray, &m.srcDevice, (void **)&m.srcHost, &m.srcXInBytes,
+			&m.srcY, &m.srcZ, &m.srcPitch);
+		cu_side(dst, z, &m.dstMemoryType, &m.dstArray, &m.dstDevice, &m.dstHost, &m.dstXInBytes, &m.dstY,
+			&m.dstZ, &m.dstPitch);
+		m.srcHeight = m.dstHeight = height;
+		if (m.srcMemoryType != CU_MEMORYTYPE_ARRAY && height == 1 && m.srcPitch < width)
+			m.srcPitch = width;   /* one row: its pitch is unused, the driver wants >= width */
+		if (m.dstMemoryType != CU_MEMORYTYPE_ARRAY && height == 1 && m.dstPitch < width)
+			m.dstPitch = width;
+		m.WidthInBytes = width;
+		m.Height = height;
+		m.Depth = 1;
+		CU_CHECK(cuda_drv.Memcpy3DAsync(&m, s));
+	}
+	if (dst->host || src->host)
+		CU_CHECK(cuda_drv.StreamSynchronize(s));
+	return 0;
+}
+
+static int cuda_tex_create(struct phos_device *dev, const struct phos_tex_create *t, void *array, uint64_t *ret_handle)
+{
+	CUDA_RESOURCE_DESC r;
+	CUDA_TEXTURE_DESC td;
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	memset(&r, 0, sizeof(r));
+	memset(&td, 0, sizeof(td));
+	switch (t->res_type) {
+	case PHOS_RES_ARRAY:
+		r.resType = CU_RESOURCE_TYPE_ARRAY;
+		r.res.array.hArray = (CUarray)array;
+		break;
+	case PHOS_RES_LINEAR:
+		r.resType = CU_RESOURCE_TYPE_LINEAR;
+		r.res.linear.devPtr = (CUdeviceptr)t->ptr;
+		r.res.linear.sizeInBytes = t->size;
+		TRY_CU_FORMAT(cu_format(t->bits, t->kind, &r.res.linear.format, &r.res.linear.numChannels));
+		break;
+	case PHOS_RES_PITCH2D:
+		r.resType = CU_RESOURCE_TYPE_PITCH2D;
+		r.res.pitch2D.devPtr = (CUdeviceptr)t->ptr;
+		r.res.pitch2D.width = t->width;
+		r.res.pitch2D.height = t->height;
+		r.res.pitch2D.pitchInBytes = t->pitch;
+		TRY_CU_FORMAT(cu_format(t->bits, t->kind, &r.res.pitch2D.format, &r.res.pitch2D.numChannels));
+		break;
+	default:
+		return -PHOS_CUDA_INVALID_VALUE;
+	}
+	if (t->surface) {
+		CUsurfObject h;
+
+		if (t->res_type != PHOS_RES_ARRAY)
+			return -PHOS_CUDA_INVALID_VALUE;
+		CU_CHECK(cuda_drv.SurfObjectCreate(&h, &r));
+		*ret_handle = h;
+		return 0;
+	}
+	for (int i = 0; i < 3; i++)
+		td.addressMode[i] = (CUaddress_mode)t->address[i];
+	td.filterMode = (CUfilter_mode)t->filter;
+	/* the runtime's cudaReadModeElementType reads 8- and 16-bit integers as
+	 * integers (the flag means nothing for other formats) */
+	if (t->read_mode == 0)
+		td.flags |= CU_TRSF_READ_AS_INTEGER;
+	if (t->normalized_coords)
+		td.flags |= CU_TRSF_NORMALIZED_COORDINATES;
+	if (t->srgb)
+		td.flags |= CU_TRSF_SRGB;
+	if (t->no_trilinear_opt)
+		td.flags |= CU_TRSF_DISABLE_TRILINEAR_OPTIMIZATION;
+	if (t->seamless_cubemap)
+		td.flags |= CU_TRSF_SEAMLESS_CUBEMAP;
+	td.maxAnisotropy = (unsigned)t->max_anisotropy;
+	td.mipmapFilterMode = (CUfilter_mode)t->mip_filter;
+	td.mipmapLevelBias = t->mip_bias;
+	td.minMipmapLevelClamp = t->min_mip_clamp;
+	td.maxMipmapLevelClamp = t->max_mip_clamp;
+	memcpy(td.borderColor, t->border, sizeof(td.borderColor));
+	CUtexObject h;
+	CU_CHECK(cuda_drv.TexObjectCreate(&h, &r, &td, NULL));
+	*ret_handle = h;
+	return 0;
+}
+
+static int cuda_tex_destroy(struct phos_device *dev, uint64_t handle, bool surface)
+{
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	if (surface)
+		CU_CHECK(cuda_drv.SurfObjectDestroy((CUsurfObject)handle));
+	else
+		CU_CHECK(cuda_drv.TexObjectDestroy((CUtexObject)handle));
+	return 0;
+}
+
 static int cuda_memset_2d(struct phos_device *dev, uint64_t dst, uint64_t pitch, uint8_t value, uint64_t width,
 			  uint64_t height, void *stream)
 {
@@ -1635,6 +1824,11 @@ const struct phos_device_ops phos_device_cuda = {
 	.limit_set = cuda_limit_set,
 	.limit_get = cuda_limit_get,
 	.memset_2d = cuda_memset_2d,
+	.array_create = cuda_array_create,
+	.array_destroy = cuda_array_destroy,
+	.array_copy = cuda_array_copy,
+	.tex_create = cuda_tex_create,
+	.tex_destroy = cuda_tex_destroy,
 	.memset = cuda_memset,
 	.module_load = cuda_module_load,
 	.module_unload = cuda_module_unload,

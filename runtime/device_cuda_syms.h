@@ -86,6 +86,13 @@
 	X(CtxSetLimit,           "cuCtxSetLimit",                      3010,  "cuCtxSetLimit",                   PFN_cuCtxSetLimit_v3010)   \
 	X(CtxGetLimit,           "cuCtxGetLimit",                      3010,  "cuCtxGetLimit",                   PFN_cuCtxGetLimit_v3010)   \
 	X(Memcpy2DAsync,         "cuMemcpy2DAsync",                    3020,  "cuMemcpy2DAsync_v2",              PFN_cuMemcpy2DAsync_v3020) \
+	X(Memcpy3DAsync,         "cuMemcpy3DAsync",                    3020,  "cuMemcpy3DAsync_v2",              PFN_cuMemcpy3DAsync_v3020) \
+	X(Array3DCreate,         "cuArray3DCreate",                    3020,  "cuArray3DCreate_v2",              PFN_cuArray3DCreate_v3020) \
+	X(ArrayDestroy,          "cuArrayDestroy",                     2000,  "cuArrayDestroy",                  PFN_cuArrayDestroy_v2000)  \
+	X(TexObjectCreate,       "cuTexObjectCreate",                  5000,  "cuTexObjectCreate",               PFN_cuTexObjectCreate_v5000) \
+	X(TexObjectDestroy,      "cuTexObjectDestroy",                 5000,  "cuTexObjectDestroy",              PFN_cuTexObjectDestroy_v5000) \
+	X(SurfObjectCreate,      "cuSurfObjectCreate",                 5000,  "cuSurfObjectCreate",              PFN_cuSurfObjectCreate_v5000) \
+	X(SurfObjectDestroy,     "cuSurfObjectDestroy",                5000,  "cuSurfObjectDestroy",             PFN_cuSurfObjectDestroy_v5000) \
 	X(MemsetD2D8Async,       "cuMemsetD2D8Async",                  3020,  "cuMemsetD2D8Async",               PFN_cuMemsetD2D8Async_v3020) \
 	X(ModuleLoadData,        "cuModuleLoadData",                   2000,  "cuModuleLoadData",                PFN_cuModuleLoadData_v2000) \
 	X(ModuleUnload,          "cuModuleUnload",                     2000,  "cuModuleUnload",                  PFN_cuModuleUnload_v2000)  \

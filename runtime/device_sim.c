@@ -19,6 +19,7 @@
  * Kernels run through host twins (sim_twin.h) loaded from PHOS_SIM_TWINS at open.
  */
 #include "device_sim.h"
+#include "sim_tex.h"
 
 #include <cuda.h>
 #include <dlfcn.h>
@@ -394,6 +395,10 @@ static void twins_add_plugin(struct sim_device *dev, const char *path)
 		dev->ntwins++;
 	}
 	dev->plugins[dev->nplugins++] = h;
+	/* twins that sample textures or surfaces are given the objects' lookup */
+	phos_sim_twins_bind_fn bind = (phos_sim_twins_bind_fn)dlsym(h, PHOS_SIM_TWINS_BIND);
+	if (bind)
+		bind(phos_sim_tex_lookup);
 	phos_info("sim: %u twins from %s", count, path);
 }
 
@@ -469,6 +474,7 @@ static void sim_device_free(struct sim_device *dev)
 
 static void sim_close(struct phos_device *dev)
 {
+	phos_sim_tex_clear();
 	sim_device_free(sim_dev(dev));
 }
 
@@ -1449,6 +1455,11 @@ const struct phos_device_ops phos_device_sim = {
 	.memset = sim_memset,
 	.memcpy_2d = sim_memcpy_2d,
 	.memset_2d = sim_memset_2d,
+	.array_create = phos_sim_array_create,
+	.array_destroy = phos_sim_array_destroy,
+	.array_copy = phos_sim_array_copy,
+	.tex_create = phos_sim_tex_create,
+	.tex_destroy = phos_sim_tex_destroy,
 	.module_load = sim_module_load,
 	.module_unload = sim_module_unload,
 	.module_function = sim_module_function,

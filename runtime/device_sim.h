@@ -23,6 +23,7 @@ enum phos_sim_magic {
 	PHOS_SIM_MODULE = 0x4d4f444cu,   /* "MODL" */
 	PHOS_SIM_FUNC = 0x46554e43u,     /* "FUNC" */
 	PHOS_SIM_BLAS = 0x424c4153u,     /* "BLAS" */
+	PHOS_SIM_ARRAY = 0x41525259u,    /* "ARRY" */
 };
 
 struct phos_sim_obj {
@@ -46,6 +47,19 @@ int phos_sim_stream_check(struct phos_device *dev, const void *stream);
 /* Whether [addr, addr+len) is memory sim may touch: mapped chunks of the arena
  * or allocated module-variable storage. An empty range is always accepted. */
 bool phos_sim_range_ok(struct phos_device *dev, uint64_t addr, uint64_t len);
+
+/* CUDA arrays, texture and surface objects (device_sim_tex.c). */
+int phos_sim_array_create(struct phos_device *dev, const struct phos_array_create *d, void **ret_array);
+int phos_sim_array_destroy(struct phos_device *dev, void *array);
+int phos_sim_array_copy(struct phos_device *dev, const struct phos_copy_side *dst, const struct phos_copy_side *src,
+			uint64_t width, uint64_t height, uint64_t depth, void *stream);
+int phos_sim_tex_create(struct phos_device *dev, const struct phos_tex_create *d, void *array, uint64_t *ret_handle);
+int phos_sim_tex_destroy(struct phos_device *dev, uint64_t handle, bool surface);
+/* The object of a texture or surface handle for twins (sim_tex.h), or NULL. */
+struct phos_sim_tex;
+const struct phos_sim_tex *phos_sim_tex_lookup(uint64_t handle);
+/* Frees every texture and surface object (the device closes). */
+void phos_sim_tex_clear(void);
 
 /* The cuBLAS members of phos_device_sim (device_sim_blas.c). */
 int phos_sim_blas_create(struct phos_device *dev, void **ret_handle);

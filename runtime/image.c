@@ -58,6 +58,8 @@ void phos_image_free(struct phos_image *img)
 	free(img->blas);
 	free(img->prefetch);
 	free(img->regions);
+	free(img->arrays);
+	free(img->texes);
 	free(img->cpu_files);
 	free(IMAGE_PRIV(img));
 }
@@ -186,20 +188,65 @@ int phos_image_add_blas(struct phos_image *img, const struct phos_image_blas *b)
 	return 0;
 }
 
+/* Appends one element to a rarely used list (no capacity kept). */
+#define IMAGE_PUSH(arr, n, v)                                                \
+	do {                                                                 \
+		__typeof__(arr) grown_;                                      \
+		if ((n) >= PHOS_IMAGE_MAX_OBJECTS)                           \
+			return -E2BIG;                                       \
+		grown_ = realloc((arr), ((size_t)(n) + 1) * sizeof(*(arr))); \
+		if (!grown_)                                                 \
+			return -ENOMEM;                                      \
+		grown_[(n)++] = (v);                                         \
+		(arr) = grown_;                                              \
+	} while (0)
+
 int phos_image_add_region(struct phos_image *img, const struct phos_image_region *reg)
 {
-	struct phos_image_region *n;
-
 	if (!img || !reg)
 		return -EINVAL;
-	if (img->nregions >= PHOS_IMAGE_MAX_OBJECTS)
-		return -E2BIG;
-	n = realloc(img->regions, (img->nregions + 1) * sizeof(*n));
-	if (!n)
-		return -ENOMEM;
-	n[img->nregions++] = *reg;
-	img->regions = n;
+	IMAGE_PUSH(img->regions, img->nregions, *reg);
 	return 0;
+}
+
+int phos_image_add_array(struct phos_image *img, const struct phos_image_array *a)
+{
+	if (!img || !a)
+		return -EINVAL;
+	IMAGE_PUSH(img->arrays, img->narrays, *a);
+	return 0;
+}
+
+int phos_image_add_tex(struct phos_image *img, const struct phos_image_tex *t)
+{
+	if (!img || !t)
+		return -EINVAL;
+	IMAGE_PUSH(img->texes, img->ntexes, *t);
+	return 0;
+}
+
+uint32_t phos_image_nitems(const struct phos_image *img)
+{
+	return img->nbufs + img->nvars + img->narrays;
+}
+
+void phos_image_item(const struct phos_image *img, uint32_t i, uint64_t *ret_off, uint64_t *ret_len,
+		     uint64_t *ret_hash)
+{
+	if (i < img->nbufs) {
+		*ret_off = img->bufs[i].offset;
+		*ret_len = img->bufs[i].size;
+		*ret_hash = img->bufs[i].hash;
+	} else if ((i -= img->nbufs) < img->nvars) {
+		*ret_off = img->vars[i].offset;
+		*ret_len = img->vars[i].size;
+		*ret_hash = img->vars[i].hash;
+	} else {
+		i -= img->nvars;
+		*ret_off = img->arrays[i].offset;
+		*ret_len = img->arrays[i].size;
+		*ret_hash = img->arrays[i].hash;
+	}
 }
 
 /* ---- checksums ---- */
@@ -309,6 +356,86 @@ static bool push_hashed(json_t *arr, json_t *o, uint64_t hash)
 	return push(arr, o);
 }
 
+static json_t *ints_json(const int64_t *v, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < n; i++)
+		if (json_array_append_new(a, json_integer(v[i])) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
+static json_t *arrays_to_json(const struct phos_image *img)
+{
+	json_t *a = json_array();
+	bool ok = a != NULL;
+
+	for (uint32_t i = 0; ok && i < img->narrays; i++) {
+		const struct phos_image_array *x = &img->arrays[i];
+		const struct phos_array_create *d = &x->desc;
+		int64_t bits[4] = { d->bits[0], d->bits[1], d->bits[2], d->bits[3] };
+		int64_t ext[3] = { JI(d->width), JI(d->height), JI(d->depth) };
+		json_t *o = json_pack("{s:I,s:I,s:o,s:I,s:o,s:I,s:I}", "id", JI(d->id), "flags", JI(d->flags),
+				      "format", ints_json(bits, 4), "kind", JI(d->kind), "extent",
+				      ints_json(ext, 3), "offset", JI(x->offset), "size", JI(x->size));
+
+		ok = push_hashed(a, o, x->hash);
+	}
+	if (!ok) {
+		json_decref(a);
+		return NULL;
+	}
+	return a;
+}
+
+static json_t *texes_to_json(const struct phos_image *img)
+{
+	json_t *a = json_array();
+	bool ok = a != NULL;
+
+	for (uint32_t i = 0; ok && i < img->ntexes; i++) {
+		const struct phos_image_tex *t = &img->texes[i];
+		const struct phos_tex_create *d = &t->desc;
+		int64_t bits[4] = { d->bits[0], d->bits[1], d->bits[2], d->bits[3] };
+		int64_t addr[3] = { d->address[0], d->address[1], d->address[2] };
+		json_t *border = json_pack("[f,f,f,f]", d->border[0], d->border[1], d->border[2], d->border[3]);
+		json_t *o = json_pack("{s:I,s:b,s:b,s:I,s:I,s:o,s:I,s:I,s:I,s:I,s:I,s:I}", "handle", JI(t->handle),
+				      "dangling", (int)t->dangling, "surface", (int)d->surface, "res_type",
+				      JI(d->res_type), "array", JI(d->array), "format", ints_json(bits, 4), "kind",
+				      JI(d->kind), "ptr", JI(d->ptr), "size", JI(d->size), "width", JI(d->width),
+				      "height", JI(d->height), "pitch", JI(d->pitch));
+
+		if (!o) {
+			json_decref(border);
+			ok = false;
+			break;
+		}
+		/* set() takes its value whatever happens: no early exit before the last */
+		ok = set(o, "address", ints_json(addr, 3));
+		ok = set(o, "border", border) && ok;
+		ok = set(o, "sampling", json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:f}", "filter", d->filter,
+						  "read_mode", d->read_mode, "srgb", d->srgb, "normalized_coords",
+						  d->normalized_coords, "max_anisotropy", d->max_anisotropy,
+						  "mip_filter", d->mip_filter, "no_trilinear_opt", d->no_trilinear_opt,
+						  "seamless_cubemap", d->seamless_cubemap, "mip_bias", d->mip_bias,
+						  "min_mip_clamp", d->min_mip_clamp, "max_mip_clamp",
+						  d->max_mip_clamp)) && ok;
+		if (!ok) {
+			json_decref(o);
+			break;
+		}
+		ok = push(a, o);
+	}
+	if (!ok) {
+		json_decref(a);
+		return NULL;
+	}
+	return a;
+}
+
 /* Builds the manifest; NULL when out of memory or a string is not UTF-8. The
  * version is always this build's: fields of a newer minor that img was read
  * from are not kept, so the result is not that minor. */
@@ -405,6 +532,10 @@ static json_t *image_to_json(const struct phos_image *img)
 						  JI(g->addr), "exec_addr", JI(g->exec_addr)));
 		}
 	}
+	if (ok && img->narrays)
+		ok = set(root, "arrays", arrays_to_json(img));
+	if (ok && img->ntexes)
+		ok = set(root, "textures", texes_to_json(img));
 	if (ok && img->checkpoint.present) {
 		const struct phos_image_checkpoint *c = &img->checkpoint;
 

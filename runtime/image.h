@@ -37,9 +37,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto.h"
+
 #define PHOS_IMAGE_MAGIC "phos-fn-snapshot"
 #define PHOS_IMAGE_MAJOR 1
-#define PHOS_IMAGE_MINOR 2   /* 1.1: cpu.files, the CRIU image's checksums; 1.2: checkpoint */
+#define PHOS_IMAGE_MINOR 3   /* 1.1: cpu.files, the CRIU image's checksums; 1.2: checkpoint;
+                              * 1.3: arrays, textures */
 #define PHOS_IMAGE_ALIGN 4096u
 #define PHOS_IMAGE_HASH_CHUNK (4u << 20)
 
@@ -97,6 +100,21 @@ struct phos_image_region {
 	uint64_t exec_addr;   /* where the executor mapped it: its device address */
 };
 
+/* 1.3: a CUDA array (ctxpool/exec_array.c): how it was made, and its
+ * contents, packed rows, in gpu.data like a buffer's. */
+struct phos_image_array {
+	struct phos_array_create desc;   /* id, format, flags, extent */
+	uint64_t offset, size;           /* size: phos_array_extent's bytes */
+	uint64_t hash;
+};
+
+/* 1.3: a texture or surface object, by its handle, as it was made. */
+struct phos_image_tex {
+	uint64_t handle;
+	bool dangling;        /* its array was freed before the dump: the handle stays taken */
+	struct phos_tex_create desc;
+};
+
 /* A file of the CRIU image (cpu/NAME), checksummed like a buffer. */
 struct phos_image_file {
 	char name[64];
@@ -147,6 +165,8 @@ struct phos_image {
 	struct phos_image_blas *blas;        uint32_t nblas;
 	uint64_t *prefetch;                  uint32_t nprefetch; /* buffer ids, first-touch order */
 	struct phos_image_region *regions;   uint32_t nregions;  /* 1.2, may be absent */
+	struct phos_image_array *arrays;     uint32_t narrays;   /* 1.3, may be absent */
+	struct phos_image_tex *texes;        uint32_t ntexes;    /* 1.3, by handle; may be absent */
 
 	/* CPU side */
 	char criu_dir[64];    /* relative to the snapshot directory: "cpu" */
@@ -170,6 +190,14 @@ int phos_image_add_stream(struct phos_image *img, const struct phos_image_stream
 int phos_image_add_event(struct phos_image *img, const struct phos_image_event *e);
 int phos_image_add_blas(struct phos_image *img, const struct phos_image_blas *b);
 int phos_image_add_region(struct phos_image *img, const struct phos_image_region *reg);
+int phos_image_add_array(struct phos_image *img, const struct phos_image_array *a);
+int phos_image_add_tex(struct phos_image *img, const struct phos_image_tex *t);
+
+/* The items of gpu.data, in order: buffers, variables (a variable without
+ * contents has len 0), arrays. */
+uint32_t phos_image_nitems(const struct phos_image *img);
+void phos_image_item(const struct phos_image *img, uint32_t i, uint64_t *ret_off, uint64_t *ret_len,
+		     uint64_t *ret_hash);
 
 /* Writes DIR/manifest.json (through a temporary file, fsync, rename). */
 int phos_image_write_manifest(const char *dir, const struct phos_image *img);

@@ -204,10 +204,55 @@ static int validate_code(const struct phos_image *img, const uint64_t *mids, cha
 	return 0;
 }
 
-/* Buffers and variables do not share bytes of gpu.data. */
+/* 1.3: arrays made as CUDA makes them, their contents in gpu.data; objects
+ * on arrays that exist (unless dangling), each handle once. */
+static int validate_arrays(const struct phos_image *img, char *err, size_t errlen)
+{
+	for (uint32_t i = 0; i < img->narrays; i++) {
+		const struct phos_image_array *a = &img->arrays[i];
+		uint32_t channels, cbytes;
+		uint64_t dims[3], bytes;
+		int r;
+
+		if (!a->desc.id || a->desc.id >= (1u << 20))
+			return fail(err, errlen, -EINVAL, "array %u: bad id", a->desc.id);
+		for (uint32_t k = 0; k < i; k++)
+			if (img->arrays[k].desc.id == a->desc.id)
+				return fail(err, errlen, -EINVAL, "array %u: listed twice", a->desc.id);
+		if (phos_channel_format(a->desc.bits, a->desc.kind, &channels, &cbytes) < 0 ||
+		    (a->desc.flags & ~0x0fu) || !phos_array_extent(&a->desc, channels * cbytes, dims, &bytes) ||
+		    bytes != a->size)
+			return fail(err, errlen, -EINVAL, "array %u: bad format, flags, extent or size", a->desc.id);
+		r = check_extent(img, "array", a->desc.id, a->offset, a->size, err, errlen);
+		if (r < 0)
+			return r;
+	}
+	for (uint32_t i = 0; i < img->ntexes; i++) {
+		const struct phos_image_tex *t = &img->texes[i];
+		const struct phos_tex_create *d = &t->desc;
+		uint32_t channels, cbytes;
+		bool found = false;
+
+		if (!t->handle || t->handle >= (1u << 20))
+			return fail(err, errlen, -EINVAL, "texture %llu: bad handle", (unsigned long long)t->handle);
+		for (uint32_t k = 0; k < i; k++)
+			if (img->texes[k].handle == t->handle)
+				return fail(err, errlen, -EINVAL, "texture %llu: listed twice",
+					    (unsigned long long)t->handle);
+		for (uint32_t k = 0; k < img->narrays; k++)
+			found |= img->arrays[k].desc.id == d->array;
+		if (d->res_type == PHOS_RES_ARRAY ? !t->dangling && !found
+		    : d->surface || (d->res_type != PHOS_RES_LINEAR && d->res_type != PHOS_RES_PITCH2D) ||
+		      phos_channel_format(d->bits, d->kind, &channels, &cbytes) < 0)
+			return fail(err, errlen, -EINVAL, "texture %llu: bad resource", (unsigned long long)t->handle);
+	}
+	return 0;
+}
+
+/* Buffers, variables and arrays do not share bytes of gpu.data. */
 static int validate_extents(const struct phos_image *img, char *err, size_t errlen)
 {
-	size_t n = (size_t)img->nbufs + img->nvars, k = 0;
+	size_t n = (size_t)img->nbufs + img->nvars + img->narrays, k = 0;
 	struct data_extent *e;
 	int r = 0;
 
@@ -223,6 +268,9 @@ static int validate_extents(const struct phos_image *img, char *err, size_t errl
 		if (img->vars[i].size)
 			e[k++] = (struct data_extent){ img->vars[i].offset, img->vars[i].size,
 						       img->vars[i].id, "variable" };
+	for (uint32_t i = 0; i < img->narrays; i++)
+		e[k++] = (struct data_extent){ img->arrays[i].offset, img->arrays[i].size, img->arrays[i].desc.id,
+					       "array" };
 	n = k;
 	qsort(e, n, sizeof(*e), extent_cmp);
 	for (size_t i = 1; i < n && r == 0; i++)
@@ -274,7 +322,8 @@ int phos_image_validate(const struct phos_image *img, char *err, size_t errlen)
 	if (img->nbufs > PHOS_IMAGE_MAX_BUFS || img->nmodules > PHOS_IMAGE_MAX_OBJECTS ||
 	    img->nfuncs > PHOS_IMAGE_MAX_OBJECTS || img->nvars > PHOS_IMAGE_MAX_OBJECTS ||
 	    img->nstreams > PHOS_IMAGE_MAX_OBJECTS || img->nevents > PHOS_IMAGE_MAX_OBJECTS ||
-	    img->nblas > PHOS_IMAGE_MAX_OBJECTS)
+	    img->nblas > PHOS_IMAGE_MAX_OBJECTS || img->narrays > PHOS_IMAGE_MAX_OBJECTS ||
+	    img->ntexes > PHOS_IMAGE_MAX_OBJECTS)
 		return fail(err, errlen, -E2BIG, "more entries than the limits allow");
 	r = validate_misc(img, err, errlen);
 	if (r < 0)
@@ -292,6 +341,8 @@ int phos_image_validate(const struct phos_image *img, char *err, size_t errlen)
 		r = validate_modules(img, mids, err, errlen);
 	if (r == 0)
 		r = validate_code(img, mids, err, errlen);
+	if (r == 0)
+		r = validate_arrays(img, err, errlen);
 	if (r == 0)
 		r = validate_extents(img, err, errlen);
 out:

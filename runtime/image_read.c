@@ -489,6 +489,123 @@ static int rd_regions(struct rd *r, json_t *root, struct phos_image *img)
 	return 0;
 }
 
+/* n int32 values of the JSON array key. */
+static int rd_i32s(struct rd *r, json_t *obj, const char *key, int32_t *ret, size_t n)
+{
+	json_t *a;
+	int rc = rd_get(r, obj, key, &a);
+
+	if (rc < 0)
+		return rc;
+	if (!json_is_array(a) || json_array_size(a) != n)
+		return RD_FAIL(r, -EBADMSG, key, "expected an array of %zu integers", n);
+	for (size_t i = 0; i < n; i++) {
+		json_t *v = json_array_get(a, i);
+
+		if (!json_is_integer(v) || json_integer_value(v) < INT32_MIN || json_integer_value(v) > INT32_MAX)
+			return RD_FAIL(r, -EBADMSG, key, "entry %zu: expected a 32-bit integer", i);
+		ret[i] = (int32_t)json_integer_value(v);
+	}
+	return 0;
+}
+
+static int rd_float(struct rd *r, json_t *obj, const char *key, float *ret)
+{
+	json_t *v;
+	int rc = rd_get(r, obj, key, &v);
+
+	if (rc < 0)
+		return rc;
+	if (!json_is_number(v))
+		return RD_FAIL(r, -EBADMSG, key, "expected a number");
+	*ret = (float)json_number_value(v);
+	return 0;
+}
+
+/* 1.3: CUDA arrays, absent when there are none. */
+static int rd_arrays(struct rd *r, json_t *root, struct phos_image *img)
+{
+	json_t *a, *o;
+	int32_t ext[3];
+
+	if (!json_object_get(root, "arrays"))
+		return 0;
+	RD_ARRAY(r, root, "arrays", PHOS_IMAGE_MAX_OBJECTS, img, arrays, narrays, a);
+	for (size_t i = 0; i < json_array_size(a); i++, img->narrays++) {
+		struct phos_image_array *x = &img->arrays[i];
+
+		RD(rd_elem(r, a, "arrays", i, &o));
+		RD(rd_u32(r, o, "id", &x->desc.id));
+		RD(rd_u32(r, o, "flags", &x->desc.flags));
+		RD(rd_i32s(r, o, "format", x->desc.bits, 4));
+		RD(rd_i32(r, o, "kind", &x->desc.kind));
+		RD(rd_i32s(r, o, "extent", ext, 3));
+		if (ext[0] < 0 || ext[1] < 0 || ext[2] < 0)
+			return RD_FAIL(r, -EINVAL, "extent", "negative");
+		x->desc.width = (uint64_t)ext[0];
+		x->desc.height = (uint64_t)ext[1];
+		x->desc.depth = (uint64_t)ext[2];
+		RD(rd_u64(r, o, "offset", &x->offset));
+		RD(rd_u64(r, o, "size", &x->size));
+		RD(rd_hash(r, o, "hash", &x->hash));
+	}
+	r->where[0] = '\0';
+	return 0;
+}
+
+/* 1.3: texture and surface objects, absent when there are none. */
+static int rd_texes(struct rd *r, json_t *root, struct phos_image *img)
+{
+	json_t *a, *o, *smp, *b;
+
+	if (!json_object_get(root, "textures"))
+		return 0;
+	RD_ARRAY(r, root, "textures", PHOS_IMAGE_MAX_OBJECTS, img, texes, ntexes, a);
+	for (size_t i = 0; i < json_array_size(a); i++, img->ntexes++) {
+		struct phos_image_tex *t = &img->texes[i];
+		struct phos_tex_create *d = &t->desc;
+		bool surface;
+
+		RD(rd_elem(r, a, "textures", i, &o));
+		RD(rd_u64(r, o, "handle", &t->handle));
+		RD(rd_bool(r, o, "dangling", &t->dangling));
+		RD(rd_bool(r, o, "surface", &surface));
+		d->surface = surface;
+		RD(rd_u32(r, o, "res_type", &d->res_type));
+		RD(rd_u32(r, o, "array", &d->array));
+		RD(rd_i32s(r, o, "format", d->bits, 4));
+		RD(rd_i32(r, o, "kind", &d->kind));
+		RD(rd_u64(r, o, "ptr", &d->ptr));
+		RD(rd_u64(r, o, "size", &d->size));
+		RD(rd_u64(r, o, "width", &d->width));
+		RD(rd_u64(r, o, "height", &d->height));
+		RD(rd_u64(r, o, "pitch", &d->pitch));
+		RD(rd_i32s(r, o, "address", d->address, 3));
+		RD(rd_get(r, o, "border", &b));
+		if (!json_is_array(b) || json_array_size(b) != 4)
+			return RD_FAIL(r, -EBADMSG, "border", "expected 4 numbers");
+		for (size_t k = 0; k < 4; k++) {
+			if (!json_is_number(json_array_get(b, k)))
+				return RD_FAIL(r, -EBADMSG, "border", "expected 4 numbers");
+			d->border[k] = (float)json_number_value(json_array_get(b, k));
+		}
+		RD(rd_object(r, o, "sampling", &smp));
+		RD(rd_i32(r, smp, "filter", &d->filter));
+		RD(rd_i32(r, smp, "read_mode", &d->read_mode));
+		RD(rd_i32(r, smp, "srgb", &d->srgb));
+		RD(rd_i32(r, smp, "normalized_coords", &d->normalized_coords));
+		RD(rd_i32(r, smp, "max_anisotropy", &d->max_anisotropy));
+		RD(rd_i32(r, smp, "mip_filter", &d->mip_filter));
+		RD(rd_i32(r, smp, "no_trilinear_opt", &d->no_trilinear_opt));
+		RD(rd_i32(r, smp, "seamless_cubemap", &d->seamless_cubemap));
+		RD(rd_float(r, smp, "mip_bias", &d->mip_bias));
+		RD(rd_float(r, smp, "min_mip_clamp", &d->min_mip_clamp));
+		RD(rd_float(r, smp, "max_mip_clamp", &d->max_mip_clamp));
+	}
+	r->where[0] = '\0';
+	return 0;
+}
+
 /* Reads DIR/manifest.json into a NUL-terminated buffer, refusing oversized ones. */
 static int manifest_load(int dfd, const char *dir, char **ret_buf, size_t *ret_len, char *err,
 			 size_t errlen)
@@ -602,6 +719,10 @@ static int image_parse(const char *text, size_t len, struct phos_image *img, cha
 		rc = rd_checkpoint(&r, root, img);
 	if (rc == 0)
 		rc = rd_regions(&r, root, img);
+	if (rc == 0)
+		rc = rd_arrays(&r, root, img);
+	if (rc == 0)
+		rc = rd_texes(&r, root, img);
 	json_decref(root);
 	if (rc < 0)
 		return rc;

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+#include <string.h>
+
 #include "proto.h"
 
 static const char *const op_names[PHOS_OP__COUNT] = {
@@ -77,6 +79,11 @@ static const char *const op_names[PHOS_OP__COUNT] = {
 	[PHOS_OP_NCCL_QUERY] = "nccl_query",
 	[PHOS_OP_NCCL_COLL] = "nccl_coll",
 	[PHOS_OP_NCCL_GROUP] = "nccl_group",
+	[PHOS_OP_ARRAY_CREATE] = "array_create",
+	[PHOS_OP_ARRAY_DESTROY] = "array_destroy",
+	[PHOS_OP_ARRAY_COPY] = "array_copy",
+	[PHOS_OP_TEX_CREATE] = "tex_create",
+	[PHOS_OP_TEX_DESTROY] = "tex_destroy",
 	[PHOS_OP_ADDR_RANGE] = "addr_range",
 };
 
@@ -102,5 +109,41 @@ bool phos_pitched_extent(uint64_t pitch, uint64_t slice, uint64_t width, uint64_
 	if (depth > 1 && (slice < rows || slice > (UINT64_MAX - rows) / (depth - 1)))
 		return false;
 	*ret_extent = (depth - 1) * slice + rows;
+	return true;
+}
+
+int phos_channel_format(const int32_t bits[4], int32_t kind, uint32_t *ret_channels, uint32_t *ret_channel_bytes)
+{
+	uint32_t n = 0;
+
+	if (kind < 0 || kind > 2)
+		return -1;
+	while (n < 4 && bits[n] > 0)
+		n++;
+	if (n == 0 || (bits[0] != 8 && bits[0] != 16 && bits[0] != 32))
+		return -1;
+	for (uint32_t i = 0; i < 4; i++)
+		if (i < n ? bits[i] != bits[0] : bits[i] != 0)
+			return -1;
+	if (kind == 2 && bits[0] == 8)
+		return -1;
+	*ret_channels = n;
+	*ret_channel_bytes = (uint32_t)bits[0] / 8;
+	return 0;
+}
+
+bool phos_array_extent(const struct phos_array_create *a, uint32_t elem_bytes, uint64_t ret_dims[3],
+		       uint64_t *ret_bytes)
+{
+	const uint64_t max = 1u << 20;
+	uint64_t d[3] = { a->width, a->height ? a->height : 1, a->depth ? a->depth : 1 };
+
+	if (d[0] == 0 || d[0] > max || d[1] > max || d[2] > max || elem_bytes == 0 || elem_bytes > 16)
+		return false;
+	/* at most 2^60 elements (no overflow); at most 1 TiB */
+	if (d[0] * d[1] * d[2] > (1ull << 40) / elem_bytes)
+		return false;
+	memcpy(ret_dims, d, sizeof(d));
+	*ret_bytes = d[0] * d[1] * d[2] * elem_bytes;
 	return true;
 }

@@ -154,6 +154,15 @@ enum phos_op {
 	PHOS_OP_NCCL_COLL,        /* sync: phos_nccl_coll (collectives, send, recv) */
 	PHOS_OP_NCCL_GROUP,       /* sync: phos_nccl_group (ncclGroupStart / ncclGroupEnd) */
 
+	/* CUDA arrays, texture and surface objects (issue 12) */
+	PHOS_OP_ARRAY_CREATE,     /* sync: phos_array_create */
+	PHOS_OP_ARRAY_DESTROY,    /* sync: phos_handle */
+	PHOS_OP_ARRAY_COPY,       /* phos_array_copy; H2D (into an array): + payload of the packed
+	                           * host rows; D2H (out of one): sync, reply the packed rows
+	                           * (<= PHOS_REPLY_MAX); D2D: device memory or an array each side */
+	PHOS_OP_TEX_CREATE,       /* sync: phos_tex_create; reply u64 handle */
+	PHOS_OP_TEX_DESTROY,      /* sync: phos_tex_destroy */
+
 	PHOS_OP__COUNT
 };
 
@@ -227,6 +236,51 @@ struct phos_memcpy_2d {
 	uint32_t dir;               /* enum phos_copy_dir */
 	uint32_t stream;
 };
+/* CUDA arrays (PHOS_OP_ARRAY_*): ids chosen by the preload (1, 2, ...), the
+ * format and extent as cudaMalloc3DArray takes them (cudaMallocArray: depth 0,
+ * a 1D one height 0). */
+struct phos_array_create {
+	uint32_t id;
+	uint32_t flags;             /* cudaArrayLayered, cudaArraySurfaceLoadStore, ... */
+	int32_t bits[4];            /* cudaChannelFormatDesc x, y, z, w */
+	int32_t kind;               /* cudaChannelFormatKind */
+	uint32_t _pad;
+	uint64_t width, height, depth;
+};
+/* A copy with an array on at least one side: depth slices of height rows of
+ * width bytes. An array side is its id and position (x in bytes, y, z); a
+ * device side an address, pitch and slice stride; the host side (H2D into an
+ * array, D2H out of one) is the payload or the reply, rows packed. */
+struct phos_array_copy {
+	uint64_t dst, src;          /* device sides: first row */
+	uint64_t dpitch, spitch, dslice, sslice;
+	uint64_t dpos[3], spos[3];  /* array sides */
+	uint64_t width, height, depth;
+	uint32_t darray, sarray;    /* array ids; 0: that side is not an array */
+	uint32_t dir;               /* enum phos_copy_dir */
+	uint32_t stream;
+};
+/* cudaCreateTextureObject / cudaCreateSurfaceObject: the resource, and for a
+ * texture its descriptor, field by field as cudaResourceDesc and
+ * cudaTextureDesc hold them. The reply is the device's handle: a small
+ * integer, the same in every context for the same sequence of creations
+ * and destructions (a restore relies on it, exec_array.c). */
+enum phos_res_type { PHOS_RES_ARRAY = 0, PHOS_RES_LINEAR = 2, PHOS_RES_PITCH2D = 3 };
+struct phos_tex_create {
+	uint32_t surface;           /* 1: a surface object (array resources only) */
+	uint32_t res_type;          /* enum phos_res_type (cudaResourceType) */
+	uint32_t array;             /* PHOS_RES_ARRAY: its id */
+	int32_t bits[4], kind;      /* LINEAR, PITCH2D: the element format */
+	uint32_t _pad;
+	uint64_t ptr, size;         /* LINEAR: device address, bytes; PITCH2D: address */
+	uint64_t width, height, pitch;  /* PITCH2D */
+	int32_t address[3], filter, read_mode, srgb, normalized_coords, max_anisotropy;
+	int32_t mip_filter, no_trilinear_opt, seamless_cubemap, _pad2;
+	float mip_bias, min_mip_clamp, max_mip_clamp;
+	float border[4];
+};
+struct phos_tex_destroy { uint64_t handle; uint32_t surface; uint32_t _pad; };
+
 struct phos_memset_2d {
 	uint64_t dst, pitch, slice;
 	uint64_t width, height, depth;
@@ -543,6 +597,20 @@ struct phos_nccl_group { uint32_t start; uint32_t _pad; /* 1 start, 0 end */ };
  * check a pitched copy or set with it. */
 bool phos_pitched_extent(uint64_t pitch, uint64_t slice, uint64_t width, uint64_t height, uint64_t depth,
 			 uint64_t *ret_extent);
+
+/* The element of a channel format (cudaChannelFormatDesc bits x, y, z, w and
+ * kind): 1-4 channels of equal width, 8, 16 or 32 bits, signed, unsigned or
+ * float (16 or 32 bits). Returns 0 with the channel count and bytes per
+ * channel, or -1 for any other format (cudaChannelFormatKindNone, unequal or
+ * odd widths, a gap between channels, the packed and compressed kinds). */
+int phos_channel_format(const int32_t bits[4], int32_t kind, uint32_t *ret_channels, uint32_t *ret_channel_bytes);
+
+/* An array's extent in elements, each dimension at least 1 (cudaMallocArray
+ * takes height 0 for a 1D array, cudaMalloc3DArray depth 0 for a 2D one), and
+ * its bytes when packed; false when a dimension is 0 or over 2^20 (no GPU
+ * takes more), or the array would be over 1 TiB. */
+bool phos_array_extent(const struct phos_array_create *a, uint32_t elem_bytes, uint64_t ret_dims[3],
+		       uint64_t *ret_bytes);
 
 /* Name of an op, for logs and traces ("launch", "memcpy_h2d", ...). */
 const char *phos_op_name(uint32_t op);

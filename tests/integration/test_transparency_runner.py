@@ -19,6 +19,7 @@ RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "b
 EXPECTED = ["blas/blas_helpers", "blas/blas_level", "blas/blas_ex", "blas/blas_lu", "blas/blas_sets",
             "pools/pools", "pools/callbacks", "pools/pool_serve",
             "graphs/graphs", "graphs/graph_nodes", "graphs/launch_ex", "graphs/ptds", "graphs/graph_serve", "guard/rpath_cudart", "guard/dlopen_cudart",
+            "textures/arrays", "textures/textures", "textures/texture_serve",
             # public programs we did not write (NVIDIA CUB's examples), with sim twins
             "cub/example_device_reduce", "cub/example_device_scan", "cub/example_device_radix_sort",
             "cub/example_block_reduce"]

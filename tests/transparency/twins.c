@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sim twins of the kernels of tests/transparency/guard, graphs, driver and cub. CUB's kernels
+ * sim twins of the kernels of tests/transparency/guard, graphs, driver, textures and cub.
+ * The texture and surface twins sample the sim device's objects through the
+ * lookup it binds at load (phos_sim_twins_bind, sim_tex.h). CUB's kernels
  * are named inside CUB's versioned namespace (CUB_300001_SM_900: the CCCL of
  * CUDA 13.0, built for sm_90); a toolkit with another CCCL renames them, and
  * those programs then fail on sim with a missing twin, loudly.
@@ -9,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "sim_tex.h"
 #include "sim_twin.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -16,6 +19,12 @@
 /* for each (block, thread) of a 1-D launch: i = blockIdx.x * blockDim.x + threadIdx.x */
 #define FOR_EACH_THREAD_1D(l, i)                                                      \
 	for (uint64_t i = 0; i < (uint64_t)(l)->grid[0] * (l)->block[0]; i++)
+
+/* for each (block, thread) of a launch: x, y, z = blockIdx * blockDim + threadIdx */
+#define FOR_EACH_THREAD_3D(l, x, y, z)                                                        \
+	for (int64_t z = 0; z < (int64_t)(l)->grid[2] * (l)->block[2]; z++)                   \
+		for (int64_t y = 0; y < (int64_t)(l)->grid[1] * (l)->block[1]; y++)           \
+			for (int64_t x = 0; x < (int64_t)(l)->grid[0] * (l)->block[0]; x++)
 
 /* guard/rpath_cudart.cu */
 static void guard_add(const struct phos_sim_launch *l)
@@ -134,6 +143,200 @@ static void driver_ep_scale(const struct phos_sim_launch *l)
 			p[i] *= k;
 }
 
+static phos_sim_tex_lookup_fn tex_lookup;
+
+/* Called by the sim device at load with its lookup of texture and surface handles. */
+EXPORT void phos_sim_twins_bind(phos_sim_tex_lookup_fn lookup);
+EXPORT void phos_sim_twins_bind(phos_sim_tex_lookup_fn lookup)
+{
+	tex_lookup = lookup;
+}
+
+/* The object of the handle that is parameter i of launch l, or NULL. */
+static const struct phos_sim_tex *tex_arg(const struct phos_sim_launch *l, int i)
+{
+	return tex_lookup ? tex_lookup(PHOS_SIM_ARG(l, i, uint64_t)) : NULL;
+}
+
+/* textures/textures.cu: out[j nx + i] = tex2D<float>(t, x0 + i dx, y0 + j dy) */
+static void tex_fetch2d(const struct phos_sim_launch *l)
+{
+	const struct phos_sim_tex *t = tex_arg(l, 0);
+	float *out = PHOS_SIM_ARG(l, 1, float *);
+	int nx = PHOS_SIM_ARG(l, 2, int), ny = PHOS_SIM_ARG(l, 3, int);
+	float x0 = PHOS_SIM_ARG(l, 4, float), y0 = PHOS_SIM_ARG(l, 5, float);
+	float dx = PHOS_SIM_ARG(l, 6, float), dy = PHOS_SIM_ARG(l, 7, float);
+	float v[4];
+
+	if (t)
+		FOR_EACH_THREAD_3D(l, i, j, k)
+			if (i < nx && j < ny) {
+				phos_sim_tex_fetch(t, x0 + (float)i * dx, y0 + (float)j * dy, 0, v);
+				out[j * nx + i] = v[0];
+			}
+}
+
+/* textures/textures.cu: out[j nx + i] = tex2D<float4>(t, i + 0.5, j + 0.5) */
+static void tex_fetch2d4(const struct phos_sim_launch *l)
+{
+	const struct phos_sim_tex *t = tex_arg(l, 0);
+	float *out = PHOS_SIM_ARG(l, 1, float *);   /* float4 */
+	int nx = PHOS_SIM_ARG(l, 2, int), ny = PHOS_SIM_ARG(l, 3, int);
+
+	if (t)
+		FOR_EACH_THREAD_3D(l, i, j, k)
+			if (i < nx && j < ny)
+				phos_sim_tex_fetch(t, (float)i + 0.5f, (float)j + 0.5f, 0, out + 4 * (j * nx + i));
+}
+
+/* textures/textures.cu: out[j nx + i] = tex2D<short>(t, i + 0.5, j + 0.5) */
+static void tex_fetch2d_short(const struct phos_sim_launch *l)
+{
+	const struct phos_sim_tex *t = tex_arg(l, 0);
+	short *out = PHOS_SIM_ARG(l, 1, short *);
+	int nx = PHOS_SIM_ARG(l, 2, int), ny = PHOS_SIM_ARG(l, 3, int);
+	float v[4];
+
+	if (t)
+		FOR_EACH_THREAD_3D(l, i, j, k)
+			if (i < nx && j < ny) {
+				phos_sim_tex_fetch(t, (float)i + 0.5f, (float)j + 0.5f, 0, v);
+				out[j * nx + i] = (short)v[0];
+			}
+}
+
+/* textures/textures.cu: out[(k ny + j) nx + i] = tex3D<float>(t, x0 + i d, x0 + j d, x0 + k d) */
+static void tex_fetch3d(const struct phos_sim_launch *l)
+{
+	const struct phos_sim_tex *t = tex_arg(l, 0);
+	float *out = PHOS_SIM_ARG(l, 1, float *);
+	int nx = PHOS_SIM_ARG(l, 2, int), ny = PHOS_SIM_ARG(l, 3, int), nz = PHOS_SIM_ARG(l, 4, int);
+	float x0 = PHOS_SIM_ARG(l, 5, float), d = PHOS_SIM_ARG(l, 6, float);
+	float v[4];
+
+	if (t)
+		FOR_EACH_THREAD_3D(l, i, j, k)
+			if (i < nx && j < ny && k < nz) {
+				phos_sim_tex_fetch(t, x0 + (float)i * d, x0 + (float)j * d, x0 + (float)k * d, v);
+				out[(k * ny + j) * nx + i] = v[0];
+			}
+}
+
+/* textures/textures.cu: out[(k ny + j) nx + i] = tex2DLayered<float>(t, i + 0.5, j + 0.5, k) */
+static void tex_fetch_layered(const struct phos_sim_launch *l)
+{
+	const struct phos_sim_tex *t = tex_arg(l, 0);
+	float *out = PHOS_SIM_ARG(l, 1, float *);
+	int nx = PHOS_SIM_ARG(l, 2, int), ny = PHOS_SIM_ARG(l, 3, int), layers = PHOS_SIM_ARG(l, 4, int);
+	float v[4];
+
+	if (t)
+		FOR_EACH_THREAD_3D(l, i, j, k)
+			if (i < nx && j < ny && k < layers) {
+				phos_sim_tex_fetch(t, (float)i + 0.5f, (float)j + 0.5f, (float)k, v);
+				out[(k * ny + j) * nx + i] = v[0];
+			}
+}
+
+/* textures/textures.cu tex_fetch1d, texture_serve.cu tex_serve_fetch1d:
+ * out[i] = tex1Dfetch<float>(t, i) */
+static void tex_fetch1d(const struct phos_sim_launch *l)
+{
+	const struct phos_sim_tex *t = tex_arg(l, 0);
+	float *out = PHOS_SIM_ARG(l, 1, float *);
+	int n = PHOS_SIM_ARG(l, 2, int);
+	float v[4];
+
+	if (t)
+		FOR_EACH_THREAD_1D(l, i)
+			if (i < (uint64_t)n) {
+				phos_sim_tex1dfetch(t, (int64_t)i, v);
+				out[i] = v[0];
+			}
+}
+
+/* Writes v to element (x, y, z) of surface t, dropped outside (cudaBoundaryModeZero). */
+static void surf_write_float(const struct phos_sim_tex *t, int64_t x, int64_t y, int64_t z, float v)
+{
+	void *p = phos_sim_surf_ptr(t, x * (int64_t)sizeof(float), y, z);
+
+	if (p)
+		memcpy(p, &v, sizeof(v));
+}
+
+/* textures/textures.cu: element (x, y) of s = k (1000 y + x), for x < nx, y < ny */
+static void tex_surf_write2d(const struct phos_sim_launch *l)
+{
+	const struct phos_sim_tex *s = tex_arg(l, 0);
+	int nx = PHOS_SIM_ARG(l, 1, int), ny = PHOS_SIM_ARG(l, 2, int);
+	float k = PHOS_SIM_ARG(l, 3, float);
+
+	if (s)
+		FOR_EACH_THREAD_3D(l, x, y, z)
+			if (x < nx && y < ny)
+				surf_write_float(s, x, y, 0, k * (float)(1000 * y + x));
+}
+
+/* textures/textures.cu: out[y nx + x] = element (x, y) of s + 1 (0 + 1 outside) */
+static void tex_surf_read2d(const struct phos_sim_launch *l)
+{
+	const struct phos_sim_tex *s = tex_arg(l, 0);
+	float *out = PHOS_SIM_ARG(l, 1, float *);
+	int nx = PHOS_SIM_ARG(l, 2, int), ny = PHOS_SIM_ARG(l, 3, int);
+
+	if (s)
+		FOR_EACH_THREAD_3D(l, x, y, z)
+			if (x < nx && y < ny) {
+				const void *p = phos_sim_surf_ptr(s, x * (int64_t)sizeof(float), y, 0);
+				float v = 0.0f;
+
+				if (p)
+					memcpy(&v, p, sizeof(v));
+				out[y * nx + x] = v + 1.0f;
+			}
+}
+
+/* textures/textures.cu: element (x, y, z) of s = (z h + y) w + x */
+static void tex_surf_write3d(const struct phos_sim_launch *l)
+{
+	const struct phos_sim_tex *s = tex_arg(l, 0);
+	int w = PHOS_SIM_ARG(l, 1, int), h = PHOS_SIM_ARG(l, 2, int), d = PHOS_SIM_ARG(l, 3, int);
+
+	if (s)
+		FOR_EACH_THREAD_3D(l, x, y, z)
+			if (x < w && y < h && z < d)
+				surf_write_float(s, x, y, z, (float)((z * h + y) * w + x));
+}
+
+/* textures/texture_serve.cu: out[j nx + i] = tex2D<float>(t, x0 + i d, x0 + j d) */
+static void tex_serve_sample(const struct phos_sim_launch *l)
+{
+	const struct phos_sim_tex *t = tex_arg(l, 0);
+	float *out = PHOS_SIM_ARG(l, 1, float *);
+	int nx = PHOS_SIM_ARG(l, 2, int), ny = PHOS_SIM_ARG(l, 3, int);
+	float x0 = PHOS_SIM_ARG(l, 4, float), d = PHOS_SIM_ARG(l, 5, float);
+	float v[4];
+
+	if (t)
+		FOR_EACH_THREAD_3D(l, i, j, k)
+			if (i < nx && j < ny) {
+				phos_sim_tex_fetch(t, x0 + (float)i * d, x0 + (float)j * d, 0, v);
+				out[j * nx + i] = v[0];
+			}
+}
+
+/* textures/texture_serve.cu: element (x, y) of s = 1000 gen + y w + x */
+static void tex_serve_surf(const struct phos_sim_launch *l)
+{
+	const struct phos_sim_tex *s = tex_arg(l, 0);
+	int w = PHOS_SIM_ARG(l, 1, int), h = PHOS_SIM_ARG(l, 2, int), gen = PHOS_SIM_ARG(l, 3, int);
+
+	if (s)
+		FOR_EACH_THREAD_3D(l, x, y, z)
+			if (x < w && y < h)
+				surf_write_float(s, x, y, 0, (float)(1000 * gen + y * w + x));
+}
+
 #define CUB_NS "N3cub17CUB_300001_SM_900"
 
 /* cub/example_block_reduce.cu: BlockReduceKernel<THREADS, ITEMS, ALGORITHM>(d_in, d_out, d_elapsed),
@@ -246,6 +449,18 @@ static const struct phos_sim_twin twins[] = {
 	{ "_Z10graphs_addPKfS0_Pfi", graphs_add },
 	{ "_Z8coop_sumPKiPiS1_i", coop_sum },
 	{ "_Z9coop_iotaPiii", coop_iota },
+	{ "_Z11tex_fetch2dyPfiiffff", tex_fetch2d },
+	{ "_Z12tex_fetch2d4yP6float4ii", tex_fetch2d4 },
+	{ "_Z17tex_fetch2d_shortyPsii", tex_fetch2d_short },
+	{ "_Z11tex_fetch3dyPfiiiff", tex_fetch3d },
+	{ "_Z17tex_fetch_layeredyPfiii", tex_fetch_layered },
+	{ "_Z11tex_fetch1dyPfi", tex_fetch1d },
+	{ "_Z16tex_surf_write2dyiif", tex_surf_write2d },
+	{ "_Z15tex_surf_read2dyPfii", tex_surf_read2d },
+	{ "_Z16tex_surf_write3dyiii", tex_surf_write3d },
+	{ "_Z16tex_serve_sampleyPfiiff", tex_serve_sample },
+	{ "_Z17tex_serve_fetch1dyPfi", tex_fetch1d },
+	{ "_Z14tex_serve_surfyiii", tex_serve_surf },
 	BLOCK_REDUCE_ALGOS(1024, 1),
 	BLOCK_REDUCE_ALGOS(512, 2),
 	BLOCK_REDUCE_ALGOS(256, 4),

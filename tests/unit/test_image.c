@@ -377,6 +377,95 @@ static void test_checkpoint_fields(void)
 	sample_free(&s);
 }
 
+/* 1.3: arrays and texture/surface objects round trip, their gpu.data
+ * ranges count among the items, and a bad one is refused by name. */
+static struct sample *arrays_sample(struct sample *s, const struct phos_array_create *ad, uint64_t size,
+				    const struct phos_image_tex *t, size_t nt)
+{
+	struct phos_image_array a = { .desc = *ad, .size = size, .hash = 0x1234 };
+
+	sample_build(s, "textures");
+	a.offset = s->img->data_bytes;
+	s->img->data_bytes = phos_image_next_offset(a.offset, a.size);
+	CHECK(phos_image_add_array(s->img, &a) == 0, "add array");
+	for (size_t i = 0; i < nt; i++)
+		CHECK(phos_image_add_tex(s->img, &t[i]) == 0, "add texture");
+	return s;
+}
+
+static void test_arrays(void)
+{
+	const struct phos_array_create ad = { .id = 3, .flags = 0x02, .bits = { 8, 8, 8, 8 }, .kind = 1,
+					      .width = 100, .height = 50 };
+	struct phos_image_tex t[2] = {
+		{ .handle = 1, .desc = { .res_type = PHOS_RES_ARRAY, .array = 3, .address = { 1, 3, 0 },
+					 .filter = 1, .read_mode = 1, .normalized_coords = 1, .border = { 0.5f, 1, 0, 0.25f },
+					 .max_mip_clamp = 2.5f } },
+		{ .handle = 4, .desc = { .res_type = PHOS_RES_LINEAR, .bits = { 32 }, .kind = 2, .ptr = ARENA, .size = 4096 } },
+	};
+	struct phos_image_tex bad = { .handle = 5, .desc = { .res_type = PHOS_RES_ARRAY, .array = 9 } };
+	struct phos_image *got = NULL;
+	struct sample s;
+	char dir[PATH_MAX], path[PATH_MAX], bad_dir[PATH_MAX], bad_path[PATH_MAX + 20], err[512];
+	uint64_t off, len, hash;
+	int r;
+
+	PATHF(dir, "%s/arrays", base);
+	sample_commit(arrays_sample(&s, &ad, 100 * 50 * 4, t, 2), dir);
+	r = phos_image_read(dir, &got, err, sizeof(err));
+	CHECK(r == 0, "read arrays: %s", err);
+	if (r == 0) {
+		const struct phos_image_array *a = &got->arrays[0];
+
+		CHECK(got->narrays == 1 && !memcmp(&a->desc, &ad, sizeof(ad)) && a->size == 20000 && a->hash == 0x1234,
+		      "array round trip");
+		CHECK(got->ntexes == 2 && !memcmp(&got->texes[0], &t[0], sizeof(t[0])) &&
+		      !memcmp(&got->texes[1], &t[1], sizeof(t[1])), "textures round trip");
+		CHECK(phos_image_nitems(got) == got->nbufs + got->nvars + 1, "the array is an item");
+		phos_image_item(got, phos_image_nitems(got) - 1, &off, &len, &hash);
+		CHECK(off == a->offset && len == a->size && hash == a->hash, "the last item is the array");
+	}
+	phos_image_free(got);
+	sample_free(&s);
+
+	/* the writer refuses what the reader would: a size its format and extent
+	 * do not make, an object on an array the snapshot does not have */
+	arrays_sample(&s, &ad, 4096, t, 1);
+	CHECK(phos_image_write_manifest(dir, s.img) == -EINVAL, "a wrong array size is not written");
+	sample_free(&s);
+	arrays_sample(&s, &ad, 20000, &bad, 1);
+	CHECK(phos_image_write_manifest(dir, s.img) == -EINVAL, "a texture on no array is not written");
+	sample_free(&s);
+	/* ... and the reader refuses them by name */
+	PATHF(path, "%s/manifest.json", dir);
+	for (int k = 0; k < 2; k++) {
+		json_t *root = json_load_file(path, 0, NULL);
+		json_t *o = json_array_get(json_object_get(root, k ? "textures" : "arrays"), 0);
+
+		CHECK(o && json_object_set_new(o, k ? "array" : "size", json_integer(k ? 9 : 4096)) == 0, "edit");
+		PATHF(bad_dir, "%s/arrays-bad%d", base, k);
+		CHECK(mkdir(bad_dir, 0755) == 0, "mkdir");
+		sample_write(arrays_sample(&s, &ad, 20000, t, 1), bad_dir);
+		CHECK(json_dump_file(root, strcat(strcpy(bad_path, bad_dir), "/manifest.json"), 0) == 0, "dump");
+		json_decref(root);
+		got = NULL;
+		r = phos_image_read(bad_dir, &got, err, sizeof(err));
+		CHECK(r == -EINVAL && strstr(err, k ? "texture 1" : "array 3"), "refused by name: %d %s", r, err);
+		phos_image_free(got);
+		sample_free(&s);
+	}
+
+	/* ... unless it was left dangling by the program: its handle stays taken */
+	bad.dangling = true;
+	PATHF(dir, "%s/arrays-dangling", base);
+	sample_commit(arrays_sample(&s, &ad, 20000, &bad, 1), dir);
+	got = NULL;
+	r = phos_image_read(dir, &got, err, sizeof(err));
+	CHECK(r == 0 && got->ntexes == 1 && got->texes[0].dangling, "a dangling texture kept: %d %s", r, err);
+	phos_image_free(got);
+	sample_free(&s);
+}
+
 /* ---- refusals ---- */
 
 static char good[PATH_MAX];
@@ -456,8 +545,8 @@ static void test_refusals(void)
 	REFUSE(NULL, -1, "magic", json_string("phos-fn-snapshoT"), -EBADMSG, "not a phos-fn snapshot");
 	REFUSE(NULL, -1, "magic", NULL, -EBADMSG, "not a phos-fn snapshot");
 	REFUSE("version", -1, "major", json_integer(2), -EPROTONOSUPPORT,
-	       "manifest.json: format 2.2 is newer than this phos-fn (1.x)");   /* 2.PHOS_IMAGE_MINOR */
-	REFUSE("version", -1, "major", json_integer(0), -EPROTONOSUPPORT, "format 0.2 is older");
+	       "manifest.json: format 2.3 is newer than this phos-fn (1.x)");   /* 2.PHOS_IMAGE_MINOR */
+	REFUSE("version", -1, "major", json_integer(0), -EPROTONOSUPPORT, "format 0.3 is older");
 	REFUSE("cpu", -1, "files", json_string("x"), -EBADMSG, "cpu.files: expected an array");
 	REFUSE("version", -1, "minor", json_integer(7), 0, ""); /* newer minor: fine */
 	REFUSE(NULL, -1, "gpu_bytes", NULL, -EBADMSG, "gpu_bytes: missing");
@@ -797,8 +886,8 @@ static void test_cpu_checksums(void)
 	/* as a 1.0 reader wrote it: no cpu.files */
 	PATHF(path, "%s/manifest.json", dir);
 	text = read_text(path);
-	p = text ? strstr(text, "\"minor\":2") : NULL;
-	CHECK(p, "minor 2 in %s", path);
+	p = text ? strstr(text, "\"minor\":3") : NULL;   /* PHOS_IMAGE_MINOR */
+	CHECK(p, "minor 3 in %s", path);
 	if (p) {
 		p[8] = '0';
 		write_file(path, text, strlen(text));
@@ -884,6 +973,7 @@ int main(void)
 	PATHF(good, "%s/snap", base);
 	test_roundtrip(good);
 	test_checkpoint_fields();
+	test_arrays();
 	test_refusals();
 	test_parse();
 	test_fuzz();
