@@ -172,7 +172,7 @@ static int alloc_big(struct phos_bufmap *m, uint64_t size, uint64_t *ret_addr)
 	return 0;
 }
 
-/* First gap of len bytes (256-aligned) inside slab chunk c, or 0. */
+/* First gap of len bytes (PHOS_SMALL_ALIGN-aligned) inside slab chunk c, or 0. */
 static uint64_t slab_gap(const struct phos_bufmap *m, uint64_t c, uint64_t len)
 {
 	uint64_t start = m->base + c * PHOS_CHUNK, end = start + PHOS_CHUNK, at = start;
@@ -244,7 +244,7 @@ int phos_bufmap_alloc_at(struct phos_bufmap *m, uint64_t addr, uint64_t size, ui
 	int r;
 
 	if (size == 0 || !phos_bufmap_in_arena(m, addr) || size > m->base + m->size - addr ||
-	    addr % (big ? PHOS_CHUNK : PHOS_SMALL_ALIGN))
+	    addr % (big ? PHOS_CHUNK : PHOS_SMALL_ALIGN_MIN))
 		return -EINVAL;
 	first = (addr - m->base) / PHOS_CHUNK;
 	n = big ? round_up(size, PHOS_CHUNK) / PHOS_CHUNK : 1;

@@ -8,8 +8,9 @@
  *
  * Every executor reserves the same arena (same base, same size), and cudaMalloc
  * is served from it by first fit in address order: allocations >= 2 MiB take
- * whole 2 MiB-aligned chunks, smaller ones are packed 256-byte aligned into 2 MiB
- * slabs. The result depends only on the sequence of malloc/free calls, so the
+ * whole 2 MiB-aligned chunks, smaller ones are packed 512-byte aligned into 2 MiB
+ * slabs (512: a GPU's textureAlignment, so that any allocation can back a
+ * linear texture as a cudaMalloc'd one can). The result depends only on the sequence of malloc/free calls, so the
  * same program with the same inputs gets the same device pointers in every run
  * and in every executor. Freed space is reused (first fit again).
  *
@@ -30,7 +31,10 @@
 #define PHOS_ARENA_BASE_DEFAULT 0x600000000000ull
 #define PHOS_ARENA_SIZE_DEFAULT (512ull << 30)
 #define PHOS_CHUNK (2ull << 20)
-#define PHOS_SMALL_ALIGN 256u
+#define PHOS_SMALL_ALIGN 512u
+/* what phos_bufmap_alloc_at accepts: snapshots made before the 512-byte
+ * alignment have 256-aligned small buffers */
+#define PHOS_SMALL_ALIGN_MIN 256u
 
 struct phos_buf {
 	uint64_t addr;      /* device address the user sees */

@@ -176,13 +176,18 @@ int main(void)
 	/* Freed space is reused first-fit; small allocations share a slab. */
 	CHECK(phos_bufmap_new(BASE, SIZE, NULL, &m) == 0, "new");
 	CHECK(phos_bufmap_alloc(m, 100, &a) == 0 && a == BASE, "first small at base");
-	CHECK(phos_bufmap_alloc(m, 100, &b) == 0 && b == BASE + 256, "second small packed");
+	CHECK(phos_bufmap_alloc(m, 100, &b) == 0 && b == BASE + PHOS_SMALL_ALIGN, "second small packed");
 	CHECK(phos_bufmap_alloc(m, 3u << 20, &c) == 0 && c == BASE + PHOS_CHUNK, "big after slab");
 	CHECK(phos_bufmap_release(m, a) == 0, "release");
 	CHECK(phos_bufmap_alloc(m, 200, &a) == 0 && a == BASE, "reuse of freed space");
 	CHECK(phos_bufmap_release(m, a + 8) == -EINVAL, "release of interior pointer refused");
 	CHECK(phos_bufmap_release(m, 0x1234) == -EINVAL, "release of unknown pointer refused");
 	CHECK(phos_bufmap_alloc(m, 0, &a) == -EINVAL, "zero size refused");
+	/* a snapshot made before the 512-byte alignment: its 256-aligned small
+	 * buffers are placed again where they were */
+	CHECK(phos_bufmap_alloc_at(m, BASE + 3 * PHOS_SMALL_ALIGN + 256, 100, 77) == 0, "256-aligned alloc_at");
+	CHECK(phos_bufmap_alloc_at(m, BASE + 5 * PHOS_SMALL_ALIGN + 128, 100, 78) == -EINVAL,
+	      "a 128-aligned one refused");
 	CHECK(phos_bufmap_alloc(m, SIZE + 1, &a) == -ENOMEM, "oversize refused");
 	CHECK(phos_bufmap_alloc(m, SIZE, &a) == -ENOMEM, "no room refused");
 	/* Extern ranges (module variables) are found but never allocated over. */
