@@ -285,8 +285,20 @@ static void connect_once(void)
 		   conn.hello.backend);
 }
 
+/* phos_preload_refuse's error: every CUDA call fails with it (0: none). */
+static int refused;
+
+PHOS_EXPORT void phos_preload_refuse(int err)
+{
+	__atomic_store_n(&refused, err, __ATOMIC_RELAXED);
+}
+
 PHOS_EXPORT int phos_preload_connect(void)
 {
+	int r = __atomic_load_n(&refused, __ATOMIC_RELAXED);
+
+	if (r)
+		return r;
 	pthread_once(&conn.once, connect_once);
 	return conn.state == CONN_UP ? cudaSuccess : conn.error;
 }

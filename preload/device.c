@@ -235,6 +235,8 @@ PHOS_EXPORT cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr a
 	switch (attr) {
 	case cudaDevAttrManagedMemory:
 	case cudaDevAttrConcurrentManagedAccess:
+		*value = 1; /* memory.c: one coherent mapping for host and device */
+		break;
 	case cudaDevAttrPageableMemoryAccess:
 		*value = 0; /* not forwarded */
 		break;

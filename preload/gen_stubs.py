@@ -35,7 +35,7 @@ MUST_IMPLEMENT = {
 # Legacy cuBLAS (cublas.h) returns values, not statuses; their stubs return zero
 # of that type. Anything not named here returns the status.
 RETURN_KINDS = {
-    'void': ['__cudaRegisterManagedVar', '__cudaRegisterHostVar'],
+    'void': ['__cudaRegisterHostVar'],
     'float': ['cublasSasum', 'cublasScasum', 'cublasScnrm2', 'cublasSdot', 'cublasSnrm2'],
     'double': ['cublasDasum', 'cublasDdot', 'cublasDnrm2', 'cublasDzasum', 'cublasDznrm2'],
     'cfloat': ['cublasCdotc', 'cublasCdotu'],

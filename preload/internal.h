@@ -113,6 +113,11 @@ PHOS_EXPORT void phos_ids_clear(enum phos_hkind kind, void (*fn)(void *obj));
  * cudaErrorDevicesUnavailable once the executor is gone). */
 PHOS_EXPORT int phos_preload_connect(void);
 
+/* Makes every later CUDA call of the process fail with err (a program that
+ * needs what phos-fn cannot forward, found where no call can return an
+ * error: a __managed__ variable registered at load). */
+PHOS_EXPORT void phos_preload_refuse(int err);
+
 /* The executor's HELLO reply (zeroed when not connected). */
 PHOS_EXPORT const struct phos_reply_hello *phos_preload_hello(void);
 
@@ -180,6 +185,8 @@ static inline void phos_log_once(const char *what, const char *name, int *flag)
 
 /* memory.c: does [addr, addr+len) lie in device memory we know of (arena, variables)? */
 bool phos_mem_is_device(const void *addr, size_t len);
+/* memory.c: does [p, p+len) lie in cudaMallocManaged memory? */
+bool phos_mem_is_managed(const void *p, size_t len);
 /* memory.c: hand every host region to a new executor (after a restore). */
 int phos_mem_regions_resend(void);
 /* memory.c: the buffer (allocation or module variable) holding device address

@@ -84,6 +84,8 @@ void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *de
 			    int thread_limit, uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize);
 void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress, const char *deviceName, int ext,
 		       size_t size, int constant, int global);
+void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress, char *deviceAddress,
+			      const char *deviceName, int ext, size_t size, int constant, int global);
 unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem, struct CUstream_st *stream);
 cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem, void *stream);
 cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun);
@@ -319,6 +321,32 @@ err:
 	if (f)
 		free(f->name);
 	free(f);
+}
+
+/* A __managed__ variable: the runtime would give it managed memory that its
+ * module's symbol points at; phos-fn cannot redirect a module's symbol, so
+ * the program is refused, loudly, rather than left to read a variable that
+ * host and device do not share. */
+PHOS_EXPORT void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress, char *deviceAddress,
+					  const char *deviceName, int ext, size_t size, int constant, int global)
+{
+	(void)fatCubinHandle;
+	(void)ext;
+	(void)constant;
+	(void)global;
+	phos_err("__managed__ variable %s is not supported by phos-fn: every CUDA call of this process fails "
+		 "(cudaErrorNotSupported); cudaMallocManaged is", deviceName ? deviceName : "?");
+	phos_preload_refuse(cudaErrorNotSupported);
+	/* host code reaches the variable through *hostVarPtrAddress: host memory
+	 * with its initial value, so that the program gets to its first CUDA
+	 * call and its error instead of crashing */
+	if (hostVarPtrAddress && size) {
+		void *p = calloc(1, size);
+
+		if (p && deviceAddress)
+			memcpy(p, deviceAddress, size);
+		*hostVarPtrAddress = p;
+	}
 }
 
 PHOS_EXPORT void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress,

@@ -550,6 +550,13 @@ PHOS_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 	return CU_RUN(cudaMallocHost(pp, bytesize));
 }
 
+/* CU_MEM_ATTACH_* and cudaMemAttach* share their values. */
+PHOS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+	NEED_CTX();
+	return CU_RUN(cudaMallocManaged((void **)dptr, bytesize, flags));
+}
+
 /* CU_MEMHOSTALLOC_* and cudaHostAlloc* share their bits. */
 PHOS_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {

@@ -32,6 +32,22 @@
  * Writes by other threads to those pages while they are copied would be lost:
  * like CUDA, registering memory that another thread is writing is the
  * caller's race.
+ *
+ * cudaMallocManaged memory (issue 12) is such a region too, which the
+ * executor must map at the very same address, pinned and mapped for the
+ * device: host code and kernels then use one pointer, and every access is
+ * coherent (the GPU reads and writes the host's pages over the bus, as
+ * zero-copy memory does). Nothing migrates: a kernel reaches managed memory
+ * at the bus's speed, not HBM's; correct first (a faster path would copy
+ * ranges in on cudaMemPrefetchAsync and track them back). If the executor
+ * cannot map it at that address (its own mappings are there), the
+ * allocation fails with cudaErrorMemoryAllocation rather than hand out a
+ * pointer that kernels could not use; a restored executor that cannot is a
+ * failed restore. cudaMemset on it, and a copy between it and other host
+ * memory, first wait for the stream's work (a kernel may be writing it), then
+ * run on the host. cudaMemPrefetchAsync, cudaMemAdvise and
+ * cudaStreamAttachMemAsync are checked and do nothing else (hints). A
+ * __managed__ variable is refused (launch.c).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -55,6 +71,7 @@ struct region {
 	uint32_t id;     /* 0 once the executor forgot it (device reset) */
 	unsigned flags;
 	bool registered; /* cudaHostRegister'ed memory (not cudaFreeHost's to free) */
+	bool managed;    /* cudaMallocManaged memory (cudaFree's to free) */
 	uint64_t dev;    /* its device address (the executor's mapping; base when it could map it there) */
 	int fd;
 };
@@ -125,10 +142,12 @@ err_id:
 	return r;
 }
 
-static int host_alloc(void **ptr, size_t size, unsigned flags)
+static int region_unpublish(struct region *reg);
+
+static int host_alloc(void **ptr, size_t size, unsigned flags, bool managed)
 {
 	long page = sysconf(_SC_PAGESIZE);
-	struct region reg = { .fd = -1, .flags = flags, .asked = size };
+	struct region reg = { .fd = -1, .flags = flags, .asked = size, .managed = managed };
 	int r;
 
 	if (!ptr)
@@ -156,6 +175,13 @@ static int host_alloc(void **ptr, size_t size, unsigned flags)
 	r = region_publish(&reg);
 	if (r)
 		goto err_map;
+	if (managed && reg.dev != (uint64_t)(uintptr_t)reg.base) {
+		phos_warn("cudaMallocManaged: the executor cannot map %zu bytes at %p, where the function has them",
+			  reg.size, (void *)reg.base);
+		region_unpublish(&reg);
+		r = cudaErrorMemoryAllocation;
+		goto err_map;
+	}
 	*ptr = reg.base;
 	return cudaSuccess;
 
@@ -169,27 +195,48 @@ err_fd:
 
 PHOS_EXPORT cudaError_t cudaMallocHost(void **ptr, size_t size)
 {
-	return phos_set_error(host_alloc(ptr, size, cudaHostAllocDefault));
+	return phos_set_error(host_alloc(ptr, size, cudaHostAllocDefault, false));
 }
 
 PHOS_EXPORT cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 {
 	if (flags & ~(unsigned)(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined))
 		return phos_set_error(cudaErrorInvalidValue);
-	return phos_set_error(host_alloc(pHost, size, flags));
+	return phos_set_error(host_alloc(pHost, size, flags, false));
 }
 
-PHOS_EXPORT cudaError_t cudaFreeHost(void *ptr)
+PHOS_EXPORT cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+	if (!devPtr || (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost))
+		return phos_set_error(cudaErrorInvalidValue);
+	/* size 0: success and NULL, as an H200 answers */
+	return phos_set_error(host_alloc(devPtr, size, cudaHostAllocMapped, true));
+}
+
+/* The executor forgets reg (a live, published region). */
+static int region_unpublish(struct region *reg)
+{
+	struct phos_hostmem hm = { .region = reg->id, .size = reg->size };
+	int r;
+
+	/* Synchronous: the executor finishes every copy that uses it first. */
+	r = phos_preload_call(PHOS_OP_HOSTMEM_REMOVE, &hm, sizeof(hm), NULL, 0, NULL, 0, NULL, NULL);
+	phos_ids_take(PHOS_H_REGION, reg->id);
+	reg->id = 0;
+	return r;
+}
+
+/* Frees the region that starts at ptr if it is one of ours of that kind
+ * (managed: cudaFree's; else cudaFreeHost's). cudaErrorInvalidValue if not. */
+static int region_free(void *ptr, bool managed)
 {
 	struct region reg;
 	bool found = false;
 	int r = cudaSuccess;
 
-	if (!ptr)
-		return cudaSuccess;
 	pthread_mutex_lock(&regions_lock);
 	for (size_t i = 0; i < nregions; i++) {
-		if (regions[i].base == ptr && !regions[i].registered) {
+		if (regions[i].base == ptr && !regions[i].registered && regions[i].managed == managed) {
 			reg = regions[i];
 			regions[i] = regions[--nregions];
 			found = true;
@@ -198,17 +245,30 @@ PHOS_EXPORT cudaError_t cudaFreeHost(void *ptr)
 	}
 	pthread_mutex_unlock(&regions_lock);
 	if (!found)
-		return phos_set_error(cudaErrorInvalidValue);
-	if (reg.id) {
-		struct phos_hostmem hm = { .region = reg.id, .size = reg.size };
-
-		/* Synchronous: the executor finishes every copy that uses it first. */
-		r = phos_preload_call(PHOS_OP_HOSTMEM_REMOVE, &hm, sizeof(hm), NULL, 0, NULL, 0, NULL, NULL);
-		phos_ids_take(PHOS_H_REGION, reg.id);
-	}
+		return cudaErrorInvalidValue;
+	if (reg.id)
+		r = region_unpublish(&reg);
 	munmap(reg.base, reg.size);
 	close(reg.fd);
-	return phos_set_error(r);
+	return r;
+}
+
+PHOS_EXPORT cudaError_t cudaFreeHost(void *ptr)
+{
+	return phos_set_error(ptr ? region_free(ptr, false) : cudaSuccess);
+}
+
+/* Whether [p, p+len) lies in managed memory. */
+static bool managed_range(const void *p, size_t len)
+{
+	struct region reg;
+
+	return region_find(p, len, &reg) && reg.managed;
+}
+
+bool phos_mem_is_managed(const void *p, size_t len)
+{
+	return managed_range(p, len);
 }
 
 /* Pinned host memory's device address: with unified addressing the executor's
@@ -367,6 +427,12 @@ int phos_mem_regions_resend(void)
 		if (regions[i].id)
 			r = phos_preload_call_fd(regions[i].fd, PHOS_OP_HOSTMEM_ADD, &hm, sizeof(hm), &regions[i].dev,
 						 sizeof(regions[i].dev));
+		/* ... but not for managed memory, whose one pointer kernels use */
+		if (r == 0 && regions[i].id && regions[i].managed && regions[i].dev != hm.addr) {
+			phos_err("the restored executor cannot map managed memory at %p, where the function has it",
+				 (void *)regions[i].base);
+			r = cudaErrorMemoryAllocation;
+		}
 	}
 	pthread_mutex_unlock(&regions_lock);
 	return r;
@@ -440,6 +506,8 @@ static int device_free(void *devPtr)
 		return r;
 	if (!devPtr)
 		return cudaSuccess;
+	if (managed_range(devPtr, 1))
+		return region_free(devPtr, true);
 	phos_pool_forget(f.addr);   /* a pool block: the executor frees it to its pool */
 	return phos_preload_call(PHOS_OP_FREE, &f, sizeof(f), NULL, 0, NULL, 0, NULL, NULL);
 }
@@ -523,7 +591,7 @@ static void *stage_get(void)
 		cudaFreeHost(stage);   /* forgotten by a reset executor */
 		stage = NULL;
 	}
-	if (host_alloc(&stage, 2 * (size_t)STAGE_CHUNK, cudaHostAllocDefault) != cudaSuccess) {
+	if (host_alloc(&stage, 2 * (size_t)STAGE_CHUNK, cudaHostAllocDefault, false) != cudaSuccess) {
 		phos_set_error(cudaSuccess);
 		stage = NULL;
 	}
@@ -722,10 +790,28 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
 		kind = dd ? (sd ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
 			  : (sd ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
 	}
+	/* managed memory is host memory here, whatever the kind says of it */
+	if (kind == cudaMemcpyDeviceToDevice || kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToHost) {
+		bool dm = managed_range(dst, count), sm = managed_range(src, count);
+
+		if (dm || sm)
+			kind = dm ? (sm ? cudaMemcpyHostToHost : kind == cudaMemcpyHostToDevice ? cudaMemcpyHostToHost
+										       : cudaMemcpyDeviceToHost)
+				  : kind == cudaMemcpyDeviceToHost ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice;
+	}
 	switch (kind) {
-	case cudaMemcpyHostToHost:
+	case cudaMemcpyHostToHost: {
+		struct region reg;
+
+		/* pinned or managed memory may be written by work queued before */
+		if (region_find(dst, count, &reg) || region_find(src, count, &reg)) {
+			r = cudaStreamSynchronize((cudaStream_t)(uintptr_t)stream);
+			if (r)
+				return r;
+		}
 		memmove(dst, src, count);
 		return phos_preload_connect();
+	}
 	case cudaMemcpyHostToDevice:
 		return copy_h2d((uint64_t)(uintptr_t)dst, src, count, sid, sync);
 	case cudaMemcpyDeviceToHost:
@@ -763,6 +849,13 @@ static int memset_dev(void *devPtr, int value, size_t count, const void *stream)
 	r = phos_preload_stream_id(stream, &m.stream);
 	if (r)
 		return r;
+	/* managed memory: after the stream's work, on the host */
+	if (devPtr && managed_range(devPtr, count)) {
+		r = cudaStreamSynchronize((cudaStream_t)(uintptr_t)stream);
+		if (r == cudaSuccess)
+			memset(devPtr, value, count);
+		return r;
+	}
 	/* Refuse what cannot be device memory now rather than as a later async error. */
 	if (!devPtr || !phos_mem_is_device(devPtr, count))
 		return cudaErrorInvalidValue;
@@ -874,6 +967,9 @@ PHOS_EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a
 	if (ptr && phos_mem_is_device(ptr, 1)) {
 		attributes->type = cudaMemoryTypeDevice;
 		attributes->devicePointer = (void *)(uintptr_t)ptr;
+	} else if (ptr && region_find(ptr, 0, &reg) && reg.managed) {
+		attributes->type = cudaMemoryTypeManaged;
+		attributes->devicePointer = attributes->hostPointer = (void *)(uintptr_t)ptr;
 	} else if (ptr && region_find(ptr, 0, &reg)) {
 		attributes->type = cudaMemoryTypeHost;
 		attributes->hostPointer = (void *)(uintptr_t)ptr;
@@ -882,4 +978,59 @@ PHOS_EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a
 		attributes->device = -2; /* what CUDA reports for unregistered memory */
 	}
 	return cudaSuccess;
+}
+
+/* --- managed memory hints: checked, then nothing to do (see the top) --- */
+
+static int managed_hint_check(const void *ptr, size_t count)
+{
+	int r = phos_preload_connect();
+
+	if (r)
+		return r;
+	if (!ptr || !count)
+		return cudaErrorInvalidValue;
+	/* CUDA takes device memory too (the hint is then moot) */
+	return managed_range(ptr, count) || phos_mem_is_device(ptr, count) ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+PHOS_EXPORT cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMemLocation location,
+					     unsigned int flags, cudaStream_t stream)
+{
+	uint32_t sid;
+	int r = managed_hint_check(devPtr, count);
+
+	(void)location;
+	if (r == cudaSuccess && flags)
+		r = cudaErrorInvalidValue;
+	if (r == cudaSuccess)
+		r = phos_preload_stream_id(stream, &sid);
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvise advice,
+				      struct cudaMemLocation location)
+{
+	int r = managed_hint_check(devPtr, count);
+
+	(void)location;
+	if (r == cudaSuccess && (advice < cudaMemAdviseSetReadMostly || advice > cudaMemAdviseUnsetAccessedBy))
+		r = cudaErrorInvalidValue;
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size_t length, unsigned int flags)
+{
+	uint32_t sid;
+	int r = phos_preload_connect();
+
+	/* cudaMemAttachSingle names one stream: not the legacy one (an H200 refuses it) */
+	if (r == cudaSuccess && (!devPtr || !managed_range(devPtr, length ? length : 1) ||
+				 (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost &&
+				  flags != cudaMemAttachSingle) ||
+				 (flags == cudaMemAttachSingle && (!stream || stream == cudaStreamLegacy))))
+		r = cudaErrorInvalidValue;
+	if (r == cudaSuccess)
+		r = phos_preload_stream_id(stream, &sid);
+	return phos_set_error(r);
 }

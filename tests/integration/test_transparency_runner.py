@@ -20,6 +20,7 @@ EXPECTED = ["blas/blas_helpers", "blas/blas_level", "blas/blas_ex", "blas/blas_l
             "pools/pools", "pools/callbacks", "pools/pool_serve",
             "graphs/graphs", "graphs/graph_nodes", "graphs/launch_ex", "graphs/ptds", "graphs/graph_serve", "guard/rpath_cudart", "guard/dlopen_cudart",
             "textures/arrays", "textures/textures", "textures/texture_serve",
+            "managed/managed", "managed/managed_serve",
             # public programs we did not write (NVIDIA CUB's examples), with sim twins
             "cub/example_device_reduce", "cub/example_device_scan", "cub/example_device_radix_sort",
             "cub/example_block_reduce"]
@@ -48,6 +49,7 @@ try:
         check(ok.get("value") == 1 and ok.get("forwarded_ops", 0) > 0, f"{case}: phos {ok}")
         check(r.get((case, "phos", "seconds"), {}).get("value", 0) > 0, f"{case}: no seconds")
     check(r.get(("guard/driver_probe", "phos", "skipped"), {}).get("value") == 1, "driver_probe not skipped")
+    check(r.get(("managed/managed_var", "phos", "skipped"), {}).get("value") == 1, "managed_var not skipped")
     check(r.get(("blas/blas_xt", "phos", "passed"), {}).get("value") == 0, "blas_xt counted as passing under phos")
     for name in ("sort", "histogram", "run_length_encoding", "sum"):
         sk = r.get(("thrust/" + name, "phos", "skipped"), {})

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sim twins of the kernels of tests/transparency/guard, graphs, driver, textures and cub.
+ * sim twins of the kernels of tests/transparency/guard, graphs, driver, textures,
+ * managed and cub.
  * The texture and surface twins sample the sim device's objects through the
  * lookup it binds at load (phos_sim_twins_bind, sim_tex.h). CUB's kernels
  * are named inside CUB's versioned namespace (CUB_300001_SM_900: the CCCL of
@@ -439,7 +440,45 @@ static void cub_radix_sort_single_tile(const struct phos_sim_launch *l)
 	  "EEvPiS3_Pl", cub_block_reduce }
 #define BLOCK_REDUCE_ALGOS(threads, items) BLOCK_REDUCE(threads, items, 1), BLOCK_REDUCE(threads, items, 2)
 
+/* managed/managed.cu: y[i] = x[i] + y[i] */
+static void managed_add(const struct phos_sim_launch *l)
+{
+	int n = PHOS_SIM_ARG(l, 0, int);
+	const float *x = PHOS_SIM_ARG(l, 1, const float *);
+	float *y = PHOS_SIM_ARG(l, 2, float *);
+
+	FOR_EACH_THREAD_1D(l, i)
+		if (i < (uint64_t)n)
+			y[i] = x[i] + y[i];
+}
+
+/* managed/managed.cu: thread 0 of block 0 logs the counter, then bumps it */
+static void managed_bump(const struct phos_sim_launch *l)
+{
+	int *counter = PHOS_SIM_ARG(l, 0, int *);
+	int *trace = PHOS_SIM_ARG(l, 1, int *);
+	int step = PHOS_SIM_ARG(l, 2, int);
+
+	trace[step] = *counter;
+	*counter += step;
+}
+
+/* managed/managed_serve.cu: t[i] += *calls */
+static void managed_serve_step(const struct phos_sim_launch *l)
+{
+	float *t = PHOS_SIM_ARG(l, 0, float *);
+	int n = PHOS_SIM_ARG(l, 1, int);
+	const int *calls = PHOS_SIM_ARG(l, 2, const int *);
+
+	FOR_EACH_THREAD_1D(l, i)
+		if (i < (uint64_t)n)
+			t[i] += (float)*calls;
+}
+
 static const struct phos_sim_twin twins[] = {
+	{ "_Z6mg_addiPKfPf", managed_add },
+	{ "_Z7mg_bumpPiS_i", managed_bump },
+	{ "_Z13mg_serve_stepPfiPKi", managed_serve_step },
 	{ "_Z9guard_addPKfPfi", guard_add },
 	{ "_Z9drv_saxpyfPKfPfi", driver_saxpy },
 	{ "drv_fill", driver_fill },
