@@ -12,6 +12,14 @@
 /* phos-fn run [--device auto|cuda|sim] [--gpu N] [--trace FILE] -- PROGRAM ARGS... */
 int cli_run(int argc, char **argv);
 
+/* phos-fn pool: warm executors lent to phos-fn run (cli_pool.c). */
+int cli_pool(int argc, char **argv);
+/* Where phos-fn pool listens by default (and phos-fn run asks first):
+ * $PHOS_EXECUTOR_SOCKET, else /run/phos-fn (root), $XDG_RUNTIME_DIR/phos-fn
+ * or /tmp/phos-fn-UID, then /executors.sock; make_dir creates that folder
+ * (0700). 0 or -errno. */
+int cli_executor_socket_default(char *buf, size_t len, bool make_dir);
+
 /* phos-fn snapshot [--device D] [--stats FILE] [--timeout S] -o DIR -- PROGRAM ARGS... */
 int cli_snapshot(int argc, char **argv);
 

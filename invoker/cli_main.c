@@ -11,7 +11,10 @@ static void usage(FILE *f)
 	fprintf(f, "usage: phos-fn COMMAND [ARGS...]\n\n"
 		   "commands:\n"
 		   "  run [--device auto|cuda|sim] [--gpu N] [--trace FILE] -- PROGRAM [ARGS...]\n"
-		   "      run a CUDA program with its calls forwarded to a phos executor\n"
+		   "      run a CUDA program with its calls forwarded to a phos executor (a warm one of\n"
+		   "      `phos-fn pool` or of an invoker on this machine when there is one)\n"
+		   "  pool [--size N] [--device auto|cuda|sim] [--gpu N] [--socket PATH]\n"
+		   "      keep N warm executors for phos-fn run\n"
 		   "  snapshot [--device auto|cuda|sim] [--gpu N] [--stats FILE] [--timeout S] -o DIR -- PROGRAM [ARGS...]\n"
 		   "      run a function until phos_fn_serve and snapshot it there\n"
 		   "  restore [--device auto|cuda|sim] [--gpu N] [--stats FILE] DIR\n"
@@ -40,6 +43,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "run"))
 		return cli_run(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "pool"))
+		return cli_pool(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "snapshot")) {
 		/* the local form has -o DIR and -- PROGRAM; else it is `snapshot NAME` on the gateway */
 		for (int i = 2; i < argc; i++)

@@ -30,6 +30,15 @@
  * a pid namespace the program ignores signals it has no handler for (but
  * SIGKILL); phos-fn passes SIGINT and SIGTERM on as SIGKILL.
  *
+ * A warm executor (issue 12): unless --executor fresh, or options that only a
+ * fresh executor takes (--trace, --validate-spec, --checkpointable, periodic
+ * checkpoints), phos-fn asks a lending socket (snapshotter.h: `phos-fn pool`,
+ * or an invoker's STATE/executors.sock) for an executor that already has its
+ * CUDA context, and runs the program on the channel it gets; the connection
+ * stays open until the program has ended, then the executor goes back to its
+ * pool. With none there (or none free, or another device or GPU), it starts
+ * its own as before; --executor PATH insists on that socket.
+ *
  * Periodic checkpoints (--checkpoint-every, cli_periodic.c) are taken between
  * the same scans; with --restart-on-failure the executor is watched too, and
  * if it dies while the program runs, the program is killed and restored from
@@ -57,6 +66,7 @@
 #include "criu.h"
 #include "guard.h"
 #include "snapshotter.h"
+#include "token.h"
 
 extern char **environ;
 
@@ -71,7 +81,12 @@ static const int own_stdio[3] = { 0, 1, 2 };
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: phos-fn run [--device auto|cuda|sim] [--gpu N] [--trace FILE] [--validate-spec off|always]\n"
-		   "                  [--checkpointable] [periodic options] -- PROGRAM [ARGS...]\n"
+		   "                  [--executor auto|fresh|SOCKET] [--checkpointable] [periodic options]\n"
+		   "                  -- PROGRAM [ARGS...]\n"
+		   "  --executor auto         a warm executor of `phos-fn pool` or of an invoker on this machine\n"
+		   "                          when one is free (default: $PHOS_RUN_EXECUTOR, else auto), else a fresh\n"
+		   "                          one; fresh: always a fresh one; SOCKET: from that lending socket,\n"
+		   "                          or fail\n"
 		   "  --gpu N                 the host GPU its executor owns (default PHOS_GPU, else 0); the\n"
 		   "                          program sees it as device 0, and no other device\n"
 		   "  --checkpointable        phos-fn checkpoint PID (this phos-fn's pid) may checkpoint it\n"
@@ -324,6 +339,35 @@ static int start_checkpointable(char **prog_argv, const char *exe, const char *d
 	return 0;
 }
 
+/* A warm executor from a lending socket (the top of the file): the channel
+ * for the program and the connection to keep open while it runs, or -1 and
+ * why (only said when the socket was named). */
+static int borrow_executor(const char *want, const char *device, int *ret_conn, int *ret_channel)
+{
+	char paths[2][PATH_MAX], state[PATH_MAX], err[256];
+	const char *gpu_env = getenv("PHOS_GPU");
+	int gpu = gpu_env && *gpu_env ? atoi(gpu_env) : 0, n = 0;
+	pid_t pid;
+
+	if (strcmp(want, "auto")) {
+		snprintf(paths[n++], PATH_MAX, "%s", want);
+	} else {
+		if (cli_executor_socket_default(paths[n], PATH_MAX, false) == 0)
+			n++;
+		if (inv_state_dir_default(state, sizeof(state), false) == 0 &&
+		    (size_t)snprintf(paths[n], PATH_MAX, "%s/executors.sock", state) < PATH_MAX)
+			n++;
+	}
+	for (int i = 0; i < n; i++) {
+		err[0] = '\0';
+		if (phos_lender_borrow(paths[i], device, gpu, 5000, ret_conn, ret_channel, &pid, err, sizeof(err)) == 0)
+			return 0;
+		if (strcmp(want, "auto"))
+			fprintf(stderr, "phos-fn: no executor from %s: %s\n", paths[i], err[0] ? err : strerror(errno));
+	}
+	return -1;
+}
+
 /* The rest of cli_run with --checkpointable. */
 static int run_checkpointable(char **prog_argv, const char *exe, const char *device, const char *trace,
 			      const char *twins, const char *preload, int sv[2], struct ckpt_run *ck,
@@ -392,26 +436,33 @@ int cli_run(int argc, char **argv)
 		{ "trace", required_argument, NULL, 't' },
 		{ "validate-spec", required_argument, NULL, 'V' },
 		{ "checkpointable", no_argument, NULL, 'C' },
+		{ "executor", required_argument, NULL, 'E' },
 		{ "help", no_argument, NULL, 'h' },
 		CLI_PERIODIC_OPTIONS,
 		{ 0 },
 	};
 	struct cli_periodic per = CLI_PERIODIC_INIT;
 	const char *device = "auto", *trace = NULL, *twins = NULL;
+	const char *executor = getenv("PHOS_RUN_EXECUTOR");   /* auto when unset */
 	char exe[PATH_MAX], preload[PATH_MAX], twins_buf[PATH_MAX], report[PATH_MAX + 16];
 	char report_dir[PATH_MAX];
 	int sv[2], c, est, code;
-	bool refused, exec_died, checkpointable = false;
+	bool refused, exec_died, checkpointable = false, own_options = false;
+	int lease_conn = -1;
 	struct ckpt_run ck = { .control = -1, .listen_fd = -1 };
 	pid_t prog, execr;
 
+	if (!executor || !*executor)
+		executor = "auto";
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': device = optarg; break;
 		case 'g': setenv("PHOS_GPU", optarg, 1); break;   /* the executor checks it */
-		case 't': trace = optarg; break;
+		case 't': trace = optarg; own_options = true; break;
+		case 'E': executor = optarg; break;
 		case 'V':
+			own_options = true;
 			/* the executor reads it from its environment (exec_validate.c) */
 			if ((strcmp(optarg, "off") && strcmp(optarg, "always")) ||
 			    setenv("PHOS_VALIDATE_SPEC", optarg, 1) < 0) {
@@ -458,7 +509,25 @@ int cli_run(int argc, char **argv)
 	}
 	if (checkpointable)
 		return run_checkpointable(argv + optind, exe, device, trace, twins, preload, sv, &ck, &per);
-	execr = spawn_executor(exe, device, trace, twins, sv[0]);
+	if (strcmp(executor, "fresh") && !own_options) {
+		int channel;
+
+		if (borrow_executor(executor, device, &lease_conn, &channel) == 0) {
+			/* the program takes the lent channel; ours is not needed */
+			close(sv[0]);
+			close(sv[1]);
+			sv[0] = -1;
+			sv[1] = channel;
+		} else if (strcmp(executor, "auto")) {
+			close(sv[0]);
+			close(sv[1]);
+			return 1;
+		}
+	} else if (strcmp(executor, "fresh") && strcmp(executor, "auto")) {
+		fprintf(stderr, "phos-fn: --executor SOCKET does not go with --trace or --validate-spec\n");
+		return 2;
+	}
+	execr = lease_conn >= 0 ? 0 : spawn_executor(exe, device, trace, twins, sv[0]);
 	if (execr < 0) {
 		fprintf(stderr, "phos-fn: fork: %s\n", strerror(errno));
 		return 1;
@@ -472,21 +541,30 @@ int cli_run(int argc, char **argv)
 	}
 	snprintf(report, sizeof(report), "%s/refused", report_dir);
 	prog = spawn_program(argv + optind, preload, report, sv[1]);
-	close(sv[0]);
+	if (sv[0] >= 0)
+		close(sv[0]);
 	close(sv[1]);
 	if (prog < 0) {
 		fprintf(stderr, "phos-fn: fork: %s\n", strerror(errno));
-		kill(execr, SIGTERM);
-		waitpid(execr, NULL, 0);
+		if (execr > 0) {
+			kill(execr, SIGTERM);
+			waitpid(execr, NULL, 0);
+		}
 		return 1;
 	}
 	/* Signals for the group (Ctrl-C) reach both children; phos-fn waits them out. */
 	signal(SIGINT, SIG_IGN);
 	code = wait_guarded(prog, argv[optind], preload, report, -1, NULL, NULL, &refused, &exec_died);
-	if (refused)
-		kill(execr, SIGTERM);
-	while (waitpid(execr, &est, 0) < 0 && errno == EINTR)
-		;
+	if (lease_conn >= 0) {
+		/* the lent executor goes back to its pool (scrubbed) once we hang up */
+		close(lease_conn);
+		est = 0;
+	} else {
+		if (refused)
+			kill(execr, SIGTERM);
+		while (waitpid(execr, &est, 0) < 0 && errno == EINTR)
+			;
+	}
 	unlink(report);
 	rmdir(report_dir);
 	if (refused)

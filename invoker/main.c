@@ -80,6 +80,8 @@ static void usage(FILE *f)
 		"  --max-body-bytes N     default request body limit of a function (default 16777216)\n"
 		"  --pool N               warm executors kept for the default device (default 2, 0: none):\n"
 		"                         cold starts then create no GPU context\n"
+		"  --lend-executors 0|1   lend them to `phos-fn run` on this machine through\n"
+		"                         STATE/executors.sock, mode 0600 (default 1)\n"
 		"  --restore MODE         on-demand (default): a cold instance runs at once and its GPU buffers\n"
 		"                         stream in behind it; stop-the-world: every byte first\n"
 		"  --hot-bytes N          snapshots whose gpu.data fits in N bytes together stay pinned in the\n"
@@ -217,6 +219,7 @@ int main(int argc, char **argv)
 		{ "drain-timeout", required_argument, NULL, 'D' },
 		{ "validate-spec", required_argument, NULL, 'V' },
 		{ "run-as", required_argument, NULL, 'U' },
+		{ "lend-executors", required_argument, NULL, 'L' },
 		{ 0 },
 	};
 	static char executor[PATH_MAX], preload[PATH_MAX], twins[PATH_MAX], criu[PATH_MAX], state[PATH_MAX];
@@ -237,6 +240,8 @@ int main(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_signal };
 	char err[512];
 	unsigned pool_size = 2, drain_s = 30;
+	bool lend = true;
+	struct phos_lender *lender = NULL;
 	int c;
 
 	phos_log_init("phos-invoker", PHOS_LOG_WARN);
@@ -309,6 +314,13 @@ int main(int argc, char **argv)
 			inv_cfg.max_instances = (unsigned)v;
 			break;
 		}
+		case 'L':
+			if (strcmp(optarg, "0") && strcmp(optarg, "1")) {
+				fprintf(stderr, "phos-invoker: --lend-executors takes 0 or 1\n");
+				return 2;
+			}
+			lend = !strcmp(optarg, "1");
+			break;
 		case 'U':
 			if (!strcmp(optarg, "self")) {
 				inv_cfg.paths.run_as = NULL;
@@ -521,6 +533,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "phos-invoker: state directory %s: %s\n", inv_cfg.state_dir, strerror(-r));
 		return 1;
 	}
+	if (inv_cfg.pool && lend) {
+		/* phos-fn run on this machine takes a warm executor from here */
+		char path[PATH_MAX + 32], why[256];
+		const char *gpu = getenv("PHOS_GPU");
+
+		snprintf(path, sizeof(path), "%s/executors.sock", inv_cfg.state_dir);
+		if (phos_lender_start(inv_cfg.pool, path, inv_cfg.device, gpu && *gpu ? atoi(gpu) : 0, &lender, why,
+				      sizeof(why)) < 0)
+			fprintf(stderr, "phos-invoker: not lending executors: %s\n", why);
+	}
 	if (!inv_cfg.token && inv_token_ensure(inv_cfg.state_dir, &inv_cfg.token, err, sizeof(err)) < 0) {
 		fprintf(stderr, "phos-invoker: %s\n", err);
 		return 1;
@@ -546,6 +568,7 @@ int main(int argc, char **argv)
 	inv_calls_stop();
 	inv_reaper_stop();
 	inv_registry_exit();
+	phos_lender_stop(lender);
 	phos_pool_free(inv_cfg.pool);
 	free(inv_cfg.token);
 	fprintf(stderr, "phos-invoker: stopped\n");

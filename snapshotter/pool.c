@@ -9,6 +9,10 @@
  *   phos_instance_wait  ──▶ function gone → executor scrubs itself → IDLE → back
  *   phos_pool_hot       ──▶ the keeper thread gives every idle executor the hot
  *                            list (HOT {dirs}) until each has the newest
+ *   phos_pool_lend      ──▶ takes an idle one, sends SERVE + a channel socket,
+ *                            hands the other end out (a program started
+ *                            elsewhere: phos-fn run, lend.c); phos_pool_lend_end
+ *                            waits for its IDLE once that program is gone
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -576,4 +580,37 @@ int phos_restore_parked(struct phos_pool *p, const char *dir, struct phos_parked
 void phos_pool_return(struct phos_instance *inst)
 {
 	pool_give(inst->pool, inst->slot);
+}
+
+int phos_pool_lend(struct phos_pool *p, unsigned timeout_ms, int *ret_channel, struct phos_lease *ret_lease)
+{
+	struct phos_ctl_msg m = { .type = PHOS_CTL_SERVE };
+	int ch[2], slot, r;
+
+	slot = pool_take(p, timeout_ms);
+	if (slot < 0)
+		return -EBUSY;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) < 0) {
+		r = -errno;
+		pool_give(p, (unsigned)slot);
+		return r;
+	}
+	m.fd = ch[0];
+	r = phos_ctl_send(p->ex[slot].ctl, &m);
+	close(ch[0]);
+	if (r < 0) {
+		close(ch[1]);
+		pool_give(p, (unsigned)slot);
+		return r;
+	}
+	*ret_channel = ch[1];
+	*ret_lease = (struct phos_lease){ .pool = p, .slot = (unsigned)slot, .executor_pid = p->ex[slot].pid };
+	return 0;
+}
+
+void phos_pool_lend_end(struct phos_lease *lease)
+{
+	if (lease->pool)
+		pool_give(lease->pool, lease->slot);
+	lease->pool = NULL;
 }

@@ -249,6 +249,49 @@ int phos_restore_parked(struct phos_pool *pool, const char *dir, struct phos_par
 int phos_pool_hot(struct phos_pool *pool, const char *const dirs[], size_t n);
 unsigned phos_pool_hot_pending(struct phos_pool *pool);
 
+/* Lending a warm executor to a program started elsewhere (phos-fn run):
+ * phos_pool_lend takes an idle executor (waiting up to timeout_ms: -EBUSY),
+ * has it serve one end of a new channel socket pair, and gives the other
+ * end in *ret_channel (the program's PHOS_CHANNEL_FD; the caller owns it).
+ * phos_pool_lend_end, once that program is gone, waits for the executor to
+ * scrub itself and come back (a fresh one replaces it if it does not). */
+struct phos_lease {
+	struct phos_pool *pool;   /* NULL once ended */
+	unsigned slot;
+	pid_t executor_pid;
+};
+int phos_pool_lend(struct phos_pool *pool, unsigned timeout_ms, int *ret_channel, struct phos_lease *ret_lease);
+void phos_pool_lend_end(struct phos_lease *lease);
+
+/*
+ * The lending socket (lend.c): a unix stream socket where phos-fn run asks a
+ * pool daemon (phos-fn pool) or an invoker for a warm executor.
+ *
+ *   client                                   server (a thread per client)
+ *   "LEND 1 <device> <gpu>\n"          ──▶   phos_pool_lend
+ *                                      ◀──   "OK <executor pid>\n" + the channel fd
+ *                                            (SCM_RIGHTS), or "ERR <why>\n"
+ *   ... the program runs ...
+ *   close                              ──▶   phos_pool_lend_end
+ *
+ * The socket is made 0600 (the executor runs as the server's user, and a
+ * program that gets one drives its GPU context): only that user may ask.
+ */
+struct phos_lender;
+/* Listens on path (replacing a stale socket there) for a pool of device
+ * ("cuda" or "sim") on host GPU gpu. 0 or -errno; err says why. */
+int phos_lender_start(struct phos_pool *pool, const char *path, const char *device, int gpu,
+		      struct phos_lender **ret, char *err, size_t errlen);
+/* Stops listening, removes the socket, ends every lease (waits for their
+ * clients to close); accepts NULL. */
+void phos_lender_stop(struct phos_lender *l);
+/* Client side: a connected lease for device/gpu from the server at path, and
+ * the program's channel fd. 0, or -errno when there is no server (-ENOENT,
+ * -ECONNREFUSED) or it refused (-EBUSY: none free; -ENODEV: another device
+ * or GPU), with why in err. *ret_conn must stay open while the program runs. */
+int phos_lender_borrow(const char *path, const char *device, int gpu, unsigned timeout_ms, int *ret_conn,
+		       int *ret_channel, pid_t *ret_executor_pid, char *err, size_t errlen);
+
 /* Starts phos-executor with the channel socket at fd 3 and, when control >= 0,
  * the control socket at fd 4, plus extra arguments (NULL-terminated). The
  * executor ends when the calling process does (PHOS_EXECUTOR_PARENT). */

@@ -45,8 +45,10 @@ def fn_env(extra=None):
     """The environment of phos-fn, the invoker and the functions they start:
     the sim twins, and in sanitizer builds the sanitizer runtime preloaded (a
     non-instrumented CUDA program loads an instrumented preload, so the
-    runtime must come first); then extra."""
-    e = dict(os.environ, PHOS_SIM_TWINS=TWINS)
+    runtime must come first); phos-fn run with fresh executors (a pool daemon
+    or invoker on the machine must not change what a test sees:
+    test_lend asks for lent ones); then extra."""
+    e = dict(os.environ, PHOS_SIM_TWINS=TWINS, PHOS_RUN_EXECUTOR="fresh")
     if os.environ.get("PHOS_TEST_PRELOAD"):
         e["LD_PRELOAD"] = os.environ["PHOS_TEST_PRELOAD"]
     e.update(extra or {})
