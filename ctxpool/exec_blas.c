@@ -392,6 +392,23 @@ static int call_set(struct executor *ex, const struct phos_blas_op *op, struct s
 		if (matrix_span(op->m, op->n, op->lda, 1, 0, e, &sa) < 0)
 			return -1;
 		break;
+	case PHOS_BLAS_SYMV:
+	case PHOS_BLAS_HEMV:
+		if (matrix_span(op->n, op->n, op->lda, 1, 0, e, &sa) < 0)
+			return -1;
+		break;
+	case PHOS_BLAS_SYRK:
+	case PHOS_BLAS_HERK: {
+		bool n_form = op->trans == 0;   /* op(A) n x k: A is n x k, else k x n */
+
+		/* C whole (a triangle is written, the other kept: read and written) */
+		if (matrix_span(n_form ? op->n : op->m, n_form ? op->m : op->n, op->lda, 1, 0, e, &sa) < 0 ||
+		    matrix_span(op->n, op->n, op->ldb, 1, 0, e, &sb) < 0)
+			return -1;
+		if (spec_range(ex, set, op->a, sa, R) < 0 || spec_range(ex, set, op->b, sb, RW) < 0)
+			return -1;
+		return 0;
+	}
 	case PHOS_BLAS_TRSM: {
 		int ka = op->side == 0 ? op->m : op->n;
 
@@ -429,8 +446,11 @@ static int call_set(struct executor *ex, const struct phos_blas_op *op, struct s
 	case PHOS_BLAS_COPY:
 		return spec_range(ex, set, op->x, sx, R) < 0 || spec_range(ex, set, op->y, sy, SPEC_WRITE) < 0 ? -1 : 0;
 	case PHOS_BLAS_SWAP:
+	case PHOS_BLAS_ROT:
 		return spec_range(ex, set, op->x, sx, RW) < 0 || spec_range(ex, set, op->y, sy, RW) < 0 ? -1 : 0;
 	case PHOS_BLAS_GEMV:
+	case PHOS_BLAS_SYMV:
+	case PHOS_BLAS_HEMV:
 		return spec_range(ex, set, op->a, sa, R) < 0 || spec_range(ex, set, op->x, sx, R) < 0 ||
 		       spec_range(ex, set, op->y, sy, beta_zero ? SPEC_WRITE : RW) < 0 ? -1 : 0;
 	case PHOS_BLAS_GER:
@@ -447,6 +467,7 @@ static const char *call_name(const struct phos_blas_op *op, char name[16])
 {
 	static const char *const fn[PHOS_BLAS_FN__COUNT] = {
 		"axpy", "scal", "dot", "dotc", "nrm2", "asum", "amax", "amin", "copy", "swap", "gemv", "ger", "gerc", "trsm",
+		"symv", "hemv", "syrk", "herk", "rot",
 	};
 	char p = op->type == 0 ? 'S' : op->type == 1 ? 'D' : op->type == 4 ? 'C' : 'Z';
 
@@ -472,7 +493,7 @@ static int call(struct executor *ex, struct exec_blas *b, const struct phos_blas
 	/* scalars first: gemv's set depends on beta */
 	if (op.dev_scalars) {
 		bool has_alpha = op.fn == PHOS_BLAS_AXPY || op.fn == PHOS_BLAS_SCAL || op.fn >= PHOS_BLAS_GEMV;
-		bool has_beta = op.fn == PHOS_BLAS_GEMV;
+		bool has_beta = op.fn == PHOS_BLAS_GEMV || op.fn >= PHOS_BLAS_SYMV;   /* rot: s */
 
 		r = scalars_read(ex, &set, op.scal_type, has_alpha ? op.alpha_addr : 0, has_beta ? op.beta_addr : 0,
 				 op.alpha, op.beta);

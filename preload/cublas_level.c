@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cuBLAS level 1-3 routines of every precision (S, D, C, Z): axpy, scal,
- * dot/dotu/dotc, nrm2, asum, amax/amin, copy, swap, gemv, ger/geru/gerc and
- * trsm. Each entry point checks its arguments as cuBLAS does and fills one
+ * dot/dotu/dotc, nrm2, asum, amax/amin, copy, swap, rot (and csrot, zdrot),
+ * gemv, symv, hemv, ger/geru/gerc, syrk, herk and trsm. Each entry point checks its arguments as cuBLAS does and fills one
  * PHOS_OP_BLAS_CALL record (proto.h, phos_blas_op) whose type field says the
  * precision, so the executor and both device backends have one path per
  * routine, not one per precision.
@@ -225,6 +225,86 @@ static cublasStatus_t trsm(cublasHandle_t handle, int type, cublasSideMode_t sid
 	return run(b, &op, alpha, NULL, NULL, 0);
 }
 
+static bool uplo_ok(cublasFillMode_t u)
+{
+	return u == CUBLAS_FILL_MODE_LOWER || u == CUBLAS_FILL_MODE_UPPER;
+}
+
+/* symv, hemv */
+static cublasStatus_t symv(cublasHandle_t handle, int fn, int type, cublasFillMode_t uplo, int n, const void *alpha,
+			   const void *A, int lda, const void *x, int incx, const void *beta, void *y, int incy)
+{
+	struct blas *b = blas_get(handle);
+	struct phos_blas_op op = { .fn = fn, .type = type, .scal_type = type, .m = n, .n = n, .lda = lda,
+				   .incx = incx, .incy = incy, .uplo = uplo, .a = (uintptr_t)A, .x = (uintptr_t)x,
+				   .y = (uintptr_t)y };
+
+	if (!b)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!uplo_ok(uplo) || n < 0 || lda < max1(n) || incx == 0 || incy == 0 || !alpha || !beta)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (n == 0)
+		return CUBLAS_STATUS_SUCCESS;
+	return run(b, &op, alpha, beta, NULL, 0);
+}
+
+/* syrk, herk (alpha, beta of scal_type: real for herk) */
+static cublasStatus_t syrk(cublasHandle_t handle, int fn, int type, int scal_type, cublasFillMode_t uplo,
+			   cublasOperation_t trans, int n, int k, const void *alpha, const void *A, int lda,
+			   const void *beta, void *C, int ldc)
+{
+	struct blas *b = blas_get(handle);
+	struct phos_blas_op op = { .fn = fn, .type = type, .scal_type = scal_type, .m = k, .n = n, .lda = lda,
+				   .ldb = ldc, .uplo = uplo, .trans = trans, .a = (uintptr_t)A, .b = (uintptr_t)C };
+	/* syrk takes N or T (real: C too), herk N or C */
+	bool trans_ok = trans == CUBLAS_OP_N || (fn == PHOS_BLAS_HERK ? trans == CUBLAS_OP_C
+						   : trans == CUBLAS_OP_T || (trans == CUBLAS_OP_C && scal_type == type &&
+									      (type == CUDA_R_32F || type == CUDA_R_64F)));
+
+	if (!b)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!uplo_ok(uplo) || !trans_ok || n < 0 || k < 0 || lda < max1(trans == CUBLAS_OP_N ? n : k) ||
+	    ldc < max1(n) || !alpha || !beta)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (n == 0)
+		return CUBLAS_STATUS_SUCCESS;
+	return run(b, &op, alpha, beta, NULL, 0);
+}
+
+/* rot: c always real; s real (scal_type real) or complex (crot, zrot: only in
+ * host pointer mode, the two scalars being of two types) */
+static cublasStatus_t rot(cublasHandle_t handle, int type, int s_type, int n, void *x, int incx, void *y, int incy,
+			  const void *c, const void *s)
+{
+	struct blas *b = blas_get(handle);
+	struct phos_blas_op op = { .fn = PHOS_BLAS_ROT, .type = type, .scal_type = s_type, .n = n, .incx = incx,
+				   .incy = incy, .x = (uintptr_t)x, .y = (uintptr_t)y };
+	static int logged;
+
+	if (!b)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!c || !s)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (n <= 0)
+		return CUBLAS_STATUS_SUCCESS;
+	if (incx == 0 || incy == 0)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (s_type != real_of(type)) {
+		double cv[2];
+
+		if (b->pointer_mode == CUBLAS_POINTER_MODE_DEVICE) {
+			phos_log_once("device pointer mode in", type == CUDA_C_32F ? "cublasCrot" : "cublasZrot", &logged);
+			return CUBLAS_STATUS_NOT_SUPPORTED;
+		}
+		blas_scalar_read(c, real_of(type), cv);
+		blas_scalar_read(s, type, op.beta);
+		op.alpha[0] = cv[0];
+		op.handle = b->id;
+		return blas_post(PHOS_OP_BLAS_CALL, &op, sizeof(op));
+	}
+	return run(b, &op, c, s, NULL, 0);
+}
+
 /* --- the entry points, per precision --- */
 
 #define LEVEL1(P, p, T, TYPE)                                                                                    \
@@ -267,6 +347,70 @@ static cublasStatus_t trsm(cublasHandle_t handle, int type, cublasSideMode_t sid
 	{                                                                                                          \
 		return trsm(h, TYPE, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb);                        \
 	}
+
+#define SYM(P, T, TYPE)                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##symv_v2(cublasHandle_t h, cublasFillMode_t uplo, int n, const T *alpha, \
+						      const T *A, int lda, const T *x, int incx, const T *beta,    \
+						      T *y, int incy)                                              \
+	{                                                                                                          \
+		return symv(h, PHOS_BLAS_SYMV, TYPE, uplo, n, alpha, A, lda, x, incx, beta, y, incy);              \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##syrk_v2(cublasHandle_t h, cublasFillMode_t uplo,                   \
+						      cublasOperation_t trans, int n, int k, const T *alpha,       \
+						      const T *A, int lda, const T *beta, T *C, int ldc)           \
+	{                                                                                                          \
+		return syrk(h, PHOS_BLAS_SYRK, TYPE, TYPE, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);        \
+	}
+SYM(S, float, CUDA_R_32F)
+SYM(D, double, CUDA_R_64F)
+SYM(C, cuComplex, CUDA_C_32F)
+SYM(Z, cuDoubleComplex, CUDA_C_64F)
+
+/* hemv, herk (real alpha and beta), and rot of every form */
+#define HERM(P, T, R, TYPE, RTYPE)                                                                               \
+	PHOS_EXPORT cublasStatus_t cublas##P##hemv_v2(cublasHandle_t h, cublasFillMode_t uplo, int n, const T *alpha, \
+						      const T *A, int lda, const T *x, int incx, const T *beta,    \
+						      T *y, int incy)                                              \
+	{                                                                                                          \
+		return symv(h, PHOS_BLAS_HEMV, TYPE, uplo, n, alpha, A, lda, x, incx, beta, y, incy);              \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##herk_v2(cublasHandle_t h, cublasFillMode_t uplo,                   \
+						      cublasOperation_t trans, int n, int k, const R *alpha,       \
+						      const T *A, int lda, const R *beta, T *C, int ldc)           \
+	{                                                                                                          \
+		return syrk(h, PHOS_BLAS_HERK, TYPE, RTYPE, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);       \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##rot_v2(cublasHandle_t h, int n, T *x, int incx, T *y, int incy,    \
+						     const R *c, const T *s)                                       \
+	{                                                                                                          \
+		return rot(h, TYPE, TYPE, n, x, incx, y, incy, c, s);                                              \
+	}
+HERM(C, cuComplex, float, CUDA_C_32F, CUDA_R_32F)
+HERM(Z, cuDoubleComplex, double, CUDA_C_64F, CUDA_R_64F)
+
+PHOS_EXPORT cublasStatus_t cublasSrot_v2(cublasHandle_t h, int n, float *x, int incx, float *y, int incy,
+					 const float *c, const float *s)
+{
+	return rot(h, CUDA_R_32F, CUDA_R_32F, n, x, incx, y, incy, c, s);
+}
+
+PHOS_EXPORT cublasStatus_t cublasDrot_v2(cublasHandle_t h, int n, double *x, int incx, double *y, int incy,
+					 const double *c, const double *s)
+{
+	return rot(h, CUDA_R_64F, CUDA_R_64F, n, x, incx, y, incy, c, s);
+}
+
+PHOS_EXPORT cublasStatus_t cublasCsrot_v2(cublasHandle_t h, int n, cuComplex *x, int incx, cuComplex *y, int incy,
+					  const float *c, const float *s)
+{
+	return rot(h, CUDA_C_32F, CUDA_R_32F, n, x, incx, y, incy, c, s);
+}
+
+PHOS_EXPORT cublasStatus_t cublasZdrot_v2(cublasHandle_t h, int n, cuDoubleComplex *x, int incx, cuDoubleComplex *y,
+					  int incy, const double *c, const double *s)
+{
+	return rot(h, CUDA_C_64F, CUDA_R_64F, n, x, incx, y, incy, c, s);
+}
 
 LEVEL1(S, s, float, CUDA_R_32F)
 LEVEL1(D, d, double, CUDA_R_64F)
@@ -350,4 +494,6 @@ PHOS_EXPORT_NAMES(
 	cublasSger_v2 cublasDdot_v2 cublasDnrm2_v2 cublasDasum_v2 cublasDger_v2 cublasCdotu_v2 cublasCdotc_v2
 	cublasScnrm2_v2 cublasScasum_v2 cublasCgeru_v2 cublasCgerc_v2 cublasZdotu_v2 cublasZdotc_v2 cublasDznrm2_v2
 	cublasDzasum_v2 cublasZgeru_v2 cublasZgerc_v2
+	cublasSsymv_v2 cublasSsyrk_v2 cublasDsymv_v2 cublasDsyrk_v2 cublasCsymv_v2 cublasCsyrk_v2 cublasZsymv_v2
+	cublasZsyrk_v2 cublasChemv_v2 cublasCherk_v2 cublasCrot_v2 cublasZhemv_v2 cublasZherk_v2 cublasZrot_v2
 )

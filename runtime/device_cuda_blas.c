@@ -641,6 +641,43 @@ int cuda_blas_call(struct phos_device *dev, void *handle, const struct phos_blas
 		s = f[ti](h, op->m, op->n, &alpha, x, op->incx, y, op->incy, a, op->lda);
 		break;
 	}
+	case PHOS_BLAS_SYMV:
+	case PHOS_BLAS_HEMV: {
+		__typeof__(cuda_cublas.SymvS) f[4] = { cuda_cublas.SymvS, cuda_cublas.SymvD,
+						       op->fn == PHOS_BLAS_SYMV ? cuda_cublas.SymvC : cuda_cublas.HemvC,
+						       op->fn == PHOS_BLAS_SYMV ? cuda_cublas.SymvZ : cuda_cublas.HemvZ };
+
+		if (op->fn == PHOS_BLAS_HEMV && ti < 2)
+			s = CUBLAS_STATUS_NOT_SUPPORTED;
+		else
+			s = f[ti](h, (cublasFillMode_t)op->uplo, op->n, &alpha, a, op->lda, x, op->incx, &beta, y,
+				  op->incy);
+		break;
+	}
+	case PHOS_BLAS_SYRK:
+	case PHOS_BLAS_HERK: {
+		__typeof__(cuda_cublas.SyrkS) f[4] = { cuda_cublas.SyrkS, cuda_cublas.SyrkD,
+						       op->fn == PHOS_BLAS_SYRK ? cuda_cublas.SyrkC : cuda_cublas.HerkC,
+						       op->fn == PHOS_BLAS_SYRK ? cuda_cublas.SyrkZ : cuda_cublas.HerkZ };
+
+		/* herk's alpha and beta are real (scal_type), syrk's of the matrix type */
+		if ((op->fn == PHOS_BLAS_HERK) != (st != t) || (op->fn == PHOS_BLAS_HERK && ti < 2))
+			s = CUBLAS_STATUS_NOT_SUPPORTED;
+		else
+			s = f[ti](h, (cublasFillMode_t)op->uplo, (cublasOperation_t)op->trans, op->n, op->m, &alpha, a,
+				  op->lda, &beta, b, op->ldb);
+		break;
+	}
+	case PHOS_BLAS_ROT: {
+		/* c is alpha's first part, real; s is beta: real (srot, drot, csrot,
+		 * zdrot) or complex (crot, zrot) */
+		__typeof__(cuda_cublas.RotS) f[4] = { cuda_cublas.RotS, cuda_cublas.RotD,
+						      st == t ? cuda_cublas.RotC : cuda_cublas.RotCs,
+						      st == t ? cuda_cublas.RotZ : cuda_cublas.RotZd };
+
+		s = f[ti](h, op->n, x, op->incx, y, op->incy, &alpha, &beta);
+		break;
+	}
 	case PHOS_BLAS_TRSM: {
 		__typeof__(cuda_cublas.TrsmS) f[4] = { cuda_cublas.TrsmS, cuda_cublas.TrsmD, cuda_cublas.TrsmC,
 						       cuda_cublas.TrsmZ };

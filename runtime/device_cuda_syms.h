@@ -199,6 +199,24 @@
 	X(TrsmC, "cublasCtrsm_v2", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, int, const void *, const void *, int, void *, int)) \
 	X(GemvZ, "cublasZgemv_v2", cublasStatus_t, (cublasHandle_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
 	X(TrsmZ, "cublasZtrsm_v2", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, int, const void *, const void *, int, void *, int)) \
+	X(SymvS, "cublasSsymv_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(SyrkS, "cublasSsyrk_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, void *, int)) \
+	X(RotS, "cublasSrot_v2", cublasStatus_t, (cublasHandle_t, int, void *, int, void *, int, const void *, const void *)) \
+	X(SymvD, "cublasDsymv_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(SyrkD, "cublasDsyrk_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, void *, int)) \
+	X(RotD, "cublasDrot_v2", cublasStatus_t, (cublasHandle_t, int, void *, int, void *, int, const void *, const void *)) \
+	X(SymvC, "cublasCsymv_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(SyrkC, "cublasCsyrk_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, void *, int)) \
+	X(RotC, "cublasCrot_v2", cublasStatus_t, (cublasHandle_t, int, void *, int, void *, int, const void *, const void *)) \
+	X(SymvZ, "cublasZsymv_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(SyrkZ, "cublasZsyrk_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, void *, int)) \
+	X(RotZ, "cublasZrot_v2", cublasStatus_t, (cublasHandle_t, int, void *, int, void *, int, const void *, const void *)) \
+	X(HemvC, "cublasChemv_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(HerkC, "cublasCherk_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, void *, int)) \
+	X(HemvZ, "cublasZhemv_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(HerkZ, "cublasZherk_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, void *, int)) \
+	X(RotCs, "cublasCsrot_v2", cublasStatus_t, (cublasHandle_t, int, void *, int, void *, int, const void *, const void *)) \
+	X(RotZd, "cublasZdrot_v2", cublasStatus_t, (cublasHandle_t, int, void *, int, void *, int, const void *, const void *)) \
 	X(GerS, "cublasSger_v2", cublasStatus_t, (cublasHandle_t, int, int, const void *, const void *, int, const void *, int, void *, int)) \
 	X(GerD, "cublasDger_v2", cublasStatus_t, (cublasHandle_t, int, int, const void *, const void *, int, const void *, int, void *, int)) \
 	X(GeruC, "cublasCgeru_v2", cublasStatus_t, (cublasHandle_t, int, int, const void *, const void *, int, const void *, int, void *, int)) \

@@ -279,6 +279,112 @@ static int ger(struct phos_device *dev, const struct phos_blas_op *op)
 	return ST_SUCCESS;
 }
 
+/* A symmetric (hemv: Hermitian) n x n matrix's element (i, j) from the
+ * triangle uplo says is stored (0 lower, 1 upper); a Hermitian diagonal is
+ * real. */
+static zval sym_ld(const void *a, int type, int64_t lda, int uplo, bool herm, int64_t i, int64_t j)
+{
+	bool stored = uplo == 1 ? i <= j : i >= j;
+	zval v = stored ? ld(a, type, i + j * lda) : ld(a, type, j + i * lda);
+
+	if (herm)
+		v = i == j ? creal(v) : stored ? v : conj(v);
+	return v;
+}
+
+static int symv(struct phos_device *dev, const struct phos_blas_op *op)
+{
+	int type = op->type;
+	int64_t n = op->n;
+	bool herm = op->fn == PHOS_BLAS_HEMV;
+	zval alpha = op->alpha[0] + I * op->alpha[1], beta = op->beta[0] + I * op->beta[1];
+	const void *a = (const void *)(uintptr_t)op->a, *x = (const void *)(uintptr_t)op->x;
+	void *y = (void *)(uintptr_t)op->y;
+
+	if (op->uplo < 0 || op->uplo > 1 || n < 0 || op->lda < (n > 1 ? n : 1) || !op->incx || !op->incy ||
+	    (herm && !is_complex(type)))
+		return ST_INVALID_VALUE;
+	if (!n)
+		return ST_SUCCESS;
+	if (!mat_ok(dev, op->a, type, n, n, op->lda) || !vec_ok(dev, op->x, type, n, op->incx) ||
+	    !vec_ok(dev, op->y, type, n, op->incy))
+		return ST_EXECUTION_FAILED;
+	/* y is read whole before a byte of it is written: x may alias nothing here */
+	for (int64_t i = 0; i < n; i++) {
+		zval s = 0;
+		int64_t yi = vi(i, n, op->incy);
+
+		for (int64_t j = 0; j < n; j++)
+			s += sym_ld(a, type, op->lda, op->uplo, herm, i, j) * ld(x, type, vi(j, n, op->incx));
+		st(y, type, yi, alpha * s + (beta != 0 ? beta * ld(y, type, yi) : 0));
+	}
+	return ST_SUCCESS;
+}
+
+/* C = alpha op(A) op(A)^T (herk: ^H) + beta C on the uplo triangle of C; the
+ * other triangle is not touched, and herk's diagonal comes out real. */
+static int syrk(struct phos_device *dev, const struct phos_blas_op *op)
+{
+	int type = op->type;
+	int64_t n = op->n, k = op->m;
+	bool herm = op->fn == PHOS_BLAS_HERK, nt = op->trans == 0;
+	zval alpha = op->alpha[0] + I * op->alpha[1], beta = op->beta[0] + I * op->beta[1];
+	const void *a = (const void *)(uintptr_t)op->a;
+	void *c = (void *)(uintptr_t)op->b;
+
+	if (op->uplo < 0 || op->uplo > 1 || n < 0 || k < 0 || op->lda < ((nt ? n : k) > 1 ? (nt ? n : k) : 1) ||
+	    op->ldb < (n > 1 ? n : 1) || (herm && !is_complex(type)))
+		return ST_INVALID_VALUE;
+	if (!n)
+		return ST_SUCCESS;
+	if ((k && !mat_ok(dev, op->a, type, nt ? n : k, nt ? k : n, op->lda)) || !mat_ok(dev, op->b, type, n, n, op->ldb))
+		return ST_EXECUTION_FAILED;
+	for (int64_t j = 0; j < n; j++)
+		for (int64_t i = op->uplo == 1 ? 0 : j; i <= (op->uplo == 1 ? j : n - 1); i++) {
+			zval s = 0, old = ld(c, type, i + j * op->ldb), v;
+
+			for (int64_t p = 0; p < k; p++) {
+				/* op(A)(i, p) and op(A)(j, p) */
+				zval ai = nt ? ld(a, type, i + p * op->lda) : ld(a, type, p + i * op->lda);
+				zval aj = nt ? ld(a, type, j + p * op->lda) : ld(a, type, p + j * op->lda);
+
+				if (!nt && herm)   /* herk with trans C: op(A) = A^H */
+					ai = conj(ai), aj = conj(aj);
+				s += ai * (herm ? conj(aj) : aj);
+			}
+			if (herm && i == j)
+				old = creal(old);
+			v = alpha * s + (beta != 0 ? beta * old : 0);
+			st(c, type, i + j * op->ldb, herm && i == j ? creal(v) : v);
+		}
+	return ST_SUCCESS;
+}
+
+/* (x, y) = (c x + s y, c y - conj(s) x), c real, s real or complex */
+static int rot(struct phos_device *dev, const struct phos_blas_op *op)
+{
+	int type = op->type;
+	int64_t n = op->n;
+	double c = op->alpha[0];
+	zval s = op->beta[0] + I * op->beta[1];
+	void *x = (void *)(uintptr_t)op->x, *y = (void *)(uintptr_t)op->y;
+
+	if (!op->incx || !op->incy)
+		return ST_INVALID_VALUE;
+	if (n <= 0)
+		return ST_SUCCESS;
+	if (!vec_ok(dev, op->x, type, n, op->incx) || !vec_ok(dev, op->y, type, n, op->incy))
+		return ST_EXECUTION_FAILED;
+	for (int64_t i = 0; i < n; i++) {
+		int64_t xi = vi(i, n, op->incx), yi = vi(i, n, op->incy);
+		zval xv = ld(x, type, xi), yv = ld(y, type, yi);
+
+		st(x, type, xi, c * xv + s * yv);
+		st(y, type, yi, c * yv - conj(s) * xv);
+	}
+	return ST_SUCCESS;
+}
+
 /* op(A) X = alpha B (side left, 0) or X op(A) = alpha B (right, 1); X overwrites B.
  * uplo: 0 lower, 1 upper (cublasFillMode_t); diag: 0 non-unit, 1 unit. */
 static int trsm(struct phos_device *dev, const struct phos_blas_op *op)
@@ -358,6 +464,17 @@ int phos_sim_blas_call(struct phos_device *dev, void *handle, const struct phos_
 		break;
 	case PHOS_BLAS_TRSM:
 		s = trsm(dev, op);
+		break;
+	case PHOS_BLAS_SYMV:
+	case PHOS_BLAS_HEMV:
+		s = symv(dev, op);
+		break;
+	case PHOS_BLAS_SYRK:
+	case PHOS_BLAS_HERK:
+		s = syrk(dev, op);
+		break;
+	case PHOS_BLAS_ROT:
+		s = rot(dev, op);
 		break;
 	default:
 		s = ST_INVALID_VALUE;

@@ -513,6 +513,12 @@ enum phos_blas_fn {
 	PHOS_BLAS_GER,    /* A += alpha x y^T (geru for complex), A m x n */
 	PHOS_BLAS_GERC,   /* A += alpha x y^H */
 	PHOS_BLAS_TRSM,   /* op(A) X = alpha B (left) or X op(A) = alpha B (right); B m x n */
+	PHOS_BLAS_SYMV,   /* y = alpha A x + beta y, A n x n symmetric (uplo: the half stored) */
+	PHOS_BLAS_HEMV,   /* the same, A Hermitian (C, Z) */
+	PHOS_BLAS_SYRK,   /* C = alpha op(A) op(A)^T + beta C; C n x n (b, ldb), op(A) n x k (k in m) */
+	PHOS_BLAS_HERK,   /* C = alpha op(A) op(A)^H + beta C, alpha and beta real (C, Z) */
+	PHOS_BLAS_ROT,    /* (x, y) = (c x + s y, c y - conj(s) x); c = alpha[0], s = beta (real
+	                   * for srot, drot, csrot, zdrot: scal_type real; complex for crot, zrot) */
 	PHOS_BLAS_FN__COUNT
 };
 struct phos_blas_op {

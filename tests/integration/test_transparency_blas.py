@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Transparency of cuBLAS (issue 12): public-style CUDA programs that use the
-Set/Get helpers, every precision of the level 1-3 routines, mixed-precision
+Set/Get helpers, every precision of the level 1-3 routines (symv, hemv, syrk,
+herk and the rotations included, blas_sym), mixed-precision
 GEMMs, batched LU and cublasXt run under phos-fn and give the answers their own CPU
 references expect; cublasXt is refused loudly; the executor's read/write sets
 of a few routines are exactly the bytes cuBLAS defines. With
@@ -24,7 +25,7 @@ def native(name):
 
 
 OK_LINE = {"blas_helpers": "blas_helpers: ok", "blas_level": "blas_level: all precisions ok",
-           "blas_ex": "blas_ex: ok", "blas_lu": "blas_lu: ok"}
+           "blas_ex": "blas_ex: ok", "blas_lu": "blas_lu: ok", "blas_sym": "blas_sym: ok"}
 
 for name, line in OK_LINE.items():
     p = run(prog(name))

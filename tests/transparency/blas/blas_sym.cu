@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: MIT
+// Symmetric and Hermitian cuBLAS routines and plane rotations, every
+// precision, as an ordinary CUDA program uses them: symv (S, D, C, Z), hemv
+// (C, Z), syrk (S, D, C, Z; N and T), herk (C, Z; N and C), rot (srot, drot,
+// crot, zrot, csrot, zdrot) with strided vectors, in host pointer mode, and
+// symv and srot in device pointer mode too. Only the referenced triangle of
+// A is filled with meaning (the other holds garbage that must be ignored);
+// syrk/herk must leave the other triangle of C alone. Exits 1 on a wrong answer.
+#include <complex>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+typedef std::complex<double> zd;
+static int failures;
+
+#define CK(call)                                                                              \
+	do {                                                                                  \
+		cublasStatus_t s_ = (call);                                                   \
+		if (s_ != CUBLAS_STATUS_SUCCESS) {                                            \
+			printf("FAIL %s:%d %s -> %d\n", __FILE__, __LINE__, #call, (int)s_); \
+			exit(1);                                                              \
+		}                                                                             \
+	} while (0)
+#define CU(call)                                                                                        \
+	do {                                                                                            \
+		cudaError_t e_ = (call);                                                                \
+		if (e_ != cudaSuccess) {                                                                \
+			printf("FAIL %s:%d %s -> %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
+			exit(1);                                                                        \
+		}                                                                                       \
+	} while (0)
+
+template <class T> struct Tr;
+template <> struct Tr<float> {
+	typedef float R;
+	static const bool cplx = false;
+	static constexpr double tol = 1e-3;
+	static zd get(float v) { return v; }
+	static float make(zd c) { return (float)c.real(); }
+};
+template <> struct Tr<double> {
+	typedef double R;
+	static const bool cplx = false;
+	static constexpr double tol = 1e-10;
+	static zd get(double v) { return v; }
+	static double make(zd c) { return c.real(); }
+};
+template <> struct Tr<cuComplex> {
+	typedef float R;
+	static const bool cplx = true;
+	static constexpr double tol = 1e-3;
+	static zd get(cuComplex v) { return zd(v.x, v.y); }
+	static cuComplex make(zd c) { return make_cuComplex((float)c.real(), (float)c.imag()); }
+};
+template <> struct Tr<cuDoubleComplex> {
+	typedef double R;
+	static const bool cplx = true;
+	static constexpr double tol = 1e-10;
+	static zd get(cuDoubleComplex v) { return zd(v.x, v.y); }
+	static cuDoubleComplex make(zd c) { return make_cuDoubleComplex(c.real(), c.imag()); }
+};
+
+#define SYM(P, T)                                                                                              \
+	static cublasStatus_t symv(cublasHandle_t h, cublasFillMode_t u, int n, const T *a, const T *A, int lda, \
+				   const T *x, int ix, const T *b, T *y, int iy)                               \
+	{ return cublas##P##symv(h, u, n, a, A, lda, x, ix, b, y, iy); }                                        \
+	static cublasStatus_t syrk(cublasHandle_t h, cublasFillMode_t u, cublasOperation_t t, int n, int k,     \
+				   const T *a, const T *A, int lda, const T *b, T *C, int ldc)                 \
+	{ return cublas##P##syrk(h, u, t, n, k, a, A, lda, b, C, ldc); }
+SYM(S, float)
+SYM(D, double)
+SYM(C, cuComplex)
+SYM(Z, cuDoubleComplex)
+static cublasStatus_t hemv(cublasHandle_t h, cublasFillMode_t u, int n, const cuComplex *a, const cuComplex *A, int lda,
+			   const cuComplex *x, int ix, const cuComplex *b, cuComplex *y, int iy)
+{ return cublasChemv(h, u, n, a, A, lda, x, ix, b, y, iy); }
+static cublasStatus_t hemv(cublasHandle_t h, cublasFillMode_t u, int n, const cuDoubleComplex *a,
+			   const cuDoubleComplex *A, int lda, const cuDoubleComplex *x, int ix,
+			   const cuDoubleComplex *b, cuDoubleComplex *y, int iy)
+{ return cublasZhemv(h, u, n, a, A, lda, x, ix, b, y, iy); }
+static cublasStatus_t herk(cublasHandle_t h, cublasFillMode_t u, cublasOperation_t t, int n, int k, const float *a,
+			   const cuComplex *A, int lda, const float *b, cuComplex *C, int ldc)
+{ return cublasCherk(h, u, t, n, k, a, A, lda, b, C, ldc); }
+static cublasStatus_t herk(cublasHandle_t h, cublasFillMode_t u, cublasOperation_t t, int n, int k, const double *a,
+			   const cuDoubleComplex *A, int lda, const double *b, cuDoubleComplex *C, int ldc)
+{ return cublasZherk(h, u, t, n, k, a, A, lda, b, C, ldc); }
+
+template <class T> static T *dev_copy(const std::vector<T> &h)
+{
+	T *d;
+	CU(cudaMalloc(&d, h.size() * sizeof(T)));
+	CU(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+	return d;
+}
+
+template <class T> static std::vector<T> host_copy(const T *d, size_t n)
+{
+	std::vector<T> h(n);
+	CU(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+	return h;
+}
+
+static unsigned seed = 12345;
+static double rnd()
+{
+	seed = seed * 1103515245u + 12345u;
+	return (double)((seed >> 8) % 2001) / 1000.0 - 1.0;
+}
+
+template <class T> static T rnd_val()
+{
+	return Tr<T>::make(zd(rnd(), Tr<T>::cplx ? rnd() : 0));
+}
+
+template <class T> static void expect(const char *what, zd got, zd want)
+{
+	if (std::abs(got - want) > Tr<T>::tol * (1 + std::abs(want))) {
+		if (failures++ < 10)
+			printf("FAIL %s: got (%g, %g), want (%g, %g)\n", what, got.real(), got.imag(), want.real(),
+			       want.imag());
+	}
+}
+
+// A(i, j) of a symmetric (Hermitian) matrix stored in the uplo triangle.
+template <class T> static zd sym_at(const std::vector<T> &A, int lda, bool upper, bool herm, int i, int j)
+{
+	bool stored = upper ? i <= j : i >= j;
+	zd v = Tr<T>::get(stored ? A[i + j * lda] : A[j + i * lda]);
+	if (herm)
+		v = i == j ? zd(v.real(), 0) : stored ? v : std::conj(v);
+	return v;
+}
+
+template <class T> static void test_symv(cublasHandle_t h, bool herm, bool device_mode)
+{
+	const int n = 37, lda = 41, ix = 2, iy = 3;
+	for (int up = 0; up < 2; up++) {
+		std::vector<T> A(lda * n), x(n * ix), y(n * iy);
+		for (auto &v : A) v = rnd_val<T>();
+		for (auto &v : x) v = rnd_val<T>();
+		for (auto &v : y) v = rnd_val<T>();
+		T alpha = rnd_val<T>(), beta = rnd_val<T>();
+		T *dA = dev_copy(A), *dx = dev_copy(x), *dy = dev_copy(y), *ds = nullptr;
+		cublasFillMode_t u = up ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
+		const T *pa = &alpha, *pb = &beta;
+		if (device_mode) {
+			ds = dev_copy(std::vector<T>{ alpha, beta });
+			CK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE));
+			pa = ds, pb = ds + 1;
+		}
+		if constexpr (Tr<T>::cplx) {
+			if (herm)
+				CK(hemv(h, u, n, pa, dA, lda, dx, ix, pb, dy, iy));
+			else
+				CK(symv(h, u, n, pa, dA, lda, dx, ix, pb, dy, iy));
+		} else {
+			CK(symv(h, u, n, pa, dA, lda, dx, ix, pb, dy, iy));
+		}
+		CK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+		std::vector<T> got = host_copy(dy, y.size());
+		for (int i = 0; i < n; i++) {
+			zd s = 0;
+			for (int j = 0; j < n; j++)
+				s += sym_at(A, lda, up, herm, i, j) * Tr<T>::get(x[j * ix]);
+			expect<T>(herm ? "hemv" : "symv", Tr<T>::get(got[i * iy]),
+				  Tr<T>::get(alpha) * s + Tr<T>::get(beta) * Tr<T>::get(y[i * iy]));
+		}
+		cudaFree(dA), cudaFree(dx), cudaFree(dy), cudaFree(ds);
+	}
+}
+
+// C = alpha op(A) op(A)^T (^H) + beta C on one triangle; the other must stay.
+template <class T, class S> static void test_rank_k(cublasHandle_t h, bool herm)
+{
+	const int n = 23, k = 17, ldc = 29;
+	for (int up = 0; up < 2; up++)
+		for (int tr = 0; tr < 2; tr++) {
+			cublasOperation_t t = tr == 0 ? CUBLAS_OP_N : herm ? CUBLAS_OP_C : CUBLAS_OP_T;
+			int rows = tr ? k : n, cols = tr ? n : k, lda = rows + 3;
+			std::vector<T> A(lda * cols), C(ldc * n);
+			for (auto &v : A) v = rnd_val<T>();
+			for (auto &v : C) v = rnd_val<T>();
+			if (herm)
+				for (int i = 0; i < n; i++)
+					C[i + i * ldc] = Tr<T>::make(zd(Tr<T>::get(C[i + i * ldc]).real(), 0));
+			S alpha, beta;
+			if constexpr (sizeof(S) == sizeof(T)) {
+				alpha = rnd_val<T>(), beta = rnd_val<T>();
+			} else {
+				alpha = (S)rnd(), beta = (S)rnd();
+			}
+			T *dA = dev_copy(A), *dC = dev_copy(C);
+			cublasFillMode_t u = up ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
+			if constexpr (sizeof(S) == sizeof(T))
+				CK(syrk(h, u, t, n, k, &alpha, dA, lda, &beta, dC, ldc));
+			else
+				CK(herk(h, u, t, n, k, &alpha, dA, lda, &beta, dC, ldc));
+			std::vector<T> got = host_copy(dC, C.size());
+			zd za, zb;
+			if constexpr (sizeof(S) == sizeof(T))
+				za = Tr<T>::get(alpha), zb = Tr<T>::get(beta);
+			else
+				za = alpha, zb = beta;
+			for (int j = 0; j < n; j++)
+				for (int i = 0; i < n; i++) {
+					bool in = up ? i <= j : i >= j;
+					if (!in) {   // untouched
+						expect<T>("syrk: the other triangle", Tr<T>::get(got[i + j * ldc]),
+							  Tr<T>::get(C[i + j * ldc]));
+						continue;
+					}
+					zd s = 0;
+					for (int p = 0; p < k; p++) {
+						zd ai = Tr<T>::get(tr ? A[p + i * lda] : A[i + p * lda]);
+						zd aj = Tr<T>::get(tr ? A[p + j * lda] : A[j + p * lda]);
+						if (tr && herm)
+							ai = std::conj(ai), aj = std::conj(aj);
+						s += ai * (herm ? std::conj(aj) : aj);
+					}
+					expect<T>(herm ? "herk" : "syrk", Tr<T>::get(got[i + j * ldc]),
+						  za * s + zb * Tr<T>::get(C[i + j * ldc]));
+				}
+			cudaFree(dA), cudaFree(dC);
+		}
+}
+
+// (x, y) = (c x + s y, c y - conj(s) x)
+template <class T, class Sv, class F> static void test_rot(cublasHandle_t h, const char *name, F call, Sv s, bool dev)
+{
+	const int n = 51, ix = 2, iy = 3;
+	std::vector<T> x(n * ix), y(n * iy);
+	for (auto &v : x) v = rnd_val<T>();
+	for (auto &v : y) v = rnd_val<T>();
+	typename Tr<T>::R c = (typename Tr<T>::R)0.6;
+	T *dx = dev_copy(x), *dy = dev_copy(y);
+	if (dev) {
+		typename Tr<T>::R *dc;
+		Sv *dsv;
+		CU(cudaMalloc(&dc, sizeof(c)));
+		CU(cudaMalloc(&dsv, sizeof(s)));
+		CU(cudaMemcpy(dc, &c, sizeof(c), cudaMemcpyHostToDevice));
+		CU(cudaMemcpy(dsv, &s, sizeof(s), cudaMemcpyHostToDevice));
+		CK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE));
+		CK(call(h, n, dx, ix, dy, iy, dc, dsv));
+		CK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+		cudaFree(dc), cudaFree(dsv);
+	} else {
+		CK(call(h, n, dx, ix, dy, iy, &c, &s));
+	}
+	std::vector<T> gx = host_copy(dx, x.size()), gy = host_copy(dy, y.size());
+	zd zs;
+	if constexpr (sizeof(Sv) == sizeof(T))
+		zs = Tr<T>::get(s);
+	else
+		zs = s;
+	for (int i = 0; i < n; i++) {
+		zd xv = Tr<T>::get(x[i * ix]), yv = Tr<T>::get(y[i * iy]);
+		expect<T>(name, Tr<T>::get(gx[i * ix]), (double)c * xv + zs * yv);
+		expect<T>(name, Tr<T>::get(gy[i * iy]), (double)c * yv - std::conj(zs) * xv);
+	}
+	cudaFree(dx), cudaFree(dy);
+}
+
+int main()
+{
+	cublasHandle_t h;
+	CK(cublasCreate(&h));
+	test_symv<float>(h, false, false);
+	test_symv<double>(h, false, false);
+	test_symv<cuComplex>(h, false, false);
+	test_symv<cuDoubleComplex>(h, false, false);
+	test_symv<float>(h, false, true);
+	test_symv<cuComplex>(h, true, false);
+	test_symv<cuDoubleComplex>(h, true, false);
+	test_symv<cuDoubleComplex>(h, true, true);
+	test_rank_k<float, float>(h, false);
+	test_rank_k<double, double>(h, false);
+	test_rank_k<cuComplex, cuComplex>(h, false);
+	test_rank_k<cuDoubleComplex, cuDoubleComplex>(h, false);
+	test_rank_k<cuComplex, float>(h, true);
+	test_rank_k<cuDoubleComplex, double>(h, true);
+	test_rot<float>(h, "srot", cublasSrot, 0.8f, false);
+	test_rot<float>(h, "srot (device scalars)", cublasSrot, 0.8f, true);
+	test_rot<double>(h, "drot", cublasDrot, 0.8, false);
+	test_rot<cuComplex>(h, "crot", cublasCrot, make_cuComplex(0.48f, 0.64f), false);
+	test_rot<cuDoubleComplex>(h, "zrot", cublasZrot, make_cuDoubleComplex(0.48, 0.64), false);
+	test_rot<cuComplex>(h, "csrot", cublasCsrot, 0.8f, false);
+	test_rot<cuDoubleComplex>(h, "zdrot", cublasZdrot, 0.8, true);
+	CK(cublasDestroy(h));
+	if (failures) {
+		printf("blas_sym: %d wrong\n", failures);
+		return 1;
+	}
+	printf("blas_sym: ok\n");
+	return 0;
+}
