@@ -243,6 +243,31 @@ static int memset_2d(struct executor *ex, const void *body, uint32_t len)
 }
 
 /* A shared host region: the preload sent its memfd on the socket just before. */
+/* Whether [addr, addr+size) lies in the host window this executor reserved. */
+static bool in_window(const struct executor *ex, uint64_t addr, uint64_t size)
+{
+	uint64_t base = phos_host_window_base(ex->arena_base, ex->arena_size);
+
+	return ex->window && addr >= base && size <= PHOS_HOST_WINDOW_SIZE && addr - base <= PHOS_HOST_WINDOW_SIZE - size;
+}
+
+int exec_window_reserve(struct executor *ex)
+{
+	uint64_t base = phos_host_window_base(ex->arena_base, ex->arena_size);
+	void *p = mmap((void *)(uintptr_t)base, PHOS_HOST_WINDOW_SIZE, PROT_NONE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+
+	if (p == MAP_FAILED || (uint64_t)(uintptr_t)p != base) {
+		if (p != MAP_FAILED)
+			munmap(p, PHOS_HOST_WINDOW_SIZE);
+		phos_warn("the host window at %#llx is taken: managed memory cannot be mapped",
+			  (unsigned long long)base);
+		return -EEXIST;
+	}
+	ex->window = true;
+	return 0;
+}
+
 int exec_region_map(struct executor *ex, uint32_t id, int fd, uint64_t size, uint64_t want,
 		    struct exec_region **ret_reg)
 {
@@ -266,7 +291,10 @@ int exec_region_map(struct executor *ex, uint32_t id, int fd, uint64_t size, uin
 	 * an older kernel takes it as a hint): its host pointers then work in
 	 * kernels. Elsewhere only cudaHostGetDevicePointer's pointer does. */
 	reg->ptr = MAP_FAILED;
-	if (at) {
+	if (at && in_window(ex, want, size)) {
+		/* managed memory: over our own reservation, always at its address */
+		reg->ptr = mmap(at, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+	} else if (at) {
 		reg->ptr = mmap(at, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
 		if (reg->ptr != MAP_FAILED && reg->ptr != at) {
 			munmap(reg->ptr, size);
@@ -318,7 +346,10 @@ void exec_region_free(struct executor *ex, struct exec_region *reg)
 	if (!reg)
 		return;
 	ex->dev_ops->host_unregister(ex->dev, reg->ptr);
-	munmap(reg->ptr, reg->size);
+	if (in_window(ex, (uint64_t)(uintptr_t)reg->ptr, reg->size))   /* the window stays reserved */
+		mmap(reg->ptr, reg->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+	else
+		munmap(reg->ptr, reg->size);
 	free(reg);
 }
 

@@ -169,6 +169,7 @@ struct stage;
 
 struct executor {
 	struct stage *stage;           /* the staging ring of dumps (staging.c), once made */
+	bool window;                   /* the host window is reserved here (proto.h) */
 	const struct phos_device_ops *dev_ops;
 	struct phos_device *dev;
 	struct phos_bufmap *bufs;
@@ -457,6 +458,11 @@ void exec_region_free(struct executor *ex, struct exec_region *reg);
 /* Frees everything the function created (streams, events, handles, modules,
  * buffers, host regions): the executor is clean for the next function. */
 void exec_scrub(struct executor *ex);
+
+/* Reserves the host window (proto.h) before the device opens; -EEXIST (and
+ * a warning) when something is there already: managed memory then fails
+ * to map. exec_memory.c. */
+int exec_window_reserve(struct executor *ex);
 
 /* --- CUDA arrays, texture and surface objects (exec_array.c) --- */
 

@@ -656,6 +656,7 @@ int main(int argc, char **argv)
 		 * read to see where time went. */
 		setvbuf(ex.trace, NULL, _IOLBF, 1 << 16);
 	}
+	exec_window_reserve(&ex);   /* before the driver takes address space */
 	t0 = phos_now();
 	/* A restore warms cuBLAS up beside loading the snapshot (exec_image_load). */
 	r = ex.dev_ops->open(ordinal, ex.arena_base, ex.arena_size, warm && !img, &ex.dev);

@@ -33,17 +33,20 @@
  * like CUDA, registering memory that another thread is writing is the
  * caller's race.
  *
- * cudaMallocManaged memory (issue 12) is such a region too, which the
- * executor must map at the very same address, pinned and mapped for the
- * device: host code and kernels then use one pointer, and every access is
- * coherent (the GPU reads and writes the host's pages over the bus, as
- * zero-copy memory does). Nothing migrates: a kernel reaches managed memory
- * at the bus's speed, not HBM's; correct first (a faster path would copy
- * ranges in on cudaMemPrefetchAsync and track them back). If the executor
- * cannot map it at that address (its own mappings are there), the
- * allocation fails with cudaErrorMemoryAllocation rather than hand out a
- * pointer that kernels could not use; a restored executor that cannot is a
- * failed restore. cudaMemset on it, and a copy between it and other host
+ * cudaMallocManaged memory (issue 12) is such a region too, placed in the
+ * host window (proto.h), which the executor maps at the very same address,
+ * pinned and mapped for the device: host code and kernels then use one
+ * pointer, and every access is coherent (the GPU reads and writes the host's
+ * pages over the bus, as zero-copy memory does). Nothing migrates: a kernel
+ * reaches managed memory at the bus's speed, not HBM's; correct first (a
+ * faster path would copy ranges in on cudaMemPrefetchAsync and track them
+ * back). Every executor reserves the window before its driver starts, so the
+ * address is free there, in a restored function's new executor too (mapping
+ * anywhere the function happened to have it clashed with the driver's own
+ * mappings on an H200). If it still cannot be mapped there, the allocation
+ * fails with cudaErrorMemoryAllocation rather than hand out a pointer that
+ * kernels could not use; a restored executor that cannot is a failed
+ * restore. cudaMemset on it, and a copy between it and other host
  * memory, first wait for the stream's work (a kernel may be writing it), then
  * run on the host. cudaMemPrefetchAsync, cudaMemAdvise and
  * cudaStreamAttachMemAsync are checked and do nothing else (hints). A
@@ -144,6 +147,66 @@ err_id:
 
 static int region_unpublish(struct region *reg);
 
+/* --- the host window (managed memory): first fit over its used ranges --- */
+
+static struct {
+	uint64_t base;            /* 0 until reserved here */
+	struct { uint64_t addr, len; } used[4096];   /* sorted by addr */
+	size_t n;
+} window;
+
+/* A window address for len bytes (a page multiple), reserving the window in
+ * this process first; 0 when none (regions_lock held). */
+static uint64_t window_take(uint64_t len)
+{
+	const struct phos_reply_hello *h = phos_preload_hello();
+	uint64_t at;
+
+	if (!window.base) {
+		uint64_t base = phos_host_window_base(h->arena_base, h->arena_size);
+		void *p = mmap((void *)(uintptr_t)base, PHOS_HOST_WINDOW_SIZE, PROT_NONE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+
+		if (!h->arena_size || p == MAP_FAILED || (uint64_t)(uintptr_t)p != base) {
+			if (p != MAP_FAILED)
+				munmap(p, PHOS_HOST_WINDOW_SIZE);
+			phos_warn("cudaMallocManaged: the host window at %#llx is taken in this process",
+				  (unsigned long long)base);
+			return 0;
+		}
+		window.base = base;
+	}
+	if (window.n == sizeof(window.used) / sizeof(window.used[0]))
+		return 0;
+	at = window.base;
+	for (size_t i = 0; i <= window.n; i++) {
+		uint64_t end = i < window.n ? window.used[i].addr : window.base + PHOS_HOST_WINDOW_SIZE;
+
+		if (end - at >= len) {
+			memmove(&window.used[i + 1], &window.used[i], (window.n - i) * sizeof(window.used[0]));
+			window.used[i].addr = at;
+			window.used[i].len = len;
+			window.n++;
+			return at;
+		}
+		if (i < window.n)
+			at = window.used[i].addr + window.used[i].len;
+	}
+	return 0;
+}
+
+/* Gives [addr, addr+len) back to the window, reserved again (regions_lock held). */
+static void window_give(uint64_t addr, uint64_t len)
+{
+	for (size_t i = 0; i < window.n; i++)
+		if (window.used[i].addr == addr) {
+			memmove(&window.used[i], &window.used[i + 1], (window.n - i - 1) * sizeof(window.used[0]));
+			window.n--;
+			break;
+		}
+	mmap((void *)(uintptr_t)addr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+}
+
 static int host_alloc(void **ptr, size_t size, unsigned flags, bool managed)
 {
 	long page = sysconf(_SC_PAGESIZE);
@@ -167,7 +230,23 @@ static int host_alloc(void **ptr, size_t size, unsigned flags, bool managed)
 		r = cudaErrorMemoryAllocation;
 		goto err_fd;
 	}
-	reg.base = mmap(NULL, reg.size, PROT_READ | PROT_WRITE, MAP_SHARED, reg.fd, 0);
+	if (managed) {
+		uint64_t at;
+
+		pthread_mutex_lock(&regions_lock);
+		at = window_take(reg.size);
+		pthread_mutex_unlock(&regions_lock);
+		reg.base = at ? mmap((void *)(uintptr_t)at, reg.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+				     reg.fd, 0)
+			      : MAP_FAILED;
+		if (reg.base == MAP_FAILED && at) {
+			pthread_mutex_lock(&regions_lock);
+			window_give(at, reg.size);
+			pthread_mutex_unlock(&regions_lock);
+		}
+	} else {
+		reg.base = mmap(NULL, reg.size, PROT_READ | PROT_WRITE, MAP_SHARED, reg.fd, 0);
+	}
 	if (reg.base == MAP_FAILED) {
 		r = cudaErrorMemoryAllocation;
 		goto err_fd;
@@ -186,7 +265,13 @@ static int host_alloc(void **ptr, size_t size, unsigned flags, bool managed)
 	return cudaSuccess;
 
 err_map:
-	munmap(reg.base, reg.size);
+	if (managed) {
+		pthread_mutex_lock(&regions_lock);
+		window_give((uint64_t)(uintptr_t)reg.base, reg.size);
+		pthread_mutex_unlock(&regions_lock);
+	} else {
+		munmap(reg.base, reg.size);
+	}
 err_fd:
 	if (reg.fd >= 0)
 		close(reg.fd);
@@ -248,7 +333,13 @@ static int region_free(void *ptr, bool managed)
 		return cudaErrorInvalidValue;
 	if (reg.id)
 		r = region_unpublish(&reg);
-	munmap(reg.base, reg.size);
+	if (managed) {
+		pthread_mutex_lock(&regions_lock);
+		window_give((uint64_t)(uintptr_t)reg.base, reg.size);
+		pthread_mutex_unlock(&regions_lock);
+	} else {
+		munmap(reg.base, reg.size);
+	}
 	close(reg.fd);
 	return r;
 }
