@@ -234,3 +234,24 @@ def live_instances(inv, name):
     """The instances of name on an Invoker that have not exited (/system/logs)."""
     st, body = inv.call("GET", f"/system/logs?name={name}&tail=1")
     return [i for i in body.get("instances", []) if i.get("state") != "exited"] if st == 200 else []
+
+
+def serve_everywhere(prog, stdin, check_answers, tmp):
+    """A serving program's answers to stdin checked by check_answers(list,
+    what): under phos-fn run, natively on a GPU, and after a snapshot at
+    phos_fn_serve is restored, stop-the-world and on demand."""
+    p = run(prog, stdin=stdin)
+    check(p.returncode == 0, f"{os.path.basename(prog)} under phos-fn: rc {p.returncode}\n{p.stderr[-3000:]}")
+    check_answers(answers(p), "phos-fn run")
+    if DEVICE == "cuda":
+        n = subprocess.run([prog], input=stdin, capture_output=True, text=True, timeout=300)
+        check_answers([json.loads(line) for line in n.stdout.splitlines() if line.startswith("{")], "native")
+    snap = os.path.join(tmp, "snap-" + os.path.basename(prog))
+    p = phos("snapshot", "--device", DEVICE, "-o", snap, "--", prog)
+    check(p.returncode == 0, f"snapshot: rc {p.returncode}: {p.stderr[-3000:]}")
+    if p.returncode == 0:
+        for mode in ([], ["--on-demand"]):
+            r = phos("restore", "--device", DEVICE, *mode, snap, stdin=stdin)
+            what = "restore " + (" ".join(mode) or "stop-the-world")
+            check(r.returncode == 0, f"{what}: rc {r.returncode}: {r.stderr[-3000:]}")
+            check_answers(answers(r), what)

@@ -29,13 +29,12 @@ per-thread default stream, run as ordinary CUDA programs
 Each launch of a graph reaches the executor as its nodes' own records, each
 with its own read/write set: the trace shows them.
 """
-import json
 import os
 import shutil
 import subprocess
 import tempfile
 
-from harness import DEVICE, answers, check, done, phos, program, read_trace, run
+from harness import DEVICE, check, done, program, read_trace, run, serve_everywhere
 
 GRAPHS = program("tests", "transparency", "graphs", "graphs")
 NODES = program("tests", "transparency", "graphs", "graph_nodes")
@@ -100,26 +99,12 @@ try:
     check("cudaMemcpyAsync_ptsz" in syms and "cudaStreamSynchronize_ptsz" in syms,
           f"ptds does not import the _ptsz forms:\n{syms}")
 
-    ref = answers(run(SERVE, stdin=REQS))
-
     def check_answers(got, what):
         check(len(got) == 3, f"{what}: {len(got)} of 3 answers")
         for i, a in enumerate(got):
             check(a.get("ok") is True and a.get("host_calls") == i + 1, f"{what}: answer {i}: {a}")
 
-    check_answers(ref, "phos-fn run")
-    if DEVICE == "cuda":
-        nat = [json.loads(line) for line in native(SERVE, stdin=REQS).stdout.splitlines() if line.startswith("{")]
-        check_answers(nat, "native")
-    snap = os.path.join(tmp, "snap")
-    p = phos("snapshot", "--device", DEVICE, "-o", snap, "--", SERVE)
-    check(p.returncode == 0, f"snapshot: rc {p.returncode}: {p.stderr[-3000:]}")
-    if p.returncode == 0:
-        for mode in ([], ["--on-demand"]):
-            r = phos("restore", "--device", DEVICE, *mode, snap, stdin=REQS)
-            what = "restore " + (" ".join(mode) or "stop-the-world")
-            check(r.returncode == 0, f"{what}: rc {r.returncode}: {r.stderr[-3000:]}")
-            check_answers(answers(r), what)
+    serve_everywhere(SERVE, REQS, check_answers, tmp)
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 

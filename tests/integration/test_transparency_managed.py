@@ -22,13 +22,12 @@
 Every launch reaches the executor (the trace), with managed memory outside
 its read/write sets (it is not device memory a restore moves).
 """
-import json
 import os
 import shutil
 import subprocess
 import tempfile
 
-from harness import DEVICE, answers, check, done, phos, program, read_trace, run
+from harness import DEVICE, check, done, program, read_trace, run, serve_everywhere
 
 MANAGED = program("tests", "transparency", "managed", "managed")
 SERVE = program("tests", "transparency", "managed", "managed_serve")
@@ -61,19 +60,7 @@ try:
         for i, a in enumerate(got):
             check(a.get("ok") is True and a.get("calls") == i + 1, f"{what}: answer {i}: {a}")
 
-    check_answers(answers(run(SERVE, stdin=REQS)), "phos-fn run")
-    if DEVICE == "cuda":
-        nat = [json.loads(line) for line in native(SERVE, stdin=REQS).stdout.splitlines() if line.startswith("{")]
-        check_answers(nat, "native")
-    snap = os.path.join(tmp, "snap")
-    p = phos("snapshot", "--device", DEVICE, "-o", snap, "--", SERVE)
-    check(p.returncode == 0, f"snapshot: rc {p.returncode}: {p.stderr[-3000:]}")
-    if p.returncode == 0:
-        for mode in ([], ["--on-demand"]):
-            r = phos("restore", "--device", DEVICE, *mode, snap, stdin=REQS)
-            what = "restore " + (" ".join(mode) or "stop-the-world")
-            check(r.returncode == 0, f"{what}: rc {r.returncode}: {r.stderr[-3000:]}")
-            check_answers(answers(r), what)
+    serve_everywhere(SERVE, REQS, check_answers, tmp)
 
     # a __managed__ variable: refused, never a wrong answer; the log (asked
     # for: the preload prints nothing by default) names the variable

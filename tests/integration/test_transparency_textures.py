@@ -25,13 +25,12 @@ tests/transparency/twins.c and the sampling helpers of runtime/sim_tex.h):
 Each program checks its own results against a CPU reference (natively too on
 a GPU); the trace shows every kernel forwarded.
 """
-import json
 import os
 import shutil
 import subprocess
 import tempfile
 
-from harness import DEVICE, answers, check, done, phos, program, read_trace, run
+from harness import DEVICE, check, done, program, read_trace, run, serve_everywhere
 
 ARRAYS = program("tests", "transparency", "textures", "arrays")
 TEXTURES = program("tests", "transparency", "textures", "textures")
@@ -77,21 +76,7 @@ try:
         for i, a in enumerate(got):
             check(a.get("ok") is True and a.get("requests") == i + 1, f"{what}: answer {i}: {a}")
 
-    p = run(SERVE, stdin=REQS)
-    check(p.returncode == 0, f"texture_serve under phos-fn: rc {p.returncode}\n{p.stderr[-3000:]}")
-    check_answers(answers(p), "phos-fn run")
-    if DEVICE == "cuda":
-        nat = [json.loads(line) for line in native(SERVE, stdin=REQS).stdout.splitlines() if line.startswith("{")]
-        check_answers(nat, "native")
-    snap = os.path.join(tmp, "snap")
-    p = phos("snapshot", "--device", DEVICE, "-o", snap, "--", SERVE)
-    check(p.returncode == 0, f"snapshot: rc {p.returncode}: {p.stderr[-3000:]}")
-    if p.returncode == 0:
-        for mode in ([], ["--on-demand"]):
-            r = phos("restore", "--device", DEVICE, *mode, snap, stdin=REQS)
-            what = "restore " + (" ".join(mode) or "stop-the-world")
-            check(r.returncode == 0, f"{what}: rc {r.returncode}: {r.stderr[-3000:]}")
-            check_answers(answers(r), what)
+    serve_everywhere(SERVE, REQS, check_answers, tmp)
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
