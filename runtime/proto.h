@@ -519,6 +519,14 @@ enum phos_blas_fn {
 	PHOS_BLAS_HERK,   /* C = alpha op(A) op(A)^H + beta C, alpha and beta real (C, Z) */
 	PHOS_BLAS_ROT,    /* (x, y) = (c x + s y, c y - conj(s) x); c = alpha[0], s = beta (real
 	                   * for srot, drot, csrot, zdrot: scal_type real; complex for crot, zrot) */
+	PHOS_BLAS_SYMM,   /* C = alpha A B + beta C (side left) or alpha B A + beta C (right), A
+	                   * symmetric (uplo), B and C m x n */
+	PHOS_BLAS_HEMM,   /* the same, A Hermitian (C, Z) */
+	PHOS_BLAS_SYR2K,  /* C = alpha (op(A) op(B)^T + op(B) op(A)^T) + beta C; C n x n, op(A),
+	                   * op(B) n x k */
+	PHOS_BLAS_HER2K,  /* C = alpha op(A) op(B)^H + conj(alpha) op(B) op(A)^H + beta C, beta real */
+	PHOS_BLAS_TRMM,   /* C = alpha op(A) B (left) or alpha B op(A) (right), A triangular (uplo,
+	                   * diag), B and C m x n (C may be B) */
 	PHOS_BLAS_FN__COUNT
 };
 struct phos_blas_op {
@@ -536,6 +544,8 @@ struct phos_blas_op {
 	uint64_t result;
 	uint64_t alpha_addr, beta_addr;
 	double alpha[2], beta[2];      /* host pointer mode: real and imaginary parts */
+	uint64_t c;                    /* SYMM, HEMM, SYR2K, HER2K, TRMM: C, ldc; SYR2K, HER2K: k */
+	int32_t ldc, k;
 	/* DOT/DOTC/NRM2/ASUM/AMAX/AMIN without dev_result are sent synchronously and
 	 * reply their result: one element of type (DOT, DOTC), of its real type
 	 * (NRM2, ASUM) or an int32 (AMAX, AMIN) */
@@ -619,16 +629,18 @@ bool phos_array_extent(const struct phos_array_create *a, uint32_t elem_bytes, u
 		       uint64_t *ret_bytes);
 
 /* The host window: managed memory (cudaMallocManaged) lives at the same
- * addresses in the function and in its executor, inside
- * [arena_base + arena_size, + PHOS_HOST_WINDOW_SIZE), which every executor
+ * addresses in the function and in its executor, inside [arena_base +
+ * arena_size + PHOS_HOST_WINDOW_GAP, + PHOS_HOST_WINDOW_SIZE) (the gap keeps
+ * the sim device's variable region, 1-2 GiB past the arena, out), which every executor
  * reserves before it opens the device (so the driver keeps out of it) and
  * the preload reserves in the function at its first managed allocation:
  * like the arena, the same range in every executor, so a restored function's
  * managed pointers are free in any new executor too. */
 #define PHOS_HOST_WINDOW_SIZE (256ull << 30)
+#define PHOS_HOST_WINDOW_GAP (4ull << 30)
 static inline uint64_t phos_host_window_base(uint64_t arena_base, uint64_t arena_size)
 {
-	return arena_base + arena_size;
+	return arena_base + arena_size + PHOS_HOST_WINDOW_GAP;
 }
 
 /* Name of an op, for logs and traces ("launch", "memcpy_h2d", ...). */
