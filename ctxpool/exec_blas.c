@@ -409,6 +409,35 @@ static int call_set(struct executor *ex, const struct phos_blas_op *op, struct s
 			return -1;
 		return 0;
 	}
+	case PHOS_BLAS_SYMM:
+	case PHOS_BLAS_HEMM:
+	case PHOS_BLAS_TRMM: {
+		int ka = op->side == 0 ? op->m : op->n;
+		uint64_t sc;
+
+		/* C read and written whole (beta, or C being B for trmm) */
+		if (matrix_span(ka, ka, op->lda, 1, 0, e, &sa) < 0 || matrix_span(op->m, op->n, op->ldb, 1, 0, e, &sb) < 0 ||
+		    matrix_span(op->m, op->n, op->ldc, 1, 0, e, &sc) < 0)
+			return -1;
+		if (spec_range(ex, set, op->a, sa, R) < 0 || spec_range(ex, set, op->b, sb, R) < 0 ||
+		    spec_range(ex, set, op->c, sc, RW) < 0)
+			return -1;
+		return 0;
+	}
+	case PHOS_BLAS_SYR2K:
+	case PHOS_BLAS_HER2K: {
+		bool n_form = op->trans == 0;   /* op(A), op(B) n x k */
+		uint64_t sc;
+
+		if (matrix_span(n_form ? op->n : op->k, n_form ? op->k : op->n, op->lda, 1, 0, e, &sa) < 0 ||
+		    matrix_span(n_form ? op->n : op->k, n_form ? op->k : op->n, op->ldb, 1, 0, e, &sb) < 0 ||
+		    matrix_span(op->n, op->n, op->ldc, 1, 0, e, &sc) < 0)
+			return -1;
+		if (spec_range(ex, set, op->a, sa, R) < 0 || spec_range(ex, set, op->b, sb, R) < 0 ||
+		    spec_range(ex, set, op->c, sc, RW) < 0)
+			return -1;
+		return 0;
+	}
 	case PHOS_BLAS_TRSM: {
 		int ka = op->side == 0 ? op->m : op->n;
 
@@ -467,7 +496,7 @@ static const char *call_name(const struct phos_blas_op *op, char name[16])
 {
 	static const char *const fn[PHOS_BLAS_FN__COUNT] = {
 		"axpy", "scal", "dot", "dotc", "nrm2", "asum", "amax", "amin", "copy", "swap", "gemv", "ger", "gerc", "trsm",
-		"symv", "hemv", "syrk", "herk", "rot",
+		"symv", "hemv", "syrk", "herk", "rot", "symm", "hemm", "syr2k", "her2k", "trmm",
 	};
 	char p = op->type == 0 ? 'S' : op->type == 1 ? 'D' : op->type == 4 ? 'C' : 'Z';
 
@@ -493,7 +522,7 @@ static int call(struct executor *ex, struct exec_blas *b, const struct phos_blas
 	/* scalars first: gemv's set depends on beta */
 	if (op.dev_scalars) {
 		bool has_alpha = op.fn == PHOS_BLAS_AXPY || op.fn == PHOS_BLAS_SCAL || op.fn >= PHOS_BLAS_GEMV;
-		bool has_beta = op.fn == PHOS_BLAS_GEMV || op.fn >= PHOS_BLAS_SYMV;   /* rot: s */
+		bool has_beta = op.fn == PHOS_BLAS_GEMV || (op.fn >= PHOS_BLAS_SYMV && op.fn != PHOS_BLAS_TRMM);   /* rot: s */
 
 		r = scalars_read(ex, &set, op.scal_type, has_alpha ? op.alpha_addr : 0, has_beta ? op.beta_addr : 0,
 				 op.alpha, op.beta);

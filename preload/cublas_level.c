@@ -305,6 +305,91 @@ static cublasStatus_t rot(cublasHandle_t handle, int type, int s_type, int n, vo
 	return run(b, &op, c, s, NULL, 0);
 }
 
+static bool side_ok(cublasSideMode_t s)
+{
+	return s == CUBLAS_SIDE_LEFT || s == CUBLAS_SIDE_RIGHT;
+}
+
+/* symm, hemm: C = alpha A B + beta C (left) or alpha B A + beta C (right) */
+static cublasStatus_t symm(cublasHandle_t handle, int fn, int type, cublasSideMode_t side, cublasFillMode_t uplo,
+			   int m, int n, const void *alpha, const void *A, int lda, const void *B, int ldb,
+			   const void *beta, void *C, int ldc)
+{
+	struct blas *b = blas_get(handle);
+	struct phos_blas_op op = { .fn = fn, .type = type, .scal_type = type, .m = m, .n = n, .lda = lda, .ldb = ldb,
+				   .ldc = ldc, .side = side, .uplo = uplo, .a = (uintptr_t)A, .b = (uintptr_t)B,
+				   .c = (uintptr_t)C };
+
+	if (!b)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!side_ok(side) || !uplo_ok(uplo) || m < 0 || n < 0 || lda < max1(side == CUBLAS_SIDE_LEFT ? m : n) ||
+	    ldb < max1(m) || ldc < max1(m) || !alpha || !beta)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (m == 0 || n == 0)
+		return CUBLAS_STATUS_SUCCESS;
+	return run(b, &op, alpha, beta, NULL, 0);
+}
+
+/* syr2k, her2k (beta real: its two scalars have two types, so it runs in
+ * host pointer mode only, as crot does) */
+static cublasStatus_t syr2k(cublasHandle_t handle, int fn, int type, cublasFillMode_t uplo, cublasOperation_t trans,
+			    int n, int k, const void *alpha, const void *A, int lda, const void *B, int ldb,
+			    const void *beta, void *C, int ldc)
+{
+	struct blas *b = blas_get(handle);
+	struct phos_blas_op op = { .fn = fn, .type = type, .scal_type = type, .n = n, .k = k, .lda = lda, .ldb = ldb,
+				   .ldc = ldc, .uplo = uplo, .trans = trans, .a = (uintptr_t)A, .b = (uintptr_t)B,
+				   .c = (uintptr_t)C };
+	bool herm = fn == PHOS_BLAS_HER2K, real = type == CUDA_R_32F || type == CUDA_R_64F;
+	bool trans_ok = trans == CUBLAS_OP_N || (herm ? trans == CUBLAS_OP_C : trans == CUBLAS_OP_T ||
+						 (real && trans == CUBLAS_OP_C));
+	static int logged;
+
+	if (!b)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!uplo_ok(uplo) || !trans_ok || n < 0 || k < 0 || lda < max1(trans == CUBLAS_OP_N ? n : k) ||
+	    ldb < max1(trans == CUBLAS_OP_N ? n : k) || ldc < max1(n) || !alpha || !beta)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (n == 0)
+		return CUBLAS_STATUS_SUCCESS;
+	if (herm) {
+		double bv[2];
+
+		if (b->pointer_mode == CUBLAS_POINTER_MODE_DEVICE) {
+			phos_log_once("device pointer mode in", type == CUDA_C_32F ? "cublasCher2k" : "cublasZher2k",
+				      &logged);
+			return CUBLAS_STATUS_NOT_SUPPORTED;
+		}
+		blas_scalar_read(alpha, type, op.alpha);
+		blas_scalar_read(beta, real_of(type), bv);
+		op.beta[0] = bv[0];
+		op.handle = b->id;
+		return blas_post(PHOS_OP_BLAS_CALL, &op, sizeof(op));
+	}
+	return run(b, &op, alpha, beta, NULL, 0);
+}
+
+/* trmm: C = alpha op(A) B (left) or alpha B op(A) (right), out of place */
+static cublasStatus_t trmm(cublasHandle_t handle, int type, cublasSideMode_t side, cublasFillMode_t uplo,
+			   cublasOperation_t trans, cublasDiagType_t diag, int m, int n, const void *alpha,
+			   const void *A, int lda, const void *B, int ldb, void *C, int ldc)
+{
+	struct blas *b = blas_get(handle);
+	struct phos_blas_op op = { .fn = PHOS_BLAS_TRMM, .type = type, .scal_type = type, .m = m, .n = n,
+				   .lda = lda, .ldb = ldb, .ldc = ldc, .trans = trans, .side = side, .uplo = uplo,
+				   .diag = diag, .a = (uintptr_t)A, .b = (uintptr_t)B, .c = (uintptr_t)C };
+
+	if (!b)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!side_ok(side) || !uplo_ok(uplo) || !op_ok(trans) ||
+	    (diag != CUBLAS_DIAG_NON_UNIT && diag != CUBLAS_DIAG_UNIT) || m < 0 || n < 0 ||
+	    lda < max1(side == CUBLAS_SIDE_LEFT ? m : n) || ldb < max1(m) || ldc < max1(m) || !alpha)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (m == 0 || n == 0)
+		return CUBLAS_STATUS_SUCCESS;
+	return run(b, &op, alpha, NULL, NULL, 0);
+}
+
 /* --- the entry points, per precision --- */
 
 #define LEVEL1(P, p, T, TYPE)                                                                                    \
@@ -360,6 +445,27 @@ static cublasStatus_t rot(cublasHandle_t handle, int type, int s_type, int n, vo
 						      const T *A, int lda, const T *beta, T *C, int ldc)           \
 	{                                                                                                          \
 		return syrk(h, PHOS_BLAS_SYRK, TYPE, TYPE, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);        \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##symm_v2(cublasHandle_t h, cublasSideMode_t side,                   \
+						      cublasFillMode_t uplo, int m, int n, const T *alpha,         \
+						      const T *A, int lda, const T *B, int ldb, const T *beta,     \
+						      T *C, int ldc)                                               \
+	{                                                                                                          \
+		return symm(h, PHOS_BLAS_SYMM, TYPE, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);       \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##syr2k_v2(cublasHandle_t h, cublasFillMode_t uplo,                  \
+						       cublasOperation_t trans, int n, int k, const T *alpha,      \
+						       const T *A, int lda, const T *B, int ldb, const T *beta,    \
+						       T *C, int ldc)                                              \
+	{                                                                                                          \
+		return syr2k(h, PHOS_BLAS_SYR2K, TYPE, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);    \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##trmm_v2(cublasHandle_t h, cublasSideMode_t side,                   \
+						      cublasFillMode_t uplo, cublasOperation_t trans,              \
+						      cublasDiagType_t diag, int m, int n, const T *alpha,         \
+						      const T *A, int lda, const T *B, int ldb, T *C, int ldc)     \
+	{                                                                                                          \
+		return trmm(h, TYPE, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, C, ldc);                \
 	}
 SYM(S, float, CUDA_R_32F)
 SYM(D, double, CUDA_R_64F)
@@ -384,6 +490,20 @@ SYM(Z, cuDoubleComplex, CUDA_C_64F)
 						     const R *c, const T *s)                                       \
 	{                                                                                                          \
 		return rot(h, TYPE, TYPE, n, x, incx, y, incy, c, s);                                              \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##hemm_v2(cublasHandle_t h, cublasSideMode_t side,                   \
+						      cublasFillMode_t uplo, int m, int n, const T *alpha,         \
+						      const T *A, int lda, const T *B, int ldb, const T *beta,     \
+						      T *C, int ldc)                                               \
+	{                                                                                                          \
+		return symm(h, PHOS_BLAS_HEMM, TYPE, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);       \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##her2k_v2(cublasHandle_t h, cublasFillMode_t uplo,                  \
+						       cublasOperation_t trans, int n, int k, const T *alpha,      \
+						       const T *A, int lda, const T *B, int ldb, const R *beta,    \
+						       T *C, int ldc)                                              \
+	{                                                                                                          \
+		return syr2k(h, PHOS_BLAS_HER2K, TYPE, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);    \
 	}
 HERM(C, cuComplex, float, CUDA_C_32F, CUDA_R_32F)
 HERM(Z, cuDoubleComplex, double, CUDA_C_64F, CUDA_R_64F)
@@ -496,4 +616,7 @@ PHOS_EXPORT_NAMES(
 	cublasDzasum_v2 cublasZgeru_v2 cublasZgerc_v2
 	cublasSsymv_v2 cublasSsyrk_v2 cublasDsymv_v2 cublasDsyrk_v2 cublasCsymv_v2 cublasCsyrk_v2 cublasZsymv_v2
 	cublasZsyrk_v2 cublasChemv_v2 cublasCherk_v2 cublasCrot_v2 cublasZhemv_v2 cublasZherk_v2 cublasZrot_v2
+	cublasSsymm_v2 cublasSsyr2k_v2 cublasStrmm_v2 cublasDsymm_v2 cublasDsyr2k_v2 cublasDtrmm_v2 cublasCsymm_v2
+	cublasCsyr2k_v2 cublasCtrmm_v2 cublasZsymm_v2 cublasZsyr2k_v2 cublasZtrmm_v2 cublasChemm_v2 cublasCher2k_v2
+	cublasZhemm_v2 cublasZher2k_v2
 )

@@ -668,6 +668,42 @@ int cuda_blas_call(struct phos_device *dev, void *handle, const struct phos_blas
 				  op->lda, &beta, b, op->ldb);
 		break;
 	}
+	case PHOS_BLAS_SYMM:
+	case PHOS_BLAS_HEMM: {
+		__typeof__(cuda_cublas.SymmS) f[4] = { cuda_cublas.SymmS, cuda_cublas.SymmD,
+						       op->fn == PHOS_BLAS_SYMM ? cuda_cublas.SymmC : cuda_cublas.HemmC,
+						       op->fn == PHOS_BLAS_SYMM ? cuda_cublas.SymmZ : cuda_cublas.HemmZ };
+
+		if (op->fn == PHOS_BLAS_HEMM && ti < 2)
+			s = CUBLAS_STATUS_NOT_SUPPORTED;
+		else
+			s = f[ti](h, (cublasSideMode_t)op->side, (cublasFillMode_t)op->uplo, op->m, op->n, &alpha, a,
+				  op->lda, b, op->ldb, &beta, (void *)(uintptr_t)op->c, op->ldc);
+		break;
+	}
+	case PHOS_BLAS_SYR2K:
+	case PHOS_BLAS_HER2K: {
+		__typeof__(cuda_cublas.Syr2kS) f[4] = { cuda_cublas.Syr2kS, cuda_cublas.Syr2kD,
+							op->fn == PHOS_BLAS_SYR2K ? cuda_cublas.Syr2kC : cuda_cublas.Her2kC,
+							op->fn == PHOS_BLAS_SYR2K ? cuda_cublas.Syr2kZ : cuda_cublas.Her2kZ };
+		/* her2k's beta is real: beta's first part, laid out as its real type */
+		if (op->fn == PHOS_BLAS_HER2K && ti < 2) {
+			s = CUBLAS_STATUS_NOT_SUPPORTED;
+			break;
+		}
+		s = f[ti](h, (cublasFillMode_t)op->uplo, (cublasOperation_t)op->trans, op->n, op->k, &alpha, a,
+			  op->lda, b, op->ldb, &beta, (void *)(uintptr_t)op->c, op->ldc);
+		break;
+	}
+	case PHOS_BLAS_TRMM: {
+		__typeof__(cuda_cublas.TrmmS) f[4] = { cuda_cublas.TrmmS, cuda_cublas.TrmmD, cuda_cublas.TrmmC,
+						       cuda_cublas.TrmmZ };
+
+		s = f[ti](h, (cublasSideMode_t)op->side, (cublasFillMode_t)op->uplo, (cublasOperation_t)op->trans,
+			  (cublasDiagType_t)op->diag, op->m, op->n, &alpha, a, op->lda, b, op->ldb,
+			  (void *)(uintptr_t)op->c, op->ldc);
+		break;
+	}
 	case PHOS_BLAS_ROT: {
 		/* c is alpha's first part, real; s is beta: real (srot, drot, csrot,
 		 * zdrot) or complex (crot, zrot) */

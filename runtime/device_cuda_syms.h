@@ -215,6 +215,22 @@
 	X(HerkC, "cublasCherk_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, void *, int)) \
 	X(HemvZ, "cublasZhemv_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
 	X(HerkZ, "cublasZherk_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, void *, int)) \
+	X(SymmS, "cublasSsymm_v2", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(Syr2kS, "cublasSsyr2k_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(TrmmS, "cublasStrmm_v2", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, int, const void *, const void *, int, const void *, int, void *, int)) \
+	X(SymmD, "cublasDsymm_v2", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(Syr2kD, "cublasDsyr2k_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(TrmmD, "cublasDtrmm_v2", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, int, const void *, const void *, int, const void *, int, void *, int)) \
+	X(SymmC, "cublasCsymm_v2", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(Syr2kC, "cublasCsyr2k_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(TrmmC, "cublasCtrmm_v2", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, int, const void *, const void *, int, const void *, int, void *, int)) \
+	X(SymmZ, "cublasZsymm_v2", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(Syr2kZ, "cublasZsyr2k_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(TrmmZ, "cublasZtrmm_v2", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, int, const void *, const void *, int, const void *, int, void *, int)) \
+	X(HemmC, "cublasChemm_v2", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(Her2kC, "cublasCher2k_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(HemmZ, "cublasZhemm_v2", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(Her2kZ, "cublasZher2k_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
 	X(RotCs, "cublasCsrot_v2", cublasStatus_t, (cublasHandle_t, int, void *, int, void *, int, const void *, const void *)) \
 	X(RotZd, "cublasZdrot_v2", cublasStatus_t, (cublasHandle_t, int, void *, int, void *, int, const void *, const void *)) \
 	X(GerS, "cublasSger_v2", cublasStatus_t, (cublasHandle_t, int, int, const void *, const void *, int, const void *, int, void *, int)) \

@@ -385,6 +385,129 @@ static int rot(struct phos_device *dev, const struct phos_blas_op *op)
 	return ST_SUCCESS;
 }
 
+/* C = alpha A B + beta C (side left) or alpha B A + beta C (right), A
+ * symmetric (hemm: Hermitian) in its uplo triangle. */
+static int symm(struct phos_device *dev, const struct phos_blas_op *op)
+{
+	int type = op->type;
+	int64_t m = op->m, n = op->n, ka = op->side ? n : m;
+	bool herm = op->fn == PHOS_BLAS_HEMM;
+	zval alpha = op->alpha[0] + I * op->alpha[1], beta = op->beta[0] + I * op->beta[1];
+	const void *a = (const void *)(uintptr_t)op->a, *b = (const void *)(uintptr_t)op->b;
+	void *c = (void *)(uintptr_t)op->c;
+
+	if (op->side < 0 || op->side > 1 || op->uplo < 0 || op->uplo > 1 || m < 0 || n < 0 ||
+	    op->lda < (ka > 1 ? ka : 1) || op->ldb < (m > 1 ? m : 1) || op->ldc < (m > 1 ? m : 1) ||
+	    (herm && !is_complex(type)))
+		return ST_INVALID_VALUE;
+	if (!m || !n)
+		return ST_SUCCESS;
+	if (!mat_ok(dev, op->a, type, ka, ka, op->lda) || !mat_ok(dev, op->b, type, m, n, op->ldb) ||
+	    !mat_ok(dev, op->c, type, m, n, op->ldc))
+		return ST_EXECUTION_FAILED;
+	for (int64_t j = 0; j < n; j++)
+		for (int64_t i = 0; i < m; i++) {
+			zval s = 0;
+
+			for (int64_t p = 0; p < ka; p++)
+				s += op->side ? ld(b, type, i + p * op->ldb) * sym_ld(a, type, op->lda, op->uplo, herm, p, j)
+					      : sym_ld(a, type, op->lda, op->uplo, herm, i, p) * ld(b, type, p + j * op->ldb);
+			st(c, type, i + j * op->ldc, alpha * s + (beta != 0 ? beta * ld(c, type, i + j * op->ldc) : 0));
+		}
+	return ST_SUCCESS;
+}
+
+/* C = alpha (op(A) op(B)^T + op(B) op(A)^T) + beta C (her2k: alpha op(A)
+ * op(B)^H + conj(alpha) op(B) op(A)^H, beta real) on C's uplo triangle. */
+static int syr2k(struct phos_device *dev, const struct phos_blas_op *op)
+{
+	int type = op->type;
+	int64_t n = op->n, k = op->k;
+	bool herm = op->fn == PHOS_BLAS_HER2K, nt = op->trans == 0;
+	zval alpha = op->alpha[0] + I * op->alpha[1], beta = herm ? op->beta[0] : op->beta[0] + I * op->beta[1];
+	const void *a = (const void *)(uintptr_t)op->a, *b = (const void *)(uintptr_t)op->b;
+	void *c = (void *)(uintptr_t)op->c;
+	int64_t rows = nt ? n : k;
+
+	if (op->uplo < 0 || op->uplo > 1 || n < 0 || k < 0 || op->lda < (rows > 1 ? rows : 1) ||
+	    op->ldb < (rows > 1 ? rows : 1) || op->ldc < (n > 1 ? n : 1) || (herm && !is_complex(type)))
+		return ST_INVALID_VALUE;
+	if (!n)
+		return ST_SUCCESS;
+	if ((k && (!mat_ok(dev, op->a, type, rows, nt ? k : n, op->lda) ||
+		   !mat_ok(dev, op->b, type, rows, nt ? k : n, op->ldb))) ||
+	    !mat_ok(dev, op->c, type, n, n, op->ldc))
+		return ST_EXECUTION_FAILED;
+	for (int64_t j = 0; j < n; j++)
+		for (int64_t i = op->uplo == 1 ? 0 : j; i <= (op->uplo == 1 ? j : n - 1); i++) {
+			zval s1 = 0, s2 = 0, old = ld(c, type, i + j * op->ldc), v;
+
+			for (int64_t p = 0; p < k; p++) {
+				/* op(X)(r, p): X(r, p) for N, X(p, r) for T, conj(X(p, r)) for C */
+				zval ai = nt ? ld(a, type, i + p * op->lda) : ld(a, type, p + i * op->lda);
+				zval aj = nt ? ld(a, type, j + p * op->lda) : ld(a, type, p + j * op->lda);
+				zval bi = nt ? ld(b, type, i + p * op->ldb) : ld(b, type, p + i * op->ldb);
+				zval bj = nt ? ld(b, type, j + p * op->ldb) : ld(b, type, p + j * op->ldb);
+
+				if (!nt && herm)
+					ai = conj(ai), aj = conj(aj), bi = conj(bi), bj = conj(bj);
+				s1 += ai * (herm ? conj(bj) : bj);
+				s2 += bi * (herm ? conj(aj) : aj);
+			}
+			if (herm && i == j)
+				old = creal(old);
+			v = alpha * s1 + (herm ? conj(alpha) : alpha) * s2 + (beta != 0 ? beta * old : 0);
+			st(c, type, i + j * op->ldc, herm && i == j ? creal(v) : v);
+		}
+	return ST_SUCCESS;
+}
+
+/* C = alpha op(A) B (left) or alpha B op(A) (right), A triangular; C may be B. */
+static int trmm(struct phos_device *dev, const struct phos_blas_op *op)
+{
+	int type = op->type, tr = op->trans;
+	int64_t m = op->m, n = op->n, ka = op->side ? n : m;
+	zval alpha = op->alpha[0] + I * op->alpha[1];
+	const void *a = (const void *)(uintptr_t)op->a, *b = (const void *)(uintptr_t)op->b;
+	void *c = (void *)(uintptr_t)op->c;
+	zval *out;
+
+	if (op->side < 0 || op->side > 1 || op->uplo < 0 || op->uplo > 1 || tr < 0 || tr > 2 || op->diag < 0 ||
+	    op->diag > 1 || m < 0 || n < 0 || op->lda < (ka > 1 ? ka : 1) || op->ldb < (m > 1 ? m : 1) ||
+	    op->ldc < (m > 1 ? m : 1))
+		return ST_INVALID_VALUE;
+	if (!m || !n)
+		return ST_SUCCESS;
+	if (!mat_ok(dev, op->a, type, ka, ka, op->lda) || !mat_ok(dev, op->b, type, m, n, op->ldb) ||
+	    !mat_ok(dev, op->c, type, m, n, op->ldc))
+		return ST_EXECUTION_FAILED;
+	out = malloc((size_t)(m * n) * sizeof(*out));   /* C may be B: all of it first */
+	if (!out)
+		return ST_ALLOC_FAILED;
+	for (int64_t j = 0; j < n; j++)
+		for (int64_t i = 0; i < m; i++) {
+			zval s = 0;
+
+			for (int64_t p = 0; p < ka; p++) {
+				/* op(A)(r, q) of a triangle: zero outside it, one on a unit diagonal */
+				int64_t r = op->side ? p : i, q = op->side ? j : p;
+				int64_t ar = tr ? q : r, ac = tr ? r : q;   /* the element of A itself */
+				bool in = op->uplo == 1 ? ar <= ac : ar >= ac;
+				zval av = !in ? 0 : (ar == ac && op->diag == 1) ? 1 : ld(a, type, ar + ac * op->lda);
+
+				if (tr == 2)
+					av = conj(av);
+				s += op->side ? ld(b, type, i + p * op->ldb) * av : av * ld(b, type, p + j * op->ldb);
+			}
+			out[i + j * m] = alpha * s;
+		}
+	for (int64_t j = 0; j < n; j++)
+		for (int64_t i = 0; i < m; i++)
+			st(c, type, i + j * op->ldc, out[i + j * m]);
+	free(out);
+	return ST_SUCCESS;
+}
+
 /* op(A) X = alpha B (side left, 0) or X op(A) = alpha B (right, 1); X overwrites B.
  * uplo: 0 lower, 1 upper (cublasFillMode_t); diag: 0 non-unit, 1 unit. */
 static int trsm(struct phos_device *dev, const struct phos_blas_op *op)
@@ -475,6 +598,17 @@ int phos_sim_blas_call(struct phos_device *dev, void *handle, const struct phos_
 		break;
 	case PHOS_BLAS_ROT:
 		s = rot(dev, op);
+		break;
+	case PHOS_BLAS_SYMM:
+	case PHOS_BLAS_HEMM:
+		s = symm(dev, op);
+		break;
+	case PHOS_BLAS_SYR2K:
+	case PHOS_BLAS_HER2K:
+		s = syr2k(dev, op);
+		break;
+	case PHOS_BLAS_TRMM:
+		s = trmm(dev, op);
 		break;
 	default:
 		s = ST_INVALID_VALUE;

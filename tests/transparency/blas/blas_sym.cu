@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 // Symmetric and Hermitian cuBLAS routines and plane rotations, every
 // precision, as an ordinary CUDA program uses them: symv (S, D, C, Z), hemv
-// (C, Z), syrk (S, D, C, Z; N and T), herk (C, Z; N and C), rot (srot, drot,
-// crot, zrot, csrot, zdrot) with strided vectors, in host pointer mode, and
-// symv and srot in device pointer mode too. Only the referenced triangle of
+// (C, Z), syrk (S, D, C, Z; N and T), herk (C, Z; N and C), symm and hemm
+// (both sides), syr2k and her2k, trmm (every side, triangle, transpose and
+// diagonal, out of place and in place), rot (srot, drot, crot, zrot, csrot,
+// zdrot) with strided vectors, in host pointer mode, and symv and srot in
+// device pointer mode too. Only the referenced triangle of
 // A is filled with meaning (the other holds garbage that must be ignored);
 // syrk/herk must leave the other triangle of C alone. Exits 1 on a wrong answer.
 #include <complex>
@@ -70,7 +72,19 @@ template <> struct Tr<cuDoubleComplex> {
 	{ return cublas##P##symv(h, u, n, a, A, lda, x, ix, b, y, iy); }                                        \
 	static cublasStatus_t syrk(cublasHandle_t h, cublasFillMode_t u, cublasOperation_t t, int n, int k,     \
 				   const T *a, const T *A, int lda, const T *b, T *C, int ldc)                 \
-	{ return cublas##P##syrk(h, u, t, n, k, a, A, lda, b, C, ldc); }
+	{ return cublas##P##syrk(h, u, t, n, k, a, A, lda, b, C, ldc); }                                        \
+	static cublasStatus_t symm(cublasHandle_t h, cublasSideMode_t sd, cublasFillMode_t u, int m, int n,     \
+				   const T *a, const T *A, int lda, const T *B, int ldb, const T *b, T *C,     \
+				   int ldc)                                                                    \
+	{ return cublas##P##symm(h, sd, u, m, n, a, A, lda, B, ldb, b, C, ldc); }                               \
+	static cublasStatus_t syr2k(cublasHandle_t h, cublasFillMode_t u, cublasOperation_t t, int n, int k,    \
+				    const T *a, const T *A, int lda, const T *B, int ldb, const T *b, T *C,    \
+				    int ldc)                                                                   \
+	{ return cublas##P##syr2k(h, u, t, n, k, a, A, lda, B, ldb, b, C, ldc); }                               \
+	static cublasStatus_t trmm(cublasHandle_t h, cublasSideMode_t sd, cublasFillMode_t u,                   \
+				   cublasOperation_t t, cublasDiagType_t dg, int m, int n, const T *a,         \
+				   const T *A, int lda, const T *B, int ldb, T *C, int ldc)                    \
+	{ return cublas##P##trmm(h, sd, u, t, dg, m, n, a, A, lda, B, ldb, C, ldc); }
 SYM(S, float)
 SYM(D, double)
 SYM(C, cuComplex)
@@ -88,6 +102,22 @@ static cublasStatus_t herk(cublasHandle_t h, cublasFillMode_t u, cublasOperation
 static cublasStatus_t herk(cublasHandle_t h, cublasFillMode_t u, cublasOperation_t t, int n, int k, const double *a,
 			   const cuDoubleComplex *A, int lda, const double *b, cuDoubleComplex *C, int ldc)
 { return cublasZherk(h, u, t, n, k, a, A, lda, b, C, ldc); }
+
+static cublasStatus_t hemm(cublasHandle_t h, cublasSideMode_t sd, cublasFillMode_t u, int m, int n, const cuComplex *a,
+			   const cuComplex *A, int lda, const cuComplex *B, int ldb, const cuComplex *b, cuComplex *C,
+			   int ldc)
+{ return cublasChemm(h, sd, u, m, n, a, A, lda, B, ldb, b, C, ldc); }
+static cublasStatus_t hemm(cublasHandle_t h, cublasSideMode_t sd, cublasFillMode_t u, int m, int n,
+			   const cuDoubleComplex *a, const cuDoubleComplex *A, int lda, const cuDoubleComplex *B, int ldb,
+			   const cuDoubleComplex *b, cuDoubleComplex *C, int ldc)
+{ return cublasZhemm(h, sd, u, m, n, a, A, lda, B, ldb, b, C, ldc); }
+static cublasStatus_t her2k(cublasHandle_t h, cublasFillMode_t u, cublasOperation_t t, int n, int k, const cuComplex *a,
+			    const cuComplex *A, int lda, const cuComplex *B, int ldb, const float *b, cuComplex *C, int ldc)
+{ return cublasCher2k(h, u, t, n, k, a, A, lda, B, ldb, b, C, ldc); }
+static cublasStatus_t her2k(cublasHandle_t h, cublasFillMode_t u, cublasOperation_t t, int n, int k,
+			    const cuDoubleComplex *a, const cuDoubleComplex *A, int lda, const cuDoubleComplex *B, int ldb,
+			    const double *b, cuDoubleComplex *C, int ldc)
+{ return cublasZher2k(h, u, t, n, k, a, A, lda, B, ldb, b, C, ldc); }
 
 template <class T> static T *dev_copy(const std::vector<T> &h)
 {
@@ -228,6 +258,145 @@ template <class T, class S> static void test_rank_k(cublasHandle_t h, bool herm)
 		}
 }
 
+template <class T> static void test_symm(cublasHandle_t h, bool herm)
+{
+	const int m = 19, n = 13, ldb = 23, ldc = 21;
+	for (int side = 0; side < 2; side++)
+		for (int up = 0; up < 2; up++) {
+			int ka = side ? n : m, lda = ka + 2;
+			std::vector<T> A(lda * ka), B(ldb * n), C(ldc * n);
+			for (auto &v : A) v = rnd_val<T>();
+			for (auto &v : B) v = rnd_val<T>();
+			for (auto &v : C) v = rnd_val<T>();
+			T alpha = rnd_val<T>(), beta = rnd_val<T>();
+			T *dA = dev_copy(A), *dB = dev_copy(B), *dC = dev_copy(C);
+			cublasSideMode_t sd = side ? CUBLAS_SIDE_RIGHT : CUBLAS_SIDE_LEFT;
+			cublasFillMode_t u = up ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
+			if constexpr (Tr<T>::cplx) {
+				if (herm)
+					CK(hemm(h, sd, u, m, n, &alpha, dA, lda, dB, ldb, &beta, dC, ldc));
+				else
+					CK(symm(h, sd, u, m, n, &alpha, dA, lda, dB, ldb, &beta, dC, ldc));
+			} else {
+				CK(symm(h, sd, u, m, n, &alpha, dA, lda, dB, ldb, &beta, dC, ldc));
+			}
+			std::vector<T> got = host_copy(dC, C.size());
+			for (int j = 0; j < n; j++)
+				for (int i = 0; i < m; i++) {
+					zd s = 0;
+					for (int p = 0; p < ka; p++)
+						s += side ? Tr<T>::get(B[i + p * ldb]) * sym_at(A, lda, up, herm, p, j)
+							  : sym_at(A, lda, up, herm, i, p) * Tr<T>::get(B[p + j * ldb]);
+					expect<T>(herm ? "hemm" : "symm", Tr<T>::get(got[i + j * ldc]),
+						  Tr<T>::get(alpha) * s + Tr<T>::get(beta) * Tr<T>::get(C[i + j * ldc]));
+				}
+			cudaFree(dA), cudaFree(dB), cudaFree(dC);
+		}
+}
+
+// syr2k (S: real beta = Tr<T>::R for her2k)
+template <class T, class S> static void test_rank_2k(cublasHandle_t h, bool herm)
+{
+	const int n = 17, k = 11, ldc = 19;
+	for (int up = 0; up < 2; up++)
+		for (int tr = 0; tr < 2; tr++) {
+			cublasOperation_t t = tr == 0 ? CUBLAS_OP_N : herm ? CUBLAS_OP_C : CUBLAS_OP_T;
+			int rows = tr ? k : n, cols = tr ? n : k, lda = rows + 1, ldb = rows + 2;
+			std::vector<T> A(lda * cols), B(ldb * cols), C(ldc * n);
+			for (auto &v : A) v = rnd_val<T>();
+			for (auto &v : B) v = rnd_val<T>();
+			for (auto &v : C) v = rnd_val<T>();
+			if (herm)
+				for (int i = 0; i < n; i++)
+					C[i + i * ldc] = Tr<T>::make(zd(Tr<T>::get(C[i + i * ldc]).real(), 0));
+			T alpha = rnd_val<T>();
+			S beta;
+			if constexpr (sizeof(S) == sizeof(T))
+				beta = rnd_val<T>();
+			else
+				beta = (S)rnd();
+			T *dA = dev_copy(A), *dB = dev_copy(B), *dC = dev_copy(C);
+			cublasFillMode_t u = up ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
+			if constexpr (sizeof(S) == sizeof(T))
+				CK(syr2k(h, u, t, n, k, &alpha, dA, lda, dB, ldb, &beta, dC, ldc));
+			else
+				CK(her2k(h, u, t, n, k, &alpha, dA, lda, dB, ldb, &beta, dC, ldc));
+			std::vector<T> got = host_copy(dC, C.size());
+			zd za = Tr<T>::get(alpha), zb;
+			if constexpr (sizeof(S) == sizeof(T))
+				zb = Tr<T>::get(beta);
+			else
+				zb = beta;
+			auto op = [&](const std::vector<T> &X, int ld, int r, int p) {
+				zd v = Tr<T>::get(tr ? X[p + r * ld] : X[r + p * ld]);
+				return tr && herm ? std::conj(v) : v;
+			};
+			for (int j = 0; j < n; j++)
+				for (int i = 0; i < n; i++) {
+					bool in = up ? i <= j : i >= j;
+					if (!in) {
+						expect<T>("syr2k: the other triangle", Tr<T>::get(got[i + j * ldc]),
+							  Tr<T>::get(C[i + j * ldc]));
+						continue;
+					}
+					zd s1 = 0, s2 = 0;
+					for (int p = 0; p < k; p++) {
+						zd bj = op(B, ldb, j, p), aj = op(A, lda, j, p);
+						s1 += op(A, lda, i, p) * (herm ? std::conj(bj) : bj);
+						s2 += op(B, ldb, i, p) * (herm ? std::conj(aj) : aj);
+					}
+					expect<T>(herm ? "her2k" : "syr2k", Tr<T>::get(got[i + j * ldc]),
+						  za * s1 + (herm ? std::conj(za) : za) * s2 + zb * Tr<T>::get(C[i + j * ldc]));
+				}
+			cudaFree(dA), cudaFree(dB), cudaFree(dC);
+		}
+}
+
+// C = alpha op(A) B or alpha B op(A), A triangular; out of place, then in place
+template <class T> static void test_trmm(cublasHandle_t h)
+{
+	const int m = 12, n = 9, ldb = 14, ldc = 15;
+	for (int side = 0; side < 2; side++)
+		for (int up = 0; up < 2; up++)
+			for (int tr = 0; tr < 3; tr++)
+				for (int dg = 0; dg < 2; dg++) {
+					if (tr == 2 && !Tr<T>::cplx && side)
+						continue;   // C = T for a real type: covered by tr 1
+					int ka = side ? n : m, lda = ka + 1;
+					std::vector<T> A(lda * ka), B(ldb * n), C(ldc * n);
+					for (auto &v : A) v = rnd_val<T>();
+					for (auto &v : B) v = rnd_val<T>();
+					T alpha = rnd_val<T>();
+					T *dA = dev_copy(A), *dB = dev_copy(B), *dC = dev_copy(C);
+					cublasOperation_t t = tr == 0 ? CUBLAS_OP_N : tr == 1 ? CUBLAS_OP_T : CUBLAS_OP_C;
+					cublasSideMode_t sd = side ? CUBLAS_SIDE_RIGHT : CUBLAS_SIDE_LEFT;
+					cublasFillMode_t u = up ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
+					cublasDiagType_t d = dg ? CUBLAS_DIAG_UNIT : CUBLAS_DIAG_NON_UNIT;
+					auto opa = [&](int r, int q) {
+						int ar = tr ? q : r, ac = tr ? r : q;
+						bool in = up ? ar <= ac : ar >= ac;
+						zd v = !in ? zd(0) : (ar == ac && dg) ? zd(1) : Tr<T>::get(A[ar + ac * lda]);
+						return tr == 2 ? std::conj(v) : v;
+					};
+					for (int inplace = 0; inplace < 2; inplace++) {
+						T *out = inplace ? dB : dC;
+						CK(trmm(h, sd, u, t, d, m, n, &alpha, dA, lda, dB, ldb, out, inplace ? ldb : ldc));
+						std::vector<T> got = host_copy(out, inplace ? B.size() : C.size());
+						int ld = inplace ? ldb : ldc;
+						for (int j = 0; j < n; j++)
+							for (int i = 0; i < m; i++) {
+								zd s = 0;
+								for (int p = 0; p < ka; p++)
+									s += side ? Tr<T>::get(B[i + p * ldb]) * opa(p, j)
+										  : opa(i, p) * Tr<T>::get(B[p + j * ldb]);
+								expect<T>(inplace ? "trmm in place" : "trmm", Tr<T>::get(got[i + j * ld]),
+									  Tr<T>::get(alpha) * s);
+							}
+					}
+					cudaFree(dA), cudaFree(dB), cudaFree(dC);
+				}
+}
+
 // (x, y) = (c x + s y, c y - conj(s) x)
 template <class T, class Sv, class F> static void test_rot(cublasHandle_t h, const char *name, F call, Sv s, bool dev)
 {
@@ -283,6 +452,22 @@ int main()
 	test_rank_k<cuDoubleComplex, cuDoubleComplex>(h, false);
 	test_rank_k<cuComplex, float>(h, true);
 	test_rank_k<cuDoubleComplex, double>(h, true);
+	test_symm<float>(h, false);
+	test_symm<double>(h, false);
+	test_symm<cuComplex>(h, false);
+	test_symm<cuDoubleComplex>(h, false);
+	test_symm<cuComplex>(h, true);
+	test_symm<cuDoubleComplex>(h, true);
+	test_rank_2k<float, float>(h, false);
+	test_rank_2k<double, double>(h, false);
+	test_rank_2k<cuComplex, cuComplex>(h, false);
+	test_rank_2k<cuDoubleComplex, cuDoubleComplex>(h, false);
+	test_rank_2k<cuComplex, float>(h, true);
+	test_rank_2k<cuDoubleComplex, double>(h, true);
+	test_trmm<float>(h);
+	test_trmm<double>(h);
+	test_trmm<cuComplex>(h);
+	test_trmm<cuDoubleComplex>(h);
 	test_rot<float>(h, "srot", cublasSrot, 0.8f, false);
 	test_rot<float>(h, "srot (device scalars)", cublasSrot, 0.8f, true);
 	test_rot<double>(h, "drot", cublasDrot, 0.8, false);
