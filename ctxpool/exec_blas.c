@@ -409,6 +409,25 @@ static int call_set(struct executor *ex, const struct phos_blas_op *op, struct s
 			return -1;
 		return 0;
 	}
+	case PHOS_BLAS_SYR:
+	case PHOS_BLAS_HER:
+	case PHOS_BLAS_SYR2:
+	case PHOS_BLAS_HER2: {
+		bool two = op->fn == PHOS_BLAS_SYR2 || op->fn == PHOS_BLAS_HER2;
+
+		if (matrix_span(op->n, op->n, op->lda, 1, 0, e, &sa) < 0 || vec_bytes(op->n, op->incx, e, &sx) < 0 ||
+		    (two && vec_bytes(op->n, op->incy, e, &sy) < 0))
+			return -1;
+		if (spec_range(ex, set, op->x, sx, R) < 0 || (two && spec_range(ex, set, op->y, sy, R) < 0) ||
+		    spec_range(ex, set, op->a, sa, RW) < 0)
+			return -1;
+		return 0;
+	}
+	case PHOS_BLAS_TRMV:
+	case PHOS_BLAS_TRSV:
+		if (matrix_span(op->n, op->n, op->lda, 1, 0, e, &sa) < 0 || vec_bytes(op->n, op->incx, e, &sx) < 0)
+			return -1;
+		return spec_range(ex, set, op->a, sa, R) < 0 || spec_range(ex, set, op->x, sx, RW) < 0 ? -1 : 0;
 	case PHOS_BLAS_SYMM:
 	case PHOS_BLAS_HEMM:
 	case PHOS_BLAS_TRMM: {
@@ -497,6 +516,7 @@ static const char *call_name(const struct phos_blas_op *op, char name[16])
 	static const char *const fn[PHOS_BLAS_FN__COUNT] = {
 		"axpy", "scal", "dot", "dotc", "nrm2", "asum", "amax", "amin", "copy", "swap", "gemv", "ger", "gerc", "trsm",
 		"symv", "hemv", "syrk", "herk", "rot", "symm", "hemm", "syr2k", "her2k", "trmm",
+		"syr", "her", "syr2", "her2", "trmv", "trsv",
 	};
 	char p = op->type == 0 ? 'S' : op->type == 1 ? 'D' : op->type == 4 ? 'C' : 'Z';
 
@@ -522,7 +542,8 @@ static int call(struct executor *ex, struct exec_blas *b, const struct phos_blas
 	/* scalars first: gemv's set depends on beta */
 	if (op.dev_scalars) {
 		bool has_alpha = op.fn == PHOS_BLAS_AXPY || op.fn == PHOS_BLAS_SCAL || op.fn >= PHOS_BLAS_GEMV;
-		bool has_beta = op.fn == PHOS_BLAS_GEMV || (op.fn >= PHOS_BLAS_SYMV && op.fn != PHOS_BLAS_TRMM);   /* rot: s */
+		/* rot's s travels as beta */
+		bool has_beta = op.fn == PHOS_BLAS_GEMV || (op.fn >= PHOS_BLAS_SYMV && op.fn <= PHOS_BLAS_HER2K);
 
 		r = scalars_read(ex, &set, op.scal_type, has_alpha ? op.alpha_addr : 0, has_beta ? op.beta_addr : 0,
 				 op.alpha, op.beta);

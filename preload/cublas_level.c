@@ -390,6 +390,44 @@ static cublasStatus_t trmm(cublasHandle_t handle, int type, cublasSideMode_t sid
 	return run(b, &op, alpha, NULL, NULL, 0);
 }
 
+/* syr, her (alpha real), syr2, her2: rank-1 and rank-2 updates of A's uplo triangle */
+static cublasStatus_t syr(cublasHandle_t handle, int fn, int type, int scal_type, cublasFillMode_t uplo, int n,
+			  const void *alpha, const void *x, int incx, const void *y, int incy, void *A, int lda)
+{
+	struct blas *b = blas_get(handle);
+	bool two = fn == PHOS_BLAS_SYR2 || fn == PHOS_BLAS_HER2;
+	struct phos_blas_op op = { .fn = fn, .type = type, .scal_type = scal_type, .m = n, .n = n, .lda = lda,
+				   .incx = incx, .incy = two ? incy : 1, .uplo = uplo, .a = (uintptr_t)A,
+				   .x = (uintptr_t)x, .y = (uintptr_t)(two ? y : NULL) };
+
+	if (!b)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!uplo_ok(uplo) || n < 0 || incx == 0 || (two && incy == 0) || lda < max1(n) || !alpha)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (n == 0)
+		return CUBLAS_STATUS_SUCCESS;
+	return run(b, &op, alpha, NULL, NULL, 0);
+}
+
+/* trmv, trsv: x = op(A) x, x = op(A)^-1 x */
+static cublasStatus_t trmv(cublasHandle_t handle, int fn, int type, cublasFillMode_t uplo, cublasOperation_t trans,
+			   cublasDiagType_t diag, int n, const void *A, int lda, void *x, int incx)
+{
+	struct blas *b = blas_get(handle);
+	struct phos_blas_op op = { .fn = fn, .type = type, .scal_type = type, .m = n, .n = n, .lda = lda,
+				   .incx = incx, .incy = 1, .uplo = uplo, .trans = trans, .diag = diag,
+				   .a = (uintptr_t)A, .x = (uintptr_t)x };
+
+	if (!b)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!uplo_ok(uplo) || !op_ok(trans) || (diag != CUBLAS_DIAG_NON_UNIT && diag != CUBLAS_DIAG_UNIT) || n < 0 ||
+	    lda < max1(n) || incx == 0)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (n == 0)
+		return CUBLAS_STATUS_SUCCESS;
+	return run(b, &op, NULL, NULL, NULL, 0);
+}
+
 /* --- the entry points, per precision --- */
 
 #define LEVEL1(P, p, T, TYPE)                                                                                    \
@@ -460,6 +498,29 @@ static cublasStatus_t trmm(cublasHandle_t handle, int type, cublasSideMode_t sid
 	{                                                                                                          \
 		return syr2k(h, PHOS_BLAS_SYR2K, TYPE, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);    \
 	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##syr_v2(cublasHandle_t h, cublasFillMode_t uplo, int n,             \
+						     const T *alpha, const T *x, int incx, T *A, int lda)          \
+	{                                                                                                          \
+		return syr(h, PHOS_BLAS_SYR, TYPE, TYPE, uplo, n, alpha, x, incx, NULL, 0, A, lda);                \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##syr2_v2(cublasHandle_t h, cublasFillMode_t uplo, int n,            \
+						      const T *alpha, const T *x, int incx, const T *y, int incy,  \
+						      T *A, int lda)                                               \
+	{                                                                                                          \
+		return syr(h, PHOS_BLAS_SYR2, TYPE, TYPE, uplo, n, alpha, x, incx, y, incy, A, lda);               \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##trmv_v2(cublasHandle_t h, cublasFillMode_t uplo,                   \
+						      cublasOperation_t trans, cublasDiagType_t diag, int n,       \
+						      const T *A, int lda, T *x, int incx)                         \
+	{                                                                                                          \
+		return trmv(h, PHOS_BLAS_TRMV, TYPE, uplo, trans, diag, n, A, lda, x, incx);                       \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##trsv_v2(cublasHandle_t h, cublasFillMode_t uplo,                   \
+						      cublasOperation_t trans, cublasDiagType_t diag, int n,       \
+						      const T *A, int lda, T *x, int incx)                         \
+	{                                                                                                          \
+		return trmv(h, PHOS_BLAS_TRSV, TYPE, uplo, trans, diag, n, A, lda, x, incx);                       \
+	}                                                                                                          \
 	PHOS_EXPORT cublasStatus_t cublas##P##trmm_v2(cublasHandle_t h, cublasSideMode_t side,                   \
 						      cublasFillMode_t uplo, cublasOperation_t trans,              \
 						      cublasDiagType_t diag, int m, int n, const T *alpha,         \
@@ -497,6 +558,17 @@ SYM(Z, cuDoubleComplex, CUDA_C_64F)
 						      T *C, int ldc)                                               \
 	{                                                                                                          \
 		return symm(h, PHOS_BLAS_HEMM, TYPE, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);       \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##her_v2(cublasHandle_t h, cublasFillMode_t uplo, int n,             \
+						     const R *alpha, const T *x, int incx, T *A, int lda)          \
+	{                                                                                                          \
+		return syr(h, PHOS_BLAS_HER, TYPE, RTYPE, uplo, n, alpha, x, incx, NULL, 0, A, lda);               \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##her2_v2(cublasHandle_t h, cublasFillMode_t uplo, int n,            \
+						      const T *alpha, const T *x, int incx, const T *y, int incy,  \
+						      T *A, int lda)                                               \
+	{                                                                                                          \
+		return syr(h, PHOS_BLAS_HER2, TYPE, TYPE, uplo, n, alpha, x, incx, y, incy, A, lda);               \
 	}                                                                                                          \
 	PHOS_EXPORT cublasStatus_t cublas##P##her2k_v2(cublasHandle_t h, cublasFillMode_t uplo,                  \
 						       cublasOperation_t trans, int n, int k, const T *alpha,      \
@@ -619,4 +691,7 @@ PHOS_EXPORT_NAMES(
 	cublasSsymm_v2 cublasSsyr2k_v2 cublasStrmm_v2 cublasDsymm_v2 cublasDsyr2k_v2 cublasDtrmm_v2 cublasCsymm_v2
 	cublasCsyr2k_v2 cublasCtrmm_v2 cublasZsymm_v2 cublasZsyr2k_v2 cublasZtrmm_v2 cublasChemm_v2 cublasCher2k_v2
 	cublasZhemm_v2 cublasZher2k_v2
+	cublasSsyr_v2 cublasSsyr2_v2 cublasStrmv_v2 cublasStrsv_v2 cublasDsyr_v2 cublasDsyr2_v2 cublasDtrmv_v2
+	cublasDtrsv_v2 cublasCsyr_v2 cublasCsyr2_v2 cublasCtrmv_v2 cublasCtrsv_v2 cublasZsyr_v2 cublasZsyr2_v2
+	cublasZtrmv_v2 cublasZtrsv_v2 cublasCher_v2 cublasCher2_v2 cublasZher_v2 cublasZher2_v2
 )

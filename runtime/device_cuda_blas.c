@@ -695,6 +695,42 @@ int cuda_blas_call(struct phos_device *dev, void *handle, const struct phos_blas
 			  op->lda, b, op->ldb, &beta, (void *)(uintptr_t)op->c, op->ldc);
 		break;
 	}
+	case PHOS_BLAS_SYR:
+	case PHOS_BLAS_HER: {
+		__typeof__(cuda_cublas.SyrS) f[4] = { cuda_cublas.SyrS, cuda_cublas.SyrD,
+						      op->fn == PHOS_BLAS_SYR ? cuda_cublas.SyrC : cuda_cublas.HerC,
+						      op->fn == PHOS_BLAS_SYR ? cuda_cublas.SyrZ : cuda_cublas.HerZ };
+
+		/* her's alpha is real (scal_type), syr's of the vector type */
+		if ((op->fn == PHOS_BLAS_HER) != (st != t) || (op->fn == PHOS_BLAS_HER && ti < 2))
+			s = CUBLAS_STATUS_NOT_SUPPORTED;
+		else
+			s = f[ti](h, (cublasFillMode_t)op->uplo, op->n, &alpha, x, op->incx, a, op->lda);
+		break;
+	}
+	case PHOS_BLAS_SYR2:
+	case PHOS_BLAS_HER2: {
+		__typeof__(cuda_cublas.Syr2S) f[4] = { cuda_cublas.Syr2S, cuda_cublas.Syr2D,
+						       op->fn == PHOS_BLAS_SYR2 ? cuda_cublas.Syr2C : cuda_cublas.Her2C,
+						       op->fn == PHOS_BLAS_SYR2 ? cuda_cublas.Syr2Z : cuda_cublas.Her2Z };
+
+		if (op->fn == PHOS_BLAS_HER2 && ti < 2)
+			s = CUBLAS_STATUS_NOT_SUPPORTED;
+		else
+			s = f[ti](h, (cublasFillMode_t)op->uplo, op->n, &alpha, x, op->incx, y, op->incy, a, op->lda);
+		break;
+	}
+	case PHOS_BLAS_TRMV:
+	case PHOS_BLAS_TRSV: {
+		__typeof__(cuda_cublas.TrmvS) f[2][4] = {
+			{ cuda_cublas.TrmvS, cuda_cublas.TrmvD, cuda_cublas.TrmvC, cuda_cublas.TrmvZ },
+			{ cuda_cublas.TrsvS, cuda_cublas.TrsvD, cuda_cublas.TrsvC, cuda_cublas.TrsvZ },
+		};
+
+		s = f[op->fn == PHOS_BLAS_TRSV][ti](h, (cublasFillMode_t)op->uplo, (cublasOperation_t)op->trans,
+						     (cublasDiagType_t)op->diag, op->n, a, op->lda, x, op->incx);
+		break;
+	}
 	case PHOS_BLAS_TRMM: {
 		__typeof__(cuda_cublas.TrmmS) f[4] = { cuda_cublas.TrmmS, cuda_cublas.TrmmD, cuda_cublas.TrmmC,
 						       cuda_cublas.TrmmZ };

@@ -231,6 +231,26 @@
 	X(Her2kC, "cublasCher2k_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
 	X(HemmZ, "cublasZhemm_v2", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
 	X(Her2kZ, "cublasZher2k_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, int, int, const void *, const void *, int, const void *, int, const void *, void *, int)) \
+	X(SyrS, "cublasSsyr_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, int, const void *, const void *, int, void *, int)) \
+	X(Syr2S, "cublasSsyr2_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, int, const void *, const void *, int, const void *, int, void *, int)) \
+	X(TrmvS, "cublasStrmv_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, const void *, int, void *, int)) \
+	X(TrsvS, "cublasStrsv_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, const void *, int, void *, int)) \
+	X(SyrD, "cublasDsyr_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, int, const void *, const void *, int, void *, int)) \
+	X(Syr2D, "cublasDsyr2_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, int, const void *, const void *, int, const void *, int, void *, int)) \
+	X(TrmvD, "cublasDtrmv_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, const void *, int, void *, int)) \
+	X(TrsvD, "cublasDtrsv_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, const void *, int, void *, int)) \
+	X(SyrC, "cublasCsyr_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, int, const void *, const void *, int, void *, int)) \
+	X(Syr2C, "cublasCsyr2_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, int, const void *, const void *, int, const void *, int, void *, int)) \
+	X(TrmvC, "cublasCtrmv_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, const void *, int, void *, int)) \
+	X(TrsvC, "cublasCtrsv_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, const void *, int, void *, int)) \
+	X(SyrZ, "cublasZsyr_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, int, const void *, const void *, int, void *, int)) \
+	X(Syr2Z, "cublasZsyr2_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, int, const void *, const void *, int, const void *, int, void *, int)) \
+	X(TrmvZ, "cublasZtrmv_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, const void *, int, void *, int)) \
+	X(TrsvZ, "cublasZtrsv_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, const void *, int, void *, int)) \
+	X(HerC, "cublasCher_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, int, const void *, const void *, int, void *, int)) \
+	X(Her2C, "cublasCher2_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, int, const void *, const void *, int, const void *, int, void *, int)) \
+	X(HerZ, "cublasZher_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, int, const void *, const void *, int, void *, int)) \
+	X(Her2Z, "cublasZher2_v2", cublasStatus_t, (cublasHandle_t, cublasFillMode_t, int, const void *, const void *, int, const void *, int, void *, int)) \
 	X(RotCs, "cublasCsrot_v2", cublasStatus_t, (cublasHandle_t, int, void *, int, void *, int, const void *, const void *)) \
 	X(RotZd, "cublasZdrot_v2", cublasStatus_t, (cublasHandle_t, int, void *, int, void *, int, const void *, const void *)) \
 	X(GerS, "cublasSger_v2", cublasStatus_t, (cublasHandle_t, int, int, const void *, const void *, int, const void *, int, void *, int)) \

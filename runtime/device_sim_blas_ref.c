@@ -508,6 +508,95 @@ static int trmm(struct phos_device *dev, const struct phos_blas_op *op)
 	return ST_SUCCESS;
 }
 
+/* Rank-1 and rank-2 updates of A's uplo triangle: syr A += alpha x x^T, her
+ * A += alpha x x^H (alpha real, the diagonal stays real), syr2 A += alpha
+ * (x y^T + y x^T), her2 A += alpha x y^H + conj(alpha) y x^H. */
+static int syr(struct phos_device *dev, const struct phos_blas_op *op)
+{
+	int type = op->type, fn = op->fn;
+	int64_t n = op->n;
+	bool herm = fn == PHOS_BLAS_HER || fn == PHOS_BLAS_HER2, two = fn == PHOS_BLAS_SYR2 || fn == PHOS_BLAS_HER2;
+	zval alpha = op->alpha[0] + I * (fn == PHOS_BLAS_HER ? 0 : op->alpha[1]);
+	const void *x = (const void *)(uintptr_t)op->x, *y = (const void *)(uintptr_t)op->y;
+	void *a = (void *)(uintptr_t)op->a;
+
+	if (op->uplo < 0 || op->uplo > 1 || n < 0 || !op->incx || (two && !op->incy) || op->lda < (n > 1 ? n : 1) ||
+	    (herm && !is_complex(type)))
+		return ST_INVALID_VALUE;
+	if (!n)
+		return ST_SUCCESS;
+	if (!mat_ok(dev, op->a, type, n, n, op->lda) || !vec_ok(dev, op->x, type, n, op->incx) ||
+	    (two && !vec_ok(dev, op->y, type, n, op->incy)))
+		return ST_EXECUTION_FAILED;
+	for (int64_t j = 0; j < n; j++)
+		for (int64_t i = op->uplo == 1 ? 0 : j; i <= (op->uplo == 1 ? j : n - 1); i++) {
+			zval xi = ld(x, type, vi(i, n, op->incx)), xj = ld(x, type, vi(j, n, op->incx)), d;
+			zval old = ld(a, type, i + j * op->lda);
+
+			if (two) {
+				zval yi = ld(y, type, vi(i, n, op->incy)), yj = ld(y, type, vi(j, n, op->incy));
+
+				d = herm ? alpha * xi * conj(yj) + conj(alpha) * yi * conj(xj) : alpha * (xi * yj + yi * xj);
+			} else {
+				d = alpha * xi * (herm ? conj(xj) : xj);
+			}
+			if (herm && i == j)
+				old = creal(old), d = creal(d);
+			st(a, type, i + j * op->lda, old + d);
+		}
+	return ST_SUCCESS;
+}
+
+/* trmv x = op(A) x, trsv x = op(A)^-1 x, A triangular (uplo, diag). */
+static int trmv(struct phos_device *dev, const struct phos_blas_op *op)
+{
+	int type = op->type, tr = op->trans;
+	int64_t n = op->n;
+	const void *a = (const void *)(uintptr_t)op->a;
+	void *x = (void *)(uintptr_t)op->x;
+	/* op(A) is upper triangular when A is upper and not transposed, or lower and transposed */
+	bool upper = (op->uplo == 1) == (tr == 0);
+	zval *v;
+
+	if (op->uplo < 0 || op->uplo > 1 || tr < 0 || tr > 2 || op->diag < 0 || op->diag > 1 || n < 0 ||
+	    op->lda < (n > 1 ? n : 1) || !op->incx)
+		return ST_INVALID_VALUE;
+	if (!n)
+		return ST_SUCCESS;
+	if (!mat_ok(dev, op->a, type, n, n, op->lda) || !vec_ok(dev, op->x, type, n, op->incx))
+		return ST_EXECUTION_FAILED;
+	v = malloc((size_t)n * sizeof(*v));
+	if (!v)
+		return ST_ALLOC_FAILED;
+	for (int64_t i = 0; i < n; i++)
+		v[i] = ld(x, type, vi(i, n, op->incx));
+	/* op(A)(r, c) inside its triangle */
+#define OPA(r, c) ((r) == (c) && op->diag == 1 ? (zval)1 : opa(a, type, op->lda, tr, (r), (c)))
+	if (op->fn == PHOS_BLAS_TRMV) {
+		for (int64_t i = 0; i < n; i++) {
+			zval s = 0;
+
+			for (int64_t c = upper ? i : 0; c <= (upper ? n - 1 : i); c++)
+				s += OPA(i, c) * v[c];
+			st(x, type, vi(i, n, op->incx), s);
+		}
+	} else {
+		for (int64_t k = 0; k < n; k++) {
+			int64_t i = upper ? n - 1 - k : k;
+			zval s = v[i];
+
+			for (int64_t c = upper ? i + 1 : 0; c < (upper ? n : i); c++)
+				s -= OPA(i, c) * v[c];
+			v[i] = s / OPA(i, i);
+		}
+		for (int64_t i = 0; i < n; i++)
+			st(x, type, vi(i, n, op->incx), v[i]);
+	}
+#undef OPA
+	free(v);
+	return ST_SUCCESS;
+}
+
 /* op(A) X = alpha B (side left, 0) or X op(A) = alpha B (right, 1); X overwrites B.
  * uplo: 0 lower, 1 upper (cublasFillMode_t); diag: 0 non-unit, 1 unit. */
 static int trsm(struct phos_device *dev, const struct phos_blas_op *op)
@@ -609,6 +698,13 @@ int phos_sim_blas_call(struct phos_device *dev, void *handle, const struct phos_
 		break;
 	case PHOS_BLAS_TRMM:
 		s = trmm(dev, op);
+		break;
+	case PHOS_BLAS_SYR ... PHOS_BLAS_HER2:
+		s = syr(dev, op);
+		break;
+	case PHOS_BLAS_TRMV:
+	case PHOS_BLAS_TRSV:
+		s = trmv(dev, op);
 		break;
 	default:
 		s = ST_INVALID_VALUE;

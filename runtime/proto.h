@@ -527,6 +527,12 @@ enum phos_blas_fn {
 	PHOS_BLAS_HER2K,  /* C = alpha op(A) op(B)^H + conj(alpha) op(B) op(A)^H + beta C, beta real */
 	PHOS_BLAS_TRMM,   /* C = alpha op(A) B (left) or alpha B op(A) (right), A triangular (uplo,
 	                   * diag), B and C m x n (C may be B) */
+	PHOS_BLAS_SYR,    /* A += alpha x x^T on A's uplo triangle, A n x n */
+	PHOS_BLAS_HER,    /* A += alpha x x^H, alpha real (C, Z) */
+	PHOS_BLAS_SYR2,   /* A += alpha (x y^T + y x^T) */
+	PHOS_BLAS_HER2,   /* A += alpha x y^H + conj(alpha) y x^H (C, Z) */
+	PHOS_BLAS_TRMV,   /* x = op(A) x, A n x n triangular (uplo, diag) */
+	PHOS_BLAS_TRSV,   /* x = op(A)^-1 x */
 	PHOS_BLAS_FN__COUNT
 };
 struct phos_blas_op {

@@ -3,7 +3,8 @@
 // precision, as an ordinary CUDA program uses them: symv (S, D, C, Z), hemv
 // (C, Z), syrk (S, D, C, Z; N and T), herk (C, Z; N and C), symm and hemm
 // (both sides), syr2k and her2k, trmm (every side, triangle, transpose and
-// diagonal, out of place and in place), rot (srot, drot, crot, zrot, csrot,
+// diagonal, out of place and in place), syr, her, syr2, her2, trmv and trsv,
+// rot (srot, drot, crot, zrot, csrot,
 // zdrot) with strided vectors, in host pointer mode, and symv and srot in
 // device pointer mode too. Only the referenced triangle of
 // A is filled with meaning (the other holds garbage that must be ignored);
@@ -81,6 +82,18 @@ template <> struct Tr<cuDoubleComplex> {
 				    const T *a, const T *A, int lda, const T *B, int ldb, const T *b, T *C,    \
 				    int ldc)                                                                   \
 	{ return cublas##P##syr2k(h, u, t, n, k, a, A, lda, B, ldb, b, C, ldc); }                               \
+	static cublasStatus_t syr(cublasHandle_t h, cublasFillMode_t u, int n, const T *a, const T *x, int ix,  \
+				  T *A, int lda)                                                               \
+	{ return cublas##P##syr(h, u, n, a, x, ix, A, lda); }                                                   \
+	static cublasStatus_t syr2(cublasHandle_t h, cublasFillMode_t u, int n, const T *a, const T *x, int ix, \
+				   const T *y, int iy, T *A, int lda)                                          \
+	{ return cublas##P##syr2(h, u, n, a, x, ix, y, iy, A, lda); }                                           \
+	static cublasStatus_t trmv(cublasHandle_t h, cublasFillMode_t u, cublasOperation_t t,                   \
+				   cublasDiagType_t dg, int n, const T *A, int lda, T *x, int ix)              \
+	{ return cublas##P##trmv(h, u, t, dg, n, A, lda, x, ix); }                                              \
+	static cublasStatus_t trsv(cublasHandle_t h, cublasFillMode_t u, cublasOperation_t t,                   \
+				   cublasDiagType_t dg, int n, const T *A, int lda, T *x, int ix)              \
+	{ return cublas##P##trsv(h, u, t, dg, n, A, lda, x, ix); }                                              \
 	static cublasStatus_t trmm(cublasHandle_t h, cublasSideMode_t sd, cublasFillMode_t u,                   \
 				   cublasOperation_t t, cublasDiagType_t dg, int m, int n, const T *a,         \
 				   const T *A, int lda, const T *B, int ldb, T *C, int ldc)                    \
@@ -118,6 +131,19 @@ static cublasStatus_t her2k(cublasHandle_t h, cublasFillMode_t u, cublasOperatio
 			    const cuDoubleComplex *a, const cuDoubleComplex *A, int lda, const cuDoubleComplex *B, int ldb,
 			    const double *b, cuDoubleComplex *C, int ldc)
 { return cublasZher2k(h, u, t, n, k, a, A, lda, B, ldb, b, C, ldc); }
+
+static cublasStatus_t her(cublasHandle_t h, cublasFillMode_t u, int n, const float *a, const cuComplex *x, int ix,
+			  cuComplex *A, int lda)
+{ return cublasCher(h, u, n, a, x, ix, A, lda); }
+static cublasStatus_t her(cublasHandle_t h, cublasFillMode_t u, int n, const double *a, const cuDoubleComplex *x, int ix,
+			  cuDoubleComplex *A, int lda)
+{ return cublasZher(h, u, n, a, x, ix, A, lda); }
+static cublasStatus_t her2(cublasHandle_t h, cublasFillMode_t u, int n, const cuComplex *a, const cuComplex *x, int ix,
+			   const cuComplex *y, int iy, cuComplex *A, int lda)
+{ return cublasCher2(h, u, n, a, x, ix, y, iy, A, lda); }
+static cublasStatus_t her2(cublasHandle_t h, cublasFillMode_t u, int n, const cuDoubleComplex *a,
+			   const cuDoubleComplex *x, int ix, const cuDoubleComplex *y, int iy, cuDoubleComplex *A, int lda)
+{ return cublasZher2(h, u, n, a, x, ix, y, iy, A, lda); }
 
 template <class T> static T *dev_copy(const std::vector<T> &h)
 {
@@ -397,6 +423,99 @@ template <class T> static void test_trmm(cublasHandle_t h)
 				}
 }
 
+// syr (her: herm), syr2 (her2: herm), on one triangle of A; the other stays
+template <class T> static void test_rank_update(cublasHandle_t h, bool herm, bool two)
+{
+	const int n = 21, lda = 24, ix = 2, iy = 3;
+	for (int up = 0; up < 2; up++) {
+		std::vector<T> A(lda * n), x(n * ix), y(n * iy);
+		for (auto &v : A) v = rnd_val<T>();
+		for (auto &v : x) v = rnd_val<T>();
+		for (auto &v : y) v = rnd_val<T>();
+		if (herm)
+			for (int i = 0; i < n; i++)
+				A[i + i * lda] = Tr<T>::make(zd(Tr<T>::get(A[i + i * lda]).real(), 0));
+		T alpha = rnd_val<T>();
+		typename Tr<T>::R ralpha = (typename Tr<T>::R)rnd();
+		T *dA = dev_copy(A), *dx = dev_copy(x), *dy = dev_copy(y);
+		cublasFillMode_t u = up ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
+		if constexpr (Tr<T>::cplx) {
+			if (herm && two)
+				CK(her2(h, u, n, &alpha, dx, ix, dy, iy, dA, lda));
+			else if (herm)
+				CK(her(h, u, n, &ralpha, dx, ix, dA, lda));
+			else if (two)
+				CK(syr2(h, u, n, &alpha, dx, ix, dy, iy, dA, lda));
+			else
+				CK(syr(h, u, n, &alpha, dx, ix, dA, lda));
+		} else if (two) {
+			CK(syr2(h, u, n, &alpha, dx, ix, dy, iy, dA, lda));
+		} else {
+			CK(syr(h, u, n, &alpha, dx, ix, dA, lda));
+		}
+		std::vector<T> got = host_copy(dA, A.size());
+		zd za = herm && !two ? zd(ralpha) : Tr<T>::get(alpha);
+		for (int j = 0; j < n; j++)
+			for (int i = 0; i < n; i++) {
+				zd old = Tr<T>::get(A[i + j * lda]);
+				bool in = up ? i <= j : i >= j;
+				if (!in) {
+					expect<T>("syr: the other triangle", Tr<T>::get(got[i + j * lda]), old);
+					continue;
+				}
+				zd xi = Tr<T>::get(x[i * ix]), xj = Tr<T>::get(x[j * ix]);
+				zd yi = Tr<T>::get(y[i * iy]), yj = Tr<T>::get(y[j * iy]), d;
+				if (two)
+					d = herm ? za * xi * std::conj(yj) + std::conj(za) * yi * std::conj(xj) : za * (xi * yj + yi * xj);
+				else
+					d = za * xi * (herm ? std::conj(xj) : xj);
+				if (herm && i == j)
+					d = zd(d.real(), 0);
+				expect<T>(two ? (herm ? "her2" : "syr2") : (herm ? "her" : "syr"), Tr<T>::get(got[i + j * lda]),
+					  old + d);
+			}
+		cudaFree(dA), cudaFree(dx), cudaFree(dy);
+	}
+}
+
+// trmv x = op(A) x, and trsv undoing it (x back, for a well-conditioned A)
+template <class T> static void test_trmv(cublasHandle_t h)
+{
+	const int n = 16, lda = 18, ix = 2;
+	for (int up = 0; up < 2; up++)
+		for (int tr = 0; tr < 3; tr++)
+			for (int dg = 0; dg < 2; dg++) {
+				std::vector<T> A(lda * n), x(n * ix);
+				for (auto &v : A) v = Tr<T>::make(Tr<T>::get(rnd_val<T>()) * 0.1);
+				for (int i = 0; i < n; i++)   // a dominant diagonal: trsv is well conditioned
+					A[i + i * lda] = Tr<T>::make(zd(2.0 + rnd(), Tr<T>::cplx ? 0.5 : 0));
+				for (auto &v : x) v = rnd_val<T>();
+				T *dA = dev_copy(A), *dx = dev_copy(x);
+				cublasFillMode_t u = up ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
+				cublasOperation_t t = tr == 0 ? CUBLAS_OP_N : tr == 1 ? CUBLAS_OP_T : CUBLAS_OP_C;
+				cublasDiagType_t d = dg ? CUBLAS_DIAG_UNIT : CUBLAS_DIAG_NON_UNIT;
+				auto opa = [&](int r, int c) {
+					int ar = tr ? c : r, ac = tr ? r : c;
+					bool in = up ? ar <= ac : ar >= ac;
+					zd v = !in ? zd(0) : (ar == ac && dg) ? zd(1) : Tr<T>::get(A[ar + ac * lda]);
+					return tr == 2 ? std::conj(v) : v;
+				};
+				CK(trmv(h, u, t, d, n, dA, lda, dx, ix));
+				std::vector<T> got = host_copy(dx, x.size());
+				for (int i = 0; i < n; i++) {
+					zd s = 0;
+					for (int c = 0; c < n; c++)
+						s += opa(i, c) * Tr<T>::get(x[c * ix]);
+					expect<T>("trmv", Tr<T>::get(got[i * ix]), s);
+				}
+				CK(trsv(h, u, t, d, n, dA, lda, dx, ix));
+				got = host_copy(dx, x.size());
+				for (int i = 0; i < n; i++)
+					expect<T>("trsv (back to x)", Tr<T>::get(got[i * ix]), Tr<T>::get(x[i * ix]));
+				cudaFree(dA), cudaFree(dx);
+			}
+}
+
 // (x, y) = (c x + s y, c y - conj(s) x)
 template <class T, class Sv, class F> static void test_rot(cublasHandle_t h, const char *name, F call, Sv s, bool dev)
 {
@@ -464,6 +583,19 @@ int main()
 	test_rank_2k<cuDoubleComplex, cuDoubleComplex>(h, false);
 	test_rank_2k<cuComplex, float>(h, true);
 	test_rank_2k<cuDoubleComplex, double>(h, true);
+	test_rank_update<float>(h, false, false);
+	test_rank_update<double>(h, false, true);
+	test_rank_update<cuComplex>(h, false, false);
+	test_rank_update<cuDoubleComplex>(h, false, true);
+	test_rank_update<cuComplex>(h, true, false);
+	test_rank_update<cuComplex>(h, true, true);
+	test_rank_update<cuDoubleComplex>(h, true, false);
+	test_rank_update<cuDoubleComplex>(h, true, true);
+	test_rank_update<float>(h, false, true);
+	test_trmv<float>(h);
+	test_trmv<double>(h);
+	test_trmv<cuComplex>(h);
+	test_trmv<cuDoubleComplex>(h);
 	test_trmm<float>(h);
 	test_trmm<double>(h);
 	test_trmm<cuComplex>(h);
