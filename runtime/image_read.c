@@ -726,7 +726,8 @@ static int image_parse(const char *text, size_t len, struct phos_image *img, cha
 	json_decref(root);
 	if (rc < 0)
 		return rc;
-	qsort(img->bufs, img->nbufs, sizeof(*img->bufs), phos_image_buf_cmp);
+	if (img->nbufs)   /* a snapshot may hold none (a function of managed memory only) */
+		qsort(img->bufs, img->nbufs, sizeof(*img->bufs), phos_image_buf_cmp);
 	rc = phos_image_validate(img, why, sizeof(why));
 	if (rc < 0)
 		return fail(err, errlen, rc, "manifest.json: %s", why);
