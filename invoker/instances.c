@@ -1334,10 +1334,13 @@ static void reap_one(struct inv_function *f, void *arg)
 
 static void *reaper_main(void *arg)
 {
+	double t0 = phos_now();
+
 	while (!reaper_stop) {
 		struct inv_function *list[1025] = { 0 };
 
 		usleep(50 * 1000);
+		inv_orphans_late_sweep(phos_now() - t0);
 		inv_function_foreach(reap_one, list);
 		for (unsigned i = 0; list[i]; i++) {
 			instances_drop_dead(list[i]);

@@ -22,6 +22,14 @@
  *                 killed may have forked meanwhile) ─▶ the marker set in our
  *                 own environment ─▶ pool, registry, HTTP.
  *
+ * Late ones: a CRIU restore of the dead invoker, caught halfway, can still
+ * bring a marked process to life after that sweep (its environment is not
+ * readable yet while CRIU builds its memory; test_lifecycle met one under
+ * ASan). So the reaper sweeps again during the first minute
+ * (inv_orphans_late_sweep, at 1, 3, 10, 30 and 60 s), then sparing our own
+ * descendants: everything we start is our child or, restored, reparented to
+ * us (a subreaper).
+ *
  * A marked process whose parent is another live phos-invoker is left alone:
  * it is an instance of a snapshot that invoker pulled from ours (its mark came
  * with the CRIU image), not a leftover (see child_of_live_invoker).
@@ -151,9 +159,33 @@ static void comm_of(long pid, char *buf, size_t len)
 		snprintf(buf, len, "?");
 }
 
-/* One pass over /proc: SIGKILLs every marked process but us; their pidfds
- * go to fds. Returns how many. */
-static unsigned kill_pass(int *fds, unsigned max)
+/* Whether pid is one of our descendants (its parents lead to us). */
+static bool descends_from_us(long pid)
+{
+	for (int depth = 0; depth < 64 && pid > 1; depth++) {
+		char path[64], line[256];
+		long ppid = -1;
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+		if (!(f = fopen(path, "re")))
+			return false;
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "PPid:", 5)) {
+				ppid = strtol(line + 5, NULL, 10);
+				break;
+			}
+		fclose(f);
+		if (ppid == getpid())
+			return true;
+		pid = ppid;
+	}
+	return false;
+}
+
+/* One pass over /proc: SIGKILLs every marked process but us (and, spare_ours,
+ * but our descendants); their pidfds go to fds. Returns how many. */
+static unsigned kill_pass(int *fds, unsigned max, bool spare_ours)
 {
 	struct dirent *de;
 	unsigned n = 0;
@@ -171,7 +203,8 @@ static unsigned kill_pass(int *fds, unsigned max)
 		fd = pidfd_open((pid_t)pid, 0);   /* before the check: see the top */
 		if (fd < 0)
 			continue;
-		if (!environ_marked(pid) || child_of_live_invoker(pid) || pidfd_send_signal(fd, SIGKILL, NULL, 0) < 0) {
+		if (!environ_marked(pid) || child_of_live_invoker(pid) || (spare_ours && descends_from_us(pid)) ||
+		    pidfd_send_signal(fd, SIGKILL, NULL, 0) < 0) {
 			close(fd);
 			continue;
 		}
@@ -193,7 +226,7 @@ int inv_orphans_sweep(const char *state_dir)
 		return -errno;
 	snprintf(marker, sizeof(marker), "%s=%s", PHOS_OWNER_ENV, dir);
 	for (int pass = 0; pass < ORPHAN_PASSES; pass++) {
-		unsigned n = kill_pass(fds, ORPHAN_MAX);
+		unsigned n = kill_pass(fds, ORPHAN_MAX, false);
 
 		if (!n)
 			break;
@@ -212,4 +245,22 @@ int inv_orphans_sweep(const char *state_dir)
 		phos_warn("ended %u process%s of an earlier invoker of %s", total, total == 1 ? "" : "es", dir);
 	/* From here on, what we start is marked as ours. */
 	return setenv(PHOS_OWNER_ENV, dir, 1) < 0 ? -errno : 0;
+}
+
+void inv_orphans_late_sweep(double since_start_s)
+{
+	static const double at[] = { 1, 3, 10, 30, 60 };
+	static unsigned next;
+	static int fds[ORPHAN_MAX];
+	unsigned n;
+
+	if (!marker[0] || next >= sizeof(at) / sizeof(at[0]) || since_start_s < at[next])
+		return;
+	while (next < sizeof(at) / sizeof(at[0]) && since_start_s >= at[next])
+		next++;
+	n = kill_pass(fds, ORPHAN_MAX, true);
+	for (unsigned i = 0; i < n; i++)
+		close(fds[i]);
+	if (n)
+		phos_warn("ended %u process%s of an earlier invoker that came up after the start", n, n == 1 ? "" : "es");
 }
