@@ -241,7 +241,7 @@ int inv_registry_init(void);                  /* creates STATE dirs, loads funct
 /* orphans.c: SIGKILLs whatever an earlier invoker of state_dir left running
  * (with the lock held), then marks what we start as ours. 0 or -errno. */
 int inv_orphans_sweep(const char *state_dir);
-/* Sweeps again, sparing our own descendants, at 1, 3, 10, 30 and 60 s after
+/* Sweeps again, sparing what is under a live invoker, at 1, 3, 10, 30 and 60 s after
  * the start (the reaper calls it with the time since then; see orphans.c). */
 void inv_orphans_late_sweep(double since_start_s);
 void inv_registry_exit(void);                 /* stops every instance */

@@ -26,13 +26,11 @@
  * bring a marked process to life after that sweep (its environment is not
  * readable yet while CRIU builds its memory; test_lifecycle met one under
  * ASan). So the reaper sweeps again during the first minute
- * (inv_orphans_late_sweep, at 1, 3, 10, 30 and 60 s), then sparing our own
- * descendants: everything we start is our child or, restored, reparented to
- * us (a subreaper).
+ * (inv_orphans_late_sweep, at 1, 3, 10, 30 and 60 s).
  *
- * A marked process whose parent is another live phos-invoker is left alone:
- * it is an instance of a snapshot that invoker pulled from ours (its mark came
- * with the CRIU image), not a leftover (see child_of_live_invoker).
+ * A marked process under a live phos-invoker, ours or another, is left alone
+ * (see under_an_invoker): ours, or an instance of a snapshot or instance that
+ * another invoker took from ours (its mark came with the CRIU image).
  *
  * Why not PR_SET_PDEATHSIG: it fires when the forking *thread* ends, and a
  * function restored by CRIU with one is killed as CRIU exits (DESIGN.md's
@@ -109,37 +107,58 @@ static bool environ_marked(long pid)
 	return found;
 }
 
-/* Whether pid's parent is a live phos-invoker other than us. Such a marked
- * process is that invoker's: an instance of a snapshot pulled from this state
- * dir's invoker (issue 13) carries our mark, restored from its CRIU image, on
- * the puller's side, which on one host is a neighbour. An orphan of a dead
- * invoker has been reparented to init or a subreaper, never to an invoker. */
-static bool child_of_live_invoker(long pid)
+/* pid's parent, or -1. */
+static long parent_of(long pid)
 {
-	char path[64], line[256], exe[PATH_MAX];
-	const char *base;
+	char path[64], line[256];
 	long ppid = -1;
-	ssize_t n;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%ld/status", pid);
 	if (!(f = fopen(path, "re")))
-		return false;
+		return -1;
 	while (fgets(line, sizeof(line), f))
 		if (!strncmp(line, "PPid:", 5)) {
 			ppid = strtol(line + 5, NULL, 10);
 			break;
 		}
 	fclose(f);
-	if (ppid <= 1 || ppid == getpid())
-		return false;
-	snprintf(path, sizeof(path), "/proc/%ld/exe", ppid);
+	return ppid;
+}
+
+static bool is_invoker(long pid)
+{
+	char path[64], exe[PATH_MAX];
+	const char *base;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%ld/exe", pid);
 	n = readlink(path, exe, sizeof(exe) - 1);
 	if (n <= 0)
 		return false;
 	exe[n] = '\0';
 	base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
 	return !strncmp(base, "phos-invoker", 12) && (base[12] == '\0' || base[12] == ' ');
+}
+
+/* Whether pid descends from a live phos-invoker: us, or another one. Such a
+ * marked process is not a leftover: ours (everything we start is our child,
+ * or restored and reparented to us, a subreaper), or, on one host, a
+ * neighbour's that carries our mark because it came from our state dir (an
+ * instance of a snapshot pulled from us, or of an instance moved from us,
+ * issue 13; while CRIU restores it, its parent is that invoker's CRIU). An
+ * orphan of a dead invoker has been reparented to init or a subreaper
+ * outside, never under an invoker. */
+static bool under_an_invoker(long pid)
+{
+	for (int depth = 0; depth < 64; depth++) {
+		pid = parent_of(pid);
+		if (pid <= 1)
+			return false;
+		if (pid == getpid() || is_invoker(pid))
+			return true;
+	}
+	return false;
 }
 
 /* The first word of pid's command line, for the log. */
@@ -159,33 +178,10 @@ static void comm_of(long pid, char *buf, size_t len)
 		snprintf(buf, len, "?");
 }
 
-/* Whether pid is one of our descendants (its parents lead to us). */
-static bool descends_from_us(long pid)
-{
-	for (int depth = 0; depth < 64 && pid > 1; depth++) {
-		char path[64], line[256];
-		long ppid = -1;
-		FILE *f;
-
-		snprintf(path, sizeof(path), "/proc/%ld/status", pid);
-		if (!(f = fopen(path, "re")))
-			return false;
-		while (fgets(line, sizeof(line), f))
-			if (!strncmp(line, "PPid:", 5)) {
-				ppid = strtol(line + 5, NULL, 10);
-				break;
-			}
-		fclose(f);
-		if (ppid == getpid())
-			return true;
-		pid = ppid;
-	}
-	return false;
-}
-
-/* One pass over /proc: SIGKILLs every marked process but us (and, spare_ours,
- * but our descendants); their pidfds go to fds. Returns how many. */
-static unsigned kill_pass(int *fds, unsigned max, bool spare_ours)
+/* One pass over /proc: SIGKILLs every marked process that is not under a
+ * live invoker (ours, or a neighbour's); their pidfds go to fds. Returns how
+ * many. */
+static unsigned kill_pass(int *fds, unsigned max)
 {
 	struct dirent *de;
 	unsigned n = 0;
@@ -203,8 +199,7 @@ static unsigned kill_pass(int *fds, unsigned max, bool spare_ours)
 		fd = pidfd_open((pid_t)pid, 0);   /* before the check: see the top */
 		if (fd < 0)
 			continue;
-		if (!environ_marked(pid) || child_of_live_invoker(pid) || (spare_ours && descends_from_us(pid)) ||
-		    pidfd_send_signal(fd, SIGKILL, NULL, 0) < 0) {
+		if (!environ_marked(pid) || under_an_invoker(pid) || pidfd_send_signal(fd, SIGKILL, NULL, 0) < 0) {
 			close(fd);
 			continue;
 		}
@@ -226,7 +221,7 @@ int inv_orphans_sweep(const char *state_dir)
 		return -errno;
 	snprintf(marker, sizeof(marker), "%s=%s", PHOS_OWNER_ENV, dir);
 	for (int pass = 0; pass < ORPHAN_PASSES; pass++) {
-		unsigned n = kill_pass(fds, ORPHAN_MAX, false);
+		unsigned n = kill_pass(fds, ORPHAN_MAX);
 
 		if (!n)
 			break;
@@ -258,7 +253,7 @@ void inv_orphans_late_sweep(double since_start_s)
 		return;
 	while (next < sizeof(at) / sizeof(at[0]) && since_start_s >= at[next])
 		next++;
-	n = kill_pass(fds, ORPHAN_MAX, true);
+	n = kill_pass(fds, ORPHAN_MAX);
 	for (unsigned i = 0; i < n; i++)
 		close(fds[i]);
 	if (n)
