@@ -462,6 +462,21 @@ static int syr2k(struct phos_device *dev, const struct phos_blas_op *op)
 	return ST_SUCCESS;
 }
 
+/* Element (r, c) of op(A) for a triangular A (op's uplo, diag and trans):
+ * zero outside the triangle, one on a unit diagonal. */
+static zval tri_opa(const void *a, int type, const struct phos_blas_op *op, int64_t r, int64_t c)
+{
+	int64_t ar = op->trans ? c : r, ac = op->trans ? r : c;   /* the element of A itself */
+	zval v;
+
+	if (op->uplo == 1 ? ar > ac : ar < ac)
+		return 0;
+	if (ar == ac && op->diag == 1)
+		return 1;
+	v = ld(a, type, ar + ac * op->lda);
+	return op->trans == 2 ? conj(v) : v;
+}
+
 /* C = alpha op(A) B (left) or alpha B op(A) (right), A triangular; C may be B. */
 static int trmm(struct phos_device *dev, const struct phos_blas_op *op)
 {
@@ -488,17 +503,9 @@ static int trmm(struct phos_device *dev, const struct phos_blas_op *op)
 		for (int64_t i = 0; i < m; i++) {
 			zval s = 0;
 
-			for (int64_t p = 0; p < ka; p++) {
-				/* op(A)(r, q) of a triangle: zero outside it, one on a unit diagonal */
-				int64_t r = op->side ? p : i, q = op->side ? j : p;
-				int64_t ar = tr ? q : r, ac = tr ? r : q;   /* the element of A itself */
-				bool in = op->uplo == 1 ? ar <= ac : ar >= ac;
-				zval av = !in ? 0 : (ar == ac && op->diag == 1) ? 1 : ld(a, type, ar + ac * op->lda);
-
-				if (tr == 2)
-					av = conj(av);
-				s += op->side ? ld(b, type, i + p * op->ldb) * av : av * ld(b, type, p + j * op->ldb);
-			}
+			for (int64_t p = 0; p < ka; p++)
+				s += op->side ? ld(b, type, i + p * op->ldb) * tri_opa(a, type, op, p, j)
+					      : tri_opa(a, type, op, i, p) * ld(b, type, p + j * op->ldb);
 			out[i + j * m] = alpha * s;
 		}
 	for (int64_t j = 0; j < n; j++)
@@ -570,14 +577,12 @@ static int trmv(struct phos_device *dev, const struct phos_blas_op *op)
 		return ST_ALLOC_FAILED;
 	for (int64_t i = 0; i < n; i++)
 		v[i] = ld(x, type, vi(i, n, op->incx));
-	/* op(A)(r, c) inside its triangle */
-#define OPA(r, c) ((r) == (c) && op->diag == 1 ? (zval)1 : opa(a, type, op->lda, tr, (r), (c)))
 	if (op->fn == PHOS_BLAS_TRMV) {
 		for (int64_t i = 0; i < n; i++) {
 			zval s = 0;
 
 			for (int64_t c = upper ? i : 0; c <= (upper ? n - 1 : i); c++)
-				s += OPA(i, c) * v[c];
+				s += tri_opa(a, type, op, i, c) * v[c];
 			st(x, type, vi(i, n, op->incx), s);
 		}
 	} else {
@@ -586,13 +591,12 @@ static int trmv(struct phos_device *dev, const struct phos_blas_op *op)
 			zval s = v[i];
 
 			for (int64_t c = upper ? i + 1 : 0; c < (upper ? n : i); c++)
-				s -= OPA(i, c) * v[c];
-			v[i] = s / OPA(i, i);
+				s -= tri_opa(a, type, op, i, c) * v[c];
+			v[i] = s / tri_opa(a, type, op, i, i);
 		}
 		for (int64_t i = 0; i < n; i++)
 			st(x, type, vi(i, n, op->incx), v[i]);
 	}
-#undef OPA
 	free(v);
 	return ST_SUCCESS;
 }
