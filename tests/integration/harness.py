@@ -19,18 +19,23 @@ TWINS = ":".join([
 ])
 
 failures = 0
+failed_checks = []
 
 
 def check(cond, msg):
     global failures
     if not cond:
         failures += 1
+        failed_checks.append(str(msg)[:2000])
         print("FAIL:", msg, flush=True)
     return cond
 
 
 def done(name):
     if failures:
+        # again at the end: meson shows only the last lines of a long log
+        for msg in failed_checks[:20]:
+            print("FAIL:", msg)
         print(f"{name}: {failures} check(s) failed")
         sys.exit(1)
     print(f"{name}: ok")
