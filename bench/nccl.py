@@ -11,7 +11,9 @@ of systems `native` and `phos-fn` (metric `busbw_GBps`), and for `phos-fn`
 `busbw_ratio` (phos over native; sizes from 64 MiB up, target >= 0.95) or
 `busbw_ratio_small` (smaller sizes, where the forwarding of each call shows);
 bench/results/nccl.checks.json, and nccl.png when matplotlib is there. Every
-run also checks the sums (nccl_bench exits 1 on a wrong one).
+run also checks the sums (nccl_bench exits 1 on a wrong one). The cold start
+of tp_mlp on two GPUs is bench/tp_coldstart.py's: its records (cases
+tp_mlp-*) share these files and stay when this script rewrites them.
 
 usage: bench/nccl.py BUILD [--ranks N] [--min BYTES] [--max BYTES] [--rounds R]
 Needs N GPUs (default: all, at least 2); exits 77 with fewer.
@@ -160,7 +162,12 @@ def main():
               f"{ratio:5.3f}x", flush=True)
     os.makedirs(RESULTS, exist_ok=True)
     files = ["nccl.json", "nccl.checks.json"]
-    for name, data in zip(files, (records, checks)):
+    for name, data, key in zip(files, (records, checks), ("case", "check")):
+        try:   # bench/tp_coldstart.py's cold-start records share the files: they stay
+            with open(os.path.join(RESULTS, name)) as f:
+                data = [x for x in json.load(f) if str(x.get(key, "")).startswith("tp_mlp-")] + data
+        except (OSError, ValueError):
+            pass
         with open(os.path.join(RESULTS, name), "w") as f:
             json.dump(data, f, indent=1)
     if chart(os.path.join(RESULTS, "nccl.png"), sizes, best):

@@ -16,6 +16,21 @@
  * and the CPU reference (double accumulation) rebuilds the whole model.
  *
  *   tp_mlp RANK NRANKS IDFILE [--width D] [--hidden H] [--batch B]
+ *          [--weights-mib M [--no-check] [--save-weights F | --weights-file F]]
+ *
+ * Small models (the default, D 64, H 192) are made on the host and checked
+ * whole against the CPU reference. --weights-mib M gives each rank M MiB of
+ * weights (W1_r and W2_r, M/2 MiB each; D 8192 unless --width, so that
+ * Hr = M MiB / 8D), made on the GPU by mlp's init_weights kernel (one stream
+ * of mlp_weights.h per tensor and rank); then the CPU reference covers rows
+ * 0..7 of column 0 (still every weight once: 2 x 8 GiB takes a few seconds on
+ * 16 threads), --no-check skips it (max_abs_err null), and the answer carries
+ * those rows ("sample"), so that runs can be compared with each other. The
+ * cold-start benchmark (bench/nccl.py) loads them from disk as a real model
+ * would: --save-weights F writes the rank's W1_r and W2_r to F (atomically)
+ * after init, --weights-file F reads them back instead of making them (two
+ * pinned 64 MiB buffers, disk reads overlapping the copies; a file of another
+ * shape, rank or seed is refused).
  *
  * (or PHOS_TP_RANK, PHOS_TP_NRANKS, PHOS_TP_IDFILE). Rank 0 writes the NCCL
  * unique id to IDFILE, atomically; the others wait for it (up to 60 s). Rank
@@ -26,6 +41,7 @@
  * forward pass again and answers the same object (so that a snapshot of a
  * single-rank run can be checked).
  */
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -35,7 +51,11 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <phos/fn.h>
+#include <string>
+#include "mlp_weights.h"
 #include "nccl_id.h"
+#include <fcntl.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -81,7 +101,24 @@ __global__ void bias_act(float *y, const float *bias, int rows, int cols, int re
 	}
 }
 
+/* mlp's kernel, the same bits (its sim twin is _Z12init_weightsPfmjjf). */
+__global__ void init_weights(float *w, size_t count, uint32_t seed, uint32_t tensor, float scale)
+{
+	uint64_t stream = mlpw_stream(seed, tensor);
+	float unit = mlpw_unit(scale);
+
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+	     i += (size_t)gridDim.x * blockDim.x)
+		w[i] = mlpw_at(stream, i, unit);
+}
+
 enum { T_W1 = 1, T_B1, T_W2, T_B2, T_X };
+
+/* Big models: the mlp_weights.h tensor of (kind, rank); W1_r (Hr x D) and
+ * W2_r (D x Hr) are streams indexed by their column-major offsets. */
+enum { BIG_W1 = 0x100, BIG_B1 = 0x200, BIG_W2 = 0x300, BIG_B2 = 0x400, BIG_X = 0x500 };
+static const uint32_t BIG_SEED = 42;
+static const int BIG_ROWS = 8;     /* rows of column 0 checked and answered */
 
 /* A value in [-scale, scale) from (tensor, i, j): splitmix64 of the three. */
 static float param(int tensor, uint64_t i, uint64_t j, float scale)
@@ -97,11 +134,13 @@ static float param(int tensor, uint64_t i, uint64_t j, float scale)
 
 struct tp {
 	int rank, nranks, D, H, Hr, B;
+	bool big, check;
+	const char *save, *load;   /* --save-weights, --weights-file */
 	ncclComm_t comm;
 	cublasHandle_t blas;
 	cudaStream_t stream;
 	float *x, *w1, *b1, *w2, *b2, *y, *z;
-	std::vector<double> ref;   /* D x B */
+	std::vector<double> ref;   /* D x B; big: BIG_ROWS of column 0; none: unchecked */
 };
 
 static float *upload(const std::vector<float> &h)
@@ -159,8 +198,211 @@ static void setup(tp *t)
 	}
 }
 
-/* One forward pass; the largest difference from the CPU reference. */
-static double forward(tp *t)
+/* ---- big models: weights made on the GPU, or read from a file ---------- */
+
+struct wfile_header {
+	char magic[8];   /* "PHOSTPMW" */
+	uint32_t width, hidden_rank, rank, nranks, seed, pad;
+	uint64_t floats; /* W1_r then W2_r */
+	char unused[24];
+};
+static_assert(sizeof(wfile_header) == 64, "the weights file's header is 64 bytes");
+
+static const size_t WFILE_BUF = 64u << 20;
+
+static wfile_header wfile_expect(const tp *t)
+{
+	wfile_header h;
+
+	memset(&h, 0, sizeof(h));
+	memcpy(h.magic, "PHOSTPMW", 8);
+	h.width = (uint32_t)t->D;
+	h.hidden_rank = (uint32_t)t->Hr;
+	h.rank = (uint32_t)t->rank;
+	h.nranks = (uint32_t)t->nranks;
+	h.seed = BIG_SEED;
+	h.floats = 2 * (uint64_t)t->Hr * t->D;
+	return h;
+}
+
+static void die(const char *what, const char *path)
+{
+	fprintf(stderr, "tp_mlp: %s %s: %s\n", what, path, errno ? strerror(errno) : "short file");
+	exit(1);
+}
+
+/* W1_r and W2_r from path: pread into two pinned buffers, each copied while
+ * the other fills. */
+static void wfile_load(tp *t, const char *path)
+{
+	const wfile_header want = wfile_expect(t);
+	const size_t n1 = (size_t)t->Hr * t->D;
+	wfile_header got;
+	float *buf[2];
+	cudaEvent_t done[2];
+	int fd = open(path, O_RDONLY | O_CLOEXEC), cur = 0;
+	off_t off = sizeof(got);
+
+	if (fd < 0)
+		die("cannot open the weights file", path);
+	if (pread(fd, &got, sizeof(got), 0) != (ssize_t)sizeof(got) || memcmp(&got, &want, sizeof(got)) != 0 ||
+	    lseek(fd, 0, SEEK_END) != (off_t)(sizeof(got) + want.floats * 4)) {
+		fprintf(stderr, "tp_mlp: %s is not the weights file of rank %d of %d (width %d, %d hidden rows, "
+				"seed %u)\n", path, t->rank, t->nranks, t->D, t->Hr, BIG_SEED);
+		exit(1);
+	}
+	for (int i = 0; i < 2; i++) {
+		CK(cudaMallocHost((void **)&buf[i], WFILE_BUF));
+		CK(cudaEventCreateWithFlags(&done[i], cudaEventDisableTiming));
+		CK(cudaEventRecord(done[i], t->stream));
+	}
+	for (int k = 0; k < 2; k++) {
+		float *dst = k ? t->w2 : t->w1;
+
+		for (size_t at = 0; at < n1;) {
+			size_t len = n1 - at < WFILE_BUF / 4 ? n1 - at : WFILE_BUF / 4, got_b = 0;
+
+			CK(cudaEventSynchronize(done[cur]));   /* its last copy is done */
+			while (got_b < len * 4) {
+				ssize_t r = pread(fd, (char *)buf[cur] + got_b, len * 4 - got_b, off + (off_t)got_b);
+
+				errno = r < 0 ? errno : 0;
+				if (r <= 0)
+					die("reading", path);
+				got_b += (size_t)r;
+			}
+			CK(cudaMemcpyAsync(dst + at, buf[cur], len * 4, cudaMemcpyHostToDevice, t->stream));
+			CK(cudaEventRecord(done[cur], t->stream));
+			off += (off_t)(len * 4);
+			at += len;
+			cur ^= 1;
+		}
+	}
+	CK(cudaStreamSynchronize(t->stream));
+	close(fd);
+	for (int i = 0; i < 2; i++) {
+		CK(cudaFreeHost(buf[i]));
+		CK(cudaEventDestroy(done[i]));
+	}
+}
+
+/* W1_r and W2_r to path (a temporary file renamed into place). */
+static void wfile_save(tp *t, const char *path)
+{
+	const wfile_header h = wfile_expect(t);
+	const size_t n1 = (size_t)t->Hr * t->D;
+	std::string tmp = std::string(path) + ".tmp-" + std::to_string(getpid());
+	FILE *f = fopen(tmp.c_str(), "wbe");
+	float *buf;
+
+	if (!f)
+		die("cannot create", tmp.c_str());
+	CK(cudaMallocHost((void **)&buf, WFILE_BUF));
+	errno = 0;
+	if (fwrite(&h, sizeof(h), 1, f) != 1)
+		die("writing", tmp.c_str());
+	for (int k = 0; k < 2; k++) {
+		const float *src = k ? t->w2 : t->w1;
+
+		for (size_t at = 0; at < n1;) {
+			size_t len = n1 - at < WFILE_BUF / 4 ? n1 - at : WFILE_BUF / 4;
+
+			CK(cudaMemcpy(buf, src + at, len * 4, cudaMemcpyDeviceToHost));
+			if (fwrite(buf, 4, len, f) != len)
+				die("writing", tmp.c_str());
+			at += len;
+		}
+	}
+	if (fflush(f) || fsync(fileno(f)) || fclose(f))
+		die("writing", tmp.c_str());
+	CK(cudaFreeHost(buf));
+	if (rename(tmp.c_str(), path) < 0)
+		die("cannot rename", tmp.c_str());
+}
+
+static std::vector<float> big_host(uint32_t tensor, size_t n, float scale)
+{
+	std::vector<float> v(n);
+	uint64_t st = mlpw_stream(BIG_SEED, tensor);
+	float unit = mlpw_unit(scale);
+
+	for (size_t i = 0; i < n; i++)
+		v[i] = mlpw_at(st, i, unit);
+	return v;
+}
+
+/* Rows 0..BIG_ROWS-1 of column 0 of the whole model (every rank's slices),
+ * in double, on every CPU: the hidden layer is every weight of W1 once. */
+static std::vector<double> big_reference(const tp *t, const std::vector<float> &x)
+{
+	const int D = t->D, Hr = t->Hr, R = t->nranks, rows = D < BIG_ROWS ? D : BIG_ROWS;
+	const float u1 = mlpw_unit(sqrtf(6.0f / D)), u2 = mlpw_unit(sqrtf(6.0f / t->H)), ub = mlpw_unit(0.05f);
+	unsigned nt = std::thread::hardware_concurrency();
+	std::vector<double> h((size_t)R * Hr), z(rows);
+	std::vector<std::thread> th;
+
+	nt = nt < 1 ? 1 : nt > 64 ? 64 : nt;
+	for (unsigned w = 0; w < nt; w++)
+		th.emplace_back([&, w] {
+			for (size_t g = w; g < (size_t)R * Hr; g += nt) {
+				int q = (int)(g / Hr);
+				size_t u = g % Hr;
+				uint64_t s1 = mlpw_stream(BIG_SEED, BIG_W1 + q);
+				double a = mlpw_at(mlpw_stream(BIG_SEED, BIG_B1 + q), u, ub);
+
+				for (int k = 0; k < D; k++)
+					a += (double)mlpw_at(s1, u + (size_t)k * Hr, u1) * x[k];
+				h[g] = a > 0 ? a : 0;
+			}
+		});
+	for (auto &x_ : th)
+		x_.join();
+	for (int i = 0; i < rows; i++) {
+		double a = mlpw_at(mlpw_stream(BIG_SEED, BIG_B2), i, ub);
+
+		for (int q = 0; q < R; q++) {
+			uint64_t s2 = mlpw_stream(BIG_SEED, BIG_W2 + q);
+
+			for (int u = 0; u < Hr; u++)
+				a += (double)mlpw_at(s2, i + (size_t)u * D, u2) * h[(size_t)q * Hr + u];
+		}
+		z[i] = a;
+	}
+	return z;
+}
+
+static void setup_big(tp *t)
+{
+	const int D = t->D, Hr = t->Hr, B = t->B;
+	const size_t n1 = (size_t)Hr * D;
+	std::vector<float> x = big_host(BIG_X, (size_t)D * B, 1.0f);
+
+	CK(cudaMalloc(&t->w1, n1 * sizeof(float)));
+	CK(cudaMalloc(&t->w2, n1 * sizeof(float)));
+	if (t->load) {
+		wfile_load(t, t->load);
+	} else {
+		init_weights<<<1024, 256, 0, t->stream>>>(t->w1, n1, BIG_SEED, BIG_W1 + t->rank, sqrtf(6.0f / D));
+		CK(cudaGetLastError());
+		init_weights<<<1024, 256, 0, t->stream>>>(t->w2, n1, BIG_SEED, BIG_W2 + t->rank,
+							  sqrtf(6.0f / t->H));
+		CK(cudaGetLastError());
+		CK(cudaStreamSynchronize(t->stream));
+	}
+	t->x = upload(x);
+	t->b1 = upload(big_host(BIG_B1 + t->rank, Hr, 0.05f));
+	t->b2 = upload(big_host(BIG_B2, D, 0.05f));
+	CK(cudaMalloc(&t->y, (size_t)Hr * B * sizeof(float)));
+	CK(cudaMalloc(&t->z, (size_t)D * B * sizeof(float)));
+	if (t->check)
+		t->ref = big_reference(t, x);
+	if (t->save)
+		wfile_save(t, t->save);
+}
+
+/* One forward pass; the largest difference from the CPU reference (NaN when
+ * there is none); rows 0..BIG_ROWS-1 of column 0 in sample. */
+static double forward(tp *t, std::vector<float> &sample)
 {
 	const float one = 1.0f, zero = 0.0f;
 	const int D = t->D, Hr = t->Hr, B = t->B;
@@ -176,22 +418,46 @@ static double forward(tp *t)
 	CK(cudaGetLastError());
 	CK(cudaMemcpyAsync(z.data(), t->z, z.size() * sizeof(float), cudaMemcpyDeviceToHost, t->stream));
 	CK(cudaStreamSynchronize(t->stream));
-	for (size_t i = 0; i < z.size(); i++) {
+	sample.assign(z.begin(), z.begin() + (D < BIG_ROWS ? D : BIG_ROWS));
+	if (t->ref.empty())
+		return NAN;
+	for (size_t i = 0; i < t->ref.size(); i++) {
 		double e = std::isfinite(z[i]) ? fabs(z[i] - t->ref[i]) : INFINITY;
 		err = e > err ? e : err;
 	}
 	return err;
 }
 
-static const double TOL = 1e-4;
-
-static char *report(tp *t, double err)
+/* Small models are checked whole; a big one sums 8192 x H products in float
+ * (cuBLAS) against double. */
+static double tol(const tp *t)
 {
-	char *s = NULL;
+	return t->big ? 2e-3 : 1e-4;
+}
 
+static bool ok(const tp *t, double err)
+{
+	return std::isnan(err) ? t->ref.empty() : err <= tol(t);
+}
+
+static char *report(tp *t, double err, const std::vector<float> &sample)
+{
+	std::string smp = "[";
+	char num[32], e[32], *s = NULL;
+
+	for (size_t i = 0; i < sample.size(); i++) {
+		snprintf(num, sizeof(num), "%s%.7g", i ? "," : "", sample[i]);
+		smp += num;
+	}
+	smp += "]";
+	if (std::isnan(err))
+		snprintf(e, sizeof(e), "null");
+	else
+		snprintf(e, sizeof(e), "%.3g", err);
 	if (asprintf(&s, "{\"rank\":%d,\"nranks\":%d,\"width\":%d,\"hidden\":%d,\"batch\":%d,"
-			 "\"max_abs_err\":%.3g,\"tol\":%g,\"ok\":%s}",
-		     t->rank, t->nranks, t->D, t->H, t->B, err, TOL, err <= TOL ? "true" : "false") < 0)
+			 "\"weights_bytes\":%llu,\"sample\":%s,\"max_abs_err\":%s,\"tol\":%g,\"ok\":%s}",
+		     t->rank, t->nranks, t->D, t->H, t->B, 2ull * t->Hr * t->D * sizeof(float), smp.c_str(), e,
+		     tol(t), ok(t, err) ? "true" : "false") < 0)
 		return NULL;
 	return s;
 }
@@ -200,50 +466,92 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 {
 	tp *t = (tp *)arg;
 
+	std::vector<float> sample;
+	double err;
+
 	(void)req;
-	resp->body = report(t, forward(t));
+	err = forward(t, sample);
+	resp->body = report(t, err, sample);
 	if (!resp->body)
 		return 500;
 	resp->len = strlen(resp->body);
 	return 0;
 }
 
+/* A positive int from an option's value, or -1. */
+static long positive(const char *v, long max)
+{
+	char *end;
+	long n;
+
+	errno = 0;
+	n = strtol(v, &end, 10);
+	return errno || end == v || *end || n < 1 || n > max ? -1 : n;
+}
+
 int main(int argc, char **argv)
 {
 	static tp t;
 	const char *idfile = getenv("PHOS_TP_IDFILE");
-	int pos = 0;
+	int pos = 0, width = 0;
+	long mib = 0;
+	bool bad = false;
 	ncclUniqueId id;
 	int ndev = 0;
 	double err;
 	char *line;
+	std::vector<float> sample;
 
 	t.rank = getenv("PHOS_TP_RANK") ? atoi(getenv("PHOS_TP_RANK")) : 0;
 	t.nranks = getenv("PHOS_TP_NRANKS") ? atoi(getenv("PHOS_TP_NRANKS")) : 1;
 	t.D = 64;
 	t.H = 192;
 	t.B = 8;
+	t.check = true;
 	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--width") && i + 1 < argc)
-			t.D = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--hidden") && i + 1 < argc)
-			t.H = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
-			t.B = atoi(argv[++i]);
+		bool val = i + 1 < argc;
+
+		if (!strcmp(argv[i], "--width") && val)
+			bad |= (t.D = width = (int)positive(argv[++i], 1 << 20)) < 0;
+		else if (!strcmp(argv[i], "--hidden") && val)
+			bad |= (t.H = (int)positive(argv[++i], 1 << 30)) < 0;
+		else if (!strcmp(argv[i], "--batch") && val)
+			bad |= (t.B = (int)positive(argv[++i], 4096)) < 0;
+		else if (!strcmp(argv[i], "--weights-mib") && val)
+			bad |= (mib = positive(argv[++i], 65536)) < 0;
+		else if (!strcmp(argv[i], "--no-check"))
+			t.check = false;
+		else if (!strcmp(argv[i], "--save-weights") && val)
+			t.save = argv[++i];
+		else if (!strcmp(argv[i], "--weights-file") && val)
+			t.load = argv[++i];
+		else if (argv[i][0] == '-' && argv[i][1] == '-')
+			bad = true;
 		else if (pos == 0 && ++pos)
 			t.rank = atoi(argv[i]);
 		else if (pos == 1 && ++pos)
 			t.nranks = atoi(argv[i]);
 		else if (pos == 2 && ++pos)
 			idfile = argv[i];
+		else
+			bad = true;
 	}
-	if (t.nranks < 1 || t.rank < 0 || t.rank >= t.nranks || !idfile || t.D < 1 || t.B < 1 ||
-	    t.H % t.nranks != 0) {
+	if (mib > 0) {   /* Hr = M MiB / (2 matrices x D x 4 bytes) */
+		t.big = true;
+		t.D = width > 0 ? width : 8192;
+		t.Hr = ((mib << 17) % t.D == 0) ? (int)((mib << 17) / t.D) : 0;
+		t.H = t.Hr * t.nranks;
+	} else {
+		t.Hr = t.nranks >= 1 && t.H % t.nranks == 0 ? t.H / t.nranks : 0;
+		bad |= !t.check || t.save || t.load;   /* big models only */
+	}
+	if (bad || t.nranks < 1 || t.rank < 0 || t.rank >= t.nranks || !idfile || t.D < 1 || t.B < 1 || t.Hr < 1 ||
+	    (t.save && t.load)) {
 		fprintf(stderr, "usage: tp_mlp RANK NRANKS IDFILE [--width D] [--hidden H] [--batch B] "
-				"(H a multiple of NRANKS)\n");
+				"[--weights-mib M [--no-check] [--save-weights F | --weights-file F]] "
+				"(H a multiple of NRANKS; M MiB a multiple of 8 D bytes)\n");
 		return 2;
 	}
-	t.Hr = t.H / t.nranks;
 	if (nccl_id_exchange(idfile, t.rank, 60000, "tp_mlp", &id) < 0)
 		return 1;
 	/* One GPU per rank: rank r on device r natively; under phos-fn each rank's
@@ -254,13 +562,16 @@ int main(int argc, char **argv)
 	BK(cublasCreate(&t.blas));
 	BK(cublasSetStream(t.blas, t.stream));
 	NK(ncclCommInitRank(&t.comm, t.nranks, id, t.rank));
-	setup(&t);
-	err = forward(&t);
-	line = report(&t, err);
+	if (t.big)
+		setup_big(&t);
+	else
+		setup(&t);
+	err = forward(&t, sample);
+	line = report(&t, err, sample);
 	printf("%s\n", line ? line : "{\"ok\":false}");
 	fflush(stdout);
 	free(line);
-	if (!(err <= TOL))   /* a model that is wrong at init is not served */
+	if (!ok(&t, err))   /* a model that is wrong at init is not served */
 		return 1;
 	return phos_fn_serve(handle, &t);
 }
