@@ -73,14 +73,15 @@ def rank_env(r, env):
 
 
 def ranks(prog, mode_args, n, tmp, env=None, timeout=60, trace=False):
-    """Runs n ranks of prog at once: [(returncode, records, stderr, seconds)] by rank."""
+    """Runs n ranks of prog at once ({r} in mode_args: the rank): [(returncode, records, stderr,
+    seconds)] by rank."""
     idfile = os.path.join(tmp, f"id-{time.monotonic_ns()}")
     procs = []
     for r in range(n):
         cmd = [PHOS_FN, "run", "--device", DEVICE]
         if trace:
             cmd += ["--trace", os.path.join(tmp, f"trace-{r}.jsonl")]
-        cmd += ["--", prog, *mode_args, str(r), str(n), idfile]
+        cmd += ["--", prog, *[a.replace("{r}", str(r)) for a in mode_args], str(r), str(n), idfile]
         procs.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True, env=fn_env(rank_env(r, env))))
     t0 = time.monotonic()
@@ -174,6 +175,34 @@ try:
             out = [x for x in recs if "ok" in x]
             check(rc == 0 and len(out) == 1 and out[0]["ok"] and out[0]["rank"] == r and out[0]["nranks"] == n,
                   f"tp_mlp {n} ranks, rank {r}: rc {rc} {out} {err[-800:]}")
+
+    # tp_mlp's big models (bench/tp_coldstart.py): weights made on the device,
+    # checked against the sampled CPU reference, saved per rank; read back with
+    # --no-check they answer the same sample; another rank's file is refused.
+    n = 2 if MULTI else 1
+    big = ["--weights-mib", "2", "--width", "128"]
+    wf = [os.path.join(tmp, f"tpw{r}") for r in range(n)]
+    saved = ranks(TP_MLP, big + ["--save-weights", os.path.join(tmp, "tpw{r}")], n, tmp, env=env)
+    first = []
+    for r, (rc, recs, err, _) in enumerate(saved):
+        out = [x for x in recs if "ok" in x]
+        first += out
+        check(rc == 0 and len(out) == 1 and out[0]["ok"] and out[0]["max_abs_err"] is not None
+              and out[0]["weights_bytes"] == 2 << 20 and os.path.getsize(wf[r]) == 64 + (2 << 20),
+              f"big tp_mlp rank {r} of {n}, weights saved: rc {rc} {out} {err[-800:]}")
+    loaded = ranks(TP_MLP, big + ["--no-check", "--weights-file", os.path.join(tmp, "tpw{r}")], n, tmp, env=env)
+    for r, (rc, recs, err, _) in enumerate(loaded):
+        out = [x for x in recs if "ok" in x]
+        check(rc == 0 and len(out) == 1 and out[0]["max_abs_err"] is None and first
+              and out[0]["sample"] == first[0]["sample"],
+              f"big tp_mlp rank {r} of {n} from its file: rc {rc} {out} {err[-800:]}")
+    if n == 2:
+        wrong = ranks(TP_MLP, big + ["--weights-file", wf[0]], 2, tmp, env=env)
+        check(wrong[1][0] != 0 and "is not the weights file of rank 1" in wrong[1][2],
+              f"rank 1 refuses rank 0's file: rc {wrong[1][0]} {wrong[1][2][-500:]}")
+    p = subprocess.run([TP_MLP, "0", "1", os.path.join(tmp, "x"), "--weights-mib", "3", "--width", "7"],
+                       capture_output=True, text=True, timeout=30)
+    check(p.returncode == 2 and "usage" in p.stderr, f"a size that is no whole shape: {p.returncode} {p.stderr}")
 
     # tp_mlp with one rank snapshotted after init: the restored copy answers
     # each request with a forward pass that still matches the reference.
