@@ -130,7 +130,8 @@ def kill_and_wait(pid):
 def settle(inv, pool, what):
     """After a fault: no zombie children, and every pooled executor idle or busy."""
     z, counts = [], None
-    for _ in range(300):
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
         z = zombies(inv.p.pid)
         counts = [metric(inv, f'phos_pool_executors{{state="{s}"}}') for s in ("idle", "busy", "starting")]
         if not z and counts[0] + counts[1] == pool and counts[2] == 0:
@@ -466,8 +467,11 @@ def no_orphans(inv, state, what):
 
 
 def quiet(inv, names, pool):
-    """Waits (bounded) until no instance runs and every function has its standby parked."""
-    for _ in range(400):
+    """Waits (bounded: 60 s, an invoker restarted under ASan on a busy CI machine
+    restores its standbys and pool slowly) until no instance runs and every
+    function has its standby parked."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
         fns = [c for c in children(inv.p.pid).values() if "misbehave" in c]
         if not any(instances(inv, n) for n in names) and len(fns) == len(names) and not zombies(inv.p.pid):
             idle = metric(inv, 'phos_pool_executors{state="idle"}')
@@ -669,10 +673,11 @@ finally:
         if p.poll() is None:
             p.kill()
             p.wait()
-    if not ok:  # what the invokers said
-        for f in sorted(os.listdir(tmp)):
-            if f.startswith("invoker-"):
-                with open(os.path.join(tmp, f), errors="replace") as lf:
-                    print(f"--- {f} (last 60 lines) ---\n" + "".join(lf.readlines()[-60:]), flush=True)
+    if not ok:  # what the invokers said: the latest lives last (meson shows a log's end)
+        logs = sorted((f for f in os.listdir(tmp) if f.startswith("invoker-")),
+                      key=lambda f: os.path.getmtime(os.path.join(tmp, f)))
+        for f in logs[-6:]:
+            with open(os.path.join(tmp, f), errors="replace") as lf:
+                print(f"--- {f} (last 40 lines) ---\n" + "".join(lf.readlines()[-40:]), flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
 done("lifecycle")
