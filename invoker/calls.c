@@ -25,12 +25,14 @@
  * are kept SYNC_KEPT deep. All of it under calls_lock.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
 
+#include "image.h"
 #include "invoker.h"
 #include "log.h"
 
@@ -69,6 +71,7 @@ struct call_fifo {
 struct async_job {
 	struct async_job *next;
 	struct inv_function *f;
+	unsigned resumes;        /* > 0: resumed from STATE/checkpoints/resume-ID (its resumes-th time) */
 	char id[33];
 	char ctype[128];
 	double submitted, not_before;
@@ -82,6 +85,7 @@ static struct call *buckets[HASH_BUCKETS];
 static struct call_fifo sync_done, async_done;
 static struct async_job *queue_head, *queue_tail;
 static unsigned queued, running;          /* async calls */
+static unsigned resuming;                 /* of the queued at start: resumed from checkpoints */
 static unsigned long long queued_bytes;
 static pthread_t workers[ASYNC_WORKERS];
 static unsigned nworkers;
@@ -335,9 +339,19 @@ static void *async_worker(void *arg)
 		running++;
 		pthread_mutex_unlock(&calls_lock);
 
-		inv_calls_store_mark(job->id, true);
+		if (!job->resumes)
+			inv_calls_store_mark(job->id, true);   /* (a resumed one is .run already) */
 		inv_call_set_running(job->id);
-		inv_invoke(job->f, job->body, job->len, job->ctype, &res);
+		inv_async_ctx = (struct inv_async_ctx){ .id = job->id, .resumes = job->resumes };
+		if (job->resumes) {
+			char dir[PATH_MAX];
+
+			snprintf(dir, sizeof(dir), "%s/checkpoints/resume-%s", inv_cfg.state_dir, job->id);
+			inv_invoke_resume(job->f, dir, &res);
+		} else {
+			inv_invoke(job->f, job->body, job->len, job->ctype, &res);
+		}
+		inv_async_ctx = (struct inv_async_ctx){ 0 };
 		bool again = refused_at_capacity(job->f, &res) && inv_wall_now() - job->submitted < ASYNC_WAIT_S;
 		if (!again)
 			inv_call_finish(job->id, &res);
@@ -352,7 +366,8 @@ static void *async_worker(void *arg)
 			if (c)
 				c->status = CALL_QUEUED;
 			job->not_before = phos_now() + 0.05;
-			inv_calls_store_mark(job->id, false);   /* it never ran */
+			if (!job->resumes)
+				inv_calls_store_mark(job->id, false);   /* it never ran */
 			queue_push(job);
 		} else {
 			queued--;
@@ -381,6 +396,7 @@ static struct async_job *job_new(struct inv_function *f, const char *id, const c
 	job->next = NULL;
 	job->submitted = submitted;
 	job->not_before = 0;
+	job->resumes = 0;
 	job->f = f;
 	memcpy(job->id, id, 33);
 	snprintf(job->ctype, sizeof(job->ctype), "%s", ctype);
@@ -413,6 +429,42 @@ static void load_queued(const char *id, const char *function, const char *ctype,
 		char msg[160];
 		struct inv_result res = { .http = 404, .body = msg };
 
+		res.len = (size_t)snprintf(msg, sizeof(msg), "{\"error\":\"no function %s\"}", function);
+		inv_call_finish(id, &res);
+	}
+}
+
+/* Start-up: a call that an earlier run was running when it stopped, with a
+ * checkpoint to resume it from. */
+static void load_running(const char *id, const char *function, const char *ctype, double accepted, const char *body,
+			 size_t len, unsigned resumes)
+{
+	struct inv_function *f = inv_function_get(function);
+	struct async_job *job = f ? job_new(f, id, ctype, accepted, body, len) : NULL;
+	char cid[33];
+	struct call *c;
+
+	memcpy(cid, id, 33);
+	pthread_mutex_lock(&calls_lock);
+	c = find(id) ? NULL : call_add(function, true, true, cid);
+	if (c && job) {
+		job->resumes = resumes;
+		queued++;
+		queued_bytes += len;
+		resuming++;
+		queue_push(job);
+		pthread_mutex_unlock(&calls_lock);
+		return;
+	}
+	pthread_mutex_unlock(&calls_lock);
+	free(job);
+	inv_function_unref(f);
+	if (c) {   /* its function is gone */
+		char msg[160], dir[PATH_MAX];
+		struct inv_result res = { .http = 404, .body = msg };
+
+		snprintf(dir, sizeof(dir), "%s/checkpoints/resume-%s", inv_cfg.state_dir, id);
+		phos_image_dir_remove(dir);
 		res.len = (size_t)snprintf(msg, sizeof(msg), "{\"error\":\"no function %s\"}", function);
 		inv_call_finish(id, &res);
 	}
@@ -469,7 +521,7 @@ static int by_finished(const void *a, const void *b)
 /* Loads what an earlier run left in STATE/calls/. */
 static void calls_load(void)
 {
-	static const struct inv_calls_store_visitor v = { load_queued, load_finished };
+	static const struct inv_calls_store_visitor v = { load_queued, load_running, load_finished };
 	unsigned nq;
 
 	inv_calls_store_load(&v);
@@ -492,7 +544,8 @@ static void calls_load(void)
 	nq = queued;
 	pthread_mutex_unlock(&calls_lock);
 	if (nq || nloaded)
-		phos_warn("async calls of the last run: %u queued again, %zu results kept", nq, nloaded);
+		phos_warn("async calls of the last run: %u queued again (%u of them resumed from checkpoints), %zu "
+			  "results kept", nq, resuming, nloaded);
 	free(loaded);
 	loaded = NULL;
 	nloaded = loaded_cap = 0;

@@ -7,14 +7,20 @@
  *   accept:  ID.req   (written to ID.tmp, then renamed: never half there)
  *   start:   ID.req ─rename─▶ ID.run (back to ID.req when it was refused
  *            before reaching the function: the function at capacity)
- *   finish:  ID.res   (via ID.tmp), then ID.run removed
+ *   checkpointed:  ID.ckpt (via ID.tmp) after each checkpoint of the running
+ *            call (limits.checkpoint_ms): the checkpoint's name in
+ *            STATE/checkpoints and how often the call was resumed already
+ *   finish:  ID.res   (via ID.tmp), then ID.run and ID.ckpt removed
  *   evict:   ID.res removed
  *
  * Each file is one line of JSON (function, content type, times, status) and
  * then the body: the request's for .req/.run, the answer's for .res. At start,
- * .req calls are queued again, .run calls (the invoker stopped while they ran:
- * they may have had effects) end as failed with 503 and are not run again,
- * .res records are kept while in retention, and .tmp files are removed.
+ * .req calls are queued again; a .run call with a checkpoint (ID.ckpt, its
+ * directory kept by inv_checkpoints_init as STATE/checkpoints/resume-ID) is
+ * resumed from it, at most INV_MAX_RESUMES times; other .run calls (the
+ * invoker stopped while they ran: they may have had effects) end as failed
+ * with 503 and are not run again; .res records are kept while in retention,
+ * and .tmp files are removed.
  * Nothing is fsynced: the files are there for a crash of the invoker, not of
  * the machine.
  */
@@ -28,6 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "image.h"
 #include "invoker.h"
 #include "log.h"
 
@@ -50,6 +57,8 @@ int inv_calls_store_init(void)
 {
 	char path[PATH_MAX];
 
+	if (dir_fd >= 0)
+		return 0;   /* (main opens it before inv_checkpoints_init, calls.c again) */
 	if ((size_t)snprintf(path, sizeof(path), "%s/calls", inv_cfg.state_dir) >= sizeof(path))
 		return -ENAMETOOLONG;
 	if (mkdir(path, 0700) < 0 && errno != EEXIST)
@@ -133,6 +142,18 @@ void inv_calls_store_mark(const char *id, bool running)
 		phos_warn("call %s: cannot mark it running: %s", id, strerror(errno));
 }
 
+void inv_calls_store_ckpt(const char *id, const char *function, const char *checkpoint, unsigned resumes)
+{
+	int r;
+
+	if (dir_fd < 0)
+		return;
+	r = store_write(id, "ckpt", json_pack("{s:s,s:s,s:i}", "function", function, "checkpoint", checkpoint,
+					      "resumes", (json_int_t)resumes), "", 0);
+	if (r < 0)
+		phos_warn("call %s: cannot note its checkpoint: %s", id, strerror(-r));
+}
+
 void inv_calls_store_finish(const char *id, const char *function, bool ok, int code, bool truncated, double finished,
 			    const char *body, size_t len)
 {
@@ -148,6 +169,8 @@ void inv_calls_store_finish(const char *id, const char *function, bool ok, int c
 	snprintf(name, sizeof(name), "%s.run", id);
 	unlinkat(dir_fd, name, 0);
 	snprintf(name, sizeof(name), "%s.req", id);
+	unlinkat(dir_fd, name, 0);
+	snprintf(name, sizeof(name), "%s.ckpt", id);
 	unlinkat(dir_fd, name, 0);
 }
 
@@ -219,6 +242,71 @@ static bool id_valid(const char *s, size_t n)
 	return true;
 }
 
+/* A checkpoint name as ID.ckpt gives it: one plain entry of STATE/checkpoints. */
+static bool ckpt_name_valid(const char *s)
+{
+	return s && *s && strlen(s) < 256 && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..") &&
+	       !strstr(s, ".tmp-");
+}
+
+/* ID.ckpt's checkpoint name and resumes, when ID.run is there too (the call was running). */
+static bool ckpt_of_running(const char *id, char name[256], unsigned *resumes)
+{
+	char f[64];
+	json_t *h = NULL;
+	char *body = NULL;
+	size_t len;
+	bool ok;
+
+	snprintf(f, sizeof(f), "%s.run", id);
+	if (faccessat(dir_fd, f, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+		return false;
+	snprintf(f, sizeof(f), "%s.ckpt", id);
+	if (store_read(f, &h, &body, &len) < 0)
+		return false;
+	const char *c = json_string_value(json_object_get(h, "checkpoint"));
+	json_int_t n = json_integer_value(json_object_get(h, "resumes"));
+	ok = ckpt_name_valid(c) && n >= 0 && n < 1000;
+	if (ok) {
+		snprintf(name, 256, "%s", c);
+		*resumes = (unsigned)n;
+	}
+	json_decref(h);
+	free(body);
+	return ok;
+}
+
+int inv_calls_store_resumable(void (*fn)(const char *id, const char *checkpoint, void *arg), void *arg)
+{
+	DIR *d;
+	struct dirent *de;
+	int fd;
+
+	if (dir_fd < 0)
+		return 0;
+	fd = dup(dir_fd);
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	rewinddir(d);   /* a dup shares its offset with dir_fd: an earlier scan left it at the end */
+	while ((de = readdir(d))) {
+		const char *dot = strchr(de->d_name, '.');
+		char id[33], name[256];
+		unsigned resumes;
+
+		if (!dot || strcmp(dot, ".ckpt") || !id_valid(de->d_name, (size_t)(dot - de->d_name)))
+			continue;
+		memcpy(id, de->d_name, 32);
+		id[32] = '\0';
+		if (ckpt_of_running(id, name, &resumes))
+			fn(id, name, arg);
+	}
+	closedir(d);
+	return 0;
+}
+
 int inv_calls_store_load(const struct inv_calls_store_visitor *v)
 {
 	DIR *d;
@@ -233,6 +321,7 @@ int inv_calls_store_load(const struct inv_calls_store_visitor *v)
 			close(fd);
 		return -errno;
 	}
+	rewinddir(d);   /* a dup shares its offset with dir_fd: an earlier scan left it at the end */
 	while ((de = readdir(d))) {
 		const char *dot = strchr(de->d_name, '.');
 		char id[33];
@@ -242,6 +331,14 @@ int inv_calls_store_load(const struct inv_calls_store_visitor *v)
 
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
+		if (dot && !strcmp(dot, ".ckpt") && id_valid(de->d_name, (size_t)(dot - de->d_name))) {
+			char run[64];   /* read with its .run; alone it is left from a finish cut short */
+
+			snprintf(run, sizeof(run), "%.32s.run", de->d_name);
+			if (faccessat(dir_fd, run, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+				unlinkat(dir_fd, de->d_name, 0);
+			continue;
+		}
 		if (!dot || !id_valid(de->d_name, (size_t)(dot - de->d_name)) ||
 		    (strcmp(dot, ".req") && strcmp(dot, ".run") && strcmp(dot, ".res"))) {
 			phos_warn("removed %s/calls/%s (an unfinished write or not a call)", inv_cfg.state_dir,
@@ -264,11 +361,27 @@ int inv_calls_store_load(const struct inv_calls_store_visitor *v)
 				  json_number_value(json_object_get(h, "accepted")), body, len);
 		} else if (!strcmp(dot, ".run")) {
 			static const char msg[] = "{\"error\":\"the invoker stopped while the call ran; it was not run again\"}";
-
+			static const char many[] = "{\"error\":\"the invoker stopped while the call ran, again; it was "
+						   "resumed from its checkpoints too often and is not run again\"}";
+			const char *ct = json_string_value(json_object_get(h, "ctype"));
+			char name[256], dir[PATH_MAX];
+			unsigned resumes = 0;
+			bool ckpt = ckpt_of_running(id, name, &resumes);
+			struct stat st;
 			double now = inv_wall_now();
 
-			inv_calls_store_finish(id, fn, false, 503, false, now, msg, sizeof(msg) - 1);
-			v->finished(id, fn, false, 503, false, now, msg, sizeof(msg) - 1);
+			snprintf(dir, sizeof(dir), "%s/checkpoints/resume-%s", inv_cfg.state_dir, id);
+			if (ckpt && resumes < INV_MAX_RESUMES && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+				v->running(id, fn, ct ? ct : "application/octet-stream",
+					   json_number_value(json_object_get(h, "accepted")), body, len, resumes + 1);
+			} else {
+				if (ckpt)
+					phos_image_dir_remove(dir);
+				inv_calls_store_finish(id, fn, false, 503, false, now, ckpt ? many : msg,
+						       (ckpt ? sizeof(many) : sizeof(msg)) - 1);
+				v->finished(id, fn, false, 503, false, now, ckpt ? many : msg,
+					    (ckpt ? sizeof(many) : sizeof(msg)) - 1);
+			}
 		} else {
 			v->finished(id, fn, json_is_true(json_object_get(h, "ok")),
 				    (int)json_integer_value(json_object_get(h, "code")),

@@ -33,9 +33,45 @@ struct inv_ckpt_req {
 /* How long an asker waits for a busy instance's thread beyond the call's limit. */
 #define ASK_SLACK_S 600.0
 
+/* The checkpoints that calls of an earlier invoker may resume from (renamed resume-ID). */
+struct kept {
+	char (*names)[48];
+	size_t n, cap;
+};
+
+static void keep_one(const char *id, const char *checkpoint, void *arg)
+{
+	struct kept *k = arg;
+	char from[PATH_MAX], to[PATH_MAX];
+	struct stat st;
+
+	snprintf(from, sizeof(from), "%s/checkpoints/%s", inv_cfg.state_dir, checkpoint);
+	snprintf(to, sizeof(to), "%s/checkpoints/resume-%s", inv_cfg.state_dir, id);
+	if (strcmp(from, to) && (lstat(from, &st) < 0 || !S_ISDIR(st.st_mode) || rename(from, to) < 0))
+		return;   /* gone (or not a checkpoint): the call ends as failed */
+	if (k->n == k->cap) {
+		char(*n)[48] = realloc(k->names, (k->cap * 2 + 8) * sizeof(*n));
+
+		if (!n)
+			return;
+		k->names = n;
+		k->cap = k->cap * 2 + 8;
+	}
+	snprintf(k->names[k->n++], 48, "resume-%s", id);
+}
+
+static bool kept_has(const struct kept *k, const char *name)
+{
+	for (size_t i = 0; i < k->n; i++)
+		if (!strcmp(k->names[i], name))
+			return true;
+	return false;
+}
+
 int inv_checkpoints_init(void)
 {
 	char dir[PATH_MAX];
+	struct kept kept = { 0 };
 	struct dirent *de;
 	DIR *d;
 
@@ -44,13 +80,17 @@ int inv_checkpoints_init(void)
 		return -errno;
 	if (chmod(dir, 0700) < 0)
 		return -errno;
+	/* the calls store is open: checkpoints of async calls that were running stay */
+	inv_calls_store_resumable(keep_one, &kept);
 	d = opendir(dir);
-	if (!d)
+	if (!d) {
+		free(kept.names);
 		return -errno;
+	}
 	while ((de = readdir(d))) {
 		char path[PATH_MAX + 300];
 
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || kept_has(&kept, de->d_name))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 		/* (a name with .tmp- in it is a checkpoint being written when we stopped) */
@@ -60,6 +100,10 @@ int inv_checkpoints_init(void)
 			phos_warn("cannot remove %s, a checkpoint of an earlier invoker's instance", path);
 	}
 	closedir(d);
+	if (kept.n)
+		phos_warn("kept %zu checkpoints of calls that were running when the last invoker stopped: they "
+			  "resume from them", kept.n);
+	free(kept.names);
 	return 0;
 }
 

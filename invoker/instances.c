@@ -503,8 +503,7 @@ static int instance_resume(struct inv_function *f, struct inv_instance *in, char
 
 /* ---- talking to an instance ---- */
 
-/* Restores of one call from its checkpoints, at most. */
-#define INV_MAX_RESUMES 3
+__thread struct inv_async_ctx inv_async_ctx;
 
 /* Waits for ev on fd (a pipe of in's function) until deadline: 0, -ETIMEDOUT,
  * -ECONNRESET when in's executor died (the function cannot answer rightly any
@@ -633,8 +632,15 @@ static int wait_answer(struct inv_function *f, struct inv_instance *in, double d
 			char err[512];
 			int c = inv_checkpoint_take(f, in, PHOS_CKPT_COW, &st, err, sizeof(err));
 
-			if (c == 0)
+			if (c == 0) {
 				in->ckpt_of_call = true;
+				if (inv_async_ctx.id) {   /* resumable after our death too */
+					const char *base = strrchr(in->ckpt_dir, '/');
+
+					inv_calls_store_ckpt(inv_async_ctx.id, f->name, base ? base + 1 : in->ckpt_dir,
+							     inv_async_ctx.resumes);
+				}
+			}
 			else if (c != -EAGAIN)
 				phos_warn("%s: periodic checkpoint of instance %u failed: %s", f->name, in->id, err);
 			/* (-EAGAIN: the request is still being read; soon again) */
@@ -789,7 +795,7 @@ static struct inv_instance *instance_new(struct inv_function *f)
  * 1 when f's instance moved to another invoker (the call goes there), or -1
  * with res filled with the error. Dead idle instances met on the way are
  * dropped, never used. */
-static int instance_take(struct inv_function *f, double deadline, struct inv_result *res,
+static int instance_take(struct inv_function *f, double deadline, bool fresh, struct inv_result *res,
 			 struct inv_instance **ret_in)
 {
 	struct inv_instance *in;
@@ -800,11 +806,11 @@ static int instance_take(struct inv_function *f, double deadline, struct inv_res
 			inv_result_error(res, 503, "%s", f->removed ? "the function was removed" : "shutting down");
 			return -1;
 		}
-		if (f->moved_to && !f->instances) {
+		if (f->moved_to && !f->instances && !fresh) {
 			pthread_mutex_unlock(&f->lock);
 			return 1;   /* forwarded: its state is over there */
 		}
-		for (in = f->instances; in; in = in->next)
+		for (in = fresh ? NULL : f->instances; in; in = in->next)
 			if (in->state == INV_INST_IDLE && in->generation == f->generation && !in->hold_wanted)
 				break;
 		if (in && instance_dead(in)) {
@@ -862,11 +868,14 @@ static int instance_take(struct inv_function *f, double deadline, struct inv_res
 	return 0;
 }
 
-void inv_invoke(struct inv_function *f, const char *body, size_t len, const char *ctype, struct inv_result *res)
+/* A call of f: with body, or (resume_dir) the call that the checkpoint at
+ * resume_dir was running, on a new instance restored from it. */
+static void invoke(struct inv_function *f, const char *body, size_t len, const char *ctype, const char *resume_dir,
+		   struct inv_result *res)
 {
 	double t0 = phos_now(), deadline = t0 + f->limits.timeout_ms / 1000.0;
 	struct inv_instance *in = NULL;
-	bool retried = false;
+	bool retried = resume_dir != NULL;   /* a resumed call is never as new */
 	char err[1024];
 	size_t sent;
 	int r;
@@ -874,13 +883,36 @@ void inv_invoke(struct inv_function *f, const char *body, size_t len, const char
 	memset(res, 0, sizeof(*res));
 again:
 	pthread_mutex_lock(&f->lock);
-	r = instance_take(f, deadline, res, &in);
+	r = instance_take(f, deadline, resume_dir != NULL, res, &in);
 	if (r > 0)
 		inv_migrate_forward(f, body, len, ctype, res);
 	if (r != 0)
 		goto out;
 
-	if (res->cold) {
+	if (resume_dir) {
+		struct phos_restore_stats st;
+
+		r = instance_from_checkpoint(f, in, resume_dir, &st, err, sizeof(err));
+		if (r == 0 && !(in->ckpt_dir = strdup(resume_dir)))   /* removed with the instance */
+			phos_warn("%s: out of memory: %s stays", f->name, resume_dir);
+		res->restore_s = phos_now() - t0;
+		if (r < 0) {
+			pthread_mutex_lock(&f->lock);
+			unlink_instance(f, in);
+			pthread_mutex_unlock(&f->lock);
+			instance_free(in);
+			phos_image_dir_remove(resume_dir);
+			phos_err("%s: cannot resume a call of an earlier invoker from %s: %s", f->name, resume_dir, err);
+			inv_result_error(res, 503, "the invoker stopped while the call ran, and its checkpoint could "
+				     "not be restored: %s", err);
+			goto out;
+		}
+		phos_warn("%s: instance %u resumed a call of an earlier invoker from its checkpoint in %.1f ms "
+			  "(%.1f MiB)", f->name, in->id, res->restore_s * 1e3, (double)st.gpu_bytes / (1 << 20));
+		pthread_mutex_lock(&f->lock);
+		in->state = INV_INST_BUSY;
+		pthread_mutex_unlock(&f->lock);
+	} else if (res->cold) {
 		r = instance_start(f, in, &res->restore_s, err, sizeof(err));
 		if (r < 0) {
 			pthread_mutex_lock(&f->lock);
@@ -901,10 +933,15 @@ again:
 	}
 
 	double t_run = phos_now();
-	in->ckpt_of_call = false;
+	in->ckpt_of_call = resume_dir != NULL;   /* (lost again: resumes from there) */
 	in->resumes = 0;
 	in->ckpt_next = t_run + f->limits.checkpoint_ms / 1000.0;
-	r = exchange(f, in, body, len, ctype, deadline, res, &sent);
+	if (resume_dir) {   /* the function has its request: its answer comes */
+		sent = len ? len : 1;
+		r = receive(f, in, deadline, res);
+	} else {
+		r = exchange(f, in, body, len, ctype, deadline, res, &sent);
+	}
 	/* Lost after a checkpoint of this call: it goes on from there on a
 	 * restored copy (a crash of the function itself may well come again:
 	 * a few times only). */
@@ -939,7 +976,7 @@ again:
 	if (r == 0) {
 		bool stop;
 
-		if (res->cold && res->http == 200)
+		if (res->cold && res->http == 200 && !resume_dir)
 			inv_record_prefetch(f, in);   /* still ours: BUSY */
 		inv_metrics_fallbacks(f, in);
 		inv_checkpoint_serve(f, in);   /* one asked after the answer came */
@@ -1012,6 +1049,16 @@ again:
 	}
 out:
 	inv_metrics_record(f, res->http, phos_now() - t0, res->cold);
+}
+
+void inv_invoke(struct inv_function *f, const char *body, size_t len, const char *ctype, struct inv_result *res)
+{
+	invoke(f, body, len, ctype, NULL, res);
+}
+
+void inv_invoke_resume(struct inv_function *f, const char *dir, struct inv_result *res)
+{
+	invoke(f, NULL, 0, NULL, dir, res);
 }
 
 /* ---- instances held outside a call (checkpoints.c, migrate.c) ---- */

@@ -281,6 +281,21 @@ struct inv_result {
 void inv_result_error(struct inv_result *res, int http, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Runs one call of f with body; fills res (res->body always set). */
 void inv_invoke(struct inv_function *f, const char *body, size_t len, const char *ctype, struct inv_result *res);
+/* Resumes a call of f that an earlier invoker was running, from its
+ * checkpoint at dir (STATE/checkpoints/resume-ID): a new instance restored
+ * from it (dir is then that instance's, removed with it; removed at once
+ * when the restore fails), whose answer fills res. */
+void inv_invoke_resume(struct inv_function *f, const char *dir, struct inv_result *res);
+/* Restores of one call from its checkpoints, at most: within one invoker's
+ * life, and across invokers' deaths. */
+#define INV_MAX_RESUMES 3
+/* The async call this thread runs (calls.c sets it around inv_invoke): its
+ * checkpoints are noted in STATE/calls, so that it resumes after our death. */
+struct inv_async_ctx {
+	const char *id;      /* NULL: a synchronous call */
+	unsigned resumes;    /* after invokers' deaths, so far */
+};
+extern __thread struct inv_async_ctx inv_async_ctx;
 void inv_instances_stop_idle(struct inv_function *f, bool all);
 /* Stops every instance (for remove and shutdown): waits for busy ones to finish. */
 void inv_instances_stop_all(struct inv_function *f);
@@ -312,7 +327,9 @@ void inv_checkpoint_serve(struct inv_function *f, struct inv_instance *in);
 void inv_checkpoint_abandon(struct inv_function *f, struct inv_instance *in);
 /* The endpoint: HTTP status and body. */
 int inv_checkpoint_request(const char *name, unsigned id, const char *body, size_t len, json_t **ret_body);
-/* Start-up: STATE/checkpoints made, emptied (instances do not outlive us). */
+/* Start-up: STATE/checkpoints made and emptied (instances do not outlive us),
+ * but for the checkpoints of async calls that were running
+ * (inv_calls_store_resumable), kept as resume-ID; the calls store must be open. */
 int inv_checkpoints_init(void);
 
 /* migrate.c: moving an idle instance with its state to another invoker (its
@@ -390,14 +407,25 @@ void inv_calls_store_mark(const char *id, bool running);
 void inv_calls_store_finish(const char *id, const char *function, bool ok, int code, bool truncated, double finished,
 			    const char *body, size_t len);
 void inv_calls_store_drop(const char *id);    /* ID.res removed (evicted) */
+/* ID.ckpt: the running call's latest checkpoint is STATE/checkpoints/CHECKPOINT;
+ * it was resumed after an invoker's death `resumes` times already. */
+void inv_calls_store_ckpt(const char *id, const char *function, const char *checkpoint, unsigned resumes);
+/* Start-up, before anything is loaded: fn(id, checkpoint) for every call that
+ * was running with a checkpoint noted (inv_checkpoints_init keeps those). */
+int inv_calls_store_resumable(void (*fn)(const char *id, const char *checkpoint, void *arg), void *arg);
 struct inv_calls_store_visitor {
 	void (*queued)(const char *id, const char *function, const char *ctype, double accepted, const char *body,
 		       size_t len);
+	/* a call that was running, to resume from STATE/checkpoints/resume-ID
+	 * (this is its resumes-th resume) */
+	void (*running)(const char *id, const char *function, const char *ctype, double accepted, const char *body,
+			size_t len, unsigned resumes);
 	void (*finished)(const char *id, const char *function, bool ok, int code, bool truncated, double finished,
 			 const char *body, size_t len);
 };
-/* Visits every stored call (start-up, one thread): .req as queued, .res and
- * .run (now failed, 503) as finished; removes what is not a call. */
+/* Visits every stored call (start-up, one thread): .req as queued, .run with
+ * a checkpoint as running, .res and other .run (now failed, 503) as
+ * finished; removes what is not a call. */
 int inv_calls_store_load(const struct inv_calls_store_visitor *v);
 
 /* metrics.c */

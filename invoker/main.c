@@ -526,6 +526,8 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	r = inv_registry_init();
 	if (r == 0)
+		r = inv_calls_store_init();      /* before the checkpoints: calls to resume keep theirs */
+	if (r == 0)
 		r = inv_checkpoints_init();
 	if (r == 0)
 		r = inv_bodies_init();

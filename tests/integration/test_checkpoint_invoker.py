@@ -14,8 +14,11 @@ session):
   uninterrupted call answers (200), and the instance then serves the next
   call with the state carried on; without checkpoint_ms the same loss is a
   502 (nothing resumes);
+- an async call checkpointed while it ran resumes from its latest
+  checkpoint when the invoker is killed and started again, and answers what an
+  uninterrupted call answers; one resumed too often ends as failed (503);
 - an instance's checkpoints go with it (removed when it stops), and the
-  invoker's start empties STATE/checkpoints.
+  invoker's start empties STATE/checkpoints (but for those).
 """
 import json
 import os
@@ -191,6 +194,53 @@ try:
     check(busy and kill(busy.get("executor_pid")), "lc's executor killed mid-call")
     th.join()
     check(res["nockpt"][0] == 502, f"without checkpoint_ms a lost call fails: {res['nockpt']}")
+
+    # --- an async call resumes after the invoker's death ------------------------------------
+    # Its checkpoints are noted beside it (STATE/calls/ID.ckpt); a new invoker
+    # on the state dir keeps that checkpoint (resume-ID), ends what the old one
+    # left running, and finishes the call from the checkpoint, on a new
+    # instance that then serves on with the state.
+    calls_dir = os.path.join(state, "calls")
+    st, body = inv.call("POST", "/async-function/lcp", {"steps": 150, "pause_us": 10000})
+    check(st == 202 and "call_id" in body, f"async call accepted: {st} {body}")
+    cid = body.get("call_id", "") if isinstance(body, dict) else ""
+    plan_p.append(150)
+    end = time.time() + 30
+    while time.time() < end and not os.path.exists(os.path.join(calls_dir, f"{cid}.ckpt")):
+        time.sleep(0.05)
+    time.sleep(0.4)   # (one more checkpoint, so that one is surely whole)
+    check(os.path.exists(os.path.join(calls_dir, f"{cid}.ckpt")), "the running call's checkpoint is noted")
+    # a call that was resumed too often already is not resumed again
+    fake = "ab" * 16
+    with open(os.path.join(calls_dir, f"{fake}.run"), "w") as f:
+        f.write(json.dumps({"function": "lcp", "ctype": "application/json", "accepted": time.time()}) + "\n{}")
+    with open(os.path.join(calls_dir, f"{fake}.ckpt"), "w") as f:
+        f.write(json.dumps({"function": "lcp", "checkpoint": "lcp-77", "resumes": 3}) + "\n")
+    os.makedirs(os.path.join(state, "checkpoints", "lcp-77"), mode=0o700)
+    inv.kill()
+    inv = Invoker(state, tmp, device=DEVICE)
+    rec = {}
+    end = time.time() + 120
+    while time.time() < end:
+        st, rec = inv.call("GET", f"/system/calls/{cid}")
+        if st == 200 and rec.get("status") in ("done", "failed"):
+            break
+        time.sleep(0.1)
+    want = reference(plan_p)[-1]
+    got = json.loads(rec.get("body") or "null") if rec.get("code") == 200 else rec
+    check(rec.get("status") == "done" and got == want,
+          f"the async call resumed after the invoker's death answers as if never interrupted: {rec} (want {want})")
+    check("resumed a call of an earlier invoker" in inv.logtext(), "the log says so")
+    check(not os.path.exists(os.path.join(calls_dir, f"{cid}.ckpt")), "its note goes when it is done")
+    st, rec = inv.call("GET", f"/system/calls/{fake}")
+    check(st == 200 and rec.get("status") == "failed" and rec.get("code") == 503 and "too often" in str(rec),
+          f"resumed too often: failed, not run again: {st} {rec}")
+    left = sorted(os.listdir(os.path.join(state, "checkpoints")))
+    check(f"resume-{fake}" not in left and "lcp-77" not in left and f"resume-{cid}" in left,
+          f"the resumed instance owns its checkpoint, the refused one's is gone: {left}")
+    plan_p.append(1)
+    st, body = inv.call("POST", "/function/lcp", {"steps": 1})
+    check(st == 200 and body == reference(plan_p)[-1], f"the resumed instance serves on with the state: {body}")
 
     # --- checkpoints go with their instances --------------------------------------------
     for name in ("lc", "lcp"):
