@@ -147,6 +147,7 @@ static long post_json(const char *url, const char *token, const char *body, long
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
+	pull_curl_keepalive(c);   /* a cut link fails the wait in ~20 s, not timeout_s */
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_answer);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
 	cr = curl_easy_perform(c);
@@ -1265,6 +1266,7 @@ void inv_migrate_forward(struct inv_function *f, const char *body, size_t len, c
 		curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
 		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)f->limits.timeout_ms + 10000L);
+		pull_curl_keepalive(c);
 		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_fwd);
 		curl_easy_setopt(c, CURLOPT_WRITEDATA, &w);
 		cr = curl_easy_perform(c);

@@ -148,8 +148,12 @@ class Invoker:
     given; extra arguments and environment added), its log and working
     directory under tmp."""
 
-    def __init__(self, state, tmp, extra=(), fault=None, extra_env=None, start_timeout=20, device="sim", port=None):
+    def __init__(self, state, tmp, extra=(), fault=None, extra_env=None, start_timeout=20, device="sim", port=None,
+                 host="127.0.0.1", wrap=()):
+        """host: the address it listens on and we call (not loopback: pass
+        --token-file in extra); wrap: a command prefix, as ip netns exec NS."""
         self.port = port or free_port()
+        self.host = host
         self.state = state
         self.log = os.path.join(tmp, f"invoker-{self.port}.log")
         if os.path.exists(self.log):  # a restart on the same port: the log of each run
@@ -166,8 +170,8 @@ class Invoker:
         e.pop("PHOS_FAULT", None)
         if fault:
             e["PHOS_FAULT"] = fault
-        self.p = subprocess.Popen([os.path.join(BUILD, "invoker", "phos-invoker"), "--listen",
-                                   f"127.0.0.1:{self.port}", "--state-dir", state, "--device", device, *extra],
+        self.p = subprocess.Popen([*wrap, os.path.join(BUILD, "invoker", "phos-invoker"), "--listen",
+                                   f"{host}:{self.port}", "--state-dir", state, "--device", device, *extra],
                                   stdout=open(self.log, "w"), stderr=subprocess.STDOUT, cwd=cwd, env=e)
         procs.append(self.p)
         for _ in range(int(start_timeout / 0.05)):
@@ -185,7 +189,7 @@ class Invoker:
         """(status, parsed JSON or text, {lowercased header: value}) of one
         request, with the admin token where the path needs it and a JSON
         content type when there is a body."""
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        c = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
         try:
             if isinstance(body, (dict, list)):
                 body = json.dumps(body)
