@@ -439,11 +439,12 @@ fail:
 }
 
 /* Restores in (no processes: new, or its old ones reaped) from the checkpoint
- * at dir, stop-the-world on an executor of its own, with fresh stdio pipes,
- * and watches it (instance_attach). 0 and *st, or -errno with err (in has no
- * processes then). */
+ * at dir, on an executor of its own (on_demand: its buffers stream in while it
+ * runs, from dir, which must stay; else stop-the-world), with fresh stdio
+ * pipes, and watches it (instance_attach). 0 and *st, or -errno with err (in
+ * has no processes then). */
 static int instance_from_checkpoint(struct inv_function *f, struct inv_instance *in, const char *dir,
-				    struct phos_restore_stats *st, char *err, size_t errlen)
+				    bool on_demand, struct phos_restore_stats *st, char *err, size_t errlen)
 {
 	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
 	struct phos_runtime_paths p = inv_cfg.paths;
@@ -456,7 +457,7 @@ static int instance_from_checkpoint(struct inv_function *f, struct inv_instance 
 	p.device = f->device;
 	if (strcmp(p.device, "sim"))
 		p.sim_twins = NULL;
-	r = phos_restore_start(&p, dir, pin[0], pout[1], perr[1], false, &in->proc, st, err, errlen);
+	r = phos_restore_start(&p, dir, pin[0], pout[1], perr[1], on_demand, &in->proc, st, err, errlen);
 	if (r < 0) {
 		in->proc = (struct phos_instance){ .control_fd = -1 };   /* nothing to stop */
 		goto out;
@@ -492,7 +493,7 @@ static int instance_resume(struct inv_function *f, struct inv_instance *in, char
 			close(*old[i]);
 		*old[i] = -1;
 	}
-	r = instance_from_checkpoint(f, in, in->ckpt_dir, &st, err, errlen);
+	r = instance_from_checkpoint(f, in, in->ckpt_dir, false, &st, err, errlen);
 	if (r < 0)
 		return r;
 	in->resumes++;
@@ -892,7 +893,7 @@ again:
 	if (resume_dir) {
 		struct phos_restore_stats st;
 
-		r = instance_from_checkpoint(f, in, resume_dir, &st, err, sizeof(err));
+		r = instance_from_checkpoint(f, in, resume_dir, false, &st, err, sizeof(err));
 		if (r == 0 && !(in->ckpt_dir = strdup(resume_dir)))   /* removed with the instance */
 			phos_warn("%s: out of memory: %s stays", f->name, resume_dir);
 		res->restore_s = phos_now() - t0;
@@ -1216,7 +1217,9 @@ int inv_instance_adopt(struct inv_function *f, struct inv_instance *in, const ch
 {
 	struct phos_restore_stats st;
 	double t0 = phos_now();
-	int r = instance_from_checkpoint(f, in, dir, &st, err, errlen);
+	/* on demand (unless --restore stop-the-world): the moved instance serves
+	 * at once, its buffers streaming in from dir, which stays its own */
+	int r = instance_from_checkpoint(f, in, dir, !inv_cfg.stop_the_world, &st, err, errlen);
 
 	if (r < 0)
 		return r;

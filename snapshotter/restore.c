@@ -210,8 +210,8 @@ void phos_parked_drop(struct phos_parked *p)
  * next request) could end before the adoption.
  */
 static int restore_checkpoint(const struct phos_runtime_paths *paths, const char *dir, const struct phos_image *img,
-			      struct phos_criu_inherit inh[4], int ch[2], int ctl[2], pid_t *ret_exe, pid_t *ret_fn,
-			      struct phos_restore_stats *st, char *err, size_t errlen)
+			      bool on_demand, struct phos_criu_inherit inh[4], int ch[2], int ctl[2], pid_t *ret_exe,
+			      pid_t *ret_fn, struct phos_restore_stats *st, char *err, size_t errlen)
 {
 	char adopt[48];
 	pid_t fn, exe;
@@ -224,7 +224,8 @@ static int restore_checkpoint(const struct phos_runtime_paths *paths, const char
 	ch[1] = -1;
 	snprintf(adopt, sizeof(adopt), "%d:%d", (int)fn, img->checkpoint.channel_fd);
 	r = phos_executor_spawn(paths, ch[0], ctl[1],
-				(const char *const[]){ "--restore-from", dir, "--adopt-channel", adopt, NULL }, &exe);
+				(const char *const[]){ "--restore-from", dir, "--adopt-channel", adopt,
+							on_demand ? "--on-demand" : NULL, NULL }, &exe);
 	if (r < 0) {
 		phos_errf(err, errlen, "cannot start the executor: %s", strerror(-r));
 		goto err_fn;
@@ -265,12 +266,6 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
 	r = restore_plan(dir, stdio, &img, inh, err, errlen);
 	if (r < 0)
 		return r;
-	if (img->checkpoint.present && on_demand) {
-		phos_errf(err, errlen, "%s is a checkpoint: it is restored stop-the-world (--on-demand is for snapshots)",
-			  dir);
-		phos_image_free(img);
-		return -EINVAL;
-	}
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) < 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0) {
@@ -279,7 +274,7 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
 		goto out;
 	}
 	if (img->checkpoint.present) {
-		r = restore_checkpoint(paths, dir, img, inh, ch, ctl, &exe, &fn, &st, err, errlen);
+		r = restore_checkpoint(paths, dir, img, on_demand, inh, ch, ctl, &exe, &fn, &st, err, errlen);
 		if (r < 0)
 			goto out;
 		goto started;

@@ -180,7 +180,9 @@ try:
                 check(mc["stop_bytes"] < 2 << 20 <= mc["precopy_bytes"],
                       f"seed {seed}: the frozen 2 MiB were copied while it ran, not at the stop: {mc}")
         kill_run(p)
-        r = restore(ck)
+        # seeds 5, 6 and 8: restored on demand (the training goes on while its
+        # buffers stream in; each kernel waits for what it reads)
+        r = restore(ck, *(["--on-demand"] if seed >= 5 else []))
         losses, checksum = parse(r.stdout)
         check(r.returncode == 0, f"seed {seed}: restore: {r.returncode} {r.stderr[-800:]}")
         check(checksum == ref_sum, f"seed {seed}: restored run ended with checksum {checksum}, "
@@ -421,8 +423,6 @@ try:
     check(p.returncode == 0 and parse(out)[1] == ref_sum, "the program was not disturbed by refused requests")
     r = restore(os.path.join(tmp, "missing"))
     check(r.returncode == 1 and "restore refused" in r.stderr, f"restore of nothing: {r.stderr}")
-    r = restore(os.path.join(tmp, "ck1"), "--on-demand")
-    check(r.returncode == 1 and "is a checkpoint" in r.stderr, f"restore --on-demand of a checkpoint: {r.stderr}")
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
