@@ -39,6 +39,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -394,8 +395,37 @@ struct live {
 	double t_stop;                /* the stop: calls wait from here */
 	double pre_fetch_s;
 	uint64_t pre_bytes;
+	double t_final;           /* the checkpoint committed, the final phase asked */
 	char err[1024];
 };
+
+static void *writeback_thread(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+
+	(void)fdatasync(fd);   /* (best effort: the commit fsyncs anyway) */
+	close(fd);
+	return NULL;
+}
+
+/* Starts writing path's dirty pages to disk on a thread of its own, so that
+ * the commit at the stop, which fsyncs every file of the checkpoint, finds
+ * them written: the pre-copy's gigabytes otherwise hit the disk inside the
+ * downtime (both sides: the source's checkpoint, the target's copy). */
+static void writeback_start(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	pthread_attr_t a;
+	pthread_t t;
+
+	if (fd < 0)
+		return;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &a, writeback_thread, (void *)(intptr_t)fd) != 0)
+		close(fd);
+	pthread_attr_destroy(&a);
+}
 
 /* The pre-copy converged: the target fetches gpu.data as it is while the
  * instance serves on (the executor keeps it current), then the instance is
@@ -416,6 +446,12 @@ static int on_precopied(void *arg, const char *tmp, const struct phos_ctl_msg *m
 			in = x;
 	pthread_mutex_unlock(&f->lock);
 	mig_serve(f, in, L->mid, tmp, NULL, m->precopied.data_end);
+	{
+		char data[PATH_MAX + 16];
+
+		snprintf(data, sizeof(data), "%s/gpu.data", tmp);
+		writeback_start(data);   /* while the target fetches it */
+	}
 	body = json_dumps(json_pack("{s:s,s:s,s:s,s:i,s:s,s:I}", "phase", "precopy", "from", L->self, "from_token",
 				    inv_cfg.token, "instance", (int)L->id, "migration", L->mid, "data_bytes",
 				    (json_int_t)m->precopied.data_end), JSON_COMPACT);
@@ -505,6 +541,7 @@ static int move_live(struct mig *job, json_t **ret_body)
 		snprintf(L.err, sizeof(L.err), "aborted");
 	}
 	if (r == 0) {
+		L.t_final = phos_now();   /* the source's part of the stop ends here */
 		mig_state(job, "transferring");
 		mig_serve(f, in, L.mid, in->ckpt_dir, img, 0);
 		body = json_dumps(json_pack("{s:s,s:s,s:s,s:i,s:s,s:s%}", "phase", "final", "from", self, "from_token",
@@ -539,13 +576,16 @@ static int move_live(struct mig *job, json_t **ret_body)
 	inv_instance_retire(f, L.held);
 	double now = phos_now();
 	json_t *at = json_object_get(ans, "instance");
-	*ret_body = json_pack("{s:s,s:s,s:s,s:i,s:O?,s:s,s:f,s:f,s:f,s:I,s:f,s:I,s:I,s:i,s:O?,s:O?,s:O?,s:O?}", "state",
+	*ret_body = json_pack("{s:s,s:s,s:s,s:i,s:O?,s:s,s:f,s:f,s:f,s:I,s:f,s:f,s:I,s:I,s:i,s:O?,s:O?,s:O?,s:O?,"
+			      "s:O?}", "state",
 			      "done", "migration", L.mid, "to", to, "instance", (int)id, "target_instance", at, "mode", "recopy", "downtime_s",
 			      now - L.t_stop, "total_s", now - t0, "precopy_fetch_s", L.pre_fetch_s, "precopy_bytes",
-			      (json_int_t)L.pre_bytes, "stop_stall_s", st.stall_s, "stop_bytes", (json_int_t)st.stop_bytes,
+			      (json_int_t)L.pre_bytes, "stop_stall_s", st.stall_s, "source_stop_s", L.t_final - L.t_stop,
+			      "stop_bytes", (json_int_t)st.stop_bytes,
 			      "bytes", (json_int_t)json_integer_value(json_object_get(ans, "bytes")), "rounds",
 			      (int)st.rounds, "fetch_s", json_object_get(ans, "fetch_s"), "restore_s",
 			      json_object_get(ans, "restore_s"), "verify_s", json_object_get(ans, "verify_s"),
+			      "commit_s", json_object_get(ans, "commit_s"),
 			      "refetched_bytes", json_object_get(ans, "refetched_bytes"));
 	phos_info("%s: instance %u moved live to %s: downtime %.1f ms, total %.1f ms", f->name, id, to,
 		  (now - L.t_stop) * 1e3, (now - t0) * 1e3);
@@ -973,6 +1013,7 @@ static int receive_precopy(struct inv_function *f, struct pull *p, uint64_t data
 		phos_image_dir_abort(dir);
 		return *ret_body = inv_err_json("pre-copying from the source: %s", err), p->code ? p->code : 502;
 	}
+	writeback_start(file);   /* on disk before the final phase's commit needs it */
 	*ret_body = json_pack("{s:I,s:f}", "bytes", (json_int_t)p->fetched, "fetch_s", phos_now() - p->started);
 	return 200;
 }
@@ -988,7 +1029,7 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	const char *from, *token, *mid, *manifest, *key, *phase;
 	char dir[PATH_MAX], prefile[PATH_MAX + 16];
 	uint64_t refetched = 0;
-	double verify_s = 0;
+	double verify_s = 0, t_commit = 0;
 	bool precopy, pre = false;
 	struct inv_instance *in = NULL;
 	struct inv_function *f = NULL;
@@ -1153,7 +1194,9 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 		goto out;
 	}
 	t_fetch = phos_now() - p.started;
+	t_commit = phos_now();
 	r = phos_image_dir_commit(tmp, final);
+	t_commit = phos_now() - t_commit;
 	if (r < 0) {
 		*ret_body = inv_err_json("committing the checkpoint: %s", strerror(-r));
 		code = r == -ENOSPC ? 507 : 500;
@@ -1178,9 +1221,9 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	pthread_mutex_unlock(&f->lock);
 	phos_info("%s: instance %u came from %s (its instance %u): %" PRIu64 " bytes fetched in %.1f ms, restored "
 		  "in %.1f ms", name, in->id, from, (unsigned)src_id, p.fetched, t_fetch * 1e3, restore_s * 1e3);
-	*ret_body = json_pack("{s:s,s:i,s:I,s:f,s:f,s:f,s:I}", "function", name, "instance", (int)in->id, "bytes",
+	*ret_body = json_pack("{s:s,s:i,s:I,s:f,s:f,s:f,s:f,s:I}", "function", name, "instance", (int)in->id, "bytes",
 			      (json_int_t)p.fetched, "fetch_s", t_fetch, "restore_s", restore_s, "verify_s", verify_s,
-			      "refetched_bytes", (json_int_t)refetched);
+			      "commit_s", t_commit, "refetched_bytes", (json_int_t)refetched);
 	in = NULL;   /* serving */
 	code = 201;
 out:
