@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "invoker.h"
 #include "log.h"
 
@@ -119,21 +120,6 @@ static int spill_open(void)
 	return -errno;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Moves b to a file, its disk budget n bytes (0: as it grows). */
 static int spill(struct inv_body *b, uint64_t n)
 {
@@ -147,7 +133,7 @@ static int spill(struct inv_body *b, uint64_t n)
 		return fd;
 	}
 	if (b->len) {
-		int r = write_all(fd, b->data, b->len);
+		int r = phos_write_all(fd, b->data, b->len);
 
 		if (r < 0) {
 			close(fd);
@@ -197,7 +183,7 @@ int inv_body_add(struct inv_body *b, const char *p, size_t n)
 		if (b->len + n + 1 > b->disk_reserved &&
 		    !disk_take(b, b->len + n + 1 - b->disk_reserved + SPILL_STEP))
 			return -EAGAIN;
-		r = write_all(b->fd, p, n);
+		r = phos_write_all(b->fd, p, n);
 		if (r < 0)
 			return r;
 		b->len += n;
@@ -234,7 +220,7 @@ int inv_body_finish(struct inv_body *b)
 	if (b->map)
 		return 0;
 	/* a NUL after the body, as a body in memory has */
-	if ((r = write_all(b->fd, "", 1)) < 0)
+	if ((r = phos_write_all(b->fd, "", 1)) < 0)
 		return r;
 	m = mmap(NULL, b->len + 1, PROT_READ, MAP_PRIVATE, b->fd, 0);
 	if (m == MAP_FAILED)

@@ -34,6 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "image.h"
 #include "invoker.h"
 #include "log.h"
@@ -74,21 +75,6 @@ void inv_calls_store_exit(void)
 	dir_fd = -1;
 }
 
-static int write_all_fd(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t w = write(fd, p, len);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Writes header line + body to ID.suffix, whole or not at all. */
 static int store_write(const char *id, const char *suffix, json_t *header, const char *body, size_t len)
 {
@@ -106,11 +92,11 @@ static int store_write(const char *id, const char *suffix, json_t *header, const
 		free(h);
 		return -errno;
 	}
-	r = write_all_fd(fd, h, strlen(h));
+	r = phos_write_all(fd, h, strlen(h));
 	if (!r)
-		r = write_all_fd(fd, "\n", 1);
+		r = phos_write_all(fd, "\n", 1);
 	if (!r)
-		r = write_all_fd(fd, body, len);
+		r = phos_write_all(fd, body, len);
 	free(h);
 	if (close(fd) < 0 && !r)
 		r = -errno;

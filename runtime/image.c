@@ -7,6 +7,7 @@
  * The arrays of an image grow geometrically; their capacities are kept in a
  * private wrapper around struct phos_image, so callers see only the counts.
  */
+#include "fdio.h"
 #include "image.h"
 #include "image_internal.h"
 #include "log.h"
@@ -554,22 +555,6 @@ static json_t *image_to_json(const struct phos_image *img)
 	return root;
 }
 
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Writes text to dir/manifest.json through manifest.json.tmp, fsync, rename. */
 static int manifest_store(const char *dir, const char *text, size_t len)
 {
@@ -584,7 +569,7 @@ static int manifest_store(const char *dir, const char *text, size_t len)
 		r = -errno;
 		goto out_dir;
 	}
-	r = write_all(fd, text, len);
+	r = phos_write_all(fd, text, len);
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
 	if (close(fd) < 0 && r == 0)

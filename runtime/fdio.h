@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Whole writes on file descriptors: what a short write or a signal leaves
+ * undone is done, or the error says why.
+ */
+#ifndef PHOS_FDIO_H
+#define PHOS_FDIO_H
+
+#include <stddef.h>
+
+/* Writes all len bytes of p to fd (retrying short writes and EINTR): 0, or
+ * -errno of the write that failed (some bytes may be written then). */
+int phos_write_all(int fd, const void *p, size_t len);
+
+#endif
