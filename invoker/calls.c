@@ -403,41 +403,10 @@ static struct async_job *job_new(struct inv_function *f, const char *id, const c
 	return job;
 }
 
-/* Start-up: a call accepted by an earlier run, not started. */
-static void load_queued(const char *id, const char *function, const char *ctype, double accepted, const char *body,
-			size_t len)
-{
-	struct inv_function *f = inv_function_get(function);
-	struct async_job *job = f ? job_new(f, id, ctype, accepted, body, len) : NULL;
-	char cid[33];
-	struct call *c;
-
-	memcpy(cid, id, 33);
-	pthread_mutex_lock(&calls_lock);
-	c = find(id) ? NULL : call_add(function, true, true, cid);
-	if (c && job) {
-		queued++;
-		queued_bytes += len;
-		queue_push(job);
-		pthread_mutex_unlock(&calls_lock);
-		return;
-	}
-	pthread_mutex_unlock(&calls_lock);
-	free(job);
-	inv_function_unref(f);
-	if (c) {   /* its function is gone */
-		char msg[160];
-		struct inv_result res = { .http = 404, .body = msg };
-
-		res.len = (size_t)snprintf(msg, sizeof(msg), "{\"error\":\"no function %s\"}", function);
-		inv_call_finish(id, &res);
-	}
-}
-
-/* Start-up: a call that an earlier run was running when it stopped, with a
- * checkpoint to resume it from. */
-static void load_running(const char *id, const char *function, const char *ctype, double accepted, const char *body,
-			 size_t len, unsigned resumes)
+/* Start-up: a call of an earlier run queued again: accepted and not started,
+ * or (resumes > 0) running, to resume from STATE/checkpoints/resume-ID. */
+static void load_job(const char *id, const char *function, const char *ctype, double accepted, const char *body,
+		     size_t len, unsigned resumes)
 {
 	struct inv_function *f = inv_function_get(function);
 	struct async_job *job = f ? job_new(f, id, ctype, accepted, body, len) : NULL;
@@ -451,7 +420,7 @@ static void load_running(const char *id, const char *function, const char *ctype
 		job->resumes = resumes;
 		queued++;
 		queued_bytes += len;
-		resuming++;
+		resuming += resumes > 0;
 		queue_push(job);
 		pthread_mutex_unlock(&calls_lock);
 		return;
@@ -463,11 +432,19 @@ static void load_running(const char *id, const char *function, const char *ctype
 		char msg[160], dir[PATH_MAX];
 		struct inv_result res = { .http = 404, .body = msg };
 
-		snprintf(dir, sizeof(dir), "%s/checkpoints/resume-%s", inv_cfg.state_dir, id);
-		phos_image_dir_remove(dir);
+		if (resumes) {
+			snprintf(dir, sizeof(dir), "%s/checkpoints/resume-%s", inv_cfg.state_dir, id);
+			phos_image_dir_remove(dir);
+		}
 		res.len = (size_t)snprintf(msg, sizeof(msg), "{\"error\":\"no function %s\"}", function);
 		inv_call_finish(id, &res);
 	}
+}
+
+static void load_queued(const char *id, const char *function, const char *ctype, double accepted, const char *body,
+			size_t len)
+{
+	load_job(id, function, ctype, accepted, body, len, 0);
 }
 
 /* Start-up: a finished call of an earlier run (in no particular order: they
@@ -521,7 +498,7 @@ static int by_finished(const void *a, const void *b)
 /* Loads what an earlier run left in STATE/calls/. */
 static void calls_load(void)
 {
-	static const struct inv_calls_store_visitor v = { load_queued, load_running, load_finished };
+	static const struct inv_calls_store_visitor v = { load_queued, load_job, load_finished };
 	unsigned nq;
 
 	inv_calls_store_load(&v);

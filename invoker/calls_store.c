@@ -228,6 +228,24 @@ static bool id_valid(const char *s, size_t n)
 	return true;
 }
 
+/* A scan of STATE/calls from its start: 1 and *ret, 0 when there is no store,
+ * or -errno. */
+static int store_opendir(DIR **ret)
+{
+	int fd;
+
+	if (dir_fd < 0)
+		return 0;
+	fd = dup(dir_fd);
+	if (fd < 0 || !(*ret = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	rewinddir(*ret);   /* a dup shares its offset with dir_fd: an earlier scan left it at the end */
+	return 1;
+}
+
 /* A checkpoint name as ID.ckpt gives it: one plain entry of STATE/checkpoints. */
 static bool ckpt_name_valid(const char *s)
 {
@@ -266,17 +284,10 @@ int inv_calls_store_resumable(void (*fn)(const char *id, const char *checkpoint,
 {
 	DIR *d;
 	struct dirent *de;
-	int fd;
+	int r = store_opendir(&d);
 
-	if (dir_fd < 0)
-		return 0;
-	fd = dup(dir_fd);
-	if (fd < 0 || !(d = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
-		return -errno;
-	}
-	rewinddir(d);   /* a dup shares its offset with dir_fd: an earlier scan left it at the end */
+	if (r <= 0)
+		return r;
 	while ((de = readdir(d))) {
 		const char *dot = strchr(de->d_name, '.');
 		char id[33], name[256];
@@ -297,17 +308,10 @@ int inv_calls_store_load(const struct inv_calls_store_visitor *v)
 {
 	DIR *d;
 	struct dirent *de;
-	int fd;
+	int r = store_opendir(&d);
 
-	if (dir_fd < 0)
-		return 0;
-	fd = dup(dir_fd);
-	if (fd < 0 || !(d = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
-		return -errno;
-	}
-	rewinddir(d);   /* a dup shares its offset with dir_fd: an earlier scan left it at the end */
+	if (r <= 0)
+		return r;
 	while ((de = readdir(d))) {
 		const char *dot = strchr(de->d_name, '.');
 		char id[33];

@@ -62,15 +62,7 @@
 
 /* ---- kernels -------------------------------------------------------------- */
 
-__global__ void init_weights(float *w, size_t count, uint32_t seed, uint32_t tensor, float scale)
-{
-	uint64_t stream = mlpw_stream(seed, tensor);
-	float unit = mlpw_unit(scale);
-
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
-	     i += (size_t)gridDim.x * blockDim.x)
-		w[i] = mlpw_at(stream, i, unit);
-}
+/* init_weights: in mlp_weights.h */
 
 /* y (rows x cols, column-major) += bias per row, then ReLU when relu != 0. */
 __global__ void bias_act(float *y, const float *bias, int rows, int cols, int relu)

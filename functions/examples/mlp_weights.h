@@ -85,4 +85,18 @@ static inline MLPW_HD float mlpw_value(uint32_t seed, uint32_t tensor, uint64_t 
 	return mlpw_at(mlpw_stream(seed, tensor), i, mlpw_unit(scale));
 }
 
+#ifdef __CUDACC__
+/* w[i] = element i of (seed, tensor)'s stream, for i < count: the weights of
+ * mlp, train and tp_mlp (one sim twin serves them all: _Z12init_weightsPfmjjf). */
+__global__ void init_weights(float *w, size_t count, uint32_t seed, uint32_t tensor, float scale)
+{
+	uint64_t stream = mlpw_stream(seed, tensor);
+	float unit = mlpw_unit(scale);
+
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+	     i += (size_t)gridDim.x * blockDim.x)
+		w[i] = mlpw_at(stream, i, unit);
+}
+#endif
+
 #endif /* PHOS_MLP_WEIGHTS_H */

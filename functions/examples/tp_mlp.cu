@@ -101,17 +101,6 @@ __global__ void bias_act(float *y, const float *bias, int rows, int cols, int re
 	}
 }
 
-/* mlp's kernel, the same bits (its sim twin is _Z12init_weightsPfmjjf). */
-__global__ void init_weights(float *w, size_t count, uint32_t seed, uint32_t tensor, float scale)
-{
-	uint64_t stream = mlpw_stream(seed, tensor);
-	float unit = mlpw_unit(scale);
-
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
-	     i += (size_t)gridDim.x * blockDim.x)
-		w[i] = mlpw_at(stream, i, unit);
-}
-
 enum { T_W1 = 1, T_B1, T_W2, T_B2, T_X };
 
 /* Big models: the mlp_weights.h tensor of (kind, rank); W1_r (Hr x D) and

@@ -83,17 +83,6 @@
 
 /* ---- kernels (twins in sim_twins.c) --------------------------------------- */
 
-/* The same generator as mlp's weights (mlp_weights.h), so the twin is shared. */
-__global__ void init_weights(float *w, size_t count, uint32_t seed, uint32_t tensor, float scale)
-{
-	uint64_t stream = mlpw_stream(seed, tensor);
-	float unit = mlpw_unit(scale);
-
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
-	     i += (size_t)gridDim.x * blockDim.x)
-		w[i] = mlpw_at(stream, i, unit);
-}
-
 /* z (rows x cols) = relu(z + b per row) when relu, else z + b per row. */
 __global__ void bias_act(float *z, const float *b, int rows, int cols, int relu)
 {
