@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -139,6 +140,38 @@ static int execute(struct executor *ex, const struct phos_rec_hdr *h, void *out,
 	}
 }
 
+/* CUDA's sticky errors: after one, every call of the context fails alike. */
+static bool sticky(int code)
+{
+	switch (code) {
+	case 214:   /* ECC uncorrectable */
+	case 220:   /* NVLink uncorrectable */
+	case PHOS_CUDA_ILLEGAL_ADDRESS:
+	case 702:   /* launch timeout */
+	case 710:   /* device-side assert */
+	case 714: case 715: case 716: case 717: case 718:   /* stack, instruction, alignment, space, pc */
+	case PHOS_CUDA_LAUNCH_FAILURE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+void exec_fatal_check(struct executor *ex, int r)
+{
+	int s;
+
+	if (!ex->exit_on_fatal || !sticky(-r))
+		return;
+	s = ex->dev_ops->synchronize(ex->dev);
+	if (s == 0)
+		return;   /* one operation refused (an argument the checks caught): the device is fine */
+	phos_err("the GPU context failed for good (cuda error %d, then %d on synchronize): exiting, so that "
+		 "the function is restored from its latest checkpoint or snapshot", -r, -s);
+	fflush(NULL);
+	_exit(EXEC_EXIT_GPU_FATAL);
+}
+
 int exec_serve(struct executor *ex)
 {
 	void *out = phos_channel_reply_data(ex->ch);
@@ -162,6 +195,8 @@ int exec_serve(struct executor *ex)
 		ex->sync = (h->flags & PHOS_REC_SYNC) != 0;
 		r = execute(ex, h, out, &out_len, &blas_status);
 		ex->calls++;
+		if (r < 0)
+			exec_fatal_check(ex, r);
 		if (h->flags & PHOS_REC_SYNC) {
 			uint64_t seq = h->seq;
 

@@ -188,6 +188,7 @@ struct executor {
 
 	int pending_error;          /* first error of asynchronous work, negated */
 	bool goodbye;               /* the function said it is exiting */
+	bool exit_on_fatal;         /* PHOS_EXIT_ON_FATAL=1: a lost context ends us (exec_fatal_check) */
 	uint64_t seq;               /* record being executed */
 	bool sync;                  /* ... and whether its sender waits for the reply */
 	FILE *trace;                /* read/write sets, one JSON line per call; NULL: off */
@@ -570,3 +571,15 @@ int exec_validate_launch(struct executor *ex, struct exec_func *f, const struct 
 
 /* Marks opaque the kernels listed in DIR/spec-opaque (earlier misses). */
 void exec_validate_load_opaque(struct executor *ex, const char *dir);
+/* The exit status of an executor whose GPU context failed for good (a
+ * sticky error: illegal address, launch failure, ECC, ...): with
+ * exit_on_fatal, a supervisor (phos-fn run --restart-on-failure, the
+ * invoker) then restores the function from its latest checkpoint or
+ * snapshot instead of leaving it on a device that answers every call with
+ * the error. */
+#define EXEC_EXIT_GPU_FATAL 76
+/* After an operation failed with r: when r is a sticky CUDA error and the
+ * device still fails (its synchronize too: the context is lost, not one bad
+ * argument refused), and exit_on_fatal is set, ends the executor with
+ * EXEC_EXIT_GPU_FATAL. Returns otherwise. */
+void exec_fatal_check(struct executor *ex, int r);

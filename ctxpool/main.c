@@ -540,6 +540,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "phos-executor: cannot watch PHOS_EXECUTOR_PARENT: %s\n", strerror(-r));
 		return 2;
 	}
+	/* set by supervisors that restore a function whose GPU context is lost */
+	ex.exit_on_fatal = getenv("PHOS_EXIT_ON_FATAL") && !strcmp(getenv("PHOS_EXIT_ON_FATAL"), "1");
 	if (getenv("PHOS_ARENA_BASE") && parse_u64(getenv("PHOS_ARENA_BASE"), &ex.arena_base) < 0) {
 		fprintf(stderr, "phos-executor: bad PHOS_ARENA_BASE\n");
 		return 2;

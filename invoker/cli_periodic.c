@@ -100,6 +100,9 @@ int cli_periodic_option(struct cli_periodic *p, int opt, const char *arg)
 		return 0;
 	case CLI_OPT_RESTART:
 		p->restart = true;
+		/* an executor whose GPU context is lost for good exits (status 76),
+		 * and the program restarts from its latest checkpoint */
+		setenv("PHOS_EXIT_ON_FATAL", "1", 1);
 		return 0;
 	case CLI_OPT_MAX_RESTARTS:
 		if (parse_count(arg, MAX_RESTARTS, &p->max_restarts) < 0) {

@@ -415,7 +415,10 @@ static int run_checkpointable(char **prog_argv, const char *exe, const char *dev
 	if (died) {
 		char latest[PATH_MAX], why[64];
 
-		snprintf(why, sizeof(why), "the executor died (status %d)", exit_code(est));
+		if (exit_code(est) == 76)   /* EXEC_EXIT_GPU_FATAL (ctxpool/executor.h) */
+			snprintf(why, sizeof(why), "the GPU context failed for good (a fatal CUDA error)");
+		else
+			snprintf(why, sizeof(why), "the executor died (status %d)", exit_code(est));
 		if (cli_periodic_restart(per, why, latest, sizeof(latest)) < 0)
 			return code;
 		return cli_restore_run(device, latest, false, NULL, per);

@@ -458,8 +458,12 @@ int main(int argc, char **argv)
 
 		inv_cfg.validate_spec = env && (!strcmp(env, "restore") || !strcmp(env, "always")) ? env : "off";
 	}
-	if (setenv("PHOS_VALIDATE_SPEC", inv_cfg.validate_spec, 1) < 0) {
-		fprintf(stderr, "phos-invoker: cannot set PHOS_VALIDATE_SPEC: %s\n", strerror(errno));
+	/* An instance whose GPU context fails for good (a sticky CUDA error) ends
+	 * with its executor and is replaced, or resumes from its checkpoint,
+	 * instead of answering every later call with the error. */
+	if (setenv("PHOS_EXIT_ON_FATAL", "1", 1) < 0 ||
+	    setenv("PHOS_VALIDATE_SPEC", inv_cfg.validate_spec, 1) < 0) {
+		fprintf(stderr, "phos-invoker: cannot set the executors' environment: %s\n", strerror(errno));
 		return 1;
 	}
 	inv_cfg.device = cli_resolve_device(device);

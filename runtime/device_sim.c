@@ -721,9 +721,27 @@ static int sim_mem_info(struct phos_device *pdev, uint64_t *ret_free, uint64_t *
 	return 0;
 }
 
+/* A fatal device error, injected by tests: when the file that PHOS_SIM_FATAL
+ * names exists at a launch, it is removed (one fault across processes) and
+ * that launch and every later launch and synchronisation fail with
+ * cudaErrorLaunchFailure, as a GPU's sticky error does. */
+static atomic_bool sim_fatal;
+
+static bool sim_failed(void)
+{
+	const char *f;
+
+	if (atomic_load(&sim_fatal))
+		return true;
+	f = getenv("PHOS_SIM_FATAL");
+	if (f && *f && unlink(f) == 0)
+		atomic_store(&sim_fatal, true);
+	return atomic_load(&sim_fatal);
+}
+
 static int sim_synchronize(struct phos_device *dev)
 {
-	return 0;
+	return atomic_load(&sim_fatal) ? -PHOS_CUDA_LAUNCH_FAILURE : 0;
 }
 
 static int sim_host_register(struct phos_device *dev, void *ptr, size_t len)
@@ -845,6 +863,8 @@ static int sim_stream_destroy(struct phos_device *dev, void *stream)
 /* Work completes at submission: a valid stream is always idle. */
 static int sim_stream_sync(struct phos_device *dev, void *stream)
 {
+	if (atomic_load(&sim_fatal))
+		return -PHOS_CUDA_LAUNCH_FAILURE;
 	return phos_sim_stream_check(dev, stream);
 }
 
@@ -1382,6 +1402,8 @@ static int sim_launch(struct phos_device *dev, void *func, const struct phos_ker
 	r = phos_sim_stream_check(dev, stream);
 	if (r < 0)
 		return r;
+	if (sim_failed())
+		return -PHOS_CUDA_LAUNCH_FAILURE;
 	if (!grid || !block || !ki || (param_bytes && !params) || param_bytes < ki->param_bytes)
 		return -PHOS_CUDA_INVALID_VALUE;
 	if (!launch_config_ok(grid, block))

@@ -32,7 +32,8 @@ device:
   ending with the uninterrupted checksum; only --keep checkpoints stay; a
   periodic checkpoint that meets a full disk fails alone; `phos-fn restore`
   of the checkpoint directory takes its latest; without a checkpoint, or
-  with --max-restarts 0, the run fails and says why;
+  with --max-restarts 0, the run fails and says why; a fatal (sticky) GPU
+  error, injected on sim, ends the executor and the run restarts alike;
 - bad input to `phos-fn checkpoint`, `phos-fn run` and `phos-fn restore`
   gets clear errors, and a directory that is not a checkpoint is never
   replaced.
@@ -354,6 +355,29 @@ try:
         same_steps(p_losses, losses, f"periodic {mode}")
         check(1 <= len(ckpts(d)) <= 2 and not leftovers(os.path.join(d, "x")),
               f"periodic {mode}: --keep 2 leaves at most 2 checkpoints: {os.listdir(d)}")
+    # a fatal GPU error that the executor would survive (the sim device's
+    # PHOS_SIM_FATAL: a sticky launch failure, as an illegal address is on a
+    # GPU): with --restart-on-failure the executor ends with it (status 76)
+    # and the run restarts from its latest checkpoint, to the same checksum
+    if DEVICE == "sim":
+        f_losses, f_sum = reference(12)
+        d = os.path.join(tmp, "fatal")
+        poison = os.path.join(tmp, "fatal-now")
+        p = periodic(12, ["--checkpoint-dir", d, "--checkpoint-every", "0.2", "--restart-on-failure"],
+                     {"PHOS_SIM_FATAL": poison})
+        p.stdout.readline()
+        deadline = time.monotonic() + 20
+        while not ckpts(d) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        open(poison, "w").close()   # the next launch fails, and the device with it
+        out, err = p.communicate(timeout=300)
+        losses, checksum = parse(out)
+        check(not os.path.exists(poison) and p.returncode == 0 and checksum == f_sum and
+              "GPU context failed for good" in err and err.count("restarting from") == 1,
+              f"a fatal GPU error: restarted from the latest checkpoint, rc {p.returncode}, checksum {checksum} "
+              f"vs {f_sum}: {err[-2000:]}")
+        same_steps(f_losses, losses, "fatal GPU error")
+
     # restore of the checkpoint directory: its latest checkpoint
     r = restore(os.path.join(tmp, "periodic10"))
     check(r.returncode == 0 and parse(r.stdout)[1] == reference(10)[1], f"restore of a --checkpoint-dir: {r.stderr[-400:]}")

@@ -9,7 +9,8 @@ session):
   answers those of an instance never checkpointed; the answer says the mode,
   the stall and the bytes; bad input gets 400/404/405/409 with nothing done;
 - limits.checkpoint_ms: a long call is checkpointed while it runs; when its
-  executor, or its function process, is killed after that, the call resumes
+  executor, or its function process, is killed after that, or (sim) its
+  device fails for good (a sticky error: the executor ends), the call resumes
   on a copy restored from the latest checkpoint and answers exactly what an
   uninterrupted call answers (200), and the instance then serves the next
   call with the state carried on; without checkpoint_ms the same loss is a
@@ -63,7 +64,9 @@ try:
     # a leftover of an earlier invoker is removed at start
     os.makedirs(os.path.join(state, "checkpoints", "old-1"), mode=0o700)
     open(os.path.join(state, "checkpoints", "old-1", "manifest.json"), "w").write("{}")
-    inv = Invoker(state, tmp, device=DEVICE)
+    # (sim: when this file exists, the device's next launch fails for good, a sticky error)
+    poison = os.path.join(tmp, "fatal-now")
+    inv = Invoker(state, tmp, device=DEVICE, extra_env={"PHOS_SIM_FATAL": poison})
     check(os.listdir(os.path.join(state, "checkpoints")) == [], "start-up empties STATE/checkpoints")
 
     st, body = inv.call("POST", "/system/functions", {"name": "lc", "program": LONG,
@@ -158,7 +161,7 @@ try:
     plan_p = [2]
     st, body = inv.call("POST", "/function/lcp", {"steps": 2})
     check(st == 200 and body == reference(plan_p)[0], f"lcp first call: {body}")
-    for victim in ("executor_pid", "pid"):
+    for victim in ("executor_pid", "pid") + (("fatal",) if DEVICE == "sim" else ()):
         steps = 150
         plan_p.append(steps)
         th = threading.Thread(target=long_call, args=("lcp", steps, 10000, victim))
@@ -172,7 +175,10 @@ try:
             cur = one_instance(inv, "lcp", "busy", wait=1)
         check(cur and cur.get("checkpoints", 0) >= before + 2,
               f"{victim}: the long call was checkpointed while it ran: {cur}")
-        check(cur and kill(cur.get(victim)), f"{victim} killed mid-call")
+        if victim == "fatal":   # a fatal GPU error: the executor ends with it (status 76)
+            open(poison, "w").close()
+        else:
+            check(cur and kill(cur.get(victim)), f"{victim} killed mid-call")
         th.join()
         want = reference(plan_p)[-1]
         check(res[victim][0] == 200 and res[victim][1] == want,
@@ -185,6 +191,9 @@ try:
         st, body = inv.call("POST", "/function/lcp", {"steps": 1})
         check(st == 200 and body == reference(plan_p)[-1], f"{victim}: the next call carries the state on: {body}")
     check("resumed its call from its checkpoint" in inv.logtext(), "the log says it resumed")
+    if DEVICE == "sim":
+        check(not os.path.exists(poison) and "GPU context failed for good" in inv.logtext(),
+              "a fatal GPU error ended the executor, and the call resumed as after a kill")
 
     # without checkpoint_ms the same loss is a 502
     th = threading.Thread(target=long_call, args=("lc", 150, 10000, "nockpt"))
