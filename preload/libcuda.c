@@ -725,6 +725,213 @@ PHOS_EXPORT CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, si
 }
 PHOS_ALIAS(cuMemsetD32Async_ptsz, cuMemsetD32Async);
 
+/* ---- pitched copies and 2D sets ----------------------------------------------
+ *
+ * cuMemcpy2D/3D(Async) become the runtime's cudaMemcpy3D(Async) (memory_2d.c:
+ * its checks, its records): each side's base pointer, pitch and rows per
+ * slice, its position (x in bytes, y, z). Host, device and unified sides are
+ * forwarded; CUDA arrays are not in this stand-in (CUDA_ERROR_NOT_SUPPORTED,
+ * named once). cuMemsetD2D8 is one cudaMemset2D; a 16- or 32-bit value whose
+ * bytes differ is written into the first row (memset_pattern) and the rows
+ * doubled by 2D device-to-device copies: about log2(height) records. */
+
+static int cu_arrays_named;
+
+/* One side of a driver copy as the runtime's pitched pointer and position. */
+static CUresult copy_side(CUmemorytype type, const void *host, CUdeviceptr dev, CUarray array, size_t pitch,
+			  size_t rows, size_t x, size_t y, size_t z, size_t width, size_t height, size_t depth,
+			  struct cudaPitchedPtr *ret_ptr, struct cudaPos *ret_pos, bool *ret_host)
+{
+	void *base;
+
+	switch (type) {
+	case CU_MEMORYTYPE_HOST:
+		base = (void *)(uintptr_t)host;
+		*ret_host = true;
+		break;
+	case CU_MEMORYTYPE_DEVICE:
+	case CU_MEMORYTYPE_UNIFIED:   /* a unified address: the runtime tells host from device */
+		base = DPTR(dev);
+		*ret_host = false;
+		break;
+	case CU_MEMORYTYPE_ARRAY:
+		(void)array;
+		phos_log_once("CUDA array copies of the driver API:", "cuMemcpy2D/3D with CU_MEMORYTYPE_ARRAY",
+			      &cu_arrays_named);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	if (!base)
+		return CUDA_ERROR_INVALID_VALUE;
+	/* a single row needs no pitch (the driver ignores it then) */
+	if (height <= 1 && pitch < x + width)
+		pitch = x + width;
+	*ret_ptr = (struct cudaPitchedPtr){ .ptr = base, .pitch = pitch, .xsize = pitch,
+					    /* rows per slice: only a 3D copy needs them given */
+					    .ysize = rows || depth > 1 ? rows : y + height };
+	*ret_pos = (struct cudaPos){ .x = x, .y = y, .z = z };
+	return CUDA_SUCCESS;
+}
+
+static CUresult copy_3d(const CUDA_MEMCPY3D *c, CUstream stream, bool async)
+{
+	struct cudaMemcpy3DParms p = { 0 };
+	bool dh = false, sh = false;
+	CUresult r;
+
+	NEED_CTX();
+	if (!c)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (c->srcLOD || c->dstLOD || c->reserved0 || c->reserved1)
+		return CUDA_ERROR_INVALID_VALUE;   /* as the driver: mipmap levels are for arrays */
+	r = copy_side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcPitch, c->srcHeight,
+		      c->srcXInBytes, c->srcY, c->srcZ, c->WidthInBytes, c->Height, c->Depth, &p.srcPtr, &p.srcPos, &sh);
+	if (r == CUDA_SUCCESS)
+		r = copy_side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstPitch, c->dstHeight,
+			      c->dstXInBytes, c->dstY, c->dstZ, c->WidthInBytes, c->Height, c->Depth, &p.dstPtr, &p.dstPos,
+			      &dh);
+	if (r != CUDA_SUCCESS)
+		return r;
+	p.extent = (struct cudaExtent){ .width = c->WidthInBytes, .height = c->Height, .depth = c->Depth };
+	p.kind = c->srcMemoryType == CU_MEMORYTYPE_UNIFIED || c->dstMemoryType == CU_MEMORYTYPE_UNIFIED
+			 ? cudaMemcpyDefault
+			 : sh ? (dh ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice)
+			      : (dh ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice);
+	return async ? CU_RUN(cudaMemcpy3DAsync(&p, (cudaStream_t)stream)) : CU_RUN(cudaMemcpy3D(&p));
+}
+
+/* A 2D copy is a 3D one of depth 1. */
+static CUresult copy_2d(const CUDA_MEMCPY2D *c, CUstream stream, bool async)
+{
+	CUDA_MEMCPY3D t;
+
+	if (!c) {
+		NEED_CTX();
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	memset(&t, 0, sizeof(t));
+	t.srcXInBytes = c->srcXInBytes;
+	t.srcY = c->srcY;
+	t.srcMemoryType = c->srcMemoryType;
+	t.srcHost = c->srcHost;
+	t.srcDevice = c->srcDevice;
+	t.srcArray = c->srcArray;
+	t.srcPitch = c->srcPitch;
+	t.dstXInBytes = c->dstXInBytes;
+	t.dstY = c->dstY;
+	t.dstMemoryType = c->dstMemoryType;
+	t.dstHost = c->dstHost;
+	t.dstDevice = c->dstDevice;
+	t.dstArray = c->dstArray;
+	t.dstPitch = c->dstPitch;
+	t.WidthInBytes = c->WidthInBytes;
+	t.Height = c->Height;
+	t.Depth = 1;
+	return copy_3d(&t, stream, async);
+}
+
+PHOS_EXPORT CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
+{
+	return copy_2d(pCopy, NULL, false);
+}
+PHOS_ALIAS(cuMemcpy2D_v2_ptds, cuMemcpy2D_v2);
+PHOS_ALIAS(cuMemcpy2DUnaligned_v2, cuMemcpy2D_v2);
+PHOS_ALIAS(cuMemcpy2DUnaligned_v2_ptds, cuMemcpy2D_v2);
+
+PHOS_EXPORT CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
+{
+	return copy_2d(pCopy, hStream, true);
+}
+PHOS_ALIAS(cuMemcpy2DAsync_v2_ptsz, cuMemcpy2DAsync_v2);
+
+PHOS_EXPORT CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy)
+{
+	return copy_3d(pCopy, NULL, false);
+}
+PHOS_ALIAS(cuMemcpy3D_v2_ptds, cuMemcpy3D_v2);
+
+PHOS_EXPORT CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
+{
+	return copy_3d(pCopy, hStream, true);
+}
+PHOS_ALIAS(cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync_v2);
+
+/* width elements of `elem` bytes in each of height rows, pitch apart. */
+static CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint32_t value, unsigned elem, size_t width, size_t height,
+			  CUstream stream, bool async)
+{
+	uint8_t b = (uint8_t)value;
+	bool uniform = elem == 1 || (elem == 2 && (value & 0xffff) == b * 0x0101u) ||
+		       (elem == 4 && value == b * 0x01010101u);
+	size_t row;
+	CUresult r;
+
+	NEED_CTX();
+	if (width > SIZE_MAX / elem)
+		return CUDA_ERROR_INVALID_VALUE;
+	row = width * elem;
+	if (height > 1 && pitch < row)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (uniform)
+		return async ? CU_RUN(cudaMemset2DAsync(DPTR(dst), pitch, b, row, height, (cudaStream_t)stream))
+			     : CU_RUN(cudaMemset2D(DPTR(dst), pitch, b, row, height));
+	if (!height || !row)
+		return CUDA_SUCCESS;
+	if (pitch % elem)
+		return CUDA_ERROR_INVALID_VALUE;   /* every row aligned as the first */
+	r = memset_pattern(dst, value, elem, width, async ? stream : NULL);
+	for (size_t done = 1; r == CUDA_SUCCESS && done < height; done *= 2) {
+		size_t n = done < height - done ? done : height - done;
+
+		r = CU_RUN(cudaMemcpy2DAsync(DPTR(dst + done * pitch), pitch, DPTR(dst), pitch, row, n,
+					     cudaMemcpyDeviceToDevice, (cudaStream_t)(async ? stream : NULL)));
+	}
+	return r;
+}
+
+PHOS_EXPORT CUresult cuMemsetD2D8_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
+				     size_t Height)
+{
+	return memset_2d(dstDevice, dstPitch, uc, 1, Width, Height, NULL, false);
+}
+PHOS_ALIAS(cuMemsetD2D8_v2_ptds, cuMemsetD2D8_v2);
+
+PHOS_EXPORT CUresult cuMemsetD2D16_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width,
+				      size_t Height)
+{
+	return memset_2d(dstDevice, dstPitch, us, 2, Width, Height, NULL, false);
+}
+PHOS_ALIAS(cuMemsetD2D16_v2_ptds, cuMemsetD2D16_v2);
+
+PHOS_EXPORT CUresult cuMemsetD2D32_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width,
+				      size_t Height)
+{
+	return memset_2d(dstDevice, dstPitch, ui, 4, Width, Height, NULL, false);
+}
+PHOS_ALIAS(cuMemsetD2D32_v2_ptds, cuMemsetD2D32_v2);
+
+PHOS_EXPORT CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
+				       size_t Height, CUstream hStream)
+{
+	return memset_2d(dstDevice, dstPitch, uc, 1, Width, Height, hStream, true);
+}
+PHOS_ALIAS(cuMemsetD2D8Async_ptsz, cuMemsetD2D8Async);
+
+PHOS_EXPORT CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width,
+					size_t Height, CUstream hStream)
+{
+	return memset_2d(dstDevice, dstPitch, us, 2, Width, Height, hStream, true);
+}
+PHOS_ALIAS(cuMemsetD2D16Async_ptsz, cuMemsetD2D16Async);
+
+PHOS_EXPORT CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width,
+					size_t Height, CUstream hStream)
+{
+	return memset_2d(dstDevice, dstPitch, ui, 4, Width, Height, hStream, true);
+}
+PHOS_ALIAS(cuMemsetD2D32Async_ptsz, cuMemsetD2D32Async);
+
 /* CU_MEMHOSTREGISTER_* and cudaHostRegister* share their bits. */
 PHOS_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {

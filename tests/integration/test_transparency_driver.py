@@ -13,7 +13,9 @@ the launches' read/write sets; on a GPU (PHOS_TEST_DEVICE=cuda) it runs
 natively too, so that its checks are checked against the real driver.
 entry_point, a runtime program, reaches the same entry points through
 cudaGetDriverEntryPoint and uses them on the runtime's memory and kernels.
-driver_serve, a function on the driver API, is snapshotted and restored."""
+driver_serve, a function on the driver API, is snapshotted and restored.
+driver_2d makes pitched copies (cuMemcpy2D/3D, with offsets, host, device,
+async) and 2D sets of 8, 16 and 32 bits, checking every byte, padding too."""
 import json
 import os
 import shutil
@@ -24,6 +26,7 @@ from harness import DEVICE, check, done, fn_env, phos, program, read_trace, run
 
 exe = program("tests", "transparency", "driver", "driver")
 entry = program("tests", "transparency", "driver", "entry_point")
+exe2d = program("tests", "transparency", "driver", "driver_2d")
 tmp = tempfile.mkdtemp(prefix="phos-driver-test-")
 try:
     trace = os.path.join(tmp, "driver.trace")
@@ -65,6 +68,16 @@ try:
     # cuMemsetD32 of 3 (bytes that differ): a copy of the pattern, no memset
     check({"launch", "memcpy_h2d", "memcpy_d2h"} <= ops, f"entry_point forwarded ops {sorted(ops)}")
 
+    # Pitched copies and 2D sets of the driver API: each one forwarded as a
+    # pitched record (memcpy_2d, memset_2d), every byte right.
+    d2_trace = os.path.join(tmp, "driver_2d.trace")
+    p = run(exe2d, "phos", trace=d2_trace, device=DEVICE, timeout=300)
+    check(p.returncode == 0 and "driver_2d: ok" in p.stdout,
+          f"driver_2d under phos-fn ({DEVICE}): exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}")
+    ops = {r.get("op") for r in read_trace(d2_trace)} if os.path.exists(d2_trace) else set()
+    check({"memcpy_2d", "memset_2d"} <= ops, f"driver_2d forwarded ops {sorted(ops)}")
+    check("not supported" not in p.stderr, f"driver_2d met an unsupported call: {p.stderr[-1500:]}")
+
     # A function written against the driver API, snapshotted at phos_fn_serve:
     # its module (loaded from PTX), kernel and device buffers come back in a
     # restored executor, stop-the-world and on demand, and it answers what the
@@ -84,7 +97,7 @@ try:
     if DEVICE == "cuda":
         env = fn_env()
         env.pop("LD_PRELOAD", None)
-        for prog, name in ((exe, "driver"), (entry, "entry_point")):
+        for prog, name in ((exe, "driver"), (entry, "entry_point"), (exe2d, "driver_2d")):
             n = subprocess.run([prog], capture_output=True, text=True, timeout=300, env=env)
             check(n.returncode == 0 and f"{name}: ok" in n.stdout,
                   f"{name} natively: exit {n.returncode}\n{n.stdout[-2000:]}\n{n.stderr[-3000:]}")
