@@ -19,6 +19,12 @@
  *
  *   gpu.data  [ item @off ][ hole: freed ][ item ]...[ new since begin ]
  *
+ *   precopy.layout  beside it from begin to the stop: "PHOSLAY1", the item
+ *              count, then each item's (offset, length), little-endian u64s:
+ *              a migration's target hashes its pre-copy by these places while
+ *              the function still runs (invoker/migrate.c), so that the stop
+ *              compares hashes instead of reading the whole copy again
+ *
  * A copy is taken with the device drained and no record running (the
  * dispatcher does it between records), so it is exactly the buffer as of the
  * records before it; a record after it that writes the buffer marks it dirty
@@ -33,6 +39,7 @@
 
 #include "executor.h"
 #include "fault.h"
+#include "fdio.h"
 #include "image.h"
 #include "log.h"
 #include "staging.h"
@@ -102,6 +109,31 @@ void exec_recopy_free(struct exec_recopy *rc)
 	free(rc);
 }
 
+/* dir/precopy.layout (see the top); best effort: without it the target reads its copy at the stop. */
+static void write_layout(const struct exec_recopy *rc, const char *dir)
+{
+	char path[PHOS_CTL_PATH_MAX + 32];
+	uint64_t *v = malloc((2 + 2 * rc->n) * sizeof(*v));
+	int fd;
+
+	if (!v)
+		return;
+	memcpy(v, "PHOSLAY1", 8);
+	v[1] = rc->n;
+	for (size_t i = 0; i < rc->n; i++) {
+		v[2 + 2 * i] = rc->items[i].off;
+		v[3 + 2 * i] = rc->items[i].len;
+	}
+	snprintf(path, sizeof(path), "%s/precopy.layout", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd >= 0) {
+		if (phos_write_all(fd, v, (2 + 2 * rc->n) * sizeof(*v)) < 0)
+			unlink(path);
+		close(fd);
+	}
+	free(v);
+}
+
 int exec_recopy_begin(struct executor *ex, const char *dir, struct exec_recopy **ret, char *err, size_t errlen)
 {
 	struct exec_recopy *rc = calloc(1, sizeof(*rc));
@@ -138,6 +170,7 @@ int exec_recopy_begin(struct executor *ex, const char *dir, struct exec_recopy *
 	r = exec_image_reserve(rc->fd, 0, rc->end, err, errlen);
 	if (r < 0)
 		goto fail;
+	write_layout(rc, dir);
 	rc->round = 1;
 	rc->step_bytes = step_bytes();
 	*ret = rc;
@@ -269,6 +302,12 @@ int exec_recopy_stop(struct executor *ex, struct exec_recopy *rc, const char *di
 
 	if (!kept)
 		return -ENOMEM;
+	{   /* not a file of the checkpoint */
+		char path[PHOS_CTL_PATH_MAX + 32];
+
+		snprintf(path, sizeof(path), "%s/precopy.layout", dir);
+		unlink(path);
+	}
 	r = exec_image_plan_over(ex, dir, rc->items, rc->n, rc->end, &d, err, errlen);
 	if (r == 0 && !(idx = malloc((d->n ? d->n : 1) * sizeof(*idx))))
 		r = -ENOMEM;

@@ -64,6 +64,7 @@
 #define MIGRATE_ANSWER_MAX (64u << 10)
 #define MIGRATE_TIMEOUT_S 3600L          /* the target's fetch and restore, at most */
 #define MIGRATE_DISK_MARGIN (64ull << 20)
+#define LAYOUT_MAX (64ull << 20)          /* a pre-copy's item places: 4M items */
 
 
 static const char *str_of(json_t *j, const char *key)
@@ -399,6 +400,16 @@ struct live {
 	char err[1024];
 };
 
+/* The size of a pre-copy's item places (ctxpool/exec_recopy.c), or -ENOENT. */
+static int64_t layout_size(const char *dir)
+{
+	char path[PATH_MAX + 32];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/precopy.layout", dir);
+	return lstat(path, &st) == 0 && S_ISREG(st.st_mode) ? (int64_t)st.st_size : -ENOENT;
+}
+
 static void *writeback_thread(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
@@ -436,6 +447,7 @@ static int on_precopied(void *arg, const char *tmp, const struct phos_ctl_msg *m
 	struct inv_function *f = L->f;
 	struct inv_instance *in = NULL;
 	json_t *ans = NULL;
+	int64_t layout;
 	char *body;
 	long status;
 	int r;
@@ -452,9 +464,11 @@ static int on_precopied(void *arg, const char *tmp, const struct phos_ctl_msg *m
 		snprintf(data, sizeof(data), "%s/gpu.data", tmp);
 		writeback_start(data);   /* while the target fetches it */
 	}
-	body = json_dumps(json_pack("{s:s,s:s,s:s,s:i,s:s,s:I}", "phase", "precopy", "from", L->self, "from_token",
+	layout = layout_size(tmp);
+	body = json_dumps(json_pack("{s:s,s:s,s:s,s:i,s:s,s:I,s:I}", "phase", "precopy", "from", L->self, "from_token",
 				    inv_cfg.token, "instance", (int)L->id, "migration", L->mid, "data_bytes",
-				    (json_int_t)m->precopied.data_end), JSON_COMPACT);
+				    (json_int_t)m->precopied.data_end, "layout_bytes", (json_int_t)(layout > 0 ? layout : 0)),
+			  JSON_COMPACT);
 	status = body ? post_json(L->url, L->token, body, MIGRATE_TIMEOUT_S, &ans, L->err, sizeof(L->err)) : 0;
 	if (body)
 		explicit_bzero(body, strlen(body));
@@ -577,7 +591,7 @@ static int move_live(struct mig *job, json_t **ret_body)
 	double now = phos_now();
 	json_t *at = json_object_get(ans, "instance");
 	*ret_body = json_pack("{s:s,s:s,s:s,s:i,s:O?,s:s,s:f,s:f,s:f,s:I,s:f,s:f,s:I,s:I,s:i,s:O?,s:O?,s:O?,s:O?,"
-			      "s:O?}", "state",
+			      "s:O?,s:O?}", "state",
 			      "done", "migration", L.mid, "to", to, "instance", (int)id, "target_instance", at, "mode", "recopy", "downtime_s",
 			      now - L.t_stop, "total_s", now - t0, "precopy_fetch_s", L.pre_fetch_s, "precopy_bytes",
 			      (json_int_t)L.pre_bytes, "stop_stall_s", st.stall_s, "source_stop_s", L.t_final - L.t_stop,
@@ -586,7 +600,8 @@ static int move_live(struct mig *job, json_t **ret_body)
 			      (int)st.rounds, "fetch_s", json_object_get(ans, "fetch_s"), "restore_s",
 			      json_object_get(ans, "restore_s"), "verify_s", json_object_get(ans, "verify_s"),
 			      "commit_s", json_object_get(ans, "commit_s"),
-			      "refetched_bytes", json_object_get(ans, "refetched_bytes"));
+			      "refetched_bytes", json_object_get(ans, "refetched_bytes"), "prehashed_items",
+			      json_object_get(ans, "prehashed_items"));
 	phos_info("%s: instance %u moved live to %s: downtime %.1f ms, total %.1f ms", f->name, id, to,
 		  (now - L.t_stop) * 1e3, (now - t0) * 1e3);
 	code = 200;
@@ -834,7 +849,8 @@ int inv_migrate_file(const char *name, unsigned id, const char *mid, const char 
 		code = 409;
 		*ret_body = inv_err_json("instance %u of %s is not being moved by migration %.40s", id, name, mid);
 	} else if ((size = in->mig_img ? inv_image_file_size(in->mig_img, path)
-				       : !strcmp(path, "gpu.data") ? (int64_t)in->mig_data_end : -ENOENT) < 0) {
+			   : !strcmp(path, "gpu.data") ? (int64_t)in->mig_data_end
+			   : !strcmp(path, "precopy.layout") ? layout_size(in->mig_dir) : -ENOENT) < 0) {
 		code = 404;
 		*ret_body = inv_err_json("%s is not a file of the checkpoint", path);
 	} else {
@@ -877,35 +893,179 @@ static int fetch_files(struct pull *p, const char *tmp, bool gpu, char *err, siz
 	return r;
 }
 
-/* Hashing the pre-copy's items against the manifest, on several threads (it
- * is on the stop's path: 16 GiB took 5.3 s on one thread of an H200 host). */
-struct verify {
-	const struct phos_image *img;
-	const uint8_t *map;
-	uint64_t have;
-	bool *stale;              /* per item (phos_image_item) */
-	atomic_uint next;
+/* Item places and hashes of a pre-copy, by offset: {off, len, hash}. */
+struct prehash {
+	uint64_t off, len, hash;
 };
 
-static void *verify_worker(void *arg)
+/* Hashing items of a copy of gpu.data on several threads (16 GiB took 5.3 s
+ * on one thread of an H200 host). Each item i is (off, len) from `place`;
+ * out[i] its chunked XXH3, or ~0 with bad[i] set when the copy does not hold
+ * it whole. */
+struct hasher {
+	const uint8_t *map;
+	uint64_t have;
+	void (*place)(const void *ctx, uint32_t i, uint64_t *off, uint64_t *len, uint64_t *want);
+	const void *ctx;
+	const struct prehash *pre;   /* (sorted by off) hashes taken before: used where they fit */
+	size_t npre;
+	uint64_t *out;
+	bool *stale;                 /* when set: out[i] compared with want */
+	uint32_t n;
+	atomic_uint next;
+	atomic_uint from_pre;        /* items whose hash came from pre */
+};
+
+static int by_off(const void *a, const void *b)
 {
-	struct verify *v = arg;
-	uint32_t n = phos_image_nitems(v->img), i;
+	const struct prehash *x = a, *y = b;
 
-	while ((i = atomic_fetch_add(&v->next, 1)) < n) {
-		uint64_t off, len, hash;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
 
-		phos_image_item(v->img, i, &off, &len, &hash);
-		v->stale[i] = len && !(off + len <= v->have && phos_image_hash(v->map + off, len) == hash);
+static void *hash_worker(void *arg)
+{
+	struct hasher *h = arg;
+	uint32_t i;
+
+	while ((i = atomic_fetch_add(&h->next, 1)) < h->n) {
+		uint64_t off, len, want = 0, got;
+		struct prehash key, *pre;
+
+		h->place(h->ctx, i, &off, &len, &want);
+		key.off = off;
+		pre = h->npre ? bsearch(&key, h->pre, h->npre, sizeof(*h->pre), by_off) : NULL;
+		if (pre && pre->len == len) {
+			got = pre->hash;   /* hashed while the function still ran: not read again */
+			atomic_fetch_add(&h->from_pre, 1);
+		}
+		else if (len && off + len <= h->have)
+			got = phos_image_hash(h->map + off, len);
+		else
+			got = ~0ull;
+		if (h->out)
+			h->out[i] = got;
+		if (h->stale)
+			h->stale[i] = len && (got == ~0ull || got != want);
 	}
 	return NULL;
+}
+
+static void hash_items(struct hasher *h)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned nt = cpus > 16 ? 16 : cpus > 1 ? (unsigned)cpus : 1, started = 0;
+	pthread_t th[16];
+
+	while (started < nt - 1 && pthread_create(&th[started], NULL, hash_worker, h) == 0)
+		started++;
+	hash_worker(h);
+	for (unsigned k = 0; k < started; k++)
+		pthread_join(th[k], NULL);
+}
+
+static void manifest_place(const void *ctx, uint32_t i, uint64_t *off, uint64_t *len, uint64_t *want)
+{
+	phos_image_item(ctx, i, off, len, want);
+}
+
+static void layout_place(const void *ctx, uint32_t i, uint64_t *off, uint64_t *len, uint64_t *want)
+{
+	const uint64_t *v = ctx;
+
+	*off = v[2 + 2 * (size_t)i];
+	*len = v[3 + 2 * (size_t)i];
+	*want = 0;
+}
+
+/* The places (pre-MID dir's precopy.layout, fetched) of the pre-copy's items
+ * hashed into its precopy.hashes, while the instance still runs at the
+ * source: the stop then reads again only what does not hash alike. Best
+ * effort: without it the stop hashes the whole copy. */
+static void prehash_precopy(const char *dir, int data_fd, uint64_t data_bytes)
+{
+	char path[PATH_MAX + 32];
+	uint64_t *v = NULL, *out = NULL;
+	uint8_t *map = NULL;
+	struct prehash *ph = NULL;
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/precopy.layout", dir);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_size < 16 || (uint64_t)st.st_size > LAYOUT_MAX || st.st_size % 16)
+		goto out;
+	v = malloc((size_t)st.st_size);
+	if (!v || pread(fd, v, (size_t)st.st_size, 0) != st.st_size || memcmp(v, "PHOSLAY1", 8) ||
+	    v[1] != (uint64_t)(st.st_size - 16) / 16)
+		goto out;
+	for (uint64_t i = 0; i < v[1]; i++)
+		if (v[2 + 2 * i] > data_bytes || v[3 + 2 * i] > data_bytes - v[2 + 2 * i])
+			goto out;   /* not places of this copy */
+	if (data_bytes && (map = mmap(NULL, data_bytes, PROT_READ, MAP_SHARED, data_fd, 0)) == MAP_FAILED) {
+		map = NULL;
+		goto out;
+	}
+	out = malloc((v[1] + 1) * sizeof(*out));
+	ph = malloc((v[1] + 1) * sizeof(*ph));
+	if (!out || !ph)
+		goto out;
+	{
+		struct hasher h = { .map = map, .have = data_bytes, .place = layout_place, .ctx = v, .out = out,
+				    .n = (uint32_t)v[1] };
+
+		hash_items(&h);
+	}
+	for (uint64_t i = 0; i < v[1]; i++)
+		ph[i] = (struct prehash){ v[2 + 2 * i], v[3 + 2 * i], out[i] };
+	{
+		char werr[256];
+
+		(void)pull_write_new(dir, "precopy.hashes", (const char *)ph, v[1] * sizeof(*ph), werr, sizeof(werr));
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	if (map)
+		munmap(map, data_bytes);
+	free(v);
+	free(out);
+	free(ph);
+}
+
+/* precopy.hashes of the pre-copy at dir, sorted by offset (none: NULL, 0). */
+static struct prehash *prehash_load(const char *dir, size_t *ret_n)
+{
+	char path[PATH_MAX + 32];
+	struct prehash *ph = NULL;
+	struct stat st;
+	int fd;
+
+	*ret_n = 0;
+	snprintf(path, sizeof(path), "%s/precopy.hashes", dir);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) == 0 && st.st_size > 0 && (uint64_t)st.st_size <= LAYOUT_MAX * 2 &&
+	    st.st_size % sizeof(*ph) == 0 && (ph = malloc((size_t)st.st_size)) &&
+	    pread(fd, ph, (size_t)st.st_size, 0) == st.st_size) {
+		*ret_n = (size_t)st.st_size / sizeof(*ph);
+		qsort(ph, *ret_n, sizeof(*ph), by_off);
+	} else {
+		free(ph);
+		ph = NULL;
+	}
+	close(fd);
+	return ph;
 }
 
 /* gpu.data of a pre-copy (at tmp, as fetched while the instance ran on) made
  * that of the final checkpoint p->img: each buffer, variable and array whose range
  * does not hash to the manifest's checksum (written since, or new) is
- * fetched again. */
-static int refresh_gpu_data(struct pull *p, const char *tmp, uint64_t *ret_refetched, char *err, size_t errlen)
+ * fetched again. pre: the pre-copy's hashes by place, taken before the stop
+ * (prehash_precopy): an item at one of those places is not read again. */
+static int refresh_gpu_data(struct pull *p, const char *tmp, const struct prehash *pre, size_t npre,
+			    uint64_t *ret_refetched, unsigned *ret_prehashed, char *err, size_t errlen)
 {
 	char path[PATH_MAX + 200];
 	struct stat sb;
@@ -931,20 +1091,15 @@ static int refresh_gpu_data(struct pull *p, const char *tmp, uint64_t *ret_refet
 	}
 	{
 		uint32_t n = phos_image_nitems(p->img);
-		struct verify v = { .img = p->img, .map = map, .have = have, .stale = calloc(n + 1, sizeof(bool)) };
-		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-		unsigned nt = cpus > 16 ? 16 : cpus > 1 ? (unsigned)cpus : 1, started = 0;
-		pthread_t th[16];
+		struct hasher v = { .map = map, .have = have, .place = manifest_place, .ctx = p->img, .pre = pre,
+				    .npre = npre, .stale = calloc(n + 1, sizeof(bool)), .n = n };
 
 		if (!v.stale) {
 			r = pull_fail(p, 500, -ENOMEM, err, errlen, "out of memory");
 			goto out;
 		}
-		while (started < nt - 1 && pthread_create(&th[started], NULL, verify_worker, &v) == 0)
-			started++;
-		verify_worker(&v);
-		for (unsigned k = 0; k < started; k++)
-			pthread_join(th[k], NULL);
+		hash_items(&v);
+		*ret_prehashed = atomic_load(&v.from_pre);
 		for (uint32_t i = 0; r == 0 && i < n; i++) {
 			uint64_t off, len, hash;
 
@@ -971,7 +1126,8 @@ static void pre_dir(char *buf, size_t len, const char *mid)
 }
 
 /* The pre-copy phase: gpu.data as the source has it now into .pre-MID. */
-static int receive_precopy(struct inv_function *f, struct pull *p, uint64_t data_bytes, json_t **ret_body)
+static int receive_precopy(struct inv_function *f, struct pull *p, uint64_t data_bytes, uint64_t layout_bytes,
+			   json_t **ret_body)
 {
 	char dir[PATH_MAX], file[PATH_MAX + 16], err[1024];
 	struct statvfs vfs;
@@ -1007,6 +1163,26 @@ static int receive_precopy(struct inv_function *f, struct pull *p, uint64_t data
 
 		(void)!pwrite(fd, junk, sizeof(junk), 0);
 	}
+	if (r == 0 && layout_bytes) {   /* the items' places: hashed now, while the source still serves */
+		char lpath[PATH_MAX + 32], lerr[256];
+		int lfd;
+
+		snprintf(lpath, sizeof(lpath), "%s/precopy.layout", dir);
+		lfd = open(lpath, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (lfd >= 0) {
+			double th = phos_now();
+
+			if (pull_file_range(p, lfd, "precopy.layout", 0, layout_bytes, lerr, sizeof(lerr)) == 0)
+				prehash_precopy(dir, fd, data_bytes);
+			else
+				phos_warn("%s: migration %s: no item places from the source (%s): the stop hashes the "
+					  "whole pre-copy", f->name, p->snapshot_id, lerr);
+			close(lfd);
+			p->code = 0;   /* (best effort: a failure here fails nothing) */
+			phos_info("%s: migration %s: pre-copy hashed by item in %.1f ms", f->name, p->snapshot_id,
+				  (phos_now() - th) * 1e3);
+		}
+	}
 	if (fd >= 0)
 		close(fd);
 	if (r < 0) {
@@ -1030,6 +1206,7 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	char dir[PATH_MAX], prefile[PATH_MAX + 16];
 	uint64_t refetched = 0;
 	double verify_s = 0, t_commit = 0;
+	unsigned prehashed = 0;   /* items of the pre-copy not read again at the stop */
 	bool precopy, pre = false;
 	struct inv_instance *in = NULL;
 	struct inv_function *f = NULL;
@@ -1051,7 +1228,7 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	json_object_foreach(req, key, val)
 		if (strcmp(key, "from") && strcmp(key, "from_token") && strcmp(key, "instance") &&
 		    strcmp(key, "migration") && strcmp(key, "manifest") && strcmp(key, "phase") &&
-		    strcmp(key, "data_bytes")) {
+		    strcmp(key, "data_bytes") && strcmp(key, "layout_bytes")) {
 			*ret_body = inv_err_json("unknown field '%.64s'", key);
 			code = 400;
 			goto out;
@@ -1092,6 +1269,7 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	}
 	if (precopy) {
 		json_int_t bytes = json_integer_value(json_object_get(req, "data_bytes"));
+		json_int_t layout = json_integer_value(json_object_get(req, "layout_bytes"));
 
 		f = inv_function_get(name);
 		if (!f) {
@@ -1104,6 +1282,11 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 			code = 400;
 			goto out;
 		}
+		if (layout < 0 || (uint64_t)layout > LAYOUT_MAX) {
+			*ret_body = inv_err_json("layout_bytes must be 0..%llu", (unsigned long long)LAYOUT_MAX);
+			code = 400;
+			goto out;
+		}
 		p.snapshot_id = mid;
 		snprintf(p.file_route, sizeof(p.file_route), "/system/functions/%s/instances/%u/checkpoint/file", name,
 			 (unsigned)src_id);
@@ -1111,7 +1294,7 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 			*ret_body = inv_err_json("out of memory");
 			goto out;
 		}
-		code = receive_precopy(f, &p, (uint64_t)bytes, ret_body);
+		code = receive_precopy(f, &p, (uint64_t)bytes, (uint64_t)layout, ret_body);
 		goto out;
 	}
 	r = phos_image_parse(manifest, strlen(manifest), &p.img, err, sizeof(err));
@@ -1172,6 +1355,8 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	if (pre) {   /* what the pre-copy fetched, brought up to date */
 		char dst[PATH_MAX + 200];
 		double tv = phos_now();
+		size_t npre;
+		struct prehash *ph = prehash_load(dir, &npre);
 
 		snprintf(dst, sizeof(dst), "%s/gpu.data", tmp);
 		r = rename(prefile, dst) < 0 ? -errno : 0;
@@ -1179,7 +1364,8 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 		if (r < 0)
 			pull_fail(&p, 500, r, err, sizeof(err), "the pre-copied gpu.data: %s", strerror(-r));
 		else
-			r = refresh_gpu_data(&p, tmp, &refetched, err, sizeof(err));
+			r = refresh_gpu_data(&p, tmp, ph, npre, &refetched, &prehashed, err, sizeof(err));
+		free(ph);
 		verify_s = phos_now() - tv;
 	}
 	if (r == 0)
@@ -1221,9 +1407,10 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	pthread_mutex_unlock(&f->lock);
 	phos_info("%s: instance %u came from %s (its instance %u): %" PRIu64 " bytes fetched in %.1f ms, restored "
 		  "in %.1f ms", name, in->id, from, (unsigned)src_id, p.fetched, t_fetch * 1e3, restore_s * 1e3);
-	*ret_body = json_pack("{s:s,s:i,s:I,s:f,s:f,s:f,s:f,s:I}", "function", name, "instance", (int)in->id, "bytes",
-			      (json_int_t)p.fetched, "fetch_s", t_fetch, "restore_s", restore_s, "verify_s", verify_s,
-			      "commit_s", t_commit, "refetched_bytes", (json_int_t)refetched);
+	*ret_body = json_pack("{s:s,s:i,s:I,s:f,s:f,s:f,s:f,s:I,s:i}", "function", name, "instance", (int)in->id,
+			      "bytes", (json_int_t)p.fetched, "fetch_s", t_fetch, "restore_s", restore_s, "verify_s",
+			      verify_s, "commit_s", t_commit, "refetched_bytes", (json_int_t)refetched, "prehashed_items",
+			      (int)prehashed);
 	in = NULL;   /* serving */
 	code = 201;
 out:

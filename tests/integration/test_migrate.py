@@ -81,6 +81,8 @@ try:
         check(st == 200 and body.get("state") == "done" and body.get("mode") == mode and body.get("bytes", 0) > 0
               and body.get("downtime_s", 0) > 0 and isinstance(body.get("target_instance"), int),
               f"{mode}: move {iid}: {st} {body}")
+        if mode == "recopy":   # the pre-copy was hashed by item before the stop: not read again then
+            check(body.get("prehashed_items", 0) >= 1, f"recopy: items hashed before the stop: {body}")
         check(live(src, "lc") == [], f"{mode}: the source's instance is gone: {live(src, 'lc')}")
         left = os.listdir(os.path.join(src.state, "checkpoints"))
         check(left == [], f"{mode}: and its checkpoint: {left}")
@@ -264,8 +266,9 @@ try:
         inv.stop()
 
     # --- the link cut mid-transfer, the target killed mid-transfer ------------------
-    # c: a source whose file route fails its 2nd range (the link cut); d, e: targets
-    c = Invoker(os.path.join(tmp, "c"), tmp, device=DEVICE, fault="migrate_file_cut:1")
+    # c: a source whose file route fails its 3rd range (the link cut: after the
+    # pre-copy and its item places, in the stop); d, e: targets
+    c = Invoker(os.path.join(tmp, "c"), tmp, device=DEVICE, fault="migrate_file_cut:2")
     d = Invoker(os.path.join(tmp, "d"), tmp, device=DEVICE)
     for inv in (c, d):
         st, body = inv.call("POST", "/system/functions", {"name": "lc", "program": LONG,
