@@ -586,9 +586,9 @@ static int move_live(struct mig *job, json_t **ret_body)
 		goto out;
 	}
 	moved_away(f, to, token);
+	double now = phos_now();   /* the target serves: the stop ends here, before our copy goes */
 	inv_instance_unborrow(f, in);
 	inv_instance_retire(f, L.held);
-	double now = phos_now();
 	json_t *at = json_object_get(ans, "instance");
 	*ret_body = json_pack("{s:s,s:s,s:s,s:i,s:O?,s:s,s:f,s:f,s:f,s:I,s:f,s:f,s:I,s:I,s:i,s:O?,s:O?,s:O?,s:O?,"
 			      "s:O?,s:O?}", "state",
@@ -677,8 +677,8 @@ static int move_held(struct mig *j, json_t **ret_body)
 	}
 	/* B holds the instance now: ours goes, its checkpoint with it */
 	moved_away(f, j->to, j->token);
+	double total = phos_now() - t0;   /* the target serves: before our copy goes */
 	inv_instance_retire(f, in);
-	double total = phos_now() - t0;
 	json_t *at = json_object_get(ans, "instance");
 	*ret_body = json_pack("{s:s,s:s,s:s,s:i,s:O?,s:s,s:f,s:f,s:I,s:O?,s:O?}", "state", "done", "migration", j->id,
 			      "to", j->to, "instance", (int)j->instance, "target_instance", at, "mode",
