@@ -226,6 +226,16 @@ try:
     with open(os.path.join(calls_dir, f"{fake}.ckpt"), "w") as f:
         f.write(json.dumps({"function": "lcp", "checkpoint": "lcp-77", "resumes": 3}) + "\n")
     os.makedirs(os.path.join(state, "checkpoints", "lcp-77"), mode=0o700)
+    # a note naming no checkpoint of ours (a path out of the folder): not resumed;
+    # a note without its running call: removed
+    bad = "cd" * 16
+    with open(os.path.join(calls_dir, f"{bad}.run"), "w") as f:
+        f.write(json.dumps({"function": "lcp", "ctype": "application/json", "accepted": time.time()}) + "\n{}")
+    with open(os.path.join(calls_dir, f"{bad}.ckpt"), "w") as f:
+        f.write(json.dumps({"function": "lcp", "checkpoint": "../calls", "resumes": 0}) + "\n")
+    stray = "ef" * 16
+    with open(os.path.join(calls_dir, f"{stray}.ckpt"), "w") as f:
+        f.write(json.dumps({"function": "lcp", "checkpoint": "lcp-1", "resumes": 0}) + "\n")
     inv.kill()
     inv = Invoker(state, tmp, device=DEVICE)
     rec = {}
@@ -244,6 +254,11 @@ try:
     st, rec = inv.call("GET", f"/system/calls/{fake}")
     check(st == 200 and rec.get("status") == "failed" and rec.get("code") == 503 and "too often" in str(rec),
           f"resumed too often: failed, not run again: {st} {rec}")
+    st, rec = inv.call("GET", f"/system/calls/{bad}")
+    check(st == 200 and rec.get("status") == "failed" and rec.get("code") == 503 and "not run again" in str(rec),
+          f"a note naming no checkpoint of ours: failed, not run again: {st} {rec}")
+    check(os.path.isdir(calls_dir) and not os.path.exists(os.path.join(calls_dir, f"{stray}.ckpt")),
+          "a note without its running call is removed")
     left = sorted(os.listdir(os.path.join(state, "checkpoints")))
     check(f"resume-{fake}" not in left and "lcp-77" not in left and f"resume-{cid}" in left,
           f"the resumed instance owns its checkpoint, the refused one's is gone: {left}")
