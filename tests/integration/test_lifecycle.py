@@ -455,9 +455,13 @@ def descends(pid, root):
 
 
 def no_orphans(inv, state, what):
-    """Waits (bounded) until every process marked as state's is the invoker's or its descendants'."""
+    """Waits (bounded) until every process marked as state's is the invoker's or its descendants'.
+    The bound, 40 s, covers the invoker's late sweeps (orphans.c: 1, 3, 10 and 30 s after its
+    start) for a process of the old invoker that appears late (a restore it had started);
+    10 s, the old bound, was the third sweep's own time."""
     strays = []
-    for _ in range(200):
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline:
         strays = [p for p in marked(state) if p != inv.p.pid and not descends(p, inv.p.pid)
                   and (proc_stat(p) or ("Z",))[0] not in ("Z", "X")]
         if not strays:
