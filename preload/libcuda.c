@@ -730,12 +730,21 @@ PHOS_ALIAS(cuMemsetD32Async_ptsz, cuMemsetD32Async);
  * cuMemcpy2D/3D(Async) become the runtime's cudaMemcpy3D(Async) (memory_2d.c:
  * its checks, its records): each side's base pointer, pitch and rows per
  * slice, its position (x in bytes, y, z). Host, device and unified sides are
- * forwarded; CUDA arrays are not in this stand-in (CUDA_ERROR_NOT_SUPPORTED,
- * named once). cuMemsetD2D8 is one cudaMemset2D; a 16- or 32-bit value whose
+ * forwarded; an array side (CUarray: the runtime stand-in's cudaArray_t) is
+ * a 3D copy in the array's elements, as the runtime counts them. cuMemsetD2D8
+ * is one cudaMemset2D; a 16- or 32-bit value whose
  * bytes differ is written into the first row (memset_pattern) and the rows
  * doubled by 2D device-to-device copies: about log2(height) records. */
 
-static int cu_arrays_named;
+/* Bytes per element of an array (0: not an array of ours). */
+static size_t array_elem(CUarray a)
+{
+	struct cudaChannelFormatDesc d;
+
+	if (!a || CU_RUN(cudaArrayGetInfo(&d, NULL, NULL, (cudaArray_t)a)) != CUDA_SUCCESS)
+		return 0;
+	return (size_t)(d.x + d.y + d.z + d.w) / 8;
+}
 
 /* One side of a driver copy as the runtime's pitched pointer and position. */
 static CUresult copy_side(CUmemorytype type, const void *host, CUdeviceptr dev, CUarray array, size_t pitch,
@@ -754,11 +763,13 @@ static CUresult copy_side(CUmemorytype type, const void *host, CUdeviceptr dev, 
 		base = DPTR(dev);
 		*ret_host = false;
 		break;
-	case CU_MEMORYTYPE_ARRAY:
-		(void)array;
-		phos_log_once("CUDA array copies of the driver API:", "cuMemcpy2D/3D with CU_MEMORYTYPE_ARRAY",
-			      &cu_arrays_named);
-		return CUDA_ERROR_NOT_SUPPORTED;
+	case CU_MEMORYTYPE_ARRAY:   /* (copy_3d converts to elements) */
+		if (!array)
+			return CUDA_ERROR_INVALID_VALUE;
+		*ret_ptr = (struct cudaPitchedPtr){ 0 };
+		*ret_pos = (struct cudaPos){ .x = x, .y = y, .z = z };
+		*ret_host = false;
+		return CUDA_SUCCESS;
 	default:
 		return CUDA_ERROR_INVALID_VALUE;
 	}
@@ -794,6 +805,24 @@ static CUresult copy_3d(const CUDA_MEMCPY3D *c, CUstream stream, bool async)
 	if (r != CUDA_SUCCESS)
 		return r;
 	p.extent = (struct cudaExtent){ .width = c->WidthInBytes, .height = c->Height, .depth = c->Depth };
+	if (c->srcMemoryType == CU_MEMORYTYPE_ARRAY || c->dstMemoryType == CU_MEMORYTYPE_ARRAY) {
+		/* the runtime counts x and the width of a copy with an array in the array's
+		 * elements, on the pointer side too (array.c: as CUDA does, whatever its
+		 * documentation says); the driver counts bytes */
+		size_t elem = array_elem(c->dstMemoryType == CU_MEMORYTYPE_ARRAY ? c->dstArray : c->srcArray);
+
+		if (!elem || c->WidthInBytes % elem || c->srcXInBytes % elem || c->dstXInBytes % elem ||
+		    (c->srcMemoryType == CU_MEMORYTYPE_ARRAY && c->dstMemoryType == CU_MEMORYTYPE_ARRAY &&
+		     array_elem(c->srcArray) != elem))
+			return CUDA_ERROR_INVALID_VALUE;
+		p.extent.width /= elem;
+		p.srcPos.x /= elem;
+		p.dstPos.x /= elem;
+		if (c->srcMemoryType == CU_MEMORYTYPE_ARRAY)
+			p.srcArray = (cudaArray_t)c->srcArray;
+		if (c->dstMemoryType == CU_MEMORYTYPE_ARRAY)
+			p.dstArray = (cudaArray_t)c->dstArray;
+	}
 	p.kind = c->srcMemoryType == CU_MEMORYTYPE_UNIFIED || c->dstMemoryType == CU_MEMORYTYPE_UNIFIED
 			 ? cudaMemcpyDefault
 			 : sh ? (dh ? cudaMemcpyHostToHost : cudaMemcpyHostToDevice)
@@ -856,6 +885,208 @@ PHOS_EXPORT CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hSt
 	return copy_3d(pCopy, hStream, true);
 }
 PHOS_ALIAS(cuMemcpy3DAsync_v2_ptsz, cuMemcpy3DAsync_v2);
+
+/* ---- arrays: the runtime stand-in's (array.c); CUarray is its cudaArray_t ---- */
+
+static int cu_formats_named;
+
+/* A driver array format as the runtime's channel description: 0, or
+ * CUDA_ERROR_NOT_SUPPORTED for the packed, normalized and compressed ones. */
+static CUresult desc_of(CUarray_format f, unsigned channels, struct cudaChannelFormatDesc *d)
+{
+	int bits;
+	enum cudaChannelFormatKind kind;
+
+	switch (f) {
+	case CU_AD_FORMAT_UNSIGNED_INT8: bits = 8; kind = cudaChannelFormatKindUnsigned; break;
+	case CU_AD_FORMAT_UNSIGNED_INT16: bits = 16; kind = cudaChannelFormatKindUnsigned; break;
+	case CU_AD_FORMAT_UNSIGNED_INT32: bits = 32; kind = cudaChannelFormatKindUnsigned; break;
+	case CU_AD_FORMAT_SIGNED_INT8: bits = 8; kind = cudaChannelFormatKindSigned; break;
+	case CU_AD_FORMAT_SIGNED_INT16: bits = 16; kind = cudaChannelFormatKindSigned; break;
+	case CU_AD_FORMAT_SIGNED_INT32: bits = 32; kind = cudaChannelFormatKindSigned; break;
+	case CU_AD_FORMAT_HALF: bits = 16; kind = cudaChannelFormatKindFloat; break;
+	case CU_AD_FORMAT_FLOAT: bits = 32; kind = cudaChannelFormatKindFloat; break;
+	default:
+		phos_log_once("array format of the driver API", "(packed, normalized or block-compressed)",
+			      &cu_formats_named);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	if (channels != 1 && channels != 2 && channels != 4)
+		return CUDA_ERROR_INVALID_VALUE;
+	*d = (struct cudaChannelFormatDesc){ .x = bits, .y = channels > 1 ? bits : 0, .z = channels > 2 ? bits : 0,
+					     .w = channels > 2 ? bits : 0, .f = kind };
+	return CUDA_SUCCESS;
+}
+
+/* ... and back. */
+static CUresult format_of(const struct cudaChannelFormatDesc *d, CUarray_format *f, unsigned *channels)
+{
+	int bits = d->x;
+
+	*channels = 1 + (d->y > 0) + 2 * (d->z > 0);
+	if (d->f == cudaChannelFormatKindFloat)
+		*f = bits == 16 ? CU_AD_FORMAT_HALF : CU_AD_FORMAT_FLOAT;
+	else if (d->f == cudaChannelFormatKindSigned)
+		*f = bits == 8 ? CU_AD_FORMAT_SIGNED_INT8 : bits == 16 ? CU_AD_FORMAT_SIGNED_INT16 : CU_AD_FORMAT_SIGNED_INT32;
+	else if (d->f == cudaChannelFormatKindUnsigned)
+		*f = bits == 8 ? CU_AD_FORMAT_UNSIGNED_INT8 : bits == 16 ? CU_AD_FORMAT_UNSIGNED_INT16
+									: CU_AD_FORMAT_UNSIGNED_INT32;
+	else
+		return CUDA_ERROR_NOT_SUPPORTED;
+	return CUDA_SUCCESS;
+}
+
+PHOS_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+	struct cudaChannelFormatDesc cd;
+	cudaArray_t a = NULL;
+	CUresult r;
+
+	NEED_CTX();
+	if (!pHandle || !d)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = desc_of(d->Format, d->NumChannels, &cd);
+	if (r != CUDA_SUCCESS)
+		return r;
+	/* CUDA_ARRAY3D_LAYERED, _SURFACE_LDST, _CUBEMAP, _TEXTURE_GATHER are the runtime's bits */
+	r = CU_RUN(cudaMalloc3DArray(&a, &cd, (struct cudaExtent){ d->Width, d->Height, d->Depth }, d->Flags));
+	if (r == CUDA_SUCCESS)
+		*pHandle = (CUarray)a;
+	return r;
+}
+
+PHOS_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *d)
+{
+	CUDA_ARRAY3D_DESCRIPTOR d3;
+
+	if (!d) {
+		NEED_CTX();
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	d3 = (CUDA_ARRAY3D_DESCRIPTOR){ .Width = d->Width, .Height = d->Height, .Depth = 0, .Format = d->Format,
+					.NumChannels = d->NumChannels, .Flags = 0 };
+	return cuArray3DCreate_v2(pHandle, &d3);
+}
+
+PHOS_EXPORT CUresult cuArrayDestroy(CUarray hArray)
+{
+	NEED_CTX();
+	if (!hArray)
+		return CUDA_ERROR_INVALID_VALUE;
+	return CU_RUN(cudaFreeArray((cudaArray_t)hArray));
+}
+
+PHOS_EXPORT CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *d, CUarray hArray)
+{
+	struct cudaChannelFormatDesc cd;
+	struct cudaExtent e;
+	unsigned flags, channels;
+	CUarray_format f;
+	CUresult r;
+
+	NEED_CTX();
+	if (!d || !hArray)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = CU_RUN(cudaArrayGetInfo(&cd, &e, &flags, (cudaArray_t)hArray));
+	if (r == CUDA_SUCCESS)
+		r = format_of(&cd, &f, &channels);
+	if (r == CUDA_SUCCESS)
+		*d = (CUDA_ARRAY3D_DESCRIPTOR){ .Width = e.width, .Height = e.height, .Depth = e.depth, .Format = f,
+						.NumChannels = channels, .Flags = flags };
+	return r;
+}
+
+PHOS_EXPORT CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *d, CUarray hArray)
+{
+	CUDA_ARRAY3D_DESCRIPTOR d3;
+	CUresult r;
+
+	if (!d) {
+		NEED_CTX();
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	r = cuArray3DGetDescriptor_v2(&d3, hArray);
+	if (r == CUDA_SUCCESS)
+		*d = (CUDA_ARRAY_DESCRIPTOR){ .Width = d3.Width, .Height = d3.Height, .Format = d3.Format,
+					      .NumChannels = d3.NumChannels };
+	return r;
+}
+
+/* The 1D forms (cuMemcpyHtoA, AtoH, AtoD, DtoA, AtoA): offsets and counts in
+ * bytes along the array's first row: a copy of one row. */
+static CUresult copy_row(CUmemorytype dt, void *dh, CUdeviceptr dd, CUarray da, size_t doff, CUmemorytype st,
+			 const void *sh, CUdeviceptr sd, CUarray sa, size_t soff, size_t bytes, CUstream stream,
+			 bool async)
+{
+	CUDA_MEMCPY2D c;
+
+	memset(&c, 0, sizeof(c));
+	c.dstMemoryType = dt;
+	c.dstHost = dh;
+	c.dstDevice = dd;
+	c.dstArray = da;
+	c.dstXInBytes = doff;
+	c.srcMemoryType = st;
+	c.srcHost = sh;
+	c.srcDevice = sd;
+	c.srcArray = sa;
+	c.srcXInBytes = soff;
+	c.WidthInBytes = bytes;
+	c.Height = 1;
+	return copy_2d(&c, stream, async);
+}
+
+PHOS_EXPORT CUresult cuMemcpyHtoA_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount)
+{
+	return copy_row(CU_MEMORYTYPE_ARRAY, NULL, 0, dstArray, dstOffset, CU_MEMORYTYPE_HOST, srcHost, 0, NULL, 0,
+			ByteCount, NULL, false);
+}
+PHOS_ALIAS(cuMemcpyHtoA_v2_ptds, cuMemcpyHtoA_v2);
+
+PHOS_EXPORT CUresult cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount,
+					  CUstream hStream)
+{
+	return copy_row(CU_MEMORYTYPE_ARRAY, NULL, 0, dstArray, dstOffset, CU_MEMORYTYPE_HOST, srcHost, 0, NULL, 0,
+			ByteCount, hStream, true);
+}
+PHOS_ALIAS(cuMemcpyHtoAAsync_v2_ptsz, cuMemcpyHtoAAsync_v2);
+
+PHOS_EXPORT CUresult cuMemcpyAtoH_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
+{
+	return copy_row(CU_MEMORYTYPE_HOST, dstHost, 0, NULL, 0, CU_MEMORYTYPE_ARRAY, NULL, 0, srcArray, srcOffset,
+			ByteCount, NULL, false);
+}
+PHOS_ALIAS(cuMemcpyAtoH_v2_ptds, cuMemcpyAtoH_v2);
+
+PHOS_EXPORT CUresult cuMemcpyAtoHAsync_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount,
+					  CUstream hStream)
+{
+	return copy_row(CU_MEMORYTYPE_HOST, dstHost, 0, NULL, 0, CU_MEMORYTYPE_ARRAY, NULL, 0, srcArray, srcOffset,
+			ByteCount, hStream, true);
+}
+PHOS_ALIAS(cuMemcpyAtoHAsync_v2_ptsz, cuMemcpyAtoHAsync_v2);
+
+PHOS_EXPORT CUresult cuMemcpyDtoA_v2(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount)
+{
+	return copy_row(CU_MEMORYTYPE_ARRAY, NULL, 0, dstArray, dstOffset, CU_MEMORYTYPE_DEVICE, NULL, srcDevice, NULL,
+			0, ByteCount, NULL, false);
+}
+PHOS_ALIAS(cuMemcpyDtoA_v2_ptds, cuMemcpyDtoA_v2);
+
+PHOS_EXPORT CUresult cuMemcpyAtoD_v2(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount)
+{
+	return copy_row(CU_MEMORYTYPE_DEVICE, NULL, dstDevice, NULL, 0, CU_MEMORYTYPE_ARRAY, NULL, 0, srcArray,
+			srcOffset, ByteCount, NULL, false);
+}
+PHOS_ALIAS(cuMemcpyAtoD_v2_ptds, cuMemcpyAtoD_v2);
+
+PHOS_EXPORT CUresult cuMemcpyAtoA_v2(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset,
+				     size_t ByteCount)
+{
+	return copy_row(CU_MEMORYTYPE_ARRAY, NULL, 0, dstArray, dstOffset, CU_MEMORYTYPE_ARRAY, NULL, 0, srcArray,
+			srcOffset, ByteCount, NULL, false);
+}
+PHOS_ALIAS(cuMemcpyAtoA_v2_ptds, cuMemcpyAtoA_v2);
 
 /* width elements of `elem` bytes in each of height rows, pitch apart. */
 static CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint32_t value, unsigned elem, size_t width, size_t height,

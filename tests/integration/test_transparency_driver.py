@@ -15,7 +15,8 @@ entry_point, a runtime program, reaches the same entry points through
 cudaGetDriverEntryPoint and uses them on the runtime's memory and kernels.
 driver_serve, a function on the driver API, is snapshotted and restored.
 driver_2d makes pitched copies (cuMemcpy2D/3D, with offsets, host, device,
-async) and 2D sets of 8, 16 and 32 bits, checking every byte, padding too."""
+async) and 2D sets of 8, 16 and 32 bits, checking every byte, padding too;
+driver_array makes CUDA arrays (2D, 1D, layered) and copies with array sides."""
 import json
 import os
 import shutil
@@ -27,6 +28,7 @@ from harness import DEVICE, check, done, fn_env, phos, program, read_trace, run
 exe = program("tests", "transparency", "driver", "driver")
 entry = program("tests", "transparency", "driver", "entry_point")
 exe2d = program("tests", "transparency", "driver", "driver_2d")
+exearr = program("tests", "transparency", "driver", "driver_array")
 tmp = tempfile.mkdtemp(prefix="phos-driver-test-")
 try:
     trace = os.path.join(tmp, "driver.trace")
@@ -77,6 +79,14 @@ try:
     ops = {r.get("op") for r in read_trace(d2_trace)} if os.path.exists(d2_trace) else set()
     check({"memcpy_2d", "memset_2d"} <= ops, f"driver_2d forwarded ops {sorted(ops)}")
     check("not supported" not in p.stderr, f"driver_2d met an unsupported call: {p.stderr[-1500:]}")
+    # CUDA arrays through the driver: made, described, copied with array sides
+    # (2D, layered 3D, the 1D forms), every element right
+    arr_trace = os.path.join(tmp, "driver_array.trace")
+    p = run(exearr, trace=arr_trace, device=DEVICE, timeout=300)
+    check(p.returncode == 0 and "driver_array: ok" in p.stdout and "not supported" not in p.stderr,
+          f"driver_array under phos-fn ({DEVICE}): exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}")
+    ops = {r.get("op") for r in read_trace(arr_trace)} if os.path.exists(arr_trace) else set()
+    check("array_copy" in ops, f"driver_array forwarded ops {sorted(ops)}")
 
     # A function written against the driver API, snapshotted at phos_fn_serve:
     # its module (loaded from PTX), kernel and device buffers come back in a
@@ -97,7 +107,8 @@ try:
     if DEVICE == "cuda":
         env = fn_env()
         env.pop("LD_PRELOAD", None)
-        for prog, name in ((exe, "driver"), (entry, "entry_point"), (exe2d, "driver_2d")):
+        for prog, name in ((exe, "driver"), (entry, "entry_point"), (exe2d, "driver_2d"),
+                           (exearr, "driver_array")):
             n = subprocess.run([prog], capture_output=True, text=True, timeout=300, env=env)
             check(n.returncode == 0 and f"{name}: ok" in n.stdout,
                   f"{name} natively: exit {n.returncode}\n{n.stdout[-2000:]}\n{n.stderr[-3000:]}")
