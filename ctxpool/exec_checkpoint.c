@@ -554,6 +554,7 @@ static void recopy_poll(struct executor *ex)
 				pm.precopied.dirty_bytes = rc->dirty_bytes;
 				pm.precopied.data_end = rc->end;
 				c->precopied = true;
+				exec_recopy_write_layout(rc, c->dir);   /* with the clean items' hashes */
 				exec_control_send(ex, &pm);
 			}
 			exec_recopy_rearm(rc);

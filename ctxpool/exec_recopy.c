@@ -19,11 +19,15 @@
  *
  *   gpu.data  [ item @off ][ hole: freed ][ item ]...[ new since begin ]
  *
- *   precopy.layout  beside it from begin to the stop: "PHOSLAY1", the item
- *              count, then each item's (offset, length), little-endian u64s:
- *              a migration's target hashes its pre-copy by these places while
- *              the function still runs (invoker/migrate.c), so that the stop
- *              compares hashes instead of reading the whole copy again
+ *   precopy.layout  beside it from begin to the stop: "PHOSLAY2", the item
+ *              count, then each item's (offset, length, hash, clean), little-
+ *              endian u64s; written at begin (all dirty) and again when the
+ *              pre-copy converges (PRECOPIED: the clean items with the hash of
+ *              their copy). A migration's target takes the items it holds
+ *              already (same hash in its own snapshot) from there instead of
+ *              the network, and hashes the rest while the function still
+ *              runs (invoker/migrate.c), so that the stop compares hashes
+ *              instead of reading the whole copy again
  *
  * A copy is taken with the device drained and no record running (the
  * dispatcher does it between records), so it is exactly the buffer as of the
@@ -109,27 +113,31 @@ void exec_recopy_free(struct exec_recopy *rc)
 	free(rc);
 }
 
-/* dir/precopy.layout (see the top); best effort: without it the target reads its copy at the stop. */
-static void write_layout(const struct exec_recopy *rc, const char *dir)
+void exec_recopy_write_layout(const struct exec_recopy *rc, const char *dir)
 {
-	char path[PHOS_CTL_PATH_MAX + 32];
-	uint64_t *v = malloc((2 + 2 * rc->n) * sizeof(*v));
+	char path[PHOS_CTL_PATH_MAX + 32], tmp[PHOS_CTL_PATH_MAX + 40];
+	uint64_t *v = malloc((2 + 4 * rc->n) * sizeof(*v));
 	int fd;
 
 	if (!v)
 		return;
-	memcpy(v, "PHOSLAY1", 8);
+	memcpy(v, "PHOSLAY2", 8);
 	v[1] = rc->n;
 	for (size_t i = 0; i < rc->n; i++) {
-		v[2 + 2 * i] = rc->items[i].off;
-		v[3 + 2 * i] = rc->items[i].len;
+		v[2 + 4 * i] = rc->items[i].off;
+		v[3 + 4 * i] = rc->items[i].len;
+		v[4 + 4 * i] = rc->dirty[i] ? 0 : rc->items[i].hash;
+		v[5 + 4 * i] = !rc->dirty[i];
 	}
 	snprintf(path, sizeof(path), "%s/precopy.layout", dir);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	snprintf(tmp, sizeof(tmp), "%s/precopy.layout.new", dir);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd >= 0) {
-		if (phos_write_all(fd, v, (2 + 2 * rc->n) * sizeof(*v)) < 0)
-			unlink(path);
+		int r = phos_write_all(fd, v, (2 + 4 * rc->n) * sizeof(*v));
+
 		close(fd);
+		if (r < 0 || rename(tmp, path) < 0)
+			unlink(tmp);
 	}
 	free(v);
 }
@@ -170,7 +178,7 @@ int exec_recopy_begin(struct executor *ex, const char *dir, struct exec_recopy *
 	r = exec_image_reserve(rc->fd, 0, rc->end, err, errlen);
 	if (r < 0)
 		goto fail;
-	write_layout(rc, dir);
+	exec_recopy_write_layout(rc, dir);
 	rc->round = 1;
 	rc->step_bytes = step_bytes();
 	*ret = rc;

@@ -326,6 +326,10 @@ struct exec_recopy {
 /* Starts another pass over the items (a recopy that waits for STOP keeps
  * its copies current). */
 void exec_recopy_rearm(struct exec_recopy *rc);
+/* dir/precopy.layout (exec_recopy.c, the top): the items' places, and the
+ * hashes of the clean ones. Best effort: a target without it reads its whole
+ * copy at the stop. */
+void exec_recopy_write_layout(const struct exec_recopy *rc, const char *dir);
 /* Places every buffer and variable in dir/gpu.data (created), all dirty.
  * 0 and *ret, or -errno with err. */
 int exec_recopy_begin(struct executor *ex, const char *dir, struct exec_recopy **ret, char *err, size_t errlen);

@@ -395,7 +395,7 @@ struct live {
 	struct inv_instance *held;    /* from the stop on */
 	double t_stop;                /* the stop: calls wait from here */
 	double pre_fetch_s;
-	uint64_t pre_bytes;
+	uint64_t pre_bytes, pre_reused;   /* fetched, and taken from the target's own snapshot */
 	double t_final;           /* the checkpoint committed, the final phase asked */
 	char err[1024];
 };
@@ -488,6 +488,7 @@ static int on_precopied(void *arg, const char *tmp, const struct phos_ctl_msg *m
 		return -ECANCELED;
 	}
 	L->pre_bytes = (uint64_t)json_integer_value(json_object_get(ans, "bytes"));
+	L->pre_reused = (uint64_t)json_integer_value(json_object_get(ans, "reused_bytes"));
 	L->pre_fetch_s = json_real_value(json_object_get(ans, "fetch_s"));
 	json_decref(ans);
 	phos_info("%s: instance %u pre-copied to %s: %.1f MiB in %.1f ms (%u rounds, %.1f MiB dirty now)", f->name,
@@ -590,11 +591,12 @@ static int move_live(struct mig *job, json_t **ret_body)
 	inv_instance_unborrow(f, in);
 	inv_instance_retire(f, L.held);
 	json_t *at = json_object_get(ans, "instance");
-	*ret_body = json_pack("{s:s,s:s,s:s,s:i,s:O?,s:s,s:f,s:f,s:f,s:I,s:f,s:f,s:I,s:I,s:i,s:O?,s:O?,s:O?,s:O?,"
-			      "s:O?,s:O?}", "state",
+	*ret_body = json_pack("{s:s,s:s,s:s,s:i,s:O?,s:s,s:f,s:f,s:f,s:I,s:I,s:f,s:f,s:I,s:I,s:i,s:O?,s:O?,s:O?,"
+			      "s:O?,s:O?,s:O?}", "state",
 			      "done", "migration", L.mid, "to", to, "instance", (int)id, "target_instance", at, "mode", "recopy", "downtime_s",
 			      now - L.t_stop, "total_s", now - t0, "precopy_fetch_s", L.pre_fetch_s, "precopy_bytes",
-			      (json_int_t)L.pre_bytes, "stop_stall_s", st.stall_s, "source_stop_s", L.t_final - L.t_stop,
+			      (json_int_t)L.pre_bytes, "precopy_reused_bytes", (json_int_t)L.pre_reused, "stop_stall_s",
+			      st.stall_s, "source_stop_s", L.t_final - L.t_stop,
 			      "stop_bytes", (json_int_t)st.stop_bytes,
 			      "bytes", (json_int_t)json_integer_value(json_object_get(ans, "bytes")), "rounds",
 			      (int)st.rounds, "fetch_s", json_object_get(ans, "fetch_s"), "restore_s",
@@ -969,68 +971,184 @@ static void manifest_place(const void *ctx, uint32_t i, uint64_t *off, uint64_t 
 	phos_image_item(ctx, i, off, len, want);
 }
 
+/* A pre-copy's items (ctxpool/exec_recopy.c, precopy.layout): place, the
+ * hash of the source's copy and whether that copy was clean. */
+struct layout {
+	uint64_t *v;   /* "PHOSLAY2", n, then n x {off, len, hash, clean} */
+	uint32_t n;
+};
+
+#define LAYOUT_OFF(L, i) ((L)->v[2 + 4 * (size_t)(i)])
+#define LAYOUT_LEN(L, i) ((L)->v[3 + 4 * (size_t)(i)])
+#define LAYOUT_HASH(L, i) ((L)->v[4 + 4 * (size_t)(i)])
+#define LAYOUT_CLEAN(L, i) ((L)->v[5 + 4 * (size_t)(i)])
+
+/* Reads and checks dir/precopy.layout against a gpu.data of data_bytes: 0, or -errno. */
+static int layout_read(const char *dir, uint64_t data_bytes, struct layout *L)
+{
+	char path[PATH_MAX + 32];
+	struct stat st;
+	int fd, r = -EINVAL;
+
+	L->v = NULL;
+	L->n = 0;
+	snprintf(path, sizeof(path), "%s/precopy.layout", dir);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || st.st_size < 16 || (uint64_t)st.st_size > LAYOUT_MAX || (st.st_size - 16) % 32)
+		goto out;
+	L->v = malloc((size_t)st.st_size);
+	if (!L->v || pread(fd, L->v, (size_t)st.st_size, 0) != st.st_size || memcmp(L->v, "PHOSLAY2", 8) ||
+	    L->v[1] != (uint64_t)(st.st_size - 16) / 32)
+		goto out;
+	L->n = (uint32_t)L->v[1];
+	for (uint32_t i = 0; i < L->n; i++)
+		if (LAYOUT_OFF(L, i) > data_bytes || LAYOUT_LEN(L, i) > data_bytes - LAYOUT_OFF(L, i) ||
+		    LAYOUT_CLEAN(L, i) > 1 || (i && LAYOUT_OFF(L, i) < LAYOUT_OFF(L, i - 1)))
+			goto out;   /* not places of this copy (they ascend) */
+	r = 0;
+out:
+	if (r < 0) {
+		free(L->v);
+		L->v = NULL;
+		L->n = 0;
+	}
+	close(fd);
+	return r;
+}
+
 static void layout_place(const void *ctx, uint32_t i, uint64_t *off, uint64_t *len, uint64_t *want)
 {
-	const uint64_t *v = ctx;
+	const struct layout *L = ctx;
 
-	*off = v[2 + 2 * (size_t)i];
-	*len = v[3 + 2 * (size_t)i];
+	*off = LAYOUT_OFF(L, i);
+	*len = LAYOUT_LEN(L, i);
 	*want = 0;
 }
 
-/* The places (pre-MID dir's precopy.layout, fetched) of the pre-copy's items
- * hashed into its precopy.hashes, while the instance still runs at the
+/* The pre-copy's items hashed into dir/precopy.hashes (from the copy itself,
+ * wherever its bytes came from), while the instance still runs at the
  * source: the stop then reads again only what does not hash alike. Best
  * effort: without it the stop hashes the whole copy. */
-static void prehash_precopy(const char *dir, int data_fd, uint64_t data_bytes)
+static void prehash_precopy(const char *dir, int data_fd, uint64_t data_bytes, const struct layout *L)
 {
-	char path[PATH_MAX + 32];
-	uint64_t *v = NULL, *out = NULL;
+	uint64_t *out = NULL;
 	uint8_t *map = NULL;
 	struct prehash *ph = NULL;
-	struct stat st;
-	int fd;
 
-	snprintf(path, sizeof(path), "%s/precopy.layout", dir);
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0 || st.st_size < 16 || (uint64_t)st.st_size > LAYOUT_MAX || st.st_size % 16)
-		goto out;
-	v = malloc((size_t)st.st_size);
-	if (!v || pread(fd, v, (size_t)st.st_size, 0) != st.st_size || memcmp(v, "PHOSLAY1", 8) ||
-	    v[1] != (uint64_t)(st.st_size - 16) / 16)
-		goto out;
-	for (uint64_t i = 0; i < v[1]; i++)
-		if (v[2 + 2 * i] > data_bytes || v[3 + 2 * i] > data_bytes - v[2 + 2 * i])
-			goto out;   /* not places of this copy */
-	if (data_bytes && (map = mmap(NULL, data_bytes, PROT_READ, MAP_SHARED, data_fd, 0)) == MAP_FAILED) {
-		map = NULL;
-		goto out;
-	}
-	out = malloc((v[1] + 1) * sizeof(*out));
-	ph = malloc((v[1] + 1) * sizeof(*ph));
-	if (!out || !ph)
-		goto out;
-	{
-		struct hasher h = { .map = map, .have = data_bytes, .place = layout_place, .ctx = v, .out = out,
-				    .n = (uint32_t)v[1] };
-
-		hash_items(&h);
-	}
-	for (uint64_t i = 0; i < v[1]; i++)
-		ph[i] = (struct prehash){ v[2 + 2 * i], v[3 + 2 * i], out[i] };
-	{
+	if (!L->n)
+		return;
+	if (data_bytes && (map = mmap(NULL, data_bytes, PROT_READ, MAP_SHARED, data_fd, 0)) == MAP_FAILED)
+		return;
+	out = malloc(((size_t)L->n + 1) * sizeof(*out));
+	ph = malloc(((size_t)L->n + 1) * sizeof(*ph));
+	if (out && ph) {
+		struct hasher h = { .map = map, .have = data_bytes, .place = layout_place, .ctx = L, .out = out,
+				    .n = L->n };
 		char werr[256];
 
-		(void)pull_write_new(dir, "precopy.hashes", (const char *)ph, v[1] * sizeof(*ph), werr, sizeof(werr));
+		hash_items(&h);
+		for (uint32_t i = 0; i < L->n; i++)
+			ph[i] = (struct prehash){ LAYOUT_OFF(L, i), LAYOUT_LEN(L, i), out[i] };
+		(void)pull_write_new(dir, "precopy.hashes", (const char *)ph, L->n * sizeof(*ph), werr, sizeof(werr));
 	}
-out:
-	if (fd >= 0)
-		close(fd);
 	if (map)
 		munmap(map, data_bytes);
-	free(v);
 	free(out);
 	free(ph);
+}
+
+/* A local item by hash: where f's snapshot holds it. */
+struct local_item {
+	uint64_t hash, off, len;
+};
+
+static int by_hash(const void *a, const void *b)
+{
+	const struct local_item *x = a, *y = b;
+
+	return x->hash < y->hash ? -1 : x->hash > y->hash;
+}
+
+/* The pre-copy item by item (the layout): a clean item whose hash f's own
+ * snapshot holds is copied from there (content-addressed: a function's
+ * weights, unchanged since its snapshot, do not cross the network again),
+ * the others fetched from the source in runs of adjacent items. 0 or a
+ * failure recorded in p; *ret_reused: bytes taken from here. */
+static int precopy_by_item(struct inv_function *f, struct pull *p, int fd, const struct layout *L,
+			   uint64_t *ret_reused, char *err, size_t errlen)
+{
+	struct local_item *loc = NULL;
+	struct phos_image *img = NULL;
+	bool *done = calloc((size_t)L->n + 1, sizeof(bool));
+	size_t nloc = 0;
+	int sfd = -1, r = 0;
+
+	*ret_reused = 0;
+	if (!done)
+		return pull_fail(p, 500, -ENOMEM, err, errlen, "out of memory");
+	pthread_rwlock_rdlock(&f->snap_lock);
+	{
+		char path[PATH_MAX + 16], ierr[256];
+
+		snprintf(path, sizeof(path), "%s/gpu.data", f->snapshot_dir);
+		if (phos_image_read(f->snapshot_dir, &img, ierr, sizeof(ierr)) == 0 &&
+		    (sfd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) >= 0 &&
+		    (loc = malloc(((size_t)phos_image_nitems(img) + 1) * sizeof(*loc)))) {
+			for (uint32_t i = 0; i < phos_image_nitems(img); i++) {
+				phos_image_item(img, i, &loc[nloc].off, &loc[nloc].len, &loc[nloc].hash);
+				nloc += loc[nloc].len > 0;
+			}
+			qsort(loc, nloc, sizeof(*loc), by_hash);
+		}
+	}
+	for (uint32_t i = 0; sfd >= 0 && nloc && i < L->n; i++) {
+		struct local_item key = { .hash = LAYOUT_HASH(L, i) }, *hit;
+		loff_t in, out;
+		uint64_t left;
+
+		if (!LAYOUT_CLEAN(L, i) || !LAYOUT_LEN(L, i))
+			continue;
+		hit = bsearch(&key, loc, nloc, sizeof(*loc), by_hash);
+		if (!hit || hit->len != LAYOUT_LEN(L, i))
+			continue;
+		in = (loff_t)hit->off;
+		out = (loff_t)LAYOUT_OFF(L, i);
+		for (left = hit->len; left;) {
+			ssize_t n = copy_file_range(sfd, &in, fd, &out, left, 0);
+
+			if (n <= 0)
+				break;
+			left -= (uint64_t)n;
+		}
+		if (!left) {   /* (a short local copy: fetched below, whole) */
+			done[i] = true;
+			*ret_reused += hit->len;
+		}
+	}
+	pthread_rwlock_unlock(&f->snap_lock);
+	if (sfd >= 0)
+		close(sfd);
+	phos_image_free(img);
+	free(loc);
+	/* the rest, in runs of items adjacent in the file */
+	for (uint32_t i = 0; r == 0 && i < L->n;) {
+		uint64_t off, end;
+
+		if (done[i] || !LAYOUT_LEN(L, i)) {
+			i++;
+			continue;
+		}
+		off = LAYOUT_OFF(L, i);
+		end = off + LAYOUT_LEN(L, i);
+		for (i++; i < L->n && !done[i] && LAYOUT_LEN(L, i) && LAYOUT_OFF(L, i) >= end &&
+			  LAYOUT_OFF(L, i) <= phos_image_next_offset(end, 0); i++)
+			end = LAYOUT_OFF(L, i) + LAYOUT_LEN(L, i);
+		r = pull_file_range(p, fd, "gpu.data", off, end - off, err, errlen);
+	}
+	free(done);
+	return r;
 }
 
 /* precopy.hashes of the pre-copy at dir, sorted by offset (none: NULL, 0). */
@@ -1130,6 +1248,8 @@ static int receive_precopy(struct inv_function *f, struct pull *p, uint64_t data
 			   json_t **ret_body)
 {
 	char dir[PATH_MAX], file[PATH_MAX + 16], err[1024];
+	struct layout L = { 0 };
+	uint64_t reused = 0;
 	struct statvfs vfs;
 	bool room;
 	int fd = -1, r;
@@ -1155,34 +1275,39 @@ static int receive_precopy(struct inv_function *f, struct pull *p, uint64_t data
 		pull_fail(p, r == -ENOSPC ? 507 : 500, r, err, sizeof(err), "gpu.data: %s", strerror(-r));
 	if (r == 0 && phos_fault("migrate_stall"))
 		sleep(10);   /* tests: killed here, mid-transfer */
+	if (r == 0 && layout_bytes) {   /* the items' places and hashes (best effort) */
+		char lpath[PATH_MAX + 32], lerr[256] = "";
+		int lfd;
+
+		snprintf(lpath, sizeof(lpath), "%s/precopy.layout", dir);
+		lfd = open(lpath, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (lfd >= 0) {
+			if (pull_file_range(p, lfd, "precopy.layout", 0, layout_bytes, lerr, sizeof(lerr)) < 0 ||
+			    layout_read(dir, data_bytes, &L) < 0)
+				phos_warn("%s: migration %s: no item places from the source (%s): the whole pre-copy "
+					  "comes over the network and the stop hashes it", f->name, p->snapshot_id,
+					  lerr[0] ? lerr : "a bad layout");
+			close(lfd);
+			p->code = 0;
+		}
+	}
 	if (r == 0)
-		r = pull_file_range(p, fd, "gpu.data", 0, data_bytes, err, sizeof(err));
+		r = L.n ? precopy_by_item(f, p, fd, &L, &reused, err, sizeof(err))
+			: pull_file_range(p, fd, "gpu.data", 0, data_bytes, err, sizeof(err));
 	if (r == 0 && data_bytes >= 4096 && phos_fault("migrate_precopy_stale")) {
 		/* tests: the first buffer as if written after its pre-copy */
 		static const uint8_t junk[4096] = { [0 ... 4095] = 0xa5 };
 
 		(void)!pwrite(fd, junk, sizeof(junk), 0);
 	}
-	if (r == 0 && layout_bytes) {   /* the items' places: hashed now, while the source still serves */
-		char lpath[PATH_MAX + 32], lerr[256];
-		int lfd;
+	if (r == 0 && L.n) {   /* hashed now, while the source still serves */
+		double th = phos_now();
 
-		snprintf(lpath, sizeof(lpath), "%s/precopy.layout", dir);
-		lfd = open(lpath, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (lfd >= 0) {
-			double th = phos_now();
-
-			if (pull_file_range(p, lfd, "precopy.layout", 0, layout_bytes, lerr, sizeof(lerr)) == 0)
-				prehash_precopy(dir, fd, data_bytes);
-			else
-				phos_warn("%s: migration %s: no item places from the source (%s): the stop hashes the "
-					  "whole pre-copy", f->name, p->snapshot_id, lerr);
-			close(lfd);
-			p->code = 0;   /* (best effort: a failure here fails nothing) */
-			phos_info("%s: migration %s: pre-copy hashed by item in %.1f ms", f->name, p->snapshot_id,
-				  (phos_now() - th) * 1e3);
-		}
+		prehash_precopy(dir, fd, data_bytes, &L);
+		phos_info("%s: migration %s: pre-copy of %u items (%.1f MiB from our snapshot) hashed in %.1f ms",
+			  f->name, p->snapshot_id, L.n, (double)reused / (1 << 20), (phos_now() - th) * 1e3);
 	}
+	free(L.v);
 	if (fd >= 0)
 		close(fd);
 	if (r < 0) {
@@ -1190,7 +1315,8 @@ static int receive_precopy(struct inv_function *f, struct pull *p, uint64_t data
 		return *ret_body = inv_err_json("pre-copying from the source: %s", err), p->code ? p->code : 502;
 	}
 	writeback_start(file);   /* on disk before the final phase's commit needs it */
-	*ret_body = json_pack("{s:I,s:f}", "bytes", (json_int_t)p->fetched, "fetch_s", phos_now() - p->started);
+	*ret_body = json_pack("{s:I,s:f,s:I}", "bytes", (json_int_t)p->fetched, "fetch_s", phos_now() - p->started,
+			      "reused_bytes", (json_int_t)reused);
 	return 200;
 }
 
