@@ -2,7 +2,7 @@
 """Transparency of cuBLAS (issue 12): public-style CUDA programs that use the
 Set/Get helpers, every precision of the level 1-3 routines (symv, hemv, syrk,
 herk and the rotations included, blas_sym), mixed-precision
-GEMMs, batched LU and cublasXt run under phos-fn and give the answers their own CPU
+GEMMs, batched LU, the 64-bit-integer _64 forms (blas_64) and cublasXt run under phos-fn and give the answers their own CPU
 references expect; cublasXt is refused loudly; the executor's read/write sets
 of a few routines are exactly the bytes cuBLAS defines. With
 PHOS_TEST_DEVICE=cuda (tools/gpu-check) the programs also run natively, so
@@ -25,7 +25,8 @@ def native(name):
 
 
 OK_LINE = {"blas_helpers": "blas_helpers: ok", "blas_level": "blas_level: all precisions ok",
-           "blas_ex": "blas_ex: ok", "blas_lu": "blas_lu: ok", "blas_sym": "blas_sym: ok"}
+           "blas_ex": "blas_ex: ok", "blas_lu": "blas_lu: ok", "blas_sym": "blas_sym: ok",
+           "blas_64": "blas_64: ok"}
 
 for name, line in OK_LINE.items():
     p = run(prog(name))
