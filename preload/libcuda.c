@@ -1088,6 +1088,224 @@ PHOS_EXPORT CUresult cuMemcpyAtoA_v2(CUarray dstArray, size_t dstOffset, CUarray
 }
 PHOS_ALIAS(cuMemcpyAtoA_v2_ptds, cuMemcpyAtoA_v2);
 
+/* Texture and surface objects: the runtime stand-in's (array.c). The driver's
+ * descriptors become the runtime's: an 8- or 16-bit integer format reads as
+ * normalized float unless CU_TRSF_READ_AS_INTEGER (32-bit and float formats
+ * read as they are), the other flags are the runtime's fields. Resource views
+ * and mipmapped arrays are refused (CUDA_ERROR_NOT_SUPPORTED) as the runtime
+ * refuses them. */
+static CUresult res_to_rt(const CUDA_RESOURCE_DESC *r, struct cudaResourceDesc *rd, bool *promotable)
+{
+	CUresult e;
+
+	memset(rd, 0, sizeof(*rd));
+	*promotable = false;
+	if (r->flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	switch (r->resType) {
+	case CU_RESOURCE_TYPE_ARRAY: {
+		struct cudaChannelFormatDesc d;
+
+		if (!r->res.array.hArray)
+			return CUDA_ERROR_INVALID_VALUE;
+		rd->resType = cudaResourceTypeArray;
+		rd->res.array.array = (cudaArray_t)r->res.array.hArray;
+		if (CU_RUN(cudaArrayGetInfo(&d, NULL, NULL, rd->res.array.array)) != CUDA_SUCCESS)
+			return CUDA_ERROR_INVALID_VALUE;
+		*promotable = d.f != cudaChannelFormatKindFloat && d.x < 32;
+		return CUDA_SUCCESS;
+	}
+	case CU_RESOURCE_TYPE_LINEAR:
+		e = desc_of(r->res.linear.format, r->res.linear.numChannels, &rd->res.linear.desc);
+		if (e != CUDA_SUCCESS)
+			return e;
+		rd->resType = cudaResourceTypeLinear;
+		rd->res.linear.devPtr = DPTR(r->res.linear.devPtr);
+		rd->res.linear.sizeInBytes = r->res.linear.sizeInBytes;
+		*promotable = rd->res.linear.desc.f != cudaChannelFormatKindFloat && rd->res.linear.desc.x < 32;
+		return CUDA_SUCCESS;
+	case CU_RESOURCE_TYPE_PITCH2D:
+		e = desc_of(r->res.pitch2D.format, r->res.pitch2D.numChannels, &rd->res.pitch2D.desc);
+		if (e != CUDA_SUCCESS)
+			return e;
+		rd->resType = cudaResourceTypePitch2D;
+		rd->res.pitch2D.devPtr = DPTR(r->res.pitch2D.devPtr);
+		rd->res.pitch2D.width = r->res.pitch2D.width;
+		rd->res.pitch2D.height = r->res.pitch2D.height;
+		rd->res.pitch2D.pitchInBytes = r->res.pitch2D.pitchInBytes;
+		*promotable = rd->res.pitch2D.desc.f != cudaChannelFormatKindFloat && rd->res.pitch2D.desc.x < 32;
+		return CUDA_SUCCESS;
+	case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
+		phos_log_once("texture resource of the driver API", "CU_RESOURCE_TYPE_MIPMAPPED_ARRAY", &cu_formats_named);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+static CUresult res_from_rt(const struct cudaResourceDesc *rd, CUDA_RESOURCE_DESC *r)
+{
+	CUresult e = CUDA_SUCCESS;
+
+	memset(r, 0, sizeof(*r));
+	switch (rd->resType) {
+	case cudaResourceTypeArray:
+		r->resType = CU_RESOURCE_TYPE_ARRAY;
+		r->res.array.hArray = (CUarray)rd->res.array.array;
+		break;
+	case cudaResourceTypeLinear:
+		r->resType = CU_RESOURCE_TYPE_LINEAR;
+		r->res.linear.devPtr = (CUdeviceptr)(uintptr_t)rd->res.linear.devPtr;
+		r->res.linear.sizeInBytes = rd->res.linear.sizeInBytes;
+		e = format_of(&rd->res.linear.desc, &r->res.linear.format, &r->res.linear.numChannels);
+		break;
+	case cudaResourceTypePitch2D:
+		r->resType = CU_RESOURCE_TYPE_PITCH2D;
+		r->res.pitch2D.devPtr = (CUdeviceptr)(uintptr_t)rd->res.pitch2D.devPtr;
+		r->res.pitch2D.width = rd->res.pitch2D.width;
+		r->res.pitch2D.height = rd->res.pitch2D.height;
+		r->res.pitch2D.pitchInBytes = rd->res.pitch2D.pitchInBytes;
+		e = format_of(&rd->res.pitch2D.desc, &r->res.pitch2D.format, &r->res.pitch2D.numChannels);
+		break;
+	default:
+		e = CUDA_ERROR_NOT_SUPPORTED;
+	}
+	return e;
+}
+
+PHOS_EXPORT CUresult cuTexObjectCreate(CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc,
+				       const CUDA_TEXTURE_DESC *pTexDesc, const CUDA_RESOURCE_VIEW_DESC *pResViewDesc)
+{
+	struct cudaResourceDesc rd;
+	struct cudaTextureDesc td;
+	cudaTextureObject_t t = 0;
+	bool promotable;
+	CUresult r;
+
+	NEED_CTX();
+	if (!pTexObject || !pResDesc || !pTexDesc)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (pResViewDesc) {
+		phos_log_once("texture resource of the driver API", "a resource view", &cu_formats_named);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	r = res_to_rt(pResDesc, &rd, &promotable);
+	if (r != CUDA_SUCCESS)
+		return r;
+	memset(&td, 0, sizeof(td));
+	for (int i = 0; i < 3; i++)
+		td.addressMode[i] = (enum cudaTextureAddressMode)pTexDesc->addressMode[i];
+	td.filterMode = (enum cudaTextureFilterMode)pTexDesc->filterMode;
+	td.readMode = promotable && !(pTexDesc->flags & CU_TRSF_READ_AS_INTEGER) ? cudaReadModeNormalizedFloat
+										  : cudaReadModeElementType;
+	td.sRGB = (pTexDesc->flags & CU_TRSF_SRGB) != 0;
+	td.normalizedCoords = (pTexDesc->flags & CU_TRSF_NORMALIZED_COORDINATES) != 0;
+	td.disableTrilinearOptimization = (pTexDesc->flags & CU_TRSF_DISABLE_TRILINEAR_OPTIMIZATION) != 0;
+	td.seamlessCubemap = (pTexDesc->flags & CU_TRSF_SEAMLESS_CUBEMAP) != 0;
+	td.maxAnisotropy = pTexDesc->maxAnisotropy;
+	td.mipmapFilterMode = (enum cudaTextureFilterMode)pTexDesc->mipmapFilterMode;
+	td.mipmapLevelBias = pTexDesc->mipmapLevelBias;
+	td.minMipmapLevelClamp = pTexDesc->minMipmapLevelClamp;
+	td.maxMipmapLevelClamp = pTexDesc->maxMipmapLevelClamp;
+	memcpy(td.borderColor, pTexDesc->borderColor, sizeof(td.borderColor));
+	r = CU_RUN(cudaCreateTextureObject(&t, &rd, &td, NULL));
+	if (r == CUDA_SUCCESS)
+		*pTexObject = (CUtexObject)t;
+	return r;
+}
+
+PHOS_EXPORT CUresult cuTexObjectDestroy(CUtexObject texObject)
+{
+	NEED_CTX();
+	return CU_RUN(cudaDestroyTextureObject((cudaTextureObject_t)texObject));
+}
+
+PHOS_EXPORT CUresult cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUtexObject texObject)
+{
+	struct cudaResourceDesc rd;
+	CUresult r;
+
+	NEED_CTX();
+	if (!pResDesc)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = CU_RUN(cudaGetTextureObjectResourceDesc(&rd, (cudaTextureObject_t)texObject));
+	return r == CUDA_SUCCESS ? res_from_rt(&rd, pResDesc) : r;
+}
+
+PHOS_EXPORT CUresult cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *pTexDesc, CUtexObject texObject)
+{
+	struct cudaTextureDesc td;
+	struct cudaResourceDesc rd;
+	CUDA_RESOURCE_DESC cr;
+	bool promotable = false;
+	CUresult r;
+
+	NEED_CTX();
+	if (!pTexDesc)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = CU_RUN(cudaGetTextureObjectTextureDesc(&td, (cudaTextureObject_t)texObject));
+	if (r == CUDA_SUCCESS)
+		r = CU_RUN(cudaGetTextureObjectResourceDesc(&rd, (cudaTextureObject_t)texObject));
+	if (r == CUDA_SUCCESS && res_from_rt(&rd, &cr) == CUDA_SUCCESS)
+		(void)res_to_rt(&cr, &rd, &promotable);
+	if (r != CUDA_SUCCESS)
+		return r;
+	memset(pTexDesc, 0, sizeof(*pTexDesc));
+	for (int i = 0; i < 3; i++)
+		pTexDesc->addressMode[i] = (CUaddress_mode)td.addressMode[i];
+	pTexDesc->filterMode = (CUfilter_mode)td.filterMode;
+	/* (READ_AS_INTEGER says something of the formats that are promoted only) */
+	pTexDesc->flags = (promotable && td.readMode == cudaReadModeElementType ? CU_TRSF_READ_AS_INTEGER : 0) |
+			  (td.sRGB ? CU_TRSF_SRGB : 0) | (td.normalizedCoords ? CU_TRSF_NORMALIZED_COORDINATES : 0) |
+			  (td.disableTrilinearOptimization ? CU_TRSF_DISABLE_TRILINEAR_OPTIMIZATION : 0) |
+			  (td.seamlessCubemap ? CU_TRSF_SEAMLESS_CUBEMAP : 0);
+	pTexDesc->maxAnisotropy = td.maxAnisotropy;
+	pTexDesc->mipmapFilterMode = (CUfilter_mode)td.mipmapFilterMode;
+	pTexDesc->mipmapLevelBias = td.mipmapLevelBias;
+	pTexDesc->minMipmapLevelClamp = td.minMipmapLevelClamp;
+	pTexDesc->maxMipmapLevelClamp = td.maxMipmapLevelClamp;
+	memcpy(pTexDesc->borderColor, td.borderColor, sizeof(pTexDesc->borderColor));
+	return CUDA_SUCCESS;
+}
+
+PHOS_EXPORT CUresult cuSurfObjectCreate(CUsurfObject *pSurfObject, const CUDA_RESOURCE_DESC *pResDesc)
+{
+	struct cudaResourceDesc rd;
+	cudaSurfaceObject_t s = 0;
+	bool promotable;
+	CUresult r;
+
+	NEED_CTX();
+	if (!pSurfObject || !pResDesc)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (pResDesc->resType != CU_RESOURCE_TYPE_ARRAY)
+		return CUDA_ERROR_INVALID_VALUE;   /* surfaces are of arrays */
+	r = res_to_rt(pResDesc, &rd, &promotable);
+	if (r == CUDA_SUCCESS)
+		r = CU_RUN(cudaCreateSurfaceObject(&s, &rd));
+	if (r == CUDA_SUCCESS)
+		*pSurfObject = (CUsurfObject)s;
+	return r;
+}
+
+PHOS_EXPORT CUresult cuSurfObjectDestroy(CUsurfObject surfObject)
+{
+	NEED_CTX();
+	return CU_RUN(cudaDestroySurfaceObject((cudaSurfaceObject_t)surfObject));
+}
+
+PHOS_EXPORT CUresult cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUsurfObject surfObject)
+{
+	struct cudaResourceDesc rd;
+	CUresult r;
+
+	NEED_CTX();
+	if (!pResDesc)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = CU_RUN(cudaGetSurfaceObjectResourceDesc(&rd, (cudaSurfaceObject_t)surfObject));
+	return r == CUDA_SUCCESS ? res_from_rt(&rd, pResDesc) : r;
+}
+
 /* width elements of `elem` bytes in each of height rows, pitch apart. */
 static CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint32_t value, unsigned elem, size_t width, size_t height,
 			  CUstream stream, bool async)

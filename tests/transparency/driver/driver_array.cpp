@@ -4,7 +4,9 @@
 // side uses them (it links libcuda only): cuArrayCreate (2D, 1D),
 // cuArray3DCreate (layered), their descriptors read back, cuMemcpy2D and
 // cuMemcpy3D with array sides (offsets in bytes, as the driver counts),
-// the 1D forms (cuMemcpyHtoA, AtoH, AtoA, DtoA, AtoD), cuArrayDestroy.
+// the 1D forms (cuMemcpyHtoA, AtoH, AtoA, DtoA, AtoD), cuArrayDestroy; and
+// texture and surface objects over arrays, pitched and linear memory, their
+// descriptions read back.
 // Every element is checked on the host, those outside the copied boxes too.
 //
 // Prints "driver_array: ok" and exits 0 when every check passed.
@@ -185,6 +187,79 @@ int main(void)
 	for (size_t i = 0; i < sizeof(out); i++)
 		bad += out[i] != (i >= 16 && i < 56 ? in[i - 16] : 0);
 	CHECK(bad == 0, "1D arrays: %zu bytes wrong after HtoA, AtoA, AtoD, DtoA, AtoH", bad);
+
+	// --- texture and surface objects over them: made, described back, destroyed ---
+	{
+		CUDA_RESOURCE_DESC rd, rg;
+		CUDA_TEXTURE_DESC td, tg;
+		CUtexObject tex, tex2, tex3;
+
+		memset(&rd, 0, sizeof(rd));
+		rd.resType = CU_RESOURCE_TYPE_ARRAY;
+		rd.res.array.hArray = a2;
+		memset(&td, 0, sizeof(td));
+		td.addressMode[0] = CU_TR_ADDRESS_MODE_CLAMP;
+		td.addressMode[1] = CU_TR_ADDRESS_MODE_BORDER;
+		td.filterMode = CU_TR_FILTER_MODE_LINEAR;
+		td.flags = CU_TRSF_NORMALIZED_COORDINATES;
+		td.borderColor[0] = 0.25f;
+		CU(cuTexObjectCreate(&tex, &rd, &td, NULL));
+		CU(cuTexObjectGetResourceDesc(&rg, tex));
+		CU(cuTexObjectGetTextureDesc(&tg, tex));
+		CHECK(rg.resType == CU_RESOURCE_TYPE_ARRAY && rg.res.array.hArray == a2, "texture's resource read back");
+		CHECK(tg.addressMode[0] == CU_TR_ADDRESS_MODE_CLAMP && tg.addressMode[1] == CU_TR_ADDRESS_MODE_BORDER &&
+		      tg.filterMode == CU_TR_FILTER_MODE_LINEAR && (tg.flags & CU_TRSF_NORMALIZED_COORDINATES) &&
+		      !(tg.flags & CU_TRSF_SRGB) && tg.borderColor[0] == 0.25f,
+		      "texture's description read back: modes %d %d filter %d flags %#x border %g", (int)tg.addressMode[0],
+		      (int)tg.addressMode[1], (int)tg.filterMode, tg.flags, tg.borderColor[0]);
+		// pitched uchar4 memory, read as integers; and linear memory of floats
+		memset(&rd, 0, sizeof(rd));
+		rd.resType = CU_RESOURCE_TYPE_PITCH2D;
+		rd.res.pitch2D.devPtr = dv;
+		rd.res.pitch2D.format = CU_AD_FORMAT_UNSIGNED_INT8;
+		rd.res.pitch2D.numChannels = 4;
+		rd.res.pitch2D.width = 8;
+		rd.res.pitch2D.height = 4;
+		rd.res.pitch2D.pitchInBytes = DP;
+		memset(&td, 0, sizeof(td));
+		td.flags = CU_TRSF_READ_AS_INTEGER;
+		CU(cuTexObjectCreate(&tex2, &rd, &td, NULL));
+		CU(cuTexObjectGetResourceDesc(&rg, tex2));
+		CU(cuTexObjectGetTextureDesc(&tg, tex2));
+		CHECK(rg.resType == CU_RESOURCE_TYPE_PITCH2D && rg.res.pitch2D.devPtr == dv &&
+		      rg.res.pitch2D.format == CU_AD_FORMAT_UNSIGNED_INT8 && rg.res.pitch2D.numChannels == 4 &&
+		      rg.res.pitch2D.width == 8 && rg.res.pitch2D.height == 4 && rg.res.pitch2D.pitchInBytes == DP &&
+		      (tg.flags & CU_TRSF_READ_AS_INTEGER), "pitched texture read back: format %d x %u, flags %#x",
+		      (int)rg.res.pitch2D.format, rg.res.pitch2D.numChannels, tg.flags);
+		memset(&rd, 0, sizeof(rd));
+		rd.resType = CU_RESOURCE_TYPE_LINEAR;
+		rd.res.linear.devPtr = dv;
+		rd.res.linear.format = CU_AD_FORMAT_FLOAT;
+		rd.res.linear.numChannels = 1;
+		rd.res.linear.sizeInBytes = DP * H3 * L;   // the whole allocation
+		memset(&td, 0, sizeof(td));
+		CU(cuTexObjectCreate(&tex3, &rd, &td, NULL));
+		CU(cuTexObjectGetResourceDesc(&rg, tex3));
+		CHECK(rg.resType == CU_RESOURCE_TYPE_LINEAR && rg.res.linear.devPtr == dv &&
+		      rg.res.linear.format == CU_AD_FORMAT_FLOAT && rg.res.linear.sizeInBytes == DP * H3 * L,
+		      "linear texture read back");
+		CU(cuTexObjectDestroy(tex));
+		CU(cuTexObjectDestroy(tex2));
+		CU(cuTexObjectDestroy(tex3));
+		// a surface over an array made for surface loads and stores
+		CUDA_ARRAY3D_DESCRIPTOR sd = { 16, 16, 0, CU_AD_FORMAT_FLOAT, 1, CUDA_ARRAY3D_SURFACE_LDST };
+		CUarray sa;
+		CUsurfObject surf;
+		CU(cuArray3DCreate(&sa, &sd));
+		memset(&rd, 0, sizeof(rd));
+		rd.resType = CU_RESOURCE_TYPE_ARRAY;
+		rd.res.array.hArray = sa;
+		CU(cuSurfObjectCreate(&surf, &rd));
+		CU(cuSurfObjectGetResourceDesc(&rg, surf));
+		CHECK(rg.resType == CU_RESOURCE_TYPE_ARRAY && rg.res.array.hArray == sa, "surface's resource read back");
+		CU(cuSurfObjectDestroy(surf));
+		CU(cuArrayDestroy(sa));
+	}
 
 	CU(cuArrayDestroy(a2));
 	CU(cuArrayDestroy(a3));
