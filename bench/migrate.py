@@ -246,10 +246,10 @@ def main():
                 record(case, f"phos-{mode}", "checkpoint_s", body.get("checkpoint_s"), "s")
                 record(case, f"phos-{mode}", "fetch_s", body.get("fetch_s"), "s")
                 record(case, f"phos-{mode}", "restore_s", body.get("restore_s"), "s")
-                for k in ("precopy_fetch_s", "verify_s", "stop_stall_s"):
+                for k in ("precopy_fetch_s", "verify_s", "stop_stall_s", "source_stop_s", "commit_s"):
                     if body.get(k) is not None:
                         record(case, f"phos-{mode}", k, body[k], "s")
-                for k in ("precopy_bytes", "refetched_bytes", "stop_bytes"):
+                for k in ("precopy_bytes", "precopy_reused_bytes", "refetched_bytes", "stop_bytes"):
                     if body.get(k) is not None:
                         record(case, f"phos-{mode}", k, body[k], "B")
                 if body.get("fetch_s"):
