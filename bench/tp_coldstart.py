@@ -34,6 +34,7 @@ Needs two GPUs (exits 77 with fewer); --sim runs the phos path and the native
 one on the sim device, small, without a GPU (a dry run of this script).
 """
 import argparse
+import contextlib
 import ctypes
 import datetime
 import glob
@@ -145,6 +146,18 @@ def native_env(extra=None):
     return env
 
 
+@contextlib.contextmanager
+def native_env_of(env):
+    """snapshot.py's Native (and coldstart.py's CriuCold, through it) start
+    their process with S.native_env(): env instead, for a while."""
+    saved = S.native_env
+    S.native_env = lambda: env
+    try:
+        yield
+    finally:
+        S.native_env = saved
+
+
 # ---- limit -------------------------------------------------------------------
 
 def bandwidth_both():
@@ -237,15 +250,10 @@ class CriuRanks:
         env = native_env(SOCKET_ONLY)
         for r in range(2):
             os.makedirs(os.path.join(self.work, f"rank{r}", "img"))
-        # S.Native takes its environment from native_env(): ours, for the socket transport
-        saved_env = S.native_env
-        S.native_env = lambda: env
-        try:
+        with native_env_of(env):   # ours, for the socket transport
             self.fns = [S.Native(os.path.join(self.work, f"rank{r}"),
                                  rank_argv(r, idfile, "--no-check", "--weights-file", self.files[r]))
                         for r in range(2)]
-        finally:
-            S.native_env = saved_env
         for fn in self.fns:
             if S.wait_lines(fn.out, 1, A.timeout, fn.alive) is None:
                 raise S.StepError(f"a rank did not start: {S.tail(fn.err)}")
@@ -369,15 +377,10 @@ class MlpPair:
         self.crs = []
         C.A.unit_mib = A.mib
         for r in range(2):
-            env = native_env({"CUDA_VISIBLE_DEVICES": str(r)})
-            saved_env = S.native_env
-            S.native_env = lambda env=env: env
-            try:
+            with native_env_of(native_env({"CUDA_VISIBLE_DEVICES": str(r)})):
                 cr = C.CriuCold(1, os.path.join(work, f"mlp{r}"))
                 self.crs.append(cr)
                 ans = cr.prepare("tp", A.timeout)
-            finally:
-                S.native_env = saved_env
             if not (ans and ans.get("ok")):
                 raise S.StepError(f"mlp on GPU {r} answered {ans}")
             self.want = ans

@@ -19,11 +19,12 @@
  *
  *   gpu.data  [ item @off ][ hole: freed ][ item ]...[ new since begin ]
  *
- *   precopy.layout  beside it from begin to the stop: "PHOSLAY2", the item
- *              count, then each item's (offset, length, hash, clean), little-
- *              endian u64s; written at begin (all dirty) and again when the
- *              pre-copy converges (PRECOPIED: the clean items with the hash of
- *              their copy). A migration's target takes the items it holds
+ *   precopy.layout  beside it from the pre-copy's convergence (PRECOPIED,
+ *              a recopy that waits for STOP) to the stop: "PHOSLAY2", the
+ *              item count, then each item's (offset, length, hash, clean),
+ *              little-endian u64s, a clean item's hash that of its copy.
+ *              Nobody reads it before PRECOPIED, so it is written then. A
+ *              migration's target takes the items it holds
  *              already (same hash in its own snapshot) from there instead of
  *              the network, and hashes the rest while the function still
  *              runs (invoker/migrate.c), so that the stop compares hashes
@@ -178,7 +179,6 @@ int exec_recopy_begin(struct executor *ex, const char *dir, struct exec_recopy *
 	r = exec_image_reserve(rc->fd, 0, rc->end, err, errlen);
 	if (r < 0)
 		goto fail;
-	exec_recopy_write_layout(rc, dir);
 	rc->round = 1;
 	rc->step_bytes = step_bytes();
 	*ret = rc;

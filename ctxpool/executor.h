@@ -327,8 +327,8 @@ struct exec_recopy {
  * its copies current). */
 void exec_recopy_rearm(struct exec_recopy *rc);
 /* dir/precopy.layout (exec_recopy.c, the top): the items' places, and the
- * hashes of the clean ones. Best effort: a target without it reads its whole
- * copy at the stop. */
+ * hashes of the clean ones; at PRECOPIED. Best effort: a target without it
+ * fetches and reads its whole copy. */
 void exec_recopy_write_layout(const struct exec_recopy *rc, const char *dir);
 /* Places every buffer and variable in dir/gpu.data (created), all dirty.
  * 0 and *ret, or -errno with err. */

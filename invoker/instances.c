@@ -938,7 +938,7 @@ again:
 	in->resumes = 0;
 	in->ckpt_next = t_run + f->limits.checkpoint_ms / 1000.0;
 	if (resume_dir) {   /* the function has its request: its answer comes */
-		sent = len ? len : 1;
+		sent = 1;   /* (never "as new": see the failure path below) */
 		r = receive(f, in, deadline, res);
 	} else {
 		r = exchange(f, in, body, len, ctype, deadline, res, &sent);
