@@ -85,23 +85,36 @@ void exec_checkpoint_ask(struct executor *ex, enum phos_ckpt_mode mode, bool wai
 	}
 	pthread_mutex_lock(&c->lock);
 	/* c->cow and c->recopy are the dispatcher's, set and cleared under the lock */
-	busy = atomic_load(&c->asked) || c->holding || c->cow || c->recopy;
+	busy = atomic_load(&c->asked) || c->holding || c->cow || c->recopy || c->preparing || c->writing;
 	if (!busy) {
-		c->mode = mode;
-		snprintf(c->dir, sizeof(c->dir), "%s", dir);
+		c->preparing = true;
 		c->t_asked = phos_now();
-		c->resume = false;
-		c->wait_stop = wait_stop;
-		c->precopied = false;
-		atomic_store(&c->stop_asked, false);
-		atomic_store(&c->abandon, false);
-		atomic_store(&c->asked, true);
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (busy) {
 		exec_control_error(ex, "a checkpoint is already under way");
 		return;
 	}
+	/* stw: its host copy now, while the function runs (the live bytes read
+	 * here may be off by what the dispatcher does meanwhile: a copy too small
+	 * at the stop is dropped there for the ring) */
+	if (mode == PHOS_CKPT_STW) {
+		uint64_t live = phos_bufmap_live_bytes(ex->bufs);
+
+		c->host = stage_host_new(ex, live + live / 32 + (64ull << 20));
+	}
+	pthread_mutex_lock(&c->lock);
+	c->preparing = false;
+	pthread_cond_broadcast(&c->cond);
+	c->mode = mode;
+	snprintf(c->dir, sizeof(c->dir), "%s", dir);
+	c->resume = false;
+	c->wait_stop = wait_stop;
+	c->precopied = false;
+	atomic_store(&c->stop_asked, false);
+	atomic_store(&c->abandon, false);
+	atomic_store(&c->asked, true);
+	pthread_mutex_unlock(&c->lock);
 	if (ex->ch)
 		phos_channel_kick(ex->ch);
 }
@@ -417,6 +430,16 @@ static void recopy_drop(struct exec_ckpt *c)
 
 void exec_checkpoint_drain(struct executor *ex)
 {
+	struct exec_ckpt *c = &ex->ckpt;
+	struct stage_host *h;
+
+	pthread_mutex_lock(&c->lock);
+	while (c->writing || c->preparing)   /* a stw's host copy still going into gpu.data, or being made */
+		pthread_cond_wait(&c->cond, &c->lock);
+	h = c->host;   /* made for a stop that never came */
+	c->host = NULL;
+	pthread_mutex_unlock(&c->lock);
+	stage_host_free(ex, h);
 	cow_copy_all(ex, false);
 	if (ex->ckpt.recopy) {
 		recopy_drop(&ex->ckpt);
@@ -424,19 +447,142 @@ void exec_checkpoint_drain(struct executor *ex)
 	}
 }
 
-/* stw: everything now, then hold while the CPU side is dumped. */
-static void checkpoint_stw(struct executor *ex, double t_stop)
+/* stw into memory, after RESUME: the host copy into gpu.data, the manifest,
+ * CHECKPOINTED (staging.h). */
+struct stw_write {
+	struct executor *ex;
+	struct exec_dump *d;
+	struct stage_host *h;
+	uint64_t seq;
+	double copy_s;
+};
+
+static void *stw_writer(void *arg)
 {
+	struct stw_write *w = arg;
+	struct executor *ex = w->ex;
 	struct exec_ckpt *c = &ex->ckpt;
 	char err[512] = "";
 	uint64_t bytes = 0;
 	int r;
 
+	r = stage_host_write(w->h, w->d->fd, w->d->items, w->d->n, err, sizeof(err));
+	stage_host_free(ex, w->h);
+	if (r == 0)
+		r = exec_image_finish(w->d, &bytes, err, sizeof(err));
+	exec_image_dump_free(w->d);
+	if (r < 0) {
+		exec_control_error(ex, "checkpoint: %s", err);
+	} else {
+		struct phos_ctl_msg m = { .type = PHOS_CTL_CHECKPOINTED, .fd = -1 };
+
+		m.checkpointed.mode = PHOS_CKPT_STW;
+		m.checkpointed.seq = w->seq;
+		m.checkpointed.data_bytes = bytes;
+		m.checkpointed.stop_bytes = bytes;
+		m.checkpointed.stall_s = w->copy_s;
+		m.checkpointed.total_s = phos_now() - c->t_asked;
+		exec_control_send(ex, &m);
+		phos_info("checkpoint (stw) after record %llu: %llu bytes, %.3f s held for the copy into memory, "
+			  "%.3f s in all", (unsigned long long)w->seq, (unsigned long long)bytes, w->copy_s,
+			  m.checkpointed.total_s);
+	}
+	free(w);
+	pthread_mutex_lock(&c->lock);
+	c->writing = false;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+/* Whether every item of d ends inside h. */
+static bool stw_fits(const struct exec_dump *d, const struct stage_host *h)
+{
+	for (size_t i = 0; i < d->n; i++)
+		if (d->items[i].off > h->len || d->items[i].len > h->len - d->items[i].off)
+			return false;
+	return true;
+}
+
+/* stw with a host copy that holds the whole state: the device into it, HELD,
+ * hold while the CPU side is dumped, then the writer. 0; 1 when the state
+ * outgrew h since the ask (nothing done: the ring's turn); or -errno with
+ * err. h is freed either way. */
+static int stw_through_memory(struct executor *ex, struct stage_host *h, double t_stop, char *err, size_t errlen)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+	struct exec_dump *d = NULL;
+	struct stw_write *w = NULL;
+	struct phos_ctl_msg m = { .type = PHOS_CTL_HELD, .fd = -1 };
+	pthread_attr_t attr;
+	pthread_t th;
+	int r;
+
+	r = exec_image_plan(ex, c->dir, &d, err, errlen);
+	if (r == 0 && !stw_fits(d, h)) {
+		phos_info("stw: the state outgrew its host copy (%llu MiB) since the ask: written while held",
+			  (unsigned long long)(h->len >> 20));
+		exec_image_dump_free(d);
+		stage_host_free(ex, h);
+		return 1;
+	}
+	if (r == 0)
+		r = stage_host_copy(ex, h, d->items, d->n, err, errlen);
+	if (r == 0 && !(w = calloc(1, sizeof(*w))))
+		r = -ENOMEM;
+	if (r < 0) {
+		exec_image_dump_free(d);
+		stage_host_free(ex, h);
+		return r;
+	}
+	exec_image_drop_scratch(d);   /* the arrays' bytes are in h now */
+	*w = (struct stw_write){ .ex = ex, .d = d, .h = h, .seq = ex->seq, .copy_s = phos_now() - t_stop };
+	m.held.mode = PHOS_CKPT_STW;
+	m.held.seq = ex->seq;
+	m.held.copy_s = w->copy_s;
+	exec_control_send(ex, &m);
+	hold(c);
+	pthread_mutex_lock(&c->lock);
+	c->writing = true;
+	pthread_mutex_unlock(&c->lock);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&th, &attr, stw_writer, w) != 0)
+		stw_writer(w);   /* no thread: written here, the function waits */
+	pthread_attr_destroy(&attr);
+	return 0;
+}
+
+/* stw: everything now, then hold while the CPU side is dumped; through a
+ * host copy when one was made at the ask and the state fits it, else
+ * through the ring, held until gpu.data is written. */
+static void checkpoint_stw(struct executor *ex, double t_stop)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+	struct stage_host *h;
+	char err[512] = "";
+	uint64_t bytes = 0;
+	int r;
+
+	pthread_mutex_lock(&c->lock);
+	h = c->host;
+	c->host = NULL;
+	pthread_mutex_unlock(&c->lock);
 	r = checkpoint_prepare(ex, err, sizeof(err));
 	if (r == 0) {
 		fault_kill(c->dir);
-		r = exec_image_dump(ex, c->dir, &bytes, err, sizeof(err));
+		if (h) {
+			r = stw_through_memory(ex, h, t_stop, err, sizeof(err));
+			if (r == 0)
+				return;
+			h = NULL;   /* freed */
+			if (r == 1)
+				r = 0;
+		}
 	}
+	stage_host_free(ex, h);
+	if (r == 0)
+		r = exec_image_dump(ex, c->dir, &bytes, err, sizeof(err));
 	if (r < 0) {
 		exec_control_error(ex, "checkpoint: %s", err);
 	} else {

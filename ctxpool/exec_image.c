@@ -428,6 +428,14 @@ int exec_image_finish(struct exec_dump *d, uint64_t *ret_bytes, char *err, size_
 	return r;
 }
 
+void exec_image_drop_scratch(struct exec_dump *d)
+{
+	if (d->ex)
+		scratch_free_all(d->ex, d->scratch, d->nscratch);
+	d->scratch = NULL;
+	d->nscratch = 0;
+}
+
 void exec_image_dump_free(struct exec_dump *d)
 {
 	if (!d)

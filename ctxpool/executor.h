@@ -132,6 +132,8 @@ struct exec_blas {
 	uint64_t workspace, workspace_size;
 };
 
+struct stage_host;
+
 /* A checkpoint of the running function (exec_checkpoint.c): asked for by the
  * control thread, carried out by the dispatcher between two records. */
 struct exec_ckpt {
@@ -160,6 +162,12 @@ struct exec_ckpt {
 	 * dirty; STOP makes it stop, RESUME before that drops it */
 	bool wait_stop, precopied;
 	_Atomic bool stop_asked, abandon;
+	/* stw into memory (staging.h): the host copy made at the ask (by the
+	 * control thread, while preparing: the function runs meanwhile), taken
+	 * at the stop; after RESUME a thread writes it out (writing, under lock;
+	 * exec_checkpoint_drain waits for it) */
+	struct stage_host *host;
+	bool preparing, writing;
 };
 
 #define EXEC_SAVED_LIMITS 16
@@ -389,6 +397,10 @@ int exec_image_reserve(int fd, uint64_t from, uint64_t end, char *err, size_t er
 int exec_image_copy(struct executor *ex, struct exec_dump *d, size_t first, size_t n, char *err, size_t errlen);
 int exec_image_finish(struct exec_dump *d, uint64_t *ret_bytes, char *err, size_t errlen);
 void exec_image_dump_free(struct exec_dump *d);
+/* Frees the device scratch holding the arrays' contents, once every item was
+ * copied out of the device (a stw copy in host memory): the rest of d is then
+ * free of device calls. */
+void exec_image_drop_scratch(struct exec_dump *d);
 
 /* Rebuilds the device state of img (read from dir) in this fresh executor:
  * modules, kernels, variables, streams, events, cuBLAS handles, and every buffer

@@ -502,3 +502,306 @@ out:
 	dump_end(st);
 	return r;
 }
+
+/* --- stw into memory (staging.h) --- */
+
+#define HOST_PIECE (256ull << 20)   /* one D2H copy: big enough for the engine's full rate */
+
+/* PHOS_STW_HOST_MAX, or half of MemAvailable. */
+static uint64_t host_cap(void)
+{
+	const char *env = getenv("PHOS_STW_HOST_MAX");
+	unsigned long long kib = 0;
+	char line[256];
+	FILE *f;
+
+	if (env && *env) {
+		char *end;
+		unsigned long long v = strtoull(env, &end, 10);
+
+		if (*end == '\0')
+			return v;
+		phos_warn("PHOS_STW_HOST_MAX=%s is not a number of bytes; using the default", env);
+	}
+	f = fopen("/proc/meminfo", "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kib * 1024 / 2;
+}
+
+struct populate_job {
+	uint8_t *p;
+	uint64_t len;
+	int err;
+};
+
+static void *populate_main(void *arg)
+{
+	struct populate_job *j = arg;
+
+	if (madvise(j->p, j->len, MADV_POPULATE_WRITE) < 0) {
+		if (errno != EINVAL)
+			j->err = -errno;
+		else   /* a kernel without it: touch every page */
+			for (uint64_t o = 0; o < j->len; o += 4096)
+				((volatile uint8_t *)j->p)[o] = 0;
+	}
+	return NULL;
+}
+
+/* Faults every page in, in parallel (the first touch zeroes pages at a few
+ * GB/s per core); 0 or -ENOMEM. */
+static int populate(uint8_t *p, uint64_t len)
+{
+	struct populate_job job[MAX_WORKERS];
+	pthread_t th[MAX_WORKERS];
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned n = cpus > 1 ? (unsigned)cpus : 1, started = 0;
+	uint64_t slice;
+	int r = 0;
+
+	if (n > MAX_WORKERS)
+		n = MAX_WORKERS;
+	slice = ((len + n - 1) / n + (2u << 20) - 1) & ~((2ull << 20) - 1);
+	for (unsigned i = 0; i < n && (uint64_t)i * slice < len; i++) {
+		job[i] = (struct populate_job){ p + (uint64_t)i * slice,
+						len - (uint64_t)i * slice < slice ? len - (uint64_t)i * slice : slice, 0 };
+		if (pthread_create(&th[i], NULL, populate_main, &job[i]) != 0) {
+			populate_main(&job[i]);
+			th[i] = 0;
+		}
+		started = i + 1;
+	}
+	for (unsigned i = 0; i < started; i++) {
+		if (th[i])
+			pthread_join(th[i], NULL);
+		if (job[i].err && !r)
+			r = job[i].err == -EAGAIN ? -ENOMEM : job[i].err;
+	}
+	return r;
+}
+
+struct stage_host *stage_host_new(struct executor *ex, uint64_t bytes)
+{
+	uint64_t cap = host_cap(), len = (bytes + (2ull << 20) - 1) & ~((2ull << 20) - 1);
+	struct stage_host *h;
+	double t0 = phos_now();
+	void *p;
+	int r;
+
+	if (!len || len > cap) {
+		phos_info("stw: %llu MiB of state over the host copy's cap of %llu MiB: written while held",
+			  (unsigned long long)(len >> 20), (unsigned long long)(cap >> 20));
+		return NULL;
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED) {
+		phos_warn("stw: no host copy of %llu MiB: %s", (unsigned long long)(len >> 20), strerror(errno));
+		free(h);
+		return NULL;
+	}
+	h->buf = p;
+	h->len = len;
+	madvise(p, len, MADV_HUGEPAGE);   /* fewer faults and pins; only a hint */
+	r = populate(h->buf, len);
+	if (r < 0) {
+		phos_warn("stw: no host copy of %llu MiB: %s", (unsigned long long)(len >> 20), strerror(-r));
+		stage_host_free(ex, h);
+		return NULL;
+	}
+	/* Unpinned, D2H would go through the driver's own staging at a fraction
+	 * of the rate: not worth holding the memory for. */
+	r = ex->dev_ops->host_register(ex->dev, h->buf, len);
+	if (r < 0) {
+		phos_warn("stw: the host copy of %llu MiB could not be pinned (cuda error %d)",
+			  (unsigned long long)(len >> 20), -r);
+		stage_host_free(ex, h);
+		return NULL;
+	}
+	h->pinned = true;
+	phos_info("stw: host copy of %llu MiB ready in %.3f s", (unsigned long long)(len >> 20), phos_now() - t0);
+	return h;
+}
+
+void stage_host_free(struct executor *ex, struct stage_host *h)
+{
+	if (!h)
+		return;
+	if (h->pinned)
+		ex->dev_ops->host_unregister(ex->dev, h->buf);
+	if (h->buf)
+		munmap(h->buf, h->len);
+	free(h);
+}
+
+int stage_host_copy(struct executor *ex, struct stage_host *h, const struct stage_item *items, size_t n, char *err,
+		    size_t errlen)
+{
+	const struct phos_device_ops *d = ex->dev_ops;
+	void *stream = NULL;
+	int r = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (items[i].off > h->len || items[i].len > h->len - items[i].off) {
+			phos_errf(err, errlen, "item %zu does not fit the host copy", i);
+			return -ENOSPC;
+		}
+	}
+	if (d->stream_create(ex->dev, 1 /* non-blocking */, 0, &stream) < 0) {
+		phos_errf(err, errlen, "cannot make a stream for the copy");
+		return -EIO;
+	}
+	for (size_t i = 0; i < n && r == 0; i++) {
+		for (uint64_t o = 0; o < items[i].len && r == 0; o += HOST_PIECE) {
+			uint64_t len = items[i].len - o < HOST_PIECE ? items[i].len - o : HOST_PIECE;
+
+			r = d->memcpy_d2h_async(ex->dev, h->buf + items[i].off + o, items[i].dev + o, len, stream);
+			if (r < 0)
+				phos_errf(err, errlen, "device-to-host copy of %#llx failed (cuda error %d)",
+					  (unsigned long long)items[i].dev, -r);
+		}
+	}
+	{
+		int s = d->stream_sync(ex->dev, stream);
+
+		if (s < 0 && r == 0) {
+			phos_errf(err, errlen, "device-to-host copy failed (cuda error %d)", -s);
+			r = s;
+		}
+	}
+	d->stream_destroy(ex->dev, stream);
+	return r < 0 ? -EIO : 0;
+}
+
+/* The writers share one list of chunks: (item, chunk) in order. */
+struct host_write {
+	const struct stage_host *h;
+	int fd;
+	uint8_t *map;
+	size_t map_len;
+	struct stage_item *items;
+	size_t n;
+	uint64_t **chunk_hash;
+	uint64_t *first;            /* per item: the index of its first chunk */
+	uint64_t total;
+	atomic_uint_fast64_t next;
+	atomic_int err;
+};
+
+static int write_chunk(struct host_write *w, size_t item, uint64_t chunk)
+{
+	const struct stage_item *it = &w->items[item];
+	uint64_t off = it->off + chunk * CHUNK;
+	uint64_t len = it->len - chunk * CHUNK < CHUNK ? it->len - chunk * CHUNK : CHUNK;
+	uint64_t whole = (len + 4095) & ~4095ull;
+	const uint8_t *src = w->h->buf + off;
+
+	w->chunk_hash[item][chunk] = phos_image_chunk_hash(src, len);
+	if (w->map) {
+		if (madvise(w->map + off, whole, MADV_POPULATE_WRITE) < 0 && errno != EINVAL)
+			return errno == ENOMEM ? -ENOSPC : -errno;
+		memcpy(w->map + off, src, len);
+		return 0;
+	}
+	/* Whole 4 KiB blocks for O_DIRECT: the host copy's bytes between items
+	 * are zero, as a fresh mapping's. */
+	if (off + whole > w->h->len)
+		whole = len;
+	for (uint64_t done = 0; done < whole;) {
+		ssize_t k = pwrite(w->fd, src + done, whole - done, (off_t)(off + done));
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? -errno : -EIO;
+		done += (uint64_t)k;
+	}
+	return 0;
+}
+
+static void *writer_main(void *arg)
+{
+	struct host_write *w = arg;
+
+	for (;;) {
+		uint64_t k = atomic_fetch_add(&w->next, 1);
+		size_t lo = 0, hi = w->n;
+		int r;
+
+		if (k >= w->total || atomic_load(&w->err))
+			break;
+		while (hi - lo > 1) {   /* the item whose chunks hold k */
+			size_t mid = (lo + hi) / 2;
+
+			if (w->first[mid] <= k)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		r = write_chunk(w, lo, k - w->first[lo]);
+		if (r < 0) {
+			int none = 0;
+
+			atomic_compare_exchange_strong(&w->err, &none, r);
+		}
+	}
+	return NULL;
+}
+
+int stage_host_write(const struct stage_host *h, int fd, struct stage_item *items, size_t n, char *err,
+		     size_t errlen)
+{
+	struct host_write w = { .h = h, .fd = fd, .items = items, .n = n };
+	pthread_t th[MAX_WORKERS];
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned nth = cpus > 2 ? (unsigned)(cpus - 1) : 1, started = 0;
+	int r = -ENOMEM;
+
+	if (nth > MAX_WORKERS)
+		nth = MAX_WORKERS;
+	w.chunk_hash = calloc(n ? n : 1, sizeof(*w.chunk_hash));
+	w.first = calloc(n ? n : 1, sizeof(*w.first));
+	if (!w.chunk_hash || !w.first)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		w.first[i] = w.total;
+		w.total += nchunks(items[i].len);
+		w.chunk_hash[i] = calloc(nchunks(items[i].len) ? nchunks(items[i].len) : 1, sizeof(uint64_t));
+		if (!w.chunk_hash[i])
+			goto out;
+	}
+	w.map = map_target(fd, &w.map_len);
+	for (size_t i = 0; w.map && i < n; i++)
+		if (items[i].off + items[i].len > w.map_len)
+			w.map = (munmap(w.map, w.map_len), NULL);   /* past the end: write() it */
+	for (unsigned i = 0; i < nth; i++) {
+		if (pthread_create(&th[i], NULL, writer_main, &w) != 0)
+			break;
+		started++;
+	}
+	if (!started)
+		writer_main(&w);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	r = atomic_load(&w.err);
+	if (r == 0)
+		for (size_t i = 0; i < n; i++)
+			items[i].hash = phos_image_combine(w.chunk_hash[i], nchunks(items[i].len));
+	if (w.map)
+		munmap(w.map, w.map_len);
+out:
+	if (r < 0)
+		phos_errf(err, errlen, "writing gpu.data: %s", strerror(-r));
+	for (size_t i = 0; w.chunk_hash && i < n; i++)
+		free(w.chunk_hash[i]);
+	free(w.chunk_hash);
+	free(w.first);
+	return r;
+}

@@ -12,6 +12,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,3 +34,40 @@ struct stage_item {
 int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, char *err, size_t errlen);
 /* Takes the executor's ring down (its pinned slots, workers, stream); accepts none. */
 void stage_ring_free(struct executor *ex);
+
+/*
+ * stw into memory (issue 11): the whole of gpu.data's image in pinned host
+ * memory, so that a stop-the-world checkpoint holds the function only while
+ * the copy engine moves its buffers (pinned D2H rate), and the hashing and
+ * the writing come after, while it runs again:
+ *
+ *   ask (control thread)   stage_host_new: mapped, populated and pinned
+ *                          (the function runs meanwhile)
+ *   the stop (dispatcher)  stage_host_copy: every item at its gpu.data
+ *                          offset; returns when all have landed
+ *   after RESUME (thread)  stage_host_write: hashes and writes it, in
+ *                          parallel, filling in the items' hashes
+ *
+ * Its size is capped by PHOS_STW_HOST_MAX (bytes; 0 turns it off), by
+ * default half of the host's available memory: a bigger state is dumped
+ * through the ring (stage_dump), the function held until it is written.
+ */
+struct stage_host {
+	uint8_t *buf;
+	uint64_t len;
+	bool pinned;
+};
+
+/* A pinned host image of at least bytes, or NULL (over the cap, no memory:
+ * why is logged). Any thread. */
+struct stage_host *stage_host_new(struct executor *ex, uint64_t bytes);
+/* Copies every item from the device to h->buf + item.off and waits for all
+ * of them. Every item must end inside h. The dispatcher's. */
+int stage_host_copy(struct executor *ex, struct stage_host *h, const struct stage_item *items, size_t n, char *err,
+		    size_t errlen);
+/* Writes the items' bytes from h into fd at their offsets and fills in their
+ * hashes, with up to 16 threads; no device call. Any thread. */
+int stage_host_write(const struct stage_host *h, int fd, struct stage_item *items, size_t n, char *err,
+		     size_t errlen);
+/* Unpins and unmaps h; accepts NULL. Any thread. */
+void stage_host_free(struct executor *ex, struct stage_host *h);

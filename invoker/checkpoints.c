@@ -319,9 +319,10 @@ int inv_checkpoint_request(const char *name, unsigned id, const char *body, size
 		inv_redact_paths(q.err);
 		FAIL(q.r == -ETIMEDOUT ? 504 : status_of(q.r), "checkpoint of instance %u failed: %s", id, q.err);
 	}
-	*ret_body = json_pack("{s:s,s:i,s:s,s:f,s:f,s:f,s:f,s:I,s:I,s:i,s:I,s:I}", "function", name, "instance", id,
+	*ret_body = json_pack("{s:s,s:i,s:s,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:i,s:I,s:I}", "function", name, "instance", id,
 			      "mode", phos_ckpt_mode_name(q.mode), "stall_s", q.st.stall_s, "total_s", q.st.total_s,
-			      "gpu_s", q.st.gpu_s, "cpu_s", q.st.cpu_s, "gpu_bytes", (json_int_t)q.st.gpu_bytes,
+			      "gpu_s", q.st.gpu_s, "copy_s", q.st.copy_s, "cpu_s", q.st.cpu_s, "gpu_bytes",
+			      (json_int_t)q.st.gpu_bytes,
 			      "data_bytes", (json_int_t)q.st.data_bytes, "rounds", (int)q.st.rounds, "precopy_bytes",
 			      (json_int_t)q.st.precopy_bytes, "stop_bytes", (json_int_t)q.st.stop_bytes);
 out:

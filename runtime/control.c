@@ -37,7 +37,7 @@ struct __attribute__((packed)) ctl_checkpointed {
 	uint32_t rounds;
 	uint64_t precopy_bytes, stop_bytes, reserve_copies;
 };
-struct __attribute__((packed)) ctl_held { uint8_t mode; uint64_t seq; };
+struct __attribute__((packed)) ctl_held { uint8_t mode; uint64_t seq; double copy_s; };
 struct __attribute__((packed)) ctl_precopied { uint32_t rounds; uint64_t precopy_bytes, dirty_bytes, data_end; };
 
 /* CHECKPOINT's first byte: the mode, and this bit for wait_stop. */
@@ -229,7 +229,8 @@ int phos_ctl_encode(const struct phos_ctl_msg *m, void **ret_buf, size_t *ret_le
 	case PHOS_CTL_HELD:
 		if ((unsigned)m->held.mode >= PHOS_CKPT_MODE_END)
 			goto bad;
-		put(&w, &(struct ctl_held){ (uint8_t)m->held.mode, m->held.seq }, sizeof(struct ctl_held));
+		put(&w, &(struct ctl_held){ (uint8_t)m->held.mode, m->held.seq, m->held.copy_s },
+		    sizeof(struct ctl_held));
 		break;
 	case PHOS_CTL_PRECOPIED:
 		put(&w, &(struct ctl_precopied){ m->precopied.rounds, m->precopied.precopy_bytes,
@@ -439,6 +440,7 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 		}
 		m.held.mode = (enum phos_ckpt_mode)h.mode;
 		m.held.seq = h.seq;
+		m.held.copy_s = h.copy_s;
 		break;
 	}
 	case PHOS_CTL_PRECOPIED: {

@@ -29,11 +29,14 @@
  *       rounds while that set shrinks; then the stop, as stw's, copies what
  *                                          ◀── is still dirty: CHECKPOINTED
  *       {rounds, precopy and stop bytes}; RESUME after the CPU dump
- *   cow: CHECKPOINT {cow, dir}         ──▶     ◀── HELD {mode, seq}: stopped and
- *       drained, the device state is fixed; the controller dumps the CPU side
+ *   cow: CHECKPOINT {cow, dir}         ──▶     ◀── HELD {mode, seq, copy_s}: stopped
+ *       and drained, the device state is fixed; the controller dumps the CPU side
  *   RESUME                             ──▶   records flow at once while the
  *       buffers are copied (first those a record is about to write)
  *                                          ◀── CHECKPOINTED | ERROR
+ *   stw whose state fits a pinned host copy (staging.h): HELD once every
+ *       buffer is in host memory, then as cow: RESUME, and CHECKPOINTED once
+ *       that copy is in gpu.data
  *                                          ◀── ERROR {reason}   (unasked: the
  *                                              instance ends; phos_instance_failed)
  *   function gone, executor scrubbed   ◀── IDLE
@@ -69,10 +72,12 @@
 #include <stdint.h>
 
 #define PHOS_CTL_MAGIC 0x54434850u       /* "PHCT" read as little-endian bytes */
-#define PHOS_CTL_VERSION 4u             /* 2: CHECKPOINT, CHECKPOINTED, RESUME; 3: recopy's
+#define PHOS_CTL_VERSION 5u             /* 2: CHECKPOINT, CHECKPOINTED, RESUME; 3: recopy's
                                          * rounds and bytes, cow's reserve copies in
                                          * CHECKPOINTED; 4: a recopy CHECKPOINT that
-                                         * waits for STOP, PRECOPIED */
+                                         * waits for STOP, PRECOPIED; 5: stw may
+                                         * answer HELD (its copy in host memory),
+                                         * HELD's copy_s */
 #define PHOS_CTL_HDR_SIZE 16u
 #define PHOS_CTL_MAX_PAYLOAD (1u << 20)  /* any one frame */
 #define PHOS_CTL_REASON_MAX 1024u        /* an ERROR's reason, with its NUL */
@@ -175,7 +180,12 @@ struct phos_ctl_msg {
 			uint64_t reserve_copies; /* cow: of the early ones, those copied
 						  * into the device reserve */
 		} checkpointed;
-		struct { enum phos_ckpt_mode mode; uint64_t seq; } held;
+		struct {
+			enum phos_ckpt_mode mode;
+			uint64_t seq;
+			double copy_s;         /* the stop so far: drain, plan and (stw)
+						* the copy into host memory */
+		} held;
 	};
 };
 

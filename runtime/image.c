@@ -540,13 +540,14 @@ static json_t *image_to_json(const struct phos_image *img)
 	if (ok && img->checkpoint.present) {
 		const struct phos_image_checkpoint *c = &img->checkpoint;
 
-		ok = set(root, "checkpoint", json_pack("{s:s,s:i,s:I,s:f,s:f,s:I,s:I,s:I,s:I,s:f,s:f,s:I}", "mode",
+		ok = set(root, "checkpoint", json_pack("{s:s,s:i,s:I,s:f,s:f,s:I,s:I,s:I,s:I,s:f,s:f,s:I,s:f,s:b}", "mode",
 						       c->mode, "channel_fd", c->channel_fd, "seq", JI(c->seq),
 						       "stall_s", c->stall_s, "total_s", c->total_s, "early_copies",
 						       JI(c->early), "rounds", JI(c->rounds), "precopy_bytes",
 						       JI(c->precopy_bytes), "stop_bytes", JI(c->stop_bytes), "gpu_s",
 						       c->gpu_s, "cpu_s", c->cpu_s, "reserve_copies",
-						       JI(c->reserve_copies)));
+						       JI(c->reserve_copies), "copy_s", c->copy_s, "host_copy",
+						       c->host_copy));
 	}
 	if (!ok) {
 		json_decref(root);

@@ -461,6 +461,9 @@ static int rd_checkpoint(struct rd *r, json_t *root, struct phos_image *img)
 	c->gpu_s = json_is_number(v) && json_number_value(v) > 0 ? json_number_value(v) : 0;
 	v = json_object_get(o, "cpu_s");
 	c->cpu_s = json_is_number(v) && json_number_value(v) > 0 ? json_number_value(v) : 0;
+	v = json_object_get(o, "copy_s");
+	c->copy_s = json_is_number(v) && json_number_value(v) > 0 ? json_number_value(v) : 0;
+	c->host_copy = json_is_true(json_object_get(o, "host_copy"));
 	c->present = true;
 	r->where[0] = '\0';
 	return 0;

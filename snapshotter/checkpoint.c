@@ -96,8 +96,8 @@ static bool disk_full(const char *why)
 /* Receives the executor's answer, which must be of type want (else ERROR):
  * 0 with *m, or -EIO / -ENOSPC with err (*executor_gone set when its
  * control socket closed). */
-static int await_answer(const struct phos_checkpoint_target *t, enum phos_ctl_type want, struct phos_ctl_msg *m,
-			bool *executor_gone, char *err, size_t errlen)
+static int await_answer(const struct phos_checkpoint_target *t, enum phos_ctl_type want, enum phos_ctl_type also,
+			struct phos_ctl_msg *m, bool *executor_gone, char *err, size_t errlen)
 {
 	char line[512] = "";
 	int r = phos_ctl_recv(t->control_fd, -1, m, line, sizeof(line));
@@ -111,7 +111,7 @@ static int await_answer(const struct phos_checkpoint_target *t, enum phos_ctl_ty
 				  r == -EPIPE ? "died" : line[0] ? line : strerror(-r));
 		return -EIO;
 	}
-	if (m->type != want) {
+	if (m->type != want && (!also || m->type != also)) {
 		bool error = m->type == PHOS_CTL_ERROR;
 
 		phos_errf(err, errlen, "%s", error ? m->error.reason : phos_ctl_type_name(m->type));
@@ -129,7 +129,7 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	struct phos_checkpoint_stats st = { .mode = mode };
 	char tmp[4096], cpu[4200], line[1024];
 	struct phos_image *img = NULL;
-	bool sent = false, executor_gone = false;
+	bool sent = false, executor_gone = false, held = false;
 	double t0 = phos_now(), t_stop;
 	struct stat sb;
 	char chan[64];
@@ -212,7 +212,7 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	sent = true;
 	if (m.checkpoint.wait_stop) {
 		/* the pre-copy: converged, then the caller's moment to stop */
-		r = await_answer(t, PHOS_CTL_PRECOPIED, &m, &executor_gone, err, errlen);
+		r = await_answer(t, PHOS_CTL_PRECOPIED, 0, &m, &executor_gone, err, errlen);
 		if (r == 0 && (r = t->precopied(t->precopied_arg, tmp, &m)) < 0) {
 			if (!*err)
 				phos_errf(err, errlen, "called off before its stop");
@@ -228,14 +228,21 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 			goto out;   /* RESUME: a pre-copy not stopped is dropped */
 	}
 	t_stop = phos_now();
-	/* stw: CHECKPOINTED, the device state written; cow: HELD, stopped with
-	 * the device state fixed, copied after RESUME. */
-	r = await_answer(t, mode == PHOS_CKPT_COW ? PHOS_CTL_HELD : PHOS_CTL_CHECKPOINTED, &m, &executor_gone, err,
-			 errlen);
+	/* stw: CHECKPOINTED, the device state written, or HELD, the device
+	 * state in host memory (written after RESUME); cow: HELD, stopped with
+	 * the device state fixed, copied after RESUME. recopy: CHECKPOINTED. */
+	r = await_answer(t, mode == PHOS_CKPT_COW ? PHOS_CTL_HELD : PHOS_CTL_CHECKPOINTED,
+			 mode == PHOS_CKPT_STW ? PHOS_CTL_HELD : 0, &m, &executor_gone, err, errlen);
 	if (r < 0)
 		goto out;
-	if (mode == PHOS_CKPT_COW) {
+	held = m.type == PHOS_CTL_HELD;
+	if (held) {
+		/* held since the executor's stop (copy_s ago), not since the ask:
+		 * a stw's host copy is made before the stop, while the program runs */
 		st.seq = m.held.seq;
+		if (m.held.copy_s >= 0 && m.held.copy_s < phos_now() - t_stop)
+			t_stop = phos_now() - m.held.copy_s;
+		st.copy_s = m.held.copy_s;
 	} else {
 		st.gpu_s = m.checkpointed.total_s;
 		st.data_bytes = m.checkpointed.data_bytes;
@@ -243,10 +250,13 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 		st.rounds = m.checkpointed.rounds;
 		st.precopy_bytes = m.checkpointed.precopy_bytes;
 		st.stop_bytes = m.checkpointed.stop_bytes;
-		/* recopy: the program ran during the rounds; it is held from the
-		 * executor's stop on (stall_s there) until RESUME below. */
-		if (mode == PHOS_CKPT_RECOPY)
+		/* stw, recopy: held from the executor's stop on (stall_s there)
+		 * until RESUME below; recopy's program ran during the rounds. */
+		if (mode != PHOS_CKPT_COW && m.checkpointed.stall_s >= 0 &&
+		    m.checkpointed.stall_s < phos_now() - t_stop)
 			t_stop = phos_now() - m.checkpointed.stall_s;
+		if (mode == PHOS_CKPT_STW)
+			st.copy_s = m.checkpointed.stall_s;
 	}
 
 	/* The CPU side, while the executor holds the channel. */
@@ -278,9 +288,10 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 		r = -EIO;
 		goto out;
 	}
-	if (mode == PHOS_CKPT_COW) {
-		/* The program runs; its buffers are being copied. */
-		r = await_answer(t, PHOS_CTL_CHECKPOINTED, &m, &executor_gone, err, errlen);
+	if (held) {
+		/* The program runs; its buffers are being copied (cow) or written
+		 * from host memory (stw). */
+		r = await_answer(t, PHOS_CTL_CHECKPOINTED, 0, &m, &executor_gone, err, errlen);
 		if (r < 0)
 			goto out;
 		st.gpu_s = m.checkpointed.total_s;
@@ -312,6 +323,8 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	img->checkpoint.precopy_bytes = st.precopy_bytes;
 	img->checkpoint.stop_bytes = st.stop_bytes;
 	img->checkpoint.gpu_s = st.gpu_s;
+	img->checkpoint.copy_s = st.copy_s;
+	img->checkpoint.host_copy = mode == PHOS_CKPT_STW && held;
 	img->checkpoint.reserve_copies = st.reserve_copies;
 	img->checkpoint.cpu_s = st.cpu_s;
 	img->checkpoint.total_s = phos_now() - t0;

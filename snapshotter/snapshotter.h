@@ -130,6 +130,8 @@ struct phos_checkpoint_stats {
 	uint64_t gpu_bytes, data_bytes;
 	double stall_s;          /* the program's records held: GPU write + CPU dump */
 	double gpu_s, cpu_s;     /* device state written; CRIU dump */
+	double copy_s;           /* stw: the device copy at the stop (into host
+				  * memory, or written through the ring) */
 	uint64_t early;          /* cow: buffers copied ahead of a write */
 	uint32_t rounds;         /* recopy: copy rounds while the program ran */
 	uint64_t precopy_bytes;  /* recopy: GPU bytes copied while it ran */

@@ -149,8 +149,11 @@ try:
               f"{len(ref_losses)} loss lines")
         rng = random.Random(seed)
         ck = os.path.join(tmp, f"ck{seed}")
+        # seed 5: no host copy allowed, so stw writes gpu.data while it holds
+        # the program (staging.h); seed 1: through the host copy
         p = start(seed, {"PHOS_RECOPY_STEP_BYTES": "1"} if seed == 3 else
-                  {"PHOS_COW_RESERVE_BYTES": "0"} if seed == 6 else None)
+                  {"PHOS_COW_RESERVE_BYTES": "0"} if seed == 6 else
+                  {"PHOS_STW_HOST_MAX": "0"} if seed == 5 else None)
         first = p.stdout.readline()   # it is training
         check(first.startswith("step "), f"seed {seed}: first line {first!r}")
         n = 1 + seed % 2   # one or two checkpoints; the last one counts
@@ -163,6 +166,10 @@ try:
         check(m.get("checkpoint", {}).get("mode") == mode and m["checkpoint"]["seq"] > 0,
               f"seed {seed}: the manifest says what it is: {m.get('checkpoint')}")
         early += m.get("checkpoint", {}).get("early_copies", 0)
+        if mode == "stw":
+            mc = m["checkpoint"]
+            check(mc.get("host_copy") is (seed != 5) and 0 < mc.get("copy_s", 0) <= mc["stall_s"],
+                  f"seed {seed}: stw {'not ' if seed == 5 else ''}through a host copy: {mc}")
         if mode == "cow":
             mc = m["checkpoint"]
             reserved += mc.get("reserve_copies", 0)

@@ -67,6 +67,7 @@ static void round_trips(void)
 										 5ull << 20, 6 };
 	in[PHOS_CTL_HELD].held.mode = PHOS_CKPT_COW;
 	in[PHOS_CTL_HELD].held.seq = 1234;
+	in[PHOS_CTL_HELD].held.copy_s = 0.375;
 
 	pair(sv);
 	for (unsigned t = 1; t < PHOS_CTL_TYPE_END; t++) {
@@ -128,7 +129,8 @@ static void round_trips(void)
 				      "checkpointed fields");
 				break;
 			case PHOS_CTL_HELD:
-				CHECK(o->held.mode == PHOS_CKPT_COW && o->held.seq == 1234, "held fields");
+				CHECK(o->held.mode == PHOS_CKPT_COW && o->held.seq == 1234 && o->held.copy_s == 0.375,
+				      "held fields");
 				break;
 			case PHOS_CTL_DUMPED:
 				CHECK(o->dumped.gpu_dump_s == 0.5 && o->dumped.data_bytes == 123456789, "dumped fields");
