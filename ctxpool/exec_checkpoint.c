@@ -95,10 +95,10 @@ void exec_checkpoint_ask(struct executor *ex, enum phos_ckpt_mode mode, bool wai
 		exec_control_error(ex, "a checkpoint is already under way");
 		return;
 	}
-	/* stw: its host copy now, while the function runs (the live bytes read
+	/* stw, cow: their host copy now, while the function runs (the live bytes read
 	 * here may be off by what the dispatcher does meanwhile: a copy too small
 	 * at the stop is dropped there for the ring) */
-	if (mode == PHOS_CKPT_STW) {
+	if (mode == PHOS_CKPT_STW || mode == PHOS_CKPT_COW) {
 		uint64_t live = phos_bufmap_live_bytes(ex->bufs);
 
 		c->host = stage_host_new(ex, live + live / 32 + (64ull << 20));
@@ -223,11 +223,19 @@ static void hold(struct exec_ckpt *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
+struct cow_mem;
+static void cow_mem_free(struct executor *ex, struct cow_mem *m);
+static bool cow_mem_poll(struct executor *ex, struct cow_mem *m);
+static int cow_mem_protect(struct executor *ex, size_t i);
+static void cow_mem_finish(struct executor *ex);
+
 static void cow_drop(struct executor *ex)
 {
 	struct exec_ckpt *c = &ex->ckpt;
 
+	cow_mem_free(ex, c->cow_mem);
 	pthread_mutex_lock(&c->lock);
+	c->cow_mem = NULL;
 	for (size_t i = 0; c->shadow && c->cow && i < c->cow->n; i++)
 		ex->dev_ops->scratch_free(ex->dev, c->shadow[i]);
 	exec_image_dump_free(c->cow);
@@ -323,6 +331,11 @@ static void cow_copy_all(struct executor *ex, bool early)
 {
 	struct exec_ckpt *c = &ex->ckpt;
 
+	if (c->cow_mem) {
+		if (cow_mem_protect(ex, SIZE_MAX) == 0)
+			cow_mem_finish(ex);
+		return;
+	}
 	for (size_t i = 0; c->cow && i < c->cow->n; i++)
 		if (cow_copy(ex, i, early) < 0)
 			return;
@@ -337,6 +350,8 @@ static int cow_protect(struct executor *ex, size_t i)
 	const struct stage_item *it = &c->cow->items[i];
 	uint64_t addr = 0;
 
+	if (c->cow_mem)
+		return cow_mem_protect(ex, i);
 	if (c->copied[i] || c->shadow[i])
 		return 0;
 	if (it->len <= c->reserve_left && ex->dev_ops->scratch_alloc(ex->dev, it->len, &addr) == 0) {
@@ -358,6 +373,10 @@ static void cow_protect_all(struct executor *ex)
 {
 	struct exec_ckpt *c = &ex->ckpt;
 
+	if (c->cow_mem) {
+		cow_mem_protect(ex, SIZE_MAX);
+		return;
+	}
 	for (size_t i = 0; c->cow && i < c->cow->n; i++)
 		if (cow_protect(ex, i) < 0)
 			return;
@@ -433,39 +452,43 @@ void exec_checkpoint_drain(struct executor *ex)
 	struct exec_ckpt *c = &ex->ckpt;
 	struct stage_host *h;
 
+	cow_copy_all(ex, false);
 	pthread_mutex_lock(&c->lock);
-	while (c->writing || c->preparing)   /* a stw's host copy still going into gpu.data, or being made */
+	while (c->writing || c->preparing)   /* a host copy still going into gpu.data, or being made */
 		pthread_cond_wait(&c->cond, &c->lock);
 	h = c->host;   /* made for a stop that never came */
 	c->host = NULL;
 	pthread_mutex_unlock(&c->lock);
 	stage_host_free(ex, h);
-	cow_copy_all(ex, false);
 	if (ex->ckpt.recopy) {
 		recopy_drop(&ex->ckpt);
 		exec_control_error(ex, "checkpoint: the program ended before the recopy's stop");
 	}
 }
 
-/* stw into memory, after RESUME: the host copy into gpu.data, the manifest,
- * CHECKPOINTED (staging.h). */
-struct stw_write {
+/* stw or cow through a host copy, once every item is in it: the host copy
+ * into gpu.data, the manifest, CHECKPOINTED (staging.h), on a thread of its
+ * own while the function runs. */
+struct mem_write {
 	struct executor *ex;
 	struct exec_dump *d;
 	struct stage_host *h;
-	uint64_t seq;
-	double copy_s;
+	enum phos_ckpt_mode mode;
+	uint64_t seq, early;
+	double stall_s;         /* stw: the copy while held; cow: the stop */
 };
 
-static void *stw_writer(void *arg)
+static void *mem_writer(void *arg)
 {
-	struct stw_write *w = arg;
+	struct mem_write *w = arg;
 	struct executor *ex = w->ex;
 	struct exec_ckpt *c = &ex->ckpt;
 	char err[512] = "";
 	uint64_t bytes = 0;
 	int r;
 
+	if (w->mode == PHOS_CKPT_COW)
+		fault_kill(c->dir);   /* (stw's is before its copy) */
 	r = stage_host_write(w->h, w->d->fd, w->d->items, w->d->n, err, sizeof(err));
 	stage_host_free(ex, w->h);
 	if (r == 0)
@@ -476,16 +499,19 @@ static void *stw_writer(void *arg)
 	} else {
 		struct phos_ctl_msg m = { .type = PHOS_CTL_CHECKPOINTED, .fd = -1 };
 
-		m.checkpointed.mode = PHOS_CKPT_STW;
+		m.checkpointed.mode = w->mode;
 		m.checkpointed.seq = w->seq;
 		m.checkpointed.data_bytes = bytes;
-		m.checkpointed.stop_bytes = bytes;
-		m.checkpointed.stall_s = w->copy_s;
+		m.checkpointed.stop_bytes = w->mode == PHOS_CKPT_STW ? bytes : 0;
+		m.checkpointed.stall_s = w->stall_s;
 		m.checkpointed.total_s = phos_now() - c->t_asked;
+		m.checkpointed.early = w->early;
+		m.checkpointed.host_copy = true;
 		exec_control_send(ex, &m);
-		phos_info("checkpoint (stw) after record %llu: %llu bytes, %.3f s held for the copy into memory, "
-			  "%.3f s in all", (unsigned long long)w->seq, (unsigned long long)bytes, w->copy_s,
-			  m.checkpointed.total_s);
+		phos_info("checkpoint (%s) after record %llu: %llu bytes through host memory, %.3f s held, "
+			  "%llu record(s) waited for a copy, %.3f s in all", phos_ckpt_mode_name(w->mode),
+			  (unsigned long long)w->seq, (unsigned long long)bytes, w->stall_s,
+			  (unsigned long long)w->early, m.checkpointed.total_s);
 	}
 	free(w);
 	pthread_mutex_lock(&c->lock);
@@ -493,6 +519,195 @@ static void *stw_writer(void *arg)
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 	return NULL;
+}
+
+/* Hands d and h to a new mem_writer (w's other fields set by the caller). */
+static void mem_write_start(struct executor *ex, struct mem_write *w)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+	pthread_attr_t attr;
+	pthread_t th;
+
+	exec_image_drop_scratch(w->d);   /* the arrays' bytes are in h now */
+	pthread_mutex_lock(&c->lock);
+	c->writing = true;
+	pthread_mutex_unlock(&c->lock);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&th, &attr, mem_writer, w) != 0)
+		mem_writer(w);   /* no thread: written here, the function waits */
+	pthread_attr_destroy(&attr);
+}
+
+/*
+ * cow through a host copy (staging.h): while the CPU side is dumped and then
+ * while the function runs, every item is copied to host memory on a stream
+ * of its own, smallest first (what a step writes comes before a frozen
+ * bulk), with an event after every COW_GROUP_BYTES; a record about to write
+ * an item waits (the dispatcher only) for that item's event, at worst the
+ * whole copy at the copy engine's rate; once every event passed, the writer
+ * takes it from there as for stw.
+ */
+#define COW_GROUP_BYTES (64ull << 20)
+
+struct cow_mem {
+	struct stage_host *h;
+	void *stream;
+	uint32_t *group;         /* per item: the event behind its copy */
+	void **events;
+	size_t nevents, landed;  /* events [0, landed) have passed */
+};
+
+static void cow_mem_free(struct executor *ex, struct cow_mem *m)
+{
+	if (!m)
+		return;
+	if (m->stream) {
+		ex->dev_ops->stream_sync(ex->dev, m->stream);
+		ex->dev_ops->stream_destroy(ex->dev, m->stream);
+	}
+	for (size_t i = 0; i < m->nevents; i++)
+		ex->dev_ops->event_destroy(ex->dev, m->events[i]);
+	free(m->events);
+	free(m->group);
+	stage_host_free(ex, m->h);
+	free(m);
+}
+
+struct by_len {
+	uint64_t len;
+	size_t i;
+};
+
+static int by_len_cmp(const void *a, const void *b)
+{
+	const struct by_len *x = a, *y = b;
+
+	return x->len < y->len ? -1 : x->len > y->len ? 1 : x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* Queues every item's copy into h. 0 with *ret, or -errno with err (h freed). */
+static int cow_mem_start(struct executor *ex, struct exec_dump *d, struct stage_host *h, struct cow_mem **ret,
+			 char *err, size_t errlen)
+{
+	const struct phos_device_ops *o = ex->dev_ops;
+	struct cow_mem *m = calloc(1, sizeof(*m));
+	struct by_len *ord = calloc(d->n + 1, sizeof(*ord));
+	uint64_t since = 0;
+	int r = 0;
+
+	if (!m || !ord || !(m->group = calloc(d->n + 1, sizeof(*m->group))) ||
+	    !(m->events = calloc(d->n + 1, sizeof(*m->events)))) {
+		phos_errf(err, errlen, "out of memory");
+		r = -ENOMEM;
+	}
+	if (m)
+		m->h = h;
+	if (r == 0 && o->stream_create(ex->dev, 1 /* non-blocking */, 0, &m->stream) < 0) {
+		phos_errf(err, errlen, "cannot make a stream for the copy");
+		r = -EIO;
+	}
+	for (size_t i = 0; r == 0 && i < d->n; i++)
+		ord[i] = (struct by_len){ d->items[i].len, i };
+	if (r == 0)
+		qsort(ord, d->n, sizeof(*ord), by_len_cmp);
+	for (size_t k = 0; r == 0 && k < d->n; k++) {
+		r = stage_host_enqueue(ex, h, &d->items[ord[k].i], m->stream, err, errlen);
+		m->group[ord[k].i] = (uint32_t)m->nevents;
+		since += d->items[ord[k].i].len;
+		if (r == 0 && (since >= COW_GROUP_BYTES || k + 1 == d->n)) {
+			if (o->event_create(ex->dev, 2 /* disable timing */, &m->events[m->nevents]) < 0) {
+				phos_errf(err, errlen, "cannot make an event for the copy");
+				r = -EIO;
+				break;
+			}
+			m->nevents++;
+			if (o->event_record(ex->dev, m->events[m->nevents - 1], m->stream) < 0) {
+				phos_errf(err, errlen, "cannot record an event of the copy");
+				r = -EIO;
+			}
+			since = 0;
+		}
+	}
+	free(ord);
+	if (r < 0) {
+		if (m)
+			cow_mem_free(ex, m);
+		else
+			stage_host_free(ex, h);
+		return r;
+	}
+	*ret = m;
+	return 0;
+}
+
+/* Events that passed, without waiting; true once all have. */
+static bool cow_mem_poll(struct executor *ex, struct cow_mem *m)
+{
+	while (m->landed < m->nevents && ex->dev_ops->event_query(ex->dev, m->events[m->landed]) == 0)
+		m->landed++;
+	return m->landed == m->nevents;
+}
+
+/* Waits until event e (every event for e = nevents - 1) has passed. 0 or a
+ * negated cudaError_t. */
+static int cow_mem_wait(struct executor *ex, struct cow_mem *m, size_t e)
+{
+	for (; m->landed <= e && m->landed < m->nevents; m->landed++) {
+		int r = ex->dev_ops->event_sync(ex->dev, m->events[m->landed]);
+
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Every copy landed: the writer's turn. */
+static void cow_mem_finish(struct executor *ex)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+	struct cow_mem *m = c->cow_mem;
+	struct mem_write *w = calloc(1, sizeof(*w));
+
+	if (!w) {
+		exec_control_error(ex, "checkpoint: out of memory");
+		cow_drop(ex);
+		return;
+	}
+	*w = (struct mem_write){ .ex = ex, .d = c->cow, .h = m->h, .mode = PHOS_CKPT_COW, .seq = c->seq,
+				 .early = c->early, .stall_s = c->stall_s };
+	m->h = NULL;   /* the writer's now */
+	pthread_mutex_lock(&c->lock);
+	c->cow = NULL;
+	c->cow_mem = NULL;
+	pthread_mutex_unlock(&c->lock);
+	cow_mem_free(ex, m);
+	free(c->copied);
+	free(c->shadow);
+	c->copied = NULL;
+	c->shadow = NULL;
+	mem_write_start(ex, w);
+}
+
+/* Before a record writes item i (every item: i = SIZE_MAX): waits for its
+ * copy. 0, or -1 once the checkpoint failed (reported and dropped). */
+static int cow_mem_protect(struct executor *ex, size_t i)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+	struct cow_mem *m = c->cow_mem;
+	size_t e = i == SIZE_MAX ? m->nevents - 1 : m->group[i];
+	int r;
+
+	if (m->nevents == 0 || e < m->landed || cow_mem_poll(ex, m) || e < m->landed)
+		return 0;
+	c->early++;
+	r = cow_mem_wait(ex, m, e);
+	if (r < 0) {
+		exec_control_error(ex, "checkpoint: device-to-host copy failed (cuda error %d)", -r);
+		cow_drop(ex);
+		return -1;
+	}
+	return 0;
 }
 
 /* Whether every item of d ends inside h. */
@@ -512,10 +727,8 @@ static int stw_through_memory(struct executor *ex, struct stage_host *h, double 
 {
 	struct exec_ckpt *c = &ex->ckpt;
 	struct exec_dump *d = NULL;
-	struct stw_write *w = NULL;
+	struct mem_write *w = NULL;
 	struct phos_ctl_msg m = { .type = PHOS_CTL_HELD, .fd = -1 };
-	pthread_attr_t attr;
-	pthread_t th;
 	int r;
 
 	r = exec_image_plan(ex, c->dir, &d, err, errlen);
@@ -535,21 +748,14 @@ static int stw_through_memory(struct executor *ex, struct stage_host *h, double 
 		stage_host_free(ex, h);
 		return r;
 	}
-	exec_image_drop_scratch(d);   /* the arrays' bytes are in h now */
-	*w = (struct stw_write){ .ex = ex, .d = d, .h = h, .seq = ex->seq, .copy_s = phos_now() - t_stop };
+	*w = (struct mem_write){ .ex = ex, .d = d, .h = h, .mode = PHOS_CKPT_STW, .seq = ex->seq,
+				 .stall_s = phos_now() - t_stop };
 	m.held.mode = PHOS_CKPT_STW;
 	m.held.seq = ex->seq;
-	m.held.copy_s = w->copy_s;
+	m.held.copy_s = w->stall_s;
 	exec_control_send(ex, &m);
 	hold(c);
-	pthread_mutex_lock(&c->lock);
-	c->writing = true;
-	pthread_mutex_unlock(&c->lock);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&th, &attr, stw_writer, w) != 0)
-		stw_writer(w);   /* no thread: written here, the function waits */
-	pthread_attr_destroy(&attr);
+	mem_write_start(ex, w);
 	return 0;
 }
 
@@ -608,12 +814,31 @@ static void checkpoint_cow(struct executor *ex, double t_stop)
 {
 	struct exec_ckpt *c = &ex->ckpt;
 	struct exec_dump *d = NULL;
+	struct cow_mem *m = NULL;
+	struct stage_host *h;
 	char err[512] = "";
 	int r;
 
+	pthread_mutex_lock(&c->lock);
+	h = c->host;
+	c->host = NULL;
+	pthread_mutex_unlock(&c->lock);
 	r = checkpoint_prepare(ex, err, sizeof(err));
 	if (r == 0)
 		r = exec_image_plan(ex, c->dir, &d, err, sizeof(err));
+	if (r == 0 && h && !stw_fits(d, h)) {
+		phos_info("cow: the state outgrew its host copy (%llu MiB) since the ask: copied buffer by buffer",
+			  (unsigned long long)(h->len >> 20));
+		stage_host_free(ex, h);
+		h = NULL;
+	}
+	/* the device state is fixed: its copies into host memory may start at
+	 * once, beside the CPU dump */
+	if (r == 0 && h) {
+		r = cow_mem_start(ex, d, h, &m, err, sizeof(err));
+		h = NULL;
+	}
+	stage_host_free(ex, h);
 	if (r == 0 && (!(c->copied = calloc(d->n + 1, sizeof(*c->copied))) ||
 		       !(c->shadow = calloc(d->n + 1, sizeof(*c->shadow))))) {
 		phos_errf(err, sizeof(err), "out of memory");
@@ -624,6 +849,7 @@ static void checkpoint_cow(struct executor *ex, double t_stop)
 		free(c->shadow);
 		c->copied = NULL;
 		c->shadow = NULL;
+		cow_mem_free(ex, m);
 		exec_image_dump_free(d);
 		exec_control_error(ex, "checkpoint: %s", err);
 		hold(c);
@@ -636,13 +862,17 @@ static void checkpoint_cow(struct executor *ex, double t_stop)
 	c->reserved = 0;
 	c->reserve_left = reserve_budget();
 	exec_control_send(ex, &(struct phos_ctl_msg){ .type = PHOS_CTL_HELD, .fd = -1,
-						      .held = { .mode = PHOS_CKPT_COW, .seq = ex->seq } });
+						      .held = { .mode = PHOS_CKPT_COW, .seq = ex->seq,
+								.copy_s = phos_now() - t_stop } });
 	hold(c);
 	c->stall_s = phos_now() - t_stop;
 	pthread_mutex_lock(&c->lock);
 	c->cow = d;
+	c->cow_mem = m;
 	pthread_mutex_unlock(&c->lock);
-	if (!c->left)
+	if (m && cow_mem_poll(ex, m))
+		cow_mem_finish(ex);   /* copied during the CPU dump */
+	else if (!m && !c->left)
 		cow_finish(ex);   /* nothing to copy */
 }
 
@@ -749,6 +979,12 @@ void exec_checkpoint_poll(struct executor *ex)
 
 	if (c->recopy) {
 		recopy_poll(ex);
+		return;
+	}
+	if (c->cow_mem) {
+		/* the copies run on their stream: done? */
+		if (cow_mem_poll(ex, c->cow_mem))
+			cow_mem_finish(ex);
 		return;
 	}
 	if (c->cow) {

@@ -6,7 +6,8 @@
  *   begin      every buffer and variable (dev, len) gets its place in the
  *              checkpoint's gpu.data, all dirty
  *   rounds     at record boundaries (exec_checkpoint_poll): drain the device,
- *              copy a batch of dirty items into their places (hashes kept),
+ *              copy a batch of dirty items (or a piece of a big one) into
+ *              their places (hashes kept),
  *              clean; a record whose write set (spec.c; opaque: everything)
  *              holds an item dirties it again. A round ends when the scan
  *              reaches the last item; the rounds go on while the dirty bytes
@@ -51,7 +52,8 @@
 
 #define RECOPY_MAX_ROUNDS 8
 /* One step copies dirty items up to this many bytes (at least one item) or
- * items, between two records: the program waits for that much.
+ * items, between two records, or one piece of that many bytes (whole 4 MiB
+ * chunks) of an item bigger than that: the program waits for that much.
  * PHOS_RECOPY_STEP_BYTES (1 to 1 GiB) sets the bytes; tests take 1 (one
  * item a step) so that records run between the copies of a small program. */
 #define RECOPY_STEP_BYTES (64ull << 20)
@@ -111,6 +113,7 @@ void exec_recopy_free(struct exec_recopy *rc)
 		close(rc->fd);
 	free(rc->items);
 	free(rc->dirty);
+	free(rc->part_hashes);
 	free(rc);
 }
 
@@ -202,11 +205,14 @@ static void mark_range(struct exec_recopy *rc, uint64_t addr, uint64_t len)
 		else
 			hi = mid;
 	}
-	for (size_t i = lo; i < rc->n && rc->items[i].dev < addr + len; i++)
+	for (size_t i = lo; i < rc->n && rc->items[i].dev < addr + len; i++) {
+		if (rc->part_done && i == rc->part_item)
+			rc->part_done = 0;   /* its pieces so far are stale: again from its start */
 		if (!rc->dirty[i]) {
 			rc->dirty[i] = true;
 			rc->dirty_bytes += rc->items[i].len;
 		}
+	}
 }
 
 void exec_recopy_mark_all(struct exec_recopy *rc)
@@ -247,6 +253,58 @@ static int dump_some(struct executor *ex, int fd, struct stage_item *items, cons
 	return r;
 }
 
+/* The pieces of an item bigger than a step: whole chunks, so that their
+ * chunk hashes make the item's. */
+static uint64_t piece_bytes(const struct exec_recopy *rc)
+{
+	uint64_t chunk = PHOS_IMAGE_HASH_CHUNK, p = rc->step_bytes / chunk * chunk;
+
+	return p ? p : chunk;
+}
+
+/* One piece of the dirty item rc->next (bigger than a piece); the item is
+ * clean and the scan moves on after its last. 0 or -errno with err. */
+static int copy_piece(struct executor *ex, struct exec_recopy *rc, char *err, size_t errlen)
+{
+	size_t i = rc->next;
+	const struct stage_item *it = &rc->items[i];
+	uint64_t chunk = PHOS_IMAGE_HASH_CHUNK, nch = (it->len + chunk - 1) / chunk;
+	struct stage_item piece;
+	int r;
+
+	if (!rc->part_done || rc->part_item != i) {
+		uint64_t *h = realloc(rc->part_hashes, nch * sizeof(*h));
+
+		if (!h)
+			return -ENOMEM;
+		rc->part_hashes = h;
+		rc->part_item = i;
+		rc->part_done = 0;
+	}
+	piece = (struct stage_item){ .dev = it->dev + rc->part_done, .off = it->off + rc->part_done,
+				     .len = it->len - rc->part_done < piece_bytes(rc) ? it->len - rc->part_done
+										      : piece_bytes(rc),
+				     .chunk_hashes = rc->part_hashes + rc->part_done / chunk };
+	r = ex->dev_ops->synchronize(ex->dev);
+	if (r < 0) {
+		phos_errf(err, errlen, "the device failed while draining (cuda error %d)", -r);
+		return -EIO;
+	}
+	r = stage_dump(ex, rc->fd, &piece, 1, err, errlen);
+	if (r < 0)
+		return r;
+	rc->part_done += piece.len;
+	rc->precopy_bytes += piece.len;
+	if (rc->part_done < it->len)
+		return 0;
+	rc->items[i].hash = phos_image_combine(rc->part_hashes, nch);
+	rc->dirty[i] = false;
+	rc->dirty_bytes -= it->len;
+	rc->part_done = 0;
+	rc->next++;
+	return 0;
+}
+
 int exec_recopy_step(struct executor *ex, struct exec_recopy *rc, bool *ret_stop, char *err, size_t errlen)
 {
 	size_t idx[RECOPY_STEP_ITEMS], n = 0;
@@ -254,7 +312,17 @@ int exec_recopy_step(struct executor *ex, struct exec_recopy *rc, bool *ret_stop
 	int r;
 
 	*ret_stop = false;
-	while (rc->next < rc->n && n < RECOPY_STEP_ITEMS && (n == 0 || bytes < rc->step_bytes)) {
+	/* a big item, in pieces, one a step: the program waits for one piece */
+	while (rc->next < rc->n && !rc->dirty[rc->next])
+		rc->next++;
+	if (rc->next < rc->n && rc->items[rc->next].len > piece_bytes(rc)) {
+		r = copy_piece(ex, rc, err, errlen);
+		if (r < 0 || rc->next < rc->n)
+			return r;
+	}
+	/* then small ones, a batch up to a step's bytes, up to the next big one */
+	while (rc->next < rc->n && n < RECOPY_STEP_ITEMS && (n == 0 || bytes < rc->step_bytes) &&
+	       !(rc->dirty[rc->next] && rc->items[rc->next].len > piece_bytes(rc))) {
 		if (rc->dirty[rc->next]) {
 			idx[n++] = rc->next;
 			bytes += rc->items[rc->next].len;

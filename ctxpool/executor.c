@@ -183,7 +183,9 @@ int exec_serve(struct executor *ex)
 		int blas_status = 0, r;
 
 		exec_checkpoint_poll(ex);   /* a record boundary */
-		r = phos_channel_next(ex->ch, exec_checkpoint_copying(ex) ? 0 : 1000, &h);
+		/* copying between records: look again at once; copies on the device
+		 * (a cow's through host memory): soon */
+		r = phos_channel_next(ex->ch, !exec_checkpoint_copying(ex) ? 1000 : ex->ckpt.cow_mem ? 1 : 0, &h);
 		if (r == 0)
 			continue;
 		if (r < 0) {

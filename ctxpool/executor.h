@@ -133,6 +133,7 @@ struct exec_blas {
 };
 
 struct stage_host;
+struct cow_mem;
 
 /* A checkpoint of the running function (exec_checkpoint.c): asked for by the
  * control thread, carried out by the dispatcher between two records. */
@@ -168,6 +169,9 @@ struct exec_ckpt {
 	 * exec_checkpoint_drain waits for it) */
 	struct stage_host *host;
 	bool preparing, writing;
+	/* cow through that host copy: its copies in flight (exec_checkpoint.c),
+	 * beside cow (the dump) until they all landed */
+	struct cow_mem *cow_mem;
 };
 
 #define EXEC_SAVED_LIMITS 16
@@ -327,7 +331,13 @@ struct exec_recopy {
 	uint64_t dirty_bytes;       /* of the dirty items, now */
 	uint64_t prev_dirty;        /* ... at the end of the round before */
 	uint64_t precopy_bytes;     /* copied while the function ran */
-	uint64_t step_bytes;        /* copied at most per step (but one item at least) */
+	uint64_t step_bytes;        /* copied at most per step (items bigger than
+				     * that go in pieces, whole 4 MiB chunks) */
+	/* an item copied in pieces: how far (0: none under way), the hashes of
+	 * its chunks so far; a write to it starts it again */
+	size_t part_item;
+	uint64_t part_done;
+	uint64_t *part_hashes;
 	bool halfway;               /* the first round got halfway (fault point checkpoint_kill) */
 };
 

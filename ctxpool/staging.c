@@ -33,6 +33,8 @@
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -485,8 +487,11 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 				goto out;
 		}
 	}
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		items[i].hash = phos_image_combine(st->chunk_hash[i], nchunks(items[i].len));
+		if (items[i].chunk_hashes)
+			memcpy(items[i].chunk_hashes, st->chunk_hash[i], nchunks(items[i].len) * sizeof(uint64_t));
+	}
 	r = 0;
 out:
 	/* After a failure slots may still be copying, hashing or writing (into
@@ -507,10 +512,10 @@ out:
 
 #define HOST_PIECE (256ull << 20)   /* one D2H copy: big enough for the engine's full rate */
 
-/* PHOS_STW_HOST_MAX, or half of MemAvailable. */
+/* PHOS_HOST_COPY_MAX, or half of MemAvailable. */
 static uint64_t host_cap(void)
 {
-	const char *env = getenv("PHOS_STW_HOST_MAX");
+	const char *env = getenv("PHOS_HOST_COPY_MAX");
 	unsigned long long kib = 0;
 	char line[256];
 	FILE *f;
@@ -521,7 +526,7 @@ static uint64_t host_cap(void)
 
 		if (*end == '\0')
 			return v;
-		phos_warn("PHOS_STW_HOST_MAX=%s is not a number of bytes; using the default", env);
+		phos_warn("PHOS_HOST_COPY_MAX=%s is not a number of bytes; using the default", env);
 	}
 	f = fopen("/proc/meminfo", "re");
 	if (!f)
@@ -641,6 +646,28 @@ void stage_host_free(struct executor *ex, struct stage_host *h)
 	free(h);
 }
 
+int stage_host_enqueue(struct executor *ex, struct stage_host *h, const struct stage_item *it, void *stream, char *err,
+		       size_t errlen)
+{
+	int r = 0;
+
+	if (it->off > h->len || it->len > h->len - it->off) {
+		phos_errf(err, errlen, "the buffer at %#llx does not fit the host copy", (unsigned long long)it->dev);
+		return -ENOSPC;
+	}
+	for (uint64_t o = 0; o < it->len && r == 0; o += HOST_PIECE) {
+		uint64_t len = it->len - o < HOST_PIECE ? it->len - o : HOST_PIECE;
+
+		r = ex->dev_ops->memcpy_d2h_async(ex->dev, h->buf + it->off + o, it->dev + o, len, stream);
+	}
+	if (r < 0) {
+		phos_errf(err, errlen, "device-to-host copy of %#llx failed (cuda error %d)", (unsigned long long)it->dev,
+			  -r);
+		return -EIO;
+	}
+	return 0;
+}
+
 int stage_host_copy(struct executor *ex, struct stage_host *h, const struct stage_item *items, size_t n, char *err,
 		    size_t errlen)
 {
@@ -648,26 +675,12 @@ int stage_host_copy(struct executor *ex, struct stage_host *h, const struct stag
 	void *stream = NULL;
 	int r = 0;
 
-	for (size_t i = 0; i < n; i++) {
-		if (items[i].off > h->len || items[i].len > h->len - items[i].off) {
-			phos_errf(err, errlen, "item %zu does not fit the host copy", i);
-			return -ENOSPC;
-		}
-	}
 	if (d->stream_create(ex->dev, 1 /* non-blocking */, 0, &stream) < 0) {
 		phos_errf(err, errlen, "cannot make a stream for the copy");
 		return -EIO;
 	}
-	for (size_t i = 0; i < n && r == 0; i++) {
-		for (uint64_t o = 0; o < items[i].len && r == 0; o += HOST_PIECE) {
-			uint64_t len = items[i].len - o < HOST_PIECE ? items[i].len - o : HOST_PIECE;
-
-			r = d->memcpy_d2h_async(ex->dev, h->buf + items[i].off + o, items[i].dev + o, len, stream);
-			if (r < 0)
-				phos_errf(err, errlen, "device-to-host copy of %#llx failed (cuda error %d)",
-					  (unsigned long long)items[i].dev, -r);
-		}
-	}
+	for (size_t i = 0; i < n && r == 0; i++)
+		r = stage_host_enqueue(ex, h, &items[i], stream, err, errlen);
 	{
 		int s = d->stream_sync(ex->dev, stream);
 
@@ -677,7 +690,7 @@ int stage_host_copy(struct executor *ex, struct stage_host *h, const struct stag
 		}
 	}
 	d->stream_destroy(ex->dev, stream);
-	return r < 0 ? -EIO : 0;
+	return r == -ENOSPC ? r : r < 0 ? -EIO : 0;
 }
 
 /* The writers share one list of chunks: (item, chunk) in order. */
@@ -730,6 +743,10 @@ static void *writer_main(void *arg)
 {
 	struct host_write *w = arg;
 
+	/* The function runs beside: its threads come first. */
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10) < 0)
+		phos_debug("stw writer: setpriority: %s", strerror(errno));
+
 	for (;;) {
 		uint64_t k = atomic_fetch_add(&w->next, 1);
 		size_t lo = 0, hi = w->n;
@@ -761,7 +778,9 @@ int stage_host_write(const struct stage_host *h, int fd, struct stage_item *item
 	struct host_write w = { .h = h, .fd = fd, .items = items, .n = n };
 	pthread_t th[MAX_WORKERS];
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned nth = cpus > 2 ? (unsigned)(cpus - 1) : 1, started = 0;
+	/* half the cores: the function runs meanwhile, and hashing and copying
+	 * into memory are bound by memory bandwidth before cores */
+	unsigned nth = cpus > 3 ? (unsigned)(cpus / 2) : 1, started = 0;
 	int r = -ENOMEM;
 
 	if (nth > MAX_WORKERS)

@@ -26,6 +26,9 @@ struct stage_item {
 	uint64_t len;    /* bytes */
 	uint64_t off;    /* in gpu.data, 4 KiB aligned */
 	uint64_t hash;   /* filled in */
+	uint64_t *chunk_hashes;   /* NULL, or where stage_dump also puts the
+				   * hashes of its 4 MiB chunks (a piece of a
+				   * bigger item: exec_recopy.c) */
 };
 
 /* Copies every item from the device into fd, filling in their hashes, through
@@ -48,7 +51,7 @@ void stage_ring_free(struct executor *ex);
  *   after RESUME (thread)  stage_host_write: hashes and writes it, in
  *                          parallel, filling in the items' hashes
  *
- * Its size is capped by PHOS_STW_HOST_MAX (bytes; 0 turns it off), by
+ * Its size is capped by PHOS_HOST_COPY_MAX (bytes; 0 turns it off), by
  * default half of the host's available memory: a bigger state is dumped
  * through the ring (stage_dump), the function held until it is written.
  */
@@ -61,6 +64,10 @@ struct stage_host {
 /* A pinned host image of at least bytes, or NULL (over the cap, no memory:
  * why is logged). Any thread. */
 struct stage_host *stage_host_new(struct executor *ex, uint64_t bytes);
+/* Queues the copy of it from the device to h->buf + it->off on stream
+ * (-ENOSPC when it does not end inside h). The dispatcher's. */
+int stage_host_enqueue(struct executor *ex, struct stage_host *h, const struct stage_item *it, void *stream, char *err,
+		       size_t errlen);
 /* Copies every item from the device to h->buf + item.off and waits for all
  * of them. Every item must end inside h. The dispatcher's. */
 int stage_host_copy(struct executor *ex, struct stage_host *h, const struct stage_item *items, size_t n, char *err,

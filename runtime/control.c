@@ -36,6 +36,7 @@ struct __attribute__((packed)) ctl_checkpointed {
 	uint64_t early;
 	uint32_t rounds;
 	uint64_t precopy_bytes, stop_bytes, reserve_copies;
+	uint8_t host_copy;
 };
 struct __attribute__((packed)) ctl_held { uint8_t mode; uint64_t seq; double copy_s; };
 struct __attribute__((packed)) ctl_precopied { uint32_t rounds; uint64_t precopy_bytes, dirty_bytes, data_end; };
@@ -223,7 +224,8 @@ int phos_ctl_encode(const struct phos_ctl_msg *m, void **ret_buf, size_t *ret_le
 						     m->checkpointed.data_bytes, m->checkpointed.stall_s,
 						     m->checkpointed.total_s, m->checkpointed.early,
 						     m->checkpointed.rounds, m->checkpointed.precopy_bytes,
-						     m->checkpointed.stop_bytes, m->checkpointed.reserve_copies },
+						     m->checkpointed.stop_bytes, m->checkpointed.reserve_copies,
+						     m->checkpointed.host_copy ? 1 : 0 },
 		    sizeof(struct ctl_checkpointed));
 		break;
 	case PHOS_CTL_HELD:
@@ -428,6 +430,7 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 		m.checkpointed.precopy_bytes = c.precopy_bytes;
 		m.checkpointed.stop_bytes = c.stop_bytes;
 		m.checkpointed.reserve_copies = c.reserve_copies;
+		m.checkpointed.host_copy = c.host_copy != 0;
 		break;
 	}
 	case PHOS_CTL_HELD: {

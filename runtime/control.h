@@ -77,7 +77,7 @@
                                          * CHECKPOINTED; 4: a recopy CHECKPOINT that
                                          * waits for STOP, PRECOPIED; 5: stw may
                                          * answer HELD (its copy in host memory),
-                                         * HELD's copy_s */
+                                         * HELD's copy_s, CHECKPOINTED's host_copy */
 #define PHOS_CTL_HDR_SIZE 16u
 #define PHOS_CTL_MAX_PAYLOAD (1u << 20)  /* any one frame */
 #define PHOS_CTL_REASON_MAX 1024u        /* an ERROR's reason, with its NUL */
@@ -179,6 +179,8 @@ struct phos_ctl_msg {
 						* dirty rest) */
 			uint64_t reserve_copies; /* cow: of the early ones, those copied
 						  * into the device reserve */
+			bool host_copy;        /* stw, cow: through a pinned host copy
+						* (staging.h) */
 		} checkpointed;
 		struct {
 			enum phos_ckpt_mode mode;

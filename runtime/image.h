@@ -145,7 +145,7 @@ struct phos_image_checkpoint {
 	double gpu_s, cpu_s;  /* optional: the device side (executor), the CRIU dump */
 	double copy_s;        /* optional, stw: the device copy while held (into
 			       * host memory, or through the ring to gpu.data) */
-	bool host_copy;       /* stw: through a pinned host copy (staging.h) */
+	bool host_copy;       /* stw, cow: through a pinned host copy (staging.h) */
 	uint64_t reserve_copies;  /* optional: cow's early copies into the device reserve */
 };
 

@@ -298,6 +298,7 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 		st.data_bytes = m.checkpointed.data_bytes;
 		st.early = m.checkpointed.early;
 		st.reserve_copies = m.checkpointed.reserve_copies;
+		st.host_copy = m.checkpointed.host_copy;
 	}
 
 	r = phos_image_read(tmp, &img, line, sizeof(line));
@@ -324,7 +325,7 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	img->checkpoint.stop_bytes = st.stop_bytes;
 	img->checkpoint.gpu_s = st.gpu_s;
 	img->checkpoint.copy_s = st.copy_s;
-	img->checkpoint.host_copy = mode == PHOS_CKPT_STW && held;
+	img->checkpoint.host_copy = st.host_copy;
 	img->checkpoint.reserve_copies = st.reserve_copies;
 	img->checkpoint.cpu_s = st.cpu_s;
 	img->checkpoint.total_s = phos_now() - t0;

@@ -132,6 +132,7 @@ struct phos_checkpoint_stats {
 	double gpu_s, cpu_s;     /* device state written; CRIU dump */
 	double copy_s;           /* stw: the device copy at the stop (into host
 				  * memory, or written through the ring) */
+	bool host_copy;          /* stw, cow: through a pinned host copy */
 	uint64_t early;          /* cow: buffers copied ahead of a write */
 	uint32_t rounds;         /* recopy: copy rounds while the program ran */
 	uint64_t precopy_bytes;  /* recopy: GPU bytes copied while it ran */

@@ -64,7 +64,7 @@ static void round_trips(void)
 	strcpy(in[PHOS_CTL_CHECKPOINT].checkpoint.dir, "/ckpt/train.tmp-1");
 	in[PHOS_CTL_CHECKPOINTED].checkpointed = (typeof(in[0].checkpointed)){ PHOS_CKPT_COW, 77, 1ull << 34, 0.125,
 										 2.5, 9, 3, 1ull << 33,
-										 5ull << 20, 6 };
+										 5ull << 20, 6, true };
 	in[PHOS_CTL_HELD].held.mode = PHOS_CKPT_COW;
 	in[PHOS_CTL_HELD].held.seq = 1234;
 	in[PHOS_CTL_HELD].held.copy_s = 0.375;
@@ -125,7 +125,7 @@ static void round_trips(void)
 					      o->checkpointed.total_s == 2.5 && o->checkpointed.early == 9 &&
 					      o->checkpointed.rounds == 3 && o->checkpointed.precopy_bytes == 1ull << 33 &&
 					      o->checkpointed.stop_bytes == 5ull << 20 &&
-					      o->checkpointed.reserve_copies == 6,
+					      o->checkpointed.reserve_copies == 6 && o->checkpointed.host_copy,
 				      "checkpointed fields");
 				break;
 			case PHOS_CTL_HELD:
