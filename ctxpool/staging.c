@@ -548,6 +548,10 @@ static void *populate_main(void *arg)
 {
 	struct populate_job *j = arg;
 
+	/* The function runs meanwhile: its threads come first. */
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10) < 0)
+		phos_debug("host copy: setpriority: %s", strerror(errno));
+
 	if (madvise(j->p, j->len, MADV_POPULATE_WRITE) < 0) {
 		if (errno != EINVAL)
 			j->err = -errno;
@@ -558,14 +562,14 @@ static void *populate_main(void *arg)
 	return NULL;
 }
 
-/* Faults every page in, in parallel (the first touch zeroes pages at a few
- * GB/s per core); 0 or -ENOMEM. */
+/* Faults every page in, on half the cores (the first touch zeroes pages at
+ * a few GB/s per core; the function runs beside); 0 or -ENOMEM. */
 static int populate(uint8_t *p, uint64_t len)
 {
 	struct populate_job job[MAX_WORKERS];
 	pthread_t th[MAX_WORKERS];
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned n = cpus > 1 ? (unsigned)cpus : 1, started = 0;
+	unsigned n = cpus > 3 ? (unsigned)(cpus / 2) : 1, started = 0;
 	uint64_t slice;
 	int r = 0;
 

@@ -40,7 +40,12 @@ ADDR = {"a": f"{NET}.2", "b": f"{NET}.3"}
 
 
 def sh(*cmd, ok=True):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except OSError:   # no such program (the GPU machine has no `ip`)
+        if ok:
+            raise
+        return 127
     if ok and p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: {p.stderr.strip()}")
     return p.returncode
@@ -67,6 +72,9 @@ def teardown():
 
 
 def setup():
+    for tool in ("ip", "unshare", "nsenter"):
+        if not shutil.which(tool):
+            raise RuntimeError(f"no `{tool}` here")
     # links left by a run of this test that was killed (same subnet: the routes would clash)
     for name in set(re.findall(r"\b(ph(?:br|va|vb)\d+)\b", subprocess.run(
             ["ip", "-o", "link"], capture_output=True, text=True, timeout=30).stdout)):

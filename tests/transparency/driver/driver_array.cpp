@@ -207,11 +207,13 @@ int main(void)
 		CU(cuTexObjectGetResourceDesc(&rg, tex));
 		CU(cuTexObjectGetTextureDesc(&tg, tex));
 		CHECK(rg.resType == CU_RESOURCE_TYPE_ARRAY && rg.res.array.hArray == a2, "texture's resource read back");
+		// (not the border colour: driver 580 gave back another value than
+		// the one set, natively on an H200, 2026-11-27)
 		CHECK(tg.addressMode[0] == CU_TR_ADDRESS_MODE_CLAMP && tg.addressMode[1] == CU_TR_ADDRESS_MODE_BORDER &&
 		      tg.filterMode == CU_TR_FILTER_MODE_LINEAR && (tg.flags & CU_TRSF_NORMALIZED_COORDINATES) &&
-		      !(tg.flags & CU_TRSF_SRGB) && tg.borderColor[0] == 0.25f,
-		      "texture's description read back: modes %d %d filter %d flags %#x border %g", (int)tg.addressMode[0],
-		      (int)tg.addressMode[1], (int)tg.filterMode, tg.flags, tg.borderColor[0]);
+		      !(tg.flags & CU_TRSF_SRGB),
+		      "texture's description read back: modes %d %d filter %d flags %#x", (int)tg.addressMode[0],
+		      (int)tg.addressMode[1], (int)tg.filterMode, tg.flags);
 		// pitched uchar4 memory, read as integers; and linear memory of floats
 		memset(&rd, 0, sizeof(rd));
 		rd.resType = CU_RESOURCE_TYPE_PITCH2D;
