@@ -603,7 +603,7 @@ struct stage_host *stage_host_new(struct executor *ex, uint64_t bytes)
 	int r;
 
 	if (!len || len > cap) {
-		phos_info("stw: %llu MiB of state over the host copy's cap of %llu MiB: written while held",
+		phos_info("checkpoint: %llu MiB of state over the host copy's cap of %llu MiB: copied without one",
 			  (unsigned long long)(len >> 20), (unsigned long long)(cap >> 20));
 		return NULL;
 	}
@@ -612,7 +612,7 @@ struct stage_host *stage_host_new(struct executor *ex, uint64_t bytes)
 		return NULL;
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED) {
-		phos_warn("stw: no host copy of %llu MiB: %s", (unsigned long long)(len >> 20), strerror(errno));
+		phos_warn("checkpoint: no host copy of %llu MiB: %s", (unsigned long long)(len >> 20), strerror(errno));
 		free(h);
 		return NULL;
 	}
@@ -621,7 +621,7 @@ struct stage_host *stage_host_new(struct executor *ex, uint64_t bytes)
 	madvise(p, len, MADV_HUGEPAGE);   /* fewer faults and pins; only a hint */
 	r = populate(h->buf, len);
 	if (r < 0) {
-		phos_warn("stw: no host copy of %llu MiB: %s", (unsigned long long)(len >> 20), strerror(-r));
+		phos_warn("checkpoint: no host copy of %llu MiB: %s", (unsigned long long)(len >> 20), strerror(-r));
 		stage_host_free(ex, h);
 		return NULL;
 	}
@@ -629,13 +629,14 @@ struct stage_host *stage_host_new(struct executor *ex, uint64_t bytes)
 	 * of the rate: not worth holding the memory for. */
 	r = ex->dev_ops->host_register(ex->dev, h->buf, len);
 	if (r < 0) {
-		phos_warn("stw: the host copy of %llu MiB could not be pinned (cuda error %d)",
+		phos_warn("checkpoint: the host copy of %llu MiB could not be pinned (cuda error %d)",
 			  (unsigned long long)(len >> 20), -r);
 		stage_host_free(ex, h);
 		return NULL;
 	}
 	h->pinned = true;
-	phos_info("stw: host copy of %llu MiB ready in %.3f s", (unsigned long long)(len >> 20), phos_now() - t0);
+	phos_info("checkpoint: host copy of %llu MiB ready in %.3f s", (unsigned long long)(len >> 20),
+		  phos_now() - t0);
 	return h;
 }
 

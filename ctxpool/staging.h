@@ -39,21 +39,23 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 void stage_ring_free(struct executor *ex);
 
 /*
- * stw into memory (issue 11): the whole of gpu.data's image in pinned host
- * memory, so that a stop-the-world checkpoint holds the function only while
- * the copy engine moves its buffers (pinned D2H rate), and the hashing and
- * the writing come after, while it runs again:
+ * Checkpoints through memory (issue 11): the whole of gpu.data's image in
+ * pinned host memory, so that a stop-the-world checkpoint holds the function
+ * only while the copy engine moves its buffers (pinned D2H rate), and the
+ * hashing and the writing come after, while it runs again:
  *
  *   ask (control thread)   stage_host_new: mapped, populated and pinned
  *                          (the function runs meanwhile)
- *   the stop (dispatcher)  stage_host_copy: every item at its gpu.data
- *                          offset; returns when all have landed
+ *   the stop (dispatcher)  stw: stage_host_copy, every item at its gpu.data
+ *                          offset, returns when all have landed; cow:
+ *                          stage_host_enqueue per item (exec_checkpoint.c)
  *   after RESUME (thread)  stage_host_write: hashes and writes it, in
  *                          parallel, filling in the items' hashes
  *
  * Its size is capped by PHOS_HOST_COPY_MAX (bytes; 0 turns it off), by
  * default half of the host's available memory: a bigger state is dumped
- * through the ring (stage_dump), the function held until it is written.
+ * through the ring (stage_dump): stw holds the function until it is
+ * written, cow copies buffer by buffer between records.
  */
 struct stage_host {
 	uint8_t *buf;
