@@ -223,6 +223,18 @@ static void hold(struct exec_ckpt *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* The host copy made at the ask (NULL: none), now the stop's. */
+static struct stage_host *host_take(struct exec_ckpt *c)
+{
+	struct stage_host *h;
+
+	pthread_mutex_lock(&c->lock);
+	h = c->host;
+	c->host = NULL;
+	pthread_mutex_unlock(&c->lock);
+	return h;
+}
+
 struct cow_mem;
 static void cow_mem_free(struct executor *ex, struct cow_mem *m);
 static bool cow_mem_poll(struct executor *ex, struct cow_mem *m);
@@ -450,16 +462,13 @@ static void recopy_drop(struct exec_ckpt *c)
 void exec_checkpoint_drain(struct executor *ex)
 {
 	struct exec_ckpt *c = &ex->ckpt;
-	struct stage_host *h;
 
 	cow_copy_all(ex, false);
 	pthread_mutex_lock(&c->lock);
 	while (c->writing || c->preparing)   /* a host copy still going into gpu.data, or being made */
 		pthread_cond_wait(&c->cond, &c->lock);
-	h = c->host;   /* made for a stop that never came */
-	c->host = NULL;
 	pthread_mutex_unlock(&c->lock);
-	stage_host_free(ex, h);
+	stage_host_free(ex, host_take(c));   /* made for a stop that never came */
 	if (ex->ckpt.recopy) {
 		recopy_drop(&ex->ckpt);
 		exec_control_error(ex, "checkpoint: the program ended before the recopy's stop");
@@ -710,15 +719,6 @@ static int cow_mem_protect(struct executor *ex, size_t i)
 	return 0;
 }
 
-/* Whether every item of d ends inside h. */
-static bool stw_fits(const struct exec_dump *d, const struct stage_host *h)
-{
-	for (size_t i = 0; i < d->n; i++)
-		if (d->items[i].off > h->len || d->items[i].len > h->len - d->items[i].off)
-			return false;
-	return true;
-}
-
 /* stw with a host copy that holds the whole state: the device into it, HELD,
  * hold while the CPU side is dumped, then the writer. 0; 1 when the state
  * outgrew h since the ask (nothing done: the ring's turn); or -errno with
@@ -732,7 +732,7 @@ static int stw_through_memory(struct executor *ex, struct stage_host *h, double 
 	int r;
 
 	r = exec_image_plan(ex, c->dir, &d, err, errlen);
-	if (r == 0 && !stw_fits(d, h)) {
+	if (r == 0 && !stage_host_holds(h, d->items, d->n)) {
 		phos_info("stw: the state outgrew its host copy (%llu MiB) since the ask: written while held",
 			  (unsigned long long)(h->len >> 20));
 		exec_image_dump_free(d);
@@ -770,10 +770,7 @@ static void checkpoint_stw(struct executor *ex, double t_stop)
 	uint64_t bytes = 0;
 	int r;
 
-	pthread_mutex_lock(&c->lock);
-	h = c->host;
-	c->host = NULL;
-	pthread_mutex_unlock(&c->lock);
+	h = host_take(c);
 	r = checkpoint_prepare(ex, err, sizeof(err));
 	if (r == 0) {
 		fault_kill(c->dir);
@@ -819,14 +816,11 @@ static void checkpoint_cow(struct executor *ex, double t_stop)
 	char err[512] = "";
 	int r;
 
-	pthread_mutex_lock(&c->lock);
-	h = c->host;
-	c->host = NULL;
-	pthread_mutex_unlock(&c->lock);
+	h = host_take(c);
 	r = checkpoint_prepare(ex, err, sizeof(err));
 	if (r == 0)
 		r = exec_image_plan(ex, c->dir, &d, err, sizeof(err));
-	if (r == 0 && h && !stw_fits(d, h)) {
+	if (r == 0 && h && !stage_host_holds(h, d->items, d->n)) {
 		phos_info("cow: the state outgrew its host copy (%llu MiB) since the ask: copied buffer by buffer",
 			  (unsigned long long)(h->len >> 20));
 		stage_host_free(ex, h);

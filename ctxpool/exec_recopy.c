@@ -253,6 +253,19 @@ static int dump_some(struct executor *ex, int fd, struct stage_item *items, cons
 	return r;
 }
 
+/* Every record taken so far has finished, so that a copy holds their
+ * results. 0 or -EIO with err. */
+static int drain(struct executor *ex, char *err, size_t errlen)
+{
+	int r = ex->dev_ops->synchronize(ex->dev);
+
+	if (r < 0) {
+		phos_errf(err, errlen, "the device failed while draining (cuda error %d)", -r);
+		return -EIO;
+	}
+	return 0;
+}
+
 /* The pieces of an item bigger than a step: whole chunks, so that their
  * chunk hashes make the item's. */
 static uint64_t piece_bytes(const struct exec_recopy *rc)
@@ -285,12 +298,9 @@ static int copy_piece(struct executor *ex, struct exec_recopy *rc, char *err, si
 				     .len = it->len - rc->part_done < piece_bytes(rc) ? it->len - rc->part_done
 										      : piece_bytes(rc),
 				     .chunk_hashes = rc->part_hashes + rc->part_done / chunk };
-	r = ex->dev_ops->synchronize(ex->dev);
-	if (r < 0) {
-		phos_errf(err, errlen, "the device failed while draining (cuda error %d)", -r);
-		return -EIO;
-	}
-	r = stage_dump(ex, rc->fd, &piece, 1, err, errlen);
+	r = drain(ex, err, errlen);
+	if (r == 0)
+		r = stage_dump(ex, rc->fd, &piece, 1, err, errlen);
 	if (r < 0)
 		return r;
 	rc->part_done += piece.len;
@@ -330,13 +340,9 @@ int exec_recopy_step(struct executor *ex, struct exec_recopy *rc, bool *ret_stop
 		rc->next++;
 	}
 	if (n) {
-		/* Every record taken so far has finished: the copies are of their results. */
-		r = ex->dev_ops->synchronize(ex->dev);
-		if (r < 0) {
-			phos_errf(err, errlen, "the device failed while draining (cuda error %d)", -r);
-			return -EIO;
-		}
-		r = dump_some(ex, rc->fd, rc->items, idx, n, err, errlen);
+		r = drain(ex, err, errlen);
+		if (r == 0)
+			r = dump_some(ex, rc->fd, rc->items, idx, n, err, errlen);
 		if (r < 0)
 			return r;
 		for (size_t k = 0; k < n; k++)

@@ -39,6 +39,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "image.h"
 #include "log.h"
 #include "uring_io.h"
@@ -89,6 +90,60 @@ static uint64_t nchunks(uint64_t len)
 	return (len + CHUNK - 1) / CHUNK;
 }
 
+/* Per item, room for the hashes of its chunks; NULL when out of memory. */
+static uint64_t **chunk_hashes_new(const struct stage_item *items, size_t n)
+{
+	uint64_t **h = calloc(n ? n : 1, sizeof(*h));
+
+	for (size_t i = 0; h && i < n; i++) {
+		h[i] = calloc(nchunks(items[i].len) ? nchunks(items[i].len) : 1, sizeof(uint64_t));
+		if (!h[i]) {
+			while (i--)
+				free(h[i]);
+			free(h);
+			h = NULL;
+		}
+	}
+	return h;
+}
+
+static void chunk_hashes_free(uint64_t **h, size_t n)
+{
+	for (size_t i = 0; h && i < n; i++)
+		free(h[i]);
+	free(h);
+}
+
+/* len bytes of src into a mapping of gpu.data at dst, its pages populated
+ * first so that a file system out of space is an error (-ENOSPC), never a
+ * SIGBUS. 0 or -errno. */
+static int copy_into_map(uint8_t *dst, const void *src, size_t len)
+{
+	size_t whole = (len + 4095) & ~(size_t)4095;
+
+	/* (EINVAL: a kernel without it; the space was reserved then) */
+	if (madvise(dst, whole, MADV_POPULATE_WRITE) < 0 && errno != EINVAL)
+		return errno == ENOMEM ? -ENOSPC : -errno;
+	memcpy(dst, src, len);
+	return 0;
+}
+
+/* Helper threads beside a running function: half the cores (at most
+ * MAX_WORKERS), each at a lower priority than the function's threads. */
+static unsigned half_cores(void)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned n = cpus > 3 ? (unsigned)(cpus / 2) : 1;
+
+	return n > MAX_WORKERS ? MAX_WORKERS : n;
+}
+
+static void lower_priority(void)
+{
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10) < 0)
+		phos_debug("staging: setpriority: %s", strerror(errno));
+}
+
 /* --- workers --- */
 
 static void *worker_main(void *arg)
@@ -110,14 +165,10 @@ static void *worker_main(void *arg)
 
 		st->chunk_hash[sl->item][sl->chunk] = phos_image_chunk_hash(sl->buf, sl->len);
 		if (st->map) {
-			uint8_t *dst = st->map + st->items[sl->item].off + sl->chunk * CHUNK;
-			size_t whole = (sl->len + 4095) & ~(size_t)4095;
+			int r = copy_into_map(st->map + st->items[sl->item].off + sl->chunk * CHUNK, sl->buf, sl->len);
 
-			/* (EINVAL: a kernel without it; the space was reserved then) */
-			if (madvise(dst, whole, MADV_POPULATE_WRITE) < 0 && errno != EINVAL)
-				atomic_store(&st->werr, errno == ENOMEM ? -ENOSPC : -errno);
-			else
-				memcpy(dst, sl->buf, sl->len);
+			if (r < 0)
+				atomic_store(&st->werr, r);
 		}
 
 		pthread_mutex_lock(&st->lock);
@@ -311,6 +362,18 @@ static uint8_t *map_target(int fd, size_t *ret_len)
 	return p;
 }
 
+/* map_target, for items that all end inside the file; NULL otherwise (past
+ * the end: written with write()). */
+static uint8_t *map_items(int fd, const struct stage_item *items, size_t n, size_t *ret_len)
+{
+	uint8_t *map = map_target(fd, ret_len);
+
+	for (size_t i = 0; map && i < n; i++)
+		if (items[i].off + items[i].len > *ret_len)
+			map = (munmap(map, *ret_len), NULL);
+	return map;
+}
+
 void stage_ring_free(struct executor *ex)
 {
 	if (!ex->stage)
@@ -349,28 +412,16 @@ static int dump_begin(struct stage *st, int fd, const struct stage_item *items, 
 	st->items = items;
 	st->nitems = n;
 	atomic_store(&st->werr, 0);
-	st->chunk_hash = calloc(n ? n : 1, sizeof(*st->chunk_hash));
+	st->chunk_hash = chunk_hashes_new(items, n);
 	if (!st->chunk_hash)
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		st->chunk_hash[i] = calloc(nchunks(items[i].len) ? nchunks(items[i].len) : 1, sizeof(uint64_t));
-		if (!st->chunk_hash[i])
-			return -ENOMEM;
-	}
-	st->map = map_target(fd, &st->map_len);
-	for (size_t i = 0; st->map && i < n; i++)
-		if (items[i].off + items[i].len > st->map_len)
-			st->map = (munmap(st->map, st->map_len), NULL);   /* past the end: write() it */
+	st->map = map_items(fd, items, n, &st->map_len);
 	return 0;
 }
 
 static void dump_end(struct stage *st)
 {
-	if (st->chunk_hash) {
-		for (size_t i = 0; i < st->nitems; i++)
-			free(st->chunk_hash[i]);
-		free(st->chunk_hash);
-	}
+	chunk_hashes_free(st->chunk_hash, st->nitems);
 	st->chunk_hash = NULL;
 	if (st->map)
 		munmap(st->map, st->map_len);
@@ -548,10 +599,7 @@ static void *populate_main(void *arg)
 {
 	struct populate_job *j = arg;
 
-	/* The function runs meanwhile: its threads come first. */
-	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10) < 0)
-		phos_debug("host copy: setpriority: %s", strerror(errno));
-
+	lower_priority();
 	if (madvise(j->p, j->len, MADV_POPULATE_WRITE) < 0) {
 		if (errno != EINVAL)
 			j->err = -errno;
@@ -568,13 +616,10 @@ static int populate(uint8_t *p, uint64_t len)
 {
 	struct populate_job job[MAX_WORKERS];
 	pthread_t th[MAX_WORKERS];
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned n = cpus > 3 ? (unsigned)(cpus / 2) : 1, started = 0;
+	unsigned n = half_cores(), started = 0;
 	uint64_t slice;
 	int r = 0;
 
-	if (n > MAX_WORKERS)
-		n = MAX_WORKERS;
 	slice = ((len + n - 1) / n + (2u << 20) - 1) & ~((2ull << 20) - 1);
 	for (unsigned i = 0; i < n && (uint64_t)i * slice < len; i++) {
 		job[i] = (struct populate_job){ p + (uint64_t)i * slice,
@@ -651,12 +696,20 @@ void stage_host_free(struct executor *ex, struct stage_host *h)
 	free(h);
 }
 
+bool stage_host_holds(const struct stage_host *h, const struct stage_item *items, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (items[i].off > h->len || items[i].len > h->len - items[i].off)
+			return false;
+	return true;
+}
+
 int stage_host_enqueue(struct executor *ex, struct stage_host *h, const struct stage_item *it, void *stream, char *err,
 		       size_t errlen)
 {
 	int r = 0;
 
-	if (it->off > h->len || it->len > h->len - it->off) {
+	if (!stage_host_holds(h, it, 1)) {
 		phos_errf(err, errlen, "the buffer at %#llx does not fit the host copy", (unsigned long long)it->dev);
 		return -ENOSPC;
 	}
@@ -691,11 +744,11 @@ int stage_host_copy(struct executor *ex, struct stage_host *h, const struct stag
 
 		if (s < 0 && r == 0) {
 			phos_errf(err, errlen, "device-to-host copy failed (cuda error %d)", -s);
-			r = s;
+			r = -EIO;
 		}
 	}
 	d->stream_destroy(ex->dev, stream);
-	return r == -ENOSPC ? r : r < 0 ? -EIO : 0;
+	return r;
 }
 
 /* The writers share one list of chunks: (item, chunk) in order. */
@@ -722,36 +775,20 @@ static int write_chunk(struct host_write *w, size_t item, uint64_t chunk)
 	const uint8_t *src = w->h->buf + off;
 
 	w->chunk_hash[item][chunk] = phos_image_chunk_hash(src, len);
-	if (w->map) {
-		if (madvise(w->map + off, whole, MADV_POPULATE_WRITE) < 0 && errno != EINVAL)
-			return errno == ENOMEM ? -ENOSPC : -errno;
-		memcpy(w->map + off, src, len);
-		return 0;
-	}
+	if (w->map)
+		return copy_into_map(w->map + off, src, len);
 	/* Whole 4 KiB blocks for O_DIRECT: the host copy's bytes between items
 	 * are zero, as a fresh mapping's. */
 	if (off + whole > w->h->len)
 		whole = len;
-	for (uint64_t done = 0; done < whole;) {
-		ssize_t k = pwrite(w->fd, src + done, whole - done, (off_t)(off + done));
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return k < 0 ? -errno : -EIO;
-		done += (uint64_t)k;
-	}
-	return 0;
+	return phos_pwrite_all(w->fd, src, whole, off);
 }
 
 static void *writer_main(void *arg)
 {
 	struct host_write *w = arg;
 
-	/* The function runs beside: its threads come first. */
-	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10) < 0)
-		phos_debug("stw writer: setpriority: %s", strerror(errno));
-
+	lower_priority();
 	for (;;) {
 		uint64_t k = atomic_fetch_add(&w->next, 1);
 		size_t lo = 0, hi = w->n;
@@ -782,29 +819,20 @@ int stage_host_write(const struct stage_host *h, int fd, struct stage_item *item
 {
 	struct host_write w = { .h = h, .fd = fd, .items = items, .n = n };
 	pthread_t th[MAX_WORKERS];
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	/* half the cores: the function runs meanwhile, and hashing and copying
 	 * into memory are bound by memory bandwidth before cores */
-	unsigned nth = cpus > 3 ? (unsigned)(cpus / 2) : 1, started = 0;
+	unsigned nth = half_cores(), started = 0;
 	int r = -ENOMEM;
 
-	if (nth > MAX_WORKERS)
-		nth = MAX_WORKERS;
-	w.chunk_hash = calloc(n ? n : 1, sizeof(*w.chunk_hash));
+	w.chunk_hash = chunk_hashes_new(items, n);
 	w.first = calloc(n ? n : 1, sizeof(*w.first));
 	if (!w.chunk_hash || !w.first)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		w.first[i] = w.total;
 		w.total += nchunks(items[i].len);
-		w.chunk_hash[i] = calloc(nchunks(items[i].len) ? nchunks(items[i].len) : 1, sizeof(uint64_t));
-		if (!w.chunk_hash[i])
-			goto out;
 	}
-	w.map = map_target(fd, &w.map_len);
-	for (size_t i = 0; w.map && i < n; i++)
-		if (items[i].off + items[i].len > w.map_len)
-			w.map = (munmap(w.map, w.map_len), NULL);   /* past the end: write() it */
+	w.map = map_items(fd, items, n, &w.map_len);
 	for (unsigned i = 0; i < nth; i++) {
 		if (pthread_create(&th[i], NULL, writer_main, &w) != 0)
 			break;
@@ -823,9 +851,7 @@ int stage_host_write(const struct stage_host *h, int fd, struct stage_item *item
 out:
 	if (r < 0)
 		phos_errf(err, errlen, "writing gpu.data: %s", strerror(-r));
-	for (size_t i = 0; w.chunk_hash && i < n; i++)
-		free(w.chunk_hash[i]);
-	free(w.chunk_hash);
+	chunk_hashes_free(w.chunk_hash, n);
 	free(w.first);
 	return r;
 }

@@ -66,6 +66,8 @@ struct stage_host {
 /* A pinned host image of at least bytes, or NULL (over the cap, no memory:
  * why is logged). Any thread. */
 struct stage_host *stage_host_new(struct executor *ex, uint64_t bytes);
+/* Whether every item ends inside h. */
+bool stage_host_holds(const struct stage_host *h, const struct stage_item *items, size_t n);
 /* Queues the copy of it from the device to h->buf + it->off on stream
  * (-ENOSPC when it does not end inside h). The dispatcher's. */
 int stage_host_enqueue(struct executor *ex, struct stage_host *h, const struct stage_item *it, void *stream, char *err,

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "invoker.h"
 #include "log.h"
 #include "pull.h"
@@ -334,16 +335,7 @@ static bool local_copy(struct pull *p, uint64_t hash, uint64_t len, int fd, uint
 	}
 	if (phos_image_chunk_hash(buf, len) != hash)
 		return false;   /* a local file that rotted: fetch the chunk instead */
-	for (size_t put = 0; put < len;) {
-		ssize_t n = pwrite(fd, (char *)buf + put, len - put, (off_t)(off + put));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return false;
-		put += (size_t)n;
-	}
-	return true;
+	return phos_pwrite_all(fd, buf, len, off) == 0;
 }
 
 /* ---- files ---- */

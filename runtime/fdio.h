@@ -7,9 +7,13 @@
 #define PHOS_FDIO_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Writes all len bytes of p to fd (retrying short writes and EINTR): 0, or
  * -errno of the write that failed (some bytes may be written then). */
 int phos_write_all(int fd, const void *p, size_t len);
+/* The same at offset off (pwrite), the file position untouched. A write of
+ * nothing where bytes remain is -EIO. */
+int phos_pwrite_all(int fd, const void *p, size_t len, uint64_t off);
 
 #endif

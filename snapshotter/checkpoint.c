@@ -122,6 +122,15 @@ static int await_answer(const struct phos_checkpoint_target *t, enum phos_ctl_ty
 	return 0;
 }
 
+/* When the executor stopped the program: held_s ago by its own account, but
+ * not before t_asked (a figure out of range is not believed). */
+static double stopped_at(double t_asked, double held_s)
+{
+	double now = phos_now();
+
+	return held_s >= 0 && held_s < now - t_asked ? now - held_s : t_asked;
+}
+
 int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_mode mode, const char *out_dir,
 			 struct phos_checkpoint_stats *ret_stats, char *err, size_t errlen)
 {
@@ -240,8 +249,7 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 		/* held since the executor's stop (copy_s ago), not since the ask:
 		 * a stw's host copy is made before the stop, while the program runs */
 		st.seq = m.held.seq;
-		if (m.held.copy_s >= 0 && m.held.copy_s < phos_now() - t_stop)
-			t_stop = phos_now() - m.held.copy_s;
+		t_stop = stopped_at(t_stop, m.held.copy_s);
 		st.copy_s = m.held.copy_s;
 	} else {
 		st.gpu_s = m.checkpointed.total_s;
@@ -252,9 +260,7 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 		st.stop_bytes = m.checkpointed.stop_bytes;
 		/* stw, recopy: held from the executor's stop on (stall_s there)
 		 * until RESUME below; recopy's program ran during the rounds. */
-		if (mode != PHOS_CKPT_COW && m.checkpointed.stall_s >= 0 &&
-		    m.checkpointed.stall_s < phos_now() - t_stop)
-			t_stop = phos_now() - m.checkpointed.stall_s;
+		t_stop = stopped_at(t_stop, m.checkpointed.stall_s);
 		if (mode == PHOS_CKPT_STW)
 			st.copy_s = m.checkpointed.stall_s;
 	}
