@@ -618,6 +618,7 @@ int exec_blas_make(struct executor *ex, uint32_t id)
 
 	if (!b)
 		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	b->device = ex->dev_index;
 	r = ex->dev_ops->blas_create(ex->dev, &b->dev_handle);
 	if (r == 0 && (r = handle_put(&ex->blas, id, b)) < 0)
 		ex->dev_ops->blas_destroy(ex->dev, b->dev_handle);
@@ -630,7 +631,7 @@ void exec_blas_free(struct executor *ex, struct exec_blas *b)
 {
 	if (!b)
 		return;
-	ex->dev_ops->blas_destroy(ex->dev, b->dev_handle);
+	ex->dev_ops->blas_destroy(ex->devs[b->device], b->dev_handle);
 	free(b);
 }
 
@@ -653,6 +654,7 @@ int exec_blas_handle(struct executor *ex, uint32_t op, const void *body, uint32_
 		*blas_status = BLAS_NOT_INITIALIZED;
 		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
 	}
+	exec_use_device(ex, b->device);   /* a handle works on the device it was made on */
 	switch (op) {
 	case PHOS_OP_BLAS_DESTROY:
 		exec_sync_function(ex);

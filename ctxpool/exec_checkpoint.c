@@ -83,6 +83,11 @@ void exec_checkpoint_ask(struct executor *ex, enum phos_ckpt_mode mode, bool wai
 		exec_control_error(ex, "unknown checkpoint mode %u%s", (unsigned)mode, wait_stop ? " (waiting for a stop)" : "");
 		return;
 	}
+	if (ex->ndevs > 1) {
+		exec_control_error(ex, "checkpoints of a function over several GPUs (%d here) are not supported yet",
+				   ex->ndevs);
+		return;
+	}
 	pthread_mutex_lock(&c->lock);
 	/* c->cow and c->recopy are the dispatcher's, set and cleared under the lock */
 	busy = atomic_load(&c->asked) || c->holding || c->cow || c->recopy || c->preparing || c->writing;

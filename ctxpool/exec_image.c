@@ -479,6 +479,10 @@ int exec_serve_point(struct executor *ex)
 	} else if (ex->pending_error) {
 		r = ex->pending_error;
 		phos_errf(err, sizeof(err), "the function left an error of asynchronous work (cuda error %d)", -r);
+	} else if (ex->ndevs > 1) {
+		r = -PHOS_CUDA_NOT_SUPPORTED;
+		phos_errf(err, sizeof(err), "snapshots of a function over several GPUs (%d here) are not supported yet",
+			  ex->ndevs);
 	} else {
 		exec_pool_release_all(ex);   /* cached pool blocks are not state: live ones are */
 		r = exec_image_dump(ex, ex->snapshot_dir, &bytes, err, sizeof(err));

@@ -411,10 +411,10 @@ int exec_memory_handle(struct executor *ex, uint32_t op, const void *body, uint3
 	case PHOS_OP_DEVICE_INFO: {
 		BODY(struct phos_device_query, d);
 
-		if (d->device < 0 || d->device >= EXEC_DEVICES)
+		if (d->device < 0 || d->device >= ex->ndevs)
 			return -PHOS_CUDA_INVALID_DEVICE;
 		*out_len = sizeof(struct phos_reply_device);
-		return ex->dev_ops->info(ex->dev, out);
+		return ex->dev_ops->info(ex->devs[d->device], out);
 	}
 	case PHOS_OP_DEVICE_SYNC:
 		TRY(exec_sync_function(ex));

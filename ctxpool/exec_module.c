@@ -6,6 +6,11 @@
  * into the device. A fatbin that fails either way is remembered as refused:
  * its kernels report the error at FUNC_INFO / launch, the way CUDA reports a
  * bad image at first use, and nothing crashes.
+ *
+ * An executor of several devices loads every module on each of them
+ * (peer_module: devices 1, 2, ...), so that its kernels and variables exist
+ * on whichever device the function selects; a launch takes the kernel of the
+ * device it runs on (exec_func_here).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,9 +26,13 @@ void exec_module_free(struct executor *ex, struct exec_module *m)
 	if (!m)
 		return;
 	if (m->dev_module)
-		ex->dev_ops->module_unload(ex->dev, m->dev_module);
+		ex->dev_ops->module_unload(ex->devs[0], m->dev_module);
+	for (int d = 1; d < ex->ndevs; d++) {
+		if (m->peer_module[d])
+			ex->dev_ops->module_unload(ex->devs[d], m->peer_module[d]);
+	}
 	if (m->twin_module)
-		ex->dev_ops->module_unload(ex->dev, m->twin_module);
+		ex->dev_ops->module_unload(ex->devs[0], m->twin_module);
 	phos_fatbin_free(m->fatbin);
 	free(m->image);
 	free(m);
@@ -67,11 +76,12 @@ int exec_module_make(struct executor *ex, uint32_t id, const void *image, size_t
 		phos_warn("module %u: image refused (%d)", id, r);
 		m->error = -PHOS_CUDA_INVALID_KERNEL_IMAGE;
 	} else {
-		r = ex->dev_ops->module_load(ex->dev, image, image_len, &m->dev_module);
+		r = ex->dev_ops->module_load(ex->devs[0], image, image_len, &m->dev_module);
+		for (int d = 1; r == 0 && d < ex->ndevs; d++)
+			r = ex->dev_ops->module_load(ex->devs[d], image, image_len, &m->peer_module[d]);
 		if (r < 0) {
 			phos_warn("module %u: device refused the image (%d)", id, -r);
 			m->error = r;
-			m->dev_module = NULL;
 		}
 	}
 	r = handle_put(&ex->modules, id, m);
@@ -109,8 +119,12 @@ int exec_func_make(struct executor *ex, uint32_t id, uint32_t module, const char
 		f->error = m->error;
 	else if (phos_fatbin_kernel(m->fatbin, name, &f->info) < 0)
 		f->error = -PHOS_CUDA_INVALID_DEVICE_FUNCTION;
-	else if ((r = ex->dev_ops->module_function(ex->dev, m->dev_module, name, &f->dev_func)) < 0)
+	else if ((r = ex->dev_ops->module_function(ex->devs[0], m->dev_module, name, &f->dev_func)) < 0)
 		f->error = r;
+	for (int d = 1; !f->error && d < ex->ndevs; d++) {
+		if ((r = ex->dev_ops->module_function(ex->devs[d], m->peer_module[d], name, &f->peer_func[d])) < 0)
+			f->error = r;
+	}
 	if (!f->error && f->info.access.verdict != PHOS_ACCESS_EXACT)
 		phos_debug("kernel %s is opaque: %s", name, f->info.access.why);
 	r = handle_put(&ex->funcs, id, f);
@@ -148,11 +162,20 @@ int exec_var_make(struct executor *ex, uint32_t id, uint32_t module, const char 
 	if (!m || m->error) {
 		v->error = m ? m->error : -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
 	} else {
-		r = ex->dev_ops->module_global(ex->dev, m->dev_module, name, &v->addr, &v->size);
+		r = ex->dev_ops->module_global(ex->devs[0], m->dev_module, name, &v->addr, &v->size);
 		if (r < 0)
 			v->error = -PHOS_CUDA_SYMBOL_NOT_FOUND;
 		else if (phos_bufmap_add_extern(ex->bufs, v->addr, v->size) < 0)
 			phos_warn("variable %s at %#llx overlaps a known buffer", name, (unsigned long long)v->addr);
+		for (int d = 1; !v->error && d < ex->ndevs; d++) {
+			uint64_t peer_size = v->size;
+
+			if (ex->dev_ops->module_global(ex->devs[d], m->peer_module[d], name, &v->peer_addr[d], &peer_size) < 0)
+				v->error = -PHOS_CUDA_SYMBOL_NOT_FOUND;
+			else if (phos_bufmap_add_extern(ex->bufs, v->peer_addr[d], v->size) < 0)
+				phos_warn("variable %s at %#llx overlaps a known buffer", name,
+					  (unsigned long long)v->peer_addr[d]);
+		}
 	}
 	r = handle_put(&ex->vars, id, v);
 	if (r < 0)
@@ -184,7 +207,7 @@ static int func_info(struct executor *ex, const struct exec_func *f, void *out, 
 		fi->offset[i] = f->info.params[i].offset;
 		fi->size[i] = f->info.params[i].size;
 	}
-	TRY(ex->dev_ops->func_attrs(ex->dev, f->dev_func, fi));
+	TRY(ex->dev_ops->func_attrs(ex->dev, exec_func_here(ex, f), fi));
 	*out_len = sizeof(*fi);
 	return 0;
 }
@@ -217,9 +240,9 @@ static int launch(struct executor *ex, const struct phos_launch *l, uint32_t len
 	if (set.validated)
 		return exec_validate_launch(ex, f, &set, l->grid, l->block, l->shared, stream, params, l->param_bytes);
 	if (lx && lx->flags)
-		return ex->dev_ops->launch_ex(ex->dev, f->dev_func, &f->info, l->grid, l->block, l->shared, stream,
+		return ex->dev_ops->launch_ex(ex->dev, exec_func_here(ex, f), &f->info, l->grid, l->block, l->shared, stream,
 					      params, l->param_bytes, lx->flags, lx->cluster);
-	return ex->dev_ops->launch(ex->dev, f->dev_func, &f->info, l->grid, l->block, l->shared, stream,
+	return ex->dev_ops->launch(ex->dev, exec_func_here(ex, f), &f->info, l->grid, l->block, l->shared, stream,
 				   params, l->param_bytes);
 }
 
@@ -273,7 +296,7 @@ int exec_module_handle(struct executor *ex, uint32_t op, const void *body, uint3
 			return -PHOS_CUDA_INVALID_DEVICE_FUNCTION;
 		if (f->error)
 			return f->error;
-		return ex->dev_ops->func_set_attr(ex->dev, f->dev_func, a->attr, a->value);
+		return ex->dev_ops->func_set_attr(ex->dev, exec_func_here(ex, f), a->attr, a->value);
 	}
 	case PHOS_OP_OCCUPANCY: {
 		BODY(struct phos_occupancy, o);
@@ -286,7 +309,7 @@ int exec_module_handle(struct executor *ex, uint32_t op, const void *body, uint3
 			return f->error;
 		if (o->block <= 0)
 			return -PHOS_CUDA_INVALID_VALUE;
-		TRY(ex->dev_ops->occupancy(ex->dev, f->dev_func, o->block, o->dyn_shared, &blocks));
+		TRY(ex->dev_ops->occupancy(ex->dev, exec_func_here(ex, f), o->block, o->dyn_shared, &blocks));
 		memcpy(out, &blocks, sizeof(blocks));
 		*out_len = sizeof(blocks);
 		return 0;
@@ -300,7 +323,7 @@ int exec_module_handle(struct executor *ex, uint32_t op, const void *body, uint3
 			return -PHOS_CUDA_INVALID_DEVICE_FUNCTION;
 		if (f->error)
 			return f->error;
-		TRY(ex->dev_ops->occupancy_cluster(ex->dev, f->dev_func, o->grid, o->block, o->shared, o->cluster,
+		TRY(ex->dev_ops->occupancy_cluster(ex->dev, exec_func_here(ex, f), o->grid, o->block, o->shared, o->cluster,
 						   o->potential != 0, &n));
 		memcpy(out, &n, sizeof(n));
 		*out_len = sizeof(n);
@@ -317,7 +340,7 @@ int exec_module_handle(struct executor *ex, uint32_t op, const void *body, uint3
 			return -PHOS_CUDA_INVALID_VALUE;
 		if (v->error)
 			return v->error;
-		vi->addr = v->addr;
+		vi->addr = exec_var_here(ex, v);
 		vi->size = v->size;
 		*out_len = sizeof(*vi);
 		return 0;

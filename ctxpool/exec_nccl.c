@@ -64,9 +64,16 @@ static int nccl_init(struct executor *ex, const struct phos_nccl_init *in, int *
 		*ret_nccl = PHOS_NCCL_INVALID_ARGUMENT;
 		return 0;
 	}
-	if (in->device != 0) {
-		phos_warn("nccl: device %d asked for: this executor owns device 0 only", in->device);
+	if (in->device < 0 || in->device >= ex->ndevs) {
+		phos_warn("nccl: device %d asked for: this executor owns %d", in->device, ex->ndevs);
 		*ret_nccl = PHOS_NCCL_INVALID_ARGUMENT;
+		return 0;
+	}
+	/* The rank's device is current while NCCL makes it (NCCL takes the
+	 * current device), as cudaSetDevice made it in the function. */
+	exec_use_device(ex, in->device);
+	if (ex->dev_ops->enter(ex->dev) < 0) {
+		*ret_nccl = PHOS_NCCL_UNHANDLED_CUDA_ERROR;
 		return 0;
 	}
 	if (handle_get(&ex->nccl, in->comm)) {
@@ -92,6 +99,11 @@ static int nccl_split(struct executor *ex, const struct phos_nccl_split *s, int 
 	}
 	if (handle_get(&ex->nccl, s->newcomm)) {
 		*ret_nccl = PHOS_NCCL_INVALID_USAGE;
+		return 0;
+	}
+	exec_use_device(ex, c->device);
+	if (ex->dev_ops->enter(ex->dev) < 0) {
+		*ret_nccl = PHOS_NCCL_UNHANDLED_CUDA_ERROR;
 		return 0;
 	}
 	*ret_nccl = backend(ex)->split(c->dev, s->color, s->key, &dev, &nranks, &rank);
@@ -204,9 +216,18 @@ static int nccl_coll(struct executor *ex, const struct phos_nccl_coll *k, int *r
 	struct spec_set set;
 	void *stream;
 
-	if (!c || k->kind < PHOS_NCCL_ALL_REDUCE || k->kind > PHOS_NCCL_RECV ||
-	    exec_stream(ex, k->stream, &stream) < 0) {
+	if (!c || k->kind < PHOS_NCCL_ALL_REDUCE || k->kind > PHOS_NCCL_RECV)  {
 		*ret_nccl = PHOS_NCCL_INVALID_ARGUMENT;
+		return 0;
+	}
+	/* on the communicator's device, and on a stream of that device */
+	exec_use_device(ex, c->device);
+	if (exec_stream(ex, k->stream, &stream) < 0 || ex->dev_index != c->device) {
+		*ret_nccl = PHOS_NCCL_INVALID_ARGUMENT;
+		return 0;
+	}
+	if (ex->dev_ops->enter(ex->dev) < 0) {
+		*ret_nccl = PHOS_NCCL_UNHANDLED_CUDA_ERROR;
 		return 0;
 	}
 	spec_clear(&set);

@@ -13,6 +13,10 @@ static int event_get(struct executor *ex, uint32_t id, void **ret_event)
 
 	if (!e)
 		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	/* The event's device, unless a stream named after it says otherwise
+	 * (exec_stream: a stream may wait for another device's event). */
+	if (e->device != ex->dev_index)
+		exec_use_device(ex, e->device);
 	*ret_event = e->dev;
 	return 0;
 }
@@ -29,6 +33,7 @@ int exec_stream_make(struct executor *ex, uint32_t id, uint32_t flags, int32_t p
 		return -PHOS_CUDA_MEMORY_ALLOCATION;
 	s->flags = flags;
 	s->priority = priority;
+	s->device = ex->dev_index;
 	r = ex->dev_ops->stream_create(ex->dev, flags, priority, &s->dev);
 	if (r == 0 && (r = handle_put(&ex->streams, id, s)) < 0)
 		ex->dev_ops->stream_destroy(ex->dev, s->dev);
@@ -48,6 +53,7 @@ int exec_event_make(struct executor *ex, uint32_t id, uint32_t flags)
 	if (!e)
 		return -PHOS_CUDA_MEMORY_ALLOCATION;
 	e->flags = flags;
+	e->device = ex->dev_index;
 	r = ex->dev_ops->event_create(ex->dev, flags, &e->dev);
 	if (r == 0 && (r = handle_put(&ex->events, id, e)) < 0)
 		ex->dev_ops->event_destroy(ex->dev, e->dev);
@@ -60,7 +66,7 @@ void exec_stream_free(struct executor *ex, struct exec_stream_obj *s)
 {
 	if (!s)
 		return;
-	ex->dev_ops->stream_destroy(ex->dev, s->dev);
+	ex->dev_ops->stream_destroy(ex->devs[s->device], s->dev);
 	free(s);
 }
 
@@ -68,7 +74,7 @@ void exec_event_free(struct executor *ex, struct exec_event_obj *e)
 {
 	if (!e)
 		return;
-	ex->dev_ops->event_destroy(ex->dev, e->dev);
+	ex->dev_ops->event_destroy(ex->devs[e->device], e->dev);
 	free(e);
 }
 
@@ -223,9 +229,16 @@ int exec_stream_handle(struct executor *ex, uint32_t op, const void *body, uint3
 		return ex->dev_ops->stream_query(ex->dev, s);
 	case PHOS_OP_STREAM_WAIT_EVENT: {
 		BODY(struct phos_stream_wait, w);
+		int event_dev;
 
-		TRY(exec_stream(ex, w->stream, &s));
 		TRY(event_get(ex, w->event, &e));
+		event_dev = ex->dev_index;
+		exec_use_device(ex, ex->cur);   /* the default stream is the selected device's */
+		TRY(exec_stream(ex, w->stream, &s));
+		/* Another device's event: waited for here, so that the stream's
+		 * later work follows it (stronger than CUDA's order, never weaker). */
+		if (event_dev != ex->dev_index)
+			return ex->dev_ops->event_sync(ex->devs[event_dev], e);
 		return ex->dev_ops->stream_wait_event(ex->dev, s, e);
 	}
 	case PHOS_OP_EVENT_CREATE: {

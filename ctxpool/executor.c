@@ -65,7 +65,54 @@ int exec_stream(struct executor *ex, uint32_t id, void **ret_stream)
 	s = handle_get(&ex->streams, id);
 	if (!s)
 		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	/* Work on a stream runs on the stream's device, whichever is selected. */
+	if (s->device != ex->dev_index)
+		exec_use_device(ex, s->device);
 	*ret_stream = s->dev;
+	return 0;
+}
+
+void exec_use_device(struct executor *ex, int d)
+{
+	if (d < 0 || d >= ex->ndevs)
+		return;
+	ex->dev = ex->devs[d];
+	ex->dev_index = d;
+}
+
+int exec_device_at(const struct executor *ex, uint64_t addr)
+{
+	uint64_t d;
+
+	if (ex->ndevs <= 1 || addr < ex->arena_base || !ex->dev_stride)
+		return ex->ndevs <= 1 ? 0 : ex->cur;
+	d = (addr - ex->arena_base) / ex->dev_stride;
+	return d < (uint64_t)ex->ndevs ? (int)d : ex->cur;
+}
+
+void *exec_func_here(const struct executor *ex, const struct exec_func *f)
+{
+	return ex->dev_index == 0 ? f->dev_func : f->peer_func[ex->dev_index];
+}
+
+uint64_t exec_var_here(const struct executor *ex, const struct exec_var *v)
+{
+	return ex->dev_index == 0 ? v->addr : v->peer_addr[ex->dev_index];
+}
+
+/* SET_DEVICE: the device the function selected, and the part of the arena
+ * its allocations go to. */
+static int set_device(struct executor *ex, const void *body, uint32_t len)
+{
+	BODY(struct phos_device_query, q);
+
+	if (q->device < 0 || q->device >= ex->ndevs)
+		return -PHOS_CUDA_INVALID_DEVICE;
+	if (ex->ndevs > 1 &&
+	    phos_bufmap_set_window(ex->bufs, ex->arena_base + (uint64_t)q->device * ex->dev_stride, ex->dev_span) < 0)
+		return -PHOS_CUDA_INVALID_VALUE;
+	ex->cur = q->device;
+	exec_use_device(ex, q->device);
 	return 0;
 }
 
@@ -82,10 +129,11 @@ static int hello(struct executor *ex, const void *body, uint32_t len, void *out,
 	}
 	memset(r, 0, sizeof(*r));
 	r->version = PHOS_PROTO_VERSION;
-	r->device_count = EXEC_DEVICES;
+	r->device_count = (uint32_t)ex->ndevs;
 	r->arena_base = ex->arena_base;
 	r->arena_size = ex->arena_size;
 	r->backend = strcmp(ex->dev_ops->name, "cuda") == 0;
+	r->flags = ex->ndevs > 1 && ex->peers ? PHOS_HELLO_PEERS : 0;
 	*out_len = sizeof(*r);
 	phos_info("function pid %u connected (%s device)", h->pid, ex->dev_ops->name);
 	return 0;
@@ -134,6 +182,8 @@ static int execute(struct executor *ex, const struct phos_rec_hdr *h, void *out,
 		return exec_nccl_handle(ex, h->op, body, h->len, out, out_len, blas_status);
 	case PHOS_OP_ARRAY_CREATE ... PHOS_OP_TEX_DESTROY:
 		return exec_array_handle(ex, h->op, body, h->len, out, out_len);
+	case PHOS_OP_SET_DEVICE:
+		return set_device(ex, body, h->len);
 	default:
 		phos_warn("unknown op %u", h->op);
 		return -PHOS_CUDA_NOT_SUPPORTED;
@@ -196,6 +246,7 @@ int exec_serve(struct executor *ex)
 		ex->seq = h->seq;
 		ex->sync = (h->flags & PHOS_REC_SYNC) != 0;
 		r = execute(ex, h, out, &out_len, &blas_status);
+		exec_use_device(ex, ex->cur);   /* a stream's device was for its record only */
 		ex->calls++;
 		if (r < 0)
 			exec_fatal_check(ex, r);

@@ -49,10 +49,11 @@
 /* An id → object table for the handles the preload chooses (small integers). */
 #define EXEC_MAX_HANDLES (1u << 20)
 
-/* The devices a function sees: one, the GPU its executor owns (--gpu), as
- * device 0. Records carry no device; a program that selects another gets
- * cudaErrorInvalidDevice instead of having its work land here unasked. */
-#define EXEC_DEVICES 1
+/* The devices a function sees: the GPUs its executor owns (--gpu N: one,
+ * --gpus A,B,...: several), as devices 0, 1, ... A program that selects
+ * another gets cudaErrorInvalidDevice instead of having its work land here
+ * unasked. */
+#define EXEC_MAX_DEVICES 8
 struct handle_table {
 	void **slot;
 	uint32_t cap;
@@ -66,6 +67,7 @@ void handle_table_exit(struct handle_table *t);
 /* Each object keeps what a snapshot needs to make it again. */
 struct exec_module {
 	void *dev_module;           /* NULL when the fatbin was refused */
+	void *peer_module[EXEC_MAX_DEVICES];  /* on devices 1, 2, ... of the executor */
 	struct phos_fatbin *fatbin;
 	int error;                  /* negated cudaError_t when refused */
 	void *image;                /* a copy of the fatbin */
@@ -80,17 +82,20 @@ struct exec_stream_obj {
 	void *dev;
 	uint32_t flags;
 	int32_t priority;
+	int device;                 /* of the executor's devices */
 };
 
 struct exec_event_obj {
 	void *dev;
 	uint32_t flags;
+	int device;                 /* of the executor's devices */
 };
 
 struct exec_func {
 	uint32_t module;
 	char *name;
 	void *dev_func;
+	void *peer_func[EXEC_MAX_DEVICES];    /* on devices 1, 2, ... */
 	struct phos_kernel_info info;
 	int error;                  /* why it cannot launch, or 0 */
 	void *twin_func;            /* in the module's twin; NULL until validated once */
@@ -101,6 +106,7 @@ struct exec_var {
 	uint32_t module;
 	char *name;
 	uint64_t addr, size;
+	uint64_t peer_addr[EXEC_MAX_DEVICES];  /* its copies on devices 1, 2, ... */
 	bool constant;
 	int error;
 };
@@ -127,6 +133,7 @@ struct exec_tex {
 
 struct exec_blas {
 	void *dev_handle;
+	int device;                 /* made while this device was current */
 	uint32_t stream;
 	int32_t math_mode;
 	uint64_t workspace, workspace_size;
@@ -183,7 +190,20 @@ struct executor {
 	struct stage *stage;           /* the staging ring of dumps (staging.c), once made */
 	bool window;                   /* the host window is reserved here (proto.h) */
 	const struct phos_device_ops *dev_ops;
+	/* The device records run on: the one the function selected (cudaSetDevice,
+	 * PHOS_OP_SET_DEVICE), or for one record the device of the stream it
+	 * names (exec_stream). With one device it is always devs[0]. */
 	struct phos_device *dev;
+	int dev_index;              /* dev == devs[dev_index] */
+	/* The GPUs this executor owns (host ordinals), devs[0] the home device.
+	 * Device d's part of the arena: [arena_base + d * dev_stride, + dev_span)
+	 * (the whole arena with one device). Snapshots and checkpoints take
+	 * executors of one device only. */
+	struct phos_device *devs[EXEC_MAX_DEVICES];
+	int ordinals[EXEC_MAX_DEVICES];
+	int ndevs, cur;             /* cur: the function's selected device */
+	uint64_t dev_stride, dev_span;
+	bool peers;                 /* every device reaches every other's memory */
 	struct phos_bufmap *bufs;
 	struct phos_channel *ch;
 	struct phos_channel *next_ch;  /* made and pinned ahead for the next function (main.c) */
@@ -239,6 +259,18 @@ struct executor {
 
 /* Runs records until the function says goodbye or goes away. Returns 0 or -errno. */
 int exec_serve(struct executor *ex);
+
+/* --- several devices (executor.c) --- */
+
+/* Makes device d (< ndevs) the one records run on until the record ends
+ * (exec_serve puts the selected one back after each). */
+void exec_use_device(struct executor *ex, int d);
+/* The device whose part of the arena holds addr (the selected one for an
+ * address outside the arena). */
+int exec_device_at(const struct executor *ex, uint64_t addr);
+/* The kernel, module or variable address on the device records run on. */
+void *exec_func_here(const struct executor *ex, const struct exec_func *f);
+uint64_t exec_var_here(const struct executor *ex, const struct exec_var *v);
 
 /* SERVE: the function finished its init. Normally it is let go on at once; with
  * --snapshot-to the GPU state is dumped first and the function stays where it is

@@ -3,7 +3,7 @@
  * phos-executor: opens a device context, reserves the fixed arena, and serves
  * one function process on the channel socket it is given.
  *
- *   phos-executor --fd N [--device auto|cuda|sim] [--gpu N] [--trace FILE]
+ *   phos-executor --fd N [--device auto|cuda|sim] [--gpu N | --gpus A,B,...] [--trace FILE]
  *                 [--arena-base ADDR] [--arena-size BYTES] [--no-warm]
  *                 [--control-fd N] [--snapshot-to DIR | --restore-from DIR]
  *
@@ -27,7 +27,13 @@
  * NCCL between executors of different GPUs uses peer access (CUDA IPC), which
  * hiding GPUs with CUDA_VISIBLE_DEVICES would disable.
  *
- * PHOS_GPU, PHOS_TRACE and PHOS_ARENA_BASE give defaults for --gpu, --trace ("%p" in it: the
+ * --gpus A,B,...: several host GPUs, seen by the function as its devices 0,
+ * 1, ... (a function that drives several GPUs from one process). The arena
+ * is split in equal parts, one per device (devices_open); each device may
+ * reach the others' memory where P2P allows. Such an executor runs functions
+ * but takes no snapshot, checkpoint or restore yet.
+ *
+ * PHOS_GPU, PHOS_GPUS, PHOS_TRACE and PHOS_ARENA_BASE give defaults for --gpu, --trace ("%p" in it: the
  * executor's pid, one trace per executor of a pool) and --arena-base
  * (sanitizer builds move the arena: ASan's heap sits at 0x600000000000).
  *
@@ -55,18 +61,19 @@
 #include "loader.h"
 #include "log.h"
 
+/* Arena memory belongs to the device whose part of the arena it is in. */
 static int map_chunks(void *ctx, uint64_t addr, uint64_t len)
 {
 	struct executor *ex = ctx;
 
-	return ex->dev_ops->map(ex->dev, addr, len);
+	return ex->dev_ops->map(ex->devs[exec_device_at(ex, addr)], addr, len);
 }
 
 static void unmap_chunks(void *ctx, uint64_t addr, uint64_t len)
 {
 	struct executor *ex = ctx;
 
-	ex->dev_ops->unmap(ex->dev, addr, len);
+	ex->dev_ops->unmap(ex->devs[exec_device_at(ex, addr)], addr, len);
 }
 
 static void table_clear(struct handle_table *t, void (*fn)(struct executor *, void *), struct executor *ex)
@@ -93,8 +100,12 @@ void exec_scrub(struct executor *ex)
 {
 	loader_free(ex->loader);
 	ex->loader = NULL;
-	if (ex->dev)
-		ex->dev_ops->synchronize(ex->dev);
+	for (int d = ex->ndevs - 1; d >= 0; d--) {
+		exec_use_device(ex, d);
+		if (ex->dev)
+			ex->dev_ops->synchronize(ex->dev);
+	}
+	ex->cur = 0;   /* the next function starts on device 0 */
 	exec_context_restore(ex);
 	exec_nccl_clear(ex);
 	table_clear(&ex->blas, drop_blas, ex);
@@ -107,8 +118,10 @@ void exec_scrub(struct executor *ex)
 	table_clear(&ex->modules, drop_module, ex);
 	table_clear(&ex->regions, drop_region, ex);
 	exec_pool_clear(ex);
-	if (ex->bufs)
+	if (ex->bufs) {
 		phos_bufmap_reset(ex->bufs);
+		phos_bufmap_set_window(ex->bufs, ex->arena_base, ex->dev_span);
+	}
 	ex->pending_error = 0;
 	ex->attrs_set = false;
 	ex->restore_dir = NULL;
@@ -387,6 +400,9 @@ static int pool_loop(struct executor *ex)
 			if (r == 0 && (img->arena_base != ex->arena_base || img->arena_size != ex->arena_size)) {
 				snprintf(err, sizeof(err), "the snapshot's arena differs from this pool's");
 				r = -EINVAL;
+			} else if (r == 0 && ex->ndevs > 1) {
+				snprintf(err, sizeof(err), "restores into an executor of several GPUs are not supported yet");
+				r = -EINVAL;
 			}
 			if (r < 0) {
 				exec_control_error(ex, "%s: %s", dir, err);
@@ -412,7 +428,7 @@ static int pool_loop(struct executor *ex)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: phos-executor --fd N [--device auto|cuda|sim] [--gpu N] [--trace FILE]\n"
+	fprintf(f, "usage: phos-executor --fd N [--device auto|cuda|sim] [--gpu N | --gpus A,B,...] [--trace FILE]\n"
 		   "                     [--arena-base ADDR] [--arena-size BYTES] [--no-warm]\n"
 		   "                     [--control-fd N] [--snapshot-to DIR | --restore-from DIR [--on-demand]\n"
 		   "                     [--adopt-channel PID:FD] | --pool]\n");
@@ -433,8 +449,8 @@ static int parse_u64(const char *s, uint64_t *ret)
 
 /* The host GPU of --gpu / PHOS_GPU (unset or empty: 0), checked against the
  * devices the backend sees; a message in err otherwise. */
-static int gpu_ordinal(const struct phos_device_ops *ops, const char *gpu, int *ret_ordinal, char *err,
-		       size_t errlen)
+static int gpu_ordinal(const struct phos_device_ops *ops, const char *gpu, const char *what, int *ret_ordinal,
+		       char *err, size_t errlen)
 {
 	uint64_t v;
 	int count = 0;
@@ -444,15 +460,86 @@ static int gpu_ordinal(const struct phos_device_ops *ops, const char *gpu, int *
 		return 0;
 	}
 	if (parse_u64(gpu, &v) < 0 || v > 1023) {
-		snprintf(err, errlen, "bad GPU '%s' (--gpu or PHOS_GPU): a device ordinal, 0 or more", gpu);
+		snprintf(err, errlen, "bad GPU '%s' (%s): a device ordinal, 0 or more", gpu, what);
 		return -EINVAL;
 	}
 	if (ops->device_count(NULL, &count) < 0 || (uint64_t)count <= v) {
-		snprintf(err, errlen, "GPU %llu (--gpu or PHOS_GPU) is not there: the %s device has %d", (unsigned long long)v,
+		snprintf(err, errlen, "GPU %llu (%s) is not there: the %s device has %d", (unsigned long long)v, what,
 			 ops->name, count);
 		return -ENODEV;
 	}
 	*ret_ordinal = (int)v;
+	return 0;
+}
+
+/* --gpus / PHOS_GPUS: a comma-separated list of distinct host GPUs (at most
+ * EXEC_MAX_DEVICES), each checked as gpu_ordinal checks one. */
+static int gpu_list(const struct phos_device_ops *ops, const char *list, int *ordinals, int *ret_n, char *err,
+		    size_t errlen)
+{
+	char buf[256], *save = NULL, *tok;
+	int n = 0;
+
+	if (strlen(list) >= sizeof(buf) || !*list) {
+		snprintf(err, errlen, "bad GPU list '%.64s' (--gpus or PHOS_GPUS): ordinals separated by commas", list);
+		return -EINVAL;
+	}
+	strcpy(buf, list);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		int o, r;
+
+		if (n == EXEC_MAX_DEVICES) {
+			snprintf(err, errlen, "too many GPUs in '%s' (--gpus or PHOS_GPUS): at most %d", list,
+				 EXEC_MAX_DEVICES);
+			return -EINVAL;
+		}
+		r = gpu_ordinal(ops, tok, "--gpus or PHOS_GPUS", &o, err, errlen);
+		if (r < 0)
+			return r;
+		for (int i = 0; i < n; i++) {
+			if (ordinals[i] == o) {
+				snprintf(err, errlen, "GPU %d is named twice in '%s' (--gpus or PHOS_GPUS)", o, list);
+				return -EINVAL;
+			}
+		}
+		ordinals[n++] = o;
+	}
+	if (n == 0 || list[strlen(list) - 1] == ',' || list[0] == ',' || strstr(list, ",,")) {
+		snprintf(err, errlen, "bad GPU list '%s' (--gpus or PHOS_GPUS): ordinals separated by commas", list);
+		return -EINVAL;
+	}
+	*ret_n = n;
+	return 0;
+}
+
+/* Opens every device of ex (ordinals, ndevs set), each on its part of the
+ * arena, and lets each reach the others' memory where the hardware can. */
+static int devices_open(struct executor *ex, bool warm)
+{
+	int r;
+
+	if (!phos_arena_parts(ex->arena_size, ex->ndevs, &ex->dev_stride, &ex->dev_span)) {
+		phos_err("the arena (%llu GiB) is too small for %d GPUs", (unsigned long long)(ex->arena_size >> 30),
+			 ex->ndevs);
+		return -PHOS_CUDA_INVALID_VALUE;
+	}
+	for (int d = 0; d < ex->ndevs; d++) {
+		r = ex->dev_ops->open(ex->ordinals[d], ex->arena_base + (uint64_t)d * ex->dev_stride, ex->dev_span, warm,
+				      &ex->devs[d]);
+		if (r < 0)
+			return r;
+	}
+	ex->peers = true;
+	for (int a = 0; a < ex->ndevs; a++) {
+		for (int b = 0; b < ex->ndevs; b++) {
+			if (a != b && ex->dev_ops->peer_add(ex->devs[a], ex->devs[b]) < 0) {
+				phos_warn("GPU %d cannot reach GPU %d's memory", ex->ordinals[b], ex->ordinals[a]);
+				ex->peers = false;
+			}
+		}
+	}
+	ex->cur = 0;
+	exec_use_device(ex, 0);
 	return 0;
 }
 
@@ -504,6 +591,7 @@ int main(int argc, char **argv)
 		{ "fd", required_argument, NULL, 'f' },
 		{ "device", required_argument, NULL, 'd' },
 		{ "gpu", required_argument, NULL, 'g' },
+		{ "gpus", required_argument, NULL, 'G' },
 		{ "trace", required_argument, NULL, 't' },
 		{ "arena-base", required_argument, NULL, 'b' },
 		{ "arena-size", required_argument, NULL, 's' },
@@ -524,7 +612,7 @@ int main(int argc, char **argv)
 	char err[512] = "";
 	uint64_t cfd;
 	const char *device = "auto", *trace = getenv("PHOS_TRACE"), *gpu = getenv("PHOS_GPU");
-	int ordinal = 0;
+	const char *gpus = getenv("PHOS_GPUS");
 	struct phos_bufmap_ops ops = { .map = map_chunks, .unmap = unmap_chunks, .ctx = &ex };
 	uint64_t fd = UINT64_MAX;
 	bool pool = false, on_demand = false;
@@ -555,7 +643,8 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'd': device = optarg; break;
-		case 'g': gpu = optarg; break;
+		case 'g': gpu = optarg; gpus = NULL; break;
+		case 'G': gpus = optarg; gpu = NULL; break;
 		case 't': trace = optarg; break;
 		case 'b':
 		case 's':
@@ -634,7 +723,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "phos-executor: unknown device '%s' (auto, cuda or sim)\n", device);
 		return 2;
 	}
-	if (gpu_ordinal(ex.dev_ops, gpu, &ordinal, err, sizeof(err)) < 0) {
+	ex.ndevs = 1;
+	r = gpus && *gpus ? gpu_list(ex.dev_ops, gpus, ex.ordinals, &ex.ndevs, err, sizeof(err))
+			  : gpu_ordinal(ex.dev_ops, gpu, "--gpu or PHOS_GPU", &ex.ordinals[0], err, sizeof(err));
+	if (r == 0 && ex.ndevs > 1 && (img || ex.snapshot_dir))
+		r = -EINVAL, snprintf(err, sizeof(err), "snapshots and restores of a function over several GPUs "
+							 "are not supported yet");
+	if (r < 0) {
 		fprintf(stderr, "phos-executor: %s\n", err);
 		exec_control_error(&ex, "%s", err);
 		phos_image_free(img);
@@ -661,15 +756,21 @@ int main(int argc, char **argv)
 	exec_window_reserve(&ex);   /* before the driver takes address space */
 	t0 = phos_now();
 	/* A restore warms cuBLAS up beside loading the snapshot (exec_image_load). */
-	r = ex.dev_ops->open(ordinal, ex.arena_base, ex.arena_size, warm && !img, &ex.dev);
+	r = devices_open(&ex, warm && !img);
 	t_open = phos_now() - t0;
 	if (r < 0) {
 		fprintf(stderr, "phos-executor: cannot open the %s device (cuda error %d)\n", ex.dev_ops->name, -r);
 		exec_control_error(&ex, "cannot open the %s device (cuda error %d)", ex.dev_ops->name, -r);
+		for (int d = 0; d < ex.ndevs; d++)
+			ex.dev_ops->close(ex.devs[d]);
 		phos_image_free(img);
 		return 1;
 	}
 	r = phos_bufmap_new(ex.arena_base, ex.arena_size, &ops, &ex.bufs);
+	if (r == 0)
+		r = phos_bufmap_set_parts(ex.bufs, ex.dev_stride, ex.dev_span);
+	if (r == 0)
+		r = phos_bufmap_set_window(ex.bufs, ex.arena_base, ex.dev_span);
 	if (r == 0 && pool)
 		r = pool_loop(&ex);
 	else if (r == 0)
@@ -684,7 +785,8 @@ int main(int argc, char **argv)
 	exec_hot_clear(&ex);
 	phos_bufmap_free(ex.bufs);
 	stage_ring_free(&ex);
-	ex.dev_ops->close(ex.dev);
+	for (int d = ex.ndevs - 1; d >= 0; d--)
+		ex.dev_ops->close(ex.devs[d]);
 	if (ex.trace)
 		fclose(ex.trace);
 	phos_image_free(img);

@@ -80,7 +80,8 @@ static const int own_stdio[3] = { 0, 1, 2 };
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: phos-fn run [--device auto|cuda|sim] [--gpu N] [--trace FILE] [--validate-spec off|always]\n"
+	fprintf(f, "usage: phos-fn run [--device auto|cuda|sim] [--gpu N | --gpus A,B,...] [--trace FILE]\n"
+		   "                  [--validate-spec off|always]\n"
 		   "                  [--executor auto|fresh|SOCKET] [--checkpointable] [periodic options]\n"
 		   "                  -- PROGRAM [ARGS...]\n"
 		   "  --executor auto         a warm executor of `phos-fn pool` or of an invoker on this machine\n"
@@ -89,6 +90,9 @@ static void usage(FILE *f)
 		   "                          or fail\n"
 		   "  --gpu N                 the host GPU its executor owns (default PHOS_GPU, else 0); the\n"
 		   "                          program sees it as device 0, and no other device\n"
+		   "  --gpus A,B,...          several host GPUs, one executor over them all (a program that\n"
+		   "                          drives several GPUs): the program sees them as devices 0, 1, ...\n"
+		   "                          (default PHOS_GPUS); not with --checkpointable yet\n"
 		   "  --checkpointable        phos-fn checkpoint PID (this phos-fn's pid) may checkpoint it\n"
 		   CLI_PERIODIC_USAGE
 		   "  --validate-spec always  every launch of an exact kernel runs as its validation twin, which\n"
@@ -436,6 +440,7 @@ int cli_run(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "device", required_argument, NULL, 'd' },
 		{ "gpu", required_argument, NULL, 'g' },
+		{ "gpus", required_argument, NULL, 'G' },
 		{ "trace", required_argument, NULL, 't' },
 		{ "validate-spec", required_argument, NULL, 'V' },
 		{ "checkpointable", no_argument, NULL, 'C' },
@@ -461,7 +466,15 @@ int cli_run(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': device = optarg; break;
-		case 'g': setenv("PHOS_GPU", optarg, 1); break;   /* the executor checks it */
+		case 'g':   /* the executor checks it */
+			setenv("PHOS_GPU", optarg, 1);
+			unsetenv("PHOS_GPUS");
+			break;
+		case 'G':   /* the same; executors of several GPUs are not lent */
+			setenv("PHOS_GPUS", optarg, 1);
+			unsetenv("PHOS_GPU");
+			own_options = true;
+			break;
 		case 't': trace = optarg; own_options = true; break;
 		case 'E': executor = optarg; break;
 		case 'V':
@@ -491,6 +504,10 @@ int cli_run(int argc, char **argv)
 		return 2;
 	if (per.dir[0])
 		checkpointable = true;
+	if (checkpointable && getenv("PHOS_GPUS") && *getenv("PHOS_GPUS")) {
+		fprintf(stderr, "phos-fn: checkpoints of a program over several GPUs (--gpus) are not supported yet\n");
+		return 2;
+	}
 	device = cli_resolve_device(device);
 	if (!device) {
 		fprintf(stderr, "phos-fn: unknown device (use auto, cuda or sim)\n");

@@ -34,6 +34,7 @@ static struct {
 	int error;                       /* what calls return while not CONN_UP */
 	bool goodbye;
 	struct phos_reply_hello hello;
+	int sent_device;                 /* the device the executor runs records on */
 } conn = {
 	.once = PTHREAD_ONCE_INIT,
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -309,6 +310,21 @@ PHOS_EXPORT const struct phos_reply_hello *phos_preload_hello(void)
 	return &conn.hello;
 }
 
+/* Called with the lock held, before a record goes out: an executor of several
+ * devices is told when the sending thread selected another device than the
+ * last sender (records of one thread after its cudaSetDevice run there). */
+static bool device_sync_locked(void)
+{
+	struct phos_device_query q = { .device = phos_current_device() };
+
+	if (conn.hello.device_count <= 1 || q.device == conn.sent_device)
+		return true;
+	if (!phos_channel_post(conn.ch, PHOS_OP_SET_DEVICE, 0, &q, sizeof(q), NULL, 0))
+		return false;
+	conn.sent_device = q.device;
+	return true;
+}
+
 /* Called with the lock held when the channel failed. */
 static int mark_gone(void)
 {
@@ -345,7 +361,7 @@ PHOS_EXPORT int phos_preload_post(uint32_t op, const void *body, size_t body_len
 	pthread_mutex_lock(&conn.lock);
 	if (conn.state != CONN_UP)
 		r = conn.error;
-	else if (!phos_channel_post(conn.ch, op, 0, body, body_len, payload, payload_len))
+	else if (!device_sync_locked() || !phos_channel_post(conn.ch, op, 0, body, body_len, payload, payload_len))
 		r = mark_gone();
 	pthread_mutex_unlock(&conn.lock);
 	return r;
@@ -359,6 +375,8 @@ static int call_locked(uint32_t op, const void *body, size_t body_len, const voi
 
 	if (conn.state != CONN_UP)
 		return conn.error;
+	if (!device_sync_locked())
+		return mark_gone();
 	r = phos_channel_call(conn.ch, op, body, body_len, payload, payload_len, &rep);
 	if (r < 0)
 		return mark_gone();
@@ -439,6 +457,7 @@ PHOS_EXPORT int phos_preload_serve_point(void)
 			goto out;
 		}
 		conn.hello = h;
+		conn.sent_device = 0;   /* a new executor starts on device 0 */
 		restored = true;
 	}
 	r = 0;

@@ -3,10 +3,17 @@
  * Devices: count and selection, properties and attributes (one DEVICE_INFO per
  * device, cached), synchronisation, reset, versions, flags and limits.
  *
- * The executor serves one context on one GPU, and HELLO reports one device:
- * the program sees that GPU as device 0 (whichever host GPU the executor was
- * given, phos-executor --gpu), as a container given one GPU sees it. Records
- * carry no device, so selecting any other is cudaErrorInvalidDevice.
+ * The executor serves the GPUs it was given (phos-executor --gpu N: one,
+ * --gpus A,B,...: several), and HELLO reports how many: the program sees them
+ * as devices 0, 1, ..., as a container given those GPUs sees them. Selecting
+ * any other is cudaErrorInvalidDevice. The device is per host thread; the
+ * channel tells the executor when a record comes from a thread on another
+ * device than the last one (conn.c, PHOS_OP_SET_DEVICE).
+ *
+ * Peer access: the executor lets every device reach every other's arena
+ * memory when the hardware allows (HELLO's PHOS_HELLO_PEERS), so enabling it
+ * here is bookkeeping, checked as CUDA checks it, and a peer copy is a copy
+ * between unified addresses.
  */
 #include <dlfcn.h>
 #include <limits.h>
@@ -121,6 +128,85 @@ PHOS_EXPORT cudaError_t cudaGetDevice(int *device)
 	if (r == cudaSuccess)
 		*device = current_device;
 	return phos_set_error(r);
+}
+
+int phos_current_device(void)
+{
+	return current_device;
+}
+
+/* Peers enabled: bit p of peers_on[d] (device d reaches device p). */
+static unsigned peers_on[MAX_DEVICES];
+
+static int peer_check(int device, int peer)
+{
+	int r = check_device(device);
+
+	if (r == cudaSuccess)
+		r = check_device(peer);
+	return r;
+}
+
+PHOS_EXPORT cudaError_t cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int peerDevice)
+{
+	int r;
+
+	if (!canAccessPeer)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = peer_check(device, peerDevice);
+	if (r == cudaSuccess)
+		*canAccessPeer = device != peerDevice && (phos_preload_hello()->flags & PHOS_HELLO_PEERS);
+	return phos_set_error(r);
+}
+
+PHOS_EXPORT cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
+{
+	int can = 0, r;
+
+	if (flags)
+		return phos_set_error(cudaErrorInvalidValue);
+	r = peer_check(current_device, peerDevice);
+	if (r)
+		return phos_set_error(r);
+	if (peerDevice == current_device)
+		return phos_set_error(cudaErrorInvalidDevice);
+	cudaDeviceCanAccessPeer(&can, current_device, peerDevice);
+	if (!can)
+		return phos_set_error(cudaErrorPeerAccessUnsupported);
+	if (__atomic_fetch_or(&peers_on[current_device], 1u << peerDevice, __ATOMIC_RELAXED) & (1u << peerDevice))
+		return phos_set_error(cudaErrorPeerAccessAlreadyEnabled);
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaDeviceDisablePeerAccess(int peerDevice)
+{
+	int r = peer_check(current_device, peerDevice);
+
+	if (r)
+		return phos_set_error(r);
+	if (!(__atomic_fetch_and(&peers_on[current_device], ~(1u << peerDevice), __ATOMIC_RELAXED) &
+	      (1u << peerDevice)))
+		return phos_set_error(cudaErrorPeerAccessNotEnabled);
+	return cudaSuccess;
+}
+
+PHOS_EXPORT cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice, size_t count,
+					    cudaStream_t stream)
+{
+	int r = peer_check(dstDevice, srcDevice);
+
+	if (r)
+		return phos_set_error(r);
+	return cudaMemcpyAsync(dst, src, count, cudaMemcpyDeviceToDevice, stream);
+}
+
+PHOS_EXPORT cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice, size_t count)
+{
+	int r = peer_check(dstDevice, srcDevice);
+
+	if (r)
+		return phos_set_error(r);
+	return cudaMemcpy(dst, src, count, cudaMemcpyDeviceToDevice);
 }
 
 PHOS_EXPORT cudaError_t cudaInitDevice(int device, unsigned int deviceFlags, unsigned int flags)

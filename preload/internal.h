@@ -78,6 +78,7 @@ enum phos_hkind {
 
 #define PHOS_HANDLE_TAG 0x5068000000000000ull
 #define PHOS_MAX_IDS (1u << 20) /* the executor's EXEC_MAX_HANDLES */
+#define PHOS_MAX_DEVICES 8      /* the executor's EXEC_MAX_DEVICES */
 
 static inline void *phos_handle_wrap(enum phos_hkind kind, uint32_t id)
 {
@@ -301,3 +302,5 @@ int phos_graph_wait_event(const void *stream, uint32_t event, bool *ret_handled)
 
 /* device.c: attribute `attr` of device 0 (DEVICE_INFO, cached). */
 int phos_device_attr(int attr, int *ret_value);
+/* The calling thread's device (cudaSetDevice), 0 until it selects one. */
+int phos_current_device(void);

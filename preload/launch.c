@@ -70,8 +70,9 @@ struct var {
 	char *name;
 	uint64_t size;
 	int constant;
-	bool have_info;
-	uint64_t addr, dev_size;
+	/* where the executor put it, per device (a copy on each) */
+	bool have_info[PHOS_MAX_DEVICES];
+	uint64_t addr[PHOS_MAX_DEVICES], dev_size[PHOS_MAX_DEVICES];
 };
 
 /* The hidden API, as crt/host_runtime.h and crt/device_functions.h declare it
@@ -395,7 +396,7 @@ static void resend_var(void *obj)
 {
 	struct var *v = obj;
 
-	v->have_info = false;
+	memset(v->have_info, 0, sizeof(v->have_info));
 	var_send(v);
 }
 
@@ -423,12 +424,15 @@ static int var_info(struct var *v, uint64_t *ret_addr, uint64_t *ret_size)
 {
 	struct phos_handle h;
 	struct phos_reply_var_info vi;
+	int d = phos_current_device();
 	size_t len = 0;
 	int r;
 
 	if (!v->mod->valid)
 		return cudaErrorInvalidKernelImage;
-	if (!__atomic_load_n(&v->have_info, __ATOMIC_ACQUIRE)) {
+	if (d < 0 || d >= PHOS_MAX_DEVICES)
+		return cudaErrorInvalidDevice;
+	if (!__atomic_load_n(&v->have_info[d], __ATOMIC_ACQUIRE)) {
 		h.id = v->id;
 		h._pad = 0;
 		r = phos_preload_call(PHOS_OP_VAR_INFO, &h, sizeof(h), NULL, 0, &vi, sizeof(vi), &len, NULL);
@@ -436,12 +440,12 @@ static int var_info(struct var *v, uint64_t *ret_addr, uint64_t *ret_size)
 			return r;
 		if (len != sizeof(vi))
 			return cudaErrorUnknown;
-		v->addr = vi.addr;
-		v->dev_size = vi.size;
-		__atomic_store_n(&v->have_info, true, __ATOMIC_RELEASE);
+		v->addr[d] = vi.addr;
+		v->dev_size[d] = vi.size;
+		__atomic_store_n(&v->have_info[d], true, __ATOMIC_RELEASE);
 	}
-	*ret_addr = v->addr;
-	*ret_size = v->dev_size;
+	*ret_addr = v->addr[d];
+	*ret_size = v->dev_size[d];
 	return cudaSuccess;
 }
 
@@ -461,7 +465,8 @@ void phos_var_forget(void)
 
 		if (!v)
 			break;
-		__atomic_store_n(&v->have_info, false, __ATOMIC_RELEASE);
+		for (int d = 0; d < PHOS_MAX_DEVICES; d++)
+			__atomic_store_n(&v->have_info[d], false, __ATOMIC_RELEASE);
 	}
 }
 
@@ -472,9 +477,11 @@ bool phos_var_contains(uint64_t addr, uint64_t len)
 
 		if (!v)
 			break;
-		if (__atomic_load_n(&v->have_info, __ATOMIC_ACQUIRE) && addr >= v->addr &&
-		    addr - v->addr <= v->dev_size && len <= v->dev_size - (addr - v->addr))
-			return true;
+		for (int d = 0; d < PHOS_MAX_DEVICES; d++) {
+			if (__atomic_load_n(&v->have_info[d], __ATOMIC_ACQUIRE) && addr >= v->addr[d] &&
+			    addr - v->addr[d] <= v->dev_size[d] && len <= v->dev_size[d] - (addr - v->addr[d]))
+				return true;
+		}
 	}
 	return false;
 }

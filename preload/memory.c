@@ -62,6 +62,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "bufmap.h"
 #include "internal.h"
 #include "log.h"
 
@@ -1056,8 +1057,18 @@ PHOS_EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a
 		return phos_set_error(r);
 	memset(attributes, 0, sizeof(*attributes));
 	if (ptr && phos_mem_is_device(ptr, 1)) {
+		const struct phos_reply_hello *h = phos_preload_hello();
+		uint64_t stride, span, at = (uintptr_t)ptr;
+
 		attributes->type = cudaMemoryTypeDevice;
 		attributes->devicePointer = (void *)(uintptr_t)ptr;
+		/* the device whose part of the arena holds it (bufmap.h) */
+		if (h->device_count > 1 && at >= h->arena_base &&
+		    phos_arena_parts(h->arena_size, (int)h->device_count, &stride, &span) &&
+		    (at - h->arena_base) / stride < h->device_count)
+			attributes->device = (int)((at - h->arena_base) / stride);
+		else
+			attributes->device = phos_current_device();
 	} else if (ptr && region_find(ptr, 0, &reg) && reg.managed) {
 		attributes->type = cudaMemoryTypeManaged;
 		attributes->devicePointer = attributes->hostPointer = (void *)(uintptr_t)ptr;

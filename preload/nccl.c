@@ -283,6 +283,52 @@ PHOS_EXPORT nccl_result ncclCommInitRankConfig(phos_nccl_comm_t *comm, int nrank
 }
 PHOS_ALIAS(pncclCommInitRankConfig, ncclCommInitRankConfig);
 
+/* ncclCommInitAll of several devices, as NCCL makes it: one unique id, and
+ * in one group a rank per device, each made with its device current. The
+ * executor must own them all (phos-executor --gpus). */
+static nccl_result init_all(phos_nccl_comm_t *comms, int ndev, const int *devlist)
+{
+	phos_nccl_unique_id id;
+	int count = 0, saved = 0;
+	nccl_result r, r2;
+
+	if (cudaGetDeviceCount(&count) != cudaSuccess)
+		count = 0;
+	if (ndev > count) {
+		/* Said whatever PHOS_LOG is: a program that needs several GPUs in
+		 * one process must not fail without a reason. */
+		fprintf(stderr, "phos-fn: ncclCommInitAll of %d devices refused: the executor owns %d "
+				"(phos-fn run --gpus): ncclInvalidArgument\n", ndev, count);
+		return fail(PHOS_NCCL_INVALID_ARGUMENT, "ncclCommInitAll of %d devices: the executor owns %d", ndev,
+			    count);
+	}
+	for (int i = 0; i < ndev; i++) {
+		int d = devlist ? devlist[i] : i;
+
+		if (d < 0 || d >= count)
+			return fail(PHOS_NCCL_INVALID_ARGUMENT, "device %d invalid: the executor owns %d", d, count);
+		for (int j = 0; j < i; j++) {
+			if (devlist && devlist[j] == d)
+				return fail(PHOS_NCCL_INVALID_ARGUMENT, "device %d is in devlist twice", d);
+		}
+	}
+	r = unique_id(&id);
+	if (r)
+		return r;
+	if (cudaGetDevice(&saved) != cudaSuccess)
+		saved = 0;
+	r = ncclGroupStart();
+	for (int i = 0; r == 0 && i < ndev; i++) {
+		if (cudaSetDevice(devlist ? devlist[i] : i) != cudaSuccess)
+			r = fail(PHOS_NCCL_UNHANDLED_CUDA_ERROR, "cudaSetDevice(%d) failed", devlist ? devlist[i] : i);
+		else
+			r = init_rank(&comms[i], ndev, &id, i, NULL);
+	}
+	r2 = ncclGroupEnd();
+	cudaSetDevice(saved);
+	return r ? r : r2;
+}
+
 PHOS_EXPORT nccl_result ncclCommInitAll(phos_nccl_comm_t *comms, int ndev, const int *devlist)
 {
 	phos_nccl_unique_id id;
@@ -292,13 +338,8 @@ PHOS_EXPORT nccl_result ncclCommInitAll(phos_nccl_comm_t *comms, int ndev, const
 		return fail(PHOS_NCCL_INVALID_ARGUMENT, "comms argument is NULL");
 	if (ndev < 1)
 		return fail(PHOS_NCCL_INVALID_ARGUMENT, "ndev %d invalid", ndev);
-	if (ndev > 1) {
-		/* Said whatever PHOS_LOG is: a program that needs several GPUs in
-		 * one process must not fail without a reason. */
-		fprintf(stderr, "phos-fn: ncclCommInitAll of %d devices refused: an executor owns one device "
-				"(run one process per rank): ncclInvalidArgument\n", ndev);
-		return fail(PHOS_NCCL_INVALID_ARGUMENT, "ncclCommInitAll of %d devices: executors own one device", ndev);
-	}
+	if (ndev > 1)
+		return init_all(comms, ndev, devlist);
 	if (devlist && devlist[0] != 0)
 		return fail(PHOS_NCCL_INVALID_ARGUMENT, "device %d invalid: the executor owns device 0", devlist[0]);
 	r = unique_id(&id);

@@ -24,6 +24,8 @@ struct phos_bufmap {
 	uint64_t next_id;
 	uint64_t live_bytes, mapped_chunks;
 	uint64_t top;               /* 1 + highest non-free chunk: scans stop there */
+	uint64_t wlo, whi;          /* the window new allocations go to (chunks) */
+	uint64_t part_stride, part_span;   /* phos_bufmap_set_parts; 0: one part */
 	struct phos_bufmap_ops ops;
 };
 
@@ -46,6 +48,7 @@ int phos_bufmap_new(uint64_t arena_base, uint64_t arena_size, const struct phos_
 	m->base = arena_base;
 	m->size = arena_size;
 	m->nchunks = arena_size / PHOS_CHUNK;
+	m->whi = m->nchunks;
 	m->chunk = calloc(m->nchunks, 1);
 	m->slab_users = calloc(m->nchunks, sizeof(uint32_t));
 	if (!m->chunk || !m->slab_users) {
@@ -123,12 +126,13 @@ static void remove_at(struct phos_bufmap *m, size_t i)
 	m->nbufs--;
 }
 
-/* First run of n free chunks; returns its index or nchunks. */
+/* First run of n free chunks in the window; returns its index or nchunks. */
 static uint64_t find_free_run(const struct phos_bufmap *m, uint64_t n)
 {
-	uint64_t run = 0, end = m->top + n < m->nchunks ? m->top + n : m->nchunks;
+	uint64_t top = m->top > m->wlo ? m->top : m->wlo;
+	uint64_t run = 0, end = top + n < m->whi ? top + n : m->whi;
 
-	for (uint64_t i = 0; i < end; i++) {
+	for (uint64_t i = m->wlo; i < end; i++) {
 		run = m->chunk[i] == CHUNK_FREE ? run + 1 : 0;
 		if (run == n)
 			return i + 1 - n;
@@ -190,7 +194,7 @@ static int alloc_small(struct phos_bufmap *m, uint64_t size, uint64_t *ret_addr)
 	uint64_t len = round_up(size, PHOS_SMALL_ALIGN), addr = 0, c;
 	int r;
 
-	for (c = 0; c < m->top; c++) {
+	for (c = m->wlo; c < m->top && c < m->whi; c++) {
 		if (m->chunk[c] == CHUNK_SLAB && (addr = slab_gap(m, c, len)) != 0)
 			break;
 	}
@@ -276,6 +280,16 @@ int phos_bufmap_alloc_at(struct phos_bufmap *m, uint64_t addr, uint64_t size, ui
 	return 0;
 }
 
+int phos_bufmap_set_window(struct phos_bufmap *m, uint64_t addr, uint64_t size)
+{
+	if (addr < m->base || addr % PHOS_CHUNK || size % PHOS_CHUNK || size == 0 ||
+	    size > m->base + m->size - addr)
+		return -EINVAL;
+	m->wlo = (addr - m->base) / PHOS_CHUNK;
+	m->whi = m->wlo + size / PHOS_CHUNK;
+	return 0;
+}
+
 uint64_t phos_bufmap_next_id(const struct phos_bufmap *m)
 {
 	return m->next_id;
@@ -346,7 +360,17 @@ bool phos_bufmap_contains(const struct phos_bufmap *m, uint64_t addr, uint64_t l
 
 bool phos_bufmap_in_arena(const struct phos_bufmap *m, uint64_t addr)
 {
-	return addr >= m->base && addr - m->base < m->size;
+	return addr >= m->base && addr - m->base < m->size &&
+	       (!m->part_stride || (addr - m->base) % m->part_stride < m->part_span);
+}
+
+int phos_bufmap_set_parts(struct phos_bufmap *m, uint64_t stride, uint64_t span)
+{
+	if (!stride || stride % PHOS_CHUNK || span % PHOS_CHUNK || !span || span > stride || stride > m->size)
+		return -EINVAL;
+	m->part_stride = stride < m->size ? stride : 0;
+	m->part_span = span;
+	return 0;
 }
 
 void phos_bufmap_reset(struct phos_bufmap *m)

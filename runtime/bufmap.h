@@ -36,6 +36,22 @@
  * alignment have 256-aligned small buffers */
 #define PHOS_SMALL_ALIGN_MIN 256u
 
+/* An executor of n devices gives device d the part [base + d * stride, +
+ * span) of the arena: equal strides, each part leaving PHOS_ARENA_PART_GAP
+ * free before the next (the sim device keeps its variables there). One
+ * device has the whole arena. Returns false when the arena is too small. */
+#define PHOS_ARENA_PART_GAP (4ull << 30)
+static inline bool phos_arena_parts(uint64_t size, int n, uint64_t *ret_stride, uint64_t *ret_span)
+{
+	uint64_t stride = n > 1 ? size / (uint64_t)n / PHOS_CHUNK * PHOS_CHUNK : size;
+
+	if (n < 1 || (n > 1 && stride <= PHOS_ARENA_PART_GAP))
+		return false;
+	*ret_stride = stride;
+	*ret_span = n > 1 ? stride - PHOS_ARENA_PART_GAP : size;
+	return true;
+}
+
 struct phos_buf {
 	uint64_t addr;      /* device address the user sees */
 	uint64_t size;      /* bytes the user asked for */
@@ -71,6 +87,14 @@ int phos_bufmap_alloc(struct phos_bufmap *map, uint64_t size, uint64_t *ret_addr
  * outside the arena or misaligned for its size. */
 int phos_bufmap_alloc_at(struct phos_bufmap *map, uint64_t addr, uint64_t size, uint64_t id);
 
+/* The arena is parts of span bytes every stride bytes (phos_arena_parts):
+ * the gaps between them are outside the arena (in_arena, add_extern). */
+int phos_bufmap_set_parts(struct phos_bufmap *map, uint64_t stride, uint64_t span);
+/* Where phos_bufmap_alloc places buffers from now on: [addr, addr+size), a
+ * 2 MiB-aligned part of the arena (the whole arena at first). An executor
+ * over several GPUs gives each device such a part and moves the window to
+ * the device the function selects. -EINVAL when it is not inside the arena. */
+int phos_bufmap_set_window(struct phos_bufmap *map, uint64_t addr, uint64_t size);
 /* The next allocation id, and setting it (a restore continues the sequence). */
 uint64_t phos_bufmap_next_id(const struct phos_bufmap *map);
 void phos_bufmap_set_next_id(struct phos_bufmap *map, uint64_t id);

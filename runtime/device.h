@@ -94,6 +94,15 @@ struct phos_device_ops {
 	 * with blas_create. sim: nothing to do. */
 	int (*warm)(struct phos_device *dev);
 
+	/* Several devices in one executor (a function over several GPUs): enter
+	 * makes dev's context the calling thread's current one (for libraries
+	 * that take the current device, NCCL); peer_add lets the device of peer
+	 * reach dev's arena memory that dev maps from then on (NVLink or PCIe
+	 * P2P), called before any map. -PHOS_CUDA_NOT_SUPPORTED when the two
+	 * devices cannot reach each other. sim: nothing to do. */
+	int (*enter)(struct phos_device *dev);
+	int (*peer_add)(struct phos_device *dev, struct phos_device *peer);
+
 	int (*device_count)(struct phos_device *dev, int *ret_count);
 	int (*info)(struct phos_device *dev, struct phos_reply_device *ret_info);
 	int (*mem_info)(struct phos_device *dev, uint64_t *ret_free, uint64_t *ret_total);

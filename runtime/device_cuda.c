@@ -336,7 +336,7 @@ static int arena_check(const struct cuda_dev *d, uint64_t addr, uint64_t len, co
 static int map_create(struct cuda_dev *d, size_t at, uint64_t addr, uint64_t len)
 {
 	CUmemAllocationProp prop;
-	CUmemAccessDesc access;
+	CUmemAccessDesc access[CUDA_MAX_PEERS + 1];
 	CUmemGenericAllocationHandle handle;
 	uint64_t nchunks = len / PHOS_CHUNK, k;
 	uint64_t *bits;
@@ -375,11 +375,14 @@ static int map_create(struct cuda_dev *d, size_t at, uint64_t addr, uint64_t len
 		free(bits);
 		return cu_fail(r, "cuMemMap", __FILE__, __LINE__);
 	}
-	memset(&access, 0, sizeof(access));
-	access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	access.location.id = d->ordinal;
-	access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	r = cuda_drv.MemSetAccess((CUdeviceptr)addr, len, &access, 1);
+	/* this device, and the peers of a function over several GPUs */
+	for (unsigned i = 0; i <= d->npeers; i++) {
+		memset(&access[i], 0, sizeof(access[i]));
+		access[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		access[i].location.id = i == 0 ? d->ordinal : d->peers[i - 1];
+		access[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	}
+	r = cuda_drv.MemSetAccess((CUdeviceptr)addr, len, access, d->npeers + 1);
 	if (r != CUDA_SUCCESS) {
 		cuda_drv.MemUnmap((CUdeviceptr)addr, len);
 		cuda_drv.MemRelease(handle);
@@ -674,6 +677,34 @@ static void cuda_close(struct phos_device *dev)
 	free(d->hostregs);
 	pthread_mutex_destroy(&d->lock);
 	free(d);
+}
+
+static int cuda_enter(struct phos_device *dev)
+{
+	DEV_ENTER(d, dev);
+	return 0;
+}
+
+static int cuda_peer_add(struct phos_device *dev, struct phos_device *peer)
+{
+	struct cuda_dev *p = cuda_dev(peer);
+	int can = 0;
+	DEV_ENTER(d, dev);
+
+	if (!p || p == d)
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (d->npeers == CUDA_MAX_PEERS)
+		return -PHOS_CUDA_NOT_SUPPORTED;
+	CU_CHECK(cuda_drv.DeviceCanAccessPeer(&can, p->cudev, d->cudev));
+	if (!can) {
+		phos_warn("cuda: device %d cannot reach device %d's memory (no P2P between them)", p->ordinal,
+			  d->ordinal);
+		return -PHOS_CUDA_NOT_SUPPORTED;
+	}
+	pthread_mutex_lock(&d->lock);
+	d->peers[d->npeers++] = p->ordinal;
+	pthread_mutex_unlock(&d->lock);
+	return 0;
 }
 
 static int cuda_device_count(struct phos_device *dev, int *ret_count)
@@ -1787,6 +1818,8 @@ const struct phos_device_ops phos_device_cuda = {
 	.name = "cuda",
 	.open = cuda_open,
 	.close = cuda_close,
+	.enter = cuda_enter,
+	.peer_add = cuda_peer_add,
 	.device_count = cuda_device_count,
 	.info = cuda_info,
 	.mem_info = cuda_mem_info,

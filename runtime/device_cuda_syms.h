@@ -42,6 +42,7 @@
 	X(GetErrorString,        "cuGetErrorString",                   6000,  "cuGetErrorString",                PFN_cuGetErrorString_v6000) \
 	X(DeviceGet,             "cuDeviceGet",                        2000,  "cuDeviceGet",                     PFN_cuDeviceGet_v2000)     \
 	X(DeviceGetCount,        "cuDeviceGetCount",                   2000,  "cuDeviceGetCount",                PFN_cuDeviceGetCount_v2000) \
+	X(DeviceCanAccessPeer,   "cuDeviceCanAccessPeer",              4000,  "cuDeviceCanAccessPeer",           PFN_cuDeviceCanAccessPeer_v4000) \
 	X(DeviceGetName,         "cuDeviceGetName",                    2000,  "cuDeviceGetName",                 PFN_cuDeviceGetName_v2000) \
 	X(DeviceGetUuid,         "cuDeviceGetUuid",                   11040,  "cuDeviceGetUuid_v2",              PFN_cuDeviceGetUuid_v11040) \
 	X(DeviceTotalMem,        "cuDeviceTotalMem",                   3020,  "cuDeviceTotalMem_v2",             PFN_cuDeviceTotalMem_v3020) \
@@ -286,6 +287,7 @@ extern struct cuda_blas_syms cuda_cublas;
 
 /* Pre-warmed cuBLAS handles kept by an open device. */
 #define CUDA_WARM_HANDLES 2
+#define CUDA_MAX_PEERS 15
 
 struct cuda_map;
 struct cuda_hostreg;
@@ -311,6 +313,9 @@ struct cuda_dev {
 	size_t nhostregs, hostregs_cap;
 	cublasHandle_t warm[CUDA_WARM_HANDLES];
 	unsigned nwarm;
+	/* other devices of the executor that may reach this one's maps (peer_add) */
+	int peers[CUDA_MAX_PEERS];
+	unsigned npeers;
 };
 
 static inline struct cuda_dev *cuda_dev(struct phos_device *dev)

@@ -92,6 +92,8 @@ struct sim_device {
 	size_t ntwins;
 	void *plugins[SIM_MAX_PLUGINS];
 	size_t nplugins;
+	struct sim_device *peers[8];     /* devices whose memory this one reaches (peer_add) */
+	size_t npeers;
 };
 
 struct sim_stream {
@@ -213,15 +215,30 @@ static bool chunk_test(const struct sim_device *dev, uint64_t c)
 	return dev->chunk_bits[c / 64] >> (c % 64) & 1;
 }
 
+static bool own_range_ok(struct sim_device *dev, uint64_t addr, uint64_t len);
+
 bool phos_sim_range_ok(struct phos_device *pdev, uint64_t addr, uint64_t len)
 {
 	struct sim_device *dev = sim_dev(pdev);
-	bool ok = false;
 
 	if (len == 0)
 		return true;
 	if (!dev || addr + len < addr)
 		return false;
+	if (own_range_ok(dev, addr, len))
+		return true;
+	/* memory of a peer (peers are set before any work, then only read) */
+	for (size_t i = 0; i < dev->npeers; i++) {
+		if (own_range_ok(dev->peers[i], addr, len))
+			return true;
+	}
+	return false;
+}
+
+static bool own_range_ok(struct sim_device *dev, uint64_t addr, uint64_t len)
+{
+	bool ok = false;
+
 	pthread_mutex_lock(&dev->lock);
 	if (addr >= dev->base && addr - dev->base < dev->size && len <= dev->size - (addr - dev->base)) {
 		ok = true;
@@ -493,6 +510,8 @@ static int reserve_fixed(uint64_t addr, uint64_t len)
 	return 0;
 }
 
+static int sim_gpus(void);
+
 static int sim_open(int ordinal, uint64_t arena_base, uint64_t arena_size, bool warm,
 		    struct phos_device **ret_dev)
 {
@@ -500,7 +519,7 @@ static int sim_open(int ordinal, uint64_t arena_base, uint64_t arena_size, bool 
 	uint64_t var_base;
 	int r;
 
-	if (ordinal != 0)
+	if (ordinal < 0 || ordinal >= sim_gpus())
 		return -PHOS_CUDA_INVALID_DEVICE;
 	if (!ret_dev || !arena_base || !arena_size || arena_base % SIM_CHUNK || arena_size % SIM_CHUNK ||
 	    arena_base + arena_size < arena_base || arena_base + arena_size > (1ull << 47))
@@ -568,11 +587,43 @@ static int sim_open(int ordinal, uint64_t arena_base, uint64_t arena_size, bool 
 
 /* ---- device ---- */
 
+/* The GPUs of the simulated host: PHOS_SIM_GPUS (1 to 8), 1 by default. */
+static int sim_gpus(void)
+{
+	const char *e = getenv("PHOS_SIM_GPUS");
+	char *end;
+	long v;
+
+	if (!e || !*e)
+		return 1;
+	v = strtol(e, &end, 10);
+	return *end == '\0' && v >= 1 && v <= 8 ? (int)v : 1;
+}
+
 static int sim_device_count(struct phos_device *dev, int *ret_count)
 {
+	(void)dev;
 	if (!ret_count)
 		return -PHOS_CUDA_INVALID_VALUE;
-	*ret_count = 1;
+	*ret_count = sim_gpus();
+	return 0;
+}
+
+static int sim_enter(struct phos_device *dev)
+{
+	(void)dev;
+	return 0;
+}
+
+static int sim_peer_add(struct phos_device *pdev, struct phos_device *ppeer)
+{
+	struct sim_device *dev = sim_dev(pdev), *peer = sim_dev(ppeer);
+
+	if (!dev || !peer || dev == peer)
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (peer->npeers == sizeof(peer->peers) / sizeof(peer->peers[0]))
+		return -PHOS_CUDA_NOT_SUPPORTED;
+	peer->peers[peer->npeers++] = dev;
 	return 0;
 }
 
@@ -1439,6 +1490,8 @@ const struct phos_device_ops phos_device_sim = {
 	.name = "sim",
 	.open = sim_open,
 	.close = sim_close,
+	.enter = sim_enter,
+	.peer_add = sim_peer_add,
 	.device_count = sim_device_count,
 	.info = sim_info,
 	.mem_info = sim_mem_info,

@@ -18,6 +18,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -142,6 +143,8 @@ static int seg_fail(struct sim_comm *c, int res)
 {
 	int32_t none = 0;
 
+	if (!c->seg)
+		return c->error = c->error ? c->error : res;
 	atomic_compare_exchange_strong(&c->seg->failed, &none, res);
 	c->error = atomic_load(&c->seg->failed);
 	return c->error;
@@ -249,13 +252,111 @@ static void comm_unmap(struct sim_comm *c)
 	free(c);
 }
 
-static int sim_init(const uint8_t id[PHOS_NCCL_ID_BYTES], const struct phos_nccl_params *p, void **ret_comm)
+/* Drops what comm_join mapped (c stays allocated). */
+static void seg_drop(struct sim_comm *c)
 {
-	struct sim_comm *c;
+	if (c->seg)
+		munmap(c->seg, c->len);
+	c->seg = NULL;
+}
+
+/* Joins the communicator of id as rank c->rank of c->nranks: creates or maps
+ * its segment and waits until every rank joined. On failure c->seg is NULL. */
+static int comm_join(struct sim_comm *c, const uint8_t id[PHOS_NCCL_ID_BYTES])
+{
 	char name[64];
 	double deadline = now_s() + timeout_s();
 	int fd = -1, r;
 	uint32_t absent = RANK_ABSENT;
+
+	seg_name(id, name, sizeof(name));
+	if (c->rank == 0) {
+		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			phos_warn("nccl sim: cannot create %s: %s (unique id used twice?)", name, strerror(errno));
+			return errno == EEXIST ? PHOS_NCCL_INVALID_USAGE : PHOS_NCCL_SYSTEM_ERROR;
+		}
+		if (ftruncate(fd, (off_t)c->len) < 0)
+			goto sys_fail;
+	} else {
+		struct stat st;
+
+		for (;;) {   /* rank 0 may come later */
+			fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+			if (fd >= 0 && fstat(fd, &st) == 0 && (size_t)st.st_size >= c->len)
+				break;
+			if (fd >= 0)
+				close(fd);
+			fd = -1;
+			if (now_s() > deadline) {
+				phos_warn("nccl sim: rank %d: rank 0 never created the communicator", c->rank);
+				return PHOS_NCCL_SYSTEM_ERROR;
+			}
+			usleep(1000);
+		}
+	}
+	c->seg = mmap(NULL, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (c->seg == MAP_FAILED) {
+		c->seg = NULL;
+		goto sys_fail;
+	}
+	close(fd);
+	fd = -1;
+	if (c->rank == 0) {
+		c->seg->nranks = (uint32_t)c->nranks;
+		atomic_store_explicit(&c->seg->magic, SIM_MAGIC, memory_order_release);
+	} else {
+		while (atomic_load_explicit(&c->seg->magic, memory_order_acquire) != SIM_MAGIC) {
+			if (now_s() > deadline)
+				goto sys_fail;
+			usleep(1000);
+		}
+		if (c->seg->nranks != (uint32_t)c->nranks) {
+			phos_warn("nccl sim: rank %d says %d ranks, rank 0 said %u", c->rank, c->nranks, c->seg->nranks);
+			seg_drop(c);
+			return PHOS_NCCL_INVALID_ARGUMENT;
+		}
+	}
+	atomic_store(&c->seg->rank[c->rank].pid, (int32_t)getpid());
+	if (!atomic_compare_exchange_strong(&c->seg->rank[c->rank].state, &absent, RANK_JOINED)) {
+		phos_warn("nccl sim: rank %d joined twice", c->rank);
+		seg_drop(c);
+		return PHOS_NCCL_INVALID_USAGE;
+	}
+	atomic_fetch_add(&c->seg->attached, 1);
+	/* Everyone has it mapped once the last rank joined: the name can go. */
+	if (atomic_fetch_add(&c->seg->joined, 1) == (uint32_t)c->nranks - 1)
+		shm_unlink(name);
+	r = sim_wait(c, all_joined, NULL, "ncclCommInitRank");
+	if (r) {
+		/* A failed init leaves no name behind: it may still be there if some
+		 * rank never joined. */
+		shm_unlink(name);
+		atomic_store(&c->seg->rank[c->rank].state, RANK_LEFT);
+		seg_drop(c);
+		return r;
+	}
+	return 0;
+
+sys_fail:
+	phos_warn("nccl sim: communicator segment %s: %s", name, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	if (c->rank == 0)
+		shm_unlink(name);
+	seg_drop(c);
+	return PHOS_NCCL_SYSTEM_ERROR;
+}
+
+static int group_queue_init(struct sim_comm *c);
+
+/* Inside a group (ncclGroupStart), the join waits for ncclGroupEnd, which
+ * joins every queued rank at once: one process may so make every rank of a
+ * communicator (ncclCommInitAll, or InitRank per device in a group). */
+static int sim_init(const uint8_t id[PHOS_NCCL_ID_BYTES], const struct phos_nccl_params *p, void **ret_comm)
+{
+	struct sim_comm *c;
+	int r;
 
 	if (memcmp(id, sim_id_magic, sizeof(sim_id_magic)) != 0) {
 		phos_warn("nccl sim: the unique id was not made by ncclGetUniqueId of a sim executor");
@@ -272,93 +373,27 @@ static int sim_init(const uint8_t id[PHOS_NCCL_ID_BYTES], const struct phos_nccl
 	c->rank = p->rank;
 	c->len = seg_len(p->nranks);
 	memcpy(c->id, id, PHOS_NCCL_ID_BYTES);
-	seg_name(id, name, sizeof(name));
-
-	if (p->rank == 0) {
-		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-		if (fd < 0) {
-			phos_warn("nccl sim: cannot create %s: %s (unique id used twice?)", name, strerror(errno));
-			free(c);
-			return errno == EEXIST ? PHOS_NCCL_INVALID_USAGE : PHOS_NCCL_SYSTEM_ERROR;
-		}
-		if (ftruncate(fd, (off_t)c->len) < 0)
-			goto sys_fail;
-	} else {
-		struct stat st;
-
-		for (;;) {   /* rank 0 may come later */
-			fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
-			if (fd >= 0 && fstat(fd, &st) == 0 && (size_t)st.st_size >= c->len)
-				break;
-			if (fd >= 0)
-				close(fd);
-			fd = -1;
-			if (now_s() > deadline) {
-				phos_warn("nccl sim: rank %d: rank 0 never created the communicator", p->rank);
-				free(c);
-				return PHOS_NCCL_SYSTEM_ERROR;
-			}
-			usleep(1000);
-		}
+	r = group_queue_init(c);
+	if (r == 1) {
+		*ret_comm = c;
+		return 0;
 	}
-	c->seg = mmap(NULL, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (c->seg == MAP_FAILED) {
-		c->seg = NULL;
-		goto sys_fail;
-	}
-	close(fd);
-	fd = -1;
-	if (p->rank == 0) {
-		c->seg->nranks = p->nranks;
-		atomic_store_explicit(&c->seg->magic, SIM_MAGIC, memory_order_release);
-	} else {
-		while (atomic_load_explicit(&c->seg->magic, memory_order_acquire) != SIM_MAGIC) {
-			if (now_s() > deadline)
-				goto sys_fail;
-			usleep(1000);
-		}
-		if (c->seg->nranks != (uint32_t)p->nranks) {
-			phos_warn("nccl sim: rank %d says %d ranks, rank 0 said %u", p->rank, p->nranks, c->seg->nranks);
-			comm_unmap(c);
-			return PHOS_NCCL_INVALID_ARGUMENT;
-		}
-	}
-	atomic_store(&c->seg->rank[p->rank].pid, (int32_t)getpid());
-	if (!atomic_compare_exchange_strong(&c->seg->rank[p->rank].state, &absent, RANK_JOINED)) {
-		phos_warn("nccl sim: rank %d joined twice", p->rank);
-		comm_unmap(c);
-		return PHOS_NCCL_INVALID_USAGE;
-	}
-	atomic_fetch_add(&c->seg->attached, 1);
-	/* Everyone has it mapped once the last rank joined: the name can go. */
-	if (atomic_fetch_add(&c->seg->joined, 1) == (uint32_t)p->nranks - 1)
-		shm_unlink(name);
-	r = sim_wait(c, all_joined, NULL, "ncclCommInitRank");
+	if (r == 0)
+		r = comm_join(c, id);
 	if (r) {
-		/* A failed init leaves no name behind: it may still be there if some
-		 * rank never joined. */
-		shm_unlink(name);
-		atomic_store(&c->seg->rank[p->rank].state, RANK_LEFT);
-		comm_unmap(c);
+		free(c);
 		return r;
 	}
 	*ret_comm = c;
 	return 0;
-
-sys_fail:
-	phos_warn("nccl sim: communicator segment %s: %s", name, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	if (p->rank == 0)
-		shm_unlink(name);
-	comm_unmap(c);
-	return PHOS_NCCL_SYSTEM_ERROR;
 }
 
 static void leave(struct sim_comm *c)
 {
-	atomic_store(&c->seg->rank[c->rank].state, RANK_LEFT);
-	atomic_fetch_sub(&c->seg->attached, 1);
+	if (c->seg) {   /* not a rank whose join failed or never ran */
+		atomic_store(&c->seg->rank[c->rank].state, RANK_LEFT);
+		atomic_fetch_sub(&c->seg->attached, 1);
+	}
 	comm_unmap(c);
 }
 
@@ -389,7 +424,7 @@ static int sim_async_error(void *comm, int *ret_error)
 {
 	struct sim_comm *c = comm;
 
-	*ret_error = c->error ? c->error : atomic_load(&c->seg->failed);
+	*ret_error = c->error ? c->error : c->seg ? atomic_load(&c->seg->failed) : PHOS_NCCL_INVALID_USAGE;
 	return 0;
 }
 
@@ -550,9 +585,12 @@ static int p2p_run(struct p2p *ops, size_t n)
 
 /* --- groups --- */
 
+/* A queued call: a collective or send/recv, or the join of a rank made by
+ * ncclCommInitRank inside the group (init). */
 struct queued {
 	struct sim_comm *c;
 	struct phos_nccl_coll k;
+	bool init;
 };
 
 static struct {
@@ -568,6 +606,29 @@ static int sim_group_start(void)
 	return 0;
 }
 
+static int group_push(struct queued one)
+{
+	if (group.n == group.cap) {
+		size_t cap = group.cap ? group.cap * 2 : 16;
+		struct queued *q = realloc(group.q, cap * sizeof(*q));
+
+		if (!q)
+			return group.error = PHOS_NCCL_SYSTEM_ERROR;
+		group.q = q;
+		group.cap = cap;
+	}
+	group.q[group.n++] = one;
+	return 0;
+}
+
+/* 1 when c's join is queued for the group's end, 0 when there is no group. */
+static int group_queue_init(struct sim_comm *c)
+{
+	if (group.depth == 0)
+		return 0;
+	return group_push((struct queued){ .c = c, .init = true }) ? group.error : 1;
+}
+
 static int run_ops(struct queued *q, size_t n)
 {
 	struct p2p *p2p = calloc(n ? n : 1, sizeof(*p2p));
@@ -579,7 +640,9 @@ static int run_ops(struct queued *q, size_t n)
 	/* Collectives in issue order (every rank issues them in the same order),
 	 * then every send and receive together. */
 	for (size_t i = 0; i < n && r == 0; i++) {
-		if (q[i].k.kind == PHOS_NCCL_SEND || q[i].k.kind == PHOS_NCCL_RECV)
+		if (!q[i].c->seg)   /* a rank whose join failed */
+			r = q[i].c->error ? q[i].c->error : PHOS_NCCL_INVALID_USAGE;
+		else if (q[i].k.kind == PHOS_NCCL_SEND || q[i].k.kind == PHOS_NCCL_RECV)
 			p2p[np++] = (struct p2p){ .c = q[i].c, .k = &q[i].k };
 		else
 			r = collective(q[i].c, &q[i].k);
@@ -587,6 +650,101 @@ static int run_ops(struct queued *q, size_t n)
 	if (r == 0)
 		r = p2p_run(p2p, np);
 	free(p2p);
+	return r;
+}
+
+/* One thread of a group's end: a rank's join, or every call of one
+ * communicator (ranks of one process progress together, as NCCL's do). */
+struct group_part {
+	pthread_t th;
+	struct queued *q;
+	size_t n;
+	bool init;
+	int r;
+};
+
+static void *group_part_main(void *arg)
+{
+	struct group_part *g = arg;
+
+	if (g->init) {
+		g->r = comm_join(g->q->c, g->q->c->id);
+		if (g->r)
+			g->q->c->error = g->r;
+	} else {
+		g->r = run_ops(g->q, g->n);
+	}
+	return NULL;
+}
+
+/* Runs parts[0..n) each on a thread of its own (the first on this one);
+ * returns the first failure. */
+static int run_parts(struct group_part *parts, size_t n)
+{
+	int r = 0;
+
+	for (size_t i = 1; i < n; i++) {
+		if (pthread_create(&parts[i].th, NULL, group_part_main, &parts[i])) {
+			parts[i].r = PHOS_NCCL_SYSTEM_ERROR;
+			parts[i].n = (size_t)-1;   /* not started */
+		}
+	}
+	if (n)
+		group_part_main(&parts[0]);
+	for (size_t i = 0; i < n; i++) {
+		if (i && parts[i].n != (size_t)-1)
+			pthread_join(parts[i].th, NULL);
+		if (parts[i].init && parts[i].r)
+			parts[i].q->c->error = parts[i].r;
+		if (!r)
+			r = parts[i].r;
+	}
+	return r;
+}
+
+/* A group's end: queued joins all at once, then the calls, one thread per
+ * communicator when there are several (one process driving several ranks;
+ * on one thread they would wait for each other). */
+static int run_group(struct queued *q, size_t n)
+{
+	struct group_part *parts = calloc(n ? n : 1, sizeof(*parts));
+	struct queued *sorted = calloc(n ? n : 1, sizeof(*sorted));
+	size_t np = 0, nops = 0;
+	int r = 0;
+
+	if (!parts || !sorted) {
+		free(parts);
+		free(sorted);
+		return PHOS_NCCL_SYSTEM_ERROR;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (q[i].init)
+			parts[np++] = (struct group_part){ .q = &q[i], .n = 1, .init = true };
+	}
+	r = run_parts(parts, np);
+	/* the calls, grouped by communicator, each group in issue order */
+	np = 0;
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		bool seen = false;
+
+		if (q[i].init)
+			continue;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = !q[j].init && q[j].c == q[i].c;
+		if (seen)
+			continue;
+		parts[np] = (struct group_part){ .q = &sorted[nops] };
+		for (size_t j = i; j < n; j++) {
+			if (!q[j].init && q[j].c == q[i].c)
+				sorted[nops++] = q[j];
+		}
+		parts[np].n = (size_t)(&sorted[nops] - parts[np].q);
+		np++;
+	}
+	if (r == 0)
+		r = np <= 1 ? run_ops(sorted, nops) : run_parts(parts, np);
+	free(parts);
+	free(sorted);
 	return r;
 }
 
@@ -598,7 +756,7 @@ static int sim_group_end(void)
 		return PHOS_NCCL_INVALID_USAGE;
 	if (--group.depth > 0)
 		return 0;
-	r = group.error ? group.error : run_ops(group.q, group.n);
+	r = group.error ? group.error : run_group(group.q, group.n);
 	group.n = 0;
 	group.error = 0;
 	return r;
@@ -606,22 +764,13 @@ static int sim_group_end(void)
 
 static int sim_coll(void *comm, const struct phos_nccl_coll *k, void *stream)
 {
-	struct queued one = { comm, *k };
+	struct queued one = { .c = comm, .k = *k };
 
 	(void)stream;
-	if (group.depth > 0) {
-		if (group.n == group.cap) {
-			size_t cap = group.cap ? group.cap * 2 : 16;
-			struct queued *q = realloc(group.q, cap * sizeof(*q));
-
-			if (!q)
-				return group.error = PHOS_NCCL_SYSTEM_ERROR;
-			group.q = q;
-			group.cap = cap;
-		}
-		group.q[group.n++] = one;
-		return 0;
-	}
+	if (group.depth > 0)
+		return group_push(one);
+	if (!one.c->seg)
+		return one.c->error ? one.c->error : PHOS_NCCL_INVALID_USAGE;
 	return run_ops(&one, 1);
 }
 

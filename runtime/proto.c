@@ -85,6 +85,7 @@ static const char *const op_names[PHOS_OP__COUNT] = {
 	[PHOS_OP_TEX_CREATE] = "tex_create",
 	[PHOS_OP_TEX_DESTROY] = "tex_destroy",
 	[PHOS_OP_ADDR_RANGE] = "addr_range",
+	[PHOS_OP_SET_DEVICE] = "set_device",
 };
 
 const char *phos_op_name(uint32_t op)

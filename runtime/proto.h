@@ -163,6 +163,11 @@ enum phos_op {
 	PHOS_OP_TEX_CREATE,       /* sync: phos_tex_create; reply u64 handle */
 	PHOS_OP_TEX_DESTROY,      /* sync: phos_tex_destroy */
 
+	/* A function over several GPUs: the device the following records run on
+	 * (cudaSetDevice of the calling thread). Sent by the preload only when
+	 * the sending thread's device differs from the last one sent. */
+	PHOS_OP_SET_DEVICE,       /* phos_device_query */
+
 	PHOS_OP__COUNT
 };
 
@@ -187,8 +192,10 @@ struct phos_reply_hello {
 	uint32_t device_count;
 	uint64_t arena_base, arena_size;
 	uint32_t backend;   /* 0 sim, 1 cuda */
-	uint32_t _pad;
+	uint32_t flags;     /* PHOS_HELLO_PEERS */
 };
+/* The devices (more than one) reach each other's memory: peer access. */
+#define PHOS_HELLO_PEERS 1u
 
 struct phos_malloc { uint64_t size; };
 struct phos_free { uint64_t addr; };
