@@ -40,6 +40,14 @@
  * init (and exits 1 when it is not ok), then serves: each request runs the
  * forward pass again and answers the same object (so that a snapshot of a
  * single-rank run can be checked).
+ *
+ *   tp_mlp --one-process NRANKS [--width D] [--hidden H] [--batch B] [--weights-mib M [--no-check]]
+ *
+ * The other shape: one process drives NRANKS GPUs (devices 0..NRANKS-1 of
+ * what it sees; under phos-fn: phos-fn run --gpus A,B,...), with
+ * ncclCommInitAll and the all-reduces of every rank in one NCCL group. Every
+ * rank's answer is checked against the one CPU reference; it prints and
+ * serves {"rank":"all","nranks":N,...} (the sample is rank 0's).
  */
 #include <cerrno>
 #include <cmath>
@@ -467,6 +475,137 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 	return 0;
 }
 
+/* --- one process, every rank (--one-process) --- */
+
+struct tp_all {
+	std::vector<tp> r;
+};
+
+/* The forward pass of every rank: each rank's layers on its device, the
+ * all-reduces in one group (one thread drives every communicator), then
+ * each rank's result; the largest difference of any rank from rank 0's CPU
+ * reference. */
+static double forward_all(tp_all *a, std::vector<float> &sample)
+{
+	const float one = 1.0f, zero = 0.0f;
+	const int n = (int)a->r.size();
+	std::vector<std::vector<float>> z(n);
+	const std::vector<double> &ref = a->r[0].ref;
+	double err = 0;
+
+	for (int k = 0; k < n; k++) {
+		tp *t = &a->r[k];
+
+		CK(cudaSetDevice(k));
+		BK(cublasSgemm(t->blas, CUBLAS_OP_N, CUBLAS_OP_N, t->Hr, t->B, t->D, &one, t->w1, t->Hr, t->x, t->D,
+			       &zero, t->y, t->Hr));
+		bias_act<<<8, 128, 0, t->stream>>>(t->y, t->b1, t->Hr, t->B, 1);
+		CK(cudaGetLastError());
+		BK(cublasSgemm(t->blas, CUBLAS_OP_N, CUBLAS_OP_N, t->D, t->B, t->Hr, &one, t->w2, t->D, t->y, t->Hr,
+			       &zero, t->z, t->D));
+	}
+	NK(ncclGroupStart());
+	for (int k = 0; k < n; k++) {
+		tp *t = &a->r[k];
+
+		NK(ncclAllReduce(t->z, t->z, (size_t)t->D * t->B, ncclFloat, ncclSum, t->comm, t->stream));
+	}
+	NK(ncclGroupEnd());
+	for (int k = 0; k < n; k++) {
+		tp *t = &a->r[k];
+
+		CK(cudaSetDevice(k));
+		z[k].resize((size_t)t->D * t->B);
+		bias_act<<<8, 128, 0, t->stream>>>(t->z, t->b2, t->D, t->B, 0);
+		CK(cudaGetLastError());
+		CK(cudaMemcpyAsync(z[k].data(), t->z, z[k].size() * sizeof(float), cudaMemcpyDeviceToHost, t->stream));
+	}
+	for (int k = 0; k < n; k++) {
+		CK(cudaSetDevice(k));
+		CK(cudaStreamSynchronize(a->r[k].stream));
+	}
+	CK(cudaSetDevice(0));
+	sample.assign(z[0].begin(), z[0].begin() + (a->r[0].D < BIG_ROWS ? a->r[0].D : BIG_ROWS));
+	if (ref.empty())
+		return NAN;
+	for (int k = 0; k < n; k++) {
+		for (size_t i = 0; i < ref.size(); i++) {
+			double e = std::isfinite(z[k][i]) ? fabs(z[k][i] - ref[i]) : INFINITY;
+			err = e > err ? e : err;
+		}
+	}
+	return err;
+}
+
+static char *report_all(tp_all *a, double err, const std::vector<float> &sample)
+{
+	char *one = report(&a->r[0], err, sample), *s = NULL;
+	const char *rest = one ? strchr(one, ',') : NULL;   /* after "rank":0 */
+
+	if (rest && asprintf(&s, "{\"rank\":\"all\"%s", rest) < 0)
+		s = NULL;
+	free(one);
+	return s;
+}
+
+static int handle_all(void *arg, const struct phos_fn_request *req, struct phos_fn_response *resp)
+{
+	tp_all *a = (tp_all *)arg;
+	std::vector<float> sample;
+	double err;
+
+	(void)req;
+	err = forward_all(a, sample);
+	resp->body = report_all(a, err, sample);
+	if (!resp->body)
+		return 500;
+	resp->len = strlen(resp->body);
+	return 0;
+}
+
+static int main_one_process(const tp &proto)
+{
+	static tp_all a;
+	const int n = proto.nranks;
+	std::vector<ncclComm_t> comms(n);
+	std::vector<float> sample;
+	int ndev = 0;
+	double err;
+	char *line;
+
+	CK(cudaGetDeviceCount(&ndev));
+	if (ndev < n) {
+		fprintf(stderr, "tp_mlp: --one-process %d needs %d devices, %d seen\n", n, n, ndev);
+		return 1;
+	}
+	NK(ncclCommInitAll(comms.data(), n, NULL));
+	a.r.assign(n, proto);
+	for (int k = 0; k < n; k++) {
+		tp *t = &a.r[k];
+
+		t->rank = k;
+		t->comm = comms[k];
+		t->check = proto.check && k == 0;   /* one reference serves every rank */
+		CK(cudaSetDevice(k));
+		CK(cudaStreamCreateWithFlags(&t->stream, cudaStreamNonBlocking));
+		BK(cublasCreate(&t->blas));
+		BK(cublasSetStream(t->blas, t->stream));
+		if (t->big)
+			setup_big(t);
+		else
+			setup(t);
+	}
+	CK(cudaSetDevice(0));
+	err = forward_all(&a, sample);
+	line = report_all(&a, err, sample);
+	printf("%s\n", line ? line : "{\"ok\":false}");
+	fflush(stdout);
+	free(line);
+	if (!ok(&a.r[0], err))
+		return 1;
+	return phos_fn_serve(handle_all, &a);
+}
+
 /* A positive int from an option's value, or -1. */
 static long positive(const char *v, long max)
 {
@@ -484,7 +623,7 @@ int main(int argc, char **argv)
 	const char *idfile = getenv("PHOS_TP_IDFILE");
 	int pos = 0, width = 0;
 	long mib = 0;
-	bool bad = false;
+	bool bad = false, one_process = false;
 	ncclUniqueId id;
 	int ndev = 0;
 	double err;
@@ -510,6 +649,8 @@ int main(int argc, char **argv)
 			bad |= (mib = positive(argv[++i], 65536)) < 0;
 		else if (!strcmp(argv[i], "--no-check"))
 			t.check = false;
+		else if (!strcmp(argv[i], "--one-process") && val && pos == 0)
+			one_process = true, pos = 3, bad |= (t.nranks = (int)positive(argv[++i], 8)) < 0;
 		else if (!strcmp(argv[i], "--save-weights") && val)
 			t.save = argv[++i];
 		else if (!strcmp(argv[i], "--weights-file") && val)
@@ -534,13 +675,21 @@ int main(int argc, char **argv)
 		t.Hr = t.nranks >= 1 && t.H % t.nranks == 0 ? t.H / t.nranks : 0;
 		bad |= !t.check || t.save || t.load;   /* big models only */
 	}
-	if (bad || t.nranks < 1 || t.rank < 0 || t.rank >= t.nranks || !idfile || t.D < 1 || t.B < 1 || t.Hr < 1 ||
-	    (t.save && t.load)) {
+	if (one_process) {
+		t.rank = 0;
+		bad |= t.save || t.load;   /* weights files are per rank */
+	}
+	if (bad || t.nranks < 1 || t.rank < 0 || t.rank >= t.nranks || (!idfile && !one_process) || t.D < 1 ||
+	    t.B < 1 || t.Hr < 1 || (t.save && t.load)) {
 		fprintf(stderr, "usage: tp_mlp RANK NRANKS IDFILE [--width D] [--hidden H] [--batch B] "
-				"[--weights-mib M [--no-check] [--save-weights F | --weights-file F]] "
+				"[--weights-mib M [--no-check] [--save-weights F | --weights-file F]]\n"
+				"       tp_mlp --one-process NRANKS [--width D] [--hidden H] [--batch B] "
+				"[--weights-mib M [--no-check]]\n"
 				"(H a multiple of NRANKS; M MiB a multiple of 8 D bytes)\n");
 		return 2;
 	}
+	if (one_process)
+		return main_one_process(t);
 	if (nccl_id_exchange(idfile, t.rank, 60000, "tp_mlp", &id) < 0)
 		return 1;
 	/* One GPU per rank: rank r on device r natively; under phos-fn each rank's

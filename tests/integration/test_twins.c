@@ -49,6 +49,16 @@ static void touch(const struct phos_sim_launch *l)
 		x[i] = 1.0f;
 }
 
+static void mg_fill(const struct phos_sim_launch *l)
+{
+	int *p = PHOS_SIM_ARG(l, 0, int *);
+	int v = PHOS_SIM_ARG(l, 1, int);
+	int n = PHOS_SIM_ARG(l, 2, int);
+
+	for (int i = 0; i < n; i++)
+		p[i] = v + i;
+}
+
 static void bump(const struct phos_sim_launch *l)
 {
 	int *counters = PHOS_SIM_ARG(l, 0, int *);
@@ -165,6 +175,7 @@ static const struct phos_sim_twin twins[] = {
 	{ "_Z8k_struct9pair_args", k_struct },
 	{ "k_extern", k_extern },
 	{ "_Z5touchPfi", touch },
+	{ "_Z7mg_fillPiii", mg_fill },
 	{ "_Z4bumpPiii", bump },
 	{ "_Z10pools_iotaPiii", pools_iota },
 };

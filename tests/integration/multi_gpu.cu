@@ -1,0 +1,180 @@
+/*
+ * multi_gpu: one process driving two devices (phos-fn run --gpus A,B), the
+ * CUDA semantics a program over several GPUs relies on. Prints one JSON line
+ * per check, {"check":NAME,"ok":BOOL,...}, then {"done":true}; exits 0 when
+ * every check passed.
+ *
+ *   - device count, selection per host thread, cudaSetDevice of a device not
+ *     owned: cudaErrorInvalidDevice;
+ *   - allocations land on the selected device (cudaPointerGetAttributes);
+ *   - a __device__ variable has a copy per device;
+ *   - a kernel and a cuBLAS handle on device 1, its stream used while device 0
+ *     is selected;
+ *   - peer access as CUDA checks it, and peer copies both ways;
+ *   - an event of one device waited for by a stream of the other.
+ */
+#include <cstdio>
+#include <cstring>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <thread>
+
+__device__ int mg_var;
+
+__global__ void mg_fill(int *p, int v, int n)
+{
+	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+		p[i] = v + i;
+}
+
+static int failed;
+
+static void report(const char *name, bool ok, const char *detail = "")
+{
+	printf("{\"check\":\"%s\",\"ok\":%s%s%s}\n", name, ok ? "true" : "false", *detail ? "," : "", detail);
+	fflush(stdout);
+	if (!ok)
+		failed++;
+}
+
+static int device_of(const void *p)
+{
+	cudaPointerAttributes a;
+
+	if (cudaPointerGetAttributes(&a, p) != cudaSuccess || a.type != cudaMemoryTypeDevice)
+		return -1;
+	return a.device;
+}
+
+int main()
+{
+	const int n = 1 << 16;
+	char detail[256];
+	int count = 0, dev = -1, can = 0, v0 = 0, v1 = 0;
+	int *p0 = nullptr, *p1 = nullptr, *q1 = nullptr;
+	void *a0 = nullptr, *a1 = nullptr;
+	static int host[1 << 16];
+
+	cudaGetDeviceCount(&count);
+	snprintf(detail, sizeof(detail), "\"count\":%d", count);
+	report("count", count == 2, detail);
+	if (count != 2) {
+		printf("{\"done\":true}\n");
+		return 1;
+	}
+	report("set_bad", cudaSetDevice(2) == cudaErrorInvalidDevice && cudaGetLastError() == cudaErrorInvalidDevice);
+	report("get_default", cudaGetDevice(&dev) == cudaSuccess && dev == 0);
+
+	/* allocations on the selected device, from two host threads */
+	cudaSetDevice(0);
+	cudaMalloc(&p0, n * sizeof(int));
+	std::thread th([&] {
+		cudaSetDevice(1);
+		cudaMalloc(&p1, n * sizeof(int));
+		cudaMalloc(&q1, 100);
+	});
+	th.join();
+	cudaGetDevice(&dev);
+	snprintf(detail, sizeof(detail), "\"p0\":%d,\"p1\":%d,\"q1\":%d,\"main\":%d", device_of(p0), device_of(p1),
+		 device_of(q1), dev);
+	report("alloc_per_device", p0 && p1 && q1 && device_of(p0) == 0 && device_of(p1) == 1 && device_of(q1) == 1 &&
+					   dev == 0, detail);
+
+	/* a __device__ variable per device */
+	cudaSetDevice(0);
+	int seven = 7, nine = 9;
+	cudaMemcpyToSymbol(mg_var, &seven, sizeof(int));
+	cudaGetSymbolAddress(&a0, mg_var);
+	cudaSetDevice(1);
+	cudaMemcpyToSymbol(mg_var, &nine, sizeof(int));
+	cudaGetSymbolAddress(&a1, mg_var);
+	cudaSetDevice(0);
+	cudaMemcpyFromSymbol(&v0, mg_var, sizeof(int));
+	cudaSetDevice(1);
+	cudaMemcpyFromSymbol(&v1, mg_var, sizeof(int));
+	snprintf(detail, sizeof(detail), "\"v0\":%d,\"v1\":%d", v0, v1);
+	report("var_per_device", v0 == 7 && v1 == 9 && a0 && a1 && a0 != a1, detail);
+
+	/* a kernel on device 1's stream, launched while device 0 is selected
+	 * (CUDA runs work on its stream's device) is checked below through a
+	 * peer copy */
+	cudaStream_t s1, s0;
+	cudaEvent_t e1;
+	cudaSetDevice(1);
+	cudaStreamCreate(&s1);
+	cudaEventCreate(&e1);
+	mg_fill<<<32, 128, 0, s1>>>(p1, 1000, n);
+	cudaError_t launch = cudaGetLastError();
+	cudaEventRecord(e1, s1);
+	cudaSetDevice(0);
+	cudaStreamCreate(&s0);
+	cudaStreamWaitEvent(s0, e1, 0);   /* device 0 waits for device 1's kernel */
+	cudaError_t peer = cudaMemcpyPeerAsync(p0, 0, p1, 1, n * sizeof(int), s0);
+	cudaStreamSynchronize(s0);
+	cudaMemcpy(host, p0, n * sizeof(int), cudaMemcpyDeviceToHost);
+	bool same = true;
+	for (int i = 0; i < n; i++)
+		same = same && host[i] == 1000 + i;
+	snprintf(detail, sizeof(detail), "\"launch\":%d,\"peer\":%d,\"host0\":%d", (int)launch, (int)peer, host[0]);
+	report("kernel_event_peer_copy", launch == cudaSuccess && peer == cudaSuccess && same, detail);
+
+	/* and back: device 0's kernel, copied to device 1 synchronously */
+	mg_fill<<<32, 128, 0, s0>>>(p0, 5, n);
+	cudaStreamSynchronize(s0);
+	peer = cudaMemcpyPeer(p1, 1, p0, 0, n * sizeof(int));
+	cudaSetDevice(1);
+	cudaMemcpy(host, p1, n * sizeof(int), cudaMemcpyDeviceToHost);
+	same = true;
+	for (int i = 0; i < n; i++)
+		same = same && host[i] == 5 + i;
+	report("peer_copy_back", peer == cudaSuccess && same);
+
+	/* cuBLAS on device 1: a SAXPY into device 1's memory */
+	cublasHandle_t h;
+	float *x, *y, hy[4], alpha = 2.0f, hx[4] = { 1, 2, 3, 4 };
+	cudaMalloc(&x, sizeof(hx));
+	cudaMalloc(&y, sizeof(hx));
+	cudaMemcpy(x, hx, sizeof(hx), cudaMemcpyHostToDevice);
+	cudaMemcpy(y, hx, sizeof(hx), cudaMemcpyHostToDevice);
+	cublasStatus_t bs = cublasCreate(&h);
+	if (bs == CUBLAS_STATUS_SUCCESS)
+		bs = cublasSaxpy(h, 4, &alpha, x, 1, y, 1);
+	cudaMemcpy(hy, y, sizeof(hy), cudaMemcpyDeviceToHost);
+	snprintf(detail, sizeof(detail), "\"status\":%d,\"y\":[%g,%g,%g,%g],\"dev\":%d", (int)bs, hy[0], hy[1], hy[2],
+		 hy[3], device_of(y));
+	report("blas_device1", bs == CUBLAS_STATUS_SUCCESS && hy[0] == 3 && hy[3] == 12 && device_of(y) == 1, detail);
+	cublasDestroy(h);
+
+	/* peer access, as CUDA checks it */
+	cudaSetDevice(0);
+	cudaDeviceCanAccessPeer(&can, 0, 1);
+	int self = 1;
+	cudaDeviceCanAccessPeer(&self, 0, 0);
+	cudaError_t en = cudaDeviceEnablePeerAccess(1, 0);
+	cudaError_t again = cudaDeviceEnablePeerAccess(1, 0);
+	cudaError_t me = cudaDeviceEnablePeerAccess(0, 0);
+	cudaError_t flags = cudaDeviceEnablePeerAccess(1, 1);
+	cudaError_t dis = cudaDeviceDisablePeerAccess(1);
+	cudaError_t dis2 = cudaDeviceDisablePeerAccess(1);
+	cudaGetLastError();
+	snprintf(detail, sizeof(detail), "\"can\":%d,\"self\":%d,\"enable\":%d,\"again\":%d,\"me\":%d,\"flags\":%d,"
+					 "\"disable\":%d,\"disable2\":%d",
+		 can, self, (int)en, (int)again, (int)me, (int)flags, (int)dis, (int)dis2);
+	report("peer_access", can == 1 && self == 0 && en == cudaSuccess && again == cudaErrorPeerAccessAlreadyEnabled &&
+				      me == cudaErrorInvalidDevice && flags == cudaErrorInvalidValue &&
+				      dis == cudaSuccess && dis2 == cudaErrorPeerAccessNotEnabled, detail);
+
+	cudaDeviceProp prop;
+	report("properties_1", cudaGetDeviceProperties(&prop, 1) == cudaSuccess && prop.totalGlobalMem > 0);
+	report("properties_bad", cudaGetDeviceProperties(&prop, 2) == cudaErrorInvalidDevice);
+	cudaGetLastError();
+
+	cudaSetDevice(1);
+	cudaFree(p1);
+	cudaFree(q1);
+	cudaSetDevice(0);
+	cudaFree(p0);
+	report("sync", cudaDeviceSynchronize() == cudaSuccess);
+	printf("{\"done\":true,\"failed\":%d}\n", failed);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: MIT
+"""One process driving several GPUs: `phos-fn run --gpus A,B` gives the
+function one executor over both (phos-executor --gpus).
+
+- multi_gpu.cu: the device count, per-thread selection, allocations on the
+  selected device, a __device__ variable per device, kernels, events and
+  cuBLAS on device 1, peer access checked as CUDA checks it, peer copies both
+  ways;
+- tp_mlp --one-process 2 (ncclCommInitAll over both devices, the all-reduces
+  of both ranks in one group) matches its CPU reference at init and in a
+  served request, small and with generated weights;
+- what is refused, with its reason: a GPU named twice or not there, a
+  snapshot or --checkpointable of such a function, a program that wants two
+  devices from an executor of one.
+
+On sim the host has PHOS_SIM_GPUS=2 GPUs. With PHOS_TEST_DEVICE=cuda
+(tools/gpu-check) it runs where the host has two GPUs, and also runs tp_mlp
+natively to compare; with one GPU it is skipped.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from harness import DEVICE, PHOS_FN, answers, check, done, fn_env, phos, program
+
+MULTI = program("tests", "integration", "multi_gpu")
+TP_MLP = program("functions", "examples", "tp_mlp")
+SIM = DEVICE != "cuda"
+
+
+def gpu_count():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+if not SIM and gpu_count() < 2:
+    print("multi_gpu: needs two GPUs: skipped")
+    sys.exit(77)
+
+ENV = {"PHOS_SIM_GPUS": "2"} if SIM else {"NCCL_NVLS_ENABLE": "0"}
+
+
+def run(args, prog_args, stdin="", timeout=120):
+    return subprocess.run([PHOS_FN, "run", "--device", DEVICE, *args, "--", *prog_args], input=stdin,
+                          capture_output=True, text=True, timeout=timeout, env=fn_env(ENV))
+
+
+# --- CUDA's semantics over two devices ---
+p = run(["--gpus", "0,1"], [MULTI])
+recs = answers(p)
+checks = {r["check"]: r for r in recs if "check" in r}
+check(p.returncode == 0 and recs and recs[-1].get("done"), f"multi_gpu: rc {p.returncode}: {p.stderr[-800:]}")
+for name in ("count", "set_bad", "get_default", "alloc_per_device", "var_per_device", "kernel_event_peer_copy",
+             "peer_copy_back", "blas_device1", "peer_access", "properties_1", "properties_bad", "sync"):
+    check(checks.get(name, {}).get("ok"), f"multi_gpu {name}: {checks.get(name)}")
+
+# the same program with one device sees one, and says so
+p = run(["--gpu", "0"], [MULTI])
+recs = answers(p)
+check(p.returncode == 1 and recs and recs[0].get("check") == "count" and recs[0].get("count") == 1,
+      f"multi_gpu on one GPU: {recs[:1]} {p.stderr[-300:]}")
+
+# --- tp_mlp, one process driving both GPUs ---
+REQ = "{}\n{}\n"
+for extra in ([], ["--weights-mib", "8", "--width", "256"]):
+    p = run(["--gpus", "0,1"], [TP_MLP, "--one-process", "2", *extra], stdin=REQ)
+    recs = answers(p)
+    check(p.returncode == 0 and len(recs) == 3, f"tp_mlp --one-process 2 {extra}: rc {p.returncode}, {recs}: "
+                                                f"{p.stderr[-800:]}")
+    for r in recs:
+        check(r.get("rank") == "all" and r.get("nranks") == 2 and r.get("ok") is True and
+              r.get("max_abs_err") is not None and r["max_abs_err"] <= r["tol"], f"tp_mlp one-process answer {r}")
+    check(len({str(r.get("sample")) for r in recs}) == 1, f"tp_mlp one-process: answers differ: {recs}")
+    if not SIM:
+        native = subprocess.run([TP_MLP, "--one-process", "2", *extra], input=REQ, capture_output=True, text=True,
+                                timeout=120, env=dict(os.environ, NCCL_NVLS_ENABLE="0"))
+        nrecs = answers(native)
+        check(native.returncode == 0 and nrecs and nrecs[0].get("ok") is True,
+              f"tp_mlp one-process natively: {native.returncode} {nrecs} {native.stderr[-500:]}")
+        check(not nrecs or not recs or nrecs[0].get("sample") == recs[0].get("sample"),
+              f"tp_mlp one-process: native {nrecs[:1]} vs phos {recs[:1]}")
+
+# --- refused, with the reason ---
+p = run(["--gpus", "0,0"], [MULTI])
+check(p.returncode != 0 and "GPU 0 is named twice" in p.stderr, f"--gpus 0,0: {p.returncode} {p.stderr[-300:]}")
+p = run(["--gpus", "0,7"], [MULTI])
+check(p.returncode != 0 and "GPU 7 (--gpus or PHOS_GPUS) is not there" in p.stderr,
+      f"--gpus 0,7: {p.returncode} {p.stderr[-300:]}")
+p = run(["--gpus", "0,"], [MULTI])
+check(p.returncode != 0 and "bad GPU list" in p.stderr, f"--gpus 0,: {p.returncode} {p.stderr[-300:]}")
+p = run(["--checkpointable", "--gpus", "0,1"], [TP_MLP, "--one-process", "2"])
+check(p.returncode == 2 and "not supported yet" in p.stderr, f"--checkpointable --gpus: {p.stderr[-300:]}")
+p = run(["--gpu", "0"], [TP_MLP, "--one-process", "2"])
+check(p.returncode == 1 and "needs 2 devices, 1 seen" in p.stderr, f"one-process on one GPU: {p.stderr[-300:]}")
+
+tmp = tempfile.mkdtemp(prefix="phos-multi-gpu-")
+try:
+    out = os.path.join(tmp, "snap")
+    p = phos("snapshot", "--device", DEVICE, "-o", out, "--", TP_MLP, "--one-process", "2",
+             extra_env={**ENV, "PHOS_GPUS": "0,1"}, timeout=120)
+    check(p.returncode != 0 and "over several GPUs are not supported yet" in p.stderr and not os.path.exists(out),
+          f"snapshot over two GPUs: {p.returncode} {p.stderr[-400:]}")
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+
+done("multi_gpu")
