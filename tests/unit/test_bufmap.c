@@ -201,6 +201,32 @@ int main(void)
 	CHECK(phos_bufmap_alloc(m, 100, &a) == 0 && a == BASE, "after reset starts at base");
 	phos_bufmap_free(m);
 
+	/* Parts of several devices (phos_arena_parts): allocations go to the
+	 * window's part, the gaps between parts are outside the arena. */
+	{
+		uint64_t stride = 0, span = 0, d0, d1, s1;
+
+		CHECK(phos_arena_parts(SIZE, 2, &stride, &span) && stride == SIZE / 2 &&
+		      span == stride - PHOS_ARENA_PART_GAP, "two parts");
+		CHECK(!phos_arena_parts(6ull << 30, 2, &stride, &span), "parts too small refused");
+		CHECK(phos_arena_parts(SIZE, 1, &stride, &span) && stride == SIZE && span == SIZE, "one part: all");
+		phos_arena_parts(SIZE, 2, &stride, &span);
+		CHECK(phos_bufmap_new(BASE, SIZE, NULL, &m) == 0 && phos_bufmap_set_parts(m, stride, span) == 0, "parts");
+		CHECK(phos_bufmap_set_window(m, BASE, span) == 0 && phos_bufmap_alloc(m, 3u << 20, &d0) == 0 &&
+		      d0 == BASE, "device 0's first buffer");
+		CHECK(phos_bufmap_set_window(m, BASE + stride, span) == 0 && phos_bufmap_alloc(m, 3u << 20, &d1) == 0 &&
+		      d1 == BASE + stride && phos_bufmap_alloc(m, 100, &s1) == 0 && s1 >= BASE + stride &&
+		      s1 < BASE + stride + span, "device 1's buffers in its part");
+		CHECK(phos_bufmap_alloc(m, span, &a) == -ENOMEM, "a part holds no more than its span");
+		CHECK(phos_bufmap_set_window(m, BASE, span) == 0 && phos_bufmap_alloc(m, 3u << 20, &a) == 0 &&
+		      a == BASE + 2 * PHOS_CHUNK, "back on device 0");
+		CHECK(!phos_bufmap_in_arena(m, BASE + span) && phos_bufmap_in_arena(m, BASE + stride),
+		      "the gap is outside the arena");
+		CHECK(phos_bufmap_add_extern(m, BASE + span + PHOS_CHUNK, 64) == 0, "extern in a gap");
+		CHECK(phos_bufmap_set_window(m, BASE + SIZE, span) == -EINVAL, "window outside refused");
+		phos_bufmap_free(m);
+	}
+
 	/* A failing map leaves nothing allocated. */
 	struct phos_bufmap_ops ops = { .map = track_map, .unmap = track_unmap, .ctx = &t1 };
 
