@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * phos-executor: owns one device context and serves one function process at a
- * time over the channel.
+ * phos-executor: owns the device context of its GPU (or of each of its GPUs,
+ * --gpus: devs[] below) and serves one function process at a time over the
+ * channel.
  *
  *   channel ring ──▶ exec_dispatch() ──┬─ exec_memory.c   malloc/free/copies/memset, host regions
  *   (in order)        one thread,      ├─ exec_stream.c   streams, events
