@@ -157,13 +157,18 @@ static int collect_objects(struct executor *ex, const char *dir, struct dump_ctx
 		iv.module = v->module;
 		iv.name = v->name;
 		iv.constant = v->constant;
-		if (!v->error) {
-			iv.addr = v->addr;
-			iv.size = v->size;
-			TRY(add_item(c, v->addr, v->size, &iv.offset));
+		/* one entry per device: each has its own copy */
+		for (int d = 0; d < ex->ndevs; d++) {
+			iv.device = (uint32_t)d;
+			if (!v->error) {
+				iv.addr = d ? v->peer_addr[d] : v->addr;
+				iv.size = v->size;
+				TRY(add_item(c, iv.addr, v->size, &iv.offset));
+			}
+			TRY(phos_image_add_var(img, &iv));
 		}
-		TRY(phos_image_add_var(img, &iv));
 	}
+	img->devices = (uint32_t)ex->ndevs;
 	for (uint32_t id = 0; id < ex->streams.cap; id++) {
 		struct exec_stream_obj *s = ex->streams.slot[id];
 		struct phos_image_stream is = { .id = id };
@@ -172,6 +177,7 @@ static int collect_objects(struct executor *ex, const char *dir, struct dump_ctx
 			continue;
 		is.flags = s->flags;
 		is.priority = s->priority;
+		is.device = (uint32_t)s->device;
 		TRY(phos_image_add_stream(img, &is));
 	}
 	for (uint32_t id = 0; id < ex->events.cap; id++) {
@@ -181,6 +187,7 @@ static int collect_objects(struct executor *ex, const char *dir, struct dump_ctx
 		if (!e)
 			continue;
 		ie.flags = e->flags;
+		ie.device = (uint32_t)e->device;
 		TRY(phos_image_add_event(img, &ie));
 	}
 	for (uint32_t id = 0; id < ex->regions.cap; id++) {
@@ -204,6 +211,7 @@ static int collect_objects(struct executor *ex, const char *dir, struct dump_ctx
 		ib.math_mode = b->math_mode;
 		ib.workspace = b->workspace;
 		ib.workspace_size = b->workspace_size;
+		ib.device = (uint32_t)b->device;
 		TRY(phos_image_add_blas(img, &ib));
 	}
 	return 0;
@@ -468,21 +476,28 @@ int exec_serve_point(struct executor *ex)
 	char err[512] = "";
 	uint64_t bytes = 0;
 	double t0;
-	int r;
+	int r = 0;
 
 	if (!ex->snapshot_dir)
 		return phos_channel_resume(ex->ch) < 0 ? -PHOS_CUDA_UNKNOWN : 0;
 	t0 = phos_now();
-	r = ex->dev_ops->synchronize(ex->dev);
+	/* every device drained; the dump reads through device 0, which reaches
+	 * the others' memory */
+	for (int d = ex->ndevs - 1; d >= 0; d--) {
+		exec_use_device(ex, d);
+		r = ex->dev_ops->synchronize(ex->dev);
+		if (r < 0)
+			break;
+	}
 	if (r < 0) {
 		phos_errf(err, sizeof(err), "the device failed while draining (cuda error %d)", -r);
 	} else if (ex->pending_error) {
 		r = ex->pending_error;
 		phos_errf(err, sizeof(err), "the function left an error of asynchronous work (cuda error %d)", -r);
-	} else if (ex->ndevs > 1) {
+	} else if (ex->ndevs > 1 && !ex->peers) {
 		r = -PHOS_CUDA_NOT_SUPPORTED;
-		phos_errf(err, sizeof(err), "snapshots of a function over several GPUs (%d here) are not supported yet",
-			  ex->ndevs);
+		phos_errf(err, sizeof(err), "the executor's %d GPUs do not reach each other's memory: its dump "
+			  "cannot read them all", ex->ndevs);
 	} else {
 		exec_pool_release_all(ex);   /* cached pool blocks are not state: live ones are */
 		r = exec_image_dump(ex, ex->snapshot_dir, &bytes, err, sizeof(err));
@@ -576,7 +591,8 @@ static int load_objects(struct executor *ex, const char *dir, const struct phos_
 		const struct phos_image_var *v = &img->vars[i];
 		struct exec_var *ev;
 
-		r = exec_var_make(ex, v->id, v->module, v->name, v->size, v->constant);
+		/* made once (on every device), then each device's entry is checked */
+		r = v->device == 0 ? exec_var_make(ex, v->id, v->module, v->name, v->size, v->constant) : 0;
 		ev = handle_get(&ex->vars, v->id);
 		if (r < 0 || !ev) {
 			phos_errf(err, errlen, "variable %s could not be registered (cuda error %d)", v->name, -r);
@@ -591,11 +607,12 @@ static int load_objects(struct executor *ex, const char *dir, const struct phos_
 			     (unsigned long long)ev->size, (unsigned long long)v->size);
 			return -EBADMSG;
 		}
-		if (v->size && ev->addr != v->addr)
-			phos_debug("variable %s moved from %#llx to %#llx", v->name, (unsigned long long)v->addr,
-				   (unsigned long long)ev->addr);
+		if (v->size && (v->device ? ev->peer_addr[v->device] : ev->addr) != v->addr)
+			phos_debug("variable %s (device %u) moved from %#llx", v->name, v->device,
+				   (unsigned long long)v->addr);
 	}
 	for (uint32_t i = 0; i < img->nstreams; i++) {
+		exec_use_device(ex, (int)img->streams[i].device);
 		r = exec_stream_make(ex, img->streams[i].id, img->streams[i].flags, img->streams[i].priority);
 		if (r < 0) {
 			phos_errf(err, errlen, "stream %u could not be made (cuda error %d)", img->streams[i].id, -r);
@@ -603,12 +620,14 @@ static int load_objects(struct executor *ex, const char *dir, const struct phos_
 		}
 	}
 	for (uint32_t i = 0; i < img->nevents; i++) {
+		exec_use_device(ex, (int)img->events[i].device);
 		r = exec_event_make(ex, img->events[i].id, img->events[i].flags);
 		if (r < 0) {
 			phos_errf(err, errlen, "event %u could not be made (cuda error %d)", img->events[i].id, -r);
 			return -EIO;
 		}
 	}
+	exec_use_device(ex, ex->cur);
 	return 0;
 }
 
@@ -759,6 +778,7 @@ static int load_blas(struct executor *ex, const struct phos_image *img, char *er
 		struct exec_blas *eb;
 		void *stream;
 
+		exec_use_device(ex, (int)b->device);   /* made on its device, as the function made it */
 		r = exec_blas_make(ex, b->id);
 		eb = handle_get(&ex->blas, b->id);
 		if (r == 0 && (r = exec_stream(ex, b->stream, &stream)) == 0 &&
@@ -776,6 +796,7 @@ static int load_blas(struct executor *ex, const struct phos_image *img, char *er
 		phos_errf(err, errlen, "cuBLAS handle %u could not be made (cuda error %d)", b->id, -r);
 		return -EIO;
 	}
+	exec_use_device(ex, ex->cur);
 	return 0;
 }
 
@@ -800,8 +821,8 @@ static size_t plan_items(struct executor *ex, const struct phos_image *img, stru
 		const struct exec_var *ev = handle_get(&ex->vars, v->id);
 
 		if (v->size)
-			items[n++] = (struct loader_item){ .dev = ev->addr, .len = v->size, .off = v->offset,
-							   .hash = v->hash, .id = 0 };
+			items[n++] = (struct loader_item){ .dev = v->device ? ev->peer_addr[v->device] : ev->addr,
+							   .len = v->size, .off = v->offset, .hash = v->hash, .id = 0 };
 	}
 	for (uint32_t i = 0; i < img->nbufs; i++) {
 		const struct phos_image_buf *b = &img->bufs[i];
@@ -879,6 +900,17 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 		     (unsigned long long)img->arena_base, (unsigned long long)img->arena_size);
 		return -EINVAL;
 	}
+	if (img->devices != (uint32_t)ex->ndevs) {
+		phos_errf(err, errlen, "the snapshot was taken over %u GPU%s; this executor owns %d (--gpus)",
+			  img->devices, img->devices == 1 ? "" : "s", ex->ndevs);
+		return -EINVAL;
+	}
+	/* Over several GPUs the readiness gates of an on-demand restore would sit
+	 * on another device than the kernels that wait for them: the whole
+	 * snapshot comes in before the function runs. */
+	if (ex->ndevs > 1)
+		on_demand = false;
+	exec_use_device(ex, 0);
 	if (ex->dev_ops->mem_info(ex->dev, &free_b, &total_b) == 0 && free_b < img->gpu_bytes) {
 		phos_errf(err, errlen, "the GPU has %llu MiB free, the snapshot needs %llu MiB",
 		     (unsigned long long)(free_b >> 20), (unsigned long long)(img->gpu_bytes >> 20));

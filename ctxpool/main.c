@@ -31,7 +31,8 @@
  * 1, ... (a function that drives several GPUs from one process). The arena
  * is split in equal parts, one per device (devices_open); each device may
  * reach the others' memory where P2P allows. Such an executor runs functions
- * but takes no snapshot, checkpoint or restore yet.
+ * and is snapshotted and restored (a whole restore, not on demand), but takes
+ * no checkpoint of a running function yet.
  *
  * PHOS_GPU, PHOS_GPUS, PHOS_TRACE and PHOS_ARENA_BASE give defaults for --gpu, --trace ("%p" in it: the
  * executor's pid, one trace per executor of a pool) and --arena-base
@@ -400,8 +401,9 @@ static int pool_loop(struct executor *ex)
 			if (r == 0 && (img->arena_base != ex->arena_base || img->arena_size != ex->arena_size)) {
 				snprintf(err, sizeof(err), "the snapshot's arena differs from this pool's");
 				r = -EINVAL;
-			} else if (r == 0 && ex->ndevs > 1) {
-				snprintf(err, sizeof(err), "restores into an executor of several GPUs are not supported yet");
+			} else if (r == 0 && img->devices != (uint32_t)ex->ndevs) {
+				snprintf(err, sizeof(err), "the snapshot was taken over %u GPU(s), this pool's executors own %d",
+					 img->devices, ex->ndevs);
 				r = -EINVAL;
 			}
 			if (r < 0) {
@@ -726,9 +728,6 @@ int main(int argc, char **argv)
 	ex.ndevs = 1;
 	r = gpus && *gpus ? gpu_list(ex.dev_ops, gpus, ex.ordinals, &ex.ndevs, err, sizeof(err))
 			  : gpu_ordinal(ex.dev_ops, gpu, "--gpu or PHOS_GPU", &ex.ordinals[0], err, sizeof(err));
-	if (r == 0 && ex.ndevs > 1 && (img || ex.snapshot_dir))
-		r = -EINVAL, snprintf(err, sizeof(err), "snapshots and restores of a function over several GPUs "
-							 "are not supported yet");
 	if (r < 0) {
 		fprintf(stderr, "phos-executor: %s\n", err);
 		exec_control_error(&ex, "%s", err);

@@ -10,14 +10,14 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: phos-fn COMMAND [ARGS...]\n\n"
 		   "commands:\n"
-		   "  run [--device auto|cuda|sim] [--gpu N] [--trace FILE] -- PROGRAM [ARGS...]\n"
+		   "  run [--device auto|cuda|sim] [--gpu N | --gpus A,B] [--trace FILE] -- PROGRAM [ARGS...]\n"
 		   "      run a CUDA program with its calls forwarded to a phos executor (a warm one of\n"
 		   "      `phos-fn pool` or of an invoker on this machine when there is one)\n"
 		   "  pool [--size N] [--device auto|cuda|sim] [--gpu N] [--socket PATH]\n"
 		   "      keep N warm executors for phos-fn run\n"
-		   "  snapshot [--device auto|cuda|sim] [--gpu N] [--stats FILE] [--timeout S] -o DIR -- PROGRAM [ARGS...]\n"
+		   "  snapshot [--device auto|cuda|sim] [--gpu N | --gpus A,B] [--stats FILE] [--timeout S] -o DIR -- PROGRAM [ARGS...]\n"
 		   "      run a function until phos_fn_serve and snapshot it there\n"
-		   "  restore [--device auto|cuda|sim] [--gpu N] [--stats FILE] DIR\n"
+		   "  restore [--device auto|cuda|sim] [--gpu N | --gpus A,B] [--stats FILE] DIR\n"
 		   "      start a function from its snapshot (requests on stdin, one per line), or a program\n"
 		   "      from its checkpoint (it goes on where it was)\n"
 		   "  checkpoint [--mode stw] -o DIR PID\n"
@@ -49,7 +49,7 @@ int main(int argc, char **argv)
 		/* the local form has -o DIR and -- PROGRAM; else it is `snapshot NAME` on the gateway */
 		for (int i = 2; i < argc; i++)
 			if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-				printf("usage: phos-fn snapshot [--device auto|cuda|sim] [--gpu N] [--stats FILE] [--timeout S] -o DIR -- PROGRAM [ARGS...]\n"
+				printf("usage: phos-fn snapshot [--device auto|cuda|sim] [--gpu N | --gpus A,B] [--stats FILE] [--timeout S] -o DIR -- PROGRAM [ARGS...]\n"
 				       "       phos-fn snapshot NAME [--gateway URL] [--token-file FILE]   (on the invoker)\n");
 				return 0;
 			} else if (!strcmp(argv[i], "--") || !strcmp(argv[i], "-o") || !strncmp(argv[i], "--output", 8) ||

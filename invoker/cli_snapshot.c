@@ -74,6 +74,7 @@ int cli_snapshot(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "device", required_argument, NULL, 'd' },
 		{ "gpu", required_argument, NULL, 'g' },
+		{ "gpus", required_argument, NULL, 'G' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "stats", required_argument, NULL, 's' },
 		{ "timeout", required_argument, NULL, 't' },
@@ -92,7 +93,14 @@ int cli_snapshot(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+ho:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': device = optarg; break;
-		case 'g': setenv("PHOS_GPU", optarg, 1); break;   /* the executor checks it */
+		case 'g':   /* the executor checks it */
+			setenv("PHOS_GPU", optarg, 1);
+			unsetenv("PHOS_GPUS");
+			break;
+		case 'G':   /* the same: one executor over several GPUs */
+			setenv("PHOS_GPUS", optarg, 1);
+			unsetenv("PHOS_GPU");
+			break;
 		case 'o': out = optarg; break;
 		case 's': stats = optarg; break;
 		case 't': {
@@ -257,6 +265,7 @@ int cli_restore(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "device", required_argument, NULL, 'd' },
 		{ "gpu", required_argument, NULL, 'g' },
+		{ "gpus", required_argument, NULL, 'G' },
 		{ "stats", required_argument, NULL, 's' },
 		{ "on-demand", no_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
@@ -278,7 +287,14 @@ int cli_restore(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': device = optarg; break;
-		case 'g': setenv("PHOS_GPU", optarg, 1); break;   /* the executor checks it */
+		case 'g':   /* the executor checks it */
+			setenv("PHOS_GPU", optarg, 1);
+			unsetenv("PHOS_GPUS");
+			break;
+		case 'G':   /* the same: one executor over several GPUs */
+			setenv("PHOS_GPUS", optarg, 1);
+			unsetenv("PHOS_GPU");
+			break;
 		case 's': stats = optarg; break;
 		case 'o': on_demand = true; break;
 		case 'h': printf("%s", usage); return 0;

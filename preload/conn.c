@@ -451,8 +451,10 @@ PHOS_EXPORT int phos_preload_serve_point(void)
 		/* Restored: the old channel is gone with its executor. */
 		conn.ch = fresh;
 		r = call_locked(PHOS_OP_HELLO, &hello, sizeof(hello), NULL, 0, &h, sizeof(h), &len, NULL);
-		if (r || len < sizeof(h) || h.arena_base != conn.hello.arena_base) {
-			phos_err("the restoring executor refused HELLO (%d)", r);
+		if (r || len < sizeof(h) || h.arena_base != conn.hello.arena_base ||
+		    h.device_count != conn.hello.device_count) {
+			phos_err("the restoring executor refused HELLO (%d) or owns %u GPUs, not %u", r, h.device_count,
+				 conn.hello.device_count);
 			r = mark_gone();
 			goto out;
 		}

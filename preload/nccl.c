@@ -768,11 +768,87 @@ static void comm_remake(uint32_t id, void *obj, void *arg)
 	}
 }
 
+/* The communicators that wait for their first use to be made again. */
+struct pending {
+	struct ncomm *c[64];
+	size_t n;
+};
+
+static void pending_add(uint32_t id, void *obj, void *arg)
+{
+	struct ncomm *c = obj;
+	struct pending *p = arg;
+
+	(void)id;
+	if (c->reinit && !c->broken && p->n < sizeof(p->c) / sizeof(p->c[0]))
+		p->c[p->n++] = c;
+}
+
+/*
+ * Every rank of a communicator in this process (ncclCommInitAll, or InitRank
+ * per device in a group: one process driving several GPUs): made again now,
+ * together, as they were made: a fresh unique id, one group, each rank on its
+ * device. Waiting for a first use would deadlock, since the first rank used
+ * would wait for the others on the same thread.
+ */
+static void local_sets_remake(void)
+{
+	struct pending p = { .n = 0 };
+	bool done[64] = { false };
+	int saved = 0;
+
+	phos_ids_each(PHOS_H_NCCL, pending_add, &p);
+	if (cudaGetDevice(&saved) != cudaSuccess)
+		saved = 0;
+	for (size_t i = 0; i < p.n; i++) {
+		struct ncomm *set[64];
+		unsigned have = 0, ranks = 0;   /* bit r: rank r is here */
+		phos_nccl_unique_id uid;
+		nccl_result r, end;
+		bool started;
+
+		if (done[i])
+			continue;
+		for (size_t j = i; j < p.n; j++) {
+			if (!done[j] && p.c[j]->nranks == p.c[i]->nranks &&
+			    !memcmp(p.c[j]->init.id, p.c[i]->init.id, sizeof(p.c[i]->init.id)) &&
+			    !(ranks & (1u << p.c[j]->rank)) && p.c[j]->rank < 32) {
+				ranks |= 1u << p.c[j]->rank;
+				set[have++] = p.c[j];
+				done[j] = true;
+			}
+		}
+		if ((int)have != p.c[i]->nranks)
+			continue;   /* some ranks live in other processes: at first use */
+		r = unique_id(&uid);
+		started = r == 0 && (r = ncclGroupStart()) == 0;
+		for (unsigned k = 0; r == 0 && k < have; k++) {
+			memcpy(set[k]->init.id, uid.internal, sizeof(set[k]->init.id));
+			set[k]->init.comm = set[k]->id;
+			if (cudaSetDevice(set[k]->device) != cudaSuccess)
+				r = PHOS_NCCL_UNHANDLED_CUDA_ERROR;
+			else
+				r = call(PHOS_OP_NCCL_INIT, &set[k]->init, sizeof(set[k]->init), NULL, 0, NULL);
+		}
+		if (started && (end = ncclGroupEnd()) != 0 && r == 0)
+			r = end;   /* the group is closed whatever failed in it */
+		for (unsigned k = 0; k < have; k++) {
+			set[k]->reinit = false;
+			set[k]->broken = r != 0;
+		}
+		if (r)
+			phos_warn("nccl: the %u ranks of a communicator of this process could not be re-created after "
+				  "the restore (%d)", have, r);
+	}
+	cudaSetDevice(saved);
+}
+
 static int nccl_resend(void)
 {
 	int r = 0;
 
 	phos_ids_each(PHOS_H_NCCL, comm_remake, &r);
+	local_sets_remake();
 	/* A single-rank communicator that failed to come back is broken, not a
 	 * failed restore: the rest of the function may not use NCCL again. */
 	return 0;

@@ -39,6 +39,7 @@ struct phos_image *phos_image_new(void)
 		return NULL;
 	p->img.major = PHOS_IMAGE_MAJOR;
 	p->img.minor = PHOS_IMAGE_MINOR;
+	p->img.devices = 1;
 	return &p->img;
 }
 
@@ -437,6 +438,19 @@ static json_t *texes_to_json(const struct phos_image *img)
 	return a;
 }
 
+/* Adds "device" to o when it is not device 0 (1.4); false (o freed) when out
+ * of memory or o is NULL. */
+static bool with_device(json_t *o, uint32_t device)
+{
+	if (!o)
+		return false;
+	if (device && json_object_set_new(o, "device", json_integer(JI(device))) < 0) {
+		json_decref(o);
+		return false;
+	}
+	return true;
+}
+
 /* Builds the manifest; NULL when out of memory or a string is not UTF-8. The
  * version is always this build's: fields of a newer minor that img was read
  * from are not kept, so the result is not that minor. */
@@ -491,22 +505,27 @@ static json_t *image_to_json(const struct phos_image *img)
 		o = json_pack("{s:I,s:I,s:s,s:I,s:I,s:I,s:b}", "id", JI(v->id), "module",
 			      JI(v->module), "name", v->name, "addr", JI(v->addr), "size",
 			      JI(v->size), "offset", JI(v->offset), "constant", (int)v->constant);
-		ok = push_hashed(a[3], o, v->hash);
+		ok = with_device(o, v->device) && push_hashed(a[3], o, v->hash);
 	}
-	for (uint32_t i = 0; ok && i < img->nstreams; i++)
-		ok = push(a[4], json_pack("{s:I,s:I,s:I}", "id", JI(img->streams[i].id), "flags",
-					  JI(img->streams[i].flags), "priority",
-					  JI(img->streams[i].priority)));
-	for (uint32_t i = 0; ok && i < img->nevents; i++)
-		ok = push(a[5], json_pack("{s:I,s:I}", "id", JI(img->events[i].id), "flags",
-					  JI(img->events[i].flags)));
+	for (uint32_t i = 0; ok && i < img->nstreams; i++) {
+		o = json_pack("{s:I,s:I,s:I}", "id", JI(img->streams[i].id), "flags", JI(img->streams[i].flags),
+			      "priority", JI(img->streams[i].priority));
+		ok = with_device(o, img->streams[i].device) && push(a[4], o);
+	}
+	for (uint32_t i = 0; ok && i < img->nevents; i++) {
+		o = json_pack("{s:I,s:I}", "id", JI(img->events[i].id), "flags", JI(img->events[i].flags));
+		ok = with_device(o, img->events[i].device) && push(a[5], o);
+	}
 	for (uint32_t i = 0; ok && i < img->nblas; i++) {
 		const struct phos_image_blas *b = &img->blas[i];
 
-		ok = push(a[6], json_pack("{s:I,s:I,s:I,s:I,s:I}", "id", JI(b->id), "stream",
-					  JI(b->stream), "math_mode", JI(b->math_mode), "workspace",
-					  JI(b->workspace), "workspace_size", JI(b->workspace_size)));
+		o = json_pack("{s:I,s:I,s:I,s:I,s:I}", "id", JI(b->id), "stream", JI(b->stream), "math_mode",
+			      JI(b->math_mode), "workspace", JI(b->workspace), "workspace_size",
+			      JI(b->workspace_size));
+		ok = with_device(o, b->device) && push(a[6], o);
 	}
+	if (ok && img->devices > 1)
+		ok = set(root, "devices", json_integer(JI(img->devices)));
 	for (uint32_t i = 0; ok && i < img->nprefetch; i++)
 		ok = push(a[7], json_integer(JI(img->prefetch[i])));
 	for (uint32_t i = 0; ok && i < img->nfds; i++)

@@ -41,8 +41,10 @@
 
 #define PHOS_IMAGE_MAGIC "phos-fn-snapshot"
 #define PHOS_IMAGE_MAJOR 1
-#define PHOS_IMAGE_MINOR 3   /* 1.1: cpu.files, the CRIU image's checksums; 1.2: checkpoint;
-                              * 1.3: arrays, textures */
+#define PHOS_IMAGE_MINOR 4   /* 1.1: cpu.files, the CRIU image's checksums; 1.2: checkpoint;
+                              * 1.3: arrays, textures; 1.4: devices (an executor over
+                              * several GPUs) and the device of each stream, event,
+                              * cuBLAS handle and variable copy */
 #define PHOS_IMAGE_ALIGN 4096u
 #define PHOS_IMAGE_HASH_CHUNK (4u << 20)
 
@@ -52,6 +54,7 @@
 #define PHOS_IMAGE_MAX_MANIFEST (256u << 20) /* bytes */
 #define PHOS_IMAGE_MAX_NAME 4096u
 #define PHOS_IMAGE_MAX_CPU_FILES 4096u
+#define PHOS_IMAGE_MAX_DEVICES 8u          /* the executor's EXEC_MAX_DEVICES */
 
 struct phos_image_buf {
 	uint64_t addr, size;
@@ -78,14 +81,17 @@ struct phos_image_var {
 	uint64_t offset;      /* its contents in gpu.data */
 	uint64_t hash;
 	bool constant;
+	uint32_t device;      /* 1.4: which device's copy (one entry per device) */
 };
 
-struct phos_image_stream { uint32_t id, flags; int32_t priority; };
-struct phos_image_event { uint32_t id, flags; };
+/* device (1.4, absent: 0): of the executor's devices, < devices */
+struct phos_image_stream { uint32_t id, flags; int32_t priority; uint32_t device; };
+struct phos_image_event { uint32_t id, flags; uint32_t device; };
 struct phos_image_blas {
 	uint32_t id, stream;
 	int32_t math_mode;
 	uint64_t workspace, workspace_size;
+	uint32_t device;
 };
 
 /* 1.2: a host-memory region the function shared with its executor
@@ -155,6 +161,7 @@ struct phos_image {
 	char device[64];      /* backend that took it: "cuda" or "sim" */
 	char gpu_name[256];
 	uint64_t arena_base, arena_size;
+	uint32_t devices;     /* 1.4: GPUs of the executor (absent: 1); its arena in parts (bufmap.h) */
 	uint64_t gpu_bytes;   /* device memory the buffers need (live bytes) */
 	uint64_t data_bytes;  /* size of gpu.data */
 	int64_t created;      /* unix time */

@@ -230,6 +230,22 @@ static int rd_elem(struct rd *r, json_t *arr, const char *key, size_t i, json_t 
 	RD(rd_array(r, root, key, max, sizeof(*(img)->field), &(a), (void **)&(img)->field, \
 		    &(img)->n))
 
+/* An optional count or index (1.4's devices and device): absent gives dflt;
+ * present, it must be an integer in [min, max]. */
+static int rd_opt_u32(struct rd *r, json_t *obj, const char *key, uint32_t dflt, uint32_t min, uint32_t max,
+		      uint32_t *ret)
+{
+	int64_t v;
+
+	if (!json_object_get(obj, key)) {
+		*ret = dflt;
+		return 0;
+	}
+	RD(rd_int(r, obj, key, min, max, &v));
+	*ret = (uint32_t)v;
+	return 0;
+}
+
 static int rd_header(struct rd *r, json_t *root, struct phos_image *img)
 {
 	json_t *v, *o;
@@ -262,6 +278,7 @@ static int rd_header(struct rd *r, json_t *root, struct phos_image *img)
 	RD(rd_u64(r, root, "gpu_bytes", &img->gpu_bytes));
 	RD(rd_u64(r, root, "data_bytes", &img->data_bytes));
 	RD(rd_int(r, root, "created", INT64_MIN, INT64_MAX, &img->created));
+	RD(rd_opt_u32(r, root, "devices", 1, 1, PHOS_IMAGE_MAX_DEVICES, &img->devices));
 	RD(rd_object(r, root, "arena", &o));
 	strcpy(r->where, "arena");
 	RD(rd_u64(r, o, "base", &img->arena_base));
@@ -337,6 +354,7 @@ static int rd_code(struct rd *r, json_t *root, struct phos_image *img)
 		RD(rd_u64(r, o, "offset", &v->offset));
 		RD(rd_hash(r, o, "hash", &v->hash));
 		RD(rd_bool(r, o, "constant", &v->constant));
+		RD(rd_opt_u32(r, o, "device", 0, 0, img->devices - 1, &v->device));
 	}
 	r->where[0] = '\0';
 	return 0;
@@ -352,6 +370,7 @@ static int rd_objects(struct rd *r, json_t *root, struct phos_image *img)
 		RD(rd_u32(r, o, "id", &img->streams[i].id));
 		RD(rd_u32(r, o, "flags", &img->streams[i].flags));
 		RD(rd_i32(r, o, "priority", &img->streams[i].priority));
+		RD(rd_opt_u32(r, o, "device", 0, 0, img->devices - 1, &img->streams[i].device));
 	}
 	r->where[0] = '\0';
 	RD_ARRAY(r, root, "events", PHOS_IMAGE_MAX_OBJECTS, img, events, nevents, a);
@@ -359,6 +378,7 @@ static int rd_objects(struct rd *r, json_t *root, struct phos_image *img)
 		RD(rd_elem(r, a, "events", i, &o));
 		RD(rd_u32(r, o, "id", &img->events[i].id));
 		RD(rd_u32(r, o, "flags", &img->events[i].flags));
+		RD(rd_opt_u32(r, o, "device", 0, 0, img->devices - 1, &img->events[i].device));
 	}
 	r->where[0] = '\0';
 	RD_ARRAY(r, root, "cublas", PHOS_IMAGE_MAX_OBJECTS, img, blas, nblas, a);
@@ -371,6 +391,7 @@ static int rd_objects(struct rd *r, json_t *root, struct phos_image *img)
 		RD(rd_i32(r, o, "math_mode", &b->math_mode));
 		RD(rd_u64(r, o, "workspace", &b->workspace));
 		RD(rd_u64(r, o, "workspace_size", &b->workspace_size));
+		RD(rd_opt_u32(r, o, "device", 0, 0, img->devices - 1, &b->device));
 	}
 	r->where[0] = '\0';
 	return 0;

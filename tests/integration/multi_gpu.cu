@@ -12,11 +12,18 @@
  *     is selected;
  *   - peer access as CUDA checks it, and peer copies both ways;
  *   - an event of one device waited for by a stream of the other.
+ *
+ * multi_gpu --serve: then serves (phos_fn_serve, the snapshot point); each
+ * request reads the variable on both devices, runs a kernel on device 1's
+ * stream and reads device 0's buffer, and answers
+ * {"v0":7,"v1":9,"fill":2005,"p0":5,"ok":BOOL}: what a restore must bring
+ * back on the right devices.
  */
 #include <cstdio>
 #include <cstring>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <phos/fn.h>
 #include <thread>
 
 __device__ int mg_var;
@@ -37,6 +44,36 @@ static void report(const char *name, bool ok, const char *detail = "")
 		failed++;
 }
 
+struct served {
+	int *p0, *p1;
+	cudaStream_t s1;
+};
+
+static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_response *resp)
+{
+	served *s = (served *)arg;
+	int v0 = 0, v1 = 0, fill = 0, p0 = 0;
+	char out[256];
+
+	(void)req;
+	cudaSetDevice(0);
+	cudaMemcpyFromSymbol(&v0, mg_var, sizeof(int));
+	cudaMemcpy(&p0, s->p0, sizeof(int), cudaMemcpyDeviceToHost);
+	cudaSetDevice(1);
+	cudaMemcpyFromSymbol(&v1, mg_var, sizeof(int));
+	mg_fill<<<32, 128, 0, s->s1>>>(s->p1, 2000, 1 << 16);
+	cudaMemcpyAsync(&fill, s->p1 + 5, sizeof(int), cudaMemcpyDeviceToHost, s->s1);
+	cudaStreamSynchronize(s->s1);
+	cudaSetDevice(0);
+	snprintf(out, sizeof(out), "{\"v0\":%d,\"v1\":%d,\"fill\":%d,\"p0\":%d,\"ok\":%s}", v0, v1, fill, p0,
+		 v0 == 7 && v1 == 9 && fill == 2005 && p0 == 5 ? "true" : "false");
+	resp->body = strdup(out);   /* phos_fn_serve frees it */
+	if (!resp->body)
+		return 500;
+	resp->len = strlen(out);
+	return 0;
+}
+
 static int device_of(const void *p)
 {
 	cudaPointerAttributes a;
@@ -46,8 +83,9 @@ static int device_of(const void *p)
 	return a.device;
 }
 
-int main()
+int main(int argc, char **argv)
 {
+	bool serve = argc > 1 && !strcmp(argv[1], "--serve");
 	const int n = 1 << 16;
 	char detail[256];
 	int count = 0, dev = -1, can = 0, v0 = 0, v1 = 0;
@@ -169,6 +207,16 @@ int main()
 	report("properties_bad", cudaGetDeviceProperties(&prop, 2) == cudaErrorInvalidDevice);
 	cudaGetLastError();
 
+	if (serve) {
+		static served s;
+
+		/* mg_var is 7 on device 0, 9 on device 1; p0 holds 5 + i */
+		s = { p0, p1, s1 };
+		report("sync", cudaDeviceSynchronize() == cudaSuccess);
+		printf("{\"done\":true,\"failed\":%d}\n", failed);
+		fflush(stdout);
+		return failed ? 1 : phos_fn_serve(handle, &s);
+	}
 	cudaSetDevice(1);
 	cudaFree(p1);
 	cudaFree(q1);

@@ -9,14 +9,19 @@ function one executor over both (phos-executor --gpus).
 - tp_mlp --one-process 2 (ncclCommInitAll over both devices, the all-reduces
   of both ranks in one group) matches its CPU reference at init and in a
   served request, small and with generated weights;
-- what is refused, with its reason: a GPU named twice or not there, a
-  snapshot or --checkpointable of such a function, a program that wants two
-  devices from an executor of one.
+- snapshots (`phos-fn snapshot --gpus 0,1`) and restores onto an executor of
+  two GPUs: multi_gpu --serve answers with each device's variable, buffer and
+  stream as they were; tp_mlp --one-process's communicators are made again
+  together (both ranks in this process) and its answers match the reference;
+- what is refused, with its reason: a GPU named twice or not there, such a
+  snapshot restored onto one GPU, --checkpointable over two GPUs, a program
+  that wants two devices from an executor of one.
 
 On sim the host has PHOS_SIM_GPUS=2 GPUs. With PHOS_TEST_DEVICE=cuda
 (tools/gpu-check) it runs where the host has two GPUs, and also runs tp_mlp
 natively to compare; with one GPU it is skipped.
 """
+import json
 import os
 import shutil
 import subprocess
@@ -98,13 +103,43 @@ check(p.returncode == 2 and "not supported yet" in p.stderr, f"--checkpointable 
 p = run(["--gpu", "0"], [TP_MLP, "--one-process", "2"])
 check(p.returncode == 1 and "needs 2 devices, 1 seen" in p.stderr, f"one-process on one GPU: {p.stderr[-300:]}")
 
+# --- snapshots over two GPUs, restored onto two ---
 tmp = tempfile.mkdtemp(prefix="phos-multi-gpu-")
 try:
-    out = os.path.join(tmp, "snap")
-    p = phos("snapshot", "--device", DEVICE, "-o", out, "--", TP_MLP, "--one-process", "2",
-             extra_env={**ENV, "PHOS_GPUS": "0,1"}, timeout=120)
-    check(p.returncode != 0 and "over several GPUs are not supported yet" in p.stderr and not os.path.exists(out),
-          f"snapshot over two GPUs: {p.returncode} {p.stderr[-400:]}")
+    snap = os.path.join(tmp, "multi")
+    p = phos("snapshot", "--device", DEVICE, "--gpus", "0,1", "-o", snap, "--", MULTI, "--serve", extra_env=ENV,
+             timeout=120)
+    check(p.returncode == 0 and os.path.exists(os.path.join(snap, "manifest.json")),
+          f"snapshot of multi_gpu --serve: {p.returncode} {p.stderr[-600:]}")
+    if p.returncode == 0:
+        with open(os.path.join(snap, "manifest.json")) as f:
+            man = json.load(f)
+        devs = sorted({v.get("device", 0) for v in man["variables"]})
+        check(man.get("devices") == 2 and devs == [0, 1] and any(s.get("device") == 1 for s in man["streams"]),
+              f"manifest of two devices: devices {man.get('devices')}, variable copies on {devs}")
+        p = phos("restore", "--device", DEVICE, "--gpus", "0,1", snap, stdin="{}\n{}\n", extra_env=ENV, timeout=120)
+        got = answers(p)
+        check(p.returncode == 0 and len(got) == 2 and all(g.get("ok") for g in got),
+              f"multi_gpu restored over two GPUs: {p.returncode} {got} {p.stderr[-600:]}")
+        p = phos("restore", "--device", DEVICE, "--gpu", "0", snap, stdin="{}\n", extra_env=ENV, timeout=120)
+        check(p.returncode != 0 and "taken over 2 GPUs; this executor owns 1" in p.stderr,
+              f"a snapshot of two GPUs restored onto one: {p.returncode} {p.stderr[-400:]}")
+
+    snap = os.path.join(tmp, "tp")
+    p = phos("snapshot", "--device", DEVICE, "--gpus", "0,1", "-o", snap, "--", TP_MLP, "--one-process", "2",
+             extra_env=ENV, timeout=120)
+    # the function's init line: phos-fn snapshot passes its output on to stderr
+    init = [json.loads(x) for x in p.stderr.splitlines() if x.startswith('{"rank"')]
+    check(p.returncode == 0 and init and init[0].get("ok"), f"snapshot of tp_mlp --one-process 2: {p.returncode} "
+                                                           f"{init} {p.stderr[-600:]}")
+    if p.returncode == 0:
+        for rnd in range(2):   # twice from one snapshot: a fresh set of communicators each time
+            p = phos("restore", "--device", DEVICE, "--gpus", "0,1", snap, stdin="{}\n{}\n", extra_env=ENV,
+                     timeout=120)
+            got = answers(p)
+            check(p.returncode == 0 and len(got) == 2 and init and
+                  all(g.get("ok") and g.get("sample") == init[0].get("sample") for g in got),
+                  f"tp_mlp one-process restored ({rnd}): {p.returncode} {got} {p.stderr[-600:]}")
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 

@@ -26,6 +26,9 @@
 
 #include "check.h"
 
+#define PHOS_STR_(x) #x
+#define PHOS_STR(x) PHOS_STR_(x)
+
 /* snprintf into an array, failing the test when it does not fit. */
 #define PATHF(buf, ...)                                                        \
 	do {                                                                   \
@@ -147,11 +150,12 @@ static void sample_build(struct sample *s, const char *function)
 	CHECK(phos_image_add_var(img, &(struct phos_image_var){ .id = 22, .module = 10, .name = "unresolved" }) == 0,
 	      "add_var");
 	img->data_bytes = off;
-	CHECK(phos_image_add_stream(img, &(struct phos_image_stream){ 1, 1, -1 }) == 0, "stream");
-	CHECK(phos_image_add_stream(img, &(struct phos_image_stream){ 2, 0, 0 }) == 0, "stream");
+	img->devices = 2;   /* stream 2 and the cuBLAS handle on device 1 (1.4) */
+	CHECK(phos_image_add_stream(img, &(struct phos_image_stream){ 1, 1, -1, 0 }) == 0, "stream");
+	CHECK(phos_image_add_stream(img, &(struct phos_image_stream){ 2, 0, 0, 1 }) == 0, "stream");
 	for (uint32_t i = 0; i < 3; i++)
-		CHECK(phos_image_add_event(img, &(struct phos_image_event){ 30 + i, i }) == 0, "event");
-	CHECK(phos_image_add_blas(img, &(struct phos_image_blas){ 40, 1, 3, ARENA + 10 * MiB, 4 * MiB }) == 0,
+		CHECK(phos_image_add_event(img, &(struct phos_image_event){ 30 + i, i, 0 }) == 0, "event");
+	CHECK(phos_image_add_blas(img, &(struct phos_image_blas){ 40, 1, 3, ARENA + 10 * MiB, 4 * MiB, 1 }) == 0,
 	      "blas");
 	img->prefetch = malloc(3 * sizeof(uint64_t));
 	img->prefetch[0] = 4;
@@ -317,6 +321,7 @@ static void test_roundtrip(const char *final)
 	}
 	CHECK(got->nstreams == 2 && !memcmp(got->streams, img->streams, 2 * sizeof(*img->streams)),
 	      "streams");
+	CHECK(got->devices == 2 && got->streams[1].device == 1 && got->blas[0].device == 1, "devices");
 	CHECK(got->nevents == 3 && !memcmp(got->events, img->events, 3 * sizeof(*img->events)), "events");
 	CHECK(got->nblas == 1 && got->blas[0].id == 40 && got->blas[0].stream == 1 &&
 	      got->blas[0].math_mode == 3 && got->blas[0].workspace == ARENA + 10 * MiB &&
@@ -545,8 +550,8 @@ static void test_refusals(void)
 	REFUSE(NULL, -1, "magic", json_string("phos-fn-snapshoT"), -EBADMSG, "not a phos-fn snapshot");
 	REFUSE(NULL, -1, "magic", NULL, -EBADMSG, "not a phos-fn snapshot");
 	REFUSE("version", -1, "major", json_integer(2), -EPROTONOSUPPORT,
-	       "manifest.json: format 2.3 is newer than this phos-fn (1.x)");   /* 2.PHOS_IMAGE_MINOR */
-	REFUSE("version", -1, "major", json_integer(0), -EPROTONOSUPPORT, "format 0.3 is older");
+	       "manifest.json: format 2.4 is newer than this phos-fn (1.x)");   /* 2.PHOS_IMAGE_MINOR */
+	REFUSE("version", -1, "major", json_integer(0), -EPROTONOSUPPORT, "format 0.4 is older");
 	REFUSE("cpu", -1, "files", json_string("x"), -EBADMSG, "cpu.files: expected an array");
 	REFUSE("version", -1, "minor", json_integer(7), 0, ""); /* newer minor: fine */
 	REFUSE(NULL, -1, "gpu_bytes", NULL, -EBADMSG, "gpu_bytes: missing");
@@ -559,6 +564,10 @@ static void test_refusals(void)
 	REFUSE("buffers", 0, "hash", json_string("0123456789ABCDEF"), -EINVAL, "lowercase hex");
 	REFUSE("variables", 0, "constant", json_integer(1), -EBADMSG, "expected true or false");
 	REFUSE("streams", 0, "priority", json_integer(1ll << 40), -EINVAL, "out of range");
+	REFUSE(NULL, -1, "devices", json_integer(9), -EINVAL, "devices: 9 out of range");
+	REFUSE(NULL, -1, "devices", json_integer(0), -EINVAL, "devices: 0 out of range");
+	REFUSE("streams", 1, "device", json_integer(2), -EINVAL, "streams[1].device: 2 out of range");
+	REFUSE("variables", 0, "device", json_string("1"), -EBADMSG, "expected an integer");
 	/* sorted by address: 0 is ARENA (3 pages + 100 bytes), 1 is ARENA + 2 MiB */
 	REFUSE("buffers", 1, "addr", json_integer((json_int_t)(ARENA + 8192)), -EINVAL, "overlaps buffer");
 	REFUSE("buffers", 0, "addr", json_integer((json_int_t)(ARENA - 4096)), -EINVAL, "outside the arena");
@@ -714,9 +723,9 @@ static void test_limits_and_writer(void)
 	int r = 0;
 
 	for (unsigned i = 0; i < PHOS_IMAGE_MAX_OBJECTS && r == 0; i++)
-		r = phos_image_add_event(img, &(struct phos_image_event){ i, 0 });
+		r = phos_image_add_event(img, &(struct phos_image_event){ i, 0, 0 });
 	CHECK(r == 0 && img->nevents == PHOS_IMAGE_MAX_OBJECTS, "events up to the limit");
-	CHECK(phos_image_add_event(img, &(struct phos_image_event){ 0, 0 }) == -E2BIG, "past the limit");
+	CHECK(phos_image_add_event(img, &(struct phos_image_event){ 0, 0, 0 }) == -E2BIG, "past the limit");
 	CHECK(phos_image_add_func(img, 1, 1, NULL) == -EINVAL, "NULL name");
 	phos_image_free(img);
 	phos_image_free(NULL);
@@ -886,8 +895,8 @@ static void test_cpu_checksums(void)
 	/* as a 1.0 reader wrote it: no cpu.files */
 	PATHF(path, "%s/manifest.json", dir);
 	text = read_text(path);
-	p = text ? strstr(text, "\"minor\":3") : NULL;   /* PHOS_IMAGE_MINOR */
-	CHECK(p, "minor 3 in %s", path);
+	p = text ? strstr(text, "\"minor\":" PHOS_STR(PHOS_IMAGE_MINOR)) : NULL;
+	CHECK(p, "minor %d in %s", PHOS_IMAGE_MINOR, path);
 	if (p) {
 		p[8] = '0';
 		write_file(path, text, strlen(text));
