@@ -22,7 +22,7 @@
 #define MAX_STDIN (256u << 20)
 
 enum { O_GATEWAY = 1000, O_TOKEN, O_NAME, O_DEVICE, O_LIMIT, O_TAIL, O_STATE, O_FROM, O_FROM_TOKEN, O_TO, O_TO_TOKEN,
-       O_INSTANCE, O_MODE };
+       O_INSTANCE, O_MODE, O_GPUS };
 
 static const struct option common_opts[] = {
 	{ "gateway", required_argument, NULL, O_GATEWAY }, { "token-file", required_argument, NULL, O_TOKEN },
@@ -32,11 +32,13 @@ static const struct option common_opts[] = {
 	{ "from", required_argument, NULL, O_FROM },       { "from-token-file", required_argument, NULL, O_FROM_TOKEN },
 	{ "to", required_argument, NULL, O_TO },           { "to-token-file", required_argument, NULL, O_TO_TOKEN },
 	{ "instance", required_argument, NULL, O_INSTANCE }, { "mode", required_argument, NULL, O_MODE },
+	{ "gpus", required_argument, NULL, O_GPUS },
 	{ 0 },
 };
 
 struct args {
 	const char *gateway, *token_file, *state_dir, *name, *device, *tail;
+	const char *gpus;   /* deploy --gpus N (the invoker checks it) */
 	const char *from, *from_token_file;   /* deploy --from: a pull from a peer invoker */
 	const char *to, *to_token_file, *instance, *mode;   /* migrate */
 	json_t *limits;
@@ -54,7 +56,7 @@ static bool name_valid(const char *n)
 static const char *usage_of(const char *cmd)
 {
 	if (!strcmp(cmd, "deploy"))
-		return "deploy --name NAME [--device auto|cuda|sim] [--limit KEY=VALUE]... -- PROGRAM [ARGS...]\n"
+		return "deploy --name NAME [--device auto|cuda|sim] [--gpus N] [--limit KEY=VALUE]... -- PROGRAM [ARGS...]\n"
 		       "       phos-fn deploy --from URL [--from-token-file FILE] NAME   (pull NAME's snapshot from the "
 		       "invoker at URL)";
 	if (!strcmp(cmd, "list"))
@@ -88,6 +90,7 @@ static int parse(int argc, char **argv, struct args *a)
 		case O_STATE: a->state_dir = optarg; break;
 		case O_NAME: a->name = optarg; break;
 		case O_DEVICE: a->device = optarg; break;
+		case O_GPUS: a->gpus = optarg; break;
 		case O_TAIL: a->tail = optarg; break;
 		case O_FROM: a->from = optarg; break;
 		case O_FROM_TOKEN: a->from_token_file = optarg; break;
@@ -184,7 +187,7 @@ static int deploy_from(struct cli_gateway *g, struct args *a, int argc, char **a
 	json_t *req;
 	int r;
 
-	if (!name || !name_valid(name) || (a->name && strcmp(a->name, name)) || a->device ||
+	if (!name || !name_valid(name) || (a->name && strcmp(a->name, name)) || a->device || a->gpus ||
 	    json_object_size(a->limits)) {
 		fprintf(stderr, "usage: phos-fn %s\n", usage_of("deploy"));
 		return 2;
@@ -351,6 +354,17 @@ static int deploy(struct cli_gateway *g, struct args *a, int argc, char **argv, 
 	a->limits = NULL;
 	if (a->device)
 		json_object_set_new(req, "device", json_string(a->device));
+	if (a->gpus) {
+		char *end;
+		long n = strtol(a->gpus, &end, 10);
+
+		if (*end || end == a->gpus || n < 1 || n > 1024) {
+			fprintf(stderr, "phos-fn: --gpus takes a number of GPUs (the invoker allows 1 to 8)\n");
+			json_decref(req);
+			return 2;
+		}
+		json_object_set_new(req, "gpus", json_integer(n));
+	}
 	body = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
 	snprintf(what, sizeof(what), "deploying %s (snapshot)", a->name);

@@ -24,7 +24,7 @@ static void usage(FILE *f)
 		   "      checkpoint a running `phos-fn run --checkpointable` (PID: of that phos-fn run)\n\n"
 		   "commands against an invoker (--gateway URL, default $PHOS_GATEWAY or http://127.0.0.1:8080;\n"
 		   "--token-file FILE for its bearer token):\n"
-		   "  deploy --name NAME [--device D] [--limit KEY=VALUE]... -- PROGRAM [ARGS...]\n"
+		   "  deploy --name NAME [--device D] [--gpus N] [--limit KEY=VALUE]... -- PROGRAM [ARGS...]\n"
 		   "  deploy --from URL [--from-token-file FILE] NAME   pull NAME's snapshot from the invoker at URL\n"
 		   "  list | describe NAME | remove NAME | snapshot NAME\n"
 		   "  invoke NAME            request body on stdin, the answer on stdout\n"

@@ -253,8 +253,9 @@ static void stdio_pipes_close(int pin[2], int pout[2], int perr[2])
 
 static bool standby_wanted(const struct inv_function *f)
 {
+	/* pooled executors own one GPU: a function over several gets its own */
 	return inv_cfg.standby && inv_cfg.pool && f->ready && !f->removed && !inv_draining &&
-	       !strcmp(f->device, inv_cfg.device);
+	       !strcmp(f->device, inv_cfg.device) && f->gpus <= 1;
 }
 
 static void standby_clear(struct inv_standby *sb)
@@ -383,6 +384,7 @@ static int instance_start(struct inv_function *f, struct inv_instance *in, doubl
 	struct phos_restore_stats st;
 	struct inv_standby sb = standby_take(f);
 	double t0 = phos_now();
+	char gpu_list[64];
 	int r = -EBUSY;
 
 	if (sb.valid) {
@@ -405,13 +407,15 @@ static int instance_start(struct inv_function *f, struct inv_instance *in, doubl
 		goto fail;
 	}
 	p.device = f->device;
+	p.gpus = inv_gpu_list(f, gpu_list, sizeof(gpu_list));
 	if (strcmp(p.device, "sim"))
 		p.sim_twins = NULL;
 	pthread_rwlock_rdlock(&f->snap_lock);
 	/* A warm executor from the pool when one is free (no context creation on
-	 * the cold path), else one of its own. */
+	 * the cold path), else one of its own (always over several GPUs: pooled
+	 * executors own one). */
 	r = -EBUSY;
-	if (inv_cfg.pool && !strcmp(f->device, inv_cfg.device))
+	if (inv_cfg.pool && !strcmp(f->device, inv_cfg.device) && f->gpus <= 1)
 		r = phos_restore_pooled(inv_cfg.pool, f->snapshot_dir, pin[0], pout[1], perr[1], 0,
 					!inv_cfg.stop_the_world, &in->proc, &st, err, errlen);
 	if (r == -EBUSY)
@@ -448,6 +452,7 @@ static int instance_from_checkpoint(struct inv_function *f, struct inv_instance 
 {
 	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
 	struct phos_runtime_paths p = inv_cfg.paths;
+	char gpu_list[64];
 	int r;
 
 	if ((r = stdio_pipes(pin, pout, perr)) < 0) {
@@ -455,6 +460,7 @@ static int instance_from_checkpoint(struct inv_function *f, struct inv_instance 
 		goto out;
 	}
 	p.device = f->device;
+	p.gpus = inv_gpu_list(f, gpu_list, sizeof(gpu_list));
 	if (strcmp(p.device, "sim"))
 		p.sim_twins = NULL;
 	r = phos_restore_start(&p, dir, pin[0], pout[1], perr[1], on_demand, &in->proc, st, err, errlen);

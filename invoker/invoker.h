@@ -133,6 +133,7 @@ struct inv_function {
 	unsigned nargs;
 	json_t *env;            /* object of strings */
 	char device[8];         /* "cuda" or "sim" */
+	unsigned gpus;          /* 1; more: one executor over host GPUs 0..gpus-1 (inv_gpu_list) */
 	struct inv_limits limits;
 	char *snapshot_dir;
 	double created;         /* unix time */
@@ -249,6 +250,10 @@ void inv_registry_exit(void);                 /* stops every instance */
 struct inv_function *inv_function_get(const char *name);
 void inv_function_unref(struct inv_function *f);
 bool inv_name_valid(const char *name);
+/* The host GPUs of a function over several ("0,1,..." into buf, for
+ * phos_runtime_paths.gpus), or NULL for a function of one GPU. */
+const char *inv_gpu_list(const struct inv_function *f, char *buf, size_t len);
+#define INV_MAX_GPUS 8   /* the executor's EXEC_MAX_DEVICES */
 /* Deploys from a request: 201/4xx/5xx; *ret_body is the JSON to send. */
 int inv_function_deploy(json_t *req, json_t **ret_body);
 int inv_function_resnapshot(const char *name, json_t **ret_body);

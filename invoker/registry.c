@@ -229,6 +229,18 @@ static int limit_get(json_t *lim, const char *key, unsigned long long lo, unsign
 	return 0;
 }
 
+const char *inv_gpu_list(const struct inv_function *f, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	if (f->gpus <= 1 || len == 0)
+		return NULL;
+	buf[0] = '\0';
+	for (unsigned g = 0; g < f->gpus && at < len; g++)
+		at += (size_t)snprintf(buf + at, len - at, "%s%u", g ? "," : "", g);
+	return at < len ? buf : NULL;
+}
+
 /* Builds a function from its JSON description (a deploy request or a registry
  * file); NULL with the reason in err. */
 static struct inv_function *function_from_json(json_t *j, bool deploying, char *err, size_t errlen)
@@ -246,7 +258,8 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 		return snprintf(err, errlen, "the request must be a JSON object"), NULL;
 	json_object_foreach(j, key, val)
 		if (strcmp(key, "name") && strcmp(key, "program") && strcmp(key, "args") && strcmp(key, "env") &&
-		    strcmp(key, "device") && strcmp(key, "limits") && (deploying || strcmp(key, "created")))
+		    strcmp(key, "device") && strcmp(key, "limits") && strcmp(key, "gpus") &&
+		    (deploying || strcmp(key, "created")))
 			return snprintf(err, errlen, "unknown field '%.64s'", key), NULL;
 	if (!json_is_string(name) || !inv_name_valid(json_string_value(name)))
 		return snprintf(err, errlen, "name must match [a-z0-9][a-z0-9-]{0,62}"), NULL;
@@ -280,6 +293,9 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 		return snprintf(err, errlen, "device must be auto, cuda or sim"), NULL;
 	if (dev && strcmp(json_string_value(dev), "auto"))
 		device = json_string_value(dev);
+	json_t *gpus = json_object_get(j, "gpus");
+	if (gpus && (!json_is_integer(gpus) || json_integer_value(gpus) < 1 || json_integer_value(gpus) > INV_MAX_GPUS))
+		return snprintf(err, errlen, "gpus must be an integer in 1..%d", INV_MAX_GPUS), NULL;
 	if (lim && !json_is_object(lim))
 		return snprintf(err, errlen, "limits must be an object"), NULL;
 	json_object_foreach(lim, key, val)
@@ -325,6 +341,12 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 		snprintf(err, errlen, "limits.checkpoint_ms must be 0 (off) or 100..86400000");
 		goto fail;
 	}
+	f->gpus = gpus ? (unsigned)json_integer_value(gpus) : 1;
+	if (f->gpus > 1 && f->limits.checkpoint_ms) {
+		snprintf(err, errlen, "limits.checkpoint_ms: checkpoints of a function over several GPUs are not "
+				      "supported yet");
+		goto fail;
+	}
 	snprintf(f->name, sizeof(f->name), "%s", json_string_value(name));
 	snprintf(f->device, sizeof(f->device), "%s", device);
 	f->program = strdup(json_string_value(prog));
@@ -363,8 +385,9 @@ static json_t *function_json(struct inv_function *f)
 
 	for (unsigned i = 0; i < f->nargs; i++)
 		json_array_append_new(args, json_string(f->args[i]));
-	return json_pack("{s:s,s:s,s:o,s:O,s:s,s:o,s:f}", "name", f->name, "program", f->program, "args", args,
-			 "env", f->env, "device", f->device, "limits", limits_json(&f->limits), "created", f->created);
+	return json_pack("{s:s,s:s,s:o,s:O,s:s,s:I,s:o,s:f}", "name", f->name, "program", f->program, "args", args,
+			 "env", f->env, "device", f->device, "gpus", (json_int_t)f->gpus, "limits",
+			 limits_json(&f->limits), "created", f->created);
 }
 
 json_t *inv_function_describe(struct inv_function *f)
@@ -491,7 +514,7 @@ static int take_snapshot(struct inv_function *f, char *err, size_t errlen)
 	struct phos_runtime_paths p = inv_cfg.paths;
 	struct phos_snapshot_stats st;
 	struct phos_snapshot_ctl sc = { .timeout_ms = f->limits.deploy_timeout_ms, .phase = snapshot_phase, .arg = f };
-	char **env = NULL, **argv = snapshot_argv(f, &env);
+	char **env = NULL, **argv = snapshot_argv(f, &env), gpu_list[64];
 	int r;
 
 	if (!argv)
@@ -504,6 +527,7 @@ static int take_snapshot(struct inv_function *f, char *err, size_t errlen)
 	}
 	p.device = f->device;
 	p.fn_env = env;
+	p.gpus = inv_gpu_list(f, gpu_list, sizeof(gpu_list));
 	if (strcmp(p.device, "sim"))
 		p.sim_twins = NULL;
 	pthread_rwlock_wrlock(&f->snap_lock);

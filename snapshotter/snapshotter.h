@@ -39,6 +39,8 @@ struct phos_runtime_paths {
 	char *const *fn_env;      /* NAME=VALUE the function gets besides ours (a
 				   * later one of a name wins), or NULL */
 	const struct phos_criu_user *run_as; /* the function's user (runtime/criu.h), or NULL: ours */
+	const char *gpus;         /* executors over several GPUs: phos-executor --gpus (a
+				   * list: "0,1"), or NULL: one GPU (PHOS_GPU) */
 };
 
 struct phos_snapshot_stats {

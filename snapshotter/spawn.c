@@ -63,6 +63,10 @@ int phos_executor_spawn(const struct phos_runtime_paths *paths, int channel, int
 		argv[n++] = "--control-fd";
 		argv[n++] = "4";
 	}
+	if (paths->gpus && *paths->gpus) {
+		argv[n++] = "--gpus";
+		argv[n++] = paths->gpus;
+	}
 	for (unsigned i = 0; extra && extra[i]; i++) {
 		if (n >= 31)
 			return -E2BIG;

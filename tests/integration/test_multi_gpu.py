@@ -13,6 +13,10 @@ function one executor over both (phos-executor --gpus).
   two GPUs: multi_gpu --serve answers with each device's variable, buffer and
   stream as they were; tp_mlp --one-process's communicators are made again
   together (both ranks in this process) and its answers match the reference;
+- through the invoker: a deploy with "gpus": 2 snapshots tp_mlp
+  --one-process 2 over both GPUs and its cold and warm calls answer as the
+  reference; bad "gpus" values and checkpoint_ms over two GPUs are refused
+  with 400;
 - what is refused, with its reason: a GPU named twice or not there, such a
   snapshot restored onto one GPU, --checkpointable over two GPUs, a program
   that wants two devices from an executor of one.
@@ -28,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 
-from harness import DEVICE, PHOS_FN, answers, check, done, fn_env, phos, program
+from harness import DEVICE, PHOS_FN, Invoker, answers, check, done, fn_env, phos, procs, program
 
 MULTI = program("tests", "integration", "multi_gpu")
 TP_MLP = program("functions", "examples", "tp_mlp")
@@ -140,7 +144,31 @@ try:
             check(p.returncode == 0 and len(got) == 2 and init and
                   all(g.get("ok") and g.get("sample") == init[0].get("sample") for g in got),
                   f"tp_mlp one-process restored ({rnd}): {p.returncode} {got} {p.stderr[-600:]}")
+
+    # --- through the invoker: "gpus": 2 ---
+    inv = Invoker(os.path.join(tmp, "state"), tmp, extra_env=ENV, device=DEVICE)
+    for bad in (0, 9, "2"):
+        st, ans = inv.call("POST", "/system/functions", {"name": "bad", "program": TP_MLP, "gpus": bad})
+        check(st == 400 and "gpus must be an integer in 1..8" in str(ans), f"deploy with gpus {bad!r}: {st} {ans}")
+    st, ans = inv.call("POST", "/system/functions", {"name": "bad", "program": TP_MLP, "gpus": 2,
+                                                     "limits": {"checkpoint_ms": 1000}})
+    check(st == 400 and "not supported yet" in str(ans), f"checkpoint_ms over two GPUs: {st} {ans}")
+    st, ans = inv.call("POST", "/system/functions", {"name": "tp2", "program": TP_MLP,
+                                                     "args": ["--one-process", "2"], "gpus": 2}, timeout=300)
+    check(st == 201, f"deploy of tp_mlp over two GPUs: {st} {ans} {inv.logtext()[-1500:]}")
+    st, desc = inv.call("GET", "/system/functions/tp2")
+    check(st == 200 and isinstance(desc, dict) and desc.get("gpus") == 2, f"describe: {st} {desc}")
+    ref = init[0].get("sample") if init else None
+    for attempt in ("cold", "warm"):
+        st, ans = inv.call("POST", "/function/tp2", {}, timeout=120)
+        check(st == 200 and isinstance(ans, dict) and ans.get("ok") and ans.get("rank") == "all" and
+              ans.get("sample") == ref, f"{attempt} call over two GPUs: {st} {ans} "
+                                        f"{'' if st == 200 else inv.logtext()[-1500:]}")
+    inv.stop()
 finally:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
     shutil.rmtree(tmp, ignore_errors=True)
 
 done("multi_gpu")
