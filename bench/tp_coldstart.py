@@ -17,6 +17,11 @@ one run on the two-GPU machine. Each rank holds --mib MiB of weights (default
                    (each snapshotted at phos_fn_serve), the request sent to both
                    over HTTP at once: each invoker restores its rank on demand,
                    and the ranks make their communicator again at its first use
+  phos-oneprocess  the other shape: one phos-invoker, tp_mlp --one-process 2
+                   deployed with "gpus": 2 (one executor over both GPUs, one
+                   process driving both ranks); a restore over several GPUs
+                   brings the whole snapshot in before the function runs, and
+                   the process makes both ranks' communicators again at once
   limit            the weights of both ranks / the pinned H2D bandwidth of both
                    GPUs copying at once, measured in the same run (bench/bandwidth)
 
@@ -30,6 +35,10 @@ records in bench/results/nccl.json and its checks in nccl.checks.json (the
 all-reduce ones of bench/nccl.py stay); the chart is nccl-coldstart.png.
 
 usage: python3 bench/tp_coldstart.py BUILD [--mib 8192] [--reps 3] [--workdir DIR]
+                                     [--systems native,driver-api,phos-ondemand,phos-oneprocess]
+--systems runs some of the systems (default: all; driver-api stands for both
+driver API baselines); the records of the others stay as an earlier run left
+them, each with its date.
 Needs two GPUs (exits 77 with fewer); --sim runs the phos path and the native
 one on the sim device, small, without a GPU (a dry run of this script).
 """
@@ -479,21 +488,72 @@ class PhosRanks:
 
 
 
+class PhosOneProcess:
+    """One invoker; tp_mlp --one-process 2 deployed with "gpus": 2."""
+
+    def __init__(self, work):
+        self.work = work
+        env = {"NCCL_NVLS_ENABLE": "0", **({"PHOS_SIM_GPUS": "2"} if A.sim else {})}
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            self.inv = C.Invoker(os.path.join(work, "state"), [])
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def deploy(self):
+        # --no-check: the model was checked by the native init (same weights)
+        args = ["--one-process", "2", "--weights-mib", str(A.mib), *(["--width", str(A.width)] if A.width else []),
+                "--no-check"]
+        t0 = time.perf_counter()
+        st, body, _, _ = C.call(self.inv.port, "POST", "/system/functions", {
+            "name": "tp1", "program": os.path.join(A.build, "functions", "examples", "tp_mlp"), "args": args,
+            "gpus": 2, "limits": {"idle_ms": 1000, "timeout_ms": 900000, "deploy_timeout_ms": 900000}},
+            timeout=A.timeout)
+        if st != 201:
+            raise S.StepError(f"deploy of tp_mlp --one-process 2: {st} {body[:1500]!r}")
+        return time.perf_counter() - t0
+
+    def call(self):
+        t0 = time.perf_counter()
+        st, body, hdrs, _ = C.call(self.inv.port, "POST", "/function/tp1", {}, timeout=A.timeout)
+        dt = time.perf_counter() - t0
+        if st != 200:
+            raise S.StepError(f"tp_mlp --one-process 2: {st} {body[:1500]!r}")
+        return [body.decode()], hdrs, dt
+
+    def cold(self):
+        self.inv.settled("tp1", standby=False)   # no standby: pooled processes own one GPU
+        answers, hdrs, dt = self.call()
+        if hdrs.get("x-cold-start") not in (None, "true"):
+            raise S.StepError(f"the call was not a cold start: {hdrs}")
+        return answers, dt
+
+    def ask(self):
+        answers, _, dt = self.call()
+        return answers, dt
+
+
 # ---- the run -----------------------------------------------------------------
 
-def measure(system, cold, warm, want, reps):
-    """Median cold and warm (after each cold) latency, answers checked; the cold median or None."""
+def measure(system, cold, warm, want, reps, ranks=(0, 1)):
+    """Median cold and warm (after each cold) latency, answers checked (the rank
+    each answer names: ranks); the cold median or None."""
     colds, warms = [], []
     for i in range(reps):
         got, dt = cold()
-        ok = all(same(sample(g), want, r) for r, g in enumerate(got))
-        check(f"{system} cold #{i + 1}: both ranks answer as the native init", ok, got)
+        ok = len(got) == len(ranks) and all(same(sample(g), want, r) for r, g in zip(ranks, got))
+        check(f"{system} cold #{i + 1}: every rank answers as the native init", ok, got)
         if not ok:
             return None
         colds.append(dt)
         for _ in range(A.warm_calls):
             got, dt = warm()
-            if all(same(sample(g), want, r) for r, g in enumerate(got)):
+            if all(same(sample(g), want, r) for r, g in zip(ranks, got)):
                 warms.append(dt)
     colds.sort()
     record(system, "first_response_s", colds[len(colds) // 2], "s")
@@ -537,17 +597,21 @@ def run():
     # the weights files stay in the page cache, as every image does: warm files for every system
 
     log("== native cold starts")
-    nat = NativeRanks(files)
+    nat = NativeRanks(files) if "native" in A.systems else None
+    if nat is None:
+        log("  (not in --systems)")
     try:
-        got["native"] = measure("native", lambda: nat.start_and_ask(os.path.join(work, "native.id")), nat.ask,
-                                want, A.reps)
+        if nat:
+            got["native"] = measure("native", lambda: nat.start_and_ask(os.path.join(work, "native.id")),
+                                    nat.ask, want, A.reps)
     except (S.StepError, OSError, subprocess.TimeoutExpired) as e:
         error("native", "run", str(e))
     finally:
-        nat.close()
+        if nat:
+            nat.close()
         save()
 
-    if not A.sim:
+    if not A.sim and "driver-api" in A.systems:
         log("== driver-api+criu: both ranks checkpointed, then restored together")
         cr = CriuRanks(os.path.join(work, "criu"), files)
         try:
@@ -582,10 +646,14 @@ def run():
     log("== phos-ondemand: one invoker per GPU")
     ph = None
     try:
+        if "phos-ondemand" not in A.systems:
+            raise StopIteration
         ph = PhosRanks(os.path.join(work, "phos"))
         record("phos-ondemand", "deploy_with_snapshot_s", ph.deploy(), "s")
         ph.cold()   # the first cold start after the invokers started (prefetch order recorded)
         got["phos-ondemand"] = measure("phos-ondemand", ph.cold, ph.ask, want, A.reps)
+    except StopIteration:
+        log("  (not in --systems)")
     except (S.StepError, OSError, ValueError) as e:
         error("phos-ondemand", "run", str(e))
     finally:
@@ -594,18 +662,38 @@ def run():
                 C.keep_log(inv, f"tp-rank{r}")
                 inv.stop()
 
+    log("== phos-oneprocess: one invoker, one executor over both GPUs, one process driving both ranks")
+    po = None
+    try:
+        if "phos-oneprocess" not in A.systems:
+            raise StopIteration
+        po = PhosOneProcess(os.path.join(work, "phos1"))
+        record("phos-oneprocess", "deploy_with_snapshot_s", po.deploy(), "s")
+        po.cold()
+        got["phos-oneprocess"] = measure("phos-oneprocess", po.cold, po.ask, want, A.reps, ranks=("all",))
+    except StopIteration:
+        log("  (not in --systems)")
+    except (S.StepError, OSError, ValueError) as e:
+        error("phos-oneprocess", "run", str(e))
+    finally:
+        if po:
+            C.keep_log(po.inv, "tp-oneprocess")
+            po.inv.stop()
+
     # against driver-api+criu; where CRIU cannot run, against the driver's restore
     # alone, which is faster than it: a conservative ratio
     bname = "driver-api+criu" if got.get("driver-api+criu") else "driver-api"
     base = got.get(bname)
-    for system in ("phos-ondemand", "native"):
+    for system in ("phos-ondemand", "phos-oneprocess", "native"):
         v = got.get(system)
         if v and base:
             record(system, "speedup_vs_driver_api", base / v, "x")
             record(system, "speedup_vs_driver_api_baseline", bname, "")
+    for system in ("phos-ondemand", "phos-oneprocess"):
+        v = got.get(system)
+        if v and bw:
+            record(system, "first_response_over_limit", v / (weights / (bw * 1e9)), "x")
     v = got.get("phos-ondemand")
-    if v and bw:
-        record("phos-ondemand", "first_response_over_limit", v / (weights / (bw * 1e9)), "x")
     if v and base and not A.sim:
         check(f"phos-ondemand >= 20x faster than {bname} ({base / v:.1f}x)", base / v >= 20)
 
@@ -625,7 +713,7 @@ def chart(path):
         return False
     fig, ax = plt.subplots(figsize=(7, 4))
     names = list(vals)
-    ax.bar(names, [vals[n] for n in names], color=["#888", "#c44", "#2a7", "#36c"][:len(names)])
+    ax.bar(names, [vals[n] for n in names], color=["#888", "#c44", "#e83", "#2a7", "#1b5", "#36c", "#666"][:len(names)])
     ax.set_yscale("log")
     ax.set_ylabel("first response of both ranks (s, log)")
     ax.set_title(f"tp_mlp cold start, 2 ranks x {A.mib // 1024 or A.mib} {'GiB' if A.mib >= 1024 else 'MiB'}")
@@ -634,6 +722,22 @@ def chart(path):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return True
+
+
+SYSTEMS = ("native", "driver-api", "phos-ondemand", "phos-oneprocess")
+
+
+def ran(x, key):
+    """Whether this run replaces an earlier tp_mlp record or check x: every one
+    of a full run; of a partial run (--systems), those of its systems and of
+    the case itself (weights, the limit, the native init)."""
+    if set(A.systems) == set(SYSTEMS):
+        return True
+    if key == "case":
+        sysname = x.get("system", "")
+        return sysname in ("tp_mlp", "limit") or any(sysname.startswith(s) for s in A.systems)
+    name = str(x.get("check", "")).split(": ", 1)[-1]
+    return name.startswith("native init") or any(name.startswith(s) for s in A.systems)
 
 
 def save(final=False):
@@ -645,7 +749,8 @@ def save(final=False):
         path = os.path.join(RESULTS, name + (".sim" if A.sim else ""))
         try:
             with open(os.path.join(RESULTS, name)) as f:
-                old = [x for x in json.load(f) if not str(x.get(key, "")).startswith("tp_mlp-")]
+                old = [x for x in json.load(f) if not str(x.get(key, "")).startswith("tp_mlp-") or
+                       not ran(x, key)]
         except (OSError, ValueError):
             old = []
         with open(path, "w") as f:
@@ -670,8 +775,12 @@ def main():
     p.add_argument("--warm-calls", type=int, default=3)
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--workdir", default=os.environ.get("PHOS_BENCH_DIR_TP", "/var/tmp/phos-bench-tp"))
+    p.add_argument("--systems", default=",".join(SYSTEMS), help="some of " + ",".join(SYSTEMS))
     p.add_argument("--sim", action="store_true", help=argparse.SUPPRESS)
     A = p.parse_args()
+    A.systems = [s for s in A.systems.split(",") if s]
+    if not A.systems or any(s not in SYSTEMS for s in A.systems):
+        p.error("--systems takes some of " + ",".join(SYSTEMS))
     A.build = os.path.abspath(A.build)
     A.device = "sim" if A.sim else "cuda"
     A.case = f"tp_mlp-2x{A.mib // 1024}GiB" if A.mib % 1024 == 0 else f"tp_mlp-2x{A.mib}MiB"
