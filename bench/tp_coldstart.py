@@ -698,15 +698,15 @@ def run():
         check(f"phos-ondemand >= 20x faster than {bname} ({base / v:.1f}x)", base / v >= 20)
 
 
-def chart(path):
+def chart(path, recs):
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    vals = {r["system"]: r["value"] for r in records if r["metric"] == "first_response_s"}
-    lim = [r["value"] for r in records if r["metric"] == "weights_over_h2d_both_s"]
+    vals = {r["system"]: r["value"] for r in recs if r["metric"] == "first_response_s"}
+    lim = [r["value"] for r in recs if r["metric"] == "weights_over_h2d_both_s"]
     if lim:
         vals["limit (H2D)"] = lim[0]
     if not vals:
@@ -756,8 +756,10 @@ def save(final=False):
         with open(path, "w") as f:
             json.dump(old + new, f, indent=1)
         files.append(path)
+        if key == "case":   # the chart: this case's records, this run's and the earlier ones kept
+            merged = [x for x in old + new if x.get("case") == A.case]
     png = os.path.join(RESULTS, "nccl-coldstart" + (".sim.png" if A.sim else ".png"))
-    if final and chart(png):
+    if final and chart(png, merged):
         files.append(png)
     if OUT:
         for f in files:
