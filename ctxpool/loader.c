@@ -52,6 +52,10 @@ enum slot_state { SLOT_FREE, SLOT_IO, SLOT_COPY };
 struct lslot {
 	uint8_t *buf;                /* pinned staging (cold), NULL (hot) */
 	void *event;
+	/* several devices: the chunk goes in on its device's own stream, with an
+	 * event of that device (evdev: which one the last copy recorded) */
+	void *dev_event[EXEC_MAX_DEVICES];
+	int evdev;
 	enum slot_state state;
 	uint32_t item;
 	uint64_t chunk, len;
@@ -67,6 +71,15 @@ struct loader {
 	size_t n, cursor;
 	uint64_t flags;              /* device address of n readiness words */
 	void *stream;
+	/* the devices, fixed at the start (the dispatcher moves ex->dev between
+	 * records): home, the executor's device 0, holds the flags and the
+	 * restore stream; over several devices each other one copies its own
+	 * buffers on its stream (dstream[d], d >= 1), so that every GPU's copy
+	 * engine pulls from host memory at once */
+	struct phos_device *home;
+	struct phos_device *dev[EXEC_MAX_DEVICES];
+	void *dstream[EXEC_MAX_DEVICES];
+	int ndevs;
 
 	struct lslot slot[STAGE_SLOTS_MAX];
 	unsigned nslots;
@@ -222,10 +235,19 @@ static bool throttled(struct loader *l)
 static int copy_chunk(struct loader *l, struct lslot *sl, const void *host)
 {
 	uint64_t dev = l->items[sl->item].it.dev + sl->chunk * CHUNK;
-	int r = l->d->memcpy_h2d_async(l->ex->dev, dev, host, sl->len, l->stream);
+	int d = l->ndevs > 1 ? exec_device_at(l->ex, dev) : 0;
+	int r;
 
-	if (r == 0)
-		r = l->d->event_record(l->ex->dev, sl->event, l->stream);
+	sl->evdev = d;
+	if (d == 0) {
+		r = l->d->memcpy_h2d_async(l->home, dev, host, sl->len, l->stream);
+		if (r == 0)
+			r = l->d->event_record(l->home, sl->event, l->stream);
+	} else {
+		r = l->d->memcpy_h2d_async(l->dev[d], dev, host, sl->len, l->dstream[d]);
+		if (r == 0)
+			r = l->d->event_record(l->dev[d], sl->dev_event[d], l->dstream[d]);
+	}
 	if (r < 0) {
 		fail(l, -EIO, "host-to-device copy to %#llx failed (cuda error %d)", (unsigned long long)dev, -r);
 		return -EIO;
@@ -276,7 +298,7 @@ static int flag_item(struct loader *l, uint32_t i)
 			return -EBADMSG;
 		}
 	}
-	r = l->d->flag_write(l->ex->dev, l->stream, l->flags + 4ull * i, 1);
+	r = l->d->flag_write(l->home, l->stream, l->flags + 4ull * i, 1);
 	if (r < 0) {
 		fail(l, -EIO, "setting the readiness flag of buffer %llu failed (cuda error %d)",
 		     (unsigned long long)it->it.id, -r);
@@ -346,7 +368,8 @@ static bool engine_step(struct loader *l)
 
 		if (sl->state != SLOT_COPY || (!l->src.map && !atomic_load(&sl->hashed)))
 			continue;
-		r = l->d->event_query(l->ex->dev, sl->event);
+		r = sl->evdev ? l->d->event_query(l->dev[sl->evdev], sl->dev_event[sl->evdev])
+			      : l->d->event_query(l->home, sl->event);
 		if (r == -PHOS_CUDA_NOT_READY)
 			continue;
 		if (r < 0) {
@@ -427,19 +450,27 @@ static int setup(struct loader *l, const struct loader_item *items, size_t n)
 		l->by_addr[i] = (uint32_t)i;
 	}
 	qsort_r(l->by_addr, n, sizeof(*l->by_addr), by_addr_cmp, l->items);
-	if (n && d->flags_alloc(l->ex->dev, (uint32_t)n, &l->flags) < 0)
+	if (n && d->flags_alloc(l->home, (uint32_t)n, &l->flags) < 0)
 		return -EIO;
-	if (d->stream_create(l->ex->dev, 1 /* non-blocking */, 0, &l->stream) < 0)
+	if (d->stream_create(l->home, 1 /* non-blocking */, 0, &l->stream) < 0)
 		return -EIO;
-	for (unsigned i = 0; i < l->nslots; i++) {
-		if (d->event_create(l->ex->dev, 2 /* disable timing */, &l->slot[i].event) < 0)
+	for (int k = 1; k < l->ndevs; k++) {
+		if (d->stream_create(l->dev[k], 1, 0, &l->dstream[k]) < 0)
 			return -EIO;
+	}
+	for (unsigned i = 0; i < l->nslots; i++) {
+		if (d->event_create(l->home, 2 /* disable timing */, &l->slot[i].event) < 0)
+			return -EIO;
+		for (int k = 1; k < l->ndevs; k++) {
+			if (d->event_create(l->dev[k], 2, &l->slot[i].dev_event[k]) < 0)
+				return -EIO;
+		}
 		if (l->src.map)
 			continue;
 		if (posix_memalign((void **)&l->slot[i].buf, 4096, CHUNK))
 			return -ENOMEM;
 		/* Unpinned staging still works, only slower. */
-		if (d->host_register(l->ex->dev, l->slot[i].buf, CHUNK) < 0)
+		if (d->host_register(l->home, l->slot[i].buf, CHUNK) < 0)
 			phos_warn("staging slot %u could not be pinned", i);
 	}
 	if (l->src.map)
@@ -474,6 +505,10 @@ int loader_start(struct executor *ex, const struct loader_item *items, size_t n,
 	}
 	l->ex = ex;
 	l->d = ex->dev_ops;
+	l->home = ex->devs[0];
+	l->ndevs = ex->ndevs;
+	for (int k = 0; k < ex->ndevs; k++)
+		l->dev[k] = ex->devs[k];
 	l->src = *src;
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->work, NULL);
@@ -605,7 +640,7 @@ static int gate_one(struct loader *l, uint32_t i, void *stream, bool urgent)
 	TRY(cpu_wait(l, i, true));
 	if (atomic_load(&l->items[i].state) == ITEM_RESIDENT)
 		return 0;
-	r = l->d->flag_wait(l->ex->dev, stream, l->flags + 4ull * i, 1);
+	r = l->d->flag_wait(l->home, stream, l->flags + 4ull * i, 1);
 	if (r < 0) {
 		/* No stream memory operations here: hold the call back on the CPU. */
 		phos_debug("flag wait failed (cuda error %d); waiting on the CPU", -r);
@@ -681,23 +716,33 @@ void loader_free(struct loader *l)
 		 * engine never set: set them so that the device drains. */
 		for (size_t i = 0; i < l->n && l->flags; i++)
 			if (!atomic_load(&l->items[i].flagged))
-				d->flag_write(l->ex->dev, l->stream, l->flags + 4ull * i, 1);
-		d->stream_sync(l->ex->dev, l->stream);
+				d->flag_write(l->home, l->stream, l->flags + 4ull * i, 1);
+		d->stream_sync(l->home, l->stream);
+	}
+	for (int k = 1; k < l->ndevs; k++) {
+		if (l->dstream[k]) {
+			d->stream_sync(l->dev[k], l->dstream[k]);
+			d->stream_destroy(l->dev[k], l->dstream[k]);
+		}
 	}
 	for (unsigned i = 0; i < l->nslots; i++) {
+		for (int k = 1; k < l->ndevs; k++) {
+			if (l->slot[i].dev_event[k])
+				d->event_destroy(l->dev[k], l->slot[i].dev_event[k]);
+		}
 		if (l->slot[i].event)
-			d->event_destroy(l->ex->dev, l->slot[i].event);
+			d->event_destroy(l->home, l->slot[i].event);
 		if (l->slot[i].buf) {
-			d->host_unregister(l->ex->dev, l->slot[i].buf);
+			d->host_unregister(l->home, l->slot[i].buf);
 			free(l->slot[i].buf);
 		}
 	}
 	if (l->stream)
-		d->stream_destroy(l->ex->dev, l->stream);
+		d->stream_destroy(l->home, l->stream);
 	if (l->flags) {
 		/* Nothing may still wait for a flag once it is freed. */
-		d->synchronize(l->ex->dev);
-		d->flags_free(l->ex->dev, l->flags);
+		d->synchronize(l->home);
+		d->flags_free(l->home, l->flags);
 	}
 	if (l->items)
 		for (size_t i = 0; i < l->n; i++)

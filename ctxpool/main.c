@@ -514,11 +514,30 @@ static int gpu_list(const struct phos_device_ops *ops, const char *list, int *or
 	return 0;
 }
 
+struct dev_open {
+	struct executor *ex;
+	int d, r;
+	bool warm;
+	pthread_t th;
+};
+
+static void *dev_open_main(void *arg)
+{
+	struct dev_open *o = arg;
+	struct executor *ex = o->ex;
+
+	o->r = ex->dev_ops->open(ex->ordinals[o->d], ex->arena_base + (uint64_t)o->d * ex->dev_stride, ex->dev_span,
+				 o->warm, &ex->devs[o->d]);
+	return NULL;
+}
+
 /* Opens every device of ex (ordinals, ndevs set), each on its part of the
- * arena, and lets each reach the others' memory where the hardware can. */
+ * arena and at once (a context and cuBLAS's warm-up each take a few hundred
+ * ms), and lets each reach the others' memory where the hardware can. */
 static int devices_open(struct executor *ex, bool warm)
 {
-	int r;
+	struct dev_open o[EXEC_MAX_DEVICES];
+	int r = 0;
 
 	if (!phos_arena_parts(ex->arena_size, ex->ndevs, &ex->dev_stride, &ex->dev_span)) {
 		phos_err("the arena (%llu GiB) is too small for %d GPUs", (unsigned long long)(ex->arena_size >> 30),
@@ -526,11 +545,24 @@ static int devices_open(struct executor *ex, bool warm)
 		return -PHOS_CUDA_INVALID_VALUE;
 	}
 	for (int d = 0; d < ex->ndevs; d++) {
-		r = ex->dev_ops->open(ex->ordinals[d], ex->arena_base + (uint64_t)d * ex->dev_stride, ex->dev_span, warm,
-				      &ex->devs[d]);
-		if (r < 0)
-			return r;
+		o[d] = (struct dev_open){ .ex = ex, .d = d, .warm = warm };
+		if (d == 0 || pthread_create(&o[d].th, NULL, dev_open_main, &o[d]) != 0)
+			o[d].d = -d - 1;   /* opened on this thread below */
 	}
+	for (int d = 0; d < ex->ndevs; d++) {
+		if (o[d].d < 0) {
+			o[d].d = d;
+			dev_open_main(&o[d]);
+		}
+	}
+	for (int d = 1; d < ex->ndevs; d++) {
+		if (o[d].th)
+			pthread_join(o[d].th, NULL);
+	}
+	for (int d = 0; d < ex->ndevs && r == 0; d++)
+		r = o[d].r;
+	if (r < 0)
+		return r;   /* the caller closes those that opened */
 	ex->peers = true;
 	for (int a = 0; a < ex->ndevs; a++) {
 		for (int b = 0; b < ex->ndevs; b++) {
