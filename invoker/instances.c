@@ -253,7 +253,7 @@ static void stdio_pipes_close(int pin[2], int pout[2], int perr[2])
 
 static bool standby_wanted(const struct inv_function *f)
 {
-	/* pooled executors own one GPU: a function over several gets its own */
+	/* parked processes take the default pool's executors, which own one GPU */
 	return inv_cfg.standby && inv_cfg.pool && f->ready && !f->removed && !inv_draining &&
 	       !strcmp(f->device, inv_cfg.device) && f->gpus <= 1;
 }
@@ -411,12 +411,11 @@ static int instance_start(struct inv_function *f, struct inv_instance *in, doubl
 	if (strcmp(p.device, "sim"))
 		p.sim_twins = NULL;
 	pthread_rwlock_rdlock(&f->snap_lock);
-	/* A warm executor from the pool when one is free (no context creation on
-	 * the cold path), else one of its own (always over several GPUs: pooled
-	 * executors own one). */
+	/* A warm executor from the pool of its GPU count when one is free (no
+	 * context creation on the cold path), else one of its own. */
 	r = -EBUSY;
-	if (inv_cfg.pool && !strcmp(f->device, inv_cfg.device) && f->gpus <= 1)
-		r = phos_restore_pooled(inv_cfg.pool, f->snapshot_dir, pin[0], pout[1], perr[1], 0,
+	if (inv_pool_for(f))
+		r = phos_restore_pooled(inv_pool_for(f), f->snapshot_dir, pin[0], pout[1], perr[1], 0,
 					!inv_cfg.stop_the_world, &in->proc, &st, err, errlen);
 	if (r == -EBUSY)
 		r = phos_restore_start(&p, f->snapshot_dir, pin[0], pout[1], perr[1], !inv_cfg.stop_the_world,

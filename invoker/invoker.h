@@ -125,6 +125,8 @@ struct inv_standby {
 #define INV_CODES 16
 #define INV_BUCKETS 13
 
+#define INV_MAX_GPUS 8   /* the executor's EXEC_MAX_DEVICES */
+
 struct inv_function {
 	/* fixed at deploy */
 	char name[INV_NAME_MAX + 1];
@@ -188,6 +190,9 @@ struct inv_config {
 	uint64_t body_disk;          /* --body-disk: spilled request bodies at once */
 	struct phos_runtime_paths paths; /* device is per function */
 	struct phos_pool *pool;   /* warm executors of the default device, or NULL (--pool 0) */
+	/* warm executors over GPUs 0..n-1 (n >= 2) for functions of "gpus": n,
+	 * one each, made with the first such function (inv_pool_for) */
+	struct phos_pool *gpu_pool[INV_MAX_GPUS + 1];
 	bool stop_the_world;      /* --restore stop-the-world; default on-demand */
 	bool standby;             /* --standby 1 (default): a parked process per function */
 	uint64_t hot_bytes;       /* --hot-bytes: pinned page cache for hot snapshots */
@@ -253,7 +258,10 @@ bool inv_name_valid(const char *name);
 /* The host GPUs of a function over several ("0,1,..." into buf, for
  * phos_runtime_paths.gpus), or NULL for a function of one GPU. */
 const char *inv_gpu_list(const struct inv_function *f, char *buf, size_t len);
-#define INV_MAX_GPUS 8   /* the executor's EXEC_MAX_DEVICES */
+/* The warm pool whose executors can take f (its device, its GPU count),
+ * made now for a GPU count that had none; NULL: none (--pool 0, another
+ * device). */
+struct phos_pool *inv_pool_for(const struct inv_function *f);
 /* Deploys from a request: 201/4xx/5xx; *ret_body is the JSON to send. */
 int inv_function_deploy(json_t *req, json_t **ret_body);
 int inv_function_resnapshot(const char *name, json_t **ret_body);

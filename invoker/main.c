@@ -576,6 +576,8 @@ int main(int argc, char **argv)
 	inv_registry_exit();
 	phos_lender_stop(lender);
 	phos_pool_free(inv_cfg.pool);
+	for (unsigned g = 2; g <= INV_MAX_GPUS; g++)
+		phos_pool_free(inv_cfg.gpu_pool[g]);
 	free(inv_cfg.token);
 	fprintf(stderr, "phos-invoker: stopped\n");
 	return 0;

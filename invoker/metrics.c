@@ -136,15 +136,26 @@ char *inv_metrics_render(void)
 		(unsigned long long)restores_standby);
 	pthread_mutex_unlock(&global_lock);
 	if (inv_cfg.pool) {
-		unsigned idle, busy, starting;
+		unsigned idle = 0, busy = 0, starting = 0, pending = 0;
 
-		phos_pool_counts(inv_cfg.pool, &idle, &busy, &starting);
+		/* every pool together: the default one, and those over several GPUs */
+		for (unsigned g = 1; g <= INV_MAX_GPUS; g++) {
+			struct phos_pool *p = g == 1 ? inv_cfg.pool : inv_cfg.gpu_pool[g];
+			unsigned i, b, s;
+
+			if (!p)
+				continue;
+			phos_pool_counts(p, &i, &b, &s);
+			idle += i;
+			busy += b;
+			starting += s;
+			pending += phos_pool_hot_pending(p);
+		}
 		fprintf(o, "# HELP phos_pool_executors Warm executors by state.\n# TYPE phos_pool_executors gauge\n"
 			   "phos_pool_executors{state=\"idle\"} %u\nphos_pool_executors{state=\"busy\"} %u\n"
 			   "phos_pool_executors{state=\"starting\"} %u\n", idle, busy, starting);
 		fprintf(o, "# HELP phos_pool_hot_pending Executors that do not hold the current hot snapshots yet.\n"
-			   "# TYPE phos_pool_hot_pending gauge\nphos_pool_hot_pending %u\n",
-			phos_pool_hot_pending(inv_cfg.pool));
+			   "# TYPE phos_pool_hot_pending gauge\nphos_pool_hot_pending %u\n", pending);
 	}
 	fclose(o);
 	return buf;

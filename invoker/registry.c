@@ -604,6 +604,7 @@ struct hot_ctx {
 	const char *dirs[PHOS_POOL_HOT_MAX];
 	size_t n;
 	uint64_t bytes;
+	unsigned gpus;   /* the pool's GPU count */
 };
 
 static void hot_pick(struct inv_function *f, void *arg)
@@ -612,7 +613,8 @@ static void hot_pick(struct inv_function *f, void *arg)
 	char path[PATH_MAX + 16];
 	struct stat sb;
 
-	if (!f->ready || f->removed || strcmp(f->device, inv_cfg.device) || h->n == PHOS_POOL_HOT_MAX)
+	if (!f->ready || f->removed || strcmp(f->device, inv_cfg.device) || h->n == PHOS_POOL_HOT_MAX ||
+	    (f->gpus > 1 ? f->gpus : 1) != h->gpus)
 		return;
 	snprintf(path, sizeof(path), "%s/gpu.data", f->snapshot_dir);
 	if (stat(path, &sb) < 0 || h->bytes + (uint64_t)sb.st_size > inv_cfg.hot_bytes)
@@ -621,17 +623,66 @@ static void hot_pick(struct inv_function *f, void *arg)
 	h->dirs[h->n++] = f->snapshot_dir;
 }
 
+static pthread_mutex_t gpu_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The pool over GPUs 0..gpus-1 (gpus >= 2), made now when there is none. */
+static struct phos_pool *gpu_pool(unsigned gpus)
+{
+	struct phos_runtime_paths pp = inv_cfg.paths;
+	struct inv_function probe = { .gpus = gpus };
+	char list[64];
+	struct phos_pool *p;
+
+	pthread_mutex_lock(&gpu_pool_lock);
+	p = inv_cfg.gpu_pool[gpus];
+	if (!p) {
+		pp.device = inv_cfg.device;
+		if (strcmp(pp.device, "sim"))
+			pp.sim_twins = NULL;
+		pp.gpus = inv_gpu_list(&probe, list, sizeof(list));
+		/* one executor: each holds a context on every GPU of the set */
+		if (phos_pool_new(&pp, 1, &inv_cfg.gpu_pool[gpus]) < 0)
+			phos_warn("no warm pool over %u GPUs: such cold starts make their own executor", gpus);
+		p = inv_cfg.gpu_pool[gpus];
+	}
+	pthread_mutex_unlock(&gpu_pool_lock);
+	return p;
+}
+
+struct phos_pool *inv_pool_for(const struct inv_function *f)
+{
+	if (!inv_cfg.pool || strcmp(f->device, inv_cfg.device))
+		return NULL;
+	return f->gpus <= 1 ? inv_cfg.pool : gpu_pool(f->gpus);
+}
+
 void inv_hot_update(void)
 {
-	struct hot_ctx h = { .n = 0 };
+	bool used[INV_MAX_GPUS + 1] = { false };
 
 	if (!inv_cfg.pool)
 		return;
-	/* Paths stay valid: phos_pool_hot copies them under the registry lock. */
+	/* every GPU count in use has its pool (made outside the registry lock) */
 	pthread_mutex_lock(&reg_lock);
 	for (unsigned i = 0; i < nfuncs; i++)
-		hot_pick(funcs[i], &h);
-	phos_pool_hot(inv_cfg.pool, h.dirs, h.n);
+		if (funcs[i]->ready && !funcs[i]->removed && funcs[i]->gpus > 1)
+			used[funcs[i]->gpus] = true;
+	pthread_mutex_unlock(&reg_lock);
+	for (unsigned g = 2; g <= INV_MAX_GPUS; g++)
+		if (used[g])
+			gpu_pool(g);
+	/* Paths stay valid: phos_pool_hot copies them under the registry lock. */
+	pthread_mutex_lock(&reg_lock);
+	for (unsigned g = 1; g <= INV_MAX_GPUS; g++) {
+		struct phos_pool *p = g == 1 ? inv_cfg.pool : inv_cfg.gpu_pool[g];
+		struct hot_ctx h = { .n = 0, .gpus = g };
+
+		if (!p)
+			continue;
+		for (unsigned i = 0; i < nfuncs; i++)
+			hot_pick(funcs[i], &h);
+		phos_pool_hot(p, h.dirs, h.n);
+	}
 	pthread_mutex_unlock(&reg_lock);
 }
 

@@ -47,7 +47,7 @@ struct pool_exec {
 
 struct phos_pool {
 	struct phos_runtime_paths paths;
-	char *strs[5];
+	char *strs[6];
 	pthread_mutex_t lock;
 	pthread_cond_t freed, wake;
 	unsigned n;
@@ -308,6 +308,8 @@ int phos_pool_new(const struct phos_runtime_paths *paths, unsigned n, struct pho
 	p->strs[2] = p->paths.sim_twins ? strdup(p->paths.sim_twins) : NULL;
 	p->strs[3] = p->paths.criu ? strdup(p->paths.criu) : NULL;
 	p->strs[4] = p->paths.device ? strdup(p->paths.device) : NULL;
+	p->strs[5] = p->paths.gpus ? strdup(p->paths.gpus) : NULL;
+	p->paths.gpus = p->strs[5];
 	p->paths.executor = p->strs[0];
 	p->paths.preload_dir = p->strs[1];
 	p->paths.sim_twins = p->strs[2];

@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 from harness import DEVICE, PHOS_FN, Invoker, answers, check, done, fn_env, phos, procs, program
 
@@ -159,11 +160,28 @@ try:
     st, desc = inv.call("GET", "/system/functions/tp2")
     check(st == 200 and isinstance(desc, dict) and desc.get("gpus") == 2, f"describe: {st} {desc}")
     ref = init[0].get("sample") if init else None
+
+    def pool_metric(state):
+        st, text = inv.call("GET", "/metrics")
+        for ln in str(text).splitlines():
+            if ln.startswith(f'phos_pool_executors{{state="{state}"}}'):
+                return int(ln.split()[-1])
+        return -1
+
+    # the pool over two GPUs (one executor) is made with the deploy: wait for
+    # it, so that the cold start takes it (nothing else here uses a pool)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (pool_metric("starting") == 0 and pool_metric("busy") == 0):
+        time.sleep(0.1)
+    idle0 = pool_metric("idle")
     for attempt in ("cold", "warm"):
         st, ans = inv.call("POST", "/function/tp2", {}, timeout=120)
         check(st == 200 and isinstance(ans, dict) and ans.get("ok") and ans.get("rank") == "all" and
               ans.get("sample") == ref, f"{attempt} call over two GPUs: {st} {ans} "
                                         f"{'' if st == 200 else inv.logtext()[-1500:]}")
+        if attempt == "cold":
+            check(pool_metric("busy") == 1, f"the cold start took the pooled executor over two GPUs: idle before "
+                                            f"{idle0}, busy now {pool_metric('busy')}")
     inv.stop()
 finally:
     for p in procs:
