@@ -80,6 +80,8 @@ struct loader {
 	struct phos_device *dev[EXEC_MAX_DEVICES];
 	void *dstream[EXEC_MAX_DEVICES];
 	int ndevs;
+	size_t dcursor[EXEC_MAX_DEVICES];   /* pick_across: each device's background order */
+	int rr;                             /* ... and the device whose turn is next */
 
 	struct lslot slot[STAGE_SLOTS_MAX];
 	unsigned nslots;
@@ -201,6 +203,28 @@ static void fail(struct loader *l, int r, const char *fmt, ...)
 	pthread_mutex_unlock(&l->lock);
 }
 
+/* Over several devices: the background order of each device, taking the
+ * devices in turn, so that every GPU's copy engine has chunks in flight
+ * (in plain order, one device's buffers would all go first). */
+static bool pick_across(struct loader *l, uint32_t *ret_item, uint64_t *ret_chunk)
+{
+	for (int k = 0; k < l->ndevs; k++) {
+		int d = (l->rr + k) % l->ndevs;
+		size_t *c = &l->dcursor[d];
+
+		while (*c < l->n && (l->items[*c].issued >= l->items[*c].nchunks ||
+				     exec_device_at(l->ex, l->items[*c].it.dev) != d))
+			(*c)++;
+		if (*c < l->n) {
+			*ret_item = (uint32_t)*c;
+			*ret_chunk = l->items[*c].issued++;
+			l->rr = d + 1;
+			return true;
+		}
+	}
+	return false;
+}
+
 /* The next chunk to move: a promoted item first, then the background order. */
 static bool pick(struct loader *l, uint32_t *ret_item, uint64_t *ret_chunk)
 {
@@ -218,6 +242,8 @@ static bool pick(struct loader *l, uint32_t *ret_item, uint64_t *ret_chunk)
 		memmove(l->urgent, l->urgent + 1, --l->nurgent * sizeof(*l->urgent));
 	}
 	pthread_mutex_unlock(&l->lock);
+	if (l->ndevs > 1)
+		return pick_across(l, ret_item, ret_chunk);
 	while (l->cursor < l->n && l->items[l->cursor].issued >= l->items[l->cursor].nchunks)
 		l->cursor++;
 	if (l->cursor >= l->n)
