@@ -387,11 +387,13 @@ class Invoker:
             inst = json.loads(body).get("instances", {}) if st == 200 else {}
             pend = [ln for ln in self.metric("phos_pool_hot_pending")]
             idle = [ln for ln in self.metric("phos_pool_executors") if 'state="idle"' in ln]
-            starting = [ln for ln in self.metric("phos_pool_executors") if 'state="starting"' in ln]
+            starting = [ln for ln in self.metric("phos_pool_executors")
+                        if 'state="starting"' in ln or 'state="busy"' in ln]
             sb = [ln for ln in self.metric("phos_standby_processes") if f'"{fname}"' in ln]
-            # no executor still starting: a pool's replacement (of every pool) is warm
+            # no pooled executor starting or busy (still scrubbing after the last
+            # instance): every pool, the one over several GPUs too, is warm
             if (sum(inst.values()) == 0 and pend and pend[0].split()[-1] == "0" and idle
-                    and int(idle[0].split()[-1]) >= 1 and (not starting or starting[0].split()[-1] == "0")
+                    and int(idle[0].split()[-1]) >= 1 and all(ln.split()[-1] == "0" for ln in starting)
                     and (not standby or (sb and sb[0].split()[-1] == "1"))):
                 return
             time.sleep(0.05)
