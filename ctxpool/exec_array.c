@@ -37,7 +37,7 @@ void exec_array_free(struct executor *ex, struct exec_array *a)
 	if (!a)
 		return;
 	if (a->dev)
-		ex->dev_ops->array_destroy(ex->dev, a->dev);
+		ex->dev_ops->array_destroy(ex->devs[a->device], a->dev);
 	free(a);
 }
 
@@ -46,7 +46,7 @@ void exec_tex_free(struct executor *ex, struct exec_tex *t)
 	if (!t)
 		return;
 	if (t->live)
-		ex->dev_ops->tex_destroy(ex->dev, t->handle, t->desc.surface);
+		ex->dev_ops->tex_destroy(ex->devs[t->device], t->handle, t->desc.surface);
 	free(t);
 }
 
@@ -76,6 +76,7 @@ int exec_array_make(struct executor *ex, const struct phos_array_create *d, stru
 		free(a);
 		return -PHOS_CUDA_INVALID_VALUE;
 	}
+	a->device = ex->dev_index;
 	r = ex->dev_ops->array_create(ex->dev, d, &a->dev);
 	if (r == 0)
 		r = handle_put(&ex->arrays, d->id, a);
@@ -204,6 +205,7 @@ int exec_tex_make(struct executor *ex, const struct phos_tex_create *d, struct e
 	if (!t)
 		return -PHOS_CUDA_MEMORY_ALLOCATION;
 	t->desc = *d;
+	t->device = ex->dev_index;
 	r = ex->dev_ops->tex_create(ex->dev, d, array, &t->handle);
 	if (r < 0) {
 		free(t);

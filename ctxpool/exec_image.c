@@ -237,6 +237,11 @@ static int collect_arrays(struct executor *ex, struct dump_ctx *c, char *err, si
 
 	for (uint32_t id = 0; id < ex->arrays.cap; id++)
 		narrays += ex->arrays.slot[id] != NULL;
+	if (narrays && ex->ndevs > 1) {
+		phos_errf(err, errlen, "CUDA arrays in a snapshot over several GPUs are not supported yet (%u arrays)",
+			  narrays);
+		return -EOPNOTSUPP;
+	}
 	if (narrays && !(c->scratch = calloc(narrays, sizeof(*c->scratch))))
 		return -ENOMEM;
 	for (uint32_t id = 0; id < ex->arrays.cap; id++) {

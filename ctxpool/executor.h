@@ -120,6 +120,7 @@ struct exec_region {
 
 struct exec_array {
 	void *dev;
+	int device;                 /* of the executor's devices, made there */
 	struct phos_array_create desc;
 	uint32_t elem_bytes;
 	uint64_t dims[3], bytes;    /* phos_array_extent */
@@ -127,6 +128,7 @@ struct exec_array {
 
 struct exec_tex {
 	struct phos_tex_create desc;
+	int device;                 /* of the executor's devices, made there */
 	uint64_t handle;
 	bool live;                  /* made on the device (a stand-in of a restore: not kept) */
 	bool dangling;              /* its array was freed: the handle stays taken */
