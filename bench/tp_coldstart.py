@@ -426,6 +426,21 @@ class MlpPair:
 
 # ---- phos --------------------------------------------------------------------
 
+def invoker_with(env, state, extra):
+    """coldstart's Invoker, started with env added to this process's environment
+    (which it takes) for the start only."""
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return C.Invoker(state, extra)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 class PhosRanks:
     """One invoker per GPU; tp deployed on both."""
 
@@ -438,17 +453,8 @@ class PhosRanks:
             env = {"PHOS_NCCL_REINIT_DIR": rdir, "PHOS_NCCL_TIMEOUT_MS": "120000", "NCCL_NVLS_ENABLE": "0"}
             if not A.sim:
                 env["PHOS_GPU"] = str(r)
-            old = {k: os.environ.get(k) for k in env}
-            os.environ.update(env)   # coldstart's Invoker starts with this process's environment
-            try:
-                # --run-as self: the ranks meet through files in this work dir
-                self.invs.append(C.Invoker(os.path.join(work, f"state{r}"), ["--run-as", "self"]))
-            finally:
-                for k, v in old.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
+            # --run-as self: the ranks meet through files in this work dir
+            self.invs.append(invoker_with(env, os.path.join(work, f"state{r}"), ["--run-as", "self"]))
 
     def deploy(self):
         idfile = os.path.join(self.work, "tp.id")
@@ -494,16 +500,7 @@ class PhosOneProcess:
     def __init__(self, work):
         self.work = work
         env = {"NCCL_NVLS_ENABLE": "0", **({"PHOS_SIM_GPUS": "2"} if A.sim else {})}
-        old = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            self.inv = C.Invoker(os.path.join(work, "state"), [])
-        finally:
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        self.inv = invoker_with(env, os.path.join(work, "state"), [])
 
     def deploy(self):
         # --no-check: the model was checked by the native init (same weights)

@@ -30,6 +30,14 @@ struct paths_buf {
 /* The function was given our stdio (checkpoint keys, snapshotter.h). */
 static const int own_stdio[3] = { 0, 1, 2 };
 
+/* --gpu N (one GPU) or --gpus A,B,... (one executor over several): passed to
+ * the executors in their environment, which they check. */
+static void gpu_option(int c, const char *arg)
+{
+	setenv(c == 'g' ? "PHOS_GPU" : "PHOS_GPUS", arg, 1);
+	unsetenv(c == 'g' ? "PHOS_GPUS" : "PHOS_GPU");
+}
+
 static int resolve_paths(const char *device, struct paths_buf *b, struct phos_runtime_paths *p)
 {
 	char err[256];
@@ -93,13 +101,9 @@ int cli_snapshot(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+ho:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': device = optarg; break;
-		case 'g':   /* the executor checks it */
-			setenv("PHOS_GPU", optarg, 1);
-			unsetenv("PHOS_GPUS");
-			break;
-		case 'G':   /* the same: one executor over several GPUs */
-			setenv("PHOS_GPUS", optarg, 1);
-			unsetenv("PHOS_GPU");
+		case 'g':
+		case 'G':
+			gpu_option(c, optarg);
 			break;
 		case 'o': out = optarg; break;
 		case 's': stats = optarg; break;
@@ -287,13 +291,9 @@ int cli_restore(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': device = optarg; break;
-		case 'g':   /* the executor checks it */
-			setenv("PHOS_GPU", optarg, 1);
-			unsetenv("PHOS_GPUS");
-			break;
-		case 'G':   /* the same: one executor over several GPUs */
-			setenv("PHOS_GPUS", optarg, 1);
-			unsetenv("PHOS_GPU");
+		case 'g':
+		case 'G':
+			gpu_option(c, optarg);
 			break;
 		case 's': stats = optarg; break;
 		case 'o': on_demand = true; break;

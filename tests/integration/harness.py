@@ -95,6 +95,15 @@ def answers(p):
     return out
 
 
+def gpu_count():
+    """GPUs of this host (nvidia-smi -L), 0 without a driver."""
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
 def program(*parts):
     return os.path.join(BUILD, *parts)
 

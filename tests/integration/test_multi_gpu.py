@@ -33,19 +33,11 @@ import sys
 import tempfile
 import time
 
-from harness import DEVICE, PHOS_FN, Invoker, answers, check, done, fn_env, phos, procs, program
+from harness import DEVICE, PHOS_FN, Invoker, answers, check, done, fn_env, gpu_count, phos, procs, program
 
 MULTI = program("tests", "integration", "multi_gpu")
 TP_MLP = program("functions", "examples", "tp_mlp")
 SIM = DEVICE != "cuda"
-
-
-def gpu_count():
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
 if not SIM and gpu_count() < 2:

@@ -30,7 +30,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import DEVICE, PHOS_FN, check, done, fn_env, phos, program, read_trace
+from harness import DEVICE, PHOS_FN, check, done, fn_env, gpu_count, phos, program, read_trace
 
 CALLS = program("tests", "integration", "nccl_calls")
 TP_MLP = program("functions", "examples", "tp_mlp")
@@ -54,14 +54,6 @@ def lines(text):
         except ValueError:
             pass
     return out
-
-
-def gpu_count():
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
 SIM = DEVICE != "cuda"
