@@ -15,8 +15,9 @@ function one executor over both (phos-executor --gpus).
   together (both ranks in this process) and its answers match the reference;
 - through the invoker: a deploy with "gpus": 2 snapshots tp_mlp
   --one-process 2 over both GPUs and its cold and warm calls answer as the
-  reference; bad "gpus" values and checkpoint_ms over two GPUs are refused
-  with 400;
+  reference (the cold start from the pooled executor over both GPUs); bad
+  "gpus" values and checkpoint_ms over two GPUs are refused with 400, a
+  checkpoint of its running instance with the reason, and it serves on;
 - what is refused, with its reason: a GPU named twice or not there, such a
   snapshot restored onto one GPU, --checkpointable over two GPUs, a program
   that wants two devices from an executor of one.
@@ -33,7 +34,8 @@ import sys
 import tempfile
 import time
 
-from harness import DEVICE, PHOS_FN, Invoker, answers, check, done, fn_env, gpu_count, phos, procs, program
+from harness import (DEVICE, PHOS_FN, Invoker, answers, check, done, fn_env, gpu_count, live_instances, phos, procs,
+                     program)
 
 MULTI = program("tests", "integration", "multi_gpu")
 TP_MLP = program("functions", "examples", "tp_mlp")
@@ -174,6 +176,17 @@ try:
         if attempt == "cold":
             check(pool_metric("busy") == 1, f"the cold start took the pooled executor over two GPUs: idle before "
                                             f"{idle0}, busy now {pool_metric('busy')}")
+    # a checkpoint of the running instance is refused with the reason, and the
+    # instance serves on as before
+    live = live_instances(inv, "tp2")
+    check(len(live) == 1, f"one live instance of tp2: {live}")
+    if live:
+        st, ans = inv.call("POST", f"/system/functions/tp2/instances/{live[0]['instance']}/checkpoint", {"mode": "stw"},
+                           timeout=120)
+        check(st >= 400 and "several GPUs" in str(ans), f"checkpoint over two GPUs: {st} {ans}")
+        st, ans = inv.call("POST", "/function/tp2", {}, timeout=120)
+        check(st == 200 and isinstance(ans, dict) and ans.get("ok") and ans.get("sample") == ref and
+              len(live_instances(inv, "tp2")) == 1, f"after the refused checkpoint: {st} {ans}")
     inv.stop()
 finally:
     for p in procs:
