@@ -19,6 +19,16 @@
  *
  * A buffer outside every live allocation is refused with ncclInvalidArgument,
  * as NCCL refuses a pointer that is not device memory.
+ *
+ * Warm communicators (a pooled executor of several GPUs, exec_nccl_warm):
+ *
+ *   idle:      warm = one communicator over every device, rank d on device d
+ *   function:  ncclGroupStart, INIT rank r on device r (no config) ...  held back
+ *              ncclGroupEnd: every rank of one id held back ──▶ the warm set
+ *                            under the function's ids; else made as asked
+ *   scrub:     the function's communicators aborted; idle again: a new warm set
+ *
+ * Any other NCCL record while inits are held back makes them first, as asked.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +64,73 @@ static int comm_put(struct executor *ex, uint32_t id, void *dev, int nranks, int
 	return 0;
 }
 
+/* Whether a held-back init may join the warm set: rank r on device r of as
+ * many ranks as devices, no config, the id of the others held back, a rank
+ * not held back yet. */
+static bool warm_fits(const struct executor *ex, const struct phos_nccl_init *in)
+{
+	if (!ex->nccl_warm_ready || ex->nccl_group_depth == 0 || in->nranks != ex->ndevs || in->rank != in->device ||
+	    in->blocking != -1 || in->cga_cluster_size != PHOS_NCCL_CONFIG_UNDEF_INT ||
+	    in->min_ctas != PHOS_NCCL_CONFIG_UNDEF_INT || in->max_ctas != PHOS_NCCL_CONFIG_UNDEF_INT ||
+	    ex->nccl_npending == ex->ndevs)
+		return false;
+	for (int i = 0; i < ex->nccl_npending; i++) {
+		if (ex->nccl_pending[i].rank == in->rank || ex->nccl_pending[i].comm == in->comm ||
+		    memcmp(ex->nccl_pending[i].id, in->id, sizeof(in->id)))
+			return false;
+	}
+	return true;
+}
+
+static int nccl_init_now(struct executor *ex, const struct phos_nccl_init *in, int *ret_nccl);
+
+/* The held-back inits: the warm set when they are all its ranks, else each
+ * made as it was asked. The first failure is in *ret_nccl. */
+static void pending_flush(struct executor *ex, int *ret_nccl)
+{
+	int n = ex->nccl_npending, r;
+
+	ex->nccl_npending = 0;
+	if (n == 0)
+		return;
+	if (n == ex->ndevs && ex->nccl_warm_ready) {
+		for (int i = 0; i < n; i++) {
+			const struct phos_nccl_init *in = &ex->nccl_pending[i];
+
+			r = 0;
+			comm_put(ex, in->comm, ex->nccl_warm[in->rank], in->nranks, in->rank, in->device, &r);
+			ex->nccl_warm[in->rank] = NULL;
+			if (r && !*ret_nccl)
+				*ret_nccl = r;
+		}
+		ex->nccl_warm_ready = false;
+		phos_info("nccl: the function took the warm communicator over %d GPUs", n);
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		r = 0;
+		nccl_init_now(ex, &ex->nccl_pending[i], &r);
+		if (r && !*ret_nccl)
+			*ret_nccl = r;
+	}
+}
+
 static int nccl_init(struct executor *ex, const struct phos_nccl_init *in, int *ret_nccl)
+{
+	if (in->nranks < 1 || in->rank < 0 || in->rank >= in->nranks || in->device < 0 || in->device >= ex->ndevs ||
+	    handle_get(&ex->nccl, in->comm))
+		return nccl_init_now(ex, in, ret_nccl);   /* refused there, with the reason */
+	if (warm_fits(ex, in)) {
+		ex->nccl_pending[ex->nccl_npending++] = *in;
+		return 0;
+	}
+	pending_flush(ex, ret_nccl);
+	if (*ret_nccl)
+		return 0;
+	return nccl_init_now(ex, in, ret_nccl);
+}
+
+static int nccl_init_now(struct executor *ex, const struct phos_nccl_init *in, int *ret_nccl)
 {
 	struct phos_nccl_params p = { in->nranks, in->rank, in->device, in->blocking, in->cga_cluster_size,
 				      in->min_ctas, in->max_ctas };
@@ -247,6 +323,12 @@ int exec_nccl_handle(struct executor *ex, uint32_t op, const void *body, uint32_
 	const struct phos_nccl_ops *b = backend(ex);
 
 	*ret_nccl = 0;
+	/* inits held back for the warm set are made before anything may use them */
+	if (ex->nccl_npending && op != PHOS_OP_NCCL_INIT && op != PHOS_OP_NCCL_GROUP) {
+		pending_flush(ex, ret_nccl);
+		if (*ret_nccl)
+			return 0;
+	}
 	switch (op) {
 	case PHOS_OP_NCCL_VERSION: {
 		int v = 0;
@@ -288,8 +370,13 @@ int exec_nccl_handle(struct executor *ex, uint32_t op, const void *body, uint32_
 		} else if (ex->nccl_group_depth == 0) {
 			*ret_nccl = PHOS_NCCL_INVALID_USAGE;   /* ncclGroupEnd without a start */
 		} else {
-			ex->nccl_group_depth--;
+			int flushed = 0;
+
+			if (--ex->nccl_group_depth == 0)
+				pending_flush(ex, &flushed);
 			*ret_nccl = b->group_end();
+			if (flushed)
+				*ret_nccl = flushed;
 		}
 		return 0;
 	}
@@ -303,7 +390,9 @@ void exec_nccl_clear(struct executor *ex)
 	const struct phos_nccl_ops *b = backend(ex);
 
 	/* A group the function left open is closed first (its queued work runs
-	 * or fails), so that the next function starts outside any group. */
+	 * or fails), so that the next function starts outside any group; inits
+	 * held back in it are dropped (never made). */
+	ex->nccl_npending = 0;
 	while (ex->nccl_group_depth > 0) {
 		ex->nccl_group_depth--;
 		b->group_end();
@@ -317,4 +406,51 @@ void exec_nccl_clear(struct executor *ex)
 		b->abort(c->dev);
 		free(c);
 	}
+}
+
+void exec_nccl_warm(struct executor *ex)
+{
+	const struct phos_nccl_ops *b = backend(ex);
+	static bool told;
+	uint8_t id[PHOS_NCCL_ID_BYTES];
+	double t0 = phos_now();
+	int r;
+
+	if (ex->ndevs < 2 || ex->nccl_warm_ready || getenv("PHOS_NCCL_NO_WARM"))
+		return;
+	r = b->unique_id(id);
+	if (r == 0)
+		r = b->group_start();
+	for (int d = 0; r == 0 && d < ex->ndevs; d++) {
+		struct phos_nccl_params p = { ex->ndevs, d, d, -1, PHOS_NCCL_CONFIG_UNDEF_INT, PHOS_NCCL_CONFIG_UNDEF_INT,
+					      PHOS_NCCL_CONFIG_UNDEF_INT };
+
+		exec_use_device(ex, d);
+		r = ex->dev_ops->enter(ex->dev) < 0 ? PHOS_NCCL_UNHANDLED_CUDA_ERROR : b->init(id, &p, &ex->nccl_warm[d]);
+	}
+	if (r == 0)
+		r = b->group_end();
+	else
+		b->group_end();   /* the group is closed whatever failed in it */
+	exec_use_device(ex, ex->cur);
+	if (r) {
+		exec_nccl_warm_drop(ex);
+		if (!told)
+			phos_warn("nccl: no warm communicator over the %d GPUs (ncclResult_t %d): functions make their own",
+				  ex->ndevs, r);
+		told = true;
+		return;
+	}
+	ex->nccl_warm_ready = true;
+	phos_info("nccl: a warm communicator over %d GPUs is ready (%.1f ms)", ex->ndevs, (phos_now() - t0) * 1e3);
+}
+
+void exec_nccl_warm_drop(struct executor *ex)
+{
+	for (int d = 0; d < EXEC_MAX_DEVICES; d++) {
+		if (ex->nccl_warm[d])
+			backend(ex)->abort(ex->nccl_warm[d]);
+		ex->nccl_warm[d] = NULL;
+	}
+	ex->nccl_warm_ready = false;
 }

@@ -219,6 +219,14 @@ struct executor {
 	struct handle_table arrays;     /* struct exec_array by the preload's id (exec_array.c) */
 	struct handle_table texes;      /* struct exec_tex by the device's handle */
 	int nccl_group_depth;           /* ncclGroupStart calls not yet ended */
+	/* A warm communicator over every device (rank d on device d), made by a
+	 * pooled executor of several GPUs while idle (exec_nccl_warm), and the
+	 * function's inits held back in its group until they prove to be that
+	 * set (exec_nccl.c) */
+	void *nccl_warm[EXEC_MAX_DEVICES];
+	bool nccl_warm_ready;
+	struct phos_nccl_init nccl_pending[EXEC_MAX_DEVICES];
+	int nccl_npending;
 	struct exec_pool *pools_gone;   /* destroyed with live blocks left */
 
 	int pending_error;          /* first error of asynchronous work, negated */
@@ -490,8 +498,17 @@ int exec_blas_handle(struct executor *ex, uint32_t op, const void *body, uint32_
 /* NCCL records (exec_nccl.c): *ret_nccl gets the ncclResult_t for the reply. */
 int exec_nccl_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
 		     uint32_t *out_len, int *ret_nccl);
-/* Aborts every communicator and closes an open group (scrub). */
+/* Aborts every communicator and closes an open group (scrub); a warm set
+ * that no function took stays. */
 void exec_nccl_clear(struct executor *ex);
+/* Pooled executor of several GPUs, while idle: makes the warm communicator
+ * over its devices unless it has one, so that a function making the same set
+ * (ncclCommInitAll, or InitRank per device in a group: rank r on device r,
+ * no config) takes it instead of NCCL's initialisation on its cold path.
+ * Nothing when NCCL cannot be had (logged once). */
+void exec_nccl_warm(struct executor *ex);
+/* Aborts the warm set (exit). */
+void exec_nccl_warm_drop(struct executor *ex);
 
 /* The device stream for a preload stream id (NULL for the default stream);
  * -PHOS_CUDA_INVALID_RESOURCE_HANDLE for an unknown id. */

@@ -380,6 +380,7 @@ static int pool_loop(struct executor *ex)
 		int r;
 
 		channel_prepare(ex);   /* while idle, off the next cold start's path */
+		exec_nccl_warm(ex);    /* the same: NCCL's initialisation over several GPUs */
 		exec_control_send(ex, &(struct phos_ctl_msg){ .type = PHOS_CTL_IDLE, .fd = -1 });
 		r = phos_ctl_recv(ex->control_fd, -1, &job, err, sizeof(err));
 		if (r == -EPIPE)
@@ -816,6 +817,7 @@ int main(int argc, char **argv)
 	exec_hot_clear(&ex);
 	phos_bufmap_free(ex.bufs);
 	stage_ring_free(&ex);
+	exec_nccl_warm_drop(&ex);
 	for (int d = ex.ndevs - 1; d >= 0; d--)
 		ex.dev_ops->close(ex.devs[d]);
 	if (ex.trace)

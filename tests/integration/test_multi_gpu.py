@@ -15,7 +15,8 @@ function one executor over both (phos-executor --gpus).
   together (both ranks in this process) and its answers match the reference;
 - through the invoker: a deploy with "gpus": 2 snapshots tp_mlp
   --one-process 2 over both GPUs and its cold and warm calls answer as the
-  reference (the cold start from the pooled executor over both GPUs); bad
+  reference (the cold start from the pooled executor over both GPUs, its
+  communicators the executor's warm set); bad
   "gpus" values and checkpoint_ms over two GPUs are refused with 400, a
   checkpoint of its running instance with the reason, and it serves on;
 - what is refused, with its reason: a GPU named twice or not there, such a
@@ -141,7 +142,7 @@ try:
                   f"tp_mlp one-process restored ({rnd}): {p.returncode} {got} {p.stderr[-600:]}")
 
     # --- through the invoker: "gpus": 2 ---
-    inv = Invoker(os.path.join(tmp, "state"), tmp, extra_env=ENV, device=DEVICE)
+    inv = Invoker(os.path.join(tmp, "state"), tmp, extra_env={**ENV, "PHOS_LOG": "info"}, device=DEVICE)
     for bad in (0, 9, "2"):
         st, ans = inv.call("POST", "/system/functions", {"name": "bad", "program": TP_MLP, "gpus": bad})
         check(st == 400 and "gpus must be an integer in 1..8" in str(ans), f"deploy with gpus {bad!r}: {st} {ans}")
@@ -176,6 +177,11 @@ try:
         if attempt == "cold":
             check(pool_metric("busy") == 1, f"the cold start took the pooled executor over two GPUs: idle before "
                                             f"{idle0}, busy now {pool_metric('busy')}")
+            # its communicators: the pooled executor's warm set, made while it was idle
+            log = inv.logtext()
+            check("a warm communicator over 2 GPUs is ready" in log and
+                  "the function took the warm communicator over 2 GPUs" in log,
+                  f"the restored function took the warm communicator: {log[-1500:]}")
     # a checkpoint of the running instance is refused with the reason, and the
     # instance serves on as before
     live = live_instances(inv, "tp2")
@@ -187,6 +193,22 @@ try:
         st, ans = inv.call("POST", "/function/tp2", {}, timeout=120)
         check(st == 200 and isinstance(ans, dict) and ans.get("ok") and ans.get("sample") == ref and
               len(live_instances(inv, "tp2")) == 1, f"after the refused checkpoint: {st} {ans}")
+    # the pooled executor, scrubbed after tp2 is removed, makes a new warm set,
+    # which the next function's cold start takes in turn
+    st, _ = inv.call("DELETE", "/system/functions/tp2", timeout=120)
+    check(st in (200, 204), f"remove tp2: {st}")
+    st, ans = inv.call("POST", "/system/functions", {"name": "tp3", "program": TP_MLP,
+                                                     "args": ["--one-process", "2"], "gpus": 2}, timeout=300)
+    check(st == 201, f"deploy of tp3: {st} {ans}")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (pool_metric("starting") == 0 and pool_metric("busy") == 0):
+        time.sleep(0.1)
+    st, ans = inv.call("POST", "/function/tp3", {}, timeout=120)
+    log = inv.logtext()
+    check(st == 200 and isinstance(ans, dict) and ans.get("ok") and ans.get("sample") == ref and
+          log.count("the function took the warm communicator over 2 GPUs") == 2,
+          f"a second function took a second warm set: {st} {ans} "
+          f"{log.count('the function took the warm communicator')} {log[-1500:]}")
     inv.stop()
 finally:
     for p in procs:
