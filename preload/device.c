@@ -130,7 +130,7 @@ PHOS_EXPORT cudaError_t cudaGetDevice(int *device)
 	return phos_set_error(r);
 }
 
-int phos_current_device(void)
+PHOS_EXPORT int phos_current_device(void)
 {
 	return current_device;
 }

@@ -34,7 +34,7 @@
 #define CTX_STACK 16
 
 static int initialized;                  /* cuInit succeeded */
-static int primary_refs;                 /* cuDevicePrimaryCtxRetain - Release */
+static int primary_refs[PHOS_MAX_DEVICES];  /* cuDevicePrimaryCtxRetain - Release, per device */
 
 /* The calling thread's context stack. `touched`: the thread set or popped a
  * context itself; before that its current context is the one the runtime
@@ -255,11 +255,10 @@ PHOS_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 	r = check_device(dev);
 	if (r)
 		return r;
-	/* phos-fn serves device 0 of the executor; more would need a context per device */
-	if (dev != 0)
-		return CUDA_ERROR_NOT_SUPPORTED;
-	__atomic_add_fetch(&primary_refs, 1, __ATOMIC_ACQ_REL);
-	*pctx = CU_PRIMARY_CTX;
+	if (dev >= PHOS_MAX_DEVICES)
+		return CUDA_ERROR_INVALID_DEVICE;
+	__atomic_add_fetch(&primary_refs[dev], 1, __ATOMIC_ACQ_REL);
+	*pctx = CU_PRIMARY_CTX_OF(dev);
 	return CUDA_SUCCESS;
 }
 
@@ -272,11 +271,13 @@ PHOS_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 	r = check_device(dev);
 	if (r)
 		return r;
-	refs = __atomic_load_n(&primary_refs, __ATOMIC_ACQUIRE);
+	if (dev >= PHOS_MAX_DEVICES)
+		return CUDA_ERROR_INVALID_DEVICE;
+	refs = __atomic_load_n(&primary_refs[dev], __ATOMIC_ACQUIRE);
 	do {
 		if (refs <= 0)
 			return CUDA_ERROR_INVALID_CONTEXT;
-	} while (!__atomic_compare_exchange_n(&primary_refs, &refs, refs - 1, false, __ATOMIC_ACQ_REL,
+	} while (!__atomic_compare_exchange_n(&primary_refs[dev], &refs, refs - 1, false, __ATOMIC_ACQ_REL,
 					      __ATOMIC_ACQUIRE));
 	/* The context lives on in the executor: the runtime stand-in uses it too. */
 	return CUDA_SUCCESS;
@@ -296,7 +297,7 @@ PHOS_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flag
 	/* the runtime's device flags are the primary context's (CU_CTX_* are cudaDevice*) */
 	r = CU_RUN(cudaGetDeviceFlags(flags));
 	if (r == CUDA_SUCCESS)
-		*active = __atomic_load_n(&primary_refs, __ATOMIC_ACQUIRE) > 0 ||
+		*active = (dev < PHOS_MAX_DEVICES && __atomic_load_n(&primary_refs[dev], __ATOMIC_ACQUIRE) > 0) ||
 			  phos_preload_hello()->device_count > 0;
 	return r;
 }
@@ -330,9 +331,17 @@ PHOS_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 }
 PHOS_ALIAS(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2);
 
+/* The device of a context we handed out, or -1. */
+static int ctx_device(CUcontext ctx)
+{
+	uint32_t id = phos_handle_unwrap(ctx, PHOS_H_CONTEXT);
+
+	return id >= 1 && id <= phos_preload_hello()->device_count ? (int)id - 1 : -1;
+}
+
 static CUresult check_ctx(CUcontext ctx)
 {
-	return ctx == CU_PRIMARY_CTX ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+	return ctx_device(ctx) >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 static CUcontext current_ctx(void)
@@ -340,8 +349,17 @@ static CUcontext current_ctx(void)
 	if (ctx_depth)
 		return ctx_stack[ctx_depth - 1];
 	if (!ctx_touched && phos_preload_hello()->device_count > 0)
-		return CU_PRIMARY_CTX;
+		return CU_PRIMARY_CTX_OF(phos_current_device());
 	return NULL;
+}
+
+/* The runtime stand-in follows the current context's device. */
+static void ctx_follow(void)
+{
+	CUcontext cur = current_ctx();
+
+	if (cur && ctx_device(cur) != phos_current_device())
+		cudaSetDevice(ctx_device(cur));
 }
 
 PHOS_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
@@ -368,6 +386,7 @@ PHOS_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 		ctx_stack[ctx_depth - 1] = ctx;
 	else
 		ctx_stack[ctx_depth++] = ctx;
+	ctx_follow();
 	return CUDA_SUCCESS;
 }
 
@@ -380,6 +399,7 @@ PHOS_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	ctx_touched = true;
 	ctx_stack[ctx_depth++] = ctx;
+	ctx_follow();
 	return CUDA_SUCCESS;
 }
 PHOS_ALIAS(cuCtxPushCurrent, cuCtxPushCurrent_v2);
@@ -397,6 +417,7 @@ PHOS_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 	ctx_touched = true;
 	if (pctx)
 		*pctx = cur;
+	ctx_follow();
 	return CUDA_SUCCESS;
 }
 PHOS_ALIAS(cuCtxPopCurrent, cuCtxPopCurrent_v2);
@@ -414,7 +435,7 @@ PHOS_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
 	NEED_CTX();
 	if (!device)
 		return CUDA_ERROR_INVALID_VALUE;
-	*device = 0;
+	*device = ctx_device(current_ctx());
 	return CUDA_SUCCESS;
 }
 
@@ -1520,7 +1541,7 @@ static CUresult pointer_attr(void *data, CUpointer_attribute attribute, CUdevice
 	case CU_POINTER_ATTRIBUTE_CONTEXT:
 		if (!known)
 			return CUDA_ERROR_INVALID_VALUE;
-		*(CUcontext *)data = CU_PRIMARY_CTX;
+		*(CUcontext *)data = CU_PRIMARY_CTX_OF(pa.type == cudaMemoryTypeDevice ? pa.device : phos_current_device());
 		return CUDA_SUCCESS;
 	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
 		if (!known)
@@ -1555,7 +1576,7 @@ static CUresult pointer_attr(void *data, CUpointer_attribute attribute, CUdevice
 	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
 		if (!known)
 			return CUDA_ERROR_INVALID_VALUE;
-		*(int *)data = 0;
+		*(int *)data = pa.type == cudaMemoryTypeDevice ? pa.device : phos_current_device();
 		return CUDA_SUCCESS;
 	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
 	case CU_POINTER_ATTRIBUTE_RANGE_SIZE: {
@@ -1684,13 +1705,14 @@ PHOS_ALIAS(cuStreamGetPriority_ptsz, cuStreamGetPriority);
 PHOS_EXPORT CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
 {
 	uint32_t id;
+	int dev = 0;
 
 	NEED_CTX();
 	if (!pctx)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (phos_preload_stream_id(hStream, &id))
+	if (phos_preload_stream_id(hStream, &id) || cudaStreamGetDevice((cudaStream_t)hStream, &dev))
 		return CUDA_ERROR_INVALID_HANDLE;
-	*pctx = CU_PRIMARY_CTX;
+	*pctx = CU_PRIMARY_CTX_OF(dev);
 	return CUDA_SUCCESS;
 }
 PHOS_ALIAS(cuStreamGetCtx_ptsz, cuStreamGetCtx);

@@ -49,7 +49,11 @@ CUresult cu_result(int err);
 	})
 
 /* The primary context handle of device 0. */
-#define CU_PRIMARY_CTX ((CUcontext)phos_handle_wrap(PHOS_H_CONTEXT, 1))
+/* The primary context of device d of the executor (id d + 1): one per device,
+ * as the driver has; making one current selects its device in the runtime
+ * stand-in (cudaSetDevice), whose calls the driver API's go through. */
+#define CU_PRIMARY_CTX_OF(d) ((CUcontext)phos_handle_wrap(PHOS_H_CONTEXT, (uint32_t)(d) + 1))
+#define CU_PRIMARY_CTX CU_PRIMARY_CTX_OF(0)
 
 /* libcuda.c: 0 once cuInit succeeded, else CUDA_ERROR_NOT_INITIALIZED. */
 CUresult cu_initialized(void);

@@ -25,6 +25,7 @@ struct stream_attrs {
 struct stream {
 	unsigned flags;
 	int priority;
+	int device;                   /* the creating thread's (cudaSetDevice) */
 	struct stream_attrs *attrs;   /* NULL until one is set */
 };
 
@@ -153,6 +154,7 @@ static int stream_create(cudaStream_t *pStream, unsigned flags, int priority)
 		return cudaErrorMemoryAllocation;
 	s->flags = flags;
 	s->priority = c.priority;
+	s->device = phos_current_device();
 	s->attrs = NULL;
 	r = phos_ids_add(PHOS_H_STREAM, s, &c.id);
 	if (r) {
@@ -338,8 +340,12 @@ PHOS_EXPORT cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int *device)
 	if (!device)
 		return phos_set_error(cudaErrorInvalidValue);
 	r = phos_stream_resolve(hStream, &id);
-	if (r == cudaSuccess)
-		*device = 0;   /* one device per function today */
+	if (r == cudaSuccess) {
+		struct stream *s = id > 1 ? phos_ids_get(PHOS_H_STREAM, id) : NULL;
+
+		/* a stream is its creator's device's; the default streams the caller's */
+		*device = s ? s->device : phos_current_device();
+	}
 	return phos_set_error(r);
 }
 

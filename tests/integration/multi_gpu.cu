@@ -11,7 +11,10 @@
  *   - a kernel and a cuBLAS handle on device 1, its stream used while device 0
  *     is selected;
  *   - peer access as CUDA checks it, and peer copies both ways;
- *   - an event of one device waited for by a stream of the other.
+ *   - an event of one device waited for by a stream of the other;
+ *   - the driver API's primary contexts: one per device, and making one
+ *     current selects its device for the runtime too (as CUDA's runtime
+ *     follows the driver's current context).
  *
  * multi_gpu --serve: then serves (phos_fn_serve, the snapshot point); each
  * request reads the variable on both devices, runs a kernel on device 1's
@@ -21,6 +24,7 @@
  */
 #include <cstdio>
 #include <cstring>
+#include <dlfcn.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <phos/fn.h>
@@ -201,6 +205,33 @@ int main(int argc, char **argv)
 	report("peer_access", can == 1 && self == 0 && en == cudaSuccess && again == cudaErrorPeerAccessAlreadyEnabled &&
 				      me == cudaErrorInvalidDevice && flags == cudaErrorInvalidValue &&
 				      dis == cudaSuccess && dis2 == cudaErrorPeerAccessNotEnabled, detail);
+
+	/* the driver API (libcuda.so.1: the stand-in under phos-fn) */
+	{
+		void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+		int (*cu_init)(unsigned) = lib ? (int (*)(unsigned))dlsym(lib, "cuInit") : nullptr;
+		int (*retain)(void **, int) = lib ? (int (*)(void **, int))dlsym(lib, "cuDevicePrimaryCtxRetain") : nullptr;
+		int (*setcur)(void *) = lib ? (int (*)(void *))dlsym(lib, "cuCtxSetCurrent") : nullptr;
+		int (*getdev)(int *) = lib ? (int (*)(int *))dlsym(lib, "cuCtxGetDevice") : nullptr;
+		int (*push)(void *) = lib ? (int (*)(void *))dlsym(lib, "cuCtxPushCurrent_v2") : nullptr;
+		int (*pop)(void **) = lib ? (int (*)(void **))dlsym(lib, "cuCtxPopCurrent_v2") : nullptr;
+		void *c0 = nullptr, *c1 = nullptr, *popped = nullptr;
+		int d1 = -1, r1 = -1, d0 = -1, r0 = -1, d1b = -1, r1b = -1;
+		bool ok = cu_init && retain && setcur && getdev && push && pop && cu_init(0) == 0 && retain(&c0, 0) == 0 &&
+			  retain(&c1, 1) == 0 && c0 != c1;
+
+		if (ok) {
+			ok = setcur(c1) == 0 && getdev(&d1) == 0 && cudaGetDevice(&r1) == cudaSuccess && push(c0) == 0 &&
+			     getdev(&d0) == 0 && cudaGetDevice(&r0) == cudaSuccess && pop(&popped) == 0 &&
+			     getdev(&d1b) == 0 && cudaGetDevice(&r1b) == cudaSuccess;
+			setcur(c0);
+		}
+		cudaSetDevice(0);
+		snprintf(detail, sizeof(detail), "\"d1\":%d,\"r1\":%d,\"d0\":%d,\"r0\":%d,\"d1b\":%d,\"r1b\":%d", d1, r1,
+			 d0, r0, d1b, r1b);
+		report("driver_contexts", ok && d1 == 1 && r1 == 1 && d0 == 0 && r0 == 0 && popped == c0 && d1b == 1 &&
+						  r1b == 1, detail);
+	}
 
 	cudaDeviceProp prop;
 	report("properties_1", cudaGetDeviceProperties(&prop, 1) == cudaSuccess && prop.totalGlobalMem > 0);

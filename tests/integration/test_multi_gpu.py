@@ -61,7 +61,8 @@ recs = answers(p)
 checks = {r["check"]: r for r in recs if "check" in r}
 check(p.returncode == 0 and recs and recs[-1].get("done"), f"multi_gpu: rc {p.returncode}: {p.stderr[-800:]}")
 for name in ("count", "set_bad", "get_default", "alloc_per_device", "var_per_device", "kernel_event_peer_copy",
-             "peer_copy_back", "blas_device1", "peer_access", "properties_1", "properties_bad", "sync"):
+             "peer_copy_back", "blas_device1", "peer_access", "driver_contexts", "properties_1", "properties_bad",
+             "sync"):
     check(checks.get(name, {}).get("ok"), f"multi_gpu {name}: {checks.get(name)}")
 
 # the same program with one device sees one, and says so
