@@ -52,8 +52,8 @@ enum slot_state { SLOT_FREE, SLOT_IO, SLOT_COPY };
 struct lslot {
 	uint8_t *buf;                /* pinned staging (cold), NULL (hot) */
 	void *event;
-	/* several devices: the chunk goes in on its device's own stream, with an
-	 * event of that device (evdev: which one the last copy recorded) */
+	/* the chunk goes in on its device's stream (loader.dstream), with that
+	 * device's event: dev_event[0] is event, evdev the device of the last copy */
 	void *dev_event[EXEC_MAX_DEVICES];
 	int evdev;
 	enum slot_state state;
@@ -73,9 +73,9 @@ struct loader {
 	void *stream;
 	/* the devices, fixed at the start (the dispatcher moves ex->dev between
 	 * records): home, the executor's device 0, holds the flags and the
-	 * restore stream; over several devices each other one copies its own
-	 * buffers on its stream (dstream[d], d >= 1), so that every GPU's copy
-	 * engine pulls from host memory at once */
+	 * restore stream (dstream[0]); over several devices each other one
+	 * copies its own buffers on its stream (dstream[d]), so that every GPU's
+	 * copy engine pulls from host memory at once */
 	struct phos_device *home;
 	struct phos_device *dev[EXEC_MAX_DEVICES];
 	void *dstream[EXEC_MAX_DEVICES];
@@ -262,18 +262,11 @@ static int copy_chunk(struct loader *l, struct lslot *sl, const void *host)
 {
 	uint64_t dev = l->items[sl->item].it.dev + sl->chunk * CHUNK;
 	int d = l->ndevs > 1 ? exec_device_at(l->ex, dev) : 0;
-	int r;
+	int r = l->d->memcpy_h2d_async(l->dev[d], dev, host, sl->len, l->dstream[d]);
 
 	sl->evdev = d;
-	if (d == 0) {
-		r = l->d->memcpy_h2d_async(l->home, dev, host, sl->len, l->stream);
-		if (r == 0)
-			r = l->d->event_record(l->home, sl->event, l->stream);
-	} else {
-		r = l->d->memcpy_h2d_async(l->dev[d], dev, host, sl->len, l->dstream[d]);
-		if (r == 0)
-			r = l->d->event_record(l->dev[d], sl->dev_event[d], l->dstream[d]);
-	}
+	if (r == 0)
+		r = l->d->event_record(l->dev[d], sl->dev_event[d], l->dstream[d]);
 	if (r < 0) {
 		fail(l, -EIO, "host-to-device copy to %#llx failed (cuda error %d)", (unsigned long long)dev, -r);
 		return -EIO;
@@ -394,8 +387,7 @@ static bool engine_step(struct loader *l)
 
 		if (sl->state != SLOT_COPY || (!l->src.map && !atomic_load(&sl->hashed)))
 			continue;
-		r = sl->evdev ? l->d->event_query(l->dev[sl->evdev], sl->dev_event[sl->evdev])
-			      : l->d->event_query(l->home, sl->event);
+		r = l->d->event_query(l->dev[sl->evdev], sl->dev_event[sl->evdev]);
 		if (r == -PHOS_CUDA_NOT_READY)
 			continue;
 		if (r < 0) {
@@ -480,6 +472,7 @@ static int setup(struct loader *l, const struct loader_item *items, size_t n)
 		return -EIO;
 	if (d->stream_create(l->home, 1 /* non-blocking */, 0, &l->stream) < 0)
 		return -EIO;
+	l->dstream[0] = l->stream;
 	for (int k = 1; k < l->ndevs; k++) {
 		if (d->stream_create(l->dev[k], 1, 0, &l->dstream[k]) < 0)
 			return -EIO;
@@ -487,6 +480,7 @@ static int setup(struct loader *l, const struct loader_item *items, size_t n)
 	for (unsigned i = 0; i < l->nslots; i++) {
 		if (d->event_create(l->home, 2 /* disable timing */, &l->slot[i].event) < 0)
 			return -EIO;
+		l->slot[i].dev_event[0] = l->slot[i].event;
 		for (int k = 1; k < l->ndevs; k++) {
 			if (d->event_create(l->dev[k], 2, &l->slot[i].dev_event[k]) < 0)
 				return -EIO;

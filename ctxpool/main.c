@@ -483,7 +483,9 @@ static int gpu_list(const struct phos_device_ops *ops, const char *list, int *or
 	char buf[256], *save = NULL, *tok;
 	int n = 0;
 
-	if (strlen(list) >= sizeof(buf) || !*list) {
+	/* strtok_r skips empty fields: those are refused here */
+	if (strlen(list) >= sizeof(buf) || !*list || list[0] == ',' || list[strlen(list) - 1] == ',' ||
+	    strstr(list, ",,")) {
 		snprintf(err, errlen, "bad GPU list '%.64s' (--gpus or PHOS_GPUS): ordinals separated by commas", list);
 		return -EINVAL;
 	}
@@ -506,10 +508,6 @@ static int gpu_list(const struct phos_device_ops *ops, const char *list, int *or
 			}
 		}
 		ordinals[n++] = o;
-	}
-	if (n == 0 || list[strlen(list) - 1] == ',' || list[0] == ',' || strstr(list, ",,")) {
-		snprintf(err, errlen, "bad GPU list '%s' (--gpus or PHOS_GPUS): ordinals separated by commas", list);
-		return -EINVAL;
 	}
 	*ret_n = n;
 	return 0;

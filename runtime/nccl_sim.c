@@ -245,19 +245,18 @@ static bool all_joined(struct sim_comm *c, void *arg)
 	return atomic_load(&c->seg->joined) == (uint32_t)c->nranks;
 }
 
-static void comm_unmap(struct sim_comm *c)
-{
-	if (c->seg)
-		munmap(c->seg, c->len);
-	free(c);
-}
-
 /* Drops what comm_join mapped (c stays allocated). */
 static void seg_drop(struct sim_comm *c)
 {
 	if (c->seg)
 		munmap(c->seg, c->len);
 	c->seg = NULL;
+}
+
+static void comm_unmap(struct sim_comm *c)
+{
+	seg_drop(c);
+	free(c);
 }
 
 /* Joins the communicator of id as rank c->rank of c->nranks: creates or maps

@@ -17,26 +17,17 @@ Needs two GPUs on cuda (exits 77 with fewer).
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-from harness import DEVICE, Invoker, check, done, procs, program
+from harness import DEVICE, Invoker, check, done, gpu_count, procs, program
 
 TP_MLP = program("functions", "examples", "tp_mlp")
 
 
-def gpus():
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
-
-
-if DEVICE == "cuda" and gpus() < 2:
+if DEVICE == "cuda" and gpu_count() < 2:
     print("nccl_invoker: needs two GPUs: skipped")
     sys.exit(77)
 
