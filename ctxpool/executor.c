@@ -178,6 +178,8 @@ static int execute(struct executor *ex, const struct phos_rec_hdr *h, void *out,
 	case PHOS_OP_BLAS_CREATE ... PHOS_OP_BLAS_GEMV:
 	case PHOS_OP_BLAS_SET_MATRIX ... PHOS_OP_BLAS_LU:
 		return exec_blas_handle(ex, h->op, body, h->len, out, out_len, blas_status);
+	case PHOS_OP_BLASLT_MATMUL ... PHOS_OP_BLASLT_HEURISTIC:
+		return exec_blaslt_handle(ex, h->op, body, h->len, out, out_len, blas_status);
 	case PHOS_OP_NCCL_VERSION ... PHOS_OP_NCCL_GROUP:
 		return exec_nccl_handle(ex, h->op, body, h->len, out, out_len, blas_status);
 	case PHOS_OP_ARRAY_CREATE ... PHOS_OP_TEX_DESTROY:

@@ -8,8 +8,9 @@
  *   (in order)        one thread,      ├─ exec_stream.c   streams, events
  *                     records run in   ├─ exec_module.c   fatbins, kernels, variables, launches
  *                     ring order; the  ├─ exec_blas.c     cuBLAS
- *                     device keeps     ├─ exec_nccl.c     NCCL communicators and collectives
- *                     per-stream order └─ spec.c          read/write sets of every launch and
+ *                     device keeps     ├─ exec_blaslt.c   cuBLASLt matmuls and heuristics
+ *                     per-stream order ├─ exec_nccl.c     NCCL communicators and collectives
+ *                                      └─ spec.c          read/write sets of every launch and
  *                                                         library call, and the trace
  *
  * Errors: a handler returns 0 or a negated cudaError_t. For a synchronous record
@@ -494,6 +495,10 @@ int exec_module_handle(struct executor *ex, uint32_t op, const void *body, uint3
 		       uint32_t *out_len);
 int exec_blas_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
 		     uint32_t *out_len, int *blas_status);
+
+/* cuBLASLt records (exec_blaslt.c): *blas_status gets the cublasStatus_t. */
+int exec_blaslt_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
+		       uint32_t *out_len, int *blas_status);
 
 /* NCCL records (exec_nccl.c): *ret_nccl gets the ncclResult_t for the reply. */
 int exec_nccl_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,

@@ -22,6 +22,7 @@
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
 
+#include "blas_status.h"
 #include "cublas_internal.h"
 #include "internal.h"
 #include "log.h"
@@ -60,25 +61,6 @@ struct blas *blas_get(cublasHandle_t handle)
 	return b;
 }
 
-/* cudaError_t of posting/calling → cublasStatus_t. */
-cublasStatus_t blas_status(int cuda_err)
-{
-	switch (cuda_err) {
-	case cudaSuccess:
-		return CUBLAS_STATUS_SUCCESS;
-	case cudaErrorInitializationError:
-		return CUBLAS_STATUS_NOT_INITIALIZED;
-	case cudaErrorMemoryAllocation:
-		return CUBLAS_STATUS_ALLOC_FAILED;
-	case cudaErrorInvalidValue:
-		return CUBLAS_STATUS_INVALID_VALUE;
-	case cudaErrorNotSupported:
-		return CUBLAS_STATUS_NOT_SUPPORTED;
-	default:
-		return CUBLAS_STATUS_EXECUTION_FAILED;
-	}
-}
-
 /* A synchronous cuBLAS call: the executor's cuBLAS status when it gave one. */
 cublasStatus_t blas_call(uint32_t op, const void *body, size_t len, void *out, size_t out_cap,
 				size_t *ret_len)
@@ -87,12 +69,12 @@ cublasStatus_t blas_call(uint32_t op, const void *body, size_t len, void *out, s
 
 	if (r == cudaSuccess)
 		return CUBLAS_STATUS_SUCCESS;
-	return bs ? (cublasStatus_t)bs : blas_status(r);
+	return bs ? (cublasStatus_t)bs : phos_blas_status_of(r);
 }
 
 cublasStatus_t blas_post(uint32_t op, const void *body, size_t len)
 {
-	return blas_status(phos_preload_post(op, body, len, NULL, 0));
+	return phos_blas_status_of(phos_preload_post(op, body, len, NULL, 0));
 }
 
 /* Called by every generated stub (stubs_cublas.c). */
@@ -141,8 +123,8 @@ PHOS_EXPORT cublasStatus_t cublasCreate_v2(cublasHandle_t *handle)
 	r = phos_preload_post(PHOS_OP_BLAS_CREATE, &h, sizeof(h), NULL, 0);
 	if (r) {
 		free(phos_ids_take(PHOS_H_BLAS, b->id));
-		return blas_status(r) == CUBLAS_STATUS_EXECUTION_FAILED ? CUBLAS_STATUS_NOT_INITIALIZED
-									 : blas_status(r);
+		return phos_blas_status_of(r) == CUBLAS_STATUS_EXECUTION_FAILED ? CUBLAS_STATUS_NOT_INITIALIZED
+									 : phos_blas_status_of(r);
 	}
 	*handle = phos_handle_wrap(PHOS_H_BLAS, b->id);
 	return CUBLAS_STATUS_SUCCESS;
@@ -304,21 +286,7 @@ PHOS_EXPORT cublasStatus_t cublasGetVersion_v2(cublasHandle_t handle, int *versi
 
 PHOS_EXPORT cublasStatus_t cublasGetProperty(libraryPropertyType type, int *value)
 {
-	if (!value)
-		return CUBLAS_STATUS_INVALID_VALUE;
-	switch (type) {
-	case MAJOR_VERSION:
-		*value = CUBLAS_VER_MAJOR;
-		return CUBLAS_STATUS_SUCCESS;
-	case MINOR_VERSION:
-		*value = CUBLAS_VER_MINOR;
-		return CUBLAS_STATUS_SUCCESS;
-	case PATCH_LEVEL:
-		*value = CUBLAS_VER_PATCH;
-		return CUBLAS_STATUS_SUCCESS;
-	default:
-		return CUBLAS_STATUS_INVALID_VALUE;
-	}
+	return phos_blas_property(type, value);
 }
 
 PHOS_EXPORT size_t cublasGetCudartVersion(void)
@@ -326,36 +294,14 @@ PHOS_EXPORT size_t cublasGetCudartVersion(void)
 	return CUDART_VERSION;
 }
 
-static const struct {
-	cublasStatus_t status;
-	const char *name, *desc;
-} statuses[] = {
-	{ CUBLAS_STATUS_SUCCESS, "CUBLAS_STATUS_SUCCESS", "success" },
-	{ CUBLAS_STATUS_NOT_INITIALIZED, "CUBLAS_STATUS_NOT_INITIALIZED", "the library was not initialized" },
-	{ CUBLAS_STATUS_ALLOC_FAILED, "CUBLAS_STATUS_ALLOC_FAILED", "the resource allocation failed" },
-	{ CUBLAS_STATUS_INVALID_VALUE, "CUBLAS_STATUS_INVALID_VALUE", "an invalid numeric value was used as an argument" },
-	{ CUBLAS_STATUS_ARCH_MISMATCH, "CUBLAS_STATUS_ARCH_MISMATCH", "an absent device architectural feature is required" },
-	{ CUBLAS_STATUS_MAPPING_ERROR, "CUBLAS_STATUS_MAPPING_ERROR", "an access to GPU memory space failed" },
-	{ CUBLAS_STATUS_EXECUTION_FAILED, "CUBLAS_STATUS_EXECUTION_FAILED", "the GPU program failed to execute" },
-	{ CUBLAS_STATUS_INTERNAL_ERROR, "CUBLAS_STATUS_INTERNAL_ERROR", "an internal operation failed" },
-	{ CUBLAS_STATUS_NOT_SUPPORTED, "CUBLAS_STATUS_NOT_SUPPORTED", "the functionality requested is not supported" },
-	{ CUBLAS_STATUS_LICENSE_ERROR, "CUBLAS_STATUS_LICENSE_ERROR", "the functionality requested requires some license and an error was detected when trying to check the current licensing" },
-};
-
 PHOS_EXPORT const char *cublasGetStatusName(cublasStatus_t status)
 {
-	for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++)
-		if (statuses[i].status == status)
-			return statuses[i].name;
-	return "CUBLAS_STATUS_UNKNOWN";
+	return phos_blas_status_name(status);
 }
 
 PHOS_EXPORT const char *cublasGetStatusString(cublasStatus_t status)
 {
-	for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++)
-		if (statuses[i].status == status)
-			return statuses[i].desc;
-	return "unknown error";
+	return phos_blas_status_string(status);
 }
 
 /* --- scalars --- */

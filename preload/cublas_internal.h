@@ -25,8 +25,6 @@ struct blas {
 
 /* The handle behind a cublasHandle_t, or NULL (CUBLAS_STATUS_NOT_INITIALIZED). */
 struct blas *blas_get(cublasHandle_t handle);
-/* cudaError_t of posting/calling → cublasStatus_t. */
-cublasStatus_t blas_status(int cuda_err);
 /* A synchronous call: the executor's cuBLAS status when it gave one. */
 cublasStatus_t blas_call(uint32_t op, const void *body, size_t len, void *out, size_t out_cap, size_t *ret_len);
 /* An asynchronous call. */

@@ -28,6 +28,8 @@ MUST_IMPLEMENT = {
                '__cudaPushCallConfiguration', '__cudaPopCallConfiguration', '__cudaGetKernel',
                '__cudaLaunchKernel', '__cudaLaunchKernel_ptsz'},
     'cublas': {'cublasGetStatusName', 'cublasGetStatusString', 'cublasGetCudartVersion'},
+    'cublasLt': {'cublasLtGetStatusName', 'cublasLtGetStatusString', 'cublasLtGetVersion',
+                 'cublasLtGetCudartVersion'},
     'cuda': {'cuGetProcAddress', 'cuGetProcAddress_v2', 'cuGetErrorName', 'cuGetErrorString', 'cuInit'},
     'nccl': {'ncclGetErrorString', 'pncclGetErrorString', 'ncclGetLastError', 'pncclGetLastError'},
 }
@@ -46,7 +48,8 @@ RETURN_KINDS = {
 # The legacy void-returning cuBLAS routines (cublasSgemm, cublasSaxpy, ...)
 # ignore the returned status: returning one is harmless for them.
 
-STATUS = {'cudart': 'phos_cudart_stub', 'cublas': 'phos_cublas_stub', 'cuda': 'phos_cuda_stub',
+STATUS = {'cudart': 'phos_cudart_stub', 'cublas': 'phos_cublas_stub', 'cublasLt': 'phos_cublaslt_stub',
+          'cuda': 'phos_cuda_stub',
           'nccl': 'phos_nccl_stub'}
 
 EXPORT_RE = re.compile(r'^PHOS_EXPORT\b[^(;=]*?\b([A-Za-z_]\w*)\s*\(', re.M)

@@ -4,7 +4,7 @@
  * process runs with, so that a CUDA program is either forwarded or refused,
  * never run natively under phos-fn's name (issue 12, DESIGN.md "Processes").
  *
- *   dynamic loader ──la_objsearch(name)──▶ guard ── libcudart.so*, libcublas.so.*, libnccl.so.2,
+ *   dynamic loader ──la_objsearch(name)──▶ guard ── libcudart.so*, libcublas[Lt].so.*, libnccl.so.2,
  *         │                                  │       libcuda.so, libcuda.so.1
  *         │                                  │       (a bare soname, an RPATH/RUNPATH
  *         │                                  │        lookup or a dlopen by path)
@@ -12,7 +12,7 @@
  *         │
  *         └──la_objopen(map)──▶ guard ── libnvidia-ml.so*, another libcuda.so*
  *                                        (a copy under another name), or a
- *                                        libcudart/libcublas/libnccl that is not ours
+ *                                        libcudart/libcublas[Lt]/libnccl that is not ours
  *                                        → "refusing ..." on stderr, the reason in
  *                                          $PHOS_GUARD_REPORT, _exit(PHOS_GUARD_EXIT)
  *
@@ -50,6 +50,7 @@
 static char standin_dir[PATH_MAX];   /* the folder of this module: the stand-ins' */
 static char standin_cudart[PATH_MAX + 32];
 static char standin_cublas[PATH_MAX + 32];
+static char standin_cublaslt[PATH_MAX + 32];
 static char standin_cuda[PATH_MAX + 32];
 static char standin_nccl[PATH_MAX + 32];
 
@@ -76,7 +77,8 @@ static void refuse(const char *lib)
 	len = snprintf(msg, sizeof(msg),
 		       "phos-fn: refusing to run %s: it loads %s, a real CUDA library that would reach the "
 		       "GPU driver directly instead of being forwarded (phos-fn stands in for "
-		       "libcudart.so.13, libcublas.so.13, libnccl.so.2 and the driver libcuda.so.1 only; "
+		       "libcudart.so.13, libcublas.so.13, libcublasLt.so.13, libnccl.so.2 and the driver "
+		       "libcuda.so.1 only; "
 		       "no other CUDA runtime, no other driver library and no NVML may be loaded)\n",
 		       e > 0 ? exe : "the program", lib);
 	if (len > (int)sizeof(msg) - 1)
@@ -110,6 +112,7 @@ EXPORT unsigned int la_version(unsigned int version)
 			snprintf(standin_dir, sizeof(standin_dir), "%s", real);
 			snprintf(standin_cudart, sizeof(standin_cudart), "%s/libcudart.so.13", real);
 			snprintf(standin_cublas, sizeof(standin_cublas), "%s/libcublas.so.13", real);
+			snprintf(standin_cublaslt, sizeof(standin_cublaslt), "%s/libcublasLt.so.13", real);
 			snprintf(standin_cuda, sizeof(standin_cuda), "%s/libcuda.so.1", real);
 			snprintf(standin_nccl, sizeof(standin_nccl), "%s/libnccl.so.2", real);
 		}
@@ -130,6 +133,8 @@ EXPORT char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag
 		return standin_cudart;
 	if (!strcmp(b, "libcublas.so") || starts_with(b, "libcublas.so.13"))
 		return standin_cublas;
+	if (!strcmp(b, "libcublasLt.so") || starts_with(b, "libcublasLt.so.13"))
+		return standin_cublaslt;
 	/* the driver API: one ABI since CUDA 4 (libcuda.so.1, and the toolkit's link name) */
 	if (!strcmp(b, "libcuda.so") || !strcmp(b, "libcuda.so.1") || starts_with(b, "libcuda.so.1."))
 		return standin_cuda;

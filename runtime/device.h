@@ -246,6 +246,17 @@ struct phos_device_ops {
 	/* Batched getrf/getri/getrs/matinv (proto.h, phos_blas_lu). */
 	int (*blas_lu)(struct phos_device *dev, void *handle, const struct phos_blas_lu *op,
 		       int *ret_blas_status);
+
+	/* cuBLASLt (proto.h, phos_blaslt_*), on the device's own cuBLASLt handle:
+	 * one matmul on stream, its descriptor and layouts as the function set
+	 * them (the executor has checked every operand's extent); and a heuristic
+	 * query, up to h->requested results in ret (*ret_count of them). sim
+	 * computes the plain epilogues (none, bias, ReLU, GELU) of real types and
+	 * answers NOT_SUPPORTED for the rest. */
+	int (*blaslt_matmul)(struct phos_device *dev, void *stream, const struct phos_blaslt_matmul *m,
+			     int *ret_blas_status);
+	int (*blaslt_heuristic)(struct phos_device *dev, const struct phos_blaslt_heuristic *h,
+				struct phos_blaslt_result *ret, int *ret_count, int *ret_blas_status);
 };
 
 extern const struct phos_device_ops phos_device_sim;

@@ -131,34 +131,41 @@ static void driver_load(void)
 		   get_proc ? " through cuGetProcAddress_v2" : " by dlsym");
 }
 
-static void blas_load(void)
+void *cuda_lib_open(const char *soname)
 {
 	char path[4096];
 	const char *home = getenv("CUDA_HOME");
 	const char *dirs[] = { home, home, "/usr/local/cuda", "/usr/local/cuda" };
 	const char *subdirs[] = { "lib64", "lib", "lib64", "lib" };
 	const char *first_error;
-	void *lib, *p;
+	void *lib;
 	size_t i;
 
 	/* The soname through the loader's search path first, then the usual toolkit folders. */
-	lib = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
+	lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
 	first_error = lib ? NULL : strdup(dlerror() ?: "unknown error");
 	for (i = 0; !lib && i < sizeof(dirs) / sizeof(dirs[0]); i++) {
 		if (!dirs[i] || !*dirs[i])
 			continue;
-		snprintf(path, sizeof(path), "%s/%s/libcublas.so.13", dirs[i], subdirs[i]);
+		snprintf(path, sizeof(path), "%s/%s/%s", dirs[i], subdirs[i], soname);
 		lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	}
-	if (!lib) {
-		phos_err("cuda: cannot load cuBLAS libcublas.so.13 (also looked in $CUDA_HOME and "
-			 "/usr/local/cuda): %s",
+	if (!lib)
+		phos_err("cuda: cannot load %s (also looked in $CUDA_HOME and /usr/local/cuda): %s", soname,
 			 first_error ?: "not found");
-		free((void *)first_error);
+	free((void *)first_error);
+	return lib;
+}
+
+static void blas_load(void)
+{
+	void *lib = cuda_lib_open("libcublas.so.13"), *p;
+	size_t i;
+
+	if (!lib) {
 		blas_status = -PHOS_CUDA_INITIALIZATION;
 		return;
 	}
-	free((void *)first_error);
 
 	for (i = 0; i < sizeof(blas_sym_table) / sizeof(blas_sym_table[0]); i++) {
 		p = dlsym(lib, blas_sym_table[i].export);
@@ -649,6 +656,7 @@ static void cuda_close(struct phos_device *dev)
 		/* Work in flight may still use what is released below; errors of it are moot now. */
 		(void)cuda_drv.CtxSynchronize();
 		cuda_blas_release_warm(d);
+		cuda_blaslt_release(d);
 		pthread_mutex_lock(&d->lock);
 		while (d->nmaps)
 			map_release(d, d->nmaps - 1);
@@ -1883,4 +1891,6 @@ const struct phos_device_ops phos_device_cuda = {
 	.blas_gemv = cuda_blas_gemv,
 	.blas_call = cuda_blas_call,
 	.blas_lu = cuda_blas_lu,
+	.blaslt_matmul = cuda_blaslt_matmul,
+	.blaslt_heuristic = cuda_blaslt_heuristic,
 };

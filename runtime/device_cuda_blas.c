@@ -67,8 +67,8 @@ static int blas_fail(cublasStatus_t s, const char *expr, const char *file, int l
 			return blas_fail(blas_check_s_, #call, __FILE__, __LINE__);   \
 	} while (0)
 
-/* Ends a call that reports its cublasStatus_t to the caller. */
-static int blas_result(cublasStatus_t s, int *ret_blas_status, const char *what)
+/* Ends a call that reports its cublasStatus_t to the caller (device_cuda_syms.h). */
+int cuda_blas_result(cublasStatus_t s, int *ret_blas_status, const char *what)
 {
 	if (ret_blas_status)
 		*ret_blas_status = (int)s;
@@ -391,12 +391,12 @@ int cuda_blas_gemm(struct phos_device *dev, void *handle, const struct phos_blas
 	int r;
 
 	if (!d || !h || !g || g->batch < 1)
-		return blas_result(CUBLAS_STATUS_INVALID_VALUE, ret_blas_status, "gemm (arguments)");
+		return cuda_blas_result(CUBLAS_STATUS_INVALID_VALUE, ret_blas_status, "gemm (arguments)");
 	compute = compute_migrate(g->compute);
 	if (type_is_complex(g->ctype)) {
 		/* Cgemm/Zgemm (and complex GemmEx): the scalars are complex of C's precision */
 		if (g->ctype != CUDA_C_32F && g->ctype != CUDA_C_64F)
-			return blas_result(CUBLAS_STATUS_NOT_SUPPORTED, ret_blas_status, "gemm (complex types)");
+			return cuda_blas_result(CUBLAS_STATUS_NOT_SUPPORTED, ret_blas_status, "gemm (complex types)");
 		memset(&alpha, 0, sizeof(alpha));
 		memset(&beta, 0, sizeof(beta));
 		if (g->ctype == CUDA_C_32F) {
@@ -407,7 +407,7 @@ int cuda_blas_gemm(struct phos_device *dev, void *handle, const struct phos_blas
 			beta.z[0] = g->beta, beta.z[1] = g->beta_im;
 		}
 	} else if (!scalar_for(compute, g->alpha, &alpha) || !scalar_for(compute, g->beta, &beta)) {
-		return blas_result(CUBLAS_STATUS_NOT_SUPPORTED, ret_blas_status, "gemm (compute type)");
+		return cuda_blas_result(CUBLAS_STATUS_NOT_SUPPORTED, ret_blas_status, "gemm (compute type)");
 	}
 	r = cuda_current(d);
 	if (r < 0)
@@ -447,7 +447,7 @@ int cuda_blas_gemm(struct phos_device *dev, void *handle, const struct phos_blas
 						     (cudaDataType)g->btype, g->ldb, g->stride_b, &beta,
 						     (void *)(uintptr_t)g->c, (cudaDataType)g->ctype, g->ldc,
 						     g->stride_c, g->batch, compute, (cublasGemmAlgo_t)g->algo);
-	return blas_result(s, ret_blas_status, f32 ? "cublasSgemm" : "cublasGemmEx");
+	return cuda_blas_result(s, ret_blas_status, f32 ? "cublasSgemm" : "cublasGemmEx");
 }
 
 int cuda_blas_l1(struct phos_device *dev, void *handle, const struct phos_blas_l1 *op, float *ret_result,
@@ -462,7 +462,7 @@ int cuda_blas_l1(struct phos_device *dev, void *handle, const struct phos_blas_l
 	int r;
 
 	if (!d || !h || !op)
-		return blas_result(CUBLAS_STATUS_INVALID_VALUE, ret_blas_status, "l1 (arguments)");
+		return cuda_blas_result(CUBLAS_STATUS_INVALID_VALUE, ret_blas_status, "l1 (arguments)");
 	r = cuda_current(d);
 	if (r < 0)
 		return r;
@@ -490,7 +490,7 @@ int cuda_blas_l1(struct phos_device *dev, void *handle, const struct phos_blas_l
 		s = CUBLAS_STATUS_INVALID_VALUE;
 		break;
 	}
-	return blas_result(s, ret_blas_status, "cublas level-1 call");
+	return cuda_blas_result(s, ret_blas_status, "cublas level-1 call");
 }
 
 int cuda_blas_gemv(struct phos_device *dev, void *handle, const struct phos_blas_gemv *op,
@@ -503,7 +503,7 @@ int cuda_blas_gemv(struct phos_device *dev, void *handle, const struct phos_blas
 	int r;
 
 	if (!d || !h || !op)
-		return blas_result(CUBLAS_STATUS_INVALID_VALUE, ret_blas_status, "gemv (arguments)");
+		return cuda_blas_result(CUBLAS_STATUS_INVALID_VALUE, ret_blas_status, "gemv (arguments)");
 	r = cuda_current(d);
 	if (r < 0)
 		return r;
@@ -512,7 +512,7 @@ int cuda_blas_gemv(struct phos_device *dev, void *handle, const struct phos_blas
 	s = cuda_cublas.Sgemv(h, (cublasOperation_t)op->trans, op->m, op->n, &alpha,
 			      (const float *)(uintptr_t)op->a, op->lda, (const float *)(uintptr_t)op->x,
 			      op->incx, &beta, (float *)(uintptr_t)op->y, op->incy);
-	return blas_result(s, ret_blas_status, "cublasSgemv_v2");
+	return cuda_blas_result(s, ret_blas_status, "cublasSgemv_v2");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -542,12 +542,12 @@ int cuda_blas_call(struct phos_device *dev, void *handle, const struct phos_blas
 	cublasStatus_t s;
 
 	if (!d || !h || !op)
-		return blas_result(CUBLAS_STATUS_INVALID_VALUE, ret_blas_status, "blas call (arguments)");
+		return cuda_blas_result(CUBLAS_STATUS_INVALID_VALUE, ret_blas_status, "blas call (arguments)");
 	t = (cudaDataType)op->type;
 	st = (cudaDataType)op->scal_type;
 	ti = t == CUDA_R_32F ? 0 : t == CUDA_R_64F ? 1 : t == CUDA_C_32F ? 2 : t == CUDA_C_64F ? 3 : -1;
 	if (ti < 0 || (st != t && st != real_of(t)))
-		return blas_result(CUBLAS_STATUS_NOT_SUPPORTED, ret_blas_status, "blas call (type)");
+		return cuda_blas_result(CUBLAS_STATUS_NOT_SUPPORTED, ret_blas_status, "blas call (type)");
 	memset(&alpha, 0, sizeof(alpha));
 	memset(&beta, 0, sizeof(beta));
 	if (st == CUDA_R_32F || st == CUDA_C_32F) {
@@ -764,7 +764,7 @@ int cuda_blas_call(struct phos_device *dev, void *handle, const struct phos_blas
 	}
 	if (s == CUBLAS_STATUS_SUCCESS && ret_result)
 		memcpy(ret_result, result, sizeof(result));
-	return blas_result(s, ret_blas_status, "cublas level 1-3 call");
+	return cuda_blas_result(s, ret_blas_status, "cublas level 1-3 call");
 }
 
 /* Batched LU on device arrays of pointers, S and D. getrsBatched reports
@@ -779,9 +779,9 @@ int cuda_blas_lu(struct phos_device *dev, void *handle, const struct phos_blas_l
 	cublasStatus_t s;
 
 	if (!d || !h || !op)
-		return blas_result(CUBLAS_STATUS_INVALID_VALUE, ret_blas_status, "batched LU (arguments)");
+		return cuda_blas_result(CUBLAS_STATUS_INVALID_VALUE, ret_blas_status, "batched LU (arguments)");
 	if (op->type != CUDA_R_32F && op->type != CUDA_R_64F)
-		return blas_result(CUBLAS_STATUS_NOT_SUPPORTED, ret_blas_status, "batched LU (type)");
+		return cuda_blas_result(CUBLAS_STATUS_NOT_SUPPORTED, ret_blas_status, "batched LU (type)");
 	r = cuda_current(d);
 	if (r < 0)
 		return r;
@@ -811,5 +811,5 @@ int cuda_blas_lu(struct phos_device *dev, void *handle, const struct phos_blas_l
 		s = CUBLAS_STATUS_INVALID_VALUE;
 		break;
 	}
-	return blas_result(s, ret_blas_status, "cublas batched LU");
+	return cuda_blas_result(s, ret_blas_status, "cublas batched LU");
 }

@@ -313,6 +313,7 @@ struct cuda_dev {
 	size_t nhostregs, hostregs_cap;
 	cublasHandle_t warm[CUDA_WARM_HANDLES];
 	unsigned nwarm;
+	void *lt;                     /* cublasLtHandle_t, made at the first cuBLASLt call */
 	/* other devices of the executor that may reach this one's maps (peer_add) */
 	int peers[CUDA_MAX_PEERS];
 	unsigned npeers;
@@ -322,6 +323,10 @@ static inline struct cuda_dev *cuda_dev(struct phos_device *dev)
 {
 	return (struct cuda_dev *)(void *)dev;
 }
+
+/* dlopen of a toolkit library by soname: the loader's search path, then
+ * $CUDA_HOME and /usr/local/cuda (lib64, lib). NULL (logged) when none loads. */
+void *cuda_lib_open(const char *soname);
 
 /* Resolves every symbol of both libraries, once per process. 0 or a negated cudaError_t. */
 int cuda_syms_load(void);
@@ -368,3 +373,14 @@ int cuda_blas_call(struct phos_device *dev, void *handle, const struct phos_blas
 int cuda_blas_lu(struct phos_device *dev, void *handle, const struct phos_blas_lu *op, int *ret_blas_status);
 int cuda_blas_gemv(struct phos_device *dev, void *handle, const struct phos_blas_gemv *op,
 		   int *ret_blas_status);
+/* Ends a call that reports its cublasStatus_t: the status to *ret_blas_status
+ * (may be NULL), a failure logged with what; 0 or a negated cudaError_t. */
+int cuda_blas_result(cublasStatus_t s, int *ret_blas_status, const char *what);
+
+/* cuBLASLt side (device_cuda_blaslt.c): libcublasLt.so.13 is loaded at the
+ * first call, and each device makes its cublasLtHandle_t then. */
+int cuda_blaslt_matmul(struct phos_device *dev, void *stream, const struct phos_blaslt_matmul *m,
+		       int *ret_blas_status);
+int cuda_blaslt_heuristic(struct phos_device *dev, const struct phos_blaslt_heuristic *h,
+			  struct phos_blaslt_result *ret, int *ret_count, int *ret_blas_status);
+void cuda_blaslt_release(struct cuda_dev *d);   /* destroys d->lt */

@@ -1555,4 +1555,6 @@ const struct phos_device_ops phos_device_sim = {
 	.blas_gemv = phos_sim_blas_gemv,
 	.blas_call = phos_sim_blas_call,
 	.blas_lu = phos_sim_blas_lu,
+	.blaslt_matmul = phos_sim_blaslt_matmul,
+	.blaslt_heuristic = phos_sim_blaslt_heuristic,
 };

@@ -73,6 +73,15 @@ int phos_sim_blas_l1(struct phos_device *dev, void *handle, const struct phos_bl
 		     float *ret_result, int *ret_blas_status);
 int phos_sim_blas_gemv(struct phos_device *dev, void *handle, const struct phos_blas_gemv *op,
 		       int *ret_blas_status);
+/* Element i of an array of real cudaDataType type (R_32F, R_64F, R_16F,
+ * R_16BF) as a double, and the other way (rounded to nearest even). */
+double phos_sim_elem_get(const void *base, int type, int64_t i);
+void phos_sim_elem_put(void *base, int type, int64_t i, double v);
+/* cuBLASLt (device_sim_blaslt.c). */
+int phos_sim_blaslt_matmul(struct phos_device *dev, void *stream, const struct phos_blaslt_matmul *m,
+			   int *ret_blas_status);
+int phos_sim_blaslt_heuristic(struct phos_device *dev, const struct phos_blaslt_heuristic *h,
+			      struct phos_blaslt_result *ret, int *ret_count, int *ret_blas_status);
 /* device_sim_blas_ref.c: the level 1-3 routines of every precision, and GEMMs
  * of double and complex types (called by phos_sim_blas_gemm, handle checked). */
 int phos_sim_blas_call(struct phos_device *dev, void *handle, const struct phos_blas_op *op, void *ret_result,

@@ -225,6 +225,19 @@ static void store_one(void *dst, int type, int64_t i, float v)
 		((uint16_t *)dst)[i] = type == T_F16 ? float_to_half(v) : float_to_bf16(v);
 }
 
+double phos_sim_elem_get(const void *base, int type, int64_t i)
+{
+	return type == 1 ? ((const double *)base)[i] : (double)load_one(base, type, i);
+}
+
+void phos_sim_elem_put(void *base, int type, int64_t i, double v)
+{
+	if (type == 1)
+		((double *)base)[i] = v;
+	else
+		store_one(base, type, i, (float)v);
+}
+
 /* Whether the rows x cols matrix with leading dimension ld at addr + index*stride
  * elements (index < batch) lies in device memory. */
 static bool matrix_ok(struct phos_device *dev, uint64_t addr, int type, int64_t rows, int64_t cols,

@@ -86,6 +86,8 @@ static const char *const op_names[PHOS_OP__COUNT] = {
 	[PHOS_OP_TEX_DESTROY] = "tex_destroy",
 	[PHOS_OP_ADDR_RANGE] = "addr_range",
 	[PHOS_OP_SET_DEVICE] = "set_device",
+	[PHOS_OP_BLASLT_MATMUL] = "blaslt_matmul",
+	[PHOS_OP_BLASLT_HEURISTIC] = "blaslt_heuristic",
 };
 
 const char *phos_op_name(uint32_t op)

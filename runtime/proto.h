@@ -168,6 +168,13 @@ enum phos_op {
 	 * the sending thread's device differs from the last one sent. */
 	PHOS_OP_SET_DEVICE,       /* phos_device_query */
 
+	/* cuBLASLt (ctxpool/exec_blaslt.c): descriptors live in the preload and
+	 * travel whole with each call; the executor keeps one cublasLtHandle_t
+	 * per device, so nothing of cuBLASLt is executor state to snapshot. */
+	PHOS_OP_BLASLT_MATMUL,    /* phos_blaslt_matmul: cublasLtMatmul, stream-ordered */
+	PHOS_OP_BLASLT_HEURISTIC, /* sync: phos_blaslt_heuristic; reply phos_blaslt_result[returned]
+	                           * (cublasLtMatmulAlgoGetHeuristic) */
+
 	PHOS_OP__COUNT
 };
 
@@ -584,6 +591,72 @@ struct phos_blas_lu {
 	uint64_t pivots;               /* n * batch int32 in device memory, 0: no pivoting */
 	uint64_t info;                 /* batch int32 in device memory (not GETRS) */
 };
+/* --- cuBLASLt records ---
+ * A matrix layout (cublasLtMatrixLayout_t's attributes). */
+struct phos_blaslt_layout {
+	int32_t type;                  /* cudaDataType */
+	int32_t order;                 /* cublasLtOrder_t: COL (0) and ROW (1) are forwarded */
+	int32_t batch;                 /* BATCH_COUNT, >= 1 */
+	int32_t _pad;
+	uint64_t rows, cols;
+	int64_t ld;                    /* elements between columns (COL) or rows (ROW) */
+	int64_t stride;                /* STRIDED_BATCH_OFFSET, elements between batch members */
+};
+/* A matmul descriptor (cublasLtMatmulDesc_t's attributes), every field as the
+ * user set it; pointers are device addresses, 0 when unset. */
+struct phos_blaslt_desc {
+	int32_t compute;               /* cublasComputeType_t */
+	int32_t scale_type;            /* cudaDataType of alpha, beta */
+	int32_t pointer_mode;          /* cublasLtPointerMode_t */
+	int32_t transa, transb;        /* cublasOperation_t */
+	int32_t epilogue;              /* cublasLtEpilogue_t */
+	int32_t bias_type;             /* BIAS_DATA_TYPE, -1: unset (cuBLASLt's default) */
+	int32_t aux_type;              /* EPILOGUE_AUX_DATA_TYPE, -1: unset */
+	int32_t sm_count;              /* SM_COUNT_TARGET, 0: unset */
+	int32_t fast_accum;            /* FAST_ACCUM (FP8) */
+	int32_t unsupported;           /* 1 + the first attribute set to a value phos does not
+	                                * forward (TRANSC, FILL_MODE, block scales, ...), 0: none */
+	int32_t _pad;
+	int64_t bias_stride;           /* BIAS_BATCH_STRIDE, elements */
+	int64_t aux_ld, aux_stride;    /* EPILOGUE_AUX_LD, EPILOGUE_AUX_BATCH_STRIDE, elements */
+	int64_t alpha_stride;          /* ALPHA_VECTOR_BATCH_STRIDE, elements */
+	uint64_t bias, aux;            /* BIAS_POINTER, EPILOGUE_AUX_POINTER */
+	uint64_t scale[4];             /* A, B, C, D_SCALE_POINTER: one scale_type-sized float each */
+	uint64_t amax_d;               /* AMAX_D_POINTER: one float, written */
+};
+/* cublasLtMatmul: D = epilogue(alpha op(A) op(B) + beta C). */
+struct phos_blaslt_matmul {
+	uint32_t stream;
+	uint32_t has_algo;             /* 0: cuBLASLt chooses (algo NULL) */
+	struct phos_blaslt_desc desc;
+	struct phos_blaslt_layout la, lb, lc, ld;
+	uint64_t a, b, c, d;
+	uint64_t workspace, workspace_size;
+	uint64_t alpha_addr, beta_addr;/* device pointer modes: where the scalars are */
+	uint8_t alpha[16], beta[16];   /* host pointer mode: the scalars' bytes (scale_type) */
+	uint64_t algo[8];              /* cublasLtMatmulAlgo_t, as a heuristic gave it */
+};
+#define PHOS_BLASLT_MAX_RESULTS 64
+/* cublasLtMatmulAlgoGetHeuristic: the problem and the preference. */
+struct phos_blaslt_heuristic {
+	struct phos_blaslt_desc desc;
+	struct phos_blaslt_layout la, lb, lc, ld;
+	uint64_t max_workspace;        /* MATMUL_PREF_MAX_WORKSPACE_BYTES */
+	uint64_t impl_mask;            /* MATMUL_PREF_IMPL_MASK, 0: unset */
+	uint32_t align[4];             /* MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES, 0: unset */
+	int32_t search_mode;           /* MATMUL_PREF_SEARCH_MODE */
+	int32_t requested;             /* 1..PHOS_BLASLT_MAX_RESULTS */
+	float max_waves;               /* MATMUL_PREF_MAX_WAVES_COUNT, 0: unset */
+	uint32_t _pad;
+};
+/* One cublasLtMatmulHeuristicResult_t. */
+struct phos_blaslt_result {
+	uint64_t algo[8];
+	uint64_t workspace_size;
+	int32_t state;                 /* cublasStatus_t */
+	float waves;
+};
+
 /* --- NCCL records (values of ncclDataType_t, ncclRedOp_t: runtime/nccl_abi.h) --- */
 #define PHOS_NCCL_ID_BYTES 128
 struct phos_nccl_init {
