@@ -10,7 +10,11 @@
  *         │                                  │        lookup or a dlopen by path)
  *         │◀── <stand-in dir>/libcudart.so.13 ┘         → the stand-in (loaded once)
  *         │
- *         └──la_objopen(map)──▶ guard ── libnvidia-ml.so*, another libcuda.so*
+ *         ├──la_objsearch(libnvidia-ml.so*)──▶ NULL: NVML is not found, as on a
+ *         │        machine without the driver (one line on stderr says so); PyTorch
+ *         │        and most NVML users go on without it
+ *         │
+ *         └──la_objopen(map)──▶ guard ── libnvidia-ml.so* (loaded some other way), another libcuda.so*
  *                                        (a copy under another name), or a
  *                                        libcudart/libcublas[Lt]/libnccl that is not ours
  *                                        → "refusing ..." on stderr, the reason in
@@ -121,6 +125,28 @@ EXPORT unsigned int la_version(unsigned int version)
 	return version < LAV_CURRENT ? version : LAV_CURRENT;
 }
 
+/* NVML reads the driver directly (it opens /dev/nvidia*), and a function
+ * process must not: it is not found. Said once on stderr, whatever PHOS_LOG. */
+static char *nvml_hidden(const char *name)
+{
+	static int said;
+	char msg[PATH_MAX + 256];
+	int len;
+
+	if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) {
+		len = snprintf(msg, sizeof(msg),
+			       "phos-fn: %s (NVML) is not available inside a function: it would open the GPU driver "
+			       "directly; its load fails, as on a machine without the NVIDIA driver\n",
+			       name);
+		if (len > (int)sizeof(msg) - 1)
+			len = sizeof(msg) - 1;
+		if (write(STDERR_FILENO, msg, len) < 0) {
+			/* the failed load still says it */
+		}
+	}
+	return NULL;
+}
+
 EXPORT char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag)
 {
 	const char *b = base_name(name);
@@ -140,6 +166,8 @@ EXPORT char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag
 		return standin_cuda;
 	if (!strcmp(b, "libnccl.so") || starts_with(b, "libnccl.so.2"))
 		return standin_nccl;
+	if (starts_with(b, "libnvidia-ml.so"))
+		return nvml_hidden(name);
 	return (char *)name;
 }
 

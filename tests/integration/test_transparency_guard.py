@@ -12,10 +12,13 @@ behind phos-fn's back (tests/transparency/guard/).
   rpath_driver, whose DT_NEEDED libcuda.so.1 has a DT_RPATH to a copy, get
   phos-fn's driver stand-in (preload/libcuda.c), whose calls reach the
   executor (trace);
-- driver_probe dlopen()ing NVML (libnvidia-ml.so.1), or mapping a libcuda.so.1
-  by hand (no loader: phos-fn's scan of /proc/PID/maps), in the program or in
-  a child of it, is refused with the library named and PHOS_GUARD_EXIT, and
-  never runs natively; phos-fn snapshot refuses it the same way.
+- driver_probe dlopen()ing NVML (libnvidia-ml.so.1, by path or soname) is
+  not found (its dlopen fails, as without a driver; PyTorch goes on without
+  NVML), with one stderr line that says so;
+- driver_probe mapping a libcuda.so.1 by hand (no loader: phos-fn's scan of
+  /proc/PID/maps), in the program or in a child of it, is refused with the
+  library named and PHOS_GUARD_EXIT, and never runs natively; phos-fn
+  snapshot refuses the libcudart.so.12 program the same way.
 """
 import os
 import shutil
@@ -107,8 +110,17 @@ try:
         seen = {r.get("op") for r in read_trace(trace)} if os.path.exists(trace) else set()
         check({"memset", "memcpy_d2h"} <= seen, f"{cmd} under phos-fn: forwarded ops {sorted(seen)}")
 
-    # NVML through the loader, the driver by hand: refused.
-    for how, lib, says in (("dlopen", FAKE_NVML, "it loads"), ("mmap", FAKE_DRIVER, "mapped or opened"),
+    # NVML through the loader: not found (dlopen fails, the program goes on), and said once.
+    p = native(PROBE, "dlopen", FAKE_NVML)
+    check(p.returncode == 0 and "driver ran natively" in p.stdout, f"probe dlopen NVML natively: {p.returncode} {p.stderr}")
+    for lib in (FAKE_NVML, "libnvidia-ml.so.1"):
+        p = run(PROBE, "dlopen", lib)
+        check(p.returncode == 1 and "driver ran natively" not in p.stdout and "dlopen: " in p.stderr,
+              f"probe dlopen {lib} under phos-fn: the load must fail: rc {p.returncode} {p.stdout} {p.stderr[-1000:]}")
+        said = [l for l in p.stderr.splitlines() if "(NVML) is not available inside a function" in l]
+        check(len(said) == 1, f"probe dlopen {lib}: one stderr line says why: {p.stderr[-1000:]}")
+    # The driver by hand: refused.
+    for how, lib, says in (("mmap", FAKE_DRIVER, "mapped or opened"),
                            ("forkmmap", FAKE_DRIVER, "mapped or opened")):
         p = native(PROBE, how, lib)
         check(p.returncode == 0 and "driver ran natively" in p.stdout, f"probe {how} {lib} natively: {p.returncode} {p.stderr}")
@@ -119,8 +131,8 @@ try:
               f"probe {how} {lib} under phos-fn: no clear refusal: {p.stderr[-2000:]}")
 
     # phos-fn snapshot runs functions with the same guard.
-    p = phos("snapshot", "--device", DEVICE, "-o", os.path.join(tmp, "snap"), "--", PROBE, "dlopen", FAKE_NVML)
-    check(p.returncode != 0 and "refusing" in p.stderr and FAKE_NVML in p.stderr and "status 121" in p.stderr,
+    p = phos("snapshot", "--device", DEVICE, "-o", os.path.join(tmp, "snap"), "--", DLOPEN, other)
+    check(p.returncode != 0 and "refusing" in p.stderr and "libcudart.so.12" in p.stderr and "status 121" in p.stderr,
           f"snapshot of the probe: rc {p.returncode}: {p.stderr[-2000:]}")
     check(not os.path.exists(os.path.join(tmp, "snap", "manifest.json")), "a snapshot of a refused program was written")
 finally:

@@ -15,7 +15,7 @@
  * libnvidia-ml.so.1): natively it prints "driver ran natively". Under
  * phos-fn a dlopen of libcuda.so.1 gets phos-fn's driver stand-in, whose calls
  * are forwarded ("driver: forwarded ok", and "libcuda: PATH" names the library
- * that served); NVML and a driver mapped by hand are refused.
+ * that served); NVML is not found, and a driver mapped by hand is refused.
  */
 #include <dlfcn.h>
 #include <fcntl.h>
