@@ -12,7 +12,8 @@
  *        four layouts, addresses, scalars (host mode: their bytes; device
  *        mode: their addresses) and the algo as the heuristic gave it
  *
- * The handle holds nothing of the executor: it keeps one cublasLtHandle_t per
+ * The handle holds nothing of the executor (a cuBLAS handle cast to one, as
+ * cuBLAS allows, serves as well): the executor keeps one cublasLtHandle_t per
  * device, so a restored function's handles, descriptors and algos (plain
  * data, valid for the same cuBLASLt build) simply go on working.
  *
@@ -213,8 +214,14 @@ static struct lt_pref *pref_of(cublasLtMatmulPreference_t pr)
 	return p && p->magic == LT_PREF_MAGIC ? p : NULL;
 }
 
+/* Ours, or a live cuBLAS handle: cuBLAS documents that a cublasHandle_t may
+ * be cast to a cublasLtHandle_t, and PyTorch does exactly that. */
 static bool handle_ok(cublasLtHandle_t h)
 {
+	uint32_t blas = phos_handle_unwrap(h, PHOS_H_BLAS);
+
+	if (blas)
+		return phos_ids_get(PHOS_H_BLAS, blas) != NULL;
 	return h && h->magic == LT_HANDLE_MAGIC;
 }
 
@@ -238,7 +245,7 @@ PHOS_EXPORT cublasStatus_t cublasLtCreate(cublasLtHandle_t *handle)
 
 PHOS_EXPORT cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle)
 {
-	if (!handle_ok(handle))
+	if (!handle_ok(handle) || phos_handle_unwrap(handle, PHOS_H_BLAS))
 		return CUBLAS_STATUS_NOT_INITIALIZED;
 	handle->magic = 0;
 	free(handle);

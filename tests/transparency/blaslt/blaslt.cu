@@ -10,8 +10,10 @@
 //      caller's storage (cublasLt*Init)
 //   4. FP64 with alpha and beta in device memory (CUBLASLT_POINTER_MODE_DEVICE)
 //   5. attributes read back, and size checks
+//   6. a cublasHandle_t cast to a cublasLtHandle_t, as cuBLAS allows (PyTorch does it)
 // Prints "blaslt: ok" when every check passed.
 #include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -351,6 +353,47 @@ static void case_attributes(void)
 	cublasLtMatmulDescDestroy(op);
 }
 
+static void case_cublas_handle(cudaStream_t st)
+{
+	const int n = 16;
+	std::vector<float> a(n * n), c(n * n);
+	for (int i = 0; i < n * n; i++)
+		a[i] = (float)(i % 7) - 3.0f;
+	float *da, *dc;
+	CK(cudaMalloc(&da, n * n * 4));
+	CK(cudaMalloc(&dc, n * n * 4));
+	CK(cudaMemcpy(da, a.data(), n * n * 4, cudaMemcpyHostToDevice));
+	cublasHandle_t blas;
+	if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) {
+		printf("cublasCreate failed\n");
+		exit(1);
+	}
+	cublasLtHandle_t lt = (cublasLtHandle_t)blas;
+	cublasLtMatmulDesc_t op;
+	cublasLtMatrixLayout_t l;
+	LT(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+	LT(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, n, n, n));
+	float alpha = 1, beta = 0;
+	LT(cublasLtMatmul(lt, op, &alpha, da, l, da, l, &beta, dc, l, dc, l, nullptr, nullptr, 0, st));
+	CK(cudaMemcpyAsync(c.data(), dc, n * n * 4, cudaMemcpyDeviceToHost, st));
+	CK(cudaStreamSynchronize(st));
+	double err = 0;
+	for (int j = 0; j < n; j++)
+		for (int i = 0; i < n; i++) {
+			double acc = 0;
+			for (int p = 0; p < n; p++)
+				acc += (double)a[i + p * n] * a[p + j * n];
+			err = fmax(err, fabs(acc - c[i + j * n]));
+		}
+	expect(err < 1e-3, "a matmul on a cuBLAS handle cast to cuBLASLt's");
+	printf("cublas handle as cublasLt handle: max abs err %.2e\n", err);
+	cublasLtMatrixLayoutDestroy(l);
+	cublasLtMatmulDescDestroy(op);
+	cublasDestroy(blas);
+	cudaFree(da);
+	cudaFree(dc);
+}
+
 int main()
 {
 	cublasLtHandle_t lt;
@@ -365,6 +408,7 @@ int main()
 	case_bf16_rows_batched(lt, ws, ws_size, st);
 	case_fp64_device_scalars(lt, st);
 	case_attributes();
+	case_cublas_handle(st);
 	CK(cudaFree(ws));
 	CK(cudaStreamDestroy(st));
 	LT(cublasLtDestroy(lt));
