@@ -77,7 +77,7 @@ def log(msg):
 
 
 def record(case, system, metric, value, unit):
-    records.append({"bench": "coldstart", "case": case, "system": system, "metric": metric,
+    records.append({"bench": BENCH, "case": case, "system": system, "metric": metric,
                     "value": value, "unit": unit, "device": DEVICE, "date": DATE})
     v = f"{value:12.4f}" if isinstance(value, (int, float)) else str(value)
     log(f"  {case:20s} {system:16s} {metric:30s} {v} {unit}")
@@ -223,6 +223,22 @@ def mlp_argv(size):
     return [os.path.join(A.build, "functions", "examples", "mlp"), "--weights-mib", str(size * A.unit_mib)]
 
 
+# The function measured: its name in case names, and its argv for a size in GiB
+# (it takes --save-weights F and --weights-file F). bench/torch_coldstart.py
+# sets these to its PyTorch function before main().
+BENCH = "coldstart"
+FN = "mlp"
+fn_argv = mlp_argv  # noqa: E305
+# The targets: >= 20x the driver API at TARGET_GIB (and NATIVE_SPEEDUP x the
+# native cold start, when set); a warm call adds <= WARM_ADDED_S to the
+# native one (or, WARM_RATIO set, takes at most that times the native one).
+TARGET_GIB = 16
+DEFAULT_SIZES = "1,4,16"
+NATIVE_SPEEDUP = None
+WARM_ADDED_S = 0.001
+WARM_RATIO = None
+
+
 def native_argv(argv):
     """A native process; with --sim (a dry run of this script without a GPU), the
     same program under phos-fn run on the sim device."""
@@ -236,7 +252,7 @@ class NativeCold:
     process for one warm request afterwards (/native-warm)."""
 
     def __init__(self, size, weights):
-        self.argv = native_argv(mlp_argv(size) + ["--weights-file", weights])
+        self.argv = native_argv(fn_argv(size) + ["--weights-file", weights])
         self.p = None
 
     def cold(self, body):
@@ -277,11 +293,11 @@ class CriuCold:
         criu = S.find_criu()
         shutil.rmtree(self.work, ignore_errors=True)
         os.makedirs(self.img)
-        self.fn = S.Native(self.work, mlp_argv(self.size))
+        self.fn = S.Native(self.work, fn_argv(self.size))
         line, t_init = self.fn.ask(REQUEST, timeout)
         ans = S.answer(line)
         if not (ans and ans.get("ok")):
-            raise S.StepError(f"native mlp answered {line[:300]}")
+            raise S.StepError(f"native {FN} answered {line[:300]}")
         S.ckpt("lock,checkpoint", self.fn.pid, timeout)
         for extra in ([], ["--ext-unix-sk", "--link-remap", "--file-locks"]):
             shutil.rmtree(self.img, ignore_errors=True)
@@ -465,25 +481,25 @@ def measure(case, system, cold, warm, want, reps, warmup=False):
 
 
 def run_size(size, front):
-    work = os.path.join(A.workdir, f"mlp-{size}")
+    work = os.path.join(A.workdir, f"{FN}-{size}")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     weights = os.path.join(work, "weights.bin")
     timeout = 300 + 60 * size
     got = {}
 
-    log(f"== mlp {size} GiB: weights file")
-    rc, t, out, err = S.sh(native_argv(mlp_argv(size) + ["--save-weights", weights]), timeout,
+    log(f"== {FN} {size} GiB: weights file")
+    rc, t, out, err = S.sh(native_argv(fn_argv(size) + ["--save-weights", weights]), timeout,
                            env=S.native_env(), stdin_data="")
     if rc != 0:
-        error(f"mlp-{size}GiB", "native", "save weights", err[-2000:])
+        error(f"{FN}-{size}GiB", "native", "save weights", err[-2000:])
         return
     want = None
     try:
         BW["disk_read_gbs"] = disk_read_gbs(weights)
-        record(f"mlp-{size}GiB-dropped", "limit", "disk_read_odirect", BW["disk_read_gbs"], "GB/s")
+        record(f"{FN}-{size}GiB-dropped", "limit", "disk_read_odirect", BW["disk_read_gbs"], "GB/s")
     except OSError as e:
-        error(f"mlp-{size}GiB-dropped", "limit", "disk read", str(e))
+        error(f"{FN}-{size}GiB-dropped", "limit", "disk read", str(e))
 
     # native: the reference answer too
     nat = NativeCold(size, weights)
@@ -491,11 +507,11 @@ def run_size(size, front):
     front.handlers["native-warm"] = nat.ask
     # native always runs: its answer is the reference
     for cache in ("pagecache", "dropped"):
-        case = f"mlp-{size}GiB-{cache}"
+        case = f"{FN}-{size}GiB-{cache}"
         if cache == "pagecache":
             st, body, _, _ = call(front.port, "POST", "/native", REQUEST)  # fills the page cache
             want = S.answer(body)
-            check(f"mlp {size} GiB native answers", st == 200 and want and want.get("ok"), body[:300])
+            check(f"{FN} {size} GiB native answers", st == 200 and want and want.get("ok"), body[:300])
             if not (want and want.get("ok")):
                 nat.close()
                 return
@@ -517,11 +533,11 @@ def run_size(size, front):
         front.handlers["criu"] = cr.cold
         front.handlers["criu-warm"] = cr.warm
         try:
-            log(f"== mlp {size} GiB: driver-api+criu checkpoint")
-            before = cr.prepare(f"mlp-{size}GiB", timeout)
-            check(f"mlp {size} GiB baseline process answers as native", before == want, str(before)[:300])
+            log(f"== {FN} {size} GiB: driver-api+criu checkpoint")
+            before = cr.prepare(f"{FN}-{size}GiB", timeout)
+            check(f"{FN} {size} GiB baseline process answers as native", before == want, str(before)[:300])
             for cache in ("pagecache", "dropped"):
-                case = f"mlp-{size}GiB-{cache}"
+                case = f"{FN}-{size}GiB-{cache}"
 
                 def cold(cache=cache):
                     cr.kill()
@@ -535,7 +551,7 @@ def run_size(size, front):
                                                           lambda: call(front.port, "POST", "/criu-warm", REQUEST),
                                                           want, 1)
         except S.StepError as e:
-            error(f"mlp-{size}GiB", "driver-api+criu", "run", str(e))
+            error(f"{FN}-{size}GiB", "driver-api+criu", "run", str(e))
         finally:
             cr.close()
             shutil.rmtree(cr.work, ignore_errors=True)
@@ -543,33 +559,33 @@ def run_size(size, front):
     # phos
     if "phos" in A.systems:
         state = os.path.join(work, "phos-state")
-        fname = f"mlp{size}"
+        fname = f"{FN.replace('_', '')}{size}"
         inv = None
         try:
-            log(f"== mlp {size} GiB: phos deploy (snapshot) and the call that records the prefetch order")
+            log(f"== {FN} {size} GiB: phos deploy (snapshot) and the call that records the prefetch order")
             inv = Invoker(state, [])
             t0 = time.perf_counter()
             st, body, _, _ = call(inv.port, "POST", "/system/functions",
-                                  {"name": fname, "program": mlp_argv(size)[0], "args": mlp_argv(size)[1:],
+                                  {"name": fname, "program": fn_argv(size)[0], "args": fn_argv(size)[1:],
                                    "device": A.device, "limits": {"idle_ms": 1000, "timeout_ms": 900000}})
             if st != 201:
                 raise S.StepError(f"deploy: {st} {body[:1000]!r}")
-            record(f"mlp-{size}GiB", "phos-ondemand", "deploy_with_snapshot_s", time.perf_counter() - t0, "s")
+            record(f"{FN}-{size}GiB", "phos-ondemand", "deploy_with_snapshot_s", time.perf_counter() - t0, "s")
             inv.settled(fname)
             st, body, hdrs, dt = call(inv.port, "POST", f"/function/{fname}", REQUEST)
-            check(f"mlp {size} GiB phos first call answers as native", st == 200 and S.answer(body) == want,
+            check(f"{FN} {size} GiB phos first call answers as native", st == 200 and S.answer(body) == want,
                   f"{st} {body[:300]!r}")
             snap = os.path.join(state, "snapshots", fname)
             with open(os.path.join(snap, "manifest.json")) as f:
                 man = json.load(f)
             sizes = {b["id"]: b["size"] for b in man["buffers"]}
             touched = sum(sizes.get(i, 0) for i in man.get("prefetch", []))
-            record(f"mlp-{size}GiB", "phos-ondemand", "touched_bytes", touched, "B")
-            record(f"mlp-{size}GiB", "phos-ondemand", "snapshot_gpu_bytes", man.get("gpu_bytes", 0), "B")
+            record(f"{FN}-{size}GiB", "phos-ondemand", "touched_bytes", touched, "B")
+            record(f"{FN}-{size}GiB", "phos-ondemand", "snapshot_gpu_bytes", man.get("gpu_bytes", 0), "B")
             inv.stop()
             inv = None
             for cache in ("pagecache", "dropped"):
-                case = f"mlp-{size}GiB-{cache}"
+                case = f"{FN}-{size}GiB-{cache}"
                 lim = touched / (BW["h2d_pinned_gbs"] * 1e9) if BW.get("h2d_pinned_gbs") else None
                 if lim:
                     record(case, "limit", "touched_over_h2d_s", lim, "s")
@@ -611,20 +627,20 @@ def run_size(size, front):
                                     check(f"{case}: stop-the-world restore moves GPU data at {rate:.1f} GB/s "
                                           f">= 80% of pinned H2D ({BW['h2d_pinned_gbs']:.1f} GB/s)",
                                           rate >= 0.8 * BW["h2d_pinned_gbs"])
-                    keep_log(inv_now, f"mlp{size}-{cache}-{system}")
+                    keep_log(inv_now, f"{FN}{size}-{cache}-{system}")
                     inv.stop()
                     inv = None
         except (S.StepError, OSError, ValueError) as e:
-            error(f"mlp-{size}GiB", "phos", "run", str(e))
+            error(f"{FN}-{size}GiB", "phos", "run", str(e))
             if inv and OUT:  # what the invoker and its executors said
-                shutil.copy(inv.log.name, os.path.join(OUT, f"invoker-mlp{size}-failed.log"))
+                shutil.copy(inv.log.name, os.path.join(OUT, f"invoker-{FN}{size}-failed.log"))
         finally:
             if inv:
                 inv.stop()
 
     # ratios and targets
     for cache in ("pagecache", "dropped"):
-        case = f"mlp-{size}GiB-{cache}"
+        case = f"{FN}-{size}GiB-{cache}"
         base = got.get(("driver-api+criu", cache))
         for system in ("phos-stw", "phos-ondemand", "native"):
             v = got.get((system, cache))
@@ -641,17 +657,27 @@ def run_size(size, front):
             if cache == "pagecache":
                 check(f"{case}: on-demand first response {v:.3f} s <= 1.2 x touched/H2D + 15 ms = {target:.3f} s",
                       v <= target)
-        if v and base and cache == "pagecache" and size == 16:
+        if v and base and cache == "pagecache" and size == TARGET_GIB:
             check(f"{case}: on-demand >= 20x faster than driver-api+criu ({base / v:.1f}x)", base / v >= 20)
-    nat_warm = [r["value"] for r in records if r["case"] == f"mlp-{size}GiB-pagecache"
+        nat = got.get(("native", cache))
+        if v and nat:
+            record(case, "phos-ondemand", "speedup_vs_native", nat / v, "x")
+            if NATIVE_SPEEDUP and cache == "pagecache" and size == TARGET_GIB:
+                check(f"{case}: on-demand >= {NATIVE_SPEEDUP}x faster than the native cold start ({nat / v:.1f}x)",
+                      nat / v >= NATIVE_SPEEDUP)
+    nat_warm = [r["value"] for r in records if r["case"] == f"{FN}-{size}GiB-pagecache"
                 and r["system"] == "native" and r["metric"] == "warm_response_s"]
     for system in ("phos-ondemand", "phos-stw"):
-        w = [r["value"] for r in records if r["case"] == f"mlp-{size}GiB-pagecache"
+        w = [r["value"] for r in records if r["case"] == f"{FN}-{size}GiB-pagecache"
              and r["system"] == system and r["metric"] == "warm_response_s"]
         if w and nat_warm:
-            record(f"mlp-{size}GiB-pagecache", system, "warm_added_over_native_s", w[0] - nat_warm[0], "s")
-            if system == "phos-ondemand":
-                check(f"mlp {size} GiB: a warm invocation adds {1e3 * (w[0] - nat_warm[0]):.2f} ms "
+            record(f"{FN}-{size}GiB-pagecache", system, "warm_added_over_native_s", w[0] - nat_warm[0], "s")
+            record(f"{FN}-{size}GiB-pagecache", system, "warm_over_native", w[0] / nat_warm[0], "x")
+            if system == "phos-ondemand" and WARM_RATIO:
+                check(f"{FN} {size} GiB: a warm invocation takes {w[0] / nat_warm[0]:.3f}x the native one "
+                      f"(<= {WARM_RATIO}x)", w[0] / nat_warm[0] <= WARM_RATIO)
+            elif system == "phos-ondemand":
+                check(f"{FN} {size} GiB: a warm invocation adds {1e3 * (w[0] - nat_warm[0]):.2f} ms "
                       "(HTTP + forwarding) to the native function's time (<= 1 ms)", w[0] - nat_warm[0] <= 0.001)
     if not A.keep_files:
         shutil.rmtree(work, ignore_errors=True)
@@ -672,7 +698,7 @@ def chart(path):
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     w = 0.2
     for ax, cache in zip(axes, ("pagecache", "dropped")):
-        cases = [f"mlp-{s}GiB-{cache}" for s in A.sizes]
+        cases = [f"{FN}-{s}GiB-{cache}" for s in A.sizes]
         for i, (system, color) in enumerate(systems):
             xs = [k + (i - 1.5) * w for k in range(len(cases))]
             vals = [get.get((c, system, "first_response_s")) for c in cases]
@@ -692,7 +718,7 @@ def chart(path):
         ax.set_yscale("log")
         ax.set_ylabel("HTTP request to response (s)")
         ax.set_title(f"cold start, image {'in the page cache' if cache == 'pagecache' else 'evicted'}")
-    fig.suptitle(f"mlp cold start over HTTP, {DEVICE}, {DATE}; pinned H2D {BW.get('h2d_pinned_gbs', 0):.1f} GB/s",
+    fig.suptitle(f"{FN} cold start over HTTP, {DEVICE}, {DATE}; pinned H2D {BW.get('h2d_pinned_gbs', 0):.1f} GB/s",
                  fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -701,12 +727,12 @@ def chart(path):
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("build")
-    p.add_argument("--sizes", default="1,4,16")
+    p.add_argument("--sizes", default=DEFAULT_SIZES)
     p.add_argument("--systems", default="baseline,phos", help="besides native (always: the reference)")
     p.add_argument("--reps", type=int, default=3, help="cold starts per page-cache case (median reported)")
     p.add_argument("--warm-calls", type=int, default=5, help="warm calls after each cold start (median reported)")
     p.add_argument("--workdir", default=os.environ.get("PHOS_BENCH_DIR", "/var/tmp/phos-bench-coldstart"))
-    p.add_argument("--name", default="coldstart")
+    p.add_argument("--name", default=BENCH)
     p.add_argument("--keep-files", action="store_true")
     p.add_argument("--call-timeout", type=float, default=300, help="seconds one phos call may take")
     # A dry run without a GPU: sim device, sizes in units of --unit-mib, no baseline.
@@ -777,7 +803,7 @@ def main():
     if OUT and os.path.isdir(logs):
         S.sh(["tar", "czf", os.path.join(OUT, f"{A.name}-logs.tar.gz"), "-C", A.workdir, "logs"], 120)
     bad = [c for c in checks if not c["ok"]]
-    log(f"coldstart: {len(checks) - len(bad)} of {len(checks)} checks passed")
+    log(f"{BENCH}: {len(checks) - len(bad)} of {len(checks)} checks passed")
     return 1 if bad else 0
 
 

@@ -7,17 +7,21 @@ Init imports torch, builds an MLP of --layers Linear layers of width
 (no downloads), in --dtype (float32, float16 or bfloat16), and warms it up
 with one forward pass; then phos_fn.serve(handler): the snapshot point.
 --mib M sizes the width so that the weights take about M MiB instead.
+As a real model would, it can read its weights from disk: --save-weights F
+writes them (torch.save of the state dict, atomically) after init;
+--weights-file F loads them from F (memory-mapped) into the model instead
+of drawing them.
 
 Each request {"batch": B (1..256), "seed": s, "check": bool} draws an input
 of B rows from s, runs the model and answers
 {"batch": B, "checksum": sum of the output, "head": its first 4 values,
-"params": number of weights, "device": ..., "dtype": ...}; with "check" it
-also runs the same model on a CPU copy in float64 and adds
-{"max_abs_err": E, "tol": T, "ok": E <= T} (small models only: at most
-64 Mi weights).
+"params": number of weights, "device": ..., "dtype": ..., "ok": every
+output finite}; with "check" it also runs the same model on a CPU copy in
+float64, adds {"max_abs_err": E, "tol": T} and "ok" also says E <= T (small
+models only: at most 64 Mi weights).
 
     torch_mlp.py [--hidden H (512)] [--layers L (4)] [--mib M] [--seed S (1)]
-                 [--dtype float32|float16|bfloat16]
+                 [--dtype float32|float16|bfloat16] [--save-weights F | --weights-file F]
 """
 import argparse
 import os
@@ -32,7 +36,11 @@ ap.add_argument("--layers", type=int, default=4)
 ap.add_argument("--mib", type=int, default=0)
 ap.add_argument("--seed", type=int, default=1)
 ap.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
+ap.add_argument("--save-weights")
+ap.add_argument("--weights-file")
 a = ap.parse_args()
+if a.save_weights and a.weights_file:
+    sys.exit("torch_mlp: --save-weights and --weights-file exclude each other")
 if not 1 <= a.layers <= 64:
     sys.exit("torch_mlp: --layers must be 1..64")
 if a.mib < 0 or a.mib > 65536:
@@ -56,12 +64,19 @@ gen.manual_seed(a.seed)
 layers = []
 for _ in range(a.layers):
     lin = torch.nn.Linear(hidden, hidden, device=dev, dtype=DTYPE)
-    with torch.no_grad():
-        lin.weight.normal_(0.0, hidden ** -0.5, generator=gen)
-        lin.bias.uniform_(-0.1, 0.1, generator=gen)
+    if not a.weights_file:
+        with torch.no_grad():
+            lin.weight.normal_(0.0, hidden ** -0.5, generator=gen)
+            lin.bias.uniform_(-0.1, 0.1, generator=gen)
     layers += [lin, torch.nn.GELU(approximate="tanh")]
-model = torch.nn.Sequential(*layers[:-1]).eval()
+model = torch.nn.Sequential(*layers[:-1]).eval().requires_grad_(False)
 params = sum(p.numel() for p in model.parameters())
+if a.weights_file:
+    model.load_state_dict(torch.load(a.weights_file, mmap=True, weights_only=True))
+if a.save_weights:
+    tmp = f"{a.save_weights}.tmp-{os.getpid()}"
+    torch.save(model.state_dict(), tmp)
+    os.replace(tmp, a.save_weights)
 
 
 def forward(batch, seed):
@@ -84,7 +99,8 @@ def handle(req):
         return 400, {"error": "batch must be 1..256"}
     x, y = forward(batch, seed)
     out = {"batch": batch, "checksum": float(y.double().sum()), "head": [float(v) for v in y.flatten()[:4]],
-           "params": params, "hidden": hidden, "device": torch.cuda.get_device_name(), "dtype": a.dtype}
+           "params": params, "hidden": hidden, "device": torch.cuda.get_device_name(), "dtype": a.dtype,
+           "ok": bool(torch.isfinite(y).all())}
     if body.get("check"):
         if params > (64 << 20):
             return 400, {"error": "check: the model is too big for the CPU reference"}
@@ -96,7 +112,7 @@ def handle(req):
                 ref = torch.nn.functional.gelu(ref, approximate="tanh")
         err = float((y.double().cpu() - ref).abs().max())
         tol = {"float32": 1e-3, "float16": 5e-2, "bfloat16": 2e-1}[a.dtype]
-        out.update({"max_abs_err": err, "tol": tol, "ok": err <= tol})
+        out.update({"max_abs_err": err, "tol": tol, "ok": out["ok"] and err <= tol})
     return out
 
 
