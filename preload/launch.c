@@ -3,16 +3,27 @@
  * Fatbins, kernels, device variables and launches: the hidden registration API
  * nvcc's generated code calls, and the public launch API.
  *
- *   constructor of each translation unit (before main):
- *     __cudaRegisterFatBinary(&wrapper)  → module id; MODULE_LOAD + fatbin
- *     __cudaRegisterFunction(mod, stub)  → func id;   FUNC_REGISTER + mangled name
- *     __cudaRegisterVar(mod, &shadow)    → var id;    VAR_REGISTER + name
+ *   constructor of each translation unit (before main), nothing sent:
+ *     __cudaRegisterFatBinary(&wrapper)  → module id
+ *     __cudaRegisterFunction(mod, stub)  → func id, on the module's list
+ *     __cudaRegisterVar(mod, &shadow)    → var id, on the module's list
+ *   first use of a module (a kernel's FUNC_INFO, a variable's VAR_INFO, an
+ *   attribute or occupancy query), as CUDA's lazy loading does:
+ *     MODULE_LOAD + fatbin, then FUNC_REGISTER and VAR_REGISTER for every
+ *     kernel and variable of the module (a kernel may write a variable the
+ *     host never names: the executor must know it, to snapshot it)
  *   kernel<<<g, b, s, st>>>(args):
  *     __cudaPushCallConfiguration(g, b, s, st)
  *     stub: __cudaGetKernel(&h, stub) once; __cudaPopCallConfiguration(...)
  *           __cudaLaunchKernel(h, g, b, args, s, st)
  *   first launch of a kernel: FUNC_INFO (sync) → parameter layout, cached;
  *   every launch: arguments packed at their offsets, LAUNCH posted.
+ *
+ * A program that registers thousands of fatbins and uses a few (PyTorch:
+ * libtorch_cuda's ~1 GB of them) sends, snapshots and restores only those it
+ * used. CUDA_MODULE_LOADING=EAGER sends every module at registration, as
+ * CUDA then loads them. Modules loaded through the driver API
+ * (cuModuleLoadData) are sent at once: the load's verdict is that call's.
  *
  * A fatbin that does not validate is remembered as invalid and never sent: its
  * kernels fail to launch with cudaErrorInvalidKernelImage, nothing crashes.
@@ -43,18 +54,25 @@ struct fatbin_wrapper {
 	void *filename_or_fatbins;
 };
 
+struct func;
+struct var;
+
 struct module {
 	uint32_t id;
 	bool valid;          /* the fatbin validated */
-	bool sent;           /* the executor has it (connected when registered) */
+	bool sent;           /* the executor has it, its kernels and variables (lazy_lock) */
 	bool owned;          /* image is our copy (cuModuleLoadData), freed at unload */
 	const void *image;
 	size_t size;
+	struct func *funcs;  /* registered kernels and variables, newest first (lazy_lock) */
+	struct var *vars;
 };
 
 struct func {
 	uint32_t id;
 	struct module *mod;
+	struct func *next;   /* on mod->funcs */
+	bool registered;     /* the executor has it (lazy_lock; read with acquire) */
 	const void *host;    /* the host stub nvcc registered; NULL: cuModuleGetFunction */
 	char *name;
 	bool missing;        /* cuModuleGetFunction of a name the module lacks */
@@ -66,6 +84,8 @@ struct func {
 struct var {
 	uint32_t id;
 	struct module *mod;
+	struct var *next;    /* on mod->vars */
+	bool registered;     /* the executor has it (lazy_lock) */
 	const void *host;    /* the host shadow of the variable; NULL: cuModuleGetGlobal */
 	char *name;
 	uint64_t size;
@@ -211,37 +231,97 @@ out:
 	return r;
 }
 
+/* Guards what the executor has been sent: module->sent, ->funcs, ->vars and
+ * the registered flags. Held across the posts, so that a record naming a
+ * kernel never overtakes its registration. */
+static pthread_mutex_t lazy_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void func_send(struct func *f)
+{
+	struct phos_func_register fr = { .module = f->mod->id, .func = f->id };
+
+	if (f->mod->sent && !f->registered &&
+	    phos_preload_post(PHOS_OP_FUNC_REGISTER, &fr, sizeof(fr), f->name, strlen(f->name) + 1) == cudaSuccess)
+		__atomic_store_n(&f->registered, true, __ATOMIC_RELEASE);
+}
+
+static void var_send(struct var *v)
+{
+	struct phos_var_register vr = { .module = v->mod->id, .var = v->id, .size = v->size,
+					.constant = (uint32_t)v->constant };
+
+	if (v->mod->sent && !v->registered &&
+	    phos_preload_post(PHOS_OP_VAR_REGISTER, &vr, sizeof(vr), v->name, strlen(v->name) + 1) == cudaSuccess)
+		v->registered = true;
+}
+
+/* MODULE_LOAD, then every kernel and variable of the module (lazy_lock held). */
 static void module_send(struct module *m)
 {
 	struct phos_module_load ml = { .module = m->id };
 	int r;
 
-	if (!m->valid || phos_preload_connect())
+	if (!m->valid || m->sent || phos_preload_connect())
 		return;
 	if (m->size <= PHOS_REC_MAX_PAYLOAD)
 		r = phos_preload_post(PHOS_OP_MODULE_LOAD, &ml, sizeof(ml), m->image, m->size);
 	else
 		r = module_load_shm(m);
 	m->sent = r == cudaSuccess;
-	if (r)
+	if (r) {
 		phos_warn("module %u (%zu bytes) could not be sent: %s", m->id, m->size, cudaGetErrorName(r));
+		return;
+	}
+	for (struct var *v = m->vars; v; v = v->next)
+		var_send(v);
+	for (struct func *f = m->funcs; f; f = f->next)
+		func_send(f);
 }
 
-static void func_send(const struct func *f)
+/* The executor has f (and its module, and the module's variables): sends
+ * what it lacks. cudaErrorInvalidKernelImage for a refused module. */
+static int func_ensure(struct func *f)
 {
-	struct phos_func_register fr = { .module = f->mod->id, .func = f->id };
+	int r;
 
-	if (f->mod->sent)
-		phos_preload_post(PHOS_OP_FUNC_REGISTER, &fr, sizeof(fr), f->name, strlen(f->name) + 1);
+	if (__atomic_load_n(&f->registered, __ATOMIC_ACQUIRE))
+		return f->mod->valid ? cudaSuccess : cudaErrorInvalidKernelImage;
+	r = phos_preload_connect();
+	if (r)
+		return r;
+	pthread_mutex_lock(&lazy_lock);
+	module_send(f->mod);
+	func_send(f);
+	r = f->mod->valid && f->registered ? cudaSuccess : cudaErrorInvalidKernelImage;
+	pthread_mutex_unlock(&lazy_lock);
+	return r;
 }
 
-static void var_send(const struct var *v)
+static int var_ensure(struct var *v)
 {
-	struct phos_var_register vr = { .module = v->mod->id, .var = v->id, .size = v->size,
-					.constant = (uint32_t)v->constant };
+	int r = phos_preload_connect();
 
-	if (v->mod->sent)
-		phos_preload_post(PHOS_OP_VAR_REGISTER, &vr, sizeof(vr), v->name, strlen(v->name) + 1);
+	if (r)
+		return r;
+	pthread_mutex_lock(&lazy_lock);
+	module_send(v->mod);
+	var_send(v);
+	r = v->mod->valid && v->registered ? cudaSuccess : cudaErrorInvalidKernelImage;
+	pthread_mutex_unlock(&lazy_lock);
+	return r;
+}
+
+/* CUDA_MODULE_LOADING=EAGER: every module at registration, as CUDA does then. */
+static bool eager_modules(void)
+{
+	static int eager = -1;
+	const char *e;
+
+	if (eager < 0) {
+		e = getenv("CUDA_MODULE_LOADING");
+		eager = e && !strcmp(e, "EAGER");
+	}
+	return eager;
 }
 
 /* --- the registration API --- */
@@ -266,12 +346,19 @@ PHOS_EXPORT void **__cudaRegisterFatBinary(void *fatCubin)
 		free(m);
 		return (void **)&no_module;
 	}
-	module_send(m);
 	return (void **)m;
 }
 
+/* After the module's kernels and variables are registered. */
 PHOS_EXPORT void __cudaRegisterFatBinaryEnd(void **fatCubinHandle)
 {
+	struct module *m = (struct module *)fatCubinHandle;
+
+	if (m && m != &no_module && eager_modules()) {
+		pthread_mutex_lock(&lazy_lock);
+		module_send(m);
+		pthread_mutex_unlock(&lazy_lock);
+	}
 }
 
 PHOS_EXPORT void __cudaUnregisterFatBinary(void **fatCubinHandle)
@@ -279,15 +366,18 @@ PHOS_EXPORT void __cudaUnregisterFatBinary(void **fatCubinHandle)
 	struct module *m = (struct module *)fatCubinHandle;
 	struct phos_handle h;
 
-	if (!m || m == &no_module || !m->sent)
+	if (!m || m == &no_module)
 		return;
 	/* Kernels keep their ids but can no longer launch; structures stay, as
 	 * stubs may still point at them from other atexit handlers. */
 	h.id = m->id;
 	h._pad = 0;
-	m->sent = false;
+	pthread_mutex_lock(&lazy_lock);
 	m->valid = false;
-	phos_preload_post(PHOS_OP_MODULE_UNLOAD, &h, sizeof(h), NULL, 0);
+	if (m->sent)
+		phos_preload_post(PHOS_OP_MODULE_UNLOAD, &h, sizeof(h), NULL, 0);
+	m->sent = false;
+	pthread_mutex_unlock(&lazy_lock);
 }
 
 PHOS_EXPORT char __cudaInitModule(void **fatCubinHandle)
@@ -316,7 +406,11 @@ PHOS_EXPORT void __cudaRegisterFunction(void **fatCubinHandle, const char *hostF
 		phos_ids_take(PHOS_H_FUNC, f->id);
 		goto err;
 	}
-	func_send(f);
+	pthread_mutex_lock(&lazy_lock);
+	f->next = m->funcs;
+	m->funcs = f;
+	func_send(f);   /* a module already sent (a late registration) */
+	pthread_mutex_unlock(&lazy_lock);
 	return;
 err:
 	if (f)
@@ -371,7 +465,11 @@ PHOS_EXPORT void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *d
 		phos_ids_take(PHOS_H_VAR, v->id);
 		goto err;
 	}
+	pthread_mutex_lock(&lazy_lock);
+	v->next = m->vars;
+	m->vars = v;
 	var_send(v);
+	pthread_mutex_unlock(&lazy_lock);
 	return;
 err:
 	if (v)
@@ -379,43 +477,26 @@ err:
 	free(v);
 }
 
-static void resend_module(void *obj)
-{
-	struct module *m = obj;
-
-	if (m->valid)
-		module_send(m);
-}
-
-static void resend_func(void *obj)
-{
-	func_send(obj);
-}
-
-static void resend_var(void *obj)
-{
-	struct var *v = obj;
-
-	memset(v->have_info, 0, sizeof(v->have_info));
-	var_send(v);
-}
-
+/* The executor dropped every module (a device reset): each is sent again at
+ * its next use, with fresh variables, as CUDA reloads modules after a reset.
+ * The ids stay ours; registrations are never freed, so ids are dense. */
 void phos_launch_reset(void)
 {
-	/* Walk the tables in id order without emptying them: the executor
-	 * dropped the objects, the ids stay ours. */
-	const uint32_t kinds[] = { PHOS_H_MODULE, PHOS_H_FUNC, PHOS_H_VAR };
-	void (*const fns[])(void *) = { resend_module, resend_func, resend_var };
+	pthread_mutex_lock(&lazy_lock);
+	for (uint32_t id = 1; id < PHOS_MAX_IDS; id++) {
+		struct module *m = phos_ids_get(PHOS_H_MODULE, id);
 
-	for (unsigned k = 0; k < 3; k++) {
-		for (uint32_t id = 1; id < PHOS_MAX_IDS; id++) {
-			void *obj = phos_ids_get(kinds[k], id);
-
-			if (!obj)
-				break; /* registrations are never freed: ids are dense */
-			fns[k](obj);
+		if (!m)
+			break;
+		m->sent = false;
+		for (struct func *f = m->funcs; f; f = f->next)
+			__atomic_store_n(&f->registered, false, __ATOMIC_RELEASE);
+		for (struct var *v = m->vars; v; v = v->next) {
+			v->registered = false;
+			memset(v->have_info, 0, sizeof(v->have_info));
 		}
 	}
+	pthread_mutex_unlock(&lazy_lock);
 }
 
 /* --- variables --- */
@@ -433,6 +514,9 @@ static int var_info(struct var *v, uint64_t *ret_addr, uint64_t *ret_size)
 	if (d < 0 || d >= PHOS_MAX_DEVICES)
 		return cudaErrorInvalidDevice;
 	if (!__atomic_load_n(&v->have_info[d], __ATOMIC_ACQUIRE)) {
+		r = var_ensure(v);
+		if (r)
+			return r;
 		h.id = v->id;
 		h._pad = 0;
 		r = phos_preload_call(PHOS_OP_VAR_INFO, &h, sizeof(h), NULL, 0, &vi, sizeof(vi), &len, NULL);
@@ -502,17 +586,14 @@ static int func_info(struct func *f, struct phos_reply_func_info *ret)
 {
 	struct phos_handle h = { .id = f->id };
 	size_t len = 0;
-	int r = cudaSuccess;
+	int r = func_ensure(f);
 
+	if (r)
+		return r;
 	if (__atomic_load_n(&f->have_info, __ATOMIC_ACQUIRE)) {
 		*ret = f->info;
 		return cudaSuccess;
 	}
-	r = phos_preload_connect();
-	if (r)
-		return r;
-	if (!f->mod->valid || !f->mod->sent)
-		return cudaErrorInvalidKernelImage;
 	pthread_mutex_lock(&f->lock);
 	if (!f->have_info) {
 		r = phos_preload_call(PHOS_OP_FUNC_INFO, &h, sizeof(h), NULL, 0, &f->info, sizeof(f->info), &len,
@@ -876,8 +957,9 @@ PHOS_EXPORT cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttr
 
 	if (r)
 		return phos_set_error(r);
-	if (!f->mod->valid || !f->mod->sent)
-		return phos_set_error(cudaErrorInvalidKernelImage);
+	r = func_ensure(f);
+	if (r)
+		return phos_set_error(r);
 	a.func = f->id;
 	/* Synchronous, so that a refused value is this call's error. */
 	r = phos_preload_call(PHOS_OP_FUNC_SET_ATTR, &a, sizeof(a), NULL, 0, NULL, 0, NULL, NULL);
@@ -922,8 +1004,9 @@ PHOS_EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(i
 	r = func_get(func, &f, NULL);
 	if (r)
 		return phos_set_error(r);
-	if (!f->mod->valid || !f->mod->sent)
-		return phos_set_error(cudaErrorInvalidKernelImage);
+	r = func_ensure(f);
+	if (r)
+		return phos_set_error(r);
 	o.func = f->id;
 	r = phos_preload_call(PHOS_OP_OCCUPANCY, &o, sizeof(o), NULL, 0, &blocks, sizeof(blocks), &len, NULL);
 	if (r == cudaSuccess && len != sizeof(blocks))
@@ -952,8 +1035,9 @@ static int occupancy_cluster(int *ret, const void *func, const cudaLaunchConfig_
 	r = func_get(func, &f, NULL);
 	if (r)
 		return r;
-	if (!f->mod->valid || !f->mod->sent)
-		return cudaErrorInvalidKernelImage;
+	r = func_ensure(f);
+	if (r)
+		return r;
 	o.func = f->id;
 	o.grid[0] = config->gridDim.x;
 	o.grid[1] = config->gridDim.y;
@@ -1073,7 +1157,9 @@ PHOS_EXPORT int phos_module_load(const void *image, uint32_t *ret_id)
 		free(m);
 		return r;
 	}
+	pthread_mutex_lock(&lazy_lock);
 	module_send(m);
+	pthread_mutex_unlock(&lazy_lock);
 	/* The device's verdict (a PTX the JIT refuses, a cubin for another GPU). */
 	h.id = m->id;
 	r = m->sent ? phos_preload_call(PHOS_OP_MODULE_STATUS, &h, sizeof(h), NULL, 0, NULL, 0, NULL, NULL)
@@ -1093,10 +1179,12 @@ PHOS_EXPORT int phos_module_unload(uint32_t id)
 
 	if (!m || !m->owned || !m->image)
 		return cudaErrorInvalidResourceHandle;   /* a registered fatbin is not the user's */
+	pthread_mutex_lock(&lazy_lock);
 	if (m->sent)
 		phos_preload_post(PHOS_OP_MODULE_UNLOAD, &h, sizeof(h), NULL, 0);
 	m->sent = false;
 	m->valid = false;
+	pthread_mutex_unlock(&lazy_lock);
 	free((void *)m->image);
 	m->image = NULL;
 	return cudaSuccess;
@@ -1135,7 +1223,10 @@ PHOS_EXPORT int phos_module_function(uint32_t module, const char *name, void **r
 			free(f);
 			return r;
 		}
-		func_send(f);
+		pthread_mutex_lock(&lazy_lock);
+		f->next = m->funcs;
+		m->funcs = f;
+		pthread_mutex_unlock(&lazy_lock);
 	}
 	/* A name the module lacks is this call's error, not the first launch's. */
 	r = func_info(f, &fi);
@@ -1178,7 +1269,10 @@ PHOS_EXPORT int phos_module_global(uint32_t module, const char *name, uint64_t *
 			free(v);
 			return r;
 		}
-		var_send(v);
+		pthread_mutex_lock(&lazy_lock);
+		v->next = m->vars;
+		m->vars = v;
+		pthread_mutex_unlock(&lazy_lock);
 	}
 	return var_info(v, ret_addr, ret_size);
 }

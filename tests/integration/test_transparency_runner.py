@@ -72,8 +72,8 @@ try:
     # prints which libcudart serves it: natively its own copy, under phos-fn ours
     os.symlink(program("tests", "transparency", "guard", "rpath_cudart"), os.path.join(area, "printer"))
     with open(os.path.join(area, "runner.json"), "w") as f:
-        # NVML: refused (a libcuda.so.1 would be served by the driver stand-in)
-        json.dump({"probe": {"args": ["dlopen", program("tests", "transparency", "guard", "libnvidia-ml.so.1")]},
+        # a driver mapped by hand: refused (one reached by dlopen would be served by the driver stand-in)
+        json.dump({"probe": {"args": ["mmap", program("tests", "transparency", "guard", "libcuda.so.1")]},
                    "printer": {"same_output": True}}, f)
     out2 = os.path.join(tmp, "new.json")
     p = runner(out2, "--programs", os.path.join(tmp, "areas"), "--native", "yes")

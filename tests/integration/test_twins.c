@@ -162,7 +162,18 @@ static void lc_step(const struct phos_sim_launch *l)
 		x[i] = x[i] * 1103515245u + 12345u + step;
 }
 
+/* lazy_modules.cu */
+static void lz_fill(const struct phos_sim_launch *l)
+{
+	int *x = PHOS_SIM_ARG(l, 0, int *);
+	int n = PHOS_SIM_ARG(l, 1, int);
+
+	for (int i = 0; i < n; i++)
+		x[i] = 3 * i + 1;
+}
+
 static const struct phos_sim_twin twins[] = {
+	{ "_Z7lz_fillPii", lz_fill },
 	{ "_Z7lc_stepPjij", lc_step },
 	{ "_Z7hm_fillPiii", hm_fill },
 	{ "_Z8xfer_p4kPi3p4ki", xfer_p4k },

@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: MIT
+"""Modules are sent to the executor at their first use, as CUDA's lazy loading
+loads them (preload/launch.c): lazy_modules has two fatbins and uses one.
+
+- its snapshot holds the used module with every kernel and variable of it
+  (lz_counter, which the host never names, included: a kernel may write
+  it), and nothing of the unused one;
+- the restored function answers as the original did;
+- with CUDA_MODULE_LOADING=EAGER both modules are in the snapshot, as CUDA
+  loads every module then.
+"""
+import json
+import os
+import shutil
+import tempfile
+
+from harness import DEVICE, answers, check, done, phos, program
+
+PROG = program("tests", "integration", "lazy_modules")
+WANT = sum(3 * i + 1 for i in range(1000))
+
+tmp = tempfile.mkdtemp(prefix="phos-lazy-test-")
+try:
+    for eager in (False, True):
+        snap = os.path.join(tmp, "eager" if eager else "lazy")
+        env = {"CUDA_MODULE_LOADING": "EAGER"} if eager else {}
+        p = phos("snapshot", "--device", DEVICE, "-o", snap, "--", PROG, extra_env=env, timeout=120)
+        check(p.returncode == 0, f"snapshot (eager {eager}): rc {p.returncode} {p.stderr[-1500:]}")
+        if p.returncode != 0:
+            continue
+        with open(os.path.join(snap, "manifest.json")) as f:
+            man = json.load(f)
+        kernels = sorted(k["name"] for k in man.get("kernels", []))
+        variables = sorted(v["name"] for v in man.get("variables", []))
+        if eager:
+            check(len(man.get("modules", [])) == 2, f"eager: both modules: {man.get('modules')}")
+            check("_Z9lz_unusedPf" in kernels and "lz_other_var" in variables,
+                  f"eager: the unused module's kernel and variable: {kernels} {variables}")
+        else:
+            check(len(man.get("modules", [])) == 1, f"lazy: the used module only: {man.get('modules')}")
+            check(kernels == ["_Z7lz_fillPii", "_Z7lz_idlePi"] and variables == ["lz_counter"],
+                  f"lazy: every kernel and variable of the used module, none of the other: {kernels} {variables}")
+        p = phos("restore", "--device", DEVICE, snap, stdin="{}\n{}\n", timeout=120)
+        got = answers(p)
+        check(p.returncode == 0 and [g.get("sum") for g in got] == [WANT, WANT],
+              f"restored (eager {eager}): {got} rc {p.returncode} {p.stderr[-1000:]}")
+
+    p = phos("run", "--device", DEVICE, "--", PROG, stdin="{}\n")
+    check(p.returncode == 0 and [g.get("sum") for g in answers(p)] == [WANT], f"run: {p.stdout} {p.stderr[-1000:]}")
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+
+done("lazy_modules")
