@@ -7,7 +7,11 @@
  *        (Create mallocs one, Init_internal uses the caller's; set and read
  *         back attribute by attribute, with cuBLASLt's size checks)
  *   cublasLtMatmulAlgoGetHeuristic ──── sync BLASLT_HEURISTIC: the problem and
- *        the preference, whole; the executor's cuBLASLt answers (sim: one algo)
+ *        the preference, whole; the executor's cuBLASLt answers (sim: one algo).
+ *        Answers are cached here per device, as cuBLASLt caches its own
+ *        (cublasLtHeuristicsCacheSetCapacity(0) turns both off): PyTorch asks
+ *        once per Linear layer per call, and a round trip each would cost
+ *        more than the matmul of a small batch
  *   cublasLtMatmul ──────────────────── BLASLT_MATMUL, stream-ordered: descriptor,
  *        four layouts, addresses, scalars (host mode: their bytes; device
  *        mode: their addresses) and the algo as the heuristic gave it
@@ -26,6 +30,7 @@
  * the internal typed entry points) are stubs that answer NOT_SUPPORTED, named
  * once in the log.
  */
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,9 +293,13 @@ PHOS_EXPORT cublasStatus_t cublasLtHeuristicsCacheGetCapacity(size_t *capacity)
 	return CUBLAS_STATUS_SUCCESS;
 }
 
+static void hcache_clear(void);
+
 PHOS_EXPORT cublasStatus_t cublasLtHeuristicsCacheSetCapacity(size_t capacity)
 {
 	heuristics_capacity = capacity;
+	if (!capacity)
+		hcache_clear();
 	return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -602,6 +611,75 @@ static size_t scalar_bytes(int type)
 	}
 }
 
+/* --- the heuristics cache: the executor's answers, by device and query --- */
+
+#define HCACHE_SLOTS 512
+
+struct hcache_entry {
+	int device;
+	struct phos_blaslt_heuristic q;
+	int n;
+	struct phos_blaslt_result res[];   /* q.requested at most */
+};
+
+static struct hcache_entry *hcache[HCACHE_SLOTS];
+static pthread_mutex_t hcache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t hcache_slot(const struct phos_blaslt_heuristic *q, int device)
+{
+	const unsigned char *p = (const unsigned char *)q;
+	uint64_t h = 1469598103934665603ull ^ (uint64_t)(unsigned)device;
+
+	for (size_t i = 0; i < sizeof(*q); i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return (size_t)(h % HCACHE_SLOTS);
+}
+
+/* Copies a cached answer to out; returns its count, or -1 when none. */
+static int hcache_get(const struct phos_blaslt_heuristic *q, int device, struct phos_blaslt_result *out)
+{
+	size_t slot = hcache_slot(q, device);
+	struct hcache_entry *e;
+	int n = -1;
+
+	pthread_mutex_lock(&hcache_lock);
+	e = hcache[slot];
+	if (e && e->device == device && !memcmp(&e->q, q, sizeof(*q))) {
+		n = e->n;
+		memcpy(out, e->res, (size_t)n * sizeof(*out));
+	}
+	pthread_mutex_unlock(&hcache_lock);
+	return n;
+}
+
+static void hcache_put(const struct phos_blaslt_heuristic *q, int device, const struct phos_blaslt_result *res, int n)
+{
+	size_t slot = hcache_slot(q, device);
+	struct hcache_entry *e = malloc(sizeof(*e) + (size_t)n * sizeof(*res)), *old;
+
+	if (!e)
+		return;
+	e->device = device;
+	e->q = *q;
+	e->n = n;
+	memcpy(e->res, res, (size_t)n * sizeof(*res));
+	pthread_mutex_lock(&hcache_lock);
+	old = hcache[slot];
+	hcache[slot] = e;
+	pthread_mutex_unlock(&hcache_lock);
+	free(old);
+}
+
+static void hcache_clear(void)
+{
+	pthread_mutex_lock(&hcache_lock);
+	for (size_t i = 0; i < HCACHE_SLOTS; i++) {
+		free(hcache[i]);
+		hcache[i] = NULL;
+	}
+	pthread_mutex_unlock(&hcache_lock);
+}
+
 /* --- the calls --- */
 
 PHOS_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
@@ -615,13 +693,15 @@ PHOS_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handl
 	struct phos_blaslt_layout layouts[4];
 	const struct lt_pref *p = pref_of(pref);
 	size_t len = 0;
-	int bs = 0, r, n;
+	int bs = 0, r, n, device = 0;
 	cublasStatus_t s;
 
 	if (!handle_ok(handle))
 		return CUBLAS_STATUS_NOT_INITIALIZED;
 	if (!p || requested <= 0 || !results || !returned)
 		return CUBLAS_STATUS_INVALID_VALUE;
+	if (cudaGetDevice(&device) != cudaSuccess)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
 	s = problem_pack(desc, a, b, c, d, &h.desc, layouts);
 	if (s != CUBLAS_STATUS_SUCCESS)
 		return s;
@@ -635,12 +715,17 @@ PHOS_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handl
 	h.search_mode = (int32_t)p->search_mode;
 	h.requested = requested < PHOS_BLASLT_MAX_RESULTS ? requested : PHOS_BLASLT_MAX_RESULTS;
 	h.max_waves = p->max_waves;
-	r = phos_preload_call(PHOS_OP_BLASLT_HEURISTIC, &h, sizeof(h), NULL, 0, out, sizeof(out), &len, &bs);
-	if (r != cudaSuccess)
-		return bs ? (cublasStatus_t)bs : phos_blas_status_of(r);
-	n = (int)(len / sizeof(out[0]));
-	if (n > h.requested)
-		n = h.requested;
+	n = heuristics_capacity ? hcache_get(&h, device, out) : -1;
+	if (n < 0) {
+		r = phos_preload_call(PHOS_OP_BLASLT_HEURISTIC, &h, sizeof(h), NULL, 0, out, sizeof(out), &len, &bs);
+		if (r != cudaSuccess)
+			return bs ? (cublasStatus_t)bs : phos_blas_status_of(r);
+		n = (int)(len / sizeof(out[0]));
+		if (n > h.requested)
+			n = h.requested;
+		if (n > 0 && heuristics_capacity)
+			hcache_put(&h, device, out, n);
+	}
 	for (int i = 0; i < n; i++) {
 		memset(&results[i], 0, sizeof(results[i]));
 		memcpy(results[i].algo.data, out[i].algo, sizeof(results[i].algo.data));

@@ -9,6 +9,11 @@
  * not in a user's first call; blas_create hands those out first. A destroyed
  * handle goes back to that pool (its settings reset) while there is room.
  *
+ * The warm-up also makes the device's cuBLASLt handle and runs a heuristic
+ * query and a matmul for FP32, FP16 and BF16 with a bias epilogue
+ * (device_cuda_blaslt.c), so that the first one of a restored PyTorch
+ * function does not build cuBLASLt's tables on its cold path.
+ *
  * Every handle stays in CUBLAS_POINTER_MODE_HOST: the call records carry their
  * scalars by value (alpha/beta widened to double), and SDOT/SNRM2 return their
  * result to the host, which makes them synchronous.
@@ -121,6 +126,10 @@ int cuda_blas_warm(struct cuda_dev *d)
 		if (s != CUBLAS_STATUS_SUCCESS)
 			r = blas_fail(s, "cublasSgemm_v2 (warm-up)", __FILE__, __LINE__);
 	}
+	/* cuBLASLt's first heuristic query builds its tables (PyTorch's Linear
+	 * layers ask one per call): also off the cold path. Not fatal. */
+	if (r == 0)
+		cuda_blaslt_warm(d, buf, N);
 	/* Wait for the warm-up before its buffer goes, also after a failure. */
 	cr = cuda_drv.CtxSynchronize();
 	if (cr != CUDA_SUCCESS && r == 0)

@@ -209,6 +209,45 @@ static cublasStatus_t problem_make(const struct phos_blaslt_desc *d, const struc
 	return s;
 }
 
+void cuda_blaslt_warm(struct cuda_dev *d, CUdeviceptr buf, int n)
+{
+	static const int types[] = { CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF };
+	const float alpha = 1.0f, beta = 0.0f;
+	cublasLtHandle_t h;
+	int r = lt_handle(d, &h);
+
+	for (size_t i = 0; r == 0 && i < sizeof(types) / sizeof(types[0]); i++) {
+		const struct phos_blaslt_layout l = { .type = types[i], .batch = 1, .rows = (uint64_t)n,
+						      .cols = (uint64_t)n, .ld = n };
+		const struct phos_blaslt_layout *const in[4] = { &l, &l, &l, &l };
+		struct phos_blaslt_desc desc = { .compute = CUBLAS_COMPUTE_32F, .scale_type = CUDA_R_32F,
+						 .transa = CUBLAS_OP_T, .epilogue = CUBLASLT_EPILOGUE_BIAS,
+						 .bias = buf, .bias_type = -1, .aux_type = -1 };
+		cublasLtMatmulHeuristicResult_t res;
+		cublasLtMatmulPreference_t pref = NULL;
+		struct lt_problem p;
+		int found = 0;
+		cublasStatus_t s = problem_make(&desc, in, &p);
+
+		if (s != CUBLAS_STATUS_SUCCESS)
+			break;
+		s = lt.PrefCreate(&pref);
+		if (s == CUBLAS_STATUS_SUCCESS)
+			s = lt.Heuristic(h, p.desc, p.l[0], p.l[1], p.l[2], p.l[3], pref, 1, &res, &found);
+		if (s == CUBLAS_STATUS_SUCCESS && found == 1)
+			s = lt.Matmul(h, p.desc, &alpha, (const void *)(uintptr_t)buf, p.l[0],
+				      (const char *)(uintptr_t)buf + (size_t)n * n * 4, p.l[1], &beta,
+				      (const char *)(uintptr_t)buf + (size_t)2 * n * n * 4, p.l[2],
+				      (char *)(uintptr_t)buf + (size_t)2 * n * n * 4, p.l[3], &res.algo, NULL, 0,
+				      (cudaStream_t)CU_STREAM_LEGACY);
+		if (pref)
+			lt.PrefDestroy(pref);
+		problem_free(&p);
+		if (s != CUBLAS_STATUS_SUCCESS)
+			phos_debug("cuda: cuBLASLt warm-up (type %d): status %d", types[i], (int)s);
+	}
+}
+
 int cuda_blaslt_matmul(struct phos_device *dev, void *stream, const struct phos_blaslt_matmul *m,
 		       int *ret_blas_status)
 {

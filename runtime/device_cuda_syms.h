@@ -384,3 +384,8 @@ int cuda_blaslt_matmul(struct phos_device *dev, void *stream, const struct phos_
 int cuda_blaslt_heuristic(struct phos_device *dev, const struct phos_blaslt_heuristic *h,
 			  struct phos_blaslt_result *ret, int *ret_count, int *ret_blas_status);
 void cuda_blaslt_release(struct cuda_dev *d);   /* destroys d->lt */
+/* Makes d->lt and runs, for FP32, FP16 and BF16, a heuristic query and an
+ * n x n x n matmul with a bias epilogue on buf (3 n^2 floats, zeroed), on the
+ * legacy stream. Failures are logged at debug level only: the first real
+ * call then pays what the warm-up would have. */
+void cuda_blaslt_warm(struct cuda_dev *d, CUdeviceptr buf, int n);

@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
@@ -97,6 +98,19 @@ static void case_fp32(cublasLtHandle_t lt, void *ws, size_t ws_size, cudaStream_
 	expect(found >= 1 && found <= 4, "heuristic found 1..4 algorithms");
 	expect(res[0].state == CUBLAS_STATUS_SUCCESS && res[0].workspaceSize <= ws_size,
 	       "first algorithm usable within the workspace");
+	// the same query again (cuBLASLt caches answers), and with its cache off
+	for (size_t capacity : { (size_t)8192, (size_t)0 }) {
+		cublasLtMatmulHeuristicResult_t again[4] = {};
+		int found2 = 0;
+		LT(cublasLtHeuristicsCacheSetCapacity(capacity));
+		LT(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 4, again, &found2));
+		bool same = found2 == found;
+		for (int i = 0; same && i < found; i++)
+			same = !memcmp(&again[i].algo, &res[i].algo, sizeof(res[i].algo)) &&
+			       again[i].workspaceSize == res[i].workspaceSize;
+		expect(same, "the same heuristic query gives the same algorithms");
+	}
+	LT(cublasLtHeuristicsCacheSetCapacity(8192));
 	LT(cublasLtMatmul(lt, op, &alpha, da, la, db, lb, &beta, dc, lc, dc, lc, &res[0].algo, ws, ws_size, st));
 	CK(cudaStreamSynchronize(st));
 	CK(cudaMemcpy(c.data(), dc, c.size() * 4, cudaMemcpyDeviceToHost));
