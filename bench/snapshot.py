@@ -233,13 +233,18 @@ def du(path):
     return total
 
 
+# The parts of a response that must survive a snapshot (timing-free): mlp's;
+# bench/torch_coldstart.py sets torch_mlp's.
+ANSWER_KEYS = ("ok", "batch", "seed", "width", "layers", "weights_bytes", "argmax", "top_prob")
+
+
 def answer(line):
-    """The parts of an mlp response that must survive a snapshot (timing-free)."""
+    """The ANSWER_KEYS of a response (None when it is not JSON)."""
     try:
         r = json.loads(line)
     except (TypeError, ValueError):
         return None
-    return {k: r.get(k) for k in ("ok", "batch", "seed", "width", "layers", "weights_bytes", "argmax", "top_prob")}
+    return {k: r.get(k) for k in ANSWER_KEYS}
 
 
 # ---- environment ----------------------------------------------------------
