@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""PyTorch beyond torch_mlp under phos-fn (issue 16), on the GPU machine:
+each case is a small PyTorch program that prints one JSON line of results;
+it runs natively and under `phos-fn run`, and passes when both exit 0 and
+print the same numbers (to a relative 1e-5 where the case says so).
+
+    python3 tests/gpu/torch_cases.py BUILD_DIR [--json OUT.json] [CASE ...]
+
+Cases: conv (cuDNN convolution + batch norm + pooling), compile
+(torch.compile: Triton kernels through the driver API stand-in), expandable
+(PYTORCH_CUDA_ALLOC_CONF=expandable_segments: the driver's VMM calls),
+attention (scaled_dot_product_attention), train (a few SGD steps, autograd).
+"""
+import json
+import os
+import subprocess
+import sys
+
+CASES = {
+    "conv": """
+import torch, json
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+                        torch.nn.MaxPool2d(2), torch.nn.Conv2d(16, 8, 3)).cuda().eval()
+x = torch.randn(4, 3, 32, 32, device="cuda")
+with torch.no_grad():
+    y = m(x)
+print(json.dumps({"sum": float(y.double().sum()), "shape": list(y.shape), "cudnn": torch.backends.cudnn.version()}))
+""",
+    "compile": """
+import torch, json
+torch.manual_seed(0)
+def f(x, y):
+    return torch.nn.functional.gelu(x @ y + 1.0).sum(dim=1)
+g = torch.compile(f)
+x = torch.randn(64, 64, device="cuda"); y = torch.randn(64, 64, device="cuda")
+print(json.dumps({"sum": float(g(x, y).double().sum())}))
+""",
+    "expandable": """
+import os
+os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+import torch, json
+xs = [torch.full((1 << 20,), float(i), device="cuda") for i in range(40)]
+del xs[::2]
+ys = [torch.ones(3 << 20, device="cuda") * i for i in range(8)]
+print(json.dumps({"sum": float(sum(x.double().sum() for x in xs + ys))}))
+""",
+    "attention": """
+import torch, json
+torch.manual_seed(0)
+q, k, v = (torch.randn(2, 4, 128, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+print(json.dumps({"sum": round(float(o.double().sum()), 2)}))
+""",
+    "train": """
+import torch, json
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1)).cuda()
+opt = torch.optim.SGD(m.parameters(), lr=0.05)
+x = torch.randn(256, 32, device="cuda"); t = x[:, :1] * 0.5
+for _ in range(20):
+    opt.zero_grad(); loss = ((m(x) - t) ** 2).mean(); loss.backward(); opt.step()
+print(json.dumps({"loss": float(loss)}))
+""",
+}
+
+
+def close(a, b):
+    if isinstance(a, float) and isinstance(b, float):
+        return abs(a - b) <= 1e-5 * max(1.0, abs(a), abs(b))
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close(a[k], b[k]) for k in a)
+    return a == b
+
+
+def last_json(out):
+    for line in reversed(out.splitlines()):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    return None
+
+
+def main():
+    build = os.path.abspath(sys.argv[1])
+    args = sys.argv[2:]
+    out_json = None
+    if "--json" in args:
+        i = args.index("--json")
+        out_json = args[i + 1]
+        del args[i:i + 2]
+    names = args or list(CASES)
+    phos_fn = os.path.join(build, "invoker", "phos-fn")
+    results, bad = [], 0
+    for name in names:
+        code = CASES[name]
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+        nat = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+        phos = subprocess.run([phos_fn, "run", "--device", "cuda", "--", sys.executable, "-c", code],
+                              capture_output=True, text=True, timeout=300)
+        a, b = last_json(nat.stdout), last_json(phos.stdout)
+        ok = nat.returncode == 0 and phos.returncode == 0 and a is not None and close(a, b)
+        bad += not ok
+        results.append({"case": name, "ok": ok, "native": a, "phos": b, "native_rc": nat.returncode,
+                        "phos_rc": phos.returncode, "phos_stderr": phos.stderr[-3000:],
+                        "native_stderr": nat.stderr[-1500:] if nat.returncode else ""})
+        print(f"{'ok  ' if ok else 'FAIL'} {name}: native {a} (rc {nat.returncode}), phos {b} (rc {phos.returncode})")
+        if not ok:
+            print("  phos stderr: " + "\n  ".join(l for l in phos.stderr.splitlines()[-25:] if "NVML" not in l))
+            if nat.returncode:
+                print("  native stderr: " + "\n  ".join(nat.stderr.splitlines()[-10:]))
+    if out_json:
+        with open(out_json, "w") as f:
+            json.dump(results, f, indent=1)
+    print(f"torch_cases: {len(names) - bad} of {len(names)} passed")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
