@@ -578,7 +578,7 @@ static int load_objects(struct executor *ex, const char *dir, const struct phos_
 			phos_errf(err, errlen, "%s does not match its hash", path);
 			return -EBADMSG;
 		}
-		r = exec_module_make(ex, m->id, data, m->size);
+		r = exec_module_make_restored(ex, m->id, data, m->size, m->hash);
 		free(data);
 		if (r < 0) {
 			phos_errf(err, errlen, "module %u could not be loaded (cuda error %d)", m->id, -r);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "executor.h"
+#include "image.h"
 #include "log.h"
 
 /* Largest fatbin accepted (the preload bounds what it sends as well). */
@@ -71,6 +72,7 @@ int exec_module_make(struct executor *ex, uint32_t id, const void *image, size_t
 	}
 	memcpy(m->image, image, image_len);
 	m->image_len = image_len;
+	phos_image_module_hash(image, image_len, m->hash);
 	r = image_len <= MAX_FATBIN ? phos_modimage_parse(image, image_len, &m->fatbin) : -1;
 	if (r < 0) {
 		phos_warn("module %u: image refused (%d)", id, r);
@@ -88,6 +90,70 @@ int exec_module_make(struct executor *ex, uint32_t id, const void *image, size_t
 	if (r < 0)
 		exec_module_free(ex, m);
 	return r;
+}
+
+/* --- the module cache ---
+ *
+ * A pooled executor serves function after function, often the same one
+ * restored again; loading a big fatbin (PyTorch's) takes tens of ms each.
+ * At scrub, a module that loaded fine stays loaded here; a restore whose
+ * snapshot has a module of the same hash and size takes it. Only restores
+ * do: they write every variable of every module from the snapshot, so no
+ * value of the earlier function survives, whereas a live MODULE_LOAD expects
+ * the variables' initial values. */
+
+void exec_module_release(struct executor *ex, struct exec_module *m)
+{
+	if (!m)
+		return;
+	if (m->error || !m->hash[0] || m->image_len > EXEC_MODCACHE_BYTES) {
+		exec_module_free(ex, m);
+		return;
+	}
+	if (m->twin_module) {   /* validation twins are made again when wanted */
+		ex->dev_ops->module_unload(ex->devs[0], m->twin_module);
+		m->twin_module = NULL;
+	}
+	m->twin_error = false;
+	m->twin_tab = m->twin_arena = m->twin_miss = m->twin_last = 0;
+	while (ex->nmodcache && (ex->nmodcache == EXEC_MODCACHE ||
+				 ex->modcache_bytes + m->image_len > EXEC_MODCACHE_BYTES)) {
+		struct exec_module *old = ex->modcache[0];
+
+		ex->modcache_bytes -= old->image_len;
+		memmove(&ex->modcache[0], &ex->modcache[1], --ex->nmodcache * sizeof(ex->modcache[0]));
+		exec_module_free(ex, old);
+	}
+	ex->modcache[ex->nmodcache++] = m;
+	ex->modcache_bytes += m->image_len;
+}
+
+void exec_modcache_clear(struct executor *ex)
+{
+	while (ex->nmodcache)
+		exec_module_free(ex, ex->modcache[--ex->nmodcache]);
+	ex->modcache_bytes = 0;
+}
+
+int exec_module_make_restored(struct executor *ex, uint32_t id, const void *image, size_t image_len,
+			      const char *hash)
+{
+	for (unsigned i = 0; i < ex->nmodcache; i++) {
+		struct exec_module *m = ex->modcache[i];
+		int r;
+
+		if (m->image_len != image_len || strcmp(m->hash, hash) != 0)
+			continue;
+		ex->modcache_bytes -= m->image_len;
+		memmove(&ex->modcache[i], &ex->modcache[i + 1], (--ex->nmodcache - i) * sizeof(ex->modcache[0]));
+		r = handle_put(&ex->modules, id, m);
+		if (r < 0)
+			exec_module_free(ex, m);
+		else
+			phos_debug("module %u: %zu bytes, still loaded from an earlier function", id, image_len);
+		return r;
+	}
+	return exec_module_make(ex, id, image, image_len);
 }
 
 /* A fatbin too big for one record arrives in a shared host region. */

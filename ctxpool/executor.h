@@ -67,6 +67,10 @@ void *handle_take(struct handle_table *t, uint32_t id);
 void handle_table_exit(struct handle_table *t);
 
 /* Each object keeps what a snapshot needs to make it again. */
+/* Modules kept loaded between functions, and their images' bytes at most. */
+#define EXEC_MODCACHE 128
+#define EXEC_MODCACHE_BYTES (4ull << 30)
+
 struct exec_module {
 	void *dev_module;           /* NULL when the fatbin was refused */
 	void *peer_module[EXEC_MAX_DEVICES];  /* on devices 1, 2, ... of the executor */
@@ -74,6 +78,7 @@ struct exec_module {
 	int error;                  /* negated cudaError_t when refused */
 	void *image;                /* a copy of the fatbin */
 	size_t image_len;
+	char hash[33];              /* XXH3-128 of the image (runtime/image.h), the cache's key */
 	/* validation twin (exec_validate.c), made at the first validated launch */
 	void *twin_module;
 	bool twin_error;            /* it cannot be made: kernels run unvalidated */
@@ -215,6 +220,12 @@ struct executor {
 	uint64_t arena_base, arena_size;
 
 	struct handle_table streams, events, modules, funcs, vars, regions, blas;
+	/* Modules of earlier functions, still loaded (exec_module.c): a restore
+	 * of a snapshot with the same fatbin takes one instead of loading it
+	 * again. Oldest first. */
+	struct exec_module *modcache[EXEC_MODCACHE];
+	unsigned nmodcache;
+	uint64_t modcache_bytes;
 	struct handle_table pools;      /* struct exec_pool (exec_pool.c) */
 	struct handle_table nccl;       /* NCCL communicators (exec_nccl.c) */
 	struct handle_table arrays;     /* struct exec_array by the preload's id (exec_array.c) */
@@ -533,6 +544,16 @@ void exec_stream_free(struct executor *ex, struct exec_stream_obj *s);
 void exec_event_free(struct executor *ex, struct exec_event_obj *e);
 void exec_var_free(struct exec_var *v);
 void exec_module_free(struct executor *ex, struct exec_module *m);
+/* A module the function no longer has (scrub): kept loaded in ex->modcache
+ * when it loaded fine, else freed. Accepts NULL. */
+void exec_module_release(struct executor *ex, struct exec_module *m);
+/* Module id of a restore, from its snapshot's fatbin and hash: a cached
+ * module with that image is taken (every variable of it is then written
+ * from the snapshot, as for a module loaded afresh), else it is loaded. */
+int exec_module_make_restored(struct executor *ex, uint32_t id, const void *image, size_t image_len,
+			      const char *hash);
+/* Frees every cached module (the executor exits). */
+void exec_modcache_clear(struct executor *ex);
 void exec_func_free(struct exec_func *f);
 void exec_blas_free(struct executor *ex, struct exec_blas *b);
 

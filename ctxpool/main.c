@@ -92,7 +92,7 @@ static void drop_event(struct executor *ex, void *e) { exec_event_free(ex, e); }
 static void drop_blas(struct executor *ex, void *b) { exec_blas_free(ex, b); }
 static void drop_func(struct executor *ex, void *f) { (void)ex; exec_func_free(f); }
 static void drop_var(struct executor *ex, void *v) { (void)ex; exec_var_free(v); }
-static void drop_module(struct executor *ex, void *m) { exec_module_free(ex, m); }
+static void drop_module(struct executor *ex, void *m) { exec_module_release(ex, m); }
 static void drop_region(struct executor *ex, void *r) { exec_region_free(ex, r); }
 static void drop_tex(struct executor *ex, void *t) { exec_tex_free(ex, t); }
 static void drop_array(struct executor *ex, void *a) { exec_array_free(ex, a); }
@@ -813,6 +813,7 @@ int main(int argc, char **argv)
 	channel_drop(&ex, ex.ch, ex.ch_pinned);
 	channel_drop(&ex, ex.next_ch, ex.next_ch_pinned);
 	exec_hot_clear(&ex);
+	exec_modcache_clear(&ex);
 	phos_bufmap_free(ex.bufs);
 	stage_ring_free(&ex);
 	exec_nccl_warm_drop(&ex);

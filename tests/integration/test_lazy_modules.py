@@ -8,13 +8,20 @@ loads them (preload/launch.c): lazy_modules has two fatbins and uses one.
 - the restored function answers as the original did;
 - with CUDA_MODULE_LOADING=EAGER both modules are in the snapshot, as CUDA
   loads every module then.
+
+A pooled executor keeps the modules of a function it served loaded
+(ctxpool/exec_module.c): the next restore of that snapshot takes them. The
+stateful function changes its __device__ variable at every call; its
+second cold start in the same executor (a cached module) must answer with
+the snapshot's value again, not the last call's.
 """
 import json
 import os
 import shutil
 import tempfile
+import time
 
-from harness import DEVICE, answers, check, done, phos, program
+from harness import DEVICE, Invoker, answers, check, done, live_instances, phos, program
 
 PROG = program("tests", "integration", "lazy_modules")
 WANT = sum(3 * i + 1 for i in range(1000))
@@ -47,6 +54,33 @@ try:
 
     p = phos("run", "--device", DEVICE, "--", PROG, stdin="{}\n")
     check(p.returncode == 0 and [g.get("sum") for g in answers(p)] == [WANT], f"run: {p.stdout} {p.stderr[-1000:]}")
+
+    inv = Invoker(os.path.join(tmp, "state"), tmp, extra=["--pool", "1"], device=DEVICE,
+                  extra_env={"PHOS_LOG": "debug"})
+    try:
+        st, body = inv.call("POST", "/system/functions", {"name": "stateful", "args": ["5"],
+                                                          "program": program("tests", "integration", "stateful"),
+                                                          "limits": {"idle_ms": 200}})
+        check(st == 201, f"deploy stateful: {st} {body}")
+        seen = []
+        for round_ in range(2):
+            for _ in range(300):   # the pooled executor is free again
+                if not live_instances(inv, "stateful"):
+                    break
+                time.sleep(0.05)
+            time.sleep(0.5)
+            for i in range(2):
+                st, body, h = inv.request("POST", "/function/stateful", {})
+                seen.append((h.get("x-cold-start"), body.get("counter") if isinstance(body, dict) else body,
+                             body.get("scale") if isinstance(body, dict) else None))
+        check([s[:2] for s in seen] == [("true", 100), ("false", 101), ("true", 100), ("false", 101)],
+              f"cold, warm, cold, warm: {seen}")
+        check(len(seen) == 4 and seen[2][2] == seen[0][2] and seen[1][2] != seen[0][2],
+              f"the restored variable has the snapshot's value, not the last call's: {seen}")
+        check("still loaded from an earlier function" in inv.logtext(),
+              "the second cold start took the module the pooled executor kept")
+    finally:
+        inv.stop()
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
