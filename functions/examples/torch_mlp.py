@@ -16,7 +16,7 @@ Each request {"batch": B (1..256), "seed": s, "check": bool} draws an input
 of B rows from s, runs the model and answers
 {"batch": B, "checksum": sum of the output, "head": its first 4 values,
 "params": number of weights, "device": ..., "dtype": ..., "ok": every
-output finite}; with "check" it also runs the same model on a CPU copy in
+output finite, "run_ms": the request's own time}; with "check" it also runs the same model on a CPU copy in
 float64, adds {"max_abs_err": E, "tol": T} and "ok" also says E <= T (small
 models only: at most 64 Mi weights).
 
@@ -26,6 +26,7 @@ models only: at most 64 Mi weights).
 import argparse
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "preload", "python"))
 import phos_fn  # noqa: E402
@@ -88,6 +89,7 @@ def forward(batch, seed):
 
 
 def handle(req):
+    t0 = time.perf_counter()
     body = req.json()
     batch = int(body.get("batch", 4))
     seed = int(body.get("seed", 0))
@@ -97,6 +99,7 @@ def handle(req):
     out = {"batch": batch, "checksum": float(y.double().sum()), "head": [float(v) for v in y.flatten()[:4]],
            "params": params, "hidden": hidden, "device": torch.cuda.get_device_name(), "dtype": a.dtype,
            "ok": bool(torch.isfinite(y).all())}
+    out["run_ms"] = (time.perf_counter() - t0) * 1e3   # forward and read-back, as the caller waits for them
     if body.get("check"):
         if params > (64 << 20):
             return 400, {"error": "check: the model is too big for the CPU reference"}
