@@ -94,6 +94,22 @@ int phos_cuda_stub(const char *name, int *logged)
 	return CUDA_ERROR_NOT_SUPPORTED;
 }
 
+/* NVIDIA's private tables between its static runtime (cudart_static, which
+ * cuDNN and other libraries link in) and the driver: undocumented, so not
+ * forwarded. Said once on stderr whatever PHOS_LOG, since the library that
+ * asked then fails in its own words (cuDNN: CUDNN_STATUS_NOT_INITIALIZED). */
+PHOS_EXPORT CUresult cuGetExportTable(const void **table, const CUuuid *id)
+{
+	static int said;
+
+	if (table)
+		*table = NULL;
+	if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+		fprintf(stderr, "phos-fn: cuGetExportTable is not available: a library that links NVIDIA's static CUDA "
+				"runtime (cuDNN, for one) cannot initialise under phos-fn\n");
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 /* --- initialisation, version, devices --- */
 
 /* cuInit was called, or the runtime connected (it initialises the driver

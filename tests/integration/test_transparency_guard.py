@@ -15,6 +15,8 @@ behind phos-fn's back (tests/transparency/guard/).
 - driver_probe dlopen()ing NVML (libnvidia-ml.so.1, by path or soname) is
   not found (its dlopen fails, as without a driver; PyTorch goes on without
   NVML), with one stderr line that says so;
+- cuGetExportTable (NVIDIA's private tables, which cuDNN's static runtime
+  asks for) answers CUDA_ERROR_NOT_SUPPORTED with one stderr line;
 - driver_probe mapping a libcuda.so.1 by hand (no loader: phos-fn's scan of
   /proc/PID/maps), in the program or in a child of it, is refused with the
   library named and PHOS_GUARD_EXIT, and never runs natively; phos-fn
@@ -119,6 +121,12 @@ try:
               f"probe dlopen {lib} under phos-fn: the load must fail: rc {p.returncode} {p.stdout} {p.stderr[-1000:]}")
         said = [l for l in p.stderr.splitlines() if "(NVML) is not available inside a function" in l]
         check(len(said) == 1, f"probe dlopen {lib}: one stderr line says why: {p.stderr[-1000:]}")
+    # NVIDIA's private export tables (cuDNN's static runtime asks for them): not
+    # available, said once on stderr, the caller gets CUDA_ERROR_NOT_SUPPORTED.
+    p = run(PROBE, "exporttable", "libcuda.so.1")
+    check(p.returncode == 0 and "export table: 801 null" in p.stdout, f"cuGetExportTable: {p.stdout} {p.stderr[-800:]}")
+    said = [l for l in p.stderr.splitlines() if "cuGetExportTable is not available" in l]
+    check(len(said) == 1, f"one stderr line about cuGetExportTable: {p.stderr[-800:]}")
     # The driver by hand: refused.
     for how, lib, says in (("mmap", FAKE_DRIVER, "mapped or opened"),
                            ("forkmmap", FAKE_DRIVER, "mapped or opened")):

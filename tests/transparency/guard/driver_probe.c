@@ -10,6 +10,9 @@
  *                              on for a second
  *   driver_probe forkmmap PATH the same in a child process, which the program
  *                              waits for
+ *   driver_probe exporttable PATH   asks the driver for a private export table
+ *                              (cuGetExportTable, as NVIDIA's static runtime
+ *                              does) and prints the CUresult
  *
  * The tests give it stand-ins (fake_libcuda.c, built as libcuda.so.1 and as
  * libnvidia-ml.so.1): natively it prints "driver ran natively". Under
@@ -43,11 +46,26 @@ static int probe_dlopen(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: driver_probe dlopen|mmap|forkmmap PATH\n");
+		fprintf(stderr, "usage: driver_probe dlopen|mmap|forkmmap|exporttable PATH\n");
 		return 2;
 	}
 	if (!strcmp(argv[1], "dlopen"))
 		return probe_dlopen(argv[2]);
+	if (!strcmp(argv[1], "exporttable")) {
+		void *lib = dlopen(argv[2], RTLD_NOW);
+		int (*get)(const void **, const void *) = lib ? (int (*)(const void **, const void *))dlsym(lib, "cuGetExportTable") : NULL;
+		const unsigned char uuid[16] = { 0 };
+		const void *table = &uuid;
+
+		if (!get) {
+			fprintf(stderr, "dlopen/dlsym: %s\n", dlerror());
+			return 1;
+		}
+		int rc = get(&table, uuid);
+
+		printf("export table: %d %s\n", rc, table ? "set" : "null");
+		return 0;
+	}
 	if (!strcmp(argv[1], "forkmmap")) {
 		pid_t pid = fork();
 		int status;
