@@ -61,7 +61,14 @@ int main(int argc, char **argv)
 			fprintf(stderr, "dlopen/dlsym: %s\n", dlerror());
 			return 1;
 		}
-		int rc = get(&table, uuid);
+		int (*init)(unsigned) = (int (*)(unsigned))dlsym(lib, "cuInit");
+		int rc = init ? init(0) : -1;   /* a driver client, as the static runtime is */
+
+		if (rc) {
+			fprintf(stderr, "cuInit: %d\n", rc);
+			return 1;
+		}
+		rc = get(&table, uuid);
 
 		printf("export table: %d %s\n", rc, table ? "set" : "null");
 		return 0;
