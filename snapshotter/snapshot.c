@@ -2,6 +2,7 @@
 /* Taking a snapshot (see snapshotter.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include "control.h"
 #include "criu.h"
 #include "fault.h"
+#include "guard.h"
 #include "image.h"
 #include "log.h"
 #include "snapshotter.h"
@@ -262,6 +264,21 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 	if (fstat(ch[1], &sb) < 0) {
 		r = -errno;
 		goto out;
+	}
+	/* Nothing that reached the driver behind the stand-ins' back (a driver
+	 * mapped by hand, an open /dev/nvidia*: runtime/guard.h) is snapshotted:
+	 * the audit module refuses loads, this finds the rest, in the function
+	 * and its descendants, as phos-fn run's scan does. */
+	if (paths->preload_dir) {
+		char what[PATH_MAX];
+		pid_t bad = 0;
+
+		if (phos_guard_scan(fn, paths->preload_dir, &bad, what, sizeof(what)) == 1) {
+			phos_errf(err, errlen, "refusing to snapshot %s: it mapped or opened %s, which reaches the GPU "
+				  "driver directly instead of being forwarded", argv[0], what);
+			r = -EPERM;
+			goto out;
+		}
 	}
 	{
 		uint64_t ino = (uint64_t)sb.st_ino;

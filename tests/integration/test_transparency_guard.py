@@ -20,7 +20,9 @@ behind phos-fn's back (tests/transparency/guard/).
 - driver_probe mapping a libcuda.so.1 by hand (no loader: phos-fn's scan of
   /proc/PID/maps), in the program or in a child of it, is refused with the
   library named and PHOS_GUARD_EXIT, and never runs natively; phos-fn
-  snapshot refuses the libcudart.so.12 program the same way.
+  snapshot refuses the libcudart.so.12 program the same way, and a program
+  that maps a driver by hand and then reaches phos_fn_serve is refused at
+  the snapshot point (the same scan), nothing written.
 """
 import os
 import shutil
@@ -143,6 +145,11 @@ try:
     check(p.returncode != 0 and "refusing" in p.stderr and "libcudart.so.12" in p.stderr and "status 121" in p.stderr,
           f"snapshot of the probe: rc {p.returncode}: {p.stderr[-2000:]}")
     check(not os.path.exists(os.path.join(tmp, "snap", "manifest.json")), "a snapshot of a refused program was written")
+    # A driver mapped by hand by a program that then reaches the snapshot point: refused, nothing written.
+    p = phos("snapshot", "--device", DEVICE, "-o", os.path.join(tmp, "snap2"), "--", PROBE, "mmapserve", FAKE_DRIVER)
+    check(p.returncode != 0 and "refusing to snapshot" in p.stderr and FAKE_DRIVER in p.stderr,
+          f"snapshot of a program that mapped a driver by hand: rc {p.returncode}: {p.stderr[-2000:]}")
+    check(not os.path.exists(os.path.join(tmp, "snap2")), "a snapshot of a refused program was written")
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 

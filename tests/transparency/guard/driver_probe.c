@@ -10,6 +10,10 @@
  *                              on for a second
  *   driver_probe forkmmap PATH the same in a child process, which the program
  *                              waits for
+ *   driver_probe mmapserve PATH maps the file by hand, then reaches the
+ *                              snapshot point (phos_fn_serve_impl of the
+ *                              libcudart.so.13 it dlopens): what phos-fn
+ *                              snapshot must refuse to snapshot
  *   driver_probe exporttable PATH   asks the driver for a private export table
  *                              (cuGetExportTable, as NVIDIA's static runtime
  *                              does) and prints the CUresult
@@ -30,6 +34,15 @@
 
 #include "common.h"
 
+/* mmapserve's handler: answers every request with nothing (status 0). */
+static int serve_nothing(void *state, const void *req, void *resp)
+{
+	(void)state;
+	(void)req;
+	(void)resp;
+	return 0;
+}
+
 /* The driver API through dlsym only: this program links no CUDA. */
 static int probe_dlopen(const char *path)
 {
@@ -46,7 +59,7 @@ static int probe_dlopen(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: driver_probe dlopen|mmap|forkmmap|exporttable PATH\n");
+		fprintf(stderr, "usage: driver_probe dlopen|mmap|forkmmap|mmapserve|exporttable PATH\n");
 		return 2;
 	}
 	if (!strcmp(argv[1], "dlopen"))
@@ -93,6 +106,17 @@ int main(int argc, char **argv)
 	if (p == MAP_FAILED) {
 		perror(argv[2]);
 		return 1;
+	}
+	if (!strcmp(argv[1], "mmapserve")) {
+		void *rt = dlopen("libcudart.so.13", RTLD_NOW);
+		int (*serve)(int (*)(void *, const void *, void *), void *) =
+			rt ? (int (*)(int (*)(void *, const void *, void *), void *))dlsym(rt, "phos_fn_serve_impl") : NULL;
+
+		if (!serve) {
+			fprintf(stderr, "no phos_fn_serve_impl: %s\n", dlerror());
+			return 1;
+		}
+		return serve(serve_nothing, NULL);
 	}
 	usleep(1000000);   /* long enough for any scan */
 	printf("driver ran natively\n");
