@@ -221,6 +221,20 @@ static struct lt_pref *pref_of(cublasLtMatmulPreference_t pr)
 
 /* Ours, or a live cuBLAS handle: cuBLAS documents that a cublasHandle_t may
  * be cast to a cublasLtHandle_t, and PyTorch does exactly that. */
+/* Destroy of a Created object: NULL is fine, another kind is refused. */
+static cublasStatus_t obj_destroy(void *obj, uint32_t magic)
+{
+	uint32_t *m = obj;
+
+	if (!obj)
+		return CUBLAS_STATUS_SUCCESS;
+	if (*m != magic)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	*m = 0;
+	free(obj);
+	return CUBLAS_STATUS_SUCCESS;
+}
+
 static bool handle_ok(cublasLtHandle_t h)
 {
 	uint32_t blas = phos_handle_unwrap(h, PHOS_H_BLAS);
@@ -369,15 +383,7 @@ PHOS_EXPORT cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *la
 
 PHOS_EXPORT cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout)
 {
-	struct lt_layout *l = layout_of(layout);
-
-	if (!layout)
-		return CUBLAS_STATUS_SUCCESS;
-	if (!l)
-		return CUBLAS_STATUS_INVALID_VALUE;
-	l->magic = 0;
-	free(layout);
-	return CUBLAS_STATUS_SUCCESS;
+	return obj_destroy(layout, LT_LAYOUT_MAGIC);
 }
 
 PHOS_EXPORT cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t layout,
@@ -432,15 +438,7 @@ PHOS_EXPORT cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc, 
 
 PHOS_EXPORT cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc)
 {
-	struct lt_desc *d = desc_of(desc);
-
-	if (!desc)
-		return CUBLAS_STATUS_SUCCESS;
-	if (!d)
-		return CUBLAS_STATUS_INVALID_VALUE;
-	d->magic = 0;
-	free(desc);
-	return CUBLAS_STATUS_SUCCESS;
+	return obj_destroy(desc, LT_DESC_MAGIC);
 }
 
 PHOS_EXPORT cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
@@ -492,15 +490,7 @@ PHOS_EXPORT cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreferen
 
 PHOS_EXPORT cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref)
 {
-	struct lt_pref *p = pref_of(pref);
-
-	if (!pref)
-		return CUBLAS_STATUS_SUCCESS;
-	if (!p)
-		return CUBLAS_STATUS_INVALID_VALUE;
-	p->magic = 0;
-	free(pref);
-	return CUBLAS_STATUS_SUCCESS;
+	return obj_destroy(pref, LT_PREF_MAGIC);
 }
 
 PHOS_EXPORT cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
