@@ -11,6 +11,9 @@
  * directory), the mapping keeps the inode alive, and a write in place would
  * change the ctime: a match means the bytes that were verified. Anything else
  * is read the cold way, which verifies as it goes.
+ *
+ * The snapshot's fatbins are loaded into the module cache then too
+ * (exec_module.c), so that the first restore loads no module either.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -173,6 +176,28 @@ static void hot_release(struct executor *ex, struct exec_hot *h)
 	free(h->dir);
 }
 
+/* The snapshot's fatbins, loaded into the module cache while the executor is
+ * idle, so that even its first restore of the snapshot loads none. A file
+ * that cannot be read or does not match its hash is left to the restore,
+ * which refuses it there. */
+static void warm_modules(struct executor *ex, const char *dir, const struct phos_image *img)
+{
+	char path[4200], hash[33];
+
+	for (uint32_t i = 0; i < img->nmodules; i++) {
+		const struct phos_image_module *m = &img->modules[i];
+		void *data = NULL;
+
+		snprintf(path, sizeof(path), "%s/modules/%s.fatbin", dir, m->hash);
+		if (exec_read_file(path, m->size, &data) < 0)
+			continue;
+		phos_image_module_hash(data, m->size, hash);
+		if (!strcmp(hash, m->hash))
+			exec_module_warm(ex, data, m->size, m->hash);
+		free(data);
+	}
+}
+
 static int hot_add(struct executor *ex, const char *dir, char *err, size_t errlen)
 {
 	struct phos_image *img = NULL;
@@ -224,6 +249,7 @@ static int hot_add(struct executor *ex, const char *dir, char *err, size_t errle
 	r = verify(h.map, img, err, errlen);
 	if (r < 0)
 		goto out;
+	warm_modules(ex, dir, img);
 	grown = realloc(ex->hot, (ex->nhot + 1) * sizeof(*grown));
 	if (!grown) {
 		r = -ENOMEM;

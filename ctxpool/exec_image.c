@@ -522,7 +522,7 @@ int exec_serve_point(struct executor *ex)
 
 /* --- load --- */
 
-static int load_file(const char *path, uint64_t size, void **ret_data)
+int exec_read_file(const char *path, uint64_t size, void **ret_data)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	uint8_t *data;
@@ -567,7 +567,7 @@ static int load_objects(struct executor *ex, const char *dir, const struct phos_
 		void *data = NULL;
 
 		snprintf(path, sizeof(path), "%s/modules/%s.fatbin", dir, m->hash);
-		r = load_file(path, m->size, &data);
+		r = exec_read_file(path, m->size, &data);
 		if (r < 0) {
 			phos_errf(err, errlen, "reading %s: %s", path, strerror(-r));
 			return r;

@@ -56,19 +56,20 @@ void exec_func_free(struct exec_func *f)
 	free(f);
 }
 
-/* Parses and loads a fatbin as module id; a refused image is remembered as such. */
-int exec_module_make(struct executor *ex, uint32_t id, const void *image, size_t image_len)
+/* A module parsed and loaded on every device (a refused image is
+ * remembered as such in m->error), or NULL when out of memory. */
+static struct exec_module *module_new(struct executor *ex, uint32_t id, const void *image, size_t image_len)
 {
 	struct exec_module *m = calloc(1, sizeof(*m));
 	int r;
 
 	if (!m)
-		return -PHOS_CUDA_MEMORY_ALLOCATION;
+		return NULL;
 	/* Kept for snapshots: the fatbin is part of the image. */
 	m->image = image_len <= MAX_FATBIN ? malloc(image_len ? image_len : 1) : NULL;
 	if (!m->image) {
 		free(m);
-		return -PHOS_CUDA_MEMORY_ALLOCATION;
+		return NULL;
 	}
 	memcpy(m->image, image, image_len);
 	m->image_len = image_len;
@@ -86,6 +87,17 @@ int exec_module_make(struct executor *ex, uint32_t id, const void *image, size_t
 			m->error = r;
 		}
 	}
+	return m;
+}
+
+/* Parses and loads a fatbin as module id; a refused image is remembered as such. */
+int exec_module_make(struct executor *ex, uint32_t id, const void *image, size_t image_len)
+{
+	struct exec_module *m = module_new(ex, id, image, image_len);
+	int r;
+
+	if (!m)
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
 	r = handle_put(&ex->modules, id, m);
 	if (r < 0)
 		exec_module_free(ex, m);
@@ -135,25 +147,45 @@ void exec_modcache_clear(struct executor *ex)
 	ex->modcache_bytes = 0;
 }
 
-int exec_module_make_restored(struct executor *ex, uint32_t id, const void *image, size_t image_len,
-			      const char *hash)
+/* The cached module of that image, taken out of the cache, or NULL. */
+static struct exec_module *cache_take(struct executor *ex, const void *image, size_t image_len, const char *hash)
 {
 	for (unsigned i = 0; i < ex->nmodcache; i++) {
 		struct exec_module *m = ex->modcache[i];
-		int r;
 
 		if (m->image_len != image_len || strcmp(m->hash, hash) != 0)
 			continue;
 		ex->modcache_bytes -= m->image_len;
 		memmove(&ex->modcache[i], &ex->modcache[i + 1], (--ex->nmodcache - i) * sizeof(ex->modcache[0]));
-		r = handle_put(&ex->modules, id, m);
-		if (r < 0)
-			exec_module_free(ex, m);
-		else
-			phos_debug("module %u: %zu bytes, still loaded from an earlier function", id, image_len);
-		return r;
+		return m;
 	}
-	return exec_module_make(ex, id, image, image_len);
+	(void)image;
+	return NULL;
+}
+
+void exec_module_warm(struct executor *ex, const void *image, size_t image_len, const char *hash)
+{
+	struct exec_module *m = cache_take(ex, image, image_len, hash);
+
+	if (!m)
+		m = module_new(ex, 0, image, image_len);
+	exec_module_release(ex, m);   /* (back) into the cache, newest */
+}
+
+int exec_module_make_restored(struct executor *ex, uint32_t id, const void *image, size_t image_len,
+			      const char *hash)
+{
+	struct exec_module *m = cache_take(ex, image, image_len, hash);
+	int r;
+
+	if (!m)
+		return exec_module_make(ex, id, image, image_len);
+	r = handle_put(&ex->modules, id, m);
+	if (r < 0)
+		exec_module_free(ex, m);
+	else
+		phos_debug("module %u: %zu bytes, already loaded (an earlier function's, or a hot snapshot's)", id, image_len);
+	return r;
 }
 
 /* A fatbin too big for one record arrives in a shared host region. */

@@ -552,6 +552,12 @@ void exec_module_release(struct executor *ex, struct exec_module *m);
  * from the snapshot, as for a module loaded afresh), else it is loaded. */
 int exec_module_make_restored(struct executor *ex, uint32_t id, const void *image, size_t image_len,
 			      const char *hash);
+/* The size bytes of a file (a snapshot's fatbin) in a new buffer: 0 or -errno
+ * (-ENODATA when it is shorter). exec_image.c. */
+int exec_read_file(const char *path, uint64_t size, void **ret_data);
+/* Loads a snapshot's fatbin into ex->modcache ahead of its restores (a hot
+ * snapshot, exec_hot.c), unless it is there already. */
+void exec_module_warm(struct executor *ex, const void *image, size_t image_len, const char *hash);
 /* Frees every cached module (the executor exits). */
 void exec_modcache_clear(struct executor *ex);
 void exec_func_free(struct exec_func *f);
