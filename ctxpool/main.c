@@ -57,6 +57,7 @@
 #include <unistd.h>
 
 #include "executor.h"
+#include "fault.h"
 #include "staging.h"
 #include "image.h"
 #include "loader.h"
@@ -307,7 +308,19 @@ static int serve_one(struct executor *ex, int fd, const char *dir, const struct 
 		ex->ch_pinned = ex->next_ch_pinned;
 		ex->next_ch = NULL;
 		ex->next_ch_pinned = false;
+		if (phos_fault("channel_late"))
+			sleep(1);
 		r = ex->ch ? phos_channel_attach(ex->ch, fd) : (close(fd), -ENOMEM);
+	}
+	if (r == -EPIPE || r == -ECONNRESET) {
+		/* The function ended before it took its channel: a program that
+		 * made no CUDA call (modules go out at first use) while the device
+		 * opened. Its exit is its own, not a failure of ours. */
+		phos_info("the function ended before it took its channel");
+		channel_drop(ex, ex->ch, ex->ch_pinned);
+		ex->ch = NULL;
+		exec_scrub(ex);
+		return 0;
 	}
 	if (r < 0) {
 		channel_drop(ex, ex->ch, ex->ch_pinned);

@@ -24,7 +24,8 @@
  * to kill it there), migrate_file_cut (the source of a move fails a
  * request for a range of the checkpoint: the link cut mid-transfer),
  * migrate_precopy_stale (the target's pre-copy of a move finds its first
- * buffer changed at the stop).
+ * buffer changed at the stop), channel_late (an executor waits 1 s before
+ * it hands the function its channel, as a slow device open would).
  */
 #pragma once
 

@@ -46,6 +46,12 @@ for call in ("cublasXtCreate", "cublasXtDeviceSelect", "cublasXtSgemm"):
 if DEVICE == "cuda":
     n = native("blas_xt")
     check(n.returncode == 0 and "xt: ok" in n.stdout, f"blas_xt natively: {n.returncode} {n.stdout}")
+# blas_xt makes no forwarded call, so it never takes its channel (modules go
+# out at first use): when it ends before the executor hands the channel over
+# (a slow device open; PHOS_FAULT=channel_late waits 1 s), its exit is its own.
+p = run(prog("blas_xt"), env={"PHOS_FAULT": "channel_late"})
+check(p.returncode == 0 and "xt: refused" in p.stdout and "executor failed" not in p.stderr,
+      f"blas_xt ending before its channel: rc {p.returncode} {p.stdout} {p.stderr[-1500:]}")
 
 # read/write sets in the trace
 with tempfile.TemporaryDirectory() as tmp:

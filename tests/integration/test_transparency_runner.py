@@ -85,9 +85,9 @@ try:
     check(probe.get("value") == 0 and probe.get("forwarded") == 0 and "refused by the guard" in probe.get("why", ""),
           f"the refused probe: {probe}")
     nocuda = r.get(("newarea/nocuda", "phos", "passed"), {})
-    # (exit 0, or 1 when the executor lost the race to hand it a channel it
-    # never used: phos-fn's own matter, not the runner's)
-    check(nocuda.get("value") == 0 and nocuda.get("forwarded_ops") == 0 and nocuda.get("exit") in (0, 1),
+    # (exit 0: a program that ends before it takes its channel is no failure
+    # of the executor's)
+    check(nocuda.get("value") == 0 and nocuda.get("forwarded_ops") == 0 and nocuda.get("exit") == 0,
           f"a program without CUDA calls: {nocuda}")
     printer = r.get(("newarea/printer", "phos", "passed"), {})
     check(printer.get("value") == 0 and printer.get("exit") == 0 and "differs" in printer.get("why", ""),
