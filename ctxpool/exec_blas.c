@@ -13,8 +13,7 @@
 #define BLAS_NOT_INITIALIZED 1
 #define BLAS_NOT_SUPPORTED 15
 
-/* Bytes per element of a cudaDataType, 0 when unknown. */
-static uint64_t elem_size(int type)
+uint64_t exec_blas_elem_size(int type)
 {
 	switch (type) {
 	case 0: return 4;   /* CUDA_R_32F */
@@ -62,7 +61,7 @@ static int vector_span(int n, int inc, uint64_t *ret_bytes)
 /* Bytes of one scalar of a cudaDataType used for alpha/beta/results. */
 static uint64_t scalar_size(int type)
 {
-	return elem_size(type);
+	return exec_blas_elem_size(type);
 }
 
 /* The scalar type of a GEMM compute type (cublasComputeType_t or a legacy
@@ -202,7 +201,7 @@ static int gemm(struct executor *ex, struct exec_blas *b, const struct phos_blas
 	int arows = g->transa ? g->k : g->m, acols = g->transa ? g->m : g->k;
 	int brows = g->transb ? g->n : g->k, bcols = g->transb ? g->k : g->n;
 
-	if (!elem_size(g->atype) || !elem_size(g->btype) || !elem_size(g->ctype)) {
+	if (!exec_blas_elem_size(g->atype) || !exec_blas_elem_size(g->btype) || !exec_blas_elem_size(g->ctype)) {
 		*blas_status = BLAS_NOT_SUPPORTED;
 		return -PHOS_CUDA_NOT_SUPPORTED;
 	}
@@ -210,9 +209,9 @@ static int gemm(struct executor *ex, struct exec_blas *b, const struct phos_blas
 	int spans = g->arrays ? 1 : g->batch;
 
 	if (g->m < 0 || g->n < 0 || g->k < 0 || g->batch < 1 ||
-	    matrix_span(arows, acols, g->lda, spans, g->stride_a, elem_size(g->atype), &sa) < 0 ||
-	    matrix_span(brows, bcols, g->ldb, spans, g->stride_b, elem_size(g->btype), &sb) < 0 ||
-	    matrix_span(g->m, g->n, g->ldc, spans, g->stride_c, elem_size(g->ctype), &sc) < 0) {
+	    matrix_span(arows, acols, g->lda, spans, g->stride_a, exec_blas_elem_size(g->atype), &sa) < 0 ||
+	    matrix_span(brows, bcols, g->ldb, spans, g->stride_b, exec_blas_elem_size(g->btype), &sb) < 0 ||
+	    matrix_span(g->m, g->n, g->ldc, spans, g->stride_c, exec_blas_elem_size(g->ctype), &sc) < 0) {
 		*blas_status = BLAS_INVALID_VALUE;
 		return -PHOS_CUDA_INVALID_VALUE;
 	}
@@ -354,7 +353,7 @@ static int vec_bytes(int n, int inc, uint64_t esize, uint64_t *ret_bytes)
 /* Size of the result a routine returns (0: none). */
 static uint64_t call_result_size(const struct phos_blas_op *op)
 {
-	uint64_t e = elem_size(op->type);
+	uint64_t e = exec_blas_elem_size(op->type);
 
 	switch (op->fn) {
 	case PHOS_BLAS_DOT:
@@ -374,7 +373,7 @@ static uint64_t call_result_size(const struct phos_blas_op *op)
 /* The read/write set of a level 1-3 routine, from its API semantics. */
 static int call_set(struct executor *ex, const struct phos_blas_op *op, struct spec_set *set)
 {
-	uint64_t e = elem_size(op->type), sx = 0, sy = 0, sa = 0, sb = 0;
+	uint64_t e = exec_blas_elem_size(op->type), sx = 0, sy = 0, sa = 0, sb = 0;
 	const uint8_t R = SPEC_READ, RW = SPEC_READ | SPEC_WRITE;
 	int lenx = op->n, leny = op->n;
 	bool beta_zero = op->beta[0] == 0 && op->beta[1] == 0 && !op->dev_scalars;
@@ -535,7 +534,7 @@ static int call(struct executor *ex, struct exec_blas *b, const struct phos_blas
 	void *stream;
 	int r;
 
-	if (op.fn < 0 || op.fn >= PHOS_BLAS_FN__COUNT || !elem_size(op.type) || !elem_size(op.scal_type)) {
+	if (op.fn < 0 || op.fn >= PHOS_BLAS_FN__COUNT || !exec_blas_elem_size(op.type) || !exec_blas_elem_size(op.scal_type)) {
 		*blas_status = BLAS_INVALID_VALUE;
 		return -PHOS_CUDA_INVALID_VALUE;
 	}

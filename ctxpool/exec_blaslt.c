@@ -32,17 +32,11 @@ enum {
 	EPI_DGELU = 64 | 128, EPI_AUX = 128, EPI_BGRADA = 256, EPI_BGRADB = 512,
 };
 
-/* Bytes of one element of a cudaDataType that cuBLASLt takes, 0 for others. */
+/* Bytes of one element of a cudaDataType that cuBLASLt takes, 0 for others:
+ * cuBLAS's types and the FP8 ones (R_8F_E4M3, R_8F_E5M2). */
 static uint64_t elem_bytes(int type)
 {
-	switch (type) {
-	case 3: case 8: case 28: case 29: return 1;   /* R_8I, R_8U, R_8F_E4M3, R_8F_E5M2 */
-	case 2: case 14: return 2;                     /* R_16F, R_16BF */
-	case 0: case 10: case 6: return 4;             /* R_32F, R_32I, C_16F */
-	case 1: case 4: return 8;                      /* R_64F, C_32F */
-	case 5: return 16;                             /* C_64F */
-	default: return 0;
-	}
+	return type == 28 || type == 29 ? 1 : exec_blas_elem_size(type);
 }
 
 /* a * b + c into *r, false on overflow. */

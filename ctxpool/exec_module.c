@@ -57,8 +57,10 @@ void exec_func_free(struct exec_func *f)
 }
 
 /* A module parsed and loaded on every device (a refused image is
- * remembered as such in m->error), or NULL when out of memory. */
-static struct exec_module *module_new(struct executor *ex, uint32_t id, const void *image, size_t image_len)
+ * remembered as such in m->error), or NULL when out of memory. hash: the
+ * image's XXH3-128 when the caller has checked it already, else NULL. */
+static struct exec_module *module_new(struct executor *ex, uint32_t id, const void *image, size_t image_len,
+				      const char *hash)
 {
 	struct exec_module *m = calloc(1, sizeof(*m));
 	int r;
@@ -73,7 +75,10 @@ static struct exec_module *module_new(struct executor *ex, uint32_t id, const vo
 	}
 	memcpy(m->image, image, image_len);
 	m->image_len = image_len;
-	phos_image_module_hash(image, image_len, m->hash);
+	if (hash)
+		snprintf(m->hash, sizeof(m->hash), "%s", hash);
+	else
+		phos_image_module_hash(image, image_len, m->hash);
 	r = image_len <= MAX_FATBIN ? phos_modimage_parse(image, image_len, &m->fatbin) : -1;
 	if (r < 0) {
 		phos_warn("module %u: image refused (%d)", id, r);
@@ -90,10 +95,8 @@ static struct exec_module *module_new(struct executor *ex, uint32_t id, const vo
 	return m;
 }
 
-/* Parses and loads a fatbin as module id; a refused image is remembered as such. */
-int exec_module_make(struct executor *ex, uint32_t id, const void *image, size_t image_len)
+static int module_put(struct executor *ex, uint32_t id, struct exec_module *m)
 {
-	struct exec_module *m = module_new(ex, id, image, image_len);
 	int r;
 
 	if (!m)
@@ -102,6 +105,12 @@ int exec_module_make(struct executor *ex, uint32_t id, const void *image, size_t
 	if (r < 0)
 		exec_module_free(ex, m);
 	return r;
+}
+
+/* Parses and loads a fatbin as module id; a refused image is remembered as such. */
+int exec_module_make(struct executor *ex, uint32_t id, const void *image, size_t image_len)
+{
+	return module_put(ex, id, module_new(ex, id, image, image_len, NULL));
 }
 
 /* --- the module cache ---
@@ -168,7 +177,7 @@ void exec_module_warm(struct executor *ex, const void *image, size_t image_len, 
 	struct exec_module *m = cache_take(ex, image, image_len, hash);
 
 	if (!m)
-		m = module_new(ex, 0, image, image_len);
+		m = module_new(ex, 0, image, image_len, hash);
 	exec_module_release(ex, m);   /* (back) into the cache, newest */
 }
 
@@ -176,16 +185,11 @@ int exec_module_make_restored(struct executor *ex, uint32_t id, const void *imag
 			      const char *hash)
 {
 	struct exec_module *m = cache_take(ex, image, image_len, hash);
-	int r;
 
-	if (!m)
-		return exec_module_make(ex, id, image, image_len);
-	r = handle_put(&ex->modules, id, m);
-	if (r < 0)
-		exec_module_free(ex, m);
-	else
-		phos_debug("module %u: %zu bytes, already loaded (an earlier function's, or a hot snapshot's)", id, image_len);
-	return r;
+	if (!m)   /* the restore checked the image against this hash */
+		return module_put(ex, id, module_new(ex, id, image, image_len, hash));
+	phos_debug("module %u: %zu bytes, already loaded (an earlier function's, or a hot snapshot's)", id, image_len);
+	return module_put(ex, id, m);
 }
 
 /* A fatbin too big for one record arrives in a shared host region. */

@@ -507,6 +507,9 @@ int exec_module_handle(struct executor *ex, uint32_t op, const void *body, uint3
 int exec_blas_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
 		     uint32_t *out_len, int *blas_status);
 
+/* Bytes per element of a cudaDataType cuBLAS takes, 0 for others (exec_blas.c). */
+uint64_t exec_blas_elem_size(int type);
+
 /* cuBLASLt records (exec_blaslt.c): *blas_status gets the cublasStatus_t. */
 int exec_blaslt_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
 		       uint32_t *out_len, int *blas_status);
@@ -549,14 +552,15 @@ void exec_module_free(struct executor *ex, struct exec_module *m);
 void exec_module_release(struct executor *ex, struct exec_module *m);
 /* Module id of a restore, from its snapshot's fatbin and hash: a cached
  * module with that image is taken (every variable of it is then written
- * from the snapshot, as for a module loaded afresh), else it is loaded. */
+ * from the snapshot, as for a module loaded afresh), else it is loaded.
+ * hash: the image's XXH3-128, which the caller checked. */
 int exec_module_make_restored(struct executor *ex, uint32_t id, const void *image, size_t image_len,
 			      const char *hash);
 /* The size bytes of a file (a snapshot's fatbin) in a new buffer: 0 or -errno
  * (-ENODATA when it is shorter). exec_image.c. */
 int exec_read_file(const char *path, uint64_t size, void **ret_data);
 /* Loads a snapshot's fatbin into ex->modcache ahead of its restores (a hot
- * snapshot, exec_hot.c), unless it is there already. */
+ * snapshot, exec_hot.c), unless it is there already; hash as above. */
 void exec_module_warm(struct executor *ex, const void *image, size_t image_len, const char *hash);
 /* Frees every cached module (the executor exits). */
 void exec_modcache_clear(struct executor *ex);
