@@ -786,3 +786,8 @@ int phos_cublaslt_stub(const char *name, int *logged)
 	phos_log_once("cuBLASLt API", name, logged);
 	return CUBLAS_STATUS_NOT_SUPPORTED;
 }
+
+__attribute__((constructor)) static void log_init(void)
+{
+	phos_log_init("phos-preload-cublaslt", PHOS_LOG_OFF);
+}

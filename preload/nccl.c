@@ -859,3 +859,8 @@ __attribute__((constructor)) static void nccl_init(void)
 	if (phos_preload_on_restore(nccl_resend) < 0)
 		phos_warn("nccl: no room for the restore hook: communicators will not come back after a restore");
 }
+
+__attribute__((constructor)) static void log_init(void)
+{
+	phos_log_init("phos-preload-nccl", PHOS_LOG_OFF);
+}
