@@ -10,6 +10,7 @@
  *                     ring order; the  ├─ exec_blas.c     cuBLAS
  *                     device keeps     ├─ exec_blaslt.c   cuBLASLt matmuls and heuristics
  *                     per-stream order ├─ exec_nccl.c     NCCL communicators and collectives
+ *                                      ├─ exec_dnn.c      cuDNN handles, descriptors, executions
  *                                      └─ spec.c          read/write sets of every launch and
  *                                                         library call, and the trace
  *
@@ -228,6 +229,8 @@ struct executor {
 	uint64_t modcache_bytes;
 	struct handle_table pools;      /* struct exec_pool (exec_pool.c) */
 	struct handle_table nccl;       /* NCCL communicators (exec_nccl.c) */
+	struct handle_table dnn_handles;   /* cuDNN handles by the preload's id (exec_dnn.c) */
+	struct handle_table dnn_descs;     /* cuDNN backend descriptors by the preload's id */
 	struct handle_table arrays;     /* struct exec_array by the preload's id (exec_array.c) */
 	struct handle_table texes;      /* struct exec_tex by the device's handle */
 	int nccl_group_depth;           /* ncclGroupStart calls not yet ended */
@@ -513,6 +516,12 @@ uint64_t exec_blas_elem_size(int type);
 /* cuBLASLt records (exec_blaslt.c): *blas_status gets the cublasStatus_t. */
 int exec_blaslt_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
 		       uint32_t *out_len, int *blas_status);
+
+/* cuDNN records (exec_dnn.c): *ret_status gets the cudnnStatus_t for the reply. */
+int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
+		    uint32_t *out_len, int *ret_status);
+/* Destroys the function's cuDNN descriptors and handles (exec_scrub). */
+void exec_dnn_clear(struct executor *ex);
 
 /* NCCL records (exec_nccl.c): *ret_nccl gets the ncclResult_t for the reply. */
 int exec_nccl_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,

@@ -99,6 +99,8 @@ static struct idtab idtabs[PHOS_H__COUNT] = {
 	[PHOS_H_POOL] = IDTAB_INIT(2),   /* 1 is the default pool (PHOS_POOL_DEFAULT) */
 	[PHOS_H_NCCL] = IDTAB_INIT(1),
 	[PHOS_H_ARRAY] = IDTAB_INIT(1),
+	[PHOS_H_DNN] = IDTAB_INIT(1),
+	[PHOS_H_DNN_DESC] = IDTAB_INIT(1),
 };
 
 /* phos_preload_on_restore: run in order after a restore. */

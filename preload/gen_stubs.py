@@ -32,6 +32,8 @@ MUST_IMPLEMENT = {
                  'cublasLtGetCudartVersion'},
     'cuda': {'cuGetProcAddress', 'cuGetProcAddress_v2', 'cuGetErrorName', 'cuGetErrorString', 'cuInit'},
     'nccl': {'ncclGetErrorString', 'pncclGetErrorString', 'ncclGetLastError', 'pncclGetLastError'},
+    'cudnn': {'cudnnGetVersion', 'cudnnGetMaxDeviceVersion', 'cudnnGetCudartVersion', 'cudnnGetErrorString',
+              'cudnnGetLastErrorString'},
 }
 
 # Legacy cuBLAS (cublas.h) returns values, not statuses; their stubs return zero
@@ -50,7 +52,7 @@ RETURN_KINDS = {
 
 STATUS = {'cudart': 'phos_cudart_stub', 'cublas': 'phos_cublas_stub', 'cublasLt': 'phos_cublaslt_stub',
           'cuda': 'phos_cuda_stub',
-          'nccl': 'phos_nccl_stub'}
+          'nccl': 'phos_nccl_stub', 'cudnn': 'phos_cudnn_stub'}
 
 EXPORT_RE = re.compile(r'^PHOS_EXPORT\b[^(;=]*?\b([A-Za-z_]\w*)\s*\(', re.M)
 ALIAS_RE = re.compile(r'^PHOS_ALIAS\(\s*([A-Za-z_]\w*)\s*,', re.M)

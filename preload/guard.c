@@ -5,6 +5,7 @@
  * never run natively under phos-fn's name (issue 12, DESIGN.md "Processes").
  *
  *   dynamic loader ──la_objsearch(name)──▶ guard ── libcudart.so*, libcublas[Lt].so.*, libnccl.so.2,
+ *         │                                  │       libcudnn.so.9,
  *         │                                  │       libcuda.so, libcuda.so.1
  *         │                                  │       (a bare soname, an RPATH/RUNPATH
  *         │                                  │        lookup or a dlopen by path)
@@ -16,7 +17,8 @@
  *         │
  *         └──la_objopen(map)──▶ guard ── libnvidia-ml.so* (loaded some other way), another libcuda.so*
  *                                        (a copy under another name), or a
- *                                        libcudart/libcublas[Lt]/libnccl that is not ours
+ *                                        libcudart/libcublas[Lt]/libnccl/libcudnn that is not
+ *                                        ours (cuDNN's own libcudnn_*.so.9 parts included)
  *                                        → "refusing ..." on stderr, the reason in
  *                                          $PHOS_GUARD_REPORT, _exit(PHOS_GUARD_EXIT)
  *
@@ -57,6 +59,7 @@ static char standin_cublas[PATH_MAX + 32];
 static char standin_cublaslt[PATH_MAX + 32];
 static char standin_cuda[PATH_MAX + 32];
 static char standin_nccl[PATH_MAX + 32];
+static char standin_cudnn[PATH_MAX + 32];
 
 static const char *base_name(const char *path)
 {
@@ -81,7 +84,7 @@ static void refuse(const char *lib)
 	len = snprintf(msg, sizeof(msg),
 		       "phos-fn: refusing to run %s: it loads %s, a real CUDA library that would reach the "
 		       "GPU driver directly instead of being forwarded (phos-fn stands in for "
-		       "libcudart.so.13, libcublas.so.13, libcublasLt.so.13, libnccl.so.2 and the driver "
+		       "libcudart.so.13, libcublas.so.13, libcublasLt.so.13, libnccl.so.2, libcudnn.so.9 and the driver "
 		       "libcuda.so.1 only; "
 		       "no other CUDA runtime, no other driver library and no NVML may be loaded)\n",
 		       e > 0 ? exe : "the program", lib);
@@ -119,6 +122,7 @@ EXPORT unsigned int la_version(unsigned int version)
 			snprintf(standin_cublaslt, sizeof(standin_cublaslt), "%s/libcublasLt.so.13", real);
 			snprintf(standin_cuda, sizeof(standin_cuda), "%s/libcuda.so.1", real);
 			snprintf(standin_nccl, sizeof(standin_nccl), "%s/libnccl.so.2", real);
+			snprintf(standin_cudnn, sizeof(standin_cudnn), "%s/libcudnn.so.9", real);
 		}
 	}
 	/* Without its own folder the module still refuses, it only cannot redirect. */
@@ -166,6 +170,8 @@ EXPORT char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag
 		return standin_cuda;
 	if (!strcmp(b, "libnccl.so") || starts_with(b, "libnccl.so.2"))
 		return standin_nccl;
+	if (!strcmp(b, "libcudnn.so") || starts_with(b, "libcudnn.so.9"))
+		return standin_cudnn;
 	if (starts_with(b, "libnvidia-ml.so"))
 		return nvml_hidden(name);
 	return (char *)name;

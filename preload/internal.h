@@ -73,6 +73,8 @@ enum phos_hkind {
 	PHOS_H_CONTEXT,   /* the primary context of the driver API (libcuda.c): never in a table */
 	PHOS_H_NCCL,   /* NCCL communicators (nccl.c, the libnccl stand-in) */
 	PHOS_H_ARRAY,  /* CUDA arrays (array.c) */
+	PHOS_H_DNN,    /* cuDNN handles (cudnn.c, the libcudnn stand-in) */
+	PHOS_H_DNN_DESC, /* cuDNN backend descriptors (cudnn.c) */
 	PHOS_H__COUNT
 };
 

@@ -2,15 +2,8 @@
 /*
  * NCCL on the cuda device (nccl_dev.h): the real libnccl.so.2, loaded once.
  *
- * Where it is looked for, first found wins:
- *   1. $PHOS_NCCL_LIB (a path);
- *   2. "libnccl.so.2" through the loader's search path;
- *   3. pip's nvidia-nccl-cu13 (nvidia/nccl/lib/libnccl.so.2) under the
- *      site-packages and dist-packages of /usr/local/lib/python3*,
- *      /usr/lib/python3*, $VIRTUAL_ENV and ~/.local;
- *   4. $CUDA_HOME/lib64 and /usr/local/cuda/lib64.
- * A library that turns out to be phos-fn's own stand-in (it reaches
- * phos_preload_connect) is refused: the executor must never forward to itself.
+ * Where it is looked for: runtime/libfind.h, with $PHOS_NCCL_LIB and pip's
+ * nvidia-nccl-cu13 (nvidia/nccl/lib).
  *
  * NCCL_NVLS_ENABLE=0 is put in the environment before the library is loaded,
  * so before NCCL reads it: executors never create NVLink multicast objects.
@@ -19,12 +12,12 @@
  * (device_cuda.c), which the runtime inside NCCL adopts.
  */
 #include <dlfcn.h>
-#include <glob.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "libfind.h"
 #include "log.h"
 #include "nccl_dev.h"
 
@@ -57,81 +50,6 @@ static struct {
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int load_status = PHOS_NCCL_SYSTEM_ERROR;
 
-static void *try_open(const char *path)
-{
-	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-
-	if (!lib)
-		return NULL;
-	if (dlsym(lib, "phos_preload_connect")) {
-		phos_warn("cuda: %s is phos-fn's NCCL stand-in, not NVIDIA's: skipped", path);
-		dlclose(lib);
-		return NULL;
-	}
-	phos_info("cuda: NCCL from %s", path);
-	return lib;
-}
-
-static void *open_glob(const char *pattern)
-{
-	glob_t g;
-	void *lib = NULL;
-
-	if (glob(pattern, 0, NULL, &g) != 0)
-		return NULL;
-	for (size_t i = g.gl_pathc; !lib && i-- > 0;)   /* newest python first */
-		lib = try_open(g.gl_pathv[i]);
-	globfree(&g);
-	return lib;
-}
-
-static void *find_nccl(void)
-{
-	const char *env = getenv("PHOS_NCCL_LIB"), *venv = getenv("VIRTUAL_ENV"), *home = getenv("HOME");
-	const char *cuda = getenv("CUDA_HOME");
-	const char *roots[] = { "/usr/local/lib", "/usr/lib", venv ? venv : "", "" };
-	char pat[8448];   /* a root of up to 4 KiB and the rest */
-	void *lib;
-
-	if (env && *env) {
-		lib = try_open(env);
-		if (!lib)
-			phos_err("cuda: PHOS_NCCL_LIB=%s cannot be loaded: %s", env, dlerror() ?: "not NCCL");
-		return lib;   /* an explicit choice is not second-guessed */
-	}
-	if ((lib = try_open("libnccl.so.2")))
-		return lib;
-	for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
-		const char *root = roots[i];
-		char local[4096];
-
-		if (i == 3) {
-			if (!home || !*home)
-				continue;
-			snprintf(local, sizeof(local), "%s/.local/lib", home);
-			root = local;
-		}
-		if (!*root)
-			continue;
-		for (int k = 0; k < 2; k++) {
-			snprintf(pat, sizeof(pat), "%s/python3*/%s/nvidia/nccl/lib/libnccl.so.2", root,
-				 k ? "dist-packages" : "site-packages");
-			if ((lib = open_glob(pat)))
-				return lib;
-		}
-		if (i == 2) {   /* a venv's lib folder */
-			snprintf(pat, sizeof(pat), "%s/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2", root);
-			if ((lib = open_glob(pat)))
-				return lib;
-		}
-	}
-	if (cuda && *cuda) {
-		snprintf(pat, sizeof(pat), "%s/lib64/libnccl.so.2", cuda);
-		if ((lib = try_open(pat)))
-			return lib;
-	}
-	return try_open("/usr/local/cuda/lib64/libnccl.so.2");
-}
 
 #define SYM(field, name) { #name, offsetof(__typeof__(nccl), field) }
 static const struct { const char *name; size_t offset; } syms[] = {
@@ -152,7 +70,7 @@ static void load(void)
 
 	/* Before NCCL reads its environment: no NVLink multicast (NVLS). */
 	setenv("NCCL_NVLS_ENABLE", "0", 1);
-	lib = find_nccl();
+	lib = phos_lib_find("NCCL", "PHOS_NCCL_LIB", "libnccl.so.2", "nccl");
 	if (!lib) {
 		phos_err("cuda: cannot load libnccl.so.2 (PHOS_NCCL_LIB, the loader path, pip's nvidia/nccl/lib, "
 			 "$CUDA_HOME/lib64 and /usr/local/cuda/lib64 tried)");

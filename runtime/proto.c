@@ -88,6 +88,17 @@ static const char *const op_names[PHOS_OP__COUNT] = {
 	[PHOS_OP_SET_DEVICE] = "set_device",
 	[PHOS_OP_BLASLT_MATMUL] = "blaslt_matmul",
 	[PHOS_OP_BLASLT_HEURISTIC] = "blaslt_heuristic",
+	[PHOS_OP_DNN_VERSION] = "dnn_version",
+	[PHOS_OP_DNN_CREATE] = "dnn_create",
+	[PHOS_OP_DNN_DESTROY] = "dnn_destroy",
+	[PHOS_OP_DNN_DESC_CREATE] = "dnn_desc_create",
+	[PHOS_OP_DNN_DESC_DESTROY] = "dnn_desc_destroy",
+	[PHOS_OP_DNN_SET] = "dnn_set",
+	[PHOS_OP_DNN_GET] = "dnn_get",
+	[PHOS_OP_DNN_FINALIZE] = "dnn_finalize",
+	[PHOS_OP_DNN_EXECUTE] = "dnn_execute",
+	[PHOS_OP_DNN_BN] = "dnn_bn",
+	[PHOS_OP_DNN_BN_SIZE] = "dnn_bn_size",
 };
 
 const char *phos_op_name(uint32_t op)

@@ -175,6 +175,26 @@ enum phos_op {
 	PHOS_OP_BLASLT_HEURISTIC, /* sync: phos_blaslt_heuristic; reply phos_blaslt_result[returned]
 	                           * (cublasLtMatmulAlgoGetHeuristic) */
 
+	/* cuDNN (ctxpool/exec_dnn.c). Handles and backend descriptors are
+	 * executor objects under ids the preload chooses (one id space each);
+	 * the cudnnStatus_t comes back in the reply's library status. Variant
+	 * packs and legacy tensor descriptors stay in the preload and travel
+	 * whole with each call. */
+	PHOS_OP_DNN_VERSION,      /* sync; reply phos_reply_dnn_version */
+	PHOS_OP_DNN_CREATE,       /* sync: phos_dnn_handle (cudnnCreate on its device) */
+	PHOS_OP_DNN_DESTROY,      /* sync: phos_handle */
+	PHOS_OP_DNN_DESC_CREATE,  /* sync: phos_dnn_desc */
+	PHOS_OP_DNN_DESC_DESTROY, /* phos_handle */
+	PHOS_OP_DNN_SET,          /* sync: phos_dnn_attr + count elements (handles and descriptors
+	                           * as u64 ids, 0 for NULL) */
+	PHOS_OP_DNN_GET,          /* sync: phos_dnn_attr (+ count u64 ids of the descriptors to
+	                           * fill, for BACKEND_DESCRIPTOR); reply i64 count + elements */
+	PHOS_OP_DNN_FINALIZE,     /* sync: phos_handle */
+	PHOS_OP_DNN_EXECUTE,      /* phos_dnn_execute + n phos_dnn_vp_entry + by-value bytes,
+	                           * stream-ordered */
+	PHOS_OP_DNN_BN,           /* phos_dnn_bn: a batch normalization, stream-ordered */
+	PHOS_OP_DNN_BN_SIZE,      /* sync: phos_dnn_bn; reply u64 bytes */
+
 	PHOS_OP__COUNT
 };
 
@@ -649,6 +669,64 @@ struct phos_blaslt_heuristic {
 	float max_waves;               /* MATMUL_PREF_MAX_WAVES_COUNT, 0: unset */
 	uint32_t _pad;
 };
+
+/* --- cuDNN (PHOS_OP_DNN_*, runtime/cudnn_abi.h) --- */
+struct phos_reply_dnn_version {
+	uint64_t version;              /* cudnnGetVersion */
+	uint64_t max_device_version;   /* cudnnGetMaxDeviceVersion */
+};
+struct phos_dnn_handle { uint32_t id; int32_t device; };
+struct phos_dnn_desc { uint32_t id; int32_t type; };   /* cudnnBackendDescriptorType_t */
+/* cudnnBackendSetAttribute / GetAttribute: count elements of type (set), or
+ * up to count wanted (get). */
+struct phos_dnn_attr {
+	uint32_t desc;
+	int32_t name;                  /* cudnnBackendAttributeName_t */
+	int32_t type;                  /* cudnnBackendAttributeType_t */
+	uint32_t _pad;
+	int64_t count;
+};
+#define PHOS_DNN_MAX_ELEMS 65536
+/* cudnnBackendExecute: the plan, and the variant pack the preload kept. */
+struct phos_dnn_execute {
+	uint32_t handle, plan, stream, n;   /* n entries follow (<= PHOS_DNN_MAX_VP) */
+	uint64_t workspace;
+	uint32_t opaque;                    /* 1: no exact set (a tensor of the pack not found) */
+	uint32_t _pad;
+};
+#define PHOS_DNN_MAX_VP 256
+struct phos_dnn_vp_entry {
+	int64_t uid;
+	uint64_t ptr;                  /* device address (value_len 0) */
+	uint64_t bytes;                /* what the tensor spans from ptr (read and written) */
+	uint32_t value_off, value_len; /* by value: its bytes in the payload after the entries */
+};
+/* A legacy cudnnTensorDescriptor_t, by value. */
+struct phos_dnn_tensor {
+	int32_t type, nb;              /* cudnnDataType_t, dimensions (0: unset) */
+	int32_t dims[8], strides[8];
+};
+enum phos_dnn_bn_kind {
+	PHOS_DNN_BN_INFERENCE,         /* cudnnBatchNormalizationForwardInference */
+	PHOS_DNN_BN_TRAINING,          /* ...ForwardTrainingEx;  size: its workspace */
+	PHOS_DNN_BN_BACKWARD,          /* ...BackwardEx;         size: its workspace */
+	PHOS_DNN_BN_RESERVE,           /* size only: cudnnGetBatchNormalizationTrainingExReserveSpaceSize */
+};
+/* A batch normalization (bnOps BN, no z, no activation). Scalars are the
+ * host's bytes: double for double data, float otherwise. */
+struct phos_dnn_bn {
+	uint32_t handle, stream;
+	int32_t kind, mode;            /* phos_dnn_bn_kind, cudnnBatchNormMode_t */
+	struct phos_dnn_tensor x, y, bn, dy, dx;   /* bn: scale, bias, means and variances */
+	uint64_t px, py, pdy, pdx;
+	uint64_t scale, bias, mean, var;           /* inference: estimated; training: running (0: none) */
+	uint64_t save_mean, save_inv_var;          /* training: written; backward: read (0: none) */
+	uint64_t dscale, dbias;
+	uint64_t workspace, workspace_bytes, reserve, reserve_bytes;
+	double factor, epsilon;
+	uint8_t alpha[8], beta[8], alpha_param[8], beta_param[8];
+};
+
 /* One cublasLtMatmulHeuristicResult_t. */
 struct phos_blaslt_result {
 	uint64_t algo[8];

@@ -7,7 +7,8 @@ print the same numbers (to a relative 1e-5 where the case says so).
 
     python3 tests/gpu/torch_cases.py BUILD_DIR [--json OUT.json] [CASE ...]
 
-Cases: conv (cuDNN convolution + batch norm + pooling), compile
+Cases: conv (cuDNN convolution + batch norm + pooling), convtrain (convolutions
+and batch norm trained: cuDNN's backward passes and training statistics), compile
 (torch.compile: Triton kernels through the driver API stand-in), expandable
 (PYTORCH_CUDA_ALLOC_CONF=expandable_segments: the driver's VMM calls),
 attention (scaled_dot_product_attention), train (a few SGD steps, autograd).
@@ -27,6 +28,22 @@ x = torch.randn(4, 3, 32, 32, device="cuda")
 with torch.no_grad():
     y = m(x)
 print(json.dumps({"sum": float(y.double().sum()), "shape": list(y.shape), "cudnn": torch.backends.cudnn.version()}))
+""",
+    "convtrain": """
+import torch, json
+torch.manual_seed(0)
+torch.backends.cudnn.deterministic = True
+m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                        torch.nn.Conv2d(8, 4, 3, stride=2), torch.nn.BatchNorm2d(4)).cuda()
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+x = torch.randn(8, 3, 16, 16, device="cuda")
+for _ in range(5):
+    opt.zero_grad(); loss = m(x).square().mean(); loss.backward(); opt.step()
+m.eval()
+with torch.no_grad():
+    y = m(x)
+print(json.dumps({"loss": float(loss), "eval": float(y.double().sum()),
+                  "running_var": float(m[1].running_var.double().sum())}))
 """,
     "compile": """
 import torch, json

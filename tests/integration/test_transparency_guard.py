@@ -15,6 +15,8 @@ behind phos-fn's back (tests/transparency/guard/).
 - driver_probe dlopen()ing NVML (libnvidia-ml.so.1, by path or soname) is
   not found (its dlopen fails, as without a driver; PyTorch goes on without
   NVML), with one stderr line that says so;
+- a part of NVIDIA's cuDNN (libcudnn_graph.so.9) is refused: only NVIDIA's
+  libcudnn.so.9 loads them, and a function gets phos-fn's stand-in for that;
 - cuGetExportTable (NVIDIA's private tables, which cuDNN's static runtime
   asks for) answers CUDA_ERROR_NOT_SUPPORTED with one stderr line;
 - driver_probe mapping a libcuda.so.1 by hand (no loader: phos-fn's scan of
@@ -40,6 +42,7 @@ RPATH_DRIVER = os.path.join(DIR, "rpath_driver")
 REAL = os.path.join(DIR, "lib", "libcudart.so.13")
 FAKE_DRIVER = os.path.join(DIR, "libcuda.so.1")
 FAKE_NVML = os.path.join(DIR, "libnvidia-ml.so.1")
+FAKE_CUDNN_PART = os.path.join(DIR, "libcudnn_graph.so.9")
 STANDIN = os.path.realpath(program("preload", "libcudart.so.13"))
 STANDIN_DRIVER = os.path.realpath(program("preload", "libcuda.so.1"))
 
@@ -123,6 +126,13 @@ try:
               f"probe dlopen {lib} under phos-fn: the load must fail: rc {p.returncode} {p.stdout} {p.stderr[-1000:]}")
         said = [l for l in p.stderr.splitlines() if "(NVML) is not available inside a function" in l]
         check(len(said) == 1, f"probe dlopen {lib}: one stderr line says why: {p.stderr[-1000:]}")
+    # A part of NVIDIA's cuDNN (only its libcudnn.so.9 loads them): refused
+    # before it runs, the library named.
+    p = native(PROBE, "dlopen", FAKE_CUDNN_PART)
+    check(p.returncode == 0 and "driver ran natively" in p.stdout, f"probe dlopen cuDNN part natively: {p.stderr}")
+    p = run(PROBE, "dlopen", FAKE_CUDNN_PART)
+    check(p.returncode == GUARD_EXIT and "driver ran natively" not in p.stdout and "libcudnn_graph.so.9" in p.stderr,
+          f"a cuDNN part under phos-fn is refused: rc {p.returncode} {p.stdout} {p.stderr[-1000:]}")
     # NVIDIA's private export tables (cuDNN's static runtime asks for them): not
     # available, said once on stderr, the caller gets CUDA_ERROR_NOT_SUPPORTED.
     p = run(PROBE, "exporttable", "libcuda.so.1")

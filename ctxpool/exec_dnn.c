@@ -1,0 +1,482 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cuDNN records (proto.h, PHOS_OP_DNN_*): handles and backend descriptors by
+ * the preload's ids, the attributes that name other objects translated, and
+ * the read/write set of every execution.
+ *
+ *   DNN_CREATE / DESC_CREATE   an object of the backend under the preload's id
+ *   DNN_SET / DNN_GET          elements of type HANDLE and BACKEND_DESCRIPTOR
+ *                              travel as ids and are objects here; the rest
+ *                              are the function's bytes, passed unchanged
+ *   DNN_EXECUTE                the plan on the handle, with a variant pack the
+ *                              preload kept: its tensors' extents (computed
+ *                              there from the tensor descriptors of the plan's
+ *                              operation graph) are read and written, the
+ *                              workspace (the plan's WORKSPACE_SIZE) written;
+ *                              a pack the preload could not size is opaque
+ *   DNN_BN, DNN_BN_SIZE        batch normalization of the legacy API, the
+ *                              tensor descriptors by value
+ *
+ * Batch normalization sets:
+ *
+ *   inference   x, scale, bias, estimated mean, variance    read    y written
+ *   training    x, scale, bias, running mean and variance   read    y, running
+ *               (when given)                                        mean, variance,
+ *                                                                   saved mean, inverse
+ *                                                                   variance, workspace,
+ *                                                                   reserve written
+ *   backward    x, dy, scale, saved mean and inverse        read    dx, dscale, dbias,
+ *               variance (when given), reserve                      workspace written
+ *
+ * (y is also read when beta is not zero.) Every call is synchronous except
+ * EXECUTE and BN, which go in stream order; the cudnnStatus_t comes back in
+ * the reply's library status.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dnn_dev.h"
+#include "executor.h"
+#include "log.h"
+
+struct exec_dnn_obj {
+	void *dev;      /* the backend's object */
+	int32_t type;   /* cudnnBackendDescriptorType_t; -1: a handle */
+	int32_t device; /* the device it was made on */
+};
+
+static const struct phos_dnn_ops *dnn(const struct executor *ex)
+{
+	return strcmp(ex->dev_ops->name, "cuda") == 0 ? &phos_dnn_cuda : &phos_dnn_sim;
+}
+
+/* A failed cuDNN status: the record fails too (a posted record's error then
+ * reaches the function at its next synchronising call), and the status goes
+ * back in the reply. */
+static int fail(int *st, int status)
+{
+	*st = status;
+	if (status)
+		phos_debug("cudnn: status %d", status);
+	return status == PHOS_DNN_SUCCESS ? 0
+	       : status >= PHOS_DNN_NOT_SUPPORTED && status < PHOS_DNN_INTERNAL_ERROR ? -PHOS_CUDA_NOT_SUPPORTED
+									       : -PHOS_CUDA_INVALID_VALUE;
+}
+
+/* A backend's result: its own error, else its status. */
+static int result(int r, int *st)
+{
+	return r < 0 ? r : fail(st, *st);
+}
+
+/* The same, naming the attribute (PHOS_LOG=debug says which failed). */
+static int attr_result(int r, int *st, const char *what, const struct phos_dnn_attr *a)
+{
+	if (r == 0 && *st)
+		phos_debug("cudnn: %s of attribute %d (type %d, %lld elements) on descriptor %u: status %d", what, a->name,
+			   a->type, (long long)a->count, a->desc, *st);
+	return result(r, st);
+}
+
+static struct exec_dnn_obj *obj_get(struct executor *ex, bool handle, uint32_t id)
+{
+	struct exec_dnn_obj *o = handle_get(handle ? &ex->dnn_handles : &ex->dnn_descs, id);
+
+	if (o && o->device != ex->cur)
+		exec_use_device(ex, o->device);
+	return o;
+}
+
+static int make(struct executor *ex, bool handle, uint32_t id, int type, int *st)
+{
+	struct handle_table *t = handle ? &ex->dnn_handles : &ex->dnn_descs;
+	struct exec_dnn_obj *o;
+	void *dev = NULL;
+	int r;
+
+	if (handle_get(t, id) || id == 0 || id >= EXEC_MAX_HANDLES)
+		return fail(st, PHOS_DNN_BAD_PARAM);
+	if (!handle && (type < 0 || type > PHOS_DNN_DESCRIPTOR_TYPE_LAST))
+		return fail(st, PHOS_DNN_BAD_PARAM);
+	r = result(handle ? dnn(ex)->handle_create(ex->dev, &dev, st) : dnn(ex)->desc_create(ex->dev, type, &dev, st),
+		   st);
+	if (r < 0)
+		return r;
+	o = calloc(1, sizeof(*o));
+	if (!o || handle_put(t, id, o) < 0) {
+		free(o);
+		if (handle)
+			dnn(ex)->handle_destroy(ex->dev, dev);
+		else
+			dnn(ex)->desc_destroy(ex->dev, dev);
+		return fail(st, PHOS_DNN_INTERNAL_ERROR);
+	}
+	*o = (struct exec_dnn_obj){ .dev = dev, .type = handle ? -1 : type, .device = ex->cur };
+	return 0;
+}
+
+static void drop(struct executor *ex, bool handle, struct exec_dnn_obj *o)
+{
+	if (o->device != ex->cur)
+		exec_use_device(ex, o->device);
+	if (handle)
+		dnn(ex)->handle_destroy(ex->dev, o->dev);
+	else
+		dnn(ex)->desc_destroy(ex->dev, o->dev);
+	free(o);
+}
+
+/* The elements of a set or get: ids of objects become the backend's objects. */
+static int translate(struct executor *ex, int type, int64_t count, const uint64_t *ids, void **out)
+{
+	bool handle = type == PHOS_DNN_TYPE_HANDLE;
+
+	for (int64_t i = 0; i < count; i++) {
+		struct exec_dnn_obj *o;
+
+		if (ids[i] == 0) {
+			out[i] = NULL;
+			continue;
+		}
+		o = ids[i] < EXEC_MAX_HANDLES ? handle_get(handle ? &ex->dnn_handles : &ex->dnn_descs,
+							   (uint32_t)ids[i]) : NULL;
+		if (!o)
+			return -1;
+		out[i] = o->dev;
+	}
+	return 0;
+}
+
+static bool object_type(int type)
+{
+	return type == PHOS_DNN_TYPE_HANDLE || type == PHOS_DNN_TYPE_BACKEND_DESCRIPTOR;
+}
+
+static int attr_set(struct executor *ex, const struct phos_dnn_attr *a, const void *elems, uint32_t len, int *st)
+{
+	size_t esize = phos_dnn_attr_type_size(a->type);
+	struct exec_dnn_obj *o = obj_get(ex, false, a->desc);
+	void *objs[256], **buf = objs;
+	int r;
+
+	if (!o)
+		return fail(st, PHOS_DNN_BAD_PARAM);
+	if (!esize)
+		return fail(st, PHOS_DNN_BAD_PARAM_ATTRIBUTE_TYPE);
+	if (a->count < 0 || a->count > PHOS_DNN_MAX_ELEMS || (uint64_t)a->count * esize != len)
+		return fail(st, PHOS_DNN_BAD_PARAM);
+	if (!object_type(a->type))
+		return attr_result(dnn(ex)->set(ex->dev, o->dev, a->name, a->type, a->count, elems, st), st, "set", a);
+	if (a->count > 256 && !(buf = malloc((size_t)a->count * sizeof(void *))))
+		return fail(st, PHOS_DNN_INTERNAL_ERROR);
+	if (translate(ex, a->type, a->count, elems, buf) < 0)
+		r = fail(st, PHOS_DNN_BAD_PARAM);
+	else
+		r = attr_result(dnn(ex)->set(ex->dev, o->dev, a->name, a->type, a->count, buf, st), st, "set", a);
+	if (buf != objs)
+		free(buf);
+	return r;
+}
+
+/* Reply: i64 count, then the elements (none for descriptors: filled in place). */
+static int attr_get(struct executor *ex, const struct phos_dnn_attr *a, const void *ids, uint32_t len, void *out,
+		    uint32_t *out_len, int *st)
+{
+	size_t esize = phos_dnn_attr_type_size(a->type);
+	struct exec_dnn_obj *o = obj_get(ex, false, a->desc);
+	int64_t count = 0;
+	int r;
+
+	if (!o)
+		return fail(st, PHOS_DNN_BAD_PARAM);
+	if (!esize)
+		return fail(st, PHOS_DNN_BAD_PARAM_ATTRIBUTE_TYPE);
+	if (a->type == PHOS_DNN_TYPE_HANDLE)   /* (no id to give back) */
+		return fail(st, PHOS_DNN_NOT_SUPPORTED);
+	if (a->count < 0 || a->count > PHOS_DNN_MAX_ELEMS ||
+	    (uint64_t)a->count * esize > PHOS_REPLY_MAX - sizeof(int64_t))
+		return fail(st, PHOS_DNN_BAD_PARAM);
+	if (a->type == PHOS_DNN_TYPE_BACKEND_DESCRIPTOR) {
+		void **objs;
+
+		if ((uint64_t)a->count * sizeof(uint64_t) != len)
+			return fail(st, PHOS_DNN_BAD_PARAM);
+		objs = calloc((size_t)a->count + 1, sizeof(void *));
+		if (!objs)
+			return fail(st, PHOS_DNN_INTERNAL_ERROR);
+		if (translate(ex, a->type, a->count, ids, objs) < 0)
+			r = fail(st, PHOS_DNN_BAD_PARAM);
+		else
+			r = attr_result(dnn(ex)->get(ex->dev, o->dev, a->name, a->type, a->count, &count, objs, st), st,
+					"get", a);
+		free(objs);
+	} else {
+		r = attr_result(dnn(ex)->get(ex->dev, o->dev, a->name, a->type, a->count, &count,
+					   (char *)out + sizeof(int64_t), st), st, "get", a);
+	}
+	if (r < 0)
+		return r;
+	if (count < 0 || (count > a->count && a->type != PHOS_DNN_TYPE_BACKEND_DESCRIPTOR && a->count))
+		count = a->count;   /* (a count query: count alone) */
+	memcpy(out, &count, sizeof(count));
+	*out_len = sizeof(int64_t) +
+		   (a->type == PHOS_DNN_TYPE_BACKEND_DESCRIPTOR ? 0 : (uint32_t)((count < a->count ? count : a->count) * (int64_t)esize));
+	return 0;
+}
+
+/* The plan's workspace size, asked of the backend. */
+static int plan_workspace(struct executor *ex, void *plan, uint64_t *ret)
+{
+	int64_t ws = 0, count = 0;
+	int st = 0, r = dnn(ex)->get(ex->dev, plan, PHOS_DNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, PHOS_DNN_TYPE_INT64,
+				     1, &count, &ws, &st);
+
+	if (r < 0 || st || count != 1 || ws < 0)
+		return -1;
+	*ret = (uint64_t)ws;
+	return 0;
+}
+
+static int execute(struct executor *ex, const struct phos_dnn_execute *e, const uint8_t *payload, uint32_t plen,
+		   int *st)
+{
+	const struct phos_dnn_vp_entry *ent = (const void *)payload;
+	struct exec_dnn_obj *h = obj_get(ex, true, e->handle), *plan = handle_get(&ex->dnn_descs, e->plan);
+	int64_t uids[PHOS_DNN_MAX_VP];
+	void *ptrs[PHOS_DNN_MAX_VP];
+	struct spec_set set;
+	uint64_t ws = 0, values;
+	void *stream;
+
+	if (!h || !plan || plan->type != PHOS_DNN_EXECUTION_PLAN_DESCRIPTOR || e->n > PHOS_DNN_MAX_VP ||
+	    (uint64_t)e->n * sizeof(*ent) > plen)
+		return fail(st, PHOS_DNN_BAD_PARAM);
+	values = plen - (uint64_t)e->n * sizeof(*ent);
+	spec_clear(&set);
+	set.opaque = e->opaque != 0;
+	for (uint32_t i = 0; i < e->n; i++) {
+		uids[i] = ent[i].uid;
+		if (ent[i].value_len) {   /* by value: the bytes came with the record */
+			if ((uint64_t)ent[i].value_off + ent[i].value_len > values)
+				return fail(st, PHOS_DNN_BAD_PARAM);
+			ptrs[i] = (void *)(payload + (size_t)e->n * sizeof(*ent) + ent[i].value_off);
+			continue;
+		}
+		ptrs[i] = (void *)(uintptr_t)ent[i].ptr;
+		if (!set.opaque && spec_range(ex, &set, ent[i].ptr, ent[i].bytes, SPEC_READ | SPEC_WRITE) < 0) {
+			phos_warn("cudnn: tensor %lld of an execution (%llu bytes at 0x%llx) is not in device memory",
+				  (long long)ent[i].uid, (unsigned long long)ent[i].bytes, (unsigned long long)ent[i].ptr);
+			return fail(st, PHOS_DNN_BAD_PARAM);
+		}
+	}
+	if (plan_workspace(ex, plan->dev, &ws) < 0)
+		return fail(st, PHOS_DNN_BAD_PARAM_NOT_FINALIZED);
+	if (ws && !e->workspace)
+		return fail(st, PHOS_DNN_BAD_PARAM_NULL_POINTER);
+	if (ws && spec_range(ex, &set, e->workspace, ws, SPEC_WRITE) < 0)
+		return fail(st, PHOS_DNN_BAD_PARAM);
+	TRY(exec_stream(ex, e->stream, &stream));
+	TRY(spec_commit(ex, "dnn_execute", NULL, e->stream, &set));
+	return result(dnn(ex)->execute(ex->dev, h->dev, stream, plan->dev, (int)e->n, uids, ptrs,
+				       (void *)(uintptr_t)e->workspace, st), st);
+}
+
+/* Elements a legacy tensor descriptor spans: sum of (dim - 1) x stride, + 1. */
+static int tensor_bytes(const struct phos_dnn_tensor *t, uint64_t *ret)
+{
+	size_t es = phos_dnn_data_type_size(t->type);
+	uint64_t last = 0, e;
+
+	if (!es || t->nb < 1 || t->nb > PHOS_DNN_DIM_MAX)
+		return -1;
+	for (int i = 0; i < t->nb; i++) {
+		if (t->dims[i] < 1 || t->strides[i] < 1)
+			return -1;
+		if (__builtin_mul_overflow((uint64_t)(t->dims[i] - 1), (uint64_t)t->strides[i], &e) ||
+		    __builtin_add_overflow(last, e, &last))
+			return -1;
+	}
+	return __builtin_mul_overflow(last + 1, (uint64_t)es, ret) ? -1 : 0;
+}
+
+static bool zero_scalar(const uint8_t *p)
+{
+	static const uint8_t z[8];
+
+	return memcmp(p, z, 8) == 0;
+}
+
+static int bn_set(struct executor *ex, const struct phos_dnn_bn *b, struct spec_set *s)
+{
+	uint64_t xb, pb, yb = 0, db = 0;
+
+	if (tensor_bytes(&b->x, &xb) < 0 || tensor_bytes(&b->bn, &pb) < 0)
+		return -1;
+	if (b->kind == PHOS_DNN_BN_BACKWARD ? tensor_bytes(&b->dy, &yb) < 0 || tensor_bytes(&b->dx, &db) < 0
+					    : tensor_bytes(&b->y, &yb) < 0)
+		return -1;
+#define R(a, n) do { if (spec_range(ex, s, (a), (n), SPEC_READ) < 0) return -1; } while (0)
+#define W(a, n) do { if (spec_range(ex, s, (a), (n), SPEC_WRITE) < 0) return -1; } while (0)
+#define RW(a, n) do { if (spec_range(ex, s, (a), (n), SPEC_READ | SPEC_WRITE) < 0) return -1; } while (0)
+	R(b->px, xb);
+	R(b->scale, pb);
+	switch (b->kind) {
+	case PHOS_DNN_BN_INFERENCE:
+	case PHOS_DNN_BN_TRAINING:
+		R(b->bias, pb);
+		if (b->kind == PHOS_DNN_BN_INFERENCE) {
+			R(b->mean, pb);
+			R(b->var, pb);
+		} else {
+			if (b->mean)
+				RW(b->mean, pb);
+			if (b->var)
+				RW(b->var, pb);
+			if (b->save_mean)
+				W(b->save_mean, pb);
+			if (b->save_inv_var)
+				W(b->save_inv_var, pb);
+		}
+		if (zero_scalar(b->beta))
+			W(b->py, yb);
+		else
+			RW(b->py, yb);
+		break;
+	case PHOS_DNN_BN_BACKWARD:
+		R(b->pdy, yb);
+		if (b->save_mean)
+			R(b->save_mean, pb);
+		if (b->save_inv_var)
+			R(b->save_inv_var, pb);
+		if (zero_scalar(b->beta))
+			W(b->pdx, db);
+		else
+			RW(b->pdx, db);
+		if (zero_scalar(b->beta_param)) {
+			W(b->dscale, pb);
+			W(b->dbias, pb);
+		} else {
+			RW(b->dscale, pb);
+			RW(b->dbias, pb);
+		}
+		if (b->reserve_bytes)
+			R(b->reserve, b->reserve_bytes);
+		break;
+	default:
+		return -1;
+	}
+	if (b->workspace_bytes)
+		W(b->workspace, b->workspace_bytes);
+	if (b->kind == PHOS_DNN_BN_TRAINING && b->reserve_bytes)
+		W(b->reserve, b->reserve_bytes);
+#undef R
+#undef W
+#undef RW
+	return 0;
+}
+
+static int bn(struct executor *ex, const struct phos_dnn_bn *b, int *st)
+{
+	struct exec_dnn_obj *h = obj_get(ex, true, b->handle);
+	struct spec_set set;
+	void *stream;
+
+	if (!h)
+		return fail(st, PHOS_DNN_BAD_PARAM);
+	spec_clear(&set);
+	if (bn_set(ex, b, &set) < 0)
+		return fail(st, PHOS_DNN_BAD_PARAM);
+	TRY(exec_stream(ex, b->stream, &stream));
+	TRY(spec_commit(ex, "dnn_bn", NULL, b->stream, &set));
+	return result(dnn(ex)->bn(ex->dev, h->dev, stream, b, st), st);
+}
+
+int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out, uint32_t *out_len,
+		    int *st)
+{
+	switch (op) {
+	case PHOS_OP_DNN_VERSION:
+		*out_len = sizeof(struct phos_reply_dnn_version);
+		return result(dnn(ex)->version(ex->dev, out, st), st);
+	case PHOS_OP_DNN_CREATE: {
+		BODY(struct phos_dnn_handle, c);
+
+		if (c->device != ex->cur) {
+			if (c->device < 0 || c->device >= ex->ndevs)
+				return fail(st, PHOS_DNN_BAD_PARAM);
+			exec_use_device(ex, c->device);
+		}
+		return make(ex, true, c->id, -1, st);
+	}
+	case PHOS_OP_DNN_DESC_CREATE: {
+		BODY(struct phos_dnn_desc, c);
+
+		return make(ex, false, c->id, c->type, st);
+	}
+	case PHOS_OP_DNN_DESTROY:
+	case PHOS_OP_DNN_DESC_DESTROY: {
+		BODY(struct phos_handle, c);
+		bool handle = op == PHOS_OP_DNN_DESTROY;
+		struct exec_dnn_obj *o = handle_take(handle ? &ex->dnn_handles : &ex->dnn_descs, c->id);
+
+		if (!o)
+			return fail(st, PHOS_DNN_BAD_PARAM);
+		drop(ex, handle, o);
+		return 0;
+	}
+	case PHOS_OP_DNN_SET: {
+		BODY(struct phos_dnn_attr, a);
+
+		return attr_set(ex, a, a + 1, len - (uint32_t)sizeof(*a), st);
+	}
+	case PHOS_OP_DNN_GET: {
+		BODY(struct phos_dnn_attr, a);
+
+		return attr_get(ex, a, a + 1, len - (uint32_t)sizeof(*a), out, out_len, st);
+	}
+	case PHOS_OP_DNN_FINALIZE: {
+		BODY(struct phos_handle, c);
+		struct exec_dnn_obj *o = obj_get(ex, false, c->id);
+
+		return o ? result(dnn(ex)->finalize(ex->dev, o->dev, st), st) : fail(st, PHOS_DNN_BAD_PARAM);
+	}
+	case PHOS_OP_DNN_EXECUTE: {
+		BODY(struct phos_dnn_execute, e);
+
+		return execute(ex, e, (const uint8_t *)(e + 1), len - (uint32_t)sizeof(*e), st);
+	}
+	case PHOS_OP_DNN_BN: {
+		BODY(struct phos_dnn_bn, b);
+
+		return bn(ex, b, st);
+	}
+	case PHOS_OP_DNN_BN_SIZE: {
+		BODY(struct phos_dnn_bn, b);
+		struct exec_dnn_obj *h = obj_get(ex, true, b->handle);
+
+		if (!h)
+			return fail(st, PHOS_DNN_BAD_PARAM);
+		*out_len = sizeof(uint64_t);
+		return result(dnn(ex)->bn_size(ex->dev, h->dev, b, out, st), st);
+	}
+	default:
+		return -PHOS_CUDA_NOT_SUPPORTED;
+	}
+}
+
+void exec_dnn_clear(struct executor *ex)
+{
+	/* descriptors first: a plan may hold on to its handle */
+	for (uint32_t id = 0; id < ex->dnn_descs.cap; id++) {
+		struct exec_dnn_obj *o = handle_take(&ex->dnn_descs, id);
+
+		if (o)
+			drop(ex, false, o);
+	}
+	for (uint32_t id = 0; id < ex->dnn_handles.cap; id++) {
+		struct exec_dnn_obj *o = handle_take(&ex->dnn_handles, id);
+
+		if (o)
+			drop(ex, true, o);
+	}
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the cuDNN stand-in (cudnn.c) implements, declared with its own types
+ * (NVIDIA's cudnn.h is not needed to build phos-fn): cudnnStatus_t and the
+ * enumerations are ints (runtime/cudnn_abi.h gives their values), handles
+ * and descriptors pointers to the stand-in's own structs.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int cudnnStatus_t;
+typedef struct cudnnContext *cudnnHandle_t;
+typedef struct dnn_desc *cudnnBackendDescriptor_t;
+typedef struct cudnnTensorStruct *cudnnTensorDescriptor_t;
+
+size_t cudnnGetVersion(void);
+size_t cudnnGetMaxDeviceVersion(void);
+size_t cudnnGetCudartVersion(void);
+cudnnStatus_t cudnnGetProperty(int type, int *value);
+const char *cudnnGetErrorString(cudnnStatus_t s);
+void cudnnGetLastErrorString(char *message, size_t max_size);
+cudnnStatus_t cudnnCreate(cudnnHandle_t *handle);
+cudnnStatus_t cudnnDestroy(cudnnHandle_t handle);
+cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, void *stream);
+cudnnStatus_t cudnnGetStream(cudnnHandle_t handle, void **stream);
+cudnnStatus_t cudnnBackendCreateDescriptor(int type, cudnnBackendDescriptor_t *descriptor);
+cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t descriptor);
+cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t descriptor, int name, int type, int64_t count, const void *elems);
+cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const descriptor, int name, int type, int64_t requested, int64_t *count, void *elems);
+cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor);
+cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t pack);
+cudnnStatus_t cudnnBackendInitialize(cudnnBackendDescriptor_t descriptor);
+cudnnStatus_t cudnnBackendPopulateCudaGraph(cudnnHandle_t handle, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t pack, void *graph);
+cudnnStatus_t cudnnBackendUpdateCudaGraph(cudnnHandle_t handle, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t pack, void *graph);
+cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *desc);
+cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t desc);
+cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t desc, int type, int nb, const int dims[], const int strides[]);
+cudnnStatus_t cudnnSetTensor4dDescriptorEx(cudnnTensorDescriptor_t desc, int type, int n, int c, int h, int w, int ns, int cs, int hs, int ws);
+cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t desc, int format, int type, int n, int c, int h, int w);
+cudnnStatus_t cudnnGetTensorNdDescriptor(const cudnnTensorDescriptor_t desc, int requested, int *type, int *nb, int dims[], int strides[]);
+cudnnStatus_t cudnnGetTensorSizeInBytes(const cudnnTensorDescriptor_t desc, size_t *size);
+cudnnStatus_t cudnnBatchNormalizationForwardInference( cudnnHandle_t handle, int mode, const void *alpha, const void *beta, cudnnTensorDescriptor_t xd, const void *x, cudnnTensorDescriptor_t yd, void *y, cudnnTensorDescriptor_t bnd, const void *scale, const void *bias, const void *mean, const void *var, double epsilon);
+cudnnStatus_t cudnnBatchNormalizationForwardTrainingEx( cudnnHandle_t handle, int mode, int ops, const void *alpha, const void *beta, cudnnTensorDescriptor_t xd, const void *x, cudnnTensorDescriptor_t zd, const void *z, cudnnTensorDescriptor_t yd, void *y, cudnnTensorDescriptor_t bnd, const void *scale, const void *bias, double factor, void *running_mean, void *running_var, double epsilon, void *save_mean, void *save_inv_var, void *act, void *workspace, size_t workspace_bytes, void *reserve, size_t reserve_bytes);
+cudnnStatus_t cudnnBatchNormalizationBackwardEx( cudnnHandle_t handle, int mode, int ops, const void *alpha, const void *beta, const void *alpha_param, const void *beta_param, cudnnTensorDescriptor_t xd, const void *x, cudnnTensorDescriptor_t yd, const void *y, cudnnTensorDescriptor_t dyd, const void *dy, cudnnTensorDescriptor_t dzd, void *dz, cudnnTensorDescriptor_t dxd, void *dx, cudnnTensorDescriptor_t bnd, const void *scale, const void *bias, void *dscale, void *dbias, double epsilon, const void *save_mean, const void *save_inv_var, void *act, void *workspace, size_t workspace_bytes, void *reserve, size_t reserve_bytes);
+cudnnStatus_t cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize( cudnnHandle_t handle, int mode, int ops, cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t zd, cudnnTensorDescriptor_t yd, cudnnTensorDescriptor_t bnd, void *act, size_t *size);
+cudnnStatus_t cudnnGetBatchNormalizationBackwardExWorkspaceSize( cudnnHandle_t handle, int mode, int ops, cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t yd, cudnnTensorDescriptor_t dyd, cudnnTensorDescriptor_t dzd, cudnnTensorDescriptor_t dxd, cudnnTensorDescriptor_t bnd, void *act, size_t *size);
+cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(cudnnHandle_t handle, int mode, int ops, void *act, cudnnTensorDescriptor_t xd, size_t *size);

@@ -1,0 +1,64 @@
+# SPDX-License-Identifier: MIT
+"""Transparency of cuDNN (issue 16): tests/transparency/cudnn/cudnn_serve
+builds convolutions through the backend (graph) API as PyTorch's frontend
+does (tensors, convolution, operation graph, heuristics, a plan per
+configuration until one finalizes; everything but the plans destroyed) and
+runs batch normalization (training forward, backward, inference) with
+legacy descriptors, every output checked against a CPU reference:
+
+- under phos-fn, natively on a GPU, and after a snapshot at phos_fn_serve is
+  restored (stop-the-world and on demand): the plans are made again in the
+  new executor from their history, the destroyed descriptors they came from
+  included;
+- the read/write set of an execution is exactly the bytes of its tensors
+  (from their dimensions, strides and data type in the plan's graph);
+- a variant pack naming a uid the graph does not have gets an opaque set
+  (sim only: real cuDNN may refuse such a pack).
+"""
+import json
+import os
+import shutil
+import tempfile
+
+from harness import DEVICE, check, done, program, read_trace, run, serve_everywhere
+
+PROG = program("tests", "transparency", "cudnn", "cudnn_serve")
+REQS = "x\nx\nx\n"
+
+
+def answers_ok(ans, what):
+    check(len(ans) == 3 and all(a.get("ok") for a in ans) and [a.get("requests") for a in ans] == [1, 2, 3],
+          f"cudnn_serve {what}: {ans}")
+
+
+tmp = tempfile.mkdtemp(prefix="phos-cudnn-test-")
+try:
+    serve_everywhere(PROG, REQS, answers_ok, tmp)
+
+    trace = os.path.join(tmp, "trace.jsonl")
+    p = run(PROG, "pointers", stdin="x\n", trace=trace)
+    check(p.returncode == 0, f"cudnn_serve pointers: rc {p.returncode}: {p.stderr[-2000:]}")
+    line = [l for l in p.stderr.splitlines() if l.startswith("pointers ")]
+    ptr = json.loads(line[0][len("pointers "):]) if line else {}
+    recs = [r for r in read_trace(trace) if r.get("op") == "dnn_execute"] if os.path.exists(trace) else []
+    check(len(recs) == 2, f"two dnn_execute records (the double and the float convolution), got {len(recs)}")
+    if recs and ptr:
+        # x 2x3x8x8, w 4x3x3x3, y 2x4x8x8 doubles: read and written (a plan's direction is not known)
+        want = sorted([[ptr["x"], 2 * 3 * 8 * 8 * 8], [ptr["w"], 4 * 3 * 3 * 3 * 8], [ptr["y"], 2 * 4 * 8 * 8 * 8]])
+        ws = [r for r in recs[0]["writes"] if r not in want]
+        check(sorted(recs[0]["reads"]) == want, f"the execution reads {recs[0]['reads']}, want {want}")
+        check(sorted(w for w in recs[0]["writes"] if w in want) == want and
+              all(r[0] not in (ptr["x"], ptr["w"], ptr["y"]) for r in ws),
+              f"the execution writes {recs[0]['writes']}, want {want} and the workspace")
+        check("sets" not in recs[0], f"the execution's set is exact: {recs[0].get('sets')}")
+
+    if DEVICE == "sim":
+        trace2 = os.path.join(tmp, "trace-extra.jsonl")
+        p = run(PROG, "extra", stdin="x\n", trace=trace2)
+        check(p.returncode == 0 and '"ok": true' in p.stdout, f"cudnn_serve extra: {p.stdout} {p.stderr[-2000:]}")
+        recs = [r for r in read_trace(trace2) if r.get("op") == "dnn_execute"] if os.path.exists(trace2) else []
+        check(recs and all(r.get("sets") == "opaque" for r in recs),
+              f"a pack with a uid of no tensor is opaque: {[r.get('sets') for r in recs]}")
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+done("test_transparency_cudnn")

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: MIT
+// What cudnn_serve.cu takes from <cudnn.h> (cuDNN 9): the declarations and
+// values of cudnn_graph.h and cudnn_ops.h it uses, written out because CI
+// machines have no cuDNN. On a GPU the program links NVIDIA's libcudnn.so.9
+// when run natively and phos-fn's stand-in under phos-fn: the ABI is the same.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+extern "C" {
+typedef int cudnnStatus_t;
+typedef struct cudnnContext *cudnnHandle_t;
+typedef void *cudnnBackendDescriptor_t;
+typedef struct cudnnTensorStruct *cudnnTensorDescriptor_t;
+typedef void *cudnnActivationDescriptor_t;
+
+enum { CUDNN_STATUS_SUCCESS = 0, CUDNN_STATUS_NOT_SUPPORTED = 3000 };
+enum { CUDNN_DATA_FLOAT = 0, CUDNN_DATA_DOUBLE = 1 };
+enum { CUDNN_CROSS_CORRELATION = 1 };
+enum { CUDNN_HEUR_MODE_INSTANT = 0 };
+enum { CUDNN_BATCHNORM_SPATIAL = 1 };
+enum { CUDNN_BATCHNORM_OPS_BN = 0 };
+enum {   // cudnnBackendAttributeType_t
+	CUDNN_TYPE_HANDLE = 0, CUDNN_TYPE_DATA_TYPE = 1, CUDNN_TYPE_INT64 = 3, CUDNN_TYPE_FLOAT = 4,
+	CUDNN_TYPE_DOUBLE = 5, CUDNN_TYPE_VOID_PTR = 6, CUDNN_TYPE_CONVOLUTION_MODE = 7, CUDNN_TYPE_HEUR_MODE = 8,
+	CUDNN_TYPE_BACKEND_DESCRIPTOR = 15,
+};
+enum {   // cudnnBackendDescriptorType_t
+	CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR = 1, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR = 3,
+	CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR = 4, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR = 5,
+	CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR = 10, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR = 15,
+	CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR = 16, CUDNN_BACKEND_TENSOR_DESCRIPTOR = 17,
+};
+enum {   // cudnnBackendAttributeName_t
+	CUDNN_ATTR_CONVOLUTION_COMP_TYPE = 100, CUDNN_ATTR_CONVOLUTION_CONV_MODE = 101,
+	CUDNN_ATTR_CONVOLUTION_DILATIONS = 102, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES = 103,
+	CUDNN_ATTR_CONVOLUTION_POST_PADDINGS = 104, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS = 105,
+	CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS = 106,
+	CUDNN_ATTR_ENGINEHEUR_MODE = 200, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH = 201,
+	CUDNN_ATTR_ENGINEHEUR_RESULTS = 202,
+	CUDNN_ATTR_EXECUTION_PLAN_HANDLE = 400, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG = 401,
+	CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE = 402,
+	CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA = 700, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA = 701,
+	CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC = 702, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W = 703,
+	CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X = 704, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y = 705,
+	CUDNN_ATTR_OPERATIONGRAPH_HANDLE = 800, CUDNN_ATTR_OPERATIONGRAPH_OPS = 801,
+	CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT = 900, CUDNN_ATTR_TENSOR_DATA_TYPE = 901,
+	CUDNN_ATTR_TENSOR_DIMENSIONS = 902, CUDNN_ATTR_TENSOR_STRIDES = 903, CUDNN_ATTR_TENSOR_UNIQUE_ID = 906,
+	CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS = 1000, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS = 1001,
+	CUDNN_ATTR_VARIANT_PACK_WORKSPACE = 1003,
+};
+
+size_t cudnnGetVersion(void);
+const char *cudnnGetErrorString(cudnnStatus_t status);
+cudnnStatus_t cudnnCreate(cudnnHandle_t *handle);
+cudnnStatus_t cudnnDestroy(cudnnHandle_t handle);
+cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t stream);
+cudnnStatus_t cudnnBackendCreateDescriptor(int type, cudnnBackendDescriptor_t *desc);
+cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t desc);
+cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t desc, int name, int type, int64_t count,
+				       const void *elems);
+cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const desc, int name, int type, int64_t requested,
+				       int64_t *count, void *elems);
+cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t desc);
+cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan,
+				  cudnnBackendDescriptor_t pack);
+cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *desc);
+cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t desc);
+cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t desc, int type, int nb, const int dims[],
+					 const int strides[]);
+cudnnStatus_t cudnnBatchNormalizationForwardInference(cudnnHandle_t handle, int mode, const void *alpha,
+						      const void *beta, cudnnTensorDescriptor_t xd, const void *x,
+						      cudnnTensorDescriptor_t yd, void *y, cudnnTensorDescriptor_t bnd,
+						      const void *scale, const void *bias, const void *mean,
+						      const void *var, double epsilon);
+cudnnStatus_t cudnnBatchNormalizationForwardTrainingEx(
+	cudnnHandle_t handle, int mode, int ops, const void *alpha, const void *beta, cudnnTensorDescriptor_t xd,
+	const void *x, cudnnTensorDescriptor_t zd, const void *z, cudnnTensorDescriptor_t yd, void *y,
+	cudnnTensorDescriptor_t bnd, const void *scale, const void *bias, double factor, void *running_mean,
+	void *running_var, double epsilon, void *save_mean, void *save_inv_var, cudnnActivationDescriptor_t act,
+	void *workspace, size_t workspace_bytes, void *reserve, size_t reserve_bytes);
+cudnnStatus_t cudnnBatchNormalizationBackwardEx(
+	cudnnHandle_t handle, int mode, int ops, const void *alpha, const void *beta, const void *alpha_param,
+	const void *beta_param, cudnnTensorDescriptor_t xd, const void *x, cudnnTensorDescriptor_t yd, const void *y,
+	cudnnTensorDescriptor_t dyd, const void *dy, cudnnTensorDescriptor_t dzd, void *dz,
+	cudnnTensorDescriptor_t dxd, void *dx, cudnnTensorDescriptor_t bnd, const void *scale, const void *bias,
+	void *dscale, void *dbias, double epsilon, const void *save_mean, const void *save_inv_var,
+	cudnnActivationDescriptor_t act, void *workspace, size_t workspace_bytes, void *reserve,
+	size_t reserve_bytes);
+cudnnStatus_t cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+	cudnnHandle_t handle, int mode, int ops, cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t zd,
+	cudnnTensorDescriptor_t yd, cudnnTensorDescriptor_t bnd, cudnnActivationDescriptor_t act, size_t *size);
+cudnnStatus_t cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+	cudnnHandle_t handle, int mode, int ops, cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t yd,
+	cudnnTensorDescriptor_t dyd, cudnnTensorDescriptor_t dzd, cudnnTensorDescriptor_t dxd,
+	cudnnTensorDescriptor_t bnd, cudnnActivationDescriptor_t act, size_t *size);
+cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(cudnnHandle_t handle, int mode, int ops,
+								   cudnnActivationDescriptor_t act,
+								   cudnnTensorDescriptor_t xd, size_t *size);
+}
