@@ -78,6 +78,7 @@ class Invoker:
         self.log = open(os.path.join(A.dir, name + ".log"), "w")
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)
+        env.setdefault("PHOS_LOG", "info")   # (the moves itemised in its log)
         if gpu is not None:   # this invoker's executors own that GPU (issue 15: one invoker per GPU)
             env["PHOS_GPU"] = str(gpu)
             env["NCCL_NVLS_ENABLE"] = "0"
@@ -283,6 +284,9 @@ def main():
     finally:
         for inv in invs:
             inv.stop()
+        for inv in ("a.log", "b.log"):   # the invokers' own itemised moves
+            if os.environ.get("OUT") and os.path.exists(os.path.join(A.dir, inv)):
+                shutil.copy(os.path.join(A.dir, inv), os.path.join(os.environ["OUT"], "migrate-" + inv))
         shutil.rmtree(A.dir, ignore_errors=True)
     os.makedirs(RESULTS, exist_ok=True)
     base = "migrate-2gpu" if A.two_gpus else "migrate"

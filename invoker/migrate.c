@@ -397,6 +397,7 @@ struct live {
 	double pre_fetch_s;
 	uint64_t pre_bytes, pre_reused;   /* fetched, and taken from the target's own snapshot */
 	double t_final;           /* the checkpoint committed, the final phase asked */
+	double t_posted, t_answered;   /* the final phase's request sent, its answer come (CLOCK_MONOTONIC) */
 	char err[1024];
 };
 
@@ -562,7 +563,9 @@ static int move_live(struct mig *job, json_t **ret_body)
 		body = json_dumps(json_pack("{s:s,s:s,s:s,s:i,s:s,s:s%}", "phase", "final", "from", self, "from_token",
 					    inv_cfg.token, "instance", (int)id, "migration", L.mid, "manifest", manifest,
 					    mlen), JSON_COMPACT);
+		L.t_posted = phos_now();
 		status = body ? post_json(L.url, token, body, MIGRATE_TIMEOUT_S, &ans, L.err, sizeof(L.err)) : 0;
+		L.t_answered = phos_now();
 		if (body)
 			explicit_bzero(body, strlen(body));
 	}
@@ -604,8 +607,10 @@ static int move_live(struct mig *job, json_t **ret_body)
 			      "commit_s", json_object_get(ans, "commit_s"),
 			      "refetched_bytes", json_object_get(ans, "refetched_bytes"), "prehashed_items",
 			      json_object_get(ans, "prehashed_items"));
-	phos_info("%s: instance %u moved live to %s: downtime %.1f ms, total %.1f ms", f->name, id, to,
-		  (now - L.t_stop) * 1e3, (now - t0) * 1e3);
+	phos_info("%s: instance %u moved live to %s: downtime %.1f ms, total %.1f ms (from the stop: checkpoint "
+		  "%.1f, final phase asked %.1f, answered %.1f, switched %.1f ms; the stop at %.6f)", f->name, id, to,
+		  (now - L.t_stop) * 1e3, (now - t0) * 1e3, (L.t_final - L.t_stop) * 1e3, (L.t_posted - L.t_stop) * 1e3,
+		  (L.t_answered - L.t_stop) * 1e3, (now - L.t_stop) * 1e3, L.t_stop);
 	code = 200;
 out:
 	free(body);
@@ -1532,7 +1537,8 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	f->moved_token = NULL;
 	pthread_mutex_unlock(&f->lock);
 	phos_info("%s: instance %u came from %s (its instance %u): %" PRIu64 " bytes fetched in %.1f ms, restored "
-		  "in %.1f ms", name, in->id, from, (unsigned)src_id, p.fetched, t_fetch * 1e3, restore_s * 1e3);
+		  "in %.1f ms (the final phase from %.6f to %.6f)", name, in->id, from, (unsigned)src_id, p.fetched,
+		  t_fetch * 1e3, restore_s * 1e3, p.started, phos_now());
 	*ret_body = json_pack("{s:s,s:i,s:I,s:f,s:f,s:f,s:f,s:I,s:i}", "function", name, "instance", (int)in->id,
 			      "bytes", (json_int_t)p.fetched, "fetch_s", t_fetch, "restore_s", restore_s, "verify_s",
 			      verify_s, "commit_s", t_commit, "refetched_bytes", (json_int_t)refetched, "prehashed_items",
