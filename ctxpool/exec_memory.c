@@ -365,10 +365,75 @@ static int hostmem_remove(struct executor *ex, const void *body, uint32_t len)
 	return 0;
 }
 
+/* --- the driver's virtual memory management: reservations and mappings --- */
+
+struct unmap_walk {
+	uint64_t lo, hi;
+	uint64_t addrs[64];
+	int n;
+};
+
+static int unmap_collect(const struct phos_buf *b, void *ctx)
+{
+	struct unmap_walk *w = ctx;
+
+	if (b->is_extern || b->addr + b->size > w->hi || w->n == 64)
+		return -1;   /* a mapping that sticks out: the driver refuses a partial unmap */
+	w->addrs[w->n++] = b->addr;
+	return 0;
+}
+
+static int vmm(struct executor *ex, uint32_t op, const struct phos_vmm *v, void *out, uint32_t *out_len)
+{
+	uint64_t addr = 0, base, size;
+	struct unmap_walk w = { .lo = v->addr, .hi = v->addr + v->size };
+	int r;
+
+	switch (op) {
+	case PHOS_OP_VMM_RESERVE:
+		if (v->at) {
+			r = phos_bufmap_reserve_at(ex->bufs, v->addr, v->size);
+			addr = v->addr;
+		} else {
+			r = phos_bufmap_reserve(ex->bufs, v->size, v->align, &addr);
+		}
+		if (r < 0)
+			return r == -ENOMEM ? -PHOS_CUDA_MEMORY_ALLOCATION : -PHOS_CUDA_INVALID_VALUE;
+		memcpy(out, &addr, 8);
+		*out_len = 8;
+		return 0;
+	case PHOS_OP_VMM_FREE:
+		return phos_bufmap_unreserve(ex->bufs, v->addr) < 0 ? -PHOS_CUDA_INVALID_VALUE : 0;
+	case PHOS_OP_VMM_MAP:
+		r = phos_bufmap_map_at(ex->bufs, v->addr, v->size);
+		return r == -EINVAL || r == -EEXIST ? -PHOS_CUDA_INVALID_VALUE : r < 0 ? -PHOS_CUDA_MEMORY_ALLOCATION : 0;
+	case PHOS_OP_VMM_UNMAP:
+		/* every mapping of the range, wholly inside one reservation */
+		if (!v->size || w.hi < w.lo || !phos_bufmap_reservation(ex->bufs, v->addr, &base, &size) ||
+		    w.hi > base + size || !phos_bufmap_covered(ex->bufs, v->addr, v->size) ||
+		    phos_bufmap_foreach_in(ex->bufs, w.lo, w.hi, unmap_collect, &w) != 0 || w.addrs[0] != v->addr)
+			return -PHOS_CUDA_INVALID_VALUE;
+		/* as cudaFree: queued work and the restore engine are done with them first */
+		if (ex->loader)
+			TRY(loader_settle(ex->loader, v->addr, v->size));
+		exec_sync_function(ex);
+		for (int i = 0; i < w.n; i++)
+			phos_bufmap_release(ex->bufs, w.addrs[i]);
+		return 0;
+	default:
+		return -PHOS_CUDA_NOT_SUPPORTED;
+	}
+}
+
 int exec_memory_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
 		       uint32_t *out_len)
 {
 	switch (op) {
+	case PHOS_OP_VMM_RESERVE ... PHOS_OP_VMM_UNMAP: {
+		BODY(struct phos_vmm, v);
+
+		return vmm(ex, op, v, out, out_len);
+	}
 	case PHOS_OP_MALLOC:
 		return do_malloc(ex, body, len, out, out_len);
 	case PHOS_OP_ADDR_RANGE: {

@@ -160,6 +160,7 @@ static int execute(struct executor *ex, const struct phos_rec_hdr *h, void *out,
 	case PHOS_OP_MEMCPY_2D:
 	case PHOS_OP_MEMSET_2D:
 	case PHOS_OP_ADDR_RANGE:
+	case PHOS_OP_VMM_RESERVE ... PHOS_OP_VMM_UNMAP:
 		return exec_memory_handle(ex, h->op, body, h->len, out, out_len);
 	case PHOS_OP_STREAM_CREATE ... PHOS_OP_EVENT_ELAPSED:
 	case PHOS_OP_STREAM_ATTR:

@@ -39,14 +39,51 @@ void spec_add(struct spec_set *s, uint64_t addr, uint64_t len, uint8_t access)
 	s->r[s->n++] = (struct spec_range){ .addr = addr, .len = len, .access = access };
 }
 
+struct piece {
+	struct spec_set *s;
+	uint64_t lo, hi;
+	uint8_t access;
+};
+
+static int add_piece(const struct phos_buf *b, void *ctx)
+{
+	struct piece *p = ctx;
+	uint64_t lo = b->addr > p->lo ? b->addr : p->lo, hi = b->addr + b->size < p->hi ? b->addr + b->size : p->hi;
+
+	if (lo < hi)
+		spec_add(p->s, lo, hi - lo, p->access);
+	return 0;
+}
+
 int spec_range(struct executor *ex, struct spec_set *s, uint64_t addr, uint64_t len, uint8_t access)
 {
+	uint64_t base, size;
+	struct piece p = { s, addr, addr + len, access };
+	const struct phos_buf *first;
+
 	if (len == 0)
 		return 0;
-	if (!phos_bufmap_contains(ex->bufs, addr, len))
+	if (phos_bufmap_contains(ex->bufs, addr, len)) {
+		spec_add(s, addr, len, access);
+		return 0;
+	}
+	/* mappings side by side in one reservation (cuMemMap) are one range to
+	 * their user: a tensor may span them. Each gets its own piece. */
+	if (!phos_bufmap_reservation(ex->bufs, addr, &base, &size) || len > base + size - addr ||
+	    !phos_bufmap_covered(ex->bufs, addr, len) || !(first = phos_bufmap_find(ex->bufs, addr)))
 		return -PHOS_CUDA_INVALID_VALUE;
-	spec_add(s, addr, len, access);
+	add_piece(first, &p);
+	phos_bufmap_foreach_in(ex->bufs, first->addr + first->size, addr + len, add_piece, &p);
 	return 0;
+}
+
+/* Every mapping of a reservation, whole: a pointer into one may reach the
+ * others (a tensor over several mappings), so all of them are in the set. */
+static void add_reservation(struct executor *ex, struct spec_set *s, uint64_t base, uint64_t size, uint8_t access)
+{
+	struct piece p = { s, base, base + size, access };
+
+	phos_bufmap_foreach_in(ex->bufs, base, base + size, add_piece, &p);
 }
 
 /* Adds the buffer holding pointer value v to s (when s is given). Returns -1
@@ -60,7 +97,11 @@ static int add_pointer(struct executor *ex, struct spec_set *s, uint64_t v, uint
 		return 0;
 	b = phos_bufmap_find(ex->bufs, v);
 	if (b) {
-		if (s)
+		uint64_t base, size;
+
+		if (s && phos_bufmap_reservation(ex->bufs, b->addr, &base, &size))
+			add_reservation(ex, s, base, size, access);
+		else if (s)
 			spec_add(s, b->addr, b->size, access);
 		return 0;
 	}

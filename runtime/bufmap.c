@@ -12,7 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum chunk_state { CHUNK_FREE = 0, CHUNK_BIG, CHUNK_SLAB };
+enum chunk_state { CHUNK_FREE = 0, CHUNK_BIG, CHUNK_SLAB, CHUNK_RESERVED };
+
+/* A reserved range (cuMemAddressReserve): chunks no allocation takes; only
+ * phos_bufmap_map_at places buffers there. */
+struct resv {
+	uint64_t first, n;   /* chunks */
+};
 
 struct phos_bufmap {
 	uint64_t base, size;
@@ -27,6 +33,8 @@ struct phos_bufmap {
 	uint64_t wlo, whi;          /* the window new allocations go to (chunks) */
 	uint64_t part_stride, part_span;   /* phos_bufmap_set_parts; 0: one part */
 	struct phos_bufmap_ops ops;
+	struct resv *resv;          /* sorted by first, disjoint */
+	size_t nresv, resv_cap;
 };
 
 static uint64_t round_up(uint64_t v, uint64_t a)
@@ -62,11 +70,21 @@ int phos_bufmap_new(uint64_t arena_base, uint64_t arena_size, const struct phos_
 	return 0;
 }
 
+/* The reservation holding chunk c, or NULL. */
+static const struct resv *resv_of(const struct phos_bufmap *m, uint64_t c)
+{
+	for (size_t i = 0; i < m->nresv; i++)
+		if (c >= m->resv[i].first && c - m->resv[i].first < m->resv[i].n)
+			return &m->resv[i];
+	return NULL;
+}
+
+/* Unmapped chunks go back to free, or to reserved inside a reservation. */
 static void unmap_chunks(struct phos_bufmap *m, uint64_t first, uint64_t n)
 {
 	if (m->ops.unmap)
 		m->ops.unmap(m->ops.ctx, m->base + first * PHOS_CHUNK, n * PHOS_CHUNK);
-	memset(m->chunk + first, CHUNK_FREE, n);
+	memset(m->chunk + first, resv_of(m, first) ? CHUNK_RESERVED : CHUNK_FREE, n);
 	m->mapped_chunks -= n;
 	while (m->top > 0 && m->chunk[m->top - 1] == CHUNK_FREE)
 		m->top--;
@@ -81,6 +99,7 @@ void phos_bufmap_free(struct phos_bufmap *m)
 	free(m->chunk);
 	free(m->slab_users);
 	free(m->bufs);
+	free(m->resv);
 	free(m);
 }
 
@@ -385,6 +404,186 @@ void phos_bufmap_reset(struct phos_bufmap *m)
 		else
 			phos_bufmap_release(m, b->addr);
 	}
+	while (m->nresv > 0)
+		phos_bufmap_unreserve(m, m->base + m->resv[0].first * PHOS_CHUNK);
+}
+
+/* --- reservations (the driver's virtual memory management) --- */
+
+static int resv_add(struct phos_bufmap *m, uint64_t first, uint64_t n)
+{
+	size_t i = 0;
+
+	if (m->nresv == m->resv_cap) {
+		size_t cap = m->resv_cap ? m->resv_cap * 2 : 8;
+		struct resv *r = realloc(m->resv, cap * sizeof(*r));
+
+		if (!r)
+			return -ENOMEM;
+		m->resv = r;
+		m->resv_cap = cap;
+	}
+	while (i < m->nresv && m->resv[i].first < first)
+		i++;
+	memmove(&m->resv[i + 1], &m->resv[i], (m->nresv - i) * sizeof(*m->resv));
+	m->resv[i] = (struct resv){ first, n };
+	m->nresv++;
+	for (uint64_t c = first; c < first + n; c++)
+		if (m->chunk[c] == CHUNK_FREE)
+			m->chunk[c] = CHUNK_RESERVED;
+	if (first + n > m->top)
+		m->top = first + n;
+	return 0;
+}
+
+int phos_bufmap_reserve(struct phos_bufmap *m, uint64_t size, uint64_t align, uint64_t *ret_addr)
+{
+	uint64_t n = round_up(size, PHOS_CHUNK) / PHOS_CHUNK, step;
+	uint64_t a = align > PHOS_CHUNK ? align / PHOS_CHUNK : 1;
+
+	if (size == 0 || size % PHOS_CHUNK || (align && align % PHOS_CHUNK) || n > m->whi - m->wlo)
+		return -EINVAL;
+	for (uint64_t first = m->wlo; first + n <= m->whi; first += step) {
+		uint64_t off = (m->base / PHOS_CHUNK + first) % a, c;
+
+		step = 1;
+		if (off) {
+			step = a - off;
+			continue;
+		}
+		for (c = first; c < first + n && m->chunk[c] == CHUNK_FREE; c++)
+			;
+		if (c == first + n) {
+			int r = resv_add(m, first, n);
+
+			if (r == 0)
+				*ret_addr = m->base + first * PHOS_CHUNK;
+			return r;
+		}
+		step = c + 1 - first;   /* past the chunk in use */
+	}
+	return -ENOMEM;
+}
+
+int phos_bufmap_reserve_at(struct phos_bufmap *m, uint64_t addr, uint64_t size)
+{
+	uint64_t first, n;
+
+	if (size == 0 || size % PHOS_CHUNK || addr % PHOS_CHUNK || !phos_bufmap_in_arena(m, addr) ||
+	    size > m->base + m->size - addr)
+		return -EINVAL;
+	first = (addr - m->base) / PHOS_CHUNK;
+	n = size / PHOS_CHUNK;
+	for (uint64_t c = first; c < first + n; c++)
+		if (m->chunk[c] == CHUNK_SLAB || m->chunk[c] == CHUNK_RESERVED || resv_of(m, c))
+			return -EEXIST;
+	/* buffers inside (restored mappings) must lie wholly inside */
+	for (size_t i = lower_bound(m, addr); i < m->nbufs && m->bufs[i].addr < addr + size; i++)
+		if (m->bufs[i].is_extern || m->bufs[i].addr + m->bufs[i].size > addr + size)
+			return -EEXIST;
+	if (lower_bound(m, addr) > 0) {
+		const struct phos_buf *b = &m->bufs[lower_bound(m, addr) - 1];
+
+		if (b->addr + b->size > addr)
+			return -EEXIST;
+	}
+	return resv_add(m, first, n);
+}
+
+int phos_bufmap_unreserve(struct phos_bufmap *m, uint64_t addr)
+{
+	uint64_t first;
+	size_t i;
+
+	if (addr < m->base || (addr - m->base) % PHOS_CHUNK)
+		return -EINVAL;
+	first = (addr - m->base) / PHOS_CHUNK;
+	for (i = 0; i < m->nresv && m->resv[i].first != first; i++)
+		;
+	if (i == m->nresv)
+		return -EINVAL;
+	for (uint64_t c = first; c < first + m->resv[i].n; c++)
+		if (m->chunk[c] != CHUNK_RESERVED)
+			return -EBUSY;   /* still mapped: unmap first, as the driver wants */
+	memset(m->chunk + first, CHUNK_FREE, m->resv[i].n);
+	memmove(&m->resv[i], &m->resv[i + 1], (m->nresv - i - 1) * sizeof(*m->resv));
+	m->nresv--;
+	while (m->top > 0 && m->chunk[m->top - 1] == CHUNK_FREE)
+		m->top--;
+	return 0;
+}
+
+int phos_bufmap_map_at(struct phos_bufmap *m, uint64_t addr, uint64_t size)
+{
+	uint64_t first, n;
+	const struct resv *rv;
+	int r;
+
+	if (size == 0 || size % PHOS_CHUNK || addr % PHOS_CHUNK || !phos_bufmap_in_arena(m, addr) ||
+	    size > m->base + m->size - addr)
+		return -EINVAL;
+	first = (addr - m->base) / PHOS_CHUNK;
+	n = size / PHOS_CHUNK;
+	rv = resv_of(m, first);
+	if (!rv || first + n > rv->first + rv->n)
+		return -EINVAL;   /* not inside one reservation */
+	for (uint64_t c = first; c < first + n; c++)
+		if (m->chunk[c] != CHUNK_RESERVED)
+			return -EEXIST;
+	r = map_chunks(m, first, n, CHUNK_BIG);
+	if (r < 0) {
+		memset(m->chunk + first, CHUNK_RESERVED, n);
+		return r;
+	}
+	r = insert(m, addr, size, false);
+	if (r < 0) {
+		unmap_chunks(m, first, n);
+		return r;
+	}
+	m->live_bytes += size;
+	return 0;
+}
+
+bool phos_bufmap_reservation(const struct phos_bufmap *m, uint64_t addr, uint64_t *ret_base, uint64_t *ret_size)
+{
+	const struct resv *rv;
+
+	if (addr < m->base || addr - m->base >= m->size)
+		return false;
+	rv = resv_of(m, (addr - m->base) / PHOS_CHUNK);
+	if (!rv)
+		return false;
+	*ret_base = m->base + rv->first * PHOS_CHUNK;
+	*ret_size = rv->n * PHOS_CHUNK;
+	return true;
+}
+
+int phos_bufmap_foreach_in(const struct phos_bufmap *m, uint64_t lo, uint64_t hi,
+			   int (*fn)(const struct phos_buf *b, void *ctx), void *ctx)
+{
+	for (size_t i = lower_bound(m, lo); i < m->nbufs && m->bufs[i].addr < hi; i++) {
+		int r = fn(&m->bufs[i], ctx);
+
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+bool phos_bufmap_covered(const struct phos_bufmap *m, uint64_t addr, uint64_t len)
+{
+	uint64_t at = addr, end = addr + len;
+
+	if (end < addr)
+		return false;
+	while (at < end) {
+		const struct phos_buf *b = phos_bufmap_find(m, at);
+
+		if (!b)
+			return false;
+		at = b->addr + b->size;
+	}
+	return true;
 }
 
 int phos_bufmap_foreach(const struct phos_bufmap *m, int (*fn)(const struct phos_buf *b, void *ctx),

@@ -117,8 +117,33 @@ bool phos_bufmap_contains(const struct phos_bufmap *map, uint64_t addr, uint64_t
 /* Whether addr lies inside the arena (live or not). */
 bool phos_bufmap_in_arena(const struct phos_bufmap *map, uint64_t addr);
 
-/* Frees every arena allocation and forgets extern ranges (cudaDeviceReset, scrub). */
+/* Frees every arena allocation, forgets extern ranges and drops every
+ * reservation (cudaDeviceReset, scrub). */
 void phos_bufmap_reset(struct phos_bufmap *map);
+
+/* Reservations (the driver's cuMemAddressReserve): whole 2 MiB chunks of the
+ * current window that no allocation takes, where phos_bufmap_map_at places
+ * buffers (cuMemMap) whose chunks go back to reserved when released.
+ *
+ *   reserve      size (and align) multiples of 2 MiB; first fit; -ENOMEM
+ *   reserve_at   the same range again (a restore: the function's reservations
+ *                come back after its buffers, which may lie inside, wholly)
+ *   unreserve    its base; -EBUSY while a buffer is mapped inside
+ *   map_at       chunk-aligned, inside one reservation, not mapped: a buffer
+ *                (next id) with its chunks mapped as an allocation's are
+ *   reservation  the reservation holding addr, if any
+ */
+int phos_bufmap_reserve(struct phos_bufmap *map, uint64_t size, uint64_t align, uint64_t *ret_addr);
+int phos_bufmap_reserve_at(struct phos_bufmap *map, uint64_t addr, uint64_t size);
+int phos_bufmap_unreserve(struct phos_bufmap *map, uint64_t addr);
+int phos_bufmap_map_at(struct phos_bufmap *map, uint64_t addr, uint64_t size);
+bool phos_bufmap_reservation(const struct phos_bufmap *map, uint64_t addr, uint64_t *ret_base, uint64_t *ret_size);
+
+/* Calls fn on each buffer that starts in [lo, hi), in address order. */
+int phos_bufmap_foreach_in(const struct phos_bufmap *map, uint64_t lo, uint64_t hi,
+			   int (*fn)(const struct phos_buf *b, void *ctx), void *ctx);
+/* Whether buffers cover every byte of [addr, addr + len), one after another. */
+bool phos_bufmap_covered(const struct phos_bufmap *map, uint64_t addr, uint64_t len);
 
 /* Live buffers in address order: calls fn for each; stops early if fn returns non-zero
  * and returns that value. */

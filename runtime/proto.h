@@ -195,6 +195,16 @@ enum phos_op {
 	PHOS_OP_DNN_BN,           /* phos_dnn_bn: a batch normalization, stream-ordered */
 	PHOS_OP_DNN_BN_SIZE,      /* sync: phos_dnn_bn; reply u64 bytes */
 
+	/* The driver's virtual memory management (cuMemAddressReserve, cuMemMap,
+	 * ...; PyTorch's expandable segments): reservations of the arena, and
+	 * mappings into them, which are ordinary buffers from then on (ctxpool/
+	 * exec_memory.c). Physical handles stay in the preload (preload/libcuda_vmm.c). */
+	PHOS_OP_VMM_RESERVE,      /* sync: phos_vmm (size, align; at: exactly addr, after a restore);
+	                           * reply u64 address */
+	PHOS_OP_VMM_FREE,         /* sync: phos_vmm (addr) */
+	PHOS_OP_VMM_MAP,          /* sync: phos_vmm (addr, size) */
+	PHOS_OP_VMM_UNMAP,        /* sync: phos_vmm (addr, size): waits for the device first */
+
 	PHOS_OP__COUNT
 };
 
@@ -226,6 +236,7 @@ struct phos_reply_hello {
 
 struct phos_malloc { uint64_t size; };
 struct phos_free { uint64_t addr; };
+struct phos_vmm { uint64_t addr, size, align; uint32_t at, _pad; };
 struct phos_reply_range { uint64_t base, size; };
 
 struct phos_memcpy {

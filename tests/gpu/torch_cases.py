@@ -11,7 +11,8 @@ Cases: conv (cuDNN convolution + batch norm + pooling), convtrain (convolutions
 and batch norm trained: cuDNN's backward passes and training statistics), compile
 (torch.compile: Triton kernels through the driver API stand-in), expandable
 (PYTORCH_CUDA_ALLOC_CONF=expandable_segments: the driver's VMM calls),
-attention (scaled_dot_product_attention), train (a few SGD steps, autograd).
+attention (scaled_dot_product_attention), cudnn_attention (the same through
+cuDNN's fused attention: cuDNN's graph API with by-value scalars), train (a few SGD steps, autograd).
 """
 import json
 import os
@@ -68,6 +69,15 @@ import torch, json
 torch.manual_seed(0)
 q, k, v = (torch.randn(2, 4, 128, 64, device="cuda", dtype=torch.float16) for _ in range(3))
 o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+print(json.dumps({"sum": round(float(o.double().sum()), 2)}))
+""",
+    "cudnn_attention": """
+import torch, json
+from torch.nn.attention import sdpa_kernel, SDPBackend
+torch.manual_seed(0)
+q, k, v = (torch.randn(2, 4, 128, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+    o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
 print(json.dumps({"sum": round(float(o.double().sum()), 2)}))
 """,
     "train": """

@@ -161,6 +161,67 @@ static void run_sequence(uint64_t seed, uint64_t *addrs, struct tracker *t)
 		CHECK(!t->mapped[c], "chunk %llu left mapped after free", (unsigned long long)c);
 }
 
+static int count_buf(const struct phos_buf *b, void *ctx)
+{
+	(void)b;
+	++*(int *)ctx;
+	return 0;
+}
+
+/* Reservations (cuMemAddressReserve): never allocated over, mapped into,
+ * back to reserved when unmapped, and made again around restored buffers. */
+static void reservations(void)
+{
+	static struct tracker t;
+	struct phos_bufmap_ops ops = { track_map, track_unmap, &t };
+	struct phos_bufmap *m, *r;
+	uint64_t res, a, b, base, size;
+	int n = 0;
+
+	CHECK(phos_bufmap_new(BASE, SIZE, &ops, &m) == 0, "new");
+	CHECK(phos_bufmap_alloc(m, 100, &a) == 0 && a == BASE, "a slab first");
+	CHECK(phos_bufmap_reserve(m, 64 * PHOS_CHUNK, 8 * PHOS_CHUNK, &res) == 0 && res == BASE + 8 * PHOS_CHUNK,
+	      "a reservation, aligned, after the slab: 0x%llx", (unsigned long long)res);
+	CHECK(!t.mapped[8], "a reservation maps nothing");
+	CHECK(phos_bufmap_reserve(m, 100, 0, &b) == -EINVAL, "a reservation of part of a chunk refused");
+	CHECK(phos_bufmap_alloc(m, 4 * PHOS_CHUNK, &b) == 0 && b == BASE + PHOS_CHUNK, "first fit before it");
+	CHECK(phos_bufmap_alloc(m, 4 * PHOS_CHUNK, &a) == 0 && a == BASE + 72 * PHOS_CHUNK,
+	      "then around it: 0x%llx", (unsigned long long)a);
+	CHECK(phos_bufmap_release(m, b) == 0 && phos_bufmap_release(m, a) == 0, "release");
+	a = BASE;
+	CHECK(phos_bufmap_map_at(m, res + PHOS_CHUNK, 2 * PHOS_CHUNK) == 0 && t.mapped[9] && t.mapped[10],
+	      "map_at inside: chunks mapped");
+	CHECK(phos_bufmap_map_at(m, res + 3 * PHOS_CHUNK, PHOS_CHUNK) == 0, "an adjacent mapping");
+	CHECK(phos_bufmap_map_at(m, res + 2 * PHOS_CHUNK, PHOS_CHUNK) == -EEXIST, "over a mapping refused");
+	CHECK(phos_bufmap_map_at(m, BASE + 80 * PHOS_CHUNK, PHOS_CHUNK) == -EINVAL, "outside a reservation refused");
+	CHECK(phos_bufmap_map_at(m, res + 63 * PHOS_CHUNK, 2 * PHOS_CHUNK) == -EINVAL, "across its end refused");
+	CHECK(phos_bufmap_covered(m, res + PHOS_CHUNK + 5, 2 * PHOS_CHUNK) &&
+	      !phos_bufmap_covered(m, res + PHOS_CHUNK, 4 * PHOS_CHUNK), "adjacent mappings cover a range across them");
+	CHECK(phos_bufmap_reservation(m, res + 2 * PHOS_CHUNK, &base, &size) && base == res &&
+	      size == 64 * PHOS_CHUNK && !phos_bufmap_reservation(m, a, &base, &size), "reservation of an address");
+	CHECK(phos_bufmap_foreach_in(m, res, res + size, count_buf, &n) == 0 && n == 2, "two mappings inside");
+	CHECK(phos_bufmap_unreserve(m, res) == -EBUSY, "unreserve while mapped refused");
+	/* a restore: buffers first (alloc_at), then the reservation around them */
+	CHECK(phos_bufmap_new(BASE, SIZE, NULL, &r) == 0, "new");
+	CHECK(phos_bufmap_alloc_at(r, res + PHOS_CHUNK, 2 * PHOS_CHUNK, 2) == 0, "restored mapping");
+	CHECK(phos_bufmap_reserve_at(r, res, 64 * PHOS_CHUNK) == 0, "reserved again around it");
+	CHECK(phos_bufmap_reserve_at(r, res, 64 * PHOS_CHUNK) == -EEXIST, "twice refused");
+	CHECK(phos_bufmap_release(r, res + PHOS_CHUNK) == 0 && phos_bufmap_map_at(r, res + PHOS_CHUNK, PHOS_CHUNK) == 0,
+	      "its chunks reserved again once unmapped");
+	CHECK(phos_bufmap_alloc(r, PHOS_CHUNK, &b) == 0 && (b < res || b >= res + 64 * PHOS_CHUNK),
+	      "no allocation inside the restored reservation");
+	phos_bufmap_free(r);
+	CHECK(phos_bufmap_release(m, res + PHOS_CHUNK) == 0 && !t.mapped[9] && !t.mapped[10], "unmapped");
+	CHECK(phos_bufmap_map_at(m, res + PHOS_CHUNK, PHOS_CHUNK) == 0, "mapped again where it was");
+	phos_bufmap_reset(m);
+	for (uint64_t c = 0; c < NCH; c++)
+		CHECK(!t.mapped[c], "chunk %llu left mapped after reset", (unsigned long long)c);
+	CHECK(phos_bufmap_reserve(m, 64 * PHOS_CHUNK, 0, &res) == 0 && res == BASE, "reset dropped the reservation");
+	CHECK(phos_bufmap_unreserve(m, res) == 0 && phos_bufmap_alloc(m, PHOS_CHUNK, &b) == 0 && b == BASE,
+	      "unreserve frees its chunks");
+	phos_bufmap_free(m);
+}
+
 int main(void)
 {
 	static uint64_t a1[OPS], a2[OPS];
@@ -169,6 +230,7 @@ int main(void)
 	uint64_t a, b, c;
 
 	rebuild_continues();
+	reservations();
 	run_sequence(42, a1, &t1);
 	run_sequence(42, a2, &t2);
 	CHECK(memcmp(a1, a2, sizeof(a1)) == 0, "same sequence gave different addresses");
