@@ -13,6 +13,13 @@
  * any byte reached the function is tried once more on a fresh instance.
  * Dropping an instance reaps both processes and gives the executor slot back
  * to the pool, which replaces a dead executor.
+ *
+ * The forwarding guard: every instance runs with the guard's audit module,
+ * which refuses a real CUDA library loaded through the loader; what the loader
+ * does not see (a driver mapped by hand, an open /dev/nvidia*) the reaper
+ * looks for every INV_GUARD_SCAN_MS in /proc of each running function and its
+ * descendants (runtime/guard.h), as `phos-fn run` does, and kills the
+ * instance that did it: it never runs natively under phos-fn's name.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "guard.h"
 #include "image.h"
 #include "invoker.h"
 #include "log.h"
@@ -1387,17 +1395,58 @@ static void reap_one(struct inv_function *f, void *arg)
 		}
 }
 
+#define INV_GUARD_SCAN_MS 250
+#define GUARD_BATCH 64
+
+/* The guard's scan of f's running instances (the file header). */
+static void guard_scan(struct inv_function *f)
+{
+	struct { pid_t pid; int pidfd; unsigned id; } run[GUARD_BATCH];
+	unsigned n = 0;
+
+	/* a pidfd of its own for each: the pid is checked alive around the scan,
+	 * and the kill goes to that process, never to a reused pid */
+	pthread_mutex_lock(&f->lock);
+	for (struct inv_instance *in = f->instances; in && n < GUARD_BATCH; in = in->next)
+		if ((in->state == INV_INST_IDLE || in->state == INV_INST_BUSY) && in->fn_pidfd >= 0 &&
+		    (run[n].pidfd = fcntl(in->fn_pidfd, F_DUPFD_CLOEXEC, 0)) >= 0) {
+			run[n].pid = in->proc.fn_pid;
+			run[n].id = in->id;
+			n++;
+		}
+	pthread_mutex_unlock(&f->lock);
+	for (unsigned i = 0; i < n; i++) {
+		char what[4096];
+		pid_t bad = 0;
+
+		if (phos_guard_scan(run[i].pid, inv_cfg.paths.preload_dir, &bad, what, sizeof(what)) == 1 &&
+		    pidfd_send_signal(run[i].pidfd, 0, NULL, 0) == 0) {
+			if (bad != run[i].pid)
+				kill(bad, SIGKILL);   /* a descendant: it would outlive the function */
+			pidfd_send_signal(run[i].pidfd, SIGKILL, NULL, 0);
+			phos_err("%s: instance %u mapped or opened %s, which reaches the GPU driver directly instead of "
+				 "being forwarded: killed", f->name, run[i].id, what);
+		}
+		close(run[i].pidfd);
+	}
+}
+
 static void *reaper_main(void *arg)
 {
-	double t0 = phos_now();
+	double t0 = phos_now(), t_scan = 0;
 
 	while (!reaper_stop) {
 		struct inv_function *list[1025] = { 0 };
+		bool scan = phos_now() - t_scan >= INV_GUARD_SCAN_MS / 1e3;
 
 		usleep(50 * 1000);
 		inv_orphans_late_sweep(phos_now() - t0);
 		inv_function_foreach(reap_one, list);
+		if (scan)
+			t_scan = phos_now();
 		for (unsigned i = 0; list[i]; i++) {
+			if (scan)
+				guard_scan(list[i]);
 			instances_drop_dead(list[i]);
 			inv_instances_stop_idle(list[i], false);
 			standby_upkeep(list[i]);

@@ -24,14 +24,18 @@ behind phos-fn's back (tests/transparency/guard/).
   library named and PHOS_GUARD_EXIT, and never runs natively; phos-fn
   snapshot refuses the libcudart.so.12 program the same way, and a program
   that maps a driver by hand and then reaches phos_fn_serve is refused at
-  the snapshot point (the same scan), nothing written.
+  the snapshot point (the same scan), nothing written; an instance of the
+  invoker that maps a driver by hand during a call is killed by the
+  invoker's periodic scan, and its log says why.
 """
 import os
 import shutil
 import subprocess
 import tempfile
 
-from harness import DEVICE, check, done, phos, program, read_trace, run
+import time
+
+from harness import DEVICE, Invoker, check, done, phos, program, read_trace, run
 
 GUARD_EXIT = 121   # runtime/guard.h
 DIR = program("tests", "transparency", "guard")
@@ -160,6 +164,29 @@ try:
     check(p.returncode != 0 and "refusing to snapshot" in p.stderr and FAKE_DRIVER in p.stderr,
           f"snapshot of a program that mapped a driver by hand: rc {p.returncode}: {p.stderr[-2000:]}")
     check(not os.path.exists(os.path.join(tmp, "snap2")), "a snapshot of a refused program was written")
+
+    # An instance of the invoker that maps a driver by hand during a call:
+    # the invoker's scan kills it (the call fails long before the handler's
+    # three seconds), says so in its log, and the next call gets a new instance.
+    inv = Invoker(os.path.join(tmp, "inv"), tmp, device=DEVICE)
+    try:
+        st, desc = inv.call("POST", "/system/functions",
+                            {"name": "latemap", "program": PROBE, "args": ["servemap", FAKE_DRIVER]})
+        check(st == 201, f"deploy of a program that maps a driver in its calls: {st} {desc}")
+        t0 = time.monotonic()
+        st, body = inv.call("POST", "/function/latemap", {})
+        took = time.monotonic() - t0
+        check(st >= 500 and took < 2.5, f"the call of an instance that mapped a driver: {st} {body} in {took:.2f} s")
+        log = ""
+        for _ in range(40):
+            log = inv.logtext()
+            if "reaches the GPU driver directly" in log:
+                break
+            time.sleep(0.1)
+        said = [l for l in log.splitlines() if "latemap: instance" in l and "killed" in l]
+        check(len(said) == 1 and FAKE_DRIVER in said[0], f"the invoker's log names it: {said or log[-2000:]}")
+    finally:
+        inv.stop()
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 

@@ -14,6 +14,10 @@
  *                              snapshot point (phos_fn_serve_impl of the
  *                              libcudart.so.13 it dlopens): what phos-fn
  *                              snapshot must refuse to snapshot
+ *   driver_probe servemap PATH reaches the snapshot point with nothing mapped,
+ *                              and maps the file by hand in each request,
+ *                              then works on for three seconds: what the
+ *                              invoker's scan of its instances must catch
  *   driver_probe exporttable PATH   asks the driver for a private export table
  *                              (cuGetExportTable, as NVIDIA's static runtime
  *                              does) and prints the CUresult
@@ -43,6 +47,32 @@ static int serve_nothing(void *state, const void *req, void *resp)
 	return 0;
 }
 
+/* servemap's handler: the driver mapped by hand during a call. */
+static int serve_mapping(void *state, const void *req, void *resp)
+{
+	int fd = open((const char *)state, O_RDONLY);
+
+	(void)req;
+	(void)resp;
+	if (fd < 0 || mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0) == MAP_FAILED)
+		return 500;
+	sleep(3);
+	return 0;
+}
+
+static int serve_with(int (*handler)(void *, const void *, void *), void *state)
+{
+	void *rt = dlopen("libcudart.so.13", RTLD_NOW);
+	int (*serve)(int (*)(void *, const void *, void *), void *) =
+		rt ? (int (*)(int (*)(void *, const void *, void *), void *))dlsym(rt, "phos_fn_serve_impl") : NULL;
+
+	if (!serve) {
+		fprintf(stderr, "no phos_fn_serve_impl: %s\n", dlerror());
+		return 1;
+	}
+	return serve(handler, state);
+}
+
 /* The driver API through dlsym only: this program links no CUDA. */
 static int probe_dlopen(const char *path)
 {
@@ -59,7 +89,7 @@ static int probe_dlopen(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: driver_probe dlopen|mmap|forkmmap|mmapserve|exporttable PATH\n");
+		fprintf(stderr, "usage: driver_probe dlopen|mmap|forkmmap|mmapserve|servemap|exporttable PATH\n");
 		return 2;
 	}
 	if (!strcmp(argv[1], "dlopen"))
@@ -86,6 +116,8 @@ int main(int argc, char **argv)
 		printf("export table: %d %s\n", rc, table ? "set" : "null");
 		return 0;
 	}
+	if (!strcmp(argv[1], "servemap"))
+		return serve_with(serve_mapping, argv[2]);
 	if (!strcmp(argv[1], "forkmmap")) {
 		pid_t pid = fork();
 		int status;
@@ -107,17 +139,8 @@ int main(int argc, char **argv)
 		perror(argv[2]);
 		return 1;
 	}
-	if (!strcmp(argv[1], "mmapserve")) {
-		void *rt = dlopen("libcudart.so.13", RTLD_NOW);
-		int (*serve)(int (*)(void *, const void *, void *), void *) =
-			rt ? (int (*)(int (*)(void *, const void *, void *), void *))dlsym(rt, "phos_fn_serve_impl") : NULL;
-
-		if (!serve) {
-			fprintf(stderr, "no phos_fn_serve_impl: %s\n", dlerror());
-			return 1;
-		}
-		return serve(serve_nothing, NULL);
-	}
+	if (!strcmp(argv[1], "mmapserve"))
+		return serve_with(serve_nothing, NULL);
 	usleep(1000000);   /* long enough for any scan */
 	printf("driver ran natively\n");
 	return 0;
