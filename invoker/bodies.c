@@ -44,6 +44,27 @@
 #define SPILL_STEP (4u << 20)   /* a chunked spilled body takes disk budget in such steps */
 
 static _Atomic uint64_t mem_reserved, disk_reserved;
+static _Atomic uint64_t bodies_now, bodies_most;   /* bodies holding budget */
+
+/* b holds budget from now on: counted once. */
+static void counted(struct inv_body *b)
+{
+	uint64_t now, most;
+
+	if (b->counted)
+		return;
+	b->counted = true;
+	now = atomic_fetch_add(&bodies_now, 1) + 1;
+	most = atomic_load(&bodies_most);
+	while (now > most && !atomic_compare_exchange_weak(&bodies_most, &most, now))
+		;
+}
+
+void inv_bodies_admitted(uint64_t *ret_now, uint64_t *ret_most)
+{
+	*ret_now = atomic_load(&bodies_now);
+	*ret_most = atomic_load(&bodies_most);
+}
 static int bodies_dir = -1;
 
 int inv_bodies_init(void)
@@ -87,6 +108,7 @@ static bool mem_take(struct inv_body *b, uint64_t n)
 	if (!reserve(&mem_reserved, inv_cfg.body_memory, n))
 		return false;
 	b->mem_reserved += n;
+	counted(b);
 	return true;
 }
 
@@ -95,6 +117,7 @@ static bool disk_take(struct inv_body *b, uint64_t n)
 	if (!reserve(&disk_reserved, inv_cfg.body_disk, n))
 		return false;
 	b->disk_reserved += n;
+	counted(b);
 	return true;
 }
 
@@ -240,5 +263,7 @@ void inv_body_exit(struct inv_body *b)
 		close(b->fd);
 	atomic_fetch_sub(&mem_reserved, b->mem_reserved);
 	atomic_fetch_sub(&disk_reserved, b->disk_reserved);
+	if (b->counted)
+		atomic_fetch_sub(&bodies_now, 1);
 	*b = (struct inv_body){ .fd = -1 };
 }

@@ -224,6 +224,7 @@ struct inv_body {
 	int fd;                 /* spilled: an unlinked file in STATE/bodies, else -1 */
 	void *map;
 	uint64_t mem_reserved, disk_reserved;
+	bool counted;           /* in inv_bodies_admitted */
 };
 
 /* Creates STATE/bodies (0700) and removes what a crash left there. 0 or -errno. */
@@ -237,6 +238,8 @@ int inv_body_add(struct inv_body *b, const char *p, size_t n);
 /* Sets bytes (a spilled body is mapped). 0 or -errno. */
 int inv_body_finish(struct inv_body *b);
 void inv_body_exit(struct inv_body *b);
+/* Bodies holding budget now, and the most at once since the start (/metrics). */
+void inv_bodies_admitted(uint64_t *ret_now, uint64_t *ret_most);
 
 /* registry.c */
 /* Creates STATE and takes STATE/invoker.lock for the life of the process

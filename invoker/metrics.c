@@ -135,6 +135,16 @@ char *inv_metrics_render(void)
 		   "# TYPE phos_restores_from_standby_total counter\nphos_restores_from_standby_total %llu\n",
 		(unsigned long long)restores_standby);
 	pthread_mutex_unlock(&global_lock);
+	{
+		uint64_t now, most;
+
+		inv_bodies_admitted(&now, &most);
+		fprintf(o, "# HELP phos_request_bodies Request bodies holding memory or disk budget now.\n"
+			   "# TYPE phos_request_bodies gauge\nphos_request_bodies %llu\n"
+			   "# HELP phos_request_bodies_max The most request bodies that held budget at once.\n"
+			   "# TYPE phos_request_bodies_max gauge\nphos_request_bodies_max %llu\n",
+			(unsigned long long)now, (unsigned long long)most);
+	}
 	if (inv_cfg.pool) {
 		unsigned idle = 0, busy = 0, starting = 0, pending = 0;
 
