@@ -175,6 +175,20 @@ static int checkpoint_prepare(struct executor *ex, char *err, size_t errlen)
 			  "checkpoints of such programs are not supported yet", pools);
 		return -ENOTSUP;
 	}
+	/* The same for cuDNN's handles and descriptors and the driver's reserved
+	 * ranges: the preload makes them again only after a restore at
+	 * phos_fn_serve (restore hooks), and a function restored mid-call would
+	 * find them gone, or find other buffers placed in its ranges. */
+	if (exec_dnn_in_use(ex)) {
+		phos_errf(err, errlen, "the program holds cuDNN handles or descriptors; checkpoints of such programs "
+			  "are not supported yet (snapshots at phos_fn_serve are)");
+		return -ENOTSUP;
+	}
+	if (phos_bufmap_reservations(ex->bufs)) {
+		phos_errf(err, errlen, "the program holds reserved address ranges (cuMemAddressReserve); checkpoints "
+			  "of such programs are not supported yet (snapshots at phos_fn_serve are)");
+		return -ENOTSUP;
+	}
 	/* Limits and stream attributes the function set come back only with a
 	 * restore at phos_fn_serve (the preload sets them again), and an image
 	 * does not carry them: refused too. */

@@ -464,6 +464,14 @@ int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t
 	}
 }
 
+bool exec_dnn_in_use(const struct executor *ex)
+{
+	for (uint32_t id = 0; id < ex->dnn_descs.cap || id < ex->dnn_handles.cap; id++)
+		if (handle_get(&ex->dnn_descs, id) || handle_get(&ex->dnn_handles, id))
+			return true;
+	return false;
+}
+
 void exec_dnn_clear(struct executor *ex)
 {
 	/* descriptors first: a plan may hold on to its handle */

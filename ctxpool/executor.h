@@ -522,6 +522,8 @@ int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t
 		    uint32_t *out_len, int *ret_status);
 /* Destroys the function's cuDNN descriptors and handles (exec_scrub). */
 void exec_dnn_clear(struct executor *ex);
+/* Whether the function holds any cuDNN handle or descriptor. */
+bool exec_dnn_in_use(const struct executor *ex);
 
 /* NCCL records (exec_nccl.c): *ret_nccl gets the ncclResult_t for the reply. */
 int exec_nccl_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,

@@ -558,6 +558,11 @@ bool phos_bufmap_reservation(const struct phos_bufmap *m, uint64_t addr, uint64_
 	return true;
 }
 
+size_t phos_bufmap_reservations(const struct phos_bufmap *m)
+{
+	return m->nresv;
+}
+
 int phos_bufmap_foreach_in(const struct phos_bufmap *m, uint64_t lo, uint64_t hi,
 			   int (*fn)(const struct phos_buf *b, void *ctx), void *ctx)
 {

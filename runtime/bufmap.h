@@ -138,6 +138,8 @@ int phos_bufmap_reserve_at(struct phos_bufmap *map, uint64_t addr, uint64_t size
 int phos_bufmap_unreserve(struct phos_bufmap *map, uint64_t addr);
 int phos_bufmap_map_at(struct phos_bufmap *map, uint64_t addr, uint64_t size);
 bool phos_bufmap_reservation(const struct phos_bufmap *map, uint64_t addr, uint64_t *ret_base, uint64_t *ret_size);
+/* How many reservations there are. */
+size_t phos_bufmap_reservations(const struct phos_bufmap *map);
 
 /* Calls fn on each buffer that starts in [lo, hi), in address order. */
 int phos_bufmap_foreach_in(const struct phos_bufmap *map, uint64_t lo, uint64_t hi,

@@ -254,6 +254,32 @@ def live_instances(inv, name):
     return [i for i in body.get("instances", []) if i.get("state") != "exited"] if st == 200 else []
 
 
+def checkpoint_refused(prog, request, says, tmp):
+    """A serving program under `phos-fn run --checkpointable`, after one
+    request: `phos-fn checkpoint` must refuse it with a message holding says,
+    write nothing, and leave it serving (a second request answered)."""
+    name = os.path.basename(prog)
+    p = subprocess.Popen([PHOS_FN, "run", "--checkpointable", "--device", DEVICE, "--", prog], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=fn_env())
+    try:
+        p.stdin.write(request + "\n")
+        p.stdin.flush()
+        first = p.stdout.readline()
+        out = os.path.join(tmp, f"ck-{name}")
+        c = subprocess.run([PHOS_FN, "checkpoint", "-o", out, str(p.pid)], capture_output=True, text=True,
+                           timeout=300, env=fn_env())
+        check(first.startswith("{") and c.returncode != 0 and says in c.stderr,
+              f"{name}: the checkpoint is refused, saying '{says}': rc {c.returncode} {c.stderr[-1500:]} ({first})")
+        check(not os.path.exists(out), f"{name}: a refused checkpoint wrote {out}")
+        rest, err = p.communicate(input=request + "\n", timeout=300)
+        check(p.returncode == 0 and rest.startswith("{"), f"{name} serves on after the refusal: rc {p.returncode} "
+              f"{rest[-500:]} {err[-1500:]}")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+
+
 def serve_everywhere(prog, stdin, check_answers, tmp):
     """A serving program's answers to stdin checked by check_answers(list,
     what): under phos-fn run, natively on a GPU, and after a snapshot at

@@ -12,6 +12,8 @@ legacy descriptors, every output checked against a CPU reference:
   included;
 - the read/write set of an execution is exactly the bytes of its tensors
   (from their dimensions, strides and data type in the plan's graph);
+- a checkpoint of the running program (`phos-fn checkpoint`) is refused with
+  a reason, nothing written, and it serves on;
 - a variant pack naming a uid the graph does not have gets an opaque set
   (sim only: real cuDNN may refuse such a pack).
 """
@@ -20,7 +22,7 @@ import os
 import shutil
 import tempfile
 
-from harness import DEVICE, check, done, program, read_trace, run, serve_everywhere
+from harness import DEVICE, check, checkpoint_refused, done, program, read_trace, run, serve_everywhere
 
 PROG = program("tests", "transparency", "cudnn", "cudnn_serve")
 REQS = "x\nx\nx\n"
@@ -51,6 +53,10 @@ try:
               all(r[0] not in (ptr["x"], ptr["w"], ptr["y"]) for r in ws),
               f"the execution writes {recs[0]['writes']}, want {want} and the workspace")
         check("sets" not in recs[0], f"the execution's set is exact: {recs[0].get('sets')}")
+
+    # cuDNN's objects are made again only by a restore at phos_fn_serve: a
+    # checkpoint of a running program holding them is refused, it serves on
+    checkpoint_refused(PROG, "x", "cuDNN handles or descriptors", tmp)
 
     if DEVICE == "sim":
         trace2 = os.path.join(tmp, "trace-extra.jsonl")

@@ -11,6 +11,8 @@ new handle in the reservation:
   keep their data and the reservation is the program's again;
 - the kernel's read/write set holds every mapping of the reservation (a
   tensor may span them) and x;
+- a checkpoint of the running program is refused (reservations come back
+  only with a restore at phos_fn_serve), nothing written, and it serves on;
 - what phos-fn refuses: a handle mapped twice (NOT_SUPPORTED, said on
   stderr), mapped in part (NOT_SUPPORTED), outside a reservation, an unmap
   of part of a mapping and freeing a reservation still mapped (INVALID_VALUE).
@@ -20,7 +22,7 @@ import os
 import shutil
 import tempfile
 
-from harness import check, done, program, read_trace, run, serve_everywhere
+from harness import check, checkpoint_refused, done, program, read_trace, run, serve_everywhere
 
 PROG = program("tests", "transparency", "driver", "vmm_serve")
 MIB = 1 << 20
@@ -48,6 +50,8 @@ try:
             check(sorted(r["writes"]) == parts, f"the kernel writes every mapping: {r['writes']}, want {parts}")
             check(sorted(r["reads"]) == sorted(parts + [[ptr["x"], 12 * MIB]]),
                   f"the kernel reads the mappings and x: {r['reads']}")
+
+    checkpoint_refused(PROG, "{}", "reserved address ranges", tmp)
 
     p = run(PROG, "refusals")
     codes = dict(l.split(": ") for l in p.stdout.splitlines() if ": " in l)
