@@ -115,25 +115,7 @@ static int connect_once(void)
 /* A refusal that tells why, once per reason. */
 static cudnnStatus_t refuse(const char *what)
 {
-	static char told[16][64];
-	static pthread_mutex_t tl = PTHREAD_MUTEX_INITIALIZER;
-	bool say = true;
-
-	pthread_mutex_lock(&tl);
-	for (int i = 0; i < 16; i++) {
-		if (!strcmp(told[i], what)) {
-			say = false;
-			break;
-		}
-		if (!told[i][0]) {
-			snprintf(told[i], sizeof(told[i]), "%s", what);
-			break;
-		}
-	}
-	pthread_mutex_unlock(&tl);
-	if (say)
-		fprintf(stderr, "phos-fn: cuDNN: %s is not supported under phos-fn (no exact read/write set): "
-				"CUDNN_STATUS_NOT_SUPPORTED\n", what);
+	phos_refuse_once("cuDNN", what, " (no exact read/write set): CUDNN_STATUS_NOT_SUPPORTED");
 	return PHOS_DNN_NOT_SUPPORTED;
 }
 
@@ -1124,6 +1106,31 @@ static cudnnStatus_t bn_tensor(cudnnTensorDescriptor_t d, struct phos_dnn_tensor
 	return PHOS_DNN_SUCCESS;
 }
 
+/* The descriptors of a forward pass (x, y, the parameters' bn), and of a
+ * backward one (x, dy, dx, bn): each needed. */
+static cudnnStatus_t bn_forward_tensors(struct phos_dnn_bn *b, cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t yd,
+					cudnnTensorDescriptor_t bnd)
+{
+	cudnnStatus_t s = bn_tensor(xd, &b->x, true);
+
+	if (!s)
+		s = bn_tensor(yd, &b->y, true);
+	return s ? s : bn_tensor(bnd, &b->bn, true);
+}
+
+static cudnnStatus_t bn_backward_tensors(struct phos_dnn_bn *b, cudnnTensorDescriptor_t xd,
+					 cudnnTensorDescriptor_t dyd, cudnnTensorDescriptor_t dxd,
+					 cudnnTensorDescriptor_t bnd)
+{
+	cudnnStatus_t s = bn_tensor(xd, &b->x, true);
+
+	if (!s)
+		s = bn_tensor(dyd, &b->dy, true);
+	if (!s)
+		s = bn_tensor(dxd, &b->dx, true);
+	return s ? s : bn_tensor(bnd, &b->bn, true);
+}
+
 static void bn_scalar(uint8_t out[8], const void *p, int type)
 {
 	memcpy(out, p, type == PHOS_DNN_DATA_DOUBLE ? 8 : 4);
@@ -1186,11 +1193,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBatchNormalizationForwardInference(
 	if (!s && (!alpha || !beta || !x || !y || !scale || !bias || !mean || !var))
 		s = PHOS_DNN_BAD_PARAM_NULL_POINTER;
 	if (!s)
-		s = bn_tensor(xd, &b.x, true);
-	if (!s)
-		s = bn_tensor(yd, &b.y, true);
-	if (!s)
-		s = bn_tensor(bnd, &b.bn, true);
+		s = bn_forward_tensors(&b, xd, yd, bnd);
 	if (s)
 		return s;
 	bn_scalar(b.alpha, alpha, b.x.type);
@@ -1214,11 +1217,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBatchNormalizationForwardTrainingEx(
 	if (!s && (!alpha || !beta || !x || !y || !scale || !bias))
 		s = PHOS_DNN_BAD_PARAM_NULL_POINTER;
 	if (!s)
-		s = bn_tensor(xd, &b.x, true);
-	if (!s)
-		s = bn_tensor(yd, &b.y, true);
-	if (!s)
-		s = bn_tensor(bnd, &b.bn, true);
+		s = bn_forward_tensors(&b, xd, yd, bnd);
 	if (s)
 		return s;
 	bn_scalar(b.alpha, alpha, b.x.type);
@@ -1249,13 +1248,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBatchNormalizationBackwardEx(
 	if (!s && (!alpha || !beta || !alpha_param || !beta_param || !x || !dy || !dx || !scale || !dscale || !dbias))
 		s = PHOS_DNN_BAD_PARAM_NULL_POINTER;
 	if (!s)
-		s = bn_tensor(xd, &b.x, true);
-	if (!s)
-		s = bn_tensor(dyd, &b.dy, true);
-	if (!s)
-		s = bn_tensor(dxd, &b.dx, true);
-	if (!s)
-		s = bn_tensor(bnd, &b.bn, true);
+		s = bn_backward_tensors(&b, xd, dyd, dxd, bnd);
 	if (s)
 		return s;
 	bn_scalar(b.alpha, alpha, b.x.type);
@@ -1279,11 +1272,7 @@ PHOS_EXPORT cudnnStatus_t cudnnGetBatchNormalizationForwardTrainingExWorkspaceSi
 	cudnnStatus_t s = bn_begin(handle, mode, ops, zd, act, &b, &h);
 
 	if (!s)
-		s = bn_tensor(xd, &b.x, true);
-	if (!s)
-		s = bn_tensor(yd, &b.y, true);
-	if (!s)
-		s = bn_tensor(bnd, &b.bn, true);
+		s = bn_forward_tensors(&b, xd, yd, bnd);
 	return s ? s : bn_size(&b, size);
 }
 
@@ -1298,13 +1287,7 @@ PHOS_EXPORT cudnnStatus_t cudnnGetBatchNormalizationBackwardExWorkspaceSize(
 
 	(void)yd;
 	if (!s)
-		s = bn_tensor(xd, &b.x, true);
-	if (!s)
-		s = bn_tensor(dyd, &b.dy, true);
-	if (!s)
-		s = bn_tensor(dxd, &b.dx, true);
-	if (!s)
-		s = bn_tensor(bnd, &b.bn, true);
+		s = bn_backward_tensors(&b, xd, dyd, dxd, bnd);
 	return s ? s : bn_size(&b, size);
 }
 

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* cudaError_t: the thread's last error, names and descriptions, and the stub hook. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
@@ -98,4 +102,21 @@ PHOS_EXPORT cudaError_t cudaProfilerStart(void)
 PHOS_EXPORT cudaError_t cudaProfilerStop(void)
 {
 	return cudaSuccess;
+}
+
+PHOS_EXPORT void phos_refuse_once(const char *what, const char *reason, const char *tail)
+{
+	static char told[64][96];
+	static unsigned ntold;
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	bool say = true;
+
+	pthread_mutex_lock(&lock);
+	for (unsigned i = 0; i < ntold && say; i++)
+		say = strncmp(told[i], reason, sizeof(told[i]) - 1) != 0;
+	if (say && ntold < 64)
+		snprintf(told[ntold++], sizeof(told[0]), "%s", reason);
+	pthread_mutex_unlock(&lock);
+	if (say)
+		fprintf(stderr, "phos-fn: %s: %s is not supported under phos-fn%s\n", what, reason, tail);
 }

@@ -184,6 +184,13 @@ static inline void phos_log_once(const char *what, const char *name, int *flag)
 		phos_warn("%s %s is not supported by phos-fn", what, name);
 }
 
+/* One line on stderr, "phos-fn: <what>: <reason> is not supported under
+ * phos-fn<tail>", the first time that reason is refused in the process
+ * (whatever PHOS_LOG says: a refusal the program may not report must still
+ * be seen). The stand-ins built on libcudart (cuDNN, the driver's virtual
+ * memory) refuse this way. */
+PHOS_EXPORT void phos_refuse_once(const char *what, const char *reason, const char *tail);
+
 /* --- shared between the cudart files --- */
 
 /* memory.c: does [addr, addr+len) lie in device memory we know of (arena, variables)? */

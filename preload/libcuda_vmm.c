@@ -55,25 +55,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static CUresult refuse(const char *what)
 {
-	static char told[8][48];
-	static pthread_mutex_t tl = PTHREAD_MUTEX_INITIALIZER;
-	bool say = true;
-
-	pthread_mutex_lock(&tl);
-	for (int i = 0; i < 8; i++) {
-		if (!strcmp(told[i], what)) {
-			say = false;
-			break;
-		}
-		if (!told[i][0]) {
-			snprintf(told[i], sizeof(told[i]), "%s", what);
-			break;
-		}
-	}
-	pthread_mutex_unlock(&tl);
-	if (say)
-		fprintf(stderr, "phos-fn: the driver's virtual memory: %s is not supported under phos-fn: "
-				"CUDA_ERROR_NOT_SUPPORTED\n", what);
+	phos_refuse_once("the driver's virtual memory", what, ": CUDA_ERROR_NOT_SUPPORTED");
 	return CUDA_ERROR_NOT_SUPPORTED;
 }
 
