@@ -43,6 +43,8 @@ struct exec_dnn_obj {
 	void *dev;      /* the backend's object */
 	int32_t type;   /* cudnnBackendDescriptorType_t; -1: a handle */
 	int32_t device; /* the device it was made on */
+	bool planned;   /* an execution plan, finalized: */
+	uint64_t workspace;   /* its WORKSPACE_SIZE, asked once */
 };
 
 static const struct phos_dnn_ops *dnn(const struct executor *ex)
@@ -269,8 +271,9 @@ static int execute(struct executor *ex, const struct phos_dnn_execute *e, const 
 			return fail(st, PHOS_DNN_BAD_PARAM);
 		}
 	}
-	if (plan_workspace(ex, plan->dev, &ws) < 0)
+	if (!plan->planned)
 		return fail(st, PHOS_DNN_BAD_PARAM_NOT_FINALIZED);
+	ws = plan->workspace;
 	if (ws && !e->workspace)
 		return fail(st, PHOS_DNN_BAD_PARAM_NULL_POINTER);
 	if (ws && spec_range(ex, &set, e->workspace, ws, SPEC_WRITE) < 0)
@@ -279,24 +282,6 @@ static int execute(struct executor *ex, const struct phos_dnn_execute *e, const 
 	TRY(spec_commit(ex, "dnn_execute", NULL, e->stream, &set));
 	return result(dnn(ex)->execute(ex->dev, h->dev, stream, plan->dev, (int)e->n, uids, ptrs,
 				       (void *)(uintptr_t)e->workspace, st), st);
-}
-
-/* Elements a legacy tensor descriptor spans: sum of (dim - 1) x stride, + 1. */
-static int tensor_bytes(const struct phos_dnn_tensor *t, uint64_t *ret)
-{
-	size_t es = phos_dnn_data_type_size(t->type);
-	uint64_t last = 0, e;
-
-	if (!es || t->nb < 1 || t->nb > PHOS_DNN_DIM_MAX)
-		return -1;
-	for (int i = 0; i < t->nb; i++) {
-		if (t->dims[i] < 1 || t->strides[i] < 1)
-			return -1;
-		if (__builtin_mul_overflow((uint64_t)(t->dims[i] - 1), (uint64_t)t->strides[i], &e) ||
-		    __builtin_add_overflow(last, e, &last))
-			return -1;
-	}
-	return __builtin_mul_overflow(last + 1, (uint64_t)es, ret) ? -1 : 0;
 }
 
 static bool zero_scalar(const uint8_t *p)
@@ -310,10 +295,10 @@ static int bn_set(struct executor *ex, const struct phos_dnn_bn *b, struct spec_
 {
 	uint64_t xb, pb, yb = 0, db = 0;
 
-	if (tensor_bytes(&b->x, &xb) < 0 || tensor_bytes(&b->bn, &pb) < 0)
+	if (!phos_dnn_tensor_bytes(&b->x, &xb) || !phos_dnn_tensor_bytes(&b->bn, &pb))
 		return -1;
-	if (b->kind == PHOS_DNN_BN_BACKWARD ? tensor_bytes(&b->dy, &yb) < 0 || tensor_bytes(&b->dx, &db) < 0
-					    : tensor_bytes(&b->y, &yb) < 0)
+	if (b->kind == PHOS_DNN_BN_BACKWARD ? !phos_dnn_tensor_bytes(&b->dy, &yb) || !phos_dnn_tensor_bytes(&b->dx, &db)
+					    : !phos_dnn_tensor_bytes(&b->y, &yb))
 		return -1;
 #define R(a, n) do { if (spec_range(ex, s, (a), (n), SPEC_READ) < 0) return -1; } while (0)
 #define W(a, n) do { if (spec_range(ex, s, (a), (n), SPEC_WRITE) < 0) return -1; } while (0)
@@ -438,7 +423,15 @@ int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t
 		BODY(struct phos_handle, c);
 		struct exec_dnn_obj *o = obj_get(ex, false, c->id);
 
-		return o ? result(dnn(ex)->finalize(ex->dev, o->dev, st), st) : fail(st, PHOS_DNN_BAD_PARAM);
+		int r;
+
+		if (!o)
+			return fail(st, PHOS_DNN_BAD_PARAM);
+		r = result(dnn(ex)->finalize(ex->dev, o->dev, st), st);
+		/* a plan's workspace is known from now on: asked once, not at each execution */
+		if (r == 0 && o->type == PHOS_DNN_EXECUTION_PLAN_DESCRIPTOR)
+			o->planned = plan_workspace(ex, o->dev, &o->workspace) == 0;
+		return r;
 	}
 	case PHOS_OP_DNN_EXECUTE: {
 		BODY(struct phos_dnn_execute, e);

@@ -861,27 +861,21 @@ static struct dnn_desc *tensor_find(struct dnn_desc *d, int64_t uid, int depth)
 	return NULL;
 }
 
-/* Bytes a backend tensor spans (elements: sum of (dim - 1) x stride, + 1), or -1. */
+/* Bytes a backend tensor spans (phos_dnn_span; a stride may be 0, a broadcast), or -1. */
 static int64_t tensor_span(const struct dnn_desc *t, int64_t *ret_elems)
 {
 	const struct dnn_rec *dims = rec_find(t, PHOS_DNN_ATTR_TENSOR_DIMENSIONS);
 	const struct dnn_rec *str = rec_find(t, PHOS_DNN_ATTR_TENSOR_STRIDES);
 	size_t es = phos_dnn_data_type_size((int)rec_int(t, PHOS_DNN_ATTR_TENSOR_DATA_TYPE, -1));
-	uint64_t last = 0, e, n = 1;
+	uint64_t bytes, n;
 
-	if (!es || !dims || !str || dims->type != PHOS_DNN_TYPE_INT64 || str->type != PHOS_DNN_TYPE_INT64 ||
-	    dims->count != str->count || dims->count < 1 || rec_int(t, PHOS_DNN_ATTR_TENSOR_VECTOR_COUNT, 1) != 1)
+	if (!dims || !str || dims->type != PHOS_DNN_TYPE_INT64 || str->type != PHOS_DNN_TYPE_INT64 ||
+	    dims->count != str->count || rec_int(t, PHOS_DNN_ATTR_TENSOR_VECTOR_COUNT, 1) != 1 ||
+	    !phos_dnn_span(dims->count, dims->elems, str->elems, 0, es, &bytes, &n) || bytes > INT64_MAX)
 		return -1;
-	for (int64_t i = 0; i < dims->count; i++) {
-		int64_t dm = ((const int64_t *)dims->elems)[i], st = ((const int64_t *)str->elems)[i];
-
-		if (dm < 1 || st < 0 || __builtin_mul_overflow((uint64_t)(dm - 1), (uint64_t)st, &e) ||
-		    __builtin_add_overflow(last, e, &last) || __builtin_mul_overflow(n, (uint64_t)dm, &n))
-			return -1;
-	}
 	if (ret_elems)
 		*ret_elems = (int64_t)n;
-	return __builtin_mul_overflow(last + 1, (uint64_t)es, &e) || e > INT64_MAX ? -1 : (int64_t)e;
+	return (int64_t)bytes;
 }
 
 static bool in_arena(uint64_t p)
@@ -1083,13 +1077,11 @@ PHOS_EXPORT cudnnStatus_t cudnnGetTensorNdDescriptor(const cudnnTensorDescriptor
 PHOS_EXPORT cudnnStatus_t cudnnGetTensorSizeInBytes(const cudnnTensorDescriptor_t desc, size_t *size)
 {
 	const struct cudnnTensorStruct *t = tensor_of(desc);
-	uint64_t last = 0;
+	uint64_t bytes;
 
-	if (!t || !size || !t->t.nb)
+	if (!t || !size || !phos_dnn_tensor_bytes(&t->t, &bytes))
 		return PHOS_DNN_BAD_PARAM;
-	for (int i = 0; i < t->t.nb; i++)
-		last += (uint64_t)(t->t.dims[i] - 1) * (uint64_t)t->t.strides[i];
-	*size = (size_t)((last + 1) * phos_dnn_data_type_size(t->t.type));
+	*size = (size_t)bytes;
 	return PHOS_DNN_SUCCESS;
 }
 
@@ -1136,13 +1128,14 @@ static void bn_scalar(uint8_t out[8], const void *p, int type)
 	memcpy(out, p, type == PHOS_DNN_DATA_DOUBLE ? 8 : 4);
 }
 
-static cudnnStatus_t bn_begin(cudnnHandle_t handle, int mode, int ops, const void *z, const void *act,
-			      struct phos_dnn_bn *b, cudnnHandle_t *ret)
+/* The handle and mode of a batch normalization, and its bnOps: only BN. z
+ * and the activation descriptor are not asked for: cuDNN reads them only for
+ * the fused bnOps, and so ignores them with BN. */
+static cudnnStatus_t bn_begin(cudnnHandle_t handle, int mode, int ops, struct phos_dnn_bn *b, cudnnHandle_t *ret)
 {
 	cudnnHandle_t h = handle_of(handle);
 	cudnnStatus_t s;
 
-	(void)z, (void)act;   /* (cuDNN reads them only for the fused bnOps) */
 	*ret = h;
 	if (!h)
 		return PHOS_DNN_BAD_PARAM;
@@ -1188,7 +1181,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBatchNormalizationForwardInference(
 {
 	struct phos_dnn_bn b = { .kind = PHOS_DNN_BN_INFERENCE };
 	cudnnHandle_t h;
-	cudnnStatus_t s = bn_begin(handle, mode, PHOS_DNN_BN_OPS_BN, NULL, NULL, &b, &h);
+	cudnnStatus_t s = bn_begin(handle, mode, PHOS_DNN_BN_OPS_BN, &b, &h);
 
 	if (!s && (!alpha || !beta || !x || !y || !scale || !bias || !mean || !var))
 		s = PHOS_DNN_BAD_PARAM_NULL_POINTER;
@@ -1212,7 +1205,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBatchNormalizationForwardTrainingEx(
 {
 	struct phos_dnn_bn b = { .kind = PHOS_DNN_BN_TRAINING };
 	cudnnHandle_t h;
-	cudnnStatus_t s = bn_begin(handle, mode, ops, zd || z ? (const void *)1 : NULL, act, &b, &h);
+	cudnnStatus_t s = bn_begin(handle, mode, ops, &b, &h);
 
 	if (!s && (!alpha || !beta || !x || !y || !scale || !bias))
 		s = PHOS_DNN_BAD_PARAM_NULL_POINTER;
@@ -1242,7 +1235,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBatchNormalizationBackwardEx(
 {
 	struct phos_dnn_bn b = { .kind = PHOS_DNN_BN_BACKWARD };
 	cudnnHandle_t h;
-	cudnnStatus_t s = bn_begin(handle, mode, ops, dzd || dz ? (const void *)1 : NULL, act, &b, &h);
+	cudnnStatus_t s = bn_begin(handle, mode, ops, &b, &h);
 
 	(void)yd, (void)y, (void)bias;   /* (used only with an activation) */
 	if (!s && (!alpha || !beta || !alpha_param || !beta_param || !x || !dy || !dx || !scale || !dscale || !dbias))
@@ -1269,7 +1262,7 @@ PHOS_EXPORT cudnnStatus_t cudnnGetBatchNormalizationForwardTrainingExWorkspaceSi
 {
 	struct phos_dnn_bn b = { .kind = PHOS_DNN_BN_TRAINING };
 	cudnnHandle_t h;
-	cudnnStatus_t s = bn_begin(handle, mode, ops, zd, act, &b, &h);
+	cudnnStatus_t s = bn_begin(handle, mode, ops, &b, &h);
 
 	if (!s)
 		s = bn_forward_tensors(&b, xd, yd, bnd);
@@ -1283,7 +1276,7 @@ PHOS_EXPORT cudnnStatus_t cudnnGetBatchNormalizationBackwardExWorkspaceSize(
 {
 	struct phos_dnn_bn b = { .kind = PHOS_DNN_BN_BACKWARD };
 	cudnnHandle_t h;
-	cudnnStatus_t s = bn_begin(handle, mode, ops, dzd, act, &b, &h);
+	cudnnStatus_t s = bn_begin(handle, mode, ops, &b, &h);
 
 	(void)yd;
 	if (!s)
@@ -1298,7 +1291,7 @@ PHOS_EXPORT cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(c
 {
 	struct phos_dnn_bn b = { .kind = PHOS_DNN_BN_RESERVE };
 	cudnnHandle_t h;
-	cudnnStatus_t s = bn_begin(handle, mode, ops, NULL, act, &b, &h);
+	cudnnStatus_t s = bn_begin(handle, mode, ops, &b, &h);
 
 	if (!s)
 		s = bn_tensor(xd, &b.x, true);

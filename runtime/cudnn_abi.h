@@ -20,6 +20,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -159,4 +160,28 @@ static inline size_t phos_dnn_data_type_size(int type)
 	case PHOS_DNN_DATA_COMPLEX_FP64: return 16;
 	default: return 0;
 	}
+}
+
+/* Bytes a tensor of nb dimensions spans from its first element, elements of
+ * esize bytes: (sum of (dim - 1) x stride, + 1) x esize. False when esize is
+ * 0 (no whole bytes per element), a dimension is under 1, a stride under
+ * min_stride, or a product overflows. *ret_elems (when given) gets the
+ * number of elements, which must not overflow either. */
+static inline bool phos_dnn_span(int64_t nb, const int64_t *dims, const int64_t *strides, int64_t min_stride,
+				 size_t esize, uint64_t *ret_bytes, uint64_t *ret_elems)
+{
+	uint64_t last = 0, n = 1, e;
+
+	if (!esize || nb < 1)
+		return false;
+	for (int64_t i = 0; i < nb; i++) {
+		if (dims[i] < 1 || strides[i] < min_stride ||
+		    __builtin_mul_overflow((uint64_t)(dims[i] - 1), (uint64_t)strides[i], &e) ||
+		    __builtin_add_overflow(last, e, &last) ||
+		    (ret_elems && __builtin_mul_overflow(n, (uint64_t)dims[i], &n)))
+			return false;
+	}
+	if (ret_elems)
+		*ret_elems = n;
+	return !__builtin_mul_overflow(last + 1, (uint64_t)esize, ret_bytes);
 }

@@ -31,6 +31,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cudnn_abi.h"
+
 #define PHOS_PROTO_VERSION 1u
 
 /* Largest payload a single record may carry (bigger copies are split). */
@@ -717,6 +719,19 @@ struct phos_dnn_tensor {
 	int32_t type, nb;              /* cudnnDataType_t, dimensions (0: unset) */
 	int32_t dims[8], strides[8];
 };
+/* The bytes a legacy descriptor spans (phos_dnn_span, strides of at least 1). */
+static inline bool phos_dnn_tensor_bytes(const struct phos_dnn_tensor *t, uint64_t *ret)
+{
+	int64_t dims[8], strides[8];
+
+	if (t->nb < 1 || t->nb > 8)
+		return false;
+	for (int i = 0; i < t->nb; i++) {
+		dims[i] = t->dims[i];
+		strides[i] = t->strides[i];
+	}
+	return phos_dnn_span(t->nb, dims, strides, 1, phos_dnn_data_type_size(t->type), ret, NULL);
+}
 enum phos_dnn_bn_kind {
 	PHOS_DNN_BN_INFERENCE,         /* cudnnBatchNormalizationForwardInference */
 	PHOS_DNN_BN_TRAINING,          /* ...ForwardTrainingEx;  size: its workspace */
