@@ -21,7 +21,8 @@
  *        with the bytes its tensor spans (dimensions, strides and data type
  *        of the tensor of that uid in the plan's operation graph); by-value
  *        tensors travel as their bytes. A pack whose tensors cannot all be
- *        found is sent as opaque (it may touch any buffer)
+ *        found or sized (ragged ones: their offsets are in device memory)
+ *        is sent as opaque (it may touch any buffer)
  *   legacy tensor descriptors ───── kept here, by value (Nd and 4d forms)
  *   batch normalization ──────────── DNN_BN (stream-ordered) and DNN_BN_SIZE,
  *        the descriptors by value; bnOps other than BN (fused addition and
@@ -861,7 +862,9 @@ static struct dnn_desc *tensor_find(struct dnn_desc *d, int64_t uid, int depth)
 	return NULL;
 }
 
-/* Bytes a backend tensor spans (phos_dnn_span; a stride may be 0, a broadcast), or -1. */
+/* Bytes a backend tensor spans (phos_dnn_span; a stride may be 0, a broadcast),
+ * or -1. A ragged tensor has none: its rows start at offsets that another
+ * tensor holds in device memory, which phos-fn does not read. */
 static int64_t tensor_span(const struct dnn_desc *t, int64_t *ret_elems)
 {
 	const struct dnn_rec *dims = rec_find(t, PHOS_DNN_ATTR_TENSOR_DIMENSIONS);
@@ -871,6 +874,7 @@ static int64_t tensor_span(const struct dnn_desc *t, int64_t *ret_elems)
 
 	if (!dims || !str || dims->type != PHOS_DNN_TYPE_INT64 || str->type != PHOS_DNN_TYPE_INT64 ||
 	    dims->count != str->count || rec_int(t, PHOS_DNN_ATTR_TENSOR_VECTOR_COUNT, 1) != 1 ||
+	    rec_find(t, PHOS_DNN_ATTR_TENSOR_RAGGED_OFFSET_DESC) ||
 	    !phos_dnn_span(dims->count, dims->elems, str->elems, 0, es, &bytes, &n) || bytes > INT64_MAX)
 		return -1;
 	if (ret_elems)

@@ -14,8 +14,9 @@ legacy descriptors, every output checked against a CPU reference:
   (from their dimensions, strides and data type in the plan's graph);
 - a checkpoint of the running program (`phos-fn checkpoint`) is refused with
   a reason, nothing written, and it serves on;
-- a variant pack naming a uid the graph does not have gets an opaque set
-  (sim only: real cuDNN may refuse such a pack).
+- a variant pack naming a uid the graph does not have gets an opaque set,
+  and so does a ragged tensor's execution (its offsets are in device memory)
+  (sim only: real cuDNN may refuse such packs).
 """
 import json
 import os
@@ -65,6 +66,12 @@ try:
         recs = [r for r in read_trace(trace2) if r.get("op") == "dnn_execute"] if os.path.exists(trace2) else []
         check(recs and all(r.get("sets") == "opaque" for r in recs),
               f"a pack with a uid of no tensor is opaque: {[r.get('sets') for r in recs]}")
+        trace3 = os.path.join(tmp, "trace-ragged.jsonl")
+        p = run(PROG, "ragged", stdin="x\n", trace=trace3)
+        check(p.returncode == 0 and '"ok": true' in p.stdout, f"cudnn_serve ragged: {p.stdout} {p.stderr[-2000:]}")
+        recs = [r for r in read_trace(trace3) if r.get("op") == "dnn_execute"] if os.path.exists(trace3) else []
+        check([r.get("sets", "exact") for r in recs] == ["opaque", "exact"],
+              f"the ragged convolution is opaque, the other exact: {[r.get('sets', 'exact') for r in recs]}")
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 done("test_transparency_cudnn")

@@ -12,7 +12,10 @@
 // JSON on stderr (the test compares them with the trace's read/write sets);
 // "extra": every variant pack also names a uid that no tensor of the graph
 // has (phos-fn cannot size it: the execution's set must be opaque; only for
-// phos-fn's sim, real cuDNN may refuse such a pack).
+// phos-fn's sim, real cuDNN may refuse such a pack); "ragged": the double
+// convolution's y is a ragged tensor (its rows at offsets another tensor
+// keeps in device memory: opaque too; sim only, cuDNN has no ragged
+// convolutions).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -82,9 +85,23 @@ static desc_t make(int type)
 	return d;
 }
 
+static bool ragged_y;
+
 static desc_t tensor(int64_t uid, int type, const int64_t dims[4])
 {
 	desc_t t = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+
+	if (ragged_y && uid == 'y' && type == CUDNN_DATA_DOUBLE) {
+		int64_t one[4] = { 1, 1, 1, 1 };
+		int32_t itype = 4;   // CUDNN_DATA_INT32
+		bool keep = ragged_y;
+
+		ragged_y = false;   // (the offsets tensor itself is not ragged)
+		desc_t r = tensor('r', itype, one);
+		ragged_y = keep;
+		DK(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &r));
+		DK(cudnnBackendDestroyDescriptor(r));
+	}
 	int64_t strides[4] = { dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1 }, align = 16;
 
 	DK(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type));
@@ -442,6 +459,7 @@ int main(int argc, char **argv)
 {
 	static struct state st;
 
+	ragged_y = argc > 1 && !strcmp(argv[1], "ragged");
 	if (cudnnGetVersion() < 90000) {
 		fprintf(stderr, "cuDNN 9 needed, got %zu\n", cudnnGetVersion());
 		return 1;
