@@ -816,6 +816,11 @@ static void *warm_main(void *arg)
  * other buffers by address; variables and cuBLAS workspaces go first of all,
  * as no read/write set names them (kernels reach variables by symbol, cuBLAS
  * its workspace by handle). Returns how many of the items are such eager ones. */
+static struct loader_item buf_item(const struct executor *ex, const struct phos_image_buf *b)
+{
+	return (struct loader_item){ b->addr, b->size, b->offset, b->hash, b->id, exec_device_at(ex, b->addr) };
+}
+
 static size_t plan_items(struct executor *ex, const struct phos_image *img, struct loader_item *items, size_t *ret_n)
 {
 	size_t n = 0, eager;
@@ -827,7 +832,8 @@ static size_t plan_items(struct executor *ex, const struct phos_image *img, stru
 
 		if (v->size)
 			items[n++] = (struct loader_item){ .dev = v->device ? ev->peer_addr[v->device] : ev->addr,
-							   .len = v->size, .off = v->offset, .hash = v->hash, .id = 0 };
+							   .len = v->size, .off = v->offset, .hash = v->hash, .id = 0,
+							   .device = (int32_t)v->device };
 	}
 	for (uint32_t i = 0; i < img->nbufs; i++) {
 		const struct phos_image_buf *b = &img->bufs[i];
@@ -838,7 +844,7 @@ static size_t plan_items(struct executor *ex, const struct phos_image *img, stru
 			     img->blas[k].workspace < b->addr + b->size;
 		if (ws && taken) {
 			taken[i] = true;
-			items[n++] = (struct loader_item){ b->addr, b->size, b->offset, b->hash, b->id };
+			items[n++] = buf_item(ex, b);
 		}
 	}
 	eager = n;
@@ -848,7 +854,7 @@ static size_t plan_items(struct executor *ex, const struct phos_image *img, stru
 
 			if (b->id == img->prefetch[p] && !taken[i]) {
 				taken[i] = true;
-				items[n++] = (struct loader_item){ b->addr, b->size, b->offset, b->hash, b->id };
+				items[n++] = buf_item(ex, b);
 			}
 		}
 	}
@@ -856,7 +862,7 @@ static size_t plan_items(struct executor *ex, const struct phos_image *img, stru
 		const struct phos_image_buf *b = &img->bufs[i];
 
 		if (!taken || !taken[i])
-			items[n++] = (struct loader_item){ b->addr, b->size, b->offset, b->hash, b->id };
+			items[n++] = buf_item(ex, b);
 	}
 	free(taken);
 	*ret_n = n;
@@ -910,11 +916,6 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 			  img->devices, img->devices == 1 ? "" : "s", ex->ndevs);
 		return -EINVAL;
 	}
-	/* Over several GPUs the readiness gates of an on-demand restore would sit
-	 * on another device than the kernels that wait for them: the whole
-	 * snapshot comes in before the function runs. */
-	if (ex->ndevs > 1)
-		on_demand = false;
 	exec_use_device(ex, 0);
 	if (ex->dev_ops->mem_info(ex->dev, &free_b, &total_b) == 0 && free_b < img->gpu_bytes) {
 		phos_errf(err, errlen, "the GPU has %llu MiB free, the snapshot needs %llu MiB",

@@ -6,7 +6,8 @@
  * the chunks that reads brought in (cold source). Per item the engine counts
  * chunks issued, hashed and landed:
  *
- *   issued == n && hashed == n   → checksum compared, flag set on the restore stream
+ *   issued == n && hashed == n   → checksum compared, flag set on its device's
+ *                                  restore stream (behind its copies)
  *   flagged && landed == n       → resident: gates skip it from now on
  *
  * The dispatcher (loader_gate) only reads item states and pushes promotions
@@ -42,6 +43,7 @@ struct litem {
 	atomic_uint_fast64_t hashed;
 	uint64_t *chunk_hash;
 	atomic_bool flagged;         /* its flag write is queued */
+	int dev;                     /* the executor device its buffer is on */
 	bool promoted;
 	_Atomic int state;
 	atomic_bool touched;
@@ -69,13 +71,16 @@ struct loader {
 	struct litem *items;
 	uint32_t *by_addr;           /* item indices sorted by device address */
 	size_t n, cursor;
-	uint64_t flags;              /* device address of n readiness words */
+	/* device address of n readiness words on each device: item i's flag is
+	 * word i on its own device, written on that device's stream behind its
+	 * copies (the others' word i stays unused) */
+	uint64_t flags[EXEC_MAX_DEVICES];
 	void *stream;
 	/* the devices, fixed at the start (the dispatcher moves ex->dev between
-	 * records): home, the executor's device 0, holds the flags and the
-	 * restore stream (dstream[0]); over several devices each other one
-	 * copies its own buffers on its stream (dstream[d]), so that every GPU's
-	 * copy engine pulls from host memory at once */
+	 * records): home, the executor's device 0, with the restore stream
+	 * (dstream[0]); over several devices each other one copies its own
+	 * buffers on its stream (dstream[d]), so that every GPU's copy engine
+	 * pulls from host memory at once */
 	struct phos_device *home;
 	struct phos_device *dev[EXEC_MAX_DEVICES];
 	void *dstream[EXEC_MAX_DEVICES];
@@ -212,8 +217,7 @@ static bool pick_across(struct loader *l, uint32_t *ret_item, uint64_t *ret_chun
 		int d = (l->rr + k) % l->ndevs;
 		size_t *c = &l->dcursor[d];
 
-		while (*c < l->n && (l->items[*c].issued >= l->items[*c].nchunks ||
-				     exec_device_at(l->ex, l->items[*c].it.dev) != d))
+		while (*c < l->n && (l->items[*c].issued >= l->items[*c].nchunks || l->items[*c].dev != d))
 			(*c)++;
 		if (*c < l->n) {
 			*ret_item = (uint32_t)*c;
@@ -261,7 +265,7 @@ static bool throttled(struct loader *l)
 static int copy_chunk(struct loader *l, struct lslot *sl, const void *host)
 {
 	uint64_t dev = l->items[sl->item].it.dev + sl->chunk * CHUNK;
-	int d = l->ndevs > 1 ? exec_device_at(l->ex, dev) : 0;
+	int d = l->items[sl->item].dev;
 	int r = l->d->memcpy_h2d_async(l->dev[d], dev, host, sl->len, l->dstream[d]);
 
 	sl->evdev = d;
@@ -317,7 +321,7 @@ static int flag_item(struct loader *l, uint32_t i)
 			return -EBADMSG;
 		}
 	}
-	r = l->d->flag_write(l->home, l->stream, l->flags + 4ull * i, 1);
+	r = l->d->flag_write(l->dev[it->dev], l->dstream[it->dev], l->flags[it->dev] + 4ull * i, 1);
 	if (r < 0) {
 		fail(l, -EIO, "setting the readiness flag of buffer %llu failed (cuda error %d)",
 		     (unsigned long long)it->it.id, -r);
@@ -460,6 +464,9 @@ static int setup(struct loader *l, const struct loader_item *items, size_t n)
 		it->it = items[i];
 		it->pos = (uint32_t)i;
 		it->nchunks = (items[i].len + CHUNK - 1) / CHUNK;
+		it->dev = items[i].device;
+		if (it->dev < 0 || it->dev >= l->ndevs)
+			return -EINVAL;
 		if (!l->src.map) {
 			it->chunk_hash = calloc(it->nchunks ? it->nchunks : 1, sizeof(uint64_t));
 			if (!it->chunk_hash)
@@ -468,8 +475,10 @@ static int setup(struct loader *l, const struct loader_item *items, size_t n)
 		l->by_addr[i] = (uint32_t)i;
 	}
 	qsort_r(l->by_addr, n, sizeof(*l->by_addr), by_addr_cmp, l->items);
-	if (n && d->flags_alloc(l->home, (uint32_t)n, &l->flags) < 0)
-		return -EIO;
+	for (int k = 0; k < l->ndevs && n; k++) {
+		if (d->flags_alloc(l->dev[k], (uint32_t)n, &l->flags[k]) < 0)
+			return -EIO;
+	}
 	if (d->stream_create(l->home, 1 /* non-blocking */, 0, &l->stream) < 0)
 		return -EIO;
 	l->dstream[0] = l->stream;
@@ -641,7 +650,7 @@ static int cpu_wait(struct loader *l, uint32_t i, bool queued)
 	return 0;
 }
 
-static int gate_one(struct loader *l, uint32_t i, void *stream, bool urgent)
+static int gate_one(struct loader *l, uint32_t i, int sdev, void *stream, bool urgent)
 {
 	int r;
 
@@ -660,7 +669,12 @@ static int gate_one(struct loader *l, uint32_t i, void *stream, bool urgent)
 	TRY(cpu_wait(l, i, true));
 	if (atomic_load(&l->items[i].state) == ITEM_RESIDENT)
 		return 0;
-	r = l->d->flag_wait(l->home, stream, l->flags + 4ull * i, 1);
+	/* A stream of another device (a kernel reaching a peer's buffer) is not
+	 * made to wait for a word in that peer's memory: the call is held back on
+	 * the CPU until the buffer is resident. */
+	if (sdev != l->items[i].dev)
+		return cpu_wait(l, i, false);
+	r = l->d->flag_wait(l->dev[sdev], stream, l->flags[sdev] + 4ull * i, 1);
 	if (r < 0) {
 		/* No stream memory operations here: hold the call back on the CPU. */
 		phos_debug("flag wait failed (cuda error %d); waiting on the CPU", -r);
@@ -669,23 +683,36 @@ static int gate_one(struct loader *l, uint32_t i, void *stream, bool urgent)
 	return 0;
 }
 
+struct gate_ctx {
+	int sdev;
+	void *stream;
+};
+
 static int gate_cb(struct loader *l, uint32_t i, void *ctx)
 {
-	return gate_one(l, i, ctx, true);
+	const struct gate_ctx *g = ctx;
+
+	return gate_one(l, i, g->sdev, g->stream, true);
 }
 
-int loader_gate(struct loader *l, void *stream, uint64_t addr, uint64_t len)
+int loader_gate(struct loader *l, int sdev, void *stream, uint64_t addr, uint64_t len)
 {
+	struct gate_ctx g = { sdev, stream };
+
 	if (!len)
 		return 0;
-	return for_overlaps(l, addr, len, gate_cb, stream);
+	if (sdev < 0 || sdev >= l->ndevs)
+		return -PHOS_CUDA_INVALID_DEVICE;
+	return for_overlaps(l, addr, len, gate_cb, &g);
 }
 
-int loader_gate_all(struct loader *l, void *stream)
+int loader_gate_all(struct loader *l, int sdev, void *stream)
 {
+	if (sdev < 0 || sdev >= l->ndevs)
+		return -PHOS_CUDA_INVALID_DEVICE;
 	for (uint32_t i = 0; i < l->n; i++)
 		if (atomic_load(&l->items[i].state) != ITEM_RESIDENT)
-			TRY(gate_one(l, i, stream, false));   /* in background order */
+			TRY(gate_one(l, i, sdev, stream, false));   /* in background order */
 	return 0;
 }
 
@@ -731,14 +758,16 @@ void loader_free(struct loader *l)
 	for (unsigned i = 0; i < l->nworkers; i++)
 		pthread_join(l->worker[i], NULL);
 	phos_uio_free(l->uio);
-	if (l->stream) {
-		/* Streams of the (gone) function may still wait for flags that the
-		 * engine never set: set them so that the device drains. */
-		for (size_t i = 0; i < l->n && l->flags; i++)
-			if (!atomic_load(&l->items[i].flagged))
-				d->flag_write(l->home, l->stream, l->flags + 4ull * i, 1);
-		d->stream_sync(l->home, l->stream);
+	/* Streams of the (gone) function may still wait for flags that the
+	 * engine never set: set them so that the devices drain. */
+	for (size_t i = 0; i < l->n; i++) {
+		int k = l->items[i].dev;
+
+		if (l->flags[k] && l->dstream[k] && !atomic_load(&l->items[i].flagged))
+			d->flag_write(l->dev[k], l->dstream[k], l->flags[k] + 4ull * i, 1);
 	}
+	if (l->stream)
+		d->stream_sync(l->home, l->stream);
 	for (int k = 1; k < l->ndevs; k++) {
 		if (l->dstream[k]) {
 			d->stream_sync(l->dev[k], l->dstream[k]);
@@ -759,10 +788,12 @@ void loader_free(struct loader *l)
 	}
 	if (l->stream)
 		d->stream_destroy(l->home, l->stream);
-	if (l->flags) {
-		/* Nothing may still wait for a flag once it is freed. */
-		d->synchronize(l->home);
-		d->flags_free(l->home, l->flags);
+	for (int k = 0; k < l->ndevs; k++) {
+		if (l->flags[k]) {
+			/* Nothing may still wait for a flag once it is freed. */
+			d->synchronize(l->dev[k]);
+			d->flags_free(l->dev[k], l->flags[k]);
+		}
 	}
 	if (l->items)
 		for (size_t i = 0; i < l->n; i++)

@@ -48,6 +48,7 @@ struct loader_item {
 	uint64_t off;    /* in gpu.data, 4 KiB aligned */
 	uint64_t hash;   /* expected checksum (image.h) */
 	uint64_t id;     /* buffer id in the snapshot (for the trace and the touch order) */
+	int32_t device;  /* the executor device that holds dev (0 over one GPU) */
 };
 
 struct loader_source {
@@ -71,13 +72,15 @@ int loader_wait(struct loader *l, char *err, size_t errlen);
 /* Whether every item is resident (no gate needed any more). */
 bool loader_done(const struct loader *l);
 
-/* Before a call on stream touches [addr, addr+len): every item it overlaps that
- * is not resident yet is promoted, and stream waits for its flag. Records first
- * touches. Returns 0 or a negated cudaError_t. */
-int loader_gate(struct loader *l, void *stream, uint64_t addr, uint64_t len);
+/* Before a call on stream (of executor device sdev) touches [addr, addr+len):
+ * every item it overlaps that is not resident yet is promoted, and stream waits
+ * for its flag; for an item on another device (peer access) the caller waits on
+ * the CPU until it is resident instead. Records first touches. Returns 0 or a
+ * negated cudaError_t. */
+int loader_gate(struct loader *l, int sdev, void *stream, uint64_t addr, uint64_t len);
 
 /* The same for a call whose set is not known (overflowed): waits for every item. */
-int loader_gate_all(struct loader *l, void *stream);
+int loader_gate_all(struct loader *l, int sdev, void *stream);
 
 /* Blocks the caller until the items overlapping [addr, addr+len) are resident
  * (cudaFree of a buffer still being restored). */

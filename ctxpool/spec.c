@@ -264,9 +264,9 @@ int spec_commit(struct executor *ex, const char *what, const char *name, uint32_
 	TRY(exec_stream(ex, stream, &dev_stream));
 	if ((s->overflow || s->opaque) && !loader_done(ex->loader)) {
 		ex->spec_fallbacks[s->opaque ? SPEC_FB_OPAQUE : SPEC_FB_OVERFLOW]++;
-		return loader_gate_all(ex->loader, dev_stream);
+		return loader_gate_all(ex->loader, ex->dev_index, dev_stream);
 	}
 	for (uint32_t i = 0; i < s->n; i++)
-		TRY(loader_gate(ex->loader, dev_stream, s->r[i].addr, s->r[i].len));
+		TRY(loader_gate(ex->loader, ex->dev_index, dev_stream, s->r[i].addr, s->r[i].len));
 	return 0;
 }

@@ -17,10 +17,13 @@
  *     follows the driver's current context).
  *
  * multi_gpu --serve: then serves (phos_fn_serve, the snapshot point); each
- * request reads the variable on both devices, runs a kernel on device 1's
- * stream and reads device 0's buffer, and answers
- * {"v0":7,"v1":9,"fill":2005,"p0":5,"ok":BOOL}: what a restore must bring
- * back on the right devices.
+ * request first has a kernel on device 1 read device 1's buffer and, through
+ * peer access, device 0's last one (both as the snapshot left them: what an
+ * on-demand restore must have brought in before that kernel runs, whichever
+ * device it is on), reads the variable on both devices, runs a kernel on
+ * device 1's stream and reads device 0's buffer, and answers
+ * {"v0":7,"v1":9,"fill":2005,"p0":5,"peek1":14,"peek0":82,"ok":BOOL}: what a
+ * restore must bring back on the right devices.
  */
 #include <cstdio>
 #include <cstring>
@@ -38,6 +41,13 @@ __global__ void mg_fill(int *p, int v, int n)
 		p[i] = v + i;
 }
 
+/* out[k] = p[at[k]] for k < 2: a kernel reading restored memory. */
+__global__ void mg_peek(const int *a, int ia, const int *b, int ib, int *out)
+{
+	out[0] = a[ia];
+	out[1] = b[ib];
+}
+
 static int failed;
 
 static void report(const char *name, bool ok, const char *detail = "")
@@ -49,17 +59,22 @@ static void report(const char *name, bool ok, const char *detail = "")
 }
 
 struct served {
-	int *p0, *p1;
+	int *p0, *p1, *q1, *r0;
 	cudaStream_t s1;
 };
 
 static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_response *resp)
 {
 	served *s = (served *)arg;
-	int v0 = 0, v1 = 0, fill = 0, p0 = 0;
+	int v0 = 0, v1 = 0, fill = 0, p0 = 0, peek[2] = { 0, 0 };
 	char out[256];
 
 	(void)req;
+	/* before anything else touches them: p1 and (peer) r0 hold 5 + i */
+	cudaSetDevice(1);
+	mg_peek<<<1, 1, 0, s->s1>>>(s->p1, 9, s->r0, 77, s->q1);
+	cudaMemcpyAsync(peek, s->q1, sizeof(peek), cudaMemcpyDeviceToHost, s->s1);
+	cudaStreamSynchronize(s->s1);
 	cudaSetDevice(0);
 	cudaMemcpyFromSymbol(&v0, mg_var, sizeof(int));
 	cudaMemcpy(&p0, s->p0, sizeof(int), cudaMemcpyDeviceToHost);
@@ -67,10 +82,12 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 	cudaMemcpyFromSymbol(&v1, mg_var, sizeof(int));
 	mg_fill<<<32, 128, 0, s->s1>>>(s->p1, 2000, 1 << 16);
 	cudaMemcpyAsync(&fill, s->p1 + 5, sizeof(int), cudaMemcpyDeviceToHost, s->s1);
+	mg_fill<<<32, 128, 0, s->s1>>>(s->p1, 5, 1 << 16);   /* as the snapshot had it, for the next request */
 	cudaStreamSynchronize(s->s1);
 	cudaSetDevice(0);
-	snprintf(out, sizeof(out), "{\"v0\":%d,\"v1\":%d,\"fill\":%d,\"p0\":%d,\"ok\":%s}", v0, v1, fill, p0,
-		 v0 == 7 && v1 == 9 && fill == 2005 && p0 == 5 ? "true" : "false");
+	snprintf(out, sizeof(out), "{\"v0\":%d,\"v1\":%d,\"fill\":%d,\"p0\":%d,\"peek1\":%d,\"peek0\":%d,\"ok\":%s}",
+		 v0, v1, fill, p0, peek[0], peek[1],
+		 v0 == 7 && v1 == 9 && fill == 2005 && p0 == 5 && peek[0] == 14 && peek[1] == 82 ? "true" : "false");
 	resp->body = strdup(out);   /* phos_fn_serve frees it */
 	if (!resp->body)
 		return 500;
@@ -241,8 +258,16 @@ int main(int argc, char **argv)
 	if (serve) {
 		static served s;
 
-		/* mg_var is 7 on device 0, 9 on device 1; p0 holds 5 + i */
-		s = { p0, p1, s1 };
+		/* mg_var is 7 on device 0, 9 on device 1; p0, p1 and r0 (device
+		 * 0's last buffer: last in its restore order) hold 5 + i; device 1
+		 * reaches device 0's memory */
+		int *r0 = nullptr;
+		report("serve_alloc", cudaMalloc(&r0, 1 << 20) == cudaSuccess);
+		mg_fill<<<32, 128>>>(r0, 5, 1 << 18);
+		s = { p0, p1, q1, r0, s1 };
+		cudaSetDevice(1);
+		report("serve_peer", cudaDeviceEnablePeerAccess(0, 0) == cudaSuccess);
+		cudaSetDevice(0);
 		report("sync", cudaDeviceSynchronize() == cudaSuccess);
 		printf("{\"done\":true,\"failed\":%d}\n", failed);
 		fflush(stdout);

@@ -11,7 +11,9 @@ function one executor over both (phos-executor --gpus).
   served request, small and with generated weights;
 - snapshots (`phos-fn snapshot --gpus 0,1`) and restores onto an executor of
   two GPUs: multi_gpu --serve answers with each device's variable, buffer and
-  stream as they were; tp_mlp --one-process's communicators are made again
+  stream as they were, stop-the-world and on demand (a kernel on device 1
+  reading device 1's and, through peer access, device 0's buffers while they
+  are still coming in: both promoted, the answers right); tp_mlp --one-process's communicators are made again
   together (both ranks in this process) and its answers match the reference;
 - through the invoker: a deploy with "gpus": 2 snapshots tp_mlp
   --one-process 2 over both GPUs and its cold and warm calls answer as the
@@ -36,7 +38,7 @@ import tempfile
 import time
 
 from harness import (DEVICE, PHOS_FN, Invoker, answers, check, done, fn_env, gpu_count, live_instances, phos, procs,
-                     program)
+                     program, read_trace)
 
 MULTI = program("tests", "integration", "multi_gpu")
 TP_MLP = program("functions", "examples", "tp_mlp")
@@ -122,6 +124,27 @@ try:
         got = answers(p)
         check(p.returncode == 0 and len(got) == 2 and all(g.get("ok") for g in got),
               f"multi_gpu restored over two GPUs: {p.returncode} {got} {p.stderr[-600:]}")
+        # on demand: the request's first kernel (on device 1) reads device
+        # 1's buffer (its stream waits for that buffer's flag on device 1)
+        # and device 0's through peer access (held back on the CPU until that
+        # buffer is in); the restore is slowed so that both are still coming
+        trace = os.path.join(tmp, "multi-trace.jsonl")
+        p = phos("restore", "--device", DEVICE, "--gpus", "0,1", "--on-demand", "--stats", os.path.join(tmp, "st"),
+                 snap, stdin="{}\n{}\n", extra_env={**ENV, "PHOS_TRACE": trace, "PHOS_RESTORE_THROTTLE_MIBPS": "1"},
+                 timeout=120)
+        got = answers(p)
+        check(p.returncode == 0 and len(got) == 2 and all(g.get("ok") for g in got),
+              f"multi_gpu restored on demand over two GPUs: {p.returncode} {got} {p.stderr[-600:]}")
+        with open(os.path.join(tmp, "st")) as f:
+            stats = json.loads(f.read().splitlines()[-1])
+        check(stats.get("on_demand") is True, f"the restore over two GPUs ran on demand: {stats}")
+        # r0: device 0's last buffer (1 MiB), read through peer access; q1:
+        # device 1's 100 bytes, which the same kernel writes
+        promoted = {t["buf"] for t in read_trace(trace) if t.get("op") == "restore_promote"}
+        r0 = [b["id"] for b in man["buffers"] if b["size"] == 1 << 20]
+        q1 = [b["id"] for b in man["buffers"] if b["size"] == 100]
+        check(len(q1) == 1 and len(r0) == 1 and set(q1 + r0) <= promoted,
+              f"both devices' buffers promoted by the request: r0 {r0}, q1 {q1} in {promoted}")
         p = phos("restore", "--device", DEVICE, "--gpu", "0", snap, stdin="{}\n", extra_env=ENV, timeout=120)
         check(p.returncode != 0 and "taken over 2 GPUs; this executor owns 1" in p.stderr,
               f"a snapshot of two GPUs restored onto one: {p.returncode} {p.stderr[-400:]}")

@@ -59,6 +59,18 @@ static void mg_fill(const struct phos_sim_launch *l)
 		p[i] = v + i;
 }
 
+static void mg_peek(const struct phos_sim_launch *l)
+{
+	const int *a = PHOS_SIM_ARG(l, 0, const int *);
+	int ia = PHOS_SIM_ARG(l, 1, int);
+	const int *b = PHOS_SIM_ARG(l, 2, const int *);
+	int ib = PHOS_SIM_ARG(l, 3, int);
+	int *out = PHOS_SIM_ARG(l, 4, int *);
+
+	out[0] = a[ia];
+	out[1] = b[ib];
+}
+
 static void bump(const struct phos_sim_launch *l)
 {
 	int *counters = PHOS_SIM_ARG(l, 0, int *);
@@ -187,6 +199,7 @@ static const struct phos_sim_twin twins[] = {
 	{ "k_extern", k_extern },
 	{ "_Z5touchPfi", touch },
 	{ "_Z7mg_fillPiii", mg_fill },
+	{ "_Z7mg_peekPKiiS0_iPi", mg_peek },
 	{ "_Z4bumpPiii", bump },
 	{ "_Z10pools_iotaPiii", pools_iota },
 };
