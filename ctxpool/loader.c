@@ -208,15 +208,50 @@ static void fail(struct loader *l, int r, const char *fmt, ...)
 	pthread_mutex_unlock(&l->lock);
 }
 
-/* Over several devices: the background order of each device, taking the
- * devices in turn, so that every GPU's copy engine has chunks in flight
- * (in plain order, one device's buffers would all go first). */
+/* The first promoted item of device d (any device: d < 0) with chunks left to
+ * issue, dropping those issued whole; under l->lock. */
+static bool urgent_of(struct loader *l, int d, uint32_t *ret_item)
+{
+	size_t k = 0;
+
+	while (k < l->nurgent) {
+		const struct litem *it = &l->items[l->urgent[k]];
+
+		if (it->issued >= it->nchunks) {
+			memmove(l->urgent + k, l->urgent + k + 1, (--l->nurgent - k) * sizeof(*l->urgent));
+			continue;
+		}
+		if (d < 0 || it->dev == d) {
+			*ret_item = l->urgent[k];
+			return true;
+		}
+		k++;
+	}
+	return false;
+}
+
+/* Over several devices: each device's promoted items, else its background
+ * order, taking the devices in turn, so that every GPU's copy engine has
+ * chunks in flight (in plain order, one device's buffers would all go first;
+ * promoted first across devices, a request's first kernel on one device
+ * would leave the others' copy engines idle while its buffers come in). */
 static bool pick_across(struct loader *l, uint32_t *ret_item, uint64_t *ret_chunk)
 {
 	for (int k = 0; k < l->ndevs; k++) {
 		int d = (l->rr + k) % l->ndevs;
 		size_t *c = &l->dcursor[d];
+		uint32_t i;
+		bool urgent;
 
+		pthread_mutex_lock(&l->lock);
+		urgent = urgent_of(l, d, &i);
+		pthread_mutex_unlock(&l->lock);
+		if (urgent) {
+			*ret_item = i;
+			*ret_chunk = l->items[i].issued++;
+			l->rr = d + 1;
+			return true;
+		}
 		while (*c < l->n && (l->items[*c].issued >= l->items[*c].nchunks || l->items[*c].dev != d))
 			(*c)++;
 		if (*c < l->n) {
@@ -232,22 +267,19 @@ static bool pick_across(struct loader *l, uint32_t *ret_item, uint64_t *ret_chun
 /* The next chunk to move: a promoted item first, then the background order. */
 static bool pick(struct loader *l, uint32_t *ret_item, uint64_t *ret_chunk)
 {
-	pthread_mutex_lock(&l->lock);
-	while (l->nurgent) {
-		uint32_t i = l->urgent[0];
-		struct litem *it = &l->items[i];
+	uint32_t i;
+	bool urgent;
 
-		if (it->issued < it->nchunks) {
-			pthread_mutex_unlock(&l->lock);
-			*ret_item = i;
-			*ret_chunk = it->issued++;
-			return true;
-		}
-		memmove(l->urgent, l->urgent + 1, --l->nurgent * sizeof(*l->urgent));
-	}
-	pthread_mutex_unlock(&l->lock);
 	if (l->ndevs > 1)
 		return pick_across(l, ret_item, ret_chunk);
+	pthread_mutex_lock(&l->lock);
+	urgent = urgent_of(l, -1, &i);
+	pthread_mutex_unlock(&l->lock);
+	if (urgent) {
+		*ret_item = i;
+		*ret_chunk = l->items[i].issued++;
+		return true;
+	}
 	while (l->cursor < l->n && l->items[l->cursor].issued >= l->items[l->cursor].nchunks)
 		l->cursor++;
 	if (l->cursor >= l->n)
