@@ -29,6 +29,21 @@
  *   scrub:     the function's communicators aborted; idle again: a new warm set
  *
  * Any other NCCL record while inits are held back makes them first, as asked.
+ *
+ * Ranks that are threads of one function (a thread per GPU, each calling
+ * ncclCommInitRank) meet in this one dispatcher, which must never block
+ * waiting for a peer whose record is still to come. So in an executor of
+ * several GPUs (where such ranks can be) a communicator of several ranks
+ * whose peers are not made with it in one group (PHOS_NCCL_INIT_APART), or
+ * that threads use (PHOS_NCCL_INIT_THREADS), is made nonblocking: the init,
+ * its collectives and the group ends that involve it answer ncclInProgress
+ * when they are not done, and the function's stand-in polls QUERY (the
+ * communicator's async error) until they are, between other threads' records
+ * (preload/nccl.c). Elsewhere communicators block, as the function made them:
+ * NCCL's nonblocking collectives go through its own thread, several times
+ * slower below 16 MiB (measured on two H200s). A split of a communicator whose
+ * other ranks are communicators of this executor is refused (it would wait
+ * for them here).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -40,28 +55,51 @@
 struct exec_nccl_comm {
 	void *dev;
 	int32_t nranks, rank, device;
+	uint64_t clique;            /* FNV-1a of its unique id (a split's: of the parent's, split and color) */
+	uint32_t splits;
 };
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
+	return h;
+}
 
 static const struct phos_nccl_ops *backend(struct executor *ex)
 {
 	return strcmp(ex->dev_ops->name, "cuda") == 0 ? &phos_nccl_cuda : &phos_nccl_sim;
 }
 
-static int comm_put(struct executor *ex, uint32_t id, void *dev, int nranks, int rank, int device, int *ret_nccl)
+static struct exec_nccl_comm *comm_put(struct executor *ex, uint32_t id, void *dev, int nranks, int rank, int device,
+				       uint64_t clique, int *ret_nccl)
 {
 	struct exec_nccl_comm *c = calloc(1, sizeof(*c));
 
 	if (!c || handle_put(&ex->nccl, id, c) < 0) {
 		*ret_nccl = c ? PHOS_NCCL_INVALID_USAGE : PHOS_NCCL_SYSTEM_ERROR;
 		free(c);
-		backend(ex)->destroy(dev);
-		return 0;
+		backend(ex)->abort(dev);
+		return NULL;
 	}
 	c->dev = dev;
 	c->nranks = nranks;
 	c->rank = rank;
 	c->device = device;
-	return 0;
+	c->clique = clique;
+	return c;
+}
+
+/* Whether another rank of c's communicator is a communicator of this executor. */
+static bool local_peers(const struct executor *ex, const struct exec_nccl_comm *c)
+{
+	for (uint32_t id = 0; id < ex->nccl.cap; id++) {
+		const struct exec_nccl_comm *o = ex->nccl.slot[id];
+
+		if (o && o != c && o->clique == c->clique && o->nranks == c->nranks)
+			return true;
+	}
+	return false;
 }
 
 /* Whether a held-back init may join the warm set: rank r on device r of as
@@ -69,7 +107,9 @@ static int comm_put(struct executor *ex, uint32_t id, void *dev, int nranks, int
  * not held back yet. */
 static bool warm_fits(const struct executor *ex, const struct phos_nccl_init *in)
 {
-	if (!ex->nccl_warm_ready || ex->nccl_group_depth == 0 || in->nranks != ex->ndevs || in->rank != in->device ||
+	if (!ex->nccl_warm_ready || ex->nccl_group_depth == 0 ||
+	    (in->flags & (PHOS_NCCL_INIT_THREADS | PHOS_NCCL_INIT_APART)) || in->nranks != ex->ndevs ||
+	    in->rank != in->device ||
 	    in->blocking != -1 || in->cga_cluster_size != PHOS_NCCL_CONFIG_UNDEF_INT ||
 	    in->min_ctas != PHOS_NCCL_CONFIG_UNDEF_INT || in->max_ctas != PHOS_NCCL_CONFIG_UNDEF_INT ||
 	    ex->nccl_npending == ex->ndevs)
@@ -98,7 +138,8 @@ static void pending_flush(struct executor *ex, int *ret_nccl)
 			const struct phos_nccl_init *in = &ex->nccl_pending[i];
 
 			r = 0;
-			comm_put(ex, in->comm, ex->nccl_warm[in->rank], in->nranks, in->rank, in->device, &r);
+			comm_put(ex, in->comm, ex->nccl_warm[in->rank], in->nranks, in->rank, in->device,
+				 fnv(0xcbf29ce484222325ull, in->id, sizeof(in->id)), &r);
 			ex->nccl_warm[in->rank] = NULL;
 			if (r && !*ret_nccl)
 				*ret_nccl = r;
@@ -130,9 +171,11 @@ static int nccl_init(struct executor *ex, const struct phos_nccl_init *in, int *
 	return nccl_init_now(ex, in, ret_nccl);
 }
 
+/* Makes the communicator in asks for: nonblocking of several ranks (above). */
 static int nccl_init_now(struct executor *ex, const struct phos_nccl_init *in, int *ret_nccl)
 {
-	struct phos_nccl_params p = { in->nranks, in->rank, in->device, in->blocking, in->cga_cluster_size,
+	bool async = in->nranks > 1 && ex->ndevs > 1 && (in->flags & (PHOS_NCCL_INIT_APART | PHOS_NCCL_INIT_THREADS));
+	struct phos_nccl_params p = { in->nranks, in->rank, in->device, async ? 0 : -1, in->cga_cluster_size,
 				      in->min_ctas, in->max_ctas };
 	void *dev = NULL;
 
@@ -157,10 +200,13 @@ static int nccl_init_now(struct executor *ex, const struct phos_nccl_init *in, i
 		return 0;
 	}
 	*ret_nccl = backend(ex)->init(in->id, &p, &dev);
-	if (*ret_nccl)
+	if (*ret_nccl && *ret_nccl != PHOS_NCCL_IN_PROGRESS)
 		return 0;
-	phos_debug("nccl: communicator %u: rank %d of %d", in->comm, in->rank, in->nranks);
-	return comm_put(ex, in->comm, dev, in->nranks, in->rank, in->device, ret_nccl);
+	phos_debug("nccl: communicator %u: rank %d of %d%s", in->comm, in->rank, in->nranks,
+		   async ? " (nonblocking)" : "");
+	comm_put(ex, in->comm, dev, in->nranks, in->rank, in->device, fnv(0xcbf29ce484222325ull, in->id, sizeof(in->id)),
+		 ret_nccl);
+	return 0;
 }
 
 static int nccl_split(struct executor *ex, const struct phos_nccl_split *s, int *ret_nccl)
@@ -168,6 +214,7 @@ static int nccl_split(struct executor *ex, const struct phos_nccl_split *s, int 
 	struct exec_nccl_comm *c = handle_get(&ex->nccl, s->comm);
 	void *dev = NULL;
 	int nranks = 0, rank = 0;
+	uint64_t clique;
 
 	if (!c) {
 		*ret_nccl = PHOS_NCCL_INVALID_ARGUMENT;
@@ -177,15 +224,29 @@ static int nccl_split(struct executor *ex, const struct phos_nccl_split *s, int 
 		*ret_nccl = PHOS_NCCL_INVALID_USAGE;
 		return 0;
 	}
+	if (local_peers(ex, c)) {
+		static bool told;
+
+		if (!told)
+			phos_warn("nccl: ncclCommSplit of a communicator whose other ranks are in this process is not "
+				  "supported by phos-fn: ncclInvalidUsage");
+		told = true;
+		*ret_nccl = PHOS_NCCL_INVALID_USAGE;
+		return 0;
+	}
 	exec_use_device(ex, c->device);
 	if (ex->dev_ops->enter(ex->dev) < 0) {
 		*ret_nccl = PHOS_NCCL_UNHANDLED_CUDA_ERROR;
 		return 0;
 	}
 	*ret_nccl = backend(ex)->split(c->dev, s->color, s->key, &dev, &nranks, &rank);
+	if (*ret_nccl == 0)
+		c->splits++;
 	if (*ret_nccl || !dev)
 		return 0;
-	return comm_put(ex, s->newcomm, dev, nranks, rank, c->device, ret_nccl);
+	clique = fnv(fnv(c->clique, &c->splits, sizeof(c->splits)), &s->color, sizeof(s->color));
+	comm_put(ex, s->newcomm, dev, nranks, rank, c->device, clique, ret_nccl);
+	return 0;
 }
 
 static int nccl_end(struct executor *ex, const struct phos_nccl_end *e, int *ret_nccl)

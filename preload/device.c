@@ -340,7 +340,11 @@ PHOS_EXPORT cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr a
 
 PHOS_EXPORT cudaError_t cudaDeviceSynchronize(void)
 {
-	return phos_set_error(phos_preload_call(PHOS_OP_DEVICE_SYNC, NULL, 0, NULL, 0, NULL, 0, NULL, NULL));
+	int r = phos_preload_drain_device();
+
+	if (r == cudaSuccess)
+		r = phos_preload_call(PHOS_OP_DEVICE_SYNC, NULL, 0, NULL, 0, NULL, 0, NULL, NULL);
+	return phos_set_error(r);
 }
 
 /* The executor frees everything the function made; we forget our side of it

@@ -263,6 +263,21 @@ int phos_stream_per_thread(uint32_t *ret_id);
 /* ptds.c: set while a _ptsz/_ptds form runs: the null stream is the thread's. */
 extern __thread bool phos_ptds_null;
 
+/* stream.c: NCCL ranks that are threads of this process (preload/nccl.c).
+ * From the first call of phos_preload_nccl_threads on, a wait for the device
+ * polls instead of holding the executor's one dispatcher, which a peer
+ * thread's launch must still get through: phos_preload_drain(stream id)
+ * returns once the stream's work so far is done (0, the legacy stream: every
+ * stream of the current device), phos_preload_drain_event once the event
+ * completed,
+ * phos_preload_drain_device once every stream of the current device is idle.
+ * They return 0 at once before that, else 0 or the error a query met (which
+ * the caller returns). */
+PHOS_EXPORT void phos_preload_nccl_threads(void);
+int phos_preload_drain(uint32_t stream);
+int phos_preload_drain_event(const void *event);
+int phos_preload_drain_device(void);
+
 /* launch.c: checks a launch and packs its parameters (grid, block: x, y, z):
  * *ret_l (stream unset, no flags), *ret_params (malloc'd, the caller frees
  * it), the kernel's parameter layout in *ret_fi. Returns a cudaError_t. */

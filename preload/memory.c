@@ -797,6 +797,9 @@ static int copy_h2d(uint64_t dst, const void *src, size_t count, uint32_t stream
 			return phos_preload_call(PHOS_OP_MEMCPY_H2D_SHM, &c, sizeof(c), NULL, 0, NULL, 0, NULL, NULL);
 		return phos_preload_post(PHOS_OP_MEMCPY_H2D_SHM, &c, sizeof(c), NULL, 0);
 	}
+	/* from pageable memory the executor may wait for the stream, async or not */
+	if (!sync && (r = phos_preload_drain(stream)))
+		return r;
 	if (count >= STAGE_MIN) {
 		r = copy_h2d_staged(dst, src, count, stream);
 		if (r >= 0)
@@ -833,6 +836,9 @@ static int copy_d2h(void *dst, uint64_t src, size_t count, uint32_t stream, bool
 			return phos_preload_call(PHOS_OP_MEMCPY_D2H_SHM, &c, sizeof(c), NULL, 0, NULL, 0, NULL, NULL);
 		return phos_preload_post(PHOS_OP_MEMCPY_D2H_SHM, &c, sizeof(c), NULL, 0);
 	}
+	/* into pageable memory the executor waits for the stream, async or not */
+	if (!sync && (r = phos_preload_drain(stream)))
+		return r;
 	if (count >= STAGE_MIN) {
 		r = copy_d2h_staged(dst, src, count, stream);
 		if (r >= 0)
@@ -874,6 +880,8 @@ static int copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind ki
 	if (!dst || !src)
 		return cudaErrorInvalidValue;
 	r = phos_preload_stream_id(stream, &sid);
+	if (r == cudaSuccess && sync)
+		r = phos_preload_drain(sid);   /* NCCL ranks as threads: internal.h */
 	if (r)
 		return r;
 	if (kind == cudaMemcpyDefault) {

@@ -20,6 +20,21 @@
  * live allocations. Every record is synchronous: the reply carries the
  * ncclResult_t.
  *
+ * Threads: NCCL's groups are per thread, and ranks may be threads (one per
+ * GPU). All of them share one executor and its one dispatcher, so
+ *   - a thread's group is kept here and sent whole at its outermost
+ *     ncclGroupEnd (GROUP start, its records, GROUP end under one lock):
+ *     the groups of several threads never mix in the executor;
+ *   - a record the executor answers with ncclInProgress (the communicators it
+ *     makes nonblocking: exec_nccl.c) is waited for here, polling the
+ *     communicator's async error with the channel free in between, so that
+ *     the peer threads' records get through; the function sees the end
+ *     result, as from a blocking communicator;
+ *   - once two threads made ranks of one communicator, the runtime's waits
+ *     for the device (stream, event and device synchronisation, synchronous
+ *     copies) poll too (phos_preload_nccl_threads): a rank's kernel may wait
+ *     for a peer whose launch is behind the wait in another thread.
+ *
  * Snapshots: a communicator records its creation parameters. After a restore
  * (phos_preload_on_restore) a single-rank communicator is made again in the
  * new executor under the same id, with a fresh unique id. One of several ranks
@@ -44,6 +59,7 @@
 
 struct ncomm {
 	uint32_t id;
+	pid_t tid;                    /* the thread that made it */
 	int32_t nranks, rank, device;
 	struct phos_nccl_init init;   /* how it was made (INIT, or its split's result) */
 	uint32_t splits;              /* ncclCommSplit calls on it (every rank makes the same) */
@@ -93,7 +109,8 @@ static nccl_result status_of(int cuda_err)
 	}
 }
 
-/* A synchronous NCCL record: the executor's ncclResult_t, or the channel's error. */
+/* A synchronous NCCL record: the executor's ncclResult_t (ncclInProgress
+ * too: see wait_comms), or the channel's error. */
 static nccl_result call(uint32_t op, const void *body, size_t len, void *out, size_t cap, size_t *ret_len)
 {
 	int ns = 0, r;
@@ -103,9 +120,98 @@ static nccl_result call(uint32_t op, const void *body, size_t len, void *out, si
 	r = phos_preload_call(op, body, len, NULL, 0, out, cap, ret_len, &ns);
 	if (r && !ns)
 		return fail(status_of(r), "%s failed: cuda error %d", phos_op_name(op), r);
+	if (ns == PHOS_NCCL_IN_PROGRESS)
+		return ns;
 	if (ns)
 		return fail(ns, "%s failed in the executor (ncclResult_t %d)", phos_op_name(op), ns);
 	return PHOS_NCCL_SUCCESS;
+}
+
+/* Polls the async error of communicators ids[0..n) until none is in
+ * progress; the first failure, else ncclSuccess. */
+static nccl_result wait_comms(const uint32_t *ids, size_t n)
+{
+	nccl_result first = PHOS_NCCL_SUCCESS;
+
+	for (size_t i = 0; i < n; i++) {
+		struct phos_reply_nccl_comm q = { 0 };
+		struct phos_handle h = { .id = ids[i] };
+		unsigned us = 5;
+		nccl_result r;
+
+		for (;;) {
+			r = call(PHOS_OP_NCCL_QUERY, &h, sizeof(h), &q, sizeof(q), NULL);
+			if (r || q.async_error != PHOS_NCCL_IN_PROGRESS)
+				break;
+			usleep(us);
+			if (us < 200)
+				us *= 2;
+		}
+		if (r == 0 && q.async_error)
+			r = fail(q.async_error, "communicator %u failed (ncclResult_t %d)", ids[i], q.async_error);
+		if (r && !first)
+			first = r;
+	}
+	return first;
+}
+
+/* call() of a record on communicator comm, waited for to its end. */
+static nccl_result call_comm(uint32_t op, const void *body, size_t len, uint32_t comm)
+{
+	nccl_result r = call(op, body, len, NULL, 0, NULL);
+
+	return r == PHOS_NCCL_IN_PROGRESS ? wait_comms(&comm, 1) : r;
+}
+
+/* --- this thread's group --- */
+
+#define GROUP_MAX_RECORDS 65536
+
+struct grec {
+	uint32_t op;                  /* PHOS_OP_NCCL_INIT or _COLL */
+	union {
+		struct phos_nccl_init in;
+		struct phos_nccl_coll k;
+	} u;
+};
+
+static __thread struct {
+	int depth;
+	struct grec *recs;
+	size_t n, cap;
+	nccl_result err;              /* of keeping a record: the group end's result */
+} tgroup;
+
+/* Keeps a record for the group's end: ncclSuccess, or the failure (also
+ * the group end's). */
+static nccl_result group_keep(uint32_t op, const void *body, size_t len)
+{
+	struct grec *g;
+
+	if (tgroup.n == tgroup.cap) {
+		size_t cap = tgroup.cap ? tgroup.cap * 2 : 16;
+
+		if (cap > GROUP_MAX_RECORDS || !(g = realloc(tgroup.recs, cap * sizeof(*g)))) {
+			tgroup.err = fail(PHOS_NCCL_INVALID_USAGE, "more than %d calls in one NCCL group",
+					  GROUP_MAX_RECORDS);
+			return tgroup.err;
+		}
+		tgroup.recs = g;
+		tgroup.cap = cap;
+	}
+	g = &tgroup.recs[tgroup.n++];
+	g->op = op;
+	memcpy(&g->u, body, len);
+	return PHOS_NCCL_SUCCESS;
+}
+
+/* A communicator record: kept in this thread's group, else sent and waited
+ * for. */
+static nccl_result send_rec(uint32_t op, const void *body, size_t len, uint32_t comm)
+{
+	if (tgroup.depth > 0)
+		return tgroup.err ? tgroup.err : group_keep(op, body, len);
+	return call_comm(op, body, len, comm);
 }
 
 static struct ncomm *comm_get(phos_nccl_comm_t comm)
@@ -217,9 +323,26 @@ PHOS_ALIAS(pncclMemFree, ncclMemFree);
 
 /* --- communicators --- */
 
+struct same_id {
+	const struct ncomm *c;
+	bool other_thread;
+};
+
+static void same_id_cb(uint32_t id, void *obj, void *arg)
+{
+	const struct ncomm *o = obj;
+	struct same_id *s = arg;
+
+	(void)id;
+	if (o != s->c && o->tid != s->c->tid && o->nranks == s->c->nranks &&
+	    !memcmp(o->init.id, s->c->init.id, sizeof(o->init.id)))
+		s->other_thread = true;
+}
+
 static nccl_result comm_new(struct phos_nccl_init *in, phos_nccl_comm_t *ret_comm)
 {
 	struct ncomm *c = calloc(1, sizeof(*c));
+	struct same_id s = { c, false };
 	nccl_result r;
 
 	if (!c)
@@ -229,11 +352,22 @@ static nccl_result comm_new(struct phos_nccl_init *in, phos_nccl_comm_t *ret_com
 		return fail(PHOS_NCCL_SYSTEM_ERROR, "too many communicators");
 	}
 	in->comm = c->id;
+	if (in->nranks > 1 && tgroup.depth == 0)
+		in->flags |= PHOS_NCCL_INIT_APART;   /* in a group: decided at its end (group_flush) */
 	c->init = *in;
+	c->tid = gettid();
 	c->nranks = in->nranks;
 	c->rank = in->rank;
 	c->device = in->device;
-	r = call(PHOS_OP_NCCL_INIT, in, sizeof(*in), NULL, 0, NULL);
+	/* Ranks of one communicator made by two threads: from now on the
+	 * runtime's waits poll (see the top). Said before the init, which the
+	 * other rank's thread may be polling for already. */
+	if (c->nranks > 1) {
+		phos_ids_each(PHOS_H_NCCL, same_id_cb, &s);
+		if (s.other_thread)
+			phos_preload_nccl_threads();
+	}
+	r = send_rec(PHOS_OP_NCCL_INIT, in, sizeof(*in), c->id);
 	if (r) {
 		free(phos_ids_take(PHOS_H_NCCL, c->id));
 		return r;
@@ -419,7 +553,10 @@ static nccl_result comm_end(phos_nccl_comm_t comm, uint32_t how)
 		return PHOS_NCCL_SUCCESS;
 	}
 	e.comm = c->id;
-	r = call(PHOS_OP_NCCL_END, &e, sizeof(e), NULL, 0, NULL);
+	if (how == PHOS_NCCL_FINALIZE)
+		r = call_comm(PHOS_OP_NCCL_END, &e, sizeof(e), c->id);
+	else if ((r = call(PHOS_OP_NCCL_END, &e, sizeof(e), NULL, 0, NULL)) == PHOS_NCCL_IN_PROGRESS)
+		r = PHOS_NCCL_SUCCESS;   /* gone from the executor: nothing to poll */
 	/* Destroy and abort free the handle even when the executor reports an
 	 * error (a peer gone): the communicator is unusable either way. */
 	if (how != PHOS_NCCL_FINALIZE)
@@ -554,7 +691,7 @@ static nccl_result coll(int kind, const void *send, void *recv, size_t count, in
 	c.comm = cm->id;
 	c.send = (uint64_t)(uintptr_t)send;
 	c.recv = (uint64_t)(uintptr_t)recv;
-	return call(PHOS_OP_NCCL_COLL, &c, sizeof(c), NULL, 0, NULL);
+	return send_rec(PHOS_OP_NCCL_COLL, &c, sizeof(c), cm->id);
 }
 
 PHOS_EXPORT nccl_result ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, int datatype, int op,
@@ -613,22 +750,106 @@ PHOS_EXPORT nccl_result ncclRecv(void *recvbuff, size_t count, int datatype, int
 }
 PHOS_ALIAS(pncclRecv, ncclRecv);
 
-static nccl_result group(uint32_t start)
+static void mark_broken(const struct grec *recs, size_t n)
 {
-	struct phos_nccl_group g = { .start = start };
+	for (size_t i = 0; i < n; i++) {
+		struct ncomm *c = recs[i].op == PHOS_OP_NCCL_INIT ? phos_ids_get(PHOS_H_NCCL, recs[i].u.in.comm) : NULL;
 
-	return call(PHOS_OP_NCCL_GROUP, &g, sizeof(g), NULL, 0, NULL);
+		if (c)
+			c->broken = true;
+	}
+}
+
+/* An init of the group whose communicator's other ranks are not all made in
+ * it is PHOS_NCCL_INIT_APART (exec_nccl.c). */
+static void mark_apart(struct grec *recs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct phos_nccl_init *in = &recs[i].u.in;
+		int have = 0;
+
+		if (recs[i].op != PHOS_OP_NCCL_INIT || in->nranks < 2)
+			continue;
+		for (size_t j = 0; j < n; j++) {
+			have += recs[j].op == PHOS_OP_NCCL_INIT && recs[j].u.in.nranks == in->nranks &&
+				!memcmp(recs[j].u.in.id, in->id, sizeof(in->id));
+		}
+		if (have < in->nranks)
+			in->flags |= PHOS_NCCL_INIT_APART;
+	}
+}
+
+/* The outermost ncclGroupEnd of this thread: its records, sent together
+ * (GROUP start, each record, GROUP end) under one lock, then waited for.
+ * On failure the communicators it was to make are broken. */
+static nccl_result group_flush(void)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	struct phos_nccl_group start = { .start = 1 }, end = { .start = 0 };
+	size_t n = tgroup.n;
+	nccl_result r = tgroup.err, e;
+	bool waiting = false;
+	uint32_t *ids;
+
+	tgroup.err = PHOS_NCCL_SUCCESS;
+	tgroup.n = 0;
+	if (r || n == 0) {
+		mark_broken(tgroup.recs, n);
+		return r;
+	}
+	ids = malloc(n * sizeof(*ids));
+	if (!ids) {
+		mark_broken(tgroup.recs, n);
+		return fail(PHOS_NCCL_SYSTEM_ERROR, "out of memory");
+	}
+	mark_apart(tgroup.recs, n);
+	pthread_mutex_lock(&lock);
+	r = call(PHOS_OP_NCCL_GROUP, &start, sizeof(start), NULL, 0, NULL);
+	if (r == 0) {
+		for (size_t i = 0; i < n && r == 0; i++) {
+			const struct grec *g = &tgroup.recs[i];
+
+			e = call(g->op, &g->u, g->op == PHOS_OP_NCCL_INIT ? sizeof(g->u.in) : sizeof(g->u.k), NULL, 0,
+				 NULL);
+			if (e == PHOS_NCCL_IN_PROGRESS)
+				waiting = true;
+			else
+				r = e;
+		}
+		/* the group is closed whatever failed in it */
+		e = call(PHOS_OP_NCCL_GROUP, &end, sizeof(end), NULL, 0, NULL);
+		if (e == PHOS_NCCL_IN_PROGRESS)
+			waiting = true;
+		else if (e && !r)
+			r = e;
+	}
+	pthread_mutex_unlock(&lock);
+	for (size_t i = 0; i < n; i++)
+		ids[i] = tgroup.recs[i].op == PHOS_OP_NCCL_INIT ? tgroup.recs[i].u.in.comm : tgroup.recs[i].u.k.comm;
+	if (waiting && (e = wait_comms(ids, n)) && !r)
+		r = e;
+	free(ids);
+	if (r)
+		mark_broken(tgroup.recs, n);
+	return r;
 }
 
 PHOS_EXPORT nccl_result ncclGroupStart(void)
 {
-	return group(1);
+	if (phos_preload_connect())
+		return fail(PHOS_NCCL_SYSTEM_ERROR, "no executor");
+	tgroup.depth++;
+	return PHOS_NCCL_SUCCESS;
 }
 PHOS_ALIAS(pncclGroupStart, ncclGroupStart);
 
 PHOS_EXPORT nccl_result ncclGroupEnd(void)
 {
-	return group(0);
+	if (tgroup.depth == 0)
+		return fail(PHOS_NCCL_INVALID_USAGE, "ncclGroupEnd without ncclGroupStart");
+	if (--tgroup.depth > 0)
+		return PHOS_NCCL_SUCCESS;
+	return group_flush();
 }
 PHOS_ALIAS(pncclGroupEnd, ncclGroupEnd);
 
@@ -726,7 +947,8 @@ static nccl_result comm_reinit(struct ncomm *c)
 	if (r == 0) {
 		memcpy(c->init.id, uid.internal, sizeof(c->init.id));
 		c->init.comm = c->id;
-		r = call(PHOS_OP_NCCL_INIT, &c->init, sizeof(c->init), NULL, 0, NULL);
+		c->init.flags = PHOS_NCCL_INIT_APART;   /* its peers are other processes */
+		r = call_comm(PHOS_OP_NCCL_INIT, &c->init, sizeof(c->init), c->id);
 	}
 	if (c->rank == 0)
 		unlink(path);
@@ -825,10 +1047,17 @@ static void local_sets_remake(void)
 		for (unsigned k = 0; r == 0 && k < have; k++) {
 			memcpy(set[k]->init.id, uid.internal, sizeof(set[k]->init.id));
 			set[k]->init.comm = set[k]->id;
+			/* all made here in one group; ranks that threads made are
+			 * used from threads again */
+			set[k]->init.flags = 0;
+			for (unsigned j = 0; j < have; j++) {
+				if (set[j]->tid != set[k]->tid)
+					set[k]->init.flags = PHOS_NCCL_INIT_THREADS;
+			}
 			if (cudaSetDevice(set[k]->device) != cudaSuccess)
 				r = PHOS_NCCL_UNHANDLED_CUDA_ERROR;
 			else
-				r = call(PHOS_OP_NCCL_INIT, &set[k]->init, sizeof(set[k]->init), NULL, 0, NULL);
+				r = send_rec(PHOS_OP_NCCL_INIT, &set[k]->init, sizeof(set[k]->init), set[k]->id);
 		}
 		if (started && (end = ncclGroupEnd()) != 0 && r == 0)
 			r = end;   /* the group is closed whatever failed in it */

@@ -5,8 +5,10 @@
  * per-thread default stream is an ordinary stream per host thread (ptds.c).
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -251,11 +253,91 @@ PHOS_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
 	return phos_set_error(r);
 }
 
+/* --- waits that poll (NCCL ranks as threads: internal.h) --- */
+
+static atomic_bool nccl_threads;
+
+PHOS_EXPORT void phos_preload_nccl_threads(void)
+{
+	if (!atomic_exchange(&nccl_threads, true))
+		phos_debug("NCCL ranks are threads of this process: waits for the device poll from now on");
+}
+
+/* Polls op (STREAM_QUERY or EVENT_QUERY) of id until it is not NotReady. */
+static int poll_query(uint32_t op, uint32_t id)
+{
+	struct phos_handle h = { .id = id };
+	unsigned us = 5;
+	int r;
+
+	while ((r = phos_preload_call(op, &h, sizeof(h), NULL, 0, NULL, 0, NULL, NULL)) == cudaErrorNotReady) {
+		usleep(us);
+		if (us < 200)
+			us *= 2;
+	}
+	return r;
+}
+
+struct dev_streams {
+	int device;
+	uint32_t ids[256];
+	size_t n;
+};
+
+static void dev_streams_cb(uint32_t id, void *obj, void *arg)
+{
+	const struct stream *s = obj;
+	struct dev_streams *d = arg;
+
+	if (s->device == d->device && d->n < sizeof(d->ids) / sizeof(d->ids[0]))
+		d->ids[d->n++] = id;
+}
+
+/* Every stream of the current device (the first 256), then its null stream. */
+static int drain_current_device(void)
+{
+	struct dev_streams d = { .device = 0, .n = 0 };
+	int r;
+
+	if (cudaGetDevice(&d.device) != cudaSuccess)
+		d.device = 0;
+	phos_ids_each(PHOS_H_STREAM, dev_streams_cb, &d);
+	for (size_t i = 0; i < d.n; i++) {
+		if ((r = poll_query(PHOS_OP_STREAM_QUERY, d.ids[i])) != cudaSuccess)
+			return r;
+	}
+	return poll_query(PHOS_OP_STREAM_QUERY, 0);
+}
+
+int phos_preload_drain(uint32_t stream)
+{
+	if (!atomic_load(&nccl_threads))
+		return cudaSuccess;
+	/* the legacy stream waits for every blocking stream of its device */
+	return stream == 0 ? drain_current_device() : poll_query(PHOS_OP_STREAM_QUERY, stream);
+}
+
+int phos_preload_drain_event(const void *event)
+{
+	uint32_t id = 0;
+
+	if (!atomic_load(&nccl_threads) || event_id((cudaEvent_t)(uintptr_t)event, &id))
+		return cudaSuccess;   /* a bad event: the wait itself says so */
+	return poll_query(PHOS_OP_EVENT_QUERY, id);
+}
+
+int phos_preload_drain_device(void)
+{
+	return atomic_load(&nccl_threads) ? drain_current_device() : cudaSuccess;
+}
+
 PHOS_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
 	struct phos_handle h = { 0 };
 	int r = phos_preload_stream_id(stream, &h.id);
 
+	if (r == cudaSuccess)
+		r = phos_preload_drain(h.id);
 	if (r == cudaSuccess)
 		r = phos_preload_call(PHOS_OP_STREAM_SYNC, &h, sizeof(h), NULL, 0, NULL, 0, NULL, NULL);
 	return phos_set_error(r);
@@ -507,6 +589,8 @@ PHOS_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event)
 	struct phos_handle h = { 0 };
 	int r = event_id(event, &h.id);
 
+	if (r == cudaSuccess)
+		r = phos_preload_drain_event(event);
 	if (r == cudaSuccess)
 		r = phos_preload_call(PHOS_OP_EVENT_SYNC, &h, sizeof(h), NULL, 0, NULL, 0, NULL, NULL);
 	return phos_set_error(r);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "libfind.h"
 #include "log.h"
@@ -115,11 +116,12 @@ static int cuda_unique_id(uint8_t ret_id[PHOS_NCCL_ID_BYTES])
 	return check(nccl.GetUniqueId(ret_id), "ncclGetUniqueId", NULL);
 }
 
-/* The function's ncclConfig_t settings that the executor passes on. Init is
- * always blocking: the function already waits for the reply, and a
- * nonblocking communicator's ncclInProgress would have to be polled here.
- * The struct is the 2.28 layout; an older library gets its own version
- * number in it (NCCL reads the fields its version knows). */
+/* The function's ncclConfig_t settings that the executor passes on, and
+ * blocking as the executor asks (p->blocking 0: nonblocking, else blocking;
+ * the function's own choice is not passed on: its stand-in waits for every
+ * call's end either way). The struct is the 2.28 layout; an older library
+ * gets its own version number in it (NCCL reads the fields its version
+ * knows). */
 static void config_of(const struct phos_nccl_params *p, struct phos_nccl_config *cfg)
 {
 	int version = PHOS_NCCL_VERSION_CODE;
@@ -129,7 +131,7 @@ static void config_of(const struct phos_nccl_params *p, struct phos_nccl_config 
 	cfg->magic = PHOS_NCCL_CONFIG_MAGIC;
 	nccl.GetVersion(&version);
 	cfg->version = version < PHOS_NCCL_VERSION_CODE ? (unsigned)version : PHOS_NCCL_VERSION_CODE;
-	cfg->blocking = 1;
+	cfg->blocking = p->blocking == 0 ? 0 : 1;
 	cfg->cga_cluster_size = p->cga_cluster_size;
 	cfg->min_ctas = p->min_ctas;
 	cfg->max_ctas = p->max_ctas;
@@ -146,21 +148,34 @@ static int cuda_init(const uint8_t id[PHOS_NCCL_ID_BYTES], const struct phos_ncc
 	TRY_LOAD();
 	memcpy(uid.internal, id, sizeof(uid.internal));
 	/* No setting that needs a config: the plain call, as the function made it. */
-	if (p->cga_cluster_size == PHOS_NCCL_CONFIG_UNDEF_INT && p->min_ctas == PHOS_NCCL_CONFIG_UNDEF_INT &&
-	    p->max_ctas == PHOS_NCCL_CONFIG_UNDEF_INT)
+	if (p->blocking != 0 && p->cga_cluster_size == PHOS_NCCL_CONFIG_UNDEF_INT &&
+	    p->min_ctas == PHOS_NCCL_CONFIG_UNDEF_INT && p->max_ctas == PHOS_NCCL_CONFIG_UNDEF_INT)
 		return check(nccl.CommInitRank(ret_comm, p->nranks, uid, p->rank), "ncclCommInitRank", NULL);
 	config_of(p, &cfg);
 	return check(nccl.CommInitRankConfig(ret_comm, p->nranks, uid, p->rank, &cfg), "ncclCommInitRankConfig",
 		     NULL);
 }
 
-/* No config: the child inherits the parent's (blocking) settings. */
+/* A blocking child (config blocking 1: the parent may be nonblocking); its
+ * other settings are NCCL's defaults. */
 static int cuda_split(void *comm, int color, int key, void **ret_comm, int *ret_nranks, int *ret_rank)
 {
+	struct phos_nccl_params p = { .blocking = 1, .cga_cluster_size = PHOS_NCCL_CONFIG_UNDEF_INT,
+				      .min_ctas = PHOS_NCCL_CONFIG_UNDEF_INT, .max_ctas = PHOS_NCCL_CONFIG_UNDEF_INT };
+	struct phos_nccl_config cfg;
 	int r;
 
 	*ret_comm = NULL;
-	r = check(nccl.CommSplit(comm, color, key, ret_comm, NULL), "ncclCommSplit", comm);
+	config_of(&p, &cfg);
+	r = check(nccl.CommSplit(comm, color, key, ret_comm, &cfg), "ncclCommSplit", comm);
+	while (r == PHOS_NCCL_IN_PROGRESS && *ret_comm) {   /* a library that keeps the parent's mode */
+		int e = 0;
+
+		usleep(50);
+		r = nccl.CommGetAsyncError(*ret_comm, &e);
+		if (r == 0)
+			r = e;
+	}
 	if (r == 0 && *ret_comm) {
 		nccl.CommCount(*ret_comm, ret_nranks);
 		nccl.CommUserRank(*ret_comm, ret_rank);

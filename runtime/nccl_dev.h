@@ -40,7 +40,7 @@
 
 struct phos_nccl_params {
 	int32_t nranks, rank, device;
-	int32_t blocking;                         /* -1: not given */
+	int32_t blocking;                         /* -1: not given; 0: nonblocking (init above) */
 	int32_t cga_cluster_size, min_ctas, max_ctas; /* PHOS_NCCL_CONFIG_UNDEF_INT: not given */
 };
 
@@ -48,9 +48,14 @@ struct phos_nccl_ops {
 	const char *name;                          /* "cuda" or "sim" */
 	int (*version)(int *ret_version);
 	int (*unique_id)(uint8_t ret_id[PHOS_NCCL_ID_BYTES]);
-	/* Blocks until every rank joined (NCCL's ncclCommInitRank). */
+	/* Blocks until every rank joined (NCCL's ncclCommInitRank); with
+	 * p->blocking 0 (nonblocking) may answer PHOS_NCCL_IN_PROGRESS at once
+	 * with *ret_comm set: async_error then answers IN_PROGRESS until it is
+	 * made. A nonblocking communicator's collectives and the group ends that
+	 * involve it may answer IN_PROGRESS the same way. */
 	int (*init)(const uint8_t id[PHOS_NCCL_ID_BYTES], const struct phos_nccl_params *p, void **ret_comm);
-	/* *ret_comm is NULL for color PHOS_NCCL_SPLIT_NOCOLOR. */
+	/* Blocks until made; the child is blocking whatever the parent is.
+	 * *ret_comm is NULL for color PHOS_NCCL_SPLIT_NOCOLOR. */
 	int (*split)(void *comm, int color, int key, void **ret_comm, int *ret_nranks, int *ret_rank);
 	int (*finalize)(void *comm);
 	/* Both free comm, whatever they return. */

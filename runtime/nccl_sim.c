@@ -15,6 +15,14 @@
  * Device memory on sim is host memory at the arena addresses of this process,
  * so buffers are read and written directly. Work is done when the call
  * returns (sim device semantics), so streams play no part.
+ *
+ * Nonblocking communicators (params.blocking == 0: the executor makes every
+ * communicator of several ranks so, since ranks that are threads of one
+ * function share its one dispatcher): their join outside a group, each
+ * collective outside a group and each group end that involves them run on a
+ * thread of their own and answer ncclInProgress at once; async_error answers
+ * ncclInProgress until that work is done, then its result (the function's
+ * stand-in polls it). One such call at a time per communicator.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -73,7 +81,10 @@ struct sim_comm {
 	uint8_t id[PHOS_NCCL_ID_BYTES];
 	uint64_t steps;                  /* barriers passed: the half a step uses */
 	uint32_t splits;                 /* splits made from it: the children's ids */
-	int error;                       /* sticky */
+	_Atomic int error;               /* sticky */
+	bool nb;                         /* nonblocking (above) */
+	_Atomic int busy;                /* threads at work on it (nonblocking) */
+	atomic_bool cancel;              /* aborted: its waits end at once */
 };
 
 static size_t seg_len(int nranks)
@@ -164,6 +175,8 @@ static int sim_wait(struct sim_comm *c, bool (*cond)(struct sim_comm *, void *),
 			return 0;
 		if (atomic_load(&c->seg->failed))
 			return seg_fail(c, 0);
+		if (atomic_load(&c->cancel))
+			return seg_fail(c, PHOS_NCCL_REMOTE_ERROR);
 		if (spins < 64) {
 			spins++;
 			sched_yield();
@@ -287,7 +300,7 @@ static int comm_join(struct sim_comm *c, const uint8_t id[PHOS_NCCL_ID_BYTES])
 			if (fd >= 0)
 				close(fd);
 			fd = -1;
-			if (now_s() > deadline) {
+			if (now_s() > deadline || atomic_load(&c->cancel)) {
 				phos_warn("nccl sim: rank %d: rank 0 never created the communicator", c->rank);
 				return PHOS_NCCL_SYSTEM_ERROR;
 			}
@@ -306,7 +319,7 @@ static int comm_join(struct sim_comm *c, const uint8_t id[PHOS_NCCL_ID_BYTES])
 		atomic_store_explicit(&c->seg->magic, SIM_MAGIC, memory_order_release);
 	} else {
 		while (atomic_load_explicit(&c->seg->magic, memory_order_acquire) != SIM_MAGIC) {
-			if (now_s() > deadline)
+			if (now_s() > deadline || atomic_load(&c->cancel))
 				goto sys_fail;
 			usleep(1000);
 		}
@@ -348,10 +361,12 @@ sys_fail:
 }
 
 static int group_queue_init(struct sim_comm *c);
+static int bg_join(struct sim_comm *c);
 
 /* Inside a group (ncclGroupStart), the join waits for ncclGroupEnd, which
  * joins every queued rank at once: one process may so make every rank of a
- * communicator (ncclCommInitAll, or InitRank per device in a group). */
+ * communicator (ncclCommInitAll, or InitRank per device in a group). A
+ * nonblocking one outside a group joins on a thread of its own. */
 static int sim_init(const uint8_t id[PHOS_NCCL_ID_BYTES], const struct phos_nccl_params *p, void **ret_comm)
 {
 	struct sim_comm *c;
@@ -372,13 +387,21 @@ static int sim_init(const uint8_t id[PHOS_NCCL_ID_BYTES], const struct phos_nccl
 	c->rank = p->rank;
 	c->len = seg_len(p->nranks);
 	memcpy(c->id, id, PHOS_NCCL_ID_BYTES);
+	c->nb = p->blocking == 0;
 	r = group_queue_init(c);
 	if (r == 1) {
 		*ret_comm = c;
 		return 0;
 	}
-	if (r == 0)
+	if (r == 0 && c->nb) {
+		r = bg_join(c);
+		if (r == 0) {
+			*ret_comm = c;
+			return PHOS_NCCL_IN_PROGRESS;
+		}
+	} else if (r == 0) {
 		r = comm_join(c, id);
+	}
 	if (r) {
 		free(c);
 		return r;
@@ -396,16 +419,33 @@ static void leave(struct sim_comm *c)
 	comm_unmap(c);
 }
 
+/* Ends the work of c's threads (cancelled: their waits fail at once). */
+static void bg_end(struct sim_comm *c)
+{
+	atomic_store(&c->cancel, true);
+	while (atomic_load(&c->busy))
+		usleep(100);
+}
+
 static int sim_finalize(void *comm)
 {
 	struct sim_comm *c = comm;
 
+	if (atomic_load(&c->busy))
+		return PHOS_NCCL_IN_PROGRESS;
 	return c->error;   /* sim work is done when its call returns */
 }
 
 static int sim_destroy(void *comm)
 {
-	leave(comm);
+	struct sim_comm *c = comm;
+
+	if (atomic_load(&c->busy)) {
+		phos_warn("nccl sim: rank %d of %d destroyed while a call on it is in progress: aborted", c->rank,
+			  c->nranks);
+		bg_end(c);
+	}
+	leave(c);
 	return 0;
 }
 
@@ -413,6 +453,7 @@ static int sim_abort(void *comm)
 {
 	struct sim_comm *c = comm;
 
+	bg_end(c);
 	/* Peers waiting on this rank get ncclRemoteError now rather than later. */
 	seg_fail(c, PHOS_NCCL_REMOTE_ERROR);
 	leave(c);
@@ -423,7 +464,13 @@ static int sim_async_error(void *comm, int *ret_error)
 {
 	struct sim_comm *c = comm;
 
-	*ret_error = c->error ? c->error : c->seg ? atomic_load(&c->seg->failed) : PHOS_NCCL_INVALID_USAGE;
+	/* What this rank met (a failed wait copies the segment's failure here),
+	 * as NCCL reports what its own operations met: a peer that ended after
+	 * the last collective is no error of this one. */
+	if (atomic_load(&c->busy))
+		*ret_error = PHOS_NCCL_IN_PROGRESS;
+	else
+		*ret_error = c->error ? c->error : c->seg ? 0 : PHOS_NCCL_INVALID_USAGE;
 	return 0;
 }
 
@@ -747,6 +794,130 @@ static int run_group(struct queued *q, size_t n)
 	return r;
 }
 
+/* --- nonblocking communicators: their work on a thread of its own --- */
+
+struct bg {
+	struct sim_comm **comms;     /* those it works for, each counted busy once */
+	size_t ncomms;
+	struct queued *q;            /* owned */
+	size_t n;
+	enum { BG_JOIN, BG_OPS, BG_GROUP } what;
+};
+
+static void bg_free(struct bg *b)
+{
+	if (b) {
+		free(b->comms);
+		free(b->q);
+		free(b);
+	}
+}
+
+static void *bg_main(void *arg)
+{
+	struct bg *b = arg;
+	int r;
+
+	if (b->what == BG_JOIN)
+		r = comm_join(b->comms[0], b->comms[0]->id);
+	else if (b->what == BG_GROUP)
+		r = run_group(b->q, b->n);
+	else
+		r = run_ops(b->q, b->n);
+	for (size_t i = 0; i < b->ncomms; i++) {
+		if (r && !b->comms[i]->error)
+			b->comms[i]->error = r;   /* what async_error answers from now on */
+	}
+	/* the last touch of the communicators: after it they may be freed */
+	for (size_t i = 0; i < b->ncomms; i++)
+		atomic_fetch_sub(&b->comms[i]->busy, 1);
+	b->ncomms = 0;
+	bg_free(b);
+	return NULL;
+}
+
+/* Starts b (taken over) on a detached thread; 0 or an ncclResult_t. A
+ * communicator with work in progress is refused (ncclInvalidUsage), as NCCL
+ * wants a nonblocking call polled to its end before the next. */
+static int bg_start(struct bg *b)
+{
+	pthread_attr_t attr;
+	pthread_t th;
+	int r;
+
+	for (size_t i = 0; i < b->ncomms; i++) {
+		if (atomic_load(&b->comms[i]->busy)) {
+			phos_warn("nccl sim: a call on rank %d of %d while its last one is still in progress",
+				  b->comms[i]->rank, b->comms[i]->nranks);
+			bg_free(b);
+			return PHOS_NCCL_INVALID_USAGE;
+		}
+	}
+	for (size_t i = 0; i < b->ncomms; i++)
+		atomic_fetch_add(&b->comms[i]->busy, 1);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	r = pthread_create(&th, &attr, bg_main, b);
+	pthread_attr_destroy(&attr);
+	if (r) {
+		for (size_t i = 0; i < b->ncomms; i++)
+			atomic_fetch_sub(&b->comms[i]->busy, 1);
+		bg_free(b);
+		return PHOS_NCCL_SYSTEM_ERROR;
+	}
+	return 0;
+}
+
+/* A bg for q[0..n) (copied) and the distinct communicators of it. */
+static struct bg *bg_new(const struct queued *q, size_t n, int what)
+{
+	struct bg *b = calloc(1, sizeof(*b));
+
+	if (!b || !(b->comms = calloc(n ? n : 1, sizeof(*b->comms))) || !(b->q = calloc(n ? n : 1, sizeof(*b->q)))) {
+		bg_free(b);
+		return NULL;
+	}
+	memcpy(b->q, q, n * sizeof(*q));
+	b->n = n;
+	b->what = what;
+	for (size_t i = 0; i < n; i++) {
+		bool seen = false;
+
+		for (size_t j = 0; j < b->ncomms && !seen; j++)
+			seen = b->comms[j] == q[i].c;
+		if (!seen)
+			b->comms[b->ncomms++] = q[i].c;
+	}
+	return b;
+}
+
+static int bg_join(struct sim_comm *c)
+{
+	struct queued one = { .c = c, .init = true };
+	struct bg *b = bg_new(&one, 1, BG_JOIN);
+
+	return b ? bg_start(b) : PHOS_NCCL_SYSTEM_ERROR;
+}
+
+/* Runs q[0..n) (run_ops or run_group) on a thread when a nonblocking
+ * communicator is in it: 1 then, with the result in *ret (ncclInProgress, or
+ * the failure to start); 0 when the caller runs them itself. */
+static int bg_maybe(const struct queued *q, size_t n, int what, int *ret)
+{
+	struct bg *b;
+	bool nb = false;
+
+	for (size_t i = 0; i < n && !nb; i++)
+		nb = q[i].c->nb;
+	if (!nb)
+		return 0;
+	b = bg_new(q, n, what);
+	*ret = b ? bg_start(b) : PHOS_NCCL_SYSTEM_ERROR;
+	if (*ret == 0)
+		*ret = PHOS_NCCL_IN_PROGRESS;
+	return 1;
+}
+
 static int sim_group_end(void)
 {
 	int r;
@@ -755,7 +926,10 @@ static int sim_group_end(void)
 		return PHOS_NCCL_INVALID_USAGE;
 	if (--group.depth > 0)
 		return 0;
-	r = group.error ? group.error : run_group(group.q, group.n);
+	if (group.error)
+		r = group.error;
+	else if (!bg_maybe(group.q, group.n, BG_GROUP, &r))
+		r = run_group(group.q, group.n);
 	group.n = 0;
 	group.error = 0;
 	return r;
@@ -764,12 +938,17 @@ static int sim_group_end(void)
 static int sim_coll(void *comm, const struct phos_nccl_coll *k, void *stream)
 {
 	struct queued one = { .c = comm, .k = *k };
+	int r;
 
 	(void)stream;
 	if (group.depth > 0)
 		return group_push(one);
+	if (atomic_load(&one.c->busy))
+		return PHOS_NCCL_INVALID_USAGE;
 	if (!one.c->seg)
 		return one.c->error ? one.c->error : PHOS_NCCL_INVALID_USAGE;
+	if (bg_maybe(&one, 1, BG_OPS, &r))
+		return r;
 	return run_ops(&one, 1);
 }
 
@@ -796,6 +975,8 @@ static int sim_split(void *comm, int color, int key, void **ret_comm, int *ret_n
 
 	if (c->error)
 		return c->error;
+	if (atomic_load(&c->busy) || !c->seg)
+		return PHOS_NCCL_INVALID_USAGE;
 	atomic_store(&c->seg->rank[c->rank].color, color);
 	atomic_store(&c->seg->rank[c->rank].key, key);
 	r = barrier(c, "ncclCommSplit");
@@ -826,6 +1007,7 @@ static int sim_split(void *comm, int color, int key, void **ret_comm, int *ret_n
 	memcpy(id + 28, &color, sizeof(color));
 	p.nranks = n;
 	p.rank = me;
+	p.blocking = -1;   /* the child is made here and now */
 	r = sim_init(id, &p, ret_comm);
 	if (r == 0) {
 		*ret_nranks = n;

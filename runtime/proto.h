@@ -769,8 +769,15 @@ struct phos_nccl_init {
 	int32_t device;     /* the cudaGetDevice of the caller (0: executors own one device) */
 	int32_t blocking;   /* from ncclConfig_t, or -1: no config given */
 	int32_t cga_cluster_size, min_ctas, max_ctas; /* ncclConfig_t, INT_MIN: unset */
+	uint32_t flags;     /* PHOS_NCCL_INIT_* */
 	uint8_t id[PHOS_NCCL_ID_BYTES];
 };
+/* Its other ranks are not made with it, in one group of one thread: they
+ * come from other threads or processes. */
+#define PHOS_NCCL_INIT_APART 1u
+/* Made again after a restore together with its peers, which are other threads
+ * of the function: never from the executor's warm set. */
+#define PHOS_NCCL_INIT_THREADS 2u
 struct phos_nccl_split { uint32_t comm, newcomm; int32_t color, key; };
 enum phos_nccl_end_how { PHOS_NCCL_FINALIZE = 1, PHOS_NCCL_DESTROY = 2, PHOS_NCCL_ABORT = 3 };
 struct phos_nccl_end { uint32_t comm; uint32_t how; /* enum phos_nccl_end_how */ };

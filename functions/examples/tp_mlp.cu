@@ -48,6 +48,15 @@
  * ncclCommInitAll and the all-reduces of every rank in one NCCL group. Every
  * rank's answer is checked against the one CPU reference; it prints and
  * serves {"rank":"all","nranks":N,...} (the sample is rank 0's).
+ *
+ *   tp_mlp --threads NRANKS [--width D] [--hidden H] [--batch B] [--weights-mib M [--no-check]]
+ *
+ * The same, with a thread per rank as NCCL's "one device per thread"
+ * example has it: each thread selects its device, calls ncclCommInitRank
+ * (outside any group) and, for every forward pass, runs its rank's layers,
+ * its ncclAllReduce (outside any group) and its cudaStreamSynchronize; rank
+ * 0's answer is checked against the CPU reference and every rank's sample
+ * must equal rank 0's. It prints and serves {"rank":"threads",...}.
  */
 #include <cerrno>
 #include <cmath>
@@ -563,6 +572,104 @@ static int handle_all(void *arg, const struct phos_fn_request *req, struct phos_
 	return 0;
 }
 
+/* --- a thread per rank (--threads) --- */
+
+/* Every rank's forward pass on a thread of its own, at once; rank 0's error
+ * (infinite when another rank's sample differs from rank 0's). */
+static double forward_threads(tp_all *a, std::vector<float> &sample)
+{
+	const int n = (int)a->r.size();
+	std::vector<std::vector<float>> samples(n);
+	std::vector<double> errs(n);
+	std::vector<std::thread> th;
+
+	for (int k = 0; k < n; k++)
+		th.emplace_back([a, k, &samples, &errs] {
+			CK(cudaSetDevice(k));
+			errs[k] = forward(&a->r[k], samples[k]);
+		});
+	for (auto &t : th)
+		t.join();
+	sample = samples[0];
+	for (int k = 1; k < n; k++) {
+		if (samples[k] != samples[0])
+			return INFINITY;
+	}
+	return errs[0];
+}
+
+static char *report_threads(tp_all *a, double err, const std::vector<float> &sample)
+{
+	char *one = report(&a->r[0], err, sample), *s = NULL;
+	const char *rest = one ? strchr(one, ',') : NULL;   /* after "rank":0 */
+
+	if (rest && asprintf(&s, "{\"rank\":\"threads\"%s", rest) < 0)
+		s = NULL;
+	free(one);
+	return s;
+}
+
+static int handle_threads(void *arg, const struct phos_fn_request *req, struct phos_fn_response *resp)
+{
+	tp_all *a = (tp_all *)arg;
+	std::vector<float> sample;
+	double err;
+
+	(void)req;
+	err = forward_threads(a, sample);
+	resp->body = report_threads(a, err, sample);
+	if (!resp->body)
+		return 500;
+	resp->len = strlen(resp->body);
+	return 0;
+}
+
+static int main_threads(const tp &proto)
+{
+	static tp_all a;
+	const int n = proto.nranks;
+	std::vector<std::thread> th;
+	std::vector<float> sample;
+	ncclUniqueId id;
+	int ndev = 0;
+	double err;
+	char *line;
+
+	CK(cudaGetDeviceCount(&ndev));
+	if (ndev < n) {
+		fprintf(stderr, "tp_mlp: --threads %d needs %d devices, %d seen\n", n, n, ndev);
+		return 1;
+	}
+	NK(ncclGetUniqueId(&id));
+	a.r.assign(n, proto);
+	for (int k = 0; k < n; k++)
+		th.emplace_back([&proto, &id, n, k] {
+			tp *t = &a.r[k];
+
+			t->rank = k;
+			t->check = proto.check && k == 0;
+			CK(cudaSetDevice(k));
+			CK(cudaStreamCreateWithFlags(&t->stream, cudaStreamNonBlocking));
+			BK(cublasCreate(&t->blas));
+			BK(cublasSetStream(t->blas, t->stream));
+			NK(ncclCommInitRank(&t->comm, n, id, k));
+			if (t->big)
+				setup_big(t);
+			else
+				setup(t);
+		});
+	for (auto &t : th)
+		t.join();
+	err = forward_threads(&a, sample);
+	line = report_threads(&a, err, sample);
+	printf("%s\n", line ? line : "{\"ok\":false}");
+	fflush(stdout);
+	free(line);
+	if (!ok(&a.r[0], err))
+		return 1;
+	return phos_fn_serve(handle_threads, &a);
+}
+
 static int main_one_process(const tp &proto)
 {
 	static tp_all a;
@@ -623,7 +730,7 @@ int main(int argc, char **argv)
 	const char *idfile = getenv("PHOS_TP_IDFILE");
 	int pos = 0, width = 0;
 	long mib = 0;
-	bool bad = false, one_process = false;
+	bool bad = false, one_process = false, threads = false;
 	ncclUniqueId id;
 	int ndev = 0;
 	double err;
@@ -649,8 +756,10 @@ int main(int argc, char **argv)
 			bad |= (mib = positive(argv[++i], 65536)) < 0;
 		else if (!strcmp(argv[i], "--no-check"))
 			t.check = false;
-		else if (!strcmp(argv[i], "--one-process") && val && pos == 0)
+		else if (!strcmp(argv[i], "--one-process") && val && pos == 0 && !threads)
 			one_process = true, pos = 3, bad |= (t.nranks = (int)positive(argv[++i], 8)) < 0;
+		else if (!strcmp(argv[i], "--threads") && val && pos == 0 && !one_process)
+			threads = true, pos = 3, bad |= (t.nranks = (int)positive(argv[++i], 8)) < 0;
 		else if (!strcmp(argv[i], "--save-weights") && val)
 			t.save = argv[++i];
 		else if (!strcmp(argv[i], "--weights-file") && val)
@@ -675,21 +784,25 @@ int main(int argc, char **argv)
 		t.Hr = t.nranks >= 1 && t.H % t.nranks == 0 ? t.H / t.nranks : 0;
 		bad |= !t.check || t.save || t.load;   /* big models only */
 	}
-	if (one_process) {
+	if (one_process || threads) {
 		t.rank = 0;
 		bad |= t.save || t.load;   /* weights files are per rank */
 	}
-	if (bad || t.nranks < 1 || t.rank < 0 || t.rank >= t.nranks || (!idfile && !one_process) || t.D < 1 ||
+	if (bad || t.nranks < 1 || t.rank < 0 || t.rank >= t.nranks || (!idfile && !one_process && !threads) || t.D < 1 ||
 	    t.B < 1 || t.Hr < 1 || (t.save && t.load)) {
 		fprintf(stderr, "usage: tp_mlp RANK NRANKS IDFILE [--width D] [--hidden H] [--batch B] "
 				"[--weights-mib M [--no-check] [--save-weights F | --weights-file F]]\n"
 				"       tp_mlp --one-process NRANKS [--width D] [--hidden H] [--batch B] "
+				"[--weights-mib M [--no-check]]\n"
+				"       tp_mlp --threads NRANKS [--width D] [--hidden H] [--batch B] "
 				"[--weights-mib M [--no-check]]\n"
 				"(H a multiple of NRANKS; M MiB a multiple of 8 D bytes)\n");
 		return 2;
 	}
 	if (one_process)
 		return main_one_process(t);
+	if (threads)
+		return main_threads(t);
 	if (nccl_id_exchange(idfile, t.rank, 60000, "tp_mlp", &id) < 0)
 		return 1;
 	/* One GPU per rank: rank r on device r natively; under phos-fn each rank's

@@ -20,6 +20,11 @@
 //            destroy theirs and exit); each request all-reduces and answers the
 //            result and the sum (used after a restore)
 //   serveall the same, every rank serving (snapshots of all ranks)
+//   threads  the calls of "calls" from NRANKS threads of this one process, a
+//            GPU each (rank r on device r; NCCL's "one device per thread"),
+//            ncclCommInitRankConfig outside any group; no split (RANK and
+//            IDFILE unused)
+#include <atomic>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -29,12 +34,16 @@
 #include <signal.h>
 #include <cuda_runtime.h>
 #include <phos/fn.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
 #include "nccl_id.h"
 
-static int rank_, nranks_, failed_;
+static thread_local int rank_, dev_;   // dev_: the rank's device (threads), else 0
+static int nranks_;
+static bool threads_;
+static std::atomic<int> failed_{0};
 
 static bool check(const char *name, bool ok, const char *fmt = "", ...)
 {
@@ -88,7 +97,7 @@ static void run_calls(ncclComm_t comm, cudaStream_t st)
 	bool ok_d = ncclCommCuDevice(comm, &d) == ncclSuccess;
 	check("count", ok_n && n == R, "\"got\":%d", n);
 	check("user_rank", ok_r && r == me, "\"got\":%d", r);
-	check("cu_device", ok_d && d == 0, "\"got\":%d", d);
+	check("cu_device", ok_d && d == dev_, "\"got\":%d", d);
 	ncclResult_t ae = ncclInternalError;
 	check("async_error", ncclCommGetAsyncError(comm, &ae) == ncclSuccess && ae == ncclSuccess);
 
@@ -233,8 +242,9 @@ static void run_calls(ncclComm_t comm, cudaStream_t st)
 		check("group_two_allreduce", ha[3] == (float)R && hb[3] == (float)R);
 		cudaFree(a); cudaFree(b);
 	}
-	// split: even and odd ranks
-	{
+	// split: even and odd ranks (not for ranks that are threads: phos-fn
+	// refuses that split, test_multi_gpu.py)
+	if (!threads_) {
 		ncclComm_t sub = nullptr;
 		NC(ncclCommSplit(comm, me % 2, -me, &sub, nullptr));
 		int sn = 0, sr = -1;
@@ -290,7 +300,8 @@ static void run_bad(ncclComm_t comm, cudaStream_t st)
 	check("bad_overflow", ncclAllGather(buf, buf, SIZE_MAX / 2, ncclFloat, comm, st) == ncclInvalidArgument);
 	check("bad_host_buf", ncclAllReduce(host, buf, 16, ncclFloat, ncclSum, comm, st) == ncclInvalidArgument);
 	check("bad_too_big", ncclAllReduce(buf, buf, 100000, ncclFloat, ncclSum, comm, st) == ncclInvalidArgument);
-	check("bad_stale_comm", ncclCommCount((ncclComm_t)0x1234, &failed_) == ncclInvalidArgument);
+	int cnt = 0;
+	check("bad_stale_comm", ncclCommCount((ncclComm_t)0x1234, &cnt) == ncclInvalidArgument);
 	ncclComm_t c2;
 	ncclUniqueId id;
 	memset(&id, 0, sizeof(id));
@@ -356,13 +367,43 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 int main(int argc, char **argv)
 {
 	if (argc < 5) {
-		fprintf(stderr, "usage: %s calls|bad|abort|die|serve|serveall RANK NRANKS IDFILE\n", argv[0]);
+		fprintf(stderr, "usage: %s calls|bad|abort|die|serve|serveall|threads RANK NRANKS IDFILE\n", argv[0]);
 		return 2;
 	}
 	const char *mode = argv[1];
 	rank_ = atoi(argv[2]);
 	nranks_ = atoi(argv[3]);
 	ncclUniqueId id;
+	if (!strcmp(mode, "threads")) {
+		std::vector<std::thread> th;
+
+		threads_ = true;
+		rank_ = 0;
+		if (nranks_ < 1 || nranks_ > 8 || ncclGetUniqueId(&id) != ncclSuccess)
+			return 2;
+		for (int k = 0; k < nranks_; k++)
+			th.emplace_back([k, &id] {
+				ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+				ncclComm_t c;
+				cudaStream_t s;
+
+				rank_ = dev_ = k;
+				cfg.blocking = 1;
+				if (cudaSetDevice(k) != cudaSuccess || cudaStreamCreate(&s) != cudaSuccess) {
+					check("device", false, "\"device\":%d", k);
+					return;
+				}
+				if (!check("init", ncclCommInitRankConfig(&c, nranks_, id, k, &cfg) == ncclSuccess))
+					return;
+				run_calls(c, s);
+				NC(ncclCommFinalize(c));
+				NC(ncclCommDestroy(c));
+			});
+		for (auto &t : th)
+			t.join();
+		printf("{\"rank\":0,\"done\":true,\"failed\":%d}\n", failed_.load());
+		return failed_ ? 1 : 0;
+	}
 	if (nccl_id_exchange(argv[4], rank_, 30000, "nccl_calls", &id) < 0)
 		exit(2);
 	ncclComm_t comm;
@@ -392,7 +433,8 @@ int main(int argc, char **argv)
 		if (rank_ == 0) {
 			usleep(300000);   // the others are waiting in their all-reduce by now
 			NC(ncclCommAbort(comm));
-			check("after_abort", ncclCommCount(comm, &failed_) == ncclInvalidArgument);
+			int cnt = 0;
+			check("after_abort", ncclCommCount(comm, &cnt) == ncclInvalidArgument);
 		} else {
 			wait_fail(comm, st, "peer_aborted");
 		}
@@ -403,6 +445,6 @@ int main(int argc, char **argv)
 		}
 		wait_fail(comm, st, "peer_died");
 	}
-	printf("{\"rank\":%d,\"done\":true,\"failed\":%d}\n", rank_, failed_);
+	printf("{\"rank\":%d,\"done\":true,\"failed\":%d}\n", rank_, failed_.load());
 	return failed_ ? 1 : 0;
 }

@@ -9,6 +9,12 @@ function one executor over both (phos-executor --gpus).
 - tp_mlp --one-process 2 (ncclCommInitAll over both devices, the all-reduces
   of both ranks in one group) matches its CPU reference at init and in a
   served request, small and with generated weights;
+- tp_mlp --threads 2 (a thread per GPU: ncclCommInitRank, ncclAllReduce and
+  cudaStreamSynchronize outside any group, in each thread) answers the same,
+  under phos-fn run, restored both ways from a snapshot, and through the
+  invoker (its own communicators, not the pooled executor's warm set);
+- nccl_calls threads 2: every forwarded NCCL call from a thread per GPU
+  (collectives, groups, send/recv, queries, finalize, destroy);
 - snapshots (`phos-fn snapshot --gpus 0,1`) and restores onto an executor of
   two GPUs: multi_gpu --serve answers with each device's variable, buffer and
   stream as they were, stop-the-world and on demand (a kernel on device 1
@@ -93,6 +99,37 @@ for extra in ([], ["--weights-mib", "8", "--width", "256"]):
         check(not nrecs or not recs or nrecs[0].get("sample") == recs[0].get("sample"),
               f"tp_mlp one-process: native {nrecs[:1]} vs phos {recs[:1]}")
 
+# --- tp_mlp --threads 2: a thread per GPU, ncclCommInitRank and ncclAllReduce
+# outside any group, cudaStreamSynchronize per thread (the ranks meet in the
+# one executor's dispatcher, which must never wait for a peer thread) ---
+p = run(["--gpus", "0,1"], [TP_MLP, "--threads", "2"], stdin=REQ)
+trecs = answers(p)
+check(p.returncode == 0 and len(trecs) == 3 and all(r.get("rank") == "threads" and r.get("ok") is True for r in trecs),
+      f"tp_mlp --threads 2: rc {p.returncode}, {trecs}: {p.stderr[-800:]}")
+if not SIM:
+    native = subprocess.run([TP_MLP, "--threads", "2"], input=REQ, capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, NCCL_NVLS_ENABLE="0"))
+    nrecs = answers(native)
+    check(native.returncode == 0 and nrecs and nrecs[0].get("ok") is True and
+          all(r.get("sample") == nrecs[0].get("sample") for r in trecs),
+          f"tp_mlp --threads 2 natively: {native.returncode} {nrecs} vs phos {trecs[:1]} {native.stderr[-500:]}")
+
+# every forwarded NCCL call of nccl_calls from two threads of one process, a
+# GPU each (init, collectives, groups, send/recv, finalize and destroy)
+CALLS = program("tests", "integration", "nccl_calls")
+p = run(["--gpus", "0,1"], [CALLS, "threads", "0", "2", "-"])
+recs = answers(p)
+oks = {(r.get("rank"), r.get("check")): r.get("ok") for r in recs if "check" in r}
+check(p.returncode == 0 and len(oks) > 60 and all(oks.values()) and {k[0] for k in oks} == {0, 1},
+      f"nccl_calls threads 2: rc {p.returncode}, failed {sorted(k for k, v in oks.items() if not v)}, "
+      f"{len(oks)} checks: {p.stderr[-800:]}")
+if not SIM:
+    native = subprocess.run([CALLS, "threads", "0", "2", "-"], capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, NCCL_NVLS_ENABLE="0"))
+    nat = {(r.get("rank"), r.get("check")) for r in answers(native) if r.get("ok")}
+    check(native.returncode == 0 and nat == set(oks), f"nccl_calls threads 2 natively: {native.returncode} "
+                                                      f"{sorted(set(oks) ^ nat)} {native.stderr[-500:]}")
+
 # --- refused, with the reason ---
 p = run(["--gpus", "0,0"], [MULTI])
 check(p.returncode != 0 and "GPU 0 is named twice" in p.stderr, f"--gpus 0,0: {p.returncode} {p.stderr[-300:]}")
@@ -156,6 +193,21 @@ try:
     init = [json.loads(x) for x in p.stderr.splitlines() if x.startswith('{"rank"')]
     check(p.returncode == 0 and init and init[0].get("ok"), f"snapshot of tp_mlp --one-process 2: {p.returncode} "
                                                            f"{init} {p.stderr[-600:]}")
+    # the thread-per-GPU shape snapshotted: its ranks are made again together
+    # at the restore (not from a warm set: they are used from threads), and
+    # both ways of restoring answer as the one-process shape did
+    snapt = os.path.join(tmp, "tpt")
+    pt = phos("snapshot", "--device", DEVICE, "--gpus", "0,1", "-o", snapt, "--", TP_MLP, "--threads", "2",
+              extra_env=ENV, timeout=120)
+    check(pt.returncode == 0, f"snapshot of tp_mlp --threads 2: {pt.returncode} {pt.stderr[-600:]}")
+    if pt.returncode == 0:
+        for how in ([], ["--on-demand"]):
+            q = phos("restore", "--device", DEVICE, "--gpus", "0,1", *how, snapt, stdin="{}\n{}\n", extra_env=ENV,
+                     timeout=120)
+            got = answers(q)
+            check(q.returncode == 0 and len(got) == 2 and init and
+                  all(g.get("ok") and g.get("rank") == "threads" and g.get("sample") == init[0].get("sample")
+                      for g in got), f"tp_mlp --threads 2 restored {how}: {q.returncode} {got} {q.stderr[-600:]}")
     if p.returncode == 0:
         for rnd in range(2):   # twice from one snapshot: a fresh set of communicators each time
             p = phos("restore", "--device", DEVICE, "--gpus", "0,1", snap, stdin="{}\n{}\n", extra_env=ENV,
@@ -233,6 +285,24 @@ try:
           log.count("the function took the warm communicator over 2 GPUs") == 2,
           f"a second function took a second warm set: {st} {ans} "
           f"{log.count('the function took the warm communicator')} {log[-1500:]}")
+    # a thread per GPU through the invoker: its cold start makes its own
+    # (nonblocking) communicators, not the pooled executor's warm set
+    st, _ = inv.call("DELETE", "/system/functions/tp3", timeout=120)
+    check(st in (200, 204), f"remove tp3: {st}")
+    st, ans = inv.call("POST", "/system/functions", {"name": "tpt", "program": TP_MLP,
+                                                     "args": ["--threads", "2"], "gpus": 2}, timeout=300)
+    check(st == 201, f"deploy of tp_mlp --threads 2: {st} {ans} {inv.logtext()[-1500:]}")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (pool_metric("starting") == 0 and pool_metric("busy") == 0):
+        time.sleep(0.1)
+    for attempt in ("cold", "warm"):
+        st, ans = inv.call("POST", "/function/tpt", {}, timeout=120)
+        check(st == 200 and isinstance(ans, dict) and ans.get("ok") and ans.get("rank") == "threads" and
+              ans.get("sample") == ref, f"{attempt} call of tp_mlp --threads 2: {st} {ans} "
+                                        f"{'' if st == 200 else inv.logtext()[-1500:]}")
+    log = inv.logtext()
+    check(log.count("the function took the warm communicator over 2 GPUs") == 2,
+          f"the thread-per-GPU function took no warm set: {log.count('the function took the warm communicator')}")
     inv.stop()
 finally:
     for p in procs:

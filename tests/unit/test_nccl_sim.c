@@ -44,7 +44,7 @@ static uint16_t bf16(float f)
 /* One rank of three: its failures, as the exit status. */
 static int rank_main(const uint8_t *id, int rank, int n)
 {
-	struct phos_nccl_params p = { .nranks = n, .rank = rank };
+	struct phos_nccl_params p = { .nranks = n, .rank = rank, .blocking = -1 };
 	const size_t N = 200000;   /* 800 KB of floats: several 256 KiB steps */
 	float *a = malloc(N * 4 * n), *b = malloc(N * 4 * n);
 	void *comm = NULL;
@@ -136,7 +136,7 @@ static int segments(void)
 int main(void)
 {
 	uint8_t id[PHOS_NCCL_ID_BYTES];
-	struct phos_nccl_params p = { .nranks = 3 };
+	struct phos_nccl_params p = { .nranks = 3, .blocking = -1 };
 	void *comm = NULL;
 	int before = segments();
 	pid_t kids[3];
@@ -189,7 +189,7 @@ int main(void)
 		nc->unique_id(id);
 		kid = fork();
 		if (kid == 0) {
-			struct phos_nccl_params q = { .nranks = 2, .rank = 1 };
+			struct phos_nccl_params q = { .nranks = 2, .rank = 1, .blocking = -1 };
 			void *c = NULL;
 
 			_exit(nc->init(id, &q, &c) == 0 ? 0 : 1);   /* joins, then dies */
@@ -202,6 +202,61 @@ int main(void)
 		CHECK(nc->async_error(comm, &st) == 0 && st == PHOS_NCCL_REMOTE_ERROR, "and an async error");
 		nc->abort(comm);
 		waitpid(kid, &st, 0);
+	}
+
+	/* nonblocking: both ranks in this process, driven from this one thread
+	 * (as the executor's dispatcher drives ranks that are threads of one
+	 * function): every call answers ncclInProgress at once, async_error
+	 * answers it until the work is done */
+	{
+		struct phos_nccl_params q[2] = { { .nranks = 2, .rank = 0, .blocking = 0 },
+						 { .nranks = 2, .rank = 1, .blocking = 0 } };
+		void *c[2] = { NULL, NULL };
+		float x[2][4], y[2][4];
+		int st;
+
+		setenv("PHOS_NCCL_TIMEOUT_MS", "10000", 1);
+		nc->unique_id(id);
+		for (int r = 0; r < 2; r++)
+			CHECK(nc->init(id, &q[r], &c[r]) == PHOS_NCCL_IN_PROGRESS && c[r], "nonblocking init %d", r);
+		for (int r = 0; r < 2; r++) {
+			while (nc->async_error(c[r], &st) == 0 && st == PHOS_NCCL_IN_PROGRESS)
+				usleep(100);
+			CHECK(st == 0, "rank %d joined: %d", r, st);
+		}
+		for (int r = 0; r < 2; r++)
+			for (int i = 0; i < 4; i++)
+				x[r][i] = (float)(10 * r + i);
+		for (int r = 0; r < 2; r++)
+			CHECK(coll(c[r], PHOS_NCCL_ALL_REDUCE, PHOS_NCCL_FLOAT32, PHOS_NCCL_SUM, 0, 4, x[r], y[r]) ==
+				      PHOS_NCCL_IN_PROGRESS, "nonblocking all-reduce %d", r);
+		for (int r = 0; r < 2; r++) {
+			while (nc->async_error(c[r], &st) == 0 && st == PHOS_NCCL_IN_PROGRESS)
+				usleep(100);
+			CHECK(st == 0 && y[r][0] == 10.0f && y[r][3] == 16.0f, "rank %d: %d, sum %g %g", r, st, y[r][0],
+			      y[r][3]);
+		}
+		/* each rank's group alone (a thread's own group): ncclInProgress, then the ring */
+		for (int r = 0; r < 2; r++) {
+			CHECK(nc->group_start() == 0, "group start");
+			coll(c[r], PHOS_NCCL_SEND, PHOS_NCCL_FLOAT32, 0, 1 - r, 4, x[r], NULL);
+			coll(c[r], PHOS_NCCL_RECV, PHOS_NCCL_FLOAT32, 0, 1 - r, 4, NULL, y[r]);
+			CHECK(nc->group_end() == PHOS_NCCL_IN_PROGRESS, "group end of rank %d in progress", r);
+		}
+		for (int r = 0; r < 2; r++) {
+			while (nc->async_error(c[r], &st) == 0 && st == PHOS_NCCL_IN_PROGRESS)
+				usleep(100);
+			CHECK(st == 0 && y[r][1] == x[1 - r][1], "rank %d received %g", r, y[r][1]);
+		}
+		/* a rank whose peer never joins: in progress, a call on it refused
+		 * meanwhile, and abort ends its join at once */
+		nc->unique_id(id);
+		CHECK(nc->init(id, &q[1], &c[1]) == PHOS_NCCL_IN_PROGRESS, "a lone nonblocking join");
+		CHECK(nc->async_error(c[1], &st) == 0 && st == PHOS_NCCL_IN_PROGRESS, "still joining");
+		CHECK(coll(c[1], PHOS_NCCL_ALL_REDUCE, PHOS_NCCL_FLOAT32, PHOS_NCCL_SUM, 0, 4, x[1], y[1]) ==
+			      PHOS_NCCL_INVALID_USAGE, "a call while its join is in progress is refused");
+		nc->abort(c[1]);
+		nc->destroy(c[0]);
 	}
 	CHECK(segments() == before, "no segments left");
 	if (failures)
