@@ -23,8 +23,8 @@
  * Threads: NCCL's groups are per thread, and ranks may be threads (one per
  * GPU). All of them share one executor and its one dispatcher, so
  *   - a thread's group is kept here and sent whole at its outermost
- *     ncclGroupEnd (GROUP start, its records, GROUP end under one lock):
- *     the groups of several threads never mix in the executor;
+ *     ncclGroupEnd (GROUP start, its records, GROUP end under the lock that
+ *     every NCCL record takes): no other thread's record lands in it;
  *   - a record the executor answers with ncclInProgress (the communicators it
  *     makes nonblocking: exec_nccl.c) is waited for here, polling the
  *     communicator's async error with the channel free in between, so that
@@ -109,6 +109,11 @@ static nccl_result status_of(int cuda_err)
 	}
 }
 
+/* Every NCCL record goes out under it, and a thread's group (group_flush)
+ * holds it from its GROUP start to its GROUP end: no other thread's record
+ * lands inside that group in the executor. */
+static pthread_mutex_t records_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+
 /* A synchronous NCCL record: the executor's ncclResult_t (ncclInProgress
  * too: see wait_comms), or the channel's error. */
 static nccl_result call(uint32_t op, const void *body, size_t len, void *out, size_t cap, size_t *ret_len)
@@ -117,7 +122,9 @@ static nccl_result call(uint32_t op, const void *body, size_t len, void *out, si
 
 	if (phos_preload_connect())
 		return fail(PHOS_NCCL_SYSTEM_ERROR, "no executor");
+	pthread_mutex_lock(&records_lock);
 	r = phos_preload_call(op, body, len, NULL, 0, out, cap, ret_len, &ns);
+	pthread_mutex_unlock(&records_lock);
 	if (r && !ns)
 		return fail(status_of(r), "%s failed: cuda error %d", phos_op_name(op), r);
 	if (ns == PHOS_NCCL_IN_PROGRESS)
@@ -780,11 +787,10 @@ static void mark_apart(struct grec *recs, size_t n)
 }
 
 /* The outermost ncclGroupEnd of this thread: its records, sent together
- * (GROUP start, each record, GROUP end) under one lock, then waited for.
+ * (GROUP start, each record, GROUP end) under records_lock, then waited for.
  * On failure the communicators it was to make are broken. */
 static nccl_result group_flush(void)
 {
-	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	struct phos_nccl_group start = { .start = 1 }, end = { .start = 0 };
 	size_t n = tgroup.n;
 	nccl_result r = tgroup.err, e;
@@ -803,7 +809,7 @@ static nccl_result group_flush(void)
 		return fail(PHOS_NCCL_SYSTEM_ERROR, "out of memory");
 	}
 	mark_apart(tgroup.recs, n);
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&records_lock);
 	r = call(PHOS_OP_NCCL_GROUP, &start, sizeof(start), NULL, 0, NULL);
 	if (r == 0) {
 		for (size_t i = 0; i < n && r == 0; i++) {
@@ -823,7 +829,7 @@ static nccl_result group_flush(void)
 		else if (e && !r)
 			r = e;
 	}
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&records_lock);
 	for (size_t i = 0; i < n; i++)
 		ids[i] = tgroup.recs[i].op == PHOS_OP_NCCL_INIT ? tgroup.recs[i].u.in.comm : tgroup.recs[i].u.k.comm;
 	if (waiting && (e = wait_comms(ids, n)) && !r)
