@@ -217,54 +217,89 @@ static int collect_objects(struct executor *ex, const char *dir, struct dump_ctx
 	return 0;
 }
 
+/* Array scratch lives on device 0 (collect_arrays). */
 static void scratch_free_all(struct executor *ex, uint64_t *scratch, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		ex->dev_ops->scratch_free(ex->dev, scratch[i]);
+		ex->dev_ops->scratch_free(ex->devs[0], scratch[i]);
 	free(scratch);
+}
+
+/* Array a's contents into scratch, on device 0 (read back like a buffer):
+ * straight from an array of device 0 (queued: the caller synchronises); from
+ * an array of another device through host memory, as that device's scratch
+ * would be out of device 0's reach. */
+static int array_out(struct executor *ex, const struct exec_array *a, uint64_t scratch)
+{
+	struct phos_copy_side dst = { 0 }, src = { .array = a->dev };
+	uint64_t pitch = a->dims[0] * a->elem_bytes;
+	void *host;
+	int r;
+
+	dst.pitch = pitch;
+	dst.slice = pitch * a->dims[1];
+	if (a->device == 0) {
+		dst.addr = scratch;
+		return ex->dev_ops->array_copy(ex->devs[0], &dst, &src, pitch, a->dims[1], a->dims[2], NULL);
+	}
+	host = malloc(a->bytes ? a->bytes : 1);
+	if (!host)
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	dst.host = host;
+	r = ex->dev_ops->array_copy(ex->devs[a->device], &dst, &src, pitch, a->dims[1], a->dims[2], NULL);
+	if (r == 0)
+		r = ex->dev_ops->synchronize(ex->devs[a->device]);
+	if (r == 0)
+		r = ex->dev_ops->memcpy_h2d(ex->devs[0], scratch, host, a->bytes, NULL);
+	free(host);
+	return r;
 }
 
 /* Arrays (after every variable: their items come last) and texture and
  * surface objects. Each array is copied now into device scratch memory, so
  * that the dump holds it as it is at this moment whatever the function does
  * next (a cow or recopy checkpoint lets it run on), and that copy is the
- * array's item (exec_array.c). */
+ * array's item (exec_array.c). Over several GPUs each array keeps its device;
+ * texture and surface objects must all be on one (their handles are one
+ * table: exec_array.c). */
 static int collect_arrays(struct executor *ex, struct dump_ctx *c, char *err, size_t errlen)
 {
 	struct phos_image *img = c->img;
 	uint32_t narrays = 0;
-	int r;
+	int tex_dev = -1, r;
 
 	for (uint32_t id = 0; id < ex->arrays.cap; id++)
 		narrays += ex->arrays.slot[id] != NULL;
-	if (narrays && ex->ndevs > 1) {
-		phos_errf(err, errlen, "CUDA arrays in a snapshot over several GPUs are not supported yet (%u arrays)",
-			  narrays);
-		return -EOPNOTSUPP;
+	for (uint32_t h = 0; h < ex->texes.cap; h++) {
+		const struct exec_tex *t = ex->texes.slot[h];
+
+		if (t && tex_dev >= 0 && t->device != tex_dev) {
+			phos_errf(err, errlen, "texture or surface objects on several GPUs (%d and %d) in one snapshot are "
+				  "not supported", tex_dev, t->device);
+			return -EOPNOTSUPP;
+		}
+		if (t)
+			tex_dev = t->device;
 	}
 	if (narrays && !(c->scratch = calloc(narrays, sizeof(*c->scratch))))
 		return -ENOMEM;
 	for (uint32_t id = 0; id < ex->arrays.cap; id++) {
 		struct exec_array *a = ex->arrays.slot[id];
 		struct phos_image_array ia = { .size = a ? a->bytes : 0 };
-		struct phos_copy_side dst = { 0 }, src = { 0 };
 		uint64_t scratch = 0;
 
 		if (!a)
 			continue;
 		ia.desc = a->desc;
-		r = ex->dev_ops->scratch_alloc(ex->dev, a->bytes, &scratch);
+		ia.device = (uint32_t)a->device;
+		r = ex->dev_ops->scratch_alloc(ex->devs[0], a->bytes, &scratch);
 		if (r < 0) {
 			phos_errf(err, errlen, "no device memory to copy array %u (%llu bytes) out (cuda error %d)", id,
 				  (unsigned long long)a->bytes, -r);
 			return r;
 		}
 		c->scratch[c->nscratch++] = scratch;
-		src.array = a->dev;
-		dst.addr = scratch;
-		dst.pitch = a->dims[0] * a->elem_bytes;
-		dst.slice = dst.pitch * a->dims[1];
-		r = ex->dev_ops->array_copy(ex->dev, &dst, &src, dst.pitch, a->dims[1], a->dims[2], NULL);
+		r = array_out(ex, a, scratch);
 		if (r < 0) {
 			phos_errf(err, errlen, "copying array %u out failed (cuda error %d)", id, -r);
 			return r;
@@ -272,7 +307,7 @@ static int collect_arrays(struct executor *ex, struct dump_ctx *c, char *err, si
 		TRY(add_item(c, scratch, a->bytes, &ia.offset));
 		TRY(phos_image_add_array(img, &ia));
 	}
-	if (narrays && (r = ex->dev_ops->synchronize(ex->dev)) < 0) {
+	if (narrays && (r = ex->dev_ops->synchronize(ex->devs[0])) < 0) {
 		phos_errf(err, errlen, "copying the arrays out failed (cuda error %d)", -r);
 		return r;
 	}
@@ -284,6 +319,7 @@ static int collect_arrays(struct executor *ex, struct dump_ctx *c, char *err, si
 			continue;
 		it.desc = t->desc;
 		it.dangling = t->dangling;
+		it.device = (uint32_t)t->device;
 		TRY(phos_image_add_tex(img, &it));
 	}
 	return 0;
@@ -642,7 +678,7 @@ static int load_array_data(struct executor *ex, const char *dir, const struct ph
 			   size_t errlen)
 {
 	char path[4096];
-	int fd, r = 0;
+	int fd, r = 0, saved = ex->dev_index;
 
 	if (!img->narrays)
 		return 0;
@@ -681,7 +717,11 @@ static int load_array_data(struct executor *ex, const char *dir, const struct ph
 			r = -EBADMSG;
 			phos_errf(err, errlen, "checksum mismatch in gpu.data at offset %llu (%llu bytes for array %u)",
 				  (unsigned long long)ia->offset, (unsigned long long)ia->size, ia->desc.id);
-		} else if ((r = exec_array_make(ex, &ia->desc, &a)) < 0) {
+		} else if ((int)ia->device >= ex->ndevs) {
+			r = -EINVAL;
+			phos_errf(err, errlen, "array %u is of GPU %u; this executor owns %d", ia->desc.id, ia->device,
+				  ex->ndevs);
+		} else if (exec_use_device(ex, (int)ia->device), (r = exec_array_make(ex, &ia->desc, &a)) < 0) {
 			phos_errf(err, errlen, "array %u could not be made (cuda error %d)", ia->desc.id, -r);
 			r = -EIO;
 		} else {
@@ -698,6 +738,7 @@ static int load_array_data(struct executor *ex, const char *dir, const struct ph
 		free(data);
 	}
 	close(fd);
+	exec_use_device(ex, saved);
 	return r;
 }
 
@@ -712,7 +753,7 @@ static int load_texes(struct executor *ex, const struct phos_image *img, char *e
 	uint64_t *stand_ins = NULL, top = 0;
 	size_t nstand = 0;
 	void *tiny = NULL;
-	int r = 0;
+	int r = 0, saved = ex->dev_index;
 
 	if (!img->ntexes)
 		return 0;
@@ -720,6 +761,20 @@ static int load_texes(struct executor *ex, const struct phos_image *img, char *e
 		phos_errf(err, errlen, "the %s device has no texture objects", ex->dev_ops->name);
 		return -EIO;
 	}
+	/* all on one device (collect_arrays): made there */
+	for (uint32_t i = 1; i < img->ntexes; i++) {
+		if (img->texes[i].device != img->texes[0].device) {
+			phos_errf(err, errlen, "texture objects of GPUs %u and %u in one snapshot", img->texes[0].device,
+				  img->texes[i].device);
+			return -EINVAL;
+		}
+	}
+	if ((int)img->texes[0].device >= ex->ndevs) {
+		phos_errf(err, errlen, "texture objects of GPU %u; this executor owns %d", img->texes[0].device,
+			  ex->ndevs);
+		return -EINVAL;
+	}
+	exec_use_device(ex, (int)img->texes[0].device);
 	for (uint32_t i = 0; i < img->ntexes; i++)
 		top = img->texes[i].handle > top ? img->texes[i].handle : top;
 	stand_ins = calloc(top, sizeof(*stand_ins));
@@ -769,6 +824,7 @@ static int load_texes(struct executor *ex, const struct phos_image *img, char *e
 	if (tiny)
 		ex->dev_ops->array_destroy(ex->dev, tiny);
 	free(stand_ins);
+	exec_use_device(ex, saved);
 	if (r < 0 && !*err)
 		phos_errf(err, errlen, "texture objects could not be made (error %d)", -r);
 	return r;

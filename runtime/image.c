@@ -370,6 +370,19 @@ static json_t *ints_json(const int64_t *v, size_t n)
 	return a;
 }
 
+/* Adds "device" to o when it is not device 0 (1.4); false (o freed) when out
+ * of memory or o is NULL. */
+static bool with_device(json_t *o, uint32_t device)
+{
+	if (!o)
+		return false;
+	if (device && json_object_set_new(o, "device", json_integer(JI(device))) < 0) {
+		json_decref(o);
+		return false;
+	}
+	return true;
+}
+
 static json_t *arrays_to_json(const struct phos_image *img)
 {
 	json_t *a = json_array();
@@ -384,7 +397,7 @@ static json_t *arrays_to_json(const struct phos_image *img)
 				      "format", ints_json(bits, 4), "kind", JI(d->kind), "extent",
 				      ints_json(ext, 3), "offset", JI(x->offset), "size", JI(x->size));
 
-		ok = push_hashed(a, o, x->hash);
+		ok = with_device(o, x->device) && push_hashed(a, o, x->hash);
 	}
 	if (!ok) {
 		json_decref(a);
@@ -429,26 +442,13 @@ static json_t *texes_to_json(const struct phos_image *img)
 			json_decref(o);
 			break;
 		}
-		ok = push(a, o);
+		ok = with_device(o, t->device) && push(a, o);
 	}
 	if (!ok) {
 		json_decref(a);
 		return NULL;
 	}
 	return a;
-}
-
-/* Adds "device" to o when it is not device 0 (1.4); false (o freed) when out
- * of memory or o is NULL. */
-static bool with_device(json_t *o, uint32_t device)
-{
-	if (!o)
-		return false;
-	if (device && json_object_set_new(o, "device", json_integer(JI(device))) < 0) {
-		json_decref(o);
-		return false;
-	}
-	return true;
 }
 
 /* Builds the manifest; NULL when out of memory or a string is not UTF-8. The

@@ -44,7 +44,7 @@
 #define PHOS_IMAGE_MINOR 4   /* 1.1: cpu.files, the CRIU image's checksums; 1.2: checkpoint;
                               * 1.3: arrays, textures; 1.4: devices (an executor over
                               * several GPUs) and the device of each stream, event,
-                              * cuBLAS handle and variable copy */
+                              * cuBLAS handle, variable copy, array and texture object */
 #define PHOS_IMAGE_ALIGN 4096u
 #define PHOS_IMAGE_HASH_CHUNK (4u << 20)
 
@@ -112,6 +112,7 @@ struct phos_image_array {
 	struct phos_array_create desc;   /* id, format, flags, extent */
 	uint64_t offset, size;           /* size: phos_array_extent's bytes */
 	uint64_t hash;
+	uint32_t device;                 /* 1.4: the GPU it was made on (absent: 0) */
 };
 
 /* 1.3: a texture or surface object, by its handle, as it was made. */
@@ -119,6 +120,7 @@ struct phos_image_tex {
 	uint64_t handle;
 	bool dangling;        /* its array was freed before the dump: the handle stays taken */
 	struct phos_tex_create desc;
+	uint32_t device;      /* 1.4: the GPU it was made on (absent: 0) */
 };
 
 /* A file of the CRIU image (cpu/NAME), checksummed like a buffer. */

@@ -239,8 +239,8 @@ static int validate_arrays(const struct phos_image *img, char *err, size_t errle
 			if (img->texes[k].handle == t->handle)
 				return fail(err, errlen, -EINVAL, "texture %llu: listed twice",
 					    (unsigned long long)t->handle);
-		for (uint32_t k = 0; k < img->narrays; k++)
-			found |= img->arrays[k].desc.id == d->array;
+		for (uint32_t k = 0; k < img->narrays; k++)   /* an array of its own GPU */
+			found |= img->arrays[k].desc.id == d->array && img->arrays[k].device == t->device;
 		if (d->res_type == PHOS_RES_ARRAY ? !t->dangling && !found
 		    : d->surface || (d->res_type != PHOS_RES_LINEAR && d->res_type != PHOS_RES_PITCH2D) ||
 		      phos_channel_format(d->bits, d->kind, &channels, &cbytes) < 0)

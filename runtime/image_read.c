@@ -572,6 +572,7 @@ static int rd_arrays(struct rd *r, json_t *root, struct phos_image *img)
 		RD(rd_u64(r, o, "offset", &x->offset));
 		RD(rd_u64(r, o, "size", &x->size));
 		RD(rd_hash(r, o, "hash", &x->hash));
+		RD(rd_opt_u32(r, o, "device", 0, 0, img->devices - 1, &x->device));
 	}
 	r->where[0] = '\0';
 	return 0;
@@ -592,6 +593,7 @@ static int rd_texes(struct rd *r, json_t *root, struct phos_image *img)
 
 		RD(rd_elem(r, a, "textures", i, &o));
 		RD(rd_u64(r, o, "handle", &t->handle));
+		RD(rd_opt_u32(r, o, "device", 0, 0, img->devices - 1, &t->device));
 		RD(rd_bool(r, o, "dangling", &t->dangling));
 		RD(rd_bool(r, o, "surface", &surface));
 		d->surface = surface;

@@ -22,7 +22,8 @@
  * on-demand restore must have brought in before that kernel runs, whichever
  * device it is on), reads the variable on both devices, runs a kernel on
  * device 1's stream and reads device 0's buffer, and answers
- * {"v0":7,"v1":9,"fill":2005,"p0":5,"peek1":14,"peek0":82,"ok":BOOL}: what a
+ * {"v0":7,"v1":9,"fill":2005,"p0":5,"peek1":14,"peek0":82,"arr0":1400,
+ * "arr1":601,"ok":BOOL} (arr: a CUDA array made on each device): what a
  * restore must bring back on the right devices.
  */
 #include <cstdio>
@@ -61,13 +62,25 @@ static void report(const char *name, bool ok, const char *detail = "")
 struct served {
 	int *p0, *p1, *q1, *r0;
 	cudaStream_t s1;
+	cudaArray_t a0, a1;   /* 64 x 4 floats, element i: 7 i on device 0, 3 i + 1 on device 1 */
 };
+
+/* Element at of a's 64 x 4 floats, read back through host memory. */
+static float array_at(cudaArray_t a, int at)
+{
+	static float h[256];
+
+	if (cudaMemcpy2DFromArray(h, 64 * sizeof(float), a, 0, 0, 64 * sizeof(float), 4, cudaMemcpyDeviceToHost))
+		return -1;
+	return h[at];
+}
 
 static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_response *resp)
 {
 	served *s = (served *)arg;
 	int v0 = 0, v1 = 0, fill = 0, p0 = 0, peek[2] = { 0, 0 };
-	char out[256];
+	float arr0, arr1;
+	char out[320];
 
 	(void)req;
 	/* before anything else touches them: p1 and (peer) r0 hold 5 + i */
@@ -84,10 +97,14 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 	cudaMemcpyAsync(&fill, s->p1 + 5, sizeof(int), cudaMemcpyDeviceToHost, s->s1);
 	mg_fill<<<32, 128, 0, s->s1>>>(s->p1, 5, 1 << 16);   /* as the snapshot had it, for the next request */
 	cudaStreamSynchronize(s->s1);
+	arr1 = array_at(s->a1, 200);
 	cudaSetDevice(0);
-	snprintf(out, sizeof(out), "{\"v0\":%d,\"v1\":%d,\"fill\":%d,\"p0\":%d,\"peek1\":%d,\"peek0\":%d,\"ok\":%s}",
-		 v0, v1, fill, p0, peek[0], peek[1],
-		 v0 == 7 && v1 == 9 && fill == 2005 && p0 == 5 && peek[0] == 14 && peek[1] == 82 ? "true" : "false");
+	arr0 = array_at(s->a0, 200);
+	snprintf(out, sizeof(out), "{\"v0\":%d,\"v1\":%d,\"fill\":%d,\"p0\":%d,\"peek1\":%d,\"peek0\":%d,"
+				   "\"arr0\":%g,\"arr1\":%g,\"ok\":%s}",
+		 v0, v1, fill, p0, peek[0], peek[1], arr0, arr1,
+		 v0 == 7 && v1 == 9 && fill == 2005 && p0 == 5 && peek[0] == 14 && peek[1] == 82 && arr0 == 1400 &&
+				 arr1 == 601 ? "true" : "false");
 	resp->body = strdup(out);   /* phos_fn_serve frees it */
 	if (!resp->body)
 		return 500;
@@ -264,7 +281,25 @@ int main(int argc, char **argv)
 		int *r0 = nullptr;
 		report("serve_alloc", cudaMalloc(&r0, 1 << 20) == cudaSuccess);
 		mg_fill<<<32, 128>>>(r0, 5, 1 << 18);
-		s = { p0, p1, q1, r0, s1 };
+		s = { p0, p1, q1, r0, s1, nullptr, nullptr };
+		/* a CUDA array on each device */
+		{
+			cudaChannelFormatDesc fd = cudaCreateChannelDesc<float>();
+			static float h0[256], h1[256];
+
+			for (int i = 0; i < 256; i++)
+				h0[i] = 7.0f * i, h1[i] = 3.0f * i + 1;
+			report("serve_array0", cudaMallocArray(&s.a0, &fd, 64, 4) == cudaSuccess &&
+						       cudaMemcpy2DToArray(s.a0, 0, 0, h0, 64 * sizeof(float),
+									   64 * sizeof(float), 4,
+									   cudaMemcpyHostToDevice) == cudaSuccess);
+			cudaSetDevice(1);
+			report("serve_array1", cudaMallocArray(&s.a1, &fd, 64, 4) == cudaSuccess &&
+						       cudaMemcpy2DToArray(s.a1, 0, 0, h1, 64 * sizeof(float),
+									   64 * sizeof(float), 4,
+									   cudaMemcpyHostToDevice) == cudaSuccess);
+			cudaSetDevice(0);
+		}
 		cudaSetDevice(1);
 		report("serve_peer", cudaDeviceEnablePeerAccess(0, 0) == cudaSuccess);
 		cudaSetDevice(0);

@@ -16,8 +16,8 @@ function one executor over both (phos-executor --gpus).
 - nccl_calls threads 2: every forwarded NCCL call from a thread per GPU
   (collectives, groups, send/recv, queries, finalize, destroy);
 - snapshots (`phos-fn snapshot --gpus 0,1`) and restores onto an executor of
-  two GPUs: multi_gpu --serve answers with each device's variable, buffer and
-  stream as they were, stop-the-world and on demand (a kernel on device 1
+  two GPUs: multi_gpu --serve answers with each device's variable, buffer,
+  CUDA array and stream as they were, stop-the-world and on demand (a kernel on device 1
   reading device 1's and, through peer access, device 0's buffers while they
   are still coming in: both promoted, the answers right); tp_mlp --one-process's communicators are made again
   together (both ranks in this process) and its answers match the reference;
@@ -155,8 +155,10 @@ try:
         with open(os.path.join(snap, "manifest.json")) as f:
             man = json.load(f)
         devs = sorted({v.get("device", 0) for v in man["variables"]})
-        check(man.get("devices") == 2 and devs == [0, 1] and any(s.get("device") == 1 for s in man["streams"]),
-              f"manifest of two devices: devices {man.get('devices')}, variable copies on {devs}")
+        adevs = sorted(a.get("device", 0) for a in man.get("arrays", []))
+        check(man.get("devices") == 2 and devs == [0, 1] and any(s.get("device") == 1 for s in man["streams"]) and
+              adevs == [0, 1], f"manifest of two devices: devices {man.get('devices')}, variable copies on {devs}, "
+                               f"arrays on {adevs}")
         p = phos("restore", "--device", DEVICE, "--gpus", "0,1", snap, stdin="{}\n{}\n", extra_env=ENV, timeout=120)
         got = answers(p)
         check(p.returncode == 0 and len(got) == 2 and all(g.get("ok") for g in got),
