@@ -189,6 +189,18 @@ static __thread struct {
 	nccl_result err;              /* of keeping a record: the group end's result */
 } tgroup;
 
+/* A thread's kept records go with the thread. */
+static pthread_key_t recs_key;
+static pthread_once_t recs_once = PTHREAD_ONCE_INIT;
+static bool recs_key_ok;
+
+static void recs_key_make(void)
+{
+	recs_key_ok = pthread_key_create(&recs_key, free) == 0;
+	if (!recs_key_ok)
+		phos_warn("nccl: no thread key: a thread's group records stay allocated after it ends");
+}
+
 /* Keeps a record for the group's end: ncclSuccess, or the failure (also
  * the group end's). */
 static nccl_result group_keep(uint32_t op, const void *body, size_t len)
@@ -203,6 +215,9 @@ static nccl_result group_keep(uint32_t op, const void *body, size_t len)
 					  GROUP_MAX_RECORDS);
 			return tgroup.err;
 		}
+		pthread_once(&recs_once, recs_key_make);
+		if (recs_key_ok)
+			pthread_setspecific(recs_key, g);
 		tgroup.recs = g;
 		tgroup.cap = cap;
 	}
