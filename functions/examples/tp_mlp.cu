@@ -484,10 +484,11 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 	return 0;
 }
 
-/* --- one process, every rank (--one-process) --- */
+/* --- one process, every rank (--one-process, --threads) --- */
 
 struct tp_all {
 	std::vector<tp> r;
+	bool threads;   /* --threads: a thread per rank; else one thread drives every rank */
 };
 
 /* The forward pass of every rank: each rank's layers on its device, the
@@ -546,34 +547,6 @@ static double forward_all(tp_all *a, std::vector<float> &sample)
 	return err;
 }
 
-static char *report_all(tp_all *a, double err, const std::vector<float> &sample)
-{
-	char *one = report(&a->r[0], err, sample), *s = NULL;
-	const char *rest = one ? strchr(one, ',') : NULL;   /* after "rank":0 */
-
-	if (rest && asprintf(&s, "{\"rank\":\"all\"%s", rest) < 0)
-		s = NULL;
-	free(one);
-	return s;
-}
-
-static int handle_all(void *arg, const struct phos_fn_request *req, struct phos_fn_response *resp)
-{
-	tp_all *a = (tp_all *)arg;
-	std::vector<float> sample;
-	double err;
-
-	(void)req;
-	err = forward_all(a, sample);
-	resp->body = report_all(a, err, sample);
-	if (!resp->body)
-		return 500;
-	resp->len = strlen(resp->body);
-	return 0;
-}
-
-/* --- a thread per rank (--threads) --- */
-
 /* Every rank's forward pass on a thread of its own, at once; rank 0's error
  * (infinite when another rank's sample differs from rank 0's). */
 static double forward_threads(tp_all *a, std::vector<float> &sample)
@@ -598,31 +571,33 @@ static double forward_threads(tp_all *a, std::vector<float> &sample)
 	return errs[0];
 }
 
-static char *report_threads(tp_all *a, double err, const std::vector<float> &sample)
+static char *report_all(tp_all *a, double err, const std::vector<float> &sample)
 {
 	char *one = report(&a->r[0], err, sample), *s = NULL;
 	const char *rest = one ? strchr(one, ',') : NULL;   /* after "rank":0 */
 
-	if (rest && asprintf(&s, "{\"rank\":\"threads\"%s", rest) < 0)
+	if (rest && asprintf(&s, "{\"rank\":\"%s\"%s", a->threads ? "threads" : "all", rest) < 0)
 		s = NULL;
 	free(one);
 	return s;
 }
 
-static int handle_threads(void *arg, const struct phos_fn_request *req, struct phos_fn_response *resp)
+static int handle_all(void *arg, const struct phos_fn_request *req, struct phos_fn_response *resp)
 {
 	tp_all *a = (tp_all *)arg;
 	std::vector<float> sample;
 	double err;
 
 	(void)req;
-	err = forward_threads(a, sample);
-	resp->body = report_threads(a, err, sample);
+	err = a->threads ? forward_threads(a, sample) : forward_all(a, sample);
+	resp->body = report_all(a, err, sample);
 	if (!resp->body)
 		return 500;
 	resp->len = strlen(resp->body);
 	return 0;
 }
+
+/* --- a thread per rank (--threads) --- */
 
 static int main_threads(const tp &proto)
 {
@@ -642,6 +617,7 @@ static int main_threads(const tp &proto)
 	}
 	NK(ncclGetUniqueId(&id));
 	a.r.assign(n, proto);
+	a.threads = true;
 	for (int k = 0; k < n; k++)
 		th.emplace_back([&proto, &id, n, k] {
 			tp *t = &a.r[k];
@@ -661,13 +637,13 @@ static int main_threads(const tp &proto)
 	for (auto &t : th)
 		t.join();
 	err = forward_threads(&a, sample);
-	line = report_threads(&a, err, sample);
+	line = report_all(&a, err, sample);
 	printf("%s\n", line ? line : "{\"ok\":false}");
 	fflush(stdout);
 	free(line);
 	if (!ok(&a.r[0], err))
 		return 1;
-	return phos_fn_serve(handle_threads, &a);
+	return phos_fn_serve(handle_all, &a);
 }
 
 static int main_one_process(const tp &proto)

@@ -271,16 +271,21 @@ try:
         st, ans = inv.call("POST", "/function/tp2", {}, timeout=120)
         check(st == 200 and isinstance(ans, dict) and ans.get("ok") and ans.get("sample") == ref and
               len(live_instances(inv, "tp2")) == 1, f"after the refused checkpoint: {st} {ans}")
+    def replace(old, name, args):
+        """Removes function old, deploys name (TP_MLP args over two GPUs) and
+        waits for the pooled executor to be idle again."""
+        st, _ = inv.call("DELETE", f"/system/functions/{old}", timeout=120)
+        check(st in (200, 204), f"remove {old}: {st}")
+        st, ans = inv.call("POST", "/system/functions", {"name": name, "program": TP_MLP, "args": args, "gpus": 2},
+                           timeout=300)
+        check(st == 201, f"deploy of {name} ({args}): {st} {ans} {inv.logtext()[-1500:]}")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (pool_metric("starting") == 0 and pool_metric("busy") == 0):
+            time.sleep(0.1)
+
     # the pooled executor, scrubbed after tp2 is removed, makes a new warm set,
     # which the next function's cold start takes in turn
-    st, _ = inv.call("DELETE", "/system/functions/tp2", timeout=120)
-    check(st in (200, 204), f"remove tp2: {st}")
-    st, ans = inv.call("POST", "/system/functions", {"name": "tp3", "program": TP_MLP,
-                                                     "args": ["--one-process", "2"], "gpus": 2}, timeout=300)
-    check(st == 201, f"deploy of tp3: {st} {ans}")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (pool_metric("starting") == 0 and pool_metric("busy") == 0):
-        time.sleep(0.1)
+    replace("tp2", "tp3", ["--one-process", "2"])
     st, ans = inv.call("POST", "/function/tp3", {}, timeout=120)
     log = inv.logtext()
     check(st == 200 and isinstance(ans, dict) and ans.get("ok") and ans.get("sample") == ref and
@@ -289,14 +294,7 @@ try:
           f"{log.count('the function took the warm communicator')} {log[-1500:]}")
     # a thread per GPU through the invoker: its cold start makes its own
     # (nonblocking) communicators, not the pooled executor's warm set
-    st, _ = inv.call("DELETE", "/system/functions/tp3", timeout=120)
-    check(st in (200, 204), f"remove tp3: {st}")
-    st, ans = inv.call("POST", "/system/functions", {"name": "tpt", "program": TP_MLP,
-                                                     "args": ["--threads", "2"], "gpus": 2}, timeout=300)
-    check(st == 201, f"deploy of tp_mlp --threads 2: {st} {ans} {inv.logtext()[-1500:]}")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (pool_metric("starting") == 0 and pool_metric("busy") == 0):
-        time.sleep(0.1)
+    replace("tp3", "tpt", ["--threads", "2"])
     for attempt in ("cold", "warm"):
         st, ans = inv.call("POST", "/function/tpt", {}, timeout=120)
         check(st == 200 and isinstance(ans, dict) and ans.get("ok") and ans.get("rank") == "threads" and
