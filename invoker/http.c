@@ -44,6 +44,7 @@ enum route {
 	R_MIGRATE, R_CKPT_FILE,    /* .../instances/ID/migrate, .../checkpoint/file (migrate.c) */
 	R_INSTANCES,               /* /system/functions/NAME/instances: a moved instance arrives */
 	R_MIGRATION,               /* /system/migrations/ID */
+	R_RENDEZVOUS,              /* /system/functions/NAME/rendezvous (rendezvous.c) */
 };
 
 struct req {
@@ -366,6 +367,8 @@ static int route(const char *url, struct req *q)
 			q->route = R_EXPORT_FILE;
 		else if (named[i].r == R_FUNC && slash && !strcmp(slash, "/instances"))
 			q->route = R_INSTANCES;
+		else if (named[i].r == R_FUNC && slash && !strcmp(slash, "/rendezvous"))
+			q->route = R_RENDEZVOUS;
 		else if (named[i].r == R_FUNC && slash && !strncmp(slash, "/instances/", 11)) {
 			/* /instances/ID/(checkpoint|migrate|checkpoint/file), ID 1..999999999
 			 * without leading zeros */
@@ -594,6 +597,9 @@ static MHD_RESULT dispatch(struct MHD_Connection *c, const char *method, struct 
 		return checkpoint_file(c, q);
 	case R_MIGRATION:
 		code = inv_migration_get(q->id, !strcmp(method, "DELETE"), &body);
+		return send_json(c, (unsigned)code, body, NULL);
+	case R_RENDEZVOUS:
+		code = inv_rendezvous_describe(q->name, &body);
 		return send_json(c, (unsigned)code, body, NULL);
 	default:
 		return send_error(c, 404, "no such route");

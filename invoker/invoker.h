@@ -127,6 +127,13 @@ struct inv_standby {
 
 #define INV_MAX_GPUS 8   /* the executor's EXEC_MAX_DEVICES */
 
+/* A rank of a function whose ranks run on several invokers (rendezvous.c). */
+struct inv_ranks {
+	bool on;
+	unsigned rank, nranks;
+	char *leader, *leader_token;   /* rank > 0: rank 0's invoker */
+};
+
 struct inv_function {
 	/* fixed at deploy */
 	char name[INV_NAME_MAX + 1];
@@ -139,6 +146,7 @@ struct inv_function {
 	struct inv_limits limits;
 	char *snapshot_dir;
 	double created;         /* unix time */
+	struct inv_ranks ranks; /* "ranks" of the deploy (rendezvous.c) */
 
 	pthread_mutex_t lock;   /* everything below */
 	pthread_cond_t cond;    /* an instance went idle or away */
@@ -266,6 +274,21 @@ const char *inv_gpu_list(const struct inv_function *f, char *buf, size_t len);
  * device). */
 struct phos_pool *inv_pool_for(const struct inv_function *f);
 /* Deploys from a request: 201/4xx/5xx; *ret_body is the JSON to send. */
+/* rendezvous.c: the ranks of a function on several invokers (see there).
+ * inv_ranks_parse checks a deploy's "ranks" (0, or -errno with err);
+ * inv_ranks_json describes them (the token only for the registry file);
+ * inv_rendezvous_prepare makes f's empty folder (at every deploy); _drop
+ * removes it; _start runs a rank's mirror of its leader's folder while f is
+ * deployed; _describe answers GET /system/functions/NAME/rendezvous. */
+int inv_ranks_parse(json_t *j, struct inv_ranks *ret, char *err, size_t errlen);
+void inv_ranks_free(struct inv_ranks *r);
+json_t *inv_ranks_json(const struct inv_ranks *r, bool with_token);
+void inv_rendezvous_path(const struct inv_function *f, char *buf, size_t len);
+int inv_rendezvous_prepare(struct inv_function *f, char *err, size_t errlen);
+void inv_rendezvous_drop(struct inv_function *f);
+int inv_rendezvous_start(struct inv_function *f);
+int inv_rendezvous_describe(const char *name, json_t **ret_body);
+
 int inv_function_deploy(json_t *req, json_t **ret_body);
 int inv_function_resnapshot(const char *name, json_t **ret_body);
 /* Removes a function; one being deployed has its snapshot cancelled (nothing left behind). */

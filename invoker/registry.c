@@ -155,6 +155,7 @@ static void function_free(struct inv_function *f)
 	if (f->moved_token)
 		explicit_bzero(f->moved_token, strlen(f->moved_token));
 	free(f->moved_token);
+	inv_ranks_free(&f->ranks);
 	json_decref(f->env);
 	pthread_mutex_destroy(&f->lock);
 	pthread_cond_destroy(&f->cond);
@@ -258,7 +259,7 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 		return snprintf(err, errlen, "the request must be a JSON object"), NULL;
 	json_object_foreach(j, key, val)
 		if (strcmp(key, "name") && strcmp(key, "program") && strcmp(key, "args") && strcmp(key, "env") &&
-		    strcmp(key, "device") && strcmp(key, "limits") && strcmp(key, "gpus") &&
+		    strcmp(key, "device") && strcmp(key, "limits") && strcmp(key, "gpus") && strcmp(key, "ranks") &&
 		    (deploying || strcmp(key, "created")))
 			return snprintf(err, errlen, "unknown field '%.64s'", key), NULL;
 	if (!json_is_string(name) || !inv_name_valid(json_string_value(name)))
@@ -341,6 +342,8 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 		snprintf(err, errlen, "limits.checkpoint_ms must be 0 (off) or 100..86400000");
 		goto fail;
 	}
+	if (json_object_get(j, "ranks") && inv_ranks_parse(json_object_get(j, "ranks"), &f->ranks, err, errlen) < 0)
+		goto fail;
 	f->gpus = gpus ? (unsigned)json_integer_value(gpus) : 1;
 	if (f->gpus > 1 && f->limits.checkpoint_ms) {
 		snprintf(err, errlen, "limits.checkpoint_ms: checkpoints of a function over several GPUs are not "
@@ -378,21 +381,24 @@ static json_t *limits_json(const struct inv_limits *l)
 			 (json_int_t)l->deploy_timeout_ms, "checkpoint_ms", (json_int_t)l->checkpoint_ms);
 }
 
-/* What is stored on disk. */
-static json_t *function_json(struct inv_function *f)
+/* What is stored on disk (with_token: a rank's leader token too). */
+static json_t *function_json(struct inv_function *f, bool with_token)
 {
-	json_t *args = json_array();
+	json_t *args = json_array(), *j;
 
 	for (unsigned i = 0; i < f->nargs; i++)
 		json_array_append_new(args, json_string(f->args[i]));
-	return json_pack("{s:s,s:s,s:o,s:O,s:s,s:I,s:o,s:f}", "name", f->name, "program", f->program, "args", args,
-			 "env", f->env, "device", f->device, "gpus", (json_int_t)f->gpus, "limits",
-			 limits_json(&f->limits), "created", f->created);
+	j = json_pack("{s:s,s:s,s:o,s:O,s:s,s:I,s:o,s:f}", "name", f->name, "program", f->program, "args", args,
+		      "env", f->env, "device", f->device, "gpus", (json_int_t)f->gpus, "limits", limits_json(&f->limits),
+		      "created", f->created);
+	if (j && f->ranks.on)
+		json_object_set_new(j, "ranks", inv_ranks_json(&f->ranks, with_token));
+	return j;
 }
 
 json_t *inv_function_describe(struct inv_function *f)
 {
-	json_t *j = function_json(f);
+	json_t *j = function_json(f, false);
 	unsigned c[4];
 
 	inv_instances_count(f, c);
@@ -439,7 +445,7 @@ json_t *inv_function_list(void)
  * /proc), and into ret_env NAME=VALUE for each of f's variables; NULL. */
 static char **snapshot_argv(struct inv_function *f, char ***ret_env)
 {
-	size_t n = 1 + f->nargs + 1, ne = json_object_size(f->env) + 1, i = 0, k = 0;
+	size_t n = 1 + f->nargs + 1, ne = json_object_size(f->env) + 5, i = 0, k = 0;
 	char **argv = calloc(n, sizeof(char *)), **env = calloc(ne, sizeof(char *));
 	bool ok = argv && env;
 	const char *key;
@@ -452,6 +458,20 @@ static char **snapshot_argv(struct inv_function *f, char ***ret_env)
 		json_object_foreach(f->env, key, val)
 			if (asprintf(&env[k++], "%s=%s", key, json_string_value(val)) < 0)
 				env[k - 1] = NULL, ok = false;
+		if (f->ranks.on) {   /* rendezvous.c; the deploy's env wins */
+			char dir[PATH_MAX];
+			const char *keys[4] = { "PHOS_RENDEZVOUS_DIR", "PHOS_NCCL_REINIT_DIR", "PHOS_RANK", "PHOS_NRANKS" };
+			char vals[4][PATH_MAX];
+
+			inv_rendezvous_path(f, dir, sizeof(dir));
+			snprintf(vals[0], sizeof(vals[0]), "%s", dir);
+			snprintf(vals[1], sizeof(vals[1]), "%s", dir);
+			snprintf(vals[2], sizeof(vals[2]), "%u", f->ranks.rank);
+			snprintf(vals[3], sizeof(vals[3]), "%u", f->ranks.nranks);
+			for (int q = 0; q < 4 && ok; q++)
+				if (!json_object_get(f->env, keys[q]) && asprintf(&env[k++], "%s=%s", keys[q], vals[q]) < 0)
+					env[k - 1] = NULL, ok = false;
+		}
 	}
 	if (!ok) {
 		for (size_t m = 0; argv && m < i; m++)
@@ -519,6 +539,9 @@ static int take_snapshot(struct inv_function *f, char *err, size_t errlen)
 
 	if (!argv)
 		return snprintf(err, errlen, "out of memory"), -ENOMEM;
+	r = inv_rendezvous_prepare(f, err, errlen);
+	if (r < 0)
+		goto out;
 	sc.cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (sc.cancel_fd < 0) {
 		r = -errno;
@@ -689,7 +712,7 @@ void inv_hot_update(void)
 static int save(struct inv_function *f)
 {
 	char path[PATH_MAX];
-	json_t *j = function_json(f);
+	json_t *j = function_json(f, true);   /* a registry file is the invoker's alone */
 	char *s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
 	int r;
 
@@ -771,7 +794,7 @@ static int take_snapshot_made(struct inv_function *f, void *arg, char *err, size
 
 json_t *inv_function_entry(struct inv_function *f)
 {
-	return function_json(f);
+	return function_json(f, false);   /* a peer's copy: no leader token */
 }
 
 /* A deploy of f (built, not listed yet) whose snapshot make takes: see
@@ -807,6 +830,8 @@ static int deploy_run(struct inv_function *f, inv_snapshot_maker make, int (*sta
 	funcs[nfuncs++] = f; /* listed as "deploying": a second deploy gets 409 */
 	f->refs++;
 	pthread_mutex_unlock(&reg_lock);
+	if (inv_rendezvous_start(f) < 0)   /* a rank > 0 meets its leader from the snapshot run on */
+		phos_warn("%s: no rendezvous thread: rank %u cannot meet its leader", f->name, f->ranks.rank);
 
 	phos_info("deploying %s: snapshot of %s", f->name, f->program);
 	err[0] = '\0';
@@ -849,6 +874,7 @@ static int deploy_run(struct inv_function *f, inv_snapshot_maker make, int (*sta
 		f->deploy_done = true;
 		pthread_cond_broadcast(&f->cond);
 		pthread_mutex_unlock(&f->lock);
+		inv_rendezvous_drop(f);
 		if (removed)
 			*ret_body = err_json("deploy cancelled: function %s was removed", f->name);
 		else
@@ -986,6 +1012,7 @@ int inv_function_remove(const char *name, json_t **ret_body)
 	if (r < 0 && r != -ENOENT)
 		phos_err("%s: cannot move the snapshot away: %s", f->name, strerror(-r));
 	inv_instances_stop_all(f);
+	inv_rendezvous_drop(f);
 	if (r == 0 && (r = remove_tree(tmp)) < 0)
 		phos_err("%s: cannot delete %s: %s", f->name, tmp, strerror(-r));
 	pthread_mutex_lock(&reg_lock);
@@ -1206,6 +1233,8 @@ int inv_registry_init(void)
 		}
 		funcs[nfuncs++] = f;
 		phos_info("loaded %s", f->name);
+		if (inv_rendezvous_start(f) < 0)
+			phos_warn("%s: no rendezvous thread: rank %u cannot meet its leader", f->name, f->ranks.rank);
 	}
 	closedir(d);
 	sweep_snapshots();

@@ -5,12 +5,17 @@
  * other ranks wait for PATH to appear, up to wait_ms. Host code only, shared
  * by tp_mlp, the NCCL benchmark and the NCCL tests.
  *
+ * A relative PATH is taken inside $PHOS_RENDEZVOUS_DIR when that is set: the
+ * folder a phos-invoker gives the ranks of a function deployed with "ranks",
+ * mirrored from rank 0's invoker to the others' (invoker/rendezvous.c).
+ *
  * Returns 0, or -1 with a one-line message on stderr (prefixed with who).
  */
 #ifndef PHOS_EXAMPLE_NCCL_ID_H
 #define PHOS_EXAMPLE_NCCL_ID_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -18,6 +23,16 @@
 
 static inline int nccl_id_exchange(const char *path, int rank, int wait_ms, const char *who, ncclUniqueId *id)
 {
+	const char *rdv = getenv("PHOS_RENDEZVOUS_DIR");
+	char joined[4096];
+
+	if (path[0] != '/' && rdv && *rdv) {
+		if (snprintf(joined, sizeof(joined), "%s/%s", rdv, path) >= (int)sizeof(joined)) {
+			fprintf(stderr, "%s: id file path too long\n", who);
+			return -1;
+		}
+		path = joined;
+	}
 	if (rank == 0) {
 		char tmp[4096];
 		ncclResult_t r = ncclGetUniqueId(id);

@@ -2,18 +2,28 @@
 """A multi-GPU function through invokers (issues 14 and 15): tp_mlp's two
 ranks are two functions of two invokers on this machine (on cuda each
 invoker's executors own one GPU: PHOS_GPU=r in its environment; on sim both
-share the sim device and its shared-memory collectives).
+share the sim device and its shared-memory collectives). They share no
+folder: the unique id and the meetings after a restore pass through the
+invokers (deploy "ranks": rank 1's invoker mirrors rank 0's rendezvous
+folder, invoker/rendezvous.c).
 
+- bad "ranks" are refused with 400 and the reason;
 - the two deploys run together (the ranks meet in ncclCommInitRank through
-  the unique-id file) and both snapshot at phos_fn_serve;
+  the unique-id file tp.id, relative: in each rank's rendezvous folder) and
+  both snapshot at phos_fn_serve;
 - the first calls, sent to both at once, are cold starts: each invoker
   restores its rank, and the ranks' communicator is made again at its first
-  use, the ranks meeting through PHOS_NCCL_REINIT_DIR; both answer the
-  forward pass's match with the CPU reference, as rank r of 2;
-- more calls to both at once answer the same, warm; no meeting file is left.
+  use, the ranks meeting through the rendezvous folder (PHOS_NCCL_REINIT_DIR
+  set by the invoker); both answer the forward pass's match with the CPU
+  reference, as rank r of 2;
+- more calls to both at once answer the same, warm; no meeting file is left
+  in rank 0's folder (GET .../rendezvous: tp.id only), which needs the admin
+  token; describe shows the ranks but not the leader's token; a remove
+  removes the folder.
 
 Needs two GPUs on cuda (exits 77 with fewer).
 """
+import http.client
 import json
 import os
 import shutil
@@ -53,24 +63,36 @@ def both(calls):
 
 
 try:
-    rdir = os.path.join(tmp, "reinit")
-    os.makedirs(rdir)
-    idfile = os.path.join(tmp, "tp.id")
     invs = []
     for r in range(2):
-        env = {"PHOS_NCCL_REINIT_DIR": rdir, "PHOS_NCCL_TIMEOUT_MS": "30000"}
+        env = {"PHOS_NCCL_TIMEOUT_MS": "30000"}
         if DEVICE == "cuda":
             env["PHOS_GPU"] = str(r)
-        # --run-as self: the ranks read and write the id file in this test's
-        # private temporary directory
+        # --run-as self: the rendezvous folders sit beside the state folders,
+        # in this test's private temporary directory
         invs.append(Invoker(os.path.join(tmp, f"state{r}"), tmp, extra=["--run-as", "self"], extra_env=env,
                             device=DEVICE))
+    with open(os.path.join(invs[0].state, "admin.token")) as f:
+        token0 = f.read().strip()
+    leader = f"http://127.0.0.1:{invs[0].port}"
 
+    for bad, why in (({"rank": 2, "nranks": 2}, "ranks.rank must be"), ({"rank": 0, "nranks": 0}, "ranks.nranks"),
+                     ({"rank": 1, "nranks": 2}, "needs leader"),
+                     ({"rank": 0, "nranks": 2, "leader": leader, "leader_token": token0}, "rank 0 is the leader"),
+                     ({"rank": 1, "nranks": 2, "leader": "ftp://x", "leader_token": token0}, "ranks.leader"),
+                     ({"rank": 1, "nranks": 2, "leader": leader, "leader_token": "short"}, "leader_token"),
+                     ({"rank": 1, "nranks": 2, "x": 1}, "unknown field"), ([1], "must be an object")):
+        st, ans = invs[1].call("POST", "/system/functions", {"name": "bad", "program": TP_MLP, "args": ["1", "2", "x"],
+                                                             "ranks": bad})
+        check(st == 400 and why in str(ans), f"deploy with ranks {bad}: {st} {ans}")
+
+    ranks = [{"rank": 0, "nranks": 2}, {"rank": 1, "nranks": 2, "leader": leader, "leader_token": token0}]
     got = both([lambda r=r: invs[r].call("POST", "/system/functions",
-                                         {"name": "tp", "program": TP_MLP, "args": [str(r), "2", idfile]},
-                                         timeout=300) for r in range(2)])
+                                         {"name": "tp", "program": TP_MLP, "args": [str(r), "2", "tp.id"],
+                                          "ranks": ranks[r]}, timeout=300) for r in range(2)])
     for r, (st, desc) in enumerate(got):
-        check(st == 201, f"deploy of rank {r}: {st} {desc}")
+        check(st == 201 and isinstance(desc, dict) and desc.get("ranks", {}).get("rank") == r and
+              "leader_token" not in json.dumps(desc), f"deploy of rank {r}: {st} {desc}")
 
     for attempt in ("cold", "warm", "warm again"):
         t0 = time.monotonic()
@@ -81,7 +103,18 @@ try:
                   and ans.get("nranks") == 2,
                   f"{attempt} call of rank {r}: {st} {ans} {'' if st == 200 else invs[r].logtext()[-1500:]}")
         print(f"{attempt} calls of both ranks: {took:.3f} s", flush=True)
-    check(os.listdir(rdir) == [], f"no meeting file is left: {os.listdir(rdir)}")
+    st, rdv = invs[0].call("GET", "/system/functions/tp/rendezvous")
+    check(st == 200 and isinstance(rdv, dict) and sorted(rdv.get("files", {})) == ["tp.id"] and
+          len(rdv["files"]["tp.id"]) == 2 * 128, f"rank 0's rendezvous folder holds the id alone: {st} {rdv}")
+    c = http.client.HTTPConnection("127.0.0.1", invs[0].port, timeout=30)
+    c.request("GET", "/system/functions/tp/rendezvous")
+    check(c.getresponse().status == 401, "the rendezvous route needs the admin token")
+    c.close()
+    folders = [os.path.join(invs[r].state + ".rendezvous", "tp") for r in range(2)]
+    check(all(os.path.exists(os.path.join(d, "tp.id")) for d in folders), f"both folders hold tp.id: {folders}")
+    for r in range(2):
+        st, _ = invs[r].call("DELETE", "/system/functions/tp", timeout=120)
+        check(st in (200, 204) and not os.path.exists(folders[r]), f"remove of rank {r}: {st}, its folder gone")
 finally:
     for p in procs:
         if p.poll() is None:
