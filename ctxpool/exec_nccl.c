@@ -41,9 +41,9 @@
  * communicator's async error) until they are, between other threads' records
  * (preload/nccl.c). Elsewhere communicators block, as the function made them:
  * NCCL's nonblocking collectives go through its own thread, several times
- * slower below 16 MiB (measured on two H200s). A split of a communicator whose
- * other ranks are communicators of this executor is refused (it would wait
- * for them here).
+ * slower below 16 MiB (measured on two H200s). A split of a communicator
+ * another rank of which was made in this executor is refused (it would wait
+ * for that rank here, or for one already gone).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +57,7 @@ struct exec_nccl_comm {
 	int32_t nranks, rank, device;
 	uint64_t clique;            /* FNV-1a of its unique id (a split's: of the parent's, split and color) */
 	uint32_t splits;
+	bool local;                 /* another of its ranks was made in this executor (stays so) */
 };
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
@@ -87,19 +88,13 @@ static struct exec_nccl_comm *comm_put(struct executor *ex, uint32_t id, void *d
 	c->rank = rank;
 	c->device = device;
 	c->clique = clique;
-	return c;
-}
+	for (uint32_t k = 0; k < ex->nccl.cap; k++) {
+		struct exec_nccl_comm *o = ex->nccl.slot[k];
 
-/* Whether another rank of c's communicator is a communicator of this executor. */
-static bool local_peers(const struct executor *ex, const struct exec_nccl_comm *c)
-{
-	for (uint32_t id = 0; id < ex->nccl.cap; id++) {
-		const struct exec_nccl_comm *o = ex->nccl.slot[id];
-
-		if (o && o != c && o->clique == c->clique && o->nranks == c->nranks)
-			return true;
+		if (o && o != c && o->clique == clique && o->nranks == nranks)
+			o->local = c->local = true;
 	}
-	return false;
+	return c;
 }
 
 /* Whether a held-back init may join the warm set: rank r on device r of as
@@ -224,7 +219,7 @@ static int nccl_split(struct executor *ex, const struct phos_nccl_split *s, int 
 		*ret_nccl = PHOS_NCCL_INVALID_USAGE;
 		return 0;
 	}
-	if (local_peers(ex, c)) {
+	if (c->local) {
 		static bool told;
 
 		if (!told)

@@ -24,6 +24,10 @@
 //            GPU each (rank r on device r; NCCL's "one device per thread"),
 //            ncclCommInitRankConfig outside any group; no split (RANK and
 //            IDFILE unused)
+//   threadsplit  the same threads, each splitting its communicator (natively
+//            a communicator of the even and of the odd ranks); prints
+//            {"rank":R,"check":"split_result","result":N,...}: what the
+//            split returned (phos-fn refuses it: test_multi_gpu.py)
 #include <atomic>
 #include <cstdarg>
 #include <cstdint>
@@ -374,7 +378,8 @@ int main(int argc, char **argv)
 	rank_ = atoi(argv[2]);
 	nranks_ = atoi(argv[3]);
 	ncclUniqueId id;
-	if (!strcmp(mode, "threads")) {
+	if (!strcmp(mode, "threads") || !strcmp(mode, "threadsplit")) {
+		const bool split = !strcmp(mode, "threadsplit");
 		std::vector<std::thread> th;
 
 		threads_ = true;
@@ -382,7 +387,7 @@ int main(int argc, char **argv)
 		if (nranks_ < 1 || nranks_ > 8 || ncclGetUniqueId(&id) != ncclSuccess)
 			return 2;
 		for (int k = 0; k < nranks_; k++)
-			th.emplace_back([k, &id] {
+			th.emplace_back([k, &id, split] {
 				ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
 				ncclComm_t c;
 				cudaStream_t s;
@@ -395,8 +400,19 @@ int main(int argc, char **argv)
 				}
 				if (!check("init", ncclCommInitRankConfig(&c, nranks_, id, k, &cfg) == ncclSuccess))
 					return;
-				run_calls(c, s);
-				NC(ncclCommFinalize(c));
+				if (split) {
+					ncclComm_t sub = nullptr;
+					ncclResult_t r = ncclCommSplit(c, k % 2, k, &sub, nullptr);
+
+					printf("{\"rank\":%d,\"check\":\"split_result\",\"ok\":true,\"result\":%d}\n", k,
+					       (int)r);
+					fflush(stdout);
+					if (r == ncclSuccess)
+						ncclCommDestroy(sub);
+				} else {
+					run_calls(c, s);
+					NC(ncclCommFinalize(c));
+				}
 				NC(ncclCommDestroy(c));
 			});
 		for (auto &t : th)

@@ -14,7 +14,8 @@ function one executor over both (phos-executor --gpus).
   under phos-fn run, restored both ways from a snapshot, and through the
   invoker (its own communicators, not the pooled executor's warm set);
 - nccl_calls threads 2: every forwarded NCCL call from a thread per GPU
-  (collectives, groups, send/recv, queries, finalize, destroy);
+  (collectives, groups, send/recv, queries, finalize, destroy); a split of
+  such a communicator is refused (ncclInvalidUsage, with the reason);
 - snapshots (`phos-fn snapshot --gpus 0,1`) and restores onto an executor of
   two GPUs: multi_gpu --serve answers with each device's variable, buffer,
   CUDA array and stream as they were, stop-the-world and on demand (a kernel on device 1
@@ -129,6 +130,13 @@ if not SIM:
     nat = {(r.get("rank"), r.get("check")) for r in answers(native) if r.get("ok")}
     check(native.returncode == 0 and nat == set(oks), f"nccl_calls threads 2 natively: {native.returncode} "
                                                       f"{sorted(set(oks) ^ nat)} {native.stderr[-500:]}")
+# a split of such a communicator is refused (it would wait in the executor's
+# one dispatcher for the other thread's split), with a line saying why
+p = run(["--gpus", "0,1"], [CALLS, "threadsplit", "0", "2", "-"])
+res = {r.get("rank"): r.get("result") for r in answers(p) if r.get("check") == "split_result"}
+check(p.returncode == 0 and res == {0: 5, 1: 5} and
+      "ncclCommSplit of a communicator whose other ranks are in this process" in p.stderr,
+      f"a split of ranks that are threads: rc {p.returncode} {res} {p.stderr[-600:]}")
 
 # --- refused, with the reason ---
 p = run(["--gpus", "0,0"], [MULTI])
