@@ -184,6 +184,14 @@ static int checkpoint_prepare(struct executor *ex, char *err, size_t errlen)
 			  "are not supported yet (snapshots at phos_fn_serve are)");
 		return -ENOTSUP;
 	}
+	/* NCCL communicators: made again by the preload after a restore at
+	 * phos_fn_serve, with their peers; a program restored mid-call would
+	 * call communicators its new executor never made. */
+	if (exec_nccl_in_use(ex)) {
+		phos_errf(err, errlen, "the program holds NCCL communicators; checkpoints of such programs are not "
+			  "supported yet (snapshots at phos_fn_serve are)");
+		return -ENOTSUP;
+	}
 	if (phos_bufmap_reservations(ex->bufs)) {
 		phos_errf(err, errlen, "the program holds reserved address ranges (cuMemAddressReserve); checkpoints "
 			  "of such programs are not supported yet (snapshots at phos_fn_serve are)");

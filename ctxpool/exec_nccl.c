@@ -441,6 +441,14 @@ int exec_nccl_handle(struct executor *ex, uint32_t op, const void *body, uint32_
 	}
 }
 
+bool exec_nccl_in_use(const struct executor *ex)
+{
+	for (uint32_t id = 0; id < ex->nccl.cap; id++)
+		if (ex->nccl.slot[id])
+			return true;
+	return false;
+}
+
 void exec_nccl_clear(struct executor *ex)
 {
 	const struct phos_nccl_ops *b = backend(ex);

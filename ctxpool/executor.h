@@ -525,6 +525,8 @@ void exec_dnn_clear(struct executor *ex);
 /* Whether the function holds any cuDNN handle or descriptor. */
 bool exec_dnn_in_use(const struct executor *ex);
 
+/* Whether the function holds any NCCL communicator (exec_nccl.c). */
+bool exec_nccl_in_use(const struct executor *ex);
 /* NCCL records (exec_nccl.c): *ret_nccl gets the ncclResult_t for the reply. */
 int exec_nccl_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
 		     uint32_t *out_len, int *ret_nccl);

@@ -254,12 +254,14 @@ def live_instances(inv, name):
     return [i for i in body.get("instances", []) if i.get("state") != "exited"] if st == 200 else []
 
 
-def checkpoint_refused(prog, request, says, tmp):
-    """A serving program under `phos-fn run --checkpointable`, after one
-    request: `phos-fn checkpoint` must refuse it with a message holding says,
-    write nothing, and leave it serving (a second request answered)."""
+def checkpoint_refused(prog, request, says, tmp, args=()):
+    """A serving program (with args) under `phos-fn run --checkpointable`,
+    after one request: `phos-fn checkpoint` must refuse it with a message
+    holding says, write nothing, and leave it serving (a second request
+    answered)."""
     name = os.path.basename(prog)
-    p = subprocess.Popen([PHOS_FN, "run", "--checkpointable", "--device", DEVICE, "--", prog], stdin=subprocess.PIPE,
+    p = subprocess.Popen([PHOS_FN, "run", "--checkpointable", "--device", DEVICE, "--", prog, *args],
+                         stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=fn_env())
     try:
         p.stdin.write(request + "\n")

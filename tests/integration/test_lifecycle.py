@@ -242,7 +242,13 @@ def faults(state):
     if exe:
         check(kill_and_wait(exe[0]), "idle pooled executor killed")
     settle(inv, 1, "idle pooled executor killed")
-    check(executors(inv.p.pid) and executors(inv.p.pid) != exe, "a new executor took its place")
+    # the pool's counts may still show the dead one for a moment: wait (bounded)
+    # for its replacement to run
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (executors(inv.p.pid) and executors(inv.p.pid) != exe):
+        time.sleep(0.05)
+    check(executors(inv.p.pid) and executors(inv.p.pid) != exe, f"a new executor took its place: {exe} "
+                                                                f"{executors(inv.p.pid)}")
 
     # 4. a parked standby process (no instance: the next call is a cold start)
     st, body, _ = inv.request("POST", "/system/functions", {"name": "sb", "program": MISBEHAVE})

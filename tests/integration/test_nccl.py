@@ -30,7 +30,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import DEVICE, PHOS_FN, check, done, fn_env, gpu_count, phos, program, read_trace
+from harness import DEVICE, PHOS_FN, check, checkpoint_refused, done, fn_env, gpu_count, phos, program, read_trace
 
 CALLS = program("tests", "integration", "nccl_calls")
 TP_MLP = program("functions", "examples", "tp_mlp")
@@ -228,6 +228,10 @@ try:
                                                                and g.get("child_sum") == 6 for g in got)
                   and [g.get("calls") for g in got] == [1, 2],
                   f"restored communicator: rc {p.returncode} {got} {p.stderr[-800:]}")
+    # A checkpoint of it running is refused: restored mid-call, it would call
+    # communicators its new executor never made.
+    checkpoint_refused(CALLS, '{"a":1}', "NCCL communicators", tmp,
+                       args=["serve", "0", "1", os.path.join(tmp, "id-ckpt")])
     if MULTI:
         # Both ranks of a two-rank communicator (and of its split) snapshotted,
         # then restored together: they meet again through files named by the
