@@ -266,7 +266,8 @@ extern __thread bool phos_ptds_null;
 /* stream.c: NCCL ranks that are threads of this process (preload/nccl.c).
  * From the first call of phos_preload_nccl_threads on, a wait for the device
  * polls instead of holding the executor's one dispatcher, which a peer
- * thread's launch must still get through: phos_preload_drain(stream id)
+ * thread's launch must still get through (cudaFree, which the executor
+ * makes wait for the device, polls first too): phos_preload_drain(stream id)
  * returns once the stream's work so far is done (0, the legacy stream: every
  * stream of the current device), phos_preload_drain_event once the event
  * completed,

@@ -601,6 +601,11 @@ static int device_free(void *devPtr)
 	if (managed_range(devPtr, 1))
 		return region_free(devPtr, true);
 	phos_pool_forget(f.addr);   /* a pool block: the executor frees it to its pool */
+	/* the executor waits for the device before freeing: NCCL ranks as
+	 * threads poll for it first (internal.h) */
+	r = phos_preload_drain_device();
+	if (r)
+		return r;
 	return phos_preload_call(PHOS_OP_FREE, &f, sizeof(f), NULL, 0, NULL, 0, NULL, NULL);
 }
 
