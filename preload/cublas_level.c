@@ -74,6 +74,10 @@ static cublasStatus_t run(struct blas *b, struct phos_blas_op *op, const void *a
 		op->result = (uint64_t)(uintptr_t)result;
 		return blas_post(PHOS_OP_BLAS_CALL, op, sizeof(*op));
 	}
+	/* the executor waits for the handle's stream to read the result: NCCL
+	 * ranks as threads poll for it first (internal.h) */
+	if (phos_preload_drain(b->sid) != cudaSuccess)
+		return CUBLAS_STATUS_EXECUTION_FAILED;
 	s = blas_call(PHOS_OP_BLAS_CALL, op, sizeof(*op), out, sizeof(out), &got);
 	if (s == CUBLAS_STATUS_SUCCESS && got != rsize)
 		s = CUBLAS_STATUS_INTERNAL_ERROR;

@@ -275,7 +275,7 @@ extern __thread bool phos_ptds_null;
  * They return 0 at once before that, else 0 or the error a query met (which
  * the caller returns). */
 PHOS_EXPORT void phos_preload_nccl_threads(void);
-int phos_preload_drain(uint32_t stream);
+PHOS_EXPORT int phos_preload_drain(uint32_t stream);
 int phos_preload_drain_event(const void *event);
 int phos_preload_drain_device(void);
 

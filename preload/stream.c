@@ -309,7 +309,7 @@ static int drain_current_device(void)
 	return poll_query(PHOS_OP_STREAM_QUERY, 0);
 }
 
-int phos_preload_drain(uint32_t stream)
+PHOS_EXPORT int phos_preload_drain(uint32_t stream)
 {
 	if (!atomic_load(&nccl_threads))
 		return cudaSuccess;

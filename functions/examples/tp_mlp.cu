@@ -54,9 +54,10 @@
  * The same, with a thread per rank as NCCL's "one device per thread"
  * example has it: each thread selects its device, calls ncclCommInitRank
  * (outside any group) and, for every forward pass, runs its rank's layers,
- * its ncclAllReduce (outside any group) and its cudaStreamSynchronize; rank
- * 0's answer is checked against the CPU reference and every rank's sample
- * must equal rank 0's. It prints and serves {"rank":"threads",...}.
+ * its ncclAllReduce (outside any group), a cuBLAS norm of the sum into host
+ * memory and its cudaStreamSynchronize; rank 0's answer is checked against
+ * the CPU reference, and every rank's sample and norm must equal rank 0's.
+ * It prints and serves {"rank":"threads",...}.
  */
 #include <cerrno>
 #include <cmath>
@@ -147,6 +148,11 @@ struct tp {
 	cudaStream_t stream;
 	float *x, *w1, *b1, *w2, *b2, *y, *z;
 	std::vector<double> ref;   /* D x B; big: BIG_ROWS of column 0; none: unchecked */
+	/* --threads: the all-reduced Z's norm read into host memory by cuBLAS
+	 * right after the all-reduce (a wait for the stream while the peer
+	 * thread's all-reduce may not be queued yet), then checked against z */
+	bool norm;
+	float z_norm;
 };
 
 static float *upload(const std::vector<float> &h)
@@ -420,6 +426,8 @@ static double forward(tp *t, std::vector<float> &sample)
 	CK(cudaGetLastError());
 	BK(cublasSgemm(t->blas, CUBLAS_OP_N, CUBLAS_OP_N, D, B, Hr, &one, t->w2, D, t->y, Hr, &zero, t->z, D));
 	NK(ncclAllReduce(t->z, t->z, (size_t)D * B, ncclFloat, ncclSum, t->comm, t->stream));
+	if (t->norm)
+		BK(cublasSnrm2(t->blas, D * B, t->z, 1, &t->z_norm));
 	bias_act<<<8, 128, 0, t->stream>>>(t->z, t->b2, D, B, 0);
 	CK(cudaGetLastError());
 	CK(cudaMemcpyAsync(z.data(), t->z, z.size() * sizeof(float), cudaMemcpyDeviceToHost, t->stream));
@@ -564,8 +572,9 @@ static double forward_threads(tp_all *a, std::vector<float> &sample)
 	for (auto &t : th)
 		t.join();
 	sample = samples[0];
-	for (int k = 1; k < n; k++) {
-		if (samples[k] != samples[0])
+	for (int k = 0; k < n; k++) {
+		/* every rank holds the same sum: the same norm, positive */
+		if (samples[k] != samples[0] || !(a->r[k].z_norm > 0) || a->r[k].z_norm != a->r[0].z_norm)
 			return INFINITY;
 	}
 	return errs[0];
@@ -624,6 +633,7 @@ static int main_threads(const tp &proto)
 
 			t->rank = k;
 			t->check = proto.check && k == 0;
+			t->norm = true;
 			CK(cudaSetDevice(k));
 			CK(cudaStreamCreateWithFlags(&t->stream, cudaStreamNonBlocking));
 			BK(cublasCreate(&t->blas));
