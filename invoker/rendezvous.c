@@ -351,13 +351,17 @@ static void put_file(struct mirror *m, const char *name, const uint8_t *data, si
 static void mirror_once(struct mirror *m)
 {
 	struct answer a = { 0 };
-	struct curl_slist *h = curl_slist_append(NULL, m->auth);
-	CURL *c = curl_easy_init();
+	struct curl_slist *h;
 	json_t *j = NULL, *files, *v;
 	const char *name;
 	long status = 0;
 	CURLcode cr;
+	CURL *c;
 
+	if (access(m->dir, F_OK) < 0)
+		return;   /* not made yet: the deploy makes it before the program runs */
+	h = curl_slist_append(NULL, m->auth);
+	c = curl_easy_init();
 	if (!c || !h) {
 		curl_slist_free_all(h);
 		if (c)
