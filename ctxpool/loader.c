@@ -70,7 +70,7 @@ struct loader {
 	struct loader_source src;
 	struct litem *items;
 	uint32_t *by_addr;           /* item indices sorted by device address */
-	size_t n, cursor;
+	size_t n;
 	/* device address of n readiness words on each device: item i's flag is
 	 * word i on its own device, written on that device's stream behind its
 	 * copies (the others' word i stays unused) */
@@ -85,7 +85,7 @@ struct loader {
 	struct phos_device *dev[EXEC_MAX_DEVICES];
 	void *dstream[EXEC_MAX_DEVICES];
 	int ndevs;
-	size_t dcursor[EXEC_MAX_DEVICES];   /* pick_across: each device's background order */
+	size_t dcursor[EXEC_MAX_DEVICES];   /* pick: each device's background order */
 	int rr;                             /* ... and the device whose turn is next */
 
 	struct lslot slot[STAGE_SLOTS_MAX];
@@ -208,8 +208,8 @@ static void fail(struct loader *l, int r, const char *fmt, ...)
 	pthread_mutex_unlock(&l->lock);
 }
 
-/* The first promoted item of device d (any device: d < 0) with chunks left to
- * issue, dropping those issued whole; under l->lock. */
+/* The first promoted item of device d with chunks left to issue, dropping
+ * those issued whole; under l->lock. */
 static bool urgent_of(struct loader *l, int d, uint32_t *ret_item)
 {
 	size_t k = 0;
@@ -221,7 +221,7 @@ static bool urgent_of(struct loader *l, int d, uint32_t *ret_item)
 			memmove(l->urgent + k, l->urgent + k + 1, (--l->nurgent - k) * sizeof(*l->urgent));
 			continue;
 		}
-		if (d < 0 || it->dev == d) {
+		if (it->dev == d) {
 			*ret_item = l->urgent[k];
 			return true;
 		}
@@ -230,12 +230,12 @@ static bool urgent_of(struct loader *l, int d, uint32_t *ret_item)
 	return false;
 }
 
-/* Over several devices: each device's promoted items, else its background
+/* The next chunk to move: each device's promoted items, else its background
  * order, taking the devices in turn, so that every GPU's copy engine has
  * chunks in flight (in plain order, one device's buffers would all go first;
  * promoted first across devices, a request's first kernel on one device
  * would leave the others' copy engines idle while its buffers come in). */
-static bool pick_across(struct loader *l, uint32_t *ret_item, uint64_t *ret_chunk)
+static bool pick(struct loader *l, uint32_t *ret_item, uint64_t *ret_chunk)
 {
 	for (int k = 0; k < l->ndevs; k++) {
 		int d = (l->rr + k) % l->ndevs;
@@ -262,31 +262,6 @@ static bool pick_across(struct loader *l, uint32_t *ret_item, uint64_t *ret_chun
 		}
 	}
 	return false;
-}
-
-/* The next chunk to move: a promoted item first, then the background order. */
-static bool pick(struct loader *l, uint32_t *ret_item, uint64_t *ret_chunk)
-{
-	uint32_t i;
-	bool urgent;
-
-	if (l->ndevs > 1)
-		return pick_across(l, ret_item, ret_chunk);
-	pthread_mutex_lock(&l->lock);
-	urgent = urgent_of(l, -1, &i);
-	pthread_mutex_unlock(&l->lock);
-	if (urgent) {
-		*ret_item = i;
-		*ret_chunk = l->items[i].issued++;
-		return true;
-	}
-	while (l->cursor < l->n && l->items[l->cursor].issued >= l->items[l->cursor].nchunks)
-		l->cursor++;
-	if (l->cursor >= l->n)
-		return false;
-	*ret_item = (uint32_t)l->cursor;
-	*ret_chunk = l->items[l->cursor].issued++;
-	return true;
 }
 
 static bool throttled(struct loader *l)
