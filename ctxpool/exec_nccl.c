@@ -49,23 +49,18 @@
 #include <string.h>
 
 #include "executor.h"
+#include "image.h"
 #include "log.h"
 #include "nccl_dev.h"
 
 struct exec_nccl_comm {
 	void *dev;
 	int32_t nranks, rank, device;
-	uint64_t clique;            /* FNV-1a of its unique id (a split's: of the parent's, split and color) */
+	uint64_t clique;            /* hash of its unique id (a split's: of the parent's, split and color) */
 	uint32_t splits;
 	bool local;                 /* another of its ranks was made in this executor (stays so) */
 };
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
-	return h;
-}
 
 static const struct phos_nccl_ops *backend(struct executor *ex)
 {
@@ -134,7 +129,7 @@ static void pending_flush(struct executor *ex, int *ret_nccl)
 
 			r = 0;
 			comm_put(ex, in->comm, ex->nccl_warm[in->rank], in->nranks, in->rank, in->device,
-				 fnv(0xcbf29ce484222325ull, in->id, sizeof(in->id)), &r);
+				 phos_image_hash(in->id, sizeof(in->id)), &r);
 			ex->nccl_warm[in->rank] = NULL;
 			if (r && !*ret_nccl)
 				*ret_nccl = r;
@@ -199,8 +194,7 @@ static int nccl_init_now(struct executor *ex, const struct phos_nccl_init *in, i
 		return 0;
 	phos_debug("nccl: communicator %u: rank %d of %d%s", in->comm, in->rank, in->nranks,
 		   async ? " (nonblocking)" : "");
-	comm_put(ex, in->comm, dev, in->nranks, in->rank, in->device, fnv(0xcbf29ce484222325ull, in->id, sizeof(in->id)),
-		 ret_nccl);
+	comm_put(ex, in->comm, dev, in->nranks, in->rank, in->device, phos_image_hash(in->id, sizeof(in->id)), ret_nccl);
 	return 0;
 }
 
@@ -209,7 +203,7 @@ static int nccl_split(struct executor *ex, const struct phos_nccl_split *s, int 
 	struct exec_nccl_comm *c = handle_get(&ex->nccl, s->comm);
 	void *dev = NULL;
 	int nranks = 0, rank = 0;
-	uint64_t clique;
+	struct { uint64_t parent; uint32_t splits; int32_t color; } child;
 
 	if (!c) {
 		*ret_nccl = PHOS_NCCL_INVALID_ARGUMENT;
@@ -239,8 +233,11 @@ static int nccl_split(struct executor *ex, const struct phos_nccl_split *s, int 
 		c->splits++;
 	if (*ret_nccl || !dev)
 		return 0;
-	clique = fnv(fnv(c->clique, &c->splits, sizeof(c->splits)), &s->color, sizeof(s->color));
-	comm_put(ex, s->newcomm, dev, nranks, rank, c->device, clique, ret_nccl);
+	memset(&child, 0, sizeof(child));
+	child.parent = c->clique;
+	child.splits = c->splits;
+	child.color = s->color;
+	comm_put(ex, s->newcomm, dev, nranks, rank, c->device, phos_image_hash(&child, sizeof(child)), ret_nccl);
 	return 0;
 }
 
