@@ -606,6 +606,33 @@ static int handle_all(void *arg, const struct phos_fn_request *req, struct phos_
 	return 0;
 }
 
+/* Rank k of a one-process shape: its device selected, its stream, cuBLAS
+ * handle and weights made there. */
+static void rank_prepare(tp *t, int k)
+{
+	CK(cudaSetDevice(k));
+	CK(cudaStreamCreateWithFlags(&t->stream, cudaStreamNonBlocking));
+	BK(cublasCreate(&t->blas));
+	BK(cublasSetStream(t->blas, t->stream));
+	if (t->big)
+		setup_big(t);
+	else
+		setup(t);
+}
+
+/* The init line of a one-process shape, then serving (1 when the model is wrong). */
+static int report_and_serve(tp_all *a, double err, const std::vector<float> &sample)
+{
+	char *line = report_all(a, err, sample);
+
+	printf("%s\n", line ? line : "{\"ok\":false}");
+	fflush(stdout);
+	free(line);
+	if (!ok(&a->r[0], err))
+		return 1;
+	return phos_fn_serve(handle_all, a);
+}
+
 /* --- a thread per rank (--threads) --- */
 
 static int main_threads(const tp &proto)
@@ -616,8 +643,6 @@ static int main_threads(const tp &proto)
 	std::vector<float> sample;
 	ncclUniqueId id;
 	int ndev = 0;
-	double err;
-	char *line;
 
 	CK(cudaGetDeviceCount(&ndev));
 	if (ndev < n) {
@@ -634,26 +659,12 @@ static int main_threads(const tp &proto)
 			t->rank = k;
 			t->check = proto.check && k == 0;
 			t->norm = true;
-			CK(cudaSetDevice(k));
-			CK(cudaStreamCreateWithFlags(&t->stream, cudaStreamNonBlocking));
-			BK(cublasCreate(&t->blas));
-			BK(cublasSetStream(t->blas, t->stream));
+			rank_prepare(t, k);
 			NK(ncclCommInitRank(&t->comm, n, id, k));
-			if (t->big)
-				setup_big(t);
-			else
-				setup(t);
 		});
 	for (auto &t : th)
 		t.join();
-	err = forward_threads(&a, sample);
-	line = report_all(&a, err, sample);
-	printf("%s\n", line ? line : "{\"ok\":false}");
-	fflush(stdout);
-	free(line);
-	if (!ok(&a.r[0], err))
-		return 1;
-	return phos_fn_serve(handle_all, &a);
+	return report_and_serve(&a, forward_threads(&a, sample), sample);
 }
 
 static int main_one_process(const tp &proto)
@@ -664,7 +675,6 @@ static int main_one_process(const tp &proto)
 	std::vector<float> sample;
 	int ndev = 0;
 	double err;
-	char *line;
 
 	CK(cudaGetDeviceCount(&ndev));
 	if (ndev < n) {
@@ -679,24 +689,11 @@ static int main_one_process(const tp &proto)
 		t->rank = k;
 		t->comm = comms[k];
 		t->check = proto.check && k == 0;   /* one reference serves every rank */
-		CK(cudaSetDevice(k));
-		CK(cudaStreamCreateWithFlags(&t->stream, cudaStreamNonBlocking));
-		BK(cublasCreate(&t->blas));
-		BK(cublasSetStream(t->blas, t->stream));
-		if (t->big)
-			setup_big(t);
-		else
-			setup(t);
+		rank_prepare(t, k);
 	}
 	CK(cudaSetDevice(0));
 	err = forward_all(&a, sample);
-	line = report_all(&a, err, sample);
-	printf("%s\n", line ? line : "{\"ok\":false}");
-	fflush(stdout);
-	free(line);
-	if (!ok(&a.r[0], err))
-		return 1;
-	return phos_fn_serve(handle_all, &a);
+	return report_and_serve(&a, err, sample);
 }
 
 /* A positive int from an option's value, or -1. */
