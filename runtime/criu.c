@@ -2,6 +2,7 @@
 #include "criu.h"
 
 #include <dirent.h>
+#include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -20,6 +21,9 @@
 #include <linux/capability.h>
 #include <sys/file.h>
 #include <sys/resource.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -288,18 +292,16 @@ static int become_keeping_caps(const struct phos_criu_user *as)
 	return 0;
 }
 
-/* Runs CRIU: argv with fds placed per from/to, stdin and stdout on /dev/null
- * (or stdout on out_fd), stderr on err_fd; waits for it, at most
- * criu_timeout_s(). fsize (> 0) is a soft RLIMIT_FSIZE for CRIU, which bounds
- * its log (a restore writes nothing else; the restored tasks get their own
- * limits back from the image). With as, CRIU runs as that user keeping our
- * capabilities. Returns 0 and the wait status, or -errno
- * (-ETIMEDOUT, -ECANCELED: see criu_wait) when it could not be run or was
- * killed. */
-static int criu_run(char *const argv[], const int *from, const int *to, unsigned n, int out_fd, int err_fd,
-		    rlim_t fsize, const struct phos_criu_user *as, int cancel_fd, int *ret_status)
+/* Starts CRIU: argv with fds placed per from/to, stdin and stdout on
+ * /dev/null (or stdout on out_fd), stderr on err_fd, and extra_env (NULL:
+ * none) added to its environment. fsize (> 0) is a soft RLIMIT_FSIZE for
+ * CRIU, which bounds its log (a restore writes nothing else; the restored
+ * tasks get their own limits back from the image). With as, CRIU runs as that
+ * user keeping our capabilities. Returns 0 and its pid, or -errno. */
+static int criu_start(char *const argv[], const int *from, const int *to, unsigned n, int out_fd, int err_fd,
+		      rlim_t fsize, const struct phos_criu_user *as, const char *extra_env, pid_t *ret_pid)
 {
-	int f[CRIU_MAX_EXT + 3], t[CRIU_MAX_EXT + 3], tmp[CRIU_MAX_EXT + 3];
+	int f[CRIU_MAX_EXT + 4], t[CRIU_MAX_EXT + 4], tmp[CRIU_MAX_EXT + 4];
 	int null_fd, r;
 	char **env;
 	pid_t pid;
@@ -323,7 +325,7 @@ static int criu_run(char *const argv[], const int *from, const int *to, unsigned
 
 		while (environ && environ[ne])
 			ne++;
-		env = malloc((ne + 1) * sizeof(*env));
+		env = malloc((ne + 2) * sizeof(*env));
 		if (!env) {
 			close(null_fd);
 			return -ENOMEM;
@@ -331,6 +333,8 @@ static int criu_run(char *const argv[], const int *from, const int *to, unsigned
 		for (size_t i = 0; i < ne; i++)
 			if (strncmp(environ[i], "LD_PRELOAD=", 11))
 				env[k++] = environ[i];
+		if (extra_env)
+			env[k++] = (char *)extra_env;
 		env[k] = NULL;
 	}
 	pid = fork();
@@ -357,6 +361,21 @@ static int criu_run(char *const argv[], const int *from, const int *to, unsigned
 	}
 	free(env);
 	close(null_fd);
+	*ret_pid = pid;
+	return 0;
+}
+
+/* Runs CRIU (criu_start) and waits for it, at most criu_timeout_s().
+ * Returns 0 and the wait status, or -errno (-ETIMEDOUT, -ECANCELED: see
+ * criu_wait) when it could not be run or was killed. */
+static int criu_run(char *const argv[], const int *from, const int *to, unsigned n, int out_fd, int err_fd,
+		    rlim_t fsize, const struct phos_criu_user *as, int cancel_fd, int *ret_status)
+{
+	pid_t pid;
+	int r = criu_start(argv, from, to, n, out_fd, err_fd, fsize, as, NULL, &pid);
+
+	if (r < 0)
+		return r;
 	r = criu_wait(pid, criu_timeout_s(), cancel_fd, ret_status);
 	if (r == 0 && WIFEXITED(*ret_status) && WEXITSTATUS(*ret_status) == 127)
 		return -ENOEXEC;
@@ -787,14 +806,129 @@ int phos_criu_dump(const char *criu, pid_t pid, const char *dir, const uint64_t 
 	return phos_criu_dump_flags(criu, pid, dir, ext_unix, next, 0, cancel_fd, err, errlen);
 }
 
-int phos_criu_dump_flags(const char *criu, pid_t pid, const char *dir, const uint64_t *ext_unix, unsigned next,
-			 unsigned flags, int cancel_fd, char *err, size_t errlen)
-{
+/* One dump, being made ready or run. */
+struct phos_criu_ahead {
+	pid_t criu_pid;     /* 0: not started */
+	pid_t pid;          /* the task */
+	unsigned flags;
+	int dir_fd, err_fd, lock_fd;
+	int gate_fd;        /* ours of the gate's socket pair; -1: no gate */
+	bool as_other;      /* CRIU runs as the task's user: chown the files back */
+	char dir[PATH_MAX];
+	char gate[PATH_MAX];   /* absolute: CRIU runs it from its own cwd */
 	char pid_s[16], ext_s[CRIU_MAX_EXT][40];
-	char *argv[24 + 2 * CRIU_MAX_EXT];
-	int argc = 0, err_fd, dir_fd, lock_fd, st, r;
-	struct phos_criu_user as = { 0, 0 }, *as_p = &as;
+	char *argv[28 + 2 * CRIU_MAX_EXT];
+	struct phos_criu_user as;
+};
 
+static void ahead_free(struct phos_criu_ahead *a)
+{
+	if (a->lock_fd >= 0)
+		close(a->lock_fd);
+	if (a->gate_fd >= 0)
+		close(a->gate_fd);
+	if (a->err_fd >= 0)
+		close(a->err_fd);
+	if (a->dir_fd >= 0)
+		close(a->dir_fd);
+	free(a);
+}
+
+/* The dump's arguments, its stderr and the image folder, in a (not started):
+ * 0, or -errno with err. gate: the path of the gate program, or NULL. */
+static int dump_prepare(struct phos_criu_ahead *a, const char *criu, pid_t pid, const char *dir,
+			const uint64_t *ext_unix, unsigned next, unsigned flags, const char *gate, char *err,
+			size_t errlen)
+{
+	int argc = 0, r;
+
+	a->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (a->dir_fd < 0) {
+		r = -errno;
+		err_set(err, errlen, "criu dump: %s: %s", dir, strerror(-r));
+		return r;
+	}
+	a->err_fd = memfd_create("criu-stderr", MFD_CLOEXEC);
+	if (a->err_fd < 0)
+		return -errno;
+	a->pid = pid;
+	a->flags = flags;
+	snprintf(a->dir, sizeof(a->dir), "%s", dir);
+	snprintf(a->pid_s, sizeof(a->pid_s), "%d", (int)pid);
+	a->argv[argc++] = (char *)criu;
+	a->argv[argc++] = "dump";
+	a->argv[argc++] = "-t";
+	a->argv[argc++] = a->pid_s;
+	a->argv[argc++] = "-D";
+	a->argv[argc++] = a->dir;
+	a->argv[argc++] = "--shell-job";
+	a->argv[argc++] = "--ext-unix-sk";
+	if (flags & PHOS_CRIU_LEAVE_RUNNING)
+		a->argv[argc++] = "--leave-running";
+	if (!same_ns(pid, "mnt")) {   /* phos_criu_spawn with a user: its mounts follow ours */
+		a->argv[argc++] = "--ext-mount-map";
+		a->argv[argc++] = "auto";
+		a->argv[argc++] = "--enable-external-sharing";
+		a->argv[argc++] = "--enable-external-masters";
+	}
+	a->as_other = task_user(pid, &a->as) == 0 && a->as.uid != geteuid();
+	if (a->as_other)
+		a->argv[argc++] = "--unprivileged";   /* CRIU runs as the task's user (criu_run) */
+	for (unsigned i = 0; i < next; i++) {
+		snprintf(a->ext_s[i], sizeof(a->ext_s[i]), "unix[%llu]", (unsigned long long)ext_unix[i]);
+		a->argv[argc++] = "--external";
+		a->argv[argc++] = a->ext_s[i];
+	}
+	if (gate) {
+		if (!realpath(gate, a->gate)) {
+			r = -errno;
+			err_set(err, errlen, "criu dump: the gate %s: %s", gate, strerror(-r));
+			return r;
+		}
+		a->argv[argc++] = "--action-script";
+		a->argv[argc++] = a->gate;
+	}
+	a->argv[argc++] = "-o";
+	a->argv[argc++] = "dump.log";   /* relative: in dir */
+	a->argv[argc++] = "-v4";
+	a->argv[argc] = NULL;
+	return 0;
+}
+
+/* What an ended dump (r: criu_wait's, st its status) comes to: 0, or -errno
+ * with err. */
+static int dump_finish(struct phos_criu_ahead *a, int r, int st, char *err, size_t errlen)
+{
+	if (a->as_other)
+		files_chown_back(a->dir_fd);
+	if (r == -ECANCELED) {
+		err_set(err, errlen, "criu dump: cancelled");
+		return r;
+	}
+	if (r == -ETIMEDOUT) {
+		err_set(err, errlen, "criu dump: killed after %d s (PHOS_CRIU_TIMEOUT); log in %s/dump.log",
+			criu_timeout_s(), a->dir);
+		return r;
+	}
+	if (r == 0 && WIFEXITED(st) && WEXITSTATUS(st) == 127)
+		r = -ENOEXEC;
+	if (r < 0) {
+		err_set(err, errlen, "criu dump: cannot run %s: %s", a->argv[0], strerror(-r));
+		return r;
+	}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		criu_reason("criu dump", NULL, a->dir_fd, "dump.log", a->err_fd, st, err, errlen);
+		return kill(a->pid, 0) < 0 && errno == ESRCH ? -ESRCH : -EIO;
+	}
+	/* CRIU killed it; when it is our child (phos_criu_spawn), reap it too */
+	while (!(a->flags & PHOS_CRIU_LEAVE_RUNNING) && waitpid(a->pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return 0;
+}
+
+static int dump_check(const char *criu, pid_t pid, const char *dir, const uint64_t *ext_unix, unsigned next,
+		      unsigned flags, char *err, size_t errlen)
+{
 	if (!criu || !dir || (next && !ext_unix) || pid <= 0 || (flags & ~PHOS_CRIU_LEAVE_RUNNING))
 		return -EINVAL;
 	if (next > CRIU_MAX_EXT)
@@ -803,82 +937,285 @@ int phos_criu_dump_flags(const char *criu, pid_t pid, const char *dir, const uin
 		err_set(err, errlen, "injected fault: criu_dump");
 		return -EIO;
 	}
-	dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dir_fd < 0) {
-		r = -errno;
-		err_set(err, errlen, "criu dump: %s: %s", dir, strerror(-r));
+	return 0;
+}
+
+static struct phos_criu_ahead *ahead_new(void)
+{
+	struct phos_criu_ahead *a = calloc(1, sizeof(*a));
+
+	if (a)
+		a->dir_fd = a->err_fd = a->lock_fd = a->gate_fd = -1;
+	return a;
+}
+
+int phos_criu_dump_flags(const char *criu, pid_t pid, const char *dir, const uint64_t *ext_unix, unsigned next,
+			 unsigned flags, int cancel_fd, char *err, size_t errlen)
+{
+	struct phos_criu_ahead *a;
+	int st = 0, r = dump_check(criu, pid, dir, ext_unix, next, flags, err, errlen);
+
+	if (r < 0)
+		return r;
+	a = ahead_new();
+	if (!a)
+		return -ENOMEM;
+	r = dump_prepare(a, criu, pid, dir, ext_unix, next, flags, NULL, err, errlen);
+	if (r < 0)
+		goto out;
+	a->lock_fd = dump_lock_take(pid, cancel_fd);
+	if (a->lock_fd == -ECANCELED)
+		r = -ECANCELED;
+	else
+		r = criu_run(a->argv, NULL, NULL, 0, -1, a->err_fd, 0, a->as_other ? &a->as : NULL, cancel_fd, &st);
+	r = dump_finish(a, r, st, err, errlen);
+out:
+	ahead_free(a);
+	return r;
+}
+
+/* ---- dumps made ready ahead (the gate) ---- */
+
+/* path, when it is an executable file, made absolute into buf. */
+static int gate_found(const char *path, char *buf, size_t len)
+{
+	char abs[PATH_MAX];
+
+	if (!is_executable(path) || !realpath(path, abs))
+		return -ENOENT;
+	if (strlen(abs) >= len)
+		return -ENAMETOOLONG;
+	strcpy(buf, abs);
+	return 0;
+}
+
+int phos_criu_gate_find(char *buf, size_t len)
+{
+	static const char *const rel[] = { "phos-criu-gate", "../runtime/phos-criu-gate",
+					   "../libexec/phos-fn/phos-criu-gate", NULL };
+	const char *env = getenv("PHOS_CRIU_GATE");
+	char exe[PATH_MAX], cand[PATH_MAX + 64], *slash;
+	ssize_t n;
+
+	if (env && *env)
+		return gate_found(env, buf, len);
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return -ENOENT;
+	exe[n] = '\0';
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = '\0';
+	for (const char *const *r = rel; *r; r++) {
+		snprintf(cand, sizeof(cand), "%s/%s", exe, *r);
+		if (gate_found(cand, buf, len) == 0)
+			return 0;
+	}
+	return -ENOENT;
+}
+
+/* The parent of pid (0: unknown). */
+static pid_t parent_of(pid_t pid)
+{
+	char path[64], buf[512], *paren;
+	int ppid = 0, fd;
+	ssize_t len;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return 0;
+	buf[len] = '\0';
+	paren = strrchr(buf, ')');
+	if (!paren || sscanf(paren + 1, " %*c %d", &ppid) != 1)
+		return 0;
+	return (pid_t)ppid;
+}
+
+/* A listening abstract unix socket of a name no one can guess into name
+ * (without the leading NUL): its fd, or -errno. */
+static int gate_listen(char *name, size_t len)
+{
+	static unsigned seq;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	unsigned long long rnd = 0;
+	int fd, n;
+
+	if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		rnd ^= (unsigned long long)ts.tv_nsec * 0x9e3779b97f4a7c15ull;
+	}
+	n = snprintf(name, len, "phos-criu-gate-%d-%u-%016llx", (int)getpid(),
+		     __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED), rnd);
+	if (n < 0 || (size_t)n >= len || (size_t)n >= sizeof(sa.sun_path) - 1)
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path + 1, name, (size_t)n);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) < 0 ||
+	    listen(fd, 4) < 0) {
+		int r = -errno;
+
+		close(fd);
 		return r;
 	}
+	return fd;
+}
 
-	snprintf(pid_s, sizeof(pid_s), "%d", (int)pid);
-	argv[argc++] = (char *)criu;
-	argv[argc++] = "dump";
-	argv[argc++] = "-t";
-	argv[argc++] = pid_s;
-	argv[argc++] = "-D";
-	argv[argc++] = (char *)dir;
-	argv[argc++] = "--shell-job";
-	argv[argc++] = "--ext-unix-sk";
-	if (flags & PHOS_CRIU_LEAVE_RUNNING)
-		argv[argc++] = "--leave-running";
-	if (!same_ns(pid, "mnt")) {   /* phos_criu_spawn with a user: its mounts follow ours */
-		argv[argc++] = "--ext-mount-map";
-		argv[argc++] = "auto";
-		argv[argc++] = "--enable-external-sharing";
-		argv[argc++] = "--enable-external-masters";
-	}
-	if (task_user(pid, &as) == 0 && as.uid != geteuid())
-		argv[argc++] = "--unprivileged";   /* CRIU runs as the task's user (criu_run) */
-	else
-		as_p = NULL;
-	for (unsigned i = 0; i < next; i++) {
-		snprintf(ext_s[i], sizeof(ext_s[i]), "unix[%llu]", (unsigned long long)ext_unix[i]);
-		argv[argc++] = "--external";
-		argv[argc++] = ext_s[i];
-	}
-	argv[argc++] = "-o";
-	argv[argc++] = "dump.log";   /* relative: in dir */
-	argv[argc++] = "-v4";
-	argv[argc] = NULL;
+/* Waits for CRIU's gate to connect to lfd and say it is there: 0 with
+ * a->gate_fd; 1 when CRIU ended first (its status in *st); -ETIMEDOUT.
+ * Only a child of CRIU is believed. */
+static int gate_accept(struct phos_criu_ahead *a, int lfd, int *st)
+{
+	struct timespec end;
 
-	err_fd = memfd_create("criu-stderr", MFD_CLOEXEC);
-	if (err_fd < 0) {
-		r = -errno;
-		goto out;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += criu_timeout_s();
+	for (;;) {
+		struct pollfd p = { .fd = lfd, .events = POLLIN };
+		struct ucred cred;
+		socklen_t cl = sizeof(cred);
+		long ms = ms_left(&end);
+		char c = 0;
+		int fd, r;
+
+		if (ms <= 0)
+			return -ETIMEDOUT;
+		r = waitpid(a->criu_pid, st, WNOHANG);
+		if (r == a->criu_pid)
+			return 1;
+		r = poll(&p, 1, ms < 20 ? (int)ms : 20);   /* and every 20 ms: has CRIU ended? */
+		if (r <= 0)
+			continue;
+		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && parent_of(cred.pid) == a->criu_pid) {
+			struct pollfd q = { .fd = fd, .events = POLLIN };
+
+			if (poll(&q, 1, 10000) == 1 && read(fd, &c, 1) == 1 && c == 'r') {
+				a->gate_fd = fd;
+				return 0;
+			}
+		}
+		close(fd);
 	}
-	lock_fd = dump_lock_take(pid, cancel_fd);
-	r = lock_fd == -ECANCELED ? -ECANCELED : criu_run(argv, NULL, NULL, 0, -1, err_fd, 0, as_p, cancel_fd, &st);
-	if (lock_fd >= 0)
-		close(lock_fd);
-	if (as_p)
-		files_chown_back(dir_fd);
-	if (r == -ECANCELED) {
-		err_set(err, errlen, "criu dump: cancelled");
-		goto out;
+}
+
+int phos_criu_dump_ahead(const char *criu, const char *gate, pid_t pid, const char *dir, const uint64_t *ext_unix,
+			 unsigned next, unsigned flags, struct phos_criu_ahead **ret, char *err, size_t errlen)
+{
+	struct phos_criu_ahead *a;
+	int lfd = -1, st = 0, r = dump_check(criu, pid, dir, ext_unix, next, flags, err, errlen);
+	char name[80], env[128];
+
+	*ret = NULL;
+	if (r < 0)
+		return r;
+	if (!gate)
+		return -EINVAL;
+	a = ahead_new();
+	if (!a)
+		return -ENOMEM;
+	r = dump_prepare(a, criu, pid, dir, ext_unix, next, flags, gate, err, errlen);
+	if (r < 0)
+		goto fail;
+	lfd = gate_listen(name, sizeof(name));
+	if (lfd < 0) {
+		r = lfd;
+		err_set(err, errlen, "criu dump: the gate's socket: %s", strerror(-r));
+		goto fail;
 	}
-	if (r == -ETIMEDOUT) {
-		err_set(err, errlen, "criu dump: killed after %d s (PHOS_CRIU_TIMEOUT); log in %s/dump.log",
-			criu_timeout_s(), dir);
-		goto out;
+	a->lock_fd = dump_lock_take(pid, -1);
+	if (a->lock_fd < 0) {
+		r = kill(pid, 0) < 0 && errno == ESRCH ? -ESRCH : a->lock_fd;
+		err_set(err, errlen, "criu dump: %s", r == -ESRCH ? "no such process" : strerror(-r));
+		goto fail;
 	}
+	snprintf(env, sizeof(env), "PHOS_CRIU_GATE_SOCK=%s", name);
+	r = criu_start(a->argv, NULL, NULL, 0, -1, a->err_fd, 0, a->as_other ? &a->as : NULL, env, &a->criu_pid);
 	if (r < 0) {
 		err_set(err, errlen, "criu dump: cannot run %s: %s", criu, strerror(-r));
-		goto out;
+		goto fail;
 	}
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		criu_reason("criu dump", NULL, dir_fd, "dump.log", err_fd, st, err, errlen);
-		r = kill(pid, 0) < 0 && errno == ESRCH ? -ESRCH : -EIO;
-		goto out;
+
+	/* CRIU's start-up, up to its pre-dump action, where the gate says 'r'.
+	 * CRIU ending before is CRIU's to explain. */
+	r = gate_accept(a, lfd, &st);
+	if (r == -ETIMEDOUT) {
+		criu_kill(a->criu_pid, &st);
+		a->criu_pid = 0;
+		r = dump_finish(a, -ETIMEDOUT, st, err, errlen);
+		goto fail;
 	}
-	/* CRIU killed it; when it is our child (phos_criu_spawn), reap it too */
-	while (!(flags & PHOS_CRIU_LEAVE_RUNNING) && waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	r = 0;
-out:
-	if (err_fd >= 0)
-		close(err_fd);
-	close(dir_fd);
+	if (r == 1) {
+		a->criu_pid = 0;
+		r = dump_finish(a, 0, st, err, errlen);
+		if (r == 0) {   /* it dumped without its gate: not what was asked */
+			err_set(err, errlen, "criu dump: the gate %s was not run", gate);
+			r = -EIO;
+		}
+		goto fail;
+	}
+	close(lfd);
+	*ret = a;
+	return 0;
+fail:
+	if (lfd >= 0)
+		close(lfd);
+	if (a->criu_pid > 0) {
+		criu_kill(a->criu_pid, &st);
+		a->criu_pid = 0;
+	}
+	ahead_free(a);
+	return r < 0 ? r : -EIO;
+}
+
+int phos_criu_dump_go(struct phos_criu_ahead *a, char *err, size_t errlen)
+{
+	int st = 0, r;
+
+	if (!a)
+		return -EINVAL;
+	r = write(a->gate_fd, "g", 1) == 1 ? 0 : -EPIPE;
+	close(a->gate_fd);
+	a->gate_fd = -1;
+	if (r == 0)
+		r = criu_wait(a->criu_pid, criu_timeout_s(), -1, &st);
+	else
+		(void)criu_wait(a->criu_pid, criu_timeout_s(), -1, &st);   /* it ends on its own */
+	a->criu_pid = 0;
+	if (r == -EPIPE) {
+		err_set(err, errlen, "criu dump: CRIU ended at its gate");
+		r = -EIO;
+	} else {
+		r = dump_finish(a, r, st, err, errlen);
+	}
+	ahead_free(a);
 	return r;
+}
+
+void phos_criu_dump_drop(struct phos_criu_ahead *a)
+{
+	int st;
+
+	if (!a)
+		return;
+	/* The gate reads EOF and fails: CRIU ends before it touched the task
+	 * (bounded: killed after 10 s, still before it touches the task). */
+	close(a->gate_fd);
+	a->gate_fd = -1;
+	if (criu_wait(a->criu_pid, 10, -1, &st) == 0 && a->as_other)
+		files_chown_back(a->dir_fd);
+	ahead_free(a);
 }
 
 /* ---- restore ---- */

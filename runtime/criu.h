@@ -87,6 +87,29 @@ int phos_criu_dump(const char *criu, pid_t pid, const char *dir, const uint64_t 
 int phos_criu_dump_flags(const char *criu, pid_t pid, const char *dir, const uint64_t *ext_unix, unsigned next,
 			 unsigned flags, int cancel_fd, char *err, size_t errlen);
 
+/* A dump made ready ahead of its moment, for checkpoints of a running
+ * program, whose stall it shortens. CRIU starts with the gate as its action
+ * script (--action-script): it does its start-up (kernel feature probes,
+ * options: tens of milliseconds) and then runs the gate at its pre-dump
+ * action, before it touches the task. The gate (runtime/criu_gate.c) tells
+ * the caller it is there and waits: the task runs on meanwhile.
+ * phos_criu_dump_ahead returns once CRIU waits at the gate (0 and *ret), or
+ * -errno with CRIU's reason in err and nothing left running; the task's dump
+ * lock (see phos_criu_dump) is held from then on. Then either
+ * phos_criu_dump_go: CRIU seizes the task and dumps it, as
+ * phos_criu_dump_flags would (same returns); or phos_criu_dump_drop: the
+ * gate fails, and CRIU ends without having touched the task. Both free a. */
+struct phos_criu_ahead;
+int phos_criu_dump_ahead(const char *criu, const char *gate, pid_t pid, const char *dir, const uint64_t *ext_unix,
+			 unsigned next, unsigned flags, struct phos_criu_ahead **ret, char *err, size_t errlen);
+int phos_criu_dump_go(struct phos_criu_ahead *a, char *err, size_t errlen);
+void phos_criu_dump_drop(struct phos_criu_ahead *a);
+
+/* Path of the gate program into buf: $PHOS_CRIU_GATE, else phos-criu-gate
+ * beside the calling binary, in ../runtime (the build tree) or in
+ * ../libexec/phos-fn. -ENOENT when there is none (dumps then run without it). */
+int phos_criu_gate_find(char *buf, size_t len);
+
 struct phos_criu_inherit {
 	int fd;            /* the caller's descriptor to hand in */
 	int target;        /* the number it had in the dumped process (for the

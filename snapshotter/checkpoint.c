@@ -4,13 +4,17 @@
  *
  *   controller (phos-fn run)                  executor            function
  *   DIR.tmp-XXXXXX (image.h: all or nothing)
+ *   criu dump made ready (criu.h, phos_criu_dump_ahead): its start-up done,
+ *   it waits at its gate; the program runs on (a recopy that waits for its
+ *   caller's moment makes it ready after the pre-copy, before STOP)
  *   CHECKPOINT {mode, tmp}            ──▶     (recopy: copies buffers into tmp
  *                                             while the records flow, in rounds)
  *                                             stops between two records, drains,
  *                                             writes gpu.data, modules, manifest
  *                                     ◀──     CHECKPOINTED
- *   criu dump --leave-running of the function (blocked in its next call or
- *   running CPU code) into tmp/cpu
+ *   the gate opens: criu dump --leave-running of the function (blocked in its
+ *   next call or running CPU code) into tmp/cpu; without a gate program
+ *   (phos_criu_gate_find), CRIU starts only now, its start-up in the stall
  *   RESUME                            ──▶     takes records again
  *   manifest: CPU facts, stdio and channel keys, the channel memfd's number,
  *   the checkpoint's mode and times; fsync; rename over DIR
@@ -122,6 +126,25 @@ static int await_answer(const struct phos_checkpoint_target *t, enum phos_ctl_ty
 	return 0;
 }
 
+/* Makes the CRIU dump of t's program into cpu ready (*ret), when there is a
+ * gate program (else *ret stays NULL, and the dump runs whole at its moment):
+ * 0, or -errno with err. */
+static int cpu_dump_ahead(const struct phos_checkpoint_target *t, const char *cpu, const uint64_t *ino,
+			  struct phos_criu_ahead **ret, char *err, size_t errlen)
+{
+	char gate[4096], line[1024];
+	int r;
+
+	*ret = NULL;
+	if (phos_criu_gate_find(gate, sizeof(gate)) < 0)
+		return 0;
+	r = phos_criu_dump_ahead(t->criu, gate, t->fn_pid, cpu, ino, 1, PHOS_CRIU_LEAVE_RUNNING, ret, line,
+				 sizeof(line));
+	if (r < 0)
+		phos_errf(err, errlen, "CRIU could not get ready to dump the program: %s", line);
+	return r;
+}
+
 /* When the executor stopped the program: held_s ago by its own account, but
  * not before t_asked (a figure out of range is not believed). */
 static double stopped_at(double t_asked, double held_s)
@@ -138,6 +161,7 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	struct phos_checkpoint_stats st = { .mode = mode };
 	char tmp[4096], cpu[4200], line[1024];
 	struct phos_image *img = NULL;
+	struct phos_criu_ahead *ahead = NULL;
 	bool sent = false, executor_gone = false, held = false;
 	double t0 = phos_now(), t_stop;
 	struct stat sb;
@@ -211,6 +235,8 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 		goto out;
 	}
 	memcpy(m.checkpoint.dir, tmp, strlen(tmp) + 1);
+	if (!m.checkpoint.wait_stop && (r = cpu_dump_ahead(t, cpu, &ino, &ahead, err, errlen)) < 0)
+		goto out;
 	r = phos_ctl_send(t->control_fd, &m);
 	if (r < 0) {
 		executor_gone = true;
@@ -227,6 +253,8 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 				phos_errf(err, errlen, "called off before its stop");
 			r = -ECANCELED;
 		}
+		if (r == 0)
+			r = cpu_dump_ahead(t, cpu, &ino, &ahead, err, errlen);
 		if (r == 0 && (r = phos_ctl_send(t->control_fd, &(struct phos_ctl_msg){ .type = PHOS_CTL_STOP,
 										      .fd = -1 })) < 0) {
 			executor_gone = true;
@@ -269,8 +297,13 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	{
 		double t_cpu = phos_now();
 
-		r = phos_criu_dump_flags(t->criu, t->fn_pid, cpu, &ino, 1, PHOS_CRIU_LEAVE_RUNNING, -1, line,
-					 sizeof(line));
+		if (ahead) {
+			r = phos_criu_dump_go(ahead, line, sizeof(line));
+			ahead = NULL;
+		} else {
+			r = phos_criu_dump_flags(t->criu, t->fn_pid, cpu, &ino, 1, PHOS_CRIU_LEAVE_RUNNING, -1, line,
+						 sizeof(line));
+		}
 		st.cpu_s = phos_now() - t_cpu;
 	}
 	if (r < 0) {
@@ -350,6 +383,7 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	if (ret_stats)
 		*ret_stats = st;
 out:
+	phos_criu_dump_drop(ahead);   /* CRIU ends at its gate, the program untouched */
 	if (sent && !executor_gone)
 		phos_ctl_send(t->control_fd, &(struct phos_ctl_msg){ .type = PHOS_CTL_RESUME, .fd = -1 });
 	if (r < 0)

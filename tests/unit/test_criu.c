@@ -5,9 +5,13 @@
  * once with fresh channels and stdio pipes handed in, and check that each copy
  * answers with the state it had at dump time, independently of the others.
  * Then the refusals: a dead pid, an empty and a corrupted image, a missing
- * channel, and injected faults (which must not run CRIU at all).
+ * channel, and injected faults (which must not run CRIU at all). Then dumps
+ * made ready ahead (phos_criu_dump_ahead, through the gate): the task answers
+ * while CRIU waits at its gate; let go, CRIU dumps it running on, and the
+ * image restores to the state it had at the go; dropped, CRIU ends without a
+ * trace on the task; a dead pid is refused before the gate.
  *
- *   test_criu CRIU_TARGET [CRIU]
+ *   test_criu CRIU_TARGET [CRIU [GATE]]
  *
  * CRIU (the wrapper tools/setup makes at <builddir>/criu/criu) becomes
  * PHOS_CRIU; without it, or as non-root, the test is skipped (77). CRIU runs
@@ -465,6 +469,97 @@ static void test_refusals(const struct image *img, const char *base)
 	free(timeout);
 }
 
+/* The task's state letter (R, S, t, ...), or '?'. */
+static char task_state(pid_t pid)
+{
+	char path[64], buf[512], *paren;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return '?';
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	paren = strrchr(buf, ')');
+	return paren && paren[1] == ' ' ? paren[2] : '?';
+}
+
+static void test_ahead(const char *base, const char *gate)
+{
+	char dir[256], reply[160], err[1024], found[4096];
+	struct phos_criu_ahead *a = NULL;
+	struct fn f;
+	uint64_t ino;
+	int r, sv[2];
+	pid_t gone, pid;
+
+	CHECK(phos_criu_gate_find(found, sizeof(found)) == 0 && realpath(gate, dir) && !strcmp(found, dir),
+	      "gate found: %s", found);
+	CHECK(fn_spawn(&f, SEED) == 0, "spawn for the ahead dumps");
+	ino = f.chan_ino;
+	ask(f.chan, "get\n", reply, sizeof(reply));
+	CHECK(strstr(reply, "count=0 "), "before: %s", reply);
+
+	/* ready, then let go: the task runs meanwhile, and after */
+	snprintf(dir, sizeof(dir), "%s/ahead", base);
+	mkdir(dir, 0700);
+	r = phos_criu_dump_ahead(criu, gate, f.pid, dir, &ino, 1, PHOS_CRIU_LEAVE_RUNNING, &a, err, sizeof(err));
+	CHECK(r == 0 && a, "dump ahead: %d %s", r, err);
+	ask(f.chan, "get\n", reply, sizeof(reply));
+	CHECK(strstr(reply, "count=1 "), "while CRIU waits at its gate: %s", reply);
+	CHECK(count_entries(dir) == 1, "CRIU wrote more than its log before its gate: %d", count_entries(dir));
+	r = phos_criu_dump_go(a, err, sizeof(err));
+	CHECK(r == 0, "dump go: %d %s", r, err);
+	CHECK(task_state(f.pid) != 't' && kill(f.pid, 0) == 0, "the task is not running on after the dump");
+	ask(f.chan, "get\n", reply, sizeof(reply));
+	CHECK(strstr(reply, "count=2 "), "after the dump: %s", reply);
+
+	/* the image is the task at the go: its next answer is count=2 */
+	socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
+	snprintf(reply, sizeof(reply), "socket:[%" PRIu64 "]", ino);
+	const struct phos_criu_inherit inh[] = { { sv[1], 3, reply } };
+	r = phos_criu_restore(criu, dir, inh, 1, 0, -1, &pid, err, sizeof(err));
+	CHECK(r == 0, "restore of the ahead dump: %d %s", r, err);
+	if (r == 0) {
+		ask(sv[0], "get\n", reply, sizeof(reply));
+		CHECK(strstr(reply, "count=2 "), "restored from the ahead dump: %s", reply);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	close(sv[0]);
+	close(sv[1]);
+
+	/* ready, then dropped: no image, the task untouched */
+	snprintf(dir, sizeof(dir), "%s/dropped", base);
+	mkdir(dir, 0700);
+	r = phos_criu_dump_ahead(criu, gate, f.pid, dir, &ino, 1, PHOS_CRIU_LEAVE_RUNNING, &a, err, sizeof(err));
+	CHECK(r == 0 && a, "dump ahead to drop: %d %s", r, err);
+	phos_criu_dump_drop(a);
+	CHECK(task_state(f.pid) != 't' && kill(f.pid, 0) == 0, "the task is not running after a drop");
+	ask(f.chan, "get\n", reply, sizeof(reply));
+	CHECK(strstr(reply, "count=3 "), "after a drop: %s", reply);
+	snprintf(err, sizeof(err), "%s/core-1.img", dir);
+	CHECK(access(err, F_OK) < 0, "a dropped dump wrote an image");
+	kill(f.pid, SIGKILL);
+	waitpid(f.pid, NULL, 0);
+	fn_close(&f);
+
+	/* a dead pid: refused, with CRIU's reason, nothing waiting */
+	gone = fork();
+	if (gone == 0)
+		_exit(0);
+	waitpid(gone, NULL, 0);
+	snprintf(dir, sizeof(dir), "%s/ahead-gone", base);
+	mkdir(dir, 0700);
+	a = NULL;
+	r = phos_criu_dump_ahead(criu, gate, gone, dir, NULL, 0, PHOS_CRIU_LEAVE_RUNNING, &a, err, sizeof(err));
+	CHECK(r == -ESRCH && !a && *err, "dump ahead of a dead pid: %d %s", r, err);
+	printf("dump ahead of a dead pid: %s\n", err);
+}
+
 /* Runs in a forked child before this process ever asks phos_fault (which reads
  * PHOS_FAULT once): the armed points fail without running CRIU. */
 static int fault_child(const char *base)
@@ -561,6 +656,12 @@ int main(int argc, char **argv)
 	mkdir(img.dir, 0700);
 	test_dump_restore(&img);
 	test_refusals(&img, base);
+	if (argc > 3 && access(argv[3], X_OK) == 0) {
+		setenv("PHOS_CRIU_GATE", argv[3], 1);
+		test_ahead(base, argv[3]);
+	} else {
+		printf("no gate program: the ahead dumps are not tried\n");
+	}
 
 	if (failures)
 		fprintf(stderr, "%d failure(s); images kept in %s\n", failures, base);

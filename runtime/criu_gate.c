@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * phos-criu-gate: CRIU's action script for a dump made ready ahead
+ * (criu.h, phos_criu_dump_ahead). At the pre-dump action, which CRIU runs
+ * after its start-up and before it seizes the task, it connects to the
+ * caller's abstract unix socket named by $PHOS_CRIU_GATE_SOCK (CRIU closes
+ * the descriptors it was given, but keeps its environment), writes 'r' and
+ * waits for one byte: 'g' lets CRIU go on (exit 0); anything else, or the
+ * caller gone, fails the dump before it has touched the task (exit 1).
+ * Every other action passes at once.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+int main(void)
+{
+	const char *action = getenv("CRTOOLS_SCRIPT_ACTION"), *name = getenv("PHOS_CRIU_GATE_SOCK");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t len;
+	ssize_t n;
+	char c = 0;
+	int fd;
+
+	if (!action || strcmp(action, "pre-dump"))
+		return 0;
+	if (!name || !*name || (len = strlen(name)) >= sizeof(sa.sun_path) - 1)
+		return 1;
+	memcpy(sa.sun_path + 1, name, len);   /* abstract: a leading NUL */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)) < 0)
+		return 1;
+	if (write(fd, "r", 1) != 1)
+		return 1;
+	do
+		n = read(fd, &c, 1);
+	while (n < 0 && errno == EINTR);
+	return n == 1 && c == 'g' ? 0 : 1;
+}
