@@ -29,7 +29,8 @@ stw copies the state into a pinned host copy made at the ask, before the
 stop, and holds the program only for that copy and the CPU dump; gpu.data
 is hashed and written after (copy_s, host_copy in the manifest). Every
 mode's stall holds CRIU's dump of the CPU side, the same in each:
-device_stall_s (stall_s - cpu_dump_s) is the part of the engine's own.
+device_stall_s (stall_s - cpu_dump_s) is the part of the engine's own; cpu_frozen_s is
+how long CRIU kept the program frozen (its dump.log: seized to unfrozen).
 
 usage: bench/checkpoint.py BUILD [--sizes 1,4,16] [--dir DIR] [--modes stw,cow,recopy] [--no-baseline]
        [--device cuda|sim --unit-mib 4 --width 64]   (sim: a dry run of the script, never a measurement)
@@ -160,6 +161,24 @@ def checksum_of(argv, what, timeout):
     return r.done
 
 
+def criu_frozen_s(d):
+    """How long CRIU kept the program frozen, from its dump.log: its first
+    "Seized task" to "Unfreezing tasks" (None when the log does not say)."""
+    seized = unfrozen = None
+    try:
+        with open(os.path.join(d, "cpu", "dump.log"), errors="replace") as f:
+            for line in f:
+                if line.startswith("(") and (("Seized task" in line and seized is None) or "Unfreezing tasks" in line):
+                    t = float(line[1:line.index(")")])
+                    if "Seized task" in line:
+                        seized = t
+                    else:
+                        unfrozen = t
+    except (OSError, ValueError):
+        return None
+    return unfrozen - seized if seized is not None and unfrozen is not None else None
+
+
 def phos_mode(case, size, mode, steps, frozen, ref):
     d = os.path.join(A.dir, f"ck-{size}-{mode}")
     shutil.rmtree(d, ignore_errors=True)
@@ -189,6 +208,9 @@ def phos_mode(case, size, mode, steps, frozen, ref):
         record(case, system, "host_copy", 1 if ck.get("host_copy") else 0, "")
     record(case, system, "cpu_dump_s", ck.get("cpu_s", 0), "s")
     record(case, system, "device_stall_s", max(0.0, ck["stall_s"] - ck.get("cpu_s", 0)), "s")
+    frozen_s = criu_frozen_s(d)
+    if frozen_s is not None:
+        record(case, system, "cpu_frozen_s", frozen_s, "s")
     record(case, system, "state_bytes", m["gpu_bytes"], "B")
     record(case, system, "stop_bytes", ck.get("stop_bytes", 0), "B")
     record(case, system, "precopy_bytes", ck.get("precopy_bytes", 0), "B")
@@ -197,7 +219,7 @@ def phos_mode(case, size, mode, steps, frozen, ref):
     if gap is not None:
         record(case, system, "observed_gap_s", gap, "s")
     log(f"  {system}: stall {ck['stall_s']:.3f} s, total {ck['total_s']:.3f} s, device side {ck.get('gpu_s', 0):.3f} s,"
-        f" CPU dump {ck.get('cpu_s', 0):.3f} s, device copy while held {ck.get('copy_s', 0):.3f} s"
+        f" CPU dump {ck.get('cpu_s', 0):.3f} s (frozen {frozen_s if frozen_s is None else round(frozen_s, 4)} s), device copy while held {ck.get('copy_s', 0):.3f} s"
         f"{' (host copy)' if ck.get('host_copy') else ''}, rounds {ck.get('rounds', 0)}, stop {ck.get('stop_bytes', 0) >> 20} MiB,"
         f" longest step-line gap {gap if gap is None else round(gap, 3)} s")
     check(f"{case}: {system}: the checkpointed run ends as an uninterrupted one", rc == 0 and r.done == ref,
