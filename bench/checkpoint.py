@@ -209,6 +209,8 @@ def phos_mode(case, size, mode, steps, frozen, ref):
     record(case, system, "cpu_dump_s", ck.get("cpu_s", 0), "s")
     record(case, system, "device_stall_s", max(0.0, ck["stall_s"] - ck.get("cpu_s", 0)), "s")
     frozen_s = criu_frozen_s(d)
+    if os.environ.get("OUT") and os.path.exists(os.path.join(d, "cpu", "dump.log")):
+        shutil.copy(os.path.join(d, "cpu", "dump.log"), os.path.join(os.environ["OUT"], f"dump-{case}-{mode}.log"))
     if frozen_s is not None:
         record(case, system, "cpu_frozen_s", frozen_s, "s")
     record(case, system, "state_bytes", m["gpu_bytes"], "B")

@@ -138,6 +138,17 @@ static int child_place_fds(const int *from, const int *to, int *tmp, unsigned n,
 	return keep >= 0 ? kept : 0;
 }
 
+/* CRIU's log level: -v$PHOS_CRIU_LOG_LEVEL (0-4), else -v4, every step
+ * (a dump of a running program logs about a thousand lines while it is
+ * frozen; -v3 keeps the steps and their times without the page lists). */
+static const char *criu_verbosity(void)
+{
+	static const char *const v[] = { "-v0", "-v1", "-v2", "-v3", "-v4" };
+	const char *env = getenv("PHOS_CRIU_LOG_LEVEL");
+
+	return env && env[0] >= '0' && env[0] <= '4' && !env[1] ? v[env[0] - '0'] : "-v4";
+}
+
 /* Seconds CRIU may run: $PHOS_CRIU_TIMEOUT, else CRIU_TIMEOUT_S. */
 static int criu_timeout_s(void)
 {
@@ -890,7 +901,7 @@ static int dump_prepare(struct phos_criu_ahead *a, const char *criu, pid_t pid, 
 	}
 	a->argv[argc++] = "-o";
 	a->argv[argc++] = "dump.log";   /* relative: in dir */
-	a->argv[argc++] = "-v4";
+	a->argv[argc++] = (char *)criu_verbosity();
 	a->argv[argc] = NULL;
 	return 0;
 }
@@ -1338,7 +1349,7 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 	}
 	argv[argc++] = "-o";
 	argv[argc++] = "restore.log";   /* relative: in the work dir */
-	argv[argc++] = "-v4";
+	argv[argc++] = (char *)criu_verbosity();
 	argv[argc] = NULL;
 
 	r = criu_run(argv, from, to, ninh, -1, err_fd, CRIU_RESTORE_FSIZE, NULL, cancel_fd, &st);
