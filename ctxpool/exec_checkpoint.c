@@ -421,6 +421,29 @@ static void cow_protect_all(struct executor *ex)
 			return;
 }
 
+int exec_checkpoint_wait_ms(const struct executor *ex)
+{
+	const struct exec_ckpt *c = &ex->ckpt;
+	double left;
+
+	if (!exec_checkpoint_copying(ex))
+		return 1000;
+	if (c->cow_mem)
+		return 1;
+	if (!c->recopy || c->ring_idle || atomic_load(&c->stop_asked) || atomic_load(&c->abandon))
+		return 0;
+	left = c->recopy->next_at - phos_now();
+	return left <= 0 ? 0 : left >= 1.0 ? 1000 : (int)(left * 1000) + 1;
+}
+
+void exec_checkpoint_waited(struct executor *ex, bool got, int wait_ms)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+
+	/* idle: a whole wait without a call, or no call since */
+	c->ring_idle = !got && (wait_ms > 0 || c->ring_idle);
+}
+
 bool exec_checkpoint_copying(const struct executor *ex)
 {
 	const struct exec_ckpt *c = &ex->ckpt;
@@ -935,7 +958,16 @@ static void recopy_poll(struct executor *ex)
 		phos_info("checkpoint (recopy): called off before its stop");
 		return;
 	}
-	r = exec_recopy_step(ex, rc, &stop, err, sizeof(err));
+	/* paced while the function makes calls (executor.h, exec_recopy) */
+	if (atomic_load(&c->stop_asked) || c->ring_idle || phos_now() >= rc->next_at) {
+		double t0 = phos_now(), t1;
+
+		r = exec_recopy_step(ex, rc, &stop, err, sizeof(err));
+		t1 = phos_now();
+		rc->next_at = t1 + (t1 - t0) * (1.0 - rc->share) / rc->share;
+	} else {
+		r = 0;
+	}
 	if (!rc->halfway && (stop || rc->next >= rc->n / 2)) {
 		rc->halfway = true;
 		fault_kill(c->dir);   /* halfway through the first round (or before the stop), once */

@@ -238,9 +238,15 @@ int exec_serve(struct executor *ex)
 		int blas_status = 0, r;
 
 		exec_checkpoint_poll(ex);   /* a record boundary */
-		/* copying between records: look again at once; copies on the device
-		 * (a cow's through host memory): soon */
-		r = phos_channel_next(ex->ch, !exec_checkpoint_copying(ex) ? 1000 : ex->ckpt.cow_mem ? 1 : 0, &h);
+		/* copying between records: look again at once, or when a recopy's
+		 * next paced step is due; copies on the device (a cow's through host
+		 * memory): soon */
+		{
+			int wait_ms = exec_checkpoint_wait_ms(ex);
+
+			r = phos_channel_next(ex->ch, wait_ms, &h);
+			exec_checkpoint_waited(ex, r == 1, wait_ms);
+		}
 		if (r == 0)
 			continue;
 		if (r < 0) {

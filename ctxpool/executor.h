@@ -180,6 +180,9 @@ struct exec_ckpt {
 	 * dirty; STOP makes it stop, RESUME before that drops it */
 	bool wait_stop, precopied;
 	_Atomic bool stop_asked, abandon;
+	/* the function made no call in the dispatcher's last wait (exec_serve):
+	 * a recopy steps without pacing then */
+	bool ring_idle;
 	/* stw into memory (staging.h): the host copy made at the ask (by the
 	 * control thread, while preparing: the function runs meanwhile), taken
 	 * at the stop; after RESUME a thread writes it out (writing, under lock;
@@ -361,6 +364,12 @@ struct spec_set;
 /* Whether a cow checkpoint is copying (the dispatcher then polls the ring
  * without waiting, to copy while the function is idle). */
 bool exec_checkpoint_copying(const struct executor *ex);
+/* How long the dispatcher may wait for the next record (ms): 1000 with no
+ * copy under way, 0 or 1 while copies go on, until a recopy's next paced
+ * step otherwise. */
+int exec_checkpoint_wait_ms(const struct executor *ex);
+/* The dispatcher waited wait_ms and got a record (got) or not. */
+void exec_checkpoint_waited(struct executor *ex, bool got, int wait_ms);
 
 /* Before a call writes what s says (spec_commit): a cow checkpoint copies
  * first the buffers in its write set not copied yet (all of them for an
@@ -397,6 +406,10 @@ struct exec_recopy {
 	uint64_t part_done;
 	uint64_t *part_hashes;
 	bool halfway;               /* the first round got halfway (fault point checkpoint_kill) */
+	/* pacing: while the function makes calls, a step (which drains the
+	 * device and holds the dispatcher for its copy) takes at most share of
+	 * the dispatcher's time: the next one waits until next_at */
+	double share, next_at;
 };
 
 /* Starts another pass over the items (a recopy that waits for STOP keeps
