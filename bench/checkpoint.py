@@ -38,6 +38,7 @@ usage: bench/checkpoint.py BUILD [--sizes 1,4,16] [--dir DIR] [--modes stw,cow,r
 import argparse
 import datetime
 import json
+import math
 import os
 import shutil
 import signal
@@ -359,17 +360,21 @@ def main():
         for size in [int(s) for s in A.sizes.split(",")]:
             case = f"train-{size}GiB"
             frozen = max(0, size * A.unit_mib - weights_mib - 8)
-            log(f"== {case}: {frozen} MiB frozen, {weights_mib} MiB of weights and gradients written every step")
-            ref = checksum_of(native(train_argv(steps, frozen)), f"{case}: uninterrupted run", 900)
+            # long enough for a paced recopy (its steps take at most half of the
+            # dispatcher's time while the program runs): 1.5 s a GiB
+            case_steps = steps * max(1, math.ceil(size * A.unit_mib / 1024 * 1.5 / A.seconds))
+            log(f"== {case}: {frozen} MiB frozen, {weights_mib} MiB of weights and gradients written every step, "
+                f"{case_steps} steps")
+            ref = checksum_of(native(train_argv(case_steps, frozen)), f"{case}: uninterrupted run", 900)
             got = {}
             for mode in A.modes.split(","):
                 try:
-                    got[mode] = phos_mode(case, size, mode, steps, frozen, ref)
+                    got[mode] = phos_mode(case, size, mode, case_steps, frozen, ref)
                 except Exception as e:   # one failed system does not hide the others
                     check(f"{case}: phos-{mode} ran", False, str(e)[-800:])
             if not A.no_baseline and A.device == "cuda":
                 try:
-                    baseline(case, steps, frozen, ref)
+                    baseline(case, case_steps, frozen, ref)
                 except Exception as e:
                     check(f"{case}: driver-api+criu ran", False, str(e)[-800:])
             state = next((r["value"] for r in records if r["case"] == case and r["metric"] == "state_bytes"), 0)
