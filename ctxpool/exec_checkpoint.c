@@ -83,9 +83,10 @@ void exec_checkpoint_ask(struct executor *ex, enum phos_ckpt_mode mode, bool wai
 		exec_control_error(ex, "unknown checkpoint mode %u%s", (unsigned)mode, wait_stop ? " (waiting for a stop)" : "");
 		return;
 	}
-	if (ex->ndevs > 1) {
-		exec_control_error(ex, "checkpoints of a function over several GPUs (%d here) are not supported yet",
-				   ex->ndevs);
+	if (ex->ndevs > 1 && !ex->peers) {
+		/* its copies read every device through the one records run on */
+		exec_control_error(ex, "the executor's %d GPUs do not reach each other's memory: a checkpoint cannot "
+				   "read them all", ex->ndevs);
 		return;
 	}
 	pthread_mutex_lock(&c->lock);
@@ -209,7 +210,7 @@ static int checkpoint_prepare(struct executor *ex, char *err, size_t errlen)
 		phos_errf(err, errlen, "an on-demand restore is still moving buffers in; try again later");
 		return -EBUSY;
 	}
-	r = ex->dev_ops->synchronize(ex->dev);
+	r = exec_drain_all(ex);   /* every device: the copies read them all */
 	if (r < 0) {
 		phos_errf(err, errlen, "the device failed while draining (cuda error %d)", -r);
 		return -EIO;

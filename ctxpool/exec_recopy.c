@@ -283,7 +283,7 @@ static int dump_some(struct executor *ex, int fd, struct stage_item *items, cons
  * results. 0 or -EIO with err. */
 static int drain(struct executor *ex, char *err, size_t errlen)
 {
-	int r = ex->dev_ops->synchronize(ex->dev);
+	int r = exec_drain_all(ex);
 
 	if (r < 0) {
 		phos_errf(err, errlen, "the device failed while draining (cuda error %d)", -r);

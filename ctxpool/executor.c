@@ -80,6 +80,18 @@ void exec_use_device(struct executor *ex, int d)
 	ex->dev_index = d;
 }
 
+int exec_drain_all(struct executor *ex)
+{
+	int d = ex->dev_index, r = 0;
+
+	for (int k = 0; k < ex->ndevs && r == 0; k++) {
+		exec_use_device(ex, k);
+		r = ex->dev_ops->synchronize(ex->dev);
+	}
+	exec_use_device(ex, d);
+	return r;
+}
+
 int exec_device_at(const struct executor *ex, uint64_t addr)
 {
 	uint64_t d;

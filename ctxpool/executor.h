@@ -294,6 +294,9 @@ int exec_serve(struct executor *ex);
 /* Makes device d (< ndevs) the one records run on until the record ends
  * (exec_serve puts the selected one back after each). */
 void exec_use_device(struct executor *ex, int d);
+/* Waits for every device's work (the device records run on stays): 0, or
+ * the first failure (a negated cudaError_t). */
+int exec_drain_all(struct executor *ex);
 /* The device whose part of the arena holds addr (the selected one for an
  * address outside the arena). */
 int exec_device_at(const struct executor *ex, uint64_t addr);

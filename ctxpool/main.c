@@ -262,11 +262,16 @@ static int adopt_channel(struct executor *ex, int fd, const struct phos_image *i
 	 * elsewhere this time would be written at its old address. Refused. */
 	for (uint32_t i = 0; i < img->nvars; i++) {
 		const struct exec_var *v = handle_get(&ex->vars, img->vars[i].id);
+		uint32_t d = img->vars[i].device;   /* the copy of that device (several GPUs) */
+		uint64_t here;
 
-		if (v && img->vars[i].size && v->addr != img->vars[i].addr) {
-			phos_errf(err, errlen, "variable %s is at %#llx here, not at %#llx as in the checkpoint; "
+		if (!v || !img->vars[i].size)
+			continue;
+		here = d == 0 ? v->addr : d < EXEC_MAX_DEVICES ? v->peer_addr[d] : 0;
+		if (here != img->vars[i].addr) {
+			phos_errf(err, errlen, "variable %s (device %u) is at %#llx here, not at %#llx as in the checkpoint; "
 				  "restoring checkpoints of programs whose variables move is not supported yet",
-				  img->vars[i].name, (unsigned long long)v->addr, (unsigned long long)img->vars[i].addr);
+				  img->vars[i].name, d, (unsigned long long)here, (unsigned long long)img->vars[i].addr);
 			return -EADDRNOTAVAIL;
 		}
 	}

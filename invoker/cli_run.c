@@ -504,10 +504,6 @@ int cli_run(int argc, char **argv)
 		return 2;
 	if (per.dir[0])
 		checkpointable = true;
-	if (checkpointable && getenv("PHOS_GPUS") && *getenv("PHOS_GPUS")) {
-		fprintf(stderr, "phos-fn: checkpoints of a program over several GPUs (--gpus) are not supported yet\n");
-		return 2;
-	}
 	device = cli_resolve_device(device);
 	if (!device) {
 		fprintf(stderr, "phos-fn: unknown device (use auto, cuda or sim)\n");

@@ -23,8 +23,11 @@
  * device it is on), reads the variable on both devices, runs a kernel on
  * device 1's stream and reads device 0's buffer, and answers
  * {"v0":7,"v1":9,"fill":2005,"p0":5,"peek1":14,"peek0":82,"arr0":1400,
- * "arr1":601,"ok":BOOL} (arr: a CUDA array made on each device): what a
- * restore must bring back on the right devices.
+ * "arr1":601,"n0":N,"n1":N,"ok":BOOL} (arr: a CUDA array made on each
+ * device; n0, n1: a counter of the requests served in each device's memory,
+ * counted up by a kernel there, 1 at the first request after the snapshot):
+ * what a restore must bring back on the right devices, and a checkpoint
+ * taken between two requests must carry on.
  */
 #include <cstdio>
 #include <cstring>
@@ -40,6 +43,12 @@ __global__ void mg_fill(int *p, int v, int n)
 {
 	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
 		p[i] = v + i;
+}
+
+/* One more request served. */
+__global__ void mg_count(int *n)
+{
+	n[0]++;
 }
 
 /* out[k] = p[at[k]] for k < 2: a kernel reading restored memory. */
@@ -61,6 +70,7 @@ static void report(const char *name, bool ok, const char *detail = "")
 
 struct served {
 	int *p0, *p1, *q1, *r0;
+	int *n0, *n1;   /* requests served, on device 0 and device 1 */
 	cudaStream_t s1;
 	cudaArray_t a0, a1;   /* 64 x 4 floats, element i: 7 i on device 0, 3 i + 1 on device 1 */
 };
@@ -78,7 +88,7 @@ static float array_at(cudaArray_t a, int at)
 static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_response *resp)
 {
 	served *s = (served *)arg;
-	int v0 = 0, v1 = 0, fill = 0, p0 = 0, peek[2] = { 0, 0 };
+	int v0 = 0, v1 = 0, fill = 0, p0 = 0, peek[2] = { 0, 0 }, n0 = 0, n1 = 0;
 	float arr0, arr1;
 	char out[320];
 
@@ -98,13 +108,18 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 	mg_fill<<<32, 128, 0, s->s1>>>(s->p1, 5, 1 << 16);   /* as the snapshot had it, for the next request */
 	cudaStreamSynchronize(s->s1);
 	arr1 = array_at(s->a1, 200);
+	mg_count<<<1, 1, 0, s->s1>>>(s->n1);
+	cudaMemcpyAsync(&n1, s->n1, sizeof(int), cudaMemcpyDeviceToHost, s->s1);
+	cudaStreamSynchronize(s->s1);
 	cudaSetDevice(0);
 	arr0 = array_at(s->a0, 200);
+	mg_count<<<1, 1>>>(s->n0);
+	cudaMemcpy(&n0, s->n0, sizeof(int), cudaMemcpyDeviceToHost);
 	snprintf(out, sizeof(out), "{\"v0\":%d,\"v1\":%d,\"fill\":%d,\"p0\":%d,\"peek1\":%d,\"peek0\":%d,"
-				   "\"arr0\":%g,\"arr1\":%g,\"ok\":%s}",
-		 v0, v1, fill, p0, peek[0], peek[1], arr0, arr1,
+				   "\"arr0\":%g,\"arr1\":%g,\"n0\":%d,\"n1\":%d,\"ok\":%s}",
+		 v0, v1, fill, p0, peek[0], peek[1], arr0, arr1, n0, n1,
 		 v0 == 7 && v1 == 9 && fill == 2005 && p0 == 5 && peek[0] == 14 && peek[1] == 82 && arr0 == 1400 &&
-				 arr1 == 601 ? "true" : "false");
+				 arr1 == 601 && n0 == n1 && n0 > 0 ? "true" : "false");
 	resp->body = strdup(out);   /* phos_fn_serve frees it */
 	if (!resp->body)
 		return 500;
@@ -281,7 +296,11 @@ int main(int argc, char **argv)
 		int *r0 = nullptr;
 		report("serve_alloc", cudaMalloc(&r0, 1 << 20) == cudaSuccess);
 		mg_fill<<<32, 128>>>(r0, 5, 1 << 18);
-		s = { p0, p1, q1, r0, s1, nullptr, nullptr };
+		s = { p0, p1, q1, r0, nullptr, nullptr, s1, nullptr, nullptr };
+		report("serve_counters", cudaMalloc(&s.n0, sizeof(int)) == cudaSuccess &&
+					 cudaMemset(s.n0, 0, sizeof(int)) == cudaSuccess && cudaSetDevice(1) == cudaSuccess &&
+					 cudaMalloc(&s.n1, sizeof(int)) == cudaSuccess &&
+					 cudaMemset(s.n1, 0, sizeof(int)) == cudaSuccess && cudaSetDevice(0) == cudaSuccess);
 		/* a CUDA array on each device */
 		{
 			cudaChannelFormatDesc fd = cudaCreateChannelDesc<float>();

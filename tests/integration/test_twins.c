@@ -59,6 +59,11 @@ static void mg_fill(const struct phos_sim_launch *l)
 		p[i] = v + i;
 }
 
+static void mg_count(const struct phos_sim_launch *l)
+{
+	PHOS_SIM_ARG(l, 0, int *)[0]++;
+}
+
 static void mg_peek(const struct phos_sim_launch *l)
 {
 	const int *a = PHOS_SIM_ARG(l, 0, const int *);
@@ -200,6 +205,7 @@ static const struct phos_sim_twin twins[] = {
 	{ "_Z5touchPfi", touch },
 	{ "_Z7mg_fillPiii", mg_fill },
 	{ "_Z7mg_peekPKiiS0_iPi", mg_peek },
+	{ "_Z8mg_countPi", mg_count },
 	{ "_Z4bumpPiii", bump },
 	{ "_Z10pools_iotaPiii", pools_iota },
 };
