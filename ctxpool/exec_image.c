@@ -157,6 +157,7 @@ static int collect_objects(struct executor *ex, const char *dir, struct dump_ctx
 		iv.module = v->module;
 		iv.name = v->name;
 		iv.constant = v->constant;
+		iv.given = v->given;
 		/* one entry per device: each has its own copy */
 		for (int d = 0; d < ex->ndevs; d++) {
 			iv.device = (uint32_t)d;
@@ -635,6 +636,8 @@ static int load_objects(struct executor *ex, const char *dir, const struct phos_
 		/* made once (on every device), then each device's entry is checked */
 		r = v->device == 0 ? exec_var_make(ex, v->id, v->module, v->name, v->size, v->constant) : 0;
 		ev = handle_get(&ex->vars, v->id);
+		if (ev && v->given)
+			ev->given = true;   /* the program still holds the address it was given */
 		if (r < 0 || !ev) {
 			phos_errf(err, errlen, "variable %s could not be registered (cuda error %d)", v->name, -r);
 			return -EIO;

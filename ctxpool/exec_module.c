@@ -432,16 +432,18 @@ int exec_module_handle(struct executor *ex, uint32_t op, const void *body, uint3
 		return 0;
 	}
 	case PHOS_OP_VAR_INFO: {
-		const struct exec_var *v;
+		struct exec_var *v;
 		struct phos_reply_var_info *vi = out;
 
-		if (len < sizeof(*h))
+		if (len < sizeof(*h) || (h->_pad & ~PHOS_VAR_INFO_GIVEN))
 			return -PHOS_CUDA_INVALID_VALUE;
 		v = handle_get(&ex->vars, h->id);
 		if (!v)
 			return -PHOS_CUDA_INVALID_VALUE;
 		if (v->error)
 			return v->error;
+		if (h->_pad & PHOS_VAR_INFO_GIVEN)
+			v->given = true;
 		vi->addr = exec_var_here(ex, v);
 		vi->size = v->size;
 		*out_len = sizeof(*vi);

@@ -116,6 +116,7 @@ struct exec_var {
 	uint64_t addr, size;
 	uint64_t peer_addr[EXEC_MAX_DEVICES];  /* its copies on devices 1, 2, ... */
 	bool constant;
+	bool given;   /* the program was given its address (PHOS_VAR_INFO_GIVEN; kept in images) */
 	int error;
 };
 

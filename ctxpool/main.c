@@ -256,10 +256,13 @@ static int adopt_channel(struct executor *ex, int fd, const struct phos_image *i
 	ex->ch_pinned = ex->dev_ops->host_register(ex->dev, shm, len) == 0;
 	if (!img)
 		return 0;
-	/* The restored program goes on with the addresses it learned of its
-	 * __device__ variables (the preload keeps them; only a restore at
-	 * phos_fn_serve makes it ask again): a variable the device placed
-	 * elsewhere this time would be written at its old address. Refused. */
+	/* The device may place the module variables elsewhere this time (the
+	 * driver chooses: another address in every process). The restored
+	 * program's runtime asks again for what it had learned of them (it sees
+	 * the adoption, channel.h); but an address the program itself was given
+	 * (cudaGetSymbolAddress, cuModuleGetGlobal: "given" in the image) may
+	 * sit anywhere in its memory and would be used at its old place:
+	 * refused. */
 	for (uint32_t i = 0; i < img->nvars; i++) {
 		const struct exec_var *v = handle_get(&ex->vars, img->vars[i].id);
 		uint32_t d = img->vars[i].device;   /* the copy of that device (several GPUs) */
@@ -268,12 +271,16 @@ static int adopt_channel(struct executor *ex, int fd, const struct phos_image *i
 		if (!v || !img->vars[i].size)
 			continue;
 		here = d == 0 ? v->addr : d < EXEC_MAX_DEVICES ? v->peer_addr[d] : 0;
-		if (here != img->vars[i].addr) {
-			phos_errf(err, errlen, "variable %s (device %u) is at %#llx here, not at %#llx as in the checkpoint; "
-				  "restoring checkpoints of programs whose variables move is not supported yet",
+		if (here != img->vars[i].addr && img->vars[i].given) {
+			phos_errf(err, errlen, "variable %s (device %u) is at %#llx here, not at %#llx as in the checkpoint, "
+				  "and the program was given its address (cudaGetSymbolAddress or cuModuleGetGlobal); "
+				  "restoring a checkpoint of such a program needs the variable at its old place",
 				  img->vars[i].name, d, (unsigned long long)here, (unsigned long long)img->vars[i].addr);
 			return -EADDRNOTAVAIL;
 		}
+		if (here != img->vars[i].addr)
+			phos_debug("variable %s (device %u) moved from %#llx to %#llx; the program asks again",
+				   img->vars[i].name, d, (unsigned long long)img->vars[i].addr, (unsigned long long)here);
 	}
 	return adopt_regions(ex, img, err, errlen);
 }

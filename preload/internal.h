@@ -227,6 +227,10 @@ PHOS_EXPORT const char *phos_func_name(const void *func);
 void phos_launch_reset(void);
 /* launch.c: device address and size of a registered variable (by host shadow). */
 int phos_var_lookup(const void *symbol, uint64_t *ret_addr, uint64_t *ret_size);
+/* The same for an address the program gets (cudaGetSymbolAddress): the
+ * executor learns that it was given (a checkpoint's restore must then find
+ * the variable at that address). */
+int phos_var_address(const void *symbol, uint64_t *ret_addr);
 /* launch.c: forget where variables are (a restored executor placed them anew). */
 void phos_var_forget(void);
 /* launch.c: is [addr, addr+len) inside a known variable? (no round trip) */

@@ -93,6 +93,7 @@ struct var {
 	/* where the executor put it, per device (a copy on each) */
 	bool have_info[PHOS_MAX_DEVICES];
 	uint64_t addr[PHOS_MAX_DEVICES], dev_size[PHOS_MAX_DEVICES];
+	bool given[PHOS_MAX_DEVICES];   /* its address went to the program (the executor knows) */
 };
 
 /* The hidden API, as crt/host_runtime.h and crt/device_functions.h declare it
@@ -501,7 +502,24 @@ void phos_launch_reset(void)
 
 /* --- variables --- */
 
-static int var_info(struct var *v, uint64_t *ret_addr, uint64_t *ret_size)
+/* A restore of a checkpoint (channel.h, phos_channel_adoptions) may have
+ * put the module variables elsewhere: what was learned of them is asked
+ * again. */
+static void vars_refresh(void)
+{
+	static uint32_t seen;
+	struct phos_channel *ch = phos_preload_channel();
+	uint32_t now = ch ? phos_channel_adoptions(ch) : 0;
+
+	if (now != __atomic_load_n(&seen, __ATOMIC_ACQUIRE)) {
+		phos_var_forget();
+		__atomic_store_n(&seen, now, __ATOMIC_RELEASE);
+	}
+}
+
+/* Where v is on the current device; give: the address goes to the program,
+ * which the executor is told once (PHOS_VAR_INFO_GIVEN). */
+static int var_info(struct var *v, uint64_t *ret_addr, uint64_t *ret_size, bool give)
 {
 	struct phos_handle h;
 	struct phos_reply_var_info vi;
@@ -513,12 +531,13 @@ static int var_info(struct var *v, uint64_t *ret_addr, uint64_t *ret_size)
 		return cudaErrorInvalidKernelImage;
 	if (d < 0 || d >= PHOS_MAX_DEVICES)
 		return cudaErrorInvalidDevice;
-	if (!__atomic_load_n(&v->have_info[d], __ATOMIC_ACQUIRE)) {
+	vars_refresh();
+	if (!__atomic_load_n(&v->have_info[d], __ATOMIC_ACQUIRE) || (give && !v->given[d])) {
 		r = var_ensure(v);
 		if (r)
 			return r;
 		h.id = v->id;
-		h._pad = 0;
+		h._pad = give ? PHOS_VAR_INFO_GIVEN : 0;
 		r = phos_preload_call(PHOS_OP_VAR_INFO, &h, sizeof(h), NULL, 0, &vi, sizeof(vi), &len, NULL);
 		if (r)
 			return r;
@@ -526,6 +545,8 @@ static int var_info(struct var *v, uint64_t *ret_addr, uint64_t *ret_size)
 			return cudaErrorUnknown;
 		v->addr[d] = vi.addr;
 		v->dev_size[d] = vi.size;
+		if (give)
+			v->given[d] = true;
 		__atomic_store_n(&v->have_info[d], true, __ATOMIC_RELEASE);
 	}
 	*ret_addr = v->addr[d];
@@ -539,7 +560,17 @@ int phos_var_lookup(const void *symbol, uint64_t *ret_addr, uint64_t *ret_size)
 
 	if (!v)
 		return phos_preload_connect() ? phos_preload_connect() : cudaErrorInvalidSymbol;
-	return var_info(v, ret_addr, ret_size);
+	return var_info(v, ret_addr, ret_size, false);
+}
+
+int phos_var_address(const void *symbol, uint64_t *ret_addr)
+{
+	struct var *v = ptrmap_get(&vars, symbol);
+	uint64_t size;
+
+	if (!v)
+		return phos_preload_connect() ? phos_preload_connect() : cudaErrorInvalidSymbol;
+	return var_info(v, ret_addr, &size, true);
 }
 
 void phos_var_forget(void)
@@ -556,6 +587,7 @@ void phos_var_forget(void)
 
 bool phos_var_contains(uint64_t addr, uint64_t len)
 {
+	vars_refresh();
 	for (uint32_t id = 1; id < PHOS_MAX_IDS; id++) {
 		struct var *v = phos_ids_get(PHOS_H_VAR, id);
 
@@ -1274,7 +1306,7 @@ PHOS_EXPORT int phos_module_global(uint32_t module, const char *name, uint64_t *
 		m->vars = v;
 		pthread_mutex_unlock(&lazy_lock);
 	}
-	return var_info(v, ret_addr, ret_size);
+	return var_info(v, ret_addr, ret_size, true);   /* cuModuleGetGlobal gives it to the program */
 }
 
 #define DIM3(v) ((dim3){ (v)[0], (v)[1], (v)[2] })

@@ -1034,12 +1034,12 @@ PHOS_EXPORT cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *symbol,
 
 PHOS_EXPORT cudaError_t cudaGetSymbolAddress(void **devPtr, const void *symbol)
 {
-	uint64_t addr, size;
+	uint64_t addr;
 	int r;
 
 	if (!devPtr)
 		return phos_set_error(cudaErrorInvalidValue);
-	r = phos_var_lookup(symbol, &addr, &size);
+	r = phos_var_address(symbol, &addr);
 	if (r == cudaSuccess)
 		*devPtr = (void *)(uintptr_t)addr;
 	return phos_set_error(r);

@@ -32,7 +32,7 @@
 struct phos_shm {
 	uint64_t magic;
 	uint32_t version;
-	uint32_t _pad;
+	_Atomic uint32_t adoptions;   /* bumped by each executor that adopts it (a checkpoint's restore) */
 	uint64_t ring_off, ring_size;
 	uint64_t reply_off, reply_size;
 	uint64_t total;
@@ -358,7 +358,14 @@ int phos_channel_adopt(int memfd, int sock, struct phos_channel **ret_ch)
 
 	if (r < 0)
 		close(sock);
+	else
+		atomic_fetch_add(&(*ret_ch)->shm->adoptions, 1);
 	return r;
+}
+
+uint32_t phos_channel_adoptions(const struct phos_channel *ch)
+{
+	return atomic_load_explicit(&ch->shm->adoptions, memory_order_acquire);
 }
 
 void phos_channel_kick(struct phos_channel *ch)

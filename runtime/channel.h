@@ -86,6 +86,12 @@ void phos_channel_free(struct phos_channel *ch);
  * this version), or -errno. */
 int phos_channel_adopt(int memfd, int sock, struct phos_channel **ret_ch);
 
+/* How many executors adopted this channel so far (each adoption bumps a
+ * counter in the header): the function's runtime compares it with what it
+ * saw before to learn that it was restored from a checkpoint, whose new
+ * executor may have put the module variables elsewhere. */
+uint32_t phos_channel_adoptions(const struct phos_channel *ch);
+
 /* Executor side, from another thread of the consumer: makes a
  * phos_channel_next that is waiting (or the next one) return 0 at once. */
 void phos_channel_kick(struct phos_channel *ch);

@@ -567,7 +567,16 @@ static int sim_open(int ordinal, uint64_t arena_base, uint64_t arena_size, bool 
 	}
 	dev->base = arena_base;
 	dev->size = arena_size;
-	/* Variables sit at fixed addresses too when the space is free, else anywhere. */
+	/* Variables sit at fixed addresses too when the space is free, else
+	 * anywhere; PHOS_SIM_VAR_SKEW (bytes, < 1 MiB) moves them all by that
+	 * much, as the driver places them differently in every process (tests
+	 * of restores whose variables move). */
+	{
+		const char *skew = getenv("PHOS_SIM_VAR_SKEW");
+		unsigned long long v = skew ? strtoull(skew, NULL, 0) : 0;
+
+		dev->var_used = v < (1u << 20) ? (v + SIM_VAR_ALIGN - 1) / SIM_VAR_ALIGN * SIM_VAR_ALIGN : 0;
+	}
 	var_base = arena_base + arena_size + SIM_VAR_GAP;
 	if (reserve_fixed(var_base, SIM_VAR_REGION) == 0) {
 		dev->var_base = var_base;

@@ -505,7 +505,8 @@ static json_t *image_to_json(const struct phos_image *img)
 		o = json_pack("{s:I,s:I,s:s,s:I,s:I,s:I,s:b}", "id", JI(v->id), "module",
 			      JI(v->module), "name", v->name, "addr", JI(v->addr), "size",
 			      JI(v->size), "offset", JI(v->offset), "constant", (int)v->constant);
-		ok = with_device(o, v->device) && push_hashed(a[3], o, v->hash);
+		ok = o && (!v->given || json_object_set_new(o, "given", json_true()) == 0) && with_device(o, v->device) &&
+		     push_hashed(a[3], o, v->hash);
 	}
 	for (uint32_t i = 0; ok && i < img->nstreams; i++) {
 		o = json_pack("{s:I,s:I,s:I}", "id", JI(img->streams[i].id), "flags", JI(img->streams[i].flags),

@@ -82,6 +82,7 @@ struct phos_image_var {
 	uint64_t hash;
 	bool constant;
 	uint32_t device;      /* 1.4: which device's copy (one entry per device) */
+	bool given;           /* its address went to the program ("given", written when true) */
 };
 
 /* device (1.4, absent: 0): of the executor's devices, < devices */

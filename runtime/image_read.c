@@ -355,6 +355,8 @@ static int rd_code(struct rd *r, json_t *root, struct phos_image *img)
 		RD(rd_hash(r, o, "hash", &v->hash));
 		RD(rd_bool(r, o, "constant", &v->constant));
 		RD(rd_opt_u32(r, o, "device", 0, 0, img->devices - 1, &v->device));
+		if (json_object_get(o, "given"))
+			RD(rd_bool(r, o, "given", &v->given));
 	}
 	r->where[0] = '\0';
 	return 0;

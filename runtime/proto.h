@@ -378,6 +378,10 @@ struct phos_reply_device {
 };
 
 struct phos_handle { uint32_t id; uint32_t _pad; };
+/* PHOS_OP_VAR_INFO's phos_handle._pad: the address goes to the program
+ * (cudaGetSymbolAddress, cuModuleGetGlobal), which may keep it: a restore of
+ * a checkpoint must then find the variable where it was. */
+#define PHOS_VAR_INFO_GIVEN 1u
 
 struct phos_stream_create { uint32_t id; uint32_t flags; int32_t priority; uint32_t _pad; };
 struct phos_stream_wait { uint32_t stream, event; uint32_t flags, _pad; };
