@@ -312,7 +312,7 @@ static int become_keeping_caps(const struct phos_criu_user *as)
 static int criu_start(char *const argv[], const int *from, const int *to, unsigned n, int out_fd, int err_fd,
 		      rlim_t fsize, const struct phos_criu_user *as, const char *extra_env, pid_t *ret_pid)
 {
-	int f[CRIU_MAX_EXT + 4], t[CRIU_MAX_EXT + 4], tmp[CRIU_MAX_EXT + 4];
+	int f[CRIU_MAX_EXT + 3], t[CRIU_MAX_EXT + 3], tmp[CRIU_MAX_EXT + 3];
 	int null_fd, r;
 	char **env;
 	pid_t pid;
