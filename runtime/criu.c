@@ -1145,10 +1145,9 @@ int phos_criu_dump_ahead(const char *criu, const char *gate, pid_t pid, const ch
 		err_set(err, errlen, "criu dump: the gate's socket: %s", strerror(-r));
 		goto fail;
 	}
-	a->lock_fd = dump_lock_take(pid, -1);
-	if (a->lock_fd < 0) {
-		r = kill(pid, 0) < 0 && errno == ESRCH ? -ESRCH : a->lock_fd;
-		err_set(err, errlen, "criu dump: %s", r == -ESRCH ? "no such process" : strerror(-r));
+	if (kill(pid, 0) < 0 && errno == ESRCH) {
+		r = -ESRCH;
+		err_set(err, errlen, "criu dump: no such process");
 		goto fail;
 	}
 	snprintf(env, sizeof(env), "PHOS_CRIU_GATE_SOCK=%s", name);
@@ -1196,6 +1195,9 @@ int phos_criu_dump_go(struct phos_criu_ahead *a, char *err, size_t errlen)
 
 	if (!a)
 		return -EINVAL;
+	/* the dump lock only now: CRIU at its gate has not touched the task's
+	 * working directory, and other dumps there need not wait for our stop */
+	a->lock_fd = dump_lock_take(a->pid, -1);
 	r = write(a->gate_fd, "g", 1) == 1 ? 0 : -EPIPE;
 	close(a->gate_fd);
 	a->gate_fd = -1;

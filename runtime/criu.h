@@ -94,10 +94,10 @@ int phos_criu_dump_flags(const char *criu, pid_t pid, const char *dir, const uin
  * action, before it touches the task. The gate (runtime/criu_gate.c) tells
  * the caller it is there and waits: the task runs on meanwhile.
  * phos_criu_dump_ahead returns once CRIU waits at the gate (0 and *ret), or
- * -errno with CRIU's reason in err and nothing left running; the task's dump
- * lock (see phos_criu_dump) is held from then on. Then either
+ * -errno with CRIU's reason in err and nothing left running. Then either
  * phos_criu_dump_go: CRIU seizes the task and dumps it, as
- * phos_criu_dump_flags would (same returns); or phos_criu_dump_drop: the
+ * phos_criu_dump_flags would (same returns; the task's dump lock, see
+ * phos_criu_dump, is taken first); or phos_criu_dump_drop: the
  * gate fails, and CRIU ends without having touched the task. Both free a. */
 struct phos_criu_ahead;
 int phos_criu_dump_ahead(const char *criu, const char *gate, pid_t pid, const char *dir, const uint64_t *ext_unix,

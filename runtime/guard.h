@@ -38,5 +38,7 @@ int phos_guard_scan(pid_t pid, const char *standin_dir, pid_t *ret_pid, char *re
  * libcublasLt.so*, libnccl.so*, libcudnn.so*, cuDNN's libcudnn_*) by its name. */
 int phos_guard_is_cuda_library(const char *path);
 
-/* True when path resolves to a file directly in dir_real (a resolved path). */
+/* True when path resolves to a file directly in dir_real (a resolved path),
+ * or is such a file's old path that /proc marks " (deleted)": a stand-in
+ * replaced on disk while a process kept it mapped. */
 int phos_guard_in_dir(const char *path, const char *dir_real);

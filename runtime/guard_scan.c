@@ -27,12 +27,25 @@ int phos_guard_is_cuda_library(const char *path)
 
 int phos_guard_in_dir(const char *path, const char *dir_real)
 {
-	char real[PATH_MAX];
-	size_t n = strlen(dir_real);
+	static const char deleted[] = " (deleted)";
+	char real[PATH_MAX], dir[PATH_MAX];
+	size_t n = strlen(dir_real), len = strlen(path), dl = sizeof(deleted) - 1;
+	char *slash;
 
-	if (!realpath(path, real))
+	if (realpath(path, real))
+		return !strncmp(real, dir_real, n) && real[n] == '/' && !strchr(real + n + 1, '/');
+	/* A stand-in replaced on disk after the process mapped it (an upgrade, a
+	 * rebuild): /proc shows its old path and " (deleted)". Its folder is
+	 * still the stand-ins' own, where no function writes. */
+	if (len <= dl || len - dl >= sizeof(dir) || strcmp(path + len - dl, deleted))
 		return 0;
-	return !strncmp(real, dir_real, n) && real[n] == '/' && !strchr(real + n + 1, '/');
+	memcpy(dir, path, len - dl);
+	dir[len - dl] = '\0';
+	slash = strrchr(dir, '/');
+	if (!slash || slash == dir || !slash[1])
+		return 0;
+	*slash = '\0';
+	return realpath(dir, real) && !strcmp(real, dir_real);
 }
 
 static int scan_maps(pid_t pid, const char *dir_real, char *ret_what, size_t len)
