@@ -163,21 +163,15 @@ void exec_checkpoint_stop(struct executor *ex)
 /* What must hold before the device state is taken: 0, or -errno with err. */
 static int checkpoint_prepare(struct executor *ex, char *err, size_t errlen)
 {
-	unsigned pools = exec_pool_in_use(ex);
 	int r;
 
 	/* Host-memory regions are in the image (exec_image_dump) and the
 	 * restoring executor maps them again from the restored function
-	 * (main.c, adopting). Memory pools are not in the image: a function
-	 * restored at phos_fn_serve makes them again (phos_pool_resend), one
-	 * restored mid-call could not. Refused rather than restored without. */
-	if (pools) {
-		phos_errf(err, errlen, "the program holds %u memory pool(s) (cudaMallocAsync, cudaMemPoolCreate); "
-			  "checkpoints of such programs are not supported yet", pools);
-		return -ENOTSUP;
-	}
-	/* The same for cuDNN's handles and descriptors and the driver's reserved
-	 * ranges: the preload makes them again only after a restore at
+	 * (main.c, adopting). Memory pools too (exec_pool_to_image; the
+	 * restoring executor makes them again), after their cached blocks were
+	 * given back (below, with the device idle). Not so cuDNN's handles and
+	 * descriptors and the driver's reserved ranges: the preload makes them
+	 * again only after a restore at
 	 * phos_fn_serve (restore hooks), and a function restored mid-call would
 	 * find them gone, or find other buffers placed in its ranges. */
 	if (exec_dnn_in_use(ex)) {
@@ -215,6 +209,7 @@ static int checkpoint_prepare(struct executor *ex, char *err, size_t errlen)
 		phos_errf(err, errlen, "the device failed while draining (cuda error %d)", -r);
 		return -EIO;
 	}
+	exec_pool_release_all(ex);   /* cached blocks are not state: live ones are */
 	if (ex->pending_error) {
 		/* Kept for the function's next synchronous call, as without a checkpoint. */
 		phos_errf(err, errlen, "the program has an unreported error of asynchronous work (cuda error %d)",

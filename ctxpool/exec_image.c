@@ -410,6 +410,8 @@ int exec_image_plan_over(struct executor *ex, const char *dir, const struct stag
 	r = phos_bufmap_foreach(ex->bufs, collect_buf, &c);
 	if (r == 0)
 		r = collect_objects(ex, dir, &c, err, errlen);
+	if (r == 0 && (r = exec_pool_to_image(ex, img)) < 0)
+		phos_errf(err, errlen, "listing the memory pools: %s", strerror(-r));
 	if (r == 0)
 		r = collect_arrays(ex, &c, err, errlen);
 	if (r < 0) {
@@ -1012,6 +1014,10 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 			next_id = b->id + 1;
 	}
 	phos_bufmap_set_next_id(ex->bufs, next_id);
+	/* A checkpoint's pools, which no restore at phos_fn_serve makes again
+	 * (a snapshot's are the function's runtime's to make: phos_pool_resend). */
+	if (img->checkpoint.present && (r = exec_pool_from_image(ex, img, err, errlen)) < 0)
+		goto fail;
 	/* arrays and the objects on them and on buffers: before the function runs */
 	r = load_array_data(ex, dir, img, err, errlen);
 	if (r == 0)

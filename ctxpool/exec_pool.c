@@ -27,12 +27,18 @@
  * phos_fn_serve the device is idle and every cached block is released first
  * (exec_pool_release_all), so the image holds the live blocks only, as
  * ordinary buffers; the preload re-creates its pools in the restored executor
- * and hands their live blocks back (POOL_ADOPT).
+ * and hands their live blocks back (POOL_ADOPT). Checkpoints of a running
+ * program: the same release at the stop, and the image also lists the pools
+ * and their live blocks (exec_pool_to_image), which the restoring executor
+ * makes again itself (exec_pool_from_image): the restored program goes on
+ * mid-call, without a restore at phos_fn_serve to re-create them, and calls
+ * it had queued may already use them.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "executor.h"
+#include "image.h"
 #include "loader.h"
 #include "log.h"
 
@@ -487,6 +493,110 @@ int exec_pool_handle(struct executor *ex, uint32_t op, const void *body, uint32_
 	}
 }
 
+/* Ids of pools destroyed with live blocks, in images (their own ids may be
+ * taken by new pools since): from here up, never a live pool's. */
+#define GONE_IMAGE_ID 0x80000000u
+
+static bool pool_pristine(uint32_t id, const struct exec_pool *p)
+{
+	return id == PHOS_POOL_DEFAULT && !p->live && !p->cached && !p->reserved && !p->threshold &&
+	       p->reuse[PHOS_POOL_REUSE_FOLLOW_EVENTS] && p->reuse[PHOS_POOL_REUSE_OPPORTUNISTIC] &&
+	       p->reuse[PHOS_POOL_REUSE_INTERNAL_DEPS];
+}
+
+static int pool_to_image(struct phos_image *img, uint32_t id, const struct exec_pool *p)
+{
+	struct phos_image_pool ip = { .id = id, .gone = p->destroyed, .max_size = p->max_size,
+				      .threshold = p->threshold,
+				      .reuse = { p->reuse[PHOS_POOL_REUSE_FOLLOW_EVENTS],
+						 p->reuse[PHOS_POOL_REUSE_OPPORTUNISTIC],
+						 p->reuse[PHOS_POOL_REUSE_INTERNAL_DEPS] } };
+	int r = phos_image_add_pool(img, &ip);
+
+	for (const struct pool_block *b = p->live; r == 0 && b; b = b->next)
+		r = phos_image_add_pool_block(img, &(struct phos_image_pool_block){ .pool = id, .addr = b->addr });
+	return r;
+}
+
+int exec_pool_to_image(struct executor *ex, struct phos_image *img)
+{
+	uint32_t gone = GONE_IMAGE_ID;
+	int r = 0;
+
+	for (uint32_t i = 0; r == 0 && i < ex->pools.cap; i++) {
+		const struct exec_pool *p = ex->pools.slot[i];
+
+		if (p && !pool_pristine(i, p))
+			r = pool_to_image(img, i, p);
+	}
+	for (const struct exec_pool *p = ex->pools_gone; r == 0 && p; p = p->next_gone)
+		r = pool_to_image(img, gone++, p);
+	return r;
+}
+
+int exec_pool_from_image(struct executor *ex, const struct phos_image *img, char *err, size_t errlen)
+{
+	for (uint32_t i = 0; i < img->npools; i++) {
+		const struct phos_image_pool *ip = &img->pools[i];
+		struct exec_pool *p;
+
+		if (ip->gone || ip->id != PHOS_POOL_DEFAULT) {
+			if (!ip->gone && (ip->id >= GONE_IMAGE_ID || handle_get(&ex->pools, ip->id))) {
+				phos_errf(err, errlen, "pool %u of the image cannot be made again here", ip->id);
+				return -EINVAL;
+			}
+			p = pool_new(0);
+		} else {
+			p = pool_get(ex, PHOS_POOL_DEFAULT);
+		}
+		if (!p) {
+			phos_errf(err, errlen, "out of memory for the image's pools");
+			return -ENOMEM;
+		}
+		p->max_size = ip->max_size;
+		p->threshold = ip->threshold;
+		p->reuse[PHOS_POOL_REUSE_FOLLOW_EVENTS] = ip->reuse[0];
+		p->reuse[PHOS_POOL_REUSE_OPPORTUNISTIC] = ip->reuse[1];
+		p->reuse[PHOS_POOL_REUSE_INTERNAL_DEPS] = ip->reuse[2];
+		if (ip->gone) {
+			p->destroyed = true;
+			p->next_gone = ex->pools_gone;
+			ex->pools_gone = p;
+		} else if (ip->id != PHOS_POOL_DEFAULT && handle_put(&ex->pools, ip->id, p) < 0) {
+			free(p);
+			phos_errf(err, errlen, "pool %u of the image cannot be made again here", ip->id);
+			return -EINVAL;
+		}
+		for (uint32_t k = 0; k < img->npool_blocks; k++) {
+			const struct phos_image_pool_block *ib = &img->pool_blocks[k];
+			const struct phos_buf *buf;
+			struct pool_block *b;
+
+			if (ib->pool != ip->id)
+				continue;
+			buf = phos_bufmap_find(ex->bufs, ib->addr);
+			if (!buf || buf->addr != ib->addr || buf->is_extern || find_live(ex, ib->addr)) {
+				phos_errf(err, errlen, "block %#llx of pool %u is no buffer of the image",
+					  (unsigned long long)ib->addr, ip->id);
+				return -EINVAL;
+			}
+			b = calloc(1, sizeof(*b));
+			if (!b) {
+				phos_errf(err, errlen, "out of memory for the image's pools");
+				return -ENOMEM;
+			}
+			b->addr = buf->addr;
+			b->size = buf->size;
+			b->pool = p;
+			push_block(&p->live, b);
+			p->reserved += b->size;
+			p->used += b->size;
+			note_used(p);
+		}
+	}
+	return 0;
+}
+
 unsigned exec_pool_in_use(struct executor *ex)
 {
 	unsigned n = 0;
@@ -495,9 +605,7 @@ unsigned exec_pool_in_use(struct executor *ex)
 		const struct exec_pool *p = ex->pools.slot[i];
 
 		/* the default pool as every executor has it: nothing to carry */
-		if (p && (i != PHOS_POOL_DEFAULT || p->live || p->cached || p->reserved || p->threshold ||
-			  !p->reuse[PHOS_POOL_REUSE_FOLLOW_EVENTS] || !p->reuse[PHOS_POOL_REUSE_OPPORTUNISTIC] ||
-			  !p->reuse[PHOS_POOL_REUSE_INTERNAL_DEPS]))
+		if (p && !pool_pristine(i, p))
 			n++;
 	}
 	for (const struct exec_pool *p = ex->pools_gone; p; p = p->next_gone)

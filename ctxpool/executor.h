@@ -624,9 +624,15 @@ void exec_tex_free(struct executor *ex, struct exec_tex *t);
 
 int exec_pool_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
 		     uint32_t *out_len);
-/* Pools a checkpoint would lose (it carries none): every pool but the
- * default one as a fresh executor has it (no blocks, default attributes). */
+/* Pools in use: every pool but the default one as a fresh executor has it
+ * (no blocks, default attributes). */
 unsigned exec_pool_in_use(struct executor *ex);
+/* The pools in use, their attributes and live blocks, into img (cached
+ * blocks given back first: exec_pool_release_all). 0 or -ENOMEM / -E2BIG. */
+int exec_pool_to_image(struct executor *ex, struct phos_image *img);
+/* A checkpoint's restore: its pools made again with their live blocks (the
+ * image's buffers, placed already). 0, or -errno with err. */
+int exec_pool_from_image(struct executor *ex, const struct phos_image *img, char *err, size_t errlen);
 /* Whether addr is a live block of a pool (cudaFree of it frees it to its pool). */
 bool exec_pool_owns(struct executor *ex, uint64_t addr);
 /* A stream id is destroyed (and may be reused): blocks freed on it are no

@@ -62,6 +62,8 @@ void phos_image_free(struct phos_image *img)
 	free(img->regions);
 	free(img->arrays);
 	free(img->texes);
+	free(img->pools);
+	free(img->pool_blocks);
 	free(img->cpu_files);
 	free(IMAGE_PRIV(img));
 }
@@ -224,6 +226,22 @@ int phos_image_add_tex(struct phos_image *img, const struct phos_image_tex *t)
 	if (!img || !t)
 		return -EINVAL;
 	IMAGE_PUSH(img->texes, img->ntexes, *t);
+	return 0;
+}
+
+int phos_image_add_pool(struct phos_image *img, const struct phos_image_pool *p)
+{
+	if (!img || !p)
+		return -EINVAL;
+	IMAGE_PUSH(img->pools, img->npools, *p);
+	return 0;
+}
+
+int phos_image_add_pool_block(struct phos_image *img, const struct phos_image_pool_block *b)
+{
+	if (!img || !b)
+		return -EINVAL;
+	IMAGE_PUSH(img->pool_blocks, img->npool_blocks, *b);
 	return 0;
 }
 
@@ -557,6 +575,21 @@ static json_t *image_to_json(const struct phos_image *img)
 		ok = set(root, "arrays", arrays_to_json(img));
 	if (ok && img->ntexes)
 		ok = set(root, "textures", texes_to_json(img));
+	if (ok && img->npools) {
+		json_t *pa = json_array(), *ba = json_array();
+
+		ok = set(root, "pools", pa);
+		ok = set(root, "pool_blocks", ba) && ok;
+		for (uint32_t i = 0; ok && i < img->npools; i++) {
+			const struct phos_image_pool *p = &img->pools[i];
+
+			ok = push(pa, json_pack("{s:I,s:b,s:[b,b,b],s:I,s:I}", "id", JI(p->id), "gone", (int)p->gone,
+						"reuse", (int)p->reuse[0], (int)p->reuse[1], (int)p->reuse[2],
+						"max_size", JI(p->max_size), "threshold", JI(p->threshold)));
+		}
+		for (uint32_t i = 0; ok && i < img->npool_blocks; i++)
+			ok = push(ba, json_pack("[I,I]", JI(img->pool_blocks[i].pool), JI(img->pool_blocks[i].addr)));
+	}
 	if (ok && img->checkpoint.present) {
 		const struct phos_image_checkpoint *c = &img->checkpoint;
 

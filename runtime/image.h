@@ -158,6 +158,19 @@ struct phos_image_checkpoint {
 	uint64_t reserve_copies;  /* optional: cow's early copies into the device reserve */
 };
 
+/* Memory pools (cudaMallocAsync, cudaMemPoolCreate) as the executor had
+ * them: each pool's attributes, and which buffers are its live blocks
+ * ("pools", "pool_blocks"; absent when there are none). A checkpoint's
+ * restore makes them again (cached blocks were given back before the
+ * image); a snapshot's restore leaves that to the function's runtime. */
+struct phos_image_pool {
+	uint32_t id;
+	bool gone;               /* destroyed, with live blocks left */
+	bool reuse[3];           /* follow event dependencies, opportunistic, internal dependencies */
+	uint64_t max_size, threshold;
+};
+struct phos_image_pool_block { uint32_t pool; uint64_t addr; };   /* addr: a buffer's */
+
 struct phos_image {
 	unsigned major, minor;
 	char function[256];   /* program name, for messages */
@@ -180,6 +193,8 @@ struct phos_image {
 	struct phos_image_region *regions;   uint32_t nregions;  /* 1.2, may be absent */
 	struct phos_image_array *arrays;     uint32_t narrays;   /* 1.3, may be absent */
 	struct phos_image_tex *texes;        uint32_t ntexes;    /* 1.3, by handle; may be absent */
+	struct phos_image_pool *pools;       uint32_t npools;    /* may be absent */
+	struct phos_image_pool_block *pool_blocks; uint32_t npool_blocks;
 
 	/* CPU side */
 	char criu_dir[64];    /* relative to the snapshot directory: "cpu" */
@@ -205,6 +220,8 @@ int phos_image_add_blas(struct phos_image *img, const struct phos_image_blas *b)
 int phos_image_add_region(struct phos_image *img, const struct phos_image_region *reg);
 int phos_image_add_array(struct phos_image *img, const struct phos_image_array *a);
 int phos_image_add_tex(struct phos_image *img, const struct phos_image_tex *t);
+int phos_image_add_pool(struct phos_image *img, const struct phos_image_pool *p);
+int phos_image_add_pool_block(struct phos_image *img, const struct phos_image_pool_block *b);
 
 /* The items of gpu.data, in order: buffers, variables (a variable without
  * contents has len 0), arrays. */

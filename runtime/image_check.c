@@ -287,6 +287,56 @@ static bool fits(const char *s, size_t cap)
 	return memchr(s, '\0', cap) != NULL;
 }
 
+static int u64_cmp(const void *a, const void *b);
+
+/* Pool ids are unique; each pool block is of a listed pool and a buffer's
+ * start, once (img->bufs sorted by address). */
+static int validate_pools(const struct phos_image *img, char *err, size_t errlen)
+{
+	uint64_t *addrs, *ids;
+	int r = 0;
+
+	if (!img->npool_blocks && !img->npools)
+		return 0;
+	addrs = malloc(((size_t)img->npool_blocks + 1) * sizeof(*addrs));
+	ids = malloc(((size_t)img->npools + 1) * sizeof(*ids));
+	if (!addrs || !ids) {
+		free(addrs);
+		free(ids);
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	}
+	for (uint32_t i = 0; i < img->npools; i++)
+		ids[i] = img->pools[i].id;
+	qsort(ids, img->npools, sizeof(*ids), u64_cmp);
+	for (uint32_t i = 1; i < img->npools && r == 0; i++)
+		if (ids[i] == ids[i - 1])
+			r = fail(err, errlen, -EINVAL, "pools: pool %llu listed twice", (unsigned long long)ids[i]);
+	for (uint32_t i = 0; i < img->npool_blocks && r == 0; i++) {
+		struct phos_image_buf key = { .addr = img->pool_blocks[i].addr };
+		uint64_t pool = img->pool_blocks[i].pool;
+
+		if (!bsearch(&pool, ids, img->npools, sizeof(*ids), u64_cmp)) {
+			r = fail(err, errlen, -EINVAL, "pool_blocks[%u]: pool %llu is not listed", i,
+				 (unsigned long long)pool);
+			break;
+		}
+		addrs[i] = key.addr;
+		if (!img->nbufs || !bsearch(&key, img->bufs, img->nbufs, sizeof(key), phos_image_buf_cmp))
+			r = fail(err, errlen, -EINVAL, "pool_blocks[%u]: %#llx is no buffer's start", i,
+				 (unsigned long long)key.addr);
+	}
+	if (r == 0) {
+		qsort(addrs, img->npool_blocks, sizeof(*addrs), u64_cmp);
+		for (uint32_t i = 1; i < img->npool_blocks && r == 0; i++)
+			if (addrs[i] == addrs[i - 1])
+				r = fail(err, errlen, -EINVAL, "pool_blocks: %#llx listed twice",
+					 (unsigned long long)addrs[i]);
+	}
+	free(addrs);
+	free(ids);
+	return r;
+}
+
 static int validate_misc(const struct phos_image *img, char *err, size_t errlen)
 {
 	if (!fits(img->function, sizeof(img->function)) || !fits(img->device, sizeof(img->device)) ||
@@ -323,7 +373,8 @@ int phos_image_validate(const struct phos_image *img, char *err, size_t errlen)
 	    img->nfuncs > PHOS_IMAGE_MAX_OBJECTS || img->nvars > PHOS_IMAGE_MAX_OBJECTS ||
 	    img->nstreams > PHOS_IMAGE_MAX_OBJECTS || img->nevents > PHOS_IMAGE_MAX_OBJECTS ||
 	    img->nblas > PHOS_IMAGE_MAX_OBJECTS || img->narrays > PHOS_IMAGE_MAX_OBJECTS ||
-	    img->ntexes > PHOS_IMAGE_MAX_OBJECTS)
+	    img->ntexes > PHOS_IMAGE_MAX_OBJECTS || img->npools > PHOS_IMAGE_MAX_OBJECTS ||
+	    img->npool_blocks > PHOS_IMAGE_MAX_BUFS)
 		return fail(err, errlen, -E2BIG, "more entries than the limits allow");
 	r = validate_misc(img, err, errlen);
 	if (r < 0)
@@ -345,6 +396,8 @@ int phos_image_validate(const struct phos_image *img, char *err, size_t errlen)
 		r = validate_arrays(img, err, errlen);
 	if (r == 0)
 		r = validate_extents(img, err, errlen);
+	if (r == 0)
+		r = validate_pools(img, err, errlen);
 out:
 	free(ids);
 	free(mids);

@@ -580,6 +580,53 @@ static int rd_arrays(struct rd *r, json_t *root, struct phos_image *img)
 	return 0;
 }
 
+/* Memory pools and their live blocks ("pools", "pool_blocks"), absent when
+ * there are none (phos_image_validate checks that ids are unique and that
+ * each block is of a listed pool and a buffer's start). */
+static int rd_pools(struct rd *r, json_t *root, struct phos_image *img)
+{
+	json_t *a, *o, *v;
+
+	if (!json_object_get(root, "pools") && !json_object_get(root, "pool_blocks"))
+		return 0;
+	RD_ARRAY(r, root, "pools", PHOS_IMAGE_MAX_OBJECTS, img, pools, npools, a);
+	for (size_t i = 0; i < json_array_size(a); i++, img->npools++) {
+		struct phos_image_pool *p = &img->pools[i];
+
+		RD(rd_elem(r, a, "pools", i, &o));
+		RD(rd_u32(r, o, "id", &p->id));
+		if (p->id == 0)
+			return RD_FAIL(r, -EINVAL, "id", "0 is no pool");
+		RD(rd_bool(r, o, "gone", &p->gone));
+		RD(rd_get(r, o, "reuse", &v));
+		if (!json_is_array(v) || json_array_size(v) != 3)
+			return RD_FAIL(r, -EBADMSG, "reuse", "expected 3 booleans");
+		for (size_t k = 0; k < 3; k++) {
+			if (!json_is_boolean(json_array_get(v, k)))
+				return RD_FAIL(r, -EBADMSG, "reuse", "expected 3 booleans");
+			p->reuse[k] = json_is_true(json_array_get(v, k));
+		}
+		RD(rd_u64(r, o, "max_size", &p->max_size));
+		RD(rd_u64(r, o, "threshold", &p->threshold));
+	}
+	r->where[0] = '\0';
+	RD_ARRAY(r, root, "pool_blocks", PHOS_IMAGE_MAX_BUFS, img, pool_blocks, npool_blocks, a);
+	for (size_t i = 0; i < json_array_size(a); i++, img->npool_blocks++) {
+		struct phos_image_pool_block *b = &img->pool_blocks[i];
+		json_t *e = json_array_get(a, i), *id = json_array_get(e, 0), *addr = json_array_get(e, 1);
+
+		snprintf(r->where, sizeof(r->where), "pool_blocks[%zu]", i);
+		if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_integer(id) || !json_is_integer(addr) ||
+		    json_integer_value(id) <= 0 || json_integer_value(id) > UINT32_MAX || json_integer_value(addr) <= 0)
+			return fail(r->err, r->errlen, -EBADMSG, "manifest.json: %s: expected [pool id, address]",
+				    r->where);
+		b->pool = (uint32_t)json_integer_value(id);
+		b->addr = (uint64_t)json_integer_value(addr);
+	}
+	r->where[0] = '\0';
+	return 0;
+}
+
 /* 1.3: texture and surface objects, absent when there are none. */
 static int rd_texes(struct rd *r, json_t *root, struct phos_image *img)
 {
@@ -751,6 +798,8 @@ static int image_parse(const char *text, size_t len, struct phos_image *img, cha
 		rc = rd_arrays(&r, root, img);
 	if (rc == 0)
 		rc = rd_texes(&r, root, img);
+	if (rc == 0)
+		rc = rd_pools(&r, root, img);
 	json_decref(root);
 	if (rc < 0)
 		return rc;

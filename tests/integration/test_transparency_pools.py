@@ -6,6 +6,10 @@ as ordinary CUDA programs (tests/transparency/pools/):
   pools, attributes, trimming, the current pool, maximum sizes, errors;
 - callbacks: cudaLaunchHostFunc / cudaStreamAddCallback in stream order, on a
   thread of their own, and their errors;
+- pool_serve checkpointed while it runs (issue 11), every mode: its pools,
+  their attributes and live blocks (the destroyed pool's too) are in the
+  image and made again by the restoring executor; the restored run answers
+  as the uninterrupted one;
 - pool_serve: a snapshot at phos_fn_serve with pool blocks alive (and one
   cached free block, which must not be in the image) restores them at the same
   addresses, in their pool, with its settings: stop-the-world and on demand;
@@ -20,8 +24,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 
-from harness import DEVICE, answers, check, done, fn_env, phos, program, run
+from harness import DEVICE, PHOS_FN, answers, check, done, fn_env, phos, program, run
 
 POOLS = program("tests", "transparency", "pools", "pools")
 CALLBACKS = program("tests", "transparency", "pools", "callbacks")
@@ -79,6 +84,46 @@ try:
             check([(a.get("a"), a.get("b"), a.get("c"), a.get("used")) for a in got] ==
                   [(a.get("a"), a.get("b"), a.get("c"), a.get("used")) for a in ref],
                   f"{what}: answers differ from the original:\n  {got}\n  {ref}")
+
+    # --- a checkpoint of the running program (issue 11), every mode ---
+    # Taken while it waits for its first request (or, when asked earlier, in
+    # its init): no restore at phos_fn_serve makes its pools again, so the
+    # restoring executor must, from the image ("pools", "pool_blocks"): the
+    # default pool's block, the created pool's two with its threshold, and
+    # the orphan of the destroyed pool, which the first request frees. The
+    # restored run answers as the uninterrupted one, at the same addresses.
+    run_env = {"PHOS_RUN_DIR": os.path.join(tmp, "run")}
+    for mode in ("stw", "cow", "recopy"):
+        ck = os.path.join(tmp, "ck-" + mode)
+        p = subprocess.Popen([PHOS_FN, "run", "--checkpointable", "--device", DEVICE, "--", SERVE],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=fn_env(run_env))
+        try:
+            deadline = time.monotonic() + 60
+            while True:   # until phos-fn run listens and the program has its channel (its first CUDA call)
+                c = phos("checkpoint", "--mode", mode, "-o", ck, str(p.pid), extra_env=run_env, timeout=300)
+                early = "has it made a CUDA call yet" in c.stderr or "takes no checkpoints" in c.stderr
+                if c.returncode == 0 or not early or p.poll() is not None or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            check(c.returncode == 0, f"{mode}: checkpoint of pool_serve: {c.returncode} {c.stderr[-800:]}")
+        finally:
+            p.kill()
+            p.communicate(timeout=60)
+        if c.returncode != 0:
+            continue
+        with open(os.path.join(ck, "manifest.json")) as f:
+            man = json.load(f)
+        gone = [q for q in man.get("pools", []) if q.get("gone")]
+        check(len(man.get("pools", [])) >= 2 and len(man.get("pool_blocks", [])) >= 3,
+              f"{mode}: the checkpoint's pools: {man.get('pools')} {man.get('pool_blocks')}")
+        r = phos("restore", "--device", DEVICE, ck, stdin=REQS, timeout=300)
+        got = answers(r)
+        check(r.returncode == 0, f"{mode}: restore of the checkpoint: rc {r.returncode}: {r.stderr[-3000:]}")
+        check_answers(got, f"{mode}: restored from the checkpoint ({len(gone)} destroyed pool(s) in it)")
+        check([(a.get("a"), a.get("b"), a.get("c"), a.get("used")) for a in got] ==
+              [(a.get("a"), a.get("b"), a.get("c"), a.get("used")) for a in ref],
+              f"{mode}: the restored run's answers differ from the uninterrupted one:\n  {got}\n  {ref}")
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 

@@ -356,6 +356,17 @@ static void test_checkpoint_fields(void)
 							    .seq = 1234, .stall_s = 0.25, .total_s = 1.5,
 							    .early = 7 };
 	CHECK(phos_image_add_region(s.img, &g) == 0, "add region");
+	/* memory pools: one live, one destroyed with a block left */
+	const struct phos_image_pool pools[2] = {
+		{ .id = 1, .reuse = { true, false, true }, .max_size = 32 << 20, .threshold = 64 << 20 },
+		{ .id = 0x80000000u, .gone = true, .reuse = { true, true, true } },
+	};
+	const uint64_t b0 = s.img->bufs[0].addr, b1 = s.img->bufs[1].addr;
+
+	CHECK(phos_image_add_pool(s.img, &pools[0]) == 0 && phos_image_add_pool(s.img, &pools[1]) == 0 &&
+	      phos_image_add_pool_block(s.img, &(struct phos_image_pool_block){ 1, b0 }) == 0 &&
+	      phos_image_add_pool_block(s.img, &(struct phos_image_pool_block){ 0x80000000u, b1 }) == 0,
+	      "add pools");
 	sample_commit(&s, dir);
 	r = phos_image_read(dir, &got, err, sizeof(err));
 	CHECK(r == 0, "read checkpoint: %s", err);
@@ -366,9 +377,43 @@ static void test_checkpoint_fields(void)
 		      c->stall_s == 0.25 && c->total_s == 1.5 && c->early == 7, "checkpoint fields");
 		CHECK(got->nregions == 1 && got->regions[0].id == g.id && got->regions[0].size == g.size &&
 		      got->regions[0].addr == g.addr && got->regions[0].exec_addr == g.exec_addr, "host region");
+		CHECK(got->npools == 2 && !memcmp(&got->pools[0], &pools[0], sizeof(pools[0])) &&
+		      !memcmp(&got->pools[1], &pools[1], sizeof(pools[1])) && got->npool_blocks == 2 &&
+		      got->pool_blocks[0].pool == 1 && got->pool_blocks[0].addr == b0 &&
+		      got->pool_blocks[1].pool == 0x80000000u && got->pool_blocks[1].addr == b1, "pools round trip");
 	}
 	phos_image_free(got);
 	sample_free(&s);
+
+	/* a pool block that is no buffer's start, or of a pool not listed: not
+	 * written, and refused when read */
+	for (int k = 0; k < 2; k++) {
+		char bad_dir[PATH_MAX], path[PATH_MAX + 32];
+		json_t *root, *blk;
+
+		sample_build(&s, "train");
+		CHECK(phos_image_add_pool(s.img, &pools[0]) == 0 &&
+		      phos_image_add_pool_block(s.img, &(struct phos_image_pool_block){
+							       k ? 7 : 1, k ? b0 : b0 + 8 }) == 0,
+		      "add");
+		CHECK(phos_image_write_manifest(dir, s.img) == -EINVAL, "a bad pool block is not written (%d)", k);
+		sample_free(&s);
+		PATHF(path, "%s/ckpt/manifest.json", base);
+		root = json_load_file(path, 0, NULL);
+		blk = json_array_get(json_object_get(root, "pool_blocks"), 0);
+		CHECK(blk && json_array_set_new(blk, k ? 0 : 1, json_integer(k ? 7 : (json_int_t)(b0 + 8))) == 0, "edit");
+		PATHF(bad_dir, "%s/ckpt-pool-bad-%d", base, k);
+		CHECK(mkdir(bad_dir, 0755) == 0, "mkdir");
+		sample_build(&s, "train");
+		sample_write(&s, bad_dir);
+		CHECK(json_dump_file(root, strcat(strcpy(path, bad_dir), "/manifest.json"), 0) == 0, "dump");
+		json_decref(root);
+		got = NULL;
+		r = phos_image_read(bad_dir, &got, err, sizeof(err));
+		CHECK(r == -EINVAL && strstr(err, "pool_blocks"), "a bad pool block refused: %d %s", r, err);
+		phos_image_free(got);
+		sample_free(&s);
+	}
 
 	sample_build(&s, "train");
 	CHECK(phos_image_add_region(s.img, &(struct phos_image_region){ .id = 1, .size = 0, .addr = 0x1000,
