@@ -192,12 +192,12 @@ static int checkpoint_prepare(struct executor *ex, char *err, size_t errlen)
 			  "of such programs are not supported yet (snapshots at phos_fn_serve are)");
 		return -ENOTSUP;
 	}
-	/* Limits and stream attributes the function set come back only with a
-	 * restore at phos_fn_serve (the preload sets them again), and an image
-	 * does not carry them: refused too. */
-	if (ex->limits_changed || ex->attrs_set) {
-		phos_errf(err, errlen, "the program set device limits or stream attributes; checkpoints of such "
-			  "programs are not supported yet");
+	/* Limits and stream attributes the function set are in the image with
+	 * their values (exec_context_to_image), unless more were set than kept. */
+	if (ex->limits_lost || ex->attrs_lost) {
+		phos_errf(err, errlen, "the program set %s than a checkpoint keeps (%d stream attributes, limits below "
+			  "%d); checkpoints of such programs are not supported", ex->attrs_lost ? "more stream attributes"
+			  : "other device limits", EXEC_KEPT_ATTRS, EXEC_SAVED_LIMITS);
 		return -ENOTSUP;
 	}
 	if (ex->loader && !loader_done(ex->loader)) {

@@ -412,6 +412,8 @@ int exec_image_plan_over(struct executor *ex, const char *dir, const struct stag
 		r = collect_objects(ex, dir, &c, err, errlen);
 	if (r == 0 && (r = exec_pool_to_image(ex, img)) < 0)
 		phos_errf(err, errlen, "listing the memory pools: %s", strerror(-r));
+	if (r == 0 && (r = exec_context_to_image(ex, img)) < 0)
+		phos_errf(err, errlen, "reading the limits and stream attributes set (%d)", r);
 	if (r == 0)
 		r = collect_arrays(ex, &c, err, errlen);
 	if (r < 0) {
@@ -674,6 +676,10 @@ static int load_objects(struct executor *ex, const char *dir, const struct phos_
 		}
 	}
 	exec_use_device(ex, ex->cur);
+	/* A checkpoint's limits and stream attributes, which no restore at
+	 * phos_fn_serve sets again (a snapshot's are the function's runtime's) */
+	if (img->checkpoint.present && (r = exec_context_from_image(ex, img, err, errlen)) < 0)
+		return r;
 	return 0;
 }
 

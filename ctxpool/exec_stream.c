@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "executor.h"
+#include "image.h"
 #include "log.h"
 
 static int event_get(struct executor *ex, uint32_t id, void **ret_event)
@@ -99,6 +100,31 @@ static int host_func(struct executor *ex, const void *body, uint32_t len)
 	return bad;
 }
 
+/* Remembers that the function set attribute attr of stream (for checkpoints). */
+static void attr_keep(struct executor *ex, uint32_t stream, int32_t attr)
+{
+	for (unsigned i = 0; i < ex->nattrs_kept; i++)
+		if (ex->attrs_kept[i].stream == stream && ex->attrs_kept[i].attr == attr)
+			return;
+	if (ex->nattrs_kept == EXEC_KEPT_ATTRS) {
+		ex->attrs_lost = true;
+		return;
+	}
+	ex->attrs_kept[ex->nattrs_kept].stream = stream;
+	ex->attrs_kept[ex->nattrs_kept++].attr = attr;
+}
+
+/* Stream id is destroyed: what was set on it went with it. */
+static void attrs_stream_gone(struct executor *ex, uint32_t stream)
+{
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < ex->nattrs_kept; i++)
+		if (ex->attrs_kept[i].stream != stream)
+			ex->attrs_kept[k++] = ex->attrs_kept[i];
+	ex->nattrs_kept = k;
+}
+
 /* cudaStreamSetAttribute / GetAttribute, answered by the device. A set on the
  * default stream saves the value it replaces first (exec_context_restore). */
 static int stream_attr(struct executor *ex, const void *body, uint32_t len, void *out, uint32_t *out_len)
@@ -118,7 +144,8 @@ static int stream_attr(struct executor *ex, const void *body, uint32_t len, void
 		*out_len = PHOS_STREAM_ATTR_BYTES;
 		return 0;
 	}
-	ex->attrs_set = true;   /* a checkpoint cannot carry it (exec_checkpoint.c) */
+	ex->attrs_set = true;
+	attr_keep(ex, a->stream, a->attr);   /* a checkpoint carries its value */
 	if (saved_attr && !(ex->null_attrs_changed & bit)) {
 		if (!(ex->null_attrs_stand_in & bit))
 			TRY(ex->dev_ops->stream_get_attr(ex->dev, NULL, a->attr, ex->null_attrs_saved[a->attr]));
@@ -165,6 +192,10 @@ static int device_limit(struct executor *ex, const void *body, uint32_t len, voi
 	uint64_t v = 0;
 
 	if (l->set) {
+		if (l->limit >= 0 && l->limit < EXEC_SAVED_LIMITS)
+			ex->limits_dev[l->limit] = (uint8_t)ex->dev_index;
+		else
+			ex->limits_lost = true;   /* not put back at the scrub, nor carried by a checkpoint */
 		if (l->limit >= 0 && l->limit < EXEC_SAVED_LIMITS && !(ex->limits_changed & (1u << l->limit))) {
 			TRY(ex->dev_ops->limit_get(ex->dev, l->limit, &ex->limits_saved[l->limit]));
 			TRY(ex->dev_ops->limit_set(ex->dev, l->limit, l->value));
@@ -192,6 +223,64 @@ void exec_context_restore(struct executor *ex)
 	ex->limits_changed = ex->null_attrs_changed = 0;
 }
 
+int exec_context_to_image(struct executor *ex, struct phos_image *img)
+{
+	int cur = ex->dev_index, r = 0;
+
+	for (int i = 0; i < EXEC_SAVED_LIMITS && r == 0; i++) {
+		struct phos_image_limit l = { .limit = i, .device = ex->limits_dev[i] };
+
+		if (!(ex->limits_changed & (1u << i)))
+			continue;
+		exec_use_device(ex, l.device);
+		r = ex->dev_ops->limit_get(ex->dev, i, &l.value);
+		if (r == 0)
+			r = phos_image_add_limit(img, &l);
+	}
+	exec_use_device(ex, cur);
+	for (unsigned i = 0; i < ex->nattrs_kept && r == 0; i++) {
+		struct phos_image_stream_attr a = { .stream = ex->attrs_kept[i].stream, .attr = ex->attrs_kept[i].attr };
+		void *s;
+
+		r = exec_stream(ex, a.stream, &s);
+		if (r == 0)
+			r = ex->dev_ops->stream_get_attr(ex->dev, s, a.attr, a.value);
+		exec_use_device(ex, cur);
+		if (r == 0)
+			r = phos_image_add_stream_attr(img, &a);
+	}
+	return r;
+}
+
+int exec_context_from_image(struct executor *ex, const struct phos_image *img, char *err, size_t errlen)
+{
+	int cur = ex->dev_index, r = 0;
+	uint8_t out[PHOS_STREAM_ATTR_BYTES];
+	uint32_t out_len;
+
+	for (uint32_t i = 0; i < img->nlimits && r == 0; i++) {
+		struct phos_device_limit l = { .limit = img->limits[i].limit, .set = 1, .value = img->limits[i].value };
+
+		exec_use_device(ex, (int)img->limits[i].device);
+		r = device_limit(ex, &l, sizeof(l), out, &out_len);
+		if (r < 0)
+			phos_errf(err, errlen, "limit %d could not be set again (cuda error %d)", l.limit, -r);
+	}
+	exec_use_device(ex, cur);
+	for (uint32_t i = 0; i < img->nstream_attrs && r == 0; i++) {
+		struct phos_stream_attr a = { .stream = img->stream_attrs[i].stream, .attr = img->stream_attrs[i].attr,
+					      .set = 1 };
+
+		memcpy(a.value, img->stream_attrs[i].value, sizeof(a.value));
+		r = stream_attr(ex, &a, sizeof(a), out, &out_len);
+		exec_use_device(ex, cur);
+		if (r < 0)
+			phos_errf(err, errlen, "attribute %d of stream %u could not be set again (cuda error %d)", a.attr,
+				  a.stream, -r);
+	}
+	return r < 0 ? -EIO : 0;
+}
+
 int exec_stream_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
 		       uint32_t *out_len)
 {
@@ -216,6 +305,7 @@ int exec_stream_handle(struct executor *ex, uint32_t op, const void *body, uint3
 		if (!so)
 			return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
 		exec_pool_stream_gone(ex, h->id);
+		attrs_stream_gone(ex, h->id);
 		exec_stream_free(ex, so);
 		return 0;
 	}

@@ -197,6 +197,7 @@ struct exec_ckpt {
 
 #define EXEC_SAVED_LIMITS 16
 #define EXEC_SAVED_ATTRS 16
+#define EXEC_KEPT_ATTRS 64
 
 struct stage;
 
@@ -283,6 +284,14 @@ struct executor {
 	 * no function changed it (bit a of null_attrs_stand_in). */
 	uint32_t limits_changed, null_attrs_changed, null_attrs_stand_in;
 	bool attrs_set;             /* the function set a stream attribute (any stream) */
+	/* For checkpoints, which carry the values the function set: the device of
+	 * each changed limit, and which stream attributes it set (stream id,
+	 * attribute; an entry goes with its stream). A limit past the saved ones
+	 * or more attributes than kept: lost, and a checkpoint is refused. */
+	uint8_t limits_dev[EXEC_SAVED_LIMITS];
+	struct { uint32_t stream; int32_t attr; } attrs_kept[EXEC_KEPT_ATTRS];
+	unsigned nattrs_kept;
+	bool attrs_lost, limits_lost;
 	uint64_t limits_saved[EXEC_SAVED_LIMITS];
 	uint8_t null_attrs_saved[EXEC_SAVED_ATTRS][PHOS_STREAM_ATTR_BYTES];
 };
@@ -648,6 +657,13 @@ void exec_pool_clear(struct executor *ex);
 /* Puts back the limits and default-stream attributes the function changed
  * (exec_stream.c; part of exec_scrub). */
 void exec_context_restore(struct executor *ex);
+/* The limits and stream attributes the function set, with their values now,
+ * into img ("limits", "stream_attrs"). 0 or -errno. */
+int exec_context_to_image(struct executor *ex, struct phos_image *img);
+/* A checkpoint's restore: sets them again, as the function had (and as if it
+ * had set them here: exec_context_restore puts them back at the scrub). 0, or
+ * -errno with err. */
+int exec_context_from_image(struct executor *ex, const struct phos_image *img, char *err, size_t errlen);
 
 /* --- speculation (spec.c) --- */
 

@@ -127,6 +127,8 @@ void exec_scrub(struct executor *ex)
 	}
 	ex->pending_error = 0;
 	ex->attrs_set = false;
+	ex->nattrs_kept = 0;
+	ex->attrs_lost = ex->limits_lost = false;
 	ex->restore_dir = NULL;
 	for (int i = 0; i < 3; i++)
 		atomic_store(&ex->spec_fallbacks[i], 0);

@@ -64,6 +64,8 @@ void phos_image_free(struct phos_image *img)
 	free(img->texes);
 	free(img->pools);
 	free(img->pool_blocks);
+	free(img->limits);
+	free(img->stream_attrs);
 	free(img->cpu_files);
 	free(IMAGE_PRIV(img));
 }
@@ -242,6 +244,26 @@ int phos_image_add_pool_block(struct phos_image *img, const struct phos_image_po
 	if (!img || !b)
 		return -EINVAL;
 	IMAGE_PUSH(img->pool_blocks, img->npool_blocks, *b);
+	return 0;
+}
+
+int phos_image_add_limit(struct phos_image *img, const struct phos_image_limit *l)
+{
+	if (!img || !l)
+		return -EINVAL;
+	if (img->nlimits >= PHOS_IMAGE_MAX_CONTEXT)
+		return -E2BIG;
+	IMAGE_PUSH(img->limits, img->nlimits, *l);
+	return 0;
+}
+
+int phos_image_add_stream_attr(struct phos_image *img, const struct phos_image_stream_attr *a)
+{
+	if (!img || !a)
+		return -EINVAL;
+	if (img->nstream_attrs >= PHOS_IMAGE_MAX_CONTEXT)
+		return -E2BIG;
+	IMAGE_PUSH(img->stream_attrs, img->nstream_attrs, *a);
 	return 0;
 }
 
@@ -589,6 +611,28 @@ static json_t *image_to_json(const struct phos_image *img)
 		}
 		for (uint32_t i = 0; ok && i < img->npool_blocks; i++)
 			ok = push(ba, json_pack("[I,I]", JI(img->pool_blocks[i].pool), JI(img->pool_blocks[i].addr)));
+	}
+	if (ok && img->nlimits) {
+		json_t *la = json_array();
+
+		ok = set(root, "limits", la);
+		for (uint32_t i = 0; ok && i < img->nlimits; i++)
+			ok = push(la, json_pack("[i,I,I]", (int)img->limits[i].limit, JI(img->limits[i].device),
+						JI(img->limits[i].value)));
+	}
+	if (ok && img->nstream_attrs) {
+		json_t *aa = json_array();
+
+		ok = set(root, "stream_attrs", aa);
+		for (uint32_t i = 0; ok && i < img->nstream_attrs; i++) {
+			const struct phos_image_stream_attr *sa = &img->stream_attrs[i];
+			char hex[2 * sizeof(sa->value) + 1];
+
+			for (size_t k = 0; k < sizeof(sa->value); k++)
+				snprintf(hex + 2 * k, 3, "%02x", sa->value[k]);
+			ok = push(aa, json_pack("{s:I,s:i,s:s}", "stream", JI(sa->stream), "attr", (int)sa->attr, "value",
+						hex));
+		}
 	}
 	if (ok && img->checkpoint.present) {
 		const struct phos_image_checkpoint *c = &img->checkpoint;

@@ -171,6 +171,14 @@ struct phos_image_pool {
 };
 struct phos_image_pool_block { uint32_t pool; uint64_t addr; };   /* addr: a buffer's */
 
+/* Limits (cudaDeviceSetLimit) and stream attributes (cudaStreamSetAttribute)
+ * the function set, with their values at the image ("limits",
+ * "stream_attrs"; absent when none). A checkpoint's restore sets them again;
+ * a snapshot's leaves that to the function's runtime. */
+#define PHOS_IMAGE_MAX_CONTEXT 64
+struct phos_image_limit { int32_t limit; uint32_t device; uint64_t value; };
+struct phos_image_stream_attr { uint32_t stream; int32_t attr; uint8_t value[64]; };   /* stream 0: the default */
+
 struct phos_image {
 	unsigned major, minor;
 	char function[256];   /* program name, for messages */
@@ -195,6 +203,8 @@ struct phos_image {
 	struct phos_image_tex *texes;        uint32_t ntexes;    /* 1.3, by handle; may be absent */
 	struct phos_image_pool *pools;       uint32_t npools;    /* may be absent */
 	struct phos_image_pool_block *pool_blocks; uint32_t npool_blocks;
+	struct phos_image_limit *limits;     uint32_t nlimits;   /* may be absent */
+	struct phos_image_stream_attr *stream_attrs; uint32_t nstream_attrs;
 
 	/* CPU side */
 	char criu_dir[64];    /* relative to the snapshot directory: "cpu" */
@@ -222,6 +232,8 @@ int phos_image_add_array(struct phos_image *img, const struct phos_image_array *
 int phos_image_add_tex(struct phos_image *img, const struct phos_image_tex *t);
 int phos_image_add_pool(struct phos_image *img, const struct phos_image_pool *p);
 int phos_image_add_pool_block(struct phos_image *img, const struct phos_image_pool_block *b);
+int phos_image_add_limit(struct phos_image *img, const struct phos_image_limit *l);
+int phos_image_add_stream_attr(struct phos_image *img, const struct phos_image_stream_attr *a);
 
 /* The items of gpu.data, in order: buffers, variables (a variable without
  * contents has len 0), arrays. */

@@ -374,7 +374,8 @@ int phos_image_validate(const struct phos_image *img, char *err, size_t errlen)
 	    img->nstreams > PHOS_IMAGE_MAX_OBJECTS || img->nevents > PHOS_IMAGE_MAX_OBJECTS ||
 	    img->nblas > PHOS_IMAGE_MAX_OBJECTS || img->narrays > PHOS_IMAGE_MAX_OBJECTS ||
 	    img->ntexes > PHOS_IMAGE_MAX_OBJECTS || img->npools > PHOS_IMAGE_MAX_OBJECTS ||
-	    img->npool_blocks > PHOS_IMAGE_MAX_BUFS)
+	    img->npool_blocks > PHOS_IMAGE_MAX_BUFS || img->nlimits > PHOS_IMAGE_MAX_CONTEXT ||
+	    img->nstream_attrs > PHOS_IMAGE_MAX_CONTEXT)
 		return fail(err, errlen, -E2BIG, "more entries than the limits allow");
 	r = validate_misc(img, err, errlen);
 	if (r < 0)
@@ -398,6 +399,20 @@ int phos_image_validate(const struct phos_image *img, char *err, size_t errlen)
 		r = validate_extents(img, err, errlen);
 	if (r == 0)
 		r = validate_pools(img, err, errlen);
+	/* a stream attribute names a stream of the image, or the default one */
+	for (uint32_t i = 0; r == 0 && i < img->nstream_attrs; i++) {
+		bool known = img->stream_attrs[i].stream == 0;
+
+		for (uint32_t k = 0; k < img->nstreams && !known; k++)
+			known = img->streams[k].id == img->stream_attrs[i].stream;
+		if (!known || img->stream_attrs[i].attr < 0 || img->stream_attrs[i].attr >= 64)
+			r = fail(err, errlen, -EINVAL, "stream_attrs[%u]: stream %u or attribute %d is not the image's", i,
+				 img->stream_attrs[i].stream, img->stream_attrs[i].attr);
+	}
+	for (uint32_t i = 0; r == 0 && i < img->nlimits; i++)
+		if (img->limits[i].limit < 0 || img->limits[i].limit >= 64 || img->limits[i].device >= img->devices)
+			r = fail(err, errlen, -EINVAL, "limits[%u]: limit %d or device %u is not the image's", i,
+				 img->limits[i].limit, img->limits[i].device);
 out:
 	free(ids);
 	free(mids);

@@ -627,6 +627,59 @@ static int rd_pools(struct rd *r, json_t *root, struct phos_image *img)
 	return 0;
 }
 
+/* Limits and stream attributes the function set ("limits", "stream_attrs"),
+ * absent when there are none: a limit or attribute id in [0, 64), a device
+ * of the image, a stream of the image or 0 (phos_image_validate), a value of
+ * 64 bytes in hex. */
+static int rd_context(struct rd *r, json_t *root, struct phos_image *img)
+{
+	json_t *a, *o;
+
+	if (json_object_get(root, "limits")) {
+		RD_ARRAY(r, root, "limits", PHOS_IMAGE_MAX_CONTEXT, img, limits, nlimits, a);
+		for (size_t i = 0; i < json_array_size(a); i++, img->nlimits++) {
+			json_t *e = json_array_get(a, i), *l = json_array_get(e, 0), *d = json_array_get(e, 1),
+			       *v = json_array_get(e, 2);
+
+			snprintf(r->where, sizeof(r->where), "limits[%zu]", i);
+			if (!json_is_array(e) || json_array_size(e) != 3 || !json_is_integer(l) || !json_is_integer(d) ||
+			    !json_is_integer(v) || json_integer_value(l) < 0 || json_integer_value(l) >= 64 ||
+			    json_integer_value(d) < 0 || json_integer_value(d) >= (json_int_t)img->devices ||
+			    json_integer_value(v) < 0)
+				return fail(r->err, r->errlen, -EBADMSG,
+					    "manifest.json: %s: expected [limit < 64, device of the image, value]", r->where);
+			img->limits[i].limit = (int32_t)json_integer_value(l);
+			img->limits[i].device = (uint32_t)json_integer_value(d);
+			img->limits[i].value = (uint64_t)json_integer_value(v);
+		}
+		r->where[0] = '\0';
+	}
+	if (!json_object_get(root, "stream_attrs"))
+		return 0;
+	RD_ARRAY(r, root, "stream_attrs", PHOS_IMAGE_MAX_CONTEXT, img, stream_attrs, nstream_attrs, a);
+	for (size_t i = 0; i < json_array_size(a); i++, img->nstream_attrs++) {
+		struct phos_image_stream_attr *x = &img->stream_attrs[i];
+		const char *hex;
+		int64_t attr;
+
+		RD(rd_elem(r, a, "stream_attrs", i, &o));
+		RD(rd_u32(r, o, "stream", &x->stream));
+		RD(rd_int(r, o, "attr", 0, 63, &attr));
+		x->attr = (int32_t)attr;
+		hex = json_string_value(json_object_get(o, "value"));
+		if (!hex || strlen(hex) != 2 * sizeof(x->value) || strspn(hex, "0123456789abcdef") != strlen(hex))
+			return RD_FAIL(r, -EBADMSG, "value", "expected %zu hex digits", 2 * sizeof(x->value));
+		for (size_t k = 0; k < sizeof(x->value); k++) {
+			unsigned byte;
+
+			sscanf(hex + 2 * k, "%2x", &byte);
+			x->value[k] = (uint8_t)byte;
+		}
+	}
+	r->where[0] = '\0';
+	return 0;
+}
+
 /* 1.3: texture and surface objects, absent when there are none. */
 static int rd_texes(struct rd *r, json_t *root, struct phos_image *img)
 {
@@ -800,6 +853,8 @@ static int image_parse(const char *text, size_t len, struct phos_image *img, cha
 		rc = rd_texes(&r, root, img);
 	if (rc == 0)
 		rc = rd_pools(&r, root, img);
+	if (rc == 0)
+		rc = rd_context(&r, root, img);
 	json_decref(root);
 	if (rc < 0)
 		return rc;

@@ -19,6 +19,9 @@ device:
   rounds and bytes;
 - a restored run is checkpointed again (phos-fn restore takes checkpoint
   requests), killed, and restored from that latest checkpoint;
+- a function that set device limits and stream attributes (ctx_serve),
+  checkpointed in every mode: its restored copy reads the same values (the
+  restoring executor set them again from the image) and counts on;
 - a serving function (tables) checkpointed in its serve loop, every mode:
   the restored copy answers the requests on the restore's stdin, on its
   stdout, once each; checkpointed and restored again, it still does;
@@ -53,6 +56,7 @@ from harness import DEVICE, PHOS_FN, check, done, fn_env, phos, program
 
 TRAIN = program("functions", "examples", "train")
 TABLES = program("functions", "examples", "tables")
+CTX_SERVE = program("tests", "integration", "ctx_serve")
 TABLES_ARGS = ["--tables", "4", "--table-mib", "1"]
 STEPS = 4000
 EVERY = 100
@@ -277,6 +281,31 @@ try:
         check(r.returncode == 0 and [a.get("table") for a in answers] == [0, 1, 2, 3] and
               all(a.get("ok") is True for a in answers),
               f"{mode}: restored twice, every request answered once: {r.returncode} {answers} {r.stderr[-400:]}")
+
+    # --- limits and stream attributes the program set (ctx_serve) ---------------
+    # The image carries their values ("limits", "stream_attrs") and the
+    # restoring executor sets them again: the restored copy reads what the
+    # original read, and counts on.
+    for mode in ("stw", "cow", "recopy"):
+        ck = os.path.join(tmp, "ctx-" + mode)
+        p = serving("run", "--checkpointable", "--device", DEVICE, "--", CTX_SERVE)
+        a1 = ask(p, 0)
+        check(a1.get("ok") is True and a1.get("n") == 1, f"{mode}: ctx_serve before the checkpoint: {a1}")
+        c = checkpoint(p.pid, ck, "--mode", mode)
+        check(c.returncode == 0, f"{mode}: checkpoint of ctx_serve: {c.returncode} {c.stderr}")
+        kill_run(p)
+        if c.returncode != 0:
+            continue
+        with open(os.path.join(ck, "manifest.json")) as f:
+            man = json.load(f)
+        sa = man.get("stream_attrs", [])
+        check(len(man.get("limits", [])) == 2 and len(sa) == 2 and 0 in [x.get("stream") for x in sa],
+              f"{mode}: the checkpoint's limits and stream attributes: {man.get('limits')} {sa}")
+        r = phos("restore", "--device", DEVICE, ck, stdin="{}\n{}\n", timeout=300)
+        got = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+        want = [{**a1, "n": 2}, {**a1, "n": 3}]
+        check(r.returncode == 0 and got == want,
+              f"{mode}: ctx_serve restored from its checkpoint: {r.returncode} {got} (want {want}) {r.stderr[-400:]}")
 
     ref_losses, ref_sum = reference(4)
 

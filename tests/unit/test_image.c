@@ -363,6 +363,11 @@ static void test_checkpoint_fields(void)
 	};
 	const uint64_t b0 = s.img->bufs[0].addr, b1 = s.img->bufs[1].addr;
 
+	struct phos_image_stream_attr sattr = { .stream = 0, .attr = 3, .value = { 3, 0, 0, 0, 0xab } };
+	const struct phos_image_limit lim = { .limit = 1, .device = 0, .value = 3 << 20 };
+
+	CHECK(phos_image_add_limit(s.img, &lim) == 0 && phos_image_add_stream_attr(s.img, &sattr) == 0,
+	      "add a limit and a stream attribute");
 	CHECK(phos_image_add_pool(s.img, &pools[0]) == 0 && phos_image_add_pool(s.img, &pools[1]) == 0 &&
 	      phos_image_add_pool_block(s.img, &(struct phos_image_pool_block){ 1, b0 }) == 0 &&
 	      phos_image_add_pool_block(s.img, &(struct phos_image_pool_block){ 0x80000000u, b1 }) == 0,
@@ -381,6 +386,8 @@ static void test_checkpoint_fields(void)
 		      !memcmp(&got->pools[1], &pools[1], sizeof(pools[1])) && got->npool_blocks == 2 &&
 		      got->pool_blocks[0].pool == 1 && got->pool_blocks[0].addr == b0 &&
 		      got->pool_blocks[1].pool == 0x80000000u && got->pool_blocks[1].addr == b1, "pools round trip");
+		CHECK(got->nlimits == 1 && !memcmp(&got->limits[0], &lim, sizeof(lim)) && got->nstream_attrs == 1 &&
+		      !memcmp(&got->stream_attrs[0], &sattr, sizeof(sattr)), "limits and stream attributes round trip");
 	}
 	phos_image_free(got);
 	sample_free(&s);
