@@ -167,13 +167,13 @@ static int checkpoint_prepare(struct executor *ex, char *err, size_t errlen)
 
 	/* Host-memory regions are in the image (exec_image_dump) and the
 	 * restoring executor maps them again from the restored function
-	 * (main.c, adopting). Memory pools too (exec_pool_to_image; the
-	 * restoring executor makes them again), after their cached blocks were
-	 * given back (below, with the device idle). Not so cuDNN's handles and
-	 * descriptors and the driver's reserved ranges: the preload makes them
-	 * again only after a restore at
+	 * (main.c, adopting). Memory pools, limits, stream attributes and the
+	 * driver's reserved ranges too: the restoring executor makes them again
+	 * (exec_image.c), the pools after their cached blocks were given back
+	 * (below, with the device idle). Not so cuDNN's handles and
+	 * descriptors: the preload makes them again only after a restore at
 	 * phos_fn_serve (restore hooks), and a function restored mid-call would
-	 * find them gone, or find other buffers placed in its ranges. */
+	 * find them gone. */
 	if (exec_dnn_in_use(ex)) {
 		phos_errf(err, errlen, "the program holds cuDNN handles or descriptors; checkpoints of such programs "
 			  "are not supported yet (snapshots at phos_fn_serve are)");
@@ -185,11 +185,6 @@ static int checkpoint_prepare(struct executor *ex, char *err, size_t errlen)
 	if (exec_nccl_in_use(ex)) {
 		phos_errf(err, errlen, "the program holds NCCL communicators; checkpoints of such programs are not "
 			  "supported yet (snapshots at phos_fn_serve are)");
-		return -ENOTSUP;
-	}
-	if (phos_bufmap_reservations(ex->bufs)) {
-		phos_errf(err, errlen, "the program holds reserved address ranges (cuMemAddressReserve); checkpoints "
-			  "of such programs are not supported yet (snapshots at phos_fn_serve are)");
 		return -ENOTSUP;
 	}
 	/* Limits and stream attributes the function set are in the image with

@@ -414,6 +414,13 @@ int exec_image_plan_over(struct executor *ex, const char *dir, const struct stag
 		phos_errf(err, errlen, "listing the memory pools: %s", strerror(-r));
 	if (r == 0 && (r = exec_context_to_image(ex, img)) < 0)
 		phos_errf(err, errlen, "reading the limits and stream attributes set (%d)", r);
+	for (size_t i = 0; r == 0 && i < phos_bufmap_reservations(ex->bufs); i++) {
+		struct phos_image_resv v;
+
+		r = phos_bufmap_reservation_nth(ex->bufs, i, &v.addr, &v.size);
+		if (r == 0 && (r = phos_image_add_resv(img, &v)) < 0)
+			phos_errf(err, errlen, "listing the reserved ranges: %s", strerror(-r));
+	}
 	if (r == 0)
 		r = collect_arrays(ex, &c, err, errlen);
 	if (r < 0) {
@@ -1020,10 +1027,21 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 			next_id = b->id + 1;
 	}
 	phos_bufmap_set_next_id(ex->bufs, next_id);
-	/* A checkpoint's pools, which no restore at phos_fn_serve makes again
-	 * (a snapshot's are the function's runtime's to make: phos_pool_resend). */
+	/* A checkpoint's pools and reserved ranges, which no restore at
+	 * phos_fn_serve makes again (a snapshot's are the function's runtime's
+	 * to make: phos_pool_resend, the VMM restore hook); the buffers mapped
+	 * inside a reservation are placed already, wholly inside it. */
 	if (img->checkpoint.present && (r = exec_pool_from_image(ex, img, err, errlen)) < 0)
 		goto fail;
+	for (uint32_t i = 0; img->checkpoint.present && i < img->nresvs; i++) {
+		r = phos_bufmap_reserve_at(ex->bufs, img->resvs[i].addr, img->resvs[i].size);
+		if (r < 0) {
+			phos_errf(err, errlen, "the reserved range %#llx+%llu cannot be reserved again (%s)",
+				  (unsigned long long)img->resvs[i].addr, (unsigned long long)img->resvs[i].size,
+				  strerror(-r));
+			goto fail;
+		}
+	}
 	/* arrays and the objects on them and on buffers: before the function runs */
 	r = load_array_data(ex, dir, img, err, errlen);
 	if (r == 0)

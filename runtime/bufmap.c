@@ -563,6 +563,15 @@ size_t phos_bufmap_reservations(const struct phos_bufmap *m)
 	return m->nresv;
 }
 
+int phos_bufmap_reservation_nth(const struct phos_bufmap *m, size_t i, uint64_t *ret_base, uint64_t *ret_size)
+{
+	if (i >= m->nresv)
+		return -ENOENT;
+	*ret_base = m->base + m->resv[i].first * PHOS_CHUNK;
+	*ret_size = m->resv[i].n * PHOS_CHUNK;
+	return 0;
+}
+
 int phos_bufmap_foreach_in(const struct phos_bufmap *m, uint64_t lo, uint64_t hi,
 			   int (*fn)(const struct phos_buf *b, void *ctx), void *ctx)
 {

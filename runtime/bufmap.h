@@ -140,6 +140,9 @@ int phos_bufmap_map_at(struct phos_bufmap *map, uint64_t addr, uint64_t size);
 bool phos_bufmap_reservation(const struct phos_bufmap *map, uint64_t addr, uint64_t *ret_base, uint64_t *ret_size);
 /* How many reservations there are. */
 size_t phos_bufmap_reservations(const struct phos_bufmap *map);
+/* Reservation i (< phos_bufmap_reservations, in address order): 0 and its
+ * range, or -ENOENT. */
+int phos_bufmap_reservation_nth(const struct phos_bufmap *map, size_t i, uint64_t *ret_base, uint64_t *ret_size);
 
 /* Calls fn on each buffer that starts in [lo, hi), in address order. */
 int phos_bufmap_foreach_in(const struct phos_bufmap *map, uint64_t lo, uint64_t hi,

@@ -66,6 +66,7 @@ void phos_image_free(struct phos_image *img)
 	free(img->pool_blocks);
 	free(img->limits);
 	free(img->stream_attrs);
+	free(img->resvs);
 	free(img->cpu_files);
 	free(IMAGE_PRIV(img));
 }
@@ -264,6 +265,14 @@ int phos_image_add_stream_attr(struct phos_image *img, const struct phos_image_s
 	if (img->nstream_attrs >= PHOS_IMAGE_MAX_CONTEXT)
 		return -E2BIG;
 	IMAGE_PUSH(img->stream_attrs, img->nstream_attrs, *a);
+	return 0;
+}
+
+int phos_image_add_resv(struct phos_image *img, const struct phos_image_resv *v)
+{
+	if (!img || !v)
+		return -EINVAL;
+	IMAGE_PUSH(img->resvs, img->nresvs, *v);
 	return 0;
 }
 
@@ -619,6 +628,13 @@ static json_t *image_to_json(const struct phos_image *img)
 		for (uint32_t i = 0; ok && i < img->nlimits; i++)
 			ok = push(la, json_pack("[i,I,I]", (int)img->limits[i].limit, JI(img->limits[i].device),
 						JI(img->limits[i].value)));
+	}
+	if (ok && img->nresvs) {
+		json_t *ra = json_array();
+
+		ok = set(root, "reservations", ra);
+		for (uint32_t i = 0; ok && i < img->nresvs; i++)
+			ok = push(ra, json_pack("[I,I]", JI(img->resvs[i].addr), JI(img->resvs[i].size)));
 	}
 	if (ok && img->nstream_attrs) {
 		json_t *aa = json_array();

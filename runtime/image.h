@@ -179,6 +179,12 @@ struct phos_image_pool_block { uint32_t pool; uint64_t addr; };   /* addr: a buf
 struct phos_image_limit { int32_t limit; uint32_t device; uint64_t value; };
 struct phos_image_stream_attr { uint32_t stream; int32_t attr; uint8_t value[64]; };   /* stream 0: the default */
 
+/* Ranges the function reserved (cuMemAddressReserve; "reservations", absent
+ * when none): whole 2 MiB chunks inside the arena, disjoint. A checkpoint's
+ * restore reserves them again after placing the buffers (mappings lie
+ * inside); a snapshot's leaves that to the function's runtime. */
+struct phos_image_resv { uint64_t addr, size; };
+
 struct phos_image {
 	unsigned major, minor;
 	char function[256];   /* program name, for messages */
@@ -205,6 +211,7 @@ struct phos_image {
 	struct phos_image_pool_block *pool_blocks; uint32_t npool_blocks;
 	struct phos_image_limit *limits;     uint32_t nlimits;   /* may be absent */
 	struct phos_image_stream_attr *stream_attrs; uint32_t nstream_attrs;
+	struct phos_image_resv *resvs;       uint32_t nresvs;    /* may be absent */
 
 	/* CPU side */
 	char criu_dir[64];    /* relative to the snapshot directory: "cpu" */
@@ -234,6 +241,7 @@ int phos_image_add_pool(struct phos_image *img, const struct phos_image_pool *p)
 int phos_image_add_pool_block(struct phos_image *img, const struct phos_image_pool_block *b);
 int phos_image_add_limit(struct phos_image *img, const struct phos_image_limit *l);
 int phos_image_add_stream_attr(struct phos_image *img, const struct phos_image_stream_attr *a);
+int phos_image_add_resv(struct phos_image *img, const struct phos_image_resv *v);
 
 /* The items of gpu.data, in order: buffers, variables (a variable without
  * contents has len 0), arrays. */

@@ -375,7 +375,7 @@ int phos_image_validate(const struct phos_image *img, char *err, size_t errlen)
 	    img->nblas > PHOS_IMAGE_MAX_OBJECTS || img->narrays > PHOS_IMAGE_MAX_OBJECTS ||
 	    img->ntexes > PHOS_IMAGE_MAX_OBJECTS || img->npools > PHOS_IMAGE_MAX_OBJECTS ||
 	    img->npool_blocks > PHOS_IMAGE_MAX_BUFS || img->nlimits > PHOS_IMAGE_MAX_CONTEXT ||
-	    img->nstream_attrs > PHOS_IMAGE_MAX_CONTEXT)
+	    img->nstream_attrs > PHOS_IMAGE_MAX_CONTEXT || img->nresvs > PHOS_IMAGE_MAX_OBJECTS)
 		return fail(err, errlen, -E2BIG, "more entries than the limits allow");
 	r = validate_misc(img, err, errlen);
 	if (r < 0)
@@ -408,6 +408,17 @@ int phos_image_validate(const struct phos_image *img, char *err, size_t errlen)
 		if (!known || img->stream_attrs[i].attr < 0 || img->stream_attrs[i].attr >= 64)
 			r = fail(err, errlen, -EINVAL, "stream_attrs[%u]: stream %u or attribute %d is not the image's", i,
 				 img->stream_attrs[i].stream, img->stream_attrs[i].attr);
+	}
+	/* reservations: whole 2 MiB chunks inside the arena, in address order, disjoint */
+	for (uint32_t i = 0; r == 0 && i < img->nresvs; i++) {
+		const struct phos_image_resv *v = &img->resvs[i];
+		const uint64_t chunk = 2ull << 20;
+
+		if (v->addr % chunk || !v->size || v->size % chunk || v->addr < img->arena_base ||
+		    v->size > img->arena_size || v->addr - img->arena_base > img->arena_size - v->size ||
+		    (i && v->addr < img->resvs[i - 1].addr + img->resvs[i - 1].size))
+			r = fail(err, errlen, -EINVAL, "reservations[%u]: %#llx+%llu is not whole chunks of the arena "
+				 "after the one before", i, (unsigned long long)v->addr, (unsigned long long)v->size);
 	}
 	for (uint32_t i = 0; r == 0 && i < img->nlimits; i++)
 		if (img->limits[i].limit < 0 || img->limits[i].limit >= 64 || img->limits[i].device >= img->devices)

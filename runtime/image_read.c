@@ -654,6 +654,21 @@ static int rd_context(struct rd *r, json_t *root, struct phos_image *img)
 		}
 		r->where[0] = '\0';
 	}
+	if (json_object_get(root, "reservations")) {
+		RD_ARRAY(r, root, "reservations", PHOS_IMAGE_MAX_OBJECTS, img, resvs, nresvs, a);
+		for (size_t i = 0; i < json_array_size(a); i++, img->nresvs++) {
+			json_t *e = json_array_get(a, i), *ad = json_array_get(e, 0), *sz = json_array_get(e, 1);
+
+			snprintf(r->where, sizeof(r->where), "reservations[%zu]", i);
+			if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_integer(ad) || !json_is_integer(sz) ||
+			    json_integer_value(ad) <= 0 || json_integer_value(sz) <= 0)
+				return fail(r->err, r->errlen, -EBADMSG, "manifest.json: %s: expected [address, size]",
+					    r->where);
+			img->resvs[i].addr = (uint64_t)json_integer_value(ad);
+			img->resvs[i].size = (uint64_t)json_integer_value(sz);
+		}
+		r->where[0] = '\0';
+	}
 	if (!json_object_get(root, "stream_attrs"))
 		return 0;
 	RD_ARRAY(r, root, "stream_attrs", PHOS_IMAGE_MAX_CONTEXT, img, stream_attrs, nstream_attrs, a);

@@ -282,6 +282,37 @@ def checkpoint_refused(prog, request, says, tmp, args=()):
             p.communicate()
 
 
+def checkpoint_everywhere(prog, request, check_restored, tmp, args=(), modes=("stw", "cow", "recopy")):
+    """A serving program (with args) under `phos-fn run --checkpointable`,
+    after one request, checkpointed in each mode (issue 11), then killed; the
+    checkpoint restored (stop-the-world) answers two more requests, which
+    check_restored(answers, what) checks."""
+    name = os.path.basename(prog)
+    run_env = {"PHOS_RUN_DIR": os.path.join(tmp, f"run-{name}")}
+    for mode in modes:
+        out = os.path.join(tmp, f"ck-{name}-{mode}")
+        p = subprocess.Popen([PHOS_FN, "run", "--checkpointable", "--device", DEVICE, "--", prog, *args],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=fn_env(run_env))
+        try:
+            p.stdin.write(request + "\n")
+            p.stdin.flush()
+            first = p.stdout.readline()
+            c = subprocess.run([PHOS_FN, "checkpoint", "--mode", mode, "-o", out, str(p.pid)], capture_output=True,
+                               text=True, timeout=300, env=fn_env(run_env))
+            check(first.startswith("{") and c.returncode == 0,
+                  f"{name}: checkpoint ({mode}): rc {c.returncode} {c.stderr[-1500:]} ({first})")
+        finally:
+            p.kill()
+            p.communicate()
+        if c.returncode != 0:
+            continue
+        r = subprocess.run([PHOS_FN, "restore", "--device", DEVICE, out], input=(request + "\n") * 2,
+                           capture_output=True, text=True, timeout=300, env=fn_env())
+        check(r.returncode == 0, f"{name}: restore of its checkpoint ({mode}): rc {r.returncode} {r.stderr[-1500:]}")
+        check_restored(answers(r), f"restored from a checkpoint ({mode})")
+
+
 def serve_everywhere(prog, stdin, check_answers, tmp):
     """A serving program's answers to stdin checked by check_answers(list,
     what): under phos-fn run, natively on a GPU, and after a snapshot at

@@ -366,8 +366,10 @@ static void test_checkpoint_fields(void)
 	struct phos_image_stream_attr sattr = { .stream = 0, .attr = 3, .value = { 3, 0, 0, 0, 0xab } };
 	const struct phos_image_limit lim = { .limit = 1, .device = 0, .value = 3 << 20 };
 
-	CHECK(phos_image_add_limit(s.img, &lim) == 0 && phos_image_add_stream_attr(s.img, &sattr) == 0,
-	      "add a limit and a stream attribute");
+	const struct phos_image_resv resv = { .addr = ARENA + (64ull << 20), .size = 8ull << 20 };
+
+	CHECK(phos_image_add_limit(s.img, &lim) == 0 && phos_image_add_stream_attr(s.img, &sattr) == 0 &&
+	      phos_image_add_resv(s.img, &resv) == 0, "add a limit, a stream attribute and a reservation");
 	CHECK(phos_image_add_pool(s.img, &pools[0]) == 0 && phos_image_add_pool(s.img, &pools[1]) == 0 &&
 	      phos_image_add_pool_block(s.img, &(struct phos_image_pool_block){ 1, b0 }) == 0 &&
 	      phos_image_add_pool_block(s.img, &(struct phos_image_pool_block){ 0x80000000u, b1 }) == 0,
@@ -388,9 +390,20 @@ static void test_checkpoint_fields(void)
 		      got->pool_blocks[1].pool == 0x80000000u && got->pool_blocks[1].addr == b1, "pools round trip");
 		CHECK(got->nlimits == 1 && !memcmp(&got->limits[0], &lim, sizeof(lim)) && got->nstream_attrs == 1 &&
 		      !memcmp(&got->stream_attrs[0], &sattr, sizeof(sattr)), "limits and stream attributes round trip");
+		CHECK(got->nresvs == 1 && got->resvs[0].addr == resv.addr && got->resvs[0].size == resv.size,
+		      "reservations round trip");
 	}
 	phos_image_free(got);
 	sample_free(&s);
+
+	/* a reservation outside the arena, or not of whole chunks: not written */
+	for (int k = 0; k < 2; k++) {
+		sample_build(&s, "train");
+		CHECK(phos_image_add_resv(s.img, &(struct phos_image_resv){ k ? ARENA + 4096 : ARENA + (2ull << 30),
+									   2ull << 20 }) == 0, "add");
+		CHECK(phos_image_write_manifest(dir, s.img) == -EINVAL, "a bad reservation is not written (%d)", k);
+		sample_free(&s);
+	}
 
 	/* a pool block that is no buffer's start, or of a pool not listed: not
 	 * written, and refused when read */
