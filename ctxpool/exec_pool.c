@@ -395,17 +395,18 @@ static void gone_prune(struct executor *ex)
 	}
 }
 
-static int pool_adopt(struct executor *ex, const struct phos_pool_adopt *a)
+/* The buffer at addr (a restored image's) becomes a live block of p: 0,
+ * -EINVAL (no such buffer, or one of a pool already), -ENOMEM. */
+static int block_adopt(struct executor *ex, struct exec_pool *p, uint64_t addr)
 {
-	struct exec_pool *p = pool_get(ex, a->pool);
-	const struct phos_buf *buf = phos_bufmap_find(ex->bufs, a->addr);
+	const struct phos_buf *buf = phos_bufmap_find(ex->bufs, addr);
 	struct pool_block *b;
 
-	if (!p || !buf || buf->addr != a->addr || buf->is_extern || find_live(ex, a->addr))
-		return -PHOS_CUDA_INVALID_VALUE;
+	if (!buf || buf->addr != addr || buf->is_extern || find_live(ex, addr))
+		return -EINVAL;
 	b = calloc(1, sizeof(*b));
 	if (!b)
-		return -PHOS_CUDA_MEMORY_ALLOCATION;
+		return -ENOMEM;
 	b->addr = buf->addr;
 	b->size = buf->size;
 	b->pool = p;
@@ -414,6 +415,14 @@ static int pool_adopt(struct executor *ex, const struct phos_pool_adopt *a)
 	p->used += b->size;
 	note_used(p);
 	return 0;
+}
+
+static int pool_adopt(struct executor *ex, const struct phos_pool_adopt *a)
+{
+	struct exec_pool *p = pool_get(ex, a->pool);
+	int r = p ? block_adopt(ex, p, a->addr) : -EINVAL;
+
+	return r == -ENOMEM ? -PHOS_CUDA_MEMORY_ALLOCATION : r < 0 ? -PHOS_CUDA_INVALID_VALUE : 0;
 }
 
 int exec_pool_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
@@ -569,29 +578,13 @@ int exec_pool_from_image(struct executor *ex, const struct phos_image *img, char
 		}
 		for (uint32_t k = 0; k < img->npool_blocks; k++) {
 			const struct phos_image_pool_block *ib = &img->pool_blocks[k];
-			const struct phos_buf *buf;
-			struct pool_block *b;
+			int r = ib->pool == ip->id ? block_adopt(ex, p, ib->addr) : 0;
 
-			if (ib->pool != ip->id)
-				continue;
-			buf = phos_bufmap_find(ex->bufs, ib->addr);
-			if (!buf || buf->addr != ib->addr || buf->is_extern || find_live(ex, ib->addr)) {
-				phos_errf(err, errlen, "block %#llx of pool %u is no buffer of the image",
-					  (unsigned long long)ib->addr, ip->id);
-				return -EINVAL;
+			if (r < 0) {
+				phos_errf(err, errlen, "block %#llx of pool %u: %s", (unsigned long long)ib->addr, ip->id,
+					  r == -ENOMEM ? "out of memory" : "no buffer of the image");
+				return r;
 			}
-			b = calloc(1, sizeof(*b));
-			if (!b) {
-				phos_errf(err, errlen, "out of memory for the image's pools");
-				return -ENOMEM;
-			}
-			b->addr = buf->addr;
-			b->size = buf->size;
-			b->pool = p;
-			push_block(&p->live, b);
-			p->reserved += b->size;
-			p->used += b->size;
-			note_used(p);
 		}
 	}
 	return 0;

@@ -4,6 +4,7 @@ on the sim device, and read executor traces."""
 import http.client
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -280,6 +281,19 @@ def checkpoint_refused(prog, request, says, tmp, args=()):
         if p.poll() is None:
             p.kill()
             p.communicate()
+
+
+def ask(p, request):
+    """Writes one request line to a serving process (a Popen with text pipes)
+    and reads its one answer line within 60 s, as JSON ({"bad answer": ...}
+    otherwise). Nothing is buffered ahead of the answer: select sees it."""
+    p.stdin.write(request + "\n")
+    p.stdin.flush()
+    line = p.stdout.readline() if select.select([p.stdout], [], [], 60)[0] else "(no answer in 60 s)"
+    try:
+        return json.loads(line)
+    except ValueError:
+        return {"bad answer": line}
 
 
 def checkpoint_everywhere(prog, request, check_restored, tmp, args=(), modes=("stw", "cow", "recopy")):

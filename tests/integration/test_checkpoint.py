@@ -45,7 +45,6 @@ import json
 import os
 import random
 import re
-import select
 import shutil
 import signal
 import subprocess
@@ -53,6 +52,7 @@ import tempfile
 import time
 
 from harness import DEVICE, PHOS_FN, check, done, fn_env, phos, program
+from harness import ask as ask_line
 
 TRAIN = program("functions", "examples", "train")
 TABLES = program("functions", "examples", "tables")
@@ -244,14 +244,7 @@ try:
     # restored copy must answer the requests on the restore's stdin, on the
     # restore's stdout, and must not run before its executor has its channel.
     def ask(p, k):
-        p.stdin.write(json.dumps({"table": k}) + "\n")
-        p.stdin.flush()
-        # one answer per request: nothing is buffered ahead of the line
-        line = p.stdout.readline() if select.select([p.stdout], [], [], 60)[0] else "(no answer in 60 s)"
-        try:
-            return json.loads(line)
-        except ValueError:
-            return {"bad answer": line}
+        return ask_line(p, json.dumps({"table": k}))
 
     def serving(*cmd):
         return subprocess.Popen([PHOS_FN, *cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE,

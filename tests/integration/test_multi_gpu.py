@@ -47,7 +47,6 @@ natively to compare; with one GPU it is skipped.
 """
 import json
 import os
-import select
 import shutil
 import subprocess
 import sys
@@ -56,6 +55,7 @@ import time
 
 from harness import (DEVICE, PHOS_FN, Invoker, answers, check, done, fn_env, gpu_count, live_instances, phos, procs,
                      program, read_trace)
+from harness import ask as ask_line
 
 MULTI = program("tests", "integration", "multi_gpu")
 TP_MLP = program("functions", "examples", "tp_mlp")
@@ -212,13 +212,7 @@ try:
     run_env = {**ENV, "PHOS_RUN_DIR": os.path.join(tmp, "run")}
 
     def ask(p):
-        p.stdin.write("{}\n")
-        p.stdin.flush()
-        line = p.stdout.readline() if select.select([p.stdout], [], [], 60)[0] else "(no answer in 60 s)"
-        try:
-            return json.loads(line)
-        except ValueError:
-            return {"bad answer": line}
+        return ask_line(p, "{}")
 
     # On sim the restores move mg_var (PHOS_SIM_VAR_SKEW), as the driver does
     # on the GPU: the program never took its address, so its runtime asks
