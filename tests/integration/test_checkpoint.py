@@ -115,14 +115,14 @@ def children(pid):
 
 def kill_run(p):
     """SIGKILLs a phos-fn run, its program (the init of its own pid namespace:
-    not in phos-fn's process group) and its executor."""
+    not in phos-fn's process group) and its executor; what it printed."""
     kids = children(p.pid)
     for pid in [p.pid, *kids]:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    p.communicate(timeout=60)
+    return p.communicate(timeout=60)
 
 
 def checkpoint(pid, out, *extra):
@@ -285,8 +285,9 @@ try:
         a1 = ask(p, 0)
         check(a1.get("ok") is True and a1.get("n") == 1, f"{mode}: ctx_serve before the checkpoint: {a1}")
         c = checkpoint(p.pid, ck, "--mode", mode)
-        check(c.returncode == 0, f"{mode}: checkpoint of ctx_serve: {c.returncode} {c.stderr}")
-        kill_run(p)
+        _, said = kill_run(p)
+        check(c.returncode == 0, f"{mode}: checkpoint of ctx_serve: {c.returncode} {c.stderr} "
+              f"(phos-fn run said: {'' if c.returncode == 0 else said[-3000:]})")
         if c.returncode != 0:
             continue
         with open(os.path.join(ck, "manifest.json")) as f:
