@@ -193,7 +193,8 @@ int exec_recopy_begin(struct executor *ex, const char *dir, struct exec_recopy *
 		phos_errf(err, errlen, "collecting the buffers: %s", strerror(-r));
 		goto fail;
 	}
-	qsort(rc->items, rc->n, sizeof(*rc->items), by_dev);
+	if (rc->n)   /* a program without buffers has none (and no array to sort) */
+		qsort(rc->items, rc->n, sizeof(*rc->items), by_dev);
 	for (size_t i = 0; i < rc->n; i++) {
 		rc->items[i].off = rc->end;
 		rc->end = phos_image_next_offset(rc->end, rc->items[i].len);
@@ -424,7 +425,7 @@ int exec_recopy_stop(struct executor *ex, struct exec_recopy *rc, const char *di
 	/* Items still where begin put them and clean: their hashes; the others copied now. */
 	for (size_t i = 0; i < d->n; i++) {
 		struct stage_item *it = &d->items[i];
-		const struct stage_item *p = bsearch(it, rc->items, rc->n, sizeof(*p), by_dev);
+		const struct stage_item *p = rc->n ? bsearch(it, rc->items, rc->n, sizeof(*p), by_dev) : NULL;
 
 		if (p && p->len == it->len) {
 			size_t k = (size_t)(p - rc->items);
