@@ -587,6 +587,8 @@ void phos_var_forget(void)
 
 bool phos_var_contains(uint64_t addr, uint64_t len)
 {
+	if (!phos_ids_get(PHOS_H_VAR, 1))
+		return false;   /* no variable: nothing to refresh (a host copy asks this) */
 	vars_refresh();
 	for (uint32_t id = 1; id < PHOS_MAX_IDS; id++) {
 		struct var *v = phos_ids_get(PHOS_H_VAR, id);
