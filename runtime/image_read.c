@@ -580,6 +580,26 @@ static int rd_arrays(struct rd *r, json_t *root, struct phos_image *img)
 	return 0;
 }
 
+/* Element i of the array a (named key) as n integers, integer k in
+ * [lo[k], hi[k]]: 0 with out, or -EBADMSG saying it expected want. */
+static int rd_tuple(struct rd *r, json_t *a, const char *key, size_t i, size_t n, const int64_t *lo,
+		    const int64_t *hi, int64_t *out, const char *want)
+{
+	json_t *e = json_array_get(a, i);
+
+	snprintf(r->where, sizeof(r->where), "%s[%zu]", key, i);
+	if (!json_is_array(e) || json_array_size(e) != n)
+		return fail(r->err, r->errlen, -EBADMSG, "manifest.json: %s: expected %s", r->where, want);
+	for (size_t k = 0; k < n; k++) {
+		json_t *v = json_array_get(e, k);
+
+		if (!json_is_integer(v) || json_integer_value(v) < lo[k] || json_integer_value(v) > hi[k])
+			return fail(r->err, r->errlen, -EBADMSG, "manifest.json: %s: expected %s", r->where, want);
+		out[k] = json_integer_value(v);
+	}
+	return 0;
+}
+
 /* Memory pools and their live blocks ("pools", "pool_blocks"), absent when
  * there are none (phos_image_validate checks that ids are unique and that
  * each block is of a listed pool and a buffer's start). */
@@ -612,16 +632,12 @@ static int rd_pools(struct rd *r, json_t *root, struct phos_image *img)
 	r->where[0] = '\0';
 	RD_ARRAY(r, root, "pool_blocks", PHOS_IMAGE_MAX_BUFS, img, pool_blocks, npool_blocks, a);
 	for (size_t i = 0; i < json_array_size(a); i++, img->npool_blocks++) {
-		struct phos_image_pool_block *b = &img->pool_blocks[i];
-		json_t *e = json_array_get(a, i), *id = json_array_get(e, 0), *addr = json_array_get(e, 1);
+		static const int64_t lo[2] = { 1, 1 }, hi[2] = { UINT32_MAX, INT64_MAX };
+		int64_t t[2];
 
-		snprintf(r->where, sizeof(r->where), "pool_blocks[%zu]", i);
-		if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_integer(id) || !json_is_integer(addr) ||
-		    json_integer_value(id) <= 0 || json_integer_value(id) > UINT32_MAX || json_integer_value(addr) <= 0)
-			return fail(r->err, r->errlen, -EBADMSG, "manifest.json: %s: expected [pool id, address]",
-				    r->where);
-		b->pool = (uint32_t)json_integer_value(id);
-		b->addr = (uint64_t)json_integer_value(addr);
+		RD(rd_tuple(r, a, "pool_blocks", i, 2, lo, hi, t, "[pool id, address]"));
+		img->pool_blocks[i].pool = (uint32_t)t[0];
+		img->pool_blocks[i].addr = (uint64_t)t[1];
 	}
 	r->where[0] = '\0';
 	return 0;
@@ -638,34 +654,25 @@ static int rd_context(struct rd *r, json_t *root, struct phos_image *img)
 	if (json_object_get(root, "limits")) {
 		RD_ARRAY(r, root, "limits", PHOS_IMAGE_MAX_CONTEXT, img, limits, nlimits, a);
 		for (size_t i = 0; i < json_array_size(a); i++, img->nlimits++) {
-			json_t *e = json_array_get(a, i), *l = json_array_get(e, 0), *d = json_array_get(e, 1),
-			       *v = json_array_get(e, 2);
+			const int64_t lo[3] = { 0, 0, 0 }, hi[3] = { 63, (int64_t)img->devices - 1, INT64_MAX };
+			int64_t v[3];
 
-			snprintf(r->where, sizeof(r->where), "limits[%zu]", i);
-			if (!json_is_array(e) || json_array_size(e) != 3 || !json_is_integer(l) || !json_is_integer(d) ||
-			    !json_is_integer(v) || json_integer_value(l) < 0 || json_integer_value(l) >= 64 ||
-			    json_integer_value(d) < 0 || json_integer_value(d) >= (json_int_t)img->devices ||
-			    json_integer_value(v) < 0)
-				return fail(r->err, r->errlen, -EBADMSG,
-					    "manifest.json: %s: expected [limit < 64, device of the image, value]", r->where);
-			img->limits[i].limit = (int32_t)json_integer_value(l);
-			img->limits[i].device = (uint32_t)json_integer_value(d);
-			img->limits[i].value = (uint64_t)json_integer_value(v);
+			RD(rd_tuple(r, a, "limits", i, 3, lo, hi, v, "[limit < 64, device of the image, value]"));
+			img->limits[i].limit = (int32_t)v[0];
+			img->limits[i].device = (uint32_t)v[1];
+			img->limits[i].value = (uint64_t)v[2];
 		}
 		r->where[0] = '\0';
 	}
 	if (json_object_get(root, "reservations")) {
 		RD_ARRAY(r, root, "reservations", PHOS_IMAGE_MAX_OBJECTS, img, resvs, nresvs, a);
 		for (size_t i = 0; i < json_array_size(a); i++, img->nresvs++) {
-			json_t *e = json_array_get(a, i), *ad = json_array_get(e, 0), *sz = json_array_get(e, 1);
+			static const int64_t lo[2] = { 1, 1 }, hi[2] = { INT64_MAX, INT64_MAX };
+			int64_t v[2];
 
-			snprintf(r->where, sizeof(r->where), "reservations[%zu]", i);
-			if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_integer(ad) || !json_is_integer(sz) ||
-			    json_integer_value(ad) <= 0 || json_integer_value(sz) <= 0)
-				return fail(r->err, r->errlen, -EBADMSG, "manifest.json: %s: expected [address, size]",
-					    r->where);
-			img->resvs[i].addr = (uint64_t)json_integer_value(ad);
-			img->resvs[i].size = (uint64_t)json_integer_value(sz);
+			RD(rd_tuple(r, a, "reservations", i, 2, lo, hi, v, "[address, size]"));
+			img->resvs[i].addr = (uint64_t)v[0];
+			img->resvs[i].size = (uint64_t)v[1];
 		}
 		r->where[0] = '\0';
 	}
