@@ -170,15 +170,10 @@ static int checkpoint_prepare(struct executor *ex, char *err, size_t errlen)
 	 * (main.c, adopting). Memory pools, limits, stream attributes and the
 	 * driver's reserved ranges too: the restoring executor makes them again
 	 * (exec_image.c), the pools after their cached blocks were given back
-	 * (below, with the device idle). Not so cuDNN's handles and
-	 * descriptors: the preload makes them again only after a restore at
-	 * phos_fn_serve (restore hooks), and a function restored mid-call would
-	 * find them gone. */
-	if (exec_dnn_in_use(ex)) {
-		phos_errf(err, errlen, "the program holds cuDNN handles or descriptors; checkpoints of such programs "
-			  "are not supported yet (snapshots at phos_fn_serve are)");
-		return -ENOTSUP;
-	}
+	 * (below, with the device idle). cuDNN's handles and descriptors the
+	 * preload makes again itself, at their first use after it sees the
+	 * adoption; the stop came after the channel's fence settled
+	 * (fence_settled), so no call naming them is half-done. */
 	/* NCCL communicators: made again by the preload after a restore at
 	 * phos_fn_serve, with their peers; a program restored mid-call would
 	 * call communicators its new executor never made. */
@@ -231,14 +226,37 @@ static void fault_kill(const char *dir)
 	raise(SIGKILL);
 }
 
-static void hold(struct exec_ckpt *c)
+/* A program holding cuDNN objects is stopped only where no call naming
+ * them is half-done (channel.h, fenced sections): the fence is closed and
+ * records are taken until it settles. True when the stop may come. */
+static bool fence_settled(struct executor *ex)
 {
+	if (!ex->ch || !exec_dnn_in_use(ex))
+		return true;
+	phos_channel_fence_close(ex->ch);
+	ex->ckpt.fencing = !phos_channel_fence_settled(ex->ch);
+	return !ex->ckpt.fencing;
+}
+
+/* The sections that waited at the fence go on. */
+static void fence_open(struct executor *ex)
+{
+	ex->ckpt.fencing = false;
+	if (ex->ch)
+		phos_channel_fence_open(ex->ch);
+}
+
+static void hold(struct executor *ex)
+{
+	struct exec_ckpt *c = &ex->ckpt;
+
 	pthread_mutex_lock(&c->lock);
 	while (!c->resume)
 		pthread_cond_wait(&c->cond, &c->lock);
 	c->holding = false;
 	c->resume = false;
 	pthread_mutex_unlock(&c->lock);
+	fence_open(ex);
 }
 
 /* The host copy made at the ask (NULL: none), now the stop's. */
@@ -417,6 +435,9 @@ int exec_checkpoint_wait_ms(const struct executor *ex)
 	const struct exec_ckpt *c = &ex->ckpt;
 	double left;
 
+	if (c->fencing)
+		return 1;   /* a section's end wakes the ring's waiter, but not a
+			     * wait that began just after it: look again soon */
 	if (!exec_checkpoint_copying(ex))
 		return 1000;
 	if (c->cow_mem)
@@ -795,7 +816,7 @@ static int stw_through_memory(struct executor *ex, struct stage_host *h, double 
 	m.held.seq = ex->seq;
 	m.held.copy_s = w->stall_s;
 	exec_control_send(ex, &m);
-	hold(c);
+	hold(ex);
 	mem_write_start(ex, w);
 	return 0;
 }
@@ -844,7 +865,7 @@ static void checkpoint_stw(struct executor *ex, double t_stop)
 	}
 	/* Held either way until the controller says so: after a failure it
 	 * removes its directory and resumes. */
-	hold(c);
+	hold(ex);
 }
 
 /* cow: the plan now, hold while the CPU side is dumped, copy afterwards. */
@@ -887,7 +908,7 @@ static void checkpoint_cow(struct executor *ex, double t_stop)
 		cow_mem_free(ex, m);
 		exec_image_dump_free(d);
 		exec_control_error(ex, "checkpoint: %s", err);
-		hold(c);
+		hold(ex);
 		return;
 	}
 	c->seq = ex->seq;
@@ -899,7 +920,7 @@ static void checkpoint_cow(struct executor *ex, double t_stop)
 	exec_control_send(ex, &(struct phos_ctl_msg){ .type = PHOS_CTL_HELD, .fd = -1,
 						      .held = { .mode = PHOS_CKPT_COW, .seq = ex->seq,
 								.copy_s = phos_now() - t_stop } });
-	hold(c);
+	hold(ex);
 	c->stall_s = phos_now() - t_stop;
 	pthread_mutex_lock(&c->lock);
 	c->cow = d;
@@ -946,8 +967,15 @@ static void recopy_poll(struct executor *ex)
 
 	if (atomic_load(&c->abandon)) {   /* RESUME before the STOP it waited for */
 		recopy_drop(c);
+		fence_open(ex);
 		phos_info("checkpoint (recopy): called off before its stop");
 		return;
+	}
+	if (c->fencing) {   /* the stop came, and waits for the fence */
+		if (!fence_settled(ex))
+			return;
+		r = 0;
+		goto stopping;
 	}
 	/* paced while the function makes calls (executor.h, exec_recopy) */
 	if (atomic_load(&c->stop_asked) || c->ring_idle || phos_now() >= rc->next_at) {
@@ -983,6 +1011,9 @@ static void recopy_poll(struct executor *ex)
 	}
 	if (r == 0 && !stop && !(c->wait_stop && atomic_load(&c->stop_asked)))
 		return;
+	if (r == 0 && !fence_settled(ex))
+		return;   /* records flow (and are tracked) until it settles */
+stopping:
 	t_stop = phos_now();
 	pthread_mutex_lock(&c->lock);
 	c->holding = true;
@@ -996,6 +1027,7 @@ static void recopy_poll(struct executor *ex)
 		pthread_mutex_lock(&c->lock);
 		c->holding = false;
 		pthread_mutex_unlock(&c->lock);
+		fence_open(ex);
 		exec_control_error(ex, "checkpoint: %s", err);
 		return;
 	}
@@ -1013,7 +1045,7 @@ static void recopy_poll(struct executor *ex)
 		  "%llu at the stop, %.3f s", (unsigned long long)ex->seq, (unsigned long long)bytes,
 		  m.checkpointed.rounds, (unsigned long long)m.checkpointed.precopy_bytes,
 		  (unsigned long long)stop_bytes, m.checkpointed.total_s);
-	hold(c);
+	hold(ex);
 }
 
 void exec_checkpoint_poll(struct executor *ex)
@@ -1041,6 +1073,8 @@ void exec_checkpoint_poll(struct executor *ex)
 	}
 	if (!atomic_load_explicit(&c->asked, memory_order_acquire))
 		return;
+	if (c->mode != PHOS_CKPT_RECOPY && !fence_settled(ex))
+		return;   /* records flow until it settles */
 	t_stop = phos_now();
 	pthread_mutex_lock(&c->lock);
 	c->holding = true;

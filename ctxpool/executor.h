@@ -193,6 +193,9 @@ struct exec_ckpt {
 	/* cow through that host copy: its copies in flight (exec_checkpoint.c),
 	 * beside cow (the dump) until they all landed */
 	struct cow_mem *cow_mem;
+	/* the stop waits for the channel's fence to settle (dispatcher only:
+	 * a program holding cuDNN objects, exec_checkpoint.c) */
+	bool fencing;
 };
 
 #define EXEC_SAVED_LIMITS 16

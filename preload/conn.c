@@ -353,6 +353,30 @@ struct phos_channel *phos_preload_channel(void)
 	return ch;
 }
 
+/* The channel each thread's outermost section is on (a restore at
+ * phos_fn_serve replaces conn.ch, never inside a section). */
+static __thread struct phos_channel *section_ch;
+static __thread unsigned section_depth;
+
+PHOS_EXPORT int64_t phos_preload_section_enter(void)
+{
+	if (!section_depth++) {
+		section_ch = phos_preload_channel();
+		if (section_ch && phos_channel_section_enter(section_ch) < 0)
+			section_ch = NULL;   /* the executor is gone: what is posted fails */
+	}
+	return section_ch ? (int64_t)phos_channel_adoptions(section_ch) : -1;
+}
+
+PHOS_EXPORT void phos_preload_section_leave(void)
+{
+	if (!section_depth || --section_depth)
+		return;
+	if (section_ch)
+		phos_channel_section_leave(section_ch);
+	section_ch = NULL;
+}
+
 PHOS_EXPORT int phos_preload_post(uint32_t op, const void *body, size_t body_len, const void *payload,
 				  size_t payload_len)
 {

@@ -113,6 +113,31 @@ static int connect_once(void)
 	return r;
 }
 
+/* Every call that names the executor's cuDNN objects runs between enter()
+ * and leave(): under the lock, and inside a fenced section of the channel
+ * (channel.h), so that a checkpoint never stops the program halfway through
+ * one. A restore of a checkpoint shows as a new adoption of the channel; it
+ * is looked for first thing inside, and then every object is made again at
+ * its first use, as after a restore at phos_fn_serve. */
+static uint32_t adoptions_seen;
+
+static void enter(void)
+{
+	int64_t now = phos_preload_section_enter();
+
+	pthread_mutex_lock(&lock);
+	if (now >= 0 && (uint32_t)now != adoptions_seen) {
+		adoptions_seen = (uint32_t)now;
+		epoch++;
+	}
+}
+
+static void leave(void)
+{
+	pthread_mutex_unlock(&lock);
+	phos_preload_section_leave();
+}
+
 /* A refusal that tells why, once per reason. */
 static cudnnStatus_t refuse(const char *what)
 {
@@ -294,9 +319,9 @@ PHOS_EXPORT cudnnStatus_t cudnnCreate(cudnnHandle_t *handle)
 	}
 	h->magic = DNN_HANDLE_MAGIC;
 	h->device = device;
-	pthread_mutex_lock(&lock);
+	enter();
 	s = handle_ensure(h);
-	pthread_mutex_unlock(&lock);
+	leave();
 	if (s != PHOS_DNN_SUCCESS) {
 		phos_ids_take(PHOS_H_DNN, h->id);
 		h->magic = 0;
@@ -315,11 +340,11 @@ PHOS_EXPORT cudnnStatus_t cudnnDestroy(cudnnHandle_t handle)
 	if (!h)
 		return PHOS_DNN_BAD_PARAM;
 	c = (struct phos_handle){ .id = h->id };
-	pthread_mutex_lock(&lock);
+	enter();
 	if (h->epoch == epoch)
 		call(PHOS_OP_DNN_DESTROY, &c, sizeof(c), NULL, 0, NULL, 0, NULL);
 	h->magic = 0;
-	pthread_mutex_unlock(&lock);
+	leave();
 	phos_ids_take(PHOS_H_DNN, h->id);
 	free(h);
 	return PHOS_DNN_SUCCESS;
@@ -602,7 +627,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendCreateDescriptor(int type, cudnnBackendDes
 	d->type = type;
 	d->refs = 1;
 
-	pthread_mutex_lock(&lock);
+	enter();
 	if (type != PHOS_DNN_VARIANT_PACK_DESCRIPTOR) {   /* (packs stay here) */
 		s = send_create(d);
 		if (!s)
@@ -615,7 +640,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendCreateDescriptor(int type, cudnnBackendDes
 	} else {
 		*descriptor = d;
 	}
-	pthread_mutex_unlock(&lock);
+	leave();
 	return s;
 }
 
@@ -623,17 +648,17 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t
 {
 	struct dnn_desc *d;
 
-	pthread_mutex_lock(&lock);
+	enter();
 	d = desc_of(descriptor);
 	if (!d) {
-		pthread_mutex_unlock(&lock);
+		leave();
 		return PHOS_DNN_BAD_PARAM;
 	}
 	if (d->epoch == epoch)
 		send_destroy(d);
 	d->destroyed = true;
 	desc_unref(d);
-	pthread_mutex_unlock(&lock);
+	leave();
 	return PHOS_DNN_SUCCESS;
 }
 
@@ -675,7 +700,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t desc
 		return said(PHOS_DNN_BAD_PARAM_ATTRIBUTE_TYPE, "SetAttribute", NULL, name, type, count);
 	if (count < 0 || count > PHOS_DNN_MAX_ELEMS || (count && !elems))
 		return said(PHOS_DNN_BAD_PARAM, "SetAttribute", NULL, name, type, count);
-	pthread_mutex_lock(&lock);
+	enter();
 	d = desc_of(descriptor);
 	s = !d ? PHOS_DNN_BAD_PARAM : d->finalized ? PHOS_DNN_BAD_PARAM : PHOS_DNN_SUCCESS;
 	for (int64_t i = 0; !s && i < count && type == PHOS_DNN_TYPE_BACKEND_DESCRIPTOR; i++)
@@ -687,7 +712,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t desc
 	if (!s && !(r.elems = malloc(count ? (size_t)count * es : 1)))
 		s = PHOS_DNN_INTERNAL_ERROR;
 	if (s) {
-		pthread_mutex_unlock(&lock);
+		leave();
 		return s;
 	}
 	memcpy(r.elems, elems, (size_t)count * es);
@@ -707,7 +732,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t desc
 		s = PHOS_DNN_INTERNAL_ERROR;
 	}
 	free(r.elems);
-	pthread_mutex_unlock(&lock);
+	leave();
 	return said(s, "SetAttribute", d, name, type, count);
 }
 
@@ -725,15 +750,15 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t cons
 		requested = 0;
 	if (requested < 0 || requested > PHOS_DNN_MAX_ELEMS || (!requested && !count))
 		return said(PHOS_DNN_BAD_PARAM, "GetAttribute", NULL, name, type, requested);
-	pthread_mutex_lock(&lock);
+	enter();
 	d = desc_of(descriptor);
 	if (!d) {
-		pthread_mutex_unlock(&lock);
+		leave();
 		return said(PHOS_DNN_BAD_PARAM, "GetAttribute", NULL, name, type, requested);
 	}
 	if (d->type == PHOS_DNN_VARIANT_PACK_DESCRIPTOR) {
 		s = pack_get(d, name, type, requested, count, elems);
-		pthread_mutex_unlock(&lock);
+		leave();
 		return s;
 	}
 	s = desc_ensure(d, 0);
@@ -775,7 +800,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t cons
 		}
 		free(buf);
 	}
-	pthread_mutex_unlock(&lock);
+	leave();
 	return said(s, "GetAttribute", d, name, type, requested);
 }
 
@@ -784,10 +809,10 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descript
 	struct dnn_desc *d;
 	cudnnStatus_t s;
 
-	pthread_mutex_lock(&lock);
+	enter();
 	d = desc_of(descriptor);
 	if (!d || d->finalized) {
-		pthread_mutex_unlock(&lock);
+		leave();
 		return PHOS_DNN_BAD_PARAM;
 	}
 	if (d->type == PHOS_DNN_VARIANT_PACK_DESCRIPTOR) {
@@ -807,7 +832,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descript
 	}
 	if (!s)
 		d->finalized = true;
-	pthread_mutex_unlock(&lock);
+	leave();
 	return said(s, "Finalize", d, 0, 0, 0);
 }
 
@@ -903,7 +928,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackend
 
 	if (!h)
 		return PHOS_DNN_BAD_PARAM;
-	pthread_mutex_lock(&lock);
+	enter();
 	p = desc_of(plan);
 	v = desc_of(pack);
 	s = !p || !v || p->type != PHOS_DNN_EXECUTION_PLAN_DESCRIPTOR || v->type != PHOS_DNN_VARIANT_PACK_DESCRIPTOR
@@ -966,7 +991,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackend
 		}
 	}
 	free(payload);
-	pthread_mutex_unlock(&lock);
+	leave();
 	return said(s, "Execute", p, 0, 0, e.n);
 }
 
@@ -1138,7 +1163,6 @@ static void bn_scalar(uint8_t out[8], const void *p, int type)
 static cudnnStatus_t bn_begin(cudnnHandle_t handle, int mode, int ops, struct phos_dnn_bn *b, cudnnHandle_t *ret)
 {
 	cudnnHandle_t h = handle_of(handle);
-	cudnnStatus_t s;
 
 	*ret = h;
 	if (!h)
@@ -1149,20 +1173,24 @@ static cudnnStatus_t bn_begin(cudnnHandle_t handle, int mode, int ops, struct ph
 		return PHOS_DNN_BAD_PARAM;
 	b->handle = h->id;
 	b->mode = mode;
-	pthread_mutex_lock(&lock);
-	s = handle_ensure(h);
-	pthread_mutex_unlock(&lock);
-	return s;
+	return PHOS_DNN_SUCCESS;
 }
 
 static cudnnStatus_t bn_post(cudnnHandle_t h, struct phos_dnn_bn *b)
 {
 	cudnnStatus_t s = stream_id(h, &b->stream);
 
-	return s ? s : status_of(phos_preload_post(PHOS_OP_DNN_BN, b, sizeof(*b), NULL, 0), 0);
+	if (s)
+		return s;
+	enter();
+	s = handle_ensure(h);
+	if (!s)
+		s = status_of(phos_preload_post(PHOS_OP_DNN_BN, b, sizeof(*b), NULL, 0), 0);
+	leave();
+	return s;
 }
 
-static cudnnStatus_t bn_size(struct phos_dnn_bn *b, size_t *size)
+static cudnnStatus_t bn_size(cudnnHandle_t h, struct phos_dnn_bn *b, size_t *size)
 {
 	uint64_t n = 0;
 	size_t len = 0;
@@ -1170,7 +1198,11 @@ static cudnnStatus_t bn_size(struct phos_dnn_bn *b, size_t *size)
 
 	if (!size)
 		return PHOS_DNN_BAD_PARAM_NULL_POINTER;
-	s = call(PHOS_OP_DNN_BN_SIZE, b, sizeof(*b), NULL, 0, &n, sizeof(n), &len);
+	enter();
+	s = handle_ensure(h);
+	if (!s)
+		s = call(PHOS_OP_DNN_BN_SIZE, b, sizeof(*b), NULL, 0, &n, sizeof(n), &len);
+	leave();
 	if (!s)
 		*size = (size_t)n;
 	return s;
@@ -1270,7 +1302,7 @@ PHOS_EXPORT cudnnStatus_t cudnnGetBatchNormalizationForwardTrainingExWorkspaceSi
 
 	if (!s)
 		s = bn_forward_tensors(&b, xd, yd, bnd);
-	return s ? s : bn_size(&b, size);
+	return s ? s : bn_size(h, &b, size);
 }
 
 PHOS_EXPORT cudnnStatus_t cudnnGetBatchNormalizationBackwardExWorkspaceSize(
@@ -1285,7 +1317,7 @@ PHOS_EXPORT cudnnStatus_t cudnnGetBatchNormalizationBackwardExWorkspaceSize(
 	(void)yd;
 	if (!s)
 		s = bn_backward_tensors(&b, xd, dyd, dxd, bnd);
-	return s ? s : bn_size(&b, size);
+	return s ? s : bn_size(h, &b, size);
 }
 
 PHOS_EXPORT cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(cudnnHandle_t handle, int mode,
@@ -1299,7 +1331,7 @@ PHOS_EXPORT cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(c
 
 	if (!s)
 		s = bn_tensor(xd, &b.x, true);
-	return s ? s : bn_size(&b, size);
+	return s ? s : bn_size(h, &b, size);
 }
 
 /* Called by every generated stub (stubs_cudnn.c). */

@@ -153,6 +153,17 @@ PHOS_EXPORT int phos_preload_serve_point(void);
 #define PHOS_RESTORE_HOOKS 4
 PHOS_EXPORT int phos_preload_on_restore(int (*fn)(void));
 
+/* A fenced section of the current channel (channel.h): the stand-ins whose
+ * objects only they can make again in a new executor (cudnn.c) make every
+ * call that names them inside one, so that a checkpoint never stops the
+ * program halfway through it. Enter waits while a checkpoint's fence is
+ * closed; it returns the channel's adoption count then (a restore of a
+ * checkpoint changed it: the objects are made again at their first use), or
+ * -1 when not connected (no section is held: leave is still to be called).
+ * Sections nest in a thread. */
+PHOS_EXPORT int64_t phos_preload_section_enter(void);
+PHOS_EXPORT void phos_preload_section_leave(void);
+
 /* Posts GOODBYE once (later calls then fail as "gone", quietly). */
 PHOS_EXPORT void phos_preload_goodbye(void);
 

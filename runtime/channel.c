@@ -23,7 +23,7 @@
 
 #include "log.h"
 
-#define SHM_VERSION 2u   /* 2: host callback words */
+#define SHM_VERSION 3u   /* 2: host callback words; 3: the fence */
 #define HDR_SIZE ((uint64_t)sizeof(struct phos_rec_hdr))
 #define PEER_CHECK_MS 100
 
@@ -53,7 +53,16 @@ struct phos_shm {
 	_Alignas(64) _Atomic uint32_t cb_due;
 	_Atomic int32_t cb_status;
 	_Alignas(64) _Atomic uint32_t cb_done;
+
+	/* fenced sections (channel.h): the executor closes the fence (1), the
+	 * function's threads count themselves in sections */
+	_Alignas(64) _Atomic uint32_t fence;
+	_Atomic uint32_t sections;
 };
+
+/* Producer: how deep this thread is in fenced sections (its records are
+ * PHOS_REC_FENCED while > 0). */
+static _Thread_local unsigned section_depth;
 
 struct phos_channel {
 	int sock;                /* -1 until attached (executor side) */
@@ -360,6 +369,9 @@ int phos_channel_adopt(int memfd, int sock, struct phos_channel **ret_ch)
 		close(sock);
 	else
 		atomic_fetch_add(&(*ret_ch)->shm->adoptions, 1);
+	/* a fence the checkpoint closed is the old executor's: open here */
+	if (r == 0)
+		phos_channel_fence_open(*ret_ch);
 	return r;
 }
 
@@ -497,7 +509,7 @@ uint64_t phos_channel_post(struct phos_channel *ch, uint32_t op, uint32_t flags,
 	}
 	h = (struct phos_rec_hdr *)(ch->ring + pos);
 	h->op = op;
-	h->flags = flags;
+	h->flags = flags | (section_depth ? PHOS_REC_FENCED : 0);
 	h->len = (uint32_t)len;
 	h->_pad = 0;
 	h->seq = ch->next_seq++;
@@ -641,6 +653,91 @@ void phos_channel_consume(struct phos_channel *ch, const struct phos_rec_hdr *hd
 	atomic_fetch_add(&s->tail_futex, 1);
 	if (atomic_load(&s->producer_waiting))
 		futex_wake_all(&s->tail_futex);
+}
+
+/* --- fenced sections --- */
+
+int phos_channel_section_enter(struct phos_channel *ch)
+{
+	struct phos_shm *s = ch->shm;
+
+	if (section_depth) {
+		section_depth++;
+		return 0;
+	}
+	for (;;) {
+		/* seq_cst both sides: either the executor sees this section, or
+		 * this thread sees its closed fence */
+		atomic_fetch_add(&s->sections, 1);
+		if (!atomic_load(&s->fence))
+			break;
+		atomic_fetch_sub(&s->sections, 1);
+		while (atomic_load(&s->fence)) {
+			futex_wait_ms(&s->fence, 1, PEER_CHECK_MS);
+			if (atomic_load(&s->fence) && peer_gone(ch->sock))
+				return -EPIPE;
+		}
+	}
+	section_depth = 1;
+	return 0;
+}
+
+void phos_channel_section_leave(struct phos_channel *ch)
+{
+	if (!section_depth || --section_depth)
+		return;
+	atomic_fetch_sub(&ch->shm->sections, 1);
+	/* a closed fence waits for this: the consumer looks at once */
+	if (atomic_load(&ch->shm->fence)) {
+		atomic_fetch_add(&ch->shm->head_futex, 1);
+		futex_wake_all(&ch->shm->head_futex);
+	}
+}
+
+void phos_channel_fence_close(struct phos_channel *ch)
+{
+	atomic_store(&ch->shm->fence, 1);
+}
+
+bool phos_channel_fence_settled(struct phos_channel *ch)
+{
+	struct phos_shm *s = ch->shm;
+	uint64_t tail, head;
+
+	if (!atomic_load(&s->fence) || atomic_load(&s->sections))
+		return false;
+	/* every section ended after its records were published (the release of
+	 * head comes before the section's leave) */
+	tail = atomic_load_explicit(&s->tail, memory_order_relaxed);
+	head = atomic_load_explicit(&s->head, memory_order_acquire);
+	while (tail < head) {
+		uint64_t pos = tail % s->ring_size, rem = s->ring_size - pos;
+		const struct phos_rec_hdr *h;
+		uint64_t size;
+
+		if (rem < HDR_SIZE) {
+			tail += rem;
+			continue;
+		}
+		h = (const struct phos_rec_hdr *)(ch->ring + pos);
+		size = align8(HDR_SIZE + h->len);
+		if (size > rem || size > head - tail)
+			return false;   /* corrupt: the consumer drops it, then this looks again */
+		if (h->op == PHOS_OP_NOP && h->seq == 0) {
+			tail += rem;
+			continue;
+		}
+		if (h->flags & PHOS_REC_FENCED)
+			return false;
+		tail += size;
+	}
+	return true;
+}
+
+void phos_channel_fence_open(struct phos_channel *ch)
+{
+	if (atomic_exchange(&ch->shm->fence, 0))
+		futex_wake_all(&ch->shm->fence);
 }
 
 void *phos_channel_reply_data(struct phos_channel *ch)

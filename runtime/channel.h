@@ -20,6 +20,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -91,6 +92,46 @@ int phos_channel_adopt(int memfd, int sock, struct phos_channel **ret_ch);
  * saw before to learn that it was restored from a checkpoint, whose new
  * executor may have put the module variables elsewhere. */
 uint32_t phos_channel_adoptions(const struct phos_channel *ch);
+
+/* --- fenced sections (checkpoints of programs holding objects a restore
+ * cannot make mid-call) ---
+ *
+ * Some calls name executor objects that only the function can make again in
+ * a new executor (cuDNN's handles and descriptors: preload/cudnn.c remakes
+ * them at their first use after it sees an adoption). Such a call must never
+ * be half-done in a checkpoint: neither queued in the ring of the image (the
+ * restoring executor would take a record naming objects it lacks) nor begun
+ * by a thread before the adoption check that would have remade them. So the
+ * function makes such calls inside a fenced section, and a checkpoint closes
+ * the fence before it stops:
+ *
+ *   function thread                       executor (record boundaries)
+ *   section_enter: sections++; fence      fence_close: fence = 1
+ *     closed? sections--, wait, again       fence_settled? no section open and
+ *   adoption check, posts (FENCED)            no FENCED record left in the
+ *   section_leave: sections--                 ring: else take records, ask again
+ *                                           ... the stop, the CPU dump ...
+ *   (waiting threads go on) ◀───────────  fence_open (RESUME; and every
+ *                                           adoption: the restored copy's)
+ *
+ * Sections nest per thread (the outermost counts). */
+
+/* Function side: enters a fenced section, waiting while the fence is
+ * closed. Returns 0, or -EPIPE when the executor went away meanwhile. */
+int phos_channel_section_enter(struct phos_channel *ch);
+
+/* Function side: leaves it (records posted after this are plain). */
+void phos_channel_section_leave(struct phos_channel *ch);
+
+/* Executor side: closes the fence (new sections wait). */
+void phos_channel_fence_close(struct phos_channel *ch);
+
+/* Executor side, at a record boundary: true when the fence is closed, no
+ * section is open and no record posted in one is left in the ring. */
+bool phos_channel_fence_settled(struct phos_channel *ch);
+
+/* Executor side: opens the fence and wakes the threads waiting at it. */
+void phos_channel_fence_open(struct phos_channel *ch);
 
 /* Executor side, from another thread of the consumer: makes a
  * phos_channel_next that is waiting (or the next one) return 0 at once. */

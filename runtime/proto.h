@@ -212,6 +212,7 @@ enum phos_op {
 
 enum phos_rec_flags {
 	PHOS_REC_SYNC = 1u << 0, /* the sender waits for a reply */
+	PHOS_REC_FENCED = 1u << 1, /* posted in a fenced section (channel.h) */
 };
 
 struct phos_rec_hdr {

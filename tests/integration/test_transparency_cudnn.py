@@ -12,18 +12,27 @@ legacy descriptors, every output checked against a CPU reference:
   included;
 - the read/write set of an execution is exactly the bytes of its tensors
   (from their dimensions, strides and data type in the plan's graph);
-- a checkpoint of the running program (`phos-fn checkpoint`) is refused with
-  a reason, nothing written, and it serves on;
+- checkpoints of the running program (issue 11), every mode: checkpointed
+  while it serves, the restored copy answers on (its plans made again from
+  their history in the new executor); and checkpointed at random moments of
+  a loop of cuDNN calls (`loop N`, several rounds), the original killed, the
+  restored copy goes on from where it was stopped and ends with every step
+  right (no call naming a cuDNN object is ever half-done in a checkpoint:
+  the executor stops only once the channel's fence settled);
 - a variant pack naming a uid the graph does not have gets an opaque set,
   and so does a ragged tensor's execution (its offsets are in device memory)
   (sim only: real cuDNN may refuse such packs).
 """
 import json
 import os
+import random
 import shutil
+import subprocess
 import tempfile
+import time
 
-from harness import DEVICE, check, checkpoint_refused, done, program, read_trace, run, serve_everywhere
+from harness import (DEVICE, PHOS_FN, check, checkpoint_everywhere, done, fn_env, program, read_trace, run,
+                     serve_everywhere)
 
 PROG = program("tests", "transparency", "cudnn", "cudnn_serve")
 REQS = "x\nx\nx\n"
@@ -55,9 +64,46 @@ try:
               f"the execution writes {recs[0]['writes']}, want {want} and the workspace")
         check("sets" not in recs[0], f"the execution's set is exact: {recs[0].get('sets')}")
 
-    # cuDNN's objects are made again only by a restore at phos_fn_serve: a
-    # checkpoint of a running program holding them is refused, it serves on
-    checkpoint_refused(PROG, "x", "cuDNN handles or descriptors", tmp)
+    # checkpoints of the running program: restored, it serves on
+    def restored_ok(ans, what):
+        check(len(ans) == 2 and all(a.get("ok") for a in ans) and [a.get("requests") for a in ans] == [2, 3],
+              f"cudnn_serve {what}: {ans}")
+
+    checkpoint_everywhere(PROG, "x", restored_ok, tmp)
+
+    # ... and in the middle of its cuDNN calls: each step builds variant
+    # packs (synchronous calls) and executes plans (asynchronous ones)
+    run_env = {"PHOS_RUN_DIR": os.path.join(tmp, "run-loop")}
+    steps = 6000
+    rng = random.Random(11)
+    for rnd in range(3):
+        for mode in ("stw", "cow", "recopy"):
+            out = os.path.join(tmp, f"ck-loop-{mode}-{rnd}")
+            p = subprocess.Popen([PHOS_FN, "run", "--checkpointable", "--device", DEVICE, "--", PROG, "loop",
+                                  str(steps)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=fn_env(run_env))
+            try:
+                time.sleep(rng.uniform(0.15, 0.8))
+                c = subprocess.run([PHOS_FN, "checkpoint", "--mode", mode, "-o", out, str(p.pid)],
+                                   capture_output=True, text=True, timeout=300, env=fn_env(run_env))
+            finally:
+                p.kill()
+                before = [json.loads(l) for l in p.communicate()[0].splitlines() if l.startswith("{")]
+            if not check(c.returncode == 0, f"loop, round {rnd}: checkpoint ({mode}): rc {c.returncode} "
+                                            f"{c.stderr[-1500:]}"):
+                continue
+            r = subprocess.run([PHOS_FN, "restore", "--device", DEVICE, out], capture_output=True, text=True,
+                               timeout=300, env=fn_env())
+            lines = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+            check(r.returncode == 0 and lines and lines[-1] == {"step": steps, "failures": 0, "done": True},
+                  f"loop, round {rnd}: restored from a {mode} checkpoint: rc {r.returncode} "
+                  f"{lines[-1:] if lines else r.stdout[-300:]} {r.stderr[-1500:]}")
+            # it goes on where the original was (killed after the checkpoint)
+            check(not lines or not before or lines[0]["step"] <= before[-1]["step"] + 100,
+                  f"loop, round {rnd}: the restored copy starts at {lines[:1]}, the original was at {before[-1:]}")
+            check(not lines or not before or before[-1]["step"] < 100 or lines[0]["step"] > 100,
+                  f"loop, round {rnd}: the restored copy starts over: {lines[:1]}, the original was at {before[-1:]}")
+            shutil.rmtree(out, ignore_errors=True)
 
     if DEVICE == "sim":
         trace2 = os.path.join(tmp, "trace-extra.jsonl")

@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* The channel: records arrive in order and intact across ring wrap-around,
- * synchronous calls get their own reply, and either side sees the other die. */
+ * synchronous calls get their own reply, either side sees the other die, and
+ * a closed fence settles only once no section is open and no record posted
+ * in one is left, and holds new sections until it opens. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "channel.h"
@@ -56,6 +60,90 @@ static int producer(int sock)
 	}
 	phos_channel_free(ch);
 	return 0;
+}
+
+/* Child of the fence test: plain A, fenced B (told, then held in the
+ * section until told), then a section that must wait for the fence: C
+ * fenced, D plain. */
+static int fence_producer(int sock, int told, int go)
+{
+	struct phos_channel *ch;
+	char c = 0;
+
+	if (phos_channel_connect_new(sock, &ch) < 0)
+		return 30;
+	if (!phos_channel_post(ch, PHOS_OP_DEVICE_SYNC, 0, NULL, 0, NULL, 0) ||
+	    phos_channel_section_enter(ch) < 0 ||
+	    !phos_channel_post(ch, PHOS_OP_DEVICE_SYNC, 0, NULL, 0, NULL, 0))
+		return 31;
+	if (write(told, "s", 1) != 1 || read(go, &c, 1) != 1)
+		return 32;
+	phos_channel_section_leave(ch);
+	if (phos_channel_section_enter(ch) < 0 || !phos_channel_post(ch, PHOS_OP_DEVICE_SYNC, 0, NULL, 0, NULL, 0))
+		return 33;
+	phos_channel_section_leave(ch);
+	if (!phos_channel_post(ch, PHOS_OP_DEVICE_SYNC, 0, NULL, 0, NULL, 0))
+		return 34;
+	phos_channel_free(ch);
+	return 0;
+}
+
+/* The next record's flags (-1: none within ms), consumed. */
+static int next_flags(struct phos_channel *ch, int ms)
+{
+	const struct phos_rec_hdr *h;
+	int flags;
+
+	if (phos_channel_next(ch, ms, &h) != 1)
+		return -1;
+	flags = (int)h->flags;
+	phos_channel_consume(ch, h);
+	return flags;
+}
+
+static void test_fence(void)
+{
+	int sv[2], told[2], go[2], status, r;
+	struct phos_channel *ch;
+	struct timespec t0, t1;
+	bool settled = false;
+	char c = 0;
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 || pipe(told) < 0 || pipe(go) < 0)
+		exit(1);
+	pid = fork();
+	if (pid == 0) {
+		close(sv[0]);
+		_exit(fence_producer(sv[1], told[1], go[0]));
+	}
+	close(sv[1]);
+	r = phos_channel_serve_new(sv[0], 2u << 20, &ch);
+	CHECK(r == 0, "fence: serve_new: %d", r);
+	if (r < 0)
+		exit(1);
+	CHECK(read(told[0], &c, 1) == 1, "fence: the producer entered its section");
+	CHECK(!phos_channel_fence_settled(ch), "an open fence is never settled");
+	phos_channel_fence_close(ch);
+	CHECK(!phos_channel_fence_settled(ch), "a section is open: not settled");
+	CHECK(write(go[1], "g", 1) == 1, "fence: go");
+	CHECK(next_flags(ch, 5000) == 0, "A: a plain record");
+	CHECK(!phos_channel_fence_settled(ch), "B, posted in a section, is still in the ring: not settled");
+	CHECK(next_flags(ch, 5000) == PHOS_REC_FENCED, "B: a fenced record");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {   /* the producer's next section may count itself for a moment */
+		settled = phos_channel_fence_settled(ch);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+	} while (!settled && t1.tv_sec - t0.tv_sec < 5);
+	CHECK(settled, "no section open, no fenced record left: settled");
+	CHECK(next_flags(ch, 300) == -1, "the next section waits at the closed fence");
+	phos_channel_fence_open(ch);
+	CHECK(next_flags(ch, 5000) == PHOS_REC_FENCED, "C, after the fence opened: fenced");
+	CHECK(next_flags(ch, 5000) == 0, "D, after its section: plain");
+	waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fence producer status %d", status);
+	phos_channel_free(ch);
+	close(told[0]), close(told[1]), close(go[0]), close(go[1]);
 }
 
 int main(void)
@@ -156,8 +244,10 @@ int main(void)
 	waitpid(pid, &status, 0);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "dead executor: child status %d", status);
 
+	test_fence();
+
 	if (failures)
 		return 1;
-	printf("channel: %d records in order and intact\n", N_RECORDS);
+	printf("channel: %d records in order and intact; the fence holds\n", N_RECORDS);
 	return 0;
 }

@@ -15,7 +15,10 @@
 // phos-fn's sim, real cuDNN may refuse such a pack); "ragged": the double
 // convolution's y is a ragged tensor (its rows at offsets another tensor
 // keeps in device memory: opaque too; sim only, cuDNN has no ragged
-// convolutions).
+// convolutions); "loop N": no serving, N requests' work in a row, a line
+// every 100 and a last one with the count of wrong answers (checkpoints of
+// the running program restore it mid-loop: every cuDNN call of a restored
+// copy must still find its objects).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -480,6 +483,26 @@ int main(int argc, char **argv)
 		fprintf(stderr, "pointers {\"x\": %llu, \"w\": %llu, \"y\": %llu}\n",
 			(unsigned long long)(uintptr_t)st.conv[0].dx, (unsigned long long)(uintptr_t)st.conv[0].dw,
 			(unsigned long long)(uintptr_t)st.conv[0].dy);
+	if (argc > 2 && !strcmp(argv[1], "loop")) {
+		int n = atoi(argv[2]);
+
+		for (int i = 1; i <= n; i++) {
+			char why[256] = "";
+
+			st.requests = i;
+			if (!(conv_run(&st, &st.conv[0], why, sizeof(why)) && conv_run(&st, &st.conv[1], why, sizeof(why)) &&
+			      bn_run(&st, why, sizeof(why)))) {
+				fprintf(stderr, "cudnn_serve: step %d: %s\n", i, why);
+				st.failures++;
+			}
+			if (i % 100 == 0 || i == n) {
+				printf("{\"step\": %d, \"failures\": %d, \"done\": %s}\n", i, st.failures,
+				       i == n ? "true" : "false");
+				fflush(stdout);
+			}
+		}
+		return st.failures ? 1 : 0;
+	}
 	int r = phos_fn_serve(handle, &st);
 
 	return r ? r : st.failures ? 1 : 0;   // (a wrong answer fails the run too)
