@@ -345,11 +345,6 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 	if (json_object_get(j, "ranks") && inv_ranks_parse(json_object_get(j, "ranks"), &f->ranks, err, errlen) < 0)
 		goto fail;
 	f->gpus = gpus ? (unsigned)json_integer_value(gpus) : 1;
-	if (f->gpus > 1 && f->limits.checkpoint_ms) {
-		snprintf(err, errlen, "limits.checkpoint_ms: calls resumed from checkpoints of a function over several "
-				      "GPUs are not supported yet");
-		goto fail;
-	}
 	snprintf(f->name, sizeof(f->name), "%s", json_string_value(name));
 	snprintf(f->device, sizeof(f->device), "%s", device);
 	f->program = strdup(json_string_value(prog));

@@ -26,9 +26,13 @@ function one executor over both (phos-executor --gpus).
   --one-process 2 over both GPUs and its cold and warm calls answer as the
   reference (the cold start from the pooled executor over both GPUs, its
   communicators the executor's warm set); bad
-  "gpus" values and checkpoint_ms over two GPUs are refused with 400, a
-  checkpoint of its running instance (it holds NCCL communicators) with the
-  reason, and it serves on;
+  "gpus" values are refused with 400, a checkpoint of its running instance
+  (it holds NCCL communicators) with the reason, and it serves on;
+- limits.checkpoint_ms over two GPUs: long_call deployed with "gpus": 2 is
+  checkpointed during a long call (every GPU drained and read), its
+  executor killed mid-call, and the call resumes on a copy restored over two
+  GPUs, answering what an uninterrupted call answers; the next call carries
+  its state on;
 - checkpoints of the running multi_gpu --serve over two GPUs (`phos-fn run
   --checkpointable --gpus 0,1`), every mode, between two requests: the
   original serves on, and the checkpoint restores over two GPUs, stop-the-world
@@ -48,17 +52,20 @@ natively to compare; with one GPU it is skipped.
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
-from harness import (DEVICE, PHOS_FN, Invoker, answers, check, done, fn_env, gpu_count, live_instances, phos, procs,
-                     program, read_trace)
+from harness import (DEVICE, PHOS_FN, Invoker, answers, check, done, fn_env, gpu_count, live_instances,
+                     long_call_reference, phos, procs, program, read_trace)
 from harness import ask as ask_line
 
 MULTI = program("tests", "integration", "multi_gpu")
 TP_MLP = program("functions", "examples", "tp_mlp")
+LONG = program("tests", "integration", "long_call")
 SIM = DEVICE != "cuda"
 
 
@@ -315,9 +322,6 @@ try:
     for bad in (0, 9, "2"):
         st, ans = inv.call("POST", "/system/functions", {"name": "bad", "program": TP_MLP, "gpus": bad})
         check(st == 400 and "gpus must be an integer in 1..8" in str(ans), f"deploy with gpus {bad!r}: {st} {ans}")
-    st, ans = inv.call("POST", "/system/functions", {"name": "bad", "program": TP_MLP, "gpus": 2,
-                                                     "limits": {"checkpoint_ms": 1000}})
-    check(st == 400 and "not supported yet" in str(ans), f"checkpoint_ms over two GPUs: {st} {ans}")
     st, ans = inv.call("POST", "/system/functions", {"name": "tp2", "program": TP_MLP,
                                                      "args": ["--one-process", "2"], "gpus": 2}, timeout=300)
     check(st == 201, f"deploy of tp_mlp over two GPUs: {st} {ans} {inv.logtext()[-1500:]}")
@@ -394,6 +398,41 @@ try:
     log = inv.logtext()
     check(log.count("the function took the warm communicator over 2 GPUs") == 2,
           f"the thread-per-GPU function took no warm set: {log.count('the function took the warm communicator')}")
+
+    # --- limits.checkpoint_ms over two GPUs: a lost call resumes ---
+    st, ans = inv.call("POST", "/system/functions", {"name": "lc2", "program": LONG, "gpus": 2,
+                                                     "limits": {"timeout_ms": 120000, "checkpoint_ms": 300}},
+                       timeout=300)
+    check(st == 201, f"deploy of long_call over two GPUs with checkpoint_ms: {st} {ans}")
+    plan = [2, 150]
+    st, ans = inv.call("POST", "/function/lc2", {"steps": plan[0]}, timeout=120)
+    check(st == 200 and ans == long_call_reference(plan[:1])[0], f"lc2's first call: {st} {ans}")
+    res = {}
+
+    def long_call():
+        res["ans"] = inv.call("POST", "/function/lc2", {"steps": plan[1], "pause_us": 10000}, timeout=180)
+
+    th = threading.Thread(target=long_call)
+    th.start()
+    end, cur = time.time() + 30, None
+    while time.time() < end:
+        cur = next((i for i in live_instances(inv, "lc2") if i.get("state") == "busy"), None)
+        if cur and cur.get("checkpoints", 0) >= 2:
+            break
+        time.sleep(0.05)
+    check(cur and cur.get("checkpoints", 0) >= 2, f"the long call over two GPUs was checkpointed: {cur}")
+    try:
+        os.kill(cur.get("executor_pid"), signal.SIGKILL) if cur else None
+    except (ProcessLookupError, TypeError):
+        check(False, f"lc2's executor killed mid-call: {cur}")
+    th.join()
+    want = long_call_reference(plan)[-1]
+    check(res.get("ans", (0,))[0] == 200 and res["ans"][1] == want,
+          f"the call resumed over two GPUs and answered as if never lost: {res.get('ans')} (want {want}) "
+          f"{inv.logtext()[-1500:]}")
+    plan.append(1)
+    st, ans = inv.call("POST", "/function/lc2", {"steps": 1}, timeout=120)
+    check(st == 200 and ans == long_call_reference(plan)[-1], f"lc2 carries its state on: {st} {ans}")
     inv.stop()
 finally:
     for p in procs:
