@@ -366,6 +366,7 @@ PHOS_EXPORT cudaError_t cudaDeviceReset(void)
 		phos_stream_reset();
 		phos_mem_reset();
 		phos_pool_reset();
+		phos_graph_mem_reset();
 		phos_array_reset();
 		phos_launch_reset();
 	}

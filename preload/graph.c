@@ -26,6 +26,8 @@ void node_free_params(struct gnode *n)
 	} else if (n->kind == GN_CHILD) {
 		graph_free(n->child);
 		n->child = NULL;
+	} else if (n->kind == GN_MEM_ALLOC || n->kind == GN_MEM_FREE) {
+		gmem_node_gone(n);
 	}
 }
 
@@ -51,6 +53,11 @@ int node_copy_params(struct gnode *dst, const struct gnode *src)
 		dst->child = NULL;
 		return graph_clone(src->child, &dst->child, NULL);
 	case GN_EMPTY:
+		return cudaSuccess;
+	case GN_MEM_ALLOC:
+	case GN_MEM_FREE:
+		dst->mem = src->mem;
+		gmem_node_copied(dst);
 		return cudaSuccess;
 	case GN_KERNEL:
 		break;
@@ -582,6 +589,8 @@ PHOS_EXPORT cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t *pGraphNode, 
 
 	if (!childGraph || childGraph == graph)
 		return phos_set_error(cudaErrorInvalidValue);
+	if (graph_has_mem_nodes(GRAPH(childGraph)))
+		return phos_set_error(cudaErrorNotSupported);   /* (CUDA: only with its ownership moved) */
 	n = calloc(1, sizeof(*n));
 	if (!n)
 		return phos_set_error(cudaErrorMemoryAllocation);
@@ -786,6 +795,8 @@ PHOS_EXPORT cudaError_t cudaGraphClone(cudaGraph_t *pGraphClone, cudaGraph_t ori
 
 	if (!pGraphClone || !originalGraph)
 		return phos_set_error(cudaErrorInvalidValue);
+	if (graph_has_mem_nodes(GRAPH(originalGraph)))
+		return phos_set_error(cudaErrorNotSupported);   /* CUDA: no clone of such graphs */
 	r = graph_clone(GRAPH(originalGraph), &c, NULL);
 	if (r == cudaSuccess)
 		*pGraphClone = (cudaGraph_t)c;
@@ -813,6 +824,8 @@ PHOS_EXPORT cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node)
 	if (!n || !graph_has(n->graph, n))
 		return phos_set_error(cudaErrorInvalidValue);
 	g = n->graph;
+	if (graph_has_mem_nodes(g))
+		return phos_set_error(cudaErrorNotSupported);   /* CUDA: no node of such graphs is removed */
 	/* its edges go with it: drop it from every dependency list */
 	for (size_t i = 0; i < g->n; i++) {
 		struct gnode *o = g->nodes[i];
@@ -917,6 +930,8 @@ PHOS_EXPORT cudaError_t cudaGraphRemoveDependencies(cudaGraph_t graph, const cud
 	(void)edgeData;
 	if (!g || (numDependencies && (!from || !to)))
 		return phos_set_error(cudaErrorInvalidValue);
+	if (graph_has_mem_nodes(g))
+		return phos_set_error(cudaErrorNotSupported);   /* CUDA: no edge of such graphs is removed */
 	/* every edge must exist before any goes */
 	for (size_t i = 0; i < numDependencies; i++) {
 		bool found = false;
@@ -1065,6 +1080,8 @@ static const char *kind_name(enum gnode_kind k)
 	case GN_EMPTY: return "empty";
 	case GN_EVENT_WAIT: return "event_wait";
 	case GN_EVENT_RECORD: return "event_record";
+	case GN_MEM_ALLOC: return "mem_alloc";
+	case GN_MEM_FREE: return "mem_free";
 	}
 	return "?";
 }

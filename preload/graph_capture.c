@@ -158,6 +158,22 @@ bool phos_graph_capturing(const void *stream)
 	return yes;
 }
 
+struct graph *graph_capture_graph(const void *stream)
+{
+	struct cstream *cs;
+	struct graph *g = NULL;
+	uint32_t sid;
+
+	if (sid_of(stream, &sid))
+		return NULL;
+	pthread_mutex_lock(&glock);
+	cs = cstream_find(sid);
+	if (cs && !cs->cap->invalid)
+		g = cs->cap->graph;
+	pthread_mutex_unlock(&glock);
+	return g;
+}
+
 int phos_graph_check_stream(uint32_t sid)
 {
 	struct cstream *cs;

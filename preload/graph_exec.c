@@ -43,9 +43,10 @@ static int instantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned 
 
 	if (!pGraphExec || !g)
 		return cudaErrorInvalidValue;
-	/* AutoFreeOnLaunch and Upload concern memory nodes and uploads, which
-	 * replayed graphs do not have; priorities are hints. Graphs launched
-	 * from the device are not forwarded. */
+	/* AutoFreeOnLaunch frees memory nodes' allocations at each launch
+	 * (graph_mem.c); uploads have nothing to do for replayed graphs;
+	 * priorities are hints. Graphs launched from the device are not
+	 * forwarded. */
 	if (flags & cudaGraphInstantiateFlagDeviceLaunch)
 		return cudaErrorNotSupported;
 	if (flags & ~(unsigned long long)(cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagUpload |
@@ -56,7 +57,9 @@ static int instantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned 
 		return cudaErrorMemoryAllocation;
 	pthread_mutex_init(&x->lock, NULL);
 	x->flags = flags;
-	r = graph_order(g, &x->order);
+	r = gmem_instantiate_check(g);
+	if (r == cudaSuccess)
+		r = graph_order(g, &x->order);
 	if (r == cudaSuccess)
 		r = graph_clone(g, &x->g, &map);
 	if (r == cudaSuccess) {
@@ -327,6 +330,10 @@ static bool same_shape(const struct graph *a, const struct graph *b, enum cudaGr
 		}
 		for (size_t d = 0; same && d < x->ndeps; d++)
 			same = x->deps[d]->index == y->deps[d]->index;
+		if ((x->kind == GN_MEM_ALLOC || x->kind == GN_MEM_FREE) && x->mem != y->mem) {
+			*ret_why = cudaGraphExecUpdateErrorParametersChanged;   /* memory nodes stay */
+			return false;
+		}
 		if (!same || (x->kind == GN_CHILD && !same_shape(x->child, y->child, ret_why, ret_bad))) {
 			*ret_why = cudaGraphExecUpdateErrorTopologyChanged;
 			return false;
@@ -494,6 +501,9 @@ int graph_node_run(const struct gnode *n, cudaStream_t stream)
 	}
 	case GN_EMPTY:
 		return cudaSuccess;
+	case GN_MEM_ALLOC:
+	case GN_MEM_FREE:
+		return gmem_node_run(n);
 	}
 	return cudaErrorNotSupported;
 }
@@ -518,7 +528,9 @@ static int graph_launch(cudaGraphExec_t graphExec, cudaStream_t stream)
 	if (r)
 		return r;
 	pthread_mutex_lock(&x->lock);
-	r = graph_run(x->g, x->order, stream);
+	r = gmem_launch_begin(x->g, x->flags & cudaGraphInstantiateFlagAutoFreeOnLaunch);
+	if (r == cudaSuccess)
+		r = graph_run(x->g, x->order, stream);
 	pthread_mutex_unlock(&x->lock);
 	return r;
 }

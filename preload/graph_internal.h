@@ -57,6 +57,8 @@ enum gnode_kind {
 	GN_EMPTY = cudaGraphNodeTypeEmpty,
 	GN_EVENT_WAIT = cudaGraphNodeTypeWaitEvent,
 	GN_EVENT_RECORD = cudaGraphNodeTypeEventRecord,
+	GN_MEM_ALLOC = cudaGraphNodeTypeMemAlloc,
+	GN_MEM_FREE = cudaGraphNodeTypeMemFree,
 };
 
 /* How a memcpy node copies. */
@@ -101,6 +103,7 @@ struct gnode {
 		struct cudaHostNodeParams h;
 		struct graph *child;          /* owned: a clone of the graph the program gave */
 		cudaEvent_t event;
+		struct gmem *mem;             /* the allocation (graph_mem.c), counted */
 	};
 };
 
@@ -161,6 +164,26 @@ int memcpy_node_set_symbol(struct gnode *n, const void *symbol, void *other, siz
 /* Adds node to the capture of stream (it depends on the stream's last
  * captured work and becomes it). Takes node. Returns a cudaError_t. */
 int graph_capture_node(const void *stream, struct gnode *node);
+
+/* The graph a capture of stream builds, or NULL when stream does not
+ * capture (or its capture was invalidated). */
+struct graph *graph_capture_graph(const void *stream);
+
+/* --- graph_mem.c (memory nodes) --- */
+
+struct gmem;
+/* A memory node was copied (its allocation is named once more) or is gone. */
+void gmem_node_copied(const struct gnode *n);
+void gmem_node_gone(struct gnode *n);
+/* Does g have allocation or free nodes (no clone, no child, no removal)? */
+bool graph_has_mem_nodes(const struct graph *g);
+/* cudaErrorNotSupported when g's allocations have an instantiation already. */
+int gmem_instantiate_check(const struct graph *g);
+/* Before a launch of g: an allocation still live from the last one fails it
+ * (cudaErrorInvalidValue) unless auto_free frees it first. */
+int gmem_launch_begin(const struct graph *g, bool auto_free);
+/* A memory node runs: its allocation becomes live, or not live. */
+int gmem_node_run(const struct gnode *n);
 
 /* --- graph_exec.c --- */
 

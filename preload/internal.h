@@ -340,6 +340,18 @@ void phos_graph_event_forget(uint32_t event);
  * that capture (*ret_handled set); other events are ordinary waits. */
 int phos_graph_wait_event(const void *stream, uint32_t event, bool *ret_handled);
 
+/* graph_mem.c: cudaMallocAsync / cudaFreeAsync on a capturing stream: an
+ * allocation node (its address in *ret_ptr, a buffer on device made now) or
+ * a free node. */
+int phos_graph_capture_mem_alloc(const void *stream, void **ret_ptr, size_t size, int device);
+int phos_graph_capture_mem_free(const void *stream, const void *ptr);
+/* graph_mem.c: cudaFree / cudaFreeAsync of ptr outside a graph: true when
+ * ptr is a graph allocation, freed (its buffer kept while a node names it;
+ * *ret_err 0) or not freeable (*ret_err cudaErrorInvalidValue). */
+bool phos_graph_mem_release(const void *ptr, int *ret_err);
+/* graph_mem.c: every graph allocation is gone (device reset). */
+void phos_graph_mem_reset(void);
+
 /* device.c: attribute `attr` of device 0 (DEVICE_INFO, cached). */
 int phos_device_attr(int attr, int *ret_value);
 /* The calling thread's device (cudaSetDevice), 0 until it selects one. */

@@ -598,6 +598,8 @@ static int device_free(void *devPtr)
 		return r;
 	if (!devPtr)
 		return cudaSuccess;
+	if (phos_graph_mem_release(devPtr, &r))   /* a graph's allocation (graph_mem.c) */
+		return r;
 	if (managed_range(devPtr, 1))
 		return region_free(devPtr, true);
 	phos_pool_forget(f.addr);   /* a pool block: the executor frees it to its pool */

@@ -392,6 +392,8 @@ PHOS_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t
 {
 	uint32_t pool;
 
+	if (phos_graph_capturing(hStream))   /* an allocation node (graph_mem.c) */
+		return phos_set_error(phos_graph_capture_mem_alloc(hStream, devPtr, size, phos_current_device()));
 	pthread_mutex_lock(&lock);
 	pool = current;
 	pthread_mutex_unlock(&lock);
@@ -410,6 +412,8 @@ PHOS_EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMem
 	pthread_mutex_unlock(&lock);
 	if (!p)
 		return phos_set_error(cudaErrorInvalidValue);
+	if (phos_graph_capturing(stream))   /* (pools are device 0's) */
+		return phos_set_error(phos_graph_capture_mem_alloc(stream, ptr, size, 0));
 	return phos_set_error(malloc_from(ptr, size, id, stream));
 }
 
@@ -417,8 +421,13 @@ PHOS_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 {
 	struct phos_pool_free f = { .addr = (uint64_t)(uintptr_t)devPtr };
 	ssize_t i;
-	int r = phos_preload_stream_id(hStream, &f.stream);
+	int r;
 
+	if (phos_graph_capturing(hStream))   /* a free node (graph_mem.c) */
+		return phos_set_error(phos_graph_capture_mem_free(hStream, devPtr));
+	if (phos_graph_mem_release(devPtr, &r))   /* a graph's allocation, outside its graph */
+		return phos_set_error(r);
+	r = phos_preload_stream_id(hStream, &f.stream);
 	if (r == cudaSuccess)
 		r = phos_preload_connect();
 	if (r || !devPtr)

@@ -327,18 +327,19 @@ def checkpoint_everywhere(prog, request, check_restored, tmp, args=(), modes=("s
         check_restored(answers(r), f"restored from a checkpoint ({mode})")
 
 
-def serve_everywhere(prog, stdin, check_answers, tmp):
-    """A serving program's answers to stdin checked by check_answers(list,
-    what): under phos-fn run, natively on a GPU, and after a snapshot at
-    phos_fn_serve is restored, stop-the-world and on demand."""
-    p = run(prog, stdin=stdin)
+def serve_everywhere(prog, stdin, check_answers, tmp, args=()):
+    """A serving program's (with args) answers to stdin checked by
+    check_answers(list, what): under phos-fn run, natively on a GPU, and
+    after a snapshot at phos_fn_serve is restored, stop-the-world and on
+    demand."""
+    p = run(prog, *args, stdin=stdin)
     check(p.returncode == 0, f"{os.path.basename(prog)} under phos-fn: rc {p.returncode}\n{p.stderr[-3000:]}")
     check_answers(answers(p), "phos-fn run")
     if DEVICE == "cuda":
-        n = subprocess.run([prog], input=stdin, capture_output=True, text=True, timeout=300)
+        n = subprocess.run([prog, *args], input=stdin, capture_output=True, text=True, timeout=300)
         check_answers([json.loads(line) for line in n.stdout.splitlines() if line.startswith("{")], "native")
     snap = os.path.join(tmp, "snap-" + os.path.basename(prog))
-    p = phos("snapshot", "--device", DEVICE, "-o", snap, "--", prog)
+    p = phos("snapshot", "--device", DEVICE, "-o", snap, "--", prog, *args)
     check(p.returncode == 0, f"snapshot: rc {p.returncode}: {p.stderr[-3000:]}")
     if p.returncode == 0:
         for mode in ([], ["--on-demand"]):

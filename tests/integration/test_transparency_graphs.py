@@ -24,7 +24,15 @@ per-thread default stream, run as ordinary CUDA programs
   all sharing a cuBLAS handle set to cudaStreamPerThread;
 - graph_serve: graphs instantiated before phos_fn_serve launch after a
   snapshot is restored (stop-the-world and on demand), their copies to and
-  from a __device__ variable included.
+  from a __device__ variable included;
+- graph_mem: memory nodes: cudaMallocAsync and cudaFreeAsync captured (a
+  scratch buffer inside the graph), explicit allocation nodes whose memory
+  outlives the launch (freed by cudaFreeAsync, cudaFree, a free node or
+  AutoFreeOnLaunch), CUDA's rules for them (a relaunch while the allocation
+  lives, clone, child graph, a second instantiation, bad and double free
+  nodes: refused), the graph memory attributes; and `graph_mem serve`
+  snapshotted with both graphs instantiated, restored both ways: the
+  allocations' addresses, fixed at the nodes' making, still hold.
 
 Each launch of a graph reaches the executor as its nodes' own records, each
 with its own read/write set: the trace shows them.
@@ -41,6 +49,7 @@ NODES = program("tests", "transparency", "graphs", "graph_nodes")
 LAUNCH_EX = program("tests", "transparency", "graphs", "launch_ex")
 PTDS = program("tests", "transparency", "graphs", "ptds")
 SERVE = program("tests", "transparency", "graphs", "graph_serve")
+MEM = program("tests", "transparency", "graphs", "graph_mem")
 REQS = "x\nx\nx\n"
 
 
@@ -50,7 +59,8 @@ def native(prog, *args, stdin=""):
 
 tmp = tempfile.mkdtemp(prefix="phos-graphs-test-")
 try:
-    for prog, name in ((GRAPHS, "graphs"), (NODES, "graph_nodes"), (LAUNCH_EX, "launch_ex"), (PTDS, "ptds")):
+    for prog, name in ((GRAPHS, "graphs"), (NODES, "graph_nodes"), (LAUNCH_EX, "launch_ex"), (PTDS, "ptds"),
+                       (MEM, "graph_mem")):
         trace = os.path.join(tmp, name + ".trace")
         p = run(prog, trace=trace)
         check(p.returncode == 0 and f"{name}: ok" in p.stdout + p.stderr,
@@ -81,6 +91,18 @@ try:
             copies_2d = len([r for r in recs if r.get("op") == "memcpy_2d"])
             check(len(launches) == 6 and copies_2d == 4,
                   f"graph_nodes: {len(launches)} launches, want 6; {copies_2d} 2D copies, want 4")
+        if name == "graph_mem":
+            # 4 rounds of the scratch graph (2 kernels) and of the kept one
+            # (2 kernels), 2 more launches of the kept one in the rules; each
+            # kernel's set is exact and names the graph's allocation, an
+            # ordinary buffer of the executor
+            by = {}
+            for r in launches:
+                by[r.get("kernel")] = by.get(r.get("kernel"), 0) + 1
+            check(by.get("_Z12graphs_saxpyfPKfPfi") == 4 + 4 + 2 and by.get("_Z10graphs_addPKfS0_Pfi") == 4 + 4 + 2,
+                  f"graph_mem: launches by kernel {by}")
+            check(launches and all(r.get("sets") == "exact" for r in launches),
+                  f"graph_mem: sets {[r.get('sets') for r in launches][:8]}")
         if name == "launch_ex":
             coop = [r for r in launches if r.get("kernel") == "_Z8coop_sumPKiPiS1_i"]
             check(len(coop) == 2, f"launch_ex: {len(coop)} cooperative launches, want 2")
@@ -105,6 +127,12 @@ try:
             check(a.get("ok") is True and a.get("host_calls") == i + 1, f"{what}: answer {i}: {a}")
 
     serve_everywhere(SERVE, REQS, check_answers, tmp)
+
+    def mem_answers(got, what):
+        check([a.get("ok") for a in got] == [True] * 3 and [a.get("requests") for a in got] == [1, 2, 3],
+              f"graph_mem serve, {what}: {got}")
+
+    serve_everywhere(MEM, REQS, mem_answers, tmp, args=("serve",))
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 

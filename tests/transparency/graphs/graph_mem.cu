@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: MIT
+// Graph memory nodes, as CUDA's graphMemoryNodes sample uses them: a scratch
+// buffer allocated and freed inside a captured graph (cudaMallocAsync and
+// cudaFreeAsync on the capturing stream), and explicit allocation nodes
+// whose memory outlives the launch (freed by cudaFreeAsync, cudaFree, or
+// AutoFreeOnLaunch); CUDA's rules for such graphs (a relaunch while the last
+// allocation lives fails; no clone, no child graph, one instantiation at a
+// time; a free node only for an allocation, once); the graph memory
+// attributes.
+//
+// argv[1] "serve": build both graphs during init, then serve: each request
+// launches them and checks the results (snapshotted at phos_fn_serve and
+// restored, the allocations' fixed addresses must still hold).
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <phos/fn.h>
+
+#include "common.h"
+
+static const int N = 4096;
+static const int B = 128;
+static const int G = (N + B - 1) / B;
+
+struct state {
+	cudaStream_t s;
+	float *dx, *dy, *dz, *hz;
+	std::vector<float> x, y;
+	cudaGraph_t scratch_g, keep_g;
+	cudaGraphExec_t scratch, keep;
+	void *kept;           // the keep graph's allocation (its address is fixed)
+	int requests;
+};
+
+static uint64_t attr(cudaGraphMemAttributeType a)
+{
+	uint64_t v = 0;
+
+	CK(cudaDeviceGetGraphMemAttribute(0, a, &v));
+	return v;
+}
+
+// scratch: tmp = alloc; tmp = 0; tmp += 2x; z = tmp + y; free tmp
+static void build_scratch(state *st)
+{
+	float *tmp = nullptr;
+
+	CK(cudaStreamBeginCapture(st->s, cudaStreamCaptureModeGlobal));
+	CK(cudaMallocAsync((void **)&tmp, N * sizeof(float), st->s));
+	EXPECT(tmp != nullptr, "captured cudaMallocAsync gave an address");
+	CK(cudaMemsetAsync(tmp, 0, N * sizeof(float), st->s));
+	graphs_saxpy<<<G, B, 0, st->s>>>(2.0f, st->dx, tmp, N);
+	graphs_add<<<G, B, 0, st->s>>>(tmp, st->dy, st->dz, N);
+	CK(cudaFreeAsync(tmp, st->s));
+	CK(cudaStreamEndCapture(st->s, &st->scratch_g));
+	CK(cudaGraphInstantiate(&st->scratch, st->scratch_g, 0));
+}
+
+// keep: p = alloc (explicit node); p = 0; p += 3x; z = p + y; p stays
+static void build_keep(state *st)
+{
+	cudaMemAllocNodeParams ap;
+	cudaGraphNode_t alloc, set, k1, k2;
+	cudaMemsetParams ms;
+	cudaKernelNodeParams kp;
+	float a = 3.0f;
+	int n = N;
+	void *args1[4], *args2[4];
+
+	CK(cudaGraphCreate(&st->keep_g, 0));
+	memset(&ap, 0, sizeof(ap));
+	ap.poolProps.allocType = cudaMemAllocationTypePinned;
+	ap.poolProps.location.type = cudaMemLocationTypeDevice;
+	ap.poolProps.location.id = 0;
+	ap.bytesize = N * sizeof(float);
+	CK(cudaGraphAddMemAllocNode(&alloc, st->keep_g, nullptr, 0, &ap));
+	st->kept = ap.dptr;
+	EXPECT(st->kept != nullptr, "an allocation node gave an address");
+	memset(&ms, 0, sizeof(ms));
+	ms.dst = st->kept;
+	ms.elementSize = 4;
+	ms.width = N;
+	ms.height = 1;
+	ms.value = 0;
+	CK(cudaGraphAddMemsetNode(&set, st->keep_g, &alloc, 1, &ms));
+	args1[0] = &a, args1[1] = &st->dx, args1[2] = &st->kept, args1[3] = &n;
+	memset(&kp, 0, sizeof(kp));
+	kp.func = (void *)graphs_saxpy;
+	kp.gridDim = dim3(G);
+	kp.blockDim = dim3(B);
+	kp.kernelParams = args1;
+	CK(cudaGraphAddKernelNode(&k1, st->keep_g, &set, 1, &kp));
+	args2[0] = &st->kept, args2[1] = &st->dy, args2[2] = &st->dz, args2[3] = &n;
+	kp.func = (void *)graphs_add;
+	kp.kernelParams = args2;
+	CK(cudaGraphAddKernelNode(&k2, st->keep_g, &k1, 1, &kp));
+	CK(cudaGraphInstantiate(&st->keep, st->keep_g, 0));
+
+	cudaMemAllocNodeParams got;
+	CK(cudaGraphMemAllocNodeGetParams(alloc, &got));
+	EXPECT(got.dptr == st->kept && got.bytesize == N * sizeof(float) &&
+		       got.poolProps.location.type == cudaMemLocationTypeDevice && got.poolProps.location.id == 0,
+	       "the allocation node's parameters read back");
+}
+
+static bool check_z(state *st, float a, const char *what)
+{
+	std::vector<float> want(N);
+
+	CK(cudaMemcpy(st->hz, st->dz, N * sizeof(float), cudaMemcpyDeviceToHost));
+	for (int i = 0; i < N; i++)
+		want[i] = a * st->x[i] + st->y[i];
+	return same(st->hz, want.data(), N, what);
+}
+
+static void setup(state *st)
+{
+	CK(cudaStreamCreateWithFlags(&st->s, cudaStreamNonBlocking));
+	st->x.resize(N);
+	st->y.resize(N);
+	for (int i = 0; i < N; i++) {
+		st->x[i] = (float)(i % 97) * 0.5f;
+		st->y[i] = (float)(i % 13) - 6.0f;
+	}
+	CK(cudaMalloc(&st->dx, N * sizeof(float)));
+	CK(cudaMalloc(&st->dy, N * sizeof(float)));
+	CK(cudaMalloc(&st->dz, N * sizeof(float)));
+	CK(cudaMallocHost(&st->hz, N * sizeof(float)));
+	CK(cudaMemcpy(st->dx, st->x.data(), N * sizeof(float), cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(st->dy, st->y.data(), N * sizeof(float), cudaMemcpyHostToDevice));
+	build_scratch(st);
+	build_keep(st);
+}
+
+// One round of both graphs: scratch, then keep (its allocation freed after
+// the launch, in stream order).
+static bool round_trip(state *st, const char *what)
+{
+	bool ok;
+
+	CK(cudaGraphLaunch(st->scratch, st->s));
+	CK(cudaStreamSynchronize(st->s));
+	ok = check_z(st, 2.0f, what);
+	CK(cudaGraphLaunch(st->keep, st->s));
+	CK(cudaFreeAsync(st->kept, st->s));
+	CK(cudaStreamSynchronize(st->s));
+	return check_z(st, 3.0f, what) && ok;
+}
+
+static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_response *resp)
+{
+	state *st = (state *)arg;
+	char out[128];
+	bool ok;
+
+	(void)req;
+	st->requests++;
+	ok = round_trip(st, "request");
+	snprintf(out, sizeof(out), "{\"ok\": %s, \"requests\": %d}", ok ? "true" : "false", st->requests);
+	resp->body = strdup(out);
+	resp->len = strlen(out);
+	return 0;
+}
+
+static void rules(state *st)
+{
+	cudaGraph_t g;
+	cudaGraphExec_t x2;
+	cudaGraphNode_t node;
+	void *plain;
+
+	// launched again while its allocation lives: refused (then freed by cudaFree)
+	CK(cudaGraphLaunch(st->keep, st->s));
+	CK(cudaStreamSynchronize(st->s));
+	EXPECT(attr(cudaGraphMemAttrUsedMemCurrent) >= N * sizeof(float), "the kept allocation is in use: %llu",
+	       (unsigned long long)attr(cudaGraphMemAttrUsedMemCurrent));
+	EXPECT(cudaGraphLaunch(st->keep, st->s) != cudaSuccess, "a relaunch with its allocation live is refused");
+	cudaGetLastError();
+	CK(cudaFree(st->kept));
+	// (CUDA keeps freed graph memory reserved, and may count it used, until a trim)
+	EXPECT(attr(cudaGraphMemAttrReservedMemCurrent) >= N * sizeof(float), "reserved for the graphs: %llu",
+	       (unsigned long long)attr(cudaGraphMemAttrReservedMemCurrent));
+	CK(cudaGraphLaunch(st->keep, st->s));
+	CK(cudaStreamSynchronize(st->s));
+	check_z(st, 3.0f, "after cudaFree");
+	EXPECT(cudaFree(st->kept) == cudaSuccess, "cudaFree of the kept allocation");
+	EXPECT(cudaFree(st->kept) != cudaSuccess, "freed twice: refused");
+	cudaGetLastError();
+
+	// no clone, no child graph, no second instantiation
+	EXPECT(cudaGraphClone(&g, st->keep_g) != cudaSuccess, "a graph with memory nodes is not cloned");
+	cudaGetLastError();
+	CK(cudaGraphCreate(&g, 0));
+	EXPECT(cudaGraphAddChildGraphNode(&node, g, nullptr, 0, st->keep_g) != cudaSuccess,
+	       "a graph with memory nodes is not a child");
+	cudaGetLastError();
+	EXPECT(cudaGraphInstantiate(&x2, st->keep_g, 0) != cudaSuccess, "one instantiation at a time");
+	cudaGetLastError();
+
+	// free nodes: only an allocation's address, once
+	CK(cudaMalloc(&plain, 256));
+	EXPECT(cudaGraphAddMemFreeNode(&node, g, nullptr, 0, plain) != cudaSuccess,
+	       "a free node of a cudaMalloc address is refused");
+	cudaGetLastError();
+	CK(cudaFree(plain));
+	{
+		cudaGraph_t h;
+		cudaGraphNode_t a, f, f2;
+		cudaGraphExec_t hx;
+		cudaMemAllocNodeParams ap;
+		void *freed = nullptr;
+
+		CK(cudaGraphCreate(&h, 0));
+		memset(&ap, 0, sizeof(ap));
+		ap.poolProps.allocType = cudaMemAllocationTypePinned;
+		ap.poolProps.location.type = cudaMemLocationTypeDevice;
+		ap.bytesize = 1 << 20;
+		CK(cudaGraphAddMemAllocNode(&a, h, nullptr, 0, &ap));
+		CK(cudaGraphAddMemFreeNode(&f, h, &a, 1, ap.dptr));
+		CK(cudaGraphMemFreeNodeGetParams(f, &freed));
+		EXPECT(freed == ap.dptr, "the free node's address reads back");
+		EXPECT(cudaGraphAddMemFreeNode(&f2, h, &f, 1, ap.dptr) != cudaSuccess, "freed twice in a graph: refused");
+		cudaGetLastError();
+		// freed in its graph: launched many times
+		CK(cudaGraphInstantiate(&hx, h, 0));
+		for (int i = 0; i < 3; i++)
+			CK(cudaGraphLaunch(hx, st->s));
+		CK(cudaStreamSynchronize(st->s));
+		CK(cudaGraphExecDestroy(hx));
+		// AutoFreeOnLaunch: an allocation that outlives each launch
+		cudaGraph_t k;
+		cudaGraphNode_t ka;
+		cudaGraphExec_t kx;
+
+		CK(cudaGraphCreate(&k, 0));
+		CK(cudaGraphAddMemAllocNode(&ka, k, nullptr, 0, &ap));
+		CK(cudaGraphInstantiateWithFlags(&kx, k, cudaGraphInstantiateFlagAutoFreeOnLaunch));
+		for (int i = 0; i < 3; i++)
+			CK(cudaGraphLaunch(kx, st->s));
+		CK(cudaStreamSynchronize(st->s));
+		CK(cudaFree(ap.dptr));
+		CK(cudaGraphExecDestroy(kx));
+		CK(cudaGraphDestroy(k));
+		CK(cudaGraphDestroy(h));
+	}
+	CK(cudaGraphDestroy(g));
+	uint64_t high = attr(cudaGraphMemAttrUsedMemHigh);
+	EXPECT(high >= N * sizeof(float), "the high watermark of use: %llu", (unsigned long long)high);
+	uint64_t zero = 0, one = 1;
+	CK(cudaDeviceSetGraphMemAttribute(0, cudaGraphMemAttrUsedMemHigh, &zero));
+	EXPECT(cudaDeviceSetGraphMemAttribute(0, cudaGraphMemAttrUsedMemHigh, &one) != cudaSuccess,
+	       "a high watermark is reset only to zero");
+	cudaGetLastError();
+	CK(cudaDeviceGraphMemTrim(0));
+}
+
+int main(int argc, char **argv)
+{
+	static state st;
+
+	setup(&st);
+	if (argc > 1 && !strcmp(argv[1], "serve")) {
+		int r = phos_fn_serve(handle, &st);
+
+		return r ? r : failures ? 1 : 0;
+	}
+	for (int i = 0; i < 3; i++)
+		round_trip(&st, "launch");
+	rules(&st);
+	round_trip(&st, "after the rules");
+	CK(cudaGraphExecDestroy(st.scratch));
+	CK(cudaGraphExecDestroy(st.keep));
+	CK(cudaGraphDestroy(st.scratch_g));
+	CK(cudaGraphDestroy(st.keep_g));
+	CK(cudaStreamSynchronize(st.s));
+	if (failures) {
+		fprintf(stderr, "graph_mem: %d failure(s)\n", failures);
+		return 1;
+	}
+	printf("graph_mem: ok\n");
+	return 0;
+}
