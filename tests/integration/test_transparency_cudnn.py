@@ -74,7 +74,7 @@ try:
     # ... and in the middle of its cuDNN calls: each step builds variant
     # packs (synchronous calls) and executes plans (asynchronous ones)
     run_env = {"PHOS_RUN_DIR": os.path.join(tmp, "run-loop")}
-    steps = 6000
+    steps = 3000
     rng = random.Random(11)
     for rnd in range(3):
         for mode in ("stw", "cow", "recopy"):
@@ -83,7 +83,7 @@ try:
                                   str(steps)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  env=fn_env(run_env))
             try:
-                time.sleep(rng.uniform(0.15, 0.8))
+                time.sleep(rng.uniform(0.15, 0.6))
                 c = subprocess.run([PHOS_FN, "checkpoint", "--mode", mode, "-o", out, str(p.pid)],
                                    capture_output=True, text=True, timeout=300, env=fn_env(run_env))
             finally:
