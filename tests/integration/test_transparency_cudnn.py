@@ -26,6 +26,7 @@ legacy descriptors, every output checked against a CPU reference:
 import json
 import os
 import random
+import select
 import shutil
 import subprocess
 import tempfile
@@ -74,7 +75,7 @@ try:
     # ... and in the middle of its cuDNN calls: each step builds variant
     # packs (synchronous calls) and executes plans (asynchronous ones)
     run_env = {"PHOS_RUN_DIR": os.path.join(tmp, "run-loop")}
-    steps = 3000
+    steps = 3000 if DEVICE == "sim" else 20000
     rng = random.Random(11)
     for rnd in range(3):
         for mode in ("stw", "cow", "recopy"):
@@ -83,12 +84,16 @@ try:
                                   str(steps)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  env=fn_env(run_env))
             try:
-                time.sleep(rng.uniform(0.15, 0.6))
+                # once it runs its loop (its first line: 100 steps), at a random moment
+                first = p.stdout.readline() if select.select([p.stdout], [], [], 120)[0] else ""
+                check(first.startswith("{"), f"loop, round {rnd}: the program runs its loop: {first!r}")
+                time.sleep(rng.uniform(0.0, 0.4))
                 c = subprocess.run([PHOS_FN, "checkpoint", "--mode", mode, "-o", out, str(p.pid)],
                                    capture_output=True, text=True, timeout=300, env=fn_env(run_env))
             finally:
                 p.kill()
-                before = [json.loads(l) for l in p.communicate()[0].splitlines() if l.startswith("{")]
+                before = [json.loads(l) for l in ([first] if first.startswith("{") else []) +
+                          p.communicate()[0].splitlines() if l.startswith("{")]
             if not check(c.returncode == 0, f"loop, round {rnd}: checkpoint ({mode}): rc {c.returncode} "
                                             f"{c.stderr[-1500:]}"):
                 continue
