@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* Streams and events (ids chosen by the preload, objects made by the device),
  * stream attributes and the context's limits. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "executor.h"
 #include "image.h"
@@ -79,23 +82,70 @@ void exec_event_free(struct executor *ex, struct exec_event_obj *e)
 	free(e);
 }
 
-/* A host callback: the stream's earlier work first, then the callback in the
- * function process; nothing later on the ring runs before it returned
- * (channel.h). The callback is told the first error of earlier asynchronous
- * work, as CUDA tells it the stream's error. */
+/* A host callback runs in the function process, once the stream's earlier
+ * work is done, and the stream's later work waits for it (channel.h). Where
+ * the device has a thread of its own for that (cuda: cuStreamAddCallback),
+ * the callback is asked from there and the dispatcher goes on with other
+ * streams' records: a callback that waits for the program's work on
+ * another stream does not hold it (as natively). Else (sim) the dispatcher
+ * syncs the stream and asks itself: nothing later on the ring runs before
+ * the callback returned. The callback is told the stream's error, or the
+ * first error of earlier asynchronous work. One is asked at a time (the
+ * channel has one callback slot). */
+static pthread_mutex_t host_call_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct host_call {
+	struct executor *ex;
+	struct phos_channel *ch;
+	uint32_t seq;
+	int status;   /* negated cudaError_t known at the post */
+};
+
+static void host_call_run(void *arg, int status)
+{
+	struct host_call *hc = arg;
+	struct executor *ex = hc->ex;
+
+	pthread_mutex_lock(&host_call_lock);
+	phos_channel_callback_run(hc->ch, hc->seq, -(hc->status ? hc->status : status));   /* (-EPIPE: gone) */
+	pthread_mutex_unlock(&host_call_lock);
+	free(hc);
+	atomic_fetch_sub(&ex->host_calls, 1);
+}
+
+void exec_host_calls_wait(struct executor *ex)
+{
+	/* each returns within the channel's peer check once the function is gone */
+	while (atomic_load(&ex->host_calls))
+		usleep(1000);
+}
+
 static int host_func(struct executor *ex, const void *body, uint32_t len)
 {
 	BODY(struct phos_host_func, hf);
 	void *s = NULL;
 	int bad = exec_stream(ex, hf->stream, &s), r = bad;
+	struct host_call *hc;
 
 	/* The preload checked the stream; a callback is still answered (with the
 	 * error) so that its thread never waits for one that will not come. */
+	if (r == 0 && ex->dev_ops->stream_host_func && (hc = malloc(sizeof(*hc)))) {
+		*hc = (struct host_call){ .ex = ex, .ch = ex->ch, .seq = hf->seq, .status = ex->pending_error };
+		atomic_fetch_add(&ex->host_calls, 1);
+		r = ex->dev_ops->stream_host_func(ex->dev, s, host_call_run, hc);
+		if (r == 0)
+			return 0;
+		atomic_fetch_sub(&ex->host_calls, 1);
+		free(hc);
+	}
 	if (r == 0)
 		r = ex->dev_ops->stream_sync(ex->dev, s);
 	if (r == 0)
 		r = ex->pending_error;
-	if (phos_channel_callback_run(ex->ch, hf->seq, -r) < 0)
+	pthread_mutex_lock(&host_call_lock);
+	r = phos_channel_callback_run(ex->ch, hf->seq, -r);
+	pthread_mutex_unlock(&host_call_lock);
+	if (r < 0)
 		return -PHOS_CUDA_UNKNOWN;   /* the function is gone; the dispatcher notices next */
 	return bad;
 }

@@ -297,5 +297,6 @@ int exec_serve(struct executor *ex)
 	}
 	/* The device state is still there: a cow checkpoint in progress ends. */
 	exec_checkpoint_drain(ex);
+	exec_host_calls_wait(ex);   /* they name the channel, which goes next */
 	return end;
 }

@@ -253,6 +253,7 @@ struct executor {
 	struct exec_pool *pools_gone;   /* destroyed with live blocks left */
 
 	int pending_error;          /* first error of asynchronous work, negated */
+	_Atomic unsigned host_calls; /* host callbacks queued on a device's own thread (exec_stream.c) */
 	bool goodbye;               /* the function said it is exiting */
 	bool exit_on_fatal;         /* PHOS_EXIT_ON_FATAL=1: a lost context ends us (exec_fatal_check) */
 	uint64_t seq;               /* record being executed */
@@ -574,6 +575,9 @@ void exec_nccl_warm_drop(struct executor *ex);
 /* The device stream for a preload stream id (NULL for the default stream);
  * -PHOS_CUDA_INVALID_RESOURCE_HANDLE for an unknown id. */
 int exec_stream(struct executor *ex, uint32_t id, void **ret_stream);
+/* Returns once no host callback queued on a device's thread is left
+ * (exec_stream.c): each ends soon after the function is gone. */
+void exec_host_calls_wait(struct executor *ex);
 
 /* Makers shared by the handlers and a restore (same ids, same settings). */
 int exec_stream_make(struct executor *ex, uint32_t id, uint32_t flags, int32_t priority);

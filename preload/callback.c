@@ -4,10 +4,11 @@
  *
  * The callback runs in this process, on one callback thread of ours (started
  * at the first callback), in stream order (channel.h has the picture): the
- * registering call queues it here and posts HOST_FUNC; the executor, in ring
- * order, waits for the stream's earlier work, asks for the callback and waits
- * until it returned before it runs anything posted later. The registering
- * thread does not wait.
+ * registering call queues it here and posts HOST_FUNC; once the stream's
+ * earlier work is done the executor asks for it (streams' callbacks in the
+ * order the device reaches them, not the order they were posted) and the
+ * stream's later work waits until it returned. The registering thread does
+ * not wait.
  *
  * Callbacks must not call CUDA (as CUDA says); one that does gets
  * cudaErrorNotPermitted rather than a deadlock.
@@ -40,39 +41,87 @@ static struct {
 	bool started;
 } q = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
+/* Takes the queued callback seq of channel ch out of the queue (NULL: none). */
+static struct callback *take(struct phos_channel *ch, uint32_t seq)
+{
+	struct callback *c, *prev = NULL;
+
+	pthread_mutex_lock(&q.lock);
+	for (c = q.head; c && !(c->ch == ch && c->seq == seq); c = c->next)
+		prev = c;
+	if (c) {
+		if (prev)
+			prev->next = c->next;
+		else
+			q.head = c->next;
+		if (q.tail == c)
+			q.tail = prev;
+	}
+	pthread_mutex_unlock(&q.lock);
+	return c;
+}
+
+/* Drops every queued callback of ch (its executor is gone: never run). */
+static void drop_all(struct phos_channel *ch)
+{
+	struct callback **p;
+
+	pthread_mutex_lock(&q.lock);
+	for (p = &q.head; *p;) {
+		struct callback *c = *p;
+
+		if (c->ch == ch) {
+			*p = c->next;
+			free(c);
+		} else {
+			p = &c->next;
+		}
+	}
+	q.tail = NULL;
+	for (struct callback *c = q.head; c; c = c->next)
+		q.tail = c;
+	pthread_mutex_unlock(&q.lock);
+}
+
 static void *callback_main(void *arg)
 {
 	(void)arg;
 	for (;;) {
+		struct phos_channel *ch;
 		struct callback *c;
 		int32_t status = 0;
+		uint32_t seq = 0;
 		int r;
 
 		pthread_mutex_lock(&q.lock);
 		while (!q.head)
 			pthread_cond_wait(&q.cond, &q.lock);
-		c = q.head;
+		ch = q.head->ch;
 		pthread_mutex_unlock(&q.lock);
-		/* Wait until the executor asks for it; never run if the executor is
-		 * gone. (Not under the connection lock: a synchronous call may hold it
-		 * while its reply waits for this callback.) */
-		while ((r = phos_channel_callback_wait(c->ch, c->seq, 200, &status)) == 0)
-			;
-		if (r > 0) {
+		/* Wait until the executor asks for one (in its streams' order, not
+		 * necessarily ours); never run one if the executor is gone. (Not
+		 * under the connection lock: a synchronous call may hold it while its
+		 * reply waits for this callback.) */
+		r = phos_channel_callback_next(ch, 200, &seq, &status);
+		if (r < 0) {
+			drop_all(ch);
+			continue;
+		}
+		if (r == 0)
+			continue;
+		c = take(ch, seq);
+		if (c) {
 			phos_in_host_callback = true;
 			if (c->fn)
 				c->fn(c->data);
 			else
 				c->stream_fn(c->stream, (cudaError_t)status, c->data);
 			phos_in_host_callback = false;
+		} else {
+			phos_warn("host callback %u asked for, but not queued here", seq);
 		}
-		pthread_mutex_lock(&q.lock);
-		q.head = c->next;
-		if (!q.head)
-			q.tail = NULL;
-		pthread_mutex_unlock(&q.lock);
-		if (r > 0)   /* the last touch of this channel: the executor goes on */
-			phos_channel_callback_done(c->ch, c->seq);
+		/* the last touch of this channel: the executor goes on */
+		phos_channel_callback_done(ch, seq);
 		free(c);
 	}
 	return NULL;

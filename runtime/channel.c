@@ -777,16 +777,17 @@ int phos_channel_callback_run(struct phos_channel *ch, uint32_t seq, int32_t sta
 	}
 }
 
-int phos_channel_callback_wait(struct phos_channel *ch, uint32_t seq, int timeout_ms, int32_t *ret_status)
+int phos_channel_callback_next(struct phos_channel *ch, int timeout_ms, uint32_t *ret_seq, int32_t *ret_status)
 {
 	uint32_t due = atomic_load_explicit(&ch->shm->cb_due, memory_order_acquire);
 
-	if (due != seq) {
+	if (due == atomic_load_explicit(&ch->shm->cb_done, memory_order_acquire)) {
 		futex_wait_ms(&ch->shm->cb_due, due, timeout_ms);
 		due = atomic_load_explicit(&ch->shm->cb_due, memory_order_acquire);
 	}
-	if (due != seq)
+	if (due == atomic_load_explicit(&ch->shm->cb_done, memory_order_acquire))
 		return ch->sock >= 0 && peer_gone(ch->sock) ? -EPIPE : 0;
+	*ret_seq = due;
 	*ret_status = atomic_load_explicit(&ch->shm->cb_status, memory_order_relaxed);
 	return 1;
 }

@@ -188,23 +188,27 @@ int phos_channel_resume(struct phos_channel *ch);
 
 /* --- host callbacks (cudaLaunchHostFunc) ---
  *
- *   preload: cudaLaunchHostFunc(s, fn) ── post HOST_FUNC{s, seq} ──▶ executor, in ring order:
- *            queue (seq, fn)                                         sync stream s, then
- *   callback thread: callback_wait(seq) ◀── cb_due = seq ──────────  callback_run(seq): waits,
- *                    fn(data)                                        so nothing after it on
- *                    callback_done(seq) ── cb_done = seq ──────────▶ the ring runs before fn
- *                                                                    returned
- * Callbacks run one at a time, in ring order, which keeps each stream's order
- * (and is stricter than CUDA's across streams). */
+ *   preload: cudaLaunchHostFunc(s, fn) ── post HOST_FUNC{s, seq} ──▶ executor: once stream s's
+ *            queue (seq, fn)                                         earlier work is done (cuda:
+ *   callback thread: callback_next ◀──── cb_due = seq ────────────── on the driver's callback
+ *                    → seq, fn(data)                                 thread; sim: the dispatcher
+ *                    callback_done(seq) ── cb_done = seq ──────────▶ syncs s), callback_run(seq)
+ *                                                                    waits; s's later work waits
+ * Callbacks run one at a time (one slot), each stream's in its order; a
+ * callback that waits for the program's work on another stream holds only
+ * its own stream on cuda (as natively), the whole ring on sim. */
 
 /* Executor side: asks for callback seq (status: the cudaError_t it is told)
- * and waits until it returned. Returns 0, or -EPIPE when the function is gone. */
+ * and waits until it returned. Returns 0, or -EPIPE when the function is gone.
+ * Callers take turns (one slot). */
 int phos_channel_callback_run(struct phos_channel *ch, uint32_t seq, int32_t status);
 
-/* Function side: waits up to timeout_ms until the executor asks for callback
- * seq. Returns 1 (with *ret_status) when it did, 0 on timeout, -EPIPE when the
+/* Function side: waits up to timeout_ms until the executor asks for a
+ * callback (not necessarily in the order they were posted: each stream's
+ * callbacks come in its order, streams' in the device's). Returns 1 with
+ * *ret_seq and *ret_status when it did, 0 on timeout, -EPIPE when the
  * executor is gone. */
-int phos_channel_callback_wait(struct phos_channel *ch, uint32_t seq, int timeout_ms, int32_t *ret_status);
+int phos_channel_callback_next(struct phos_channel *ch, int timeout_ms, uint32_t *ret_seq, int32_t *ret_status);
 
 /* Function side: callback seq returned. */
 void phos_channel_callback_done(struct phos_channel *ch, uint32_t seq);

@@ -121,6 +121,12 @@ struct phos_device_ops {
 	int (*stream_sync)(struct phos_device *dev, void *stream);
 	int (*stream_query)(struct phos_device *dev, void *stream);  /* 0 or -NOT_READY */
 	int (*stream_wait_event)(struct phos_device *dev, void *stream, void *event);
+	/* Runs fn(arg, status) on a thread of the device's own once the
+	 * stream's earlier work is done, and holds the stream's later work
+	 * until it returned (status: 0, or the negated cudaError_t of the
+	 * stream's failure). NULL where the device has no such thread (sim):
+	 * the caller syncs the stream and calls fn itself. */
+	int (*stream_host_func)(struct phos_device *dev, void *stream, void (*fn)(void *arg, int status), void *arg);
 	/* Stream attributes (CUstreamAttrID; value is a PHOS_STREAM_ATTR_BYTES
 	 * CUstreamAttrValue). Ids the device does not take: -INVALID_VALUE. */
 	int (*stream_set_attr)(struct phos_device *dev, void *stream, int attr, const void *value);

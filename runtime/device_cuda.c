@@ -917,6 +917,38 @@ static int cuda_stream_sync(struct phos_device *dev, void *stream)
 	return 0;
 }
 
+struct host_func {
+	void (*fn)(void *arg, int status);
+	void *arg;
+};
+
+static void CUDA_CB host_func_run(CUstream stream, CUresult status, void *data)
+{
+	struct host_func hf = *(struct host_func *)data;
+
+	(void)stream;
+	free(data);
+	hf.fn(hf.arg, status == CUDA_SUCCESS ? 0 : -cu_to_phos(status));
+}
+
+static int cuda_stream_host_func(struct phos_device *dev, void *stream, void (*fn)(void *arg, int status), void *arg)
+{
+	struct host_func *hf;
+	CUresult r;
+	DEV_ENTER(d, dev);
+
+	(void)d;
+	hf = malloc(sizeof(*hf));
+	if (!hf)
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	*hf = (struct host_func){ .fn = fn, .arg = arg };
+	r = cuda_drv.StreamAddCallback(cu_stream(stream), host_func_run, hf, 0);
+	if (r != CUDA_SUCCESS)
+		free(hf);
+	CU_CHECK_RESULT(r, "cuStreamAddCallback");
+	return 0;
+}
+
 static int cuda_stream_query(struct phos_device *dev, void *stream)
 {
 	CUresult r;
@@ -1839,6 +1871,7 @@ const struct phos_device_ops phos_device_cuda = {
 	.stream_create = cuda_stream_create,
 	.stream_destroy = cuda_stream_destroy,
 	.stream_sync = cuda_stream_sync,
+	.stream_host_func = cuda_stream_host_func,
 	.stream_query = cuda_stream_query,
 	.stream_wait_event = cuda_stream_wait_event,
 	.flags_alloc = cuda_flags_alloc,

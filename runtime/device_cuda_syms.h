@@ -69,6 +69,7 @@
 	X(StreamSynchronize,     "cuStreamSynchronize",                2000,  "cuStreamSynchronize",             PFN_cuStreamSynchronize_v2000) \
 	X(StreamQuery,           "cuStreamQuery",                      2000,  "cuStreamQuery",                   PFN_cuStreamQuery_v2000)   \
 	X(StreamWaitEvent,       "cuStreamWaitEvent",                  3020,  "cuStreamWaitEvent",               PFN_cuStreamWaitEvent_v3020) \
+	X(StreamAddCallback,     "cuStreamAddCallback",                5000,  "cuStreamAddCallback",             PFN_cuStreamAddCallback_v5000) \
 	X(EventCreate,           "cuEventCreate",                      2000,  "cuEventCreate",                   PFN_cuEventCreate_v2000)   \
 	X(EventDestroy,          "cuEventDestroy",                     4000,  "cuEventDestroy_v2",               PFN_cuEventDestroy_v4000)  \
 	X(EventRecord,           "cuEventRecord",                      2000,  "cuEventRecord",                   PFN_cuEventRecord_v2000)   \

@@ -5,11 +5,15 @@
 // stream run in order, on a thread that is not the caller's. Exits 0 when
 // every check holds, 1 otherwise.
 //
-//   callbacks [strict]
+//   callbacks [strict] [apart]
 //
 // strict (under phos-fn) also checks the errors of bad calls whose native
 // behaviour is undefined or unspecified (a destroyed stream, reserved flags,
-// a CUDA call made from inside a callback).
+// a CUDA call made from inside a callback). apart: a callback that waits for
+// the program's work on another stream (copied and synchronized while the
+// callback blocks its own stream) does not hold that work (natively, and
+// under phos-fn on a GPU, where the driver's callback thread asks for it;
+// the sim device's dispatcher waits for every callback).
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -83,9 +87,22 @@ static void calls_cuda_cb(void *arg)
 static std::atomic<int> default_stream_calls;
 static void default_cb(void *) { default_stream_calls++; }
 
+static std::atomic<bool> released, release_seen;
+static void waits_cb(void *)
+{
+	for (int i = 0; i < 5000 && !released; i++)   // up to 5 s
+		usleep(1000);
+	release_seen = released.load();
+}
+
 int main(int argc, char **argv)
 {
-	const bool strict = argc > 1 && strcmp(argv[1], "strict") == 0;
+	bool strict = false, apart = false;
+
+	for (int i = 1; i < argc; i++) {
+		strict = strict || strcmp(argv[i], "strict") == 0;
+		apart = apart || strcmp(argv[i], "apart") == 0;
+	}
 	const int n = 1 << 16;
 	const size_t bytes = n * sizeof(int);
 	cudaStream_t s, t;
@@ -141,6 +158,18 @@ int main(int argc, char **argv)
 	CK(cudaLaunchHostFunc(0, default_cb, nullptr));
 	CK(cudaDeviceSynchronize());
 	EXPECT(default_stream_calls == 1, "a callback on the default stream ran (%d)", default_stream_calls.load());
+
+	if (apart) {
+		// s: a callback that waits for the program; t: the program's work meanwhile
+		iota(d, n, 7, s);
+		CK(cudaLaunchHostFunc(s, waits_cb, nullptr));
+		memset(feed, 0, bytes);
+		CK(cudaMemcpyAsync(feed, d + 0, bytes, cudaMemcpyDeviceToHost, t));   // (d: written before the callback)
+		CK(cudaStreamSynchronize(t));
+		released = true;
+		CK(cudaStreamSynchronize(s));
+		EXPECT(release_seen, "a callback waiting for another stream's work held that work");
+	}
 
 	if (strict) {
 		cudaStream_t dead;
