@@ -15,6 +15,7 @@
  * symbols (phos_preload_*), so one process has one connection.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,45 +36,90 @@ static struct blas *blas_get_raw(cublasHandle_t handle)
 	return id ? phos_ids_get(PHOS_H_BLAS, id) : NULL;
 }
 
-/* The handle of a cuBLAS call. Calls are not captured into graphs: a call on
- * a handle whose stream is capturing is refused (and the capture invalidated)
- * rather than run now. A handle set to cudaStreamPerThread runs on the
- * calling thread's stream, as in CUDA: it is bound again when another thread
- * calls. */
+/* The call that follows blas_get on this thread joins the capture of this
+ * stream (NULL: it runs now), with its handle bound to the launch stream. */
+static __thread const void *capture_stream;
+static __thread uint32_t capture_handle;
+
+/* The handle of a cuBLAS call. A handle set to cudaStreamPerThread runs on
+ * the calling thread's stream, as in CUDA: it is bound again when another
+ * thread calls, and after a graph launch posted calls of its own. On a
+ * capturing stream the call is captured (graph_internal.h, GN_RECORD): each
+ * launch of the graph posts the handle's binding to the launch stream and
+ * the call. */
 struct blas *blas_get(cublasHandle_t handle)
 {
 	struct blas *b = blas_get_raw(handle);
-	uint32_t sid;
+	uint32_t sid, epoch;
 	int r;
 
+	capture_stream = NULL;
 	if (!b)
 		return NULL;
+	if (phos_preload_capturing(b->stream)) {
+		capture_stream = b->stream;
+		capture_handle = b->id;
+		return b;
+	}
 	r = phos_preload_stream_id(b->stream, &sid);
 	if (r == cudaErrorStreamCaptureUnsupported)
 		return NULL;
-	if (r == cudaSuccess && sid != b->sid) {
+	epoch = phos_graph_record_epoch();
+	if (r == cudaSuccess && (sid != b->sid || epoch != b->epoch)) {
 		struct phos_blas_set s = { .handle = b->id, .value = (int32_t)sid };
 
 		if (blas_post(PHOS_OP_BLAS_SET_STREAM, &s, sizeof(s)) != CUBLAS_STATUS_SUCCESS)
 			return NULL;
 		b->sid = sid;
+		b->epoch = epoch;
 	}
 	return b;
 }
 
-/* A synchronous cuBLAS call: the executor's cuBLAS status when it gave one. */
+/* A synchronous cuBLAS call: the executor's cuBLAS status when it gave one.
+ * Not on a capturing stream (a result the host reads now cannot be
+ * captured): refused, and the capture invalidated, as CUDA does. */
 cublasStatus_t blas_call(uint32_t op, const void *body, size_t len, void *out, size_t out_cap,
 				size_t *ret_len)
 {
-	int bs = 0, r = phos_preload_call(op, body, len, NULL, 0, out, out_cap, ret_len, &bs);
+	const void *cs = capture_stream;
+	int bs = 0, r;
+	uint32_t sid;
 
+	capture_stream = NULL;
+	if (cs) {
+		phos_preload_stream_id(cs, &sid);   /* invalidates the capture */
+		phos_refuse_once("cuBLAS", "a call whose result the host reads, on a capturing stream",
+				 ": CUBLAS_STATUS_NOT_SUPPORTED");
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	}
+	r = phos_preload_call(op, body, len, NULL, 0, out, out_cap, ret_len, &bs);
 	if (r == cudaSuccess)
 		return CUBLAS_STATUS_SUCCESS;
 	return bs ? (cublasStatus_t)bs : phos_blas_status_of(r);
 }
 
+/* Records that run on the handle's stream (the rest are settings, posted at once). */
+static bool stream_ordered(uint32_t op)
+{
+	return op == PHOS_OP_BLAS_CALL || op == PHOS_OP_BLAS_GEMM || op == PHOS_OP_BLAS_LU ||
+	       op == PHOS_OP_BLAS_L1 || op == PHOS_OP_BLAS_GEMV;
+}
+
 cublasStatus_t blas_post(uint32_t op, const void *body, size_t len)
 {
+	const void *cs = capture_stream;
+
+	capture_stream = NULL;
+	if (cs && stream_ordered(op)) {
+		struct phos_blas_set s = { .handle = capture_handle };
+		int r = phos_graph_capture_record(cs, PHOS_OP_BLAS_SET_STREAM, &s, sizeof(s),
+						  offsetof(struct phos_blas_set, value));
+
+		if (r == cudaSuccess)
+			r = phos_graph_capture_record(cs, op, body, len, UINT32_MAX);
+		return phos_blas_status_of(r);
+	}
 	return phos_blas_status_of(phos_preload_post(op, body, len, NULL, 0));
 }
 
@@ -153,6 +199,12 @@ PHOS_EXPORT cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_
 
 	if (!b)
 		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (phos_preload_capturing(streamId)) {
+		/* bound for each captured call (blas_post); eager calls bind it again */
+		b->stream = streamId;
+		b->sid = BLAS_UNBOUND;
+		return CUBLAS_STATUS_SUCCESS;
+	}
 	if (phos_preload_stream_id(streamId, &sid))
 		return CUBLAS_STATUS_INVALID_VALUE;
 	s.handle = b->id;

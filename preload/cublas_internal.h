@@ -12,10 +12,13 @@
 
 #include <cublas_api.h>
 
+#define BLAS_UNBOUND UINT32_MAX
+
 struct blas {
 	uint32_t id;
 	cudaStream_t stream;
-	uint32_t sid;            /* the executor stream the handle is bound to */
+	uint32_t sid;            /* the executor stream the handle is bound to (BLAS_UNBOUND: none known) */
+	uint32_t epoch;          /* phos_graph_record_epoch when it was bound */
 	cublasMath_t math;
 	cublasAtomicsMode_t atomics;
 	cublasPointerMode_t pointer_mode;

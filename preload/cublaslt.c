@@ -736,6 +736,7 @@ PHOS_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmu
 {
 	struct phos_blaslt_matmul m = { 0 };
 	struct phos_blaslt_layout layouts[4];
+	bool capturing;
 	size_t sb;
 	cublasStatus_t s;
 	int r;
@@ -750,9 +751,9 @@ PHOS_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmu
 	sb = scalar_bytes(m.desc.scale_type);
 	if (!sb)
 		return CUBLAS_STATUS_NOT_SUPPORTED;
-	r = phos_preload_stream_id(stream, &m.stream);
-	if (r == cudaErrorStreamCaptureUnsupported)
-		return refuse("a stream that is capturing a graph");
+	/* on a capturing stream: a node posting it at each launch, on the launch stream */
+	capturing = phos_preload_capturing(stream);
+	r = capturing ? cudaSuccess : phos_preload_stream_id(stream, &m.stream);
 	if (r != cudaSuccess)
 		return phos_blas_status_of(r);
 	m.la = layouts[0];
@@ -776,6 +777,9 @@ PHOS_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmu
 		m.has_algo = 1;
 		memcpy(m.algo, algo->data, sizeof(m.algo));
 	}
+	if (capturing)
+		return phos_blas_status_of(phos_graph_capture_record(stream, PHOS_OP_BLASLT_MATMUL, &m, sizeof(m),
+								     offsetof(struct phos_blaslt_matmul, stream)));
 	return phos_blas_status_of(phos_preload_post(PHOS_OP_BLASLT_MATMUL, &m, sizeof(m), NULL, 0));
 }
 

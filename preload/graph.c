@@ -28,6 +28,9 @@ void node_free_params(struct gnode *n)
 		n->child = NULL;
 	} else if (n->kind == GN_MEM_ALLOC || n->kind == GN_MEM_FREE) {
 		gmem_node_gone(n);
+	} else if (n->kind == GN_RECORD) {
+		free(n->rec.body);
+		n->rec.body = NULL;
 	}
 }
 
@@ -58,6 +61,13 @@ int node_copy_params(struct gnode *dst, const struct gnode *src)
 	case GN_MEM_FREE:
 		dst->mem = src->mem;
 		gmem_node_copied(dst);
+		return cudaSuccess;
+	case GN_RECORD:
+		dst->rec = src->rec;
+		dst->rec.body = malloc(src->rec.len ? src->rec.len : 1);
+		if (!dst->rec.body)
+			return cudaErrorMemoryAllocation;
+		memcpy(dst->rec.body, src->rec.body, src->rec.len);
 		return cudaSuccess;
 	case GN_KERNEL:
 		break;
@@ -575,7 +585,8 @@ PHOS_EXPORT cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGrap
 {
 	if (!node || !pType)
 		return phos_set_error(cudaErrorInvalidValue);
-	*pType = (enum cudaGraphNodeType)NODE(node)->kind;
+	/* a captured library call: CUDA's graph would hold its kernels */
+	*pType = NODE(node)->kind == GN_RECORD ? cudaGraphNodeTypeKernel : (enum cudaGraphNodeType)NODE(node)->kind;
 	return cudaSuccess;
 }
 
@@ -1082,6 +1093,7 @@ static const char *kind_name(enum gnode_kind k)
 	case GN_EVENT_RECORD: return "event_record";
 	case GN_MEM_ALLOC: return "mem_alloc";
 	case GN_MEM_FREE: return "mem_free";
+	case GN_RECORD: return "library call";
 	}
 	return "?";
 }

@@ -158,6 +158,47 @@ bool phos_graph_capturing(const void *stream)
 	return yes;
 }
 
+static uint32_t record_epoch;
+
+void phos_graph_record_epoch_bump(void)
+{
+	__atomic_add_fetch(&record_epoch, 1, __ATOMIC_RELEASE);
+}
+
+PHOS_EXPORT uint32_t phos_graph_record_epoch(void)
+{
+	return __atomic_load_n(&record_epoch, __ATOMIC_ACQUIRE);
+}
+
+PHOS_EXPORT bool phos_preload_capturing(const void *stream)
+{
+	return phos_graph_capturing(stream);
+}
+
+PHOS_EXPORT int phos_graph_capture_record(const void *stream, uint32_t op, const void *body, size_t len,
+					  uint32_t stream_off)
+{
+	struct gnode *n;
+
+	if (!body || len > PHOS_REC_MAX_PAYLOAD ||
+	    (stream_off != GN_NO_STREAM && (stream_off > len || len - stream_off < sizeof(uint32_t))))
+		return cudaErrorInvalidValue;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return cudaErrorMemoryAllocation;
+	n->kind = GN_RECORD;
+	n->rec.op = op;
+	n->rec.stream_off = stream_off;
+	n->rec.len = (uint32_t)len;
+	n->rec.body = malloc(len ? len : 1);
+	if (!n->rec.body) {
+		free(n);
+		return cudaErrorMemoryAllocation;
+	}
+	memcpy(n->rec.body, body, len);
+	return graph_capture_node(stream, n);   /* (takes n) */
+}
+
 struct graph *graph_capture_graph(const void *stream)
 {
 	struct cstream *cs;

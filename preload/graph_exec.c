@@ -458,6 +458,28 @@ static int capture_copy(cudaStream_t stream, const struct gnode *n)
 	return graph_capture_node(stream, c);
 }
 
+/* The record of a library call, posted again with the launch stream's id
+ * (graph_capture.c, phos_graph_capture_record). */
+static int record_run(const struct gnode *n, cudaStream_t stream)
+{
+	uint8_t *body;
+	uint32_t sid;
+	int r = phos_stream_resolve(stream, &sid);
+
+	if (r)
+		return r;
+	body = malloc(n->rec.len ? n->rec.len : 1);
+	if (!body)
+		return cudaErrorMemoryAllocation;
+	memcpy(body, n->rec.body, n->rec.len);
+	if (n->rec.stream_off != GN_NO_STREAM)
+		memcpy(body + n->rec.stream_off, &sid, sizeof(sid));
+	phos_graph_record_epoch_bump();   /* the library binds its handles' streams again */
+	r = phos_preload_post(n->rec.op, body, n->rec.len, NULL, 0);
+	free(body);
+	return r;
+}
+
 int graph_node_run(const struct gnode *n, cudaStream_t stream)
 {
 	if (n->disabled)
@@ -504,6 +526,8 @@ int graph_node_run(const struct gnode *n, cudaStream_t stream)
 	case GN_MEM_ALLOC:
 	case GN_MEM_FREE:
 		return gmem_node_run(n);
+	case GN_RECORD:
+		return record_run(n, stream);
 	}
 	return cudaErrorNotSupported;
 }

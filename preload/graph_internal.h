@@ -59,6 +59,9 @@ enum gnode_kind {
 	GN_EVENT_RECORD = cudaGraphNodeTypeEventRecord,
 	GN_MEM_ALLOC = cudaGraphNodeTypeMemAlloc,
 	GN_MEM_FREE = cudaGraphNodeTypeMemFree,
+	/* a stream-ordered record of another stand-in (cuBLAS, cuBLASLt)
+	 * captured from a stream; to the program it is a kernel node */
+	GN_RECORD = 0x1000,
 };
 
 /* How a memcpy node copies. */
@@ -70,6 +73,7 @@ enum gcopy_form {
 };
 
 #define GN_ATTR_MAX 32
+#define GN_NO_STREAM UINT32_MAX
 
 struct gnode {
 	struct graph *graph;
@@ -104,6 +108,12 @@ struct gnode {
 		struct graph *child;          /* owned: a clone of the graph the program gave */
 		cudaEvent_t event;
 		struct gmem *mem;             /* the allocation (graph_mem.c), counted */
+		struct {
+			uint32_t op;
+			uint32_t stream_off;      /* where the stream id goes in body, or GN_NO_STREAM */
+			uint32_t len;
+			uint8_t *body;            /* owned */
+		} rec;
 	};
 };
 

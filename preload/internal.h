@@ -340,6 +340,20 @@ void phos_graph_event_forget(uint32_t event);
  * that capture (*ret_handled set); other events are ordinary waits. */
 int phos_graph_wait_event(const void *stream, uint32_t event, bool *ret_handled);
 
+/* graph_capture.c, for the other stand-ins (cuBLAS, cuBLASLt): is stream
+ * capturing (without invalidating it, unlike phos_preload_stream_id)? */
+PHOS_EXPORT bool phos_preload_capturing(const void *stream);
+/* ... then their stream-ordered record (op, body of len bytes) joins the
+ * capture as a node instead of being posted; each launch of the graph posts
+ * it again, with the launch stream's id written at byte stream_off of body
+ * (UINT32_MAX: none). Returns a cudaError_t. */
+PHOS_EXPORT int phos_graph_capture_record(const void *stream, uint32_t op, const void *body, size_t len,
+					  uint32_t stream_off);
+/* Bumped by every launch of such a node: a library that caches which stream
+ * its handle is bound to in the executor binds it again. */
+PHOS_EXPORT uint32_t phos_graph_record_epoch(void);
+void phos_graph_record_epoch_bump(void);
+
 /* graph_mem.c: cudaMallocAsync / cudaFreeAsync on a capturing stream: an
  * allocation node (its address in *ret_ptr, a buffer on device made now) or
  * a free node. */

@@ -31,6 +31,7 @@
  * (PHOS_OP_MODULE_LOAD_SHM).
  */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -734,6 +735,28 @@ static int cooperative_check(struct func *f, const struct phos_launch_ex *l)
 	return cudaSuccess;
 }
 
+/* A launch into a capturing stream whose kernel has no host stub (the
+ * driver API's: Triton's, torch.compile's): its record is the node
+ * (graph_capture.c, phos_graph_capture_record), posted again at each launch
+ * of the graph, on the launch stream. */
+static int capture_record(const struct phos_launch_ex *lx, const void *stream, const void *params)
+{
+	size_t head = lx->flags ? sizeof(*lx) : sizeof(lx->l);
+	uint8_t *buf = malloc(head + lx->l.param_bytes);
+	int r;
+
+	if (!buf)
+		return cudaErrorMemoryAllocation;
+	memcpy(buf, lx->flags ? (const void *)lx : (const void *)&lx->l, head);
+	memcpy(buf + head, params, lx->l.param_bytes);
+	r = phos_graph_capture_record(stream, lx->flags ? PHOS_OP_LAUNCH_EX : PHOS_OP_LAUNCH, buf,
+				      head + lx->l.param_bytes,
+				      (uint32_t)((lx->flags ? offsetof(struct phos_launch_ex, l) : 0) +
+						 offsetof(struct phos_launch, stream)));
+	free(buf);
+	return r;
+}
+
 /* Checks, packs, then captures (stream capturing) or posts the launch. */
 static int launch_flags(struct func *f, dim3 grid, dim3 block, void **args, size_t shmem, const void *stream,
 			uint32_t flags, const uint32_t cluster[3])
@@ -757,9 +780,9 @@ static int launch_flags(struct func *f, dim3 grid, dim3 block, void **args, size
 	if (r == cudaSuccess && (flags & PHOS_LAUNCH_COOPERATIVE))
 		r = cooperative_check(f, &l);
 	if (r == cudaSuccess) {
-		if (phos_graph_capturing(stream))   /* a driver-API kernel has no host stub for its node */
+		if (phos_graph_capturing(stream))   /* a driver-API kernel has no host stub: a record node */
 			r = f->host ? phos_graph_capture_kernel(stream, f->host, &l, params, fi.offset, fi.nparams)
-				    : cudaErrorStreamCaptureUnsupported;
+				    : capture_record(&l, stream, params);
 		else
 			r = phos_launch_post(&l, stream, params);
 	}
@@ -773,8 +796,7 @@ static int launch(struct func *f, dim3 grid, dim3 block, void **args, size_t shm
 }
 
 /* A launch whose parameters come packed (cuLaunchKernel's forms, libcuda.c):
- * checked as any launch, then posted. A driver-API launch into a capturing
- * stream is refused: its kernel has no host stub for the graph's node. */
+ * checked as any launch, then posted, or captured as a record node. */
 static int launch_post(const struct func *f, const struct phos_reply_func_info *fi, dim3 grid, dim3 block,
 		       const void *params, size_t shmem, const void *stream)
 {
@@ -785,8 +807,6 @@ static int launch_post(const struct func *f, const struct phos_reply_func_info *
 	    (uint64_t)block.x * block.y * block.z > (uint64_t)(fi->max_threads > 0 ? fi->max_threads : max_threads) ||
 	    shmem > UINT32_MAX)
 		return cudaErrorInvalidConfiguration;
-	if (phos_graph_capturing(stream))
-		return cudaErrorStreamCaptureUnsupported;
 	l.l.func = f->id;
 	l.l.grid[0] = grid.x;
 	l.l.grid[1] = grid.y;
@@ -796,6 +816,8 @@ static int launch_post(const struct func *f, const struct phos_reply_func_info *
 	l.l.block[2] = block.z;
 	l.l.shared = (uint32_t)shmem;
 	l.l.param_bytes = fi->param_bytes;
+	if (phos_graph_capturing(stream))
+		return capture_record(&l, stream, params);
 	return phos_launch_post(&l, stream, params);
 }
 

@@ -12,7 +12,10 @@ and batch norm trained: cuDNN's backward passes and training statistics), compil
 (torch.compile: Triton kernels through the driver API stand-in), expandable
 (PYTORCH_CUDA_ALLOC_CONF=expandable_segments: the driver's VMM calls),
 attention (scaled_dot_product_attention), cudnn_attention (the same through
-cuDNN's fused attention: cuDNN's graph API with by-value scalars), train (a few SGD steps, autograd).
+cuDNN's fused attention: cuDNN's graph API with by-value scalars), train (a few SGD steps, autograd),
+cudagraph (torch.cuda.graph: a forward captured from a stream and replayed
+with new inputs), reduce_overhead (torch.compile(mode="reduce-overhead"):
+Triton kernels in CUDA graphs that PyTorch captures and replays itself).
 """
 import json
 import os
@@ -79,6 +82,41 @@ q, k, v = (torch.randn(2, 4, 128, 64, device="cuda", dtype=torch.float16) for _ 
 with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
     o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
 print(json.dumps({"sum": round(float(o.double().sum()), 2)}))
+""",
+    "cudagraph": """
+import torch, json
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 16)).cuda().eval()
+static_x = torch.randn(32, 64, device="cuda")
+s = torch.cuda.Stream()
+s.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(s), torch.no_grad():
+    for _ in range(3):   # warm-up on a side stream, as PyTorch's docs do
+        m(static_x)
+torch.cuda.current_stream().wait_stream(s)
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g), torch.no_grad():
+    static_y = m(static_x)
+outs = []
+for i in range(5):
+    static_x.copy_(torch.randn(32, 64, device="cuda"))
+    g.replay()
+    outs.append(float(static_y.double().sum()))
+with torch.no_grad():
+    eager = float(m(static_x).double().sum())
+print(json.dumps({"replays": outs, "eager_last": eager}))
+""",
+    "reduce_overhead": """
+import torch, json
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).cuda().eval()
+f = torch.compile(m, mode="reduce-overhead")
+res = []
+with torch.no_grad():
+    for i in range(6):
+        x = torch.randn(16, 64, device="cuda")
+        res.append(float(f(x).double().sum()))
+print(json.dumps({"sums": res}))
 """,
     "train": """
 import torch, json

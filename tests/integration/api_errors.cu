@@ -43,13 +43,12 @@ int main()
 {
 	float *p, *q;
 	cudaGraph_t g;
-	cudaGraphNode_t child;
 	cudaStream_t s;
 
 	/* 1. An API we do not forward: a clean error, then everything still works. */
 	expect("cudaGraphCreate", cudaGraphCreate(&g, 0), cudaSuccess);
-	struct cudaMemAllocNodeParams alloc_params = {};
-	expect("cudaGraphAddMemAllocNode (not forwarded)", cudaGraphAddMemAllocNode(&child, g, NULL, 0, &alloc_params),
+	cudaGraphConditionalHandle cond;
+	expect("cudaGraphConditionalHandleCreate (not forwarded)", cudaGraphConditionalHandleCreate(&cond, g, 0, 0),
 	       cudaErrorNotSupported);
 	expect("cudaGraphDestroy", cudaGraphDestroy(g), cudaSuccess);
 	expect("cudaGetLastError after it", cudaGetLastError(), cudaErrorNotSupported);

@@ -3,7 +3,9 @@
 API as its users do (FP32 with the heuristic's algorithm and a workspace,
 FP16 with bias + ReLU and bias + GELU epilogues, BF16 row-major strided
 batches with descriptors in its own storage, FP64 with device scalars,
-attributes read back) gets its CPU reference's answers under phos-fn; the
+attributes read back) gets its CPU reference's answers under phos-fn;
+cuBLAS and cuBLASLt calls captured into a CUDA graph (blas_graph) replay
+with each launch on the launch stream, and the handle runs eagerly after; the
 executor's read/write sets of two matmuls are exactly the bytes cuBLASLt
 defines; an attribute phos cannot forward (TRANSC) is refused loudly. With
 PHOS_TEST_DEVICE=cuda (tools/gpu-check) the program also runs natively."""
@@ -27,6 +29,24 @@ if DEVICE == "cuda":
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     n = subprocess.run([prog("blaslt")], capture_output=True, text=True, timeout=300, env=env)
     check(n.returncode == 0 and "blaslt: ok" in n.stdout, f"blaslt natively exited {n.returncode}: {n.stdout[-2000:]}")
+
+# cuBLAS and cuBLASLt captured into a graph (as PyTorch's CUDA graphs do):
+# each launch posts the calls again on the launch stream, each with its own
+# set; the handle answers eagerly afterwards
+with tempfile.TemporaryDirectory() as tmp:
+    trace = os.path.join(tmp, "graph.jsonl")
+    p = run(prog("blas_graph"), "strict", trace=trace)
+    check(p.returncode == 0 and "blas_graph: ok" in p.stdout,
+          f"blas_graph under phos-fn ({DEVICE}) exited {p.returncode}: {p.stdout[-2000:]} {p.stderr[-2000:]}")
+    recs = read_trace(trace) if os.path.exists(trace) else []
+    lt = [r for r in recs if r.get("op") == "blaslt_matmul"]
+    # 4 launches of the graph: its matmul 4 times, each on the launch stream, with an exact set
+    check(len(lt) == 4 and len({r.get("stream") for r in lt}) == 1 and all(r.get("sets") != "opaque" for r in lt),
+          f"blas_graph: the captured matmul ran once a launch: {[(r.get('stream'), r.get('sets')) for r in lt]}")
+if DEVICE == "cuda":
+    n = subprocess.run([prog("blas_graph")], capture_output=True, text=True, timeout=300, env=env)
+    check(n.returncode == 0 and "blas_graph: ok" in n.stdout,
+          f"blas_graph natively exited {n.returncode}: {n.stdout[-2000:]}")
 
 # TRANSC has no exact set here: NOT_SUPPORTED, and one stderr line that says why
 p = run(prog("blaslt_sets"), "transc")

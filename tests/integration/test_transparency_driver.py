@@ -16,7 +16,10 @@ cudaGetDriverEntryPoint and uses them on the runtime's memory and kernels.
 driver_serve, a function on the driver API, is snapshotted and restored.
 driver_2d makes pitched copies (cuMemcpy2D/3D, with offsets, host, device,
 async) and 2D sets of 8, 16 and 32 bits, checking every byte, padding too;
-driver_array makes CUDA arrays (2D, 1D, layered) and copies with array sides."""
+driver_array makes CUDA arrays (2D, 1D, layered) and copies with array sides.
+driver_graph launches driver-API kernels into a runtime-API capture (as
+torch.compile's reduce-overhead mode does with Triton's kernels) and replays
+the graph with new inputs."""
 import json
 import os
 import shutil
@@ -28,6 +31,7 @@ from harness import DEVICE, check, done, fn_env, phos, program, read_trace, run
 exe = program("tests", "transparency", "driver", "driver")
 entry = program("tests", "transparency", "driver", "entry_point")
 exe2d = program("tests", "transparency", "driver", "driver_2d")
+exegraph = program("tests", "transparency", "driver", "driver_graph")
 exearr = program("tests", "transparency", "driver", "driver_array")
 tmp = tempfile.mkdtemp(prefix="phos-driver-test-")
 try:
@@ -104,11 +108,23 @@ try:
         got = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
         check(p.returncode == 0 and got == ref, f"driver_serve restored {mode}: {got}, want {ref}: {p.stderr[-3000:]}")
 
+    # driver-API launches into a runtime capture (torch.compile's reduce-overhead):
+    # record nodes, posted again on the launch stream at each launch
+    gtrace = os.path.join(tmp, "graph.jsonl")
+    p = run(exegraph, trace=gtrace, device=DEVICE, timeout=300)
+    check(p.returncode == 0 and "driver_graph: ok" in p.stdout,
+          f"driver_graph under phos-fn: exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
+    launches = [r for r in read_trace(gtrace) if r.get("op") == "launch"] if os.path.exists(gtrace) else []
+    check(len(launches) == 6 and len({r.get("stream") for r in launches}) == 1 and
+          all(r.get("sets") != "opaque" for r in launches),
+          f"driver_graph: two launches a graph launch, on its stream: "
+          f"{[(r.get('stream'), r.get('sets')) for r in launches]}")
+
     if DEVICE == "cuda":
         env = fn_env()
         env.pop("LD_PRELOAD", None)
         for prog, name in ((exe, "driver"), (entry, "entry_point"), (exe2d, "driver_2d"),
-                           (exearr, "driver_array")):
+                           (exearr, "driver_array"), (exegraph, "driver_graph")):
             n = subprocess.run([prog], capture_output=True, text=True, timeout=300, env=env)
             check(n.returncode == 0 and f"{name}: ok" in n.stdout,
                   f"{name} natively: exit {n.returncode}\n{n.stdout[-2000:]}\n{n.stderr[-3000:]}")
