@@ -20,8 +20,15 @@ output finite, "run_ms": the request's own time}; with "check" it also runs the 
 float64, adds {"max_abs_err": E, "tol": T} and "ok" also says E <= T (small
 models only: at most 64 Mi weights).
 
+--cuda-graph: as inference servers do, init also captures the forward pass
+into CUDA graphs (torch.cuda.graph) for batches of 8, 64 and 256 rows; a
+request's input is copied into the smallest that holds it (the rest zero)
+and its graph replayed. Snapshotted at phos_fn.serve, the graphs are
+replayed by the restored process.
+
     torch_mlp.py [--hidden H (512)] [--layers L (4)] [--mib M] [--seed S (1)]
                  [--dtype float32|float16|bfloat16] [--save-weights F | --weights-file F]
+                 [--cuda-graph]
 """
 import argparse
 import os
@@ -39,6 +46,7 @@ ap.add_argument("--seed", type=int, default=1)
 ap.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
 ap.add_argument("--save-weights")
 ap.add_argument("--weights-file")
+ap.add_argument("--cuda-graph", action="store_true")
 a = ap.parse_args()
 if a.save_weights and a.weights_file:
     sys.exit("torch_mlp: --save-weights and --weights-file exclude each other")
@@ -80,10 +88,32 @@ if a.save_weights:
     os.replace(tmp, a.save_weights)
 
 
+GRAPH_BATCHES = (8, 64, 256)
+graphs = {}   # batch -> (static input, static output, torch.cuda.CUDAGraph)
+if a.cuda_graph:
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    for bs in GRAPH_BATCHES:
+        sx = torch.zeros(bs, hidden, device=dev, dtype=DTYPE)
+        with torch.cuda.stream(side), torch.no_grad():
+            model(sx)   # warm-up on a side stream, as PyTorch's docs do
+        torch.cuda.current_stream().wait_stream(side)
+        cg = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(cg), torch.no_grad():
+            sy = model(sx)
+        graphs[bs] = (sx, sy, cg)
+
+
 def forward(batch, seed):
     g = torch.Generator(device=dev)
     g.manual_seed(seed)
     x = torch.randn(batch, hidden, device=dev, dtype=DTYPE, generator=g)
+    if graphs:
+        sx, sy, cg = graphs[next(bs for bs in GRAPH_BATCHES if bs >= batch)]
+        sx[:batch].copy_(x)
+        sx[batch:].zero_()
+        cg.replay()
+        return x, sy[:batch]
     with torch.no_grad():
         return x, model(x)
 
