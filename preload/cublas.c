@@ -36,31 +36,20 @@ static struct blas *blas_get_raw(cublasHandle_t handle)
 	return id ? phos_ids_get(PHOS_H_BLAS, id) : NULL;
 }
 
-/* The call that follows blas_get on this thread joins the capture of this
- * stream (NULL: it runs now), with its handle bound to the launch stream. */
-static __thread const void *capture_stream;
-static __thread uint32_t capture_handle;
-
 /* The handle of a cuBLAS call. A handle set to cudaStreamPerThread runs on
  * the calling thread's stream, as in CUDA: it is bound again when another
  * thread calls, and after a graph launch posted calls of its own. On a
- * capturing stream the call is captured (graph_internal.h, GN_RECORD): each
- * launch of the graph posts the handle's binding to the launch stream and
- * the call. */
+ * capturing stream it is not bound: its call is captured (blas_post_on). */
 struct blas *blas_get(cublasHandle_t handle)
 {
 	struct blas *b = blas_get_raw(handle);
 	uint32_t sid, epoch;
 	int r;
 
-	capture_stream = NULL;
 	if (!b)
 		return NULL;
-	if (phos_preload_capturing(b->stream)) {
-		capture_stream = b->stream;
-		capture_handle = b->id;
+	if (phos_preload_capturing(b->stream))
 		return b;
-	}
 	r = phos_preload_stream_id(b->stream, &sid);
 	if (r == cudaErrorStreamCaptureUnsupported)
 		return NULL;
@@ -76,19 +65,14 @@ struct blas *blas_get(cublasHandle_t handle)
 	return b;
 }
 
-/* A synchronous cuBLAS call: the executor's cuBLAS status when it gave one.
- * Not on a capturing stream (a result the host reads now cannot be
- * captured): refused, and the capture invalidated, as CUDA does. */
-cublasStatus_t blas_call(uint32_t op, const void *body, size_t len, void *out, size_t out_cap,
-				size_t *ret_len)
+cublasStatus_t blas_call_on(struct blas *b, uint32_t op, const void *body, size_t len, void *out, size_t out_cap,
+			    size_t *ret_len)
 {
-	const void *cs = capture_stream;
 	int bs = 0, r;
 	uint32_t sid;
 
-	capture_stream = NULL;
-	if (cs) {
-		phos_preload_stream_id(cs, &sid);   /* invalidates the capture */
+	if (phos_preload_capturing(b->stream)) {
+		phos_preload_stream_id(b->stream, &sid);   /* invalidates the capture */
 		phos_refuse_once("cuBLAS", "a call whose result the host reads, on a capturing stream",
 				 ": CUBLAS_STATUS_NOT_SUPPORTED");
 		return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -99,27 +83,23 @@ cublasStatus_t blas_call(uint32_t op, const void *body, size_t len, void *out, s
 	return bs ? (cublasStatus_t)bs : phos_blas_status_of(r);
 }
 
-/* Records that run on the handle's stream (the rest are settings, posted at once). */
-static bool stream_ordered(uint32_t op)
+cublasStatus_t blas_post_on(struct blas *b, uint32_t op, const void *body, size_t len)
 {
-	return op == PHOS_OP_BLAS_CALL || op == PHOS_OP_BLAS_GEMM || op == PHOS_OP_BLAS_LU ||
-	       op == PHOS_OP_BLAS_L1 || op == PHOS_OP_BLAS_GEMV;
+	if (phos_preload_capturing(b->stream)) {
+		/* each launch of the graph: the handle bound to the launch stream, then the call */
+		struct phos_blas_set s = { .handle = b->id };
+		int r = phos_graph_capture_record(b->stream, PHOS_OP_BLAS_SET_STREAM, &s, sizeof(s),
+						  offsetof(struct phos_blas_set, value));
+
+		if (r == cudaSuccess)
+			r = phos_graph_capture_record(b->stream, op, body, len, UINT32_MAX);
+		return phos_blas_status_of(r);
+	}
+	return blas_post(op, body, len);
 }
 
 cublasStatus_t blas_post(uint32_t op, const void *body, size_t len)
 {
-	const void *cs = capture_stream;
-
-	capture_stream = NULL;
-	if (cs && stream_ordered(op)) {
-		struct phos_blas_set s = { .handle = capture_handle };
-		int r = phos_graph_capture_record(cs, PHOS_OP_BLAS_SET_STREAM, &s, sizeof(s),
-						  offsetof(struct phos_blas_set, value));
-
-		if (r == cudaSuccess)
-			r = phos_graph_capture_record(cs, op, body, len, UINT32_MAX);
-		return phos_blas_status_of(r);
-	}
 	return phos_blas_status_of(phos_preload_post(op, body, len, NULL, 0));
 }
 
@@ -536,7 +516,7 @@ static cublasStatus_t gemm_post(cublasHandle_t handle, cublasOperation_t transa,
 		g.alpha = scalar_read(alpha, sk);
 		g.beta = scalar_read(beta, sk);
 	}
-	return blas_post(PHOS_OP_BLAS_GEMM, &g, sizeof(g));
+	return blas_post_on(b, PHOS_OP_BLAS_GEMM, &g, sizeof(g));
 }
 
 static cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,

@@ -28,9 +28,16 @@ struct blas {
 
 /* The handle behind a cublasHandle_t, or NULL (CUBLAS_STATUS_NOT_INITIALIZED). */
 struct blas *blas_get(cublasHandle_t handle);
-/* A synchronous call: the executor's cuBLAS status when it gave one. */
-cublasStatus_t blas_call(uint32_t op, const void *body, size_t len, void *out, size_t out_cap, size_t *ret_len);
-/* An asynchronous call. */
+/* A synchronous call on b's stream: the executor's cuBLAS status when it
+ * gave one. On a capturing stream (a result the host reads now cannot be
+ * captured): refused, and the capture invalidated, as CUDA does. */
+cublasStatus_t blas_call_on(struct blas *b, uint32_t op, const void *body, size_t len, void *out, size_t out_cap,
+			    size_t *ret_len);
+/* An asynchronous call on b's stream; on a capturing stream it joins the
+ * capture (graph_internal.h, GN_RECORD): each launch of the graph posts b's
+ * binding to the launch stream, then the call. */
+cublasStatus_t blas_post_on(struct blas *b, uint32_t op, const void *body, size_t len);
+/* A setting (not stream-ordered): posted at once. */
 cublasStatus_t blas_post(uint32_t op, const void *body, size_t len);
 
 /* A host scalar of cudaDataType type (R_32F, R_64F, C_32F, C_64F) widened to re, im. */

@@ -68,17 +68,17 @@ static cublasStatus_t run(struct blas *b, struct phos_blas_op *op, const void *a
 			blas_scalar_read(beta, op->scal_type, op->beta);
 	}
 	if (!rsize)
-		return blas_post(PHOS_OP_BLAS_CALL, op, sizeof(*op));
+		return blas_post_on(b, PHOS_OP_BLAS_CALL, op, sizeof(*op));
 	if (dev) {
 		op->dev_result = 1;
 		op->result = (uint64_t)(uintptr_t)result;
-		return blas_post(PHOS_OP_BLAS_CALL, op, sizeof(*op));
+		return blas_post_on(b, PHOS_OP_BLAS_CALL, op, sizeof(*op));
 	}
 	/* the executor waits for the handle's stream to read the result: NCCL
 	 * ranks as threads poll for it first (internal.h) */
 	if (phos_preload_drain(b->sid) != cudaSuccess)
 		return CUBLAS_STATUS_EXECUTION_FAILED;
-	s = blas_call(PHOS_OP_BLAS_CALL, op, sizeof(*op), out, sizeof(out), &got);
+	s = blas_call_on(b, PHOS_OP_BLAS_CALL, op, sizeof(*op), out, sizeof(out), &got);
 	if (s == CUBLAS_STATUS_SUCCESS && got != rsize)
 		s = CUBLAS_STATUS_INTERNAL_ERROR;
 	if (s == CUBLAS_STATUS_SUCCESS)
@@ -304,7 +304,7 @@ static cublasStatus_t rot(cublasHandle_t handle, int type, int s_type, int n, vo
 		blas_scalar_read(s, type, op.beta);
 		op.alpha[0] = cv[0];
 		op.handle = b->id;
-		return blas_post(PHOS_OP_BLAS_CALL, &op, sizeof(op));
+		return blas_post_on(b, PHOS_OP_BLAS_CALL, &op, sizeof(op));
 	}
 	return run(b, &op, c, s, NULL, 0);
 }
@@ -368,7 +368,7 @@ static cublasStatus_t syr2k(cublasHandle_t handle, int fn, int type, cublasFillM
 		blas_scalar_read(beta, real_of(type), bv);
 		op.beta[0] = bv[0];
 		op.handle = b->id;
-		return blas_post(PHOS_OP_BLAS_CALL, &op, sizeof(op));
+		return blas_post_on(b, PHOS_OP_BLAS_CALL, &op, sizeof(op));
 	}
 	return run(b, &op, alpha, beta, NULL, 0);
 }

@@ -28,7 +28,7 @@ static cublasStatus_t lu_post(cublasHandle_t handle, struct phos_blas_lu *op)
 	if (op->batch == 0 || op->n == 0)
 		return CUBLAS_STATUS_SUCCESS;
 	op->handle = b->id;
-	return blas_post(PHOS_OP_BLAS_LU, op, sizeof(*op));
+	return blas_post_on(b, PHOS_OP_BLAS_LU, op, sizeof(*op));
 }
 
 static cublasStatus_t getrf(cublasHandle_t h, int type, int n, void *const A[], int lda, int *P, int *info, int batch)
