@@ -36,6 +36,7 @@
  */
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -914,6 +915,99 @@ static bool in_arena(uint64_t p)
 	return h && p >= h->arena_base && p < h->arena_base + h->arena_size;
 }
 
+/* --- calls captured into CUDA graphs (internal.h, phos_graph_capture_call) ---
+ *
+ * An execution or a batch normalization on a capturing stream becomes a
+ * node: its record, kept with its handle's id and its plan (held while a
+ * copy of the node exists), is made ready at each launch of the graph as a
+ * call is (the handle and the plan made again after a restore, inside a
+ * fenced section), then posted with the launch stream's id. */
+struct dnn_captured {
+	uint32_t op, handle;
+	uint32_t stream_off;        /* of the stream id in the record */
+	uint32_t len;               /* bytes of the record, after this header */
+	struct dnn_desc *plan;      /* held; NULL: none (batch normalization) */
+};
+
+static int captured_run(const void *body, size_t len, uint32_t sid)
+{
+	struct dnn_captured c;
+	cudnnHandle_t h;
+	cudnnStatus_t s;
+	uint8_t *rec;
+	int r;
+
+	if (len < sizeof(c))
+		return cudaErrorInvalidValue;
+	memcpy(&c, body, sizeof(c));
+	if (c.len != len - sizeof(c) || c.stream_off > c.len - sizeof(sid) || c.len < sizeof(sid))
+		return cudaErrorInvalidValue;
+	rec = malloc(c.len);
+	if (!rec)
+		return cudaErrorMemoryAllocation;
+	memcpy(rec, (const uint8_t *)body + sizeof(c), c.len);
+	memcpy(rec + c.stream_off, &sid, sizeof(sid));
+	enter();
+	h = handle_of(phos_ids_get(PHOS_H_DNN, c.handle));
+	s = h ? handle_ensure(h) : PHOS_DNN_BAD_PARAM;
+	if (!s && c.plan)
+		s = desc_ensure(c.plan, 0);
+	r = !h ? cudaErrorInvalidResourceHandle : s ? cudaErrorUnknown : phos_preload_post(c.op, rec, c.len, NULL, 0);
+	leave();
+	free(rec);
+	return r;
+}
+
+static void captured_hold(const void *body)
+{
+	struct dnn_captured c;
+
+	memcpy(&c, body, sizeof(c));
+	if (c.plan) {
+		enter();
+		c.plan->refs++;
+		leave();
+	}
+}
+
+static void captured_drop(const void *body)
+{
+	struct dnn_captured c;
+
+	memcpy(&c, body, sizeof(c));
+	if (!c.plan)
+		return;
+	enter();
+	/* a plan the program destroyed, made again for the graph: gone with it */
+	if (c.plan->refs == 1 && c.plan->destroyed && c.plan->epoch == epoch)
+		send_destroy(c.plan);
+	desc_unref(c.plan);
+	leave();
+}
+
+static const struct phos_graph_call_ops captured_ops = { captured_run, captured_hold, captured_drop };
+
+/* The node's body for record rec (len bytes, its stream id at stream_off),
+ * holding plan (may be NULL). Lock held. NULL when out of memory. */
+static struct dnn_captured *captured_make(uint32_t op, cudnnHandle_t h, struct dnn_desc *plan, const void *rec,
+					  size_t len, const void *more, size_t more_len, uint32_t stream_off,
+					  size_t *ret_len)
+{
+	struct dnn_captured *c = malloc(sizeof(*c) + len + more_len);
+
+	if (!c)
+		return NULL;
+	*c = (struct dnn_captured){ .op = op, .handle = h->id, .stream_off = stream_off,
+				    .len = (uint32_t)(len + more_len), .plan = plan };
+	memcpy(c + 1, rec, len);
+	if (more_len)
+		memcpy((uint8_t *)(c + 1) + len, more, more_len);
+	if (plan)
+		plan->refs++;
+	*ret_len = sizeof(*c) + len + more_len;
+	return c;
+}
+
 PHOS_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan,
 					      cudnnBackendDescriptor_t pack)
 {
@@ -923,11 +1017,14 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackend
 	cudnnHandle_t h = handle_of(handle);
 	struct dnn_desc *p, *v, *graph;
 	const struct dnn_rec *ids, *ptrs, *ws;
-	size_t nvalues = 0;
+	struct dnn_captured *cap = NULL;
+	size_t nvalues = 0, cap_len = 0;
+	bool capturing;
 	cudnnStatus_t s;
 
 	if (!h)
 		return PHOS_DNN_BAD_PARAM;
+	capturing = phos_preload_capturing(h->stream);   /* a node (above) */
 	enter();
 	p = desc_of(plan);
 	v = desc_of(pack);
@@ -943,7 +1040,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackend
 		s = handle_ensure(h);
 	if (!s)
 		s = desc_ensure(p, 0);
-	if (!s)
+	if (!s && !capturing)
 		s = stream_id(h, &e.stream);
 	graph = s ? NULL : graph_of(p, 0);
 	e.n = s ? 0 : (uint32_t)ids->count;
@@ -987,11 +1084,19 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackend
 		} else {
 			memcpy(payload, ent, elen);
 			memcpy(payload + elen, values, nvalues);
-			s = status_of(phos_preload_post(PHOS_OP_DNN_EXECUTE, &e, sizeof(e), payload, elen + nvalues), 0);
+			if (!capturing)
+				s = status_of(phos_preload_post(PHOS_OP_DNN_EXECUTE, &e, sizeof(e), payload,
+								elen + nvalues), 0);
+			else if (!(cap = captured_make(PHOS_OP_DNN_EXECUTE, h, p, &e, sizeof(e), payload, elen + nvalues,
+						      offsetof(struct phos_dnn_execute, stream), &cap_len)))
+				s = PHOS_DNN_INTERNAL_ERROR;
 		}
 	}
 	free(payload);
 	leave();
+	if (cap)   /* (outside the lock: a failed capture drops the plan's hold) */
+		s = status_of(phos_graph_capture_call(h->stream, &captured_ops, cap, cap_len), 0);
+	free(cap);
 	return said(s, "Execute", p, 0, 0, e.n);
 }
 
@@ -1178,15 +1283,24 @@ static cudnnStatus_t bn_begin(cudnnHandle_t handle, int mode, int ops, struct ph
 
 static cudnnStatus_t bn_post(cudnnHandle_t h, struct phos_dnn_bn *b)
 {
-	cudnnStatus_t s = stream_id(h, &b->stream);
+	bool capturing = phos_preload_capturing(h->stream);   /* a node (captured_ops) */
+	struct dnn_captured *cap = NULL;
+	size_t cap_len = 0;
+	cudnnStatus_t s = capturing ? PHOS_DNN_SUCCESS : stream_id(h, &b->stream);
 
 	if (s)
 		return s;
 	enter();
 	s = handle_ensure(h);
-	if (!s)
+	if (!s && !capturing)
 		s = status_of(phos_preload_post(PHOS_OP_DNN_BN, b, sizeof(*b), NULL, 0), 0);
+	else if (!s && !(cap = captured_make(PHOS_OP_DNN_BN, h, NULL, b, sizeof(*b), NULL, 0,
+					     offsetof(struct phos_dnn_bn, stream), &cap_len)))
+		s = PHOS_DNN_INTERNAL_ERROR;
 	leave();
+	if (cap)
+		s = status_of(phos_graph_capture_call(h->stream, &captured_ops, cap, cap_len), 0);
+	free(cap);
 	return s;
 }
 

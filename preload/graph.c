@@ -29,6 +29,8 @@ void node_free_params(struct gnode *n)
 	} else if (n->kind == GN_MEM_ALLOC || n->kind == GN_MEM_FREE) {
 		gmem_node_gone(n);
 	} else if (n->kind == GN_RECORD) {
+		if (n->rec.ops && n->rec.ops->drop && n->rec.body)
+			n->rec.ops->drop(n->rec.body);
 		free(n->rec.body);
 		n->rec.body = NULL;
 	}
@@ -68,6 +70,8 @@ int node_copy_params(struct gnode *dst, const struct gnode *src)
 		if (!dst->rec.body)
 			return cudaErrorMemoryAllocation;
 		memcpy(dst->rec.body, src->rec.body, src->rec.len);
+		if (dst->rec.ops && dst->rec.ops->hold)
+			dst->rec.ops->hold(dst->rec.body);
 		return cudaSuccess;
 	case GN_KERNEL:
 		break;

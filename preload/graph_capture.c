@@ -175,28 +175,44 @@ PHOS_EXPORT bool phos_preload_capturing(const void *stream)
 	return phos_graph_capturing(stream);
 }
 
-PHOS_EXPORT int phos_graph_capture_record(const void *stream, uint32_t op, const void *body, size_t len,
-					  uint32_t stream_off)
+static int capture_rec(const void *stream, uint32_t op, const void *body, size_t len, uint32_t stream_off,
+		       const struct phos_graph_call_ops *ops)
 {
-	struct gnode *n;
+	struct gnode *n = NULL;
+	int r = cudaSuccess;
 
 	if (!body || len > PHOS_REC_MAX_PAYLOAD ||
 	    (stream_off != GN_NO_STREAM && (stream_off > len || len - stream_off < sizeof(uint32_t))))
-		return cudaErrorInvalidValue;
-	n = calloc(1, sizeof(*n));
-	if (!n)
-		return cudaErrorMemoryAllocation;
+		r = cudaErrorInvalidValue;
+	else if (!(n = calloc(1, sizeof(*n))) || !(n->rec.body = malloc(len ? len : 1)))
+		r = cudaErrorMemoryAllocation;
+	if (r) {
+		if (ops && ops->drop && body)
+			ops->drop(body);   /* the caller's hold was the node's */
+		free(n);
+		return r;
+	}
 	n->kind = GN_RECORD;
 	n->rec.op = op;
 	n->rec.stream_off = stream_off;
 	n->rec.len = (uint32_t)len;
-	n->rec.body = malloc(len ? len : 1);
-	if (!n->rec.body) {
-		free(n);
-		return cudaErrorMemoryAllocation;
-	}
 	memcpy(n->rec.body, body, len);
-	return graph_capture_node(stream, n);   /* (takes n) */
+	n->rec.ops = ops;   /* (set last: the caller's hold is this node's) */
+	return graph_capture_node(stream, n);   /* (takes n: dropped on failure) */
+}
+
+PHOS_EXPORT int phos_graph_capture_record(const void *stream, uint32_t op, const void *body, size_t len,
+					  uint32_t stream_off)
+{
+	return capture_rec(stream, op, body, len, stream_off, NULL);
+}
+
+PHOS_EXPORT int phos_graph_capture_call(const void *stream, const struct phos_graph_call_ops *ops, const void *body,
+					size_t len)
+{
+	if (!ops || !ops->run)
+		return cudaErrorInvalidValue;
+	return capture_rec(stream, 0, body, len, GN_NO_STREAM, ops);
 }
 
 struct graph *graph_capture_graph(const void *stream)

@@ -468,13 +468,15 @@ static int record_run(const struct gnode *n, cudaStream_t stream)
 
 	if (r)
 		return r;
+	phos_graph_record_epoch_bump();   /* the library binds its handles' streams again */
+	if (n->rec.ops)
+		return n->rec.ops->run(n->rec.body, n->rec.len, sid);
 	body = malloc(n->rec.len ? n->rec.len : 1);
 	if (!body)
 		return cudaErrorMemoryAllocation;
 	memcpy(body, n->rec.body, n->rec.len);
 	if (n->rec.stream_off != GN_NO_STREAM)
 		memcpy(body + n->rec.stream_off, &sid, sizeof(sid));
-	phos_graph_record_epoch_bump();   /* the library binds its handles' streams again */
 	r = phos_preload_post(n->rec.op, body, n->rec.len, NULL, 0);
 	free(body);
 	return r;

@@ -113,6 +113,7 @@ struct gnode {
 			uint32_t stream_off;      /* where the stream id goes in body, or GN_NO_STREAM */
 			uint32_t len;
 			uint8_t *body;            /* owned */
+			const struct phos_graph_call_ops *ops;   /* NULL: body is a record to post */
 		} rec;
 	};
 };

@@ -349,6 +349,20 @@ PHOS_EXPORT bool phos_preload_capturing(const void *stream);
  * (UINT32_MAX: none). Returns a cudaError_t. */
 PHOS_EXPORT int phos_graph_capture_record(const void *stream, uint32_t op, const void *body, size_t len,
 					  uint32_t stream_off);
+/* ... or, for a library whose call must be made ready at each launch (cuDNN:
+ * its objects made again after a restore, inside a fenced section), a node
+ * whose launch calls ops->run(body, len, the launch stream's id), which
+ * posts the call itself; hold and drop (may be NULL) are told when a copy of
+ * the node is made and when one goes (an instantiated graph holds copies).
+ * What the caller holds for body passes to the node, also on failure.
+ * Returns a cudaError_t. */
+struct phos_graph_call_ops {
+	int (*run)(const void *body, size_t len, uint32_t stream_id);
+	void (*hold)(const void *body);
+	void (*drop)(const void *body);
+};
+PHOS_EXPORT int phos_graph_capture_call(const void *stream, const struct phos_graph_call_ops *ops, const void *body,
+					size_t len);
 /* Bumped by every launch of such a node: a library that caches which stream
  * its handle is bound to in the executor binds it again. */
 PHOS_EXPORT uint32_t phos_graph_record_epoch(void);

@@ -14,7 +14,8 @@ and batch norm trained: cuDNN's backward passes and training statistics), compil
 attention (scaled_dot_product_attention), cudnn_attention (the same through
 cuDNN's fused attention: cuDNN's graph API with by-value scalars), train (a few SGD steps, autograd),
 cudagraph (torch.cuda.graph: a forward captured from a stream and replayed
-with new inputs), reduce_overhead (torch.compile(mode="reduce-overhead"):
+with new inputs), cudagraph_conv (the same with cuDNN convolutions and batch
+norm), reduce_overhead (torch.compile(mode="reduce-overhead"):
 Triton kernels in CUDA graphs that PyTorch captures and replays itself).
 """
 import json
@@ -105,6 +106,30 @@ for i in range(5):
 with torch.no_grad():
     eager = float(m(static_x).double().sum())
 print(json.dumps({"replays": outs, "eager_last": eager}))
+""",
+    "cudagraph_conv": """
+import torch, json
+torch.manual_seed(0)
+torch.backends.cudnn.deterministic = True
+m = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+                        torch.nn.Conv2d(16, 8, 3, stride=2), torch.nn.AdaptiveAvgPool2d(1),
+                        torch.nn.Flatten()).cuda().eval()
+static_x = torch.randn(4, 3, 32, 32, device="cuda")
+s = torch.cuda.Stream()
+s.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(s), torch.no_grad():
+    for _ in range(3):
+        m(static_x)
+torch.cuda.current_stream().wait_stream(s)
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g), torch.no_grad():
+    static_y = m(static_x)
+outs = []
+for i in range(4):
+    static_x.copy_(torch.randn(4, 3, 32, 32, device="cuda"))
+    g.replay()
+    outs.append(float(static_y.double().sum()))
+print(json.dumps({"replays": outs}))
 """,
     "reduce_overhead": """
 import torch, json

@@ -10,6 +10,9 @@ legacy descriptors, every output checked against a CPU reference:
   restored (stop-the-world and on demand): the plans are made again in the
   new executor from their history, the destroyed descriptors they came from
   included;
+- the convolutions captured into CUDA graphs at init (`graph`), the graphs
+  launched by each request: the same answers, also restored from a
+  snapshot (their plans made again in the new executor at the launch);
 - the read/write set of an execution is exactly the bytes of its tensors
   (from their dimensions, strides and data type in the plan's graph);
 - checkpoints of the running program (issue 11), every mode: checkpointed
@@ -47,6 +50,17 @@ def answers_ok(ans, what):
 tmp = tempfile.mkdtemp(prefix="phos-cudnn-test-")
 try:
     serve_everywhere(PROG, REQS, answers_ok, tmp)
+
+    # captured into CUDA graphs at init (as PyTorch's CUDA graphs capture
+    # cuDNN): each launch posts the execution again, its plan made ready
+    # first (made again in a restored executor), with its exact set
+    serve_everywhere(PROG, REQS, answers_ok, tmp, args=("graph",))
+    gtrace = os.path.join(tmp, "graph.jsonl")
+    p = run(PROG, "graph", stdin="x\nx\n", trace=gtrace)
+    recs = [r for r in read_trace(gtrace) if r.get("op") == "dnn_execute"] if os.path.exists(gtrace) else []
+    check(p.returncode == 0 and len(recs) == 4 and all("sets" not in r for r in recs),
+          f"graph: two executions a request, exact: rc {p.returncode} {[r.get('sets') for r in recs]} "
+          f"{p.stderr[-1500:]}")
 
     trace = os.path.join(tmp, "trace.jsonl")
     p = run(PROG, "pointers", stdin="x\n", trace=trace)

@@ -15,7 +15,9 @@
 // phos-fn's sim, real cuDNN may refuse such a pack); "ragged": the double
 // convolution's y is a ragged tensor (its rows at offsets another tensor
 // keeps in device memory: opaque too; sim only, cuDNN has no ragged
-// convolutions); "loop N": no serving, N requests' work in a row, a line
+// convolutions); "graph": each convolution (its output's reset and the
+// execution) is captured into a CUDA graph at init, and requests launch the
+// graphs (snapshotted, the restored process replays them); "loop N": no serving, N requests' work in a row, a line
 // every 100 and a last one with the count of wrong answers (checkpoints of
 // the running program restore it mid-loop: every cuDNN call of a restored
 // copy must still find its objects).
@@ -56,6 +58,7 @@ struct conv {
 	int64_t ws_bytes;
 	std::vector<double> hx, hw, want;
 	double tol;
+	cudaGraphExec_t graph;                 // "graph": the set and the execution, captured
 };
 
 struct bn {
@@ -265,13 +268,12 @@ static void conv_build(struct state *st, struct conv *cv, unsigned seed)
 
 static bool extra_uid;
 
-static bool conv_run(struct state *st, struct conv *cv, char *why, size_t len)
+/* The variant pack's set and the execution, on the handle's stream. */
+static void conv_enqueue(struct state *st, struct conv *cv)
 {
 	int64_t uids[4] = { 'x', 'w', 'y', 'q' };
 	void *ptrs[4] = { cv->dx, cv->dw, cv->dy, cv->dy };
 	int n = extra_uid ? 4 : 3;
-	std::vector<double> out(cv->want.size());
-	std::vector<float> outf(cv->want.size());
 	desc_t pack = make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
 
 	CK(cudaMemsetAsync(cv->dy, 0xff, cv->want.size() * esize(cv->type), st->s));   // (NaNs until written)
@@ -281,6 +283,30 @@ static bool conv_run(struct state *st, struct conv *cv, char *why, size_t len)
 	DK(cudnnBackendFinalize(pack));
 	DK(cudnnBackendExecute(st->h, cv->plan, pack));
 	DK(cudnnBackendDestroyDescriptor(pack));
+}
+
+/* "graph": conv_enqueue captured from the handle's stream into a graph,
+ * which each run launches instead (as PyTorch's CUDA graphs capture cuDNN). */
+static void conv_capture(struct state *st, struct conv *cv)
+{
+	cudaGraph_t g;
+
+	CK(cudaStreamBeginCapture(st->s, cudaStreamCaptureModeThreadLocal));
+	conv_enqueue(st, cv);
+	CK(cudaStreamEndCapture(st->s, &g));
+	CK(cudaGraphInstantiate(&cv->graph, g, 0));
+	CK(cudaGraphDestroy(g));
+}
+
+static bool conv_run(struct state *st, struct conv *cv, char *why, size_t len)
+{
+	std::vector<double> out(cv->want.size());
+	std::vector<float> outf(cv->want.size());
+
+	if (cv->graph)
+		CK(cudaGraphLaunch(cv->graph, st->s));
+	else
+		conv_enqueue(st, cv);
 	if (cv->type == CUDNN_DATA_DOUBLE)
 		CK(cudaMemcpyAsync(out.data(), cv->dy, out.size() * 8, cudaMemcpyDeviceToHost, st->s));
 	else
@@ -479,6 +505,9 @@ int main(int argc, char **argv)
 	conv_build(&st, &st.conv[1], 2);
 	bn_build(&st);
 	extra_uid = argc > 1 && !strcmp(argv[1], "extra");
+	if (argc > 1 && !strcmp(argv[1], "graph"))
+		for (auto &cv : st.conv)
+			conv_capture(&st, &cv);
 	if (argc > 1 && !strcmp(argv[1], "pointers"))
 		fprintf(stderr, "pointers {\"x\": %llu, \"w\": %llu, \"y\": %llu}\n",
 			(unsigned long long)(uintptr_t)st.conv[0].dx, (unsigned long long)(uintptr_t)st.conv[0].dw,
