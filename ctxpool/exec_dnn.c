@@ -376,6 +376,71 @@ static int bn(struct executor *ex, const struct phos_dnn_bn *b, int *st)
 	return result(dnn(ex)->bn(ex->dev, h->dev, stream, b, st), st);
 }
 
+/* A spatial transformer's sets: theta (N x 2 x 3) and the grid (N x H x W x 2)
+ * of the descriptor's type, the tensors by their descriptors; a nonzero
+ * beta reads what it scales. */
+static int stf_set(struct executor *ex, const struct phos_dnn_stf *f, struct spec_set *s)
+{
+	uint64_t es = phos_dnn_data_type_size(f->type), n, h, w, theta, grid, xb, yb;
+
+	if (f->nb != 4 || f->sampler != PHOS_DNN_SAMPLER_BILINEAR || !es || f->dims[0] < 1 || f->dims[2] < 1 ||
+	    f->dims[3] < 1)
+		return -1;
+	n = (uint64_t)f->dims[0], h = (uint64_t)f->dims[2], w = (uint64_t)f->dims[3];
+	theta = n * 6 * es;
+	grid = n * h * w * 2 * es;
+#define R(a, b) do { if (spec_range(ex, s, (a), (b), SPEC_READ) < 0) return -1; } while (0)
+#define W(a, b) do { if (spec_range(ex, s, (a), (b), SPEC_WRITE) < 0) return -1; } while (0)
+#define OUT(a, b, scale) do { if (zero_scalar(scale)) W(a, b); else { R(a, b); W(a, b); } } while (0)
+	switch (f->kind) {
+	case PHOS_DNN_STF_GRID:
+		R(f->theta, theta);
+		W(f->grid, grid);
+		return 0;
+	case PHOS_DNN_STF_GRID_BACKWARD:
+		R(f->dgrid, grid);
+		W(f->dtheta, theta);
+		return 0;
+	case PHOS_DNN_STF_SAMPLE:
+		if (!phos_dnn_tensor_bytes(&f->x, &xb) || !phos_dnn_tensor_bytes(&f->y, &yb))
+			return -1;
+		R(f->px, xb);
+		R(f->grid, grid);
+		OUT(f->py, yb, f->beta);
+		return 0;
+	case PHOS_DNN_STF_SAMPLE_BACKWARD:
+		if (!phos_dnn_tensor_bytes(&f->x, &xb) || !phos_dnn_tensor_bytes(&f->dy, &yb) ||
+		    !phos_dnn_tensor_bytes(&f->dx, &n))
+			return -1;
+		R(f->px, xb);
+		R(f->pdy, yb);
+		R(f->grid, grid);
+		OUT(f->pdx, n, f->beta);
+		OUT(f->dgrid, grid, f->beta_dgrid);
+		return 0;
+	}
+#undef R
+#undef W
+#undef OUT
+	return -1;
+}
+
+static int stf(struct executor *ex, const struct phos_dnn_stf *f, int *st)
+{
+	struct exec_dnn_obj *h = obj_get(ex, true, f->handle);
+	struct spec_set set;
+	void *stream;
+
+	if (!h)
+		return fail(st, PHOS_DNN_BAD_PARAM);
+	spec_clear(&set);
+	if (stf_set(ex, f, &set) < 0)
+		return fail(st, PHOS_DNN_BAD_PARAM);
+	TRY(exec_stream(ex, f->stream, &stream));
+	TRY(spec_commit(ex, "dnn_stf", NULL, f->stream, &set));
+	return result(dnn(ex)->stf(ex->dev, h->dev, stream, f, st), st);
+}
+
 int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out, uint32_t *out_len,
 		    int *st)
 {
@@ -442,6 +507,11 @@ int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t
 		BODY(struct phos_dnn_bn, b);
 
 		return bn(ex, b, st);
+	}
+	case PHOS_OP_DNN_STF: {
+		BODY(struct phos_dnn_stf, f);
+
+		return stf(ex, f, st);
 	}
 	case PHOS_OP_DNN_BN_SIZE: {
 		BODY(struct phos_dnn_bn, b);

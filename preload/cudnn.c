@@ -1448,6 +1448,170 @@ PHOS_EXPORT cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(c
 	return s ? s : bn_size(h, &b, size);
 }
 
+/* --- spatial transformers (F.grid_sample, F.affine_grid in PyTorch) ---
+ *
+ * The descriptor is kept here by value; each call travels with it, its
+ * tensors and its pointers (PHOS_OP_DNN_STF), stream-ordered like a batch
+ * normalization, and captured into graphs as one. The executor's sets come
+ * from the descriptor's output size: theta N x 2 x 3, grid N x H x W x 2. */
+#define DNN_STF_MAGIC 0x70685354u
+
+struct cudnnSpatialTransformerStruct {
+	uint32_t magic;
+	int32_t sampler, type, nb;   /* nb 0: not set */
+	int32_t dims[4];
+};
+
+static cudnnSpatialTransformerDescriptor_t stf_of(cudnnSpatialTransformerDescriptor_t d)
+{
+	return d && d->magic == DNN_STF_MAGIC && d->nb ? d : NULL;
+}
+
+PHOS_EXPORT cudnnStatus_t cudnnCreateSpatialTransformerDescriptor(cudnnSpatialTransformerDescriptor_t *desc)
+{
+	cudnnSpatialTransformerDescriptor_t d;
+
+	if (!desc)
+		return PHOS_DNN_BAD_PARAM_NULL_POINTER;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return PHOS_DNN_INTERNAL_ERROR;
+	d->magic = DNN_STF_MAGIC;
+	*desc = d;
+	return PHOS_DNN_SUCCESS;
+}
+
+PHOS_EXPORT cudnnStatus_t cudnnDestroySpatialTransformerDescriptor(cudnnSpatialTransformerDescriptor_t desc)
+{
+	if (!desc || desc->magic != DNN_STF_MAGIC)
+		return PHOS_DNN_BAD_PARAM;
+	desc->magic = 0;
+	free(desc);
+	return PHOS_DNN_SUCCESS;
+}
+
+PHOS_EXPORT cudnnStatus_t cudnnSetSpatialTransformerNdDescriptor(cudnnSpatialTransformerDescriptor_t desc, int sampler,
+								 int type, const int nb, const int dims[])
+{
+	if (!desc || desc->magic != DNN_STF_MAGIC || !dims)
+		return PHOS_DNN_BAD_PARAM;
+	if (sampler != PHOS_DNN_SAMPLER_BILINEAR || nb != 4 ||
+	    (type != PHOS_DNN_DATA_FLOAT && type != PHOS_DNN_DATA_DOUBLE && type != PHOS_DNN_DATA_HALF))
+		return refuse("a spatial transformer other than bilinear 4-D of float, double or half");
+	for (int i = 0; i < 4; i++)
+		if (dims[i] < 1)
+			return PHOS_DNN_BAD_PARAM;
+	desc->sampler = sampler;
+	desc->type = type;
+	desc->nb = nb;
+	memcpy(desc->dims, dims, sizeof(desc->dims));
+	return PHOS_DNN_SUCCESS;
+}
+
+/* Posts (or captures) a spatial transformer call: the handle, the
+ * descriptor and the stream filled in. */
+static cudnnStatus_t stf_post(cudnnHandle_t handle, cudnnSpatialTransformerDescriptor_t desc, struct phos_dnn_stf *f)
+{
+	cudnnHandle_t h = handle_of(handle);
+	struct dnn_captured *cap = NULL;
+	size_t cap_len = 0;
+	bool capturing;
+	cudnnStatus_t s;
+
+	if (!h || !stf_of(desc))
+		return PHOS_DNN_BAD_PARAM;
+	f->handle = h->id;
+	f->sampler = desc->sampler;
+	f->type = desc->type;
+	f->nb = desc->nb;
+	memcpy(f->dims, desc->dims, sizeof(f->dims));
+	capturing = phos_preload_capturing(h->stream);   /* a node (captured_ops) */
+	s = capturing ? PHOS_DNN_SUCCESS : stream_id(h, &f->stream);
+	if (s)
+		return s;
+	enter();
+	s = handle_ensure(h);
+	if (!s && !capturing)
+		s = status_of(phos_preload_post(PHOS_OP_DNN_STF, f, sizeof(*f), NULL, 0), 0);
+	else if (!s && !(cap = captured_make(PHOS_OP_DNN_STF, h, NULL, f, sizeof(*f), NULL, 0,
+					     offsetof(struct phos_dnn_stf, stream), &cap_len)))
+		s = PHOS_DNN_INTERNAL_ERROR;
+	leave();
+	if (cap)
+		s = status_of(phos_graph_capture_call(h->stream, &captured_ops, cap, cap_len), 0);
+	free(cap);
+	return s;
+}
+
+PHOS_EXPORT cudnnStatus_t cudnnSpatialTfGridGeneratorForward(cudnnHandle_t handle,
+							     const cudnnSpatialTransformerDescriptor_t desc,
+							     const void *theta, void *grid)
+{
+	struct phos_dnn_stf f = { .kind = PHOS_DNN_STF_GRID, .theta = U(theta), .grid = U(grid) };
+
+	if (!theta || !grid)
+		return PHOS_DNN_BAD_PARAM_NULL_POINTER;
+	return stf_post(handle, desc, &f);
+}
+
+PHOS_EXPORT cudnnStatus_t cudnnSpatialTfGridGeneratorBackward(cudnnHandle_t handle,
+							      const cudnnSpatialTransformerDescriptor_t desc,
+							      const void *dgrid, void *dtheta)
+{
+	struct phos_dnn_stf f = { .kind = PHOS_DNN_STF_GRID_BACKWARD, .dgrid = U(dgrid), .dtheta = U(dtheta) };
+
+	if (!dgrid || !dtheta)
+		return PHOS_DNN_BAD_PARAM_NULL_POINTER;
+	return stf_post(handle, desc, &f);
+}
+
+PHOS_EXPORT cudnnStatus_t cudnnSpatialTfSamplerForward(cudnnHandle_t handle, cudnnSpatialTransformerDescriptor_t desc,
+						       const void *alpha, const cudnnTensorDescriptor_t xd, const void *x,
+						       const void *grid, const void *beta, cudnnTensorDescriptor_t yd,
+						       void *y)
+{
+	struct phos_dnn_stf f = { .kind = PHOS_DNN_STF_SAMPLE, .px = U(x), .grid = U(grid), .py = U(y) };
+	cudnnStatus_t s;
+
+	if (!alpha || !beta || !x || !grid || !y)
+		return PHOS_DNN_BAD_PARAM_NULL_POINTER;
+	s = bn_tensor(xd, &f.x, true);
+	if (!s)
+		s = bn_tensor(yd, &f.y, true);
+	if (s)
+		return s;
+	bn_scalar(f.alpha, alpha, f.x.type);
+	bn_scalar(f.beta, beta, f.x.type);
+	return stf_post(handle, desc, &f);
+}
+
+PHOS_EXPORT cudnnStatus_t cudnnSpatialTfSamplerBackward(cudnnHandle_t handle, cudnnSpatialTransformerDescriptor_t desc,
+							const void *alpha, const cudnnTensorDescriptor_t xd, const void *x,
+							const void *beta, const cudnnTensorDescriptor_t dxd, void *dx,
+							const void *alpha_dgrid, const cudnnTensorDescriptor_t dyd,
+							const void *dy, const void *grid, const void *beta_dgrid,
+							void *dgrid)
+{
+	struct phos_dnn_stf f = { .kind = PHOS_DNN_STF_SAMPLE_BACKWARD, .px = U(x), .pdx = U(dx), .pdy = U(dy),
+				  .grid = U(grid), .dgrid = U(dgrid) };
+	cudnnStatus_t s;
+
+	if (!alpha || !beta || !alpha_dgrid || !beta_dgrid || !x || !dx || !dy || !grid || !dgrid)
+		return PHOS_DNN_BAD_PARAM_NULL_POINTER;
+	s = bn_tensor(xd, &f.x, true);
+	if (!s)
+		s = bn_tensor(dxd, &f.dx, true);
+	if (!s)
+		s = bn_tensor(dyd, &f.dy, true);
+	if (s)
+		return s;
+	bn_scalar(f.alpha, alpha, f.x.type);
+	bn_scalar(f.beta, beta, f.x.type);
+	bn_scalar(f.alpha_dgrid, alpha_dgrid, f.x.type);
+	bn_scalar(f.beta_dgrid, beta_dgrid, f.x.type);
+	return stf_post(handle, desc, &f);
+}
+
 /* Called by every generated stub (stubs_cudnn.c). */
 int phos_cudnn_stub(const char *name, int *logged);
 int phos_cudnn_stub(const char *name, int *logged)

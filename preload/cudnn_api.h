@@ -14,6 +14,7 @@ typedef int cudnnStatus_t;
 typedef struct cudnnContext *cudnnHandle_t;
 typedef struct dnn_desc *cudnnBackendDescriptor_t;
 typedef struct cudnnTensorStruct *cudnnTensorDescriptor_t;
+typedef struct cudnnSpatialTransformerStruct *cudnnSpatialTransformerDescriptor_t;
 
 size_t cudnnGetVersion(void);
 size_t cudnnGetMaxDeviceVersion(void);
@@ -47,3 +48,10 @@ cudnnStatus_t cudnnBatchNormalizationBackwardEx( cudnnHandle_t handle, int mode,
 cudnnStatus_t cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize( cudnnHandle_t handle, int mode, int ops, cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t zd, cudnnTensorDescriptor_t yd, cudnnTensorDescriptor_t bnd, void *act, size_t *size);
 cudnnStatus_t cudnnGetBatchNormalizationBackwardExWorkspaceSize( cudnnHandle_t handle, int mode, int ops, cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t yd, cudnnTensorDescriptor_t dyd, cudnnTensorDescriptor_t dzd, cudnnTensorDescriptor_t dxd, cudnnTensorDescriptor_t bnd, void *act, size_t *size);
 cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(cudnnHandle_t handle, int mode, int ops, void *act, cudnnTensorDescriptor_t xd, size_t *size);
+cudnnStatus_t cudnnCreateSpatialTransformerDescriptor(cudnnSpatialTransformerDescriptor_t *desc);
+cudnnStatus_t cudnnDestroySpatialTransformerDescriptor(cudnnSpatialTransformerDescriptor_t desc);
+cudnnStatus_t cudnnSetSpatialTransformerNdDescriptor(cudnnSpatialTransformerDescriptor_t desc, int sampler, int type, const int nb, const int dims[]);
+cudnnStatus_t cudnnSpatialTfGridGeneratorForward(cudnnHandle_t handle, const cudnnSpatialTransformerDescriptor_t desc, const void *theta, void *grid);
+cudnnStatus_t cudnnSpatialTfGridGeneratorBackward(cudnnHandle_t handle, const cudnnSpatialTransformerDescriptor_t desc, const void *dgrid, void *dtheta);
+cudnnStatus_t cudnnSpatialTfSamplerForward(cudnnHandle_t handle, cudnnSpatialTransformerDescriptor_t desc, const void *alpha, const cudnnTensorDescriptor_t xd, const void *x, const void *grid, const void *beta, cudnnTensorDescriptor_t yd, void *y);
+cudnnStatus_t cudnnSpatialTfSamplerBackward(cudnnHandle_t handle, cudnnSpatialTransformerDescriptor_t desc, const void *alpha, const cudnnTensorDescriptor_t xd, const void *x, const void *beta, const cudnnTensorDescriptor_t dxd, void *dx, const void *alpha_dgrid, const cudnnTensorDescriptor_t dyd, const void *dy, const void *grid, const void *beta_dgrid, void *dgrid);

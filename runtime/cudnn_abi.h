@@ -135,6 +135,9 @@ enum {
 enum { PHOS_DNN_BN_PER_ACTIVATION = 0, PHOS_DNN_BN_SPATIAL = 1, PHOS_DNN_BN_SPATIAL_PERSISTENT = 2 };
 enum { PHOS_DNN_BN_OPS_BN = 0 };
 
+/* cudnnSamplerType_t */
+enum { PHOS_DNN_SAMPLER_BILINEAR = 0 };
+
 /* Bytes of one element of an attribute type, 0 for an unknown type. */
 static inline size_t phos_dnn_attr_type_size(int type)
 {

@@ -55,7 +55,17 @@ typedef void *obj_t;
 	X(BnBackwardWs, "cudnnGetBatchNormalizationBackwardExWorkspaceSize", st_t,                          \
 	  (obj_t, int, int, obj_t, obj_t, obj_t, obj_t, obj_t, obj_t, obj_t, size_t *))                     \
 	X(BnReserve, "cudnnGetBatchNormalizationTrainingExReserveSpaceSize", st_t,                          \
-	  (obj_t, int, int, obj_t, obj_t, size_t *))
+	  (obj_t, int, int, obj_t, obj_t, size_t *))                                                        \
+	X(StfCreate, "cudnnCreateSpatialTransformerDescriptor", st_t, (obj_t *))                            \
+	X(StfDestroy, "cudnnDestroySpatialTransformerDescriptor", st_t, (obj_t))                            \
+	X(StfSet, "cudnnSetSpatialTransformerNdDescriptor", st_t, (obj_t, int, int, int, const int *))      \
+	X(StfGrid, "cudnnSpatialTfGridGeneratorForward", st_t, (obj_t, obj_t, const void *, void *))        \
+	X(StfGridBackward, "cudnnSpatialTfGridGeneratorBackward", st_t, (obj_t, obj_t, const void *, void *)) \
+	X(StfSample, "cudnnSpatialTfSamplerForward", st_t,                                                  \
+	  (obj_t, obj_t, const void *, obj_t, const void *, const void *, const void *, obj_t, void *))     \
+	X(StfSampleBackward, "cudnnSpatialTfSamplerBackward", st_t,                                         \
+	  (obj_t, obj_t, const void *, obj_t, const void *, const void *, obj_t, void *, const void *,      \
+	   obj_t, const void *, const void *, const void *, void *))
 
 #define DNN_FIELD(field, export, ret, args) ret(*field) args;
 static struct {
@@ -302,6 +312,60 @@ out:
 	return 0;
 }
 
+static int cuda_dnn_stf(struct phos_device *dev, void *h, void *stream, const struct phos_dnn_stf *f, int *st)
+{
+	obj_t d = NULL, x = NULL, y = NULL;
+
+	READY();
+	*st = dnn.SetStream(h, stream);
+	if (!*st)
+		*st = dnn.StfCreate(&d);
+	if (!*st)
+		*st = dnn.StfSet(d, f->sampler, f->type, f->nb, f->dims);
+	if (*st)
+		goto out;
+	switch (f->kind) {
+	case PHOS_DNN_STF_GRID:
+		*st = dnn.StfGrid(h, d, P(f->theta), P(f->grid));
+		break;
+	case PHOS_DNN_STF_GRID_BACKWARD:
+		*st = dnn.StfGridBackward(h, d, P(f->dgrid), P(f->dtheta));
+		break;
+	case PHOS_DNN_STF_SAMPLE:
+		*st = tensor(&f->x, &x);
+		if (!*st)
+			*st = tensor(&f->y, &y);
+		if (!*st)
+			*st = dnn.StfSample(h, d, f->alpha, x, P(f->px), P(f->grid), f->beta, y, P(f->py));
+		break;
+	case PHOS_DNN_STF_SAMPLE_BACKWARD: {
+		obj_t dy = NULL;
+
+		*st = tensor(&f->x, &x);
+		if (!*st)
+			*st = tensor(&f->dx, &y);
+		if (!*st)
+			*st = tensor(&f->dy, &dy);
+		if (!*st)
+			*st = dnn.StfSampleBackward(h, d, f->alpha, x, P(f->px), f->beta, y, P(f->pdx), f->alpha_dgrid, dy,
+						    P(f->pdy), P(f->grid), f->beta_dgrid, P(f->dgrid));
+		if (dy)
+			dnn.TensorDestroy(dy);
+		break;
+	}
+	default:
+		*st = PHOS_DNN_BAD_PARAM;
+	}
+out:
+	if (x)
+		dnn.TensorDestroy(x);
+	if (y)
+		dnn.TensorDestroy(y);
+	if (d)
+		dnn.StfDestroy(d);
+	return 0;
+}
+
 const struct phos_dnn_ops phos_dnn_cuda = {
 	.version = cuda_dnn_version,
 	.handle_create = cuda_dnn_handle_create,
@@ -314,4 +378,5 @@ const struct phos_dnn_ops phos_dnn_cuda = {
 	.execute = cuda_dnn_execute,
 	.bn = cuda_dnn_bn,
 	.bn_size = cuda_dnn_bn_size,
+	.stf = cuda_dnn_stf,
 };

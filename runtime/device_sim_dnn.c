@@ -719,6 +719,179 @@ static int sim_dnn_bn_size(struct phos_device *dev, void *h, const struct phos_d
 	return ok(st, 0);
 }
 
+/* The sampler's backward pass: dx gets each output's dy spread over the
+ * four pixels it read, by their weights; dgrid the derivative of the
+ * sampled value by the grid's coordinates, summed over the channels. */
+static int sim_stf_sample_backward(const struct phos_dnn_stf *f, int t, int *st)
+{
+	int64_t n = f->dims[0], c = f->dims[1], oh = f->dims[2], ow = f->dims[3];
+	const void *px = (const void *)(uintptr_t)f->px, *pdy = (const void *)(uintptr_t)f->pdy;
+	const void *grid = (const void *)(uintptr_t)f->grid;
+	void *pdx = (void *)(uintptr_t)f->pdx, *dgrid = (void *)(uintptr_t)f->dgrid;
+	bool dbl = f->type == PHOS_DNN_DATA_DOUBLE;
+	double alpha = dbl ? *(const double *)f->alpha : *(const float *)f->alpha;
+	double beta = dbl ? *(const double *)f->beta : *(const float *)f->beta;
+	double ag = dbl ? *(const double *)f->alpha_dgrid : *(const float *)f->alpha_dgrid;
+	double bg = dbl ? *(const double *)f->beta_dgrid : *(const float *)f->beta_dgrid;
+	int64_t ih = f->x.dims[2], iw = f->x.dims[3], xn = n * c * ih * iw;
+	const int32_t *xs = f->x.strides, *ds = f->dx.strides, *ys = f->dy.strides;
+	double *acc;
+
+	if (f->x.nb != 4 || f->dx.nb != 4 || f->dy.nb != 4 || f->x.dims[0] != n || f->x.dims[1] != c ||
+	    memcmp(f->dx.dims, f->x.dims, 4 * sizeof(int32_t)) || f->dy.dims[0] != n || f->dy.dims[1] != c ||
+	    f->dy.dims[2] != oh || f->dy.dims[3] != ow || f->x.type != f->type)
+		return ok(st, PHOS_DNN_BAD_PARAM);
+	acc = calloc((size_t)xn, sizeof(double));
+	if (!acc)
+		return ok(st, PHOS_DNN_INTERNAL_ERROR);
+	for (int64_t b = 0; b < n; b++)
+		for (int64_t i = 0; i < oh; i++)
+			for (int64_t j = 0; j < ow; j++) {
+				int64_t g = ((b * oh + i) * ow + j) * 2;
+				double sx = (phos_sim_elem_get(grid, t, g) + 1) * (double)(iw - 1) / 2;
+				double sy = (phos_sim_elem_get(grid, t, g + 1) + 1) * (double)(ih - 1) / 2;
+				double fx = floor(sx), fy = floor(sy), wx = sx - fx, wy = sy - fy, gx = 0, gy = 0;
+				int64_t x0 = (int64_t)fx, y0 = (int64_t)fy;
+
+				for (int64_t ch = 0; ch < c; ch++) {
+					double d = phos_sim_elem_get(pdy, t, b * ys[0] + ch * ys[1] + i * ys[2] + j * ys[3]);
+
+					for (int dy = 0; dy < 2; dy++)
+						for (int dx = 0; dx < 2; dx++) {
+							int64_t yy = y0 + dy, xx = x0 + dx;
+							double v;
+
+							if (yy < 0 || yy >= ih || xx < 0 || xx >= iw)
+								continue;
+							v = phos_sim_elem_get(px, t, b * xs[0] + ch * xs[1] + yy * xs[2] + xx * xs[3]);
+							acc[((b * c + ch) * ih + yy) * iw + xx] +=
+								d * (dy ? wy : 1 - wy) * (dx ? wx : 1 - wx);
+							gx += d * v * (dy ? wy : 1 - wy) * (dx ? 1 : -1);
+							gy += d * v * (dx ? wx : 1 - wx) * (dy ? 1 : -1);
+						}
+				}
+				gx *= (double)(iw - 1) / 2;
+				gy *= (double)(ih - 1) / 2;
+				phos_sim_elem_put(dgrid, t, g, ag * gx + (bg != 0 ? bg * phos_sim_elem_get(dgrid, t, g) : 0));
+				phos_sim_elem_put(dgrid, t, g + 1,
+						  ag * gy + (bg != 0 ? bg * phos_sim_elem_get(dgrid, t, g + 1) : 0));
+			}
+	for (int64_t b = 0; b < n; b++)
+		for (int64_t ch = 0; ch < c; ch++)
+			for (int64_t yy = 0; yy < ih; yy++)
+				for (int64_t xx = 0; xx < iw; xx++) {
+					int64_t o = b * ds[0] + ch * ds[1] + yy * ds[2] + xx * ds[3];
+
+					phos_sim_elem_put(pdx, t, o, alpha * acc[((b * c + ch) * ih + yy) * iw + xx] +
+									     (beta != 0 ? beta * phos_sim_elem_get(pdx, t, o) : 0));
+				}
+	free(acc);
+	return ok(st, PHOS_DNN_SUCCESS);
+}
+
+/* Spatial transformers: the grid of output pixel (i, j) is theta times
+ * (x, y, 1), x and y from -1 at the first pixel to 1 at the last; the
+ * sampler reads the input at ((gx + 1) (W - 1) / 2, (gy + 1) (H - 1) / 2),
+ * bilinear, zero outside; the backward passes are their derivatives. */
+static int sim_dnn_stf(struct phos_device *dev, void *h, void *stream, const struct phos_dnn_stf *f, int *st)
+{
+	int t = elem_type(f->type);
+	int64_t n = f->dims[0], c = f->dims[1], oh = f->dims[2], ow = f->dims[3];
+
+	(void)h;
+	if (phos_sim_stream_check(dev, stream) < 0)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	if (t < 0)
+		return ok(st, PHOS_DNN_NOT_SUPPORTED);
+	if (f->kind == PHOS_DNN_STF_GRID) {
+		const void *theta = (const void *)(uintptr_t)f->theta;
+		void *grid = (void *)(uintptr_t)f->grid;
+
+		for (int64_t b = 0; b < n; b++)
+			for (int64_t i = 0; i < oh; i++)
+				for (int64_t j = 0; j < ow; j++) {
+					double xt = ow > 1 ? -1.0 + 2.0 * (double)j / (double)(ow - 1) : 0;
+					double yt = oh > 1 ? -1.0 + 2.0 * (double)i / (double)(oh - 1) : 0;
+
+					for (int k = 0; k < 2; k++)
+						phos_sim_elem_put(grid, t, ((b * oh + i) * ow + j) * 2 + k,
+								  phos_sim_elem_get(theta, t, b * 6 + k * 3) * xt +
+									  phos_sim_elem_get(theta, t, b * 6 + k * 3 + 1) * yt +
+									  phos_sim_elem_get(theta, t, b * 6 + k * 3 + 2));
+				}
+		return ok(st, PHOS_DNN_SUCCESS);
+	}
+	if (f->kind == PHOS_DNN_STF_GRID_BACKWARD) {
+		const void *dgrid = (const void *)(uintptr_t)f->dgrid;
+		void *dtheta = (void *)(uintptr_t)f->dtheta;
+
+		for (int64_t b = 0; b < n; b++)
+			for (int k = 0; k < 2; k++) {
+				double d[3] = { 0, 0, 0 };
+
+				for (int64_t i = 0; i < oh; i++)
+					for (int64_t j = 0; j < ow; j++) {
+						double xt = ow > 1 ? -1.0 + 2.0 * (double)j / (double)(ow - 1) : 0;
+						double yt = oh > 1 ? -1.0 + 2.0 * (double)i / (double)(oh - 1) : 0;
+						double g = phos_sim_elem_get(dgrid, t, ((b * oh + i) * ow + j) * 2 + k);
+
+						d[0] += g * xt;
+						d[1] += g * yt;
+						d[2] += g;
+					}
+				for (int m = 0; m < 3; m++)
+					phos_sim_elem_put(dtheta, t, b * 6 + k * 3 + m, d[m]);
+			}
+		return ok(st, PHOS_DNN_SUCCESS);
+	}
+	if (f->kind == PHOS_DNN_STF_SAMPLE_BACKWARD)
+		return sim_stf_sample_backward(f, t, st);
+	if (f->kind != PHOS_DNN_STF_SAMPLE)
+		return ok(st, PHOS_DNN_BAD_PARAM);
+	if (f->x.nb != 4 || f->y.nb != 4 || f->x.dims[0] != n || f->x.dims[1] != c || f->y.dims[0] != n ||
+	    f->y.dims[1] != c || f->y.dims[2] != oh || f->y.dims[3] != ow || f->x.type != f->type)
+		return ok(st, PHOS_DNN_BAD_PARAM);
+	{
+		const void *px = (const void *)(uintptr_t)f->px, *grid = (const void *)(uintptr_t)f->grid;
+		void *py = (void *)(uintptr_t)f->py;
+		bool dbl = f->type == PHOS_DNN_DATA_DOUBLE;
+		double alpha = dbl ? *(const double *)f->alpha : *(const float *)f->alpha;
+		double beta = dbl ? *(const double *)f->beta : *(const float *)f->beta;
+		int64_t ih = f->x.dims[2], iw = f->x.dims[3];
+		const int32_t *xs = f->x.strides, *ys = f->y.strides;
+
+		for (int64_t b = 0; b < n; b++)
+			for (int64_t i = 0; i < oh; i++)
+				for (int64_t j = 0; j < ow; j++) {
+					int64_t g = ((b * oh + i) * ow + j) * 2;
+					double sx = (phos_sim_elem_get(grid, t, g) + 1) * (double)(iw - 1) / 2;
+					double sy = (phos_sim_elem_get(grid, t, g + 1) + 1) * (double)(ih - 1) / 2;
+					double fx = floor(sx), fy = floor(sy), wx = sx - fx, wy = sy - fy;
+					int64_t x0 = (int64_t)fx, y0 = (int64_t)fy;
+
+					for (int64_t ch = 0; ch < c; ch++) {
+						double v = 0;
+
+						for (int dy = 0; dy < 2; dy++)
+							for (int dx = 0; dx < 2; dx++) {
+								int64_t yy = y0 + dy, xx = x0 + dx;
+								double w = (dy ? wy : 1 - wy) * (dx ? wx : 1 - wx);
+
+								if (yy < 0 || yy >= ih || xx < 0 || xx >= iw || w == 0)
+									continue;
+								v += w * phos_sim_elem_get(px, t, b * xs[0] + ch * xs[1] +
+												  yy * xs[2] + xx * xs[3]);
+							}
+						int64_t yo = b * ys[0] + ch * ys[1] + i * ys[2] + j * ys[3];
+
+						phos_sim_elem_put(py, t, yo,
+								  alpha * v + (beta != 0 ? beta * phos_sim_elem_get(py, t, yo) : 0));
+					}
+				}
+	}
+	return ok(st, PHOS_DNN_SUCCESS);
+}
+
 const struct phos_dnn_ops phos_dnn_sim = {
 	.version = sim_dnn_version,
 	.handle_create = sim_dnn_handle_create,
@@ -730,5 +903,6 @@ const struct phos_dnn_ops phos_dnn_sim = {
 	.finalize = sim_dnn_finalize,
 	.execute = sim_dnn_execute,
 	.bn = sim_dnn_bn,
+	.stf = sim_dnn_stf,
 	.bn_size = sim_dnn_bn_size,
 };

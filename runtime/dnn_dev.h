@@ -45,6 +45,8 @@ struct phos_dnn_ops {
 		       void *const *ptrs, void *workspace, int *st);
 	int (*bn)(struct phos_device *dev, void *h, void *stream, const struct phos_dnn_bn *b, int *st);
 	int (*bn_size)(struct phos_device *dev, void *h, const struct phos_dnn_bn *b, uint64_t *ret, int *st);
+	/* A spatial transformer's grid generator or sampler (phos_dnn_stf_kind). */
+	int (*stf)(struct phos_device *dev, void *h, void *stream, const struct phos_dnn_stf *f, int *st);
 };
 
 extern const struct phos_dnn_ops phos_dnn_sim;

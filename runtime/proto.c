@@ -99,6 +99,7 @@ static const char *const op_names[PHOS_OP__COUNT] = {
 	[PHOS_OP_DNN_EXECUTE] = "dnn_execute",
 	[PHOS_OP_DNN_BN] = "dnn_bn",
 	[PHOS_OP_DNN_BN_SIZE] = "dnn_bn_size",
+	[PHOS_OP_DNN_STF] = "dnn_stf",
 	[PHOS_OP_VMM_RESERVE] = "vmm_reserve",
 	[PHOS_OP_VMM_FREE] = "vmm_free",
 	[PHOS_OP_VMM_MAP] = "vmm_map",

@@ -196,6 +196,7 @@ enum phos_op {
 	                           * stream-ordered */
 	PHOS_OP_DNN_BN,           /* phos_dnn_bn: a batch normalization, stream-ordered */
 	PHOS_OP_DNN_BN_SIZE,      /* sync: phos_dnn_bn; reply u64 bytes */
+	PHOS_OP_DNN_STF,          /* phos_dnn_stf: a spatial transformer's grid or sampler, stream-ordered */
 
 	/* The driver's virtual memory management (cuMemAddressReserve, cuMemMap,
 	 * ...; PyTorch's expandable segments): reservations of the arena, and
@@ -756,6 +757,26 @@ struct phos_dnn_bn {
 	uint64_t workspace, workspace_bytes, reserve, reserve_bytes;
 	double factor, epsilon;
 	uint8_t alpha[8], beta[8], alpha_param[8], beta_param[8];
+};
+
+enum phos_dnn_stf_kind {
+	PHOS_DNN_STF_GRID,             /* cudnnSpatialTfGridGeneratorForward: theta -> grid */
+	PHOS_DNN_STF_GRID_BACKWARD,    /* ...GridGeneratorBackward: dgrid -> dtheta */
+	PHOS_DNN_STF_SAMPLE,           /* cudnnSpatialTfSamplerForward: x, grid -> y */
+	PHOS_DNN_STF_SAMPLE_BACKWARD,  /* ...SamplerBackward: x, dy, grid -> dx, dgrid */
+};
+/* A spatial transformer call (the legacy API's grid_sample and
+ * affine_grid). The descriptor by value: bilinear sampling of 4-D data,
+ * its output's N, C, H, W. theta: N x 2 x 3, grid and dgrid: N x H x W x 2
+ * elements of its data type. Scalars as for batch normalization. */
+struct phos_dnn_stf {
+	uint32_t handle, stream;
+	int32_t kind, sampler;         /* phos_dnn_stf_kind, cudnnSamplerType_t */
+	int32_t type, nb;              /* the descriptor's data type; nb 4 */
+	int32_t dims[4];
+	struct phos_dnn_tensor x, y, dx, dy;   /* (those of its kind) */
+	uint64_t theta, grid, px, py, pdx, pdy, dgrid, dtheta;
+	uint8_t alpha[8], beta[8], alpha_dgrid[8], beta_dgrid[8];
 };
 
 /* One cublasLtMatmulHeuristicResult_t. */

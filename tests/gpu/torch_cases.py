@@ -15,7 +15,8 @@ attention (scaled_dot_product_attention), cudnn_attention (the same through
 cuDNN's fused attention: cuDNN's graph API with by-value scalars), train (a few SGD steps, autograd),
 cudagraph (torch.cuda.graph: a forward captured from a stream and replayed
 with new inputs), cudagraph_conv (the same with cuDNN convolutions and batch
-norm), reduce_overhead (torch.compile(mode="reduce-overhead"):
+norm), grid_sample (F.affine_grid and F.grid_sample with align_corners:
+cuDNN's spatial transformer, forward and backward), reduce_overhead (torch.compile(mode="reduce-overhead"):
 Triton kernels in CUDA graphs that PyTorch captures and replays itself).
 """
 import json
@@ -130,6 +131,17 @@ for i in range(4):
     g.replay()
     outs.append(float(static_y.double().sum()))
 print(json.dumps({"replays": outs}))
+""",
+    "grid_sample": """
+import torch, json
+torch.manual_seed(0)
+theta = torch.tensor([[[0.9, -0.2, 0.1], [0.3, 0.8, -0.05]]] * 2, device="cuda", requires_grad=True)
+x = torch.randn(2, 3, 16, 16, device="cuda", requires_grad=True)
+grid = torch.nn.functional.affine_grid(theta, (2, 3, 12, 12), align_corners=True)
+y = torch.nn.functional.grid_sample(x, grid, align_corners=True)   # cuDNN's spatial transformer
+(y * y).sum().backward()
+print(json.dumps({"y": float(y.double().sum()), "dx": float(x.grad.double().sum()),
+                  "dtheta": float(theta.grad.double().sum())}))
 """,
     "reduce_overhead": """
 import torch, json

@@ -22,6 +22,9 @@ legacy descriptors, every output checked against a CPU reference:
   restored copy goes on from where it was stopped and ends with every step
   right (no call naming a cuDNN object is ever half-done in a checkpoint:
   the executor stops only once the channel's fence settled);
+- the spatial transformer (cudnn_stf: F.affine_grid and F.grid_sample on
+  cuDNN): grid, bilinear sampling and their backward passes against a CPU
+  reference, exact sets; on a GPU the same numbers natively;
 - a variant pack naming a uid the graph does not have gets an opaque set,
   and so does a ragged tensor's execution (its offsets are in device memory)
   (sim only: real cuDNN may refuse such packs).
@@ -39,6 +42,7 @@ from harness import (DEVICE, PHOS_FN, check, checkpoint_everywhere, done, fn_env
                      serve_everywhere)
 
 PROG = program("tests", "transparency", "cudnn", "cudnn_serve")
+STF = program("tests", "transparency", "cudnn", "cudnn_stf")
 REQS = "x\nx\nx\n"
 
 
@@ -78,6 +82,24 @@ try:
               all(r[0] not in (ptr["x"], ptr["w"], ptr["y"]) for r in ws),
               f"the execution writes {recs[0]['writes']}, want {want} and the workspace")
         check("sets" not in recs[0], f"the execution's set is exact: {recs[0].get('sets')}")
+
+    # the spatial transformer (F.affine_grid, F.grid_sample): forward and
+    # backward checked by the program against its CPU reference; its sets are
+    # the tensors and the grid exactly; on a GPU the same numbers natively
+    stf_trace = os.path.join(tmp, "stf.jsonl")
+    p = run(STF, trace=stf_trace)
+    got = json.loads(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else {}
+    check(p.returncode == 0 and got.get("ok") is True,
+          f"cudnn_stf under phos-fn: rc {p.returncode} {got} {p.stderr[-1500:]}")
+    recs = [r for r in read_trace(stf_trace) if r.get("op") == "dnn_stf"] if os.path.exists(stf_trace) else []
+    check(len(recs) >= 2 and all("sets" not in r for r in recs) and
+          sorted(len(r["writes"]) for r in recs[:2]) == [1, 1] and
+          [n for _, n in recs[0]["reads"]] == [2 * 6 * 4] and [n for _, n in recs[0]["writes"]] == [2 * 5 * 6 * 2 * 4],
+          f"cudnn_stf: the grid reads theta and writes the grid exactly: {recs[:2]}")
+    if DEVICE == "cuda":
+        n = subprocess.run([STF], capture_output=True, text=True, timeout=300)
+        nat = json.loads(n.stdout.strip().splitlines()[-1]) if n.stdout.strip() else {}
+        check(n.returncode == 0 and nat == got, f"cudnn_stf natively {nat}, under phos-fn {got}")
 
     # checkpoints of the running program: restored, it serves on
     def restored_ok(ans, what):

@@ -16,6 +16,7 @@ typedef struct cudnnContext *cudnnHandle_t;
 typedef void *cudnnBackendDescriptor_t;
 typedef struct cudnnTensorStruct *cudnnTensorDescriptor_t;
 typedef void *cudnnActivationDescriptor_t;
+typedef struct cudnnSpatialTransformerStruct *cudnnSpatialTransformerDescriptor_t;
 
 enum { CUDNN_STATUS_SUCCESS = 0, CUDNN_STATUS_NOT_SUPPORTED = 3000 };
 enum { CUDNN_DATA_FLOAT = 0, CUDNN_DATA_DOUBLE = 1 };
@@ -23,6 +24,7 @@ enum { CUDNN_CROSS_CORRELATION = 1 };
 enum { CUDNN_HEUR_MODE_INSTANT = 0 };
 enum { CUDNN_BATCHNORM_SPATIAL = 1 };
 enum { CUDNN_BATCHNORM_OPS_BN = 0 };
+enum { CUDNN_SAMPLER_BILINEAR = 0 };
 enum {   // cudnnBackendAttributeType_t
 	CUDNN_TYPE_HANDLE = 0, CUDNN_TYPE_DATA_TYPE = 1, CUDNN_TYPE_INT64 = 3, CUDNN_TYPE_FLOAT = 4,
 	CUDNN_TYPE_DOUBLE = 5, CUDNN_TYPE_VOID_PTR = 6, CUDNN_TYPE_CONVOLUTION_MODE = 7, CUDNN_TYPE_HEUR_MODE = 8,
@@ -91,6 +93,23 @@ cudnnStatus_t cudnnBatchNormalizationBackwardEx(
 	void *dscale, void *dbias, double epsilon, const void *save_mean, const void *save_inv_var,
 	cudnnActivationDescriptor_t act, void *workspace, size_t workspace_bytes, void *reserve,
 	size_t reserve_bytes);
+cudnnStatus_t cudnnCreateSpatialTransformerDescriptor(cudnnSpatialTransformerDescriptor_t *desc);
+cudnnStatus_t cudnnDestroySpatialTransformerDescriptor(cudnnSpatialTransformerDescriptor_t desc);
+cudnnStatus_t cudnnSetSpatialTransformerNdDescriptor(cudnnSpatialTransformerDescriptor_t desc, int sampler, int type,
+						     const int nb, const int dims[]);
+cudnnStatus_t cudnnSpatialTfGridGeneratorForward(cudnnHandle_t handle, const cudnnSpatialTransformerDescriptor_t desc,
+						 const void *theta, void *grid);
+cudnnStatus_t cudnnSpatialTfGridGeneratorBackward(cudnnHandle_t handle,
+						  const cudnnSpatialTransformerDescriptor_t desc, const void *dgrid,
+						  void *dtheta);
+cudnnStatus_t cudnnSpatialTfSamplerForward(cudnnHandle_t handle, cudnnSpatialTransformerDescriptor_t desc,
+					   const void *alpha, const cudnnTensorDescriptor_t xd, const void *x,
+					   const void *grid, const void *beta, cudnnTensorDescriptor_t yd, void *y);
+cudnnStatus_t cudnnSpatialTfSamplerBackward(cudnnHandle_t handle, cudnnSpatialTransformerDescriptor_t desc,
+					    const void *alpha, const cudnnTensorDescriptor_t xd, const void *x,
+					    const void *beta, const cudnnTensorDescriptor_t dxd, void *dx,
+					    const void *alpha_dgrid, const cudnnTensorDescriptor_t dyd, const void *dy,
+					    const void *grid, const void *beta_dgrid, void *dgrid);
 cudnnStatus_t cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
 	cudnnHandle_t handle, int mode, int ops, cudnnTensorDescriptor_t xd, cudnnTensorDescriptor_t zd,
 	cudnnTensorDescriptor_t yd, cudnnTensorDescriptor_t bnd, cudnnActivationDescriptor_t act, size_t *size);
