@@ -387,8 +387,9 @@ static int stf_set(struct executor *ex, const struct phos_dnn_stf *f, struct spe
 	    f->dims[3] < 1)
 		return -1;
 	n = (uint64_t)f->dims[0], h = (uint64_t)f->dims[2], w = (uint64_t)f->dims[3];
-	theta = n * 6 * es;
-	grid = n * h * w * 2 * es;
+	theta = n * 6 * es;   /* (n < 2^31: no overflow) */
+	if (__builtin_mul_overflow(n * h, w, &grid) || __builtin_mul_overflow(grid, 2 * es, &grid))
+		return -1;
 #define R(a, b) do { if (spec_range(ex, s, (a), (b), SPEC_READ) < 0) return -1; } while (0)
 #define W(a, b) do { if (spec_range(ex, s, (a), (b), SPEC_WRITE) < 0) return -1; } while (0)
 #define OUT(a, b, scale) do { if (zero_scalar(scale)) W(a, b); else { R(a, b); W(a, b); } } while (0)
