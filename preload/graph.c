@@ -517,6 +517,75 @@ PHOS_EXPORT cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t *pGraphNode, cudaG
 	return add_node(pGraphNode, graph, pDependencies, numDependencies, n);
 }
 
+/* cudaGraphAddNode (CUDA 12.3+): each node type through its own call above
+ * (graph_mem.c for memory nodes). Edge data other than the default, a child
+ * graph moved rather than cloned, conditional and external semaphore nodes:
+ * cudaErrorNotSupported. */
+PHOS_EXPORT cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+					 const cudaGraphNode_t *pDependencies, const cudaGraphEdgeData *dependencyData,
+					 size_t numDependencies, struct cudaGraphNodeParams *p)
+{
+	const cudaGraphNode_t *deps = pDependencies;
+	size_t nd = numDependencies;
+
+	if (!p || p->reserved0[0] || p->reserved0[1] || p->reserved0[2] || p->reserved2)
+		return phos_set_error(cudaErrorInvalidValue);
+	for (size_t i = 0; dependencyData && i < nd; i++)
+		if (dependencyData[i].type != cudaGraphDependencyTypeDefault || dependencyData[i].from_port ||
+		    dependencyData[i].to_port)
+			return phos_set_error(cudaErrorNotSupported);
+	switch (p->type) {
+	case cudaGraphNodeTypeKernel: {
+		struct cudaKernelNodeParams k = { .func = p->kernel.func, .gridDim = p->kernel.gridDim,
+						  .blockDim = p->kernel.blockDim,
+						  .sharedMemBytes = p->kernel.sharedMemBytes,
+						  .kernelParams = p->kernel.kernelParams, .extra = p->kernel.extra };
+
+		return cudaGraphAddKernelNode(pGraphNode, graph, deps, nd, &k);
+	}
+	case cudaGraphNodeTypeMemcpy:
+		if (p->memcpy.flags)
+			return phos_set_error(cudaErrorInvalidValue);
+		return cudaGraphAddMemcpyNode(pGraphNode, graph, deps, nd, &p->memcpy.copyParams);
+	case cudaGraphNodeTypeMemset: {
+		struct cudaMemsetParams m = { .dst = p->memset.dst, .pitch = p->memset.pitch, .value = p->memset.value,
+					      .elementSize = p->memset.elementSize, .width = p->memset.width,
+					      .height = p->memset.height };
+
+		return cudaGraphAddMemsetNode(pGraphNode, graph, deps, nd, &m);
+	}
+	case cudaGraphNodeTypeHost: {
+		struct cudaHostNodeParams h = { .fn = p->host.fn, .userData = p->host.userData };
+
+		return cudaGraphAddHostNode(pGraphNode, graph, deps, nd, &h);
+	}
+	case cudaGraphNodeTypeGraph:
+		if (p->graph.ownership != cudaGraphChildGraphOwnershipClone)
+			return phos_set_error(cudaErrorNotSupported);
+		return cudaGraphAddChildGraphNode(pGraphNode, graph, deps, nd, p->graph.graph);
+	case cudaGraphNodeTypeEmpty:
+		return cudaGraphAddEmptyNode(pGraphNode, graph, deps, nd);
+	case cudaGraphNodeTypeWaitEvent:
+		return cudaGraphAddEventWaitNode(pGraphNode, graph, deps, nd, p->eventWait.event);
+	case cudaGraphNodeTypeEventRecord:
+		return cudaGraphAddEventRecordNode(pGraphNode, graph, deps, nd, p->eventRecord.event);
+	case cudaGraphNodeTypeMemAlloc: {
+		struct cudaMemAllocNodeParams a = { .poolProps = p->alloc.poolProps, .accessDescs = p->alloc.accessDescs,
+						    .accessDescCount = p->alloc.accessDescCount,
+						    .bytesize = p->alloc.bytesize };
+		cudaError_t r = cudaGraphAddMemAllocNode(pGraphNode, graph, deps, nd, &a);
+
+		if (r == cudaSuccess)
+			p->alloc.dptr = a.dptr;
+		return r;
+	}
+	case cudaGraphNodeTypeMemFree:
+		return cudaGraphAddMemFreeNode(pGraphNode, graph, deps, nd, p->free.dptr);
+	default:   /* conditional nodes, external semaphores */
+		return phos_set_error(cudaErrorNotSupported);
+	}
+}
+
 PHOS_EXPORT cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t *from,
 						 const cudaGraphNode_t *to, const cudaGraphEdgeData *edgeData,
 						 size_t numDependencies)

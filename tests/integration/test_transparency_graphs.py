@@ -30,7 +30,8 @@ per-thread default stream, run as ordinary CUDA programs
   outlives the launch (freed by cudaFreeAsync, cudaFree, a free node or
   AutoFreeOnLaunch), CUDA's rules for them (a relaunch while the allocation
   lives, clone, child graph, a second instantiation, bad and double free
-  nodes: refused), the graph memory attributes; and `graph_mem serve`
+  nodes: refused), the graph memory attributes, such a graph built through
+  cudaGraphAddNode; and `graph_mem serve`
   snapshotted with both graphs instantiated, restored both ways: the
   allocations' addresses, fixed at the nodes' making, still hold.
 
@@ -93,13 +94,15 @@ try:
                   f"graph_nodes: {len(launches)} launches, want 6; {copies_2d} 2D copies, want 4")
         if name == "graph_mem":
             # 4 rounds of the scratch graph (2 kernels) and of the kept one
-            # (2 kernels), 2 more launches of the kept one in the rules; each
-            # kernel's set is exact and names the graph's allocation, an
-            # ordinary buffer of the executor
+            # (2 kernels), 2 more launches of the kept one in the rules, 2 of
+            # the graph built with cudaGraphAddNode; each kernel's set is
+            # exact and names the graph's allocation, an ordinary buffer of
+            # the executor
             by = {}
             for r in launches:
                 by[r.get("kernel")] = by.get(r.get("kernel"), 0) + 1
-            check(by.get("_Z12graphs_saxpyfPKfPfi") == 4 + 4 + 2 and by.get("_Z10graphs_addPKfS0_Pfi") == 4 + 4 + 2,
+            check(by.get("_Z12graphs_saxpyfPKfPfi") == 4 + 4 + 2 + 2 and
+                  by.get("_Z10graphs_addPKfS0_Pfi") == 4 + 4 + 2 + 2,
                   f"graph_mem: launches by kernel {by}")
             check(launches and all(r.get("sets") == "exact" for r in launches),
                   f"graph_mem: sets {[r.get('sets') for r in launches][:8]}")

@@ -6,7 +6,7 @@
 // AutoFreeOnLaunch); CUDA's rules for such graphs (a relaunch while the last
 // allocation lives fails; no clone, no child graph, one instantiation at a
 // time; a free node only for an allocation, once); the graph memory
-// attributes.
+// attributes; and such a graph built through cudaGraphAddNode.
 //
 // argv[1] "serve": build both graphs during init, then serve: each request
 // launches them and checks the results (snapshotted at phos_fn_serve and
@@ -163,6 +163,71 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 	return 0;
 }
 
+// The same as the keep graph, built through cudaGraphAddNode (CUDA 12.3+):
+// an allocation, a memset, the two kernels, a D2D copy out, a free node.
+static void add_node_graph(state *st)
+{
+	cudaGraph_t g;
+	cudaGraphExec_t x;
+	cudaGraphNode_t alloc, set, k1, k2, cp, fr;
+	cudaGraphNodeParams p = {};   // (an aggregate: its union has members with constructors)
+	float a = 3.0f;
+	int n = N;
+	void *mem, *args1[4], *args2[4];
+
+	CK(cudaGraphCreate(&g, 0));
+	memset(&p, 0, sizeof(p));
+	p.type = cudaGraphNodeTypeMemAlloc;
+	p.alloc.poolProps.allocType = cudaMemAllocationTypePinned;
+	p.alloc.poolProps.location.type = cudaMemLocationTypeDevice;
+	p.alloc.bytesize = N * sizeof(float);
+	CK(cudaGraphAddNode(&alloc, g, nullptr, nullptr, 0, &p));
+	mem = p.alloc.dptr;
+	EXPECT(mem != nullptr, "cudaGraphAddNode gave the allocation's address");
+	memset(&p, 0, sizeof(p));
+	p.type = cudaGraphNodeTypeMemset;
+	p.memset.dst = mem;
+	p.memset.elementSize = 4;
+	p.memset.width = N;
+	p.memset.height = 1;
+	CK(cudaGraphAddNode(&set, g, &alloc, nullptr, 1, &p));
+	args1[0] = &a, args1[1] = &st->dx, args1[2] = &mem, args1[3] = &n;
+	memset(&p, 0, sizeof(p));
+	p.type = cudaGraphNodeTypeKernel;
+	p.kernel.func = (void *)graphs_saxpy;
+	p.kernel.gridDim = dim3(G);
+	p.kernel.blockDim = dim3(B);
+	p.kernel.kernelParams = args1;
+	CK(cudaGraphAddNode(&k1, g, &set, nullptr, 1, &p));
+	args2[0] = &mem, args2[1] = &st->dy, args2[2] = &st->dz, args2[3] = &n;
+	p.kernel.func = (void *)graphs_add;
+	p.kernel.kernelParams = args2;
+	CK(cudaGraphAddNode(&k2, g, &k1, nullptr, 1, &p));
+	memset(&p, 0, sizeof(p));
+	p.type = cudaGraphNodeTypeMemcpy;
+	p.memcpy.copyParams.srcPtr = make_cudaPitchedPtr(st->dz, N * sizeof(float), N, 1);
+	p.memcpy.copyParams.dstPtr = make_cudaPitchedPtr(st->hz, N * sizeof(float), N, 1);
+	p.memcpy.copyParams.extent = make_cudaExtent(N * sizeof(float), 1, 1);
+	p.memcpy.copyParams.kind = cudaMemcpyDeviceToHost;
+	CK(cudaGraphAddNode(&cp, g, &k2, nullptr, 1, &p));
+	memset(&p, 0, sizeof(p));
+	p.type = cudaGraphNodeTypeMemFree;
+	p.free.dptr = mem;
+	CK(cudaGraphAddNode(&fr, g, &k2, nullptr, 1, &p));
+	CK(cudaGraphInstantiate(&x, g, 0));
+	for (int i = 0; i < 2; i++) {   // freed in the graph: launched again
+		memset(st->hz, 0, N * sizeof(float));
+		CK(cudaGraphLaunch(x, st->s));
+		CK(cudaStreamSynchronize(st->s));
+		std::vector<float> want(N);
+		for (int j = 0; j < N; j++)
+			want[j] = 3.0f * st->x[j] + st->y[j];
+		same(st->hz, want.data(), N, "cudaGraphAddNode graph");
+	}
+	CK(cudaGraphExecDestroy(x));
+	CK(cudaGraphDestroy(g));
+}
+
 static void rules(state *st)
 {
 	cudaGraph_t g;
@@ -268,6 +333,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 3; i++)
 		round_trip(&st, "launch");
 	rules(&st);
+	add_node_graph(&st);
 	round_trip(&st, "after the rules");
 	CK(cudaGraphExecDestroy(st.scratch));
 	CK(cudaGraphExecDestroy(st.keep));
