@@ -1281,27 +1281,36 @@ static cudnnStatus_t bn_begin(cudnnHandle_t handle, int mode, int ops, struct ph
 	return PHOS_DNN_SUCCESS;
 }
 
-static cudnnStatus_t bn_post(cudnnHandle_t h, struct phos_dnn_bn *b)
+/* Posts a stream-ordered legacy call that names only its handle (a batch
+ * normalization, a spatial transformer): rec, len bytes, its stream id at
+ * stream_off (filled here); on a capturing stream a node (captured_ops). */
+static cudnnStatus_t handle_post(cudnnHandle_t h, uint32_t op, void *rec, size_t len, size_t stream_off)
 {
-	bool capturing = phos_preload_capturing(h->stream);   /* a node (captured_ops) */
+	bool capturing = phos_preload_capturing(h->stream);
 	struct dnn_captured *cap = NULL;
 	size_t cap_len = 0;
-	cudnnStatus_t s = capturing ? PHOS_DNN_SUCCESS : stream_id(h, &b->stream);
+	uint32_t sid = 0;
+	cudnnStatus_t s = capturing ? PHOS_DNN_SUCCESS : stream_id(h, &sid);
 
 	if (s)
 		return s;
+	memcpy((uint8_t *)rec + stream_off, &sid, sizeof(sid));
 	enter();
 	s = handle_ensure(h);
 	if (!s && !capturing)
-		s = status_of(phos_preload_post(PHOS_OP_DNN_BN, b, sizeof(*b), NULL, 0), 0);
-	else if (!s && !(cap = captured_make(PHOS_OP_DNN_BN, h, NULL, b, sizeof(*b), NULL, 0,
-					     offsetof(struct phos_dnn_bn, stream), &cap_len)))
+		s = status_of(phos_preload_post(op, rec, len, NULL, 0), 0);
+	else if (!s && !(cap = captured_make(op, h, NULL, rec, len, NULL, 0, (uint32_t)stream_off, &cap_len)))
 		s = PHOS_DNN_INTERNAL_ERROR;
 	leave();
 	if (cap)
 		s = status_of(phos_graph_capture_call(h->stream, &captured_ops, cap, cap_len), 0);
 	free(cap);
 	return s;
+}
+
+static cudnnStatus_t bn_post(cudnnHandle_t h, struct phos_dnn_bn *b)
+{
+	return handle_post(h, PHOS_OP_DNN_BN, b, sizeof(*b), offsetof(struct phos_dnn_bn, stream));
 }
 
 static cudnnStatus_t bn_size(cudnnHandle_t h, struct phos_dnn_bn *b, size_t *size)
@@ -1513,10 +1522,6 @@ PHOS_EXPORT cudnnStatus_t cudnnSetSpatialTransformerNdDescriptor(cudnnSpatialTra
 static cudnnStatus_t stf_post(cudnnHandle_t handle, cudnnSpatialTransformerDescriptor_t desc, struct phos_dnn_stf *f)
 {
 	cudnnHandle_t h = handle_of(handle);
-	struct dnn_captured *cap = NULL;
-	size_t cap_len = 0;
-	bool capturing;
-	cudnnStatus_t s;
 
 	if (!h || !stf_of(desc))
 		return PHOS_DNN_BAD_PARAM;
@@ -1525,22 +1530,7 @@ static cudnnStatus_t stf_post(cudnnHandle_t handle, cudnnSpatialTransformerDescr
 	f->type = desc->type;
 	f->nb = desc->nb;
 	memcpy(f->dims, desc->dims, sizeof(f->dims));
-	capturing = phos_preload_capturing(h->stream);   /* a node (captured_ops) */
-	s = capturing ? PHOS_DNN_SUCCESS : stream_id(h, &f->stream);
-	if (s)
-		return s;
-	enter();
-	s = handle_ensure(h);
-	if (!s && !capturing)
-		s = status_of(phos_preload_post(PHOS_OP_DNN_STF, f, sizeof(*f), NULL, 0), 0);
-	else if (!s && !(cap = captured_make(PHOS_OP_DNN_STF, h, NULL, f, sizeof(*f), NULL, 0,
-					     offsetof(struct phos_dnn_stf, stream), &cap_len)))
-		s = PHOS_DNN_INTERNAL_ERROR;
-	leave();
-	if (cap)
-		s = status_of(phos_graph_capture_call(h->stream, &captured_ops, cap, cap_len), 0);
-	free(cap);
-	return s;
+	return handle_post(h, PHOS_OP_DNN_STF, f, sizeof(*f), offsetof(struct phos_dnn_stf, stream));
 }
 
 PHOS_EXPORT cudnnStatus_t cudnnSpatialTfGridGeneratorForward(cudnnHandle_t handle,
