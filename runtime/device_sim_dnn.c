@@ -719,6 +719,19 @@ static int sim_dnn_bn_size(struct phos_device *dev, void *h, const struct phos_d
 	return ok(st, 0);
 }
 
+/* A spatial transformer's coordinates: output pixel i of n at -1 .. 1 (the
+ * grid generator's), and grid value g as a position among n input pixels
+ * (the sampler's; its derivative by g is (n - 1) / 2). */
+static double tf_target(int64_t i, int64_t n)
+{
+	return n > 1 ? -1.0 + 2.0 * (double)i / (double)(n - 1) : 0;
+}
+
+static double tf_source(double g, int64_t n)
+{
+	return (g + 1) * (double)(n - 1) / 2;
+}
+
 /* The sampler's backward pass: dx gets each output's dy spread over the
  * four pixels it read, by their weights; dgrid the derivative of the
  * sampled value by the grid's coordinates, summed over the channels. */
@@ -748,8 +761,8 @@ static int sim_stf_sample_backward(const struct phos_dnn_stf *f, int t, int *st)
 		for (int64_t i = 0; i < oh; i++)
 			for (int64_t j = 0; j < ow; j++) {
 				int64_t g = ((b * oh + i) * ow + j) * 2;
-				double sx = (phos_sim_elem_get(grid, t, g) + 1) * (double)(iw - 1) / 2;
-				double sy = (phos_sim_elem_get(grid, t, g + 1) + 1) * (double)(ih - 1) / 2;
+				double sx = tf_source(phos_sim_elem_get(grid, t, g), iw);
+				double sy = tf_source(phos_sim_elem_get(grid, t, g + 1), ih);
 				double fx = floor(sx), fy = floor(sy), wx = sx - fx, wy = sy - fy, gx = 0, gy = 0;
 				int64_t x0 = (int64_t)fx, y0 = (int64_t)fy;
 
@@ -810,8 +823,8 @@ static int sim_dnn_stf(struct phos_device *dev, void *h, void *stream, const str
 		for (int64_t b = 0; b < n; b++)
 			for (int64_t i = 0; i < oh; i++)
 				for (int64_t j = 0; j < ow; j++) {
-					double xt = ow > 1 ? -1.0 + 2.0 * (double)j / (double)(ow - 1) : 0;
-					double yt = oh > 1 ? -1.0 + 2.0 * (double)i / (double)(oh - 1) : 0;
+					double xt = tf_target(j, ow);
+					double yt = tf_target(i, oh);
 
 					for (int k = 0; k < 2; k++)
 						phos_sim_elem_put(grid, t, ((b * oh + i) * ow + j) * 2 + k,
@@ -831,8 +844,8 @@ static int sim_dnn_stf(struct phos_device *dev, void *h, void *stream, const str
 
 				for (int64_t i = 0; i < oh; i++)
 					for (int64_t j = 0; j < ow; j++) {
-						double xt = ow > 1 ? -1.0 + 2.0 * (double)j / (double)(ow - 1) : 0;
-						double yt = oh > 1 ? -1.0 + 2.0 * (double)i / (double)(oh - 1) : 0;
+						double xt = tf_target(j, ow);
+						double yt = tf_target(i, oh);
 						double g = phos_sim_elem_get(dgrid, t, ((b * oh + i) * ow + j) * 2 + k);
 
 						d[0] += g * xt;
@@ -864,8 +877,8 @@ static int sim_dnn_stf(struct phos_device *dev, void *h, void *stream, const str
 			for (int64_t i = 0; i < oh; i++)
 				for (int64_t j = 0; j < ow; j++) {
 					int64_t g = ((b * oh + i) * ow + j) * 2;
-					double sx = (phos_sim_elem_get(grid, t, g) + 1) * (double)(iw - 1) / 2;
-					double sy = (phos_sim_elem_get(grid, t, g + 1) + 1) * (double)(ih - 1) / 2;
+					double sx = tf_source(phos_sim_elem_get(grid, t, g), iw);
+					double sy = tf_source(phos_sim_elem_get(grid, t, g + 1), ih);
 					double fx = floor(sx), fy = floor(sy), wx = sx - fx, wy = sy - fy;
 					int64_t x0 = (int64_t)fx, y0 = (int64_t)fy;
 
