@@ -75,7 +75,8 @@ static struct gmem *unused(struct gmem *m)
 			*p = m->next;
 			break;
 		}
-	reserved[m->device] -= m->size;
+	if (m->dptr)   /* (a device reset already took it off) */
+		reserved[m->device] -= m->size;
 	return m;
 }
 
