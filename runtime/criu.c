@@ -149,6 +149,21 @@ static const char *criu_verbosity(void)
 	return env && env[0] >= '0' && env[0] <= '4' && !env[1] ? v[env[0] - '0'] : "-v4";
 }
 
+/* What every dump adds to CRIU's environment. When a dump ends, CRIU stops
+ * its parasite at the task's last sigreturn; by default with a hardware
+ * breakpoint, and setting the first one in a task costs the kernel a long
+ * wait: 16-24 ms of a 40-50 ms freeze of the program (CRIU's logs of
+ * checkpoints on the H100, the H200 and the sim here, between "Sent msg to
+ * daemon" and "was trapped"). Stepping through the parasite's two last system
+ * calls instead (PTRACE_SYSCALL) takes well under a millisecond: the first
+ * checkpoint of a fresh train froze it 9.0-11.8 ms instead of 18.6-28.6 ms
+ * (sim, this machine, 2026-11-27). CRIU has no option for it; it reads its
+ * fault-injection knob CRIU_FAULT=130 (FI_NO_BREAKPOINTS, "not fatal"), the
+ * same path it takes by itself where breakpoints are missing or slow (Xen),
+ * which changes nothing else. A CRIU_FAULT of our own environment never
+ * reaches CRIU (criu_start). */
+static const char *const criu_dump_env[] = { "CRIU_FAULT=130", NULL };
+
 /* Seconds CRIU may run: $PHOS_CRIU_TIMEOUT, else CRIU_TIMEOUT_S. */
 static int criu_timeout_s(void)
 {
@@ -304,13 +319,13 @@ static int become_keeping_caps(const struct phos_criu_user *as)
 }
 
 /* Starts CRIU: argv with fds placed per from/to, stdin and stdout on
- * /dev/null (or stdout on out_fd), stderr on err_fd, and extra_env (NULL:
- * none) added to its environment. fsize (> 0) is a soft RLIMIT_FSIZE for
+ * /dev/null (or stdout on out_fd), stderr on err_fd, and extra_env (a
+ * NULL-terminated list, or NULL) added to its environment. fsize (> 0) is a soft RLIMIT_FSIZE for
  * CRIU, which bounds its log (a restore writes nothing else; the restored
  * tasks get their own limits back from the image). With as, CRIU runs as that
  * user keeping our capabilities. Returns 0 and its pid, or -errno. */
 static int criu_start(char *const argv[], const int *from, const int *to, unsigned n, int out_fd, int err_fd,
-		      rlim_t fsize, const struct phos_criu_user *as, const char *extra_env, pid_t *ret_pid)
+		      rlim_t fsize, const struct phos_criu_user *as, const char *const *extra_env, pid_t *ret_pid)
 {
 	int f[CRIU_MAX_EXT + 3], t[CRIU_MAX_EXT + 3], tmp[CRIU_MAX_EXT + 3];
 	int null_fd, r;
@@ -329,23 +344,26 @@ static int criu_start(char *const argv[], const int *from, const int *to, unsign
 		f[3 + i] = from[i], t[3 + i] = to[i];
 
 	/* CRIU runs with its own libraries only (sanitizer builds preload
-	 * theirs): its environment is ours without LD_PRELOAD, made before the
-	 * fork (the child of a threaded process may not take libc's locks). */
+	 * theirs) and the settings we give it: its environment is ours without
+	 * LD_PRELOAD and CRIU_FAULT, made before the fork (the child of a
+	 * threaded process may not take libc's locks). */
 	{
-		size_t ne = 0, k = 0;
+		size_t ne = 0, nx = 0, k = 0;
 
 		while (environ && environ[ne])
 			ne++;
-		env = malloc((ne + 2) * sizeof(*env));
+		while (extra_env && extra_env[nx])
+			nx++;
+		env = malloc((ne + nx + 1) * sizeof(*env));
 		if (!env) {
 			close(null_fd);
 			return -ENOMEM;
 		}
 		for (size_t i = 0; i < ne; i++)
-			if (strncmp(environ[i], "LD_PRELOAD=", 11))
+			if (strncmp(environ[i], "LD_PRELOAD=", 11) && strncmp(environ[i], "CRIU_FAULT=", 11))
 				env[k++] = environ[i];
-		if (extra_env)
-			env[k++] = (char *)extra_env;
+		for (size_t i = 0; i < nx; i++)
+			env[k++] = (char *)extra_env[i];
 		env[k] = NULL;
 	}
 	pid = fork();
@@ -380,10 +398,11 @@ static int criu_start(char *const argv[], const int *from, const int *to, unsign
  * Returns 0 and the wait status, or -errno (-ETIMEDOUT, -ECANCELED: see
  * criu_wait) when it could not be run or was killed. */
 static int criu_run(char *const argv[], const int *from, const int *to, unsigned n, int out_fd, int err_fd,
-		    rlim_t fsize, const struct phos_criu_user *as, int cancel_fd, int *ret_status)
+		    rlim_t fsize, const struct phos_criu_user *as, const char *const *extra_env, int cancel_fd,
+		    int *ret_status)
 {
 	pid_t pid;
-	int r = criu_start(argv, from, to, n, out_fd, err_fd, fsize, as, NULL, &pid);
+	int r = criu_start(argv, from, to, n, out_fd, err_fd, fsize, as, extra_env, &pid);
 
 	if (r < 0)
 		return r;
@@ -414,7 +433,7 @@ static int check_version(const char *criu, char *err, size_t errlen)
 	fd = memfd_create("criu-version", MFD_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	r = criu_run(argv, NULL, NULL, 0, fd, fd, 0, NULL, -1, &st);
+	r = criu_run(argv, NULL, NULL, 0, fd, fd, 0, NULL, NULL, -1, &st);
 	if (r < 0) {
 		err_set(err, errlen, "%s: cannot run: %s", criu, strerror(-r));
 		goto out;
@@ -978,7 +997,8 @@ int phos_criu_dump_flags(const char *criu, pid_t pid, const char *dir, const uin
 	if (a->lock_fd == -ECANCELED)
 		r = -ECANCELED;
 	else
-		r = criu_run(a->argv, NULL, NULL, 0, -1, a->err_fd, 0, a->as_other ? &a->as : NULL, cancel_fd, &st);
+		r = criu_run(a->argv, NULL, NULL, 0, -1, a->err_fd, 0, a->as_other ? &a->as : NULL, criu_dump_env, cancel_fd,
+			     &st);
 	r = dump_finish(a, r, st, err, errlen);
 out:
 	ahead_free(a);
@@ -1151,7 +1171,8 @@ int phos_criu_dump_ahead(const char *criu, const char *gate, pid_t pid, const ch
 		goto fail;
 	}
 	snprintf(env, sizeof(env), "PHOS_CRIU_GATE_SOCK=%s", name);
-	r = criu_start(a->argv, NULL, NULL, 0, -1, a->err_fd, 0, a->as_other ? &a->as : NULL, env, &a->criu_pid);
+	r = criu_start(a->argv, NULL, NULL, 0, -1, a->err_fd, 0, a->as_other ? &a->as : NULL,
+		       (const char *const[]){ env, criu_dump_env[0], NULL }, &a->criu_pid);
 	if (r < 0) {
 		err_set(err, errlen, "criu dump: cannot run %s: %s", criu, strerror(-r));
 		goto fail;
@@ -1354,7 +1375,7 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 	argv[argc++] = (char *)criu_verbosity();
 	argv[argc] = NULL;
 
-	r = criu_run(argv, from, to, ninh, -1, err_fd, CRIU_RESTORE_FSIZE, NULL, cancel_fd, &st);
+	r = criu_run(argv, from, to, ninh, -1, err_fd, CRIU_RESTORE_FSIZE, NULL, NULL, cancel_fd, &st);
 	if (r == -ECANCELED) {
 		err_set(err, errlen, "criu restore: cancelled");
 		goto out;
