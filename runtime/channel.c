@@ -23,7 +23,7 @@
 
 #include "log.h"
 
-#define SHM_VERSION 4u   /* 2: host callback words; 3: the fence; 4: replies of at most 2 MiB */
+#define SHM_VERSION 4u   /* 2: host callback words; 3: the fence; 4: replies of at most 1 MiB */
 #define HDR_SIZE ((uint64_t)sizeof(struct phos_rec_hdr))
 #define PEER_CHECK_MS 100
 

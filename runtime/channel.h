@@ -29,10 +29,11 @@
 #define PHOS_CHANNEL_MAGIC 0x50484f53434831ull /* "PHOSCH1" */
 /* 4 MiB: a record carries at most PHOS_REC_MAX_PAYLOAD, and copies of 2 MiB
  * and more go through shared staging (preload/memory.c), so a few records in
- * flight keep the copy engine busy. The executor pins the whole channel, so
- * every byte of it is in each checkpoint's CPU image and copied while CRIU
- * holds the program frozen: 16 MiB of ring and 8 MiB of replies took 14-17 ms
- * of a checkpoint's stall on the H200 (issue 11). */
+ * flight keep the copy engine busy; replies are small too (PHOS_REPLY_MAX).
+ * The executor pins the whole channel, so every byte of it is in each
+ * checkpoint's CPU image and copied while CRIU holds the program frozen: 16
+ * MiB of ring and 8 MiB of replies took 14-17 ms of a checkpoint's stall on
+ * the H200, 6 MiB took 3.6 ms on the H100 (issue 11). */
 #define PHOS_RING_DEFAULT (4u << 20)
 
 struct phos_reply {

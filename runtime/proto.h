@@ -40,7 +40,7 @@
 /* Size of the reply data area: the most bytes one synchronous reply returns
  * (bigger reads are split; pageable copies of 2 MiB and more are staged
  * instead: preload/memory.c). Small, as the ring is (channel.h). */
-#define PHOS_REPLY_MAX (2u << 20)
+#define PHOS_REPLY_MAX (1u << 20)
 
 enum phos_op {
 	PHOS_OP_NOP = 0,
