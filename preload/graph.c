@@ -528,7 +528,7 @@ PHOS_EXPORT cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_
 	const cudaGraphNode_t *deps = pDependencies;
 	size_t nd = numDependencies;
 
-	if (!p || p->reserved0[0] || p->reserved0[1] || p->reserved0[2] || p->reserved2)
+	if (!node_params_ok(p))
 		return phos_set_error(cudaErrorInvalidValue);
 	for (size_t i = 0; dependencyData && i < nd; i++)
 		if (dependencyData[i].type != cudaGraphDependencyTypeDefault || dependencyData[i].from_port ||
@@ -536,10 +536,7 @@ PHOS_EXPORT cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_
 			return phos_set_error(cudaErrorNotSupported);
 	switch (p->type) {
 	case cudaGraphNodeTypeKernel: {
-		struct cudaKernelNodeParams k = { .func = p->kernel.func, .gridDim = p->kernel.gridDim,
-						  .blockDim = p->kernel.blockDim,
-						  .sharedMemBytes = p->kernel.sharedMemBytes,
-						  .kernelParams = p->kernel.kernelParams, .extra = p->kernel.extra };
+		struct cudaKernelNodeParams k = kernel_params_of(p);
 
 		return cudaGraphAddKernelNode(pGraphNode, graph, deps, nd, &k);
 	}
@@ -548,14 +545,12 @@ PHOS_EXPORT cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_
 			return phos_set_error(cudaErrorInvalidValue);
 		return cudaGraphAddMemcpyNode(pGraphNode, graph, deps, nd, &p->memcpy.copyParams);
 	case cudaGraphNodeTypeMemset: {
-		struct cudaMemsetParams m = { .dst = p->memset.dst, .pitch = p->memset.pitch, .value = p->memset.value,
-					      .elementSize = p->memset.elementSize, .width = p->memset.width,
-					      .height = p->memset.height };
+		struct cudaMemsetParams m = memset_params_of(p);
 
 		return cudaGraphAddMemsetNode(pGraphNode, graph, deps, nd, &m);
 	}
 	case cudaGraphNodeTypeHost: {
-		struct cudaHostNodeParams h = { .fn = p->host.fn, .userData = p->host.userData };
+		struct cudaHostNodeParams h = host_params_of(p);
 
 		return cudaGraphAddHostNode(pGraphNode, graph, deps, nd, &h);
 	}
@@ -582,6 +577,49 @@ PHOS_EXPORT cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_
 	case cudaGraphNodeTypeMemFree:
 		return cudaGraphAddMemFreeNode(pGraphNode, graph, deps, nd, p->free.dptr);
 	default:   /* conditional nodes, external semaphores */
+		return phos_set_error(cudaErrorNotSupported);
+	}
+}
+
+/* cudaGraphNodeSetParams (CUDA 12.2+): each node type through its own call
+ * above, which checks that node is of that type. A child graph, memory
+ * nodes (CUDA forbids it for these), conditional and external semaphore
+ * nodes: cudaErrorNotSupported. */
+PHOS_EXPORT cudaError_t cudaGraphNodeSetParams(cudaGraphNode_t node, struct cudaGraphNodeParams *p)
+{
+	enum cudaGraphNodeType t;
+
+	if (!node_params_ok(p) || !node)
+		return phos_set_error(cudaErrorInvalidValue);
+	switch (p->type) {
+	case cudaGraphNodeTypeKernel: {
+		struct cudaKernelNodeParams k = kernel_params_of(p);
+
+		return cudaGraphKernelNodeSetParams(node, &k);
+	}
+	case cudaGraphNodeTypeMemcpy:
+		if (p->memcpy.flags)
+			return phos_set_error(cudaErrorInvalidValue);
+		return cudaGraphMemcpyNodeSetParams(node, &p->memcpy.copyParams);
+	case cudaGraphNodeTypeMemset: {
+		struct cudaMemsetParams m = memset_params_of(p);
+
+		return cudaGraphMemsetNodeSetParams(node, &m);
+	}
+	case cudaGraphNodeTypeHost: {
+		struct cudaHostNodeParams h = host_params_of(p);
+
+		return cudaGraphHostNodeSetParams(node, &h);
+	}
+	case cudaGraphNodeTypeWaitEvent:
+		return cudaGraphEventWaitNodeSetEvent(node, p->eventWait.event);
+	case cudaGraphNodeTypeEventRecord:
+		return cudaGraphEventRecordNodeSetEvent(node, p->eventRecord.event);
+	case cudaGraphNodeTypeEmpty:   /* nothing to set; the type must still match */
+		if (cudaGraphNodeGetType(node, &t) != cudaSuccess || t != cudaGraphNodeTypeEmpty)
+			return phos_set_error(cudaErrorInvalidValue);
+		return cudaSuccess;
+	default:
 		return phos_set_error(cudaErrorNotSupported);
 	}
 }

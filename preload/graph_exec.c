@@ -574,3 +574,47 @@ PHOS_EXPORT cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t 
 		return phos_set_error(cudaErrorInvalidValue);
 	return phos_set_error(phos_stream_resolve(stream, &sid)); /* nothing to upload: nodes are replayed */
 }
+
+/* cudaGraphExecNodeSetParams (CUDA 12.2+): each node type through its own
+ * cudaGraphExec*SetParams call above, which checks that node is of that
+ * type in hGraphExec's graph. Memory nodes (CUDA forbids it for these),
+ * conditional and external semaphore nodes: cudaErrorNotSupported. */
+PHOS_EXPORT cudaError_t cudaGraphExecNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+						   struct cudaGraphNodeParams *p)
+{
+	struct graph_exec *x = EXEC(hGraphExec);
+
+	if (!node_params_ok(p) || !x)
+		return phos_set_error(cudaErrorInvalidValue);
+	switch (p->type) {
+	case cudaGraphNodeTypeKernel: {
+		struct cudaKernelNodeParams k = kernel_params_of(p);
+
+		return cudaGraphExecKernelNodeSetParams(hGraphExec, node, &k);
+	}
+	case cudaGraphNodeTypeMemcpy:
+		if (p->memcpy.flags)
+			return phos_set_error(cudaErrorInvalidValue);
+		return cudaGraphExecMemcpyNodeSetParams(hGraphExec, node, &p->memcpy.copyParams);
+	case cudaGraphNodeTypeMemset: {
+		struct cudaMemsetParams m = memset_params_of(p);
+
+		return cudaGraphExecMemsetNodeSetParams(hGraphExec, node, &m);
+	}
+	case cudaGraphNodeTypeHost: {
+		struct cudaHostNodeParams h = host_params_of(p);
+
+		return cudaGraphExecHostNodeSetParams(hGraphExec, node, &h);
+	}
+	case cudaGraphNodeTypeGraph:
+		return cudaGraphExecChildGraphNodeSetParams(hGraphExec, node, p->graph.graph);
+	case cudaGraphNodeTypeWaitEvent:
+		return cudaGraphExecEventWaitNodeSetEvent(hGraphExec, node, p->eventWait.event);
+	case cudaGraphNodeTypeEventRecord:
+		return cudaGraphExecEventRecordNodeSetEvent(hGraphExec, node, p->eventRecord.event);
+	case cudaGraphNodeTypeEmpty:   /* nothing to set; the node must still be an empty one of x */
+		return exec_node(x, node, GN_EMPTY) ? cudaSuccess : phos_set_error(cudaErrorInvalidValue);
+	default:
+		return phos_set_error(cudaErrorNotSupported);
+	}
+}

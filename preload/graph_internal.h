@@ -134,6 +134,35 @@ static inline struct cudaExtent extent_of(size_t width, size_t height, size_t de
 	return (struct cudaExtent){ .width = width, .height = height, .depth = depth };
 }
 
+/* cudaGraphNodeParams (CUDA 12.2+, cudaGraphAddNode and the generic
+ * SetParams calls): reserved fields must be zero. */
+static inline bool node_params_ok(const struct cudaGraphNodeParams *p)
+{
+	return p && !p->reserved0[0] && !p->reserved0[1] && !p->reserved0[2] && !p->reserved2;
+}
+
+/* The generic parameters of a kernel, memset or host node as the structure
+ * of that node type's own calls. */
+static inline struct cudaKernelNodeParams kernel_params_of(const struct cudaGraphNodeParams *p)
+{
+	return (struct cudaKernelNodeParams){ .func = p->kernel.func, .gridDim = p->kernel.gridDim,
+					      .blockDim = p->kernel.blockDim,
+					      .sharedMemBytes = p->kernel.sharedMemBytes,
+					      .kernelParams = p->kernel.kernelParams, .extra = p->kernel.extra };
+}
+
+static inline struct cudaMemsetParams memset_params_of(const struct cudaGraphNodeParams *p)
+{
+	return (struct cudaMemsetParams){ .dst = p->memset.dst, .pitch = p->memset.pitch, .value = p->memset.value,
+					  .elementSize = p->memset.elementSize, .width = p->memset.width,
+					  .height = p->memset.height };
+}
+
+static inline struct cudaHostNodeParams host_params_of(const struct cudaGraphNodeParams *p)
+{
+	return (struct cudaHostNodeParams){ .fn = p->host.fn, .userData = p->host.userData };
+}
+
 /* --- graph.c --- */
 
 struct graph *graph_new(void);

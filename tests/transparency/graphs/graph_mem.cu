@@ -6,7 +6,8 @@
 // AutoFreeOnLaunch); CUDA's rules for such graphs (a relaunch while the last
 // allocation lives fails; no clone, no child graph, one instantiation at a
 // time; a free node only for an allocation, once); the graph memory
-// attributes; and such a graph built through cudaGraphAddNode.
+// attributes; and such a graph built through cudaGraphAddNode, its kernel
+// changed by cudaGraphExecNodeSetParams and cudaGraphNodeSetParams.
 //
 // argv[1] "serve": build both graphs during init, then serve: each request
 // launches them and checks the results (snapshotted at phos_fn_serve and
@@ -224,6 +225,40 @@ static void add_node_graph(state *st)
 			want[j] = 3.0f * st->x[j] + st->y[j];
 		same(st->hz, want.data(), N, "cudaGraphAddNode graph");
 	}
+	// the generic setters (CUDA 12.2+): the instantiated kernel's scale, then
+	// the graph's own node before a new instantiation
+	std::vector<float> want(N);
+	const float scales[2] = { 5.0f, 7.0f };
+	for (int round = 0; round < 2; round++) {
+		a = scales[round];
+		memset(&p, 0, sizeof(p));
+		p.type = cudaGraphNodeTypeKernel;
+		p.kernel.func = (void *)graphs_saxpy;
+		p.kernel.gridDim = dim3(G);
+		p.kernel.blockDim = dim3(B);
+		p.kernel.kernelParams = args1;   // packed now: a later change of a is not seen
+		if (round == 0) {
+			CK(cudaGraphExecNodeSetParams(x, k1, &p));
+		} else {
+			CK(cudaGraphExecDestroy(x));
+			CK(cudaGraphNodeSetParams(k1, &p));
+			CK(cudaGraphInstantiate(&x, g, 0));
+		}
+		a = -1.0f;
+		memset(st->hz, 0, N * sizeof(float));
+		CK(cudaGraphLaunch(x, st->s));
+		CK(cudaStreamSynchronize(st->s));
+		for (int j = 0; j < N; j++)
+			want[j] = scales[round] * st->x[j] + st->y[j];
+		same(st->hz, want.data(), N, round ? "cudaGraphNodeSetParams" : "cudaGraphExecNodeSetParams");
+	}
+	EXPECT(cudaGraphNodeSetParams(set, &p) != cudaSuccess, "kernel parameters for a memset node: refused");
+	cudaGetLastError();
+	memset(&p, 0, sizeof(p));
+	p.type = cudaGraphNodeTypeMemFree;
+	p.free.dptr = mem;
+	EXPECT(cudaGraphExecNodeSetParams(x, fr, &p) != cudaSuccess, "a free node's parameters are not changed");
+	cudaGetLastError();
 	CK(cudaGraphExecDestroy(x));
 	CK(cudaGraphDestroy(g));
 }
