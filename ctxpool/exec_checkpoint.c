@@ -228,14 +228,28 @@ static void fault_kill(const char *dir)
 
 /* A program holding cuDNN objects is stopped only where no call naming
  * them is half-done (channel.h, fenced sections): the fence is closed and
- * records are taken until it settles. True when the stop may come. */
+ * records are taken until it settles. True when it has. */
 static bool fence_settled(struct executor *ex)
 {
 	if (!ex->ch || !exec_dnn_in_use(ex))
 		return true;
 	phos_channel_fence_close(ex->ch);
-	ex->ckpt.fencing = !phos_channel_fence_settled(ex->ch);
-	return !ex->ckpt.fencing;
+	return phos_channel_fence_settled(ex->ch);
+}
+
+/* The stop comes only where nothing of the program is half-done: the fence
+ * has settled, and no host callback of the program is out (exec_stream.c).
+ * A callback may wait for the program's next call, which a stop would hold
+ * while it drains the device, and the drain waits for the callback: the
+ * program and the checkpoint would wait for each other for ever. Until then
+ * records flow. True when the stop may come; else the dispatcher looks
+ * again soon (exec_checkpoint_wait_ms). */
+static bool stop_ready(struct executor *ex)
+{
+	bool ready = fence_settled(ex) && !atomic_load(&ex->host_calls);
+
+	ex->ckpt.fencing = !ready;
+	return ready;
 }
 
 /* The sections that waited at the fence go on. */
@@ -437,7 +451,8 @@ int exec_checkpoint_wait_ms(const struct executor *ex)
 
 	if (c->fencing)
 		return 1;   /* a section's end wakes the ring's waiter, but not a
-			     * wait that began just after it: look again soon */
+			     * wait that began just after it, and a callback's
+			     * return wakes nothing: look again soon */
 	if (!exec_checkpoint_copying(ex))
 		return 1000;
 	if (c->cow_mem)
@@ -971,14 +986,15 @@ static void recopy_poll(struct executor *ex)
 		phos_info("checkpoint (recopy): called off before its stop");
 		return;
 	}
-	if (c->fencing) {   /* the stop came, and waits for the fence */
-		if (!fence_settled(ex))
+	if (c->fencing) {   /* the stop came, and waits to be ready */
+		if (!stop_ready(ex))
 			return;
 		r = 0;
 		goto stopping;
 	}
-	/* paced while the function makes calls (executor.h, exec_recopy) */
-	if (atomic_load(&c->stop_asked) || c->ring_idle || phos_now() >= rc->next_at) {
+	/* paced while the function makes calls (executor.h, exec_recopy); none
+	 * while a host callback is out, as a step drains the device (stop_ready) */
+	if (!atomic_load(&ex->host_calls) && (atomic_load(&c->stop_asked) || c->ring_idle || phos_now() >= rc->next_at)) {
 		double t0 = phos_now(), t1;
 
 		r = exec_recopy_step(ex, rc, &stop, err, sizeof(err));
@@ -1011,8 +1027,8 @@ static void recopy_poll(struct executor *ex)
 	}
 	if (r == 0 && !stop && !(c->wait_stop && atomic_load(&c->stop_asked)))
 		return;
-	if (r == 0 && !fence_settled(ex))
-		return;   /* records flow (and are tracked) until it settles */
+	if (r == 0 && !stop_ready(ex))
+		return;   /* records flow (and are tracked) until it may come */
 stopping:
 	t_stop = phos_now();
 	pthread_mutex_lock(&c->lock);
@@ -1073,8 +1089,8 @@ void exec_checkpoint_poll(struct executor *ex)
 	}
 	if (!atomic_load_explicit(&c->asked, memory_order_acquire))
 		return;
-	if (c->mode != PHOS_CKPT_RECOPY && !fence_settled(ex))
-		return;   /* records flow until it settles */
+	if (c->mode != PHOS_CKPT_RECOPY && !stop_ready(ex))
+		return;   /* records flow until it may come */
 	t_stop = phos_now();
 	pthread_mutex_lock(&c->lock);
 	c->holding = true;

@@ -193,8 +193,9 @@ struct exec_ckpt {
 	/* cow through that host copy: its copies in flight (exec_checkpoint.c),
 	 * beside cow (the dump) until they all landed */
 	struct cow_mem *cow_mem;
-	/* the stop waits for the channel's fence to settle (dispatcher only:
-	 * a program holding cuDNN objects, exec_checkpoint.c) */
+	/* the stop waits for the channel's fence to settle (a program holding
+	 * cuDNN objects) and for the program's host callbacks to return
+	 * (dispatcher only, exec_checkpoint.c: stop_ready) */
 	bool fencing;
 };
 

@@ -8,6 +8,10 @@ as ordinary CUDA programs (tests/transparency/pools/):
   thread of their own, and their errors; on a GPU also (`apart`) a callback
   that waits for the program's work on another stream, which must go on
   meanwhile (the driver's callback thread asks for it, not the dispatcher);
+- callbacks checkpointed while callbacks wait for the program's next call
+  (cuda only, as `apart`), every mode: each checkpoint ends, the program
+  and a restored copy end right (a stop that held the program while such a
+  callback was out drained the device for ever);
 - pool_serve checkpointed while it runs (issue 11), every mode: its pools,
   their attributes and live blocks (the destroyed pool's too) are in the
   image and made again by the restoring executor; the restored run answers
@@ -49,6 +53,39 @@ for prog, name in ((POOLS, "pools"), (CALLBACKS, "callbacks")):
     if DEVICE == "cuda":
         p = native(prog, *(["apart"] if name == "callbacks" else []))
         check(p.returncode == 0, f"{name} natively: rc {p.returncode}\n{p.stderr[-3000:]}")
+
+if DEVICE == "cuda":
+    tmpc = tempfile.mkdtemp(prefix="phos-callbacks-ckpt-")
+    try:
+        run_env = {"PHOS_RUN_DIR": os.path.join(tmpc, "run")}
+        p = subprocess.Popen([PHOS_FN, "run", "--checkpointable", "--device", DEVICE, "--", CALLBACKS, "loop",
+                              "1500"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=fn_env(run_env))
+        outs = ""
+        try:
+            first = p.stdout.readline()
+            check(first.startswith('{"loop"'), f"callbacks loop: its first line: {first!r}")
+            for mode in ("stw", "cow", "recopy"):
+                time.sleep(0.3)
+                ck = os.path.join(tmpc, f"ck-{mode}")
+                c = phos("checkpoint", "--mode", mode, "-o", ck, str(p.pid), extra_env=run_env, timeout=120)
+                check(c.returncode == 0, f"callbacks loop: {mode} checkpoint while callbacks wait for the "
+                                         f"program: rc {c.returncode} {c.stderr[-1500:]}")
+            outs, errs = p.communicate(timeout=300)
+            outs += errs
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.communicate(timeout=60)
+        check(p.returncode == 0 and "callbacks: ok" in outs, f"callbacks loop, checkpointed: rc {p.returncode} "
+                                                             f"{outs[-2000:]}")
+        ck = os.path.join(tmpc, "ck-stw")
+        if os.path.exists(os.path.join(ck, "manifest.json")):
+            r = phos("restore", "--device", DEVICE, ck, timeout=300)
+            check(r.returncode == 0 and "callbacks: ok" in r.stdout + r.stderr,
+                  f"callbacks loop, restored from its stw checkpoint: rc {r.returncode} {r.stderr[-2000:]}")
+    finally:
+        shutil.rmtree(tmpc, ignore_errors=True)
 
 
 def check_answers(got, what):

@@ -5,7 +5,7 @@
 // stream run in order, on a thread that is not the caller's. Exits 0 when
 // every check holds, 1 otherwise.
 //
-//   callbacks [strict] [apart]
+//   callbacks [strict] [apart] [loop N]
 //
 // strict (under phos-fn) also checks the errors of bad calls whose native
 // behaviour is undefined or unspecified (a destroyed stream, reserved flags,
@@ -13,7 +13,10 @@
 // the program's work on another stream (copied and synchronized while the
 // callback blocks its own stream) does not hold that work (natively, and
 // under phos-fn on a GPU, where the driver's callback thread asks for it;
-// the sim device's dispatcher waits for every callback).
+// the sim device's dispatcher waits for every callback). loop N: apart's
+// case N times, after a first line, for checkpoints taken while such a
+// callback waits (a checkpoint that stopped the program then would wait for
+// the callback, and the callback for the program: it gives up after 5 s).
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -98,10 +101,13 @@ static void waits_cb(void *)
 int main(int argc, char **argv)
 {
 	bool strict = false, apart = false;
+	int loops = 0;
 
 	for (int i = 1; i < argc; i++) {
 		strict = strict || strcmp(argv[i], "strict") == 0;
 		apart = apart || strcmp(argv[i], "apart") == 0;
+		if (strcmp(argv[i], "loop") == 0 && i + 1 < argc)
+			loops = atoi(argv[++i]);
 	}
 	const int n = 1 << 16;
 	const size_t bytes = n * sizeof(int);
@@ -159,16 +165,24 @@ int main(int argc, char **argv)
 	CK(cudaDeviceSynchronize());
 	EXPECT(default_stream_calls == 1, "a callback on the default stream ran (%d)", default_stream_calls.load());
 
-	if (apart) {
+	if (loops) {
+		printf("{\"loop\": %d}\n", loops);
+		fflush(stdout);
+	}
+	for (int round = 0; round < (loops ? loops : apart ? 1 : 0); round++) {
 		// s: a callback that waits for the program; t: the program's work meanwhile
+		released = false;
+		release_seen = false;
 		iota(d, n, 7, s);
 		CK(cudaLaunchHostFunc(s, waits_cb, nullptr));
 		memset(feed, 0, bytes);
+		if (loops)
+			usleep(2000);   // the callback waits; the program's next call comes later
 		CK(cudaMemcpyAsync(feed, d + 0, bytes, cudaMemcpyDeviceToHost, t));   // (d: written before the callback)
 		CK(cudaStreamSynchronize(t));
 		released = true;
 		CK(cudaStreamSynchronize(s));
-		EXPECT(release_seen, "a callback waiting for another stream's work held that work");
+		EXPECT(release_seen, "a callback waiting for another stream's work held that work (round %d)", round);
 	}
 
 	if (strict) {
