@@ -1089,8 +1089,10 @@ void exec_checkpoint_poll(struct executor *ex)
 	}
 	if (!atomic_load_explicit(&c->asked, memory_order_acquire))
 		return;
-	if (c->mode != PHOS_CKPT_RECOPY && !stop_ready(ex))
-		return;   /* records flow until it may come */
+	/* records flow until it may come; a recopy's rounds begin at once,
+	 * but not while a host callback is out (its start drains the device) */
+	if (c->mode == PHOS_CKPT_RECOPY ? atomic_load(&ex->host_calls) != 0 : !stop_ready(ex))
+		return;
 	t_stop = phos_now();
 	pthread_mutex_lock(&c->lock);
 	c->holding = true;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "staging.h"
 
 int handle_put(struct handle_table *t, uint32_t id, void *obj)
 {
@@ -249,7 +250,8 @@ int exec_serve(struct executor *ex)
 		uint32_t out_len = 0;
 		int blas_status = 0, r;
 
-		exec_checkpoint_poll(ex);   /* a record boundary */
+		stage_host_reap(ex, false);   /* a record boundary: nothing queued meanwhile */
+		exec_checkpoint_poll(ex);
 		/* copying between records: look again at once, or when a recopy's
 		 * next paced step is due; copies on the device (a cow's through host
 		 * memory): soon */
@@ -298,5 +300,6 @@ int exec_serve(struct executor *ex)
 	/* The device state is still there: a cow checkpoint in progress ends. */
 	exec_checkpoint_drain(ex);
 	exec_host_calls_wait(ex);   /* they name the channel, which goes next */
+	stage_host_reap(ex, true);
 	return end;
 }

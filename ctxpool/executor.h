@@ -255,6 +255,7 @@ struct executor {
 
 	int pending_error;          /* first error of asynchronous work, negated */
 	_Atomic unsigned host_calls; /* host callbacks queued on a device's own thread (exec_stream.c) */
+	struct stage_host *_Atomic host_unpin;   /* pinned host copies to give back (staging.h) */
 	bool goodbye;               /* the function said it is exiting */
 	bool exit_on_fatal;         /* PHOS_EXIT_ON_FATAL=1: a lost context ends us (exec_fatal_check) */
 	uint64_t seq;               /* record being executed */

@@ -843,6 +843,7 @@ int main(int argc, char **argv)
 	exec_hot_clear(&ex);
 	exec_modcache_clear(&ex);
 	phos_bufmap_free(ex.bufs);
+	stage_host_reap(&ex, true);
 	stage_ring_free(&ex);
 	exec_nccl_warm_drop(&ex);
 	for (int d = ex.ndevs - 1; d >= 0; d--)

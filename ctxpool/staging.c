@@ -685,15 +685,41 @@ struct stage_host *stage_host_new(struct executor *ex, uint64_t bytes)
 	return h;
 }
 
-void stage_host_free(struct executor *ex, struct stage_host *h)
+static void host_release(struct executor *ex, struct stage_host *h)
 {
-	if (!h)
-		return;
 	if (h->pinned)
 		ex->dev_ops->host_unregister(ex->dev, h->buf);
 	if (h->buf)
 		munmap(h->buf, h->len);
 	free(h);
+}
+
+void stage_host_free(struct executor *ex, struct stage_host *h)
+{
+	if (!h)
+		return;
+	if (!h->pinned) {
+		host_release(ex, h);
+		return;
+	}
+	h->next = atomic_load(&ex->host_unpin);
+	while (!atomic_compare_exchange_weak(&ex->host_unpin, &h->next, h))
+		;
+}
+
+void stage_host_reap(struct executor *ex, bool all)
+{
+	struct stage_host *h;
+
+	if (!atomic_load(&ex->host_unpin) || (!all && atomic_load(&ex->host_calls)))
+		return;
+	h = atomic_exchange(&ex->host_unpin, NULL);
+	while (h) {
+		struct stage_host *next = h->next;
+
+		host_release(ex, h);
+		h = next;
+	}
 }
 
 bool stage_host_holds(const struct stage_host *h, const struct stage_item *items, size_t n)

@@ -61,6 +61,7 @@ struct stage_host {
 	uint8_t *buf;
 	uint64_t len;
 	bool pinned;
+	struct stage_host *next;   /* on the executor's list to give back (stage_host_free) */
 };
 
 /* A pinned host image of at least bytes, or NULL (over the cap, no memory:
@@ -80,5 +81,15 @@ int stage_host_copy(struct executor *ex, struct stage_host *h, const struct stag
  * hashes, with up to 16 threads; no device call. Any thread. */
 int stage_host_write(const struct stage_host *h, int fd, struct stage_item *items, size_t n, char *err,
 		     size_t errlen);
-/* Unpins and unmaps h; accepts NULL. Any thread. */
+/* Unmaps h, or, when pinned, puts it on the executor's list for
+ * stage_host_reap; accepts NULL. Any thread. Unpinning waits for the
+ * device's host callbacks, and the driver holds the other threads' calls
+ * meanwhile: with a callback out that waits for the program's next call, the
+ * program, the callback and the dispatcher would wait for each other (on
+ * the H100 a host copy unpinned by the checkpoint's writer held the program
+ * until the callback gave up). */
 void stage_host_free(struct executor *ex, struct stage_host *h);
+/* Unpins and unmaps the host copies stage_host_free put aside: all of them,
+ * or (all false) only where no host callback of the function is out. The
+ * dispatcher's, between records (no callback can be queued meanwhile). */
+void stage_host_reap(struct executor *ex, bool all);
