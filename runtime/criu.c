@@ -149,20 +149,28 @@ static const char *criu_verbosity(void)
 	return env && env[0] >= '0' && env[0] <= '4' && !env[1] ? v[env[0] - '0'] : "-v4";
 }
 
-/* What every dump adds to CRIU's environment. When a dump ends, CRIU stops
- * its parasite at the task's last sigreturn; by default with a hardware
- * breakpoint, and setting the first one in a task costs the kernel a long
- * wait: 16-24 ms of a 40-50 ms freeze of the program (CRIU's logs of
- * checkpoints on the H100, the H200 and the sim here, between "Sent msg to
- * daemon" and "was trapped"). Stepping through the parasite's two last system
- * calls instead (PTRACE_SYSCALL) takes well under a millisecond: the first
- * checkpoint of a fresh train froze it 9.0-11.8 ms instead of 18.6-28.6 ms
- * (sim, this machine, 2026-11-27). CRIU has no option for it; it reads its
+/* What every dump adds to CRIU's environment, unless
+ * PHOS_CRIU_BREAKPOINTS=1. At the end of a dump CRIU stops its parasite at
+ * the task's last sigreturn; by default with a hardware breakpoint, and
+ * setting the first one in a task costs the kernel a long wait: 16-24 ms of
+ * a 40-50 ms freeze of the program (CRIU's logs of checkpoints on the H100,
+ * the H200 and the sim here, between "Sent msg to daemon" and "was
+ * trapped"). Stepping through the parasite's two last system calls instead
+ * (PTRACE_SYSCALL) takes well under a millisecond: the first checkpoint of a
+ * fresh train froze it 9.0-11.8 ms instead of 18.6-28.6 ms (sim, this
+ * machine, 2026-11-27). CRIU has no option for it; it reads its
  * fault-injection knob CRIU_FAULT=130 (FI_NO_BREAKPOINTS, "not fatal"), the
- * same path it takes by itself where breakpoints are missing or slow (Xen),
- * which changes nothing else. A CRIU_FAULT of our own environment never
- * reaches CRIU (criu_start). */
-static const char *const criu_dump_env[] = { "CRIU_FAULT=130", NULL };
+ * path it takes by itself where breakpoints are missing or slow (Xen), which
+ * changes nothing else. A CRIU_FAULT of our own environment never reaches
+ * CRIU (criu_start). Restores keep CRIU's default: a plain CRIU restore
+ * stepped was 14-16 ms faster here, but phos's restores were not (48 and 51
+ * ms, the sim's cold starts), so nothing shows it is worth the change. */
+static const char *criu_env_stepping(void)
+{
+	const char *env = getenv("PHOS_CRIU_BREAKPOINTS");
+
+	return env && strcmp(env, "1") == 0 ? NULL : "CRIU_FAULT=130";
+}
 
 /* Seconds CRIU may run: $PHOS_CRIU_TIMEOUT, else CRIU_TIMEOUT_S. */
 static int criu_timeout_s(void)
@@ -997,8 +1005,8 @@ int phos_criu_dump_flags(const char *criu, pid_t pid, const char *dir, const uin
 	if (a->lock_fd == -ECANCELED)
 		r = -ECANCELED;
 	else
-		r = criu_run(a->argv, NULL, NULL, 0, -1, a->err_fd, 0, a->as_other ? &a->as : NULL, criu_dump_env, cancel_fd,
-			     &st);
+		r = criu_run(a->argv, NULL, NULL, 0, -1, a->err_fd, 0, a->as_other ? &a->as : NULL,
+			     (const char *const[]){ criu_env_stepping(), NULL }, cancel_fd, &st);
 	r = dump_finish(a, r, st, err, errlen);
 out:
 	ahead_free(a);
@@ -1172,7 +1180,7 @@ int phos_criu_dump_ahead(const char *criu, const char *gate, pid_t pid, const ch
 	}
 	snprintf(env, sizeof(env), "PHOS_CRIU_GATE_SOCK=%s", name);
 	r = criu_start(a->argv, NULL, NULL, 0, -1, a->err_fd, 0, a->as_other ? &a->as : NULL,
-		       (const char *const[]){ env, criu_dump_env[0], NULL }, &a->criu_pid);
+		       (const char *const[]){ env, criu_env_stepping(), NULL }, &a->criu_pid);
 	if (r < 0) {
 		err_set(err, errlen, "criu dump: cannot run %s: %s", criu, strerror(-r));
 		goto fail;
