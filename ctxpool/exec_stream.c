@@ -84,12 +84,12 @@ void exec_event_free(struct executor *ex, struct exec_event_obj *e)
 
 /* A host callback runs in the function process, once the stream's earlier
  * work is done, and the stream's later work waits for it (channel.h). Where
- * the device has a thread of its own for that (cuda: cuStreamAddCallback),
- * the callback is asked from there and the dispatcher goes on with other
- * streams' records: a callback that waits for the program's work on
- * another stream does not hold it (as natively). Else (sim) the dispatcher
- * syncs the stream and asks itself: nothing later on the ring runs before
- * the callback returned. The callback is told the stream's error, or the
+ * the device has a thread of its own for that (cuda: cuStreamAddCallback;
+ * sim: a thread per callback), the callback is asked from there and the
+ * dispatcher goes on with other streams' records: a callback that waits for
+ * the program's work on another stream does not hold it (as natively). Else
+ * the dispatcher syncs the stream and asks itself: nothing later on the
+ * ring runs before the callback returned. The callback is told the stream's error, or the
  * first error of earlier asynchronous work. One is asked at a time (the
  * channel has one callback slot). */
 static pthread_mutex_t host_call_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -124,8 +124,8 @@ struct phos_device_ops {
 	/* Runs fn(arg, status) on a thread of the device's own once the
 	 * stream's earlier work is done, and holds the stream's later work
 	 * until it returned (status: 0, or the negated cudaError_t of the
-	 * stream's failure). NULL where the device has no such thread (sim):
-	 * the caller syncs the stream and calls fn itself. */
+	 * stream's failure). NULL where the device has no such thread: the
+	 * caller syncs the stream and calls fn itself. */
 	int (*stream_host_func)(struct phos_device *dev, void *stream, void (*fn)(void *arg, int status), void *arg);
 	/* Stream attributes (CUstreamAttrID; value is a PHOS_STREAM_ATTR_BYTES
 	 * CUstreamAttrValue). Ids the device does not take: -INVALID_VALUE. */

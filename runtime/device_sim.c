@@ -94,6 +94,15 @@ struct sim_device {
 	size_t nplugins;
 	struct sim_device *peers[8];     /* devices whose memory this one reaches (peer_add) */
 	size_t npeers;
+	/* host callbacks (sim_stream_host_func): cb_lock guards these and the
+	 * streams' counts; cb_cond tells of a callback's end */
+	pthread_mutex_t cb_lock;
+	pthread_cond_t cb_cond;
+	uint64_t null_issued, null_done; /* the NULL stream's callbacks */
+	/* the order of the callbacks of the NULL stream and of blocking streams
+	 * (which wait for each other's work): one sequence for all of them */
+	uint64_t legacy_issued, legacy_done;
+	unsigned cb_out;                 /* out, all of them */
 };
 
 struct sim_stream {
@@ -101,6 +110,7 @@ struct sim_stream {
 	uint32_t flags;
 	int priority;
 	struct sim_stream_attrs attrs;
+	uint64_t cb_issued, cb_done;     /* its host callbacks (under the device's cb_lock) */
 };
 
 struct sim_event {
@@ -201,11 +211,33 @@ void *phos_sim_obj_get(struct phos_device *pdev, const void *obj, uint32_t magic
 	return found;
 }
 
+/* Whether work on s (NULL: the legacy default stream) must still wait for
+ * host callbacks: its own, and between the legacy stream and blocking
+ * streams each other's. With cb_lock held. */
+static bool callbacks_ahead(const struct sim_device *dev, const struct sim_stream *s)
+{
+	if (!s)
+		return dev->legacy_issued != dev->legacy_done;
+	return s->cb_issued != s->cb_done || (s->flags == 0 && dev->null_issued != dev->null_done);
+}
+
+static void callbacks_wait(struct sim_device *dev, const struct sim_stream *s)
+{
+	pthread_mutex_lock(&dev->cb_lock);
+	while (callbacks_ahead(dev, s))
+		pthread_cond_wait(&dev->cb_cond, &dev->cb_lock);
+	pthread_mutex_unlock(&dev->cb_lock);
+}
+
 int phos_sim_stream_check(struct phos_device *dev, const void *stream)
 {
-	if (!stream || phos_sim_obj_get(dev, stream, PHOS_SIM_STREAM))
-		return 0;
-	return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	struct sim_stream *s = stream ? phos_sim_obj_get(dev, stream, PHOS_SIM_STREAM) : NULL;
+
+	if (stream && !s)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	/* work completes at submission: the stream's host callbacks first */
+	callbacks_wait(sim_dev(dev), s);
+	return 0;
 }
 
 /* ---- memory ---- */
@@ -467,6 +499,10 @@ static void sim_device_free(struct sim_device *dev)
 {
 	if (!dev)
 		return;
+	pthread_mutex_lock(&dev->cb_lock);   /* callbacks name their stream */
+	while (dev->cb_out)
+		pthread_cond_wait(&dev->cb_cond, &dev->cb_lock);
+	pthread_mutex_unlock(&dev->cb_lock);
 	while (dev->objs.next && dev->objs.next != &dev->objs) {
 		struct phos_sim_obj *o = dev->objs.next;
 
@@ -528,6 +564,8 @@ static int sim_open(int ordinal, uint64_t arena_base, uint64_t arena_size, bool 
 	if (!dev)
 		return -PHOS_CUDA_MEMORY_ALLOCATION;
 	pthread_mutex_init(&dev->lock, NULL);
+	pthread_mutex_init(&dev->cb_lock, NULL);
+	pthread_cond_init(&dev->cb_cond, NULL);
 	dev->objs.next = dev->objs.prev = &dev->objs;
 	dev->total_mem = SIM_TOTAL_MEM;
 	{
@@ -799,8 +837,14 @@ static bool sim_failed(void)
 	return atomic_load(&sim_fatal);
 }
 
-static int sim_synchronize(struct phos_device *dev)
+static int sim_synchronize(struct phos_device *pdev)
 {
+	struct sim_device *dev = sim_dev(pdev);
+
+	pthread_mutex_lock(&dev->cb_lock);   /* every host callback returned */
+	while (dev->cb_out)
+		pthread_cond_wait(&dev->cb_cond, &dev->cb_lock);
+	pthread_mutex_unlock(&dev->cb_lock);
 	return atomic_load(&sim_fatal) ? -PHOS_CUDA_LAUNCH_FAILURE : 0;
 }
 
@@ -916,7 +960,82 @@ static int sim_stream_destroy(struct phos_device *dev, void *stream)
 
 	if (!s)
 		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	callbacks_wait(sim_dev(dev), s);   /* they name it */
 	phos_sim_obj_free(dev, s);
+	return 0;
+}
+
+/* Host callbacks, as a GPU's driver runs them: each on a thread of its own
+ * once the stream's earlier work is done (at once: sim's work completes at
+ * submission), in its stream's order, while the stream's later work waits
+ * for it (phos_sim_stream_check, which every operation on a stream calls) and
+ * the other streams' goes on. So a callback may wait for the program's work
+ * on another stream, as natively; work queued on its own stream meanwhile
+ * holds the dispatcher instead (sim runs it at submission). */
+struct sim_callback {
+	struct sim_device *dev;
+	struct sim_stream *s;            /* NULL: the legacy default stream */
+	bool legacy;                     /* the NULL stream's or a blocking stream's */
+	uint64_t ticket;                 /* its place: in legacy_issued's order, else in its stream's */
+	void (*fn)(void *arg, int status);
+	void *arg;
+};
+
+static void *callback_thread(void *p)
+{
+	struct sim_callback *cb = p;
+	struct sim_device *dev = cb->dev;
+
+	pthread_mutex_lock(&dev->cb_lock);
+	while ((cb->legacy ? dev->legacy_done : cb->s->cb_done) != cb->ticket)
+		pthread_cond_wait(&dev->cb_cond, &dev->cb_lock);
+	pthread_mutex_unlock(&dev->cb_lock);
+	cb->fn(cb->arg, atomic_load(&sim_fatal) ? -PHOS_CUDA_LAUNCH_FAILURE : 0);
+	pthread_mutex_lock(&dev->cb_lock);
+	if (cb->s)
+		cb->s->cb_done++;
+	else
+		dev->null_done++;
+	if (cb->legacy)
+		dev->legacy_done++;
+	dev->cb_out--;
+	pthread_cond_broadcast(&dev->cb_cond);
+	pthread_mutex_unlock(&dev->cb_lock);
+	free(cb);
+	return NULL;
+}
+
+static int sim_stream_host_func(struct phos_device *pdev, void *stream, void (*fn)(void *arg, int status), void *arg)
+{
+	struct sim_device *dev = sim_dev(pdev);
+	struct sim_stream *s = stream ? phos_sim_obj_get(pdev, stream, PHOS_SIM_STREAM) : NULL;
+	struct sim_callback *cb;
+	pthread_attr_t attr;
+	pthread_t t;
+	int r;
+
+	if (stream && !s)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	if (!fn)
+		return -PHOS_CUDA_INVALID_VALUE;
+	cb = calloc(1, sizeof(*cb));
+	if (!cb)
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	*cb = (struct sim_callback){ .dev = dev, .s = s, .legacy = !s || s->flags == 0, .fn = fn, .arg = arg };
+	pthread_mutex_lock(&dev->cb_lock);
+	if (s)
+		s->cb_issued++;
+	else
+		dev->null_issued++;
+	cb->ticket = cb->legacy ? dev->legacy_issued++ : s->cb_issued - 1;
+	dev->cb_out++;
+	pthread_mutex_unlock(&dev->cb_lock);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	r = pthread_create(&t, &attr, callback_thread, cb);
+	pthread_attr_destroy(&attr);
+	if (r != 0)
+		callback_thread(cb);   /* no thread to be had: here, in its turn */
 	return 0;
 }
 
@@ -1512,6 +1631,7 @@ const struct phos_device_ops phos_device_sim = {
 	.stream_create = sim_stream_create,
 	.stream_destroy = sim_stream_destroy,
 	.stream_sync = sim_stream_sync,
+	.stream_host_func = sim_stream_host_func,
 	.stream_query = sim_stream_sync,
 	.stream_wait_event = sim_stream_wait_event,
 	.stream_set_attr = sim_stream_set_attr,

@@ -12,8 +12,7 @@
 // a CUDA call made from inside a callback). apart: a callback that waits for
 // the program's work on another stream (copied and synchronized while the
 // callback blocks its own stream) does not hold that work (natively, and
-// under phos-fn on a GPU, where the driver's callback thread asks for it;
-// the sim device's dispatcher waits for every callback). loop N: apart's
+// under phos-fn, where the device's callback thread asks for it). loop N: apart's
 // case N times, after a first line, for checkpoints taken while such a
 // callback waits (a checkpoint that stopped the program then would wait for
 // the callback, and the callback for the program: it gives up after 5 s).
