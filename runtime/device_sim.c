@@ -1039,12 +1039,31 @@ static int sim_stream_host_func(struct phos_device *pdev, void *stream, void (*f
 	return 0;
 }
 
-/* Work completes at submission: a valid stream is always idle. */
+/* Work completes at submission: a valid stream is idle once its host
+ * callbacks returned. */
 static int sim_stream_sync(struct phos_device *dev, void *stream)
 {
 	if (atomic_load(&sim_fatal))
 		return -PHOS_CUDA_LAUNCH_FAILURE;
 	return phos_sim_stream_check(dev, stream);
+}
+
+/* As sim_stream_sync, without waiting: -NOT_READY while a host callback
+ * the stream waits for is out (the program may poll while it waits). */
+static int sim_stream_query(struct phos_device *pdev, void *stream)
+{
+	struct sim_device *dev = sim_dev(pdev);
+	struct sim_stream *s = stream ? phos_sim_obj_get(pdev, stream, PHOS_SIM_STREAM) : NULL;
+	bool ahead;
+
+	if (stream && !s)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	if (atomic_load(&sim_fatal))
+		return -PHOS_CUDA_LAUNCH_FAILURE;
+	pthread_mutex_lock(&dev->cb_lock);
+	ahead = callbacks_ahead(dev, s);
+	pthread_mutex_unlock(&dev->cb_lock);
+	return ahead ? -PHOS_CUDA_NOT_READY : 0;
 }
 
 static int sim_stream_wait_event(struct phos_device *dev, void *stream, void *event)
@@ -1632,7 +1651,7 @@ const struct phos_device_ops phos_device_sim = {
 	.stream_destroy = sim_stream_destroy,
 	.stream_sync = sim_stream_sync,
 	.stream_host_func = sim_stream_host_func,
-	.stream_query = sim_stream_sync,
+	.stream_query = sim_stream_query,
 	.stream_wait_event = sim_stream_wait_event,
 	.stream_set_attr = sim_stream_set_attr,
 	.stream_get_attr = sim_stream_get_attr,

@@ -175,6 +175,8 @@ int main(int argc, char **argv)
 		iota(d, n, 7, s);
 		CK(cudaLaunchHostFunc(s, waits_cb, nullptr));
 		memset(feed, 0, bytes);
+		if (round == 0)   // (the callback holds its stream: not done, and no wait to say so)
+			EXPECT(cudaStreamQuery(s) == cudaErrorNotReady, "a stream whose callback waits is not ready");
 		if (loops)
 			usleep(2000);   // the callback waits; the program's next call comes later
 		CK(cudaMemcpyAsync(feed, d + 0, bytes, cudaMemcpyDeviceToHost, t));   // (d: written before the callback)
