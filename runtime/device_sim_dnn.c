@@ -517,6 +517,19 @@ static int sim_dnn_execute(struct phos_device *dev, void *h, void *stream, void 
 
 /* --- batch normalization --- */
 
+/* cuDNN's host scaling factors: doubles for double data, else floats. */
+static double scalar_of(bool dbl, const void *p)
+{
+	return dbl ? *(const double *)p : *(const float *)p;
+}
+
+/* dst[o] = alpha v + beta dst[o]; with beta 0, dst is not read (cuDNN's
+ * rule: it may hold anything, NaN included). */
+static void put_blend(void *dst, int t, int64_t o, double alpha, double v, double beta)
+{
+	phos_sim_elem_put(dst, t, o, alpha * v + (beta != 0 ? beta * phos_sim_elem_get(dst, t, o) : 0));
+}
+
 /* Element e of t (row-major index over its dims) → its offset, and the
  * offset of its parameters in bn (dims of 1 in bn broadcast). */
 static void bn_offsets(const struct phos_dnn_tensor *t, const struct phos_dnn_tensor *bn, int64_t e, int64_t *off,
@@ -557,11 +570,11 @@ static int sim_dnn_bn(struct phos_device *dev, void *h, void *stream, const stru
 		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
 	if (xt < 0 || p->nb != x->nb || p->dims[0] != 1 || elem_type(p->type) != pt)
 		return ok(st, PHOS_DNN_NOT_SUPPORTED);
-	alpha = dbl ? *(const double *)b->alpha : *(const float *)b->alpha;
-	beta = dbl ? *(const double *)b->beta : *(const float *)b->beta;
+	alpha = scalar_of(dbl, b->alpha);
+	beta = scalar_of(dbl, b->beta);
 	if (b->kind == PHOS_DNN_BN_BACKWARD) {
-		ap = dbl ? *(const double *)b->alpha_param : *(const float *)b->alpha_param;
-		bp = dbl ? *(const double *)b->beta_param : *(const float *)b->beta_param;
+		ap = scalar_of(dbl, b->alpha_param);
+		bp = scalar_of(dbl, b->beta_param);
 	}
 	/* the parameter offsets span at most the bn tensor; sums by offset */
 	int64_t span = 1;
@@ -592,7 +605,7 @@ static int sim_dnn_bn(struct phos_device *dev, void *h, void *stream, const stru
 				   phos_sim_elem_get(bias, pt, k);
 
 			bn_offsets(&b->y, p, e, &yo, &yp);
-			phos_sim_elem_put(py, xt, yo, alpha * v + (beta != 0 ? beta * phos_sim_elem_get(py, xt, yo) : 0));
+			put_blend(py, xt, yo, alpha, v, beta);
 		}
 		goto done;
 	}
@@ -642,7 +655,7 @@ static int sim_dnn_bn(struct phos_device *dev, void *h, void *stream, const stru
 				   phos_sim_elem_get(bias, pt, poff);
 
 			bn_offsets(&b->y, p, e, &yo, &yp);
-			phos_sim_elem_put(py, xt, yo, alpha * v + (beta != 0 ? beta * phos_sim_elem_get(py, xt, yo) : 0));
+			put_blend(py, xt, yo, alpha, v, beta);
 		}
 		goto done;
 	}
@@ -688,15 +701,15 @@ static int sim_dnn_bn(struct phos_device *dev, void *h, void *stream, const stru
 			double dx = phos_sim_elem_get(scale, pt, poff) * inv *
 				    (phos_sim_elem_get(pdy, xt, dyo) - db[poff] / m - xhat * ds[poff] / m);
 
-			phos_sim_elem_put(pdx, xt, dxo, alpha * dx + (beta != 0 ? beta * phos_sim_elem_get(pdx, xt, dxo) : 0));
+			put_blend(pdx, xt, dxo, alpha, dx, beta);
 		}
 		for (int64_t k = 0; k < span; k++) {
 			if (!cnt[k])
 				continue;
 			void *dsc = (void *)(uintptr_t)b->dscale, *dbi = (void *)(uintptr_t)b->dbias;
 
-			phos_sim_elem_put(dsc, pt, k, ap * ds[k] + (bp != 0 ? bp * phos_sim_elem_get(dsc, pt, k) : 0));
-			phos_sim_elem_put(dbi, pt, k, ap * db[k] + (bp != 0 ? bp * phos_sim_elem_get(dbi, pt, k) : 0));
+			put_blend(dsc, pt, k, ap, ds[k], bp);
+			put_blend(dbi, pt, k, ap, db[k], bp);
 		}
 		free(db);
 		free(ds);
@@ -732,6 +745,22 @@ static double tf_source(double g, int64_t n)
 	return (g + 1) * (double)(n - 1) / 2;
 }
 
+/* Where the sampler reads for the grid entry at g (x at g, y at g + 1) in
+ * an ih x iw input: the top-left pixel of the four and the weights of the
+ * right and lower ones. */
+struct tf_point {
+	int64_t x0, y0;
+	double wx, wy;
+};
+
+static struct tf_point tf_point_at(const void *grid, int t, int64_t g, int64_t ih, int64_t iw)
+{
+	double sx = tf_source(phos_sim_elem_get(grid, t, g), iw), sy = tf_source(phos_sim_elem_get(grid, t, g + 1), ih);
+	double fx = floor(sx), fy = floor(sy);
+
+	return (struct tf_point){ .x0 = (int64_t)fx, .y0 = (int64_t)fy, .wx = sx - fx, .wy = sy - fy };
+}
+
 /* The sampler's backward pass: dx gets each output's dy spread over the
  * four pixels it read, by their weights; dgrid the derivative of the
  * sampled value by the grid's coordinates, summed over the channels. */
@@ -742,10 +771,8 @@ static int sim_stf_sample_backward(const struct phos_dnn_stf *f, int t, int *st)
 	const void *grid = (const void *)(uintptr_t)f->grid;
 	void *pdx = (void *)(uintptr_t)f->pdx, *dgrid = (void *)(uintptr_t)f->dgrid;
 	bool dbl = f->type == PHOS_DNN_DATA_DOUBLE;
-	double alpha = dbl ? *(const double *)f->alpha : *(const float *)f->alpha;
-	double beta = dbl ? *(const double *)f->beta : *(const float *)f->beta;
-	double ag = dbl ? *(const double *)f->alpha_dgrid : *(const float *)f->alpha_dgrid;
-	double bg = dbl ? *(const double *)f->beta_dgrid : *(const float *)f->beta_dgrid;
+	double alpha = scalar_of(dbl, f->alpha), beta = scalar_of(dbl, f->beta);
+	double ag = scalar_of(dbl, f->alpha_dgrid), bg = scalar_of(dbl, f->beta_dgrid);
 	int64_t ih = f->x.dims[2], iw = f->x.dims[3], xn = n * c * ih * iw;
 	const int32_t *xs = f->x.strides, *ds = f->dx.strides, *ys = f->dy.strides;
 	double *acc;
@@ -761,10 +788,9 @@ static int sim_stf_sample_backward(const struct phos_dnn_stf *f, int t, int *st)
 		for (int64_t i = 0; i < oh; i++)
 			for (int64_t j = 0; j < ow; j++) {
 				int64_t g = ((b * oh + i) * ow + j) * 2;
-				double sx = tf_source(phos_sim_elem_get(grid, t, g), iw);
-				double sy = tf_source(phos_sim_elem_get(grid, t, g + 1), ih);
-				double fx = floor(sx), fy = floor(sy), wx = sx - fx, wy = sy - fy, gx = 0, gy = 0;
-				int64_t x0 = (int64_t)fx, y0 = (int64_t)fy;
+				struct tf_point pt = tf_point_at(grid, t, g, ih, iw);
+				double wx = pt.wx, wy = pt.wy, gx = 0, gy = 0;
+				int64_t x0 = pt.x0, y0 = pt.y0;
 
 				for (int64_t ch = 0; ch < c; ch++) {
 					double d = phos_sim_elem_get(pdy, t, b * ys[0] + ch * ys[1] + i * ys[2] + j * ys[3]);
@@ -785,9 +811,8 @@ static int sim_stf_sample_backward(const struct phos_dnn_stf *f, int t, int *st)
 				}
 				gx *= (double)(iw - 1) / 2;
 				gy *= (double)(ih - 1) / 2;
-				phos_sim_elem_put(dgrid, t, g, ag * gx + (bg != 0 ? bg * phos_sim_elem_get(dgrid, t, g) : 0));
-				phos_sim_elem_put(dgrid, t, g + 1,
-						  ag * gy + (bg != 0 ? bg * phos_sim_elem_get(dgrid, t, g + 1) : 0));
+				put_blend(dgrid, t, g, ag, gx, bg);
+				put_blend(dgrid, t, g + 1, ag, gy, bg);
 			}
 	for (int64_t b = 0; b < n; b++)
 		for (int64_t ch = 0; ch < c; ch++)
@@ -795,8 +820,7 @@ static int sim_stf_sample_backward(const struct phos_dnn_stf *f, int t, int *st)
 				for (int64_t xx = 0; xx < iw; xx++) {
 					int64_t o = b * ds[0] + ch * ds[1] + yy * ds[2] + xx * ds[3];
 
-					phos_sim_elem_put(pdx, t, o, alpha * acc[((b * c + ch) * ih + yy) * iw + xx] +
-									     (beta != 0 ? beta * phos_sim_elem_get(pdx, t, o) : 0));
+					put_blend(pdx, t, o, alpha, acc[((b * c + ch) * ih + yy) * iw + xx], beta);
 				}
 	free(acc);
 	return ok(st, PHOS_DNN_SUCCESS);
@@ -868,19 +892,16 @@ static int sim_dnn_stf(struct phos_device *dev, void *h, void *stream, const str
 		const void *px = (const void *)(uintptr_t)f->px, *grid = (const void *)(uintptr_t)f->grid;
 		void *py = (void *)(uintptr_t)f->py;
 		bool dbl = f->type == PHOS_DNN_DATA_DOUBLE;
-		double alpha = dbl ? *(const double *)f->alpha : *(const float *)f->alpha;
-		double beta = dbl ? *(const double *)f->beta : *(const float *)f->beta;
+		double alpha = scalar_of(dbl, f->alpha), beta = scalar_of(dbl, f->beta);
 		int64_t ih = f->x.dims[2], iw = f->x.dims[3];
 		const int32_t *xs = f->x.strides, *ys = f->y.strides;
 
 		for (int64_t b = 0; b < n; b++)
 			for (int64_t i = 0; i < oh; i++)
 				for (int64_t j = 0; j < ow; j++) {
-					int64_t g = ((b * oh + i) * ow + j) * 2;
-					double sx = tf_source(phos_sim_elem_get(grid, t, g), iw);
-					double sy = tf_source(phos_sim_elem_get(grid, t, g + 1), ih);
-					double fx = floor(sx), fy = floor(sy), wx = sx - fx, wy = sy - fy;
-					int64_t x0 = (int64_t)fx, y0 = (int64_t)fy;
+					struct tf_point pt = tf_point_at(grid, t, ((b * oh + i) * ow + j) * 2, ih, iw);
+					double wx = pt.wx, wy = pt.wy;
+					int64_t x0 = pt.x0, y0 = pt.y0;
 
 					for (int64_t ch = 0; ch < c; ch++) {
 						double v = 0;
@@ -895,10 +916,7 @@ static int sim_dnn_stf(struct phos_device *dev, void *h, void *stream, const str
 								v += w * phos_sim_elem_get(px, t, b * xs[0] + ch * xs[1] +
 												  yy * xs[2] + xx * xs[3]);
 							}
-						int64_t yo = b * ys[0] + ch * ys[1] + i * ys[2] + j * ys[3];
-
-						phos_sim_elem_put(py, t, yo,
-								  alpha * v + (beta != 0 ? beta * phos_sim_elem_get(py, t, yo) : 0));
+						put_blend(py, t, b * ys[0] + ch * ys[1] + i * ys[2] + j * ys[3], alpha, v, beta);
 					}
 				}
 	}
