@@ -102,7 +102,7 @@ struct sim_device {
 	/* the order of the callbacks of the NULL stream and of blocking streams
 	 * (which wait for each other's work): one sequence for all of them */
 	uint64_t legacy_issued, legacy_done;
-	unsigned cb_out;                 /* out, all of them */
+	unsigned cb_out;                 /* out, all of them (also read without the lock) */
 };
 
 struct sim_stream {
@@ -223,6 +223,8 @@ static bool callbacks_ahead(const struct sim_device *dev, const struct sim_strea
 
 static void callbacks_wait(struct sim_device *dev, const struct sim_stream *s)
 {
+	if (!__atomic_load_n(&dev->cb_out, __ATOMIC_ACQUIRE))
+		return;   /* none out (every operation passes here): no lock */
 	pthread_mutex_lock(&dev->cb_lock);
 	while (callbacks_ahead(dev, s))
 		pthread_cond_wait(&dev->cb_cond, &dev->cb_lock);
@@ -998,7 +1000,7 @@ static void *callback_thread(void *p)
 		dev->null_done++;
 	if (cb->legacy)
 		dev->legacy_done++;
-	dev->cb_out--;
+	__atomic_fetch_sub(&dev->cb_out, 1, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&dev->cb_cond);
 	pthread_mutex_unlock(&dev->cb_lock);
 	free(cb);
@@ -1028,7 +1030,7 @@ static int sim_stream_host_func(struct phos_device *pdev, void *stream, void (*f
 	else
 		dev->null_issued++;
 	cb->ticket = cb->legacy ? dev->legacy_issued++ : s->cb_issued - 1;
-	dev->cb_out++;
+	__atomic_fetch_add(&dev->cb_out, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&dev->cb_lock);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
