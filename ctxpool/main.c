@@ -374,7 +374,8 @@ static int serve_one(struct executor *ex, int fd, const char *dir, const struct 
  * IDLE on the control socket and waits for a job (runtime/control.h):
  *   SERVE + fd               the descriptor is a function's channel socket
  *   RESTORE {dir} + fd       ... restore dir (stop-the-world, or on demand:
- *                            loader.h), then serve it
+ *                            loader.h), then serve it; a checkpoint's
+ *                            with its adoption: as --adopt-channel
  *   HOT {dirs}               make exactly these snapshots hot (exec_hot.c);
  *                            answers HOT_DONE or ERROR
  * After the function is gone it is scrubbed (arena mappings released, module
@@ -434,6 +435,14 @@ static int pool_loop(struct executor *ex)
 				snprintf(err, sizeof(err), "the snapshot was taken over %u GPU(s), this pool's executors own %d",
 					 img->devices, ex->ndevs);
 				r = -EINVAL;
+			} else if (r == 0 && img->checkpoint.present != (job.restore.adopt.pid != 0)) {
+				/* a checkpoint's program keeps its channel; a snapshot's gets a new one */
+				snprintf(err, sizeof(err), img->checkpoint.present ? "a checkpoint is restored only with the "
+					 "restored program's channel to adopt" : "a snapshot's program has no channel to adopt");
+				r = -EINVAL;
+			} else if (r == 0 && job.restore.adopt.pid && phos_fault("pool_adopt_refused")) {
+				snprintf(err, sizeof(err), "injected fault: pool_adopt_refused");
+				r = -EINVAL;
 			}
 			if (r < 0) {
 				exec_control_error(ex, "%s: %s", dir, err);
@@ -450,7 +459,13 @@ static int pool_loop(struct executor *ex)
 			continue;
 		}
 		/* serve_one takes the channel socket over. */
+		if (job.type == PHOS_CTL_RESTORE) {
+			ex->adopt_pid = (pid_t)job.restore.adopt.pid;
+			ex->adopt_fd = job.restore.adopt.fd;
+		}
 		serve_one(ex, job.fd, dir, img, on_demand, 0, t0);
+		ex->adopt_pid = 0;
+		ex->adopt_fd = 0;
 		job.fd = -1;
 		phos_ctl_msg_exit(&job);
 		phos_image_free(img);

@@ -450,10 +450,10 @@ fail:
 }
 
 /* Restores in (no processes: new, or its old ones reaped) from the checkpoint
- * at dir, on an executor of its own (on_demand: its buffers stream in while it
- * runs, from dir, which must stay; else stop-the-world), with fresh stdio
- * pipes, and watches it (instance_attach). 0 and *st, or -errno with err (in
- * has no processes then). */
+ * at dir, on a warm executor of the pool when one is free, else on one of its
+ * own (on_demand: its buffers stream in while it runs, from dir, which must
+ * stay; else stop-the-world), with fresh stdio pipes, and watches it
+ * (instance_attach). 0 and *st, or -errno with err (in has no processes then). */
 static int instance_from_checkpoint(struct inv_function *f, struct inv_instance *in, const char *dir,
 				    bool on_demand, struct phos_restore_stats *st, char *err, size_t errlen)
 {
@@ -470,7 +470,19 @@ static int instance_from_checkpoint(struct inv_function *f, struct inv_instance 
 	p.gpus = inv_gpu_list(f, gpu_list, sizeof(gpu_list));
 	if (strcmp(p.device, "sim"))
 		p.sim_twins = NULL;
-	r = phos_restore_start(&p, dir, pin[0], pout[1], perr[1], on_demand, &in->proc, st, err, errlen);
+	r = -EBUSY;
+	if (inv_pool_for(f)) {
+		r = phos_restore_pooled(inv_pool_for(f), dir, pin[0], pout[1], perr[1], 0, on_demand, &in->proc, st, err,
+					errlen);
+		/* A pooled executor that could not take it (another arena, it
+		 * died) is no reason to fail: one of its own may. A corrupt
+		 * checkpoint is. */
+		if (r < 0 && r != -EBUSY && r != -EBADMSG)
+			phos_warn("%s: instance %u: a pooled executor could not restore %s (%s); trying one of its own",
+				  f->name, in->id, dir, err);
+	}
+	if (r < 0 && r != -EBADMSG)
+		r = phos_restore_start(&p, dir, pin[0], pout[1], perr[1], on_demand, &in->proc, st, err, errlen);
 	if (r < 0) {
 		in->proc = (struct phos_instance){ .control_fd = -1 };   /* nothing to stop */
 		goto out;
@@ -510,8 +522,9 @@ static int instance_resume(struct inv_function *f, struct inv_instance *in, char
 	if (r < 0)
 		return r;
 	in->resumes++;
-	phos_warn("%s: instance %u resumed its call from its checkpoint of %s mode in %.1f ms (%.1f MiB)", f->name,
-		  in->id, in->ckpt_mode, (phos_now() - t0) * 1e3, (double)st.gpu_bytes / (1 << 20));
+	phos_warn("%s: instance %u resumed its call from its checkpoint of %s mode in %.1f ms on %s (%.1f MiB)",
+		  f->name, in->id, in->ckpt_mode, (phos_now() - t0) * 1e3,
+		  in->proc.pool ? "a pooled executor" : "an executor of its own", (double)st.gpu_bytes / (1 << 20));
 	return 0;
 }
 
@@ -1244,8 +1257,9 @@ int inv_instance_adopt(struct inv_function *f, struct inv_instance *in, const ch
 	in->idle_since = phos_now();
 	pthread_cond_signal(&f->cond);
 	pthread_mutex_unlock(&f->lock);
-	phos_info("%s: instance %u restored from a checkpoint in %.1f ms (%.1f MiB)", f->name, in->id, *ret_s * 1e3,
-		  (double)st.gpu_bytes / (1 << 20));
+	phos_info("%s: instance %u restored from a checkpoint in %.1f ms on %s (CRIU %.1f ms, executor %.1f ms; "
+		  "%.1f MiB)", f->name, in->id, *ret_s * 1e3, in->proc.pool ? "a pooled executor" : "an executor of its own",
+		  st.cpu_restore_s * 1e3, (st.open_s + st.load_s) * 1e3, (double)st.gpu_bytes / (1 << 20));
 	return 0;
 }
 

@@ -595,7 +595,7 @@ static int move_live(struct mig *job, json_t **ret_body)
 	inv_instance_retire(f, L.held);
 	json_t *at = json_object_get(ans, "instance");
 	*ret_body = json_pack("{s:s,s:s,s:s,s:i,s:O?,s:s,s:f,s:f,s:f,s:I,s:I,s:f,s:f,s:I,s:I,s:i,s:O?,s:O?,s:O?,"
-			      "s:O?,s:O?,s:O?}", "state",
+			      "s:O?,s:O?,s:O?,s:O?}", "state",
 			      "done", "migration", L.mid, "to", to, "instance", (int)id, "target_instance", at, "mode", "recopy", "downtime_s",
 			      now - L.t_stop, "total_s", now - t0, "precopy_fetch_s", L.pre_fetch_s, "precopy_bytes",
 			      (json_int_t)L.pre_bytes, "precopy_reused_bytes", (json_int_t)L.pre_reused, "stop_stall_s",
@@ -606,7 +606,7 @@ static int move_live(struct mig *job, json_t **ret_body)
 			      json_object_get(ans, "restore_s"), "verify_s", json_object_get(ans, "verify_s"),
 			      "commit_s", json_object_get(ans, "commit_s"),
 			      "refetched_bytes", json_object_get(ans, "refetched_bytes"), "prehashed_items",
-			      json_object_get(ans, "prehashed_items"));
+			      json_object_get(ans, "prehashed_items"), "target_executor", json_object_get(ans, "executor"));
 	phos_info("%s: instance %u moved live to %s: downtime %.1f ms, total %.1f ms (from the stop: checkpoint "
 		  "%.1f, final phase asked %.1f, answered %.1f, switched %.1f ms; the stop at %.6f)", f->name, id, to,
 		  (now - L.t_stop) * 1e3, (now - t0) * 1e3, (L.t_final - L.t_stop) * 1e3, (L.t_posted - L.t_stop) * 1e3,
@@ -687,11 +687,12 @@ static int move_held(struct mig *j, json_t **ret_body)
 	double total = phos_now() - t0;   /* the target serves: before our copy goes */
 	inv_instance_retire(f, in);
 	json_t *at = json_object_get(ans, "instance");
-	*ret_body = json_pack("{s:s,s:s,s:s,s:i,s:O?,s:s,s:f,s:f,s:I,s:O?,s:O?}", "state", "done", "migration", j->id,
-			      "to", j->to, "instance", (int)j->instance, "target_instance", at, "mode",
+	*ret_body = json_pack("{s:s,s:s,s:s,s:i,s:O?,s:s,s:f,s:f,s:I,s:O?,s:O?,s:O?}", "state", "done", "migration",
+			      j->id, "to", j->to, "instance", (int)j->instance, "target_instance", at, "mode",
 			      phos_ckpt_mode_name(j->mode), "downtime_s", total, "checkpoint_s", t_ckpt - t0, "bytes",
 			      (json_int_t)json_integer_value(json_object_get(ans, "bytes")), "fetch_s",
-			      json_object_get(ans, "fetch_s"), "restore_s", json_object_get(ans, "restore_s"));
+			      json_object_get(ans, "fetch_s"), "restore_s", json_object_get(ans, "restore_s"),
+			      "target_executor", json_object_get(ans, "executor"));
 	phos_info("%s: instance %u moved to %s in %.1f ms", f->name, j->instance, j->to, total * 1e3);
 	code = 200;
 out:
@@ -1539,10 +1540,10 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	phos_info("%s: instance %u came from %s (its instance %u): %" PRIu64 " bytes fetched in %.1f ms, restored "
 		  "in %.1f ms (the final phase from %.6f to %.6f)", name, in->id, from, (unsigned)src_id, p.fetched,
 		  t_fetch * 1e3, restore_s * 1e3, p.started, phos_now());
-	*ret_body = json_pack("{s:s,s:i,s:I,s:f,s:f,s:f,s:f,s:I,s:i}", "function", name, "instance", (int)in->id,
+	*ret_body = json_pack("{s:s,s:i,s:I,s:f,s:f,s:f,s:f,s:I,s:i,s:s}", "function", name, "instance", (int)in->id,
 			      "bytes", (json_int_t)p.fetched, "fetch_s", t_fetch, "restore_s", restore_s, "verify_s",
 			      verify_s, "commit_s", t_commit, "refetched_bytes", (json_int_t)refetched, "prehashed_items",
-			      (int)prehashed);
+			      (int)prehashed, "executor", in->proc.pool ? "pooled" : "own");
 	in = NULL;   /* serving */
 	code = 201;
 out:

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The control protocol's codec and socket I/O (see control.h). */
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -38,6 +39,7 @@ struct __attribute__((packed)) ctl_checkpointed {
 	uint64_t precopy_bytes, stop_bytes, reserve_copies;
 	uint8_t host_copy;
 };
+struct __attribute__((packed)) ctl_restore { uint8_t on_demand; uint32_t adopt_pid; int32_t adopt_fd; };
 struct __attribute__((packed)) ctl_held { uint8_t mode; uint64_t seq; double copy_s; };
 struct __attribute__((packed)) ctl_precopied { uint32_t rounds; uint64_t precopy_bytes, dirty_bytes, data_end; };
 
@@ -164,6 +166,13 @@ static bool path_ok(const char *s, size_t *ret_len)
 	return n > 0 && n < PHOS_CTL_PATH_MAX;
 }
 
+/* A RESTORE's adoption: none (both 0), or a pid and a descriptor number
+ * (the kernel's limit on open files is below 2^20 on every system). */
+static bool adopt_ok(uint32_t pid, int32_t fd)
+{
+	return (pid == 0 && fd == 0) || (pid > 0 && pid <= INT32_MAX && fd >= 0 && fd < (1 << 20));
+}
+
 int phos_ctl_encode(const struct phos_ctl_msg *m, void **ret_buf, size_t *ret_len)
 {
 	struct wbuf w = { 0 };
@@ -208,15 +217,13 @@ int phos_ctl_encode(const struct phos_ctl_msg *m, void **ret_buf, size_t *ret_le
 						 m->fallbacks.restoring },
 		    sizeof(struct ctl_fallbacks));
 		break;
-	case PHOS_CTL_RESTORE: {
-		uint8_t od = m->restore.on_demand;
-
-		if (!path_ok(m->restore.dir, &n))
+	case PHOS_CTL_RESTORE:
+		if (!path_ok(m->restore.dir, &n) || !adopt_ok(m->restore.adopt.pid, m->restore.adopt.fd))
 			goto bad;
-		put(&w, &od, 1);
+		put(&w, &(struct ctl_restore){ m->restore.on_demand, m->restore.adopt.pid, m->restore.adopt.fd },
+		    sizeof(struct ctl_restore));
 		put(&w, m->restore.dir, n + 1);
 		break;
-	}
 	case PHOS_CTL_CHECKPOINTED:
 		if ((unsigned)m->checkpointed.mode >= PHOS_CKPT_MODE_END)
 			goto bad;
@@ -509,20 +516,32 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 		memcpy(m.touched.ids, p + sizeof(count), count[0] * sizeof(uint64_t));
 		break;
 	}
-	case PHOS_CTL_RESTORE:
-		if (len < 2 || p[0] > 1) {
-			phos_errf(err, errlen, "a restore message without its mode and path");
+	case PHOS_CTL_RESTORE: {
+		struct ctl_restore c;
+
+		if (len < sizeof(c) + 1) {
+			phos_errf(err, errlen, "a restore message without its mode, adoption and path");
 			return -EPROTO;
 		}
-		n = str_at(p + 1, len - 1, PHOS_CTL_PATH_MAX);
-		if (n <= 0 || (size_t)n + 2 != len) {
+		memcpy(&c, p, sizeof(c));
+		if (c.on_demand > 1 || !adopt_ok(c.adopt_pid, c.adopt_fd)) {
+			phos_errf(err, errlen, "a restore message with mode %u, adopting pid %" PRIu32 " fd %" PRId32
+				  " (mode 0 or 1; pid and fd both 0, or a pid and a descriptor number)",
+				  c.on_demand, c.adopt_pid, c.adopt_fd);
+			return -EPROTO;
+		}
+		n = str_at(p + sizeof(c), len - sizeof(c), PHOS_CTL_PATH_MAX);
+		if (n <= 0 || (size_t)n + 1 + sizeof(c) != len) {
 			phos_errf(err, errlen, "a restore message whose path is not one NUL-terminated string of 1 to %u "
 				  "bytes", PHOS_CTL_PATH_MAX - 1);
 			return -EPROTO;
 		}
-		m.restore.on_demand = p[0];
-		memcpy(m.restore.dir, p + 1, (size_t)n + 1);
+		m.restore.on_demand = c.on_demand;
+		m.restore.adopt.pid = c.adopt_pid;
+		m.restore.adopt.fd = c.adopt_fd;
+		memcpy(m.restore.dir, p + sizeof(c), (size_t)n + 1);
 		break;
+	}
 	case PHOS_CTL_HOT: {
 		uint32_t count;
 		size_t off = sizeof(count);

@@ -11,6 +11,9 @@
  *   --pool:                            ◀── IDLE                   ready for a job
  *   SERVE + fd (a function's channel)  ──▶
  *   RESTORE {on_demand, dir} + fd      ──▶ ... ◀── READY {times} | ERROR {reason}
+ *   RESTORE {on_demand, adopt, dir}    ──▶ ... ◀── READY | ERROR: a checkpoint
+ *       + fd: the function (adopt.pid, already CRIU-restored and stopped)
+ *       keeps its channel, whose memfd is its descriptor adopt.fd
  *   HOT {dirs}                         ──▶ ... ◀── HOT_DONE {n, bytes} | ERROR
  *   while serving a restored function:
  *   ASK_TOUCHED                        ──▶     ◀── TOUCHED {ids}
@@ -72,12 +75,14 @@
 #include <stdint.h>
 
 #define PHOS_CTL_MAGIC 0x54434850u       /* "PHCT" read as little-endian bytes */
-#define PHOS_CTL_VERSION 5u             /* 2: CHECKPOINT, CHECKPOINTED, RESUME; 3: recopy's
+#define PHOS_CTL_VERSION 6u             /* 2: CHECKPOINT, CHECKPOINTED, RESUME; 3: recopy's
                                          * rounds and bytes, cow's reserve copies in
                                          * CHECKPOINTED; 4: a recopy CHECKPOINT that
                                          * waits for STOP, PRECOPIED; 5: stw may
                                          * answer HELD (its copy in host memory),
-                                         * HELD's copy_s, CHECKPOINTED's host_copy */
+                                         * HELD's copy_s, CHECKPOINTED's host_copy;
+                                         * 6: RESTORE's adopt (checkpoints restored
+                                         * by pooled executors) */
 #define PHOS_CTL_HDR_SIZE 16u
 #define PHOS_CTL_MAX_PAYLOAD (1u << 20)  /* any one frame */
 #define PHOS_CTL_REASON_MAX 1024u        /* an ERROR's reason, with its NUL */
@@ -147,7 +152,14 @@ struct phos_ctl_msg {
 			uint64_t opaque, overflow, validate_miss; /* enum spec_fallback's counts */
 			bool restoring;  /* an on-demand restore is still moving buffers in */
 		} fallbacks;
-		struct { bool on_demand; char dir[PHOS_CTL_PATH_MAX]; } restore;
+		struct {
+			bool on_demand;
+			/* a checkpoint's: the restored function's pid and the
+			 * descriptor number of its channel memfd there (both 0:
+			 * a snapshot, served on a new channel) */
+			struct { uint32_t pid; int32_t fd; } adopt;
+			char dir[PHOS_CTL_PATH_MAX];
+		} restore;
 		struct { char **dirs; size_t n; } hot;
 		struct {
 			enum phos_ckpt_mode mode;

@@ -25,7 +25,10 @@
  * request for a range of the checkpoint: the link cut mid-transfer),
  * migrate_precopy_stale (the target's pre-copy of a move finds its first
  * buffer changed at the stop), channel_late (an executor waits 1 s before
- * it hands the function its channel, as a slow device open would).
+ * it hands the function its channel, as a slow device open would),
+ * pool_adopt_refused (a pooled executor refuses a checkpoint's restore, as
+ * one of another arena would: the controller restores it on an executor of
+ * its own).
  */
 #pragma once
 

@@ -457,13 +457,52 @@ static void pool_give(struct phos_pool *p, unsigned i)
 
 /* Sends executor slot the job to restore dir (RESTORE) with the function's
  * channel socket; 0 or -errno. */
-static int send_restore(struct phos_pool *p, int slot, int channel, const char *dir, bool on_demand)
+/* adopt_pid: a checkpoint's restored program, whose channel memfd is its
+ * descriptor adopt_fd; 0: a snapshot's, served on a new channel. */
+static int send_restore(struct phos_pool *p, int slot, int channel, const char *dir, bool on_demand, pid_t adopt_pid,
+			int adopt_fd)
 {
 	struct phos_ctl_msg m = { .type = PHOS_CTL_RESTORE, .fd = channel };
 
 	m.restore.on_demand = on_demand;
+	m.restore.adopt.pid = adopt_pid > 0 ? (uint32_t)adopt_pid : 0;
+	m.restore.adopt.fd = adopt_pid > 0 ? adopt_fd : 0;
 	snprintf(m.restore.dir, sizeof(m.restore.dir), "%s", dir);
 	return phos_ctl_send(p->ex[slot].ctl, &m);
+}
+
+/* A checkpoint of a running program on executor slot: CRIU first (the
+ * program restored stopped, at its call boundary, keeping its channel), then
+ * the executor restores the device state and adopts that channel, then the
+ * program goes on; as restore_checkpoint in restore.c, with no context to
+ * create. On failure the program is gone again. */
+static int pooled_checkpoint(struct phos_pool *p, int slot, const char *dir, const struct phos_image *img,
+			     struct phos_criu_inherit inh[4], int ch[2], bool on_demand, pid_t *ret_fn,
+			     struct phos_restore_stats *st, char *err, size_t errlen)
+{
+	pid_t fn;
+	int r;
+
+	r = restore_criu(p->paths.criu, dir, img, inh, ch[1], &fn, st, err, errlen);
+	if (r < 0)
+		return r;
+	close(ch[1]);
+	ch[1] = -1;
+	r = send_restore(p, slot, ch[0], dir, on_demand, fn, (int)img->checkpoint.channel_fd);
+	close(ch[0]);
+	ch[0] = -1;
+	if (r < 0)
+		phos_errf(err, errlen, "the pooled executor is gone");
+	else
+		r = restore_ready(p->ex[slot].ctl, false, st, err, errlen);
+	if (r < 0) {
+		kill(fn, SIGKILL);
+		waitpid(fn, NULL, 0);
+		return r;
+	}
+	phos_criu_continue(fn);
+	*ret_fn = fn;
+	return 0;
 }
 
 int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int stdout_fd, int stderr_fd,
@@ -488,11 +527,6 @@ int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int 
 	r = restore_plan(dir, stdio, &img, inh, err, errlen);
 	if (r < 0)
 		return r;
-	if (img->checkpoint.present) {   /* pooled executors make new channels */
-		phos_errf(err, errlen, "%s is a checkpoint of a running program: restore it with phos-fn restore", dir);
-		phos_image_free(img);
-		return -EINVAL;
-	}
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	slot = pool_take(p, timeout_ms);
 	if (slot < 0) {
@@ -505,7 +539,13 @@ int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int 
 		phos_errf(err, errlen, "socketpair: %s", strerror(errno));
 		goto out;
 	}
-	r = send_restore(p, slot, ch[0], dir, on_demand);
+	if (img->checkpoint.present) {
+		r = pooled_checkpoint(p, slot, dir, img, inh, ch, on_demand, &fn, &st, err, errlen);
+		if (r < 0)
+			goto out;
+		goto started;
+	}
+	r = send_restore(p, slot, ch[0], dir, on_demand, 0, 0);
 	close(ch[0]);
 	ch[0] = -1;
 	if (r < 0) {
@@ -516,6 +556,7 @@ int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int 
 	r = restore_cpu(p->paths.criu, dir, img, inh, ch[1], p->ex[slot].ctl, false, &fn, &st, err, errlen);
 	if (r < 0)
 		goto out;
+started:
 	st.gpu_restore_s = st.ready_s = phos_now() - t0;
 	ret_inst->fn_pid = fn;
 	ret_inst->executor_pid = p->ex[slot].pid;
@@ -526,8 +567,9 @@ int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int 
 		*ret_stats = st;
 	r = 0;
 out:
-	if (ch[1] >= 0)
-		close(ch[1]);
+	for (int i = 0; i < 2; i++)
+		if (ch[i] >= 0)
+			close(ch[i]);
 	if (r < 0 && slot >= 0)
 		pool_give(p, (unsigned)slot);
 	phos_image_free(img);
@@ -554,7 +596,7 @@ int phos_restore_parked(struct phos_pool *p, const char *dir, struct phos_parked
 		phos_errf(err, errlen, "no warm executor free within %u ms", timeout_ms);
 		return -EBUSY;   /* the parked process stays parked */
 	}
-	r = send_restore(p, slot, parked->channel, dir, on_demand);
+	r = send_restore(p, slot, parked->channel, dir, on_demand, 0, 0);
 	close(parked->channel);
 	parked->channel = -1;
 	if (r < 0)

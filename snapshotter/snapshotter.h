@@ -216,7 +216,9 @@ unsigned phos_pool_idle(struct phos_pool *pool);
 void phos_pool_counts(struct phos_pool *pool, unsigned *ret_idle, unsigned *ret_busy, unsigned *ret_starting);
 
 /* As phos_restore_start, with an executor from pool (waiting up to timeout_ms
- * for one to be free: -EBUSY after that). phos_instance_wait gives it back. */
+ * for one to be free: -EBUSY after that). phos_instance_wait gives it back.
+ * A checkpoint of a running program is restored there too: CRIU first, then
+ * the executor adopts the program's channel (no context created on the way). */
 int phos_restore_pooled(struct phos_pool *pool, const char *dir, int stdin_fd, int stdout_fd, int stderr_fd,
 			unsigned timeout_ms, bool on_demand, struct phos_instance *ret_inst,
 			struct phos_restore_stats *ret_stats, char *err, size_t errlen);

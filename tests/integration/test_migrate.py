@@ -81,6 +81,8 @@ try:
         check(st == 200 and body.get("state") == "done" and body.get("mode") == mode and body.get("bytes", 0) > 0
               and body.get("downtime_s", 0) > 0 and isinstance(body.get("target_instance"), int),
               f"{mode}: move {iid}: {st} {body}")
+        # B has warm executors free: the moved instance takes one (no context made on the switch)
+        check(body.get("target_executor") == "pooled", f"{mode}: restored on a pooled executor: {body}")
         if mode == "recopy":   # the pre-copy was hashed by item before the stop: not read again then
             check(body.get("prehashed_items", 0) >= 1, f"recopy: items hashed before the stop: {body}")
         check(live(src, "lc") == [], f"{mode}: the source's instance is gone: {live(src, 'lc')}")
@@ -344,8 +346,9 @@ try:
     check(os.listdir(os.path.join(e.state, "checkpoints")) == [] and live(e, "lc") == [],
           f"aborted: nothing on the target: {os.listdir(os.path.join(e.state, 'checkpoints'))}")
     e.stop()
-    e = Invoker(os.path.join(tmp, "e"), tmp, device=DEVICE, fault="migrate_precopy_stale")
-    # an async move that ends well, followed to its end
+    e = Invoker(os.path.join(tmp, "e"), tmp, device=DEVICE, fault="migrate_precopy_stale,pool_adopt_refused")
+    # an async move that ends well, followed to its end; the pooled executor
+    # that takes it first refuses it (pool_adopt_refused): one of its own does
     st, body = c.call("POST", f"/system/functions/lc/instances/{iid}/migrate",
                       {"to": url(e), "to_token": token(e), "async": True, "mode": "stw"})
     mid = body.get("migration", "")
@@ -355,6 +358,11 @@ try:
             break
         time.sleep(0.05)
     check(m.get("state") == "done" and m.get("result", {}).get("state") == "done", f"an async move done: {m}")
+    check(m.get("result", {}).get("target_executor") == "own" and "trying one of its own" in e.logtext(),
+          f"a pooled executor that refuses the checkpoint: restored on one of its own: {m}")
+    plan.append(1)
+    st, got = e.call("POST", "/function/lc", {"steps": 1})
+    check(st == 200 and got == reference(plan)[-1], f"and it is right there: {got}")
     st, body = e.call("POST", f"/system/functions/lc/instances/{m['result']['target_instance']}/migrate",
                       {"to": url(c), "to_token": token(c), "mode": "stw"})
     check(st == 200, f"and back: {st} {body}")

@@ -55,6 +55,8 @@ static void round_trips(void)
 	in[PHOS_CTL_TOUCHED].touched.n = 4;
 	in[PHOS_CTL_FALLBACKS].fallbacks = (typeof(in[0].fallbacks)){ 1, 2, 3, true };
 	in[PHOS_CTL_RESTORE].restore.on_demand = true;
+	in[PHOS_CTL_RESTORE].restore.adopt.pid = 4242;
+	in[PHOS_CTL_RESTORE].restore.adopt.fd = 7;
 	strcpy(in[PHOS_CTL_RESTORE].restore.dir, "/var/lib/phos/snapshots/f/1");
 	in[PHOS_CTL_HOT].hot.dirs = dirs;
 	in[PHOS_CTL_HOT].hot.n = 3;
@@ -149,7 +151,8 @@ static void round_trips(void)
 					      o->fallbacks.validate_miss == 3 && o->fallbacks.restoring, "fallbacks fields");
 				break;
 			case PHOS_CTL_RESTORE:
-				CHECK(o->restore.on_demand && !strcmp(o->restore.dir, in[t].restore.dir), "restore fields");
+				CHECK(o->restore.on_demand && !strcmp(o->restore.dir, in[t].restore.dir) &&
+					      o->restore.adopt.pid == 4242 && o->restore.adopt.fd == 7, "restore fields");
 				break;
 			case PHOS_CTL_HOT:
 				CHECK(o->hot.n == 3, "hot count %zu", o->hot.n);
@@ -399,21 +402,56 @@ static void malformed(void)
 		n = frame(b, PHOS_CTL_MAGIC, PHOS_CTL_VERSION, PHOS_CTL_HOT, 4, pl, 4);
 		expect_refused("hot over the limit", b, n, true, -EPROTO, "at most");
 	}
-	/* RESTORE without its descriptor, and a descriptor where none belongs. */
-	n = frame(b, PHOS_CTL_MAGIC, PHOS_CTL_VERSION, PHOS_CTL_RESTORE, 4, "\1/a", 4);
+	/* RESTORE without its descriptor, and a descriptor where none belongs.
+	 * Its payload: on_demand u8, adopt pid u32, adopt fd i32, the path. */
+#define RS(od, pid, fd, path) od, pid, 0, 0, 0, fd, 0, 0, 0, path
+	n = frame(b, PHOS_CTL_MAGIC, PHOS_CTL_VERSION, PHOS_CTL_RESTORE, 12, (const char[]){ RS(1, 0, 0, '/'), 'a', 0 },
+		  12);
 	expect_refused("restore without descriptor", b, n, true, -EPROTO, "descriptor");
 	{
 		struct phos_ctl_msg m;
 		char err[256] = "";
+		const char no_nul[] = { RS(1, 0, 0, '/'), 'a' }, empty[] = { RS(1, 0, 0, 0) },
+			   mode2[] = { RS(2, 0, 0, '/'), 'a', 0 }, plain[] = { RS(0, 0, 0, '/'), 'a', 0 },
+			   adopt[] = { RS(1, 9, 5, '/'), 'a', 0 },
+			   fd_only[] = { RS(1, 0, 5, '/'), 'a', 0 }, old_v5[] = { 1, '/', 'a', 0 };
+		char neg_fd[sizeof(adopt)], big_pid[sizeof(adopt)];
 
+		memcpy(neg_fd, adopt, sizeof(adopt));
+		memset(neg_fd + 5, 0xff, 4);    /* fd -1 */
+		memcpy(big_pid, adopt, sizeof(adopt));
+		memset(big_pid + 1, 0xff, 4);   /* pid 2^32 - 1 */
 		/* the payload checks behind the descriptor check */
-		CHECK(phos_ctl_decode(PHOS_CTL_RESTORE, "\1/a", 3, &m, err, sizeof(err)) == -EPROTO && strstr(err, "path"),
-		      "restore path without NUL: %s", err);
-		CHECK(phos_ctl_decode(PHOS_CTL_RESTORE, "\1\0", 2, &m, err, sizeof(err)) == -EPROTO && strstr(err, "path"),
-		      "restore with an empty path: %s", err);
-		CHECK(phos_ctl_decode(PHOS_CTL_RESTORE, "\2/a\0", 4, &m, err, sizeof(err)) == -EPROTO, "restore mode 2");
-		CHECK(phos_ctl_decode(PHOS_CTL_RESTORE, "\0/a\0", 4, &m, err, sizeof(err)) == 0 && !m.restore.on_demand &&
-			      !strcmp(m.restore.dir, "/a") && m.fd == -1, "restore decodes: %s", err);
+		CHECK(phos_ctl_decode(PHOS_CTL_RESTORE, no_nul, sizeof(no_nul), &m, err, sizeof(err)) == -EPROTO &&
+			      strstr(err, "path"), "restore path without NUL: %s", err);
+		CHECK(phos_ctl_decode(PHOS_CTL_RESTORE, empty, sizeof(empty), &m, err, sizeof(err)) == -EPROTO &&
+			      strstr(err, "path"), "restore with an empty path: %s", err);
+		CHECK(phos_ctl_decode(PHOS_CTL_RESTORE, mode2, sizeof(mode2), &m, err, sizeof(err)) == -EPROTO,
+		      "restore mode 2");
+		CHECK(phos_ctl_decode(PHOS_CTL_RESTORE, old_v5, sizeof(old_v5), &m, err, sizeof(err)) == -EPROTO &&
+			      strstr(err, "adoption"), "restore of version 5's shape: %s", err);
+		CHECK(phos_ctl_decode(PHOS_CTL_RESTORE, big_pid, sizeof(big_pid), &m, err, sizeof(err)) == -EPROTO &&
+			      strstr(err, "adopting"), "restore adopting pid 2^32-1: %s", err);
+		CHECK(phos_ctl_decode(PHOS_CTL_RESTORE, fd_only, sizeof(fd_only), &m, err, sizeof(err)) == -EPROTO,
+		      "restore adopting an fd of no pid");
+		CHECK(phos_ctl_decode(PHOS_CTL_RESTORE, neg_fd, sizeof(neg_fd), &m, err, sizeof(err)) == -EPROTO,
+		      "restore adopting fd -1");
+		CHECK(phos_ctl_decode(PHOS_CTL_RESTORE, plain, sizeof(plain), &m, err, sizeof(err)) == 0 &&
+			      !m.restore.on_demand && !m.restore.adopt.pid && !strcmp(m.restore.dir, "/a") && m.fd == -1,
+		      "restore decodes: %s", err);
+		CHECK(phos_ctl_decode(PHOS_CTL_RESTORE, adopt, sizeof(adopt), &m, err, sizeof(err)) == 0 &&
+			      m.restore.on_demand && m.restore.adopt.pid == 9 && m.restore.adopt.fd == 5 &&
+			      !strcmp(m.restore.dir, "/a"), "restore adopting decodes: %s", err);
+		{
+			struct phos_ctl_msg bad = { .type = PHOS_CTL_RESTORE, .fd = -1,
+						    .restore = { true, { 0, 3 }, "/a" } };
+			void *buf = NULL;
+			size_t len;
+
+			CHECK(phos_ctl_encode(&bad, &buf, &len) == -EINVAL, "an fd to adopt of no pid is not encoded");
+			free(buf);
+		}
+#undef RS
 		CHECK(phos_ctl_decode(77, "", 0, &m, err, sizeof(err)) == -EPROTO && strstr(err, "unknown"),
 		      "decode of an unknown type");
 	}
@@ -474,7 +512,7 @@ static void prefixes_and_mutations(void)
 		{ .type = PHOS_CTL_HOT_DONE, .fd = -1, .hot_done = { 1, 2 } },
 		{ .type = PHOS_CTL_TOUCHED, .fd = -1, .touched = { ids, 3 } },
 		{ .type = PHOS_CTL_FALLBACKS, .fd = -1, .fallbacks = { 1, 2, 3, false } },
-		{ .type = PHOS_CTL_RESTORE, .fd = -1, .restore = { false, "/snap" } },
+		{ .type = PHOS_CTL_RESTORE, .fd = -1, .restore = { false, { 0, 0 }, "/snap" } },
 		{ .type = PHOS_CTL_HOT, .fd = -1, .hot = { dirs, 2 } },
 	};
 	unsigned seed = 12345;
