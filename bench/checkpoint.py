@@ -77,10 +77,10 @@ class Run:
     def __init__(self, argv, env):
         self.p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True, env=env, start_new_session=True)
-        self.steps, self.done, self.err = [], None, []
+        self.steps, self.done, self.err, self.err_t = [], None, [], []
         self.first = threading.Event()
         self.t_out = threading.Thread(target=self._read, daemon=True)
-        self.t_err = threading.Thread(target=lambda: self.err.extend(self.p.stderr), daemon=True)
+        self.t_err = threading.Thread(target=self._read_err, daemon=True)
         self.t_out.start()
         self.t_err.start()
 
@@ -93,6 +93,11 @@ class Run:
             elif len(w) == 5 and w[0] == "done":
                 self.done = w[4]
         self.first.set()
+
+    def _read_err(self):
+        for line in self.p.stderr:   # timestamped: where a pause sat
+            self.err.append(line)
+            self.err_t.append(time.perf_counter())
 
     def wait(self, timeout):
         rc = self.p.wait(timeout=timeout)
@@ -109,9 +114,19 @@ class Run:
 
     def max_gap(self, t0, t1):
         """The longest time between two step lines that overlaps [t0, t1]."""
+        g = self.longest_gap(t0, t1)
+        return g[1] - g[0] if g else None
+
+    def longest_gap(self, t0, t1):
+        """(start, end) of that gap, or None."""
         ts = [t for t, _ in self.steps]
-        gaps = [b - a for a, b in zip(ts, ts[1:]) if b >= t0 and a <= t1]
-        return max(gaps) if gaps else None
+        gaps = [(a, b) for a, b in zip(ts, ts[1:]) if b >= t0 and a <= t1]
+        return max(gaps, key=lambda g: g[1] - g[0]) if gaps else None
+
+    def lines_near(self, a, b, t0, slack=0.3):
+        """The stderr lines from a - slack to b + slack, each with its time from t0."""
+        return [f"{t - t0:+8.3f} s {line.rstrip()[:200]}" for t, line in zip(self.err_t, self.err)
+                if a - slack <= t <= b + slack]
 
     def tail(self):
         return "".join(self.err)[-1500:]
@@ -127,7 +142,8 @@ def phos_fn():
 
 
 def env():
-    e = dict(os.environ, PHOS_RUN_DIR=os.path.join(A.work, "run"))
+    # info: the executor's checkpoint phases, timestamped by Run, say where a pause sat
+    e = dict(os.environ, PHOS_RUN_DIR=os.path.join(A.work, "run"), PHOS_LOG=os.environ.get("PHOS_LOG", "info"))
     e.pop("LD_PRELOAD", None)
     return e
 
@@ -221,6 +237,15 @@ def phos_mode(case, size, mode, steps, frozen, ref):
     gap = r.max_gap(t0, t1)
     if gap is not None:
         record(case, system, "observed_gap_s", gap, "s")
+        a, b = r.longest_gap(t0, t1)
+        log(f"  {system}: the longest step-line gap, {gap:.3f} s, from {a - t0:+.3f} to {b - t0:+.3f} s after the "
+            f"checkpoint was asked (it answered at {t1 - t0:+.3f} s); the log around it:")
+        for line in r.lines_near(a, b, t0):
+            log("    " + line)
+    log(f"  {system}: the executor's checkpoint lines:")
+    for line in r.lines_near(t0, t1, t0, slack=1.0):
+        if "checkpoint" in line:
+            log("    " + line)
     log(f"  {system}: stall {ck['stall_s']:.3f} s, total {ck['total_s']:.3f} s, device side {ck.get('gpu_s', 0):.3f} s,"
         f" CPU dump {ck.get('cpu_s', 0):.3f} s (frozen {frozen_s if frozen_s is None else round(frozen_s, 4)} s), device copy while held {ck.get('copy_s', 0):.3f} s"
         f"{' (host copy)' if ck.get('host_copy') else ''}, rounds {ck.get('rounds', 0)}, stop {ck.get('stop_bytes', 0) >> 20} MiB,"

@@ -258,6 +258,9 @@ int exec_serve(struct executor *ex)
 		{
 			int wait_ms = exec_checkpoint_wait_ms(ex);
 
+			if (wait_ms > 1 && (ex->host_reaping || atomic_load(&ex->host_unpin)))
+				wait_ms = 1;   /* host copies to unpin, a paced piece at a time */
+
 			r = phos_channel_next(ex->ch, wait_ms, &h);
 			exec_checkpoint_waited(ex, r == 1, wait_ms);
 		}

@@ -256,6 +256,8 @@ struct executor {
 	int pending_error;          /* first error of asynchronous work, negated */
 	_Atomic unsigned host_calls; /* host callbacks queued on a device's own thread (exec_stream.c) */
 	struct stage_host *_Atomic host_unpin;   /* pinned host copies to give back (staging.h) */
+	struct stage_host *host_reaping;         /* ... taken by the dispatcher, a piece at a time */
+	double host_reap_at;                     /* ... its next piece not before (phos_now) */
 	bool goodbye;               /* the function said it is exiting */
 	bool exit_on_fatal;         /* PHOS_EXIT_ON_FATAL=1: a lost context ends us (exec_fatal_check) */
 	uint64_t seq;               /* record being executed */

@@ -562,6 +562,14 @@ out:
 /* --- stw into memory (staging.h) --- */
 
 #define HOST_PIECE (256ull << 20)   /* one D2H copy: big enough for the engine's full rate */
+/* Pinned (and unpinned) a piece at a time. While the driver pins or unpins a
+ * range it holds its lock on host memory, which every copy to or from host
+ * memory takes: the program's own copies waited for the whole range (on the
+ * H100, 1.0-1.3 s for 16 GiB, a pause longer than stw's whole stall). A
+ * piece holds them for a few milliseconds. A copy never crosses a piece: the
+ * driver takes each piece for a registration of its own. */
+#define HOST_PIN_PIECE (128ull << 20)   /* PHOS_HOST_PIN_PIECE (bytes, 2 MiB multiples): tests */
+#define HOST_REAP_SHARE 3            /* unpinning takes at most 1/3 of the dispatcher's time */
 
 /* PHOS_HOST_COPY_MAX, or half of MemAvailable. */
 static uint64_t host_cap(void)
@@ -587,6 +595,22 @@ static uint64_t host_cap(void)
 			break;
 	fclose(f);
 	return (uint64_t)kib * 1024 / 2;
+}
+
+static uint64_t pin_piece(void)
+{
+	const char *env = getenv("PHOS_HOST_PIN_PIECE");
+	unsigned long long v;
+	char *end;
+
+	if (!env || !*env)
+		return HOST_PIN_PIECE;
+	v = strtoull(env, &end, 10);
+	if (*end || !v || v % (2ull << 20)) {
+		phos_warn("PHOS_HOST_PIN_PIECE=%s is not a multiple of 2 MiB in bytes; using the default", env);
+		return HOST_PIN_PIECE;
+	}
+	return v;
 }
 
 struct populate_job {
@@ -663,6 +687,7 @@ struct stage_host *stage_host_new(struct executor *ex, uint64_t bytes)
 	}
 	h->buf = p;
 	h->len = len;
+	h->piece = pin_piece();
 	madvise(p, len, MADV_HUGEPAGE);   /* fewer faults and pins; only a hint */
 	r = populate(h->buf, len);
 	if (r < 0) {
@@ -671,35 +696,57 @@ struct stage_host *stage_host_new(struct executor *ex, uint64_t bytes)
 		return NULL;
 	}
 	/* Unpinned, D2H would go through the driver's own staging at a fraction
-	 * of the rate: not worth holding the memory for. */
-	r = ex->dev_ops->host_register(ex->dev, h->buf, len);
-	if (r < 0) {
-		phos_warn("checkpoint: the host copy of %llu MiB could not be pinned (cuda error %d)",
-			  (unsigned long long)(len >> 20), -r);
-		stage_host_free(ex, h);
-		return NULL;
+	 * of the rate: not worth holding the memory for. A piece at a time, each
+	 * followed by as long a pause, so that the program's copies get through
+	 * between them (HOST_PIN_PIECE). */
+	for (uint64_t o = 0; o < len; o += h->piece) {
+		uint64_t n = len - o < h->piece ? len - o : h->piece;
+		double tp = phos_now(), took;
+
+		r = ex->dev_ops->host_register(ex->dev, h->buf + o, n);
+		if (r < 0) {
+			phos_warn("checkpoint: the host copy of %llu MiB could not be pinned (cuda error %d)",
+				  (unsigned long long)(len >> 20), -r);
+			stage_host_free(ex, h);
+			return NULL;
+		}
+		h->pinned_len = o + n;
+		took = phos_now() - tp;
+		if (o + n < len)
+			usleep((useconds_t)(took < 0.01 ? took * 1e6 : 10000));
 	}
-	h->pinned = true;
 	phos_info("checkpoint: host copy of %llu MiB ready in %.3f s", (unsigned long long)(len >> 20),
 		  phos_now() - t0);
 	return h;
 }
 
-static void host_release(struct executor *ex, struct stage_host *h)
+/* Unpins and unmaps h's next piece (the whole of it when nothing is pinned
+ * any more); true once h is gone. */
+static bool host_release_piece(struct executor *ex, struct stage_host *h)
 {
-	if (h->pinned)
-		ex->dev_ops->host_unregister(ex->dev, h->buf);
-	if (h->buf)
-		munmap(h->buf, h->len);
-	free(h);
+	uint64_t o = h->released, n;
+
+	if (o >= h->pinned_len) {   /* the rest was never pinned */
+		if (h->buf && o < h->len)
+			munmap(h->buf + o, h->len - o);
+		phos_info("checkpoint: host copy of %llu MiB given back", (unsigned long long)(h->len >> 20));
+		free(h);
+		return true;
+	}
+	n = h->pinned_len - o < h->piece ? h->pinned_len - o : h->piece;
+	ex->dev_ops->host_unregister(ex->dev, h->buf + o);
+	munmap(h->buf + o, n);
+	h->released = o + n;
+	return false;
 }
 
 void stage_host_free(struct executor *ex, struct stage_host *h)
 {
 	if (!h)
 		return;
-	if (!h->pinned) {
-		host_release(ex, h);
+	if (!h->pinned_len) {
+		while (!host_release_piece(ex, h))
+			;
 		return;
 	}
 	h->next = atomic_load(&ex->host_unpin);
@@ -709,17 +756,25 @@ void stage_host_free(struct executor *ex, struct stage_host *h)
 
 void stage_host_reap(struct executor *ex, bool all)
 {
-	struct stage_host *h;
+	double t;
 
-	if (!atomic_load(&ex->host_unpin) || (!all && atomic_load(&ex->host_calls)))
+	if (!ex->host_reaping && !atomic_load(&ex->host_unpin))
 		return;
-	h = atomic_exchange(&ex->host_unpin, NULL);
-	while (h) {
-		struct stage_host *next = h->next;
+	if (!all && (atomic_load(&ex->host_calls) || phos_now() < ex->host_reap_at))
+		return;
+	if (!ex->host_reaping)
+		ex->host_reaping = atomic_exchange(&ex->host_unpin, NULL);
+	t = phos_now();
+	do {
+		struct stage_host *h = ex->host_reaping, *next = h->next;
 
-		host_release(ex, h);
-		h = next;
-	}
+		if (host_release_piece(ex, h))
+			ex->host_reaping = next;
+		if (!ex->host_reaping)
+			ex->host_reaping = atomic_exchange(&ex->host_unpin, NULL);
+	} while (all && ex->host_reaping);
+	/* paced: the program's records run between the pieces */
+	ex->host_reap_at = phos_now() + (HOST_REAP_SHARE - 1) * (phos_now() - t);
 }
 
 bool stage_host_holds(const struct stage_host *h, const struct stage_item *items, size_t n)
@@ -739,10 +794,14 @@ int stage_host_enqueue(struct executor *ex, struct stage_host *h, const struct s
 		phos_errf(err, errlen, "the buffer at %#llx does not fit the host copy", (unsigned long long)it->dev);
 		return -ENOSPC;
 	}
-	for (uint64_t o = 0; o < it->len && r == 0; o += HOST_PIECE) {
-		uint64_t len = it->len - o < HOST_PIECE ? it->len - o : HOST_PIECE;
+	for (uint64_t o = 0, len; o < it->len && r == 0; o += len) {
+		uint64_t at = it->off + o, piece_end = (at / h->piece + 1) * h->piece;
 
-		r = ex->dev_ops->memcpy_d2h_async(ex->dev, h->buf + it->off + o, it->dev + o, len, stream);
+		/* up to HOST_PIECE, never across a pinned piece */
+		len = it->len - o < HOST_PIECE ? it->len - o : HOST_PIECE;
+		if (len > piece_end - at)
+			len = piece_end - at;
+		r = ex->dev_ops->memcpy_d2h_async(ex->dev, h->buf + at, it->dev + o, len, stream);
 	}
 	if (r < 0) {
 		phos_errf(err, errlen, "device-to-host copy of %#llx failed (cuda error %d)", (unsigned long long)it->dev,

@@ -60,7 +60,9 @@ void stage_ring_free(struct executor *ex);
 struct stage_host {
 	uint8_t *buf;
 	uint64_t len;
-	bool pinned;
+	uint64_t piece;            /* pinned in pieces of this (staging.c, HOST_PIN_PIECE) */
+	uint64_t pinned_len;       /* pinned from buf on */
+	uint64_t released;         /* unpinned and unmapped from buf on (stage_host_reap) */
 	struct stage_host *next;   /* on the executor's list to give back (stage_host_free) */
 };
 
@@ -90,6 +92,9 @@ int stage_host_write(const struct stage_host *h, int fd, struct stage_item *item
  * until the callback gave up). */
 void stage_host_free(struct executor *ex, struct stage_host *h);
 /* Unpins and unmaps the host copies stage_host_free put aside: all of them,
- * or (all false) only where no host callback of the function is out. The
- * dispatcher's, between records (no callback can be queued meanwhile). */
+ * or (all false) one piece, only where no host callback of the function is
+ * out and paced so that the program's records take at least two thirds of
+ * the dispatcher's time (each piece holds the program's copies for a few
+ * milliseconds: staging.c, HOST_PIN_PIECE). The dispatcher's, between
+ * records (no callback can be queued meanwhile). */
 void stage_host_reap(struct executor *ex, bool all);

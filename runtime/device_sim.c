@@ -103,6 +103,11 @@ struct sim_device {
 	 * (which wait for each other's work): one sequence for all of them */
 	uint64_t legacy_issued, legacy_done;
 	unsigned cb_out;                 /* out, all of them (also read without the lock) */
+	/* pinned host ranges (host_register), as the driver keeps them: no two
+	 * overlap, and a copy may not straddle one's edge */
+	pthread_mutex_t reg_lock;
+	struct { uintptr_t addr, len; } *regs;
+	size_t nregs, regs_cap;
 };
 
 struct sim_stream {
@@ -523,6 +528,8 @@ static void sim_device_free(struct sim_device *dev)
 	if (dev->size)
 		munmap((void *)(uintptr_t)dev->base, dev->size);
 	free(dev->chunk_bits);
+	free(dev->regs);
+	pthread_mutex_destroy(&dev->reg_lock);
 	pthread_mutex_destroy(&dev->lock);
 	free(dev);
 }
@@ -568,6 +575,7 @@ static int sim_open(int ordinal, uint64_t arena_base, uint64_t arena_size, bool 
 	pthread_mutex_init(&dev->lock, NULL);
 	pthread_mutex_init(&dev->cb_lock, NULL);
 	pthread_cond_init(&dev->cb_cond, NULL);
+	pthread_mutex_init(&dev->reg_lock, NULL);
 	dev->objs.next = dev->objs.prev = &dev->objs;
 	dev->total_mem = SIM_TOTAL_MEM;
 	{
@@ -852,11 +860,63 @@ static int sim_synchronize(struct phos_device *pdev)
 
 static int sim_host_register(struct phos_device *dev, void *ptr, size_t len)
 {
-	return ptr && len ? 0 : -PHOS_CUDA_INVALID_VALUE;
+	struct sim_device *d = sim_dev(dev);
+	uintptr_t a = (uintptr_t)ptr;
+	int r = 0;
+
+	if (!ptr || !len || a + len < a)
+		return -PHOS_CUDA_INVALID_VALUE;
+	pthread_mutex_lock(&d->reg_lock);
+	for (size_t i = 0; i < d->nregs && r == 0; i++)
+		if (a < d->regs[i].addr + d->regs[i].len && d->regs[i].addr < a + len)
+			r = -PHOS_CUDA_HOST_MEMORY_ALREADY_REGISTERED;
+	if (r == 0 && d->nregs == d->regs_cap) {
+		size_t cap = d->regs_cap ? 2 * d->regs_cap : 16;
+		void *p = realloc(d->regs, cap * sizeof(*d->regs));
+
+		if (p) {
+			d->regs = p;
+			d->regs_cap = cap;
+		} else {
+			r = -PHOS_CUDA_MEMORY_ALLOCATION;
+		}
+	}
+	if (r == 0) {
+		d->regs[d->nregs].addr = a;
+		d->regs[d->nregs++].len = len;
+	}
+	pthread_mutex_unlock(&d->reg_lock);
+	return r;
 }
 
 static void sim_host_unregister(struct phos_device *dev, void *ptr)
 {
+	struct sim_device *d = sim_dev(dev);
+
+	pthread_mutex_lock(&d->reg_lock);
+	for (size_t i = 0; i < d->nregs; i++) {
+		if (d->regs[i].addr == (uintptr_t)ptr) {
+			d->regs[i] = d->regs[--d->nregs];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&d->reg_lock);
+}
+
+/* Whether a copy may use [host, +len): inside one pinned range, or touching
+ * none (pageable). The driver takes a registration for one range and refuses
+ * a copy that runs off its end into another or into pageable memory. */
+static bool host_side_ok(struct sim_device *d, const void *host, size_t len)
+{
+	uintptr_t a = (uintptr_t)host;
+	bool ok = true;
+
+	pthread_mutex_lock(&d->reg_lock);
+	for (size_t i = 0; i < d->nregs && ok; i++)
+		if (a < d->regs[i].addr + d->regs[i].len && d->regs[i].addr < a + len)
+			ok = a >= d->regs[i].addr && a + len <= d->regs[i].addr + d->regs[i].len;
+	pthread_mutex_unlock(&d->reg_lock);
+	return ok;
 }
 
 /* ---- streams and events ---- */
@@ -1230,7 +1290,7 @@ static int sim_memcpy_h2d(struct phos_device *dev, uint64_t dst, const void *hos
 
 	if (r < 0)
 		return r;
-	if (len && (!host || !phos_sim_range_ok(dev, dst, len)))
+	if (len && (!host || !phos_sim_range_ok(dev, dst, len) || !host_side_ok(sim_dev(dev), host, len)))
 		return -PHOS_CUDA_INVALID_VALUE;
 	if (sim_dev(dev)->copy_delay_us)
 		usleep(sim_dev(dev)->copy_delay_us);
@@ -1245,7 +1305,7 @@ static int sim_memcpy_d2h(struct phos_device *dev, void *host, uint64_t src, siz
 
 	if (r < 0)
 		return r;
-	if (len && (!host || !phos_sim_range_ok(dev, src, len)))
+	if (len && (!host || !phos_sim_range_ok(dev, src, len) || !host_side_ok(sim_dev(dev), host, len)))
 		return -PHOS_CUDA_INVALID_VALUE;
 	if (sim_dev(dev)->copy_delay_us)
 		usleep(sim_dev(dev)->copy_delay_us);

@@ -69,9 +69,11 @@ def train_args(seed):
     """Seeds of 5 and more read the loss back into pinned host memory
     (cudaMallocHost), a region the restored executor must map again; seeds 3
     and 10 (recopy) have 10 and 2 MiB of frozen state that no step writes
-    (10 MiB: more than a recopy step's 4 MiB piece, copied in three)."""
+    (10 MiB: more than a recopy step's 4 MiB piece, copied in three); seed 1
+    (stw) 5 MiB, more than two pieces of its host copy's pinning."""
+    frozen = {1: "5", 3: "10", 10: "2"}
     return ["--steps", str(STEPS), "--seed", str(seed), "--size", "32", "--every", str(EVERY),
-            *(["--pinned"] if seed >= 5 else []), *(["--frozen-mib", "10" if seed == 3 else "2"] if seed in (3, 10) else [])]
+            *(["--pinned"] if seed >= 5 else []), *(["--frozen-mib", frozen[seed]] if seed in frozen else [])]
 
 
 def parse(out):
@@ -148,7 +150,7 @@ try:
 
     # --- checkpointed at random moments, killed, restored -----------------------
     early = reserved = 0
-    for seed, mode in ((1, "stw"), (2, "cow"), (3, "recopy"), (5, "stw"), (6, "cow"), (8, "recopy")):
+    for seed, mode in ((1, "stw"), (2, "cow"), (3, "recopy"), (4, "cow"), (5, "stw"), (6, "cow"), (8, "recopy")):
         ref_losses, ref_sum = reference(seed)
         check(ref_sum and len(ref_losses) == STEPS // EVERY, f"seed {seed}: reference output {ref_sum} "
               f"{len(ref_losses)} loss lines")
@@ -158,7 +160,13 @@ try:
         # writes gpu.data while it holds the program and cow copies buffer by
         # buffer between records (the race with writes, the device reserve);
         # seeds 1 and 9, 11 below: through a host copy
+        # seed 1: its host copy pinned in 2 MiB pieces, which the copies into
+        # it must not straddle (sim refuses such a copy, as the driver does);
+        # seed 4: cow through a host copy queued an item at a time, so that
+        # records write items whose copy is not even queued yet
         p = start(seed, {"PHOS_RECOPY_STEP_BYTES": "1"} if seed == 3 else
+                  {"PHOS_HOST_PIN_PIECE": str(2 << 20)} if seed == 1 else
+                  {"PHOS_COW_QUEUE": "1:1:1"} if seed == 4 else
                   {"PHOS_COW_RESERVE_BYTES": "0", "PHOS_HOST_COPY_MAX": "0"} if seed == 6 else
                   {"PHOS_HOST_COPY_MAX": "0"} if seed in (2, 5) else None)
         first = p.stdout.readline()   # it is training
@@ -184,6 +192,9 @@ try:
             reserved += mc.get("reserve_copies", 0)
             if seed == 6:
                 check(mc.get("reserve_copies", -1) == 0, f"seed {seed}: an exhausted reserve takes nothing: {mc}")
+            elif seed == 4:   # through host memory: a write waits for its buffer's copy, queued first
+                check(mc.get("early_copies", 0) >= 1 and mc.get("reserve_copies", -1) == 0,
+                      f"seed {seed}: records waited for copies queued for them: {mc}")
             else:
                 check(mc.get("reserve_copies", -1) == mc.get("early_copies"),
                       f"seed {seed}: every early copy fits the default reserve: {mc}")
@@ -364,8 +375,11 @@ try:
         p_losses, p_sum = reference(seed)
         rng = random.Random(seed)
         d = os.path.join(tmp, f"periodic{seed}")
+        # cow: its copies into host memory queued an item at a time, a few
+        # ahead, so that records write items whose copy is not queued yet
         p = periodic(seed, ["--checkpoint-dir", d, "--checkpoint-every", "0.2", "--checkpoint-mode", mode,
-                            "--keep", "2", "--restart-on-failure"], {"PHOS_LOG": "info"})
+                            "--keep", "2", "--restart-on-failure"],
+                     {"PHOS_LOG": "info", **({"PHOS_COW_QUEUE": "1:1:1"} if mode == "cow" else {})})
         p.stdout.readline()
         kills = 0
         for _ in range(2):

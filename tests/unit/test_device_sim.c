@@ -114,8 +114,27 @@ static void test_memory(void)
 	CHECK_RC(ops->map(dev, BASE + 10 * CHUNK, CHUNK), 0);
 	CHECK(((uint8_t *)ptr(BASE + 10 * CHUNK + 7))[0] == 0, "remapped memory not zero");
 	ops->unmap(dev, BASE + 10 * CHUNK, CHUNK);
-	CHECK_RC(ops->host_register(dev, src, sizeof(src)), 0);
+
+	/* Pinned ranges, as the driver keeps them: none overlaps another, and a
+	 * copy lies inside one or touches none (a copy off a range's edge is
+	 * refused: the host copies of checkpoints pin in pieces, staging.c). */
+	CHECK_RC(ops->host_register(dev, src, MiB), 0);
+	CHECK_RC(ops->host_register(dev, src + MiB, MiB), 0);
+	CHECK_RC(ops->host_register(dev, src + MiB / 2, MiB), -PHOS_CUDA_HOST_MEMORY_ALREADY_REGISTERED);
+	CHECK_RC(ops->host_register(dev, src, 0), -PHOS_CUDA_INVALID_VALUE);
+	CHECK_RC(ops->map(dev, BASE + 10 * CHUNK, CHUNK), 0);
+	CHECK_RC(ops->memcpy_d2h(dev, src + 1000, BASE + 10 * CHUNK, MiB - 1000, NULL), 0);            /* inside one */
+	CHECK_RC(ops->memcpy_d2h(dev, src + MiB - 1000, BASE + 10 * CHUNK, 2000, NULL), -PHOS_CUDA_INVALID_VALUE);
+	CHECK_RC(ops->memcpy_h2d(dev, BASE + 10 * CHUNK, src + MiB - 1000, 2000, NULL), -PHOS_CUDA_INVALID_VALUE);
+	CHECK_RC(ops->memcpy_d2h(dev, src + 2 * MiB - 1000, BASE + 10 * CHUNK, 2000, NULL), -PHOS_CUDA_INVALID_VALUE);
+	CHECK_RC(ops->memcpy_d2h(dev, src + 2 * MiB, BASE + 10 * CHUNK, 4096, NULL), 0);               /* pageable */
+	ops->host_unregister(dev, src + MiB);
+	CHECK_RC(ops->memcpy_d2h(dev, src + 2 * MiB - 1000, BASE + 10 * CHUNK, 2000, NULL), 0);        /* now pageable */
+	CHECK_RC(ops->host_register(dev, src + MiB / 2, MiB), -PHOS_CUDA_HOST_MEMORY_ALREADY_REGISTERED);
 	ops->host_unregister(dev, src);
+	CHECK_RC(ops->host_register(dev, src, sizeof(src)), 0);                                          /* all free again */
+	ops->host_unregister(dev, src);
+	ops->unmap(dev, BASE + 10 * CHUNK, CHUNK);
 }
 
 static void test_streams_events(void)
