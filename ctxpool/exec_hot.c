@@ -315,7 +315,87 @@ const uint8_t *exec_hot_find(struct executor *ex, int fd, uint64_t size)
 	for (size_t i = 0; i < ex->nhot; i++)
 		if (same_file(&ex->hot[i], &sb) && ex->hot[i].size >= size)
 			return ex->hot[i].map;
+	/* the prepared pre-copy: by inode only (rewritten in place since) */
+	if (ex->prep && ex->prep->dev == sb.st_dev && ex->prep->ino == sb.st_ino && ex->prep->size >= size)
+		return ex->prep->map;
 	return NULL;
+}
+
+/* --- a live move's pre-copy (PREPARE) ---
+ *
+ * The target of a move pre-copies gpu.data while the instance still serves
+ * at the source, then at the stop rewrites in place the items written since,
+ * verifies every item against the checkpoint's manifest and renames the file
+ * into the checkpoint (the same inode). A pooled executor set aside for that
+ * restore pins the pre-copy beforehand, off the move's stop, so that the moved
+ * instance's buffers come from the pinned page cache at the copy engine's
+ * rate, as a hot snapshot's do. It is not verified here: the file is not final
+ * yet when it is pinned, and the controller verifies it after its last write.
+ */
+
+int exec_prep_set(struct executor *ex, const char *dir, uint64_t *ret_bytes, char *err, size_t errlen)
+{
+	struct exec_hot *h = calloc(1, sizeof(*h));
+	char path[4200];
+	struct stat sb;
+	int fd = -1, r = 0;
+
+	exec_prep_clear(ex);
+	if (!h) {
+		phos_errf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	snprintf(path, sizeof(path), "%s/gpu.data", dir);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &sb) < 0) {
+		r = -errno;
+		phos_errf(err, errlen, "opening %s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(sb.st_mode) || sb.st_size <= 0) {
+		r = -EINVAL;
+		phos_errf(err, errlen, "%s is not a regular file with data", path);
+		goto out;
+	}
+	h->dev = sb.st_dev;
+	h->ino = sb.st_ino;
+	h->size = (uint64_t)sb.st_size;
+	h->dir = strdup(dir);
+	h->map = mmap(NULL, h->size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (!h->dir || h->map == MAP_FAILED) {
+		r = h->dir ? -errno : -ENOMEM;
+		h->map = NULL;
+		phos_errf(err, errlen, "mapping %s: %s", path, strerror(-r));
+		goto out;
+	}
+	r = ex->dev_ops->host_register(ex->dev, h->map, h->size);
+	if (r < 0) {
+		phos_errf(err, errlen, "pinning %s failed (cuda error %d)", path, -r);
+		munmap(h->map, h->size);
+		h->map = NULL;
+		r = -EIO;
+		goto out;
+	}
+	ex->prep = h;
+	*ret_bytes = h->size;
+	h = NULL;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (h) {
+		hot_release(ex, h);
+		free(h);
+	}
+	return r;
+}
+
+void exec_prep_clear(struct executor *ex)
+{
+	if (!ex->prep)
+		return;
+	hot_release(ex, ex->prep);
+	free(ex->prep);
+	ex->prep = NULL;
 }
 
 void exec_hot_clear(struct executor *ex)

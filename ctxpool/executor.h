@@ -269,6 +269,7 @@ struct executor {
 	struct exec_hot *hot;       /* hot snapshots, pinned (exec_hot.c) */
 	size_t nhot;
 	uint64_t hot_bytes;
+	struct exec_hot *prep;      /* a move's pre-copy, pinned for the next restore (PREPARE), or NULL */
 
 	const char *snapshot_dir;   /* --snapshot-to: dump GPU state there at SERVE */
 	const char *restore_dir;    /* the snapshot this function was restored from, or NULL */
@@ -523,10 +524,18 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
  * no longer listed or replaced on disk. Returns the first failure (the others
  * are still tried; a failed one stays cold). */
 int exec_hot_set(struct executor *ex, char *const dirs[], size_t n, char *err, size_t errlen);
-/* The pinned, verified mapping of the gpu.data open at fd (at least size bytes),
- * or NULL when it is not hot. */
+/* The pinned mapping of the gpu.data open at fd (at least size bytes): a hot
+ * snapshot's (verified when pinned), or the prepared pre-copy's (the same file,
+ * which the controller verified after its last write); NULL for neither. */
 const uint8_t *exec_hot_find(struct executor *ex, int fd, uint64_t size);
 void exec_hot_clear(struct executor *ex);
+/* PREPARE: maps and pins dir/gpu.data (a live move's pre-copy, still being
+ * brought up to date in place by the controller) for the next restore of a
+ * checkpoint whose gpu.data is that file, replacing any prepared before.
+ * 0 and *ret_bytes pinned, or -errno with err. exec_prep_clear drops it
+ * (UNPREPARE, and once the function restored from it is gone). */
+int exec_prep_set(struct executor *ex, const char *dir, uint64_t *ret_bytes, char *err, size_t errlen);
+void exec_prep_clear(struct executor *ex);
 
 /* Waits for the function's own work (cudaDeviceSynchronize): every stream of
  * the function, but not a restore still running in the background. */

@@ -102,6 +102,7 @@ void exec_scrub(struct executor *ex)
 {
 	loader_free(ex->loader);
 	ex->loader = NULL;
+	exec_prep_clear(ex);   /* read by the loader only: its restore is over */
 	for (int d = ex->ndevs - 1; d >= 0; d--) {
 		exec_use_device(ex, d);
 		if (ex->dev)
@@ -378,6 +379,9 @@ static int serve_one(struct executor *ex, int fd, const char *dir, const struct 
  *                            with its adoption: as --adopt-channel
  *   HOT {dirs}               make exactly these snapshots hot (exec_hot.c);
  *                            answers HOT_DONE or ERROR
+ *   PREPARE {dir}            pin a move's pre-copy for the next RESTORE
+ *                            (exec_hot.c); answers PREPARED or ERROR
+ *   UNPREPARE                drop it unused
  * After the function is gone it is scrubbed (arena mappings released, module
  * cache... kept by the driver; hot snapshots kept) and reports IDLE again.
  * The control socket closing ends it, and so does a frame it cannot read (the
@@ -424,6 +428,21 @@ static int pool_loop(struct executor *ex)
 			hot_job(ex, &job);
 			phos_ctl_msg_exit(&job);
 			continue;
+		case PHOS_CTL_PREPARE: {
+			uint64_t bytes = 0;
+
+			if (exec_prep_set(ex, job.prepare.dir, &bytes, err, sizeof(err)) < 0)
+				exec_control_error(ex, "prepare: %s", err);
+			else
+				exec_control_send(ex, &(struct phos_ctl_msg){ .type = PHOS_CTL_PREPARED, .fd = -1,
+									      .prepared = { .bytes = bytes } });
+			phos_ctl_msg_exit(&job);
+			continue;
+		}
+		case PHOS_CTL_UNPREPARE:
+			exec_prep_clear(ex);
+			phos_ctl_msg_exit(&job);
+			continue;
 		case PHOS_CTL_RESTORE:
 			dir = job.restore.dir;
 			on_demand = job.restore.on_demand;
@@ -446,6 +465,7 @@ static int pool_loop(struct executor *ex)
 			}
 			if (r < 0) {
 				exec_control_error(ex, "%s: %s", dir, err);
+				exec_prep_clear(ex);   /* (a prepared pre-copy serves one restore) */
 				phos_image_free(img);
 				phos_ctl_msg_exit(&job);
 				continue;
@@ -856,6 +876,7 @@ int main(int argc, char **argv)
 	channel_drop(&ex, ex.ch, ex.ch_pinned);
 	channel_drop(&ex, ex.next_ch, ex.next_ch_pinned);
 	exec_hot_clear(&ex);
+	exec_prep_clear(&ex);
 	exec_modcache_clear(&ex);
 	phos_bufmap_free(ex.bufs);
 	stage_host_reap(&ex, true);

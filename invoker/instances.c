@@ -450,12 +450,14 @@ fail:
 }
 
 /* Restores in (no processes: new, or its old ones reaped) from the checkpoint
- * at dir, on a warm executor of the pool when one is free, else on one of its
- * own (on_demand: its buffers stream in while it runs, from dir, which must
- * stay; else stop-the-world), with fresh stdio pipes, and watches it
- * (instance_attach). 0 and *st, or -errno with err (in has no processes then). */
+ * at dir, on the executor prep holds for it (a move's target), else on a warm
+ * executor of the pool when one is free, else on one of its own (on_demand:
+ * its buffers stream in while it runs, from dir, which must stay; else
+ * stop-the-world), with fresh stdio pipes, and watches it (instance_attach).
+ * 0 and *st, or -errno with err (in has no processes then). */
 static int instance_from_checkpoint(struct inv_function *f, struct inv_instance *in, const char *dir,
-				    bool on_demand, struct phos_restore_stats *st, char *err, size_t errlen)
+				    bool on_demand, struct inv_prepared *prep, struct phos_restore_stats *st, char *err,
+				    size_t errlen)
 {
 	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
 	struct phos_runtime_paths p = inv_cfg.paths;
@@ -471,7 +473,18 @@ static int instance_from_checkpoint(struct inv_function *f, struct inv_instance 
 	if (strcmp(p.device, "sim"))
 		p.sim_twins = NULL;
 	r = -EBUSY;
-	if (inv_pool_for(f)) {
+	if (prep && prep->slot >= 0) {   /* its pre-copy pinned there already */
+		r = phos_restore_prepared(prep->pool, prep->slot, dir, pin[0], pout[1], perr[1], on_demand, &in->proc, st,
+					  err, errlen);
+		prep->slot = -1;
+		prep->used = r == 0;
+		if (r < 0 && r != -EBADMSG)
+			phos_warn("%s: instance %u: the executor prepared for %s could not restore it (%s); trying another",
+				  f->name, in->id, dir, err);
+		else if (r == -EBADMSG)
+			goto failed;
+	}
+	if (r < 0 && inv_pool_for(f)) {
 		r = phos_restore_pooled(inv_pool_for(f), dir, pin[0], pout[1], perr[1], 0, on_demand, &in->proc, st, err,
 					errlen);
 		/* A pooled executor that could not take it (another arena, it
@@ -483,6 +496,7 @@ static int instance_from_checkpoint(struct inv_function *f, struct inv_instance 
 	}
 	if (r < 0 && r != -EBADMSG)
 		r = phos_restore_start(&p, dir, pin[0], pout[1], perr[1], on_demand, &in->proc, st, err, errlen);
+failed:
 	if (r < 0) {
 		in->proc = (struct phos_instance){ .control_fd = -1 };   /* nothing to stop */
 		goto out;
@@ -518,7 +532,7 @@ static int instance_resume(struct inv_function *f, struct inv_instance *in, char
 			close(*old[i]);
 		*old[i] = -1;
 	}
-	r = instance_from_checkpoint(f, in, in->ckpt_dir, false, &st, err, errlen);
+	r = instance_from_checkpoint(f, in, in->ckpt_dir, false, NULL, &st, err, errlen);
 	if (r < 0)
 		return r;
 	in->resumes++;
@@ -919,7 +933,7 @@ again:
 	if (resume_dir) {
 		struct phos_restore_stats st;
 
-		r = instance_from_checkpoint(f, in, resume_dir, false, &st, err, sizeof(err));
+		r = instance_from_checkpoint(f, in, resume_dir, false, NULL, &st, err, sizeof(err));
 		if (r == 0 && !(in->ckpt_dir = strdup(resume_dir)))   /* removed with the instance */
 			phos_warn("%s: out of memory: %s stays", f->name, resume_dir);
 		res->restore_s = phos_now() - t0;
@@ -1238,14 +1252,14 @@ void inv_instance_unreserve(struct inv_function *f, struct inv_instance *in)
 	instance_free(in);
 }
 
-int inv_instance_adopt(struct inv_function *f, struct inv_instance *in, const char *dir, double *ret_s, char *err,
-		       size_t errlen)
+int inv_instance_adopt(struct inv_function *f, struct inv_instance *in, const char *dir, struct inv_prepared *prep,
+		       double *ret_s, char *err, size_t errlen)
 {
 	struct phos_restore_stats st;
 	double t0 = phos_now();
 	/* on demand (unless --restore stop-the-world): the moved instance serves
 	 * at once, its buffers streaming in from dir, which stays its own */
-	int r = instance_from_checkpoint(f, in, dir, !inv_cfg.stop_the_world, &st, err, errlen);
+	int r = instance_from_checkpoint(f, in, dir, !inv_cfg.stop_the_world, prep, &st, err, errlen);
 
 	if (r < 0)
 		return r;
@@ -1258,7 +1272,8 @@ int inv_instance_adopt(struct inv_function *f, struct inv_instance *in, const ch
 	pthread_cond_signal(&f->cond);
 	pthread_mutex_unlock(&f->lock);
 	phos_info("%s: instance %u restored from a checkpoint in %.1f ms on %s (CRIU %.1f ms, executor %.1f ms; "
-		  "%.1f MiB)", f->name, in->id, *ret_s * 1e3, in->proc.pool ? "a pooled executor" : "an executor of its own",
+		  "%.1f MiB)", f->name, in->id, *ret_s * 1e3, prep && prep->used ? "the executor prepared for it"
+		  : in->proc.pool ? "a pooled executor" : "an executor of its own",
 		  st.cpu_restore_s * 1e3, (st.open_s + st.load_s) * 1e3, (double)st.gpu_bytes / (1 << 20));
 	return 0;
 }
@@ -1455,6 +1470,7 @@ static void *reaper_main(void *arg)
 
 		usleep(50 * 1000);
 		inv_orphans_late_sweep(phos_now() - t0);
+		inv_migrate_expire();
 		inv_function_foreach(reap_one, list);
 		if (scan)
 			t_scan = phos_now();

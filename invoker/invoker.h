@@ -388,6 +388,11 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 int inv_migration_get(const char *id, bool abort, json_t **ret_body);
 /* A call of f, whose instance moved away, forwarded to where it went (no lock held). */
 struct inv_result;
+/* Gives back the executors prepared for moves whose final phase never came
+ * (migrate.c); the reaper's, every round. */
+void inv_migrate_expire(void);
+/* Executors set aside for moves coming here: held now, and ever (/metrics). */
+void inv_migrate_prepared(unsigned *ret_held, uint64_t *ret_total);
 void inv_migrate_forward(struct inv_function *f, const char *body, size_t len, const char *ctype,
 			 struct inv_result *res);
 /* http.c: how a peer reaches us, from --listen (a wildcard address as
@@ -413,8 +418,16 @@ void inv_instance_retire(struct inv_function *f, struct inv_instance *in);
  * -EBUSY (no room), -ESHUTDOWN, -ENOMEM with err; then either adopt (restore
  * it from the checkpoint at dir: idle on success) or unreserve it. */
 int inv_instance_reserve(struct inv_function *f, struct inv_instance **ret, char *err, size_t errlen);
-int inv_instance_adopt(struct inv_function *f, struct inv_instance *in, const char *dir, double *ret_s, char *err,
-		       size_t errlen);
+/* A pooled executor that holds a move's pre-copy pinned (phos_pool_prepare),
+ * for the restore of the checkpoint committed with it; slot -1: none. used:
+ * that restore ran on it (the slot is consumed either way). */
+struct inv_prepared {
+	struct phos_pool *pool;
+	int slot;
+	bool used;
+};
+int inv_instance_adopt(struct inv_function *f, struct inv_instance *in, const char *dir, struct inv_prepared *prep,
+		       double *ret_s, char *err, size_t errlen);
 void inv_instance_unreserve(struct inv_function *f, struct inv_instance *in);
 
 /* calls.c */

@@ -145,6 +145,17 @@ char *inv_metrics_render(void)
 			   "# TYPE phos_request_bodies_max gauge\nphos_request_bodies_max %llu\n",
 			(unsigned long long)now, (unsigned long long)most);
 	}
+	{
+		unsigned held;
+		uint64_t total;
+
+		inv_migrate_prepared(&held, &total);
+		fprintf(o, "# HELP phos_migrate_prepared Warm executors set aside for moves coming here, "
+			   "their pre-copies pinned.\n# TYPE phos_migrate_prepared gauge\nphos_migrate_prepared %u\n"
+			   "# HELP phos_migrate_prepared_total Warm executors ever set aside for moves.\n"
+			   "# TYPE phos_migrate_prepared_total counter\nphos_migrate_prepared_total %llu\n",
+			held, (unsigned long long)total);
+	}
 	if (inv_cfg.pool) {
 		unsigned idle = 0, busy = 0, starting = 0, pending = 0;
 

@@ -1243,6 +1243,127 @@ out:
 	return r;
 }
 
+/* ---- executors prepared for the moves coming here ----
+ *
+ * Once its pre-copy is in, a move's target sets a warm executor aside with
+ * the pre-copy pinned (phos_pool_prepare), so that at the stop the moved
+ * instance restores with no context to make and its buffers come from the
+ * pinned page cache at the copy engine's rate, as a hot snapshot's do. The
+ * final phase rewrites what changed in place (the same inode) and verifies
+ * every item against the manifest before the restore. One executor per move,
+ * given back when the move ends any other way, or after PREPARED_TTL_S.
+ */
+#define PREPARED_MAX 8
+#define PREPARED_TTL_S 900.0
+
+static struct {
+	char mid[33];
+	struct inv_prepared p;
+	double at;
+} prepared[PREPARED_MAX];
+static pthread_mutex_t prepared_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t prepared_total;   /* executors ever set aside (/metrics) */
+
+void inv_migrate_prepared(unsigned *ret_held, uint64_t *ret_total)
+{
+	unsigned held = 0;
+
+	pthread_mutex_lock(&prepared_lock);
+	for (int i = 0; i < PREPARED_MAX; i++)
+		held += prepared[i].mid[0] && prepared[i].p.pool;
+	*ret_total = prepared_total;
+	pthread_mutex_unlock(&prepared_lock);
+	*ret_held = held;
+}
+
+/* The executor prepared for move mid, taken out of the table (slot -1: none). */
+static struct inv_prepared prepared_take(const char *mid)
+{
+	struct inv_prepared p = { .slot = -1 };
+
+	pthread_mutex_lock(&prepared_lock);
+	for (int i = 0; i < PREPARED_MAX; i++) {
+		if (prepared[i].mid[0] && !strcmp(prepared[i].mid, mid) && prepared[i].p.pool) {
+			p = prepared[i].p;
+			prepared[i].mid[0] = '\0';
+			prepared[i].p = (struct inv_prepared){ 0 };
+		}
+	}
+	pthread_mutex_unlock(&prepared_lock);
+	return p;
+}
+
+static void prepared_drop(struct inv_prepared *p)
+{
+	if (p->pool && p->slot >= 0)
+		phos_pool_unprepare(p->pool, p->slot);
+	p->slot = -1;
+}
+
+/* Sets an executor aside for move mid of f, its pre-copy (data_bytes) at
+ * dir/gpu.data; best effort: without one the restore reads from disk. */
+static void prepare_target(struct inv_function *f, const char *mid, const char *dir, uint64_t data_bytes)
+{
+	struct phos_pool *pool = inv_pool_for(f);
+	char err[512];
+	uint64_t pinned = 0;
+	double t0 = phos_now();
+	int slot, k = -1;
+
+	if (!pool || !data_bytes || data_bytes > inv_cfg.hot_bytes)
+		return;   /* (--hot-bytes bounds any one pinned gpu.data) */
+	pthread_mutex_lock(&prepared_lock);
+	for (int i = 0; i < PREPARED_MAX && k < 0; i++)
+		if (!prepared[i].mid[0])
+			k = i;
+	if (k >= 0)
+		snprintf(prepared[k].mid, sizeof(prepared[k].mid), "%s", mid);   /* claimed */
+	pthread_mutex_unlock(&prepared_lock);
+	if (k < 0)
+		return;
+	if (phos_pool_prepare(pool, dir, 0, &slot, &pinned, err, sizeof(err)) < 0) {
+		phos_info("%s: migration %s: no executor prepared (%s): the moved instance will read its buffers from "
+			  "disk", f->name, mid, err);
+		pthread_mutex_lock(&prepared_lock);
+		prepared[k].mid[0] = '\0';
+		pthread_mutex_unlock(&prepared_lock);
+		return;
+	}
+	pthread_mutex_lock(&prepared_lock);
+	prepared[k].p = (struct inv_prepared){ .pool = pool, .slot = slot };
+	prepared[k].at = phos_now();
+	prepared_total++;
+	pthread_mutex_unlock(&prepared_lock);
+	if (access(dir, F_OK) != 0) {   /* aborted while it pinned */
+		struct inv_prepared p = prepared_take(mid);
+
+		prepared_drop(&p);
+		return;
+	}
+	phos_info("%s: migration %s: an executor holds the pre-copy pinned (%.1f MiB in %.1f ms)", f->name, mid,
+		  (double)pinned / (1 << 20), (phos_now() - t0) * 1e3);
+}
+
+void inv_migrate_expire(void)
+{
+	double now = phos_now();
+
+	for (int i = 0; i < PREPARED_MAX; i++) {
+		struct inv_prepared p = { .slot = -1 };
+
+		pthread_mutex_lock(&prepared_lock);
+		if (prepared[i].mid[0] && prepared[i].p.pool && now - prepared[i].at > PREPARED_TTL_S) {
+			phos_warn("migration %s: no final phase came within %.0f s; its prepared executor goes back",
+				  prepared[i].mid, PREPARED_TTL_S);
+			p = prepared[i].p;
+			prepared[i].mid[0] = '\0';
+			prepared[i].p = (struct inv_prepared){ 0 };
+		}
+		pthread_mutex_unlock(&prepared_lock);
+		prepared_drop(&p);
+	}
+}
+
 /* STATE/checkpoints/pre-MID.tmp-precopy: where a pre-copy waits for its final phase. */
 static void pre_dir(char *buf, size_t len, const char *mid)
 {
@@ -1321,6 +1442,7 @@ static int receive_precopy(struct inv_function *f, struct pull *p, uint64_t data
 		return *ret_body = inv_err_json("pre-copying from the source: %s", err), p->code ? p->code : 502;
 	}
 	writeback_start(file);   /* on disk before the final phase's commit needs it */
+	prepare_target(f, p->snapshot_id, dir, data_bytes);
 	*ret_body = json_pack("{s:I,s:f,s:I}", "bytes", (json_int_t)p->fetched, "fetch_s", phos_now() - p->started,
 			      "reused_bytes", (json_int_t)reused);
 	return 200;
@@ -1340,6 +1462,7 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	double verify_s = 0, t_commit = 0;
 	unsigned prehashed = 0;   /* items of the pre-copy not read again at the stop */
 	bool precopy, pre = false;
+	struct inv_prepared prep = { .slot = -1 };
 	struct inv_instance *in = NULL;
 	struct inv_function *f = NULL;
 	struct phos_image *check = NULL;
@@ -1379,6 +1502,8 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 			code = 400;
 			goto out;
 		}
+		prep = prepared_take(mid);
+		prepared_drop(&prep);
 		pre_dir(dir, sizeof(dir), mid);
 		phos_image_dir_abort(dir);
 		*ret_body = json_pack("{s:s}", "migration", mid);
@@ -1482,6 +1607,8 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	pre_dir(dir, sizeof(dir), mid);
 	snprintf(prefile, sizeof(prefile), "%s/gpu.data", dir);
 	pre = phase && !strcmp(phase, "final") && access(prefile, F_OK) == 0;
+	if (pre)
+		prep = prepared_take(mid);
 	if (!pre && phos_fault("migrate_stall"))
 		sleep(10);   /* tests: killed here, mid-transfer */
 	if (pre) {   /* what the pre-copy fetched, brought up to date */
@@ -1522,7 +1649,7 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	}
 	tmp[0] = '\0';
 	in->ckpt_dir = strdup(final);   /* removed with the instance, whatever comes */
-	r = in->ckpt_dir ? inv_instance_adopt(f, in, final, &restore_s, err, sizeof(err)) : -ENOMEM;
+	r = in->ckpt_dir ? inv_instance_adopt(f, in, final, &prep, &restore_s, err, sizeof(err)) : -ENOMEM;
 	if (r < 0) {
 		*ret_body = inv_err_json("restoring the moved instance: %s", in->ckpt_dir ? err : "out of memory");
 		code = r == -EBADMSG ? 502 : 500;
@@ -1543,10 +1670,11 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	*ret_body = json_pack("{s:s,s:i,s:I,s:f,s:f,s:f,s:f,s:I,s:i,s:s}", "function", name, "instance", (int)in->id,
 			      "bytes", (json_int_t)p.fetched, "fetch_s", t_fetch, "restore_s", restore_s, "verify_s",
 			      verify_s, "commit_s", t_commit, "refetched_bytes", (json_int_t)refetched, "prehashed_items",
-			      (int)prehashed, "executor", in->proc.pool ? "pooled" : "own");
+			      (int)prehashed, "executor", prep.used ? "prepared" : in->proc.pool ? "pooled" : "own");
 	in = NULL;   /* serving */
 	code = 201;
 out:
+	prepared_drop(&prep);   /* not used: the move failed before its restore */
 	if (tmp[0])
 		phos_image_dir_abort(tmp);
 	if (in)

@@ -58,6 +58,8 @@ static const char *const type_names[PHOS_CTL_TYPE_END] = {
 	[PHOS_CTL_CHECKPOINT] = "checkpoint",
 	[PHOS_CTL_RESUME] = "resume",
 	[PHOS_CTL_PRECOPIED] = "precopied", [PHOS_CTL_STOP] = "stop",
+	[PHOS_CTL_PREPARE] = "prepare",     [PHOS_CTL_PREPARED] = "prepared",
+	[PHOS_CTL_UNPREPARE] = "unprepare",
 };
 
 static const char *const mode_names[PHOS_CKPT_MODE_END] = {
@@ -246,6 +248,14 @@ int phos_ctl_encode(const struct phos_ctl_msg *m, void **ret_buf, size_t *ret_le
 						  m->precopied.dirty_bytes, m->precopied.data_end },
 		    sizeof(struct ctl_precopied));
 		break;
+	case PHOS_CTL_PREPARE:
+		if (!path_ok(m->prepare.dir, &n))
+			goto bad;
+		put(&w, m->prepare.dir, n + 1);
+		break;
+	case PHOS_CTL_PREPARED:
+		put(&w, &m->prepared.bytes, sizeof(uint64_t));
+		break;
 	case PHOS_CTL_CHECKPOINT: {
 		uint8_t mode = (uint8_t)m->checkpoint.mode | (m->checkpoint.wait_stop ? CKPT_WAIT_STOP : 0);
 
@@ -347,6 +357,8 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 	case PHOS_CTL_CHECKPOINTED: want = sizeof(struct ctl_checkpointed); break;
 	case PHOS_CTL_HELD: want = sizeof(struct ctl_held); break;
 	case PHOS_CTL_PRECOPIED: want = sizeof(struct ctl_precopied); break;
+	case PHOS_CTL_PREPARED: want = sizeof(uint64_t); break;
+	case PHOS_CTL_UNPREPARE:
 	case PHOS_CTL_STOP:
 	case PHOS_CTL_RESUME:
 	case PHOS_CTL_IDLE:
@@ -357,6 +369,7 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 	case PHOS_CTL_TOUCHED:
 	case PHOS_CTL_RESTORE:
 	case PHOS_CTL_CHECKPOINT:
+	case PHOS_CTL_PREPARE:
 	case PHOS_CTL_HOT: want = SIZE_MAX; break;   /* variable: checked below */
 	default:
 		phos_errf(err, errlen, "unknown control message type %u", type);
@@ -479,6 +492,18 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 		m.checkpoint.mode = (enum phos_ckpt_mode)(p[0] & ~CKPT_WAIT_STOP);
 		m.checkpoint.wait_stop = (p[0] & CKPT_WAIT_STOP) != 0;
 		memcpy(m.checkpoint.dir, p + 1, (size_t)n + 1);
+		break;
+	case PHOS_CTL_PREPARED:
+		memcpy(&m.prepared.bytes, p, sizeof(uint64_t));
+		break;
+	case PHOS_CTL_PREPARE:
+		n = len ? str_at(p, len, PHOS_CTL_PATH_MAX) : -1;
+		if (n <= 0 || (size_t)n + 1 != len) {
+			phos_errf(err, errlen, "a prepare message whose path is not one NUL-terminated string of 1 to %u "
+				  "bytes", PHOS_CTL_PATH_MAX - 1);
+			return -EPROTO;
+		}
+		memcpy(m.prepare.dir, p, (size_t)n + 1);
 		break;
 	case PHOS_CTL_ERROR:
 		n = len ? str_at(p, len, PHOS_CTL_REASON_MAX) : -1;

@@ -15,6 +15,11 @@
  *       + fd: the function (adopt.pid, already CRIU-restored and stopped)
  *       keeps its channel, whose memfd is its descriptor adopt.fd
  *   HOT {dirs}                         ──▶ ... ◀── HOT_DONE {n, bytes} | ERROR
+ *   PREPARE {dir}                      ──▶ ... ◀── PREPARED {bytes} | ERROR: map
+ *       and pin dir/gpu.data for the next RESTORE of a checkpoint whose
+ *       gpu.data is that very file (a live move's pre-copy: the controller
+ *       rewrites what changed in place and verifies it all before RESTORE)
+ *   UNPREPARE                          ──▶   drop it unused
  *   while serving a restored function:
  *   ASK_TOUCHED                        ──▶     ◀── TOUCHED {ids}
  *   ASK_FALLBACKS                      ──▶     ◀── FALLBACKS {counts}
@@ -82,7 +87,8 @@
                                          * answer HELD (its copy in host memory),
                                          * HELD's copy_s, CHECKPOINTED's host_copy;
                                          * 6: RESTORE's adopt (checkpoints restored
-                                         * by pooled executors) */
+                                         * by pooled executors); PREPARE, PREPARED,
+                                         * UNPREPARE */
 #define PHOS_CTL_HDR_SIZE 16u
 #define PHOS_CTL_MAX_PAYLOAD (1u << 20)  /* any one frame */
 #define PHOS_CTL_REASON_MAX 1024u        /* an ERROR's reason, with its NUL */
@@ -116,6 +122,10 @@ enum phos_ctl_type {
 	/* v4: live migration's pre-copy */
 	PHOS_CTL_PRECOPIED,     /* precopied: (executor) a wait_stop recopy's rounds converged */
 	PHOS_CTL_STOP,          /* (empty, controller) that recopy stops now */
+	/* v6: a pooled executor prepared for a move's restore */
+	PHOS_CTL_PREPARE,       /* prepare: (controller) map and pin dir/gpu.data */
+	PHOS_CTL_PREPARED,      /* prepared: (executor) the answer to PREPARE */
+	PHOS_CTL_UNPREPARE,     /* (empty, controller) drop the prepared file */
 	PHOS_CTL_TYPE_END
 };
 
@@ -161,6 +171,8 @@ struct phos_ctl_msg {
 			char dir[PHOS_CTL_PATH_MAX];
 		} restore;
 		struct { char **dirs; size_t n; } hot;
+		struct { char dir[PHOS_CTL_PATH_MAX]; } prepare;
+		struct { uint64_t bytes; } prepared;   /* pinned */
 		struct {
 			enum phos_ckpt_mode mode;
 			/* recopy: after its rounds converge, say PRECOPIED and keep

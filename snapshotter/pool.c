@@ -410,6 +410,18 @@ static int pool_take(struct phos_pool *p, unsigned timeout_ms)
 	return -EBUSY;
 }
 
+/* Gives executor i back unused: taken, it was sent nothing, and it still
+ * waits for a job (its IDLE was read). */
+static void pool_untake(struct phos_pool *p, unsigned i)
+{
+	pthread_mutex_lock(&p->lock);
+	p->ex[i].taken = false;
+	p->ex[i].idle = true;
+	pthread_cond_broadcast(&p->wake);
+	pthread_cond_broadcast(&p->freed);
+	pthread_mutex_unlock(&p->lock);
+}
+
 /* Whether a message left unread by a finished instance may come before its
  * executor's IDLE: the answer to a restore, a failure report, or a late answer
  * to a question (phos_instance_touched, phos_instance_fallbacks). */
@@ -456,9 +468,9 @@ static void pool_give(struct phos_pool *p, unsigned i)
 }
 
 /* Sends executor slot the job to restore dir (RESTORE) with the function's
- * channel socket; 0 or -errno. */
-/* adopt_pid: a checkpoint's restored program, whose channel memfd is its
- * descriptor adopt_fd; 0: a snapshot's, served on a new channel. */
+ * channel socket; 0 or -errno. adopt_pid: a checkpoint's restored program,
+ * whose channel memfd is its descriptor adopt_fd; 0: a snapshot's, served on
+ * a new channel. */
 static int send_restore(struct phos_pool *p, int slot, int channel, const char *dir, bool on_demand, pid_t adopt_pid,
 			int adopt_fd)
 {
@@ -477,7 +489,7 @@ static int send_restore(struct phos_pool *p, int slot, int channel, const char *
  * program goes on; as restore_checkpoint in restore.c, with no context to
  * create. On failure the program is gone again. */
 static int pooled_checkpoint(struct phos_pool *p, int slot, const char *dir, const struct phos_image *img,
-			     struct phos_criu_inherit inh[4], int ch[2], bool on_demand, pid_t *ret_fn,
+			     struct phos_criu_inherit inh[4], int ch[2], bool on_demand, bool *sent, pid_t *ret_fn,
 			     struct phos_restore_stats *st, char *err, size_t errlen)
 {
 	pid_t fn;
@@ -488,6 +500,7 @@ static int pooled_checkpoint(struct phos_pool *p, int slot, const char *dir, con
 		return r;
 	close(ch[1]);
 	ch[1] = -1;
+	*sent = true;
 	r = send_restore(p, slot, ch[0], dir, on_demand, fn, (int)img->checkpoint.channel_fd);
 	close(ch[0]);
 	ch[0] = -1;
@@ -505,9 +518,11 @@ static int pooled_checkpoint(struct phos_pool *p, int slot, const char *dir, con
 	return 0;
 }
 
-int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int stdout_fd, int stderr_fd,
-			unsigned timeout_ms, bool on_demand, struct phos_instance *ret_inst,
-			struct phos_restore_stats *ret_stats, char *err, size_t errlen)
+/* phos_restore_pooled on executor given (held by the caller: a prepared
+ * one), or on one taken now (given < 0). */
+static int restore_pooled_at(struct phos_pool *p, int given, const char *dir, int stdin_fd, int stdout_fd,
+			     int stderr_fd, unsigned timeout_ms, bool on_demand, struct phos_instance *ret_inst,
+			     struct phos_restore_stats *ret_stats, char *err, size_t errlen)
 {
 	struct phos_restore_stats st = { 0 };
 	struct phos_image *img = NULL;
@@ -517,18 +532,20 @@ int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int 
 	double t0 = phos_now();
 	pid_t fn = -1;
 	size_t dlen = strlen(dir);
+	bool sent = false;   /* the executor has a job (else it still waits for one) */
 
 	*err = '\0';
 	memset(ret_inst, 0, sizeof(*ret_inst));
 	if (dlen == 0 || dlen >= PHOS_CTL_PATH_MAX || strchr(dir, '\n')) {
 		phos_errf(err, errlen, "bad snapshot path");
-		return -EINVAL;
+		r = -EINVAL;
+		goto out;
 	}
 	r = restore_plan(dir, stdio, &img, inh, err, errlen);
 	if (r < 0)
-		return r;
+		goto out;
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	slot = pool_take(p, timeout_ms);
+	slot = given >= 0 ? given : pool_take(p, timeout_ms);
 	if (slot < 0) {
 		phos_errf(err, errlen, "no warm executor free within %u ms", timeout_ms);
 		r = -EBUSY;
@@ -540,11 +557,12 @@ int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int 
 		goto out;
 	}
 	if (img->checkpoint.present) {
-		r = pooled_checkpoint(p, slot, dir, img, inh, ch, on_demand, &fn, &st, err, errlen);
+		r = pooled_checkpoint(p, slot, dir, img, inh, ch, on_demand, &sent, &fn, &st, err, errlen);
 		if (r < 0)
 			goto out;
 		goto started;
 	}
+	sent = true;
 	r = send_restore(p, slot, ch[0], dir, on_demand, 0, 0);
 	close(ch[0]);
 	ch[0] = -1;
@@ -570,10 +588,93 @@ out:
 	for (int i = 0; i < 2; i++)
 		if (ch[i] >= 0)
 			close(ch[i]);
-	if (r < 0 && slot >= 0)
-		pool_give(p, (unsigned)slot);
+	if (r < 0 && sent)
+		pool_give(p, (unsigned)slot);   /* back once it has scrubbed itself */
+	else if (r < 0 && given >= 0)
+		phos_pool_unprepare(p, given);   /* nothing sent: it still holds the pre-copy */
+	else if (r < 0 && slot >= 0)
+		pool_untake(p, (unsigned)slot);  /* nothing sent: idle as it was */
 	phos_image_free(img);
 	return r;
+}
+
+int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int stdout_fd, int stderr_fd,
+			unsigned timeout_ms, bool on_demand, struct phos_instance *ret_inst,
+			struct phos_restore_stats *ret_stats, char *err, size_t errlen)
+{
+	return restore_pooled_at(p, -1, dir, stdin_fd, stdout_fd, stderr_fd, timeout_ms, on_demand, ret_inst,
+				 ret_stats, err, errlen);
+}
+
+int phos_pool_prepare(struct phos_pool *p, const char *dir, unsigned timeout_ms, int *ret_slot, uint64_t *ret_bytes,
+		      char *err, size_t errlen)
+{
+	struct phos_ctl_msg m = { .type = PHOS_CTL_PREPARE, .fd = -1 };
+	struct pool_exec *e;
+	char why[512] = "";
+	int slot, r;
+
+	*err = '\0';
+	if (!dir[0] || strlen(dir) >= PHOS_CTL_PATH_MAX) {
+		phos_errf(err, errlen, "bad pre-copy path");
+		return -EINVAL;
+	}
+	slot = pool_take(p, timeout_ms);
+	if (slot < 0) {
+		phos_errf(err, errlen, "no warm executor free within %u ms", timeout_ms);
+		return -EBUSY;
+	}
+	e = &p->ex[slot];
+	snprintf(m.prepare.dir, sizeof(m.prepare.dir), "%s", dir);
+	r = phos_ctl_send(e->ctl, &m);
+	/* Pinning takes about 35 ms per GiB. */
+	if (r == 0)
+		r = exec_recv(e, 600000, &m, why, sizeof(why));
+	if (r == 0 && m.type != PHOS_CTL_PREPARED) {
+		phos_errf(err, errlen, "%s", m.type == PHOS_CTL_ERROR ? m.error.reason : phos_ctl_type_name(m.type));
+		r = -EIO;
+	} else if (r == 0) {
+		*ret_bytes = m.prepared.bytes;
+	} else {
+		phos_errf(err, errlen, "the pooled executor: %s", recv_why(r, why));
+	}
+	if (r == 0 || m.type == PHOS_CTL_ERROR)
+		phos_ctl_msg_exit(&m);
+	/* then its IDLE: it waits for the restore (or UNPREPARE), held for us */
+	if (r == 0 && (r = exec_recv(e, 30000, &m, why, sizeof(why))) == 0) {
+		if (m.type != PHOS_CTL_IDLE) {
+			phos_errf(err, errlen, "the pooled executor said %s after prepared", phos_ctl_type_name(m.type));
+			r = -EPROTO;
+		}
+		phos_ctl_msg_exit(&m);
+	}
+	if (r < 0) {
+		pool_give(p, (unsigned)slot);   /* reads on to its IDLE, or replaces it */
+		return r;
+	}
+	*ret_slot = slot;
+	return 0;
+}
+
+void phos_pool_unprepare(struct phos_pool *p, int slot)
+{
+	if (slot < 0 || (unsigned)slot >= p->n)
+		return;
+	if (phos_ctl_send(p->ex[slot].ctl, &(struct phos_ctl_msg){ .type = PHOS_CTL_UNPREPARE, .fd = -1 }) < 0)
+		phos_warn("pool: executor %d is gone", (int)p->ex[slot].pid);
+	pool_give(p, (unsigned)slot);   /* reads its IDLE, or replaces it */
+}
+
+int phos_restore_prepared(struct phos_pool *p, int slot, const char *dir, int stdin_fd, int stdout_fd, int stderr_fd,
+			  bool on_demand, struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats, char *err,
+			  size_t errlen)
+{
+	if (slot < 0 || (unsigned)slot >= p->n) {
+		phos_errf(err, errlen, "no such prepared executor");
+		return -EINVAL;
+	}
+	return restore_pooled_at(p, slot, dir, stdin_fd, stdout_fd, stderr_fd, 0, on_demand, ret_inst, ret_stats,
+				 err, errlen);
 }
 
 int phos_restore_parked(struct phos_pool *p, const char *dir, struct phos_parked *parked, unsigned timeout_ms,

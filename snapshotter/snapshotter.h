@@ -224,6 +224,25 @@ int phos_restore_pooled(struct phos_pool *pool, const char *dir, int stdin_fd, i
 			struct phos_restore_stats *ret_stats, char *err, size_t errlen);
 
 /*
+ * A pooled executor set aside for one restore to come: a live move's target
+ * (invoker/migrate.c). phos_pool_prepare takes an idle executor (waiting up
+ * to timeout_ms: -EBUSY), has it map and pin dir/gpu.data (PREPARE: control.h)
+ * and holds it in *ret_slot, *ret_bytes pinned. The caller may go on
+ * rewriting that file in place; before phos_restore_prepared it must have
+ * verified every byte the checkpoint's manifest names, for the executor reads
+ * the pinned pages as they are. phos_restore_prepared restores a checkpoint
+ * committed with that very file (same inode) on that executor, as
+ * phos_restore_pooled does; phos_pool_unprepare gives the executor back unused.
+ * Either consumes the slot (a failed restore gives it back too).
+ */
+int phos_pool_prepare(struct phos_pool *pool, const char *dir, unsigned timeout_ms, int *ret_slot,
+		      uint64_t *ret_bytes, char *err, size_t errlen);
+void phos_pool_unprepare(struct phos_pool *pool, int slot);
+int phos_restore_prepared(struct phos_pool *pool, int slot, const char *dir, int stdin_fd, int stdout_fd,
+			  int stderr_fd, bool on_demand, struct phos_instance *ret_inst,
+			  struct phos_restore_stats *ret_stats, char *err, size_t errlen);
+
+/*
  * Parked processes: the CPU side of a restore done ahead of use (DESIGN.md,
  * "Restore", step 3, off the critical path, as the pool takes context creation
  * off it). phos_park CRIU-restores dir with the given stdio; the function

@@ -53,6 +53,30 @@ def url(inv):
     return f"http://127.0.0.1:{inv.port}"
 
 
+def metric(inv, name):
+    """The value of an unlabelled metric in inv's /metrics, or None."""
+    st, text = inv.call("GET", "/metrics")
+    for ln in str(text).splitlines():
+        if ln.startswith(name + " "):
+            return float(ln.split()[-1])
+    return None
+
+
+def pool_idle(inv, want, within=30):
+    """Whether inv's warm executors are all idle again (want of them), as
+    /metrics says, within some seconds: none left set aside for a move."""
+    end = time.time() + within
+    while True:
+        st, text = inv.call("GET", "/metrics")
+        idle = [ln for ln in str(text).splitlines() if ln.startswith('phos_pool_executors{state="idle"}')]
+        if idle and idle[0].split()[-1] == str(want):
+            return True
+        if time.time() > end:
+            print(f"pool not idle: {idle}")
+            return False
+        time.sleep(0.2)
+
+
 tmp = tempfile.mkdtemp(prefix="phos-migrate-")
 a = b = None
 try:
@@ -81,8 +105,10 @@ try:
         check(st == 200 and body.get("state") == "done" and body.get("mode") == mode and body.get("bytes", 0) > 0
               and body.get("downtime_s", 0) > 0 and isinstance(body.get("target_instance"), int),
               f"{mode}: move {iid}: {st} {body}")
-        # B has warm executors free: the moved instance takes one (no context made on the switch)
-        check(body.get("target_executor") == "pooled", f"{mode}: restored on a pooled executor: {body}")
+        # B has warm executors free: the moved instance takes one (no context made on the switch);
+        # a live move's target set one aside with the pre-copy pinned, before the stop
+        want = "prepared" if mode == "recopy" else "pooled"
+        check(body.get("target_executor") == want, f"{mode}: restored on a {want} executor: {body}")
         if mode == "recopy":   # the pre-copy was hashed by item before the stop: not read again then
             check(body.get("prehashed_items", 0) >= 1, f"recopy: items hashed before the stop: {body}")
         check(live(src, "lc") == [], f"{mode}: the source's instance is gone: {live(src, 'lc')}")
@@ -294,6 +320,8 @@ try:
           f"link cut mid-transfer: {st} {body}")
     check(live(d, "lc") == [] and os.listdir(os.path.join(d.state, "checkpoints")) == [],
           f"the target holds nothing half-done: {live(d, 'lc')} {os.listdir(os.path.join(d.state, 'checkpoints'))}")
+    check(metric(d, "phos_migrate_prepared_total") == 1 and metric(d, "phos_migrate_prepared") == 0
+          and pool_idle(d, 2), "the executor the target set aside for the move is back in its pool")
     plan.append(1)
     st, got = c.call("POST", "/function/lc", {"steps": 1})
     check(st == 200 and got == reference(plan)[-1], f"link cut: the source serves on with its state: {got}")
@@ -335,6 +363,8 @@ try:
             break
         time.sleep(0.05)
     check(m.get("state") == "aborted" and "serves on here" in str(m.get("result")), f"aborted: {m}")
+    check(metric(e, "phos_migrate_prepared") == 0 and pool_idle(e, 2),
+          "aborted: no executor of the target stays set aside")
     st, m2 = c.call("DELETE", f"/system/migrations/{mid}")
     check(st == 409, f"an ended move cannot be aborted: {st} {m2}")
     check(c.call("GET", "/system/migrations/" + "0" * 32)[0] == 404, "no such migration: 404")
@@ -346,9 +376,13 @@ try:
     check(os.listdir(os.path.join(e.state, "checkpoints")) == [] and live(e, "lc") == [],
           f"aborted: nothing on the target: {os.listdir(os.path.join(e.state, 'checkpoints'))}")
     e.stop()
-    e = Invoker(os.path.join(tmp, "e"), tmp, device=DEVICE, fault="migrate_precopy_stale,pool_adopt_refused")
-    # an async move that ends well, followed to its end; the pooled executor
-    # that takes it first refuses it (pool_adopt_refused): one of its own does
+    # e keeps one warm executor, whose first restore of a checkpoint is refused
+    # (pool_adopt_refused)
+    e = Invoker(os.path.join(tmp, "e"), tmp, extra=("--pool", "1"), device=DEVICE,
+                fault="migrate_precopy_stale,pool_adopt_refused")
+    check(pool_idle(e, 1), "e's warm executor is up")
+    # an async move that ends well, followed to its end: the pooled executor
+    # refuses it, and one of its own restores it
     st, body = c.call("POST", f"/system/functions/lc/instances/{iid}/migrate",
                       {"to": url(e), "to_token": token(e), "async": True, "mode": "stw"})
     mid = body.get("migration", "")
@@ -367,9 +401,14 @@ try:
                       {"to": url(c), "to_token": token(c), "mode": "stw"})
     check(st == 200, f"and back: {st} {body}")
     iid = body.get("target_instance", iid)
-    # a live move whose pre-copy is stale at the stop (a buffer written since): fetched again, right
+    # a live move whose pre-copy is stale at the stop (a buffer written since):
+    # fetched again, right. The executor prepared for it (e's one, whose
+    # refusal is spent) pinned the stale pre-copy, which the stop rewrote in
+    # place: it must read the new bytes
+    check(pool_idle(e, 1), "e's executor idle before the move")
     st, body = migrate(c, e, iid)
     check(st == 200 and body.get("refetched_bytes", 0) > 0, f"a stale pre-copy is fetched again: {st} {body}")
+    check(body.get("target_executor") == "prepared", f"restored on the executor that pinned it stale: {body}")
     plan.append(1)
     st, got = e.call("POST", "/function/lc", {"steps": 1})
     check(st == 200 and got == reference(plan)[-1], f"after a stale pre-copy the moved instance is right: {got}")

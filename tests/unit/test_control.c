@@ -70,6 +70,8 @@ static void round_trips(void)
 	in[PHOS_CTL_HELD].held.mode = PHOS_CKPT_COW;
 	in[PHOS_CTL_HELD].held.seq = 1234;
 	in[PHOS_CTL_HELD].held.copy_s = 0.375;
+	strcpy(in[PHOS_CTL_PREPARE].prepare.dir, "/state/checkpoints/pre-ab.tmp-precopy");
+	in[PHOS_CTL_PREPARED].prepared.bytes = 17ull << 30;
 
 	pair(sv);
 	for (unsigned t = 1; t < PHOS_CTL_TYPE_END; t++) {
@@ -133,6 +135,12 @@ static void round_trips(void)
 			case PHOS_CTL_HELD:
 				CHECK(o->held.mode == PHOS_CKPT_COW && o->held.seq == 1234 && o->held.copy_s == 0.375,
 				      "held fields");
+				break;
+			case PHOS_CTL_PREPARE:
+				CHECK(!strcmp(o->prepare.dir, in[t].prepare.dir), "prepare dir '%s'", o->prepare.dir);
+				break;
+			case PHOS_CTL_PREPARED:
+				CHECK(o->prepared.bytes == 17ull << 30, "prepared bytes");
 				break;
 			case PHOS_CTL_DUMPED:
 				CHECK(o->dumped.gpu_dump_s == 0.5 && o->dumped.data_bytes == 123456789, "dumped fields");
@@ -454,6 +462,15 @@ static void malformed(void)
 #undef RS
 		CHECK(phos_ctl_decode(77, "", 0, &m, err, sizeof(err)) == -EPROTO && strstr(err, "unknown"),
 		      "decode of an unknown type");
+		CHECK(phos_ctl_decode(PHOS_CTL_PREPARE, "/a", 2, &m, err, sizeof(err)) == -EPROTO && strstr(err, "path"),
+		      "prepare path without NUL: %s", err);
+		CHECK(phos_ctl_decode(PHOS_CTL_PREPARE, "\0", 1, &m, err, sizeof(err)) == -EPROTO, "prepare, empty path");
+		CHECK(phos_ctl_decode(PHOS_CTL_PREPARE, "/a\0b", 4, &m, err, sizeof(err)) == -EPROTO,
+		      "prepare, bytes after the path");
+		CHECK(phos_ctl_decode(PHOS_CTL_PREPARED, "1234567", 7, &m, err, sizeof(err)) == -EPROTO,
+		      "prepared of 7 bytes");
+		CHECK(phos_ctl_decode(PHOS_CTL_UNPREPARE, "x", 1, &m, err, sizeof(err)) == -EPROTO,
+		      "unprepare with a payload");
 	}
 	{
 		int sv[2], fd = open("/dev/null", O_RDONLY | O_CLOEXEC), before, after;
