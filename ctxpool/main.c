@@ -429,13 +429,22 @@ static int pool_loop(struct executor *ex)
 			phos_ctl_msg_exit(&job);
 			continue;
 		case PHOS_CTL_PREPARE: {
-			uint64_t bytes = 0;
+			uint64_t bytes = 0, free_all = 0;
 
+			/* free device memory: the controller's check before a move */
+			for (int d = 0; d < ex->ndevs; d++) {
+				uint64_t fr = 0, total;
+
+				if (ex->dev_ops->mem_info(ex->devs[d], &fr, &total) == 0)
+					free_all += fr;
+			}
+			if (phos_fault("prepare_gpu_full"))
+				free_all = 0;
 			if (exec_prep_set(ex, job.prepare.dir, &bytes, err, sizeof(err)) < 0)
 				exec_control_error(ex, "prepare: %s", err);
 			else
 				exec_control_send(ex, &(struct phos_ctl_msg){ .type = PHOS_CTL_PREPARED, .fd = -1,
-									      .prepared = { .bytes = bytes } });
+									      .prepared = { bytes, free_all } });
 			phos_ctl_msg_exit(&job);
 			continue;
 		}

@@ -72,6 +72,57 @@ static const char *str_of(json_t *j, const char *key)
 	return json_string_value(json_object_get(j, key));
 }
 
+/* What a target checks of its source before it takes an instance: the
+ * stand-ins' build (CRIU's image names their files), the NVIDIA driver and
+ * the GPU models ("" where there are none: sim). */
+static json_t *host_facts(void)
+{
+	char models[2048], driver[64];
+
+	inv_gpu_models(models, sizeof(models));
+	inv_driver_version(driver, sizeof(driver));
+	return json_pack("{s:s,s:s,s:s}", "standin", inv_standin_build(), "driver", driver, "gpus", models);
+}
+
+/* The source's facts (host_facts) against this host's: 0, or 422 with a body. */
+static int host_check(json_t *facts, json_t **ret_body)
+{
+	const char *standin = str_of(facts, "standin"), *driver = str_of(facts, "driver"), *gpus = str_of(facts, "gpus");
+	char models[2048], here[64];
+
+	if (!json_is_object(facts) || !standin || !driver || !gpus || json_object_size(facts) != 3) {
+		*ret_body = inv_err_json("host must be {\"standin\", \"driver\", \"gpus\"}, the source's");
+		return 400;
+	}
+	if (strcmp(standin, inv_standin_build())) {
+		*ret_body = inv_err_json("the source's CUDA stand-ins are another build (%.32s, here %s): CRIU would not "
+					 "restore its instance here; install the same phos-fn build on both hosts",
+					 standin, inv_standin_build());
+		return 422;
+	}
+	inv_driver_version(here, sizeof(here));
+	if (strcmp(driver, here)) {
+		*ret_body = inv_err_json("the source runs NVIDIA driver %.32s, this host %s: move instances only between "
+					 "hosts of the same driver", driver[0] ? driver : "(none)", here[0] ? here : "(none)");
+		return 422;
+	}
+	inv_gpu_models(models, sizeof(models));
+	for (const char *m = gpus; *m;) {   /* one of the source's models here, at least */
+		size_t k = strcspn(m, "\n");
+		char one[256];
+
+		snprintf(one, sizeof(one), "%.*s", (int)(k < sizeof(one) - 1 ? k : sizeof(one) - 1), m);
+		if (inv_gpu_model_here(one, models))
+			return 0;
+		m += k + (m[k] == '\n');
+	}
+	if (!gpus[0] && !models[0])
+		return 0;
+	*ret_body = inv_err_json("the source's GPUs (%.256s) are not of a model this host has (%.256s)",
+				 gpus[0] ? gpus : "none", models[0] ? models : "none");
+	return 422;
+}
+
 /* Reads a whole small file (at most max bytes) into a NUL-terminated buffer. */
 static char *read_small(const char *path, size_t max, size_t *ret_len)
 {
@@ -466,9 +517,10 @@ static int on_precopied(void *arg, const char *tmp, const struct phos_ctl_msg *m
 		writeback_start(data);   /* while the target fetches it */
 	}
 	layout = layout_size(tmp);
-	body = json_dumps(json_pack("{s:s,s:s,s:s,s:i,s:s,s:I,s:I}", "phase", "precopy", "from", L->self, "from_token",
-				    inv_cfg.token, "instance", (int)L->id, "migration", L->mid, "data_bytes",
-				    (json_int_t)m->precopied.data_end, "layout_bytes", (json_int_t)(layout > 0 ? layout : 0)),
+	body = json_dumps(json_pack("{s:s,s:s,s:s,s:i,s:s,s:I,s:I,s:o}", "phase", "precopy", "from", L->self,
+				    "from_token", inv_cfg.token, "instance", (int)L->id, "migration", L->mid, "data_bytes",
+				    (json_int_t)m->precopied.data_end, "layout_bytes", (json_int_t)(layout > 0 ? layout : 0),
+				    "host", host_facts()),
 			  JSON_COMPACT);
 	status = body ? post_json(L->url, L->token, body, MIGRATE_TIMEOUT_S, &ans, L->err, sizeof(L->err)) : 0;
 	if (body)
@@ -560,9 +612,9 @@ static int move_live(struct mig *job, json_t **ret_body)
 		L.t_final = phos_now();   /* the source's part of the stop ends here */
 		mig_state(job, "transferring");
 		mig_serve(f, in, L.mid, in->ckpt_dir, img, 0);
-		body = json_dumps(json_pack("{s:s,s:s,s:s,s:i,s:s,s:s%}", "phase", "final", "from", self, "from_token",
-					    inv_cfg.token, "instance", (int)id, "migration", L.mid, "manifest", manifest,
-					    mlen), JSON_COMPACT);
+		body = json_dumps(json_pack("{s:s,s:s,s:s,s:i,s:s,s:s%,s:o}", "phase", "final", "from", self,
+					    "from_token", inv_cfg.token, "instance", (int)id, "migration", L.mid, "manifest",
+					    manifest, mlen, "host", host_facts()), JSON_COMPACT);
 		L.t_posted = phos_now();
 		status = body ? post_json(L.url, token, body, MIGRATE_TIMEOUT_S, &ans, L.err, sizeof(L.err)) : 0;
 		L.t_answered = phos_now();
@@ -659,8 +711,9 @@ static int move_held(struct mig *j, json_t **ret_body)
 	mig_serve(f, in, j->id, in->ckpt_dir, img, 0);
 
 	mig_state(j, "transferring");
-	out = json_dumps(json_pack("{s:s,s:s,s:i,s:s,s:s%}", "from", j->self, "from_token", inv_cfg.token, "instance",
-				   (int)j->instance, "migration", j->id, "manifest", manifest, mlen),
+	out = json_dumps(json_pack("{s:s,s:s,s:i,s:s,s:s%,s:o}", "from", j->self, "from_token", inv_cfg.token,
+				   "instance", (int)j->instance, "migration", j->id, "manifest", manifest, mlen, "host",
+				   host_facts()),
 			 JSON_COMPACT);
 	instances_url(url, sizeof(url), j->to, f->name);   /* (to: checked, not empty) */
 	phos_info("%s: moving instance %u to %s (%s checkpoint, %.1f MiB of GPU data)", f->name, j->instance, j->to,
@@ -1301,17 +1354,19 @@ static void prepared_drop(struct inv_prepared *p)
 }
 
 /* Sets an executor aside for move mid of f, its pre-copy (data_bytes) at
- * dir/gpu.data; best effort: without one the restore reads from disk. */
-static void prepare_target(struct inv_function *f, const char *mid, const char *dir, uint64_t data_bytes)
+ * dir/gpu.data; best effort: without one the restore reads from disk. 0, or
+ * -ENOSPC with err when that executor's GPU has too little memory free for
+ * the instance (then nothing is held). */
+static int prepare_target(struct inv_function *f, const char *mid, const char *dir, uint64_t data_bytes, char *err,
+			  size_t errlen)
 {
 	struct phos_pool *pool = inv_pool_for(f);
-	char err[512];
-	uint64_t pinned = 0;
+	uint64_t pinned = 0, free_b = 0;
 	double t0 = phos_now();
 	int slot, k = -1;
 
 	if (!pool || !data_bytes || data_bytes > inv_cfg.hot_bytes)
-		return;   /* (--hot-bytes bounds any one pinned gpu.data) */
+		return 0;   /* (--hot-bytes bounds any one pinned gpu.data) */
 	pthread_mutex_lock(&prepared_lock);
 	for (int i = 0; i < PREPARED_MAX && k < 0; i++)
 		if (!prepared[i].mid[0])
@@ -1320,14 +1375,24 @@ static void prepare_target(struct inv_function *f, const char *mid, const char *
 		snprintf(prepared[k].mid, sizeof(prepared[k].mid), "%s", mid);   /* claimed */
 	pthread_mutex_unlock(&prepared_lock);
 	if (k < 0)
-		return;
-	if (phos_pool_prepare(pool, dir, 0, &slot, &pinned, err, sizeof(err)) < 0) {
+		return 0;
+	if (phos_pool_prepare(pool, dir, 0, &slot, &pinned, &free_b, err, errlen) < 0) {
 		phos_info("%s: migration %s: no executor prepared (%s): the moved instance will read its buffers from "
 			  "disk", f->name, mid, err);
 		pthread_mutex_lock(&prepared_lock);
 		prepared[k].mid[0] = '\0';
 		pthread_mutex_unlock(&prepared_lock);
-		return;
+		err[0] = '\0';
+		return 0;
+	}
+	if (free_b < data_bytes) {   /* the instance would not fit: refused before the stop */
+		phos_pool_unprepare(pool, slot);
+		pthread_mutex_lock(&prepared_lock);
+		prepared[k].mid[0] = '\0';
+		pthread_mutex_unlock(&prepared_lock);
+		snprintf(err, errlen, "not enough GPU memory here for the instance (%.1f MiB free, it needs %.1f MiB)",
+			 (double)free_b / (1 << 20), (double)data_bytes / (1 << 20));
+		return -ENOSPC;
 	}
 	pthread_mutex_lock(&prepared_lock);
 	prepared[k].p = (struct inv_prepared){ .pool = pool, .slot = slot };
@@ -1338,10 +1403,12 @@ static void prepare_target(struct inv_function *f, const char *mid, const char *
 		struct inv_prepared p = prepared_take(mid);
 
 		prepared_drop(&p);
-		return;
+		return 0;
 	}
-	phos_info("%s: migration %s: an executor holds the pre-copy pinned (%.1f MiB in %.1f ms)", f->name, mid,
-		  (double)pinned / (1 << 20), (phos_now() - t0) * 1e3);
+	phos_info("%s: migration %s: an executor holds the pre-copy pinned (%.1f MiB in %.1f ms; %.1f MiB of GPU "
+		  "memory free)", f->name, mid, (double)pinned / (1 << 20), (phos_now() - t0) * 1e3,
+		  (double)free_b / (1 << 20));
+	return 0;
 }
 
 void inv_migrate_expire(void)
@@ -1442,7 +1509,10 @@ static int receive_precopy(struct inv_function *f, struct pull *p, uint64_t data
 		return *ret_body = inv_err_json("pre-copying from the source: %s", err), p->code ? p->code : 502;
 	}
 	writeback_start(file);   /* on disk before the final phase's commit needs it */
-	prepare_target(f, p->snapshot_id, dir, data_bytes);
+	if (prepare_target(f, p->snapshot_id, dir, data_bytes, err, sizeof(err)) < 0) {
+		phos_image_dir_abort(dir);
+		return *ret_body = inv_err_json("%s", err), 507;
+	}
 	*ret_body = json_pack("{s:I,s:f,s:I}", "bytes", (json_int_t)p->fetched, "fetch_s", phos_now() - p->started,
 			      "reused_bytes", (json_int_t)reused);
 	return 200;
@@ -1483,7 +1553,7 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	json_object_foreach(req, key, val)
 		if (strcmp(key, "from") && strcmp(key, "from_token") && strcmp(key, "instance") &&
 		    strcmp(key, "migration") && strcmp(key, "manifest") && strcmp(key, "phase") &&
-		    strcmp(key, "data_bytes") && strcmp(key, "layout_bytes")) {
+		    strcmp(key, "data_bytes") && strcmp(key, "layout_bytes") && strcmp(key, "host")) {
 			*ret_body = inv_err_json("unknown field '%.64s'", key);
 			code = 400;
 			goto out;
@@ -1516,6 +1586,9 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	manifest = str_of(req, "manifest");
 	src_id = json_integer_value(json_object_get(req, "instance"));
 	precopy = phase && !strcmp(phase, "precopy");
+	if ((code = host_check(json_object_get(req, "host"), ret_body)) != 0)
+		goto out;   /* (before anything is fetched or held) */
+	code = 500;
 	if (!from || pull_url_check(&p, from, err, sizeof(err)) < 0 || !token || !pull_token_valid(token) ||
 	    !hex32(mid) || (!manifest && !precopy) || src_id < 1 || src_id > 999999999) {
 		*ret_body = inv_err_json("from (the source's URL), from_token, instance (1..999999999), migration (32 hex "
@@ -1571,6 +1644,17 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 				     f->device);
 		code = 409;
 		goto out;
+	}
+	{
+		char models[2048];
+
+		inv_gpu_models(models, sizeof(models));
+		if (!strcmp(p.img->device, "cuda") && !inv_gpu_model_here(p.img->gpu_name, models)) {
+			*ret_body = inv_err_json("the instance ran on a %.128s; this host has none (%.256s)",
+						 p.img->gpu_name, models);
+			code = 422;
+			goto out;
+		}
 	}
 	need = p.img->data_bytes + MIGRATE_DISK_MARGIN;
 	for (uint32_t i = 0; i < p.img->ncpu_files; i++)

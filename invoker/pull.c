@@ -128,7 +128,7 @@ static int hex_u64(const char *s, uint64_t *ret)
 	return 0;
 }
 
-static void gpu_models(char *buf, size_t len)
+void inv_gpu_models(char *buf, size_t len)
 {
 	DIR *d = opendir("/proc/driver/nvidia/gpus");
 	struct dirent *de;
@@ -173,19 +173,48 @@ static int compatible(struct pull *p, char *err, size_t errlen)
 		return pull_fail(p, 422, -EPROTONOSUPPORT, err, errlen,
 			    "the snapshot was taken on a GPU (%.128s); this invoker runs the %s device", img->gpu_name,
 			    inv_cfg.device);
-	gpu_models(models, sizeof(models));
-	if (models[0]) {
-		for (char *m = models, *nl; m && *m; m = nl ? nl + 1 : NULL) {
-			nl = strchr(m, '\n');
-			if (nl)
-				*nl = '\0';
-			if (!strcmp(m, img->gpu_name))
-				return 0;
-		}
+	inv_gpu_models(models, sizeof(models));
+	if (!inv_gpu_model_here(img->gpu_name, models))
 		return pull_fail(p, 422, -EPROTONOSUPPORT, err, errlen,
 			    "the snapshot was taken on a %.128s; this host has none (%.128s)", img->gpu_name, models);
-	}
 	return 0;
+}
+
+bool inv_gpu_model_here(const char *name, const char *models)
+{
+	size_t n = strlen(name);
+
+	if (!models[0])
+		return true;   /* no GPU information here (no driver): nothing to compare */
+	for (const char *m = models; *m;) {
+		size_t k = strcspn(m, "\n");
+
+		if (k == n && !strncmp(m, name, n))
+			return true;
+		m += k + (m[k] == '\n');
+	}
+	return false;
+}
+
+void inv_driver_version(char *buf, size_t len)
+{
+	FILE *f = fopen("/proc/driver/nvidia/version", "re");
+	char line[512];
+
+	buf[0] = '\0';
+	if (!f)
+		return;
+	/* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu ..." */
+	if (fgets(line, sizeof(line), f)) {
+		char *m = strstr(line, "Kernel Module");
+
+		if (m) {
+			m += strlen("Kernel Module");
+			m += strspn(m, " \t");
+			snprintf(buf, len, "%.*s", (int)strcspn(m, " \t\n"), m);
+		}
+	}
+	fclose(f);
 }
 
 static const char *str_of(json_t *o, const char *key)

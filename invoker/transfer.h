@@ -103,6 +103,13 @@ void inv_snapinfo_seed(struct inv_function *f, const char *manifest, size_t len,
  * 16 hex digits, computed once. */
 const char *inv_standin_build(void);
 
+/* pull.c: this host's NVIDIA GPU models, one a line ("" without the driver);
+ * whether name is one of them (true when there is nothing to compare); the
+ * kernel driver's version ("580.159.04"; "" without it). */
+void inv_gpu_models(char *buf, size_t len);
+bool inv_gpu_model_here(const char *name, const char *models);
+void inv_driver_version(char *buf, size_t len);
+
 /* export.c */
 /* {"error": message} (the control plane's error body). */
 json_t *inv_err_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -255,6 +255,7 @@ int phos_ctl_encode(const struct phos_ctl_msg *m, void **ret_buf, size_t *ret_le
 		break;
 	case PHOS_CTL_PREPARED:
 		put(&w, &m->prepared.bytes, sizeof(uint64_t));
+		put(&w, &m->prepared.free, sizeof(uint64_t));
 		break;
 	case PHOS_CTL_CHECKPOINT: {
 		uint8_t mode = (uint8_t)m->checkpoint.mode | (m->checkpoint.wait_stop ? CKPT_WAIT_STOP : 0);
@@ -357,7 +358,7 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 	case PHOS_CTL_CHECKPOINTED: want = sizeof(struct ctl_checkpointed); break;
 	case PHOS_CTL_HELD: want = sizeof(struct ctl_held); break;
 	case PHOS_CTL_PRECOPIED: want = sizeof(struct ctl_precopied); break;
-	case PHOS_CTL_PREPARED: want = sizeof(uint64_t); break;
+	case PHOS_CTL_PREPARED: want = 2 * sizeof(uint64_t); break;
 	case PHOS_CTL_UNPREPARE:
 	case PHOS_CTL_STOP:
 	case PHOS_CTL_RESUME:
@@ -495,6 +496,7 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 		break;
 	case PHOS_CTL_PREPARED:
 		memcpy(&m.prepared.bytes, p, sizeof(uint64_t));
+		memcpy(&m.prepared.free, p + sizeof(uint64_t), sizeof(uint64_t));
 		break;
 	case PHOS_CTL_PREPARE:
 		n = len ? str_at(p, len, PHOS_CTL_PATH_MAX) : -1;

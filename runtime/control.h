@@ -15,7 +15,7 @@
  *       + fd: the function (adopt.pid, already CRIU-restored and stopped)
  *       keeps its channel, whose memfd is its descriptor adopt.fd
  *   HOT {dirs}                         ──▶ ... ◀── HOT_DONE {n, bytes} | ERROR
- *   PREPARE {dir}                      ──▶ ... ◀── PREPARED {bytes} | ERROR: map
+ *   PREPARE {dir}                      ──▶ ... ◀── PREPARED {bytes, free} | ERROR: map
  *       and pin dir/gpu.data for the next RESTORE of a checkpoint whose
  *       gpu.data is that very file (a live move's pre-copy: the controller
  *       rewrites what changed in place and verifies it all before RESTORE)
@@ -172,7 +172,7 @@ struct phos_ctl_msg {
 		} restore;
 		struct { char **dirs; size_t n; } hot;
 		struct { char dir[PHOS_CTL_PATH_MAX]; } prepare;
-		struct { uint64_t bytes; } prepared;   /* pinned */
+		struct { uint64_t bytes, free; } prepared;   /* pinned; device memory free */
 		struct {
 			enum phos_ckpt_mode mode;
 			/* recopy: after its rounds converge, say PRECOPIED and keep

@@ -28,7 +28,8 @@
  * it hands the function its channel, as a slow device open would),
  * pool_adopt_refused (a pooled executor refuses a checkpoint's restore, as
  * one of another arena would: the controller restores it on an executor of
- * its own).
+ * its own), prepare_gpu_full (an executor prepared for a move reports no
+ * free device memory).
  */
 #pragma once
 

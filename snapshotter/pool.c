@@ -607,7 +607,7 @@ int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int 
 }
 
 int phos_pool_prepare(struct phos_pool *p, const char *dir, unsigned timeout_ms, int *ret_slot, uint64_t *ret_bytes,
-		      char *err, size_t errlen)
+		      uint64_t *ret_free, char *err, size_t errlen)
 {
 	struct phos_ctl_msg m = { .type = PHOS_CTL_PREPARE, .fd = -1 };
 	struct pool_exec *e;
@@ -635,6 +635,7 @@ int phos_pool_prepare(struct phos_pool *p, const char *dir, unsigned timeout_ms,
 		r = -EIO;
 	} else if (r == 0) {
 		*ret_bytes = m.prepared.bytes;
+		*ret_free = m.prepared.free;
 	} else {
 		phos_errf(err, errlen, "the pooled executor: %s", recv_why(r, why));
 	}

@@ -227,7 +227,8 @@ int phos_restore_pooled(struct phos_pool *pool, const char *dir, int stdin_fd, i
  * A pooled executor set aside for one restore to come: a live move's target
  * (invoker/migrate.c). phos_pool_prepare takes an idle executor (waiting up
  * to timeout_ms: -EBUSY), has it map and pin dir/gpu.data (PREPARE: control.h)
- * and holds it in *ret_slot, *ret_bytes pinned. The caller may go on
+ * and holds it in *ret_slot, *ret_bytes pinned, *ret_free the device memory
+ * free for the restore to come (over all its GPUs). The caller may go on
  * rewriting that file in place; before phos_restore_prepared it must have
  * verified every byte the checkpoint's manifest names, for the executor reads
  * the pinned pages as they are. phos_restore_prepared restores a checkpoint
@@ -236,7 +237,7 @@ int phos_restore_pooled(struct phos_pool *pool, const char *dir, int stdin_fd, i
  * Either consumes the slot (a failed restore gives it back too).
  */
 int phos_pool_prepare(struct phos_pool *pool, const char *dir, unsigned timeout_ms, int *ret_slot,
-		      uint64_t *ret_bytes, char *err, size_t errlen);
+		      uint64_t *ret_bytes, uint64_t *ret_free, char *err, size_t errlen);
 void phos_pool_unprepare(struct phos_pool *pool, int slot);
 int phos_restore_prepared(struct phos_pool *pool, int slot, const char *dir, int stdin_fd, int stdout_fd,
 			  int stderr_fd, bool on_demand, struct phos_instance *ret_inst,

@@ -12,8 +12,15 @@ live on across calls).
   goes on again;
 - refused or failed moves leave exactly one live copy, A's, serving on with
   its state: B unreachable, B refusing the token, lc not deployed on B, B at
-  max_instances, bad input (400/404/405); a busy instance moves once its
-  call is done, which is not disturbed;
+  max_instances, bad input (400/404/405), a target whose GPU has too little
+  memory free (refused before the stop); a target refuses a source of
+  another stand-in build or driver, and one that does not say (422/400); a
+  busy instance moves once its call is done, which is not disturbed;
+- a live move's target restores on a warm executor it set aside with the
+  pre-copy pinned ("prepared"; stw and cow: "pooled"), also when that
+  pre-copy was stale and rewritten in place after it was pinned; a pooled
+  executor that refuses a checkpoint leaves it to one of the target's own;
+  failed and aborted moves leave every executor idle;
 - the checkpoint file route serves only a checkpoint being moved, with its
   migration id;
 - the link cut mid-transfer (the source's file route fails) and the target
@@ -51,6 +58,30 @@ def token(inv):
 
 def url(inv):
     return f"http://127.0.0.1:{inv.port}"
+
+
+def driver_version():
+    """The NVIDIA kernel module's version, as the invoker reads it ("" without one)."""
+    try:
+        with open("/proc/driver/nvidia/version") as f:
+            line = f.readline()
+    except OSError:
+        return ""
+    at = line.find("Kernel Module")
+    return line[at + len("Kernel Module"):].split()[0] if at >= 0 and line[at + len("Kernel Module"):].split() else ""
+
+
+def gpu_models():
+    """This host's GPU models, one a line, as the invoker reads them ("" without the driver)."""
+    base = "/proc/driver/nvidia/gpus"
+    out = []
+    for d in (os.listdir(base) if os.path.isdir(base) else []):
+        try:
+            with open(os.path.join(base, d, "information")) as f:
+                out += [ln[6:].strip() for ln in f if ln.startswith("Model:")]
+        except OSError:
+            pass
+    return "\n".join(out)
 
 
 def metric(inv, name):
@@ -206,10 +237,19 @@ try:
     st, body = src.call("GET", f"/system/functions/lc/instances/{iid}/checkpoint/file?snapshot={'0' * 32}"
                         "&path=gpu.data&offset=0&length=1")
     check(st == 409 and "not being moved" in str(body), f"file route outside a move: {st} {body}")
-    st, body = dst.call("POST", "/system/functions/lc/instances",
-                        {"from": url(src), "from_token": token(src), "instance": iid, "migration": "0" * 32,
-                         "manifest": "{}"})
+    # a target checks its source's host first: stand-in build, driver, GPU models
+    st, exp = dst.call("GET", "/system/functions/lc/export")
+    facts = {"standin": exp.get("standin", "") if isinstance(exp, dict) else "", "driver": driver_version(),
+             "gpus": gpu_models()}
+    recv = {"from": url(src), "from_token": token(src), "instance": iid, "migration": "0" * 32, "manifest": "{}"}
+    st, body = dst.call("POST", "/system/functions/lc/instances", {**recv, "host": facts})
     check(st == 400 and "manifest" in str(body), f"a receive with a bad manifest: {st} {body}")
+    for bad, code, msg in (({}, 400, "host must be"), ({**facts, "standin": "0" * 16}, 422, "another build"),
+                           ({**facts, "driver": "1.2.3"}, 422, "driver"), ({**facts, "extra": 1}, 400, "host must")):
+        st, body = dst.call("POST", "/system/functions/lc/instances", {**recv, "host": bad})
+        check(st == code and msg in str(body), f"a receive from a host with {bad}: {st} {body}")
+    st, body = dst.call("POST", "/system/functions/lc/instances", recv)
+    check(st == 400 and "host must be" in str(body), f"a receive without host: {st} {body}")
     st, body = dst.call("POST", "/system/functions/lc/instances", {"from": url(src)})
     check(st == 400, f"a receive without its fields: {st} {body}")
     serves_on("after bad input")
@@ -376,6 +416,24 @@ try:
     check(os.listdir(os.path.join(e.state, "checkpoints")) == [] and live(e, "lc") == [],
           f"aborted: nothing on the target: {os.listdir(os.path.join(e.state, 'checkpoints'))}")
     e.stop()
+    # a target whose GPU has too little memory free for the instance (its
+    # prepared executor says so: prepare_gpu_full) refuses the move before the
+    # stop (its 507, which the source's 502 names), the source serves on, the
+    # target holds nothing
+    g = Invoker(os.path.join(tmp, "g"), tmp, device=DEVICE, fault="prepare_gpu_full")
+    st, body = g.call("POST", "/system/functions", {"name": "lc", "program": LONG,
+                                                    "limits": {"timeout_ms": 120000, "max_instances": 2}})
+    check(st == 201 and pool_idle(g, 2), f"deploy lc on g: {st} {body}")
+    st, body = migrate(c, g, iid)
+    check(st == 502 and "507: not enough GPU memory" in str(body) and "serves on here" in str(body),
+          f"no GPU memory on the target: {st} {body}")
+    check(live(g, "lc") == [] and os.listdir(os.path.join(g.state, "checkpoints")) == []
+          and metric(g, "phos_migrate_prepared") == 0 and pool_idle(g, 2),
+          f"the target holds nothing, its executors idle: {os.listdir(os.path.join(g.state, 'checkpoints'))}")
+    plan.append(1)
+    st, got = c.call("POST", "/function/lc", {"steps": 1})
+    check(st == 200 and got == reference(plan)[-1], f"no GPU memory there: the source serves on with its state: {got}")
+    g.stop()
     # e keeps one warm executor, whose first restore of a checkpoint is refused
     # (pool_adopt_refused)
     e = Invoker(os.path.join(tmp, "e"), tmp, extra=("--pool", "1"), device=DEVICE,

@@ -72,6 +72,7 @@ static void round_trips(void)
 	in[PHOS_CTL_HELD].held.copy_s = 0.375;
 	strcpy(in[PHOS_CTL_PREPARE].prepare.dir, "/state/checkpoints/pre-ab.tmp-precopy");
 	in[PHOS_CTL_PREPARED].prepared.bytes = 17ull << 30;
+	in[PHOS_CTL_PREPARED].prepared.free = 60ull << 30;
 
 	pair(sv);
 	for (unsigned t = 1; t < PHOS_CTL_TYPE_END; t++) {
@@ -140,7 +141,7 @@ static void round_trips(void)
 				CHECK(!strcmp(o->prepare.dir, in[t].prepare.dir), "prepare dir '%s'", o->prepare.dir);
 				break;
 			case PHOS_CTL_PREPARED:
-				CHECK(o->prepared.bytes == 17ull << 30, "prepared bytes");
+				CHECK(o->prepared.bytes == 17ull << 30 && o->prepared.free == 60ull << 30, "prepared fields");
 				break;
 			case PHOS_CTL_DUMPED:
 				CHECK(o->dumped.gpu_dump_s == 0.5 && o->dumped.data_bytes == 123456789, "dumped fields");
@@ -467,8 +468,8 @@ static void malformed(void)
 		CHECK(phos_ctl_decode(PHOS_CTL_PREPARE, "\0", 1, &m, err, sizeof(err)) == -EPROTO, "prepare, empty path");
 		CHECK(phos_ctl_decode(PHOS_CTL_PREPARE, "/a\0b", 4, &m, err, sizeof(err)) == -EPROTO,
 		      "prepare, bytes after the path");
-		CHECK(phos_ctl_decode(PHOS_CTL_PREPARED, "1234567", 7, &m, err, sizeof(err)) == -EPROTO,
-		      "prepared of 7 bytes");
+		CHECK(phos_ctl_decode(PHOS_CTL_PREPARED, "12345678", 8, &m, err, sizeof(err)) == -EPROTO,
+		      "prepared of 8 bytes");
 		CHECK(phos_ctl_decode(PHOS_CTL_UNPREPARE, "x", 1, &m, err, sizeof(err)) == -EPROTO,
 		      "unprepare with a payload");
 	}
