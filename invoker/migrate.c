@@ -1431,6 +1431,40 @@ void inv_migrate_expire(void)
 	}
 }
 
+/* The function name here (a reference), or, when it is not deployed here,
+ * pulled from the move's source first (as POST /system/functions {"from"}
+ * would: verified, committed atomically, the program not run) and then taken;
+ * NULL with *ret_body and *ret_code when neither works. The pulled function
+ * stays deployed whatever the move then does: it is not the instance's state. */
+static struct inv_function *function_here(const char *name, const char *from, const char *token, json_t **ret_body,
+					  int *ret_code)
+{
+	struct inv_function *f = inv_function_get(name);
+	json_t *req, *ans = NULL;
+	int code;
+
+	if (f)
+		return f;
+	req = json_pack("{s:s,s:s,s:s}", "name", name, "from", from, "from_token", token);
+	code = req ? inv_pull_deploy(req, &ans) : 500;
+	json_decref(req);
+	if (code != 201 && code != 409) {   /* (409: deployed meanwhile, or being deployed) */
+		*ret_body = inv_err_json("no function %s here, and pulling it from the source failed (%d: %s)", name,
+					 code, ans ? json_string_value(json_object_get(ans, "error")) : "out of memory");
+		json_decref(ans);
+		*ret_code = code == 507 ? 507 : 404;
+		return NULL;
+	}
+	json_decref(ans);
+	phos_info("%s: not deployed here: pulled from %s for a move", name, from);
+	f = inv_function_get(name);
+	if (!f) {
+		*ret_body = inv_err_json("no function %s here (pulled from the source, then removed)", name);
+		*ret_code = 404;
+	}
+	return f;
+}
+
 /* STATE/checkpoints/pre-MID.tmp-precopy: where a pre-copy waits for its final phase. */
 static void pre_dir(char *buf, size_t len, const char *mid)
 {
@@ -1601,12 +1635,9 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 		json_int_t bytes = json_integer_value(json_object_get(req, "data_bytes"));
 		json_int_t layout = json_integer_value(json_object_get(req, "layout_bytes"));
 
-		f = inv_function_get(name);
-		if (!f) {
-			*ret_body = inv_err_json("no function %s here: deploy it (or pull it) first", name);
-			code = 404;
+		f = function_here(name, from, token, ret_body, &code);
+		if (!f)
 			goto out;
-		}
 		if (bytes < 0 || (uint64_t)bytes > PULL_BYTES_MAX) {
 			*ret_body = inv_err_json("data_bytes must be 0..%llu", (unsigned long long)PULL_BYTES_MAX);
 			code = 400;
@@ -1633,12 +1664,9 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 		code = 400;
 		goto out;
 	}
-	f = inv_function_get(name);
-	if (!f) {
-		*ret_body = inv_err_json("no function %s here: deploy it (or pull it) first", name);
-		code = 404;
+	f = function_here(name, from, token, ret_body, &code);
+	if (!f)
 		goto out;
-	}
 	if (strcmp(p.img->device, f->device)) {
 		*ret_body = inv_err_json("the instance ran on the %s device; %s runs on %s here", p.img->device, name,
 				     f->device);

@@ -11,11 +11,12 @@ live on across calls).
   gone, B's is idle and holds the moved checkpoint; moved back from B to A it
   goes on again;
 - refused or failed moves leave exactly one live copy, A's, serving on with
-  its state: B unreachable, B refusing the token, lc not deployed on B, B at
+  its state: B unreachable, B refusing the token, B at
   max_instances, bad input (400/404/405), a target whose GPU has too little
   memory free (refused before the stop); a target refuses a source of
   another stand-in build or driver, and one that does not say (422/400); a
   busy instance moves once its call is done, which is not disturbed;
+- lc not deployed on B: B pulls it from A first, then takes the instance;
 - a live move's target restores on a warm executor it set aside with the
   pre-copy pinned ("prepared"; stw and cow: "pooled"), also when that
   pre-copy was stale and rewritten in place after it was pinned; a pooled
@@ -201,9 +202,21 @@ try:
     serves_on("bad token")
     st, body = dst.call("DELETE", "/system/functions/lc")
     check(st == 200, f"remove lc from the target: {st} {body}")
+    # lc not deployed on the target: it pulls lc from the source first (its
+    # snapshot, verified; the program not run there), then takes the instance
     st, body = migrate(src, dst, iid)
-    check(st == 502 and "404" in str(body) and "deploy it" in str(body), f"lc not on the target: {st} {body}")
-    serves_on("not deployed there")
+    check(st == 200 and body.get("state") == "done", f"lc not on the target: pulled, then moved: {st} {body}")
+    st, fn = dst.call("GET", "/system/functions/lc")
+    check(st == 200 and fn.get("program") == LONG and fn.get("limits", {}).get("max_instances") == 2,
+          f"lc deployed on the target as the source has it: {st} {fn}")
+    plan.append(1)
+    st, got = dst.call("POST", "/function/lc", {"steps": 1})
+    check(st == 200 and got == reference(plan)[-1], f"moved with a pull: the state came along: {got}")
+    st, body = migrate(dst, src, body.get("target_instance", 0))
+    check(st == 200, f"and back: {st} {body}")
+    iid = body.get("target_instance", iid)
+    st, body = dst.call("DELETE", "/system/functions/lc")
+    check(st == 200, f"remove the pulled lc from the target: {st} {body}")
     st, body = dst.call("POST", "/system/functions", {"name": "lc", "program": LONG,
                                                       "limits": {"timeout_ms": 120000, "max_instances": 1}})
     check(st == 201, f"deploy lc again on the target: {st} {body}")
