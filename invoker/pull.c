@@ -204,14 +204,22 @@ void inv_driver_version(char *buf, size_t len)
 	buf[0] = '\0';
 	if (!f)
 		return;
-	/* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu ..." */
+	/* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu ...", or
+	 * "... UNIX Open Kernel Module for x86_64  580.159.04  Release Build ...":
+	 * the first word after "Kernel Module" made of digits and dots */
 	if (fgets(line, sizeof(line), f)) {
 		char *m = strstr(line, "Kernel Module");
 
-		if (m) {
-			m += strlen("Kernel Module");
-			m += strspn(m, " \t");
-			snprintf(buf, len, "%.*s", (int)strcspn(m, " \t\n"), m);
+		for (m = m ? m + strlen("Kernel Module") : NULL; m && *m;) {
+			size_t k;
+
+			m += strspn(m, " \t\n");
+			k = strcspn(m, " \t\n");
+			if (k && strspn(m, "0123456789.") == k && memchr(m, '.', k)) {
+				snprintf(buf, len, "%.*s", (int)k, m);
+				break;
+			}
+			m += k;
 		}
 	}
 	fclose(f);

@@ -630,17 +630,18 @@ int phos_pool_prepare(struct phos_pool *p, const char *dir, unsigned timeout_ms,
 	/* Pinning takes about 35 ms per GiB. */
 	if (r == 0)
 		r = exec_recv(e, 600000, &m, why, sizeof(why));
-	if (r == 0 && m.type != PHOS_CTL_PREPARED) {
-		phos_errf(err, errlen, "%s", m.type == PHOS_CTL_ERROR ? m.error.reason : phos_ctl_type_name(m.type));
-		r = -EIO;
-	} else if (r == 0) {
-		*ret_bytes = m.prepared.bytes;
-		*ret_free = m.prepared.free;
-	} else {
+	if (r < 0) {
 		phos_errf(err, errlen, "the pooled executor: %s", recv_why(r, why));
-	}
-	if (r == 0 || m.type == PHOS_CTL_ERROR)
+	} else {
+		if (m.type != PHOS_CTL_PREPARED) {
+			phos_errf(err, errlen, "%s", m.type == PHOS_CTL_ERROR ? m.error.reason : phos_ctl_type_name(m.type));
+			r = -EIO;
+		} else {
+			*ret_bytes = m.prepared.bytes;
+			*ret_free = m.prepared.free;
+		}
 		phos_ctl_msg_exit(&m);
+	}
 	/* then its IDLE: it waits for the restore (or UNPREPARE), held for us */
 	if (r == 0 && (r = exec_recv(e, 30000, &m, why, sizeof(why))) == 0) {
 		if (m.type != PHOS_CTL_IDLE) {

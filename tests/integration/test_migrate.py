@@ -69,7 +69,8 @@ def driver_version():
     except OSError:
         return ""
     at = line.find("Kernel Module")
-    return line[at + len("Kernel Module"):].split()[0] if at >= 0 and line[at + len("Kernel Module"):].split() else ""
+    words = line[at + len("Kernel Module"):].split() if at >= 0 else []
+    return next((w for w in words if "." in w and all(c in "0123456789." for c in w)), "")
 
 
 def gpu_models():
