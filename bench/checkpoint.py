@@ -7,7 +7,9 @@ that a training step does not write, as a frozen backbone), so that well
 under 10% of the state is written per second. For each size, in one run:
 
   phos-stw, phos-cow, phos-recopy  `phos-fn run --checkpointable`, one
-        `phos-fn checkpoint --mode M` in the middle of the run; the manifest
+        `phos-fn checkpoint --mode M` in the middle of the run (--repeat N:
+        N of them, one after another, the median's figures recorded, every
+        sample's stall and pause beside them); the manifest
         gives the program's stall (its records held, CPU dump included) and
         the checkpoint's total time; the run must end with the checksum of an
         uninterrupted run, and so must a restore of the checkpoint
@@ -32,7 +34,7 @@ mode's stall holds CRIU's dump of the CPU side, the same in each:
 device_stall_s (stall_s - cpu_dump_s) is the part of the engine's own; cpu_frozen_s is
 how long CRIU kept the program frozen (its dump.log: seized to unfrozen).
 
-usage: bench/checkpoint.py BUILD [--sizes 1,4,16] [--dir DIR] [--modes stw,cow,recopy] [--no-baseline]
+usage: bench/checkpoint.py BUILD [--sizes 1,4,16] [--dir DIR] [--modes stw,cow,recopy] [--no-baseline] [--repeat N]
        [--device cuda|sim --unit-mib 4 --width 64]   (sim: a dry run of the script, never a measurement)
 """
 import argparse
@@ -123,10 +125,11 @@ class Run:
         gaps = [(a, b) for a, b in zip(ts, ts[1:]) if b >= t0 and a <= t1]
         return max(gaps, key=lambda g: g[1] - g[0]) if gaps else None
 
-    def lines_near(self, a, b, t0, slack=0.3):
-        """The stderr lines from a - slack to b + slack, each with its time from t0."""
+    def lines_near(self, a, b, t0, slack=0.3, before=None):
+        """The stderr lines from a - before (default: slack) to b + slack, each with its time from t0."""
+        before = slack if before is None else before
         return [f"{t - t0:+8.3f} s {line.rstrip()[:200]}" for t, line in zip(self.err_t, self.err)
-                if a - slack <= t <= b + slack]
+                if a - before <= t <= b + slack]
 
     def tail(self):
         return "".join(self.err)[-1500:]
@@ -197,26 +200,41 @@ def criu_frozen_s(d):
 
 
 def phos_mode(case, size, mode, steps, frozen, ref):
+    """--repeat checkpoints of one run, each into a directory of its own; the
+    records are the median one's (by stall) with every sample's stall and
+    longest pause beside it; the last checkpoint is the one restored."""
     d = os.path.join(A.dir, f"ck-{size}-{mode}")
-    shutil.rmtree(d, ignore_errors=True)
     r = Run(under_phos(train_argv(steps, frozen)), env())
+    samples = []   # (manifest's checkpoint, dir, t0, t1)
     try:
         if not r.first.wait(600) or not r.steps:
             raise RuntimeError(f"no step line: {r.tail()}")
         time.sleep(A.seconds / 3)
-        t0 = time.perf_counter()
-        c = subprocess.run([phos_fn(), "checkpoint", "--mode", mode, "-o", d, str(r.p.pid)], capture_output=True,
-                           text=True, timeout=900, env=env())
-        t1 = time.perf_counter()
-        if c.returncode != 0:
-            raise RuntimeError(f"checkpoint: {c.stderr[-1500:]}")
+        for k in range(A.repeat):
+            dk = f"{d}-{k}"
+            shutil.rmtree(dk, ignore_errors=True)
+            if k:
+                time.sleep(A.seconds / 6)   # the program runs on between them
+            t0 = time.perf_counter()
+            c = subprocess.run([phos_fn(), "checkpoint", "--mode", mode, "-o", dk, str(r.p.pid)],
+                               capture_output=True, text=True, timeout=900, env=env())
+            t1 = time.perf_counter()
+            if c.returncode != 0:
+                raise RuntimeError(f"checkpoint {k}: {c.stderr[-1500:]}")
+            samples.append((json.load(open(os.path.join(dk, "manifest.json")))["checkpoint"], dk, t0, t1))
+            if r.p.poll() is not None:
+                raise RuntimeError(f"the run ended after {k + 1} of {A.repeat} checkpoints: make it longer")
         rc = r.wait(900)
     except Exception:
         r.kill()
         raise
-    m = json.load(open(os.path.join(d, "manifest.json")))
-    ck = m["checkpoint"]
     system = f"phos-{mode}"
+    if len(samples) > 1:
+        record(case, system, "stall_samples_s", [s_[0]["stall_s"] for s_ in samples], "s")
+        record(case, system, "observed_gap_samples_s", [r.max_gap(t0_, t1_) for _, _, t0_, t1_ in samples], "s")
+    last = samples[-1][1]
+    ck, d, t0, t1 = sorted(samples, key=lambda s_: s_[0]["stall_s"])[len(samples) // 2]   # the median
+    m = json.load(open(os.path.join(d, "manifest.json")))
     record(case, system, "stall_s", ck["stall_s"], "s")
     record(case, system, "total_s", ck["total_s"], "s")
     record(case, system, "gpu_s", ck.get("gpu_s", 0), "s")
@@ -243,7 +261,7 @@ def phos_mode(case, size, mode, steps, frozen, ref):
         for line in r.lines_near(a, b, t0):
             log("    " + line)
     log(f"  {system}: the executor's checkpoint lines:")
-    for line in r.lines_near(t0, t1, t0, slack=1.0):
+    for line in r.lines_near(t0, t1, t0, slack=1.0, before=0.0):
         if "checkpoint" in line:
             log("    " + line)
     log(f"  {system}: stall {ck['stall_s']:.3f} s, total {ck['total_s']:.3f} s, device side {ck.get('gpu_s', 0):.3f} s,"
@@ -252,11 +270,12 @@ def phos_mode(case, size, mode, steps, frozen, ref):
         f" longest step-line gap {gap if gap is None else round(gap, 3)} s")
     check(f"{case}: {system}: the checkpointed run ends as an uninterrupted one", rc == 0 and r.done == ref,
           f"rc {rc} {r.done} vs {ref}")
-    rr = Run([phos_fn(), "restore", "--device", A.device, d], env())
+    rr = Run([phos_fn(), "restore", "--device", A.device, last], env())
     rrc = rr.wait(900)
     check(f"{case}: {system}: the checkpoint restores and ends as an uninterrupted run", rrc == 0 and rr.done == ref,
           f"rc {rrc} {rr.done} vs {ref} {'' if rrc == 0 else rr.tail()}")
-    shutil.rmtree(d, ignore_errors=True)
+    for _, dk, _, _ in samples:
+        shutil.rmtree(dk, ignore_errors=True)
     return ck
 
 
@@ -366,9 +385,12 @@ def main():
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--seconds", type=float, default=6.0, help="length of a run")
+    ap.add_argument("--repeat", type=int, default=1, help="checkpoints per run and mode (records: the median's)")
     ap.add_argument("--unit-mib", type=int, default=1024, help="MiB per size unit (sim dry runs use less)")
     ap.add_argument("--width", type=int, default=WIDTH, help="train --size (sim dry runs use less)")
     A = ap.parse_args()
+    if not 1 <= A.repeat <= 20:
+        ap.error("--repeat takes 1..20")
     A.build = os.path.abspath(A.build)
     A.dir = tempfile.mkdtemp(prefix="phos-ckpt-bench-", dir=A.dir)
     A.work = tempfile.mkdtemp(prefix="phos-ckpt-bench-work-")
@@ -387,7 +409,7 @@ def main():
             frozen = max(0, size * A.unit_mib - weights_mib - 8)
             # long enough for a paced recopy (its steps take at most half of the
             # dispatcher's time while the program runs): 1.5 s a GiB
-            case_steps = steps * max(1, math.ceil(size * A.unit_mib / 1024 * 1.5 / A.seconds))
+            case_steps = steps * max(1, math.ceil(size * A.unit_mib / 1024 * 1.5 * A.repeat / A.seconds))
             log(f"== {case}: {frozen} MiB frozen, {weights_mib} MiB of weights and gradients written every step, "
                 f"{case_steps} steps")
             ref = checksum_of(native(train_argv(case_steps, frozen)), f"{case}: uninterrupted run", 900)
