@@ -316,14 +316,7 @@ static void cow_drop(struct executor *ex)
  * else COW_RESERVE_DEFAULT. */
 static uint64_t reserve_budget(void)
 {
-	const char *env = getenv("PHOS_COW_RESERVE_BYTES");
-	unsigned long long v;
-	char *end;
-
-	if (!env || !*env)
-		return COW_RESERVE_DEFAULT;
-	v = strtoull(env, &end, 0);
-	return *end || v > (1ull << 40) ? COW_RESERVE_DEFAULT : v;
+	return exec_env_bytes("PHOS_COW_RESERVE_BYTES", COW_RESERVE_DEFAULT, 1ull << 40, 1);
 }
 
 /* Every item is in gpu.data: the manifest, the report. */

@@ -240,6 +240,24 @@ void exec_fatal_check(struct executor *ex, int r)
 	_exit(EXEC_EXIT_GPU_FATAL);
 }
 
+uint64_t exec_env_bytes(const char *name, uint64_t dflt, uint64_t max, uint64_t multiple)
+{
+	const char *env = getenv(name);
+	unsigned long long v;
+	char *end;
+
+	if (!env || !*env)
+		return dflt;
+	errno = 0;
+	v = strtoull(env, &end, 10);
+	if (*end || errno || env[0] == '-' || v > max || (multiple > 1 && v % multiple)) {
+		phos_warn("%s=%s is not a number of bytes (at most %llu, a multiple of %llu); using the default", name,
+			  env, (unsigned long long)max, (unsigned long long)multiple);
+		return dflt;
+	}
+	return v;
+}
+
 int exec_serve(struct executor *ex)
 {
 	void *out = phos_channel_reply_data(ex->ch);

@@ -307,6 +307,11 @@ struct executor {
 
 /* Runs records until the function says goodbye or goes away. Returns 0 or -errno. */
 int exec_serve(struct executor *ex);
+/* A byte count from the environment (tests' and operators' knobs): the
+ * variable name as a decimal number of at most max bytes, a multiple of
+ * multiple (1: any), or dflt when it is unset, empty or not such a number
+ * (said as a warning). */
+uint64_t exec_env_bytes(const char *name, uint64_t dflt, uint64_t max, uint64_t multiple);
 
 /* --- several devices (executor.c) --- */
 

@@ -574,18 +574,15 @@ out:
 /* PHOS_HOST_COPY_MAX, or half of MemAvailable. */
 static uint64_t host_cap(void)
 {
-	const char *env = getenv("PHOS_HOST_COPY_MAX");
 	unsigned long long kib = 0;
 	char line[256];
 	FILE *f;
 
-	if (env && *env) {
-		char *end;
-		unsigned long long v = strtoull(env, &end, 10);
+	if (getenv("PHOS_HOST_COPY_MAX") && *getenv("PHOS_HOST_COPY_MAX")) {
+		uint64_t v = exec_env_bytes("PHOS_HOST_COPY_MAX", UINT64_MAX, UINT64_MAX - 1, 1);
 
-		if (*end == '\0')
+		if (v != UINT64_MAX)
 			return v;
-		phos_warn("PHOS_HOST_COPY_MAX=%s is not a number of bytes; using the default", env);
 	}
 	f = fopen("/proc/meminfo", "re");
 	if (!f)
@@ -599,18 +596,9 @@ static uint64_t host_cap(void)
 
 static uint64_t pin_piece(void)
 {
-	const char *env = getenv("PHOS_HOST_PIN_PIECE");
-	unsigned long long v;
-	char *end;
+	uint64_t v = exec_env_bytes("PHOS_HOST_PIN_PIECE", HOST_PIN_PIECE, 1ull << 40, 2ull << 20);
 
-	if (!env || !*env)
-		return HOST_PIN_PIECE;
-	v = strtoull(env, &end, 10);
-	if (*end || !v || v % (2ull << 20)) {
-		phos_warn("PHOS_HOST_PIN_PIECE=%s is not a multiple of 2 MiB in bytes; using the default", env);
-		return HOST_PIN_PIECE;
-	}
-	return v;
+	return v ? v : HOST_PIN_PIECE;
 }
 
 struct populate_job {
