@@ -38,6 +38,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -641,6 +642,8 @@ static int move_live(struct mig *job, json_t **ret_body)
 		code = r == -EBUSY || mig_aborted(job) ? 409 : 502;
 		goto out;
 	}
+	if (phos_fault("migrate_source_kill"))
+		raise(SIGKILL);   /* tests: the source dies after the switch, before its copy goes */
 	moved_away(f, to, token);
 	double now = phos_now();   /* the target serves: the stop ends here, before our copy goes */
 	inv_instance_unborrow(f, in);

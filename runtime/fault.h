@@ -29,7 +29,9 @@
  * pool_adopt_refused (a pooled executor refuses a checkpoint's restore, as
  * one of another arena would: the controller restores it on an executor of
  * its own), prepare_gpu_full (an executor prepared for a move reports no
- * free device memory).
+ * free device memory), migrate_source_kill (the source of a live move
+ * SIGKILLs itself once its target has taken the instance, before it stops
+ * its own copy).
  */
 #pragma once
 

@@ -28,6 +28,8 @@ live on across calls).
   killed mid-transfer: the source serves on with its state, and the
   target holds nothing of the move (after its restart too); a pre-copy
   found stale at the stop is fetched again;
+- the source killed after the switch (migrate_source_kill): the target
+  serves the instance with its state; the source, restarted, holds no copy;
 - functions/examples/session (max_instances 1) moved A->B while a client
   calls A without pause, then moved back: every call is answered once and
   right, the call counter goes on without a gap (calls during the move wait,
@@ -485,6 +487,57 @@ try:
     st, got = e.call("POST", "/function/lc", {"steps": 1})
     check(st == 200 and got == reference(plan)[-1], f"after a stale pre-copy the moved instance is right: {got}")
     for inv in (c, e):
+        inv.stop()
+
+    # --- the source killed after the switch ------------------------------------------
+    # h dies (migrate_source_kill) once its target k has taken the instance and
+    # before it stops its own copy: k serves the instance with its state, and h,
+    # restarted, holds no live copy of it (its old processes are orphans it
+    # kills) nor its checkpoint
+    h = Invoker(os.path.join(tmp, "h"), tmp, device=DEVICE, fault="migrate_source_kill")
+    k = Invoker(os.path.join(tmp, "k"), tmp, device=DEVICE)
+    for inv in (h, k):
+        st, body = inv.call("POST", "/system/functions", {"name": "lc", "program": LONG,
+                                                          "limits": {"timeout_ms": 120000, "max_instances": 2}})
+        check(st == 201, f"deploy lc on {inv.port}: {st} {body}")
+    plan = [3]
+    st, body = h.call("POST", "/function/lc", {"steps": 3})
+    check(st == 200 and body == reference(plan)[-1], f"first call on h: {body}")
+    hid = live(h, "lc")[0]["instance"]
+
+    def lc_pids():
+        out = set()
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if LONG.encode() in f.read():
+                        out.add(pid)
+            except OSError:
+                pass
+        return out
+    old = lc_pids()   # h's (only h and k run now): its instance, its parked standby
+    check(len(old) >= 1, f"h's instance is a process: {old}")
+    try:
+        st, body = migrate(h, k, hid)
+    except OSError as e:   # the source died with the request open
+        st, body = 0, str(e)
+    h.p.wait(timeout=30)
+    check(st == 0 and h.p.returncode == -9, f"the source died after the switch: {st} {body} rc {h.p.returncode}")
+    plan.append(1)
+    st, got = k.call("POST", "/function/lc", {"steps": 1})
+    check(st == 200 and got == reference(plan)[-1], f"the target serves the moved instance with its state: {got}")
+    check(len(live(k, "lc")) == 1, f"one live copy, the target's: {live(k, 'lc')}")
+    h = Invoker(os.path.join(tmp, "h"), tmp, device=DEVICE)   # restarted
+    end = time.time() + 30
+    while time.time() < end and (live(h, "lc") or os.listdir(os.path.join(h.state, "checkpoints"))):
+        time.sleep(0.2)
+    check(live(h, "lc") == [] and os.listdir(os.path.join(h.state, "checkpoints")) == [],
+          f"the restarted source holds no copy: {live(h, 'lc')} {os.listdir(os.path.join(h.state, 'checkpoints'))}")
+    end = time.time() + 30
+    while time.time() < end and old & lc_pids():
+        time.sleep(0.2)
+    check(not old & lc_pids(), f"no process of h's old instance is left: {old & lc_pids()}")
+    for inv in (h, k):
         inv.stop()
 finally:
     for inv in (a, b):
