@@ -63,6 +63,15 @@ def url(inv):
     return f"http://127.0.0.1:{inv.port}"
 
 
+def deploy_lc(inv, max_instances=2, timeout_ms=120000):
+    """Deploys long_call as lc on inv (201), its limits as given."""
+    st, body = inv.call("POST", "/system/functions", {"name": "lc", "program": LONG,
+                                                      "limits": {"timeout_ms": timeout_ms,
+                                                                 "max_instances": max_instances}})
+    check(st == 201, f"deploy lc on {inv.port}: {st} {body}")
+    return st
+
+
 def driver_version():
     """The NVIDIA kernel module's version, as the invoker reads it ("" without one)."""
     try:
@@ -118,9 +127,7 @@ try:
     a = Invoker(os.path.join(tmp, "a"), tmp, device=DEVICE)
     b = Invoker(os.path.join(tmp, "b"), tmp, device=DEVICE)
     for inv in (a, b):
-        st, body = inv.call("POST", "/system/functions", {"name": "lc", "program": LONG,
-                                                          "limits": {"timeout_ms": 120000, "max_instances": 2}})
-        check(st == 201, f"deploy lc on {inv.port}: {st} {body}")
+        deploy_lc(inv)
     plan = [3]
     st, body = a.call("POST", "/function/lc", {"steps": 3})
     check(st == 200 and body == reference(plan)[-1], f"first call on A: {body}")
@@ -220,9 +227,7 @@ try:
     iid = body.get("target_instance", iid)
     st, body = dst.call("DELETE", "/system/functions/lc")
     check(st == 200, f"remove the pulled lc from the target: {st} {body}")
-    st, body = dst.call("POST", "/system/functions", {"name": "lc", "program": LONG,
-                                                      "limits": {"timeout_ms": 120000, "max_instances": 1}})
-    check(st == 201, f"deploy lc again on the target: {st} {body}")
+    deploy_lc(dst, max_instances=1)
     st, body = dst.call("POST", "/function/lc", {"steps": 1})   # its one instance is taken
     check(st == 200 and body["calls"] == 1, f"a fresh instance on the target: {body}")
     st, body = migrate(src, dst, iid)
@@ -280,9 +285,7 @@ try:
             break
         time.sleep(0.02)
     st, body = dst.call("DELETE", "/system/functions/lc")   # room for it on the target again
-    st, body = dst.call("POST", "/system/functions", {"name": "lc", "program": LONG,
-                                                      "limits": {"timeout_ms": 120000, "max_instances": 2}})
-    check(st == 201, f"deploy lc on the target again: {st} {body}")
+    deploy_lc(dst)
     st, body = migrate(src, dst, iid)
     th.join()
     plan.append(100)
@@ -364,9 +367,7 @@ try:
     c = Invoker(os.path.join(tmp, "c"), tmp, device=DEVICE, fault="migrate_file_cut:2")
     d = Invoker(os.path.join(tmp, "d"), tmp, device=DEVICE)
     for inv in (c, d):
-        st, body = inv.call("POST", "/system/functions", {"name": "lc", "program": LONG,
-                                                          "limits": {"timeout_ms": 120000, "max_instances": 2}})
-        check(st == 201, f"deploy lc on {inv.port}: {st} {body}")
+        deploy_lc(inv)
     plan = [2]
     st, body = c.call("POST", "/function/lc", {"steps": 2})
     check(st == 200 and body == reference(plan)[-1], f"first call on c: {body}")
@@ -383,9 +384,7 @@ try:
     check(st == 200 and got == reference(plan)[-1], f"link cut: the source serves on with its state: {got}")
     d.stop()
     e = Invoker(os.path.join(tmp, "e"), tmp, device=DEVICE, fault="migrate_stall")
-    st, body = e.call("POST", "/system/functions", {"name": "lc", "program": LONG,
-                                                    "limits": {"timeout_ms": 120000, "max_instances": 2}})
-    check(st == 201, f"deploy lc on e: {st} {body}")
+    deploy_lc(e)
     res = {}
     th = threading.Thread(target=lambda: res.update(r=migrate(c, e, iid)))
     th.start()
@@ -437,9 +436,8 @@ try:
     # stop (its 507, which the source's 502 names), the source serves on, the
     # target holds nothing
     g = Invoker(os.path.join(tmp, "g"), tmp, device=DEVICE, fault="prepare_gpu_full")
-    st, body = g.call("POST", "/system/functions", {"name": "lc", "program": LONG,
-                                                    "limits": {"timeout_ms": 120000, "max_instances": 2}})
-    check(st == 201 and pool_idle(g, 2), f"deploy lc on g: {st} {body}")
+    deploy_lc(g)
+    check(pool_idle(g, 2), "g's warm executors are up")
     st, body = migrate(c, g, iid)
     check(st == 502 and "507: not enough GPU memory" in str(body) and "serves on here" in str(body),
           f"no GPU memory on the target: {st} {body}")
@@ -497,9 +495,7 @@ try:
     h = Invoker(os.path.join(tmp, "h"), tmp, device=DEVICE, fault="migrate_source_kill")
     k = Invoker(os.path.join(tmp, "k"), tmp, device=DEVICE)
     for inv in (h, k):
-        st, body = inv.call("POST", "/system/functions", {"name": "lc", "program": LONG,
-                                                          "limits": {"timeout_ms": 120000, "max_instances": 2}})
-        check(st == 201, f"deploy lc on {inv.port}: {st} {body}")
+        deploy_lc(inv)
     plan = [3]
     st, body = h.call("POST", "/function/lc", {"steps": 3})
     check(st == 200 and body == reference(plan)[-1], f"first call on h: {body}")
