@@ -198,6 +198,29 @@ static void warm_modules(struct executor *ex, const char *dir, const struct phos
 	}
 }
 
+/* Maps fd (h->size bytes) read-only and pins it: h->map, 0; or -errno with
+ * err, nothing held. */
+static int hot_pin(struct executor *ex, int fd, const char *path, struct exec_hot *h, char *err, size_t errlen)
+{
+	int r;
+
+	h->map = mmap(NULL, h->size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (h->map == MAP_FAILED) {
+		r = -errno;
+		h->map = NULL;
+		phos_errf(err, errlen, "mapping %s: %s", path, strerror(-r));
+		return r;
+	}
+	r = ex->dev_ops->host_register(ex->dev, h->map, h->size);
+	if (r < 0) {
+		phos_errf(err, errlen, "pinning %s failed (cuda error %d)", path, -r);
+		munmap(h->map, h->size);
+		h->map = NULL;
+		return -EIO;
+	}
+	return 0;
+}
+
 static int hot_add(struct executor *ex, const char *dir, char *err, size_t errlen)
 {
 	struct phos_image *img = NULL;
@@ -231,22 +254,9 @@ static int hot_add(struct executor *ex, const char *dir, char *err, size_t errle
 		r = h.dir ? 0 : -ENOMEM;   /* nothing to pin in an empty image */
 		goto out;
 	}
-	h.map = mmap(NULL, h.size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
-	if (h.map == MAP_FAILED) {
-		h.map = NULL;
-		r = -errno;
-		phos_errf(err, errlen, "mapping %s: %s", path, strerror(errno));
-		goto out;
-	}
-	r = ex->dev_ops->host_register(ex->dev, h.map, h.size);
-	if (r < 0) {
-		phos_errf(err, errlen, "pinning %s failed (cuda error %d)", path, -r);
-		munmap(h.map, h.size);
-		h.map = NULL;
-		r = -EIO;
-		goto out;
-	}
-	r = verify(h.map, img, err, errlen);
+	r = hot_pin(ex, fd, path, &h, err, errlen);
+	if (r == 0)
+		r = verify(h.map, img, err, errlen);
 	if (r < 0)
 		goto out;
 	warm_modules(ex, dir, img);
@@ -361,21 +371,14 @@ int exec_prep_set(struct executor *ex, const char *dir, uint64_t *ret_bytes, cha
 	h->ino = sb.st_ino;
 	h->size = (uint64_t)sb.st_size;
 	h->dir = strdup(dir);
-	h->map = mmap(NULL, h->size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
-	if (!h->dir || h->map == MAP_FAILED) {
-		r = h->dir ? -errno : -ENOMEM;
-		h->map = NULL;
-		phos_errf(err, errlen, "mapping %s: %s", path, strerror(-r));
+	if (!h->dir) {
+		r = -ENOMEM;
+		phos_errf(err, errlen, "out of memory");
 		goto out;
 	}
-	r = ex->dev_ops->host_register(ex->dev, h->map, h->size);
-	if (r < 0) {
-		phos_errf(err, errlen, "pinning %s failed (cuda error %d)", path, -r);
-		munmap(h->map, h->size);
-		h->map = NULL;
-		r = -EIO;
+	r = hot_pin(ex, fd, path, h, err, errlen);
+	if (r < 0)
 		goto out;
-	}
 	ex->prep = h;
 	*ret_bytes = h->size;
 	h = NULL;
