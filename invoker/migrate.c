@@ -1326,7 +1326,7 @@ void inv_migrate_prepared(unsigned *ret_held, uint64_t *ret_total)
 
 	pthread_mutex_lock(&prepared_lock);
 	for (int i = 0; i < PREPARED_MAX; i++)
-		held += prepared[i].mid[0] && prepared[i].p.pool;
+		held += prepared[i].mid[0] != '\0';
 	*ret_total = prepared_total;
 	pthread_mutex_unlock(&prepared_lock);
 	*ret_held = held;
@@ -1339,7 +1339,7 @@ static struct inv_prepared prepared_take(const char *mid)
 
 	pthread_mutex_lock(&prepared_lock);
 	for (int i = 0; i < PREPARED_MAX; i++) {
-		if (prepared[i].mid[0] && !strcmp(prepared[i].mid, mid) && prepared[i].p.pool) {
+		if (prepared[i].mid[0] && !strcmp(prepared[i].mid, mid)) {
 			p = prepared[i].p;
 			prepared[i].mid[0] = '\0';
 			prepared[i].p = (struct inv_prepared){ 0 };
@@ -1370,38 +1370,33 @@ static int prepare_target(struct inv_function *f, const char *mid, const char *d
 
 	if (!pool || !data_bytes || data_bytes > inv_cfg.hot_bytes)
 		return 0;   /* (--hot-bytes bounds any one pinned gpu.data) */
-	pthread_mutex_lock(&prepared_lock);
-	for (int i = 0; i < PREPARED_MAX && k < 0; i++)
-		if (!prepared[i].mid[0])
-			k = i;
-	if (k >= 0)
-		snprintf(prepared[k].mid, sizeof(prepared[k].mid), "%s", mid);   /* claimed */
-	pthread_mutex_unlock(&prepared_lock);
-	if (k < 0)
-		return 0;
 	if (phos_pool_prepare(pool, dir, 0, &slot, &pinned, &free_b, err, errlen) < 0) {
 		phos_info("%s: migration %s: no executor prepared (%s): the moved instance will read its buffers from "
 			  "disk", f->name, mid, err);
-		pthread_mutex_lock(&prepared_lock);
-		prepared[k].mid[0] = '\0';
-		pthread_mutex_unlock(&prepared_lock);
 		err[0] = '\0';
 		return 0;
 	}
 	if (free_b < data_bytes) {   /* the instance would not fit: refused before the stop */
 		phos_pool_unprepare(pool, slot);
-		pthread_mutex_lock(&prepared_lock);
-		prepared[k].mid[0] = '\0';
-		pthread_mutex_unlock(&prepared_lock);
 		snprintf(err, errlen, "not enough GPU memory here for the instance (%.1f MiB free, it needs %.1f MiB)",
 			 (double)free_b / (1 << 20), (double)data_bytes / (1 << 20));
 		return -ENOSPC;
 	}
 	pthread_mutex_lock(&prepared_lock);
-	prepared[k].p = (struct inv_prepared){ .pool = pool, .slot = slot };
-	prepared[k].at = phos_now();
-	prepared_total++;
+	for (int i = 0; i < PREPARED_MAX && k < 0; i++)
+		if (!prepared[i].mid[0])
+			k = i;
+	if (k >= 0) {
+		snprintf(prepared[k].mid, sizeof(prepared[k].mid), "%s", mid);
+		prepared[k].p = (struct inv_prepared){ .pool = pool, .slot = slot };
+		prepared[k].at = phos_now();
+		prepared_total++;
+	}
 	pthread_mutex_unlock(&prepared_lock);
+	if (k < 0) {   /* PREPARED_MAX moves coming in already */
+		phos_pool_unprepare(pool, slot);
+		return 0;
+	}
 	if (access(dir, F_OK) != 0) {   /* aborted while it pinned */
 		struct inv_prepared p = prepared_take(mid);
 
@@ -1422,7 +1417,7 @@ void inv_migrate_expire(void)
 		struct inv_prepared p = { .slot = -1 };
 
 		pthread_mutex_lock(&prepared_lock);
-		if (prepared[i].mid[0] && prepared[i].p.pool && now - prepared[i].at > PREPARED_TTL_S) {
+		if (prepared[i].mid[0] && now - prepared[i].at > PREPARED_TTL_S) {
 			phos_warn("migration %s: no final phase came within %.0f s; its prepared executor goes back",
 				  prepared[i].mid, PREPARED_TTL_S);
 			p = prepared[i].p;
