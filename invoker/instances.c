@@ -481,10 +481,8 @@ static int instance_from_checkpoint(struct inv_function *f, struct inv_instance 
 		if (r < 0 && r != -EBADMSG)
 			phos_warn("%s: instance %u: the executor prepared for %s could not restore it (%s); trying another",
 				  f->name, in->id, dir, err);
-		else if (r == -EBADMSG)
-			goto failed;
 	}
-	if (r < 0 && inv_pool_for(f)) {
+	if (r < 0 && r != -EBADMSG && inv_pool_for(f)) {
 		r = phos_restore_pooled(inv_pool_for(f), dir, pin[0], pout[1], perr[1], 0, on_demand, &in->proc, st, err,
 					errlen);
 		/* A pooled executor that could not take it (another arena, it
@@ -496,7 +494,6 @@ static int instance_from_checkpoint(struct inv_function *f, struct inv_instance 
 	}
 	if (r < 0 && r != -EBADMSG)
 		r = phos_restore_start(&p, dir, pin[0], pout[1], perr[1], on_demand, &in->proc, st, err, errlen);
-failed:
 	if (r < 0) {
 		in->proc = (struct phos_instance){ .control_fd = -1 };   /* nothing to stop */
 		goto out;
