@@ -172,7 +172,8 @@ static int checkpoint_prepare(struct executor *ex, char *err, size_t errlen)
 	 * (exec_image.c), the pools after their cached blocks were given back
 	 * (below, with the device idle). cuDNN's handles and descriptors the
 	 * preload makes again itself, at their first use after it sees the
-	 * adoption; the stop came after the channel's fence settled
+	 * adoption, and so it does with graphs made on the device
+	 * (graph_device.c); the stop came after the channel's fence settled
 	 * (fence_settled), so no call naming them is half-done. */
 	/* NCCL communicators: made again by the preload after a restore at
 	 * phos_fn_serve, with their peers; a program restored mid-call would
@@ -226,12 +227,13 @@ static void fault_kill(const char *dir)
 	raise(SIGKILL);
 }
 
-/* A program holding cuDNN objects is stopped only where no call naming
- * them is half-done (channel.h, fenced sections): the fence is closed and
- * records are taken until it settles. True when it has. */
+/* A program holding cuDNN objects or graphs made on the device is stopped
+ * only where no call naming them is half-done (channel.h, fenced sections):
+ * the fence is closed and records are taken until it settles. True when it
+ * has. */
 static bool fence_settled(struct executor *ex)
 {
-	if (!ex->ch || !exec_dnn_in_use(ex))
+	if (!ex->ch || (!exec_dnn_in_use(ex) && !exec_graph_in_use(ex)))
 		return true;
 	phos_channel_fence_close(ex->ch);
 	return phos_channel_fence_settled(ex->ch);

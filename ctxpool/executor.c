@@ -202,6 +202,8 @@ static int execute(struct executor *ex, const struct phos_rec_hdr *h, void *out,
 		return exec_array_handle(ex, h->op, body, h->len, out, out_len);
 	case PHOS_OP_SET_DEVICE:
 		return set_device(ex, body, h->len);
+	case PHOS_OP_GRAPH_BUILD ... PHOS_OP_GRAPH_DESTROY:
+		return exec_graph_handle(ex, h->op, body, h->len);
 	default:
 		phos_warn("unknown op %u", h->op);
 		return -PHOS_CUDA_NOT_SUPPORTED;

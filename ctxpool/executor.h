@@ -242,6 +242,7 @@ struct executor {
 	struct handle_table dnn_descs;     /* cuDNN backend descriptors by the preload's id */
 	struct handle_table arrays;     /* struct exec_array by the preload's id (exec_array.c) */
 	struct handle_table texes;      /* struct exec_tex by the device's handle */
+	struct handle_table graphs;     /* struct exec_graph by the preload's id (exec_graph.c) */
 	int nccl_group_depth;           /* ncclGroupStart calls not yet ended */
 	/* A warm communicator over every device (rank d on device d), made by a
 	 * pooled executor of several GPUs while idle (exec_nccl_warm), and the
@@ -642,6 +643,14 @@ void exec_scrub(struct executor *ex);
  * a warning) when something is there already: managed memory then fails
  * to map. exec_memory.c. */
 int exec_window_reserve(struct executor *ex);
+
+/* --- CUDA graphs made on the device (exec_graph.c) --- */
+
+struct exec_graph;
+int exec_graph_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len);
+void exec_graph_free(struct executor *ex, struct exec_graph *g);   /* accepts NULL */
+/* Does the function hold a graph made on the device? */
+bool exec_graph_in_use(const struct executor *ex);
 
 /* --- CUDA arrays, texture and surface objects (exec_array.c) --- */
 

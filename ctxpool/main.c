@@ -97,6 +97,7 @@ static void drop_module(struct executor *ex, void *m) { exec_module_release(ex, 
 static void drop_region(struct executor *ex, void *r) { exec_region_free(ex, r); }
 static void drop_tex(struct executor *ex, void *t) { exec_tex_free(ex, t); }
 static void drop_array(struct executor *ex, void *a) { exec_array_free(ex, a); }
+static void drop_graph(struct executor *ex, void *g) { exec_graph_free(ex, g); }
 
 void exec_scrub(struct executor *ex)
 {
@@ -112,6 +113,7 @@ void exec_scrub(struct executor *ex)
 	exec_context_restore(ex);
 	exec_nccl_clear(ex);
 	exec_dnn_clear(ex);
+	table_clear(&ex->graphs, drop_graph, ex);   /* before the events and kernels they name */
 	table_clear(&ex->blas, drop_blas, ex);
 	table_clear(&ex->texes, drop_tex, ex);   /* before the arrays they read */
 	table_clear(&ex->arrays, drop_array, ex);
@@ -879,7 +881,7 @@ int main(int argc, char **argv)
 		r = serve_one(&ex, (int)fd, restore_from, img, on_demand, t_open, t0);
 	struct handle_table *tables[] = { &ex.streams, &ex.events, &ex.modules, &ex.funcs,
 					  &ex.vars, &ex.regions, &ex.blas, &ex.pools, &ex.nccl,
-					  &ex.texes, &ex.arrays, &ex.dnn_handles, &ex.dnn_descs };
+					  &ex.texes, &ex.arrays, &ex.dnn_handles, &ex.dnn_descs, &ex.graphs };
 	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
 		handle_table_exit(tables[i]);
 	channel_drop(&ex, ex.ch, ex.ch_pinned);

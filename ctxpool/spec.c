@@ -234,7 +234,7 @@ static void trace(struct executor *ex, const char *what, const char *name, uint3
 				fputc(*c, f);
 		fputc('"', f);
 	}
-	if (!strcmp(what, "launch") || s->opaque)   /* (a library call's set is exact unless said) */
+	if (!strcmp(what, "launch") || !strcmp(what, "graph") || s->opaque)   /* (a library call's set is exact unless said) */
 		fprintf(f, ",\"sets\":\"%s\"", s->opaque ? "opaque" : s->validated ? "validated" : "exact");
 	fprintf(f, ",\"stream\":%u,\"reads\":", stream);
 	write_ranges(f, s, SPEC_READ);

@@ -28,6 +28,11 @@ void node_free_params(struct gnode *n)
 		n->child = NULL;
 	} else if (n->kind == GN_MEM_ALLOC || n->kind == GN_MEM_FREE) {
 		gmem_node_gone(n);
+	} else if (n->kind == GN_COND) {
+		for (unsigned b = 0; n->cond.bodies && b < n->cond.size; b++)
+			graph_free(n->cond.bodies[b]);
+		free(n->cond.bodies);
+		n->cond.bodies = NULL;
 	} else if (n->kind == GN_RECORD) {
 		if (n->rec.ops && n->rec.ops->drop && n->rec.body)
 			n->rec.ops->drop(n->rec.body);
@@ -58,6 +63,21 @@ int node_copy_params(struct gnode *dst, const struct gnode *src)
 		dst->child = NULL;
 		return graph_clone(src->child, &dst->child, NULL);
 	case GN_EMPTY:
+		return cudaSuccess;
+	case GN_COND:
+		dst->cond = src->cond;
+		dst->cond.bodies = calloc(src->cond.size, sizeof(*dst->cond.bodies));
+		if (!dst->cond.bodies)
+			return cudaErrorMemoryAllocation;
+		for (unsigned b = 0; b < src->cond.size; b++) {
+			int r = graph_clone(src->cond.bodies[b], &dst->cond.bodies[b], NULL);
+
+			if (r) {
+				node_free_params(dst);
+				return r;
+			}
+			dst->cond.bodies[b]->owner = dst;
+		}
 		return cudaSuccess;
 	case GN_MEM_ALLOC:
 	case GN_MEM_FREE:
@@ -216,7 +236,19 @@ void graph_free(struct graph *g)
 	for (size_t i = 0; i < g->n; i++)
 		node_free(g->nodes[i]);
 	free(g->nodes);
+	free(g->conds);
 	free(g);
+}
+
+bool graph_has_cond(const struct graph *g)
+{
+	for (size_t i = 0; g && i < g->n; i++) {
+		const struct gnode *n = g->nodes[i];
+
+		if (n->kind == GN_COND || (n->kind == GN_CHILD && graph_has_cond(n->child)))
+			return true;
+	}
+	return false;
 }
 
 bool graph_has(const struct graph *g, const struct gnode *n)
@@ -271,6 +303,15 @@ int graph_clone(const struct graph *g, struct graph **ret_copy, struct gnode ***
 	struct gnode **deps = NULL;
 	int r = c ? cudaSuccess : cudaErrorMemoryAllocation;
 
+	if (c && g->nconds) {
+		c->conds = malloc(g->nconds * sizeof(*c->conds));
+		if (c->conds) {
+			memcpy(c->conds, g->conds, g->nconds * sizeof(*c->conds));
+			c->nconds = g->nconds;
+		} else {
+			r = cudaErrorMemoryAllocation;
+		}
+	}
 	/* Nodes in creation order; a dependency may be a later node (edges
 	 * added afterwards), so edges are copied by index once all exist. */
 	for (size_t i = 0; r == cudaSuccess && i < g->n; i++) {
@@ -517,6 +558,78 @@ PHOS_EXPORT cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t *pGraphNode, cudaG
 	return add_node(pGraphNode, graph, pDependencies, numDependencies, n);
 }
 
+/* --- conditional nodes (CUDA 12.4+): made on the device (graph_device.c) --- */
+
+static _Atomic uint32_t cond_next;
+
+/* Was handle h made on g or on a graph g is a body of? */
+static bool cond_known(const struct graph *g, cudaGraphConditionalHandle h)
+{
+	for (; g; g = g->owner ? g->owner->graph : NULL)
+		for (size_t i = 0; i < g->nconds; i++)
+			if (g->conds[i].handle == h)
+				return true;
+	return false;
+}
+
+PHOS_EXPORT cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *pHandle_out, cudaGraph_t graph,
+							 unsigned int defaultLaunchValue, unsigned int flags)
+{
+	struct graph *g = GRAPH(graph);
+	struct gcond *grown;
+	uint32_t n;
+
+	if (!pHandle_out || !g || (flags & ~(unsigned)cudaGraphCondAssignDefault))
+		return phos_set_error(cudaErrorInvalidValue);
+	n = ++cond_next;
+	if (!n)
+		return phos_set_error(cudaErrorMemoryAllocation);   /* 2^32 handles in one process */
+	grown = realloc(g->conds, (g->nconds + 1) * sizeof(*grown));
+	if (!grown)
+		return phos_set_error(cudaErrorMemoryAllocation);
+	g->conds = grown;
+	g->conds[g->nconds++] = (struct gcond){ .handle = PHOS_GRAPH_COND_TAG | n, .deflt = defaultLaunchValue,
+						.flags = flags };
+	*pHandle_out = PHOS_GRAPH_COND_TAG | n;
+	return cudaSuccess;
+}
+
+static cudaError_t add_cond_node(cudaGraphNode_t *pGraphNode, cudaGraph_t graph, const cudaGraphNode_t *deps,
+				 size_t ndeps, struct cudaConditionalNodeParams *c)
+{
+	struct gnode *n;
+	int r;
+
+	if (!graph || !cond_known(GRAPH(graph), c->handle) || c->size == 0 ||
+	    (c->type == cudaGraphCondTypeIf && c->size > 2) || (c->type == cudaGraphCondTypeWhile && c->size != 1) ||
+	    (c->type != cudaGraphCondTypeIf && c->type != cudaGraphCondTypeWhile &&
+	     c->type != cudaGraphCondTypeSwitch) || c->size > PHOS_GRAPH_MAX_BODIES)
+		return phos_set_error(cudaErrorInvalidValue);
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return phos_set_error(cudaErrorMemoryAllocation);
+	n->kind = GN_COND;
+	n->cond.handle = c->handle;
+	n->cond.type = c->type;
+	n->cond.size = c->size;
+	n->cond.bodies = calloc(c->size, sizeof(*n->cond.bodies));
+	for (unsigned b = 0; n->cond.bodies && b < c->size; b++) {
+		n->cond.bodies[b] = graph_new();
+		if (!n->cond.bodies[b])
+			break;
+		n->cond.bodies[b]->owner = n;
+	}
+	if (!n->cond.bodies || !n->cond.bodies[c->size - 1]) {
+		node_free_params(n);
+		free(n);
+		return phos_set_error(cudaErrorMemoryAllocation);
+	}
+	r = add_node(pGraphNode, graph, deps, ndeps, n);
+	if (r == cudaSuccess)
+		c->phGraph_out = (cudaGraph_t *)n->cond.bodies;
+	return r;
+}
+
 /* cudaGraphAddNode (CUDA 12.3+): each node type through its own call above
  * (graph_mem.c for memory nodes). Edge data other than the default, a child
  * graph moved rather than cloned, conditional and external semaphore nodes:
@@ -576,7 +689,9 @@ PHOS_EXPORT cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_
 	}
 	case cudaGraphNodeTypeMemFree:
 		return cudaGraphAddMemFreeNode(pGraphNode, graph, deps, nd, p->free.dptr);
-	default:   /* conditional nodes, external semaphores */
+	case cudaGraphNodeTypeConditional:
+		return add_cond_node(pGraphNode, graph, deps, nd, &p->conditional);
+	default:   /* external semaphores */
 		return phos_set_error(cudaErrorNotSupported);
 	}
 }
@@ -713,6 +828,8 @@ PHOS_EXPORT cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t *pGraphNode, 
 		return phos_set_error(cudaErrorInvalidValue);
 	if (graph_has_mem_nodes(GRAPH(childGraph)))
 		return phos_set_error(cudaErrorNotSupported);   /* (CUDA: only with its ownership moved) */
+	if (graph_has_cond(GRAPH(childGraph)))
+		return phos_set_error(cudaErrorInvalidValue);   /* CUDA: such a graph is never a child */
 	n = calloc(1, sizeof(*n));
 	if (!n)
 		return phos_set_error(cudaErrorMemoryAllocation);
@@ -917,7 +1034,7 @@ PHOS_EXPORT cudaError_t cudaGraphClone(cudaGraph_t *pGraphClone, cudaGraph_t ori
 
 	if (!pGraphClone || !originalGraph)
 		return phos_set_error(cudaErrorInvalidValue);
-	if (graph_has_mem_nodes(GRAPH(originalGraph)))
+	if (graph_has_mem_nodes(GRAPH(originalGraph)) || graph_has_cond(GRAPH(originalGraph)))
 		return phos_set_error(cudaErrorNotSupported);   /* CUDA: no clone of such graphs */
 	r = graph_clone(GRAPH(originalGraph), &c, NULL);
 	if (r == cudaSuccess)
@@ -1205,6 +1322,7 @@ static const char *kind_name(enum gnode_kind k)
 	case GN_MEM_ALLOC: return "mem_alloc";
 	case GN_MEM_FREE: return "mem_free";
 	case GN_RECORD: return "library call";
+	case GN_COND: return "conditional";
 	}
 	return "?";
 }

@@ -606,8 +606,6 @@ PHOS_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *p
 	uint32_t sid;
 	int r;
 
-	if (!pGraph)
-		return phos_set_error(cudaErrorInvalidValue);
 	r = sid_of(stream, &sid);
 	if (r)
 		return phos_set_error(r);
@@ -642,11 +640,15 @@ PHOS_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *p
 	pthread_mutex_unlock(&glock);
 	if (!cap)
 		return phos_set_error(r);
+	/* a capture into the program's graph (...ToGraph) may give no pGraph */
+	if (r == cudaSuccess && !pGraph && cap->own_graph)
+		r = cudaErrorInvalidValue;
 	if (r) {
 		if (cap->own_graph)
 			graph_free(cap->graph);
-		*pGraph = NULL;
-	} else {
+		if (pGraph)
+			*pGraph = NULL;
+	} else if (pGraph) {
 		*pGraph = (cudaGraph_t)cap->graph;
 	}
 	free(cap);

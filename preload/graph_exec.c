@@ -17,6 +17,8 @@ struct graph_exec {
 	struct gnode **orig;          /* orig[i]: the program's node that g->nodes[i] copies */
 	size_t *order;                /* a topological order of g's indices */
 	unsigned long long flags;
+	bool device;                  /* made on the device (graph_device.c), not replayed */
+	struct gdev *dev;             /* ... its state there */
 };
 
 #define GRAPH(g) ((struct graph *)(g))
@@ -27,6 +29,7 @@ static void exec_free(struct graph_exec *x)
 {
 	if (!x)
 		return;
+	graph_device_free(x->dev);
 	graph_free(x->g);
 	free(x->orig);
 	free(x->order);
@@ -69,6 +72,19 @@ static int instantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned 
 			r = cudaErrorMemoryAllocation;
 		else
 			memcpy(x->orig, g->nodes, g->n * sizeof(*x->orig));
+	}
+	if (r == cudaSuccess)
+		r = graph_device_wanted(x->g, &x->device);
+	if (r == cudaSuccess && x->device) {
+		r = graph_device_prepare(&x->dev, x->g);
+		if (r == cudaSuccess)
+			phos_info("a graph of %zu nodes is made on the device", x->g->n);
+		if (r && !graph_has_cond(x->g)) {   /* PHOS_GRAPHS=device: replayed instead */
+			graph_device_free(x->dev);
+			x->dev = NULL;
+			x->device = false;
+			r = cudaSuccess;
+		}
 	}
 	if (r) {
 		exec_free(x);
@@ -149,6 +165,7 @@ PHOS_EXPORT cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphE
 	pthread_mutex_lock(&x->lock);
 	node_free_params(n);
 	n->k = tmp.k;
+	graph_device_dirty(x->dev);
 	pthread_mutex_unlock(&x->lock);
 	return cudaSuccess;
 }
@@ -164,6 +181,7 @@ PHOS_EXPORT cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t hGraphE
 		return phos_set_error(cudaErrorInvalidValue);
 	pthread_mutex_lock(&x->lock);
 	r = memcpy_node_set_3d(n, pNodeParams);
+	graph_device_dirty(x->dev);
 	pthread_mutex_unlock(&x->lock);
 	return phos_set_error(r);
 }
@@ -179,6 +197,7 @@ PHOS_EXPORT cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t hGrap
 		return phos_set_error(cudaErrorInvalidValue);
 	pthread_mutex_lock(&x->lock);
 	r = memcpy_node_set_1d(n, dst, src, count, kind);
+	graph_device_dirty(x->dev);
 	pthread_mutex_unlock(&x->lock);
 	return phos_set_error(r);
 }
@@ -196,6 +215,7 @@ PHOS_EXPORT cudaError_t cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t hGraphE
 		return phos_set_error(r);
 	pthread_mutex_lock(&x->lock);
 	n->s = *pNodeParams;
+	graph_device_dirty(x->dev);
 	pthread_mutex_unlock(&x->lock);
 	return cudaSuccess;
 }
@@ -226,6 +246,7 @@ PHOS_EXPORT cudaError_t cudaGraphExecMemcpyNodeSetParamsToSymbol(cudaGraphExec_t
 		return phos_set_error(cudaErrorInvalidValue);
 	pthread_mutex_lock(&x->lock);
 	r = memcpy_node_set_symbol(n, symbol, (void *)(uintptr_t)src, count, offset, kind, true);
+	graph_device_dirty(x->dev);
 	pthread_mutex_unlock(&x->lock);
 	return phos_set_error(r);
 }
@@ -242,6 +263,7 @@ PHOS_EXPORT cudaError_t cudaGraphExecMemcpyNodeSetParamsFromSymbol(cudaGraphExec
 		return phos_set_error(cudaErrorInvalidValue);
 	pthread_mutex_lock(&x->lock);
 	r = memcpy_node_set_symbol(n, symbol, dst, count, offset, kind, false);
+	graph_device_dirty(x->dev);
 	pthread_mutex_unlock(&x->lock);
 	return phos_set_error(r);
 }
@@ -266,6 +288,7 @@ PHOS_EXPORT cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t hGraphExec, cuda
 		return phos_set_error(cudaErrorInvalidValue);
 	pthread_mutex_lock(&x->lock);
 	n->disabled = !isEnabled;
+	graph_device_dirty(x->dev);
 	pthread_mutex_unlock(&x->lock);
 	return cudaSuccess;
 }
@@ -294,6 +317,7 @@ static cudaError_t exec_event_set(cudaGraphExec_t hGraphExec, cudaGraphNode_t no
 		return phos_set_error(cudaErrorInvalidResourceHandle);
 	pthread_mutex_lock(&x->lock);
 	n->event = event;
+	graph_device_dirty(x->dev);
 	pthread_mutex_unlock(&x->lock);
 	return cudaSuccess;
 }
@@ -334,6 +358,14 @@ static bool same_shape(const struct graph *a, const struct graph *b, enum cudaGr
 			*ret_why = cudaGraphExecUpdateErrorParametersChanged;   /* memory nodes stay */
 			return false;
 		}
+		if (x->kind == GN_COND && (x->cond.handle != y->cond.handle || x->cond.type != y->cond.type ||
+					   x->cond.size != y->cond.size)) {
+			*ret_why = cudaGraphExecUpdateErrorParametersChanged;
+			return false;
+		}
+		for (unsigned k = 0; same && x->kind == GN_COND && k < x->cond.size; k++)
+			if (!same_shape(x->cond.bodies[k], y->cond.bodies[k], ret_why, ret_bad))
+				return false;
 		if (!same || (x->kind == GN_CHILD && !same_shape(x->child, y->child, ret_why, ret_bad))) {
 			*ret_why = cudaGraphExecUpdateErrorTopologyChanged;
 			return false;
@@ -360,6 +392,7 @@ PHOS_EXPORT cudaError_t cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t hGr
 	pthread_mutex_lock(&x->lock);
 	graph_free(n->child);
 	n->child = c;
+	graph_device_dirty(x->dev);
 	pthread_mutex_unlock(&x->lock);
 	return cudaSuccess;
 }
@@ -388,6 +421,7 @@ PHOS_EXPORT cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGrap
 			copy->nodes[i]->disabled = x->g->nodes[i]->disabled;
 		graph_free(x->g);
 		x->g = copy;   /* same shape: x->order and x->orig still hold */
+		graph_device_dirty(x->dev);
 		pthread_mutex_unlock(&x->lock);
 	}
 	if (resultInfo) {
@@ -530,6 +564,8 @@ int graph_node_run(const struct gnode *n, cudaStream_t stream)
 		return gmem_node_run(n);
 	case GN_RECORD:
 		return record_run(n, stream);
+	case GN_COND:   /* never replayed: such graphs are made on the device */
+		return cudaErrorNotSupported;
 	}
 	return cudaErrorNotSupported;
 }
@@ -554,6 +590,11 @@ static int graph_launch(cudaGraphExec_t graphExec, cudaStream_t stream)
 	if (r)
 		return r;
 	pthread_mutex_lock(&x->lock);
+	if (x->device) {
+		r = graph_device_launch(&x->dev, x->g, stream);
+		pthread_mutex_unlock(&x->lock);
+		return r;
+	}
 	r = gmem_launch_begin(x->g, x->flags & cudaGraphInstantiateFlagAutoFreeOnLaunch);
 	if (r == cudaSuccess)
 		r = graph_run(x->g, x->order, stream);

@@ -59,6 +59,7 @@ enum gnode_kind {
 	GN_EVENT_RECORD = cudaGraphNodeTypeEventRecord,
 	GN_MEM_ALLOC = cudaGraphNodeTypeMemAlloc,
 	GN_MEM_FREE = cudaGraphNodeTypeMemFree,
+	GN_COND = cudaGraphNodeTypeConditional,   /* graphs with one are made on the device (graph_device.c) */
 	/* a stream-ordered record of another stand-in (cuBLAS, cuBLASLt)
 	 * captured from a stream; to the program it is a kernel node */
 	GN_RECORD = 0x1000,
@@ -109,6 +110,12 @@ struct gnode {
 		cudaEvent_t event;
 		struct gmem *mem;             /* the allocation (graph_mem.c), counted */
 		struct {
+			cudaGraphConditionalHandle handle;
+			enum cudaGraphConditionalNodeType type;
+			unsigned size;
+			struct graph **bodies;    /* owned, size of them (phGraph_out) */
+		} cond;
+		struct {
 			uint32_t op;
 			uint32_t stream_off;      /* where the stream id goes in body, or GN_NO_STREAM */
 			uint32_t len;
@@ -118,9 +125,19 @@ struct gnode {
 	};
 };
 
+/* A conditional handle made on a graph (cudaGraphConditionalHandleCreate):
+ * its value is the preload's (proto.h: PHOS_GRAPH_COND_TAG | n). */
+struct gcond {
+	cudaGraphConditionalHandle handle;
+	unsigned deflt, flags;
+};
+
 struct graph {
 	struct gnode **nodes;
 	size_t n, cap;
+	struct gnode *owner;          /* the conditional node whose body this is, or NULL */
+	struct gcond *conds;          /* handles made on this graph */
+	size_t nconds;
 };
 
 /* make_cudaPitchedPtr / make_cudaExtent (driver_functions.h is C++ only here) */
@@ -198,6 +215,29 @@ int memcpy_node_set_1d(struct gnode *n, void *dst, const void *src, size_t count
  * device side. */
 int memcpy_node_set_symbol(struct gnode *n, const void *symbol, void *other, size_t count, size_t offset,
 			   enum cudaMemcpyKind kind, bool to_symbol);
+
+/* Does g, or a graph inside it, have a conditional node? */
+bool graph_has_cond(const struct graph *g);
+
+/* --- graph_device.c (graphs made on the device) --- */
+
+struct graph_exec;
+/* Should the instantiated graph g be made on the device? Graphs with
+ * conditional nodes must be (*ret_must); others are when PHOS_GRAPHS=device
+ * and every node can be. cudaErrorNotSupported (and one line on stderr
+ * naming the node) for a graph that must be and cannot. */
+int graph_device_wanted(const struct graph *g, bool *ret_want);
+/* Describes g to the executor (again when its executor changed or the
+ * graph did) and launches it on stream there. */
+struct gdev;
+int graph_device_launch(struct gdev **state, const struct graph *g, cudaStream_t stream);
+/* ... the same without a launch (cudaGraphInstantiate: the executor's errors
+ * come there, as CUDA's do). */
+int graph_device_prepare(struct gdev **state, const struct graph *g);
+/* The graph changed (its nodes' parameters): made again at its next launch. */
+void graph_device_dirty(struct gdev *state);
+/* Forgets the executor's graph (cudaGraphExecDestroy); accepts NULL. */
+void graph_device_free(struct gdev *state);
 
 /* --- graph_capture.c --- */
 

@@ -75,6 +75,7 @@ enum phos_hkind {
 	PHOS_H_ARRAY,  /* CUDA arrays (array.c) */
 	PHOS_H_DNN,    /* cuDNN handles (cudnn.c, the libcudnn stand-in) */
 	PHOS_H_DNN_DESC, /* cuDNN backend descriptors (cudnn.c) */
+	PHOS_H_GRAPH,  /* instantiated graphs made on the device (graph_device.c) */
 	PHOS_H__COUNT
 };
 
@@ -150,7 +151,7 @@ PHOS_EXPORT int phos_preload_serve_point(void);
  * back (the stand-ins built on this library: libnccl re-creates its
  * communicators). At most PHOS_RESTORE_HOOKS; returns 0 or -ENOSPC. A hook
  * returns 0 or a cudaError_t, which phos_fn_serve then reports. */
-#define PHOS_RESTORE_HOOKS 4
+#define PHOS_RESTORE_HOOKS 8
 PHOS_EXPORT int phos_preload_on_restore(int (*fn)(void));
 
 /* A fenced section of the current channel (channel.h): the stand-ins whose

@@ -80,6 +80,41 @@ struct phos_copy_side {
 	uint64_t pitch, slice;
 };
 
+/* A graph for graph_make: the nodes of proto.h's phos_graph_node, in the
+ * same order, with what they name resolved. */
+struct phos_dev_gnode {
+	uint32_t kind, parent, body;     /* enum phos_gnode_kind; as proto.h's */
+	const uint32_t *deps;            /* ndeps indices of earlier nodes of the same body */
+	uint32_t ndeps;
+	/* PHOS_GNODE_KERNEL */
+	void *func;
+	const struct phos_kernel_info *ki;
+	uint32_t grid[3], block[3], shared;
+	const uint8_t *params;
+	uint32_t param_bytes;
+	const uint32_t *cond_at;         /* ncond_at pairs (parameter offset, handle index) */
+	uint32_t ncond_at;
+	/* PHOS_GNODE_COPY: dst, src, len; PHOS_GNODE_SET: dst, pitch, width, height, value, elem */
+	uint64_t dst, src, len, pitch, width, height;
+	uint32_t value, elem;
+	/* PHOS_GNODE_EVENT_* */
+	void *event;
+	/* PHOS_GNODE_COND: handle index, enum phos_gcond_type, number of bodies */
+	uint32_t cond, type, size;
+};
+
+struct phos_dev_gcond {
+	uint32_t parent, body;           /* the graph it belongs to, as a node's */
+	uint32_t deflt, flags;
+};
+
+struct phos_dev_graph {
+	const struct phos_dev_gnode *nodes;
+	uint32_t nnodes;
+	const struct phos_dev_gcond *conds;
+	uint32_t nconds;
+};
+
 struct phos_device_ops {
 	const char *name;   /* "cuda" or "sim" */
 
@@ -230,6 +265,16 @@ struct phos_device_ops {
 	int (*launch_ex)(struct phos_device *dev, void *func, const struct phos_kernel_info *ki,
 			 const uint32_t grid[3], const uint32_t block[3], uint32_t shared, void *stream,
 			 const void *params, uint32_t param_bytes, uint32_t flags, const uint32_t cluster[3]);
+
+	/* CUDA graphs made on the device (proto.h, PHOS_OP_GRAPH_*): graph_make
+	 * makes and instantiates the graph that d describes, every reference in
+	 * it resolved and checked by the executor (ctxpool/exec_graph.c), and
+	 * writes the device's conditional handle over each parameter slot that
+	 * d names; graph_launch runs it on stream; graph_destroy frees it
+	 * (accepts NULL). */
+	int (*graph_make)(struct phos_device *dev, const struct phos_dev_graph *d, void **ret_graph);
+	int (*graph_launch)(struct phos_device *dev, void *graph, void *stream);
+	void (*graph_destroy)(struct phos_device *dev, void *graph);
 
 	/* cuBLAS. Handles are created by the backend (the cuda backend hands out
 	 * pre-warmed ones first). */

@@ -106,6 +106,13 @@
 	  "cuOccupancyMaxActiveBlocksPerMultiprocessor", PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050)                           \
 	X(LaunchKernel,          "cuLaunchKernel",                     4000,  "cuLaunchKernel",                  PFN_cuLaunchKernel_v4000)   \
 	X(LaunchKernelEx,        "cuLaunchKernelEx",                  11060,  "cuLaunchKernelEx",                PFN_cuLaunchKernelEx_v11060) \
+	X(GraphCreate,           "cuGraphCreate",                     10000,  "cuGraphCreate",                   PFN_cuGraphCreate_v10000) \
+	X(GraphAddNode,          "cuGraphAddNode",                    12030,  "cuGraphAddNode_v2",               PFN_cuGraphAddNode_v12030) \
+	X(GraphConditionalHandleCreate, "cuGraphConditionalHandleCreate", 12030, "cuGraphConditionalHandleCreate", PFN_cuGraphConditionalHandleCreate_v12030) \
+	X(GraphInstantiateWithFlags, "cuGraphInstantiateWithFlags",   11040,  "cuGraphInstantiateWithFlags",     PFN_cuGraphInstantiateWithFlags_v11040) \
+	X(GraphLaunch,           "cuGraphLaunch",                     10000,  "cuGraphLaunch",                   PFN_cuGraphLaunch_v10000) \
+	X(GraphExecDestroy,      "cuGraphExecDestroy",                10000,  "cuGraphExecDestroy",              PFN_cuGraphExecDestroy_v10000) \
+	X(GraphDestroy,          "cuGraphDestroy",                    10000,  "cuGraphDestroy",                  PFN_cuGraphDestroy_v10000) \
 	X(OccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters", 11070, "cuOccupancyMaxActiveClusters",      \
 	  PFN_cuOccupancyMaxActiveClusters_v11070)                                                                \
 	X(OccupancyMaxPotentialClusterSize, "cuOccupancyMaxPotentialClusterSize", 11070,                          \
@@ -356,6 +363,11 @@ int cu_fail(CUresult r, const char *expr, const char *file, int line);
 /* Makes the device's context current on the calling thread (once per thread
  * and device: a thread-local remembers the last one made current). */
 int cuda_current(struct cuda_dev *d);
+
+/* CUDA graphs (device_cuda_graph.c). */
+int cuda_graph_make(struct phos_device *dev, const struct phos_dev_graph *d, void **ret_graph);
+int cuda_graph_launch(struct phos_device *dev, void *graph, void *stream);
+void cuda_graph_destroy(struct phos_device *dev, void *graph);
 
 /* cuBLAS side (device_cuda_blas.c). */
 int cuda_blas_warm(struct cuda_dev *d);          /* fills d->warm */

@@ -455,6 +455,10 @@ static void twins_add_plugin(struct sim_device *dev, const char *path)
 	phos_sim_twins_bind_fn bind = (phos_sim_twins_bind_fn)dlsym(h, PHOS_SIM_TWINS_BIND);
 	if (bind)
 		bind(phos_sim_tex_lookup);
+	/* twins of kernels that set a graph's condition, its setter */
+	phos_sim_cond_bind_fn cond_bind = (phos_sim_cond_bind_fn)dlsym(h, PHOS_SIM_COND_BIND);
+	if (cond_bind)
+		cond_bind(phos_sim_cond_set);
 	phos_info("sim: %u twins from %s", count, path);
 }
 
@@ -1755,6 +1759,9 @@ const struct phos_device_ops phos_device_sim = {
 	.occupancy_cluster = sim_occupancy_cluster,
 	.launch = sim_launch,
 	.launch_ex = sim_launch_ex,
+	.graph_make = phos_sim_graph_make,
+	.graph_launch = phos_sim_graph_launch,
+	.graph_destroy = phos_sim_graph_destroy,
 	.blas_create = phos_sim_blas_create,
 	.blas_destroy = phos_sim_blas_destroy,
 	.blas_set_stream = phos_sim_blas_set_stream,

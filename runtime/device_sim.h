@@ -61,6 +61,13 @@ const struct phos_sim_tex *phos_sim_tex_lookup(uint64_t handle);
 /* Frees every texture and surface object (the device closes). */
 void phos_sim_tex_clear(void);
 
+/* CUDA graphs (device_sim_graph.c), and cudaGraphSetConditional for twins
+ * (bound into every twin plugin that asks: sim_twin.h). */
+int phos_sim_graph_make(struct phos_device *dev, const struct phos_dev_graph *d, void **ret_graph);
+int phos_sim_graph_launch(struct phos_device *dev, void *graph, void *stream);
+void phos_sim_graph_destroy(struct phos_device *dev, void *graph);
+void phos_sim_cond_set(uint64_t handle, unsigned value);
+
 /* The cuBLAS members of phos_device_sim (device_sim_blas.c). */
 int phos_sim_blas_create(struct phos_device *dev, void **ret_handle);
 int phos_sim_blas_destroy(struct phos_device *dev, void *handle);

@@ -104,6 +104,9 @@ static const char *const op_names[PHOS_OP__COUNT] = {
 	[PHOS_OP_VMM_FREE] = "vmm_free",
 	[PHOS_OP_VMM_MAP] = "vmm_map",
 	[PHOS_OP_VMM_UNMAP] = "vmm_unmap",
+	[PHOS_OP_GRAPH_BUILD] = "graph_build",
+	[PHOS_OP_GRAPH_LAUNCH] = "graph",
+	[PHOS_OP_GRAPH_DESTROY] = "graph_destroy",
 };
 
 const char *phos_op_name(uint32_t op)

@@ -210,6 +210,13 @@ enum phos_op {
 	PHOS_OP_VMM_MAP,          /* sync: phos_vmm (addr, size) */
 	PHOS_OP_VMM_UNMAP,        /* sync: phos_vmm (addr, size): waits for the device first */
 
+	/* CUDA graphs made on the device (ctxpool/exec_graph.c): an instantiated
+	 * graph the preload could describe node by node (graphs with conditional
+	 * nodes always; others with PHOS_GRAPHS=device), launched as one record */
+	PHOS_OP_GRAPH_BUILD,      /* sync: phos_graph_build + its lists (below) */
+	PHOS_OP_GRAPH_LAUNCH,     /* phos_graph_launch: stream-ordered */
+	PHOS_OP_GRAPH_DESTROY,    /* phos_handle */
+
 	PHOS_OP__COUNT
 };
 
@@ -471,6 +478,78 @@ struct phos_launch_ex {
 	uint32_t flags;           /* enum phos_launch_flags */
 	uint32_t cluster[3];
 	/* payload: l.param_bytes of packed parameters */
+};
+
+/* --- CUDA graphs made on the device (PHOS_OP_GRAPH_*) ---
+ *
+ * A graph is a list of nodes in an order where every node comes after its
+ * dependencies. The body graphs of a conditional node follow it: a node names
+ * the conditional node (parent) and the body it is in; a node of the
+ * instantiated graph itself has parent PHOS_GRAPH_ROOT. Dependencies are
+ * earlier nodes of the same body. Child graphs are flattened by the preload.
+ *
+ * Conditional handles: the preload hands the program values of its own
+ * (PHOS_GRAPH_COND_TAG | n), which kernels get as 8-byte arguments; the
+ * executor writes the device's handle over every 8-byte argument of a kernel
+ * node that holds one of the graph's values, so the program never holds a
+ * device handle, and a graph made again in another executor (a restore)
+ * works with the values the program kept. */
+#define PHOS_GRAPH_ROOT UINT32_MAX
+#define PHOS_GRAPH_COND_TAG 0x70686f7300000000ull   /* "phos" in the high half */
+#define PHOS_GRAPH_COND_MASK 0xffffffff00000000ull
+#define PHOS_GRAPH_MAX_NODES 65536u
+#define PHOS_GRAPH_MAX_BODIES 256u      /* of one switch node */
+
+enum phos_gnode_kind {
+	PHOS_GNODE_EMPTY = 0,
+	PHOS_GNODE_KERNEL,        /* a plain launch */
+	PHOS_GNODE_COPY,          /* device to device, 1D */
+	PHOS_GNODE_SET,           /* cudaMemsetParams */
+	PHOS_GNODE_EVENT_RECORD,  /* the instantiated graph only */
+	PHOS_GNODE_EVENT_WAIT,
+	PHOS_GNODE_COND,          /* cudaConditionalNodeParams: type, size bodies */
+};
+
+enum phos_gcond_type { PHOS_GCOND_IF = 0, PHOS_GCOND_WHILE = 1, PHOS_GCOND_SWITCH = 2 };
+
+struct phos_graph_node {
+	uint32_t kind;            /* enum phos_gnode_kind */
+	uint32_t parent;          /* the conditional node whose body holds it, or PHOS_GRAPH_ROOT */
+	uint32_t body;            /* which of parent's bodies (0 for the root) */
+	uint32_t ndeps;           /* its entries of the dependency list, in node order */
+	union {
+		struct {
+			uint32_t func;
+			uint32_t grid[3];
+			uint32_t block[3];
+			uint32_t shared;
+			uint32_t param_bytes;   /* its parameters, next in the parameter bytes */
+		} k;
+		struct { uint64_t dst, src, len; } copy;
+		struct { uint64_t dst, pitch, width, height; uint32_t value, elem; } set;
+		struct { uint32_t event; } ev;
+		struct { uint32_t cond, type, size; } cond;   /* cond: index in the handle list */
+	};
+};
+
+struct phos_graph_cond {
+	uint64_t handle;          /* the preload's value */
+	uint32_t parent, body;    /* the graph it was made on, as a node's */
+	uint32_t deflt, flags;    /* cudaGraphConditionalHandleCreate's */
+};
+
+struct phos_graph_build {
+	uint32_t graph;           /* the preload's id (1, 2, ...) */
+	uint32_t nconds, nnodes, ndeps;
+	uint32_t param_bytes;     /* of every kernel node, in node order */
+	uint32_t _pad;
+	/* payload: phos_graph_cond[nconds], phos_graph_node[nnodes],
+	 * uint32_t deps[ndeps] (padded to 8 bytes), param_bytes bytes */
+};
+
+struct phos_graph_launch {
+	uint32_t graph;
+	uint32_t stream;
 };
 
 #define PHOS_POOL_DEFAULT 1u   /* the default pool of device 0 */

@@ -566,6 +566,32 @@ static uint8_t space_of(const char *p, size_t n)
 	return 0xff;
 }
 
+/* Device-runtime functions a kernel may call that touch no memory of the
+ * program: cudaGraphSetConditional sets a condition of the graph that runs
+ * the kernel (its arguments travel in .param space). */
+static bool calls_pure(const char *p, const char *end)
+{
+	static const char *const pure[] = { "cudaGraphSetConditional" };
+	const char *name;
+
+	while (p < end && (phos_ptx_is_space(*p) || *p == ','))
+		p++;
+	if (p < end && *p == '(') {   /* a return parameter list */
+		while (p < end && *p != ')')
+			p++;
+		p++;
+		while (p < end && (phos_ptx_is_space(*p) || *p == ','))
+			p++;
+	}
+	name = p;
+	while (p < end && !phos_ptx_is_space(*p) && *p != ',' && *p != '(')
+		p++;
+	for (size_t i = 0; i < sizeof(pure) / sizeof(pure[0]); i++)
+		if (phos_ptx_tok_is(name, (size_t)(p - name), pure[i]))
+			return true;
+	return false;
+}
+
 /* One statement (no ';', labels and guard already removed). */
 static int parse_statement(struct entry *e, const char *p, const char *end)
 {
@@ -626,6 +652,8 @@ static int parse_statement(struct entry *e, const char *p, const char *end)
 		in.width *= 2;
 	if (!in.width)
 		in.width = 8;   /* unknown: wide enough for an address */
+	if (in.cls == C_OPAQUE && info.reason && !strcmp(info.reason, "calls a function") && calls_pure(op_end, end))
+		return 0;
 	if (in.cls == C_OPAQUE) {
 		opaque_at(e, &in, info.reason);
 		return 0;
@@ -866,6 +894,8 @@ static void judge_access(struct entry *e, const struct insn *in, const struct op
 			e->acc.globals |= PHOS_ACCESS_READ;
 		return;
 	case SP_PARAM:
+		if ((a.f & T_LOCAL) && !(a.f & (T_PTR | T_PADDR)))
+			return;   /* a call's argument slot (declared in the body) */
 		if (!(a.f & T_PADDR) || (a.f & T_PTR))
 			opaque_at(e, in, "parameter access through an unknown address");
 		else if (access & PHOS_ACCESS_WRITE)
@@ -1107,8 +1137,10 @@ static const char *parse_body(struct entry *e, const char *p, const char *end)
 			if (*st == '.') {
 				size_t n;
 				const char *t = phos_ptx_next_tok(st, se, &n);
-				uint8_t kind = phos_ptx_tok_is(t, n, ".local") || phos_ptx_tok_is(t, n, ".shared") ? SYM_LOCAL :
-					       phos_ptx_tok_is(t, n, ".param") ? SYM_OTHER : 0xff;
+				/* .param in a body: a call's argument or result slot,
+				 * storage of the thread like .local */
+				uint8_t kind = phos_ptx_tok_is(t, n, ".local") || phos_ptx_tok_is(t, n, ".shared") ||
+							phos_ptx_tok_is(t, n, ".param") ? SYM_LOCAL : 0xff;
 
 				if (kind != 0xff) {
 					size_t nl;

@@ -46,3 +46,17 @@ typedef const struct phos_sim_twin *(*phos_sim_twins_fn)(unsigned *ret_count);
 		       sizeof(T));                                                           \
 		phos_arg_v_;                                                                 \
 	})
+
+/* Conditional nodes of CUDA graphs (cudaGraphSetConditional in device code):
+ * a plugin that exports
+ *
+ *     void phos_sim_cond_bind(phos_sim_cond_set_fn set);
+ *
+ * is given, at load, the function its twins call where the kernel calls
+ * cudaGraphSetConditional(handle, value). It sets the condition of the graph
+ * launch that runs the twin; outside one, or with a handle of no conditional
+ * node of that graph, the launch fails (cudaErrorLaunchFailure), as a GPU
+ * would misbehave. */
+typedef void (*phos_sim_cond_set_fn)(uint64_t handle, unsigned value);
+typedef void (*phos_sim_cond_bind_fn)(phos_sim_cond_set_fn set);
+#define PHOS_SIM_COND_BIND "phos_sim_cond_bind"

@@ -47,9 +47,11 @@ int main()
 
 	/* 1. An API we do not forward: a clean error, then everything still works. */
 	expect("cudaGraphCreate", cudaGraphCreate(&g, 0), cudaSuccess);
-	cudaGraphConditionalHandle cond;
-	expect("cudaGraphConditionalHandleCreate (not forwarded)", cudaGraphConditionalHandleCreate(&cond, g, 0, 0),
-	       cudaErrorNotSupported);
+	cudaGraphNode_t sem;
+	struct cudaExternalSemaphoreSignalNodeParams semp;
+	memset(&semp, 0, sizeof(semp));
+	expect("cudaGraphAddExternalSemaphoresSignalNode (not forwarded)",
+	       cudaGraphAddExternalSemaphoresSignalNode(&sem, g, NULL, 0, &semp), cudaErrorNotSupported);
 	expect("cudaGraphDestroy", cudaGraphDestroy(g), cudaSuccess);
 	expect("cudaGetLastError after it", cudaGetLastError(), cudaErrorNotSupported);
 	expect("cudaGetLastError cleared", cudaGetLastError(), cudaSuccess);

@@ -35,15 +35,28 @@ per-thread default stream, run as ordinary CUDA programs
   snapshotted with both graphs instantiated, restored both ways: the
   allocations' addresses, fixed at the nodes' making, still hold.
 
-Each launch of a graph reaches the executor as its nodes' own records, each
-with its own read/write set: the trace shows them.
+- graph_cond: conditional nodes (while with an explicit body and with a
+  body captured by cudaStreamBeginCaptureToGraph, if/else, switch, a while
+  holding an if whose handle was made on the body with
+  cudaGraphCondAssignDefault, a kernel node's parameters changed after
+  instantiation); `graph_cond serve` snapshotted with two such graphs
+  instantiated, restored both ways; `graph_cond host` (a host node beside a
+  conditional node) refused at cudaGraphInstantiate, with the reason on
+  stderr; `graph_cond loop` checkpointed while it launches, every mode, each
+  checkpoint restored.
+
+Each launch of a replayed graph reaches the executor as its nodes' own
+records, each with its own read/write set: the trace shows them. A graph
+with conditional nodes is made on the device and each launch is one
+"graph" record whose set holds every node's, its bodies' included.
 """
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 
-from harness import DEVICE, check, done, program, read_trace, run, serve_everywhere
+from harness import DEVICE, PHOS_FN, check, done, fn_env, phos, program, read_trace, run, serve_everywhere
 
 GRAPHS = program("tests", "transparency", "graphs", "graphs")
 NODES = program("tests", "transparency", "graphs", "graph_nodes")
@@ -51,6 +64,7 @@ LAUNCH_EX = program("tests", "transparency", "graphs", "launch_ex")
 PTDS = program("tests", "transparency", "graphs", "ptds")
 SERVE = program("tests", "transparency", "graphs", "graph_serve")
 MEM = program("tests", "transparency", "graphs", "graph_mem")
+COND = program("tests", "transparency", "graphs", "graph_cond")
 REQS = "x\nx\nx\n"
 
 
@@ -61,7 +75,7 @@ def native(prog, *args, stdin=""):
 tmp = tempfile.mkdtemp(prefix="phos-graphs-test-")
 try:
     for prog, name in ((GRAPHS, "graphs"), (NODES, "graph_nodes"), (LAUNCH_EX, "launch_ex"), (PTDS, "ptds"),
-                       (MEM, "graph_mem")):
+                       (MEM, "graph_mem"), (COND, "graph_cond")):
         trace = os.path.join(tmp, name + ".trace")
         p = run(prog, trace=trace)
         check(p.returncode == 0 and f"{name}: ok" in p.stdout + p.stderr,
@@ -107,6 +121,16 @@ try:
                   f"graph_mem: launches by kernel {by}")
             check(launches and all(r.get("sets") == "exact" for r in launches),
                   f"graph_mem: sets {[r.get('sets') for r in launches][:8]}")
+        if name == "graph_cond":
+            # every launch is one record on the device: while 4, captured
+            # while 1, if/else 3, switch 4, nested 1; none of its kernels is
+            # posted on its own
+            graphs = [r for r in recs if r.get("op") == "graph"]
+            check(len(graphs) == 13 and not launches,
+                  f"graph_cond: {len(graphs)} graph launches (want 13), {len(launches)} kernel launches (want 0)")
+            # the while loop's set holds the body's buffers (its counter and x)
+            check(graphs and all(r.get("writes") for r in graphs),
+                  f"graph_cond: sets {[(r.get('sets'), r.get('writes')) for r in graphs][:3]}")
         if name == "launch_ex":
             coop = [r for r in launches if r.get("kernel") == "_Z8coop_sumPKiPiS1_i"]
             check(len(coop) == 2, f"launch_ex: {len(coop)} cooperative launches, want 2")
@@ -137,6 +161,53 @@ try:
               f"graph_mem serve, {what}: {got}")
 
     serve_everywhere(MEM, REQS, mem_answers, tmp, args=("serve",))
+
+    def cond_answers(got, what):
+        check([a.get("ok") for a in got] == [True] * 3 and [a.get("requests") for a in got] == [1, 2, 3],
+              f"graph_cond serve, {what}: {got}")
+
+    serve_everywhere(COND, REQS, cond_answers, tmp, args=("serve",))
+
+    # checkpoints of a program launching a conditional graph, every mode: the
+    # program goes on, and each checkpoint restored makes the graph again in
+    # its executor and goes on with the right results
+    run_env = {"PHOS_RUN_DIR": os.path.join(tmp, "run")}
+    p = subprocess.Popen([PHOS_FN, "run", "--checkpointable", "--device", DEVICE, "--", COND, "loop", "2000"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=fn_env(run_env))
+    outs = ""
+    try:
+        first = p.stdout.readline()
+        check(first.startswith('{"loop"'), f"graph_cond loop: its first line: {first!r}")
+        for mode in ("stw", "cow", "recopy"):
+            time.sleep(0.2)
+            ck = os.path.join(tmp, f"ck-{mode}")
+            c = phos("checkpoint", "--mode", mode, "-o", ck, str(p.pid), extra_env=run_env, timeout=120)
+            check(c.returncode == 0, f"graph_cond loop: {mode} checkpoint: rc {c.returncode} {c.stderr[-1500:]}")
+        outs, errs = p.communicate(timeout=300)
+        outs += errs
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate(timeout=60)
+    check(p.returncode == 0 and "graph_cond: ok" in outs,
+          f"graph_cond loop, checkpointed: rc {p.returncode} {outs[-2000:]}")
+    for mode in ("stw", "cow", "recopy"):
+        ck = os.path.join(tmp, f"ck-{mode}")
+        if os.path.exists(os.path.join(ck, "manifest.json")):
+            r = phos("restore", "--device", DEVICE, ck, timeout=300)
+            check(r.returncode == 0 and "graph_cond: ok" in r.stdout + r.stderr,
+                  f"graph_cond loop, restored from its {mode} checkpoint: rc {r.returncode} {r.stderr[-2000:]}")
+
+    # what phos-fn cannot make on the device is refused where CUDA reports
+    # errors of a graph's making, and said on stderr; natively it runs
+    p = run(COND, "host")
+    check(p.returncode == 0 and "instantiate cudaErrorNotSupported" in p.stdout and
+          "a CUDA graph with conditional nodes holds a host node" in p.stderr,
+          f"graph_cond host under phos-fn: rc {p.returncode}\n{p.stdout[-1000:]}\n{p.stderr[-2000:]}")
+    if DEVICE == "cuda":
+        p = native(COND, "host")
+        check(p.returncode == 0 and "instantiate cudaSuccess" in p.stdout,
+              f"graph_cond host natively: rc {p.returncode}\n{p.stdout[-1000:]}\n{p.stderr[-2000:]}")
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 

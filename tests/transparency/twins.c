@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sim twins of the kernels of tests/transparency/guard, graphs, driver, textures,
+ * sim twins of the kernels of tests/transparency/guard, graphs (graph_cond's set
+ * graphs' conditions: phos_sim_cond_bind), driver, textures,
  * managed and cub.
  * The texture and surface twins sample the sim device's objects through the
  * lookup it binds at load (phos_sim_twins_bind, sim_tex.h). CUB's kernels
@@ -142,6 +143,62 @@ static void driver_ep_scale(const struct phos_sim_launch *l)
 	FOR_EACH_THREAD_1D(l, i)
 		if (i < (uint64_t)n)
 			p[i] *= k;
+}
+
+/* graphs/graph_cond.cu: kernels that set a graph's condition, through the
+ * setter the sim device binds (sim_twin.h) */
+static phos_sim_cond_set_fn cond_set;
+
+EXPORT void phos_sim_cond_bind(phos_sim_cond_set_fn set);
+EXPORT void phos_sim_cond_bind(phos_sim_cond_set_fn set)
+{
+	cond_set = set;
+}
+
+static void set_condition(uint64_t handle, unsigned value)
+{
+	if (cond_set)
+		cond_set(handle, value);
+}
+
+static void cond_init(const struct phos_sim_launch *l)
+{
+	int *counter = PHOS_SIM_ARG(l, 1, int *);
+	int start = PHOS_SIM_ARG(l, 2, int);
+
+	*counter = start;
+	set_condition(PHOS_SIM_ARG(l, 0, uint64_t), start > 0);
+}
+
+static void cond_add(const struct phos_sim_launch *l)
+{
+	float *x = PHOS_SIM_ARG(l, 0, float *);
+	float v = PHOS_SIM_ARG(l, 1, float);
+	int n = PHOS_SIM_ARG(l, 2, int);
+
+	FOR_EACH_THREAD_1D(l, i)
+		if (i < (uint64_t)n)
+			x[i] += v;
+}
+
+static void cond_step(const struct phos_sim_launch *l)
+{
+	int *counter = PHOS_SIM_ARG(l, 1, int *);
+	int c = --*counter;
+
+	set_condition(PHOS_SIM_ARG(l, 0, uint64_t), c > 0);
+}
+
+static void cond_pick(const struct phos_sim_launch *l)
+{
+	const int *sel = PHOS_SIM_ARG(l, 1, const int *);
+
+	set_condition(PHOS_SIM_ARG(l, 0, uint64_t), (unsigned)*sel);
+}
+
+static void cond_mark(const struct phos_sim_launch *l)
+{
+	*PHOS_SIM_ARG(l, 0, int *) = PHOS_SIM_ARG(l, 1, int);
 }
 
 static phos_sim_tex_lookup_fn tex_lookup;
@@ -486,6 +543,11 @@ static const struct phos_sim_twin twins[] = {
 	{ "_Z12graphs_saxpyfPKfPfi", graphs_saxpy },
 	{ "_Z16graphs_scale_addPffi", graphs_scale_add },
 	{ "_Z10graphs_addPKfS0_Pfi", graphs_add },
+	{ "_Z9cond_inityPii", cond_init },
+	{ "_Z8cond_addPffi", cond_add },
+	{ "_Z9cond_stepyPi", cond_step },
+	{ "_Z9cond_pickyPKi", cond_pick },
+	{ "_Z9cond_markPii", cond_mark },
 	{ "_Z8coop_sumPKiPiS1_i", coop_sum },
 	{ "_Z9coop_iotaPiii", coop_iota },
 	{ "_Z11tex_fetch2dyPfiiffff", tex_fetch2d },

@@ -229,6 +229,16 @@ __global__ void exact_atomic_counter(int *counter, int *slots)
 	slots[slot] = (int)threadIdx.x;
 }
 
+// a conditional node's condition set from the kernel (CUDA 12.4+): the
+// device runtime's call touches no memory of the program
+__global__ void exact_graph_condition(cudaGraphConditionalHandle h, int *counter)
+{
+	if (threadIdx.x == 0) {
+		int c = --*counter;
+		cudaGraphSetConditional(h, c > 0);
+	}
+}
+
 __global__ void exact_atomic_cas_max(unsigned long long *best, const unsigned long long *cand)
 {
 	unsigned long long v = cand[threadIdx.x], old = *best;

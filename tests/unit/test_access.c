@@ -35,6 +35,7 @@ static const struct want_sets want_sets[] = {
 	{ "_Z21exact_struct_by_value4span", 0x1, 0x2, 0 },     /* s.src at +0, s.dst at +8 */
 	{ "_Z19exact_nested_struct6nested", 0x2, 0x14, 0 },    /* s.src +8; s.dst +16, aux +32 */
 	{ "_Z20exact_atomic_counterPiS_", 0x1, 0x3, 0 },
+	{ "_Z21exact_graph_conditionyPi", 0x2, 0x2, 0 },    /* the counter; the handle is no pointer */
 	{ "_Z21exact_module_variablePf", 0x0, 0x1, PHOS_ACCESS_READ },
 	{ "_Z21exact_constant_coeffsPKfPf", 0x1, 0x2, PHOS_ACCESS_READ },
 	/* every pointer word, and k (+320) that indexes them: a harmless extra */
