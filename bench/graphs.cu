@@ -6,8 +6,9 @@
 //             a step kernel that sets the condition, K rounds a launch
 // launched --reps times back to back, then synchronised, after one warm-up;
 // each result is checked. The same binary runs natively and under `phos-fn
-// run` (bench/graphs.py), with graphs replayed node by node or made on the
-// device (PHOS_GRAPHS=device; graphs with conditional nodes always are).
+// run` (bench/graphs.py), with graphs made on the device (the default) or
+// replayed node by node (PHOS_GRAPHS=replay; graphs with conditional nodes
+// are made on the device always).
 // Prints one JSON line per case:
 //   {"case":"chain-100","kernels":100,"seconds_per_launch":...,"ok":true}
 //

@@ -173,8 +173,9 @@ static int node_check(struct executor *ex, const struct phos_graph_node *nodes, 
 
 /* The parameter slots of kernel f's packed parameters p that hold one of
  * the graph's conditional handles: pairs (offset, index) into at (room for
- * 2 * nparams). A value with the preload's tag that is not one of the
- * graph's is refused: the kernel would set a condition of no node here. */
+ * 2 * min(nparams, PHOS_MAX_PARAMS)). A value with the preload's tag that
+ * is not one of the graph's is refused: the kernel would set a condition of
+ * no node here. */
 static int cond_slots(const struct exec_func *f, const uint8_t *p, const struct phos_graph_cond *conds,
 		      uint32_t nconds, uint32_t *at, uint32_t *ret_n)
 {
@@ -211,9 +212,14 @@ static int graph_make(struct executor *ex, struct exec_graph *g, const struct ph
 	uint64_t dp = 0;
 	int r = 0;
 
-	for (uint32_t i = 0; i < g->nnodes; i++)
-		if (g->nodes[i].kind == PHOS_GNODE_KERNEL)
-			nslots += 2 * PHOS_MAX_PARAMS;
+	for (uint32_t i = 0; i < g->nnodes; i++) {
+		const struct exec_func *f;
+
+		if (g->nodes[i].kind != PHOS_GNODE_KERNEL)
+			continue;
+		f = handle_get(&ex->funcs, g->nodes[i].k.func);   /* checked by node_check */
+		nslots += 2 * (f->info.nparams < PHOS_MAX_PARAMS ? f->info.nparams : PHOS_MAX_PARAMS);
+	}
 	slots = calloc(nslots ? nslots : 1, sizeof(*slots));
 	if (!dn || !dc || !slots) {
 		r = -PHOS_CUDA_MEMORY_ALLOCATION;

@@ -78,8 +78,8 @@ static int instantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned 
 	if (r == cudaSuccess && x->device) {
 		r = graph_device_prepare(&x->dev, x->g);
 		if (r == cudaSuccess)
-			phos_info("a graph of %zu nodes is made on the device", x->g->n);
-		if (r && !graph_has_cond(x->g)) {   /* PHOS_GRAPHS=device: replayed instead */
+			phos_debug("a graph of %zu nodes is made on the device", x->g->n);
+		if (r && !graph_has_cond(x->g)) {   /* replayed instead */
 			graph_device_free(x->dev);
 			x->dev = NULL;
 			x->device = false;

@@ -222,9 +222,9 @@ bool graph_has_cond(const struct graph *g);
 /* --- graph_device.c (graphs made on the device) --- */
 
 struct graph_exec;
-/* Should the instantiated graph g be made on the device? Graphs with
- * conditional nodes must be (*ret_must); others are when PHOS_GRAPHS=device
- * and every node can be. cudaErrorNotSupported (and one line on stderr
+/* Should the instantiated graph g be made on the device (*ret_want)? When
+ * every node can be described, unless PHOS_GRAPHS=replay; graphs with
+ * conditional nodes always. cudaErrorNotSupported (and one line on stderr
  * naming the node) for a graph that must be and cannot. */
 int graph_device_wanted(const struct graph *g, bool *ret_want);
 /* Describes g to the executor (again when its executor changed or the

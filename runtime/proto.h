@@ -211,8 +211,8 @@ enum phos_op {
 	PHOS_OP_VMM_UNMAP,        /* sync: phos_vmm (addr, size): waits for the device first */
 
 	/* CUDA graphs made on the device (ctxpool/exec_graph.c): an instantiated
-	 * graph the preload could describe node by node (graphs with conditional
-	 * nodes always; others with PHOS_GRAPHS=device), launched as one record */
+	 * graph the preload could describe node by node (preload/graph_device.c),
+	 * launched as one record */
 	PHOS_OP_GRAPH_BUILD,      /* sync: phos_graph_build + its lists (below) */
 	PHOS_OP_GRAPH_LAUNCH,     /* phos_graph_launch: stream-ordered */
 	PHOS_OP_GRAPH_DESTROY,    /* phos_handle */

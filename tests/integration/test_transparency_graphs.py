@@ -123,11 +123,19 @@ try:
                   f"graph_mem: sets {[r.get('sets') for r in launches][:8]}")
         if name == "graph_cond":
             # every launch is one record on the device: while 4, captured
-            # while 1, if/else 3, switch 4, nested 1; none of its kernels is
-            # posted on its own
+            # while 1, if/else 3, switch 4, nested 1, and the two plain
+            # graphs twice each (replayed with PHOS_GRAPHS=replay: 3
+            # kernels a launch); no other kernel is posted on its own
             graphs = [r for r in recs if r.get("op") == "graph"]
-            check(len(graphs) == 13 and not launches,
-                  f"graph_cond: {len(graphs)} graph launches (want 13), {len(launches)} kernel launches (want 0)")
+            replay = os.environ.get("PHOS_GRAPHS") == "replay"
+            want = (13, 12) if replay else (17, 0)
+            check((len(graphs), len(launches)) == want,
+                  f"graph_cond: {len(graphs)} graph launches, {len(launches)} kernel launches: want {want}")
+            # the plain graph's last launch writes y from x (the copy) and x
+            # (the kernels), and sets y
+            if not replay and len(graphs) == 17:
+                check(len(graphs[-1].get("writes", [])) == 2 and graphs[-1].get("sets") == "exact",
+                      f"graph_cond: the child graph's launch: {graphs[-1]}")
             # the while loop's set holds the body's buffers (its counter and x)
             check(graphs and all(r.get("writes") for r in graphs),
                   f"graph_cond: sets {[(r.get('sets'), r.get('writes')) for r in graphs][:3]}")
@@ -135,9 +143,16 @@ try:
             coop = [r for r in launches if r.get("kernel") == "_Z8coop_sumPKiPiS1_i"]
             check(len(coop) == 2, f"launch_ex: {len(coop)} cooperative launches, want 2")
         if name == "ptds":
+            # one thread's graph of one kernel, launched twice on its own
+            # stream: two kernel launches replayed, two graph launches made
+            # on the device
             streams = {r.get("stream") for r in launches}
-            check(len(launches) == 4 * 3 * 2 + 2 and 0 not in streams and len(streams) == 4,
-                  f"ptds: {len(launches)} launches on streams {sorted(streams)}: want 26 on 4 own streams")
+            graphs = [r for r in recs if r.get("op") == "graph"]
+            check(len(launches) + len(graphs) == 4 * 3 * 2 + 2 and 0 not in streams and len(streams) == 4 and
+                  len(graphs) == (0 if os.environ.get("PHOS_GRAPHS") == "replay" else 2) and
+                  {r.get("stream") for r in graphs} <= streams,
+                  f"ptds: {len(launches)} launches on streams {sorted(streams)}, {len(graphs)} graph launches on "
+                  f"{sorted({r.get('stream') for r in graphs})}: want 26 on 4 own streams")
             # the shared cuBLAS handle set to cudaStreamPerThread ran each
             # thread's call on that thread's stream, not on the stream of the
             # thread that set it

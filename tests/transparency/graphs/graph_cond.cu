@@ -358,6 +358,53 @@ static void test_nested(cudaStream_t s)
 	CK(cudaGraphDestroy(g));
 }
 
+// A graph with no conditional node, every node one the device can be given
+// (kernels, a device-to-device copy, a set, captured; then the same as a
+// child graph between two empty nodes): made on the device too, unless
+// PHOS_GRAPHS=replay. y = 0; x += 1; x += 2; x += 3; y = x
+static void test_plain(cudaStream_t s)
+{
+	bufs b;
+	float *y;
+	cudaGraph_t g, outer;
+	cudaGraphNode_t first, child, last;
+	cudaStream_t cap;
+	float one = 1.0f, two = 2.0f, three = 3.0f;
+
+	alloc(&b);
+	CK(cudaMalloc(&y, N * sizeof(float)));
+	CK(cudaStreamCreateWithFlags(&cap, cudaStreamNonBlocking));
+	CK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeThreadLocal));
+	CK(cudaMemsetAsync(y, 0, N * sizeof(float), cap));
+	cond_add<<<G, B, 0, cap>>>(b.x, one, b.n);
+	cond_add<<<G, B, 0, cap>>>(b.x, two, b.n);
+	cond_add<<<G, B, 0, cap>>>(b.x, three, b.n);
+	CK(cudaMemcpyAsync(y, b.x, N * sizeof(float), cudaMemcpyDeviceToDevice, cap));
+	CK(cudaStreamEndCapture(cap, &g));
+	cudaGraphExec_t x;
+	CK(cudaGraphInstantiate(&x, g, 0));
+	CK(cudaGraphLaunch(x, s));
+	CK(cudaGraphLaunch(x, s));
+	CK(cudaStreamSynchronize(s));
+	EXPECT(all_are(get(y), 12.0f, "plain y"), "two launches of 6");
+	CK(cudaGraphCreate(&outer, 0));
+	CK(cudaGraphAddEmptyNode(&first, outer, nullptr, 0));
+	CK(cudaGraphAddChildGraphNode(&child, outer, &first, 1, g));
+	CK(cudaGraphAddEmptyNode(&last, outer, &child, 1));
+	cudaGraphExec_t xo;
+	CK(cudaGraphInstantiate(&xo, outer, 0));
+	CK(cudaGraphLaunch(xo, s));
+	CK(cudaGraphLaunch(xo, s));
+	CK(cudaStreamSynchronize(s));
+	EXPECT(all_are(get(y), 24.0f, "plain y"), "two launches of 6 through a child graph");
+	CK(cudaGraphExecDestroy(xo));
+	CK(cudaGraphExecDestroy(x));
+	CK(cudaGraphDestroy(outer));
+	CK(cudaGraphDestroy(g));
+	CK(cudaStreamDestroy(cap));
+	CK(cudaFree(y));
+}
+
 // a host node beside a conditional node
 static int test_host(void)
 {
@@ -466,6 +513,7 @@ int main(int argc, char **argv)
 	test_if_else(s);
 	test_switch(s);
 	test_nested(s);
+	test_plain(s);
 	if (failures) {
 		fprintf(stderr, "graph_cond: %d failures\n", failures);
 		return 1;
