@@ -369,13 +369,14 @@ static int gdev_new(struct gdev **state)
 	return cudaSuccess;
 }
 
-int graph_device_launch(struct gdev **state, const struct graph *g, cudaStream_t stream)
+int graph_device_launch(struct gdev **state, const struct graph *g, cudaStream_t stream, bool *ret_unbuilt)
 {
 	struct phos_graph_launch l;
 	struct gdev *gd;
 	int64_t adopt;
 	int r = gdev_new(state);
 
+	*ret_unbuilt = r != cudaSuccess;
 	if (r)
 		return r;
 	gd = *state;
@@ -389,8 +390,10 @@ int graph_device_launch(struct gdev **state, const struct graph *g, cudaStream_t
 		r = phos_preload_connect();
 		return r ? r : cudaErrorDevicesUnavailable;
 	}
-	if (!gd->built || gd->dirty || gd->adopt != adopt || gd->epoch != restore_epoch)
+	if (!gd->built || gd->dirty || gd->adopt != adopt || gd->epoch != restore_epoch) {
 		r = build(gd, g, adopt);
+		*ret_unbuilt = r != cudaSuccess;
+	}
 	if (r == cudaSuccess && stream != GDEV_NO_LAUNCH)
 		r = phos_preload_post(PHOS_OP_GRAPH_LAUNCH, &l, sizeof(l), NULL, 0);
 	phos_preload_section_leave();
@@ -399,9 +402,10 @@ int graph_device_launch(struct gdev **state, const struct graph *g, cudaStream_t
 
 int graph_device_prepare(struct gdev **state, const struct graph *g)
 {
+	bool unbuilt;
 	int r = phos_preload_connect();
 
-	return r ? r : graph_device_launch(state, g, GDEV_NO_LAUNCH);
+	return r ? r : graph_device_launch(state, g, GDEV_NO_LAUNCH, &unbuilt);
 }
 
 void graph_device_dirty(struct gdev *gd)

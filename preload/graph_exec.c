@@ -591,9 +591,19 @@ static int graph_launch(cudaGraphExec_t graphExec, cudaStream_t stream)
 		return r;
 	pthread_mutex_lock(&x->lock);
 	if (x->device) {
-		r = graph_device_launch(&x->dev, x->g, stream);
-		pthread_mutex_unlock(&x->lock);
-		return r;
+		bool unbuilt;
+
+		r = graph_device_launch(&x->dev, x->g, stream, &unbuilt);
+		/* a graph without conditional nodes that changed into one the
+		 * device cannot be given (a copy node set to host memory) is
+		 * replayed from now on */
+		if (!(r && unbuilt && !graph_has_cond(x->g))) {
+			pthread_mutex_unlock(&x->lock);
+			return r;
+		}
+		graph_device_free(x->dev);
+		x->dev = NULL;
+		x->device = false;
 	}
 	r = gmem_launch_begin(x->g, x->flags & cudaGraphInstantiateFlagAutoFreeOnLaunch);
 	if (r == cudaSuccess)

@@ -228,9 +228,10 @@ struct graph_exec;
  * naming the node) for a graph that must be and cannot. */
 int graph_device_wanted(const struct graph *g, bool *ret_want);
 /* Describes g to the executor (again when its executor changed or the
- * graph did) and launches it on stream there. */
+ * graph did) and launches it on stream there. *ret_unbuilt: the error came
+ * from describing or making the graph, and nothing was launched. */
 struct gdev;
-int graph_device_launch(struct gdev **state, const struct graph *g, cudaStream_t stream);
+int graph_device_launch(struct gdev **state, const struct graph *g, cudaStream_t stream, bool *ret_unbuilt);
 /* ... the same without a launch (cudaGraphInstantiate: the executor's errors
  * come there, as CUDA's do). */
 int graph_device_prepare(struct gdev **state, const struct graph *g);

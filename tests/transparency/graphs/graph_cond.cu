@@ -397,6 +397,28 @@ static void test_plain(cudaStream_t s)
 	CK(cudaGraphLaunch(xo, s));
 	CK(cudaStreamSynchronize(s));
 	EXPECT(all_are(get(y), 24.0f, "plain y"), "two launches of 6 through a child graph");
+	// the copy node changed to pageable host memory: launched all the same
+	// (phos-fn replays it from then on)
+	cudaGraphNode_t nodes[8], copy = nullptr;
+	size_t nn = 8;
+	CK(cudaGraphGetNodes(g, nodes, &nn));
+	for (size_t i = 0; i < nn; i++) {
+		cudaGraphNodeType t;
+
+		CK(cudaGraphNodeGetType(nodes[i], &t));
+		if (t == cudaGraphNodeTypeMemcpy)
+			copy = nodes[i];
+	}
+	std::vector<float> host(N, -1.0f);
+	EXPECT(copy != nullptr, "no copy node among %zu", nn);
+	if (copy) {
+		CK(cudaGraphExecMemcpyNodeSetParams1D(x, copy, host.data(), b.x, N * sizeof(float),
+						      cudaMemcpyDeviceToHost));
+		CK(cudaGraphLaunch(x, s));
+		CK(cudaStreamSynchronize(s));
+		EXPECT(all_are(host, 30.0f, "plain host") && all_are(get(y), 0.0f, "plain y"),
+		       "the changed copy: x into host memory, y only set");
+	}
 	CK(cudaGraphExecDestroy(xo));
 	CK(cudaGraphExecDestroy(x));
 	CK(cudaGraphDestroy(outer));
