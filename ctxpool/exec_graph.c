@@ -33,6 +33,7 @@ struct exec_graph {
 	struct phos_graph_node *nodes;
 	uint8_t *params;               /* every kernel node's, in node order */
 	uint32_t *param_off;           /* per node: where its parameters start */
+	void **events;                 /* per node: the device's event an event node was made with */
 };
 
 void exec_graph_free(struct executor *ex, struct exec_graph *g)
@@ -49,6 +50,7 @@ void exec_graph_free(struct executor *ex, struct exec_graph *g)
 	free(g->nodes);
 	free(g->params);
 	free(g->param_off);
+	free(g->events);
 	free(g);
 }
 
@@ -86,6 +88,16 @@ static int graph_set(struct executor *ex, const struct exec_graph *g, struct spe
 				TRY(spec_range(ex, s, n->set.dst,
 					       (n->set.height - 1) * n->set.pitch + n->set.width * n->set.elem, SPEC_WRITE));
 			break;
+		case PHOS_GNODE_EVENT_RECORD:
+		case PHOS_GNODE_EVENT_WAIT: {
+			/* the graph holds the device's event: it must still be the
+			 * program's (not destroyed, its id not taken again) */
+			const struct exec_event_obj *e = handle_get(&ex->events, n->ev.event);
+
+			if (!e || (g->events[i] && e->dev != g->events[i]))
+				return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+			break;
+		}
 		default:
 			break;
 		}
@@ -270,6 +282,7 @@ static int graph_make(struct executor *ex, struct exec_graph *g, const struct ph
 		case PHOS_GNODE_EVENT_RECORD:
 		case PHOS_GNODE_EVENT_WAIT:
 			d->event = ((const struct exec_event_obj *)handle_get(&ex->events, n->ev.event))->dev;
+			g->events[i] = d->event;
 			break;
 		case PHOS_GNODE_COND:
 			d->cond = n->cond.cond;
@@ -319,7 +332,8 @@ static int graph_build(struct executor *ex, const void *body, uint32_t len)
 	g->nodes = malloc(node_bytes);
 	g->params = malloc(b->param_bytes ? b->param_bytes : 1);
 	g->param_off = calloc(b->nnodes, sizeof(*g->param_off));
-	if (!g->nodes || !g->params || !g->param_off) {
+	g->events = calloc(b->nnodes, sizeof(*g->events));
+	if (!g->nodes || !g->params || !g->param_off || !g->events) {
 		exec_graph_free(ex, g);
 		return -PHOS_CUDA_MEMORY_ALLOCATION;
 	}

@@ -306,15 +306,15 @@ int graph_device_wanted(const struct graph *g, bool *ret_want)
 		return cudaSuccess;
 	r = describe(g, &b, &p, &len, &why);
 	free(p);
-	if (r == cudaSuccess)
+	if (r == cudaSuccess) {
 		*ret_want = true;
-	else if (!must && r == cudaErrorNotSupported) {
+	} else if (!must) {   /* replayed, as before: its launch says what is wrong, if anything */
 		phos_debug("a graph is replayed, not made on the device: it holds %s", why ? why : "a node");
 		r = cudaSuccess;
-	}
-	else if (r == cudaErrorNotSupported)
+	} else if (r == cudaErrorNotSupported) {
 		fprintf(stderr, "phos-fn: a CUDA graph with conditional nodes holds %s, which phos-fn cannot make on "
 			"the device: cudaGraphInstantiate returns cudaErrorNotSupported\n", why ? why : "a node");
+	}
 	return r;
 }
 

@@ -360,8 +360,9 @@ static void test_nested(cudaStream_t s)
 
 // A graph with no conditional node, every node one the device can be given
 // (kernels, a device-to-device copy, a set, captured; then the same as a
-// child graph between two empty nodes): made on the device too, unless
-// PHOS_GRAPHS=replay. y = 0; x += 1; x += 2; x += 3; y = x
+// child graph between two empty nodes, after an event wait node and before
+// an event record node): made on the device too, unless PHOS_GRAPHS=replay.
+// y = 0; x += 1; x += 2; x += 3; y = x
 static void test_plain(cudaStream_t s)
 {
 	bufs b;
@@ -387,14 +388,24 @@ static void test_plain(cudaStream_t s)
 	CK(cudaGraphLaunch(x, s));
 	CK(cudaStreamSynchronize(s));
 	EXPECT(all_are(get(y), 12.0f, "plain y"), "two launches of 6");
+	// outer: wait for `before` -> empty -> the child -> empty -> record `after`
+	cudaEvent_t before, after;
+	cudaGraphNode_t wait, rec;
+	CK(cudaEventCreateWithFlags(&before, cudaEventDisableTiming));
+	CK(cudaEventCreateWithFlags(&after, cudaEventDisableTiming));
 	CK(cudaGraphCreate(&outer, 0));
-	CK(cudaGraphAddEmptyNode(&first, outer, nullptr, 0));
+	CK(cudaGraphAddEventWaitNode(&wait, outer, nullptr, 0, before));
+	CK(cudaGraphAddEmptyNode(&first, outer, &wait, 1));
 	CK(cudaGraphAddChildGraphNode(&child, outer, &first, 1, g));
 	CK(cudaGraphAddEmptyNode(&last, outer, &child, 1));
+	CK(cudaGraphAddEventRecordNode(&rec, outer, &last, 1, after));
 	cudaGraphExec_t xo;
 	CK(cudaGraphInstantiate(&xo, outer, 0));
+	CK(cudaEventRecord(before, s));
 	CK(cudaGraphLaunch(xo, s));
 	CK(cudaGraphLaunch(xo, s));
+	CK(cudaEventSynchronize(after));
+	EXPECT(cudaEventQuery(after) == cudaSuccess, "the graph's event record");
 	CK(cudaStreamSynchronize(s));
 	EXPECT(all_are(get(y), 24.0f, "plain y"), "two launches of 6 through a child graph");
 	// the copy node changed to pageable host memory: launched all the same
@@ -422,6 +433,8 @@ static void test_plain(cudaStream_t s)
 	CK(cudaGraphExecDestroy(xo));
 	CK(cudaGraphExecDestroy(x));
 	CK(cudaGraphDestroy(outer));
+	CK(cudaEventDestroy(before));
+	CK(cudaEventDestroy(after));
 	CK(cudaGraphDestroy(g));
 	CK(cudaStreamDestroy(cap));
 	CK(cudaFree(y));
