@@ -195,6 +195,11 @@ PHOS_EXPORT cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t hGrap
 
 	if (!n)
 		return phos_set_error(cudaErrorInvalidValue);
+	/* CUDA keeps an instantiated copy's memory types (an H200 refuses a
+	 * device-to-device copy changed into host memory: invalid argument) */
+	if (n->c.form == CP_1D && (phos_mem_is_device(n->c.dst, n->c.count) != phos_mem_is_device(dst, count) ||
+				   phos_mem_is_device(n->c.src, n->c.count) != phos_mem_is_device(src, count)))
+		return phos_set_error(cudaErrorInvalidValue);
 	pthread_mutex_lock(&x->lock);
 	r = memcpy_node_set_1d(n, dst, src, count, kind);
 	graph_device_dirty(x->dev);

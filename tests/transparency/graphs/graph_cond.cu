@@ -408,8 +408,9 @@ static void test_plain(cudaStream_t s)
 	EXPECT(cudaEventQuery(after) == cudaSuccess, "the graph's event record");
 	CK(cudaStreamSynchronize(s));
 	EXPECT(all_are(get(y), 24.0f, "plain y"), "two launches of 6 through a child graph");
-	// the copy node changed to pageable host memory: launched all the same
-	// (phos-fn replays it from then on)
+	// the copy node's memory types stay as instantiated: a change into
+	// pageable host memory is refused (as CUDA refuses it), a change of
+	// device buffers is taken: y = x again after x += 6
 	cudaGraphNode_t nodes[8], copy = nullptr;
 	size_t nn = 8;
 	CK(cudaGraphGetNodes(g, nodes, &nn));
@@ -421,15 +422,21 @@ static void test_plain(cudaStream_t s)
 			copy = nodes[i];
 	}
 	std::vector<float> host(N, -1.0f);
+	float *z;
+	CK(cudaMalloc(&z, N * sizeof(float)));
 	EXPECT(copy != nullptr, "no copy node among %zu", nn);
 	if (copy) {
-		CK(cudaGraphExecMemcpyNodeSetParams1D(x, copy, host.data(), b.x, N * sizeof(float),
-						      cudaMemcpyDeviceToHost));
+		cudaError_t e = cudaGraphExecMemcpyNodeSetParams1D(x, copy, host.data(), b.x, N * sizeof(float),
+								   cudaMemcpyDeviceToHost);
+		EXPECT(e == cudaErrorInvalidValue, "a copy changed into host memory: %s", cudaGetErrorName(e));
+		cudaGetLastError();
+		CK(cudaGraphExecMemcpyNodeSetParams1D(x, copy, z, b.x, N * sizeof(float), cudaMemcpyDeviceToDevice));
 		CK(cudaGraphLaunch(x, s));
 		CK(cudaStreamSynchronize(s));
-		EXPECT(all_are(host, 30.0f, "plain host") && all_are(get(y), 0.0f, "plain y"),
-		       "the changed copy: x into host memory, y only set");
+		EXPECT(all_are(get(z), 30.0f, "plain z") && all_are(get(y), 0.0f, "plain y"),
+		       "the changed copy: x into z, y only set");
 	}
+	CK(cudaFree(z));
 	CK(cudaGraphExecDestroy(xo));
 	CK(cudaGraphExecDestroy(x));
 	CK(cudaGraphDestroy(outer));
