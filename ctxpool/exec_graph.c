@@ -2,8 +2,8 @@
 /*
  * CUDA graphs made on the device (PHOS_OP_GRAPH_*, proto.h): the preload
  * describes an instantiated graph node by node (GRAPH_BUILD), the executor
- * checks every node, resolves what it names (kernels, events, the device's
- * conditional handles over the preload's values) and has the device make
+ * checks every node, resolves what it names (kernels, events, shared host
+ * regions, the device's conditional handles over the preload's values) and has the device make
  * and instantiate the graph; a GRAPH_LAUNCH runs it on a stream as one
  * record.
  *
@@ -33,7 +33,8 @@ struct exec_graph {
 	struct phos_graph_node *nodes;
 	uint8_t *params;               /* every kernel node's, in node order */
 	uint32_t *param_off;           /* per node: where its parameters start */
-	void **events;                 /* per node: the device's event an event node was made with */
+	void **held;                   /* per node: what the device graph holds of it: an event node's event,
+	                                * a host copy's region mapping */
 };
 
 void exec_graph_free(struct executor *ex, struct exec_graph *g)
@@ -50,7 +51,7 @@ void exec_graph_free(struct executor *ex, struct exec_graph *g)
 	free(g->nodes);
 	free(g->params);
 	free(g->param_off);
-	free(g->events);
+	free(g->held);
 	free(g);
 }
 
@@ -60,6 +61,16 @@ bool exec_graph_in_use(const struct executor *ex)
 		if (ex->graphs.slot[i])
 			return true;
 	return false;
+}
+
+/* The shared host region of host copy node n, when [offset, + len) is in it. */
+static const struct exec_region *host_region(struct executor *ex, const struct phos_graph_node *n)
+{
+	const struct exec_region *reg = handle_get(&ex->regions, n->hcopy.region);
+
+	if (!reg || n->hcopy.offset > reg->size || n->hcopy.len > reg->size - n->hcopy.offset)
+		return NULL;
+	return reg;
 }
 
 /* What every node of g may read and write, into s. */
@@ -88,13 +99,22 @@ static int graph_set(struct executor *ex, const struct exec_graph *g, struct spe
 				TRY(spec_range(ex, s, n->set.dst,
 					       (n->set.height - 1) * n->set.pitch + n->set.width * n->set.elem, SPEC_WRITE));
 			break;
+		case PHOS_GNODE_HOSTCOPY: {
+			/* the graph holds the region's mapping: it must still be there */
+			const struct exec_region *reg = host_region(ex, n);
+
+			if (!reg || (g->held[i] && reg->ptr != g->held[i]))
+				return -PHOS_CUDA_INVALID_VALUE;
+			TRY(spec_range(ex, s, n->hcopy.dev, n->hcopy.len, n->hcopy.h2d ? SPEC_WRITE : SPEC_READ));
+			break;
+		}
 		case PHOS_GNODE_EVENT_RECORD:
 		case PHOS_GNODE_EVENT_WAIT: {
 			/* the graph holds the device's event: it must still be the
 			 * program's (not destroyed, its id not taken again) */
 			const struct exec_event_obj *e = handle_get(&ex->events, n->ev.event);
 
-			if (!e || (g->events[i] && e->dev != g->events[i]))
+			if (!e || (g->held[i] && e->dev != g->held[i]))
 				return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
 			break;
 		}
@@ -151,7 +171,8 @@ static int node_check(struct executor *ex, const struct phos_graph_node *nodes, 
 		return n->k.param_bytes == f->info.param_bytes ? 0 : -PHOS_CUDA_INVALID_VALUE;
 	}
 	case PHOS_GNODE_COPY:
-		return 0;   /* its ranges are checked with the sets */
+	case PHOS_GNODE_HOSTCOPY:
+		return 0;   /* its ranges (and region) are checked with the sets */
 	case PHOS_GNODE_SET:
 		if ((n->set.elem != 1 && n->set.elem != 2 && n->set.elem != 4) || !n->set.height ||
 		    n->set.width > (UINT64_MAX >> 3) || (n->set.height > 1 && n->set.pitch < n->set.width * n->set.elem) ||
@@ -271,6 +292,17 @@ static int graph_make(struct executor *ex, struct exec_graph *g, const struct ph
 			d->src = n->copy.src;
 			d->len = n->copy.len;
 			break;
+		case PHOS_GNODE_HOSTCOPY: {
+			const struct exec_region *reg = host_region(ex, n);   /* checked by graph_set */
+
+			d->h2d = n->hcopy.h2d != 0;
+			d->dst = d->h2d ? n->hcopy.dev : 0;
+			d->src = d->h2d ? 0 : n->hcopy.dev;
+			d->len = n->hcopy.len;
+			d->host = (uint8_t *)reg->ptr + n->hcopy.offset;
+			g->held[i] = reg->ptr;
+			break;
+		}
 		case PHOS_GNODE_SET:
 			d->dst = n->set.dst;
 			d->pitch = n->set.pitch;
@@ -282,7 +314,7 @@ static int graph_make(struct executor *ex, struct exec_graph *g, const struct ph
 		case PHOS_GNODE_EVENT_RECORD:
 		case PHOS_GNODE_EVENT_WAIT:
 			d->event = ((const struct exec_event_obj *)handle_get(&ex->events, n->ev.event))->dev;
-			g->events[i] = d->event;
+			g->held[i] = d->event;
 			break;
 		case PHOS_GNODE_COND:
 			d->cond = n->cond.cond;
@@ -332,8 +364,8 @@ static int graph_build(struct executor *ex, const void *body, uint32_t len)
 	g->nodes = malloc(node_bytes);
 	g->params = malloc(b->param_bytes ? b->param_bytes : 1);
 	g->param_off = calloc(b->nnodes, sizeof(*g->param_off));
-	g->events = calloc(b->nnodes, sizeof(*g->events));
-	if (!g->nodes || !g->params || !g->param_off || !g->events) {
+	g->held = calloc(b->nnodes, sizeof(*g->held));
+	if (!g->nodes || !g->params || !g->param_off || !g->held) {
 		exec_graph_free(ex, g);
 		return -PHOS_CUDA_MEMORY_ALLOCATION;
 	}

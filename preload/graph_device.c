@@ -10,11 +10,13 @@
  * (graph_exec.c), and so is every graph without conditional nodes when
  * PHOS_GRAPHS=replay.
  *
- * What can be described: kernel nodes (plain launches), device-to-device
- * copies, sets, empty nodes, child graphs (flattened: an empty node before
+ * What can be described: kernel nodes (plain launches, driver-API ones
+ * captured too), device-to-device
+ * copies and copies between the device and pinned host memory (a region
+ * shared with the executor), sets, empty nodes, child graphs (flattened: an empty node before
  * and after the child's nodes), event record and wait nodes (in the
  * instantiated graph itself, as CUDA allows) and conditional nodes with their
- * bodies. Host nodes, copies from or to host memory, memory nodes and
+ * bodies. Host nodes, copies from or to pageable memory, memory nodes and
  * captured library calls cannot: a graph with conditional nodes holding one
  * is refused at cudaGraphInstantiate (cudaErrorNotSupported, one line on
  * stderr saying which).
@@ -139,15 +141,32 @@ static int emit_node(struct desc *d, const struct gnode *n, uint32_t parent, uin
 		memcpy(d->params + d->nparams, n->k.params, e.k.param_bytes);
 		d->nparams += e.k.param_bytes;
 		return push_node(d, &e, deps, ndeps, ret);
-	case GN_MEMCPY:
-		if (n->c.form != CP_1D || (n->c.kind != cudaMemcpyDeviceToDevice && n->c.kind != cudaMemcpyDefault) ||
-		    !phos_mem_is_device(n->c.dst, n->c.count) || !phos_mem_is_device(n->c.src, n->c.count))
-			return d->why = "a copy node that is not one device-to-device range", cudaErrorNotSupported;
-		e.kind = PHOS_GNODE_COPY;
-		e.copy.dst = (uint64_t)(uintptr_t)n->c.dst;
-		e.copy.src = (uint64_t)(uintptr_t)n->c.src;
-		e.copy.len = n->c.count;
-		return push_node(d, &e, deps, ndeps, ret);
+	case GN_MEMCPY: {
+		bool dst_dev = phos_mem_is_device(n->c.dst, n->c.count), src_dev = phos_mem_is_device(n->c.src, n->c.count);
+
+		if (n->c.form == CP_1D && dst_dev && src_dev &&
+		    (n->c.kind == cudaMemcpyDeviceToDevice || n->c.kind == cudaMemcpyDefault)) {
+			e.kind = PHOS_GNODE_COPY;
+			e.copy.dst = (uint64_t)(uintptr_t)n->c.dst;
+			e.copy.src = (uint64_t)(uintptr_t)n->c.src;
+			e.copy.len = n->c.count;
+			return push_node(d, &e, deps, ndeps, ret);
+		}
+		/* one side pinned host memory shared with the executor (cudaMallocHost,
+		 * cudaHostRegister), which it DMAs from or into */
+		if (n->c.form == CP_1D && dst_dev != src_dev &&
+		    phos_mem_region_at(dst_dev ? n->c.src : n->c.dst, n->c.count, &e.hcopy.region, &e.hcopy.offset) &&
+		    (n->c.kind == cudaMemcpyDefault ||
+		     n->c.kind == (dst_dev ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost))) {
+			e.kind = PHOS_GNODE_HOSTCOPY;
+			e.hcopy.dev = (uint64_t)(uintptr_t)(dst_dev ? n->c.dst : n->c.src);
+			e.hcopy.len = n->c.count;
+			e.hcopy.h2d = dst_dev;
+			return push_node(d, &e, deps, ndeps, ret);
+		}
+		return d->why = "a copy node that is not one device-to-device range nor one with pinned host memory",
+		       cudaErrorNotSupported;
+	}
 	case GN_MEMSET:
 		e.kind = PHOS_GNODE_SET;
 		e.set.dst = (uint64_t)(uintptr_t)n->s.dst;
@@ -191,9 +210,28 @@ static int emit_node(struct desc *d, const struct gnode *n, uint32_t parent, uin
 	case GN_MEM_ALLOC:
 	case GN_MEM_FREE:
 		return d->why = "a memory node", cudaErrorNotSupported;
-	case GN_RECORD:
-		return d->why = "a captured library call (cuBLAS, cuBLASLt, cuDNN or a driver-API launch)",
-		       cudaErrorNotSupported;
+	case GN_RECORD: {
+		/* a driver-API launch (Triton's kernels) is a plain launch record */
+		struct phos_launch l;
+
+		if (n->rec.ops || n->rec.op != PHOS_OP_LAUNCH || n->rec.len < sizeof(l))
+			return d->why = "a captured library call (cuBLAS, cuBLASLt, cuDNN) or an extended launch",
+			       cudaErrorNotSupported;
+		memcpy(&l, n->rec.body, sizeof(l));
+		if (l.param_bytes != n->rec.len - sizeof(l))
+			return cudaErrorInvalidValue;
+		e.kind = PHOS_GNODE_KERNEL;
+		e.k.func = l.func;
+		memcpy(e.k.grid, l.grid, sizeof(e.k.grid));
+		memcpy(e.k.block, l.block, sizeof(e.k.block));
+		e.k.shared = l.shared;
+		e.k.param_bytes = l.param_bytes;
+		if (!grow((void **)&d->params, &d->cparams, d->nparams + l.param_bytes, 1))
+			return cudaErrorMemoryAllocation;
+		memcpy(d->params + d->nparams, n->rec.body + sizeof(l), l.param_bytes);
+		d->nparams += l.param_bytes;
+		return push_node(d, &e, deps, ndeps, ret);
+	}
 	}
 	return d->why = "a node of an unknown kind", cudaErrorNotSupported;
 }

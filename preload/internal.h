@@ -207,6 +207,9 @@ PHOS_EXPORT void phos_refuse_once(const char *what, const char *reason, const ch
 
 /* memory.c: does [addr, addr+len) lie in device memory we know of (arena, variables)? */
 bool phos_mem_is_device(const void *addr, size_t len);
+/* memory.c: the shared host region (not managed memory) holding [p, p+len):
+ * its id and p's offset in it; false when there is none. */
+bool phos_mem_region_at(const void *p, size_t len, uint32_t *ret_id, uint64_t *ret_offset);
 /* memory.c: does [p, p+len) lie in cudaMallocManaged memory? */
 bool phos_mem_is_managed(const void *p, size_t len);
 /* memory.c: hand every host region to a new executor (after a restore). */

@@ -105,6 +105,17 @@ static bool region_find(const void *p, size_t len, struct region *ret)
 	return found && ret->id != 0;
 }
 
+bool phos_mem_region_at(const void *p, size_t len, uint32_t *ret_id, uint64_t *ret_offset)
+{
+	struct region reg;
+
+	if (!region_find(p, len, &reg) || reg.managed)
+		return false;
+	*ret_id = reg.id;
+	*ret_offset = (uint64_t)((const uint8_t *)p - reg.base);
+	return true;
+}
+
 /* Tells the executor about reg (its fd travels on the socket) and adds it to
  * the table; on failure nothing is left but what the caller made. */
 static int region_publish(struct region *reg)

@@ -94,9 +94,12 @@ struct phos_dev_gnode {
 	uint32_t param_bytes;
 	const uint32_t *cond_at;         /* ncond_at pairs (parameter offset, handle index) */
 	uint32_t ncond_at;
-	/* PHOS_GNODE_COPY: dst, src, len; PHOS_GNODE_SET: dst, pitch, width, height, value, elem */
+	/* PHOS_GNODE_COPY: dst, src, len; PHOS_GNODE_SET: dst, pitch, width, height, value, elem;
+	 * PHOS_GNODE_HOSTCOPY: dst (h2d) or src (device to host), len, host (pinned, the executor's) */
 	uint64_t dst, src, len, pitch, width, height;
 	uint32_t value, elem;
+	void *host;
+	bool h2d;
 	/* PHOS_GNODE_EVENT_* */
 	void *event;
 	/* PHOS_GNODE_COND: handle index, enum phos_gcond_type, number of bodies */

@@ -89,6 +89,24 @@ static int node_params(struct cuda_dev *cd, const struct phos_dev_gnode *n, cons
 		p->memcpy.copyParams.Height = 1;
 		p->memcpy.copyParams.Depth = 1;
 		return 0;
+	case PHOS_GNODE_HOSTCOPY:
+		p->type = CU_GRAPH_NODE_TYPE_MEMCPY;
+		p->memcpy.copyCtx = cd->ctx;
+		if (n->h2d) {
+			p->memcpy.copyParams.srcMemoryType = CU_MEMORYTYPE_HOST;
+			p->memcpy.copyParams.srcHost = n->host;
+			p->memcpy.copyParams.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+			p->memcpy.copyParams.dstDevice = n->dst;
+		} else {
+			p->memcpy.copyParams.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+			p->memcpy.copyParams.srcDevice = n->src;
+			p->memcpy.copyParams.dstMemoryType = CU_MEMORYTYPE_HOST;
+			p->memcpy.copyParams.dstHost = n->host;
+		}
+		p->memcpy.copyParams.WidthInBytes = n->len;
+		p->memcpy.copyParams.Height = 1;
+		p->memcpy.copyParams.Depth = 1;
+		return 0;
 	case PHOS_GNODE_SET:
 		p->type = CU_GRAPH_NODE_TYPE_MEMSET;
 		p->memset.dst = n->dst;

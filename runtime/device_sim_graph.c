@@ -156,6 +156,9 @@ static int run_node(struct phos_device *dev, struct sim_graph *g, uint32_t i, vo
 		return r ? r : g->bad ? -PHOS_CUDA_LAUNCH_FAILURE : 0;
 	case PHOS_GNODE_COPY:
 		return ops->memcpy_d2d(dev, n->dst, n->src, n->len, stream);
+	case PHOS_GNODE_HOSTCOPY:
+		return n->h2d ? ops->memcpy_h2d_async(dev, n->dst, n->host, n->len, stream)
+			      : ops->memcpy_d2h_async(dev, n->host, n->src, n->len, stream);
 	case PHOS_GNODE_SET:
 		/* sim's memset_2d writes bytes: a wider element is written row by row */
 		if (n->elem == 1)

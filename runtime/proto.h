@@ -508,6 +508,7 @@ enum phos_gnode_kind {
 	PHOS_GNODE_EVENT_RECORD,  /* the instantiated graph only */
 	PHOS_GNODE_EVENT_WAIT,
 	PHOS_GNODE_COND,          /* cudaConditionalNodeParams: type, size bodies */
+	PHOS_GNODE_HOSTCOPY,      /* 1D, between the device and a shared host region */
 };
 
 enum phos_gcond_type { PHOS_GCOND_IF = 0, PHOS_GCOND_WHILE = 1, PHOS_GCOND_SWITCH = 2 };
@@ -526,6 +527,7 @@ struct phos_graph_node {
 			uint32_t param_bytes;   /* its parameters, next in the parameter bytes */
 		} k;
 		struct { uint64_t dst, src, len; } copy;
+		struct { uint64_t dev, offset, len; uint32_t region, h2d; } hcopy;
 		struct { uint64_t dst, pitch, width, height; uint32_t value, elem; } set;
 		struct { uint32_t event; } ev;
 		struct { uint32_t cond, type, size; } cond;   /* cond: index in the handle list */

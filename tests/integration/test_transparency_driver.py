@@ -109,16 +109,23 @@ try:
         check(p.returncode == 0 and got == ref, f"driver_serve restored {mode}: {got}, want {ref}: {p.stderr[-3000:]}")
 
     # driver-API launches into a runtime capture (torch.compile's reduce-overhead):
-    # record nodes, posted again on the launch stream at each launch
-    gtrace = os.path.join(tmp, "graph.jsonl")
-    p = run(exegraph, trace=gtrace, device=DEVICE, timeout=300)
-    check(p.returncode == 0 and "driver_graph: ok" in p.stdout,
-          f"driver_graph under phos-fn: exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
-    launches = [r for r in read_trace(gtrace) if r.get("op") == "launch"] if os.path.exists(gtrace) else []
-    check(len(launches) == 6 and len({r.get("stream") for r in launches}) == 1 and
-          all(r.get("sets") != "opaque" for r in launches),
-          f"driver_graph: two launches a graph launch, on its stream: "
-          f"{[(r.get('stream'), r.get('sets')) for r in launches]}")
+    # record nodes, a kernel node each of the graph made on the device (one
+    # graph record a launch), or with PHOS_GRAPHS=replay posted again on the
+    # launch stream at each launch
+    for mode in ("device", "replay"):
+        gtrace = os.path.join(tmp, f"graph-{mode}.jsonl")
+        p = run(exegraph, trace=gtrace, device=DEVICE, timeout=300,
+                env={"PHOS_GRAPHS": "replay"} if mode == "replay" else None)
+        check(p.returncode == 0 and "driver_graph: ok" in p.stdout,
+              f"driver_graph under phos-fn ({mode}): exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
+        recs = read_trace(gtrace) if os.path.exists(gtrace) else []
+        launches = [r for r in recs if r.get("op") == "launch"]
+        graphs = [r for r in recs if r.get("op") == "graph"]
+        got = launches if mode == "replay" else graphs
+        check(len(got) == (6 if mode == "replay" else 3) and len(launches + graphs) == len(got) and
+              len({r.get("stream") for r in got}) == 1 and all(r.get("sets") != "opaque" for r in got),
+              f"driver_graph ({mode}): two launches a graph launch or one graph record, on its stream: "
+              f"{[(r.get('op'), r.get('stream'), r.get('sets')) for r in launches + graphs]}")
 
     if DEVICE == "cuda":
         env = fn_env()

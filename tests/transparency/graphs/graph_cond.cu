@@ -361,7 +361,8 @@ static void test_nested(cudaStream_t s)
 // A graph with no conditional node, every node one the device can be given
 // (kernels, a device-to-device copy, a set, captured; then the same as a
 // child graph between two empty nodes, after an event wait node and before
-// an event record node): made on the device too, unless PHOS_GRAPHS=replay.
+// an event record node; a graph copying from and into pinned memory): made
+// on the device too, unless PHOS_GRAPHS=replay.
 // y = 0; x += 1; x += 2; x += 3; y = x
 static void test_plain(cudaStream_t s)
 {
@@ -372,8 +373,14 @@ static void test_plain(cudaStream_t s)
 	cudaStream_t cap;
 	float one = 1.0f, two = 2.0f, three = 3.0f;
 
+	float *in, *out;   // pinned
+
 	alloc(&b);
 	CK(cudaMalloc(&y, N * sizeof(float)));
+	CK(cudaMallocHost(&in, N * sizeof(float)));
+	CK(cudaMallocHost(&out, N * sizeof(float)));
+	for (int i = 0; i < N; i++)
+		in[i] = 0.5f;
 	CK(cudaStreamCreateWithFlags(&cap, cudaStreamNonBlocking));
 	CK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeThreadLocal));
 	CK(cudaMemsetAsync(y, 0, N * sizeof(float), cap));
@@ -388,6 +395,30 @@ static void test_plain(cudaStream_t s)
 	CK(cudaGraphLaunch(x, s));
 	CK(cudaStreamSynchronize(s));
 	EXPECT(all_are(get(y), 12.0f, "plain y"), "two launches of 6");
+	// an input and an output in pinned memory, as an inference step's:
+	// y = in (H2D), y += 1, out = y (D2H)
+	cudaGraph_t io;
+	CK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeThreadLocal));
+	CK(cudaMemcpyAsync(y, in, N * sizeof(float), cudaMemcpyHostToDevice, cap));
+	cond_add<<<G, B, 0, cap>>>(y, one, b.n);
+	CK(cudaMemcpyAsync(out, y, N * sizeof(float), cudaMemcpyDeviceToHost, cap));
+	CK(cudaStreamEndCapture(cap, &io));
+	cudaGraphExec_t xio;
+	CK(cudaGraphInstantiate(&xio, io, 0));
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < N; i++)
+			in[i] = 0.5f + round;
+		CK(cudaGraphLaunch(xio, s));
+		CK(cudaStreamSynchronize(s));
+		std::vector<float> o(out, out + N);
+		EXPECT(all_are(o, 1.5f + round, "pinned out"), "round %d: out = in + 1", round);
+	}
+	CK(cudaGraphExecDestroy(xio));
+	CK(cudaGraphDestroy(io));
+	CK(cudaMemset(y, 0, N * sizeof(float)));
+	CK(cudaGraphLaunch(x, s));   // y = x again: 18
+	CK(cudaStreamSynchronize(s));
+	EXPECT(all_are(get(y), 18.0f, "plain y"), "a third launch of 6");
 	// outer: wait for `before` -> empty -> the child -> empty -> record `after`
 	cudaEvent_t before, after;
 	cudaGraphNode_t wait, rec;
@@ -407,7 +438,7 @@ static void test_plain(cudaStream_t s)
 	CK(cudaEventSynchronize(after));
 	EXPECT(cudaEventQuery(after) == cudaSuccess, "the graph's event record");
 	CK(cudaStreamSynchronize(s));
-	EXPECT(all_are(get(y), 24.0f, "plain y"), "two launches of 6 through a child graph");
+	EXPECT(all_are(get(y), 30.0f, "plain y"), "two launches of 6 through a child graph");
 	// the copy node's memory types stay as instantiated: a change into
 	// pageable host memory is refused (as CUDA refuses it), a change of
 	// device buffers is taken: y = x again after x += 6
@@ -433,7 +464,7 @@ static void test_plain(cudaStream_t s)
 		CK(cudaGraphExecMemcpyNodeSetParams1D(x, copy, z, b.x, N * sizeof(float), cudaMemcpyDeviceToDevice));
 		CK(cudaGraphLaunch(x, s));
 		CK(cudaStreamSynchronize(s));
-		EXPECT(all_are(get(z), 30.0f, "plain z") && all_are(get(y), 0.0f, "plain y"),
+		EXPECT(all_are(get(z), 36.0f, "plain z") && all_are(get(y), 0.0f, "plain y"),
 		       "the changed copy: x into z, y only set");
 	}
 	CK(cudaFree(z));
@@ -442,6 +473,8 @@ static void test_plain(cudaStream_t s)
 	CK(cudaGraphDestroy(outer));
 	CK(cudaEventDestroy(before));
 	CK(cudaEventDestroy(after));
+	CK(cudaFreeHost(in));
+	CK(cudaFreeHost(out));
 	CK(cudaGraphDestroy(g));
 	CK(cudaStreamDestroy(cap));
 	CK(cudaFree(y));
