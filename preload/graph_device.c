@@ -96,7 +96,8 @@ static int push_node(struct desc *d, const struct phos_graph_node *node, const u
 		return cudaErrorMemoryAllocation;
 	d->nodes[d->nnodes] = *node;
 	d->nodes[d->nnodes].ndeps = (uint32_t)ndeps;
-	memcpy(d->deps + d->ndeps, deps, ndeps * sizeof(*deps));
+	if (ndeps)
+		memcpy(d->deps + d->ndeps, deps, ndeps * sizeof(*deps));
 	d->ndeps += ndeps;
 	*ret = (uint32_t)d->nnodes++;
 	return cudaSuccess;
@@ -138,7 +139,8 @@ static int emit_node(struct desc *d, const struct gnode *n, uint32_t parent, uin
 		e.k.param_bytes = n->k.l.l.param_bytes;
 		if (!grow((void **)&d->params, &d->cparams, d->nparams + e.k.param_bytes, 1))
 			return cudaErrorMemoryAllocation;
-		memcpy(d->params + d->nparams, n->k.params, e.k.param_bytes);
+		if (e.k.param_bytes)
+			memcpy(d->params + d->nparams, n->k.params, e.k.param_bytes);
 		d->nparams += e.k.param_bytes;
 		return push_node(d, &e, deps, ndeps, ret);
 	case GN_MEMCPY: {
@@ -228,7 +230,8 @@ static int emit_node(struct desc *d, const struct gnode *n, uint32_t parent, uin
 		e.k.param_bytes = l.param_bytes;
 		if (!grow((void **)&d->params, &d->cparams, d->nparams + l.param_bytes, 1))
 			return cudaErrorMemoryAllocation;
-		memcpy(d->params + d->nparams, n->rec.body + sizeof(l), l.param_bytes);
+		if (l.param_bytes)
+			memcpy(d->params + d->nparams, n->rec.body + sizeof(l), l.param_bytes);
 		d->nparams += l.param_bytes;
 		return push_node(d, &e, deps, ndeps, ret);
 	}
@@ -314,10 +317,14 @@ static int describe(const struct graph *g, struct phos_graph_build *b, uint8_t *
 		desc_free(&d);
 		return r;
 	}
-	memcpy(p, d.conds, cb);
+	/* (an empty list may have no array at all) */
+	if (cb)
+		memcpy(p, d.conds, cb);
 	memcpy(p + cb, d.nodes, nb);
-	memcpy(p + cb + nb, d.deps, d.ndeps * sizeof(*d.deps));
-	memcpy(p + cb + nb + db, d.params, d.nparams);
+	if (d.ndeps)
+		memcpy(p + cb + nb, d.deps, d.ndeps * sizeof(*d.deps));
+	if (d.nparams)
+		memcpy(p + cb + nb + db, d.params, d.nparams);
 	b->nconds = (uint32_t)d.nconds;
 	b->nnodes = (uint32_t)d.nnodes;
 	b->ndeps = (uint32_t)d.ndeps;

@@ -107,21 +107,24 @@ int phos_sim_graph_make(struct phos_device *dev, const struct phos_dev_graph *d,
 	g->serial = ++graph_serial;
 	g->nnodes = d->nnodes;
 	g->nconds = d->nconds;
-	memcpy(g->conds, d->conds, d->nconds * sizeof(*g->conds));
+	if (d->nconds)
+		memcpy(g->conds, d->conds, d->nconds * sizeof(*g->conds));
 	for (uint32_t i = 0; i < d->nconds; i++)
 		g->value[i] = d->conds[i].deflt;
 	for (uint32_t i = 0; i < d->nnodes; i++) {
 		struct phos_dev_gnode *n = &g->nodes[i];
 
 		*n = d->nodes[i];
-		memcpy(g->deps + pd, d->nodes[i].deps, n->ndeps * sizeof(*g->deps));
+		if (n->ndeps)
+			memcpy(g->deps + pd, d->nodes[i].deps, n->ndeps * sizeof(*g->deps));
 		n->deps = g->deps + pd;
 		pd += n->ndeps;
 		n->cond_at = NULL;
 		n->ncond_at = 0;
 		if (n->kind != PHOS_GNODE_KERNEL)
 			continue;
-		memcpy(g->params + pk, d->nodes[i].params, n->param_bytes);
+		if (n->param_bytes)
+			memcpy(g->params + pk, d->nodes[i].params, n->param_bytes);
 		for (uint32_t c = 0; c < d->nodes[i].ncond_at; c++) {
 			uint32_t off = d->nodes[i].cond_at[2 * c], which = d->nodes[i].cond_at[2 * c + 1];
 			uint64_t h;

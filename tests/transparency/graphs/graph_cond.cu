@@ -501,6 +501,9 @@ static int test_host(void)
 	cudaError_t e = cudaGraphInstantiate(&x, g, 0);
 	printf("graph_cond host: instantiate %s\n", cudaGetErrorName(e));
 	cudaGetLastError();
+	if (e == cudaSuccess)
+		CK(cudaGraphExecDestroy(x));
+	CK(cudaGraphDestroy(g));
 	return 0;
 }
 
