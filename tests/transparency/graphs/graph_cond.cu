@@ -553,6 +553,7 @@ static int loop(int n)
 		CK(cudaStreamSynchronize(s));
 		if (!all_are(get(b.x), 3.0f * (i + 1), "loop x")) {
 			fprintf(stderr, "graph_cond loop: launch %d wrong\n", i);
+			CK(cudaGraphExecDestroy(x));
 			return 1;
 		}
 		if (i % 100 == 0) {
@@ -561,6 +562,7 @@ static int loop(int n)
 		}
 		usleep(2000);   // a step of host work: checkpoints land between launches and in them
 	}
+	CK(cudaGraphExecDestroy(x));
 	printf("graph_cond: ok\n");
 	return 0;
 }
