@@ -79,34 +79,28 @@ static int node_params(struct cuda_dev *cd, const struct phos_dev_gnode *n, cons
 		return 0;
 	}
 	case PHOS_GNODE_COPY:
+	case PHOS_GNODE_HOSTCOPY: {
+		CUDA_MEMCPY3D *c = &p->memcpy.copyParams;
+		bool host_src = n->kind == PHOS_GNODE_HOSTCOPY && n->h2d;
+		bool host_dst = n->kind == PHOS_GNODE_HOSTCOPY && !n->h2d;
+
 		p->type = CU_GRAPH_NODE_TYPE_MEMCPY;
 		p->memcpy.copyCtx = cd->ctx;
-		p->memcpy.copyParams.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-		p->memcpy.copyParams.srcDevice = n->src;
-		p->memcpy.copyParams.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-		p->memcpy.copyParams.dstDevice = n->dst;
-		p->memcpy.copyParams.WidthInBytes = n->len;
-		p->memcpy.copyParams.Height = 1;
-		p->memcpy.copyParams.Depth = 1;
+		c->srcMemoryType = host_src ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+		if (host_src)
+			c->srcHost = n->host;
+		else
+			c->srcDevice = n->src;
+		c->dstMemoryType = host_dst ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+		if (host_dst)
+			c->dstHost = n->host;
+		else
+			c->dstDevice = n->dst;
+		c->WidthInBytes = n->len;
+		c->Height = 1;
+		c->Depth = 1;
 		return 0;
-	case PHOS_GNODE_HOSTCOPY:
-		p->type = CU_GRAPH_NODE_TYPE_MEMCPY;
-		p->memcpy.copyCtx = cd->ctx;
-		if (n->h2d) {
-			p->memcpy.copyParams.srcMemoryType = CU_MEMORYTYPE_HOST;
-			p->memcpy.copyParams.srcHost = n->host;
-			p->memcpy.copyParams.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-			p->memcpy.copyParams.dstDevice = n->dst;
-		} else {
-			p->memcpy.copyParams.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-			p->memcpy.copyParams.srcDevice = n->src;
-			p->memcpy.copyParams.dstMemoryType = CU_MEMORYTYPE_HOST;
-			p->memcpy.copyParams.dstHost = n->host;
-		}
-		p->memcpy.copyParams.WidthInBytes = n->len;
-		p->memcpy.copyParams.Height = 1;
-		p->memcpy.copyParams.Depth = 1;
-		return 0;
+	}
 	case PHOS_GNODE_SET:
 		p->type = CU_GRAPH_NODE_TYPE_MEMSET;
 		p->memset.dst = n->dst;
