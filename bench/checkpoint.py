@@ -244,7 +244,10 @@ def phos_mode(case, size, mode, steps, frozen, ref):
     record(case, system, "cpu_dump_s", ck.get("cpu_s", 0), "s")
     record(case, system, "device_stall_s", max(0.0, ck["stall_s"] - ck.get("cpu_s", 0)), "s")
     frozen_s = criu_frozen_s(d)
-    if os.environ.get("OUT") and os.path.exists(os.path.join(d, "cpu", "dump.log")):
+    # CRIU's dump logs only when asked: the device tool brings back 8 files
+    # of $OUT, and one a size and mode crowds out gpu-check's log and results
+    if os.environ.get("OUT") and os.environ.get("PHOS_CKPT_DUMP_LOGS") == "1" and \
+            os.path.exists(os.path.join(d, "cpu", "dump.log")):
         shutil.copy(os.path.join(d, "cpu", "dump.log"), os.path.join(os.environ["OUT"], f"dump-{case}-{mode}.log"))
     if frozen_s is not None:
         record(case, system, "cpu_frozen_s", frozen_s, "s")
