@@ -63,16 +63,6 @@ bool exec_graph_in_use(const struct executor *ex)
 	return false;
 }
 
-/* The shared host region of host copy node n, when [offset, + len) is in it. */
-static const struct exec_region *host_region(struct executor *ex, const struct phos_graph_node *n)
-{
-	const struct exec_region *reg = handle_get(&ex->regions, n->hcopy.region);
-
-	if (!reg || n->hcopy.offset > reg->size || n->hcopy.len > reg->size - n->hcopy.offset)
-		return NULL;
-	return reg;
-}
-
 /* What every node of g may read and write, into s. */
 static int graph_set(struct executor *ex, const struct exec_graph *g, struct spec_set *s)
 {
@@ -101,7 +91,8 @@ static int graph_set(struct executor *ex, const struct exec_graph *g, struct spe
 			break;
 		case PHOS_GNODE_HOSTCOPY: {
 			/* the graph holds the region's mapping: it must still be there */
-			const struct exec_region *reg = host_region(ex, n);
+			const struct exec_region *reg = exec_region_at(ex, n->hcopy.region, n->hcopy.offset,
+								       n->hcopy.len);
 
 			if (!reg || (g->held[i] && reg->ptr != g->held[i]))
 				return -PHOS_CUDA_INVALID_VALUE;
@@ -293,7 +284,9 @@ static int graph_make(struct executor *ex, struct exec_graph *g, const struct ph
 			d->len = n->copy.len;
 			break;
 		case PHOS_GNODE_HOSTCOPY: {
-			const struct exec_region *reg = host_region(ex, n);   /* checked by graph_set */
+			/* checked by graph_set */
+			const struct exec_region *reg = exec_region_at(ex, n->hcopy.region, n->hcopy.offset,
+								       n->hcopy.len);
 
 			d->h2d = n->hcopy.h2d != 0;
 			d->dst = d->h2d ? n->hcopy.dev : 0;

@@ -75,7 +75,7 @@ static int do_free(struct executor *ex, const void *body, uint32_t len)
 	return phos_bufmap_release(ex->bufs, f->addr) < 0 ? -PHOS_CUDA_INVALID_VALUE : 0;
 }
 
-static const struct exec_region *region(struct executor *ex, uint32_t id, uint64_t off, uint64_t len)
+const struct exec_region *exec_region_at(struct executor *ex, uint32_t id, uint64_t off, uint64_t len)
 {
 	const struct exec_region *reg = handle_get(&ex->regions, id);
 
@@ -121,7 +121,7 @@ static int copy(struct executor *ex, uint32_t op, const void *body, uint32_t len
 static int copy_shm(struct executor *ex, uint32_t op, const void *body, uint32_t len)
 {
 	BODY(struct phos_memcpy_shm, c);
-	const struct exec_region *reg = region(ex, c->region, c->offset, c->len);
+	const struct exec_region *reg = exec_region_at(ex, c->region, c->offset, c->len);
 	struct spec_set set = { 0 };
 	void *stream;
 	bool h2d = op == PHOS_OP_MEMCPY_H2D_SHM;

@@ -634,6 +634,8 @@ void exec_blas_free(struct executor *ex, struct exec_blas *b);
 
 /* Unpins and unmaps a shared host region; accepts NULL. */
 void exec_region_free(struct executor *ex, struct exec_region *reg);
+/* Shared host region id when [off, off + len) lies in it, else NULL (exec_memory.c). */
+const struct exec_region *exec_region_at(struct executor *ex, uint32_t id, uint64_t off, uint64_t len);
 
 /* Frees everything the function created (streams, events, handles, modules,
  * buffers, host regions): the executor is clean for the next function. */

@@ -65,8 +65,6 @@ struct desc {
 };
 
 #define NO_NODE UINT32_MAX
-/* graph_device_launch's stream for a build without a launch */
-#define GDEV_NO_LAUNCH ((cudaStream_t)(uintptr_t)-1)
 
 static bool grow(void **p, size_t *cap, size_t want, size_t elem)
 {
@@ -337,39 +335,10 @@ static int describe(const struct graph *g, struct phos_graph_build *b, uint8_t *
 
 /* --- instantiated graphs --- */
 
-int graph_device_wanted(const struct graph *g, bool *ret_want)
+/* Makes the described graph (p, len bytes after b) on the executor under
+ * gd's id (sync), dropping the one it made before when it is still there. */
+static int build_described(struct gdev *gd, struct phos_graph_build *b, const uint8_t *p, size_t len, int64_t adopt)
 {
-	const char *mode = getenv("PHOS_GRAPHS"), *why = NULL;
-	struct phos_graph_build b;
-	bool must = graph_has_cond(g);
-	uint8_t *p = NULL;
-	size_t len;
-	int r;
-
-	*ret_want = false;
-	if (!must && mode && !strcmp(mode, "replay"))
-		return cudaSuccess;
-	r = describe(g, &b, &p, &len, &why);
-	free(p);
-	if (r == cudaSuccess) {
-		*ret_want = true;
-	} else if (!must) {   /* replayed, as before: its launch says what is wrong, if anything */
-		phos_debug("a graph is replayed, not made on the device: it holds %s", why ? why : "a node");
-		r = cudaSuccess;
-	} else if (r == cudaErrorNotSupported) {
-		fprintf(stderr, "phos-fn: a CUDA graph with conditional nodes holds %s, which phos-fn cannot make on "
-			"the device: cudaGraphInstantiate returns cudaErrorNotSupported\n", why ? why : "a node");
-	}
-	return r;
-}
-
-/* Describes g to the executor under gd's id (sync). */
-static int build(struct gdev *gd, const struct graph *g, int64_t adopt)
-{
-	struct phos_graph_build b = { .graph = gd->id };
-	const char *why;
-	uint8_t *p;
-	size_t len;
 	int r;
 
 	if (gd->built && gd->adopt == adopt && gd->epoch == restore_epoch) {
@@ -380,11 +349,8 @@ static int build(struct gdev *gd, const struct graph *g, int64_t adopt)
 			return r;
 	}
 	gd->built = false;
-	r = describe(g, &b, &p, &len, &why);
-	if (r)
-		return r;
-	r = phos_preload_call(PHOS_OP_GRAPH_BUILD, &b, sizeof(b), p, len, NULL, 0, NULL, NULL);
-	free(p);
+	b->graph = gd->id;
+	r = phos_preload_call(PHOS_OP_GRAPH_BUILD, b, sizeof(*b), p, len, NULL, 0, NULL, NULL);
 	if (r)
 		return r;
 	gd->built = true;
@@ -392,6 +358,22 @@ static int build(struct gdev *gd, const struct graph *g, int64_t adopt)
 	gd->adopt = adopt;
 	gd->epoch = restore_epoch;
 	return cudaSuccess;
+}
+
+/* Describes g as it is now, then makes it on the executor. */
+static int build(struct gdev *gd, const struct graph *g, int64_t adopt)
+{
+	struct phos_graph_build b = { 0 };
+	const char *why;
+	uint8_t *p;
+	size_t len;
+	int r = describe(g, &b, &p, &len, &why);
+
+	if (r)
+		return r;
+	r = build_described(gd, &b, p, len, adopt);
+	free(p);
+	return r;
 }
 
 static int gdev_new(struct gdev **state)
@@ -425,8 +407,8 @@ int graph_device_launch(struct gdev **state, const struct graph *g, cudaStream_t
 	if (r)
 		return r;
 	gd = *state;
-	l.stream = 0;
-	if (stream != GDEV_NO_LAUNCH && (r = phos_stream_resolve(stream, &l.stream)))
+	r = phos_stream_resolve(stream, &l.stream);
+	if (r)
 		return r;
 	l.graph = gd->id;
 	adopt = phos_preload_section_enter();
@@ -439,18 +421,50 @@ int graph_device_launch(struct gdev **state, const struct graph *g, cudaStream_t
 		r = build(gd, g, adopt);
 		*ret_unbuilt = r != cudaSuccess;
 	}
-	if (r == cudaSuccess && stream != GDEV_NO_LAUNCH)
+	if (r == cudaSuccess)
 		r = phos_preload_post(PHOS_OP_GRAPH_LAUNCH, &l, sizeof(l), NULL, 0);
 	phos_preload_section_leave();
 	return r;
 }
 
-int graph_device_prepare(struct gdev **state, const struct graph *g)
+int graph_device_instantiate(struct gdev **state, const struct graph *g, bool *ret_device)
 {
-	bool unbuilt;
-	int r = phos_preload_connect();
+	const char *mode = getenv("PHOS_GRAPHS"), *why = NULL;
+	struct phos_graph_build b = { 0 };
+	bool must = graph_has_cond(g);
+	uint8_t *p = NULL;
+	int64_t adopt;
+	size_t len;
+	int r;
 
-	return r ? r : graph_device_launch(state, g, GDEV_NO_LAUNCH, &unbuilt);
+	*ret_device = false;
+	if (!must && mode && !strcmp(mode, "replay"))
+		return cudaSuccess;
+	r = describe(g, &b, &p, &len, &why);
+	if (r == cudaSuccess)
+		r = phos_preload_connect();
+	if (r == cudaSuccess)
+		r = gdev_new(state);
+	if (r == cudaSuccess) {
+		/* made now, so that the executor's errors come at the instantiation, as CUDA's do */
+		adopt = phos_preload_section_enter();
+		r = adopt < 0 ? cudaErrorDevicesUnavailable : build_described(*state, &b, p, len, adopt);
+		phos_preload_section_leave();
+	}
+	free(p);
+	if (r == cudaSuccess) {
+		*ret_device = true;
+		phos_debug("a graph of %zu nodes is made on the device", g->n);
+	} else if (!must) {   /* replayed, as before: its launch says what is wrong, if anything */
+		phos_debug("a graph is replayed, not made on the device: it holds %s", why ? why : "a node");
+		graph_device_free(*state);
+		*state = NULL;
+		r = cudaSuccess;
+	} else if (r == cudaErrorNotSupported && why) {
+		fprintf(stderr, "phos-fn: a CUDA graph with conditional nodes holds %s, which phos-fn cannot make on "
+			"the device: cudaGraphInstantiate returns cudaErrorNotSupported\n", why);
+	}
+	return r;
 }
 
 void graph_device_dirty(struct gdev *gd)

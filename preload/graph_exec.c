@@ -74,18 +74,7 @@ static int instantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned 
 			memcpy(x->orig, g->nodes, g->n * sizeof(*x->orig));
 	}
 	if (r == cudaSuccess)
-		r = graph_device_wanted(x->g, &x->device);
-	if (r == cudaSuccess && x->device) {
-		r = graph_device_prepare(&x->dev, x->g);
-		if (r == cudaSuccess)
-			phos_debug("a graph of %zu nodes is made on the device", x->g->n);
-		if (r && !graph_has_cond(x->g)) {   /* replayed instead */
-			graph_device_free(x->dev);
-			x->dev = NULL;
-			x->device = false;
-			r = cudaSuccess;
-		}
-	}
+		r = graph_device_instantiate(&x->dev, x->g, &x->device);
 	if (r) {
 		exec_free(x);
 		return r;

@@ -221,20 +221,19 @@ bool graph_has_cond(const struct graph *g);
 
 /* --- graph_device.c (graphs made on the device) --- */
 
-struct graph_exec;
-/* Should the instantiated graph g be made on the device (*ret_want)? When
- * every node can be described, unless PHOS_GRAPHS=replay; graphs with
- * conditional nodes always. cudaErrorNotSupported (and one line on stderr
- * naming the node) for a graph that must be and cannot. */
-int graph_device_wanted(const struct graph *g, bool *ret_want);
-/* Describes g to the executor (again when its executor changed or the
- * graph did) and launches it on stream there. *ret_unbuilt: the error came
- * from describing or making the graph, and nothing was launched. */
 struct gdev;
+/* cudaGraphInstantiate: makes the instantiated graph g on the device
+ * (*ret_device, its state in *state) when every node can be described,
+ * unless PHOS_GRAPHS=replay; graphs with conditional nodes always. A graph
+ * without them that cannot be made there is replayed (*ret_device false,
+ * cudaSuccess); one with them gets the error (cudaErrorNotSupported, and
+ * one line on stderr naming the node, for a node the device cannot be
+ * given). */
+int graph_device_instantiate(struct gdev **state, const struct graph *g, bool *ret_device);
+/* Describes g to the executor again when its executor changed or the graph
+ * did, and launches it on stream there. *ret_unbuilt: the error came from
+ * describing or making the graph, and nothing was launched. */
 int graph_device_launch(struct gdev **state, const struct graph *g, cudaStream_t stream, bool *ret_unbuilt);
-/* ... the same without a launch (cudaGraphInstantiate: the executor's errors
- * come there, as CUDA's do). */
-int graph_device_prepare(struct gdev **state, const struct graph *g);
 /* The graph changed (its nodes' parameters): made again at its next launch. */
 void graph_device_dirty(struct gdev *state);
 /* Forgets the executor's graph (cudaGraphExecDestroy); accepts NULL. */
