@@ -138,22 +138,15 @@ static int child_place_fds(const int *from, const int *to, int *tmp, unsigned n,
 	return keep >= 0 ? kept : 0;
 }
 
-/* CRIU's log level: -v$PHOS_CRIU_LOG_LEVEL (0-4), else def: -v3 for dumps,
- * -v4 (every step and page list) for restores. A dump of a running program
- * writes its log while the program is frozen, a line a system call: about
- * 1,100 lines at -v4 against 430 at -v3, which keeps every step and its
- * time (bench/checkpoint.py reads "Seized task" and "Unfreezing tasks"
- * there) without the page lists. On the H200 host (a VM, costly system
- * calls) the freeze of a cow checkpoint was 19 ms at -v4, of which the
- * channel's 5 MiB was about 3.5 ms and the log's lines the largest part of
- * the rest (an earlier -v3 log there: about 8 ms besides the channel and
- * the breakpoints since removed). */
-static const char *criu_verbosity(int def)
+/* CRIU's log level: -v$PHOS_CRIU_LOG_LEVEL (0-4), else -v4, every step
+ * (a dump of a running program logs about a thousand lines while it is
+ * frozen; -v3 keeps the steps and their times without the page lists). */
+static const char *criu_verbosity(void)
 {
 	static const char *const v[] = { "-v0", "-v1", "-v2", "-v3", "-v4" };
 	const char *env = getenv("PHOS_CRIU_LOG_LEVEL");
 
-	return env && env[0] >= '0' && env[0] <= '4' && !env[1] ? v[env[0] - '0'] : v[def];
+	return env && env[0] >= '0' && env[0] <= '4' && !env[1] ? v[env[0] - '0'] : "-v4";
 }
 
 /* What every dump adds to CRIU's environment, unless
@@ -935,7 +928,7 @@ static int dump_prepare(struct phos_criu_ahead *a, const char *criu, pid_t pid, 
 	}
 	a->argv[argc++] = "-o";
 	a->argv[argc++] = "dump.log";   /* relative: in dir */
-	a->argv[argc++] = (char *)criu_verbosity(3);
+	a->argv[argc++] = (char *)criu_verbosity();
 	a->argv[argc] = NULL;
 	return 0;
 }
@@ -1387,7 +1380,7 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 	}
 	argv[argc++] = "-o";
 	argv[argc++] = "restore.log";   /* relative: in the work dir */
-	argv[argc++] = (char *)criu_verbosity(4);
+	argv[argc++] = (char *)criu_verbosity();
 	argv[argc] = NULL;
 
 	r = criu_run(argv, from, to, ninh, -1, err_fd, CRIU_RESTORE_FSIZE, NULL, NULL, cancel_fd, &st);
