@@ -16,6 +16,8 @@
  *                              a pack the preload could not size is opaque
  *   DNN_BN, DNN_BN_SIZE        batch normalization of the legacy API, the
  *                              tensor descriptors by value
+ *   DNN_RNN, DNN_RNN_ASK       RNN passes, dropout's states and the RNN size
+ *                              and weight queries, every descriptor by value
  *
  * Batch normalization sets:
  *
@@ -28,8 +30,22 @@
  *   backward    x, dy, scale, saved mean and inverse        read    dx, dscale, dbias,
  *               variance (when given), reserve                      workspace written
  *
+ * RNN sets (x, y: the data descriptors' extents, h and c the state
+ * tensors', the weight space, workspace and reserve the sizes given):
+ *
+ *   forward     x, hx, cx, weights, devSeqLengths   read    y, hy, cy, workspace,
+ *               dropout's states (training)                 reserve (training),
+ *                                                           dropout's states
+ *                                                           (training) written
+ *   backward    y, dy, hx, dhy, cx, dcy, weights,   read    dx, dhx, dcx,
+ *   data        reserve                                     workspace, reserve written
+ *   backward    x, hx, y, reserve (dweights when    read    dweights, workspace
+ *   weights     added to)                                   written
+ *   dropout     -                                           its states written
+ *   states
+ *
  * (y is also read when beta is not zero.) Every call is synchronous except
- * EXECUTE and BN, which go in stream order; the cudnnStatus_t comes back in
+ * EXECUTE, BN, STF and RNN, which go in stream order; the cudnnStatus_t comes back in
  * the reply's library status.
  */
 #include <stdlib.h>
@@ -442,6 +458,173 @@ static int stf(struct executor *ex, const struct phos_dnn_stf *f, int *st)
 	return result(dnn(ex)->stf(ex->dev, h->dev, stream, f, st), st);
 }
 
+/* Bytes of one RNN data tensor (its layout, batch lengths seq): unpacked
+ * layouts span max_seq x batch vectors, the packed one the sum of the
+ * lengths. False on a bad descriptor or an overflow. */
+static bool rnn_data_bytes(const struct phos_dnn_rnn_data *d, const int32_t *seq, uint64_t *ret)
+{
+	uint64_t es = phos_dnn_data_type_size(d->type), n = 0;
+
+	if (!es || d->layout < 0 || d->layout > 2 || d->batch < 1 || d->batch > PHOS_DNN_RNN_BATCH_MAX ||
+	    d->max_seq < 1 || d->vector < 1 || d->vector > PHOS_DNN_RNN_SIZE_MAX)
+		return false;
+	for (int32_t b = 0; b < d->batch; b++) {
+		if (seq[b] < 0 || seq[b] > d->max_seq)
+			return false;
+		n += (uint64_t)seq[b];
+	}
+	if (d->layout != 1)   /* SEQ_MAJOR_UNPACKED, BATCH_MAJOR_UNPACKED */
+		n = (uint64_t)d->max_seq * (uint64_t)d->batch;
+	return !__builtin_mul_overflow(n, (uint64_t)d->vector * es, ret);
+}
+
+/* The descriptor's own bounds (the library checks the rest). */
+static bool rnn_desc_ok(const struct phos_dnn_rnn_desc *r)
+{
+	return r->cell >= 0 && r->cell <= 3 && r->dir >= 0 && r->dir <= 1 && r->bias >= 0 && r->bias <= 3 &&
+	       r->input_mode >= 0 && r->input_mode <= 1 && r->algo >= 0 && r->algo <= 3 &&
+	       phos_dnn_data_type_size(r->data_type) && r->layers >= 1 && r->layers <= 1024 && r->input_size >= 1 &&
+	       r->input_size <= PHOS_DNN_RNN_SIZE_MAX && r->hidden_size >= 1 && r->hidden_size <= PHOS_DNN_RNN_SIZE_MAX &&
+	       r->proj_size >= 1 && r->proj_size <= r->hidden_size && r->dropout >= 0 && r->dropout < 1 &&
+	       !r->states == !r->states_bytes;
+}
+
+static bool rnn_has_data(int kind)
+{
+	return kind == PHOS_DNN_RNN_FORWARD || kind == PHOS_DNN_RNN_BACKWARD_DATA ||
+	       kind == PHOS_DNN_RNN_BACKWARD_WEIGHTS;
+}
+
+/* The record's sequence lengths (len bytes after it): x's, then y's for the
+ * passes (equal), x's alone for TEMP_SPACE; NULL when they do not fit. */
+static const int32_t *rnn_seqs(const struct phos_dnn_rnn *r, const void *more, uint32_t len)
+{
+	const int32_t *seq = more;
+	uint64_t want;
+
+	if (rnn_has_data(r->kind)) {
+		if (r->x.batch < 1 || r->x.batch > PHOS_DNN_RNN_BATCH_MAX || r->y.batch != r->x.batch ||
+		    r->y.max_seq != r->x.max_seq || r->y.layout != r->x.layout)
+			return NULL;
+		want = 2 * (uint64_t)r->x.batch * sizeof(int32_t);
+		if (len != want || memcmp(seq, seq + r->x.batch, (size_t)r->x.batch * sizeof(int32_t)))
+			return NULL;
+		return seq;
+	}
+	if (r->kind == PHOS_DNN_RNN_TEMP_SPACE) {
+		if (r->x.batch < 1 || r->x.batch > PHOS_DNN_RNN_BATCH_MAX ||
+		    len != (uint64_t)r->x.batch * sizeof(int32_t))
+			return NULL;
+		return seq;
+	}
+	return len == 0 ? seq : NULL;
+}
+
+/* An RNN pass's set (the table above). */
+static int rnn_set(struct executor *ex, const struct phos_dnn_rnn *r, const int32_t *seq, struct spec_set *s)
+{
+	uint64_t xb, yb, hb = 0, cb = 0;
+	bool training = r->kind != PHOS_DNN_RNN_FORWARD || r->fwd_mode == 1;
+	bool hs = r->hx || r->hy || r->dhx || r->dhy, cs = r->cx || r->cy || r->dcx || r->dcy;
+
+	if (r->kind == PHOS_DNN_DROPOUT_INIT)
+		return spec_range(ex, s, r->r.states, r->r.states_bytes, SPEC_WRITE);
+	if (!rnn_data_bytes(&r->x, seq, &xb) || !rnn_data_bytes(&r->y, seq, &yb) ||
+	    (hs && !phos_dnn_tensor_bytes(&r->h, &hb)) || (cs && !phos_dnn_tensor_bytes(&r->c, &cb)))
+		return -1;
+#define R(a, n) do { if ((a) && spec_range(ex, s, (a), (n), SPEC_READ) < 0) return -1; } while (0)
+#define W(a, n) do { if ((a) && spec_range(ex, s, (a), (n), SPEC_WRITE) < 0) return -1; } while (0)
+#define RW(a, n) do { if ((a) && spec_range(ex, s, (a), (n), SPEC_READ | SPEC_WRITE) < 0) return -1; } while (0)
+	R(r->dev_seq, (uint64_t)r->x.batch * sizeof(int32_t));
+	W(r->work, r->work_bytes);
+	switch (r->kind) {
+	case PHOS_DNN_RNN_FORWARD:
+		if (!r->px || !r->py || !r->weights)
+			return -1;
+		R(r->px, xb);
+		W(r->py, yb);
+		R(r->hx, hb);
+		W(r->hy, hb);
+		R(r->cx, cb);
+		W(r->cy, cb);
+		R(r->weights, r->weights_bytes);
+		if (training) {
+			W(r->reserve, r->reserve_bytes);
+			if (r->r.dropout > 0)
+				RW(r->r.states, r->r.states_bytes);
+		}
+		return 0;
+	case PHOS_DNN_RNN_BACKWARD_DATA:
+		if (!r->py || !r->pdy || !r->pdx || !r->weights || !r->reserve)
+			return -1;
+		R(r->py, yb);
+		R(r->pdy, yb);
+		W(r->pdx, xb);
+		R(r->hx, hb);
+		R(r->dhy, hb);
+		W(r->dhx, hb);
+		R(r->cx, cb);
+		R(r->dcy, cb);
+		W(r->dcx, cb);
+		R(r->weights, r->weights_bytes);
+		RW(r->reserve, r->reserve_bytes);
+		return 0;
+	case PHOS_DNN_RNN_BACKWARD_WEIGHTS:
+		if (!r->px || !r->py || !r->dweights || !r->reserve || r->wgrad_mode < 0 || r->wgrad_mode > 1)
+			return -1;
+		R(r->px, xb);
+		R(r->hx, hb);
+		R(r->py, yb);
+		if (r->wgrad_mode == 0)   /* CUDNN_WGRAD_MODE_ADD */
+			RW(r->dweights, r->weights_bytes);
+		else
+			W(r->dweights, r->weights_bytes);
+		R(r->reserve, r->reserve_bytes);
+		return 0;
+	}
+#undef R
+#undef W
+#undef RW
+	return -1;
+}
+
+static int rnn(struct executor *ex, const struct phos_dnn_rnn *r, const void *more, uint32_t len,
+	       struct phos_reply_dnn_rnn *out, uint32_t *out_len, int *st)
+{
+	struct exec_dnn_obj *h = obj_get(ex, true, r->handle);
+	const int32_t *seq = rnn_seqs(r, more, len);
+	bool ask = r->kind >= PHOS_DNN_RNN_WEIGHT_SPACE;
+	struct spec_set set;
+	void *stream = NULL;
+
+	if (!h || !seq || r->kind < 0 || r->kind > PHOS_DNN_DROPOUT_STATES_SIZE)
+		return fail(st, PHOS_DNN_BAD_PARAM);
+	if (r->kind == PHOS_DNN_DROPOUT_INIT ? !(r->r.dropout >= 0 && r->r.dropout < 1 && r->r.states && r->r.states_bytes)
+					     : r->kind != PHOS_DNN_DROPOUT_STATES_SIZE && !rnn_desc_ok(&r->r))
+		return fail(st, PHOS_DNN_BAD_PARAM);
+	if (ask) {
+		struct phos_reply_dnn_rnn ret = { .m_off = -1, .b_off = -1 };
+		uint64_t xb;
+
+		if (r->kind == PHOS_DNN_RNN_TEMP_SPACE && !rnn_data_bytes(&r->x, seq, &xb))
+			return fail(st, PHOS_DNN_BAD_PARAM);
+		if (r->kind == PHOS_DNN_RNN_WEIGHT_PARAMS && (r->layer < 0 || r->lin < 0 || r->lin > 8))
+			return fail(st, PHOS_DNN_BAD_PARAM);
+		TRY(result(dnn(ex)->rnn(ex->dev, h->dev, NULL, r, r->kind == PHOS_DNN_RNN_TEMP_SPACE ? seq : NULL, &ret,
+					st), st));
+		memcpy(out, &ret, sizeof(ret));
+		*out_len = sizeof(ret);
+		return 0;
+	}
+	spec_clear(&set);
+	if (rnn_set(ex, r, seq, &set) < 0)
+		return fail(st, PHOS_DNN_BAD_PARAM);
+	TRY(exec_stream(ex, r->stream, &stream));
+	TRY(spec_commit(ex, "dnn_rnn", NULL, r->stream, &set));
+	return result(dnn(ex)->rnn(ex->dev, h->dev, stream, r, r->kind == PHOS_DNN_DROPOUT_INIT ? NULL : seq, NULL, st),
+		      st);
+}
+
 int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out, uint32_t *out_len,
 		    int *st)
 {
@@ -513,6 +696,14 @@ int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t
 		BODY(struct phos_dnn_stf, f);
 
 		return stf(ex, f, st);
+	}
+	case PHOS_OP_DNN_RNN:
+	case PHOS_OP_DNN_RNN_ASK: {
+		BODY(struct phos_dnn_rnn, r);
+
+		if ((op == PHOS_OP_DNN_RNN_ASK) != (r->kind >= PHOS_DNN_RNN_WEIGHT_SPACE))
+			return fail(st, PHOS_DNN_BAD_PARAM);
+		return rnn(ex, r, r + 1, len - (uint32_t)sizeof(*r), out, out_len, st);
 	}
 	case PHOS_OP_DNN_BN_SIZE: {
 		BODY(struct phos_dnn_bn, b);

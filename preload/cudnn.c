@@ -29,8 +29,9 @@
  *        activation) answer NOT_SUPPORTED; with BN, z and the activation
  *        descriptor are ignored, as cuDNN ignores them
  *
- * The rest of cuDNN's legacy API (convolutions, RNNs, CTC, pooling, ...)
- * are stubs that answer CUDNN_STATUS_NOT_SUPPORTED, named once in the log.
+ * RNNs and dropout are in cudnn_rnn.c. The rest of cuDNN's legacy API
+ * (convolutions, CTC, pooling, ...) are stubs that answer
+ * CUDNN_STATUS_NOT_SUPPORTED, named once in the log.
  * cudnnGetVersion answers the executor's library's version, so a program
  * checks what will really run its calls.
  */
@@ -45,19 +46,13 @@
 
 #include "cudnn_abi.h"
 #include "cudnn_api.h"
+#include "cudnn_internal.h"
 #include "internal.h"
 #include "log.h"
 
 #define DNN_HANDLE_MAGIC 0x70684e44u   /* "DNhp" */
 #define DNN_DESC_MAGIC 0x70684444u
-#define DNN_TENSOR_MAGIC 0x70685444u
 
-struct cudnnContext {
-	uint32_t magic, id;
-	int device;
-	uint32_t epoch;   /* the executor it was made in */
-	void *stream;
-};
 
 struct dnn_desc;
 
@@ -81,11 +76,6 @@ struct dnn_desc {
 	struct dnn_desc *from;
 	int from_name;
 	int64_t from_index;
-};
-
-struct cudnnTensorStruct {
-	uint32_t magic;
-	struct phos_dnn_tensor t;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;   /* guards every descriptor */
@@ -114,15 +104,15 @@ static int connect_once(void)
 	return r;
 }
 
-/* Every call that names the executor's cuDNN objects runs between enter()
- * and leave(): under the lock, and inside a fenced section of the channel
+/* Every call that names the executor's cuDNN objects runs between dnn_enter()
+ * and dnn_leave(): under the lock, and inside a fenced section of the channel
  * (channel.h), so that a checkpoint never stops the program halfway through
  * one. A restore of a checkpoint shows as a new adoption of the channel; it
  * is looked for first thing inside, and then every object is made again at
  * its first use, as after a restore at phos_fn_serve. */
 static uint32_t adoptions_seen;
 
-static void enter(void)
+void dnn_enter(void)
 {
 	int64_t now = phos_preload_section_enter();
 
@@ -133,14 +123,14 @@ static void enter(void)
 	}
 }
 
-static void leave(void)
+void dnn_leave(void)
 {
 	pthread_mutex_unlock(&lock);
 	phos_preload_section_leave();
 }
 
 /* A refusal that tells why, once per reason. */
-static cudnnStatus_t refuse(const char *what)
+cudnnStatus_t dnn_refuse(const char *what)
 {
 	phos_refuse_once("cuDNN", what, " (no exact read/write set): CUDNN_STATUS_NOT_SUPPORTED");
 	return PHOS_DNN_NOT_SUPPORTED;
@@ -160,7 +150,7 @@ static cudnnStatus_t status_of(int r, int st)
 											: PHOS_DNN_EXECUTION_FAILED;
 }
 
-static cudnnStatus_t call(uint32_t op, const void *body, size_t len, const void *payload, size_t plen, void *out,
+cudnnStatus_t dnn_call(uint32_t op, const void *body, size_t len, const void *payload, size_t plen, void *out,
 			  size_t cap, size_t *ret_len)
 {
 	int st = 0, r = phos_preload_call(op, body, len, payload, plen, out, cap, ret_len, &st);
@@ -176,7 +166,7 @@ static pthread_once_t version_once = PTHREAD_ONCE_INIT;
 static void version_ask(void)
 {
 	if (connect_once() != 0 ||
-	    call(PHOS_OP_DNN_VERSION, NULL, 0, NULL, 0, &version, sizeof(version), NULL) != PHOS_DNN_SUCCESS) {
+	    dnn_call(PHOS_OP_DNN_VERSION, NULL, 0, NULL, 0, &version, sizeof(version), NULL) != PHOS_DNN_SUCCESS) {
 		memset(&version, 0, sizeof(version));
 		fprintf(stderr, "phos-fn: cuDNN: the executor has no cuDNN (libcudnn.so.9 not found there: "
 				"PHOS_CUDNN_LIB): every cuDNN call fails\n");
@@ -282,20 +272,20 @@ PHOS_EXPORT void cudnnGetLastErrorString(char *message, size_t max_size)
 
 /* --- handles --- */
 
-static cudnnHandle_t handle_of(cudnnHandle_t h)
+cudnnHandle_t dnn_handle_of(cudnnHandle_t h)
 {
 	return h && h->magic == DNN_HANDLE_MAGIC ? h : NULL;
 }
 
 /* Makes h again in a new executor (after a restore). Lock held. */
-static cudnnStatus_t handle_ensure(cudnnHandle_t h)
+cudnnStatus_t dnn_handle_ensure(cudnnHandle_t h)
 {
 	struct phos_dnn_handle c = { .id = h->id, .device = h->device };
 	cudnnStatus_t s;
 
 	if (h->epoch == epoch)
 		return PHOS_DNN_SUCCESS;
-	s = call(PHOS_OP_DNN_CREATE, &c, sizeof(c), NULL, 0, NULL, 0, NULL);
+	s = dnn_call(PHOS_OP_DNN_CREATE, &c, sizeof(c), NULL, 0, NULL, 0, NULL);
 	if (s == PHOS_DNN_SUCCESS)
 		h->epoch = epoch;
 	return s;
@@ -320,9 +310,9 @@ PHOS_EXPORT cudnnStatus_t cudnnCreate(cudnnHandle_t *handle)
 	}
 	h->magic = DNN_HANDLE_MAGIC;
 	h->device = device;
-	enter();
-	s = handle_ensure(h);
-	leave();
+	dnn_enter();
+	s = dnn_handle_ensure(h);
+	dnn_leave();
 	if (s != PHOS_DNN_SUCCESS) {
 		phos_ids_take(PHOS_H_DNN, h->id);
 		h->magic = 0;
@@ -335,17 +325,17 @@ PHOS_EXPORT cudnnStatus_t cudnnCreate(cudnnHandle_t *handle)
 
 PHOS_EXPORT cudnnStatus_t cudnnDestroy(cudnnHandle_t handle)
 {
-	cudnnHandle_t h = handle_of(handle);
+	cudnnHandle_t h = dnn_handle_of(handle);
 	struct phos_handle c;
 
 	if (!h)
 		return PHOS_DNN_BAD_PARAM;
 	c = (struct phos_handle){ .id = h->id };
-	enter();
+	dnn_enter();
 	if (h->epoch == epoch)
-		call(PHOS_OP_DNN_DESTROY, &c, sizeof(c), NULL, 0, NULL, 0, NULL);
+		dnn_call(PHOS_OP_DNN_DESTROY, &c, sizeof(c), NULL, 0, NULL, 0, NULL);
 	h->magic = 0;
-	leave();
+	dnn_leave();
 	phos_ids_take(PHOS_H_DNN, h->id);
 	free(h);
 	return PHOS_DNN_SUCCESS;
@@ -353,7 +343,7 @@ PHOS_EXPORT cudnnStatus_t cudnnDestroy(cudnnHandle_t handle)
 
 PHOS_EXPORT cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, void *stream)
 {
-	cudnnHandle_t h = handle_of(handle);
+	cudnnHandle_t h = dnn_handle_of(handle);
 
 	if (!h)
 		return PHOS_DNN_BAD_PARAM;
@@ -363,7 +353,7 @@ PHOS_EXPORT cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, void *stream)
 
 PHOS_EXPORT cudnnStatus_t cudnnGetStream(cudnnHandle_t handle, void **stream)
 {
-	cudnnHandle_t h = handle_of(handle);
+	cudnnHandle_t h = dnn_handle_of(handle);
 
 	if (!h || !stream)
 		return PHOS_DNN_BAD_PARAM;
@@ -377,7 +367,7 @@ static cudnnStatus_t stream_id(cudnnHandle_t h, uint32_t *ret)
 	int r = phos_preload_stream_id(h->stream, ret);
 
 	if (r == cudaErrorStreamCaptureUnsupported)
-		return refuse("a stream that is capturing a graph");
+		return dnn_refuse("a stream that is capturing a graph");
 	return r == cudaSuccess ? PHOS_DNN_SUCCESS : PHOS_DNN_BAD_PARAM;
 }
 
@@ -485,13 +475,13 @@ static cudnnStatus_t send_set(struct dnn_desc *d, const struct dnn_rec *r, int d
 		s = desc_ensure(((struct dnn_desc **)r->elems)[i], depth + 1);
 	for (int64_t i = 0; r->type == PHOS_DNN_TYPE_HANDLE && i < r->count && !s; i++)
 		if (((cudnnHandle_t *)r->elems)[i])
-			s = handle_ensure(((cudnnHandle_t *)r->elems)[i]);
+			s = dnn_handle_ensure(((cudnnHandle_t *)r->elems)[i]);
 	if (s)
 		return s;
 	w = wire_elems(r, &len);
 	if (!w)
 		return PHOS_DNN_INTERNAL_ERROR;
-	s = call(PHOS_OP_DNN_SET, &a, sizeof(a), w, len, NULL, 0, NULL);
+	s = dnn_call(PHOS_OP_DNN_SET, &a, sizeof(a), w, len, NULL, 0, NULL);
 	free(w);
 	return s;
 }
@@ -500,7 +490,7 @@ static cudnnStatus_t send_create(struct dnn_desc *d)
 {
 	struct phos_dnn_desc c = { .id = d->id, .type = d->type };
 
-	return call(PHOS_OP_DNN_DESC_CREATE, &c, sizeof(c), NULL, 0, NULL, 0, NULL);
+	return dnn_call(PHOS_OP_DNN_DESC_CREATE, &c, sizeof(c), NULL, 0, NULL, 0, NULL);
 }
 
 static void send_destroy(struct dnn_desc *d)
@@ -525,7 +515,7 @@ static cudnnStatus_t send_get_descs(struct dnn_desc *d, int name, int64_t n, str
 		return PHOS_DNN_INTERNAL_ERROR;
 	for (int64_t i = 0; i < n; i++)
 		ids[i] = out[i] ? out[i]->id : 0;
-	s = call(PHOS_OP_DNN_GET, &a, sizeof(a), ids, (size_t)n * sizeof(uint64_t), &count, sizeof(count), &len);
+	s = dnn_call(PHOS_OP_DNN_GET, &a, sizeof(a), ids, (size_t)n * sizeof(uint64_t), &count, sizeof(count), &len);
 	free(ids);
 	if (s == PHOS_DNN_SUCCESS && ret_count)
 		*ret_count = len >= sizeof(count) ? count : 0;
@@ -589,7 +579,7 @@ static cudnnStatus_t desc_ensure(struct dnn_desc *d, int depth)
 	if (!s && d->finalized) {
 		struct phos_handle c = { .id = d->id };
 
-		s = call(PHOS_OP_DNN_FINALIZE, &c, sizeof(c), NULL, 0, NULL, 0, NULL);
+		s = dnn_call(PHOS_OP_DNN_FINALIZE, &c, sizeof(c), NULL, 0, NULL, 0, NULL);
 	}
 	/* what the program destroyed was made for d's sake only */
 	for (int i = 0; i < d->nrecs; i++)
@@ -628,7 +618,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendCreateDescriptor(int type, cudnnBackendDes
 	d->type = type;
 	d->refs = 1;
 
-	enter();
+	dnn_enter();
 	if (type != PHOS_DNN_VARIANT_PACK_DESCRIPTOR) {   /* (packs stay here) */
 		s = send_create(d);
 		if (!s)
@@ -641,7 +631,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendCreateDescriptor(int type, cudnnBackendDes
 	} else {
 		*descriptor = d;
 	}
-	leave();
+	dnn_leave();
 	return s;
 }
 
@@ -649,17 +639,17 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t
 {
 	struct dnn_desc *d;
 
-	enter();
+	dnn_enter();
 	d = desc_of(descriptor);
 	if (!d) {
-		leave();
+		dnn_leave();
 		return PHOS_DNN_BAD_PARAM;
 	}
 	if (d->epoch == epoch)
 		send_destroy(d);
 	d->destroyed = true;
 	desc_unref(d);
-	leave();
+	dnn_leave();
 	return PHOS_DNN_SUCCESS;
 }
 
@@ -701,19 +691,19 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t desc
 		return said(PHOS_DNN_BAD_PARAM_ATTRIBUTE_TYPE, "SetAttribute", NULL, name, type, count);
 	if (count < 0 || count > PHOS_DNN_MAX_ELEMS || (count && !elems))
 		return said(PHOS_DNN_BAD_PARAM, "SetAttribute", NULL, name, type, count);
-	enter();
+	dnn_enter();
 	d = desc_of(descriptor);
 	s = !d ? PHOS_DNN_BAD_PARAM : d->finalized ? PHOS_DNN_BAD_PARAM : PHOS_DNN_SUCCESS;
 	for (int64_t i = 0; !s && i < count && type == PHOS_DNN_TYPE_BACKEND_DESCRIPTOR; i++)
 		if (!desc_of(((struct dnn_desc *const *)elems)[i]))
 			s = PHOS_DNN_BAD_PARAM;
 	for (int64_t i = 0; !s && i < count && type == PHOS_DNN_TYPE_HANDLE; i++)
-		if (((cudnnHandle_t const *)elems)[i] && !handle_of(((cudnnHandle_t const *)elems)[i]))
+		if (((cudnnHandle_t const *)elems)[i] && !dnn_handle_of(((cudnnHandle_t const *)elems)[i]))
 			s = PHOS_DNN_BAD_PARAM;
 	if (!s && !(r.elems = malloc(count ? (size_t)count * es : 1)))
 		s = PHOS_DNN_INTERNAL_ERROR;
 	if (s) {
-		leave();
+		dnn_leave();
 		return s;
 	}
 	memcpy(r.elems, elems, (size_t)count * es);
@@ -733,7 +723,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t desc
 		s = PHOS_DNN_INTERNAL_ERROR;
 	}
 	free(r.elems);
-	leave();
+	dnn_leave();
 	return said(s, "SetAttribute", d, name, type, count);
 }
 
@@ -751,15 +741,15 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t cons
 		requested = 0;
 	if (requested < 0 || requested > PHOS_DNN_MAX_ELEMS || (!requested && !count))
 		return said(PHOS_DNN_BAD_PARAM, "GetAttribute", NULL, name, type, requested);
-	enter();
+	dnn_enter();
 	d = desc_of(descriptor);
 	if (!d) {
-		leave();
+		dnn_leave();
 		return said(PHOS_DNN_BAD_PARAM, "GetAttribute", NULL, name, type, requested);
 	}
 	if (d->type == PHOS_DNN_VARIANT_PACK_DESCRIPTOR) {
 		s = pack_get(d, name, type, requested, count, elems);
-		leave();
+		dnn_leave();
 		return s;
 	}
 	s = desc_ensure(d, 0);
@@ -789,7 +779,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t cons
 		uint8_t *buf = malloc(cap);
 
 		a.desc = d->id;
-		s = buf ? call(PHOS_OP_DNN_GET, &a, sizeof(a), NULL, 0, buf, cap, &len) : PHOS_DNN_INTERNAL_ERROR;
+		s = buf ? dnn_call(PHOS_OP_DNN_GET, &a, sizeof(a), NULL, 0, buf, cap, &len) : PHOS_DNN_INTERNAL_ERROR;
 		if (!s && len >= sizeof(int64_t)) {
 			int64_t n;
 
@@ -801,7 +791,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t cons
 		}
 		free(buf);
 	}
-	leave();
+	dnn_leave();
 	return said(s, "GetAttribute", d, name, type, requested);
 }
 
@@ -810,10 +800,10 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descript
 	struct dnn_desc *d;
 	cudnnStatus_t s;
 
-	enter();
+	dnn_enter();
 	d = desc_of(descriptor);
 	if (!d || d->finalized) {
-		leave();
+		dnn_leave();
 		return PHOS_DNN_BAD_PARAM;
 	}
 	if (d->type == PHOS_DNN_VARIANT_PACK_DESCRIPTOR) {
@@ -829,11 +819,11 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descript
 
 		s = desc_ensure(d, 0);
 		if (!s)
-			s = call(PHOS_OP_DNN_FINALIZE, &c, sizeof(c), NULL, 0, NULL, 0, NULL);
+			s = dnn_call(PHOS_OP_DNN_FINALIZE, &c, sizeof(c), NULL, 0, NULL, 0, NULL);
 	}
 	if (!s)
 		d->finalized = true;
-	leave();
+	dnn_leave();
 	return said(s, "Finalize", d, 0, 0, 0);
 }
 
@@ -947,13 +937,13 @@ static int captured_run(const void *body, size_t len, uint32_t sid)
 		return cudaErrorMemoryAllocation;
 	memcpy(rec, (const uint8_t *)body + sizeof(c), c.len);
 	memcpy(rec + c.stream_off, &sid, sizeof(sid));
-	enter();
-	h = handle_of(phos_ids_get(PHOS_H_DNN, c.handle));
-	s = h ? handle_ensure(h) : PHOS_DNN_BAD_PARAM;
+	dnn_enter();
+	h = dnn_handle_of(phos_ids_get(PHOS_H_DNN, c.handle));
+	s = h ? dnn_handle_ensure(h) : PHOS_DNN_BAD_PARAM;
 	if (!s && c.plan)
 		s = desc_ensure(c.plan, 0);
 	r = !h ? cudaErrorInvalidResourceHandle : s ? cudaErrorUnknown : phos_preload_post(c.op, rec, c.len, NULL, 0);
-	leave();
+	dnn_leave();
 	free(rec);
 	return r;
 }
@@ -964,9 +954,9 @@ static void captured_hold(const void *body)
 
 	memcpy(&c, body, sizeof(c));
 	if (c.plan) {
-		enter();
+		dnn_enter();
 		c.plan->refs++;
-		leave();
+		dnn_leave();
 	}
 }
 
@@ -977,12 +967,12 @@ static void captured_drop(const void *body)
 	memcpy(&c, body, sizeof(c));
 	if (!c.plan)
 		return;
-	enter();
+	dnn_enter();
 	/* a plan the program destroyed, made again for the graph: gone with it */
 	if (c.plan->refs == 1 && c.plan->destroyed && c.plan->epoch == epoch)
 		send_destroy(c.plan);
 	desc_unref(c.plan);
-	leave();
+	dnn_leave();
 }
 
 static const struct phos_graph_call_ops captured_ops = { captured_run, captured_hold, captured_drop };
@@ -1014,7 +1004,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackend
 	struct phos_dnn_vp_entry ent[PHOS_DNN_MAX_VP];
 	uint8_t values[PHOS_DNN_MAX_VP * 16], *payload = NULL;
 	struct phos_dnn_execute e = { 0 };
-	cudnnHandle_t h = handle_of(handle);
+	cudnnHandle_t h = dnn_handle_of(handle);
 	struct dnn_desc *p, *v, *graph;
 	const struct dnn_rec *ids, *ptrs, *ws;
 	struct dnn_captured *cap = NULL;
@@ -1025,7 +1015,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackend
 	if (!h)
 		return PHOS_DNN_BAD_PARAM;
 	capturing = phos_preload_capturing(h->stream);   /* a node (above) */
-	enter();
+	dnn_enter();
 	p = desc_of(plan);
 	v = desc_of(pack);
 	s = !p || !v || p->type != PHOS_DNN_EXECUTION_PLAN_DESCRIPTOR || v->type != PHOS_DNN_VARIANT_PACK_DESCRIPTOR
@@ -1037,7 +1027,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackend
 	if (!s && (!ids || !ptrs))
 		s = PHOS_DNN_BAD_PARAM;
 	if (!s)
-		s = handle_ensure(h);
+		s = dnn_handle_ensure(h);
 	if (!s)
 		s = desc_ensure(p, 0);
 	if (!s && !capturing)
@@ -1053,7 +1043,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackend
 		ent[i] = (struct phos_dnn_vp_entry){ .uid = uid, .ptr = ptr };
 		if (t && rec_int(t, PHOS_DNN_ATTR_TENSOR_IS_BY_VALUE, 0)) {   /* the value, from host memory */
 			if (span < 0 || !ptr || (size_t)span > 16 || nvalues + (size_t)span > sizeof(values)) {
-				s = refuse("a by-value tensor that is not a small scalar");
+				s = dnn_refuse("a by-value tensor that is not a small scalar");
 				break;
 			}
 			memcpy(values + nvalues, (const void *)(uintptr_t)ptr, (size_t)span);
@@ -1063,7 +1053,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackend
 			continue;
 		}
 		if (ptr && !in_arena(ptr)) {
-			s = refuse("a variant pack pointer outside device memory");
+			s = dnn_refuse("a variant pack pointer outside device memory");
 			break;
 		}
 		if (span < 0)   /* not found or not sizable: no exact set */
@@ -1093,7 +1083,7 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackend
 		}
 	}
 	free(payload);
-	leave();
+	dnn_leave();
 	if (cap)   /* (outside the lock: a failed capture drops the plan's hold) */
 		s = status_of(phos_graph_capture_call(h->stream, &captured_ops, cap, cap_len), 0);
 	free(cap);
@@ -1103,26 +1093,26 @@ PHOS_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackend
 PHOS_EXPORT cudnnStatus_t cudnnBackendInitialize(cudnnBackendDescriptor_t descriptor)
 {
 	(void)descriptor;
-	return refuse("cudnnBackendInitialize (descriptors in the caller's memory)");
+	return dnn_refuse("cudnnBackendInitialize (descriptors in the caller's memory)");
 }
 
 PHOS_EXPORT cudnnStatus_t cudnnBackendPopulateCudaGraph(cudnnHandle_t handle, cudnnBackendDescriptor_t plan,
 							cudnnBackendDescriptor_t pack, void *graph)
 {
 	(void)handle, (void)plan, (void)pack, (void)graph;
-	return refuse("cudnnBackendPopulateCudaGraph");
+	return dnn_refuse("cudnnBackendPopulateCudaGraph");
 }
 
 PHOS_EXPORT cudnnStatus_t cudnnBackendUpdateCudaGraph(cudnnHandle_t handle, cudnnBackendDescriptor_t plan,
 						      cudnnBackendDescriptor_t pack, void *graph)
 {
 	(void)handle, (void)plan, (void)pack, (void)graph;
-	return refuse("cudnnBackendUpdateCudaGraph");
+	return dnn_refuse("cudnnBackendUpdateCudaGraph");
 }
 
 /* --- legacy tensor descriptors --- */
 
-static cudnnTensorDescriptor_t tensor_of(cudnnTensorDescriptor_t t)
+cudnnTensorDescriptor_t dnn_tensor_of(cudnnTensorDescriptor_t t)
 {
 	return t && t->magic == DNN_TENSOR_MAGIC ? t : NULL;
 }
@@ -1145,7 +1135,7 @@ PHOS_EXPORT cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t d
 {
 	if (!desc)
 		return PHOS_DNN_SUCCESS;
-	if (!tensor_of(desc))
+	if (!dnn_tensor_of(desc))
 		return PHOS_DNN_BAD_PARAM;
 	desc->magic = 0;
 	free(desc);
@@ -1155,7 +1145,7 @@ PHOS_EXPORT cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t d
 PHOS_EXPORT cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t desc, int type, int nb,
 						     const int dims[], const int strides[])
 {
-	cudnnTensorDescriptor_t t = tensor_of(desc);
+	cudnnTensorDescriptor_t t = dnn_tensor_of(desc);
 
 	if (!t || !dims || !strides)
 		return PHOS_DNN_BAD_PARAM;
@@ -1188,14 +1178,14 @@ PHOS_EXPORT cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t des
 	switch (format) {   /* cudnnTensorFormat_t: NCHW, NHWC */
 	case 0: return cudnnSetTensor4dDescriptorEx(desc, type, n, c, h, w, c * h * w, h * w, w, 1);
 	case 1: return cudnnSetTensor4dDescriptorEx(desc, type, n, c, h, w, h * w * c, 1, w * c, c);
-	default: return refuse("a vectorised tensor format");
+	default: return dnn_refuse("a vectorised tensor format");
 	}
 }
 
 PHOS_EXPORT cudnnStatus_t cudnnGetTensorNdDescriptor(const cudnnTensorDescriptor_t desc, int requested, int *type,
 						     int *nb, int dims[], int strides[])
 {
-	const struct cudnnTensorStruct *t = tensor_of(desc);
+	const struct cudnnTensorStruct *t = dnn_tensor_of(desc);
 
 	if (!t || !type || !nb || requested < 0 || (requested && (!dims || !strides)))
 		return PHOS_DNN_BAD_PARAM;
@@ -1210,7 +1200,7 @@ PHOS_EXPORT cudnnStatus_t cudnnGetTensorNdDescriptor(const cudnnTensorDescriptor
 
 PHOS_EXPORT cudnnStatus_t cudnnGetTensorSizeInBytes(const cudnnTensorDescriptor_t desc, size_t *size)
 {
-	const struct cudnnTensorStruct *t = tensor_of(desc);
+	const struct cudnnTensorStruct *t = dnn_tensor_of(desc);
 	uint64_t bytes;
 
 	if (!t || !size || !phos_dnn_tensor_bytes(&t->t, &bytes))
@@ -1226,7 +1216,7 @@ static cudnnStatus_t bn_tensor(cudnnTensorDescriptor_t d, struct phos_dnn_tensor
 {
 	if (!d)
 		return needed ? PHOS_DNN_BAD_PARAM : PHOS_DNN_SUCCESS;
-	if (!tensor_of(d) || !d->t.nb)
+	if (!dnn_tensor_of(d) || !d->t.nb)
 		return PHOS_DNN_BAD_PARAM;
 	*out = d->t;
 	return PHOS_DNN_SUCCESS;
@@ -1267,13 +1257,13 @@ static void bn_scalar(uint8_t out[8], const void *p, int type)
  * the fused bnOps, and so ignores them with BN. */
 static cudnnStatus_t bn_begin(cudnnHandle_t handle, int mode, int ops, struct phos_dnn_bn *b, cudnnHandle_t *ret)
 {
-	cudnnHandle_t h = handle_of(handle);
+	cudnnHandle_t h = dnn_handle_of(handle);
 
 	*ret = h;
 	if (!h)
 		return PHOS_DNN_BAD_PARAM;
 	if (ops != PHOS_DNN_BN_OPS_BN)
-		return refuse("batch normalization fused with an addition or an activation");
+		return dnn_refuse("batch normalization fused with an addition or an activation");
 	if (mode < PHOS_DNN_BN_PER_ACTIVATION || mode > PHOS_DNN_BN_SPATIAL_PERSISTENT)
 		return PHOS_DNN_BAD_PARAM;
 	b->handle = h->id;
@@ -1282,9 +1272,11 @@ static cudnnStatus_t bn_begin(cudnnHandle_t handle, int mode, int ops, struct ph
 }
 
 /* Posts a stream-ordered legacy call that names only its handle (a batch
- * normalization, a spatial transformer): rec, len bytes, its stream id at
- * stream_off (filled here); on a capturing stream a node (captured_ops). */
-static cudnnStatus_t handle_post(cudnnHandle_t h, uint32_t op, void *rec, size_t len, size_t stream_off)
+ * normalization, a spatial transformer, an RNN pass): rec, len bytes, and
+ * more_len bytes after it, its stream id at stream_off (filled here); on a
+ * capturing stream a node (captured_ops). */
+cudnnStatus_t dnn_post(cudnnHandle_t h, uint32_t op, void *rec, size_t len, const void *more, size_t more_len,
+		       size_t stream_off)
 {
 	bool capturing = phos_preload_capturing(h->stream);
 	struct dnn_captured *cap = NULL;
@@ -1295,13 +1287,13 @@ static cudnnStatus_t handle_post(cudnnHandle_t h, uint32_t op, void *rec, size_t
 	if (s)
 		return s;
 	memcpy((uint8_t *)rec + stream_off, &sid, sizeof(sid));
-	enter();
-	s = handle_ensure(h);
+	dnn_enter();
+	s = dnn_handle_ensure(h);
 	if (!s && !capturing)
-		s = status_of(phos_preload_post(op, rec, len, NULL, 0), 0);
-	else if (!s && !(cap = captured_make(op, h, NULL, rec, len, NULL, 0, (uint32_t)stream_off, &cap_len)))
+		s = status_of(phos_preload_post(op, rec, len, more, more_len), 0);
+	else if (!s && !(cap = captured_make(op, h, NULL, rec, len, more, more_len, (uint32_t)stream_off, &cap_len)))
 		s = PHOS_DNN_INTERNAL_ERROR;
-	leave();
+	dnn_leave();
 	if (cap)
 		s = status_of(phos_graph_capture_call(h->stream, &captured_ops, cap, cap_len), 0);
 	free(cap);
@@ -1310,7 +1302,7 @@ static cudnnStatus_t handle_post(cudnnHandle_t h, uint32_t op, void *rec, size_t
 
 static cudnnStatus_t bn_post(cudnnHandle_t h, struct phos_dnn_bn *b)
 {
-	return handle_post(h, PHOS_OP_DNN_BN, b, sizeof(*b), offsetof(struct phos_dnn_bn, stream));
+	return dnn_post(h, PHOS_OP_DNN_BN, b, sizeof(*b), NULL, 0, offsetof(struct phos_dnn_bn, stream));
 }
 
 static cudnnStatus_t bn_size(cudnnHandle_t h, struct phos_dnn_bn *b, size_t *size)
@@ -1321,11 +1313,11 @@ static cudnnStatus_t bn_size(cudnnHandle_t h, struct phos_dnn_bn *b, size_t *siz
 
 	if (!size)
 		return PHOS_DNN_BAD_PARAM_NULL_POINTER;
-	enter();
-	s = handle_ensure(h);
+	dnn_enter();
+	s = dnn_handle_ensure(h);
 	if (!s)
-		s = call(PHOS_OP_DNN_BN_SIZE, b, sizeof(*b), NULL, 0, &n, sizeof(n), &len);
-	leave();
+		s = dnn_call(PHOS_OP_DNN_BN_SIZE, b, sizeof(*b), NULL, 0, &n, sizeof(n), &len);
+	dnn_leave();
 	if (!s)
 		*size = (size_t)n;
 	return s;
@@ -1506,7 +1498,7 @@ PHOS_EXPORT cudnnStatus_t cudnnSetSpatialTransformerNdDescriptor(cudnnSpatialTra
 		return PHOS_DNN_BAD_PARAM;
 	if (sampler != PHOS_DNN_SAMPLER_BILINEAR || nb != 4 ||
 	    (type != PHOS_DNN_DATA_FLOAT && type != PHOS_DNN_DATA_DOUBLE && type != PHOS_DNN_DATA_HALF))
-		return refuse("a spatial transformer other than bilinear 4-D of float, double or half");
+		return dnn_refuse("a spatial transformer other than bilinear 4-D of float, double or half");
 	for (int i = 0; i < 4; i++)
 		if (dims[i] < 1)
 			return PHOS_DNN_BAD_PARAM;
@@ -1521,7 +1513,7 @@ PHOS_EXPORT cudnnStatus_t cudnnSetSpatialTransformerNdDescriptor(cudnnSpatialTra
  * descriptor and the stream filled in. */
 static cudnnStatus_t stf_post(cudnnHandle_t handle, cudnnSpatialTransformerDescriptor_t desc, struct phos_dnn_stf *f)
 {
-	cudnnHandle_t h = handle_of(handle);
+	cudnnHandle_t h = dnn_handle_of(handle);
 
 	if (!h || !stf_of(desc))
 		return PHOS_DNN_BAD_PARAM;
@@ -1530,7 +1522,7 @@ static cudnnStatus_t stf_post(cudnnHandle_t handle, cudnnSpatialTransformerDescr
 	f->type = desc->type;
 	f->nb = desc->nb;
 	memcpy(f->dims, desc->dims, sizeof(f->dims));
-	return handle_post(h, PHOS_OP_DNN_STF, f, sizeof(*f), offsetof(struct phos_dnn_stf, stream));
+	return dnn_post(h, PHOS_OP_DNN_STF, f, sizeof(*f), NULL, 0, offsetof(struct phos_dnn_stf, stream));
 }
 
 PHOS_EXPORT cudnnStatus_t cudnnSpatialTfGridGeneratorForward(cudnnHandle_t handle,

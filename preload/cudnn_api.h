@@ -55,3 +55,29 @@ cudnnStatus_t cudnnSpatialTfGridGeneratorForward(cudnnHandle_t handle, const cud
 cudnnStatus_t cudnnSpatialTfGridGeneratorBackward(cudnnHandle_t handle, const cudnnSpatialTransformerDescriptor_t desc, const void *dgrid, void *dtheta);
 cudnnStatus_t cudnnSpatialTfSamplerForward(cudnnHandle_t handle, cudnnSpatialTransformerDescriptor_t desc, const void *alpha, const cudnnTensorDescriptor_t xd, const void *x, const void *grid, const void *beta, cudnnTensorDescriptor_t yd, void *y);
 cudnnStatus_t cudnnSpatialTfSamplerBackward(cudnnHandle_t handle, cudnnSpatialTransformerDescriptor_t desc, const void *alpha, const cudnnTensorDescriptor_t xd, const void *x, const void *beta, const cudnnTensorDescriptor_t dxd, void *dx, const void *alpha_dgrid, const cudnnTensorDescriptor_t dyd, const void *dy, const void *grid, const void *beta_dgrid, void *dgrid);
+
+/* RNNs and dropout (cudnn_rnn.c) */
+typedef struct cudnnDropoutStruct *cudnnDropoutDescriptor_t;
+typedef struct cudnnRNNStruct *cudnnRNNDescriptor_t;
+typedef struct cudnnRNNDataStruct *cudnnRNNDataDescriptor_t;
+
+cudnnStatus_t cudnnCreateDropoutDescriptor(cudnnDropoutDescriptor_t *desc);
+cudnnStatus_t cudnnDestroyDropoutDescriptor(cudnnDropoutDescriptor_t desc);
+cudnnStatus_t cudnnDropoutGetStatesSize(cudnnHandle_t handle, size_t *size);
+cudnnStatus_t cudnnSetDropoutDescriptor(cudnnDropoutDescriptor_t desc, cudnnHandle_t handle, float dropout, void *states, size_t bytes, unsigned long long seed);
+cudnnStatus_t cudnnRestoreDropoutDescriptor(cudnnDropoutDescriptor_t desc, cudnnHandle_t handle, float dropout, void *states, size_t bytes, unsigned long long seed);
+cudnnStatus_t cudnnGetDropoutDescriptor(cudnnDropoutDescriptor_t desc, cudnnHandle_t handle, float *dropout, void **states, unsigned long long *seed);
+cudnnStatus_t cudnnCreateRNNDescriptor(cudnnRNNDescriptor_t *desc);
+cudnnStatus_t cudnnDestroyRNNDescriptor(cudnnRNNDescriptor_t desc);
+cudnnStatus_t cudnnSetRNNDescriptor_v8(cudnnRNNDescriptor_t desc, int algo, int cell, int bias, int dir, int input_mode, int data_type, int math_prec, int math_type, int32_t input_size, int32_t hidden_size, int32_t proj_size, int32_t layers, cudnnDropoutDescriptor_t dropout, uint32_t aux_flags);
+cudnnStatus_t cudnnGetRNNDescriptor_v8(cudnnRNNDescriptor_t desc, int *algo, int *cell, int *bias, int *dir, int *input_mode, int *data_type, int *math_prec, int *math_type, int32_t *input_size, int32_t *hidden_size, int32_t *proj_size, int32_t *layers, cudnnDropoutDescriptor_t *dropout, uint32_t *aux_flags);
+cudnnStatus_t cudnnCreateRNNDataDescriptor(cudnnRNNDataDescriptor_t *desc);
+cudnnStatus_t cudnnDestroyRNNDataDescriptor(cudnnRNNDataDescriptor_t desc);
+cudnnStatus_t cudnnSetRNNDataDescriptor(cudnnRNNDataDescriptor_t desc, int type, int layout, int max_seq, int batch, int vector, const int seq[], void *fill);
+cudnnStatus_t cudnnGetRNNDataDescriptor(cudnnRNNDataDescriptor_t desc, int *type, int *layout, int *max_seq, int *batch, int *vector, int requested, int seq[], void *fill);
+cudnnStatus_t cudnnGetRNNWeightSpaceSize(cudnnHandle_t handle, cudnnRNNDescriptor_t desc, size_t *size);
+cudnnStatus_t cudnnGetRNNTempSpaceSizes(cudnnHandle_t handle, cudnnRNNDescriptor_t desc, int fwd_mode, cudnnRNNDataDescriptor_t xd, size_t *work, size_t *reserve);
+cudnnStatus_t cudnnGetRNNWeightParams(cudnnHandle_t handle, cudnnRNNDescriptor_t desc, int32_t layer, size_t weights_bytes, const void *weights, int32_t lin, cudnnTensorDescriptor_t md, void **m, cudnnTensorDescriptor_t bd, void **b);
+cudnnStatus_t cudnnRNNForward(cudnnHandle_t handle, cudnnRNNDescriptor_t desc, int fwd_mode, const int32_t dev_seq[], cudnnRNNDataDescriptor_t xd, const void *x, cudnnRNNDataDescriptor_t yd, void *y, cudnnTensorDescriptor_t hd, const void *hx, void *hy, cudnnTensorDescriptor_t cd, const void *cx, void *cy, size_t weights_bytes, const void *weights, size_t work_bytes, void *work, size_t reserve_bytes, void *reserve);
+cudnnStatus_t cudnnRNNBackwardData_v8(cudnnHandle_t handle, cudnnRNNDescriptor_t desc, const int32_t dev_seq[], cudnnRNNDataDescriptor_t yd, const void *y, const void *dy, cudnnRNNDataDescriptor_t xd, void *dx, cudnnTensorDescriptor_t hd, const void *hx, const void *dhy, void *dhx, cudnnTensorDescriptor_t cd, const void *cx, const void *dcy, void *dcx, size_t weights_bytes, const void *weights, size_t work_bytes, void *work, size_t reserve_bytes, void *reserve);
+cudnnStatus_t cudnnRNNBackwardWeights_v8(cudnnHandle_t handle, cudnnRNNDescriptor_t desc, int wgrad_mode, const int32_t dev_seq[], cudnnRNNDataDescriptor_t xd, const void *x, cudnnTensorDescriptor_t hd, const void *hx, cudnnRNNDataDescriptor_t yd, const void *y, size_t weights_bytes, void *dweights, size_t work_bytes, void *work, size_t reserve_bytes, void *reserve);

@@ -8,7 +8,8 @@
  * Handles and backend descriptors are the library's own objects. An
  * execution builds the variant pack here (a host object of the library,
  * destroyed after the call); batch normalization builds its tensor
- * descriptors the same way. The device's context is current for every call.
+ * descriptors the same way, and an RNN call its dropout, RNN, data and
+ * tensor descriptors. The device's context is current for every call.
  */
 #include "device_cuda_syms.h"
 
@@ -65,7 +66,37 @@ typedef void *obj_t;
 	  (obj_t, obj_t, const void *, obj_t, const void *, const void *, const void *, obj_t, void *))     \
 	X(StfSampleBackward, "cudnnSpatialTfSamplerBackward", st_t,                                         \
 	  (obj_t, obj_t, const void *, obj_t, const void *, const void *, obj_t, void *, const void *,      \
-	   obj_t, const void *, const void *, const void *, void *))
+	   obj_t, const void *, const void *, const void *, void *))                                        \
+	X(TensorGet, "cudnnGetTensorNdDescriptor", st_t, (obj_t, int, int *, int *, int *, int *))          \
+	X(DropoutCreate, "cudnnCreateDropoutDescriptor", st_t, (obj_t *))                                   \
+	X(DropoutDestroy, "cudnnDestroyDropoutDescriptor", st_t, (obj_t))                                   \
+	X(DropoutStatesSize, "cudnnDropoutGetStatesSize", st_t, (obj_t, size_t *))                          \
+	X(DropoutSet, "cudnnSetDropoutDescriptor", st_t,                                                    \
+	  (obj_t, obj_t, float, void *, size_t, unsigned long long))                                        \
+	X(DropoutRestore, "cudnnRestoreDropoutDescriptor", st_t,                                            \
+	  (obj_t, obj_t, float, void *, size_t, unsigned long long))                                        \
+	X(RnnCreate, "cudnnCreateRNNDescriptor", st_t, (obj_t *))                                           \
+	X(RnnDestroy, "cudnnDestroyRNNDescriptor", st_t, (obj_t))                                           \
+	X(RnnSet, "cudnnSetRNNDescriptor_v8", st_t,                                                         \
+	  (obj_t, int, int, int, int, int, int, int, int, int32_t, int32_t, int32_t, int32_t, obj_t,        \
+	   uint32_t))                                                                                       \
+	X(RnnDataCreate, "cudnnCreateRNNDataDescriptor", st_t, (obj_t *))                                   \
+	X(RnnDataDestroy, "cudnnDestroyRNNDataDescriptor", st_t, (obj_t))                                   \
+	X(RnnDataSet, "cudnnSetRNNDataDescriptor", st_t, (obj_t, int, int, int, int, int, const int *, void *)) \
+	X(RnnWeightSpace, "cudnnGetRNNWeightSpaceSize", st_t, (obj_t, obj_t, size_t *))                     \
+	X(RnnTempSpace, "cudnnGetRNNTempSpaceSizes", st_t, (obj_t, obj_t, int, obj_t, size_t *, size_t *))  \
+	X(RnnWeightParams, "cudnnGetRNNWeightParams", st_t,                                                 \
+	  (obj_t, obj_t, int32_t, size_t, const void *, int32_t, obj_t, void **, obj_t, void **))           \
+	X(RnnForward, "cudnnRNNForward", st_t,                                                              \
+	  (obj_t, obj_t, int, const int32_t *, obj_t, const void *, obj_t, void *, obj_t, const void *,     \
+	   void *, obj_t, const void *, void *, size_t, const void *, size_t, void *, size_t, void *))      \
+	X(RnnBackwardData, "cudnnRNNBackwardData_v8", st_t,                                                 \
+	  (obj_t, obj_t, const int32_t *, obj_t, const void *, const void *, obj_t, void *, obj_t,          \
+	   const void *, const void *, void *, obj_t, const void *, const void *, void *, size_t,           \
+	   const void *, size_t, void *, size_t, void *))                                                   \
+	X(RnnBackwardWeights, "cudnnRNNBackwardWeights_v8", st_t,                                           \
+	  (obj_t, obj_t, int, const int32_t *, obj_t, const void *, obj_t, const void *, obj_t,             \
+	   const void *, size_t, void *, size_t, void *, size_t, void *))
 
 #define DNN_FIELD(field, export, ret, args) ret(*field) args;
 static struct {
@@ -366,6 +397,172 @@ out:
 	return 0;
 }
 
+/* The library's objects for one RNN call, made from the record's values
+ * and destroyed after it: dropout (restored onto the states the program
+ * holds, or without states), the RNN, x and y, h and c. */
+struct rnn_descs {
+	obj_t drop, rnn, x, y, h, c;
+};
+
+static void rnn_free(struct rnn_descs *t)
+{
+	if (t->x)
+		dnn.RnnDataDestroy(t->x);
+	if (t->y)
+		dnn.RnnDataDestroy(t->y);
+	if (t->h)
+		dnn.TensorDestroy(t->h);
+	if (t->c)
+		dnn.TensorDestroy(t->c);
+	if (t->rnn)
+		dnn.RnnDestroy(t->rnn);
+	if (t->drop)
+		dnn.DropoutDestroy(t->drop);
+}
+
+static st_t rnn_data(const struct phos_dnn_rnn_data *d, const int32_t *seq, obj_t *ret)
+{
+	uint8_t fill[8];
+	st_t s;
+
+	memcpy(fill, d->fill, sizeof(fill));
+	s = dnn.RnnDataCreate(ret);
+	return s ? s : dnn.RnnDataSet(*ret, d->type, d->layout, d->max_seq, d->batch, d->vector, seq,
+				      d->has_fill ? fill : NULL);
+}
+
+static st_t rnn_make(void *h, const struct phos_dnn_rnn *r, const int32_t *seq, struct rnn_descs *t)
+{
+	const struct phos_dnn_rnn_desc *d = &r->r;
+	st_t s = dnn.DropoutCreate(&t->drop);
+
+	if (!s)
+		s = d->states ? dnn.DropoutRestore(t->drop, h, d->dropout, P(d->states), d->states_bytes, d->seed)
+			      : dnn.DropoutSet(t->drop, h, d->dropout, NULL, 0, 0);
+	if (!s)
+		s = dnn.RnnCreate(&t->rnn);
+	if (!s)
+		s = dnn.RnnSet(t->rnn, d->algo, d->cell, d->bias, d->dir, d->input_mode, d->data_type, d->math_prec,
+			       d->math_type, d->input_size, d->hidden_size, d->proj_size, d->layers, t->drop,
+			       d->aux_flags);
+	if (!s && seq)
+		s = rnn_data(&r->x, seq, &t->x);
+	if (!s && seq && r->kind != PHOS_DNN_RNN_TEMP_SPACE)
+		s = rnn_data(&r->y, seq + r->x.batch, &t->y);
+	if (!s)
+		s = tensor(&r->h, &t->h);
+	if (!s)
+		s = tensor(&r->c, &t->c);
+	return s;
+}
+
+/* A descriptor cuDNN filled, read back by value (nb 0 when it did not). */
+static st_t tensor_read(obj_t d, struct phos_dnn_tensor *out)
+{
+	int type = 0, nb = 0;
+	st_t s;
+
+	memset(out, 0, sizeof(*out));
+	s = dnn.TensorGet(d, PHOS_DNN_DIM_MAX, &type, &nb, out->dims, out->strides);
+	if (s || nb < 1 || nb > PHOS_DNN_DIM_MAX) {
+		memset(out, 0, sizeof(*out));
+		return s;
+	}
+	out->type = type;
+	out->nb = nb;
+	return 0;
+}
+
+static int cuda_dnn_rnn(struct phos_device *dev, void *h, void *stream, const struct phos_dnn_rnn *r,
+			const int32_t *seq, struct phos_reply_dnn_rnn *ret, int *st)
+{
+	struct rnn_descs t = { 0 };
+
+	READY();
+	if (r->kind == PHOS_DNN_DROPOUT_STATES_SIZE) {
+		size_t n = 0;
+
+		*st = dnn.DropoutStatesSize(h, &n);
+		ret->size[0] = n;
+		return 0;
+	}
+	if (stream)
+		*st = dnn.SetStream(h, stream);
+	if (!*st && r->kind == PHOS_DNN_DROPOUT_INIT) {
+		*st = dnn.DropoutCreate(&t.drop);
+		if (!*st)
+			*st = dnn.DropoutSet(t.drop, h, r->r.dropout, P(r->r.states), r->r.states_bytes, r->r.seed);
+		goto out;
+	}
+	if (!*st)
+		*st = rnn_make(h, r, seq, &t);
+	if (*st)
+		goto out;
+	switch (r->kind) {
+	case PHOS_DNN_RNN_WEIGHT_SPACE: {
+		size_t n = 0;
+
+		*st = dnn.RnnWeightSpace(h, t.rnn, &n);
+		ret->size[0] = n;
+		break;
+	}
+	case PHOS_DNN_RNN_TEMP_SPACE: {
+		size_t w = 0, rs = 0;
+
+		*st = dnn.RnnTempSpace(h, t.rnn, r->fwd_mode, t.x, &w, &rs);
+		ret->size[0] = w;
+		ret->size[1] = rs;
+		break;
+	}
+	case PHOS_DNN_RNN_WEIGHT_PARAMS: {
+		obj_t m = NULL, b = NULL;
+		void *ma = NULL, *ba = NULL;
+
+		*st = dnn.TensorCreate(&m);
+		if (!*st)
+			*st = dnn.TensorCreate(&b);
+		if (!*st)
+			*st = dnn.RnnWeightParams(h, t.rnn, r->layer, r->weights_bytes, P(r->weights), r->lin, m, &ma, b,
+						  &ba);
+		ret->m_off = ret->b_off = -1;
+		if (!*st && ma)
+			ret->m_off = (int64_t)((uintptr_t)ma - (uintptr_t)r->weights);
+		if (!*st && ba)
+			ret->b_off = (int64_t)((uintptr_t)ba - (uintptr_t)r->weights);
+		if (!*st && ma)
+			*st = tensor_read(m, &ret->m);
+		if (!*st && ba)
+			*st = tensor_read(b, &ret->b);
+		if (m)
+			dnn.TensorDestroy(m);
+		if (b)
+			dnn.TensorDestroy(b);
+		break;
+	}
+	case PHOS_DNN_RNN_FORWARD:
+		*st = dnn.RnnForward(h, t.rnn, r->fwd_mode, P(r->dev_seq), t.x, P(r->px), t.y, P(r->py), t.h, P(r->hx),
+				     P(r->hy), t.c, P(r->cx), P(r->cy), r->weights_bytes, P(r->weights), r->work_bytes,
+				     P(r->work), r->reserve_bytes, P(r->reserve));
+		break;
+	case PHOS_DNN_RNN_BACKWARD_DATA:
+		*st = dnn.RnnBackwardData(h, t.rnn, P(r->dev_seq), t.y, P(r->py), P(r->pdy), t.x, P(r->pdx), t.h,
+					  P(r->hx), P(r->dhy), P(r->dhx), t.c, P(r->cx), P(r->dcy), P(r->dcx),
+					  r->weights_bytes, P(r->weights), r->work_bytes, P(r->work), r->reserve_bytes,
+					  P(r->reserve));
+		break;
+	case PHOS_DNN_RNN_BACKWARD_WEIGHTS:
+		*st = dnn.RnnBackwardWeights(h, t.rnn, r->wgrad_mode, P(r->dev_seq), t.x, P(r->px), t.h, P(r->hx), t.y,
+					     P(r->py), r->weights_bytes, P(r->dweights), r->work_bytes, P(r->work),
+					     r->reserve_bytes, P(r->reserve));
+		break;
+	default:
+		*st = PHOS_DNN_BAD_PARAM;
+	}
+out:
+	rnn_free(&t);
+	return 0;
+}
+
 const struct phos_dnn_ops phos_dnn_cuda = {
 	.version = cuda_dnn_version,
 	.handle_create = cuda_dnn_handle_create,
@@ -379,4 +576,5 @@ const struct phos_dnn_ops phos_dnn_cuda = {
 	.bn = cuda_dnn_bn,
 	.bn_size = cuda_dnn_bn_size,
 	.stf = cuda_dnn_stf,
+	.rnn = cuda_dnn_rnn,
 };

@@ -84,6 +84,11 @@ int phos_sim_blas_gemv(struct phos_device *dev, void *handle, const struct phos_
  * R_16BF) as a double, and the other way (rounded to nearest even). */
 double phos_sim_elem_get(const void *base, int type, int64_t i);
 void phos_sim_elem_put(void *base, int type, int64_t i, double v);
+/* cuDNN's data type as the type phos_sim_elem_get takes, or -1 (device_sim_dnn.c). */
+int phos_sim_dnn_elem_type(int dnn_type);
+/* RNNs (device_sim_rnn.c): phos_dnn_ops.rnn. */
+int phos_sim_dnn_rnn(struct phos_device *dev, void *h, void *stream, const struct phos_dnn_rnn *r,
+		     const int32_t *seq, struct phos_reply_dnn_rnn *ret, int *st);
 /* cuBLASLt (device_sim_blaslt.c). */
 int phos_sim_blaslt_matmul(struct phos_device *dev, void *stream, const struct phos_blaslt_matmul *m,
 			   int *ret_blas_status);

@@ -17,7 +17,7 @@
  * Batch normalization (bnOps BN, spatial or per-activation): inference,
  * training (batch mean and biased variance; running variance updated with
  * the unbiased one, as cuDNN does) and backward, without workspace or
- * reserve space.
+ * reserve space. RNNs are in device_sim_rnn.c.
  */
 #include "device_sim.h"
 
@@ -153,7 +153,7 @@ struct sim_tensor {
 };
 
 /* cuDNN's data type → the cudaDataType the element helpers take, or -1. */
-static int elem_type(int dnn_type)
+int phos_sim_dnn_elem_type(int dnn_type)
 {
 	switch (dnn_type) {
 	case PHOS_DNN_DATA_FLOAT: return 0;
@@ -171,7 +171,7 @@ static int tensor_of(const struct sim_desc *d, struct sim_tensor *t)
 
 	if (!d || d->type != PHOS_DNN_TENSOR_DESCRIPTOR || !d->finalized || !dims || !str)
 		return -1;
-	t->type = elem_type((int)attr_int(d, PHOS_DNN_ATTR_TENSOR_DATA_TYPE, -1));
+	t->type = phos_sim_dnn_elem_type((int)attr_int(d, PHOS_DNN_ATTR_TENSOR_DATA_TYPE, -1));
 	t->nb = (int)dims->count;
 	t->uid = attr_int(d, PHOS_DNN_ATTR_TENSOR_UNIQUE_ID, -1);
 	if (t->type < 0 || dims->type != PHOS_DNN_TYPE_INT64 || str->type != PHOS_DNN_TYPE_INT64)
@@ -558,7 +558,7 @@ static int64_t elems_of(const struct phos_dnn_tensor *t)
 static int sim_dnn_bn(struct phos_device *dev, void *h, void *stream, const struct phos_dnn_bn *b, int *st)
 {
 	const struct phos_dnn_tensor *x = &b->x, *p = &b->bn;
-	int xt = elem_type(x->type), pt = x->type == PHOS_DNN_DATA_DOUBLE ? 1 : 0;
+	int xt = phos_sim_dnn_elem_type(x->type), pt = x->type == PHOS_DNN_DATA_DOUBLE ? 1 : 0;
 	bool dbl = x->type == PHOS_DNN_DATA_DOUBLE;
 	double alpha, beta, ap = 0, bp = 0;
 	int64_t n = elems_of(x), off, poff;
@@ -568,7 +568,7 @@ static int sim_dnn_bn(struct phos_device *dev, void *h, void *stream, const stru
 	(void)h;
 	if (phos_sim_stream_check(dev, stream) < 0)
 		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
-	if (xt < 0 || p->nb != x->nb || p->dims[0] != 1 || elem_type(p->type) != pt)
+	if (xt < 0 || p->nb != x->nb || p->dims[0] != 1 || phos_sim_dnn_elem_type(p->type) != pt)
 		return ok(st, PHOS_DNN_NOT_SUPPORTED);
 	alpha = scalar_of(dbl, b->alpha);
 	beta = scalar_of(dbl, b->beta);
@@ -832,7 +832,7 @@ static int sim_stf_sample_backward(const struct phos_dnn_stf *f, int t, int *st)
  * bilinear, zero outside; the backward passes are their derivatives. */
 static int sim_dnn_stf(struct phos_device *dev, void *h, void *stream, const struct phos_dnn_stf *f, int *st)
 {
-	int t = elem_type(f->type);
+	int t = phos_sim_dnn_elem_type(f->type);
 	int64_t n = f->dims[0], c = f->dims[1], oh = f->dims[2], ow = f->dims[3];
 
 	(void)h;
@@ -935,5 +935,6 @@ const struct phos_dnn_ops phos_dnn_sim = {
 	.execute = sim_dnn_execute,
 	.bn = sim_dnn_bn,
 	.stf = sim_dnn_stf,
+	.rnn = phos_sim_dnn_rnn,
 	.bn_size = sim_dnn_bn_size,
 };

@@ -12,8 +12,9 @@
  *   the loader path, $CUDNN_HOME/lib,  (float or double, NCHW strides as
  *   pip's nvidia/cudnn/lib); objects   given, cross-correlation or
  *   are the library's own              convolution, padding, stride,
- *                                      dilation); batch normalization in
- *                                      double
+ *                                      dilation); batch normalization,
+ *                                      spatial transformers and RNNs
+ *                                      (ReLU, tanh, LSTM, GRU) in double
  *
  * Objects are opaque pointers of the backend. In set/get, elements of type
  * HANDLE and BACKEND_DESCRIPTOR are such pointers (the executor translated
@@ -47,6 +48,11 @@ struct phos_dnn_ops {
 	int (*bn_size)(struct phos_device *dev, void *h, const struct phos_dnn_bn *b, uint64_t *ret, int *st);
 	/* A spatial transformer's grid generator or sampler (phos_dnn_stf_kind). */
 	int (*stf)(struct phos_device *dev, void *h, void *stream, const struct phos_dnn_stf *f, int *st);
+	/* An RNN call or query (phos_dnn_rnn_kind), checked by the executor:
+	 * seqs holds x's batch sequence lengths, then y's (NULL for the kinds
+	 * without data descriptors); a query fills *ret (stream unused). */
+	int (*rnn)(struct phos_device *dev, void *h, void *stream, const struct phos_dnn_rnn *r, const int32_t *seqs,
+		   struct phos_reply_dnn_rnn *ret, int *st);
 };
 
 extern const struct phos_dnn_ops phos_dnn_sim;

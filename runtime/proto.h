@@ -199,6 +199,10 @@ enum phos_op {
 	PHOS_OP_DNN_BN,           /* phos_dnn_bn: a batch normalization, stream-ordered */
 	PHOS_OP_DNN_BN_SIZE,      /* sync: phos_dnn_bn; reply u64 bytes */
 	PHOS_OP_DNN_STF,          /* phos_dnn_stf: a spatial transformer's grid or sampler, stream-ordered */
+	PHOS_OP_DNN_RNN,          /* phos_dnn_rnn + x's and y's sequence lengths: an RNN pass or
+	                           * dropout's states, stream-ordered */
+	PHOS_OP_DNN_RNN_ASK,      /* sync: phos_dnn_rnn (+ x's sequence lengths): a size or weight
+	                           * query; reply phos_reply_dnn_rnn */
 
 	/* The driver's virtual memory management (cuMemAddressReserve, cuMemMap,
 	 * ...; PyTorch's expandable segments): reservations of the arena, and
@@ -860,6 +864,57 @@ struct phos_dnn_stf {
 	struct phos_dnn_tensor x, y, dx, dy;   /* (those of its kind) */
 	uint64_t theta, grid, px, py, pdx, pdy, dgrid, dtheta;
 	uint8_t alpha[8], beta[8], alpha_dgrid[8], beta_dgrid[8];
+};
+
+/* cuDNN's RNN API (cuDNN 9: the v8 calls that PyTorch's nn.LSTM/GRU/RNN
+ * make), every descriptor by value. */
+enum phos_dnn_rnn_kind {
+	PHOS_DNN_RNN_FORWARD,          /* cudnnRNNForward (fwd_mode) */
+	PHOS_DNN_RNN_BACKWARD_DATA,    /* cudnnRNNBackwardData_v8 */
+	PHOS_DNN_RNN_BACKWARD_WEIGHTS, /* cudnnRNNBackwardWeights_v8 (wgrad_mode) */
+	PHOS_DNN_DROPOUT_INIT,         /* cudnnSetDropoutDescriptor with states: writes them */
+	/* queries (PHOS_OP_DNN_RNN_ASK) */
+	PHOS_DNN_RNN_WEIGHT_SPACE,     /* cudnnGetRNNWeightSpaceSize: size[0] */
+	PHOS_DNN_RNN_TEMP_SPACE,       /* cudnnGetRNNTempSpaceSizes (fwd_mode, x): work, reserve */
+	PHOS_DNN_RNN_WEIGHT_PARAMS,    /* cudnnGetRNNWeightParams (layer, lin, weights_bytes) */
+	PHOS_DNN_DROPOUT_STATES_SIZE,  /* cudnnDropoutGetStatesSize: size[0] */
+};
+/* cudnnSetRNNDescriptor_v8's arguments, and its dropout descriptor's. */
+struct phos_dnn_rnn_desc {
+	int32_t algo, cell, bias, dir, input_mode;    /* cudnnRNNAlgo_t, ...Mode_t, ...BiasMode_t, ... */
+	int32_t data_type, math_prec, math_type;      /* cudnnDataType_t x 2, cudnnMathType_t */
+	int32_t input_size, hidden_size, proj_size, layers;
+	uint32_t aux_flags;                           /* CUDNN_RNN_PADDED_IO_ENABLED (1) */
+	float dropout;
+	uint64_t states, states_bytes, seed;          /* states 0: none */
+};
+/* cudnnSetRNNDataDescriptor's; its batch sequence lengths travel after the record. */
+struct phos_dnn_rnn_data {
+	int32_t type, layout;          /* cudnnDataType_t, cudnnRNNDataLayout_t */
+	int32_t max_seq, batch, vector;
+	int32_t has_fill;              /* paddingFill given: fill holds its value */
+	uint8_t fill[8];
+};
+struct phos_dnn_rnn {
+	uint32_t handle, stream;
+	int32_t kind;                  /* phos_dnn_rnn_kind */
+	int32_t fwd_mode, wgrad_mode;  /* cudnnForwardMode_t, cudnnWgradMode_t */
+	int32_t layer, lin;            /* WEIGHT_PARAMS: pseudoLayer, linLayerID */
+	uint32_t _pad;
+	struct phos_dnn_rnn_desc r;
+	struct phos_dnn_rnn_data x, y; /* (the kinds that take them; batch lengths follow: x's, then y's) */
+	struct phos_dnn_tensor h, c;   /* hx/hy/dhx/dhy, cx/...: nb 0 when not given */
+	uint64_t dev_seq;              /* devSeqLengths (0: none): batch int32s */
+	uint64_t px, py, pdx, pdy, hx, hy, dhx, dhy, cx, cy, dcx, dcy;
+	uint64_t weights, weights_bytes, dweights;
+	uint64_t work, work_bytes, reserve, reserve_bytes;
+};
+#define PHOS_DNN_RNN_BATCH_MAX 65536   /* sequences of a data descriptor */
+#define PHOS_DNN_RNN_SIZE_MAX (1 << 24) /* input, hidden and projection sizes; layers <= 1024 */
+struct phos_reply_dnn_rnn {
+	uint64_t size[2];              /* WEIGHT_SPACE, TEMP_SPACE, DROPOUT_STATES_SIZE */
+	int64_t m_off, b_off;          /* WEIGHT_PARAMS: from weightSpace; -1: NULL */
+	struct phos_dnn_tensor m, b;   /* WEIGHT_PARAMS: the descriptors cuDNN filled */
 };
 
 /* One cublasLtMatmulHeuristicResult_t. */

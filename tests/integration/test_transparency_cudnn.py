@@ -25,6 +25,14 @@ legacy descriptors, every output checked against a CPU reference:
 - the spatial transformer (cudnn_stf: F.affine_grid and F.grid_sample on
   cuDNN): grid, bilinear sampling and their backward passes against a CPU
   reference, exact sets; on a GPU the same numbers natively;
+- RNNs (cudnn_rnn: nn.LSTM, nn.GRU, nn.RNN on cuDNN's v8 calls): a 2-layer
+  bidirectional float LSTM, a packed double GRU with dropout states, a
+  batch-major bidirectional tanh RNN; forward (training and inference),
+  backward data and weights against a CPU reference, under phos-fn,
+  natively on a GPU, and after a snapshot taken between the training
+  forward and the backward passes is restored (the reserve space kept);
+  every pass's set is exact: x, the weights, y, the reserve and the
+  workspace by their sizes;
 - a variant pack naming a uid the graph does not have gets an opaque set,
   and so does a ragged tensor's execution (its offsets are in device memory)
   (sim only: real cuDNN may refuse such packs).
@@ -43,6 +51,7 @@ from harness import (DEVICE, PHOS_FN, check, checkpoint_everywhere, done, fn_env
 
 PROG = program("tests", "transparency", "cudnn", "cudnn_serve")
 STF = program("tests", "transparency", "cudnn", "cudnn_stf")
+RNN = program("tests", "transparency", "cudnn", "cudnn_rnn")
 REQS = "x\nx\nx\n"
 
 
@@ -101,6 +110,28 @@ try:
         nat = json.loads(n.stdout.strip().splitlines()[-1]) if n.stdout.strip() else {}
         check(n.returncode == 0 and nat == got, f"cudnn_stf natively {nat}, under phos-fn {got}")
 
+    # RNNs: every request runs the backward passes on the reserve of the
+    # training forward before it (at init: across the snapshot), then the
+    # forward passes again, all checked by the program
+    serve_everywhere(RNN, REQS, answers_ok, tmp)
+    rtrace = os.path.join(tmp, "rnn.jsonl")
+    p = run(RNN, "sizes", stdin="x\n", trace=rtrace)
+    check(p.returncode == 0 and '"ok": true' in p.stdout, f"cudnn_rnn sizes: {p.stdout} {p.stderr[-2000:]}")
+    sizes = {l.split()[1]: json.loads(l.split(" ", 2)[2]) for l in p.stderr.splitlines() if l.startswith("sizes ")}
+    recs = [r for r in read_trace(rtrace) if r.get("op") == "dnn_rnn"] if os.path.exists(rtrace) else []
+    # three training forwards and one dropout seeding at init, then 4 passes a network a request
+    check(len(recs) == 4 + 3 * 4 and all("sets" not in r for r in recs),
+          f"cudnn_rnn: exact sets: {len(recs)} records, {[r.get('sets') for r in recs]}")
+    if recs and "lstm" in sizes:
+        z = sizes["lstm"]
+        check([z["x"], z["xbytes"]] in recs[0]["reads"] and [z["w"], z["wbytes"]] in recs[0]["reads"] and
+              [z["y"], z["ybytes"]] in recs[0]["writes"] and [z["reserve"], z["reserve_bytes"]] in recs[0]["writes"]
+              and [z["work"], z["work_bytes"]] in recs[0]["writes"],
+              f"the LSTM's training forward reads x and the weights, writes y, the reserve and the workspace: "
+              f"{recs[0]} {z}")
+        check([z["reserve"], z["reserve_bytes"]] in recs[4]["reads"] and
+              [z["reserve"], z["reserve_bytes"]] in recs[4]["writes"] and [z["y"], z["ybytes"]] in recs[4]["reads"],
+              f"its backward data pass reads y and reads and writes the reserve: {recs[4]}")
     # checkpoints of the running program: restored, it serves on
     def restored_ok(ans, what):
         check(len(ans) == 2 and all(a.get("ok") for a in ans) and [a.get("requests") for a in ans] == [2, 3],

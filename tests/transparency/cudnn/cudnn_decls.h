@@ -25,6 +25,21 @@ enum { CUDNN_HEUR_MODE_INSTANT = 0 };
 enum { CUDNN_BATCHNORM_SPATIAL = 1 };
 enum { CUDNN_BATCHNORM_OPS_BN = 0 };
 enum { CUDNN_SAMPLER_BILINEAR = 0 };
+// RNNs (cudnn_rnn.cu)
+typedef struct cudnnDropoutStruct *cudnnDropoutDescriptor_t;
+typedef struct cudnnRNNStruct *cudnnRNNDescriptor_t;
+typedef struct cudnnRNNDataStruct *cudnnRNNDataDescriptor_t;
+enum { CUDNN_RNN_RELU = 0, CUDNN_RNN_TANH = 1, CUDNN_LSTM = 2, CUDNN_GRU = 3 };
+enum { CUDNN_RNN_NO_BIAS = 0, CUDNN_RNN_SINGLE_INP_BIAS = 1, CUDNN_RNN_DOUBLE_BIAS = 2, CUDNN_RNN_SINGLE_REC_BIAS = 3 };
+enum { CUDNN_UNIDIRECTIONAL = 0, CUDNN_BIDIRECTIONAL = 1 };
+enum { CUDNN_LINEAR_INPUT = 0 };
+enum { CUDNN_RNN_ALGO_STANDARD = 0 };
+enum { CUDNN_DEFAULT_MATH = 0, CUDNN_FMA_MATH = 3 };
+enum { CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED = 0, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED = 1,
+       CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED = 2 };
+enum { CUDNN_RNN_PADDED_IO_DISABLED = 0, CUDNN_RNN_PADDED_IO_ENABLED = 1 };
+enum { CUDNN_FWD_MODE_INFERENCE = 0, CUDNN_FWD_MODE_TRAINING = 1 };
+enum { CUDNN_WGRAD_MODE_ADD = 0, CUDNN_WGRAD_MODE_SET = 1 };
 enum {   // cudnnBackendAttributeType_t
 	CUDNN_TYPE_HANDLE = 0, CUDNN_TYPE_DATA_TYPE = 1, CUDNN_TYPE_INT64 = 3, CUDNN_TYPE_FLOAT = 4,
 	CUDNN_TYPE_DOUBLE = 5, CUDNN_TYPE_VOID_PTR = 6, CUDNN_TYPE_CONVOLUTION_MODE = 7, CUDNN_TYPE_HEUR_MODE = 8,
@@ -120,4 +135,46 @@ cudnnStatus_t cudnnGetBatchNormalizationBackwardExWorkspaceSize(
 cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(cudnnHandle_t handle, int mode, int ops,
 								   cudnnActivationDescriptor_t act,
 								   cudnnTensorDescriptor_t xd, size_t *size);
+cudnnStatus_t cudnnGetTensorNdDescriptor(const cudnnTensorDescriptor_t desc, int requested, int *type, int *nb,
+					 int dims[], int strides[]);
+cudnnStatus_t cudnnCreateDropoutDescriptor(cudnnDropoutDescriptor_t *desc);
+cudnnStatus_t cudnnDestroyDropoutDescriptor(cudnnDropoutDescriptor_t desc);
+cudnnStatus_t cudnnDropoutGetStatesSize(cudnnHandle_t handle, size_t *size);
+cudnnStatus_t cudnnSetDropoutDescriptor(cudnnDropoutDescriptor_t desc, cudnnHandle_t handle, float dropout,
+					void *states, size_t bytes, unsigned long long seed);
+cudnnStatus_t cudnnRestoreDropoutDescriptor(cudnnDropoutDescriptor_t desc, cudnnHandle_t handle, float dropout,
+					    void *states, size_t bytes, unsigned long long seed);
+cudnnStatus_t cudnnCreateRNNDescriptor(cudnnRNNDescriptor_t *desc);
+cudnnStatus_t cudnnDestroyRNNDescriptor(cudnnRNNDescriptor_t desc);
+cudnnStatus_t cudnnSetRNNDescriptor_v8(cudnnRNNDescriptor_t desc, int algo, int cell, int bias, int dir,
+				       int input_mode, int data_type, int math_prec, int math_type, int32_t input_size,
+				       int32_t hidden_size, int32_t proj_size, int32_t layers,
+				       cudnnDropoutDescriptor_t dropout, uint32_t aux_flags);
+cudnnStatus_t cudnnCreateRNNDataDescriptor(cudnnRNNDataDescriptor_t *desc);
+cudnnStatus_t cudnnDestroyRNNDataDescriptor(cudnnRNNDataDescriptor_t desc);
+cudnnStatus_t cudnnSetRNNDataDescriptor(cudnnRNNDataDescriptor_t desc, int type, int layout, int max_seq, int batch,
+					int vector, const int seq[], void *fill);
+cudnnStatus_t cudnnGetRNNWeightSpaceSize(cudnnHandle_t handle, cudnnRNNDescriptor_t desc, size_t *size);
+cudnnStatus_t cudnnGetRNNTempSpaceSizes(cudnnHandle_t handle, cudnnRNNDescriptor_t desc, int fwd_mode,
+					cudnnRNNDataDescriptor_t xd, size_t *work, size_t *reserve);
+cudnnStatus_t cudnnGetRNNWeightParams(cudnnHandle_t handle, cudnnRNNDescriptor_t desc, int32_t layer,
+				      size_t weights_bytes, const void *weights, int32_t lin,
+				      cudnnTensorDescriptor_t md, void **m, cudnnTensorDescriptor_t bd, void **b);
+cudnnStatus_t cudnnRNNForward(cudnnHandle_t handle, cudnnRNNDescriptor_t desc, int fwd_mode, const int32_t dev_seq[],
+			      cudnnRNNDataDescriptor_t xd, const void *x, cudnnRNNDataDescriptor_t yd, void *y,
+			      cudnnTensorDescriptor_t hd, const void *hx, void *hy, cudnnTensorDescriptor_t cd,
+			      const void *cx, void *cy, size_t weights_bytes, const void *weights, size_t work_bytes,
+			      void *work, size_t reserve_bytes, void *reserve);
+cudnnStatus_t cudnnRNNBackwardData_v8(cudnnHandle_t handle, cudnnRNNDescriptor_t desc, const int32_t dev_seq[],
+				      cudnnRNNDataDescriptor_t yd, const void *y, const void *dy,
+				      cudnnRNNDataDescriptor_t xd, void *dx, cudnnTensorDescriptor_t hd,
+				      const void *hx, const void *dhy, void *dhx, cudnnTensorDescriptor_t cd,
+				      const void *cx, const void *dcy, void *dcx, size_t weights_bytes,
+				      const void *weights, size_t work_bytes, void *work, size_t reserve_bytes,
+				      void *reserve);
+cudnnStatus_t cudnnRNNBackwardWeights_v8(cudnnHandle_t handle, cudnnRNNDescriptor_t desc, int wgrad_mode,
+					 const int32_t dev_seq[], cudnnRNNDataDescriptor_t xd, const void *x,
+					 cudnnTensorDescriptor_t hd, const void *hx, cudnnRNNDataDescriptor_t yd,
+					 const void *y, size_t weights_bytes, void *dweights, size_t work_bytes,
+					 void *work, size_t reserve_bytes, void *reserve);
 }

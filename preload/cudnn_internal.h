@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the cuDNN stand-in's files share (cudnn.c: handles, the backend
+ * API, tensor descriptors, batch normalization and spatial transformers;
+ * cudnn_rnn.c: RNNs and dropout). Every call that names the executor's
+ * objects runs between dnn_enter() and dnn_leave() (cudnn.c says why).
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cudnn_abi.h"
+#include "cudnn_api.h"
+#include "proto.h"
+
+#define DNN_TENSOR_MAGIC 0x70685444u
+
+/* A handle: the executor's under id. */
+struct cudnnContext {
+	uint32_t magic, id;
+	int device;
+	uint32_t epoch;   /* the executor it was made in */
+	void *stream;
+};
+
+/* A legacy tensor descriptor: its values, kept here. */
+struct cudnnTensorStruct {
+	uint32_t magic;
+	struct phos_dnn_tensor t;
+};
+
+/* h when it is one of ours, else NULL. */
+cudnnHandle_t dnn_handle_of(cudnnHandle_t h);
+/* t when it is one of ours, else NULL. */
+cudnnTensorDescriptor_t dnn_tensor_of(cudnnTensorDescriptor_t t);
+void dnn_enter(void);
+void dnn_leave(void);
+/* Makes h in the executor if this one lacks it (after a restore); between
+ * dnn_enter and dnn_leave. */
+cudnnStatus_t dnn_handle_ensure(cudnnHandle_t h);
+/* A synchronous call: its status (the library's, else the CUDA error's nearest). */
+cudnnStatus_t dnn_call(uint32_t op, const void *body, size_t len, const void *payload, size_t plen, void *out,
+		       size_t cap, size_t *ret_len);
+/* Posts a stream-ordered call on h's stream (a node when it captures):
+ * rec (len bytes) then more (more_len), the stream id written at stream_off. */
+cudnnStatus_t dnn_post(cudnnHandle_t h, uint32_t op, void *rec, size_t len, const void *more, size_t more_len,
+		       size_t stream_off);
+/* NOT_SUPPORTED, said once per reason in the log. */
+cudnnStatus_t dnn_refuse(const char *what);
