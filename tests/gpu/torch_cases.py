@@ -17,7 +17,9 @@ cudagraph (torch.cuda.graph: a forward captured from a stream and replayed
 with new inputs), cudagraph_conv (the same with cuDNN convolutions and batch
 norm), grid_sample (F.affine_grid and F.grid_sample with align_corners:
 cuDNN's spatial transformer, forward and backward), reduce_overhead (torch.compile(mode="reduce-overhead"):
-Triton kernels in CUDA graphs that PyTorch captures and replays itself).
+Triton kernels in CUDA graphs that PyTorch captures and replays itself), lstm
+(nn.LSTM with dropout, bidirectional, two layers, then nn.GRU, trained; a packed
+sequence and nn.RNN (ReLU) in eval: cuDNN's RNN calls, forward and backward).
 """
 import json
 import os
@@ -25,6 +27,31 @@ import subprocess
 import sys
 
 CASES = {
+    "lstm": """
+import torch, json
+torch.manual_seed(0)
+torch.backends.cudnn.deterministic = True
+lstm = torch.nn.LSTM(16, 32, num_layers=2, bidirectional=True, dropout=0.2, batch_first=True).cuda()
+gru = torch.nn.GRU(64, 24).cuda()
+head = torch.nn.Linear(24, 1).cuda()
+opt = torch.optim.SGD(list(lstm.parameters()) + list(gru.parameters()) + list(head.parameters()), lr=0.05)
+x = torch.randn(4, 10, 16, device="cuda")
+t = torch.randn(10, 4, 1, device="cuda")
+for _ in range(4):
+    opt.zero_grad()
+    y, (h, c) = lstm(x)
+    z, hz = gru(y.transpose(0, 1))
+    loss = ((head(z) - t) ** 2).mean()
+    loss.backward(); opt.step()
+lstm.eval(); gru.eval()
+rnn = torch.nn.RNN(16, 8, nonlinearity="relu").cuda()
+with torch.no_grad():
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x, torch.tensor([10, 7, 5, 2]), batch_first=True)
+    out, _ = torch.nn.utils.rnn.pad_packed_sequence(lstm(packed)[0], batch_first=True)
+    r, _ = rnn(x.transpose(0, 1))
+print(json.dumps({"loss": float(loss), "h": float(h.double().sum()), "packed": float(out.double().sum()),
+                  "relu": float(r.double().sum()), "cudnn": torch.backends.cudnn.enabled}))
+""",
     "conv": """
 import torch, json
 torch.manual_seed(0)
