@@ -108,7 +108,10 @@ try:
     if DEVICE == "cuda":
         n = subprocess.run([STF], capture_output=True, text=True, timeout=300)
         nat = json.loads(n.stdout.strip().splitlines()[-1]) if n.stdout.strip() else {}
-        check(n.returncode == 0 and nat == got, f"cudnn_stf natively {nat}, under phos-fn {got}")
+        # (cuDNN's backward passes sum with atomics: the last digit of a sum may differ run to run)
+        check(n.returncode == 0 and nat.keys() == got.keys() and
+              all(abs(nat[k] - got[k]) <= 1e-5 * max(1.0, abs(nat[k])) for k in nat if k != "ok") and
+              nat.get("ok") is True, f"cudnn_stf natively {nat}, under phos-fn {got}")
 
     # RNNs: every request runs the backward passes on the reserve of the
     # training forward before it (at init: across the snapshot), then the
