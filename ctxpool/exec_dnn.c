@@ -18,6 +18,8 @@
  *                              tensor descriptors by value
  *   DNN_RNN, DNN_RNN_ASK       RNN passes, dropout's states and the RNN size
  *                              and weight queries, every descriptor by value
+ *   DNN_CTC, DNN_CTC_SIZE      CTC losses (the legacy call's host arrays in the
+ *                              record) and their workspace's size
  *
  * Batch normalization sets:
  *
@@ -43,6 +45,10 @@
  *   weights     added to)                                   written
  *   dropout     -                                           its states written
  *   states
+ *   CTC loss    probs; label and input lengths and the  costs (batch values of
+ *               labels' buffer (the _v8 call: device    the compute type),
+ *               arrays)                                 gradients, workspace
+ *                                                       written
  *
  * (y is also read when beta is not zero.) Every call is synchronous except
  * EXECUTE, BN, STF and RNN, which go in stream order; the cudnnStatus_t comes back in
@@ -625,6 +631,98 @@ static int rnn(struct executor *ex, const struct phos_dnn_rnn *r, const void *mo
 		      st);
 }
 
+/* A CTC loss's record (its host arrays after it, len bytes, for api 7):
+ * probs and gradients T x B x A of the compute type, lengths within them,
+ * labels within the alphabet (0 is the blank). NULL arrays (api 8) or the
+ * arrays; *bad set when the record does not hold. */
+static const int32_t *ctc_check(const struct phos_dnn_ctc *c, const void *more, uint32_t len, bool *bad)
+{
+	const int32_t *a = more;
+	int64_t T, B, A, sum = 0;
+
+	*bad = true;
+	if ((c->api != 7 && c->api != 8) || c->algo < 0 || c->algo > 1 || c->probs.nb != 3 ||
+	    c->probs.type != c->comp_type || !phos_dnn_data_type_size(c->comp_type) || c->norm_mode < 0 ||
+	    c->norm_mode > 1 || (c->grads.nb && (c->grads.nb != 3 || memcmp(c->grads.dims, c->probs.dims, 3 * sizeof(int32_t)))))
+		return NULL;
+	T = c->probs.dims[0], B = c->probs.dims[1], A = c->probs.dims[2];
+	if (T < 1 || B < 1 || A < 2 || B > PHOS_DNN_RNN_BATCH_MAX)
+		return NULL;
+	if (c->api == 8) {
+		*bad = len != 0;
+		return NULL;
+	}
+	if (c->nlabels < 0 || c->nlabels > PHOS_DNN_CTC_LABELS_MAX ||
+	    len != ((uint64_t)c->nlabels + 2 * (uint64_t)B) * sizeof(int32_t))
+		return NULL;
+	for (int64_t i = 0; i < c->nlabels; i++)
+		if (a[i] < 1 || a[i] >= A)
+			return NULL;
+	for (int64_t b = 0; b < B; b++) {
+		int32_t l = a[c->nlabels + b], t = a[c->nlabels + B + b];
+
+		if (l < 0 || l > 255 || t < 0 || t > T)
+			return NULL;
+		sum += l;
+	}
+	*bad = sum != c->nlabels;
+	return a;
+}
+
+/* A CTC loss's set (the table above). */
+static int ctc_set(struct executor *ex, const struct phos_dnn_ctc *c, struct spec_set *s)
+{
+	uint64_t pb, gb = 0, B = (uint64_t)c->probs.dims[1];
+
+	if (!c->pprobs || !c->costs || !phos_dnn_tensor_bytes(&c->probs, &pb) ||
+	    (c->grads.nb && !phos_dnn_tensor_bytes(&c->grads, &gb)))
+		return -1;
+	TRY(spec_range(ex, s, c->pprobs, pb, SPEC_READ));
+	TRY(spec_range(ex, s, c->costs, B * phos_dnn_data_type_size(c->comp_type), SPEC_WRITE));
+	if (c->pgrads)
+		TRY(spec_range(ex, s, c->pgrads, gb, SPEC_WRITE));
+	if (c->work_bytes)
+		TRY(spec_range(ex, s, c->work, c->work_bytes, SPEC_WRITE));
+	if (c->api == 8) {
+		const struct phos_buf *lb = phos_bufmap_find(ex->bufs, c->labels);
+
+		/* the labels' extent is the sum of lengths held in device memory: their whole buffer */
+		if (!lb || !c->label_lengths || !c->input_lengths)
+			return -1;
+		TRY(spec_range(ex, s, lb->addr, lb->size, SPEC_READ));
+		TRY(spec_range(ex, s, c->label_lengths, B * sizeof(int32_t), SPEC_READ));
+		TRY(spec_range(ex, s, c->input_lengths, B * sizeof(int32_t), SPEC_READ));
+	}
+	return 0;
+}
+
+static int ctc(struct executor *ex, uint32_t op, const struct phos_dnn_ctc *c, const void *more, uint32_t len,
+	       void *out, uint32_t *out_len, int *st)
+{
+	struct exec_dnn_obj *h = obj_get(ex, true, c->handle);
+	bool bad;
+	const int32_t *arrays = ctc_check(c, more, len, &bad);
+	struct spec_set set;
+	void *stream;
+
+	if (!h || bad)
+		return fail(st, PHOS_DNN_BAD_PARAM);
+	if (op == PHOS_OP_DNN_CTC_SIZE) {
+		uint64_t n = 0;
+
+		TRY(result(dnn(ex)->ctc(ex->dev, h->dev, NULL, c, arrays, &n, st), st));
+		memcpy(out, &n, sizeof(n));
+		*out_len = sizeof(n);
+		return 0;
+	}
+	spec_clear(&set);
+	if (ctc_set(ex, c, &set) < 0)
+		return fail(st, PHOS_DNN_BAD_PARAM);
+	TRY(exec_stream(ex, c->stream, &stream));
+	TRY(spec_commit(ex, "dnn_ctc", NULL, c->stream, &set));
+	return result(dnn(ex)->ctc(ex->dev, h->dev, stream, c, arrays, NULL, st), st);
+}
+
 int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out, uint32_t *out_len,
 		    int *st)
 {
@@ -704,6 +802,12 @@ int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t
 		if ((op == PHOS_OP_DNN_RNN_ASK) != (r->kind >= PHOS_DNN_RNN_WEIGHT_SPACE))
 			return fail(st, PHOS_DNN_BAD_PARAM);
 		return rnn(ex, r, r + 1, len - (uint32_t)sizeof(*r), out, out_len, st);
+	}
+	case PHOS_OP_DNN_CTC:
+	case PHOS_OP_DNN_CTC_SIZE: {
+		BODY(struct phos_dnn_ctc, c);
+
+		return ctc(ex, op, c, c + 1, len - (uint32_t)sizeof(*c), out, out_len, st);
 	}
 	case PHOS_OP_DNN_BN_SIZE: {
 		BODY(struct phos_dnn_bn, b);

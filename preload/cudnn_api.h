@@ -81,3 +81,21 @@ cudnnStatus_t cudnnGetRNNWeightParams(cudnnHandle_t handle, cudnnRNNDescriptor_t
 cudnnStatus_t cudnnRNNForward(cudnnHandle_t handle, cudnnRNNDescriptor_t desc, int fwd_mode, const int32_t dev_seq[], cudnnRNNDataDescriptor_t xd, const void *x, cudnnRNNDataDescriptor_t yd, void *y, cudnnTensorDescriptor_t hd, const void *hx, void *hy, cudnnTensorDescriptor_t cd, const void *cx, void *cy, size_t weights_bytes, const void *weights, size_t work_bytes, void *work, size_t reserve_bytes, void *reserve);
 cudnnStatus_t cudnnRNNBackwardData_v8(cudnnHandle_t handle, cudnnRNNDescriptor_t desc, const int32_t dev_seq[], cudnnRNNDataDescriptor_t yd, const void *y, const void *dy, cudnnRNNDataDescriptor_t xd, void *dx, cudnnTensorDescriptor_t hd, const void *hx, const void *dhy, void *dhx, cudnnTensorDescriptor_t cd, const void *cx, const void *dcy, void *dcx, size_t weights_bytes, const void *weights, size_t work_bytes, void *work, size_t reserve_bytes, void *reserve);
 cudnnStatus_t cudnnRNNBackwardWeights_v8(cudnnHandle_t handle, cudnnRNNDescriptor_t desc, int wgrad_mode, const int32_t dev_seq[], cudnnRNNDataDescriptor_t xd, const void *x, cudnnTensorDescriptor_t hd, const void *hx, cudnnRNNDataDescriptor_t yd, const void *y, size_t weights_bytes, void *dweights, size_t work_bytes, void *work, size_t reserve_bytes, void *reserve);
+
+/* CTC losses (cudnn_ctc.c) */
+typedef struct cudnnCTCLossStruct *cudnnCTCLossDescriptor_t;
+
+cudnnStatus_t cudnnCreateCTCLossDescriptor(cudnnCTCLossDescriptor_t *desc);
+cudnnStatus_t cudnnDestroyCTCLossDescriptor(cudnnCTCLossDescriptor_t desc);
+cudnnStatus_t cudnnSetCTCLossDescriptor(cudnnCTCLossDescriptor_t desc, int comp_type);
+cudnnStatus_t cudnnSetCTCLossDescriptorEx(cudnnCTCLossDescriptor_t desc, int comp_type, int norm_mode, int grad_mode);
+cudnnStatus_t cudnnSetCTCLossDescriptor_v8(cudnnCTCLossDescriptor_t desc, int comp_type, int norm_mode, int grad_mode, int max_label);
+cudnnStatus_t cudnnSetCTCLossDescriptor_v9(cudnnCTCLossDescriptor_t desc, int comp_type, int norm_mode, int ctc_grad_mode, int max_label);
+cudnnStatus_t cudnnGetCTCLossDescriptor(cudnnCTCLossDescriptor_t desc, int *comp_type);
+cudnnStatus_t cudnnGetCTCLossDescriptorEx(cudnnCTCLossDescriptor_t desc, int *comp_type, int *norm_mode, int *grad_mode);
+cudnnStatus_t cudnnGetCTCLossDescriptor_v8(cudnnCTCLossDescriptor_t desc, int *comp_type, int *norm_mode, int *grad_mode, int *max_label);
+cudnnStatus_t cudnnGetCTCLossDescriptor_v9(cudnnCTCLossDescriptor_t desc, int *comp_type, int *norm_mode, int *ctc_grad_mode, int *max_label);
+cudnnStatus_t cudnnGetCTCLossWorkspaceSize(cudnnHandle_t handle, cudnnTensorDescriptor_t probs_desc, cudnnTensorDescriptor_t grads_desc, const int *labels, const int *label_lengths, const int *input_lengths, int algo, cudnnCTCLossDescriptor_t desc, size_t *size);
+cudnnStatus_t cudnnGetCTCLossWorkspaceSize_v8(cudnnHandle_t handle, int algo, cudnnCTCLossDescriptor_t desc, cudnnTensorDescriptor_t probs_desc, cudnnTensorDescriptor_t grads_desc, size_t *size);
+cudnnStatus_t cudnnCTCLoss(cudnnHandle_t handle, cudnnTensorDescriptor_t probs_desc, const void *probs, const int labels[], const int label_lengths[], const int input_lengths[], void *costs, cudnnTensorDescriptor_t grads_desc, void *grads, int algo, cudnnCTCLossDescriptor_t desc, void *work, size_t work_bytes);
+cudnnStatus_t cudnnCTCLoss_v8(cudnnHandle_t handle, int algo, cudnnCTCLossDescriptor_t desc, cudnnTensorDescriptor_t probs_desc, const void *probs, const int labels[], const int label_lengths[], const int input_lengths[], void *costs, cudnnTensorDescriptor_t grads_desc, void *grads, size_t work_bytes, void *work);

@@ -96,7 +96,22 @@ typedef void *obj_t;
 	   const void *, size_t, void *, size_t, void *))                                                   \
 	X(RnnBackwardWeights, "cudnnRNNBackwardWeights_v8", st_t,                                           \
 	  (obj_t, obj_t, int, const int32_t *, obj_t, const void *, obj_t, const void *, obj_t,             \
-	   const void *, size_t, void *, size_t, void *, size_t, void *))
+	   const void *, size_t, void *, size_t, void *, size_t, void *))                                   \
+	X(CtcCreate, "cudnnCreateCTCLossDescriptor", st_t, (obj_t *))                                       \
+	X(CtcDestroy, "cudnnDestroyCTCLossDescriptor", st_t, (obj_t))                                       \
+	X(CtcSet, "cudnnSetCTCLossDescriptor", st_t, (obj_t, int))                                          \
+	X(CtcSetEx, "cudnnSetCTCLossDescriptorEx", st_t, (obj_t, int, int, int))                            \
+	X(CtcSet8, "cudnnSetCTCLossDescriptor_v8", st_t, (obj_t, int, int, int, int))                       \
+	X(CtcSet9, "cudnnSetCTCLossDescriptor_v9", st_t, (obj_t, int, int, int, int))                       \
+	X(CtcSize, "cudnnGetCTCLossWorkspaceSize", st_t,                                                    \
+	  (obj_t, obj_t, obj_t, const int *, const int *, const int *, int, obj_t, size_t *))               \
+	X(CtcSize8, "cudnnGetCTCLossWorkspaceSize_v8", st_t, (obj_t, int, obj_t, obj_t, obj_t, size_t *))   \
+	X(Ctc, "cudnnCTCLoss", st_t,                                                                        \
+	  (obj_t, obj_t, const void *, const int *, const int *, const int *, void *, obj_t, void *, int,   \
+	   obj_t, void *, size_t))                                                                          \
+	X(Ctc8, "cudnnCTCLoss_v8", st_t,                                                                    \
+	  (obj_t, int, obj_t, obj_t, const void *, const int *, const int *, const int *, void *, obj_t,    \
+	   void *, size_t, void *))
 
 #define DNN_FIELD(field, export, ret, args) ret(*field) args;
 static struct {
@@ -563,6 +578,52 @@ out:
 	return 0;
 }
 
+static int cuda_dnn_ctc(struct phos_device *dev, void *h, void *stream, const struct phos_dnn_ctc *c,
+			const int32_t *arrays, uint64_t *size, int *st)
+{
+	obj_t d = NULL, probs = NULL, grads = NULL;
+	int64_t B = c->probs.dims[1];
+	const int *labels = arrays, *lengths = arrays ? arrays + c->nlabels : NULL, *inputs = lengths ? lengths + B : NULL;
+
+	READY();
+	if (stream)
+		*st = dnn.SetStream(h, stream);
+	if (!*st)
+		*st = dnn.CtcCreate(&d);
+	if (!*st)
+		*st = c->set == 9   ? dnn.CtcSet9(d, c->comp_type, c->norm_mode, c->grad_mode, c->max_label)
+		      : c->set == 8 ? dnn.CtcSet8(d, c->comp_type, c->norm_mode, c->grad_mode, c->max_label)
+		      : c->set == 1 ? dnn.CtcSetEx(d, c->comp_type, c->norm_mode, c->grad_mode)
+				    : dnn.CtcSet(d, c->comp_type);
+	if (!*st)
+		*st = tensor(&c->probs, &probs);
+	if (!*st)
+		*st = tensor(&c->grads, &grads);
+	if (*st)
+		goto out;
+	if (size) {
+		size_t n = 0;
+
+		*st = c->api == 7 ? dnn.CtcSize(h, probs, grads, labels, lengths, inputs, c->algo, d, &n)
+				  : dnn.CtcSize8(h, c->algo, d, probs, grads, &n);
+		*size = n;
+	} else if (c->api == 7) {
+		*st = dnn.Ctc(h, probs, P(c->pprobs), labels, lengths, inputs, P(c->costs), grads, P(c->pgrads), c->algo,
+			      d, P(c->work), c->work_bytes);
+	} else {
+		*st = dnn.Ctc8(h, c->algo, d, probs, P(c->pprobs), P(c->labels), P(c->label_lengths),
+			       P(c->input_lengths), P(c->costs), grads, P(c->pgrads), c->work_bytes, P(c->work));
+	}
+out:
+	if (probs)
+		dnn.TensorDestroy(probs);
+	if (grads)
+		dnn.TensorDestroy(grads);
+	if (d)
+		dnn.CtcDestroy(d);
+	return 0;
+}
+
 const struct phos_dnn_ops phos_dnn_cuda = {
 	.version = cuda_dnn_version,
 	.handle_create = cuda_dnn_handle_create,
@@ -577,4 +638,5 @@ const struct phos_dnn_ops phos_dnn_cuda = {
 	.bn_size = cuda_dnn_bn_size,
 	.stf = cuda_dnn_stf,
 	.rnn = cuda_dnn_rnn,
+	.ctc = cuda_dnn_ctc,
 };

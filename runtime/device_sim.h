@@ -89,6 +89,9 @@ int phos_sim_dnn_elem_type(int dnn_type);
 /* RNNs (device_sim_rnn.c): phos_dnn_ops.rnn. */
 int phos_sim_dnn_rnn(struct phos_device *dev, void *h, void *stream, const struct phos_dnn_rnn *r,
 		     const int32_t *seq, struct phos_reply_dnn_rnn *ret, int *st);
+/* CTC losses (device_sim_ctc.c): phos_dnn_ops.ctc. */
+int phos_sim_dnn_ctc(struct phos_device *dev, void *h, void *stream, const struct phos_dnn_ctc *c,
+		     const int32_t *arrays, uint64_t *size, int *st);
 /* cuBLASLt (device_sim_blaslt.c). */
 int phos_sim_blaslt_matmul(struct phos_device *dev, void *stream, const struct phos_blaslt_matmul *m,
 			   int *ret_blas_status);

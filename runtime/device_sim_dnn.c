@@ -17,7 +17,7 @@
  * Batch normalization (bnOps BN, spatial or per-activation): inference,
  * training (batch mean and biased variance; running variance updated with
  * the unbiased one, as cuDNN does) and backward, without workspace or
- * reserve space. RNNs are in device_sim_rnn.c.
+ * reserve space. RNNs are in device_sim_rnn.c, CTC losses in device_sim_ctc.c.
  */
 #include "device_sim.h"
 
@@ -936,5 +936,6 @@ const struct phos_dnn_ops phos_dnn_sim = {
 	.bn = sim_dnn_bn,
 	.stf = sim_dnn_stf,
 	.rnn = phos_sim_dnn_rnn,
+	.ctc = phos_sim_dnn_ctc,
 	.bn_size = sim_dnn_bn_size,
 };

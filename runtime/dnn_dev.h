@@ -53,6 +53,11 @@ struct phos_dnn_ops {
 	 * without data descriptors); a query fills *ret (stream unused). */
 	int (*rnn)(struct phos_device *dev, void *h, void *stream, const struct phos_dnn_rnn *r, const int32_t *seqs,
 		   struct phos_reply_dnn_rnn *ret, int *st);
+	/* A CTC loss, or its workspace's size (size non-NULL; stream unused),
+	 * checked by the executor: arrays holds the legacy call's labels, label
+	 * lengths and input lengths (NULL for api 8). */
+	int (*ctc)(struct phos_device *dev, void *h, void *stream, const struct phos_dnn_ctc *c, const int32_t *arrays,
+		   uint64_t *size, int *st);
 };
 
 extern const struct phos_dnn_ops phos_dnn_sim;

@@ -203,6 +203,9 @@ enum phos_op {
 	                           * dropout's states, stream-ordered */
 	PHOS_OP_DNN_RNN_ASK,      /* sync: phos_dnn_rnn (+ x's sequence lengths): a size or weight
 	                           * query; reply phos_reply_dnn_rnn */
+	PHOS_OP_DNN_CTC,          /* phos_dnn_ctc (+ the host arrays of the legacy call): a CTC loss,
+	                           * stream-ordered */
+	PHOS_OP_DNN_CTC_SIZE,     /* sync: phos_dnn_ctc (+ the same arrays); reply u64 workspace bytes */
 
 	/* The driver's virtual memory management (cuMemAddressReserve, cuMemMap,
 	 * ...; PyTorch's expandable segments): reservations of the arena, and
@@ -916,6 +919,25 @@ struct phos_reply_dnn_rnn {
 	int64_t m_off, b_off;          /* WEIGHT_PARAMS: from weightSpace; -1: NULL */
 	struct phos_dnn_tensor m, b;   /* WEIGHT_PARAMS: the descriptors cuDNN filled */
 };
+
+/* cuDNN's CTC loss (cudnnCTCLoss with host arrays, cudnnCTCLoss_v8 with
+ * device ones), its descriptor by value. api 7: after the record come the
+ * labels (nlabels int32s, concatenated), the label lengths and the input
+ * lengths (batch each, the batch being probs' second dimension). */
+struct phos_dnn_ctc {
+	uint32_t handle, stream;
+	int32_t api;                   /* 7: cudnnCTCLoss, 8: cudnnCTCLoss_v8 */
+	int32_t algo;                  /* cudnnCTCLossAlgo_t */
+	int32_t set;                   /* the Set call that made the descriptor: 0 (plain), 1 (Ex), 8 or 9 */
+	int32_t comp_type, norm_mode;  /* cudnnDataType_t, cudnnLossNormalizationMode_t */
+	int32_t grad_mode;             /* cudnnNanPropagation_t (Ex, _v8), cudnnCTCGradMode_t (_v9) */
+	int32_t max_label;             /* _v8, _v9 */
+	int32_t nlabels;               /* api 7 */
+	struct phos_dnn_tensor probs, grads;   /* T x B x A; grads nb 0: none */
+	uint64_t pprobs, costs, pgrads, work, work_bytes;
+	uint64_t labels, label_lengths, input_lengths;   /* api 8: device int32 arrays */
+};
+#define PHOS_DNN_CTC_LABELS_MAX (1 << 20)   /* labels of a legacy call */
 
 /* One cublasLtMatmulHeuristicResult_t. */
 struct phos_blaslt_result {

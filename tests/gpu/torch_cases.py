@@ -19,7 +19,9 @@ norm), grid_sample (F.affine_grid and F.grid_sample with align_corners:
 cuDNN's spatial transformer, forward and backward), reduce_overhead (torch.compile(mode="reduce-overhead"):
 Triton kernels in CUDA graphs that PyTorch captures and replays itself), lstm
 (nn.LSTM with dropout, bidirectional, two layers, then nn.GRU, trained; a packed
-sequence and nn.RNN (ReLU) in eval: cuDNN's RNN calls, forward and backward).
+sequence and nn.RNN (ReLU) in eval: cuDNN's RNN calls, forward and backward),
+ctc (F.ctc_loss with int32 targets on the CPU: cuDNN's CTC loss, and its
+gradient).
 """
 import json
 import os
@@ -27,6 +29,19 @@ import subprocess
 import sys
 
 CASES = {
+    "ctc": """
+import torch, json
+torch.manual_seed(0)
+logits = torch.randn(30, 4, 12, device="cuda", requires_grad=True)
+lp = logits.log_softmax(2)
+targets = torch.randint(1, 12, (4 * 8,), dtype=torch.int32)            # on the CPU: cuDNN's path
+tl = torch.full((4,), 8, dtype=torch.int32)
+il = torch.full((4,), 30, dtype=torch.int32)
+use = torch._use_cudnn_ctc_loss(lp, targets, il.tolist(), tl.tolist(), 0)
+loss = torch.nn.functional.ctc_loss(lp, targets, il, tl, reduction="sum")
+loss.backward()
+print(json.dumps({"loss": float(loss), "grad": float(logits.grad.double().abs().sum()), "cudnn": bool(use)}))
+""",
     "lstm": """
 import torch, json
 torch.manual_seed(0)

@@ -33,6 +33,10 @@ legacy descriptors, every output checked against a CPU reference:
   forward and the backward passes is restored (the reserve space kept);
   every pass's set is exact: x, the weights, y, the reserve and the
   workspace by their sizes;
+- the CTC loss (cudnn_ctc: F.ctc_loss on cuDNN, host arrays): costs and
+  gradients against a CPU reference, everywhere as above; its set reads
+  the activations and writes the costs, the gradients and the workspace
+  exactly;
 - a variant pack naming a uid the graph does not have gets an opaque set,
   and so does a ragged tensor's execution (its offsets are in device memory)
   (sim only: real cuDNN may refuse such packs).
@@ -52,6 +56,7 @@ from harness import (DEVICE, PHOS_FN, check, checkpoint_everywhere, done, fn_env
 PROG = program("tests", "transparency", "cudnn", "cudnn_serve")
 STF = program("tests", "transparency", "cudnn", "cudnn_stf")
 RNN = program("tests", "transparency", "cudnn", "cudnn_rnn")
+CTC = program("tests", "transparency", "cudnn", "cudnn_ctc")
 REQS = "x\nx\nx\n"
 
 
@@ -135,6 +140,17 @@ try:
         check([z["reserve"], z["reserve_bytes"]] in recs[4]["reads"] and
               [z["reserve"], z["reserve_bytes"]] in recs[4]["writes"] and [z["y"], z["ybytes"]] in recs[4]["reads"],
               f"its backward data pass reads y and reads and writes the reserve: {recs[4]}")
+    # the CTC loss: costs and gradients checked by the program, the set exact
+    serve_everywhere(CTC, REQS, answers_ok, tmp)
+    ctrace = os.path.join(tmp, "ctc.jsonl")
+    p = run(CTC, stdin="x\n", trace=ctrace)
+    recs = [r for r in read_trace(ctrace) if r.get("op") == "dnn_ctc"] if os.path.exists(ctrace) else []
+    # T 12 x B 3 x A 6 floats read; 3 costs, the gradients and the workspace written
+    check(p.returncode == 0 and len(recs) == 2 and all("sets" not in r for r in recs) and
+          [n for _, n in recs[0]["reads"]] == [12 * 3 * 6 * 4] and
+          {3 * 4, 12 * 3 * 6 * 4} <= {n for _, n in recs[0]["writes"]} and len(recs[0]["writes"]) <= 3,
+          f"cudnn_ctc: the loss reads the activations and writes costs, gradients and workspace: rc "
+          f"{p.returncode} {recs[:1]} {p.stderr[-1000:]}")
     # checkpoints of the running program: restored, it serves on
     def restored_ok(ans, what):
         check(len(ans) == 2 and all(a.get("ok") for a in ans) and [a.get("requests") for a in ans] == [2, 3],

@@ -40,6 +40,11 @@ enum { CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED = 0, CUDNN_RNN_DATA_LAYOUT_SEQ_M
 enum { CUDNN_RNN_PADDED_IO_DISABLED = 0, CUDNN_RNN_PADDED_IO_ENABLED = 1 };
 enum { CUDNN_FWD_MODE_INFERENCE = 0, CUDNN_FWD_MODE_TRAINING = 1 };
 enum { CUDNN_WGRAD_MODE_ADD = 0, CUDNN_WGRAD_MODE_SET = 1 };
+// CTC losses (cudnn_ctc.cu)
+typedef struct cudnnCTCLossStruct *cudnnCTCLossDescriptor_t;
+enum { CUDNN_CTC_LOSS_ALGO_DETERMINISTIC = 0 };
+enum { CUDNN_LOSS_NORMALIZATION_SOFTMAX = 1 };
+enum { CUDNN_PROPAGATE_NAN = 1 };
 enum {   // cudnnBackendAttributeType_t
 	CUDNN_TYPE_HANDLE = 0, CUDNN_TYPE_DATA_TYPE = 1, CUDNN_TYPE_INT64 = 3, CUDNN_TYPE_FLOAT = 4,
 	CUDNN_TYPE_DOUBLE = 5, CUDNN_TYPE_VOID_PTR = 6, CUDNN_TYPE_CONVOLUTION_MODE = 7, CUDNN_TYPE_HEUR_MODE = 8,
@@ -177,4 +182,14 @@ cudnnStatus_t cudnnRNNBackwardWeights_v8(cudnnHandle_t handle, cudnnRNNDescripto
 					 cudnnTensorDescriptor_t hd, const void *hx, cudnnRNNDataDescriptor_t yd,
 					 const void *y, size_t weights_bytes, void *dweights, size_t work_bytes,
 					 void *work, size_t reserve_bytes, void *reserve);
+cudnnStatus_t cudnnCreateCTCLossDescriptor(cudnnCTCLossDescriptor_t *desc);
+cudnnStatus_t cudnnDestroyCTCLossDescriptor(cudnnCTCLossDescriptor_t desc);
+cudnnStatus_t cudnnSetCTCLossDescriptorEx(cudnnCTCLossDescriptor_t desc, int comp_type, int norm_mode, int grad_mode);
+cudnnStatus_t cudnnGetCTCLossWorkspaceSize(cudnnHandle_t handle, cudnnTensorDescriptor_t probs_desc,
+					   cudnnTensorDescriptor_t grads_desc, const int *labels, const int *label_lengths,
+					   const int *input_lengths, int algo, cudnnCTCLossDescriptor_t desc, size_t *size);
+cudnnStatus_t cudnnCTCLoss(cudnnHandle_t handle, cudnnTensorDescriptor_t probs_desc, const void *probs,
+			   const int labels[], const int label_lengths[], const int input_lengths[], void *costs,
+			   cudnnTensorDescriptor_t grads_desc, void *grads, int algo, cudnnCTCLossDescriptor_t desc,
+			   void *work, size_t work_bytes);
 }
