@@ -177,5 +177,9 @@ int main()
 	}
 	int r = phos_fn_serve(handle, &st);
 
+	DK(cudnnDestroyTensorDescriptor(st.pd));
+	DK(cudnnDestroyTensorDescriptor(st.gd));
+	DK(cudnnDestroyCTCLossDescriptor(st.ctc));
+	DK(cudnnDestroy(st.h));
 	return r ? r : st.failures ? 1 : 0;
 }

@@ -607,5 +607,14 @@ int main(int argc, char **argv)
 	CK(cudaStreamSynchronize(strm));
 	int r = phos_fn_serve(handle_req, &st);
 
+	for (auto &n : nets) {
+		DK(cudnnDestroyRNNDataDescriptor(n.xd));
+		DK(cudnnDestroyRNNDataDescriptor(n.yd));
+		DK(cudnnDestroyTensorDescriptor(n.hd));
+		DK(cudnnDestroyTensorDescriptor(n.cd));
+		DK(cudnnDestroyDropoutDescriptor(n.drop));   // before its RNN descriptor, as PyTorch does
+		DK(cudnnDestroyRNNDescriptor(n.rnn));
+	}
+	DK(cudnnDestroy(h));
 	return r ? r : st.failures ? 1 : 0;
 }
