@@ -1117,29 +1117,39 @@ cudnnTensorDescriptor_t dnn_tensor_of(cudnnTensorDescriptor_t t)
 	return t && t->magic == DNN_TENSOR_MAGIC ? t : NULL;
 }
 
+cudnnStatus_t dnn_desc_new(void *ret, size_t size, uint32_t magic)
+{
+	uint32_t *d;
+
+	if (!ret)
+		return PHOS_DNN_BAD_PARAM_NULL_POINTER;
+	d = calloc(1, size);
+	if (!d)
+		return PHOS_DNN_INTERNAL_ERROR;
+	*d = magic;
+	memcpy(ret, &d, sizeof(d));
+	return PHOS_DNN_SUCCESS;
+}
+
+cudnnStatus_t dnn_desc_free(void *d, bool mine)
+{
+	if (!d)
+		return PHOS_DNN_SUCCESS;
+	if (!mine)
+		return PHOS_DNN_BAD_PARAM;
+	*(uint32_t *)d = 0;
+	free(d);
+	return PHOS_DNN_SUCCESS;
+}
+
 PHOS_EXPORT cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *desc)
 {
-	cudnnTensorDescriptor_t t;
-
-	if (!desc)
-		return PHOS_DNN_BAD_PARAM_NULL_POINTER;
-	t = calloc(1, sizeof(*t));
-	if (!t)
-		return PHOS_DNN_INTERNAL_ERROR;
-	t->magic = DNN_TENSOR_MAGIC;
-	*desc = t;
-	return PHOS_DNN_SUCCESS;
+	return dnn_desc_new(desc, sizeof(**desc), DNN_TENSOR_MAGIC);
 }
 
 PHOS_EXPORT cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t desc)
 {
-	if (!desc)
-		return PHOS_DNN_SUCCESS;
-	if (!dnn_tensor_of(desc))
-		return PHOS_DNN_BAD_PARAM;
-	desc->magic = 0;
-	free(desc);
-	return PHOS_DNN_SUCCESS;
+	return dnn_desc_free(desc, dnn_tensor_of(desc) != NULL);
 }
 
 PHOS_EXPORT cudnnStatus_t cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t desc, int type, int nb,
@@ -1470,25 +1480,12 @@ static cudnnSpatialTransformerDescriptor_t stf_of(cudnnSpatialTransformerDescrip
 
 PHOS_EXPORT cudnnStatus_t cudnnCreateSpatialTransformerDescriptor(cudnnSpatialTransformerDescriptor_t *desc)
 {
-	cudnnSpatialTransformerDescriptor_t d;
-
-	if (!desc)
-		return PHOS_DNN_BAD_PARAM_NULL_POINTER;
-	d = calloc(1, sizeof(*d));
-	if (!d)
-		return PHOS_DNN_INTERNAL_ERROR;
-	d->magic = DNN_STF_MAGIC;
-	*desc = d;
-	return PHOS_DNN_SUCCESS;
+	return dnn_desc_new(desc, sizeof(**desc), DNN_STF_MAGIC);
 }
 
 PHOS_EXPORT cudnnStatus_t cudnnDestroySpatialTransformerDescriptor(cudnnSpatialTransformerDescriptor_t desc)
 {
-	if (!desc || desc->magic != DNN_STF_MAGIC)
-		return PHOS_DNN_BAD_PARAM;
-	desc->magic = 0;
-	free(desc);
-	return PHOS_DNN_SUCCESS;
+	return desc ? dnn_desc_free(desc, desc->magic == DNN_STF_MAGIC) : PHOS_DNN_BAD_PARAM;
 }
 
 PHOS_EXPORT cudnnStatus_t cudnnSetSpatialTransformerNdDescriptor(cudnnSpatialTransformerDescriptor_t desc, int sampler,

@@ -36,27 +36,12 @@ static cudnnCTCLossDescriptor_t ctc_of(cudnnCTCLossDescriptor_t d)
 
 PHOS_EXPORT cudnnStatus_t cudnnCreateCTCLossDescriptor(cudnnCTCLossDescriptor_t *desc)
 {
-	cudnnCTCLossDescriptor_t d;
-
-	if (!desc)
-		return PHOS_DNN_BAD_PARAM_NULL_POINTER;
-	d = calloc(1, sizeof(*d));
-	if (!d)
-		return PHOS_DNN_INTERNAL_ERROR;
-	d->magic = DNN_CTC_MAGIC;
-	*desc = d;
-	return PHOS_DNN_SUCCESS;
+	return dnn_desc_new(desc, sizeof(**desc), DNN_CTC_MAGIC);
 }
 
 PHOS_EXPORT cudnnStatus_t cudnnDestroyCTCLossDescriptor(cudnnCTCLossDescriptor_t desc)
 {
-	if (!desc)
-		return PHOS_DNN_SUCCESS;
-	if (!ctc_of(desc))
-		return PHOS_DNN_BAD_PARAM;
-	desc->magic = 0;
-	free(desc);
-	return PHOS_DNN_SUCCESS;
+	return dnn_desc_free(desc, ctc_of(desc) != NULL);
 }
 
 static cudnnStatus_t keep(cudnnCTCLossDescriptor_t desc, int set, int comp, int norm, int grad, int max_label)

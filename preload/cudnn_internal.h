@@ -7,6 +7,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,5 +47,11 @@ cudnnStatus_t dnn_call(uint32_t op, const void *body, size_t len, const void *pa
  * rec (len bytes) then more (more_len), the stream id written at stream_off. */
 cudnnStatus_t dnn_post(cudnnHandle_t h, uint32_t op, void *rec, size_t len, const void *more, size_t more_len,
 		       size_t stream_off);
+/* A new descriptor of size bytes (zeroed, its first word magic: every
+ * descriptor struct here starts with its magic) into *ret: the status. */
+cudnnStatus_t dnn_desc_new(void *ret, size_t size, uint32_t magic);
+/* Frees descriptor d when mine (one of ours, as its magic said); NULL is
+ * nothing to free. The status: BAD_PARAM for one not ours. */
+cudnnStatus_t dnn_desc_free(void *d, bool mine);
 /* NOT_SUPPORTED, said once per reason in the log. */
 cudnnStatus_t dnn_refuse(const char *what);

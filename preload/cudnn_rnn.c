@@ -76,27 +76,12 @@ static cudnnRNNDataDescriptor_t data_of(cudnnRNNDataDescriptor_t d)
 
 PHOS_EXPORT cudnnStatus_t cudnnCreateDropoutDescriptor(cudnnDropoutDescriptor_t *desc)
 {
-	cudnnDropoutDescriptor_t d;
-
-	if (!desc)
-		return PHOS_DNN_BAD_PARAM_NULL_POINTER;
-	d = calloc(1, sizeof(*d));
-	if (!d)
-		return PHOS_DNN_INTERNAL_ERROR;
-	d->magic = DNN_DROPOUT_MAGIC;
-	*desc = d;
-	return PHOS_DNN_SUCCESS;
+	return dnn_desc_new(desc, sizeof(**desc), DNN_DROPOUT_MAGIC);
 }
 
 PHOS_EXPORT cudnnStatus_t cudnnDestroyDropoutDescriptor(cudnnDropoutDescriptor_t desc)
 {
-	if (!desc)
-		return PHOS_DNN_SUCCESS;
-	if (!dropout_of(desc))
-		return PHOS_DNN_BAD_PARAM;
-	desc->magic = 0;
-	free(desc);
-	return PHOS_DNN_SUCCESS;
+	return dnn_desc_free(desc, dropout_of(desc) != NULL);
 }
 
 /* A query of the executor's cuDNN (r->kind one of the ASK kinds), with
@@ -201,27 +186,12 @@ PHOS_EXPORT cudnnStatus_t cudnnGetDropoutDescriptor(cudnnDropoutDescriptor_t des
 
 PHOS_EXPORT cudnnStatus_t cudnnCreateRNNDescriptor(cudnnRNNDescriptor_t *desc)
 {
-	cudnnRNNDescriptor_t d;
-
-	if (!desc)
-		return PHOS_DNN_BAD_PARAM_NULL_POINTER;
-	d = calloc(1, sizeof(*d));
-	if (!d)
-		return PHOS_DNN_INTERNAL_ERROR;
-	d->magic = DNN_RNN_MAGIC;
-	*desc = d;
-	return PHOS_DNN_SUCCESS;
+	return dnn_desc_new(desc, sizeof(**desc), DNN_RNN_MAGIC);
 }
 
 PHOS_EXPORT cudnnStatus_t cudnnDestroyRNNDescriptor(cudnnRNNDescriptor_t desc)
 {
-	if (!desc)
-		return PHOS_DNN_SUCCESS;
-	if (!rnn_of(desc))
-		return PHOS_DNN_BAD_PARAM;
-	desc->magic = 0;   /* (its dropout descriptor is the program's) */
-	free(desc);
-	return PHOS_DNN_SUCCESS;
+	return dnn_desc_free(desc, rnn_of(desc) != NULL);   /* (its dropout descriptor is the program's) */
 }
 
 PHOS_EXPORT cudnnStatus_t cudnnSetRNNDescriptor_v8(cudnnRNNDescriptor_t desc, int algo, int cell, int bias, int dir,
@@ -290,28 +260,16 @@ PHOS_EXPORT cudnnStatus_t cudnnGetRNNDescriptor_v8(cudnnRNNDescriptor_t desc, in
 
 PHOS_EXPORT cudnnStatus_t cudnnCreateRNNDataDescriptor(cudnnRNNDataDescriptor_t *desc)
 {
-	cudnnRNNDataDescriptor_t d;
-
-	if (!desc)
-		return PHOS_DNN_BAD_PARAM_NULL_POINTER;
-	d = calloc(1, sizeof(*d));
-	if (!d)
-		return PHOS_DNN_INTERNAL_ERROR;
-	d->magic = DNN_RNN_DATA_MAGIC;
-	*desc = d;
-	return PHOS_DNN_SUCCESS;
+	return dnn_desc_new(desc, sizeof(**desc), DNN_RNN_DATA_MAGIC);
 }
 
 PHOS_EXPORT cudnnStatus_t cudnnDestroyRNNDataDescriptor(cudnnRNNDataDescriptor_t desc)
 {
-	if (!desc)
-		return PHOS_DNN_SUCCESS;
-	if (!data_of(desc))
-		return PHOS_DNN_BAD_PARAM;
-	desc->magic = 0;
-	free(desc->seq);
-	free(desc);
-	return PHOS_DNN_SUCCESS;
+	cudnnRNNDataDescriptor_t d = data_of(desc);
+
+	if (d)
+		free(d->seq);
+	return dnn_desc_free(desc, d != NULL);
 }
 
 PHOS_EXPORT cudnnStatus_t cudnnSetRNNDataDescriptor(cudnnRNNDataDescriptor_t desc, int type, int layout,
