@@ -34,6 +34,10 @@ mode's stall holds CRIU's dump of the CPU side, the same in each:
 device_stall_s (stall_s - cpu_dump_s) is the part of the engine's own; cpu_frozen_s is
 how long CRIU kept the program frozen (its dump.log: seized to unfrozen).
 
+The records are written after each system, so a run stopped by the device's
+10-minute limit keeps what it measured; --modes "" runs the baseline alone
+(16 GiB with --repeat 3 does not fit in one call with it).
+
 usage: bench/checkpoint.py BUILD [--sizes 1,4,16] [--dir DIR] [--modes stw,cow,recopy] [--no-baseline] [--repeat N]
        [--device cuda|sim --unit-mib 4 --width 64]   (sim: a dry run of the script, never a measurement)
 """
@@ -378,6 +382,23 @@ def chart(path):
     return True
 
 
+def save(final=False):
+    """Writes the records and checks so far (after each system, so that a run
+    stopped by the device's time limit keeps what it measured), into
+    bench/results and $OUT; the chart at the end only."""
+    os.makedirs(RESULTS, exist_ok=True)
+    names = ["checkpoint.json", "checkpoint.checks.json"]
+    for name, data in zip(names, (records, checks)):
+        with open(os.path.join(RESULTS, name + ".tmp"), "w") as f:
+            json.dump(data, f, indent=1)
+        os.replace(os.path.join(RESULTS, name + ".tmp"), os.path.join(RESULTS, name))
+    if final and chart(os.path.join(RESULTS, "checkpoint.png")):
+        names.append("checkpoint.png")
+    if os.environ.get("OUT"):
+        for n in names:
+            shutil.copy(os.path.join(RESULTS, n), os.environ["OUT"])
+
+
 def main():
     global A, DEVICE, DATE
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -394,6 +415,9 @@ def main():
     A = ap.parse_args()
     if not 1 <= A.repeat <= 20:
         ap.error("--repeat takes 1..20")
+    modes = [m for m in A.modes.split(",") if m]   # "": the baseline alone
+    if any(m not in ("stw", "cow", "recopy") for m in modes):
+        ap.error("--modes takes stw, cow and recopy, comma-separated (\"\": none, the baseline alone)")
     A.build = os.path.abspath(A.build)
     A.dir = tempfile.mkdtemp(prefix="phos-ckpt-bench-", dir=A.dir)
     A.work = tempfile.mkdtemp(prefix="phos-ckpt-bench-work-")
@@ -417,16 +441,18 @@ def main():
                 f"{case_steps} steps")
             ref = checksum_of(native(train_argv(case_steps, frozen)), f"{case}: uninterrupted run", 900)
             got = {}
-            for mode in A.modes.split(","):
+            for mode in modes:
                 try:
                     got[mode] = phos_mode(case, size, mode, case_steps, frozen, ref)
                 except Exception as e:   # one failed system does not hide the others
                     check(f"{case}: phos-{mode} ran", False, str(e)[-800:])
+                save()
             if not A.no_baseline and A.device == "cuda":
                 try:
                     baseline(case, case_steps, frozen, ref)
                 except Exception as e:
                     check(f"{case}: driver-api+criu ran", False, str(e)[-800:])
+                save()
             state = next((r["value"] for r in records if r["case"] == case and r["metric"] == "state_bytes"), 0)
             if d2h and state:
                 record(case, "limit", "stall_s", state / (d2h * 1e9), "s")
@@ -451,16 +477,7 @@ def main():
     finally:
         shutil.rmtree(A.dir, ignore_errors=True)
         shutil.rmtree(A.work, ignore_errors=True)
-    os.makedirs(RESULTS, exist_ok=True)
-    names = ["checkpoint.json", "checkpoint.checks.json"]
-    for name, data in zip(names, (records, checks)):
-        with open(os.path.join(RESULTS, name), "w") as f:
-            json.dump(data, f, indent=1)
-    if chart(os.path.join(RESULTS, "checkpoint.png")):
-        names.append("checkpoint.png")
-    if os.environ.get("OUT"):
-        for n in names:
-            shutil.copy(os.path.join(RESULTS, n), os.environ["OUT"])
+    save(final=True)
     bad = [c for c in checks if not c["ok"]]
     log(f"checkpoint: {len(checks) - len(bad)} of {len(checks)} checks passed")
     return 1 if bad else 0
