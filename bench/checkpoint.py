@@ -35,7 +35,7 @@ device_stall_s (stall_s - cpu_dump_s) is the part of the engine's own; cpu_froze
 how long CRIU kept the program frozen (its dump.log: seized to unfrozen).
 
 The records are written after each system, so a run stopped by the device's
-10-minute limit keeps what it measured; --modes "" runs the baseline alone
+10-minute limit keeps what it measured; --modes none runs the baseline alone
 (16 GiB with --repeat 3 does not fit in one call with it).
 
 usage: bench/checkpoint.py BUILD [--sizes 1,4,16] [--dir DIR] [--modes stw,cow,recopy] [--no-baseline] [--repeat N]
@@ -415,9 +415,9 @@ def main():
     A = ap.parse_args()
     if not 1 <= A.repeat <= 20:
         ap.error("--repeat takes 1..20")
-    modes = [m for m in A.modes.split(",") if m]   # "": the baseline alone
+    modes = [m for m in A.modes.split(",") if m and m != "none"]   # none: the baseline alone
     if any(m not in ("stw", "cow", "recopy") for m in modes):
-        ap.error("--modes takes stw, cow and recopy, comma-separated (\"\": none, the baseline alone)")
+        ap.error("--modes takes stw, cow and recopy, comma-separated, or none (the baseline alone)")
     A.build = os.path.abspath(A.build)
     A.dir = tempfile.mkdtemp(prefix="phos-ckpt-bench-", dir=A.dir)
     A.work = tempfile.mkdtemp(prefix="phos-ckpt-bench-work-")
