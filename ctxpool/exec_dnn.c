@@ -674,7 +674,7 @@ static int ctc_set(struct executor *ex, const struct phos_dnn_ctc *c, struct spe
 {
 	uint64_t pb, gb = 0, B = (uint64_t)c->probs.dims[1];
 
-	if (!c->pprobs || !c->costs || !phos_dnn_tensor_bytes(&c->probs, &pb) ||
+	if (!c->pprobs || !c->costs || !phos_dnn_tensor_bytes(&c->probs, &pb) || (c->pgrads && !c->grads.nb) ||
 	    (c->grads.nb && !phos_dnn_tensor_bytes(&c->grads, &gb)))
 		return -1;
 	TRY(spec_range(ex, s, c->pprobs, pb, SPEC_READ));

@@ -604,6 +604,31 @@ int main(int argc, char **argv)
 		build(nets[i], 10 * (int)i + 1);
 		forward(nets[i], CUDNN_FWD_MODE_TRAINING);
 	}
+	{   // bad input is refused, not run
+		cudnnRNNDataDescriptor_t bad;
+		cudnnRNNDescriptor_t br;
+		cudnnTensorDescriptor_t md;
+		void *m = nullptr, *b = nullptr;
+		int lens[2] = { 3, 9 };
+
+		DK(cudnnCreateRNNDataDescriptor(&bad));
+		DK(cudnnCreateRNNDescriptor(&br));
+		DK(cudnnCreateTensorDescriptor(&md));
+		if (cudnnSetRNNDataDescriptor(bad, CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, 4, 2, 5, lens,
+					      nullptr) == CUDNN_STATUS_SUCCESS ||
+		    cudnnSetRNNDescriptor_v8(br, CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS,
+					     CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT,
+					     CUDNN_DEFAULT_MATH, 4, 8, 9, 1, nets[0].drop, 0) == CUDNN_STATUS_SUCCESS ||
+		    (cudnnGetRNNWeightParams(h, nets[1].rnn, 0, nets[1].wbytes, nets[1].w, 2 * nets[1].G, md, &m, md, &b) ==
+			     CUDNN_STATUS_SUCCESS && (m || b))) {
+			fprintf(stderr, "cudnn_rnn: a sequence over maxSeqLength, a projection over the hidden size or "
+					"a matrix past the last was taken\n");
+			return 1;
+		}
+		DK(cudnnDestroyTensorDescriptor(md));
+		DK(cudnnDestroyRNNDescriptor(br));
+		DK(cudnnDestroyRNNDataDescriptor(bad));
+	}
 	CK(cudaStreamSynchronize(strm));
 	int r = phos_fn_serve(handle_req, &st);
 
