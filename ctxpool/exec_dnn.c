@@ -51,8 +51,8 @@
  *                                                       written
  *
  * (y is also read when beta is not zero.) Every call is synchronous except
- * EXECUTE, BN, STF and RNN, which go in stream order; the cudnnStatus_t comes back in
- * the reply's library status.
+ * EXECUTE, BN, STF, RNN and CTC, which go in stream order; the
+ * cudnnStatus_t comes back in the reply's library status.
  */
 #include <stdlib.h>
 #include <string.h>
