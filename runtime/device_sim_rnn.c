@@ -80,6 +80,13 @@ static int geo_of(const struct phos_dnn_rnn *r, const int32_t *seq, struct geo *
 		return PHOS_DNN_BAD_PARAM;
 	if (r->kind != PHOS_DNN_RNN_TEMP_SPACE && (r->y.type != d->data_type || r->y.vector != g->D * g->H))
 		return PHOS_DNN_BAD_PARAM;
+	{   /* sim's reserve and scratch (doubles) must stay small: a host reference */
+		uint64_t n;
+
+		if (__builtin_mul_overflow((uint64_t)(g->L * g->D) * (uint64_t)g->T, (uint64_t)g->B, &n) ||
+		    __builtin_mul_overflow(n, (uint64_t)(g->R + 2 * (g->D * g->H + g->I)), &n) || n > (1ull << 31))
+			return PHOS_DNN_NOT_SUPPORTED;
+	}
 	if (r->x.layout == 1)   /* packed: longest first */
 		for (int64_t b = 1; b < g->B; b++)
 			if (seq[b] > seq[b - 1])
