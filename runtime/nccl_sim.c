@@ -161,9 +161,11 @@ static int seg_fail(struct sim_comm *c, int res)
 	return c->error;
 }
 
-/* Waits for cond(arg) while every peer lives, nobody failed or aborted and the
- * deadline is ahead. Returns 0 or an ncclResult_t. */
-static int sim_wait(struct sim_comm *c, bool (*cond)(struct sim_comm *, void *), void *arg, const char *what)
+/* Waits for cond(arg) while every peer that needs(arg, rank) says the wait
+ * still depends on lives (needs NULL: every peer), nobody failed or aborted
+ * and the deadline is ahead. Returns 0 or an ncclResult_t. */
+static int sim_wait_on(struct sim_comm *c, bool (*cond)(struct sim_comm *, void *), void *arg, const char *what,
+		       bool (*needs)(void *, int rank))
 {
 	double start = now_s(), limit = timeout_s(), last_check = start;
 	unsigned spins = 0;
@@ -188,7 +190,7 @@ static int sim_wait(struct sim_comm *c, bool (*cond)(struct sim_comm *, void *),
 			for (int r = 0; r < c->nranks; r++) {
 				uint32_t st = atomic_load(&c->seg->rank[r].state);
 
-				if (r == c->rank)
+				if (r == c->rank || (needs && !needs(arg, r)))
 					continue;
 				if (st == RANK_LEFT || (st == RANK_JOINED && !pid_alive(atomic_load(&c->seg->rank[r].pid)))) {
 					phos_warn("nccl sim: rank %d of %d is gone (%s) while rank %d waits in %s", r,
@@ -207,6 +209,11 @@ static int sim_wait(struct sim_comm *c, bool (*cond)(struct sim_comm *, void *),
 			nanosleep(&ts, NULL);
 		}
 	}
+}
+
+static int sim_wait(struct sim_comm *c, bool (*cond)(struct sim_comm *, void *), void *arg, const char *what)
+{
+	return sim_wait_on(c, cond, arg, what, NULL);
 }
 
 static bool gen_moved(struct sim_comm *c, void *arg)
@@ -609,6 +616,18 @@ static bool p2p_all_moved(struct sim_comm *c, void *arg)
 	return all;
 }
 
+/* Whether an op of the first one's communicator still waits on rank. */
+static bool p2p_needs(void *arg, int rank)
+{
+	struct p2p_set *set = arg;
+
+	for (size_t i = 0; i < set->n; i++)
+		if (set->ops[i].c == set->ops[0].c && set->ops[i].k->peer == rank &&
+		    set->ops[i].done < set->ops[i].total)
+			return true;
+	return false;
+}
+
 static int p2p_run(struct p2p *ops, size_t n)
 {
 	struct p2p_set set = { ops, n };
@@ -621,9 +640,11 @@ static int p2p_run(struct p2p *ops, size_t n)
 			return ops[i].c->error;
 		ops[i].total = ops[i].k->count * phos_nccl_type_size(ops[i].k->type);
 	}
-	/* Waits on the first op's communicator for peers; the others' failures
-	 * show through their failed flags as soon as their ops cannot move. */
-	r = sim_wait(ops[0].c, p2p_all_moved, &set, "send/recv");
+	/* Waits on the first op's communicator for the peers of its ops not done
+	 * yet (a peer that finished its part and left is no failure); the others'
+	 * failures show through their failed flags as soon as their ops cannot
+	 * move. */
+	r = sim_wait_on(ops[0].c, p2p_all_moved, &set, "send/recv", p2p_needs);
 	for (size_t i = 1; r == 0 && i < n; i++)
 		r = atomic_load(&ops[i].c->seg->failed);
 	return r;
