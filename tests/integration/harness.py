@@ -296,6 +296,39 @@ def ask(p, request):
         return {"bad answer": line}
 
 
+def checkpoint_while_running(prog, args, marker, tmp, what, pause=0.2, restore=("stw", "cow", "recopy")):
+    """A program (with args) that prints a JSON line once it runs its loop and
+    marker when it ends well, under `phos-fn run --checkpointable`:
+    checkpointed in each mode, pause seconds apart, while it runs (issue 11).
+    It must end well, and so must each checkpoint of the modes in restore,
+    restored."""
+    run_env = {"PHOS_RUN_DIR": os.path.join(tmp, "run")}
+    p = subprocess.Popen([PHOS_FN, "run", "--checkpointable", "--device", DEVICE, "--", prog, *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=fn_env(run_env))
+    outs = ""
+    try:
+        first = p.stdout.readline()
+        check(first.startswith("{"), f"{what}: its first line: {first!r}")
+        for mode in ("stw", "cow", "recopy"):
+            time.sleep(pause)
+            c = phos("checkpoint", "--mode", mode, "-o", os.path.join(tmp, f"ck-{mode}"), p.pid, extra_env=run_env,
+                     timeout=120)
+            check(c.returncode == 0, f"{what}: {mode} checkpoint: rc {c.returncode} {c.stderr[-1500:]}")
+        outs, errs = p.communicate(timeout=300)
+        outs += errs
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate(timeout=60)
+    check(p.returncode == 0 and marker in outs, f"{what}, checkpointed: rc {p.returncode} {outs[-2000:]}")
+    for mode in restore:
+        ck = os.path.join(tmp, f"ck-{mode}")
+        if os.path.exists(os.path.join(ck, "manifest.json")):
+            r = phos("restore", "--device", DEVICE, ck, timeout=300)
+            check(r.returncode == 0 and marker in r.stdout + r.stderr,
+                  f"{what}, restored from its {mode} checkpoint: rc {r.returncode} {r.stderr[-2000:]}")
+
+
 def checkpoint_everywhere(prog, request, check_restored, tmp, args=(), modes=("stw", "cow", "recopy")):
     """A serving program (with args) under `phos-fn run --checkpointable`,
     after one request, checkpointed in each mode (issue 11), then killed; the

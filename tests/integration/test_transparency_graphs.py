@@ -54,9 +54,8 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 
-from harness import DEVICE, PHOS_FN, check, done, fn_env, phos, program, read_trace, run, serve_everywhere
+from harness import DEVICE, check, checkpoint_while_running, done, phos, program, read_trace, run, serve_everywhere
 
 GRAPHS = program("tests", "transparency", "graphs", "graphs")
 NODES = program("tests", "transparency", "graphs", "graph_nodes")
@@ -201,32 +200,7 @@ try:
     # checkpoints of a program launching a conditional graph, every mode: the
     # program goes on, and each checkpoint restored makes the graph again in
     # its executor and goes on with the right results
-    run_env = {"PHOS_RUN_DIR": os.path.join(tmp, "run")}
-    p = subprocess.Popen([PHOS_FN, "run", "--checkpointable", "--device", DEVICE, "--", COND, "loop", "2000"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=fn_env(run_env))
-    outs = ""
-    try:
-        first = p.stdout.readline()
-        check(first.startswith('{"loop"'), f"graph_cond loop: its first line: {first!r}")
-        for mode in ("stw", "cow", "recopy"):
-            time.sleep(0.2)
-            ck = os.path.join(tmp, f"ck-{mode}")
-            c = phos("checkpoint", "--mode", mode, "-o", ck, str(p.pid), extra_env=run_env, timeout=120)
-            check(c.returncode == 0, f"graph_cond loop: {mode} checkpoint: rc {c.returncode} {c.stderr[-1500:]}")
-        outs, errs = p.communicate(timeout=300)
-        outs += errs
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.communicate(timeout=60)
-    check(p.returncode == 0 and "graph_cond: ok" in outs,
-          f"graph_cond loop, checkpointed: rc {p.returncode} {outs[-2000:]}")
-    for mode in ("stw", "cow", "recopy"):
-        ck = os.path.join(tmp, f"ck-{mode}")
-        if os.path.exists(os.path.join(ck, "manifest.json")):
-            r = phos("restore", "--device", DEVICE, ck, timeout=300)
-            check(r.returncode == 0 and "graph_cond: ok" in r.stdout + r.stderr,
-                  f"graph_cond loop, restored from its {mode} checkpoint: rc {r.returncode} {r.stderr[-2000:]}")
+    checkpoint_while_running(COND, ("loop", "2000"), "graph_cond: ok", tmp, "graph_cond loop")
 
     # what phos-fn cannot make on the device is refused where CUDA reports
     # errors of a graph's making, and said on stderr; natively it runs

@@ -33,7 +33,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import DEVICE, PHOS_FN, answers, check, done, fn_env, phos, program, run
+from harness import DEVICE, PHOS_FN, answers, check, checkpoint_while_running, done, fn_env, phos, program, run
 
 POOLS = program("tests", "transparency", "pools", "pools")
 CALLBACKS = program("tests", "transparency", "pools", "callbacks")
@@ -58,33 +58,9 @@ for prog, name in ((POOLS, "pools"), (CALLBACKS, "callbacks")):
 if True:   # checkpoints while callbacks wait for the program
     tmpc = tempfile.mkdtemp(prefix="phos-callbacks-ckpt-")
     try:
-        run_env = {"PHOS_RUN_DIR": os.path.join(tmpc, "run")}
-        p = subprocess.Popen([PHOS_FN, "run", "--checkpointable", "--device", DEVICE, "--", CALLBACKS, "loop",
-                              "1500"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=fn_env(run_env))
-        outs = ""
-        try:
-            first = p.stdout.readline()
-            check(first.startswith('{"loop"'), f"callbacks loop: its first line: {first!r}")
-            for mode in ("stw", "cow", "recopy"):
-                time.sleep(0.3)
-                ck = os.path.join(tmpc, f"ck-{mode}")
-                c = phos("checkpoint", "--mode", mode, "-o", ck, str(p.pid), extra_env=run_env, timeout=120)
-                check(c.returncode == 0, f"callbacks loop: {mode} checkpoint while callbacks wait for the "
-                                         f"program: rc {c.returncode} {c.stderr[-1500:]}")
-            outs, errs = p.communicate(timeout=300)
-            outs += errs
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.communicate(timeout=60)
-        check(p.returncode == 0 and "callbacks: ok" in outs, f"callbacks loop, checkpointed: rc {p.returncode} "
-                                                             f"{outs[-2000:]}")
-        ck = os.path.join(tmpc, "ck-stw")
-        if os.path.exists(os.path.join(ck, "manifest.json")):
-            r = phos("restore", "--device", DEVICE, ck, timeout=300)
-            check(r.returncode == 0 and "callbacks: ok" in r.stdout + r.stderr,
-                  f"callbacks loop, restored from its stw checkpoint: rc {r.returncode} {r.stderr[-2000:]}")
+        checkpoint_while_running(CALLBACKS, ("loop", "1500"), "callbacks: ok", tmpc,
+                                 "callbacks loop (checkpoints while callbacks wait for the program)", pause=0.3,
+                                 restore=("stw",))
     finally:
         shutil.rmtree(tmpc, ignore_errors=True)
 
