@@ -1315,19 +1315,28 @@ static cudnnStatus_t bn_post(cudnnHandle_t h, struct phos_dnn_bn *b)
 	return dnn_post(h, PHOS_OP_DNN_BN, b, sizeof(*b), NULL, 0, offsetof(struct phos_dnn_bn, stream));
 }
 
+cudnnStatus_t dnn_ask(cudnnHandle_t h, uint32_t op, const void *rec, size_t len, const void *payload, size_t plen,
+		      void *out, size_t want)
+{
+	size_t got = 0;
+	cudnnStatus_t s;
+
+	dnn_enter();
+	s = dnn_handle_ensure(h);
+	if (!s)
+		s = dnn_call(op, rec, len, payload, plen, out, want, &got);
+	dnn_leave();
+	return !s && got != want ? PHOS_DNN_INTERNAL_ERROR : s;
+}
+
 static cudnnStatus_t bn_size(cudnnHandle_t h, struct phos_dnn_bn *b, size_t *size)
 {
 	uint64_t n = 0;
-	size_t len = 0;
 	cudnnStatus_t s;
 
 	if (!size)
 		return PHOS_DNN_BAD_PARAM_NULL_POINTER;
-	dnn_enter();
-	s = dnn_handle_ensure(h);
-	if (!s)
-		s = dnn_call(PHOS_OP_DNN_BN_SIZE, b, sizeof(*b), NULL, 0, &n, sizeof(n), &len);
-	dnn_leave();
+	s = dnn_ask(h, PHOS_OP_DNN_BN_SIZE, b, sizeof(*b), NULL, 0, &n, sizeof(n));
 	if (!s)
 		*size = (size_t)n;
 	return s;

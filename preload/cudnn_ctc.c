@@ -180,18 +180,11 @@ static int32_t *arrays_of(struct phos_dnn_ctc *c, const int *labels, const int *
 static cudnnStatus_t ask(cudnnHandle_t h, struct phos_dnn_ctc *c, const void *arrays, size_t len, size_t *size)
 {
 	uint64_t n = 0;
-	size_t got = 0;
 	cudnnStatus_t s;
 
 	if (!size)
 		return PHOS_DNN_BAD_PARAM_NULL_POINTER;
-	dnn_enter();
-	s = dnn_handle_ensure(h);
-	if (!s)
-		s = dnn_call(PHOS_OP_DNN_CTC_SIZE, c, sizeof(*c), arrays, len, &n, sizeof(n), &got);
-	dnn_leave();
-	if (!s && got != sizeof(n))
-		s = PHOS_DNN_INTERNAL_ERROR;
+	s = dnn_ask(h, PHOS_OP_DNN_CTC_SIZE, c, sizeof(*c), arrays, len, &n, sizeof(n));
 	if (!s)
 		*size = (size_t)n;
 	return s;

@@ -43,6 +43,11 @@ cudnnStatus_t dnn_handle_ensure(cudnnHandle_t h);
 /* A synchronous call: its status (the library's, else the CUDA error's nearest). */
 cudnnStatus_t dnn_call(uint32_t op, const void *body, size_t len, const void *payload, size_t plen, void *out,
 		       size_t cap, size_t *ret_len);
+/* A synchronous query of h's executor (h made there first, inside the
+ * fenced section): rec (len bytes) then payload, a reply of exactly want
+ * bytes into out (INTERNAL_ERROR otherwise). */
+cudnnStatus_t dnn_ask(cudnnHandle_t h, uint32_t op, const void *rec, size_t len, const void *payload, size_t plen,
+		      void *out, size_t want);
 /* Posts a stream-ordered call on h's stream (a node when it captures):
  * rec (len bytes) then more (more_len), the stream id written at stream_off. */
 cudnnStatus_t dnn_post(cudnnHandle_t h, uint32_t op, void *rec, size_t len, const void *more, size_t more_len,

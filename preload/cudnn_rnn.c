@@ -89,16 +89,8 @@ PHOS_EXPORT cudnnStatus_t cudnnDestroyDropoutDescriptor(cudnnDropoutDescriptor_t
 static cudnnStatus_t ask(cudnnHandle_t h, struct phos_dnn_rnn *r, const int32_t *seq, size_t nseq,
 			 struct phos_reply_dnn_rnn *ret)
 {
-	size_t len = 0;
-	cudnnStatus_t s;
-
 	r->handle = h->id;
-	dnn_enter();
-	s = dnn_handle_ensure(h);
-	if (!s)
-		s = dnn_call(PHOS_OP_DNN_RNN_ASK, r, sizeof(*r), seq, nseq * sizeof(int32_t), ret, sizeof(*ret), &len);
-	dnn_leave();
-	return !s && len != sizeof(*ret) ? PHOS_DNN_INTERNAL_ERROR : s;
+	return dnn_ask(h, PHOS_OP_DNN_RNN_ASK, r, sizeof(*r), seq, nseq * sizeof(int32_t), ret, sizeof(*ret));
 }
 
 PHOS_EXPORT cudnnStatus_t cudnnDropoutGetStatesSize(cudnnHandle_t handle, size_t *size)
