@@ -856,6 +856,8 @@ struct phos_criu_ahead {
 	char gate[PATH_MAX];   /* absolute: CRIU runs it from its own cwd */
 	char pid_s[16], ext_s[CRIU_MAX_EXT][40];
 	char *argv[28 + 2 * CRIU_MAX_EXT];
+	char preload_env[PATH_MAX + 16], sockdiag_env[48], gate_env[128];
+	const char *env[6];    /* what CRIU's environment gets (criu_start), NULL-terminated */
 	struct phos_criu_user as;
 };
 
@@ -870,6 +872,25 @@ static void ahead_free(struct phos_criu_ahead *a)
 	if (a->dir_fd >= 0)
 		close(a->dir_fd);
 	free(a);
+}
+
+/* CRIU's environment for a's dump: the stepping knob (criu_env_stepping)
+ * and the socket-table shim (phos_criu_sockdiag_find), when there is one. */
+static void dump_env(struct phos_criu_ahead *a)
+{
+	const char *step = criu_env_stepping();
+	char so[PATH_MAX];
+	unsigned n = 0;
+
+	if (step)
+		a->env[n++] = step;
+	if (phos_criu_sockdiag_find(so, sizeof(so)) == 0) {
+		snprintf(a->preload_env, sizeof(a->preload_env), "LD_PRELOAD=%s", so);
+		snprintf(a->sockdiag_env, sizeof(a->sockdiag_env), "PHOS_CRIU_SOCKDIAG_PID=%d", (int)a->pid);
+		a->env[n++] = a->preload_env;
+		a->env[n++] = a->sockdiag_env;
+	}
+	a->env[n] = NULL;
 }
 
 /* The dump's arguments, its stderr and the image folder, in a (not started):
@@ -930,6 +951,7 @@ static int dump_prepare(struct phos_criu_ahead *a, const char *criu, pid_t pid, 
 	a->argv[argc++] = "dump.log";   /* relative: in dir */
 	a->argv[argc++] = (char *)criu_verbosity();
 	a->argv[argc] = NULL;
+	dump_env(a);
 	return 0;
 }
 
@@ -1005,8 +1027,8 @@ int phos_criu_dump_flags(const char *criu, pid_t pid, const char *dir, const uin
 	if (a->lock_fd == -ECANCELED)
 		r = -ECANCELED;
 	else
-		r = criu_run(a->argv, NULL, NULL, 0, -1, a->err_fd, 0, a->as_other ? &a->as : NULL,
-			     (const char *const[]){ criu_env_stepping(), NULL }, cancel_fd, &st);
+		r = criu_run(a->argv, NULL, NULL, 0, -1, a->err_fd, 0, a->as_other ? &a->as : NULL, a->env, cancel_fd,
+			     &st);
 	r = dump_finish(a, r, st, err, errlen);
 out:
 	ahead_free(a);
@@ -1016,11 +1038,11 @@ out:
 /* ---- dumps made ready ahead (the gate) ---- */
 
 /* path, when it is an executable file, made absolute into buf. */
-static int gate_found(const char *path, char *buf, size_t len)
+static int helper_found(const char *path, bool exec, char *buf, size_t len)
 {
 	char abs[PATH_MAX];
 
-	if (!is_executable(path) || !realpath(path, abs))
+	if ((exec ? !is_executable(path) : access(path, R_OK) < 0) || !realpath(path, abs))
 		return -ENOENT;
 	if (strlen(abs) >= len)
 		return -ENAMETOOLONG;
@@ -1028,16 +1050,17 @@ static int gate_found(const char *path, char *buf, size_t len)
 	return 0;
 }
 
-int phos_criu_gate_find(char *buf, size_t len)
+/* A helper file of ours: $env_name when set, else name beside the calling
+ * binary, in ../runtime (the build tree) or in ../libexec/phos-fn. */
+static int helper_find(const char *name, const char *env_name, bool exec, char *buf, size_t len)
 {
-	static const char *const rel[] = { "phos-criu-gate", "../runtime/phos-criu-gate",
-					   "../libexec/phos-fn/phos-criu-gate", NULL };
-	const char *env = getenv("PHOS_CRIU_GATE");
+	static const char *const rel[] = { "", "../runtime/", "../libexec/phos-fn/", NULL };
+	const char *env = getenv(env_name);
 	char exe[PATH_MAX], cand[PATH_MAX + 64], *slash;
 	ssize_t n;
 
 	if (env && *env)
-		return gate_found(env, buf, len);
+		return helper_found(env, exec, buf, len);
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (n <= 0)
 		return -ENOENT;
@@ -1047,11 +1070,25 @@ int phos_criu_gate_find(char *buf, size_t len)
 		return -ENOENT;
 	*slash = '\0';
 	for (const char *const *r = rel; *r; r++) {
-		snprintf(cand, sizeof(cand), "%s/%s", exe, *r);
-		if (gate_found(cand, buf, len) == 0)
+		snprintf(cand, sizeof(cand), "%s/%s%s", exe, *r, name);
+		if (helper_found(cand, exec, buf, len) == 0)
 			return 0;
 	}
 	return -ENOENT;
+}
+
+int phos_criu_gate_find(char *buf, size_t len)
+{
+	return helper_find("phos-criu-gate", "PHOS_CRIU_GATE", true, buf, len);
+}
+
+int phos_criu_sockdiag_find(char *buf, size_t len)
+{
+	const char *env = getenv("PHOS_CRIU_SOCKDIAG");
+
+	if (env && strcmp(env, "0") == 0)
+		return -ENOENT;
+	return helper_find("phos-criu-sockdiag.so", "PHOS_CRIU_SOCKDIAG", false, buf, len);
 }
 
 /* The parent of pid (0: unknown). */
@@ -1154,7 +1191,8 @@ int phos_criu_dump_ahead(const char *criu, const char *gate, pid_t pid, const ch
 {
 	struct phos_criu_ahead *a;
 	int lfd = -1, st = 0, r = dump_check(criu, pid, dir, ext_unix, next, flags, err, errlen);
-	char name[80], env[128];
+	char name[80];
+	unsigned n;
 
 	*ret = NULL;
 	if (r < 0)
@@ -1178,9 +1216,12 @@ int phos_criu_dump_ahead(const char *criu, const char *gate, pid_t pid, const ch
 		err_set(err, errlen, "criu dump: no such process");
 		goto fail;
 	}
-	snprintf(env, sizeof(env), "PHOS_CRIU_GATE_SOCK=%s", name);
-	r = criu_start(a->argv, NULL, NULL, 0, -1, a->err_fd, 0, a->as_other ? &a->as : NULL,
-		       (const char *const[]){ env, criu_env_stepping(), NULL }, &a->criu_pid);
+	snprintf(a->gate_env, sizeof(a->gate_env), "PHOS_CRIU_GATE_SOCK=%s", name);
+	for (n = 0; a->env[n]; n++)
+		;
+	a->env[n] = a->gate_env;
+	a->env[n + 1] = NULL;
+	r = criu_start(a->argv, NULL, NULL, 0, -1, a->err_fd, 0, a->as_other ? &a->as : NULL, a->env, &a->criu_pid);
 	if (r < 0) {
 		err_set(err, errlen, "criu dump: cannot run %s: %s", criu, strerror(-r));
 		goto fail;

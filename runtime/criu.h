@@ -110,6 +110,12 @@ void phos_criu_dump_drop(struct phos_criu_ahead *a);
  * ../libexec/phos-fn. -ENOENT when there is none (dumps then run without it). */
 int phos_criu_gate_find(char *buf, size_t len);
 
+/* Path of the socket-table shim into buf: $PHOS_CRIU_SOCKDIAG ("0": none),
+ * else phos-criu-sockdiag.so found as the gate is. Every dump preloads it
+ * into CRIU (runtime/criu_sockdiag.c says why and when it acts); -ENOENT
+ * when there is none (dumps then run without it). */
+int phos_criu_sockdiag_find(char *buf, size_t len);
+
 struct phos_criu_inherit {
 	int fd;            /* the caller's descriptor to hand in */
 	int target;        /* the number it had in the dumped process (for the

@@ -13,10 +13,19 @@
  *          increments (and one byte of the buffer changes with it);
  *   fd 0 (stdin, when it is a pipe): each line "L\n" -> "echo L\n" on fd 1.
  * A restored copy must answer exactly what the original would have.
+ *
+ *   criu_target SEED HOLD   also holds a socket that is not a unix one, for
+ *   the socket-table shim's checks (runtime/criu_sockdiag.c): HOLD "inet", a
+ *   TCP listening socket; "child-inet", a child process holds it; "own-files",
+ *   no such socket, but a thread with an fd table of its own.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/socket.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +121,64 @@ static int answer_stdin(struct target *t, const char *line, int out)
 	return write_all(out, reply, (size_t)n < sizeof(reply) ? (size_t)n : sizeof(reply) - 1);
 }
 
+static int listen_tcp(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1) < 0)
+		return -1;
+	return fd;
+}
+
+static void *own_files_main(void *arg)
+{
+	int *ready = arg;
+
+	if (unshare(CLONE_FILES) == 0)
+		__atomic_store_n(ready, 1, __ATOMIC_RELEASE);
+	else
+		__atomic_store_n(ready, -1, __ATOMIC_RELEASE);
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/* What HOLD asks for (see the top), before the first answer: 0 or -1. */
+static int hold(const char *what)
+{
+	if (!strcmp(what, "inet"))
+		return listen_tcp() < 0 ? -1 : 0;
+	if (!strcmp(what, "child-inet")) {
+		int p[2];
+		char c = 0;
+		pid_t pid;
+
+		if (pipe(p) < 0 || (pid = fork()) < 0)
+			return -1;
+		if (pid == 0) {   /* dies with the namespace's init, its parent */
+			close(p[0]);
+			if (listen_tcp() < 0 || write(p[1], "r", 1) != 1)
+				_exit(1);
+			for (;;)
+				pause();
+		}
+		close(p[1]);
+		return read(p[0], &c, 1) == 1 && c == 'r' ? close(p[0]) : -1;
+	}
+	if (!strcmp(what, "own-files")) {
+		static int ready;
+		pthread_t th;
+
+		if (pthread_create(&th, NULL, own_files_main, &ready) != 0)
+			return -1;
+		while (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE))
+			usleep(1000);
+		return ready > 0 ? 0 : -1;
+	}
+	return -1;
+}
+
 int main(int argc, char **argv)
 {
 	struct target t = { .seed = argc > 1 ? strtoull(argv[1], NULL, 0) : 1 };
@@ -127,6 +194,8 @@ int main(int argc, char **argv)
 		t.buf[i] = (uint8_t)x;
 	}
 	t.sum_at_start = checksum(t.buf, BUF_SIZE);
+	if (argc > 2 && hold(argv[2]) < 0)
+		return 1;
 
 	pfd[0] = (struct pollfd){ .fd = 3, .events = POLLIN };
 	pfd[1] = (struct pollfd){ .fd = 0, .events = POLLIN };
