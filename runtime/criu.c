@@ -851,6 +851,7 @@ struct phos_criu_ahead {
 	unsigned flags;
 	int dir_fd, err_fd, lock_fd;
 	int gate_fd;        /* ours of the gate's socket pair; -1: no gate */
+	int listen_fd;      /* the gate's socket, for its word at post-dump; -1: none */
 	bool as_other;      /* CRIU runs as the task's user: chown the files back */
 	char dir[PATH_MAX];
 	char gate[PATH_MAX];   /* absolute: CRIU runs it from its own cwd */
@@ -867,6 +868,8 @@ static void ahead_free(struct phos_criu_ahead *a)
 		close(a->lock_fd);
 	if (a->gate_fd >= 0)
 		close(a->gate_fd);
+	if (a->listen_fd >= 0)
+		close(a->listen_fd);
 	if (a->err_fd >= 0)
 		close(a->err_fd);
 	if (a->dir_fd >= 0)
@@ -1005,7 +1008,7 @@ static struct phos_criu_ahead *ahead_new(void)
 	struct phos_criu_ahead *a = calloc(1, sizeof(*a));
 
 	if (a)
-		a->dir_fd = a->err_fd = a->lock_fd = a->gate_fd = -1;
+		a->dir_fd = a->err_fd = a->lock_fd = a->gate_fd = a->listen_fd = -1;
 	return a;
 }
 
@@ -1245,7 +1248,7 @@ int phos_criu_dump_ahead(const char *criu, const char *gate, pid_t pid, const ch
 		}
 		goto fail;
 	}
-	close(lfd);
+	a->listen_fd = lfd;   /* the gate says 'd' on it at post-dump */
 	*ret = a;
 	return 0;
 fail:
@@ -1259,7 +1262,61 @@ fail:
 	return r < 0 ? r : -EIO;
 }
 
+/* Waits for the gate's word at CRIU's post-dump action ('d': the image is
+ * whole, the tree not let go yet) and calls dumped(arg) then. Returns
+ * without calling it when CRIU ends first, or at criu_timeout_s: CRIU's end
+ * is waited for after, as without it. */
+static void gate_await_dumped(struct phos_criu_ahead *a, void (*dumped)(void *), void *arg)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, a->criu_pid, 0);
+	struct timespec end;
+	long ms;
+
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += criu_timeout_s();
+	while ((ms = ms_left(&end)) > 0) {
+		struct pollfd p[2] = { { .fd = a->listen_fd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
+		struct ucred cred;
+		socklen_t cl = sizeof(cred);
+		siginfo_t si = { 0 };
+		char c = 0;
+		int fd, r;
+
+		/* without a pidfd, every 20 ms: has CRIU ended? (not reaped here) */
+		if (pidfd < 0 && waitid(P_PID, (id_t)a->criu_pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+		    si.si_pid == a->criu_pid)
+			break;
+		r = poll(p, 2, pidfd >= 0 ? (int)ms : ms < 20 ? (int)ms : 20);
+		if (r < 0 && errno != EINTR)
+			break;
+		if (r <= 0)
+			continue;
+		if (p[1].revents)
+			break;   /* CRIU ended before its post-dump action: it failed */
+		fd = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && parent_of(cred.pid) == a->criu_pid) {
+			struct pollfd q = { .fd = fd, .events = POLLIN };
+
+			if (poll(&q, 1, 1000) == 1 && read(fd, &c, 1) == 1 && c == 'd') {
+				close(fd);
+				dumped(arg);
+				break;
+			}
+		}
+		close(fd);
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+}
+
 int phos_criu_dump_go(struct phos_criu_ahead *a, char *err, size_t errlen)
+{
+	return phos_criu_dump_go_then(a, NULL, NULL, err, errlen);
+}
+
+int phos_criu_dump_go_then(struct phos_criu_ahead *a, void (*dumped)(void *arg), void *arg, char *err, size_t errlen)
 {
 	int st = 0, r;
 
@@ -1271,6 +1328,8 @@ int phos_criu_dump_go(struct phos_criu_ahead *a, char *err, size_t errlen)
 	r = write(a->gate_fd, "g", 1) == 1 ? 0 : -EPIPE;
 	close(a->gate_fd);
 	a->gate_fd = -1;
+	if (r == 0 && dumped)
+		gate_await_dumped(a, dumped, arg);
 	if (r == 0)
 		r = criu_wait(a->criu_pid, criu_timeout_s(), -1, &st);
 	else

@@ -103,6 +103,14 @@ struct phos_criu_ahead;
 int phos_criu_dump_ahead(const char *criu, const char *gate, pid_t pid, const char *dir, const uint64_t *ext_unix,
 			 unsigned next, unsigned flags, struct phos_criu_ahead **ret, char *err, size_t errlen);
 int phos_criu_dump_go(struct phos_criu_ahead *a, char *err, size_t errlen);
+/* As phos_criu_dump_go, and dumped(arg) is called as soon as CRIU has
+ * written the whole image, before it lets the tree run again (its post-dump
+ * action, where the gate tells the caller, without waiting for an answer):
+ * a caller that holds the tree's peers (an executor holding the channel)
+ * lets them go on there instead of after CRIU's end. The return still says
+ * whether the dump succeeded; dumped is not called when CRIU fails before. */
+int phos_criu_dump_go_then(struct phos_criu_ahead *a, void (*dumped)(void *arg), void *arg, char *err,
+			   size_t errlen);
 void phos_criu_dump_drop(struct phos_criu_ahead *a);
 
 /* Path of the gate program into buf: $PHOS_CRIU_GATE, else phos-criu-gate

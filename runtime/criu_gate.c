@@ -7,9 +7,12 @@
  * the descriptors it was given, but keeps its environment), writes 'r' and
  * waits for one byte: 'g' lets CRIU go on (exit 0); anything else, or the
  * caller gone, fails the dump before it has touched the task (exit 1).
- * Every other action passes at once.
+ * At the post-dump action (the image whole, the task still frozen) it
+ * connects again and writes 'd' (phos_criu_dump_go_then), without waiting
+ * and never failing the dump. Every other action passes at once.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,14 +29,20 @@ int main(void)
 	char c = 0;
 	int fd;
 
-	if (!action || strcmp(action, "pre-dump"))
+	bool pre = action && !strcmp(action, "pre-dump"), post = action && !strcmp(action, "post-dump");
+
+	if (!pre && !post)
 		return 0;
 	if (!name || !*name || (len = strlen(name)) >= sizeof(sa.sun_path) - 1)
-		return 1;
+		return pre ? 1 : 0;
 	memcpy(sa.sun_path + 1, name, len);   /* abstract: a leading NUL */
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)) < 0)
-		return 1;
+		return pre ? 1 : 0;
+	if (post) {   /* a word, not a question: the dump goes on whatever becomes of it */
+		n = write(fd, "d", 1);
+		return 0;
+	}
 	if (write(fd, "r", 1) != 1)
 		return 1;
 	do

@@ -15,7 +15,10 @@
  *   the gate opens: criu dump --leave-running of the function (blocked in its
  *   next call or running CPU code) into tmp/cpu; without a gate program
  *   (phos_criu_gate_find), CRIU starts only now, its start-up in the stall
- *   RESUME                            ──▶     takes records again
+ *   RESUME (at CRIU's post-dump, the   ──▶     takes records again
+ *   image whole, the program about to
+ *   be let go; without the gate, once
+ *   CRIU ended)
  *   manifest: CPU facts, stdio and channel keys, the channel memfd's number,
  *   the checkpoint's mode and times; fsync; rename over DIR
  *
@@ -145,6 +148,28 @@ static int cpu_dump_ahead(const struct phos_checkpoint_target *t, const char *cp
 	return r;
 }
 
+/* RESUME as soon as CRIU has written the CPU image, before it lets the
+ * program run (phos_criu_dump_go_then): the executor is taking records again
+ * when the program's first one comes, not CRIU's exit later. */
+struct early_resume {
+	const struct phos_checkpoint_target *t;
+	double t_stop;
+	double stall_s;   /* from the stop to this RESUME */
+	int r;            /* the send's */
+	bool done;
+};
+
+static void resume_at_dumped(void *arg)
+{
+	struct early_resume *e = arg;
+
+	if (phos_fault("checkpoint_controller_kill"))
+		raise(SIGKILL);
+	e->r = phos_ctl_send(e->t->control_fd, &(struct phos_ctl_msg){ .type = PHOS_CTL_RESUME, .fd = -1 });
+	e->stall_s = phos_now() - e->t_stop;
+	e->done = true;
+}
+
 /* When the executor stopped the program: held_s ago by its own account, but
  * not before t_asked (a figure out of range is not believed). */
 static double stopped_at(double t_asked, double held_s)
@@ -162,6 +187,7 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	char tmp[4096], cpu[4200], line[1024];
 	struct phos_image *img = NULL;
 	struct phos_criu_ahead *ahead = NULL;
+	struct early_resume early = { 0 };
 	bool sent = false, executor_gone = false, held = false;
 	double t0 = phos_now(), t_stop;
 	struct stat sb;
@@ -294,11 +320,13 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	}
 
 	/* The CPU side, while the executor holds the channel. */
+	early.t = t;
+	early.t_stop = t_stop;
 	{
 		double t_cpu = phos_now();
 
 		if (ahead) {
-			r = phos_criu_dump_go(ahead, line, sizeof(line));
+			r = phos_criu_dump_go_then(ahead, resume_at_dumped, &early, line, sizeof(line));
 			ahead = NULL;
 		} else {
 			r = phos_criu_dump_flags(t->criu, t->fn_pid, cpu, &ino, 1, PHOS_CRIU_LEAVE_RUNNING, -1, line,
@@ -306,17 +334,26 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 		}
 		st.cpu_s = phos_now() - t_cpu;
 	}
+	if (early.done) {
+		sent = false;
+		executor_gone = early.r < 0;
+	}
 	if (r < 0) {
 		phos_errf(err, errlen, "CRIU could not dump the program: %s", line);
 		if (disk_full(line))
 			r = -ENOSPC;
 		goto out;
 	}
-	if (phos_fault("checkpoint_controller_kill"))
-		raise(SIGKILL);
-	r = phos_ctl_send(t->control_fd, &(struct phos_ctl_msg){ .type = PHOS_CTL_RESUME, .fd = -1 });
-	sent = false;
-	st.stall_s = phos_now() - t_stop;
+	if (early.done) {
+		r = early.r;
+		st.stall_s = early.stall_s;
+	} else {
+		if (phos_fault("checkpoint_controller_kill"))
+			raise(SIGKILL);
+		r = phos_ctl_send(t->control_fd, &(struct phos_ctl_msg){ .type = PHOS_CTL_RESUME, .fd = -1 });
+		sent = false;
+		st.stall_s = phos_now() - t_stop;
+	}
 	if (r < 0) {
 		/* The executor died after it wrote its side: the program was cut
 		 * off from it, so whatever came after is not worth keeping, but this

@@ -548,8 +548,28 @@ static char task_state(pid_t pid)
 	return paren && paren[1] == ' ' ? paren[2] : '?';
 }
 
+struct dumped_seen {
+	pid_t pid;
+	const char *dir;
+	int calls;
+	char state;       /* the task's, when told */
+	bool inventory;   /* CRIU's inventory.img was in dir then */
+};
+
+static void on_dumped(void *arg)
+{
+	struct dumped_seen *d = arg;
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/inventory.img", d->dir);
+	d->calls++;
+	d->state = task_state(d->pid);
+	d->inventory = access(path, F_OK) == 0;
+}
+
 static void test_ahead(const char *base, const char *gate)
 {
+	struct dumped_seen dumped;
 	char dir[256], reply[160], err[1024], found[4096];
 	struct phos_criu_ahead *a = NULL;
 	struct fn f;
@@ -572,8 +592,13 @@ static void test_ahead(const char *base, const char *gate)
 	ask(f.chan, "get\n", reply, sizeof(reply));
 	CHECK(strstr(reply, "count=1 "), "while CRIU waits at its gate: %s", reply);
 	CHECK(count_entries(dir) == 1, "CRIU wrote more than its log before its gate: %d", count_entries(dir));
-	r = phos_criu_dump_go(a, err, sizeof(err));
+	dumped = (struct dumped_seen){ .pid = f.pid, .dir = dir };
+	r = phos_criu_dump_go_then(a, on_dumped, &dumped, err, sizeof(err));
 	CHECK(r == 0, "dump go: %d %s", r, err);
+	/* told at post-dump: the image whole, the task still held by CRIU */
+	CHECK(dumped.calls == 1, "the dumped callback ran %d times", dumped.calls);
+	CHECK(dumped.state == 't' && dumped.inventory, "at the dumped callback: task state %c, inventory %s",
+	      dumped.state, dumped.inventory ? "written" : "missing");
 	if (strcmp(getenv("PHOS_CRIU_SOCKDIAG"), "0"))   /* only unix sockets and pipes: no table walk */
 		CHECK(log_has(dir, SHIM_ANSWERED), "the socket-table shim did not answer CRIU's TCP query");
 	CHECK(task_state(f.pid) != 't' && kill(f.pid, 0) == 0, "the task is not running on after the dump");
