@@ -8,10 +8,11 @@
  * waits for one byte: 'g' lets CRIU go on (exit 0); anything else, or the
  * caller gone, fails the dump before it has touched the task (exit 1).
  * At the post-dump action (the image whole, the task still frozen) it
- * connects again and writes 'd' (phos_criu_dump_go_then), without waiting
- * and never failing the dump. Every other action passes at once.
+ * connects again, writes 'd' (phos_criu_dump_go_then) and waits for the
+ * caller to close (at most a second), never failing the dump. Every other action passes at once.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -39,8 +40,15 @@ int main(void)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)) < 0)
 		return pre ? 1 : 0;
-	if (post) {   /* a word, not a question: the dump goes on whatever becomes of it */
-		n = write(fd, "d", 1);
+	if (post) {
+		/* A word, not a question: the dump goes on whatever becomes of
+		 * it. The gate stays until the caller has read it (it closes
+		 * the connection), at most a second, so that the caller can see
+		 * that its writer is CRIU's child. */
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		if (write(fd, "d", 1) == 1)
+			(void)poll(&p, 1, 1000);
 		return 0;
 	}
 	if (write(fd, "r", 1) != 1)
