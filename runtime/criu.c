@@ -1299,10 +1299,11 @@ static void gate_await_dumped(struct phos_criu_ahead *a, void (*dumped)(void *),
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && parent_of(cred.pid) == a->criu_pid) {
 			struct pollfd q = { .fd = fd, .events = POLLIN };
 
-			/* the gate waits for this close: its parent checked above is CRIU */
+			/* The gate waits for this close (its parent, checked above, is
+			 * CRIU): dumped runs while CRIU still holds the tree. */
 			if (poll(&q, 1, 1000) == 1 && read(fd, &c, 1) == 1 && c == 'd') {
-				close(fd);
 				dumped(arg);
+				close(fd);
 				break;
 			}
 		}

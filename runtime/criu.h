@@ -104,8 +104,8 @@ int phos_criu_dump_ahead(const char *criu, const char *gate, pid_t pid, const ch
 			 unsigned next, unsigned flags, struct phos_criu_ahead **ret, char *err, size_t errlen);
 int phos_criu_dump_go(struct phos_criu_ahead *a, char *err, size_t errlen);
 /* As phos_criu_dump_go, and dumped(arg) is called as soon as CRIU has
- * written the whole image, before it lets the tree run again (its post-dump
- * action, where the gate tells the caller, without waiting for an answer):
+ * written the whole image, while it still holds the tree (its post-dump
+ * action, where the gate tells the caller and waits until dumped returned):
  * a caller that holds the tree's peers (an executor holding the channel)
  * lets them go on there instead of after CRIU's end. The return still says
  * whether the dump succeeded; dumped is not called when CRIU fails before. */
