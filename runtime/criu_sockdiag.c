@@ -261,6 +261,7 @@ static bool inet_dump(int fd, const struct msghdr *msg, __u32 *ret_seq)
 
 EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
+	size_t sent = 0;
 	__u32 seq;
 
 	if (!real_sendmsg) {
@@ -279,7 +280,9 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	pending_seq = seq;
 	__atomic_store_n(&pending_fd, fd, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&lock);
-	return (ssize_t)msg->msg_iov[0].iov_len;
+	for (size_t i = 0; i < msg->msg_iovlen; i++)   /* all of it, as if sent */
+		sent += msg->msg_iov[i].iov_len;
+	return (ssize_t)sent;
 }
 
 EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
