@@ -1152,6 +1152,26 @@ static int gate_listen(char *name, size_t len)
 /* Waits for CRIU's gate to connect to lfd and say it is there: 0 with
  * a->gate_fd; 1 when CRIU ended first (its status in *st); -ETIMEDOUT.
  * Only a child of CRIU is believed. */
+/* Takes a connection waiting on the gate's socket lfd: its connected fd when
+ * its writer is a child of a's CRIU (the gate) and its first byte, within
+ * ms, is want; else -1 (the connection closed). */
+static int gate_word(struct phos_criu_ahead *a, int lfd, char want, int ms)
+{
+	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	struct pollfd q = { .fd = fd, .events = POLLIN };
+	socklen_t cl = sizeof(struct ucred);
+	struct ucred cred;
+	char c = 0;
+
+	if (fd < 0)
+		return -1;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && parent_of(cred.pid) == a->criu_pid &&
+	    poll(&q, 1, ms) == 1 && read(fd, &c, 1) == 1 && c == want)
+		return fd;
+	close(fd);
+	return -1;
+}
+
 static int gate_accept(struct phos_criu_ahead *a, int lfd, int *st)
 {
 	struct timespec end;
@@ -1160,10 +1180,7 @@ static int gate_accept(struct phos_criu_ahead *a, int lfd, int *st)
 	end.tv_sec += criu_timeout_s();
 	for (;;) {
 		struct pollfd p = { .fd = lfd, .events = POLLIN };
-		struct ucred cred;
-		socklen_t cl = sizeof(cred);
 		long ms = ms_left(&end);
-		char c = 0;
 		int fd, r;
 
 		if (ms <= 0)
@@ -1174,18 +1191,11 @@ static int gate_accept(struct phos_criu_ahead *a, int lfd, int *st)
 		r = poll(&p, 1, ms < 20 ? (int)ms : 20);   /* and every 20 ms: has CRIU ended? */
 		if (r <= 0)
 			continue;
-		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			continue;
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && parent_of(cred.pid) == a->criu_pid) {
-			struct pollfd q = { .fd = fd, .events = POLLIN };
-
-			if (poll(&q, 1, 10000) == 1 && read(fd, &c, 1) == 1 && c == 'r') {
-				a->gate_fd = fd;
-				return 0;
-			}
+		fd = gate_word(a, lfd, 'r', 10000);
+		if (fd >= 0) {
+			a->gate_fd = fd;
+			return 0;
 		}
-		close(fd);
 	}
 }
 
@@ -1276,10 +1286,7 @@ static void gate_await_dumped(struct phos_criu_ahead *a, void (*dumped)(void *),
 	end.tv_sec += criu_timeout_s();
 	while ((ms = ms_left(&end)) > 0) {
 		struct pollfd p[2] = { { .fd = a->listen_fd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
-		struct ucred cred;
-		socklen_t cl = sizeof(cred);
 		siginfo_t si = { 0 };
-		char c = 0;
 		int fd, r;
 
 		/* without a pidfd, every 20 ms: has CRIU ended? (not reaped here) */
@@ -1293,21 +1300,14 @@ static void gate_await_dumped(struct phos_criu_ahead *a, void (*dumped)(void *),
 			continue;
 		if (p[1].revents)
 			break;   /* CRIU ended before its post-dump action: it failed */
-		fd = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			continue;
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && parent_of(cred.pid) == a->criu_pid) {
-			struct pollfd q = { .fd = fd, .events = POLLIN };
-
-			/* The gate waits for this close (its parent, checked above, is
-			 * CRIU): dumped runs while CRIU still holds the tree. */
-			if (poll(&q, 1, 1000) == 1 && read(fd, &c, 1) == 1 && c == 'd') {
-				dumped(arg);
-				close(fd);
-				break;
-			}
+		/* The gate waits for this close: dumped runs while CRIU still
+		 * holds the tree. */
+		fd = gate_word(a, a->listen_fd, 'd', 1000);
+		if (fd >= 0) {
+			dumped(arg);
+			close(fd);
+			break;
 		}
-		close(fd);
 	}
 	if (pidfd >= 0)
 		close(pidfd);

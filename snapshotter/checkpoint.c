@@ -150,7 +150,8 @@ static int cpu_dump_ahead(const struct phos_checkpoint_target *t, const char *cp
 
 /* RESUME as soon as CRIU has written the CPU image, before it lets the
  * program run (phos_criu_dump_go_then): the executor is taking records again
- * when the program's first one comes, not CRIU's exit later. */
+ * when the program's first one comes, not CRIU's exit later. Without the
+ * gate's word, it is sent once CRIU ended. */
 struct early_resume {
 	const struct phos_checkpoint_target *t;
 	double t_stop;
@@ -344,16 +345,11 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 			r = -ENOSPC;
 		goto out;
 	}
-	if (early.done) {
-		r = early.r;
-		st.stall_s = early.stall_s;
-	} else {
-		if (phos_fault("checkpoint_controller_kill"))
-			raise(SIGKILL);
-		r = phos_ctl_send(t->control_fd, &(struct phos_ctl_msg){ .type = PHOS_CTL_RESUME, .fd = -1 });
-		sent = false;
-		st.stall_s = phos_now() - t_stop;
-	}
+	if (!early.done)   /* no word from the gate (or no gate): now, CRIU ended */
+		resume_at_dumped(&early);
+	sent = false;
+	r = early.r;
+	st.stall_s = early.stall_s;
 	if (r < 0) {
 		/* The executor died after it wrote its side: the program was cut
 		 * off from it, so whatever came after is not worth keeping, but this
