@@ -501,17 +501,50 @@ try:
     check(st == 200 and body == reference(plan)[-1], f"first call on h: {body}")
     hid = live(h, "lc")[0]["instance"]
 
+    h_mark = b"PHOS_INVOKER_STATE=" + os.path.realpath(h.state).encode()
+
     def lc_pids():
+        # h's long_call processes, as (pid, start time). Only those with h's
+        # mark: k parks a standby of lc too, which lives on rightly, and
+        # which is up here or not yet depending on the run (CI failed on
+        # it). And a start time, as a pid freed by the kill can be taken
+        # again (pid_max is 32768 on CI machines, a run goes through
+        # thousands) by the restarted h's new standby
         out = set()
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    if LONG.encode() in f.read():
-                        out.add(pid)
-            except OSError:
+                    if LONG.encode() not in f.read():
+                        continue
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if h_mark not in f.read().split(b"\0"):
+                        continue
+                with open(f"/proc/{pid}/stat") as f:
+                    out.add((pid, f.read().rsplit(")", 1)[1].split()[19]))
+            except (OSError, IndexError):
                 pass
         return out
-    old = lc_pids()   # h's (only h and k run now): its instance, its parked standby
+
+    def who(procs):
+        # what a survivor is, for the failure's message
+        out = []
+        for pid, _ in procs:
+            chain, p = [], pid
+            for _ in range(8):
+                try:
+                    with open(f"/proc/{p}/status") as f:
+                        st = dict(l.split(":", 1) for l in f if ":" in l)
+                    with open(f"/proc/{p}/cmdline", "rb") as f:
+                        cmd = f.read().split(b"\0")[0].decode(errors="replace")
+                except OSError:
+                    break
+                chain.append(f"{p} {cmd} {st.get('State', '?').strip()}")
+                p = st.get("PPid", "0").strip()
+                if p in ("0", "1"):
+                    break
+            out.append(" <- ".join(chain))
+        return "; ".join(out)
+    old = lc_pids()   # h's instance, its parked standby
     check(len(old) >= 1, f"h's instance is a process: {old}")
     try:
         st, body = migrate(h, k, hid)
@@ -532,7 +565,7 @@ try:
     end = time.time() + 30
     while time.time() < end and old & lc_pids():
         time.sleep(0.2)
-    check(not old & lc_pids(), f"no process of h's old instance is left: {old & lc_pids()}")
+    check(not old & lc_pids(), f"no process of h's old instance is left: {who(old & lc_pids())}")
     for inv in (h, k):
         inv.stop()
 finally:
