@@ -21,7 +21,14 @@
  *
  * cudaMallocHost / cudaHostAlloc memory is a memfd mapped here and in the
  * executor (HOSTMEM_ADD after the fd travelled on the socket), so copies from
- * and to it are truly asynchronous.
+ * and to it are truly asynchronous. It is placed in the host window (below,
+ * and proto.h) as managed memory is, so that the executor maps it at the
+ * same address: the function's kernels take its host pointers as device
+ * pointers (unified addressing), and a restored function's new executor
+ * must map it there again. Placed anywhere, that address was sometimes
+ * taken in the new executor (a checkpoint of train refused on an H200:
+ * "host region 1 cannot be mapped at 0x7f64806e2000"). When the window is
+ * full or cannot be reserved, it is mapped anywhere, as before.
  *
  * cudaHostRegister makes existing memory such a region: the pages holding
  * [ptr, ptr+size) are copied into a memfd, which is then mapped over them
@@ -76,6 +83,7 @@ struct region {
 	unsigned flags;
 	bool registered; /* cudaHostRegister'ed memory (not cudaFreeHost's to free) */
 	bool managed;    /* cudaMallocManaged memory (cudaFree's to free) */
+	bool windowed;   /* placed in the host window (given back there) */
 	uint64_t dev;    /* its device address (the executor's mapping; base when it could map it there) */
 	int fd;
 };
@@ -165,6 +173,7 @@ static struct {
 	uint64_t base;            /* 0 until reserved here */
 	struct { uint64_t addr, len; } used[4096];   /* sorted by addr */
 	size_t n;
+	bool warned;              /* that it could not be reserved */
 } window;
 
 /* A window address for len bytes (a page multiple), reserving the window in
@@ -182,8 +191,11 @@ static uint64_t window_take(uint64_t len)
 		if (!h->arena_size || p == MAP_FAILED || (uint64_t)(uintptr_t)p != base) {
 			if (p != MAP_FAILED)
 				munmap(p, PHOS_HOST_WINDOW_SIZE);
-			phos_warn("cudaMallocManaged: the host window at %#llx is taken in this process",
-				  (unsigned long long)base);
+			if (!window.warned)
+				phos_warn("the host window at %#llx is taken in this process: no managed memory, and "
+					  "pinned memory placed anywhere (a checkpoint of it may not restore)",
+					  (unsigned long long)base);
+			window.warned = true;
 			return 0;
 		}
 		window.base = base;
@@ -242,7 +254,7 @@ static int host_alloc(void **ptr, size_t size, unsigned flags, bool managed)
 		r = cudaErrorMemoryAllocation;
 		goto err_fd;
 	}
-	if (managed) {
+	{
 		uint64_t at;
 
 		pthread_mutex_lock(&regions_lock);
@@ -256,9 +268,10 @@ static int host_alloc(void **ptr, size_t size, unsigned flags, bool managed)
 			window_give(at, reg.size);
 			pthread_mutex_unlock(&regions_lock);
 		}
-	} else {
-		reg.base = mmap(NULL, reg.size, PROT_READ | PROT_WRITE, MAP_SHARED, reg.fd, 0);
+		reg.windowed = reg.base != MAP_FAILED;
 	}
+	if (reg.base == MAP_FAILED && !managed)   /* pinned memory: anywhere, as a last resort */
+		reg.base = mmap(NULL, reg.size, PROT_READ | PROT_WRITE, MAP_SHARED, reg.fd, 0);
 	if (reg.base == MAP_FAILED) {
 		r = cudaErrorMemoryAllocation;
 		goto err_fd;
@@ -277,7 +290,7 @@ static int host_alloc(void **ptr, size_t size, unsigned flags, bool managed)
 	return cudaSuccess;
 
 err_map:
-	if (managed) {
+	if (reg.windowed) {
 		pthread_mutex_lock(&regions_lock);
 		window_give((uint64_t)(uintptr_t)reg.base, reg.size);
 		pthread_mutex_unlock(&regions_lock);
@@ -345,7 +358,7 @@ static int region_free(void *ptr, bool managed)
 		return cudaErrorInvalidValue;
 	if (reg.id)
 		r = region_unpublish(&reg);
-	if (managed) {
+	if (reg.windowed) {
 		pthread_mutex_lock(&regions_lock);
 		window_give((uint64_t)(uintptr_t)reg.base, reg.size);
 		pthread_mutex_unlock(&regions_lock);

@@ -1011,14 +1011,15 @@ int phos_channel_format(const int32_t bits[4], int32_t kind, uint32_t *ret_chann
 bool phos_array_extent(const struct phos_array_create *a, uint32_t elem_bytes, uint64_t ret_dims[3],
 		       uint64_t *ret_bytes);
 
-/* The host window: managed memory (cudaMallocManaged) lives at the same
- * addresses in the function and in its executor, inside [arena_base +
+/* The host window: managed memory (cudaMallocManaged) and pinned memory
+ * (cudaMallocHost, cudaHostAlloc) live at the same addresses in the function
+ * and in its executor, inside [arena_base +
  * arena_size + PHOS_HOST_WINDOW_GAP, + PHOS_HOST_WINDOW_SIZE) (the gap keeps
  * the sim device's variable region, 1-2 GiB past the arena, out), which every executor
  * reserves before it opens the device (so the driver keeps out of it) and
  * the preload reserves in the function at its first managed allocation:
  * like the arena, the same range in every executor, so a restored function's
- * managed pointers are free in any new executor too. */
+ * managed and pinned pointers are free in any new executor too. */
 #define PHOS_HOST_WINDOW_SIZE (256ull << 30)
 #define PHOS_HOST_WINDOW_GAP (4ull << 30)
 static inline uint64_t phos_host_window_base(uint64_t arena_base, uint64_t arena_size)

@@ -181,6 +181,15 @@ try:
         check(m.get("checkpoint", {}).get("mode") == mode and m["checkpoint"]["seq"] > 0,
               f"seed {seed}: the manifest says what it is: {m.get('checkpoint')}")
         early += m.get("checkpoint", {}).get("early_copies", 0)
+        if seed >= 5:   # --pinned: its region lies in the host window (proto.h), which every executor
+            # keeps free, at the function's own address, so a new executor maps it there again
+            # (anywhere else, that address was taken in a restore's executor on an H200)
+            win = m["arena"]["base"] + m["arena"]["size"] + (4 << 30)
+            regs = m.get("host_regions", [])
+            check(regs and all(g["exec_addr"] == g["addr"] and win <= g["addr"]
+                               and g["addr"] + g["size"] <= win + (256 << 30) for g in regs),
+                  f"seed {seed}: pinned memory in the host window at {win:#x}: "
+                  f"{[(hex(g['addr']), hex(g['exec_addr'])) for g in regs]}")
         if mode == "stw":
             mc = m["checkpoint"]
             check(mc.get("host_copy") is (seed != 5) and 0 < mc.get("copy_s", 0) <= mc["stall_s"],
