@@ -235,6 +235,7 @@ static int host_alloc(void **ptr, size_t size, unsigned flags, bool managed)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	struct region reg = { .fd = -1, .flags = flags, .asked = size, .managed = managed };
+	uint64_t at;
 	int r;
 
 	if (!ptr)
@@ -254,22 +255,17 @@ static int host_alloc(void **ptr, size_t size, unsigned flags, bool managed)
 		r = cudaErrorMemoryAllocation;
 		goto err_fd;
 	}
-	{
-		uint64_t at;
-
+	pthread_mutex_lock(&regions_lock);
+	at = window_take(reg.size);
+	pthread_mutex_unlock(&regions_lock);
+	reg.base = at ? mmap((void *)(uintptr_t)at, reg.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, reg.fd, 0)
+		      : MAP_FAILED;
+	if (reg.base == MAP_FAILED && at) {
 		pthread_mutex_lock(&regions_lock);
-		at = window_take(reg.size);
+		window_give(at, reg.size);
 		pthread_mutex_unlock(&regions_lock);
-		reg.base = at ? mmap((void *)(uintptr_t)at, reg.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-				     reg.fd, 0)
-			      : MAP_FAILED;
-		if (reg.base == MAP_FAILED && at) {
-			pthread_mutex_lock(&regions_lock);
-			window_give(at, reg.size);
-			pthread_mutex_unlock(&regions_lock);
-		}
-		reg.windowed = reg.base != MAP_FAILED;
 	}
+	reg.windowed = reg.base != MAP_FAILED;
 	if (reg.base == MAP_FAILED && !managed)   /* pinned memory: anywhere, as a last resort */
 		reg.base = mmap(NULL, reg.size, PROT_READ | PROT_WRITE, MAP_SHARED, reg.fd, 0);
 	if (reg.base == MAP_FAILED) {

@@ -1017,7 +1017,8 @@ bool phos_array_extent(const struct phos_array_create *a, uint32_t elem_bytes, u
  * arena_size + PHOS_HOST_WINDOW_GAP, + PHOS_HOST_WINDOW_SIZE) (the gap keeps
  * the sim device's variable region, 1-2 GiB past the arena, out), which every executor
  * reserves before it opens the device (so the driver keeps out of it) and
- * the preload reserves in the function at its first managed allocation:
+ * the preload reserves in the function at its first managed or pinned
+ * allocation:
  * like the arena, the same range in every executor, so a restored function's
  * managed and pinned pointers are free in any new executor too. */
 #define PHOS_HOST_WINDOW_SIZE (256ull << 30)
