@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "executor.h"
+#include "image.h"
 #include "loader.h"
 #include "log.h"
 
@@ -268,6 +269,47 @@ int exec_window_reserve(struct executor *ex)
 	return 0;
 }
 
+void exec_regions_hold(struct executor *ex, const struct phos_image *img)
+{
+	long page = sysconf(_SC_PAGESIZE);
+
+	free(ex->held);
+	ex->nheld = 0;
+	ex->held = img->nregions ? calloc(img->nregions, sizeof(*ex->held)) : NULL;
+	for (uint32_t i = 0; ex->held && i < img->nregions; i++) {
+		const struct phos_image_region *g = &img->regions[i];
+		void *p;
+
+		/* a checkpoint is outside input: only user-space, page-aligned ranges */
+		if (in_window(ex, g->exec_addr, g->size) || g->exec_addr % (uint64_t)page || g->size % (uint64_t)page ||
+		    g->exec_addr >= 1ull << 47 || g->size > (1ull << 47) - g->exec_addr)
+			continue;
+		p = mmap((void *)(uintptr_t)g->exec_addr, g->size, PROT_NONE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+		if (p == MAP_FAILED)
+			continue;
+		if ((uint64_t)(uintptr_t)p != g->exec_addr) {   /* a kernel that took it as a hint */
+			munmap(p, g->size);
+			continue;
+		}
+		ex->held[ex->nheld].addr = g->exec_addr;
+		ex->held[ex->nheld++].size = g->size;
+	}
+}
+
+/* Whether [addr, addr+size) lies in a range exec_regions_hold reserved; that
+ * range is then the caller's to map over (it leaves the list). */
+static bool held_take(struct executor *ex, uint64_t addr, uint64_t size)
+{
+	for (uint32_t i = 0; i < ex->nheld; i++)
+		if (addr >= ex->held[i].addr && size <= ex->held[i].size &&
+		    addr - ex->held[i].addr <= ex->held[i].size - size) {
+			ex->held[i] = ex->held[--ex->nheld];
+			return true;
+		}
+	return false;
+}
+
 int exec_region_map(struct executor *ex, uint32_t id, int fd, uint64_t size, uint64_t want,
 		    struct exec_region **ret_reg)
 {
@@ -291,8 +333,9 @@ int exec_region_map(struct executor *ex, uint32_t id, int fd, uint64_t size, uin
 	 * an older kernel takes it as a hint): its host pointers then work in
 	 * kernels. Elsewhere only cudaHostGetDevicePointer's pointer does. */
 	reg->ptr = MAP_FAILED;
-	if (at && in_window(ex, want, size)) {
-		/* managed memory: over our own reservation, always at its address */
+	if (at && (in_window(ex, want, size) || held_take(ex, want, size))) {
+		/* managed and pinned memory, or a restore's region: over our own
+		 * reservation, always at its address */
 		reg->ptr = mmap(at, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
 	} else if (at) {
 		reg->ptr = mmap(at, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);

@@ -208,6 +208,10 @@ struct stage;
 struct executor {
 	struct stage *stage;           /* the staging ring of dumps (staging.c), once made */
 	bool window;                   /* the host window is reserved here (proto.h) */
+	/* A restore's host regions outside the window, reserved before the
+	 * device opened (exec_regions_hold); an entry goes once mapped. */
+	struct { uint64_t addr, size; } *held;
+	uint32_t nheld;
 	const struct phos_device_ops *dev_ops;
 	/* The device records run on: the one the function selected (cudaSetDevice,
 	 * PHOS_OP_SET_DEVICE), or for one record the device of the stream it
@@ -645,6 +649,15 @@ void exec_scrub(struct executor *ex);
  * a warning) when something is there already: managed memory then fails
  * to map. exec_memory.c. */
 int exec_window_reserve(struct executor *ex);
+
+/* Reserves, before the device opens, the address of each host region of the
+ * checkpoint img that lies outside the host window (registered memory, or
+ * pinned memory of an older image): the function's kernels hold it as a
+ * device address, and the driver's own mappings must not take it before
+ * adopt_regions maps the region there again (on an H200 they did). An
+ * address already taken here is left: its adoption is then refused.
+ * exec_memory.c. */
+void exec_regions_hold(struct executor *ex, const struct phos_image *img);
 
 /* --- CUDA graphs made on the device (exec_graph.c) --- */
 

@@ -52,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/pidfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -186,6 +187,21 @@ static int mapping_end(pid_t pid, uint64_t addr, uint64_t *ret_end)
 	}
 	fclose(f);
 	return r;
+}
+
+/* Tests (fault driver_takes_regions): the driver's own mappings land where
+ * the checkpoint's host regions were, as they did on an H200. Only what is
+ * still free is taken: the window and exec_regions_hold keep their ranges. */
+static void driver_takes_regions(const struct phos_image *img)
+{
+	for (uint32_t i = 0; i < img->nregions; i++) {
+		const struct phos_image_region *g = &img->regions[i];
+		bool took = mmap((void *)(uintptr_t)g->exec_addr, g->size, PROT_NONE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0) != MAP_FAILED;
+
+		phos_warn("injected fault: host region %u's address %#llx %s", g->id, (unsigned long long)g->exec_addr,
+			  took ? "taken" : "kept (reserved before the device opened)");
+	}
 }
 
 /* Maps again the host-memory regions of a restored checkpoint (image.h,
@@ -858,10 +874,14 @@ int main(int argc, char **argv)
 		setvbuf(ex.trace, NULL, _IOLBF, 1 << 16);
 	}
 	exec_window_reserve(&ex);   /* before the driver takes address space */
+	if (img)
+		exec_regions_hold(&ex, img);
 	t0 = phos_now();
 	/* A restore warms cuBLAS up beside loading the snapshot (exec_image_load). */
 	r = devices_open(&ex, warm && !img);
 	t_open = phos_now() - t0;
+	if (r == 0 && img && phos_fault("driver_takes_regions"))
+		driver_takes_regions(img);
 	if (r < 0) {
 		fprintf(stderr, "phos-executor: cannot open the %s device (cuda error %d)\n", ex.dev_ops->name, -r);
 		exec_control_error(&ex, "cannot open the %s device (cuda error %d)", ex.dev_ops->name, -r);
@@ -890,6 +910,7 @@ int main(int argc, char **argv)
 	exec_prep_clear(&ex);
 	exec_modcache_clear(&ex);
 	phos_bufmap_free(ex.bufs);
+	free(ex.held);
 	stage_host_reap(&ex, true);
 	stage_ring_free(&ex);
 	exec_nccl_warm_drop(&ex);

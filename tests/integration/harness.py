@@ -296,12 +296,14 @@ def ask(p, request):
         return {"bad answer": line}
 
 
-def checkpoint_while_running(prog, args, marker, tmp, what, pause=0.2, restore=("stw", "cow", "recopy")):
+def checkpoint_while_running(prog, args, marker, tmp, what, pause=0.2, restore=("stw", "cow", "recopy"),
+                             restore_env=None):
     """A program (with args) that prints a JSON line once it runs its loop and
     marker when it ends well, under `phos-fn run --checkpointable`:
     checkpointed in each mode, pause seconds apart, while it runs (issue 11).
     It must end well, and so must each checkpoint of the modes in restore,
-    restored."""
+    restored (with restore_env added to the environment). The restores'
+    stderr, joined."""
     run_env = {"PHOS_RUN_DIR": os.path.join(tmp, "run")}
     p = subprocess.Popen([PHOS_FN, "run", "--checkpointable", "--device", DEVICE, "--", prog, *args],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=fn_env(run_env))
@@ -321,12 +323,15 @@ def checkpoint_while_running(prog, args, marker, tmp, what, pause=0.2, restore=(
             p.kill()
             p.communicate(timeout=60)
     check(p.returncode == 0 and marker in outs, f"{what}, checkpointed: rc {p.returncode} {outs[-2000:]}")
+    errs = ""
     for mode in restore:
         ck = os.path.join(tmp, f"ck-{mode}")
         if os.path.exists(os.path.join(ck, "manifest.json")):
-            r = phos("restore", "--device", DEVICE, ck, timeout=300)
+            r = phos("restore", "--device", DEVICE, ck, timeout=300, extra_env=restore_env)
             check(r.returncode == 0 and marker in r.stdout + r.stderr,
                   f"{what}, restored from its {mode} checkpoint: rc {r.returncode} {r.stderr[-2000:]}")
+            errs += r.stderr
+    return errs
 
 
 def checkpoint_everywhere(prog, request, check_restored, tmp, args=(), modes=("stw", "cow", "recopy")):

@@ -9,10 +9,19 @@ that is not registered give CUDA's errors; the memory stays usable after
 cudaHostUnregister. Mapped memory (cudaHostAllocMapped, cudaHostRegisterMapped,
 cudaHostGetDevicePointer): kernels write host memory the host then reads.
 With PHOS_TEST_DEVICE=cuda the programs also run natively.
-"""
-import subprocess
 
-from harness import DEVICE, check, done, program, run
+Registered memory in a checkpoint (issue 11): hostreg checkpointed in each
+mode while its memory is registered, and restored where the driver's own
+mappings take every address still free where the regions were (fault
+driver_takes_regions, as an H200 did): the restoring executor reserved
+them before it opened the device, so it maps them at their device
+addresses again, and each restored run ends well.
+"""
+import shutil
+import subprocess
+import tempfile
+
+from harness import DEVICE, check, checkpoint_while_running, done, program, run
 
 HOSTREG = program("tests", "transparency", "hostmem", "hostreg")
 MAPPED = program("tests", "transparency", "hostmem", "mapped")
@@ -30,4 +39,13 @@ check("the device pointer is the host pointer" in p.stdout, f"the executor maps 
 if DEVICE == "cuda":
     p = subprocess.run([MAPPED], capture_output=True, text=True, timeout=300)
     check(p.returncode == 0, f"mapped natively: rc {p.returncode}\n{p.stderr[-3000:]}")
+
+tmp = tempfile.mkdtemp(prefix="phos-hostmem-test-")
+try:
+    errs = checkpoint_while_running(HOSTREG, ("loop", "1200"), "hostreg: ok", tmp, "hostreg loop",
+                                    restore_env={"PHOS_FAULT": "driver_takes_regions"})
+    check("injected fault: host region" in errs and " taken" not in errs,
+          f"every registered region's address was kept for it: {errs[-2000:]}")
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
 done("transparency_hostmem")

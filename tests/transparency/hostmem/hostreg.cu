@@ -5,6 +5,9 @@
 //
 //   hostreg [strict]   strict (under phos-fn): the registered pages are the
 //                      shared memfd the executor DMAs from (/proc/self/maps)
+//   hostreg loop N     N rounds instead of 3, a JSON line printed before
+//                      them: a run to checkpoint while its memory is
+//                      registered (a restore maps it again at its address)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +37,7 @@ static bool mapped_from_memfd(const void *p)
 int main(int argc, char **argv)
 {
 	bool strict = argc > 1 && !strcmp(argv[1], "strict");
+	int rounds = argc > 2 && !strcmp(argv[1], "loop") ? atoi(argv[2]) : 3;
 	const size_t n = (3u << 20) + 100;           // bytes, not a page multiple
 	unsigned char *block = (unsigned char *)malloc(n + 8192);
 	unsigned char *buf = block + 1000, *back = (unsigned char *)malloc(n);
@@ -61,9 +65,15 @@ int main(int argc, char **argv)
 	CHECK(cudaHostRegister(nullptr, 64, 0) == cudaErrorInvalidValue, "NULL");
 	cudaGetLastError();
 
-	for (int round = 0; round < 3; round++) {
+	if (rounds < 1)
+		return 2;
+	if (argc > 2) {
+		printf("{\"loop\": %d}\n", rounds);
+		fflush(stdout);
+	}
+	for (int round = 0; round < rounds; round++) {
 		for (size_t i = 0; i < n; i++)
-			buf[i] = (unsigned char)(i * 13 + round);
+			buf[i] = (unsigned char)(i * 13 + (unsigned)round);
 		memset(back, 0, n);
 		CHECK(cudaMemcpyAsync(dev, buf, n, cudaMemcpyHostToDevice, s) == cudaSuccess, "h2d");
 		CHECK(cudaMemsetAsync(dev + 5, 0xab, 7, s) == cudaSuccess, "memset");
@@ -71,7 +81,7 @@ int main(int argc, char **argv)
 		CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync");
 		size_t bad = n;
 		for (size_t i = 0; i < n && bad == n; i++) {
-			unsigned char want = i >= 5 && i < 12 ? 0xab : (unsigned char)(i * 13 + round);
+			unsigned char want = i >= 5 && i < 12 ? 0xab : (unsigned char)(i * 13 + (unsigned)round);
 			if (back[i] != want)
 				bad = i;
 		}
@@ -83,10 +93,11 @@ int main(int argc, char **argv)
 	CHECK(cudaHostUnregister(back) == cudaSuccess, "unregister back");
 	// still the program's memory, with its data, after unregistering
 	buf[0] = 42;
-	CHECK(buf[0] == 42 && buf[n - 1] == (unsigned char)((n - 1) * 13 + 2), "memory usable after unregister");
+	CHECK(buf[0] == 42 && buf[n - 1] == (unsigned char)((n - 1) * 13 + (unsigned)(rounds - 1)),
+	      "memory usable after unregister");
 	// plain pageable copies still work
 	CHECK(cudaMemcpy(back, dev, 4096, cudaMemcpyDeviceToHost) == cudaSuccess, "pageable d2h");
-	CHECK(back[100] == (unsigned char)(100 * 13 + 2), "pageable d2h contents");
+	CHECK(back[100] == (unsigned char)(100 * 13 + (unsigned)(rounds - 1)), "pageable d2h contents");
 	cudaFree(dev);
 	cudaStreamDestroy(s);
 	free(back);
