@@ -888,6 +888,7 @@ int main(int argc, char **argv)
 		for (int d = 0; d < ex.ndevs; d++)
 			ex.dev_ops->close(ex.devs[d]);
 		phos_image_free(img);
+		free(ex.held);
 		return 1;
 	}
 	r = phos_bufmap_new(ex.arena_base, ex.arena_size, &ops, &ex.bufs);
