@@ -1149,9 +1149,6 @@ static int gate_listen(char *name, size_t len)
 	return fd;
 }
 
-/* Waits for CRIU's gate to connect to lfd and say it is there: 0 with
- * a->gate_fd; 1 when CRIU ended first (its status in *st); -ETIMEDOUT.
- * Only a child of CRIU is believed. */
 /* Takes a connection waiting on the gate's socket lfd: its connected fd when
  * its writer is a child of a's CRIU (the gate) and its first byte, within
  * ms, is want; else -1 (the connection closed). */
@@ -1172,6 +1169,9 @@ static int gate_word(struct phos_criu_ahead *a, int lfd, char want, int ms)
 	return -1;
 }
 
+/* Waits for CRIU's gate to connect to lfd and say it is there: 0 with
+ * a->gate_fd; 1 when CRIU ended first (its status in *st); -ETIMEDOUT.
+ * Only a child of CRIU is believed. */
 static int gate_accept(struct phos_criu_ahead *a, int lfd, int *st)
 {
 	struct timespec end;

@@ -335,7 +335,9 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 		}
 		st.cpu_s = phos_now() - t_cpu;
 	}
-	if (early.done) {
+	if (r == 0 && !early.done)   /* no word from the gate (or no gate): now, CRIU ended */
+		resume_at_dumped(&early);
+	if (early.done) {   /* RESUME went out: not again at out */
 		sent = false;
 		executor_gone = early.r < 0;
 	}
@@ -345,9 +347,6 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 			r = -ENOSPC;
 		goto out;
 	}
-	if (!early.done)   /* no word from the gate (or no gate): now, CRIU ended */
-		resume_at_dumped(&early);
-	sent = false;
 	r = early.r;
 	st.stall_s = early.stall_s;
 	if (r < 0) {
