@@ -44,6 +44,10 @@ void cli_run_serve_checkpoint(int listen_fd, const struct phos_checkpoint_target
  * checkpoint that reads back whole) */
 int cli_restore(int argc, char **argv);
 
+/* phos-fn criu-check [--criu PATH]: 0 when that CRIU (or the one found)
+ * dumps and restores a small process here, else 1 with the reason. */
+int cli_criu_check(int argc, char **argv);
+
 /*
  * Periodic checkpoints and restart on failure (cli_periodic.c), options of
  * `phos-fn run` (which they make --checkpointable) and `phos-fn restore`:

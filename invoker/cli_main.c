@@ -21,7 +21,9 @@ static void usage(FILE *f)
 		   "      start a function from its snapshot (requests on stdin, one per line), or a program\n"
 		   "      from its checkpoint (it goes on where it was)\n"
 		   "  checkpoint [--mode stw] -o DIR PID\n"
-		   "      checkpoint a running `phos-fn run --checkpointable` (PID: of that phos-fn run)\n\n"
+		   "      checkpoint a running `phos-fn run --checkpointable` (PID: of that phos-fn run)\n"
+		   "  criu-check [--criu PATH]\n"
+		   "      whether CRIU works on this machine (a small dump and restore, bounded)\n\n"
 		   "commands against an invoker (--gateway URL, default $PHOS_GATEWAY or http://127.0.0.1:8080;\n"
 		   "--token-file FILE for its bearer token):\n"
 		   "  deploy --name NAME [--device D] [--gpus N] [--limit KEY=VALUE]... -- PROGRAM [ARGS...]\n"
@@ -63,6 +65,8 @@ int main(int argc, char **argv)
 			return cli_gateway(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "restore"))
 		return cli_restore(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "criu-check"))
+		return cli_criu_check(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "checkpoint")) {
 		/* the local form has -o DIR and a PID (and says so when nothing is
 		 * given); `checkpoint NAME` is on the invoker */

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "fault.h"
+#include "log.h"
 
 extern char **environ;
 
@@ -41,6 +42,7 @@ extern char **environ;
 #define CRIU_LOG_MAX      (16 << 20)  /* bytes of a CRIU log we read for reasons */
 #define SPAWN_STACK       (256 << 10)
 #define CRIU_TIMEOUT_S    300         /* default of $PHOS_CRIU_TIMEOUT */
+#define CRIU_VERSION_TIMEOUT_S 10     /* criu --version (a hung CRIU must not hang its finding) */
 #define CRIU_RESTORE_FSIZE (64 << 20) /* soft RLIMIT_FSIZE of a restoring CRIU */
 #define CRIU_MAX_KIDS     64
 
@@ -242,12 +244,13 @@ static long ms_left(const struct timespec *end)
 	return (end->tv_sec - now.tv_sec) * 1000 + (end->tv_nsec - now.tv_nsec) / 1000000;
 }
 
-/* Waits for CRIU at most timeout_s seconds; -ETIMEDOUT after killing it, or
- * -ECANCELED after killing it as soon as cancel_fd (>= 0) turns readable (a
- * remove of the function being deployed: CRIU can hang for its whole timeout).
+/* Waits for CRIU at most timeout_s seconds, and past deadline (a phos_now()
+ * time; 0: none) not at all; -ETIMEDOUT after killing it, or -ECANCELED
+ * after killing it as soon as cancel_fd (>= 0) turns readable (a remove of
+ * the function being deployed, a drain: CRIU can hang for its whole timeout).
  * A pidfd tells when it ends; without one (valgrind knows no pidfd_open) it is
  * polled every 5 ms. */
-static int criu_wait(pid_t pid, int timeout_s, int cancel_fd, int *ret_status)
+static int criu_wait(pid_t pid, int timeout_s, double deadline, int cancel_fd, int *ret_status)
 {
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), st, r;
 	bool cancel = false;
@@ -256,6 +259,20 @@ static int criu_wait(pid_t pid, int timeout_s, int cancel_fd, int *ret_status)
 
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	end.tv_sec += timeout_s;
+	if (deadline > 0) {
+		double left = deadline - phos_now();
+		long long left_ms = left > 0 ? (long long)(left * 1e3) : 0;
+
+		if (left_ms < (long long)timeout_s * 1000) {
+			clock_gettime(CLOCK_MONOTONIC, &end);
+			end.tv_sec += left_ms / 1000;
+			end.tv_nsec += (left_ms % 1000) * 1000000;
+			if (end.tv_nsec >= 1000000000) {
+				end.tv_sec++;
+				end.tv_nsec -= 1000000000;
+			}
+		}
+	}
 	while ((ms = ms_left(&end)) > 0) {
 		struct pollfd p[2] = { { .fd = pidfd, .events = POLLIN }, { .fd = cancel_fd, .events = POLLIN } };
 
@@ -402,19 +419,20 @@ static int criu_start(char *const argv[], const int *from, const int *to, unsign
 	return 0;
 }
 
-/* Runs CRIU (criu_start) and waits for it, at most criu_timeout_s().
+/* Runs CRIU (criu_start) and waits for it, at most criu_timeout_s() and
+ * until deadline (0: none; see criu_wait).
  * Returns 0 and the wait status, or -errno (-ETIMEDOUT, -ECANCELED: see
  * criu_wait) when it could not be run or was killed. */
 static int criu_run(char *const argv[], const int *from, const int *to, unsigned n, int out_fd, int err_fd,
-		    rlim_t fsize, const struct phos_criu_user *as, const char *const *extra_env, int cancel_fd,
-		    int *ret_status)
+		    rlim_t fsize, const struct phos_criu_user *as, const char *const *extra_env, double deadline,
+		    int cancel_fd, int *ret_status)
 {
 	pid_t pid;
 	int r = criu_start(argv, from, to, n, out_fd, err_fd, fsize, as, extra_env, &pid);
 
 	if (r < 0)
 		return r;
-	r = criu_wait(pid, criu_timeout_s(), cancel_fd, ret_status);
+	r = criu_wait(pid, criu_timeout_s(), deadline, cancel_fd, ret_status);
 	if (r == 0 && WIFEXITED(*ret_status) && WEXITSTATUS(*ret_status) == 127)
 		return -ENOEXEC;
 	return r;
@@ -441,7 +459,7 @@ static int check_version(const char *criu, char *err, size_t errlen)
 	fd = memfd_create("criu-version", MFD_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	r = criu_run(argv, NULL, NULL, 0, fd, fd, 0, NULL, NULL, -1, &st);
+	r = criu_run(argv, NULL, NULL, 0, fd, fd, 0, NULL, NULL, phos_now() + CRIU_VERSION_TIMEOUT_S, -1, &st);
 	if (r < 0) {
 		err_set(err, errlen, "%s: cannot run: %s", criu, strerror(-r));
 		goto out;
@@ -465,6 +483,9 @@ static int found(char *buf, size_t len, const char *path, char *err, size_t errl
 {
 	int r = check_version(path, err, errlen);
 
+	if (r < 0)
+		return r;
+	r = phos_criu_check(path, err, errlen);   /* seen to work here (cached) */
 	if (r < 0)
 		return r;
 	if (strlen(path) >= len) {
@@ -1030,7 +1051,7 @@ int phos_criu_dump_flags(const char *criu, pid_t pid, const char *dir, const uin
 	if (a->lock_fd == -ECANCELED)
 		r = -ECANCELED;
 	else
-		r = criu_run(a->argv, NULL, NULL, 0, -1, a->err_fd, 0, a->as_other ? &a->as : NULL, a->env, cancel_fd,
+		r = criu_run(a->argv, NULL, NULL, 0, -1, a->err_fd, 0, a->as_other ? &a->as : NULL, a->env, 0, cancel_fd,
 			     &st);
 	r = dump_finish(a, r, st, err, errlen);
 out:
@@ -1333,9 +1354,9 @@ int phos_criu_dump_go_then(struct phos_criu_ahead *a, void (*dumped)(void *arg),
 	if (r == 0 && dumped)
 		gate_await_dumped(a, dumped, arg);
 	if (r == 0)
-		r = criu_wait(a->criu_pid, criu_timeout_s(), -1, &st);
+		r = criu_wait(a->criu_pid, criu_timeout_s(), 0, -1, &st);
 	else
-		(void)criu_wait(a->criu_pid, criu_timeout_s(), -1, &st);   /* it ends on its own */
+		(void)criu_wait(a->criu_pid, criu_timeout_s(), 0, -1, &st);   /* it ends on its own */
 	a->criu_pid = 0;
 	if (r == -EPIPE) {
 		err_set(err, errlen, "criu dump: CRIU ended at its gate");
@@ -1357,7 +1378,7 @@ void phos_criu_dump_drop(struct phos_criu_ahead *a)
 	 * (bounded: killed after 10 s, still before it touches the task). */
 	close(a->gate_fd);
 	a->gate_fd = -1;
-	if (criu_wait(a->criu_pid, 10, -1, &st) == 0 && a->as_other)
+	if (criu_wait(a->criu_pid, 10, 0, -1, &st) == 0 && a->as_other)
 		files_chown_back(a->dir_fd);
 	ahead_free(a);
 }
@@ -1416,7 +1437,7 @@ static bool image_has_mntns(const char *dir)
 }
 
 int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_inherit *inh, unsigned ninh,
-		      unsigned flags, int cancel_fd, pid_t *ret_pid, char *err, size_t errlen)
+		      unsigned flags, double deadline, int cancel_fd, pid_t *ret_pid, char *err, size_t errlen)
 {
 	char work[PATH_MAX], pidfile[PATH_MAX + 8], inh_s[CRIU_MAX_EXT][80];
 	int from[CRIU_MAX_EXT], to[CRIU_MAX_EXT];
@@ -1485,7 +1506,9 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 	argv[argc++] = (char *)criu_verbosity();
 	argv[argc] = NULL;
 
-	r = criu_run(argv, from, to, ninh, -1, err_fd, CRIU_RESTORE_FSIZE, NULL, NULL, cancel_fd, &st);
+	double t0 = phos_now();
+
+	r = criu_run(argv, from, to, ninh, -1, err_fd, CRIU_RESTORE_FSIZE, NULL, NULL, deadline, cancel_fd, &st);
 	if (r == -ECANCELED) {
 		err_set(err, errlen, "criu restore: cancelled");
 		goto out;
@@ -1493,7 +1516,10 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 	if (r == -ETIMEDOUT) {
 		char why[64];
 
-		snprintf(why, sizeof(why), "killed after %d s, PHOS_CRIU_TIMEOUT", criu_timeout_s());
+		if (deadline > 0 && phos_now() >= deadline - 0.05)
+			snprintf(why, sizeof(why), "killed after %.0f ms, its deadline", (phos_now() - t0) * 1e3);
+		else
+			snprintf(why, sizeof(why), "killed after %d s, PHOS_CRIU_TIMEOUT", criu_timeout_s());
 		criu_reason("criu restore", why, work_fd, "restore.log", err_fd, st, err, errlen);
 		goto out;
 	}

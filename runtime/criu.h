@@ -18,7 +18,7 @@
  *
  * CRIU is found as: $PHOS_CRIU, else the wrapper tools/setup made beside the
  * build (<dir of the calling binary>/../criu/criu), else a system `criu` of
- * version >= 4.1. Failures return a negative errno and CRIU's own reason (the
+ * version >= 4.1; the one found must pass phos_criu_check. Failures return a negative errno and CRIU's own reason (the
  * "Error" lines of its log) in err. "Can't setup RLIMIT_NOFILE" is harmless on
  * these machines and never the reason given.
  *
@@ -29,7 +29,7 @@
  * write to stdout raises SIGPIPE. A key that is in no image is ignored by CRIU.
  *
  * CRIU runs at most $PHOS_CRIU_TIMEOUT seconds (default 300), or until the
- * caller's cancel fd turns readable; then it and the tree it was restoring are
+ * caller's deadline or cancel fd; then it and the tree it was restoring are
  * killed and the call returns -ETIMEDOUT (-ECANCELED) (CRIU 4.1.1
  * retries a short read of a truncated pages-*.img forever). A restoring CRIU
  * gets a soft RLIMIT_FSIZE of 64 MiB, which bounds its log; the restored tasks
@@ -41,7 +41,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Path of a usable CRIU (>= 4.1) into buf; -ENOENT with a reason in err. */
+/* Path of a usable CRIU into buf: >= 4.1, and seen to work on this machine
+ * (phos_criu_check, below). -ENOENT with a reason in err when there is none;
+ * the check's -errno (-ETIMEDOUT: it hangs here) with its reason, naming the
+ * CRIU, when the first one found does not work. */
 int phos_criu_find(char *buf, size_t len, char *err, size_t errlen);
 
 struct phos_fd_map {
@@ -145,10 +148,40 @@ enum {
  * directory under $TMPDIR or /tmp, removed afterwards), so that restores of
  * one image may run at once. Returns 0 and the host pid of the restored root
  * (the init of a new pid namespace, reparented to the nearest subreaper);
- * -EIO with CRIU's reason in err, -ETIMEDOUT, -ECANCELED (cancel_fd, as for
- * phos_criu_dump; what CRIU had restored is killed with it). */
+ * -EIO with CRIU's reason in err; -ETIMEDOUT when CRIU had not finished by
+ * deadline (a phos_now() time; 0: none) or within $PHOS_CRIU_TIMEOUT;
+ * -ECANCELED (cancel_fd, as for phos_criu_dump). On either of the last two,
+ * CRIU and what it had restored are killed. */
 int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_inherit *inh, unsigned ninh,
-		      unsigned flags, int cancel_fd, pid_t *ret_pid, char *err, size_t errlen);
+		      unsigned flags, double deadline, int cancel_fd, pid_t *ret_pid, char *err, size_t errlen);
+
+/*
+ * Trying CRIU on this machine (runtime/criu_probe.c). A CRIU can pass its
+ * version check and still hang on a machine: trixie's 4.1.1 waits forever in
+ * the parasite cure on AMD hosts with kernel 6.18 (the hardware-breakpoint
+ * stop it waits for never comes). So a CRIU is chosen, and the invoker and
+ * phos-fn start, only once it has been seen to work here:
+ *
+ *   /bin/sh (echo ready; read line; echo got line) ── spawned as a pid-ns init
+ *        │ phos_criu_dump                       (as a function is snapshotted)
+ *        ▼ phos_criu_restore, fresh stdio pipes  (as a cold start restores)
+ *   "ping" in, "got ping" out ─▶ it works; anything else, or no answer by
+ *                                 the deadline ─▶ refused, with what it did
+ */
+
+/* Dumps and restores a small process of our own with criu, within
+ * timeout_ms, and checks that the restored process answers on the pipes it
+ * was handed. 0, or -errno with what failed in err (naming criu):
+ * -ETIMEDOUT when a step made no progress in time. Nothing of the try is
+ * left running or on disk. */
+int phos_criu_probe(const char *criu, unsigned timeout_ms, char *err, size_t errlen);
+
+/* phos_criu_probe once per CRIU binary and kernel boot: a success is kept
+ * (in $PHOS_CRIU_PROBE_CACHE, else $XDG_RUNTIME_DIR, else /tmp: a file of
+ * ours named by a hash of the binary's path, size, mtime and inode and the
+ * kernel's boot id); a failure is tried again next time. The probe's bound is
+ * $PHOS_CRIU_PROBE_TIMEOUT ms (default 15000). PHOS_CRIU_PROBE=0 skips it. */
+int phos_criu_check(const char *criu, char *err, size_t errlen);
 
 /* Lets a tree restored with PHOS_CRIU_STOPPED run: SIGCONT to pid and every
  * descendant of it (at most 256 processes; a process the restore made has

@@ -73,7 +73,7 @@ int restore_criu(const char *criu, const char *dir, const struct phos_image *img
 	snprintf(cpu, sizeof(cpu), "%s/%s", dir, img->criu_dir);
 	/* A checkpoint's program goes on at once wherever it was, CPU code
 	 * included: it waits stopped until its executor has adopted its channel. */
-	r = phos_criu_restore(criu, cpu, inh, 4, img->checkpoint.present ? PHOS_CRIU_STOPPED : 0, -1, ret_fn, line,
+	r = phos_criu_restore(criu, cpu, inh, 4, img->checkpoint.present ? PHOS_CRIU_STOPPED : 0, 0, -1, ret_fn, line,
 			      sizeof(line));
 	if (r < 0) {
 		phos_errf(err, errlen, "CRIU could not restore %s: %s", dir, line);

@@ -325,7 +325,7 @@ static void *restore_copy(void *arg)
 		{ theirs[0], 0, c->img->key[0] },
 		{ theirs[1], 1, c->img->key[1] },
 	};
-	c->r = phos_criu_restore(criu, c->img->dir, inh, 3, 0, -1, &c->f.pid, c->err, sizeof(c->err));
+	c->r = phos_criu_restore(criu, c->img->dir, inh, 3, 0, 0, -1, &c->f.pid, c->err, sizeof(c->err));
 	for (int i = 0; i < 3; i++)
 		close(theirs[i]);
 	/* every copy is up before any is asked: they live at the same time */
@@ -462,7 +462,7 @@ static int restore_with_channel(const struct image *img, const char *dir, char *
 
 	socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
 	const struct phos_criu_inherit inh[] = { { sv[1], 3, img->key[3] } };
-	r = phos_criu_restore(criu, dir, inh, 1, 0, -1, &pid, err, errlen);
+	r = phos_criu_restore(criu, dir, inh, 1, 0, 0, -1, &pid, err, errlen);
 	if (r == 0) {
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
@@ -490,16 +490,16 @@ static void test_refusals(const struct image *img, const char *base)
 
 	snprintf(dir, sizeof(dir), "%s/empty", base);
 	mkdir(dir, 0700);
-	r = phos_criu_restore(criu, dir, NULL, 0, 0, -1, &pid, err, sizeof(err));
+	r = phos_criu_restore(criu, dir, NULL, 0, 0, 0, -1, &pid, err, sizeof(err));
 	CHECK(r == -EIO && strstr(err, "Error ("), "restore of an empty dir: %d %s", r, err);
 	printf("restore of an empty dir: %s\n", err);
 	CHECK(count_entries(dir) == 0, "restore wrote into the empty image dir");
 
-	r = phos_criu_restore(criu, "/nonexistent/image", NULL, 0, 0, -1, &pid, err, sizeof(err));
+	r = phos_criu_restore(criu, "/nonexistent/image", NULL, 0, 0, 0, -1, &pid, err, sizeof(err));
 	CHECK(r == -EIO && strstr(err, "Can't open dir"), "restore of a missing dir: %d %s", r, err);
 
 	if (img->key[3][0]) {
-		r = phos_criu_restore(criu, img->dir, NULL, 0, 0, -1, &pid, err, sizeof(err));
+		r = phos_criu_restore(criu, img->dir, NULL, 0, 0, 0, -1, &pid, err, sizeof(err));
 		CHECK(r == -EIO && strstr(err, "External socket"), "restore without its channel: %d %s", r, err);
 		printf("restore without its channel: %s\n", err);
 	}
@@ -609,7 +609,7 @@ static void test_ahead(const char *base, const char *gate)
 	socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
 	snprintf(reply, sizeof(reply), "socket:[%" PRIu64 "]", ino);
 	const struct phos_criu_inherit inh[] = { { sv[1], 3, reply } };
-	r = phos_criu_restore(criu, dir, inh, 1, 0, -1, &pid, err, sizeof(err));
+	r = phos_criu_restore(criu, dir, inh, 1, 0, 0, -1, &pid, err, sizeof(err));
 	CHECK(r == 0, "restore of the ahead dump: %d %s", r, err);
 	if (r == 0) {
 		ask(sv[0], "get\n", reply, sizeof(reply));
@@ -668,7 +668,7 @@ static int fault_child(const char *base)
 		bad |= 4, fprintf(stderr, "fault dump: %d %s\n", r, err);
 	if (kill(f.pid, 0) < 0 || count_entries(dir) != 0)
 		bad |= 8, fprintf(stderr, "CRIU ran despite the fault\n");
-	r = phos_criu_restore(criu, dir, NULL, 0, 0, -1, &pid, err, sizeof(err));
+	r = phos_criu_restore(criu, dir, NULL, 0, 0, 0, -1, &pid, err, sizeof(err));
 	if (r != -EIO || strcmp(err, "injected fault: criu_restore"))
 		bad |= 16, fprintf(stderr, "fault restore: %d %s\n", r, err);
 	if (count_entries(base) != 1)
