@@ -228,7 +228,7 @@ int cli_restore_run(const char *device, const char *dir, bool on_demand, const c
 		/* (phos_restore_start reads it again, and refuses it with its reason) */
 		checkpoint = phos_image_read(dir, &img, err, sizeof(err)) == 0 && img->checkpoint.present;
 		phos_image_free(img);
-		r = phos_restore_start(&paths, dir, STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, on_demand, &inst, &st,
+		r = phos_restore_start(&paths, dir, STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, on_demand, NULL, &inst, &st,
 				       err, sizeof(err));
 		if (r < 0) {
 			fprintf(stderr, "phos-fn: restore refused: %s\n", err);

@@ -328,7 +328,8 @@ static void standby_upkeep(struct inv_function *f)
 	} else {
 		p.device = f->device;
 		pthread_rwlock_rdlock(&f->snap_lock);
-		r = phos_park(&p, f->snapshot_dir, pin[0], pout[1], perr[1], &sb.parked, err, sizeof(err));
+		r = phos_park(&p, f->snapshot_dir, pin[0], pout[1], perr[1],
+			      &(struct phos_restore_bound){ .cancel_fd = inv_drain_abort_fd }, &sb.parked, err, sizeof(err));
 		pthread_rwlock_unlock(&f->snap_lock);
 	}
 	if (pin[0] >= 0)
@@ -384,9 +385,13 @@ static void instance_attach(struct inv_instance *in, int in_fd, int out_fd, int 
 }
 
 /* Restores a new instance of f (no lock held): a parked process and a pooled
- * executor when there are both, else a pooled executor, else one of its own. */
-static int instance_start(struct inv_function *f, struct inv_instance *in, double *ret_s, char *err, size_t errlen)
+ * executor when there are both, else a pooled executor, else one of its own;
+ * -ETIMEDOUT when that is not done by deadline (the call's), -ECANCELED when
+ * a drain ran out first. */
+static int instance_start(struct inv_function *f, struct inv_instance *in, double deadline, double *ret_s,
+			  char *err, size_t errlen)
 {
+	const struct phos_restore_bound bound = { .deadline = deadline, .cancel_fd = inv_drain_abort_fd };
 	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
 	struct phos_runtime_paths p = inv_cfg.paths;
 	struct phos_restore_stats st;
@@ -397,7 +402,7 @@ static int instance_start(struct inv_function *f, struct inv_instance *in, doubl
 
 	if (sb.valid) {
 		pthread_rwlock_rdlock(&f->snap_lock);
-		r = phos_restore_parked(inv_cfg.pool, f->snapshot_dir, &sb.parked, 0, !inv_cfg.stop_the_world,
+		r = phos_restore_parked(inv_cfg.pool, f->snapshot_dir, &sb.parked, 0, !inv_cfg.stop_the_world, &bound,
 					&in->proc, &st, err, errlen);
 		pthread_rwlock_unlock(&f->snap_lock);
 		if (r == 0) {
@@ -424,10 +429,10 @@ static int instance_start(struct inv_function *f, struct inv_instance *in, doubl
 	r = -EBUSY;
 	if (inv_pool_for(f))
 		r = phos_restore_pooled(inv_pool_for(f), f->snapshot_dir, pin[0], pout[1], perr[1], 0,
-					!inv_cfg.stop_the_world, &in->proc, &st, err, errlen);
+					!inv_cfg.stop_the_world, &bound, &in->proc, &st, err, errlen);
 	if (r == -EBUSY)
 		r = phos_restore_start(&p, f->snapshot_dir, pin[0], pout[1], perr[1], !inv_cfg.stop_the_world,
-				       &in->proc, &st, err, errlen);
+				       &bound, &in->proc, &st, err, errlen);
 	pthread_rwlock_unlock(&f->snap_lock);
 	if (r < 0)
 		goto fail;
@@ -459,6 +464,7 @@ static int instance_from_checkpoint(struct inv_function *f, struct inv_instance 
 				    bool on_demand, struct inv_prepared *prep, struct phos_restore_stats *st, char *err,
 				    size_t errlen)
 {
+	const struct phos_restore_bound bound = { .cancel_fd = inv_drain_abort_fd };
 	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
 	struct phos_runtime_paths p = inv_cfg.paths;
 	char gpu_list[64];
@@ -474,8 +480,8 @@ static int instance_from_checkpoint(struct inv_function *f, struct inv_instance 
 		p.sim_twins = NULL;
 	r = -EBUSY;
 	if (prep && prep->slot >= 0) {   /* its pre-copy pinned there already */
-		r = phos_restore_prepared(prep->pool, prep->slot, dir, pin[0], pout[1], perr[1], on_demand, &in->proc, st,
-					  err, errlen);
+		r = phos_restore_prepared(prep->pool, prep->slot, dir, pin[0], pout[1], perr[1], on_demand, &bound,
+					  &in->proc, st, err, errlen);
 		prep->slot = -1;
 		prep->used = r == 0;
 		if (r < 0 && r != -EBADMSG)
@@ -483,8 +489,8 @@ static int instance_from_checkpoint(struct inv_function *f, struct inv_instance 
 				  f->name, in->id, dir, err);
 	}
 	if (r < 0 && r != -EBADMSG && inv_pool_for(f)) {
-		r = phos_restore_pooled(inv_pool_for(f), dir, pin[0], pout[1], perr[1], 0, on_demand, &in->proc, st, err,
-					errlen);
+		r = phos_restore_pooled(inv_pool_for(f), dir, pin[0], pout[1], perr[1], 0, on_demand, &bound, &in->proc,
+					st, err, errlen);
 		/* A pooled executor that could not take it (another arena, it
 		 * died) is no reason to fail: one of its own may. A corrupt
 		 * checkpoint is. */
@@ -492,8 +498,8 @@ static int instance_from_checkpoint(struct inv_function *f, struct inv_instance 
 			phos_warn("%s: instance %u: a pooled executor could not restore %s (%s); trying one of its own",
 				  f->name, in->id, dir, err);
 	}
-	if (r < 0 && r != -EBADMSG)
-		r = phos_restore_start(&p, dir, pin[0], pout[1], perr[1], on_demand, &in->proc, st, err, errlen);
+	if (r < 0 && r != -EBADMSG && r != -ECANCELED)
+		r = phos_restore_start(&p, dir, pin[0], pout[1], perr[1], on_demand, &bound, &in->proc, st, err, errlen);
 	if (r < 0) {
 		in->proc = (struct phos_instance){ .control_fd = -1 };   /* nothing to stop */
 		goto out;
@@ -951,7 +957,7 @@ again:
 		in->state = INV_INST_BUSY;
 		pthread_mutex_unlock(&f->lock);
 	} else if (res->cold) {
-		r = instance_start(f, in, &res->restore_s, err, sizeof(err));
+		r = instance_start(f, in, deadline, &res->restore_s, err, sizeof(err));
 		if (r < 0) {
 			pthread_mutex_lock(&f->lock);
 			unlink_instance(f, in);
@@ -960,6 +966,9 @@ again:
 			phos_err("%s: restore failed: %s", f->name, err);
 			if (r == -EBADMSG)   /* a corrupt snapshot: as when found on demand */
 				inv_result_error(res, 502, "cannot start an instance: %s", err);
+			else if (r == -ETIMEDOUT)
+				inv_result_error(res, 503, "cannot start an instance within timeout_ms (%u): %s",
+						 f->limits.timeout_ms, err);
 			else
 				inv_result_error(res, 503, "cannot start an instance: %s", err);
 			goto out;

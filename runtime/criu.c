@@ -42,7 +42,7 @@ extern char **environ;
 #define CRIU_LOG_MAX      (16 << 20)  /* bytes of a CRIU log we read for reasons */
 #define SPAWN_STACK       (256 << 10)
 #define CRIU_TIMEOUT_S    300         /* default of $PHOS_CRIU_TIMEOUT */
-#define CRIU_VERSION_TIMEOUT_S 10     /* criu --version (a hung CRIU must not hang its finding) */
+#define CRIU_VERSION_TIMEOUT_S 5      /* criu --version (a hung CRIU must not hang its finding) */
 #define CRIU_RESTORE_FSIZE (64 << 20) /* soft RLIMIT_FSIZE of a restoring CRIU */
 #define CRIU_MAX_KIDS     64
 
@@ -460,6 +460,11 @@ static int check_version(const char *criu, char *err, size_t errlen)
 	if (fd < 0)
 		return -errno;
 	r = criu_run(argv, NULL, NULL, 0, fd, fd, 0, NULL, NULL, phos_now() + CRIU_VERSION_TIMEOUT_S, -1, &st);
+	if (r == -ETIMEDOUT) {
+		err_set(err, errlen, "%s --version did not answer in %d s: this CRIU hangs on this machine", criu,
+			CRIU_VERSION_TIMEOUT_S);
+		goto out;
+	}
 	if (r < 0) {
 		err_set(err, errlen, "%s: cannot run: %s", criu, strerror(-r));
 		goto out;

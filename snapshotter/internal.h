@@ -22,16 +22,19 @@ int restore_plan(const char *dir, const int stdio[3], struct phos_image **ret_im
 /* CRIU-restores the function with channel as its socket (it then waits for
  * its executor's channel there); the time goes into st->cpu_restore_s. */
 int restore_criu(const char *criu, const char *dir, const struct phos_image *img, struct phos_criu_inherit inh[4],
-		 int channel, pid_t *ret_fn, struct phos_restore_stats *st, char *err, size_t errlen);
+		 int channel, const struct phos_restore_bound *bound, pid_t *ret_fn, struct phos_restore_stats *st,
+		 char *err, size_t errlen);
 
 /* Reads the executor's READY (its phase times into *st) or its ERROR (its
  * reason into err; -EBADMSG when the snapshot's data did not match its
  * checksums, -EIO otherwise); a fresh executor's HELLO first when hello is
- * set. Waits as long as the executor takes. */
-int restore_ready(int ctl, bool hello, struct phos_restore_stats *st, char *err, size_t errlen);
+ * set. Waits until bound's deadline (-ETIMEDOUT) or cancel (-ECANCELED); as
+ * long as the executor takes without one. */
+int restore_ready(int ctl, bool hello, const struct phos_restore_bound *bound, struct phos_restore_stats *st,
+		  char *err, size_t errlen);
 
 /* Both, while the executor loads the GPU side. On failure the restored
  * function is gone again. */
 int restore_cpu(const char *criu, const char *dir, const struct phos_image *img, struct phos_criu_inherit inh[4],
-		int channel, int ctl, bool hello, pid_t *ret_fn, struct phos_restore_stats *st, char *err,
-		size_t errlen);
+		int channel, int ctl, bool hello, const struct phos_restore_bound *bound, pid_t *ret_fn,
+		struct phos_restore_stats *st, char *err, size_t errlen);

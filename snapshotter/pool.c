@@ -467,6 +467,15 @@ static void pool_give(struct phos_pool *p, unsigned i)
 	pthread_mutex_unlock(&p->lock);
 }
 
+/* Takes back executor i that did not answer in time: killed, then replaced
+ * (pool_give finds it gone). */
+static void pool_kill(struct phos_pool *p, unsigned i)
+{
+	if (p->ex[i].pid > 0)
+		kill(p->ex[i].pid, SIGKILL);
+	pool_give(p, i);
+}
+
 /* Sends executor slot the job to restore dir (RESTORE) with the function's
  * channel socket; 0 or -errno. adopt_pid: a checkpoint's restored program,
  * whose channel memfd is its descriptor adopt_fd; 0: a snapshot's, served on
@@ -489,13 +498,14 @@ static int send_restore(struct phos_pool *p, int slot, int channel, const char *
  * program goes on; as restore_checkpoint in restore.c, with no context to
  * create. On failure the program is gone again. */
 static int pooled_checkpoint(struct phos_pool *p, int slot, const char *dir, const struct phos_image *img,
-			     struct phos_criu_inherit inh[4], int ch[2], bool on_demand, bool *sent, pid_t *ret_fn,
+			     struct phos_criu_inherit inh[4], int ch[2], bool on_demand,
+			     const struct phos_restore_bound *bound, bool *sent, pid_t *ret_fn,
 			     struct phos_restore_stats *st, char *err, size_t errlen)
 {
 	pid_t fn;
 	int r;
 
-	r = restore_criu(p->paths.criu, dir, img, inh, ch[1], &fn, st, err, errlen);
+	r = restore_criu(p->paths.criu, dir, img, inh, ch[1], bound, &fn, st, err, errlen);
 	if (r < 0)
 		return r;
 	close(ch[1]);
@@ -507,7 +517,7 @@ static int pooled_checkpoint(struct phos_pool *p, int slot, const char *dir, con
 	if (r < 0)
 		phos_errf(err, errlen, "the pooled executor is gone");
 	else
-		r = restore_ready(p->ex[slot].ctl, false, st, err, errlen);
+		r = restore_ready(p->ex[slot].ctl, false, bound, st, err, errlen);
 	if (r < 0) {
 		kill(fn, SIGKILL);
 		waitpid(fn, NULL, 0);
@@ -521,8 +531,9 @@ static int pooled_checkpoint(struct phos_pool *p, int slot, const char *dir, con
 /* phos_restore_pooled on executor given (held by the caller: a prepared
  * one), or on one taken now (given < 0). */
 static int restore_pooled_at(struct phos_pool *p, int given, const char *dir, int stdin_fd, int stdout_fd,
-			     int stderr_fd, unsigned timeout_ms, bool on_demand, struct phos_instance *ret_inst,
-			     struct phos_restore_stats *ret_stats, char *err, size_t errlen)
+			     int stderr_fd, unsigned timeout_ms, bool on_demand, const struct phos_restore_bound *bound,
+			     struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats, char *err,
+			     size_t errlen)
 {
 	struct phos_restore_stats st = { 0 };
 	struct phos_image *img = NULL;
@@ -557,7 +568,7 @@ static int restore_pooled_at(struct phos_pool *p, int given, const char *dir, in
 		goto out;
 	}
 	if (img->checkpoint.present) {
-		r = pooled_checkpoint(p, slot, dir, img, inh, ch, on_demand, &sent, &fn, &st, err, errlen);
+		r = pooled_checkpoint(p, slot, dir, img, inh, ch, on_demand, bound, &sent, &fn, &st, err, errlen);
 		if (r < 0)
 			goto out;
 		goto started;
@@ -571,7 +582,7 @@ static int restore_pooled_at(struct phos_pool *p, int given, const char *dir, in
 		goto out;
 	}
 	/* CRIU beside the GPU load, as in phos_restore_start. */
-	r = restore_cpu(p->paths.criu, dir, img, inh, ch[1], p->ex[slot].ctl, false, &fn, &st, err, errlen);
+	r = restore_cpu(p->paths.criu, dir, img, inh, ch[1], p->ex[slot].ctl, false, bound, &fn, &st, err, errlen);
 	if (r < 0)
 		goto out;
 started:
@@ -588,7 +599,9 @@ out:
 	for (int i = 0; i < 2; i++)
 		if (ch[i] >= 0)
 			close(ch[i]);
-	if (r < 0 && sent)
+	if (r == -ETIMEDOUT && sent)
+		pool_kill(p, (unsigned)slot);   /* it may be what hangs: replaced */
+	else if (r < 0 && sent)
 		pool_give(p, (unsigned)slot);   /* back once it has scrubbed itself */
 	else if (r < 0 && given >= 0)
 		phos_pool_unprepare(p, given);   /* nothing sent: it still holds the pre-copy */
@@ -599,10 +612,10 @@ out:
 }
 
 int phos_restore_pooled(struct phos_pool *p, const char *dir, int stdin_fd, int stdout_fd, int stderr_fd,
-			unsigned timeout_ms, bool on_demand, struct phos_instance *ret_inst,
-			struct phos_restore_stats *ret_stats, char *err, size_t errlen)
+			unsigned timeout_ms, bool on_demand, const struct phos_restore_bound *bound,
+			struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats, char *err, size_t errlen)
 {
-	return restore_pooled_at(p, -1, dir, stdin_fd, stdout_fd, stderr_fd, timeout_ms, on_demand, ret_inst,
+	return restore_pooled_at(p, -1, dir, stdin_fd, stdout_fd, stderr_fd, timeout_ms, on_demand, bound, ret_inst,
 				 ret_stats, err, errlen);
 }
 
@@ -668,20 +681,20 @@ void phos_pool_unprepare(struct phos_pool *p, int slot)
 }
 
 int phos_restore_prepared(struct phos_pool *p, int slot, const char *dir, int stdin_fd, int stdout_fd, int stderr_fd,
-			  bool on_demand, struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats, char *err,
-			  size_t errlen)
+			  bool on_demand, const struct phos_restore_bound *bound, struct phos_instance *ret_inst,
+			  struct phos_restore_stats *ret_stats, char *err, size_t errlen)
 {
 	if (slot < 0 || (unsigned)slot >= p->n) {
 		phos_errf(err, errlen, "no such prepared executor");
 		return -EINVAL;
 	}
-	return restore_pooled_at(p, slot, dir, stdin_fd, stdout_fd, stderr_fd, 0, on_demand, ret_inst, ret_stats,
-				 err, errlen);
+	return restore_pooled_at(p, slot, dir, stdin_fd, stdout_fd, stderr_fd, 0, on_demand, bound, ret_inst,
+				 ret_stats, err, errlen);
 }
 
 int phos_restore_parked(struct phos_pool *p, const char *dir, struct phos_parked *parked, unsigned timeout_ms,
-			bool on_demand, struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats, char *err,
-			size_t errlen)
+			bool on_demand, const struct phos_restore_bound *bound, struct phos_instance *ret_inst,
+			struct phos_restore_stats *ret_stats, char *err, size_t errlen)
 {
 	struct phos_restore_stats st = { 0 };
 	double t0 = phos_now();
@@ -705,10 +718,13 @@ int phos_restore_parked(struct phos_pool *p, const char *dir, struct phos_parked
 	if (r < 0)
 		phos_errf(err, errlen, "the pooled executor is gone");
 	else
-		r = restore_ready(p->ex[slot].ctl, false, &st, err, errlen);
+		r = restore_ready(p->ex[slot].ctl, false, bound, &st, err, errlen);
 	if (r < 0) {
 		phos_parked_drop(parked);
-		pool_give(p, (unsigned)slot);
+		if (r == -ETIMEDOUT)
+			pool_kill(p, (unsigned)slot);   /* it may be what hangs: replaced */
+		else
+			pool_give(p, (unsigned)slot);
 		return r;
 	}
 	st.cpu_restore_s = parked->criu_s;   /* done ahead, off this path */

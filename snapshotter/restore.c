@@ -61,7 +61,8 @@ int restore_plan(const char *dir, const int stdio[3], struct phos_image **ret_im
 }
 
 int restore_criu(const char *criu, const char *dir, const struct phos_image *img, struct phos_criu_inherit inh[4],
-		 int channel, pid_t *ret_fn, struct phos_restore_stats *st, char *err, size_t errlen)
+		 int channel, const struct phos_restore_bound *bound, pid_t *ret_fn, struct phos_restore_stats *st,
+		 char *err, size_t errlen)
 {
 	char line[1024], cpu[4200];
 	double t = phos_now();
@@ -73,8 +74,8 @@ int restore_criu(const char *criu, const char *dir, const struct phos_image *img
 	snprintf(cpu, sizeof(cpu), "%s/%s", dir, img->criu_dir);
 	/* A checkpoint's program goes on at once wherever it was, CPU code
 	 * included: it waits stopped until its executor has adopted its channel. */
-	r = phos_criu_restore(criu, cpu, inh, 4, img->checkpoint.present ? PHOS_CRIU_STOPPED : 0, 0, -1, ret_fn, line,
-			      sizeof(line));
+	r = phos_criu_restore(criu, cpu, inh, 4, img->checkpoint.present ? PHOS_CRIU_STOPPED : 0,
+			      bound ? bound->deadline : 0, bound ? bound->cancel_fd : -1, ret_fn, line, sizeof(line));
 	if (r < 0) {
 		phos_errf(err, errlen, "CRIU could not restore %s: %s", dir, line);
 		return r;
@@ -83,11 +84,44 @@ int restore_criu(const char *criu, const char *dir, const struct phos_image *img
 	return 0;
 }
 
-int restore_ready(int ctl, bool hello, struct phos_restore_stats *st, char *err, size_t errlen)
+/* Waits for fd to turn readable within bound: 0, -ETIMEDOUT or -ECANCELED. */
+static int bound_wait(int fd, const struct phos_restore_bound *bound)
+{
+	for (;;) {
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = bound->cancel_fd, .events = POLLIN } };
+		double left = bound->deadline > 0 ? bound->deadline - phos_now() : -1;
+		int r;
+
+		if (bound->deadline > 0 && left <= 0)
+			return -ETIMEDOUT;
+		r = poll(p, 2, left < 0 ? -1 : (int)(left * 1e3) + 1);
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (r > 0 && p[1].revents)
+			return -ECANCELED;
+		if (r > 0 && p[0].revents)
+			return 0;
+	}
+}
+
+/* One control message within bound. */
+static int ready_recv(int ctl, const struct phos_restore_bound *bound, struct phos_ctl_msg *m, char *why, size_t len)
+{
+	int r = bound ? bound_wait(ctl, bound) : 0;
+
+	if (r == -ETIMEDOUT)
+		phos_errf(why, len, "no answer by the restore's deadline");
+	else if (r == -ECANCELED)
+		phos_errf(why, len, "cancelled");
+	return r < 0 ? r : phos_ctl_recv(ctl, -1, m, why, len);
+}
+
+int restore_ready(int ctl, bool hello, const struct phos_restore_bound *bound, struct phos_restore_stats *st,
+		  char *err, size_t errlen)
 {
 	struct phos_ctl_msg m;
 	char why[512] = "";
-	int r = phos_ctl_recv(ctl, -1, &m, why, sizeof(why));
+	int r = ready_recv(ctl, bound, &m, why, sizeof(why));
 
 	if (r == 0 && hello) {
 		if (m.type != PHOS_CTL_HELLO) {
@@ -96,7 +130,11 @@ int restore_ready(int ctl, bool hello, struct phos_restore_stats *st, char *err,
 		}
 		phos_ctl_msg_exit(&m);
 		if (r == 0)
-			r = phos_ctl_recv(ctl, -1, &m, why, sizeof(why));
+			r = ready_recv(ctl, bound, &m, why, sizeof(why));
+	}
+	if (r == -ETIMEDOUT || r == -ECANCELED) {
+		phos_errf(err, errlen, "the executor did not restore the device state in time: %s", why);
+		return r;
 	}
 	if (r < 0) {
 		if (r == -EPIPE)   /* it died: what it printed is in its log */
@@ -126,16 +164,16 @@ int restore_ready(int ctl, bool hello, struct phos_restore_stats *st, char *err,
 }
 
 int restore_cpu(const char *criu, const char *dir, const struct phos_image *img, struct phos_criu_inherit inh[4],
-		int channel, int ctl, bool hello, pid_t *ret_fn, struct phos_restore_stats *st, char *err,
-		size_t errlen)
+		int channel, int ctl, bool hello, const struct phos_restore_bound *bound, pid_t *ret_fn,
+		struct phos_restore_stats *st, char *err, size_t errlen)
 {
 	pid_t fn;
 	int r;
 
-	r = restore_criu(criu, dir, img, inh, channel, &fn, st, err, errlen);
+	r = restore_criu(criu, dir, img, inh, channel, bound, &fn, st, err, errlen);
 	if (r < 0)
 		return r;
-	r = restore_ready(ctl, hello, st, err, errlen);
+	r = restore_ready(ctl, hello, bound, st, err, errlen);
 	if (r < 0) {
 		kill(fn, SIGKILL);
 		waitpid(fn, NULL, 0);
@@ -145,9 +183,25 @@ int restore_cpu(const char *criu, const char *dir, const struct phos_image *img,
 	return 0;
 }
 
-int phos_park(const struct phos_runtime_paths *paths, const char *dir, int stdin_fd, int stdout_fd, int stderr_fd,
-	      struct phos_parked *ret, char *err, size_t errlen)
+/* phos_park's bound: the caller's, and PHOS_PARK_BOUND_S plus a second per
+ * PHOS_PARK_BOUND_MIB of the CPU image from now. */
+static struct phos_restore_bound park_bound(const struct phos_image *img, const struct phos_restore_bound *bound)
 {
+	struct phos_restore_bound b = { .cancel_fd = bound ? bound->cancel_fd : -1 };
+	uint64_t bytes = 0;
+
+	for (uint32_t i = 0; i < img->ncpu_files; i++)
+		bytes += img->cpu_files[i].size;
+	b.deadline = phos_now() + PHOS_PARK_BOUND_S + (double)bytes / ((double)PHOS_PARK_BOUND_MIB * (1 << 20));
+	if (bound && bound->deadline > 0 && bound->deadline < b.deadline)
+		b.deadline = bound->deadline;
+	return b;
+}
+
+int phos_park(const struct phos_runtime_paths *paths, const char *dir, int stdin_fd, int stdout_fd, int stderr_fd,
+	      const struct phos_restore_bound *bound, struct phos_parked *ret, char *err, size_t errlen)
+{
+	struct phos_restore_bound pb;
 	struct phos_restore_stats st = { 0 };
 	struct phos_image *img = NULL;
 	struct phos_criu_inherit inh[4];
@@ -171,7 +225,8 @@ int phos_park(const struct phos_runtime_paths *paths, const char *dir, int stdin
 		phos_errf(err, errlen, "socketpair: %s", strerror(errno));
 		goto out;
 	}
-	r = restore_criu(paths->criu, dir, img, inh, ch[1], &ret->fn_pid, &st, err, errlen);
+	pb = park_bound(img, bound);
+	r = restore_criu(paths->criu, dir, img, inh, ch[1], &pb, &ret->fn_pid, &st, err, errlen);
 	if (r < 0)
 		goto out;
 	ret->channel = ch[0];
@@ -210,14 +265,15 @@ void phos_parked_drop(struct phos_parked *p)
  * next request) could end before the adoption.
  */
 static int restore_checkpoint(const struct phos_runtime_paths *paths, const char *dir, const struct phos_image *img,
-			      bool on_demand, struct phos_criu_inherit inh[4], int ch[2], int ctl[2], pid_t *ret_exe,
-			      pid_t *ret_fn, struct phos_restore_stats *st, char *err, size_t errlen)
+			      bool on_demand, struct phos_criu_inherit inh[4], int ch[2], int ctl[2],
+			      const struct phos_restore_bound *bound, pid_t *ret_exe, pid_t *ret_fn,
+			      struct phos_restore_stats *st, char *err, size_t errlen)
 {
 	char adopt[48];
 	pid_t fn, exe;
 	int r;
 
-	r = restore_criu(paths->criu, dir, img, inh, ch[1], &fn, st, err, errlen);
+	r = restore_criu(paths->criu, dir, img, inh, ch[1], bound, &fn, st, err, errlen);
 	if (r < 0)
 		return r;
 	close(ch[1]);
@@ -232,9 +288,9 @@ static int restore_checkpoint(const struct phos_runtime_paths *paths, const char
 	}
 	close(ctl[1]);
 	ctl[1] = -1;
-	r = restore_ready(ctl[0], true, st, err, errlen);
+	r = restore_ready(ctl[0], true, bound, st, err, errlen);
 	if (r < 0) {
-		kill(exe, SIGTERM);
+		kill(exe, r == -ETIMEDOUT || r == -ECANCELED ? SIGKILL : SIGTERM);
 		waitpid(exe, NULL, 0);
 		goto err_fn;
 	}
@@ -250,8 +306,8 @@ err_fn:
 }
 
 int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, int stdin_fd, int stdout_fd,
-		       int stderr_fd, bool on_demand, struct phos_instance *ret_inst,
-		       struct phos_restore_stats *ret_stats, char *err, size_t errlen)
+		       int stderr_fd, bool on_demand, const struct phos_restore_bound *bound,
+		       struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats, char *err, size_t errlen)
 {
 	struct phos_restore_stats st = { 0 };
 	struct phos_image *img = NULL;
@@ -274,7 +330,7 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
 		goto out;
 	}
 	if (img->checkpoint.present) {
-		r = restore_checkpoint(paths, dir, img, on_demand, inh, ch, ctl, &exe, &fn, &st, err, errlen);
+		r = restore_checkpoint(paths, dir, img, on_demand, inh, ch, ctl, bound, &exe, &fn, &st, err, errlen);
 		if (r < 0)
 			goto out;
 		goto started;
@@ -288,7 +344,7 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
 	close(ctl[1]);
 	ctl[1] = -1;
 	/* CRIU restores the CPU side while the executor loads the GPU side. */
-	r = restore_cpu(paths->criu, dir, img, inh, ch[1], ctl[0], true, &fn, &st, err, errlen);
+	r = restore_cpu(paths->criu, dir, img, inh, ch[1], ctl[0], true, bound, &fn, &st, err, errlen);
 	if (r < 0)
 		goto out;
 started:
@@ -309,7 +365,7 @@ out:
 			close(ctl[i]);
 	}
 	if (exe > 0) {
-		kill(exe, SIGTERM);
+		kill(exe, r == -ETIMEDOUT || r == -ECANCELED ? SIGKILL : SIGTERM);   /* it may not answer */
 		waitpid(exe, NULL, 0);
 	}
 	phos_image_free(img);

@@ -167,6 +167,16 @@ struct phos_instance {
  * one (0: only looks); consumes nothing from the control socket. */
 int phos_instance_failed(const struct phos_instance *inst, unsigned wait_ms, char *why, size_t len);
 
+/* How long a restore may take, and how it is called off (every phos_restore_*
+ * and phos_park take one; NULL: no bound but CRIU's own PHOS_CRIU_TIMEOUT).
+ * CRIU is killed, with what it had restored, when either comes, and so is the
+ * wait for the executor's READY: a CRIU that hangs on this machine, or an
+ * executor that never answers, costs a cold start its call's time, not 300 s. */
+struct phos_restore_bound {
+	double deadline;   /* phos_now() time; 0: none. Past it: -ETIMEDOUT */
+	int cancel_fd;     /* readable (an eventfd written): -ECANCELED at once; -1: none */
+};
+
 /* Restores dir: the function gets stdin_fd/stdout_fd/stderr_fd as its stdio.
  * on_demand: the function runs as soon as the device objects exist and its
  * buffers stream in behind it (ctxpool/loader.h); else every byte is on the
@@ -176,8 +186,8 @@ int phos_instance_failed(const struct phos_instance *inst, unsigned wait_ms, cha
  * released and err says why (a refused snapshot, too little GPU memory, a CRIU
  * image that will not restore, ...). */
 int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, int stdin_fd, int stdout_fd,
-		       int stderr_fd, bool on_demand, struct phos_instance *ret_inst,
-		       struct phos_restore_stats *ret_stats, char *err, size_t errlen);
+		       int stderr_fd, bool on_demand, const struct phos_restore_bound *bound,
+		       struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats, char *err, size_t errlen);
 
 /* The snapshot buffers (ids) the restored function has touched so far, in
  * first-touch order, from its executor (on-demand restores only; others report
@@ -220,8 +230,8 @@ void phos_pool_counts(struct phos_pool *pool, unsigned *ret_idle, unsigned *ret_
  * A checkpoint of a running program is restored there too: CRIU first, then
  * the executor adopts the program's channel (no context created on the way). */
 int phos_restore_pooled(struct phos_pool *pool, const char *dir, int stdin_fd, int stdout_fd, int stderr_fd,
-			unsigned timeout_ms, bool on_demand, struct phos_instance *ret_inst,
-			struct phos_restore_stats *ret_stats, char *err, size_t errlen);
+			unsigned timeout_ms, bool on_demand, const struct phos_restore_bound *bound,
+			struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats, char *err, size_t errlen);
 
 /*
  * A pooled executor set aside for one restore to come: a live move's target
@@ -240,8 +250,9 @@ int phos_pool_prepare(struct phos_pool *pool, const char *dir, unsigned timeout_
 		      uint64_t *ret_bytes, uint64_t *ret_free, char *err, size_t errlen);
 void phos_pool_unprepare(struct phos_pool *pool, int slot);
 int phos_restore_prepared(struct phos_pool *pool, int slot, const char *dir, int stdin_fd, int stdout_fd,
-			  int stderr_fd, bool on_demand, struct phos_instance *ret_inst,
-			  struct phos_restore_stats *ret_stats, char *err, size_t errlen);
+			  int stderr_fd, bool on_demand, const struct phos_restore_bound *bound,
+			  struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats, char *err,
+			  size_t errlen);
 
 /*
  * Parked processes: the CPU side of a restore done ahead of use (DESIGN.md,
@@ -257,14 +268,18 @@ struct phos_parked {
 	int channel;      /* the executor's end of the function's channel socket */
 	double criu_s;    /* what the CRIU restore took */
 };
+/* phos_park's CRIU runs at most PHOS_PARK_BOUND_S plus a second per
+ * PHOS_PARK_BOUND_MIB of the CPU image, within bound as well. */
+#define PHOS_PARK_BOUND_S   5
+#define PHOS_PARK_BOUND_MIB 100
 int phos_park(const struct phos_runtime_paths *paths, const char *dir, int stdin_fd, int stdout_fd, int stderr_fd,
-	      struct phos_parked *ret_parked, char *err, size_t errlen);
+	      const struct phos_restore_bound *bound, struct phos_parked *ret_parked, char *err, size_t errlen);
 void phos_parked_drop(struct phos_parked *parked);
 /* As phos_restore_pooled, for a parked process (taken over on success; dropped
  * on failure, except -EBUSY: no executor free, it stays parked). */
 int phos_restore_parked(struct phos_pool *pool, const char *dir, struct phos_parked *parked, unsigned timeout_ms,
-			bool on_demand, struct phos_instance *ret_inst, struct phos_restore_stats *ret_stats,
-			char *err, size_t errlen);
+			bool on_demand, const struct phos_restore_bound *bound, struct phos_instance *ret_inst,
+			struct phos_restore_stats *ret_stats, char *err, size_t errlen);
 
 /* Hot snapshots (ctxpool/exec_hot.c): every executor of the pool maps and pins
  * the gpu.data of exactly these snapshot directories, checksums verified, while

@@ -71,7 +71,7 @@ int main(int argc, char **argv)
 
 		if (pipe(in) < 0 || pipe(out) < 0)
 			return 1;
-		if (phos_restore_pooled(pool, argv[1], in[0], out[1], STDERR_FILENO, 60000, false, &inst, &st, err,
+		if (phos_restore_pooled(pool, argv[1], in[0], out[1], STDERR_FILENO, 60000, false, NULL, &inst, &st, err,
 					sizeof(err)) < 0) {
 			fprintf(stderr, "pool_check: restore %d: %s\n", i, err);
 			return 1;
