@@ -162,7 +162,9 @@ try:
     st, body = inv.call("POST", "/function/lcp", {"steps": 2})
     check(st == 200 and body == reference(plan_p)[0], f"lcp first call: {body}")
     for victim in ("executor_pid", "pid") + (("fatal",) if DEVICE == "sim" else ()):
-        steps = 150
+        # 4 s: two checkpoints (0.2 s each here, CRIU 4.2.1, 2 cores; more
+        # when the machine is loaded) surely come before the call ends
+        steps = 400
         plan_p.append(steps)
         th = threading.Thread(target=long_call, args=("lcp", steps, 10000, victim))
         th.start()
@@ -210,10 +212,10 @@ try:
     # left running, and finishes the call from the checkpoint, on a new
     # instance that then serves on with the state.
     calls_dir = os.path.join(state, "calls")
-    st, body = inv.call("POST", "/async-function/lcp", {"steps": 150, "pause_us": 10000})
+    st, body = inv.call("POST", "/async-function/lcp", {"steps": 400, "pause_us": 10000})
     check(st == 202 and "call_id" in body, f"async call accepted: {st} {body}")
     cid = body.get("call_id", "") if isinstance(body, dict) else ""
-    plan_p.append(150)
+    plan_p.append(400)
     end = time.time() + 30
     while time.time() < end and not os.path.exists(os.path.join(calls_dir, f"{cid}.ckpt")):
         time.sleep(0.05)
