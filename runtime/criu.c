@@ -1018,11 +1018,11 @@ static int dump_finish(struct phos_criu_ahead *a, int r, int st, char *err, size
 static int dump_check(const char *criu, pid_t pid, const char *dir, const uint64_t *ext_unix, unsigned next,
 		      unsigned flags, char *err, size_t errlen)
 {
-	if (!criu || !dir || (next && !ext_unix) || pid <= 0 || (flags & ~PHOS_CRIU_LEAVE_RUNNING))
+	if (!criu || !dir || (next && !ext_unix) || pid <= 0 || (flags & ~(PHOS_CRIU_LEAVE_RUNNING | PHOS_CRIU_UNFAULTED)))
 		return -EINVAL;
 	if (next > CRIU_MAX_EXT)
 		return -E2BIG;
-	if (phos_fault("criu_dump")) {
+	if (!(flags & PHOS_CRIU_UNFAULTED) && phos_fault("criu_dump")) {
 		err_set(err, errlen, "injected fault: criu_dump");
 		return -EIO;
 	}
@@ -1458,7 +1458,7 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 	for (unsigned i = 0; i < ninh; i++)
 		if (inh[i].fd < 0 || !inh[i].key || !*inh[i].key || strchr(inh[i].key, ','))
 			return -EINVAL;
-	if (phos_fault("criu_restore")) {
+	if (!(flags & PHOS_CRIU_UNFAULTED) && phos_fault("criu_restore")) {
 		err_set(err, errlen, "injected fault: criu_restore");
 		return -EIO;
 	}

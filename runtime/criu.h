@@ -87,6 +87,9 @@ int phos_criu_dump(const char *criu, pid_t pid, const char *dir, const uint64_t 
  * --leave-running: the tree goes on after the dump, as a checkpoint of a
  * running program wants; nothing is reaped). -EINVAL for unknown flags. */
 #define PHOS_CRIU_LEAVE_RUNNING 1u
+/* For dumps and restores alike: the fault points criu_dump and criu_restore
+ * (fault.h) are not consulted. phos_criu_probe's runs are no test's target. */
+#define PHOS_CRIU_UNFAULTED (1u << 8)
 int phos_criu_dump_flags(const char *criu, pid_t pid, const char *dir, const uint64_t *ext_unix, unsigned next,
 			 unsigned flags, int cancel_fd, char *err, size_t errlen);
 

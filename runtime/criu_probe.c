@@ -129,7 +129,8 @@ static int probe_spawn(struct probe *p, char *err, size_t errlen)
 static int probe_dump(struct probe *p, char *err, size_t errlen)
 {
 	char why[1024];
-	int r = phos_criu_dump(p->criu, p->pid, p->dir, NULL, 0, p->cancel_fd, why, sizeof(why));
+	int r = phos_criu_dump_flags(p->criu, p->pid, p->dir, NULL, 0, PHOS_CRIU_UNFAULTED, p->cancel_fd, why,
+				     sizeof(why));
 
 	if (r == -ECANCELED)
 		r = -ETIMEDOUT;
@@ -160,7 +161,7 @@ static int probe_restore(struct probe *p, char *err, size_t errlen)
 	const struct phos_criu_inherit inh[] = { { .fd = p->in[0], .target = 0, .key = key_in },
 						 { .fd = p->out[1], .target = 1, .key = key_out } };
 
-	r = phos_criu_restore(p->criu, p->dir, inh, 2, 0, p->deadline, -1, &p->pid, why, sizeof(why));
+	r = phos_criu_restore(p->criu, p->dir, inh, 2, PHOS_CRIU_UNFAULTED, p->deadline, -1, &p->pid, why, sizeof(why));
 	if (r == -ETIMEDOUT) {
 		phos_errf(err, errlen, "%s: criu restore of a test process made no progress in time (%s)", p->criu, why);
 		return r;

@@ -80,8 +80,8 @@ def leftovers(name):
 
 
 def main():
-    open(flag, "w").close()
     inv = Invoker(state, tmp, extra_env={"PHOS_CRIU": wrapper})
+    open(flag, "w").close()   # after its start: the invoker tries CRIU then, and refuses one that hangs
     base = set(kids(inv.p.pid))
     res = {}
 
