@@ -37,6 +37,7 @@ import random
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -511,8 +512,9 @@ def function_list(inv):
 LOST = (OSError, http.client.HTTPException)
 
 
-def chaos(state, rounds):
-    """Kills at random points during a mixed load; nothing is lost or leaked."""
+def chaos(state, first, last):
+    """Kills at random points during a mixed load, rounds first..last (their
+    seeds); nothing is lost or leaked."""
     pool = 2
     extra = ["--pool", str(pool)]
     inv = Invoker(state, tmp, extra=extra)
@@ -526,7 +528,8 @@ def chaos(state, rounds):
     base = fds_threads(inv.p.pid)
     bad, kills, failed, total, why = [], {}, 0, 0, []
     churn, cc_up = [], [False]
-    for seed in range(1, rounds + 1):
+    rounds = last - first + 1
+    for seed in range(first, last + 1):
         rng = random.Random(seed)
         results = []
         lock = threading.Lock()
@@ -666,10 +669,20 @@ def chaos(state, rounds):
 
 
 def main():
-    faults(os.path.join(tmp, "state-faults"))
-    chaos(os.path.join(tmp, "state-chaos"), int(os.environ.get("PHOS_LIFECYCLE_ROUNDS", "200")))
-    drain(os.path.join(tmp, "state-drain"))
-    deploys(os.path.join(tmp, "state-deploys"))
+    """The parts named on the command line (all when none): faults, drain,
+    deploys, chaos (rounds 1..PHOS_LIFECYCLE_ROUNDS, default 200) or
+    chaos:A-B (rounds A..B of those). meson runs them as separate tests, so
+    that the rounds go on side by side."""
+    rounds = int(os.environ.get("PHOS_LIFECYCLE_ROUNDS", "200"))
+    for part in sys.argv[1:] or ["faults", "chaos", "drain", "deploys"]:
+        if part.startswith("chaos"):
+            a, _, b = part[6:].partition("-") if part != "chaos" else ("1", "", str(rounds))
+            first, last = int(a), min(int(b), rounds)
+            chaos(os.path.join(tmp, f"state-chaos-{first}"), first, last)
+        elif part in ("faults", "drain", "deploys"):
+            globals()[part](os.path.join(tmp, f"state-{part}"))
+        else:
+            sys.exit(f"unknown part {part!r}")
 
 
 import harness  # noqa: E402
