@@ -27,7 +27,7 @@ from harness import BUILD, check, done, fn_env, Invoker, PHOS_FN, procs, program
 
 MISBEHAVE = program("tests", "integration", "misbehave")
 INVOKER = os.path.join(BUILD, "invoker", "phos-invoker")
-CRIU = os.path.join(BUILD, "criu", "criu")
+CRIU = os.environ.get("PHOS_CRIU") or os.path.join(BUILD, "criu", "criu")   # (tools/gpu-check sets it)
 
 tmp = tempfile.mkdtemp(prefix="phos-criu-hang-test-")
 mark = f"37{os.getpid() % 100000:05d}"   # the hanging `sleep`'s argument, unique to this run

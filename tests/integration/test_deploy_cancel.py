@@ -25,7 +25,7 @@ import time
 from harness import BUILD, check, done, Invoker, procs, program
 
 MISBEHAVE = program("tests", "integration", "misbehave")
-CRIU = os.path.join(BUILD, "criu", "criu")
+CRIU = os.environ.get("PHOS_CRIU") or os.path.join(BUILD, "criu", "criu")   # (tools/gpu-check sets it)
 
 tmp = tempfile.mkdtemp(prefix="phos-deploy-cancel-test-")
 state = os.path.join(tmp, "state")
