@@ -15,9 +15,9 @@ int cli_run(int argc, char **argv);
 /* phos-fn pool: warm executors lent to phos-fn run (cli_pool.c). */
 int cli_pool(int argc, char **argv);
 /* Where phos-fn pool listens by default (and phos-fn run asks first):
- * $PHOS_EXECUTOR_SOCKET, else /run/phos-fn (root), $XDG_RUNTIME_DIR/phos-fn
- * or /tmp/phos-fn-UID, then /executors.sock; make_dir creates that folder
- * (0700). 0 or -errno. */
+ * $PHOS_EXECUTOR_SOCKET, else executors.sock in our private runtime
+ * directory (runtime/rundir.h, made 0700 whatever make_dir says; one another
+ * user made is refused: -EPERM). 0 or -errno. */
 int cli_executor_socket_default(char *buf, size_t len, bool make_dir);
 
 /* phos-fn snapshot [--device D] [--stats FILE] [--timeout S] -o DIR -- PROGRAM ARGS... */

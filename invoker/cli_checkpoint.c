@@ -13,7 +13,7 @@
  *
  * The endpoint speaks the control protocol (runtime/control.h), so that a
  * phos-fn of another version is refused by name. RUNDIR is $PHOS_RUN_DIR, else
- * $XDG_RUNTIME_DIR/phos-fn, else /tmp/phos-fn-UID (made 0700).
+ * our private runtime directory (runtime/rundir.h).
  *
  * DIR is replaced atomically; an existing DIR must be a checkpoint (or a
  * snapshot) already: any other directory is refused, never replaced.
@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "rundir.h"
 #include "control.h"
 #include "image.h"
 #include "snapshotter.h"
@@ -44,17 +45,17 @@
 
 int cli_run_socket_path(pid_t pid, bool make_dir, char *buf, size_t len)
 {
-	const char *env = getenv("PHOS_RUN_DIR"), *xdg = getenv("XDG_RUNTIME_DIR");
-	char dir[PATH_MAX];
+	const char *env = getenv("PHOS_RUN_DIR");
+	char dir[PATH_MAX - 32];
+	int r;
 
-	if (env && *env)
+	if (env && *env) {
 		snprintf(dir, sizeof(dir), "%s", env);
-	else if (xdg && *xdg)
-		snprintf(dir, sizeof(dir), "%s/phos-fn", xdg);
-	else
-		snprintf(dir, sizeof(dir), "/tmp/phos-fn-%u", (unsigned)getuid());
-	if (make_dir && mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return -errno;
+		if (make_dir && mkdir(dir, 0700) < 0 && errno != EEXIST)
+			return -errno;
+	} else if ((r = phos_rundir(dir, sizeof(dir))) < 0) {
+		return r;
+	}
 	if ((size_t)snprintf(buf, len, "%s/run-%d.sock", dir, (int)pid) >= len ||
 	    strlen(buf) >= sizeof(((struct sockaddr_un *)0)->sun_path))
 		return -ENAMETOOLONG;

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "rundir.h"
 #include "snapshotter.h"
 
 static volatile sig_atomic_t stop;
@@ -33,19 +34,16 @@ static void on_signal(int sig)
 
 int cli_executor_socket_default(char *buf, size_t len, bool make_dir)
 {
-	const char *env = getenv("PHOS_EXECUTOR_SOCKET"), *run = getenv("XDG_RUNTIME_DIR");
-	char dir[PATH_MAX];
+	const char *env = getenv("PHOS_EXECUTOR_SOCKET");
+	char dir[PATH_MAX - 32];
+	int r;
 
+	(void)make_dir;   /* phos_rundir makes it anyway (0700, ours) */
 	if (env && *env)
 		return (size_t)snprintf(buf, len, "%s", env) < len ? 0 : -ENAMETOOLONG;
-	if (geteuid() == 0)
-		snprintf(dir, sizeof(dir), "/run/phos-fn");
-	else if (run && *run)
-		snprintf(dir, sizeof(dir), "%s/phos-fn", run);
-	else
-		snprintf(dir, sizeof(dir), "/tmp/phos-fn-%u", (unsigned)geteuid());
-	if (make_dir && mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return -errno;
+	r = phos_rundir(dir, sizeof(dir));
+	if (r < 0)
+		return r;
 	return (size_t)snprintf(buf, len, "%s/executors.sock", dir) < len ? 0 : -ENAMETOOLONG;
 }
 

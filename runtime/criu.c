@@ -33,6 +33,7 @@
 
 #include "fault.h"
 #include "log.h"
+#include "rundir.h"
 
 extern char **environ;
 
@@ -742,9 +743,11 @@ static void criu_reason(const char *what, const char *why, int log_dirfd, const 
  * started in one directory) at once collide there: the second mkdir fails
  * ("Can't create a directory (-17)", "Can't get /proc fd"), and a dump killed
  * in between leaves the directory behind for every later dump. So dumps are
- * serialized per working directory, across processes, by an flock on a file
- * named after the directory's device and inode (in /tmp, which every process
- * shares, whatever its TMPDIR), and an empty leftover is removed under it.
+ * serialized per working directory, across our processes, by an flock on a
+ * file named after the directory's device and inode, in our private runtime
+ * directory (rundir.h: whatever their TMPDIR; in /tmp, any local user could
+ * take the lock first and hold every dump), and an empty leftover is removed
+ * under it.
  * Returns the lock's fd (close it to unlock), or -errno: then the dump goes on
  * unlocked, as before.
  */
@@ -816,16 +819,19 @@ static int task_user(pid_t pid, struct phos_criu_user *ret)
  * there, as long as cancel_fd stays quiet: -ECANCELED). Returns its fd. */
 static int dump_lock_take(pid_t pid, int cancel_fd)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], dir[PATH_MAX - 64];
 	struct stat st;
 	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/cwd", (int)pid);
 	if (stat(path, &st) < 0)
 		return -errno;
-	snprintf(path, sizeof(path), "/tmp/phos-criu-dump-%llx-%llx.lock", (unsigned long long)st.st_dev,
+	fd = phos_rundir(dir, sizeof(dir));
+	if (fd < 0)
+		return fd;
+	snprintf(path, sizeof(path), "%s/criu-dump-%llx-%llx.lock", dir, (unsigned long long)st.st_dev,
 		 (unsigned long long)st.st_ino);
-	fd = open(path, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	fd = open(path, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {

@@ -180,8 +180,8 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 int phos_criu_probe(const char *criu, unsigned timeout_ms, char *err, size_t errlen);
 
 /* phos_criu_probe once per CRIU binary and kernel boot: a success is kept
- * (in $PHOS_CRIU_PROBE_CACHE, else $XDG_RUNTIME_DIR, else /tmp: a file of
- * ours named by a hash of the binary's path, size, mtime and inode and the
+ * (in $PHOS_CRIU_PROBE_CACHE, else our runtime directory, rundir.h: a file
+ * of ours named by a hash of the binary's path, size, mtime and inode and the
  * kernel's boot id); a failure is tried again next time. The probe's bound is
  * $PHOS_CRIU_PROBE_TIMEOUT ms (default 15000). PHOS_CRIU_PROBE=0 skips it. */
 int phos_criu_check(const char *criu, char *err, size_t errlen);

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "rundir.h"
 
 #define PROBE_TIMEOUT_MS 15000   /* default of $PHOS_CRIU_PROBE_TIMEOUT */
 #define PROBE_LINE       64
@@ -265,15 +266,22 @@ static int cache_key(const char *criu, char *key, size_t len)
 	return 0;
 }
 
-static void cache_path(const char *key, char *path, size_t len)
+/* The file of key: in $PHOS_CRIU_PROBE_CACHE, else our runtime directory;
+ * -errno when there is none (then nothing is kept). */
+static int cache_path(const char *key, char *path, size_t len)
 {
-	const char *dir = getenv("PHOS_CRIU_PROBE_CACHE");
+	const char *env = getenv("PHOS_CRIU_PROBE_CACHE");
+	char dir[PATH_MAX - 64];
+	int r = 0;
 
-	if (!dir || !*dir)
-		dir = getenv("XDG_RUNTIME_DIR");
-	if (!dir || !*dir)
-		dir = "/tmp";
-	snprintf(path, len, "%s/phos-criu-ok-%u-%016llx", dir, (unsigned)geteuid(), (unsigned long long)fnv1a(key));
+	if (env && *env)
+		snprintf(dir, sizeof(dir), "%s", env);
+	else
+		r = phos_rundir(dir, sizeof(dir));
+	if (r < 0)
+		return r;
+	snprintf(path, len, "%s/criu-ok-%016llx", dir, (unsigned long long)fnv1a(key));
+	return 0;
 }
 
 /* Whether path is a file of ours, writable by us alone, holding key. */
@@ -327,8 +335,9 @@ int phos_criu_check(const char *criu, char *err, size_t errlen)
 		phos_errf(err, errlen, "%s: %s", criu, strerror(-r));
 		return r;
 	}
-	cache_path(key, path, sizeof(path));
-	if (cache_holds(path, key))
+	bool kept = cache_path(key, path, sizeof(path)) == 0;
+
+	if (kept && cache_holds(path, key))
 		return 0;
 	r = phos_criu_probe(criu, (unsigned)timeout_ms, err, errlen);
 	if (r < 0) {
@@ -341,7 +350,7 @@ int phos_criu_check(const char *criu, char *err, size_t errlen)
 		snprintf(err + n, errlen > n ? errlen - n : 0,
 			 "; run tools/setup, which picks a CRIU that works here, or set PHOS_CRIU");
 	}
-	if (r == 0)
+	if (r == 0 && kept)
 		cache_put(path, key);
 	return r;
 }
