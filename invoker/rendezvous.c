@@ -335,7 +335,11 @@ static void put_file(struct mirror *m, const char *name, const uint8_t *data, si
 	snprintf(tmp, sizeof(tmp), "%s/.%s.mirror", m->dir, name);
 	unlink(tmp);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0 || write(fd, data, len) != (ssize_t)len || close(fd) < 0 || rename(tmp, path) < 0) {
+	/* readable by the rank's own user (the folder is its, 0700): our umask
+	 * (077) made it 0600, ours alone, and a rank running as nobody could not
+	 * read the id it waits for */
+	if (fd < 0 || fchmod(fd, 0644) < 0 || write(fd, data, len) != (ssize_t)len || close(fd) < 0 ||
+	    rename(tmp, path) < 0) {
 		say(m, "cannot write %s: %s", path, strerror(errno));
 		if (fd >= 0)
 			unlink(tmp);

@@ -42,6 +42,7 @@ if DEVICE == "cuda" and gpu_count() < 2:
     sys.exit(77)
 
 tmp = tempfile.mkdtemp(prefix="phos-nccl-invoker-test-")
+os.chmod(tmp, 0o711)
 
 
 def both(calls):
@@ -68,10 +69,12 @@ try:
         env = {"PHOS_NCCL_TIMEOUT_MS": "30000"}
         if DEVICE == "cuda":
             env["PHOS_GPU"] = str(r)
-        # --run-as self: the rendezvous folders sit beside the state folders,
-        # in this test's private temporary directory
-        invs.append(Invoker(os.path.join(tmp, f"state{r}"), tmp, extra=["--run-as", "self"], extra_env=env,
-                            device=DEVICE))
+        # As root, the ranks run as the invoker's default user (nobody),
+        # who reads the mirrored id in rank 1's folder (the folders sit
+        # beside the state folders, in this test's temporary directory,
+        # which nobody may pass through); else as ourselves.
+        invs.append(Invoker(os.path.join(tmp, f"state{r}"), tmp, extra=[] if os.geteuid() == 0 else ["--run-as", "self"],
+                            extra_env=env, device=DEVICE))
     with open(os.path.join(invs[0].state, "admin.token")) as f:
         token0 = f.read().strip()
     leader = f"http://127.0.0.1:{invs[0].port}"
