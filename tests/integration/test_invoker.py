@@ -110,7 +110,7 @@ def main():
     check(st == 201, f"deploy stateful: {st}")
     st, body, _ = call("POST", "/system/functions", {
         "name": "mb", "program": MISBEHAVE, "env": {"MB_MODE": "test"},
-        "limits": {"max_instances": 1, "max_inflight": 1, "timeout_ms": 1500, "max_body_bytes": 1024}})
+        "limits": {"max_instances": 1, "max_inflight": 1, "timeout_ms": 4000, "max_body_bytes": 1024}})
     check(st == 201 and body["limits"]["max_instances"] == 1 and body["env"] == {"MB_MODE": "test"},
           f"deploy mb with limits: {st} {body}")
     st, body, _ = call("GET", "/system/functions")
@@ -192,10 +192,12 @@ def main():
           f"{results['a'][0]} {results['b'][0]}")
     check(results["b"][2].get("x-cold-start") == "false", "the queued call got the freed instance")
 
-    # 504: over timeout_ms (1500): killed and replaced
+    # 504: over timeout_ms (4000: a cold start counts against it too, and
+    # one on a fresh executor of a loaded 2-core machine took over 1.5 s):
+    # killed and replaced
     t0 = time.time()
-    st, body, _ = call("POST", "/function/mb", {"sleep_ms": 5000})
-    check(st == 504 and "timeout_ms" in body["error"] and time.time() - t0 < 4, f"504: {st} {body}")
+    st, body, _ = call("POST", "/function/mb", {"sleep_ms": 12000})
+    check(st == 504 and "timeout_ms" in body["error"] and time.time() - t0 < 7, f"504: {st} {body}")
     st, body, h = call("POST", "/function/mb", {})
     check(st == 200 and h.get("x-cold-start") == "true" and body["gpu"] == 1234 and body["calls"] == 1,
           f"after 504, a fresh instance: {st} {body} {h}")
@@ -320,7 +322,7 @@ def main():
           f"after restart: {body}")
     st, body, h = call("POST", "/function/vecadd", req)
     check(st == 200 and body.get("ok") is True and h.get("x-cold-start") == "true", f"after restart: {st} {body}")
-    check(call("GET", "/system/functions/mb")[1]["limits"]["timeout_ms"] == 1500, "limits kept")
+    check(call("GET", "/system/functions/mb")[1]["limits"]["timeout_ms"] == 4000, "limits kept")
 
     # graceful shutdown: an in-flight call finishes
     res = {}
