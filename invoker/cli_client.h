@@ -18,8 +18,14 @@ struct cli_answer {
 
 /* --gateway URL (else $PHOS_GATEWAY, else http://127.0.0.1:8080); the token
  * from --token-file, else from the invoker's STATE/admin.token (--state-dir,
- * else the invoker's default, token.h) when it is there. 0 or -ENOENT. */
-int cli_gateway_init(struct cli_gateway *g, const char *url, const char *token_file, const char *state_dir);
+ * else the invoker's default, token.h) when it is there, and only when URL
+ * is that invoker (its STATE/listen: the same port, and its host or, for an
+ * invoker on loopback or every address, a loopback host); else none, with a
+ * note on stderr. A token goes over plain http only to a loopback address
+ * (every address of URL's host 127/8 or ::1) unless insecure_http: -EPERM,
+ * said on stderr. 0, -ENOENT (an unreadable --token-file) or -EPERM. */
+int cli_gateway_init(struct cli_gateway *g, const char *url, const char *token_file, const char *state_dir,
+		     bool insecure_http);
 /* One request; 0 and the answer (any HTTP status), or -EIO (reported on stderr).
  * progress: what to show with a spinner on stderr when it is a terminal. */
 int cli_http(const struct cli_gateway *g, const char *method, const char *path, const char *body, size_t len,

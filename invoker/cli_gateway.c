@@ -22,7 +22,7 @@
 #define MAX_STDIN (256u << 20)
 
 enum { O_GATEWAY = 1000, O_TOKEN, O_NAME, O_DEVICE, O_LIMIT, O_TAIL, O_STATE, O_FROM, O_FROM_TOKEN, O_TO, O_TO_TOKEN,
-       O_INSTANCE, O_MODE, O_GPUS };
+       O_INSTANCE, O_MODE, O_GPUS, O_INSECURE_HTTP };
 
 static const struct option common_opts[] = {
 	{ "gateway", required_argument, NULL, O_GATEWAY }, { "token-file", required_argument, NULL, O_TOKEN },
@@ -33,11 +33,13 @@ static const struct option common_opts[] = {
 	{ "to", required_argument, NULL, O_TO },           { "to-token-file", required_argument, NULL, O_TO_TOKEN },
 	{ "instance", required_argument, NULL, O_INSTANCE }, { "mode", required_argument, NULL, O_MODE },
 	{ "gpus", required_argument, NULL, O_GPUS },
+	{ "insecure-http", no_argument, NULL, O_INSECURE_HTTP },
 	{ 0 },
 };
 
 struct args {
 	const char *gateway, *token_file, *state_dir, *name, *device, *tail;
+	bool insecure_http;   /* a token may go over plain http to another host */
 	const char *gpus;   /* deploy --gpus N (the invoker checks it) */
 	const char *from, *from_token_file;   /* deploy --from: a pull from a peer invoker */
 	const char *to, *to_token_file, *instance, *mode;   /* migrate */
@@ -86,6 +88,7 @@ static int parse(int argc, char **argv, struct args *a)
 	while ((c = getopt_long(argc, argv, strcmp(argv[0], "deploy") ? "h" : "+h", common_opts, NULL)) != -1) {
 		switch (c) {
 		case O_GATEWAY: a->gateway = optarg; break;
+		case O_INSECURE_HTTP: a->insecure_http = true; break;
 		case O_TOKEN: a->token_file = optarg; break;
 		case O_STATE: a->state_dir = optarg; break;
 		case O_NAME: a->name = optarg; break;
@@ -113,7 +116,9 @@ static int parse(int argc, char **argv, struct args *a)
 			break;
 		}
 		case 'h':
-			printf("usage: phos-fn %s [--gateway URL] [--token-file FILE | --state-dir DIR]\n", usage_of(argv[0]));
+			printf("usage: phos-fn %s [--gateway URL] [--token-file FILE | --state-dir DIR] [--insecure-http]\n"
+			       "  (STATE's admin token goes to that invoker alone; no token goes over plain http\n"
+			       "  to another host without --insecure-http)\n", usage_of(argv[0]));
 			return -2;
 		default:
 			return -1;
@@ -391,7 +396,7 @@ int cli_gateway(int argc, char **argv)
 		json_decref(a.limits);
 		return first == -2 ? 0 : 2;
 	}
-	if (cli_gateway_init(&g, a.gateway, a.token_file, a.state_dir) < 0) {
+	if (cli_gateway_init(&g, a.gateway, a.token_file, a.state_dir, a.insecure_http) < 0) {
 		json_decref(a.limits);
 		return 1;
 	}

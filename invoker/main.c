@@ -198,6 +198,27 @@ static void drain(unsigned drain_s)
 	wait_until_not(requests_open, 2);
 }
 
+/* STATE/listen: where we listen, so that phos-fn sends STATE's admin token to
+ * us alone (token.h). Written whole (a temporary file renamed); a failure
+ * only costs the CLI its token from STATE. */
+static void listen_note(const char *listen)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 8];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", inv_cfg.state_dir, INV_LISTEN_FILE);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "we");
+	if (f) {
+		bool ok = fprintf(f, "%s\n", listen) > 0;
+
+		if (fclose(f) == 0 && ok && chmod(tmp, 0644) == 0 && rename(tmp, path) == 0)
+			return;
+	}
+	fprintf(stderr, "phos-invoker: cannot write %s: %s\n", path, strerror(errno));
+	unlink(tmp);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -560,6 +581,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "phos-invoker: %s\n", err);
 		return 1;
 	}
+	listen_note(listen);
 	fprintf(stderr, "phos-invoker: listening on %s, state in %s, device %s, admin token in %s\n", listen,
 		inv_cfg.state_dir, inv_cfg.device, token_file ? token_file : "STATE/" INV_TOKEN_FILE);
 	while (!stop_signal) {

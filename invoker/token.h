@@ -15,6 +15,9 @@
 
 #define INV_TOKEN_MIN 16          /* characters, none of them blank */
 #define INV_TOKEN_FILE "admin.token"
+/* STATE/listen: the invoker's --listen address (one line), so that phos-fn
+ * sends STATE's admin token to that invoker alone (cli_client.h). */
+#define INV_LISTEN_FILE "listen"
 
 /* The default state directory into buf: $PHOS_STATE_DIR, else
  * /var/lib/phos-fn when it is writable (made when create and /var/lib is
