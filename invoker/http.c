@@ -567,7 +567,9 @@ static MHD_RESULT dispatch(struct MHD_Connection *c, const char *method, struct 
 
 		if (!name || !inv_name_valid(name))
 			return send_error(c, 400, "name= must be a function name");
-		if (tail && ((n = strtol(tail, &end, 10)) < 1 || n > 100000 || *end))
+		/* digits only: strtol would take " 5" (tail=%205) and "+5" too */
+		if (tail && (!*tail || strspn(tail, "0123456789") != strlen(tail) || strlen(tail) > 6 ||
+			     (n = strtol(tail, &end, 10)) < 1 || n > 100000))
 			return send_error(c, 400, "tail= must be 1..100000");
 		struct inv_function *f = inv_function_get(name);
 		if (!f)

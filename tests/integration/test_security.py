@@ -289,6 +289,12 @@ def main():
         check(st == 400 and "control character" in str(body), f"{path}: 400 ({st} {body})")
     st, body, _ = request(port, "GET", "/system/logs?name=sec%00x&tail=5", headers=auth)
     check(st == 400, f"NUL in a query value: 400 ({st} {body})")
+    # tail takes digits alone (issue 37, item 9: " 5" and "+5" passed strtol)
+    for tail in ("%205", "+5", "5%20", "", "0", "100001", "0x10", "1e3"):
+        st, body, _ = request(port, "GET", f"/system/logs?name=sec&tail={tail}", headers=auth)
+        check(st == 400 and "tail=" in str(body), f"tail={tail}: 400 ({st} {body})")
+    st, body, _ = request(port, "GET", "/system/logs?name=sec&tail=5", headers=auth)
+    check(st == 200, f"tail=5: 200 ({st} {body})")
     check(calls_of("sec") == before, f"nothing was invoked by them ({before} -> {calls_of('sec')})")
     st, body, _ = request(port, "POST", "/system/functions", {"name": "dated", "program": MISBEHAVE, "created": 1.0},
                           jauth)
