@@ -448,6 +448,8 @@ static MHD_RESULT invoke(struct MHD_Connection *c, struct req *q)
 
 		if (r == -EAGAIN)
 			return send_error(c, 429, "the async queue is full (--async-queue %u)", inv_cfg.async_queue);
+		if (r == -ENOSPC || r == -EDQUOT)   /* STATE/calls is full: as a full disk is anywhere else */
+			return send_error(c, 507, "cannot keep the call: %s", strerror(-r));
 		if (r < 0)
 			return send_error(c, 503, "cannot accept the call: %s", strerror(-r));
 		return send_json(c, 202, json_pack("{s:s}", "call_id", id), NULL);

@@ -392,6 +392,33 @@ def test_async_restart(state):
     inv.stop()
 
 
+def test_async_full_disk(state):
+    """STATE/calls on a full disk (a 64 KiB tmpfs): an async call that cannot
+    be written down is 507, as a full disk is elsewhere (issue 37, item 9:
+    it was 503), and one that fits is still taken and done."""
+    calls = os.path.join(state, "calls")
+    os.makedirs(calls, mode=0o700)
+    os.chmod(state, 0o700)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", calls],
+                      stderr=subprocess.DEVNULL).returncode != 0:
+        print("async full disk: cannot mount a tmpfs here: not run", flush=True)
+        return
+    try:
+        inv = Invoker(state, tmp)
+        st, body = inv.call("POST", "/system/functions", deploy_body("fd"))
+        check(st == 201, f"deploy: {st} {body}")
+        st, body = inv.call("POST", "/async-function/fd", {"pad": "x" * (256 << 10)})
+        check(st == 507 and "cannot keep the call" in str(body), f"an async call STATE/calls cannot hold: 507: {st} {body}")
+        st, body = inv.call("POST", "/async-function/fd", {})
+        check(st == 202, f"a small one is taken: {st} {body}")
+        if st == 202:
+            rec = poll_final(inv, [body["call_id"]]).get(body["call_id"], {})
+            check(rec.get("status") == "done" and rec.get("code") == 200, f"and done: {rec}")
+        inv.stop()
+    finally:
+        subprocess.run(["umount", calls])
+
+
 PARTS = {
     "fault": ("registry write fault", test_registry_write_fault),
     "sweep": ("sweep", test_sweep),
@@ -399,6 +426,7 @@ PARTS = {
     "race": ("remove race", test_remove_race),
     "async": ("async burst", test_async_burst),
     "restart": ("async restart", test_async_restart),
+    "fulldisk": ("async full disk", test_async_full_disk),
 }
 
 
