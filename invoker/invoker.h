@@ -395,6 +395,14 @@ void inv_migrate_expire(void);
 void inv_migrate_prepared(unsigned *ret_held, uint64_t *ret_total);
 void inv_migrate_forward(struct inv_function *f, const char *body, size_t len, const char *ctype,
 			 struct inv_result *res);
+/* Where a session went is kept in STATE/moves/NAME.json (0600: it holds the
+ * target's token) from its move on: inv_move_recall sets f->moved_to and
+ * f->moved_token from it at our start (a bad note is dropped), so that a
+ * restarted invoker forwards the session's calls instead of starting a
+ * second copy of it; inv_move_forget drops it (the session came back, the
+ * function is removed). */
+void inv_move_recall(struct inv_function *f);
+void inv_move_forget(const char *name);
 /* http.c: how a peer reaches us, from --listen (a wildcard address as
  * 127.0.0.1): "http://HOST:PORT" into buf. */
 const char *inv_http_self_url(char *buf, size_t len);

@@ -1003,6 +1003,7 @@ int inv_function_remove(const char *name, json_t **ret_body)
 	snprintf(path, sizeof(path), "%s/functions/%s.json", inv_cfg.state_dir, f->name);
 	if (unlink(path) < 0 && errno != ENOENT)
 		phos_err("%s: cannot remove %s: %s", f->name, path, strerror(errno));
+	inv_move_forget(f->name);   /* a new deploy of the name starts its own session */
 	r = snapshot_rename_away(f, tmp, sizeof(tmp));
 	if (r < 0 && r != -ENOENT)
 		phos_err("%s: cannot move the snapshot away: %s", f->name, strerror(-r));
@@ -1226,6 +1227,7 @@ int inv_registry_init(void)
 					      img->nprefetch == 0;
 			phos_image_free(img);
 		}
+		inv_move_recall(f);   /* its session went elsewhere before our start */
 		funcs[nfuncs++] = f;
 		phos_info("loaded %s", f->name);
 		if (inv_rendezvous_start(f) < 0)

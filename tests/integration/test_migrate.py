@@ -340,6 +340,17 @@ try:
     th.join()
     st, body = a.call("GET", "/system/functions/sess")
     check(body.get("moved_to") == url(b), f"A says where sess went: {body.get('moved_to')}")
+    # A restarted still knows (STATE/moves/sess.json): its calls go on at B,
+    # not on a second copy started here from the snapshot (issue 37, item 7:
+    # a restarted source started the session again, counter 1)
+    a.stop()
+    a = Invoker(a.state, tmp, device=DEVICE, port=a.port)
+    st, body = a.call("GET", "/system/functions/sess")
+    check(body.get("moved_to") == url(b), f"A, restarted, says where sess went: {body.get('moved_to')}")
+    st, via_a = a.call("POST", "/function/sess", {})
+    seen.append((st, via_a))
+    check(st == 200 and live(a, "sess") == [], f"A, restarted, forwards the session's call: {st} {via_a} "
+          f"{live(a, 'sess')}")
     st, via_b = b.call("POST", "/function/sess", {})
     seen.append((st, via_b))
     # and back: B forwards, A serves it again
@@ -351,6 +362,7 @@ try:
         seen.append(inv.call("POST", "/function/sess", {}))
     st, body = a.call("GET", "/system/functions/sess")
     check("moved_to" not in body, f"A holds sess again: no forwarding: {body.get('moved_to')}")
+    check(not os.path.exists(os.path.join(a.state, "moves", "sess.json")), "and its note of the move is gone")
     bad = [x for x in seen if x[0] != 200 or not x[1].get("ok")]
     check(not bad, f"every call of the session answered right: {bad[:3]}")
     counters = [x[1].get("counter") for x in seen if x[0] == 200]
