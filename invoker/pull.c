@@ -279,6 +279,18 @@ static int extents_check(struct pull *p, char *err, size_t errlen)
 				    "the peer's chunk hashes of gpu.data [%" PRIu64 ", +%" PRIu64 ") do not combine to "
 				    "the manifest's checksum", off, size);
 	}
+	/* gpu.data is its extents, each at the next aligned offset (as the
+	 * executor writes it): a larger data_bytes would be a sparse file of the
+	 * peer's choosing (512 GiB passed the 1 TiB limit), made here */
+	uint64_t end = 0;
+
+	for (i = 0; i < want; i++)
+		if (phos_image_next_offset(p->ext[i].offset, p->ext[i].size) > end)
+			end = phos_image_next_offset(p->ext[i].offset, p->ext[i].size);
+	if (img->data_bytes > end)
+		return pull_fail(p, 502, -EBADMSG, err, errlen,
+			    "the peer's manifest makes gpu.data %" PRIu64 " bytes, its extents end at %" PRIu64,
+			    img->data_bytes, end);
 	return 0;
 }
 

@@ -155,6 +155,9 @@ def fake_peer_checks(b, exp, token):
         "fake-entry": (variant("fake-entry", lambda e, m: e["function"].update(program="relative")), 502,
                        "registry entry"),
         "fake-id": (variant("fake-id", lambda e, m: e.update(snapshot="../x")), 502, "snapshot id"),
+        # issue 37, item 9: a sparse 512 GiB gpu.data was accepted
+        "fake-sparse": (variant("fake-sparse", lambda e, m: m.update(data_bytes=512 << 30)), 502,
+                        "its extents end at"),
     }
 
     class Peer(http.server.BaseHTTPRequestHandler):
