@@ -530,6 +530,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "phos-invoker: state directory %s: %s\n", inv_cfg.state_dir, strerror(-r));
 		return 1;
 	}
+	unsigned swept = phos_criu_sweep();   /* restores cut short by a SIGKILL (ours or another's) */
+
+	if (swept)
+		fprintf(stderr, "phos-invoker: removed %u CRIU work directories of restores whose process is gone\n",
+			swept);
 	if (pool_size) {
 		struct phos_runtime_paths pp = inv_cfg.paths;
 

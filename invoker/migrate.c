@@ -1817,6 +1817,9 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 		r = pull_write_new(tmp, "manifest.json", manifest, strlen(manifest), err, sizeof(err));
 	if (r == 0 && (r = phos_image_read(tmp, &check, err, sizeof(err))) < 0)
 		p.code = 502;
+	/* the instance runs as our functions run, whatever the source ran it as */
+	if (r == 0 && (r = inv_image_run_as_check(tmp, check->criu_dir, err, sizeof(err))) < 0)
+		p.code = r == -EPERM ? 422 : 502;
 	if (r < 0) {
 		*ret_body = inv_err_json("fetching the checkpoint from %s: %s", from, err);
 		code = p.code ? p.code : r == -ENOSPC ? 507 : 502;

@@ -42,6 +42,7 @@
 #include "fault.h"
 #include "invoker.h"
 #include "log.h"
+#include "criu.h"
 #include "pull.h"
 #include "transfer.h"
 
@@ -294,6 +295,18 @@ static int extents_check(struct pull *p, char *err, size_t errlen)
 	return 0;
 }
 
+int inv_image_run_as_check(const char *dir, const char *criu_dir, char *err, size_t errlen)
+{
+	const struct phos_criu_user *u = inv_cfg.paths.run_as;
+	struct phos_criu_creds want = { .uid = u ? u->uid : geteuid(), .gid = u ? u->gid : getegid(),
+					.caps = !u && geteuid() == 0 };
+	char cpu[PATH_MAX];
+
+	if ((size_t)snprintf(cpu, sizeof(cpu), "%s/%s", dir, criu_dir) >= sizeof(cpu))
+		return -ENAMETOOLONG;
+	return phos_criu_image_users(cpu, &want, err, errlen);
+}
+
 /* Fetches and checks the export document; the function's entry in ret_entry. */
 static int export_fetch(struct pull *p, json_t **ret_entry, char *err, size_t errlen)
 {
@@ -403,7 +416,7 @@ static void set_phase(struct inv_function *f, const char *phase, int cancel_fd)
 static int pull_make(struct inv_function *f, void *arg, char *err, size_t errlen)
 {
 	struct pull *p = arg;
-	char tmp[PATH_MAX], sub[PATH_MAX + 80];
+	char tmp[PATH_MAX], sub[PATH_MAX + 80], why[512];
 	struct phos_image *check = NULL;
 	int r;
 
@@ -461,10 +474,17 @@ static int pull_make(struct inv_function *f, void *arg, char *err, size_t errlen
 		pull_fail(p, r == -ENOSPC ? 507 : 500, r, err, errlen, "%s", err);
 		goto out_abort;
 	}
-	r = phos_image_read(tmp, &check, err, errlen);
-	phos_image_free(check);
+	r = phos_image_read(tmp, &check, why, sizeof(why));
 	if (r < 0) {
-		pull_fail(p, 502, r, err, errlen, "the pulled snapshot does not read back: %s", err);
+		pull_fail(p, 502, r, err, errlen, "the pulled snapshot does not read back: %s", why);
+		goto out_abort;
+	}
+	/* it runs here as our functions run, whatever user the peer ran it as */
+	r = inv_image_run_as_check(tmp, check->criu_dir, why, sizeof(why));
+	phos_image_free(check);
+	check = NULL;
+	if (r < 0) {
+		pull_fail(p, r == -EPERM ? 422 : 502, r, err, errlen, "the peer's snapshot: %s", why);
 		goto out_abort;
 	}
 	if (pull_cancelled(p)) {

@@ -1411,6 +1411,36 @@ static void remove_tmp_dir(const char *path)
 	rmdir(path);
 }
 
+unsigned phos_criu_sweep(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	char dir[PATH_MAX], path[PATH_MAX + 300];
+	struct dirent *de;
+	unsigned n = 0;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s", tmp && *tmp ? tmp : "/tmp");
+	d = opendir(dir);
+	while (d && (de = readdir(d))) {
+		struct stat st;
+		int pid = 0, end = 0;
+
+		/* phos-criu-PID-XXXXXX, a directory of ours, PID gone */
+		if (sscanf(de->d_name, "phos-criu-%d-%*6[A-Za-z0-9]%n", &pid, &end) != 1 || end == 0 ||
+		    de->d_name[end] || pid <= 0 || (kill(pid, 0) == 0 || errno != ESRCH))
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
+		    st.st_uid != geteuid())
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		remove_tmp_dir(path);
+		n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
 static int read_pid_file(int dir_fd, const char *name, pid_t *ret_pid)
 {
 	char buf[32];
@@ -1470,8 +1500,9 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 	}
 
 	/* a private work dir for the log and pid file: the image dir is only
-	 * read, so that concurrent restores of one image never collide */
-	snprintf(work, sizeof(work), "%s/phos-criu-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	 * read, so that concurrent restores of one image never collide; named
+	 * after us, so that phos_criu_sweep finds it after our SIGKILL */
+	snprintf(work, sizeof(work), "%s/phos-criu-%d-XXXXXX", tmp && *tmp ? tmp : "/tmp", (int)getpid());
 	if (!mkdtemp(work)) {
 		r = -errno;
 		err_set(err, errlen, "criu restore: mkdtemp %s: %s", work, strerror(-r));

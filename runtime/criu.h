@@ -37,6 +37,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -185,6 +186,24 @@ int phos_criu_probe(const char *criu, unsigned timeout_ms, char *err, size_t err
  * kernel's boot id); a failure is tried again next time. The probe's bound is
  * $PHOS_CRIU_PROBE_TIMEOUT ms (default 15000). PHOS_CRIU_PROBE=0 skips it. */
 int phos_criu_check(const char *criu, char *err, size_t errlen);
+
+/* Removes the work directories of restores whose process is gone
+ * (phos-criu-PID-XXXXXX under $TMPDIR or /tmp, ours, PID dead: a SIGKILL
+ * during a restore leaves one). Returns how many went. */
+unsigned phos_criu_sweep(void);
+
+/* What the tasks of a CRIU image run as (runtime/criu_creds.c says where
+ * CRIU keeps it): a restore gives them these back, whatever user the
+ * restoring invoker runs its functions as. */
+struct phos_criu_creds {
+	uint32_t uid, gid, euid, egid, suid, sgid, fsuid, fsgid;
+	bool caps;   /* any capability permitted or effective */
+};
+/* 0 when every task and thread of the CRIU image in dir runs as want->uid
+ * and want->gid (all eight ids), without capabilities unless want->caps;
+ * -EPERM with the first that does not in err; -EBADMSG for an image that
+ * says no such thing (no task, no credentials, a bad core image). */
+int phos_criu_image_users(const char *dir, const struct phos_criu_creds *want, char *err, size_t errlen);
 
 /* Lets a tree restored with PHOS_CRIU_STOPPED run: SIGCONT to pid and every
  * descendant of it (at most 256 processes; a process the restore made has

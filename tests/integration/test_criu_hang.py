@@ -14,7 +14,9 @@ PHOS_CRIU_TIMEOUT. CRIU runs here through wrappers (PHOS_CRIU) that hang:
   start of a function with timeout_ms 3000 answers 503 within 3 + 1 s, and
   the hung CRIU is gone; SIGTERM with --drain-timeout 2 while a cold start
   (timeout_ms 60000) hangs in CRIU: the call gets 503 and the invoker exits
-  within the drain cap (+ 3 s), its CRIU gone.
+  within the drain cap (+ 3 s), its CRIU gone;
+- the work directory of a restore whose invoker was SIGKILLed goes at the
+  invoker's next start.
 """
 import os
 import shutil
@@ -141,10 +143,48 @@ def cold_start_bounded():
     check(not hung(), f"... no hung CRIU is left: {hung()}")
 
 
+def work_dirs(tdir, pid):
+    return [d for d in os.listdir(tdir) if d.startswith(f"phos-criu-{pid}-")]
+
+
+def sigkill_sweep():
+    """A restore's CRIU work directory left by a SIGKILL of its invoker goes
+    at the next start (issue 37, item 9)."""
+    tdir = os.path.join(tmp, "tmpdir")
+    os.makedirs(tdir)
+    if os.path.exists(flag):
+        os.unlink(flag)
+    env = {"PHOS_CRIU": HANG_RESTORE, "PHOS_CRIU_PROBE_TIMEOUT": "3000", "TMPDIR": tdir}
+    state = os.path.join(tmp, "state-kill")
+    inv = Invoker(state, tmp, extra=["--standby", "0"], extra_env=env)
+    st, body = inv.call("POST", "/system/functions", {"name": "k", "program": MISBEHAVE,
+                                                      "limits": {"timeout_ms": 60000}}, timeout=300)
+    check(st == 201, f"deploy k: {st} {body}")
+    open(flag, "w").close()
+    th = threading.Thread(target=lambda: inv.call("POST", "/function/k", {}, timeout=120), daemon=True)
+    th.start()
+    for _ in range(400):
+        if hung() and work_dirs(tdir, inv.p.pid):
+            break
+        time.sleep(0.05)
+    dead = inv.p.pid
+    check(work_dirs(tdir, dead), f"a hung restore has its work directory: {os.listdir(tdir)}")
+    inv.kill()
+    for pid in hung():
+        os.kill(pid, 9)
+    check(work_dirs(tdir, dead), "SIGKILL leaves it")
+    os.unlink(flag)
+    inv = Invoker(state, tmp, extra=["--standby", "0"], extra_env=env)
+    check(not work_dirs(tdir, dead), f"the next start removed it: {os.listdir(tdir)}")
+    check("CRIU work directories" in inv.logtext(), "and said so")
+    inv.stop()
+
+
 try:
     refused_at_start(HANG_ALL, "a CRIU that hangs in everything")
     refused_at_start(HANG_WORK, "a CRIU that answers --version but hangs in dump and restore")
     cold_start_bounded()
+    sigkill_sweep()
 finally:
     for p in procs:
         if p.poll() is None:

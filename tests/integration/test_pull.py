@@ -231,6 +231,28 @@ def main():
     check(b.call("GET", "/system/functions")[1] == [], "B lists nothing after the bad pulls")
     check(leftovers(b.state, "probe") == [], f"B holds nothing: {leftovers(b.state, 'probe')}")
 
+    # -- the user a snapshot runs as is this invoker's, not the peer's (issue 37,
+    # item 1: from a peer with --run-as self a pulled function ran here as uid 0,
+    # and read this invoker's admin token). CRIU gives a restored task the
+    # credentials of its image, so an image of another user is refused.
+    if os.geteuid() == 0:
+        r = Invoker(os.path.join(tmp, "r"), tmp, extra=["--run-as", "self"])
+        with open(os.path.join(r.state, "admin.token")) as f:
+            token_r = f.read().strip()
+        st, body = r.call("POST", "/system/functions", {"name": "probe-root", "program": PROBE,
+                                                        "args": ["7", "5", "1"]}, timeout=300)
+        check(st == 201, f"deploy probe-root on a peer running functions as root: {st} {body}")
+        pull({"name": "probe-root", "from": f"http://127.0.0.1:{r.port}", "from_token": token_r},
+             "a snapshot running as root, pulled by an invoker running functions as nobody", 422,
+             ("uid 0", "functions here run as uid 65534"))
+        check(leftovers(b.state, "probe") == [], f"B holds nothing of it: {leftovers(b.state, 'probe')}")
+        st, ans = r.call("POST", "/system/functions", {"name": "probe-one", "from": peer, "from_token": token_a},
+                         timeout=300)
+        check(st == 422 and "uid 65534" in str(ans) and "functions here run as uid 0" in str(ans),
+              f"and the other way: a snapshot of nobody is not pulled by a peer running functions as root: "
+              f"{st} {ans}")
+        r.stop()
+
     # -- A's export routes: the list, and only it
     st, exp = a.call("GET", "/system/functions/probe-one/export")
     check(st == 200 and exp.get("export_version") == 1 and len(exp.get("snapshot", "")) == 32,

@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The users a CRIU image's tasks run as (criu.h, phos_criu_image_users).
+ *
+ * A CRIU restore gives every task back the credentials of its image: a
+ * snapshot pulled from a peer, or an instance moved from one, would run here
+ * as whatever user the peer ran it as (a peer started with --run-as self: uid
+ * 0 with every capability), whatever this invoker's own --run-as says. So the
+ * image's credentials are read and held against ours before such an image is
+ * taken.
+ *
+ * Where they are (CRIU's images/core.proto, creds.proto), in each task's and
+ * thread's core-ID.img: two magic words, one entry (u32 size, then the
+ * protobuf message):
+ *
+ *   core_entry.thread_core (5) ─▶ thread_core_entry.creds (10) ─▶ creds_entry
+ *       uid 1, gid 2, euid 3, egid 4, suid 5, sgid 6, fsuid 7, fsgid 8,
+ *       cap_prm 10, cap_eff 11 (repeated uint32: plain or packed)
+ *
+ * The reader walks protobuf's wire format by hand (varints and
+ * length-delimited fields, bounded by the entry): it needs eleven numbers, not
+ * a protobuf library.
+ */
+#include "criu.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define CORE_MAGIC     0x55053847u   /* CRIU's magic.h: "Kolomna" */
+#define CORE_MAX_BYTES (1u << 20)     /* a core entry is a few KiB */
+#define CORE_MAX_FILES 4096
+
+struct pb {
+	const uint8_t *p, *end;
+};
+
+static bool varint(struct pb *b, uint64_t *ret)
+{
+	uint64_t v = 0;
+
+	for (int shift = 0; shift < 64 && b->p < b->end; shift += 7) {
+		uint8_t c = *b->p++;
+
+		v |= (uint64_t)(c & 0x7f) << shift;
+		if (!(c & 0x80)) {
+			*ret = v;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The next field of b: its number, wire type, and its value (a varint) or
+ * its bytes (length-delimited, in *ret_sub). false at the end or on a
+ * malformed field. */
+static bool field(struct pb *b, uint32_t *ret_num, unsigned *ret_type, uint64_t *ret_v, struct pb *ret_sub)
+{
+	uint64_t key, len;
+
+	if (b->p >= b->end || !varint(b, &key))
+		return false;
+	*ret_num = (uint32_t)(key >> 3);
+	*ret_type = key & 7;
+	switch (*ret_type) {
+	case 0:
+		return varint(b, ret_v);
+	case 1:
+		if (b->end - b->p < 8)
+			return false;
+		b->p += 8;
+		return true;
+	case 5:
+		if (b->end - b->p < 4)
+			return false;
+		b->p += 4;
+		return true;
+	case 2:
+		if (!varint(b, &len) || len > (uint64_t)(b->end - b->p))
+			return false;
+		ret_sub->p = b->p;
+		ret_sub->end = b->p + len;
+		b->p += len;
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* The length-delimited field num of b (the last one), or false. */
+static bool message_field(struct pb b, uint32_t num, struct pb *ret)
+{
+	uint32_t n;
+	unsigned t;
+	uint64_t v;
+	struct pb sub;
+	bool found = false;
+
+	while (field(&b, &n, &t, &v, &sub))
+		if (n == num && t == 2) {
+			*ret = sub;
+			found = true;
+		}
+	return found && b.p == b.end;
+}
+
+/* creds_entry into ret: the ids, and whether any capability is permitted or
+ * effective. */
+static bool creds_read(struct pb b, struct phos_criu_creds *ret)
+{
+	uint32_t n, seen = 0;
+	unsigned t;
+	uint64_t v;
+	struct pb sub;
+
+	memset(ret, 0, sizeof(*ret));
+	while (field(&b, &n, &t, &v, &sub)) {
+		if (n >= 1 && n <= 8 && t == 0) {
+			uint32_t *ids[] = { &ret->uid, &ret->gid, &ret->euid, &ret->egid,
+					    &ret->suid, &ret->sgid, &ret->fsuid, &ret->fsgid };
+
+			*ids[n - 1] = (uint32_t)v;
+			seen |= 1u << n;
+		} else if ((n == 10 || n == 11) && t == 0) {
+			ret->caps |= v != 0;
+		} else if ((n == 10 || n == 11) && t == 2) {   /* packed */
+			while (sub.p < sub.end && varint(&sub, &v))
+				ret->caps |= v != 0;
+		}
+	}
+	return b.p == b.end && seen == 0x1fe;   /* all eight ids */
+}
+
+/* The creds of one core-ID.img at dirfd/name. */
+static int core_creds(int dirfd, const char *name, struct phos_criu_creds *ret, char *err, size_t errlen)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	uint8_t *buf = NULL;
+	uint32_t head[3];
+	struct pb core, tc, cr;
+	int r = -EBADMSG;
+
+	if (fd < 0) {
+		phos_errf(err, errlen, "%s: %s", name, strerror(errno));
+		return -errno;
+	}
+	if (read(fd, head, sizeof(head)) != (ssize_t)sizeof(head) || head[1] != CORE_MAGIC || !head[2] ||
+	    head[2] > CORE_MAX_BYTES) {
+		phos_errf(err, errlen, "%s: not a CRIU core image", name);
+		goto out;
+	}
+	buf = malloc(head[2]);
+	if (!buf || read(fd, buf, head[2]) != (ssize_t)head[2]) {
+		phos_errf(err, errlen, "%s: cut short", name);
+		r = buf ? -EBADMSG : -ENOMEM;
+		goto out;
+	}
+	core = (struct pb){ buf, buf + head[2] };
+	if (!message_field(core, 5, &tc) || !message_field(tc, 10, &cr) || !creds_read(cr, ret)) {
+		phos_errf(err, errlen, "%s: no credentials in it", name);
+		goto out;
+	}
+	r = 0;
+out:
+	free(buf);
+	close(fd);
+	return r;
+}
+
+int phos_criu_image_users(const char *dir, const struct phos_criu_creds *want, char *err, size_t errlen)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	unsigned n = 0;
+	int r = 0;
+
+	if (!d) {
+		phos_errf(err, errlen, "%s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	while (r == 0 && (de = readdir(d))) {
+		struct phos_criu_creds c;
+		size_t len = strlen(de->d_name);
+
+		if (strncmp(de->d_name, "core-", 5) || len < 10 || strcmp(de->d_name + len - 4, ".img"))
+			continue;
+		if (++n > CORE_MAX_FILES) {
+			phos_errf(err, errlen, "%s: more than %u tasks", dir, CORE_MAX_FILES);
+			r = -E2BIG;
+			break;
+		}
+		r = core_creds(dirfd(d), de->d_name, &c, err, errlen);
+		if (r == 0 && (c.uid != want->uid || c.euid != want->uid || c.suid != want->uid || c.fsuid != want->uid ||
+			       c.gid != want->gid || c.egid != want->gid || c.sgid != want->gid || c.fsgid != want->gid ||
+			       (c.caps && !want->caps))) {
+			phos_errf(err, errlen, "a task of the image runs as uid %u gid %u%s (%s); functions here run as uid "
+				  "%u gid %u%s", c.euid, c.egid, c.caps ? " with capabilities" : "", de->d_name, want->uid,
+				  want->gid, want->caps ? "" : " without capabilities");
+			r = -EPERM;
+		}
+	}
+	closedir(d);
+	if (r == 0 && n == 0) {
+		phos_errf(err, errlen, "%s: no task in the CRIU image", dir);
+		r = -EBADMSG;
+	}
+	return r;
+}
