@@ -37,8 +37,10 @@ holders = []
 
 def hold_as_nobody(path):
     """A process of nobody that creates path and holds an flock on it."""
+    # (a session of its own: flock's child holds the lock, and goes with the group)
     p = subprocess.Popen(["flock", "-x", path, "-c", "echo held; exec sleep 600"], user=NOBODY, group=NOBODY,
-                         stdout=subprocess.PIPE, text=True, cwd="/")
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd="/",
+                         start_new_session=True)
     holders.append(p)
     return p.stdout.readline().strip() == "held"
 
@@ -86,7 +88,13 @@ def main():
 try:
     main()
 finally:
-    for p in procs + holders:
+    for p in holders:
+        try:
+            os.killpg(p.pid, 9)
+        except OSError:
+            pass
+        p.wait()
+    for p in procs:
         if p.poll() is None:
             p.kill()
             p.wait()
