@@ -52,7 +52,10 @@ def main():
     cwd = os.readlink(f"/proc/{inv.p.pid}/cwd")
     st = os.stat(cwd)
     old = f"/tmp/phos-criu-dump-{st.st_dev:x}-{st.st_ino:x}.lock"
-    created = not os.path.exists(old)
+    # older versions left their locks in /tmp (root's, 0600): one at this name
+    # (the inode of a directory of an earlier run) goes, so that nobody makes it
+    if os.path.lexists(old) and os.lstat(old).st_uid != NOBODY:
+        os.unlink(old)
     check(hold_as_nobody(old), f"nobody holds {old}")
     t = time.time()
     code, body = inv.call("POST", "/system/functions", {"name": "held", "program": MISBEHAVE,
@@ -63,7 +66,12 @@ def main():
     code, body = inv.call("POST", "/function/held", {})
     check(code == 200 and body.get("gpu") == 1234, f"and serves: {code} {body}")
     inv.stop()
-    if created:
+    for p in holders:
+        try:
+            os.killpg(p.pid, 9)
+        except OSError:
+            pass
+    if os.path.lexists(old):
         os.unlink(old)
     rd = "/run/phos-fn"
     s = os.stat(rd)
