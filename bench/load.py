@@ -3,6 +3,12 @@
 function at concurrency 1, 8, 64, 256 and 1024, then a soak at one concurrency
 with the invoker's RSS, open fds and threads sampled (they must stay flat).
 
+Slow clients (issue 37): bench/trickle holds --trickle connections (4096)
+from 8 loopback addresses (127.0.0.2-9), each sending a header byte every
+second and never finishing; meanwhile a well-behaved client on 127.0.0.1
+calls at concurrency 1 and 8. Its latency is compared with the same client
+alone in the same run, and the invoker's threads and descriptors sampled.
+
 The function is vecadd with 1024 elements on the sim device (this measures the
 invoker: HTTP, queueing, the instance's framed channel; not a GPU), deployed
 with max_instances 4 and a queue deep enough for the highest concurrency.
@@ -11,7 +17,9 @@ Clients are bench/loadgen (C, epoll, keep-alive, closed loop) on loopback.
 Writes bench/results/load.json (records as the other benchmarks: bench "load")
 and load.png when matplotlib is there; copies them to $OUT.
 
-usage: python3 bench/load.py BUILD_DIR [--seconds 10] [--soak 600] [--soak-concurrency 64]
+usage: python3 bench/load.py BUILD_DIR [--seconds 10] [--soak 600] [--soak-concurrency 64] [--trickle 4096]
+
+Records of cases not run this time are kept from the file's earlier runs.
 """
 import argparse
 import datetime
@@ -36,7 +44,7 @@ REQUEST = json.dumps({"n": 1024, "seed": 1})
 
 def record(case, metric, value, unit, **extra):
     r = {"bench": "load", "case": case, "system": "phos-invoker", "metric": metric, "value": value,
-         "unit": unit, "device": "sim (2-core host)", "date": DATE}
+         "unit": unit, "device": f"sim ({os.cpu_count()}-core host)", "date": DATE}
     r.update(extra)
     records.append(r)
     print(f"  {case:12s} {metric:20s} {value!s:>12} {unit}", flush=True)
@@ -65,6 +73,47 @@ def loadgen(build, port, c, secs):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def trickle_case(a, inv):
+    """The well-behaved client alone, then among a.trickle trickling connections."""
+    case = f"trickle-{a.trickle}x{a.trickle_sources}"
+    alone = loadgen(a.build, inv.port, 1, a.seconds)
+    total = 6 + 2 * a.seconds + 4
+    tp = subprocess.Popen([os.path.join(a.build, "bench", "trickle"), "127.0.0.1", str(inv.port), str(a.trickle),
+                           str(a.trickle_sources), str(total), "1000"], stdout=subprocess.PIPE, text=True)
+    samples, stop = [], threading.Event()
+
+    def sampler():
+        while not stop.wait(0.5):
+            samples.append(proc_sample(inv.p.pid))
+
+    rest = proc_sample(inv.p.pid)
+    th = threading.Thread(target=sampler, daemon=True)
+    th.start()
+    time.sleep(6)     # every connection opened, the first ones past --header-timeout
+    under1 = loadgen(a.build, inv.port, 1, a.seconds)
+    under8 = loadgen(a.build, inv.port, 8, a.seconds)
+    out, _ = tp.communicate(timeout=total + 60)
+    stop.set()
+    th.join()
+    t = json.loads(out.strip().splitlines()[-1])
+    _, m, _, _ = C.call(inv.port, "GET", "/metrics")
+    cut = [int(ln.split()[1]) for ln in m.decode(errors="replace").splitlines()
+           if ln.startswith("phos_http_connections_cut_total ")]
+    record(case, "p50_alone_c1", alone["p50_ms"], "ms")
+    record(case, "p99_alone_c1", alone["p99_ms"], "ms")
+    record(case, "p50_c1", under1["p50_ms"], "ms")
+    record(case, "p99_c1", under1["p99_ms"], "ms")
+    record(case, "p99_c8", under8["p99_ms"], "ms")
+    record(case, "requests_per_s_c8", round(under8["rps"], 1), "req/s")
+    record(case, "errors", under1["errors"] + under8["errors"], "requests",
+           status=[under1["status"], under8["status"]])
+    record(case, "p99_ratio_to_alone", round(under1["p99_ms"] / max(alone["p99_ms"], 1e-3), 2), "x")
+    record(case, "trickling_open_median", t["open_median"], "connections", trickle=t)
+    record(case, "cut_by_deadline", cut[0] if cut else None, "connections")
+    record(case, "invoker_threads_rest_max", [rest[2], max(s[2] for s in samples)], "threads")
+    record(case, "invoker_fds_rest_max", [rest[1], max(s[1] for s in samples)], "fds")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("build")
@@ -72,8 +121,10 @@ def main():
     ap.add_argument("--levels", default="1,8,64,256,1024")
     ap.add_argument("--soak", type=float, default=600, help="seconds of the RSS soak (0: none)")
     ap.add_argument("--soak-concurrency", type=int, default=64)
-    ap.add_argument("--invoker-args", default="--max-connections 4096 --max-connections-per-ip 4096 --pool 2",
+    ap.add_argument("--invoker-args", default="--max-connections 8192 --max-connections-per-ip 1024 --pool 2",
                     help="(an older invoker, for a comparison, knows fewer options)")
+    ap.add_argument("--trickle", type=int, default=4096, help="trickling connections (0: none)")
+    ap.add_argument("--trickle-sources", type=int, default=8)
     ap.add_argument("--name", default="load", help="results as bench/results/NAME.json")
     ap.add_argument("--loadgen", help="the load generator (default BUILD_DIR/bench/loadgen)")
     a = ap.parse_args()
@@ -108,6 +159,8 @@ def main():
             record(case, "errors", r["errors"], "requests", status=r["status"])
             rss, fds, thr = proc_sample(inv.p.pid)
             record(case, "invoker_rss", rss, "KiB")
+        if a.trickle > 0:
+            trickle_case(a, inv)
         if a.soak > 0:
             samples = []
             stop = threading.Event()
@@ -141,9 +194,17 @@ def main():
         inv.stop()
         shutil.rmtree(a.workdir, ignore_errors=True)
     os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, f"{a.name}.json"), "w") as f:
-        json.dump(records, f, indent=1)
-    chart(os.path.join(RESULTS, f"{a.name}.png"), levels)
+    path = os.path.join(RESULTS, f"{a.name}.json")
+    ran = {r["case"] for r in records}
+    try:
+        with open(path) as f:
+            kept = [r for r in json.load(f) if r.get("case") not in ran]
+    except (OSError, ValueError):
+        kept = []
+    with open(path, "w") as f:
+        json.dump(kept + records, f, indent=1)
+    if levels:
+        chart(os.path.join(RESULTS, f"{a.name}.png"), levels)
     if os.environ.get("OUT"):
         for n in (f"{a.name}.json", f"{a.name}.png"):
             if os.path.exists(os.path.join(RESULTS, n)):
@@ -180,7 +241,7 @@ def chart(path, levels):
         axes[1].set_xlabel("soak time (s)")
         axes[1].set_ylabel("invoker RSS (MiB)")
         axes[1].set_ylim(bottom=0)
-    fig.suptitle(f"phos-invoker under load, warm vecadd on the sim device, 2-core host, {DATE}", fontsize=10)
+    fig.suptitle(f"phos-invoker under load, warm vecadd on the sim device, {os.cpu_count()}-core host, {DATE}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The HTTP API on libmicrohttpd (one thread per connection, so a handler may
- * block on a call or a snapshot): routing, bearer-token auth, incremental body
+ * The HTTP API on libmicrohttpd (a few polling threads; a handler that may
+ * block on a call or a snapshot runs on a worker lane with its connection
+ * suspended, http_server.h): routing, bearer-token auth, incremental body
  * reading under a size limit, JSON errors {"error": "..."}.
  *
  * What a request passes, in order, before any handler runs:
@@ -22,18 +23,22 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <linux/filter.h>
 #include <netdb.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <strings.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
 #include "invoker.h"
 #include "log.h"
 #include "transfer.h"
+#include "http_server.h"
 
 #define DEPLOY_BODY_MAX (1u << 20)
 
@@ -48,6 +53,8 @@ enum route {
 };
 
 struct req {
+	struct inv_job job;          /* on a worker lane (http_work.c): the first member */
+	struct MHD_Connection *c;
 	enum route route;
 	char name[INV_NAME_MAX + 1];
 	char id[65];
@@ -57,6 +64,12 @@ struct req {
 	int body_err;                /* the first error taking the body: the rest is dropped */
 	bool started;
 	bool bad_uri;                /* a NUL or control character in the raw URI */
+	bool post, del;              /* the method (GET otherwise) */
+	/* The answer, made by the handler or by its worker (which then resumes
+	 * the connection: MHD touches q only after that), queued by reply(). */
+	unsigned code;
+	struct MHD_Response *resp;
+	bool queued;                 /* handed to a worker lane */
 };
 
 atomic_uint inv_http_active;
@@ -71,49 +84,55 @@ typedef int MHD_RESULT;
 typedef enum MHD_Result MHD_RESULT;
 #endif
 
-static MHD_RESULT send_buf(struct MHD_Connection *c, unsigned code, const char *ctype, char *buf, size_t len,
-			   const char *const *headers)
+static void put_response(struct req *q, unsigned code, struct MHD_Response *r)
+{
+	if (q->resp)
+		MHD_destroy_response(q->resp);
+	q->code = code;
+	q->resp = r;
+}
+
+/* The answer to q, kept until it is queued (reply). buf is taken (freed on
+ * failure); headers: name, value, ..., NULL. */
+static void put_buf(struct req *q, unsigned code, const char *ctype, char *buf, size_t len,
+		    const char *const *headers)
 {
 	struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
-	MHD_RESULT ret;
 
 	if (!r) {
 		free(buf);
-		return MHD_NO;
+		return;
 	}
 	MHD_add_response_header(r, "Content-Type", ctype);
 	if (inv_draining)   /* keep-alive clients must not send into a closing daemon */
 		MHD_add_response_header(r, "Connection", "close");
 	for (; headers && *headers; headers += 2)
 		MHD_add_response_header(r, headers[0], headers[1]);
-	ret = MHD_queue_response(c, code, r);
-	MHD_destroy_response(r);
-	return ret;
+	put_response(q, code, r);
 }
 
-static MHD_RESULT send_json(struct MHD_Connection *c, unsigned code, json_t *j, const char *const *headers)
+static void put_json(struct req *q, unsigned code, json_t *j, const char *const *headers)
 {
 	char *s = json_dumps(j, JSON_COMPACT);
 
 	json_decref(j);
 	if (!s)
-		return MHD_NO;
+		return;
 	size_t n = strlen(s);
 	char *t = realloc(s, n + 2);
 
 	if (!t) {
 		free(s);
-		return MHD_NO;
+		return;
 	}
 	s = t;
 	s[n] = '\n';
 	s[n + 1] = '\0';
-	return send_buf(c, code, "application/json", s, n + 1, headers);
+	put_buf(q, code, "application/json", s, n + 1, headers);
 }
 
-static MHD_RESULT send_error(struct MHD_Connection *c, unsigned code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static MHD_RESULT send_error(struct MHD_Connection *c, unsigned code, const char *fmt, ...)
+static void put_error(struct req *q, unsigned code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void put_error(struct req *q, unsigned code, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -121,7 +140,20 @@ static MHD_RESULT send_error(struct MHD_Connection *c, unsigned code, const char
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return send_json(c, code, json_pack("{s:s}", "error", msg), NULL);
+	put_json(q, code, json_pack("{s:s}", "error", msg), NULL);
+}
+
+/* Queues q's answer on c (none: the connection is closed). */
+static MHD_RESULT reply(struct MHD_Connection *c, struct req *q)
+{
+	MHD_RESULT ret;
+
+	if (!q->resp)
+		return MHD_NO;
+	ret = MHD_queue_response(c, q->code, q->resp);
+	MHD_destroy_response(q->resp);
+	q->resp = NULL;
+	return ret;
 }
 
 /* Constant time in the token's length: no early exit on the first difference. */
@@ -278,24 +310,26 @@ static bool ctype_json(const char *ct)
 }
 
 /* The answer to a body that could not be taken (bodies.c's errors). */
-static MHD_RESULT send_body_error(struct MHD_Connection *c, struct req *q, int err)
+static void put_body_error(struct req *q, int err)
 {
 	const char *const retry[] = { "Retry-After", "1", NULL };
 
 	switch (err) {
 	case -EFBIG:
-		return send_error(c, 413, "request body over %zu bytes", q->body.limit);
+		put_error(q, 413, "request body over %zu bytes", q->body.limit);
+		break;
 	case -E2BIG:
-		return send_error(c, 413, "request body over what the invoker takes at once (--body-memory, "
-				  "--body-disk)");
+		put_error(q, 413, "request body over what the invoker takes at once (--body-memory, --body-disk)");
+		break;
 	case -EAGAIN:
-		return send_json(c, 503, json_pack("{s:s}", "error", "too many request bodies being received; "
-				 "retry"), retry);
+		put_json(q, 503, json_pack("{s:s}", "error", "too many request bodies being received; retry"), retry);
+		break;
 	case -ENOSPC:
 	case -EDQUOT:
-		return send_error(c, 507, "no room on the invoker's disk for the request body");
+		put_error(q, 507, "no room on the invoker's disk for the request body");
+		break;
 	default:
-		return send_error(c, 500, "cannot take the request body: %s", strerror(-err));
+		put_error(q, 500, "cannot take the request body: %s", strerror(-err));
 	}
 }
 
@@ -428,9 +462,9 @@ static bool method_ok(enum route r, const char *m)
 	return !strcmp(m, "HEAD") && strstr(a, "GET");
 }
 
-static MHD_RESULT invoke(struct MHD_Connection *c, struct req *q)
+static void invoke(struct req *q)
 {
-	const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+	const char *ct = MHD_lookup_connection_value(q->c, MHD_HEADER_KIND, "Content-Type");
 	char ctype[128] = "application/json", id[33], rms[32], runms[32];
 	struct inv_result res;
 
@@ -447,12 +481,14 @@ static MHD_RESULT invoke(struct MHD_Connection *c, struct req *q)
 		int r = inv_call_async(q->f, q->body.bytes, q->body.len, ctype, id);
 
 		if (r == -EAGAIN)
-			return send_error(c, 429, "the async queue is full (--async-queue %u)", inv_cfg.async_queue);
-		if (r == -ENOSPC || r == -EDQUOT)   /* STATE/calls is full: as a full disk is anywhere else */
-			return send_error(c, 507, "cannot keep the call: %s", strerror(-r));
-		if (r < 0)
-			return send_error(c, 503, "cannot accept the call: %s", strerror(-r));
-		return send_json(c, 202, json_pack("{s:s}", "call_id", id), NULL);
+			put_error(q, 429, "the async queue is full (--async-queue %u)", inv_cfg.async_queue);
+		else if (r == -ENOSPC || r == -EDQUOT)   /* STATE/calls is full: as a full disk is anywhere else */
+			put_error(q, 507, "cannot keep the call: %s", strerror(-r));
+		else if (r < 0)
+			put_error(q, 503, "cannot accept the call: %s", strerror(-r));
+		else
+			put_json(q, 202, json_pack("{s:s}", "call_id", id), NULL);
+		return;
 	}
 	inv_call_new(q->f->name, id);
 	inv_call_set_running(id);
@@ -462,46 +498,33 @@ static MHD_RESULT invoke(struct MHD_Connection *c, struct req *q)
 	snprintf(runms, sizeof(runms), "%.3f", res.run_s * 1000);
 	const char *const h[] = { "X-Call-Id", id, "X-Cold-Start", res.cold ? "true" : "false",
 				  "X-Restore-Ms", rms, "X-Run-Ms", runms, NULL };
-	return send_buf(c, (unsigned)res.http, res.content_type, res.body, res.len, h);
+	put_buf(q, (unsigned)res.http, res.content_type, res.body, res.len, h);
 }
 
-/* A range of a snapshot file, streamed from its descriptor (export.c). */
-static MHD_RESULT export_file(struct MHD_Connection *c, struct req *q)
+static const char *arg(struct req *q, const char *name)
+{
+	return MHD_lookup_connection_value(q->c, MHD_GET_ARGUMENT_KIND, name);
+}
+
+/* A range of a snapshot file (export.c), or of a file of a checkpoint being
+ * moved (migrate.c), streamed from its descriptor. */
+static void file_range(struct req *q)
 {
 	struct MHD_Response *r = NULL;
 	json_t *body = NULL;
-	MHD_RESULT ret;
-	int code = inv_export_file(q->name, MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "snapshot"),
-				   MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "path"),
-				   MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "offset"),
-				   MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "length"), &r, &body);
+	int code = q->route == R_EXPORT_FILE ?
+		inv_export_file(q->name, arg(q, "snapshot"), arg(q, "path"), arg(q, "offset"), arg(q, "length"),
+				&r, &body) :
+		inv_migrate_file(q->name, q->instance, arg(q, "snapshot"), arg(q, "path"), arg(q, "offset"),
+				 arg(q, "length"), &r, &body);
 
-	if (code != 200)
-		return send_json(c, (unsigned)code, body, NULL);
+	if (code != 200) {
+		put_json(q, (unsigned)code, body, NULL);
+		return;
+	}
 	if (inv_draining)
 		MHD_add_response_header(r, "Connection", "close");
-	ret = MHD_queue_response(c, 200, r);
-	MHD_destroy_response(r);
-	return ret;
-}
-
-/* A range of a file of a checkpoint being moved (migrate.c). */
-static MHD_RESULT checkpoint_file(struct MHD_Connection *c, struct req *q)
-{
-	struct MHD_Response *r = NULL;
-	json_t *body = NULL;
-	MHD_RESULT ret;
-	int code = inv_migrate_file(q->name, q->instance,
-				    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "snapshot"),
-				    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "path"),
-				    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "offset"),
-				    MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "length"), &r, &body);
-
-	if (code != 200)
-		return send_json(c, (unsigned)code, body, NULL);
-	ret = MHD_queue_response(c, 200, r);
-	MHD_destroy_response(r);
-	return ret;
+	put_response(q, 200, r);
 }
 
 const char *inv_http_self_url(char *buf, size_t len)
@@ -513,101 +536,225 @@ const char *inv_http_self_url(char *buf, size_t len)
 	return buf;
 }
 
-static MHD_RESULT dispatch(struct MHD_Connection *c, const char *method, struct req *q)
+static void logs(struct req *q)
 {
-	json_t *body = NULL;
+	const char *name = arg(q, "name"), *tail = arg(q, "tail");
+	struct inv_function *f;
+	long n = 100;
+	char *end;
+
+	if (!name || !inv_name_valid(name)) {
+		put_error(q, 400, "name= must be a function name");
+		return;
+	}
+	/* digits only: strtol would take " 5" (tail=%205) and "+5" too */
+	if (tail && (!*tail || strspn(tail, "0123456789") != strlen(tail) || strlen(tail) > 6 ||
+		     (n = strtol(tail, &end, 10)) < 1 || n > 100000)) {
+		put_error(q, 400, "tail= must be 1..100000");
+		return;
+	}
+	if (!(f = inv_function_get(name))) {
+		put_error(q, 404, "no function %s", name);
+		return;
+	}
+	put_json(q, 200, json_pack("{s:s,s:o}", "name", name, "instances", inv_instances_logs(f, (unsigned)n)), NULL);
+	inv_function_unref(f);
+}
+
+static void function_get(struct req *q)
+{
+	struct inv_function *f = inv_function_get(q->name);
+
+	if (!f) {
+		put_error(q, 404, "no function %s", q->name);
+		return;
+	}
+	put_json(q, 200, inv_function_describe(f), NULL);
+	inv_function_unref(f);
+}
+
+static void deploy(struct req *q)
+{
+	json_error_t je;
+	json_t *j = json_loadb(q->body.bytes, q->body.len, JSON_REJECT_DUPLICATES, &je), *body = NULL;
+
+	if (!j) {
+		put_error(q, 400, "bad JSON: %s (line %d)", je.text, je.line);
+		return;
+	}
+	int code = inv_function_deploy(j, &body);
+
+	json_decref(j);
+	put_json(q, (unsigned)code, body, NULL);
+}
+
+/* The route's answer into q. Runs on a worker lane for every route but
+ * /healthz and /readyz: it may block. */
+static void dispatch(struct req *q)
+{
+	json_t *body = NULL, *call;
 	int code;
 
 	switch (q->route) {
 	case R_HEALTH:
-		return send_json(c, 200, json_pack("{s:s}", "status", "ok"), NULL);
+		put_json(q, 200, json_pack("{s:s}", "status", "ok"), NULL);
+		return;
 	case R_READY:
 		if (inv_draining)
-			return send_error(c, 503, "shutting down");
-		return send_json(c, 200, json_pack("{s:s}", "status", "ready"), NULL);
+			put_error(q, 503, "shutting down");
+		else
+			put_json(q, 200, json_pack("{s:s}", "status", "ready"), NULL);
+		return;
 	case R_METRICS: {
 		char *m = inv_metrics_render();
 
-		return m ? send_buf(c, 200, "text/plain; version=0.0.4", m, strlen(m), NULL) : MHD_NO;
+		if (m)
+			put_buf(q, 200, "text/plain; version=0.0.4", m, strlen(m), NULL);
+		return;
 	}
 	case R_FUNCS:
-		if (!strcmp(method, "POST")) {
-			json_error_t je;
-			json_t *j = json_loadb(q->body.bytes, q->body.len, JSON_REJECT_DUPLICATES, &je);
-
-			if (!j)
-				return send_error(c, 400, "bad JSON: %s (line %d)", je.text, je.line);
-			code = inv_function_deploy(j, &body);
-			json_decref(j);
-			return send_json(c, (unsigned)code, body, NULL);
+		if (q->post)
+			deploy(q);
+		else
+			put_json(q, 200, inv_function_list(), NULL);
+		return;
+	case R_FUNC:
+		if (!q->del) {
+			function_get(q);
+			return;
 		}
-		return send_json(c, 200, inv_function_list(), NULL);
-	case R_FUNC: {
-		if (!strcmp(method, "DELETE")) {
-			code = inv_function_remove(q->name, &body);
-			return send_json(c, (unsigned)code, body, NULL);
-		}
-		struct inv_function *f = inv_function_get(q->name);
-
-		if (!f)
-			return send_error(c, 404, "no function %s", q->name);
-		body = inv_function_describe(f);
-		inv_function_unref(f);
-		return send_json(c, 200, body, NULL);
-	}
+		code = inv_function_remove(q->name, &body);
+		break;
 	case R_SNAPSHOT:
 		code = inv_function_resnapshot(q->name, &body);
-		return send_json(c, (unsigned)code, body, NULL);
+		break;
 	case R_CALL:
-		body = inv_call_get(q->id);
-		return body ? send_json(c, 200, body, NULL) : send_error(c, 404, "no call %s (or it is too old)", q->id);
-	case R_LOGS: {
-		const char *name = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "name");
-		const char *tail = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "tail");
-		long n = 100;
-		char *end;
-
-		if (!name || !inv_name_valid(name))
-			return send_error(c, 400, "name= must be a function name");
-		/* digits only: strtol would take " 5" (tail=%205) and "+5" too */
-		if (tail && (!*tail || strspn(tail, "0123456789") != strlen(tail) || strlen(tail) > 6 ||
-			     (n = strtol(tail, &end, 10)) < 1 || n > 100000))
-			return send_error(c, 400, "tail= must be 1..100000");
-		struct inv_function *f = inv_function_get(name);
-		if (!f)
-			return send_error(c, 404, "no function %s", name);
-		body = json_pack("{s:s,s:o}", "name", name, "instances", inv_instances_logs(f, (unsigned)n));
-		inv_function_unref(f);
-		return send_json(c, 200, body, NULL);
-	}
+		if ((call = inv_call_get(q->id)))
+			put_json(q, 200, call, NULL);
+		else
+			put_error(q, 404, "no call %s (or it is too old)", q->id);
+		return;
+	case R_LOGS:
+		logs(q);
+		return;
 	case R_INVOKE:
 	case R_ASYNC:
-		return invoke(c, q);
+		invoke(q);
+		return;
 	case R_EXPORT:
 		code = inv_export_describe(q->name, &body);
-		return send_json(c, (unsigned)code, body, NULL);
+		break;
 	case R_EXPORT_FILE:
-		return export_file(c, q);
+	case R_CKPT_FILE:
+		file_range(q);
+		return;
 	case R_CHECKPOINT:
 		code = inv_checkpoint_request(q->name, q->instance, q->body.bytes, q->body.len, &body);
-		return send_json(c, (unsigned)code, body, NULL);
+		break;
 	case R_MIGRATE:
 		code = inv_migrate_request(q->name, q->instance, q->body.bytes, q->body.len, &body);
-		return send_json(c, (unsigned)code, body, NULL);
+		break;
 	case R_INSTANCES:
 		code = inv_migrate_receive(q->name, q->body.bytes, q->body.len, &body);
-		return send_json(c, (unsigned)code, body, NULL);
-	case R_CKPT_FILE:
-		return checkpoint_file(c, q);
+		break;
 	case R_MIGRATION:
-		code = inv_migration_get(q->id, !strcmp(method, "DELETE"), &body);
-		return send_json(c, (unsigned)code, body, NULL);
+		code = inv_migration_get(q->id, q->del, &body);
+		break;
 	case R_RENDEZVOUS:
 		code = inv_rendezvous_describe(q->name, &body);
-		return send_json(c, (unsigned)code, body, NULL);
+		break;
 	default:
-		return send_error(c, 404, "no such route");
+		put_error(q, 404, "no such route");
+		return;
 	}
+	put_json(q, (unsigned)code, body, NULL);
+}
+
+/* The first look at a request, its headers in: true when it is taken (its
+ * body, if any, comes next), false with the refusal in q. */
+static bool admit(struct MHD_Connection *c, struct req *q, const char *url, const char *method)
+{
+	const char *cl, *te;
+	unsigned long long want = 0;
+	int r;
+
+	if (q->bad_uri) {
+		put_error(q, 400, "a NUL or control character in the URL");
+		return false;
+	}
+	if (!origin_ok(c)) {
+		put_error(q, 403, "Host or Origin is not this invoker (see --allow-host)");
+		return false;
+	}
+	r = route(url, q);
+	if (r == 404) {
+		put_error(q, 404, "no route %s", url);
+		return false;
+	}
+	if (!method_ok(q->route, method)) {
+		const char *const h[] = { "Allow", allowed(q->route), NULL };
+
+		put_json(q, 405, json_pack("{s:s}", "error", "method not allowed"), h);
+		return false;
+	}
+	q->post = !strcmp(method, "POST");
+	q->del = !strcmp(method, "DELETE");
+	if (!authorized(c, q->route)) {
+		const char *const h[] = { "WWW-Authenticate", "Bearer", NULL };
+
+		put_json(q, 401, json_pack("{s:s}", "error", "missing or bad bearer token"), h);
+		return false;
+	}
+	if (r == 400) {
+		put_error(q, 400, "bad function name (must match [a-z0-9][a-z0-9-]{0,62})");
+		return false;
+	}
+	cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+	te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
+	if (cl) {
+		char *end;
+
+		errno = 0;
+		want = strtoull(cl, &end, 10);
+		if (errno || end == cl || *end || *cl == '-') {
+			put_error(q, 400, "bad Content-Length");
+			return false;
+		}
+	}
+	if (q->route != R_INVOKE && q->route != R_ASYNC && (q->post && q->route == R_FUNCS ? true : (want > 0 || te)) &&
+	    !ctype_json(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type"))) {
+		put_error(q, 415, "the body must be Content-Type: application/json");
+		return false;
+	}
+	if (q->route == R_INVOKE || q->route == R_ASYNC) {
+		q->f = inv_function_get(q->name);
+		if (!q->f) {
+			put_error(q, 404, "no function %s", q->name);
+			return false;
+		}
+		inv_body_init(&q->body, q->f->limits.max_body_bytes, true);
+	} else {
+		inv_body_init(&q->body, q->route == R_FUNCS || q->route == R_INSTANCES ? DEPLOY_BODY_MAX :
+			      q->route == R_CHECKPOINT || q->route == R_MIGRATE ? 8192 : 0, false);
+	}
+	/* admitted or refused before a byte of it is buffered */
+	if ((r = inv_body_admit(&q->body, want)) < 0) {
+		put_body_error(q, r);
+		return false;
+	}
+	inv_conns_headers(c, want > 0 || te);
+	return true;
+}
+
+/* A worker lane runs the route, then hands the connection back to MHD,
+ * which calls handler() again: q->resp is the answer. */
+static void run_request(struct inv_job *job)
+{
+	struct req *q = (struct req *)job;
+
+	dispatch(q);
+	atomic_fetch_sub(&inv_http_active, 1);
+	MHD_resume_connection(q->c);   /* q is MHD's again from here */
 }
 
 static MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -616,10 +763,6 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *url, 
 	struct req *q = *con_cls;
 
 	if (!q || !q->started) {
-		const char *cl, *te;
-		unsigned long long want = 0;
-		int r;
-
 		if (!q) {
 			if (!(q = calloc(1, sizeof(*q))))
 				return MHD_NO;
@@ -628,78 +771,59 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *url, 
 		*con_cls = q;
 		atomic_fetch_add(&inv_http_open, 1);
 		q->started = true;
-		if (q->bad_uri)
-			return send_error(c, 400, "a NUL or control character in the URL");
-		if (!origin_ok(c))
-			return send_error(c, 403, "Host or Origin is not this invoker (see --allow-host)");
-		r = route(url, q);
-		if (r == 404)
-			return send_error(c, 404, "no route %s", url);
-		if (!method_ok(q->route, method)) {
-			const char *const h[] = { "Allow", allowed(q->route), NULL };
-
-			return send_json(c, 405, json_pack("{s:s}", "error", "method not allowed"), h);
-		}
-		if (!authorized(c, q->route)) {
-			const char *const h[] = { "WWW-Authenticate", "Bearer", NULL };
-
-			return send_json(c, 401, json_pack("{s:s}", "error", "missing or bad bearer token"), h);
-		}
-		if (r == 400)
-			return send_error(c, 400, "bad function name (must match [a-z0-9][a-z0-9-]{0,62})");
-		cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-		te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
-		if (cl) {
-			char *end;
-
-			errno = 0;
-			want = strtoull(cl, &end, 10);
-			if (errno || end == cl || *end || *cl == '-')
-				return send_error(c, 400, "bad Content-Length");
-		}
-		if (q->route != R_INVOKE && q->route != R_ASYNC && (!strcmp(method, "POST") && q->route == R_FUNCS ?
-		    true : (want > 0 || te)) &&
-		    !ctype_json(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type")))
-			return send_error(c, 415, "the body must be Content-Type: application/json");
-		if (q->route == R_INVOKE || q->route == R_ASYNC) {
-			q->f = inv_function_get(q->name);
-			if (!q->f)
-				return send_error(c, 404, "no function %s", q->name);
-			inv_body_init(&q->body, q->f->limits.max_body_bytes, true);
-		} else {
-			inv_body_init(&q->body, q->route == R_FUNCS || q->route == R_INSTANCES ? DEPLOY_BODY_MAX :
-				      q->route == R_CHECKPOINT || q->route == R_MIGRATE ? 8192 : 0, false);
-		}
-		/* admitted or refused before a byte of it is buffered */
-		if ((r = inv_body_admit(&q->body, want)) < 0)
-			return send_body_error(c, q, r);
-		return MHD_YES;
+		return admit(c, q, url, method) ? MHD_YES : reply(c, q);
 	}
+	if (q->queued)          /* back from its worker */
+		return reply(c, q);
 	if (*upload_size) {
+		inv_conns_body(c, *upload_size);
 		if (!q->body_err)   /* after an error, drop the rest and answer at the end */
 			q->body_err = inv_body_add(&q->body, upload, *upload_size);
 		*upload_size = 0;
 		return MHD_YES;
 	}
+	inv_conns_busy(c);
 	if (!q->body_err)
 		q->body_err = inv_body_finish(&q->body);
-	if (q->body_err)
-		return send_body_error(c, q, q->body_err);
-	if ((q->route == R_INVOKE || q->route == R_ASYNC) && !q->f->ready)
-		return send_error(c, 503, "function %s is being deployed", q->name);
+	if (q->body_err) {
+		put_body_error(q, q->body_err);
+		return reply(c, q);
+	}
+	if ((q->route == R_INVOKE || q->route == R_ASYNC) && !q->f->ready) {
+		put_error(q, 503, "function %s is being deployed", q->name);
+		return reply(c, q);
+	}
+	if (q->route == R_HEALTH || q->route == R_READY) {   /* never block: answered here */
+		dispatch(q);
+		return reply(c, q);
+	}
+	/* the rest may block: on a worker lane, the connection suspended meanwhile */
+	q->c = c;
+	q->queued = true;
+	q->job.run = run_request;
 	atomic_fetch_add(&inv_http_active, 1);
-	MHD_RESULT ret = dispatch(c, method, q);
-	atomic_fetch_sub(&inv_http_active, 1);
-	return ret;
+	MHD_suspend_connection(c);
+	if (inv_work_submit(q->route == R_INVOKE || q->route == R_ASYNC || q->route == R_CALL ? INV_LANE_CALLS :
+			    INV_LANE_ADMIN, &q->job) < 0) {
+		atomic_fetch_sub(&inv_http_active, 1);
+		put_json(q, 503, json_pack("{s:s}", "error", "the invoker cannot start a thread for the request; retry"),
+			 (const char *const[]){ "Retry-After", "1", NULL });
+		MHD_resume_connection(c);
+	}
+	return MHD_YES;
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t)
 {
 	struct req *q = *con_cls;
 
+	inv_conns_done(c);
 	if (!q)
 		return;
-	atomic_fetch_sub(&inv_http_open, 1);
+	if (q->started)
+		atomic_fetch_sub(&inv_http_open, 1);
+	if (q->resp)
+		MHD_destroy_response(q->resp);
 	inv_function_unref(q->f);
 	inv_body_exit(&q->body);
 	free(q);
@@ -744,8 +868,10 @@ struct MHD_Daemon *inv_http_start(const char *listen, char *err, size_t errlen)
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV }, *ai;
 	char host[256], port[16];
 	struct MHD_Daemon *d;
-	/* poll, not select: connections may have descriptors past FD_SETSIZE */
-	unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
+	/* A few polling threads (epoll: no FD_SETSIZE bound); handlers that may
+	 * block run on worker lanes with their connection suspended. */
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+			 MHD_USE_ERROR_LOG;
 	int r;
 
 	if (split_listen(listen, host, sizeof(host), port, sizeof(port)) < 0) {
@@ -761,16 +887,75 @@ struct MHD_Daemon *inv_http_start(const char *listen, char *err, size_t errlen)
 	snprintf(listen_host, sizeof(listen_host), "%s", host);
 	snprintf(listen_port, sizeof(listen_port), "%s", port);
 	listen_wildcard = !strcmp(host, "0.0.0.0") || !strcmp(host, "::");
-	/* A short idle timeout and a cap per client address: half-sent requests
-	 * hold a connection (and its thread) for seconds, not minutes. */
+	inv_work_init(inv_cfg.http_workers, INV_ADMIN_WORKERS);
+	if ((r = inv_conns_start(inv_cfg.header_timeout_s, inv_cfg.min_body_rate)) < 0) {
+		freeaddrinfo(ai);
+		snprintf(err, errlen, "cannot start the connection sweeper: %s", strerror(-r));
+		return NULL;
+	}
+	/* Bounds on what clients hold: connections in all and per address, the
+	 * deadlines of http_conns.c, and an idle timeout for readers that stop. */
 	d = MHD_start_daemon(flags, 0, NULL, NULL, handler, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+			     MHD_OPTION_THREAD_POOL_SIZE, inv_cfg.http_threads,
 			     MHD_OPTION_URI_LOG_CALLBACK, uri_seen, NULL,
 			     MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+			     MHD_OPTION_NOTIFY_CONNECTION, inv_conns_notify, NULL,
 			     MHD_OPTION_CONNECTION_LIMIT, inv_cfg.max_connections,
 			     MHD_OPTION_PER_IP_CONNECTION_LIMIT, inv_cfg.max_connections_per_ip,
 			     MHD_OPTION_CONNECTION_TIMEOUT, inv_cfg.conn_timeout_s, MHD_OPTION_END);
 	freeaddrinfo(ai);
-	if (!d)
+	if (!d) {
+		inv_conns_stop();
 		snprintf(err, errlen, "cannot listen on %s (in use, or not an address of this host)", listen);
+	}
 	return d;
+}
+
+static unsigned connections(struct MHD_Daemon *d)
+{
+	const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+
+	return di ? di->num_connections : 0;
+}
+
+/* New connections are no longer made: a filter on the listening socket drops
+ * SYNs (and handshakes' last ACKs), so that once MHD has accepted those
+ * already made, closing it resets none with a request in it. The clients'
+ * SYNs are refused when it closes. */
+static void refuse_new(struct MHD_Daemon *d)
+{
+	const union MHD_DaemonInfo *li = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
+	struct sock_filter drop = BPF_STMT(BPF_RET | BPF_K, 0);
+	struct sock_fprog prog = { .len = 1, .filter = &drop };
+
+	if (li && setsockopt(li->listen_fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) == 0)
+		usleep(100 * 1000);   /* MHD accepts the backlog meanwhile */
+}
+
+bool inv_http_stop(struct MHD_Daemon *d, double wait_s)
+{
+	double end = phos_now() + wait_s;
+	MHD_socket ls;
+
+	/* No new connections; those open finish the request they are in (each
+	 * answer says Connection: close); a connection between requests is
+	 * closed. */
+	refuse_new(d);
+	ls = MHD_quiesce_daemon(d);
+	if (ls != MHD_INVALID_SOCKET)
+		close(ls);
+	do {
+		inv_conns_close_waiting();
+		if (connections(d) == 0 && inv_work_pending() == 0)
+			break;
+		usleep(20 * 1000);
+	} while (phos_now() < end);
+	if (inv_work_pending()) {
+		/* MHD cannot stop with a connection suspended */
+		fprintf(stderr, "phos-invoker: %u requests still running; not waiting for them\n", inv_work_pending());
+		return false;
+	}
+	MHD_stop_daemon(d);
+	inv_conns_stop();
+	return true;
 }

@@ -191,8 +191,12 @@ struct inv_config {
 #define INV_MAX_ALLOW_HOSTS 16
 	const char *allow_hosts[INV_MAX_ALLOW_HOSTS]; /* --allow-host: further Host names */
 	unsigned n_allow_hosts;
-	unsigned conn_timeout_s;     /* --conn-timeout */
+	unsigned conn_timeout_s;     /* --conn-timeout: idle */
+	unsigned header_timeout_s;   /* --header-timeout: a request's headers, whole */
+	unsigned min_body_rate;      /* --min-body-rate: bytes/s of a body being sent */
 	unsigned max_connections, max_connections_per_ip;
+	unsigned http_threads;       /* --http-threads: polling threads */
+	unsigned http_workers;       /* --http-workers: threads running calls */
 	uint64_t body_memory;        /* --body-memory: request bodies held in memory at once */
 	uint64_t body_spill;         /* --body-spill: invocation bodies over it go to a file (0: never) */
 	uint64_t body_disk;          /* --body-disk: spilled request bodies at once */
@@ -501,7 +505,14 @@ char *inv_metrics_render(void);   /* malloc'ed */
 
 /* http.c */
 struct MHD_Daemon;
+/* Requests of token holders that may block run on at most this many threads. */
+#define INV_ADMIN_WORKERS 64
 struct MHD_Daemon *inv_http_start(const char *listen, char *err, size_t errlen);
+/* Stops listening; lets the open connections finish the request they are in
+ * for at most wait_s (closing those between requests), then stops the
+ * daemon: true. False when requests still run on workers: the daemon is left
+ * as it is, and the process is to end without tearing down what they use. */
+bool inv_http_stop(struct MHD_Daemon *d, double wait_s);
 bool inv_listen_is_loopback(const char *listen);
 /* Shortens every absolute path in msg to its last component, in place: error
  * bodies of invocations reach callers without a token. */

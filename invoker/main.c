@@ -68,9 +68,17 @@ static void usage(FILE *f)
 		"  --protect-invoke       require the token for /function/* and /async-function/* too\n"
 		"  --allow-host NAME      a further Host name (or name:port) clients may use (repeatable): other\n"
 		"                         Host or Origin headers than the listen address and localhost get 403\n"
-		"  --conn-timeout S       close a connection idle (or sending its request) for S seconds (default 10)\n"
-		"  --max-connections N    open connections in all (default 2048)\n"
-		"  --max-connections-per-ip N  open connections of one client address (default 1024)\n"
+		"  --conn-timeout S       close a connection idle for S seconds (a reader that stops; default 10)\n"
+		"  --header-timeout S     close a connection whose request headers are not all in S seconds after\n"
+		"                         its accept or its previous answer (default 5): bytes that trickle in\n"
+		"                         do not extend it\n"
+		"  --min-body-rate N      close a connection sending its request body slower than N bytes/s on\n"
+		"                         average, counted after a grace of --header-timeout (default 1024)\n"
+		"  --max-connections N    open connections in all (default 8192)\n"
+		"  --max-connections-per-ip N  open connections of one client address (default 256)\n"
+		"  --http-threads N       threads polling the connections (default 4)\n"
+		"  --http-workers N       threads running calls at once, the rest queued (default 256); requests\n"
+		"                         of token holders have 64 more of their own\n"
 		"  --body-memory N        bytes of request bodies held in memory at once, across all requests\n"
 		"                         (default 536870912): a body that would go over it is refused with 503\n"
 		"  --body-spill N         an invocation body over N bytes is kept in an unlinked file in\n"
@@ -171,15 +179,10 @@ static bool wait_until_not(bool (*cond)(void), double timeout_s)
 	return !cond();
 }
 
-static bool requests_open(void)
-{
-	return atomic_load(&inv_http_open) != 0;
-}
-
 /* Drain: new calls get 503 (and every answer says Connection: close, so that
  * keep-alive clients do not send into a closing daemon); running ones have
  * drain_s to finish; then the abort eventfd ends those still running, which
- * answer 503; answers in flight are let out before the daemon stops. */
+ * answer 503. inv_http_stop then lets the answers in flight out. */
 static void drain(unsigned drain_s)
 {
 	fprintf(stderr, "phos-invoker: %s, draining (at most %u s)\n", strsignal(stop_signal), drain_s);
@@ -193,9 +196,6 @@ static void drain(unsigned drain_s)
 		if (!wait_until_not(busy, 10))
 			fprintf(stderr, "phos-invoker: calls still running 10 s after the drain limit; stopping anyway\n");
 	}
-	/* Requests between their headers and their last answer byte (a keep-alive
-	 * one that came in during the drain included) get their answer. */
-	wait_until_not(requests_open, 2);
 }
 
 /* STATE/listen: where we listen, so that phos-fn sends STATE's admin token to
@@ -232,6 +232,10 @@ int main(int argc, char **argv)
 		{ "allow-host", required_argument, NULL, 'A' }, { "conn-timeout", required_argument, NULL, 'T' },
 		{ "max-connections", required_argument, NULL, 'C' },
 		{ "max-connections-per-ip", required_argument, NULL, 'I' },
+		{ "header-timeout", required_argument, NULL, '1' },
+		{ "min-body-rate", required_argument, NULL, '2' },
+		{ "http-threads", required_argument, NULL, '3' },
+		{ "http-workers", required_argument, NULL, '4' },
 		{ "body-memory", required_argument, NULL, 'B' },
 		{ "body-spill", required_argument, NULL, 'b' },
 		{ "body-disk", required_argument, NULL, 'k' },
@@ -268,8 +272,12 @@ int main(int argc, char **argv)
 	phos_log_init("phos-invoker", PHOS_LOG_WARN);
 	inv_cfg.max_body_bytes = 16u << 20;
 	inv_cfg.conn_timeout_s = 10;
-	inv_cfg.max_connections = 2048;
-	inv_cfg.max_connections_per_ip = 1024;
+	inv_cfg.max_connections = 8192;
+	inv_cfg.max_connections_per_ip = 256;
+	inv_cfg.header_timeout_s = 5;
+	inv_cfg.min_body_rate = 1024;
+	inv_cfg.http_threads = 4;
+	inv_cfg.http_workers = 256;
 	inv_cfg.body_memory = 512u << 20;
 	inv_cfg.body_spill = 1u << 20;
 	inv_cfg.body_disk = 4ull << 30;
@@ -418,7 +426,7 @@ int main(int argc, char **argv)
 			}
 			inv_cfg.allow_hosts[inv_cfg.n_allow_hosts++] = optarg;
 			break;
-		case 'T': case 'C': case 'I': case 'B': case 'b': case 'k': {
+		case 'T': case 'C': case 'I': case 'B': case 'b': case 'k': case '1': case '2': case '3': case '4': {
 			static const struct { int opt; const char *name; unsigned long long lo, hi; } lim[] = {
 				{ 'T', "--conn-timeout", 1, 3600 },
 				{ 'C', "--max-connections", 1, 65536 },
@@ -426,6 +434,10 @@ int main(int argc, char **argv)
 				{ 'B', "--body-memory", 1u << 20, 1ull << 40 },
 				{ 'b', "--body-spill", 0, 1ull << 40 },
 				{ 'k', "--body-disk", 1u << 20, 1ull << 50 },
+				{ '1', "--header-timeout", 1, 3600 },
+				{ '2', "--min-body-rate", 0, 1u << 30 },
+				{ '3', "--http-threads", 1, 64 },
+				{ '4', "--http-workers", 1, 4096 },
 			};
 			unsigned long long v;
 			char *end;
@@ -449,6 +461,14 @@ int main(int argc, char **argv)
 				inv_cfg.body_memory = v;
 			else if (c == 'b')
 				inv_cfg.body_spill = v;
+			else if (c == '1')
+				inv_cfg.header_timeout_s = (unsigned)v;
+			else if (c == '2')
+				inv_cfg.min_body_rate = (unsigned)v;
+			else if (c == '3')
+				inv_cfg.http_threads = (unsigned)v;
+			else if (c == '4')
+				inv_cfg.http_workers = (unsigned)v;
 			else
 				inv_cfg.body_disk = v;
 			break;
@@ -597,7 +617,10 @@ int main(int argc, char **argv)
 	}
 
 	drain(drain_s);
-	MHD_stop_daemon(d);
+	if (!inv_http_stop(d, 2)) {
+		fprintf(stderr, "phos-invoker: stopped with requests still running\n");
+		_exit(1);
+	}
 	inv_calls_stop();
 	inv_reaper_stop();
 	inv_registry_exit();

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "invoker.h"
+#include "http_server.h"
 
 static const double bucket_le[INV_BUCKETS] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120 };
 
@@ -156,6 +157,14 @@ char *inv_metrics_render(void)
 			   "# TYPE phos_migrate_prepared_total counter\nphos_migrate_prepared_total %llu\n",
 			held, (unsigned long long)total);
 	}
+	fprintf(o, "# HELP phos_http_connections_cut_total Connections closed for their deadline (--header-timeout, "
+		   "--min-body-rate).\n# TYPE phos_http_connections_cut_total counter\n"
+		   "phos_http_connections_cut_total %llu\n"
+		   "# HELP phos_http_worker_threads Threads running requests that may block.\n"
+		   "# TYPE phos_http_worker_threads gauge\nphos_http_worker_threads %u\n"
+		   "# HELP phos_http_requests_pending Requests queued or running on those threads.\n"
+		   "# TYPE phos_http_requests_pending gauge\nphos_http_requests_pending %u\n",
+		(unsigned long long)inv_conns_cut(), inv_work_threads(), inv_work_pending());
 	if (inv_cfg.pool) {
 		unsigned idle = 0, busy = 0, starting = 0, pending = 0;
 
