@@ -364,13 +364,13 @@ class CriuCold:
 # ---- phos -----------------------------------------------------------------
 
 class Invoker:
-    def __init__(self, state, extra):
+    def __init__(self, state, extra, binary=None):
         self.port = free_port()
         self.log = open(os.path.join(A.workdir, f"invoker-{self.port}.log"), "w")
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)
         env.setdefault("PHOS_LOG", "info")
-        self.p = subprocess.Popen([os.path.join(A.build, "invoker", "phos-invoker"), "--listen",
+        self.p = subprocess.Popen([binary or os.path.join(A.build, "invoker", "phos-invoker"), "--listen",
                                    f"127.0.0.1:{self.port}", "--state-dir", state, "--device", A.device, *extra],
                                   stdout=self.log, stderr=subprocess.STDOUT, env=env)
         for _ in range(600):

@@ -65,19 +65,29 @@ def proc_sample(pid):
 LOADGEN = None
 
 
-def loadgen(build, port, c, secs):
+def loadgen(build, port, c, secs, grace=120):
     p = subprocess.run([LOADGEN or os.path.join(build, "bench", "loadgen"), "127.0.0.1", str(port), "/function/vecadd",
-                        REQUEST, str(c), str(secs)], capture_output=True, text=True, timeout=secs + 120)
+                        REQUEST, str(c), str(secs)], capture_output=True, text=True, timeout=secs + grace)
     if p.returncode != 0:
         raise RuntimeError(f"loadgen c={c}: {p.stderr[-1000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def trickle_case(a, inv):
+def trickle_case(a, inv, system="phos-invoker"):
     """The well-behaved client alone, then among a.trickle trickling connections."""
-    case = f"trickle-{a.trickle}x{a.trickle_sources}"
-    alone = loadgen(a.build, inv.port, 1, a.seconds)
-    total = 6 + 2 * a.seconds + 4
+    case = f"trickle-{a.trickle}x{a.trickle_sources}" + ("" if system == "phos-invoker" else f"-{system}")
+
+    def measure(c):
+        try:
+            r = loadgen(a.build, inv.port, c, a.seconds, grace=20)
+            if not r["requests"]:   # no answer at all: no latency to speak of
+                r.update(p50_ms=None, p99_ms=None, locked_out=True)
+            return r
+        except (RuntimeError, subprocess.TimeoutExpired) as e:   # locked out: no connection at all
+            return {"p50_ms": None, "p99_ms": None, "rps": 0.0, "errors": None, "status": {}, "failed": str(e)[-300:]}
+
+    alone = measure(1)
+    total = 3600   # ended below
     tp = subprocess.Popen([os.path.join(a.build, "bench", "trickle"), "127.0.0.1", str(inv.port), str(a.trickle),
                            str(a.trickle_sources), str(total), "1000"], stdout=subprocess.PIPE, text=True)
     samples, stop = [], threading.Event()
@@ -90,28 +100,37 @@ def trickle_case(a, inv):
     th = threading.Thread(target=sampler, daemon=True)
     th.start()
     time.sleep(6)     # every connection opened, the first ones past --header-timeout
-    under1 = loadgen(a.build, inv.port, 1, a.seconds)
-    under8 = loadgen(a.build, inv.port, 8, a.seconds)
-    out, _ = tp.communicate(timeout=total + 60)
+    under1 = measure(1)
+    under8 = measure(8)
+    tp.terminate()
+    out, _ = tp.communicate(timeout=60)
     stop.set()
     th.join()
     t = json.loads(out.strip().splitlines()[-1])
-    _, m, _, _ = C.call(inv.port, "GET", "/metrics")
+    try:
+        _, m, _, _ = C.call(inv.port, "GET", "/metrics", timeout=10)
+    except OSError:
+        m = b""
     cut = [int(ln.split()[1]) for ln in m.decode(errors="replace").splitlines()
            if ln.startswith("phos_http_connections_cut_total ")]
+    mark = len(records)
     record(case, "p50_alone_c1", alone["p50_ms"], "ms")
     record(case, "p99_alone_c1", alone["p99_ms"], "ms")
     record(case, "p50_c1", under1["p50_ms"], "ms")
     record(case, "p99_c1", under1["p99_ms"], "ms")
     record(case, "p99_c8", under8["p99_ms"], "ms")
+    record(case, "requests_per_s_c1", round(under1["rps"], 1), "req/s")
     record(case, "requests_per_s_c8", round(under8["rps"], 1), "req/s")
-    record(case, "errors", under1["errors"] + under8["errors"], "requests",
-           status=[under1["status"], under8["status"]])
-    record(case, "p99_ratio_to_alone", round(under1["p99_ms"] / max(alone["p99_ms"], 1e-3), 2), "x")
+    record(case, "errors", [under1["errors"], under8["errors"]], "requests",
+           status=[under1["status"], under8["status"]], failed=[under1.get("failed"), under8.get("failed")])
+    if under1["p99_ms"] is not None and alone["p99_ms"]:
+        record(case, "p99_ratio_to_alone", round(under1["p99_ms"] / max(alone["p99_ms"], 1e-3), 2), "x")
     record(case, "trickling_open_median", t["open_median"], "connections", trickle=t)
     record(case, "cut_by_deadline", cut[0] if cut else None, "connections")
     record(case, "invoker_threads_rest_max", [rest[2], max(s[2] for s in samples)], "threads")
     record(case, "invoker_fds_rest_max", [rest[1], max(s[1] for s in samples)], "fds")
+    for r in records[mark:]:
+        r["system"] = system
 
 
 def main():
@@ -125,6 +144,8 @@ def main():
                     help="(an older invoker, for a comparison, knows fewer options)")
     ap.add_argument("--trickle", type=int, default=4096, help="trickling connections (0: none)")
     ap.add_argument("--trickle-sources", type=int, default=8)
+    ap.add_argument("--baseline-invoker", help="an older phos-invoker to run the trickle case on too, in the same "
+                    "run, with its own defaults (as NAME=PATH)")
     ap.add_argument("--name", default="load", help="results as bench/results/NAME.json")
     ap.add_argument("--loadgen", help="the load generator (default BUILD_DIR/bench/loadgen)")
     a = ap.parse_args()
@@ -161,6 +182,21 @@ def main():
             record(case, "invoker_rss", rss, "KiB")
         if a.trickle > 0:
             trickle_case(a, inv)
+            if a.baseline_invoker:
+                name, path = a.baseline_invoker.split("=", 1)
+                old = C.Invoker(os.path.join(a.workdir, "state-old"), ["--pool", "2"], binary=path)
+                try:
+                    st, body, _, _ = C.call(old.port, "POST", "/system/functions",
+                                            {"name": "vecadd", "program": prog, "args": ["--elements", "1024"],
+                                             "device": "sim", "limits": {"max_instances": 4, "max_inflight": 1024,
+                                                                         "timeout_ms": 60000, "idle_ms": 3600000}})
+                    if st != 201:
+                        raise RuntimeError(f"deploy on {name}: {st} {body[:500]!r}")
+                    for _ in range(20):
+                        C.call(old.port, "POST", "/function/vecadd", REQUEST)
+                    trickle_case(a, old, system=name)
+                finally:
+                    old.stop()
         if a.soak > 0:
             samples = []
             stop = threading.Event()

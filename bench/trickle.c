@@ -8,13 +8,14 @@
  *
  *   trickle HOST PORT CONNECTIONS SOURCES SECONDS INTERVAL_MS
  *
- * Prints one JSON line: connects made, connects refused or failed, closed
+ * It ends after SECONDS, or at SIGTERM. Prints one JSON line: connects made, connects refused or failed, closed
  * by the server, and the connections open (established from here) sampled
  * each second: min, median, max. Only loopback addresses are accepted.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,13 @@ struct slot {
 	double next;            /* next byte, or next connect */
 	struct in_addr src;
 };
+
+static volatile sig_atomic_t stop;
+
+static void on_term(int sig)
+{
+	stop = 1;
+}
 
 static double now(void)
 {
@@ -87,6 +95,7 @@ int main(int argc, char **argv)
 	ep = epoll_create1(0);
 	if (ep < 0)
 		return 1;
+	signal(SIGTERM, on_term);
 	for (int i = 0; i < n; i++) {
 		slots[i].fd = -1;
 		slots[i].src.s_addr = htonl(0x7f000002u + (uint32_t)(i % sources));
@@ -94,7 +103,7 @@ int main(int argc, char **argv)
 	}
 	t_end = now() + secs;
 	next_sample = now() + 1;
-	while (now() < t_end) {
+	while (!stop && now() < t_end) {
 		double t = now();
 		int k = epoll_wait(ep, evs, 512, 5);
 
