@@ -302,9 +302,15 @@ int inv_image_run_as_check(const char *dir, const char *criu_dir, char *err, siz
 					.caps = !u && geteuid() == 0 };
 	char cpu[PATH_MAX];
 
+	int r;
+
 	if ((size_t)snprintf(cpu, sizeof(cpu), "%s/%s", dir, criu_dir) >= sizeof(cpu))
 		return -ENAMETOOLONG;
-	return phos_criu_image_users(cpu, &want, err, errlen);
+	r = phos_criu_image_users(cpu, &want, err, errlen);
+	/* the files CRIU opens as root for it: only those its user may open */
+	if (r == 0 && u)
+		r = phos_criu_image_files(cpu, u->uid, u->gid, err, errlen);
+	return r;
 }
 
 /* Fetches and checks the export document; the function's entry in ret_entry. */

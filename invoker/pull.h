@@ -89,7 +89,9 @@ int pull_fail(struct pull *p, int code, int rc, char *err, size_t errlen, const 
 /* Whether the CRIU image of the snapshot or checkpoint at dir (its cpu/ is
  * criu_dir) runs as this invoker runs its functions (--run-as: that user
  * without capabilities; else ours): a peer's image keeps the user the peer
- * gave it, so one that does not is refused (-EPERM, why in err). */
+ * gave it, so one that does not is refused (-EPERM, why in err). With
+ * --run-as, every regular file the image has open must be one that user may
+ * open here too (CRIU opens them as root). */
 int inv_image_run_as_check(const char *dir, const char *criu_dir, char *err, size_t errlen);
 /* A remove of the name or the drain asked the pull to stop. */
 bool pull_cancelled(const struct pull *p);

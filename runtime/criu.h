@@ -204,6 +204,14 @@ struct phos_criu_creds {
  * -EPERM with the first that does not in err; -EBADMSG for an image that
  * says no such thing (no task, no credentials, a bad core image). */
 int phos_criu_image_users(const char *dir, const struct phos_criu_creds *want, char *err, size_t errlen);
+/* 0 when uid/gid (without supplementary groups) may open every regular file
+ * of the CRIU image in dir as the image has it open (read, write or both;
+ * directories: read), or when the file is gone here (CRIU restores those from
+ * the image); -EPERM naming the first that it may not in err: a restore
+ * opens them as root, before the tasks get their own credentials, and would
+ * hand them to the task. -EBADMSG for a malformed files.img. Forks a child
+ * to try the opens as that user. */
+int phos_criu_image_files(const char *dir, uid_t uid, gid_t gid, char *err, size_t errlen);
 
 /* Lets a tree restored with PHOS_CRIU_STOPPED run: SIGCONT to pid and every
  * descendant of it (at most 256 processes; a process the restore made has

@@ -20,18 +20,30 @@
  * The reader walks protobuf's wire format by hand (varints and
  * length-delimited fields, bounded by the entry): it needs eleven numbers, not
  * a protobuf library.
+ *
+ * The files a restore opens (phos_criu_image_files): CRIU opens every regular
+ * file of the image (a descriptor, a mapping, the cwd and root) by its path,
+ * as root, before it gives the tasks their credentials; an image that names
+ * a file its user may not open would hand the restored task that file. They
+ * are in files.img (the common magic, then FILES_MAGIC; entries as above):
+ *
+ *   file_entry: type 1 (1 = REG), reg 3 ─▶ reg_file_entry: flags 2, name 6,
+ *       mode 10 (the file's st_mode at the dump)
  */
 #include "criu.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -39,6 +51,11 @@
 #define CORE_MAGIC     0x55053847u   /* CRIU's magic.h: "Kolomna" */
 #define CORE_MAX_BYTES (1u << 20)     /* a core entry is a few KiB */
 #define CORE_MAX_FILES 4096
+#define IMG_COMMON_MAGIC 0x54564319u
+#define FILES_MAGIC      0x56303138u   /* "Toropets" */
+#define FILES_MAX_BYTES  (16u << 20)
+#define FILES_MAX        65536
+#define FD_TYPE_REG      1
 
 struct pb {
 	const uint8_t *p, *end;
@@ -213,5 +230,179 @@ int phos_criu_image_users(const char *dir, const struct phos_criu_creds *want, c
 		phos_errf(err, errlen, "%s: no task in the CRIU image", dir);
 		r = -EBADMSG;
 	}
+	return r;
+}
+
+struct reg_file {
+	char *name;   /* malloc'ed */
+	uint32_t flags, mode;
+};
+
+/* reg_file_entry into ret. */
+static bool reg_read(struct pb b, struct reg_file *ret)
+{
+	uint32_t n;
+	unsigned t;
+	uint64_t v;
+	struct pb sub, name = { NULL, NULL };
+
+	ret->flags = ret->mode = 0;
+	while (field(&b, &n, &t, &v, &sub)) {
+		if (n == 2 && t == 0)
+			ret->flags = (uint32_t)v;
+		else if (n == 10 && t == 0)
+			ret->mode = (uint32_t)v;
+		else if (n == 6 && t == 2)
+			name = sub;
+	}
+	if (b.p != b.end || !name.p || name.end == name.p || name.end - name.p >= PATH_MAX ||
+	    memchr(name.p, 0, (size_t)(name.end - name.p)))
+		return false;
+	ret->name = strndup((const char *)name.p, (size_t)(name.end - name.p));
+	return ret->name != NULL;
+}
+
+/* In a child as uid/gid (no supplementary groups): the index of the first
+ * file it may not open as the image has it open, or -1. Only
+ * async-signal-safe calls after the fork. */
+static long first_refused(const struct reg_file *f, size_t n, uid_t uid, gid_t gid, int *ret_errno)
+{
+	int pfd[2], st;
+	long ans[2] = { -1, 0 };
+	pid_t pid;
+
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return -2;
+	pid = fork();
+	if (pid < 0) {
+		close(pfd[0]);
+		close(pfd[1]);
+		return -2;
+	}
+	if (pid == 0) {
+		long out[2] = { -2, 0 };
+
+		if (setgroups(0, NULL) == 0 && setresgid(gid, gid, gid) == 0 && setresuid(uid, uid, uid) == 0) {
+			out[0] = -1;
+			for (size_t i = 0; i < n && out[0] == -1; i++) {
+				int fd = S_ISDIR(f[i].mode) ?
+					open(f[i].name, O_RDONLY | O_DIRECTORY | O_CLOEXEC) :
+					open(f[i].name, (int)(f[i].flags & O_ACCMODE) | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+
+				if (fd >= 0)
+					close(fd);
+				else if (errno != ENOENT)   /* gone: CRIU restores it from the image, not from here */
+					out[0] = (long)i, out[1] = errno;
+			}
+		}
+		(void)!write(pfd[1], out, sizeof(out));
+		_exit(0);
+	}
+	close(pfd[1]);
+	if (read(pfd[0], ans, sizeof(ans)) != (ssize_t)sizeof(ans))
+		ans[0] = -2;
+	close(pfd[0]);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	*ret_errno = (int)ans[1];
+	return ans[0];
+}
+
+int phos_criu_image_files(const char *dir, uid_t uid, gid_t gid, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	struct stat sb;
+	uint8_t *buf = NULL;
+	struct reg_file *files = NULL;
+	size_t n = 0, off = 8;
+	int fd, r = -EBADMSG, why = 0;
+
+	snprintf(path, sizeof(path), "%s/reg-files.img", dir);
+	if (access(path, F_OK) == 0) {   /* CRIU before 3.15 kept them apart: not read here */
+		phos_errf(err, errlen, "reg-files.img: an image of an old CRIU");
+		return -EBADMSG;
+	}
+	if ((size_t)snprintf(path, sizeof(path), "%s/files.img", dir) >= sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		phos_errf(err, errlen, "files.img: %s", strerror(errno));
+		return -errno;
+	}
+	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size < 8 || sb.st_size > FILES_MAX_BYTES) {
+		phos_errf(err, errlen, "files.img: not a CRIU files image (or over %u MiB)", FILES_MAX_BYTES >> 20);
+		goto out;
+	}
+	buf = malloc((size_t)sb.st_size + 1);
+	files = calloc(FILES_MAX, sizeof(*files));
+	if (!buf || !files) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if (pread(fd, buf, (size_t)sb.st_size, 0) != sb.st_size) {
+		phos_errf(err, errlen, "files.img: cut short");
+		goto out;
+	}
+	uint32_t magic[2];
+
+	memcpy(magic, buf, sizeof(magic));
+	if (magic[0] != IMG_COMMON_MAGIC || magic[1] != FILES_MAGIC) {
+		phos_errf(err, errlen, "files.img: not a CRIU files image");
+		goto out;
+	}
+	while (off < (size_t)sb.st_size) {
+		uint32_t len, num;
+		unsigned t;
+		uint64_t v, type = 0;
+		struct pb e, sub, reg = { NULL, NULL };
+
+		if ((size_t)sb.st_size - off < 4 || (memcpy(&len, buf + off, 4), len > (size_t)sb.st_size - off - 4)) {
+			phos_errf(err, errlen, "files.img: an entry past its end");
+			goto out;
+		}
+		e = (struct pb){ buf + off + 4, buf + off + 4 + len };
+		off += 4 + len;
+		while (field(&e, &num, &t, &v, &sub)) {
+			if (num == 1 && t == 0)
+				type = v;
+			else if (num == 3 && t == 2)
+				reg = sub;
+		}
+		if (e.p != e.end) {
+			phos_errf(err, errlen, "files.img: a malformed entry");
+			goto out;
+		}
+		if (type != FD_TYPE_REG)
+			continue;
+		if (n == FILES_MAX) {
+			phos_errf(err, errlen, "files.img: more than %u files", FILES_MAX);
+			r = -E2BIG;
+			goto out;
+		}
+		if (!reg.p || !reg_read(reg, &files[n])) {
+			phos_errf(err, errlen, "files.img: a regular file without a name");
+			goto out;
+		}
+		n++;
+	}
+	r = 0;
+out:
+	if (r == 0) {
+		long bad = first_refused(files, n, uid, gid, &why);
+
+		if (bad == -2) {
+			phos_errf(err, errlen, "cannot check the image's files as uid %u", (unsigned)uid);
+			r = -EIO;
+		} else if (bad >= 0) {
+			phos_errf(err, errlen, "the image opens %s, which uid %u may not open here (%s)", files[bad].name,
+				  (unsigned)uid, strerror(why));
+			r = -EPERM;
+		}
+	}
+	for (size_t i = 0; files && i < n; i++)
+		free(files[i].name);
+	free(files);
+	free(buf);
+	close(fd);
 	return r;
 }

@@ -4,6 +4,8 @@
 // (argv[3] MiB from argv[1], shared between functions given the same seed)
 // and "private" (1 MiB from argv[2]). Each call copies both back and answers
 // their sums, how many inits the log held when init ran, and a call counter.
+// With $PULL_KEEP_OPEN, init opens that file for reading and keeps it open;
+// each call answers its first bytes as "kept" (what a restore handed it).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +19,7 @@ struct state {
 	uint32_t *weights, *priv, *host;
 	size_t n_weights, n_priv;
 	long inits, calls;
+	int kept_fd;
 };
 
 #define CK(x)                                                                                  \
@@ -43,11 +46,22 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 	struct state *st = (struct state *)arg;
 	char *out;
 
+	char kept[33] = "";
+
 	(void)req;
 	st->calls++;
-	if (asprintf(&out, "{\"weights\":%llu,\"private\":%llu,\"inits\":%ld,\"calls\":%ld}",
+	if (st->kept_fd >= 0) {
+		ssize_t n = pread(st->kept_fd, kept, sizeof(kept) - 1, 0);
+
+		kept[n > 0 ? n : 0] = '\0';
+		for (char *c = kept; *c; c++)   /* a JSON string without escapes */
+			if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9')))
+				*c = '_';
+	}
+	if (asprintf(&out, "{\"weights\":%llu,\"private\":%llu,\"inits\":%ld,\"calls\":%ld%s%s%s}",
 		     (unsigned long long)sum_of(st->weights, st->n_weights, st->host),
-		     (unsigned long long)sum_of(st->priv, st->n_priv, st->host), st->inits, st->calls) < 0)
+		     (unsigned long long)sum_of(st->priv, st->n_priv, st->host), st->inits, st->calls,
+		     st->kept_fd >= 0 ? ",\"kept\":\"" : "", kept, st->kept_fd >= 0 ? "\"" : "") < 0)
 		return 500;
 	resp->body = out;
 	resp->len = strlen(out);
@@ -91,6 +105,11 @@ int main(int argc, char **argv)
 
 	if (getenv("PULL_INIT_LOG"))
 		st.inits = log_init(getenv("PULL_INIT_LOG"));
+	st.kept_fd = -1;
+	if (getenv("PULL_KEEP_OPEN") && (st.kept_fd = open(getenv("PULL_KEEP_OPEN"), O_RDONLY)) < 0) {
+		perror(getenv("PULL_KEEP_OPEN"));
+		return 1;
+	}
 	st.n_weights = (mib << 20) / 4;
 	st.n_priv = (1u << 20) / 4;
 	st.host = (uint32_t *)malloc(st.n_weights * sizeof(uint32_t));

@@ -252,6 +252,25 @@ def main():
               f"and the other way: a snapshot of nobody is not pulled by a peer running functions as root: "
               f"{st} {ans}")
         r.stop()
+        # ... nor is one of the right user that holds a file open which that user
+        # may not open here: CRIU opens an image's files as root, before the task
+        # gets its credentials, and would hand it the file. A peer's image may
+        # name any file; here one that was 0644 at the dump and is 0600 now.
+        secret = os.path.join(logdir, "secret")
+        with open(secret, "w") as f:
+            f.write("topsecret42\n")
+        os.chmod(secret, 0o644)
+        st, body = a.call("POST", "/system/functions", {"name": "probe-keep", "program": PROBE, "args": ["7", "6", "1"],
+                                                        "env": {"PULL_KEEP_OPEN": secret}}, timeout=300)
+        check(st == 201, f"deploy probe-keep on A (it keeps {secret} open): {st} {body}")
+        st, out, _ = post_call(a, "probe-keep")
+        check(st == 200 and out.get("kept") == "topsecret42_", f"probe-keep reads the file it holds: {st} {out}")
+        os.chmod(secret, 0o600)
+        pull({"name": "probe-keep", "from": peer, "from_token": token_a},
+             "a snapshot holding a file its user may not open here", 422, ("secret", "uid 65534 may not open"))
+        check(leftovers(b.state, "probe") == [], f"B holds nothing of it: {leftovers(b.state, 'probe')}")
+        st, _ = a.call("DELETE", "/system/functions/probe-keep")
+        check(st == 200, f"probe-keep removed from A: {st}")
 
     # -- A's export routes: the list, and only it
     st, exp = a.call("GET", "/system/functions/probe-one/export")
