@@ -48,6 +48,10 @@ int cli_restore(int argc, char **argv);
  * dumps and restores a small process here, else 1 with the reason. */
 int cli_criu_check(int argc, char **argv);
 
+/* phos-fn peer-token [--state-dir DIR]: prints STATE/peer.token (token.h);
+ * 1 when it is absent or unreadable, saying why. */
+int cli_peer_token(int argc, char **argv);
+
 /*
  * Periodic checkpoints and restart on failure (cli_periodic.c), options of
  * `phos-fn run` (which they make --checkpointable) and `phos-fn restore`:

@@ -181,8 +181,8 @@ static char *read_stdin(size_t *ret_len)
 }
 
 /* deploy --from URL NAME: the invoker pulls NAME's snapshot from the peer at
- * URL, with the peer's admin token from --from-token-file (else
- * $PHOS_FROM_TOKEN_FILE). */
+ * URL, with the peer's peer token (phos-fn peer-token there) from
+ * --from-token-file (else $PHOS_FROM_TOKEN_FILE). */
 static int deploy_from(struct cli_gateway *g, struct args *a, int argc, char **argv, int first)
 {
 	const char *tf = a->from_token_file ? a->from_token_file : getenv("PHOS_FROM_TOKEN_FILE");
@@ -198,8 +198,8 @@ static int deploy_from(struct cli_gateway *g, struct args *a, int argc, char **a
 		return 2;
 	}
 	if (!tf) {
-		fprintf(stderr, "phos-fn: deploy --from needs the peer's admin token: --from-token-file FILE "
-				"(or $PHOS_FROM_TOKEN_FILE)\n");
+		fprintf(stderr, "phos-fn: deploy --from needs the peer's peer token (phos-fn peer-token there): "
+				"--from-token-file FILE (or $PHOS_FROM_TOKEN_FILE)\n");
 		return 2;
 	}
 	if (inv_token_read(tf, &token, err, sizeof(err)) < 0) {
@@ -292,8 +292,8 @@ static int checkpoint(struct cli_gateway *g, struct args *a, const char *name)
 }
 
 /* migrate NAME --to URL: the invoker moves NAME's instance (--instance, else
- * its only one) with its state to the invoker at URL, whose admin token is
- * in --to-token-file (else $PHOS_TO_TOKEN_FILE). */
+ * its only one) with its state to the invoker at URL, whose peer token
+ * (phos-fn peer-token there) is in --to-token-file (else $PHOS_TO_TOKEN_FILE). */
 static int migrate(struct cli_gateway *g, struct args *a, const char *name)
 {
 	const char *tf = a->to_token_file ? a->to_token_file : getenv("PHOS_TO_TOKEN_FILE");
@@ -304,8 +304,8 @@ static int migrate(struct cli_gateway *g, struct args *a, const char *name)
 	int r;
 
 	if (!a->to || !tf) {
-		fprintf(stderr, "phos-fn: migrate needs --to URL and the target's admin token: --to-token-file FILE "
-				"(or $PHOS_TO_TOKEN_FILE)\n");
+		fprintf(stderr, "phos-fn: migrate needs --to URL and the target's peer token (phos-fn peer-token "
+				"there): --to-token-file FILE (or $PHOS_TO_TOKEN_FILE)\n");
 		return 2;
 	}
 	r = instance_of(g, a, name, &id);

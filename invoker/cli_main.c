@@ -23,17 +23,21 @@ static void usage(FILE *f)
 		   "  checkpoint [--mode stw] -o DIR PID\n"
 		   "      checkpoint a running `phos-fn run --checkpointable` (PID: of that phos-fn run)\n"
 		   "  criu-check [--criu PATH]\n"
-		   "      whether CRIU works on this machine (a small dump and restore, bounded)\n\n"
+		   "      whether CRIU works on this machine (a small dump and restore, bounded)\n"
+		   "  peer-token [--state-dir DIR]\n"
+		   "      the invoker's peer token: what other invokers are given (from_token, to_token)\n\n"
 		   "commands against an invoker (--gateway URL, default $PHOS_GATEWAY or http://127.0.0.1:8080;\n"
 		   "--token-file FILE for its bearer token):\n"
 		   "  deploy --name NAME [--device D] [--gpus N] [--limit KEY=VALUE]... -- PROGRAM [ARGS...]\n"
 		   "  deploy --from URL [--from-token-file FILE] NAME   pull NAME's snapshot from the invoker at URL\n"
+		   "                         (FILE: that invoker's peer token)\n"
 		   "  list | describe NAME | remove NAME | snapshot NAME\n"
 		   "  invoke NAME            request body on stdin, the answer on stdout\n"
 		   "  logs NAME [--tail N]   the function's stderr, per instance\n"
 		   "  checkpoint NAME [--instance ID] [--mode stw|cow|recopy]   checkpoint an instance\n"
 		   "  migrate NAME [--instance ID] --to URL [--to-token-file FILE] [--mode recopy|stw|cow]\n"
-		   "                         move an instance with its state to the invoker at URL\n");
+		   "                         move an instance with its state to the invoker at URL (FILE: its\n"
+		   "                         peer token)\n");
 }
 
 int main(int argc, char **argv)
@@ -67,6 +71,8 @@ int main(int argc, char **argv)
 		return cli_restore(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "criu-check"))
 		return cli_criu_check(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "peer-token"))
+		return cli_peer_token(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "checkpoint")) {
 		/* the local form has -o DIR and a PID (and says so when nothing is
 		 * given); `checkpoint NAME` is on the invoker */

@@ -14,7 +14,8 @@
  *   route, method (404, 405)
  *   token       /system/... and /metrics always; /function/..., /async-function/...
  *               and /system/calls/ID (the random id is the capability) only
- *               with --protect-invoke (401)
+ *               with --protect-invoke (401). The admin token opens every
+ *               route, the peer token only those of peers (peer_route)
  *   type        a body for /system/... must be application/json (415)
  *   body        Content-Length within the route's limit (413) and within the
  *               daemon's budgets for all bodies being received (503),
@@ -156,16 +157,36 @@ static MHD_RESULT reply(struct MHD_Connection *c, struct req *q)
 	return ret;
 }
 
-/* Constant time in the token's length: no early exit on the first difference. */
-static bool token_ok(const char *given)
+/* given is want, in constant time in want's length (no early exit on the
+ * first difference); a NULL want (not configured) matches nothing. */
+static bool token_ok(const char *given, const char *want)
 {
-	const char *want = inv_cfg.token;
-	size_t gl = strlen(given), wl = strlen(want);
-	unsigned char diff = gl != wl;
+	size_t gl, wl;
+	unsigned char diff;
 
+	if (!want)
+		return false;
+	gl = strlen(given);
+	wl = strlen(want);
+	diff = gl != wl;
 	for (size_t i = 0; i < wl; i++)
 		diff |= (unsigned char)(want[i] ^ (i < gl ? given[i] : 0));
 	return diff == 0;
+}
+
+/* The routes other invokers use with our peer token (token.h): a snapshot
+ * pulled, a moved instance arriving and its checkpoint fetched, a move's
+ * record watched by its target, rank 0's rendezvous, and the calls of a
+ * moved session forwarded here (those only matter with --protect-invoke). */
+static bool peer_route(enum route r)
+{
+	switch (r) {
+	case R_EXPORT: case R_EXPORT_FILE: case R_INSTANCES: case R_CKPT_FILE: case R_MIGRATION: case R_RENDEZVOUS:
+	case R_INVOKE: case R_ASYNC: case R_CALL:
+		return true;
+	default:
+		return false;
+	}
 }
 
 static bool authorized(struct MHD_Connection *c, enum route r)
@@ -177,8 +198,13 @@ static bool authorized(struct MHD_Connection *c, enum route r)
 	if ((r == R_INVOKE || r == R_ASYNC || r == R_CALL) && !inv_cfg.protect_invoke)
 		return true;
 	h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-	/* fails closed: no token configured means nobody gets in */
-	return inv_cfg.token && h && !strncmp(h, "Bearer ", 7) && token_ok(h + 7);
+	if (!h || strncmp(h, "Bearer ", 7))
+		return false;
+	/* fails closed: no token configured means nobody gets in. Both are
+	 * compared, whichever matches: the time says nothing of which. */
+	bool admin = token_ok(h + 7, inv_cfg.token), peer = token_ok(h + 7, inv_cfg.peer_token);
+
+	return admin || (peer && peer_route(r));
 }
 
 /* NUL, control characters and DEL, raw or %-escaped, anywhere in the URI

@@ -187,6 +187,7 @@ struct inv_config {
 	const char *device;          /* default for functions: "cuda" or "sim" */
 	size_t max_body_bytes;       /* default limit */
 	char *token;                 /* the admin token (always set once serving) */
+	char *peer_token;            /* what we give peers (token.h; always set once serving) */
 	bool protect_invoke;
 #define INV_MAX_ALLOW_HOSTS 16
 	const char *allow_hosts[INV_MAX_ALLOW_HOSTS]; /* --allow-host: further Host names */
@@ -380,7 +381,9 @@ int inv_checkpoints_init(void);
  *   POST /system/functions/NAME/instances/ID/migrate {"to","to_token","mode","advertise"}
  *   GET  /system/functions/NAME/instances/ID/checkpoint/file?snapshot=M&path&offset&length
  *        (200 with a response streaming the range)
- *   POST /system/functions/NAME/instances {"from","from_token","instance","migration","manifest"} */
+ *   POST /system/functions/NAME/instances {"from","from_token","instance","migration","manifest"}
+ * to_token and from_token are the other invoker's peer token (token.h): we
+ * send ours, inv_cfg.peer_token, never the admin token. */
 struct MHD_Response;
 int inv_migrate_request(const char *name, unsigned id, const char *body, size_t len, json_t **ret_body);
 int inv_migrate_file(const char *name, unsigned id, const char *mid, const char *path, const char *offset,

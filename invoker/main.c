@@ -64,7 +64,9 @@ static void usage(FILE *f)
 		"  --device auto|cuda|sim default device of deployed functions (auto: cuda when a GPU is there)\n"
 		"  --token-file FILE      bearer token (first line, 16+ characters, file mode 0600) required by\n"
 		"                         /system/* and /metrics. Default: STATE/admin.token, created at the\n"
-		"                         first start (random, 0600), which phos-fn reads by itself\n"
+		"                         first start (random, 0600), which phos-fn reads by itself. Other\n"
+		"                         invokers get STATE/peer.token (phos-fn peer-token), which opens only\n"
+		"                         the routes they use (pull, move, rendezvous, forwarded calls)\n"
 		"  --protect-invoke       require the token for /function/* and /async-function/* too\n"
 		"  --allow-host NAME      a further Host name (or name:port) clients may use (repeatable): other\n"
 		"                         Host or Origin headers than the listen address and localhost get 403\n"
@@ -595,8 +597,18 @@ int main(int argc, char **argv)
 				      sizeof(why)) < 0)
 			fprintf(stderr, "phos-invoker: not lending executors: %s\n", why);
 	}
-	if (!inv_cfg.token && inv_token_ensure(inv_cfg.state_dir, &inv_cfg.token, err, sizeof(err)) < 0) {
+	if (!inv_cfg.token && inv_token_ensure(inv_cfg.state_dir, INV_TOKEN_FILE, &inv_cfg.token, err, sizeof(err)) < 0) {
 		fprintf(stderr, "phos-invoker: %s\n", err);
+		return 1;
+	}
+	/* what we give peers: it opens the peer routes alone (token.h) */
+	if (inv_token_ensure(inv_cfg.state_dir, INV_PEER_TOKEN_FILE, &inv_cfg.peer_token, err, sizeof(err)) < 0) {
+		fprintf(stderr, "phos-invoker: %s\n", err);
+		return 1;
+	}
+	if (!strcmp(inv_cfg.peer_token, inv_cfg.token)) {
+		fprintf(stderr, "phos-invoker: STATE/" INV_PEER_TOKEN_FILE " holds the admin token: peers would get "
+				"the control plane; remove it (a new one is made at the next start)\n");
 		return 1;
 	}
 	if (inv_reaper_start() < 0 || inv_calls_start() < 0)
@@ -607,8 +619,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	listen_note(listen);
-	fprintf(stderr, "phos-invoker: listening on %s, state in %s, device %s, admin token in %s\n", listen,
-		inv_cfg.state_dir, inv_cfg.device, token_file ? token_file : "STATE/" INV_TOKEN_FILE);
+	fprintf(stderr, "phos-invoker: listening on %s, state in %s, device %s, admin token in %s, peer token in "
+		"STATE/" INV_PEER_TOKEN_FILE "\n", listen, inv_cfg.state_dir, inv_cfg.device,
+		token_file ? token_file : "STATE/" INV_TOKEN_FILE);
 	while (!stop_signal) {
 		uint64_t n;
 
@@ -629,6 +642,7 @@ int main(int argc, char **argv)
 	for (unsigned g = 2; g <= INV_MAX_GPUS; g++)
 		phos_pool_free(inv_cfg.gpu_pool[g]);
 	free(inv_cfg.token);
+	free(inv_cfg.peer_token);
 	fprintf(stderr, "phos-invoker: stopped\n");
 	return 0;
 }

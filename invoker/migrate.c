@@ -593,7 +593,7 @@ static int on_precopied(void *arg, const char *tmp, const struct phos_ctl_msg *m
 	}
 	layout = layout_size(tmp);
 	body = json_dumps(json_pack("{s:s,s:s,s:s,s:i,s:s,s:I,s:I,s:o}", "phase", "precopy", "from", L->self,
-				    "from_token", inv_cfg.token, "instance", (int)L->id, "migration", L->mid, "data_bytes",
+				    "from_token", inv_cfg.peer_token, "instance", (int)L->id, "migration", L->mid, "data_bytes",
 				    (json_int_t)m->precopied.data_end, "layout_bytes", (json_int_t)(layout > 0 ? layout : 0),
 				    "host", host_facts()),
 			  JSON_COMPACT);
@@ -688,7 +688,7 @@ static int move_live(struct mig *job, json_t **ret_body)
 		mig_state(job, "transferring");
 		mig_serve(f, in, L.mid, in->ckpt_dir, img, 0);
 		body = json_dumps(json_pack("{s:s,s:s,s:s,s:i,s:s,s:s%,s:o}", "phase", "final", "from", self,
-					    "from_token", inv_cfg.token, "instance", (int)id, "migration", L.mid, "manifest",
+					    "from_token", inv_cfg.peer_token, "instance", (int)id, "migration", L.mid, "manifest",
 					    manifest, mlen, "host", host_facts()), JSON_COMPACT);
 		L.t_posted = phos_now();
 		status = body ? post_json(L.url, token, body, MIGRATE_TIMEOUT_S, &ans, L.err, sizeof(L.err)) : 0;
@@ -788,7 +788,7 @@ static int move_held(struct mig *j, json_t **ret_body)
 	mig_serve(f, in, j->id, in->ckpt_dir, img, 0);
 
 	mig_state(j, "transferring");
-	out = json_dumps(json_pack("{s:s,s:s,s:i,s:s,s:s%,s:o}", "from", j->self, "from_token", inv_cfg.token,
+	out = json_dumps(json_pack("{s:s,s:s,s:i,s:s,s:s%,s:o}", "from", j->self, "from_token", inv_cfg.peer_token,
 				   "instance", (int)j->instance, "migration", j->id, "manifest", manifest, mlen, "host",
 				   host_facts()),
 			 JSON_COMPACT);
@@ -798,7 +798,7 @@ static int move_held(struct mig *j, json_t **ret_body)
 	err[0] = '\0';
 	status = out ? post_json(url, j->token, out, MIGRATE_TIMEOUT_S, &ans, err, sizeof(err)) : 0;
 	if (out)
-		explicit_bzero(out, strlen(out));   /* it held our token */
+		explicit_bzero(out, strlen(out));   /* it held our peer token */
 	mig_clear(f, in);
 	if (status != 201) {
 		const char *why = str_of(ans, "error");
@@ -889,7 +889,8 @@ int inv_migrate_request(const char *name, unsigned id, const char *body, size_t 
 		goto out;
 	}
 	if (!token || !pull_token_valid(token)) {
-		*ret_body = inv_err_json("to_token must be the target's admin token (16..%d printable characters)",
+		*ret_body = inv_err_json("to_token must be the target's peer token (phos-fn peer-token there; 16..%d "
+					     "printable characters)",
 				     PULL_TOKEN_MAX);
 		code = 400;
 		goto out;

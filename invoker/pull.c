@@ -566,7 +566,8 @@ int inv_pull_deploy(json_t *req, json_t **ret_body)
 	if (!from)
 		return *ret_body = inv_err_json("from must be the peer invoker's URL"), 400;
 	if (!token || !pull_token_valid(token))
-		return *ret_body = inv_err_json("from_token must be the peer's admin token (16..%d printable characters)",
+		return *ret_body = inv_err_json("from_token must be the peer's peer token (phos-fn peer-token there; 16..%d "
+					    "printable characters)",
 					    PULL_TOKEN_MAX), 400;
 	if (pull_url_check(&p, from, err, sizeof(err)) < 0) {
 		pull_free(&p);

@@ -78,7 +78,7 @@ struct sink {
 /* pull.c, for migrate.c too */
 /* "from" is http(s)://HOST[:PORT][/] and nothing else: into p->base. 0 or -EINVAL with err. */
 int pull_url_check(struct pull *p, const char *from, char *err, size_t errlen);
-/* A peer's admin token: 16..PULL_TOKEN_MAX printable characters. */
+/* A peer's token (its peer token, token.h): 16..PULL_TOKEN_MAX printable characters. */
 bool pull_token_valid(const char *t);
 /* Everything p holds (the token wiped). */
 void pull_free(struct pull *p);

@@ -219,7 +219,8 @@ int pull_http_get(struct pull *p, const char *path, const char *query, struct si
 		return 0;
 	peer_error(s, msg, sizeof(msg));
 	if (s->status == 401)
-		r = pull_fail(p, 502, -EACCES, err, errlen, "the peer refused our token (401): check from_token");
+		r = pull_fail(p, 502, -EACCES, err, errlen, "the peer refused the token (401): from_token must be the peer's peer token "
+				  "(phos-fn peer-token there)");
 	else if (s->status == 404 && strstr(path, "/export") && !query)
 		r = pull_fail(p, 404, -ENOENT, err, errlen, "the peer has no function %s", p->name);
 	else

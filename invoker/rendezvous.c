@@ -7,6 +7,7 @@
  *   deploy {"ranks": {"rank": R, "nranks": N}}                  rank 0 (leader)
  *   deploy {"ranks": {"rank": R, "nranks": N,                   rank R > 0
  *                     "leader": "http://HOST:PORT", "leader_token": T}}
+ *   (T: rank 0's invoker's peer token, token.h; its admin token works too)
  *
  * Each such function has a rendezvous folder, STATE.rendezvous/NAME (mode
  * 0700, the function's user; STATE itself stays the invoker's alone, the
@@ -17,7 +18,7 @@
  * The program exchanges its id through files there (functions/examples:
  * nccl_id.h takes a relative id path inside it).
  *
- *   leader   GET /system/functions/NAME/rendezvous (admin token): the
+ *   leader   GET /system/functions/NAME/rendezvous (its peer token): the
  *            folder's files, {"files": {"FILE": "HEX", ...}}, at most
  *            RDV_MAX_FILES of RDV_MAX_BYTES, names [A-Za-z0-9._-], no dot
  *            first (a file being written is a dot file)
@@ -87,8 +88,8 @@ int inv_ranks_parse(json_t *j, struct inv_ranks *ret, char *err, size_t errlen)
 		return 0;
 	}
 	if (!json_is_string(leader) || !json_is_string(token))
-		return snprintf(err, errlen, "ranks: rank %u needs leader (its rank 0's invoker) and leader_token",
-				ret->rank), -EINVAL;
+		return snprintf(err, errlen, "ranks: rank %u needs leader (its rank 0's invoker) and leader_token "
+				"(that invoker's peer token)", ret->rank), -EINVAL;
 	{
 		struct pull p = { .cancel_fd = -1 };
 		char why[512];
@@ -99,8 +100,8 @@ int inv_ranks_parse(json_t *j, struct inv_ranks *ret, char *err, size_t errlen)
 			return snprintf(err, errlen, "ranks.leader: %s", strncmp(why, "from: ", 6) ? why : why + 6), -EINVAL;
 	}
 	if (!pull_token_valid(json_string_value(token)))
-		return snprintf(err, errlen, "ranks.leader_token must be 16..%d printable characters", PULL_TOKEN_MAX),
-		       -EINVAL;
+		return snprintf(err, errlen, "ranks.leader_token must be rank 0's peer token (16..%d printable "
+				"characters)", PULL_TOKEN_MAX), -EINVAL;
 	ret->leader = strdup(json_string_value(leader));
 	ret->leader_token = strdup(json_string_value(token));
 	if (!ret->leader || !ret->leader_token) {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The admin token and the default state directory (token.h). */
+/* The admin and peer tokens and the default state directory (token.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -113,12 +113,12 @@ static int token_create(const char *path, char *err, size_t errlen)
 	return r;
 }
 
-int inv_token_ensure(const char *state_dir, char **ret_token, char *err, size_t errlen)
+int inv_token_ensure(const char *state_dir, const char *file, char **ret_token, char *err, size_t errlen)
 {
 	char path[PATH_MAX];
 	int r;
 
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s", state_dir, INV_TOKEN_FILE) >= sizeof(path))
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", state_dir, file) >= sizeof(path))
 		return snprintf(err, errlen, "state directory path too long"), -ENAMETOOLONG;
 	if (access(path, F_OK) < 0 && errno == ENOENT && (r = token_create(path, err, errlen)) < 0 && r != -EEXIST)
 		return r;

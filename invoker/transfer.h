@@ -32,7 +32,7 @@
  * list of a buffer combines to its manifest checksum and the puller checks
  * the list against the manifest before it trusts a chunk of it).
  *
- * Trust: the peer is another invoker of ours, reached with its admin token;
+ * Trust: the peer is another invoker of ours, reached with its peer token;
  * the registry entry (env values included) travels only over that
  * authenticated channel. Every byte is verified against the manifest before
  * the snapshot is committed; a mismatch fails the pull and leaves nothing.

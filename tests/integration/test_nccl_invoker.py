@@ -17,8 +17,9 @@ folder, invoker/rendezvous.c).
   set by the invoker); both answer the forward pass's match with the CPU
   reference, as rank r of 2;
 - more calls to both at once answer the same, warm; no meeting file is left
-  in rank 0's folder (GET .../rendezvous: tp.id only), which needs the admin
-  token; describe shows the ranks but not the leader's token; a remove
+  in rank 0's folder (GET .../rendezvous: tp.id only), which needs a token
+  (rank 1 has rank 0's peer token); describe shows the ranks but not the
+  leader's token; a remove
   removes the folder.
 
 Needs two GPUs on cuda (exits 77 with fewer).
@@ -75,7 +76,9 @@ try:
         # which nobody may pass through); else as ourselves.
         invs.append(Invoker(os.path.join(tmp, f"state{r}"), tmp, extra=[] if os.geteuid() == 0 else ["--run-as", "self"],
                             extra_env=env, device=DEVICE))
-    with open(os.path.join(invs[0].state, "admin.token")) as f:
+    # rank 1 reads rank 0's rendezvous with rank 0's peer token, not its
+    # admin token (issue 37, item 2)
+    with open(os.path.join(invs[0].state, "peer.token")) as f:
         token0 = f.read().strip()
     leader = f"http://127.0.0.1:{invs[0].port}"
 
@@ -111,7 +114,7 @@ try:
           len(rdv["files"]["tp.id"]) == 2 * 128, f"rank 0's rendezvous folder holds the id alone: {st} {rdv}")
     c = http.client.HTTPConnection("127.0.0.1", invs[0].port, timeout=30)
     c.request("GET", "/system/functions/tp/rendezvous")
-    check(c.getresponse().status == 401, "the rendezvous route needs the admin token")
+    check(c.getresponse().status == 401, "the rendezvous route needs a token (rank 0's peer or admin token)")
     c.close()
     folders = [os.path.join(invs[r].state + ".rendezvous", "tp") for r in range(2)]
     check(all(os.path.exists(os.path.join(d, "tp.id")) for d in folders), f"both folders hold tp.id: {folders}")
