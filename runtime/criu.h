@@ -205,9 +205,10 @@ struct phos_criu_creds {
  * says no such thing (no task, no credentials, a bad core image). */
 int phos_criu_image_users(const char *dir, const struct phos_criu_creds *want, char *err, size_t errlen);
 /* 0 when uid/gid (without supplementary groups) may open every regular file
- * of the CRIU image in dir as the image has it open (read, write or both;
- * directories: read), or when the file is gone here (CRIU restores those from
- * the image); -EPERM naming the first that it may not in err: a restore
+ * of the CRIU image in dir as the image has it open (read, write or both),
+ * or when the file is gone here (CRIU restores those from the image);
+ * directories are not checked (the tasks' cwd is the invoker's, which that
+ * user may not cross; a descriptor of one gives a listing, not contents); -EPERM naming the first that it may not in err: a restore
  * opens them as root, before the tasks get their own credentials, and would
  * hand them to the task. -EBADMSG for a malformed files.img. Forks a child
  * to try the opens as that user. */

@@ -27,8 +27,7 @@
  * a file its user may not open would hand the restored task that file. They
  * are in files.img (the common magic, then FILES_MAGIC; entries as above):
  *
- *   file_entry: type 1 (1 = REG), reg 3 ─▶ reg_file_entry: flags 2, name 6,
- *       mode 10 (the file's st_mode at the dump)
+ *   file_entry: type 1 (1 = REG), reg 3 ─▶ reg_file_entry: flags 2, name 6
  */
 #include "criu.h"
 
@@ -235,7 +234,8 @@ int phos_criu_image_users(const char *dir, const struct phos_criu_creds *want, c
 
 struct reg_file {
 	char *name;   /* malloc'ed */
-	uint32_t flags, mode;
+	uint32_t flags;
+	bool dir;     /* a directory here (stat by root, not the image's word) */
 };
 
 /* reg_file_entry into ret. */
@@ -246,12 +246,10 @@ static bool reg_read(struct pb b, struct reg_file *ret)
 	uint64_t v;
 	struct pb sub, name = { NULL, NULL };
 
-	ret->flags = ret->mode = 0;
+	ret->flags = 0;
 	while (field(&b, &n, &t, &v, &sub)) {
 		if (n == 2 && t == 0)
 			ret->flags = (uint32_t)v;
-		else if (n == 10 && t == 0)
-			ret->mode = (uint32_t)v;
 		else if (n == 6 && t == 2)
 			name = sub;
 	}
@@ -263,7 +261,7 @@ static bool reg_read(struct pb b, struct reg_file *ret)
 }
 
 /* In a child as uid/gid (no supplementary groups): the index of the first
- * file it may not open as the image has it open, or -1. Only
+ * file (not a directory) it may not open as the image has it open, or -1. Only
  * async-signal-safe calls after the fork. */
 static long first_refused(const struct reg_file *f, size_t n, uid_t uid, gid_t gid, int *ret_errno)
 {
@@ -285,9 +283,9 @@ static long first_refused(const struct reg_file *f, size_t n, uid_t uid, gid_t g
 		if (setgroups(0, NULL) == 0 && setresgid(gid, gid, gid) == 0 && setresuid(uid, uid, uid) == 0) {
 			out[0] = -1;
 			for (size_t i = 0; i < n && out[0] == -1; i++) {
-				int fd = S_ISDIR(f[i].mode) ?
-					open(f[i].name, O_RDONLY | O_DIRECTORY | O_CLOEXEC) :
-					open(f[i].name, (int)(f[i].flags & O_ACCMODE) | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+				if (f[i].dir)
+					continue;
+				int fd = open(f[i].name, (int)(f[i].flags & O_ACCMODE) | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 
 				if (fd >= 0)
 					close(fd);
@@ -384,6 +382,14 @@ int phos_criu_image_files(const char *dir, uid_t uid, gid_t gid, char *err, size
 			goto out;
 		}
 		n++;
+	}
+	/* Directories are let through: the cwd and root of every task are among
+	 * them (the invoker's own working directory, which its user may not
+	 * cross), and a descriptor of one gives a listing, not contents. */
+	for (size_t i = 0; i < n; i++) {
+		struct stat fs;
+
+		files[i].dir = stat(files[i].name, &fs) == 0 && S_ISDIR(fs.st_mode);
 	}
 	r = 0;
 out:
