@@ -1643,6 +1643,7 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	struct inv_instance *in = NULL;
 	struct inv_function *f = NULL;
 	struct phos_image *check = NULL;
+	bool reowned = false;   /* the source's user made ours (inv_image_run_as) */
 	char err[1024], final[PATH_MAX + 96], tmp[PATH_MAX + 160];
 	json_t *req, *val;
 	json_int_t src_id;
@@ -1819,7 +1820,7 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	if (r == 0 && (r = phos_image_read(tmp, &check, err, sizeof(err))) < 0)
 		p.code = 502;
 	/* the instance runs as our functions run, whatever the source ran it as */
-	if (r == 0 && (r = inv_image_run_as_check(tmp, check->criu_dir, err, sizeof(err))) < 0)
+	if (r == 0 && (r = inv_image_run_as(tmp, check, &reowned, err, sizeof(err))) < 0)
 		p.code = r == -EPERM ? 422 : 502;
 	if (r < 0) {
 		*ret_body = inv_err_json("fetching the checkpoint from %s: %s", from, err);

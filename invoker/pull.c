@@ -295,18 +295,32 @@ static int extents_check(struct pull *p, char *err, size_t errlen)
 	return 0;
 }
 
-int inv_image_run_as_check(const char *dir, const char *criu_dir, char *err, size_t errlen)
+int inv_image_run_as(const char *dir, struct phos_image *img, bool *ret_reowned, char *err, size_t errlen)
 {
 	const struct phos_criu_user *u = inv_cfg.paths.run_as;
 	struct phos_criu_creds want = { .uid = u ? u->uid : geteuid(), .gid = u ? u->gid : getegid(),
 					.caps = !u && geteuid() == 0 };
 	char cpu[PATH_MAX];
-
 	int r;
 
-	if ((size_t)snprintf(cpu, sizeof(cpu), "%s/%s", dir, criu_dir) >= sizeof(cpu))
+	*ret_reowned = false;
+	if ((size_t)snprintf(cpu, sizeof(cpu), "%s/%s", dir, img->criu_dir) >= sizeof(cpu))
 		return -ENAMETOOLONG;
 	r = phos_criu_image_users(cpu, &want, err, errlen);
+	if (r == -EPERM && u) {
+		/* another user's: made ours, and the manifest's list of its files made again */
+		if ((r = phos_criu_image_reown(cpu, u->uid, u->gid, err, errlen)) == 0 &&
+		    (r = phos_image_cpu_hash(dir, img, err, errlen)) == 0) {
+			r = phos_image_write_manifest(dir, img);
+			if (r < 0)
+				snprintf(err, errlen, "cannot write the re-owned image's manifest: %s", strerror(-r));
+		}
+		if (r == 0)
+			r = phos_criu_image_users(cpu, &want, err, errlen);   /* as it is now */
+		if (r == -EPERM)
+			r = -EBADMSG;   /* re-owned and still not ours: a malformed image */
+		*ret_reowned = r == 0;
+	}
 	/* the files CRIU opens as root for it: only those its user may open */
 	if (r == 0 && u)
 		r = phos_criu_image_files(cpu, u->uid, u->gid, err, errlen);
@@ -424,6 +438,7 @@ static int pull_make(struct inv_function *f, void *arg, char *err, size_t errlen
 	struct pull *p = arg;
 	char tmp[PATH_MAX], sub[PATH_MAX + 80], why[512];
 	struct phos_image *check = NULL;
+	bool reowned = false;
 	int r;
 
 	p->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -486,7 +501,7 @@ static int pull_make(struct inv_function *f, void *arg, char *err, size_t errlen
 		goto out_abort;
 	}
 	/* it runs here as our functions run, whatever user the peer ran it as */
-	r = inv_image_run_as_check(tmp, check->criu_dir, why, sizeof(why));
+	r = inv_image_run_as(tmp, check, &reowned, why, sizeof(why));
 	phos_image_free(check);
 	check = NULL;
 	if (r < 0) {
@@ -503,7 +518,8 @@ static int pull_make(struct inv_function *f, void *arg, char *err, size_t errlen
 		pull_fail(p, r == -ENOSPC ? 507 : 500, r, err, errlen, "cannot commit the snapshot: %s", strerror(-r));
 		goto out_abort;
 	}
-	inv_snapinfo_seed(f, p->manifest, p->manifest_len, p->ext, p->next);
+	if (!reowned)   /* else the manifest is ours now: the export reads it from disk */
+		inv_snapinfo_seed(f, p->manifest, p->manifest_len, p->ext, p->next);
 	pthread_mutex_lock(&f->lock);
 	f->generation++;
 	f->prefetch_pending = p->img->nprefetch == 0;

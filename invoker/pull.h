@@ -86,13 +86,15 @@ void pull_free(struct pull *p);
 /* Records a failure with its HTTP status in p; returns rc. */
 __attribute__((format(printf, 6, 7)))
 int pull_fail(struct pull *p, int code, int rc, char *err, size_t errlen, const char *fmt, ...);
-/* Whether the CRIU image of the snapshot or checkpoint at dir (its cpu/ is
- * criu_dir) runs as this invoker runs its functions (--run-as: that user
- * without capabilities; else ours): a peer's image keeps the user the peer
- * gave it, so one that does not is refused (-EPERM, why in err). With
- * --run-as, every regular file the image has open must be one that user may
- * open here too (CRIU opens them as root). */
-int inv_image_run_as_check(const char *dir, const char *criu_dir, char *err, size_t errlen);
+/* Makes the CRIU image of the snapshot or checkpoint img at dir run as this
+ * invoker runs its functions: a peer's image keeps the user the peer gave
+ * it. With --run-as USER, an image of another user is re-owned to USER
+ * without capabilities (*ret_reowned; its CPU files' list in img and
+ * dir/manifest.json made again), and every regular file it has open must be
+ * one USER may open here (CRIU opens them as root). Without --run-as
+ * (functions run as we do) an image of another user is refused. -EPERM with
+ * why in err when refused. */
+int inv_image_run_as(const char *dir, struct phos_image *img, bool *ret_reowned, char *err, size_t errlen);
 /* A remove of the name or the drain asked the pull to stop. */
 bool pull_cancelled(const struct pull *p);
 

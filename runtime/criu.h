@@ -213,6 +213,13 @@ int phos_criu_image_users(const char *dir, const struct phos_criu_creds *want, c
  * hand them to the task. -EBADMSG for a malformed files.img. Forks a child
  * to try the opens as that user. */
 int phos_criu_image_files(const char *dir, uid_t uid, gid_t gid, char *err, size_t errlen);
+/* Re-owns the CRIU image in dir: every task and thread gets uid and gid (all
+ * eight ids), no inheritable, permitted, effective or ambient capability and
+ * no supplementary group (core-ID.img rewritten, each through a temporary
+ * file). The bounding set, securebits and the rest stay. 0, or -errno with
+ * err (-EBADMSG: a core image without credentials). The files of the image
+ * change: a manifest that lists their hashes must be made again. */
+int phos_criu_image_reown(const char *dir, uint32_t uid, uint32_t gid, char *err, size_t errlen);
 
 /* Lets a tree restored with PHOS_CRIU_STOPPED run: SIGCONT to pid and every
  * descendant of it (at most 256 processes; a process the restore made has

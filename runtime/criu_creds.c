@@ -412,3 +412,205 @@ out:
 	close(fd);
 	return r;
 }
+
+/* ---- re-owning an image (phos_criu_image_reown) ---- */
+
+struct out {
+	uint8_t *p;
+	size_t len, cap;
+};
+
+static bool put(struct out *o, const void *d, size_t n)
+{
+	if (o->len + n > o->cap) {
+		size_t cap = o->cap ? o->cap * 2 : 256;
+		uint8_t *p;
+
+		while (cap < o->len + n)
+			cap *= 2;
+		if (!(p = realloc(o->p, cap)))
+			return false;
+		o->p = p;
+		o->cap = cap;
+	}
+	memcpy(o->p + o->len, d, n);
+	o->len += n;
+	return true;
+}
+
+static bool put_varint(struct out *o, uint64_t v)
+{
+	uint8_t b[10];
+	size_t n = 0;
+
+	do {
+		b[n] = (uint8_t)(v & 0x7f);
+		v >>= 7;
+		b[n] |= v ? 0x80 : 0;
+		n++;
+	} while (v);
+	return put(o, b, n);
+}
+
+static bool put_message(struct out *o, uint32_t num, const struct out *m)
+{
+	return put_varint(o, (uint64_t)num << 3 | 2) && put_varint(o, m->len) && put(o, m->p, m->len);
+}
+
+/* creds_entry with the eight ids uid/gid, no inheritable, permitted,
+ * effective or ambient capability (the same count of words, zero), no
+ * supplementary group; the rest (bounding set, securebits, LSM, no_new_privs)
+ * as it was. */
+static bool creds_reown(struct pb in, uint32_t uid, uint32_t gid, struct out *o)
+{
+	uint32_t n;
+	unsigned t;
+	uint64_t v;
+	struct pb sub;
+
+	for (const uint8_t *start = in.p; field(&in, &n, &t, &v, &sub); start = in.p) {
+		bool cap = n == 9 || n == 10 || n == 11 || n == 19;   /* inh, prm, eff, amb */
+		bool ok;
+
+		if (n >= 1 && n <= 8 && t == 0) {
+			ok = put_varint(o, (uint64_t)n << 3) && put_varint(o, n % 2 ? uid : gid);
+		} else if (cap && t == 0) {
+			ok = put_varint(o, (uint64_t)n << 3) && put_varint(o, 0);
+		} else if (cap && t == 2) {   /* packed: as many zero words */
+			size_t words = 0;
+
+			while (sub.p < sub.end && varint(&sub, &v))
+				words++;
+			ok = put_varint(o, (uint64_t)n << 3 | 2) && put_varint(o, words);
+			for (size_t i = 0; ok && i < words; i++)
+				ok = put_varint(o, 0);
+		} else if (n == 14) {         /* groups */
+			ok = true;
+		} else {
+			ok = put(o, start, (size_t)(in.p - start));
+		}
+		if (!ok)
+			return false;
+	}
+	return in.p == in.end;
+}
+
+/* msg with its (only) field num, a message, replaced by what rewrite makes of it. */
+static bool nested_reown(struct pb in, const uint32_t *path, unsigned depth, uint32_t uid, uint32_t gid,
+			 struct out *o)
+{
+	uint32_t n;
+	unsigned t;
+	uint64_t v;
+	struct pb sub;
+	unsigned found = 0;
+
+	for (const uint8_t *start = in.p; field(&in, &n, &t, &v, &sub); start = in.p) {
+		if (n == path[0] && t == 2) {
+			struct out m = { 0 };
+			bool ok = depth == 1 ? creds_reown(sub, uid, gid, &m) :
+				  nested_reown(sub, path + 1, depth - 1, uid, gid, &m);
+
+			ok = ok && put_message(o, n, &m);
+			free(m.p);
+			if (!ok)
+				return false;
+			found++;
+		} else if (!put(o, start, (size_t)(in.p - start))) {
+			return false;
+		}
+	}
+	return in.p == in.end && found == 1;
+}
+
+/* One core-ID.img at dirfd/name rewritten (a temporary file renamed over it). */
+static int core_reown(int dirfd, const char *name, uint32_t uid, uint32_t gid, char *err, size_t errlen)
+{
+	static const uint32_t path[] = { 5, 10 };   /* thread_core, creds */
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), r = -EBADMSG;
+	struct out o = { 0 };
+	uint8_t *buf = NULL;
+	struct stat sb;
+	char tmp[NAME_MAX + 8];
+
+	if (fd < 0) {
+		phos_errf(err, errlen, "%s: %s", name, strerror(errno));
+		return -errno;
+	}
+	if (fstat(fd, &sb) < 0 || sb.st_size < 12 || sb.st_size > CORE_MAX_BYTES + 12) {
+		phos_errf(err, errlen, "%s: not a CRIU core image", name);
+		goto out;
+	}
+	buf = malloc((size_t)sb.st_size);
+	if (!buf || pread(fd, buf, (size_t)sb.st_size, 0) != sb.st_size) {
+		phos_errf(err, errlen, "%s: cut short", name);
+		r = buf ? -EBADMSG : -ENOMEM;
+		goto out;
+	}
+	uint32_t head[3];
+
+	memcpy(head, buf, sizeof(head));
+	if (head[1] != CORE_MAGIC || !head[2] || head[2] > (uint64_t)sb.st_size - 12) {
+		phos_errf(err, errlen, "%s: not a CRIU core image", name);
+		goto out;
+	}
+	if (!put(&o, buf, 12) ||   /* the magics and the size, set below */
+	    !nested_reown((struct pb){ buf + 12, buf + 12 + head[2] }, path, 2, uid, gid, &o) ||
+	    !put(&o, buf + 12 + head[2], (size_t)sb.st_size - 12 - head[2])) {
+		phos_errf(err, errlen, "%s: no credentials to re-own", name);
+		goto out;
+	}
+	head[2] = (uint32_t)(o.len - 12 - ((size_t)sb.st_size - 12 - head[2]));
+	memcpy(o.p + 8, &head[2], 4);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	int w = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+	if (w < 0 || write(w, o.p, o.len) != (ssize_t)o.len || fsync(w) < 0) {
+		r = -(errno ? errno : EIO);
+		phos_errf(err, errlen, "%s: %s", tmp, strerror(-r));
+		if (w >= 0)
+			close(w);
+		unlinkat(dirfd, tmp, 0);
+		goto out;
+	}
+	close(w);
+	if (renameat(dirfd, tmp, dirfd, name) < 0) {
+		r = -errno;
+		phos_errf(err, errlen, "%s: %s", name, strerror(errno));
+		unlinkat(dirfd, tmp, 0);
+		goto out;
+	}
+	r = 0;
+out:
+	free(o.p);
+	free(buf);
+	close(fd);
+	return r;
+}
+
+int phos_criu_image_reown(const char *dir, uint32_t uid, uint32_t gid, char *err, size_t errlen)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	unsigned n = 0;
+	int r = 0;
+
+	if (!d) {
+		phos_errf(err, errlen, "%s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	while (r == 0 && (de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+
+		if (strncmp(de->d_name, "core-", 5) || len < 10 || strcmp(de->d_name + len - 4, ".img"))
+			continue;
+		if (++n > CORE_MAX_FILES) {
+			phos_errf(err, errlen, "%s: more than %u tasks", dir, CORE_MAX_FILES);
+			r = -E2BIG;
+			break;
+		}
+		r = core_reown(dirfd(d), de->d_name, uid, gid, err, errlen);
+	}
+	closedir(d);
+	return r;
+}

@@ -6,6 +6,8 @@
 // their sums, how many inits the log held when init ran, and a call counter.
 // With $PULL_KEEP_OPEN, init opens that file for reading and keeps it open;
 // each call answers its first bytes as "kept" (what a restore handed it).
+// With $PULL_SHOW_UID, each call answers the uid it runs as and its
+// effective capabilities (from /proc/self/status) as "uid" and "capeff".
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -20,7 +22,26 @@ struct state {
 	size_t n_weights, n_priv;
 	long inits, calls;
 	int kept_fd;
+	bool show_uid;
 };
+
+/* "uid":N,"capeff":"HEX" of this process, from /proc/self/status. */
+static void who(char *out, size_t len)
+{
+	char line[256], cap[32] = "?";
+	unsigned uid = ~0u;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "Uid:", 4))
+			sscanf(line + 4, "%*u %u", &uid);   /* the effective one */
+		else if (!strncmp(line, "CapEff:", 7))
+			sscanf(line + 7, "%31s", cap);
+	}
+	if (f)
+		fclose(f);
+	snprintf(out, len, ",\"uid\":%u,\"capeff\":\"%s\"", uid, cap);
+}
 
 #define CK(x)                                                                                  \
 	do {                                                                                   \
@@ -58,10 +79,14 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 			if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9')))
 				*c = '_';
 	}
-	if (asprintf(&out, "{\"weights\":%llu,\"private\":%llu,\"inits\":%ld,\"calls\":%ld%s%s%s}",
+	char whom[96] = "";
+
+	if (st->show_uid)
+		who(whom, sizeof(whom));
+	if (asprintf(&out, "{\"weights\":%llu,\"private\":%llu,\"inits\":%ld,\"calls\":%ld%s%s%s%s}",
 		     (unsigned long long)sum_of(st->weights, st->n_weights, st->host),
 		     (unsigned long long)sum_of(st->priv, st->n_priv, st->host), st->inits, st->calls,
-		     st->kept_fd >= 0 ? ",\"kept\":\"" : "", kept, st->kept_fd >= 0 ? "\"" : "") < 0)
+		     st->kept_fd >= 0 ? ",\"kept\":\"" : "", kept, st->kept_fd >= 0 ? "\"" : "", whom) < 0)
 		return 500;
 	resp->body = out;
 	resp->len = strlen(out);
@@ -106,6 +131,7 @@ int main(int argc, char **argv)
 	if (getenv("PULL_INIT_LOG"))
 		st.inits = log_init(getenv("PULL_INIT_LOG"));
 	st.kept_fd = -1;
+	st.show_uid = getenv("PULL_SHOW_UID") != NULL;
 	if (getenv("PULL_KEEP_OPEN") && (st.kept_fd = open(getenv("PULL_KEEP_OPEN"), O_RDONLY)) < 0) {
 		perror(getenv("PULL_KEEP_OPEN"));
 		return 1;

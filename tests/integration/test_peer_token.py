@@ -34,6 +34,7 @@ import threading
 from harness import PHOS_FN, Invoker, check, done, fn_env, live_instances, procs, program
 
 LONG = program("tests", "integration", "long_call")
+PROBE = program("tests", "integration", "pull_probe")
 SESSION = program("functions", "examples", "session")
 tmp = tempfile.mkdtemp(prefix="phos-peer-token-test-")
 seen = []   # (method, path, Authorization, from_token, raw body) at the fake target
@@ -196,6 +197,30 @@ def main():
     check(st == 200 and body.get("counter") == 3, f"the peer token calls it there: {st} {body}")
     for inv in (a, c):
         inv.stop()
+
+    # -- an instance moved from a source running functions as root (--run-as
+    # self) to one running them as nobody: re-owned on arrival (issue 37, item 1)
+    if os.geteuid() == 0:
+        r = Invoker(os.path.join(tmp, "r"), tmp, extra=["--run-as", "self"])
+        t = Invoker(os.path.join(tmp, "t"), tmp)
+        probe = {"name": "who", "program": PROBE, "args": ["3", "4", "1"], "env": {"PULL_SHOW_UID": "1"},
+                 "limits": {"timeout_ms": 60000, "max_instances": 1}}
+        for inv in (r, t):
+            st, body = inv.call("POST", "/system/functions", probe)
+            check(st == 201, f"deploy who on {inv.port}: {st} {body}")
+        st, first = r.call("POST", "/function/who", {})
+        check(st == 200 and first.get("uid") == 0 and first.get("calls") == 1,
+              f"who runs as root on the source: {st} {first}")
+        wid = live_instances(r, "who")[0]["instance"]
+        st, body = r.call("POST", f"/system/functions/who/instances/{wid}/migrate",
+                          {"to": f"http://127.0.0.1:{t.port}", "to_token": read_token(t, "peer.token")}, timeout=300)
+        check(st == 200 and body.get("state") == "done", f"who moves to the nobody target: {st} {body}")
+        st, body = t.call("POST", "/function/who", {})
+        check(st == 200 and body.get("calls") == 2 and body.get("uid") == 65534 and
+              body.get("capeff") == "0000000000000000" and body.get("weights") == first.get("weights"),
+              f"the moved instance goes on there as nobody without capabilities: {st} {body}")
+        for inv in (r, t):
+            inv.stop()
 
 
 try:

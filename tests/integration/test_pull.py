@@ -240,12 +240,22 @@ def main():
         with open(os.path.join(r.state, "admin.token")) as f:
             token_r = f.read().strip()
         st, body = r.call("POST", "/system/functions", {"name": "probe-root", "program": PROBE,
-                                                        "args": ["7", "5", "1"]}, timeout=300)
+                                                        "args": ["7", "5", "1"], "env": {"PULL_SHOW_UID": "1"}},
+                          timeout=300)
         check(st == 201, f"deploy probe-root on a peer running functions as root: {st} {body}")
+        st, out, _ = post_call(r, "probe-root")
+        check(st == 200 and out.get("uid") == 0 and out.get("capeff", "0").strip("0") != "",
+              f"probe-root runs as root with capabilities on that peer: {st} {out}")
+        # pulled by an invoker running functions as nobody: re-owned on arrival
         pull({"name": "probe-root", "from": f"http://127.0.0.1:{r.port}", "from_token": token_r},
-             "a snapshot running as root, pulled by an invoker running functions as nobody", 422,
-             ("uid 0", "functions here run as uid 65534"))
-        check(leftovers(b.state, "probe") == [], f"B holds nothing of it: {leftovers(b.state, 'probe')}")
+             "a snapshot running as root, pulled by an invoker running functions as nobody", 201)
+        st, out, _ = post_call(b, "probe-root")
+        want_w, want_p = expected(7, 5, mib=1)
+        check(st == 200 and out.get("uid") == 65534 and out.get("capeff") == "0000000000000000" and
+              out.get("weights") == want_w and out.get("private") == want_p,
+              f"probe-root pulled runs here as nobody without capabilities, with its state: {st} {out}")
+        st, _ = b.call("DELETE", "/system/functions/probe-root")
+        check(st == 200, f"probe-root removed from B: {st}")
         st, ans = r.call("POST", "/system/functions", {"name": "probe-one", "from": peer, "from_token": token_a},
                          timeout=300)
         check(st == 422 and "uid 65534" in str(ans) and "functions here run as uid 0" in str(ans),
