@@ -400,6 +400,9 @@ struct inv_result;
 void inv_migrate_expire(void);
 /* Executors set aside for moves coming here: held now, and ever (/metrics). */
 void inv_migrate_prepared(unsigned *ret_held, uint64_t *ret_total);
+/* Pre-copies here waiting for their final phase now, and those ever reclaimed
+ * because their source went quiet (migrate.c; /metrics). */
+void inv_migrate_incoming(unsigned *ret_waiting, uint64_t *ret_reclaimed);
 void inv_migrate_forward(struct inv_function *f, const char *body, size_t len, const char *ctype,
 			 struct inv_result *res);
 /* Where a session went is kept in STATE/moves/NAME.json (0600: it holds the

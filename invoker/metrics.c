@@ -156,6 +156,13 @@ char *inv_metrics_render(void)
 			   "# HELP phos_migrate_prepared_total Warm executors ever set aside for moves.\n"
 			   "# TYPE phos_migrate_prepared_total counter\nphos_migrate_prepared_total %llu\n",
 			held, (unsigned long long)total);
+		inv_migrate_incoming(&held, &total);
+		fprintf(o, "# HELP phos_migrate_precopies Pre-copies of moves coming here, waiting for their final "
+			   "phase.\n# TYPE phos_migrate_precopies gauge\nphos_migrate_precopies %u\n"
+			   "# HELP phos_migrate_precopies_reclaimed_total Pre-copies removed, with their prepared "
+			   "executors, after their source went quiet.\n"
+			   "# TYPE phos_migrate_precopies_reclaimed_total counter\n"
+			   "phos_migrate_precopies_reclaimed_total %llu\n", held, (unsigned long long)total);
 	}
 	fprintf(o, "# HELP phos_http_connections_cut_total Connections closed for their deadline (--header-timeout, "
 		   "--min-body-rate).\n# TYPE phos_http_connections_cut_total counter\n"

@@ -13,6 +13,9 @@
  *   POST B/.../instances {"phase":"precopy"} ──▶ room? disk? gpu.data as it is
  *                                                 ◀── GET .../checkpoint/file?snapshot=M
  *                                                     into checkpoints/pre-M.tmp-precopy
+ *                                                 ◀── GET /system/migrations/M, every few
+ *                                                     seconds until the final phase: A quiet
+ *                                                     for 30 s, the pre-copy is reclaimed
  *   hold at its next idle moment (calls wait); STOP; CHECKPOINTED; CRIU dump;
  *   committed as checkpoints/NAME-ID
  *   POST B {"phase":"final","manifest"} ───────▶ instance reserved; each buffer of the
@@ -1544,6 +1547,305 @@ static void pre_dir(char *buf, size_t len, const char *mid)
 	snprintf(buf, len, "%s/checkpoints/pre-%s.tmp-precopy", inv_cfg.state_dir, mid);   /* (removable: .tmp-) */
 }
 
+/* ---- pre-copies waiting for their final phase ----
+ *
+ * A pre-copy (pre_dir) and the executor prepared for it wait here for their
+ * source's final phase, which a source that dies never sends. So a thread per
+ * pre-copy asks the source for the move's record (GET /system/migrations/MID
+ * with the source's peer token, every orphan_s() / 6 seconds, 0.2..5 s):
+ * while it answers that the move runs (starting, precopy, stopping,
+ * transferring), the source is alive and its move goes on, however slowly.
+ * No such answer for orphan_s() (30 s; PHOS_MIGRATE_ORPHAN_S) since the last
+ * one, or since the pre-copy was taken: the source died, was restarted (its
+ * records are gone) or lost its move without its abort reaching us. The
+ * pre-copy is then reclaimed: its directory removed, its executor given back,
+ * and the move marked, so that a late final phase gets 410 rather than a
+ * restore from a copy half gone.
+ *
+ *   precopy taken ─▶ WAITING ──final phase──▶ claimed (out of the table)
+ *                       │  └───abort phase──▶ dropped
+ *                       └──source quiet orphan_s()──▶ RECLAIMED ──final──▶ 410
+ *                                                     (marked INCOMING_KEEP_S)
+ */
+#define INCOMING_MAX 64             /* pre-copies waiting here at once */
+#define INCOMING_KEEP_S 3600.0      /* a reclaimed move's mark (MIGRATE_TIMEOUT_S) */
+#define ORPHAN_S_DEFAULT 30.0
+
+enum incoming_state { INCOMING_FREE, INCOMING_WAITING, INCOMING_RECLAIMED };
+
+static struct {
+	enum incoming_state state;
+	char mid[33];
+	double last_word;   /* WAITING: when the source last said the move runs (phos_now) */
+	double at;          /* RECLAIMED: when */
+} incoming[INCOMING_MAX];
+static pthread_mutex_t incoming_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t incoming_reclaimed;   /* pre-copies ever reclaimed (/metrics) */
+
+static double orphan_after = ORPHAN_S_DEFAULT;
+static pthread_once_t orphan_once = PTHREAD_ONCE_INIT;
+
+static void orphan_read(void)
+{
+	const char *e = getenv("PHOS_MIGRATE_ORPHAN_S");
+	char *end;
+	double v;
+
+	if (!e || !*e)
+		return;
+	v = strtod(e, &end);
+	if (*end || !(v >= 1 && v <= 3600))
+		phos_warn("PHOS_MIGRATE_ORPHAN_S=%.32s is not 1..3600 (seconds): %.0f s it is", e, ORPHAN_S_DEFAULT);
+	else
+		orphan_after = v;
+}
+
+/* Seconds without word from a move's source after which its pre-copy goes. */
+static double orphan_s(void)
+{
+	pthread_once(&orphan_once, orphan_read);
+	return orphan_after;
+}
+
+/* mid's slot, or -1 (incoming_lock held). */
+static int incoming_find(const char *mid)
+{
+	for (int i = 0; i < INCOMING_MAX; i++)
+		if (incoming[i].state != INCOMING_FREE && !strcmp(incoming[i].mid, mid))
+			return i;
+	return -1;
+}
+
+/* A slot for move mid's pre-copy, WAITING from now: 0, or -EEXIST (mid has
+ * one, or was reclaimed), -EBUSY (INCOMING_MAX pre-copies wait already). */
+static int incoming_add(const char *mid)
+{
+	double now = phos_now();
+	int k = -1, r = 0;
+
+	pthread_mutex_lock(&incoming_lock);
+	for (int i = 0; i < INCOMING_MAX; i++)   /* old marks go first */
+		if (incoming[i].state == INCOMING_RECLAIMED && now - incoming[i].at > INCOMING_KEEP_S)
+			incoming[i].state = INCOMING_FREE;
+	if (incoming_find(mid) >= 0)
+		r = -EEXIST;
+	for (int i = 0; !r && i < INCOMING_MAX && k < 0; i++)
+		if (incoming[i].state == INCOMING_FREE)
+			k = i;
+	for (int i = 0; !r && k < 0 && i < INCOMING_MAX; i++)   /* else the oldest mark */
+		if (incoming[i].state == INCOMING_RECLAIMED && (k < 0 || incoming[i].at < incoming[k].at))
+			k = i;
+	if (!r && k < 0)
+		r = -EBUSY;
+	if (!r) {
+		incoming[k].state = INCOMING_WAITING;
+		snprintf(incoming[k].mid, sizeof(incoming[k].mid), "%s", mid);
+		incoming[k].last_word = now;
+	}
+	pthread_mutex_unlock(&incoming_lock);
+	return r;
+}
+
+/* What the final phase of mid finds: 1, its pre-copy, now out of the table
+ * (nothing reclaims it any more); 0, none (stw, cow, or a restart here since);
+ * -ESTALE, reclaimed. */
+static int incoming_claim(const char *mid)
+{
+	int i, r = 0;
+
+	pthread_mutex_lock(&incoming_lock);
+	i = incoming_find(mid);
+	if (i >= 0 && incoming[i].state == INCOMING_RECLAIMED)
+		r = -ESTALE;
+	else if (i >= 0) {
+		incoming[i].state = INCOMING_FREE;
+		r = 1;
+	}
+	pthread_mutex_unlock(&incoming_lock);
+	return r;
+}
+
+/* mid's pre-copy went another way (aborted, failed): its slot is free. */
+static void incoming_drop(const char *mid)
+{
+	int i;
+
+	pthread_mutex_lock(&incoming_lock);
+	i = incoming_find(mid);
+	if (i >= 0 && incoming[i].state == INCOMING_WAITING)
+		incoming[i].state = INCOMING_FREE;
+	pthread_mutex_unlock(&incoming_lock);
+}
+
+/* Whether mid's pre-copy still waits, and since when its source is quiet;
+ * heard: the source said just now that the move runs. */
+static bool incoming_waiting(const char *mid, bool heard, double *ret_last_word)
+{
+	bool waiting;
+	int i;
+
+	pthread_mutex_lock(&incoming_lock);
+	i = incoming_find(mid);
+	waiting = i >= 0 && incoming[i].state == INCOMING_WAITING;
+	if (waiting && heard)
+		incoming[i].last_word = phos_now();
+	if (waiting)
+		*ret_last_word = incoming[i].last_word;
+	pthread_mutex_unlock(&incoming_lock);
+	return waiting;
+}
+
+/* Marks mid RECLAIMED when it still waits with its source quiet for quiet_s:
+ * true then (the caller removes the pre-copy). */
+static bool incoming_reclaim(const char *mid, double quiet_s)
+{
+	double now = phos_now();
+	bool r = false;
+	int i;
+
+	pthread_mutex_lock(&incoming_lock);
+	i = incoming_find(mid);
+	if (i >= 0 && incoming[i].state == INCOMING_WAITING && now - incoming[i].last_word > quiet_s) {
+		incoming[i].state = INCOMING_RECLAIMED;
+		incoming[i].at = now;
+		incoming_reclaimed++;
+		r = true;
+	}
+	pthread_mutex_unlock(&incoming_lock);
+	return r;
+}
+
+void inv_migrate_incoming(unsigned *ret_waiting, uint64_t *ret_reclaimed)
+{
+	unsigned n = 0;
+
+	pthread_mutex_lock(&incoming_lock);
+	for (int i = 0; i < INCOMING_MAX; i++)
+		n += incoming[i].state == INCOMING_WAITING;
+	*ret_reclaimed = incoming_reclaimed;
+	pthread_mutex_unlock(&incoming_lock);
+	*ret_waiting = n;
+}
+
+/* Removes move mid's pre-copy here: its directory and its prepared executor. */
+static void precopy_discard(const char *mid)
+{
+	struct inv_prepared p = prepared_take(mid);
+	char dir[PATH_MAX];
+
+	prepared_drop(&p);
+	pre_dir(dir, sizeof(dir), mid);
+	phos_image_dir_abort(dir);
+}
+
+struct watch {
+	char name[INV_NAME_MAX + 1];
+	char mid[33];
+	char url[PULL_URL_MAX + 64];       /* the source's record of the move */
+	char auth[PULL_TOKEN_MAX + 32];    /* with its peer token */
+};
+
+/* Whether the source says that move w runs (its record, within timeout_ms). */
+static bool source_says_running(const struct watch *w, long timeout_ms)
+{
+	static const char *const running[] = { "starting", "precopy", "stopping", "transferring" };
+	struct answer a = { 0 };
+	struct curl_slist *h = NULL;
+	CURL *c = curl_easy_init();
+	long status = 0;
+	bool yes = false;
+
+	if (!c)
+		return false;
+	h = curl_slist_append(h, w->auth);
+	curl_easy_setopt(c, CURLOPT_URL, w->url);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+	pull_curl_keepalive(c);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_answer);   /* (at most MIGRATE_ANSWER_MAX kept) */
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
+	if (h && curl_easy_perform(c) == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	if (status == 200 && a.buf) {
+		json_t *j = json_loadb(a.buf, a.len, 0, NULL);
+		const char *st = str_of(j, "state"), *id = str_of(j, "migration");
+
+		for (unsigned i = 0; st && id && !strcmp(id, w->mid) && i < sizeof(running) / sizeof(running[0]); i++)
+			yes |= !strcmp(st, running[i]);
+		json_decref(j);
+	}
+	free(a.buf);
+	for (struct curl_slist *x = h; x; x = x->next)
+		explicit_bzero(x->data, strlen(x->data));
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	return yes;
+}
+
+static void *watch_main(void *arg)
+{
+	struct watch *w = arg;
+	double quiet = orphan_s(), every = quiet / 6 < 0.2 ? 0.2 : quiet / 6 > 5 ? 5 : quiet / 6;
+	double next = phos_now() + every, last;
+
+	while (incoming_waiting(w->mid, false, &last)) {
+		double now = phos_now();
+		long ms;
+
+		if (now - last > quiet) {
+			if (incoming_reclaim(w->mid, quiet)) {
+				precopy_discard(w->mid);
+				phos_warn("%s: migration %s: no word from its source for %.0f s: its pre-copy and prepared "
+					  "executor are reclaimed here (a late final phase gets 410)", w->name, w->mid, quiet);
+			}
+			continue;
+		}
+		if (now < next) {
+			usleep(100 * 1000);
+			continue;
+		}
+		/* (a source that answers answers at once: a slow answer counts as none) */
+		ms = (long)((last + quiet - now) * 1e3);
+		ms = ms < 500 ? 500 : ms > 10000 ? 10000 : ms;
+		incoming_waiting(w->mid, source_says_running(w, ms), &last);
+		next = phos_now() + every;
+	}
+	explicit_bzero(w->auth, sizeof(w->auth));
+	free(w);
+	return NULL;
+}
+
+/* Starts watching the source at from (its peer token: token) for move mid of
+ * name, whose pre-copy waits here (incoming_add). 0 or -errno. */
+static int watch_start(const char *name, const char *mid, const char *from, const char *token)
+{
+	struct watch *w = calloc(1, sizeof(*w));
+	size_t n = strlen(from);
+	pthread_attr_t a;
+	pthread_t t;
+	int r;
+
+	if (!w)
+		return -ENOMEM;
+	snprintf(w->name, sizeof(w->name), "%s", name);
+	snprintf(w->mid, sizeof(w->mid), "%s", mid);
+	snprintf(w->url, sizeof(w->url), "%.*s/system/migrations/%s", (int)(n - (n && from[n - 1] == '/')), from, mid);
+	snprintf(w->auth, sizeof(w->auth), "Authorization: Bearer %s", token);
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	r = -pthread_create(&t, &a, watch_main, w);
+	pthread_attr_destroy(&a);
+	if (r < 0) {
+		explicit_bzero(w->auth, sizeof(w->auth));
+		free(w);
+	}
+	return r;
+}
+
 /* The pre-copy phase: gpu.data as the source has it now into .pre-MID. */
 static int receive_precopy(struct inv_function *f, struct pull *p, uint64_t data_bytes, uint64_t layout_bytes,
 			   json_t **ret_body)
@@ -1638,7 +1940,7 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	uint64_t refetched = 0;
 	double verify_s = 0, t_commit = 0;
 	unsigned prehashed = 0;   /* items of the pre-copy not read again at the stop */
-	bool precopy, pre = false;
+	bool precopy, pre = false, claimed = false;
 	struct inv_prepared prep = { .slot = -1 };
 	struct inv_instance *in = NULL;
 	struct inv_function *f = NULL;
@@ -1680,13 +1982,22 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 			code = 400;
 			goto out;
 		}
-		prep = prepared_take(mid);
-		prepared_drop(&prep);
-		pre_dir(dir, sizeof(dir), mid);
-		phos_image_dir_abort(dir);
+		incoming_drop(mid);
+		precopy_discard(mid);
 		*ret_body = json_pack("{s:s}", "migration", mid);
 		code = 200;
 		goto out;
+	}
+	if (phase && !strcmp(phase, "final") && hex32(mid)) {   /* its pre-copy is ours from here */
+		int c = incoming_claim(mid);
+
+		if (c == -ESTALE) {
+			*ret_body = inv_err_json("migration %s: its pre-copy was reclaimed here after %.0f s without word "
+						 "from the source; start the move again", mid, orphan_s());
+			code = 410;
+			goto out;
+		}
+		claimed = c > 0;
 	}
 	from = str_of(req, "from");
 	token = str_of(req, "from_token");
@@ -1729,7 +2040,22 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 			*ret_body = inv_err_json("out of memory");
 			goto out;
 		}
+		r = incoming_add(mid);
+		if (r < 0) {
+			*ret_body = r == -EEXIST ? inv_err_json("migration %s: pre-copied already", mid)
+						 : inv_err_json("%d moves are coming here already; try again later", INCOMING_MAX);
+			code = r == -EEXIST ? 409 : 503;
+			goto out;
+		}
 		code = receive_precopy(f, &p, (uint64_t)bytes, (uint64_t)layout, ret_body);
+		if (code == 200 && (r = watch_start(name, mid, from, token)) < 0) {
+			precopy_discard(mid);
+			json_decref(*ret_body);
+			*ret_body = inv_err_json("cannot watch the source for the move: %s", strerror(-r));
+			code = 500;
+		}
+		if (code != 200)
+			incoming_drop(mid);
 		goto out;
 	}
 	r = phos_image_parse(manifest, strlen(manifest), &p.img, err, sizeof(err));
@@ -1864,6 +2190,8 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	in = NULL;   /* serving */
 	code = 201;
 out:
+	if (claimed && code != 201)
+		precopy_discard(mid);   /* the move failed: the source's abort finds nothing to drop */
 	prepared_drop(&prep);   /* not used: the move failed before its restore */
 	if (tmp[0])
 		phos_image_dir_abort(tmp);
