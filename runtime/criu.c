@@ -815,26 +815,33 @@ static int task_user(pid_t pid, struct phos_criu_user *ret)
 	return 0;
 }
 
-/* Takes the dump lock of pid's working directory (waiting for another dump
- * there, as long as cancel_fd stays quiet: -ECANCELED). Returns its fd. */
+/* Takes the dump lock (waiting for the dumps it excludes, as long as
+ * cancel_fd stays quiet: -ECANCELED). Returns its fd.
+ *
+ * CRIU's parasite mounts /proc at proc.crtools in its task's cwd when the
+ * task has no /proc of its own pid namespace to use: a function that runs as
+ * we do, in our mount namespace. That mount shows up in the mount namespace
+ * of every function of another user (whose mounts follow ours, MS_SLAVE, and
+ * which has a /proc of its own, so that its dumps mount nothing), wherever
+ * its cwd is: a dump of one of those at that moment found a mount point that
+ * the other dump then took away ("mnt-v2: Can't stat mountpoint
+ * proc.crtools", once in CI under ASan). And two dumps mounting it in one
+ * cwd collide (EEXIST). So one lock for this user's invokers: exclusive for
+ * a dump of a task in our mount namespace, shared for the others, which run
+ * side by side. */
 static int dump_lock_take(pid_t pid, int cancel_fd)
 {
 	char path[PATH_MAX], dir[PATH_MAX - 64];
-	struct stat st;
-	int fd;
+	int fd, how = same_ns(pid, "mnt") ? LOCK_EX : LOCK_SH;
 
-	snprintf(path, sizeof(path), "/proc/%d/cwd", (int)pid);
-	if (stat(path, &st) < 0)
-		return -errno;
 	fd = phos_rundir(dir, sizeof(dir));
 	if (fd < 0)
 		return fd;
-	snprintf(path, sizeof(path), "%s/criu-dump-%llx-%llx.lock", dir, (unsigned long long)st.st_dev,
-		 (unsigned long long)st.st_ino);
+	snprintf(path, sizeof(path), "%s/criu-dump.lock", dir);
 	fd = open(path, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+	while (flock(fd, how | LOCK_NB) < 0) {
 		struct pollfd p = { .fd = cancel_fd, .events = POLLIN };
 
 		if (errno != EINTR && errno != EWOULDBLOCK) {
