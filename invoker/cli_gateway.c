@@ -59,8 +59,8 @@ static const char *usage_of(const char *cmd)
 {
 	if (!strcmp(cmd, "deploy"))
 		return "deploy --name NAME [--device auto|cuda|sim] [--gpus N] [--limit KEY=VALUE]... -- PROGRAM [ARGS...]\n"
-		       "       phos-fn deploy --from URL [--from-token-file FILE] NAME   (pull NAME's snapshot from the "
-		       "invoker at URL)";
+		       "       phos-fn deploy --from URL [--from-token-file FILE] [--limit deploy_timeout_ms=MS] NAME   "
+		       "(pull NAME's snapshot from the invoker at URL, within MS: default 60000)";
 	if (!strcmp(cmd, "list"))
 		return "list";
 	if (!strcmp(cmd, "logs"))
@@ -187,13 +187,14 @@ static int deploy_from(struct cli_gateway *g, struct args *a, int argc, char **a
 {
 	const char *tf = a->from_token_file ? a->from_token_file : getenv("PHOS_FROM_TOKEN_FILE");
 	const char *name = first == argc - 1 ? argv[first] : first == argc ? a->name : NULL;  /* NAME or --name */
+	json_t *timeout = json_object_get(a->limits, "deploy_timeout_ms");   /* the whole pull's */
 	char *token = NULL, err[512], what[128], *body;
 	struct cli_answer ans;
 	json_t *req;
 	int r;
 
 	if (!name || !name_valid(name) || (a->name && strcmp(a->name, name)) || a->device || a->gpus ||
-	    json_object_size(a->limits)) {
+	    json_object_size(a->limits) > (timeout ? 1u : 0u)) {
 		fprintf(stderr, "usage: phos-fn %s\n", usage_of("deploy"));
 		return 2;
 	}
@@ -207,7 +208,10 @@ static int deploy_from(struct cli_gateway *g, struct args *a, int argc, char **a
 		return 1;
 	}
 	req = json_pack("{s:s,s:s,s:s}", "name", name, "from", a->from, "from_token", token);
+	explicit_bzero(token, strlen(token));
 	free(token);
+	if (req && timeout)
+		json_object_set(req, "deploy_timeout_ms", timeout);
 	body = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	json_decref(req);
 	if (!body)

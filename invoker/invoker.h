@@ -49,6 +49,8 @@
 #define INV_LOG_RING (64u << 10)       /* stderr kept per instance */
 #define INV_MAX_BODY_LIMIT (256u << 20) /* what max_body_bytes may be set to (the preload's frame limit) */
 
+#define INV_DEPLOY_TIMEOUT_MS 60000   /* deploy_timeout_ms when none is given */
+
 struct inv_limits {
 	unsigned max_instances;   /* 1..64, default 4 */
 	unsigned max_inflight;    /* waiting calls per instance, 0..1024, default 8 */
@@ -56,7 +58,8 @@ struct inv_limits {
 	unsigned idle_ms;         /* idle instance stopped after, 10..86400000, default 300000 */
 	size_t max_body_bytes;    /* request body, 1..INV_MAX_BODY_LIMIT, default: the daemon's */
 	unsigned deploy_timeout_ms; /* a snapshot (deploy, re-snapshot) until the program's snapshot
-				     * point is dumped, 100..3600000, default 60000 */
+				     * point is dumped, 100..3600000, default
+				     * INV_DEPLOY_TIMEOUT_MS; a whole pull's too */
 	unsigned checkpoint_ms;   /* 0 (default: off) or 100..86400000: a call running this long is
 				   * checkpointed (cow), and again every checkpoint_ms; an instance
 				   * lost during the call resumes from the latest (checkpoints.c) */
@@ -157,6 +160,8 @@ struct inv_function {
 	int snap_cancel_fd;     /* eventfd of the snapshot being taken, written to cancel it; -1: none */
 	const char *snap_phase; /* its phase (phos_snapshot_ctl), a static string; NULL: none */
 	double snap_started;
+	unsigned snap_timeout_ms; /* the phase's deadline when not limits.deploy_timeout_ms (a pull's); 0 */
+	bool entry_pending;     /* a pull before its peer's export came: its name is all it has (pull.c) */
 	bool prefetch_pending;  /* the snapshot has no first-touch order yet */
 	bool removed;
 	unsigned generation;

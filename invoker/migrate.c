@@ -1521,7 +1521,9 @@ static struct inv_function *function_here(const char *name, const char *from, co
 
 	if (f)
 		return f;
-	req = json_pack("{s:s,s:s,s:s}", "name", name, "from", from, "from_token", token);
+	/* (the source waits MIGRATE_TIMEOUT_S for us, this pull included) */
+	req = json_pack("{s:s,s:s,s:s,s:I}", "name", name, "from", from, "from_token", token, "deploy_timeout_ms",
+			(json_int_t)MIGRATE_TIMEOUT_S * 1000);
 	code = req ? inv_pull_deploy(req, &ans) : 500;
 	json_decref(req);
 	if (code != 201 && code != 409) {   /* (409: deployed meanwhile, or being deployed) */

@@ -6,17 +6,24 @@
  * verifies every byte against the manifest, and commits it like a deploy,
  * without running the program.
  *
- *   request checks (400) ─▶ GET export (502 unreachable, bad token, bad
- *   answer; 404 no such function there) ─▶ compatibility (422: export version,
- *   image major, device, GPU model, stand-in build) ─▶ chunk lists checked
- *   against the manifest (502) ─▶ free disk (507) ─▶ listed as deploying ─▶
+ *   request checks (400) ─▶ listed as deploying (phase "export": describe
+ *   shows it, a remove cancels it) ─▶ GET export (502 unreachable, bad token,
+ *   bad answer; 404 no such function there) ─▶ compatibility (422: export
+ *   version, image major, device, GPU model, stand-in build) ─▶ chunk lists
+ *   checked against the manifest (502) ─▶ free disk (507) ─▶ the registry
+ *   entry taken (phase "pulling") ─▶
  *   modules, cpu/ files, gpu.data chunks into snapshots/N.tmp-*: each chunk a
  *   local snapshot holds is copied and re-hashed, the others fetched in ranges
  *   of up to 64 MiB, streamed to disk and hashed as they come (a mismatch:
  *   502, the temporary removed) ─▶ manifest.json last, read back ─▶ commit ─▶
  *   functions/N.json
  *
- * The transfers themselves are in pull_fetch.c. Memory is bounded: the
+ * The whole pull has a deadline, the request's deploy_timeout_ms (default
+ * INV_DEPLOY_TIMEOUT_MS) from its start: a peer that trickles bytes just
+ * above libcurl's low-speed limit fails it then (504), as a remove (409) or
+ * the drain (503) do at any time, every transfer aborted within about a
+ * second (pull_cancelled, libcurl's progress callback) and the temporary
+ * removed. The transfers themselves are in pull_fetch.c. Memory is bounded: the
  * export document (at most 64 MiB), one 4 MiB buffer for local copies;
  * fetched bytes go from libcurl's buffer to the file.
  */
@@ -62,7 +69,18 @@ bool pull_cancelled(const struct pull *p)
 {
 	struct pollfd pfd = { .fd = p->cancel_fd, .events = POLLIN };
 
-	return inv_draining || (p->cancel_fd >= 0 && poll(&pfd, 1, 0) == 1);
+	return inv_draining || (p->deadline && phos_now() >= p->deadline) ||
+	       (p->cancel_fd >= 0 && poll(&pfd, 1, 0) == 1);
+}
+
+int pull_fail_stopped(struct pull *p, char *err, size_t errlen)
+{
+	if (inv_draining)
+		return pull_fail(p, 503, -ECANCELED, err, errlen, "the pull was cancelled: the invoker is stopping");
+	if (p->deadline && phos_now() >= p->deadline)
+		return pull_fail(p, 504, -ETIMEDOUT, err, errlen, "the pull did not end within its deploy_timeout_ms "
+				 "(%u ms): a peer this slow cannot serve it", p->timeout_ms);
+	return pull_fail(p, 409, -ECANCELED, err, errlen, "the pull was cancelled");
 }
 
 /* ---- the request ---- */
@@ -422,29 +440,35 @@ static int export_fetch(struct pull *p, json_t **ret_entry, char *err, size_t er
 	return 0;
 }
 
-static void set_phase(struct inv_function *f, const char *phase, int cancel_fd)
+/* f's pull is in phase (NULL: over), which a remove cancels through
+ * cancel_fd; its elapsed time counts from the pull's start. */
+static void set_phase(struct inv_function *f, const struct pull *p, const char *phase, int cancel_fd)
 {
 	pthread_mutex_lock(&f->lock);
 	f->snap_phase = phase;
 	f->snap_cancel_fd = cancel_fd;
-	if (phase)
-		f->snap_started = phos_now();
+	f->snap_started = p->started;
+	f->snap_timeout_ms = phase ? p->timeout_ms : 0;
 	pthread_mutex_unlock(&f->lock);
 }
 
-/* inv_snapshot_maker: the snapshot of f from the peer. */
+/* inv_snapshot_maker: the registry entry and snapshot of f from the peer.
+ * Listed from the start (phase "export" while the export document comes,
+ * then "pulling", "committing"), cancelled in any phase by a remove, the
+ * drain or the deadline. */
 static int pull_make(struct inv_function *f, void *arg, char *err, size_t errlen)
 {
 	struct pull *p = arg;
 	char tmp[PATH_MAX], sub[PATH_MAX + 80], why[512];
 	struct phos_image *check = NULL;
 	bool reowned = false;
+	json_t *entry = NULL;
 	int r;
 
 	p->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (p->cancel_fd < 0)
 		return pull_fail(p, 500, -errno, err, errlen, "eventfd: %s", strerror(errno));
-	set_phase(f, "pulling", p->cancel_fd);
+	set_phase(f, p, "export", p->cancel_fd);
 	pthread_mutex_lock(&f->lock);
 	r = f->removed || inv_draining;
 	pthread_mutex_unlock(&f->lock);
@@ -452,6 +476,13 @@ static int pull_make(struct inv_function *f, void *arg, char *err, size_t errlen
 		r = pull_fail(p, inv_draining ? 503 : 409, -ECANCELED, err, errlen, "cancelled before it began");
 		goto out_phase;
 	}
+	r = export_fetch(p, &entry, err, errlen);
+	if (r == 0 && (r = inv_function_fill(f, entry, why, sizeof(why))) < 0)
+		pull_fail(p, 502, -EBADMSG, err, errlen, "the registry entry: %s", why);
+	if (r < 0)
+		goto out_phase;
+	phos_info("pulling %s: %" PRIu64 " bytes of gpu.data in %zu extents", p->name, p->img->data_bytes, p->next);
+	set_phase(f, p, "pulling", p->cancel_fd);
 	r = phos_image_dir_begin(f->snapshot_dir, tmp, sizeof(tmp));
 	if (r < 0) {
 		pull_fail(p, r == -ENOSPC ? 507 : 500, r, err, errlen, "cannot make the snapshot directory: %s", strerror(-r));
@@ -509,10 +540,10 @@ static int pull_make(struct inv_function *f, void *arg, char *err, size_t errlen
 		goto out_abort;
 	}
 	if (pull_cancelled(p)) {
-		r = pull_fail(p, inv_draining ? 503 : 409, -ECANCELED, err, errlen, "the pull was cancelled");
+		r = pull_fail_stopped(p, err, errlen);
 		goto out_abort;
 	}
-	set_phase(f, "committing", p->cancel_fd);
+	set_phase(f, p, "committing", p->cancel_fd);
 	r = phos_image_dir_commit(tmp, f->snapshot_dir);
 	if (r < 0) {
 		pull_fail(p, r == -ENOSPC ? 507 : 500, r, err, errlen, "cannot commit the snapshot: %s", strerror(-r));
@@ -529,7 +560,7 @@ static int pull_make(struct inv_function *f, void *arg, char *err, size_t errlen
 out_abort:
 	phos_image_dir_abort(tmp);
 out_phase:
-	set_phase(f, NULL, -1);
+	set_phase(f, p, NULL, -1);
 	close(p->cancel_fd);
 	p->cancel_fd = -1;
 	return r;
@@ -565,20 +596,28 @@ void pull_free(struct pull *p)
 
 int inv_pull_deploy(json_t *req, json_t **ret_body)
 {
-	struct pull p = { .cancel_fd = -1, .started = phos_now() };
+	struct pull p = { .cancel_fd = -1, .started = phos_now(), .timeout_ms = INV_DEPLOY_TIMEOUT_MS };
+	json_t *val, *timeout = json_object_get(req, "deploy_timeout_ms");
 	const char *key, *from, *token;
 	char err[1024];
-	json_t *val, *entry = NULL;
 	int code;
 
 	json_object_foreach(req, key, val)
-		if (strcmp(key, "name") && strcmp(key, "from") && strcmp(key, "from_token"))
-			return *ret_body = inv_err_json("unknown field '%.64s' (a pull takes name, from and from_token)", key), 400;
+		if (strcmp(key, "name") && strcmp(key, "from") && strcmp(key, "from_token") &&
+		    strcmp(key, "deploy_timeout_ms"))
+			return *ret_body = inv_err_json("unknown field '%.64s' (a pull takes name, from, from_token and "
+						    "deploy_timeout_ms)", key), 400;
 	p.name = str_of(req, "name");
 	from = str_of(req, "from");
 	token = str_of(req, "from_token");
 	if (!p.name || !inv_name_valid(p.name))
 		return *ret_body = inv_err_json("name must match [a-z0-9][a-z0-9-]{0,62}"), 400;
+	if (timeout && (!json_is_integer(timeout) || json_integer_value(timeout) < 100 ||
+			json_integer_value(timeout) > 3600000))
+		return *ret_body = inv_err_json("deploy_timeout_ms (the whole pull's) must be 100..3600000"), 400;
+	if (timeout)
+		p.timeout_ms = (unsigned)json_integer_value(timeout);
+	p.deadline = p.started + p.timeout_ms / 1e3;
 	if (!from)
 		return *ret_body = inv_err_json("from must be the peer invoker's URL"), 400;
 	if (!token || !pull_token_valid(token))
@@ -593,16 +632,8 @@ int inv_pull_deploy(json_t *req, json_t **ret_body)
 		pull_free(&p);
 		return *ret_body = inv_err_json("out of memory"), 500;
 	}
-
-	if (export_fetch(&p, &entry, err, sizeof(err)) < 0) {
-		code = p.code ? p.code : 502;
-		phos_warn("pull of %s from %s: %s", p.name, from, err);
-		pull_free(&p);
-		return *ret_body = inv_err_json("%s", err), code;
-	}
-	phos_info("pulling %s from %s: %" PRIu64 " bytes of gpu.data in %zu extents", p.name, from,
-		  p.img->data_bytes, p.next);
-	code = inv_function_deploy_made(entry, pull_make, pull_status, &p, ret_body);
+	phos_info("pulling %s from %s (within %u ms)", p.name, from, p.timeout_ms);
+	code = inv_function_deploy_pending(p.name, pull_make, pull_status, &p, ret_body);
 	if (code == 201) {
 		json_object_set_new(*ret_body, "pull",
 				    json_pack("{s:s,s:I,s:I,s:I,s:I,s:f}", "from", from, "bytes_fetched",

@@ -48,6 +48,8 @@ struct pull {
 	unsigned nsrc;
 	uint64_t fetched, reused, chunks_fetched, chunks_reused;
 	double started;
+	double deadline;        /* (phos_now) the whole pull ends by then; 0: none */
+	unsigned timeout_ms;    /* what the deadline came from */
 	int code;               /* HTTP status of a failure, 0: by errno */
 	/* where file ranges come from: the snapshot export's
 	 * /system/functions/NAME/export/file when empty; the query carries
@@ -95,8 +97,11 @@ int pull_fail(struct pull *p, int code, int rc, char *err, size_t errlen, const 
  * (functions run as we do) an image of another user is refused. -EPERM with
  * why in err when refused. */
 int inv_image_run_as(const char *dir, struct phos_image *img, bool *ret_reowned, char *err, size_t errlen);
-/* A remove of the name or the drain asked the pull to stop. */
+/* A remove of the name or the drain asked the pull to stop, or its deadline passed. */
 bool pull_cancelled(const struct pull *p);
+/* Records why the pull stopped (pull_cancelled): 503 the drain, 504 its
+ * deadline (-ETIMEDOUT), else 409 (a remove); returns the -errno. */
+int pull_fail_stopped(struct pull *p, char *err, size_t errlen);
 
 /* pull_fetch.c */
 /* p->curl with the peer's token and our limits (http/https only, no

@@ -195,6 +195,15 @@ int pull_http_get(struct pull *p, const char *path, const char *query, struct si
 	    curl_url_get(p->base, CURLUPART_URL, &url, 0) != CURLUE_OK)
 		return pull_fail(p, 500, -ENOMEM, err, errlen, "cannot build the peer's URL");
 	curl_easy_setopt(p->curl, CURLOPT_URL, url);
+	/* the progress callback ends a transfer at the deadline (and on a
+	 * cancel) within about a second; this backs it (0: no limit) */
+	if (p->deadline) {
+		double left = p->deadline - phos_now();
+
+		curl_easy_setopt(p->curl, CURLOPT_TIMEOUT_MS, left > 0 ? (long)(left * 1e3) + 1 : 1L);
+	} else {
+		curl_easy_setopt(p->curl, CURLOPT_TIMEOUT_MS, 0L);
+	}
 	curl_easy_setopt(p->curl, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(p->curl, CURLOPT_WRITEDATA, s);
 	curl_easy_setopt(p->curl, CURLOPT_XFERINFODATA, p);
@@ -204,7 +213,7 @@ int pull_http_get(struct pull *p, const char *path, const char *query, struct si
 		curl_easy_getinfo(p->curl, CURLINFO_RESPONSE_CODE, &s->status);
 	curl_free(url);
 	if (pull_cancelled(p))
-		return pull_fail(p, inv_draining ? 503 : 409, -ECANCELED, err, errlen, "the pull was cancelled");
+		return pull_fail_stopped(p, err, errlen);
 	if (s->mismatch)
 		return 0;   /* the caller names the chunk */
 	if (s->write_error)
@@ -494,7 +503,7 @@ int pull_gpu_data(struct pull *p, const char *tmp, char *err, size_t errlen)
 			size_t run = 0;
 
 			if (pull_cancelled(p)) {
-				r = pull_fail(p, inv_draining ? 503 : 409, -ECANCELED, err, errlen, "the pull was cancelled");
+				r = pull_fail_stopped(p, err, errlen);
 				break;
 			}
 			if (local_copy(p, x->chunks[c], len, fd, x->offset + off, buf)) {

@@ -322,7 +322,7 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 	}
 	f->refs = 1;
 	f->snap_cancel_fd = -1;
-	f->limits = (struct inv_limits){ 4, 8, 30000, 300000, inv_cfg.max_body_bytes, 60000, 0 };
+	f->limits = (struct inv_limits){ 4, 8, 30000, 300000, inv_cfg.max_body_bytes, INV_DEPLOY_TIMEOUT_MS, 0 };
 #define LIMIT(key, lo, hi, field)                                                     \
 	do {                                                                          \
 		v = f->limits.field;                                                  \
@@ -393,11 +393,13 @@ static json_t *function_json(struct inv_function *f, bool with_token)
 
 json_t *inv_function_describe(struct inv_function *f)
 {
-	json_t *j = function_json(f, false);
 	unsigned c[4];
+	json_t *j;
 
 	inv_instances_count(f, c);
 	pthread_mutex_lock(&f->lock);
+	/* (under the lock: a pull fills in its entry, inv_function_fill) */
+	j = f->entry_pending ? json_pack("{s:s}", "name", f->name) : function_json(f, false);
 	json_object_set_new(j, "status", json_string(f->ready ? "ready" : "deploying"));
 	json_object_set_new(j, "snapshot", json_string(f->snapshot_dir));
 	json_object_set_new(j, "snapshot_s", json_real(f->snapshot_s));
@@ -407,7 +409,8 @@ json_t *inv_function_describe(struct inv_function *f)
 	if (f->snap_phase)   /* a deploy or re-snapshot in progress */
 		json_object_set_new(j, "progress", json_pack("{s:s,s:I,s:I}", "phase", f->snap_phase, "elapsed_ms",
 							     (json_int_t)((phos_now() - f->snap_started) * 1e3),
-							     "timeout_ms", (json_int_t)f->limits.deploy_timeout_ms));
+							     "timeout_ms", (json_int_t)(f->snap_timeout_ms ? f->snap_timeout_ms
+											: f->limits.deploy_timeout_ms)));
 	pthread_mutex_unlock(&f->lock);
 	json_object_set_new(j, "instances", json_pack("{s:i,s:i,s:i,s:i}", "starting", c[0], "idle", c[1], "busy",
 						      c[2], "stopping", c[3]));
@@ -828,7 +831,10 @@ static int deploy_run(struct inv_function *f, inv_snapshot_maker make, int (*sta
 	if (inv_rendezvous_start(f) < 0)   /* a rank > 0 meets its leader from the snapshot run on */
 		phos_warn("%s: no rendezvous thread: rank %u cannot meet its leader", f->name, f->ranks.rank);
 
-	phos_info("deploying %s: snapshot of %s", f->name, f->program);
+	if (f->entry_pending)
+		phos_info("deploying %s: pulled from a peer", f->name);
+	else
+		phos_info("deploying %s: snapshot of %s", f->name, f->program);
 	err[0] = '\0';
 	r = make(f, arg, err, sizeof(err));
 	if (r == 0 && phos_fault("registry_kill"))
@@ -900,17 +906,49 @@ int inv_function_deploy(json_t *req, json_t **ret_body)
 	return deploy_run(f, take_snapshot_made, NULL, NULL, ret_body);
 }
 
-int inv_function_deploy_made(json_t *entry, inv_snapshot_maker make, int (*status)(int r, void *arg), void *arg,
-			     json_t **ret_body)
+int inv_function_deploy_pending(const char *name, inv_snapshot_maker make, int (*status)(int r, void *arg),
+				void *arg, json_t **ret_body)
 {
-	char err[1024];
-	struct inv_function *f = function_from_json(entry, false, err, sizeof(err));
+	char err[1024] = "out of memory";
+	json_t *entry = json_pack("{s:s,s:s}", "name", name, "program", "/");   /* (a stand-in until filled) */
+	struct inv_function *f = entry ? function_from_json(entry, false, err, sizeof(err)) : NULL;
 
+	json_decref(entry);
 	if (!f) {
-		*ret_body = err_json("the registry entry: %s", err);
-		return 502;
+		*ret_body = err_json("%s", err);
+		return 500;   /* (the name was checked: out of memory) */
 	}
+	f->entry_pending = true;
 	return deploy_run(f, make, status, arg, ret_body);
+}
+
+int inv_function_fill(struct inv_function *f, json_t *entry, char *err, size_t errlen)
+{
+	struct inv_function *g = function_from_json(entry, false, err, errlen);
+
+	if (!g)
+		return -EINVAL;
+	if (strcmp(g->name, f->name)) {
+		snprintf(err, errlen, "it names another function");
+		function_free(g);
+		return -EINVAL;
+	}
+#define SWAP(x) do { __typeof__(f->x) t_ = f->x; f->x = g->x; g->x = t_; } while (0)
+	pthread_mutex_lock(&f->lock);
+	SWAP(program);
+	SWAP(args);
+	SWAP(nargs);
+	SWAP(env);
+	SWAP(gpus);
+	SWAP(limits);
+	SWAP(created);
+	SWAP(ranks);   /* (rank 0 only: a rank > 0's entry has no leader token, function_from_json refuses it) */
+	memcpy(f->device, g->device, sizeof(f->device));
+	f->entry_pending = false;
+	pthread_mutex_unlock(&f->lock);
+#undef SWAP
+	function_free(g);   /* (with the stand-in's fields) */
+	return 0;
 }
 
 int inv_function_resnapshot(const char *name, json_t **ret_body)

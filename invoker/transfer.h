@@ -142,13 +142,18 @@ json_t *inv_function_entry(struct inv_function *f);
 /* Makes f's snapshot at f->snapshot_dir (atomically: all or nothing): 0 or
  * -errno with the reason in err. */
 typedef int (*inv_snapshot_maker)(struct inv_function *f, void *arg, char *err, size_t errlen);
-/* Deploys a function from a registry entry (as stored; its program need not
- * exist here) whose snapshot make writes, with the same ownership order as a
- * deploy (listed as deploying, snapshot committed, then the registry file).
- * status maps make's error to an HTTP status. 201 with the description, or
- * that status (409 for a name in use or a remove meanwhile) with an error. */
-int inv_function_deploy_made(json_t *entry, inv_snapshot_maker make, int (*status)(int r, void *arg), void *arg,
-			     json_t **ret_body);
+/* Deploys a function name whose registry entry and snapshot make brings (a
+ * pull), with the same ownership order as a deploy: listed as deploying at
+ * once (a deploy of the name is 409, a remove cancels it: make must watch
+ * f->snap_cancel_fd), the entry given by inv_function_fill, the snapshot
+ * committed, then the registry file. status maps make's error to an HTTP
+ * status. 201 with the description, or that status (409 for a name in use
+ * or a remove meanwhile) with an error. */
+int inv_function_deploy_pending(const char *name, inv_snapshot_maker make, int (*status)(int r, void *arg),
+				void *arg, json_t **ret_body);
+/* Gives a function of inv_function_deploy_pending its registry entry (as
+ * stored; its program need not exist here): 0, or -EINVAL with err. */
+int inv_function_fill(struct inv_function *f, json_t *entry, char *err, size_t errlen);
 
 /* POST /system/functions with "from": pulls NAME from the peer (pull.c). */
 int inv_pull_deploy(json_t *req, json_t **ret_body);
