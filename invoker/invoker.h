@@ -50,6 +50,9 @@
 #define INV_MAX_BODY_LIMIT (256u << 20) /* what max_body_bytes may be set to (the preload's frame limit) */
 
 #define INV_DEPLOY_TIMEOUT_MS 60000   /* deploy_timeout_ms when none is given */
+/* A pull's when none is given: it moves the whole snapshot (16 GiB at 1 Gb/s
+ * is over two minutes), where a deploy waits for a program's init. */
+#define INV_PULL_TIMEOUT_MS 600000
 
 struct inv_limits {
 	unsigned max_instances;   /* 1..64, default 4 */
@@ -59,7 +62,8 @@ struct inv_limits {
 	size_t max_body_bytes;    /* request body, 1..INV_MAX_BODY_LIMIT, default: the daemon's */
 	unsigned deploy_timeout_ms; /* a snapshot (deploy, re-snapshot) until the program's snapshot
 				     * point is dumped, 100..3600000, default
-				     * INV_DEPLOY_TIMEOUT_MS; a whole pull's too */
+				     * INV_DEPLOY_TIMEOUT_MS; a whole pull's too
+				     * (default INV_PULL_TIMEOUT_MS there) */
 	unsigned checkpoint_ms;   /* 0 (default: off) or 100..86400000: a call running this long is
 				   * checkpointed (cow), and again every checkpoint_ms; an instance
 				   * lost during the call resumes from the latest (checkpoints.c) */

@@ -19,7 +19,7 @@
  *   functions/N.json
  *
  * The whole pull has a deadline, the request's deploy_timeout_ms (default
- * INV_DEPLOY_TIMEOUT_MS) from its start: a peer that trickles bytes just
+ * INV_PULL_TIMEOUT_MS) from its start: a peer that trickles bytes just
  * above libcurl's low-speed limit fails it then (504), as a remove (409) or
  * the drain (503) do at any time, every transfer aborted within about a
  * second (pull_cancelled, libcurl's progress callback) and the temporary
@@ -596,7 +596,7 @@ void pull_free(struct pull *p)
 
 int inv_pull_deploy(json_t *req, json_t **ret_body)
 {
-	struct pull p = { .cancel_fd = -1, .started = phos_now(), .timeout_ms = INV_DEPLOY_TIMEOUT_MS };
+	struct pull p = { .cancel_fd = -1, .started = phos_now(), .timeout_ms = INV_PULL_TIMEOUT_MS };
 	json_t *val, *timeout = json_object_get(req, "deploy_timeout_ms");
 	const char *key, *from, *token;
 	char err[1024];

@@ -8,7 +8,7 @@ peer trickling bytes just above libcurl's low-speed limit (1 KiB/s) kept it
 going for ever (10 minutes a stall for the export, then on for the files).
 Now the pull is listed as deploying from its start (progress.phase
 "export", then "pulling"), DELETE cancels it in any phase, and the whole
-pull has a deadline (the request's deploy_timeout_ms, else 60 s).
+pull has a deadline (the request's deploy_timeout_ms, else 600 s).
 
 A fake peer (Python) trickles 2 KiB/s: for "slow-export" the export
 document itself (blanks before the JSON), for "slow-files" every file
