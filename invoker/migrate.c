@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Moving an instance, with its state, to another invoker (issue 13; see
- * invoker.h, "migrate.c", and the README).
+ * invoker.h, "migrate.c", and docs/peers.md).
  *
  *   source A                                   target B
  *   POST .../instances/ID/migrate {"to","to_token","mode","async"}: a record

@@ -1572,7 +1572,7 @@ static CUresult pointer_attr(void *data, CUpointer_attribute attribute, CUdevice
 		if (pa.type == cudaMemoryTypeHost) {
 			void *d = NULL;
 
-			/* mapped host memory is reached at its own address (README) */
+			/* mapped host memory is reached at its own address (docs/compatibility.md) */
 			r = CU_RUN(cudaHostGetDevicePointer(&d, DPTR(ptr), 0));
 			if (r == CUDA_SUCCESS)
 				*(CUdeviceptr *)data = (CUdeviceptr)(uintptr_t)d;

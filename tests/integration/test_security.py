@@ -302,7 +302,7 @@ def main():
 
     # libmicrohttpd's own protocol errors: its status, the connection closed,
     # never a hang, a crash or a call, and a JSON body like every other answer
-    # (our patched build of it, README "Requests").
+    # (our patched build of it, docs/invoker-api.md, "What the invoker protects").
     before = calls_of("sec")
     mhd = [(b"POST /function/sec HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n0\r\n\r\n",
             "bad chunking", b"400"),
