@@ -11,6 +11,10 @@ checked by the program against a direct DFT of its own:
   snapshot, and the new executor must make it again (an execution of a plan
   it lacks fails the program);
 - checkpoints of the running program (stw, cow, recopy) restored answer on;
+  and checkpointed at random moments of a loop of cuFFT calls (`loop N`),
+  the original killed, the restored copy goes on where it was stopped and
+  ends with every step right (a program holding plans is stopped only where
+  no call naming one is half-done);
 - the read/write set of every execution is exactly the bytes cuFFT's data
   layout gives its input and output (packed, strided, in place with padded
   rows), written out below from the documentation's rules; C2R and Z2D
@@ -25,11 +29,14 @@ checked by the program against a direct DFT of its own:
 """
 import json
 import os
+import random
+import select
 import shutil
 import subprocess
 import tempfile
+import time
 
-from harness import (DEVICE, check, checkpoint_everywhere, done, program, read_trace, run,
+from harness import (DEVICE, PHOS_FN, check, checkpoint_everywhere, done, fn_env, program, read_trace, run,
                      serve_everywhere)
 
 PROG = program("tests", "transparency", "cufft", "cufft_serve")
@@ -132,6 +139,43 @@ try:
               f"cufft_serve {what}: {ans}")
 
     checkpoint_everywhere(PROG, "x", restored_ok, tmp)
+
+    # ... and in the middle of its cuFFT calls (plans made again, executions
+    # posted, copies in between)
+    run_env = {"PHOS_RUN_DIR": os.path.join(tmp, "run-loop")}
+    steps = 3000 if DEVICE == "sim" else 20000
+    rng = random.Random(38)
+    for rnd in range(2):
+        for mode in ("stw", "cow", "recopy"):
+            out = os.path.join(tmp, f"ck-loop-{mode}-{rnd}")
+            p = subprocess.Popen([PHOS_FN, "run", "--checkpointable", "--device", DEVICE, "--", PROG, "loop",
+                                  str(steps)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=fn_env(run_env))
+            try:
+                first = p.stdout.readline() if select.select([p.stdout], [], [], 120)[0] else ""
+                check(first.startswith("{"), f"loop, round {rnd}: the program runs its loop: {first!r}")
+                time.sleep(rng.uniform(0.0, 0.4))
+                c = subprocess.run([PHOS_FN, "checkpoint", "--mode", mode, "-o", out, str(p.pid)],
+                                   capture_output=True, text=True, timeout=300, env=fn_env(run_env))
+            finally:
+                p.kill()
+                before = [json.loads(l) for l in ([first] if first.startswith("{") else []) +
+                          p.communicate()[0].splitlines() if l.startswith("{")]
+            if not check(c.returncode == 0, f"loop, round {rnd}: checkpoint ({mode}): rc {c.returncode} "
+                                            f"{c.stderr[-1500:]}"):
+                continue
+            r = subprocess.run([PHOS_FN, "restore", "--device", DEVICE, out], capture_output=True, text=True,
+                               timeout=300, env=fn_env())
+            lines = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+            check(r.returncode == 0 and lines and lines[-1] == {"step": steps, "failures": 0, "done": True},
+                  f"loop, round {rnd}: restored from a {mode} checkpoint: rc {r.returncode} "
+                  f"{lines[-1:] if lines else r.stdout[-300:]} {r.stderr[-1500:]}")
+            # it goes on where the original was (killed after the checkpoint)
+            check(not lines or not before or lines[0]["step"] <= before[-1]["step"] + 100,
+                  f"loop, round {rnd}: the restored copy starts at {lines[:1]}, the original was at {before[-1:]}")
+            check(not lines or not before or before[-1]["step"] < 100 or lines[0]["step"] > 100,
+                  f"loop, round {rnd}: the restored copy starts over: {lines[:1]}, the original was at {before[-1:]}")
+            shutil.rmtree(out, ignore_errors=True)
 
     # what phos-fn does not forward
     p = run(PROG, "refused", env={"PHOS_LOG": "warn"})

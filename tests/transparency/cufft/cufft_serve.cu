@@ -22,7 +22,11 @@
 // argv[1] "pointers": the buffers' device addresses as JSON on stderr (the
 // test holds the executor's read/write sets against them); "refused":
 // instead of serving, calls what phos-fn does not forward (a stub, and a
-// half-precision plan) and prints their statuses as JSON. At start it says
+// half-precision plan) and prints their statuses as JSON; "loop N": no
+// serving, N requests' work in a row, a JSON line every 100 and a last one
+// with the count of wrong answers (a checkpoint taken in the middle of its
+// cuFFT calls must restore a copy whose every call still finds its plan).
+// At start it says
 // on stderr which file serves cufftCreate ("cufft: PATH"): the build gives
 // the program an RPATH to a copy of NVIDIA's library in nvidia/cu13/lib
 // beside it, as PyTorch's wheels are laid out.
@@ -484,6 +488,25 @@ int main(int argc, char **argv)
 			(unsigned long long)(uintptr_t)st.zb, (unsigned long long)(uintptr_t)st.zc,
 			(unsigned long long)(uintptr_t)st.f, (unsigned long long)(uintptr_t)st.gi,
 			(unsigned long long)(uintptr_t)st.go, (unsigned long long)(uintptr_t)st.gr);
+	if (argc > 2 && !strcmp(argv[1], "loop")) {
+		int n = atoi(argv[2]);
+
+		for (int i = 1; i <= n; i++) {
+			char why[256] = "";
+
+			if (!run_all(&st, i, why, sizeof(why))) {
+				fprintf(stderr, "cufft_serve: step %d: %s\n", i, why);
+				st.failures++;
+			}
+			if (i % 100 == 0 || i == n) {
+				printf("{\"step\": %d, \"failures\": %d, \"done\": %s}\n", i, st.failures,
+				       i == n ? "true" : "false");
+				fflush(stdout);
+			}
+		}
+		destroy_plans(&st);
+		return st.failures ? 1 : 0;
+	}
 	int r = phos_fn_serve(handle, &st);
 
 	destroy_plans(&st);
