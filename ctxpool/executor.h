@@ -11,6 +11,7 @@
  *                     device keeps     ├─ exec_blaslt.c   cuBLASLt matmuls and heuristics
  *                     per-stream order ├─ exec_nccl.c     NCCL communicators and collectives
  *                                      ├─ exec_dnn.c      cuDNN handles, descriptors, executions
+ *                                      ├─ exec_fft.c      cuFFT plans and executions
  *                                      └─ spec.c          read/write sets of every launch and
  *                                                         library call, and the trace
  *
@@ -244,6 +245,7 @@ struct executor {
 	struct handle_table nccl;       /* NCCL communicators (exec_nccl.c) */
 	struct handle_table dnn_handles;   /* cuDNN handles by the preload's id (exec_dnn.c) */
 	struct handle_table dnn_descs;     /* cuDNN backend descriptors by the preload's id */
+	struct handle_table fft_plans;     /* cuFFT plans by the preload's id (exec_fft.c) */
 	struct handle_table arrays;     /* struct exec_array by the preload's id (exec_array.c) */
 	struct handle_table texes;      /* struct exec_tex by the device's handle */
 	struct handle_table graphs;     /* struct exec_graph by the preload's id (exec_graph.c) */
@@ -577,6 +579,14 @@ int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t
 void exec_dnn_clear(struct executor *ex);
 /* Whether the function holds any cuDNN handle or descriptor. */
 bool exec_dnn_in_use(const struct executor *ex);
+
+/* cuFFT records (exec_fft.c): *ret_status gets the cufftResult for the reply. */
+int exec_fft_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
+		    uint32_t *out_len, int *ret_status);
+/* Destroys the function's cuFFT plans (exec_scrub). */
+void exec_fft_clear(struct executor *ex);
+/* Whether the function holds any cuFFT plan. */
+bool exec_fft_in_use(const struct executor *ex);
 
 /* Whether the function holds any NCCL communicator (exec_nccl.c). */
 bool exec_nccl_in_use(const struct executor *ex);

@@ -34,6 +34,7 @@ MUST_IMPLEMENT = {
     'nccl': {'ncclGetErrorString', 'pncclGetErrorString', 'ncclGetLastError', 'pncclGetLastError'},
     'cudnn': {'cudnnGetVersion', 'cudnnGetMaxDeviceVersion', 'cudnnGetCudartVersion', 'cudnnGetErrorString',
               'cudnnGetLastErrorString'},
+    'cufft': set(),   # (every export returns a cufftResult)
 }
 
 # Legacy cuBLAS (cublas.h) returns values, not statuses; their stubs return zero
@@ -52,7 +53,7 @@ RETURN_KINDS = {
 
 STATUS = {'cudart': 'phos_cudart_stub', 'cublas': 'phos_cublas_stub', 'cublasLt': 'phos_cublaslt_stub',
           'cuda': 'phos_cuda_stub',
-          'nccl': 'phos_nccl_stub', 'cudnn': 'phos_cudnn_stub'}
+          'nccl': 'phos_nccl_stub', 'cudnn': 'phos_cudnn_stub', 'cufft': 'phos_cufft_stub'}
 
 EXPORT_RE = re.compile(r'^PHOS_EXPORT\b[^(;=]*?\b([A-Za-z_]\w*)\s*\(', re.M)
 ALIAS_RE = re.compile(r'^PHOS_ALIAS\(\s*([A-Za-z_]\w*)\s*,', re.M)

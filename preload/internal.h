@@ -76,6 +76,7 @@ enum phos_hkind {
 	PHOS_H_DNN,    /* cuDNN handles (cudnn.c, the libcudnn stand-in) */
 	PHOS_H_DNN_DESC, /* cuDNN backend descriptors (cudnn.c) */
 	PHOS_H_GRAPH,  /* instantiated graphs made on the device (graph_device.c) */
+	PHOS_H_FFT,    /* cuFFT plans (cufft.c, the libcufft stand-in): the id is the cufftHandle */
 	PHOS_H__COUNT
 };
 

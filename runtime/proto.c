@@ -111,6 +111,11 @@ static const char *const op_names[PHOS_OP__COUNT] = {
 	[PHOS_OP_GRAPH_BUILD] = "graph_build",
 	[PHOS_OP_GRAPH_LAUNCH] = "graph",
 	[PHOS_OP_GRAPH_DESTROY] = "graph_destroy",
+	[PHOS_OP_FFT_VERSION] = "fft_version",
+	[PHOS_OP_FFT_PLAN] = "fft_plan",
+	[PHOS_OP_FFT_SIZE] = "fft_size",
+	[PHOS_OP_FFT_DESTROY] = "fft_destroy",
+	[PHOS_OP_FFT_EXEC] = "fft_exec",
 };
 
 const char *phos_op_name(uint32_t op)

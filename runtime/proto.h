@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "cudnn_abi.h"
+#include "fft_abi.h"
 
 #define PHOS_PROTO_VERSION 1u
 
@@ -223,6 +224,18 @@ enum phos_op {
 	PHOS_OP_GRAPH_BUILD,      /* sync: phos_graph_build + its lists (below) */
 	PHOS_OP_GRAPH_LAUNCH,     /* phos_graph_launch: stream-ordered */
 	PHOS_OP_GRAPH_DESTROY,    /* phos_handle */
+
+	/* cuFFT (ctxpool/exec_fft.c). Plans are executor objects under ids the
+	 * preload chooses, made from parameters the preload keeps (and sends
+	 * again after a restore); the cufftResult comes back in the reply's
+	 * library status. */
+	PHOS_OP_FFT_VERSION,      /* sync; reply phos_reply_fft_version */
+	PHOS_OP_FFT_PLAN,         /* sync: phos_fft_plan (a plan of that id is replaced); reply u64
+	                           * work area bytes */
+	PHOS_OP_FFT_SIZE,         /* sync: phos_fft_plan (id unused): no plan kept; reply u64 work
+	                           * area bytes (cufftGetSize*, cufftEstimate*) */
+	PHOS_OP_FFT_DESTROY,      /* phos_handle */
+	PHOS_OP_FFT_EXEC,         /* phos_fft_exec, stream-ordered */
 
 	PHOS_OP__COUNT
 };
@@ -946,6 +959,56 @@ struct phos_blaslt_result {
 	int32_t state;                 /* cublasStatus_t */
 	float waves;
 };
+
+/* --- cuFFT (PHOS_OP_FFT_*, runtime/fft_abi.h) ---
+ * A plan as cufftXtMakePlanMany takes it, every form (cufftPlan1d ...
+ * cufftMakePlanMany64) brought to this one. In the advanced layout the
+ * element of index (x0, .., x[rank-1]) of transform b of a side starts at
+ *
+ *     b * dist + ((x0 * embed[1] + x1) * embed[2] + x2) * stride   (rank 3)
+ *
+ * elements from the side's pointer (embed[0] unused, as in cuFFT); the
+ * basic layout packs each side, a real side of an in-place transform in
+ * rows of 2 (n/2 + 1) elements (phos_fft_side_of). */
+#define PHOS_FFT_ELEMS_MAX (1ll << 40)   /* of one transform, and batch */
+struct phos_fft_plan {
+	uint32_t id;                   /* the preload's plan id (FFT_SIZE: unused) */
+	int32_t device;                /* the caller's device (cudaGetDevice) */
+	int32_t type;                  /* cufftType */
+	int32_t rank;                  /* 1 .. PHOS_FFT_RANK_MAX */
+	uint32_t advanced;             /* 1: the advanced layout; 0: the basic one (inembed or onembed NULL) */
+	uint32_t _pad;
+	int64_t batch;
+	int64_t n[PHOS_FFT_RANK_MAX];  /* slowest dimension first; 0 past rank */
+	int64_t inembed[PHOS_FFT_RANK_MAX], onembed[PHOS_FFT_RANK_MAX];
+	int64_t istride, idist, ostride, odist;
+};
+struct phos_fft_exec {
+	uint32_t plan, stream;
+	uint64_t in, out;              /* device addresses; equal: in place */
+	int32_t direction;             /* C2C, Z2Z: PHOS_FFT_FORWARD or _INVERSE; the others: their own */
+	uint32_t _pad;
+};
+struct phos_reply_fft_version { int32_t version, major, minor, patch; };
+
+/* One side of a transform (its input or its output) in elements of esize
+ * bytes: batch transforms dist apart, each of dims[0 .. rank) elements,
+ * stride[k] apart along dimension k (slowest first). */
+struct phos_fft_side {
+	int32_t rank;
+	uint32_t esize;                /* 4 (real float), 8 (complex float, real double), 16 (complex double) */
+	bool is_complex;
+	int64_t batch, dist;
+	int64_t dims[PHOS_FFT_RANK_MAX], stride[PHOS_FFT_RANK_MAX];
+};
+/* The input side (output false) or the output side of plan p executed in
+ * place or not, and in *ret_bytes the bytes it spans from its first
+ * element. A complex side of a real transform holds n/2 + 1 elements on its
+ * last dimension. False when p is no valid plan (type, rank, sizes over
+ * PHOS_FFT_ELEMS_MAX, an embed or stride under 1, a dist under 0) or the
+ * span overflows 64 bits. runtime/fft_layout.c. */
+bool phos_fft_side_of(const struct phos_fft_plan *p, bool output, bool in_place, struct phos_fft_side *ret,
+		      uint64_t *ret_bytes);
 
 /* --- NCCL records (values of ncclDataType_t, ncclRedOp_t: runtime/nccl_abi.h) --- */
 #define PHOS_NCCL_ID_BYTES 128
