@@ -21,7 +21,8 @@ Triton kernels in CUDA graphs that PyTorch captures and replays itself), lstm
 (nn.LSTM with dropout, bidirectional, two layers, then nn.GRU, trained; a packed
 sequence and nn.RNN (ReLU) in eval: cuDNN's RNN calls, forward and backward),
 ctc (F.ctc_loss with int32 targets on the CPU: cuDNN's CTC loss, and its
-gradient).
+gradient), fft (torch.fft: rfft2, irfft2, fft and ifft over a batch, fftn in
+double precision, and a spectral convolution with its gradient: cuFFT).
 """
 import json
 import os
@@ -29,6 +30,24 @@ import subprocess
 import sys
 
 CASES = {
+    "fft": """
+import torch, json
+torch.manual_seed(0)
+x = torch.randn(8, 64, 48, device="cuda")
+r = torch.fft.rfft2(x)
+back = torch.fft.irfft2(r, s=x.shape[-2:])
+c = torch.randn(16, 100, device="cuda", dtype=torch.complex64)
+f = torch.fft.fft(c)
+d = torch.randn(6, 10, 12, device="cuda", dtype=torch.float64)
+fn = torch.fft.fftn(d)
+w = torch.randn(64, 48, device="cuda", requires_grad=True)
+y = torch.fft.irfft2(torch.fft.rfft2(x) * torch.fft.rfft2(w), s=x.shape[-2:])
+y.square().sum().backward()
+print(json.dumps({"rfft2": float(r.abs().double().sum()), "roundtrip": float((back - x).abs().max()),
+                  "fft": float(f.abs().double().sum()), "ifft": float((torch.fft.ifft(f) - c).abs().max()),
+                  "fftn": float(fn.abs().sum()), "conv": float(y.double().sum()),
+                  "grad": float(w.grad.double().abs().sum())}))
+""",
     "ctc": """
 import torch, json
 torch.manual_seed(0)
