@@ -48,7 +48,7 @@ uint64_t inv_conns_cut(void);
 
 /* ---- worker lanes (http_work.c) ----
  * A lane runs jobs in threads it starts as needed, at most `cap` at once
- * (the rest wait, first come first served); a thread idle for 10 s ends.
+ * (the rest wait, first come first served); a thread idle for 3 s ends.
  * Calls (routes any client may reach) and administration (token holders)
  * have a lane each, so that calls in flight cannot hold up the operator. */
 enum inv_lane { INV_LANE_CALLS, INV_LANE_ADMIN, INV_LANES };

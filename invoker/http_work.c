@@ -2,7 +2,8 @@
 /*
  * Worker lanes for the HTTP handlers that may block (http_server.h): a FIFO
  * of jobs per lane, and up to `cap` threads per lane, started when a job
- * finds none idle and ended after 10 s without work. The thread count is
+ * finds none idle and ended after IDLE_EXIT_S without work (a burst's threads
+ * go soon after it: a thread costs tens of microseconds to start). The thread count is
  * thus bounded by the caps whatever clients do; the queue by the connection
  * limit (a connection has at most one request in a lane).
  */
@@ -13,7 +14,7 @@
 
 #include "http_server.h"
 
-#define IDLE_EXIT_S 10
+#define IDLE_EXIT_S 3
 
 struct lane {
 	unsigned cap, threads, idle, queued;
@@ -42,6 +43,7 @@ static void *worker(void *arg)
 {
 	struct lane *l = arg;
 
+	pthread_setname_np(pthread_self(), l == &lanes[INV_LANE_CALLS] ? "http-calls" : "http-admin");
 	pthread_mutex_lock(&lock);
 	for (;;) {
 		struct inv_job *job = l->head;
