@@ -595,7 +595,9 @@ def chaos(state, first, last):
                 churn.append((deploy, st, ok, str(body)[:160]))
 
         churned = len(churn)
+        deploying = False
         if CHURN and rng.random() < 0.3:
+            deploying = not cc_up[0]
             ts.append(threading.Thread(target=deploy_or_remove, args=(not cc_up[0],)))
             cc_up[0] = not cc_up[0]
         for t in ts:
@@ -613,8 +615,11 @@ def chaos(state, first, last):
                  (kind in ("function", "any") and "misbehave" in c)]
         victim = rng.choice(sorted(cands)) if cands else None
         # a deploy whose own snapshot was hit (its executor, or any function
-        # while one is being snapshotted) may fail, with its reason
-        snapshotting = any("--snapshot-to" in c for c in kids.values())
+        # while one is being snapshotted) may fail, with its reason. A deploy
+        # this round counts as snapshotting even before its executor shows
+        # "--snapshot-to" (a pooled one never does): its program, a
+        # misbehave child of the invoker, may be the victim (CI9 under ASan)
+        snapshotting = deploying or any("--snapshot-to" in c for c in kids.values())
         deploy_hit = bool(victim) and snapshotting and ("--snapshot-to" in kids[victim] or "misbehave" in kids[victim])
         if victim:
             what = "executor" if "phos-executor" in kids[victim] else "function"
