@@ -826,13 +826,18 @@ static int task_user(pid_t pid, struct phos_criu_user *ret)
  * its cwd is: a dump of one of those at that moment found a mount point that
  * the other dump then took away ("mnt-v2: Can't stat mountpoint
  * proc.crtools", once in CI under ASan). And two dumps mounting it in one
- * cwd collide (EEXIST). So one lock for this user's invokers: exclusive for
- * a dump of a task in our mount namespace, shared for the others, which run
+ * cwd collide (EEXIST). A restore of such a function (mnt-v2) meets the
+ * same vanishing mount point (CI10, ASan, test_body_memory). So one lock for
+ * this user's invokers: exclusive for a dump of a task in our mount
+ * namespace, shared for the other dumps and for every restore, which run
  * side by side. */
-static int dump_lock_take(pid_t pid, int cancel_fd)
+/* The lock of the comment above, taken how (LOCK_EX, LOCK_SH) while
+ * cancel_fd stays quiet (-ECANCELED) and before deadline (a phos_now() time,
+ * 0: none; -ETIMEDOUT). Returns its fd. */
+static int criu_lock(int how, int cancel_fd, double deadline)
 {
 	char path[PATH_MAX], dir[PATH_MAX - 64];
-	int fd, how = same_ns(pid, "mnt") ? LOCK_EX : LOCK_SH;
+	int fd;
 
 	fd = phos_rundir(dir, sizeof(dir));
 	if (fd < 0)
@@ -854,7 +859,21 @@ static int dump_lock_take(pid_t pid, int cancel_fd)
 			close(fd);
 			return -ECANCELED;
 		}
+		if (deadline > 0 && phos_now() >= deadline) {
+			close(fd);
+			return -ETIMEDOUT;
+		}
 	}
+	return fd;
+}
+
+static int dump_lock_take(pid_t pid, int cancel_fd)
+{
+	char path[PATH_MAX];
+	int fd = criu_lock(same_ns(pid, "mnt") ? LOCK_EX : LOCK_SH, cancel_fd, 0);
+
+	if (fd < 0)
+		return fd;
 	/* an earlier dump killed half-way; rmdir refuses one still mounted or not
 	 * empty. A task in a mount namespace of its own (a function of another
 	 * user, whose mounts follow ours) has its cwd at the same path in ours,
@@ -1491,7 +1510,7 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 	int from[CRIU_MAX_EXT], to[CRIU_MAX_EXT];
 	char *argv[28 + 2 * CRIU_MAX_EXT];
 	const char *tmp = getenv("TMPDIR");
-	int argc = 0, err_fd = -1, work_fd = -1, st, r;
+	int argc = 0, err_fd = -1, work_fd = -1, lock_fd = -1, st, r;
 	pid_t pid = 0;
 
 	if (!criu || !dir || (ninh && !inh) || !ret_pid)
@@ -1557,6 +1576,13 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 
 	double t0 = phos_now();
 
+	lock_fd = criu_lock(LOCK_SH, cancel_fd, deadline);   /* not beside a dump that mounts proc.crtools */
+	if (lock_fd < 0) {
+		r = lock_fd;
+		err_set(err, errlen, "criu restore: %s waiting for a dump to end",
+			r == -ECANCELED ? "cancelled" : r == -ETIMEDOUT ? "deadline passed" : strerror(-r));
+		goto out;
+	}
 	r = criu_run(argv, from, to, ninh, -1, err_fd, CRIU_RESTORE_FSIZE, NULL, NULL, deadline, cancel_fd, &st);
 	if (r == -ECANCELED) {
 		err_set(err, errlen, "criu restore: cancelled");
@@ -1588,6 +1614,8 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 	}
 	*ret_pid = pid;
 out:
+	if (lock_fd >= 0)
+		close(lock_fd);
 	if (err_fd >= 0)
 		close(err_fd);
 	if (work_fd >= 0)
