@@ -192,7 +192,11 @@ out:
 	return r;
 }
 
-int phos_criu_image_users(const char *dir, const struct phos_criu_creds *want, char *err, size_t errlen)
+/* Calls each(dirfd, name, arg, err, errlen) for every core-ID.img of the
+ * CRIU image in dir (at most CORE_MAX_FILES), until one returns nonzero:
+ * that, or 0; -EBADMSG when there is none. */
+static int each_core(const char *dir, int (*each)(int dfd, const char *name, void *arg, char *err, size_t errlen),
+		     void *arg, char *err, size_t errlen)
 {
 	DIR *d = opendir(dir);
 	struct dirent *de;
@@ -200,11 +204,11 @@ int phos_criu_image_users(const char *dir, const struct phos_criu_creds *want, c
 	int r = 0;
 
 	if (!d) {
-		phos_errf(err, errlen, "%s: %s", dir, strerror(errno));
-		return -errno;
+		r = -errno;
+		phos_errf(err, errlen, "%s: %s", dir, strerror(-r));
+		return r;
 	}
 	while (r == 0 && (de = readdir(d))) {
-		struct phos_criu_creds c;
 		size_t len = strlen(de->d_name);
 
 		if (strncmp(de->d_name, "core-", 5) || len < 10 || strcmp(de->d_name + len - 4, ".img"))
@@ -214,15 +218,7 @@ int phos_criu_image_users(const char *dir, const struct phos_criu_creds *want, c
 			r = -E2BIG;
 			break;
 		}
-		r = core_creds(dirfd(d), de->d_name, &c, err, errlen);
-		if (r == 0 && (c.uid != want->uid || c.euid != want->uid || c.suid != want->uid || c.fsuid != want->uid ||
-			       c.gid != want->gid || c.egid != want->gid || c.sgid != want->gid || c.fsgid != want->gid ||
-			       (c.caps && !want->caps))) {
-			phos_errf(err, errlen, "a task of the image runs as uid %u gid %u%s (%s); functions here run as uid "
-				  "%u gid %u%s", c.euid, c.egid, c.caps ? " with capabilities" : "", de->d_name, want->uid,
-				  want->gid, want->caps ? "" : " without capabilities");
-			r = -EPERM;
-		}
+		r = each(dirfd(d), de->d_name, arg, err, errlen);
 	}
 	closedir(d);
 	if (r == 0 && n == 0) {
@@ -230,6 +226,29 @@ int phos_criu_image_users(const char *dir, const struct phos_criu_creds *want, c
 		r = -EBADMSG;
 	}
 	return r;
+}
+
+/* each_core: one task's creds held against want. */
+static int core_user_check(int dfd, const char *name, void *arg, char *err, size_t errlen)
+{
+	const struct phos_criu_creds *want = arg;
+	struct phos_criu_creds c;
+	int r = core_creds(dfd, name, &c, err, errlen);
+
+	if (r == 0 && (c.uid != want->uid || c.euid != want->uid || c.suid != want->uid || c.fsuid != want->uid ||
+		       c.gid != want->gid || c.egid != want->gid || c.sgid != want->gid || c.fsgid != want->gid ||
+		       (c.caps && !want->caps))) {
+		phos_errf(err, errlen, "a task of the image runs as uid %u gid %u%s (%s); functions here run as uid "
+			  "%u gid %u%s", c.euid, c.egid, c.caps ? " with capabilities" : "", name, want->uid,
+			  want->gid, want->caps ? "" : " without capabilities");
+		r = -EPERM;
+	}
+	return r;
+}
+
+int phos_criu_image_users(const char *dir, const struct phos_criu_creds *want, char *err, size_t errlen)
+{
+	return each_core(dir, core_user_check, (void *)want, err, errlen);
 }
 
 struct reg_file {
@@ -495,7 +514,8 @@ static bool creds_reown(struct pb in, uint32_t uid, uint32_t gid, struct out *o)
 	return in.p == in.end;
 }
 
-/* msg with its (only) field num, a message, replaced by what rewrite makes of it. */
+/* in copied to o, its one field path[0] (a message) replaced by that message
+ * re-owned: depth levels down path, creds_entry re-owned at the last. */
 static bool nested_reown(struct pb in, const uint32_t *path, unsigned depth, uint32_t uid, uint32_t gid,
 			 struct out *o)
 {
@@ -588,29 +608,17 @@ out:
 	return r;
 }
 
+/* each_core: one task re-owned to the ids in arg ({uid, gid}). */
+static int core_reown_each(int dfd, const char *name, void *arg, char *err, size_t errlen)
+{
+	const uint32_t *ids = arg;
+
+	return core_reown(dfd, name, ids[0], ids[1], err, errlen);
+}
+
 int phos_criu_image_reown(const char *dir, uint32_t uid, uint32_t gid, char *err, size_t errlen)
 {
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	unsigned n = 0;
-	int r = 0;
+	uint32_t ids[2] = { uid, gid };
 
-	if (!d) {
-		phos_errf(err, errlen, "%s: %s", dir, strerror(errno));
-		return -errno;
-	}
-	while (r == 0 && (de = readdir(d))) {
-		size_t len = strlen(de->d_name);
-
-		if (strncmp(de->d_name, "core-", 5) || len < 10 || strcmp(de->d_name + len - 4, ".img"))
-			continue;
-		if (++n > CORE_MAX_FILES) {
-			phos_errf(err, errlen, "%s: more than %u tasks", dir, CORE_MAX_FILES);
-			r = -E2BIG;
-			break;
-		}
-		r = core_reown(dirfd(d), de->d_name, uid, gid, err, errlen);
-	}
-	closedir(d);
-	return r;
+	return each_core(dir, core_reown_each, ids, err, errlen);
 }
