@@ -237,6 +237,10 @@ DEFAULT_SIZES = "1,4,16"
 NATIVE_SPEEDUP = None
 WARM_ADDED_S = 0.001
 WARM_RATIO = None
+# cold_metrics(body, seconds) -> {metric: value} for each cold answer, their
+# medians recorded beside first_response_s (bench/llm_coldstart.py: the time
+# to the first and the 32nd token).
+cold_metrics = None
 
 
 def native_argv(argv):
@@ -443,7 +447,7 @@ def measure(case, system, cold, warm, want, reps, warmup=False):
     """cold()/warm() -> (status, body, headers, seconds); records the median cold latency and the
     median of A.warm_calls warm calls after each cold one (after one cold start that is recorded
     apart when warmup: the first after a start)."""
-    colds, warms, parts, runs = [], [], [], []
+    colds, warms, parts, runs, extra = [], [], [], [], {}
     if warmup:
         st, body, hdrs, dt = cold()
         if st == 200:
@@ -460,6 +464,9 @@ def measure(case, system, cold, warm, want, reps, warmup=False):
         if not ok:
             return None
         colds.append(dt)
+        if cold_metrics:
+            for k, v in cold_metrics(body, dt).items():
+                extra.setdefault(k, []).append(v)
         if "x-restore-ms" in hdrs:
             parts.append((float(hdrs["x-restore-ms"]) / 1e3, float(hdrs.get("x-run-ms", 0)) / 1e3))
         for _ in range(A.warm_calls):
@@ -474,6 +481,9 @@ def measure(case, system, cold, warm, want, reps, warmup=False):
     record(case, system, "first_response_s", colds[len(colds) // 2], "s")
     if reps > 1:
         record(case, system, "first_response_min_s", colds[0], "s")
+    for k, vs in extra.items():
+        vs.sort()
+        record(case, system, k, vs[len(vs) // 2], "s")
     if parts:
         parts.sort()
         record(case, system, "restore_until_running_s", parts[len(parts) // 2][0], "s")
@@ -513,7 +523,7 @@ def run_size(size, front):
     front.handlers["native"] = nat.cold
     front.handlers["native-warm"] = nat.ask
     # native always runs: its answer is the reference
-    for cache in ("pagecache", "dropped"):
+    for cache in A.caches:
         case = f"{FN}-{size}GiB-{cache}"
         if cache == "pagecache":
             st, body, _, _ = call(front.port, "POST", "/native", REQUEST)  # fills the page cache
@@ -543,7 +553,7 @@ def run_size(size, front):
             log(f"== {FN} {size} GiB: driver-api+criu checkpoint")
             before = cr.prepare(f"{FN}-{size}GiB", timeout)
             check(f"{FN} {size} GiB baseline process answers as native", before == want, str(before)[:300])
-            for cache in ("pagecache", "dropped"):
+            for cache in A.caches:
                 case = f"{FN}-{size}GiB-{cache}"
 
                 def cold(cache=cache):
@@ -591,7 +601,7 @@ def run_size(size, front):
             record(f"{FN}-{size}GiB", "phos-ondemand", "snapshot_gpu_bytes", man.get("gpu_bytes", 0), "B")
             inv.stop()
             inv = None
-            for cache in ("pagecache", "dropped"):
+            for cache in A.caches:
                 case = f"{FN}-{size}GiB-{cache}"
                 lim = touched / (BW["h2d_pinned_gbs"] * 1e9) if BW.get("h2d_pinned_gbs") else None
                 if lim:
@@ -646,7 +656,7 @@ def run_size(size, front):
                 inv.stop()
 
     # ratios and targets
-    for cache in ("pagecache", "dropped"):
+    for cache in A.caches:
         case = f"{FN}-{size}GiB-{cache}"
         base = got.get(("driver-api+criu", cache))
         for system in ("phos-stw", "phos-ondemand", "native"):
@@ -711,9 +721,10 @@ def chart(path):
         return
     get = {(r["case"], r["system"], r["metric"]): r["value"] for r in records}
     systems = [("native", "#c84"), ("driver-api+criu", "#888"), ("phos-stw", "#7bd"), ("phos-ondemand", "#2a7")]
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    fig, axes = plt.subplots(1, len(A.caches), figsize=(6.5 * len(A.caches), 4.8), squeeze=False)
+    axes = axes[0]
     w = 0.2
-    for ax, cache in zip(axes, ("pagecache", "dropped")):
+    for ax, cache in zip(axes, A.caches):
         cases = [f"{FN}-{s}GiB-{cache}" for s in A.sizes]
         for i, (system, color) in enumerate(systems):
             xs = [k + (i - 1.5) * w for k in range(len(cases))]
@@ -750,6 +761,8 @@ def parse_args():
     p.add_argument("--workdir", default=os.environ.get("PHOS_BENCH_DIR", "/var/tmp/phos-bench-coldstart"))
     p.add_argument("--name", default=BENCH)
     p.add_argument("--keep-files", action="store_true")
+    p.add_argument("--caches", default="pagecache,dropped",
+                   help="pagecache (the image in the page cache), dropped (evicted first), or both")
     p.add_argument("--call-timeout", type=float, default=300, help="seconds one phos call may take")
     # A dry run without a GPU: sim device, sizes in units of --unit-mib, no baseline.
     p.add_argument("--sim", action="store_true", help=argparse.SUPPRESS)
@@ -759,6 +772,11 @@ def parse_args():
     a.build = os.path.abspath(a.build)
     a.sizes = [int(s) for s in a.sizes.split(",") if s]
     a.systems = set(a.systems.split(","))
+    a.caches = [c for c in a.caches.split(",") if c]
+    if not a.caches or set(a.caches) - {"pagecache", "dropped"}:
+        p.error("--caches: pagecache, dropped or both")
+    if a.caches[0] != "pagecache":   # the page-cache case gives the reference answer
+        a.caches = ["pagecache"] + [c for c in a.caches if c != "pagecache"]
     if a.sim:
         a.systems.discard("baseline")
         os.environ.setdefault("PHOS_SIM_TWINS", os.path.join(a.build, "functions", "examples",

@@ -5,11 +5,15 @@
 and restored from a snapshot at phos_fn.serve (stop-the-world and on
 demand) must be the same numbers, and each must pass its own check.
 
-    python3 tests/gpu/torch_serve.py BUILD_DIR SCRIPT [--json OUT] [-- SCRIPT_ARGS...]
+    python3 tests/gpu/torch_serve.py BUILD_DIR SCRIPT [--json OUT] [--requests JSONL --same KEYS]
+                                     [-- SCRIPT_ARGS...]
 
 Requests: {"batch": 8, "seed": 0} (the warm-up's shapes: after a restore its
 cached cuDNN plans are made again) and {"batch": 3, "seed": 5, "check": true}
-(new shapes: new plans in the restored process).
+(new shapes: new plans in the restored process); answers compared on their
+checksum and head. --requests gives other requests (one JSON object a line)
+and --same the comma-separated keys compared (llm.py: prompts of other
+lengths than its warm-up's, compared on their tokens).
 """
 import json
 import os
@@ -42,6 +46,16 @@ def main():
         i = argv.index("--json")
         out_json = argv[i + 1]
         del argv[i:i + 2]
+    reqs, same = REQS, ("checksum", "head")
+    if "--requests" in argv:
+        i = argv.index("--requests")
+        reqs = argv[i + 1].strip() + "\n"
+        del argv[i:i + 2]
+    if "--same" in argv:
+        i = argv.index("--same")
+        same = tuple(argv[i + 1].split(","))
+        del argv[i:i + 2]
+    nreq = len(reqs.splitlines())
     build, script = os.path.abspath(argv[0]), os.path.abspath(argv[1])
     phos_fn = os.path.join(build, "invoker", "phos-fn")
     prog = [sys.executable, script, *extra]
@@ -49,10 +63,10 @@ def main():
     runs, tmp = {}, tempfile.mkdtemp(prefix="phos-torch-serve-")
     try:
         def go(name, cmd):
-            p = subprocess.run(cmd, input=REQS, capture_output=True, text=True, timeout=600, env=env)
+            p = subprocess.run(cmd, input=reqs, capture_output=True, text=True, timeout=600, env=env)
             runs[name] = {"rc": p.returncode, "answers": answers(p.stdout),
                           "stderr": "" if p.returncode == 0 else p.stderr[-3000:]}
-            print(f"{name}: rc {p.returncode}, {[(a.get('checksum'), a.get('ok')) for a in runs[name]['answers']]}",
+            print(f"{name}: rc {p.returncode}, {[[a.get(k) for k in same + ('ok',)] for a in runs[name]['answers']]}",
                   flush=True)
             if p.returncode:
                 print("  " + "\n  ".join(p.stderr.splitlines()[-20:]))
@@ -71,13 +85,12 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     ref = runs["native"]["answers"]
-    ok = len(ref) == 2 and all(a.get("ok") for a in ref)
+    ok = len(ref) == nreq and all(a.get("ok") for a in ref)
     for name, r in runs.items():
-        same = r["rc"] == 0 and len(r["answers"]) == 2 and all(
-            a.get("ok") and a.get("checksum") == b.get("checksum") and a.get("head") == b.get("head")
-            for a, b in zip(r["answers"], ref))
-        r["same_as_native"] = same
-        ok = ok and same
+        alike = r["rc"] == 0 and len(r["answers"]) == nreq and all(
+            a.get("ok") and all(a.get(k) == b.get(k) for k in same) for a, b in zip(r["answers"], ref))
+        r["same_as_native"] = alike
+        ok = ok and alike
     if out_json:
         with open(out_json, "w") as f:
             json.dump(runs, f, indent=1)
