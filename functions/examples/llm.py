@@ -17,12 +17,16 @@ its large vocabulary (hidden 4096, MLP 14336, 32 heads, 8 key/value heads).
 --layers and --hidden name the shape instead.
 
 Init builds the model and a KV cache of --max-seq positions (bfloat16 unless
---dtype says), warms up with a whole request on a scratch cache of its own (so
-that every kernel and cuBLAS handle of a request is loaded, while the served
-cache has never been written: an instance restores weights, not an empty
-cache), then phos_fn.serve(handler): the snapshot point.
+--dtype says). As model servers do, shapes are few and fixed, so that a
+request meets nothing that the warm-up did not: a prompt is padded to the
+next of the prefill buckets (16, 64, 256 tokens: causal attention keeps the
+padding out of the real tokens' way), and a decode step attends over the
+whole cache with a mask of the positions written so far. The warm-up runs a
+prefill of every bucket and decode steps (every kernel and cuBLAS heuristic
+a request needs is loaded), then phos_fn.serve(handler): the snapshot point.
 
-A request {"prompt_tokens": [t, ...] (1..max_seq/2 tokens in 0..vocab-1),
+A request {"prompt_tokens": [t, ...] (1..the largest bucket that fits in half
+the cache, tokens in 0..vocab-1),
 "max_new_tokens": N (1..256, prompt + N <= max_seq)} is answered, by greedy
 decoding (argmax), with {"tokens": [N generated tokens], "token_ms": [the
 time from the request's start to each token on the host], "prefill_ms",
@@ -161,55 +165,79 @@ def rotate(x, pos, n):
     return x * cos + half * sin
 
 
-def new_cache(seq):
-    """Keys and values of every layer for seq positions: [LAYERS, 2, 1, KV_HEADS, seq, HEAD]."""
-    return torch.empty(LAYERS, 2, 1, KV_HEADS, seq, HEAD, device=dev, dtype=DTYPE)
+def new_cache():
+    """Keys and values of every layer: [LAYERS, 2, 1, KV_HEADS, max_seq, HEAD], zero
+    (a decode step reads every position, the masked ones too)."""
+    return torch.zeros(LAYERS, 2, 1, KV_HEADS, a.max_seq, HEAD, device=dev, dtype=DTYPE)
 
 
-def forward(tokens, pos, cache):
-    """Logits of the last of tokens (a [n] tensor) at positions pos..pos+n-1, the
-    cache filled for them."""
-    n = tokens.shape[0]
-    x = P["embed"][tokens].unsqueeze(0)   # [1, n, D]
+BUCKETS = [b for b in (16, 64, 256) if b <= a.max_seq // 2] or [a.max_seq // 2]
+POSITIONS = torch.arange(a.max_seq, device=dev)
+
+
+def block(i, x, pos, n, cache, mask):
+    """Layer i on x [1, n, D] at positions pos..pos+n-1: their keys and values go
+    into the cache; attention is causal over the n (mask None: a prefill at 0) or
+    over the whole cache under mask (a decode step)."""
+    h = F.rms_norm(x, (D,), P[f"{i}.attn_norm"], EPS)
+    q = (h @ P[f"{i}.wq"].t()).view(1, n, HEADS, HEAD).transpose(1, 2)
+    k = (h @ P[f"{i}.wk"].t()).view(1, n, KV_HEADS, HEAD).transpose(1, 2)
+    v = (h @ P[f"{i}.wv"].t()).view(1, n, KV_HEADS, HEAD).transpose(1, 2)
+    q, k = rotate(q, pos, n), rotate(k, pos, n)
+    cache[i, 0, :, :, pos:pos + n] = k
+    cache[i, 1, :, :, pos:pos + n] = v
+    if mask is None:
+        att = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    else:
+        att = F.scaled_dot_product_attention(q, cache[i, 0], cache[i, 1], attn_mask=mask, enable_gqa=True)
+    x = x + att.transpose(1, 2).reshape(1, n, D) @ P[f"{i}.wo"].t()
+    h = F.rms_norm(x, (D,), P[f"{i}.mlp_norm"], EPS)
+    return x + (F.silu(h @ P[f"{i}.w_gate"].t()) * (h @ P[f"{i}.w_up"].t())) @ P[f"{i}.w_down"].t()
+
+
+def logits(x):
+    return F.rms_norm(x, (D,), P["norm"], EPS) @ P["head"].t()   # [1, vocab]
+
+
+def prefill(prompt, cache):
+    """The next token's logits after prompt, padded to its bucket (positions past
+    the prompt get the padding's keys; decode steps overwrite or mask them)."""
+    n = next(b for b in BUCKETS if b >= len(prompt))
+    toks = torch.zeros(n, device=dev, dtype=torch.long)
+    toks[:len(prompt)] = torch.tensor(prompt, dtype=torch.long)
+    x = P["embed"][toks].unsqueeze(0)
     for i in range(LAYERS):
-        h = F.rms_norm(x, (D,), P[f"{i}.attn_norm"], EPS)
-        q = (h @ P[f"{i}.wq"].t()).view(1, n, HEADS, HEAD).transpose(1, 2)
-        k = (h @ P[f"{i}.wk"].t()).view(1, n, KV_HEADS, HEAD).transpose(1, 2)
-        v = (h @ P[f"{i}.wv"].t()).view(1, n, KV_HEADS, HEAD).transpose(1, 2)
-        q, k = rotate(q, pos, n), rotate(k, pos, n)
-        cache[i, 0, :, :, pos:pos + n] = k
-        cache[i, 1, :, :, pos:pos + n] = v
-        keys, values = cache[i, 0, :, :, :pos + n], cache[i, 1, :, :, :pos + n]
-        att = F.scaled_dot_product_attention(q, keys, values, is_causal=n > 1, enable_gqa=True)
-        x = x + att.transpose(1, 2).reshape(1, n, D) @ P[f"{i}.wo"].t()
-        h = F.rms_norm(x, (D,), P[f"{i}.mlp_norm"], EPS)
-        x = x + (F.silu(h @ P[f"{i}.w_gate"].t()) * (h @ P[f"{i}.w_up"].t())) @ P[f"{i}.w_down"].t()
-    x = F.rms_norm(x[:, -1], (D,), P["norm"], EPS)
-    return x @ P["head"].t()   # [1, vocab]
+        x = block(i, x, 0, n, cache, None)
+    return logits(x[:, len(prompt) - 1])
 
 
-CACHE = new_cache(a.max_seq)   # never written before the snapshot
+def decode(tok, pos, cache):
+    """The next token's logits after token tok (a [1] tensor) at position pos."""
+    mask = (POSITIONS <= pos).view(1, 1, 1, a.max_seq)
+    x = P["embed"][tok].unsqueeze(0)
+    for i in range(LAYERS):
+        x = block(i, x, pos, 1, cache, mask)
+    return logits(x[:, 0])
+
+
+CACHE = new_cache()
 
 
 @torch.no_grad()
 def generate(prompt, max_new, cache):
     t0 = time.perf_counter()
-    toks = torch.tensor(prompt, device=dev, dtype=torch.long)
-    logits = forward(toks, 0, cache)
-    out, times = [], []
-    nxt = int(logits.argmax(-1))
-    prefill = time.perf_counter() - t0
-    pos = len(prompt)
-    while True:
-        out.append(nxt)
+    out = prefill(prompt, cache)
+    tokens, times = [], []
+    nxt = out.argmax(-1)
+    tokens.append(int(nxt))
+    prefill_ms = (time.perf_counter() - t0) * 1e3
+    times.append(prefill_ms)
+    for pos in range(len(prompt), len(prompt) + max_new - 1):
+        out = decode(nxt, pos, cache)
+        nxt = out.argmax(-1)
+        tokens.append(int(nxt))   # on the host, as a streaming server sends it
         times.append((time.perf_counter() - t0) * 1e3)
-        if len(out) == max_new:
-            break
-        logits = forward(torch.tensor([nxt], device=dev, dtype=torch.long), pos, cache)
-        pos += 1
-        nxt = int(logits.argmax(-1))
-    finite = bool(torch.isfinite(logits).all())
-    return out, times, prefill * 1e3, finite
+    return tokens, times, prefill_ms, bool(torch.isfinite(out).all())
 
 
 def handle(req):
@@ -220,9 +248,9 @@ def handle(req):
         max_new = body.get("max_new_tokens", 16)
     except (ValueError, KeyError, TypeError, AttributeError):
         return 400, {"error": 'want {"prompt_tokens": [...], "max_new_tokens": N}'}
-    if not (isinstance(prompt, list) and 1 <= len(prompt) <= a.max_seq // 2
+    if not (isinstance(prompt, list) and 1 <= len(prompt) <= BUCKETS[-1]
             and all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < a.vocab for t in prompt)):
-        return 400, {"error": f"prompt_tokens: 1..{a.max_seq // 2} integers in 0..{a.vocab - 1}"}
+        return 400, {"error": f"prompt_tokens: 1..{BUCKETS[-1]} integers in 0..{a.vocab - 1}"}
     if not (isinstance(max_new, int) and not isinstance(max_new, bool) and 1 <= max_new <= 256
             and len(prompt) + max_new <= a.max_seq):
         return 400, {"error": f"max_new_tokens: 1..256, with the prompt at most {a.max_seq} positions"}
@@ -233,8 +261,8 @@ def handle(req):
             "dtype": a.dtype, "device": torch.cuda.get_device_name()}
 
 
-# Warm-up, as a model server does: a whole request (prefill and decode), on a
-# scratch cache, so that the served cache stays unwritten.
-generate([1, 2, 3, 4], 4, new_cache(16))
+# Warm-up, as a model server does: a prefill of every bucket, and decode steps.
+for b in BUCKETS:
+    generate(list(range(1, b + 1)), 3, CACHE)
 torch.cuda.synchronize()
 sys.exit(phos_fn.serve(handle))
