@@ -22,7 +22,13 @@ Triton kernels in CUDA graphs that PyTorch captures and replays itself), lstm
 sequence and nn.RNN (ReLU) in eval: cuDNN's RNN calls, forward and backward),
 ctc (F.ctc_loss with int32 targets on the CPU: cuDNN's CTC loss, and its
 gradient), fft (torch.fft: rfft2, irfft2, fft and ifft over a batch, fftn in
-double precision, and a spectral convolution with its gradient: cuFFT).
+double precision, and a spectral convolution with its gradient: cuFFT),
+linalg (torch.linalg's solve, qr, svd, eigh, cholesky, lstsq and their batched
+forms in float64 and float32, through cuSOLVER), sparse (CSR and COO tensors
+times dense ones, addmm, to_dense and to_sparse_csr: cuSPARSE's generic API),
+spgemm (a CSR tensor times a CSR tensor: cuSPARSE's SpGEMM), mvn
+(torch.distributions.MultivariateNormal: sampling and log_prob factor the
+covariance with cuSOLVER).
 """
 import json
 import os
@@ -30,6 +36,85 @@ import subprocess
 import sys
 
 CASES = {
+    "linalg": """
+import torch, json
+torch.backends.cuda.preferred_linalg_library("cusolver")
+torch.manual_seed(0)
+out = {}
+for dt in (torch.float64, torch.float32):
+    n = 48
+    a = torch.randn(n, n, device="cuda", dtype=dt)
+    spd = a @ a.T + n * torch.eye(n, device="cuda", dtype=dt)
+    b = torch.randn(n, 3, device="cuda", dtype=dt)
+    x = torch.linalg.solve(a, b)
+    q, r = torch.linalg.qr(a)
+    u, sv, vh = torch.linalg.svd(a)
+    w, v = torch.linalg.eigh(spd)
+    chol = torch.linalg.cholesky(spd)
+    ls = torch.linalg.lstsq(torch.randn(60, n, device="cuda", dtype=dt), torch.randn(60, 2, device="cuda", dtype=dt)).solution
+    ab = torch.randn(6, 16, 16, device="cuda", dtype=dt)
+    spdb = ab @ ab.transpose(1, 2) + 16 * torch.eye(16, device="cuda", dtype=dt)
+    cb = torch.linalg.cholesky(spdb)
+    xb = torch.linalg.solve(ab, torch.randn(6, 16, 2, device="cuda", dtype=dt))
+    wb = torch.linalg.eigvalsh(spdb)
+    sb = torch.linalg.svdvals(ab)
+    k = str(dt).split(".")[1]
+    out[k] = {"solve_res": float((a @ x - b).abs().max()) < (1e-9 if dt == torch.float64 else 1e-3),
+              "x": float(x.double().abs().sum()), "r": float(r.double().abs().sum()),
+              "qr_res": float((q @ r - a).abs().max()) < (1e-9 if dt == torch.float64 else 1e-3),
+              "sv": float(sv.double().sum()), "svd_res": float((u @ torch.diag(sv) @ vh - a).abs().max()) < (1e-9 if dt == torch.float64 else 1e-3),
+              "w": float(w.double().sum()), "eigh_res": float((spd @ v - v * w).abs().max()) < (1e-8 if dt == torch.float64 else 1e-2),
+              "chol": float(chol.double().sum()), "lstsq": float(ls.double().abs().sum()),
+              "cb": float(cb.double().sum()), "xb": float(xb.double().abs().sum()),
+              "wb": float(wb.double().sum()), "sb": float(sb.double().sum())}
+print(json.dumps(out))
+""",
+    "sparse": """
+import torch, json
+torch.manual_seed(0)
+out = {}
+for dt in (torch.float32, torch.float64):
+    a = torch.randn(200, 300, device="cuda", dtype=dt)
+    a[a.abs() < 1.2] = 0
+    csr, coo = a.to_sparse_csr(), a.to_sparse()
+    b = torch.randn(300, 40, device="cuda", dtype=dt)
+    c = torch.randn(200, 40, device="cuda", dtype=dt)
+    v = torch.randn(300, device="cuda", dtype=dt)
+    y = csr @ b
+    yv = csr @ v
+    yc = torch.sparse.mm(coo, b)
+    am = torch.addmm(c, csr, b, beta=0.5, alpha=2.0)
+    back = csr.to_dense()
+    k = str(dt).split(".")[1]
+    out[k] = {"nnz": int(csr._nnz()), "spmm": float(y.double().sum()), "spmm_ok": bool(torch.allclose(y, a @ b, rtol=1e-4, atol=1e-4)),
+              "spmv": float(yv.double().sum()), "coo": float(yc.double().sum()), "addmm": float(am.double().sum()),
+              "dense_back": bool(torch.equal(back, a))}
+print(json.dumps(out))
+""",
+    "spgemm": """
+import torch, json
+torch.manual_seed(0)
+a = torch.randn(120, 90, device="cuda")
+a[a.abs() < 1.5] = 0
+b = torch.randn(90, 70, device="cuda")
+b[b.abs() < 1.5] = 0
+p = a.to_sparse_csr() @ b.to_sparse_csr()
+print(json.dumps({"nnz": int(p._nnz()), "sum": float(p.to_dense().double().sum()),
+                  "ok": bool(torch.allclose(p.to_dense(), a @ b, rtol=1e-4, atol=1e-4))}))
+""",
+    "mvn": """
+import torch, json
+torch.manual_seed(0)
+a = torch.randn(8, 8, device="cuda")
+cov = a @ a.T + 8 * torch.eye(8, device="cuda")
+d = torch.distributions.MultivariateNormal(torch.arange(8.0, device="cuda"), covariance_matrix=cov)
+s = d.sample((4096,))
+lp = d.log_prob(s)
+emp = torch.cov(s.T)
+print(json.dumps({"sample": float(s.double().sum()), "log_prob": float(lp.double().sum()),
+                  "cov_close": bool(((emp - cov).abs() / cov.abs().max()).max() < 0.1),
+                  "mean_close": bool((s.mean(0) - torch.arange(8.0, device="cuda")).abs().max() < 0.3)}))
+""",
     "fft": """
 import torch, json
 torch.manual_seed(0)
