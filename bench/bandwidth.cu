@@ -1,5 +1,5 @@
 // Host<->device copy bandwidth, the physical limit that bench/snapshot.py
-// compares snapshot and restore against (DESIGN.md, "Benchmarks"):
+// compares snapshot and restore against (docs/design.md, "Benchmarks"):
 //   h2d_pinned_gbs    cudaMemcpyAsync from cudaMallocHost memory to the device
 //   d2h_pinned_gbs    the same, device to pinned host memory
 //   h2d_pageable_gbs  cudaMemcpyAsync from malloc'd (touched) memory

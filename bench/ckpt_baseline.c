@@ -21,7 +21,7 @@
  * the first call that did not (its CUresult's name also goes to stderr);
  * 2 for usage errors or a driver that cannot be loaded.
  *
- * The driver is reached only through dlopen("libcuda.so.1") (DESIGN.md, "Two
+ * The driver is reached only through dlopen("libcuda.so.1") (docs/design.md, "Two
  * device backends"): the tool builds, and starts, on machines without one.
  */
 #include <cuda.h>

@@ -68,7 +68,7 @@
 #include "loader.h"
 #include "staging.h"
 
-/* A cow checkpoint's device-to-device reserve (DESIGN.md): a buffer a record
+/* A cow checkpoint's device-to-device reserve (docs/design.md): a buffer a record
  * is about to write before its copy to host is copied into device memory
  * outside the arena, up to this many bytes, and the background copy reads
  * that copy; when it is full, the buffer is copied to host first instead. */

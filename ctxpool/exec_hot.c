@@ -4,7 +4,7 @@
  * read-only and pinned (cuMemHostRegister) by a pooled executor while it is
  * idle, their checksums verified once then. A restore of a hot snapshot copies
  * straight from the page cache at the copy engine's rate: no staging copy, no
- * hashing, no pinning on the cold-start path (DESIGN.md, "Restore", step 4).
+ * hashing, no pinning on the cold-start path (docs/design.md, "Restore", step 4).
  *
  * A hot entry is matched by the device, inode and change time of gpu.data.
  * Snapshot files are never written in place (a new snapshot replaces the

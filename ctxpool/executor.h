@@ -761,7 +761,7 @@ void spec_add(struct spec_set *s, uint64_t addr, uint64_t len, uint8_t access);
  * -PHOS_CUDA_INVALID_VALUE if not. len 0 is accepted and adds nothing. */
 int spec_range(struct executor *ex, struct spec_set *s, uint64_t addr, uint64_t len, uint8_t access);
 
-/* Builds the set of a launch (DESIGN.md rules). An EXACT kernel (ptx_access.h)
+/* Builds the set of a launch (docs/design.md rules). An EXACT kernel (ptx_access.h)
  * gets the buffers its read and write parameter words point into, and the
  * variables of its module when it touches module variables; an OPAQUE one is
  * marked s->opaque (it may touch anything) and still gets the buffers its

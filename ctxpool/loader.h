@@ -2,7 +2,7 @@
 /*
  * The restore engine: moves a snapshot's buffer contents onto the device, either
  * before the function runs (stop-the-world) or while it runs (soft on-demand
- * restore, DESIGN.md "Restore", steps 4 and 5).
+ * restore, docs/design.md "Restore", steps 4 and 5).
  *
  *   cold:  gpu.data ─io_uring read─▶ pinned slot ─H2D─▶ device     (O_DIRECT when the
  *                                       └─ hash (workers) ─┘        image is not cached)

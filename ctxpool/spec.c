@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Speculation: the read and write sets of every forwarded call (DESIGN.md,
+ * Speculation: the read and write sets of every forwarded call (docs/design.md,
  * "Kernel metadata and speculation"). Launches use the parameter kinds from
  * kparam; library calls and copies use their exact ranges. Sets are written to
  * the trace (--trace / PHOS_TRACE) one JSON object per line:

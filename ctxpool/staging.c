@@ -60,7 +60,7 @@ struct slot {
 };
 
 /* The ring, kept by the executor from its first dump to its end
- * (stage_ring_free): slots stay pinned (DESIGN.md's 64 MiB staging budget),
+ * (stage_ring_free): slots stay pinned (docs/design.md's 64 MiB staging budget),
  * workers wait, so that a checkpoint copying buffer by buffer (cow, recopy)
  * does not set one up for each. */
 struct stage {

@@ -6,7 +6,7 @@
  *   dump:  device ──D2H──▶ pinned slot ──hash──▶ io_uring write ──▶ gpu.data
  *
  * A ring of STAGE_SLOTS pinned slots of PHOS_IMAGE_HASH_CHUNK bytes (64 MiB,
- * DESIGN.md's staging budget) keeps disk and copy engine busy at once: each
+ * docs/design.md's staging budget) keeps disk and copy engine busy at once: each
  * slot moves one 4 MiB chunk and is reused once its write completed. Chunk
  * hashes are combined per item into the image checksum (image.h).
  */

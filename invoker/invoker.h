@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * phos-invoker: the daemon (DESIGN.md, "Processes"). Internal header.
+ * phos-invoker: the daemon (docs/design.md, "Processes"). Internal header.
  *
  *   client ──HTTP──▶ http.c (MHD, one thread per connection: routing, auth,
  *                    │        body limits, JSON errors)

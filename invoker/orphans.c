@@ -33,7 +33,7 @@
  * another invoker took from ours (its mark came with the CRIU image).
  *
  * Why not PR_SET_PDEATHSIG: it fires when the forking *thread* ends, and a
- * function restored by CRIU with one is killed as CRIU exits (DESIGN.md's
+ * function restored by CRIU with one is killed as CRIU exits (docs/design.md's
  * CRIU recipe). Why not a process group: functions are session leaders.
  * Snapshots taken by an invoker before the marker existed restore without
  * it; their leftovers are not found.

@@ -2,7 +2,7 @@
 /*
  * The forwarding guard: an LD_AUDIT module (rtld-audit(7)) that every function
  * process runs with, so that a CUDA program is either forwarded or refused,
- * never run natively under phos-fn's name (issue 12, DESIGN.md "Processes").
+ * never run natively under phos-fn's name (issue 12, docs/design.md "Processes").
  *
  *   dynamic loader ──la_objsearch(name)──▶ guard ── libcudart.so*, libcublas[Lt].so.*, libnccl.so.2,
  *         │                                  │       libcudnn.so.9, libcufft.so.12,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Driving CRIU for function processes (DESIGN.md, "Restore", the CRIU recipe).
+ * Driving CRIU for function processes (docs/design.md, "Restore", the CRIU recipe).
  *
  *   phos_criu_spawn: the function starts as the init of a new pid namespace and
  *                    a session leader (setsid), without a parent-death signal,

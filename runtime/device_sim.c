@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The sim device backend: a test device in host memory (DESIGN.md "Two device backends").
+ * The sim device backend: a test device in host memory (docs/design.md "Two device backends").
  *
  *   arena_base                                   arena_base+size   +1 GiB gap   var region (1 GiB)
  *   |<- PROT_NONE reservation, 2 MiB chunks ------------>|                   |<- __device__ vars ->|

@@ -12,7 +12,7 @@
  * -EPROTONOSUPPORT; a missing file -ENOENT; a truncated gpu.data or a module
  * file of the wrong size -EBADMSG. Unknown fields are ignored (minor versions
  * may add some). Checksums of the contents are not verified here: that happens
- * chunk by chunk in the restore pipeline (DESIGN.md, "Snapshot image").
+ * chunk by chunk in the restore pipeline (docs/design.md, "Snapshot image").
  */
 #include "image.h"
 #include "image_internal.h"

@@ -10,7 +10,7 @@
  *   mangled name (_Z7vec_addPKfPfi) ── Itanium demangling of the parameter list
  *                                       → const T*, T*, scalar, struct, ...
  *
- * Speculation (DESIGN.md "Kernel metadata and speculation"): at a launch every
+ * Speculation (docs/design.md "Kernel metadata and speculation"): at a launch every
  * pointer-sized argument is looked up in the buffer table:
  *   PHOS_PARAM_CONST_PTR  → read set
  *   PHOS_PARAM_PTR        → read + write set

@@ -2,7 +2,7 @@
 /*
  * Access analysis of PTX kernels: which kernel parameters the addresses of a
  * kernel's global and generic memory operations derive from, and whether every
- * such address does (DESIGN.md "Kernel metadata and speculation").
+ * such address does (docs/design.md "Kernel metadata and speculation").
  *
  *   ld.param %rd1, [k_param_0]     %rd1 ← param words {0}
  *   ld.param %r1,  [k_param_1]     %r1  ← param words {1}

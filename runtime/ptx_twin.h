@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The validation twin of a PTX module (DESIGN.md "Kernel metadata and
+ * The validation twin of a PTX module (docs/design.md "Kernel metadata and
  * speculation"): the same module, where every global or generic memory access
  * first asks __phos_vcheck whether its address is allowed. The executor fills
  * the table before a twin launch with the ranges the access analysis

@@ -9,7 +9,7 @@
  * rest internally, so a completion means the whole range moved or failed.
  * PHOS_UIO_ASYNC sets IOSQE_ASYNC: page-cache hits are then served by io_uring
  * workers in parallel instead of inline (5 GB/s inline vs 42 GB/s with 64 in
- * flight on the GPU machine; DESIGN.md). Buffers for O_DIRECT files must be
+ * flight on the GPU machine; docs/design.md). Buffers for O_DIRECT files must be
  * 4 KiB aligned, as must offsets and lengths (except at the end of the file for
  * reads).
  *

@@ -212,7 +212,7 @@ int phos_instance_fallbacks(struct phos_instance *inst, struct phos_spec_fallbac
 int phos_instance_wait(struct phos_instance *inst);
 
 /*
- * The warm executor pool (DESIGN.md, "Processes"): n executors started ahead,
+ * The warm executor pool (docs/design.md, "Processes"): n executors started ahead,
  * each with its context, warm cuBLAS handles and the fixed arena, so that a cold
  * start creates no CUDA context on its critical path. An executor serves one
  * instance, is scrubbed, and comes back; one that dies is replaced.
@@ -255,7 +255,7 @@ int phos_restore_prepared(struct phos_pool *pool, int slot, const char *dir, int
 			  size_t errlen);
 
 /*
- * Parked processes: the CPU side of a restore done ahead of use (DESIGN.md,
+ * Parked processes: the CPU side of a restore done ahead of use (docs/design.md,
  * "Restore", step 3, off the critical path, as the pool takes context creation
  * off it). phos_park CRIU-restores dir with the given stdio; the function
  * wakes inside phos_fn_serve and waits on its channel socket, costing host
