@@ -354,7 +354,8 @@ static void *async_worker(void *arg)
 		inv_async_ctx = (struct inv_async_ctx){ 0 };
 		bool again = refused_at_capacity(job->f, &res) && inv_wall_now() - job->submitted < ASYNC_WAIT_S;
 		if (!again)
-			inv_call_finish(job->id, &res);
+			inv_call_finish(job->id, &res);   /* its result can be fetched from here */
+		inv_invoke_done(&res.after);
 		free(res.body);
 
 		pthread_mutex_lock(&calls_lock);

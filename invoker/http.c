@@ -71,6 +71,7 @@ struct req {
 	unsigned code;
 	struct MHD_Response *resp;
 	bool queued;                 /* handed to a worker lane */
+	struct inv_after after;      /* R_INVOKE: done once the answer is queued */
 };
 
 atomic_uint inv_http_active;
@@ -525,6 +526,7 @@ static void invoke(struct req *q)
 	const char *const h[] = { "X-Call-Id", id, "X-Cold-Start", res.cold ? "true" : "false",
 				  "X-Restore-Ms", rms, "X-Run-Ms", runms, NULL };
 	put_buf(q, (unsigned)res.http, res.content_type, res.body, res.len, h);
+	q->after = res.after;   /* run_request, after it resumed the connection */
 }
 
 static const char *arg(struct req *q, const char *name)
@@ -778,9 +780,13 @@ static void run_request(struct inv_job *job)
 {
 	struct req *q = (struct req *)job;
 
+	struct inv_after after;
+
 	dispatch(q);
-	atomic_fetch_sub(&inv_http_active, 1);
+	after = q->after;
 	MHD_resume_connection(q->c);   /* q is MHD's again from here */
+	inv_invoke_done(&after);       /* the answer is on its way meanwhile */
+	atomic_fetch_sub(&inv_http_active, 1);
 }
 
 static MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,

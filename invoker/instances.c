@@ -869,6 +869,21 @@ static int instance_take(struct inv_function *f, double deadline, bool fresh, st
 			in->state = INV_INST_BUSY;
 			break;
 		}
+		/* One whose answer just went out and that only writes the prefetch
+		 * order is idle in a moment: sooner than a cold start. */
+		bool soon = false;
+		for (struct inv_instance *o = fresh ? NULL : f->instances; o; o = o->next)
+			soon |= o->finishing && !o->ckpt_req && o->generation == f->generation;
+		if (soon && phos_now() < deadline) {
+			struct timespec abs;
+
+			clock_gettime(CLOCK_REALTIME, &abs);
+			abs.tv_nsec += 20 * 1000000L;
+			abs.tv_sec += abs.tv_nsec / 1000000000L;
+			abs.tv_nsec %= 1000000000L;
+			pthread_cond_timedwait(&f->cond, &f->lock, &abs);
+			continue;
+		}
 		if (f->n_instances < f->limits.max_instances) {
 			if (!live_take()) {
 				pthread_mutex_unlock(&f->lock);
@@ -910,6 +925,32 @@ static int instance_take(struct inv_function *f, double deadline, bool fresh, st
 	pthread_mutex_unlock(&f->lock);
 	*ret_in = in;
 	return 0;
+}
+
+/* The end of a call that was answered, in (BUSY) ours: the prefetch order
+ * when it is the first cold call's to record, a checkpoint asked while it
+ * ran, then idle again (or stopped, when its function goes). */
+static void call_finish(struct inv_function *f, struct inv_instance *in, bool prefetch)
+{
+	bool stop;
+
+	if (prefetch)
+		inv_record_prefetch(f, in);
+	inv_metrics_fallbacks(f, in);
+	inv_checkpoint_serve(f, in);
+	pthread_mutex_lock(&f->lock);
+	in->finishing = false;
+	stop = f->removed || inv_draining || in->generation != f->generation;
+	if (stop) {
+		unlink_instance(f, in);
+	} else {
+		in->state = INV_INST_IDLE;
+		in->idle_since = phos_now();
+	}
+	pthread_cond_broadcast(&f->cond);   /* (takers wait for a finishing one too) */
+	pthread_mutex_unlock(&f->lock);
+	if (stop)
+		instance_stop(f, in, false);
 }
 
 /* A call of f: with body, or (resume_dir) the call that the checkpoint at
@@ -1021,24 +1062,23 @@ again:
 		goto out;
 	}
 	if (r == 0) {
-		bool stop;
+		bool prefetch = res->cold && res->http == 200 && !resume_dir, later;
 
-		if (res->cold && res->http == 200 && !resume_dir)
-			inv_record_prefetch(f, in);   /* still ours: BUSY */
-		inv_metrics_fallbacks(f, in);
-		inv_checkpoint_serve(f, in);   /* one asked after the answer came */
+		/* The prefetch order to write and a checkpoint to take wait until
+		 * the answer is on its way (inv_invoke_done); without them the
+		 * instance is idle again before it goes, ready for the caller's
+		 * next call. */
 		pthread_mutex_lock(&f->lock);
-		stop = f->removed || inv_draining || in->generation != f->generation;
-		if (stop) {
-			unlink_instance(f, in);
-		} else {
-			in->state = INV_INST_IDLE;
-			in->idle_since = phos_now();
-			pthread_cond_signal(&f->cond);
+		later = (prefetch && f->prefetch_pending) || in->ckpt_req;
+		if (later) {
+			f->refs++;
+			in->finishing = true;
 		}
 		pthread_mutex_unlock(&f->lock);
-		if (stop)
-			instance_stop(f, in, false);
+		if (later)
+			res->after = (struct inv_after){ .f = f, .in = in, .prefetch = prefetch };
+		else
+			call_finish(f, in, prefetch);
 		goto out;
 	}
 	/* timed out, crashed, its executor died, or the drain limit: replace it
@@ -1096,6 +1136,17 @@ again:
 	}
 out:
 	inv_metrics_record(f, res->http, phos_now() - t0, res->cold);
+}
+
+void inv_invoke_done(struct inv_after *after)
+{
+	struct inv_function *f = after->f;
+
+	if (!f)
+		return;
+	call_finish(f, after->in, after->prefetch);
+	*after = (struct inv_after){ 0 };
+	inv_function_unref(f);
 }
 
 void inv_invoke(struct inv_function *f, const char *body, size_t len, const char *ctype, struct inv_result *res)

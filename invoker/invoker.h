@@ -107,6 +107,7 @@ struct inv_instance {
 	/* being moved to another invoker (migrate.c), under f->lock */
 	char migration[33];           /* the migration's id; "" when none */
 	bool hold_wanted;             /* inv_instance_hold waits for it: calls leave it */
+	bool finishing;            /* BUSY with its answer sent: inv_invoke_done's work left */
 	char *mig_dir;                /* where its files are served from: the pre-copy's
 				       * temporary dir, then the committed checkpoint */
 	uint64_t mig_data_end;        /* the pre-copy's gpu.data size (no manifest yet) */
@@ -322,6 +323,15 @@ void inv_record_prefetch(struct inv_function *f, struct inv_instance *in);
 void inv_function_foreach(void (*fn)(struct inv_function *f, void *arg), void *arg);
 
 /* instances.c */
+/* What a call that was answered leaves to do once its answer is on its
+ * way (inv_invoke_done): the prefetch order a first cold call records, a
+ * checkpoint asked of the instance while it ran, and the instance back to
+ * idle (BUSY until then: no other call takes it). */
+struct inv_after {
+	struct inv_function *f;     /* a ref; NULL: nothing left */
+	struct inv_instance *in;
+	bool prefetch;
+};
 struct inv_result {
 	int http;            /* 200, 4xx, 5xx */
 	char *body;          /* malloc'ed */
@@ -329,15 +339,20 @@ struct inv_result {
 	char content_type[128];
 	bool cold;
 	double restore_s, run_s;
+	struct inv_after after;
 };
 /* res as an error: status http, {"error": message} (absolute paths kept out). */
 void inv_result_error(struct inv_result *res, int http, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Runs one call of f with body; fills res (res->body always set). */
+/* Runs one call of f with body; fills res (res->body always set). The
+ * caller sends the answer, then calls inv_invoke_done(&res->after). */
 void inv_invoke(struct inv_function *f, const char *body, size_t len, const char *ctype, struct inv_result *res);
+/* The work a call left for after its answer (struct inv_after); a no-op
+ * when it left none. Once per call, on any thread. */
+void inv_invoke_done(struct inv_after *after);
 /* Resumes a call of f that an earlier invoker was running, from its
  * checkpoint at dir (STATE/checkpoints/resume-ID): a new instance restored
  * from it (dir is then that instance's, removed with it; removed at once
- * when the restore fails), whose answer fills res. */
+ * when the restore fails), whose answer fills res; inv_invoke_done after. */
 void inv_invoke_resume(struct inv_function *f, const char *dir, struct inv_result *res);
 /* Restores of one call from its checkpoints, at most: within one invoker's
  * life, and across invokers' deaths. */
