@@ -129,18 +129,18 @@ int inv_checkpoint_take(struct inv_function *f, struct inv_instance *in, enum ph
 	/* The restored copy gets fresh pipes: what is in the old ones now would
 	 * be lost (a request not read yet, an answer not taken yet). */
 	if (pipe_pending(in->in_fd) != 0 || pipe_pending(in->out_fd) != 0) {
-		snprintf(err, errlen, "instance %u is between a request and its answer; try again", in->id);
+		phos_errf(err, errlen, "instance %u is between a request and its answer; try again", in->id);
 		return -EAGAIN;
 	}
 	if (pthread_mutex_trylock(&in->ctl_lock) != 0) {
-		snprintf(err, errlen, "instance %u is being moved; try again", in->id);
+		phos_errf(err, errlen, "instance %u is being moved; try again", in->id);
 		return -EAGAIN;
 	}
 	/* (ckpt_dir is set under ctl_lock: a move sets it from another thread) */
 	if (!in->ckpt_dir && asprintf(&in->ckpt_dir, "%s/checkpoints/%s-%u", inv_cfg.state_dir, f->name, in->id) < 0) {
 		in->ckpt_dir = NULL;
 		pthread_mutex_unlock(&in->ctl_lock);
-		snprintf(err, errlen, "out of memory");
+		phos_errf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	r = phos_checkpoint_take(&t, mode, in->ckpt_dir, st, err, errlen);
@@ -212,18 +212,18 @@ static int parse_body(const char *body, size_t len, enum phos_ckpt_mode *mode, c
 		return 0;
 	j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
 	if (!j || !json_is_object(j)) {
-		snprintf(err, errlen, "the body must be a JSON object: {\"mode\": \"stw\" | \"cow\" | \"recopy\"}");
+		phos_errf(err, errlen, "the body must be a JSON object: {\"mode\": \"stw\" | \"cow\" | \"recopy\"}");
 		json_decref(j);
 		return -EINVAL;
 	}
 	json_object_foreach(j, key, v) {
 		if (strcmp(key, "mode")) {
-			snprintf(err, errlen, "unknown field '%.64s'", key);
+			phos_errf(err, errlen, "unknown field '%.64s'", key);
 			json_decref(j);
 			return -EINVAL;
 		}
 		if (!json_is_string(v) || phos_ckpt_mode_parse(json_string_value(v), mode) < 0) {
-			snprintf(err, errlen, "mode must be \"stw\", \"cow\" or \"recopy\"");
+			phos_errf(err, errlen, "mode must be \"stw\", \"cow\" or \"recopy\"");
 			json_decref(j);
 			return -EINVAL;
 		}

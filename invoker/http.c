@@ -907,11 +907,11 @@ struct MHD_Daemon *inv_http_start(const char *listen, char *err, size_t errlen)
 	int r;
 
 	if (split_listen(listen, host, sizeof(host), port, sizeof(port)) < 0) {
-		snprintf(err, errlen, "--listen takes ADDR:PORT or [ADDR6]:PORT, not '%s'", listen);
+		phos_errf(err, errlen, "--listen takes ADDR:PORT or [ADDR6]:PORT, not '%s'", listen);
 		return NULL;
 	}
 	if ((r = getaddrinfo(host, port, &hints, &ai)) != 0) {
-		snprintf(err, errlen, "cannot resolve %s: %s", listen, gai_strerror(r));
+		phos_errf(err, errlen, "cannot resolve %s: %s", listen, gai_strerror(r));
 		return NULL;
 	}
 	if (ai->ai_family == AF_INET6)
@@ -922,7 +922,7 @@ struct MHD_Daemon *inv_http_start(const char *listen, char *err, size_t errlen)
 	inv_work_init(inv_cfg.http_workers, INV_ADMIN_WORKERS);
 	if ((r = inv_conns_start(inv_cfg.header_timeout_s, inv_cfg.min_body_rate)) < 0) {
 		freeaddrinfo(ai);
-		snprintf(err, errlen, "cannot start the connection sweeper: %s", strerror(-r));
+		phos_errf(err, errlen, "cannot start the connection sweeper: %s", strerror(-r));
 		return NULL;
 	}
 	/* Bounds on what clients hold: connections in all and per address, the
@@ -938,7 +938,7 @@ struct MHD_Daemon *inv_http_start(const char *listen, char *err, size_t errlen)
 	freeaddrinfo(ai);
 	if (!d) {
 		inv_conns_stop();
-		snprintf(err, errlen, "cannot listen on %s (in use, or not an address of this host)", listen);
+		phos_errf(err, errlen, "cannot listen on %s (in use, or not an address of this host)", listen);
 	}
 	return d;
 }

@@ -416,7 +416,7 @@ static int instance_start(struct inv_function *f, struct inv_instance *in, doubl
 			goto fail;
 	}
 	if ((r = stdio_pipes(pin, pout, perr)) < 0) {
-		snprintf(err, errlen, "pipe: %s", strerror(-r));
+		phos_errf(err, errlen, "pipe: %s", strerror(-r));
 		goto fail;
 	}
 	p.device = f->device;
@@ -471,7 +471,7 @@ static int instance_from_checkpoint(struct inv_function *f, struct inv_instance 
 	int r;
 
 	if ((r = stdio_pipes(pin, pout, perr)) < 0) {
-		snprintf(err, errlen, "pipe: %s", strerror(-r));
+		phos_errf(err, errlen, "pipe: %s", strerror(-r));
 		goto out;
 	}
 	p.device = f->device;
@@ -1196,17 +1196,17 @@ int inv_instance_hold(struct inv_function *f, unsigned id, unsigned wait_ms, str
 			in->hold_wanted = false;
 	}
 	if (!in) {
-		snprintf(err, errlen, "function %s has no instance %u", f->name, id);
+		phos_errf(err, errlen, "function %s has no instance %u", f->name, id);
 		r = -ENOENT;
 	} else if (inv_draining || f->removed) {
-		snprintf(err, errlen, "%s", inv_draining ? "shutting down" : "the function was removed");
+		phos_errf(err, errlen, "%s", inv_draining ? "shutting down" : "the function was removed");
 		r = -ESHUTDOWN;
 	} else if (in->state != INV_INST_IDLE || in->ckpt_req) {
-		snprintf(err, errlen, "instance %u is %s", id, in->state == INV_INST_BUSY ? "running a call" :
+		phos_errf(err, errlen, "instance %u is %s", id, in->state == INV_INST_BUSY ? "running a call" :
 			 in->state == INV_INST_STARTING ? "still starting" : "stopping");
 		r = -EBUSY;
 	} else if (instance_dead(in)) {
-		snprintf(err, errlen, "instance %u died; it will be replaced", id);
+		phos_errf(err, errlen, "instance %u died; it will be replaced", id);
 		r = -ESRCH;
 	} else {
 		in->state = INV_INST_BUSY;   /* as a call takes it */
@@ -1227,9 +1227,9 @@ struct inv_instance *inv_instance_borrow(struct inv_function *f, unsigned id, ch
 		in->borrowed++;
 	else {
 		if (in)
-			snprintf(err, errlen, "instance %u is not serving", id);
+			phos_errf(err, errlen, "instance %u is not serving", id);
 		else
-			snprintf(err, errlen, "function %s has no instance %u", f->name, id);
+			phos_errf(err, errlen, "function %s has no instance %u", f->name, id);
 		in = NULL;
 	}
 	pthread_mutex_unlock(&f->lock);
@@ -1277,7 +1277,7 @@ int inv_instance_reserve(struct inv_function *f, struct inv_instance **ret, char
 	pthread_mutex_lock(&f->lock);
 	if (!f->ready || f->removed || inv_draining) {
 		pthread_mutex_unlock(&f->lock);
-		snprintf(err, errlen, "function %s is %s", f->name, inv_draining ? "shutting down with the invoker" :
+		phos_errf(err, errlen, "function %s is %s", f->name, inv_draining ? "shutting down with the invoker" :
 			 f->removed ? "being removed" : "being deployed");
 		return -ESHUTDOWN;
 	}
@@ -1285,7 +1285,7 @@ int inv_instance_reserve(struct inv_function *f, struct inv_instance **ret, char
 		unsigned n = f->n_instances;
 
 		pthread_mutex_unlock(&f->lock);
-		snprintf(err, errlen, "no room for another instance (%u of max_instances %u here, %u across functions)",
+		phos_errf(err, errlen, "no room for another instance (%u of max_instances %u here, %u across functions)",
 			 n, f->limits.max_instances, inv_cfg.max_instances);
 		return -EBUSY;
 	}
@@ -1293,7 +1293,7 @@ int inv_instance_reserve(struct inv_function *f, struct inv_instance **ret, char
 	if (!in) {
 		live_give();
 		pthread_mutex_unlock(&f->lock);
-		snprintf(err, errlen, "out of memory");
+		phos_errf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	pthread_mutex_unlock(&f->lock);

@@ -190,7 +190,7 @@ static long post_json(const char *url, const char *token, const char *body, long
 
 	*ret = NULL;
 	if (!c) {
-		snprintf(err, errlen, "out of memory");
+		phos_errf(err, errlen, "out of memory");
 		return 0;
 	}
 	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
@@ -211,7 +211,7 @@ static long post_json(const char *url, const char *token, const char *body, long
 	if (cr == CURLE_OK)
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	else
-		snprintf(err, errlen, "cannot reach the target: %s", curl_easy_strerror(cr));
+		phos_errf(err, errlen, "cannot reach the target: %s", curl_easy_strerror(cr));
 	if (a.buf)
 		*ret = json_loadb(a.buf, a.len, 0, NULL);
 	free(a.buf);
@@ -243,7 +243,7 @@ static int url_ok(const char *what, const char *url, char *err, size_t errlen)
 	int r = pull_url_check(&p, url, why, sizeof(why));
 
 	if (r < 0)
-		snprintf(err, errlen, "%s: %s", what, strncmp(why, "from: ", 6) ? why : why + 6);
+		phos_errf(err, errlen, "%s: %s", what, strncmp(why, "from: ", 6) ? why : why + 6);
 	curl_url_cleanup(p.base);
 	return r;
 }
@@ -275,7 +275,7 @@ static int checkpoint_read(const char *dir, char **ret_text, size_t *ret_len, st
 	snprintf(path, sizeof(path), "%s/manifest.json", dir);
 	*ret_text = read_small(path, PHOS_IMAGE_MAX_MANIFEST, ret_len);
 	if (!*ret_text) {
-		snprintf(err, errlen, "the checkpoint's manifest does not read back");
+		phos_errf(err, errlen, "the checkpoint's manifest does not read back");
 		return -EIO;
 	}
 	r = phos_image_read(dir, ret_img, err, errlen);
@@ -1456,7 +1456,7 @@ static int prepare_target(struct inv_function *f, const char *mid, const char *d
 	}
 	if (free_b < data_bytes) {   /* the instance would not fit: refused before the stop */
 		phos_pool_unprepare(pool, slot);
-		snprintf(err, errlen, "not enough GPU memory here for the instance (%.1f MiB free, it needs %.1f MiB)",
+		phos_errf(err, errlen, "not enough GPU memory here for the instance (%.1f MiB free, it needs %.1f MiB)",
 			 (double)free_b / (1 << 20), (double)data_bytes / (1 << 20));
 		return -ENOSPC;
 	}

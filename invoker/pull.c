@@ -59,7 +59,7 @@ int pull_fail(struct pull *p, int code, int rc, char *err, size_t errlen, const 
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
+	phos_verrf(err, errlen, fmt, ap);
 	va_end(ap);
 	p->code = code;
 	return rc;
@@ -104,26 +104,26 @@ int pull_url_check(struct pull *p, const char *from, char *err, size_t errlen)
 	int r = 0;
 
 	if (strlen(from) > PULL_URL_MAX)
-		return snprintf(err, errlen, "from: a URL of at most %d characters", PULL_URL_MAX), -EINVAL;
+		return phos_errf_rc(err, errlen, -EINVAL, "from: a URL of at most %d characters", PULL_URL_MAX);
 	p->base = curl_url();
 	if (!p->base || curl_url_set(p->base, CURLUPART_URL, from, 0) != CURLUE_OK)
-		return snprintf(err, errlen, "from: not a URL: '%.128s'", from), -EINVAL;
+		return phos_errf_rc(err, errlen, -EINVAL, "from: not a URL: '%.128s'", from);
 	if (curl_url_get(p->base, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
 	    (strcmp(scheme, "http") && strcmp(scheme, "https"))) {
-		snprintf(err, errlen, "from: the scheme must be http or https");
+		phos_errf(err, errlen, "from: the scheme must be http or https");
 		r = -EINVAL;
 	} else if (curl_url_get(p->base, CURLUPART_HOST, &host, 0) != CURLUE_OK || !host[0]) {
-		snprintf(err, errlen, "from: no host");
+		phos_errf(err, errlen, "from: no host");
 		r = -EINVAL;
 	} else if (curl_url_get(p->base, CURLUPART_USER, &part, 0) == CURLUE_OK) {
-		snprintf(err, errlen, "from: no user or password in the URL (the token goes in from_token)");
+		phos_errf(err, errlen, "from: no user or password in the URL (the token goes in from_token)");
 		r = -EINVAL;
 	} else if (curl_url_get(p->base, CURLUPART_QUERY, &part, 0) == CURLUE_OK ||
 		   curl_url_get(p->base, CURLUPART_FRAGMENT, &part, 0) == CURLUE_OK) {
-		snprintf(err, errlen, "from: no query or fragment: the peer's base URL only");
+		phos_errf(err, errlen, "from: no query or fragment: the peer's base URL only");
 		r = -EINVAL;
 	} else if (curl_url_get(p->base, CURLUPART_PATH, &part, 0) == CURLUE_OK && strcmp(part, "/") && part[0]) {
-		snprintf(err, errlen, "from: the peer's base URL, without a path (not '%.64s')", part);
+		phos_errf(err, errlen, "from: the peer's base URL, without a path (not '%.64s')", part);
 		r = -EINVAL;
 	}
 	curl_free(scheme);
@@ -331,7 +331,7 @@ int inv_image_run_as(const char *dir, struct phos_image *img, bool *ret_reowned,
 		    (r = phos_image_cpu_hash(dir, img, err, errlen)) == 0) {
 			r = phos_image_write_manifest(dir, img);
 			if (r < 0)
-				snprintf(err, errlen, "cannot write the re-owned image's manifest: %s", strerror(-r));
+				phos_errf(err, errlen, "cannot write the re-owned image's manifest: %s", strerror(-r));
 		}
 		if (r == 0)
 			r = phos_criu_image_users(cpu, &want, err, errlen);   /* as it is now */

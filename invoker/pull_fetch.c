@@ -403,10 +403,10 @@ static int open_new(const char *dir, const char *rel, int *ret_fd, char *err, si
 	int fd;
 
 	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, rel) >= sizeof(path))
-		return snprintf(err, errlen, "path too long"), -ENAMETOOLONG;
+		return phos_errf_rc(err, errlen, -ENAMETOOLONG, "path too long");
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
-		return snprintf(err, errlen, "%s: %s", rel, strerror(errno)), -errno;
+		return phos_errf_rc(err, errlen, -errno, "%s: %s", rel, strerror(errno));
 	*ret_fd = fd;
 	return 0;
 }
@@ -587,7 +587,7 @@ int pull_write_new(const char *dir, const char *rel, const char *data, size_t le
 		ssize_t w = write(fd, data + off, len - off);
 
 		if (w < 0 && errno != EINTR)
-			r = -errno, snprintf(err, errlen, "%s: %s", rel, strerror(errno));
+			r = phos_errf_rc(err, errlen, -errno, "%s: %s", rel, strerror(errno));
 		else if (w > 0)
 			off += (size_t)w;
 	}

@@ -223,7 +223,7 @@ static int limit_get(json_t *lim, const char *key, unsigned long long lo, unsign
 		return 0;
 	if (!json_is_integer(j) || json_integer_value(j) < 0 || (unsigned long long)json_integer_value(j) < lo ||
 	    (unsigned long long)json_integer_value(j) > hi) {
-		snprintf(err, errlen, "limits.%s must be an integer in %llu..%llu", key, lo, hi);
+		phos_errf(err, errlen, "limits.%s must be an integer in %llu..%llu", key, lo, hi);
 		return -EINVAL;
 	}
 	*v = (unsigned long long)json_integer_value(j);
@@ -256,58 +256,58 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 	struct stat st;
 
 	if (!json_is_object(j))
-		return snprintf(err, errlen, "the request must be a JSON object"), NULL;
+		return phos_errf(err, errlen, "the request must be a JSON object"), NULL;
 	json_object_foreach(j, key, val)
 		if (strcmp(key, "name") && strcmp(key, "program") && strcmp(key, "args") && strcmp(key, "env") &&
 		    strcmp(key, "device") && strcmp(key, "limits") && strcmp(key, "gpus") && strcmp(key, "ranks") &&
 		    (deploying || strcmp(key, "created")))
-			return snprintf(err, errlen, "unknown field '%.64s'", key), NULL;
+			return phos_errf(err, errlen, "unknown field '%.64s'", key), NULL;
 	if (!json_is_string(name) || !inv_name_valid(json_string_value(name)))
-		return snprintf(err, errlen, "name must match [a-z0-9][a-z0-9-]{0,62}"), NULL;
+		return phos_errf(err, errlen, "name must match [a-z0-9][a-z0-9-]{0,62}"), NULL;
 	if (!json_is_string(prog) || json_string_value(prog)[0] != '/' ||
 	    strlen(json_string_value(prog)) >= PATH_MAX || strchr(json_string_value(prog), '='))
-		return snprintf(err, errlen, "program must be an absolute path (without '=')"), NULL;
+		return phos_errf(err, errlen, "program must be an absolute path (without '=')"), NULL;
 	/* at reload the snapshot is what runs: the program may be gone */
 	if (deploying && (stat(json_string_value(prog), &st) < 0 || !S_ISREG(st.st_mode) || !(st.st_mode & 0111) ||
 	    access(json_string_value(prog), X_OK) < 0))
-		return snprintf(err, errlen, "program %.256s is not an executable file", json_string_value(prog)), NULL;
+		return phos_errf(err, errlen, "program %.256s is not an executable file", json_string_value(prog)), NULL;
 	if (args && (!json_is_array(args) || json_array_size(args) > INV_MAX_ARGS))
-		return snprintf(err, errlen, "args must be an array of at most %d strings", INV_MAX_ARGS), NULL;
+		return phos_errf(err, errlen, "args must be an array of at most %d strings", INV_MAX_ARGS), NULL;
 	for (size_t i = 0; args && i < json_array_size(args); i++) {
 		json_t *a = json_array_get(args, i);
 
 		if (!json_is_string(a) || json_string_length(a) > INV_MAX_ARG_LEN ||
 		    strlen(json_string_value(a)) != json_string_length(a))
-			return snprintf(err, errlen, "args[%zu] must be a string of at most %d bytes without NUL", i,
+			return phos_errf(err, errlen, "args[%zu] must be a string of at most %d bytes without NUL", i,
 					INV_MAX_ARG_LEN), NULL;
 	}
 	if (env && (!json_is_object(env) || json_object_size(env) > INV_MAX_ENV))
-		return snprintf(err, errlen, "env must be an object of at most %d strings", INV_MAX_ENV), NULL;
+		return phos_errf(err, errlen, "env must be an object of at most %d strings", INV_MAX_ENV), NULL;
 	json_object_foreach(env, key, val)
 		if (!env_key_valid(key) || !json_is_string(val) || json_string_length(val) > INV_MAX_ARG_LEN ||
 		    strlen(json_string_value(val)) != json_string_length(val))
-			return snprintf(err, errlen, "env key '%.64s' must be an identifier with a string value", key),
+			return phos_errf(err, errlen, "env key '%.64s' must be an identifier with a string value", key),
 			       NULL;
 	const char *device = inv_cfg.device;
 	if (dev && (!json_is_string(dev) || (strcmp(json_string_value(dev), "auto") &&
 					     strcmp(json_string_value(dev), "cuda") && strcmp(json_string_value(dev), "sim"))))
-		return snprintf(err, errlen, "device must be auto, cuda or sim"), NULL;
+		return phos_errf(err, errlen, "device must be auto, cuda or sim"), NULL;
 	if (dev && strcmp(json_string_value(dev), "auto"))
 		device = json_string_value(dev);
 	json_t *gpus = json_object_get(j, "gpus");
 	if (gpus && (!json_is_integer(gpus) || json_integer_value(gpus) < 1 || json_integer_value(gpus) > INV_MAX_GPUS))
-		return snprintf(err, errlen, "gpus must be an integer in 1..%d", INV_MAX_GPUS), NULL;
+		return phos_errf(err, errlen, "gpus must be an integer in 1..%d", INV_MAX_GPUS), NULL;
 	if (lim && !json_is_object(lim))
-		return snprintf(err, errlen, "limits must be an object"), NULL;
+		return phos_errf(err, errlen, "limits must be an object"), NULL;
 	json_object_foreach(lim, key, val)
 		if (strcmp(key, "max_instances") && strcmp(key, "max_inflight") && strcmp(key, "timeout_ms") &&
 		    strcmp(key, "idle_ms") && strcmp(key, "max_body_bytes") && strcmp(key, "deploy_timeout_ms") &&
 		    strcmp(key, "checkpoint_ms"))
-			return snprintf(err, errlen, "unknown limit '%.64s'", key), NULL;
+			return phos_errf(err, errlen, "unknown limit '%.64s'", key), NULL;
 
 	f = calloc(1, sizeof(*f));
 	if (!f)
-		return snprintf(err, errlen, "out of memory"), NULL;
+		return phos_errf(err, errlen, "out of memory"), NULL;
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
 	{
@@ -339,7 +339,7 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 	LIMIT("checkpoint_ms", 0, 86400000, checkpoint_ms);
 #undef LIMIT
 	if (f->limits.checkpoint_ms && f->limits.checkpoint_ms < 100) {
-		snprintf(err, errlen, "limits.checkpoint_ms must be 0 (off) or 100..86400000");
+		phos_errf(err, errlen, "limits.checkpoint_ms must be 0 (off) or 100..86400000");
 		goto fail;
 	}
 	if (json_object_get(j, "ranks") && inv_ranks_parse(json_object_get(j, "ranks"), &f->ranks, err, errlen) < 0)
@@ -362,7 +362,7 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 								    : (double)time(NULL);
 	return f;
 oom:
-	snprintf(err, errlen, "out of memory");
+	phos_errf(err, errlen, "out of memory");
 fail:
 	function_free(f);
 	return NULL;
@@ -536,14 +536,14 @@ static int take_snapshot(struct inv_function *f, char *err, size_t errlen)
 	int r;
 
 	if (!argv)
-		return snprintf(err, errlen, "out of memory"), -ENOMEM;
+		return phos_errf_rc(err, errlen, -ENOMEM, "out of memory");
 	r = inv_rendezvous_prepare(f, err, errlen);
 	if (r < 0)
 		goto out;
 	sc.cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (sc.cancel_fd < 0) {
 		r = -errno;
-		snprintf(err, errlen, "eventfd: %s", strerror(errno));
+		phos_errf(err, errlen, "eventfd: %s", strerror(errno));
 		goto out;
 	}
 	p.device = f->device;
@@ -565,7 +565,7 @@ static int take_snapshot(struct inv_function *f, char *err, size_t errlen)
 	if (r == 0)
 		r = phos_snapshot_run(&p, argv, f->snapshot_dir, STDERR_FILENO, &sc, &st, err, errlen);
 	else
-		snprintf(err, errlen, "cancelled before it began");
+		phos_errf(err, errlen, "cancelled before it began");
 	pthread_mutex_lock(&f->lock);
 	f->snap_cancel_fd = -1;
 	f->snap_phase = NULL;
@@ -929,7 +929,7 @@ int inv_function_fill(struct inv_function *f, json_t *entry, char *err, size_t e
 	if (!g)
 		return -EINVAL;
 	if (strcmp(g->name, f->name)) {
-		snprintf(err, errlen, "it names another function");
+		phos_errf(err, errlen, "it names another function");
 		function_free(g);
 		return -EINVAL;
 	}

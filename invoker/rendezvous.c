@@ -71,25 +71,25 @@ int inv_ranks_parse(json_t *j, struct inv_ranks *ret, char *err, size_t errlen)
 
 	memset(ret, 0, sizeof(*ret));
 	if (!json_is_object(j))
-		return snprintf(err, errlen, "ranks must be an object"), -EINVAL;
+		return phos_errf_rc(err, errlen, -EINVAL, "ranks must be an object");
 	json_object_foreach(j, key, val)
 		if (strcmp(key, "rank") && strcmp(key, "nranks") && strcmp(key, "leader") && strcmp(key, "leader_token"))
-			return snprintf(err, errlen, "ranks: unknown field '%.64s'", key), -EINVAL;
+			return phos_errf_rc(err, errlen, -EINVAL, "ranks: unknown field '%.64s'", key);
 	if (!json_is_integer(nranks) || json_integer_value(nranks) < 1 || json_integer_value(nranks) > RDV_MAX_NRANKS)
-		return snprintf(err, errlen, "ranks.nranks must be an integer in 1..%d", RDV_MAX_NRANKS), -EINVAL;
+		return phos_errf_rc(err, errlen, -EINVAL, "ranks.nranks must be an integer in 1..%d", RDV_MAX_NRANKS);
 	if (!json_is_integer(rank) || json_integer_value(rank) < 0 || json_integer_value(rank) >= json_integer_value(nranks))
-		return snprintf(err, errlen, "ranks.rank must be an integer in 0..nranks-1"), -EINVAL;
+		return phos_errf_rc(err, errlen, -EINVAL, "ranks.rank must be an integer in 0..nranks-1");
 	ret->on = true;
 	ret->rank = (unsigned)json_integer_value(rank);
 	ret->nranks = (unsigned)json_integer_value(nranks);
 	if (ret->rank == 0) {
 		if (leader || token)
-			return snprintf(err, errlen, "ranks: rank 0 is the leader: no leader or leader_token"), -EINVAL;
+			return phos_errf_rc(err, errlen, -EINVAL, "ranks: rank 0 is the leader: no leader or leader_token");
 		return 0;
 	}
 	if (!json_is_string(leader) || !json_is_string(token))
-		return snprintf(err, errlen, "ranks: rank %u needs leader (its rank 0's invoker) and leader_token "
-				"(that invoker's peer token)", ret->rank), -EINVAL;
+		return phos_errf_rc(err, errlen, -EINVAL, "ranks: rank %u needs leader (its rank 0's invoker) and leader_token "
+				"(that invoker's peer token)", ret->rank);
 	{
 		struct pull p = { .cancel_fd = -1 };
 		char why[512];
@@ -97,16 +97,16 @@ int inv_ranks_parse(json_t *j, struct inv_ranks *ret, char *err, size_t errlen)
 
 		curl_url_cleanup(p.base);
 		if (r < 0)
-			return snprintf(err, errlen, "ranks.leader: %s", strncmp(why, "from: ", 6) ? why : why + 6), -EINVAL;
+			return phos_errf_rc(err, errlen, -EINVAL, "ranks.leader: %s", strncmp(why, "from: ", 6) ? why : why + 6);
 	}
 	if (!pull_token_valid(json_string_value(token)))
-		return snprintf(err, errlen, "ranks.leader_token must be rank 0's peer token (16..%d printable "
-				"characters)", PULL_TOKEN_MAX), -EINVAL;
+		return phos_errf_rc(err, errlen, -EINVAL, "ranks.leader_token must be rank 0's peer token (16..%d printable "
+				"characters)", PULL_TOKEN_MAX);
 	ret->leader = strdup(json_string_value(leader));
 	ret->leader_token = strdup(json_string_value(token));
 	if (!ret->leader || !ret->leader_token) {
 		inv_ranks_free(ret);
-		return snprintf(err, errlen, "out of memory"), -ENOMEM;
+		return phos_errf_rc(err, errlen, -ENOMEM, "out of memory");
 	}
 	return 0;
 }
@@ -163,25 +163,25 @@ int inv_rendezvous_prepare(struct inv_function *f, char *err, size_t errlen)
 	/* the function's user may pass through the top folder, not list it; one
 	 * that is not ours (or a link) is not used */
 	if (mkdir(top, 0711) < 0 && errno != EEXIST) {
-		snprintf(err, errlen, "rendezvous folder %s: %s", top, strerror(errno));
+		phos_errf(err, errlen, "rendezvous folder %s: %s", top, strerror(errno));
 		return -errno;
 	}
 	if (lstat(top, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
 	    ((st.st_mode & 07777) != 0711 && chmod(top, 0711) < 0)) {
-		snprintf(err, errlen, "rendezvous folder %s: not a folder of ours", top);
+		phos_errf(err, errlen, "rendezvous folder %s: not a folder of ours", top);
 		return -EPERM;
 	}
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-		snprintf(err, errlen, "rendezvous folder %s: %s", dir, strerror(errno));
+		phos_errf(err, errlen, "rendezvous folder %s: %s", dir, strerror(errno));
 		return -errno;
 	}
 	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen, "rendezvous folder %s: not a folder", dir);
+		phos_errf(err, errlen, "rendezvous folder %s: not a folder", dir);
 		return -EPERM;
 	}
 	empty_dir(dir);   /* nothing of an earlier deploy of the name */
 	if (u && chown(dir, u->uid, u->gid) < 0) {
-		snprintf(err, errlen, "rendezvous folder %s: chown: %s", dir, strerror(errno));
+		phos_errf(err, errlen, "rendezvous folder %s: chown: %s", dir, strerror(errno));
 		return -errno;
 	}
 	return 0;

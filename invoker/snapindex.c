@@ -22,6 +22,7 @@
 #include <xxhash.h>
 
 #include "invoker.h"
+#include "log.h"
 #include "transfer.h"
 
 #define SNAPINDEX_SLOTS 64
@@ -158,14 +159,14 @@ static int extents_hash(int fd, struct inv_extent *e, size_t n, char *err, size_
 
 	buf = malloc(PHOS_IMAGE_HASH_CHUNK);
 	if (!buf)
-		return snprintf(err, errlen, "out of memory"), -ENOMEM;
+		return phos_errf_rc(err, errlen, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < n && r == 0; i++) {
 		size_t nc = inv_extent_nchunks(e[i].size);
 
 		e[i].chunks = calloc(nc, sizeof(uint64_t));
 		if (!e[i].chunks) {
 			r = -ENOMEM;
-			snprintf(err, errlen, "out of memory");
+			phos_errf(err, errlen, "out of memory");
 			break;
 		}
 		for (size_t c = 0; c < nc && r == 0; c++) {
@@ -175,14 +176,14 @@ static int extents_hash(int fd, struct inv_extent *e, size_t n, char *err, size_
 
 			r = pread_full(fd, buf, len, e[i].offset + off);
 			if (r < 0)
-				snprintf(err, errlen, "gpu.data at %" PRIu64 ": %s", e[i].offset + off,
+				phos_errf(err, errlen, "gpu.data at %" PRIu64 ": %s", e[i].offset + off,
 					 r == -EBADMSG ? "truncated" : strerror(-r));
 			else
 				e[i].chunks[c] = phos_image_chunk_hash(buf, len);
 		}
 		if (r == 0 && phos_image_combine(e[i].chunks, nc) != e[i].hash) {
 			r = -EBADMSG;
-			snprintf(err, errlen, "checksum mismatch in gpu.data at [%" PRIu64 ", +%" PRIu64 ")",
+			phos_errf(err, errlen, "checksum mismatch in gpu.data at [%" PRIu64 ", +%" PRIu64 ")",
 				 e[i].offset, e[i].size);
 		}
 	}
@@ -199,12 +200,12 @@ static int snapinfo_build(int mfd, int gfd, const char *id, bool chunks, struct 
 	int r;
 
 	if (!si)
-		return snprintf(err, errlen, "out of memory"), -ENOMEM;
+		return phos_errf_rc(err, errlen, -ENOMEM, "out of memory");
 	memcpy(si->id, id, sizeof(si->id));
 	si->refs = 1;
 	r = manifest_slurp(mfd, &si->manifest, &si->manifest_len);
 	if (r < 0) {
-		snprintf(err, errlen, "manifest.json: %s", strerror(-r));
+		phos_errf(err, errlen, "manifest.json: %s", strerror(-r));
 		goto fail;
 	}
 	r = phos_image_parse(si->manifest, si->manifest_len, &si->img, err, errlen);
@@ -212,7 +213,7 @@ static int snapinfo_build(int mfd, int gfd, const char *id, bool chunks, struct 
 		goto fail;
 	r = extents_of(si->img, &si->ext, &si->next);
 	if (r < 0) {
-		snprintf(err, errlen, "out of memory");
+		phos_errf(err, errlen, "out of memory");
 		goto fail;
 	}
 	if (chunks && (r = extents_hash(gfd, si->ext, si->next, err, errlen)) < 0)
@@ -289,7 +290,7 @@ int inv_snapinfo_get(struct inv_function *f, bool chunks, struct inv_snapinfo **
 	}
 	pthread_rwlock_unlock(&f->snap_lock);
 	if (r < 0) {
-		snprintf(err, errlen, "the snapshot of %s is not there: %s", f->name, strerror(-r));
+		phos_errf(err, errlen, "the snapshot of %s is not there: %s", f->name, strerror(-r));
 		goto out;
 	}
 	if (!si) {

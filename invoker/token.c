@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "token.h"
+#include "log.h"
 
 int inv_state_dir_default(char *buf, size_t len, bool create)
 {
@@ -40,24 +41,24 @@ int inv_token_read(const char *path, char **ret_token, char *err, size_t errlen)
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
 
 	if (fd < 0) {
-		snprintf(err, errlen, "cannot open the token file %s: %s", path, strerror(errno));
+		phos_errf(err, errlen, "cannot open the token file %s: %s", path, strerror(errno));
 		return -errno;
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
-		snprintf(err, errlen, "the token file %s is not a regular file", path);
+		phos_errf(err, errlen, "the token file %s is not a regular file", path);
 		return -EINVAL;
 	}
 	if (st.st_mode & 077) {
 		close(fd);
-		snprintf(err, errlen, "the token file %s is accessible to others (mode %03o): chmod 600 it", path,
+		phos_errf(err, errlen, "the token file %s is accessible to others (mode %03o): chmod 600 it", path,
 			 (unsigned)(st.st_mode & 0777));
 		return -EPERM;
 	}
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n < 0) {
-		snprintf(err, errlen, "cannot read the token file %s: %s", path, strerror(errno));
+		phos_errf(err, errlen, "cannot read the token file %s: %s", path, strerror(errno));
 		return -EIO;
 	}
 	buf[n] = '\0';
@@ -69,15 +70,15 @@ int inv_token_read(const char *path, char **ret_token, char *err, size_t errlen)
 		start[--len] = '\0';
 	for (size_t i = 0; i < len; i++)
 		if ((unsigned char)start[i] <= ' ' || (unsigned char)start[i] >= 127) {
-			snprintf(err, errlen, "the token in %s has a blank or non-printable character", path);
+			phos_errf(err, errlen, "the token in %s has a blank or non-printable character", path);
 			return -EINVAL;
 		}
 	if (len < INV_TOKEN_MIN) {
-		snprintf(err, errlen, "the token in %s must be %d characters or more", path, INV_TOKEN_MIN);
+		phos_errf(err, errlen, "the token in %s must be %d characters or more", path, INV_TOKEN_MIN);
 		return -EINVAL;
 	}
 	if (!(t = strdup(start)))
-		return snprintf(err, errlen, "out of memory"), -ENOMEM;
+		return phos_errf_rc(err, errlen, -ENOMEM, "out of memory");
 	*ret_token = t;
 	return 0;
 }
@@ -91,16 +92,16 @@ static int token_create(const char *path, char *err, size_t errlen)
 	int fd, r = 0;
 
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-		return snprintf(err, errlen, "getrandom: %s", strerror(errno)), -EIO;
+		return phos_errf_rc(err, errlen, -EIO, "getrandom: %s", strerror(errno));
 	for (size_t i = 0; i < sizeof(rnd); i++)
 		snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
 	strcat(hex, "\n");
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%02x%02x%02x%02x", path, rnd[0] ^ rnd[31], rnd[1] ^ rnd[30],
 			     rnd[2] ^ rnd[29], (unsigned)getpid() & 0xff) >= sizeof(tmp))
-		return snprintf(err, errlen, "state directory path too long"), -ENAMETOOLONG;
+		return phos_errf_rc(err, errlen, -ENAMETOOLONG, "state directory path too long");
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
-		return snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno)), -errno;
+		return phos_errf_rc(err, errlen, -errno, "cannot create %s: %s", tmp, strerror(errno));
 	if (write(fd, hex, strlen(hex)) != (ssize_t)strlen(hex) || fsync(fd) < 0)
 		r = -EIO;
 	close(fd);
@@ -109,7 +110,7 @@ static int token_create(const char *path, char *err, size_t errlen)
 		r = -errno;
 	unlink(tmp);
 	if (r && r != -EEXIST)
-		snprintf(err, errlen, "cannot write %s: %s", path, strerror(-r));
+		phos_errf(err, errlen, "cannot write %s: %s", path, strerror(-r));
 	return r;
 }
 
@@ -119,7 +120,7 @@ int inv_token_ensure(const char *state_dir, const char *file, char **ret_token, 
 	int r;
 
 	if ((size_t)snprintf(path, sizeof(path), "%s/%s", state_dir, file) >= sizeof(path))
-		return snprintf(err, errlen, "state directory path too long"), -ENAMETOOLONG;
+		return phos_errf_rc(err, errlen, -ENAMETOOLONG, "state directory path too long");
 	if (access(path, F_OK) < 0 && errno == ENOENT && (r = token_create(path, err, errlen)) < 0 && r != -EEXIST)
 		return r;
 	return inv_token_read(path, ret_token, err, errlen);

@@ -47,19 +47,6 @@ extern char **environ;
 #define CRIU_RESTORE_FSIZE (64 << 20) /* soft RLIMIT_FSIZE of a restoring CRIU */
 #define CRIU_MAX_KIDS     64
 
-static void err_set(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void err_set(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static int wait_exit(pid_t pid, int *ret_status)
 {
 	int st;
@@ -462,22 +449,22 @@ static int check_version(const char *criu, char *err, size_t errlen)
 		return -errno;
 	r = criu_run(argv, NULL, NULL, 0, fd, fd, 0, NULL, NULL, phos_now() + CRIU_VERSION_TIMEOUT_S, -1, &st);
 	if (r == -ETIMEDOUT) {
-		err_set(err, errlen, "%s --version did not answer in %d s: this CRIU hangs on this machine", criu,
+		phos_errf(err, errlen, "%s --version did not answer in %d s: this CRIU hangs on this machine", criu,
 			CRIU_VERSION_TIMEOUT_S);
 		goto out;
 	}
 	if (r < 0) {
-		err_set(err, errlen, "%s: cannot run: %s", criu, strerror(-r));
+		phos_errf(err, errlen, "%s: cannot run: %s", criu, strerror(-r));
 		goto out;
 	}
 	len = pread(fd, out, sizeof(out) - 1, 0);
 	out[len > 0 ? len : 0] = '\0';
 	v = strstr(out, "Version:");
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !v || sscanf(v, "Version: %d.%d", &major, &minor) != 2) {
-		err_set(err, errlen, "%s --version: no \"Version: X.Y\" in its output", criu);
+		phos_errf(err, errlen, "%s --version: no \"Version: X.Y\" in its output", criu);
 		r = -ENOENT;
 	} else if (major < 4 || (major == 4 && minor < 1)) {
-		err_set(err, errlen, "%s is CRIU %d.%d; phos-fn needs 4.1 or newer", criu, major, minor);
+		phos_errf(err, errlen, "%s is CRIU %d.%d; phos-fn needs 4.1 or newer", criu, major, minor);
 		r = -ENOENT;
 	}
 out:
@@ -495,7 +482,7 @@ static int found(char *buf, size_t len, const char *path, char *err, size_t errl
 	if (r < 0)
 		return r;
 	if (strlen(path) >= len) {
-		err_set(err, errlen, "path of CRIU too long: %s", path);
+		phos_errf(err, errlen, "path of CRIU too long: %s", path);
 		return -ENAMETOOLONG;
 	}
 	strcpy(buf, path);
@@ -508,10 +495,10 @@ int phos_criu_find(char *buf, size_t len, char *err, size_t errlen)
 	char cand[PATH_MAX + 16], exe[PATH_MAX];
 	ssize_t n;
 
-	err_set(err, errlen, "%s", "");
+	phos_errf(err, errlen, "%s", "");
 	if (env && *env) {
 		if (!is_executable(env)) {
-			err_set(err, errlen, "PHOS_CRIU=%s is not an executable file", env);
+			phos_errf(err, errlen, "PHOS_CRIU=%s is not an executable file", env);
 			return -ENOENT;
 		}
 		return found(buf, len, env, err, errlen);   /* asked for: no fallback */
@@ -541,13 +528,13 @@ int phos_criu_find(char *buf, size_t len, char *err, size_t errlen)
 
 				if (found(buf, len, cand, why, sizeof(why)) == 0)
 					return 0;
-				err_set(err, errlen, "%s", why);   /* remember the reason, keep looking */
+				phos_errf(err, errlen, "%s", why);   /* remember the reason, keep looking */
 			}
 		}
 		p += dl + (p[dl] == ':');
 	}
 	if (!err || !*err)
-		err_set(err, errlen, "CRIU >= 4.1 not found: set PHOS_CRIU, run tools/setup (it makes "
+		phos_errf(err, errlen, "CRIU >= 4.1 not found: set PHOS_CRIU, run tools/setup (it makes "
 			"<builddir>/criu/criu), or install criu");
 	return -ENOENT;
 }
@@ -965,7 +952,7 @@ static int dump_prepare(struct phos_criu_ahead *a, const char *criu, pid_t pid, 
 	a->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (a->dir_fd < 0) {
 		r = -errno;
-		err_set(err, errlen, "criu dump: %s: %s", dir, strerror(-r));
+		phos_errf(err, errlen, "criu dump: %s: %s", dir, strerror(-r));
 		return r;
 	}
 	a->err_fd = memfd_create("criu-stderr", MFD_CLOEXEC);
@@ -1002,7 +989,7 @@ static int dump_prepare(struct phos_criu_ahead *a, const char *criu, pid_t pid, 
 	if (gate) {
 		if (!realpath(gate, a->gate)) {
 			r = -errno;
-			err_set(err, errlen, "criu dump: the gate %s: %s", gate, strerror(-r));
+			phos_errf(err, errlen, "criu dump: the gate %s: %s", gate, strerror(-r));
 			return r;
 		}
 		a->argv[argc++] = "--action-script";
@@ -1023,18 +1010,18 @@ static int dump_finish(struct phos_criu_ahead *a, int r, int st, char *err, size
 	if (a->as_other)
 		files_chown_back(a->dir_fd);
 	if (r == -ECANCELED) {
-		err_set(err, errlen, "criu dump: cancelled");
+		phos_errf(err, errlen, "criu dump: cancelled");
 		return r;
 	}
 	if (r == -ETIMEDOUT) {
-		err_set(err, errlen, "criu dump: killed after %d s (PHOS_CRIU_TIMEOUT); log in %s/dump.log",
+		phos_errf(err, errlen, "criu dump: killed after %d s (PHOS_CRIU_TIMEOUT); log in %s/dump.log",
 			criu_timeout_s(), a->dir);
 		return r;
 	}
 	if (r == 0 && WIFEXITED(st) && WEXITSTATUS(st) == 127)
 		r = -ENOEXEC;
 	if (r < 0) {
-		err_set(err, errlen, "criu dump: cannot run %s: %s", a->argv[0], strerror(-r));
+		phos_errf(err, errlen, "criu dump: cannot run %s: %s", a->argv[0], strerror(-r));
 		return r;
 	}
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -1055,7 +1042,7 @@ static int dump_check(const char *criu, pid_t pid, const char *dir, const uint64
 	if (next > CRIU_MAX_EXT)
 		return -E2BIG;
 	if (!(flags & PHOS_CRIU_UNFAULTED) && phos_fault("criu_dump")) {
-		err_set(err, errlen, "injected fault: criu_dump");
+		phos_errf(err, errlen, "injected fault: criu_dump");
 		return -EIO;
 	}
 	return 0;
@@ -1279,12 +1266,12 @@ int phos_criu_dump_ahead(const char *criu, const char *gate, pid_t pid, const ch
 	lfd = gate_listen(name, sizeof(name));
 	if (lfd < 0) {
 		r = lfd;
-		err_set(err, errlen, "criu dump: the gate's socket: %s", strerror(-r));
+		phos_errf(err, errlen, "criu dump: the gate's socket: %s", strerror(-r));
 		goto fail;
 	}
 	if (kill(pid, 0) < 0 && errno == ESRCH) {
 		r = -ESRCH;
-		err_set(err, errlen, "criu dump: no such process");
+		phos_errf(err, errlen, "criu dump: no such process");
 		goto fail;
 	}
 	snprintf(a->gate_env, sizeof(a->gate_env), "PHOS_CRIU_GATE_SOCK=%s", name);
@@ -1294,7 +1281,7 @@ int phos_criu_dump_ahead(const char *criu, const char *gate, pid_t pid, const ch
 	a->env[n + 1] = NULL;
 	r = criu_start(a->argv, NULL, NULL, 0, -1, a->err_fd, 0, a->as_other ? &a->as : NULL, a->env, &a->criu_pid);
 	if (r < 0) {
-		err_set(err, errlen, "criu dump: cannot run %s: %s", criu, strerror(-r));
+		phos_errf(err, errlen, "criu dump: cannot run %s: %s", criu, strerror(-r));
 		goto fail;
 	}
 
@@ -1311,7 +1298,7 @@ int phos_criu_dump_ahead(const char *criu, const char *gate, pid_t pid, const ch
 		a->criu_pid = 0;
 		r = dump_finish(a, 0, st, err, errlen);
 		if (r == 0) {   /* it dumped without its gate: not what was asked */
-			err_set(err, errlen, "criu dump: the gate %s was not run", gate);
+			phos_errf(err, errlen, "criu dump: the gate %s was not run", gate);
 			r = -EIO;
 		}
 		goto fail;
@@ -1396,7 +1383,7 @@ int phos_criu_dump_go_then(struct phos_criu_ahead *a, void (*dumped)(void *arg),
 		(void)criu_wait(a->criu_pid, criu_timeout_s(), 0, -1, &st);   /* it ends on its own */
 	a->criu_pid = 0;
 	if (r == -EPIPE) {
-		err_set(err, errlen, "criu dump: CRIU ended at its gate");
+		phos_errf(err, errlen, "criu dump: CRIU ended at its gate");
 		r = -EIO;
 	} else {
 		r = dump_finish(a, r, st, err, errlen);
@@ -1521,7 +1508,7 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 		if (inh[i].fd < 0 || !inh[i].key || !*inh[i].key || strchr(inh[i].key, ','))
 			return -EINVAL;
 	if (!(flags & PHOS_CRIU_UNFAULTED) && phos_fault("criu_restore")) {
-		err_set(err, errlen, "injected fault: criu_restore");
+		phos_errf(err, errlen, "injected fault: criu_restore");
 		return -EIO;
 	}
 
@@ -1531,7 +1518,7 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 	snprintf(work, sizeof(work), "%s/phos-criu-%d-XXXXXX", tmp && *tmp ? tmp : "/tmp", (int)getpid());
 	if (!mkdtemp(work)) {
 		r = -errno;
-		err_set(err, errlen, "criu restore: mkdtemp %s: %s", work, strerror(-r));
+		phos_errf(err, errlen, "criu restore: mkdtemp %s: %s", work, strerror(-r));
 		return r;
 	}
 	snprintf(pidfile, sizeof(pidfile), "%s/pid", work);
@@ -1582,13 +1569,13 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 	lock_fd = criu_lock(LOCK_SH, cancel_fd, deadline);
 	if (lock_fd == -ECANCELED || lock_fd == -ETIMEDOUT) {
 		r = lock_fd;
-		err_set(err, errlen, "criu restore: %s waiting for a dump to end",
+		phos_errf(err, errlen, "criu restore: %s waiting for a dump to end",
 			r == -ECANCELED ? "cancelled" : "deadline passed");
 		goto out;
 	}
 	r = criu_run(argv, from, to, ninh, -1, err_fd, CRIU_RESTORE_FSIZE, NULL, NULL, deadline, cancel_fd, &st);
 	if (r == -ECANCELED) {
-		err_set(err, errlen, "criu restore: cancelled");
+		phos_errf(err, errlen, "criu restore: cancelled");
 		goto out;
 	}
 	if (r == -ETIMEDOUT) {
@@ -1602,7 +1589,7 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 		goto out;
 	}
 	if (r < 0) {
-		err_set(err, errlen, "criu restore: cannot run %s: %s", criu, strerror(-r));
+		phos_errf(err, errlen, "criu restore: cannot run %s: %s", criu, strerror(-r));
 		goto out;
 	}
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -1612,7 +1599,7 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 	}
 	r = read_pid_file(work_fd, "pid", &pid);
 	if (r < 0) {
-		err_set(err, errlen, "criu restore: no pid in %s", pidfile);
+		phos_errf(err, errlen, "criu restore: no pid in %s", pidfile);
 		goto out;
 	}
 	*ret_pid = pid;

@@ -9,6 +9,7 @@
  */
 #include "image.h"
 #include "image_internal.h"
+#include "log.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -17,19 +18,6 @@
 #include <string.h>
 
 #define JSON_MAX ((uint64_t)INT64_MAX)
-
-__attribute__((format(printf, 4, 5)))
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
 
 int phos_image_buf_cmp(const void *a, const void *b)
 {
@@ -71,13 +59,13 @@ static int check_extent(const struct phos_image *img, const char *kind, uint64_t
 			uint64_t size, char *err, size_t errlen)
 {
 	if (size == 0 || size > JSON_MAX)
-		return fail(err, errlen, -EINVAL, "%s %llu: size %llu out of range", kind,
+		return phos_errf_rc(err, errlen, -EINVAL, "%s %llu: size %llu out of range", kind,
 			    (unsigned long long)id, (unsigned long long)size);
 	if (offset % PHOS_IMAGE_ALIGN)
-		return fail(err, errlen, -EINVAL, "%s %llu: offset %llu in gpu.data is not %u-aligned",
+		return phos_errf_rc(err, errlen, -EINVAL, "%s %llu: offset %llu in gpu.data is not %u-aligned",
 			    kind, (unsigned long long)id, (unsigned long long)offset, PHOS_IMAGE_ALIGN);
 	if (offset > img->data_bytes || size > img->data_bytes - offset)
-		return fail(err, errlen, -EINVAL,
+		return phos_errf_rc(err, errlen, -EINVAL,
 			    "%s %llu: [%llu, +%llu) lies beyond gpu.data (data_bytes %llu)", kind,
 			    (unsigned long long)id, (unsigned long long)offset,
 			    (unsigned long long)size, (unsigned long long)img->data_bytes);
@@ -97,27 +85,27 @@ static int validate_bufs(const struct phos_image *img, uint64_t *ids, char *err,
 			return r;
 		if (b->id > JSON_MAX || b->addr < img->arena_base || b->addr > arena_end ||
 		    b->size > arena_end - b->addr)
-			return fail(err, errlen, -EINVAL,
+			return phos_errf_rc(err, errlen, -EINVAL,
 				    "buffer %llu: [0x%llx, +%llu) lies outside the arena [0x%llx, +%llu)",
 				    (unsigned long long)b->id, (unsigned long long)b->addr,
 				    (unsigned long long)b->size, (unsigned long long)img->arena_base,
 				    (unsigned long long)img->arena_size);
 		if (i && b->addr < img->bufs[i - 1].addr)
-			return fail(err, errlen, -EINVAL, "buffers are not sorted by address");
+			return phos_errf_rc(err, errlen, -EINVAL, "buffers are not sorted by address");
 		if (i && b->addr < img->bufs[i - 1].addr + img->bufs[i - 1].size)
-			return fail(err, errlen, -EINVAL, "buffer %llu at 0x%llx overlaps buffer %llu",
+			return phos_errf_rc(err, errlen, -EINVAL, "buffer %llu at 0x%llx overlaps buffer %llu",
 				    (unsigned long long)b->id, (unsigned long long)b->addr,
 				    (unsigned long long)img->bufs[i - 1].id);
 		sum += b->size; /* no overflow: the buffers are disjoint inside the arena */
 		ids[i] = b->id;
 	}
 	if (sum != img->gpu_bytes)
-		return fail(err, errlen, -EINVAL, "gpu_bytes is %llu, the buffers hold %llu",
+		return phos_errf_rc(err, errlen, -EINVAL, "gpu_bytes is %llu, the buffers hold %llu",
 			    (unsigned long long)img->gpu_bytes, (unsigned long long)sum);
 	qsort(ids, img->nbufs, sizeof(*ids), u64_cmp);
 	for (uint32_t i = 1; i < img->nbufs; i++)
 		if (ids[i] == ids[i - 1])
-			return fail(err, errlen, -EINVAL, "buffer id %llu appears twice",
+			return phos_errf_rc(err, errlen, -EINVAL, "buffer id %llu appears twice",
 				    (unsigned long long)ids[i]);
 	return 0;
 }
@@ -130,15 +118,15 @@ static int validate_prefetch(const struct phos_image *img, const uint64_t *ids, 
 	int r = 0;
 
 	if (!seen)
-		return fail(err, errlen, -ENOMEM, "out of memory");
+		return phos_errf_rc(err, errlen, -ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < img->nprefetch && r == 0; i++) {
 		const uint64_t *p = bsearch(&img->prefetch[i], ids, img->nbufs, sizeof(*ids), u64_cmp);
 
 		if (!p)
-			r = fail(err, errlen, -EINVAL, "prefetch[%u]: no buffer %llu", i,
+			r = phos_errf_rc(err, errlen, -EINVAL, "prefetch[%u]: no buffer %llu", i,
 				 (unsigned long long)img->prefetch[i]);
 		else if (seen[p - ids]++)
-			r = fail(err, errlen, -EINVAL, "prefetch[%u]: buffer %llu listed twice", i,
+			r = phos_errf_rc(err, errlen, -EINVAL, "prefetch[%u]: buffer %llu listed twice", i,
 				 (unsigned long long)img->prefetch[i]);
 	}
 	free(seen);
@@ -151,17 +139,17 @@ static int validate_modules(const struct phos_image *img, uint64_t *mids, char *
 		const struct phos_image_module *m = &img->modules[i];
 
 		if (!is_hex32(m->hash))
-			return fail(err, errlen, -EINVAL, "module %u: hash is not 32 lowercase hex digits",
+			return phos_errf_rc(err, errlen, -EINVAL, "module %u: hash is not 32 lowercase hex digits",
 				    m->id);
 		if (m->size == 0 || m->size > JSON_MAX)
-			return fail(err, errlen, -EINVAL, "module %u: size %llu out of range", m->id,
+			return phos_errf_rc(err, errlen, -EINVAL, "module %u: size %llu out of range", m->id,
 				    (unsigned long long)m->size);
 		mids[i] = m->id;
 	}
 	qsort(mids, img->nmodules, sizeof(*mids), u64_cmp);
 	for (uint32_t i = 1; i < img->nmodules; i++)
 		if (mids[i] == mids[i - 1])
-			return fail(err, errlen, -EINVAL, "module id %llu appears twice",
+			return phos_errf_rc(err, errlen, -EINVAL, "module id %llu appears twice",
 				    (unsigned long long)mids[i]);
 	return 0;
 }
@@ -182,19 +170,19 @@ static int validate_code(const struct phos_image *img, const uint64_t *mids, cha
 		const struct phos_image_func *f = &img->funcs[i];
 
 		if (!f->name || strnlen(f->name, PHOS_IMAGE_MAX_NAME + 1) > PHOS_IMAGE_MAX_NAME)
-			return fail(err, errlen, -EINVAL, "kernel %u: no name or one too long", f->id);
+			return phos_errf_rc(err, errlen, -EINVAL, "kernel %u: no name or one too long", f->id);
 		if (!module_known(mids, img->nmodules, f->module))
-			return fail(err, errlen, -EINVAL, "kernel %u: no module %u", f->id, f->module);
+			return phos_errf_rc(err, errlen, -EINVAL, "kernel %u: no module %u", f->id, f->module);
 	}
 	for (uint32_t i = 0; i < img->nvars; i++) {
 		const struct phos_image_var *v = &img->vars[i];
 
 		if (!v->name || strnlen(v->name, PHOS_IMAGE_MAX_NAME + 1) > PHOS_IMAGE_MAX_NAME)
-			return fail(err, errlen, -EINVAL, "variable %u: no name or one too long", v->id);
+			return phos_errf_rc(err, errlen, -EINVAL, "variable %u: no name or one too long", v->id);
 		if (!module_known(mids, img->nmodules, v->module))
-			return fail(err, errlen, -EINVAL, "variable %u: no module %u", v->id, v->module);
+			return phos_errf_rc(err, errlen, -EINVAL, "variable %u: no module %u", v->id, v->module);
 		if (v->addr > JSON_MAX || v->size > JSON_MAX - v->addr)
-			return fail(err, errlen, -EINVAL, "variable %u: address out of range", v->id);
+			return phos_errf_rc(err, errlen, -EINVAL, "variable %u: address out of range", v->id);
 		if (v->size == 0)
 			continue; /* registered but never resolved: no contents */
 		r = check_extent(img, "variable", v->id, v->offset, v->size, err, errlen);
@@ -215,14 +203,14 @@ static int validate_arrays(const struct phos_image *img, char *err, size_t errle
 		int r;
 
 		if (!a->desc.id || a->desc.id >= (1u << 20))
-			return fail(err, errlen, -EINVAL, "array %u: bad id", a->desc.id);
+			return phos_errf_rc(err, errlen, -EINVAL, "array %u: bad id", a->desc.id);
 		for (uint32_t k = 0; k < i; k++)
 			if (img->arrays[k].desc.id == a->desc.id)
-				return fail(err, errlen, -EINVAL, "array %u: listed twice", a->desc.id);
+				return phos_errf_rc(err, errlen, -EINVAL, "array %u: listed twice", a->desc.id);
 		if (phos_channel_format(a->desc.bits, a->desc.kind, &channels, &cbytes) < 0 ||
 		    (a->desc.flags & ~0x0fu) || !phos_array_extent(&a->desc, channels * cbytes, dims, &bytes) ||
 		    bytes != a->size)
-			return fail(err, errlen, -EINVAL, "array %u: bad format, flags, extent or size", a->desc.id);
+			return phos_errf_rc(err, errlen, -EINVAL, "array %u: bad format, flags, extent or size", a->desc.id);
 		r = check_extent(img, "array", a->desc.id, a->offset, a->size, err, errlen);
 		if (r < 0)
 			return r;
@@ -234,17 +222,17 @@ static int validate_arrays(const struct phos_image *img, char *err, size_t errle
 		bool found = false;
 
 		if (!t->handle || t->handle >= (1u << 20))
-			return fail(err, errlen, -EINVAL, "texture %llu: bad handle", (unsigned long long)t->handle);
+			return phos_errf_rc(err, errlen, -EINVAL, "texture %llu: bad handle", (unsigned long long)t->handle);
 		for (uint32_t k = 0; k < i; k++)
 			if (img->texes[k].handle == t->handle)
-				return fail(err, errlen, -EINVAL, "texture %llu: listed twice",
+				return phos_errf_rc(err, errlen, -EINVAL, "texture %llu: listed twice",
 					    (unsigned long long)t->handle);
 		for (uint32_t k = 0; k < img->narrays; k++)   /* an array of its own GPU */
 			found |= img->arrays[k].desc.id == d->array && img->arrays[k].device == t->device;
 		if (d->res_type == PHOS_RES_ARRAY ? !t->dangling && !found
 		    : d->surface || (d->res_type != PHOS_RES_LINEAR && d->res_type != PHOS_RES_PITCH2D) ||
 		      phos_channel_format(d->bits, d->kind, &channels, &cbytes) < 0)
-			return fail(err, errlen, -EINVAL, "texture %llu: bad resource", (unsigned long long)t->handle);
+			return phos_errf_rc(err, errlen, -EINVAL, "texture %llu: bad resource", (unsigned long long)t->handle);
 	}
 	return 0;
 }
@@ -260,7 +248,7 @@ static int validate_extents(const struct phos_image *img, char *err, size_t errl
 		return 0;
 	e = malloc(n * sizeof(*e));
 	if (!e)
-		return fail(err, errlen, -ENOMEM, "out of memory");
+		return phos_errf_rc(err, errlen, -ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < img->nbufs; i++)
 		e[k++] = (struct data_extent){ img->bufs[i].offset, img->bufs[i].size,
 					       img->bufs[i].id, "buffer" };
@@ -275,7 +263,7 @@ static int validate_extents(const struct phos_image *img, char *err, size_t errl
 	qsort(e, n, sizeof(*e), extent_cmp);
 	for (size_t i = 1; i < n && r == 0; i++)
 		if (e[i].offset < e[i - 1].offset + e[i - 1].size)
-			r = fail(err, errlen, -EINVAL, "%s %llu overlaps %s %llu in gpu.data",
+			r = phos_errf_rc(err, errlen, -EINVAL, "%s %llu overlaps %s %llu in gpu.data",
 				 e[i].kind, (unsigned long long)e[i].id, e[i - 1].kind,
 				 (unsigned long long)e[i - 1].id);
 	free(e);
@@ -303,33 +291,33 @@ static int validate_pools(const struct phos_image *img, char *err, size_t errlen
 	if (!addrs || !ids) {
 		free(addrs);
 		free(ids);
-		return fail(err, errlen, -ENOMEM, "out of memory");
+		return phos_errf_rc(err, errlen, -ENOMEM, "out of memory");
 	}
 	for (uint32_t i = 0; i < img->npools; i++)
 		ids[i] = img->pools[i].id;
 	qsort(ids, img->npools, sizeof(*ids), u64_cmp);
 	for (uint32_t i = 1; i < img->npools && r == 0; i++)
 		if (ids[i] == ids[i - 1])
-			r = fail(err, errlen, -EINVAL, "pools: pool %llu listed twice", (unsigned long long)ids[i]);
+			r = phos_errf_rc(err, errlen, -EINVAL, "pools: pool %llu listed twice", (unsigned long long)ids[i]);
 	for (uint32_t i = 0; i < img->npool_blocks && r == 0; i++) {
 		struct phos_image_buf key = { .addr = img->pool_blocks[i].addr };
 		uint64_t pool = img->pool_blocks[i].pool;
 
 		if (!bsearch(&pool, ids, img->npools, sizeof(*ids), u64_cmp)) {
-			r = fail(err, errlen, -EINVAL, "pool_blocks[%u]: pool %llu is not listed", i,
+			r = phos_errf_rc(err, errlen, -EINVAL, "pool_blocks[%u]: pool %llu is not listed", i,
 				 (unsigned long long)pool);
 			break;
 		}
 		addrs[i] = key.addr;
 		if (!img->nbufs || !bsearch(&key, img->bufs, img->nbufs, sizeof(key), phos_image_buf_cmp))
-			r = fail(err, errlen, -EINVAL, "pool_blocks[%u]: %#llx is no buffer's start", i,
+			r = phos_errf_rc(err, errlen, -EINVAL, "pool_blocks[%u]: %#llx is no buffer's start", i,
 				 (unsigned long long)key.addr);
 	}
 	if (r == 0) {
 		qsort(addrs, img->npool_blocks, sizeof(*addrs), u64_cmp);
 		for (uint32_t i = 1; i < img->npool_blocks && r == 0; i++)
 			if (addrs[i] == addrs[i - 1])
-				r = fail(err, errlen, -EINVAL, "pool_blocks: %#llx listed twice",
+				r = phos_errf_rc(err, errlen, -EINVAL, "pool_blocks: %#llx listed twice",
 					 (unsigned long long)addrs[i]);
 	}
 	free(addrs);
@@ -341,25 +329,25 @@ static int validate_misc(const struct phos_image *img, char *err, size_t errlen)
 {
 	if (!fits(img->function, sizeof(img->function)) || !fits(img->device, sizeof(img->device)) ||
 	    !fits(img->gpu_name, sizeof(img->gpu_name)))
-		return fail(err, errlen, -EINVAL, "function, device or gpu_name is not terminated");
+		return phos_errf_rc(err, errlen, -EINVAL, "function, device or gpu_name is not terminated");
 	if (img->arena_base > JSON_MAX || img->arena_size > JSON_MAX - img->arena_base ||
 	    img->gpu_bytes > JSON_MAX || img->data_bytes > JSON_MAX)
-		return fail(err, errlen, -EINVAL, "arena, gpu_bytes or data_bytes out of range");
+		return phos_errf_rc(err, errlen, -EINVAL, "arena, gpu_bytes or data_bytes out of range");
 	if (img->nprefetch > PHOS_IMAGE_MAX_BUFS)
-		return fail(err, errlen, -E2BIG, "prefetch: more than %u entries", PHOS_IMAGE_MAX_BUFS);
+		return phos_errf_rc(err, errlen, -E2BIG, "prefetch: more than %u entries", PHOS_IMAGE_MAX_BUFS);
 	if (!fits(img->criu_dir, sizeof(img->criu_dir)) || !img->criu_dir[0] ||
 	    strchr(img->criu_dir, '/') || !strcmp(img->criu_dir, ".") || !strcmp(img->criu_dir, ".."))
-		return fail(err, errlen, -EINVAL, "cpu.dir must name one directory inside the snapshot");
+		return phos_errf_rc(err, errlen, -EINVAL, "cpu.dir must name one directory inside the snapshot");
 	if (img->nfds > sizeof(img->fds) / sizeof(img->fds[0]))
-		return fail(err, errlen, -E2BIG, "cpu.fds: more than %zu entries",
+		return phos_errf_rc(err, errlen, -E2BIG, "cpu.fds: more than %zu entries",
 			    sizeof(img->fds) / sizeof(img->fds[0]));
 	for (uint32_t i = 0; i < img->nfds; i++)
 		if (img->fds[i].fd < 0 || !fits(img->fds[i].key, sizeof(img->fds[i].key)) ||
 		    !img->fds[i].key[0])
-			return fail(err, errlen, -EINVAL, "cpu.fds[%u]: bad descriptor or key", i);
+			return phos_errf_rc(err, errlen, -EINVAL, "cpu.fds[%u]: bad descriptor or key", i);
 	for (uint32_t i = 0; i < img->nblas; i++)
 		if (img->blas[i].workspace > JSON_MAX || img->blas[i].workspace_size > JSON_MAX)
-			return fail(err, errlen, -EINVAL, "cublas %u: workspace out of range",
+			return phos_errf_rc(err, errlen, -EINVAL, "cublas %u: workspace out of range",
 				    img->blas[i].id);
 	return 0;
 }
@@ -376,14 +364,14 @@ int phos_image_validate(const struct phos_image *img, char *err, size_t errlen)
 	    img->ntexes > PHOS_IMAGE_MAX_OBJECTS || img->npools > PHOS_IMAGE_MAX_OBJECTS ||
 	    img->npool_blocks > PHOS_IMAGE_MAX_BUFS || img->nlimits > PHOS_IMAGE_MAX_CONTEXT ||
 	    img->nstream_attrs > PHOS_IMAGE_MAX_CONTEXT || img->nresvs > PHOS_IMAGE_MAX_OBJECTS)
-		return fail(err, errlen, -E2BIG, "more entries than the limits allow");
+		return phos_errf_rc(err, errlen, -E2BIG, "more entries than the limits allow");
 	r = validate_misc(img, err, errlen);
 	if (r < 0)
 		return r;
 	ids = malloc(((size_t)img->nbufs + 1) * sizeof(*ids));
 	mids = malloc(((size_t)img->nmodules + 1) * sizeof(*mids));
 	if (!ids || !mids) {
-		r = fail(err, errlen, -ENOMEM, "out of memory");
+		r = phos_errf_rc(err, errlen, -ENOMEM, "out of memory");
 		goto out;
 	}
 	r = validate_bufs(img, ids, err, errlen);
@@ -406,7 +394,7 @@ int phos_image_validate(const struct phos_image *img, char *err, size_t errlen)
 		for (uint32_t k = 0; k < img->nstreams && !known; k++)
 			known = img->streams[k].id == img->stream_attrs[i].stream;
 		if (!known || img->stream_attrs[i].attr < 0 || img->stream_attrs[i].attr >= 64)
-			r = fail(err, errlen, -EINVAL, "stream_attrs[%u]: stream %u or attribute %d is not the image's", i,
+			r = phos_errf_rc(err, errlen, -EINVAL, "stream_attrs[%u]: stream %u or attribute %d is not the image's", i,
 				 img->stream_attrs[i].stream, img->stream_attrs[i].attr);
 	}
 	/* reservations: whole 2 MiB chunks inside the arena, in address order, disjoint */
@@ -417,12 +405,12 @@ int phos_image_validate(const struct phos_image *img, char *err, size_t errlen)
 		if (v->addr % chunk || !v->size || v->size % chunk || v->addr < img->arena_base ||
 		    v->size > img->arena_size || v->addr - img->arena_base > img->arena_size - v->size ||
 		    (i && v->addr < img->resvs[i - 1].addr + img->resvs[i - 1].size))
-			r = fail(err, errlen, -EINVAL, "reservations[%u]: %#llx+%llu is not whole chunks of the arena "
+			r = phos_errf_rc(err, errlen, -EINVAL, "reservations[%u]: %#llx+%llu is not whole chunks of the arena "
 				 "after the one before", i, (unsigned long long)v->addr, (unsigned long long)v->size);
 	}
 	for (uint32_t i = 0; r == 0 && i < img->nlimits; i++)
 		if (img->limits[i].limit < 0 || img->limits[i].limit >= 64 || img->limits[i].device >= img->devices)
-			r = fail(err, errlen, -EINVAL, "limits[%u]: limit %d or device %u is not the image's", i,
+			r = phos_errf_rc(err, errlen, -EINVAL, "limits[%u]: limit %d or device %u is not the image's", i,
 				 img->limits[i].limit, img->limits[i].device);
 out:
 	free(ids);

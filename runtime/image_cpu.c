@@ -16,21 +16,9 @@
 #include <unistd.h>
 
 #include "image.h"
+#include "log.h"
 
 #define CPU_READ_MAX (64ull << 30)   /* a CRIU image file past this is refused, not read */
-
-__attribute__((format(printf, 4, 5)))
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
 
 static bool is_log(const char *name)
 {
@@ -109,10 +97,10 @@ static int open_cpu_dir(const char *dir, const struct phos_image *img, DIR **ret
 
 	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, img->criu_dir[0] ? img->criu_dir : "cpu") >=
 	    sizeof(path))
-		return fail(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
+		return phos_errf_rc(err, errlen, -ENAMETOOLONG, "%s: path too long", dir);
 	d = opendir(path);
 	if (!d)
-		return fail(err, errlen, -errno, "%s: %s", path, strerror(errno));
+		return phos_errf_rc(err, errlen, -errno, "%s: %s", path, strerror(errno));
 	*ret = d;
 	return 0;
 }
@@ -139,17 +127,17 @@ int phos_image_cpu_hash(const char *dir, struct phos_image *img, char *err, size
 		if (de->d_name[0] == '.' || is_log(de->d_name))
 			continue;
 		if (strlen(de->d_name) >= sizeof(files->name)) {
-			r = fail(err, errlen, -ENAMETOOLONG, "cpu/%.64s...: name too long", de->d_name);
+			r = phos_errf_rc(err, errlen, -ENAMETOOLONG, "cpu/%.64s...: name too long", de->d_name);
 			goto out;
 		}
 		if (n == cap) {
 			if (cap >= PHOS_IMAGE_MAX_CPU_FILES) {
-				r = fail(err, errlen, -E2BIG, "cpu/: more than %u files", PHOS_IMAGE_MAX_CPU_FILES);
+				r = phos_errf_rc(err, errlen, -E2BIG, "cpu/: more than %u files", PHOS_IMAGE_MAX_CPU_FILES);
 				goto out;
 			}
 			f = realloc(files, (cap * 2 + 16) * sizeof(*f));
 			if (!f) {
-				r = fail(err, errlen, -ENOMEM, "out of memory");
+				r = phos_errf_rc(err, errlen, -ENOMEM, "out of memory");
 				goto out;
 			}
 			files = f;
@@ -160,7 +148,7 @@ int phos_image_cpu_hash(const char *dir, struct phos_image *img, char *err, size
 		memcpy(f->name, de->d_name, strlen(de->d_name) + 1);
 		r = file_hash(dirfd(d), f->name, &f->size, &f->hash);
 		if (r < 0) {
-			fail(err, errlen, r, "cpu/%s: %s", f->name, r == -EBADMSG ? "not a regular file" : strerror(-r));
+			phos_errf_rc(err, errlen, r, "cpu/%s: %s", f->name, r == -EBADMSG ? "not a regular file" : strerror(-r));
 			goto out;
 		}
 		n++;
@@ -195,12 +183,12 @@ int phos_image_cpu_verify(const char *dir, const struct phos_image *img, char *e
 		if (de->d_name[0] == '.' || is_log(de->d_name))
 			continue;
 		if (strlen(de->d_name) >= sizeof(key.name)) {
-			r = fail(err, errlen, -EBADMSG, "cpu/%.64s... is not in the manifest", de->d_name);
+			r = phos_errf_rc(err, errlen, -EBADMSG, "cpu/%.64s... is not in the manifest", de->d_name);
 			goto out;
 		}
 		memcpy(key.name, de->d_name, strlen(de->d_name) + 1);
 		if (!bsearch(&key, img->cpu_files, img->ncpu_files, sizeof(key), file_cmp)) {
-			r = fail(err, errlen, -EBADMSG, "cpu/%.64s is not in the manifest", de->d_name);
+			r = phos_errf_rc(err, errlen, -EBADMSG, "cpu/%.64s is not in the manifest", de->d_name);
 			goto out;
 		}
 	}
@@ -210,17 +198,17 @@ int phos_image_cpu_verify(const char *dir, const struct phos_image *img, char *e
 
 		r = file_hash(dirfd(d), f->name, &size, &hash);
 		if (r < 0) {
-			r = fail(err, errlen, r == -ENOENT ? -EBADMSG : r, "cpu/%s: %s", f->name,
+			r = phos_errf_rc(err, errlen, r == -ENOENT ? -EBADMSG : r, "cpu/%s: %s", f->name,
 				 r == -ENOENT ? "missing" : r == -EBADMSG ? "not a regular file" : strerror(-r));
 			goto out;
 		}
 		if (size != f->size) {
-			r = fail(err, errlen, -EBADMSG, "cpu/%s is %llu bytes, the manifest says %llu", f->name,
+			r = phos_errf_rc(err, errlen, -EBADMSG, "cpu/%s is %llu bytes, the manifest says %llu", f->name,
 				 (unsigned long long)size, (unsigned long long)f->size);
 			goto out;
 		}
 		if (hash != f->hash) {
-			r = fail(err, errlen, -EBADMSG, "checksum mismatch in cpu/%s (%llu bytes)", f->name,
+			r = phos_errf_rc(err, errlen, -EBADMSG, "checksum mismatch in cpu/%s (%llu bytes)", f->name,
 				 (unsigned long long)size);
 			goto out;
 		}

@@ -16,6 +16,7 @@
  */
 #include "image.h"
 #include "image_internal.h"
+#include "log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,19 +28,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-__attribute__((format(printf, 4, 5)))
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
-
 /* Parsing state: where the error goes, and the element being read ("buffers[3]"). */
 struct rd {
 	char *err;
@@ -48,7 +36,7 @@ struct rd {
 };
 
 #define RD_FAIL(r, rc, key, fmt, ...)                                                         \
-	fail((r)->err, (r)->errlen, (rc), "manifest.json: %s%s%s: " fmt, (r)->where,         \
+	phos_errf_rc((r)->err, (r)->errlen, (rc), "manifest.json: %s%s%s: " fmt, (r)->where,         \
 	     (r)->where[0] ? "." : "", (key), ##__VA_ARGS__)
 
 static int rd_get(struct rd *r, json_t *obj, const char *key, json_t **ret)
@@ -139,7 +127,7 @@ static int rd_strdup(struct rd *r, json_t *obj, const char *key, char **ret)
 	if (rc < 0)
 		return rc;
 	*ret = strdup(s);
-	return *ret ? 0 : fail(r->err, r->errlen, -ENOMEM, "out of memory");
+	return *ret ? 0 : phos_errf_rc(r->err, r->errlen, -ENOMEM, "out of memory");
 }
 
 /* A checksum: 16 lowercase hex digits. */
@@ -204,7 +192,7 @@ static int rd_array(struct rd *r, json_t *obj, const char *key, size_t max, size
 	*ret_n = 0; /* counts grow as elements are filled in, so that freeing works midway */
 	*ret_arr = n ? calloc(n, elem) : NULL;
 	if (n && !*ret_arr)
-		return fail(r->err, r->errlen, -ENOMEM, "out of memory");
+		return phos_errf_rc(r->err, r->errlen, -ENOMEM, "out of memory");
 	return 0;
 }
 
@@ -214,7 +202,7 @@ static int rd_elem(struct rd *r, json_t *arr, const char *key, size_t i, json_t 
 	*ret = json_array_get(arr, i);
 	snprintf(r->where, sizeof(r->where), "%s[%zu]", key, i);
 	if (!json_is_object(*ret))
-		return fail(r->err, r->errlen, -EBADMSG, "manifest.json: %s: expected an object",
+		return phos_errf_rc(r->err, r->errlen, -EBADMSG, "manifest.json: %s: expected an object",
 			    r->where);
 	return 0;
 }
@@ -253,7 +241,7 @@ static int rd_header(struct rd *r, json_t *root, struct phos_image *img)
 
 	v = json_object_get(root, "magic");
 	if (!json_is_string(v) || strcmp(json_string_value(v), PHOS_IMAGE_MAGIC) != 0)
-		return fail(r->err, r->errlen, -EBADMSG,
+		return phos_errf_rc(r->err, r->errlen, -EBADMSG,
 			    "manifest.json: not a phos-fn snapshot (magic is not \"%s\")",
 			    PHOS_IMAGE_MAGIC);
 	RD(rd_object(r, root, "version", &o));
@@ -263,7 +251,7 @@ static int rd_header(struct rd *r, json_t *root, struct phos_image *img)
 		/* A newer major may define minor differently: name it, don't check it. */
 		v = json_object_get(o, "minor");
 		minor = json_is_integer(v) ? json_integer_value(v) : 0;
-		return fail(r->err, r->errlen, -EPROTONOSUPPORT,
+		return phos_errf_rc(r->err, r->errlen, -EPROTONOSUPPORT,
 			    "manifest.json: format %lld.%lld is %s than this phos-fn (%d.x)",
 			    (long long)major, (long long)minor, major ? "newer" : "older",
 			    PHOS_IMAGE_MAJOR);
@@ -308,7 +296,7 @@ static int rd_buffers(struct rd *r, json_t *root, struct phos_image *img)
 		json_t *v = json_array_get(a, i);
 
 		if (!json_is_integer(v) || json_integer_value(v) < 0)
-			return fail(r->err, r->errlen, -EBADMSG,
+			return phos_errf_rc(r->err, r->errlen, -EBADMSG,
 				    "manifest.json: prefetch[%zu]: expected a buffer id", i);
 		img->prefetch[i] = (uint64_t)json_integer_value(v);
 	}
@@ -433,7 +421,7 @@ static int rd_cpu(struct rd *r, json_t *root, struct phos_image *img)
 			       PHOS_IMAGE_MAX_CPU_FILES);
 	img->cpu_files = calloc(json_array_size(a) + 1, sizeof(*img->cpu_files));
 	if (!img->cpu_files)
-		return fail(r->err, r->errlen, -ENOMEM, "out of memory");
+		return phos_errf_rc(r->err, r->errlen, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < json_array_size(a); i++, img->ncpu_files++) {
 		struct phos_image_file *f = &img->cpu_files[i];
 
@@ -589,12 +577,12 @@ static int rd_tuple(struct rd *r, json_t *a, const char *key, size_t i, size_t n
 
 	snprintf(r->where, sizeof(r->where), "%s[%zu]", key, i);
 	if (!json_is_array(e) || json_array_size(e) != n)
-		return fail(r->err, r->errlen, -EBADMSG, "manifest.json: %s: expected %s", r->where, want);
+		return phos_errf_rc(r->err, r->errlen, -EBADMSG, "manifest.json: %s: expected %s", r->where, want);
 	for (size_t k = 0; k < n; k++) {
 		json_t *v = json_array_get(e, k);
 
 		if (!json_is_integer(v) || json_integer_value(v) < lo[k] || json_integer_value(v) > hi[k])
-			return fail(r->err, r->errlen, -EBADMSG, "manifest.json: %s: expected %s", r->where, want);
+			return phos_errf_rc(r->err, r->errlen, -EBADMSG, "manifest.json: %s: expected %s", r->where, want);
 		out[k] = json_integer_value(v);
 	}
 	return 0;
@@ -767,22 +755,22 @@ static int manifest_load(int dfd, const char *dir, char **ret_buf, size_t *ret_l
 
 	fd = openat(dfd, PHOS_IMAGE_MANIFEST, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return fail(err, errlen, -errno,
+		return phos_errf_rc(err, errlen, -errno,
 			    errno == ENOENT ? "%s: no manifest.json (not a snapshot, or an unfinished one)"
 					    : "%s/manifest.json: %m", dir);
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
-		return fail(err, errlen, -EINVAL, "manifest.json: not a readable regular file");
+		return phos_errf_rc(err, errlen, -EINVAL, "manifest.json: not a readable regular file");
 	}
 	if (st.st_size > PHOS_IMAGE_MAX_MANIFEST) {
 		close(fd);
-		return fail(err, errlen, -E2BIG, "manifest.json is %lld bytes, more than the limit of %u",
+		return phos_errf_rc(err, errlen, -E2BIG, "manifest.json is %lld bytes, more than the limit of %u",
 			    (long long)st.st_size, PHOS_IMAGE_MAX_MANIFEST);
 	}
 	buf = malloc((size_t)st.st_size + 1);
 	if (!buf) {
 		close(fd);
-		return fail(err, errlen, -ENOMEM, "manifest.json: out of memory");
+		return phos_errf_rc(err, errlen, -ENOMEM, "manifest.json: out of memory");
 	}
 	while (len < (size_t)st.st_size) {
 		ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
@@ -790,7 +778,7 @@ static int manifest_load(int dfd, const char *dir, char **ret_buf, size_t *ret_l
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			r = fail(err, errlen, -errno, "manifest.json: %m");
+			r = phos_errf_rc(err, errlen, -errno, "manifest.json: %m");
 			break;
 		}
 		if (n == 0)
@@ -816,19 +804,19 @@ static int check_files(int dfd, const char *dir, const struct phos_image *img, c
 	char path[64];
 
 	if (fstatat(dfd, "gpu.data", &st, 0) < 0)
-		return fail(err, errlen, -errno, "gpu.data: %m");
+		return phos_errf_rc(err, errlen, -errno, "gpu.data: %m");
 	if (!S_ISREG(st.st_mode))
-		return fail(err, errlen, -EINVAL, "gpu.data is not a regular file");
+		return phos_errf_rc(err, errlen, -EINVAL, "gpu.data is not a regular file");
 	if ((uint64_t)st.st_size < img->data_bytes) {
 		uint64_t have = (uint64_t)st.st_size;
 
 		for (uint32_t i = 0; i < img->nbufs; i++)
 			if (img->bufs[i].offset + img->bufs[i].size > have)
-				return fail(err, errlen, -EBADMSG,
+				return phos_errf_rc(err, errlen, -EBADMSG,
 					    "gpu.data is truncated: %llu bytes, buffer %llu needs %llu",
 					    (unsigned long long)have, (unsigned long long)img->bufs[i].id,
 					    (unsigned long long)(img->bufs[i].offset + img->bufs[i].size));
-		return fail(err, errlen, -EBADMSG, "gpu.data is truncated: %llu bytes, manifest needs %llu",
+		return phos_errf_rc(err, errlen, -EBADMSG, "gpu.data is truncated: %llu bytes, manifest needs %llu",
 			    (unsigned long long)have, (unsigned long long)img->data_bytes);
 	}
 	for (uint32_t i = 0; i < img->nmodules; i++) {
@@ -836,13 +824,13 @@ static int check_files(int dfd, const char *dir, const struct phos_image *img, c
 
 		snprintf(path, sizeof(path), "modules/%s.fatbin", m->hash);
 		if (fstatat(dfd, path, &st, 0) < 0)
-			return fail(err, errlen, -errno, "module %u missing: %s: %m", m->id, path);
+			return phos_errf_rc(err, errlen, -errno, "module %u missing: %s: %m", m->id, path);
 		if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != m->size)
-			return fail(err, errlen, -EBADMSG, "%s has %lld bytes, manifest says %llu", path,
+			return phos_errf_rc(err, errlen, -EBADMSG, "%s has %lld bytes, manifest says %llu", path,
 				    (long long)st.st_size, (unsigned long long)m->size);
 	}
 	if (fstatat(dfd, img->criu_dir, &st, 0) < 0 || !S_ISDIR(st.st_mode))
-		return fail(err, errlen, -ENOENT, "cpu image missing: %s/%s is not a directory", dir,
+		return phos_errf_rc(err, errlen, -ENOENT, "cpu image missing: %s/%s is not a directory", dir,
 			    img->criu_dir);
 	return 0;
 }
@@ -858,10 +846,10 @@ static int image_parse(const char *text, size_t len, struct phos_image *img, cha
 
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
 	if (!root)
-		return fail(err, errlen, -EBADMSG, "manifest.json: invalid JSON at line %d, column %d: %s",
+		return phos_errf_rc(err, errlen, -EBADMSG, "manifest.json: invalid JSON at line %d, column %d: %s",
 			    jerr.line, jerr.column, jerr.text);
 	if (!json_is_object(root))
-		rc = fail(err, errlen, -EBADMSG, "manifest.json: not a JSON object");
+		rc = phos_errf_rc(err, errlen, -EBADMSG, "manifest.json: not a JSON object");
 	else if ((rc = rd_header(&r, root, img)) == 0 && (rc = rd_buffers(&r, root, img)) == 0 &&
 		 (rc = rd_code(&r, root, img)) == 0 && (rc = rd_objects(&r, root, img)) == 0)
 		rc = rd_cpu(&r, root, img);
@@ -884,7 +872,7 @@ static int image_parse(const char *text, size_t len, struct phos_image *img, cha
 		qsort(img->bufs, img->nbufs, sizeof(*img->bufs), phos_image_buf_cmp);
 	rc = phos_image_validate(img, why, sizeof(why));
 	if (rc < 0)
-		return fail(err, errlen, rc, "manifest.json: %s", why);
+		return phos_errf_rc(err, errlen, rc, "manifest.json: %s", why);
 	return 0;
 }
 
@@ -898,15 +886,15 @@ int phos_image_read(const char *dir, struct phos_image **ret_img, char *err, siz
 	if (err && errlen)
 		err[0] = '\0';
 	if (!dir || !ret_img)
-		return fail(err, errlen, -EINVAL, "no snapshot directory given");
+		return phos_errf_rc(err, errlen, -EINVAL, "no snapshot directory given");
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
-		return fail(err, errlen, -errno,
+		return phos_errf_rc(err, errlen, -errno,
 			    errno == ENOENT ? "%s: no manifest.json (the directory does not exist)" : "%s: %m",
 			    dir);
 	img = phos_image_new();
 	if (!img) {
-		r = fail(err, errlen, -ENOMEM, "out of memory");
+		r = phos_errf_rc(err, errlen, -ENOMEM, "out of memory");
 		goto out;
 	}
 	r = manifest_load(dfd, dir, &text, &len, err, errlen);
@@ -933,13 +921,13 @@ int phos_image_parse(const char *text, size_t len, struct phos_image **ret_img, 
 	if (err && errlen)
 		err[0] = '\0';
 	if (!text || !ret_img)
-		return fail(err, errlen, -EINVAL, "no manifest given");
+		return phos_errf_rc(err, errlen, -EINVAL, "no manifest given");
 	if (len > PHOS_IMAGE_MAX_MANIFEST)
-		return fail(err, errlen, -E2BIG, "manifest.json is %zu bytes, more than the limit of %u", len,
+		return phos_errf_rc(err, errlen, -E2BIG, "manifest.json is %zu bytes, more than the limit of %u", len,
 			    PHOS_IMAGE_MAX_MANIFEST);
 	img = phos_image_new();
 	if (!img)
-		return fail(err, errlen, -ENOMEM, "out of memory");
+		return phos_errf_rc(err, errlen, -ENOMEM, "out of memory");
 	r = image_parse(text, len, img, err, errlen);
 	if (r < 0) {
 		phos_image_free(img);
@@ -972,7 +960,7 @@ int phos_image_set_prefetch(const char *dir, const uint64_t *ids, size_t n, char
 	seen = calloc(img->nbufs + 1, sizeof(*seen));
 	if (!order || !known || !seen) {
 		r = -ENOMEM;
-		snprintf(err, errlen, "out of memory");
+		phos_errf(err, errlen, "out of memory");
 		goto out;
 	}
 	for (uint32_t b = 0; b < img->nbufs; b++)
@@ -993,7 +981,7 @@ int phos_image_set_prefetch(const char *dir, const uint64_t *ids, size_t n, char
 	img->nprefetch = (uint32_t)k;
 	r = phos_image_write_manifest(dir, img);
 	if (r < 0)
-		snprintf(err, errlen, "writing %s/manifest.json: %s", dir, strerror(-r));
+		phos_errf(err, errlen, "writing %s/manifest.json: %s", dir, strerror(-r));
 out:
 	free(order);
 	free(known);

@@ -57,15 +57,29 @@ void phos_log_at(enum phos_log_level lvl, const char *file, int line, const char
 	(void)!write(STDERR_FILENO, buf, (size_t)n);
 }
 
+void phos_verrf(char *err, size_t errlen, const char *fmt, va_list ap)
+{
+	if (err && errlen)
+		vsnprintf(err, errlen, fmt, ap);
+}
+
 void phos_errf(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (!err || !errlen)
-		return;
 	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
+	phos_verrf(err, errlen, fmt, ap);
 	va_end(ap);
+}
+
+int phos_errf_rc(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	phos_verrf(err, errlen, fmt, ap);
+	va_end(ap);
+	return rc;
 }
 
 double phos_now(void)

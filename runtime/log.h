@@ -9,6 +9,8 @@
  */
 #pragma once
 
+#include <stdarg.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stddef.h>
@@ -30,6 +32,10 @@ void phos_log_at(enum phos_log_level lvl, const char *file, int line, const char
 /* Formats a one-line reason into err (the err/errlen out-parameters of calls
  * that explain their failures); errlen may be 0. */
 void phos_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The same, then returns rc: return phos_errf_rc(err, errlen, -EINVAL, ...). */
+int phos_errf_rc(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The same from a va_list. */
+void phos_verrf(char *err, size_t errlen, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
 
 /* Seconds on CLOCK_MONOTONIC, for phase timings. */
 double phos_now(void);
