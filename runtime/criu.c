@@ -816,8 +816,10 @@ static int task_user(pid_t pid, struct phos_criu_user *ret)
  * cwd collide (EEXIST). A restore of such a function (mnt-v2) meets the
  * same vanishing mount point (CI10, ASan, test_body_memory). So one lock for
  * this user's invokers: exclusive for a dump of a task in our mount
- * namespace, shared for the other dumps and for every restore, which run
- * side by side. */
+ * namespace, shared for the other dumps and for restores of a mount
+ * namespace, which run side by side. A restore in our mount namespace
+ * restores no mounts: it takes no lock (a cold start never waits for
+ * another function's snapshot). */
 /* The lock of the comment above, taken how (LOCK_EX, LOCK_SH) while
  * cancel_fd stays quiet (-ECANCELED) and before deadline (a phos_now() time,
  * 0: none; -ETIMEDOUT). Returns its fd. */
@@ -1498,6 +1500,7 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 	char *argv[28 + 2 * CRIU_MAX_EXT];
 	const char *tmp = getenv("TMPDIR");
 	int argc = 0, err_fd = -1, work_fd = -1, lock_fd = -1, st, r;
+	bool mntns;
 	pid_t pid = 0;
 
 	if (!criu || !dir || (ninh && !inh) || !ret_pid)
@@ -1541,7 +1544,8 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 	argv[argc++] = pidfile;
 	if (flags & PHOS_CRIU_STOPPED)
 		argv[argc++] = "--leave-stopped";
-	if (image_has_mntns(dir)) {   /* dumped with its own mount namespace (phos_criu_dump) */
+	mntns = image_has_mntns(dir);
+	if (mntns) {   /* dumped with its own mount namespace (phos_criu_dump) */
 		argv[argc++] = "--root";
 		argv[argc++] = "/";
 		argv[argc++] = "--ext-mount-map";
@@ -1563,10 +1567,12 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 
 	double t0 = phos_now();
 
-	/* not beside a dump that mounts proc.crtools. Without a lock file (a
-	 * runtime directory that is not ours: rundir.h) the restore goes on
-	 * unlocked, as dumps do then. */
-	lock_fd = criu_lock(LOCK_SH, cancel_fd, deadline);
+	/* A restore of its own mount namespace (mnt-v2) is not run beside a
+	 * dump that mounts proc.crtools (criu_lock); one in ours restores no
+	 * mounts and never waits for a dump. Without a lock file (a runtime
+	 * directory that is not ours: rundir.h) it goes on unlocked, as dumps
+	 * do then. */
+	lock_fd = mntns ? criu_lock(LOCK_SH, cancel_fd, deadline) : -ENOENT;
 	if (lock_fd == -ECANCELED || lock_fd == -ETIMEDOUT) {
 		r = lock_fd;
 		phos_errf(err, errlen, "criu restore: %s waiting for a dump to end",
