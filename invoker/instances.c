@@ -936,7 +936,6 @@ static void call_finish(struct inv_function *f, struct inv_instance *in, bool pr
 
 	if (prefetch)
 		inv_record_prefetch(f, in);
-	inv_metrics_fallbacks(f, in);
 	inv_checkpoint_serve(f, in);
 	pthread_mutex_lock(&f->lock);
 	in->finishing = false;
@@ -1068,6 +1067,7 @@ again:
 		 * the answer is on its way (inv_invoke_done); without them the
 		 * instance is idle again before it goes, ready for the caller's
 		 * next call. */
+		inv_metrics_fallbacks(f, in);   /* counted by the time the answer is read */
 		pthread_mutex_lock(&f->lock);
 		later = (prefetch && f->prefetch_pending) || in->ckpt_req;
 		if (later) {
