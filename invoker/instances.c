@@ -869,21 +869,6 @@ static int instance_take(struct inv_function *f, double deadline, bool fresh, st
 			in->state = INV_INST_BUSY;
 			break;
 		}
-		/* One whose answer just went out and that only writes the prefetch
-		 * order is idle in a moment: sooner than a cold start. */
-		bool soon = false;
-		for (struct inv_instance *o = fresh ? NULL : f->instances; o; o = o->next)
-			soon |= o->finishing && !o->ckpt_req && o->generation == f->generation;
-		if (soon && phos_now() < deadline) {
-			struct timespec abs;
-
-			clock_gettime(CLOCK_REALTIME, &abs);
-			abs.tv_nsec += 20 * 1000000L;
-			abs.tv_sec += abs.tv_nsec / 1000000000L;
-			abs.tv_nsec %= 1000000000L;
-			pthread_cond_timedwait(&f->cond, &f->lock, &abs);
-			continue;
-		}
 		if (f->n_instances < f->limits.max_instances) {
 			if (!live_take()) {
 				pthread_mutex_unlock(&f->lock);
@@ -927,18 +912,14 @@ static int instance_take(struct inv_function *f, double deadline, bool fresh, st
 	return 0;
 }
 
-/* The end of a call that was answered, in (BUSY) ours: the prefetch order
- * when it is the first cold call's to record, a checkpoint asked while it
- * ran, then idle again (or stopped, when its function goes). */
-static void call_finish(struct inv_function *f, struct inv_instance *in, bool prefetch)
+/* The end of a call that was answered, in (BUSY) ours: a checkpoint asked
+ * while it ran, then idle again (or stopped, when its function goes). */
+static void call_finish(struct inv_function *f, struct inv_instance *in)
 {
 	bool stop;
 
-	if (prefetch)
-		inv_record_prefetch(f, in);
 	inv_checkpoint_serve(f, in);
 	pthread_mutex_lock(&f->lock);
-	in->finishing = false;
 	stop = f->removed || inv_draining || in->generation != f->generation;
 	if (stop) {
 		unlink_instance(f, in);
@@ -946,7 +927,7 @@ static void call_finish(struct inv_function *f, struct inv_instance *in, bool pr
 		in->state = INV_INST_IDLE;
 		in->idle_since = phos_now();
 	}
-	pthread_cond_broadcast(&f->cond);   /* (takers wait for a finishing one too) */
+	pthread_cond_broadcast(&f->cond);
 	pthread_mutex_unlock(&f->lock);
 	if (stop)
 		instance_stop(f, in, false);
@@ -1061,24 +1042,25 @@ again:
 		goto out;
 	}
 	if (r == 0) {
-		bool prefetch = res->cold && res->http == 200 && !resume_dir, later;
+		struct inv_prefetch pf = { 0 };
+		bool ckpt;
 
-		/* The prefetch order to write and a checkpoint to take wait until
-		 * the answer is on its way (inv_invoke_done); without them the
+		/* The prefetch order's file and a checkpoint to take wait until the
+		 * answer is on its way (inv_invoke_done); without a checkpoint the
 		 * instance is idle again before it goes, ready for the caller's
 		 * next call. */
+		if (res->cold && res->http == 200 && !resume_dir)
+			inv_prefetch_take(f, in, &pf);
 		inv_metrics_fallbacks(f, in);   /* counted by the time the answer is read */
 		pthread_mutex_lock(&f->lock);
-		later = (prefetch && f->prefetch_pending) || in->ckpt_req;
-		if (later) {
+		ckpt = in->ckpt_req != NULL;
+		if (ckpt || pf.ids)
 			f->refs++;
-			in->finishing = true;
-		}
 		pthread_mutex_unlock(&f->lock);
-		if (later)
-			res->after = (struct inv_after){ .f = f, .in = in, .prefetch = prefetch };
-		else
-			call_finish(f, in, prefetch);
+		if (!ckpt)
+			call_finish(f, in);
+		if (ckpt || pf.ids)
+			res->after = (struct inv_after){ .f = f, .in = ckpt ? in : NULL, .prefetch = pf };
 		goto out;
 	}
 	/* timed out, crashed, its executor died, or the drain limit: replace it
@@ -1144,7 +1126,9 @@ void inv_invoke_done(struct inv_after *after)
 
 	if (!f)
 		return;
-	call_finish(f, after->in, after->prefetch);
+	inv_prefetch_store(f, &after->prefetch);
+	if (after->in)
+		call_finish(f, after->in);
 	*after = (struct inv_after){ 0 };
 	inv_function_unref(f);
 }

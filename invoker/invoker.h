@@ -107,7 +107,6 @@ struct inv_instance {
 	/* being moved to another invoker (migrate.c), under f->lock */
 	char migration[33];           /* the migration's id; "" when none */
 	bool hold_wanted;             /* inv_instance_hold waits for it: calls leave it */
-	bool finishing;            /* BUSY with its answer sent: inv_invoke_done's work left */
 	char *mig_dir;                /* where its files are served from: the pre-copy's
 				       * temporary dir, then the committed checkpoint */
 	uint64_t mig_data_end;        /* the pre-copy's gpu.data size (no manifest yet) */
@@ -315,22 +314,33 @@ json_t *inv_function_list(void);
 /* Gives the pool the snapshots to keep hot: ready functions of the pool's
  * device, in deploy order, while their gpu.data fits in --hot-bytes. */
 void inv_hot_update(void);
-/* After the first call of an instance cold-started from f's current snapshot:
- * stores the buffers it touched, in order, as the snapshot's prefetch order. */
-void inv_record_prefetch(struct inv_function *f, struct inv_instance *in);
+/* A prefetch order taken from an instance, to be stored (inv_prefetch_store). */
+struct inv_prefetch {
+	uint64_t *ids;   /* malloc'ed; NULL: none */
+	size_t n;
+	unsigned generation;   /* of the snapshot it is for */
+};
+/* After the first call of an instance cold-started from f's current snapshot
+ * (once: f->prefetch_pending): the buffers it touched, in order, from its
+ * executor. Quick (one control round trip); *ret is empty when there is
+ * nothing to record. */
+void inv_prefetch_take(struct inv_function *f, struct inv_instance *in, struct inv_prefetch *ret);
+/* Stores p as f's snapshot's prefetch order (when it is still the snapshot
+ * p came from), and frees it. Writes the manifest: after the answer. */
+void inv_prefetch_store(struct inv_function *f, struct inv_prefetch *p);
 
 /* Calls fn for every function (registry lock held: fn must not block). */
 void inv_function_foreach(void (*fn)(struct inv_function *f, void *arg), void *arg);
 
 /* instances.c */
 /* What a call that was answered leaves to do once its answer is on its
- * way (inv_invoke_done): the prefetch order a first cold call records, a
- * checkpoint asked of the instance while it ran, and the instance back to
- * idle (BUSY until then: no other call takes it). */
+ * way (inv_invoke_done): the prefetch order a first cold call records (its
+ * file written), a checkpoint asked of the instance while it ran and the
+ * instance back to idle (BUSY until then: no other call takes it). */
 struct inv_after {
 	struct inv_function *f;     /* a ref; NULL: nothing left */
-	struct inv_instance *in;
-	bool prefetch;
+	struct inv_instance *in;    /* a checkpoint to serve, then idle; NULL: idle already */
+	struct inv_prefetch prefetch;
 };
 struct inv_result {
 	int http;            /* 200, 4xx, 5xx */

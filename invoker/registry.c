@@ -589,36 +589,47 @@ out:
 	return r;
 }
 
-void inv_record_prefetch(struct inv_function *f, struct inv_instance *in)
+void inv_prefetch_take(struct inv_function *f, struct inv_instance *in, struct inv_prefetch *ret)
 {
 	enum { MAX_IDS = 65536 };
-	uint64_t *ids;
-	size_t n = 0;
-	char err[512];
 	bool pending;
 	int r;
 
+	*ret = (struct inv_prefetch){ 0 };
 	pthread_mutex_lock(&f->lock);
 	pending = f->prefetch_pending && in->generation == f->generation;
 	f->prefetch_pending &= !pending;   /* one call records it */
 	pthread_mutex_unlock(&f->lock);
-	if (!pending || !(ids = calloc(MAX_IDS, sizeof(*ids))))
+	if (!pending || !(ret->ids = calloc(MAX_IDS, sizeof(*ret->ids))))
 		return;
-	r = phos_instance_touched(&in->proc, ids, MAX_IDS, &n);
-	if (r == 0 && n > 0) {
-		/* A re-snapshot replaces the directory under the write lock. */
-		pthread_rwlock_rdlock(&f->snap_lock);
-		if (in->generation == f->generation)
-			r = phos_image_set_prefetch(f->snapshot_dir, ids, n, err, sizeof(err));
-		pthread_rwlock_unlock(&f->snap_lock);
+	ret->generation = in->generation;
+	r = phos_instance_touched(&in->proc, ret->ids, MAX_IDS, &ret->n);
+	if (r < 0 || ret->n == 0) {
 		if (r < 0)
-			phos_warn("%s: cannot store the prefetch order: %s", f->name, err);
-		else
-			phos_info("%s: prefetch order of %zu buffers recorded", f->name, n);
-	} else if (r < 0) {
-		phos_debug("%s: no touch order from the instance (%s)", f->name, strerror(-r));
+			phos_debug("%s: no touch order from the instance (%s)", f->name, strerror(-r));
+		free(ret->ids);
+		*ret = (struct inv_prefetch){ 0 };
 	}
-	free(ids);
+}
+
+void inv_prefetch_store(struct inv_function *f, struct inv_prefetch *p)
+{
+	char err[512];
+	int r = 0;
+
+	if (!p->ids)
+		return;
+	/* A re-snapshot replaces the directory under the write lock. */
+	pthread_rwlock_rdlock(&f->snap_lock);
+	if (p->generation == f->generation)
+		r = phos_image_set_prefetch(f->snapshot_dir, p->ids, p->n, err, sizeof(err));
+	pthread_rwlock_unlock(&f->snap_lock);
+	if (r < 0)
+		phos_warn("%s: cannot store the prefetch order: %s", f->name, err);
+	else
+		phos_info("%s: prefetch order of %zu buffers recorded", f->name, p->n);
+	free(p->ids);
+	*p = (struct inv_prefetch){ 0 };
 }
 
 struct hot_ctx {

@@ -150,17 +150,6 @@ def instances(inv, name):
     return [i for i in items if i.get("state") in ("idle", "busy", "starting")]
 
 
-def idle_instances(inv, name, wait=5):
-    """The idle instances of name, waiting a moment for one: a first cold call's
-    instance is busy until its prefetch order is written, after its answer."""
-    end = time.time() + wait
-    while True:
-        idle = [i for i in instances(inv, name) if i["state"] == "idle"]
-        if idle or time.time() > end:
-            return idle
-        time.sleep(0.02)
-
-
 def dropped(inv, name, inst):
     """Waits (bounded) until the invoker dropped instance inst by itself."""
     for _ in range(200):
@@ -211,7 +200,7 @@ def faults(state):
           f"the next call ran on a fresh instance: {st} {body} {h}")
 
     # 2. an idle instance's executor
-    idle = idle_instances(inv, "mb")
+    idle = [i for i in instances(inv, "mb") if i["state"] == "idle"]
     exe = instance_executors(inv.p.pid, idle[0] if idle else None)
     check(len(idle) == 1 and len(exe) == 1, f"one idle instance on one executor: {idle} {exe}")
     if exe:
@@ -224,7 +213,7 @@ def faults(state):
     settle(inv, 1, "idle executor killed")
 
     # 3. an idle instance's function process
-    idle = idle_instances(inv, "mb")
+    idle = [i for i in instances(inv, "mb") if i["state"] == "idle"]
     check(len(idle) == 1, f"one idle instance: {idle}")
     if idle:
         check(kill_and_wait(idle[0]["pid"]), "idle instance's function killed")
@@ -236,7 +225,7 @@ def faults(state):
 
     # the same, with the call right after the kill (no time for the reaper)
     for what in ("function", "executor"):
-        idle = idle_instances(inv, "mb")
+        idle = [i for i in instances(inv, "mb") if i["state"] == "idle"]
         exe = instance_executors(inv.p.pid, idle[0] if idle else None)
         check(len(idle) == 1 and len(exe) == 1, f"one idle instance on one executor: {idle} {exe}")
         if idle and exe:
