@@ -384,87 +384,15 @@ static void instance_attach(struct inv_instance *in, int in_fd, int out_fd, int 
 	in->log_started = pthread_create(&in->log_thread, NULL, log_thread, in) == 0;
 }
 
-/* Restores a new instance of f (no lock held): a parked process and a pooled
- * executor when there are both, else a pooled executor, else one of its own;
- * -ETIMEDOUT when that is not done by deadline (the call's), -ECANCELED when
- * a drain ran out first. */
-static int instance_start(struct inv_function *f, struct inv_instance *in, double deadline, double *ret_s,
-			  char *err, size_t errlen)
+/* Restores in (no processes: new, or its old ones reaped) from dir through
+ * phos_restore (snapshotter.h: a parked process, the executor prep holds,
+ * a pooled one, one of its own; sb and prep may be NULL), with fresh stdio
+ * pipes or the parked process's own, and watches it (instance_attach).
+ * 0, *where and *st, or -errno with err (in has no processes then). */
+static int instance_restore(struct inv_function *f, struct inv_instance *in, const char *dir, bool on_demand,
+			    const struct phos_restore_bound *bound, struct inv_standby *sb, struct inv_prepared *prep,
+			    enum phos_restore_where *where, struct phos_restore_stats *st, char *err, size_t errlen)
 {
-	const struct phos_restore_bound bound = { .deadline = deadline, .cancel_fd = inv_drain_abort_fd };
-	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
-	struct phos_runtime_paths p = inv_cfg.paths;
-	struct phos_restore_stats st;
-	struct inv_standby sb = standby_take(f);
-	double t0 = phos_now();
-	char gpu_list[64];
-	int r = -EBUSY;
-
-	if (sb.valid) {
-		pthread_rwlock_rdlock(&f->snap_lock);
-		r = phos_restore_parked(inv_cfg.pool, f->snapshot_dir, &sb.parked, 0, !inv_cfg.stop_the_world, &bound,
-					&in->proc, &st, err, errlen);
-		pthread_rwlock_unlock(&f->snap_lock);
-		if (r == 0) {
-			pin[1] = sb.in_fd;
-			pout[0] = sb.out_fd;
-			perr[0] = sb.err_fd;
-			goto started;
-		}
-		standby_clear(&sb);
-		if (r != -EBUSY)
-			goto fail;
-	}
-	if ((r = stdio_pipes(pin, pout, perr)) < 0) {
-		phos_errf(err, errlen, "pipe: %s", strerror(-r));
-		goto fail;
-	}
-	p.device = f->device;
-	p.gpus = inv_gpu_list(f, gpu_list, sizeof(gpu_list));
-	if (strcmp(p.device, "sim"))
-		p.sim_twins = NULL;
-	pthread_rwlock_rdlock(&f->snap_lock);
-	/* A warm executor from the pool of its GPU count when one is free (no
-	 * context creation on the cold path), else one of its own. */
-	r = -EBUSY;
-	if (inv_pool_for(f))
-		r = phos_restore_pooled(inv_pool_for(f), f->snapshot_dir, pin[0], pout[1], perr[1], 0,
-					!inv_cfg.stop_the_world, &bound, &in->proc, &st, err, errlen);
-	if (r == -EBUSY)
-		r = phos_restore_start(&p, f->snapshot_dir, pin[0], pout[1], perr[1], !inv_cfg.stop_the_world,
-				       &bound, &in->proc, &st, err, errlen);
-	pthread_rwlock_unlock(&f->snap_lock);
-	if (r < 0)
-		goto fail;
-	close(pin[0]);
-	close(pout[1]);
-	close(perr[1]);
-started:
-	instance_attach(in, pin[1], pout[0], perr[0]);
-	*ret_s = phos_now() - t0;
-	inv_metrics_restore(st.gpu_bytes, *ret_s, sb.valid);
-	phos_info("%s: instance %u restored in %.1f ms (%s; CRIU %.1f ms%s, executor %.1f ms of which GPU data "
-		  "%.1f ms; %.1f MiB)", f->name, in->id, *ret_s * 1e3,
-		  st.on_demand ? "on demand" : "stop-the-world", st.cpu_restore_s * 1e3,
-		  sb.valid ? " ahead (standby)" : " in parallel", (st.open_s + st.load_s) * 1e3, st.data_s * 1e3,
-		  (double)st.gpu_bytes / (1 << 20));
-	return 0;
-fail:
-	stdio_pipes_close(pin, pout, perr);
-	return r;
-}
-
-/* Restores in (no processes: new, or its old ones reaped) from the checkpoint
- * at dir, on the executor prep holds for it (a move's target), else on a warm
- * executor of the pool when one is free, else on one of its own (on_demand:
- * its buffers stream in while it runs, from dir, which must stay; else
- * stop-the-world), with fresh stdio pipes, and watches it (instance_attach).
- * 0 and *st, or -errno with err (in has no processes then). */
-static int instance_from_checkpoint(struct inv_function *f, struct inv_instance *in, const char *dir,
-				    bool on_demand, struct inv_prepared *prep, struct phos_restore_stats *st, char *err,
-				    size_t errlen)
-{
-	const struct phos_restore_bound bound = { .cancel_fd = inv_drain_abort_fd };
 	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
 	struct phos_runtime_paths p = inv_cfg.paths;
 	char gpu_list[64];
@@ -478,38 +406,75 @@ static int instance_from_checkpoint(struct inv_function *f, struct inv_instance 
 	p.gpus = inv_gpu_list(f, gpu_list, sizeof(gpu_list));
 	if (strcmp(p.device, "sim"))
 		p.sim_twins = NULL;
-	r = -EBUSY;
-	if (prep && prep->slot >= 0) {   /* its pre-copy pinned there already */
-		r = phos_restore_prepared(prep->pool, prep->slot, dir, pin[0], pout[1], perr[1], on_demand, &bound,
-					  &in->proc, st, err, errlen);
-		prep->slot = -1;
-		prep->used = r == 0;
-		if (r < 0 && r != -EBADMSG)
-			phos_warn("%s: instance %u: the executor prepared for %s could not restore it (%s); trying another",
-				  f->name, in->id, dir, err);
-	}
-	if (r < 0 && r != -EBADMSG && inv_pool_for(f)) {
-		r = phos_restore_pooled(inv_pool_for(f), dir, pin[0], pout[1], perr[1], 0, on_demand, &bound, &in->proc,
-					st, err, errlen);
-		/* A pooled executor that could not take it (another arena, it
-		 * died) is no reason to fail: one of its own may. A corrupt
-		 * checkpoint is. */
-		if (r < 0 && r != -EBUSY && r != -EBADMSG)
-			phos_warn("%s: instance %u: a pooled executor could not restore %s (%s); trying one of its own",
-				  f->name, in->id, dir, err);
-	}
-	if (r < 0 && r != -EBADMSG && r != -ECANCELED)
-		r = phos_restore_start(&p, dir, pin[0], pout[1], perr[1], on_demand, &bound, &in->proc, st, err, errlen);
+	r = phos_restore(&(struct phos_restore_req){
+				 .dir = dir, .on_demand = on_demand, .bound = *bound,
+				 .stdin_fd = pin[0], .stdout_fd = pout[1], .stderr_fd = perr[1],
+				 /* parked processes are the default pool's: one GPU */
+				 .parked = sb && sb->valid ? &sb->parked : NULL,
+				 .prepared_pool = prep ? prep->pool : NULL, .prepared_slot = prep ? &prep->slot : NULL,
+				 .pool = inv_pool_for(f), .paths = &p },
+			 where, &in->proc, st, err, errlen);
+	if (prep)
+		prep->used = r == 0 && *where == PHOS_ON_PREPARED;
 	if (r < 0) {
 		in->proc = (struct phos_instance){ .control_fd = -1 };   /* nothing to stop */
 		goto out;
 	}
-	instance_attach(in, pin[1], pout[0], perr[0]);
-	pin[1] = pout[0] = perr[0] = -1;
+	if (*where == PHOS_ON_PARKED) {   /* its stdio is the parked process's */
+		instance_attach(in, sb->in_fd, sb->out_fd, sb->err_fd);
+		sb->in_fd = sb->out_fd = sb->err_fd = -1;
+	} else {
+		instance_attach(in, pin[1], pout[0], perr[0]);
+		pin[1] = pout[0] = perr[0] = -1;
+	}
 out:
 	/* ours are set to -1 once taken over; theirs (0 of pin, 1 of pout, perr) always go */
 	stdio_pipes_close(pin, pout, perr);
 	return r;
+}
+
+/* Restores a new instance of f from its snapshot (no lock held), within the
+ * call's deadline: -ETIMEDOUT when that is not done by then, -ECANCELED when
+ * a drain ran out first. */
+static int instance_start(struct inv_function *f, struct inv_instance *in, double deadline, double *ret_s,
+			  char *err, size_t errlen)
+{
+	const struct phos_restore_bound bound = { .deadline = deadline, .cancel_fd = inv_drain_abort_fd };
+	struct phos_restore_stats st;
+	struct inv_standby sb = standby_take(f);
+	enum phos_restore_where where = PHOS_ON_OWN;
+	double t0 = phos_now();
+	int r;
+
+	pthread_rwlock_rdlock(&f->snap_lock);
+	r = instance_restore(f, in, f->snapshot_dir, !inv_cfg.stop_the_world, &bound, &sb, NULL, &where, &st, err,
+			     errlen);
+	pthread_rwlock_unlock(&f->snap_lock);
+	if (r < 0 || where != PHOS_ON_PARKED)
+		standby_clear(&sb);   /* (a parked process not taken over is of no more use) */
+	if (r < 0)
+		return r;
+	*ret_s = phos_now() - t0;
+	inv_metrics_restore(st.gpu_bytes, *ret_s, where == PHOS_ON_PARKED);
+	phos_info("%s: instance %u restored in %.1f ms (%s; CRIU %.1f ms%s, executor %.1f ms of which GPU data "
+		  "%.1f ms; %.1f MiB)", f->name, in->id, *ret_s * 1e3,
+		  st.on_demand ? "on demand" : "stop-the-world", st.cpu_restore_s * 1e3,
+		  where == PHOS_ON_PARKED ? " ahead (standby)" : " in parallel", (st.open_s + st.load_s) * 1e3,
+		  st.data_s * 1e3, (double)st.gpu_bytes / (1 << 20));
+	return 0;
+}
+
+/* Restores in from the checkpoint at dir (on_demand: its buffers stream in
+ * while it runs, from dir, which must stay; else stop-the-world), on the
+ * executor prep holds for it (a move's target) when there is one. */
+static int instance_from_checkpoint(struct inv_function *f, struct inv_instance *in, const char *dir,
+				    bool on_demand, struct inv_prepared *prep, struct phos_restore_stats *st, char *err,
+				    size_t errlen)
+{
+	const struct phos_restore_bound bound = { .cancel_fd = inv_drain_abort_fd };
+	enum phos_restore_where where;
+
+	return instance_restore(f, in, dir, on_demand, &bound, NULL, prep, &where, st, err, errlen);
 }
 
 /* The call running on in lost its instance after a checkpoint taken during

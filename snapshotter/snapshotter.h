@@ -281,6 +281,29 @@ int phos_restore_parked(struct phos_pool *pool, const char *dir, struct phos_par
 			bool on_demand, const struct phos_restore_bound *bound, struct phos_instance *ret_inst,
 			struct phos_restore_stats *ret_stats, char *err, size_t errlen);
 
+/* One restore of dir, wherever it can run: phos_restore tries, in this
+ * order, a parked process of dir (taken over on success), the executor
+ * prepared for it (the slot consumed either way), a warm executor of pool
+ * (when one is free), an executor of its own; it goes on to the next after
+ * -EBUSY or a failure there, and stops at -EBADMSG (a corrupt image),
+ * -ECANCELED and -ETIMEDOUT (bound). A place left NULL (slot -1) is not
+ * tried. The stdio fds are for every place but the parked process, which
+ * has its own (the caller's to keep or close, whichever served). */
+enum phos_restore_where { PHOS_ON_PARKED, PHOS_ON_PREPARED, PHOS_ON_POOLED, PHOS_ON_OWN };
+struct phos_restore_req {
+	const char *dir;
+	bool on_demand;
+	struct phos_restore_bound bound;
+	int stdin_fd, stdout_fd, stderr_fd;
+	struct phos_parked *parked;               /* NULL: none */
+	struct phos_pool *prepared_pool;          /* with *prepared_slot */
+	int *prepared_slot;                       /* NULL or -1: none */
+	struct phos_pool *pool;                   /* NULL: none */
+	const struct phos_runtime_paths *paths;   /* an executor of its own; NULL: none */
+};
+int phos_restore(const struct phos_restore_req *req, enum phos_restore_where *ret_where, struct phos_instance *ret_inst,
+		 struct phos_restore_stats *ret_stats, char *err, size_t errlen);
+
 /* Hot snapshots (ctxpool/exec_hot.c): every executor of the pool maps and pins
  * the gpu.data of exactly these snapshot directories, checksums verified, while
  * it is idle (a keeper thread hands the list out, off any restore's path), so
