@@ -55,6 +55,9 @@ static const char *what_of(const struct phos_sparse_call *c)
 	case PHOS_SPARSE_SPMM: return c->preprocess ? "sparse_spmm_preprocess" : "sparse_spmm";
 	case PHOS_SPARSE_SDDMM: return c->preprocess ? "sparse_sddmm_preprocess" : "sparse_sddmm";
 	case PHOS_SPARSE_TO_DENSE: return "sparse_to_dense";
+	case PHOS_SPARSE_CSRSORT: return "sparse_csrsort";
+	case PHOS_SPARSE_COOSORT: return "sparse_coosort";
+	case PHOS_SPARSE_IDENTITY: return "sparse_identity";
 	default: return "sparse_coo2csr";
 	}
 }
@@ -81,7 +84,7 @@ static int size(struct executor *ex, const struct phos_sparse_call *c, void *out
 
 	if (s)
 		return fail(st, s);
-	if (c->kind != PHOS_SPARSE_COO2CSR)
+	if (c->kind != PHOS_SPARSE_COO2CSR && c->kind != PHOS_SPARSE_IDENTITY)
 		TRY(result(sparse(ex)->buffer_size(ex->dev, c, &bytes, st), st));
 	memcpy(out, &bytes, sizeof(bytes));
 	*out_len = sizeof(bytes);
@@ -99,7 +102,7 @@ static int exec(struct executor *ex, const struct phos_sparse_call *c, int *st)
 
 	if (s)
 		return fail(st, s);
-	if (c->kind != PHOS_SPARSE_COO2CSR)
+	if (c->kind != PHOS_SPARSE_COO2CSR && c->kind != PHOS_SPARSE_IDENTITY)
 		TRY(result(sparse(ex)->buffer_size(ex->dev, c, &bytes, st), st));
 	s = phos_sparse_ranges_of(c, bytes, r, &n);
 	if (s)

@@ -10,8 +10,9 @@
  *   DnMat/DnVec, Set*, Get*         device pointers; nothing is sent
  *   cusparseSpMV, SpMM, SDDMM, ─── SPARSE_EXEC, stream-ordered on the handle's
  *   SparseToDense, Xcoo2csr,        stream: one phos_sparse_call with the
- *   SpMM/SDDMM_preprocess           operands' descriptions; the executor takes
- *                                   the read/write set from it (exec_sparse.c)
+ *   SpMM/SDDMM_preprocess,          operands' descriptions; the executor takes
+ *   Xcsrsort, XcoosortByRow,        the read/write set from it (exec_sparse.c)
+ *   CreateIdentityPermutation
  *   *_bufferSize ───────────────── sync SPARSE_SIZE: the executor's library
  *                                   answers for this call
  *   cusparseCreateMatDescr ... ─── the legacy descriptor, here only
@@ -28,7 +29,7 @@
  * bfloat16 values, 16-bit indices, SpMV of a batched matrix, a batched
  * sparse-to-dense, a call on a capturing stream or on memory other than
  * cudaMalloc's. Every export not implemented here (SpGEMM, SpSV, SpSM,
- * DenseToSparse, csrsort, coosort, bsr*, csrgeam2, the CSC, BSR and ELL
+ * DenseToSparse, coosortByColumn, bsr*, csrgeam2, the CSC, BSR and ELL
  * descriptors, ...) is a stub answering NOT_SUPPORTED and named once in the
  * log (stubs_cusparse.c). cusparseGetVersion answers the executor's library.
  */
@@ -800,7 +801,7 @@ static cusparseStatus_t call_init(const char *name, cusparseHandle_t h, enum pho
 	c->alg = alg;
 	c->buffer = (uint64_t)(uintptr_t)buffer;
 	c->pointer_mode = h->mode;
-	if (kind == PHOS_SPARSE_TO_DENSE || kind == PHOS_SPARSE_COO2CSR)
+	if (kind != PHOS_SPARSE_SPMV && kind != PHOS_SPARSE_SPMM && kind != PHOS_SPARSE_SDDMM)
 		return CUSPARSE_STATUS_SUCCESS;   /* (no scalars) */
 	if (!phos_sparse_value_ok(ct))
 		return refuse_call(name, "with a complex, half or bfloat16 compute type");
@@ -1054,6 +1055,73 @@ PHOS_EXPORT cusparseStatus_t cusparseXcoo2csr(cusparseHandle_t handle, const int
 					   .offsets = (uint64_t)(uintptr_t)cooRowInd,
 					   .columns = (uint64_t)(uintptr_t)csrSortedRowPtr };
 	return forward("cusparseXcoo2csr", handle, &c, NULL);
+}
+
+/* The 32-bit legacy sorts and the identity permutation: sp's rows, cols,
+ * nnz, base, offsets (CSR offsets or COO rows), columns and values (P). */
+static cusparseStatus_t legacy(const char *name, cusparseHandle_t h, enum phos_sparse_kind kind, int m, int n,
+			       int nnz, int base, const void *offsets, const void *columns, const void *perm,
+			       void *buffer, size_t *ret_size)
+{
+	struct phos_sparse_call c;
+	cusparseStatus_t st = call_init(name, h, kind, 0, 0, NULL, NULL, CUDA_R_32F, 0, buffer, &c);
+
+	if (st)
+		return st;
+	if (m < 0 || n < 0 || nnz < 0)
+		return CUSPARSE_STATUS_INVALID_VALUE;
+	c.sp = (struct phos_sparse_spmat){ .format = PHOS_SPARSE_FORMAT_COO, .offsets_type = PHOS_SPARSE_INDEX_32I,
+					   .index_type = PHOS_SPARSE_INDEX_32I, .base = base,
+					   .value_type = PHOS_SPARSE_R_32F, .batch = 1, .rows = m, .cols = n, .nnz = nnz,
+					   .offsets = (uint64_t)(uintptr_t)offsets,
+					   .columns = (uint64_t)(uintptr_t)columns,
+					   .values = (uint64_t)(uintptr_t)perm };
+	return forward(name, h, &c, ret_size);
+}
+
+PHOS_EXPORT cusparseStatus_t cusparseCreateIdentityPermutation(cusparseHandle_t handle, int n, int *p)
+{
+	if (n < 0 || (n > 0 && !p))
+		return CUSPARSE_STATUS_INVALID_VALUE;
+	return legacy("cusparseCreateIdentityPermutation", handle, PHOS_SPARSE_IDENTITY, 0, 0, n, 0, NULL, NULL, p,
+		      NULL, NULL);
+}
+
+PHOS_EXPORT cusparseStatus_t cusparseXcsrsort_bufferSizeExt(cusparseHandle_t handle, int m, int n, int nnz,
+							    const int *csrRowPtrA, const int *csrColIndA,
+							    size_t *pBufferSizeInBytes)
+{
+	if (!pBufferSizeInBytes)
+		return CUSPARSE_STATUS_INVALID_VALUE;
+	return legacy("cusparseXcsrsort_bufferSizeExt", handle, PHOS_SPARSE_CSRSORT, m, n, nnz, 0, csrRowPtrA,
+		      csrColIndA, NULL, NULL, pBufferSizeInBytes);
+}
+
+PHOS_EXPORT cusparseStatus_t cusparseXcsrsort(cusparseHandle_t handle, int m, int n, int nnz,
+					      const cusparseMatDescr_t descrA, const int *csrRowPtrA, int *csrColIndA,
+					      int *P, void *pBuffer)
+{
+	if (!matdescr_ok(descrA))
+		return CUSPARSE_STATUS_INVALID_VALUE;
+	return legacy("cusparseXcsrsort", handle, PHOS_SPARSE_CSRSORT, m, n, nnz, descrA->base, csrRowPtrA,
+		      csrColIndA, P, pBuffer, NULL);
+}
+
+PHOS_EXPORT cusparseStatus_t cusparseXcoosort_bufferSizeExt(cusparseHandle_t handle, int m, int n, int nnz,
+							    const int *cooRowsA, const int *cooColsA,
+							    size_t *pBufferSizeInBytes)
+{
+	if (!pBufferSizeInBytes)
+		return CUSPARSE_STATUS_INVALID_VALUE;
+	return legacy("cusparseXcoosort_bufferSizeExt", handle, PHOS_SPARSE_COOSORT, m, n, nnz, 0, cooRowsA,
+		      cooColsA, NULL, NULL, pBufferSizeInBytes);
+}
+
+PHOS_EXPORT cusparseStatus_t cusparseXcoosortByRow(cusparseHandle_t handle, int m, int n, int nnz, int *cooRowsA,
+						   int *cooColsA, int *P, void *pBuffer)
+{
+	return legacy("cusparseXcoosortByRow", handle, PHOS_SPARSE_COOSORT, m, n, nnz, 0, cooRowsA, cooColsA, P,
+		      pBuffer, NULL);
 }
 
 /* Called by every generated stub (stubs_cusparse.c). */

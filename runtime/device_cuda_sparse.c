@@ -53,13 +53,26 @@
 	X(SDDMM_preprocess, "cusparseSDDMM_preprocess")               \
 	X(SparseToDense, "cusparseSparseToDense")                     \
 	X(SparseToDense_bufferSize, "cusparseSparseToDense_bufferSize") \
-	X(Xcoo2csr, "cusparseXcoo2csr")
+	X(Xcoo2csr, "cusparseXcoo2csr")                               \
+	X(Xcsrsort, "cusparseXcsrsort")                               \
+	X(Xcsrsort_bufferSizeExt, "cusparseXcsrsort_bufferSizeExt")   \
+	X(XcoosortByRow, "cusparseXcoosortByRow")                     \
+	X(Xcoosort_bufferSizeExt, "cusparseXcoosort_bufferSizeExt")   \
+	X(CreateIdentityPermutation, "cusparseCreateIdentityPermutation") \
+	X(CreateMatDescr, "cusparseCreateMatDescr")                   \
+	X(SetMatIndexBase, "cusparseSetMatIndexBase")                 \
+	X(DestroyMatDescr, "cusparseDestroyMatDescr")
 
-/* Each pointer has the type of NVIDIA's declaration in cusparse.h. */
+/* Each pointer has the type of NVIDIA's declaration in cusparse.h (some are
+ * marked deprecated there, cusparseCreateIdentityPermutation: PyTorch calls
+ * them, so they are forwarded). */
 #define SP_FIELD(field, export) __typeof__(cusparse##field) *field;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 static struct {
 	SP_SYMS(SP_FIELD)
 } sp;
+#pragma GCC diagnostic pop
 #undef SP_FIELD
 
 static pthread_once_t sp_once = PTHREAD_ONCE_INIT;
@@ -236,6 +249,58 @@ static cusparseStatus_t scalars_of(cusparseHandle_t h, const struct phos_sparse_
 	return sp.SetPointerMode(h, CUSPARSE_POINTER_MODE_HOST);
 }
 
+/* The legacy calls (coo2csr, the sorts, the identity), on the handle's stream. */
+static cusparseStatus_t legacy(cusparseHandle_t h, const struct phos_sparse_call *c)
+{
+	const struct phos_sparse_spmat *s = &c->sp;
+	cusparseMatDescr_t md;
+	cusparseStatus_t st;
+
+	switch (c->kind) {
+	case PHOS_SPARSE_COO2CSR:
+		return sp.Xcoo2csr(h, ptr(s->offsets), (int)s->nnz, (int)s->rows, ptr(s->columns),
+				   (cusparseIndexBase_t)s->base);
+	case PHOS_SPARSE_IDENTITY:
+		return sp.CreateIdentityPermutation(h, (int)s->nnz, ptr(s->values));
+	case PHOS_SPARSE_COOSORT:
+		return sp.XcoosortByRow(h, (int)s->rows, (int)s->cols, (int)s->nnz, ptr(s->offsets), ptr(s->columns),
+					ptr(s->values), ptr(c->buffer));
+	case PHOS_SPARSE_CSRSORT:
+		st = sp.CreateMatDescr(&md);
+		if (st)
+			return st;
+		st = sp.SetMatIndexBase(md, (cusparseIndexBase_t)s->base);
+		if (!st)
+			st = sp.Xcsrsort(h, (int)s->rows, (int)s->cols, (int)s->nnz, md, ptr(s->offsets), ptr(s->columns),
+					 ptr(s->values), ptr(c->buffer));
+		sp.DestroyMatDescr(md);
+		return st;
+	default:
+		return CUSPARSE_STATUS_INVALID_VALUE;
+	}
+}
+
+/* The legacy calls' buffers: the sorts' _bufferSizeExt, none for the others. */
+static cusparseStatus_t legacy_size(cusparseHandle_t h, const struct phos_sparse_call *c, size_t *ret)
+{
+	const struct phos_sparse_spmat *s = &c->sp;
+
+	*ret = 0;
+	if (c->kind == PHOS_SPARSE_CSRSORT)
+		return sp.Xcsrsort_bufferSizeExt(h, (int)s->rows, (int)s->cols, (int)s->nnz, ptr(s->offsets),
+						 ptr(s->columns), ret);
+	if (c->kind == PHOS_SPARSE_COOSORT)
+		return sp.Xcoosort_bufferSizeExt(h, (int)s->rows, (int)s->cols, (int)s->nnz, ptr(s->offsets),
+						 ptr(s->columns), ret);
+	return CUSPARSE_STATUS_SUCCESS;
+}
+
+static bool is_legacy(const struct phos_sparse_call *c)
+{
+	return c->kind == PHOS_SPARSE_COO2CSR || c->kind == PHOS_SPARSE_CSRSORT || c->kind == PHOS_SPARSE_COOSORT ||
+	       c->kind == PHOS_SPARSE_IDENTITY;
+}
+
 static int cuda_sparse_version(struct phos_device *dev, struct phos_reply_sparse_version *ret, int *st)
 {
 	cusparseHandle_t h;
@@ -262,8 +327,11 @@ static int cuda_sparse_buffer_size(struct phos_device *dev, const struct phos_sp
 
 	READY(h);
 	*ret = 0;
-	if (c->kind == PHOS_SPARSE_COO2CSR)
+	if (is_legacy(c)) {
+		*st = legacy_size(h, c, &n);
+		*ret = n;
 		return 0;
+	}
 	*st = descs_make(c, &x);
 	if (*st)
 		return 0;
@@ -308,9 +376,8 @@ static int cuda_sparse_exec(struct phos_device *dev, const struct phos_sparse_ca
 	*st = sp.SetStream(h, stream);
 	if (*st)
 		return 0;
-	if (c->kind == PHOS_SPARSE_COO2CSR) {
-		*st = sp.Xcoo2csr(h, ptr(c->sp.offsets), (int)c->sp.nnz, (int)c->sp.rows, ptr(c->sp.columns),
-				  (cusparseIndexBase_t)c->sp.base);
+	if (is_legacy(c)) {
+		*st = legacy(h, c);
 		return 0;
 	}
 	*st = descs_make(c, &x);

@@ -9,12 +9,16 @@
  *   SDDMM  C = alpha (op(A) op(B)) o spy(C) + beta C, on C's nonzeros
  *   sparse to dense   B = A (zeros elsewhere; duplicates of COO summed)
  *   coo2csr           offsets of sorted row indices
+ *   csrsort           each row's columns sorted (stably), P moved with them
+ *   coosortByRow      the entries sorted by row (stably), columns and P with them
+ *   identity          P[i] = i
  *
  * With beta 0 the output is not read (NaN there stays out), as cuSPARSE
  * does. An index out of its matrix is CUSPARSE_STATUS_INVALID_VALUE here
  * (a GPU would read or write out of bounds). Alpha and beta are read from
  * device memory in pointer mode device. External buffers are
- * PHOS_SPARSE_SIM_BUFFER bytes, never touched. A product of more than
+ * PHOS_SPARSE_SIM_BUFFER bytes (none for coo2csr and the identity), never
+ * touched. A product of more than
  * SIM_SPARSE_ELEMS elements of scratch is CUSPARSE_STATUS_ALLOC_FAILED.
  */
 #include "device_sim.h"
@@ -292,6 +296,87 @@ static int coo2csr(const struct phos_sparse_call *c, int *st)
 	return ok(st, PHOS_SPARSE_SUCCESS);
 }
 
+static int32_t i32_at(uint64_t base, int64_t i)
+{
+	int32_t v;
+
+	memcpy(&v, (const void *)(uintptr_t)(base + (uint64_t)i * 4), 4);
+	return v;
+}
+
+static void i32_put(uint64_t base, int64_t i, int32_t v)
+{
+	memcpy((void *)(uintptr_t)(base + (uint64_t)i * 4), &v, 4);
+}
+
+struct entry {
+	int32_t key, col, p;
+	int64_t at;      /* the original position: the sort is stable */
+};
+
+static int entry_cmp(const void *a, const void *b)
+{
+	const struct entry *x = a, *y = b;
+
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* Sorts entries [lo, hi) of the arrays by key (rows: the row array; else
+ * the columns), stably, moving the columns and P (when not 0) along. */
+static bool sort_range(const struct phos_sparse_spmat *s, bool by_row, int64_t lo, int64_t hi)
+{
+	struct entry *e = malloc((size_t)(hi - lo ? hi - lo : 1) * sizeof(*e));
+
+	if (!e)
+		return false;
+	for (int64_t q = lo; q < hi; q++) {
+		int32_t col = i32_at(s->columns, q);
+
+		e[q - lo] = (struct entry){ .key = by_row ? i32_at(s->offsets, q) : col, .col = col,
+					    .p = s->values ? i32_at(s->values, q) : 0, .at = q };
+	}
+	qsort(e, (size_t)(hi - lo), sizeof(*e), entry_cmp);
+	for (int64_t q = lo; q < hi; q++) {
+		if (by_row)
+			i32_put(s->offsets, q, e[q - lo].key);
+		i32_put(s->columns, q, e[q - lo].col);
+		if (s->values)
+			i32_put(s->values, q, e[q - lo].p);
+	}
+	free(e);
+	return true;
+}
+
+static int sorts(const struct phos_sparse_call *c, int *st)
+{
+	const struct phos_sparse_spmat *s = &c->sp;
+
+	if (c->kind == PHOS_SPARSE_IDENTITY) {
+		for (int64_t i = 0; i < s->nnz; i++)
+			i32_put(s->values, i, (int32_t)i);
+		return ok(st, PHOS_SPARSE_SUCCESS);
+	}
+	if (c->kind == PHOS_SPARSE_COOSORT)
+		return ok(st, sort_range(s, true, 0, s->nnz) ? PHOS_SPARSE_SUCCESS : PHOS_SPARSE_ALLOC_FAILED);
+	for (int64_t i = 0; i < s->rows; i++) {
+		int64_t lo = (int64_t)i32_at(s->offsets, i) - s->base, hi = (int64_t)i32_at(s->offsets, i + 1) - s->base;
+
+		if (lo < 0 || hi < lo || hi > s->nnz)
+			return ok(st, PHOS_SPARSE_INVALID_VALUE);
+		if (!sort_range(s, false, lo, hi))
+			return ok(st, PHOS_SPARSE_ALLOC_FAILED);
+	}
+	return ok(st, PHOS_SPARSE_SUCCESS);
+}
+
+/* The external buffer the sim asks of a call. */
+static uint64_t buffer_of(const struct phos_sparse_call *c)
+{
+	return c->kind == PHOS_SPARSE_COO2CSR || c->kind == PHOS_SPARSE_IDENTITY ? 0 : PHOS_SPARSE_SIM_BUFFER;
+}
+
 static int sim_sparse_version(struct phos_device *dev, struct phos_reply_sparse_version *ret, int *st)
 {
 	(void)dev;
@@ -307,14 +392,14 @@ static int sim_sparse_buffer_size(struct phos_device *dev, const struct phos_spa
 	int s = phos_sparse_ranges_of(c, 0, r, &n);
 
 	(void)dev;
-	*ret = c->kind == PHOS_SPARSE_COO2CSR ? 0 : PHOS_SPARSE_SIM_BUFFER;
+	*ret = buffer_of(c);
 	return ok(st, s);
 }
 
 static int sim_sparse_exec(struct phos_device *dev, const struct phos_sparse_call *c, void *stream, int *st)
 {
 	struct phos_sparse_range r[PHOS_SPARSE_RANGES];
-	uint64_t buf = c->kind == PHOS_SPARSE_COO2CSR ? 0 : PHOS_SPARSE_SIM_BUFFER;
+	uint64_t buf = buffer_of(c);
 	uint32_t n = 0;
 	int s;
 
@@ -334,6 +419,7 @@ static int sim_sparse_exec(struct phos_device *dev, const struct phos_sparse_cal
 	case PHOS_SPARSE_SDDMM: return sddmm(c, st);
 	case PHOS_SPARSE_TO_DENSE: return to_dense(c, st);
 	case PHOS_SPARSE_COO2CSR: return coo2csr(c, st);
+	case PHOS_SPARSE_CSRSORT: case PHOS_SPARSE_COOSORT: case PHOS_SPARSE_IDENTITY: return sorts(c, st);
 	default: return ok(st, PHOS_SPARSE_INVALID_VALUE);
 	}
 }

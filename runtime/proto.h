@@ -1037,6 +1037,11 @@ enum phos_sparse_kind {
 	PHOS_SPARSE_TO_DENSE,      /* B = A: sp A, d[0] B */
 	PHOS_SPARSE_COO2CSR,       /* row offsets of sorted COO row indices: sp (32-bit, rows, nnz,
 	                            * offsets = the COO rows, columns = the CSR offsets written) */
+	PHOS_SPARSE_CSRSORT,       /* each row's columns sorted, P with them: sp (32-bit, rows, cols,
+	                            * nnz, base, offsets, columns, values = P or 0) */
+	PHOS_SPARSE_COOSORT,       /* sorted by row (stable), columns and P with them: sp (offsets =
+	                            * the rows, columns, values = P or 0) */
+	PHOS_SPARSE_IDENTITY,      /* P[i] = i: sp (nnz = n, values = P) */
 	PHOS_SPARSE__KINDS
 };
 struct phos_sparse_spmat {

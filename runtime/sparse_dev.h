@@ -9,8 +9,8 @@
  *   the real libcusparse.so.12,        a plain reference on the host, in
  *   dlopen'ed at the first call; one   double: CSR and COO SpMV and SpMM
  *   cuSPARSE handle per device, and    (both dense orders, op(A), op(B)),
- *   descriptors made for each call     SDDMM, sparse to dense, coo2csr
- *   from its description
+ *   descriptors made for each call     SDDMM, sparse to dense, coo2csr,
+ *   from its description               csrsort, coosortByRow, identity
  *
  * Every call takes a phos_sparse_call whose ranges phos_sparse_ranges_of
  * gave (the executor checked each lies in device memory), returns 0 or a
@@ -36,6 +36,6 @@ struct phos_sparse_ops {
 extern const struct phos_sparse_ops phos_sparse_sim;
 extern const struct phos_sparse_ops phos_sparse_cuda;
 
-/* The sim's external buffer of every call but coo2csr (none): bytes it
+/* The sim's external buffer of every call but coo2csr and the identity (none): bytes it
  * asks for and never touches, so that the sets hold a buffer on sim too. */
 #define PHOS_SPARSE_SIM_BUFFER 256u

@@ -14,6 +14,10 @@
  *            SpMM  op(A) m x k, op(B) k x n, C m x n
  *            SDDMM op(A) m x k, op(B) k x n, C m x n (CSR)
  *
+ *   sorts    csrsort: offsets read, columns and P (32-bit, nnz) read and
+ *            written; coosortByRow: rows, columns and P read and written;
+ *            the identity permutation: n entries written
+ *
  * The output (y, C; SDDMM: C's values) is written and read when beta may be
  * non-zero (a device-mode beta always); a _preprocess call reads the inputs
  * and not the output. The external buffer is read and written.
@@ -252,6 +256,27 @@ static int coo2csr(struct acc *a, const struct phos_sparse_call *c)
 	return add(a, s->columns, ((uint64_t)s->rows + 1) * 4, false, true);
 }
 
+/* Xcsrsort, XcoosortByRow, CreateIdentityPermutation: 32-bit arrays, P may be NULL for the sorts. */
+static int sort(struct acc *a, const struct phos_sparse_call *c)
+{
+	const struct phos_sparse_spmat *s = &c->sp;
+	uint64_t nz = (uint64_t)s->nnz * 4;
+	int r;
+
+	if (!size_ok(s->rows) || !size_ok(s->cols) || !size_ok(s->nnz) || s->rows > INT32_MAX ||
+	    s->cols > INT32_MAX || s->nnz > INT32_MAX || (s->base != 0 && s->base != 1))
+		return PHOS_SPARSE_INVALID_VALUE;
+	if (c->kind == PHOS_SPARSE_IDENTITY)
+		return add(a, s->values, nz, false, true);
+	if (c->kind == PHOS_SPARSE_CSRSORT)
+		r = add(a, s->offsets, ((uint64_t)s->rows + 1) * 4, true, false);
+	else
+		r = add(a, s->offsets, nz, true, true);
+	if (r || (r = add(a, s->columns, nz, true, true)))
+		return r;
+	return s->values ? add(a, s->values, nz, true, true) : 0;
+}
+
 int phos_sparse_ranges_of(const struct phos_sparse_call *c, uint64_t buffer_bytes, struct phos_sparse_range *ret,
 			  uint32_t *ret_n)
 {
@@ -265,9 +290,10 @@ int phos_sparse_ranges_of(const struct phos_sparse_call *c, uint64_t buffer_byte
 	case PHOS_SPARSE_SDDMM: s = sddmm(&a, c); break;
 	case PHOS_SPARSE_TO_DENSE: s = to_dense(&a, c); break;
 	case PHOS_SPARSE_COO2CSR: s = coo2csr(&a, c); break;
+	case PHOS_SPARSE_CSRSORT: case PHOS_SPARSE_COOSORT: case PHOS_SPARSE_IDENTITY: s = sort(&a, c); break;
 	default: return PHOS_SPARSE_INVALID_VALUE;
 	}
-	if (!s && c->kind != PHOS_SPARSE_COO2CSR && buffer_bytes)
+	if (!s && c->kind != PHOS_SPARSE_COO2CSR && c->kind != PHOS_SPARSE_IDENTITY && buffer_bytes)
 		s = add(&a, c->buffer, buffer_bytes, true, true);
 	if (s)
 		return s;
