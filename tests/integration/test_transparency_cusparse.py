@@ -6,8 +6,9 @@ indices, COO, a two-batch CSR made with NULL pointers and given them later,
 dense vectors and matrices of both orders, a batched one. Each request runs
 SpMV (float, double, transposed, COO, alpha and beta in device memory),
 SpMM (column- and row-major, A^T B^T, batched, after SpMM_preprocess), SDDMM
-(after SDDMM_preprocess), SparseToDense and Xcoo2csr, every answer checked by
-the program against a plain product of its own:
+(after SDDMM_preprocess), SparseToDense, Xcoo2csr, CreateIdentityPermutation,
+XcoosortByRow and Xcsrsort (a legacy MatDescr), every answer checked by the
+program against a plain product of its own:
 
 - under phos-fn, natively on a GPU, and after a snapshot at phos_fn_serve
   is restored, stop-the-world and on demand: the handle and descriptors
@@ -63,7 +64,7 @@ def served_by(stderr):
 
 
 def expected_sets(p):
-    """The 13 calls of one request, in order: (op, reads, writes), each a
+    """The 16 calls of one request, in order: (op, reads, writes), each a
     sorted list of [address, bytes], from cuSPARSE's rules."""
     z = p["nnz"]
     f4, f8, i4, i8 = 4, 8, 4, 8
@@ -103,6 +104,12 @@ def expected_sets(p):
                           [p["col"], z * i4]] + buf("sddmm"), [[p["sval"], z * f4]] + buf("sddmm")),
         ("sparse_to_dense", csr + buf("dense"), [[p["md"], M * K * f4]] + buf("dense")),
         ("sparse_coo2csr", [[p["row"], z * i4]], [[p["csr2"], (M + 1) * i4]]),
+        ("sparse_identity", [], [[p["perm"], z * i4]]),
+        # the sorts: rows (COO) or columns and P read and written in place
+        ("sparse_coosort", [[p["rsh"], z * i4], [p["csh"], z * i4], [p["perm"], z * i4]] + buf("coosort"),
+         [[p["rsh"], z * i4], [p["csh"], z * i4], [p["perm"], z * i4]] + buf("coosort")),
+        ("sparse_csrsort", [[p["off"], (M + 1) * i4], [p["colr"], z * i4], [p["perm2"], z * i4]] + buf("csrsort"),
+         [[p["colr"], z * i4], [p["perm2"], z * i4]] + buf("csrsort")),
     ]
     return [(op, sorted(r), sorted(w)) for op, r, w in calls]
 
@@ -160,7 +167,7 @@ try:
 
     # ... and in the middle of its cuSPARSE calls
     run_env = {"PHOS_RUN_DIR": os.path.join(tmp, "run-loop")}
-    steps = 1000 if DEVICE == "sim" else 10000
+    steps = 60000 if DEVICE == "sim" else 10000   # (the sim runs a step in about 0.1 ms: seconds either way)
     rng = random.Random(38)
     for mode in ("stw", "cow", "recopy"):
         out = os.path.join(tmp, f"ck-loop-{mode}")

@@ -488,6 +488,70 @@ static void test_coo2csr(void)
 	CHECK(sp->exec(dev, &c, NULL, &st) == 0 && st == PHOS_SPARSE_INVALID_VALUE, "unsorted rows: %d", st);
 }
 
+/* csrsort, coosortByRow and the identity on small arrays worked by hand;
+ * their ranges. */
+static void test_sorts(void)
+{
+	struct phos_sparse_range r[PHOS_SPARSE_RANGES];
+	/* one-based CSR of 3 rows: columns 3 1 | 2 | 5 4 2 */
+	int32_t off[] = { 1, 3, 4, 7 }, col[] = { 3, 1, 2, 5, 4, 2 }, perm[6], got_col[6], got_perm[6];
+	int32_t want_col[] = { 1, 3, 2, 2, 4, 5 }, want_perm[] = { 1, 0, 2, 5, 4, 3 };
+	/* COO rows 2 0 2 1 0 with columns 0 1 1 2 3: by row, stably */
+	int32_t rows[] = { 2, 0, 2, 1, 0 }, ccol[] = { 0, 1, 1, 2, 3 }, got_rows[5];
+	int32_t want_rows[] = { 0, 0, 1, 2, 2 }, want_ccol[] = { 1, 3, 2, 0, 1 }, want_cperm[] = { 1, 4, 3, 0, 2 };
+	struct phos_sparse_call c = { .kind = PHOS_SPARSE_IDENTITY };
+	uint32_t n = 0;
+
+	bump = BASE;
+	c.sp = (struct phos_sparse_spmat){ .nnz = 6, .values = dev_take(sizeof(perm)) };
+	CHECK(phos_sparse_ranges_of(&c, 0, r, &n) == 0 && n == 1 && has(r, n, c.sp.values, 24, false, true),
+	      "identity's range");
+	CHECK(run_checked(&c, "identity"), "identity ran");
+	memcpy(perm, (void *)(uintptr_t)c.sp.values, sizeof(perm));
+	for (int i = 0; i < 6; i++)
+		CHECK(perm[i] == i, "identity[%d] = %d", i, perm[i]);
+
+	uint64_t p_at = c.sp.values;   /* (P: the identity just made) */
+
+	c = (struct phos_sparse_call){ .kind = PHOS_SPARSE_CSRSORT, .buffer = dev_take(PHOS_SPARSE_SIM_BUFFER) };
+	c.sp = (struct phos_sparse_spmat){ .rows = 3, .cols = 5, .nnz = 6, .base = 1, .offsets = dev_take(sizeof(off)),
+					   .columns = dev_take(sizeof(col)), .values = p_at };
+	memcpy((void *)(uintptr_t)c.sp.offsets, off, sizeof(off));
+	memcpy((void *)(uintptr_t)c.sp.columns, col, sizeof(col));
+	CHECK(phos_sparse_ranges_of(&c, 64, r, &n) == 0 && n == 4 && has(r, n, c.sp.offsets, 16, true, false) &&
+	      has(r, n, c.sp.columns, 24, true, true) && has(r, n, c.sp.values, 24, true, true) &&
+	      has(r, n, c.buffer, 64, true, true), "csrsort's ranges");
+	CHECK(run_checked(&c, "csrsort"), "csrsort ran");
+	memcpy(got_col, (void *)(uintptr_t)c.sp.columns, sizeof(got_col));
+	memcpy(got_perm, (void *)(uintptr_t)c.sp.values, sizeof(got_perm));
+	CHECK(!memcmp(got_col, want_col, sizeof(want_col)) && !memcmp(got_perm, want_perm, sizeof(want_perm)),
+	      "csrsort: %d %d %d %d %d %d / %d %d %d %d %d %d", got_col[0], got_col[1], got_col[2], got_col[3],
+	      got_col[4], got_col[5], got_perm[0], got_perm[1], got_perm[2], got_perm[3], got_perm[4], got_perm[5]);
+	/* without P */
+	c.sp.values = 0;
+	CHECK(phos_sparse_ranges_of(&c, 0, r, &n) == 0 && n == 2, "csrsort without P: %u ranges", n);
+
+	c = (struct phos_sparse_call){ .kind = PHOS_SPARSE_COOSORT, .buffer = c.buffer };
+	c.sp = (struct phos_sparse_spmat){ .rows = 3, .cols = 4, .nnz = 5, .offsets = dev_take(sizeof(rows)),
+					   .columns = dev_take(sizeof(ccol)), .values = dev_take(sizeof(rows)) };
+	memcpy((void *)(uintptr_t)c.sp.offsets, rows, sizeof(rows));
+	memcpy((void *)(uintptr_t)c.sp.columns, ccol, sizeof(ccol));
+	for (int i = 0; i < 5; i++)
+		memcpy((void *)(uintptr_t)(c.sp.values + 4 * (uint64_t)i), &i, 4);
+	CHECK(phos_sparse_ranges_of(&c, 0, r, &n) == 0 && n == 3 && has(r, n, c.sp.offsets, 20, true, true),
+	      "coosort's ranges");
+	CHECK(run_checked(&c, "coosort"), "coosort ran");
+	memcpy(got_rows, (void *)(uintptr_t)c.sp.offsets, sizeof(got_rows));
+	memcpy(got_col, (void *)(uintptr_t)c.sp.columns, sizeof(ccol));
+	memcpy(got_perm, (void *)(uintptr_t)c.sp.values, sizeof(ccol));
+	CHECK(!memcmp(got_rows, want_rows, sizeof(want_rows)) && !memcmp(got_col, want_ccol, sizeof(want_ccol)) &&
+	      !memcmp(got_perm, want_cperm, sizeof(want_cperm)), "coosort: rows %d %d %d %d %d, perm %d %d %d %d %d",
+	      got_rows[0], got_rows[1], got_rows[2], got_rows[3], got_rows[4], got_perm[0], got_perm[1], got_perm[2],
+	      got_perm[3], got_perm[4]);
+	c.sp.nnz = 1ll << 31;
+	CHECK(phos_sparse_ranges_of(&c, 0, r, &n) == PHOS_SPARSE_INVALID_VALUE, "coosort of 2^31 entries");
+}
+
 int main(void)
 {
 	struct phos_reply_sparse_version v;
@@ -501,6 +565,7 @@ int main(void)
 	      v.version);
 	test_ranges();
 	test_coo2csr();
+	test_sorts();
 	for (int t = 0; t < 600; t++)
 		random_call(t);
 	ops->close(dev);

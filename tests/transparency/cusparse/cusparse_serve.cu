@@ -20,6 +20,11 @@
 //             row-major
 //   dense     SparseToDense of A, column-major
 //   coo2csr   Xcoo2csr of the COO row indices: A's row offsets again
+//   identity  CreateIdentityPermutation of nnz entries
+//   coosort   XcoosortByRow of A's COO entries given rows last first (each
+//             row's columns ascending): A's COO form again, P with it
+//   csrsort   Xcsrsort of A's CSR with each row's columns reversed (a legacy
+//             MatDescr), P from the identity: A's columns again
 //
 // argv[1] "pointers": the buffers' device addresses and the buffer sizes as
 // JSON on stderr (the test holds the executor's read/write sets against
@@ -43,6 +48,9 @@
 #include <cusparse.h>
 #include <phos/fn.h>
 
+// (cusparseCreateIdentityPermutation is marked deprecated in cuSPARSE 12: PyTorch still calls it)
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
 #define CK(call)                                                                                          \
 	do {                                                                                              \
 		cudaError_t e_ = (call);                                                                  \
@@ -62,10 +70,12 @@
 	} while (0)
 
 enum { M = 7, K = 5, N = 3, L = 4, LDB = 7, BATCH = 2 };
-enum { SPMV, SPMV_T, SPMV_D, SPMV_COO, SPMM_PRE, SPMM, SPMM_ROW, SPMM_TT, SPMM_B, SDDMM_PRE, SDDMM, DENSE, CALLS };
+enum { SPMV, SPMV_T, SPMV_D, SPMV_COO, SPMM_PRE, SPMM, SPMM_ROW, SPMM_TT, SPMM_B, SDDMM_PRE, SDDMM, DENSE, COOSORT,
+       CSRSORT, CALLS };
 
 static const char *const call_names[CALLS] = { "spmv", "spmv_t", "spmv_d", "spmv_coo", "spmm_pre", "spmm",
-					       "spmm_row", "spmm_tt", "spmm_b", "sddmm_pre", "sddmm", "dense" };
+					       "spmm_row", "spmm_tt", "spmm_b", "sddmm_pre", "sddmm", "dense",
+					       "coosort", "csrsort" };
 
 // The pattern: (i, j) is a nonzero when (i + 2 j) % 3 == 0 and i < 6.
 static std::vector<int> rows_of, cols_of, offsets_of;   // COO rows, columns, CSR offsets
@@ -101,7 +111,8 @@ struct state {
 	cusparseDnVecDescr_t x, y, xt, yt, xd, yd, xc, yc;
 	cusparseDnMatDescr_t b, c, br, cr, bt, ct, bb, cb, dx, dy, dense;
 	// device memory
-	int *off, *col, *row, *csr2, *offb, *colb;
+	cusparseMatDescr_t legacy;
+	int *off, *col, *row, *csr2, *offb, *colb, *perm, *perm2, *rsh, *csh, *colr;
 	int64_t *off64, *col64;
 	float *val, *valb, *sval, *vx, *vy, *vxt, *vyt, *vxc, *vyc, *mb, *mc, *mbt, *mct, *mbb, *mcb, *mdx, *mdy, *md;
 	double *val64, *vxd, *vyd, *mbr, *mcr, *scal;
@@ -182,6 +193,19 @@ static void make(struct state *st)
 	st->mdx = dev_alloc<float>(M * L);
 	st->mdy = dev_alloc<float>(L * K);
 	st->md = dev_alloc<float>(M * K);
+	st->perm = dev_alloc<int>(z);
+	st->perm2 = dev_alloc<int>(z);
+	st->rsh = dev_alloc<int>(z);
+	st->csh = dev_alloc<int>(z);
+	st->colr = dev_alloc<int>(z);
+	SK(cusparseCreateMatDescr(&st->legacy));
+	SK(cusparseSetMatType(st->legacy, CUSPARSE_MATRIX_TYPE_GENERAL));
+	SK(cusparseSetMatIndexBase(st->legacy, CUSPARSE_INDEX_BASE_ZERO));
+	if (cusparseGetMatIndexBase(st->legacy) != CUSPARSE_INDEX_BASE_ZERO ||
+	    cusparseGetMatType(st->legacy) != CUSPARSE_MATRIX_TYPE_GENERAL) {
+		fprintf(stderr, "the legacy descriptor's getters\n");
+		exit(1);
+	}
 
 	// the structure, once; one-based 64-bit copy; two batches of the pattern
 	std::vector<int64_t> off64(M + 1), col64(z);
@@ -274,6 +298,8 @@ static void make(struct state *st)
 				    st->dx, st->dy, &zero, st->sp, CUDA_R_32F, CUSPARSE_SDDMM_ALG_DEFAULT, &bs[SDDMM]));
 	bs[SDDMM_PRE] = bs[SDDMM];
 	SK(cusparseSparseToDense_bufferSize(st->h, st->a, st->dense, CUSPARSE_SPARSETODENSE_ALG_DEFAULT, &bs[DENSE]));
+	SK(cusparseXcoosort_bufferSizeExt(st->h, M, K, z, st->rsh, st->csh, &bs[COOSORT]));
+	SK(cusparseXcsrsort_bufferSizeExt(st->h, M, K, z, st->off, st->colr, &bs[CSRSORT]));
 	for (int i = 0; i < CALLS; i++)
 		if (i != SPMM_PRE && i != SDDMM_PRE)
 			CK(cudaMalloc(&st->buf[i], bs[i] ? bs[i] : 1));
@@ -293,7 +319,20 @@ static bool run_all(struct state *st, int r, char *why, size_t len)
 	std::vector<double> val64(z), vxd(K), vyd(M), mbr(K * N), mcr(M * N), scal = { dhalf, dtwo };
 	std::vector<float> garbage_m(M, GARBAGE), garbage_mn(M * N, GARBAGE), garbage_kn(K * N, GARBAGE),
 		garbage_b(BATCH * M * N, GARBAGE), garbage_mk(M * K, GARBAGE);
-	std::vector<int> garbage_csr(M + 1, -7);
+	std::vector<int> garbage_csr(M + 1, -7), rsh, csh, colr(z), ident(z), garbage_z(z, -7);
+	std::vector<int> shuffled;   // the COO entries, rows last first
+	for (int i = M - 1; i >= 0; i--)
+		for (int p = 0; p < z; p++)
+			if (rows_of[p] == i)
+				shuffled.push_back(p);
+	for (int t = 0; t < z; t++) {
+		rsh.push_back(rows_of[shuffled[t]]);
+		csh.push_back(cols_of[shuffled[t]]);
+		ident[t] = t;
+	}
+	for (int i = 0; i < M; i++)   // each row's columns reversed
+		for (int p = offsets_of[i]; p < offsets_of[i + 1]; p++)
+			colr[p] = cols_of[offsets_of[i] + offsets_of[i + 1] - 1 - p];
 	double A[M][K] = {}, A64[M][K] = {}, Ab[BATCH][M][K] = {};
 
 	for (int p = 0; p < z; p++) {
@@ -355,6 +394,11 @@ static bool run_all(struct state *st, int r, char *why, size_t len)
 	up(st->mdy, mdy);
 	up(st->md, garbage_mk);
 	up(st->csr2, garbage_csr);
+	up(st->perm, garbage_z);
+	up(st->perm2, ident);
+	up(st->rsh, rsh);
+	up(st->csh, csh);
+	up(st->colr, colr);
 
 	cusparseOperation_t NT = CUSPARSE_OPERATION_NON_TRANSPOSE, TR = CUSPARSE_OPERATION_TRANSPOSE;
 	void **buf = st->buf;
@@ -382,13 +426,17 @@ static bool run_all(struct state *st, int r, char *why, size_t len)
 			 buf[SDDMM]));
 	SK(cusparseSparseToDense(st->h, st->a, st->dense, CUSPARSE_SPARSETODENSE_ALG_DEFAULT, buf[DENSE]));
 	SK(cusparseXcoo2csr(st->h, st->row, z, M, st->csr2, CUSPARSE_INDEX_BASE_ZERO));
+	SK(cusparseCreateIdentityPermutation(st->h, z, st->perm));
+	SK(cusparseXcoosortByRow(st->h, M, K, z, st->rsh, st->csh, st->perm, buf[COOSORT]));
+	SK(cusparseXcsrsort(st->h, M, K, z, st->legacy, st->off, st->colr, st->perm2, buf[CSRSORT]));
 	CK(cudaStreamSynchronize(st->s));
 
 	std::vector<float> y = down(st->vy, M), yt = down(st->vyt, K), yc = down(st->vyc, M), c = down(st->mc, M * N),
 			   ct = down(st->mct, K * N), cb = down(st->mcb, BATCH * M * N), sv = down(st->sval, z),
 			   md = down(st->md, M * K), b_after = down(st->mb, LDB * N);
 	std::vector<double> yd = down(st->vyd, M), cr = down(st->mcr, M * N);
-	std::vector<int> csr2 = down(st->csr2, M + 1);
+	std::vector<int> csr2 = down(st->csr2, M + 1), perm = down(st->perm, z), perm2 = down(st->perm2, z),
+			 rs = down(st->rsh, z), cs = down(st->csh, z), cr2 = down(st->colr, z);
 
 	for (int i = 0; i < M; i++) {
 		double s = 0, sd = 0, sc = 0;
@@ -462,6 +510,20 @@ static bool run_all(struct state *st, int r, char *why, size_t len)
 			snprintf(why, len, "coo2csr[%d]: got %d, want %d", i, csr2[i], offsets_of[i]);
 			return false;
 		}
+	for (int p = 0; p < z; p++) {
+		int from = offsets_of[rows_of[p]] + offsets_of[rows_of[p] + 1] - 1 - p;   // (csrsort: its place before)
+
+		if (rs[p] != rows_of[p] || cs[p] != cols_of[p] || perm[p] < 0 || perm[p] >= z || shuffled[perm[p]] != p) {
+			snprintf(why, len, "coosort[%d]: row %d col %d P %d, want row %d col %d", p, rs[p], cs[p], perm[p],
+				 rows_of[p], cols_of[p]);
+			return false;
+		}
+		if (cr2[p] != cols_of[p] || perm2[p] != from) {
+			snprintf(why, len, "csrsort[%d]: col %d P %d, want col %d P %d", p, cr2[p], perm2[p], cols_of[p],
+				 from);
+			return false;
+		}
+	}
 	return true;
 }
 
@@ -494,6 +556,7 @@ static void destroy(struct state *st)
 	for (cusparseDnMatDescr_t m : { st->b, st->c, st->br, st->cr, st->bt, st->ct, st->bb, st->cb, st->dx, st->dy,
 					st->dense })
 		SK(cusparseDestroyDnMat(m));
+	SK(cusparseDestroyMatDescr(st->legacy));
 	SK(cusparseDestroy(st->h));
 }
 
@@ -535,10 +598,11 @@ int main(int argc, char **argv)
 		const void *ptrs[] = { st.off, st.col, st.row, st.csr2, st.val, st.sval, st.off64, st.col64, st.val64,
 				       st.offb, st.colb, st.valb, st.vx, st.vy, st.vxt, st.vyt, st.vxc, st.vyc, st.vxd,
 				       st.vyd, st.scal, st.mb, st.mc, st.mbr, st.mcr, st.mbt, st.mct, st.mbb, st.mcb,
-				       st.mdx, st.mdy, st.md };
+				       st.mdx, st.mdy, st.md, st.perm, st.perm2, st.rsh, st.csh, st.colr };
 		const char *names[] = { "off", "col", "row", "csr2", "val", "sval", "off64", "col64", "val64", "offb",
 					"colb", "valb", "vx", "vy", "vxt", "vyt", "vxc", "vyc", "vxd", "vyd", "scal",
-					"mb", "mc", "mbr", "mcr", "mbt", "mct", "mbb", "mcb", "mdx", "mdy", "md" };
+					"mb", "mc", "mbr", "mcr", "mbt", "mct", "mbb", "mcb", "mdx", "mdy", "md",
+					"perm", "perm2", "rsh", "csh", "colr" };
 		for (size_t i = 0; i < sizeof(ptrs) / sizeof(ptrs[0]); i++) {
 			snprintf(one, sizeof(one), "\"%s\": %llu, ", names[i], (unsigned long long)(uintptr_t)ptrs[i]);
 			s += one;
