@@ -139,8 +139,10 @@ static int ready(struct phos_device *dev, cusparseHandle_t *ret, int *st)
 
 void cuda_sparse_release(struct cuda_dev *d)
 {
-	if (d->sparse)
+	if (d->sparse) {
+		(void)sp.SetStream(d->sparse, NULL);   /* (the last call's stream may be gone: a scrub destroyed it) */
 		(void)sp.Destroy(d->sparse);
+	}
 	d->sparse = NULL;
 }
 
