@@ -12,6 +12,7 @@
  *                     per-stream order ├─ exec_nccl.c     NCCL communicators and collectives
  *                                      ├─ exec_dnn.c      cuDNN handles, descriptors, executions
  *                                      ├─ exec_fft.c      cuFFT plans and executions
+ *                                      ├─ exec_sparse.c   cuSPARSE calls and their sets
  *                                      └─ spec.c          read/write sets of every launch and
  *                                                         library call, and the trace
  *
@@ -587,6 +588,11 @@ int exec_fft_handle(struct executor *ex, uint32_t op, const void *body, uint32_t
 void exec_fft_clear(struct executor *ex);
 /* Whether the function holds any cuFFT plan. */
 bool exec_fft_in_use(const struct executor *ex);
+
+/* cuSPARSE records (exec_sparse.c): *ret_status gets the cusparseStatus_t
+ * for the reply. The executor keeps no cuSPARSE object of the function's. */
+int exec_sparse_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
+		       uint32_t *out_len, int *ret_status);
 
 /* Whether the function holds any NCCL communicator (exec_nccl.c). */
 bool exec_nccl_in_use(const struct executor *ex);

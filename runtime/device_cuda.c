@@ -657,6 +657,7 @@ static void cuda_close(struct phos_device *dev)
 		(void)cuda_drv.CtxSynchronize();
 		cuda_blas_release_warm(d);
 		cuda_blaslt_release(d);
+		cuda_sparse_release(d);
 		pthread_mutex_lock(&d->lock);
 		while (d->nmaps)
 			map_release(d, d->nmaps - 1);

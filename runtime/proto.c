@@ -116,6 +116,9 @@ static const char *const op_names[PHOS_OP__COUNT] = {
 	[PHOS_OP_FFT_SIZE] = "fft_size",
 	[PHOS_OP_FFT_DESTROY] = "fft_destroy",
 	[PHOS_OP_FFT_EXEC] = "fft_exec",
+	[PHOS_OP_SPARSE_VERSION] = "sparse_version",
+	[PHOS_OP_SPARSE_SIZE] = "sparse_size",
+	[PHOS_OP_SPARSE_EXEC] = "sparse_exec",
 };
 
 const char *phos_op_name(uint32_t op)

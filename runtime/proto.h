@@ -33,6 +33,7 @@
 
 #include "cudnn_abi.h"
 #include "fft_abi.h"
+#include "sparse_abi.h"
 
 #define PHOS_PROTO_VERSION 1u
 
@@ -236,6 +237,15 @@ enum phos_op {
 	                           * area bytes (cufftGetSize*, cufftEstimate*) */
 	PHOS_OP_FFT_DESTROY,      /* phos_handle */
 	PHOS_OP_FFT_EXEC,         /* phos_fft_exec, stream-ordered */
+
+	/* cuSPARSE's generic API (ctxpool/exec_sparse.c). Handles and
+	 * descriptors live in the preload; each call carries the whole
+	 * description of its operands, so the executor keeps nothing of the
+	 * function's and nothing is made again after a restore; the
+	 * cusparseStatus_t comes back in the reply's library status. */
+	PHOS_OP_SPARSE_VERSION,   /* sync; reply phos_reply_sparse_version */
+	PHOS_OP_SPARSE_SIZE,      /* sync: phos_sparse_call; reply u64 external buffer bytes */
+	PHOS_OP_SPARSE_EXEC,      /* phos_sparse_call, stream-ordered */
 
 	PHOS_OP__COUNT
 };
@@ -1009,6 +1019,87 @@ struct phos_fft_side {
  * span overflows 64 bits. runtime/fft_layout.c. */
 bool phos_fft_side_of(const struct phos_fft_plan *p, bool output, bool in_place, struct phos_fft_side *ret,
 		      uint64_t *ret_bytes);
+
+/* --- cuSPARSE (PHOS_OP_SPARSE_*, runtime/sparse_abi.h) ---
+ * One call of the generic API with the whole description of its operands
+ * (the preload's descriptors, copied). Element (i, j) of a dense matrix of
+ * batch b lies b * batch_stride + (order COL ? i + j * ld : i * ld + j)
+ * elements from values; a dense vector is a size x 1 column (ld = size).
+ * A CSR matrix's batch b has its row offsets at offsets + b *
+ * offsets_stride and its columns and values at b * values_stride (COO: its
+ * row indices in offsets, one stride for all three). */
+#define PHOS_SPARSE_ELEMS_MAX (1ll << 40)   /* rows, cols, nnz, ld, strides */
+#define PHOS_SPARSE_BATCH_MAX (1 << 20)
+enum phos_sparse_kind {
+	PHOS_SPARSE_SPMV = 1,      /* y = alpha op(A) x + beta y: sp A, d[0] x, d[1] y */
+	PHOS_SPARSE_SPMM,          /* C = alpha op(A) op(B) + beta C: sp A, d[0] B, d[1] C */
+	PHOS_SPARSE_SDDMM,         /* C = alpha (op(A) op(B)) o spy(C) + beta C: d[0] A, d[1] B, sp C */
+	PHOS_SPARSE_TO_DENSE,      /* B = A: sp A, d[0] B */
+	PHOS_SPARSE_COO2CSR,       /* row offsets of sorted COO row indices: sp (32-bit, rows, nnz,
+	                            * offsets = the COO rows, columns = the CSR offsets written) */
+	PHOS_SPARSE_CSRSORT,       /* each row's columns sorted, P with them: sp (32-bit, rows, cols,
+	                            * nnz, base, offsets, columns, values = P or 0) */
+	PHOS_SPARSE_COOSORT,       /* sorted by row (stable), columns and P with them: sp (offsets =
+	                            * the rows, columns, values = P or 0) */
+	PHOS_SPARSE_IDENTITY,      /* P[i] = i: sp (nnz = n, values = P) */
+	PHOS_SPARSE__KINDS
+};
+struct phos_sparse_spmat {
+	int32_t format;                /* PHOS_SPARSE_FORMAT_CSR or _COO */
+	int32_t offsets_type;          /* CSR row offsets' (COO row indices') index type */
+	int32_t index_type;            /* column indices' */
+	int32_t base;                  /* 0 or 1 */
+	int32_t value_type;            /* cudaDataType */
+	int32_t batch;                 /* >= 1 */
+	int64_t rows, cols, nnz;
+	uint64_t offsets, columns, values;   /* device addresses */
+	int64_t offsets_stride, values_stride;   /* between batches, in elements */
+};
+struct phos_sparse_dnmat {
+	int64_t rows, cols, ld;
+	uint64_t values;
+	int32_t value_type, order;     /* cudaDataType, PHOS_SPARSE_ORDER_* */
+	int32_t batch, _pad;
+	int64_t batch_stride;          /* in elements */
+};
+struct phos_sparse_call {
+	uint32_t kind;                 /* enum phos_sparse_kind */
+	uint32_t stream;
+	int32_t device;                /* the caller's device (cudaGetDevice) */
+	uint32_t preprocess;           /* SPMM, SDDMM: the _preprocess call, not the product */
+	int32_t op_a, op_b;
+	int32_t compute_type, alg;
+	int32_t pointer_mode;          /* PHOS_SPARSE_POINTER_*: alpha, beta below or at the addresses */
+	uint32_t _pad;
+	double alpha, beta;            /* host mode: the values (a float's exactly) */
+	uint64_t alpha_ptr, beta_ptr;  /* device mode: device addresses of compute_type values */
+	uint64_t buffer;               /* the external buffer (0: none) */
+	struct phos_sparse_spmat sp;
+	struct phos_sparse_dnmat d[2];
+};
+struct phos_reply_sparse_version { int32_t version, major, minor, patch; };
+
+/* The byte ranges a call reads and writes (at most PHOS_SPARSE_RANGES):
+ * each operand's arrays at their exact extents (CSR offsets rows + 1
+ * entries, columns and values nnz, a dense matrix from its first element
+ * to its last, per batch), alpha and beta in device mode, and the external
+ * buffer of buffer_bytes (read and written). y, C are written, and read
+ * when beta may be non-zero. */
+#define PHOS_SPARSE_RANGES 12
+struct phos_sparse_range { uint64_t addr, len; bool read, write; };
+/* 0 and the ranges in ret[0 .. *ret_n), or a cusparseStatus_t: INVALID_VALUE
+ * for sizes that do not agree, a bad enum, an overflow;
+ * NOT_SUPPORTED for a form not forwarded. runtime/sparse_layout.c. */
+int phos_sparse_ranges_of(const struct phos_sparse_call *c, uint64_t buffer_bytes, struct phos_sparse_range *ret,
+			  uint32_t *ret_n);
+/* The bytes a dense matrix spans (all its batches): false on a bad layout. */
+bool phos_sparse_dnmat_bytes(const struct phos_sparse_dnmat *d, uint64_t *ret);
+/* The dimensions of op(X) for a rows x cols X. */
+static inline void phos_sparse_op_dims(int32_t op, int64_t rows, int64_t cols, int64_t *ret_r, int64_t *ret_c)
+{
+	*ret_r = op == PHOS_SPARSE_OP_N ? rows : cols;
+	*ret_c = op == PHOS_SPARSE_OP_N ? cols : rows;
+}
 
 /* --- NCCL records (values of ncclDataType_t, ncclRedOp_t: runtime/nccl_abi.h) --- */
 #define PHOS_NCCL_ID_BYTES 128

@@ -73,6 +73,11 @@ int main(void)
 
 	if (!mkdtemp(base))
 		return 1;
+	/* the libraries refused by name: cuSPARSE 12 and any other major, never cuSPARSELt (a library of its own) */
+	CHECK(phos_guard_is_cuda_library("/x/nvidia/cu13/lib/libcusparse.so.12") &&
+	      phos_guard_is_cuda_library("libcusparse.so.11") && phos_guard_is_cuda_library("/x/libcufft.so.12") &&
+	      !phos_guard_is_cuda_library("/x/libcusparseLt.so.0") && !phos_guard_is_cuda_library("/x/libcufftw.so.12"),
+	      "library names");
 	snprintf(ours, sizeof(ours), "%s/preload", base);
 	snprintf(other, sizeof(other), "%s/elsewhere", base);
 	CHECK(mkdir(ours, 0755) == 0 && mkdir(other, 0755) == 0, "mkdir");
