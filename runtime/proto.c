@@ -116,6 +116,12 @@ static const char *const op_names[PHOS_OP__COUNT] = {
 	[PHOS_OP_FFT_SIZE] = "fft_size",
 	[PHOS_OP_FFT_DESTROY] = "fft_destroy",
 	[PHOS_OP_FFT_EXEC] = "fft_exec",
+	[PHOS_OP_RAND_VERSION] = "rand_version",
+	[PHOS_OP_RAND_CREATE] = "rand_create",
+	[PHOS_OP_RAND_SET] = "rand_set",
+	[PHOS_OP_RAND_DESTROY] = "rand_destroy",
+	[PHOS_OP_RAND_GENERATE] = "rand_generate",
+	[PHOS_OP_RAND_REPLAY] = "rand_replay",
 };
 
 const char *phos_op_name(uint32_t op)

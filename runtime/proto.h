@@ -33,6 +33,7 @@
 
 #include "cudnn_abi.h"
 #include "fft_abi.h"
+#include "rand_abi.h"
 
 #define PHOS_PROTO_VERSION 1u
 
@@ -236,6 +237,20 @@ enum phos_op {
 	                           * area bytes (cufftGetSize*, cufftEstimate*) */
 	PHOS_OP_FFT_DESTROY,      /* phos_handle */
 	PHOS_OP_FFT_EXEC,         /* phos_fft_exec, stream-ordered */
+
+	/* cuRAND's host API (ctxpool/exec_rand.c). Generators are executor
+	 * objects under ids the preload chooses; the preload keeps every call
+	 * that moved one (its settings and its generate calls) and, after a
+	 * restore, makes it again by replaying them (RAND_REPLAY), so that the
+	 * next numbers are those of an uninterrupted run. The curandStatus_t
+	 * comes back in the reply's library status. */
+	PHOS_OP_RAND_VERSION,     /* sync; reply phos_reply_rand_version */
+	PHOS_OP_RAND_CREATE,      /* sync: phos_rand_create (a generator of that id is replaced) */
+	PHOS_OP_RAND_SET,         /* sync: phos_rand_set */
+	PHOS_OP_RAND_DESTROY,     /* phos_handle */
+	PHOS_OP_RAND_GENERATE,    /* phos_rand_generate, stream-ordered: n elements written at out */
+	PHOS_OP_RAND_REPLAY,      /* sync: phos_rand_generate with out 0: count calls of n into the
+	                           * executor's scratch, the generator's state moved as they moved it */
 
 	PHOS_OP__COUNT
 };
@@ -1009,6 +1024,34 @@ struct phos_fft_side {
  * span overflows 64 bits. runtime/fft_layout.c. */
 bool phos_fft_side_of(const struct phos_fft_plan *p, bool output, bool in_place, struct phos_fft_side *ret,
 		      uint64_t *ret_bytes);
+
+/* --- cuRAND (PHOS_OP_RAND_*, runtime/rand_abi.h) --- */
+#define PHOS_RAND_ELEMS_MAX (1ull << 40)   /* of one generate call */
+struct phos_rand_create {
+	uint32_t id;                   /* the preload's generator id */
+	int32_t device;                /* the caller's device (cudaGetDevice) */
+	int32_t type;                  /* curandRngType_t, a pseudorandom one */
+	uint32_t _pad;
+};
+enum phos_rand_setting {
+	PHOS_RAND_SET_SEED = 1,        /* curandSetPseudoRandomGeneratorSeed */
+	PHOS_RAND_SET_OFFSET,          /* curandSetGeneratorOffset */
+	PHOS_RAND_SET_ORDERING,        /* curandSetGeneratorOrdering */
+};
+struct phos_rand_set {
+	uint32_t id, what;             /* phos_rand_setting */
+	uint64_t value;
+};
+struct phos_rand_generate {
+	uint32_t id, stream;           /* (REPLAY: stream unused) */
+	uint32_t gen;                  /* enum phos_rand_gen */
+	uint32_t _pad;
+	uint64_t out;                  /* device address (REPLAY: 0) */
+	uint64_t n;                    /* elements of one call, 1 .. PHOS_RAND_ELEMS_MAX */
+	uint64_t count;                /* REPLAY: calls made in a row (GENERATE: 1) */
+	double a, b;                   /* normal: mean, stddev; Poisson: lambda in a */
+};
+struct phos_reply_rand_version { int32_t version, major, minor, patch; };
 
 /* --- NCCL records (values of ncclDataType_t, ncclRedOp_t: runtime/nccl_abi.h) --- */
 #define PHOS_NCCL_ID_BYTES 128
