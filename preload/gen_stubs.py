@@ -35,6 +35,7 @@ MUST_IMPLEMENT = {
     'cudnn': {'cudnnGetVersion', 'cudnnGetMaxDeviceVersion', 'cudnnGetCudartVersion', 'cudnnGetErrorString',
               'cudnnGetLastErrorString'},
     'cufft': set(),   # (every export returns a cufftResult)
+    'curand': set(),  # (every export returns a curandStatus_t)
 }
 
 # Legacy cuBLAS (cublas.h) returns values, not statuses; their stubs return zero
@@ -53,7 +54,8 @@ RETURN_KINDS = {
 
 STATUS = {'cudart': 'phos_cudart_stub', 'cublas': 'phos_cublas_stub', 'cublasLt': 'phos_cublaslt_stub',
           'cuda': 'phos_cuda_stub',
-          'nccl': 'phos_nccl_stub', 'cudnn': 'phos_cudnn_stub', 'cufft': 'phos_cufft_stub'}
+          'nccl': 'phos_nccl_stub', 'cudnn': 'phos_cudnn_stub', 'cufft': 'phos_cufft_stub',
+          'curand': 'phos_curand_stub'}
 
 EXPORT_RE = re.compile(r'^PHOS_EXPORT\b[^(;=]*?\b([A-Za-z_]\w*)\s*\(', re.M)
 ALIAS_RE = re.compile(r'^PHOS_ALIAS\(\s*([A-Za-z_]\w*)\s*,', re.M)
