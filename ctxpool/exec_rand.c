@@ -10,17 +10,19 @@
  *   RAND_GENERATE  one call on the record's stream: its set is the n
  *                  elements it writes at out, nothing read (the state is
  *                  the executor's, in no set)
- *   RAND_REPLAY    count calls of n elements into the executor's scratch,
- *                  then the device synchronized and the scratch freed: the
- *                  generator's state moves as the program's calls moved it
+ *   RAND_REPLAY    steps of the generator's history: settings, calls into
+ *                  the executor's scratch, and repeats of the last steps
+ *                  (a loop of calls); then the device synchronized and the
+ *                  scratch freed: the generator's state moves as the
+ *                  program's calls moved it
  *
  * Why replay rather than an offset: cuRAND documents curandSetGeneratorOffset
  * as an absolute position, but not that a call of n numbers moves the
  * position by n for every type, ordering and distribution (the normal and
  * Poisson calls, MTGP32's blocks, the orderings that spread a call over
  * threads). Making the same calls again on the same library gives the same
- * state by construction; the preload keeps them (preload/curand.c), a run
- * of equal calls as one entry.
+ * state by construction; the preload keeps them (preload/curand.c), a loop
+ * of calls as one block and a count.
  *
  * Every call is synchronous but GENERATE (stream-ordered) and DESTROY; the
  * curandStatus_t comes back in the reply's library status.
@@ -35,6 +37,10 @@
 struct exec_rand_gen {
 	void *dev;                  /* the backend's generator */
 	int device;                 /* of the executor's devices, made there */
+	/* replaying: the last settings and calls made again, oldest first (the
+	 * block a repeat step makes again) */
+	struct phos_rand_step recent[PHOS_RAND_REPEAT_MAX];
+	uint32_t nrecent;
 };
 
 static const struct phos_rand_ops *rnd(const struct executor *ex)
@@ -145,27 +151,103 @@ static int generate(struct executor *ex, const struct phos_rand_generate *c, int
 	return result(rnd(ex)->generate(ex->dev, g->dev, stream, c, c->out, st), st);
 }
 
-/* count calls into scratch of one call's size, on the default stream, the
- * device synchronized before the scratch goes. */
-static int replay(struct executor *ex, const struct phos_rand_generate *c, int *st)
+/* One setting or call of a replay, a call into scratch (of scratch_bytes). */
+static int replay_one(struct executor *ex, struct exec_rand_gen *g, const struct phos_rand_step *s, uint64_t scratch,
+		      uint64_t scratch_bytes, int *st)
 {
-	struct exec_rand_gen *g = gen_of(ex, c->id);
-	uint64_t bytes, scratch = 0;
+	struct phos_rand_generate c = { .gen = s->what, .n = s->value, .a = s->a, .b = s->b };
+	uint64_t bytes;
+
+	if (s->kind == PHOS_RAND_STEP_SET)
+		return result(rnd(ex)->set(ex->dev, g->dev, s->what, s->value, st), st);
+	if (s->kind != PHOS_RAND_STEP_GEN || !call_ok(&c, &bytes) || bytes > scratch_bytes)
+		return fail(st, PHOS_RAND_OUT_OF_RANGE);
+	return result(rnd(ex)->generate(ex->dev, g->dev, NULL, &c, scratch, st), st);
+}
+
+/* The steps of a replay record (and the recent ones a repeat may make
+ * again) are well formed: a repeat's block within the steps before it; the
+ * largest call's bytes in *ret_bytes. */
+static bool steps_ok(const struct exec_rand_gen *g, const struct phos_rand_step *steps, uint32_t n, uint64_t *ret_bytes)
+{
+	uint64_t most = 0, bytes;
+	uint32_t plain = g->nrecent;
+
+	for (uint32_t i = 0; i < g->nrecent; i++) {
+		struct phos_rand_generate c = { .gen = g->recent[i].what, .n = g->recent[i].value, .a = g->recent[i].a };
+
+		if (g->recent[i].kind == PHOS_RAND_STEP_GEN && call_ok(&c, &bytes) && bytes > most)
+			most = bytes;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct phos_rand_step *s = &steps[i];
+		struct phos_rand_generate c = { .gen = s->what, .n = s->value, .a = s->a };
+
+		if (s->kind == PHOS_RAND_STEP_REPEAT) {
+			if (s->what < 1 || s->what > PHOS_RAND_REPEAT_MAX || s->what > plain)
+				return false;
+			continue;
+		}
+		if (s->kind == PHOS_RAND_STEP_GEN) {
+			if (!call_ok(&c, &bytes))
+				return false;
+			most = bytes > most ? bytes : most;
+		} else if (s->kind != PHOS_RAND_STEP_SET) {
+			return false;
+		}
+		plain = plain < PHOS_RAND_REPEAT_MAX ? plain + 1 : plain;
+	}
+	*ret_bytes = most;
+	return true;
+}
+
+static void recent_push(struct exec_rand_gen *g, const struct phos_rand_step *s)
+{
+	if (g->nrecent == PHOS_RAND_REPEAT_MAX)
+		memmove(g->recent, g->recent + 1, (PHOS_RAND_REPEAT_MAX - 1) * sizeof(g->recent[0]));
+	else
+		g->nrecent++;
+	g->recent[g->nrecent - 1] = *s;
+}
+
+/* Replays steps on generator id (made again just before, or being made),
+ * on the default stream, into scratch of the largest call's size; the
+ * device synchronized before the scratch goes. */
+static int replay(struct executor *ex, const struct phos_rand_replay *h, uint32_t len, int *st)
+{
+	const struct phos_rand_step *steps = (const struct phos_rand_step *)(h + 1);
+	struct exec_rand_gen *g = gen_of(ex, h->id);
+	uint64_t bytes = 0, scratch = 0;
 	int r = 0;
 
 	if (!g)
 		return fail(st, PHOS_RAND_NOT_INITIALIZED);
-	if (!call_ok(c, &bytes) || c->count == 0)
+	if (h->nsteps < 1 || h->nsteps > PHOS_RAND_REPLAY_STEPS ||
+	    len < sizeof(*h) + (uint64_t)h->nsteps * sizeof(*steps) || !steps_ok(g, steps, h->nsteps, &bytes))
 		return fail(st, PHOS_RAND_OUT_OF_RANGE);
-	if (ex->dev_ops->scratch_alloc(ex->dev, bytes, &scratch) < 0)
+	if (bytes && ex->dev_ops->scratch_alloc(ex->dev, bytes, &scratch) < 0)
 		return fail(st, PHOS_RAND_ALLOCATION_FAILED);
 	*st = 0;
-	for (uint64_t i = 0; i < c->count && r == 0 && *st == 0; i++)
-		r = rnd(ex)->generate(ex->dev, g->dev, NULL, c, scratch, st);
+	for (uint32_t i = 0; i < h->nsteps && r == 0; i++) {
+		const struct phos_rand_step *s = &steps[i];
+
+		if (s->kind != PHOS_RAND_STEP_REPEAT) {
+			r = replay_one(ex, g, s, scratch, bytes, st);
+			recent_push(g, s);
+			continue;
+		}
+		struct phos_rand_step block[PHOS_RAND_REPEAT_MAX];
+		uint32_t n = s->what;
+
+		memcpy(block, g->recent + g->nrecent - n, n * sizeof(block[0]));
+		for (uint64_t t = 0; t < s->value && r == 0; t++)
+			for (uint32_t k = 0; k < n && r == 0; k++)
+				r = replay_one(ex, g, &block[k], scratch, bytes, st);
+	}
 	if (ex->dev_ops->synchronize(ex->dev) < 0 && r == 0)
 		r = -PHOS_CUDA_LAUNCH_FAILURE;
 	ex->dev_ops->scratch_free(ex->dev, scratch);
-	return result(r, st);
+	return r;
 }
 
 int exec_rand_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out, uint32_t *out_len,
@@ -203,9 +285,9 @@ int exec_rand_handle(struct executor *ex, uint32_t op, const void *body, uint32_
 		return generate(ex, g, st);
 	}
 	case PHOS_OP_RAND_REPLAY: {
-		BODY(struct phos_rand_generate, g);
+		BODY(struct phos_rand_replay, h);
 
-		return replay(ex, g, st);
+		return replay(ex, h, len, st);
 	}
 	default:
 		return -PHOS_CUDA_NOT_SUPPORTED;

@@ -12,17 +12,21 @@
  *   curandGenerate, Generate-  ── RAND_GENERATE, stream-ordered on the
  *   Uniform/Normal/LogNormal         generator's stream: the executor's set
  *   (Double), GeneratePoisson        is the n elements written; kept in the
- *                                    history (a run of equal calls: one entry)
+ *                                    history
  *   curandSetStream ─────────────── kept here, sent with each call
  *   curandGetVersion/Property ───── the executor's library's
  *
  * After a restore (a new executor, at phos_fn_serve or from a checkpoint) a
  * generator is made again at its first use by replaying its history: the
- * create, each setting, and each run of calls (RAND_REPLAY, into the
+ * create, then each setting and call again (RAND_REPLAY, the calls into the
  * executor's scratch), so that its next numbers are those an uninterrupted
  * run gives, whatever cuRAND's offset does per type and ordering
- * (ctxpool/exec_rand.c says why). A history longer than RAND_HISTORY_MAX
- * entries is dropped, and the generator then cannot be made again: after a
+ * (ctxpool/exec_rand.c says why). The history is kept short where the
+ * program loops: when its last L steps (L <= PHOS_RAND_REPEAT_MAX) equal
+ * the L before, they become a repeat step of that block, whose count the
+ * next L equal steps raise (a run of equal calls is L = 1; a loop of a
+ * uniform and a normal call, L = 2). A history longer than RAND_HISTORY_MAX
+ * steps is dropped, and the generator then cannot be made again: after a
  * restore it answers CURAND_STATUS_PREEXISTING_FAILURE, said on stderr. Every
  * call that names the executor's generators runs inside a fenced section of
  * the channel (rand_enter), as cuFFT's (cufft.c).
@@ -48,16 +52,7 @@
 #include "internal.h"
 #include "log.h"
 
-#define RAND_HISTORY_MAX 65536   /* entries a generator keeps to be made again */
-
-/* One entry of a generator's history: a setting, or a run of equal calls. */
-struct rand_event {
-	bool is_set;
-	uint32_t what;              /* setting: phos_rand_setting; call: phos_rand_gen */
-	uint64_t value;             /* setting: its value; call: n */
-	uint64_t count;             /* call: how many in a row */
-	double a, b;
-};
+#define RAND_HISTORY_MAX 65536   /* steps a generator keeps to be made again */
 
 struct rand_gen {
 	uint32_t id;                /* the curandGenerator_t */
@@ -66,8 +61,12 @@ struct rand_gen {
 	bool lost;                  /* the history was dropped: cannot be made again */
 	uint32_t epoch;
 	void *stream;
-	struct rand_event *hist;
+	struct phos_rand_step *hist;   /* proto.h's steps, oldest first */
 	size_t nhist, cap;
+	/* open: hist[rep] is a repeat the steps after it (match of them so far)
+	 * follow the block of */
+	bool open;
+	size_t rep, match;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;   /* guards every generator */
@@ -201,36 +200,82 @@ static struct rand_gen *gen_of(curandGenerator_t g)
 	return id > 0 && id <= UINT32_MAX ? phos_ids_get(PHOS_H_RAND, (uint32_t)id) : NULL;
 }
 
-/* Appends e to g's history (a call equal to the last entry adds to its
- * count); past RAND_HISTORY_MAX entries the history is dropped. Lock held. */
-static void remember(struct rand_gen *g, const struct rand_event *e)
+static bool step_eq(const struct phos_rand_step *x, const struct phos_rand_step *y)
 {
-	struct rand_event *last = g->nhist ? &g->hist[g->nhist - 1] : NULL;
+	return x->kind == y->kind && x->what == y->what && x->value == y->value && x->a == y->a && x->b == y->b;
+}
 
-	if (g->lost)
-		return;
-	if (!e->is_set && last && !last->is_set && last->what == e->what && last->value == e->value &&
-	    last->a == e->a && last->b == e->b && last->count < UINT64_MAX) {
-		last->count++;
-		return;
-	}
+/* Appends s to g's history; false (the history dropped) past
+ * RAND_HISTORY_MAX steps. Lock held. */
+static bool push(struct rand_gen *g, const struct phos_rand_step *s)
+{
 	if (g->nhist == g->cap) {
 		size_t cap = g->cap ? g->cap * 2 : 16;
-		struct rand_event *h = cap <= RAND_HISTORY_MAX ? realloc(g->hist, cap * sizeof(*h)) : NULL;
+		struct phos_rand_step *h = cap <= RAND_HISTORY_MAX ? realloc(g->hist, cap * sizeof(*h)) : NULL;
 
 		if (!h) {
-			phos_warn("curand: generator %u: its history passed %d entries and is dropped; it cannot be "
+			phos_warn("curand: generator %u: its history passed %d steps and is dropped; it cannot be "
 				  "made again after a restore", g->id, RAND_HISTORY_MAX);
 			free(g->hist);
 			g->hist = NULL;
 			g->nhist = g->cap = 0;
 			g->lost = true;
-			return;
+			g->open = false;
+			return false;
 		}
 		g->hist = h;
 		g->cap = cap;
 	}
-	g->hist[g->nhist++] = *e;
+	g->hist[g->nhist++] = *s;
+	return true;
+}
+
+/* Keeps step s (a setting or call the library took) in g's history, a loop
+ * folded into a repeat (the header says how). Lock held. */
+static void remember(struct rand_gen *g, const struct phos_rand_step *s)
+{
+	size_t plain = 0;
+
+	if (g->lost)
+		return;
+	if (g->open) {
+		struct phos_rand_step *r = &g->hist[g->rep];
+		const struct phos_rand_step *block = r - r->what;
+
+		if (step_eq(s, &block[g->match])) {
+			if (++g->match == r->what) {   /* the block once more: counted, its steps dropped */
+				g->nhist = g->rep + 1;
+				r->value++;
+				g->match = 0;
+				return;
+			}
+			push(g, s);
+			return;
+		}
+		g->open = false;   /* (the steps that matched stay, as steps) */
+	}
+	if (!push(g, s))
+		return;
+	while (plain < g->nhist && plain < 2 * PHOS_RAND_REPEAT_MAX &&
+	       g->hist[g->nhist - 1 - plain].kind != PHOS_RAND_STEP_REPEAT)
+		plain++;
+	for (size_t len = 1; len <= PHOS_RAND_REPEAT_MAX && 2 * len <= plain; len++) {
+		const struct phos_rand_step *last = &g->hist[g->nhist - len], *before = last - len;
+		size_t k = 0;
+
+		while (k < len && step_eq(&last[k], &before[k]))
+			k++;
+		if (k == len) {   /* the last len steps are the len before again: a repeat of them */
+			struct phos_rand_step r = { .kind = PHOS_RAND_STEP_REPEAT, .what = (uint32_t)len, .value = 1 };
+
+			g->nhist -= len;
+			push(g, &r);
+			g->open = true;
+			g->rep = g->nhist - 1;
+			g->match = 0;
+			return;
+		}
+	}
 }
 
 static curandStatus_t send_create(const struct rand_gen *g)
@@ -254,24 +299,19 @@ static curandStatus_t gen_ensure(struct rand_gen *g)
 		return CURAND_STATUS_PREEXISTING_FAILURE;
 	}
 	s = send_create(g);
-	for (size_t i = 0; i < g->nhist && s == CURAND_STATUS_SUCCESS; i++) {
-		const struct rand_event *e = &g->hist[i];
+	for (size_t i = 0; i < g->nhist && s == CURAND_STATUS_SUCCESS; i += PHOS_RAND_REPLAY_STEPS) {
+		size_t n = g->nhist - i < PHOS_RAND_REPLAY_STEPS ? g->nhist - i : PHOS_RAND_REPLAY_STEPS;
+		struct phos_rand_replay h = { .id = g->id, .nsteps = (uint32_t)n };
+		int st = 0, r = phos_preload_call(PHOS_OP_RAND_REPLAY, &h, sizeof(h), &g->hist[i], n * sizeof(g->hist[0]),
+						  NULL, 0, NULL, &st);
 
-		if (e->is_set) {
-			struct phos_rand_set c = { .id = g->id, .what = e->what, .value = e->value };
-
-			s = ask(PHOS_OP_RAND_SET, &c, sizeof(c));
-		} else {
-			struct phos_rand_generate c = { .id = g->id, .gen = e->what, .n = e->value, .count = e->count,
-							.a = e->a, .b = e->b };
-
-			s = ask(PHOS_OP_RAND_REPLAY, &c, sizeof(c));
-		}
+		s = status_of(r, st);
 	}
 	if (s != CURAND_STATUS_SUCCESS) {
 		phos_warn("curand: generator %u could not be made again after the restore: status %d", g->id, s);
 		return s;
 	}
+	phos_debug("curand: generator %u made again from %zu steps", g->id, g->nhist);
 	g->epoch = epoch;
 	return CURAND_STATUS_SUCCESS;
 }
@@ -376,7 +416,7 @@ static curandStatus_t setting(curandGenerator_t generator, uint32_t what, uint64
 
 		s = ask(PHOS_OP_RAND_SET, &c, sizeof(c));
 		if (s == CURAND_STATUS_SUCCESS)
-			remember(g, &(struct rand_event){ .is_set = true, .what = what, .value = value });
+			remember(g, &(struct phos_rand_step){ .kind = PHOS_RAND_STEP_SET, .what = what, .value = value });
 	}
 	rand_leave();
 	return s;
@@ -468,8 +508,7 @@ static curandStatus_t args_ok(int gen, const void *out, size_t n, double a)
  * generator's stream, kept in its history. */
 static curandStatus_t generate(curandGenerator_t generator, int gen, void *out, size_t n, double a, double b)
 {
-	struct phos_rand_generate c = { .gen = (uint32_t)gen, .out = (uint64_t)(uintptr_t)out, .n = n, .count = 1,
-					.a = a, .b = b };
+	struct phos_rand_generate c = { .gen = (uint32_t)gen, .out = (uint64_t)(uintptr_t)out, .n = n, .a = a, .b = b };
 	struct rand_gen *g;
 	curandStatus_t s;
 	int r;
@@ -493,7 +532,8 @@ static curandStatus_t generate(curandGenerator_t generator, int gen, void *out, 
 		c.id = g->id;
 		s = status_of(phos_preload_post(PHOS_OP_RAND_GENERATE, &c, sizeof(c), NULL, 0), 0);
 		if (s == CURAND_STATUS_SUCCESS)
-			remember(g, &(struct rand_event){ .what = (uint32_t)gen, .value = n, .count = 1, .a = a, .b = b });
+			remember(g, &(struct phos_rand_step){ .kind = PHOS_RAND_STEP_GEN, .what = (uint32_t)gen, .value = n,
+							       .a = a, .b = b });
 	}
 	rand_leave();
 	return s;

@@ -249,8 +249,8 @@ enum phos_op {
 	PHOS_OP_RAND_SET,         /* sync: phos_rand_set */
 	PHOS_OP_RAND_DESTROY,     /* phos_handle */
 	PHOS_OP_RAND_GENERATE,    /* phos_rand_generate, stream-ordered: n elements written at out */
-	PHOS_OP_RAND_REPLAY,      /* sync: phos_rand_generate with out 0: count calls of n into the
-	                           * executor's scratch, the generator's state moved as they moved it */
+	PHOS_OP_RAND_REPLAY,      /* sync: phos_rand_replay + nsteps phos_rand_step: settings and calls
+	                           * made again, the calls into the executor's scratch */
 
 	PHOS_OP__COUNT
 };
@@ -1043,13 +1043,32 @@ struct phos_rand_set {
 	uint64_t value;
 };
 struct phos_rand_generate {
-	uint32_t id, stream;           /* (REPLAY: stream unused) */
+	uint32_t id, stream;
 	uint32_t gen;                  /* enum phos_rand_gen */
 	uint32_t _pad;
-	uint64_t out;                  /* device address (REPLAY: 0) */
-	uint64_t n;                    /* elements of one call, 1 .. PHOS_RAND_ELEMS_MAX */
-	uint64_t count;                /* REPLAY: calls made in a row (GENERATE: 1) */
+	uint64_t out;                  /* device address */
+	uint64_t n;                    /* elements, 1 .. PHOS_RAND_ELEMS_MAX */
 	double a, b;                   /* normal: mean, stddev; Poisson: lambda in a */
+};
+/* A generator's history, as the preload keeps it and replays it: settings,
+ * calls, and repeats of the steps just before (a loop of calls is one block
+ * and a count). A repeat's block is the last `what` settings and calls
+ * replayed before it, at most PHOS_RAND_REPEAT_MAX of them; it is made
+ * `value` more times. */
+#define PHOS_RAND_REPEAT_MAX 16
+#define PHOS_RAND_REPLAY_STEPS 1024    /* steps of one RAND_REPLAY record */
+enum phos_rand_step_kind {
+	PHOS_RAND_STEP_SET = 1,        /* what: phos_rand_setting, value: its value */
+	PHOS_RAND_STEP_GEN,            /* what: phos_rand_gen, value: n, a and b */
+	PHOS_RAND_STEP_REPEAT,         /* what: the block's steps, value: how many more times */
+};
+struct phos_rand_step {
+	uint32_t kind, what;
+	uint64_t value;
+	double a, b;
+};
+struct phos_rand_replay {
+	uint32_t id, nsteps;           /* + nsteps phos_rand_step, 1 .. PHOS_RAND_REPLAY_STEPS */
 };
 struct phos_reply_rand_version { int32_t version, major, minor, patch; };
 

@@ -92,7 +92,7 @@ static void *gen_new(int type, uint64_t seed)
 
 static int gen_call(void *g, int kind, uint64_t n, double a, double b, uint64_t out)
 {
-	struct phos_rand_generate c = { .gen = (uint32_t)kind, .n = n, .count = 1, .a = a, .b = b };
+	struct phos_rand_generate c = { .gen = (uint32_t)kind, .n = n, .a = a, .b = b };
 	int st = -1;
 
 	CHECK(rnd->generate(dev, g, NULL, &c, out, &st) == 0, "generate: an error");
