@@ -227,13 +227,14 @@ static void fault_kill(const char *dir)
 	raise(SIGKILL);
 }
 
-/* A program holding cuDNN objects, cuFFT plans or graphs made on the device
- * is stopped only where no call naming them is half-done (channel.h, fenced
- * sections): the fence is closed and records are taken until it settles.
- * True when it has. */
+/* A program holding cuDNN objects, cuFFT plans, cuRAND generators or graphs
+ * made on the device is stopped only where no call naming them is half-done
+ * (channel.h, fenced sections): the fence is closed and records are taken
+ * until it settles. True when it has. */
 static bool fence_settled(struct executor *ex)
 {
-	if (!ex->ch || (!exec_dnn_in_use(ex) && !exec_fft_in_use(ex) && !exec_graph_in_use(ex)))
+	if (!ex->ch || (!exec_dnn_in_use(ex) && !exec_fft_in_use(ex) && !exec_rand_in_use(ex) &&
+			!exec_graph_in_use(ex)))
 		return true;
 	phos_channel_fence_close(ex->ch);
 	return phos_channel_fence_settled(ex->ch);

@@ -13,6 +13,7 @@
  *                                      ├─ exec_dnn.c      cuDNN handles, descriptors, executions
  *                                      ├─ exec_fft.c      cuFFT plans and executions
  *                                      ├─ exec_sparse.c   cuSPARSE calls and their sets
+ *                                      ├─ exec_rand.c     cuRAND generators, generate calls, replays
  *                                      └─ spec.c          read/write sets of every launch and
  *                                                         library call, and the trace
  *
@@ -247,6 +248,7 @@ struct executor {
 	struct handle_table dnn_handles;   /* cuDNN handles by the preload's id (exec_dnn.c) */
 	struct handle_table dnn_descs;     /* cuDNN backend descriptors by the preload's id */
 	struct handle_table fft_plans;     /* cuFFT plans by the preload's id (exec_fft.c) */
+	struct handle_table rand_gens;     /* cuRAND generators by the preload's id (exec_rand.c) */
 	struct handle_table arrays;     /* struct exec_array by the preload's id (exec_array.c) */
 	struct handle_table texes;      /* struct exec_tex by the device's handle */
 	struct handle_table graphs;     /* struct exec_graph by the preload's id (exec_graph.c) */
@@ -593,6 +595,13 @@ bool exec_fft_in_use(const struct executor *ex);
  * for the reply. The executor keeps no cuSPARSE object of the function's. */
 int exec_sparse_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
 		       uint32_t *out_len, int *ret_status);
+/* cuRAND records (exec_rand.c): *ret_status gets the curandStatus_t for the reply. */
+int exec_rand_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
+		     uint32_t *out_len, int *ret_status);
+/* Destroys the function's cuRAND generators (exec_scrub). */
+void exec_rand_clear(struct executor *ex);
+/* Whether the function holds any cuRAND generator. */
+bool exec_rand_in_use(const struct executor *ex);
 
 /* Whether the function holds any NCCL communicator (exec_nccl.c). */
 bool exec_nccl_in_use(const struct executor *ex);

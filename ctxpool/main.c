@@ -115,6 +115,7 @@ void exec_scrub(struct executor *ex)
 	exec_nccl_clear(ex);
 	exec_dnn_clear(ex);
 	exec_fft_clear(ex);
+	exec_rand_clear(ex);
 	table_clear(&ex->graphs, drop_graph, ex);   /* before the events and kernels they name */
 	table_clear(&ex->blas, drop_blas, ex);
 	table_clear(&ex->texes, drop_tex, ex);   /* before the arrays they read */
@@ -904,7 +905,7 @@ int main(int argc, char **argv)
 	struct handle_table *tables[] = { &ex.streams, &ex.events, &ex.modules, &ex.funcs,
 					  &ex.vars, &ex.regions, &ex.blas, &ex.pools, &ex.nccl,
 					  &ex.texes, &ex.arrays, &ex.dnn_handles, &ex.dnn_descs, &ex.graphs,
-					  &ex.fft_plans };
+					  &ex.fft_plans, &ex.rand_gens };
 	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
 		handle_table_exit(tables[i]);
 	channel_drop(&ex, ex.ch, ex.ch_pinned);

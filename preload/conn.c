@@ -103,6 +103,7 @@ static struct idtab idtabs[PHOS_H__COUNT] = {
 	[PHOS_H_DNN_DESC] = IDTAB_INIT(1),
 	[PHOS_H_GRAPH] = IDTAB_INIT(1),
 	[PHOS_H_FFT] = IDTAB_INIT(1),
+	[PHOS_H_RAND] = IDTAB_INIT(1),
 };
 
 /* phos_preload_on_restore: run in order after a restore. */

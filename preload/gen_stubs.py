@@ -37,6 +37,7 @@ MUST_IMPLEMENT = {
     'cufft': set(),   # (every export returns a cufftResult)
     'cusparse': {'cusparseGetErrorName', 'cusparseGetErrorString', 'cusparseGetMatType', 'cusparseGetMatFillMode',
                  'cusparseGetMatDiagType', 'cusparseGetMatIndexBase'},
+    'curand': set(),  # (every export returns a curandStatus_t)
 }
 
 # Legacy cuBLAS (cublas.h) returns values, not statuses; their stubs return zero
@@ -56,7 +57,8 @@ RETURN_KINDS = {
 STATUS = {'cudart': 'phos_cudart_stub', 'cublas': 'phos_cublas_stub', 'cublasLt': 'phos_cublaslt_stub',
           'cuda': 'phos_cuda_stub',
           'nccl': 'phos_nccl_stub', 'cudnn': 'phos_cudnn_stub', 'cufft': 'phos_cufft_stub',
-          'cusparse': 'phos_cusparse_stub'}
+          'cusparse': 'phos_cusparse_stub',
+          'curand': 'phos_curand_stub'}
 
 EXPORT_RE = re.compile(r'^PHOS_EXPORT\b[^(;=]*?\b([A-Za-z_]\w*)\s*\(', re.M)
 ALIAS_RE = re.compile(r'^PHOS_ALIAS\(\s*([A-Za-z_]\w*)\s*,', re.M)

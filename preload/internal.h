@@ -77,6 +77,7 @@ enum phos_hkind {
 	PHOS_H_DNN_DESC, /* cuDNN backend descriptors (cudnn.c) */
 	PHOS_H_GRAPH,  /* instantiated graphs made on the device (graph_device.c) */
 	PHOS_H_FFT,    /* cuFFT plans (cufft.c, the libcufft stand-in): the id is the cufftHandle */
+	PHOS_H_RAND,   /* cuRAND generators (curand.c, the libcurand stand-in): the id is the handle */
 	PHOS_H__COUNT
 };
 

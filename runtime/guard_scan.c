@@ -23,7 +23,8 @@ int phos_guard_is_cuda_library(const char *path)
 	return starts_with(b, "libcuda.so") || starts_with(b, "libnvidia-ml.so") ||
 	       starts_with(b, "libcudart.so") || starts_with(b, "libcublas.so") || starts_with(b, "libcublasLt.so") ||
 	       starts_with(b, "libnccl.so") || starts_with(b, "libcudnn.so") || starts_with(b, "libcudnn_") ||
-	       starts_with(b, "libcufft.so") || starts_with(b, "libcusparse.so");
+	       starts_with(b, "libcufft.so") || starts_with(b, "libcusparse.so") ||
+	       starts_with(b, "libcurand.so");
 }
 
 int phos_guard_in_dir(const char *path, const char *dir_real)

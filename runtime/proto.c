@@ -119,6 +119,12 @@ static const char *const op_names[PHOS_OP__COUNT] = {
 	[PHOS_OP_SPARSE_VERSION] = "sparse_version",
 	[PHOS_OP_SPARSE_SIZE] = "sparse_size",
 	[PHOS_OP_SPARSE_EXEC] = "sparse_exec",
+	[PHOS_OP_RAND_VERSION] = "rand_version",
+	[PHOS_OP_RAND_CREATE] = "rand_create",
+	[PHOS_OP_RAND_SET] = "rand_set",
+	[PHOS_OP_RAND_DESTROY] = "rand_destroy",
+	[PHOS_OP_RAND_GENERATE] = "rand_generate",
+	[PHOS_OP_RAND_REPLAY] = "rand_replay",
 };
 
 const char *phos_op_name(uint32_t op)

@@ -34,6 +34,7 @@
 #include "cudnn_abi.h"
 #include "fft_abi.h"
 #include "sparse_abi.h"
+#include "rand_abi.h"
 
 #define PHOS_PROTO_VERSION 1u
 
@@ -246,6 +247,19 @@ enum phos_op {
 	PHOS_OP_SPARSE_VERSION,   /* sync; reply phos_reply_sparse_version */
 	PHOS_OP_SPARSE_SIZE,      /* sync: phos_sparse_call; reply u64 external buffer bytes */
 	PHOS_OP_SPARSE_EXEC,      /* phos_sparse_call, stream-ordered */
+	/* cuRAND's host API (ctxpool/exec_rand.c). Generators are executor
+	 * objects under ids the preload chooses; the preload keeps every call
+	 * that moved one (its settings and its generate calls) and, after a
+	 * restore, makes it again by replaying them (RAND_REPLAY), so that the
+	 * next numbers are those of an uninterrupted run. The curandStatus_t
+	 * comes back in the reply's library status. */
+	PHOS_OP_RAND_VERSION,     /* sync; reply phos_reply_rand_version */
+	PHOS_OP_RAND_CREATE,      /* sync: phos_rand_create (a generator of that id is replaced) */
+	PHOS_OP_RAND_SET,         /* sync: phos_rand_set */
+	PHOS_OP_RAND_DESTROY,     /* phos_handle */
+	PHOS_OP_RAND_GENERATE,    /* phos_rand_generate, stream-ordered: n elements written at out */
+	PHOS_OP_RAND_REPLAY,      /* sync: phos_rand_replay + nsteps phos_rand_step: settings and calls
+	                           * made again, the calls into the executor's scratch */
 
 	PHOS_OP__COUNT
 };
@@ -1100,6 +1114,52 @@ static inline void phos_sparse_op_dims(int32_t op, int64_t rows, int64_t cols, i
 	*ret_r = op == PHOS_SPARSE_OP_N ? rows : cols;
 	*ret_c = op == PHOS_SPARSE_OP_N ? cols : rows;
 }
+/* --- cuRAND (PHOS_OP_RAND_*, runtime/rand_abi.h) --- */
+#define PHOS_RAND_ELEMS_MAX (1ull << 40)   /* of one generate call */
+struct phos_rand_create {
+	uint32_t id;                   /* the preload's generator id */
+	int32_t device;                /* the caller's device (cudaGetDevice) */
+	int32_t type;                  /* curandRngType_t, a pseudorandom one */
+	uint32_t _pad;
+};
+enum phos_rand_setting {
+	PHOS_RAND_SET_SEED = 1,        /* curandSetPseudoRandomGeneratorSeed */
+	PHOS_RAND_SET_OFFSET,          /* curandSetGeneratorOffset */
+	PHOS_RAND_SET_ORDERING,        /* curandSetGeneratorOrdering */
+};
+struct phos_rand_set {
+	uint32_t id, what;             /* phos_rand_setting */
+	uint64_t value;
+};
+struct phos_rand_generate {
+	uint32_t id, stream;
+	uint32_t gen;                  /* enum phos_rand_gen */
+	uint32_t _pad;
+	uint64_t out;                  /* device address */
+	uint64_t n;                    /* elements, 1 .. PHOS_RAND_ELEMS_MAX */
+	double a, b;                   /* normal: mean, stddev; Poisson: lambda in a */
+};
+/* A generator's history, as the preload keeps it and replays it: settings,
+ * calls, and repeats of the steps just before (a loop of calls is one block
+ * and a count). A repeat's block is the last `what` settings and calls
+ * replayed before it, at most PHOS_RAND_REPEAT_MAX of them; it is made
+ * `value` more times. */
+#define PHOS_RAND_REPEAT_MAX 16
+#define PHOS_RAND_REPLAY_STEPS 1024    /* steps of one RAND_REPLAY record */
+enum phos_rand_step_kind {
+	PHOS_RAND_STEP_SET = 1,        /* what: phos_rand_setting, value: its value */
+	PHOS_RAND_STEP_GEN,            /* what: phos_rand_gen, value: n, a and b */
+	PHOS_RAND_STEP_REPEAT,         /* what: the block's steps, value: how many more times */
+};
+struct phos_rand_step {
+	uint32_t kind, what;
+	uint64_t value;
+	double a, b;
+};
+struct phos_rand_replay {
+	uint32_t id, nsteps;           /* + nsteps phos_rand_step, 1 .. PHOS_RAND_REPLAY_STEPS */
+};
+struct phos_reply_rand_version { int32_t version, major, minor, patch; };
 
 /* --- NCCL records (values of ncclDataType_t, ncclRedOp_t: runtime/nccl_abi.h) --- */
 #define PHOS_NCCL_ID_BYTES 128
