@@ -58,8 +58,7 @@ static int fail(int *st, int status)
 		phos_debug("curand: status %d", status);
 	return status == PHOS_RAND_SUCCESS ? 0
 	       : status == PHOS_RAND_ALLOCATION_FAILED ? -PHOS_CUDA_MEMORY_ALLOCATION
-	       : status == PHOS_RAND_LAUNCH_FAILURE ? -PHOS_CUDA_LAUNCH_FAILURE
-						    : -PHOS_CUDA_INVALID_VALUE;
+						       : -PHOS_CUDA_INVALID_VALUE;   /* (not a sticky launch failure) */
 }
 
 static int result(int r, int *st)
