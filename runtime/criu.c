@@ -717,6 +717,11 @@ static void criu_reason(const char *what, const char *why, int log_dirfd, const 
 		reason_add(&rs, rs.generic);
 	if (!rs.n)
 		reason_add(&rs, "no error in CRIU's log or output");
+	/* A function of another user keeps a mount namespace that follows ours:
+	 * its image names every mount of the host at its dump, and one unmounted
+	 * since cannot be restored */
+	if (strstr(err, "Can't stat mountpoint"))
+		reason_add(&rs, "a mount that this host had when the snapshot was taken is gone: snapshot the function again");
 }
 
 /* ---- dump ---- */

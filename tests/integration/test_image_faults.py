@@ -51,11 +51,11 @@ def request(port, method, path, body=None, timeout=120):
         return r.status, data.decode(errors="replace"), ctype
 
 
-def start(name, extra_env=None, args=(), cwd=None):
+def start(name, extra_env=None, args=(), cwd=None, wrap=()):
     port = free_port()
     log = open(os.path.join(tmp, f"{name}.log"), "w")
     STATES[port] = os.path.join(tmp, name)
-    p = subprocess.Popen([INVOKER, "--listen", f"127.0.0.1:{port}", "--state-dir", os.path.join(tmp, name),
+    p = subprocess.Popen([*wrap, INVOKER, "--listen", f"127.0.0.1:{port}", "--state-dir", os.path.join(tmp, name),
                           "--device", "sim", *args], stdout=log, stderr=subprocess.STDOUT, env=env(extra_env),
                          cwd=cwd)
     procs.append(p)
@@ -162,23 +162,28 @@ def test_leftover_proc_mount():
     "proc.crtools" in the function's working directory and unmounting it
     leaves that mount, and every later dump there failed (parasite: "Can't
     create a directory (-17)", "Can't get /proc fd"). The next dump clears
-    it. Needs to mount a proc (root): skipped otherwise."""
+    it. Needs to mount a proc (root): skipped otherwise. The proc is mounted
+    in a mount namespace of the invoker's own: a mount in ours would be in
+    every function the other tests dump meanwhile (their mount namespaces
+    follow ours), and their restores after it went failed ("mnt-v2: Can't
+    stat mountpoint")."""
     cwd = os.path.join(tmp, "cwd-leftover")
     leftover = os.path.join(cwd, "proc.crtools")
     os.makedirs(leftover)
-    if subprocess.run(["mount", "-t", "proc", "proc", leftover], capture_output=True).returncode != 0:
+    if subprocess.run(["unshare", "-m", "--propagation", "private", "mount", "-t", "proc", "proc", leftover],
+                      capture_output=True).returncode != 0:
         print("leftover proc mount: cannot mount a proc here; part skipped", flush=True)
         return
-    try:
-        inv, port = start("leftover", cwd=cwd)
-        st, body, _ = request(port, "POST", "/system/functions", {"name": "l", "program": FAULTY})
-        check(st == 201, f"deploy over a leftover proc.crtools mount: {st} {err(body)}")
-        mounted = [ln for ln in open("/proc/self/mountinfo") if leftover in ln]
-        check(not mounted and not os.path.exists(leftover), f"the leftover is gone: {mounted}")
-        inv.terminate()
-        inv.wait(timeout=60)
-    finally:
-        subprocess.run(["umount", "-l", leftover], capture_output=True)
+    mount = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+             'mount -t proc proc "$0" && exec "$@"', leftover]
+    inv, port = start("leftover", cwd=cwd, wrap=mount)
+    check(leftover not in open("/proc/self/mountinfo").read(), "the leftover is the invoker's alone")
+    st, body, _ = request(port, "POST", "/system/functions", {"name": "l", "program": FAULTY})
+    check(st == 201, f"deploy over a leftover proc.crtools mount: {st} {err(body)}")
+    mounted = [ln for ln in open(f"/proc/{inv.pid}/mountinfo") if leftover in ln]
+    check(not mounted and not os.path.exists(leftover), f"the leftover is gone: {mounted}")
+    inv.terminate()
+    inv.wait(timeout=60)
 
 
 def flip(path, off):
