@@ -658,6 +658,7 @@ static void cuda_close(struct phos_device *dev)
 		cuda_blas_release_warm(d);
 		cuda_blaslt_release(d);
 		cuda_sparse_release(d);
+		cuda_solver_release(d);
 		pthread_mutex_lock(&d->lock);
 		while (d->nmaps)
 			map_release(d, d->nmaps - 1);

@@ -323,6 +323,7 @@ struct cuda_dev {
 	unsigned nwarm;
 	void *lt;                     /* cublasLtHandle_t, made at the first cuBLASLt call */
 	void *sparse;                 /* cusparseHandle_t, made at the first cuSPARSE call */
+	void *solver;                 /* cusolverDnHandle_t, made at the first cuSOLVER call */
 	/* other devices of the executor that may reach this one's maps (peer_add) */
 	int peers[CUDA_MAX_PEERS];
 	unsigned npeers;
@@ -399,6 +400,7 @@ int cuda_blaslt_heuristic(struct phos_device *dev, const struct phos_blaslt_heur
 			  struct phos_blaslt_result *ret, int *ret_count, int *ret_blas_status);
 void cuda_blaslt_release(struct cuda_dev *d);   /* destroys d->lt */
 void cuda_sparse_release(struct cuda_dev *d);   /* destroys d->sparse (device_cuda_sparse.c) */
+void cuda_solver_release(struct cuda_dev *d);   /* destroys d->solver (device_cuda_solver.c) */
 /* Makes d->lt and runs, for FP32, FP16 and BF16, a heuristic query and an
  * n x n x n matmul with a bias epilogue on buf (3 n^2 floats, zeroed), on the
  * legacy stream. Failures are logged at debug level only: the first real

@@ -125,6 +125,9 @@ static const char *const op_names[PHOS_OP__COUNT] = {
 	[PHOS_OP_RAND_DESTROY] = "rand_destroy",
 	[PHOS_OP_RAND_GENERATE] = "rand_generate",
 	[PHOS_OP_RAND_REPLAY] = "rand_replay",
+	[PHOS_OP_SOLVER_VERSION] = "solver_version",
+	[PHOS_OP_SOLVER_SIZE] = "solver_size",
+	[PHOS_OP_SOLVER_EXEC] = "solver_exec",
 };
 
 const char *phos_op_name(uint32_t op)

@@ -35,6 +35,7 @@
 #include "fft_abi.h"
 #include "sparse_abi.h"
 #include "rand_abi.h"
+#include "solver_abi.h"
 
 #define PHOS_PROTO_VERSION 1u
 
@@ -260,6 +261,15 @@ enum phos_op {
 	PHOS_OP_RAND_GENERATE,    /* phos_rand_generate, stream-ordered: n elements written at out */
 	PHOS_OP_RAND_REPLAY,      /* sync: phos_rand_replay + nsteps phos_rand_step: settings and calls
 	                           * made again, the calls into the executor's scratch */
+	/* cuSOLVER's dense API (ctxpool/exec_solver.c). Handles live in the
+	 * preload; each call carries its whole description (sizes, leading
+	 * dimensions, device pointers, the workspace), so the executor keeps
+	 * nothing of the function's: its own cusolverDn handle per device is
+	 * made at its first call, again in a new executor after a restore. The
+	 * cusolverStatus_t comes back in the reply's library status. */
+	PHOS_OP_SOLVER_VERSION,   /* sync; reply phos_reply_solver_version */
+	PHOS_OP_SOLVER_SIZE,      /* sync: phos_solver_call; reply i64 workspace elements */
+	PHOS_OP_SOLVER_EXEC,      /* phos_solver_call, stream-ordered */
 
 	PHOS_OP__COUNT
 };
@@ -1113,6 +1123,59 @@ static inline void phos_sparse_op_dims(int32_t op, int64_t rows, int64_t cols, i
 {
 	*ret_r = op == PHOS_SPARSE_OP_N ? rows : cols;
 	*ret_c = op == PHOS_SPARSE_OP_N ? cols : rows;
+}
+/* --- cuSOLVER dense (PHOS_OP_SOLVER_*, runtime/solver_abi.h) ---
+ * One call of the dense LAPACK-like API with its whole description. Every
+ * matrix is column-major: element (i, j) lies i + j * ld elements from its
+ * address, and spans from its first element to its last ((cols - 1) ld +
+ * rows elements; none when it is empty). The legacy API's sizes are ints. */
+#define PHOS_SOLVER_ELEMS_MAX 0x7fffffffll   /* m, n, k, nrhs, ld, lwork */
+enum phos_solver_kind {
+	PHOS_SOLVER_GETRF = 1, /* A = P L U: a (m x n, read, written), ipiv (min(m, n) ints, written;
+	                        * 0: no pivoting), work */
+	PHOS_SOLVER_GETRS,     /* op(A) X = B with getrf's factors: a (n x n, read), ipiv (n, read),
+	                        * b (n x nrhs, read, written) */
+	PHOS_SOLVER_POTRF,     /* A = L L^T (uplo lower) or U^T U: a (n x n, read, written), work */
+	PHOS_SOLVER_POTRS,     /* A X = B with potrf's factor: a (n x n, read), b (n x nrhs, read, written) */
+	PHOS_SOLVER_GEQRF,     /* A = Q R: a (m x n, read, written), tau (min(m, n), written), work */
+	PHOS_SOLVER_ORGQR,     /* Q's first n columns from k reflectors: a (m x n, read, written),
+	                        * tau (k, read), work */
+	PHOS_SOLVER_ORMQR,     /* C = op(Q) C (side left) or C op(Q): a (nq x k, nq = m or n, read and
+	                        * written: LAPACK may change it and put it back), tau (k, read),
+	                        * b = C (m x n, read, written), work */
+	PHOS_SOLVER_SYEVD,     /* A = V diag(w) V^T, w ascending: a (n x n, read, written: V or
+	                        * destroyed), w (n, written), work */
+	PHOS_SOLVER__KINDS
+};
+struct phos_solver_call {
+	uint32_t kind;                 /* enum phos_solver_kind */
+	uint32_t stream;
+	int32_t device;                /* the caller's device (cudaGetDevice at cusolverDnCreate) */
+	int32_t type;                  /* PHOS_SOLVER_R_32F or _R_64F: every matrix's and vector's */
+	int32_t uplo, trans, side, jobz;
+	int64_t m, n, k, nrhs;
+	int64_t lda, ldb;              /* ldb: B's (getrs, potrs) or C's (ormqr) */
+	int64_t lwork;                 /* workspace elements the program gave; -1 where the call takes
+	                                * none as a parameter (getrf: its _bufferSize's) */
+	uint64_t a, b, ipiv, tau, w, info, work;   /* device addresses (0: none) */
+};
+struct phos_reply_solver_version { int32_t version, major, minor, patch; };
+
+/* The byte ranges a call reads and writes (at most PHOS_SOLVER_RANGES):
+ * each operand at its exact extent (above), info's one int written, and
+ * the workspace of work elements read and written (none for 0). */
+#define PHOS_SOLVER_RANGES 6
+struct phos_solver_range { uint64_t addr, len; bool read, write; };
+/* 0 and the ranges in ret[0 .. *ret_n), or a cusolverStatus_t:
+ * INVALID_VALUE for sizes or leading dimensions LAPACK's rules refuse, a
+ * bad enum, a missing pointer, a workspace the call takes given as 0;
+ * NOT_SUPPORTED for a type not forwarded. runtime/solver_layout.c. */
+int phos_solver_ranges_of(const struct phos_solver_call *c, int64_t work, struct phos_solver_range *ret,
+			  uint32_t *ret_n);
+/* Whether a call of kind takes a workspace (all but getrs and potrs). */
+static inline bool phos_solver_has_work(uint32_t kind)
+{
+	return kind != PHOS_SOLVER_GETRS && kind != PHOS_SOLVER_POTRS;
 }
 /* --- cuRAND (PHOS_OP_RAND_*, runtime/rand_abi.h) --- */
 #define PHOS_RAND_ELEMS_MAX (1ull << 40)   /* of one generate call */

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The read/write set of a cuSOLVER dense call (proto.h,
+ * phos_solver_ranges_of): LAPACK's argument rules checked, then each
+ * operand at its exact extent. The preload checks a call with it before
+ * sending (a bad one never leaves the process), the executor again with
+ * the workspace it accepts, and the sim device before it runs.
+ */
+#include "proto.h"
+
+struct ranges {
+	struct phos_solver_range *r;
+	uint32_t n;
+	uint32_t esize;
+};
+
+static bool dim_ok(int64_t v)
+{
+	return v >= 0 && v <= PHOS_SOLVER_ELEMS_MAX;
+}
+
+/* A column-major rows x cols matrix of leading dimension ld (ld >= max(1,
+ * rows) checked by the caller): from its first element to its last. */
+static void matrix(struct ranges *x, uint64_t addr, int64_t rows, int64_t cols, int64_t ld, bool read, bool write)
+{
+	if (rows == 0 || cols == 0)
+		return;
+	x->r[x->n++] = (struct phos_solver_range){ addr, ((uint64_t)(cols - 1) * (uint64_t)ld + (uint64_t)rows) *
+							 x->esize, read, write };
+}
+
+/* len elements of esize bytes. */
+static void vector(struct ranges *x, uint64_t addr, int64_t len, uint32_t esize, bool read, bool write)
+{
+	if (len > 0)
+		x->r[x->n++] = (struct phos_solver_range){ addr, (uint64_t)len * esize, read, write };
+}
+
+static int64_t max1(int64_t v)
+{
+	return v > 1 ? v : 1;
+}
+
+static int64_t min2(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* The arguments of c, LAPACK's rules (the values it would answer -i for). */
+static bool args_ok(const struct phos_solver_call *c)
+{
+	int64_t nq = c->side == PHOS_SOLVER_LEFT ? c->m : c->n;
+
+	if (!dim_ok(c->m) || !dim_ok(c->n) || !dim_ok(c->k) || !dim_ok(c->nrhs) || !dim_ok(c->lda) ||
+	    !dim_ok(c->ldb))
+		return false;
+	switch (c->kind) {
+	case PHOS_SOLVER_GETRF: case PHOS_SOLVER_GEQRF:
+		return c->lda >= max1(c->m);
+	case PHOS_SOLVER_GETRS:
+		return c->trans >= PHOS_SOLVER_OP_N && c->trans <= PHOS_SOLVER_OP_C && c->lda >= max1(c->n) &&
+		       c->ldb >= max1(c->n) && c->ipiv;
+	case PHOS_SOLVER_POTRF:
+		return phos_solver_uplo_ok(c->uplo) && c->lda >= max1(c->n);
+	case PHOS_SOLVER_POTRS:
+		return phos_solver_uplo_ok(c->uplo) && c->lda >= max1(c->n) && c->ldb >= max1(c->n);
+	case PHOS_SOLVER_ORGQR:
+		return c->n <= c->m && c->k <= c->n && c->lda >= max1(c->m) && (c->k == 0 || c->tau);
+	case PHOS_SOLVER_ORMQR:
+		return (c->side == PHOS_SOLVER_LEFT || c->side == PHOS_SOLVER_RIGHT) &&
+		       (c->trans == PHOS_SOLVER_OP_N || c->trans == PHOS_SOLVER_OP_T) && c->k <= nq &&
+		       c->lda >= max1(nq) && c->ldb >= max1(c->m) && (c->k == 0 || c->tau);
+	case PHOS_SOLVER_SYEVD:
+		return (c->jobz == PHOS_SOLVER_NOVECTOR || c->jobz == PHOS_SOLVER_VECTOR) &&
+		       phos_solver_uplo_ok(c->uplo) && c->lda >= max1(c->n);
+	default:
+		return false;
+	}
+}
+
+/* The operands of c but info and the workspace. */
+static void operands(const struct phos_solver_call *c, struct ranges *x)
+{
+	int64_t mn = min2(c->m, c->n), nq = c->side == PHOS_SOLVER_LEFT ? c->m : c->n;
+
+	switch (c->kind) {
+	case PHOS_SOLVER_GETRF:
+		matrix(x, c->a, c->m, c->n, c->lda, true, true);
+		if (c->ipiv)
+			vector(x, c->ipiv, mn, 4, false, true);
+		break;
+	case PHOS_SOLVER_GETRS:
+		matrix(x, c->a, c->n, c->n, c->lda, true, false);
+		vector(x, c->ipiv, c->n, 4, true, false);
+		matrix(x, c->b, c->n, c->nrhs, c->ldb, true, true);
+		break;
+	case PHOS_SOLVER_POTRF:
+		matrix(x, c->a, c->n, c->n, c->lda, true, true);
+		break;
+	case PHOS_SOLVER_POTRS:
+		matrix(x, c->a, c->n, c->n, c->lda, true, false);
+		matrix(x, c->b, c->n, c->nrhs, c->ldb, true, true);
+		break;
+	case PHOS_SOLVER_GEQRF:
+		matrix(x, c->a, c->m, c->n, c->lda, true, true);
+		vector(x, c->tau, mn, x->esize, false, true);
+		break;
+	case PHOS_SOLVER_ORGQR:
+		matrix(x, c->a, c->m, c->n, c->lda, true, true);
+		vector(x, c->tau, c->k, x->esize, true, false);
+		break;
+	case PHOS_SOLVER_ORMQR:
+		matrix(x, c->a, nq, c->k, c->lda, true, true);
+		vector(x, c->tau, c->k, x->esize, true, false);
+		matrix(x, c->b, c->m, c->n, c->ldb, true, true);
+		break;
+	case PHOS_SOLVER_SYEVD:
+		matrix(x, c->a, c->n, c->n, c->lda, true, true);
+		vector(x, c->w, c->n, x->esize, false, true);
+		break;
+	}
+}
+
+int phos_solver_ranges_of(const struct phos_solver_call *c, int64_t work, struct phos_solver_range *ret,
+			  uint32_t *ret_n)
+{
+	struct ranges x = { .r = ret, .n = 0, .esize = phos_solver_esize(c->type) };
+
+	*ret_n = 0;
+	if (c->kind < PHOS_SOLVER_GETRF || c->kind >= PHOS_SOLVER__KINDS)
+		return PHOS_SOLVER_INVALID_VALUE;
+	if (!phos_solver_type_ok(c->type))
+		return PHOS_SOLVER_NOT_SUPPORTED;
+	if (!args_ok(c) || !c->info || work < 0 || work > PHOS_SOLVER_ELEMS_MAX ||
+	    (work > 0 && (!c->work || !phos_solver_has_work(c->kind))))
+		return PHOS_SOLVER_INVALID_VALUE;
+	operands(c, &x);
+	for (uint32_t i = 0; i < x.n; i++)
+		if (!x.r[i].addr)
+			return PHOS_SOLVER_INVALID_VALUE;
+	vector(&x, c->info, 1, 4, false, true);
+	vector(&x, c->work, work, x.esize, true, true);
+	*ret_n = x.n;
+	return PHOS_SOLVER_SUCCESS;
+}
