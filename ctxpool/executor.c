@@ -204,6 +204,8 @@ static int execute(struct executor *ex, const struct phos_rec_hdr *h, void *out,
 		return exec_sparse_handle(ex, h->op, body, h->len, out, out_len, blas_status);
 	case PHOS_OP_RAND_VERSION ... PHOS_OP_RAND_REPLAY:
 		return exec_rand_handle(ex, h->op, body, h->len, out, out_len, blas_status);
+	case PHOS_OP_SOLVER_VERSION ... PHOS_OP_SOLVER_EXEC:
+		return exec_solver_handle(ex, h->op, body, h->len, out, out_len, blas_status);
 	case PHOS_OP_ARRAY_CREATE ... PHOS_OP_TEX_DESTROY:
 		return exec_array_handle(ex, h->op, body, h->len, out, out_len);
 	case PHOS_OP_SET_DEVICE:

@@ -14,6 +14,7 @@
  *                                      ├─ exec_fft.c      cuFFT plans and executions
  *                                      ├─ exec_sparse.c   cuSPARSE calls and their sets
  *                                      ├─ exec_rand.c     cuRAND generators, generate calls, replays
+ *                                      ├─ exec_solver.c   cuSOLVER dense calls and their sets
  *                                      └─ spec.c          read/write sets of every launch and
  *                                                         library call, and the trace
  *
@@ -594,6 +595,11 @@ bool exec_fft_in_use(const struct executor *ex);
 /* cuSPARSE records (exec_sparse.c): *ret_status gets the cusparseStatus_t
  * for the reply. The executor keeps no cuSPARSE object of the function's. */
 int exec_sparse_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
+		       uint32_t *out_len, int *ret_status);
+/* cuSOLVER dense records (exec_solver.c): *ret_status gets the
+ * cusolverStatus_t for the reply. The executor keeps no cuSOLVER object of
+ * the function's. */
+int exec_solver_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
 		       uint32_t *out_len, int *ret_status);
 /* cuRAND records (exec_rand.c): *ret_status gets the curandStatus_t for the reply. */
 int exec_rand_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,

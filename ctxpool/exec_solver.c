@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cuSOLVER dense records (proto.h, PHOS_OP_SOLVER_*): the read/write set of
+ * every call, and its checks. The executor keeps nothing of the function's
+ * (its handles are the preload's, each call described in full), so nothing
+ * is replayed after a restore: the backend's own cusolverDn handle is made
+ * at the first call of the new executor, and a checkpoint may stop the
+ * program between any two calls.
+ *
+ *   SOLVER_VERSION  the library's version
+ *   SOLVER_SIZE     the workspace a call takes (its _bufferSize), in elements
+ *   SOLVER_EXEC     the call on the record's stream, in its device
+ *
+ * An execution's set (runtime/solver_layout.c, phos_solver_ranges_of):
+ * every operand at its exact extent, info's int written, and the
+ * workspace, read and written: the lwork elements the program gave, which
+ * must be at least what the backend's _bufferSize answers for this very
+ * call (asked here again, not taken from the function); getrf takes no
+ * size, and its workspace is that answer. Each range must lie in device
+ * memory the function holds, or the call fails with
+ * CUSOLVER_STATUS_INVALID_VALUE before anything runs. The
+ * cusolverStatus_t comes back in the reply's library status (a posted
+ * call's error reaches the function at its next synchronising call).
+ */
+#include <string.h>
+
+#include "executor.h"
+#include "log.h"
+#include "solver_dev.h"
+
+static const struct phos_solver_ops *solver(const struct executor *ex)
+{
+	return strcmp(ex->dev_ops->name, "cuda") == 0 ? &phos_solver_cuda : &phos_solver_sim;
+}
+
+static int fail(int *st, int status)
+{
+	*st = status;
+	if (status)
+		phos_debug("cusolver: status %d", status);
+	return status == PHOS_SOLVER_SUCCESS ? 0
+	       : status == PHOS_SOLVER_NOT_SUPPORTED ? -PHOS_CUDA_NOT_SUPPORTED
+	       : status == PHOS_SOLVER_ALLOC_FAILED ? -PHOS_CUDA_MEMORY_ALLOCATION
+						    : -PHOS_CUDA_INVALID_VALUE;
+}
+
+static int result(int r, int *st)
+{
+	return r < 0 ? r : fail(st, *st);
+}
+
+/* The trace's name of a call. */
+static const char *what_of(const struct phos_solver_call *c)
+{
+	static const char *const names[PHOS_SOLVER__KINDS] = {
+		[PHOS_SOLVER_GETRF] = "solver_getrf", [PHOS_SOLVER_GETRS] = "solver_getrs",
+		[PHOS_SOLVER_POTRF] = "solver_potrf", [PHOS_SOLVER_POTRS] = "solver_potrs",
+		[PHOS_SOLVER_GEQRF] = "solver_geqrf", [PHOS_SOLVER_ORGQR] = "solver_orgqr",
+		[PHOS_SOLVER_ORMQR] = "solver_ormqr", [PHOS_SOLVER_SYEVD] = "solver_syevd",
+	};
+
+	return c->kind < PHOS_SOLVER__KINDS && names[c->kind] ? names[c->kind] : "solver";
+}
+
+/* The device c names becomes current, and c is a call the layout accepts,
+ * with the workspace its _bufferSize answers in *ret_work: 0, or the status. */
+static int prepare(struct executor *ex, const struct phos_solver_call *c, int64_t *ret_work, int *st)
+{
+	struct phos_solver_range r[PHOS_SOLVER_RANGES];
+	uint32_t n;
+	int s;
+
+	*ret_work = 0;
+	if (c->device < 0 || c->device >= ex->ndevs)
+		return fail(st, PHOS_SOLVER_INVALID_VALUE);
+	exec_use_device(ex, c->device);
+	s = phos_solver_ranges_of(c, 0, r, &n);
+	if (s)
+		return fail(st, s);
+	if (!phos_solver_has_work(c->kind))
+		return 0;
+	TRY(result(solver(ex)->buffer_size(ex->dev, c, ret_work, st), st));
+	if (*ret_work < 0 || *ret_work > PHOS_SOLVER_ELEMS_MAX)
+		return fail(st, PHOS_SOLVER_INTERNAL_ERROR);
+	return 0;
+}
+
+static int size(struct executor *ex, const struct phos_solver_call *c, void *out, uint32_t *out_len, int *st)
+{
+	int64_t work = 0;
+
+	TRY(prepare(ex, c, &work, st));
+	memcpy(out, &work, sizeof(work));
+	*out_len = sizeof(work);
+	return 0;
+}
+
+static int exec(struct executor *ex, const struct phos_solver_call *given, int *st)
+{
+	struct phos_solver_range r[PHOS_SOLVER_RANGES];
+	struct phos_solver_call c = *given;
+	struct spec_set set;
+	int64_t need = 0;
+	void *stream;
+	uint32_t n = 0;
+	int s;
+
+	TRY(prepare(ex, &c, &need, st));
+	if (c.kind == PHOS_SOLVER_GETRF)
+		c.lwork = need;
+	else if (!phos_solver_has_work(c.kind))
+		c.lwork = 0;
+	if (c.lwork < need) {
+		phos_warn("cusolver: %s: a workspace of %lld elements, %lld needed", what_of(&c), (long long)c.lwork,
+			  (long long)need);
+		return fail(st, PHOS_SOLVER_INVALID_VALUE);
+	}
+	s = phos_solver_ranges_of(&c, c.lwork, r, &n);
+	if (s)
+		return fail(st, s);
+	spec_clear(&set);
+	for (uint32_t i = 0; i < n; i++) {
+		uint8_t acc = (r[i].read ? SPEC_READ : 0) | (r[i].write ? SPEC_WRITE : 0);
+
+		if (spec_range(ex, &set, r[i].addr, r[i].len, acc) < 0) {
+			phos_warn("cusolver: %s: %llu bytes at 0x%llx are not in device memory", what_of(&c),
+				  (unsigned long long)r[i].len, (unsigned long long)r[i].addr);
+			return fail(st, PHOS_SOLVER_INVALID_VALUE);
+		}
+	}
+	TRY(exec_stream(ex, c.stream, &stream));
+	TRY(spec_commit(ex, what_of(&c), NULL, c.stream, &set));
+	return result(solver(ex)->exec(ex->dev, &c, stream, st), st);
+}
+
+int exec_solver_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
+		       uint32_t *out_len, int *st)
+{
+	switch (op) {
+	case PHOS_OP_SOLVER_VERSION:
+		*out_len = sizeof(struct phos_reply_solver_version);
+		return result(solver(ex)->version(ex->dev, out, st), st);
+	case PHOS_OP_SOLVER_SIZE: {
+		BODY(struct phos_solver_call, c);
+
+		return size(ex, c, out, out_len, st);
+	}
+	case PHOS_OP_SOLVER_EXEC: {
+		BODY(struct phos_solver_call, c);
+
+		return exec(ex, c, st);
+	}
+	default:
+		return -PHOS_CUDA_NOT_SUPPORTED;
+	}
+}
