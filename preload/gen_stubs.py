@@ -38,6 +38,7 @@ MUST_IMPLEMENT = {
     'cusparse': {'cusparseGetErrorName', 'cusparseGetErrorString', 'cusparseGetMatType', 'cusparseGetMatFillMode',
                  'cusparseGetMatDiagType', 'cusparseGetMatIndexBase'},
     'curand': set(),  # (every export returns a curandStatus_t)
+    'cusolver': set(),  # (every export returns a cusolverStatus_t)
 }
 
 # Legacy cuBLAS (cublas.h) returns values, not statuses; their stubs return zero
@@ -58,7 +59,8 @@ STATUS = {'cudart': 'phos_cudart_stub', 'cublas': 'phos_cublas_stub', 'cublasLt'
           'cuda': 'phos_cuda_stub',
           'nccl': 'phos_nccl_stub', 'cudnn': 'phos_cudnn_stub', 'cufft': 'phos_cufft_stub',
           'cusparse': 'phos_cusparse_stub',
-          'curand': 'phos_curand_stub'}
+          'curand': 'phos_curand_stub',
+          'cusolver': 'phos_cusolver_stub'}
 
 EXPORT_RE = re.compile(r'^PHOS_EXPORT\b[^(;=]*?\b([A-Za-z_]\w*)\s*\(', re.M)
 ALIAS_RE = re.compile(r'^PHOS_ALIAS\(\s*([A-Za-z_]\w*)\s*,', re.M)

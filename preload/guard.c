@@ -6,7 +6,7 @@
  *
  *   dynamic loader ──la_objsearch(name)──▶ guard ── libcudart.so*, libcublas[Lt].so.*, libnccl.so.2,
  *         │                                  │       libcudnn.so.9, libcufft.so.12, libcusparse.so.12,
- *         │                                  │       libcurand.so.10,
+ *         │                                  │       libcurand.so.10, libcusolver.so.12,
  *         │                                  │       libcuda.so, libcuda.so.1
  *         │                                  │       (a bare soname, an RPATH/RUNPATH
  *         │                                  │        lookup or a dlopen by path)
@@ -20,7 +20,8 @@
  *                                        (a copy under another name), or a
  *                                        libcudart/libcublas[Lt]/libnccl/libcudnn that is not
  *                                        ours (cuDNN's own libcudnn_*.so.9 parts included),
- *                                        a libcufft, libcusparse or libcurand of another major
+ *                                        a libcufft, libcusparse, libcurand or libcusolver of
+ *                                        another major
  *                                        → "refusing ..." on stderr, the reason in
  *                                          $PHOS_GUARD_REPORT, _exit(PHOS_GUARD_EXIT)
  *
@@ -65,6 +66,7 @@ static char standin_cudnn[PATH_MAX + 32];
 static char standin_cufft[PATH_MAX + 32];
 static char standin_cusparse[PATH_MAX + 32];
 static char standin_curand[PATH_MAX + 32];
+static char standin_cusolver[PATH_MAX + 32];
 
 static const char *base_name(const char *path)
 {
@@ -90,7 +92,7 @@ static void refuse(const char *lib)
 		       "phos-fn: refusing to run %s: it loads %s, a real CUDA library that would reach the "
 		       "GPU driver directly instead of being forwarded (phos-fn stands in for "
 		       "libcudart.so.13, libcublas.so.13, libcublasLt.so.13, libnccl.so.2, libcudnn.so.9, libcufft.so.12, "
-		       "libcusparse.so.12, libcurand.so.10 and the driver "
+		       "libcusparse.so.12, libcurand.so.10, libcusolver.so.12 and the driver "
 		       "libcuda.so.1 only; "
 		       "no other CUDA runtime, no other driver library and no NVML may be loaded)\n",
 		       e > 0 ? exe : "the program", lib);
@@ -132,6 +134,7 @@ EXPORT unsigned int la_version(unsigned int version)
 			snprintf(standin_cufft, sizeof(standin_cufft), "%s/libcufft.so.12", real);
 			snprintf(standin_cusparse, sizeof(standin_cusparse), "%s/libcusparse.so.12", real);
 			snprintf(standin_curand, sizeof(standin_curand), "%s/libcurand.so.10", real);
+			snprintf(standin_cusolver, sizeof(standin_cusolver), "%s/libcusolver.so.12", real);
 		}
 	}
 	/* Without its own folder the module still refuses, it only cannot redirect. */
@@ -192,6 +195,9 @@ EXPORT char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag
 	 * never to run in the function process) */
 	if (!strcmp(b, "libcurand.so") || starts_with(b, "libcurand.so.10"))
 		return standin_curand;
+	/* CUDA 13's cuSOLVER 12, the same way (not libcusolverMg, a library of its own) */
+	if (!strcmp(b, "libcusolver.so") || starts_with(b, "libcusolver.so.12"))
+		return standin_cusolver;
 	if (starts_with(b, "libnvidia-ml.so"))
 		return nvml_hidden(name);
 	return (char *)name;

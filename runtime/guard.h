@@ -36,7 +36,8 @@ int phos_guard_scan(pid_t pid, const char *standin_dir, pid_t *ret_pid, char *re
 /* True when a mapped or loaded file is a real CUDA runtime or driver library
  * (libcuda.so*, libnvidia-ml.so*, libcudart.so*, libcublas.so*,
  * libcublasLt.so*, libnccl.so*, libcudnn.so*, cuDNN's libcudnn_*, libcufft.so*,
- * libcusparse.so*: not libcusparseLt.so*, libcurand.so*)
+ * libcusparse.so*: not libcusparseLt.so*, libcurand.so*, libcusolver.so*: not
+ * libcusolverMg.so*)
  * by its name. */
 int phos_guard_is_cuda_library(const char *path);
 

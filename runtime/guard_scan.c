@@ -24,7 +24,7 @@ int phos_guard_is_cuda_library(const char *path)
 	       starts_with(b, "libcudart.so") || starts_with(b, "libcublas.so") || starts_with(b, "libcublasLt.so") ||
 	       starts_with(b, "libnccl.so") || starts_with(b, "libcudnn.so") || starts_with(b, "libcudnn_") ||
 	       starts_with(b, "libcufft.so") || starts_with(b, "libcusparse.so") ||
-	       starts_with(b, "libcurand.so");
+	       starts_with(b, "libcurand.so") || starts_with(b, "libcusolver.so");
 }
 
 int phos_guard_in_dir(const char *path, const char *dir_real)

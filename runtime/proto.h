@@ -1153,6 +1153,8 @@ struct phos_solver_call {
 	int32_t device;                /* the caller's device (cudaGetDevice at cusolverDnCreate) */
 	int32_t type;                  /* PHOS_SOLVER_R_32F or _R_64F: every matrix's and vector's */
 	int32_t uplo, trans, side, jobz;
+	uint32_t query;                /* a _bufferSize's: pointers may be 0 (none is touched) */
+	uint32_t _pad;
 	int64_t m, n, k, nrhs;
 	int64_t lda, ldb;              /* ldb: B's (getrs, potrs) or C's (ormqr) */
 	int64_t lwork;                 /* workspace elements the program gave; -1 where the call takes
@@ -1168,7 +1170,7 @@ struct phos_reply_solver_version { int32_t version, major, minor, patch; };
 struct phos_solver_range { uint64_t addr, len; bool read, write; };
 /* 0 and the ranges in ret[0 .. *ret_n), or a cusolverStatus_t:
  * INVALID_VALUE for sizes or leading dimensions LAPACK's rules refuse, a
- * bad enum, a missing pointer, a workspace the call takes given as 0;
+ * bad enum, a missing pointer (but in a query), a workspace given as 0;
  * NOT_SUPPORTED for a type not forwarded. runtime/solver_layout.c. */
 int phos_solver_ranges_of(const struct phos_solver_call *c, int64_t work, struct phos_solver_range *ret,
 			  uint32_t *ret_n);

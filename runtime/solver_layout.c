@@ -59,17 +59,17 @@ static bool args_ok(const struct phos_solver_call *c)
 		return c->lda >= max1(c->m);
 	case PHOS_SOLVER_GETRS:
 		return c->trans >= PHOS_SOLVER_OP_N && c->trans <= PHOS_SOLVER_OP_C && c->lda >= max1(c->n) &&
-		       c->ldb >= max1(c->n) && c->ipiv;
+		       c->ldb >= max1(c->n);
 	case PHOS_SOLVER_POTRF:
 		return phos_solver_uplo_ok(c->uplo) && c->lda >= max1(c->n);
 	case PHOS_SOLVER_POTRS:
 		return phos_solver_uplo_ok(c->uplo) && c->lda >= max1(c->n) && c->ldb >= max1(c->n);
 	case PHOS_SOLVER_ORGQR:
-		return c->n <= c->m && c->k <= c->n && c->lda >= max1(c->m) && (c->k == 0 || c->tau);
+		return c->n <= c->m && c->k <= c->n && c->lda >= max1(c->m);
 	case PHOS_SOLVER_ORMQR:
 		return (c->side == PHOS_SOLVER_LEFT || c->side == PHOS_SOLVER_RIGHT) &&
 		       (c->trans == PHOS_SOLVER_OP_N || c->trans == PHOS_SOLVER_OP_T) && c->k <= nq &&
-		       c->lda >= max1(nq) && c->ldb >= max1(c->m) && (c->k == 0 || c->tau);
+		       c->lda >= max1(nq) && c->ldb >= max1(c->m);
 	case PHOS_SOLVER_SYEVD:
 		return (c->jobz == PHOS_SOLVER_NOVECTOR || c->jobz == PHOS_SOLVER_VECTOR) &&
 		       phos_solver_uplo_ok(c->uplo) && c->lda >= max1(c->n);
@@ -131,10 +131,16 @@ int phos_solver_ranges_of(const struct phos_solver_call *c, int64_t work, struct
 		return PHOS_SOLVER_INVALID_VALUE;
 	if (!phos_solver_type_ok(c->type))
 		return PHOS_SOLVER_NOT_SUPPORTED;
-	if (!args_ok(c) || !c->info || work < 0 || work > PHOS_SOLVER_ELEMS_MAX ||
+	if (!args_ok(c) || work < 0 || work > PHOS_SOLVER_ELEMS_MAX ||
 	    (work > 0 && (!c->work || !phos_solver_has_work(c->kind))))
 		return PHOS_SOLVER_INVALID_VALUE;
 	operands(c, &x);
+	if (c->query) {   /* (a size: nothing is touched, and pointers may be 0) */
+		*ret_n = x.n;
+		return PHOS_SOLVER_SUCCESS;
+	}
+	if (!c->info || (c->kind == PHOS_SOLVER_GETRS && !c->ipiv))
+		return PHOS_SOLVER_INVALID_VALUE;
 	for (uint32_t i = 0; i < x.n; i++)
 		if (!x.r[i].addr)
 			return PHOS_SOLVER_INVALID_VALUE;

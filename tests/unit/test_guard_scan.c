@@ -73,6 +73,11 @@ int main(void)
 
 	if (!mkdtemp(base))
 		return 1;
+	/* the libraries refused by name: cuSOLVER 12 and any other major, never cuSOLVERMg (a library of its own) */
+	CHECK(phos_guard_is_cuda_library("/x/nvidia/cu13/lib/libcusolver.so.12") &&
+	      phos_guard_is_cuda_library("libcusolver.so.11") && phos_guard_is_cuda_library("/x/libcusolver.so") &&
+	      !phos_guard_is_cuda_library("/x/libcusolverMg.so.12"),
+	      "libcusolver of any major is a CUDA library by its name, libcusolverMg is not");
 	/* the libraries refused by name: cuSPARSE 12 and any other major, never cuSPARSELt (a library of its own) */
 	CHECK(phos_guard_is_cuda_library("/x/nvidia/cu13/lib/libcusparse.so.12") &&
 	      phos_guard_is_cuda_library("libcusparse.so.11") && phos_guard_is_cuda_library("/x/libcufft.so.12") &&
