@@ -105,6 +105,7 @@ static int exec(struct executor *ex, const struct phos_solver_call *given, int *
 	uint32_t n = 0;
 	int s;
 
+	c.query = 0;   /* (an execution touches what it names) */
 	TRY(prepare(ex, &c, &need, st));
 	if (c.kind == PHOS_SOLVER_GETRF)
 		c.lwork = need;
