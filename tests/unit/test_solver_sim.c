@@ -1,0 +1,514 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cuSOLVER's dense API on the sim device (runtime/device_sim_solver.c) and
+ * the rules behind the executor's read/write sets (runtime/solver_layout.c,
+ * phos_solver_ranges_of):
+ *
+ * - the ranges of a few calls worked out by hand from LAPACK's argument
+ *   rules (a matrix from its first element to its last, ipiv, tau and w of
+ *   their lengths, info, the workspace), and calls that must be refused
+ *   (a bad leading dimension, a missing pointer, a complex type);
+ * - random problems in float and double with padded leading dimensions:
+ *   getrf + getrs (both transposes) solve A X = B; getrf's P L U is A;
+ *   potrf (both triangles, the other left alone) + potrs; geqrf + orgqr
+ *   give Q R = A with Q orthonormal, ormqr's four forms agree with the
+ *   explicit Q; syevd gives A V = V diag(w), w ascending, V orthonormal;
+ *   singular and indefinite matrices give LAPACK's info. Every byte of the
+ *   device memory outside a call's write ranges is unchanged: the sim
+ *   writes inside the set the executor declares.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device.h"
+#include "solver_dev.h"
+
+#define BASE 0x530000000000ull   /* clear of ASan's allocator */
+#define SIZE (1ull << 30)
+#define MAPPED (4ull << 20)
+#define MAXD 9
+
+static const struct phos_device_ops *ops = &phos_device_sim;
+static const struct phos_solver_ops *sv = &phos_solver_sim;
+static struct phos_device *dev;
+#include "check.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rng(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+static int64_t pick(int64_t lo, int64_t hi)
+{
+	return lo + (int64_t)(rng() % (uint64_t)(hi - lo + 1));
+}
+
+static double drand(void)
+{
+	return (double)(rng() % 20001) / 10000.0 - 1.0;
+}
+
+static uint64_t bump;
+
+static uint64_t dev_take(uint64_t bytes)
+{
+	uint64_t a = bump;
+
+	bump += (bytes + 255) & ~255ull;
+	return a;
+}
+
+static double get(uint64_t base, int32_t type, int64_t i)
+{
+	return type == PHOS_SOLVER_R_64F ? ((const double *)(uintptr_t)base)[i] : ((const float *)(uintptr_t)base)[i];
+}
+
+static void put(uint64_t base, int32_t type, int64_t i, double v)
+{
+	if (type == PHOS_SOLVER_R_64F)
+		((double *)(uintptr_t)base)[i] = v;
+	else
+		((float *)(uintptr_t)base)[i] = (float)v;
+}
+
+static int32_t geti(uint64_t base, int64_t i)
+{
+	return ((const int32_t *)(uintptr_t)base)[i];
+}
+
+static bool close_to(double got, double want, int32_t t)
+{
+	return fabs(got - want) <= (t == PHOS_SOLVER_R_64F ? 1e-10 : 2e-3) * (1 + fabs(want));
+}
+
+/* --- hand-worked ranges --- */
+
+static bool range_is(const struct phos_solver_range *r, uint64_t addr, uint64_t len, bool read, bool write)
+{
+	return r->addr == addr && r->len == len && r->read == read && r->write == write;
+}
+
+static void test_ranges(void)
+{
+	struct phos_solver_range r[PHOS_SOLVER_RANGES];
+	struct phos_solver_call c = { .kind = PHOS_SOLVER_GETRF, .type = PHOS_SOLVER_R_32F, .m = 5, .n = 4, .lda = 7,
+				      .a = 0x1000, .ipiv = 0x2000, .info = 0x3000, .work = 0x4000 };
+	uint32_t n = 0;
+
+	/* A 5 x 4, lda 7: (4 - 1) 7 + 5 floats; ipiv min(5, 4) ints; info; 64 floats of workspace */
+	CHECK(phos_solver_ranges_of(&c, 64, r, &n) == 0 && n == 4 && range_is(&r[0], 0x1000, 26 * 4, true, true) &&
+	      range_is(&r[1], 0x2000, 16, false, true) && range_is(&r[2], 0x3000, 4, false, true) &&
+	      range_is(&r[3], 0x4000, 256, true, true), "getrf: %u ranges", n);
+	c.ipiv = 0;   /* no pivoting */
+	CHECK(phos_solver_ranges_of(&c, 64, r, &n) == 0 && n == 3, "getrf without ipiv: %u ranges", n);
+	c.lda = 4;
+	CHECK(phos_solver_ranges_of(&c, 64, r, &n) == PHOS_SOLVER_INVALID_VALUE, "getrf with lda < m");
+	c.lda = 7;
+	c.info = 0;
+	CHECK(phos_solver_ranges_of(&c, 64, r, &n) == PHOS_SOLVER_INVALID_VALUE, "getrf without info");
+	c.query = 1;
+	c.a = 0;
+	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == 0, "a query names no pointer");
+	c = (struct phos_solver_call){ .kind = PHOS_SOLVER_GETRF, .type = 4 /* CUDA_C_32F */, .m = 2, .n = 2,
+				       .lda = 2, .a = 0x1000, .info = 0x3000 };
+	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_NOT_SUPPORTED, "a complex getrf");
+
+	/* getrs in double: A read, ipiv read, B 6 x 2 with ldb 8 read and written, no workspace */
+	c = (struct phos_solver_call){ .kind = PHOS_SOLVER_GETRS, .type = PHOS_SOLVER_R_64F, .trans = PHOS_SOLVER_OP_T,
+				       .n = 6, .nrhs = 2, .lda = 6, .ldb = 8, .a = 0x1000, .ipiv = 0x2000,
+				       .b = 0x5000, .info = 0x3000 };
+	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == 0 && n == 4 && range_is(&r[0], 0x1000, 36 * 8, true, false) &&
+	      range_is(&r[1], 0x2000, 24, true, false) && range_is(&r[2], 0x5000, 14 * 8, true, true) &&
+	      range_is(&r[3], 0x3000, 4, false, true), "getrs: %u ranges", n);
+	CHECK(phos_solver_ranges_of(&c, 8, r, &n) == PHOS_SOLVER_INVALID_VALUE, "getrs with a workspace");
+	c.ipiv = 0;
+	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_INVALID_VALUE, "getrs without ipiv");
+
+	/* ormqr from the right: A is n x k (n = 3, lda 3), C 4 x 3 */
+	c = (struct phos_solver_call){ .kind = PHOS_SOLVER_ORMQR, .type = PHOS_SOLVER_R_32F, .side = PHOS_SOLVER_RIGHT,
+				       .trans = PHOS_SOLVER_OP_T, .m = 4, .n = 3, .k = 2, .lda = 3, .ldb = 4,
+				       .a = 0x1000, .tau = 0x2000, .b = 0x5000, .info = 0x3000, .work = 0x4000 };
+	CHECK(phos_solver_ranges_of(&c, 10, r, &n) == 0 && n == 5 && range_is(&r[0], 0x1000, 6 * 4, true, true) &&
+	      range_is(&r[1], 0x2000, 8, true, false) && range_is(&r[2], 0x5000, 12 * 4, true, true) &&
+	      range_is(&r[4], 0x4000, 40, true, true), "ormqr: %u ranges", n);
+	c.k = 4;   /* more reflectors than C's columns */
+	CHECK(phos_solver_ranges_of(&c, 10, r, &n) == PHOS_SOLVER_INVALID_VALUE, "ormqr with k > n");
+	c.k = 2;
+	c.trans = PHOS_SOLVER_OP_C;
+	CHECK(phos_solver_ranges_of(&c, 10, r, &n) == PHOS_SOLVER_INVALID_VALUE, "a real ormqr takes N or T");
+
+	/* syevd: w written, A read and written; an empty problem only writes info */
+	c = (struct phos_solver_call){ .kind = PHOS_SOLVER_SYEVD, .type = PHOS_SOLVER_R_64F, .jobz = PHOS_SOLVER_VECTOR,
+				       .uplo = PHOS_SOLVER_UPPER, .n = 3, .lda = 5, .a = 0x1000, .w = 0x2000,
+				       .info = 0x3000, .work = 0x4000 };
+	CHECK(phos_solver_ranges_of(&c, 1, r, &n) == 0 && n == 4 && range_is(&r[0], 0x1000, 13 * 8, true, true) &&
+	      range_is(&r[1], 0x2000, 24, false, true), "syevd: %u ranges", n);
+	c.n = 0;
+	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == 0 && n == 1 && range_is(&r[0], 0x3000, 4, false, true),
+	      "syevd of n 0: %u ranges", n);
+	c.n = 3;
+	c.uplo = 2;
+	CHECK(phos_solver_ranges_of(&c, 1, r, &n) == PHOS_SOLVER_INVALID_VALUE, "syevd with a bad uplo");
+	c.uplo = PHOS_SOLVER_LOWER;
+	c.work = 0;
+	CHECK(phos_solver_ranges_of(&c, 1, r, &n) == PHOS_SOLVER_INVALID_VALUE, "syevd: a workspace at 0");
+	c.n = 1ll << 31;
+	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_INVALID_VALUE, "syevd of n 2^31");
+}
+
+/* --- random problems --- */
+
+/* Runs c (its workspace the sim's) and checks that only the bytes of its
+ * write ranges changed. */
+static bool run_checked(struct phos_solver_call *c, const char *what)
+{
+	static uint8_t before[MAPPED];
+	struct phos_solver_range r[PHOS_SOLVER_RANGES];
+	uint32_t n = 0;
+	int st = -1;
+
+	c->lwork = phos_solver_has_work(c->kind) ? PHOS_SOLVER_SIM_LWORK : 0;
+	c->work = c->lwork ? dev_take((uint64_t)c->lwork * 8) : 0;
+	c->info = dev_take(4);
+	*(int32_t *)(uintptr_t)c->info = -7;
+	memcpy(before, (void *)(uintptr_t)BASE, bump - BASE);
+	if (phos_solver_ranges_of(c, c->lwork, r, &n) != 0 || sv->exec(dev, c, NULL, &st) != 0 || st != 0) {
+		CHECK(false, "%s: refused (status %d)", what, st);
+		return false;
+	}
+	for (uint64_t o = 0; o < bump - BASE; o++) {
+		uint64_t a = BASE + o;
+		bool w = false;
+
+		if (before[o] == ((uint8_t *)(uintptr_t)BASE)[o])
+			continue;
+		for (uint32_t i = 0; i < n && !w; i++)
+			w = r[i].write && a >= r[i].addr && a < r[i].addr + r[i].len;
+		if (!w) {
+			CHECK(false, "%s: byte 0x%llx changed outside the write set", what, (unsigned long long)a);
+			return false;
+		}
+	}
+	return true;
+}
+
+static int32_t info_of(const struct phos_solver_call *c)
+{
+	return geti(c->info, 0);
+}
+
+/* A rows x cols matrix of random values at a new address (ld), its values
+ * as stored (rounded to t) in x (column-major, ld rows). */
+static uint64_t random_matrix(int32_t t, int64_t rows, int64_t cols, int64_t ld, double *x)
+{
+	uint64_t a = dev_take((uint64_t)(ld * cols) * 8);
+
+	for (int64_t j = 0; j < cols; j++)
+		for (int64_t i = 0; i < ld; i++) {
+			put(a, t, i + j * ld, i < rows ? drand() : 1e30);   /* (the gaps: never read) */
+			x[i + j * ld] = get(a, t, i + j * ld);
+		}
+	return a;
+}
+
+static void test_lu(int round)
+{
+	static double a0[MAXD * MAXD], b0[MAXD * MAXD];
+	int32_t t = rng() & 1 ? PHOS_SOLVER_R_64F : PHOS_SOLVER_R_32F;
+	int64_t m = pick(1, 8), n = pick(1, 8), lda = m + pick(0, 2), mn = m < n ? m : n, nrhs = pick(1, 3);
+	struct phos_solver_call c = { .kind = PHOS_SOLVER_GETRF, .type = t, .m = m, .n = n, .lda = lda };
+	char what[64];
+
+	bump = BASE;
+	snprintf(what, sizeof(what), "lu %d (%lld x %lld)", round, (long long)m, (long long)n);
+	c.a = random_matrix(t, m, n, lda, a0);
+	c.ipiv = dev_take(4 * (uint64_t)mn);
+	if (!run_checked(&c, what) || !(info_of(&c) == 0))
+		return;
+	for (int64_t i = 0; i < mn; i++)   /* P^T A0: the swaps in order */
+		for (int64_t j = 0, p = geti(c.ipiv, i) - 1; j < n && p != i; j++) {
+			double s = a0[i + j * lda];
+
+			a0[i + j * lda] = a0[p + j * lda];
+			a0[p + j * lda] = s;
+		}
+	for (int64_t i = 0; i < m; i++)
+		for (int64_t j = 0; j < n; j++) {
+			double s = 0;
+
+			for (int64_t k = 0; k <= (i < j ? i : j) && k < mn; k++)
+				s += (k == i ? 1 : get(c.a, t, i + k * lda)) * get(c.a, t, k + j * lda);
+			CHECK(close_to(s, a0[i + j * lda], t), "%s: (L U)(%lld, %lld) = %g, P^T A %g", what, (long long)i,
+			      (long long)j, s, a0[i + j * lda]);
+		}
+	if (m != n)
+		return;
+	/* getrs on a fresh copy of a0 factored again */
+	c.a = random_matrix(t, n, n, lda, a0);
+	if (!run_checked(&c, what) || info_of(&c) != 0)
+		return;
+	struct phos_solver_call s = { .kind = PHOS_SOLVER_GETRS, .type = t, .trans = (int32_t)pick(0, 2), .n = n,
+				      .nrhs = nrhs, .lda = lda, .ldb = n + pick(0, 2), .a = c.a, .ipiv = c.ipiv };
+
+	s.b = random_matrix(t, n, nrhs, s.ldb, b0);
+	if (!run_checked(&s, what) || info_of(&s) != 0)
+		return;
+	for (int64_t r = 0; r < nrhs; r++)
+		for (int64_t i = 0; i < n; i++) {
+			double v = 0, scale = 1;
+
+			for (int64_t k = 0; k < n; k++) {
+				double e = (s.trans ? a0[k + i * lda] : a0[i + k * lda]) * get(s.b, t, k + r * s.ldb);
+
+				v += e;
+				scale += fabs(e);
+			}
+			CHECK(fabs(v - b0[i + r * s.ldb]) <= (t == PHOS_SOLVER_R_64F ? 1e-12 : 1e-4) * scale,
+			      "%s: getrs (trans %d): (op(A) X)(%lld, %lld) = %g, B %g", what, s.trans, (long long)i,
+			      (long long)r, v, b0[i + r * s.ldb]);
+		}
+}
+
+/* A random symmetric positive definite n x n (M M^T + n I), both triangles. */
+static uint64_t spd_matrix(int32_t t, int64_t n, int64_t lda, double *x)
+{
+	double m[MAXD * MAXD];
+	uint64_t a = dev_take((uint64_t)(lda * n) * 8);
+
+	for (int64_t i = 0; i < n * n; i++)
+		m[i] = drand();
+	for (int64_t j = 0; j < n; j++)
+		for (int64_t i = 0; i < lda; i++) {
+			double v = i == j ? (double)n : 0;
+
+			for (int64_t k = 0; i < n && k < n; k++)
+				v += m[i + k * n] * m[j + k * n];
+			put(a, t, i + j * lda, i < n ? v : 1e30);
+			x[i + j * lda] = get(a, t, i + j * lda);
+		}
+	return a;
+}
+
+static void test_cholesky(int round)
+{
+	static double a0[MAXD * MAXD], b0[MAXD * MAXD];
+	int32_t t = rng() & 1 ? PHOS_SOLVER_R_64F : PHOS_SOLVER_R_32F;
+	int64_t n = pick(1, 8), lda = n + pick(0, 2), nrhs = pick(1, 3);
+	bool lower = rng() & 1;
+	struct phos_solver_call c = { .kind = PHOS_SOLVER_POTRF, .type = t, .uplo = lower ? 0 : 1, .n = n, .lda = lda };
+	char what[64];
+
+	bump = BASE;
+	snprintf(what, sizeof(what), "cholesky %d (n %lld, %s)", round, (long long)n, lower ? "lower" : "upper");
+	c.a = spd_matrix(t, n, lda, a0);
+	if (!run_checked(&c, what) || info_of(&c) != 0) {
+		CHECK(false, "%s: info %d", what, info_of(&c));
+		return;
+	}
+	for (int64_t i = 0; i < n; i++)
+		for (int64_t j = 0; j < n; j++) {
+			double s = 0;
+
+			if (lower ? i < j : i > j) {   /* the other triangle is not touched */
+				CHECK(get(c.a, t, i + j * lda) == a0[i + j * lda], "%s: (%lld, %lld) changed", what,
+				      (long long)i, (long long)j);
+				continue;
+			}
+			for (int64_t k = 0; k <= (i < j ? i : j); k++)   /* (L L^T or U^T U)(i, j) */
+				s += lower ? get(c.a, t, i + k * lda) * get(c.a, t, j + k * lda)
+					   : get(c.a, t, k + i * lda) * get(c.a, t, k + j * lda);
+			CHECK(close_to(s, a0[i + j * lda], t), "%s: factor product (%lld, %lld) = %g, A %g", what,
+			      (long long)i, (long long)j, s, a0[i + j * lda]);
+		}
+	struct phos_solver_call s = { .kind = PHOS_SOLVER_POTRS, .type = t, .uplo = c.uplo, .n = n, .nrhs = nrhs,
+				      .lda = lda, .ldb = n + pick(0, 2), .a = c.a };
+
+	s.b = random_matrix(t, n, nrhs, s.ldb, b0);
+	if (!run_checked(&s, what) || info_of(&s) != 0)
+		return;
+	for (int64_t r = 0; r < nrhs; r++)
+		for (int64_t i = 0; i < n; i++) {
+			double v = 0;
+
+			for (int64_t k = 0; k < n; k++)
+				v += a0[i + k * lda] * get(s.b, t, k + r * s.ldb);
+			CHECK(close_to(v, b0[i + r * s.ldb], t), "%s: potrs: (A X)(%lld, %lld) = %g, B %g", what,
+			      (long long)i, (long long)r, v, b0[i + r * s.ldb]);
+		}
+}
+
+/* x = C after ormqr(side, trans) on a copy of the p x q c0 (ld p) with geqrf's a. */
+static void ormqr_on(const struct phos_solver_call *qr, int side, int trans, const double *c0, int64_t p, int64_t q,
+		     double *x, const char *what)
+{
+	struct phos_solver_call o = { .kind = PHOS_SOLVER_ORMQR, .type = qr->type, .side = side, .trans = trans,
+				      .m = p, .n = q, .k = qr->n, .lda = qr->lda, .ldb = p, .a = qr->a, .tau = qr->tau };
+
+	o.b = dev_take((uint64_t)(p * q) * 8);
+	for (int64_t i = 0; i < p * q; i++)
+		put(o.b, qr->type, i, c0[i]);
+	if (run_checked(&o, what))
+		for (int64_t i = 0; i < p * q; i++)
+			x[i] = get(o.b, qr->type, i);
+}
+
+static void test_qr(int round)
+{
+	static double a0[MAXD * MAXD], x[MAXD * MAXD], y[MAXD * MAXD];
+	int32_t t = rng() & 1 ? PHOS_SOLVER_R_64F : PHOS_SOLVER_R_32F;
+	int64_t m = pick(1, 8), n = pick(1, m), lda = m + pick(0, 2);
+	struct phos_solver_call c = { .kind = PHOS_SOLVER_GEQRF, .type = t, .m = m, .n = n, .lda = lda };
+	char what[64];
+
+	bump = BASE;
+	snprintf(what, sizeof(what), "qr %d (%lld x %lld)", round, (long long)m, (long long)n);
+	c.a = random_matrix(t, m, n, lda, a0);
+	c.tau = dev_take((uint64_t)n * 8);
+	if (!run_checked(&c, what) || info_of(&c) != 0)
+		return;
+	/* Q^T A0 (ormqr left, T) is R above and 0 below; Q (Q^T A0) is A0 again */
+	for (int64_t j = 0; j < n; j++)
+		for (int64_t i = 0; i < m; i++)
+			y[i + j * m] = a0[i + j * lda];
+	ormqr_on(&c, PHOS_SOLVER_LEFT, PHOS_SOLVER_OP_T, y, m, n, x, what);
+	for (int64_t j = 0; j < n; j++)
+		for (int64_t i = 0; i < m; i++)
+			CHECK(close_to(x[i + j * m], i <= j ? get(c.a, t, i + j * lda) : 0, t), "%s: (Q^T A)(%lld, %lld) = %g",
+			      what, (long long)i, (long long)j, x[i + j * m]);
+	ormqr_on(&c, PHOS_SOLVER_LEFT, PHOS_SOLVER_OP_N, x, m, n, x, what);
+	for (int64_t i = 0; i < m * n; i++)
+		CHECK(close_to(x[i], y[i], t), "%s: Q Q^T A = A at %lld: %g, %g", what, (long long)i, x[i], y[i]);
+	/* orgqr: Q's n columns, orthonormal, Q R = A0; and C Q from the right as ormqr gives it */
+	struct phos_solver_call g = { .kind = PHOS_SOLVER_ORGQR, .type = t, .m = m, .n = n, .k = n, .lda = lda,
+				      .tau = c.tau };
+
+	g.a = dev_take((uint64_t)(lda * n) * 8);
+	memcpy((void *)(uintptr_t)g.a, (void *)(uintptr_t)c.a, (size_t)(lda * n) * (t == PHOS_SOLVER_R_64F ? 8 : 4));
+	if (!run_checked(&g, what))
+		return;
+	for (int64_t i = 0; i < m; i++)
+		for (int64_t j = 0; j < n; j++) {
+			double qr = 0;
+
+			for (int64_t k = 0; k <= j; k++)
+				qr += get(g.a, t, i + k * lda) * get(c.a, t, k + j * lda);
+			CHECK(close_to(qr, a0[i + j * lda], t), "%s: (Q R)(%lld, %lld) = %g, A %g", what, (long long)i,
+			      (long long)j, qr, a0[i + j * lda]);
+		}
+	for (int64_t i = 0; i < n; i++)
+		for (int64_t j = 0; j < n; j++) {
+			double d = 0;
+
+			for (int64_t k = 0; k < m; k++)
+				d += get(g.a, t, k + i * lda) * get(g.a, t, k + j * lda);
+			CHECK(close_to(d, i == j, t), "%s: (Q^T Q)(%lld, %lld) = %g", what, (long long)i, (long long)j, d);
+		}
+	for (int64_t i = 0; i < 2 * m; i++)   /* C: 2 x m */
+		y[i] = drand();
+	ormqr_on(&c, PHOS_SOLVER_RIGHT, PHOS_SOLVER_OP_N, y, 2, m, x, what);
+	for (int64_t r = 0; r < 2; r++)
+		for (int64_t j = 0; j < n; j++) {
+			double v = 0;
+
+			for (int64_t k = 0; k < m; k++)
+				v += (t == PHOS_SOLVER_R_64F ? y[r + k * 2] : (float)y[r + k * 2]) * get(g.a, t, k + j * lda);
+			CHECK(close_to(x[r + j * 2], v, t), "%s: (C Q)(%lld, %lld) = %g, want %g", what, (long long)r,
+			      (long long)j, x[r + j * 2], v);
+		}
+	ormqr_on(&c, PHOS_SOLVER_RIGHT, PHOS_SOLVER_OP_T, x, 2, m, x, what);
+	for (int64_t i = 0; i < 2 * m; i++)
+		CHECK(close_to(x[i], t == PHOS_SOLVER_R_64F ? y[i] : (float)y[i], t), "%s: C Q Q^T = C at %lld", what,
+		      (long long)i);
+}
+
+static void test_eigen(int round)
+{
+	static double a0[MAXD * MAXD];
+	int32_t t = rng() & 1 ? PHOS_SOLVER_R_64F : PHOS_SOLVER_R_32F;
+	int64_t n = pick(1, 8), lda = n + pick(0, 2);
+	bool lower = rng() & 1, vectors = rng() % 4 != 0;
+	struct phos_solver_call c = { .kind = PHOS_SOLVER_SYEVD, .type = t, .uplo = lower ? 0 : 1,
+				      .jobz = vectors ? PHOS_SOLVER_VECTOR : PHOS_SOLVER_NOVECTOR, .n = n, .lda = lda };
+	char what[64];
+
+	bump = BASE;
+	snprintf(what, sizeof(what), "eigen %d (n %lld, %s)", round, (long long)n, lower ? "lower" : "upper");
+	c.a = random_matrix(t, n, n, lda, a0);
+	for (int64_t j = 0; j < n; j++)   /* the triangle read, mirrored (the other holds its own values) */
+		for (int64_t i = 0; i < n; i++)
+			if (lower ? i < j : i > j)
+				a0[i + j * lda] = a0[j + i * lda];
+	c.w = dev_take((uint64_t)n * 8);
+	if (!run_checked(&c, what) || info_of(&c) != 0)
+		return;
+	for (int64_t j = 1; j < n; j++)
+		CHECK(get(c.w, t, j - 1) <= get(c.w, t, j), "%s: w not ascending at %lld", what, (long long)j);
+	if (!vectors)
+		return;
+	for (int64_t j = 0; j < n; j++)
+		for (int64_t i = 0; i < n; i++) {
+			double av = 0, d = 0;
+
+			for (int64_t k = 0; k < n; k++) {
+				av += a0[i + k * lda] * get(c.a, t, k + j * lda);
+				d += get(c.a, t, k + i * lda) * get(c.a, t, k + j * lda);
+			}
+			CHECK(close_to(av, get(c.w, t, j) * get(c.a, t, i + j * lda), t), "%s: (A v%lld)(%lld) = %g, w v %g",
+			      what, (long long)j, (long long)i, av, get(c.w, t, j) * get(c.a, t, i + j * lda));
+			CHECK(close_to(d, i == j, t), "%s: (V^T V)(%lld, %lld) = %g", what, (long long)i, (long long)j, d);
+		}
+}
+
+/* LAPACK's info: a zero pivot, a minor not positive definite. */
+static void test_info(void)
+{
+	struct phos_solver_call c = { .kind = PHOS_SOLVER_GETRF, .type = PHOS_SOLVER_R_64F, .m = 3, .n = 3, .lda = 3 };
+	const double singular[9] = { 1, 2, 3, 0, 0, 0, 4, 5, 7 }, indefinite[9] = { 1, 0, 0, 0, -1, 0, 0, 0, 1 };
+
+	bump = BASE;
+	c.a = dev_take(72);
+	c.ipiv = dev_take(12);
+	memcpy((void *)(uintptr_t)c.a, singular, 72);
+	CHECK(run_checked(&c, "singular getrf") && info_of(&c) == 2, "getrf of a zero column 2: info %d", info_of(&c));
+	c = (struct phos_solver_call){ .kind = PHOS_SOLVER_POTRF, .type = PHOS_SOLVER_R_64F, .uplo = PHOS_SOLVER_LOWER,
+				       .n = 3, .lda = 3, .a = dev_take(72) };
+	memcpy((void *)(uintptr_t)c.a, indefinite, 72);
+	CHECK(run_checked(&c, "indefinite potrf") && info_of(&c) == 2, "potrf of diag(1, -1, 1): info %d",
+	      info_of(&c));
+}
+
+int main(void)
+{
+	struct phos_reply_solver_version v;
+	int64_t lwork = -1;
+	int st = -1;
+	struct phos_solver_call q = { .kind = PHOS_SOLVER_SYEVD, .type = PHOS_SOLVER_R_32F, .n = 4, .lda = 4,
+				      .query = 1 };
+
+	if (ops->open(0, BASE, SIZE, false, &dev) < 0 || ops->map(dev, BASE, MAPPED) < 0) {
+		fprintf(stderr, "FAIL: open and map the sim device at %#llx\n", BASE);
+		return 1;
+	}
+	CHECK(sv->version(dev, &v, &st) == 0 && st == 0 && v.version == 12004 && v.major == 12, "version %d",
+	      v.version);
+	CHECK(sv->buffer_size(dev, &q, &lwork, &st) == 0 && st == 0 && lwork == PHOS_SOLVER_SIM_LWORK,
+	      "the sim's workspace: %lld", (long long)lwork);
+	test_ranges();
+	test_info();
+	for (int t = 0; t < 300; t++) {
+		test_lu(t);
+		test_cholesky(t);
+		test_qr(t);
+		test_eigen(t);
+	}
+	ops->close(dev);
+	if (failures)
+		fprintf(stderr, "%d checks failed\n", failures);
+	return failures ? 1 : 0;
+}
