@@ -1,0 +1,504 @@
+// SPDX-License-Identifier: MIT
+// cuSOLVER's dense API as torch.linalg calls it (issue 38): a handle (on a
+// stream of its own), every matrix and every workspace (of the size its
+// _bufferSize gave) made at init, before phos_fn_serve, so a snapshot
+// restored in a new executor must go on with them; each request factors
+// and solves fresh matrices, each answer checked here against a plain
+// reference in double. In order:
+//
+//   getrf     LU of a 6 x 6 float A (lda 8), pivots and info
+//   getrs_n   A X = B, 2 right-hand sides (ldb 7)
+//   getrs_t   A^T X = B
+//   potrf_l   Cholesky of a 5 x 5 SPD double (lda 6), lower
+//   potrs_l   A X = B, 3 right-hand sides
+//   potrf_u   Cholesky of a 5 x 5 SPD float, upper: U^T U = A, the lower
+//             triangle left as it was
+//   geqrf     QR of a 7 x 4 double (lda 9): R, reflectors, tau
+//   ormqr     Q^T C for a 7 x 2 C, from geqrf's reflectors
+//   orgqr     Q's 4 columns from a copy of geqrf's output: Q R = A, Q^T Q = I,
+//             and ormqr's Q^T C is Q^T C
+//   syevd_v   eigenvalues and vectors of a 6 x 6 symmetric double, upper:
+//             A v = w v, w ascending, V orthonormal
+//   syevd_n   eigenvalues only of a 4 x 4 symmetric float (lda 5), lower:
+//             their sum the trace, their squares' sum A's Frobenius norm
+//   singular  getrf of a double 3 x 3 with a zero column 2: info 2
+//
+// argv[1] "pointers": the buffers' device addresses and the workspace
+// sizes as JSON on stderr (the test holds the executor's read/write sets
+// against them); "refused": calls what phos-fn does not forward (a stub
+// twice, a complex call, an algorithm other than the default) and prints
+// their statuses as JSON; "loop N": N requests' work in a row, a JSON line
+// every 100 and a last one with the count of wrong answers. At start it
+// says on stderr which file serves cusolverDnCreate ("cusolver: PATH"):
+// the build gives the program an RPATH to a copy of NVIDIA's library in
+// nvidia/cu13/lib beside it, as PyTorch's wheels are laid out.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+#include <cusolverDn.h>
+#include <phos/fn.h>
+
+#define CK(call)                                                                                          \
+	do {                                                                                              \
+		cudaError_t e_ = (call);                                                                  \
+		if (e_ != cudaSuccess) {                                                                  \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+			exit(1);                                                                          \
+		}                                                                                         \
+	} while (0)
+#define SK(call)                                                                              \
+	do {                                                                                  \
+		cusolverStatus_t s_ = (call);                                                 \
+		if (s_ != CUSOLVER_STATUS_SUCCESS) {                                          \
+			fprintf(stderr, "%s:%d: %s: status %d\n", __FILE__, __LINE__, #call,  \
+				(int)s_);                                                     \
+			exit(1);                                                      \
+		}                                                                             \
+	} while (0)
+
+enum { LU_N = 6, LU_LDA = 8, LU_RHS = 2, LU_LDB = 7, CH_N = 5, CH_LDA = 6, CH_RHS = 3, QR_M = 7, QR_N = 4,
+       QR_LDA = 9, QR_C = 2, EV_N = 6, EN_N = 4, EN_LDA = 5, SG_N = 3 };
+enum { GETRF, GETRS_N, GETRS_T, POTRF_L, POTRS_L, POTRF_U, GEQRF, ORMQR, ORGQR, SYEVD_V, SYEVD_N, SINGULAR, CALLS };
+
+static const char *const call_names[CALLS] = { "getrf", "getrs_n", "getrs_t", "potrf_l", "potrs_l", "potrf_u",
+					       "geqrf", "ormqr", "orgqr", "syevd_v", "syevd_n", "singular" };
+
+struct state {
+	cusolverDnHandle_t h;
+	cudaStream_t s;
+	float *lu, *bn, *bt, *chu, *en, *enw;
+	double *ch, *cb, *qr, *tau, *qc, *q, *ev, *evw, *sg;
+	int *ipiv, *sgpiv, *info;
+	void *work[CALLS];
+	int lwork[CALLS];   // elements (0: the call takes no workspace)
+	int requests, failures;
+};
+
+template <typename T> static T *dev_alloc(size_t n)
+{
+	void *p;
+
+	CK(cudaMalloc(&p, n * sizeof(T)));
+	return (T *)p;
+}
+
+template <typename T> static void up(T *dst, const std::vector<double> &src)
+{
+	std::vector<T> v(src.begin(), src.end());
+
+	CK(cudaMemcpy(dst, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+
+template <typename T> static std::vector<double> down(const T *src, size_t n)
+{
+	std::vector<T> v(n);
+
+	CK(cudaMemcpy(v.data(), src, n * sizeof(T), cudaMemcpyDeviceToHost));
+	return std::vector<double>(v.begin(), v.end());
+}
+
+// Fresh data for request r: values in [-1, 1], different each request.
+static double datum(int r, int i, int which)
+{
+	return std::sin(0.37 * i + 1.3 * r + 0.71 * which) * std::cos(0.11 * i * which + r);
+}
+
+// A rows x cols matrix with leading dimension ld (the gaps 1e30: never read).
+static std::vector<double> matrix(int r, int which, int rows, int cols, int ld)
+{
+	std::vector<double> a((size_t)ld * cols, 1e30);
+
+	for (int j = 0; j < cols; j++)
+		for (int i = 0; i < rows; i++)
+			a[i + j * ld] = datum(r, i + j * rows, which) + (i == j ? 2.0 : 0.0);
+	return a;
+}
+
+// A symmetric n x n (ld), positive definite when spd (M M^T + n I).
+static std::vector<double> symmetric(int r, int which, int n, int ld, bool spd)
+{
+	std::vector<double> m = matrix(r, which, n, n, n), a((size_t)ld * n, 1e30);
+
+	for (int j = 0; j < n; j++)
+		for (int i = 0; i < n; i++) {
+			double v = 0;
+
+			if (spd) {
+				for (int k = 0; k < n; k++)
+					v += m[i + k * n] * m[j + k * n];
+				v += i == j ? n : 0;
+			} else {
+				v = (m[i + j * n] + m[j + i * n]) / 2;
+			}
+			a[i + j * ld] = v;
+		}
+	return a;
+}
+
+// The values as a float buffer holds them (what the reference must start from).
+static std::vector<double> as_float(std::vector<double> v)
+{
+	for (double &x : v)
+		x = (float)x;
+	return v;
+}
+
+static bool near(double got, double want, double tol, const char *what, int i, char *why, size_t len)
+{
+	if (std::fabs(got - want) <= tol * (1 + std::fabs(want)))
+		return true;
+	snprintf(why, len, "%s[%d]: got %.9g, want %.9g", what, i, got, want);
+	return false;
+}
+
+static const double FT = 2e-3, DT = 1e-9;
+
+static void make(struct state *st)
+{
+	SK(cusolverDnCreate(&st->h));
+	CK(cudaStreamCreate(&st->s));
+	SK(cusolverDnSetStream(st->h, st->s));
+	st->lu = dev_alloc<float>(LU_LDA * LU_N);
+	st->bn = dev_alloc<float>(LU_LDB * LU_RHS);
+	st->bt = dev_alloc<float>(LU_LDB * LU_RHS);
+	st->ipiv = dev_alloc<int>(LU_N);
+	st->ch = dev_alloc<double>(CH_LDA * CH_N);
+	st->cb = dev_alloc<double>(CH_N * CH_RHS);
+	st->chu = dev_alloc<float>(CH_N * CH_N);
+	st->qr = dev_alloc<double>(QR_LDA * QR_N);
+	st->tau = dev_alloc<double>(QR_N);
+	st->qc = dev_alloc<double>(QR_M * QR_C);
+	st->q = dev_alloc<double>(QR_LDA * QR_N);
+	st->ev = dev_alloc<double>(EV_N * EV_N);
+	st->evw = dev_alloc<double>(EV_N);
+	st->en = dev_alloc<float>(EN_LDA * EN_N);
+	st->enw = dev_alloc<float>(EN_N);
+	st->sg = dev_alloc<double>(SG_N * SG_N);
+	st->sgpiv = dev_alloc<int>(SG_N);
+	st->info = dev_alloc<int>(CALLS);
+	int *lw = st->lwork;
+
+	SK(cusolverDnSgetrf_bufferSize(st->h, LU_N, LU_N, st->lu, LU_LDA, &lw[GETRF]));
+	SK(cusolverDnDpotrf_bufferSize(st->h, CUBLAS_FILL_MODE_LOWER, CH_N, st->ch, CH_LDA, &lw[POTRF_L]));
+	SK(cusolverDnSpotrf_bufferSize(st->h, CUBLAS_FILL_MODE_UPPER, CH_N, st->chu, CH_N, &lw[POTRF_U]));
+	SK(cusolverDnDgeqrf_bufferSize(st->h, QR_M, QR_N, st->qr, QR_LDA, &lw[GEQRF]));
+	SK(cusolverDnDormqr_bufferSize(st->h, CUBLAS_SIDE_LEFT, CUBLAS_OP_T, QR_M, QR_C, QR_N, st->qr, QR_LDA, st->tau,
+				       st->qc, QR_M, &lw[ORMQR]));
+	SK(cusolverDnDorgqr_bufferSize(st->h, QR_M, QR_N, QR_N, st->q, QR_LDA, st->tau, &lw[ORGQR]));
+	SK(cusolverDnDsyevd_bufferSize(st->h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER, EV_N, st->ev, EV_N,
+				       st->evw, &lw[SYEVD_V]));
+	SK(cusolverDnSsyevd_bufferSize(st->h, CUSOLVER_EIG_MODE_NOVECTOR, CUBLAS_FILL_MODE_LOWER, EN_N, st->en, EN_LDA,
+				       st->enw, &lw[SYEVD_N]));
+	SK(cusolverDnDgetrf_bufferSize(st->h, SG_N, SG_N, st->sg, SG_N, &lw[SINGULAR]));
+	for (int i = 0; i < CALLS; i++) {
+		bool dbl = i != GETRF && i != POTRF_U && i != SYEVD_N;
+
+		if (lw[i] > 0)
+			CK(cudaMalloc(&st->work[i], (size_t)lw[i] * (dbl ? 8 : 4)));
+	}
+}
+
+// Every call of one request on fresh values of request r, in order.
+static void calls(struct state *st)
+{
+	int *lw = st->lwork, *in = st->info;
+
+	SK(cusolverDnSgetrf(st->h, LU_N, LU_N, st->lu, LU_LDA, (float *)st->work[GETRF], st->ipiv, in + GETRF));
+	SK(cusolverDnSgetrs(st->h, CUBLAS_OP_N, LU_N, LU_RHS, st->lu, LU_LDA, st->ipiv, st->bn, LU_LDB, in + GETRS_N));
+	SK(cusolverDnSgetrs(st->h, CUBLAS_OP_T, LU_N, LU_RHS, st->lu, LU_LDA, st->ipiv, st->bt, LU_LDB, in + GETRS_T));
+	SK(cusolverDnDpotrf(st->h, CUBLAS_FILL_MODE_LOWER, CH_N, st->ch, CH_LDA, (double *)st->work[POTRF_L],
+			    lw[POTRF_L], in + POTRF_L));
+	SK(cusolverDnDpotrs(st->h, CUBLAS_FILL_MODE_LOWER, CH_N, CH_RHS, st->ch, CH_LDA, st->cb, CH_N, in + POTRS_L));
+	SK(cusolverDnSpotrf(st->h, CUBLAS_FILL_MODE_UPPER, CH_N, st->chu, CH_N, (float *)st->work[POTRF_U],
+			    lw[POTRF_U], in + POTRF_U));
+	SK(cusolverDnDgeqrf(st->h, QR_M, QR_N, st->qr, QR_LDA, st->tau, (double *)st->work[GEQRF], lw[GEQRF],
+			    in + GEQRF));
+	SK(cusolverDnDormqr(st->h, CUBLAS_SIDE_LEFT, CUBLAS_OP_T, QR_M, QR_C, QR_N, st->qr, QR_LDA, st->tau, st->qc,
+			    QR_M, (double *)st->work[ORMQR], lw[ORMQR], in + ORMQR));
+	CK(cudaMemcpyAsync(st->q, st->qr, sizeof(double) * QR_LDA * QR_N, cudaMemcpyDeviceToDevice, st->s));
+	SK(cusolverDnDorgqr(st->h, QR_M, QR_N, QR_N, st->q, QR_LDA, st->tau, (double *)st->work[ORGQR], lw[ORGQR],
+			    in + ORGQR));
+	SK(cusolverDnDsyevd(st->h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER, EV_N, st->ev, EV_N, st->evw,
+			    (double *)st->work[SYEVD_V], lw[SYEVD_V], in + SYEVD_V));
+	SK(cusolverDnSsyevd(st->h, CUSOLVER_EIG_MODE_NOVECTOR, CUBLAS_FILL_MODE_LOWER, EN_N, st->en, EN_LDA, st->enw,
+			    (float *)st->work[SYEVD_N], lw[SYEVD_N], in + SYEVD_N));
+	SK(cusolverDnDgetrf(st->h, SG_N, SG_N, st->sg, SG_N, (double *)st->work[SINGULAR], st->sgpiv, in + SINGULAR));
+	CK(cudaStreamSynchronize(st->s));
+}
+
+// max over (i, j) of |op(A) X - B| against its scale: the residual of a solve
+static bool solved(const std::vector<double> &a, int lda, bool trans, const std::vector<double> &x,
+		   const std::vector<double> &b, int n, int nrhs, int ldb, double tol, const char *what, char *why,
+		   size_t len)
+{
+	for (int r = 0; r < nrhs; r++)
+		for (int i = 0; i < n; i++) {
+			double v = 0, scale = 1;
+
+			for (int k = 0; k < n; k++) {
+				double e = (trans ? a[k + i * lda] : a[i + k * lda]) * x[k + r * ldb];
+
+				v += e;
+				scale += std::fabs(e);
+			}
+			if (std::fabs(v - b[i + r * ldb]) > tol * scale) {
+				snprintf(why, len, "%s: residual (%d, %d) %.3g", what, i, r, v - b[i + r * ldb]);
+				return false;
+			}
+		}
+	return true;
+}
+
+// Cholesky: the factor's product is A, the other triangle as it was.
+static bool cholesky_ok(const std::vector<double> &a0, const std::vector<double> &f, int n, int ld, bool lower,
+			double tol, const char *what, char *why, size_t len)
+{
+	for (int j = 0; j < n; j++)
+		for (int i = 0; i < n; i++) {
+			double s = 0;
+
+			if (lower ? i < j : i > j) {
+				if (f[i + j * ld] != a0[i + j * ld]) {
+					snprintf(why, len, "%s: (%d, %d) of the other triangle changed", what, i, j);
+					return false;
+				}
+				continue;
+			}
+			for (int k = 0; k <= (i < j ? i : j); k++)
+				s += lower ? f[i + k * ld] * f[j + k * ld] : f[k + i * ld] * f[k + j * ld];
+			if (!near(s, a0[i + j * ld], tol, what, i + j * ld, why, len))
+				return false;
+		}
+	return true;
+}
+
+// QR: Q^T Q = I, Q R = A, and ormqr's Q^T C has Q^T C on top.
+static bool qr_ok(const std::vector<double> &a0, const std::vector<double> &rf, const std::vector<double> &q,
+		  const std::vector<double> &c0, const std::vector<double> &qtc, char *why, size_t len)
+{
+	for (int i = 0; i < QR_N; i++)
+		for (int j = 0; j < QR_N; j++) {
+			double d = 0;
+
+			for (int k = 0; k < QR_M; k++)
+				d += q[k + i * QR_LDA] * q[k + j * QR_LDA];
+			if (!near(d, i == j, DT, "orgqr Q^T Q", i + j * QR_N, why, len))
+				return false;
+		}
+	for (int i = 0; i < QR_M; i++)
+		for (int j = 0; j < QR_N; j++) {
+			double v = 0;
+
+			for (int k = 0; k <= j; k++)
+				v += q[i + k * QR_LDA] * rf[k + j * QR_LDA];
+			if (!near(v, a0[i + j * QR_LDA], DT, "geqrf Q R", i + j * QR_LDA, why, len))
+				return false;
+		}
+	for (int i = 0; i < QR_N; i++)
+		for (int j = 0; j < QR_C; j++) {
+			double v = 0;
+
+			for (int k = 0; k < QR_M; k++)
+				v += q[k + i * QR_LDA] * c0[k + j * QR_M];
+			if (!near(qtc[i + j * QR_M], v, DT, "ormqr Q^T C", i + j * QR_M, why, len))
+				return false;
+		}
+	return true;
+}
+
+// Eigen: w ascending; with vectors A v = w v and V^T V = I, without them
+// sum w = trace and sum w^2 = |A|_F^2 (uplo's triangle read).
+static bool eigen_ok(const std::vector<double> &a0, const std::vector<double> &v, const std::vector<double> &w, int n,
+		     int ld, bool vectors, double tol, const char *what, char *why, size_t len)
+{
+	double tr = 0, fro = 0, sw = 0, sw2 = 0;
+
+	for (int j = 1; j < n; j++)
+		if (w[j - 1] > w[j]) {
+			snprintf(why, len, "%s: w not ascending at %d", what, j);
+			return false;
+		}
+	for (int j = 0; j < n; j++) {
+		tr += a0[j + j * ld];
+		sw += w[j];
+		sw2 += w[j] * w[j];
+		for (int i = 0; i < n; i++) {
+			double av = 0, d = 0;
+
+			fro += a0[i + j * ld] * a0[i + j * ld];
+			for (int k = 0; vectors && k < n; k++) {
+				av += a0[i + k * ld] * v[k + j * ld];
+				d += v[k + i * ld] * v[k + j * ld];
+			}
+			if (vectors && (!near(av, w[j] * v[i + j * ld], tol, what, i + j * ld, why, len) ||
+					!near(d, i == j, tol, what, i + j * ld, why, len)))
+				return false;
+		}
+	}
+	return near(sw, tr, tol, what, -1, why, len) && near(sw2, fro, tol, what, -2, why, len);
+}
+
+// Runs request r's calls and checks every answer.
+static bool run_all(struct state *st, int r, char *why, size_t len)
+{
+	std::vector<double> lu0 = as_float(matrix(r, 1, LU_N, LU_N, LU_LDA));
+	std::vector<double> bn0 = as_float(matrix(r, 2, LU_N, LU_RHS, LU_LDB)), bt0 = as_float(matrix(r, 3, LU_N, LU_RHS, LU_LDB));
+	std::vector<double> ch0 = symmetric(r, 4, CH_N, CH_LDA, true), cb0 = matrix(r, 5, CH_N, CH_RHS, CH_N);
+	std::vector<double> chu0 = as_float(symmetric(r, 6, CH_N, CH_N, true));
+	std::vector<double> qr0 = matrix(r, 7, QR_M, QR_N, QR_LDA), qc0 = matrix(r, 8, QR_M, QR_C, QR_M);
+	std::vector<double> ev0 = symmetric(r, 9, EV_N, EV_N, false), en0 = as_float(symmetric(r, 10, EN_N, EN_LDA, false));
+	std::vector<double> sg0 = { 1, 2, 3, 0, 0, 0, 4, 5, 7 };
+
+	up(st->lu, lu0);
+	up(st->bn, bn0);
+	up(st->bt, bt0);
+	up(st->ch, ch0);
+	up(st->cb, cb0);
+	up(st->chu, chu0);
+	up(st->qr, qr0);
+	up(st->qc, qc0);
+	up(st->ev, ev0);
+	up(st->en, en0);
+	up(st->sg, sg0);
+	CK(cudaMemset(st->info, 0x7f, sizeof(int) * CALLS));
+	calls(st);
+	std::vector<double> info = down(st->info, CALLS), piv = down(st->ipiv, LU_N);
+	for (int i = 0; i < CALLS; i++)
+		if (info[i] != (i == SINGULAR ? 2 : 0)) {
+			snprintf(why, len, "%s: info %g", call_names[i], info[i]);
+			return false;
+		}
+	for (int i = 0; i < LU_N; i++)
+		if (piv[i] < i + 1 || piv[i] > LU_N) {
+			snprintf(why, len, "getrf: ipiv[%d] = %g", i, piv[i]);
+			return false;
+		}
+	return solved(lu0, LU_LDA, false, down(st->bn, LU_LDB * LU_RHS), bn0, LU_N, LU_RHS, LU_LDB, 1e-5, "getrs_n",
+		      why, len) &&
+	       solved(lu0, LU_LDA, true, down(st->bt, LU_LDB * LU_RHS), bt0, LU_N, LU_RHS, LU_LDB, 1e-5, "getrs_t", why,
+		      len) &&
+	       cholesky_ok(ch0, down(st->ch, CH_LDA * CH_N), CH_N, CH_LDA, true, DT, "potrf_l", why, len) &&
+	       solved(ch0, CH_LDA, false, down(st->cb, CH_N * CH_RHS), cb0, CH_N, CH_RHS, CH_N, 1e-12, "potrs_l", why,
+		      len) &&
+	       cholesky_ok(chu0, down(st->chu, CH_N * CH_N), CH_N, CH_N, false, FT, "potrf_u", why, len) &&
+	       qr_ok(qr0, down(st->qr, QR_LDA * QR_N), down(st->q, QR_LDA * QR_N), qc0, down(st->qc, QR_M * QR_C), why,
+		     len) &&
+	       eigen_ok(ev0, down(st->ev, EV_N * EV_N), down(st->evw, EV_N), EV_N, EV_N, true, DT, "syevd_v", why, len) &&
+	       eigen_ok(en0, {}, down(st->enw, EN_N), EN_N, EN_LDA, false, FT, "syevd_n", why, len);
+}
+
+static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_response *resp)
+{
+	struct state *st = (struct state *)arg;
+	char why[256] = "", out[512];
+	bool ok;
+
+	(void)req;
+	st->requests++;
+	ok = run_all(st, st->requests, why, sizeof(why));
+	if (!ok) {
+		fprintf(stderr, "cusolver_serve: %s\n", why);
+		st->failures++;
+	}
+	snprintf(out, sizeof(out), "{\"ok\": %s, \"requests\": %d, \"why\": \"%s\"}", ok ? "true" : "false",
+		 st->requests, why);
+	resp->body = strdup(out);
+	resp->len = strlen(out);
+	return 0;
+}
+
+static void destroy(struct state *st)
+{
+	SK(cusolverDnDestroy(st->h));
+}
+
+// What phos-fn does not forward answers CUSOLVER_STATUS_NOT_SUPPORTED: a
+// stub (twice: its log line comes once), a complex call, and an algorithm
+// other than the default.
+static int refused(void)
+{
+	cusolverDnHandle_t h;
+	cusolverDnParams_t params;
+	int lw = 0;
+	void *p;
+
+	CK(cudaMalloc(&p, 256));
+	SK(cusolverDnCreate(&h));
+	SK(cusolverDnCreateParams(&params));
+	cusolverStatus_t a = cusolverDnSgesvd_bufferSize(h, 4, 4, &lw), b = cusolverDnSgesvd_bufferSize(h, 4, 4, &lw);
+	cusolverStatus_t c = cusolverDnCgetrf_bufferSize(h, 2, 2, (cuComplex *)p, 2, &lw);
+	cusolverStatus_t d = cusolverDnSetAdvOptions(params, CUSOLVERDN_GETRF, CUSOLVER_ALG_1);
+	cusolverStatus_t e = cusolverDnSetAdvOptions(params, CUSOLVERDN_GETRF, CUSOLVER_ALG_0);
+	printf("{\"gesvd\": %d, \"again\": %d, \"complex\": %d, \"alg\": %d, \"default\": %d}\n", (int)a, (int)b, (int)c,
+	       (int)d, (int)e);
+	SK(cusolverDnDestroyParams(params));
+	SK(cusolverDnDestroy(h));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct state st;
+	Dl_info info;
+	int version = 0;
+
+	if (dladdr((void *)cusolverDnCreate, &info) && info.dli_fname)
+		fprintf(stderr, "cusolver: %s\n", info.dli_fname);
+	if (argc > 1 && !strcmp(argv[1], "refused"))
+		return refused();
+	make(&st);
+	SK(cusolverGetVersion(&version));
+	if (version < 12000) {
+		fprintf(stderr, "cuSOLVER 12 needed, got %d\n", version);
+		return 1;
+	}
+	if (argc > 1 && !strcmp(argv[1], "pointers")) {
+		std::string s = "pointers {";
+		char one[160];
+		const void *ptrs[] = { st.lu, st.bn, st.bt, st.ipiv, st.ch, st.cb, st.chu, st.qr, st.tau, st.qc, st.q,
+				       st.ev, st.evw, st.en, st.enw, st.sg, st.sgpiv, st.info };
+		const char *names[] = { "lu", "bn", "bt", "ipiv", "ch", "cb", "chu", "qr", "tau", "qc", "q", "ev", "evw",
+					"en", "enw", "sg", "sgpiv", "info" };
+		for (size_t i = 0; i < sizeof(ptrs) / sizeof(ptrs[0]); i++) {
+			snprintf(one, sizeof(one), "\"%s\": %llu, ", names[i], (unsigned long long)(uintptr_t)ptrs[i]);
+			s += one;
+		}
+		for (int i = 0; i < CALLS; i++) {
+			snprintf(one, sizeof(one), "\"work_%s\": %llu, \"lwork_%s\": %d, ", call_names[i],
+				 (unsigned long long)(uintptr_t)st.work[i], call_names[i], st.lwork[i]);
+			s += one;
+		}
+		s += "\"calls\": " + std::to_string(CALLS) + "}";
+		fprintf(stderr, "%s\n", s.c_str());
+	}
+	if (argc > 2 && !strcmp(argv[1], "loop")) {
+		int n = atoi(argv[2]);
+
+		for (int i = 1; i <= n; i++) {
+			char why[256] = "";
+
+			if (!run_all(&st, i, why, sizeof(why))) {
+				fprintf(stderr, "cusolver_serve: step %d: %s\n", i, why);
+				st.failures++;
+			}
+			if (i % 100 == 0 || i == n) {
+				printf("{\"step\": %d, \"failures\": %d, \"done\": %s}\n", i, st.failures,
+				       i == n ? "true" : "false");
+				fflush(stdout);
+			}
+		}
+		destroy(&st);
+		return st.failures ? 1 : 0;
+	}
+	int r = phos_fn_serve(handle, &st);
+
+	destroy(&st);
+	return r ? r : st.failures ? 1 : 0;   // (a wrong answer fails the run too)
+}
