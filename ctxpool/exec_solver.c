@@ -63,14 +63,14 @@ static const char *what_of(const struct phos_solver_call *c)
 }
 
 /* The device c names becomes current, and c is a call the layout accepts,
- * with the workspace its _bufferSize answers in *ret_work: 0, or the status. */
-static int prepare(struct executor *ex, const struct phos_solver_call *c, int64_t *ret_work, int *st)
+ * with the workspaces its _bufferSize answers in *ret: 0, or the status. */
+static int prepare(struct executor *ex, const struct phos_solver_call *c, struct phos_reply_solver_size *ret, int *st)
 {
 	struct phos_solver_range r[PHOS_SOLVER_RANGES];
 	uint32_t n;
 	int s;
 
-	*ret_work = 0;
+	*ret = (struct phos_reply_solver_size){ 0, 0 };
 	if (c->device < 0 || c->device >= ex->ndevs)
 		return fail(st, PHOS_SOLVER_INVALID_VALUE);
 	exec_use_device(ex, c->device);
@@ -79,19 +79,20 @@ static int prepare(struct executor *ex, const struct phos_solver_call *c, int64_
 		return fail(st, s);
 	if (!phos_solver_has_work(c->kind))
 		return 0;
-	TRY(result(solver(ex)->buffer_size(ex->dev, c, ret_work, st), st));
-	if (*ret_work < 0 || *ret_work > PHOS_SOLVER_ELEMS_MAX)
+	TRY(result(solver(ex)->buffer_size(ex->dev, c, ret, st), st));
+	if (ret->work < 0 || ret->work > (c->x64 ? PHOS_SOLVER_X64_MAX : PHOS_SOLVER_ELEMS_MAX) || ret->host < 0 ||
+	    ret->host > PHOS_SOLVER_X64_MAX || (ret->host && !c->x64))
 		return fail(st, PHOS_SOLVER_INTERNAL_ERROR);
 	return 0;
 }
 
 static int size(struct executor *ex, const struct phos_solver_call *c, void *out, uint32_t *out_len, int *st)
 {
-	int64_t work = 0;
+	struct phos_reply_solver_size need;
 
-	TRY(prepare(ex, c, &work, st));
-	memcpy(out, &work, sizeof(work));
-	*out_len = sizeof(work);
+	TRY(prepare(ex, c, &need, st));
+	memcpy(out, &need, sizeof(need));
+	*out_len = sizeof(need);
 	return 0;
 }
 
@@ -99,23 +100,24 @@ static int exec(struct executor *ex, const struct phos_solver_call *given, int *
 {
 	struct phos_solver_range r[PHOS_SOLVER_RANGES];
 	struct phos_solver_call c = *given;
+	struct phos_reply_solver_size need;
 	struct spec_set set;
-	int64_t need = 0;
 	void *stream;
 	uint32_t n = 0;
 	int s;
 
 	c.query = 0;   /* (an execution touches what it names) */
 	TRY(prepare(ex, &c, &need, st));
-	if (c.kind == PHOS_SOLVER_GETRF)
-		c.lwork = need;
+	if (c.kind == PHOS_SOLVER_GETRF && !c.x64)
+		c.lwork = need.work;
 	else if (!phos_solver_has_work(c.kind))
 		c.lwork = 0;
-	if (c.lwork < need) {
-		phos_warn("cusolver: %s: a workspace of %lld elements, %lld needed", what_of(&c), (long long)c.lwork,
-			  (long long)need);
+	if (c.lwork < need.work || (c.x64 && c.host_bytes < need.host)) {
+		phos_warn("cusolver: %s: a workspace of %lld (host %lld), %lld (host %lld) needed", what_of(&c),
+			  (long long)c.lwork, (long long)c.host_bytes, (long long)need.work, (long long)need.host);
 		return fail(st, PHOS_SOLVER_INVALID_VALUE);
 	}
+	c.host_bytes = need.host;   /* (the program's host buffer is in its own process: the backend's is used) */
 	s = phos_solver_ranges_of(&c, c.lwork, r, &n);
 	if (s)
 		return fail(st, s);

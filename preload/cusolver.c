@@ -247,38 +247,37 @@ static cusolverStatus_t call_init(cusolverDnHandle_t h, enum phos_solver_kind ki
 	return CUSOLVER_STATUS_SUCCESS;
 }
 
-/* The workspace elements of c (a _bufferSize): SOLVER_SIZE. */
-static cusolverStatus_t query(struct phos_solver_call *c, int *ret_lwork)
+/* The workspaces of c (a _bufferSize): SOLVER_SIZE. */
+static cusolverStatus_t query(struct phos_solver_call *c, struct phos_reply_solver_size *ret)
 {
-	int64_t work = 0;
 	size_t len = 0;
 	int st = 0, rc;
 
-	rc = phos_preload_call(PHOS_OP_SOLVER_SIZE, c, sizeof(*c), NULL, 0, &work, sizeof(work), &len, &st);
+	rc = phos_preload_call(PHOS_OP_SOLVER_SIZE, c, sizeof(*c), NULL, 0, ret, sizeof(*ret), &len, &st);
 	if (status_of(rc, st) != CUSOLVER_STATUS_SUCCESS)
 		return status_of(rc, st);
-	if (len != sizeof(work) || work < 0 || work > INT_MAX)
+	if (len != sizeof(*ret) || ret->work < 0 || ret->host < 0 || (!c->x64 && ret->work > INT_MAX))
 		return CUSOLVER_STATUS_INTERNAL_ERROR;
-	*ret_lwork = (int)work;
 	return CUSOLVER_STATUS_SUCCESS;
 }
 
 /* Checks c (its arguments, its memory) and sends it: SOLVER_SIZE into
- * *ret_lwork when it is not NULL, else SOLVER_EXEC on the handle's stream. */
-static cusolverStatus_t forward(const char *name, cusolverDnHandle_t h, struct phos_solver_call *c, int *ret_lwork)
+ * *ret_size when it is not NULL, else SOLVER_EXEC on the handle's stream. */
+static cusolverStatus_t forward_x(const char *name, cusolverDnHandle_t h, struct phos_solver_call *c,
+				  struct phos_reply_solver_size *ret_size)
 {
 	struct phos_solver_range r[PHOS_SOLVER_RANGES];
 	uint32_t n = 0;
 	int st, rc;
 
-	c->query = ret_lwork != NULL;
+	c->query = ret_size != NULL;
 	if (c->query && !phos_solver_has_work(c->kind))
 		return CUSOLVER_STATUS_INVALID_VALUE;
 	st = phos_solver_ranges_of(c, c->lwork > 0 ? c->lwork : 0, r, &n);
 	if (st)
 		return (cusolverStatus_t)st;
 	if (c->query)   /* (a size query may name memory not yet allocated) */
-		return query(c, ret_lwork);
+		return query(c, ret_size);
 	for (uint32_t i = 0; i < n; i++)
 		if (!in_arena(r[i].addr))
 			return refuse_call(name, "on memory other than cudaMalloc's (host or managed memory)");
@@ -290,6 +289,17 @@ static cusolverStatus_t forward(const char *name, cusolverDnHandle_t h, struct p
 	if (rc != cudaSuccess)
 		return CUSOLVER_STATUS_INVALID_VALUE;
 	return status_of(phos_preload_post(PHOS_OP_SOLVER_EXEC, c, sizeof(*c), NULL, 0), 0);
+}
+
+/* forward_x of the legacy API: the workspace in *ret_lwork, elements. */
+static cusolverStatus_t forward(const char *name, cusolverDnHandle_t h, struct phos_solver_call *c, int *ret_lwork)
+{
+	struct phos_reply_solver_size size;
+	cusolverStatus_t s = forward_x(name, h, c, ret_lwork ? &size : NULL);
+
+	if (!s && ret_lwork)
+		*ret_lwork = (int)size.work;
+	return s;
 }
 
 /* The S and D functions, one body for both: their type, and the name they
@@ -578,6 +588,276 @@ PHOS_EXPORT_NAMES(cusolverDnSgetrf_bufferSize cusolverDnSgetrf cusolverDnSgetrs 
 		  cusolverDnDpotrf cusolverDnDpotrs cusolverDnDgeqrf_bufferSize cusolverDnDgeqrf
 		  cusolverDnDorgqr_bufferSize cusolverDnDorgqr cusolverDnDormqr_bufferSize cusolverDnDormqr
 		  cusolverDnDsyevd_bufferSize cusolverDnDsyevd)
+
+/* --- the 64-bit generic API (cusolverDnX*) --- */
+
+/* A call of the 64-bit API: handle, params, and one real type for every
+ * operand and the computation (types: up to three, the rest 0 -> computeType). */
+static cusolverStatus_t x_init(const char *name, cusolverDnHandle_t h, cusolverDnParams_t params,
+			       enum phos_solver_kind kind, cudaDataType ct, const cudaDataType *types, int ntypes,
+			       struct phos_solver_call *c)
+{
+	cusolverStatus_t s = call_init(h, kind, ct, c);
+
+	if (s)
+		return s;
+	if (!params || params->magic != PARAMS_MAGIC)
+		return CUSOLVER_STATUS_INVALID_VALUE;
+	for (int i = 0; i < ntypes; i++)
+		if (types[i] != ct)
+			return refuse_call(name, "with data types that differ from the compute type");
+	if (!phos_solver_type_ok(ct))
+		return refuse_call(name, "of complex or half values");
+	c->x64 = 1;
+	return CUSOLVER_STATUS_SUCCESS;
+}
+
+/* A _bufferSize of the 64-bit API: both sizes, or forwarded (sizes NULL). */
+static cusolverStatus_t x_forward(const char *name, cusolverDnHandle_t h, struct phos_solver_call *c, size_t *dev,
+				  size_t *host, bool query)
+{
+	struct phos_reply_solver_size size;
+	cusolverStatus_t s;
+
+	if (query && (!dev || !host))
+		return CUSOLVER_STATUS_INVALID_VALUE;
+	s = forward_x(name, h, c, query ? &size : NULL);
+	if (!s && query) {
+		*dev = (size_t)size.work;
+		*host = (size_t)size.host;
+	}
+	return s;
+}
+
+/* The workspaces the program gave (bytes: as LAPACK's sizes, at most 2^40). */
+static cusolverStatus_t x_work(struct phos_solver_call *c, void *dev, size_t dev_bytes, size_t host_bytes)
+{
+	if (dev_bytes > (size_t)PHOS_SOLVER_X64_MAX || host_bytes > (size_t)PHOS_SOLVER_X64_MAX)
+		return CUSOLVER_STATUS_INVALID_VALUE;
+	c->work = addr(dev);
+	c->lwork = (int64_t)dev_bytes;
+	c->host_bytes = (int64_t)host_bytes;
+	return CUSOLVER_STATUS_SUCCESS;
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnXgetrf_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params,
+							 int64_t m, int64_t n, cudaDataType dataTypeA, const void *A,
+							 int64_t lda, cudaDataType computeType,
+							 size_t *workspaceInBytesOnDevice, size_t *workspaceInBytesOnHost)
+{
+	struct phos_solver_call c;
+	cusolverStatus_t s = x_init("cusolverDnXgetrf_bufferSize", handle, params, PHOS_SOLVER_GETRF, computeType,
+				    &dataTypeA, 1, &c);
+
+	if (s)
+		return s;
+	c.m = m;
+	c.n = n;
+	c.lda = lda;
+	c.a = addr(A);
+	return x_forward("cusolverDnXgetrf_bufferSize", handle, &c, workspaceInBytesOnDevice, workspaceInBytesOnHost,
+			 true);
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnXgetrf(cusolverDnHandle_t handle, cusolverDnParams_t params, int64_t m,
+					      int64_t n, cudaDataType dataTypeA, void *A, int64_t lda, int64_t *ipiv,
+					      cudaDataType computeType, void *bufferOnDevice,
+					      size_t workspaceInBytesOnDevice, void *bufferOnHost,
+					      size_t workspaceInBytesOnHost, int *info)
+{
+	struct phos_solver_call c;
+	cusolverStatus_t s = x_init("cusolverDnXgetrf", handle, params, PHOS_SOLVER_GETRF, computeType, &dataTypeA, 1,
+				    &c);
+
+	(void)bufferOnHost;   /* (the executor's own is used) */
+	if (s || (s = x_work(&c, bufferOnDevice, workspaceInBytesOnDevice, workspaceInBytesOnHost)))
+		return s;
+	c.m = m;
+	c.n = n;
+	c.lda = lda;
+	c.a = addr(A);
+	c.ipiv = addr(ipiv);
+	c.info = addr(info);
+	return x_forward("cusolverDnXgetrf", handle, &c, NULL, NULL, false);
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnXgetrs(cusolverDnHandle_t handle, cusolverDnParams_t params,
+					      cublasOperation_t trans, int64_t n, int64_t nrhs, cudaDataType dataTypeA,
+					      const void *A, int64_t lda, const int64_t *ipiv, cudaDataType dataTypeB,
+					      void *B, int64_t ldb, int *info)
+{
+	struct phos_solver_call c;
+	cusolverStatus_t s = x_init("cusolverDnXgetrs", handle, params, PHOS_SOLVER_GETRS, dataTypeA, &dataTypeB, 1,
+				    &c);
+
+	if (s)
+		return s;
+	c.trans = trans;
+	c.n = n;
+	c.nrhs = nrhs;
+	c.lda = lda;
+	c.ldb = ldb;
+	c.a = addr(A);
+	c.ipiv = addr(ipiv);
+	c.b = addr(B);
+	c.info = addr(info);
+	c.lwork = 0;
+	return x_forward("cusolverDnXgetrs", handle, &c, NULL, NULL, false);
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnXpotrf_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params,
+							 cublasFillMode_t uplo, int64_t n, cudaDataType dataTypeA,
+							 const void *A, int64_t lda, cudaDataType computeType,
+							 size_t *workspaceInBytesOnDevice, size_t *workspaceInBytesOnHost)
+{
+	struct phos_solver_call c;
+	cusolverStatus_t s = x_init("cusolverDnXpotrf_bufferSize", handle, params, PHOS_SOLVER_POTRF, computeType,
+				    &dataTypeA, 1, &c);
+
+	if (s)
+		return s;
+	c.uplo = uplo;
+	c.n = n;
+	c.lda = lda;
+	c.a = addr(A);
+	return x_forward("cusolverDnXpotrf_bufferSize", handle, &c, workspaceInBytesOnDevice, workspaceInBytesOnHost,
+			 true);
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnXpotrf(cusolverDnHandle_t handle, cusolverDnParams_t params,
+					      cublasFillMode_t uplo, int64_t n, cudaDataType dataTypeA, void *A,
+					      int64_t lda, cudaDataType computeType, void *bufferOnDevice,
+					      size_t workspaceInBytesOnDevice, void *bufferOnHost,
+					      size_t workspaceInBytesOnHost, int *info)
+{
+	struct phos_solver_call c;
+	cusolverStatus_t s = x_init("cusolverDnXpotrf", handle, params, PHOS_SOLVER_POTRF, computeType, &dataTypeA, 1,
+				    &c);
+
+	(void)bufferOnHost;
+	if (s || (s = x_work(&c, bufferOnDevice, workspaceInBytesOnDevice, workspaceInBytesOnHost)))
+		return s;
+	c.uplo = uplo;
+	c.n = n;
+	c.lda = lda;
+	c.a = addr(A);
+	c.info = addr(info);
+	return x_forward("cusolverDnXpotrf", handle, &c, NULL, NULL, false);
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnXpotrs(cusolverDnHandle_t handle, cusolverDnParams_t params,
+					      cublasFillMode_t uplo, int64_t n, int64_t nrhs, cudaDataType dataTypeA,
+					      const void *A, int64_t lda, cudaDataType dataTypeB, void *B, int64_t ldb,
+					      int *info)
+{
+	struct phos_solver_call c;
+	cusolverStatus_t s = x_init("cusolverDnXpotrs", handle, params, PHOS_SOLVER_POTRS, dataTypeA, &dataTypeB, 1,
+				    &c);
+
+	if (s)
+		return s;
+	c.uplo = uplo;
+	c.n = n;
+	c.nrhs = nrhs;
+	c.lda = lda;
+	c.ldb = ldb;
+	c.a = addr(A);
+	c.b = addr(B);
+	c.info = addr(info);
+	c.lwork = 0;
+	return x_forward("cusolverDnXpotrs", handle, &c, NULL, NULL, false);
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnXgeqrf_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params,
+							 int64_t m, int64_t n, cudaDataType dataTypeA, const void *A,
+							 int64_t lda, cudaDataType dataTypeTau, const void *tau,
+							 cudaDataType computeType, size_t *workspaceInBytesOnDevice,
+							 size_t *workspaceInBytesOnHost)
+{
+	const cudaDataType types[2] = { dataTypeA, dataTypeTau };
+	struct phos_solver_call c;
+	cusolverStatus_t s = x_init("cusolverDnXgeqrf_bufferSize", handle, params, PHOS_SOLVER_GEQRF, computeType,
+				    types, 2, &c);
+
+	if (s)
+		return s;
+	c.m = m;
+	c.n = n;
+	c.lda = lda;
+	c.a = addr(A);
+	c.tau = addr(tau);
+	return x_forward("cusolverDnXgeqrf_bufferSize", handle, &c, workspaceInBytesOnDevice, workspaceInBytesOnHost,
+			 true);
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnXgeqrf(cusolverDnHandle_t handle, cusolverDnParams_t params, int64_t m,
+					      int64_t n, cudaDataType dataTypeA, void *A, int64_t lda,
+					      cudaDataType dataTypeTau, void *tau, cudaDataType computeType,
+					      void *bufferOnDevice, size_t workspaceInBytesOnDevice, void *bufferOnHost,
+					      size_t workspaceInBytesOnHost, int *info)
+{
+	const cudaDataType types[2] = { dataTypeA, dataTypeTau };
+	struct phos_solver_call c;
+	cusolverStatus_t s = x_init("cusolverDnXgeqrf", handle, params, PHOS_SOLVER_GEQRF, computeType, types, 2, &c);
+
+	(void)bufferOnHost;
+	if (s || (s = x_work(&c, bufferOnDevice, workspaceInBytesOnDevice, workspaceInBytesOnHost)))
+		return s;
+	c.m = m;
+	c.n = n;
+	c.lda = lda;
+	c.a = addr(A);
+	c.tau = addr(tau);
+	c.info = addr(info);
+	return x_forward("cusolverDnXgeqrf", handle, &c, NULL, NULL, false);
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnXsyevd_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params,
+							 cusolverEigMode_t jobz, cublasFillMode_t uplo, int64_t n,
+							 cudaDataType dataTypeA, const void *A, int64_t lda,
+							 cudaDataType dataTypeW, const void *W, cudaDataType computeType,
+							 size_t *workspaceInBytesOnDevice, size_t *workspaceInBytesOnHost)
+{
+	const cudaDataType types[2] = { dataTypeA, dataTypeW };
+	struct phos_solver_call c;
+	cusolverStatus_t s = x_init("cusolverDnXsyevd_bufferSize", handle, params, PHOS_SOLVER_SYEVD, computeType,
+				    types, 2, &c);
+
+	if (s)
+		return s;
+	c.jobz = jobz;
+	c.uplo = uplo;
+	c.n = n;
+	c.lda = lda;
+	c.a = addr(A);
+	c.w = addr(W);
+	return x_forward("cusolverDnXsyevd_bufferSize", handle, &c, workspaceInBytesOnDevice, workspaceInBytesOnHost,
+			 true);
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnXsyevd(cusolverDnHandle_t handle, cusolverDnParams_t params,
+					      cusolverEigMode_t jobz, cublasFillMode_t uplo, int64_t n,
+					      cudaDataType dataTypeA, void *A, int64_t lda, cudaDataType dataTypeW,
+					      void *W, cudaDataType computeType, void *bufferOnDevice,
+					      size_t workspaceInBytesOnDevice, void *bufferOnHost,
+					      size_t workspaceInBytesOnHost, int *info)
+{
+	const cudaDataType types[2] = { dataTypeA, dataTypeW };
+	struct phos_solver_call c;
+	cusolverStatus_t s = x_init("cusolverDnXsyevd", handle, params, PHOS_SOLVER_SYEVD, computeType, types, 2, &c);
+
+	(void)bufferOnHost;
+	if (s || (s = x_work(&c, bufferOnDevice, workspaceInBytesOnDevice, workspaceInBytesOnHost)))
+		return s;
+	c.jobz = jobz;
+	c.uplo = uplo;
+	c.n = n;
+	c.lda = lda;
+	c.a = addr(A);
+	c.w = addr(W);
+	c.info = addr(info);
+	return x_forward("cusolverDnXsyevd", handle, &c, NULL, NULL, false);
+}
 
 /* Called by every generated stub (stubs_cusolver.c). */
 int phos_cusolver_stub(const char *name, int *logged);

@@ -37,7 +37,14 @@
 	SV_PAIR(X, geqrf_bufferSize) SV_PAIR(X, geqrf)                             \
 	SV_PAIR(X, orgqr_bufferSize) SV_PAIR(X, orgqr)                             \
 	SV_PAIR(X, ormqr_bufferSize) SV_PAIR(X, ormqr)                             \
-	SV_PAIR(X, syevd_bufferSize) SV_PAIR(X, syevd)
+	SV_PAIR(X, syevd_bufferSize) SV_PAIR(X, syevd)                             \
+	X(CreateParams, "cusolverDnCreateParams")                                  \
+	X(Xgetrf_bufferSize, "cusolverDnXgetrf_bufferSize") X(Xgetrf, "cusolverDnXgetrf") \
+	X(Xgetrs, "cusolverDnXgetrs")                                              \
+	X(Xpotrf_bufferSize, "cusolverDnXpotrf_bufferSize") X(Xpotrf, "cusolverDnXpotrf") \
+	X(Xpotrs, "cusolverDnXpotrs")                                              \
+	X(Xgeqrf_bufferSize, "cusolverDnXgeqrf_bufferSize") X(Xgeqrf, "cusolverDnXgeqrf") \
+	X(Xsyevd_bufferSize, "cusolverDnXsyevd_bufferSize") X(Xsyevd, "cusolverDnXsyevd")
 
 /* Each pointer has the type of NVIDIA's declaration (cusolverDn.h). */
 #define SV_FIELD(field, export) __typeof__(cusolverDn##field) *field;
@@ -52,6 +59,13 @@ static struct {
 
 static pthread_once_t sv_once = PTHREAD_ONCE_INIT;
 static int sv_status = -PHOS_CUDA_INITIALIZATION;
+/* The 64-bit API's params (default algorithms: the stand-in forwards no
+ * other), a host object made once; and its host workspace, grown as calls
+ * ask, each such call waited for before the next may use it. */
+static cusolverDnParams_t sv_params;
+static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *host_work;
+static size_t host_size;
 
 static void sv_load(void)
 {
@@ -73,6 +87,10 @@ static void sv_load(void)
 	}
 	SV_SYMS(SV_LOAD)
 #undef SV_LOAD
+	if (sv.CreateParams(&sv_params) != CUSOLVER_STATUS_SUCCESS) {
+		phos_err("cuda: cusolverDnCreateParams failed");
+		return;
+	}
 	sv_status = 0;
 }
 
@@ -145,39 +163,130 @@ static int cuda_solver_version(struct phos_device *dev, struct phos_reply_solver
 	return 0;
 }
 
-static int cuda_solver_buffer_size(struct phos_device *dev, const struct phos_solver_call *c, int64_t *ret, int *st)
+/* The 64-bit API's workspaces of c (bytes, device and host). */
+static cusolverStatus_t x_size(cusolverDnHandle_t h, const struct phos_solver_call *c, size_t *dev, size_t *host)
 {
+	cudaDataType dt = (cudaDataType)c->type;
 	cublasFillMode_t uplo = (cublasFillMode_t)c->uplo;
-	int m = (int)c->m, n = (int)c->n, k = (int)c->k, lda = (int)c->lda, lwork = 0;
-	cusolverDnHandle_t h;
 
-	READY(h);
-	*ret = 0;
 	switch (c->kind) {
 	case PHOS_SOLVER_GETRF:
-		*st = SD(c, getrf_bufferSize, h, m, n, ptr(c->a), lda, &lwork);
-		break;
+		return sv.Xgetrf_bufferSize(h, sv_params, c->m, c->n, dt, ptr(c->a), c->lda, dt, dev, host);
 	case PHOS_SOLVER_POTRF:
-		*st = SD(c, potrf_bufferSize, h, uplo, n, ptr(c->a), lda, &lwork);
-		break;
+		return sv.Xpotrf_bufferSize(h, sv_params, uplo, c->n, dt, ptr(c->a), c->lda, dt, dev, host);
 	case PHOS_SOLVER_GEQRF:
-		*st = SD(c, geqrf_bufferSize, h, m, n, ptr(c->a), lda, &lwork);
-		break;
-	case PHOS_SOLVER_ORGQR:
-		*st = SD(c, orgqr_bufferSize, h, m, n, k, ptr(c->a), lda, ptr(c->tau), &lwork);
-		break;
-	case PHOS_SOLVER_ORMQR:
-		*st = SD(c, ormqr_bufferSize, h, (cublasSideMode_t)c->side, (cublasOperation_t)c->trans, m, n, k,
-			 ptr(c->a), lda, ptr(c->tau), ptr(c->b), (int)c->ldb, &lwork);
-		break;
+		return sv.Xgeqrf_bufferSize(h, sv_params, c->m, c->n, dt, ptr(c->a), c->lda, dt, ptr(c->tau), dt, dev,
+					    host);
 	case PHOS_SOLVER_SYEVD:
-		*st = SD(c, syevd_bufferSize, h, (cusolverEigMode_t)c->jobz, uplo, n, ptr(c->a), lda, ptr(c->w),
-			 &lwork);
-		break;
+		return sv.Xsyevd_bufferSize(h, sv_params, (cusolverEigMode_t)c->jobz, uplo, c->n, dt, ptr(c->a), c->lda,
+					    dt, ptr(c->w), dt, dev, host);
 	default:   /* getrs, potrs: none */
-		*st = CUSOLVER_STATUS_SUCCESS;
+		*dev = *host = 0;
+		return CUSOLVER_STATUS_SUCCESS;
 	}
-	*ret = lwork;
+}
+
+/* The legacy API's workspace of c (elements). */
+static cusolverStatus_t legacy_size(cusolverDnHandle_t h, const struct phos_solver_call *c, int *lwork)
+{
+	cublasFillMode_t uplo = (cublasFillMode_t)c->uplo;
+	int m = (int)c->m, n = (int)c->n, k = (int)c->k, lda = (int)c->lda;
+
+	*lwork = 0;
+	switch (c->kind) {
+	case PHOS_SOLVER_GETRF:
+		return SD(c, getrf_bufferSize, h, m, n, ptr(c->a), lda, lwork);
+	case PHOS_SOLVER_POTRF:
+		return SD(c, potrf_bufferSize, h, uplo, n, ptr(c->a), lda, lwork);
+	case PHOS_SOLVER_GEQRF:
+		return SD(c, geqrf_bufferSize, h, m, n, ptr(c->a), lda, lwork);
+	case PHOS_SOLVER_ORGQR:
+		return SD(c, orgqr_bufferSize, h, m, n, k, ptr(c->a), lda, ptr(c->tau), lwork);
+	case PHOS_SOLVER_ORMQR:
+		return SD(c, ormqr_bufferSize, h, (cublasSideMode_t)c->side, (cublasOperation_t)c->trans, m, n, k,
+			  ptr(c->a), lda, ptr(c->tau), ptr(c->b), (int)c->ldb, lwork);
+	case PHOS_SOLVER_SYEVD:
+		return SD(c, syevd_bufferSize, h, (cusolverEigMode_t)c->jobz, uplo, n, ptr(c->a), lda, ptr(c->w),
+			  lwork);
+	default:   /* getrs, potrs: none */
+		return CUSOLVER_STATUS_SUCCESS;
+	}
+}
+
+static int cuda_solver_buffer_size(struct phos_device *dev, const struct phos_solver_call *c,
+				   struct phos_reply_solver_size *ret, int *st)
+{
+	cusolverDnHandle_t h;
+	size_t dw = 0, hw = 0;
+	int lwork = 0;
+
+	READY(h);
+	*ret = (struct phos_reply_solver_size){ 0, 0 };
+	if (c->x64) {
+		*st = x_size(h, c, &dw, &hw);
+		*ret = (struct phos_reply_solver_size){ (int64_t)dw, (int64_t)hw };
+	} else {
+		*st = legacy_size(h, c, &lwork);
+		ret->work = lwork;
+	}
+	return 0;
+}
+
+/* A 64-bit API call, its host workspace the backend's (hw, hb bytes). */
+static cusolverStatus_t x_exec(cusolverDnHandle_t h, const struct phos_solver_call *c, void *hw, size_t hb)
+{
+	cudaDataType dt = (cudaDataType)c->type;
+	cublasFillMode_t uplo = (cublasFillMode_t)c->uplo;
+	void *a = ptr(c->a), *work = ptr(c->work);
+	size_t lwork = (size_t)c->lwork;
+	int *info = ptr(c->info);
+
+	switch (c->kind) {
+	case PHOS_SOLVER_GETRF:
+		return sv.Xgetrf(h, sv_params, c->m, c->n, dt, a, c->lda, ptr(c->ipiv), dt, work, lwork, hw, hb, info);
+	case PHOS_SOLVER_GETRS:
+		return sv.Xgetrs(h, sv_params, (cublasOperation_t)c->trans, c->n, c->nrhs, dt, a, c->lda, ptr(c->ipiv), dt,
+				 ptr(c->b), c->ldb, info);
+	case PHOS_SOLVER_POTRF:
+		return sv.Xpotrf(h, sv_params, uplo, c->n, dt, a, c->lda, dt, work, lwork, hw, hb, info);
+	case PHOS_SOLVER_POTRS:
+		return sv.Xpotrs(h, sv_params, uplo, c->n, c->nrhs, dt, a, c->lda, dt, ptr(c->b), c->ldb, info);
+	case PHOS_SOLVER_GEQRF:
+		return sv.Xgeqrf(h, sv_params, c->m, c->n, dt, a, c->lda, dt, ptr(c->tau), dt, work, lwork, hw, hb, info);
+	case PHOS_SOLVER_SYEVD:
+		return sv.Xsyevd(h, sv_params, (cusolverEigMode_t)c->jobz, uplo, c->n, dt, a, c->lda, dt, ptr(c->w), dt,
+				 work, lwork, hw, hb, info);
+	default:
+		return CUSOLVER_STATUS_INVALID_VALUE;
+	}
+}
+
+/* x_exec with a host workspace of c->host_bytes (none: none), the call
+ * waited for before the workspace may serve another. */
+static int x_exec_host(cusolverDnHandle_t h, const struct phos_solver_call *c, void *stream, int *st)
+{
+	size_t hb = (size_t)c->host_bytes;
+
+	if (!hb) {
+		*st = x_exec(h, c, NULL, 0);
+		return 0;
+	}
+	pthread_mutex_lock(&host_lock);
+	if (host_size < hb) {
+		void *p = realloc(host_work, hb);
+
+		if (!p) {
+			pthread_mutex_unlock(&host_lock);
+			*st = CUSOLVER_STATUS_ALLOC_FAILED;
+			return 0;
+		}
+		host_work = p;
+		host_size = hb;
+	}
+	*st = x_exec(h, c, host_work, hb);
+	if (!*st && cuda_drv.StreamSynchronize((CUstream)stream) != CUDA_SUCCESS)
+		*st = CUSOLVER_STATUS_EXECUTION_FAILED;
+	pthread_mutex_unlock(&host_lock);
 	return 0;
 }
 
@@ -194,6 +303,8 @@ static int cuda_solver_exec(struct phos_device *dev, const struct phos_solver_ca
 	*st = sv.SetStream(h, stream);
 	if (*st)
 		return 0;
+	if (c->x64)
+		return x_exec_host(h, c, stream, st);
 	switch (c->kind) {
 	case PHOS_SOLVER_GETRF:
 		*st = SD(c, getrf, h, m, n, a, lda, work, ipiv, info);

@@ -98,12 +98,17 @@ static void put_info(const struct phos_solver_call *c, int32_t info)
 	memcpy(ptr(c->info), &info, 4);
 }
 
-static int32_t ipiv_at(const struct phos_solver_call *c, int64_t i)
+static int64_t ipiv_at(const struct phos_solver_call *c, int64_t i)
 {
-	int32_t v;
+	int64_t v;
+	int32_t v32;
 
-	memcpy(&v, ptr(c->ipiv + (uint64_t)i * 4), 4);
-	return v;
+	if (c->x64) {
+		memcpy(&v, ptr(c->ipiv + (uint64_t)i * 8), 8);
+		return v;
+	}
+	memcpy(&v32, ptr(c->ipiv + (uint64_t)i * 4), 4);
+	return v32;
 }
 
 static int getrf(const struct phos_solver_call *c, int *st)
@@ -120,7 +125,11 @@ static int getrf(const struct phos_solver_call *c, int *st)
 		for (int64_t i = j + 1; c->ipiv && i < m; i++)
 			if (fabs(a[i + j * m]) > fabs(a[p + j * m]))
 				p = i;
-		if (c->ipiv) {
+		if (c->ipiv && c->x64) {
+			int64_t one = p + 1;
+
+			memcpy(ptr(c->ipiv + (uint64_t)j * 8), &one, 8);
+		} else if (c->ipiv) {
 			int32_t one = (int32_t)p + 1;
 
 			memcpy(ptr(c->ipiv + (uint64_t)j * 4), &one, 4);
@@ -194,6 +203,12 @@ static int solve(const struct phos_solver_call *c, int *st)
 		free(b);
 		return ok(st, PHOS_SOLVER_ALLOC_FAILED);
 	}
+	for (int64_t i = 0; c->kind == PHOS_SOLVER_GETRS && i < n; i++)
+		if (ipiv_at(c, i) < 1 || ipiv_at(c, i) > n) {   /* (a GPU would read out of bounds) */
+			free(a);
+			free(b);
+			return ok(st, PHOS_SOLVER_INVALID_VALUE);
+		}
 	if (b && c->kind == PHOS_SOLVER_GETRS) {
 		for (int64_t i = 0; !t && i < n; i++)
 			swap_rows(b, n, nrhs, i, ipiv_at(c, i) - 1);
@@ -468,14 +483,17 @@ static int sim_solver_version(struct phos_device *dev, struct phos_reply_solver_
 	return ok(st, PHOS_SOLVER_SUCCESS);
 }
 
-static int sim_solver_buffer_size(struct phos_device *dev, const struct phos_solver_call *c, int64_t *ret, int *st)
+static int sim_solver_buffer_size(struct phos_device *dev, const struct phos_solver_call *c,
+				  struct phos_reply_solver_size *ret, int *st)
 {
 	struct phos_solver_range r[PHOS_SOLVER_RANGES];
 	uint32_t n;
 	int s = phos_solver_ranges_of(c, 0, r, &n);
 
 	(void)dev;
-	*ret = phos_solver_has_work(c->kind) ? PHOS_SOLVER_SIM_LWORK : 0;
+	ret->work = phos_solver_has_work(c->kind) ? PHOS_SOLVER_SIM_LWORK : 0;
+	ret->work *= c->x64 ? phos_solver_esize(c->type) : 1;
+	ret->host = 0;
 	return ok(st, s);
 }
 
@@ -490,7 +508,8 @@ static int sim_solver_exec(struct phos_device *dev, const struct phos_solver_cal
 	s = phos_solver_ranges_of(c, c->lwork > 0 ? c->lwork : 0, r, &n);
 	if (s)
 		return ok(st, s);
-	if (phos_solver_has_work(c->kind) && c->lwork < PHOS_SOLVER_SIM_LWORK)
+	if (phos_solver_has_work(c->kind) &&
+	    c->lwork < PHOS_SOLVER_SIM_LWORK * (c->x64 ? (int64_t)phos_solver_esize(c->type) : 1))
 		return ok(st, PHOS_SOLVER_INVALID_VALUE);
 	for (uint32_t i = 0; i < n; i++)
 		if (!phos_sim_range_ok(dev, r[i].addr, r[i].len))

@@ -268,7 +268,7 @@ enum phos_op {
 	 * made at its first call, again in a new executor after a restore. The
 	 * cusolverStatus_t comes back in the reply's library status. */
 	PHOS_OP_SOLVER_VERSION,   /* sync; reply phos_reply_solver_version */
-	PHOS_OP_SOLVER_SIZE,      /* sync: phos_solver_call; reply i64 workspace elements */
+	PHOS_OP_SOLVER_SIZE,      /* sync: phos_solver_call; reply phos_reply_solver_size */
 	PHOS_OP_SOLVER_EXEC,      /* phos_solver_call, stream-ordered */
 
 	PHOS_OP__COUNT
@@ -1128,8 +1128,11 @@ static inline void phos_sparse_op_dims(int32_t op, int64_t rows, int64_t cols, i
  * One call of the dense LAPACK-like API with its whole description. Every
  * matrix is column-major: element (i, j) lies i + j * ld elements from its
  * address, and spans from its first element to its last ((cols - 1) ld +
- * rows elements; none when it is empty). The legacy API's sizes are ints. */
+ * rows elements; none when it is empty). The legacy API's sizes are ints;
+ * the 64-bit generic API's (cusolverDnX*, x64) are 64-bit, its pivots
+ * int64_t, its workspaces in bytes, on the device and on the host. */
 #define PHOS_SOLVER_ELEMS_MAX 0x7fffffffll   /* m, n, k, nrhs, ld, lwork */
+#define PHOS_SOLVER_X64_MAX (1ll << 40)      /* the same, of the 64-bit API */
 enum phos_solver_kind {
 	PHOS_SOLVER_GETRF = 1, /* A = P L U: a (m x n, read, written), ipiv (min(m, n) ints, written;
 	                        * 0: no pivoting), work */
@@ -1154,18 +1157,22 @@ struct phos_solver_call {
 	int32_t type;                  /* PHOS_SOLVER_R_32F or _R_64F: every matrix's and vector's */
 	int32_t uplo, trans, side, jobz;
 	uint32_t query;                /* a _bufferSize's: pointers may be 0 (none is touched) */
-	uint32_t _pad;
+	uint32_t x64;                  /* the 64-bit API: ipiv int64_t, lwork in bytes, host_bytes */
 	int64_t m, n, k, nrhs;
 	int64_t lda, ldb;              /* ldb: B's (getrs, potrs) or C's (ormqr) */
-	int64_t lwork;                 /* workspace elements the program gave; -1 where the call takes
-	                                * none as a parameter (getrf: its _bufferSize's) */
+	int64_t lwork;                 /* workspace elements (x64: bytes) the program gave; -1 where the
+	                                * call takes none as a parameter (getrf: its _bufferSize's) */
+	int64_t host_bytes;            /* x64: the host workspace the program gave (the executor uses
+	                                * its own of the size its library asks) */
 	uint64_t a, b, ipiv, tau, w, info, work;   /* device addresses (0: none) */
 };
 struct phos_reply_solver_version { int32_t version, major, minor, patch; };
+struct phos_reply_solver_size { int64_t work, host; };   /* work: elements (x64: bytes); host: bytes */
 
 /* The byte ranges a call reads and writes (at most PHOS_SOLVER_RANGES):
  * each operand at its exact extent (above), info's one int written, and
- * the workspace of work elements read and written (none for 0). */
+ * the workspace of work elements (x64: bytes) read and written (none for
+ * 0). The host workspace of the 64-bit API is the executor's own. */
 #define PHOS_SOLVER_RANGES 6
 struct phos_solver_range { uint64_t addr, len; bool read, write; };
 /* 0 and the ranges in ret[0 .. *ret_n), or a cusolverStatus_t:

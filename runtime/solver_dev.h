@@ -31,15 +31,20 @@ struct phos_device;
 
 struct phos_solver_ops {
 	int (*version)(struct phos_device *dev, struct phos_reply_solver_version *ret, int *st);
-	/* The workspace elements c takes (its _bufferSize; 0 for getrs, potrs). */
-	int (*buffer_size)(struct phos_device *dev, const struct phos_solver_call *c, int64_t *ret, int *st);
-	/* Runs c on stream with its workspace of c->lwork elements (buffer_size's for getrf). */
+	/* The workspace c takes (its _bufferSize; none for getrs, potrs): ret->work
+	 * elements (x64: bytes) on the device, ret->host bytes on the host (x64). */
+	int (*buffer_size)(struct phos_device *dev, const struct phos_solver_call *c, struct phos_reply_solver_size *ret,
+			   int *st);
+	/* Runs c on stream with its workspace of c->lwork elements or bytes
+	 * (buffer_size's for getrf) and, x64, a host workspace of its own of
+	 * c->host_bytes (the call is waited for when there is one). */
 	int (*exec)(struct phos_device *dev, const struct phos_solver_call *c, void *stream, int *st);
 };
 
 extern const struct phos_solver_ops phos_solver_sim;
 extern const struct phos_solver_ops phos_solver_cuda;
 
-/* The sim's workspace of every call that takes one: elements it asks for
- * and never touches, so that the sets hold a workspace on sim too. */
+/* The sim's workspace of every call that takes one: elements (x64: that
+ * many of the type, in bytes) it asks for and never touches, so that the
+ * sets hold a workspace on sim too; no host workspace. */
 #define PHOS_SOLVER_SIM_LWORK 64

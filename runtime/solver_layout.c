@@ -12,21 +12,34 @@ struct ranges {
 	struct phos_solver_range *r;
 	uint32_t n;
 	uint32_t esize;
+	bool overflow;   /* a span past 64 bits (the 64-bit API's sizes) */
 };
 
-static bool dim_ok(int64_t v)
+/* The largest size, leading dimension or workspace of c's API. */
+static int64_t dim_max(const struct phos_solver_call *c)
 {
-	return v >= 0 && v <= PHOS_SOLVER_ELEMS_MAX;
+	return c->x64 ? PHOS_SOLVER_X64_MAX : PHOS_SOLVER_ELEMS_MAX;
+}
+
+static bool dim_ok(const struct phos_solver_call *c, int64_t v)
+{
+	return v >= 0 && v <= dim_max(c);
 }
 
 /* A column-major rows x cols matrix of leading dimension ld (ld >= max(1,
  * rows) checked by the caller): from its first element to its last. */
 static void matrix(struct ranges *x, uint64_t addr, int64_t rows, int64_t cols, int64_t ld, bool read, bool write)
 {
+	uint64_t span;
+
 	if (rows == 0 || cols == 0)
 		return;
-	x->r[x->n++] = (struct phos_solver_range){ addr, ((uint64_t)(cols - 1) * (uint64_t)ld + (uint64_t)rows) *
-							 x->esize, read, write };
+	if (__builtin_mul_overflow((uint64_t)(cols - 1), (uint64_t)ld, &span) ||
+	    __builtin_add_overflow(span, (uint64_t)rows, &span) || __builtin_mul_overflow(span, x->esize, &span)) {
+		x->overflow = true;
+		return;
+	}
+	x->r[x->n++] = (struct phos_solver_range){ addr, span, read, write };
 }
 
 /* len elements of esize bytes. */
@@ -51,8 +64,8 @@ static bool args_ok(const struct phos_solver_call *c)
 {
 	int64_t nq = c->side == PHOS_SOLVER_LEFT ? c->m : c->n;
 
-	if (!dim_ok(c->m) || !dim_ok(c->n) || !dim_ok(c->k) || !dim_ok(c->nrhs) || !dim_ok(c->lda) ||
-	    !dim_ok(c->ldb))
+	if (!dim_ok(c, c->m) || !dim_ok(c, c->n) || !dim_ok(c, c->k) || !dim_ok(c, c->nrhs) || !dim_ok(c, c->lda) ||
+	    !dim_ok(c, c->ldb) || (c->x64 && (c->kind == PHOS_SOLVER_ORGQR || c->kind == PHOS_SOLVER_ORMQR)))
 		return false;
 	switch (c->kind) {
 	case PHOS_SOLVER_GETRF: case PHOS_SOLVER_GEQRF:
@@ -87,11 +100,11 @@ static void operands(const struct phos_solver_call *c, struct ranges *x)
 	case PHOS_SOLVER_GETRF:
 		matrix(x, c->a, c->m, c->n, c->lda, true, true);
 		if (c->ipiv)
-			vector(x, c->ipiv, mn, 4, false, true);
+			vector(x, c->ipiv, mn, c->x64 ? 8 : 4, false, true);
 		break;
 	case PHOS_SOLVER_GETRS:
 		matrix(x, c->a, c->n, c->n, c->lda, true, false);
-		vector(x, c->ipiv, c->n, 4, true, false);
+		vector(x, c->ipiv, c->n, c->x64 ? 8 : 4, true, false);
 		matrix(x, c->b, c->n, c->nrhs, c->ldb, true, true);
 		break;
 	case PHOS_SOLVER_POTRF:
@@ -131,10 +144,12 @@ int phos_solver_ranges_of(const struct phos_solver_call *c, int64_t work, struct
 		return PHOS_SOLVER_INVALID_VALUE;
 	if (!phos_solver_type_ok(c->type))
 		return PHOS_SOLVER_NOT_SUPPORTED;
-	if (!args_ok(c) || work < 0 || work > PHOS_SOLVER_ELEMS_MAX ||
+	if (!args_ok(c) || work < 0 || work > dim_max(c) || c->host_bytes < 0 ||
 	    (work > 0 && (!c->work || !phos_solver_has_work(c->kind))))
 		return PHOS_SOLVER_INVALID_VALUE;
 	operands(c, &x);
+	if (x.overflow)
+		return PHOS_SOLVER_INVALID_VALUE;
 	if (c->query) {   /* (a size: nothing is touched, and pointers may be 0) */
 		*ret_n = x.n;
 		return PHOS_SOLVER_SUCCESS;
@@ -145,7 +160,7 @@ int phos_solver_ranges_of(const struct phos_solver_call *c, int64_t work, struct
 		if (!x.r[i].addr)
 			return PHOS_SOLVER_INVALID_VALUE;
 	vector(&x, c->info, 1, 4, false, true);
-	vector(&x, c->work, work, x.esize, true, true);
+	vector(&x, c->work, work, c->x64 ? 1 : x.esize, true, true);
 	*ret_n = x.n;
 	return PHOS_SOLVER_SUCCESS;
 }

@@ -82,6 +82,12 @@ static int32_t geti(uint64_t base, int64_t i)
 	return ((const int32_t *)(uintptr_t)base)[i];
 }
 
+/* Pivot i of c: int64_t in the 64-bit API. */
+static int64_t pivot(const struct phos_solver_call *c, int64_t i)
+{
+	return c->x64 ? ((const int64_t *)(uintptr_t)c->ipiv)[i] : geti(c->ipiv, i);
+}
+
 static bool close_to(double got, double want, int32_t t)
 {
 	return fabs(got - want) <= (t == PHOS_SOLVER_R_64F ? 1e-10 : 2e-3) * (1 + fabs(want));
@@ -115,6 +121,25 @@ static void test_ranges(void)
 	c.query = 1;
 	c.a = 0;
 	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == 0, "a query names no pointer");
+	/* the 64-bit API: int64_t pivots, the workspace in bytes, sizes past 2^31 */
+	c = (struct phos_solver_call){ .kind = PHOS_SOLVER_GETRF, .type = PHOS_SOLVER_R_64F, .x64 = 1, .m = 5, .n = 4,
+				       .lda = 7, .a = 0x1000, .ipiv = 0x2000, .info = 0x3000, .work = 0x4000 };
+	CHECK(phos_solver_ranges_of(&c, 100, r, &n) == 0 && n == 4 && range_is(&r[0], 0x1000, 26 * 8, true, true) &&
+	      range_is(&r[1], 0x2000, 32, false, true) && range_is(&r[3], 0x4000, 100, true, true),
+	      "Xgetrf: %u ranges", n);
+	c.m = c.lda = 1ll << 32;
+	c.n = 1;
+	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == 0 && r[0].len == (1ull << 35), "Xgetrf of 2^32 rows");
+	c.n = 1ll << 40;
+	c.lda = c.m = 1ll << 40;
+	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_INVALID_VALUE, "Xgetrf past 64 bits");
+	c.x64 = 0;
+	c.m = c.lda = 1ll << 32;
+	c.n = 1;
+	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_INVALID_VALUE, "getrf of 2^32 rows (ints)");
+	c = (struct phos_solver_call){ .kind = PHOS_SOLVER_ORGQR, .type = PHOS_SOLVER_R_64F, .x64 = 1, .m = 2, .n = 2,
+				       .lda = 2, .a = 0x1000, .tau = 0x2000, .info = 0x3000 };
+	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_INVALID_VALUE, "no orgqr in the 64-bit API");
 	c = (struct phos_solver_call){ .kind = PHOS_SOLVER_GETRF, .type = 4 /* CUDA_C_32F */, .m = 2, .n = 2,
 				       .lda = 2, .a = 0x1000, .info = 0x3000 };
 	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_NOT_SUPPORTED, "a complex getrf");
@@ -174,6 +199,7 @@ static bool run_checked(struct phos_solver_call *c, const char *what)
 	int st = -1;
 
 	c->lwork = phos_solver_has_work(c->kind) ? PHOS_SOLVER_SIM_LWORK : 0;
+	c->lwork *= c->x64 ? phos_solver_esize(c->type) : 1;   /* (x64: bytes) */
 	c->work = c->lwork ? dev_take((uint64_t)c->lwork * 8) : 0;
 	c->info = dev_take(4);
 	*(int32_t *)(uintptr_t)c->info = -7;
@@ -222,17 +248,18 @@ static void test_lu(int round)
 	static double a0[MAXD * MAXD], b0[MAXD * MAXD];
 	int32_t t = rng() & 1 ? PHOS_SOLVER_R_64F : PHOS_SOLVER_R_32F;
 	int64_t m = pick(1, 8), n = pick(1, 8), lda = m + pick(0, 2), mn = m < n ? m : n, nrhs = pick(1, 3);
-	struct phos_solver_call c = { .kind = PHOS_SOLVER_GETRF, .type = t, .m = m, .n = n, .lda = lda };
+	struct phos_solver_call c = { .kind = PHOS_SOLVER_GETRF, .type = t, .m = m, .n = n, .lda = lda,
+				      .x64 = rng() & 1 };
 	char what[64];
 
 	bump = BASE;
-	snprintf(what, sizeof(what), "lu %d (%lld x %lld)", round, (long long)m, (long long)n);
+	snprintf(what, sizeof(what), "lu %d (%lld x %lld%s)", round, (long long)m, (long long)n, c.x64 ? ", x64" : "");
 	c.a = random_matrix(t, m, n, lda, a0);
-	c.ipiv = dev_take(4 * (uint64_t)mn);
+	c.ipiv = dev_take(8 * (uint64_t)mn);
 	if (!run_checked(&c, what) || !(info_of(&c) == 0))
 		return;
 	for (int64_t i = 0; i < mn; i++)   /* P^T A0: the swaps in order */
-		for (int64_t j = 0, p = geti(c.ipiv, i) - 1; j < n && p != i; j++) {
+		for (int64_t j = 0, p = pivot(&c, i) - 1; j < n && p != i; j++) {
 			double s = a0[i + j * lda];
 
 			a0[i + j * lda] = a0[p + j * lda];
@@ -254,7 +281,8 @@ static void test_lu(int round)
 	if (!run_checked(&c, what) || info_of(&c) != 0)
 		return;
 	struct phos_solver_call s = { .kind = PHOS_SOLVER_GETRS, .type = t, .trans = (int32_t)pick(0, 2), .n = n,
-				      .nrhs = nrhs, .lda = lda, .ldb = n + pick(0, 2), .a = c.a, .ipiv = c.ipiv };
+				      .nrhs = nrhs, .lda = lda, .ldb = n + pick(0, 2), .a = c.a, .ipiv = c.ipiv,
+				      .x64 = c.x64 };
 
 	s.b = random_matrix(t, n, nrhs, s.ldb, b0);
 	if (!run_checked(&s, what) || info_of(&s) != 0)
@@ -486,7 +514,7 @@ static void test_info(void)
 int main(void)
 {
 	struct phos_reply_solver_version v;
-	int64_t lwork = -1;
+	struct phos_reply_solver_size size = { -1, -1 };
 	int st = -1;
 	struct phos_solver_call q = { .kind = PHOS_SOLVER_SYEVD, .type = PHOS_SOLVER_R_32F, .n = 4, .lda = 4,
 				      .query = 1 };
@@ -497,8 +525,11 @@ int main(void)
 	}
 	CHECK(sv->version(dev, &v, &st) == 0 && st == 0 && v.version == 12004 && v.major == 12, "version %d",
 	      v.version);
-	CHECK(sv->buffer_size(dev, &q, &lwork, &st) == 0 && st == 0 && lwork == PHOS_SOLVER_SIM_LWORK,
-	      "the sim's workspace: %lld", (long long)lwork);
+	CHECK(sv->buffer_size(dev, &q, &size, &st) == 0 && st == 0 && size.work == PHOS_SOLVER_SIM_LWORK &&
+	      size.host == 0, "the sim's workspace: %lld", (long long)size.work);
+	q.x64 = 1;
+	CHECK(sv->buffer_size(dev, &q, &size, &st) == 0 && st == 0 && size.work == PHOS_SOLVER_SIM_LWORK * 4,
+	      "the sim's workspace of the 64-bit API, in bytes: %lld", (long long)size.work);
 	test_ranges();
 	test_info();
 	for (int t = 0; t < 300; t++) {
