@@ -4,8 +4,9 @@ tests/transparency/cusolver/cusolver_serve makes a handle (on a stream of its
 own), every matrix and every workspace (of the size its _bufferSize gave) at
 init. Each request runs getrf, getrs (N and T) in float, potrf and potrs
 (lower) in double, potrf (upper) in float, geqrf, ormqr and orgqr in double,
-syevd with vectors in double and without in float, and getrf of a singular
-matrix, every answer checked by the program against a reference of its own
+syevd with vectors in double and without in float, getrf of a singular
+matrix, and the 64-bit API's Xgetrf, Xgetrs, Xpotrf, Xpotrs, Xgeqrf and
+Xsyevd (a params object, device and host workspaces), every answer checked by the program against a reference of its own
 in double (residuals, Q R = A, A v = w v, LAPACK's info):
 
 - under phos-fn, natively on a GPU, and after a snapshot at phos_fn_serve
@@ -51,6 +52,7 @@ PROBE = program("tests", "transparency", "guard", "driver_probe")
 # the program's sizes (cusolver_serve.cu)
 LU_N, LU_LDA, LU_RHS, LU_LDB, CH_N, CH_LDA, CH_RHS = 6, 8, 2, 7, 5, 6, 3
 QR_M, QR_N, QR_LDA, QR_C, EV_N, EN_N, EN_LDA, SG_N = 7, 4, 9, 2, 6, 4, 5, 3
+XL_N, XL_LDA, XL_RHS, XC_N, XQ_M, XQ_N, XE_N = 5, 6, 2, 4, 6, 3, 5
 
 
 def answers_ok(ans, what):
@@ -69,12 +71,16 @@ def mat(addr, rows, cols, ld, esize):
 
 
 def expected_sets(p):
-    """The 12 calls of one request, in order: (op, reads, writes), each a
-    sorted list of [address, bytes], from LAPACK's rules."""
-    f4, f8, i4 = 4, 8, 4
+    """The 18 calls of one request, in order: (op, reads, writes), each a
+    sorted list of [address, bytes], from LAPACK's rules (the 64-bit API's
+    pivots int64_t, its workspaces in bytes)."""
+    f4, f8, i4, i8 = 4, 8, 4, 8
 
     def work(name, esize):
         return [[p["work_" + name], p["lwork_" + name] * esize]] if p["lwork_" + name] else []
+
+    def xwork(name):
+        return [[p["work_" + name], p["xwork_" + name]]] if p["xwork_" + name] else []
 
     def info(i):
         return [[p["info"] + 4 * i, 4]]
@@ -106,6 +112,18 @@ def expected_sets(p):
          [mat(p["en"], EN_N, EN_N, EN_LDA, f4), [p["enw"], EN_N * f4]] + info(10) + work("syevd_n", f4)),
         ("solver_getrf", [mat(p["sg"], SG_N, SG_N, SG_N, f8)] + work("singular", f8),
          [mat(p["sg"], SG_N, SG_N, SG_N, f8), [p["sgpiv"], SG_N * i4]] + info(11) + work("singular", f8)),
+        ("solver_getrf", [mat(p["xl"], XL_N, XL_N, XL_LDA, f8)] + xwork("xgetrf"),
+         [mat(p["xl"], XL_N, XL_N, XL_LDA, f8), [p["xpiv"], XL_N * i8]] + info(12) + xwork("xgetrf")),
+        ("solver_getrs", [mat(p["xl"], XL_N, XL_N, XL_LDA, f8), [p["xpiv"], XL_N * i8],
+                          mat(p["xb"], XL_N, XL_RHS, XL_N, f8)], [mat(p["xb"], XL_N, XL_RHS, XL_N, f8)] + info(13)),
+        ("solver_potrf", [mat(p["xc"], XC_N, XC_N, XC_N, f4)] + xwork("xpotrf"),
+         [mat(p["xc"], XC_N, XC_N, XC_N, f4)] + info(14) + xwork("xpotrf")),
+        ("solver_potrs", [mat(p["xc"], XC_N, XC_N, XC_N, f4), [p["xcb"], XC_N * f4]],
+         [[p["xcb"], XC_N * f4]] + info(15)),
+        ("solver_geqrf", [mat(p["xq"], XQ_M, XQ_N, XQ_M, f8)] + xwork("xgeqrf"),
+         [mat(p["xq"], XQ_M, XQ_N, XQ_M, f8), [p["xtau"], XQ_N * f8]] + info(16) + xwork("xgeqrf")),
+        ("solver_syevd", [mat(p["xe"], XE_N, XE_N, XE_N, f4)] + xwork("xsyevd"),
+         [mat(p["xe"], XE_N, XE_N, XE_N, f4), [p["xew"], XE_N * f4]] + info(17) + xwork("xsyevd")),
     ]
     return [(op, sorted(r), sorted(w)) for op, r, w in calls]
 
@@ -146,9 +164,11 @@ try:
     want = expected_sets(ptr) if ptr else []
     check(ptr and len(recs) == len(want), f"{len(want)} solver records, got {len(recs)}: "
                                           f"{[r.get('op') for r in recs]}")
-    if DEVICE == "sim":   # (the sim asks 64 elements of every call that takes a workspace)
+    if DEVICE == "sim":   # (the sim asks 64 elements of every call that takes a workspace, in bytes in X)
         check(all(ptr.get(k) == 64 for k in ptr if k.startswith("lwork_") and "getrs" not in k and
-                  "potrs" not in k), f"the sim's workspace sizes: {ptr}")
+                  "potrs" not in k and not k.startswith("lwork_x")) and
+              [ptr.get("xwork_" + k) for k in ("xgetrf", "xpotrf", "xgeqrf", "xsyevd")] == [512, 256, 512, 256],
+              f"the sim's workspace sizes: {ptr}")
     for i, (rec, (op, reads, writes)) in enumerate(zip(recs, want)):
         check(rec["op"] == op and sorted(rec["reads"]) == reads and sorted(rec["writes"]) == writes and
               "sets" not in rec,

@@ -22,6 +22,12 @@
 //   syevd_n   eigenvalues only of a 4 x 4 symmetric float (lda 5), lower:
 //             their sum the trace, their squares' sum A's Frobenius norm
 //   singular  getrf of a double 3 x 3 with a zero column 2: info 2
+//   xgetrf, xgetrs   the 64-bit API (int64_t pivots) on a 5 x 5 double (lda 6)
+//   xpotrf, xpotrs   ... Cholesky of a 4 x 4 SPD float, lower
+//   xgeqrf    ... QR of a 6 x 3 double: R^T R = A^T A
+//   xsyevd    ... eigenvalues and vectors of a 5 x 5 symmetric float, lower
+//   (each with a params object made at init, and the device and host
+//   workspaces their _bufferSize gave)
 //
 // argv[1] "pointers": the buffers' device addresses and the workspace
 // sizes as JSON on stderr (the test holds the executor's read/write sets
@@ -64,20 +70,29 @@
 	} while (0)
 
 enum { LU_N = 6, LU_LDA = 8, LU_RHS = 2, LU_LDB = 7, CH_N = 5, CH_LDA = 6, CH_RHS = 3, QR_M = 7, QR_N = 4,
-       QR_LDA = 9, QR_C = 2, EV_N = 6, EN_N = 4, EN_LDA = 5, SG_N = 3 };
-enum { GETRF, GETRS_N, GETRS_T, POTRF_L, POTRS_L, POTRF_U, GEQRF, ORMQR, ORGQR, SYEVD_V, SYEVD_N, SINGULAR, CALLS };
+       QR_LDA = 9, QR_C = 2, EV_N = 6, EN_N = 4, EN_LDA = 5, SG_N = 3, XL_N = 5, XL_LDA = 6, XL_RHS = 2, XC_N = 4,
+       XQ_M = 6, XQ_N = 3, XE_N = 5 };
+enum { GETRF, GETRS_N, GETRS_T, POTRF_L, POTRS_L, POTRF_U, GEQRF, ORMQR, ORGQR, SYEVD_V, SYEVD_N, SINGULAR, XGETRF,
+       XGETRS, XPOTRF, XPOTRS, XGEQRF, XSYEVD, CALLS };
 
 static const char *const call_names[CALLS] = { "getrf", "getrs_n", "getrs_t", "potrf_l", "potrs_l", "potrf_u",
-					       "geqrf", "ormqr", "orgqr", "syevd_v", "syevd_n", "singular" };
+					       "geqrf", "ormqr", "orgqr", "syevd_v", "syevd_n", "singular",
+					       "xgetrf", "xgetrs", "xpotrf", "xpotrs", "xgeqrf", "xsyevd" };
 
 struct state {
 	cusolverDnHandle_t h;
+	cusolverDnParams_t params;
+	double *xl, *xb, *xq, *xtau;
+	float *xc, *xcb, *xe, *xew;
+	int64_t *xpiv;
+	size_t xwork[CALLS], xhost[CALLS];   // the 64-bit API's workspaces, bytes
+	void *xhw[CALLS];                    // its host workspaces
 	cudaStream_t s;
 	float *lu, *bn, *bt, *chu, *en, *enw;
 	double *ch, *cb, *qr, *tau, *qc, *q, *ev, *evw, *sg;
 	int *ipiv, *sgpiv, *info;
 	void *work[CALLS];
-	int lwork[CALLS];   // elements (0: the call takes no workspace)
+	int lwork[CALLS];   // elements (0: the call takes no workspace; the 64-bit API's: xwork)
 	int requests, failures;
 };
 
@@ -160,6 +175,37 @@ static bool near(double got, double want, double tol, const char *what, int i, c
 
 static const double FT = 2e-3, DT = 1e-9;
 
+// The 64-bit API's operands, params and workspaces (device and host).
+static void make_x(struct state *st)
+{
+	size_t *w = st->xwork, *hw = st->xhost;
+
+	SK(cusolverDnCreateParams(&st->params));
+	st->xl = dev_alloc<double>(XL_LDA * XL_N);
+	st->xb = dev_alloc<double>(XL_N * XL_RHS);
+	st->xpiv = dev_alloc<int64_t>(XL_N);
+	st->xc = dev_alloc<float>(XC_N * XC_N);
+	st->xcb = dev_alloc<float>(XC_N);
+	st->xq = dev_alloc<double>(XQ_M * XQ_N);
+	st->xtau = dev_alloc<double>(XQ_N);
+	st->xe = dev_alloc<float>(XE_N * XE_N);
+	st->xew = dev_alloc<float>(XE_N);
+	SK(cusolverDnXgetrf_bufferSize(st->h, st->params, XL_N, XL_N, CUDA_R_64F, st->xl, XL_LDA, CUDA_R_64F, &w[XGETRF],
+				       &hw[XGETRF]));
+	SK(cusolverDnXpotrf_bufferSize(st->h, st->params, CUBLAS_FILL_MODE_LOWER, XC_N, CUDA_R_32F, st->xc, XC_N,
+				       CUDA_R_32F, &w[XPOTRF], &hw[XPOTRF]));
+	SK(cusolverDnXgeqrf_bufferSize(st->h, st->params, XQ_M, XQ_N, CUDA_R_64F, st->xq, XQ_M, CUDA_R_64F, st->xtau,
+				       CUDA_R_64F, &w[XGEQRF], &hw[XGEQRF]));
+	SK(cusolverDnXsyevd_bufferSize(st->h, st->params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, XE_N,
+				       CUDA_R_32F, st->xe, XE_N, CUDA_R_32F, st->xew, CUDA_R_32F, &w[XSYEVD],
+				       &hw[XSYEVD]));
+	for (int i = XGETRF; i < CALLS; i++) {
+		if (w[i])
+			CK(cudaMalloc(&st->work[i], w[i]));
+		st->xhw[i] = hw[i] ? malloc(hw[i]) : NULL;
+	}
+}
+
 static void make(struct state *st)
 {
 	SK(cusolverDnCreate(&st->h));
@@ -203,6 +249,28 @@ static void make(struct state *st)
 		if (lw[i] > 0)
 			CK(cudaMalloc(&st->work[i], (size_t)lw[i] * (dbl ? 8 : 4)));
 	}
+	make_x(st);
+}
+
+// The 64-bit API's calls.
+static void calls_x(struct state *st)
+{
+	size_t *w = st->xwork, *hw = st->xhost;
+	int *in = st->info;
+
+	SK(cusolverDnXgetrf(st->h, st->params, XL_N, XL_N, CUDA_R_64F, st->xl, XL_LDA, st->xpiv, CUDA_R_64F,
+			    st->work[XGETRF], w[XGETRF], st->xhw[XGETRF], hw[XGETRF], in + XGETRF));
+	SK(cusolverDnXgetrs(st->h, st->params, CUBLAS_OP_N, XL_N, XL_RHS, CUDA_R_64F, st->xl, XL_LDA, st->xpiv,
+			    CUDA_R_64F, st->xb, XL_N, in + XGETRS));
+	SK(cusolverDnXpotrf(st->h, st->params, CUBLAS_FILL_MODE_LOWER, XC_N, CUDA_R_32F, st->xc, XC_N, CUDA_R_32F,
+			    st->work[XPOTRF], w[XPOTRF], st->xhw[XPOTRF], hw[XPOTRF], in + XPOTRF));
+	SK(cusolverDnXpotrs(st->h, st->params, CUBLAS_FILL_MODE_LOWER, XC_N, 1, CUDA_R_32F, st->xc, XC_N, CUDA_R_32F,
+			    st->xcb, XC_N, in + XPOTRS));
+	SK(cusolverDnXgeqrf(st->h, st->params, XQ_M, XQ_N, CUDA_R_64F, st->xq, XQ_M, CUDA_R_64F, st->xtau, CUDA_R_64F,
+			    st->work[XGEQRF], w[XGEQRF], st->xhw[XGEQRF], hw[XGEQRF], in + XGEQRF));
+	SK(cusolverDnXsyevd(st->h, st->params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, XE_N, CUDA_R_32F,
+			    st->xe, XE_N, CUDA_R_32F, st->xew, CUDA_R_32F, st->work[XSYEVD], w[XSYEVD], st->xhw[XSYEVD],
+			    hw[XSYEVD], in + XSYEVD));
 }
 
 // Every call of one request on fresh values of request r, in order.
@@ -230,6 +298,7 @@ static void calls(struct state *st)
 	SK(cusolverDnSsyevd(st->h, CUSOLVER_EIG_MODE_NOVECTOR, CUBLAS_FILL_MODE_LOWER, EN_N, st->en, EN_LDA, st->enw,
 			    (float *)st->work[SYEVD_N], lw[SYEVD_N], in + SYEVD_N));
 	SK(cusolverDnDgetrf(st->h, SG_N, SG_N, st->sg, SG_N, (double *)st->work[SINGULAR], st->sgpiv, in + SINGULAR));
+	calls_x(st);
 	CK(cudaStreamSynchronize(st->s));
 }
 
@@ -345,6 +414,62 @@ static bool eigen_ok(const std::vector<double> &a0, const std::vector<double> &v
 	return near(sw, tr, tol, what, -1, why, len) && near(sw2, fro, tol, what, -2, why, len);
 }
 
+// The 64-bit API's inputs of request r, uploaded: A, B of the LU; A, b of
+// the Cholesky; the QR's A; the eigenproblem's A.
+struct x_inputs {
+	std::vector<double> l, b, c, cb, q, e;
+};
+
+static x_inputs x_up(struct state *st, int r)
+{
+	x_inputs x = { matrix(r, 11, XL_N, XL_N, XL_LDA), matrix(r, 12, XL_N, XL_RHS, XL_N),
+		       as_float(symmetric(r, 13, XC_N, XC_N, true)), as_float(matrix(r, 14, XC_N, 1, XC_N)),
+		       matrix(r, 15, XQ_M, XQ_N, XQ_M), as_float(symmetric(r, 16, XE_N, XE_N, false)) };
+
+	up(st->xl, x.l);
+	up(st->xb, x.b);
+	up(st->xc, x.c);
+	up(st->xcb, x.cb);
+	up(st->xq, x.q);
+	up(st->xe, x.e);
+	return x;
+}
+
+// R^T R = A^T A for geqrf's R of the m x n a0 (both ld m).
+static bool r_ok(const std::vector<double> &a0, const std::vector<double> &rf, int m, int n, char *why, size_t len)
+{
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++) {
+			double rr = 0, aa = 0;
+
+			for (int k = 0; k <= (i < j ? i : j); k++)
+				rr += rf[k + i * m] * rf[k + j * m];
+			for (int k = 0; k < m; k++)
+				aa += a0[k + i * m] * a0[k + j * m];
+			if (!near(rr, aa, DT, "xgeqrf R^T R", i + j * n, why, len))
+				return false;
+		}
+	return true;
+}
+
+static bool x_ok(struct state *st, const x_inputs &x, char *why, size_t len)
+{
+	std::vector<int64_t> piv(XL_N);
+
+	CK(cudaMemcpy(piv.data(), st->xpiv, sizeof(int64_t) * XL_N, cudaMemcpyDeviceToHost));
+	for (int i = 0; i < XL_N; i++)
+		if (piv[i] < i + 1 || piv[i] > XL_N) {
+			snprintf(why, len, "xgetrf: ipiv[%d] = %lld", i, (long long)piv[i]);
+			return false;
+		}
+	return solved(x.l, XL_LDA, false, down(st->xb, XL_N * XL_RHS), x.b, XL_N, XL_RHS, XL_N, 1e-12, "xgetrs", why,
+		      len) &&
+	       cholesky_ok(x.c, down(st->xc, XC_N * XC_N), XC_N, XC_N, true, FT, "xpotrf", why, len) &&
+	       solved(x.c, XC_N, false, down(st->xcb, XC_N), x.cb, XC_N, 1, XC_N, 1e-4, "xpotrs", why, len) &&
+	       r_ok(x.q, down(st->xq, XQ_M * XQ_N), XQ_M, XQ_N, why, len) &&
+	       eigen_ok(x.e, down(st->xe, XE_N * XE_N), down(st->xew, XE_N), XE_N, XE_N, true, FT, "xsyevd", why, len);
+}
+
 // Runs request r's calls and checks every answer.
 static bool run_all(struct state *st, int r, char *why, size_t len)
 {
@@ -367,6 +492,7 @@ static bool run_all(struct state *st, int r, char *why, size_t len)
 	up(st->ev, ev0);
 	up(st->en, en0);
 	up(st->sg, sg0);
+	x_inputs x = x_up(st, r);
 	CK(cudaMemset(st->info, 0x7f, sizeof(int) * CALLS));
 	calls(st);
 	std::vector<double> info = down(st->info, CALLS), piv = down(st->ipiv, LU_N);
@@ -391,7 +517,7 @@ static bool run_all(struct state *st, int r, char *why, size_t len)
 	       qr_ok(qr0, down(st->qr, QR_LDA * QR_N), down(st->q, QR_LDA * QR_N), qc0, down(st->qc, QR_M * QR_C), why,
 		     len) &&
 	       eigen_ok(ev0, down(st->ev, EV_N * EV_N), down(st->evw, EV_N), EV_N, EV_N, true, DT, "syevd_v", why, len) &&
-	       eigen_ok(en0, {}, down(st->enw, EN_N), EN_N, EN_LDA, false, FT, "syevd_n", why, len);
+	       eigen_ok(en0, {}, down(st->enw, EN_N), EN_N, EN_LDA, false, FT, "syevd_n", why, len) && x_ok(st, x, why, len);
 }
 
 static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_response *resp)
@@ -463,16 +589,19 @@ int main(int argc, char **argv)
 		std::string s = "pointers {";
 		char one[160];
 		const void *ptrs[] = { st.lu, st.bn, st.bt, st.ipiv, st.ch, st.cb, st.chu, st.qr, st.tau, st.qc, st.q,
-				       st.ev, st.evw, st.en, st.enw, st.sg, st.sgpiv, st.info };
+				       st.ev, st.evw, st.en, st.enw, st.sg, st.sgpiv, st.info, st.xl, st.xb, st.xpiv,
+				       st.xc, st.xcb, st.xq, st.xtau, st.xe, st.xew };
 		const char *names[] = { "lu", "bn", "bt", "ipiv", "ch", "cb", "chu", "qr", "tau", "qc", "q", "ev", "evw",
-					"en", "enw", "sg", "sgpiv", "info" };
+					"en", "enw", "sg", "sgpiv", "info", "xl", "xb", "xpiv", "xc", "xcb", "xq", "xtau",
+					"xe", "xew" };
 		for (size_t i = 0; i < sizeof(ptrs) / sizeof(ptrs[0]); i++) {
 			snprintf(one, sizeof(one), "\"%s\": %llu, ", names[i], (unsigned long long)(uintptr_t)ptrs[i]);
 			s += one;
 		}
 		for (int i = 0; i < CALLS; i++) {
-			snprintf(one, sizeof(one), "\"work_%s\": %llu, \"lwork_%s\": %d, ", call_names[i],
-				 (unsigned long long)(uintptr_t)st.work[i], call_names[i], st.lwork[i]);
+			snprintf(one, sizeof(one), "\"work_%s\": %llu, \"lwork_%s\": %d, \"xwork_%s\": %zu, ",
+				 call_names[i], (unsigned long long)(uintptr_t)st.work[i], call_names[i], st.lwork[i],
+				 call_names[i], st.xwork[i]);
 			s += one;
 		}
 		s += "\"calls\": " + std::to_string(CALLS) + "}";
