@@ -57,8 +57,13 @@ static const char *what_of(const struct phos_solver_call *c)
 		[PHOS_SOLVER_POTRF] = "solver_potrf", [PHOS_SOLVER_POTRS] = "solver_potrs",
 		[PHOS_SOLVER_GEQRF] = "solver_geqrf", [PHOS_SOLVER_ORGQR] = "solver_orgqr",
 		[PHOS_SOLVER_ORMQR] = "solver_ormqr", [PHOS_SOLVER_SYEVD] = "solver_syevd",
+		[PHOS_SOLVER_SYEVJ] = "solver_syevj", [PHOS_SOLVER_GESVDJ] = "solver_gesvdj",
 	};
 
+	if (c->batch && c->kind == PHOS_SOLVER_SYEVJ)
+		return "solver_syevj_batched";
+	if (c->batch && c->kind == PHOS_SOLVER_GESVDJ)
+		return "solver_gesvdj_batched";
 	return c->kind < PHOS_SOLVER__KINDS && names[c->kind] ? names[c->kind] : "solver";
 }
 

@@ -589,6 +589,279 @@ PHOS_EXPORT_NAMES(cusolverDnSgetrf_bufferSize cusolverDnSgetrf cusolverDnSgetrs 
 		  cusolverDnDorgqr_bufferSize cusolverDnDorgqr cusolverDnDormqr_bufferSize cusolverDnDormqr
 		  cusolverDnDsyevd_bufferSize cusolverDnDsyevd)
 
+/* --- the Jacobi calls and their info objects --- */
+
+#define SYEVJ_MAGIC 0x73766a31u    /* "svj1" */
+#define GESVDJ_MAGIC 0x73766731u   /* "svg1" */
+
+/* A Jacobi call's settings, kept here and sent with each call (the
+ * executor makes cuSOLVER's object for the call). Residual and sweeps are
+ * not brought back: cusolverDnX{syevj,gesvdj}Get{Residual,Sweeps} answer
+ * NOT_SUPPORTED. */
+struct jacobi_info {
+	uint32_t magic;
+	double tol;        /* 0: the library's default (the type's machine epsilon) */
+	int max_sweeps;    /* 0: the default, 100 */
+	int sort;          /* 1 (the default): sorted */
+};
+struct syevjInfo {
+	struct jacobi_info j;
+};
+struct gesvdjInfo {
+	struct jacobi_info j;
+};
+
+static cusolverStatus_t jinfo_new(struct jacobi_info **ret, uint32_t magic, size_t size)
+{
+	struct jacobi_info *j;
+
+	if (!ret)
+		return CUSOLVER_STATUS_INVALID_VALUE;
+	j = calloc(1, size);
+	if (!j)
+		return CUSOLVER_STATUS_ALLOC_FAILED;
+	*j = (struct jacobi_info){ .magic = magic, .sort = 1 };
+	*ret = j;
+	return CUSOLVER_STATUS_SUCCESS;
+}
+
+static struct jacobi_info *jinfo_of(void *info, uint32_t magic)
+{
+	struct jacobi_info *j = info;
+
+	return j && j->magic == magic ? j : NULL;
+}
+
+static cusolverStatus_t jinfo_set(struct jacobi_info *j, int what, double value)
+{
+	if (!j)
+		return CUSOLVER_STATUS_INVALID_VALUE;
+	if (what == 0 && value > 0 && value < 1)
+		j->tol = value;
+	else if (what == 1 && value > 0 && value <= INT_MAX)
+		j->max_sweeps = (int)value;
+	else if (what == 2 && (value == 0 || value == 1))
+		j->sort = (int)value;
+	else if (what != 0 || value != 0)
+		return CUSOLVER_STATUS_INVALID_VALUE;
+	return CUSOLVER_STATUS_SUCCESS;
+}
+
+static cusolverStatus_t jinfo_free(struct jacobi_info *j)
+{
+	if (!j)
+		return CUSOLVER_STATUS_INVALID_VALUE;
+	j->magic = 0;
+	free(j);
+	return CUSOLVER_STATUS_SUCCESS;
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnCreateSyevjInfo(syevjInfo_t *info)
+{
+	return jinfo_new((struct jacobi_info **)info, SYEVJ_MAGIC, sizeof(struct syevjInfo));
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnDestroySyevjInfo(syevjInfo_t info)
+{
+	return jinfo_free(jinfo_of(info, SYEVJ_MAGIC));
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnXsyevjSetTolerance(syevjInfo_t info, double tolerance)
+{
+	return jinfo_set(jinfo_of(info, SYEVJ_MAGIC), 0, tolerance);
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnXsyevjSetMaxSweeps(syevjInfo_t info, int max_sweeps)
+{
+	return jinfo_set(jinfo_of(info, SYEVJ_MAGIC), 1, max_sweeps);
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnXsyevjSetSortEig(syevjInfo_t info, int sort_eig)
+{
+	return jinfo_set(jinfo_of(info, SYEVJ_MAGIC), 2, sort_eig);
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnCreateGesvdjInfo(gesvdjInfo_t *info)
+{
+	return jinfo_new((struct jacobi_info **)info, GESVDJ_MAGIC, sizeof(struct gesvdjInfo));
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnDestroyGesvdjInfo(gesvdjInfo_t info)
+{
+	return jinfo_free(jinfo_of(info, GESVDJ_MAGIC));
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnXgesvdjSetTolerance(gesvdjInfo_t info, double tolerance)
+{
+	return jinfo_set(jinfo_of(info, GESVDJ_MAGIC), 0, tolerance);
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnXgesvdjSetMaxSweeps(gesvdjInfo_t info, int max_sweeps)
+{
+	return jinfo_set(jinfo_of(info, GESVDJ_MAGIC), 1, max_sweeps);
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnXgesvdjSetSortEig(gesvdjInfo_t info, int sort_svd)
+{
+	return jinfo_set(jinfo_of(info, GESVDJ_MAGIC), 2, sort_svd);
+}
+
+/* syevj and syevjBatched (batch 0: the plain call): lwork -1 and ret_lwork
+ * for the _bufferSize. */
+static cusolverStatus_t syevj(const char *name, cusolverDnHandle_t handle, int32_t type, cusolverEigMode_t jobz,
+			      cublasFillMode_t uplo, int n, const void *A, int lda, const void *W, const void *work,
+			      int lwork, int *info, void *params, int batch, int *ret_lwork)
+{
+	struct jacobi_info *j = jinfo_of(params, SYEVJ_MAGIC);
+	struct phos_solver_call c;
+	cusolverStatus_t s = call_init(handle, PHOS_SOLVER_SYEVJ, type, &c);
+
+	if (s)
+		return s;
+	if (!j || batch < 0 || (!ret_lwork && lwork < 0))
+		return CUSOLVER_STATUS_INVALID_VALUE;
+	c.jobz = jobz;
+	c.uplo = uplo;
+	c.n = n;
+	c.lda = lda;
+	c.a = addr(A);
+	c.w = addr(W);
+	c.work = addr(work);
+	c.lwork = ret_lwork ? -1 : lwork;
+	c.info = addr(info);
+	c.batch = batch;
+	c.tol = j->tol;
+	c.max_sweeps = j->max_sweeps;
+	c.sort = j->sort;
+	return forward(name, handle, &c, ret_lwork);
+}
+
+struct gesvdj_args {
+	cusolverEigMode_t jobz;
+	int econ, m, n;
+	const void *A;
+	int lda;
+	const void *S, *U;
+	int ldu;
+	const void *V;
+	int ldv;
+	const void *work;
+	int lwork;
+	int *info;
+	void *params;
+	int batch;
+};
+
+/* gesvdj and gesvdjBatched (batch 0: the plain call). */
+static cusolverStatus_t gesvdj(const char *name, cusolverDnHandle_t handle, int32_t type, const struct gesvdj_args *g,
+			       int *ret_lwork)
+{
+	struct jacobi_info *j = jinfo_of(g->params, GESVDJ_MAGIC);
+	struct phos_solver_call c;
+	cusolverStatus_t s = call_init(handle, PHOS_SOLVER_GESVDJ, type, &c);
+
+	if (s)
+		return s;
+	if (!j || g->batch < 0 || (!ret_lwork && g->lwork < 0))
+		return CUSOLVER_STATUS_INVALID_VALUE;
+	c.jobz = g->jobz;
+	c.econ = g->econ;
+	c.m = g->m;
+	c.n = g->n;
+	c.lda = g->lda;
+	c.a = addr(g->A);
+	c.w = addr(g->S);
+	c.u = addr(g->U);
+	c.ldu = g->ldu;
+	c.v = addr(g->V);
+	c.ldv = g->ldv;
+	c.work = addr(g->work);
+	c.lwork = ret_lwork ? -1 : g->lwork;
+	c.info = addr(g->info);
+	c.batch = g->batch;
+	c.tol = j->tol;
+	c.max_sweeps = j->max_sweeps;
+	c.sort = j->sort;
+	return forward(name, handle, &c, ret_lwork);
+}
+
+#define DEFINE_JACOBI(P, T, TY_)                                                                                  \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##syevj_bufferSize(                                            \
+		cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const T *A, int lda, \
+		const T *W, int *lwork, syevjInfo_t params)                                                       \
+	{                                                                                                         \
+		return !lwork ? CUSOLVER_STATUS_INVALID_VALUE                                                     \
+			      : syevj("cusolverDn" #P "syevj_bufferSize", handle, TY_, jobz, uplo, n, A, lda, W,  \
+				      NULL, -1, NULL, params, 0, lwork);                                          \
+	}                                                                                                         \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##syevj(cusolverDnHandle_t handle, cusolverEigMode_t jobz,     \
+							  cublasFillMode_t uplo, int n, T *A, int lda, T *W,      \
+							  T *work, int lwork, int *info, syevjInfo_t params)      \
+	{                                                                                                         \
+		return syevj("cusolverDn" #P "syevj", handle, TY_, jobz, uplo, n, A, lda, W, work, lwork, info,  \
+			     params, 0, NULL);                                                                    \
+	}                                                                                                         \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##syevjBatched_bufferSize(                                     \
+		cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const T *A, int lda, \
+		const T *W, int *lwork, syevjInfo_t params, int batchSize)                                        \
+	{                                                                                                         \
+		return !lwork || batchSize < 1                                                                    \
+			       ? CUSOLVER_STATUS_INVALID_VALUE                                                    \
+			       : syevj("cusolverDn" #P "syevjBatched_bufferSize", handle, TY_, jobz, uplo, n, A,  \
+				       lda, W, NULL, -1, NULL, params, batchSize, lwork);                         \
+	}                                                                                                         \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##syevjBatched(                                                \
+		cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, T *A, int lda,   \
+		T *W, T *work, int lwork, int *info, syevjInfo_t params, int batchSize)                           \
+	{                                                                                                         \
+		return batchSize < 1 ? CUSOLVER_STATUS_INVALID_VALUE                                              \
+				     : syevj("cusolverDn" #P "syevjBatched", handle, TY_, jobz, uplo, n, A, lda, \
+					     W, work, lwork, info, params, batchSize, NULL);                      \
+	}                                                                                                         \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##gesvdj_bufferSize(                                           \
+		cusolverDnHandle_t handle, cusolverEigMode_t jobz, int econ, int m, int n, const T *A, int lda,   \
+		const T *S, const T *U, int ldu, const T *V, int ldv, int *lwork, gesvdjInfo_t params)            \
+	{                                                                                                         \
+		struct gesvdj_args g = { jobz, econ, m, n, A, lda, S, U, ldu, V, ldv, NULL, -1, NULL, params, 0 }; \
+		return !lwork ? CUSOLVER_STATUS_INVALID_VALUE                                                     \
+			      : gesvdj("cusolverDn" #P "gesvdj_bufferSize", handle, TY_, &g, lwork);              \
+	}                                                                                                         \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##gesvdj(                                                      \
+		cusolverDnHandle_t handle, cusolverEigMode_t jobz, int econ, int m, int n, T *A, int lda, T *S,   \
+		T *U, int ldu, T *V, int ldv, T *work, int lwork, int *info, gesvdjInfo_t params)                 \
+	{                                                                                                         \
+		struct gesvdj_args g = { jobz, econ, m, n, A, lda, S, U, ldu, V, ldv, work, lwork, info, params, 0 }; \
+		return gesvdj("cusolverDn" #P "gesvdj", handle, TY_, &g, NULL);                                   \
+	}                                                                                                         \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##gesvdjBatched_bufferSize(                                    \
+		cusolverDnHandle_t handle, cusolverEigMode_t jobz, int m, int n, const T *A, int lda, const T *S, \
+		const T *U, int ldu, const T *V, int ldv, int *lwork, gesvdjInfo_t params, int batchSize)         \
+	{                                                                                                         \
+		struct gesvdj_args g = { jobz, 0, m, n, A, lda, S, U, ldu, V, ldv, NULL, -1, NULL, params,        \
+					 batchSize };                                                             \
+		return !lwork || batchSize < 1                                                                    \
+			       ? CUSOLVER_STATUS_INVALID_VALUE                                                    \
+			       : gesvdj("cusolverDn" #P "gesvdjBatched_bufferSize", handle, TY_, &g, lwork);      \
+	}                                                                                                         \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##gesvdjBatched(                                               \
+		cusolverDnHandle_t handle, cusolverEigMode_t jobz, int m, int n, T *A, int lda, T *S, T *U,       \
+		int ldu, T *V, int ldv, T *work, int lwork, int *info, gesvdjInfo_t params, int batchSize)        \
+	{                                                                                                         \
+		struct gesvdj_args g = { jobz, 0, m, n, A, lda, S, U, ldu, V, ldv, work, lwork, info, params,     \
+					 batchSize };                                                             \
+		return batchSize < 1 ? CUSOLVER_STATUS_INVALID_VALUE                                              \
+				     : gesvdj("cusolverDn" #P "gesvdjBatched", handle, TY_, &g, NULL);           \
+	}
+
+DEFINE_JACOBI(S, float, PHOS_SOLVER_R_32F)
+DEFINE_JACOBI(D, double, PHOS_SOLVER_R_64F)
+PHOS_EXPORT_NAMES(cusolverDnSsyevj_bufferSize cusolverDnSsyevj cusolverDnSsyevjBatched_bufferSize
+		  cusolverDnSsyevjBatched cusolverDnSgesvdj_bufferSize cusolverDnSgesvdj
+		  cusolverDnSgesvdjBatched_bufferSize cusolverDnSgesvdjBatched
+		  cusolverDnDsyevj_bufferSize cusolverDnDsyevj cusolverDnDsyevjBatched_bufferSize
+		  cusolverDnDsyevjBatched cusolverDnDgesvdj_bufferSize cusolverDnDgesvdj
+		  cusolverDnDgesvdjBatched_bufferSize cusolverDnDgesvdjBatched)
+
 /* --- the 64-bit generic API (cusolverDnX*) --- */
 
 /* A call of the 64-bit API: handle, params, and one real type for every

@@ -44,7 +44,21 @@
 	X(Xpotrf_bufferSize, "cusolverDnXpotrf_bufferSize") X(Xpotrf, "cusolverDnXpotrf") \
 	X(Xpotrs, "cusolverDnXpotrs")                                              \
 	X(Xgeqrf_bufferSize, "cusolverDnXgeqrf_bufferSize") X(Xgeqrf, "cusolverDnXgeqrf") \
-	X(Xsyevd_bufferSize, "cusolverDnXsyevd_bufferSize") X(Xsyevd, "cusolverDnXsyevd")
+	X(Xsyevd_bufferSize, "cusolverDnXsyevd_bufferSize") X(Xsyevd, "cusolverDnXsyevd")   \
+	SV_PAIR(X, syevj_bufferSize) SV_PAIR(X, syevj)                             \
+	SV_PAIR(X, syevjBatched_bufferSize) SV_PAIR(X, syevjBatched)               \
+	SV_PAIR(X, gesvdj_bufferSize) SV_PAIR(X, gesvdj)                           \
+	SV_PAIR(X, gesvdjBatched_bufferSize) SV_PAIR(X, gesvdjBatched)             \
+	X(CreateSyevjInfo, "cusolverDnCreateSyevjInfo")                            \
+	X(DestroySyevjInfo, "cusolverDnDestroySyevjInfo")                          \
+	X(XsyevjSetTolerance, "cusolverDnXsyevjSetTolerance")                      \
+	X(XsyevjSetMaxSweeps, "cusolverDnXsyevjSetMaxSweeps")                      \
+	X(XsyevjSetSortEig, "cusolverDnXsyevjSetSortEig")                          \
+	X(CreateGesvdjInfo, "cusolverDnCreateGesvdjInfo")                          \
+	X(DestroyGesvdjInfo, "cusolverDnDestroyGesvdjInfo")                        \
+	X(XgesvdjSetTolerance, "cusolverDnXgesvdjSetTolerance")                    \
+	X(XgesvdjSetMaxSweeps, "cusolverDnXgesvdjSetMaxSweeps")                    \
+	X(XgesvdjSetSortEig, "cusolverDnXgesvdjSetSortEig")
 
 /* Each pointer has the type of NVIDIA's declaration (cusolverDn.h). */
 #define SV_FIELD(field, export) __typeof__(cusolverDn##field) *field;
@@ -186,6 +200,94 @@ static cusolverStatus_t x_size(cusolverDnHandle_t h, const struct phos_solver_ca
 	}
 }
 
+/* The Jacobi calls' info objects, made for one call from its settings
+ * (host objects; destroyed once the call is done: it writes its residual
+ * and sweeps there). */
+struct jinfo {
+	syevjInfo_t e;
+	gesvdjInfo_t g;
+};
+
+static cusolverStatus_t jinfo_make(const struct phos_solver_call *c, struct jinfo *j)
+{
+	cusolverStatus_t st;
+
+	memset(j, 0, sizeof(*j));
+	if (c->kind == PHOS_SOLVER_SYEVJ) {
+		st = sv.CreateSyevjInfo(&j->e);
+		if (!st && c->tol > 0)
+			st = sv.XsyevjSetTolerance(j->e, c->tol);
+		if (!st && c->max_sweeps > 0)
+			st = sv.XsyevjSetMaxSweeps(j->e, c->max_sweeps);
+		if (!st)
+			st = sv.XsyevjSetSortEig(j->e, c->sort);
+	} else if (c->kind == PHOS_SOLVER_GESVDJ) {
+		st = sv.CreateGesvdjInfo(&j->g);
+		if (!st && c->tol > 0)
+			st = sv.XgesvdjSetTolerance(j->g, c->tol);
+		if (!st && c->max_sweeps > 0)
+			st = sv.XgesvdjSetMaxSweeps(j->g, c->max_sweeps);
+		if (!st)
+			st = sv.XgesvdjSetSortEig(j->g, c->sort);
+	} else {
+		return CUSOLVER_STATUS_SUCCESS;
+	}
+	return st;
+}
+
+static void jinfo_drop(struct jinfo *j)
+{
+	if (j->e)
+		(void)sv.DestroySyevjInfo(j->e);
+	if (j->g)
+		(void)sv.DestroyGesvdjInfo(j->g);
+}
+
+/* The Jacobi calls' workspace (elements). */
+static cusolverStatus_t jacobi_size(cusolverDnHandle_t h, const struct phos_solver_call *c, const struct jinfo *j,
+				    int *lwork)
+{
+	cusolverEigMode_t jobz = (cusolverEigMode_t)c->jobz;
+	cublasFillMode_t uplo = (cublasFillMode_t)c->uplo;
+	int m = (int)c->m, n = (int)c->n, lda = (int)c->lda, ldu = (int)c->ldu, ldv = (int)c->ldv;
+	void *a = ptr(c->a), *w = ptr(c->w), *u = ptr(c->u), *v = ptr(c->v);
+
+	if (c->kind == PHOS_SOLVER_SYEVJ && c->batch)
+		return SD(c, syevjBatched_bufferSize, h, jobz, uplo, n, a, lda, w, lwork, j->e, (int)c->batch);
+	if (c->kind == PHOS_SOLVER_SYEVJ)
+		return SD(c, syevj_bufferSize, h, jobz, uplo, n, a, lda, w, lwork, j->e);
+	if (c->batch)
+		return SD(c, gesvdjBatched_bufferSize, h, jobz, m, n, a, lda, w, u, ldu, v, ldv, lwork, j->g,
+			  (int)c->batch);
+	return SD(c, gesvdj_bufferSize, h, jobz, c->econ, m, n, a, lda, w, u, ldu, v, ldv, lwork, j->g);
+}
+
+/* A Jacobi call, waited for (its info object goes after it). */
+static cusolverStatus_t jacobi_exec(cusolverDnHandle_t h, const struct phos_solver_call *c, void *stream)
+{
+	cusolverEigMode_t jobz = (cusolverEigMode_t)c->jobz;
+	cublasFillMode_t uplo = (cublasFillMode_t)c->uplo;
+	int m = (int)c->m, n = (int)c->n, lda = (int)c->lda, ldu = (int)c->ldu, ldv = (int)c->ldv;
+	int lwork = (int)c->lwork, *info = ptr(c->info);
+	void *a = ptr(c->a), *w = ptr(c->w), *u = ptr(c->u), *v = ptr(c->v), *work = ptr(c->work);
+	struct jinfo j;
+	cusolverStatus_t st = jinfo_make(c, &j);
+
+	if (!st && c->kind == PHOS_SOLVER_SYEVJ && c->batch)
+		st = SD(c, syevjBatched, h, jobz, uplo, n, a, lda, w, work, lwork, info, j.e, (int)c->batch);
+	else if (!st && c->kind == PHOS_SOLVER_SYEVJ)
+		st = SD(c, syevj, h, jobz, uplo, n, a, lda, w, work, lwork, info, j.e);
+	else if (!st && c->batch)
+		st = SD(c, gesvdjBatched, h, jobz, m, n, a, lda, w, u, ldu, v, ldv, work, lwork, info, j.g,
+			(int)c->batch);
+	else if (!st)
+		st = SD(c, gesvdj, h, jobz, c->econ, m, n, a, lda, w, u, ldu, v, ldv, work, lwork, info, j.g);
+	if (cuda_drv.StreamSynchronize((CUstream)stream) != CUDA_SUCCESS && !st)
+		st = CUSOLVER_STATUS_EXECUTION_FAILED;
+	jinfo_drop(&j);
+	return st;
+}
+
 /* The legacy API's workspace of c (elements). */
 static cusolverStatus_t legacy_size(cusolverDnHandle_t h, const struct phos_solver_call *c, int *lwork)
 {
@@ -225,6 +327,14 @@ static int cuda_solver_buffer_size(struct phos_device *dev, const struct phos_so
 	if (c->x64) {
 		*st = x_size(h, c, &dw, &hw);
 		*ret = (struct phos_reply_solver_size){ (int64_t)dw, (int64_t)hw };
+	} else if (c->kind == PHOS_SOLVER_SYEVJ || c->kind == PHOS_SOLVER_GESVDJ) {
+		struct jinfo j;
+
+		*st = jinfo_make(c, &j);
+		if (!*st)
+			*st = jacobi_size(h, c, &j, &lwork);
+		jinfo_drop(&j);
+		ret->work = lwork;
 	} else {
 		*st = legacy_size(h, c, &lwork);
 		ret->work = lwork;
@@ -305,6 +415,10 @@ static int cuda_solver_exec(struct phos_device *dev, const struct phos_solver_ca
 		return 0;
 	if (c->x64)
 		return x_exec_host(h, c, stream, st);
+	if (c->kind == PHOS_SOLVER_SYEVJ || c->kind == PHOS_SOLVER_GESVDJ) {
+		*st = jacobi_exec(h, c, stream);
+		return 0;
+	}
 	switch (c->kind) {
 	case PHOS_SOLVER_GETRF:
 		*st = SD(c, getrf, h, m, n, a, lda, work, ipiv, info);

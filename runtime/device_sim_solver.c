@@ -385,12 +385,13 @@ static int ormqr(const struct phos_solver_call *c, int *st)
 }
 
 /* Cyclic Jacobi on the symmetric n x n s (destroyed): eigenvalues in w,
- * eigenvectors in v's columns, unsorted. False when it does not converge. */
-static bool jacobi(double *s, int64_t n, double *w, double *v)
+ * eigenvectors in v's columns, unsorted. False when sweeps sweeps do not
+ * converge. */
+static bool jacobi(double *s, int64_t n, double *w, double *v, int sweeps)
 {
 	for (int64_t i = 0; i < n * n; i++)
 		v[i] = i % (n + 1) == 0;
-	for (int sweep = 0; sweep < 100; sweep++) {
+	for (int sweep = 0; sweep <= sweeps; sweep++) {
 		double off = 0, all = 0;
 
 		for (int64_t j = 0; j < n; j++)
@@ -398,7 +399,7 @@ static bool jacobi(double *s, int64_t n, double *w, double *v)
 				*(i == j ? &all : &off) += s[i + j * n] * s[i + j * n];
 		if (off <= 1e-30 * (all + off) || off == 0)
 			goto done;
-		for (int64_t p = 0; p < n - 1; p++)
+		for (int64_t p = 0; sweep < sweeps && p < n - 1; p++)
 			for (int64_t q = p + 1; q < n; q++) {
 				double apq = s[p + q * n], theta, t, cs, sn;
 
@@ -431,46 +432,241 @@ done:
 	return true;
 }
 
-static int syevd(const struct phos_solver_call *c, int *st)
+/* Sorts w (k values) ascending or descending, the columns of the rows-row
+ * x and y (either NULL) with them. */
+static void sort_with(double *w, int64_t k, bool descending, double *x, int64_t xrows, double *y, int64_t yrows)
 {
-	int64_t n = c->n;
-	double *a = load(c, c->a, n, n, c->lda), *v = n ? malloc((size_t)(n * n) * sizeof(double)) : NULL;
-	double *w = n ? malloc((size_t)n * sizeof(double)) : NULL;
-	bool lower = c->uplo == PHOS_SOLVER_LOWER;
-	int32_t info = 0;
-
-	if (n && (!a || !v || !w)) {
-		free(a);
-		free(v);
-		free(w);
-		return ok(st, PHOS_SOLVER_ALLOC_FAILED);
-	}
-	for (int64_t j = 0; j < n; j++)   /* the uplo triangle, mirrored */
-		for (int64_t i = 0; i < n; i++)
-			if (lower ? i < j : i > j)
-				a[i + j * n] = a[j + i * n];
-	if (n && !jacobi(a, n, w, v))
-		info = 1;
-	for (int64_t i = 1; !info && i < n; i++)   /* ascending, vectors with them */
-		for (int64_t j = i; j > 0 && w[j - 1] > w[j]; j--) {
+	for (int64_t i = 1; i < k; i++)
+		for (int64_t j = i; j > 0 && (descending ? w[j - 1] < w[j] : w[j - 1] > w[j]); j--) {
 			double t = w[j];
 
 			w[j] = w[j - 1];
 			w[j - 1] = t;
-			for (int64_t k = 0; k < n; k++) {
-				t = v[k + j * n];
-				v[k + j * n] = v[k + (j - 1) * n];
-				v[k + (j - 1) * n] = t;
+			for (int64_t r = 0; x && r < xrows; r++) {
+				t = x[r + j * xrows];
+				x[r + j * xrows] = x[r + (j - 1) * xrows];
+				x[r + (j - 1) * xrows] = t;
+			}
+			for (int64_t r = 0; y && r < yrows; r++) {
+				t = y[r + j * yrows];
+				y[r + j * yrows] = y[r + (j - 1) * yrows];
+				y[r + (j - 1) * yrows] = t;
 			}
 		}
-	for (int64_t i = 0; !info && i < n; i++)
-		store_one(c, c->w + (uint64_t)i * phos_solver_esize(c->type), w[i]);
-	if (!info && n && c->jobz == PHOS_SOLVER_VECTOR)
-		store(c, c->a, v, n, n, c->lda, -1);
+}
+
+static void store_vector(const struct phos_solver_call *c, uint64_t addr, const double *x, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		store_one(c, addr + (uint64_t)i * phos_solver_esize(c->type), x[i]);
+}
+
+/* One symmetric eigenproblem of c at a (w its values): its info, -1 when
+ * out of memory. syevd sorts and answers 1 when it does not converge;
+ * syevj sorts as c->sort says and answers n + 1 (as cuSOLVER's). */
+static int32_t eigen_one(const struct phos_solver_call *c, uint64_t at, uint64_t w_at)
+{
+	int64_t n = c->n;
+	double *a = load(c, at, n, n, c->lda), *v = malloc((size_t)(n * n) * sizeof(double));
+	double *w = malloc((size_t)n * sizeof(double));
+	bool lower = c->uplo == PHOS_SOLVER_LOWER, j = c->kind == PHOS_SOLVER_SYEVJ;
+	int32_t info = 0;
+
+	if (!a || !v || !w) {
+		free(a);
+		free(v);
+		free(w);
+		return -1;
+	}
+	for (int64_t q = 0; q < n; q++)   /* the uplo triangle, mirrored */
+		for (int64_t i = 0; i < n; i++)
+			if (lower ? i < q : i > q)
+				a[i + q * n] = a[q + i * n];
+	if (!jacobi(a, n, w, v, j && c->max_sweeps ? c->max_sweeps : 100))
+		info = j ? (int32_t)n + 1 : 1;
+	if (!info && (!j || c->sort))
+		sort_with(w, n, false, v, n, NULL, 0);
+	if (!info)
+		store_vector(c, w_at, w, n);
+	if (!info && c->jobz == PHOS_SOLVER_VECTOR)
+		store(c, at, v, n, n, c->lda, -1);
 	free(a);
 	free(v);
 	free(w);
-	put_info(c, info);
+	return info;
+}
+
+/* syevd, syevj and syevjBatched. */
+static int eigen(const struct phos_solver_call *c, int *st)
+{
+	uint32_t es = phos_solver_esize(c->type);
+	int64_t b = c->batch ? c->batch : 1;
+
+	for (int64_t i = 0; i < b; i++) {
+		int32_t info = c->n ? eigen_one(c, c->a + (uint64_t)(i * c->lda * c->n) * es,
+						c->w + (uint64_t)(i * c->n) * es) : 0;
+
+		if (info < 0)
+			return ok(st, PHOS_SOLVER_ALLOC_FAILED);
+		memcpy(ptr(c->info + (uint64_t)i * 4), &info, 4);
+	}
+	return ok(st, PHOS_SOLVER_SUCCESS);
+}
+
+/* Completes q (rows x cols) to orthonormal columns: those not good[j] are
+ * made by Gram-Schmidt of unit vectors against the good ones. */
+static void complete(double *q, int64_t rows, int64_t cols, bool *good)
+{
+	for (int64_t j = 0; j < cols; j++) {
+		double *x = q + j * rows;
+
+		for (int64_t e = 0; !good[j] && e < rows; e++) {
+			double norm = 0;
+
+			for (int64_t i = 0; i < rows; i++)
+				x[i] = i == e;
+			for (int pass = 0; pass < 2; pass++)
+				for (int64_t g = 0; g < cols; g++) {
+					double d = 0;
+
+					for (int64_t i = 0; good[g] && i < rows; i++)
+						d += q[i + g * rows] * x[i];
+					for (int64_t i = 0; good[g] && i < rows; i++)
+						x[i] -= d * q[i + g * rows];
+				}
+			for (int64_t i = 0; i < rows; i++)
+				norm += x[i] * x[i];
+			if (norm > 1e-6) {
+				for (int64_t i = 0; i < rows; i++)
+					x[i] /= sqrt(norm);
+				good[j] = true;
+			}
+		}
+	}
+}
+
+/* One-sided Jacobi on the r x k b (r >= k): b's columns made orthogonal by
+ * rotations, accumulated in the k x k w. False when sweeps do not do it. */
+static bool one_sided(double *b, int64_t r, int64_t k, double *w, int sweeps)
+{
+	for (int64_t i = 0; i < k * k; i++)
+		w[i] = i % (k + 1) == 0;
+	for (int sweep = 0; sweep < sweeps; sweep++) {
+		bool rotated = false;
+
+		for (int64_t p = 0; p < k - 1; p++)
+			for (int64_t q = p + 1; q < k; q++) {
+				double al = 0, be = 0, ga = 0, zeta, t, cs, sn;
+
+				for (int64_t i = 0; i < r; i++) {
+					al += b[i + p * r] * b[i + p * r];
+					be += b[i + q * r] * b[i + q * r];
+					ga += b[i + p * r] * b[i + q * r];
+				}
+				if (ga == 0 || fabs(ga) <= 1e-15 * sqrt(al * be))
+					continue;
+				rotated = true;
+				zeta = (be - al) / (2 * ga);
+				t = copysign(1.0, zeta) / (fabs(zeta) + sqrt(1 + zeta * zeta));
+				cs = 1 / sqrt(1 + t * t);
+				sn = cs * t;
+				for (int64_t i = 0; i < r; i++) {
+					double x = b[i + p * r], y = b[i + q * r];
+
+					b[i + p * r] = cs * x - sn * y;
+					b[i + q * r] = sn * x + cs * y;
+				}
+				for (int64_t i = 0; i < k; i++) {
+					double x = w[i + p * k], y = w[i + q * k];
+
+					w[i + p * k] = cs * x - sn * y;
+					w[i + q * k] = sn * x + cs * y;
+				}
+			}
+		if (!rotated)
+			return true;
+	}
+	return false;
+}
+
+struct svd_at { uint64_t a, s, u, v; };
+
+/* One SVD of c (econ or full U and V, sorted descending as c->sort says):
+ * its info (min(m, n) + 1 when it does not converge, as cuSOLVER's), -1
+ * when out of memory. */
+static int32_t svd_one(const struct phos_solver_call *c, struct svd_at at)
+{
+	int64_t m = c->m, n = c->n, k = m < n ? m : n, r = m < n ? n : m, uc = c->econ ? k : m, vc = c->econ ? k : n;
+	double *a = load(c, at.a, m, n, c->lda), *b = malloc((size_t)(r * k) * sizeof(double));
+	double *w = malloc((size_t)(k * k) * sizeof(double)), *sv = malloc((size_t)k * sizeof(double));
+	double *u = calloc((size_t)(m * m), sizeof(double)), *v = calloc((size_t)(n * n), sizeof(double));
+	bool *gu = calloc((size_t)m, sizeof(bool)), *gv = calloc((size_t)n, sizeof(bool)), ok1 = true;
+	int32_t info = 0;
+
+	if (!a || !b || !w || !sv || !u || !v || !gu || !gv) {
+		info = -1;
+		goto out;
+	}
+	for (int64_t j = 0; j < k; j++)   /* b = A, or A^T when m < n */
+		for (int64_t i = 0; i < r; i++)
+			b[i + j * r] = m >= n ? a[i + j * m] : a[j + i * m];
+	ok1 = one_sided(b, r, k, w, c->max_sweeps ? c->max_sweeps : 100);
+	for (int64_t j = 0; j < k; j++) {
+		double norm = 0;
+
+		for (int64_t i = 0; i < r; i++)
+			norm += b[i + j * r] * b[i + j * r];
+		sv[j] = sqrt(norm);
+		for (int64_t i = 0; i < r; i++)   /* b's columns normalized: U (m >= n) or V */
+			b[i + j * r] = sv[j] > 0 ? b[i + j * r] / sv[j] : 0;
+	}
+	if (c->sort)
+		sort_with(sv, k, true, b, r, w, k);
+	for (int64_t j = 0; j < k; j++)
+		for (int64_t i = 0; i < r; i++) {
+			(m >= n ? u : v)[i + j * r] = b[i + j * r];
+			(m >= n ? gu : gv)[j] = sv[j] > 0;
+		}
+	for (int64_t j = 0; j < k; j++)   /* w: V (m >= n) or U, k x k */
+		for (int64_t i = 0; i < k; i++) {
+			(m >= n ? v : u)[i + j * k] = w[i + j * k];
+			(m >= n ? gv : gu)[j] = true;
+		}
+	complete(u, m, uc, gu);
+	complete(v, n, vc, gv);
+	info = ok1 ? 0 : (int32_t)k + 1;
+	store_vector(c, at.s, sv, k);
+	if (c->jobz == PHOS_SOLVER_VECTOR) {
+		store(c, at.u, u, m, uc, c->ldu, -1);
+		store(c, at.v, v, n, vc, c->ldv, -1);
+	}
+out:
+	free(a);
+	free(b);
+	free(w);
+	free(sv);
+	free(u);
+	free(v);
+	free(gu);
+	free(gv);
+	return info;
+}
+
+/* gesvdj and gesvdjBatched. */
+static int svd(const struct phos_solver_call *c, int *st)
+{
+	uint32_t es = phos_solver_esize(c->type);
+	int64_t b = c->batch ? c->batch : 1, k = c->m < c->n ? c->m : c->n;
+
+	for (int64_t i = 0; i < b; i++) {
+		struct svd_at at = { c->a + (uint64_t)(i * c->lda * c->n) * es, c->w + (uint64_t)(i * k) * es,
+				     c->u + (uint64_t)(i * c->ldu * c->m) * es, c->v + (uint64_t)(i * c->ldv * c->n) * es };
+		int32_t info = k ? svd_one(c, at) : 0;
+
+		if (info < 0)
+			return ok(st, PHOS_SOLVER_ALLOC_FAILED);
+		memcpy(ptr(c->info + (uint64_t)i * 4), &info, 4);
+	}
 	return ok(st, PHOS_SOLVER_SUCCESS);
 }
 
@@ -521,7 +717,8 @@ static int sim_solver_exec(struct phos_device *dev, const struct phos_solver_cal
 	case PHOS_SOLVER_GEQRF: return geqrf(c, st);
 	case PHOS_SOLVER_ORGQR: return orgqr(c, st);
 	case PHOS_SOLVER_ORMQR: return ormqr(c, st);
-	case PHOS_SOLVER_SYEVD: return syevd(c, st);
+	case PHOS_SOLVER_SYEVD: case PHOS_SOLVER_SYEVJ: return eigen(c, st);
+	case PHOS_SOLVER_GESVDJ: return svd(c, st);
 	default: return ok(st, PHOS_SOLVER_INVALID_VALUE);
 	}
 }

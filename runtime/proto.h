@@ -1148,6 +1148,14 @@ enum phos_solver_kind {
 	                        * b = C (m x n, read, written), work */
 	PHOS_SOLVER_SYEVD,     /* A = V diag(w) V^T, w ascending: a (n x n, read, written: V or
 	                        * destroyed), w (n, written), work */
+	PHOS_SOLVER_SYEVJ,     /* syevd by Jacobi, with its info's tol, max_sweeps, sort; batched
+	                        * (batch >= 1, n <= 32): batch matrices lda n elements apart, w n
+	                        * apart, info batch ints */
+	PHOS_SOLVER_GESVDJ,    /* A = U diag(s) V^T by Jacobi: a (m x n, read, written: destroyed),
+	                        * w = s (min(m, n), written), with jobz VECTOR u (m x m, econ m x
+	                        * min(m, n); written) and v (n x n or n x min(m, n); written), work;
+	                        * batched (m, n <= 32, no econ): each operand batch times, a lda n,
+	                        * s min(m, n), u ldu m and v ldv n elements apart, info batch ints */
 	PHOS_SOLVER__KINDS
 };
 struct phos_solver_call {
@@ -1164,6 +1172,12 @@ struct phos_solver_call {
 	                                * call takes none as a parameter (getrf: its _bufferSize's) */
 	int64_t host_bytes;            /* x64: the host workspace the program gave (the executor uses
 	                                * its own of the size its library asks) */
+	int64_t batch;                 /* SYEVJ, GESVDJ: 0 for the plain call, the batch of a Batched one */
+	int64_t ldu, ldv;              /* GESVDJ: U's and V's leading dimensions */
+	uint64_t u, v;                 /* GESVDJ: U and V (w is S) */
+	double tol;                    /* SYEVJ, GESVDJ: the info's tolerance (0: the library's default) */
+	int32_t max_sweeps, sort;      /* ... its sweeps (0: the default, 100) and sort (1: sorted) */
+	int32_t econ, _pad2;           /* GESVDJ: economy-size U and V */
 	uint64_t a, b, ipiv, tau, w, info, work;   /* device addresses (0: none) */
 };
 struct phos_reply_solver_version { int32_t version, major, minor, patch; };
@@ -1173,7 +1187,9 @@ struct phos_reply_solver_size { int64_t work, host; };   /* work: elements (x64:
  * each operand at its exact extent (above), info's one int written, and
  * the workspace of work elements (x64: bytes) read and written (none for
  * 0). The host workspace of the 64-bit API is the executor's own. */
-#define PHOS_SOLVER_RANGES 6
+#define PHOS_SOLVER_RANGES 7
+#define PHOS_SOLVER_BATCH_MAX (1 << 24)       /* of a Batched call */
+#define PHOS_SOLVER_BATCHED_DIM 32            /* the most rows and columns of a Batched Jacobi call */
 struct phos_solver_range { uint64_t addr, len; bool read, write; };
 /* 0 and the ranges in ret[0 .. *ret_n), or a cusolverStatus_t:
  * INVALID_VALUE for sizes or leading dimensions LAPACK's rules refuse, a

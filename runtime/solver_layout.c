@@ -26,27 +26,43 @@ static bool dim_ok(const struct phos_solver_call *c, int64_t v)
 	return v >= 0 && v <= dim_max(c);
 }
 
-/* A column-major rows x cols matrix of leading dimension ld (ld >= max(1,
- * rows) checked by the caller): from its first element to its last. */
-static void matrix(struct ranges *x, uint64_t addr, int64_t rows, int64_t cols, int64_t ld, bool read, bool write)
+/* batch column-major rows x cols matrices of leading dimension ld (ld >=
+ * max(1, rows) checked by the caller), ld cols elements apart: from the
+ * first's first element to the last's last. */
+static void matrices(struct ranges *x, uint64_t addr, int64_t rows, int64_t cols, int64_t ld, int64_t batch, bool read,
+		     bool write)
 {
-	uint64_t span;
+	uint64_t span, before;
 
-	if (rows == 0 || cols == 0)
+	if (rows == 0 || cols == 0 || batch == 0)
 		return;
 	if (__builtin_mul_overflow((uint64_t)(cols - 1), (uint64_t)ld, &span) ||
-	    __builtin_add_overflow(span, (uint64_t)rows, &span) || __builtin_mul_overflow(span, x->esize, &span)) {
+	    __builtin_add_overflow(span, (uint64_t)rows, &span) ||
+	    __builtin_mul_overflow((uint64_t)ld * (uint64_t)cols, (uint64_t)(batch - 1), &before) ||
+	    __builtin_add_overflow(span, before, &span) || __builtin_mul_overflow(span, x->esize, &span)) {
 		x->overflow = true;
 		return;
 	}
 	x->r[x->n++] = (struct phos_solver_range){ addr, span, read, write };
 }
 
+static void matrix(struct ranges *x, uint64_t addr, int64_t rows, int64_t cols, int64_t ld, bool read, bool write)
+{
+	matrices(x, addr, rows, cols, ld, 1, read, write);
+}
+
 /* len elements of esize bytes. */
 static void vector(struct ranges *x, uint64_t addr, int64_t len, uint32_t esize, bool read, bool write)
 {
-	if (len > 0)
-		x->r[x->n++] = (struct phos_solver_range){ addr, (uint64_t)len * esize, read, write };
+	uint64_t bytes;
+
+	if (len <= 0)
+		return;
+	if (__builtin_mul_overflow((uint64_t)len, esize, &bytes)) {
+		x->overflow = true;
+		return;
+	}
+	x->r[x->n++] = (struct phos_solver_range){ addr, bytes, read, write };
 }
 
 static int64_t max1(int64_t v)
@@ -57,6 +73,22 @@ static int64_t max1(int64_t v)
 static int64_t min2(int64_t a, int64_t b)
 {
 	return a < b ? a : b;
+}
+
+/* The Jacobi calls' own rules: a Batched call's sizes, U's and V's leading
+ * dimensions, the info's settings. */
+static bool jacobi_ok(const struct phos_solver_call *c)
+{
+	bool vectors = c->jobz == PHOS_SOLVER_VECTOR;
+
+	if (c->x64 || (c->jobz != PHOS_SOLVER_NOVECTOR && !vectors) || c->tol < 0 || c->max_sweeps < 0 ||
+	    (c->sort != 0 && c->sort != 1) || c->batch < 0 || c->batch > PHOS_SOLVER_BATCH_MAX ||
+	    (c->batch && (c->m > PHOS_SOLVER_BATCHED_DIM || c->n > PHOS_SOLVER_BATCHED_DIM)))
+		return false;
+	if (c->kind == PHOS_SOLVER_SYEVJ)
+		return phos_solver_uplo_ok(c->uplo) && c->lda >= max1(c->n);
+	return (c->econ == 0 || (c->econ == 1 && !c->batch)) && c->lda >= max1(c->m) &&
+	       (!vectors || (dim_ok(c, c->ldu) && dim_ok(c, c->ldv) && c->ldu >= max1(c->m) && c->ldv >= max1(c->n)));
 }
 
 /* The arguments of c, LAPACK's rules (the values it would answer -i for). */
@@ -86,6 +118,8 @@ static bool args_ok(const struct phos_solver_call *c)
 	case PHOS_SOLVER_SYEVD:
 		return (c->jobz == PHOS_SOLVER_NOVECTOR || c->jobz == PHOS_SOLVER_VECTOR) &&
 		       phos_solver_uplo_ok(c->uplo) && c->lda >= max1(c->n);
+	case PHOS_SOLVER_SYEVJ: case PHOS_SOLVER_GESVDJ:
+		return jacobi_ok(c);
 	default:
 		return false;
 	}
@@ -94,7 +128,7 @@ static bool args_ok(const struct phos_solver_call *c)
 /* The operands of c but info and the workspace. */
 static void operands(const struct phos_solver_call *c, struct ranges *x)
 {
-	int64_t mn = min2(c->m, c->n), nq = c->side == PHOS_SOLVER_LEFT ? c->m : c->n;
+	int64_t mn = min2(c->m, c->n), nq = c->side == PHOS_SOLVER_LEFT ? c->m : c->n, b = c->batch ? c->batch : 1;
 
 	switch (c->kind) {
 	case PHOS_SOLVER_GETRF:
@@ -131,6 +165,18 @@ static void operands(const struct phos_solver_call *c, struct ranges *x)
 		matrix(x, c->a, c->n, c->n, c->lda, true, true);
 		vector(x, c->w, c->n, x->esize, false, true);
 		break;
+	case PHOS_SOLVER_SYEVJ:
+		matrices(x, c->a, c->n, c->n, c->lda, b, true, true);
+		vector(x, c->w, c->n * b, x->esize, false, true);
+		break;
+	case PHOS_SOLVER_GESVDJ:
+		matrices(x, c->a, c->m, c->n, c->lda, b, true, true);
+		vector(x, c->w, mn * b, x->esize, false, true);
+		if (c->jobz == PHOS_SOLVER_VECTOR) {
+			matrices(x, c->u, c->m, c->econ ? mn : c->m, c->ldu, b, false, true);
+			matrices(x, c->v, c->n, c->econ ? mn : c->n, c->ldv, b, false, true);
+		}
+		break;
 	}
 }
 
@@ -159,7 +205,7 @@ int phos_solver_ranges_of(const struct phos_solver_call *c, int64_t work, struct
 	for (uint32_t i = 0; i < x.n; i++)
 		if (!x.r[i].addr)
 			return PHOS_SOLVER_INVALID_VALUE;
-	vector(&x, c->info, 1, 4, false, true);
+	vector(&x, c->info, c->batch ? c->batch : 1, 4, false, true);
 	vector(&x, c->work, work, c->x64 ? 1 : x.esize, true, true);
 	*ret_n = x.n;
 	return PHOS_SOLVER_SUCCESS;
