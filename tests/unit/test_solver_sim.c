@@ -137,6 +137,38 @@ static void test_ranges(void)
 	c.m = c.lda = 1ll << 32;
 	c.n = 1;
 	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_INVALID_VALUE, "getrf of 2^32 rows (ints)");
+	/* gesvdj, economy: A 5 x 3 (lda 6), S 3, U 5 x 3 (ldu 5), V 3 x 3 (ldv 4) */
+	c = (struct phos_solver_call){ .kind = PHOS_SOLVER_GESVDJ, .type = PHOS_SOLVER_R_32F, .jobz = PHOS_SOLVER_VECTOR,
+				       .econ = 1, .m = 5, .n = 3, .lda = 6, .ldu = 5, .ldv = 4, .a = 0x1000, .w = 0x2000,
+				       .u = 0x3000, .v = 0x4000, .info = 0x5000, .work = 0x6000, .sort = 1 };
+	CHECK(phos_solver_ranges_of(&c, 8, r, &n) == 0 && n == 6 && range_is(&r[0], 0x1000, 17 * 4, true, true) &&
+	      range_is(&r[1], 0x2000, 12, false, true) && range_is(&r[2], 0x3000, 15 * 4, false, true) &&
+	      range_is(&r[3], 0x4000, 11 * 4, false, true) && range_is(&r[4], 0x5000, 4, false, true),
+	      "gesvdj: %u ranges", n);
+	c.jobz = PHOS_SOLVER_NOVECTOR;   /* U and V not referenced */
+	CHECK(phos_solver_ranges_of(&c, 8, r, &n) == 0 && n == 4, "gesvdj without vectors: %u ranges", n);
+	/* gesvdjBatched: 3 matrices of 4 x 2, lda 4; U 4 x 4, V 2 x 2; info 3 ints */
+	c = (struct phos_solver_call){ .kind = PHOS_SOLVER_GESVDJ, .type = PHOS_SOLVER_R_64F, .jobz = PHOS_SOLVER_VECTOR,
+				       .m = 4, .n = 2, .lda = 4, .ldu = 4, .ldv = 2, .batch = 3, .a = 0x1000,
+				       .w = 0x2000, .u = 0x3000, .v = 0x4000, .info = 0x5000, .sort = 1 };
+	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == 0 && n == 5 && range_is(&r[0], 0x1000, 24 * 8, true, true) &&
+	      range_is(&r[1], 0x2000, 6 * 8, false, true) && range_is(&r[2], 0x3000, 48 * 8, false, true) &&
+	      range_is(&r[3], 0x4000, 12 * 8, false, true) && range_is(&r[4], 0x5000, 12, false, true),
+	      "gesvdjBatched: %u ranges", n);
+	c.econ = 1;
+	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_INVALID_VALUE, "no economy gesvdjBatched");
+	c.econ = 0;
+	c.m = 33;
+	c.lda = c.ldu = 33;
+	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_INVALID_VALUE, "gesvdjBatched of 33 rows");
+	/* syevjBatched: 2 matrices of 3 x 3 with lda 4, w 6, info 2 */
+	c = (struct phos_solver_call){ .kind = PHOS_SOLVER_SYEVJ, .type = PHOS_SOLVER_R_32F, .jobz = PHOS_SOLVER_VECTOR,
+				       .n = 3, .lda = 4, .batch = 2, .a = 0x1000, .w = 0x2000, .info = 0x5000, .sort = 1 };
+	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == 0 && n == 3 && range_is(&r[0], 0x1000, 23 * 4, true, true) &&
+	      range_is(&r[1], 0x2000, 24, false, true) && range_is(&r[2], 0x5000, 8, false, true),
+	      "syevjBatched: %u ranges", n);
+	c.sort = 2;
+	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_INVALID_VALUE, "syevj's sort is 0 or 1");
 	c = (struct phos_solver_call){ .kind = PHOS_SOLVER_ORGQR, .type = PHOS_SOLVER_R_64F, .x64 = 1, .m = 2, .n = 2,
 				       .lda = 2, .a = 0x1000, .tau = 0x2000, .info = 0x3000 };
 	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_INVALID_VALUE, "no orgqr in the 64-bit API");
@@ -201,8 +233,9 @@ static bool run_checked(struct phos_solver_call *c, const char *what)
 	c->lwork = phos_solver_has_work(c->kind) ? PHOS_SOLVER_SIM_LWORK : 0;
 	c->lwork *= c->x64 ? phos_solver_esize(c->type) : 1;   /* (x64: bytes) */
 	c->work = c->lwork ? dev_take((uint64_t)c->lwork * 8) : 0;
-	c->info = dev_take(4);
-	*(int32_t *)(uintptr_t)c->info = -7;
+	c->info = dev_take(4 * (uint64_t)(c->batch ? c->batch : 1));
+	for (int64_t i = 0; i < (c->batch ? c->batch : 1); i++)
+		((int32_t *)(uintptr_t)c->info)[i] = -7;
 	memcpy(before, (void *)(uintptr_t)BASE, bump - BASE);
 	if (phos_solver_ranges_of(c, c->lwork, r, &n) != 0 || sv->exec(dev, c, NULL, &st) != 0 || st != 0) {
 		CHECK(false, "%s: refused (status %d)", what, st);
@@ -493,6 +526,126 @@ static void test_eigen(int round)
 		}
 }
 
+/* syevj and syevjBatched: each matrix A v = w v, V orthonormal, sorted
+ * ascending unless sort is 0. */
+static void test_syevj(int round)
+{
+	static double a0[4][MAXD * MAXD];
+	int32_t t = rng() & 1 ? PHOS_SOLVER_R_64F : PHOS_SOLVER_R_32F;
+	int64_t n = pick(1, 8), lda = n + pick(0, 2), batch = rng() & 1 ? pick(1, 4) : 0, nb = batch ? batch : 1;
+	struct phos_solver_call c = { .kind = PHOS_SOLVER_SYEVJ, .type = t, .uplo = (int32_t)(rng() & 1),
+				      .jobz = PHOS_SOLVER_VECTOR, .n = n, .lda = lda, .batch = batch,
+				      .sort = (int32_t)(rng() % 3 != 0) };
+	uint32_t es = phos_solver_esize(t);
+	char what[64];
+
+	bump = BASE;
+	snprintf(what, sizeof(what), "syevj %d (n %lld, batch %lld)", round, (long long)n, (long long)batch);
+	c.a = dev_take((uint64_t)(lda * n * nb) * 8);
+	for (int64_t b = 0; b < nb; b++)
+		for (int64_t j = 0; j < n; j++)
+			for (int64_t i = 0; i < n; i++) {
+				double v = i < j ? drand() : 0;
+
+				if (i <= j) {   /* symmetric: both triangles the same */
+					v = i == j ? drand() : v;
+					a0[b][i + j * lda] = a0[b][j + i * lda] = t == PHOS_SOLVER_R_64F ? v : (float)v;
+				}
+			}
+	for (int64_t b = 0; b < nb; b++)
+		for (int64_t j = 0; j < n; j++)
+			for (int64_t i = 0; i < n; i++)
+				put(c.a + (uint64_t)(b * lda * n) * es, t, i + j * lda, a0[b][i + j * lda]);
+	c.w = dev_take((uint64_t)(n * nb) * 8);
+	if (!run_checked(&c, what))
+		return;
+	for (int64_t b = 0; b < nb; b++) {
+		uint64_t a = c.a + (uint64_t)(b * lda * n) * es, w = c.w + (uint64_t)(b * n) * es;
+
+		CHECK(geti(c.info, b) == 0, "%s: info[%lld] %d", what, (long long)b, geti(c.info, b));
+		for (int64_t j = 1; c.sort && j < n; j++)
+			CHECK(get(w, t, j - 1) <= get(w, t, j), "%s: w not ascending", what);
+		for (int64_t j = 0; j < n; j++)
+			for (int64_t i = 0; i < n; i++) {
+				double av = 0, d = 0;
+
+				for (int64_t k = 0; k < n; k++) {
+					av += a0[b][i + k * lda] * get(a, t, k + j * lda);
+					d += get(a, t, k + i * lda) * get(a, t, k + j * lda);
+				}
+				CHECK(close_to(av, get(w, t, j) * get(a, t, i + j * lda), t), "%s: A v", what);
+				CHECK(close_to(d, i == j, t), "%s: V^T V", what);
+			}
+	}
+}
+
+/* gesvdj and gesvdjBatched: U diag(s) V^T = A, s descending, U and V
+ * orthonormal (full or economy). */
+static void test_gesvdj(int round)
+{
+	static double a0[4][MAXD * MAXD];
+	int32_t t = rng() & 1 ? PHOS_SOLVER_R_64F : PHOS_SOLVER_R_32F;
+	int64_t m = pick(1, 8), n = pick(1, 8), k = m < n ? m : n, batch = rng() & 1 ? pick(1, 3) : 0;
+	int64_t nb = batch ? batch : 1, lda = m + pick(0, 2);
+	struct phos_solver_call c = { .kind = PHOS_SOLVER_GESVDJ, .type = t, .jobz = PHOS_SOLVER_VECTOR,
+				      .econ = batch ? 0 : (int32_t)(rng() & 1), .m = m, .n = n, .lda = lda,
+				      .ldu = m + pick(0, 1), .ldv = n + pick(0, 1), .batch = batch, .sort = 1 };
+	int64_t uc = c.econ ? k : m, vc = c.econ ? k : n;
+	uint32_t es = phos_solver_esize(t);
+	char what[80];
+
+	bump = BASE;
+	snprintf(what, sizeof(what), "gesvdj %d (%lld x %lld, econ %d, batch %lld)", round, (long long)m, (long long)n,
+		 c.econ, (long long)batch);
+	c.a = dev_take((uint64_t)(lda * n * nb) * 8);
+	c.w = dev_take((uint64_t)(k * nb) * 8);
+	c.u = dev_take((uint64_t)(c.ldu * m * nb) * 8);
+	c.v = dev_take((uint64_t)(c.ldv * n * nb) * 8);
+	for (int64_t b = 0; b < nb; b++)
+		for (int64_t j = 0; j < n; j++)
+			for (int64_t i = 0; i < m; i++) {
+				put(c.a + (uint64_t)(b * lda * n) * es, t, i + j * lda, drand());
+				a0[b][i + j * lda] = get(c.a + (uint64_t)(b * lda * n) * es, t, i + j * lda);
+			}
+	if (!run_checked(&c, what))
+		return;
+	for (int64_t b = 0; b < nb; b++) {
+		uint64_t s = c.w + (uint64_t)(b * k) * es, u = c.u + (uint64_t)(b * c.ldu * m) * es;
+		uint64_t v = c.v + (uint64_t)(b * c.ldv * n) * es;
+
+		CHECK(geti(c.info, b) == 0, "%s: info[%lld] %d", what, (long long)b, geti(c.info, b));
+		for (int64_t j = 1; j < k; j++)
+			CHECK(get(s, t, j - 1) >= get(s, t, j) && get(s, t, j) >= 0, "%s: s not descending", what);
+		for (int64_t i = 0; i < m; i++)
+			for (int64_t j = 0; j < n; j++) {
+				double x = 0;
+
+				for (int64_t q = 0; q < k; q++)
+					x += get(u, t, i + q * c.ldu) * get(s, t, q) * get(v, t, j + q * c.ldv);
+				CHECK(close_to(x, a0[b][i + j * lda], t), "%s: (U S V^T)(%lld, %lld) = %g, A %g", what,
+				      (long long)i, (long long)j, x, a0[b][i + j * lda]);
+			}
+		for (int64_t i = 0; i < uc; i++)
+			for (int64_t j = 0; j < uc; j++) {
+				double d = 0;
+
+				for (int64_t q = 0; q < m; q++)
+					d += get(u, t, q + i * c.ldu) * get(u, t, q + j * c.ldu);
+				CHECK(close_to(d, i == j, t), "%s: (U^T U)(%lld, %lld) = %g", what, (long long)i,
+				      (long long)j, d);
+			}
+		for (int64_t i = 0; i < vc; i++)
+			for (int64_t j = 0; j < vc; j++) {
+				double d = 0;
+
+				for (int64_t q = 0; q < n; q++)
+					d += get(v, t, q + i * c.ldv) * get(v, t, q + j * c.ldv);
+				CHECK(close_to(d, i == j, t), "%s: (V^T V)(%lld, %lld) = %g", what, (long long)i,
+				      (long long)j, d);
+			}
+	}
+}
+
 /* LAPACK's info: a zero pivot, a minor not positive definite. */
 static void test_info(void)
 {
@@ -537,6 +690,8 @@ int main(void)
 		test_cholesky(t);
 		test_qr(t);
 		test_eigen(t);
+		test_syevj(t);
+		test_gesvdj(t);
 	}
 	ops->close(dev);
 	if (failures)
