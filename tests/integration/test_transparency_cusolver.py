@@ -6,7 +6,8 @@ init. Each request runs getrf, getrs (N and T) in float, potrf and potrs
 (lower) in double, potrf (upper) in float, geqrf, ormqr and orgqr in double,
 syevd with vectors in double and without in float, getrf of a singular
 matrix, and the 64-bit API's Xgetrf, Xgetrs, Xpotrf, Xpotrs, Xgeqrf and
-Xsyevd (a params object, device and host workspaces), every answer checked by the program against a reference of its own
+Xsyevd (a params object, device and host workspaces), syevj, syevjBatched,
+gesvdj (economy) and gesvdjBatched with their info objects, every answer checked by the program against a reference of its own
 in double (residuals, Q R = A, A v = w v, LAPACK's info):
 
 - under phos-fn, natively on a GPU, and after a snapshot at phos_fn_serve
@@ -53,6 +54,7 @@ PROBE = program("tests", "transparency", "guard", "driver_probe")
 LU_N, LU_LDA, LU_RHS, LU_LDB, CH_N, CH_LDA, CH_RHS = 6, 8, 2, 7, 5, 6, 3
 QR_M, QR_N, QR_LDA, QR_C, EV_N, EN_N, EN_LDA, SG_N = 7, 4, 9, 2, 6, 4, 5, 3
 XL_N, XL_LDA, XL_RHS, XC_N, XQ_M, XQ_N, XE_N = 5, 6, 2, 4, 6, 3, 5
+JE_N, JB_N, JB_B, SV_M, SV_N, SB_M, SB_N, SB_B = 5, 3, 2, 5, 3, 3, 4, 2
 
 
 def answers_ok(ans, what):
@@ -70,8 +72,13 @@ def mat(addr, rows, cols, ld, esize):
     return [addr, ((cols - 1) * ld + rows) * esize]
 
 
+def mats(addr, rows, cols, ld, batch, esize):
+    """batch matrices ld cols elements apart: the first's first element to the last's last."""
+    return [addr, ((batch - 1) * ld * cols + (cols - 1) * ld + rows) * esize]
+
+
 def expected_sets(p):
-    """The 18 calls of one request, in order: (op, reads, writes), each a
+    """The 22 calls of one request, in order: (op, reads, writes), each a
     sorted list of [address, bytes], from LAPACK's rules (the 64-bit API's
     pivots int64_t, its workspaces in bytes)."""
     f4, f8, i4, i8 = 4, 8, 4, 8
@@ -124,6 +131,20 @@ def expected_sets(p):
          [mat(p["xq"], XQ_M, XQ_N, XQ_M, f8), [p["xtau"], XQ_N * f8]] + info(16) + xwork("xgeqrf")),
         ("solver_syevd", [mat(p["xe"], XE_N, XE_N, XE_N, f4)] + xwork("xsyevd"),
          [mat(p["xe"], XE_N, XE_N, XE_N, f4), [p["xew"], XE_N * f4]] + info(17) + xwork("xsyevd")),
+        # the Jacobi calls: a batched one's operands batch times, its info batch ints
+        ("solver_syevj", [mat(p["je"], JE_N, JE_N, JE_N, f8)] + work("syevj", f8),
+         [mat(p["je"], JE_N, JE_N, JE_N, f8), [p["jew"], JE_N * f8]] + info(18) + work("syevj", f8)),
+        ("solver_syevj_batched", [mats(p["jb"], JB_N, JB_N, JB_N, JB_B, f4)] + work("syevjb", f4),
+         [mats(p["jb"], JB_N, JB_N, JB_N, JB_B, f4), [p["jbw"], JB_N * JB_B * f4], [p["binfo"], JB_B * i4]] +
+         work("syevjb", f4)),
+        # economy U (5 x 3) and V (3 x 3), written only
+        ("solver_gesvdj", [mat(p["sv"], SV_M, SV_N, SV_M, f8)] + work("gesvdj", f8),
+         [mat(p["sv"], SV_M, SV_N, SV_M, f8), [p["svs"], SV_N * f8], mat(p["svu"], SV_M, SV_N, SV_M, f8),
+          mat(p["svv"], SV_N, SV_N, SV_N, f8)] + info(20) + work("gesvdj", f8)),
+        ("solver_gesvdj_batched", [mats(p["sb"], SB_M, SB_N, SB_M, SB_B, f4)] + work("gesvdjb", f4),
+         [mats(p["sb"], SB_M, SB_N, SB_M, SB_B, f4), [p["sbs"], SB_M * SB_B * f4],
+          mats(p["sbu"], SB_M, SB_M, SB_M, SB_B, f4), mats(p["sbv"], SB_N, SB_N, SB_N, SB_B, f4),
+          [p["binfo"] + JB_B * i4, SB_B * i4]] + work("gesvdjb", f4)),
     ]
     return [(op, sorted(r), sorted(w)) for op, r, w in calls]
 

@@ -28,6 +28,12 @@
 //   xsyevd    ... eigenvalues and vectors of a 5 x 5 symmetric float, lower
 //   (each with a params object made at init, and the device and host
 //   workspaces their _bufferSize gave)
+//   syevj     Jacobi eigenvalues and vectors of a 5 x 5 symmetric double
+//             (tolerance 1e-12 and 50 sweeps set on its info)
+//   syevjb    syevjBatched of two 3 x 3 symmetric floats, unsorted (sort 0)
+//   gesvdj    Jacobi SVD of a 5 x 3 double, economy: U S V^T = A, U^T U = I,
+//             V^T V = I, S descending
+//   gesvdjb   gesvdjBatched of two 3 x 4 floats, full U (3 x 3) and V (4 x 4)
 //
 // argv[1] "pointers": the buffers' device addresses and the workspace
 // sizes as JSON on stderr (the test holds the executor's read/write sets
@@ -71,13 +77,14 @@
 
 enum { LU_N = 6, LU_LDA = 8, LU_RHS = 2, LU_LDB = 7, CH_N = 5, CH_LDA = 6, CH_RHS = 3, QR_M = 7, QR_N = 4,
        QR_LDA = 9, QR_C = 2, EV_N = 6, EN_N = 4, EN_LDA = 5, SG_N = 3, XL_N = 5, XL_LDA = 6, XL_RHS = 2, XC_N = 4,
-       XQ_M = 6, XQ_N = 3, XE_N = 5 };
+       XQ_M = 6, XQ_N = 3, XE_N = 5, JE_N = 5, JB_N = 3, JB_B = 2, SV_M = 5, SV_N = 3, SB_M = 3, SB_N = 4, SB_B = 2 };
 enum { GETRF, GETRS_N, GETRS_T, POTRF_L, POTRS_L, POTRF_U, GEQRF, ORMQR, ORGQR, SYEVD_V, SYEVD_N, SINGULAR, XGETRF,
-       XGETRS, XPOTRF, XPOTRS, XGEQRF, XSYEVD, CALLS };
+       XGETRS, XPOTRF, XPOTRS, XGEQRF, XSYEVD, SYEVJ, SYEVJB, GESVDJ, GESVDJB, CALLS };
 
 static const char *const call_names[CALLS] = { "getrf", "getrs_n", "getrs_t", "potrf_l", "potrs_l", "potrf_u",
 					       "geqrf", "ormqr", "orgqr", "syevd_v", "syevd_n", "singular",
-					       "xgetrf", "xgetrs", "xpotrf", "xpotrs", "xgeqrf", "xsyevd" };
+					       "xgetrf", "xgetrs", "xpotrf", "xpotrs", "xgeqrf", "xsyevd", "syevj",
+					       "syevjb", "gesvdj", "gesvdjb" };
 
 struct state {
 	cusolverDnHandle_t h;
@@ -85,6 +92,11 @@ struct state {
 	double *xl, *xb, *xq, *xtau;
 	float *xc, *xcb, *xe, *xew;
 	int64_t *xpiv;
+	syevjInfo_t ej, ejb;
+	gesvdjInfo_t gj;
+	double *je, *jew, *sv, *svs, *svu, *svv;
+	float *jb, *jbw, *sb, *sbs, *sbu, *sbv;
+	int *binfo;   // the batched calls' infos: JB_B for syevjb, then SB_B for gesvdjb
 	size_t xwork[CALLS], xhost[CALLS];   // the 64-bit API's workspaces, bytes
 	void *xhw[CALLS];                    // its host workspaces
 	cudaStream_t s;
@@ -206,6 +218,43 @@ static void make_x(struct state *st)
 	}
 }
 
+// The Jacobi calls' operands, info objects and workspaces.
+static void make_j(struct state *st)
+{
+	int *lw = st->lwork;
+
+	SK(cusolverDnCreateSyevjInfo(&st->ej));
+	SK(cusolverDnXsyevjSetTolerance(st->ej, 1e-12));
+	SK(cusolverDnXsyevjSetMaxSweeps(st->ej, 50));
+	SK(cusolverDnCreateSyevjInfo(&st->ejb));
+	SK(cusolverDnXsyevjSetSortEig(st->ejb, 0));
+	SK(cusolverDnCreateGesvdjInfo(&st->gj));
+	st->je = dev_alloc<double>(JE_N * JE_N);
+	st->jew = dev_alloc<double>(JE_N);
+	st->jb = dev_alloc<float>(JB_N * JB_N * JB_B);
+	st->jbw = dev_alloc<float>(JB_N * JB_B);
+	st->sv = dev_alloc<double>(SV_M * SV_N);
+	st->svs = dev_alloc<double>(SV_N);
+	st->svu = dev_alloc<double>(SV_M * SV_N);
+	st->svv = dev_alloc<double>(SV_N * SV_N);
+	st->sb = dev_alloc<float>(SB_M * SB_N * SB_B);
+	st->sbs = dev_alloc<float>(SB_M * SB_B);
+	st->sbu = dev_alloc<float>(SB_M * SB_M * SB_B);
+	st->sbv = dev_alloc<float>(SB_N * SB_N * SB_B);
+	st->binfo = dev_alloc<int>(JB_B + SB_B);
+	SK(cusolverDnDsyevj_bufferSize(st->h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER, JE_N, st->je, JE_N,
+				       st->jew, &lw[SYEVJ], st->ej));
+	SK(cusolverDnSsyevjBatched_bufferSize(st->h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, JB_N, st->jb,
+					      JB_N, st->jbw, &lw[SYEVJB], st->ejb, JB_B));
+	SK(cusolverDnDgesvdj_bufferSize(st->h, CUSOLVER_EIG_MODE_VECTOR, 1, SV_M, SV_N, st->sv, SV_M, st->svs, st->svu,
+					SV_M, st->svv, SV_N, &lw[GESVDJ], st->gj));
+	SK(cusolverDnSgesvdjBatched_bufferSize(st->h, CUSOLVER_EIG_MODE_VECTOR, SB_M, SB_N, st->sb, SB_M, st->sbs,
+					       st->sbu, SB_M, st->sbv, SB_N, &lw[GESVDJB], st->gj, SB_B));
+	for (int i = SYEVJ; i < CALLS; i++)
+		if (lw[i] > 0)
+			CK(cudaMalloc(&st->work[i], (size_t)lw[i] * (i == SYEVJ || i == GESVDJ ? 8 : 4)));
+}
+
 static void make(struct state *st)
 {
 	SK(cusolverDnCreate(&st->h));
@@ -250,6 +299,7 @@ static void make(struct state *st)
 			CK(cudaMalloc(&st->work[i], (size_t)lw[i] * (dbl ? 8 : 4)));
 	}
 	make_x(st);
+	make_j(st);
 }
 
 // The 64-bit API's calls.
@@ -271,6 +321,22 @@ static void calls_x(struct state *st)
 	SK(cusolverDnXsyevd(st->h, st->params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, XE_N, CUDA_R_32F,
 			    st->xe, XE_N, CUDA_R_32F, st->xew, CUDA_R_32F, st->work[XSYEVD], w[XSYEVD], st->xhw[XSYEVD],
 			    hw[XSYEVD], in + XSYEVD));
+}
+
+// The Jacobi calls.
+static void calls_j(struct state *st)
+{
+	int *lw = st->lwork, *in = st->info;
+
+	SK(cusolverDnDsyevj(st->h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER, JE_N, st->je, JE_N, st->jew,
+			    (double *)st->work[SYEVJ], lw[SYEVJ], in + SYEVJ, st->ej));
+	SK(cusolverDnSsyevjBatched(st->h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, JB_N, st->jb, JB_N, st->jbw,
+				   (float *)st->work[SYEVJB], lw[SYEVJB], st->binfo, st->ejb, JB_B));
+	SK(cusolverDnDgesvdj(st->h, CUSOLVER_EIG_MODE_VECTOR, 1, SV_M, SV_N, st->sv, SV_M, st->svs, st->svu, SV_M,
+			     st->svv, SV_N, (double *)st->work[GESVDJ], lw[GESVDJ], in + GESVDJ, st->gj));
+	SK(cusolverDnSgesvdjBatched(st->h, CUSOLVER_EIG_MODE_VECTOR, SB_M, SB_N, st->sb, SB_M, st->sbs, st->sbu, SB_M,
+				    st->sbv, SB_N, (float *)st->work[GESVDJB], lw[GESVDJB], st->binfo + JB_B, st->gj,
+				    SB_B));
 }
 
 // Every call of one request on fresh values of request r, in order.
@@ -299,6 +365,7 @@ static void calls(struct state *st)
 			    (float *)st->work[SYEVD_N], lw[SYEVD_N], in + SYEVD_N));
 	SK(cusolverDnDgetrf(st->h, SG_N, SG_N, st->sg, SG_N, (double *)st->work[SINGULAR], st->sgpiv, in + SINGULAR));
 	calls_x(st);
+	calls_j(st);
 	CK(cudaStreamSynchronize(st->s));
 }
 
@@ -470,6 +537,106 @@ static bool x_ok(struct state *st, const x_inputs &x, char *why, size_t len)
 	       eigen_ok(x.e, down(st->xe, XE_N * XE_N), down(st->xew, XE_N), XE_N, XE_N, true, FT, "xsyevd", why, len);
 }
 
+// An SVD: s descending, U S V^T = A (m x n), U's uc and V's vc columns
+// orthonormal (lds m and n).
+static bool svd_ok(const std::vector<double> &a0, int m, int n, const double *s, const double *u, int uc,
+		   const double *v, int vc, double tol, const char *what, char *why, size_t len)
+{
+	int k = m < n ? m : n;
+
+	for (int j = 1; j < k; j++)
+		if (s[j - 1] < s[j] || s[j] < 0) {
+			snprintf(why, len, "%s: s not descending at %d", what, j);
+			return false;
+		}
+	for (int i = 0; i < m; i++)
+		for (int j = 0; j < n; j++) {
+			double x = 0;
+
+			for (int q = 0; q < k; q++)
+				x += u[i + q * m] * s[q] * v[j + q * n];
+			if (!near(x, a0[i + j * m], tol, what, i + j * m, why, len))
+				return false;
+		}
+	for (int side = 0; side < 2; side++) {
+		const double *q = side ? v : u;
+		int rows = side ? n : m, cols = side ? vc : uc;
+
+		for (int i = 0; i < cols; i++)
+			for (int j = 0; j < cols; j++) {
+				double d = 0;
+
+				for (int p = 0; p < rows; p++)
+					d += q[p + i * rows] * q[p + j * rows];
+				if (!near(d, i == j, tol, what, 1000 * side + i + j * cols, why, len))
+					return false;
+			}
+	}
+	return true;
+}
+
+// The Jacobi calls' inputs of request r, uploaded.
+struct j_inputs {
+	std::vector<double> e, b, s, sb;
+};
+
+static j_inputs j_up(struct state *st, int r)
+{
+	j_inputs x = { symmetric(r, 17, JE_N, JE_N, false), {}, matrix(r, 19, SV_M, SV_N, SV_M),
+		       as_float(matrix(r, 20, SB_M, SB_N * SB_B, SB_M)) };
+
+	for (int b = 0; b < JB_B; b++) {
+		std::vector<double> one = as_float(symmetric(r, 18 + 10 * b, JB_N, JB_N, false));
+
+		x.b.insert(x.b.end(), one.begin(), one.end());
+	}
+	up(st->je, x.e);
+	up(st->jb, x.b);
+	up(st->sv, x.s);
+	up(st->sb, x.sb);
+	return x;
+}
+
+static bool j_ok(struct state *st, const j_inputs &x, char *why, size_t len)
+{
+	std::vector<double> binfo = down(st->binfo, JB_B + SB_B), jb = down(st->jb, JB_N * JB_N * JB_B);
+	std::vector<double> jbw = down(st->jbw, JB_N * JB_B), s = down(st->svs, SV_N), u = down(st->svu, SV_M * SV_N);
+	std::vector<double> v = down(st->svv, SV_N * SV_N), sbs = down(st->sbs, SB_M * SB_B);
+	std::vector<double> sbu = down(st->sbu, SB_M * SB_M * SB_B), sbv = down(st->sbv, SB_N * SB_N * SB_B);
+
+	for (int i = 0; i < JB_B + SB_B; i++)
+		if (binfo[i] != 0) {
+			snprintf(why, len, "batched info[%d]: %g", i, binfo[i]);
+			return false;
+		}
+	if (!eigen_ok(x.e, down(st->je, JE_N * JE_N), down(st->jew, JE_N), JE_N, JE_N, true, DT, "syevj", why, len) ||
+	    !svd_ok(x.s, SV_M, SV_N, s.data(), u.data(), SV_N, v.data(), SV_N, DT, "gesvdj", why, len))
+		return false;
+	for (int b = 0; b < JB_B; b++) {   // (unsorted: w sorted here, vectors with them)
+		std::vector<double> a0(x.b.begin() + b * JB_N * JB_N, x.b.begin() + (b + 1) * JB_N * JB_N);
+		std::vector<double> vec(jb.begin() + b * JB_N * JB_N, jb.begin() + (b + 1) * JB_N * JB_N);
+		std::vector<double> w(jbw.begin() + b * JB_N, jbw.begin() + (b + 1) * JB_N), order(JB_N * JB_N);
+
+		for (int i = 0; i < JB_N; i++)
+			for (int j = i + 1; j < JB_N; j++)
+				if (w[j] < w[i]) {
+					std::swap(w[i], w[j]);
+					for (int k = 0; k < JB_N; k++)
+						std::swap(vec[k + i * JB_N], vec[k + j * JB_N]);
+				}
+		if (!eigen_ok(a0, vec, w, JB_N, JB_N, true, FT, "syevjb", why, len))
+			return false;
+	}
+	for (int b = 0; b < SB_B; b++) {
+		std::vector<double> a0(x.sb.begin() + b * SB_M * SB_N, x.sb.begin() + (b + 1) * SB_M * SB_N);
+
+		if (!svd_ok(a0, SB_M, SB_N, sbs.data() + b * SB_M, sbu.data() + b * SB_M * SB_M, SB_M,
+			    sbv.data() + b * SB_N * SB_N, SB_N, FT, "gesvdjb", why, len))
+			return false;
+	}
+	return true;
+}
+
 // Runs request r's calls and checks every answer.
 static bool run_all(struct state *st, int r, char *why, size_t len)
 {
@@ -493,11 +660,12 @@ static bool run_all(struct state *st, int r, char *why, size_t len)
 	up(st->en, en0);
 	up(st->sg, sg0);
 	x_inputs x = x_up(st, r);
+	j_inputs j = j_up(st, r);
 	CK(cudaMemset(st->info, 0x7f, sizeof(int) * CALLS));
 	calls(st);
 	std::vector<double> info = down(st->info, CALLS), piv = down(st->ipiv, LU_N);
 	for (int i = 0; i < CALLS; i++)
-		if (info[i] != (i == SINGULAR ? 2 : 0)) {
+		if (i != SYEVJB && i != GESVDJB && info[i] != (i == SINGULAR ? 2 : 0)) {
 			snprintf(why, len, "%s: info %g", call_names[i], info[i]);
 			return false;
 		}
@@ -517,7 +685,8 @@ static bool run_all(struct state *st, int r, char *why, size_t len)
 	       qr_ok(qr0, down(st->qr, QR_LDA * QR_N), down(st->q, QR_LDA * QR_N), qc0, down(st->qc, QR_M * QR_C), why,
 		     len) &&
 	       eigen_ok(ev0, down(st->ev, EV_N * EV_N), down(st->evw, EV_N), EV_N, EV_N, true, DT, "syevd_v", why, len) &&
-	       eigen_ok(en0, {}, down(st->enw, EN_N), EN_N, EN_LDA, false, FT, "syevd_n", why, len) && x_ok(st, x, why, len);
+	       eigen_ok(en0, {}, down(st->enw, EN_N), EN_N, EN_LDA, false, FT, "syevd_n", why, len) && x_ok(st, x, why, len) &&
+	       j_ok(st, j, why, len);
 }
 
 static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_response *resp)
@@ -542,6 +711,10 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 
 static void destroy(struct state *st)
 {
+	SK(cusolverDnDestroySyevjInfo(st->ej));
+	SK(cusolverDnDestroySyevjInfo(st->ejb));
+	SK(cusolverDnDestroyGesvdjInfo(st->gj));
+	SK(cusolverDnDestroyParams(st->params));
 	SK(cusolverDnDestroy(st->h));
 }
 
@@ -590,10 +763,12 @@ int main(int argc, char **argv)
 		char one[160];
 		const void *ptrs[] = { st.lu, st.bn, st.bt, st.ipiv, st.ch, st.cb, st.chu, st.qr, st.tau, st.qc, st.q,
 				       st.ev, st.evw, st.en, st.enw, st.sg, st.sgpiv, st.info, st.xl, st.xb, st.xpiv,
-				       st.xc, st.xcb, st.xq, st.xtau, st.xe, st.xew };
+				       st.xc, st.xcb, st.xq, st.xtau, st.xe, st.xew, st.je, st.jew, st.jb, st.jbw,
+				       st.sv, st.svs, st.svu, st.svv, st.sb, st.sbs, st.sbu, st.sbv, st.binfo };
 		const char *names[] = { "lu", "bn", "bt", "ipiv", "ch", "cb", "chu", "qr", "tau", "qc", "q", "ev", "evw",
 					"en", "enw", "sg", "sgpiv", "info", "xl", "xb", "xpiv", "xc", "xcb", "xq", "xtau",
-					"xe", "xew" };
+					"xe", "xew", "je", "jew", "jb", "jbw", "sv", "svs", "svu", "svv", "sb", "sbs",
+					"sbu", "sbv", "binfo" };
 		for (size_t i = 0; i < sizeof(ptrs) / sizeof(ptrs[0]); i++) {
 			snprintf(one, sizeof(one), "\"%s\": %llu, ", names[i], (unsigned long long)(uintptr_t)ptrs[i]);
 			s += one;
