@@ -494,88 +494,100 @@ static cusolverStatus_t syevd(const char *name, cusolverDnHandle_t handle, int32
 }
 
 #define DEFINE_SD(P, T, TY_)                                                                                      \
-	PHOS_EXPORT cusolverStatus_t cusolverDn##P##getrf_bufferSize(cusolverDnHandle_t handle, int m, int n,    \
-								     T *A, int lda, int *Lwork)                  \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##getrf_bufferSize(cusolverDnHandle_t handle, int m, int n,     \
+								     T *A, int lda, int *Lwork)                   \
 	{                                                                                                         \
-		return !Lwork ? CUSOLVER_STATUS_INVALID_VALUE : getrf("cusolverDn" #P "getrf", handle, TY_, m, n, A, lda, NULL, NULL, NULL, Lwork);                                 \
+		return !Lwork ? CUSOLVER_STATUS_INVALID_VALUE : getrf("cusolverDn" #P "getrf", handle,            \
+			     TY_, m, n, A, lda, NULL, NULL, NULL, Lwork);                                         \
 	}                                                                                                         \
 	PHOS_EXPORT cusolverStatus_t cusolverDn##P##getrf(cusolverDnHandle_t handle, int m, int n, T *A, int lda, \
 							  T *Workspace, int *devIpiv, int *devInfo)               \
 	{                                                                                                         \
-		return getrf("cusolverDn" #P "getrf", handle, TY_, m, n, A, lda, Workspace, devIpiv, devInfo, NULL);                       \
+		return getrf("cusolverDn" #P "getrf", handle, TY_, m, n, A, lda, Workspace, devIpiv,              \
+			     devInfo, NULL);                                                                      \
 	}                                                                                                         \
-	PHOS_EXPORT cusolverStatus_t cusolverDn##P##getrs(cusolverDnHandle_t handle, cublasOperation_t trans,    \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##getrs(cusolverDnHandle_t handle, cublasOperation_t trans,     \
 							  int n, int nrhs, const T *A, int lda, const int *devIpiv, \
 							  T *B, int ldb, int *devInfo)                            \
 	{                                                                                                         \
-		return getrs("cusolverDn" #P "getrs", handle, TY_, trans, n, nrhs, A, lda, devIpiv, B, ldb, devInfo);                     \
+		return getrs("cusolverDn" #P "getrs", handle, TY_, trans, n, nrhs, A, lda, devIpiv, B,            \
+			     ldb, devInfo);                                                                       \
 	}                                                                                                         \
-	PHOS_EXPORT cusolverStatus_t cusolverDn##P##potrf_bufferSize(cusolverDnHandle_t handle,                  \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##potrf_bufferSize(cusolverDnHandle_t handle,                   \
 								     cublasFillMode_t uplo, int n, T *A, int lda, \
 								     int *Lwork)                                  \
 	{                                                                                                         \
-		return !Lwork ? CUSOLVER_STATUS_INVALID_VALUE : potrf("cusolverDn" #P "potrf", handle, TY_, uplo, n, A, lda, NULL, -1, NULL, Lwork);                                \
+		return !Lwork ? CUSOLVER_STATUS_INVALID_VALUE : potrf("cusolverDn" #P "potrf", handle,            \
+			     TY_, uplo, n, A, lda, NULL, -1, NULL, Lwork);                                        \
 	}                                                                                                         \
-	PHOS_EXPORT cusolverStatus_t cusolverDn##P##potrf(cusolverDnHandle_t handle, cublasFillMode_t uplo,      \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##potrf(cusolverDnHandle_t handle, cublasFillMode_t uplo,       \
 							  int n, T *A, int lda, T *Workspace, int Lwork,          \
 							  int *devInfo)                                           \
 	{                                                                                                         \
-		return potrf("cusolverDn" #P "potrf", handle, TY_, uplo, n, A, lda, Workspace, Lwork, devInfo, NULL);                      \
+		return potrf("cusolverDn" #P "potrf", handle, TY_, uplo, n, A, lda, Workspace, Lwork,             \
+			     devInfo, NULL);                                                                      \
 	}                                                                                                         \
-	PHOS_EXPORT cusolverStatus_t cusolverDn##P##potrs(cusolverDnHandle_t handle, cublasFillMode_t uplo,      \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##potrs(cusolverDnHandle_t handle, cublasFillMode_t uplo,       \
 							  int n, int nrhs, const T *A, int lda, T *B, int ldb,    \
 							  int *devInfo)                                           \
 	{                                                                                                         \
-		return potrs("cusolverDn" #P "potrs", handle, TY_, uplo, n, nrhs, A, lda, B, ldb, devInfo);                                \
+		return potrs("cusolverDn" #P "potrs", handle, TY_, uplo, n, nrhs, A, lda, B, ldb, devInfo);       \
 	}                                                                                                         \
-	PHOS_EXPORT cusolverStatus_t cusolverDn##P##geqrf_bufferSize(cusolverDnHandle_t handle, int m, int n,    \
-								     T *A, int lda, int *lwork)                  \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##geqrf_bufferSize(cusolverDnHandle_t handle, int m, int n,     \
+								     T *A, int lda, int *lwork)                   \
 	{                                                                                                         \
-		return !lwork ? CUSOLVER_STATUS_INVALID_VALUE : geqrf("cusolverDn" #P "geqrf", handle, TY_, m, n, A, lda, NULL, NULL, -1, NULL, lwork);                             \
+		return !lwork ? CUSOLVER_STATUS_INVALID_VALUE : geqrf("cusolverDn" #P "geqrf", handle,            \
+			     TY_, m, n, A, lda, NULL, NULL, -1, NULL, lwork);                                     \
 	}                                                                                                         \
 	PHOS_EXPORT cusolverStatus_t cusolverDn##P##geqrf(cusolverDnHandle_t handle, int m, int n, T *A, int lda, \
 							  T *TAU, T *Workspace, int Lwork, int *devInfo)          \
 	{                                                                                                         \
-		return geqrf("cusolverDn" #P "geqrf", handle, TY_, m, n, A, lda, TAU, Workspace, Lwork, devInfo, NULL);                    \
+		return geqrf("cusolverDn" #P "geqrf", handle, TY_, m, n, A, lda, TAU, Workspace, Lwork,           \
+			     devInfo, NULL);                                                                      \
 	}                                                                                                         \
-	PHOS_EXPORT cusolverStatus_t cusolverDn##P##orgqr_bufferSize(cusolverDnHandle_t handle, int m, int n,    \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##orgqr_bufferSize(cusolverDnHandle_t handle, int m, int n,     \
 								     int k, const T *A, int lda, const T *tau,    \
 								     int *lwork)                                  \
 	{                                                                                                         \
-		return !lwork ? CUSOLVER_STATUS_INVALID_VALUE : orgqr("cusolverDn" #P "orgqr", handle, TY_, m, n, k, A, lda, tau, NULL, -1, NULL, lwork);                           \
+		return !lwork ? CUSOLVER_STATUS_INVALID_VALUE : orgqr("cusolverDn" #P "orgqr", handle,            \
+			     TY_, m, n, k, A, lda, tau, NULL, -1, NULL, lwork);                                   \
 	}                                                                                                         \
-	PHOS_EXPORT cusolverStatus_t cusolverDn##P##orgqr(cusolverDnHandle_t handle, int m, int n, int k, T *A,  \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##orgqr(cusolverDnHandle_t handle, int m, int n, int k, T *A,   \
 							  int lda, const T *tau, T *work, int lwork, int *info)   \
 	{                                                                                                         \
-		return orgqr("cusolverDn" #P "orgqr", handle, TY_, m, n, k, A, lda, tau, work, lwork, info, NULL);                         \
+		return orgqr("cusolverDn" #P "orgqr", handle, TY_, m, n, k, A, lda, tau, work, lwork,             \
+			     info, NULL);                                                                         \
 	}                                                                                                         \
-	PHOS_EXPORT cusolverStatus_t cusolverDn##P##ormqr_bufferSize(                                            \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##ormqr_bufferSize(                                             \
 		cusolverDnHandle_t handle, cublasSideMode_t side, cublasOperation_t trans, int m, int n, int k,   \
 		const T *A, int lda, const T *tau, const T *C, int ldc, int *lwork)                               \
 	{                                                                                                         \
 		struct ormqr_args o = { side, trans, m, n, k, A, lda, tau, C, ldc, NULL, -1, NULL };              \
-		return !lwork ? CUSOLVER_STATUS_INVALID_VALUE : ormqr("cusolverDn" #P "ormqr", handle, TY_, &o, lwork);                                                             \
+		return !lwork ? CUSOLVER_STATUS_INVALID_VALUE : ormqr("cusolverDn" #P "ormqr", handle,            \
+			     TY_, &o, lwork);                                                                     \
 	}                                                                                                         \
-	PHOS_EXPORT cusolverStatus_t cusolverDn##P##ormqr(cusolverDnHandle_t handle, cublasSideMode_t side,      \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##ormqr(cusolverDnHandle_t handle, cublasSideMode_t side,       \
 							  cublasOperation_t trans, int m, int n, int k, const T *A, \
 							  int lda, const T *tau, T *C, int ldc, T *work,          \
 							  int lwork, int *devInfo)                                \
 	{                                                                                                         \
 		struct ormqr_args o = { side, trans, m, n, k, A, lda, tau, C, ldc, work, lwork, devInfo };        \
-		return ormqr("cusolverDn" #P "ormqr", handle, TY_, &o, NULL);                                                              \
+		return ormqr("cusolverDn" #P "ormqr", handle, TY_, &o, NULL);                                     \
 	}                                                                                                         \
-	PHOS_EXPORT cusolverStatus_t cusolverDn##P##syevd_bufferSize(cusolverDnHandle_t handle,                  \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##syevd_bufferSize(cusolverDnHandle_t handle,                   \
 								     cusolverEigMode_t jobz, cublasFillMode_t uplo, \
 								     int n, const T *A, int lda, const T *W,      \
 								     int *lwork)                                  \
 	{                                                                                                         \
-		return !lwork ? CUSOLVER_STATUS_INVALID_VALUE : syevd("cusolverDn" #P "syevd", handle, TY_, jobz, uplo, n, A, lda, W, NULL, -1, NULL, lwork);                       \
+		return !lwork ? CUSOLVER_STATUS_INVALID_VALUE : syevd("cusolverDn" #P "syevd", handle,            \
+			     TY_, jobz, uplo, n, A, lda, W, NULL, -1, NULL, lwork);                               \
 	}                                                                                                         \
-	PHOS_EXPORT cusolverStatus_t cusolverDn##P##syevd(cusolverDnHandle_t handle, cusolverEigMode_t jobz,     \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##syevd(cusolverDnHandle_t handle, cusolverEigMode_t jobz,      \
 							  cublasFillMode_t uplo, int n, T *A, int lda, T *W,      \
 							  T *work, int lwork, int *info)                          \
 	{                                                                                                         \
-		return syevd("cusolverDn" #P "syevd", handle, TY_, jobz, uplo, n, A, lda, W, work, lwork, info, NULL);                     \
+		return syevd("cusolverDn" #P "syevd", handle, TY_, jobz, uplo, n, A, lda, W, work, lwork,         \
+			     info, NULL);                                                                         \
 	}
 
 DEFINE_SD(S, float, PHOS_SOLVER_R_32F)
@@ -786,7 +798,7 @@ static cusolverStatus_t gesvdj(const char *name, cusolverDnHandle_t handle, int3
 }
 
 #define DEFINE_JACOBI(P, T, TY_)                                                                                  \
-	PHOS_EXPORT cusolverStatus_t cusolverDn##P##syevj_bufferSize(                                            \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##syevj_bufferSize(                                             \
 		cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const T *A, int lda, \
 		const T *W, int *lwork, syevjInfo_t params)                                                       \
 	{                                                                                                         \
@@ -794,14 +806,14 @@ static cusolverStatus_t gesvdj(const char *name, cusolverDnHandle_t handle, int3
 			      : syevj("cusolverDn" #P "syevj_bufferSize", handle, TY_, jobz, uplo, n, A, lda, W,  \
 				      NULL, -1, NULL, params, 0, lwork);                                          \
 	}                                                                                                         \
-	PHOS_EXPORT cusolverStatus_t cusolverDn##P##syevj(cusolverDnHandle_t handle, cusolverEigMode_t jobz,     \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##syevj(cusolverDnHandle_t handle, cusolverEigMode_t jobz,      \
 							  cublasFillMode_t uplo, int n, T *A, int lda, T *W,      \
 							  T *work, int lwork, int *info, syevjInfo_t params)      \
 	{                                                                                                         \
-		return syevj("cusolverDn" #P "syevj", handle, TY_, jobz, uplo, n, A, lda, W, work, lwork, info,  \
+		return syevj("cusolverDn" #P "syevj", handle, TY_, jobz, uplo, n, A, lda, W, work, lwork, info,   \
 			     params, 0, NULL);                                                                    \
 	}                                                                                                         \
-	PHOS_EXPORT cusolverStatus_t cusolverDn##P##syevjBatched_bufferSize(                                     \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##syevjBatched_bufferSize(                                      \
 		cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const T *A, int lda, \
 		const T *W, int *lwork, syevjInfo_t params, int batchSize)                                        \
 	{                                                                                                         \
@@ -810,15 +822,15 @@ static cusolverStatus_t gesvdj(const char *name, cusolverDnHandle_t handle, int3
 			       : syevj("cusolverDn" #P "syevjBatched_bufferSize", handle, TY_, jobz, uplo, n, A,  \
 				       lda, W, NULL, -1, NULL, params, batchSize, lwork);                         \
 	}                                                                                                         \
-	PHOS_EXPORT cusolverStatus_t cusolverDn##P##syevjBatched(                                                \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##syevjBatched(                                                 \
 		cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, T *A, int lda,   \
 		T *W, T *work, int lwork, int *info, syevjInfo_t params, int batchSize)                           \
 	{                                                                                                         \
 		return batchSize < 1 ? CUSOLVER_STATUS_INVALID_VALUE                                              \
-				     : syevj("cusolverDn" #P "syevjBatched", handle, TY_, jobz, uplo, n, A, lda, \
+				     : syevj("cusolverDn" #P "syevjBatched", handle, TY_, jobz, uplo, n, A, lda,  \
 					     W, work, lwork, info, params, batchSize, NULL);                      \
 	}                                                                                                         \
-	PHOS_EXPORT cusolverStatus_t cusolverDn##P##gesvdj_bufferSize(                                           \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##gesvdj_bufferSize(                                            \
 		cusolverDnHandle_t handle, cusolverEigMode_t jobz, int econ, int m, int n, const T *A, int lda,   \
 		const T *S, const T *U, int ldu, const T *V, int ldv, int *lwork, gesvdjInfo_t params)            \
 	{                                                                                                         \
@@ -826,14 +838,14 @@ static cusolverStatus_t gesvdj(const char *name, cusolverDnHandle_t handle, int3
 		return !lwork ? CUSOLVER_STATUS_INVALID_VALUE                                                     \
 			      : gesvdj("cusolverDn" #P "gesvdj_bufferSize", handle, TY_, &g, lwork);              \
 	}                                                                                                         \
-	PHOS_EXPORT cusolverStatus_t cusolverDn##P##gesvdj(                                                      \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##gesvdj(                                                       \
 		cusolverDnHandle_t handle, cusolverEigMode_t jobz, int econ, int m, int n, T *A, int lda, T *S,   \
 		T *U, int ldu, T *V, int ldv, T *work, int lwork, int *info, gesvdjInfo_t params)                 \
 	{                                                                                                         \
 		struct gesvdj_args g = { jobz, econ, m, n, A, lda, S, U, ldu, V, ldv, work, lwork, info, params, 0 }; \
 		return gesvdj("cusolverDn" #P "gesvdj", handle, TY_, &g, NULL);                                   \
 	}                                                                                                         \
-	PHOS_EXPORT cusolverStatus_t cusolverDn##P##gesvdjBatched_bufferSize(                                    \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##gesvdjBatched_bufferSize(                                     \
 		cusolverDnHandle_t handle, cusolverEigMode_t jobz, int m, int n, const T *A, int lda, const T *S, \
 		const T *U, int ldu, const T *V, int ldv, int *lwork, gesvdjInfo_t params, int batchSize)         \
 	{                                                                                                         \
@@ -843,14 +855,14 @@ static cusolverStatus_t gesvdj(const char *name, cusolverDnHandle_t handle, int3
 			       ? CUSOLVER_STATUS_INVALID_VALUE                                                    \
 			       : gesvdj("cusolverDn" #P "gesvdjBatched_bufferSize", handle, TY_, &g, lwork);      \
 	}                                                                                                         \
-	PHOS_EXPORT cusolverStatus_t cusolverDn##P##gesvdjBatched(                                               \
+	PHOS_EXPORT cusolverStatus_t cusolverDn##P##gesvdjBatched(                                                \
 		cusolverDnHandle_t handle, cusolverEigMode_t jobz, int m, int n, T *A, int lda, T *S, T *U,       \
 		int ldu, T *V, int ldv, T *work, int lwork, int *info, gesvdjInfo_t params, int batchSize)        \
 	{                                                                                                         \
 		struct gesvdj_args g = { jobz, 0, m, n, A, lda, S, U, ldu, V, ldv, work, lwork, info, params,     \
 					 batchSize };                                                             \
 		return batchSize < 1 ? CUSOLVER_STATUS_INVALID_VALUE                                              \
-				     : gesvdj("cusolverDn" #P "gesvdjBatched", handle, TY_, &g, NULL);           \
+				     : gesvdj("cusolverDn" #P "gesvdjBatched", handle, TY_, &g, NULL);            \
 	}
 
 DEFINE_JACOBI(S, float, PHOS_SOLVER_R_32F)
