@@ -16,7 +16,9 @@
  * workspace, read and written: the lwork elements the program gave, which
  * must be at least what the backend's _bufferSize answers for this very
  * call (asked here again, not taken from the function); getrf takes no
- * size, and its workspace is that answer. Each range must lie in device
+ * size, and its workspace is that answer. The 64-bit API's host workspace
+ * is the backend's own, of the size its _bufferSize answers (the
+ * program's must be at least that, as cuSOLVER asks). Each range must lie in device
  * memory the function holds, or the call fails with
  * CUSOLVER_STATUS_INVALID_VALUE before anything runs. The
  * cusolverStatus_t comes back in the reply's library status (a posted

@@ -8,10 +8,14 @@
  *   cusolverDnCreate ──────────── a handle here: device, stream
  *   cusolverDnCreateParams ────── a params object here (the default
  *                                 algorithm only)
+ *   cusolverDnCreateSyevjInfo, ── the Jacobi settings here (tolerance,
+ *   CreateGesvdjInfo, Set*        sweeps, sort), sent with each call
  *   S/D getrf, getrs, potrf, ──── SOLVER_EXEC, stream-ordered on the handle's
  *   potrs, geqrf, orgqr, ormqr,   stream: one phos_solver_call; the executor
- *   syevd                         takes the read/write set from it
- *                                 (exec_solver.c), info included
+ *   syevd, syevj(Batched),        takes the read/write set from it
+ *   gesvdj(Batched); Xgetrf,      (exec_solver.c), info included
+ *   Xgetrs, Xpotrf, Xpotrs,
+ *   Xgeqrf, Xsyevd
  *   *_bufferSize ──────────────── sync SOLVER_SIZE: the executor's library
  *                                 answers for this call
  *
@@ -25,10 +29,12 @@
  * (runtime/solver_layout.c; a bad one answers CUSOLVER_STATUS_INVALID_VALUE).
  * Refused with CUSOLVER_STATUS_NOT_SUPPORTED, named once on stderr: a call
  * on a capturing stream or on memory other than cudaMalloc's, an algorithm
- * other than the default in cusolverDnSetAdvOptions. Every export not
- * implemented here (complex types, gesvd, gesvdj, syevj, the 64-bit X API,
- * the batched forms, sytrf, cusolverSp, cusolverRf, ...) is a stub
- * answering NOT_SUPPORTED and named once in the log (stubs_cusolver.c).
+ * other than the default in cusolverDnSetAdvOptions, 64-bit calls of
+ * complex, half or mixed types. Every export not implemented here (complex
+ * types, gesvd, Xgesvd, Xgeev, sytrf, potrfBatched and potrsBatched (arrays
+ * of device pointers), the Jacobi infos' Get* results, cusolverSp,
+ * cusolverRf, ...) is a stub answering NOT_SUPPORTED and named once in the
+ * log (stubs_cusolver.c).
  */
 #include <limits.h>
 #include <pthread.h>

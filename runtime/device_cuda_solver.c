@@ -12,7 +12,11 @@
  * makes its own at its first call. The device's context is current for
  * every call. Each S/D pair is chosen by the call's type; its workspace is
  * the program's, of c->lwork elements (the _bufferSize's answer for
- * getrf, which takes no size).
+ * getrf, which takes no size). The 64-bit API (x64) runs with one params
+ * object of default settings and a host workspace of the backend's own (a
+ * call that takes one is waited for before the next may use it); the
+ * Jacobi calls with an info object made for the call from its settings,
+ * waited for before it is destroyed.
  */
 #include "device_cuda_syms.h"
 

@@ -19,6 +19,14 @@
  *          ascending in w, orthonormal eigenvectors in A's columns (jobz
  *          VECTOR; with NOVECTOR A is left as it was); info 1 when 100
  *          sweeps do not converge
+ *   syevj  the same, each matrix of a batch, max_sweeps sweeps (100 for
+ *          0), sorted when sort is 1; info n + 1 when they do not converge
+ *          (the tolerance is not used: it converges to double precision)
+ *   gesvdj one-sided Jacobi (Hestenes) on A, or A^T when m < n: s
+ *          descending (sort 1), U and V orthonormal, completed by
+ *          Gram-Schmidt where a singular value is 0 or full U, V are asked;
+ *          info min(m, n) + 1 when the sweeps do not converge
+ *   the 64-bit API's calls as the legacy ones, with int64_t pivots
  *
  * Workspaces are PHOS_SOLVER_SIM_LWORK elements, never touched. A call of
  * more than SIM_SOLVER_ELEMS elements of scratch is

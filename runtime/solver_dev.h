@@ -11,7 +11,8 @@
  *   dlopen'ed at the first call; one   double: LU with partial pivoting,
  *   cusolverDn handle per device,      Cholesky, Householder QR (LAPACK's
  *   made at its first call (again in   reflectors and tau), cyclic Jacobi
- *   a new executor after a restore)    for the symmetric eigenproblem
+ *   a new executor after a restore)    for the symmetric eigenproblem,
+ *                                      one-sided Jacobi for the SVD
  *
  * Every call takes a phos_solver_call that phos_solver_ranges_of accepts
  * (the executor checked each range lies in device memory), returns 0 or a
