@@ -137,38 +137,6 @@ static void test_ranges(void)
 	c.m = c.lda = 1ll << 32;
 	c.n = 1;
 	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_INVALID_VALUE, "getrf of 2^32 rows (ints)");
-	/* gesvdj, economy: A 5 x 3 (lda 6), S 3, U 5 x 3 (ldu 5), V 3 x 3 (ldv 4) */
-	c = (struct phos_solver_call){ .kind = PHOS_SOLVER_GESVDJ, .type = PHOS_SOLVER_R_32F, .jobz = PHOS_SOLVER_VECTOR,
-				       .econ = 1, .m = 5, .n = 3, .lda = 6, .ldu = 5, .ldv = 4, .a = 0x1000, .w = 0x2000,
-				       .u = 0x3000, .v = 0x4000, .info = 0x5000, .work = 0x6000, .sort = 1 };
-	CHECK(phos_solver_ranges_of(&c, 8, r, &n) == 0 && n == 6 && range_is(&r[0], 0x1000, 17 * 4, true, true) &&
-	      range_is(&r[1], 0x2000, 12, false, true) && range_is(&r[2], 0x3000, 15 * 4, false, true) &&
-	      range_is(&r[3], 0x4000, 11 * 4, false, true) && range_is(&r[4], 0x5000, 4, false, true),
-	      "gesvdj: %u ranges", n);
-	c.jobz = PHOS_SOLVER_NOVECTOR;   /* U and V not referenced */
-	CHECK(phos_solver_ranges_of(&c, 8, r, &n) == 0 && n == 4, "gesvdj without vectors: %u ranges", n);
-	/* gesvdjBatched: 3 matrices of 4 x 2, lda 4; U 4 x 4, V 2 x 2; info 3 ints */
-	c = (struct phos_solver_call){ .kind = PHOS_SOLVER_GESVDJ, .type = PHOS_SOLVER_R_64F, .jobz = PHOS_SOLVER_VECTOR,
-				       .m = 4, .n = 2, .lda = 4, .ldu = 4, .ldv = 2, .batch = 3, .a = 0x1000,
-				       .w = 0x2000, .u = 0x3000, .v = 0x4000, .info = 0x5000, .sort = 1 };
-	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == 0 && n == 5 && range_is(&r[0], 0x1000, 24 * 8, true, true) &&
-	      range_is(&r[1], 0x2000, 6 * 8, false, true) && range_is(&r[2], 0x3000, 48 * 8, false, true) &&
-	      range_is(&r[3], 0x4000, 12 * 8, false, true) && range_is(&r[4], 0x5000, 12, false, true),
-	      "gesvdjBatched: %u ranges", n);
-	c.econ = 1;
-	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_INVALID_VALUE, "no economy gesvdjBatched");
-	c.econ = 0;
-	c.m = 33;
-	c.lda = c.ldu = 33;
-	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_INVALID_VALUE, "gesvdjBatched of 33 rows");
-	/* syevjBatched: 2 matrices of 3 x 3 with lda 4, w 6, info 2 */
-	c = (struct phos_solver_call){ .kind = PHOS_SOLVER_SYEVJ, .type = PHOS_SOLVER_R_32F, .jobz = PHOS_SOLVER_VECTOR,
-				       .n = 3, .lda = 4, .batch = 2, .a = 0x1000, .w = 0x2000, .info = 0x5000, .sort = 1 };
-	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == 0 && n == 3 && range_is(&r[0], 0x1000, 23 * 4, true, true) &&
-	      range_is(&r[1], 0x2000, 24, false, true) && range_is(&r[2], 0x5000, 8, false, true),
-	      "syevjBatched: %u ranges", n);
-	c.sort = 2;
-	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_INVALID_VALUE, "syevj's sort is 0 or 1");
 	c = (struct phos_solver_call){ .kind = PHOS_SOLVER_ORGQR, .type = PHOS_SOLVER_R_64F, .x64 = 1, .m = 2, .n = 2,
 				       .lda = 2, .a = 0x1000, .tau = 0x2000, .info = 0x3000 };
 	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_INVALID_VALUE, "no orgqr in the 64-bit API");
@@ -217,6 +185,48 @@ static void test_ranges(void)
 	CHECK(phos_solver_ranges_of(&c, 1, r, &n) == PHOS_SOLVER_INVALID_VALUE, "syevd: a workspace at 0");
 	c.n = 1ll << 31;
 	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_INVALID_VALUE, "syevd of n 2^31");
+}
+
+/* The Jacobi calls' ranges: U and V written only (none without vectors), a
+ * batch's operands batch times, info an int per matrix. */
+static void test_ranges_jacobi(void)
+{
+	struct phos_solver_range r[PHOS_SOLVER_RANGES];
+	struct phos_solver_call c;
+	uint32_t n = 0;
+
+	/* gesvdj, economy: A 5 x 3 (lda 6), S 3, U 5 x 3 (ldu 5), V 3 x 3 (ldv 4) */
+	c = (struct phos_solver_call){ .kind = PHOS_SOLVER_GESVDJ, .type = PHOS_SOLVER_R_32F, .jobz = PHOS_SOLVER_VECTOR,
+				       .econ = 1, .m = 5, .n = 3, .lda = 6, .ldu = 5, .ldv = 4, .a = 0x1000, .w = 0x2000,
+				       .u = 0x3000, .v = 0x4000, .info = 0x5000, .work = 0x6000, .sort = 1 };
+	CHECK(phos_solver_ranges_of(&c, 8, r, &n) == 0 && n == 6 && range_is(&r[0], 0x1000, 17 * 4, true, true) &&
+	      range_is(&r[1], 0x2000, 12, false, true) && range_is(&r[2], 0x3000, 15 * 4, false, true) &&
+	      range_is(&r[3], 0x4000, 11 * 4, false, true) && range_is(&r[4], 0x5000, 4, false, true),
+	      "gesvdj: %u ranges", n);
+	c.jobz = PHOS_SOLVER_NOVECTOR;   /* U and V not referenced */
+	CHECK(phos_solver_ranges_of(&c, 8, r, &n) == 0 && n == 4, "gesvdj without vectors: %u ranges", n);
+	/* gesvdjBatched: 3 matrices of 4 x 2, lda 4; U 4 x 4, V 2 x 2; info 3 ints */
+	c = (struct phos_solver_call){ .kind = PHOS_SOLVER_GESVDJ, .type = PHOS_SOLVER_R_64F, .jobz = PHOS_SOLVER_VECTOR,
+				       .m = 4, .n = 2, .lda = 4, .ldu = 4, .ldv = 2, .batch = 3, .a = 0x1000,
+				       .w = 0x2000, .u = 0x3000, .v = 0x4000, .info = 0x5000, .sort = 1 };
+	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == 0 && n == 5 && range_is(&r[0], 0x1000, 24 * 8, true, true) &&
+	      range_is(&r[1], 0x2000, 6 * 8, false, true) && range_is(&r[2], 0x3000, 48 * 8, false, true) &&
+	      range_is(&r[3], 0x4000, 12 * 8, false, true) && range_is(&r[4], 0x5000, 12, false, true),
+	      "gesvdjBatched: %u ranges", n);
+	c.econ = 1;
+	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_INVALID_VALUE, "no economy gesvdjBatched");
+	c.econ = 0;
+	c.m = 33;
+	c.lda = c.ldu = 33;
+	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_INVALID_VALUE, "gesvdjBatched of 33 rows");
+	/* syevjBatched: 2 matrices of 3 x 3 with lda 4, w 6, info 2 */
+	c = (struct phos_solver_call){ .kind = PHOS_SOLVER_SYEVJ, .type = PHOS_SOLVER_R_32F, .jobz = PHOS_SOLVER_VECTOR,
+				       .n = 3, .lda = 4, .batch = 2, .a = 0x1000, .w = 0x2000, .info = 0x5000, .sort = 1 };
+	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == 0 && n == 3 && range_is(&r[0], 0x1000, 23 * 4, true, true) &&
+	      range_is(&r[1], 0x2000, 24, false, true) && range_is(&r[2], 0x5000, 8, false, true),
+	      "syevjBatched: %u ranges", n);
+	c.sort = 2;
+	CHECK(phos_solver_ranges_of(&c, 0, r, &n) == PHOS_SOLVER_INVALID_VALUE, "syevj's sort is 0 or 1");
 }
 
 /* --- random problems --- */
@@ -684,6 +694,7 @@ int main(void)
 	CHECK(sv->buffer_size(dev, &q, &size, &st) == 0 && st == 0 && size.work == PHOS_SOLVER_SIM_LWORK * 4,
 	      "the sim's workspace of the 64-bit API, in bytes: %lld", (long long)size.work);
 	test_ranges();
+	test_ranges_jacobi();
 	test_info();
 	for (int t = 0; t < 300; t++) {
 		test_lu(t);
