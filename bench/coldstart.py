@@ -593,8 +593,15 @@ def run_size(size, front):
             check(f"{FN} {size} GiB phos first call answers as native", st == 200 and S.answer(body) == want,
                   f"{st} {body[:300]!r}")
             snap = os.path.join(state, "snapshots", fname)
-            with open(os.path.join(snap, "manifest.json")) as f:
-                man = json.load(f)
+            # the touch order is written after the answer: wait for it
+            for _ in range(200):
+                with open(os.path.join(snap, "manifest.json")) as f:
+                    man = json.load(f)
+                if man.get("prefetch"):
+                    break
+                time.sleep(0.05)
+            check(f"{FN} {size} GiB: the first call's touch order is written", bool(man.get("prefetch")),
+                  "no prefetch in the manifest 10 s after the answer")
             sizes = {b["id"]: b["size"] for b in man["buffers"]}
             touched = sum(sizes.get(i, 0) for i in man.get("prefetch", []))
             record(f"{FN}-{size}GiB", "phos-ondemand", "touched_bytes", touched, "B")

@@ -28,7 +28,7 @@
  *              migration's target takes the items it holds
  *              already (same hash in its own snapshot) from there instead of
  *              the network, and hashes the rest while the function still
- *              runs (invoker/migrate.c), so that the stop compares hashes
+ *              runs (invoker/peer/migrate.c), so that the stop compares hashes
  *              instead of reading the whole copy again
  *
  * Pacing: while the function makes calls, a step may take at most half of

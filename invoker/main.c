@@ -18,7 +18,7 @@
 
 #include <microhttpd.h>
 
-#include "cli.h"
+#include "paths.h"
 #include "criu.h"
 #include "invoker.h"
 #include "log.h"

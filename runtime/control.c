@@ -340,6 +340,281 @@ static long str_at(const uint8_t *p, size_t left, size_t max)
 	return nul ? nul - p : -1;
 }
 
+/* "a NAME message with a flag that is neither 0 nor 1" */
+static int bad_bool(const char *name, char *err, size_t errlen)
+{
+	phos_errf(err, errlen, "a %s message with a flag that is neither 0 nor 1", name);
+	return -EPROTO;
+}
+
+/* The messages of a fixed size (checked by the caller) into *m. */
+static int decode_fixed(unsigned type, const uint8_t *p, struct phos_ctl_msg *m, const char *name, char *err,
+			size_t errlen)
+{
+	switch (type) {
+	case PHOS_CTL_HELLO: {
+		struct ctl_hello h;
+
+		memcpy(&h, p, sizeof(h));
+		m->hello.pid = h.pid;
+		return 0;
+	}
+	case PHOS_CTL_READY: {
+		struct ctl_ready r;
+
+		memcpy(&r, p, sizeof(r));
+		if (r.on_demand > 1)
+			return bad_bool(name, err, errlen);
+		m->ready.open_s = r.open_s;
+		m->ready.load_s = r.load_s;
+		m->ready.data_s = r.data_s;
+		m->ready.data_bytes = r.data_bytes;
+		m->ready.on_demand = r.on_demand;
+		return 0;
+	}
+	case PHOS_CTL_DUMPED: {
+		struct ctl_dumped d;
+
+		memcpy(&d, p, sizeof(d));
+		m->dumped.gpu_dump_s = d.gpu_dump_s;
+		m->dumped.data_bytes = d.data_bytes;
+		return 0;
+	}
+	case PHOS_CTL_HOT_DONE: {
+		struct ctl_hot_done h;
+
+		memcpy(&h, p, sizeof(h));
+		m->hot_done.n = h.n;
+		m->hot_done.bytes = h.bytes;
+		return 0;
+	}
+	case PHOS_CTL_FALLBACKS: {
+		struct ctl_fallbacks f;
+
+		memcpy(&f, p, sizeof(f));
+		if (f.restoring > 1)
+			return bad_bool(name, err, errlen);
+		m->fallbacks.opaque = f.opaque;
+		m->fallbacks.overflow = f.overflow;
+		m->fallbacks.validate_miss = f.validate_miss;
+		m->fallbacks.restoring = f.restoring;
+		return 0;
+	}
+	case PHOS_CTL_CHECKPOINTED: {
+		struct ctl_checkpointed c;
+
+		memcpy(&c, p, sizeof(c));
+		if (c.mode >= PHOS_CKPT_MODE_END) {
+			phos_errf(err, errlen, "a checkpointed message of unknown mode %u", c.mode);
+			return -EPROTO;
+		}
+		m->checkpointed.mode = (enum phos_ckpt_mode)c.mode;
+		m->checkpointed.seq = c.seq;
+		m->checkpointed.data_bytes = c.data_bytes;
+		m->checkpointed.stall_s = c.stall_s;
+		m->checkpointed.total_s = c.total_s;
+		m->checkpointed.early = c.early;
+		m->checkpointed.rounds = c.rounds;
+		m->checkpointed.precopy_bytes = c.precopy_bytes;
+		m->checkpointed.stop_bytes = c.stop_bytes;
+		m->checkpointed.reserve_copies = c.reserve_copies;
+		m->checkpointed.host_copy = c.host_copy != 0;
+		return 0;
+	}
+	case PHOS_CTL_HELD: {
+		struct ctl_held h;
+
+		memcpy(&h, p, sizeof(h));
+		if (h.mode >= PHOS_CKPT_MODE_END) {
+			phos_errf(err, errlen, "a held message of unknown mode %u", h.mode);
+			return -EPROTO;
+		}
+		m->held.mode = (enum phos_ckpt_mode)h.mode;
+		m->held.seq = h.seq;
+		m->held.copy_s = h.copy_s;
+		return 0;
+	}
+	case PHOS_CTL_PRECOPIED: {
+		struct ctl_precopied c;
+
+		memcpy(&c, p, sizeof(c));
+		m->precopied.rounds = c.rounds;
+		m->precopied.precopy_bytes = c.precopy_bytes;
+		m->precopied.dirty_bytes = c.dirty_bytes;
+		m->precopied.data_end = c.data_end;
+		return 0;
+	}
+	case PHOS_CTL_PREPARED:
+		memcpy(&m->prepared.bytes, p, sizeof(uint64_t));
+		memcpy(&m->prepared.free, p + sizeof(uint64_t), sizeof(uint64_t));
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+/* A checkpoint message: a mode byte, then a path. */
+static int decode_checkpoint(const uint8_t *p, size_t len, struct phos_ctl_msg *m, char *err, size_t errlen)
+{
+	long n;
+
+	if (len < 2 || (p[0] & ~CKPT_WAIT_STOP) >= PHOS_CKPT_MODE_END ||
+	    ((p[0] & CKPT_WAIT_STOP) && (p[0] & ~CKPT_WAIT_STOP) != PHOS_CKPT_RECOPY)) {
+		phos_errf(err, errlen, "a checkpoint message without its mode and path (or waiting for a "
+			  "stop in a mode that has none)");
+		return -EPROTO;
+	}
+	n = str_at(p + 1, len - 1, PHOS_CTL_PATH_MAX);
+	if (n <= 0 || (size_t)n + 2 != len) {
+		phos_errf(err, errlen, "a checkpoint message whose path is not one NUL-terminated string of 1 "
+			  "to %u bytes", PHOS_CTL_PATH_MAX - 1);
+		return -EPROTO;
+	}
+	m->checkpoint.mode = (enum phos_ckpt_mode)(p[0] & ~CKPT_WAIT_STOP);
+	m->checkpoint.wait_stop = (p[0] & CKPT_WAIT_STOP) != 0;
+	memcpy(m->checkpoint.dir, p + 1, (size_t)n + 1);
+
+	return 0;
+}
+
+/* A prepare message: one path. */
+static int decode_prepare(const uint8_t *p, size_t len, struct phos_ctl_msg *m, char *err, size_t errlen)
+{
+	long n;
+
+	n = len ? str_at(p, len, PHOS_CTL_PATH_MAX) : -1;
+	if (n <= 0 || (size_t)n + 1 != len) {
+		phos_errf(err, errlen, "a prepare message whose path is not one NUL-terminated string of 1 to %u "
+			  "bytes", PHOS_CTL_PATH_MAX - 1);
+		return -EPROTO;
+	}
+	memcpy(m->prepare.dir, p, (size_t)n + 1);
+
+	return 0;
+}
+
+/* An error message: one UTF-8 reason. */
+static int decode_error(const uint8_t *p, size_t len, struct phos_ctl_msg *m, char *err, size_t errlen)
+{
+	long n;
+
+	n = len ? str_at(p, len, PHOS_CTL_REASON_MAX) : -1;
+	if (n < 0 || (size_t)n + 1 != len) {
+		phos_errf(err, errlen, "an error message whose reason is not one NUL-terminated string of at "
+			  "most %u bytes", PHOS_CTL_REASON_MAX - 1);
+		return -EPROTO;
+	}
+	if (!utf8_valid((const char *)p, (size_t)n)) {
+		phos_errf(err, errlen, "an error message whose reason is not UTF-8");
+		return -EPROTO;
+	}
+	memcpy(m->error.reason, p, (size_t)n + 1);
+
+	return 0;
+}
+
+/* A touched message: a count, then that many buffer ids. */
+static int decode_touched(const uint8_t *p, size_t len, struct phos_ctl_msg *m, char *err, size_t errlen)
+{
+	uint32_t count[2];
+
+	if (len < sizeof(count)) {
+		phos_errf(err, errlen, "a touched message of %zu bytes (shorter than its count)", len);
+		return -EPROTO;
+	}
+	memcpy(count, p, sizeof(count));
+	if (count[0] > PHOS_CTL_TOUCHED_MAX || count[1]) {
+		phos_errf(err, errlen, "a touched message of %u ids (at most %u)", count[0], PHOS_CTL_TOUCHED_MAX);
+		return -EPROTO;
+	}
+	if (len != sizeof(count) + (size_t)count[0] * sizeof(uint64_t)) {
+		phos_errf(err, errlen, "a touched message of %zu bytes for %u ids", len, count[0]);
+		return -EPROTO;
+	}
+	m->touched.n = count[0];
+	m->touched.ids = malloc(count[0] ? count[0] * sizeof(uint64_t) : 1);
+	if (!m->touched.ids)
+		return -ENOMEM;
+	memcpy(m->touched.ids, p + sizeof(count), count[0] * sizeof(uint64_t));
+
+	return 0;
+}
+
+/* A restore message: its mode and adoption, then a path. */
+static int decode_restore(const uint8_t *p, size_t len, struct phos_ctl_msg *m, char *err, size_t errlen)
+{
+	struct ctl_restore c;
+	long n;
+
+	if (len < sizeof(c) + 1) {
+		phos_errf(err, errlen, "a restore message without its mode, adoption and path");
+		return -EPROTO;
+	}
+	memcpy(&c, p, sizeof(c));
+	if (c.on_demand > 1 || !adopt_ok(c.adopt_pid, c.adopt_fd)) {
+		phos_errf(err, errlen, "a restore message with mode %u, adopting pid %" PRIu32 " fd %" PRId32
+			  " (mode 0 or 1; pid and fd both 0, or a pid and a descriptor number)",
+			  c.on_demand, c.adopt_pid, c.adopt_fd);
+		return -EPROTO;
+	}
+	n = str_at(p + sizeof(c), len - sizeof(c), PHOS_CTL_PATH_MAX);
+	if (n <= 0 || (size_t)n + 1 + sizeof(c) != len) {
+		phos_errf(err, errlen, "a restore message whose path is not one NUL-terminated string of 1 to %u "
+			  "bytes", PHOS_CTL_PATH_MAX - 1);
+		return -EPROTO;
+	}
+	m->restore.on_demand = c.on_demand;
+	m->restore.adopt.pid = c.adopt_pid;
+	m->restore.adopt.fd = c.adopt_fd;
+	memcpy(m->restore.dir, p + sizeof(c), (size_t)n + 1);
+
+	return 0;
+}
+
+/* A hot message: a count, then that many paths. */
+static int decode_hot(const uint8_t *p, size_t len, struct phos_ctl_msg *m, char *err, size_t errlen)
+{
+	uint32_t count;
+	size_t off = sizeof(count);
+	long n;
+
+	if (len < sizeof(count)) {
+		phos_errf(err, errlen, "a hot message of %zu bytes (shorter than its count)", len);
+		return -EPROTO;
+	}
+	memcpy(&count, p, sizeof(count));
+	if (count > PHOS_CTL_HOT_MAX) {
+		phos_errf(err, errlen, "a hot list of %u snapshots (at most %u)", count, PHOS_CTL_HOT_MAX);
+		return -EPROTO;
+	}
+	m->hot.dirs = calloc(count + 1, sizeof(char *));
+	if (!m->hot.dirs)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < count; i++) {
+		n = off < len ? str_at(p + off, len - off, PHOS_CTL_PATH_MAX) : -1;
+		if (n <= 0) {
+			phos_errf(err, errlen, "a hot list whose path %u is missing, empty, unterminated or "
+				  "longer than %u bytes", i, PHOS_CTL_PATH_MAX - 1);
+			phos_ctl_msg_exit(m);
+			return -EPROTO;
+		}
+		m->hot.dirs[i] = strdup((const char *)p + off);
+		if (!m->hot.dirs[i]) {
+			phos_ctl_msg_exit(m);
+			return -ENOMEM;
+		}
+		m->hot.n = i + 1;
+		off += (size_t)n + 1;
+	}
+	if (off != len) {
+		phos_errf(err, errlen, "a hot list with %zu bytes after its %u paths", len - off, count);
+		phos_ctl_msg_exit(m);
+		return -EPROTO;
+	}
+
+	return 0;
+}
+
 int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_ctl_msg *ret, char *err,
 		    size_t errlen)
 {
@@ -347,7 +622,7 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 	struct phos_ctl_msg m = { .type = (enum phos_ctl_type)type, .fd = -1 };
 	const char *name = phos_ctl_type_name(type);
 	size_t want = 0;
-	long n;
+	int r;
 
 	switch (type) {
 	case PHOS_CTL_HELLO: want = sizeof(struct ctl_hello); break;
@@ -385,237 +660,18 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 		return -EPROTO;
 	}
 	switch (type) {
-	case PHOS_CTL_HELLO: {
-		struct ctl_hello h;
-
-		memcpy(&h, p, sizeof(h));
-		m.hello.pid = h.pid;
-		break;
+	case PHOS_CTL_CHECKPOINT: r = decode_checkpoint(p, len, &m, err, errlen); break;
+	case PHOS_CTL_PREPARE: r = decode_prepare(p, len, &m, err, errlen); break;
+	case PHOS_CTL_ERROR: r = decode_error(p, len, &m, err, errlen); break;
+	case PHOS_CTL_TOUCHED: r = decode_touched(p, len, &m, err, errlen); break;
+	case PHOS_CTL_RESTORE: r = decode_restore(p, len, &m, err, errlen); break;
+	case PHOS_CTL_HOT: r = decode_hot(p, len, &m, err, errlen); break;
+	default: r = decode_fixed(type, p, &m, name, err, errlen);
 	}
-	case PHOS_CTL_READY: {
-		struct ctl_ready r;
-
-		memcpy(&r, p, sizeof(r));
-		if (r.on_demand > 1)
-			goto bad_bool;
-		m.ready.open_s = r.open_s;
-		m.ready.load_s = r.load_s;
-		m.ready.data_s = r.data_s;
-		m.ready.data_bytes = r.data_bytes;
-		m.ready.on_demand = r.on_demand;
-		break;
-	}
-	case PHOS_CTL_DUMPED: {
-		struct ctl_dumped d;
-
-		memcpy(&d, p, sizeof(d));
-		m.dumped.gpu_dump_s = d.gpu_dump_s;
-		m.dumped.data_bytes = d.data_bytes;
-		break;
-	}
-	case PHOS_CTL_HOT_DONE: {
-		struct ctl_hot_done h;
-
-		memcpy(&h, p, sizeof(h));
-		m.hot_done.n = h.n;
-		m.hot_done.bytes = h.bytes;
-		break;
-	}
-	case PHOS_CTL_FALLBACKS: {
-		struct ctl_fallbacks f;
-
-		memcpy(&f, p, sizeof(f));
-		if (f.restoring > 1)
-			goto bad_bool;
-		m.fallbacks.opaque = f.opaque;
-		m.fallbacks.overflow = f.overflow;
-		m.fallbacks.validate_miss = f.validate_miss;
-		m.fallbacks.restoring = f.restoring;
-		break;
-	}
-	case PHOS_CTL_CHECKPOINTED: {
-		struct ctl_checkpointed c;
-
-		memcpy(&c, p, sizeof(c));
-		if (c.mode >= PHOS_CKPT_MODE_END) {
-			phos_errf(err, errlen, "a checkpointed message of unknown mode %u", c.mode);
-			return -EPROTO;
-		}
-		m.checkpointed.mode = (enum phos_ckpt_mode)c.mode;
-		m.checkpointed.seq = c.seq;
-		m.checkpointed.data_bytes = c.data_bytes;
-		m.checkpointed.stall_s = c.stall_s;
-		m.checkpointed.total_s = c.total_s;
-		m.checkpointed.early = c.early;
-		m.checkpointed.rounds = c.rounds;
-		m.checkpointed.precopy_bytes = c.precopy_bytes;
-		m.checkpointed.stop_bytes = c.stop_bytes;
-		m.checkpointed.reserve_copies = c.reserve_copies;
-		m.checkpointed.host_copy = c.host_copy != 0;
-		break;
-	}
-	case PHOS_CTL_HELD: {
-		struct ctl_held h;
-
-		memcpy(&h, p, sizeof(h));
-		if (h.mode >= PHOS_CKPT_MODE_END) {
-			phos_errf(err, errlen, "a held message of unknown mode %u", h.mode);
-			return -EPROTO;
-		}
-		m.held.mode = (enum phos_ckpt_mode)h.mode;
-		m.held.seq = h.seq;
-		m.held.copy_s = h.copy_s;
-		break;
-	}
-	case PHOS_CTL_PRECOPIED: {
-		struct ctl_precopied c;
-
-		memcpy(&c, p, sizeof(c));
-		m.precopied.rounds = c.rounds;
-		m.precopied.precopy_bytes = c.precopy_bytes;
-		m.precopied.dirty_bytes = c.dirty_bytes;
-		m.precopied.data_end = c.data_end;
-		break;
-	}
-	case PHOS_CTL_CHECKPOINT:
-		if (len < 2 || (p[0] & ~CKPT_WAIT_STOP) >= PHOS_CKPT_MODE_END ||
-		    ((p[0] & CKPT_WAIT_STOP) && (p[0] & ~CKPT_WAIT_STOP) != PHOS_CKPT_RECOPY)) {
-			phos_errf(err, errlen, "a checkpoint message without its mode and path (or waiting for a "
-				  "stop in a mode that has none)");
-			return -EPROTO;
-		}
-		n = str_at(p + 1, len - 1, PHOS_CTL_PATH_MAX);
-		if (n <= 0 || (size_t)n + 2 != len) {
-			phos_errf(err, errlen, "a checkpoint message whose path is not one NUL-terminated string of 1 "
-				  "to %u bytes", PHOS_CTL_PATH_MAX - 1);
-			return -EPROTO;
-		}
-		m.checkpoint.mode = (enum phos_ckpt_mode)(p[0] & ~CKPT_WAIT_STOP);
-		m.checkpoint.wait_stop = (p[0] & CKPT_WAIT_STOP) != 0;
-		memcpy(m.checkpoint.dir, p + 1, (size_t)n + 1);
-		break;
-	case PHOS_CTL_PREPARED:
-		memcpy(&m.prepared.bytes, p, sizeof(uint64_t));
-		memcpy(&m.prepared.free, p + sizeof(uint64_t), sizeof(uint64_t));
-		break;
-	case PHOS_CTL_PREPARE:
-		n = len ? str_at(p, len, PHOS_CTL_PATH_MAX) : -1;
-		if (n <= 0 || (size_t)n + 1 != len) {
-			phos_errf(err, errlen, "a prepare message whose path is not one NUL-terminated string of 1 to %u "
-				  "bytes", PHOS_CTL_PATH_MAX - 1);
-			return -EPROTO;
-		}
-		memcpy(m.prepare.dir, p, (size_t)n + 1);
-		break;
-	case PHOS_CTL_ERROR:
-		n = len ? str_at(p, len, PHOS_CTL_REASON_MAX) : -1;
-		if (n < 0 || (size_t)n + 1 != len) {
-			phos_errf(err, errlen, "an error message whose reason is not one NUL-terminated string of at "
-				  "most %u bytes", PHOS_CTL_REASON_MAX - 1);
-			return -EPROTO;
-		}
-		if (!utf8_valid((const char *)p, (size_t)n)) {
-			phos_errf(err, errlen, "an error message whose reason is not UTF-8");
-			return -EPROTO;
-		}
-		memcpy(m.error.reason, p, (size_t)n + 1);
-		break;
-	case PHOS_CTL_TOUCHED: {
-		uint32_t count[2];
-
-		if (len < sizeof(count)) {
-			phos_errf(err, errlen, "a touched message of %zu bytes (shorter than its count)", len);
-			return -EPROTO;
-		}
-		memcpy(count, p, sizeof(count));
-		if (count[0] > PHOS_CTL_TOUCHED_MAX || count[1]) {
-			phos_errf(err, errlen, "a touched message of %u ids (at most %u)", count[0], PHOS_CTL_TOUCHED_MAX);
-			return -EPROTO;
-		}
-		if (len != sizeof(count) + (size_t)count[0] * sizeof(uint64_t)) {
-			phos_errf(err, errlen, "a touched message of %zu bytes for %u ids", len, count[0]);
-			return -EPROTO;
-		}
-		m.touched.n = count[0];
-		m.touched.ids = malloc(count[0] ? count[0] * sizeof(uint64_t) : 1);
-		if (!m.touched.ids)
-			return -ENOMEM;
-		memcpy(m.touched.ids, p + sizeof(count), count[0] * sizeof(uint64_t));
-		break;
-	}
-	case PHOS_CTL_RESTORE: {
-		struct ctl_restore c;
-
-		if (len < sizeof(c) + 1) {
-			phos_errf(err, errlen, "a restore message without its mode, adoption and path");
-			return -EPROTO;
-		}
-		memcpy(&c, p, sizeof(c));
-		if (c.on_demand > 1 || !adopt_ok(c.adopt_pid, c.adopt_fd)) {
-			phos_errf(err, errlen, "a restore message with mode %u, adopting pid %" PRIu32 " fd %" PRId32
-				  " (mode 0 or 1; pid and fd both 0, or a pid and a descriptor number)",
-				  c.on_demand, c.adopt_pid, c.adopt_fd);
-			return -EPROTO;
-		}
-		n = str_at(p + sizeof(c), len - sizeof(c), PHOS_CTL_PATH_MAX);
-		if (n <= 0 || (size_t)n + 1 + sizeof(c) != len) {
-			phos_errf(err, errlen, "a restore message whose path is not one NUL-terminated string of 1 to %u "
-				  "bytes", PHOS_CTL_PATH_MAX - 1);
-			return -EPROTO;
-		}
-		m.restore.on_demand = c.on_demand;
-		m.restore.adopt.pid = c.adopt_pid;
-		m.restore.adopt.fd = c.adopt_fd;
-		memcpy(m.restore.dir, p + sizeof(c), (size_t)n + 1);
-		break;
-	}
-	case PHOS_CTL_HOT: {
-		uint32_t count;
-		size_t off = sizeof(count);
-
-		if (len < sizeof(count)) {
-			phos_errf(err, errlen, "a hot message of %zu bytes (shorter than its count)", len);
-			return -EPROTO;
-		}
-		memcpy(&count, p, sizeof(count));
-		if (count > PHOS_CTL_HOT_MAX) {
-			phos_errf(err, errlen, "a hot list of %u snapshots (at most %u)", count, PHOS_CTL_HOT_MAX);
-			return -EPROTO;
-		}
-		m.hot.dirs = calloc(count + 1, sizeof(char *));
-		if (!m.hot.dirs)
-			return -ENOMEM;
-		for (uint32_t i = 0; i < count; i++) {
-			n = off < len ? str_at(p + off, len - off, PHOS_CTL_PATH_MAX) : -1;
-			if (n <= 0) {
-				phos_errf(err, errlen, "a hot list whose path %u is missing, empty, unterminated or "
-					  "longer than %u bytes", i, PHOS_CTL_PATH_MAX - 1);
-				phos_ctl_msg_exit(&m);
-				return -EPROTO;
-			}
-			m.hot.dirs[i] = strdup((const char *)p + off);
-			if (!m.hot.dirs[i]) {
-				phos_ctl_msg_exit(&m);
-				return -ENOMEM;
-			}
-			m.hot.n = i + 1;
-			off += (size_t)n + 1;
-		}
-		if (off != len) {
-			phos_errf(err, errlen, "a hot list with %zu bytes after its %u paths", len - off, count);
-			phos_ctl_msg_exit(&m);
-			return -EPROTO;
-		}
-		break;
-	}
-	default:
-		break;
-	}
+	if (r < 0)
+		return r;
 	*ret = m;
 	return 0;
-bad_bool:
-	phos_errf(err, errlen, "a %s message with a flag that is neither 0 nor 1", name);
-	return -EPROTO;
 }
 
 /* --- sockets --- */

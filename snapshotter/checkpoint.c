@@ -180,6 +180,107 @@ static double stopped_at(double t_asked, double held_s)
 	return held_s >= 0 && held_s < now - t_asked ? now - held_s : t_asked;
 }
 
+/* What CRIU needs to know of the program's channel, while the process is
+ * surely there: its socket's inode and its memfd's descriptor number. */
+static int channel_of(const struct phos_checkpoint_target *t, uint64_t *ret_ino, int *ret_memfd, char *err,
+		      size_t errlen)
+{
+	char chan[64];
+	struct stat sb;
+	int r;
+
+	snprintf(chan, sizeof(chan), "/proc/%d/fd/%d", (int)t->fn_pid, t->channel_fd);
+	if (stat(chan, &sb) < 0 || !S_ISSOCK(sb.st_mode)) {
+		phos_errf(err, errlen, "the program (pid %d) has no channel socket at fd %d", (int)t->fn_pid,
+			  t->channel_fd);
+		return -ESRCH;
+	}
+	*ret_ino = (uint64_t)sb.st_ino;
+	r = find_channel_memfd(t->fn_pid, ret_memfd);
+	if (r < 0) {
+		phos_errf(err, errlen, "the program (pid %d) holds %s channel memfd (has it made a CUDA call yet?)",
+			  (int)t->fn_pid, r == -EEXIST ? "more than one" : "no");
+		return r == -ENOENT ? -EAGAIN : -ESRCH;
+	}
+	return 0;
+}
+
+/* The descriptors a restore hands in fresh: stdio and the channel socket,
+ * keyed as CRIU sees them in the program (read now: the program may end as
+ * soon as it is let go), into fds[4]. */
+static int fds_of(const struct phos_checkpoint_target *t, struct phos_image_fd *fds, uint32_t *ret_n, char *err,
+		  size_t errlen)
+{
+	uint32_t nfds = 0;
+
+	for (int fd = 0; fd < 4; fd++) {
+		struct phos_image_fd *f = &fds[nfds];
+		bool ours = fd < 3 && t->stdio_fds;
+		int want = fd == 3 ? t->channel_fd : ours ? t->stdio_fds[fd] : fd;
+		pid_t of = ours ? 0 : t->fn_pid;   /* 0: ours */
+
+		f->fd = fd;
+		if (phos_criu_fd_key(of, want, f->key, sizeof(f->key)) < 0) {
+			phos_errf(err, errlen, "the program's fd %d cannot be named for a restore", want);
+			return -EBADF;
+		}
+		/* CRIU names a regular file (stdout sent to a file, /dev/null) by
+		 * its path without the leading '/': so must its --inherit-fd key
+		 * be, or CRIU reopens the file and refuses one that has grown. */
+		if (f->key[0] == '/')
+			memmove(f->key, f->key + 1, strlen(f->key));
+		nfds++;
+	}
+	*ret_n = nfds;
+	return 0;
+}
+
+/* What a checkpoint's manifest says of it (its total_s aside). */
+static void checkpoint_record(struct phos_image *img, enum phos_ckpt_mode mode, const struct phos_checkpoint_stats *st,
+			      int memfd_no)
+{
+	img->checkpoint.present = true;
+	snprintf(img->checkpoint.mode, sizeof(img->checkpoint.mode), "%s", phos_ckpt_mode_name(mode));
+	img->checkpoint.channel_fd = memfd_no;
+	img->checkpoint.seq = st->seq;
+	img->checkpoint.stall_s = st->stall_s;
+	img->checkpoint.early = st->early;
+	img->checkpoint.rounds = st->rounds;
+	img->checkpoint.precopy_bytes = st->precopy_bytes;
+	img->checkpoint.stop_bytes = st->stop_bytes;
+	img->checkpoint.gpu_s = st->gpu_s;
+	img->checkpoint.copy_s = st->copy_s;
+	img->checkpoint.host_copy = st->host_copy;
+	img->checkpoint.reserve_copies = st->reserve_copies;
+	img->checkpoint.cpu_s = st->cpu_s;
+}
+
+/* The executor's first answer to a checkpoint into *st: HELD (the device
+ * state held, written later) or CHECKPOINTED. Returns when the program was
+ * stopped (t_stop: when it was asked to). */
+static double stop_answer(const struct phos_ctl_msg *m, enum phos_ckpt_mode mode, double t_stop,
+			  struct phos_checkpoint_stats *st)
+{
+	if (m->type == PHOS_CTL_HELD) {
+		/* held since the executor's stop (copy_s ago), not since the ask:
+		 * a stw's host copy is made before the stop, while the program runs */
+		st->seq = m->held.seq;
+		st->copy_s = m->held.copy_s;
+		return stopped_at(t_stop, m->held.copy_s);
+	}
+	st->gpu_s = m->checkpointed.total_s;
+	st->data_bytes = m->checkpointed.data_bytes;
+	st->seq = m->checkpointed.seq;
+	st->rounds = m->checkpointed.rounds;
+	st->precopy_bytes = m->checkpointed.precopy_bytes;
+	st->stop_bytes = m->checkpointed.stop_bytes;
+	if (mode == PHOS_CKPT_STW)
+		st->copy_s = m->checkpointed.stall_s;
+	/* stw, recopy: held from the executor's stop on (stall_s there) until
+	 * RESUME; recopy's program ran during the rounds. */
+	return stopped_at(t_stop, m->checkpointed.stall_s);
+}
+
 int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_mode mode, const char *out_dir,
 			 struct phos_checkpoint_stats *ret_stats, char *err, size_t errlen)
 {
@@ -191,8 +292,6 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	struct early_resume early = { 0 };
 	bool sent = false, executor_gone = false, held = false;
 	double t0 = phos_now(), t_stop;
-	struct stat sb;
-	char chan[64];
 	struct phos_image_fd fds[4];
 	uint32_t nfds = 0;
 	uint64_t ino;
@@ -213,45 +312,13 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 		phos_errf(err, errlen, "mkdir %s: %s", cpu, strerror(errno));
 		goto out;
 	}
-	/* What CRIU needs to know of the channel, while the process is surely there. */
-	snprintf(chan, sizeof(chan), "/proc/%d/fd/%d", (int)t->fn_pid, t->channel_fd);
-	if (stat(chan, &sb) < 0 || !S_ISSOCK(sb.st_mode)) {
-		r = -ESRCH;
-		phos_errf(err, errlen, "the program (pid %d) has no channel socket at fd %d", (int)t->fn_pid,
-			  t->channel_fd);
+	r = channel_of(t, &ino, &memfd_no, err, errlen);
+	if (r < 0)
 		goto out;
-	}
-	ino = (uint64_t)sb.st_ino;
-	r = find_channel_memfd(t->fn_pid, &memfd_no);
-	if (r < 0) {
-		phos_errf(err, errlen, "the program (pid %d) holds %s channel memfd (has it made a CUDA call yet?)",
-			  (int)t->fn_pid, r == -EEXIST ? "more than one" : "no");
-		r = r == -ENOENT ? -EAGAIN : -ESRCH;
+
+	r = fds_of(t, fds, &nfds, err, errlen);
+	if (r < 0)
 		goto out;
-	}
-
-	/* The descriptors a restore hands in fresh: stdio and the channel socket,
-	 * keyed as CRIU sees them in the program (read now: the program may end
-	 * as soon as it is let go). */
-	for (int fd = 0; fd < 4; fd++) {
-		struct phos_image_fd *f = &fds[nfds];
-		bool ours = fd < 3 && t->stdio_fds;
-		int want = fd == 3 ? t->channel_fd : ours ? t->stdio_fds[fd] : fd;
-		pid_t of = ours ? 0 : t->fn_pid;   /* 0: ours */
-
-		f->fd = fd;
-		if (phos_criu_fd_key(of, want, f->key, sizeof(f->key)) < 0) {
-			r = -EBADF;
-			phos_errf(err, errlen, "the program's fd %d cannot be named for a restore", want);
-			goto out;
-		}
-		/* CRIU names a regular file (stdout sent to a file, /dev/null) by
-		 * its path without the leading '/': so must its --inherit-fd key
-		 * be, or CRIU reopens the file and refuses one that has grown. */
-		if (f->key[0] == '/')
-			memmove(f->key, f->key + 1, strlen(f->key));
-		nfds++;
-	}
 
 	/* The GPU side, at a record boundary. */
 	m.checkpoint.mode = mode;
@@ -300,25 +367,7 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	if (r < 0)
 		goto out;
 	held = m.type == PHOS_CTL_HELD;
-	if (held) {
-		/* held since the executor's stop (copy_s ago), not since the ask:
-		 * a stw's host copy is made before the stop, while the program runs */
-		st.seq = m.held.seq;
-		t_stop = stopped_at(t_stop, m.held.copy_s);
-		st.copy_s = m.held.copy_s;
-	} else {
-		st.gpu_s = m.checkpointed.total_s;
-		st.data_bytes = m.checkpointed.data_bytes;
-		st.seq = m.checkpointed.seq;
-		st.rounds = m.checkpointed.rounds;
-		st.precopy_bytes = m.checkpointed.precopy_bytes;
-		st.stop_bytes = m.checkpointed.stop_bytes;
-		/* stw, recopy: held from the executor's stop on (stall_s there)
-		 * until RESUME below; recopy's program ran during the rounds. */
-		t_stop = stopped_at(t_stop, m.checkpointed.stall_s);
-		if (mode == PHOS_CKPT_STW)
-			st.copy_s = m.checkpointed.stall_s;
-	}
+	t_stop = stop_answer(&m, mode, t_stop, &st);
 
 	/* The CPU side, while the executor holds the channel. */
 	early.t = t;
@@ -385,20 +434,7 @@ int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_
 	}
 	img->nfds = nfds;
 	memcpy(img->fds, fds, sizeof(fds));
-	img->checkpoint.present = true;
-	snprintf(img->checkpoint.mode, sizeof(img->checkpoint.mode), "%s", phos_ckpt_mode_name(mode));
-	img->checkpoint.channel_fd = memfd_no;
-	img->checkpoint.seq = st.seq;
-	img->checkpoint.stall_s = st.stall_s;
-	img->checkpoint.early = st.early;
-	img->checkpoint.rounds = st.rounds;
-	img->checkpoint.precopy_bytes = st.precopy_bytes;
-	img->checkpoint.stop_bytes = st.stop_bytes;
-	img->checkpoint.gpu_s = st.gpu_s;
-	img->checkpoint.copy_s = st.copy_s;
-	img->checkpoint.host_copy = st.host_copy;
-	img->checkpoint.reserve_copies = st.reserve_copies;
-	img->checkpoint.cpu_s = st.cpu_s;
+	checkpoint_record(img, mode, &st, memfd_no);
 	img->checkpoint.total_s = phos_now() - t0;
 	r = phos_image_write_manifest(tmp, img);
 	if (r < 0) {

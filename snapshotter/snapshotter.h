@@ -235,7 +235,7 @@ int phos_restore_pooled(struct phos_pool *pool, const char *dir, int stdin_fd, i
 
 /*
  * A pooled executor set aside for one restore to come: a live move's target
- * (invoker/migrate.c). phos_pool_prepare takes an idle executor (waiting up
+ * (invoker/peer/migrate.c). phos_pool_prepare takes an idle executor (waiting up
  * to timeout_ms: -EBUSY), has it map and pin dir/gpu.data (PREPARE: control.h)
  * and holds it in *ret_slot, *ret_bytes pinned, *ret_free the device memory
  * free for the restore to come (over all its GPUs). The caller may go on

@@ -7,7 +7,7 @@
  *
  * A relative PATH is taken inside $PHOS_RENDEZVOUS_DIR when that is set: the
  * folder a phos-invoker gives the ranks of a function deployed with "ranks",
- * mirrored from rank 0's invoker to the others' (invoker/rendezvous.c).
+ * mirrored from rank 0's invoker to the others' (invoker/peer/rendezvous.c).
  *
  * Returns 0, or -1 with a one-line message on stderr (prefixed with who).
  */

@@ -4,7 +4,7 @@ item 3).
 
 The CLI read STATE/admin.token (--state-dir, or the invoker's default state
 dir) and sent it, as a bearer token, to whatever --gateway named, for every
-command, invoke included, over plain http. Now (invoker/cli_client.h):
+command, invoke included, over plain http. Now (invoker/cli/cli_client.h):
 
 - a fake invoker in Python on another loopback port records the
   Authorization headers it gets: `list`, `invoke` and `describe` sent there

@@ -5,7 +5,7 @@ invoker's executors own one GPU: PHOS_GPU=r in its environment; on sim both
 share the sim device and its shared-memory collectives). They share no
 folder: the unique id and the meetings after a restore pass through the
 invokers (deploy "ranks": rank 1's invoker mirrors rank 0's rendezvous
-folder, invoker/rendezvous.c).
+folder, invoker/peer/rendezvous.c).
 
 - bad "ranks" are refused with 400 and the reason;
 - the two deploys run together (the ranks meet in ncclCommInitRank through

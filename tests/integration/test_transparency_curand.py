@@ -92,6 +92,10 @@ try:
     check(said and (DEVICE != "sim" or said[0].count("=offset:yes,call:yes") == 6),
           f"under phos-fn: {said}")
     print(f"phos-fn ({DEVICE}): {said[0] if said else None}")
+    odd = [l for l in p.stderr.splitlines() if l.startswith("odd-n ")]
+    # the sim follows cuRAND's docs; a GPU's library is held against native below
+    check(odd and (DEVICE != "sim" or odd[0] == "odd-n philox normal=105 log_normal_double=105"),
+          f"an odd n of Box-Muller calls under phos-fn: {odd}")
     if DEVICE == "cuda":
         n = subprocess.run([PROG], input="x\n", capture_output=True, text=True, timeout=300)
         check(n.returncode == 0 and served_by(n.stderr) and
@@ -100,6 +104,8 @@ try:
         native_said = [l for l in n.stderr.splitlines() if l.startswith("offset-contiguous")]
         print(f"native: {native_said[0] if native_said else None}")
         check(native_said == said, f"the offsets natively {native_said}, forwarded {said}")
+        native_odd = [l for l in n.stderr.splitlines() if l.startswith("odd-n ")]
+        check(native_odd == odd, f"an odd n natively {native_odd}, forwarded {odd}")
 
     # a real cuRAND the guard cannot redirect (another major) is refused
     other = os.path.join(tmp, "libcurand.so.11")

@@ -21,13 +21,14 @@
 //
 // At init it also checks what cuRAND documents: a generator of the same
 // type and seed makes the same bytes, another seed others; the offset is
-// absolute (set again, the same numbers again); an odd n of a normal call
-// is CURAND_STATUS_LENGTH_NOT_MULTIPLE, Poisson's lambda 0 OUT_OF_RANGE,
+// absolute (set again, the same numbers again); Poisson's lambda 0 OUT_OF_RANGE,
 // curandGenerateLongLong and curandSetQuasiRandomGeneratorDimensions on a
 // pseudorandom generator TYPE_ERROR. And it says on stderr, for each type,
 // whether an offset of k and a call of k both move the position by exactly
 // k words ("offset-contiguous ..."): information for the docs, asserted
-// nowhere (cuRAND does not document it; phos-fn replays instead).
+// nowhere (cuRAND does not document it; phos-fn replays instead); and the
+// status of an odd n of two Box-Muller calls on Philox ("odd-n ...": the docs
+// say LENGTH_NOT_MULTIPLE, CUDA 13 takes it).
 //
 // argv[1] "pointers": each generate call's buffer, n and kind as JSON on
 // stderr ("call {...}"), for the test to hold the executor's write sets
@@ -334,11 +335,13 @@ static bool documented(char *why, size_t len)
 		snprintf(why, len, "offset 100 set twice gives other numbers");
 		return false;
 	}
+	// An odd n of a Box-Muller call: documented as LENGTH_NOT_MULTIPLE, but
+	// CUDA 13's Philox takes it (H200, 2026-12-04): said on stderr, for the
+	// test to hold forwarded against native (and the sim against the docs)
+	fprintf(stderr, "odd-n philox normal=%d log_normal_double=%d\n", (int)curandGenerateNormal(g, f, 7, 0, 1),
+		(int)curandGenerateLogNormalDouble(g, (double *)d, 3, 0, 1));
 	// documented refusals
 	struct { const char *what; curandStatus_t got, want; } errs[] = {
-		{ "odd n of curandGenerateNormal", curandGenerateNormal(g, f, 7, 0, 1), CURAND_STATUS_LENGTH_NOT_MULTIPLE },
-		{ "odd n of curandGenerateLogNormalDouble", curandGenerateLogNormalDouble(g, (double *)d, 3, 0, 1),
-		  CURAND_STATUS_LENGTH_NOT_MULTIPLE },
 		{ "Poisson of lambda 0", curandGeneratePoisson(g, d, 16, 0.0), CURAND_STATUS_OUT_OF_RANGE },
 		{ "curandGenerateLongLong on a pseudorandom generator",
 		  curandGenerateLongLong(g, (unsigned long long *)d, 16), CURAND_STATUS_TYPE_ERROR },

@@ -239,9 +239,15 @@ static void make(struct state *st)
 	SK(cusparseCsrSetStridedBatch(st->at_b, BATCH, M + 1, z));
 	SK(cusparseCreateCsr(&st->sp, M, K, z, st->off, st->col, st->sval, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
 			     CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
+	// an attribute set and read back, on a descriptor of its own: CUDA 13's
+	// SDDMM refuses a matC with triangular properties (H200, 2026-12-04)
+	cusparseSpMatDescr_t tri;
 	int fill = CUSPARSE_FILL_MODE_UPPER, got = -1;
-	SK(cusparseSpMatSetAttribute(st->sp, CUSPARSE_SPMAT_FILL_MODE, &fill, sizeof(fill)));
-	SK(cusparseSpMatGetAttribute(st->sp, CUSPARSE_SPMAT_FILL_MODE, &got, sizeof(got)));
+	SK(cusparseCreateCsr(&tri, M, K, z, st->off, st->col, st->sval, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+			     CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
+	SK(cusparseSpMatSetAttribute(tri, CUSPARSE_SPMAT_FILL_MODE, &fill, sizeof(fill)));
+	SK(cusparseSpMatGetAttribute(tri, CUSPARSE_SPMAT_FILL_MODE, &got, sizeof(got)));
+	SK(cusparseDestroySpMat(tri));
 	int64_t r = 0, c = 0, n = 0;
 	SK(cusparseSpMatGetSize(st->a64, &r, &c, &n));
 	if (got != fill || r != M || c != K || n != z) {

@@ -1934,26 +1934,217 @@ static bool hex32(const char *s)
 	return s && strlen(s) == 32 && strspn(s, "0123456789abcdef") == 32;
 }
 
+/* The state of a function's session is here again: no forwarding away. */
+static void moved_here(struct inv_function *f, const char *name)
+{
+	inv_move_forget(name);
+	pthread_mutex_lock(&f->lock);
+	free(f->moved_to);
+	f->moved_to = NULL;
+	if (f->moved_token)
+		explicit_bzero(f->moved_token, strlen(f->moved_token));
+	free(f->moved_token);
+	f->moved_token = NULL;
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* A field of a move's request (inv_migrate_receive). */
+static bool receive_field(const char *key)
+{
+	static const char *const known[] = { "from", "from_token", "instance", "migration", "manifest", "phase",
+					     "data_bytes", "layout_bytes", "host" };
+
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (!strcmp(key, known[i]))
+			return true;
+	return false;
+}
+
+/* The pre-copy phase of a move: gpu.data fetched ahead while the instance
+ * still runs at the source (receive_precopy), the source watched from then
+ * on. *ret_f: the function, for the caller to let go. Returns the status. */
+static int precopy_phase(const char *name, json_t *req, struct pull *p, unsigned src_id, struct inv_function **ret_f,
+			 json_t **ret_body)
+{
+	const char *from = str_of(req, "from"), *token = str_of(req, "from_token"), *mid = str_of(req, "migration");
+	json_int_t bytes = json_integer_value(json_object_get(req, "data_bytes"));
+	json_int_t layout = json_integer_value(json_object_get(req, "layout_bytes"));
+	struct inv_function *f;
+	int code = 500, r;
+
+	f = *ret_f = function_here(name, from, token, ret_body, &code);
+	if (!f)
+		return code;
+	if (bytes < 0 || (uint64_t)bytes > PULL_BYTES_MAX) {
+		*ret_body = inv_err_json("data_bytes must be 0..%llu", (unsigned long long)PULL_BYTES_MAX);
+		return 400;
+	}
+	if (layout < 0 || (uint64_t)layout > LAYOUT_MAX) {
+		*ret_body = inv_err_json("layout_bytes must be 0..%llu", (unsigned long long)LAYOUT_MAX);
+		return 400;
+	}
+	p->snapshot_id = mid;
+	snprintf(p->file_route, sizeof(p->file_route), "/system/functions/%s/instances/%u/checkpoint/file", name,
+		 src_id);
+	if (pull_curl_open(p, token) < 0) {
+		*ret_body = inv_err_json("out of memory");
+		return 500;
+	}
+	r = incoming_add(mid);
+	if (r < 0) {
+		*ret_body = r == -EEXIST ? inv_err_json("migration %s: pre-copied already", mid)
+					 : inv_err_json("%d moves are coming here already; try again later", INCOMING_MAX);
+		return r == -EEXIST ? 409 : 503;
+	}
+	code = receive_precopy(f, p, (uint64_t)bytes, (uint64_t)layout, ret_body);
+	if (code == 200 && (r = watch_start(name, mid, from, token)) < 0) {
+		precopy_discard(mid);
+		json_decref(*ret_body);
+		*ret_body = inv_err_json("cannot watch the source for the move: %s", strerror(-r));
+		code = 500;
+	}
+	if (code != 200)
+		incoming_drop(mid);
+	return code;
+}
+
+/* A checkpoint's manifest that this host can take: the function's device,
+ * a GPU of the model it ran on, and the disk for its files. 0, or the status
+ * (and *ret_body) of a refusal. */
+static int fits_here(const char *name, const struct phos_image *img, const struct inv_function *f, json_t **ret_body)
+{
+	char dir[PATH_MAX], models[2048];
+	struct statvfs vfs;
+	uint64_t need;
+
+	if (strcmp(img->device, f->device)) {
+		*ret_body = inv_err_json("the instance ran on the %s device; %s runs on %s here", img->device, name,
+					 f->device);
+		return 409;
+	}
+	inv_gpu_models(models, sizeof(models));
+	if (!strcmp(img->device, "cuda") && !inv_gpu_model_here(img->gpu_name, models)) {
+		*ret_body = inv_err_json("the instance ran on a %.128s; this host has none (%.256s)", img->gpu_name,
+					 models);
+		return 422;
+	}
+	need = img->data_bytes + MIGRATE_DISK_MARGIN;
+	for (uint32_t i = 0; i < img->ncpu_files; i++)
+		need += img->cpu_files[i].size;
+	for (uint32_t i = 0; i < img->nmodules; i++)
+		need += img->modules[i].size;
+	snprintf(dir, sizeof(dir), "%s/checkpoints", inv_cfg.state_dir);
+	if (statvfs(dir, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < need) {
+		*ret_body = inv_err_json("not enough disk here for the checkpoint (%" PRIu64 " MiB needed)", need >> 20);
+		return 507;
+	}
+	return 0;
+}
+
+/* What the final phase of a move found of its pre-copy. */
+struct final_stats {
+	uint64_t refetched;   /* bytes of the pre-copy fetched again */
+	unsigned prehashed;   /* items of the pre-copy not read again at the stop */
+	double verify_s;
+};
+
+/* The final phase's files into tmp: the pre-copy's gpu.data brought up to
+ * date when there is one (its prepared executor into *prep), else all of it
+ * fetched; the manifest last; then read back into *ret_check and made to
+ * run as our functions run, whatever the source ran it as. 0, or -errno
+ * with err (p->code the status where it is known). */
+static int fetch_final(struct pull *p, const char *mid, bool final_phase, const char *tmp, const char *manifest,
+		       struct inv_prepared *prep, struct phos_image **ret_check, struct final_stats *fs, char *err,
+		       size_t errlen)
+{
+	char dir[PATH_MAX], prefile[PATH_MAX + 16];
+	bool pre, reowned = false;
+	int r = 0;
+
+	pre_dir(dir, sizeof(dir), mid);
+	snprintf(prefile, sizeof(prefile), "%s/gpu.data", dir);
+	pre = final_phase && access(prefile, F_OK) == 0;
+	if (pre)
+		*prep = prepared_take(mid);
+	if (!pre && phos_fault("migrate_stall"))
+		sleep(10);   /* tests: killed here, mid-transfer */
+	if (pre) {   /* what the pre-copy fetched, brought up to date */
+		char dst[PATH_MAX + 200];
+		double tv = phos_now();
+		size_t npre;
+		struct prehash *ph = prehash_load(dir, &npre);
+
+		snprintf(dst, sizeof(dst), "%s/gpu.data", tmp);
+		r = rename(prefile, dst) < 0 ? -errno : 0;
+		phos_image_dir_abort(dir);
+		if (r < 0)
+			pull_fail(p, 500, r, err, errlen, "the pre-copied gpu.data: %s", strerror(-r));
+		else
+			r = refresh_gpu_data(p, tmp, ph, npre, &fs->refetched, &fs->prehashed, err, errlen);
+		free(ph);
+		fs->verify_s = phos_now() - tv;
+	}
+	if (r == 0)
+		r = fetch_files(p, tmp, !pre, err, errlen);
+	if (r == 0)   /* the manifest last */
+		r = pull_write_new(tmp, "manifest.json", manifest, strlen(manifest), err, errlen);
+	if (r == 0 && (r = phos_image_read(tmp, ret_check, err, errlen)) < 0)
+		p->code = 502;
+	if (r == 0 && (r = inv_image_run_as(tmp, *ret_check, &reowned, err, errlen)) < 0)
+		p->code = r == -EPERM ? 422 : 502;
+	return r;
+}
+
+/* What a move's phase asks before anything else: a known phase; an abort
+ * drops its pre-copy (200); a final phase claims its pre-copy
+ * (*ret_claimed), unless the pre-copy was reclaimed here meanwhile (410).
+ * 0 to go on, else the status of the answer in *ret_body. */
+static int phase_first(json_t *req, const char *phase, const char *mid, bool *ret_claimed, json_t **ret_body)
+{
+	if (json_object_get(req, "phase") && (!phase || (strcmp(phase, "precopy") && strcmp(phase, "final") &&
+							 strcmp(phase, "abort")))) {
+		*ret_body = inv_err_json("phase must be precopy, final or abort");
+		return 400;
+	}
+	if (phase && !strcmp(phase, "abort")) {   /* a pre-copy whose move failed */
+		if (!hex32(mid)) {
+			*ret_body = inv_err_json("migration (32 hex digits) is needed");
+			return 400;
+		}
+		incoming_drop(mid);
+		precopy_discard(mid);
+		*ret_body = json_pack("{s:s}", "migration", mid);
+		return 200;
+	}
+	if (phase && !strcmp(phase, "final") && hex32(mid)) {   /* its pre-copy is ours from here */
+		int c = incoming_claim(mid);
+
+		if (c == -ESTALE) {
+			*ret_body = inv_err_json("migration %s: its pre-copy was reclaimed here after %.0f s without word "
+						 "from the source; start the move again", mid, orphan_s());
+			return 410;
+		}
+		*ret_claimed = c > 0;
+	}
+	return 0;
+}
+
 int inv_migrate_receive(const char *name, const char *body, size_t len, json_t **ret_body)
 {
 	struct pull p = { .name = name, .cancel_fd = -1, .started = phos_now() };
 	const char *from, *token, *mid, *manifest, *key, *phase;
-	char dir[PATH_MAX], prefile[PATH_MAX + 16];
-	uint64_t refetched = 0;
-	double verify_s = 0, t_commit = 0;
-	unsigned prehashed = 0;   /* items of the pre-copy not read again at the stop */
-	bool precopy, pre = false, claimed = false;
+	char dir[PATH_MAX];
+	struct final_stats fs = { 0 };
+	double t_commit = 0;
+	bool precopy, claimed = false;
 	struct inv_prepared prep = { .slot = -1 };
 	struct inv_instance *in = NULL;
 	struct inv_function *f = NULL;
 	struct phos_image *check = NULL;
-	bool reowned = false;   /* the source's user made ours (inv_image_run_as) */
 	char err[1024], final[PATH_MAX + 96], tmp[PATH_MAX + 160];
 	json_t *req, *val;
 	json_int_t src_id;
 	double t_fetch = 0, restore_s = 0;
-	uint64_t need = 0;
-	struct statvfs vfs;
 	int code = 500, r;
 
 	tmp[0] = '\0';
@@ -1963,43 +2154,16 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 		return *ret_body = inv_err_json("the body must be a JSON object"), 400;
 	}
 	json_object_foreach(req, key, val)
-		if (strcmp(key, "from") && strcmp(key, "from_token") && strcmp(key, "instance") &&
-		    strcmp(key, "migration") && strcmp(key, "manifest") && strcmp(key, "phase") &&
-		    strcmp(key, "data_bytes") && strcmp(key, "layout_bytes") && strcmp(key, "host")) {
+		if (!receive_field(key)) {
 			*ret_body = inv_err_json("unknown field '%.64s'", key);
 			code = 400;
 			goto out;
 		}
 	phase = str_of(req, "phase");
 	mid = str_of(req, "migration");
-	if (json_object_get(req, "phase") && (!phase || (strcmp(phase, "precopy") && strcmp(phase, "final") &&
-							 strcmp(phase, "abort")))) {
-		*ret_body = inv_err_json("phase must be precopy, final or abort");
-		code = 400;
+	if ((r = phase_first(req, phase, mid, &claimed, ret_body)) != 0) {
+		code = r;
 		goto out;
-	}
-	if (phase && !strcmp(phase, "abort")) {   /* a pre-copy whose move failed */
-		if (!hex32(mid)) {
-			*ret_body = inv_err_json("migration (32 hex digits) is needed");
-			code = 400;
-			goto out;
-		}
-		incoming_drop(mid);
-		precopy_discard(mid);
-		*ret_body = json_pack("{s:s}", "migration", mid);
-		code = 200;
-		goto out;
-	}
-	if (phase && !strcmp(phase, "final") && hex32(mid)) {   /* its pre-copy is ours from here */
-		int c = incoming_claim(mid);
-
-		if (c == -ESTALE) {
-			*ret_body = inv_err_json("migration %s: its pre-copy was reclaimed here after %.0f s without word "
-						 "from the source; start the move again", mid, orphan_s());
-			code = 410;
-			goto out;
-		}
-		claimed = c > 0;
 	}
 	from = str_of(req, "from");
 	token = str_of(req, "from_token");
@@ -2019,45 +2183,7 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 		goto out;
 	}
 	if (precopy) {
-		json_int_t bytes = json_integer_value(json_object_get(req, "data_bytes"));
-		json_int_t layout = json_integer_value(json_object_get(req, "layout_bytes"));
-
-		f = function_here(name, from, token, ret_body, &code);
-		if (!f)
-			goto out;
-		if (bytes < 0 || (uint64_t)bytes > PULL_BYTES_MAX) {
-			*ret_body = inv_err_json("data_bytes must be 0..%llu", (unsigned long long)PULL_BYTES_MAX);
-			code = 400;
-			goto out;
-		}
-		if (layout < 0 || (uint64_t)layout > LAYOUT_MAX) {
-			*ret_body = inv_err_json("layout_bytes must be 0..%llu", (unsigned long long)LAYOUT_MAX);
-			code = 400;
-			goto out;
-		}
-		p.snapshot_id = mid;
-		snprintf(p.file_route, sizeof(p.file_route), "/system/functions/%s/instances/%u/checkpoint/file", name,
-			 (unsigned)src_id);
-		if (pull_curl_open(&p, token) < 0) {
-			*ret_body = inv_err_json("out of memory");
-			goto out;
-		}
-		r = incoming_add(mid);
-		if (r < 0) {
-			*ret_body = r == -EEXIST ? inv_err_json("migration %s: pre-copied already", mid)
-						 : inv_err_json("%d moves are coming here already; try again later", INCOMING_MAX);
-			code = r == -EEXIST ? 409 : 503;
-			goto out;
-		}
-		code = receive_precopy(f, &p, (uint64_t)bytes, (uint64_t)layout, ret_body);
-		if (code == 200 && (r = watch_start(name, mid, from, token)) < 0) {
-			precopy_discard(mid);
-			json_decref(*ret_body);
-			*ret_body = inv_err_json("cannot watch the source for the move: %s", strerror(-r));
-			code = 500;
-		}
-		if (code != 200)
-			incoming_drop(mid);
+		code = precopy_phase(name, req, &p, (unsigned)src_id, &f, ret_body);
 		goto out;
 	}
 	r = phos_image_parse(manifest, strlen(manifest), &p.img, err, sizeof(err));
@@ -2069,34 +2195,11 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	f = function_here(name, from, token, ret_body, &code);
 	if (!f)
 		goto out;
-	if (strcmp(p.img->device, f->device)) {
-		*ret_body = inv_err_json("the instance ran on the %s device; %s runs on %s here", p.img->device, name,
-				     f->device);
-		code = 409;
+	if ((r = fits_here(name, p.img, f, ret_body)) != 0) {
+		code = r;
 		goto out;
 	}
-	{
-		char models[2048];
-
-		inv_gpu_models(models, sizeof(models));
-		if (!strcmp(p.img->device, "cuda") && !inv_gpu_model_here(p.img->gpu_name, models)) {
-			*ret_body = inv_err_json("the instance ran on a %.128s; this host has none (%.256s)",
-						 p.img->gpu_name, models);
-			code = 422;
-			goto out;
-		}
-	}
-	need = p.img->data_bytes + MIGRATE_DISK_MARGIN;
-	for (uint32_t i = 0; i < p.img->ncpu_files; i++)
-		need += p.img->cpu_files[i].size;
-	for (uint32_t i = 0; i < p.img->nmodules; i++)
-		need += p.img->modules[i].size;
 	snprintf(dir, sizeof(dir), "%s/checkpoints", inv_cfg.state_dir);
-	if (statvfs(dir, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < need) {
-		*ret_body = inv_err_json("not enough disk here for the checkpoint (%" PRIu64 " MiB needed)", need >> 20);
-		code = 507;
-		goto out;
-	}
 	r = inv_instance_reserve(f, &in, err, sizeof(err));
 	if (r < 0) {
 		*ret_body = inv_err_json("%s", err);
@@ -2118,38 +2221,8 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 		*ret_body = inv_err_json("out of memory");
 		goto out;
 	}
-	pre_dir(dir, sizeof(dir), mid);
-	snprintf(prefile, sizeof(prefile), "%s/gpu.data", dir);
-	pre = phase && !strcmp(phase, "final") && access(prefile, F_OK) == 0;
-	if (pre)
-		prep = prepared_take(mid);
-	if (!pre && phos_fault("migrate_stall"))
-		sleep(10);   /* tests: killed here, mid-transfer */
-	if (pre) {   /* what the pre-copy fetched, brought up to date */
-		char dst[PATH_MAX + 200];
-		double tv = phos_now();
-		size_t npre;
-		struct prehash *ph = prehash_load(dir, &npre);
-
-		snprintf(dst, sizeof(dst), "%s/gpu.data", tmp);
-		r = rename(prefile, dst) < 0 ? -errno : 0;
-		phos_image_dir_abort(dir);
-		if (r < 0)
-			pull_fail(&p, 500, r, err, sizeof(err), "the pre-copied gpu.data: %s", strerror(-r));
-		else
-			r = refresh_gpu_data(&p, tmp, ph, npre, &refetched, &prehashed, err, sizeof(err));
-		free(ph);
-		verify_s = phos_now() - tv;
-	}
-	if (r == 0)
-		r = fetch_files(&p, tmp, !pre, err, sizeof(err));
-	if (r == 0)   /* the manifest last */
-		r = pull_write_new(tmp, "manifest.json", manifest, strlen(manifest), err, sizeof(err));
-	if (r == 0 && (r = phos_image_read(tmp, &check, err, sizeof(err))) < 0)
-		p.code = 502;
-	/* the instance runs as our functions run, whatever the source ran it as */
-	if (r == 0 && (r = inv_image_run_as(tmp, check, &reowned, err, sizeof(err))) < 0)
-		p.code = r == -EPERM ? 422 : 502;
+	r = fetch_final(&p, mid, phase && !strcmp(phase, "final"), tmp, manifest, &prep, &check, &fs, err,
+			sizeof(err));
 	if (r < 0) {
 		*ret_body = inv_err_json("fetching the checkpoint from %s: %s", from, err);
 		code = p.code ? p.code : r == -ENOSPC ? 507 : 502;
@@ -2172,23 +2245,14 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 		code = r == -EBADMSG ? 502 : 500;
 		goto out;
 	}
-	/* the state is here again: no forwarding away from here */
-	inv_move_forget(name);
-	pthread_mutex_lock(&f->lock);
-	free(f->moved_to);
-	f->moved_to = NULL;
-	if (f->moved_token)
-		explicit_bzero(f->moved_token, strlen(f->moved_token));
-	free(f->moved_token);
-	f->moved_token = NULL;
-	pthread_mutex_unlock(&f->lock);
+	moved_here(f, name);
 	phos_info("%s: instance %u came from %s (its instance %u): %" PRIu64 " bytes fetched in %.1f ms, restored "
 		  "in %.1f ms (the final phase from %.6f to %.6f)", name, in->id, from, (unsigned)src_id, p.fetched,
 		  t_fetch * 1e3, restore_s * 1e3, p.started, phos_now());
 	*ret_body = json_pack("{s:s,s:i,s:I,s:f,s:f,s:f,s:f,s:I,s:i,s:s}", "function", name, "instance", (int)in->id,
 			      "bytes", (json_int_t)p.fetched, "fetch_s", t_fetch, "restore_s", restore_s, "verify_s",
-			      verify_s, "commit_s", t_commit, "refetched_bytes", (json_int_t)refetched, "prehashed_items",
-			      (int)prehashed, "executor", prep.used ? "prepared" : in->proc.pool ? "pooled" : "own");
+			      fs.verify_s, "commit_s", t_commit, "refetched_bytes", (json_int_t)fs.refetched,
+			      "prehashed_items", (int)fs.prehashed, "executor", prep.used ? "prepared" : in->proc.pool ? "pooled" : "own");
 	in = NULL;   /* serving */
 	code = 201;
 out:

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "paths.h"
 #include "device.h"
 
 static int exe_dir(char *buf, size_t len)

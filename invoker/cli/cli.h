@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "control.h"
+#include "paths.h"
 
 /* phos-fn run [--device auto|cuda|sim] [--gpu N] [--trace FILE] -- PROGRAM ARGS... */
 int cli_run(int argc, char **argv);
@@ -138,13 +139,3 @@ int cli_periodic_latest(const char *dir, char *buf, size_t len);
  * program's exit code, or 1 when a restore failed (said on stderr). */
 int cli_restore_run(const char *device, const char *dir, bool on_demand, const char *stats, struct cli_periodic *per);
 
-/* Where the pieces live, found next to the phos-fn binary (build tree or
- * install tree) unless the environment says otherwise (PHOS_EXECUTOR,
- * PHOS_PRELOAD_DIR, PHOS_SIM_TWINS). Return 0 and a path in buf, or -ENOENT. */
-int cli_find_executor(char *buf, size_t len);
-int cli_find_preload_dir(char *buf, size_t len);
-int cli_find_sim_twins(char *buf, size_t len);
-
-/* "cuda" or "sim" for a --device value (auto picks cuda when a GPU is there,
- * else sim with a one-line notice); NULL for an unknown value. */
-const char *cli_resolve_device(const char *device);
