@@ -144,15 +144,10 @@ static int scalars_read(struct executor *ex, struct spec_set *set, int type, uin
 	return 0;
 }
 
-#define MAX_BATCH_ARRAY (1 << 16)   /* pointers per array of a pointer-array batched call */
+#define MAX_BATCH_ARRAY EXEC_MAX_BATCH_ARRAY
 
-/* Pointer arrays of a batched call (they are in device memory, so the device
- * is synchronized first and, during an on-demand restore, the arrays are
- * waited for): each array joins the set as read, and every matrix it names
- * with span[i] bytes and access[i] (span 0: not touched). A pointer to no
- * live buffer refuses the call. */
-static int arrays_set(struct executor *ex, int n, const uint64_t *arr, const uint64_t *span, const uint8_t *access,
-		      int32_t batch, struct spec_set *set)
+int exec_arrays_set(struct executor *ex, int n, const uint64_t *arr, const uint64_t *span, const uint8_t *access,
+		    int32_t batch, struct spec_set *set)
 {
 	uint64_t bytes = (uint64_t)batch * 8;
 	uint64_t *ptrs;
@@ -188,7 +183,7 @@ static int gemm_arrays_set(struct executor *ex, const struct phos_blas_gemm *g, 
 	const uint8_t access[3] = { SPEC_READ, SPEC_READ,
 				    g->beta != 0 || g->beta_im != 0 ? SPEC_READ | SPEC_WRITE : SPEC_WRITE };
 
-	return arrays_set(ex, 3, arr, span, access, g->batch, set);
+	return exec_arrays_set(ex, 3, arr, span, access, g->batch, set);
 }
 
 static int gemm(struct executor *ex, struct exec_blas *b, const struct phos_blas_gemm *gin, int *blas_status)
@@ -596,7 +591,7 @@ static int lu(struct executor *ex, struct exec_blas *b, const struct phos_blas_l
 	access[1] = op->fn == PHOS_BLAS_GETRS ? SPEC_READ | SPEC_WRITE : SPEC_WRITE;
 	if (op->batch == 0)
 		return 0;
-	r = arrays_set(ex, op->fn == PHOS_BLAS_GETRF ? 1 : 2, arr, span, access, op->batch, &set);
+	r = exec_arrays_set(ex, op->fn == PHOS_BLAS_GETRF ? 1 : 2, arr, span, access, op->batch, &set);
 	if (r == 0 && op->pivots)
 		r = spec_range(ex, &set, op->pivots, (uint64_t)op->n * (uint64_t)op->batch * 4,
 			       op->fn == PHOS_BLAS_GETRF ? SPEC_WRITE : SPEC_READ);

@@ -60,6 +60,7 @@ static const char *what_of(const struct phos_solver_call *c)
 		[PHOS_SOLVER_GEQRF] = "solver_geqrf", [PHOS_SOLVER_ORGQR] = "solver_orgqr",
 		[PHOS_SOLVER_ORMQR] = "solver_ormqr", [PHOS_SOLVER_SYEVD] = "solver_syevd",
 		[PHOS_SOLVER_SYEVJ] = "solver_syevj", [PHOS_SOLVER_GESVDJ] = "solver_gesvdj",
+		[PHOS_SOLVER_POTRF_BATCHED] = "solver_potrf_batched", [PHOS_SOLVER_POTRS_BATCHED] = "solver_potrs_batched",
 	};
 
 	if (c->batch && c->kind == PHOS_SOLVER_SYEVJ)
@@ -103,6 +104,25 @@ static int size(struct executor *ex, const struct phos_solver_call *c, void *out
 	return 0;
 }
 
+/* The matrices a batched Cholesky's pointer arrays name, into set. */
+static int arrays_into(struct executor *ex, const struct phos_solver_call *c, struct spec_set *set, int *st)
+{
+	const uint64_t arr[2] = { c->a, c->b };
+	const uint8_t access[2] = { c->kind == PHOS_SOLVER_POTRF_BATCHED ? SPEC_READ | SPEC_WRITE : SPEC_READ,
+				    SPEC_READ | SPEC_WRITE };
+	uint64_t span[2];
+
+	if (!phos_solver_array_spans(c, &span[0], &span[1]))
+		return fail(st, PHOS_SOLVER_INVALID_VALUE);
+	if (exec_arrays_set(ex, c->kind == PHOS_SOLVER_POTRS_BATCHED ? 2 : 1, arr, span, access, (int32_t)c->batch,
+			    set) < 0) {
+		phos_warn("cusolver: %s: a pointer of its arrays names no device memory the function holds",
+			  what_of(c));
+		return fail(st, PHOS_SOLVER_INVALID_VALUE);
+	}
+	return 0;
+}
+
 static int exec(struct executor *ex, const struct phos_solver_call *given, int *st)
 {
 	struct phos_solver_range r[PHOS_SOLVER_RANGES];
@@ -138,6 +158,8 @@ static int exec(struct executor *ex, const struct phos_solver_call *given, int *
 			return fail(st, PHOS_SOLVER_INVALID_VALUE);
 		}
 	}
+	if (c.kind == PHOS_SOLVER_POTRF_BATCHED || c.kind == PHOS_SOLVER_POTRS_BATCHED)
+		TRY(arrays_into(ex, &c, &set, st));
 	TRY(exec_stream(ex, c.stream, &stream));
 	TRY(spec_commit(ex, what_of(&c), NULL, c.stream, &set));
 	return result(solver(ex)->exec(ex->dev, &c, stream, st), st);

@@ -596,6 +596,16 @@ bool exec_fft_in_use(const struct executor *ex);
  * for the reply. The executor keeps no cuSPARSE object of the function's. */
 int exec_sparse_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
 		       uint32_t *out_len, int *ret_status);
+/* Pointer arrays of a batched call (cuBLAS's, cuSOLVER's; exec_blas.c; they
+ * are in device memory, so the device is synchronized first and, during an
+ * on-demand restore, the arrays are waited for): each of the n arrays arr[i]
+ * of batch pointers joins the set as read, and every matrix it names with
+ * span[i] bytes and access[i] (span 0: not touched). A pointer to no live
+ * buffer refuses the call: 0 or a negated cudaError_t. */
+#define EXEC_MAX_BATCH_ARRAY (1 << 16)   /* pointers per array */
+int exec_arrays_set(struct executor *ex, int n, const uint64_t *arr, const uint64_t *span, const uint8_t *access,
+		    int32_t batch, struct spec_set *set);
+
 /* cuSOLVER dense records (exec_solver.c): *ret_status gets the
  * cusolverStatus_t for the reply. The executor keeps no cuSOLVER object of
  * the function's. */

@@ -15,7 +15,8 @@
  *   syevd, syevj(Batched),        takes the read/write set from it
  *   gesvdj(Batched); Xgetrf,      (exec_solver.c), info included
  *   Xgetrs, Xpotrf, Xpotrs,
- *   Xgeqrf, Xsyevd
+ *   Xgeqrf, Xsyevd;               (the batched Cholesky: the executor reads
+ *   potrfBatched, potrsBatched    the matrices' pointers from their arrays)
  *   *_bufferSize ──────────────── sync SOLVER_SIZE: the executor's library
  *                                 answers for this call
  *
@@ -31,9 +32,8 @@
  * on a capturing stream or on memory other than cudaMalloc's, an algorithm
  * other than the default in cusolverDnSetAdvOptions, 64-bit calls of
  * complex, half or mixed types. Every export not implemented here (complex
- * types, gesvd, Xgesvd, Xgeev, sytrf, potrfBatched and potrsBatched (arrays
- * of device pointers), the Jacobi infos' Get* results, cusolverSp,
- * cusolverRf, ...) is a stub answering NOT_SUPPORTED and named once in the
+ * types, gesvd, Xgesvd, Xgeev, sytrf, the Jacobi infos' Get* results,
+ * cusolverSp, cusolverRf, ...) is a stub answering NOT_SUPPORTED and named once in the
  * log (stubs_cusolver.c).
  */
 #include <limits.h>
@@ -879,6 +879,68 @@ PHOS_EXPORT_NAMES(cusolverDnSsyevj_bufferSize cusolverDnSsyevj cusolverDnSsyevjB
 		  cusolverDnDsyevj_bufferSize cusolverDnDsyevj cusolverDnDsyevjBatched_bufferSize
 		  cusolverDnDsyevjBatched cusolverDnDgesvdj_bufferSize cusolverDnDgesvdj
 		  cusolverDnDgesvdjBatched_bufferSize cusolverDnDgesvdjBatched)
+
+/* --- the batched Cholesky (arrays of device pointers) --- */
+
+/* potrfBatched (b NULL) and potrsBatched: the arrays are checked here, the
+ * matrices they name by the executor, which reads them. */
+static cusolverStatus_t cholesky_batched(const char *name, cusolverDnHandle_t handle, int32_t type,
+					 cublasFillMode_t uplo, int n, int nrhs, void *a, int lda, void *b, int ldb,
+					 int *info, int batch)
+{
+	struct phos_solver_call c;
+	cusolverStatus_t s = call_init(handle, b ? PHOS_SOLVER_POTRS_BATCHED : PHOS_SOLVER_POTRF_BATCHED, type, &c);
+
+	if (s)
+		return s;
+	if (b && nrhs != 1)
+		return refuse_call(name, "of more than one right-hand side (cuSOLVER takes one)");
+	c.uplo = uplo;
+	c.n = n;
+	c.nrhs = b ? nrhs : 0;
+	c.lda = lda;
+	c.ldb = b ? ldb : 0;
+	c.a = addr(a);
+	c.b = addr(b);
+	c.info = addr(info);
+	c.batch = batch;
+	c.lwork = 0;
+	return forward(name, handle, &c, NULL);
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnSpotrfBatched(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n,
+						     float *Aarray[], int lda, int *infoArray, int batchSize)
+{
+	return cholesky_batched("cusolverDnSpotrfBatched", handle, PHOS_SOLVER_R_32F, uplo, n, 0, Aarray, lda, NULL,
+				0, infoArray, batchSize);
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnDpotrfBatched(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n,
+						     double *Aarray[], int lda, int *infoArray, int batchSize)
+{
+	return cholesky_batched("cusolverDnDpotrfBatched", handle, PHOS_SOLVER_R_64F, uplo, n, 0, Aarray, lda, NULL,
+				0, infoArray, batchSize);
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnSpotrsBatched(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n,
+						     int nrhs, float *A[], int lda, float *B[], int ldb, int *d_info,
+						     int batchSize)
+{
+	if (!B)
+		return CUSOLVER_STATUS_INVALID_VALUE;
+	return cholesky_batched("cusolverDnSpotrsBatched", handle, PHOS_SOLVER_R_32F, uplo, n, nrhs, A, lda, B, ldb,
+				d_info, batchSize);
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnDpotrsBatched(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n,
+						     int nrhs, double *A[], int lda, double *B[], int ldb, int *d_info,
+						     int batchSize)
+{
+	if (!B)
+		return CUSOLVER_STATUS_INVALID_VALUE;
+	return cholesky_batched("cusolverDnDpotrsBatched", handle, PHOS_SOLVER_R_64F, uplo, n, nrhs, A, lda, B, ldb,
+				d_info, batchSize);
+}
 
 /* --- the 64-bit generic API (cusolverDnX*) --- */
 

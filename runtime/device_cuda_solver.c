@@ -53,6 +53,7 @@
 	SV_PAIR(X, syevjBatched_bufferSize) SV_PAIR(X, syevjBatched)               \
 	SV_PAIR(X, gesvdj_bufferSize) SV_PAIR(X, gesvdj)                           \
 	SV_PAIR(X, gesvdjBatched_bufferSize) SV_PAIR(X, gesvdjBatched)             \
+	SV_PAIR(X, potrfBatched) SV_PAIR(X, potrsBatched)                          \
 	X(CreateSyevjInfo, "cusolverDnCreateSyevjInfo")                            \
 	X(DestroySyevjInfo, "cusolverDnDestroySyevjInfo")                          \
 	X(XsyevjSetTolerance, "cusolverDnXsyevjSetTolerance")                      \
@@ -448,6 +449,12 @@ static int cuda_solver_exec(struct phos_device *dev, const struct phos_solver_ca
 		break;
 	case PHOS_SOLVER_SYEVD:
 		*st = SD(c, syevd, h, (cusolverEigMode_t)c->jobz, uplo, n, a, lda, ptr(c->w), work, lwork, info);
+		break;
+	case PHOS_SOLVER_POTRF_BATCHED:   /* (a, b: device arrays of pointers) */
+		*st = SD(c, potrfBatched, h, uplo, n, a, lda, info, (int)c->batch);
+		break;
+	case PHOS_SOLVER_POTRS_BATCHED:
+		*st = SD(c, potrsBatched, h, uplo, n, nrhs, a, lda, b, ldb, info, (int)c->batch);
 		break;
 	default:
 		*st = CUSOLVER_STATUS_INVALID_VALUE;

@@ -678,6 +678,34 @@ static int svd(const struct phos_solver_call *c, int *st)
 	return ok(st, PHOS_SOLVER_SUCCESS);
 }
 
+/* potrfBatched and potrsBatched: each matrix the arrays name, in memory
+ * the device holds (a GPU would fault on another), its info. */
+static int cholesky_batched(struct phos_device *dev, const struct phos_solver_call *c, int *st)
+{
+	bool solve_ = c->kind == PHOS_SOLVER_POTRS_BATCHED;
+	uint64_t sa, sb;
+
+	if (!phos_solver_array_spans(c, &sa, &sb))
+		return ok(st, PHOS_SOLVER_INVALID_VALUE);
+	for (int64_t i = 0; i < c->batch; i++) {
+		struct phos_solver_call one = *c;
+		int r;
+
+		memcpy(&one.a, ptr(c->a + (uint64_t)i * 8), 8);
+		if (solve_)
+			memcpy(&one.b, ptr(c->b + (uint64_t)i * 8), 8);
+		if ((sa && !phos_sim_range_ok(dev, one.a, sa)) || (solve_ && sb && !phos_sim_range_ok(dev, one.b, sb)))
+			return ok(st, PHOS_SOLVER_EXECUTION_FAILED);
+		one.kind = solve_ ? PHOS_SOLVER_POTRS : PHOS_SOLVER_POTRF;
+		one.batch = 0;
+		one.info = solve_ ? c->info : c->info + (uint64_t)i * 4;
+		r = solve_ ? solve(&one, st) : potrf(&one, st);
+		if (r < 0 || *st)
+			return r;
+	}
+	return ok(st, PHOS_SOLVER_SUCCESS);
+}
+
 static int sim_solver_version(struct phos_device *dev, struct phos_reply_solver_version *ret, int *st)
 {
 	(void)dev;
@@ -727,6 +755,7 @@ static int sim_solver_exec(struct phos_device *dev, const struct phos_solver_cal
 	case PHOS_SOLVER_ORMQR: return ormqr(c, st);
 	case PHOS_SOLVER_SYEVD: case PHOS_SOLVER_SYEVJ: return eigen(c, st);
 	case PHOS_SOLVER_GESVDJ: return svd(c, st);
+	case PHOS_SOLVER_POTRF_BATCHED: case PHOS_SOLVER_POTRS_BATCHED: return cholesky_batched(dev, c, st);
 	default: return ok(st, PHOS_SOLVER_INVALID_VALUE);
 	}
 }

@@ -1156,6 +1156,10 @@ enum phos_solver_kind {
 	                        * min(m, n); written) and v (n x n or n x min(m, n); written), work;
 	                        * batched (m, n <= 32, no econ): each operand batch times, a lda n,
 	                        * s min(m, n), u ldu m and v ldv n elements apart, info batch ints */
+	PHOS_SOLVER_POTRF_BATCHED, /* potrf of each matrix a device array names: a (batch pointers, each
+	                            * to an n x n, read, written), info batch ints; no workspace */
+	PHOS_SOLVER_POTRS_BATCHED, /* potrs of each: a (the factors' pointers, read), b (batch pointers,
+	                            * each to an n x nrhs, nrhs 1, read, written), info one int */
 	PHOS_SOLVER__KINDS
 };
 struct phos_solver_call {
@@ -1190,6 +1194,7 @@ struct phos_reply_solver_size { int64_t work, host; };   /* work: elements (x64:
 #define PHOS_SOLVER_RANGES 7
 #define PHOS_SOLVER_BATCH_MAX (1 << 24)       /* of a Batched call */
 #define PHOS_SOLVER_BATCHED_DIM 32            /* the most rows and columns of a Batched Jacobi call */
+#define PHOS_SOLVER_ARRAY_MAX (1 << 16)       /* pointers of an array of a batched Cholesky */
 struct phos_solver_range { uint64_t addr, len; bool read, write; };
 /* 0 and the ranges in ret[0 .. *ret_n), or a cusolverStatus_t:
  * INVALID_VALUE for sizes or leading dimensions LAPACK's rules refuse, a
@@ -1197,11 +1202,17 @@ struct phos_solver_range { uint64_t addr, len; bool read, write; };
  * NOT_SUPPORTED for a type not forwarded. runtime/solver_layout.c. */
 int phos_solver_ranges_of(const struct phos_solver_call *c, int64_t work, struct phos_solver_range *ret,
 			  uint32_t *ret_n);
-/* Whether a call of kind takes a workspace (all but getrs and potrs). */
+/* Whether a call of kind takes a workspace (all but the solves and the batched Cholesky). */
 static inline bool phos_solver_has_work(uint32_t kind)
 {
-	return kind != PHOS_SOLVER_GETRS && kind != PHOS_SOLVER_POTRS;
+	return kind != PHOS_SOLVER_GETRS && kind != PHOS_SOLVER_POTRS && kind != PHOS_SOLVER_POTRF_BATCHED &&
+	       kind != PHOS_SOLVER_POTRS_BATCHED;
 }
+/* A batched Cholesky names its matrices through arrays of device pointers:
+ * phos_solver_ranges_of gives the arrays (read) and info; the bytes of each
+ * matrix they name (a's, then b's: 0 for none) are these. False on a bad
+ * call. */
+bool phos_solver_array_spans(const struct phos_solver_call *c, uint64_t *ret_a, uint64_t *ret_b);
 /* --- cuRAND (PHOS_OP_RAND_*, runtime/rand_abi.h) --- */
 #define PHOS_RAND_ELEMS_MAX (1ull << 40)   /* of one generate call */
 struct phos_rand_create {

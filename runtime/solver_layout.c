@@ -120,6 +120,10 @@ static bool args_ok(const struct phos_solver_call *c)
 		       phos_solver_uplo_ok(c->uplo) && c->lda >= max1(c->n);
 	case PHOS_SOLVER_SYEVJ: case PHOS_SOLVER_GESVDJ:
 		return jacobi_ok(c);
+	case PHOS_SOLVER_POTRF_BATCHED: case PHOS_SOLVER_POTRS_BATCHED:
+		return !c->x64 && phos_solver_uplo_ok(c->uplo) && c->lda >= max1(c->n) && c->batch >= 1 &&
+		       c->batch <= PHOS_SOLVER_ARRAY_MAX &&
+		       (c->kind == PHOS_SOLVER_POTRF_BATCHED || (c->nrhs == 1 && c->ldb >= max1(c->n)));
 	default:
 		return false;
 	}
@@ -169,6 +173,11 @@ static void operands(const struct phos_solver_call *c, struct ranges *x)
 		matrices(x, c->a, c->n, c->n, c->lda, b, true, true);
 		vector(x, c->w, c->n * b, x->esize, false, true);
 		break;
+	case PHOS_SOLVER_POTRF_BATCHED: case PHOS_SOLVER_POTRS_BATCHED:   /* the arrays themselves */
+		vector(x, c->a, c->batch, 8, true, false);
+		if (c->kind == PHOS_SOLVER_POTRS_BATCHED)
+			vector(x, c->b, c->batch, 8, true, false);
+		break;
 	case PHOS_SOLVER_GESVDJ:
 		matrices(x, c->a, c->m, c->n, c->lda, b, true, true);
 		vector(x, c->w, mn * b, x->esize, false, true);
@@ -205,8 +214,27 @@ int phos_solver_ranges_of(const struct phos_solver_call *c, int64_t work, struct
 	for (uint32_t i = 0; i < x.n; i++)
 		if (!x.r[i].addr)
 			return PHOS_SOLVER_INVALID_VALUE;
-	vector(&x, c->info, c->batch ? c->batch : 1, 4, false, true);
+	vector(&x, c->info, c->batch && c->kind != PHOS_SOLVER_POTRS_BATCHED ? c->batch : 1, 4, false, true);
 	vector(&x, c->work, work, c->x64 ? 1 : x.esize, true, true);
 	*ret_n = x.n;
 	return PHOS_SOLVER_SUCCESS;
+}
+
+bool phos_solver_array_spans(const struct phos_solver_call *c, uint64_t *ret_a, uint64_t *ret_b)
+{
+	struct phos_solver_range r[PHOS_SOLVER_RANGES];
+	struct ranges x = { .r = r, .n = 0, .esize = phos_solver_esize(c->type) };
+	uint32_t n;
+
+	*ret_a = *ret_b = 0;
+	if ((c->kind != PHOS_SOLVER_POTRF_BATCHED && c->kind != PHOS_SOLVER_POTRS_BATCHED) ||
+	    phos_solver_ranges_of(c, 0, r, &n) != 0)
+		return false;
+	n = 0;
+	matrix(&x, 1, c->n, c->n, c->lda, true, true);
+	if (c->kind == PHOS_SOLVER_POTRS_BATCHED)
+		matrix(&x, 1, c->n, c->nrhs, c->ldb, true, true);
+	*ret_a = x.n > 0 ? r[0].len : 0;
+	*ret_b = x.n > 1 ? r[1].len : 0;
+	return !x.overflow;
 }

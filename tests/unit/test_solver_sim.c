@@ -231,12 +231,30 @@ static void test_ranges_jacobi(void)
 
 /* --- random problems --- */
 
+/* The matrices a batched Cholesky's arrays name, as the executor adds them
+ * (exec_solver.c): written when the call writes them. */
+static uint32_t array_ranges(const struct phos_solver_call *c, struct phos_solver_range *r, uint32_t n)
+{
+	uint64_t span[2];
+
+	if ((c->kind != PHOS_SOLVER_POTRF_BATCHED && c->kind != PHOS_SOLVER_POTRS_BATCHED) ||
+	    !phos_solver_array_spans(c, &span[0], &span[1]))
+		return n;
+	for (int64_t i = 0; i < c->batch; i++) {
+		r[n++] = (struct phos_solver_range){ ((uint64_t *)(uintptr_t)c->a)[i], span[0], true,
+						     c->kind == PHOS_SOLVER_POTRF_BATCHED };
+		if (c->kind == PHOS_SOLVER_POTRS_BATCHED)
+			r[n++] = (struct phos_solver_range){ ((uint64_t *)(uintptr_t)c->b)[i], span[1], true, true };
+	}
+	return n;
+}
+
 /* Runs c (its workspace the sim's) and checks that only the bytes of its
  * write ranges changed. */
 static bool run_checked(struct phos_solver_call *c, const char *what)
 {
 	static uint8_t before[MAPPED];
-	struct phos_solver_range r[PHOS_SOLVER_RANGES];
+	struct phos_solver_range r[PHOS_SOLVER_RANGES + 8];
 	uint32_t n = 0;
 	int st = -1;
 
@@ -251,6 +269,7 @@ static bool run_checked(struct phos_solver_call *c, const char *what)
 		CHECK(false, "%s: refused (status %d)", what, st);
 		return false;
 	}
+	n = array_ranges(c, r, n);
 	for (uint64_t o = 0; o < bump - BASE; o++) {
 		uint64_t a = BASE + o;
 		bool w = false;
@@ -656,6 +675,60 @@ static void test_gesvdj(int round)
 	}
 }
 
+/* potrfBatched and potrsBatched through arrays of pointers in device
+ * memory: each matrix factored and solved, the arrays' ranges by hand. */
+static void test_cholesky_batched(int round)
+{
+	static double a0[4][MAXD * MAXD], b0[4][MAXD];
+	int32_t t = rng() & 1 ? PHOS_SOLVER_R_64F : PHOS_SOLVER_R_32F;
+	int64_t n = pick(1, 8), lda = n + pick(0, 2), batch = pick(1, 4);
+	struct phos_solver_call c = { .kind = PHOS_SOLVER_POTRF_BATCHED, .type = t, .uplo = (int32_t)(rng() & 1),
+				      .n = n, .lda = lda, .batch = batch };
+	struct phos_solver_range r[PHOS_SOLVER_RANGES];
+	uint64_t ma[4], mb[4];
+	uint32_t nr = 0;
+	char what[64];
+
+	bump = BASE;
+	snprintf(what, sizeof(what), "cholesky batched %d (n %lld, batch %lld)", round, (long long)n, (long long)batch);
+	c.a = dev_take((uint64_t)batch * 8);
+	c.b = dev_take((uint64_t)batch * 8);
+	for (int64_t i = 0; i < batch; i++) {   /* the matrices in reverse order, apart */
+		ma[i] = spd_matrix(t, n, lda, a0[i]);
+		mb[i] = random_matrix(t, n, 1, n, b0[i]);
+		((uint64_t *)(uintptr_t)c.a)[batch - 1 - i] = ma[i];
+		((uint64_t *)(uintptr_t)c.b)[batch - 1 - i] = mb[i];
+	}
+	c.info = 0x1;   /* (only for the ranges below) */
+	CHECK(phos_solver_ranges_of(&c, 0, r, &nr) == 0 && nr == 2 && range_is(&r[0], c.a, (uint64_t)batch * 8, true,
+										 false) &&
+	      range_is(&r[1], 0x1, (uint64_t)batch * 4, false, true), "%s: %u ranges", what, nr);
+	uint64_t barr = c.b;
+
+	c.b = 0;
+	if (!run_checked(&c, what))
+		return;
+	for (int64_t i = 0; i < batch; i++)
+		CHECK(geti(c.info, i) == 0, "%s: info[%lld] = %d", what, (long long)i, geti(c.info, i));
+	struct phos_solver_call s = c;
+
+	s.kind = PHOS_SOLVER_POTRS_BATCHED;
+	s.b = barr;
+	s.nrhs = 1;
+	s.ldb = n;
+	if (!run_checked(&s, what))
+		return;
+	for (int64_t m = 0; m < batch; m++)
+		for (int64_t i = 0; i < n; i++) {
+			double v = 0;
+
+			for (int64_t k = 0; k < n; k++)
+				v += a0[m][i + k * lda] * get(mb[m], t, k);
+			CHECK(close_to(v, b0[m][i], t), "%s: (A X)[%lld](%lld) = %g, b %g", what, (long long)m,
+			      (long long)i, v, b0[m][i]);
+		}
+}
+
 /* LAPACK's info: a zero pivot, a minor not positive definite. */
 static void test_info(void)
 {
@@ -703,6 +776,7 @@ int main(void)
 		test_eigen(t);
 		test_syevj(t);
 		test_gesvdj(t);
+		test_cholesky_batched(t);
 	}
 	ops->close(dev);
 	if (failures)
