@@ -7,7 +7,8 @@ init. Each request runs getrf, getrs (N and T) in float, potrf and potrs
 syevd with vectors in double and without in float, getrf of a singular
 matrix, and the 64-bit API's Xgetrf, Xgetrs, Xpotrf, Xpotrs, Xgeqrf and
 Xsyevd (a params object, device and host workspaces), syevj, syevjBatched,
-gesvdj (economy) and gesvdjBatched with their info objects, every answer checked by the program against a reference of its own
+gesvdj (economy) and gesvdjBatched with their info objects, potrfBatched
+and potrsBatched through device arrays of pointers, every answer checked by the program against a reference of its own
 in double (residuals, Q R = A, A v = w v, LAPACK's info):
 
 - under phos-fn, natively on a GPU, and after a snapshot at phos_fn_serve
@@ -21,7 +22,8 @@ in double (residuals, Q R = A, A v = w v, LAPACK's info):
   its operands, written out below: a matrix from its first element to its
   last (lda's gaps past the last column's rows are not in it), ipiv, tau
   and w of their lengths, the input of a solve read only, info's one int
-  written, the workspace (of the size the library asked) read and written;
+  written, the workspace (of the size the library asked) read and written,
+  a batched call's pointer arrays read and each matrix they name;
 - the program's DT_RPATH to a copy of NVIDIA's libcusolver.so.12 in
   nvidia/cu13/lib (the layout of PyTorch's CUDA 13 wheels) serves it
   natively, and phos-fn's stand-in under phos-fn; a real libcusolver under
@@ -54,7 +56,7 @@ PROBE = program("tests", "transparency", "guard", "driver_probe")
 LU_N, LU_LDA, LU_RHS, LU_LDB, CH_N, CH_LDA, CH_RHS = 6, 8, 2, 7, 5, 6, 3
 QR_M, QR_N, QR_LDA, QR_C, EV_N, EN_N, EN_LDA, SG_N = 7, 4, 9, 2, 6, 4, 5, 3
 XL_N, XL_LDA, XL_RHS, XC_N, XQ_M, XQ_N, XE_N = 5, 6, 2, 4, 6, 3, 5
-JE_N, JB_N, JB_B, SV_M, SV_N, SB_M, SB_N, SB_B = 5, 3, 2, 5, 3, 3, 4, 2
+JE_N, JB_N, JB_B, SV_M, SV_N, SB_M, SB_N, SB_B, PB_N = 5, 3, 2, 5, 3, 3, 4, 2, 4
 
 
 def answers_ok(ans, what):
@@ -78,7 +80,7 @@ def mats(addr, rows, cols, ld, batch, esize):
 
 
 def expected_sets(p):
-    """The 22 calls of one request, in order: (op, reads, writes), each a
+    """The 24 calls of one request, in order: (op, reads, writes), each a
     sorted list of [address, bytes], from LAPACK's rules (the 64-bit API's
     pivots int64_t, its workspaces in bytes)."""
     f4, f8, i4, i8 = 4, 8, 4, 8
@@ -145,6 +147,14 @@ def expected_sets(p):
          [mats(p["sb"], SB_M, SB_N, SB_M, SB_B, f4), [p["sbs"], SB_M * SB_B * f4],
           mats(p["sbu"], SB_M, SB_M, SB_M, SB_B, f4), mats(p["sbv"], SB_N, SB_N, SB_N, SB_B, f4),
           [p["binfo"] + JB_B * i4, SB_B * i4]] + work("gesvdjb", f4)),
+        # the batched Cholesky: the pointer arrays read, and each matrix they name
+        ("solver_potrf_batched", [[p["pbaa"], 2 * 8], mat(p["pba0"], PB_N, PB_N, PB_N, f8),
+                                  mat(p["pba1"], PB_N, PB_N, PB_N, f8)],
+         [mat(p["pba0"], PB_N, PB_N, PB_N, f8), mat(p["pba1"], PB_N, PB_N, PB_N, f8),
+          [p["binfo"] + (JB_B + SB_B) * i4, 2 * i4]]),
+        ("solver_potrs_batched", [[p["pbaa"], 2 * 8], [p["pbba"], 2 * 8], mat(p["pba0"], PB_N, PB_N, PB_N, f8),
+                                  mat(p["pba1"], PB_N, PB_N, PB_N, f8), [p["pbb0"], PB_N * f8], [p["pbb1"], PB_N * f8]],
+         [[p["pbb0"], PB_N * f8], [p["pbb1"], PB_N * f8]] + info(23)),
     ]
     return [(op, sorted(r), sorted(w)) for op, r, w in calls]
 
@@ -186,8 +196,9 @@ try:
     check(ptr and len(recs) == len(want), f"{len(want)} solver records, got {len(recs)}: "
                                           f"{[r.get('op') for r in recs]}")
     if DEVICE == "sim":   # (the sim asks 64 elements of every call that takes a workspace, in bytes in X)
-        check(all(ptr.get(k) == 64 for k in ptr if k.startswith("lwork_") and "getrs" not in k and
-                  "potrs" not in k and not k.startswith("lwork_x")) and
+        none = ("getrs", "potrs", "potrfb")   # (no workspace)
+        check(all(ptr.get(k) == 64 for k in ptr if k.startswith("lwork_") and not any(w in k for w in none) and
+                  not k.startswith("lwork_x")) and
               [ptr.get("xwork_" + k) for k in ("xgetrf", "xpotrf", "xgeqrf", "xsyevd")] == [512, 256, 512, 256],
               f"the sim's workspace sizes: {ptr}")
     for i, (rec, (op, reads, writes)) in enumerate(zip(recs, want)):
@@ -205,7 +216,7 @@ try:
 
     # ... and in the middle of its cuSOLVER calls
     run_env = {"PHOS_RUN_DIR": os.path.join(tmp, "run-loop")}
-    steps = 8000 if DEVICE == "sim" else 3000   # (the sim runs a step in about 1 ms: seconds either way)
+    steps = 15000 if DEVICE == "sim" else 3000   # (the sim runs a step in 0.2 to 1.5 ms: seconds either way)
     rng = random.Random(38)
     for mode in ("stw", "cow", "recopy"):
         out = os.path.join(tmp, f"ck-loop-{mode}")

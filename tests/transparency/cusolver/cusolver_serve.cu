@@ -34,6 +34,9 @@
 //   gesvdj    Jacobi SVD of a 5 x 3 double, economy: U S V^T = A, U^T U = I,
 //             V^T V = I, S descending
 //   gesvdjb   gesvdjBatched of two 3 x 4 floats, full U (3 x 3) and V (4 x 4)
+//   potrfb    potrfBatched of two 4 x 4 SPD doubles (upper) named by a device
+//             array of pointers (in reverse order of their allocation)
+//   potrsb    potrsBatched of them with one right-hand side each
 //
 // argv[1] "pointers": the buffers' device addresses and the workspace
 // sizes as JSON on stderr (the test holds the executor's read/write sets
@@ -77,14 +80,14 @@
 
 enum { LU_N = 6, LU_LDA = 8, LU_RHS = 2, LU_LDB = 7, CH_N = 5, CH_LDA = 6, CH_RHS = 3, QR_M = 7, QR_N = 4,
        QR_LDA = 9, QR_C = 2, EV_N = 6, EN_N = 4, EN_LDA = 5, SG_N = 3, XL_N = 5, XL_LDA = 6, XL_RHS = 2, XC_N = 4,
-       XQ_M = 6, XQ_N = 3, XE_N = 5, JE_N = 5, JB_N = 3, JB_B = 2, SV_M = 5, SV_N = 3, SB_M = 3, SB_N = 4, SB_B = 2 };
+       XQ_M = 6, XQ_N = 3, XE_N = 5, JE_N = 5, JB_N = 3, JB_B = 2, SV_M = 5, SV_N = 3, SB_M = 3, SB_N = 4, SB_B = 2, PB_N = 4, PB_B = 2 };
 enum { GETRF, GETRS_N, GETRS_T, POTRF_L, POTRS_L, POTRF_U, GEQRF, ORMQR, ORGQR, SYEVD_V, SYEVD_N, SINGULAR, XGETRF,
-       XGETRS, XPOTRF, XPOTRS, XGEQRF, XSYEVD, SYEVJ, SYEVJB, GESVDJ, GESVDJB, CALLS };
+       XGETRS, XPOTRF, XPOTRS, XGEQRF, XSYEVD, SYEVJ, SYEVJB, GESVDJ, GESVDJB, POTRFB, POTRSB, CALLS };
 
 static const char *const call_names[CALLS] = { "getrf", "getrs_n", "getrs_t", "potrf_l", "potrs_l", "potrf_u",
 					       "geqrf", "ormqr", "orgqr", "syevd_v", "syevd_n", "singular",
 					       "xgetrf", "xgetrs", "xpotrf", "xpotrs", "xgeqrf", "xsyevd", "syevj",
-					       "syevjb", "gesvdj", "gesvdjb" };
+					       "syevjb", "gesvdj", "gesvdjb", "potrfb", "potrsb" };
 
 struct state {
 	cusolverDnHandle_t h;
@@ -96,7 +99,8 @@ struct state {
 	gesvdjInfo_t gj;
 	double *je, *jew, *sv, *svs, *svu, *svv;
 	float *jb, *jbw, *sb, *sbs, *sbu, *sbv;
-	int *binfo;   // the batched calls' infos: JB_B for syevjb, then SB_B for gesvdjb
+	int *binfo;   // the batched calls' infos: JB_B for syevjb, then SB_B for gesvdjb, then PB_B for potrfb
+	double *pba[PB_B], *pbb[PB_B], **pbaa, **pbba;   // potrfb's matrices and right-hand sides, their arrays
 	size_t xwork[CALLS], xhost[CALLS];   // the 64-bit API's workspaces, bytes
 	void *xhw[CALLS];                    // its host workspaces
 	cudaStream_t s;
@@ -241,7 +245,16 @@ static void make_j(struct state *st)
 	st->sbs = dev_alloc<float>(SB_M * SB_B);
 	st->sbu = dev_alloc<float>(SB_M * SB_M * SB_B);
 	st->sbv = dev_alloc<float>(SB_N * SB_N * SB_B);
-	st->binfo = dev_alloc<int>(JB_B + SB_B);
+	st->binfo = dev_alloc<int>(JB_B + SB_B + PB_B);
+	for (int b = 0; b < PB_B; b++) {
+		st->pba[b] = dev_alloc<double>(PB_N * PB_N);
+		st->pbb[b] = dev_alloc<double>(PB_N);
+	}
+	st->pbaa = dev_alloc<double *>(PB_B);
+	st->pbba = dev_alloc<double *>(PB_B);
+	double *ra[PB_B] = { st->pba[1], st->pba[0] }, *rb[PB_B] = { st->pbb[1], st->pbb[0] };
+	CK(cudaMemcpy(st->pbaa, ra, sizeof(ra), cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(st->pbba, rb, sizeof(rb), cudaMemcpyHostToDevice));
 	SK(cusolverDnDsyevj_bufferSize(st->h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER, JE_N, st->je, JE_N,
 				       st->jew, &lw[SYEVJ], st->ej));
 	SK(cusolverDnSsyevjBatched_bufferSize(st->h, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, JB_N, st->jb,
@@ -337,6 +350,9 @@ static void calls_j(struct state *st)
 	SK(cusolverDnSgesvdjBatched(st->h, CUSOLVER_EIG_MODE_VECTOR, SB_M, SB_N, st->sb, SB_M, st->sbs, st->sbu, SB_M,
 				    st->sbv, SB_N, (float *)st->work[GESVDJB], lw[GESVDJB], st->binfo + JB_B, st->gj,
 				    SB_B));
+	SK(cusolverDnDpotrfBatched(st->h, CUBLAS_FILL_MODE_UPPER, PB_N, st->pbaa, PB_N, st->binfo + JB_B + SB_B, PB_B));
+	SK(cusolverDnDpotrsBatched(st->h, CUBLAS_FILL_MODE_UPPER, PB_N, 1, st->pbaa, PB_N, st->pbba, PB_N,
+				   in + POTRSB, PB_B));
 }
 
 // Every call of one request on fresh values of request r, in order.
@@ -578,6 +594,7 @@ static bool svd_ok(const std::vector<double> &a0, int m, int n, const double *s,
 // The Jacobi calls' inputs of request r, uploaded.
 struct j_inputs {
 	std::vector<double> e, b, s, sb;
+	std::vector<double> pa[PB_B], pb[PB_B];   // potrfb's matrices and right-hand sides
 };
 
 static j_inputs j_up(struct state *st, int r)
@@ -594,17 +611,23 @@ static j_inputs j_up(struct state *st, int r)
 	up(st->jb, x.b);
 	up(st->sv, x.s);
 	up(st->sb, x.sb);
+	for (int b = 0; b < PB_B; b++) {
+		x.pa[b] = symmetric(r, 21 + b, PB_N, PB_N, true);
+		x.pb[b] = matrix(r, 23 + b, PB_N, 1, PB_N);
+		up(st->pba[b], x.pa[b]);
+		up(st->pbb[b], x.pb[b]);
+	}
 	return x;
 }
 
 static bool j_ok(struct state *st, const j_inputs &x, char *why, size_t len)
 {
-	std::vector<double> binfo = down(st->binfo, JB_B + SB_B), jb = down(st->jb, JB_N * JB_N * JB_B);
+	std::vector<double> binfo = down(st->binfo, JB_B + SB_B + PB_B), jb = down(st->jb, JB_N * JB_N * JB_B);
 	std::vector<double> jbw = down(st->jbw, JB_N * JB_B), s = down(st->svs, SV_N), u = down(st->svu, SV_M * SV_N);
 	std::vector<double> v = down(st->svv, SV_N * SV_N), sbs = down(st->sbs, SB_M * SB_B);
 	std::vector<double> sbu = down(st->sbu, SB_M * SB_M * SB_B), sbv = down(st->sbv, SB_N * SB_N * SB_B);
 
-	for (int i = 0; i < JB_B + SB_B; i++)
+	for (int i = 0; i < JB_B + SB_B + PB_B; i++)
 		if (binfo[i] != 0) {
 			snprintf(why, len, "batched info[%d]: %g", i, binfo[i]);
 			return false;
@@ -634,6 +657,11 @@ static bool j_ok(struct state *st, const j_inputs &x, char *why, size_t len)
 			    sbv.data() + b * SB_N * SB_N, SB_N, FT, "gesvdjb", why, len))
 			return false;
 	}
+	for (int b = 0; b < PB_B; b++)
+		if (!cholesky_ok(x.pa[b], down(st->pba[b], PB_N * PB_N), PB_N, PB_N, false, DT, "potrfb", why, len) ||
+		    !solved(x.pa[b], PB_N, false, down(st->pbb[b], PB_N), x.pb[b], PB_N, 1, PB_N, 1e-12, "potrsb", why,
+			    len))
+			return false;
 	return true;
 }
 
@@ -665,7 +693,7 @@ static bool run_all(struct state *st, int r, char *why, size_t len)
 	calls(st);
 	std::vector<double> info = down(st->info, CALLS), piv = down(st->ipiv, LU_N);
 	for (int i = 0; i < CALLS; i++)
-		if (i != SYEVJB && i != GESVDJB && info[i] != (i == SINGULAR ? 2 : 0)) {
+		if (i != SYEVJB && i != GESVDJB && i != POTRFB && info[i] != (i == SINGULAR ? 2 : 0)) {
 			snprintf(why, len, "%s: info %g", call_names[i], info[i]);
 			return false;
 		}
@@ -764,11 +792,12 @@ int main(int argc, char **argv)
 		const void *ptrs[] = { st.lu, st.bn, st.bt, st.ipiv, st.ch, st.cb, st.chu, st.qr, st.tau, st.qc, st.q,
 				       st.ev, st.evw, st.en, st.enw, st.sg, st.sgpiv, st.info, st.xl, st.xb, st.xpiv,
 				       st.xc, st.xcb, st.xq, st.xtau, st.xe, st.xew, st.je, st.jew, st.jb, st.jbw,
-				       st.sv, st.svs, st.svu, st.svv, st.sb, st.sbs, st.sbu, st.sbv, st.binfo };
+				       st.sv, st.svs, st.svu, st.svv, st.sb, st.sbs, st.sbu, st.sbv, st.binfo, st.pba[0],
+				       st.pba[1], st.pbb[0], st.pbb[1], st.pbaa, st.pbba };
 		const char *names[] = { "lu", "bn", "bt", "ipiv", "ch", "cb", "chu", "qr", "tau", "qc", "q", "ev", "evw",
 					"en", "enw", "sg", "sgpiv", "info", "xl", "xb", "xpiv", "xc", "xcb", "xq", "xtau",
 					"xe", "xew", "je", "jew", "jb", "jbw", "sv", "svs", "svu", "svv", "sb", "sbs",
-					"sbu", "sbv", "binfo" };
+					"sbu", "sbv", "binfo", "pba0", "pba1", "pbb0", "pbb1", "pbaa", "pbba" };
 		for (size_t i = 0; i < sizeof(ptrs) / sizeof(ptrs[0]); i++) {
 			snprintf(one, sizeof(one), "\"%s\": %llu, ", names[i], (unsigned long long)(uintptr_t)ptrs[i]);
 			s += one;
