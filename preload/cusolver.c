@@ -56,6 +56,7 @@ struct cusolverDnContext {
 	uint32_t magic;
 	int device;                 /* current at cusolverDnCreate, as cuSOLVER binds it */
 	cudaStream_t stream;
+	cusolverDeterministicMode_t mode;   /* as set (the executor's handle stays deterministic) */
 };
 
 struct cusolverDnParams {
@@ -149,7 +150,7 @@ PHOS_EXPORT cusolverStatus_t cusolverDnCreate(cusolverDnHandle_t *handle)
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return CUSOLVER_STATUS_ALLOC_FAILED;
-	*h = (struct cusolverDnContext){ .magic = HANDLE_MAGIC, .device = device };
+	*h = (struct cusolverDnContext){ .magic = HANDLE_MAGIC, .device = device, .mode = CUSOLVER_DETERMINISTIC_RESULTS };
 	*handle = h;
 	return CUSOLVER_STATUS_SUCCESS;
 }
@@ -178,6 +179,29 @@ PHOS_EXPORT cusolverStatus_t cusolverDnGetStream(cusolverDnHandle_t handle, cuda
 	if (!streamId)
 		return CUSOLVER_STATUS_INVALID_VALUE;
 	*streamId = handle->stream;
+	return CUSOLVER_STATUS_SUCCESS;
+}
+
+/* Deterministic results are cuSOLVER's default and what the executor's
+ * handle gives; allowing others is accepted (deterministic ones are allowed
+ * too) and remembered for the getter. */
+PHOS_EXPORT cusolverStatus_t cusolverDnSetDeterministicMode(cusolverDnHandle_t handle, cusolverDeterministicMode_t mode)
+{
+	if (!handle_ok(handle))
+		return CUSOLVER_STATUS_NOT_INITIALIZED;
+	if (mode != CUSOLVER_DETERMINISTIC_RESULTS && mode != CUSOLVER_ALLOW_NON_DETERMINISTIC_RESULTS)
+		return CUSOLVER_STATUS_INVALID_VALUE;
+	handle->mode = mode;
+	return CUSOLVER_STATUS_SUCCESS;
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnGetDeterministicMode(cusolverDnHandle_t handle, cusolverDeterministicMode_t *mode)
+{
+	if (!handle_ok(handle))
+		return CUSOLVER_STATUS_NOT_INITIALIZED;
+	if (!mode)
+		return CUSOLVER_STATUS_INVALID_VALUE;
+	*mode = handle->mode;
 	return CUSOLVER_STATUS_SUCCESS;
 }
 
