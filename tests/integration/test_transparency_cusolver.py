@@ -30,8 +30,8 @@ in double (residuals, Q R = A, A v = w v, LAPACK's info):
   another name (libcusolver.so.11) is refused by the guard before it runs;
 - an export phos-fn does not implement (gesvd, a complex getrf) answers
   CUSOLVER_STATUS_NOT_SUPPORTED and is named once in the log
-  (PHOS_LOG=warn), and an algorithm other than the default is refused with
-  one stderr line.
+  (PHOS_LOG=warn), and an algorithm other than the default and
+  potrsBatched of two right-hand sides are refused with one stderr line.
 """
 import json
 import os
@@ -251,13 +251,14 @@ try:
     p = run(PROG, "refused", env={"PHOS_LOG": "warn"})
     got = json.loads(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else {}
     check(p.returncode == 0 and got == {"gesvd": NOT_SUPPORTED, "again": NOT_SUPPORTED, "complex": NOT_SUPPORTED,
-                                        "alg": NOT_SUPPORTED, "default": 0},
+                                        "alg": NOT_SUPPORTED, "default": 0, "nrhs": NOT_SUPPORTED},
           f"cusolver_serve refused: rc {p.returncode} {got} {p.stderr[-1500:]}")
     for stub in ("cusolverDnSgesvd_bufferSize", "cusolverDnCgetrf_bufferSize"):
         named = [l for l in p.stderr.splitlines() if stub in l and "not supported" in l]
         check(len(named) == 1, f"the stub {stub} is named once in the log: {named} {p.stderr[-1500:]}")
-    alg = [l for l in p.stderr.splitlines() if "other than CUSOLVER_ALG_0" in l]
-    check(len(alg) == 1, f"the refusal of another algorithm is said once: {alg} {p.stderr[-1500:]}")
+    for what in ("other than CUSOLVER_ALG_0", "of more than one right-hand side"):
+        said = [l for l in p.stderr.splitlines() if what in l]
+        check(len(said) == 1, f"the refusal {what!r} is said once: {said} {p.stderr[-1500:]}")
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 done("test_transparency_cusolver")

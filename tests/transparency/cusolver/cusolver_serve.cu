@@ -747,8 +747,8 @@ static void destroy(struct state *st)
 }
 
 // What phos-fn does not forward answers CUSOLVER_STATUS_NOT_SUPPORTED: a
-// stub (twice: its log line comes once), a complex call, and an algorithm
-// other than the default.
+// stub (twice: its log line comes once), a complex call, an algorithm other
+// than the default, potrsBatched of two right-hand sides.
 static int refused(void)
 {
 	cusolverDnHandle_t h;
@@ -763,8 +763,10 @@ static int refused(void)
 	cusolverStatus_t c = cusolverDnCgetrf_bufferSize(h, 2, 2, (cuComplex *)p, 2, &lw);
 	cusolverStatus_t d = cusolverDnSetAdvOptions(params, CUSOLVERDN_GETRF, CUSOLVER_ALG_1);
 	cusolverStatus_t e = cusolverDnSetAdvOptions(params, CUSOLVERDN_GETRF, CUSOLVER_ALG_0);
-	printf("{\"gesvd\": %d, \"again\": %d, \"complex\": %d, \"alg\": %d, \"default\": %d}\n", (int)a, (int)b, (int)c,
-	       (int)d, (int)e);
+	cusolverStatus_t f = cusolverDnDpotrsBatched(h, CUBLAS_FILL_MODE_LOWER, 2, 2, (double **)p, 2, (double **)p, 2,
+						     (int *)p, 1);
+	printf("{\"gesvd\": %d, \"again\": %d, \"complex\": %d, \"alg\": %d, \"default\": %d, \"nrhs\": %d}\n",
+	       (int)a, (int)b, (int)c, (int)d, (int)e, (int)f);
 	SK(cusolverDnDestroyParams(params));
 	SK(cusolverDnDestroy(h));
 	return 0;
