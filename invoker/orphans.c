@@ -26,7 +26,11 @@
  * bring a marked process to life after that sweep (its environment is not
  * readable yet while CRIU builds its memory; test_lifecycle met one under
  * ASan). So the reaper sweeps again during the first minute
- * (inv_orphans_late_sweep, at 1, 3, 10, 30 and 60 s).
+ * (inv_orphans_late_sweep, at 1, 3, 10, 30 and 60 s), for processes born
+ * before the first sweep ended: one born later cannot be the dead
+ * invoker's (its CRIUs were ended by then), and may be a restore of one of
+ * our snapshots that someone runs by hand beside us (phos-fn restore, whose
+ * image brings our mark: CI met one killed halfway, test_ondemand).
  *
  * A marked process under a live phos-invoker, ours or another, is left alone
  * (see under_an_invoker): ours, or an instance of a snapshot or instance that
@@ -50,6 +54,7 @@
 #include <string.h>
 #include <sys/pidfd.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "invoker.h"
@@ -61,6 +66,44 @@
 #define ENVIRON_MAX (1u << 20)   /* bytes of a process's environment looked at */
 
 static char marker[PATH_MAX + 32];   /* "PHOS_INVOKER_STATE=<dir>" */
+static unsigned long long swept_at;  /* the first sweep's end, in clock ticks since boot */
+
+/* pid's start in clock ticks since boot (/proc/PID/stat's 22nd field), or 0. */
+static unsigned long long born_at(long pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long t = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');   /* the command may hold spaces and parentheses */
+	for (int field = 2; p && field < 22; field++)
+		p = strchr(p + 1, ' ');
+	if (p)
+		t = strtoull(p + 1, NULL, 10);
+	return t;
+}
+
+/* Now, in the ticks of born_at. */
+static unsigned long long ticks_now(void)
+{
+	struct timespec ts;
+	long hz = sysconf(_SC_CLK_TCK);
+
+	if (clock_gettime(CLOCK_BOOTTIME, &ts) < 0 || hz <= 0)
+		return 0;
+	return (unsigned long long)ts.tv_sec * (unsigned long long)hz +
+	       (unsigned long long)ts.tv_nsec / (1000000000ull / (unsigned long long)hz);
+}
 
 /* True when /proc/<pid>/environ holds exactly marker as one entry. */
 static bool environ_marked(long pid)
@@ -179,9 +222,9 @@ static void comm_of(long pid, char *buf, size_t len)
 }
 
 /* One pass over /proc: SIGKILLs every marked process that is not under a
- * live invoker (ours, or a neighbour's); their pidfds go to fds. Returns how
- * many. */
-static unsigned kill_pass(int *fds, unsigned max)
+ * live invoker (ours, or a neighbour's) and, with born_before, was born at or
+ * before it; their pidfds go to fds. Returns how many. */
+static unsigned kill_pass(int *fds, unsigned max, unsigned long long born_before)
 {
 	struct dirent *de;
 	unsigned n = 0;
@@ -199,7 +242,8 @@ static unsigned kill_pass(int *fds, unsigned max)
 		fd = pidfd_open((pid_t)pid, 0);   /* before the check: see the top */
 		if (fd < 0)
 			continue;
-		if (!environ_marked(pid) || under_an_invoker(pid) || pidfd_send_signal(fd, SIGKILL, NULL, 0) < 0) {
+		if (!environ_marked(pid) || under_an_invoker(pid) || (born_before && born_at(pid) > born_before) ||
+		    pidfd_send_signal(fd, SIGKILL, NULL, 0) < 0) {
 			close(fd);
 			continue;
 		}
@@ -221,7 +265,7 @@ int inv_orphans_sweep(const char *state_dir)
 		return -errno;
 	snprintf(marker, sizeof(marker), "%s=%s", PHOS_OWNER_ENV, dir);
 	for (int pass = 0; pass < ORPHAN_PASSES; pass++) {
-		unsigned n = kill_pass(fds, ORPHAN_MAX);
+		unsigned n = kill_pass(fds, ORPHAN_MAX, 0);
 
 		if (!n)
 			break;
@@ -238,6 +282,7 @@ int inv_orphans_sweep(const char *state_dir)
 	}
 	if (total)
 		phos_warn("ended %u process%s of an earlier invoker of %s", total, total == 1 ? "" : "es", dir);
+	swept_at = ticks_now();
 	/* From here on, what we start is marked as ours. */
 	return setenv(PHOS_OWNER_ENV, dir, 1) < 0 ? -errno : 0;
 }
@@ -253,7 +298,9 @@ void inv_orphans_late_sweep(double since_start_s)
 		return;
 	while (next < sizeof(at) / sizeof(at[0]) && since_start_s >= at[next])
 		next++;
-	n = kill_pass(fds, ORPHAN_MAX);
+	if (!swept_at)
+		return;
+	n = kill_pass(fds, ORPHAN_MAX, swept_at);
 	for (unsigned i = 0; i < n; i++)
 		close(fds[i]);
 	if (n)
