@@ -977,7 +977,7 @@ bool inv_http_stop(struct MHD_Daemon *d, double wait_s)
 	if (ls != MHD_INVALID_SOCKET)
 		close(ls);
 	do {
-		inv_conns_close_waiting();
+		inv_conns_close_waiting(0.2);
 		if (connections(d) == 0 && inv_work_pending() == 0)
 			break;
 		usleep(20 * 1000);

@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -201,11 +202,21 @@ void inv_conns_done(struct MHD_Connection *c)
 	set_phase(c, WAITING);
 }
 
-void inv_conns_close_waiting(void)
+/* Bytes of fd not yet read: a request on its way in. */
+static bool unread(int fd)
 {
+	int n = 0;
+
+	return ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
+void inv_conns_close_waiting(double idle_s)
+{
+	double now = phos_now();
+
 	pthread_mutex_lock(&lock);
 	for (struct conn *k = head; k; k = k->next)
-		if (k->phase == WAITING)
+		if (k->phase == WAITING && now - k->since >= idle_s && !unread(k->fd))
 			cut(k, false);
 	pthread_mutex_unlock(&lock);
 }

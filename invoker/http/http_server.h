@@ -41,8 +41,12 @@ void inv_conns_body(struct MHD_Connection *c, size_t n);
 /* c's request is whole (a handler runs), or its answer went out (waiting again). */
 void inv_conns_busy(struct MHD_Connection *c);
 void inv_conns_done(struct MHD_Connection *c);
-/* Closes every connection that is waiting for a request (the drain's end). */
-void inv_conns_close_waiting(void);
+/* Closes every connection that has waited idle_s or more for a request and
+ * has none on its way in (the drain's end). A keep-alive client sends its
+ * next request as soon as it has an answer: one that got its answer just
+ * before the drain began (without Connection: close) and sent again at once
+ * is answered 503 instead of reset (CI14, test_slow_clients). */
+void inv_conns_close_waiting(double idle_s);
 /* Connections closed for their deadline, since start (/metrics). */
 uint64_t inv_conns_cut(void);
 
