@@ -532,8 +532,10 @@ static curandStatus_t generate(curandGenerator_t generator, int gen, void *out, 
 		c.id = g->id;
 		/* an odd n of Box-Muller: asked, so that the device's refusal
 		 * reaches the program and a refused call stays out of the history */
-		s = phos_rand_pairs(gen) && n % 2 ? ask(PHOS_OP_RAND_GENERATE, &c, sizeof(c))
-						  : status_of(phos_preload_post(PHOS_OP_RAND_GENERATE, &c, sizeof(c), NULL, 0), 0);
+		if (phos_rand_pairs(gen) && n % 2)
+			s = ask(PHOS_OP_RAND_GENERATE, &c, sizeof(c));
+		else
+			s = status_of(phos_preload_post(PHOS_OP_RAND_GENERATE, &c, sizeof(c), NULL, 0), 0);
 		if (s == CURAND_STATUS_SUCCESS)
 			remember(g, &(struct phos_rand_step){ .kind = PHOS_RAND_STEP_GEN, .what = (uint32_t)gen, .value = n,
 							       .a = a, .b = b });
