@@ -2132,7 +2132,7 @@ static int phase_first(json_t *req, const char *phase, const char *mid, bool *re
 int inv_migrate_receive(const char *name, const char *body, size_t len, json_t **ret_body)
 {
 	struct pull p = { .name = name, .cancel_fd = -1, .started = phos_now() };
-	const char *from, *token, *mid, *manifest, *key, *phase;
+	const char *from, *token, *mid = NULL, *manifest, *key, *phase;
 	char dir[PATH_MAX];
 	struct final_stats fs = { 0 };
 	double t_commit = 0;
