@@ -79,6 +79,15 @@ def run(program, *args, stdin="", trace=None, device=DEVICE, timeout=300, env=No
     return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout, env=e)
 
 
+def own_mount(args, path):
+    """A command prefix (Invoker's wrap) that runs what follows in a mount
+    namespace of its own, with `mount ARGS PATH` made there first. A mount a
+    test makes in ours would be in every function that other tests dump
+    meanwhile (their mount namespaces follow ours), and their restores after
+    the unmount fail ("mnt-v2: Can't stat mountpoint")."""
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", f'mount {args} "$0" && exec "$@"', path]
+
+
 def phos(*args, stdin="", extra_env=None, timeout=300):
     """Runs phos-fn ARGS (snapshot, restore, ...) with fn_env(extra_env)."""
     return subprocess.run([PHOS_FN, *map(str, args)], input=stdin, capture_output=True, text=True,

@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 
-from harness import check, done, Invoker, procs, program
+from harness import check, done, Invoker, own_mount, procs, program
 
 MISBEHAVE = program("tests", "integration", "misbehave")
 CLIENTS = 32
@@ -214,8 +214,7 @@ def spill_chunked():
                       stderr=subprocess.DEVNULL).returncode != 0:
         print("chunked: cannot make a mount namespace here: the full-disk case is not run", flush=True)
         return
-    mount = ["unshare", "-m", "--propagation", "private", "sh", "-c",
-             'mount -t tmpfs -o size=2m,mode=0700 tmpfs "$0" && exec "$@"', bodies]
+    mount = own_mount("-t tmpfs -o size=2m,mode=0700 tmpfs", bodies)
     inv = Invoker(inv.state, tmp, extra=["--body-memory", str(BUDGET)], wrap=mount)
     mounts = open(f"/proc/{inv.p.pid}/mountinfo").read()
     check(f" {bodies} " in mounts and bodies not in open("/proc/self/mountinfo").read(),

@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import BUILD, check, done, fn_env as env, free_port, program, route_headers
+from harness import BUILD, check, done, fn_env as env, free_port, own_mount, program, route_headers
 
 INVOKER = os.path.join(BUILD, "invoker", "phos-invoker")
 FAULTY = program("tests", "integration", "image_faults")
@@ -174,8 +174,7 @@ def test_leftover_proc_mount():
                       capture_output=True).returncode != 0:
         print("leftover proc mount: cannot mount a proc here; part skipped", flush=True)
         return
-    mount = ["unshare", "-m", "--propagation", "private", "sh", "-c",
-             'mount -t proc proc "$0" && exec "$@"', leftover]
+    mount = own_mount("-t proc proc", leftover)
     inv, port = start("leftover", cwd=cwd, wrap=mount)
     check(leftover not in open("/proc/self/mountinfo").read(), "the leftover is the invoker's alone")
     st, body, _ = request(port, "POST", "/system/functions", {"name": "l", "program": FAULTY})

@@ -35,7 +35,7 @@ import tempfile
 import threading
 import time
 
-from harness import BUILD, check, done, fn_env as env, free_port, Invoker, procs, program
+from harness import BUILD, check, done, fn_env as env, free_port, Invoker, own_mount, procs, program
 
 INVOKER = os.path.join(BUILD, "invoker", "phos-invoker")
 
@@ -406,8 +406,7 @@ def test_async_full_disk(state):
                       stderr=subprocess.DEVNULL).returncode != 0:
         print("async full disk: cannot make a mount namespace here: not run", flush=True)
         return
-    mount = ["unshare", "-m", "--propagation", "private", "sh", "-c",
-             'mount -t tmpfs -o size=64k,mode=0700 tmpfs "$0" && exec "$@"', calls]
+    mount = own_mount("-t tmpfs -o size=64k,mode=0700 tmpfs", calls)
     inv = Invoker(state, tmp, wrap=mount)
     check(f" {calls} " in open(f"/proc/{inv.p.pid}/mountinfo").read(), "STATE/calls is the invoker's tmpfs")
     st, body = inv.call("POST", "/system/functions", deploy_body("fd"))
