@@ -235,6 +235,10 @@ fn_argv = mlp_argv  # noqa: E305
 TARGET_GIB = 16
 DEFAULT_SIZES = "1,4,16"
 NATIVE_SPEEDUP = None
+# Whether the first response is what the targets judge (False where a request
+# does much after its first result, as llm_coldstart's 32 tokens: its own
+# targets are on the first token)
+RESPONSE_TARGETS = True
 WARM_ADDED_S = 0.001
 WARM_RATIO = None
 # cold_metrics(body, seconds) -> {metric: value} for each cold answer, their
@@ -374,6 +378,9 @@ class Invoker:
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)
         env.setdefault("PHOS_LOG", "info")
+        if os.environ.get("PHOS_BENCH_TRACE"):   # the executors' timelines, into the logs archive
+            os.makedirs(os.path.join(A.workdir, "logs"), exist_ok=True)
+            env["PHOS_TRACE"] = os.path.join(A.workdir, "logs", f"trace-{self.port}-%p.jsonl")
         self.p = subprocess.Popen([binary or os.path.join(A.build, "invoker", "phos-invoker"), "--listen",
                                    f"127.0.0.1:{self.port}", "--state-dir", state, "--device", A.device, *extra],
                                   stdout=self.log, stderr=subprocess.STDOUT, env=env)
@@ -678,10 +685,10 @@ def run_size(size, front):
         if v and lim:
             target = 1.2 * lim[0] + 0.015
             record(case, "phos-ondemand", "first_response_over_limit", v / lim[0], "x")
-            if cache == "pagecache":
+            if cache == "pagecache" and RESPONSE_TARGETS:
                 check(f"{case}: on-demand first response {v:.3f} s <= 1.2 x touched/H2D + 15 ms = {target:.3f} s",
                       v <= target)
-        if v and base and cache == "pagecache" and size == TARGET_GIB:
+        if v and base and cache == "pagecache" and size == TARGET_GIB and RESPONSE_TARGETS:
             check(f"{case}: on-demand >= 20x faster than driver-api+criu ({base / v:.1f}x)", base / v >= 20)
         nat = got.get(("native", cache))
         if v and nat:

@@ -120,6 +120,7 @@ C.fn_argv = llm_argv
 C.DEFAULT_SIZES = "1,4,16"
 C.TARGET_GIB = 16
 C.NATIVE_SPEEDUP = None
+C.RESPONSE_TARGETS = False
 C.WARM_RATIO = 1.05
 C.REQUEST = {"prompt_tokens": list(range(100, 116)), "max_new_tokens": NEW_TOKENS}
 C.cold_metrics = token_times

@@ -967,6 +967,23 @@ static bool cached(int fd, uint64_t size)
 	return seen == 0 || in * 2 >= seen;
 }
 
+/* Where a restore's time went, in the log (and the trace's timeline): what
+ * runs before the first byte moves delays an on-demand restore's first call. */
+static void phase_log(struct executor *ex, const double ph[8])
+{
+	static const char *const names[] = { "modules", "placement", "arrays", "plan", "data", "warm", "blas" };
+	char line[256];
+	size_t at = 0;
+
+	for (int i = 0; i < 7 && at < sizeof(line); i++)
+		at += (size_t)snprintf(line + at, sizeof(line) - at, "%s%s %.1f", i ? ", " : "", names[i],
+				       (ph[i + 1] - ph[i]) * 1e3);
+	phos_info("restore phases (ms): %s", line);
+	if (ex->trace)
+		fprintf(ex->trace, "{\"op\":\"restore_phases\",\"t_ms\":%.3f,\"phases\":\"%s\"}\n", ph[0] * 1e3,
+			line);
+}
+
 int exec_image_load(struct executor *ex, const char *dir, const struct phos_image *img, bool on_demand,
 		    char *err, size_t errlen)
 {
@@ -977,7 +994,7 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 	char path[4096];
 	pthread_t warm_thread;
 	bool warming = false;
-	double t;
+	double t, ph[8];   /* the phases' ends (phase_log) */
 	int r;
 
 	if (img->arena_base != ex->arena_base || img->arena_size != ex->arena_size) {
@@ -996,6 +1013,7 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 		     (unsigned long long)(free_b >> 20), (unsigned long long)(img->gpu_bytes >> 20));
 		return -ENOSPC;
 	}
+	ph[0] = phos_now();
 	/* cuBLAS warms up (lazy module loading, ~0.2 s on H100) beside the load. */
 	warming = pthread_create(&warm_thread, NULL, warm_main, ex) == 0;
 	if (!warming && (r = ex->dev_ops->warm(ex->dev)) < 0) {
@@ -1005,6 +1023,7 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 	r = load_objects(ex, dir, img, err, errlen);
 	if (r < 0)
 		goto fail;
+	ph[1] = phos_now();
 	/* kernels that validation caught outside their sets stay opaque */
 	ex->restore_dir = dir;
 	exec_validate_load_opaque(ex, dir);
@@ -1042,12 +1061,14 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 			goto fail;
 		}
 	}
+	ph[2] = phos_now();
 	/* arrays and the objects on them and on buffers: before the function runs */
 	r = load_array_data(ex, dir, img, err, errlen);
 	if (r == 0)
 		r = load_texes(ex, img, err, errlen);
 	if (r < 0)
 		goto fail;
+	ph[3] = phos_now();
 	eager = plan_items(ex, img, items, &n);
 	snprintf(path, sizeof(path), "%s/gpu.data", dir);
 	src.fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1070,7 +1091,7 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 	}
 	phos_info("restoring %s: %zu items, %s source%s", dir, n, src.map ? "hot (pinned page cache)" : "cold",
 		  src.direct ? " (O_DIRECT)" : "");
-	t = phos_now();
+	t = ph[4] = phos_now();
 	r = loader_start(ex, items, n, &src, &ex->loader, err, errlen);
 	if (r < 0)
 		goto fail;
@@ -1082,7 +1103,8 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 	}
 	if (r < 0)
 		goto fail;
-	ex->load_data_s = phos_now() - t;
+	ph[5] = phos_now();
+	ex->load_data_s = ph[5] - t;
 	free(items);
 	items = NULL;
 	if (warming) {
@@ -1096,9 +1118,12 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 			goto fail;
 		}
 	}
+	ph[6] = phos_now();
 	r = load_blas(ex, img, err, errlen);
 	if (r < 0)
 		goto fail;
+	ph[7] = phos_now();
+	phase_log(ex, ph);
 	if (!on_demand) {
 		loader_free(ex->loader);
 		ex->loader = NULL;

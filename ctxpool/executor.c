@@ -301,7 +301,17 @@ int exec_serve(struct executor *ex)
 		exec_checkpoint_before_op(ex, h->op);
 		ex->seq = h->seq;
 		ex->sync = (h->flags & PHOS_REC_SYNC) != 0;
-		r = execute(ex, h, out, &out_len, &blas_status);
+		if (ex->trace) {   /* the timeline: every call that held the dispatcher 0.2 ms or more */
+			double t0 = phos_now(), dt;
+
+			r = execute(ex, h, out, &out_len, &blas_status);
+			if ((dt = phos_now() - t0) >= 2e-4)
+				fprintf(ex->trace, "{\"seq\":%llu,\"op\":\"call\",\"name\":\"%s\",\"t_ms\":%.3f,"
+					"\"ms\":%.3f}\n", (unsigned long long)h->seq, phos_op_name(h->op), t0 * 1e3,
+					dt * 1e3);
+		} else {
+			r = execute(ex, h, out, &out_len, &blas_status);
+		}
 		exec_use_device(ex, ex->cur);   /* a stream's device was for its record only */
 		ex->calls++;
 		if (r < 0)
