@@ -57,16 +57,40 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "dnn_dev.h"
 #include "executor.h"
 #include "log.h"
 
+/*
+ * The plan cache. Finalizing a plan of a fused engine compiles its kernel
+ * (50-65 ms for PyTorch's attention on the H200), and every restore makes
+ * the function's plans again (the preload replays their attributes). So a
+ * descriptor carries a key: a hash of its type, of every attribute set on
+ * it in order (descriptors by their own keys, handles by the backend's
+ * object) and of the query that filled it. At scrub a finalized plan goes to
+ * ex->dnn_plan_cache and the handles to ex->dnn_spare_handles; a later
+ * DNN_CREATE takes a spare handle of its device, and the finalize of a plan
+ * whose key matches a cached one takes the cached plan (the same content on
+ * the same handle) instead of compiling it again.
+ *
+ * Descriptors are counted: a descriptor set into another one (or that filled
+ * it) lives while that one does, so a cached plan never outlives what it was
+ * made of, whatever cuDNN keeps by reference.
+ */
 struct exec_dnn_obj {
 	void *dev;      /* the backend's object */
 	int32_t type;   /* cudnnBackendDescriptorType_t; -1: a handle */
 	int32_t device; /* the device it was made on */
 	bool planned;   /* an execution plan, finalized: */
 	uint64_t workspace;   /* its WORKSPACE_SIZE, asked once */
+	bool keyed;           /* key says what it is (not: an attribute could not be keyed) */
+	XXH128_hash_t key;
+	void *handle_dev;     /* the handle set on it (a plan), or NULL */
+	int refs;             /* the function's id, and each descriptor that uses it */
+	struct exec_dnn_obj **uses;   /* descriptors set into it, one reference each */
+	uint32_t nuses, cap_uses;
 };
 
 static const struct phos_dnn_ops *dnn(const struct executor *ex)
@@ -111,6 +135,81 @@ static struct exec_dnn_obj *obj_get(struct executor *ex, bool handle, uint32_t i
 	return o;
 }
 
+static XXH128_hash_t key_of(XXH128_hash_t prev, const void *what, size_t len, const void *more, size_t more_len)
+{
+	XXH3_state_t *h = XXH3_createState();
+	XXH128_hash_t k = { 0, 0 };
+
+	if (!h)
+		return k;
+	XXH3_128bits_reset(h);
+	XXH3_128bits_update(h, &prev, sizeof(prev));
+	XXH3_128bits_update(h, what, len);
+	if (more_len)
+		XXH3_128bits_update(h, more, more_len);
+	k = XXH3_128bits_digest(h);
+	XXH3_freeState(h);
+	return k;
+}
+
+static int uses_add(struct exec_dnn_obj *o, struct exec_dnn_obj *u)
+{
+	if (o->nuses == o->cap_uses) {
+		uint32_t cap = o->cap_uses ? 2 * o->cap_uses : 4;
+		struct exec_dnn_obj **n = realloc(o->uses, cap * sizeof(*n));
+
+		if (!n)
+			return -1;
+		o->uses = n;
+		o->cap_uses = cap;
+	}
+	o->uses[o->nuses++] = u;
+	u->refs++;
+	return 0;
+}
+
+static void plans_forget(struct executor *ex, const void *dev);
+
+static void unref(struct executor *ex, struct exec_dnn_obj *o)
+{
+	if (--o->refs > 0)
+		return;
+	if (o->device != ex->cur)
+		exec_use_device(ex, o->device);
+	if (o->type < 0) {
+		/* No plan made on it is kept or taken again: another handle may
+		 * come to the same address. */
+		plans_forget(ex, o->dev);
+		for (uint32_t id = 0; id < ex->dnn_descs.cap; id++) {
+			struct exec_dnn_obj *p = handle_get(&ex->dnn_descs, id);
+
+			if (p && p->handle_dev == o->dev)
+				p->keyed = false;
+		}
+		dnn(ex)->handle_destroy(ex->dev, o->dev);
+	} else
+		dnn(ex)->desc_destroy(ex->dev, o->dev);
+	for (uint32_t i = 0; i < o->nuses; i++)
+		unref(ex, o->uses[i]);
+	free(o->uses);
+	free(o);
+}
+
+/* A spare handle of the current device, taken out of the spares, or NULL. */
+static struct exec_dnn_obj *spare_handle(struct executor *ex)
+{
+	for (unsigned i = 0; i < ex->ndnn_spare_handles; i++) {
+		struct exec_dnn_obj *o = ex->dnn_spare_handles[i];
+
+		if (o->device != ex->cur)
+			continue;
+		memmove(&ex->dnn_spare_handles[i], &ex->dnn_spare_handles[i + 1],
+			(--ex->ndnn_spare_handles - i) * sizeof(o));
+		return o;
+	}
+	return NULL;
+}
+
 static int make(struct executor *ex, bool handle, uint32_t id, int type, int *st)
 {
 	struct handle_table *t = handle ? &ex->dnn_handles : &ex->dnn_descs;
@@ -122,6 +221,12 @@ static int make(struct executor *ex, bool handle, uint32_t id, int type, int *st
 		return fail(st, PHOS_DNN_BAD_PARAM);
 	if (!handle && (type < 0 || type > PHOS_DNN_DESCRIPTOR_TYPE_LAST))
 		return fail(st, PHOS_DNN_BAD_PARAM);
+	if (handle && (o = spare_handle(ex)) != NULL) {   /* an earlier function's (the plan cache's key) */
+		if (handle_put(t, id, o) == 0)
+			return fail(st, PHOS_DNN_SUCCESS);
+		unref(ex, o);
+		return fail(st, PHOS_DNN_INTERNAL_ERROR);
+	}
 	r = result(handle ? dnn(ex)->handle_create(ex->dev, &dev, st) : dnn(ex)->desc_create(ex->dev, type, &dev, st),
 		   st);
 	if (r < 0)
@@ -135,45 +240,74 @@ static int make(struct executor *ex, bool handle, uint32_t id, int type, int *st
 			dnn(ex)->desc_destroy(ex->dev, dev);
 		return fail(st, PHOS_DNN_INTERNAL_ERROR);
 	}
-	*o = (struct exec_dnn_obj){ .dev = dev, .type = handle ? -1 : type, .device = ex->cur };
-	return 0;
-}
-
-static void drop(struct executor *ex, bool handle, struct exec_dnn_obj *o)
-{
-	if (o->device != ex->cur)
-		exec_use_device(ex, o->device);
-	if (handle)
-		dnn(ex)->handle_destroy(ex->dev, o->dev);
-	else
-		dnn(ex)->desc_destroy(ex->dev, o->dev);
-	free(o);
-}
-
-/* The elements of a set or get: ids of objects become the backend's objects. */
-static int translate(struct executor *ex, int type, int64_t count, const uint64_t *ids, void **out)
-{
-	bool handle = type == PHOS_DNN_TYPE_HANDLE;
-
-	for (int64_t i = 0; i < count; i++) {
-		struct exec_dnn_obj *o;
-
-		if (ids[i] == 0) {
-			out[i] = NULL;
-			continue;
-		}
-		o = ids[i] < EXEC_MAX_HANDLES ? handle_get(handle ? &ex->dnn_handles : &ex->dnn_descs,
-							   (uint32_t)ids[i]) : NULL;
-		if (!o)
-			return -1;
-		out[i] = o->dev;
-	}
+	*o = (struct exec_dnn_obj){ .dev = dev, .type = handle ? -1 : type, .device = ex->cur, .refs = 1,
+				    .keyed = true };
+	o->key = key_of(o->key, &o->type, sizeof(o->type), NULL, 0);
 	return 0;
 }
 
 static bool object_type(int type)
 {
 	return type == PHOS_DNN_TYPE_HANDLE || type == PHOS_DNN_TYPE_BACKEND_DESCRIPTOR;
+}
+
+/* The object of an element id of a set or get, or NULL. */
+static struct exec_dnn_obj *element(struct executor *ex, int type, uint64_t id)
+{
+	bool handle = type == PHOS_DNN_TYPE_HANDLE;
+
+	return id && id < EXEC_MAX_HANDLES ? handle_get(handle ? &ex->dnn_handles : &ex->dnn_descs, (uint32_t)id)
+					   : NULL;
+}
+
+/* The elements of a set or get: ids of objects become the backend's objects. */
+static int translate(struct executor *ex, int type, int64_t count, const uint64_t *ids, void **out)
+{
+	for (int64_t i = 0; i < count; i++) {
+		struct exec_dnn_obj *o = element(ex, type, ids[i]);
+
+		if (ids[i] && !o)
+			return -1;
+		out[i] = o ? o->dev : NULL;
+	}
+	return 0;
+}
+
+/* After a set that succeeded: the key takes the attribute in, and o holds
+ * on to the descriptors set into it. */
+static void note_set(struct executor *ex, struct exec_dnn_obj *o, const struct phos_dnn_attr *a, const void *elems,
+		     size_t len)
+{
+	struct { int32_t name, type; int64_t count; } hdr = { a->name, a->type, a->count };
+	XXH128_hash_t *keys;
+
+	if (!object_type(a->type)) {
+		o->key = key_of(o->key, &hdr, sizeof(hdr), elems, len);
+		return;
+	}
+	keys = calloc((size_t)a->count + 1, sizeof(*keys));
+	if (!keys) {
+		o->keyed = false;
+		return;
+	}
+	for (int64_t i = 0; i < a->count; i++) {
+		struct exec_dnn_obj *u = element(ex, a->type, ((const uint64_t *)elems)[i]);
+
+		if (!u)
+			continue;
+		if (a->type == PHOS_DNN_TYPE_HANDLE) {   /* the very handle: a plan is bound to it */
+			memcpy(&keys[i], &u->dev, sizeof(u->dev));
+			o->handle_dev = u->dev;
+			continue;
+		}
+		keys[i] = u->key;
+		if (!u->keyed)
+			o->keyed = false;
+		if (uses_add(o, u) < 0)
+			o->keyed = false;   /* (not cached: what it uses might go first) */
+	}
+	o->key = key_of(o->key, &hdr, sizeof(hdr), keys, (size_t)a->count * sizeof(*keys));
+	free(keys);
 }
 
 static int attr_set(struct executor *ex, const struct phos_dnn_attr *a, const void *elems, uint32_t len, int *st)
@@ -189,17 +323,37 @@ static int attr_set(struct executor *ex, const struct phos_dnn_attr *a, const vo
 		return fail(st, PHOS_DNN_BAD_PARAM_ATTRIBUTE_TYPE);
 	if (a->count < 0 || a->count > PHOS_DNN_MAX_ELEMS || (uint64_t)a->count * esize != len)
 		return fail(st, PHOS_DNN_BAD_PARAM);
-	if (!object_type(a->type))
-		return attr_result(dnn(ex)->set(ex->dev, o->dev, a->name, a->type, a->count, elems, st), st, "set", a);
-	if (a->count > 256 && !(buf = malloc((size_t)a->count * sizeof(void *))))
+	if (!object_type(a->type)) {
+		r = attr_result(dnn(ex)->set(ex->dev, o->dev, a->name, a->type, a->count, elems, st), st, "set", a);
+	} else if (a->count > 256 && !(buf = malloc((size_t)a->count * sizeof(void *)))) {
 		return fail(st, PHOS_DNN_INTERNAL_ERROR);
-	if (translate(ex, a->type, a->count, elems, buf) < 0)
+	} else if (translate(ex, a->type, a->count, elems, buf) < 0) {
 		r = fail(st, PHOS_DNN_BAD_PARAM);
-	else
+	} else {
 		r = attr_result(dnn(ex)->set(ex->dev, o->dev, a->name, a->type, a->count, buf, st), st, "set", a);
+	}
 	if (buf != objs)
 		free(buf);
+	if (r == 0)
+		note_set(ex, o, a, elems, len);
 	return r;
+}
+
+/* After a get that filled descriptors (heuristics' engine configurations):
+ * each is what the source's query gave at its index, and holds the source. */
+static void note_filled(struct executor *ex, struct exec_dnn_obj *src, const struct phos_dnn_attr *a,
+			const uint64_t *ids)
+{
+	for (int64_t i = 0; i < a->count; i++) {
+		struct { int32_t name; int64_t requested, index; XXH128_hash_t src; } q = { a->name, a->count, i, src->key };
+		struct exec_dnn_obj *u = element(ex, a->type, ids[i]);
+
+		if (!u)
+			continue;
+		u->key = key_of(u->key, &q, sizeof(q), NULL, 0);
+		if (!src->keyed || uses_add(u, src) < 0)
+			u->keyed = false;
+	}
 }
 
 /* Reply: i64 count, then the elements (none for descriptors: filled in place). */
@@ -234,6 +388,8 @@ static int attr_get(struct executor *ex, const struct phos_dnn_attr *a, const vo
 			r = attr_result(dnn(ex)->get(ex->dev, o->dev, a->name, a->type, a->count, &count, objs, st), st,
 					"get", a);
 		free(objs);
+		if (r == 0)
+			note_filled(ex, o, a, ids);
 	} else {
 		r = attr_result(dnn(ex)->get(ex->dev, o->dev, a->name, a->type, a->count, &count,
 					   (char *)out + sizeof(int64_t), st), st, "get", a);
@@ -723,6 +879,42 @@ static int ctc(struct executor *ex, uint32_t op, const struct phos_dnn_ctc *c, c
 	return result(dnn(ex)->ctc(ex->dev, h->dev, stream, c, arrays, NULL, st), st);
 }
 
+/* A plan about to be finalized that a cached plan matches: o takes the
+ * cached plan's backend object (finalized, its workspace known) and what it
+ * uses; the cache entry goes with o's unfinalized object. */
+static bool cached_plan(struct executor *ex, struct exec_dnn_obj *o)
+{
+	if (o->type != PHOS_DNN_EXECUTION_PLAN_DESCRIPTOR || o->planned || !o->keyed || !o->handle_dev)
+		return false;
+	for (unsigned i = 0; i < ex->ndnn_plan_cache; i++) {
+		struct exec_dnn_obj *c = ex->dnn_plan_cache[i], t;
+
+		if (c->device != o->device || c->handle_dev != o->handle_dev || !XXH128_isEqual(c->key, o->key))
+			continue;
+		memmove(&ex->dnn_plan_cache[i], &ex->dnn_plan_cache[i + 1], (--ex->ndnn_plan_cache - i) * sizeof(c));
+		t = *o;
+		o->dev = c->dev;
+		o->uses = c->uses;
+		o->nuses = c->nuses;
+		o->cap_uses = c->cap_uses;
+		o->planned = true;
+		o->workspace = c->workspace;
+		c->dev = t.dev;
+		c->uses = t.uses;
+		c->nuses = t.nuses;
+		c->cap_uses = t.cap_uses;
+		c->refs = 1;
+		unref(ex, c);
+		ex->dnn_plans_reused++;
+		phos_debug("cudnn: plan finalized before (an earlier function's), taken from the cache");
+		if (ex->trace)
+			fprintf(ex->trace, "{\"seq\":%llu,\"op\":\"dnn_plan_cached\",\"reused\":%llu}\n",
+				(unsigned long long)ex->seq, (unsigned long long)ex->dnn_plans_reused);
+		return true;
+	}
+	return false;
+}
+
 int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out, uint32_t *out_len,
 		    int *st)
 {
@@ -753,7 +945,7 @@ int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t
 
 		if (!o)
 			return fail(st, PHOS_DNN_BAD_PARAM);
-		drop(ex, handle, o);
+		unref(ex, o);
 		return 0;
 	}
 	case PHOS_OP_DNN_SET: {
@@ -774,6 +966,8 @@ int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t
 
 		if (!o)
 			return fail(st, PHOS_DNN_BAD_PARAM);
+		if (cached_plan(ex, o))
+			return fail(st, PHOS_DNN_SUCCESS);
 		r = result(dnn(ex)->finalize(ex->dev, o->dev, st), st);
 		/* a plan's workspace is known from now on: asked once, not at each execution */
 		if (r == 0 && o->type == PHOS_DNN_EXECUTION_PLAN_DESCRIPTOR)
@@ -831,19 +1025,57 @@ bool exec_dnn_in_use(const struct executor *ex)
 	return false;
 }
 
+/* Drops the cached plans made on handle dev (NULL: all of them). */
+static void plans_forget(struct executor *ex, const void *dev)
+{
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < ex->ndnn_plan_cache; i++) {
+		struct exec_dnn_obj *p = ex->dnn_plan_cache[i];
+
+		if (!dev || p->handle_dev == dev)
+			unref(ex, p);
+		else
+			ex->dnn_plan_cache[k++] = p;
+	}
+	ex->ndnn_plan_cache = k;
+}
+
 void exec_dnn_clear(struct executor *ex)
 {
-	/* descriptors first: a plan may hold on to its handle */
+	/* descriptors first: a plan holds on to its handle */
 	for (uint32_t id = 0; id < ex->dnn_descs.cap; id++) {
 		struct exec_dnn_obj *o = handle_take(&ex->dnn_descs, id);
 
-		if (o)
-			drop(ex, false, o);
+		if (!o)
+			continue;
+		if (o->type == PHOS_DNN_EXECUTION_PLAN_DESCRIPTOR && o->planned && o->keyed && o->handle_dev) {
+			if (ex->ndnn_plan_cache == EXEC_DNN_PLAN_CACHE) {
+				unref(ex, ex->dnn_plan_cache[0]);
+				memmove(&ex->dnn_plan_cache[0], &ex->dnn_plan_cache[1],
+					--ex->ndnn_plan_cache * sizeof(o));
+			}
+			ex->dnn_plan_cache[ex->ndnn_plan_cache++] = o;   /* the function's reference, now the cache's */
+			continue;
+		}
+		unref(ex, o);
 	}
 	for (uint32_t id = 0; id < ex->dnn_handles.cap; id++) {
 		struct exec_dnn_obj *o = handle_take(&ex->dnn_handles, id);
 
-		if (o)
-			drop(ex, true, o);
+		if (!o)
+			continue;
+		if (ex->ndnn_spare_handles < EXEC_DNN_SPARE_HANDLES && o->refs == 1) {
+			ex->dnn_spare_handles[ex->ndnn_spare_handles++] = o;
+			continue;
+		}
+		unref(ex, o);   /* (forgets the cached plans made on it) */
 	}
+}
+
+void exec_dnn_cache_clear(struct executor *ex)
+{
+	plans_forget(ex, NULL);
+	while (ex->ndnn_spare_handles)
+		unref(ex, ex->dnn_spare_handles[--ex->ndnn_spare_handles]);
 }

@@ -614,6 +614,15 @@ static int load_objects(struct executor *ex, const char *dir, const struct phos_
 		const struct phos_image_module *m = &img->modules[i];
 		void *data = NULL;
 
+		/* loaded already (a pooled executor's cache): no need to read it again */
+		r = exec_module_make_restored(ex, m->id, NULL, m->size, m->hash);
+		if (r != -ENOENT) {
+			if (r < 0) {
+				phos_errf(err, errlen, "module %u could not be taken from the cache (%d)", m->id, r);
+				return -EIO;
+			}
+			continue;
+		}
 		snprintf(path, sizeof(path), "%s/modules/%s.fatbin", dir, m->hash);
 		r = exec_read_file(path, m->size, &data);
 		if (r < 0) {
@@ -973,7 +982,7 @@ static void phase_log(struct executor *ex, const double ph[8])
 {
 	static const char *const names[] = { "modules", "placement", "arrays", "plan", "data", "warm", "blas" };
 	char line[256];
-	size_t at = 0;
+	size_t at = (size_t)snprintf(line, sizeof(line), "manifest %.1f, ", ex->image_read_s * 1e3);
 
 	for (int i = 0; i < 7 && at < sizeof(line); i++)
 		at += (size_t)snprintf(line + at, sizeof(line) - at, "%s%s %.1f", i ? ", " : "", names[i],

@@ -186,6 +186,8 @@ int exec_module_make_restored(struct executor *ex, uint32_t id, const void *imag
 {
 	struct exec_module *m = cache_take(ex, image, image_len, hash);
 
+	if (!m && !image)
+		return -ENOENT;
 	if (!m)   /* the restore checked the image against this hash */
 		return module_put(ex, id, module_new(ex, id, image, image_len, hash));
 	phos_debug("module %u: %zu bytes, already loaded (an earlier function's, or a hot snapshot's)", id, image_len);

@@ -75,6 +75,9 @@ void handle_table_exit(struct handle_table *t);
 /* Modules kept loaded between functions, and their images' bytes at most. */
 #define EXEC_MODCACHE 128
 #define EXEC_MODCACHE_BYTES (4ull << 30)
+/* cuDNN execution plans and handles kept across functions (exec_dnn.c) */
+#define EXEC_DNN_PLAN_CACHE 64
+#define EXEC_DNN_SPARE_HANDLES 8
 
 struct exec_module {
 	void *dev_module;           /* NULL when the fatbin was refused */
@@ -248,6 +251,15 @@ struct executor {
 	struct handle_table nccl;       /* NCCL communicators (exec_nccl.c) */
 	struct handle_table dnn_handles;   /* cuDNN handles by the preload's id (exec_dnn.c) */
 	struct handle_table dnn_descs;     /* cuDNN backend descriptors by the preload's id */
+	/* Finalized cuDNN plans of earlier functions, by the content of every
+	 * attribute that made them, and the handles they were made on: a
+	 * restore's plan made again the same way is taken instead of finalized
+	 * again (tens of ms each for a fused attention). Oldest first. */
+	struct exec_dnn_obj *dnn_plan_cache[EXEC_DNN_PLAN_CACHE];
+	unsigned ndnn_plan_cache;
+	struct exec_dnn_obj *dnn_spare_handles[EXEC_DNN_SPARE_HANDLES];
+	unsigned ndnn_spare_handles;
+	uint64_t dnn_plans_reused;
 	struct handle_table fft_plans;     /* cuFFT plans by the preload's id (exec_fft.c) */
 	struct handle_table rand_gens;     /* cuRAND generators by the preload's id (exec_rand.c) */
 	struct handle_table arrays;     /* struct exec_array by the preload's id (exec_array.c) */
@@ -288,6 +300,7 @@ struct executor {
 	 * spec_fallback): reported on the control socket (FALLBACKS) by the
 	 * control thread, hence atomic. */
 	_Atomic uint64_t spec_fallbacks[3];
+	double image_read_s;        /* a pooled restore: seconds its manifest took to read and check */
 	double load_data_s;         /* --restore-from: seconds the buffer contents took */
 	int control_fd;             /* control socket (runtime/control.h); -1 when none */
 	struct exec_ckpt ckpt;
@@ -579,8 +592,12 @@ int exec_blaslt_handle(struct executor *ex, uint32_t op, const void *body, uint3
 /* cuDNN records (exec_dnn.c): *ret_status gets the cudnnStatus_t for the reply. */
 int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
 		    uint32_t *out_len, int *ret_status);
-/* Destroys the function's cuDNN descriptors and handles (exec_scrub). */
+/* Ends the function's cuDNN descriptors and handles (exec_scrub): its
+ * finalized plans and its handles are kept for the next function (above),
+ * the rest destroyed. */
 void exec_dnn_clear(struct executor *ex);
+/* Frees the plans and handles kept across functions (the executor exits). */
+void exec_dnn_cache_clear(struct executor *ex);
 /* Whether the function holds any cuDNN handle or descriptor. */
 bool exec_dnn_in_use(const struct executor *ex);
 
@@ -663,7 +680,9 @@ void exec_module_release(struct executor *ex, struct exec_module *m);
 /* Module id of a restore, from its snapshot's fatbin and hash: a cached
  * module with that image is taken (every variable of it is then written
  * from the snapshot, as for a module loaded afresh), else it is loaded.
- * hash: the image's XXH3-128, which the caller checked. */
+ * hash: the image's XXH3-128, which the caller checked. image NULL: from the
+ * cache only (the snapshot's manifest names hash and size; a cached module's
+ * bytes had that hash when they were read), -ENOENT when it is not there. */
 int exec_module_make_restored(struct executor *ex, uint32_t id, const void *image, size_t image_len,
 			      const char *hash);
 /* The size bytes of a file (a snapshot's fatbin) in a new buffer: 0 or -errno

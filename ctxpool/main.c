@@ -476,6 +476,7 @@ static int pool_loop(struct executor *ex)
 			dir = job.restore.dir;
 			on_demand = job.restore.on_demand;
 			r = phos_image_read(dir, &img, err, sizeof(err));
+			ex->image_read_s = phos_now() - t0;
 			if (r == 0 && (img->arena_base != ex->arena_base || img->arena_size != ex->arena_size)) {
 				snprintf(err, sizeof(err), "the snapshot's arena differs from this pool's");
 				r = -EINVAL;
@@ -830,7 +831,10 @@ int main(int argc, char **argv)
 	 * executor by name before giving it anything. */
 	exec_control_hello(&ex);
 	if (restore_from) {
+		double t_read = phos_now();
+
 		r = phos_image_read(restore_from, &img, err, sizeof(err));
+		ex.image_read_s = phos_now() - t_read;
 		if (r < 0) {
 			fprintf(stderr, "phos-executor: %s: %s\n", restore_from, err);
 			exec_control_error(&ex, "%s", err);
@@ -902,6 +906,7 @@ int main(int argc, char **argv)
 		r = pool_loop(&ex);
 	else if (r == 0)
 		r = serve_one(&ex, (int)fd, restore_from, img, on_demand, t_open, t0);
+	exec_dnn_cache_clear(&ex);
 	struct handle_table *tables[] = { &ex.streams, &ex.events, &ex.modules, &ex.funcs,
 					  &ex.vars, &ex.regions, &ex.blas, &ex.pools, &ex.nccl,
 					  &ex.texes, &ex.arrays, &ex.dnn_handles, &ex.dnn_descs, &ex.graphs,
