@@ -1146,3 +1146,80 @@ fail:
 	exec_scrub(ex);
 	return r;
 }
+
+/* --- the parsed manifests of a pooled executor (executor.h) --- */
+
+static void image_ent_free(struct exec_image_ent *e)
+{
+	free(e->dir);
+	phos_image_free(e->img);
+	memset(e, 0, sizeof(*e));
+}
+
+int exec_image_cached(struct executor *ex, const char *dir, const struct phos_image **ret_img, char *err,
+		      size_t errlen)
+{
+	struct phos_image *img = NULL;
+	struct exec_image_ent *e;
+	char path[4096];
+	struct stat st;
+	bool known;
+	int r;
+
+	/* The key is the manifest as it was before the read: one replaced
+	 * meanwhile is another file, read again next time. */
+	snprintf(path, sizeof(path), "%s/manifest.json", dir);
+	known = stat(path, &st) == 0;
+	if (known) {
+		for (unsigned i = 0; i < ex->nimgcache; i++) {
+			e = &ex->imgcache[i];
+			if (strcmp(e->dir, dir) == 0 && e->st_dev == st.st_dev && e->st_ino == st.st_ino &&
+			    e->st_size == st.st_size && e->st_mtim.tv_sec == st.st_mtim.tv_sec &&
+			    e->st_mtim.tv_nsec == st.st_mtim.tv_nsec) {
+				*ret_img = e->img;
+				return 0;
+			}
+		}
+	}
+	r = phos_image_read(dir, &img, err, errlen);
+	if (r < 0)
+		return r;
+	/* the same dir read again: its older image goes (a new manifest) */
+	for (unsigned i = 0; i < ex->nimgcache; i++) {
+		if (strcmp(ex->imgcache[i].dir, dir) != 0)
+			continue;
+		image_ent_free(&ex->imgcache[i]);
+		memmove(&ex->imgcache[i], &ex->imgcache[i + 1], (--ex->nimgcache - i) * sizeof(ex->imgcache[0]));
+		break;
+	}
+	if (ex->nimgcache == EXEC_IMAGE_CACHE) {
+		image_ent_free(&ex->imgcache[0]);
+		memmove(&ex->imgcache[0], &ex->imgcache[1], --ex->nimgcache * sizeof(ex->imgcache[0]));
+	}
+	e = &ex->imgcache[ex->nimgcache];
+	e->dir = strdup(dir);
+	if (!e->dir || !known) {   /* (not kept: read again next time) */
+		free(e->dir);
+		e->dir = NULL;
+		phos_image_free(ex->img_uncached);
+		ex->img_uncached = img;
+		*ret_img = img;
+		return 0;
+	}
+	e->st_dev = st.st_dev;
+	e->st_ino = st.st_ino;
+	e->st_size = st.st_size;
+	e->st_mtim = st.st_mtim;
+	e->img = img;
+	ex->nimgcache++;
+	*ret_img = img;
+	return 0;
+}
+
+void exec_image_cache_clear(struct executor *ex)
+{
+	while (ex->nimgcache)
+		image_ent_free(&ex->imgcache[--ex->nimgcache]);
+	phos_image_free(ex->img_uncached);
+	ex->img_uncached = NULL;
+}

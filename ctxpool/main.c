@@ -425,7 +425,7 @@ static int pool_loop(struct executor *ex)
 	char err[512];
 
 	for (;;) {
-		struct phos_image *img = NULL;
+		const struct phos_image *img = NULL;
 		struct phos_ctl_msg job;
 		const char *dir = NULL;
 		bool on_demand = false;
@@ -475,7 +475,7 @@ static int pool_loop(struct executor *ex)
 		case PHOS_CTL_RESTORE:
 			dir = job.restore.dir;
 			on_demand = job.restore.on_demand;
-			r = phos_image_read(dir, &img, err, sizeof(err));
+			r = exec_image_cached(ex, dir, &img, err, sizeof(err));
 			ex->image_read_s = phos_now() - t0;
 			if (r == 0 && (img->arena_base != ex->arena_base || img->arena_size != ex->arena_size)) {
 				snprintf(err, sizeof(err), "the snapshot's arena differs from this pool's");
@@ -496,7 +496,6 @@ static int pool_loop(struct executor *ex)
 			if (r < 0) {
 				exec_control_error(ex, "%s: %s", dir, err);
 				exec_prep_clear(ex);   /* (a prepared pre-copy serves one restore) */
-				phos_image_free(img);
 				phos_ctl_msg_exit(&job);
 				continue;
 			}
@@ -518,7 +517,6 @@ static int pool_loop(struct executor *ex)
 		ex->adopt_fd = 0;
 		job.fd = -1;
 		phos_ctl_msg_exit(&job);
-		phos_image_free(img);
 	}
 }
 
@@ -907,6 +905,7 @@ int main(int argc, char **argv)
 	else if (r == 0)
 		r = serve_one(&ex, (int)fd, restore_from, img, on_demand, t_open, t0);
 	exec_dnn_cache_clear(&ex);
+	exec_image_cache_clear(&ex);
 	struct handle_table *tables[] = { &ex.streams, &ex.events, &ex.modules, &ex.funcs,
 					  &ex.vars, &ex.regions, &ex.blas, &ex.pools, &ex.nccl,
 					  &ex.texes, &ex.arrays, &ex.dnn_handles, &ex.dnn_descs, &ex.graphs,

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""A pooled executor keeps the cuDNN plans a function finalized, and its
+"""What a pooled executor keeps from one function for the next.
+
+The cuDNN plans a function finalized, and its
 handles, for the next function it serves (ctxpool/exec_dnn.c, the plan
 cache): a restore makes the function's plans again from their history, and
 a plan made the same way on the same handle is taken from the cache instead
@@ -14,7 +16,11 @@ deployed on an invoker with one pooled executor, cold-started twice in it:
   against the CPU reference (a plan of the other convolution, or of another
   handle, would give wrong numbers or fail);
 - a third cold start after the function was removed and deployed again
-  also answers right (the cache outlives a function, not its correctness).
+  also answers right (the cache outlives a function, not its correctness);
+- the pooled executor keeps the parsed manifests of the snapshots it
+  restored (exec_image_cached): the name deployed again with another
+  program (the same snapshot directory, a new manifest) answers as that
+  program, not as the manifest read before.
 """
 import os
 import shutil
@@ -44,7 +50,7 @@ def cold_call(inv, name, what):
     check(ok and h.get("x-cold-start") == "true", f"{what}: cold and right: {st} {h.get('x-cold-start')} {body}")
 
 
-tmp = tempfile.mkdtemp(prefix="phos-dnn-plans-test-")
+tmp = tempfile.mkdtemp(prefix="phos-pool-caches-test-")
 try:
     inv = Invoker(os.path.join(tmp, "state"), tmp, extra=["--pool", "1"], device=DEVICE,
                   extra_env={"PHOS_LOG": "debug"})
@@ -68,9 +74,19 @@ try:
         check(st == 201, f"deploy conv again: {st} {body}")
         wait_idle(inv, "conv")
         cold_call(inv, "conv", "cold start of the function deployed again")
+
+        st, body = inv.call("DELETE", "/system/functions/conv")
+        check(st in (200, 202, 204), f"remove conv again: {st} {body}")
+        st, body = inv.call("POST", "/system/functions", {"name": "conv", "args": ["5"], "limits": {"idle_ms": 200},
+                                                          "program": program("tests", "integration", "stateful")})
+        check(st == 201, f"deploy another program as conv: {st} {body}")
+        wait_idle(inv, "conv")
+        st, body, h = inv.request("POST", "/function/conv", {})
+        check(st == 200 and isinstance(body, dict) and body.get("counter") == 100 and "ok" not in body,
+              f"the other program answers under the name, from its own snapshot: {st} {body}")
     finally:
         inv.stop()
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
-done("dnn_plan_cache")
+done("pool_caches")
