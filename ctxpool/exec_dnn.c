@@ -88,6 +88,7 @@ struct exec_dnn_obj {
 	bool keyed;           /* key says what it is (not: an attribute could not be keyed) */
 	XXH128_hash_t key;
 	void *handle_dev;     /* the handle set on it (a plan), or NULL */
+	uint64_t born;        /* a handle: when the function made it (the spares go out in that order) */
 	int refs;             /* the function's id, and each descriptor that uses it */
 	struct exec_dnn_obj **uses;   /* descriptors set into it, one reference each */
 	uint32_t nuses, cap_uses;
@@ -222,6 +223,10 @@ static int make(struct executor *ex, bool handle, uint32_t id, int type, int *st
 	if (!handle && (type < 0 || type > PHOS_DNN_DESCRIPTOR_TYPE_LAST))
 		return fail(st, PHOS_DNN_BAD_PARAM);
 	if (handle && (o = spare_handle(ex)) != NULL) {   /* an earlier function's (the plan cache's key) */
+		o->born = ++ex->dnn_handle_births;
+		if (ex->trace)
+			fprintf(ex->trace, "{\"seq\":%llu,\"op\":\"dnn_handle\",\"handle\":\"%p\",\"spare\":true}\n",
+				(unsigned long long)ex->seq, o->dev);
 		if (handle_put(t, id, o) == 0)
 			return fail(st, PHOS_DNN_SUCCESS);
 		unref(ex, o);
@@ -241,7 +246,7 @@ static int make(struct executor *ex, bool handle, uint32_t id, int type, int *st
 		return fail(st, PHOS_DNN_INTERNAL_ERROR);
 	}
 	*o = (struct exec_dnn_obj){ .dev = dev, .type = handle ? -1 : type, .device = ex->cur, .refs = 1,
-				    .keyed = true };
+				    .keyed = true, .born = handle ? ++ex->dnn_handle_births : 0 };
 	o->key = key_of(o->key, &o->type, sizeof(o->type), NULL, 0);
 	return 0;
 }
@@ -966,6 +971,11 @@ int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t
 
 		if (!o)
 			return fail(st, PHOS_DNN_BAD_PARAM);
+		if (ex->trace)   /* what the plan cache saw */
+			fprintf(ex->trace, "{\"seq\":%llu,\"op\":\"dnn_finalize\",\"type\":%d,\"keyed\":%s,"
+				"\"handle\":\"%p\",\"key\":\"%016llx%016llx\",\"cached\":%u}\n",
+				(unsigned long long)ex->seq, o->type, o->keyed ? "true" : "false", o->handle_dev,
+				(unsigned long long)o->key.high64, (unsigned long long)o->key.low64, ex->ndnn_plan_cache);
 		if (cached_plan(ex, o))
 			return fail(st, PHOS_DNN_SUCCESS);
 		r = result(dnn(ex)->finalize(ex->dev, o->dev, st), st);
@@ -1043,13 +1053,17 @@ static void plans_forget(struct executor *ex, const void *dev)
 
 void exec_dnn_clear(struct executor *ex)
 {
+	unsigned kept = 0, plans = 0;
+
 	/* descriptors first: a plan holds on to its handle */
 	for (uint32_t id = 0; id < ex->dnn_descs.cap; id++) {
 		struct exec_dnn_obj *o = handle_take(&ex->dnn_descs, id);
 
 		if (!o)
 			continue;
+		plans += o->type == PHOS_DNN_EXECUTION_PLAN_DESCRIPTOR && o->planned;
 		if (o->type == PHOS_DNN_EXECUTION_PLAN_DESCRIPTOR && o->planned && o->keyed && o->handle_dev) {
+			kept++;
 			if (ex->ndnn_plan_cache == EXEC_DNN_PLAN_CACHE) {
 				unref(ex, ex->dnn_plan_cache[0]);
 				memmove(&ex->dnn_plan_cache[0], &ex->dnn_plan_cache[1],
@@ -1066,11 +1080,23 @@ void exec_dnn_clear(struct executor *ex)
 		if (!o)
 			continue;
 		if (ex->ndnn_spare_handles < EXEC_DNN_SPARE_HANDLES && o->refs == 1) {
-			ex->dnn_spare_handles[ex->ndnn_spare_handles++] = o;
+			/* in the order the function made them: a restore that makes
+			 * its handles again in the same order gets the same ones,
+			 * and its plans then match the cached ones */
+			unsigned k = ex->ndnn_spare_handles++;
+
+			while (k && ex->dnn_spare_handles[k - 1]->born > o->born) {
+				ex->dnn_spare_handles[k] = ex->dnn_spare_handles[k - 1];
+				k--;
+			}
+			ex->dnn_spare_handles[k] = o;
 			continue;
 		}
 		unref(ex, o);   /* (forgets the cached plans made on it) */
 	}
+	if (plans)
+		phos_info("cudnn: %u of the function's %u finalized plans kept for the next function (%llu reused "
+			  "so far)", kept, plans, (unsigned long long)ex->dnn_plans_reused);
 }
 
 void exec_dnn_cache_clear(struct executor *ex)

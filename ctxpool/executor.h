@@ -262,6 +262,7 @@ struct executor {
 	unsigned ndnn_plan_cache;
 	struct exec_dnn_obj *dnn_spare_handles[EXEC_DNN_SPARE_HANDLES];
 	unsigned ndnn_spare_handles;
+	uint64_t dnn_handle_births;
 	uint64_t dnn_plans_reused;
 	struct handle_table fft_plans;     /* cuFFT plans by the preload's id (exec_fft.c) */
 	struct handle_table rand_gens;     /* cuRAND generators by the preload's id (exec_rand.c) */
