@@ -87,7 +87,8 @@ struct exec_dnn_obj {
 	uint64_t workspace;   /* its WORKSPACE_SIZE, asked once */
 	bool keyed;           /* key says what it is (not: an attribute could not be keyed) */
 	XXH128_hash_t key;
-	void *handle_dev;     /* the handle set on it (a plan), or NULL */
+	void *handle_dev;     /* the handle set on it or on what it was made of (a plan: its
+			       * operation graph's), or NULL */
 	uint64_t born;        /* a handle: when the function made it (the spares go out in that order) */
 	int refs;             /* the function's id, and each descriptor that uses it */
 	struct exec_dnn_obj **uses;   /* descriptors set into it, one reference each */
@@ -306,6 +307,8 @@ static void note_set(struct executor *ex, struct exec_dnn_obj *o, const struct p
 			continue;
 		}
 		keys[i] = u->key;
+		if (!o->handle_dev)   /* a plan is made on its operation graph's handle */
+			o->handle_dev = u->handle_dev;
 		if (!u->keyed)
 			o->keyed = false;
 		if (uses_add(o, u) < 0)
@@ -356,6 +359,8 @@ static void note_filled(struct executor *ex, struct exec_dnn_obj *src, const str
 		if (!u)
 			continue;
 		u->key = key_of(u->key, &q, sizeof(q), NULL, 0);
+		if (!u->handle_dev)
+			u->handle_dev = src->handle_dev;
 		if (!src->keyed || uses_add(u, src) < 0)
 			u->keyed = false;
 	}

@@ -241,7 +241,10 @@ static void conv_build(struct state *st, struct conv *cv, unsigned seed)
 	for (int64_t i = 0; i < got && i < count && !cv->plan; i++) {
 		desc_t p = make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
 
-		DK(cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &st->h));
+		/* the double convolution's plan takes its handle from its operation
+		 * graph, as PyTorch's attention plans do (cuDNN 9 allows both) */
+		if (cv->type != CUDNN_DATA_DOUBLE)
+			DK(cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &st->h));
 		DK(cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
 					    &cfgs[i]));
 		if (cudnnBackendFinalize(p) == CUDNN_STATUS_SUCCESS)
