@@ -725,6 +725,14 @@ def run_size(size, front):
 
 # ---- chart ------------------------------------------------------------------
 
+# What the chart shows (bench/llm_coldstart.py: the time to the first token,
+# against the weights over pinned H2D)
+CHART_METRIC = "first_response_s"
+CHART_YLABEL = "HTTP request to response (s)"
+CHART_LIMITS = (("touched_over_h2d_s", "k_", "touched bytes / pinned H2D"),
+                ("touched_over_disk_s", "r_", "touched bytes / O_DIRECT disk read"))
+
+
 def chart(path):
     try:
         import matplotlib
@@ -742,13 +750,12 @@ def chart(path):
         cases = [f"{FN}-{s}GiB-{cache}" for s in A.sizes]
         for i, (system, color) in enumerate(systems):
             xs = [k + (i - 1.5) * w for k in range(len(cases))]
-            vals = [get.get((c, system, "first_response_s")) for c in cases]
+            vals = [get.get((c, system, CHART_METRIC)) for c in cases]
             ok = [(x, v) for x, v in zip(xs, vals) if isinstance(v, (int, float))]
             ax.bar([x for x, _ in ok], [v for _, v in ok], w, color=color, label=system)
             for x, v in ok:
                 ax.annotate(f"{v:.2g}", (x, v), ha="center", va="bottom", fontsize=7)
-        for metric, style, label in (("touched_over_h2d_s", "k_", "touched bytes / pinned H2D"),
-                                     ("touched_over_disk_s", "r_", "touched bytes / O_DIRECT disk read")):
+        for metric, style, label in CHART_LIMITS:
             lim = [get.get((c, "limit", metric)) for c in cases]
             if any(isinstance(v, (int, float)) for v in lim):
                 ax.plot(range(len(cases)), [v if isinstance(v, (int, float)) else float("nan") for v in lim],
@@ -757,7 +764,7 @@ def chart(path):
         ax.set_xticks(range(len(cases)))
         ax.set_xticklabels([f"{s} GiB" for s in A.sizes])
         ax.set_yscale("log")
-        ax.set_ylabel("HTTP request to response (s)")
+        ax.set_ylabel(CHART_YLABEL)
         ax.set_title(f"cold start, image {'in the page cache' if cache == 'pagecache' else 'evicted'}")
     fig.suptitle(f"{FN} cold start over HTTP, {DEVICE}, {DATE}; pinned H2D {BW.get('h2d_pinned_gbs', 0):.1f} GB/s",
                  fontsize=10)
