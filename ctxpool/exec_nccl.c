@@ -2,7 +2,7 @@
 /*
  * NCCL records (proto.h, PHOS_OP_NCCL_*): communicators by the preload's ids,
  * the read/write set of every collective, and the backend that runs them
- * (runtime/nccl_dev.h: the real NCCL on cuda, shared-memory collectives on sim).
+ * (runtime/device/nccl_dev.h: the real NCCL on cuda, shared-memory collectives on sim).
  *
  * Every NCCL record is synchronous and its ncclResult_t goes back in the
  * reply's library status; the handler's own return stays a cudaError_t (0 here

@@ -2,7 +2,7 @@
 /*
  * What the cuDNN stand-in (cudnn.c) implements, declared with its own types
  * (NVIDIA's cudnn.h is not needed to build phos-fn): cudnnStatus_t and the
- * enumerations are ints (runtime/cudnn_abi.h gives their values), handles
+ * enumerations are ints (runtime/libs/cudnn_abi.h gives their values), handles
  * and descriptors pointers to the stand-in's own structs.
  */
 #pragma once

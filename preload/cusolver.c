@@ -27,7 +27,7 @@
  *
  * Forwarded: float and double (the S and D functions), every argument
  * checked against LAPACK's rules before it leaves the process
- * (runtime/solver_layout.c; a bad one answers CUSOLVER_STATUS_INVALID_VALUE).
+ * (runtime/libs/solver_layout.c; a bad one answers CUSOLVER_STATUS_INVALID_VALUE).
  * Refused with CUSOLVER_STATUS_NOT_SUPPORTED, named once on stderr: a call
  * on a capturing stream or on memory other than cudaMalloc's, an algorithm
  * other than the default in cusolverDnSetAdvOptions, 64-bit calls of

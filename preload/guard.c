@@ -40,7 +40,7 @@
  * the program) must not become a client of the channel.
  *
  * The module lives in its own link namespace with its own libc; it uses only
- * plain libc calls (and runtime/guard_scan.c, compiled in) and is built
+ * plain libc calls (and runtime/guard/guard_scan.c, compiled in) and is built
  * without sanitizers (meson.build).
  */
 #include <dlfcn.h>
@@ -52,7 +52,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "guard.h"   /* runtime/guard.h; runtime/guard_scan.c is compiled in */
+#include "guard.h"   /* runtime/guard/guard.h; runtime/guard/guard_scan.c is compiled in */
 
 #define EXPORT __attribute__((visibility("default")))
 

@@ -76,7 +76,7 @@ CUresult cu_result(int err)
 }
 
 /* Says "this libcuda.so.1 is phos-fn's": the executor's cuda backend refuses
- * to drive the GPU through it (runtime/device_cuda.c). */
+ * to drive the GPU through it (runtime/device/cuda/device_cuda.c). */
 PHOS_EXPORT const int phos_cuda_standin = 1;
 PHOS_EXPORT_NAMES(phos_cuda_standin)
 

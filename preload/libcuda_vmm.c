@@ -7,7 +7,7 @@
  * shrinks.
  *
  *   cuMemAddressReserve / Free ── sync VMM_RESERVE / VMM_FREE: a range of the
- *        executor's arena that no allocation takes (runtime/bufmap.h)
+ *        executor's arena that no allocation takes (runtime/device/bufmap.h)
  *   cuMemCreate / Release ─────── kept here: a handle is a size, a device and
  *        where it is mapped; no memory exists until it is mapped
  *   cuMemMap / Unmap ──────────── sync VMM_MAP / VMM_UNMAP: the mapping is an

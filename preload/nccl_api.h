@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The NCCL functions the stand-in implements (nccl.c), declared with our ABI
- * types (runtime/nccl_abi.h): ncclResult_t, ncclDataType_t and ncclRedOp_t are
+ * types (runtime/libs/nccl_abi.h): ncclResult_t, ncclDataType_t and ncclRedOp_t are
  * int, ncclComm_t is phos_nccl_comm_t, cudaStream_t is CUDA's. Each also has
  * its pnccl* name (PHOS_ALIAS).
  */

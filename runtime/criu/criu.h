@@ -98,7 +98,7 @@ int phos_criu_dump_flags(const char *criu, pid_t pid, const char *dir, const uin
  * program, whose stall it shortens. CRIU starts with the gate as its action
  * script (--action-script): it does its start-up (kernel feature probes,
  * options: tens of milliseconds) and then runs the gate at its pre-dump
- * action, before it touches the task. The gate (runtime/criu_gate.c) tells
+ * action, before it touches the task. The gate (runtime/criu/criu_gate.c) tells
  * the caller it is there and waits: the task runs on meanwhile.
  * phos_criu_dump_ahead returns once CRIU waits at the gate (0 and *ret), or
  * -errno with CRIU's reason in err and nothing left running. Then either
@@ -127,7 +127,7 @@ int phos_criu_gate_find(char *buf, size_t len);
 
 /* Path of the socket-table shim into buf: $PHOS_CRIU_SOCKDIAG ("0": none),
  * else phos-criu-sockdiag.so found as the gate is. Every dump preloads it
- * into CRIU (runtime/criu_sockdiag.c says why and when it acts); -ENOENT
+ * into CRIU (runtime/criu/criu_sockdiag.c says why and when it acts); -ENOENT
  * when there is none (dumps then run without it). */
 int phos_criu_sockdiag_find(char *buf, size_t len);
 
@@ -160,7 +160,7 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 		      unsigned flags, double deadline, int cancel_fd, pid_t *ret_pid, char *err, size_t errlen);
 
 /*
- * Trying CRIU on this machine (runtime/criu_probe.c). A CRIU can pass its
+ * Trying CRIU on this machine (runtime/criu/criu_probe.c). A CRIU can pass its
  * version check and still hang on a machine: trixie's 4.1.1 waits forever in
  * the parasite cure on AMD hosts with kernel 6.18 (the hardware-breakpoint
  * stop it waits for never comes). So a CRIU is chosen, and the invoker and
@@ -192,7 +192,7 @@ int phos_criu_check(const char *criu, char *err, size_t errlen);
  * during a restore leaves one). Returns how many went. */
 unsigned phos_criu_sweep(void);
 
-/* What the tasks of a CRIU image run as (runtime/criu_creds.c says where
+/* What the tasks of a CRIU image run as (runtime/criu/criu_creds.c says where
  * CRIU keeps it): a restore gives them these back, whatever user the
  * restoring invoker runs its functions as. */
 struct phos_criu_creds {

@@ -23,7 +23,7 @@
  *
  * Results: unlike the device interface these return the ncclResult_t the
  * function gets (0 success, 2 system error, 4 invalid argument, 5 invalid
- * usage, 6 remote error, ...: runtime/nccl_abi.h), converted from CUDA or
+ * usage, 6 remote error, ...: runtime/libs/nccl_abi.h), converted from CUDA or
  * errno at this boundary by the backend.
  *
  * sim: a rank whose executor is gone (its pid no longer runs), that left or

@@ -826,7 +826,7 @@ struct phos_blaslt_heuristic {
 	uint32_t _pad;
 };
 
-/* --- cuDNN (PHOS_OP_DNN_*, runtime/cudnn_abi.h) --- */
+/* --- cuDNN (PHOS_OP_DNN_*, runtime/libs/cudnn_abi.h) --- */
 struct phos_reply_dnn_version {
 	uint64_t version;              /* cudnnGetVersion */
 	uint64_t max_device_version;   /* cudnnGetMaxDeviceVersion */
@@ -994,7 +994,7 @@ struct phos_blaslt_result {
 	float waves;
 };
 
-/* --- cuFFT (PHOS_OP_FFT_*, runtime/fft_abi.h) ---
+/* --- cuFFT (PHOS_OP_FFT_*, runtime/libs/fft_abi.h) ---
  * A plan as cufftXtMakePlanMany takes it, every form (cufftPlan1d ...
  * cufftMakePlanMany64) brought to this one. In the advanced layout the
  * element of index (x0, .., x[rank-1]) of transform b of a side starts at
@@ -1040,11 +1040,11 @@ struct phos_fft_side {
  * element. A complex side of a real transform holds n/2 + 1 elements on its
  * last dimension. False when p is no valid plan (type, rank, sizes over
  * PHOS_FFT_ELEMS_MAX, an embed or stride under 1, a dist under 0) or the
- * span overflows 64 bits. runtime/fft_layout.c. */
+ * span overflows 64 bits. runtime/libs/fft_layout.c. */
 bool phos_fft_side_of(const struct phos_fft_plan *p, bool output, bool in_place, struct phos_fft_side *ret,
 		      uint64_t *ret_bytes);
 
-/* --- cuSPARSE (PHOS_OP_SPARSE_*, runtime/sparse_abi.h) ---
+/* --- cuSPARSE (PHOS_OP_SPARSE_*, runtime/libs/sparse_abi.h) ---
  * One call of the generic API with the whole description of its operands
  * (the preload's descriptors, copied). Element (i, j) of a dense matrix of
  * batch b lies b * batch_stride + (order COL ? i + j * ld : i * ld + j)
@@ -1113,7 +1113,7 @@ struct phos_reply_sparse_version { int32_t version, major, minor, patch; };
 struct phos_sparse_range { uint64_t addr, len; bool read, write; };
 /* 0 and the ranges in ret[0 .. *ret_n), or a cusparseStatus_t: INVALID_VALUE
  * for sizes that do not agree, a bad enum, an overflow;
- * NOT_SUPPORTED for a form not forwarded. runtime/sparse_layout.c. */
+ * NOT_SUPPORTED for a form not forwarded. runtime/libs/sparse_layout.c. */
 int phos_sparse_ranges_of(const struct phos_sparse_call *c, uint64_t buffer_bytes, struct phos_sparse_range *ret,
 			  uint32_t *ret_n);
 /* The bytes a dense matrix spans (all its batches): false on a bad layout. */
@@ -1124,7 +1124,7 @@ static inline void phos_sparse_op_dims(int32_t op, int64_t rows, int64_t cols, i
 	*ret_r = op == PHOS_SPARSE_OP_N ? rows : cols;
 	*ret_c = op == PHOS_SPARSE_OP_N ? cols : rows;
 }
-/* --- cuSOLVER dense (PHOS_OP_SOLVER_*, runtime/solver_abi.h) ---
+/* --- cuSOLVER dense (PHOS_OP_SOLVER_*, runtime/libs/solver_abi.h) ---
  * One call of the dense LAPACK-like API with its whole description. Every
  * matrix is column-major: element (i, j) lies i + j * ld elements from its
  * address, and spans from its first element to its last ((cols - 1) ld +
@@ -1199,7 +1199,7 @@ struct phos_solver_range { uint64_t addr, len; bool read, write; };
 /* 0 and the ranges in ret[0 .. *ret_n), or a cusolverStatus_t:
  * INVALID_VALUE for sizes or leading dimensions LAPACK's rules refuse, a
  * bad enum, a missing pointer (but in a query), a workspace given as 0;
- * NOT_SUPPORTED for a type not forwarded. runtime/solver_layout.c. */
+ * NOT_SUPPORTED for a type not forwarded. runtime/libs/solver_layout.c. */
 int phos_solver_ranges_of(const struct phos_solver_call *c, int64_t work, struct phos_solver_range *ret,
 			  uint32_t *ret_n);
 /* Whether a call of kind takes a workspace (all but the solves and the batched Cholesky). */
@@ -1213,7 +1213,7 @@ static inline bool phos_solver_has_work(uint32_t kind)
  * matrix they name (a's, then b's: 0 for none) are these. False on a bad
  * call. */
 bool phos_solver_array_spans(const struct phos_solver_call *c, uint64_t *ret_a, uint64_t *ret_b);
-/* --- cuRAND (PHOS_OP_RAND_*, runtime/rand_abi.h) --- */
+/* --- cuRAND (PHOS_OP_RAND_*, runtime/libs/rand_abi.h) --- */
 #define PHOS_RAND_ELEMS_MAX (1ull << 40)   /* of one generate call */
 struct phos_rand_create {
 	uint32_t id;                   /* the preload's generator id */
@@ -1260,7 +1260,7 @@ struct phos_rand_replay {
 };
 struct phos_reply_rand_version { int32_t version, major, minor, patch; };
 
-/* --- NCCL records (values of ncclDataType_t, ncclRedOp_t: runtime/nccl_abi.h) --- */
+/* --- NCCL records (values of ncclDataType_t, ncclRedOp_t: runtime/libs/nccl_abi.h) --- */
 #define PHOS_NCCL_ID_BYTES 128
 struct phos_nccl_init {
 	uint32_t comm;      /* id chosen by the preload */

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Issue 12, forwarded or refused, never native (preload/guard.c,
-runtime/guard.h): programs that would reach a real CUDA runtime or driver
+runtime/guard/guard.h): programs that would reach a real CUDA runtime or driver
 behind phos-fn's back (tests/transparency/guard/).
 
 - rpath_cudart carries a DT_RPATH to its own copy of the real libcudart.so.13:
@@ -37,7 +37,7 @@ import time
 
 from harness import DEVICE, Invoker, check, done, phos, program, read_trace, run
 
-GUARD_EXIT = 121   # runtime/guard.h
+GUARD_EXIT = 121   # runtime/guard/guard.h
 DIR = program("tests", "transparency", "guard")
 RPATH = os.path.join(DIR, "rpath_cudart")
 DLOPEN = os.path.join(DIR, "dlopen_cudart")

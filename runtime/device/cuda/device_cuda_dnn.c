@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cuDNN on the cuda device (dnn_dev.h): the real libcudnn.so.9, loaded at the
- * first cuDNN record (runtime/libfind.h: $PHOS_CUDNN_LIB, the loader path,
+ * first cuDNN record (runtime/device/cuda/libfind.h: $PHOS_CUDNN_LIB, the loader path,
  * pip's nvidia-cudnn-cu13 in nvidia/cudnn/lib, the toolkit), so a program
  * that never calls cuDNN never loads it.
  *

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cuFFT on the cuda device (fft_dev.h): the real libcufft.so.12, loaded at
- * the first cuFFT record (runtime/libfind.h: $PHOS_CUFFT_LIB, the loader
+ * the first cuFFT record (runtime/device/cuda/libfind.h: $PHOS_CUFFT_LIB, the loader
  * path, the CUDA 13 wheels' nvidia/cu13/lib that PyTorch depends on, the
  * toolkit), so a program that never calls cuFFT never loads it.
  *

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cuRAND on the cuda device (rand_dev.h): the real libcurand.so.10, loaded
- * at the first cuRAND record (runtime/libfind.h: $PHOS_CURAND_LIB, the
+ * at the first cuRAND record (runtime/device/cuda/libfind.h: $PHOS_CURAND_LIB, the
  * loader path, the CUDA 13 wheels' nvidia/cu13/lib, the toolkit), so a
  * program that never calls cuRAND never loads it.
  *

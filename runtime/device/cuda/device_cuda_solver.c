@@ -2,7 +2,7 @@
 /*
  * cuSOLVER's dense API on the cuda device (solver_dev.h): the real
  * libcusolver.so.12, loaded at the first cuSOLVER record
- * (runtime/libfind.h: $PHOS_CUSOLVER_LIB, the loader path, the CUDA 13
+ * (runtime/device/cuda/libfind.h: $PHOS_CUSOLVER_LIB, the loader path, the CUDA 13
  * wheels' nvidia/cu13/lib that PyTorch depends on, the toolkit), so a
  * program that never calls cuSOLVER never loads it.
  *

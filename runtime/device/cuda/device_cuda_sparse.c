@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cuSPARSE on the cuda device (sparse_dev.h): the real libcusparse.so.12,
- * loaded at the first cuSPARSE record (runtime/libfind.h: $PHOS_CUSPARSE_LIB,
+ * loaded at the first cuSPARSE record (runtime/device/cuda/libfind.h: $PHOS_CUSPARSE_LIB,
  * the loader path, the CUDA 13 wheels' nvidia/cu13/lib that PyTorch depends
  * on, the toolkit), so a program that never calls cuSPARSE never loads it.
  *

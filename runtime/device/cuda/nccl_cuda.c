@@ -2,7 +2,7 @@
 /*
  * NCCL on the cuda device (nccl_dev.h): the real libnccl.so.2, loaded once.
  *
- * Where it is looked for: runtime/libfind.h, with $PHOS_NCCL_LIB and pip's
+ * Where it is looked for: runtime/device/cuda/libfind.h, with $PHOS_NCCL_LIB and pip's
  * nvidia-nccl-cu13 (nvidia/nccl/lib).
  *
  * NCCL_NVLS_ENABLE=0 is put in the environment before the library is loaded,
