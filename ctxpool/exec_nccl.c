@@ -39,7 +39,7 @@
  * its collectives and the group ends that involve it answer ncclInProgress
  * when they are not done, and the function's stand-in polls QUERY (the
  * communicator's async error) until they are, between other threads' records
- * (preload/nccl.c). Elsewhere communicators block, as the function made them:
+ * (preload/nccl/nccl.c). Elsewhere communicators block, as the function made them:
  * NCCL's nonblocking collectives go through its own thread, several times
  * slower below 16 MiB (measured on two H200s). A split of a communicator
  * another rank of which was made in this executor is refused (it would wait

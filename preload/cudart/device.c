@@ -392,7 +392,7 @@ PHOS_EXPORT cudaError_t cudaDriverGetVersion(int *driverVersion)
 
 /*
  * Driver entry points are those of the driver stand-in beside this library
- * (preload/libcuda.c's cuGetProcAddress), never the real driver's: loaded
+ * (preload/driver/libcuda.c's cuGetProcAddress), never the real driver's: loaded
  * by its path on first use (libcuda needs libcudart, not the other way).
  */
 typedef int (*get_proc_fn)(const char *, void **, int, unsigned long long, int *);

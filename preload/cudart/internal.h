@@ -284,7 +284,7 @@ int phos_stream_per_thread(uint32_t *ret_id);
 /* ptds.c: set while a _ptsz/_ptds form runs: the null stream is the thread's. */
 extern __thread bool phos_ptds_null;
 
-/* stream.c: NCCL ranks that are threads of this process (preload/nccl.c).
+/* stream.c: NCCL ranks that are threads of this process (preload/nccl/nccl.c).
  * From the first call of phos_preload_nccl_threads on, a wait for the device
  * polls instead of holding the executor's one dispatcher, which a peer
  * thread's launch must still get through (cudaFree, which the executor

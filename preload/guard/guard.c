@@ -29,7 +29,7 @@
  * whatever DT_RPATH/RUNPATH the program carries (RPATH beats LD_LIBRARY_PATH),
  * a dlopen of an absolute path, other names (libcudart.so); the redirected
  * path is the stand-in, and a second load of it finds the one already there.
- * The driver library, libcuda.so.1, has a stand-in too (preload/libcuda.c,
+ * The driver library, libcuda.so.1, has a stand-in too (preload/driver/libcuda.c,
  * the driver API forwarded): a program or library that loads the driver by
  * soname or by the path of the real one gets ours.
  * la_objopen catches what is not redirected: the driver itself, another

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The forwarding guard's contract with whoever starts a function process
- * (preload/guard.c has the picture). The process runs with
+ * (preload/guard/guard.c has the picture). The process runs with
  *
  *   LD_LIBRARY_PATH=<dir>:<existing>
  *   LD_AUDIT=<dir>/libphos-guard.so:<existing>

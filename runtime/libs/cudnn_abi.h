@@ -6,8 +6,8 @@
  *
  *   cudnnStatus_t                 int: 0 success, 1001.. not initialised,
  *                                 2000.. bad parameter, 3000.. not supported
- *   cudnnHandle_t                 an opaque pointer (ours: preload/cudnn.c)
- *   cudnnBackendDescriptor_t      an opaque pointer (ours: preload/cudnn.c)
+ *   cudnnHandle_t                 an opaque pointer (ours: preload/cudnn/cudnn.c)
+ *   cudnnBackendDescriptor_t      an opaque pointer (ours: preload/cudnn/cudnn.c)
  *   cudnnBackendAttributeType_t   int: 0 handle ... 30; each element's size
  *                                 is phos_dnn_attr_type_size
  *   cudnnDataType_t               int: 0 float ... 21 complex fp64; element

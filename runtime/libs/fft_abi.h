@@ -4,7 +4,7 @@
  * cufft.h), so that the executor and its backends need no cuFFT header:
  *
  *   cufftResult      int: 0 success, 1 invalid plan, ... 16 not supported
- *   cufftHandle      int: a plan, the preload's id (preload/cufft.c)
+ *   cufftHandle      int: a plan, the preload's id (preload/mathlibs/cufft.c)
  *   cufftType        int: C2C 0x29, R2C 0x2a, C2R 0x2c and their double
  *                    forms Z2Z 0x69, D2Z 0x6a, Z2D 0x6c: bit 0x40 says
  *                    double, the low nibble which side is real

@@ -4,7 +4,7 @@
  * the ABI (names and values), so that neither the stand-in libnccl.so.2 nor
  * the executor needs NVIDIA's header:
  *
- *   ncclComm_t       an opaque pointer (ours: a wrapped id, preload/internal.h)
+ *   ncclComm_t       an opaque pointer (ours: a wrapped id, preload/cudart/internal.h)
  *   ncclUniqueId     128 bytes, copied by value between processes
  *   ncclResult_t     int: 0 success ... 7 in progress
  *   ncclDataType_t   int: 0 int8 ... 11 float8e5m2

@@ -12,7 +12,7 @@
  *   curandOrdering_t   int: pseudo BEST 100, DEFAULT 101, SEEDED 102,
  *                      LEGACY 103, DYNAMIC 104; QUASI_DEFAULT 201
  *   curandGenerator_t  a pointer in the program: the preload's id
- *                      (preload/curand.c)
+ *                      (preload/mathlibs/curand.c)
  *
  * A generate call is one of PHOS_RAND_GEN_*: what it writes (an element of
  * phos_rand_esize bytes, n of them) and which parameters it takes.

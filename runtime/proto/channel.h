@@ -28,7 +28,7 @@
 
 #define PHOS_CHANNEL_MAGIC 0x50484f53434831ull /* "PHOSCH1" */
 /* 4 MiB: a record carries at most PHOS_REC_MAX_PAYLOAD, and copies of 2 MiB
- * and more go through shared staging (preload/memory.c), so a few records in
+ * and more go through shared staging (preload/cudart/memory.c), so a few records in
  * flight keep the copy engine busy; replies are small too (PHOS_REPLY_MAX).
  * The executor pins the whole channel, so every byte of it is in each
  * checkpoint's CPU image and copied while CRIU holds the program frozen: 16
@@ -104,7 +104,7 @@ uint32_t phos_channel_adoptions(const struct phos_channel *ch);
  * cannot make mid-call) ---
  *
  * Some calls name executor objects that only the function can make again in
- * a new executor (cuDNN's handles and descriptors: preload/cudnn.c remakes
+ * a new executor (cuDNN's handles and descriptors: preload/cudnn/cudnn.c remakes
  * them at their first use after it sees an adoption). Such a call must never
  * be half-done in a checkpoint: neither queued in the ring of the image (the
  * restoring executor would take a record naming objects it lacks) nor begun

@@ -43,7 +43,7 @@
 #define PHOS_REC_MAX_PAYLOAD (1u << 20)
 /* Size of the reply data area: the most bytes one synchronous reply returns
  * (bigger reads are split; pageable copies of 2 MiB and more are staged
- * instead: preload/memory.c). Small, as the ring is (channel.h). */
+ * instead: preload/cudart/memory.c). Small, as the ring is (channel.h). */
 #define PHOS_REPLY_MAX (1u << 20)
 
 enum phos_op {
@@ -214,7 +214,7 @@ enum phos_op {
 	/* The driver's virtual memory management (cuMemAddressReserve, cuMemMap,
 	 * ...; PyTorch's expandable segments): reservations of the arena, and
 	 * mappings into them, which are ordinary buffers from then on (ctxpool/
-	 * exec_memory.c). Physical handles stay in the preload (preload/libcuda_vmm.c). */
+	 * exec_memory.c). Physical handles stay in the preload (preload/driver/libcuda_vmm.c). */
 	PHOS_OP_VMM_RESERVE,      /* sync: phos_vmm (size, align; at: exactly addr, after a restore);
 	                           * reply u64 address */
 	PHOS_OP_VMM_FREE,         /* sync: phos_vmm (addr) */
@@ -222,7 +222,7 @@ enum phos_op {
 	PHOS_OP_VMM_UNMAP,        /* sync: phos_vmm (addr, size): waits for the device first */
 
 	/* CUDA graphs made on the device (ctxpool/exec_graph.c): an instantiated
-	 * graph the preload could describe node by node (preload/graph_device.c),
+	 * graph the preload could describe node by node (preload/graph/graph_device.c),
 	 * launched as one record */
 	PHOS_OP_GRAPH_BUILD,      /* sync: phos_graph_build + its lists (below) */
 	PHOS_OP_GRAPH_LAUNCH,     /* phos_graph_launch: stream-ordered */

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Issue 12, forwarded or refused, never native (preload/guard.c,
+"""Issue 12, forwarded or refused, never native (preload/guard/guard.c,
 runtime/guard/guard.h): programs that would reach a real CUDA runtime or driver
 behind phos-fn's back (tests/transparency/guard/).
 
@@ -10,7 +10,7 @@ behind phos-fn's back (tests/transparency/guard/).
 - a real libcudart of another name (libcudart.so.12) is refused;
 - driver_probe dlopen()ing a libcuda.so.1 by its path or by soname, and
   rpath_driver, whose DT_NEEDED libcuda.so.1 has a DT_RPATH to a copy, get
-  phos-fn's driver stand-in (preload/libcuda.c), whose calls reach the
+  phos-fn's driver stand-in (preload/driver/libcuda.c), whose calls reach the
   executor (trace);
 - driver_probe dlopen()ing NVML (libnvidia-ml.so.1, by path or soname) is
   not found (its dlopen fails, as without a driver; PyTorch goes on without

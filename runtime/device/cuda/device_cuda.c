@@ -83,7 +83,7 @@ static void driver_load(void)
 	size_t i;
 
 	lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	/* phos-fn's own stand-in (preload/libcuda.c) forwards to an executor: an
+	/* phos-fn's own stand-in (preload/driver/libcuda.c) forwards to an executor: an
 	 * executor that found it (the preload folder in its LD_LIBRARY_PATH)
 	 * must look for the real driver where drivers are installed. */
 	if (lib && dlsym(lib, "phos_cuda_standin")) {
