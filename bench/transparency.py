@@ -23,7 +23,7 @@ programs, for --programs):
 ("refused") still counts 0 under phos, but does not fail the run. A program
 that prints its results instead of checking them ("same_output") passes under
 phos only with the native run's output, byte for byte (where native runs). A program passes under phos only if it was
-really forwarded: phos-fn did not refuse it (its guard, runtime/guard.h: no
+really forwarded: phos-fn did not refuse it (its guard, runtime/guard/guard.h: no
 real libcuda mapped, no /dev/nvidia* opened, no real libcudart loaded) and the
 executor's trace holds its calls. Writes bench/results/transparency.json:
 per program, records for systems native and phos with metrics passed (1/0)
@@ -43,7 +43,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GUARD_EXIT = 121   # runtime/guard.h
+GUARD_EXIT = 121   # runtime/guard/guard.h
 TIMEOUT_S = 300
 
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The executor's end of the control socket (runtime/control.h): sending its
+ * The executor's end of the control socket (runtime/proto/control.h): sending its
  * messages, from any thread, and answering questions while a restored function
  * is served:
  *   ASK_TOUCHED   → TOUCHED: the snapshot buffers the function has touched so

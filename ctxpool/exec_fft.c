@@ -10,7 +10,7 @@
  *   FFT_EXEC      the plan on the record's stream, in the plan's device
  *
  * An execution's set comes from the plan's parameters kept here, never
- * from the function (runtime/fft_layout.c, phos_fft_side_of):
+ * from the function (runtime/libs/fft_layout.c, phos_fft_side_of):
  *
  *   input         the bytes its side spans from the input pointer: read;
  *                 also written by C2R and Z2D, whose input cuFFT may

@@ -2,7 +2,7 @@
 /*
  * NCCL records (proto.h, PHOS_OP_NCCL_*): communicators by the preload's ids,
  * the read/write set of every collective, and the backend that runs them
- * (runtime/nccl_dev.h: the real NCCL on cuda, shared-memory collectives on sim).
+ * (runtime/device/nccl_dev.h: the real NCCL on cuda, shared-memory collectives on sim).
  *
  * Every NCCL record is synchronous and its ncclResult_t goes back in the
  * reply's library status; the handler's own return stays a cudaError_t (0 here
@@ -39,7 +39,7 @@
  * its collectives and the group ends that involve it answer ncclInProgress
  * when they are not done, and the function's stand-in polls QUERY (the
  * communicator's async error) until they are, between other threads' records
- * (preload/nccl.c). Elsewhere communicators block, as the function made them:
+ * (preload/nccl/nccl.c). Elsewhere communicators block, as the function made them:
  * NCCL's nonblocking collectives go through its own thread, several times
  * slower below 16 MiB (measured on two H200s). A split of a communicator
  * another rank of which was made in this executor is refused (it would wait

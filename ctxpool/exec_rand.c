@@ -21,7 +21,7 @@
  * position by n for every type, ordering and distribution (the normal and
  * Poisson calls, MTGP32's blocks, the orderings that spread a call over
  * threads). Making the same calls again on the same library gives the same
- * state by construction; the preload keeps them (preload/curand.c), a loop
+ * state by construction; the preload keeps them (preload/mathlibs/curand.c), a loop
  * of calls as one block and a count.
  *
  * Every call is synchronous but GENERATE (stream-ordered) and DESTROY; the
@@ -120,7 +120,7 @@ static bool call_ok(const struct phos_rand_generate *g, uint64_t *ret_bytes)
 {
 	uint32_t esize = phos_rand_esize((int)g->gen);
 
-	/* an odd n of a Box-Muller kind is the device's to refuse (preload/curand.c) */
+	/* an odd n of a Box-Muller kind is the device's to refuse (preload/mathlibs/curand.c) */
 	if (!esize || g->n == 0 || g->n > PHOS_RAND_ELEMS_MAX)
 		return false;
 	if (g->gen == PHOS_RAND_GEN_POISSON && !(g->a > 0 && g->a <= 400000))

@@ -11,7 +11,7 @@
  *   SOLVER_SIZE     the workspace a call takes (its _bufferSize), in elements
  *   SOLVER_EXEC     the call on the record's stream, in its device
  *
- * An execution's set (runtime/solver_layout.c, phos_solver_ranges_of):
+ * An execution's set (runtime/libs/solver_layout.c, phos_solver_ranges_of):
  * every operand at its exact extent, info's int written, and the
  * workspace, read and written: the lwork elements the program gave, which
  * must be at least what the backend's _bufferSize answers for this very

@@ -10,7 +10,7 @@
  *   SPARSE_SIZE     the external buffer a call takes (its _bufferSize)
  *   SPARSE_EXEC     the call on the record's stream, in its device
  *
- * An execution's set (runtime/sparse_layout.c, phos_sparse_ranges_of):
+ * An execution's set (runtime/libs/sparse_layout.c, phos_sparse_ranges_of):
  * every array of its operands at its exact extent, alpha and beta in
  * device pointer mode, and the external buffer, read and written, of the
  * size the backend's _bufferSize answers for this very call (asked here

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Validation of speculation (docs/design.md "Kernel metadata and speculation"): an
- * exact kernel runs as its instrumented twin (runtime/ptx_twin.h), which checks
+ * exact kernel runs as its instrumented twin (runtime/kernel/ptx_twin.h), which checks
  * every global access against the launch's set; a miss proves the analysis
  * wrong for that kernel, which is opaque from then on.
  *

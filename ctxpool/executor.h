@@ -89,7 +89,7 @@ struct exec_module {
 	int error;                  /* negated cudaError_t when refused */
 	void *image;                /* a copy of the fatbin */
 	size_t image_len;
-	char hash[33];              /* XXH3-128 of the image (runtime/image.h), the cache's key */
+	char hash[33];              /* XXH3-128 of the image (runtime/image/image.h), the cache's key */
 	/* validation twin (exec_validate.c), made at the first validated launch */
 	void *twin_module;
 	bool twin_error;            /* it cannot be made: kernels run unvalidated */
@@ -316,7 +316,7 @@ struct executor {
 	_Atomic uint64_t spec_fallbacks[3];
 	double image_read_s;        /* a pooled restore: seconds its manifest took to read and check */
 	double load_data_s;         /* --restore-from: seconds the buffer contents took */
-	int control_fd;             /* control socket (runtime/control.h); -1 when none */
+	int control_fd;             /* control socket (runtime/proto/control.h); -1 when none */
 	struct exec_ckpt ckpt;
 	pid_t adopt_pid;            /* --adopt-channel PID:FD: a restored checkpoint's */
 	int adopt_fd;               /* ... channel memfd, fd FD of process PID; pid 0: none */

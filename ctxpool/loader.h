@@ -27,7 +27,7 @@
  * is short for a promoted item.
  *
  * Failure (read error, short file, checksum mismatch): with background set, the
- * engine logs why, reports ERROR on the control socket (runtime/control.h) and ends the
+ * engine logs why, reports ERROR on the control socket (runtime/proto/control.h) and ends the
  * executor process, so the function's gated work never runs and the invoker
  * fails that cold start; without it, loader_wait returns the error.
  *

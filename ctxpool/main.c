@@ -7,7 +7,7 @@
  *                 [--arena-base ADDR] [--arena-size BYTES] [--no-warm]
  *                 [--control-fd N] [--snapshot-to DIR | --restore-from DIR]
  *
- * The control descriptor speaks runtime/control.h; HELLO goes out first.
+ * The control descriptor speaks runtime/proto/control.h; HELLO goes out first.
  * --snapshot-to: when the function reaches phos_fn_serve, dump the device state
  * into DIR and report DUMPED on the control descriptor (exec_image.c).
  * --restore-from: rebuild the device state of the snapshot in DIR before
@@ -392,7 +392,7 @@ static int serve_one(struct executor *ex, int fd, const char *dir, const struct 
 
 /*
  * --pool: a warm executor that serves one function after another. It reports
- * IDLE on the control socket and waits for a job (runtime/control.h):
+ * IDLE on the control socket and waits for a job (runtime/proto/control.h):
  *   SERVE + fd               the descriptor is a function's channel socket
  *   RESTORE {dir} + fd       ... restore dir (stop-the-world, or on demand:
  *                            loader.h), then serve it; a checkpoint's

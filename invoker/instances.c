@@ -18,7 +18,7 @@
  * which refuses a real CUDA library loaded through the loader; what the loader
  * does not see (a driver mapped by hand, an open /dev/nvidia*) the reaper
  * looks for every INV_GUARD_SCAN_MS in /proc of each running function and its
- * descendants (runtime/guard.h), as `phos-fn run` does, and kills the
+ * descendants (runtime/guard/guard.h), as `phos-fn run` does, and kills the
  * instance that did it: it never runs natively under phos-fn's name.
  */
 #include <errno.h>

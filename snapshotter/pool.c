@@ -3,7 +3,7 @@
  * The warm executor pool (see snapshotter.h).
  *
  *   phos_pool_new ──spawns──▶ phos-executor --pool  (x n, each: context, cuBLAS, arena)
- *                              │ HELLO, then IDLE on its control socket (runtime/control.h)
+ *                              │ HELLO, then IDLE on its control socket (runtime/proto/control.h)
  *   phos_restore_pooled ──▶ takes an idle one, sends RESTORE {dir} + a channel socket,
  *                            CRIU-restores the function beside it, reads READY
  *   phos_instance_wait  ──▶ function gone → executor scrubs itself → IDLE → back

@@ -266,7 +266,7 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 		goto out;
 	}
 	/* Nothing that reached the driver behind the stand-ins' back (a driver
-	 * mapped by hand, an open /dev/nvidia*: runtime/guard.h) is snapshotted:
+	 * mapped by hand, an open /dev/nvidia*: runtime/guard/guard.h) is snapshotted:
 	 * the audit module refuses loads, this finds the rest, in the function
 	 * and its descendants, as phos-fn run's scan does. */
 	if (paths->preload_dir) {

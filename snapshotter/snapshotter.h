@@ -6,7 +6,7 @@
  *
  *   take:     phos-executor --snapshot-to TMP ◀─channel─▶ function (new pid ns)
  *             function reaches phos_fn_serve → executor dumps the GPU state
- *             (DUMPED, runtime/control.h) → criu dump of the function → manifest gets the CPU
+ *             (DUMPED, runtime/proto/control.h) → criu dump of the function → manifest gets the CPU
  *             facts → TMP renamed to DIR (image.h: all or nothing)
  *
  *   restore:  phos-executor --restore-from DIR (GPU state back, READY)
@@ -38,7 +38,7 @@ struct phos_runtime_paths {
 	const char *device;       /* "cuda" or "sim" */
 	char *const *fn_env;      /* NAME=VALUE the function gets besides ours (a
 				   * later one of a name wins), or NULL */
-	const struct phos_criu_user *run_as; /* the function's user (runtime/criu.h), or NULL: ours */
+	const struct phos_criu_user *run_as; /* the function's user (runtime/criu/criu.h), or NULL: ours */
 	const char *gpus;         /* executors over several GPUs: phos-executor --gpus (a
 				   * list: "0,1"), or NULL: one GPU (PHOS_GPU) */
 };
@@ -369,6 +369,6 @@ int phos_executor_spawn(const struct phos_runtime_paths *paths, int channel, int
 
 /* The environment of a function process: the caller's, plus PHOS_CHANNEL_FD=3,
  * the preload directory first in LD_LIBRARY_PATH and the forwarding guard in
- * LD_AUDIT (runtime/guard.h). Free with phos_env_free. */
+ * LD_AUDIT (runtime/guard/guard.h). Free with phos_env_free. */
 char **phos_function_env(const struct phos_runtime_paths *paths);
 void phos_env_free(char **env);

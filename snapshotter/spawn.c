@@ -191,7 +191,7 @@ char **phos_function_env(const struct phos_runtime_paths *paths)
 	}
 	/*
 	 * The stand-ins first in the library path, and the guard as audit module
-	 * (preload/guard.c): it resolves every libcudart/libcublas load to the
+	 * (preload/guard/guard.c): it resolves every libcudart/libcublas load to the
 	 * stand-ins, whatever RPATH or path the program gives, and refuses the
 	 * real driver. Not LD_PRELOAD: processes that never load libcudart (a
 	 * shell that starts the program) must not become channel clients.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Host twins of every kernel of the example functions, for the sim device
- * (runtime/sim_twin.h). Built as libphos-twins-examples.so; name it in
+ * (runtime/device/sim/sim_twin.h). Built as libphos-twins-examples.so; name it in
  * PHOS_SIM_TWINS.
  *
  *   kernel (mangled name)          example   twin

@@ -11,7 +11,7 @@
  *                     executor and program
  *                     ── CHECKPOINTED {stats} | ERROR {reason} ──▶
  *
- * The endpoint speaks the control protocol (runtime/control.h), so that a
+ * The endpoint speaks the control protocol (runtime/proto/control.h), so that a
  * phos-fn of another version is refused by name. RUNDIR is $PHOS_RUN_DIR, else
  * our private runtime directory (runtime/rundir.h).
  *

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* phos-fn criu-check: whether a CRIU works on this machine (runtime/criu.h,
+/* phos-fn criu-check: whether a CRIU works on this machine (runtime/criu/criu.h,
  * phos_criu_check), as the invoker and phos-fn check it at start; tools/setup
  * chooses its CRIU with it. */
 #include <getopt.h>

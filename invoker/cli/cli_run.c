@@ -11,7 +11,7 @@
  * the program's (128+N when killed by signal N); a failed executor is reported.
  *
  * Forwarded or refused, never native (issue 12): the program runs with the
- * guard as audit module (runtime/guard.h), which makes every libcudart load
+ * guard as audit module (runtime/guard/guard.h), which makes every libcudart load
  * the stand-in's, refuses a real CUDA library as the loader opens it and
  * writes it to a report file; phos-fn also scans /proc/PID/maps and fds
  * (every GUARD_SCAN_MS while the program starts and loads its libraries, then
@@ -23,7 +23,7 @@
  * program's exit is seen at once.
  *
  * --checkpointable (issue 11): the program starts as the init of its own pid
- * namespace and a session leader (runtime/criu.h, phos_criu_spawn), as CRIU
+ * namespace and a session leader (runtime/criu/criu.h, phos_criu_spawn), as CRIU
  * needs to restore it under the same pids, and the executor gets a control
  * socket. phos-fn then listens on RUNDIR/run-PID.sock (cli_checkpoint.c) and
  * takes `phos-fn checkpoint` requests between its guard scans. As the init of
@@ -140,7 +140,7 @@ static pid_t spawn_program(char **argv, const char *preload_dir, const char *rep
 		return pid;
 	if (place_fd(sock, CHANNEL_FD) < 0)
 		_exit(127);
-	/* the stand-ins preloaded and the guard as audit module (runtime/guard.h) */
+	/* the stand-ins preloaded and the guard as audit module (runtime/guard/guard.h) */
 	char **env = phos_function_env(&paths);
 
 	if (!env)

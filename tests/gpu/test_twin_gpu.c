@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The validation twin (runtime/ptx_twin.h) on a real GPU: the twin of
+ * The validation twin (runtime/kernel/ptx_twin.h) on a real GPU: the twin of
  * twin_kernels.cu computes what the module computes, counts no miss when the
  * table allows every access, counts each access the table does not allow
  * (writes to a read-only range, reads through a pointer kept in memory, atom

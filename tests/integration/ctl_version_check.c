@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * An executor of another control protocol version is refused by name
- * (runtime/control.h): a pool of real executors (sim device) comes up idle;
+ * (runtime/proto/control.h): a pool of real executors (sim device) comes up idle;
  * a pool whose executors claim the next version (fault point ctl_version)
  * never has an idle one, and says why in its log.
  *

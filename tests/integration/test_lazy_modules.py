@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Modules are sent to the executor at their first use, as CUDA's lazy loading
-loads them (preload/launch.c): lazy_modules has two fatbins and uses one.
+loads them (preload/cudart/launch.c): lazy_modules has two fatbins and uses one.
 
 - its snapshot holds the used module with every kernel and variable of it
   (lz_counter, which the host never names, included: a kernel may write

@@ -21,7 +21,7 @@ def rng(name, size=None):
 def find(op, kernel=None):
     return [r for r in recs if r["op"] == op and (kernel is None or r.get("kernel") == kernel)]
 
-# Sets come from the PTX access analysis (runtime/ptx_access.h): every kernel
+# Sets come from the PTX access analysis (runtime/kernel/ptx_access.h): every kernel
 # here is exact, and its sets hold just what it reads and writes.
 # in[i] is read, out[i] only written
 k = find("launch", "_Z11k_const_mixPKfPfi")

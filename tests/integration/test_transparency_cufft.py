@@ -44,7 +44,7 @@ STANDIN = os.path.realpath(program("preload", "libcufft.so.12"))
 WHEEL = os.path.join(os.path.dirname(PROG), "nvidia", "cu13", "lib", "libcufft.so.12")
 REQS = "x\nx\nx\n"
 NOT_SUPPORTED = 16   # CUFFT_NOT_SUPPORTED
-GUARD_EXIT = 121   # runtime/guard.h
+GUARD_EXIT = 121   # runtime/guard/guard.h
 PROBE = program("tests", "transparency", "guard", "driver_probe")
 
 

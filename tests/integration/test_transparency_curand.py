@@ -44,7 +44,7 @@ STANDIN = os.path.realpath(program("preload", "libcurand.so.10"))
 WHEEL = os.path.join(os.path.dirname(PROG), "nvidia", "cu13", "lib", "libcurand.so.10")
 REQS = "x\nx\nx\n"
 TYPE_ERROR = 103   # CURAND_STATUS_TYPE_ERROR
-GUARD_EXIT = 121   # runtime/guard.h
+GUARD_EXIT = 121   # runtime/guard/guard.h
 PROBE = program("tests", "transparency", "guard", "driver_probe")
 ESIZE = {"bits": 4, "uniform": 4, "uniform_double": 8, "normal": 4, "normal_double": 8, "log_normal": 4,
          "log_normal_double": 8, "poisson": 4}

@@ -50,7 +50,7 @@ STANDIN = os.path.realpath(program("preload", "libcusolver.so.12"))
 WHEEL = os.path.join(os.path.dirname(PROG), "nvidia", "cu13", "lib", "libcusolver.so.12")
 REQS = "x\nx\nx\n"
 NOT_SUPPORTED = 9   # CUSOLVER_STATUS_NOT_SUPPORTED
-GUARD_EXIT = 121   # runtime/guard.h
+GUARD_EXIT = 121   # runtime/guard/guard.h
 PROBE = program("tests", "transparency", "guard", "driver_probe")
 # the program's sizes (cusolver_serve.cu)
 LU_N, LU_LDA, LU_RHS, LU_LDB, CH_N, CH_LDA, CH_RHS = 6, 8, 2, 7, 5, 6, 3

@@ -48,7 +48,7 @@ STANDIN = os.path.realpath(program("preload", "libcusparse.so.12"))
 WHEEL = os.path.join(os.path.dirname(PROG), "nvidia", "cu13", "lib", "libcusparse.so.12")
 REQS = "x\nx\nx\n"
 NOT_SUPPORTED = 10   # CUSPARSE_STATUS_NOT_SUPPORTED
-GUARD_EXIT = 121   # runtime/guard.h
+GUARD_EXIT = 121   # runtime/guard/guard.h
 PROBE = program("tests", "transparency", "guard", "driver_probe")
 M, K, N, L, LDB, BATCH = 7, 5, 3, 4, 7, 2
 

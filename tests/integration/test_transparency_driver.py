@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Issue 16, the driver API stand-in (preload/libcuda.c): driver
+"""Issue 16, the driver API stand-in (preload/driver/libcuda.c): driver
 (tests/transparency/driver/) links libcuda only, loads its kernels from an
 embedded PTX text, fatbin and cubin, launches them with kernelParams, with
 extra's packed buffer and through cuLaunchKernelEx, and checks every answer

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""Issue 12, forwarded or refused, never native (preload/guard.c,
-runtime/guard.h): programs that would reach a real CUDA runtime or driver
+"""Issue 12, forwarded or refused, never native (preload/guard/guard.c,
+runtime/guard/guard.h): programs that would reach a real CUDA runtime or driver
 behind phos-fn's back (tests/transparency/guard/).
 
 - rpath_cudart carries a DT_RPATH to its own copy of the real libcudart.so.13:
@@ -10,7 +10,7 @@ behind phos-fn's back (tests/transparency/guard/).
 - a real libcudart of another name (libcudart.so.12) is refused;
 - driver_probe dlopen()ing a libcuda.so.1 by its path or by soname, and
   rpath_driver, whose DT_NEEDED libcuda.so.1 has a DT_RPATH to a copy, get
-  phos-fn's driver stand-in (preload/libcuda.c), whose calls reach the
+  phos-fn's driver stand-in (preload/driver/libcuda.c), whose calls reach the
   executor (trace);
 - driver_probe dlopen()ing NVML (libnvidia-ml.so.1, by path or soname) is
   not found (its dlopen fails, as without a driver; PyTorch goes on without
@@ -37,7 +37,7 @@ import time
 
 from harness import DEVICE, Invoker, check, done, phos, program, read_trace, run
 
-GUARD_EXIT = 121   # runtime/guard.h
+GUARD_EXIT = 121   # runtime/guard/guard.h
 DIR = program("tests", "transparency", "guard")
 RPATH = os.path.join(DIR, "rpath_cudart")
 DLOPEN = os.path.join(DIR, "dlopen_cudart")

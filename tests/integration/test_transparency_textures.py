@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Issue 12, CUDA arrays, texture objects and surface objects, run as ordinary
 CUDA programs (tests/transparency/textures/; on sim through the twins of
-tests/transparency/twins.c and the sampling helpers of runtime/sim_tex.h):
+tests/transparency/twins.c and the sampling helpers of runtime/device/sim/sim_tex.h):
 
 - arrays: 1D, 2D, 3D and 2D layered arrays, with and without surface
   load/store; cudaArrayGetInfo and cudaGetChannelDesc; copies between arrays

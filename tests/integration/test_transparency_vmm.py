@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The driver's virtual memory management (issue 16, preload/libcuda_vmm.c),
+"""The driver's virtual memory management (issue 16, preload/driver/libcuda_vmm.c),
 as PyTorch's expandable segments use it: tests/transparency/driver/vmm_serve
 reserves a range, maps three handles side by side, runs a kernel over a
 tensor that spans them, replaces the middle mapping, and serves requests

@@ -1,4 +1,4 @@
-// The kernel corpus of the PTX access analysis (runtime/ptx_access.h), written
+// The kernel corpus of the PTX access analysis (runtime/kernel/ptx_access.h), written
 // the ways different authors write kernels. Each kernel's name says the verdict
 // the analysis must reach: exact_* (every global access provably derives from
 // the parameters) or opaque_* (some access may reach a buffer no parameter

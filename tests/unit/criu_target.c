@@ -15,7 +15,7 @@
  * A restored copy must answer exactly what the original would have.
  *
  *   criu_target SEED HOLD   also holds a socket that is not a unix one, for
- *   the socket-table shim's checks (runtime/criu_sockdiag.c): HOLD "inet", a
+ *   the socket-table shim's checks (runtime/criu/criu_sockdiag.c): HOLD "inet", a
  *   TCP listening socket; "child-inet", a child process holds it; "own-files",
  *   no such socket, but a thread with an fd table of its own.
  */

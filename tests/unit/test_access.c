@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The PTX access analysis (runtime/ptx_access.h) on the kernel corpus
+ * The PTX access analysis (runtime/kernel/ptx_access.h) on the kernel corpus
  * (access_corpus.cu), through the fatbin parser as the executor sees it:
  *   - every kernel's verdict is the one its name says (exact_* / opaque_*),
  *     and there are at least 40 of them;

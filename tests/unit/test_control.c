@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The control protocol (runtime/control.h): every message type round trips
+/* The control protocol (runtime/proto/control.h): every message type round trips
  * through the codec and through a socket (with its descriptor where it has
  * one), and malformed frames (truncated, oversized, unknown type, another
  * version, bad magic, strings without NUL or not UTF-8, wrong counts, stray

@@ -147,7 +147,7 @@ static bool log_has(const char *dir, const char *needle)
 /* CRIU heard "no such family" for TCP: the socket-table shim answered. */
 #define SHIM_ANSWERED "family AF_INET proto IPPROTO_TCP: -2"
 
-/* The socket-table shim (runtime/criu_sockdiag.c): it answers CRIU's
+/* The socket-table shim (runtime/criu/criu_sockdiag.c): it answers CRIU's
  * internet socket queries only for trees that hold no socket but unix ones
  * (the ahead dump checks that it does); a tree with a TCP socket, in the
  * root or in a child, or a thread whose fd table it cannot see through, gets

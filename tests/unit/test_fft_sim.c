@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cuFFT on the sim device (runtime/device_sim_fft.c) and the layout behind
- * the executor's read/write sets (runtime/fft_layout.c, phos_fft_side_of):
+ * cuFFT on the sim device (runtime/device/sim/device_sim_fft.c) and the layout behind
+ * the executor's read/write sets (runtime/libs/fft_layout.c, phos_fft_side_of):
  *
  * - spans of a few plans worked out by hand from cuFFT's layout rules, and
  *   plans phos_fft_side_of must refuse;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The forwarding guard's scan (runtime/guard_scan.c): a process that maps a
+ * The forwarding guard's scan (runtime/guard/guard_scan.c): a process that maps a
  * library named like CUDA's from outside the stand-ins' folder is found; one
  * that maps the stand-in is not, also after the stand-in was replaced on disk
  * (an upgrade or a rebuild while instances run: /proc then shows its path

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The sim device's NCCL (runtime/nccl_sim.c) without executors: ranks are
+ * The sim device's NCCL (runtime/device/sim/nccl_sim.c) without executors: ranks are
  * forked processes calling the backend on their own host buffers.
  *
  * - 3 ranks: sums over several steps (more than one slot), wrapping int8

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cuRAND on the sim device (runtime/device_sim_rand.c):
+ * cuRAND on the sim device (runtime/device/sim/device_sim_rand.c):
  *
  * - Philox4x32-10's block function against Random123's known answers
  *   (kat_vectors: the zero, all-ones and pi-digit counters and keys);

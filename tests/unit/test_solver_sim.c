@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cuSOLVER's dense API on the sim device (runtime/device_sim_solver.c) and
- * the rules behind the executor's read/write sets (runtime/solver_layout.c,
+ * cuSOLVER's dense API on the sim device (runtime/device/sim/device_sim_solver.c) and
+ * the rules behind the executor's read/write sets (runtime/libs/solver_layout.c,
  * phos_solver_ranges_of):
  *
  * - the ranges of a few calls worked out by hand from LAPACK's argument

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cuSPARSE on the sim device (runtime/device_sim_sparse.c) and the rules
- * behind the executor's read/write sets (runtime/sparse_layout.c,
+ * cuSPARSE on the sim device (runtime/device/sim/device_sim_sparse.c) and the rules
+ * behind the executor's read/write sets (runtime/libs/sparse_layout.c,
  * phos_sparse_ranges_of):
  *
  * - the ranges of a few calls worked out by hand from cuSPARSE's rules

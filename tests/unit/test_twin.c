@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The validation twin rewriter (runtime/ptx_twin.h):
+ * The validation twin rewriter (runtime/kernel/ptx_twin.h):
  *   - on the access corpus and on every example function's PTX: the twin with
  *     its inserted text removed is the module again (modulo whitespace), it
  *     has one check per global/generic memory operand with a register address
