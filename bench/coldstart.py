@@ -764,6 +764,7 @@ def chart(path):
         ax.set_xticks(range(len(cases)))
         ax.set_xticklabels([f"{s} GiB" for s in A.sizes])
         ax.set_yscale("log")
+        ax.set_ylim(top=ax.get_ylim()[1] * 12)   # room for the legend above the tallest bar
         ax.set_ylabel(CHART_YLABEL)
         ax.set_title(f"cold start, image {'in the page cache' if cache == 'pagecache' else 'evicted'}")
     fig.suptitle(f"{FN} cold start over HTTP, {DEVICE}, {DATE}; pinned H2D {BW.get('h2d_pinned_gbs', 0):.1f} GB/s",
