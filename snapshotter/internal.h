@@ -6,10 +6,6 @@
 
 #include "snapshotter.h"
 
-/* pool.c: the pooled half of phos_instance_wait: the executor scrubs itself and
- * comes back to its pool (or is replaced). */
-void phos_pool_return(struct phos_instance *inst);
-
 struct phos_image;
 struct phos_criu_inherit;
 

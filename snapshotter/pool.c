@@ -467,6 +467,13 @@ static void pool_give(struct phos_pool *p, unsigned i)
 	pthread_mutex_unlock(&p->lock);
 }
 
+/* The pooled half of phos_instance_wait (phos_instance.give_back): the
+ * executor scrubs itself and comes back to its pool (or is replaced). */
+static void pool_return(struct phos_instance *inst)
+{
+	pool_give(inst->pool, inst->slot);
+}
+
 /* Takes back executor i that did not answer in time: killed, then replaced
  * (pool_give finds it gone). */
 static void pool_kill(struct phos_pool *p, unsigned i)
@@ -592,6 +599,7 @@ started:
 	ret_inst->control_fd = p->ex[slot].ctl;   /* the pool's: not closed by the instance */
 	ret_inst->pool = p;
 	ret_inst->slot = (unsigned)slot;
+	ret_inst->give_back = pool_return;
 	if (ret_stats)
 		*ret_stats = st;
 	r = 0;
@@ -734,15 +742,11 @@ int phos_restore_parked(struct phos_pool *p, const char *dir, struct phos_parked
 	ret_inst->control_fd = p->ex[slot].ctl;
 	ret_inst->pool = p;
 	ret_inst->slot = (unsigned)slot;
+	ret_inst->give_back = pool_return;
 	parked->fn_pid = 0;
 	if (ret_stats)
 		*ret_stats = st;
 	return 0;
-}
-
-void phos_pool_return(struct phos_instance *inst)
-{
-	pool_give(inst->pool, inst->slot);
 }
 
 int phos_pool_lend(struct phos_pool *p, unsigned timeout_ms, int *ret_channel, struct phos_lease *ret_lease)

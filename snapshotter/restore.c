@@ -466,7 +466,7 @@ int phos_instance_wait(struct phos_instance *inst)
 	code = exit_code(status);
 	if (inst->pool) {
 		/* The executor saw the function go, scrubs itself and says IDLE. */
-		phos_pool_return(inst);
+		inst->give_back(inst);
 		inst->pool = NULL;
 		return code;
 	}

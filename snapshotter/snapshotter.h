@@ -158,6 +158,9 @@ struct phos_instance {
 	int control_fd;        /* to the executor; closed by phos_instance_wait */
 	struct phos_pool *pool; /* the pool the executor goes back to, or NULL */
 	unsigned slot;
+	/* Pooled: gives the executor back to its pool once the function is gone
+	 * (set by the pool, which lies above the instance: no call back up) */
+	void (*give_back)(struct phos_instance *inst);
 	int executor_status;   /* its wait status, once phos_instance_wait reaped it (not pooled) */
 };
 

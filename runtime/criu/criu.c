@@ -428,15 +428,14 @@ static int criu_run(char *const argv[], const int *from, const int *to, unsigned
 
 /* ---- finding CRIU ---- */
 
-static bool is_executable(const char *path)
+bool phos_criu_is_executable(const char *path)
 {
 	struct stat st;
 
 	return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
 }
 
-/* Runs `criu --version`; 0 when it says 4.1 or newer. */
-static int check_version(const char *criu, char *err, size_t errlen)
+int phos_criu_version_ok(const char *criu, char *err, size_t errlen)
 {
 	char *argv[] = { (char *)criu, "--version", NULL };
 	char out[512] = "";
@@ -470,73 +469,6 @@ static int check_version(const char *criu, char *err, size_t errlen)
 out:
 	close(fd);
 	return r;
-}
-
-static int found(char *buf, size_t len, const char *path, char *err, size_t errlen)
-{
-	int r = check_version(path, err, errlen);
-
-	if (r < 0)
-		return r;
-	r = phos_criu_check(path, err, errlen);   /* seen to work here (cached) */
-	if (r < 0)
-		return r;
-	if (strlen(path) >= len) {
-		phos_errf(err, errlen, "path of CRIU too long: %s", path);
-		return -ENAMETOOLONG;
-	}
-	strcpy(buf, path);
-	return 0;
-}
-
-int phos_criu_find(char *buf, size_t len, char *err, size_t errlen)
-{
-	const char *env = getenv("PHOS_CRIU"), *path = getenv("PATH");
-	char cand[PATH_MAX + 16], exe[PATH_MAX];
-	ssize_t n;
-
-	phos_errf(err, errlen, "%s", "");
-	if (env && *env) {
-		if (!is_executable(env)) {
-			phos_errf(err, errlen, "PHOS_CRIU=%s is not an executable file", env);
-			return -ENOENT;
-		}
-		return found(buf, len, env, err, errlen);   /* asked for: no fallback */
-	}
-
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n > 0) {
-		char *slash;
-
-		exe[n] = '\0';
-		slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = '\0';
-			snprintf(cand, sizeof(cand), "%s/../criu/criu", exe);
-			if (is_executable(cand) && found(buf, len, cand, err, errlen) == 0)
-				return 0;
-		}
-	}
-
-	for (const char *p = path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"; *p;) {
-		size_t dl = strcspn(p, ":");
-
-		if (dl && dl < PATH_MAX) {
-			snprintf(cand, sizeof(cand), "%.*s/criu", (int)dl, p);
-			if (is_executable(cand)) {
-				char why[256];
-
-				if (found(buf, len, cand, why, sizeof(why)) == 0)
-					return 0;
-				phos_errf(err, errlen, "%s", why);   /* remember the reason, keep looking */
-			}
-		}
-		p += dl + (p[dl] == ':');
-	}
-	if (!err || !*err)
-		phos_errf(err, errlen, "CRIU >= 4.1 not found: set PHOS_CRIU, run tools/setup (it makes "
-			"<builddir>/criu/criu), or install criu");
-	return -ENOENT;
 }
 
 /* ---- spawning the function as a pid namespace init ---- */
@@ -1097,7 +1029,7 @@ static int helper_found(const char *path, bool exec, char *buf, size_t len)
 {
 	char abs[PATH_MAX];
 
-	if ((exec ? !is_executable(path) : access(path, R_OK) < 0) || !realpath(path, abs))
+	if ((exec ? !phos_criu_is_executable(path) : access(path, R_OK) < 0) || !realpath(path, abs))
 		return -ENOENT;
 	if (strlen(abs) >= len)
 		return -ENAMETOOLONG;

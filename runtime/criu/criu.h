@@ -48,6 +48,12 @@
  * CRIU, when the first one found does not work. */
 int phos_criu_find(char *buf, size_t len, char *err, size_t errlen);
 
+/* What phos_criu_find (criu_probe.c) asks of criu.c: whether path is an
+ * executable file, and whether `criu --version` (bounded) says 4.1 or newer
+ * (0, else a negative errno and the reason in err). */
+bool phos_criu_is_executable(const char *path);
+int phos_criu_version_ok(const char *criu, char *err, size_t errlen);
+
 struct phos_fd_map {
 	int from;   /* descriptor in the caller */
 	int to;     /* number it gets in the child */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Trying CRIU on this machine: phos_criu_probe and its cache, phos_criu_check
- * (the picture is in criu.h). */
+/* Trying CRIU on this machine: phos_criu_probe and its cache, phos_criu_check,
+ * and phos_criu_find, which takes the first CRIU that passes them (the picture
+ * is in criu.h). Above criu.c, which runs CRIU: it calls criu.c, never back. */
 #include "criu.h"
 
 #include <errno.h>
@@ -353,4 +354,73 @@ int phos_criu_check(const char *criu, char *err, size_t errlen)
 	if (r == 0 && kept)
 		cache_put(path, key);
 	return r;
+}
+
+/* ---- finding CRIU: the first that says 4.1 or newer and passes the probe ---- */
+
+static int found(char *buf, size_t len, const char *path, char *err, size_t errlen)
+{
+	int r = phos_criu_version_ok(path, err, errlen);
+
+	if (r < 0)
+		return r;
+	r = phos_criu_check(path, err, errlen);   /* seen to work here (cached) */
+	if (r < 0)
+		return r;
+	if (strlen(path) >= len) {
+		phos_errf(err, errlen, "path of CRIU too long: %s", path);
+		return -ENAMETOOLONG;
+	}
+	strcpy(buf, path);
+	return 0;
+}
+
+int phos_criu_find(char *buf, size_t len, char *err, size_t errlen)
+{
+	const char *env = getenv("PHOS_CRIU"), *path = getenv("PATH");
+	char cand[PATH_MAX + 16], exe[PATH_MAX];
+	ssize_t n;
+
+	phos_errf(err, errlen, "%s", "");
+	if (env && *env) {
+		if (!phos_criu_is_executable(env)) {
+			phos_errf(err, errlen, "PHOS_CRIU=%s is not an executable file", env);
+			return -ENOENT;
+		}
+		return found(buf, len, env, err, errlen);   /* asked for: no fallback */
+	}
+
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		char *slash;
+
+		exe[n] = '\0';
+		slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(cand, sizeof(cand), "%s/../criu/criu", exe);
+			if (phos_criu_is_executable(cand) && found(buf, len, cand, err, errlen) == 0)
+				return 0;
+		}
+	}
+
+	for (const char *p = path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"; *p;) {
+		size_t dl = strcspn(p, ":");
+
+		if (dl && dl < PATH_MAX) {
+			snprintf(cand, sizeof(cand), "%.*s/criu", (int)dl, p);
+			if (phos_criu_is_executable(cand)) {
+				char why[256];
+
+				if (found(buf, len, cand, why, sizeof(why)) == 0)
+					return 0;
+				phos_errf(err, errlen, "%s", why);   /* remember the reason, keep looking */
+			}
+		}
+		p += dl + (p[dl] == ':');
+	}
+	if (!err || !*err)
+		phos_errf(err, errlen, "CRIU >= 4.1 not found: set PHOS_CRIU, run tools/setup (it makes "
+			"<builddir>/criu/criu), or install criu");
+	return -ENOENT;
 }
