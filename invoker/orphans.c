@@ -9,7 +9,7 @@
  * of such a function, get it back from their image.
  *
  *   SIGKILL of the invoker ─▶ executors end by themselves (PHOS_EXECUTOR_PARENT,
- *                             ctxpool/main.c); idle instances and standbys end
+ *                             ctxpool/executor/main.c); idle instances and standbys end
  *                             on their closed pipes; a function busy in its
  *                             handler, or still in its init for a deploy,
  *                             lives on

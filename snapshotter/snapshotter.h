@@ -182,7 +182,7 @@ struct phos_restore_bound {
 
 /* Restores dir: the function gets stdin_fd/stdout_fd/stderr_fd as its stdio.
  * on_demand: the function runs as soon as the device objects exist and its
- * buffers stream in behind it (ctxpool/loader.h); else every byte is on the
+ * buffers stream in behind it (ctxpool/restore/engine.h); else every byte is on the
  * device first (stop-the-world). The
  * caller must be a child subreaper (prctl PR_SET_CHILD_SUBREAPER) to wait for
  * the function; phos_restore_start sets it. On failure everything taken is
@@ -198,7 +198,7 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
 int phos_instance_touched(struct phos_instance *inst, uint64_t *ret_ids, size_t max, size_t *ret_n);
 
 /* Calls of the restored function that took speculation's safe path, by
- * reason (ctxpool/executor.h, enum spec_fallback), counted since it started;
+ * reason (ctxpool/executor/executor.h, enum spec_fallback), counted since it started;
  * restoring: an on-demand restore is still moving buffers in. */
 struct phos_spec_fallbacks {
 	uint64_t opaque;          /* launches of opaque kernels during the restore */
@@ -307,7 +307,7 @@ struct phos_restore_req {
 int phos_restore(const struct phos_restore_req *req, enum phos_restore_where *ret_where, struct phos_instance *ret_inst,
 		 struct phos_restore_stats *ret_stats, char *err, size_t errlen);
 
-/* Hot snapshots (ctxpool/exec_hot.c): every executor of the pool maps and pins
+/* Hot snapshots (ctxpool/restore/exec_hot.c): every executor of the pool maps and pins
  * the gpu.data of exactly these snapshot directories, checksums verified, while
  * it is idle (a keeper thread hands the list out, off any restore's path), so
  * that their restores copy straight from the page cache. Pinned memory is the

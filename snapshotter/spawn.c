@@ -73,7 +73,7 @@ int phos_executor_spawn(const struct phos_runtime_paths *paths, int channel, int
 		argv[n++] = extra[i];
 	}
 	argv[n] = NULL;
-	/* it ends when we do (ctxpool/main.c, parent_watch) */
+	/* it ends when we do (ctxpool/executor/main.c, parent_watch) */
 	snprintf(parent, sizeof(parent), "PHOS_EXECUTOR_PARENT=%d", (int)getpid());
 	if (paths->sim_twins && asprintf(&twins, "PHOS_SIM_TWINS=%s", paths->sim_twins) < 0)
 		return -ENOMEM;

@@ -419,7 +419,7 @@ static int run_checkpointable(char **prog_argv, const char *exe, const char *dev
 	if (died) {
 		char latest[PATH_MAX], why[64];
 
-		if (exit_code(est) == 76)   /* EXEC_EXIT_GPU_FATAL (ctxpool/executor.h) */
+		if (exit_code(est) == 76)   /* EXEC_EXIT_GPU_FATAL (ctxpool/executor/executor.h) */
 			snprintf(why, sizeof(why), "the GPU context failed for good (a fatal CUDA error)");
 		else
 			snprintf(why, sizeof(why), "the executor died (status %d)", exit_code(est));

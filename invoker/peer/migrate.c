@@ -530,7 +530,7 @@ struct live {
 	char err[1024];
 };
 
-/* The size of a pre-copy's item places (ctxpool/exec_recopy.c), or -ENOENT. */
+/* The size of a pre-copy's item places (ctxpool/state/exec_recopy.c), or -ENOENT. */
 static int64_t layout_size(const char *dir)
 {
 	char path[PATH_MAX + 32];
@@ -1111,7 +1111,7 @@ static void manifest_place(const void *ctx, uint32_t i, uint64_t *off, uint64_t 
 	phos_image_item(ctx, i, off, len, want);
 }
 
-/* A pre-copy's items (ctxpool/exec_recopy.c, precopy.layout): place, the
+/* A pre-copy's items (ctxpool/state/exec_recopy.c, precopy.layout): place, the
  * hash of the source's copy and whether that copy was clean. */
 struct layout {
 	uint64_t *v;   /* "PHOSLAY2", n, then n x {off, len, hash, clean} */

@@ -4,7 +4,7 @@
  * cudaMallocFromPoolAsync, cudaMemPool*, cudaDevice{Get,Set}MemPool and their
  * location forms cudaMem{GetDefault,Get,Set}MemPool.
  *
- * The pools live in the executor (ctxpool/exec_pool.c) over the deterministic
+ * The pools live in the executor (ctxpool/calls/exec_pool.c) over the deterministic
  * arena; this side chooses pool ids, checks arguments, and remembers what a
  * restored executor must be told again: every pool with its settings and every
  * live block with its pool (phos_pool_resend, after phos_fn_serve returns in a

@@ -17,7 +17,7 @@
  *   cudnnRNNForward, ...BackwardData_v8, ...BackwardWeights_v8 ── DNN_RNN,
  *        stream-ordered (nodes on a capturing stream): every descriptor by
  *        value, and the batch's sequence lengths; their sets are exact
- *        (ctxpool/exec_dnn.c)
+ *        (ctxpool/calls/exec_dnn.c)
  *
  * cudnnBuildRNNDynamic, the clip calls and the stand-alone dropout
  * (cudnnDropoutForward/Backward) answer NOT_SUPPORTED, named once in the

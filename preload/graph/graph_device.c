@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Instantiated graphs made on the device: the executor builds the real CUDA
- * graph (ctxpool/exec_graph.c) from a description sent here, and a launch is
+ * graph (ctxpool/calls/exec_graph.c) from a description sent here, and a launch is
  * one record. Every graph whose nodes can all be described is (on an H200 a
  * chain of 1000 small kernels launched in 1.05x native time, against 5.2x
  * replayed); graphs with conditional nodes must be (a kernel inside the

@@ -21,7 +21,7 @@
  * create, then each setting and call again (RAND_REPLAY, the calls into the
  * executor's scratch), so that its next numbers are those an uninterrupted
  * run gives, whatever cuRAND's offset does per type and ordering
- * (ctxpool/exec_rand.c says why). The history is kept short where the
+ * (ctxpool/calls/exec_rand.c says why). The history is kept short where the
  * program loops: when its last L steps (L <= PHOS_RAND_REPEAT_MAX) equal
  * the L before, they become a repeat step of that block, whose count the
  * next L equal steps raise (a run of equal calls is L = 1; a loop of a

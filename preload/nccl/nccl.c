@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The NCCL stand-in (libnccl.so.2): communicators and collectives forwarded to
- * the executor, which owns the device (ctxpool/exec_nccl.c).
+ * the executor, which owns the device (ctxpool/calls/exec_nccl.c).
  *
  *   forwarded   ncclGetVersion, ncclGetUniqueId, ncclCommInitRank[Config],
  *               ncclCommInitAll (one device), ncclCommSplit, ncclCommFinalize,

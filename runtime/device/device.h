@@ -223,7 +223,7 @@ struct phos_device_ops {
 	int (*memset_2d)(struct phos_device *dev, uint64_t dst, uint64_t pitch, uint8_t value, uint64_t width,
 			 uint64_t height, void *stream);
 
-	/* CUDA arrays, texture and surface objects (issue 12, ctxpool/exec_array.c).
+	/* CUDA arrays, texture and surface objects (issue 12, ctxpool/calls/exec_array.c).
 	 * array_create takes the format and extent of d (its id is the
 	 * executor's); a format or flag the device does not take is
 	 * -PHOS_CUDA_INVALID_VALUE or -PHOS_CUDA_NOT_SUPPORTED. */
@@ -271,7 +271,7 @@ struct phos_device_ops {
 
 	/* CUDA graphs made on the device (proto.h, PHOS_OP_GRAPH_*): graph_make
 	 * makes and instantiates the graph that d describes, every reference in
-	 * it resolved and checked by the executor (ctxpool/exec_graph.c), and
+	 * it resolved and checked by the executor (ctxpool/calls/exec_graph.c), and
 	 * writes the device's conditional handle over each parameter slot that
 	 * d names; graph_launch runs it on stream; graph_destroy frees it
 	 * (accepts NULL). */

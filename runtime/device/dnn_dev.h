@@ -3,7 +3,7 @@
  * cuDNN behind the executor: the device interface's two backends
  * (phos_device_ops.dnn).
  *
- *             ctxpool/exec_dnn.c  (handles and descriptors by id, read/write sets)
+ *             ctxpool/calls/exec_dnn.c  (handles and descriptors by id, read/write sets)
  *                   │ struct phos_dnn_ops
  *        ┌──────────┴──────────────────────┐
  *   device_cuda_dnn.c                  device_sim_dnn.c

@@ -2,7 +2,7 @@
 /*
  * cuFFT behind the executor: the device interface's two backends.
  *
- *             ctxpool/exec_fft.c  (plans by id, read/write sets)
+ *             ctxpool/calls/exec_fft.c  (plans by id, read/write sets)
  *                   │ struct phos_fft_ops
  *        ┌──────────┴──────────────────────┐
  *   device_cuda_fft.c                  device_sim_fft.c

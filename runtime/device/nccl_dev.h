@@ -2,7 +2,7 @@
 /*
  * NCCL behind the executor: the same two backends as the device interface.
  *
- *             ctxpool/exec_nccl.c  (communicators by id, read/write sets, groups)
+ *             ctxpool/calls/exec_nccl.c  (communicators by id, read/write sets, groups)
  *                   │ struct phos_nccl_ops
  *        ┌──────────┴────────────────────┐
  *   nccl_cuda.c                      nccl_sim.c

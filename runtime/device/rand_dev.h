@@ -2,7 +2,7 @@
 /*
  * cuRAND's host API behind the executor: the device interface's two backends.
  *
- *             ctxpool/exec_rand.c  (generators by id, write sets, replay)
+ *             ctxpool/calls/exec_rand.c  (generators by id, write sets, replay)
  *                   │ struct phos_rand_ops
  *        ┌──────────┴────────────────────────┐
  *   device_cuda_rand.c                   device_sim_rand.c

@@ -3,7 +3,7 @@
  * cuSOLVER's dense API behind the executor: the device interface's two
  * backends.
  *
- *             ctxpool/exec_solver.c  (read/write sets, checks)
+ *             ctxpool/calls/exec_solver.c  (read/write sets, checks)
  *                   │ struct phos_solver_ops
  *        ┌──────────┴──────────────────────┐
  *   device_cuda_solver.c               device_sim_solver.c

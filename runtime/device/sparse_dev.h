@@ -2,7 +2,7 @@
 /*
  * cuSPARSE behind the executor: the device interface's two backends.
  *
- *             ctxpool/exec_sparse.c  (read/write sets, checks)
+ *             ctxpool/calls/exec_sparse.c  (read/write sets, checks)
  *                   │ struct phos_sparse_ops
  *        ┌──────────┴──────────────────────┐
  *   device_cuda_sparse.c               device_sim_sparse.c

@@ -99,7 +99,7 @@ struct phos_image_blas {
  * (cudaMallocHost, cudaHostRegister: a memfd mapped by both). A snapshot
  * taken at phos_fn_serve ignores them (the preload sends them again); a
  * restored checkpoint maps them again from the restored function
- * (ctxpool/main.c, adopting). */
+ * (ctxpool/executor/main.c, adopting). */
 struct phos_image_region {
 	uint32_t id;
 	uint64_t size;
@@ -107,7 +107,7 @@ struct phos_image_region {
 	uint64_t exec_addr;   /* where the executor mapped it: its device address */
 };
 
-/* 1.3: a CUDA array (ctxpool/exec_array.c): how it was made, and its
+/* 1.3: a CUDA array (ctxpool/calls/exec_array.c): how it was made, and its
  * contents, packed rows, in gpu.data like a buffer's. */
 struct phos_image_array {
 	struct phos_array_create desc;   /* id, format, flags, extent */

@@ -119,7 +119,7 @@ enum phos_op {
 	                           * sync when it returns a host result */
 	PHOS_OP_BLAS_LU,          /* phos_blas_lu: batched getrf/getri/getrs/matinv */
 
-	/* stream-ordered allocation (ctxpool/exec_pool.c); pool ids are chosen by
+	/* stream-ordered allocation (ctxpool/calls/exec_pool.c); pool ids are chosen by
 	 * the preload, PHOS_POOL_DEFAULT is the device's default pool */
 	PHOS_OP_POOL_CREATE,      /* phos_pool_create */
 	PHOS_OP_POOL_DESTROY,     /* phos_handle */
@@ -149,7 +149,7 @@ enum phos_op {
 	                           * buffer holding it (cuMemGetAddressRange); cudaErrorInvalidValue
 	                           * when none does */
 
-	/* NCCL (ctxpool/exec_nccl.c). All synchronous; the ncclResult_t comes back
+	/* NCCL (ctxpool/calls/exec_nccl.c). All synchronous; the ncclResult_t comes back
 	 * in the reply's library status (phos_channel_reply's blas field), the
 	 * record's own status stays a cudaError_t. Communicator ids are chosen by
 	 * the preload, as stream ids are. */
@@ -176,14 +176,14 @@ enum phos_op {
 	 * the sending thread's device differs from the last one sent. */
 	PHOS_OP_SET_DEVICE,       /* phos_device_query */
 
-	/* cuBLASLt (ctxpool/exec_blaslt.c): descriptors live in the preload and
+	/* cuBLASLt (ctxpool/calls/exec_blaslt.c): descriptors live in the preload and
 	 * travel whole with each call; the executor keeps one cublasLtHandle_t
 	 * per device, so nothing of cuBLASLt is executor state to snapshot. */
 	PHOS_OP_BLASLT_MATMUL,    /* phos_blaslt_matmul: cublasLtMatmul, stream-ordered */
 	PHOS_OP_BLASLT_HEURISTIC, /* sync: phos_blaslt_heuristic; reply phos_blaslt_result[returned]
 	                           * (cublasLtMatmulAlgoGetHeuristic) */
 
-	/* cuDNN (ctxpool/exec_dnn.c). Handles and backend descriptors are
+	/* cuDNN (ctxpool/calls/exec_dnn.c). Handles and backend descriptors are
 	 * executor objects under ids the preload chooses (one id space each);
 	 * the cudnnStatus_t comes back in the reply's library status. Variant
 	 * packs and legacy tensor descriptors stay in the preload and travel
@@ -221,14 +221,14 @@ enum phos_op {
 	PHOS_OP_VMM_MAP,          /* sync: phos_vmm (addr, size) */
 	PHOS_OP_VMM_UNMAP,        /* sync: phos_vmm (addr, size): waits for the device first */
 
-	/* CUDA graphs made on the device (ctxpool/exec_graph.c): an instantiated
+	/* CUDA graphs made on the device (ctxpool/calls/exec_graph.c): an instantiated
 	 * graph the preload could describe node by node (preload/graph/graph_device.c),
 	 * launched as one record */
 	PHOS_OP_GRAPH_BUILD,      /* sync: phos_graph_build + its lists (below) */
 	PHOS_OP_GRAPH_LAUNCH,     /* phos_graph_launch: stream-ordered */
 	PHOS_OP_GRAPH_DESTROY,    /* phos_handle */
 
-	/* cuFFT (ctxpool/exec_fft.c). Plans are executor objects under ids the
+	/* cuFFT (ctxpool/calls/exec_fft.c). Plans are executor objects under ids the
 	 * preload chooses, made from parameters the preload keeps (and sends
 	 * again after a restore); the cufftResult comes back in the reply's
 	 * library status. */
@@ -240,7 +240,7 @@ enum phos_op {
 	PHOS_OP_FFT_DESTROY,      /* phos_handle */
 	PHOS_OP_FFT_EXEC,         /* phos_fft_exec, stream-ordered */
 
-	/* cuSPARSE's generic API (ctxpool/exec_sparse.c). Handles and
+	/* cuSPARSE's generic API (ctxpool/calls/exec_sparse.c). Handles and
 	 * descriptors live in the preload; each call carries the whole
 	 * description of its operands, so the executor keeps nothing of the
 	 * function's and nothing is made again after a restore; the
@@ -248,7 +248,7 @@ enum phos_op {
 	PHOS_OP_SPARSE_VERSION,   /* sync; reply phos_reply_sparse_version */
 	PHOS_OP_SPARSE_SIZE,      /* sync: phos_sparse_call; reply u64 external buffer bytes */
 	PHOS_OP_SPARSE_EXEC,      /* phos_sparse_call, stream-ordered */
-	/* cuRAND's host API (ctxpool/exec_rand.c). Generators are executor
+	/* cuRAND's host API (ctxpool/calls/exec_rand.c). Generators are executor
 	 * objects under ids the preload chooses; the preload keeps every call
 	 * that moved one (its settings and its generate calls) and, after a
 	 * restore, makes it again by replaying them (RAND_REPLAY), so that the
@@ -261,7 +261,7 @@ enum phos_op {
 	PHOS_OP_RAND_GENERATE,    /* phos_rand_generate, stream-ordered: n elements written at out */
 	PHOS_OP_RAND_REPLAY,      /* sync: phos_rand_replay + nsteps phos_rand_step: settings and calls
 	                           * made again, the calls into the executor's scratch */
-	/* cuSOLVER's dense API (ctxpool/exec_solver.c). Handles live in the
+	/* cuSOLVER's dense API (ctxpool/calls/exec_solver.c). Handles live in the
 	 * preload; each call carries its whole description (sizes, leading
 	 * dimensions, device pointers, the workspace), so the executor keeps
 	 * nothing of the function's: its own cusolverDn handle per device is

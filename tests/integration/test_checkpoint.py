@@ -156,7 +156,7 @@ try:
               f"{len(ref_losses)} loss lines")
         rng = random.Random(seed)
         ck = os.path.join(tmp, f"ck{seed}")
-        # seeds 2, 5, 6: no host copy allowed (ctxpool/staging.h), so stw
+        # seeds 2, 5, 6: no host copy allowed (ctxpool/executor/staging.h), so stw
         # writes gpu.data while it holds the program and cow copies buffer by
         # buffer between records (the race with writes, the device reserve);
         # seeds 1 and 9, 11 below: through a host copy

@@ -10,7 +10,7 @@ loads them (preload/cudart/launch.c): lazy_modules has two fatbins and uses one.
   loads every module then.
 
 A pooled executor loads the modules of its hot snapshots while idle and
-keeps those of a function it served (ctxpool/exec_module.c): a restore of
+keeps those of a function it served (ctxpool/calls/exec_module.c): a restore of
 that snapshot takes them, the first one included. The
 stateful function changes its __device__ variable at every call; its
 second cold start in the same executor (a cached module) must answer with

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Soft on-demand restore (ctxpool/loader.h), sim device:
+"""Soft on-demand restore (ctxpool/restore/engine.h), sim device:
 
 - a restored function whose first request touches the buffer that is last in
   the background order answers correctly, and the executor's trace shows that

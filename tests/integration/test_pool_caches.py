@@ -2,7 +2,7 @@
 """What a pooled executor keeps from one function for the next.
 
 The cuDNN plans a function finalized, and its
-handles, for the next function it serves (ctxpool/exec_dnn.c, the plan
+handles, for the next function it serves (ctxpool/calls/exec_dnn.c, the plan
 cache): a restore makes the function's plans again from their history, and
 a plan made the same way on the same handle is taken from the cache instead
 of being finalized again (a fused attention's finalize compiles a kernel:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Validation of speculation (ctxpool/exec_validate.c), sim device.
+"""Validation of speculation (ctxpool/calls/exec_validate.c), sim device.
 
 The sim device cannot run PTX, so here the twin is the kernel's host twin and
 nothing is really checked; PHOS_FAULT=validate_miss stands in for a twin that

@@ -1545,7 +1545,7 @@ static int image_size(const void *data, size_t len, size_t *ret_size)
 		*ret_size = len;
 		return 0;
 	}
-	/* PTX text, NUL-terminated (validation twins, ctxpool/exec_validate.c):
+	/* PTX text, NUL-terminated (validation twins, ctxpool/calls/exec_validate.c):
 	 * the driver JIT-compiles it */
 	if (len >= 16 && p[len - 1] == 0 && memmem(p, len, ".version", 8) && memmem(p, len, ".target", 7)) {
 		*ret_size = len;

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cudnn_abi.h"
 #include "device.h"
 
 enum phos_sim_magic {
@@ -84,8 +85,19 @@ int phos_sim_blas_gemv(struct phos_device *dev, void *handle, const struct phos_
  * R_16BF) as a double, and the other way (rounded to nearest even). */
 double phos_sim_elem_get(const void *base, int type, int64_t i);
 void phos_sim_elem_put(void *base, int type, int64_t i, double v);
-/* cuDNN's data type as the type phos_sim_elem_get takes, or -1 (device_sim_dnn.c). */
-int phos_sim_dnn_elem_type(int dnn_type);
+/* cuDNN's data type as the type phos_sim_elem_get takes (a cudaDataType), or
+ * -1. Here, not in device_sim_dnn.c: its RNN and CTC files use it too, and
+ * device_sim_dnn.c calls them (no circle). */
+static inline int phos_sim_dnn_elem_type(int dnn_type)
+{
+	switch (dnn_type) {
+	case PHOS_DNN_DATA_FLOAT: return 0;
+	case PHOS_DNN_DATA_DOUBLE: return 1;
+	case PHOS_DNN_DATA_HALF: return 2;
+	case PHOS_DNN_DATA_BFLOAT16: return 14;
+	default: return -1;
+	}
+}
 /* RNNs (device_sim_rnn.c): phos_dnn_ops.rnn. */
 int phos_sim_dnn_rnn(struct phos_device *dev, void *h, void *stream, const struct phos_dnn_rnn *r,
 		     const int32_t *seq, struct phos_reply_dnn_rnn *ret, int *st);

@@ -152,18 +152,6 @@ struct sim_tensor {
 	int64_t uid, dims[PHOS_DNN_DIM_MAX], strides[PHOS_DNN_DIM_MAX];
 };
 
-/* cuDNN's data type → the cudaDataType the element helpers take, or -1. */
-int phos_sim_dnn_elem_type(int dnn_type)
-{
-	switch (dnn_type) {
-	case PHOS_DNN_DATA_FLOAT: return 0;
-	case PHOS_DNN_DATA_DOUBLE: return 1;
-	case PHOS_DNN_DATA_HALF: return 2;
-	case PHOS_DNN_DATA_BFLOAT16: return 14;
-	default: return -1;
-	}
-}
-
 static int tensor_of(const struct sim_desc *d, struct sim_tensor *t)
 {
 	const struct sim_attr *dims = d ? attr_find(d, PHOS_DNN_ATTR_TENSOR_DIMENSIONS) : NULL;

@@ -25,7 +25,7 @@
 
 #include "executor.h"
 #include "fault.h"
-#include "loader.h"
+#include "engine.h"
 #include "log.h"
 
 /* One message at a time: the loader's and the validator's threads report

@@ -14,14 +14,14 @@
  * every access derives from the parameters in the set) or "opaque" (the
  * kernel may touch any buffer: on-demand restore waits for all of them).
  * A synchronous call's answer adds {"seq":12,"op":"reply","t_ms":..,"status":0}
- * (executor.c) and the restore engine its own lines (loader.c): together they
+ * (executor.c) and the restore engine its own lines (restore/engine.c): together they
  * are the timeline of a cold start.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "executor.h"
-#include "loader.h"
+#include "engine.h"
 #include "log.h"
 
 void spec_add(struct spec_set *s, uint64_t addr, uint64_t len, uint8_t access)

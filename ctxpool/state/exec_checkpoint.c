@@ -65,7 +65,7 @@
 #include "fault.h"
 #include "image.h"
 #include "log.h"
-#include "loader.h"
+#include "engine.h"
 #include "staging.h"
 
 /* A cow checkpoint's device-to-device reserve (docs/design.md): a buffer a record

@@ -17,6 +17,8 @@
  *                                      ├─ exec_solver.c   cuSOLVER dense calls and their sets
  *                                      └─ spec.c          read/write sets of every launch and
  *                                                         library call, and the trace
+ *   (those in calls/; a snapshot's restore in restore/: exec_image.c, exec_hot.c and
+ *   the restore engine, engine.c; checkpoints and a move's recopy in state/)
  *
  * Errors: a handler returns 0 or a negated cudaError_t. For a synchronous record
  * it becomes the reply status; for an asynchronous one it is kept as the
@@ -552,7 +554,7 @@ void exec_image_drop_scratch(struct exec_dump *d);
  * modules, kernels, variables, streams, events, cuBLAS handles, and every buffer
  * at its address with its contents, checksums verified. With on_demand it
  * returns once variables and cuBLAS workspaces are in, and the restore engine
- * (ex->loader, loader.h) brings the buffers in while the function runs: the
+ * (ex->loader, restore/engine.h) brings the buffers in while the function runs: the
  * snapshot's prefetch order first, then address order. On failure everything
  * made is released and err says why. */
 struct phos_image;

@@ -33,7 +33,7 @@
 #include "fault.h"
 #include "image.h"
 #include "log.h"
-#include "loader.h"
+#include "engine.h"
 #include "staging.h"
 
 /* --- dump --- */

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "executor.h"
-#include "loader.h"
+#include "engine.h"
 #include "log.h"
 
 #define BLAS_INVALID_VALUE 7

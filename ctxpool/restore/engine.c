@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The restore engine (see loader.h).
+ * The restore engine (see restore/engine.h).
  *
  * One engine thread drives io_uring and the copy engine; worker threads hash
  * the chunks that reads brought in (cold source). Per item the engine counts
@@ -13,7 +13,7 @@
  * The dispatcher (loader_gate) only reads item states and pushes promotions
  * under the lock; the engine owns everything else.
  */
-#include "loader.h"
+#include "engine.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -36,7 +36,7 @@
 
 #include "executor.h"
 #include "fault.h"
-#include "loader.h"
+#include "engine.h"
 #include "log.h"
 #include "ptx_twin.h"
 

@@ -9,7 +9,7 @@
 
 #include "executor.h"
 #include "image.h"
-#include "loader.h"
+#include "engine.h"
 #include "log.h"
 
 

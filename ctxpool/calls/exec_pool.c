@@ -39,7 +39,7 @@
 
 #include "executor.h"
 #include "image.h"
-#include "loader.h"
+#include "engine.h"
 #include "log.h"
 
 #define EVENT_DISABLE_TIMING 2u   /* cudaEventDisableTiming */

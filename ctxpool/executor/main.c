@@ -13,7 +13,7 @@
  * --restore-from: rebuild the device state of the snapshot in DIR before
  * serving (its arena is used), then report READY; ERROR otherwise.
  * --on-demand: report READY once the device objects are made, and bring the
- * buffers in while the function runs (loader.h).
+ * buffers in while the function runs (restore/engine.h).
  * --pool: stay warm and serve one function after another (pool_loop below).
  * --adopt-channel PID:FD (with --restore-from a checkpoint): the restored
  * function keeps its channel; map its memfd (fd FD of process PID) and go on
@@ -61,7 +61,7 @@
 #include "fault.h"
 #include "staging.h"
 #include "image.h"
-#include "loader.h"
+#include "engine.h"
 #include "log.h"
 
 /* Arena memory belongs to the device whose part of the arena it is in. */
@@ -395,7 +395,7 @@ static int serve_one(struct executor *ex, int fd, const char *dir, const struct 
  * IDLE on the control socket and waits for a job (runtime/proto/control.h):
  *   SERVE + fd               the descriptor is a function's channel socket
  *   RESTORE {dir} + fd       ... restore dir (stop-the-world, or on demand:
- *                            loader.h), then serve it; a checkpoint's
+ *                            restore/engine.h), then serve it; a checkpoint's
  *                            with its adoption: as --adopt-channel
  *   HOT {dirs}               make exactly these snapshots hot (exec_hot.c);
  *                            answers HOT_DONE or ERROR

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The staging pipeline from device memory to a snapshot's gpu.data (the way
- * back is the restore engine, loader.h, with the same slot ring size):
+ * back is the restore engine, restore/engine.h, with the same slot ring size):
  *
  *   dump:  device ──D2H──▶ pinned slot ──hash──▶ io_uring write ──▶ gpu.data
  *
