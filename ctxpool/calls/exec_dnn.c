@@ -894,6 +894,11 @@ static int ctc(struct executor *ex, uint32_t op, const struct phos_dnn_ctc *c, c
  * uses; the cache entry goes with o's unfinalized object. */
 static bool cached_plan(struct executor *ex, struct exec_dnn_obj *o)
 {
+	if (ex->trace)   /* what the cache saw: a plan whose key never matches shows here */
+		fprintf(ex->trace, "{\"seq\":%llu,\"op\":\"dnn_finalize\",\"type\":%d,\"keyed\":%s,"
+			"\"handle\":\"%p\",\"key\":\"%016llx%016llx\",\"cached\":%u}\n",
+			(unsigned long long)ex->seq, o->type, o->keyed ? "true" : "false", o->handle_dev,
+			(unsigned long long)o->key.high64, (unsigned long long)o->key.low64, ex->ndnn_plan_cache);
 	if (o->type != PHOS_DNN_EXECUTION_PLAN_DESCRIPTOR || o->planned || !o->keyed || !o->handle_dev)
 		return false;
 	for (unsigned i = 0; i < ex->ndnn_plan_cache; i++) {
@@ -976,11 +981,6 @@ int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t
 
 		if (!o)
 			return fail(st, PHOS_DNN_BAD_PARAM);
-		if (ex->trace)   /* what the plan cache saw */
-			fprintf(ex->trace, "{\"seq\":%llu,\"op\":\"dnn_finalize\",\"type\":%d,\"keyed\":%s,"
-				"\"handle\":\"%p\",\"key\":\"%016llx%016llx\",\"cached\":%u}\n",
-				(unsigned long long)ex->seq, o->type, o->keyed ? "true" : "false", o->handle_dev,
-				(unsigned long long)o->key.high64, (unsigned long long)o->key.low64, ex->ndnn_plan_cache);
 		if (cached_plan(ex, o))
 			return fail(st, PHOS_DNN_SUCCESS);
 		r = result(dnn(ex)->finalize(ex->dev, o->dev, st), st);

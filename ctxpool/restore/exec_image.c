@@ -976,6 +976,73 @@ static bool cached(int fd, uint64_t size)
 	return seen == 0 || in * 2 >= seen;
 }
 
+/* Every buffer of img at its address (and a checkpoint's pools and reserved
+ * ranges), not yet filled. */
+static int place_buffers(struct executor *ex, const struct phos_image *img, char *err, size_t errlen)
+{
+	uint64_t next_id = 1;
+	int r;
+
+	for (uint32_t i = 0; i < img->nbufs; i++) {
+		const struct phos_image_buf *b = &img->bufs[i];
+
+		r = phos_bufmap_alloc_at(ex->bufs, b->addr, b->size, b->id);
+		if (r < 0) {
+			phos_errf(err, errlen, "buffer %#llx+%llu cannot be placed (%s)", (unsigned long long)b->addr,
+			     (unsigned long long)b->size, strerror(-r));
+			return r;
+		}
+		if (b->id >= next_id)
+			next_id = b->id + 1;
+	}
+	phos_bufmap_set_next_id(ex->bufs, next_id);
+	/* A checkpoint's pools and reserved ranges, which no restore at
+	 * phos_fn_serve makes again (a snapshot's are the function's runtime's
+	 * to make: phos_pool_resend, the VMM restore hook); the buffers mapped
+	 * inside a reservation are placed already, wholly inside it. */
+	if (img->checkpoint.present && (r = exec_pool_from_image(ex, img, err, errlen)) < 0)
+		return r;
+	for (uint32_t i = 0; img->checkpoint.present && i < img->nresvs; i++) {
+		r = phos_bufmap_reserve_at(ex->bufs, img->resvs[i].addr, img->resvs[i].size);
+		if (r < 0) {
+			phos_errf(err, errlen, "the reserved range %#llx+%llu cannot be reserved again (%s)",
+				  (unsigned long long)img->resvs[i].addr, (unsigned long long)img->resvs[i].size,
+				  strerror(-r));
+			return r;
+		}
+	}
+	return 0;
+}
+
+/* dir's gpu.data as the restore engine's source: hot (straight from the
+ * pinned page cache), or cold and not cached (O_DIRECT, so that a cold image
+ * does not also pass through the page cache), or buffered. */
+static int open_source(struct executor *ex, const char *dir, const struct phos_image *img, struct loader_source *src,
+		       char *err, size_t errlen)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/gpu.data", dir);
+	src->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (src->fd < 0) {
+		int r = -errno;
+
+		phos_errf(err, errlen, "opening %s: %s", path, strerror(errno));
+		return r;
+	}
+	src->map = exec_hot_find(ex, src->fd, img->data_bytes);
+	if (!src->map && !cached(src->fd, img->data_bytes)) {
+		int dfd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+
+		if (dfd >= 0) {
+			close(src->fd);
+			src->fd = dfd;
+			src->direct = true;
+		}
+	}
+	return 0;
+}
+
 /* Where a restore's time went, in the log (and the trace's timeline): what
  * runs before the first byte moves delays an on-demand restore's first call. */
 static void phase_log(struct executor *ex, const double ph[8])
@@ -998,9 +1065,8 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 {
 	struct loader_item *items = NULL;
 	struct loader_source src = { .fd = -1, .background = on_demand };
-	uint64_t free_b = 0, total_b = 0, next_id = 1;
+	uint64_t free_b = 0, total_b = 0;
 	size_t n = 0, eager;
-	char path[4096];
 	pthread_t warm_thread;
 	bool warming = false;
 	double t, ph[8];   /* the phases' ends (phase_log) */
@@ -1042,34 +1108,9 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 		phos_errf(err, errlen, "out of memory");
 		goto fail;
 	}
-	for (uint32_t i = 0; i < img->nbufs; i++) {
-		const struct phos_image_buf *b = &img->bufs[i];
-
-		r = phos_bufmap_alloc_at(ex->bufs, b->addr, b->size, b->id);
-		if (r < 0) {
-			phos_errf(err, errlen, "buffer %#llx+%llu cannot be placed (%s)", (unsigned long long)b->addr,
-			     (unsigned long long)b->size, strerror(-r));
-			goto fail;
-		}
-		if (b->id >= next_id)
-			next_id = b->id + 1;
-	}
-	phos_bufmap_set_next_id(ex->bufs, next_id);
-	/* A checkpoint's pools and reserved ranges, which no restore at
-	 * phos_fn_serve makes again (a snapshot's are the function's runtime's
-	 * to make: phos_pool_resend, the VMM restore hook); the buffers mapped
-	 * inside a reservation are placed already, wholly inside it. */
-	if (img->checkpoint.present && (r = exec_pool_from_image(ex, img, err, errlen)) < 0)
+	r = place_buffers(ex, img, err, errlen);
+	if (r < 0)
 		goto fail;
-	for (uint32_t i = 0; img->checkpoint.present && i < img->nresvs; i++) {
-		r = phos_bufmap_reserve_at(ex->bufs, img->resvs[i].addr, img->resvs[i].size);
-		if (r < 0) {
-			phos_errf(err, errlen, "the reserved range %#llx+%llu cannot be reserved again (%s)",
-				  (unsigned long long)img->resvs[i].addr, (unsigned long long)img->resvs[i].size,
-				  strerror(-r));
-			goto fail;
-		}
-	}
 	ph[2] = phos_now();
 	/* arrays and the objects on them and on buffers: before the function runs */
 	r = load_array_data(ex, dir, img, err, errlen);
@@ -1079,25 +1120,9 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 		goto fail;
 	ph[3] = phos_now();
 	eager = plan_items(ex, img, items, &n);
-	snprintf(path, sizeof(path), "%s/gpu.data", dir);
-	src.fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (src.fd < 0) {
-		r = -errno;
-		phos_errf(err, errlen, "opening %s: %s", path, strerror(errno));
+	r = open_source(ex, dir, img, &src, err, errlen);
+	if (r < 0)
 		goto fail;
-	}
-	/* Hot: straight from the pinned page cache. Cold and not cached: O_DIRECT,
-	 * so that a cold image does not also pass through the page cache. */
-	src.map = exec_hot_find(ex, src.fd, img->data_bytes);
-	if (!src.map && !cached(src.fd, img->data_bytes)) {
-		int dfd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
-
-		if (dfd >= 0) {
-			close(src.fd);
-			src.fd = dfd;
-			src.direct = true;
-		}
-	}
 	phos_info("restoring %s: %zu items, %s source%s", dir, n, src.map ? "hot (pinned page cache)" : "cold",
 		  src.direct ? " (O_DIRECT)" : "");
 	t = ph[4] = phos_now();
