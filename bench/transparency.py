@@ -16,7 +16,7 @@ programs, for --programs):
      "pool_serve": {"stdin": "x\\nx\\n"},
      "driver_probe": {"skip": "a probe of the guard, not a CUDA program"},
      "big_sample": {"sim": false, "why": "no sim twin for its kernels"},
-     "blas_xt": {"refused": "cublasXt is refused at cublasXtCreate"},
+     "xt_syrk": {"refused": "cublasXt's syrk is not run"},
      "sort": {"same_output": true}}
 
 ({dir}: the program's folder.) A program that phos-fn refuses by design

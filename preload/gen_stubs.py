@@ -93,8 +93,9 @@ def read_syms(path):
     return names
 
 
-# cublasXt (multi-GPU BLAS on host memory) is refused loudly: a program that
-# uses it must not take a NOT_SUPPORTED it does not check for a quiet success.
+# The cublasXt routines cublas_xt.c does not run are refused loudly: a program
+# that uses them must not take a NOT_SUPPORTED it does not check for a quiet
+# success.
 LOUD = {'cublas': ('cublasXt', 'phos_cublas_xt_stub')}
 
 

@@ -2,7 +2,7 @@
 /*
  * The cuBLAS stand-in: handles and the GEMMs (level 1-3 routines of every
  * precision are in cublas_level.c, the Set/Get helpers in cublas_matrix.c,
- * the cublasXt refusals in cublas_xt.c).
+ * cublasXt in cublas_xt.c).
  *
  * Handles are ids chosen here (BLAS_CREATE is posted, no round trip); their
  * settings are also kept locally for the getters. Arguments are validated the
@@ -111,15 +111,16 @@ int phos_cublas_stub(const char *name, int *logged)
 	return CUBLAS_STATUS_NOT_SUPPORTED;
 }
 
-/* Called by the generated stubs of every cublasXt* name: cublasXt runs BLAS
- * on host memory across GPUs, which phos-fn does not forward. Refused with
+/* Called by the generated stubs of the cublasXt* names cublas_xt.c does not
+ * run (all but the handle calls and the gemms). Refused with
  * CUBLAS_STATUS_NOT_SUPPORTED and one line on stderr per name, whatever
  * PHOS_LOG says, so that the refusal is never silent. */
 int phos_cublas_xt_stub(const char *name, int *logged);
 int phos_cublas_xt_stub(const char *name, int *logged)
 {
 	if (!__atomic_exchange_n(logged, 1, __ATOMIC_RELAXED))
-		fprintf(stderr, "phos-fn: %s is not supported (cublasXt is not forwarded): CUBLAS_STATUS_NOT_SUPPORTED\n",
+		fprintf(stderr, "phos-fn: %s is not supported (of cublasXt, phos-fn runs the gemms only): "
+			"CUBLAS_STATUS_NOT_SUPPORTED\n",
 			name);
 	return CUBLAS_STATUS_NOT_SUPPORTED;
 }
