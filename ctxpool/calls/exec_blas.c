@@ -461,6 +461,19 @@ static int call_set(struct executor *ex, const struct phos_blas_op *op, struct s
 			return -1;
 		return 0;
 	}
+	case PHOS_BLAS_TRSM_BATCHED: {   /* each A[i] as trsm's A, each B[i] as its B */
+		int ka = op->side == 0 ? op->m : op->n;
+		const uint64_t arr[2] = { op->a, op->b };
+		const uint8_t access[2] = { R, RW };
+		uint64_t span[2];
+
+		if (op->batch < 0 || matrix_span(ka, ka, op->lda, 1, 0, e, &span[0]) < 0 ||
+		    matrix_span(op->m, op->n, op->ldb, 1, 0, e, &span[1]) < 0)
+			return -1;
+		if (op->batch == 0 || !span[1])
+			return 0;
+		return exec_arrays_set(ex, 2, arr, span, access, op->batch, set) < 0 ? -1 : 0;
+	}
 	default:
 		break;
 	}
@@ -510,7 +523,7 @@ static const char *call_name(const struct phos_blas_op *op, char name[16])
 	static const char *const fn[PHOS_BLAS_FN__COUNT] = {
 		"axpy", "scal", "dot", "dotc", "nrm2", "asum", "amax", "amin", "copy", "swap", "gemv", "ger", "gerc", "trsm",
 		"symv", "hemv", "syrk", "herk", "rot", "symm", "hemm", "syr2k", "her2k", "trmm",
-		"syr", "her", "syr2", "her2", "trmv", "trsv",
+		"syr", "her", "syr2", "her2", "trmv", "trsv", "trsmBatched",
 	};
 	char p = op->type == 0 ? 'S' : op->type == 1 ? 'D' : op->type == 4 ? 'C' : 'Z';
 
@@ -565,43 +578,66 @@ static int call(struct executor *ex, struct exec_blas *b, const struct phos_blas
 	return 0;
 }
 
-/* Batched LU routines: the matrices the arrays name, the pivots and infos. */
+/* The bytes of each tau vector of a batched geqrf: min(m, n) elements. */
+static int tau_span(int m, int n, uint64_t esize, uint64_t *ret_bytes)
+{
+	if (m < 0 || n < 0)
+		return -1;
+	*ret_bytes = (uint64_t)(m < n ? m : n) * esize;
+	return 0;
+}
+
+/* The routine's cuBLAS name without its prefix and suffix ("Sgetrf"), for
+ * the trace; fn is known to be in range. */
+static const char *lu_name(const struct phos_blas_lu *op, char name[16])
+{
+	static const char *const fn[] = { "getrf", "getri", "getrs", "matinv", "geqrf" };
+
+	snprintf(name, 16, "%c%s", op->type == 0 ? 'S' : 'D', fn[op->fn]);
+	return name;
+}
+
+/* Batched LU and QR routines: the matrices the arrays name, the pivots and
+ * infos; geqrf's a[i] (m x n) read and written and its tau vectors written. */
 static int lu(struct executor *ex, struct exec_blas *b, const struct phos_blas_lu *op, int *blas_status)
 {
 	struct spec_set set = { 0 };
 	uint64_t e = op->type == 0 ? 4 : op->type == 1 ? 8 : 0, sa, sc = 0;
-	int c_rows = op->n, c_cols = op->fn == PHOS_BLAS_GETRS ? op->nrhs : op->n;
+	bool qr = op->fn == PHOS_BLAS_GEQRF;
+	int a_rows = qr ? op->m : op->n, c_rows = op->n, c_cols = op->fn == PHOS_BLAS_GETRS ? op->nrhs : op->n;
 	uint64_t arr[2] = { op->a, op->c }, span[2];
 	uint8_t access[2];
+	char name[16];
 	int r;
 
 	if (!e) {
 		*blas_status = BLAS_NOT_SUPPORTED;
 		return -PHOS_CUDA_NOT_SUPPORTED;
 	}
-	if (op->fn < PHOS_BLAS_GETRF || op->fn > PHOS_BLAS_MATINV || op->batch < 0 ||
-	    matrix_span(op->n, op->n, op->lda, 1, 0, e, &sa) < 0 ||
-	    (op->fn != PHOS_BLAS_GETRF && matrix_span(c_rows, c_cols, op->ldc, 1, 0, e, &sc) < 0)) {
+	if (op->fn < PHOS_BLAS_GETRF || op->fn > PHOS_BLAS_GEQRF || op->batch < 0 ||
+	    matrix_span(a_rows, op->n, op->lda, 1, 0, e, &sa) < 0 ||
+	    (qr && tau_span(op->m, op->n, e, &sc) < 0) ||
+	    (!qr && op->fn != PHOS_BLAS_GETRF && matrix_span(c_rows, c_cols, op->ldc, 1, 0, e, &sc) < 0)) {
 		*blas_status = BLAS_INVALID_VALUE;
 		return -PHOS_CUDA_INVALID_VALUE;
 	}
 	span[0] = sa;
 	span[1] = sc;
-	access[0] = op->fn == PHOS_BLAS_GETRF ? SPEC_READ | SPEC_WRITE : SPEC_READ;
+	access[0] = op->fn == PHOS_BLAS_GETRF || qr ? SPEC_READ | SPEC_WRITE : SPEC_READ;
 	access[1] = op->fn == PHOS_BLAS_GETRS ? SPEC_READ | SPEC_WRITE : SPEC_WRITE;
 	if (op->batch == 0)
 		return 0;
 	r = exec_arrays_set(ex, op->fn == PHOS_BLAS_GETRF ? 1 : 2, arr, span, access, op->batch, &set);
-	if (r == 0 && op->pivots)
+	if (r == 0 && op->pivots && !qr)
 		r = spec_range(ex, &set, op->pivots, (uint64_t)op->n * (uint64_t)op->batch * 4,
 			       op->fn == PHOS_BLAS_GETRF ? SPEC_WRITE : SPEC_READ);
-	if (r == 0 && op->fn != PHOS_BLAS_GETRS)
+	if (r == 0 && op->fn != PHOS_BLAS_GETRS && !qr)
 		r = spec_range(ex, &set, op->info, (uint64_t)op->batch * 4, SPEC_WRITE);
 	if (r < 0) {
 		*blas_status = BLAS_INVALID_VALUE;
 		return r;
 	}
-	TRY(spec_commit(ex, "blas_lu", NULL, b->stream, &set));
+	TRY(spec_commit(ex, "blas_lu", lu_name(op, name), b->stream, &set));
 	return ex->dev_ops->blas_lu(ex->dev, b->dev_handle, op, blas_status);
 }
 

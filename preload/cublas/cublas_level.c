@@ -2,7 +2,7 @@
 /*
  * cuBLAS level 1-3 routines of every precision (S, D, C, Z): axpy, scal,
  * dot/dotu/dotc, nrm2, asum, amax/amin, copy, swap, rot (and csrot, zdrot),
- * gemv, symv, hemv, ger/geru/gerc, syrk, herk and trsm. Each entry point checks its arguments as cuBLAS does and fills one
+ * gemv, symv, hemv, ger/geru/gerc, syrk, herk, trsm and trsmBatched. Each entry point checks its arguments as cuBLAS does and fills one
  * PHOS_OP_BLAS_CALL record (proto.h, phos_blas_op) whose type field says the
  * precision, so the executor and both device backends have one path per
  * routine, not one per precision.
@@ -225,6 +225,30 @@ static cublasStatus_t trsm(cublasHandle_t handle, int type, cublasSideMode_t sid
 	    lda < max1(side == CUBLAS_SIDE_LEFT ? m : n) || ldb < max1(m) || !alpha)
 		return CUBLAS_STATUS_INVALID_VALUE;
 	if (m == 0 || n == 0)
+		return CUBLAS_STATUS_SUCCESS;
+	return run(b, &op, alpha, NULL, NULL, 0);
+}
+
+/* trsm on batch pairs of matrices named by device arrays of pointers (A[i],
+ * B[i]); the executor reads the arrays to put each matrix in the call's set.
+ * Arguments as trsm's, and batchCount < 0 refused as cuBLAS does. */
+static cublasStatus_t trsm_batched(cublasHandle_t handle, int type, cublasSideMode_t side, cublasFillMode_t uplo,
+				   cublasOperation_t trans, cublasDiagType_t diag, int m, int n, const void *alpha,
+				   const void *const A[], int lda, void *const B[], int ldb, int batch)
+{
+	struct blas *b = blas_get(handle);
+	struct phos_blas_op op = { .fn = PHOS_BLAS_TRSM_BATCHED, .type = type, .scal_type = type, .m = m, .n = n,
+				   .lda = lda, .ldb = ldb, .trans = trans, .side = side, .uplo = uplo,
+				   .diag = diag, .a = (uintptr_t)A, .b = (uintptr_t)B, .batch = batch };
+
+	if (!b)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	if ((side != CUBLAS_SIDE_LEFT && side != CUBLAS_SIDE_RIGHT) ||
+	    (uplo != CUBLAS_FILL_MODE_LOWER && uplo != CUBLAS_FILL_MODE_UPPER) || !op_ok(trans) ||
+	    (diag != CUBLAS_DIAG_NON_UNIT && diag != CUBLAS_DIAG_UNIT) || m < 0 || n < 0 ||
+	    lda < max1(side == CUBLAS_SIDE_LEFT ? m : n) || ldb < max1(m) || batch < 0 || !alpha)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (m == 0 || n == 0 || batch == 0)
 		return CUBLAS_STATUS_SUCCESS;
 	return run(b, &op, alpha, NULL, NULL, 0);
 }
@@ -473,6 +497,15 @@ static cublasStatus_t trmv(cublasHandle_t handle, int fn, int type, cublasFillMo
 						      const T *A, int lda, T *B, int ldb)                          \
 	{                                                                                                          \
 		return trsm(h, TYPE, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb);                        \
+	}                                                                                                          \
+	PHOS_EXPORT cublasStatus_t cublas##P##trsmBatched(cublasHandle_t h, cublasSideMode_t side,               \
+							  cublasFillMode_t uplo, cublasOperation_t trans,          \
+							  cublasDiagType_t diag, int m, int n, const T *alpha,     \
+							  const T *const A[], int lda, T *const B[], int ldb,      \
+							  int batch)                                               \
+	{                                                                                                          \
+		return trsm_batched(h, TYPE, side, uplo, trans, diag, m, n, alpha, (const void *const *)A, lda,  \
+				    (void *const *)B, ldb, batch);                                           \
 	}
 
 #define SYM(P, T, TYPE)                                                                                          \
@@ -698,4 +731,5 @@ PHOS_EXPORT_NAMES(
 	cublasSsyr_v2 cublasSsyr2_v2 cublasStrmv_v2 cublasStrsv_v2 cublasDsyr_v2 cublasDsyr2_v2 cublasDtrmv_v2
 	cublasDtrsv_v2 cublasCsyr_v2 cublasCsyr2_v2 cublasCtrmv_v2 cublasCtrsv_v2 cublasZsyr_v2 cublasZsyr2_v2
 	cublasZtrmv_v2 cublasZtrsv_v2 cublasCher_v2 cublasCher2_v2 cublasZher_v2 cublasZher2_v2
+	cublasStrsmBatched cublasDtrsmBatched cublasCtrsmBatched cublasZtrsmBatched
 )

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Batched LU routines on device arrays of matrix pointers, S and D:
- * getrfBatched, getriBatched, getrsBatched, matinvBatched. One record
- * (PHOS_OP_BLAS_LU) for all of them; the executor reads the pointer arrays to
- * put every matrix they name in the call's read/write set, as for the
- * pointer-array GEMMs. Arguments are checked as cuBLAS does; getrsBatched
- * reports a bad argument in its host *info as -(its position, counted from
- * the parameter after the handle).
+ * Batched LU and QR routines on device arrays of matrix pointers, S and D:
+ * getrfBatched, getriBatched, getrsBatched, matinvBatched, geqrfBatched. One
+ * record (PHOS_OP_BLAS_LU) for all of them; the executor reads the pointer
+ * arrays to put every matrix they name in the call's read/write set, as for
+ * the pointer-array GEMMs. Arguments are checked as cuBLAS does; getrsBatched
+ * and geqrfBatched report a bad argument in their host *info as -(its
+ * position, counted from the parameter after the handle).
  */
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
@@ -98,6 +98,39 @@ static cublasStatus_t matinv(cublasHandle_t h, int type, int n, const void *cons
 	return lu_post(h, &op);
 }
 
+/* Householder QR of each m x n Aarray[i] (any shape: tau gets min(m, n)
+ * elements). info is the host's and says only whether the arguments are
+ * good, so it is written here and the call stays asynchronous. */
+static cublasStatus_t geqrf(cublasHandle_t h, int type, int m, int n, void *const A[], int lda, void *const Tau[],
+			    int *info, int batch)
+{
+	struct phos_blas_lu op = { .fn = PHOS_BLAS_GEQRF, .type = type, .m = m, .n = n, .lda = lda, .batch = batch,
+				   .a = (uintptr_t)A, .c = (uintptr_t)Tau };
+	int bad = 0;
+
+	if (!info)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	/* m is 1, Aarray 3, lda 4, TauArray 5, batchSize 7 */
+	if (m < 0)
+		bad = 1;
+	else if (n < 0)
+		bad = 2;
+	else if (lda < max1(m))
+		bad = 4;
+	else if (batch < 0)
+		bad = 7;
+	else if (batch && m && n && !A)
+		bad = 3;
+	else if (batch && m && n && !Tau)
+		bad = 5;
+	*info = -bad;
+	if (bad)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (m == 0)
+		return blas_get(h) ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
+	return lu_post(h, &op);
+}
+
 #define LU(P, T, TYPE)                                                                                            \
 	PHOS_EXPORT cublasStatus_t cublas##P##getrfBatched(cublasHandle_t h, int n, T *const A[], int lda, int *P_, \
 							   int *info, int batch)                                    \
@@ -121,8 +154,14 @@ static cublasStatus_t matinv(cublasHandle_t h, int type, int n, const void *cons
 							    T *const Ainv[], int lda_inv, int *info, int batch)     \
 	{                                                                                                           \
 		return matinv(h, TYPE, n, (const void *const *)A, lda, (void *const *)Ainv, lda_inv, info, batch);   \
+	}                                                                                                           \
+	PHOS_EXPORT cublasStatus_t cublas##P##geqrfBatched(cublasHandle_t h, int m, int n, T *const A[], int lda,   \
+							   T *const Tau[], int *info, int batch)                    \
+	{                                                                                                           \
+		return geqrf(h, TYPE, m, n, (void *const *)A, lda, (void *const *)Tau, info, batch);                \
 	}
 LU(S, float, CUDA_R_32F)
 LU(D, double, CUDA_R_64F)
 PHOS_EXPORT_NAMES(cublasSgetrfBatched cublasSgetriBatched cublasSgetrsBatched cublasSmatinvBatched
-		  cublasDgetrfBatched cublasDgetriBatched cublasDgetrsBatched cublasDmatinvBatched)
+		  cublasDgetrfBatched cublasDgetriBatched cublasDgetrsBatched cublasDmatinvBatched
+		  cublasSgeqrfBatched cublasDgeqrfBatched)

@@ -723,6 +723,8 @@ enum phos_blas_fn {
 	PHOS_BLAS_HER2,   /* A += alpha x y^H + conj(alpha) y x^H (C, Z) */
 	PHOS_BLAS_TRMV,   /* x = op(A) x, A n x n triangular (uplo, diag) */
 	PHOS_BLAS_TRSV,   /* x = op(A)^-1 x */
+	PHOS_BLAS_TRSM_BATCHED, /* TRSM on each of batch pairs: a and b are device arrays of batch
+	                         * pointers to the A and B matrices */
 	PHOS_BLAS_FN__COUNT
 };
 struct phos_blas_op {
@@ -742,18 +744,22 @@ struct phos_blas_op {
 	double alpha[2], beta[2];      /* host pointer mode: real and imaginary parts */
 	uint64_t c;                    /* SYMM, HEMM, SYR2K, HER2K, TRMM: C, ldc; SYR2K, HER2K: k */
 	int32_t ldc, k;
+	int32_t batch;                 /* TRSM_BATCHED: the pointers in a and in b */
+	uint32_t _pad;
 	/* DOT/DOTC/NRM2/ASUM/AMAX/AMIN without dev_result are sent synchronously and
 	 * reply their result: one element of type (DOT, DOTC), of its real type
 	 * (NRM2, ASUM) or an int32 (AMAX, AMIN) */
 };
 
-/* Batched LU routines (S, D) on device arrays of matrix pointers, as the
- * pointer-array GEMMs: the executor reads the arrays to know the matrices. */
+/* Batched LU and QR routines (S, D) on device arrays of matrix pointers, as
+ * the pointer-array GEMMs: the executor reads the arrays to know the matrices. */
 enum phos_blas_lu_fn {
 	PHOS_BLAS_GETRF,  /* a[i] (n x n) = P L U in place; pivots, info written */
 	PHOS_BLAS_GETRI,  /* c[i] = inverse from getrf's a[i] and pivots; info written */
 	PHOS_BLAS_GETRS,  /* b[i] (n x nrhs) = op(A)^-1 b[i] from getrf's a[i] and pivots */
 	PHOS_BLAS_MATINV, /* c[i] = a[i]^-1 (n <= 32); a[i] is not changed; info written */
+	PHOS_BLAS_GEQRF,  /* a[i] (m x n) = Q R in place, LAPACK geqrf's form; c[i]: its tau,
+	                   * min(m, n) elements written; no pivots, no device info */
 };
 struct phos_blas_lu {
 	uint32_t handle;
@@ -762,10 +768,11 @@ struct phos_blas_lu {
 	int32_t n, nrhs, trans;
 	int32_t lda, ldc;              /* ldc: of c[i] (GETRI, MATINV) or b[i] (GETRS) */
 	int32_t batch;
-	uint32_t _pad;
-	uint64_t a, c;                 /* device arrays of batch pointers (c: the b array of GETRS) */
+	int32_t m;                     /* GEQRF: the rows of a[i] (the others: n) */
+	uint64_t a, c;                 /* device arrays of batch pointers (c: the b array of GETRS,
+	                                * the tau array of GEQRF) */
 	uint64_t pivots;               /* n * batch int32 in device memory, 0: no pivoting */
-	uint64_t info;                 /* batch int32 in device memory (not GETRS) */
+	uint64_t info;                 /* batch int32 in device memory (not GETRS, GEQRF) */
 };
 /* --- cuBLASLt records ---
  * A matrix layout (cublasLtMatrixLayout_t's attributes). */

@@ -2,7 +2,7 @@
 """Transparency of cuBLAS (issue 12): public-style CUDA programs that use the
 Set/Get helpers, every precision of the level 1-3 routines (symv, hemv, syrk,
 herk and the rotations included, blas_sym), mixed-precision
-GEMMs, batched LU, the 64-bit-integer _64 forms (blas_64) and cublasXt run under phos-fn and give the answers their own CPU
+GEMMs, batched LU, batched trsm and QR (blas_batched), the 64-bit-integer _64 forms (blas_64) and cublasXt run under phos-fn and give the answers their own CPU
 references expect; cublasXt is refused loudly; the executor's read/write sets
 of a few routines are exactly the bytes cuBLAS defines. With
 PHOS_TEST_DEVICE=cuda (tools/gpu-check) the programs also run natively, so
@@ -26,7 +26,8 @@ def native(name):
 
 
 OK_LINE = {"blas_helpers": "blas_helpers: ok", "blas_level": "blas_level: all precisions ok",
-           "blas_ex": "blas_ex: ok", "blas_lu": "blas_lu: ok", "blas_sym": "blas_sym: ok",
+           "blas_ex": "blas_ex: ok", "blas_lu": "blas_lu: ok", "blas_batched": "blas_batched: ok",
+           "blas_sym": "blas_sym: ok",
            "blas_64": "blas_64: ok"}
 
 for name, line in OK_LINE.items():
@@ -94,6 +95,12 @@ sets(one("blas_call", "Strsm"), [at("ta", 116), at("tb", 84)], [at("tb", 84)], "
 sets(one("blas_call", "Snrm2"), [at("nx", 64)], [at("nr", 4)], "Snrm2, device result")
 sets(one("blas_gemm"), [at("gs", 8), at("gs", 8, 8), at("ga", 128), at("ga", 128, 128), at("ga", 128, 256)],
      [at("ga", 128, 256)], "Dgemm, device scalars")
-sets(one("blas_lu"), [at("la", 16), at("lm", 44), at("lm", 44, 1024)],
+sets(one("blas_lu", "Sgetrf"), [at("la", 16), at("lm", 44), at("lm", 44, 1024)],
      [at("lm", 44), at("lm", 44, 1024), at("lp", 24), at("li", 8)], "Sgetrf batched (2 of 3 x 3, lda 4)")
+sets(one("blas_call", "StrsmBatched"), [at("tba", 16), at("tbb", 16), at("tbm", 44), at("tbm", 44, 1024),
+                                        at("tbm", 32, 2048), at("tbm", 32, 3072)],
+     [at("tbm", 32, 2048), at("tbm", 32, 3072)], "StrsmBatched left (2 of A 3 x 3, lda 4; B 3 x 2, ldb 5)")
+sets(one("blas_lu", "Dgeqrf"), [at("qa", 16), at("qt", 16), at("qm", 112), at("qm", 112, 1024)],
+     [at("qm", 112), at("qm", 112, 1024), at("qm", 24, 2048), at("qm", 24, 3072)],
+     "Dgeqrf batched (2 of 4 x 3, lda 5; tau 3)")
 done("transparency_blas")

@@ -16,7 +16,7 @@ import tempfile
 from harness import BUILD, check, done, program
 
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "transparency.py")
-EXPECTED = ["blas/blas_helpers", "blas/blas_level", "blas/blas_ex", "blas/blas_lu", "blas/blas_sets", "blas/blas_sym",
+EXPECTED = ["blas/blas_helpers", "blas/blas_level", "blas/blas_ex", "blas/blas_lu", "blas/blas_batched", "blas/blas_sets", "blas/blas_sym",
             "pools/pools", "pools/callbacks", "pools/pool_serve",
             "graphs/graphs", "graphs/graph_nodes", "graphs/launch_ex", "graphs/ptds", "graphs/graph_serve", "guard/rpath_cudart", "guard/dlopen_cudart",
             "textures/arrays", "textures/textures", "textures/texture_serve",

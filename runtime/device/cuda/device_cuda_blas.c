@@ -767,6 +767,15 @@ int cuda_blas_call(struct phos_device *dev, void *handle, const struct phos_blas
 			  (cublasDiagType_t)op->diag, op->m, op->n, &alpha, a, op->lda, b, op->ldb);
 		break;
 	}
+	case PHOS_BLAS_TRSM_BATCHED: {   /* a and b are the device arrays of pointers */
+		__typeof__(cuda_cublas.TrsmBatchedS) f[4] = { cuda_cublas.TrsmBatchedS, cuda_cublas.TrsmBatchedD,
+							      cuda_cublas.TrsmBatchedC, cuda_cublas.TrsmBatchedZ };
+
+		s = f[ti](h, (cublasSideMode_t)op->side, (cublasFillMode_t)op->uplo, (cublasOperation_t)op->trans,
+			  (cublasDiagType_t)op->diag, op->m, op->n, &alpha, (const void *const *)a, op->lda,
+			  (void *const *)b, op->ldb, op->batch);
+		break;
+	}
 	default:
 		s = CUBLAS_STATUS_INVALID_VALUE;
 		break;
@@ -776,8 +785,9 @@ int cuda_blas_call(struct phos_device *dev, void *handle, const struct phos_blas
 	return cuda_blas_result(s, ret_blas_status, "cublas level 1-3 call");
 }
 
-/* Batched LU on device arrays of pointers, S and D. getrsBatched reports
- * argument errors in a host int, which stays here: the preload checked them. */
+/* Batched LU and QR on device arrays of pointers, S and D. getrsBatched and
+ * geqrfBatched report argument errors in a host int, which stays here: the
+ * preload checked them. */
 int cuda_blas_lu(struct phos_device *dev, void *handle, const struct phos_blas_lu *op, int *ret_blas_status)
 {
 	struct cuda_dev *d = cuda_dev(dev);
@@ -815,6 +825,10 @@ int cuda_blas_lu(struct phos_device *dev, void *handle, const struct phos_blas_l
 	case PHOS_BLAS_MATINV:
 		s = (dbl ? cuda_cublas.MatinvD : cuda_cublas.MatinvS)(h, op->n, (const void *const *)a, op->lda, c,
 								       op->ldc, info, op->batch);
+		break;
+	case PHOS_BLAS_GEQRF:
+		s = (dbl ? cuda_cublas.GeqrfD : cuda_cublas.GeqrfS)(h, op->m, op->n, a, op->lda, c, &host_info,
+								     op->batch);
 		break;
 	default:
 		s = CUBLAS_STATUS_INVALID_VALUE;

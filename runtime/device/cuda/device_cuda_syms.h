@@ -275,7 +275,13 @@
 	X(GetrfD, "cublasDgetrfBatched", cublasStatus_t, (cublasHandle_t, int, void *const *, int, int *, int *, int)) \
 	X(GetriD, "cublasDgetriBatched", cublasStatus_t, (cublasHandle_t, int, const void *const *, int, const int *, void *const *, int, int *, int)) \
 	X(GetrsD, "cublasDgetrsBatched", cublasStatus_t, (cublasHandle_t, cublasOperation_t, int, int, const void *const *, int, const int *, void *const *, int, int *, int)) \
-	X(MatinvD, "cublasDmatinvBatched", cublasStatus_t, (cublasHandle_t, int, const void *const *, int, void *const *, int, int *, int))
+	X(MatinvD, "cublasDmatinvBatched", cublasStatus_t, (cublasHandle_t, int, const void *const *, int, void *const *, int, int *, int)) \
+	X(TrsmBatchedS, "cublasStrsmBatched", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, int, const void *, const void *const *, int, void *const *, int, int)) \
+	X(TrsmBatchedD, "cublasDtrsmBatched", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, int, const void *, const void *const *, int, void *const *, int, int)) \
+	X(TrsmBatchedC, "cublasCtrsmBatched", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, int, const void *, const void *const *, int, void *const *, int, int)) \
+	X(TrsmBatchedZ, "cublasZtrsmBatched", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, int, const void *, const void *const *, int, void *const *, int, int)) \
+	X(GeqrfS, "cublasSgeqrfBatched", cublasStatus_t, (cublasHandle_t, int, int, void *const *, int, void *const *, int *, int)) \
+	X(GeqrfD, "cublasDgeqrfBatched", cublasStatus_t, (cublasHandle_t, int, int, void *const *, int, void *const *, int *, int))
 
 #define CU_SYM_FIELD(field, name, version, export, type) type field;
 struct cuda_driver_syms {

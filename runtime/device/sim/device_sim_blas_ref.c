@@ -2,7 +2,7 @@
 /*
  * Host reference of the level 1-3 routines of every precision for the sim
  * backend (phos_blas_op: axpy, scal, dot/dotc, nrm2, asum, amax/amin, copy,
- * swap, gemv, ger/gerc, trsm) and of the double and complex GEMMs. Plain
+ * swap, gemv, ger/gerc, trsm, trsmBatched) and of the double and complex GEMMs. Plain
  * column-major loops as reference BLAS writes them; every element is widened
  * to double complex and stored back in its own type, so one loop serves S, D,
  * C and Z. Increments follow reference BLAS (a negative increment walks the
@@ -601,6 +601,15 @@ static int trmv(struct phos_device *dev, const struct phos_blas_op *op)
 	return ST_SUCCESS;
 }
 
+static bool trsm_args_ok(const struct phos_blas_op *op)
+{
+	int64_t ka = op->side ? op->n : op->m;
+
+	return op->side >= 0 && op->side <= 1 && op->uplo >= 0 && op->uplo <= 1 && op->trans >= 0 &&
+	       op->trans <= 2 && op->diag >= 0 && op->diag <= 1 && op->m >= 0 && op->n >= 0 &&
+	       op->lda >= (ka > 1 ? ka : 1) && op->ldb >= (op->m > 1 ? op->m : 1);
+}
+
 /* op(A) X = alpha B (side left, 0) or X op(A) = alpha B (right, 1); X overwrites B.
  * uplo: 0 lower, 1 upper (cublasFillMode_t); diag: 0 non-unit, 1 unit. */
 static int trsm(struct phos_device *dev, const struct phos_blas_op *op)
@@ -614,8 +623,7 @@ static int trsm(struct phos_device *dev, const struct phos_blas_op *op)
 	bool upper = (op->uplo == 1) == (tr == 0);
 	bool unit = op->diag == 1;
 
-	if (op->side < 0 || op->side > 1 || op->uplo < 0 || op->uplo > 1 || tr < 0 || tr > 2 || op->diag < 0 ||
-	    op->diag > 1 || m < 0 || n < 0 || lda < (ka > 1 ? ka : 1) || ldb < (m > 1 ? m : 1))
+	if (!trsm_args_ok(op))
 		return ST_INVALID_VALUE;
 	if (!m || !n)
 		return ST_SUCCESS;
@@ -654,6 +662,37 @@ static int trsm(struct phos_device *dev, const struct phos_blas_op *op)
 	return ST_SUCCESS;
 }
 
+/* trsm on each pair of the device arrays of pointers a and b (batch of each);
+ * every matrix is checked before the first is solved, so a bad pointer
+ * changes nothing. */
+static int trsm_batched(struct phos_device *dev, const struct phos_blas_op *op)
+{
+	struct phos_blas_op one = *op;
+	int64_t ka = op->side ? op->n : op->m;
+	const uint64_t *pa, *pb;
+	int s = ST_SUCCESS;
+
+	if (!trsm_args_ok(op) || op->batch < 0)
+		return ST_INVALID_VALUE;
+	if (!op->m || !op->n || !op->batch)
+		return ST_SUCCESS;
+	if (!phos_sim_range_ok(dev, op->a, (uint64_t)op->batch * 8) ||
+	    !phos_sim_range_ok(dev, op->b, (uint64_t)op->batch * 8))
+		return ST_EXECUTION_FAILED;
+	pa = (const uint64_t *)(uintptr_t)op->a;
+	pb = (const uint64_t *)(uintptr_t)op->b;
+	for (int32_t i = 0; i < op->batch; i++)
+		if (!mat_ok(dev, pa[i], op->type, ka, ka, op->lda) || !mat_ok(dev, pb[i], op->type, op->m, op->n, op->ldb))
+			return ST_EXECUTION_FAILED;
+	one.fn = PHOS_BLAS_TRSM;
+	for (int32_t i = 0; i < op->batch && s == ST_SUCCESS; i++) {
+		one.a = pa[i];
+		one.b = pb[i];
+		s = trsm(dev, &one);
+	}
+	return s;
+}
+
 int phos_sim_blas_call(struct phos_device *dev, void *handle, const struct phos_blas_op *op, void *ret_result,
 		       int *ret_blas_status)
 {
@@ -680,6 +719,9 @@ int phos_sim_blas_call(struct phos_device *dev, void *handle, const struct phos_
 		break;
 	case PHOS_BLAS_TRSM:
 		s = trsm(dev, op);
+		break;
+	case PHOS_BLAS_TRSM_BATCHED:
+		s = trsm_batched(dev, op);
 		break;
 	case PHOS_BLAS_SYMV:
 	case PHOS_BLAS_HEMV:
@@ -768,7 +810,7 @@ int phos_sim_blas_gemm_wide(struct phos_device *dev, const struct phos_blas_gemm
 	return ret_status(ret_blas_status, ST_SUCCESS);
 }
 
-/* ---- batched LU (getrf, getri, getrs, matinv), real S and D ---- */
+/* ---- batched LU (getrf, getri, getrs, matinv) and QR (geqrf), real S and D ---- */
 
 /* a (n x n, ld) = P L U in place, LAPACK getf2 order; piv gets 1-based pivot
  * rows (NULL: no pivoting). Returns info: 0, or k when U(k, k) is exactly 0. */
@@ -864,6 +906,63 @@ static int lu_inverse(const void *a, int type, int64_t n, int64_t lda, const int
 	return 0;
 }
 
+/* a (m x n, lda) = Q R in place as LAPACK's geqr2 writes it: column k's
+ * reflector H = I - tau v v^T (v(k) = 1, v(k+1:m) stored below the diagonal)
+ * makes a(k+1:m, k) zero, beta = -sign(a(k, k)) ||a(k:m, k)|| goes on the
+ * diagonal; tau = 0 (H = I) when a(k+1:m, k) is zero already. tau gets
+ * min(m, n) elements. */
+static void qr_factor(void *a, int type, int64_t m, int64_t n, int64_t lda, void *tau)
+{
+	for (int64_t k = 0; k < (m < n ? m : n); k++) {
+		double alpha = creal(ld(a, type, k + k * lda)), xnorm = 0, beta, t;
+
+		for (int64_t i = k + 1; i < m; i++)
+			xnorm = hypot(xnorm, creal(ld(a, type, i + k * lda)));
+		if (xnorm == 0) {
+			st(tau, type, k, 0);
+			continue;
+		}
+		beta = -copysign(hypot(alpha, xnorm), alpha);
+		t = (beta - alpha) / beta;
+		for (int64_t i = k + 1; i < m; i++)
+			st(a, type, i + k * lda, creal(ld(a, type, i + k * lda)) / (alpha - beta));
+		st(a, type, k + k * lda, beta);
+		st(tau, type, k, t);
+		for (int64_t j = k + 1; j < n; j++) {      /* a(k:m, j) -= t v (v^T a(k:m, j)) */
+			double w = creal(ld(a, type, k + j * lda));
+
+			for (int64_t i = k + 1; i < m; i++)
+				w += creal(ld(a, type, i + k * lda)) * creal(ld(a, type, i + j * lda));
+			st(a, type, k + j * lda, creal(ld(a, type, k + j * lda)) - t * w);
+			for (int64_t i = k + 1; i < m; i++)
+				st(a, type, i + j * lda,
+				   creal(ld(a, type, i + j * lda)) - t * creal(ld(a, type, i + k * lda)) * w);
+		}
+	}
+}
+
+/* geqrfBatched: a[i] (m x n) and tau[i] from the device arrays a and c. */
+static int qr_batched(struct phos_device *dev, const struct phos_blas_lu *op)
+{
+	int64_t m = op->m, n = op->n, batch = op->batch, k = m < n ? m : n;
+	const uint64_t *pa, *pt;
+
+	if (m < 0 || n < 0 || batch < 0 || op->lda < (m > 1 ? m : 1))
+		return ST_INVALID_VALUE;
+	if (!batch || !k)
+		return ST_SUCCESS;
+	if (!phos_sim_range_ok(dev, op->a, (uint64_t)batch * 8) || !phos_sim_range_ok(dev, op->c, (uint64_t)batch * 8))
+		return ST_EXECUTION_FAILED;
+	pa = (const uint64_t *)(uintptr_t)op->a;
+	pt = (const uint64_t *)(uintptr_t)op->c;
+	for (int64_t b = 0; b < batch; b++)
+		if (!mat_ok(dev, pa[b], op->type, m, n, op->lda) || !mat_ok(dev, pt[b], op->type, k, 1, k))
+			return ST_EXECUTION_FAILED;
+	for (int64_t b = 0; b < batch; b++)
+		qr_factor((void *)(uintptr_t)pa[b], op->type, m, n, op->lda, (void *)(uintptr_t)pt[b]);
+	return ST_SUCCESS;
+}
+
 int phos_sim_blas_lu(struct phos_device *dev, void *handle, const struct phos_blas_lu *op, int *ret_blas_status)
 {
 	int type, fn;
@@ -877,6 +976,8 @@ int phos_sim_blas_lu(struct phos_device *dev, void *handle, const struct phos_bl
 		return ret_status(ret_blas_status, ST_NOT_INITIALIZED);
 	if (!op || (op->type != T_R32 && op->type != T_R64))
 		return ret_status(ret_blas_status, ST_NOT_SUPPORTED);
+	if (op->fn == PHOS_BLAS_GEQRF)
+		return ret_status(ret_blas_status, qr_batched(dev, op));
 	type = op->type;
 	fn = op->fn;
 	n = op->n;

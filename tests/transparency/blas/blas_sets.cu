@@ -73,16 +73,42 @@ int main()
 	cudaMemcpy(lm, eye, sizeof(eye), cudaMemcpyHostToDevice);
 	cudaMemcpy(lm + 256, eye, sizeof(eye), cudaMemcpyHostToDevice);
 	CK(cublasSgetrfBatched(h, 3, la, 4, lp, li, 2));
+	// strsmBatched left of 2 pairs, m 3 n 2, lda 4 ldb 5, named by two device
+	// arrays (16 bytes each read): each A (2 * 4 + 3) * 4 = 44 bytes read, each
+	// B (1 * 5 + 3) * 4 = 32 bytes read and written
+	float *tbm = (float *)dev(4096), **tba = (float **)dev(256), **tbb = (float **)dev(256), half = 0.5f;
+	float *tbap[2] = { tbm, tbm + 256 }, *tbbp[2] = { tbm + 512, tbm + 768 };
+	cudaMemcpy(tba, tbap, sizeof(tbap), cudaMemcpyHostToDevice);
+	cudaMemcpy(tbb, tbbp, sizeof(tbbp), cudaMemcpyHostToDevice);
+	cudaMemcpy(tbm, eye, sizeof(eye), cudaMemcpyHostToDevice);
+	cudaMemcpy(tbm + 256, eye, sizeof(eye), cudaMemcpyHostToDevice);
+	CK(cublasStrsmBatched(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_T, CUBLAS_DIAG_NON_UNIT, 3, 2, &half,
+			      (const float *const *)tba, 4, tbb, 5, 2));
+	// dgeqrfBatched of 2 matrices 4 x 3, lda 5, and their tau vectors, named by
+	// two device arrays (16 bytes each read): each A (2 * 5 + 4) * 8 = 112
+	// bytes read and written, each tau 3 * 8 = 24 bytes written
+	double *qm = (double *)dev(4096), **qa = (double **)dev(256), **qt = (double **)dev(256);
+	double *qap[2] = { qm, qm + 128 }, *qtp[2] = { qm + 256, qm + 384 };
+	double qone[3] = { 1, 2, 3 };
+	int qinfo = 99;
+	cudaMemcpy(qa, qap, sizeof(qap), cudaMemcpyHostToDevice);
+	cudaMemcpy(qt, qtp, sizeof(qtp), cudaMemcpyHostToDevice);
+	cudaMemcpy(qm, qone, sizeof(qone), cudaMemcpyHostToDevice);
+	CK(cublasDgeqrfBatched(h, 4, 3, qa, 5, qt, &qinfo, 2));
+	if (qinfo != 0)
+		return 1;
 	if (cudaDeviceSynchronize() != cudaSuccess)
 		return 1;
 	cublasDestroy(h);
 	printf("{\"sv\":%llu,\"dx\":%llu,\"dy\":%llu,\"zx\":%llu,\"zy\":%llu,\"ca\":%llu,\"cx\":%llu,\"cy\":%llu,"
 	       "\"ta\":%llu,\"tb\":%llu,\"nx\":%llu,\"nr\":%llu,\"ga\":%llu,\"gs\":%llu,"
-	       "\"lm\":%llu,\"la\":%llu,\"lp\":%llu,\"li\":%llu}\n",
+	       "\"lm\":%llu,\"la\":%llu,\"lp\":%llu,\"li\":%llu,\"tbm\":%llu,\"tba\":%llu,\"tbb\":%llu,"
+	       "\"qm\":%llu,\"qa\":%llu,\"qt\":%llu}\n",
 	       (unsigned long long)sv, (unsigned long long)dx, (unsigned long long)dy, (unsigned long long)zx,
 	       (unsigned long long)zy, (unsigned long long)ca, (unsigned long long)cx, (unsigned long long)cy,
 	       (unsigned long long)ta, (unsigned long long)tb, (unsigned long long)nx, (unsigned long long)nr,
 	       (unsigned long long)ga, (unsigned long long)gs, (unsigned long long)lm, (unsigned long long)la,
-	       (unsigned long long)lp, (unsigned long long)li);
+	       (unsigned long long)lp, (unsigned long long)li, (unsigned long long)tbm, (unsigned long long)tba,
+	       (unsigned long long)tbb, (unsigned long long)qm, (unsigned long long)qa, (unsigned long long)qt);
 	return 0;
 }
