@@ -35,52 +35,12 @@
 
 #include "log.h"
 
-static int blas_to_phos(cublasStatus_t s)
-{
-	switch (s) {
-	case CUBLAS_STATUS_SUCCESS:
-		return 0;
-	case CUBLAS_STATUS_INVALID_VALUE:
-		return -PHOS_CUDA_INVALID_VALUE;
-	case CUBLAS_STATUS_NOT_SUPPORTED:
-	case CUBLAS_STATUS_ARCH_MISMATCH:
-		return -PHOS_CUDA_NOT_SUPPORTED;
-	case CUBLAS_STATUS_ALLOC_FAILED:
-		return -PHOS_CUDA_MEMORY_ALLOCATION;
-	case CUBLAS_STATUS_NOT_INITIALIZED:
-		return -PHOS_CUDA_INITIALIZATION;
-	case CUBLAS_STATUS_EXECUTION_FAILED:
-		return -PHOS_CUDA_LAUNCH_FAILURE;
-	default:
-		return -PHOS_CUDA_UNKNOWN;
-	}
-}
-
-static int blas_fail(cublasStatus_t s, const char *expr, const char *file, int line)
-{
-	const char *name = cuda_cublas.GetStatusName ? cuda_cublas.GetStatusName(s) : NULL;
-
-	phos_log_at(PHOS_LOG_ERROR, file, line, "cuda: %s: %s (%d)", expr, name ?: "CUBLAS_STATUS_?",
-		    (int)s);
-	return blas_to_phos(s);
-}
-
-#define BLAS_CHECK(call)                                                              \
-	do {                                                                          \
-		cublasStatus_t blas_check_s_ = (call);                                \
-		if (blas_check_s_ != CUBLAS_STATUS_SUCCESS)                           \
-			return blas_fail(blas_check_s_, #call, __FILE__, __LINE__);   \
+#define BLAS_CHECK(call)                                                                   \
+	do {                                                                               \
+		cublasStatus_t blas_check_s_ = (call);                                     \
+		if (blas_check_s_ != CUBLAS_STATUS_SUCCESS)                                \
+			return cuda_blas_fail(blas_check_s_, #call, __FILE__, __LINE__);   \
 	} while (0)
-
-/* Ends a call that reports its cublasStatus_t to the caller (device_cuda_syms.h). */
-int cuda_blas_result(cublasStatus_t s, int *ret_blas_status, const char *what)
-{
-	if (ret_blas_status)
-		*ret_blas_status = (int)s;
-	if (s == CUBLAS_STATUS_SUCCESS)
-		return 0;
-	return blas_fail(s, what, __FILE__, __LINE__);
-}
 
 /* A new handle in host pointer mode. */
 static int handle_new(cublasHandle_t *ret_handle)
@@ -92,7 +52,7 @@ static int handle_new(cublasHandle_t *ret_handle)
 	s = cuda_cublas.SetPointerMode(h, CUBLAS_POINTER_MODE_HOST);
 	if (s != CUBLAS_STATUS_SUCCESS) {
 		cuda_cublas.Destroy(h);
-		return blas_fail(s, "cublasSetPointerMode_v2", __FILE__, __LINE__);
+		return cuda_blas_fail(s, "cublasSetPointerMode_v2", __FILE__, __LINE__);
 	}
 	*ret_handle = h;
 	return 0;
@@ -124,7 +84,7 @@ int cuda_blas_warm(struct cuda_dev *d)
 		s = cuda_cublas.Sgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &alpha, a, N, a + N * N, N,
 				      &beta, (float *)(uintptr_t)buf + 2 * N * N, N);
 		if (s != CUBLAS_STATUS_SUCCESS)
-			r = blas_fail(s, "cublasSgemm_v2 (warm-up)", __FILE__, __LINE__);
+			r = cuda_blas_fail(s, "cublasSgemm_v2 (warm-up)", __FILE__, __LINE__);
 	}
 	/* cuBLASLt's first heuristic query builds its tables (PyTorch's Linear
 	 * layers ask one per call): also off the cold path. Not fatal. */
@@ -148,7 +108,7 @@ void cuda_blas_release_warm(struct cuda_dev *d)
 	while (d->nwarm) {
 		s = cuda_cublas.Destroy(d->warm[--d->nwarm]);
 		if (s != CUBLAS_STATUS_SUCCESS)
-			blas_fail(s, "cublasDestroy_v2", __FILE__, __LINE__);
+			cuda_blas_fail(s, "cublasDestroy_v2", __FILE__, __LINE__);
 	}
 	pthread_mutex_unlock(&d->lock);
 }

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internal to the cuda device backend (device_cuda.c, device_cuda_blas.c).
+ * Internal to the cuda device backend (device_cuda.c and its sub-files).
+ * device_cuda_core.c, below all of them, loads the symbols, converts and logs
+ * failures and makes contexts current; the other files call down into it.
  *
  * The driver (libcuda.so.1) and cuBLAS (libcublas.so.13) are reached only
  * through dlopen, once per process, at the first open():
@@ -340,12 +342,17 @@ static inline struct cuda_dev *cuda_dev(struct phos_device *dev)
 	return (struct cuda_dev *)(void *)dev;
 }
 
+/* The core (device_cuda_core.c). */
+
 /* dlopen of a toolkit library by soname: the loader's search path, then
  * $CUDA_HOME and /usr/local/cuda (lib64, lib). NULL (logged) when none loads. */
 void *cuda_lib_open(const char *soname);
 
 /* Resolves every symbol of both libraries, once per process. 0 or a negated cudaError_t. */
 int cuda_syms_load(void);
+/* Resolves the driver's symbols only (once per process): device_count works
+ * without cuBLAS. 0 or a negated cudaError_t. */
+int cuda_driver_syms_load(void);
 
 /* CUresult → cudaError_t (positive; 0 for success). */
 int cu_to_phos(CUresult r);
@@ -371,6 +378,15 @@ int cu_fail(CUresult r, const char *expr, const char *file, int line);
 /* Makes the device's context current on the calling thread (once per thread
  * and device: a thread-local remembers the last one made current). */
 int cuda_current(struct cuda_dev *d);
+/* A new device generation (never 0, never reused) for cuda_current. */
+uint64_t cuda_gen_next(void);
+/* Makes the calling thread forget that d's context is current (d closes). */
+void cuda_current_forget(const struct cuda_dev *d);
+/* Logs a failed cuBLAS call at file:line and returns its negated cudaError_t. */
+int cuda_blas_fail(cublasStatus_t s, const char *expr, const char *file, int line);
+/* Ends a call that reports its cublasStatus_t: the status to *ret_blas_status
+ * (may be NULL), a failure logged with what; 0 or a negated cudaError_t. */
+int cuda_blas_result(cublasStatus_t s, int *ret_blas_status, const char *what);
 
 /* CUDA graphs (device_cuda_graph.c). */
 int cuda_graph_make(struct phos_device *dev, const struct phos_dev_graph *d, void **ret_graph);
@@ -394,9 +410,6 @@ int cuda_blas_call(struct phos_device *dev, void *handle, const struct phos_blas
 int cuda_blas_lu(struct phos_device *dev, void *handle, const struct phos_blas_lu *op, int *ret_blas_status);
 int cuda_blas_gemv(struct phos_device *dev, void *handle, const struct phos_blas_gemv *op,
 		   int *ret_blas_status);
-/* Ends a call that reports its cublasStatus_t: the status to *ret_blas_status
- * (may be NULL), a failure logged with what; 0 or a negated cudaError_t. */
-int cuda_blas_result(cublasStatus_t s, int *ret_blas_status, const char *what);
 
 /* cuBLASLt side (device_cuda_blaslt.c): libcublasLt.so.13 is loaded at the
  * first call, and each device makes its cublasLtHandle_t then. */

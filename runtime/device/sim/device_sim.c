@@ -18,7 +18,7 @@
  *
  * Kernels run through host twins (sim_twin.h) loaded from PHOS_SIM_TWINS at open.
  */
-#include "device_sim.h"
+#include "device_sim_internal.h"
 #include "sim_tex.h"
 
 #include <cuda.h>
@@ -38,14 +38,12 @@
 #include "log.h"
 #include "sim_twin.h"
 
-#define SIM_CHUNK (2ull << 20)
 #define SIM_TOTAL_MEM (80ull << 30)      /* what the simulated device reports */
 #define SIM_VAR_GAP (1ull << 30)         /* between the arena end and the variable region */
 #define SIM_VAR_REGION (1ull << 30)      /* room for all __device__ variables */
 #define SIM_VAR_ALIGN 256u
 #define SIM_MAX_IMAGE (1ull << 30)       /* largest fatbin module_load accepts */
 #define SIM_MAX_NAME 65536u              /* longest mangled name */
-#define SIM_MAX_PLUGINS 64u
 #define SIM_MAX_TWINS 65536u
 #define SIM_DEFAULT_DYN_SHARED 49152     /* per block without opt-in */
 #define SIM_OPTIN_DYN_SHARED 232448      /* per block with cudaFuncAttributeMaxDynamicSharedMemorySize */
@@ -56,66 +54,12 @@
 #define EVENT_DISABLE_TIMING 0x2u
 #define FUNC_ATTR_MAX_DYN_SHARED 8       /* cudaFuncAttributeMaxDynamicSharedMemorySize */
 #define FUNC_ATTR_CARVEOUT 9             /* cudaFuncAttributePreferredSharedMemoryCarveout */
+#define SIM_PERSISTING_L2_MAX 32505856   /* CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE */
 
 struct sim_twin_entry {
 	const char *name;                /* owned by the plugin */
 	phos_sim_kernel_fn fn;
 	size_t order;                    /* load order: the first of duplicate names wins */
-};
-
-/* Stream attributes sim keeps (CUlaunchAttributeID 1..10; those valid for
- * streams: access policy window, synchronization policy, priority, memory
- * sync domain map and domain). */
-#define SIM_STREAM_ATTRS 11
-#define SIM_LIMITS 7                     /* CU_LIMIT_STACK_SIZE .. PERSISTING_L2_CACHE_SIZE */
-#define SIM_PERSISTING_L2_MAX 32505856   /* CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE */
-
-struct sim_stream_attrs {
-	uint8_t v[SIM_STREAM_ATTRS][PHOS_STREAM_ATTR_BYTES];
-};
-
-#define SIM_MAX_SCRATCH 4096
-
-struct sim_device {
-	pthread_mutex_t lock;            /* chunk_bits, counters, var region, object list */
-	struct sim_stream_attrs default_attrs;   /* of the NULL stream */
-	uint64_t limits[SIM_LIMITS];
-	uint64_t base, size, nchunks;
-	uint64_t *chunk_bits;
-	uint64_t mapped_bytes;
-	uint64_t total_mem;              /* SIM_TOTAL_MEM, or PHOS_SIM_MEMORY (tests) */
-	unsigned copy_delay_us;          /* PHOS_SIM_COPY_DELAY_US (tests): before each host copy */
-	uint64_t var_base, var_used, var_rw;
-	struct { uint64_t addr, len; } scratch[SIM_MAX_SCRATCH];   /* scratch_alloc's, addr 0: free */
-	struct phos_sim_obj objs;        /* list head */
-	struct sim_twin_entry *twins;    /* sorted by name */
-	size_t ntwins;
-	void *plugins[SIM_MAX_PLUGINS];
-	size_t nplugins;
-	struct sim_device *peers[8];     /* devices whose memory this one reaches (peer_add) */
-	size_t npeers;
-	/* host callbacks (sim_stream_host_func): cb_lock guards these and the
-	 * streams' counts; cb_cond tells of a callback's end */
-	pthread_mutex_t cb_lock;
-	pthread_cond_t cb_cond;
-	uint64_t null_issued, null_done; /* the NULL stream's callbacks */
-	/* the order of the callbacks of the NULL stream and of blocking streams
-	 * (which wait for each other's work): one sequence for all of them */
-	uint64_t legacy_issued, legacy_done;
-	unsigned cb_out;                 /* out, all of them (also read without the lock) */
-	/* pinned host ranges (host_register), as the driver keeps them: no two
-	 * overlap, and a copy may not straddle one's edge */
-	pthread_mutex_t reg_lock;
-	struct { uintptr_t addr, len; } *regs;
-	size_t nregs, regs_cap;
-};
-
-struct sim_stream {
-	struct phos_sim_obj obj;
-	uint32_t flags;
-	int priority;
-	struct sim_stream_attrs attrs;
-	uint64_t cb_issued, cb_done;     /* its host callbacks (under the device's cb_lock) */
 };
 
 struct sim_event {
@@ -147,155 +91,13 @@ struct sim_func {
 	char name[];
 };
 
-/* The handle device.h passes around is opaque; each backend converts it to its
- * own struct at the boundary, once per op. */
-static struct sim_device *sim_dev(struct phos_device *dev)
-{
-	return (struct sim_device *)(void *)dev;
-}
-
 static int sim_warm(struct phos_device *dev)
 {
 	(void)dev;
 	return 0;
 }
 
-/* ---- objects ---- */
-
-void *phos_sim_obj_new(struct phos_device *pdev, uint32_t magic, size_t size)
-{
-	struct sim_device *dev = sim_dev(pdev);
-	struct phos_sim_obj *o = calloc(1, size);
-
-	if (!o)
-		return NULL;
-	o->magic = magic;
-	pthread_mutex_lock(&dev->lock);
-	o->next = dev->objs.next;
-	o->prev = &dev->objs;
-	o->next->prev = o;
-	dev->objs.next = o;
-	pthread_mutex_unlock(&dev->lock);
-	return o;
-}
-
-static void obj_unlink_locked(struct phos_sim_obj *o)
-{
-	o->prev->next = o->next;
-	o->next->prev = o->prev;
-	o->magic = 0;
-}
-
-void phos_sim_obj_free(struct phos_device *pdev, void *obj)
-{
-	struct sim_device *dev = sim_dev(pdev);
-	struct phos_sim_obj *o = obj;
-
-	pthread_mutex_lock(&dev->lock);
-	obj_unlink_locked(o);
-	pthread_mutex_unlock(&dev->lock);
-	if (o->release)
-		o->release(o);
-	free(o);
-}
-
-void *phos_sim_obj_get(struct phos_device *pdev, const void *obj, uint32_t magic)
-{
-	struct sim_device *dev = sim_dev(pdev);
-	struct phos_sim_obj *o, *found = NULL;
-
-	if (!dev || !obj)
-		return NULL;
-	pthread_mutex_lock(&dev->lock);
-	for (o = dev->objs.next; o != &dev->objs; o = o->next)
-		if (o == obj) {
-			found = o->magic == magic ? o : NULL;
-			break;
-		}
-	pthread_mutex_unlock(&dev->lock);
-	return found;
-}
-
-/* Whether work on s (NULL: the legacy default stream) must still wait for
- * host callbacks: its own, and between the legacy stream and blocking
- * streams each other's. With cb_lock held. */
-static bool callbacks_ahead(const struct sim_device *dev, const struct sim_stream *s)
-{
-	if (!s)
-		return dev->legacy_issued != dev->legacy_done;
-	return s->cb_issued != s->cb_done || (s->flags == 0 && dev->null_issued != dev->null_done);
-}
-
-static void callbacks_wait(struct sim_device *dev, const struct sim_stream *s)
-{
-	if (!__atomic_load_n(&dev->cb_out, __ATOMIC_ACQUIRE))
-		return;   /* none out (every operation passes here): no lock */
-	pthread_mutex_lock(&dev->cb_lock);
-	while (callbacks_ahead(dev, s))
-		pthread_cond_wait(&dev->cb_cond, &dev->cb_lock);
-	pthread_mutex_unlock(&dev->cb_lock);
-}
-
-int phos_sim_stream_check(struct phos_device *dev, const void *stream)
-{
-	struct sim_stream *s = stream ? phos_sim_obj_get(dev, stream, PHOS_SIM_STREAM) : NULL;
-
-	if (stream && !s)
-		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
-	/* work completes at submission: the stream's host callbacks first */
-	callbacks_wait(sim_dev(dev), s);
-	return 0;
-}
-
 /* ---- memory ---- */
-
-static bool chunk_test(const struct sim_device *dev, uint64_t c)
-{
-	return dev->chunk_bits[c / 64] >> (c % 64) & 1;
-}
-
-static bool own_range_ok(struct sim_device *dev, uint64_t addr, uint64_t len);
-
-bool phos_sim_range_ok(struct phos_device *pdev, uint64_t addr, uint64_t len)
-{
-	struct sim_device *dev = sim_dev(pdev);
-
-	if (len == 0)
-		return true;
-	if (!dev || addr + len < addr)
-		return false;
-	if (own_range_ok(dev, addr, len))
-		return true;
-	/* memory of a peer (peers are set before any work, then only read) */
-	for (size_t i = 0; i < dev->npeers; i++) {
-		if (own_range_ok(dev->peers[i], addr, len))
-			return true;
-	}
-	return false;
-}
-
-static bool own_range_ok(struct sim_device *dev, uint64_t addr, uint64_t len)
-{
-	bool ok = false;
-
-	pthread_mutex_lock(&dev->lock);
-	if (addr >= dev->base && addr - dev->base < dev->size && len <= dev->size - (addr - dev->base)) {
-		ok = true;
-		for (uint64_t c = (addr - dev->base) / SIM_CHUNK; c <= (addr + len - 1 - dev->base) / SIM_CHUNK; c++)
-			if (!chunk_test(dev, c)) {
-				ok = false;
-				break;
-			}
-	} else if (dev->var_base && addr >= dev->var_base && addr + len <= dev->var_base + dev->var_used) {
-		ok = true;
-	} else {
-		for (size_t i = 0; !ok && i < SIM_MAX_SCRATCH; i++)
-			ok = dev->scratch[i].addr && addr >= dev->scratch[i].addr &&
-			     addr + len <= dev->scratch[i].addr + dev->scratch[i].len;
-	}
-	pthread_mutex_unlock(&dev->lock);
-	return ok;
-}
 
 /* Whether [addr, addr+len) is a non-empty, chunk-aligned range of the arena. */
 static bool arena_range_valid(const struct sim_device *dev, uint64_t addr, uint64_t len)
@@ -1026,7 +828,7 @@ static int sim_stream_destroy(struct phos_device *dev, void *stream)
 
 	if (!s)
 		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
-	callbacks_wait(sim_dev(dev), s);   /* they name it */
+	phos_sim_callbacks_wait(sim_dev(dev), s);   /* they name it */
 	phos_sim_obj_free(dev, s);
 	return 0;
 }
@@ -1127,7 +929,7 @@ static int sim_stream_query(struct phos_device *pdev, void *stream)
 	if (atomic_load(&sim_fatal))
 		return -PHOS_CUDA_LAUNCH_FAILURE;
 	pthread_mutex_lock(&dev->cb_lock);
-	ahead = callbacks_ahead(dev, s);
+	ahead = phos_sim_callbacks_ahead(dev, s);
 	pthread_mutex_unlock(&dev->cb_lock);
 	return ahead ? -PHOS_CUDA_NOT_READY : 0;
 }
@@ -1699,6 +1501,12 @@ static int sim_launch_ex(struct phos_device *dev, void *func, const struct phos_
 	return sim_launch(dev, func, ki, grid, block, shared, stream, params, param_bytes);
 }
 
+/* graph_launch: the graph runs its nodes through this table. */
+static int sim_graph_launch(struct phos_device *dev, void *graph, void *stream)
+{
+	return phos_sim_graph_launch(&phos_device_sim, dev, graph, stream);
+}
+
 const struct phos_device_ops phos_device_sim = {
 	.name = "sim",
 	.open = sim_open,
@@ -1760,7 +1568,7 @@ const struct phos_device_ops phos_device_sim = {
 	.launch = sim_launch,
 	.launch_ex = sim_launch_ex,
 	.graph_make = phos_sim_graph_make,
-	.graph_launch = phos_sim_graph_launch,
+	.graph_launch = sim_graph_launch,
 	.graph_destroy = phos_sim_graph_destroy,
 	.blas_create = phos_sim_blas_create,
 	.blas_destroy = phos_sim_blas_destroy,

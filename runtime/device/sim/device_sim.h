@@ -33,6 +33,8 @@ struct phos_sim_obj {
 	void (*release)(struct phos_sim_obj *o); /* frees what the object owns; may be NULL */
 };
 
+/* The core (device_sim_core.c, below every other file of the backend). */
+
 /* A zeroed object of size bytes (>= sizeof(struct phos_sim_obj)) linked into dev,
  * or NULL when out of memory. */
 void *phos_sim_obj_new(struct phos_device *dev, uint32_t magic, size_t size);
@@ -65,7 +67,9 @@ void phos_sim_tex_clear(void);
 /* CUDA graphs (device_sim_graph.c), and cudaGraphSetConditional for twins
  * (bound into every twin plugin that asks: sim_twin.h). */
 int phos_sim_graph_make(struct phos_device *dev, const struct phos_dev_graph *d, void **ret_graph);
-int phos_sim_graph_launch(struct phos_device *dev, void *graph, void *stream);
+/* Runs graph on stream through ops (the sim's own table, phos_device_sim,
+ * passed by device_sim.c so that the graph file does not name it). */
+int phos_sim_graph_launch(const struct phos_device_ops *ops, struct phos_device *dev, void *graph, void *stream);
 void phos_sim_graph_destroy(struct phos_device *dev, void *graph);
 void phos_sim_cond_set(uint64_t handle, unsigned value);
 

@@ -4,13 +4,14 @@
  * graph_destroy). A graph is kept as the executor described it (a deep copy)
  * and runs when it is launched, as sim runs all work: node after node in
  * their order (every node after its dependencies), through sim's own launch,
- * copy, set and event members. A conditional node looks at its handle's
- * value when it is reached: an if runs its first body when the value is not
- * 0 (else its second, when it has two), a while runs its body for as long as
- * the value is not 0 (looked at before each round), a switch the body the
- * value names (none past the last). Twins set values through the function
- * the sim device binds into their plugin (sim_twin.h), which finds the
- * graph being run on this thread.
+ * copy, set and event members (the ops table device_sim.c passes to the
+ * launch: this file does not name phos_device_sim, which names this file).
+ * A conditional node looks at its handle's value when it is reached: an if
+ * runs its first body when the value is not 0 (else its second, when it has
+ * two), a while runs its body for as long as the value is not 0 (looked at
+ * before each round), a switch the body the value names (none past the last).
+ * Twins set values through the function the sim device binds into their
+ * plugin (sim_twin.h), which finds the graph being run on this thread.
  *
  * Handles: the device's handle of condition i of graph g is
  * SIM_COND_TAG | g's serial << 16 | i: never the value the program holds
@@ -143,12 +144,13 @@ int phos_sim_graph_make(struct phos_device *dev, const struct phos_dev_graph *d,
 	return 0;
 }
 
-static int run_body(struct phos_device *dev, struct sim_graph *g, uint32_t parent, uint32_t body, void *stream);
+static int run_body(const struct phos_device_ops *ops, struct phos_device *dev, struct sim_graph *g, uint32_t parent,
+		    uint32_t body, void *stream);
 
-static int run_node(struct phos_device *dev, struct sim_graph *g, uint32_t i, void *stream)
+static int run_node(const struct phos_device_ops *ops, struct phos_device *dev, struct sim_graph *g, uint32_t i,
+		    void *stream)
 {
 	const struct phos_dev_gnode *n = &g->nodes[i];
-	const struct phos_device_ops *ops = &phos_device_sim;
 	int r = 0;
 
 	switch (n->kind) {
@@ -185,19 +187,19 @@ static int run_node(struct phos_device *dev, struct sim_graph *g, uint32_t i, vo
 		switch (n->type) {
 		case PHOS_GCOND_IF:
 			if (*v)
-				return run_body(dev, g, i, 0, stream);
-			return n->size == 2 ? run_body(dev, g, i, 1, stream) : 0;
+				return run_body(ops, dev, g, i, 0, stream);
+			return n->size == 2 ? run_body(ops, dev, g, i, 1, stream) : 0;
 		case PHOS_GCOND_WHILE:
 			for (uint32_t round = 0; *v && r == 0; round++) {
 				if (round == SIM_WHILE_MAX) {
 					phos_warn("sim: a while node ran %u rounds: given up", SIM_WHILE_MAX);
 					return -PHOS_CUDA_LAUNCH_FAILURE;
 				}
-				r = run_body(dev, g, i, 0, stream);
+				r = run_body(ops, dev, g, i, 0, stream);
 			}
 			return r;
 		case PHOS_GCOND_SWITCH:
-			return *v < n->size ? run_body(dev, g, i, *v, stream) : 0;
+			return *v < n->size ? run_body(ops, dev, g, i, *v, stream) : 0;
 		}
 		return -PHOS_CUDA_INVALID_VALUE;
 	}
@@ -206,17 +208,18 @@ static int run_node(struct phos_device *dev, struct sim_graph *g, uint32_t i, vo
 }
 
 /* The nodes of one body (parent PHOS_GRAPH_ROOT: the graph itself), in order. */
-static int run_body(struct phos_device *dev, struct sim_graph *g, uint32_t parent, uint32_t body, void *stream)
+static int run_body(const struct phos_device_ops *ops, struct phos_device *dev, struct sim_graph *g, uint32_t parent,
+		    uint32_t body, void *stream)
 {
 	int r = 0;
 
 	for (uint32_t i = parent == PHOS_GRAPH_ROOT ? 0 : parent + 1; i < g->nnodes && r == 0; i++)
 		if (g->nodes[i].parent == parent && g->nodes[i].body == body)
-			r = run_node(dev, g, i, stream);
+			r = run_node(ops, dev, g, i, stream);
 	return r;
 }
 
-int phos_sim_graph_launch(struct phos_device *dev, void *graph, void *stream)
+int phos_sim_graph_launch(const struct phos_device_ops *ops, struct phos_device *dev, void *graph, void *stream)
 {
 	struct sim_graph *g = graph, *outer = running;
 	int r = phos_sim_stream_check(dev, stream);
@@ -230,7 +233,7 @@ int phos_sim_graph_launch(struct phos_device *dev, void *graph, void *stream)
 			g->value[i] = g->conds[i].deflt;
 	g->bad = false;
 	running = g;
-	r = run_body(dev, g, PHOS_GRAPH_ROOT, 0, stream);
+	r = run_body(ops, dev, g, PHOS_GRAPH_ROOT, 0, stream);
 	running = outer;
 	return r;
 }
