@@ -1174,11 +1174,15 @@ fail:
 
 /* --- the parsed manifests of a pooled executor (executor.h) --- */
 
-static void image_ent_free(struct exec_image_ent *e)
+/* Frees entry i and closes the gap (the order, oldest first, stays). */
+static void image_ent_drop(struct executor *ex, unsigned i)
 {
+	struct exec_image_ent *e = &ex->imgcache[i];
+
 	free(e->dir);
 	phos_image_free(e->img);
-	memset(e, 0, sizeof(*e));
+	memmove(e, e + 1, (--ex->nimgcache - i) * sizeof(*e));
+	memset(&ex->imgcache[ex->nimgcache], 0, sizeof(*e));
 }
 
 int exec_image_cached(struct executor *ex, const char *dir, const struct phos_image **ret_img, char *err,
@@ -1213,14 +1217,11 @@ int exec_image_cached(struct executor *ex, const char *dir, const struct phos_im
 	for (unsigned i = 0; i < ex->nimgcache; i++) {
 		if (strcmp(ex->imgcache[i].dir, dir) != 0)
 			continue;
-		image_ent_free(&ex->imgcache[i]);
-		memmove(&ex->imgcache[i], &ex->imgcache[i + 1], (--ex->nimgcache - i) * sizeof(ex->imgcache[0]));
+		image_ent_drop(ex, i);
 		break;
 	}
-	if (ex->nimgcache == EXEC_IMAGE_CACHE) {
-		image_ent_free(&ex->imgcache[0]);
-		memmove(&ex->imgcache[0], &ex->imgcache[1], --ex->nimgcache * sizeof(ex->imgcache[0]));
-	}
+	if (ex->nimgcache == EXEC_IMAGE_CACHE)
+		image_ent_drop(ex, 0);
 	e = &ex->imgcache[ex->nimgcache];
 	e->dir = strdup(dir);
 	if (!e->dir || !known) {   /* (not kept: read again next time) */
@@ -1244,7 +1245,7 @@ int exec_image_cached(struct executor *ex, const char *dir, const struct phos_im
 void exec_image_cache_clear(struct executor *ex)
 {
 	while (ex->nimgcache)
-		image_ent_free(&ex->imgcache[--ex->nimgcache]);
+		image_ent_drop(ex, ex->nimgcache - 1);
 	phos_image_free(ex->img_uncached);
 	ex->img_uncached = NULL;
 }

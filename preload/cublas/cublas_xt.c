@@ -7,9 +7,9 @@
  * selected device: its matrices are copied into device buffers
  * (cudaMemcpyDefault: host or device pointers alike), the forwarded
  * cublas<t>gemm computes, C is copied back, and the call returns when C is
- * there, as cublasXt's do. The answer is cuBLAS's; tiling and the CPU share
- * (SetBlockDim, SetCpuRatio, SetCpuRoutine, pinning) are kept and reported
- * but change nothing, as they change no result.
+ * there, as cublasXt's do. The answer is cuBLAS's; the block dimension and
+ * pinning are kept for their getters, a CPU routine and ratio are checked
+ * and left out (every call runs on the GPU): none changes a result.
  *
  *   cublasXtCreate        a handle; no forwarded call until the first gemm,
  *                         which makes its cuBLAS handle on the device
@@ -38,7 +38,6 @@ struct cublasXtContext {
 	int device;                    /* -1 until DeviceSelect */
 	int block_dim;
 	cublasXtPinnedMemMode_t pinning;
-	float cpu_ratio[CUBLASXT_ROUTINE_MAX][4];
 	cublasHandle_t blas;           /* made at the first gemm, on device */
 };
 
@@ -187,14 +186,10 @@ PHOS_EXPORT cublasStatus_t cublasXtSetCpuRoutine(cublasXtHandle_t handle, cublas
 PHOS_EXPORT cublasStatus_t cublasXtSetCpuRatio(cublasXtHandle_t handle, cublasXtBlasOp_t blasOp,
 					       cublasXtOpType_t type, float ratio)
 {
-	struct cublasXtContext *h = xt(handle);
-
-	if (!h)
+	if (!xt(handle))
 		return CUBLAS_STATUS_NOT_INITIALIZED;
-	if (!op_ok(blasOp, type) || !(ratio >= 0.0f && ratio <= 1.0f))
-		return CUBLAS_STATUS_INVALID_VALUE;
-	h->cpu_ratio[blasOp][type] = ratio;
-	return CUBLAS_STATUS_SUCCESS;
+	return op_ok(blasOp, type) && ratio >= 0.0f && ratio <= 1.0f ? CUBLAS_STATUS_SUCCESS
+								      : CUBLAS_STATUS_INVALID_VALUE;
 }
 
 /* --- gemm --- */
