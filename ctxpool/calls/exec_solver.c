@@ -83,11 +83,15 @@ static int prepare(struct executor *ex, const struct phos_solver_call *c, struct
 		return fail(st, PHOS_SOLVER_INVALID_VALUE);
 	exec_use_device(ex, c->device);
 	s = phos_solver_ranges_of(c, 0, r, &n);
-	if (s)
+	if (s) {
+		phos_debug("cusolver: %s: its arguments are refused (%d)", what_of(c), s);
 		return fail(st, s);
+	}
 	if (!phos_solver_has_work(c->kind))
 		return 0;
 	TRY(result(solver(ex)->buffer_size(ex->dev, c, ret, st), st));
+	if (*st)
+		phos_debug("cusolver: %s: the library's workspace query answered %d", what_of(c), *st);
 	if (ret->work < 0 || ret->work > (c->x64 ? PHOS_SOLVER_X64_MAX : PHOS_SOLVER_ELEMS_MAX) || ret->host < 0 ||
 	    ret->host > PHOS_SOLVER_X64_MAX || (ret->host && !c->x64))
 		return fail(st, PHOS_SOLVER_INTERNAL_ERROR);

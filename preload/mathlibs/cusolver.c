@@ -304,8 +304,13 @@ static cusolverStatus_t forward_x(const char *name, cusolverDnHandle_t h, struct
 	if (c->query && !phos_solver_has_work(c->kind))
 		return CUSOLVER_STATUS_INVALID_VALUE;
 	st = phos_solver_ranges_of(c, c->lwork > 0 ? c->lwork : 0, r, &n);
-	if (st)
+	if (st) {   /* LAPACK's rules (solver_layout.c): the program sees the status, the log says why */
+		phos_debug("%s: status %d: m %lld n %lld k %lld nrhs %lld lda %lld ldb %lld lwork %lld a %#llx "
+			   "tau %#llx info %#llx", name, st, (long long)c->m, (long long)c->n, (long long)c->k,
+			   (long long)c->nrhs, (long long)c->lda, (long long)c->ldb, (long long)c->lwork,
+			   (unsigned long long)c->a, (unsigned long long)c->tau, (unsigned long long)c->info);
 		return (cusolverStatus_t)st;
+	}
 	if (c->query)   /* (a size query may name memory not yet allocated) */
 		return query(c, ret_size);
 	for (uint32_t i = 0; i < n; i++)
@@ -978,8 +983,11 @@ static cusolverStatus_t x_init(const char *name, cusolverDnHandle_t h, cusolverD
 
 	if (s)
 		return s;
-	if (!params || params->magic != PARAMS_MAGIC)
+	/* NULL is the default algorithm, as cuSOLVER takes it (PyTorch's geqrf passes NULL) */
+	if (params && params->magic != PARAMS_MAGIC) {
+		phos_debug("%s: INVALID_VALUE: params %p is not one of cusolverDnCreateParams's", name, (void *)params);
 		return CUSOLVER_STATUS_INVALID_VALUE;
+	}
 	for (int i = 0; i < ntypes; i++)
 		if (types[i] != ct)
 			return refuse_call(name, "with data types that differ from the compute type");
@@ -999,6 +1007,8 @@ static cusolverStatus_t x_forward(const char *name, cusolverDnHandle_t h, struct
 	if (query && (!dev || !host))
 		return CUSOLVER_STATUS_INVALID_VALUE;
 	s = forward_x(name, h, c, query ? &size : NULL);
+	if (s)
+		phos_debug("%s: status %d", name, (int)s);
 	if (!s && query) {
 		*dev = (size_t)size.work;
 		*host = (size_t)size.host;

@@ -210,7 +210,8 @@ static void make_x(struct state *st)
 				       &hw[XGETRF]));
 	SK(cusolverDnXpotrf_bufferSize(st->h, st->params, CUBLAS_FILL_MODE_LOWER, XC_N, CUDA_R_32F, st->xc, XC_N,
 				       CUDA_R_32F, &w[XPOTRF], &hw[XPOTRF]));
-	SK(cusolverDnXgeqrf_bufferSize(st->h, st->params, XQ_M, XQ_N, CUDA_R_64F, st->xq, XQ_M, CUDA_R_64F, st->xtau,
+	// geqrf with NULL params (the default algorithm), as PyTorch's calls it
+	SK(cusolverDnXgeqrf_bufferSize(st->h, NULL, XQ_M, XQ_N, CUDA_R_64F, st->xq, XQ_M, CUDA_R_64F, st->xtau,
 				       CUDA_R_64F, &w[XGEQRF], &hw[XGEQRF]));
 	SK(cusolverDnXsyevd_bufferSize(st->h, st->params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, XE_N,
 				       CUDA_R_32F, st->xe, XE_N, CUDA_R_32F, st->xew, CUDA_R_32F, &w[XSYEVD],
@@ -329,7 +330,7 @@ static void calls_x(struct state *st)
 			    st->work[XPOTRF], w[XPOTRF], st->xhw[XPOTRF], hw[XPOTRF], in + XPOTRF));
 	SK(cusolverDnXpotrs(st->h, st->params, CUBLAS_FILL_MODE_LOWER, XC_N, 1, CUDA_R_32F, st->xc, XC_N, CUDA_R_32F,
 			    st->xcb, XC_N, in + XPOTRS));
-	SK(cusolverDnXgeqrf(st->h, st->params, XQ_M, XQ_N, CUDA_R_64F, st->xq, XQ_M, CUDA_R_64F, st->xtau, CUDA_R_64F,
+	SK(cusolverDnXgeqrf(st->h, NULL, XQ_M, XQ_N, CUDA_R_64F, st->xq, XQ_M, CUDA_R_64F, st->xtau, CUDA_R_64F,
 			    st->work[XGEQRF], w[XGEQRF], st->xhw[XGEQRF], hw[XGEQRF], in + XGEQRF));
 	SK(cusolverDnXsyevd(st->h, st->params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, XE_N, CUDA_R_32F,
 			    st->xe, XE_N, CUDA_R_32F, st->xew, CUDA_R_32F, st->work[XSYEVD], w[XSYEVD], st->xhw[XSYEVD],
