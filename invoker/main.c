@@ -22,6 +22,7 @@
 #include "criu.h"
 #include "invoker.h"
 #include "log.h"
+#include "cluster.h"
 #include "token.h"
 
 struct inv_config inv_cfg;
@@ -112,7 +113,14 @@ static void usage(FILE *f)
 		"                         A kernel caught outside its set is opaque from then on\n"
 		"  --run-as USER          run functions as USER (a name, UID or UID:GID) in a mount namespace of\n"
 		"                         their own; only when the invoker runs as root (default there: nobody,\n"
-		"                         or 65534 without one; 'self' runs them as the invoker's own user)\n");
+		"                         or 65534 without one; 'self' runs them as the invoker's own user)\n"
+		"  --cluster URL          join the invokers registered in etcd at URL (http://HOST:PORT, its v3\n"
+		"                         API): calls of functions this invoker lacks go to a member that has\n"
+		"                         them; GET /system/cluster lists the members (docs/cluster.md)\n"
+		"  --cluster-token-file FILE  the secret every member shares (first line, 16+ characters, mode\n"
+		"                         0600): it opens the peer routes of every member; required by --cluster\n"
+		"  --advertise URL        the URL other members reach this invoker at (http[s]://HOST:PORT;\n"
+		"                         default: http://LISTEN when --listen names one address)\n");
 }
 
 /* --run-as: a user name, UID or UID:GID (a name's group is its primary one). */
@@ -224,6 +232,7 @@ static void listen_note(const char *listen)
 /* The invoker's own settings from its command line (the rest go to inv_cfg). */
 struct opts {
 	const char *listen, *device, *token_file;
+	const char *cluster, *cluster_token_file, *advertise;   /* cluster.h */
 	unsigned pool_size, drain_s;
 	bool hot_set, lend;
 };
@@ -298,6 +307,7 @@ static int num_parse(const struct num_opt *n, const char *arg, struct opts *o)
 }
 
 static struct phos_criu_user run_as;
+static char *cluster_token;   /* --cluster-token-file's, until the cluster has it */
 
 /* The defaults of everything an option can set. */
 static void defaults(struct opts *o)
@@ -361,6 +371,9 @@ static const struct option long_opts[] = {
 	{ "validate-spec", required_argument, NULL, 'V' },
 	{ "run-as", required_argument, NULL, 'U' },
 	{ "lend-executors", required_argument, NULL, 'L' },
+	{ "cluster", required_argument, NULL, '5' },
+	{ "cluster-token-file", required_argument, NULL, '6' },
+	{ "advertise", required_argument, NULL, '7' },
 	{ 0 },
 };
 
@@ -435,12 +448,34 @@ static int parse_options(int argc, char **argv, struct opts *o)
 			}
 			inv_cfg.allow_hosts[inv_cfg.n_allow_hosts++] = optarg;
 			break;
+		case '5': o->cluster = optarg; break;
+		case '6': o->cluster_token_file = optarg; break;
+		case '7': o->advertise = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
 	if (optind != argc) {
 		usage(stderr);
+		return 2;
+	}
+	if ((o->cluster_token_file || o->advertise) && !o->cluster) {
+		fprintf(stderr, "phos-invoker: --cluster-token-file and --advertise go with --cluster\n");
+		return 2;
+	}
+	if (o->cluster && !o->cluster_token_file) {
+		fprintf(stderr, "phos-invoker: --cluster needs --cluster-token-file (the secret its members share)\n");
+		return 2;
+	}
+	if ((o->cluster && !inv_cluster_url_ok(o->cluster)) || (o->advertise && !inv_cluster_url_ok(o->advertise))) {
+		fprintf(stderr, "phos-invoker: --cluster and --advertise take http[s]://HOST[:PORT] (no path, user, "
+				"query or trailing slash)\n");
+		return 2;
+	}
+	if (o->cluster && !o->advertise &&
+	    (!strncmp(o->listen, "0.0.0.0:", 8) || !strncmp(o->listen, "[::]:", 5))) {
+		fprintf(stderr, "phos-invoker: --cluster with --listen %s needs --advertise (the address other "
+				"members reach us at)\n", o->listen);
 		return 2;
 	}
 	return -1;
@@ -459,6 +494,10 @@ static int configure(const struct opts *o)
 	raise_nofile(inv_cfg.max_connections + 1024u);
 	if (o->token_file && inv_token_read(o->token_file, &inv_cfg.token, err, sizeof(err)) < 0) {
 		fprintf(stderr, "phos-invoker: %s\n", err);
+		return 1;
+	}
+	if (o->cluster_token_file && inv_token_read(o->cluster_token_file, &cluster_token, err, sizeof(err)) < 0) {
+		fprintf(stderr, "phos-invoker: --cluster-token-file: %s\n", err);
 		return 1;
 	}
 	if (!inv_listen_is_loopback(o->listen) && !o->token_file) {
@@ -593,9 +632,39 @@ static int open_state(const struct opts *o, struct phos_lender **lender)
 	return -1;
 }
 
+/* --cluster: our URL, the membership started (cluster.h) with the token
+ * configure() read. 0, or -1 (said why). */
+static int join_cluster(const struct opts *o)
+{
+	char err[512], self[300];
+	const char *advertise = o->advertise;
+	int r = -1;
+
+	if (inv_token_equal(cluster_token, inv_cfg.token) || inv_token_equal(cluster_token, inv_cfg.peer_token)) {
+		fprintf(stderr, "phos-invoker: the cluster token is this invoker's admin or peer token: every member "
+				"would get it; make another\n");
+		goto out;
+	}
+	if (!advertise) {
+		snprintf(self, sizeof(self), "http://%s", o->listen);
+		advertise = self;
+	}
+	r = inv_cluster_start(o->cluster, advertise, cluster_token, err, sizeof(err));
+	if (r < 0)
+		fprintf(stderr, "phos-invoker: --cluster: %s\n", err);
+	else
+		fprintf(stderr, "phos-invoker: a member of the cluster at %s as %s\n", o->cluster, advertise);
+out:
+	explicit_bzero(cluster_token, strlen(cluster_token));
+	free(cluster_token);
+	cluster_token = NULL;
+	return r;
+}
+
 /* After a stop signal: the drain, then everything down in order. */
 static int shut_down(struct MHD_Daemon *d, const struct opts *o, struct phos_lender *lender)
 {
+	inv_cluster_stop();   /* first: members stop sending calls here */
 	drain(o->drain_s);
 	if (!inv_http_stop(d, 2)) {
 		fprintf(stderr, "phos-invoker: stopped with requests still running\n");
@@ -640,6 +709,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "phos-invoker: %s\n", err);
 		return 1;
 	}
+	if (o.cluster && join_cluster(&o) < 0)
+		return 1;
 	listen_note(o.listen);
 	fprintf(stderr, "phos-invoker: listening on %s, state in %s, device %s, admin token in %s, peer token in "
 		"STATE/" INV_PEER_TOKEN_FILE "\n", o.listen, inv_cfg.state_dir, inv_cfg.device,

@@ -125,3 +125,18 @@ int inv_token_ensure(const char *state_dir, const char *file, char **ret_token, 
 		return r;
 	return inv_token_read(path, ret_token, err, errlen);
 }
+
+bool inv_token_equal(const char *given, const char *want)
+{
+	size_t gl, wl;
+	unsigned char diff;
+
+	if (!want || !given)
+		return false;
+	gl = strlen(given);
+	wl = strlen(want);
+	diff = gl != wl;
+	for (size_t i = 0; i < wl; i++)
+		diff |= (unsigned char)(want[i] ^ (i < gl ? given[i] : 0));
+	return diff == 0;
+}

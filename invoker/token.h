@@ -45,3 +45,8 @@ int inv_token_read(const char *path, char **ret_token, char *err, size_t errlen)
  * else created (random, 0600). 0 and a malloc'ed token, or -errno with the
  * reason in err. */
 int inv_token_ensure(const char *state_dir, const char *file, char **ret_token, char *err, size_t errlen);
+
+/* given equals want, compared in constant time in want's length (no early
+ * exit on the first difference); a NULL want (not configured) matches
+ * nothing. */
+bool inv_token_equal(const char *given, const char *want);

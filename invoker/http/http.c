@@ -36,8 +36,10 @@
 
 #include <microhttpd.h>
 
+#include "cluster.h"
 #include "invoker.h"
 #include "log.h"
+#include "token.h"
 #include "transfer.h"
 #include "http_server.h"
 
@@ -51,6 +53,7 @@ enum route {
 	R_INSTANCES,               /* /system/functions/NAME/instances: a moved instance arrives */
 	R_MIGRATION,               /* /system/migrations/ID */
 	R_RENDEZVOUS,              /* /system/functions/NAME/rendezvous (rendezvous.c) */
+	R_CLUSTER,                 /* /system/cluster: the members (cluster.h) */
 };
 
 struct req {
@@ -61,6 +64,7 @@ struct req {
 	char id[65];
 	unsigned instance;           /* R_CHECKPOINT */
 	struct inv_function *f;      /* R_INVOKE, R_ASYNC */
+	bool forward;                /* R_INVOKE of a function we lack: another member's (cluster.h) */
 	struct inv_body body;
 	int body_err;                /* the first error taking the body: the rest is dropped */
 	bool started;
@@ -158,23 +162,6 @@ static MHD_RESULT reply(struct MHD_Connection *c, struct req *q)
 	return ret;
 }
 
-/* given is want, in constant time in want's length (no early exit on the
- * first difference); a NULL want (not configured) matches nothing. */
-static bool token_ok(const char *given, const char *want)
-{
-	size_t gl, wl;
-	unsigned char diff;
-
-	if (!want)
-		return false;
-	gl = strlen(given);
-	wl = strlen(want);
-	diff = gl != wl;
-	for (size_t i = 0; i < wl; i++)
-		diff |= (unsigned char)(want[i] ^ (i < gl ? given[i] : 0));
-	return diff == 0;
-}
-
 /* The routes other invokers use with our peer token (token.h): a snapshot
  * pulled, a moved instance arriving and its checkpoint fetched, a move's
  * record watched by its target, rank 0's rendezvous, and the calls of a
@@ -203,7 +190,8 @@ static bool authorized(struct MHD_Connection *c, enum route r)
 		return false;
 	/* fails closed: no token configured means nobody gets in. Both are
 	 * compared, whichever matches: the time says nothing of which. */
-	bool admin = token_ok(h + 7, inv_cfg.token), peer = token_ok(h + 7, inv_cfg.peer_token);
+	bool admin = inv_token_equal(h + 7, inv_cfg.token),
+	     peer = inv_token_equal(h + 7, inv_cfg.peer_token) || inv_cluster_token_ok(h + 7);
 
 	return admin || (peer && peer_route(r));
 }
@@ -402,6 +390,8 @@ static int route(const char *url, struct req *q)
 		return q->route = R_FUNCS, 0;
 	if (!strcmp(url, "/system/logs"))
 		return q->route = R_LOGS, 0;
+	if (!strcmp(url, "/system/cluster"))
+		return q->route = R_CLUSTER, 0;
 	if (!strncmp(url, "/system/migrations/", 19)) {
 		const char *id = url + 19;
 
@@ -489,21 +479,38 @@ static bool method_ok(enum route r, const char *m)
 	return !strcmp(m, "HEAD") && strstr(a, "GET");
 }
 
-static void invoke(struct req *q)
+/* The call's content type into ctype (128 bytes): it goes into the frame
+ * header, so one token of printable ASCII, else application/json. */
+static void call_ctype(struct req *q, char *ctype)
 {
 	const char *ct = MHD_lookup_connection_value(q->c, MHD_HEADER_KIND, "Content-Type");
-	char ctype[128] = "application/json", id[33], rms[32], runms[32];
+	bool ok = ct && *ct && strlen(ct) < 128;
+
+	for (const char *p = ct; ok && *p; p++)
+		ok &= *p > ' ' && *p < 127;
+	snprintf(ctype, 128, "%s", ok ? ct : "application/json");
+}
+
+/* A call of a function we lack, run by another member of the cluster. */
+static void forward_call(struct req *q)
+{
+	char ctype[128], *member;
 	struct inv_result res;
 
-	/* the content type goes into the frame header: one token of printable ASCII */
-	if (ct && strlen(ct) < sizeof(ctype)) {
-		bool ok = *ct != '\0';
+	call_ctype(q, ctype);
+	inv_cluster_invoke(q->name, q->body.bytes, q->body.len, ctype, &res, &member);
+	const char *const h[] = { "X-Phos-Served-By", member, NULL };
 
-		for (const char *p = ct; *p; p++)
-			ok &= *p > ' ' && *p < 127;
-		if (ok)
-			snprintf(ctype, sizeof(ctype), "%s", ct);
-	}
+	put_buf(q, (unsigned)res.http, res.content_type, res.body, res.len, member ? h : NULL);
+	free(member);
+}
+
+static void invoke(struct req *q)
+{
+	char ctype[128], id[33], rms[32], runms[32];
+	struct inv_result res;
+
+	call_ctype(q, ctype);
 	if (q->route == R_ASYNC) {
 		int r = inv_call_async(q->f, q->body.bytes, q->body.len, ctype, id);
 
@@ -667,7 +674,10 @@ static void dispatch(struct req *q)
 		return;
 	case R_INVOKE:
 	case R_ASYNC:
-		invoke(q);
+		if (q->forward)
+			forward_call(q);
+		else
+			invoke(q);
 		return;
 	case R_EXPORT:
 		code = inv_export_describe(q->name, &body);
@@ -691,6 +701,13 @@ static void dispatch(struct req *q)
 	case R_RENDEZVOUS:
 		code = inv_rendezvous_describe(q->name, &body);
 		break;
+	case R_CLUSTER:
+		if (!inv_cluster_on()) {
+			put_error(q, 404, "this invoker is in no cluster (--cluster)");
+			return;
+		}
+		put_json(q, 200, inv_cluster_describe(), NULL);
+		return;
 	default:
 		put_error(q, 404, "no such route");
 		return;
@@ -756,11 +773,14 @@ static bool admit(struct MHD_Connection *c, struct req *q, const char *url, cons
 	}
 	if (q->route == R_INVOKE || q->route == R_ASYNC) {
 		q->f = inv_function_get(q->name);
-		if (!q->f) {
+		/* another member may have it; a call forwarded to us is never passed on */
+		q->forward = !q->f && q->route == R_INVOKE && inv_cluster_on() &&
+			     !MHD_lookup_connection_value(c, MHD_HEADER_KIND, INV_CLUSTER_FORWARDED);
+		if (!q->f && !q->forward) {
 			put_error(q, 404, "no function %s", q->name);
 			return false;
 		}
-		inv_body_init(&q->body, q->f->limits.max_body_bytes, true);
+		inv_body_init(&q->body, q->f ? q->f->limits.max_body_bytes : inv_cfg.max_body_bytes, true);
 	} else {
 		inv_body_init(&q->body, q->route == R_FUNCS || q->route == R_INSTANCES ? DEPLOY_BODY_MAX :
 			      q->route == R_CHECKPOINT || q->route == R_MIGRATE ? 8192 : 0, false);
@@ -821,7 +841,7 @@ static MHD_RESULT handler(void *cls, struct MHD_Connection *c, const char *url, 
 		put_body_error(q, q->body_err);
 		return reply(c, q);
 	}
-	if ((q->route == R_INVOKE || q->route == R_ASYNC) && !q->f->ready) {
+	if ((q->route == R_INVOKE || q->route == R_ASYNC) && q->f && !q->f->ready) {
 		put_error(q, 503, "function %s is being deployed", q->name);
 		return reply(c, q);
 	}

@@ -62,6 +62,7 @@
 #include "image.h"
 #include "invoker.h"
 #include "log.h"
+#include "forward.h"
 #include "pull.h"
 #include "transfer.h"
 
@@ -2272,104 +2273,25 @@ out:
 
 /* ---- forwarding calls of a moved session ---- */
 
-struct fwd {
-	char *buf;
-	size_t len, cap;
-	bool over;
-};
-
-static size_t on_fwd(char *data, size_t size, size_t nmemb, void *arg)
-{
-	struct fwd *w = arg;
-	size_t n = size * nmemb;
-
-	if (w->len + n > INV_MAX_RESPONSE) {
-		w->over = true;
-		return 0;
-	}
-	if (w->len + n + 1 > w->cap) {
-		size_t cap = w->cap ? w->cap : 4096;
-		char *b;
-
-		while (cap < w->len + n + 1)
-			cap *= 2;
-		if (!(b = realloc(w->buf, cap)))
-			return 0;
-		w->buf = b;
-		w->cap = cap;
-	}
-	memcpy(w->buf + w->len, data, n);
-	w->len += n;
-	w->buf[w->len] = '\0';
-	return n;
-}
-
 void inv_migrate_forward(struct inv_function *f, const char *body, size_t len, const char *ctype,
 			 struct inv_result *res)
 {
-	char url[PULL_URL_MAX + 128], auth[PULL_TOKEN_MAX + 32], ct[160], *to = NULL;
-	struct curl_slist *h = NULL;
-	struct fwd w = { 0 };
-	const char *type = NULL;
-	long status = 0;
-	CURLcode cr = CURLE_FAILED_INIT;
-	CURL *c;
+	char *to = NULL, *token = NULL, err[256];
 
 	pthread_mutex_lock(&f->lock);
 	if (f->moved_to) {
 		to = strdup(f->moved_to);
-		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", f->moved_token);
+		token = strdup(f->moved_token);
 	}
 	pthread_mutex_unlock(&f->lock);
-	if (!to) {   /* it came back meanwhile: the caller's next try finds it */
+	if (!to || !token)   /* it came back meanwhile: the caller's next try finds it */
 		inv_result_error(res, 503, "the function's instance is moving; retry");
-		return;
-	}
-	snprintf(url, sizeof(url), "%.*s/function/%s", (int)strlen(to) - (to[strlen(to) - 1] == '/'), to, f->name);
-	snprintf(ct, sizeof(ct), "Content-Type: %s", ctype);
-	c = curl_easy_init();
-	if (c) {
-		h = curl_slist_append(h, auth);
-		h = curl_slist_append(h, ct);
-		curl_easy_setopt(c, CURLOPT_URL, url);
-		curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-		curl_easy_setopt(c, CURLOPT_POST, 1L);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-		curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)f->limits.timeout_ms + 10000L);
-		pull_curl_keepalive(c);
-		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_fwd);
-		curl_easy_setopt(c, CURLOPT_WRITEDATA, &w);
-		cr = curl_easy_perform(c);
-		if (cr == CURLE_OK) {
-			curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-			curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &type);
-		}
-	}
-	if (cr == CURLE_OK && status >= 100 && status <= 599) {
-		free(res->body);
-		res->body = w.buf ? w.buf : strdup("");
-		res->len = w.len;
-		res->http = (int)status;
-		snprintf(res->content_type, sizeof(res->content_type), "%s",
-			 type && strlen(type) < sizeof(res->content_type) && !strpbrk(type, "\r\n") ? type
-												: "application/json");
-		w.buf = NULL;
-	} else {
-		inv_result_error(res, 502, "the function's instance moved to %s, which %s: %s", to,
-				 w.over ? "answered too much" : "cannot be reached",
-				 c ? curl_easy_strerror(cr) : "out of memory");
-	}
-	free(w.buf);
-	explicit_bzero(auth, sizeof(auth));
-	for (struct curl_slist *x = h; x; x = x->next)
-		explicit_bzero(x->data, strlen(x->data));
-	curl_slist_free_all(h);
-	if (c)
-		curl_easy_cleanup(c);
+	else if (inv_peer_forward(to, f->name, token, NULL, body, len, ctype, (long)f->limits.timeout_ms + 10000L,
+				  res, err, sizeof(err)) < 0)
+		inv_result_error(res, 502, "the function's instance moved to %s, which %s%s", to,
+				 strcmp(err, "answered too much") ? "cannot be reached: " : "", err);
+	if (token)
+		explicit_bzero(token, strlen(token));
+	free(token);
 	free(to);
 }

@@ -1,0 +1,341 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Membership and placement on etcd (cluster.h has the picture).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cluster.h"
+#include "etcd.h"
+#include "forward.h"
+#include "log.h"
+#include "token.h"
+
+/* A forwarded call's limit: the longest timeout_ms a function may have, and
+ * the member's own answer time (it enforces the function's limit itself). */
+#define FORWARD_TIMEOUT_MS (3600000L + 10000L)
+
+static struct {
+	char *etcd, *self, *key, *token;
+	pthread_t thread;
+	bool on, started;
+	pthread_mutex_t lock;   /* everything below */
+	pthread_cond_t cond;
+	bool stopping;
+	int64_t lease;
+	json_t *members;        /* the last range read: [{"key", "value"}], never changed in place */
+	double members_at;      /* when it was read (0: never) */
+	char last_error[256];   /* etcd's, "" while it answers */
+} cl = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+
+static atomic_uint forwarding;   /* calls being forwarded now (our load) */
+
+bool inv_cluster_on(void)
+{
+	return cl.on;
+}
+
+bool inv_cluster_token_ok(const char *given)
+{
+	return cl.on && inv_token_equal(given, cl.token);
+}
+
+bool inv_cluster_url_ok(const char *u)
+{
+	const char *host = !strncmp(u, "http://", 7) ? u + 7 : !strncmp(u, "https://", 8) ? u + 8 : NULL;
+	size_t n = strlen(u);
+
+	if (!host || !*host || n > 255 || u[n - 1] == '/')
+		return false;
+	for (const char *p = host; *p; p++)
+		if (*p <= ' ' || *p >= 127 || strchr("/?#@\\", *p))
+			return false;
+	return true;
+}
+
+/* ---- our record ---- */
+
+struct tally {
+	json_t *functions;
+	unsigned busy;
+};
+
+static void tally_one(struct inv_function *f, void *arg)
+{
+	struct tally *t = arg;
+	unsigned c[4] = { 0 };
+	bool ready, standby;
+	unsigned generation;
+
+	pthread_mutex_lock(&f->lock);
+	ready = f->ready && !f->removed && !f->moved_to;
+	standby = f->standby.valid;
+	generation = f->generation;
+	for (struct inv_instance *in = f->instances; in; in = in->next)
+		c[in->state]++;
+	t->busy += c[INV_INST_BUSY] + f->waiting;
+	pthread_mutex_unlock(&f->lock);
+	json_object_set_new(t->functions, f->name,
+			    json_pack("{s:b,s:i,s:i,s:b,s:i}", "ready", ready, "idle", c[INV_INST_IDLE], "busy",
+				      c[INV_INST_BUSY], "standby", standby, "generation", generation));
+}
+
+static char *record(void)
+{
+	struct tally t = { .functions = json_object() };
+	json_t *j;
+	char *s;
+
+	inv_function_foreach(tally_one, &t);
+	j = json_pack("{s:s,s:s,s:b,s:i,s:o}", "url", cl.self, "device", inv_cfg.device, "draining", inv_draining != 0,
+		      "load", t.busy + atomic_load(&forwarding), "functions", t.functions);
+	s = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	json_decref(j);
+	return s;
+}
+
+/* ---- the thread: lease, record, view ---- */
+
+static void note_error(const char *err)
+{
+	pthread_mutex_lock(&cl.lock);
+	if (strcmp(cl.last_error, err)) {
+		if (*err)
+			phos_warn("cluster: %s", err);
+		else
+			phos_info("cluster: etcd answers again");
+		snprintf(cl.last_error, sizeof(cl.last_error), "%s", err);
+	}
+	pthread_mutex_unlock(&cl.lock);
+}
+
+/* One round: the lease renewed (or a new one), our record put when it
+ * changed or a new lease needs it, every member's read. */
+static void round_once(char **last_put, double *put_at)
+{
+	char err[512] = "";
+	int64_t ttl = 0;
+	json_t *members = NULL;
+	char *rec = record();
+	bool fresh = false;
+
+	if (cl.lease && inv_etcd_keepalive(cl.etcd, cl.lease, &ttl, err, sizeof(err)) == 0 && ttl == 0) {
+		phos_warn("cluster: our lease expired (etcd unreachable for %d s?): registering again",
+			  INV_CLUSTER_TTL_S);
+		cl.lease = 0;
+	}
+	if (!*err && !cl.lease) {
+		if (inv_etcd_grant(cl.etcd, INV_CLUSTER_TTL_S, &cl.lease, err, sizeof(err)) == 0)
+			fresh = true;
+	}
+	/* the record again when it changed, and every TTL/2 whatever it says */
+	if (!*err && rec && (fresh || !*last_put || strcmp(*last_put, rec) || phos_now() - *put_at > INV_CLUSTER_TTL_S / 2.0)) {
+		if (inv_etcd_put(cl.etcd, cl.key, rec, cl.lease, err, sizeof(err)) == 0) {
+			free(*last_put);
+			*last_put = rec;
+			rec = NULL;
+			*put_at = phos_now();
+		}
+	}
+	if (!*err && inv_etcd_range(cl.etcd, INV_CLUSTER_PREFIX, &members, err, sizeof(err)) == 0) {
+		pthread_mutex_lock(&cl.lock);
+		json_decref(cl.members);
+		cl.members = members;
+		cl.members_at = phos_now();
+		pthread_mutex_unlock(&cl.lock);
+	}
+	note_error(err);
+	free(rec);
+}
+
+static void *run(void *arg)
+{
+	char *last_put = NULL;
+	double put_at = 0;
+
+	(void)arg;
+	pthread_mutex_lock(&cl.lock);
+	while (!cl.stopping) {
+		struct timespec until;
+
+		pthread_mutex_unlock(&cl.lock);
+		round_once(&last_put, &put_at);
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 1;
+		pthread_mutex_lock(&cl.lock);
+		while (!cl.stopping && pthread_cond_timedwait(&cl.cond, &cl.lock, &until) == 0)
+			;
+	}
+	pthread_mutex_unlock(&cl.lock);
+	free(last_put);
+	return NULL;
+}
+
+int inv_cluster_start(const char *etcd_url, const char *advertise, const char *token, char *err, size_t errlen)
+{
+	if (!inv_cluster_url_ok(etcd_url) || !inv_cluster_url_ok(advertise)) {
+		snprintf(err, errlen, "--cluster and --advertise take http[s]://HOST[:PORT] (no path, user, query "
+				      "or trailing slash)");
+		return -EINVAL;
+	}
+	cl.etcd = strdup(etcd_url);
+	cl.self = strdup(advertise);
+	cl.token = strdup(token);
+	if (!cl.etcd || !cl.self || !cl.token || asprintf(&cl.key, "%s%s", INV_CLUSTER_PREFIX, advertise) < 0) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	cl.on = true;
+	round_once(&(char *){ NULL }, &(double){ 0 });   /* (its record is put again by the thread) */
+	if (pthread_create(&cl.thread, NULL, run, NULL)) {
+		snprintf(err, errlen, "cannot start the cluster thread");
+		cl.on = false;
+		return -EAGAIN;
+	}
+	cl.started = true;
+	return 0;
+}
+
+void inv_cluster_stop(void)
+{
+	char err[512];
+
+	if (!cl.on)
+		return;
+	pthread_mutex_lock(&cl.lock);
+	cl.stopping = true;
+	pthread_cond_broadcast(&cl.cond);
+	pthread_mutex_unlock(&cl.lock);
+	if (cl.started)
+		pthread_join(cl.thread, NULL);
+	if (cl.lease && inv_etcd_revoke(cl.etcd, cl.lease, err, sizeof(err)) < 0)
+		phos_warn("cluster: leaving: %s (our key goes when its lease runs out)", err);
+	cl.on = false;
+	json_decref(cl.members);
+	cl.members = NULL;
+	explicit_bzero(cl.token, strlen(cl.token));
+	free(cl.token);
+	free(cl.etcd);
+	free(cl.self);
+	free(cl.key);
+}
+
+/* ---- placement ---- */
+
+struct candidate {
+	const char *url;
+	int rank;        /* 0: an idle instance, 1: a parked process, 2: neither */
+	json_int_t load;
+};
+
+static int by_rank(const void *a, const void *b)
+{
+	const struct candidate *x = a, *y = b;
+
+	if (x->rank != y->rank)
+		return x->rank - y->rank;
+	return (x->load > y->load) - (x->load < y->load);
+}
+
+/* The members other than us that have name ready, best first, into c
+ * (pointing into members' strings). */
+static size_t candidates(json_t *members, const char *name, struct candidate *c, size_t max)
+{
+	size_t n = 0, i;
+	json_t *m;
+
+	json_array_foreach(members, i, m) {
+		const char *key = json_string_value(json_object_get(m, "key"));
+		json_t *rec = json_loads(json_string_value(json_object_get(m, "value")), 0, NULL), *fn;
+		const char *url;
+
+		if (!rec || !key || !strcmp(key, cl.key) || n == max) {
+			json_decref(rec);
+			continue;
+		}
+		url = key + strlen(INV_CLUSTER_PREFIX);   /* the key names the member: its record cannot say otherwise */
+		fn = json_object_get(json_object_get(rec, "functions"), name);
+		if (inv_cluster_url_ok(url) && json_is_true(json_object_get(fn, "ready")) &&
+		    !json_is_true(json_object_get(rec, "draining"))) {
+			c[n].url = url;
+			c[n].rank = json_integer_value(json_object_get(fn, "idle")) > 0 ? 0 :
+				    json_is_true(json_object_get(fn, "standby")) ? 1 : 2;
+			c[n].load = json_integer_value(json_object_get(rec, "load"));
+			n++;
+		}
+		json_decref(rec);
+	}
+	qsort(c, n, sizeof(*c), by_rank);
+	return n;
+}
+
+void inv_cluster_invoke(const char *name, const char *body, size_t len, const char *ctype, struct inv_result *res,
+			char **ret_member)
+{
+	struct candidate c[INV_CLUSTER_MAX_MEMBERS];
+	char err[256];
+	json_t *members;
+	size_t n, tried = 0;
+	bool answered = false;
+
+	memset(res, 0, sizeof(*res));
+	*ret_member = NULL;
+	pthread_mutex_lock(&cl.lock);
+	members = json_incref(cl.members);
+	pthread_mutex_unlock(&cl.lock);
+	n = members ? candidates(members, name, c, INV_CLUSTER_MAX_MEMBERS) : 0;
+	atomic_fetch_add(&forwarding, 1);
+	for (size_t i = 0; i < n; i++) {
+		tried++;
+		if (inv_peer_forward(c[i].url, name, cl.token, cl.self, body, len, ctype, FORWARD_TIMEOUT_MS, res, err,
+				     sizeof(err)) < 0) {
+			phos_warn("cluster: a call of %s: member %s: %s; trying the next", name, c[i].url, err);
+			continue;
+		}
+		answered = true;
+		/* it lost the function, is draining or full: another may take it */
+		if ((res->http == 404 || res->http == 429 || res->http == 503) && i + 1 < n) {
+			phos_info("cluster: a call of %s: member %s answered %d; trying the next", name, c[i].url,
+				  res->http);
+			continue;
+		}
+		*ret_member = strdup(c[i].url);
+		break;
+	}
+	atomic_fetch_sub(&forwarding, 1);
+	json_decref(members);
+	if (!answered && !n)
+		inv_result_error(res, 404, "no function %s here or on another member of the cluster", name);
+	else if (!answered)
+		inv_result_error(res, 502, "no member of the cluster that has %s answered (%zu tried)", name, tried);
+}
+
+json_t *inv_cluster_describe(void)
+{
+	json_t *out = json_array(), *m;
+	size_t i;
+	json_t *j;
+
+	pthread_mutex_lock(&cl.lock);
+	json_array_foreach(cl.members, i, m) {
+		const char *key = json_string_value(json_object_get(m, "key"));
+		json_t *rec = json_loads(json_string_value(json_object_get(m, "value")), 0, NULL);
+
+		if (key && rec) {
+			json_object_set_new(rec, "self", json_boolean(!strcmp(key, cl.key)));
+			json_array_append_new(out, rec);
+		} else {
+			json_decref(rec);
+		}
+	}
+	j = json_pack("{s:s,s:s,s:b,s:s?,s:f,s:o}", "self", cl.self, "etcd", cl.etcd, "etcd_ok", !*cl.last_error,
+		      "etcd_error", *cl.last_error ? cl.last_error : NULL, "view_age_s",
+		      cl.members_at ? phos_now() - cl.members_at : -1.0, "members", out);
+	pthread_mutex_unlock(&cl.lock);
+	return j;
+}

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Invokers that find each other through etcd (--cluster URL; docs/cluster.md).
+ *
+ *   member ──every second──▶ etcd: phos/hosts/<advertise URL> = its record,
+ *                            under a lease of INV_CLUSTER_TTL_S (renewed
+ *                            each second; revoked at a clean stop)
+ *          ◀──every second── etcd: every member's record, into a cache
+ *
+ * A record says what placing a call needs: {"url", "device", "draining",
+ * "load" (requests running), "functions": {NAME: {"ready", "idle", "busy",
+ * "standby", "generation"}}, "at"}. Placement reads the cache only, so a
+ * call never waits for etcd, and an etcd that stops answering leaves the
+ * last view in use (a member that died meanwhile fails fast and is skipped).
+ *
+ * A call of a function this invoker does not have goes to a member that has
+ * it ready: one with an idle instance first, then one with a parked process,
+ * then the least loaded. A member that cannot be reached, or answers 404,
+ * 429 or 503, is skipped and the next one tried; so a call whose member dies
+ * under it is run again elsewhere (at least once, as any retried HTTP call).
+ * Forwarded calls carry X-Phos-Forwarded and the cluster token; a member
+ * never forwards a forwarded call (no loops).
+ *
+ * The cluster token (--cluster-token-file) is one secret all members share:
+ * it opens every member's peer routes (token.h: pulls, moves, forwarded
+ * calls), never the admin routes, and is what members send each other.
+ * etcd holds no secret.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "invoker.h"
+
+#define INV_CLUSTER_TTL_S 10          /* a member's key outlives it by at most this */
+#define INV_CLUSTER_PREFIX "phos/hosts/"
+#define INV_CLUSTER_FORWARDED "X-Phos-Forwarded"
+#define INV_CLUSTER_MAX_MEMBERS 256   /* read from etcd; more are left out */
+
+/* Joins the cluster at etcd_url as advertise (the URL other members reach
+ * us at: http[s]://HOST:PORT) with token (the shared secret, kept): checks
+ * both, then starts the thread above. The first registration is tried at
+ * once; an etcd not answering yet is retried each second, not an error.
+ * 0, or -errno with the reason in err. */
+int inv_cluster_start(const char *etcd_url, const char *advertise, const char *token, char *err, size_t errlen);
+/* Leaves: the thread stopped, the lease revoked (our key gone at once). */
+void inv_cluster_stop(void);
+bool inv_cluster_on(void);
+/* u is http[s]://HOST[:PORT] and nothing else (what --cluster and
+ * --advertise take, and a member's key names). */
+bool inv_cluster_url_ok(const char *u);
+/* given is the cluster token (constant time; false without a cluster). */
+bool inv_cluster_token_ok(const char *given);
+/* One call of NAME, which this invoker does not have, on a member that has
+ * it (above): res as inv_invoke's, with served_by the member's URL
+ * (malloc'ed into *ret_member, NULL when none answered). */
+void inv_cluster_invoke(const char *name, const char *body, size_t len, const char *ctype, struct inv_result *res,
+			char **ret_member);
+/* GET /system/cluster: this member, etcd's state and every member's record. */
+json_t *inv_cluster_describe(void);

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A call handed to another invoker (forward.h), over libcurl.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+
+#include "forward.h"
+#include "pull.h"
+
+struct fwd {
+	char *buf;
+	size_t len, cap;
+	bool over;
+};
+
+static size_t on_fwd(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct fwd *w = arg;
+	size_t n = size * nmemb;
+
+	if (w->len + n > INV_MAX_RESPONSE) {
+		w->over = true;
+		return 0;
+	}
+	if (w->len + n + 1 > w->cap) {
+		size_t cap = w->cap ? w->cap : 4096;
+		char *b;
+
+		while (cap < w->len + n + 1)
+			cap *= 2;
+		if (!(b = realloc(w->buf, cap)))
+			return 0;
+		w->buf = b;
+		w->cap = cap;
+	}
+	memcpy(w->buf + w->len, data, n);
+	w->len += n;
+	w->buf[w->len] = '\0';
+	return n;
+}
+
+static void wipe_free(struct curl_slist *h)
+{
+	for (struct curl_slist *x = h; x; x = x->next)
+		explicit_bzero(x->data, strlen(x->data));
+	curl_slist_free_all(h);
+}
+
+int inv_peer_forward(const char *base, const char *name, const char *token, const char *forwarded_by,
+		     const char *body, size_t len, const char *ctype, long timeout_ms, struct inv_result *res,
+		     char *err, size_t errlen)
+{
+	size_t bl = strlen(base);
+	char url[PULL_URL_MAX + 128], line[PULL_TOKEN_MAX + PULL_URL_MAX + 64];
+	struct curl_slist *h = NULL;
+	struct fwd w = { 0 };
+	const char *type = NULL;
+	long status = 0;
+	CURLcode cr = CURLE_FAILED_INIT;
+	CURL *c = curl_easy_init();
+
+	bl -= bl && base[bl - 1] == '/';
+	snprintf(url, sizeof(url), "%.*s/function/%s", (int)bl, base, name);
+	snprintf(line, sizeof(line), "Authorization: Bearer %s", token);
+	h = curl_slist_append(h, line);
+	snprintf(line, sizeof(line), "Content-Type: %s", ctype);
+	h = curl_slist_append(h, line);
+	if (forwarded_by) {
+		snprintf(line, sizeof(line), "X-Phos-Forwarded: %s", forwarded_by);
+		h = curl_slist_append(h, line);
+	}
+	explicit_bzero(line, sizeof(line));
+	if (c && h) {
+		curl_easy_setopt(c, CURLOPT_URL, url);
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+		curl_easy_setopt(c, CURLOPT_POST, 1L);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+		curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+		pull_curl_keepalive(c);
+		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_fwd);
+		curl_easy_setopt(c, CURLOPT_WRITEDATA, &w);
+		cr = curl_easy_perform(c);
+		if (cr == CURLE_OK) {
+			curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+			curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &type);
+		}
+	}
+	if (cr == CURLE_OK && status >= 100 && status <= 599) {
+		free(res->body);
+		res->body = w.buf ? w.buf : strdup("");
+		res->len = w.len;
+		res->http = (int)status;
+		snprintf(res->content_type, sizeof(res->content_type), "%s",
+			 type && strlen(type) < sizeof(res->content_type) && !strpbrk(type, "\r\n") ? type
+												: "application/json");
+		w.buf = NULL;
+	} else {
+		snprintf(err, errlen, "%s", w.over ? "answered too much" : c ? curl_easy_strerror(cr) : "out of memory");
+	}
+	free(w.buf);
+	wipe_free(h);
+	if (c)
+		curl_easy_cleanup(c);
+	return res->body && cr == CURLE_OK && status >= 100 && status <= 599 ? 0 : -1;
+}

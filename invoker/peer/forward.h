@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A call handed to another invoker: a moved session's (migrate.c) and one
+ * placed on another member of the cluster (cluster.c).
+ */
+#pragma once
+
+#include <stddef.h>
+
+#include "invoker.h"
+
+/* POSTs a call of name to the invoker at base ("http[s]://HOST:PORT") as
+ * /function/NAME, with token as its bearer and, when forwarded_by is not
+ * NULL, an X-Phos-Forwarded header naming us. Its answer into res (status,
+ * content type, body; any status) and 0; or -1 when no answer came (refused,
+ * cut off, past timeout_ms, or over INV_MAX_RESPONSE), the reason in err.
+ * The token is wiped from memory after use. */
+int inv_peer_forward(const char *base, const char *name, const char *token, const char *forwarded_by,
+		     const char *body, size_t len, const char *ctype, long timeout_ms, struct inv_result *res,
+		     char *err, size_t errlen);

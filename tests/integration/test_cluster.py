@@ -1,0 +1,322 @@
+# SPDX-License-Identifier: MIT
+"""Invokers that find each other through etcd (issue 41), on the sim device.
+
+etcd (Debian's etcd-server, started here) listens on a bridge in this
+namespace; invokers A, B and C each run in a network namespace of their own
+with one veth on that bridge, their own address, --token-file and
+--cluster with one shared cluster token, as three hosts would.
+
+- Bad --cluster command lines are refused before anything starts: no token
+  file, a URL with a path, the admin token as the cluster token.
+- A deploys mlp; B pulls it from A with the cluster token (it opens A's
+  export route), which opens no admin route of A (deploy: 401).
+- C, which has no mlp, lists A and B with mlp ready (GET /system/cluster)
+  and answers calls of mlp through them: the answers are A's own, and each
+  names the member that served it (X-Phos-Served-By). A call C forwards is
+  never forwarded again (X-Phos-Forwarded at B for a function B lacks: 404);
+  a function nobody has is 404 at C.
+- etcd stopped (SIGSTOP): C keeps placing calls from its last view.
+- A killed (SIGKILL) while four clients call C without pause: every call is
+  answered 200 with the right numbers (those A held are run again on B), and
+  A's key leaves etcd when its lease runs out.
+- B stopped (SIGTERM): its key goes at once (the lease revoked), and mlp is
+  then 404 at C. A started again on its state comes back into the view.
+
+Needs root, network namespaces and etcd: exits 77 where they are missing.
+"""
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from harness import BUILD, DEVICE, Invoker, check, done, free_port, program
+
+MLP = program("functions", "examples", "mlp")
+TAG = f"{os.getpid() % 100000}"
+BR = f"phcx{TAG}"
+KEYS = ("a", "b", "c")
+HOST_IF = {k: f"phc{k}{TAG}" for k in KEYS}
+NET = "10.231.78"
+ADDR = {"a": f"{NET}.2", "b": f"{NET}.3", "c": f"{NET}.4"}
+REQ = {"batch": 3, "seed": 5, "check": True}
+
+
+def sh(*cmd, ok=True):
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except OSError:
+        if ok:
+            raise
+        return 127
+    if ok and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {p.stderr.strip()}")
+    return p.returncode
+
+
+holders = {}
+
+
+def ns_cmd(k, *cmd):
+    return ["nsenter", f"--net=/proc/{holders[k].pid}/ns/net", *cmd]
+
+
+def teardown():
+    for name in HOST_IF.values():
+        sh("ip", "link", "del", name, ok=False)
+    sh("ip", "link", "del", BR, ok=False)
+    for p in holders.values():
+        p.kill()
+        p.wait()
+
+
+def setup():
+    for tool in ("ip", "unshare", "nsenter"):
+        if not shutil.which(tool):
+            raise RuntimeError(f"no `{tool}` here")
+    for name in set(re.findall(r"\b(phc(?:x|a|b|c)\d+)\b", subprocess.run(
+            ["ip", "-o", "link"], capture_output=True, text=True, timeout=30).stdout)):
+        sh("ip", "link", "del", name, ok=False)
+    sh("ip", "link", "add", BR, "type", "bridge")
+    sh("ip", "addr", "add", f"{NET}.1/24", "dev", BR)
+    sh("ip", "link", "set", BR, "up")
+    for k in KEYS:
+        holders[k] = subprocess.Popen(["unshare", "--net", "sleep", "infinity"])
+        for _ in range(100):
+            if os.readlink(f"/proc/{holders[k].pid}/ns/net") != os.readlink("/proc/self/ns/net"):
+                break
+            time.sleep(0.02)
+        sh("ip", "link", "add", HOST_IF[k], "type", "veth", "peer", "name", f"{HOST_IF[k]}p")
+        sh("ip", "link", "set", f"{HOST_IF[k]}p", "netns", str(holders[k].pid))
+        sh("ip", "link", "set", HOST_IF[k], "master", BR)
+        sh("ip", "link", "set", HOST_IF[k], "up")
+        sh(*ns_cmd(k, "ip", "link", "set", f"{HOST_IF[k]}p", "name", "eth0"))
+        sh(*ns_cmd(k, "ip", "addr", "add", f"{ADDR[k]}/24", "dev", "eth0"))
+        sh(*ns_cmd(k, "ip", "link", "set", "eth0", "up"))
+        sh(*ns_cmd(k, "ip", "link", "set", "lo", "up"))
+
+
+etcd_bin = shutil.which("etcd")
+if not etcd_bin or os.geteuid() != 0:
+    print("cluster: needs root and etcd (Debian's etcd-server; tools/setup installs it): skipped")
+    sys.exit(77)
+try:
+    setup()
+except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+    teardown()
+    print(f"cluster: cannot make network namespaces here ({e}): skipped")
+    sys.exit(77)
+
+tmp = tempfile.mkdtemp(prefix="phos-cluster-test-")
+os.chmod(tmp, 0o711)
+invs = {}
+etcd = None
+
+
+def secret(path, text):
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        f.write(text + "\n")
+    return path
+
+
+CLUSTER_TOKEN = f"cluster-{os.urandom(16).hex()}"
+cluster_tok = secret(os.path.join(tmp, "cluster.token"), CLUSTER_TOKEN)
+ports = {k: free_port() for k in KEYS}
+
+
+def url(k):
+    return f"http://{ADDR[k]}:{ports[k]}"
+
+
+def start(k, etcd_url):
+    state = os.path.join(tmp, k)
+    os.makedirs(state, mode=0o700, exist_ok=True)
+    tok = os.path.join(state, "admin.token")
+    if not os.path.exists(tok):
+        secret(tok, f"admin-of-{k}-{os.urandom(12).hex()}")
+    inv = Invoker(state, tmp, device=DEVICE, host=ADDR[k], port=ports[k], wrap=ns_cmd(k),
+                  extra=["--token-file", tok, "--cluster", etcd_url, "--cluster-token-file", cluster_tok,
+                         "--advertise", url(k)])
+    invs[k] = inv
+    return inv
+
+
+def post(k, path, body, headers=None, timeout=120):
+    """(status, JSON or text, headers) of a POST to invoker k without a token."""
+    c = http.client.HTTPConnection(ADDR[k], ports[k], timeout=timeout)
+    try:
+        c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json",
+                                                                 **(headers or {})})
+        r = c.getresponse()
+        data = r.read()
+        hdrs = {x.lower(): v for x, v in r.getheaders()}
+    finally:
+        c.close()
+    try:
+        return r.status, json.loads(data), hdrs
+    except ValueError:
+        return r.status, data.decode(errors="replace"), hdrs
+
+
+def members(inv):
+    st, body = inv.call("GET", "/system/cluster")
+    return {m["url"]: m for m in body.get("members", [])} if st == 200 else {}
+
+
+def wait_view(inv, want, what, limit=30):
+    """Until want(members) holds at inv."""
+    end = time.time() + limit
+    m = {}
+    while time.time() < end:
+        m = members(inv)
+        if want(m):
+            return True
+        time.sleep(0.2)
+    check(False, f"{what}: the view at {inv.host} is {json.dumps(m)[:1500]}")
+    return False
+
+
+def has_mlp(m, k):
+    return m.get(url(k), {}).get("functions", {}).get("mlp", {}).get("ready") is True
+
+
+try:
+    eport, epeer = free_port(), free_port()
+    etcd_url = f"http://{NET}.1:{eport}"
+    etcd = subprocess.Popen([etcd_bin, "--name", "phos-test", "--data-dir", os.path.join(tmp, "etcd"),
+                             "--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url,
+                             "--listen-peer-urls", f"http://127.0.0.1:{epeer}",
+                             "--initial-advertise-peer-urls", f"http://127.0.0.1:{epeer}",
+                             "--initial-cluster", f"phos-test=http://127.0.0.1:{epeer}"],
+                            stdout=open(os.path.join(tmp, "etcd.log"), "w"), stderr=subprocess.STDOUT)
+    for _ in range(200):
+        try:
+            c = http.client.HTTPConnection(f"{NET}.1", eport, timeout=2)
+            c.request("GET", "/health")
+            if c.getresponse().status == 200:
+                break
+        except OSError:
+            time.sleep(0.05)
+    else:
+        raise SystemExit("etcd did not start")
+
+    # -- bad command lines: refused at once, nothing started
+    inv_bin = os.path.join(BUILD, "invoker", "phos-invoker")
+    for args, says in (([], "--cluster-token-file"),
+                       (["--cluster-token-file", cluster_tok, "--advertise", "http://x:1/path"], "--advertise"),
+                       (["--cluster-token-file", os.path.join(tmp, "nope")], "cluster-token-file")):
+        p = subprocess.run([inv_bin, "--listen", f"127.0.0.1:{free_port()}", "--state-dir", os.path.join(tmp, "bad"),
+                            "--device", DEVICE, "--cluster", etcd_url, *args], capture_output=True, text=True,
+                           timeout=60)
+        check(p.returncode != 0 and says in p.stderr, f"--cluster {args}: refused naming {says}: {p.returncode} "
+                                                      f"{p.stderr[-300:]}")
+    same = secret(os.path.join(tmp, "same.token"), CLUSTER_TOKEN)
+    p = subprocess.run([inv_bin, "--listen", f"127.0.0.1:{free_port()}", "--state-dir", os.path.join(tmp, "bad2"),
+                        "--device", DEVICE, "--token-file", same, "--cluster", etcd_url, "--cluster-token-file",
+                        cluster_tok], capture_output=True, text=True, timeout=60)
+    check(p.returncode != 0 and "admin" in p.stderr, f"the admin token as the cluster token: {p.stderr[-300:]}")
+
+    a, b, c = start("a", etcd_url), start("b", etcd_url), start("c", etcd_url)
+    st, body = a.call("POST", "/system/functions", {"name": "mlp", "program": MLP, "args": ["--weights-mib", "4"],
+                                                  "limits": {"timeout_ms": 60000}}, timeout=300)
+    check(st == 201, f"deploy mlp on A: {st} {body}")
+    st, ref = a.call("POST", "/function/mlp", REQ)
+    check(st == 200 and ref.get("ok"), f"mlp on A: {st} {ref}")
+    # B pulls A's snapshot with the cluster token: it opens A's peer routes...
+    st, body = b.call("POST", "/system/functions", {"name": "mlp", "from": url("a"), "from_token": CLUSTER_TOKEN},
+                      timeout=300)
+    check(st == 201, f"B pulls mlp from A with the cluster token: {st} {body}")
+    # ...and none of its admin routes
+    st, body, _ = post("a", "/system/functions", {"name": "x", "program": MLP},
+                       headers={"Authorization": f"Bearer {CLUSTER_TOKEN}"})
+    check(st == 401, f"the cluster token cannot deploy on A: {st} {body}")
+
+    wait_view(c, lambda m: has_mlp(m, "a") and has_mlp(m, "b") and url("c") in m, "C sees A and B with mlp")
+    view = c.call("GET", "/system/cluster")[1]
+    check(view.get("self") == url("c") and view.get("etcd_ok") is True and len(view.get("members", [])) == 3,
+          f"C's view: itself, etcd answering, three members: {json.dumps(view)[:800]}")
+
+    served = set()
+    for i in range(6):
+        st, got, h = post("c", "/function/mlp", REQ)
+        check(st == 200 and got == ref, f"call {i} of mlp through C: {st} {got} (A's own: {ref})")
+        served.add(h.get("x-phos-served-by"))
+    check(served <= {url("a"), url("b")} and served, f"C's calls were served by A or B: {served}")
+    st, got, _ = post("c", "/function/nosuch", {})
+    check(st == 404 and "cluster" in got.get("error", ""), f"a function no member has: 404 at C: {st} {got}")
+    st, got, _ = post("c", "/function/mlp", REQ, headers={"X-Phos-Forwarded": url("b")})
+    check(st == 404, f"a forwarded call is not forwarded again: {st} {got}")
+
+    # -- etcd stops answering: C places calls from its last view
+    etcd.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(4)
+        st, got, h = post("c", "/function/mlp", REQ)
+        check(st == 200 and got == ref, f"etcd stopped: C still places calls: {st} {got}")
+        view = c.call("GET", "/system/cluster")[1]
+        check(view.get("etcd_ok") is False and len(view.get("members", [])) == 3,
+              f"and says etcd does not answer, keeping its view: {json.dumps(view)[:600]}")
+    finally:
+        etcd.send_signal(signal.SIGCONT)
+    wait_view(c, lambda m: has_mlp(m, "a") and has_mlp(m, "b"), "the view after etcd came back")
+
+    # -- A killed under calls: every call answered right, on B from then on
+    results, stop = [], threading.Event()
+
+    def client():
+        while not stop.is_set():
+            try:
+                st, got, h = post("c", "/function/mlp", REQ)
+                results.append((st, got == ref, h.get("x-phos-served-by"), time.time()))
+            except OSError as e:
+                results.append((0, False, str(e), time.time()))
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(2)
+    t_kill = time.time()
+    a.kill()
+    time.sleep(3)
+    stop.set()
+    for t in threads:
+        t.join()
+    bad = [r for r in results if r[0] != 200 or not r[1]]
+    after = [r for r in results if r[3] > t_kill + 0.5]
+    check(len(results) > 20 and not bad, f"{len(results)} calls through C while A was killed, all answered right: "
+                                         f"{bad[:3]}")
+    check(after and all(r[2] == url("b") for r in after), f"after the kill, B served them: "
+                                                           f"{set(r[2] for r in after)}")
+    print(f"cluster: {len(results)} calls through C, {len(after)} after A's SIGKILL, none lost", flush=True)
+    wait_view(c, lambda m: url("a") not in m, "A's key leaves etcd with its lease", limit=25)
+
+    # -- B stops: its lease revoked, its key gone at once
+    t0 = time.time()
+    b.stop()
+    wait_view(c, lambda m: url("b") not in m, "B's key goes when it stops", limit=5)
+    print(f"cluster: B left the view {time.time() - t0:.1f} s after SIGTERM", flush=True)
+    st, got, _ = post("c", "/function/mlp", REQ)
+    check(st == 404, f"no member has mlp: 404 at C: {st} {got}")
+    # -- A again, on its state: back in the view, serving C's calls
+    a = start("a", etcd_url)
+    wait_view(c, lambda m: has_mlp(m, "a"), "A back in the view")
+    st, got, h = post("c", "/function/mlp", REQ)
+    check(st == 200 and got == ref and h.get("x-phos-served-by") == url("a"), f"A serves C's call again: {st} {got}")
+finally:
+    for inv in invs.values():
+        if inv.p.poll() is None:
+            inv.stop()
+    if etcd:
+        etcd.send_signal(signal.SIGCONT)
+        etcd.kill()
+        etcd.wait()
+    teardown()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+done("cluster")
