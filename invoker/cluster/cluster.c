@@ -15,6 +15,7 @@
 #include "forward.h"
 #include "log.h"
 #include "token.h"
+#include "transfer.h"
 
 /* A forwarded call's limit: the longest timeout_ms a function may have, and
  * the member's own answer time (it enforces the function's limit itself). */
@@ -26,7 +27,8 @@ static struct {
 	bool on, started;
 	pthread_mutex_t lock;   /* everything below */
 	pthread_cond_t cond;
-	bool stopping;
+	bool stopping, kick;    /* kick: a round now (our record changed) */
+	bool draining;          /* POST /system/cluster/drain: members place nothing here */
 	int64_t lease;
 	json_t *members;        /* the last range read: [{"key", "value"}], never changed in place */
 	double members_at;      /* when it was read (0: never) */
@@ -92,7 +94,8 @@ static char *record(void)
 	char *s;
 
 	inv_function_foreach(tally_one, &t);
-	j = json_pack("{s:s,s:s,s:b,s:i,s:o}", "url", cl.self, "device", inv_cfg.device, "draining", inv_draining != 0,
+	j = json_pack("{s:s,s:s,s:b,s:i,s:o}", "url", cl.self, "device", inv_cfg.device,
+		      "draining", inv_draining != 0 || cl.draining,
 		      "load", t.busy + atomic_load(&forwarding), "functions", t.functions);
 	s = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	json_decref(j);
@@ -168,8 +171,9 @@ static void *run(void *arg)
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += 1;
 		pthread_mutex_lock(&cl.lock);
-		while (!cl.stopping && pthread_cond_timedwait(&cl.cond, &cl.lock, &until) == 0)
+		while (!cl.stopping && !cl.kick && pthread_cond_timedwait(&cl.cond, &cl.lock, &until) == 0)
 			;
+		cl.kick = false;
 	}
 	pthread_mutex_unlock(&cl.lock);
 	free(last_put);
@@ -229,7 +233,7 @@ void inv_cluster_stop(void)
 
 struct candidate {
 	const char *url;
-	int rank;        /* 0: an idle instance, 1: a parked process, 2: neither */
+	int rank;        /* 0: an idle instance, 1: a parked process, 2: neither, 3: draining */
 	json_int_t load;
 };
 
@@ -260,10 +264,10 @@ static size_t candidates(json_t *members, const char *name, struct candidate *c,
 		}
 		url = key + strlen(INV_CLUSTER_PREFIX);   /* the key names the member: its record cannot say otherwise */
 		fn = json_object_get(json_object_get(rec, "functions"), name);
-		if (inv_cluster_url_ok(url) && json_is_true(json_object_get(fn, "ready")) &&
-		    !json_is_true(json_object_get(rec, "draining"))) {
+		if (inv_cluster_url_ok(url) && json_is_true(json_object_get(fn, "ready"))) {
 			c[n].url = url;
-			c[n].rank = json_integer_value(json_object_get(fn, "idle")) > 0 ? 0 :
+			c[n].rank = json_is_true(json_object_get(rec, "draining")) ? 3 :   /* only when no other has it */
+				    json_integer_value(json_object_get(fn, "idle")) > 0 ? 0 :
 				    json_is_true(json_object_get(fn, "standby")) ? 1 : 2;
 			c[n].load = json_integer_value(json_object_get(rec, "load"));
 			n++;
@@ -338,4 +342,136 @@ json_t *inv_cluster_describe(void)
 		      cl.members_at ? phos_now() - cl.members_at : -1.0, "members", out);
 	pthread_mutex_unlock(&cl.lock);
 	return j;
+}
+
+/* ---- drain ---- */
+
+/* The member a session of name moves to: not us, not draining, of our
+ * device; one that has name ready first, then the least loaded. NULL: none
+ * (a malloc'ed URL otherwise). */
+static char *drain_target(const char *name)
+{
+	char *best = NULL;
+	int best_rank = 0;
+	json_int_t best_load = 0;
+	json_t *members, *m;
+	size_t i;
+
+	pthread_mutex_lock(&cl.lock);
+	members = json_incref(cl.members);
+	pthread_mutex_unlock(&cl.lock);
+	json_array_foreach(members, i, m) {
+		const char *key = json_string_value(json_object_get(m, "key"));
+		json_t *rec = json_loads(json_string_value(json_object_get(m, "value")), 0, NULL);
+		const char *url = key ? key + strlen(INV_CLUSTER_PREFIX) : NULL;
+		json_t *fn = json_object_get(json_object_get(rec, "functions"), name);
+		int rank = json_is_true(json_object_get(fn, "ready")) ? 0 : 1;
+		json_int_t load = json_integer_value(json_object_get(rec, "load"));
+
+		if (rec && key && strcmp(key, cl.key) && inv_cluster_url_ok(url) &&
+		    !json_is_true(json_object_get(rec, "draining")) &&
+		    !strcmp(json_string_value(json_object_get(rec, "device")) ?: "", inv_cfg.device) &&
+		    (!best || rank < best_rank || (rank == best_rank && load < best_load))) {
+			free(best);
+			best = strdup(url);
+			best_rank = rank;
+			best_load = load;
+		}
+		json_decref(rec);
+	}
+	json_decref(members);
+	return best;
+}
+
+struct names {
+	char (*v)[INV_NAME_MAX + 1];
+	size_t n, cap;
+};
+
+/* Functions of one instance (sessions: their state is theirs alone). */
+static void session_name(struct inv_function *f, void *arg)
+{
+	struct names *ns = arg;
+
+	if (f->limits.max_instances == 1 && ns->n < ns->cap)
+		snprintf(ns->v[ns->n++], INV_NAME_MAX + 1, "%s", f->name);
+}
+
+/* Moves the live instance of session name to a member (recopy: it serves
+ * on until its last moment here); its outcome appended to out. */
+static void drain_session(const char *name, json_t *out)
+{
+	struct inv_function *f = inv_function_get(name);
+	unsigned ids[64], n = 0;   /* (a session has one) */
+	char *to;
+
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->lock);
+	for (struct inv_instance *in = f->instances; in && n < 64; in = in->next)
+		if (in->state == INV_INST_IDLE || in->state == INV_INST_BUSY)
+			ids[n++] = in->id;
+	pthread_mutex_unlock(&f->lock);
+	inv_function_unref(f);
+	for (unsigned i = 0; i < n; i++) {
+		json_t *body = NULL, *req;
+		char *text;
+		int code = 503;
+
+		if (!(to = drain_target(name))) {
+			json_array_append_new(out, json_pack("{s:s,s:i,s:i,s:s}", "function", name, "instance", ids[i],
+							     "status", 503, "error", "no member to move it to"));
+			continue;
+		}
+		req = json_pack("{s:s,s:s,s:s,s:s}", "to", to, "to_token", cl.token, "mode", "recopy", "advertise",
+				cl.self);
+		text = req ? json_dumps(req, JSON_COMPACT) : NULL;
+		json_decref(req);
+		if (text)
+			code = inv_migrate_request(name, ids[i], text, strlen(text), &body);
+		if (text)
+			explicit_bzero(text, strlen(text));
+		free(text);
+		phos_info("cluster: drain: %s instance %u to %s: %d", name, ids[i], to, code);
+		json_array_append_new(out, json_pack("{s:s,s:i,s:s,s:i,s:o*}", "function", name, "instance", ids[i], "to",
+						     to, "status", code, "result", body));
+		free(to);
+	}
+}
+
+int inv_cluster_drain(const char *body, size_t len, json_t **ret_body)
+{
+	json_t *req = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, NULL), *v, *moved;
+	struct names ns = { .cap = 4096 };
+	const char *key;
+	bool drain = true;
+
+	if (!json_is_object(req)) {
+		json_decref(req);
+		*ret_body = inv_err_json("the body must be a JSON object {\"drain\": true|false}");
+		return 400;
+	}
+	json_object_foreach(req, key, v) {
+		if (strcmp(key, "drain") || !json_is_boolean(v)) {
+			json_decref(req);
+			*ret_body = inv_err_json("the body takes one field, \"drain\": true or false");
+			return 400;
+		}
+		drain = json_is_true(v);
+	}
+	json_decref(req);
+	pthread_mutex_lock(&cl.lock);
+	cl.draining = drain;
+	cl.kick = true;   /* members see it within a round trip of etcd */
+	pthread_cond_broadcast(&cl.cond);
+	pthread_mutex_unlock(&cl.lock);
+	moved = json_array();
+	if (drain && (ns.v = calloc(ns.cap, sizeof(*ns.v)))) {
+		inv_function_foreach(session_name, &ns);
+		for (size_t i = 0; i < ns.n; i++)
+			drain_session(ns.v[i], moved);
+	}
+	free(ns.v);
+	*ret_body = json_pack("{s:b,s:o}", "draining", drain, "sessions", moved);
+	return 200;
 }

@@ -59,5 +59,13 @@ bool inv_cluster_token_ok(const char *given);
  * (malloc'ed into *ret_member, NULL when none answered). */
 void inv_cluster_invoke(const char *name, const char *body, size_t len, const char *ctype, struct inv_result *res,
 			char **ret_member);
+/* POST /system/cluster/drain {"drain": true|false}: with true, members
+ * place no call here while another has the function (our record says
+ * "draining"), and the live instance of every session (a function of
+ * max_instances 1) moves to a member (recopy: it serves on until its last
+ * moment here; calls here are then forwarded to it, migrate.c). Other
+ * functions' instances stay and serve calls made here. false ends it. HTTP
+ * status and body (each session's move and its outcome). */
+int inv_cluster_drain(const char *body, size_t len, json_t **ret_body);
 /* GET /system/cluster: this member, etcd's state and every member's record. */
 json_t *inv_cluster_describe(void);

@@ -54,6 +54,7 @@ enum route {
 	R_MIGRATION,               /* /system/migrations/ID */
 	R_RENDEZVOUS,              /* /system/functions/NAME/rendezvous (rendezvous.c) */
 	R_CLUSTER,                 /* /system/cluster: the members (cluster.h) */
+	R_DRAIN,                   /* /system/cluster/drain */
 };
 
 struct req {
@@ -392,6 +393,8 @@ static int route(const char *url, struct req *q)
 		return q->route = R_LOGS, 0;
 	if (!strcmp(url, "/system/cluster"))
 		return q->route = R_CLUSTER, 0;
+	if (!strcmp(url, "/system/cluster/drain"))
+		return q->route = R_DRAIN, 0;
 	if (!strncmp(url, "/system/migrations/", 19)) {
 		const char *id = url + 19;
 
@@ -462,7 +465,7 @@ static const char *allowed(enum route r)
 	switch (r) {
 	case R_FUNCS: return "GET, POST";
 	case R_FUNC: case R_MIGRATION: return "GET, DELETE";
-	case R_SNAPSHOT: case R_INVOKE: case R_ASYNC: case R_CHECKPOINT: case R_MIGRATE: case R_INSTANCES:
+	case R_SNAPSHOT: case R_INVOKE: case R_ASYNC: case R_CHECKPOINT: case R_MIGRATE: case R_INSTANCES: case R_DRAIN:
 		return "POST";
 	default: return "GET";
 	}
@@ -702,9 +705,14 @@ static void dispatch(struct req *q)
 		code = inv_rendezvous_describe(q->name, &body);
 		break;
 	case R_CLUSTER:
+	case R_DRAIN:
 		if (!inv_cluster_on()) {
 			put_error(q, 404, "this invoker is in no cluster (--cluster)");
 			return;
+		}
+		if (q->route == R_DRAIN) {
+			code = inv_cluster_drain(q->body.bytes, q->body.len, &body);
+			break;
 		}
 		put_json(q, 200, inv_cluster_describe(), NULL);
 		return;
@@ -783,7 +791,7 @@ static bool admit(struct MHD_Connection *c, struct req *q, const char *url, cons
 		inv_body_init(&q->body, q->f ? q->f->limits.max_body_bytes : inv_cfg.max_body_bytes, true);
 	} else {
 		inv_body_init(&q->body, q->route == R_FUNCS || q->route == R_INSTANCES ? DEPLOY_BODY_MAX :
-			      q->route == R_CHECKPOINT || q->route == R_MIGRATE ? 8192 : 0, false);
+			      q->route == R_CHECKPOINT || q->route == R_MIGRATE || q->route == R_DRAIN ? 8192 : 0, false);
 	}
 	/* admitted or refused before a byte of it is buffered */
 	if ((r = inv_body_admit(&q->body, want)) < 0) {

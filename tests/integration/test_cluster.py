@@ -21,6 +21,10 @@ with one veth on that bridge, their own address, --token-file and
   A's key leaves etcd when its lease runs out.
 - B stopped (SIGTERM): its key goes at once (the lease revoked), and mlp is
   then 404 at C. A started again on its state comes back into the view.
+- A drained (POST /system/cluster/drain) while a client calls its session
+  (a function of one instance) through C: the session moves to B live and
+  its counter goes on, each call answered once; C's calls of mlp avoid A
+  while it drains.
 
 Needs root, network namespaces and etcd: exits 77 where they are missing.
 """
@@ -39,6 +43,7 @@ import time
 from harness import BUILD, DEVICE, Invoker, check, done, free_port, program
 
 MLP = program("functions", "examples", "mlp")
+SESSION = program("functions", "examples", "session")
 TAG = f"{os.getpid() % 100000}"
 BR = f"phcx{TAG}"
 KEYS = ("a", "b", "c")
@@ -308,6 +313,49 @@ try:
     wait_view(c, lambda m: has_mlp(m, "a"), "A back in the view")
     st, got, h = post("c", "/function/mlp", REQ)
     check(st == 200 and got == ref and h.get("x-phos-served-by") == url("a"), f"A serves C's call again: {st} {got}")
+
+    # -- drain A: its live session moves to B under calls, the counter going on
+    b = start("b", etcd_url)
+    st, body = a.call("POST", "/system/functions", {
+        "name": "sess", "program": SESSION, "args": ["--state-mib", "8", "--block-mib", "1", "--write-kib", "16"],
+        "limits": {"timeout_ms": 60000, "max_instances": 1}}, timeout=300)
+    check(st == 201, f"deploy sess on A: {st} {body}")
+    wait_view(c, lambda m: has_mlp(m, "b") and m.get(url("a"), {}).get("functions", {}).get("sess", {}).get("ready"),
+              "C sees sess on A and mlp on B")
+    seen = [post("c", "/function/sess", {}) for _ in range(3)]
+    check(all(x[2].get("x-phos-served-by") == url("a") for x in seen), "C's session calls go to A")
+    st, body = a.call("POST", "/system/cluster/drain", {"drain": "yes"})
+    check(st == 400, f"a bad drain request: {st} {body}")
+    stop.clear()
+
+    def session_client():
+        while not stop.is_set():
+            seen.append(post("c", "/function/sess", {}))
+
+    th = threading.Thread(target=session_client)
+    th.start()
+    time.sleep(0.5)
+    st, body = a.call("POST", "/system/cluster/drain", {"drain": True}, timeout=300)
+    moves = body.get("sessions", []) if isinstance(body, dict) else []
+    check(st == 200 and body.get("draining") is True and len(moves) == 1 and moves[0].get("status") == 200 and
+          moves[0].get("to") == url("b"), f"A drained: its session moved to B: {st} {json.dumps(body)[:600]}")
+    time.sleep(1.5)
+    stop.set()
+    th.join()
+    seen.append(post("c", "/function/sess", {}))
+    bad = [x for x in seen if x[0] != 200 or not x[1].get("ok")]
+    counters = [x[1].get("counter") for x in seen if x[0] == 200]
+    check(not bad and counters == list(range(1, len(seen) + 1)),
+          f"{len(seen)} session calls through C, each answered once, the counter going on across the drain: "
+          f"{bad[:2]} {counters[:4]}...{counters[-4:]}")
+    check(seen[-1][2].get("x-phos-served-by") in (url("b"), url("a")), "the last session call was answered")
+    wait_view(c, lambda m: m.get(url("a"), {}).get("draining") is True, "A says it is draining")
+    served = {post("c", "/function/mlp", REQ)[2].get("x-phos-served-by") for _ in range(4)}
+    check(served == {url("b")}, f"mlp calls through C avoid the draining A: {served}")
+    print(f"cluster: {len(seen)} session calls through C across A's drain, none lost", flush=True)
+    st, body = a.call("POST", "/system/cluster/drain", {"drain": False})
+    check(st == 200 and body.get("draining") is False, f"A's drain ended: {st} {body}")
+    wait_view(c, lambda m: m.get(url("a"), {}).get("draining") is False, "A takes calls again")
 finally:
     for inv in invs.values():
         if inv.p.poll() is None:
