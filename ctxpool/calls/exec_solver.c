@@ -67,6 +67,8 @@ static const char *what_of(const struct phos_solver_call *c)
 		return "solver_syevj_batched";
 	if (c->batch && c->kind == PHOS_SOLVER_GESVDJ)
 		return "solver_gesvdj_batched";
+	if (c->batch && c->kind == PHOS_SOLVER_SYEVD)
+		return "solver_syev_batched";
 	return c->kind < PHOS_SOLVER__KINDS && names[c->kind] ? names[c->kind] : "solver";
 }
 

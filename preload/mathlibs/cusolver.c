@@ -15,7 +15,7 @@
  *   syevd, syevj(Batched),        takes the read/write set from it
  *   gesvdj(Batched); Xgetrf,      (exec_solver.c), info included
  *   Xgetrs, Xpotrf, Xpotrs,
- *   Xgeqrf, Xsyevd;               (the batched Cholesky: the executor reads
+ *   Xgeqrf, Xsyevd, XsyevBatched; (the batched Cholesky: the executor reads
  *   potrfBatched, potrsBatched    the matrices' pointers from their arrays)
  *   *_bufferSize ──────────────── sync SOLVER_SIZE: the executor's library
  *                                 answers for this call
@@ -1244,6 +1244,64 @@ PHOS_EXPORT cusolverStatus_t cusolverDnXsyevd(cusolverDnHandle_t handle, cusolve
 	c.w = addr(W);
 	c.info = addr(info);
 	return x_forward("cusolverDnXsyevd", handle, &c, NULL, NULL, false);
+}
+
+/* The batched eigensolver of the 64-bit API: syevd's call with a batch. */
+static cusolverStatus_t syev_batched(const char *name, cusolverDnHandle_t handle, cusolverDnParams_t params,
+				     cusolverEigMode_t jobz, cublasFillMode_t uplo, int64_t n, cudaDataType dataTypeA,
+				     const void *A, int64_t lda, cudaDataType dataTypeW, const void *W,
+				     cudaDataType computeType, int64_t batchSize, struct phos_solver_call *c)
+{
+	const cudaDataType types[2] = { dataTypeA, dataTypeW };
+	cusolverStatus_t s = x_init(name, handle, params, PHOS_SOLVER_SYEVD, computeType, types, 2, c);
+
+	if (s)
+		return s;
+	if (batchSize < 1)   /* (0 would be the plain call's) */
+		return CUSOLVER_STATUS_INVALID_VALUE;
+	c->jobz = jobz;
+	c->uplo = uplo;
+	c->n = n;
+	c->lda = lda;
+	c->a = addr(A);
+	c->w = addr(W);
+	c->batch = batchSize;
+	return CUSOLVER_STATUS_SUCCESS;
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnXsyevBatched_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params,
+							       cusolverEigMode_t jobz, cublasFillMode_t uplo,
+							       int64_t n, cudaDataType dataTypeA, const void *A,
+							       int64_t lda, cudaDataType dataTypeW, const void *W,
+							       cudaDataType computeType,
+							       size_t *workspaceInBytesOnDevice,
+							       size_t *workspaceInBytesOnHost, int64_t batchSize)
+{
+	static const char name[] = "cusolverDnXsyevBatched_bufferSize";
+	struct phos_solver_call c;
+	cusolverStatus_t s = syev_batched(name, handle, params, jobz, uplo, n, dataTypeA, A, lda, dataTypeW, W,
+					  computeType, batchSize, &c);
+
+	return s ? s : x_forward(name, handle, &c, workspaceInBytesOnDevice, workspaceInBytesOnHost, true);
+}
+
+PHOS_EXPORT cusolverStatus_t cusolverDnXsyevBatched(cusolverDnHandle_t handle, cusolverDnParams_t params,
+						    cusolverEigMode_t jobz, cublasFillMode_t uplo, int64_t n,
+						    cudaDataType dataTypeA, void *A, int64_t lda, cudaDataType dataTypeW,
+						    void *W, cudaDataType computeType, void *bufferOnDevice,
+						    size_t workspaceInBytesOnDevice, void *bufferOnHost,
+						    size_t workspaceInBytesOnHost, int *info, int64_t batchSize)
+{
+	static const char name[] = "cusolverDnXsyevBatched";
+	struct phos_solver_call c;
+	cusolverStatus_t s = syev_batched(name, handle, params, jobz, uplo, n, dataTypeA, A, lda, dataTypeW, W,
+					  computeType, batchSize, &c);
+
+	(void)bufferOnHost;
+	if (s || (s = x_work(&c, bufferOnDevice, workspaceInBytesOnDevice, workspaceInBytesOnHost)))
+		return s;
+	c.info = addr(info);
+	return x_forward(name, handle, &c, NULL, NULL, false);
 }
 
 /* Called by every generated stub (stubs_cusolver.c). */

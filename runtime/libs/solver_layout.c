@@ -115,9 +115,10 @@ static bool args_ok(const struct phos_solver_call *c)
 		return (c->side == PHOS_SOLVER_LEFT || c->side == PHOS_SOLVER_RIGHT) &&
 		       (c->trans == PHOS_SOLVER_OP_N || c->trans == PHOS_SOLVER_OP_T) && c->k <= nq &&
 		       c->lda >= max1(nq) && c->ldb >= max1(c->m);
-	case PHOS_SOLVER_SYEVD:
+	case PHOS_SOLVER_SYEVD:   /* (batched: the 64-bit API's XsyevBatched) */
 		return (c->jobz == PHOS_SOLVER_NOVECTOR || c->jobz == PHOS_SOLVER_VECTOR) &&
-		       phos_solver_uplo_ok(c->uplo) && c->lda >= max1(c->n);
+		       phos_solver_uplo_ok(c->uplo) && c->lda >= max1(c->n) &&
+		       (c->batch == 0 || (c->x64 && c->batch >= 1 && c->batch <= PHOS_SOLVER_BATCH_MAX));
 	case PHOS_SOLVER_SYEVJ: case PHOS_SOLVER_GESVDJ:
 		return jacobi_ok(c);
 	case PHOS_SOLVER_POTRF_BATCHED: case PHOS_SOLVER_POTRS_BATCHED:
@@ -166,8 +167,8 @@ static void operands(const struct phos_solver_call *c, struct ranges *x)
 		matrix(x, c->b, c->m, c->n, c->ldb, true, true);
 		break;
 	case PHOS_SOLVER_SYEVD:
-		matrix(x, c->a, c->n, c->n, c->lda, true, true);
-		vector(x, c->w, c->n, x->esize, false, true);
+		matrices(x, c->a, c->n, c->n, c->lda, b, true, true);
+		vector(x, c->w, c->n * b, x->esize, false, true);
 		break;
 	case PHOS_SOLVER_SYEVJ:
 		matrices(x, c->a, c->n, c->n, c->lda, b, true, true);

@@ -1154,7 +1154,9 @@ enum phos_solver_kind {
 	                        * written: LAPACK may change it and put it back), tau (k, read),
 	                        * b = C (m x n, read, written), work */
 	PHOS_SOLVER_SYEVD,     /* A = V diag(w) V^T, w ascending: a (n x n, read, written: V or
-	                        * destroyed), w (n, written), work */
+	                        * destroyed), w (n, written), work; batched (x64 only: XsyevBatched,
+	                        * batch >= 1): batch matrices lda n elements apart, w n apart, info
+	                        * batch ints */
 	PHOS_SOLVER_SYEVJ,     /* syevd by Jacobi, with its info's tol, max_sweeps, sort; batched
 	                        * (batch >= 1, n <= 32): batch matrices lda n elements apart, w n
 	                        * apart, info batch ints */
@@ -1183,7 +1185,8 @@ struct phos_solver_call {
 	                                * call takes none as a parameter (getrf: its _bufferSize's) */
 	int64_t host_bytes;            /* x64: the host workspace the program gave (the executor uses
 	                                * its own of the size its library asks) */
-	int64_t batch;                 /* SYEVJ, GESVDJ: 0 for the plain call, the batch of a Batched one */
+	int64_t batch;                 /* SYEVJ, GESVDJ, SYEVD (x64): 0 for the plain call, the batch of a
+	                                * Batched one */
 	int64_t ldu, ldv;              /* GESVDJ: U's and V's leading dimensions */
 	uint64_t u, v;                 /* GESVDJ: U and V (w is S) */
 	double tol;                    /* SYEVJ, GESVDJ: the info's tolerance (0: the library's default) */

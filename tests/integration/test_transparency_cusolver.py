@@ -56,6 +56,7 @@ PROBE = program("tests", "transparency", "guard", "driver_probe")
 LU_N, LU_LDA, LU_RHS, LU_LDB, CH_N, CH_LDA, CH_RHS = 6, 8, 2, 7, 5, 6, 3
 QR_M, QR_N, QR_LDA, QR_C, EV_N, EN_N, EN_LDA, SG_N = 7, 4, 9, 2, 6, 4, 5, 3
 XL_N, XL_LDA, XL_RHS, XC_N, XQ_M, XQ_N, XE_N = 5, 6, 2, 4, 6, 3, 5
+EB_N, EB_LDA, EB_B = 4, 5, 3
 JE_N, JB_N, JB_B, SV_M, SV_N, SB_M, SB_N, SB_B, PB_N = 5, 3, 2, 5, 3, 3, 4, 2, 4
 
 
@@ -80,7 +81,7 @@ def mats(addr, rows, cols, ld, batch, esize):
 
 
 def expected_sets(p):
-    """The 24 calls of one request, in order: (op, reads, writes), each a
+    """The 25 calls of one request, in order: (op, reads, writes), each a
     sorted list of [address, bytes], from LAPACK's rules (the 64-bit API's
     pivots int64_t, its workspaces in bytes)."""
     f4, f8, i4, i8 = 4, 8, 4, 8
@@ -155,6 +156,10 @@ def expected_sets(p):
         ("solver_potrs_batched", [[p["pbaa"], 2 * 8], [p["pbba"], 2 * 8], mat(p["pba0"], PB_N, PB_N, PB_N, f8),
                                   mat(p["pba1"], PB_N, PB_N, PB_N, f8), [p["pbb0"], PB_N * f8], [p["pbb1"], PB_N * f8]],
          [[p["pbb0"], PB_N * f8], [p["pbb1"], PB_N * f8]] + info(23)),
+        # XsyevBatched: three matrices lda * n apart, their eigenvalues, an info each
+        ("solver_syev_batched", [mats(p["xeb"], EB_N, EB_N, EB_LDA, EB_B, f8)] + xwork("xsyevb"),
+         [mats(p["xeb"], EB_N, EB_N, EB_LDA, EB_B, f8), [p["xebw"], EB_N * EB_B * f8], [p["xebinfo"], EB_B * i4]] +
+         xwork("xsyevb")),
     ]
     return [(op, sorted(r), sorted(w)) for op, r, w in calls]
 

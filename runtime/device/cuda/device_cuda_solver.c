@@ -49,6 +49,8 @@
 	X(Xpotrs, "cusolverDnXpotrs")                                              \
 	X(Xgeqrf_bufferSize, "cusolverDnXgeqrf_bufferSize") X(Xgeqrf, "cusolverDnXgeqrf") \
 	X(Xsyevd_bufferSize, "cusolverDnXsyevd_bufferSize") X(Xsyevd, "cusolverDnXsyevd")   \
+	X(XsyevBatched_bufferSize, "cusolverDnXsyevBatched_bufferSize")            \
+	X(XsyevBatched, "cusolverDnXsyevBatched")                                  \
 	SV_PAIR(X, syevj_bufferSize) SV_PAIR(X, syevj)                             \
 	SV_PAIR(X, syevjBatched_bufferSize) SV_PAIR(X, syevjBatched)               \
 	SV_PAIR(X, gesvdj_bufferSize) SV_PAIR(X, gesvdj)                           \
@@ -197,6 +199,9 @@ static cusolverStatus_t x_size(cusolverDnHandle_t h, const struct phos_solver_ca
 		return sv.Xgeqrf_bufferSize(h, sv_params, c->m, c->n, dt, ptr(c->a), c->lda, dt, ptr(c->tau), dt, dev,
 					    host);
 	case PHOS_SOLVER_SYEVD:
+		if (c->batch)
+			return sv.XsyevBatched_bufferSize(h, sv_params, (cusolverEigMode_t)c->jobz, uplo, c->n, dt,
+							  ptr(c->a), c->lda, dt, ptr(c->w), dt, dev, host, c->batch);
 		return sv.Xsyevd_bufferSize(h, sv_params, (cusolverEigMode_t)c->jobz, uplo, c->n, dt, ptr(c->a), c->lda,
 					    dt, ptr(c->w), dt, dev, host);
 	default:   /* getrs, potrs: none */
@@ -369,6 +374,9 @@ static cusolverStatus_t x_exec(cusolverDnHandle_t h, const struct phos_solver_ca
 	case PHOS_SOLVER_GEQRF:
 		return sv.Xgeqrf(h, sv_params, c->m, c->n, dt, a, c->lda, dt, ptr(c->tau), dt, work, lwork, hw, hb, info);
 	case PHOS_SOLVER_SYEVD:
+		if (c->batch)
+			return sv.XsyevBatched(h, sv_params, (cusolverEigMode_t)c->jobz, uplo, c->n, dt, a, c->lda, dt,
+					       ptr(c->w), dt, work, lwork, hw, hb, info, c->batch);
 		return sv.Xsyevd(h, sv_params, (cusolverEigMode_t)c->jobz, uplo, c->n, dt, a, c->lda, dt, ptr(c->w), dt,
 				 work, lwork, hw, hb, info);
 	default:

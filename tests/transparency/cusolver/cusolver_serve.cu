@@ -37,6 +37,9 @@
 //   potrfb    potrfBatched of two 4 x 4 SPD doubles (upper) named by a device
 //             array of pointers (in reverse order of their allocation)
 //   potrsb    potrsBatched of them with one right-hand side each
+//   xsyevb    XsyevBatched (64-bit API) of three 4 x 4 symmetric doubles (lda
+//             5, upper; the padding 1e30): eigenvalues and vectors of each,
+//             info per matrix (torch.linalg.eigh of a batch calls it)
 //
 // argv[1] "pointers": the buffers' device addresses and the workspace
 // sizes as JSON on stderr (the test holds the executor's read/write sets
@@ -80,14 +83,15 @@
 
 enum { LU_N = 6, LU_LDA = 8, LU_RHS = 2, LU_LDB = 7, CH_N = 5, CH_LDA = 6, CH_RHS = 3, QR_M = 7, QR_N = 4,
        QR_LDA = 9, QR_C = 2, EV_N = 6, EN_N = 4, EN_LDA = 5, SG_N = 3, XL_N = 5, XL_LDA = 6, XL_RHS = 2, XC_N = 4,
-       XQ_M = 6, XQ_N = 3, XE_N = 5, JE_N = 5, JB_N = 3, JB_B = 2, SV_M = 5, SV_N = 3, SB_M = 3, SB_N = 4, SB_B = 2, PB_N = 4, PB_B = 2 };
+       XQ_M = 6, XQ_N = 3, XE_N = 5, JE_N = 5, JB_N = 3, JB_B = 2, SV_M = 5, SV_N = 3, SB_M = 3, SB_N = 4, SB_B = 2, PB_N = 4, PB_B = 2,
+       EB_N = 4, EB_LDA = 5, EB_B = 3 };
 enum { GETRF, GETRS_N, GETRS_T, POTRF_L, POTRS_L, POTRF_U, GEQRF, ORMQR, ORGQR, SYEVD_V, SYEVD_N, SINGULAR, XGETRF,
-       XGETRS, XPOTRF, XPOTRS, XGEQRF, XSYEVD, SYEVJ, SYEVJB, GESVDJ, GESVDJB, POTRFB, POTRSB, CALLS };
+       XGETRS, XPOTRF, XPOTRS, XGEQRF, XSYEVD, SYEVJ, SYEVJB, GESVDJ, GESVDJB, POTRFB, POTRSB, XSYEVB, CALLS };
 
 static const char *const call_names[CALLS] = { "getrf", "getrs_n", "getrs_t", "potrf_l", "potrs_l", "potrf_u",
 					       "geqrf", "ormqr", "orgqr", "syevd_v", "syevd_n", "singular",
 					       "xgetrf", "xgetrs", "xpotrf", "xpotrs", "xgeqrf", "xsyevd", "syevj",
-					       "syevjb", "gesvdj", "gesvdjb", "potrfb", "potrsb" };
+					       "syevjb", "gesvdj", "gesvdjb", "potrfb", "potrsb", "xsyevb" };
 
 struct state {
 	cusolverDnHandle_t h;
@@ -101,6 +105,8 @@ struct state {
 	float *jb, *jbw, *sb, *sbs, *sbu, *sbv;
 	int *binfo;   // the batched calls' infos: JB_B for syevjb, then SB_B for gesvdjb, then PB_B for potrfb
 	double *pba[PB_B], *pbb[PB_B], **pbaa, **pbba;   // potrfb's matrices and right-hand sides, their arrays
+	double *xeb, *xebw;   // xsyevb's matrices and eigenvalues
+	int *xebinfo;         // ... its infos
 	size_t xwork[CALLS], xhost[CALLS];   // the 64-bit API's workspaces, bytes
 	void *xhw[CALLS];                    // its host workspaces
 	cudaStream_t s;
@@ -206,6 +212,9 @@ static void make_x(struct state *st)
 	st->xtau = dev_alloc<double>(XQ_N);
 	st->xe = dev_alloc<float>(XE_N * XE_N);
 	st->xew = dev_alloc<float>(XE_N);
+	st->xeb = dev_alloc<double>(EB_LDA * EB_N * EB_B);
+	st->xebw = dev_alloc<double>(EB_N * EB_B);
+	st->xebinfo = dev_alloc<int>(EB_B);
 	SK(cusolverDnXgetrf_bufferSize(st->h, st->params, XL_N, XL_N, CUDA_R_64F, st->xl, XL_LDA, CUDA_R_64F, &w[XGETRF],
 				       &hw[XGETRF]));
 	SK(cusolverDnXpotrf_bufferSize(st->h, st->params, CUBLAS_FILL_MODE_LOWER, XC_N, CUDA_R_32F, st->xc, XC_N,
@@ -216,6 +225,9 @@ static void make_x(struct state *st)
 	SK(cusolverDnXsyevd_bufferSize(st->h, st->params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, XE_N,
 				       CUDA_R_32F, st->xe, XE_N, CUDA_R_32F, st->xew, CUDA_R_32F, &w[XSYEVD],
 				       &hw[XSYEVD]));
+	SK(cusolverDnXsyevBatched_bufferSize(st->h, st->params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER, EB_N,
+					     CUDA_R_64F, st->xeb, EB_LDA, CUDA_R_64F, st->xebw, CUDA_R_64F, &w[XSYEVB],
+					     &hw[XSYEVB], EB_B));
 	for (int i = XGETRF; i < CALLS; i++) {
 		if (w[i])
 			CK(cudaMalloc(&st->work[i], w[i]));
@@ -354,6 +366,9 @@ static void calls_j(struct state *st)
 	SK(cusolverDnDpotrfBatched(st->h, CUBLAS_FILL_MODE_UPPER, PB_N, st->pbaa, PB_N, st->binfo + JB_B + SB_B, PB_B));
 	SK(cusolverDnDpotrsBatched(st->h, CUBLAS_FILL_MODE_UPPER, PB_N, 1, st->pbaa, PB_N, st->pbba, PB_N,
 				   in + POTRSB, PB_B));
+	SK(cusolverDnXsyevBatched(st->h, st->params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER, EB_N, CUDA_R_64F,
+				  st->xeb, EB_LDA, CUDA_R_64F, st->xebw, CUDA_R_64F, st->work[XSYEVB], st->xwork[XSYEVB],
+				  st->xhw[XSYEVB], st->xhost[XSYEVB], st->xebinfo, EB_B));
 }
 
 // Every call of one request on fresh values of request r, in order.
@@ -503,7 +518,7 @@ static bool eigen_ok(const std::vector<double> &a0, const std::vector<double> &v
 // The 64-bit API's inputs of request r, uploaded: A, B of the LU; A, b of
 // the Cholesky; the QR's A; the eigenproblem's A.
 struct x_inputs {
-	std::vector<double> l, b, c, cb, q, e;
+	std::vector<double> l, b, c, cb, q, e, eb;
 };
 
 static x_inputs x_up(struct state *st, int r)
@@ -518,6 +533,12 @@ static x_inputs x_up(struct state *st, int r)
 	up(st->xcb, x.cb);
 	up(st->xq, x.q);
 	up(st->xe, x.e);
+	for (int b = 0; b < EB_B; b++) {
+		std::vector<double> one = symmetric(r, 17 + b, EB_N, EB_LDA, false);
+
+		x.eb.insert(x.eb.end(), one.begin(), one.end());
+	}
+	up(st->xeb, x.eb);
 	return x;
 }
 
@@ -538,6 +559,28 @@ static bool r_ok(const std::vector<double> &a0, const std::vector<double> &rf, i
 	return true;
 }
 
+// Each of xsyevb's matrices: its eigenpairs, its info 0.
+static bool xsyevb_ok(struct state *st, const x_inputs &x, char *why, size_t len)
+{
+	const size_t one = (size_t)EB_LDA * EB_N;
+	std::vector<double> v = down(st->xeb, one * EB_B), w = down(st->xebw, EB_N * EB_B),
+			    info = down(st->xebinfo, EB_B);
+
+	for (int b = 0; b < EB_B; b++) {
+		std::vector<double> a0(x.eb.begin() + b * one, x.eb.begin() + (b + 1) * one),
+				    vb(v.begin() + b * one, v.begin() + (b + 1) * one),
+				    wb(w.begin() + b * EB_N, w.begin() + (b + 1) * EB_N);
+
+		if (info[b] != 0) {
+			snprintf(why, len, "xsyevb: info[%d] %g", b, info[b]);
+			return false;
+		}
+		if (!eigen_ok(a0, vb, wb, EB_N, EB_LDA, true, DT, "xsyevb", why, len))
+			return false;
+	}
+	return true;
+}
+
 static bool x_ok(struct state *st, const x_inputs &x, char *why, size_t len)
 {
 	std::vector<int64_t> piv(XL_N);
@@ -553,7 +596,8 @@ static bool x_ok(struct state *st, const x_inputs &x, char *why, size_t len)
 	       cholesky_ok(x.c, down(st->xc, XC_N * XC_N), XC_N, XC_N, true, FT, "xpotrf", why, len) &&
 	       solved(x.c, XC_N, false, down(st->xcb, XC_N), x.cb, XC_N, 1, XC_N, 1e-4, "xpotrs", why, len) &&
 	       r_ok(x.q, down(st->xq, XQ_M * XQ_N), XQ_M, XQ_N, why, len) &&
-	       eigen_ok(x.e, down(st->xe, XE_N * XE_N), down(st->xew, XE_N), XE_N, XE_N, true, FT, "xsyevd", why, len);
+	       eigen_ok(x.e, down(st->xe, XE_N * XE_N), down(st->xew, XE_N), XE_N, XE_N, true, FT, "xsyevd", why, len) &&
+	       xsyevb_ok(st, x, why, len);
 }
 
 // An SVD: s descending, U S V^T = A (m x n), U's uc and V's vc columns
@@ -697,7 +741,7 @@ static bool run_all(struct state *st, int r, char *why, size_t len)
 	calls(st);
 	std::vector<double> info = down(st->info, CALLS), piv = down(st->ipiv, LU_N);
 	for (int i = 0; i < CALLS; i++)
-		if (i != SYEVJB && i != GESVDJB && i != POTRFB && info[i] != (i == SINGULAR ? 2 : 0)) {
+		if (i != SYEVJB && i != GESVDJB && i != POTRFB && i != XSYEVB && info[i] != (i == SINGULAR ? 2 : 0)) {
 			snprintf(why, len, "%s: info %g", call_names[i], info[i]);
 			return false;
 		}
@@ -799,11 +843,13 @@ int main(int argc, char **argv)
 				       st.ev, st.evw, st.en, st.enw, st.sg, st.sgpiv, st.info, st.xl, st.xb, st.xpiv,
 				       st.xc, st.xcb, st.xq, st.xtau, st.xe, st.xew, st.je, st.jew, st.jb, st.jbw,
 				       st.sv, st.svs, st.svu, st.svv, st.sb, st.sbs, st.sbu, st.sbv, st.binfo, st.pba[0],
-				       st.pba[1], st.pbb[0], st.pbb[1], st.pbaa, st.pbba };
+				       st.pba[1], st.pbb[0], st.pbb[1], st.pbaa, st.pbba, st.xeb, st.xebw,
+				       st.xebinfo };
 		const char *names[] = { "lu", "bn", "bt", "ipiv", "ch", "cb", "chu", "qr", "tau", "qc", "q", "ev", "evw",
 					"en", "enw", "sg", "sgpiv", "info", "xl", "xb", "xpiv", "xc", "xcb", "xq", "xtau",
 					"xe", "xew", "je", "jew", "jb", "jbw", "sv", "svs", "svu", "svv", "sb", "sbs",
-					"sbu", "sbv", "binfo", "pba0", "pba1", "pbb0", "pbb1", "pbaa", "pbba" };
+					"sbu", "sbv", "binfo", "pba0", "pba1", "pbb0", "pbb1", "pbaa", "pbba",
+					"xeb", "xebw", "xebinfo" };
 		for (size_t i = 0; i < sizeof(ptrs) / sizeof(ptrs[0]); i++) {
 			snprintf(one, sizeof(one), "\"%s\": %llu, ", names[i], (unsigned long long)(uintptr_t)ptrs[i]);
 			s += one;
