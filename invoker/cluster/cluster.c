@@ -475,3 +475,120 @@ int inv_cluster_drain(const char *body, size_t len, json_t **ret_body)
 	*ret_body = json_pack("{s:b,s:o}", "draining", drain, "sessions", moved);
 	return 200;
 }
+
+/* ---- replicas ---- */
+
+/* url is a member in our view (not us). */
+static bool is_member(const char *url)
+{
+	bool found = false;
+	json_t *m;
+	size_t i;
+
+	pthread_mutex_lock(&cl.lock);
+	json_array_foreach(cl.members, i, m) {
+		const char *key = json_string_value(json_object_get(m, "key"));
+
+		if (key && strcmp(key, cl.key) && !strncmp(key, INV_CLUSTER_PREFIX, strlen(INV_CLUSTER_PREFIX)) &&
+		    !strcmp(key + strlen(INV_CLUSTER_PREFIX), url))
+			found = true;
+	}
+	pthread_mutex_unlock(&cl.lock);
+	return found;
+}
+
+int inv_cluster_replicate_receive(const char *body, size_t len, json_t **ret_body)
+{
+	json_t *req = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, NULL), *pull;
+	const char *name = json_string_value(json_object_get(req, "name"));
+	const char *from = json_string_value(json_object_get(req, "from"));
+	int code;
+
+	if (!json_is_object(req) || json_object_size(req) != 2 || !name || !from || !inv_name_valid(name) ||
+	    !inv_cluster_url_ok(from)) {
+		json_decref(req);
+		*ret_body = inv_err_json("the body must be {\"name\": a function name, \"from\": a member's URL}");
+		return 400;
+	}
+	if (!is_member(from)) {   /* the cluster token pulls from members only, never from any URL */
+		*ret_body = inv_err_json("%s is not a member of the cluster", from);
+		json_decref(req);
+		return 403;
+	}
+	pull = json_pack("{s:s,s:s,s:s}", "name", name, "from", from, "from_token", cl.token);
+	json_decref(req);
+	if (!pull)
+		return *ret_body = inv_err_json("out of memory"), 500;
+	code = inv_function_deploy(pull, ret_body);
+	json_object_del(pull, "from_token");
+	json_decref(pull);
+	return code;
+}
+
+struct replica {
+	pthread_t t;
+	char *member, *name;
+	long status;
+	json_t *answer;
+	char err[256];
+};
+
+static void *replicate_one(void *arg)
+{
+	struct replica *r = arg;
+
+	if (inv_peer_post_json(r->member, "/system/cluster/replicate", cl.token,
+			       json_pack("{s:s,s:s}", "name", r->name, "from", cl.self), INV_PULL_TIMEOUT_MS + 10000L,
+			       &r->status, &r->answer, r->err, sizeof(r->err)) < 0)
+		r->status = 0;
+	return NULL;
+}
+
+json_t *inv_cluster_replicate(const char *name, unsigned replicas)
+{
+	struct candidate c[INV_CLUSTER_MAX_MEMBERS];
+	struct replica r[INV_CLUSTER_MAX_REPLICAS];
+	json_t *members, *m, *out = json_array();
+	size_t n = 0, i;
+
+	pthread_mutex_lock(&cl.lock);
+	members = json_incref(cl.members);
+	pthread_mutex_unlock(&cl.lock);
+	/* members of our device, not draining, that lack it: the least loaded */
+	json_array_foreach(members, i, m) {
+		const char *key = json_string_value(json_object_get(m, "key"));
+		json_t *rec = json_loads(json_string_value(json_object_get(m, "value")), 0, NULL);
+		const char *url = key ? key + strlen(INV_CLUSTER_PREFIX) : NULL;
+		json_t *fn = json_object_get(json_object_get(rec, "functions"), name);
+
+		if (rec && key && strcmp(key, cl.key) && inv_cluster_url_ok(url) && n < INV_CLUSTER_MAX_MEMBERS &&
+		    !json_is_true(json_object_get(rec, "draining")) && !json_is_true(json_object_get(fn, "ready")) &&
+		    !strcmp(json_string_value(json_object_get(rec, "device")) ?: "", inv_cfg.device))
+			c[n++] = (struct candidate){ url, 2, json_integer_value(json_object_get(rec, "load")) };
+		json_decref(rec);
+	}
+	qsort(c, n, sizeof(*c), by_rank);
+	if (n > replicas - 1)
+		n = replicas - 1;
+	for (i = 0; i < n; i++) {
+		r[i] = (struct replica){ .member = strdup(c[i].url), .name = strdup(name) };
+		if (!r[i].member || !r[i].name || pthread_create(&r[i].t, NULL, replicate_one, &r[i])) {
+			snprintf(r[i].err, sizeof(r[i].err), "cannot start its pull");
+			r[i].t = 0;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		if (r[i].t)
+			pthread_join(r[i].t, NULL);
+		json_array_append_new(out, json_pack("{s:s?,s:i,s:o*,s:s?}", "member", r[i].member, "status",
+						     (int)r[i].status, "answer", r[i].answer,
+						     "error", r[i].status ? NULL : r[i].err));
+		if (r[i].status != 201)
+			phos_warn("cluster: %s: a replica on %s: %ld %s", name, r[i].member ?: "?", r[i].status,
+				  r[i].status ? "" : r[i].err);
+		free(r[i].member);
+		free(r[i].name);
+	}
+	json_decref(members);
+	return out;
+}

@@ -39,6 +39,7 @@
 #define INV_CLUSTER_PREFIX "phos/hosts/"
 #define INV_CLUSTER_FORWARDED "X-Phos-Forwarded"
 #define INV_CLUSTER_MAX_MEMBERS 256   /* read from etcd; more are left out */
+#define INV_CLUSTER_MAX_REPLICAS 16   /* a deploy's "replicas" */
 
 /* Joins the cluster at etcd_url as advertise (the URL other members reach
  * us at: http[s]://HOST:PORT) with token (the shared secret, kept): checks
@@ -67,5 +68,15 @@ void inv_cluster_invoke(const char *name, const char *body, size_t len, const ch
  * functions' instances stay and serve calls made here. false ends it. HTTP
  * status and body (each session's move and its outcome). */
 int inv_cluster_drain(const char *body, size_t len, json_t **ret_body);
+/* A deploy's "replicas": N (N > 1), once it is deployed here: N - 1 other
+ * members of our device that lack it, the least loaded, each pull it from
+ * us (POST /system/cluster/replicate; content-addressed: chunks a member
+ * holds already are not fetched), at once. Their outcomes, a JSON array
+ * of {"member", "status", "answer" or "error"}. */
+json_t *inv_cluster_replicate(const char *name, unsigned replicas);
+/* POST /system/cluster/replicate {"name", "from"} (cluster token): pulls
+ * NAME from the member at from, which must be in our view (the cluster
+ * token never makes us fetch from any other URL). HTTP status and body. */
+int inv_cluster_replicate_receive(const char *body, size_t len, json_t **ret_body);
 /* GET /system/cluster: this member, etcd's state and every member's record. */
 json_t *inv_cluster_describe(void);

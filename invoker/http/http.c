@@ -55,6 +55,7 @@ enum route {
 	R_RENDEZVOUS,              /* /system/functions/NAME/rendezvous (rendezvous.c) */
 	R_CLUSTER,                 /* /system/cluster: the members (cluster.h) */
 	R_DRAIN,                   /* /system/cluster/drain */
+	R_REPLICATE,               /* /system/cluster/replicate: a member asks us to pull a function */
 };
 
 struct req {
@@ -171,7 +172,7 @@ static bool peer_route(enum route r)
 {
 	switch (r) {
 	case R_EXPORT: case R_EXPORT_FILE: case R_INSTANCES: case R_CKPT_FILE: case R_MIGRATION: case R_RENDEZVOUS:
-	case R_INVOKE: case R_ASYNC: case R_CALL:
+	case R_INVOKE: case R_ASYNC: case R_CALL: case R_REPLICATE:
 		return true;
 	default:
 		return false;
@@ -395,6 +396,8 @@ static int route(const char *url, struct req *q)
 		return q->route = R_CLUSTER, 0;
 	if (!strcmp(url, "/system/cluster/drain"))
 		return q->route = R_DRAIN, 0;
+	if (!strcmp(url, "/system/cluster/replicate"))
+		return q->route = R_REPLICATE, 0;
 	if (!strncmp(url, "/system/migrations/", 19)) {
 		const char *id = url + 19;
 
@@ -466,6 +469,7 @@ static const char *allowed(enum route r)
 	case R_FUNCS: return "GET, POST";
 	case R_FUNC: case R_MIGRATION: return "GET, DELETE";
 	case R_SNAPSHOT: case R_INVOKE: case R_ASYNC: case R_CHECKPOINT: case R_MIGRATE: case R_INSTANCES: case R_DRAIN:
+	case R_REPLICATE:
 		return "POST";
 	default: return "GET";
 	}
@@ -614,15 +618,32 @@ static void function_get(struct req *q)
 static void deploy(struct req *q)
 {
 	json_error_t je;
-	json_t *j = json_loadb(q->body.bytes, q->body.len, JSON_REJECT_DUPLICATES, &je), *body = NULL;
+	json_t *j = json_loadb(q->body.bytes, q->body.len, JSON_REJECT_DUPLICATES, &je), *body = NULL, *rep;
+	char name[INV_NAME_MAX + 1] = "";
+	json_int_t replicas = 1;
 
 	if (!j) {
 		put_error(q, 400, "bad JSON: %s (line %d)", je.text, je.line);
 		return;
 	}
+	/* "replicas": N, the cluster's (cluster.h); the rest is the registry's */
+	if ((rep = json_object_get(j, "replicas"))) {
+		replicas = json_is_integer(rep) ? json_integer_value(rep) : 0;
+		if (replicas < 1 || replicas > INV_CLUSTER_MAX_REPLICAS || (replicas > 1 && !inv_cluster_on())) {
+			json_decref(j);
+			put_error(q, 400, "replicas must be 1..%d, and more than 1 only in a cluster (--cluster)",
+				  INV_CLUSTER_MAX_REPLICAS);
+			return;
+		}
+		json_object_del(j, "replicas");
+	}
+	if (json_is_string(json_object_get(j, "name")))
+		snprintf(name, sizeof(name), "%s", json_string_value(json_object_get(j, "name")));
 	int code = inv_function_deploy(j, &body);
 
 	json_decref(j);
+	if (code == 201 && replicas > 1 && json_is_object(body))
+		json_object_set_new(body, "replicas", inv_cluster_replicate(name, (unsigned)replicas));
 	put_json(q, (unsigned)code, body, NULL);
 }
 
@@ -706,12 +727,17 @@ static void dispatch(struct req *q)
 		break;
 	case R_CLUSTER:
 	case R_DRAIN:
+	case R_REPLICATE:
 		if (!inv_cluster_on()) {
 			put_error(q, 404, "this invoker is in no cluster (--cluster)");
 			return;
 		}
 		if (q->route == R_DRAIN) {
 			code = inv_cluster_drain(q->body.bytes, q->body.len, &body);
+			break;
+		}
+		if (q->route == R_REPLICATE) {
+			code = inv_cluster_replicate_receive(q->body.bytes, q->body.len, &body);
 			break;
 		}
 		put_json(q, 200, inv_cluster_describe(), NULL);
@@ -791,7 +817,8 @@ static bool admit(struct MHD_Connection *c, struct req *q, const char *url, cons
 		inv_body_init(&q->body, q->f ? q->f->limits.max_body_bytes : inv_cfg.max_body_bytes, true);
 	} else {
 		inv_body_init(&q->body, q->route == R_FUNCS || q->route == R_INSTANCES ? DEPLOY_BODY_MAX :
-			      q->route == R_CHECKPOINT || q->route == R_MIGRATE || q->route == R_DRAIN ? 8192 : 0, false);
+			      q->route == R_CHECKPOINT || q->route == R_MIGRATE || q->route == R_DRAIN ||
+			      q->route == R_REPLICATE ? 8192 : 0, false);
 	}
 	/* admitted or refused before a byte of it is buffered */
 	if ((r = inv_body_admit(&q->body, want)) < 0) {

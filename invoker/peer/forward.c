@@ -113,3 +113,50 @@ int inv_peer_forward(const char *base, const char *name, const char *token, cons
 		curl_easy_cleanup(c);
 	return res->body && cr == CURLE_OK && status >= 100 && status <= 599 ? 0 : -1;
 }
+
+int inv_peer_post_json(const char *base, const char *path, const char *token, json_t *body, long timeout_ms,
+		       long *ret_status, json_t **ret_answer, char *err, size_t errlen)
+{
+	size_t bl = strlen(base);
+	char url[PULL_URL_MAX + 256], line[PULL_TOKEN_MAX + 64], *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	struct curl_slist *h = NULL;
+	struct fwd w = { 0 };
+	CURLcode cr = CURLE_FAILED_INIT;
+	CURL *c = text ? curl_easy_init() : NULL;
+
+	json_decref(body);
+	*ret_status = 0;
+	*ret_answer = NULL;
+	bl -= bl && base[bl - 1] == '/';
+	snprintf(url, sizeof(url), "%.*s%s", (int)bl, base, path);
+	snprintf(line, sizeof(line), "Authorization: Bearer %s", token);
+	h = curl_slist_append(h, line);
+	explicit_bzero(line, sizeof(line));
+	h = curl_slist_append(h, "Content-Type: application/json");
+	if (c && h) {
+		curl_easy_setopt(c, CURLOPT_URL, url);
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
+		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+		curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+		pull_curl_keepalive(c);
+		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_fwd);
+		curl_easy_setopt(c, CURLOPT_WRITEDATA, &w);
+		cr = curl_easy_perform(c);
+		if (cr == CURLE_OK)
+			curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, ret_status);
+	}
+	if (cr == CURLE_OK && w.buf)
+		*ret_answer = json_loadb(w.buf, w.len, 0, NULL);
+	if (cr != CURLE_OK)
+		snprintf(err, errlen, "%s", w.over ? "answered too much" : c ? curl_easy_strerror(cr) : "out of memory");
+	free(w.buf);
+	free(text);
+	wipe_free(h);
+	if (c)
+		curl_easy_cleanup(c);
+	return cr == CURLE_OK ? 0 : -1;
+}

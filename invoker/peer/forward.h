@@ -18,3 +18,9 @@
 int inv_peer_forward(const char *base, const char *name, const char *token, const char *forwarded_by,
 		     const char *body, size_t len, const char *ctype, long timeout_ms, struct inv_result *res,
 		     char *err, size_t errlen);
+
+/* POSTs body (JSON; taken) to base + path with token as its bearer: the
+ * answer's status into *ret_status and its JSON (NULL when it is not JSON)
+ * into *ret_answer, and 0; or -1 when no answer came (the reason in err). */
+int inv_peer_post_json(const char *base, const char *path, const char *token, json_t *body, long timeout_ms,
+		       long *ret_status, json_t **ret_answer, char *err, size_t errlen);

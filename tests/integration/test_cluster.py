@@ -8,8 +8,10 @@ with one veth on that bridge, their own address, --token-file and
 
 - Bad --cluster command lines are refused before anything starts: no token
   file, a URL with a path, the admin token as the cluster token.
-- A deploys mlp; B pulls it from A with the cluster token (it opens A's
-  export route), which opens no admin route of A (deploy: 401).
+- A deploys mlp with "replicas": 2: B, the other member, pulls it from A
+  with the cluster token (it opens A's export route) and answers as A
+  without running its init. The cluster token opens no admin route of A
+  (deploy: 401), and makes a member pull only from a member (403).
 - C, which has no mlp, lists A and B with mlp ready (GET /system/cluster)
   and answers calls of mlp through them: the answers are A's own, and each
   names the member that served it (X-Phos-Served-By). A call C forwards is
@@ -227,20 +229,33 @@ try:
                         cluster_tok], capture_output=True, text=True, timeout=60)
     check(p.returncode != 0 and "admin" in p.stderr, f"the admin token as the cluster token: {p.stderr[-300:]}")
 
-    a, b, c = start("a", etcd_url), start("b", etcd_url), start("c", etcd_url)
+    a, b = start("a", etcd_url), start("b", etcd_url)
+    wait_view(a, lambda m: url("b") in m, "A sees B")
+    st, body = a.call("POST", "/system/functions", {"name": "x", "program": MLP, "replicas": 17})
+    check(st == 400 and "replicas" in body.get("error", ""), f"replicas over 16: {st} {body}")
+    # deployed on A with two replicas: B pulls it from A with the cluster token (it opens A's peer routes)
     st, body = a.call("POST", "/system/functions", {"name": "mlp", "program": MLP, "args": ["--weights-mib", "4"],
-                                                  "limits": {"timeout_ms": 60000}}, timeout=300)
-    check(st == 201, f"deploy mlp on A: {st} {body}")
+                                                  "limits": {"timeout_ms": 60000}, "replicas": 2}, timeout=300)
+    reps = body.get("replicas", []) if isinstance(body, dict) else []
+    check(st == 201 and len(reps) == 1 and reps[0].get("member") == url("b") and reps[0].get("status") == 201 and
+          reps[0].get("answer", {}).get("pull", {}).get("bytes_fetched", 0) > 4 << 20,
+          f"deploy mlp on A with replicas 2: B pulled it: {st} {json.dumps(body)[:800]}")
     st, ref = a.call("POST", "/function/mlp", REQ)
     check(st == 200 and ref.get("ok"), f"mlp on A: {st} {ref}")
-    # B pulls A's snapshot with the cluster token: it opens A's peer routes...
-    st, body = b.call("POST", "/system/functions", {"name": "mlp", "from": url("a"), "from_token": CLUSTER_TOKEN},
-                      timeout=300)
-    check(st == 201, f"B pulls mlp from A with the cluster token: {st} {body}")
-    # ...and none of its admin routes
-    st, body, _ = post("a", "/system/functions", {"name": "x", "program": MLP},
-                       headers={"Authorization": f"Bearer {CLUSTER_TOKEN}"})
+    st, got = b.call("POST", "/function/mlp", REQ)
+    check(st == 200 and got == ref, f"mlp on B, never initialised there, answers as A: {st} {got}")
+    # the cluster token opens none of a member's admin routes...
+    bearer = {"Authorization": f"Bearer {CLUSTER_TOKEN}"}
+    st, body, _ = post("a", "/system/functions", {"name": "x", "program": MLP}, headers=bearer)
     check(st == 401, f"the cluster token cannot deploy on A: {st} {body}")
+    # ...and makes a member pull only from another member
+    st, body, _ = post("b", "/system/cluster/replicate", {"name": "mlp2", "from": f"http://{NET}.9:1"}, headers=bearer)
+    check(st == 403 and "not a member" in body.get("error", ""), f"a replica from a non-member: {st} {body}")
+    st, body, _ = post("b", "/system/cluster/replicate", {"name": "mlp2", "from": url("a"), "x": 1}, headers=bearer)
+    check(st == 400, f"a bad replicate request: {st} {body}")
+    st, body, _ = post("b", "/system/cluster/replicate", {"name": "mlp2", "from": url("a")})
+    check(st == 401, f"a replicate request without the token: {st} {body}")
+    c = start("c", etcd_url)
 
     wait_view(c, lambda m: has_mlp(m, "a") and has_mlp(m, "b") and url("c") in m, "C sees A and B with mlp")
     view = c.call("GET", "/system/cluster")[1]
