@@ -3,12 +3,16 @@
  * Membership and placement on etcd (cluster.h has the picture).
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
 
 #include "cluster.h"
 #include "etcd.h"
@@ -65,7 +69,61 @@ bool inv_cluster_url_ok(const char *u)
 struct tally {
 	json_t *functions;
 	unsigned busy;
+	/* the ready ones' snapshots, digested outside the registry's lock */
+	struct snap { char name[INV_NAME_MAX + 1]; char *dir; unsigned generation; } *snaps;
+	size_t n, cap;
 };
+
+/* The XXH3-128 of each function's snapshot manifest, as canonical JSON
+ * (it names every buffer's and CPU file's checksum: equal digests, equal
+ * snapshots), kept per name, generation and folder. The cluster's thread
+ * alone uses it. */
+static struct digest {
+	char name[INV_NAME_MAX + 1];
+	unsigned generation;
+	char *dir;
+	char hex[33];
+} digests[256];
+static size_t n_digests, next_digest;
+
+static int manifest_digest(const char *dir, char hex[33])
+{
+	char path[PATH_MAX], *text;
+	XXH128_hash_t h;
+	json_t *m;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/manifest.json", dir) >= sizeof(path) ||
+	    !(m = json_load_file(path, 0, NULL)))
+		return -1;
+	/* its content, not its bytes: a pulled copy is written anew */
+	text = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(m);
+	if (!text)
+		return -1;
+	h = XXH3_128bits(text, strlen(text));
+	free(text);
+	snprintf(hex, 33, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
+	return 0;
+}
+
+static const char *digest_of(const struct snap *sn)
+{
+	struct digest *d;
+
+	for (size_t i = 0; i < n_digests; i++)
+		if (!strcmp(digests[i].name, sn->name) && digests[i].generation == sn->generation &&
+		    !strcmp(digests[i].dir, sn->dir))
+			return digests[i].hex;
+	d = &digests[n_digests < 256 ? n_digests++ : next_digest++ % 256];   /* the oldest goes */
+	free(d->dir);
+	*d = (struct digest){ .generation = sn->generation, .dir = strdup(sn->dir) };
+	snprintf(d->name, sizeof(d->name), "%s", sn->name);
+	if (!d->dir || manifest_digest(sn->dir, d->hex) < 0) {
+		d->name[0] = '\0';   /* tried again next time */
+		return NULL;
+	}
+	return d->hex;
+}
 
 static void tally_one(struct inv_function *f, void *arg)
 {
@@ -81,6 +139,14 @@ static void tally_one(struct inv_function *f, void *arg)
 	for (struct inv_instance *in = f->instances; in; in = in->next)
 		c[in->state]++;
 	t->busy += c[INV_INST_BUSY] + f->waiting;
+	if (ready && f->snapshot_dir && t->n < t->cap) {
+		struct snap *sn = &t->snaps[t->n];
+
+		snprintf(sn->name, sizeof(sn->name), "%s", f->name);
+		sn->generation = generation;
+		if ((sn->dir = strdup(f->snapshot_dir)))
+			t->n++;
+	}
 	pthread_mutex_unlock(&f->lock);
 	json_object_set_new(t->functions, f->name,
 			    json_pack("{s:b,s:i,s:i,s:b,s:i}", "ready", ready, "idle", c[INV_INST_IDLE], "busy",
@@ -89,11 +155,22 @@ static void tally_one(struct inv_function *f, void *arg)
 
 static char *record(void)
 {
-	struct tally t = { .functions = json_object() };
+	struct tally t = { .functions = json_object(), .cap = 4096 };
 	json_t *j;
 	char *s;
 
+	t.snaps = calloc(t.cap, sizeof(*t.snaps));
+	if (!t.snaps)
+		t.cap = 0;
 	inv_function_foreach(tally_one, &t);
+	for (size_t i = 0; i < t.n; i++) {
+		const char *d = digest_of(&t.snaps[i]);
+
+		if (d)
+			json_object_set_new(json_object_get(t.functions, t.snaps[i].name), "digest", json_string(d));
+		free(t.snaps[i].dir);
+	}
+	free(t.snaps);
 	j = json_pack("{s:s,s:s,s:b,s:i,s:o}", "url", cl.self, "device", inv_cfg.device,
 		      "draining", inv_draining != 0 || cl.draining,
 		      "load", t.busy + atomic_load(&forwarding), "functions", t.functions);

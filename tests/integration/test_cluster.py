@@ -258,6 +258,9 @@ try:
     c = start("c", etcd_url)
 
     wait_view(c, lambda m: has_mlp(m, "a") and has_mlp(m, "b") and url("c") in m, "C sees A and B with mlp")
+    m = members(c)
+    da, db = (m[url(k)]["functions"]["mlp"].get("digest") for k in ("a", "b"))
+    check(da and len(da) == 32 and da == db, f"A's and B's mlp have one snapshot digest: {da} {db}")
     view = c.call("GET", "/system/cluster")[1]
     check(view.get("self") == url("c") and view.get("etcd_ok") is True and len(view.get("members", [])) == 3,
           f"C's view: itself, etcd answering, three members: {json.dumps(view)[:800]}")
