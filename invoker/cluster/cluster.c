@@ -156,6 +156,7 @@ static void tally_one(struct inv_function *f, void *arg)
 static char *record(void)
 {
 	struct tally t = { .functions = json_object(), .cap = 4096 };
+	bool draining;
 	json_t *j;
 	char *s;
 
@@ -171,8 +172,11 @@ static char *record(void)
 		free(t.snaps[i].dir);
 	}
 	free(t.snaps);
+	pthread_mutex_lock(&cl.lock);
+	draining = cl.draining;
+	pthread_mutex_unlock(&cl.lock);
 	j = json_pack("{s:s,s:s,s:b,s:i,s:o}", "url", cl.self, "device", inv_cfg.device,
-		      "draining", inv_draining != 0 || cl.draining,
+		      "draining", inv_draining != 0 || draining,
 		      "load", t.busy + atomic_load(&forwarding), "functions", t.functions);
 	s = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	json_decref(j);
@@ -204,17 +208,24 @@ static void round_once(char **last_put, double *put_at)
 	char *rec = record();
 	bool fresh = false;
 
-	if (cl.lease && inv_etcd_keepalive(cl.etcd, cl.lease, &ttl, err, sizeof(err)) == 0 && ttl == 0) {
-		phos_warn("cluster: our lease expired (etcd unreachable for %d s?): registering again",
-			  INV_CLUSTER_TTL_S);
-		cl.lease = 0;
+	if (cl.lease) {
+		int r = inv_etcd_keepalive(cl.etcd, cl.lease, &ttl, err, sizeof(err));
+
+		/* expired, or an etcd that lost it (its data gone): another lease */
+		if ((r == 0 && ttl == 0) || (r < 0 && strstr(err, "lease not found"))) {
+			phos_warn("cluster: our lease is gone (etcd unreachable for %d s, or restarted empty?): "
+				  "registering again", INV_CLUSTER_TTL_S);
+			cl.lease = 0;
+			*err = '\0';
+		}
 	}
 	if (!*err && !cl.lease) {
 		if (inv_etcd_grant(cl.etcd, INV_CLUSTER_TTL_S, &cl.lease, err, sizeof(err)) == 0)
 			fresh = true;
 	}
 	/* the record again when it changed, and every TTL/2 whatever it says */
-	if (!*err && rec && (fresh || !*last_put || strcmp(*last_put, rec) || phos_now() - *put_at > INV_CLUSTER_TTL_S / 2.0)) {
+	if (!*err && rec &&
+	    (fresh || !*last_put || strcmp(*last_put, rec) || phos_now() - *put_at > INV_CLUSTER_TTL_S / 2.0)) {
 		if (inv_etcd_put(cl.etcd, cl.key, rec, cl.lease, err, sizeof(err)) == 0) {
 			free(*last_put);
 			*last_put = rec;
@@ -259,6 +270,9 @@ static void *run(void *arg)
 
 int inv_cluster_start(const char *etcd_url, const char *advertise, const char *token, char *err, size_t errlen)
 {
+	char *put = NULL;
+	double put_at = 0;
+
 	if (!inv_cluster_url_ok(etcd_url) || !inv_cluster_url_ok(advertise)) {
 		snprintf(err, errlen, "--cluster and --advertise take http[s]://HOST[:PORT] (no path, user, query "
 				      "or trailing slash)");
@@ -272,7 +286,8 @@ int inv_cluster_start(const char *etcd_url, const char *advertise, const char *t
 		return -ENOMEM;
 	}
 	cl.on = true;
-	round_once(&(char *){ NULL }, &(double){ 0 });   /* (its record is put again by the thread) */
+	round_once(&put, &put_at);   /* registered at once when etcd answers (the thread puts it again) */
+	free(put);
 	if (pthread_create(&cl.thread, NULL, run, NULL)) {
 		snprintf(err, errlen, "cannot start the cluster thread");
 		cl.on = false;
@@ -286,24 +301,19 @@ void inv_cluster_stop(void)
 {
 	char err[512];
 
-	if (!cl.on)
+	if (!cl.started)
 		return;
 	pthread_mutex_lock(&cl.lock);
 	cl.stopping = true;
 	pthread_cond_broadcast(&cl.cond);
 	pthread_mutex_unlock(&cl.lock);
-	if (cl.started)
-		pthread_join(cl.thread, NULL);
+	pthread_join(cl.thread, NULL);
+	cl.started = false;
 	if (cl.lease && inv_etcd_revoke(cl.etcd, cl.lease, err, sizeof(err)) < 0)
 		phos_warn("cluster: leaving: %s (our key goes when its lease runs out)", err);
-	cl.on = false;
-	json_decref(cl.members);
-	cl.members = NULL;
-	explicit_bzero(cl.token, strlen(cl.token));
-	free(cl.token);
-	free(cl.etcd);
-	free(cl.self);
-	free(cl.key);
+	cl.lease = 0;
+	/* the view, the token and our URL stay: calls may still be forwarded
+	 * while we drain (they go with the process) */
 }
 
 /* ---- placement ---- */

@@ -47,7 +47,8 @@
  * once; an etcd not answering yet is retried each second, not an error.
  * 0, or -errno with the reason in err. */
 int inv_cluster_start(const char *etcd_url, const char *advertise, const char *token, char *err, size_t errlen);
-/* Leaves: the thread stopped, the lease revoked (our key gone at once). */
+/* Leaves: the thread stopped, the lease revoked (our key gone at once).
+ * Calls may still be forwarded with the last view (the drain's). */
 void inv_cluster_stop(void);
 bool inv_cluster_on(void);
 /* u is http[s]://HOST[:PORT] and nothing else (what --cluster and
