@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * phos-fn deploy | list | describe | remove | invoke | logs | snapshot NAME:
- * clients of the invoker's HTTP API (--gateway URL, --token-file FILE, or
- * --state-dir DIR whose admin.token the invoker made).
+ * phos-fn deploy | list | describe | remove | invoke | logs | snapshot NAME |
+ * cluster | drain: clients of the invoker's HTTP API (--gateway URL, or a
+ * member of the cluster registered in etcd at --cluster URL; --token-file
+ * FILE, or --state-dir DIR whose admin.token the invoker made).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -17,12 +18,13 @@
 
 #include "cli.h"
 #include "cli_client.h"
+#include "etcd.h"
 #include "token.h"
 
 #define MAX_STDIN (256u << 20)
 
 enum { O_GATEWAY = 1000, O_TOKEN, O_NAME, O_DEVICE, O_LIMIT, O_TAIL, O_STATE, O_FROM, O_FROM_TOKEN, O_TO, O_TO_TOKEN,
-       O_INSTANCE, O_MODE, O_GPUS, O_INSECURE_HTTP };
+       O_INSTANCE, O_MODE, O_GPUS, O_INSECURE_HTTP, O_REPLICAS, O_CLUSTER, O_UNDO };
 
 static const struct option common_opts[] = {
 	{ "gateway", required_argument, NULL, O_GATEWAY }, { "token-file", required_argument, NULL, O_TOKEN },
@@ -34,6 +36,8 @@ static const struct option common_opts[] = {
 	{ "instance", required_argument, NULL, O_INSTANCE }, { "mode", required_argument, NULL, O_MODE },
 	{ "gpus", required_argument, NULL, O_GPUS },
 	{ "insecure-http", no_argument, NULL, O_INSECURE_HTTP },
+	{ "replicas", required_argument, NULL, O_REPLICAS }, { "cluster", required_argument, NULL, O_CLUSTER },
+	{ "undo", no_argument, NULL, O_UNDO },
 	{ 0 },
 };
 
@@ -43,6 +47,9 @@ struct args {
 	const char *gpus;   /* deploy --gpus N (the invoker checks it) */
 	const char *from, *from_token_file;   /* deploy --from: a pull from a peer invoker */
 	const char *to, *to_token_file, *instance, *mode;   /* migrate */
+	const char *cluster;  /* etcd's URL: the gateway is a member registered there */
+	long replicas;        /* deploy --replicas N (0: not given) */
+	bool undo;            /* drain --undo */
 	json_t *limits;
 };
 
@@ -71,6 +78,10 @@ static const char *usage_of(const char *cmd)
 		return "checkpoint NAME [--instance ID] [--mode stw|cow|recopy]   (an instance, on the invoker)";
 	if (!strcmp(cmd, "invoke"))
 		return "invoke NAME   (request body on stdin, answer on stdout)";
+	if (!strcmp(cmd, "cluster"))
+		return "cluster   (the members of the invoker's cluster)";
+	if (!strcmp(cmd, "drain"))
+		return "drain [--undo]   (the invoker's sessions move to other members; none is placed there)";
 	static char buf[64];
 	snprintf(buf, sizeof(buf), "%s NAME", cmd);
 	return buf;
@@ -101,6 +112,18 @@ static int parse(int argc, char **argv, struct args *a)
 		case O_TO_TOKEN: a->to_token_file = optarg; break;
 		case O_INSTANCE: a->instance = optarg; break;
 		case O_MODE: a->mode = optarg; break;
+		case O_CLUSTER: a->cluster = optarg; break;
+		case O_UNDO: a->undo = true; break;
+		case O_REPLICAS: {
+			char *end;
+
+			a->replicas = strtol(optarg, &end, 10);
+			if (*end || end == optarg || a->replicas < 1 || a->replicas > 16) {
+				fprintf(stderr, "phos-fn: --replicas takes 1..16 (hosts of the cluster to deploy to)\n");
+				return -1;
+			}
+			break;
+		}
 		case O_LIMIT: {
 			char *eq = strchr(optarg, '='), *end;
 			long long v;
@@ -116,9 +139,11 @@ static int parse(int argc, char **argv, struct args *a)
 			break;
 		}
 		case 'h':
-			printf("usage: phos-fn %s [--gateway URL] [--token-file FILE | --state-dir DIR] [--insecure-http]\n"
+			printf("usage: phos-fn %s [--gateway URL | --cluster ETCD_URL] [--token-file FILE | --state-dir DIR]\n"
+			       "  [--insecure-http]\n"
 			       "  (STATE's admin token goes to that invoker alone; no token goes over plain http\n"
-			       "  to another host without --insecure-http)\n", usage_of(argv[0]));
+			       "  to another host without --insecure-http; --cluster: a member registered in etcd,\n"
+			       "  for invoke one that has NAME ready)\n", usage_of(argv[0]));
 			return -2;
 		default:
 			return -1;
@@ -361,6 +386,8 @@ static int deploy(struct cli_gateway *g, struct args *a, int argc, char **argv, 
 		json_array_append_new(args, json_string(argv[i]));
 	req = json_pack("{s:s,s:s,s:o,s:o}", "name", a->name, "program", path, "args", args, "limits", a->limits);
 	a->limits = NULL;
+	if (a->replicas)
+		json_object_set_new(req, "replicas", json_integer(a->replicas));
 	if (a->device)
 		json_object_set_new(req, "device", json_string(a->device));
 	if (a->gpus) {
@@ -386,6 +413,63 @@ static int deploy(struct cli_gateway *g, struct args *a, int argc, char **argv, 
 	return done(&ans, false);
 }
 
+/* --cluster ETCD_URL: a member registered there, into buf: for a call of
+ * name (NULL: any command), one that has it ready with an idle instance
+ * first; else the least loaded. 0, or -1 (said why). */
+static int member_of(const char *etcd, const char *name, char *buf, size_t len)
+{
+	json_t *members = NULL, *m;
+	long best_rank = 0, best_load = 0;
+	char err[512];
+	size_t i;
+
+	buf[0] = '\0';
+	if (inv_etcd_range(etcd, "phos/hosts/", &members, err, sizeof(err)) < 0) {
+		fprintf(stderr, "phos-fn: --cluster: %s\n", err);
+		return -1;
+	}
+	json_array_foreach(members, i, m) {
+		json_t *rec = json_loads(json_string_value(json_object_get(m, "value")), 0, NULL);
+		json_t *fn = name ? json_object_get(json_object_get(rec, "functions"), name) : NULL;
+		const char *key = json_string_value(json_object_get(m, "key"));
+		const char *url = key && strlen(key) > 11 ? key + 11 : NULL;   /* (after "phos/hosts/": the key names it) */
+		long load = (long)json_integer_value(json_object_get(rec, "load"));
+		long rank = json_is_true(json_object_get(rec, "draining")) ? 3 :
+			    !name ? 1 : !json_is_true(json_object_get(fn, "ready")) ? 2 :
+			    json_integer_value(json_object_get(fn, "idle")) > 0 ? 0 : 1;
+
+		if (url && strlen(url) < len && !strncmp(url, "http", 4) &&
+		    (!buf[0] || rank < best_rank || (rank == best_rank && load < best_load))) {
+			snprintf(buf, len, "%s", url);
+			best_rank = rank;
+			best_load = load;
+		}
+		json_decref(rec);
+	}
+	json_decref(members);
+	if (!buf[0]) {
+		fprintf(stderr, "phos-fn: --cluster: no member is registered in etcd at %s\n", etcd);
+		return -1;
+	}
+	return 0;
+}
+
+/* phos-fn cluster | drain [--undo]: the cluster's routes of the invoker. */
+static int cluster_cmd(struct cli_gateway *g, struct args *a, const char *cmd)
+{
+	struct cli_answer ans;
+	const char *body = a->undo ? "{\"drain\":false}" : "{\"drain\":true}";
+	int r = !strcmp(cmd, "cluster") ? cli_http(g, "GET", "/system/cluster", NULL, 0, NULL, &ans) :
+		cli_http(g, "POST", "/system/cluster/drain", body, strlen(body), a->undo ? NULL : "moving its sessions",
+			 &ans);
+
+	if (r < 0)
+		return 1;
+	if (ans.code == 200)
+		print_json(&ans);
+	return done(&ans, false);
+}
+
 /* phos-fn COMMAND ... against the gateway; cmd is argv[0]. */
 int cli_gateway(int argc, char **argv)
 {
@@ -400,6 +484,22 @@ int cli_gateway(int argc, char **argv)
 		json_decref(a.limits);
 		return first == -2 ? 0 : 2;
 	}
+	if ((a.replicas && strcmp(cmd, "deploy")) || (a.undo && strcmp(cmd, "drain")) || (a.cluster && a.gateway)) {
+		fprintf(stderr, "phos-fn: --replicas goes with deploy, --undo with drain, and --cluster replaces "
+				"--gateway\n");
+		json_decref(a.limits);
+		return 2;
+	}
+	char member[1024];
+
+	if (a.cluster) {
+		if (member_of(a.cluster, !strcmp(cmd, "invoke") && first == argc - 1 ? argv[first] : NULL, member,
+			      sizeof(member)) < 0) {
+			json_decref(a.limits);
+			return 1;
+		}
+		a.gateway = member;
+	}
 	if (cli_gateway_init(&g, a.gateway, a.token_file, a.state_dir, a.insecure_http) < 0) {
 		json_decref(a.limits);
 		return 1;
@@ -410,6 +510,11 @@ int cli_gateway(int argc, char **argv)
 		return rc;
 	}
 	json_decref(a.limits);
+	if (!strcmp(cmd, "cluster") || !strcmp(cmd, "drain")) {
+		if (first != argc)
+			goto usage;
+		return cluster_cmd(&g, &a, cmd);
+	}
 	if (!strcmp(cmd, "list")) {
 		if (first != argc)
 			goto usage;

@@ -26,9 +26,10 @@ static void usage(FILE *f)
 		   "      whether CRIU works on this machine (a small dump and restore, bounded)\n"
 		   "  peer-token [--state-dir DIR]\n"
 		   "      the invoker's peer token: what other invokers are given (from_token, to_token)\n\n"
-		   "commands against an invoker (--gateway URL, default $PHOS_GATEWAY or http://127.0.0.1:8080;\n"
-		   "--token-file FILE for its bearer token):\n"
-		   "  deploy --name NAME [--device D] [--gpus N] [--limit KEY=VALUE]... -- PROGRAM [ARGS...]\n"
+		   "commands against an invoker (--gateway URL, default $PHOS_GATEWAY or http://127.0.0.1:8080,\n"
+		   "or --cluster ETCD_URL: a member registered there; --token-file FILE for its bearer token):\n"
+		   "  deploy --name NAME [--device D] [--gpus N] [--limit KEY=VALUE]... [--replicas N] -- PROGRAM [ARGS...]\n"
+		   "                         (--replicas N: N-1 other members of its cluster pull it too)\n"
 		   "  deploy --from URL [--from-token-file FILE] NAME   pull NAME's snapshot from the invoker at URL\n"
 		   "                         (FILE: that invoker's peer token)\n"
 		   "  list | describe NAME | remove NAME | snapshot NAME\n"
@@ -37,7 +38,9 @@ static void usage(FILE *f)
 		   "  checkpoint NAME [--instance ID] [--mode stw|cow|recopy]   checkpoint an instance\n"
 		   "  migrate NAME [--instance ID] --to URL [--to-token-file FILE] [--mode recopy|stw|cow]\n"
 		   "                         move an instance with its state to the invoker at URL (FILE: its\n"
-		   "                         peer token)\n");
+		   "                         peer token)\n"
+		   "  cluster                the members of the invoker's cluster\n"
+		   "  drain [--undo]         its sessions move to other members, and none is placed there\n");
 }
 
 int main(int argc, char **argv)
@@ -63,7 +66,8 @@ int main(int argc, char **argv)
 				return cli_snapshot(argc - 1, argv + 1);
 		return cli_gateway(argc - 1, argv + 1);
 	}
-	static const char *const gw[] = { "deploy", "list", "describe", "remove", "invoke", "logs", "migrate", NULL };
+	static const char *const gw[] = { "deploy", "list", "describe", "remove", "invoke", "logs", "migrate",
+					  "cluster", "drain", NULL };
 	for (const char *const *c = gw; *c; c++)
 		if (!strcmp(argv[1], *c))
 			return cli_gateway(argc - 1, argv + 1);

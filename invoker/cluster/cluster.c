@@ -484,6 +484,37 @@ static void session_name(struct inv_function *f, void *arg)
 		snprintf(ns->v[ns->n++], INV_NAME_MAX + 1, "%s", f->name);
 }
 
+/* The others, ready here (a drain places each where no other member has it). */
+static void stateless_name(struct inv_function *f, void *arg)
+{
+	struct names *ns = arg;
+
+	pthread_mutex_lock(&f->lock);
+	if (f->limits.max_instances != 1 && f->ready && !f->removed && ns->n < ns->cap)
+		snprintf(ns->v[ns->n++], INV_NAME_MAX + 1, "%s", f->name);
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* Another member that is not draining has name ready. */
+static bool held_elsewhere(const char *name)
+{
+	bool held = false;
+	json_t *m;
+	size_t i;
+
+	pthread_mutex_lock(&cl.lock);
+	json_array_foreach(cl.members, i, m) {
+		const char *key = json_string_value(json_object_get(m, "key"));
+		json_t *rec = json_loads(json_string_value(json_object_get(m, "value")), 0, NULL);
+
+		held |= key && strcmp(key, cl.key) && !json_is_true(json_object_get(rec, "draining")) &&
+			json_is_true(json_object_get(json_object_get(json_object_get(rec, "functions"), name), "ready"));
+		json_decref(rec);
+	}
+	pthread_mutex_unlock(&cl.lock);
+	return held;
+}
+
 /* Moves the live instance of session name to a member (recopy: it serves
  * on until its last moment here); its outcome appended to out. */
 static void drain_session(const char *name, json_t *out)
@@ -528,7 +559,7 @@ static void drain_session(const char *name, json_t *out)
 
 int inv_cluster_drain(const char *body, size_t len, json_t **ret_body)
 {
-	json_t *req = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, NULL), *v, *moved;
+	json_t *req = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, NULL), *v, *moved, *placed;
 	struct names ns = { .cap = 4096 };
 	const char *key;
 	bool drain = true;
@@ -553,13 +584,21 @@ int inv_cluster_drain(const char *body, size_t len, json_t **ret_body)
 	pthread_cond_broadcast(&cl.cond);
 	pthread_mutex_unlock(&cl.lock);
 	moved = json_array();
+	placed = json_array();
 	if (drain && (ns.v = calloc(ns.cap, sizeof(*ns.v)))) {
 		inv_function_foreach(session_name, &ns);
 		for (size_t i = 0; i < ns.n; i++)
 			drain_session(ns.v[i], moved);
+		/* the rest: a copy on a member wherever we held the only one */
+		ns.n = 0;
+		inv_function_foreach(stateless_name, &ns);
+		for (size_t i = 0; i < ns.n; i++)
+			if (!held_elsewhere(ns.v[i]))
+				json_array_append_new(placed, json_pack("{s:s,s:o}", "function", ns.v[i], "replicas",
+									inv_cluster_replicate(ns.v[i], 2)));
 	}
 	free(ns.v);
-	*ret_body = json_pack("{s:b,s:o}", "draining", drain, "sessions", moved);
+	*ret_body = json_pack("{s:b,s:o,s:o}", "draining", drain, "sessions", moved, "placed", placed);
 	return 200;
 }
 

@@ -65,9 +65,11 @@ void inv_cluster_invoke(const char *name, const char *body, size_t len, const ch
  * place no call here while another has the function (our record says
  * "draining"), and the live instance of every session (a function of
  * max_instances 1) moves to a member (recopy: it serves on until its last
- * moment here; calls here are then forwarded to it, migrate.c). Other
- * functions' instances stay and serve calls made here. false ends it. HTTP
- * status and body (each session's move and its outcome). */
+ * moment here; calls here are then forwarded to it, migrate.c). Every
+ * other function ready here that no other member (not draining) holds is
+ * pulled by one (inv_cluster_replicate): the host can then go. Their
+ * instances here stay and serve calls made here. false ends it. HTTP
+ * status and body (each session's move, each function placed). */
 int inv_cluster_drain(const char *body, size_t len, json_t **ret_body);
 /* A deploy's "replicas": N (N > 1), once it is deployed here: N - 1 other
  * members of our device that lack it, the least loaded, each pull it from

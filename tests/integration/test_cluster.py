@@ -25,8 +25,8 @@ with one veth on that bridge, their own address, --token-file and
   then 404 at C. A started again on its state comes back into the view.
 - A drained (POST /system/cluster/drain) while a client calls its session
   (a function of one instance) through C: the session moves to B live and
-  its counter goes on, each call answered once; C's calls of mlp avoid A
-  while it drains.
+  its counter goes on, each call answered once; vec, which A alone had, is
+  pulled by another member; C's calls avoid A while it drains.
 
 Needs root, network namespaces and etcd: exits 77 where they are missing.
 """
@@ -42,10 +42,11 @@ import tempfile
 import threading
 import time
 
-from harness import BUILD, DEVICE, Invoker, check, done, free_port, program
+from harness import BUILD, DEVICE, PHOS_FN, Invoker, check, done, free_port, program
 
 MLP = program("functions", "examples", "mlp")
 SESSION = program("functions", "examples", "session")
+VECADD = program("functions", "examples", "vecadd")
 TAG = f"{os.getpid() % 100000}"
 BR = f"phcx{TAG}"
 KEYS = ("a", "b", "c")
@@ -265,6 +266,15 @@ try:
     check(view.get("self") == url("c") and view.get("etcd_ok") is True and len(view.get("members", [])) == 3,
           f"C's view: itself, etcd answering, three members: {json.dumps(view)[:800]}")
 
+    # the CLI: a call at a member etcd names, and the view of one
+    p = subprocess.run([PHOS_FN, "invoke", "--cluster", etcd_url, "mlp"], input=json.dumps(REQ), capture_output=True,
+                       text=True, timeout=120)
+    check(p.returncode == 0 and json.loads(p.stdout or "null") == ref,
+          f"phos-fn invoke --cluster: {p.returncode} {p.stdout[:300]} {p.stderr[-300:]}")
+    p = subprocess.run([PHOS_FN, "cluster", "--gateway", url("c"), "--token-file", os.path.join(c.state, "admin.token"),
+                        "--insecure-http"], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and len(json.loads(p.stdout or "{}").get("members", [])) == 3,
+          f"phos-fn cluster: {p.returncode} {p.stdout[:300]} {p.stderr[-300:]}")
     served = set()
     for i in range(6):
         st, got, h = post("c", "/function/mlp", REQ)
@@ -338,6 +348,11 @@ try:
         "name": "sess", "program": SESSION, "args": ["--state-mib", "8", "--block-mib", "1", "--write-kib", "16"],
         "limits": {"timeout_ms": 60000, "max_instances": 1}}, timeout=300)
     check(st == 201, f"deploy sess on A: {st} {body}")
+    st, body = a.call("POST", "/system/functions", {"name": "vec", "program": VECADD, "args": ["--elements", "4096"]},
+                      timeout=300)
+    check(st == 201, f"deploy vec on A alone: {st} {body}")
+    st, vref = a.call("POST", "/function/vec", {"n": 1000, "seed": 2})
+    check(st == 200 and vref.get("ok"), f"vec on A: {st} {vref}")
     wait_view(c, lambda m: has_mlp(m, "b") and m.get(url("a"), {}).get("functions", {}).get("sess", {}).get("ready"),
               "C sees sess on A and mlp on B")
     seen = [post("c", "/function/sess", {}) for _ in range(3)]
@@ -357,6 +372,11 @@ try:
     moves = body.get("sessions", []) if isinstance(body, dict) else []
     check(st == 200 and body.get("draining") is True and len(moves) == 1 and moves[0].get("status") == 200 and
           moves[0].get("to") == url("b"), f"A drained: its session moved to B: {st} {json.dumps(body)[:600]}")
+    placed = body.get("placed", []) if isinstance(body, dict) else []
+    check([x.get("function") for x in placed] == ["vec"] and
+          [r.get("status") for r in placed[0].get("replicas", [])] == [201],
+          f"A drained: vec, which A alone had, pulled by a member (mlp, which B has, not): {json.dumps(placed)[:600]}")
+    holder = placed[0]["replicas"][0].get("member") if placed and placed[0].get("replicas") else None
     time.sleep(1.5)
     stop.set()
     th.join()
@@ -370,9 +390,16 @@ try:
     wait_view(c, lambda m: m.get(url("a"), {}).get("draining") is True, "A says it is draining")
     served = {post("c", "/function/mlp", REQ)[2].get("x-phos-served-by") for _ in range(4)}
     check(served == {url("b")}, f"mlp calls through C avoid the draining A: {served}")
+    st, got, h = post("c", "/function/vec", {"n": 1000, "seed": 2})
+    check(st == 200 and got == vref and holder in (url("b"), url("c")) and
+          h.get("x-phos-served-by") in (None, url("b")),
+          f"vec through C, from the member that pulled it ({holder}), not the draining A: {st} {got} {h}")
     print(f"cluster: {len(seen)} session calls through C across A's drain, none lost", flush=True)
-    st, body = a.call("POST", "/system/cluster/drain", {"drain": False})
-    check(st == 200 and body.get("draining") is False, f"A's drain ended: {st} {body}")
+    p = subprocess.run([PHOS_FN, "drain", "--undo", "--gateway", url("a"), "--token-file",
+                        os.path.join(a.state, "admin.token"), "--insecure-http"], capture_output=True, text=True,
+                       timeout=60)
+    check(p.returncode == 0 and json.loads(p.stdout or "{}").get("draining") is False,
+          f"phos-fn drain --undo: A's drain ended: {p.returncode} {p.stdout[:300]} {p.stderr[-300:]}")
     wait_view(c, lambda m: m.get(url("a"), {}).get("draining") is False, "A takes calls again")
 finally:
     for inv in invs.values():
