@@ -151,6 +151,8 @@ def main():
                 break
             time.sleep(0.2)
 
+        view = json.loads(body)   # (C's last look at the cluster: each member's record, its GPUs included)
+
         def call(conn, forwarded):
             t0 = time.perf_counter()
             st, body, by = conn.req("POST", "/function/vecadd", REQ)
@@ -228,6 +230,7 @@ def main():
         out = {"bench": "cluster", "date": datetime.date.today().isoformat(), "device": a.device,
                "gpu": gpu_name(a.device), "host_cpus": os.cpu_count(), "function": "vecadd --elements 65536",
                "request": REQ, "hop": hop, "load": load,
+               "gpus_in_records": {m.get("url"): m.get("gpus") for m in view.get("members", [])},
                "note": "three invokers and etcd on one host's loopback: the hop is an HTTP forward within the "
                        "host, not across a network"}
         os.makedirs(RESULTS, exist_ok=True)

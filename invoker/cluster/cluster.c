@@ -153,6 +153,40 @@ static void tally_one(struct inv_function *f, void *arg)
 				      c[INV_INST_BUSY], "standby", standby, "generation", generation));
 }
 
+/* This host's GPUs and their free memory (cuda only), read with
+ * nvidia-smi every 10 s (the invoker opens no GPU itself): a JSON array of
+ * {"index", "name", "memory_total_mib", "memory_free_mib"}, [] without. The
+ * cluster's thread alone uses it. */
+static json_t *gpus_now(void)
+{
+	static json_t *gpus;
+	static double at;
+	char line[512];
+	FILE *p;
+
+	if (gpus && phos_now() - at < 10)
+		return json_incref(gpus);
+	json_decref(gpus);
+	gpus = json_array();
+	at = phos_now();
+	if (strcmp(inv_cfg.device, "cuda") ||
+	    !(p = popen("timeout 5 nvidia-smi --query-gpu=index,name,memory.total,memory.free "
+			"--format=csv,noheader,nounits 2>/dev/null", "re")))
+		return json_incref(gpus);
+	while (fgets(line, sizeof(line), p) && json_array_size(gpus) < 64) {
+		char name[256];
+		unsigned idx;
+		unsigned long long total, free_mib;
+
+		if (sscanf(line, "%u, %255[^,], %llu, %llu", &idx, name, &total, &free_mib) == 4)
+			json_array_append_new(gpus, json_pack("{s:i,s:s,s:I,s:I}", "index", idx, "name", name,
+							      "memory_total_mib", (json_int_t)total,
+							      "memory_free_mib", (json_int_t)free_mib));
+	}
+	pclose(p);
+	return json_incref(gpus);
+}
+
 static char *record(void)
 {
 	struct tally t = { .functions = json_object(), .cap = 4096 };
@@ -175,9 +209,9 @@ static char *record(void)
 	pthread_mutex_lock(&cl.lock);
 	draining = cl.draining;
 	pthread_mutex_unlock(&cl.lock);
-	j = json_pack("{s:s,s:s,s:b,s:i,s:o}", "url", cl.self, "device", inv_cfg.device,
+	j = json_pack("{s:s,s:s,s:b,s:i,s:o,s:o}", "url", cl.self, "device", inv_cfg.device,
 		      "draining", inv_draining != 0 || draining,
-		      "load", t.busy + atomic_load(&forwarding), "functions", t.functions);
+		      "load", t.busy + atomic_load(&forwarding), "functions", t.functions, "gpus", gpus_now());
 	s = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	json_decref(j);
 	return s;

@@ -8,8 +8,9 @@
  *          ◀──every second── etcd: every member's record, into a cache
  *
  * A record says what placing a call needs: {"url", "device", "draining",
- * "load" (requests running), "functions": {NAME: {"ready", "idle", "busy",
- * "standby", "generation"}}, "at"}. Placement reads the cache only, so a
+ * "load" (calls running, queued and forwarded), "gpus": [{"index", "name",
+ * "memory_total_mib", "memory_free_mib"}], "functions": {NAME: {"ready",
+ * "idle", "busy", "standby", "generation", "digest"}}}. Placement reads the cache only, so a
  * call never waits for etcd, and an etcd that stops answering leaves the
  * last view in use (a member that died meanwhile fails fast and is skipped).
  *

@@ -262,6 +262,8 @@ try:
     m = members(c)
     da, db = (m[url(k)]["functions"]["mlp"].get("digest") for k in ("a", "b"))
     check(da and len(da) == 32 and da == db, f"A's and B's mlp have one snapshot digest: {da} {db}")
+    check(all(isinstance(m[url(k)].get("gpus"), list) and m[url(k)].get("device") == DEVICE for k in KEYS),
+          f"each record names its device and GPUs: {json.dumps(m)[:600]}")
     view = c.call("GET", "/system/cluster")[1]
     check(view.get("self") == url("c") and view.get("etcd_ok") is True and len(view.get("members", [])) == 3,
           f"C's view: itself, etcd answering, three members: {json.dumps(view)[:800]}")
