@@ -167,6 +167,7 @@ struct inv_function {
 	unsigned snap_timeout_ms; /* the phase's deadline when not limits.deploy_timeout_ms (a pull's); 0 */
 	bool entry_pending;     /* a pull before its peer's export came: its name is all it has (pull.c) */
 	bool prefetch_pending;  /* the snapshot has no first-touch order yet */
+	bool hot;               /* its gpu.data is in a pool's hot set (under the registry lock, not this one) */
 	bool removed;
 	unsigned generation;
 	struct inv_standby standby;

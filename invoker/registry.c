@@ -653,6 +653,7 @@ static void hot_pick(struct inv_function *f, void *arg)
 		return;
 	h->bytes += (uint64_t)sb.st_size;
 	h->dirs[h->n++] = f->snapshot_dir;
+	f->hot = true;
 }
 
 static pthread_mutex_t gpu_pool_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -705,6 +706,8 @@ void inv_hot_update(void)
 			gpu_pool(g);
 	/* Paths stay valid: phos_pool_hot copies them under the registry lock. */
 	pthread_mutex_lock(&reg_lock);
+	for (unsigned i = 0; i < nfuncs; i++)
+		funcs[i]->hot = false;
 	for (unsigned g = 1; g <= INV_MAX_GPUS; g++) {
 		struct phos_pool *p = g == 1 ? inv_cfg.pool : inv_cfg.gpu_pool[g];
 		struct hot_ctx h = { .n = 0, .gpus = g };

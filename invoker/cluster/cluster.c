@@ -132,6 +132,8 @@ static void tally_one(struct inv_function *f, void *arg)
 	bool ready, standby;
 	unsigned generation;
 
+	bool hot = f->hot;   /* (the registry's lock, held here) */
+
 	pthread_mutex_lock(&f->lock);
 	ready = f->ready && !f->removed && !f->moved_to;
 	standby = f->standby.valid;
@@ -149,8 +151,8 @@ static void tally_one(struct inv_function *f, void *arg)
 	}
 	pthread_mutex_unlock(&f->lock);
 	json_object_set_new(t->functions, f->name,
-			    json_pack("{s:b,s:i,s:i,s:b,s:i}", "ready", ready, "idle", c[INV_INST_IDLE], "busy",
-				      c[INV_INST_BUSY], "standby", standby, "generation", generation));
+			    json_pack("{s:b,s:i,s:i,s:b,s:b,s:i}", "ready", ready, "idle", c[INV_INST_IDLE], "busy",
+				      c[INV_INST_BUSY], "standby", standby, "hot", hot, "generation", generation));
 }
 
 /* This host's GPUs and their free memory (cuda only), read with
@@ -354,7 +356,7 @@ void inv_cluster_stop(void)
 
 struct candidate {
 	const char *url;
-	int rank;        /* 0: an idle instance, 1: a parked process, 2: neither, 3: draining */
+	int rank;        /* 0: an idle instance, 1: a parked process, 2: a hot snapshot, 3: none, 4: draining */
 	json_int_t load;
 };
 
@@ -387,9 +389,10 @@ static size_t candidates(json_t *members, const char *name, struct candidate *c,
 		fn = json_object_get(json_object_get(rec, "functions"), name);
 		if (inv_cluster_url_ok(url) && json_is_true(json_object_get(fn, "ready"))) {
 			c[n].url = url;
-			c[n].rank = json_is_true(json_object_get(rec, "draining")) ? 3 :   /* only when no other has it */
+			c[n].rank = json_is_true(json_object_get(rec, "draining")) ? 4 :   /* only when no other has it */
 				    json_integer_value(json_object_get(fn, "idle")) > 0 ? 0 :
-				    json_is_true(json_object_get(fn, "standby")) ? 1 : 2;
+				    json_is_true(json_object_get(fn, "standby")) ? 1 :
+				    json_is_true(json_object_get(fn, "hot")) ? 2 : 3;
 			c[n].load = json_integer_value(json_object_get(rec, "load"));
 			n++;
 		}

@@ -10,13 +10,14 @@
  * A record says what placing a call needs: {"url", "device", "draining",
  * "load" (calls running, queued and forwarded), "gpus": [{"index", "name",
  * "memory_total_mib", "memory_free_mib"}], "functions": {NAME: {"ready",
- * "idle", "busy", "standby", "generation", "digest"}}}. Placement reads the cache only, so a
+ * "idle", "busy", "standby", "hot", "generation", "digest"}}}. Placement reads the cache only, so a
  * call never waits for etcd, and an etcd that stops answering leaves the
  * last view in use (a member that died meanwhile fails fast and is skipped).
  *
  * A call of a function this invoker does not have goes to a member that has
  * it ready: one with an idle instance first, then one with a parked process,
- * then the least loaded. A member that cannot be reached, or answers 404,
+ * then one whose pool keeps its snapshot hot (page cache), then the least
+ * loaded. A member that cannot be reached, or answers 404,
  * 429 or 503, is skipped and the next one tried; so a call whose member dies
  * under it is run again elsewhere (at least once, as any retried HTTP call).
  * Forwarded calls carry X-Phos-Forwarded and the cluster token; a member

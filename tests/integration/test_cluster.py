@@ -262,6 +262,8 @@ try:
     m = members(c)
     da, db = (m[url(k)]["functions"]["mlp"].get("digest") for k in ("a", "b"))
     check(da and len(da) == 32 and da == db, f"A's and B's mlp have one snapshot digest: {da} {db}")
+    check(all(m[url(k)]["functions"]["mlp"].get("hot") is True for k in ("a", "b")),
+          f"mlp's snapshot is hot in A's and B's pools: {json.dumps(m)[:600]}")
     check(all(isinstance(m[url(k)].get("gpus"), list) and m[url(k)].get("device") == DEVICE for k in KEYS),
           f"each record names its device and GPUs: {json.dumps(m)[:600]}")
     view = c.call("GET", "/system/cluster")[1]
