@@ -839,6 +839,7 @@ static int instance_take(struct inv_function *f, double deadline, bool fresh, st
 				pthread_mutex_unlock(&f->lock);
 				inv_result_error(res, 503, "no capacity: %u instances run across all functions "
 					     "(--max-instances)", inv_cfg.max_instances);
+				res->at_capacity = true;
 				return -1;
 			}
 			in = instance_new(f);
@@ -855,6 +856,7 @@ static int instance_take(struct inv_function *f, double deadline, bool fresh, st
 			pthread_mutex_unlock(&f->lock);
 			inv_result_error(res, 429, "all %u instances busy and %u calls queued (max_inflight %u)",
 				     f->limits.max_instances, f->waiting, f->limits.max_inflight);
+			res->at_capacity = true;
 			return -1;
 		}
 		double left = deadline - phos_now();

@@ -349,6 +349,7 @@ struct inv_result {
 	size_t len;
 	char content_type[128];
 	bool cold;
+	bool at_capacity;    /* refused at once, never run: the queue full (429) or --max-instances (503) */
 	double restore_s, run_s;
 	struct inv_after after;
 };

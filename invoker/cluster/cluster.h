@@ -20,6 +20,8 @@
  * loaded. A member that cannot be reached, or answers 404,
  * 429 or 503, is skipped and the next one tried; so a call whose member dies
  * under it is run again elsewhere (at least once, as any retried HTTP call).
+ * A member that has the function but is full hands the call over alike
+ * (http.c: refused at once, never run here).
  * Forwarded calls carry X-Phos-Forwarded and the cluster token; a member
  * never forwards a forwarded call (no loops).
  *

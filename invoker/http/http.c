@@ -534,6 +534,30 @@ static void invoke(struct req *q)
 	inv_call_new(q->f->name, id);
 	inv_call_set_running(id);
 	inv_invoke(q->f, q->body.bytes, q->body.len, ctype, &res);
+	if (res.at_capacity && inv_cluster_on() && !inv_draining &&
+	    !MHD_lookup_connection_value(q->c, MHD_HEADER_KIND, INV_CLUSTER_FORWARDED)) {
+		/* full here: another member may run it (it never ran here) */
+		struct inv_result other;
+		char *member;
+
+		inv_cluster_invoke(q->f->name, q->body.bytes, q->body.len, ctype, &other, &member);
+		if (member && other.http != 404 && other.http != 429 && other.http != 503) {
+			free(res.body);
+			res.body = other.body;
+			res.len = other.len;
+			res.http = other.http;
+			snprintf(res.content_type, sizeof(res.content_type), "%s", other.content_type);
+			const char *const h[] = { "X-Call-Id", id, "X-Phos-Served-By", member, NULL };
+
+			inv_call_finish(id, &res);
+			put_buf(q, (unsigned)res.http, res.content_type, res.body, res.len, h);
+			q->after = res.after;
+			free(member);
+			return;
+		}
+		free(other.body);
+		free(member);
+	}
 	inv_call_finish(id, &res);
 	snprintf(rms, sizeof(rms), "%.3f", res.restore_s * 1000);
 	snprintf(runms, sizeof(runms), "%.3f", res.run_s * 1000);

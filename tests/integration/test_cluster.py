@@ -17,6 +17,8 @@ with one veth on that bridge, their own address, --token-file and
   names the member that served it (X-Phos-Served-By). A call C forwards is
   never forwarded again (X-Phos-Forwarded at B for a function B lacks: 404);
   a function nobody has is 404 at C.
+- A member at capacity (mlp1: one instance, no queue) hands calls it would
+  refuse with 429 to another member that has the function.
 - etcd stopped (SIGSTOP): C keeps placing calls from its last view.
 - A killed (SIGKILL) while four clients call C without pause: every call is
   answered 200 with the right numbers (those A held are run again on B), and
@@ -289,6 +291,35 @@ try:
     check(st == 404 and "cluster" in got.get("error", ""), f"a function no member has: 404 at C: {st} {got}")
     st, got, _ = post("c", "/function/mlp", REQ, headers={"X-Phos-Forwarded": url("b")})
     check(st == 404, f"a forwarded call is not forwarded again: {st} {got}")
+
+    # -- a member at capacity hands calls to another: mlp1 (one instance, no queue) on A and a replica
+    st, body = a.call("POST", "/system/functions", {"name": "mlp1", "program": MLP, "args": ["--weights-mib", "4"],
+                                                  "limits": {"max_instances": 1, "max_inflight": 0},
+                                                  "replicas": 2}, timeout=300)
+    other = (body.get("replicas") or [{}])[0].get("member") if isinstance(body, dict) else None
+    check(st == 201 and other in (url("b"), url("c")), f"mlp1 on A and {other}: {st} {json.dumps(body)[:400]}")
+    wait_view(a, lambda m: m.get(other, {}).get("functions", {}).get("mlp1", {}).get("ready"), "A sees mlp1's replica")
+    over, stop_over = [], threading.Event()
+
+    def at_a():
+        while not stop_over.is_set():
+            st, got, h = post("a", "/function/mlp1", REQ)
+            over.append((st, got == ref, h.get("x-phos-served-by")))
+
+    ts = [threading.Thread(target=at_a) for _ in range(6)]
+    for t in ts:
+        t.start()
+    time.sleep(3)
+    stop_over.set()
+    for t in ts:
+        t.join()
+    wrong = [x for x in over if (x[0] == 200 and not x[1]) or x[0] not in (200, 429)]
+    handed = sum(1 for x in over if x[0] == 200 and x[2] == other)
+    check(not wrong and handed > 0 and any(x[0] == 200 and x[2] is None for x in over),
+          f"A at capacity handed {handed} of {len(over)} calls to {other}, ran others itself, none wrong: "
+          f"{wrong[:3]}")
+    print(f"cluster: A at capacity handed {handed} of {len(over)} calls to another member "
+          f"({sum(1 for x in over if x[0] == 429)} refused: both full)", flush=True)
 
     # -- etcd stops answering: C places calls from its last view
     etcd.send_signal(signal.SIGSTOP)
