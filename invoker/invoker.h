@@ -449,9 +449,10 @@ void inv_migrate_forward(struct inv_function *f, const char *body, size_t len, c
  * function is removed). */
 void inv_move_recall(struct inv_function *f);
 void inv_move_forget(const char *name);
-/* http.c: how a peer reaches us, from --listen (a wildcard address as
- * 127.0.0.1): "http://HOST:PORT" into buf. */
+/* config.c: how a peer reaches us, from --listen (a wildcard address as
+ * 127.0.0.1): "http://HOST:PORT" into buf; set by the HTTP server's start. */
 const char *inv_http_self_url(char *buf, size_t len);
+void inv_self_url_set(const char *host, const char *port, bool wildcard);
 
 /* instances.c, for checkpoints.c and migrate.c */
 /* Takes f's idle instance id as a call would (BUSY, ours), waiting up to
@@ -556,8 +557,8 @@ struct MHD_Daemon *inv_http_start(const char *listen, char *err, size_t errlen);
  * as it is, and the process is to end without tearing down what they use. */
 bool inv_http_stop(struct MHD_Daemon *d, double wait_s);
 bool inv_listen_is_loopback(const char *listen);
-/* Shortens every absolute path in msg to its last component, in place: error
- * bodies of invocations reach callers without a token. */
+/* redact.c: shortens every absolute path in msg to its last component, in
+ * place: error bodies of invocations reach callers without a token. */
 void inv_redact_paths(char *msg);
 
 /* Writes data to path atomically (tmp + fsync + rename + fsync dir). */

@@ -25,9 +25,6 @@
 #include "cluster.h"
 #include "token.h"
 
-struct inv_config inv_cfg;
-volatile int inv_draining;
-int inv_drain_abort_fd = -1;
 extern atomic_uint inv_http_active, inv_http_open;
 
 static volatile sig_atomic_t stop_signal;

@@ -350,30 +350,6 @@ static void put_body_error(struct req *q, int err)
 	}
 }
 
-void inv_redact_paths(char *msg)
-{
-	char *w = msg;
-
-	for (const char *p = msg; *p;) {
-		bool start = *p == '/' && (p == msg || strchr(" \t'\"(=:[,", p[-1])) && p[1] && p[1] != ' ';
-
-		if (!start) {
-			*w++ = *p++;
-			continue;
-		}
-		/* an absolute path: keep its last component only */
-		const char *end = p + strcspn(p, " \t'\"),;]\n"), *last = p;
-
-		for (const char *s = p; s < end; s++)
-			if (*s == '/' && s + 1 < end)
-				last = s + 1;
-		memmove(w, last, (size_t)(end - last));
-		w += end - last;
-		p = end;
-	}
-	*w = '\0';
-}
-
 /* Splits url into a route and its name; 0 or 404. */
 static int route(const char *url, struct req *q)
 {
@@ -591,15 +567,6 @@ static void file_range(struct req *q)
 	if (inv_draining)
 		MHD_add_response_header(r, "Connection", "close");
 	put_response(q, 200, r);
-}
-
-const char *inv_http_self_url(char *buf, size_t len)
-{
-	bool v6 = strchr(listen_host, ':') != NULL;
-
-	snprintf(buf, len, "http://%s%s%s:%s", v6 && !listen_wildcard ? "[" : "",
-		 listen_wildcard ? "127.0.0.1" : listen_host, v6 && !listen_wildcard ? "]" : "", listen_port);
-	return buf;
 }
 
 static void logs(struct req *q)
@@ -998,6 +965,7 @@ struct MHD_Daemon *inv_http_start(const char *listen, char *err, size_t errlen)
 	snprintf(listen_host, sizeof(listen_host), "%s", host);
 	snprintf(listen_port, sizeof(listen_port), "%s", port);
 	listen_wildcard = !strcmp(host, "0.0.0.0") || !strcmp(host, "::");
+	inv_self_url_set(host, port, listen_wildcard);
 	inv_work_init(inv_cfg.http_workers, INV_ADMIN_WORKERS);
 	if ((r = inv_conns_start(inv_cfg.header_timeout_s, inv_cfg.min_body_rate)) < 0) {
 		freeaddrinfo(ai);
