@@ -535,16 +535,19 @@ struct inv_calls_store_visitor {
  * finished; removes what is not a call. */
 int inv_calls_store_load(const struct inv_calls_store_visitor *v);
 
-/* metrics.c */
+/* stats.c: the counters, recorded as calls and restores happen */
+extern const double inv_metrics_bucket_le[INV_BUCKETS];   /* the duration histogram's bounds, seconds */
 void inv_metrics_record(struct inv_function *f, int http, double seconds, bool cold);
 void inv_metrics_restore(uint64_t bytes, double seconds, bool standby);
+void inv_metrics_restore_totals(uint64_t *ret_bytes, double *ret_seconds, uint64_t *ret_standby);
 /* After a call: adds the instance's new speculation fallbacks to its function's
  * counters (asks its executor while its restore runs, or always when every
  * launch is validated). */
 void inv_metrics_fallbacks(struct inv_function *f, struct inv_instance *in);
 /* An instance ended by its executor: a validation miss during the restore counts. */
 void inv_metrics_instance_failed(struct inv_function *f, const char *why);
-char *inv_metrics_render(void);   /* malloc'ed */
+/* http/metrics.c: the Prometheus text of every counter, malloc'ed. */
+char *inv_metrics_render(void);
 
 /* http.c */
 struct MHD_Daemon;

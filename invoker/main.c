@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
 #include <microhttpd.h>
 
 #include "paths.h"
@@ -693,6 +694,7 @@ int main(int argc, char **argv)
 	 * bodies come from the heap, whose freed pages stay resident (RSS 17 ->
 	 * 62 MiB after a burst of 8 MiB uploads in test_body_memory). */
 	mallopt(M_MMAP_THRESHOLD, 256 << 10);
+	curl_global_init(CURL_GLOBAL_DEFAULT);   /* once, before any thread: pulls, moves, the cluster */
 	phos_log_init("phos-invoker", PHOS_LOG_WARN);
 	defaults(&o);
 	if ((r = parse_options(argc, argv, &o)) >= 0 || (r = configure(&o)) >= 0)

@@ -1,76 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* Prometheus text exposition of the invoker's counters. */
+/* Prometheus text exposition of the invoker's counters (kept by stats.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "invoker.h"
 #include "http_server.h"
-
-static const double bucket_le[INV_BUCKETS] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120 };
-
-static pthread_mutex_t global_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t restore_bytes;
-static double restore_seconds;
-
-void inv_metrics_record(struct inv_function *f, int http, double seconds, bool cold)
-{
-	pthread_mutex_lock(&f->lock);
-	for (unsigned i = 0; i < INV_CODES; i++)
-		if (f->codes[i].code == http || f->codes[i].code == 0) {
-			f->codes[i].code = http;
-			f->codes[i].n++;
-			break;
-		}
-	for (unsigned i = 0; i < INV_BUCKETS; i++)
-		if (seconds <= bucket_le[i])
-			f->buckets[i]++;
-	f->count++;
-	f->sum_s += seconds;
-	if (cold)
-		f->cold_starts++;
-	pthread_mutex_unlock(&f->lock);
-}
-
-static uint64_t restores_standby;
-
-void inv_metrics_fallbacks(struct inv_function *f, struct inv_instance *in)
-{
-	struct phos_spec_fallbacks now;
-
-	if (in->fb_done || pthread_mutex_trylock(&in->ctl_lock) != 0)   /* (busy: a move's checkpoint) */
-		return;
-	int r = phos_instance_fallbacks(&in->proc, &now);
-	pthread_mutex_unlock(&in->ctl_lock);
-	if (r < 0)
-		return;
-	pthread_mutex_lock(&f->lock);
-	/* counts only grow within one function process */
-	f->fallbacks[INV_FB_OPAQUE] += now.opaque - in->fb_seen.opaque;
-	f->fallbacks[INV_FB_OVERFLOW] += now.overflow - in->fb_seen.overflow;
-	f->fallbacks[INV_FB_VALIDATE] += now.validate_miss - in->fb_seen.validate_miss;
-	pthread_mutex_unlock(&f->lock);
-	in->fb_seen = now;
-	in->fb_done = !now.restoring && strcmp(inv_cfg.validate_spec, "always") != 0;
-}
-
-void inv_metrics_instance_failed(struct inv_function *f, const char *why)
-{
-	if (strncmp(why, "validation:", 11) != 0)
-		return;
-	pthread_mutex_lock(&f->lock);
-	f->fallbacks[INV_FB_VALIDATE]++;
-	pthread_mutex_unlock(&f->lock);
-}
-
-void inv_metrics_restore(uint64_t bytes, double seconds, bool standby)
-{
-	pthread_mutex_lock(&global_lock);
-	restore_bytes += bytes;
-	restore_seconds += seconds;
-	restores_standby += standby;
-	pthread_mutex_unlock(&global_lock);
-}
 
 static void render_one(struct inv_function *f, void *arg)
 {
@@ -84,7 +19,7 @@ static void render_one(struct inv_function *f, void *arg)
 			(unsigned long long)f->codes[i].n);
 	for (unsigned i = 0; i < INV_BUCKETS; i++)
 		fprintf(o, "phos_invocation_duration_seconds_bucket{function=\"%s\",le=\"%g\"} %llu\n", f->name,
-			bucket_le[i], (unsigned long long)f->buckets[i]);
+			inv_metrics_bucket_le[i], (unsigned long long)f->buckets[i]);
 	fprintf(o, "phos_invocation_duration_seconds_bucket{function=\"%s\",le=\"+Inf\"} %llu\n", f->name,
 		(unsigned long long)f->count);
 	fprintf(o, "phos_invocation_duration_seconds_sum{function=\"%s\"} %.6f\n", f->name, f->sum_s);
@@ -107,6 +42,8 @@ static void render_one(struct inv_function *f, void *arg)
  * is held while rendering; render_one takes only function locks. */
 char *inv_metrics_render(void)
 {
+	uint64_t restore_bytes, restores_standby;
+	double restore_seconds;
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *o = open_memstream(&buf, &len);
@@ -126,7 +63,7 @@ char *inv_metrics_render(void)
 	      "# TYPE phos_instances gauge\n",
 	      o);
 	inv_function_foreach(render_one, o);
-	pthread_mutex_lock(&global_lock);
+	inv_metrics_restore_totals(&restore_bytes, &restore_seconds, &restores_standby);
 	fprintf(o, "# HELP phos_restore_bytes_total GPU bytes restored.\n# TYPE phos_restore_bytes_total counter\n"
 		   "phos_restore_bytes_total %llu\n"
 		   "# HELP phos_restore_seconds_total Time spent restoring instances.\n"
@@ -135,7 +72,6 @@ char *inv_metrics_render(void)
 	fprintf(o, "# HELP phos_restores_from_standby_total Cold starts that took a parked (CRIU-restored ahead) process.\n"
 		   "# TYPE phos_restores_from_standby_total counter\nphos_restores_from_standby_total %llu\n",
 		(unsigned long long)restores_standby);
-	pthread_mutex_unlock(&global_lock);
 	{
 		uint64_t now, most;
 

@@ -7,10 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <curl/curl.h>
 
 #include "forward.h"
-#include "pull.h"
+#include "pull.h"   /* PULL_URL_MAX, PULL_TOKEN_MAX */
 
 struct fwd {
 	char *buf;
@@ -42,6 +46,29 @@ static size_t on_fwd(char *data, size_t size, size_t nmemb, void *arg)
 	w->len += n;
 	w->buf[w->len] = '\0';
 	return n;
+}
+
+static int keepalive_opts(void *arg, curl_socket_t fd, curlsocktype purpose)
+{
+	const int on = 1, idle = 5, intvl = 5, cnt = 3;
+	const unsigned user_timeout_ms = 20000;
+
+	(void)arg;
+	if (purpose != CURLSOCKTYPE_IPCXN)
+		return CURL_SOCKOPT_OK;
+	/* (best effort: a socket that takes none of these still works) */
+	(void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
+	return CURL_SOCKOPT_OK;
+}
+
+void pull_curl_keepalive(CURL *c)
+{
+	curl_easy_setopt(c, CURLOPT_SOCKOPTFUNCTION, keepalive_opts);
+	curl_easy_setopt(c, CURLOPT_SOCKOPTDATA, NULL);
 }
 
 static void wipe_free(struct curl_slist *h)

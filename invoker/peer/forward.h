@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include <curl/curl.h>
+
 #include "invoker.h"
 
 /* POSTs a call of name to the invoker at base ("http[s]://HOST:PORT") as
@@ -24,3 +26,8 @@ int inv_peer_forward(const char *base, const char *name, const char *token, cons
  * into *ret_answer, and 0; or -1 when no answer came (the reason in err). */
 int inv_peer_post_json(const char *base, const char *path, const char *token, json_t *body, long timeout_ms,
 		       long *ret_status, json_t **ret_answer, char *err, size_t errlen);
+
+/* Peer connections that wait silently for an answer (a target fetching and
+ * restoring) still notice a dead link: TCP keepalive after 5 s idle, every
+ * 5 s, 3 probes; unacknowledged data times out alike (TCP_USER_TIMEOUT). */
+void pull_curl_keepalive(CURL *c);

@@ -107,11 +107,6 @@ int pull_fail_stopped(struct pull *p, char *err, size_t errlen);
 /* p->curl with the peer's token and our limits (http/https only, no
  * redirects, 10 s to connect, 30 s below 1 KiB/s ends a transfer): 0 or -ENOMEM. */
 int pull_curl_open(struct pull *p, const char *token);
-/* Peer connections notice a dead link or peer within about 20 s, even while
- * they wait silently for an answer (a target fetching and restoring): TCP
- * keepalive after 5 s idle, every 5 s, 3 probes; unacknowledged data times
- * out alike (TCP_USER_TIMEOUT). */
-void pull_curl_keepalive(CURL *c);
 /* GET path?query from the peer into s: 0 with s->status 200 (or s->mismatch
  * set: a chunk did not hash right), or a failure recorded in p. */
 int pull_http_get(struct pull *p, const char *path, const char *query, struct sink *s, char *err, size_t errlen);

@@ -21,6 +21,7 @@
 #include "fdio.h"
 #include "invoker.h"
 #include "log.h"
+#include "forward.h"
 #include "pull.h"
 
 /* ---- HTTP ---- */
@@ -83,29 +84,6 @@ static void curl_start(void)
 }
 
 static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un);
-
-static int keepalive_opts(void *arg, curl_socket_t fd, curlsocktype purpose)
-{
-	const int on = 1, idle = 5, intvl = 5, cnt = 3;
-	const unsigned user_timeout_ms = 20000;
-
-	(void)arg;
-	if (purpose != CURLSOCKTYPE_IPCXN)
-		return CURL_SOCKOPT_OK;
-	/* (best effort: a socket that takes none of these still works) */
-	(void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
-	return CURL_SOCKOPT_OK;
-}
-
-void pull_curl_keepalive(CURL *c)
-{
-	curl_easy_setopt(c, CURLOPT_SOCKOPTFUNCTION, keepalive_opts);
-	curl_easy_setopt(c, CURLOPT_SOCKOPTDATA, NULL);
-}
 
 int pull_curl_open(struct pull *p, const char *token)
 {
