@@ -1,9 +1,24 @@
 /* SPDX-License-Identifier: MIT */
-/* Absolute paths kept out of the error answers of calls (invoker.h). */
+/* Error answers: a JSON body, and absolute paths kept out of those of calls
+ * (invoker.h, transfer.h). Below every file that makes one. */
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "invoker.h"
+#include "transfer.h"
+
+json_t *inv_err_json(const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	return json_pack("{s:s}", "error", buf);
+}
 
 void inv_redact_paths(char *msg)
 {

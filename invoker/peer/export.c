@@ -23,17 +23,6 @@
 #include "log.h"
 #include "transfer.h"
 
-json_t *inv_err_json(const char *fmt, ...)
-{
-	char buf[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	return json_pack("{s:s}", "error", buf);
-}
-
 static json_t *hex64(uint64_t v)
 {
 	char s[17];

@@ -110,9 +110,9 @@ void inv_gpu_models(char *buf, size_t len);
 bool inv_gpu_model_here(const char *name, const char *models);
 void inv_driver_version(char *buf, size_t len);
 
-/* export.c */
-/* {"error": message} (the control plane's error body). */
+/* redact.c: {"error": message} (the control plane's error body). */
 json_t *inv_err_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* export.c */
 /* The size of path when it is one of img's files (gpu.data, modules/H.fatbin,
  * CRIU_DIR/NAME), else -ENOENT. */
 int64_t inv_image_file_size(const struct phos_image *img, const char *path);
