@@ -429,6 +429,9 @@ try:
     wait_view(c, lambda m: m.get(url("a"), {}).get("draining") is True, "A says it is draining")
     served = {post("c", "/function/mlp", REQ)[2].get("x-phos-served-by") for _ in range(4)}
     check(served == {url("b")}, f"mlp calls through C avoid the draining A: {served}")
+    if holder == url("b"):   # (C learns of B's copy within a round or two of etcd)
+        wait_view(c, lambda m: m.get(holder, {}).get("functions", {}).get("vec", {}).get("ready"),
+                  "C sees the copy of vec")
     st, got, h = post("c", "/function/vec", {"n": 1000, "seed": 2})
     check(st == 200 and got == vref and holder in (url("b"), url("c")) and
           h.get("x-phos-served-by") in (None, url("b")),
