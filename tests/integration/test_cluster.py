@@ -360,7 +360,7 @@ try:
     for t in threads:
         t.join()
     bad = [r for r in results if r[0] != 200 or not r[1]]
-    after = [r for r in results if r[3] > t_kill + 0.5]
+    after = [r for r in results if r[3] > t_kill + 2]   # (answered well after the kill: none can be A's)
     check(len(results) > 20 and not bad, f"{len(results)} calls through C while A was killed, all answered right: "
                                          f"{bad[:3]}")
     check(after and all(r[2] == url("b") for r in after), f"after the kill, B served them: "
