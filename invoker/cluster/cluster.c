@@ -34,7 +34,7 @@ static struct {
 	bool stopping, kick;    /* kick: a round now (our record changed) */
 	bool draining;          /* POST /system/cluster/drain: members place nothing here */
 	int64_t lease;
-	json_t *members;        /* the last range read: [{"key", "value"}], never changed in place */
+	json_t *members;        /* the last range read, parsed once (parse_view), never changed in place */
 	double members_at;      /* when it was read (0: never) */
 	char last_error[256];   /* etcd's, "" while it answers */
 } cl = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
@@ -234,6 +234,47 @@ static void note_error(const char *err)
 	pthread_mutex_unlock(&cl.lock);
 }
 
+/* etcd's [{"key", "value"}] as the view every reader walks, each record
+ * parsed here once rather than at every call placed: [{"url": the key's
+ * (the key names the member: its record cannot say otherwise), "self",
+ * "record": the value's object}]; values that are not objects left out. */
+static json_t *parse_view(json_t *kvs)
+{
+	json_t *view = json_array(), *kv;
+	size_t i;
+
+	json_array_foreach(kvs, i, kv) {
+		const char *key = json_string_value(json_object_get(kv, "key"));
+		json_t *rec = json_loads(json_string_value(json_object_get(kv, "value")) ?: "", 0, NULL);
+
+		if (key && !strncmp(key, INV_CLUSTER_PREFIX, strlen(INV_CLUSTER_PREFIX)) && json_is_object(rec))
+			json_array_append_new(view, json_pack("{s:s,s:b,s:O}", "url", key + strlen(INV_CLUSTER_PREFIX),
+							      "self", !strcmp(key, cl.key), "record", rec));
+		json_decref(rec);
+	}
+	return view;
+}
+
+/* The view now, a reference the caller drops (NULL before etcd first answered). */
+static json_t *view_take(void)
+{
+	json_t *v;
+
+	pthread_mutex_lock(&cl.lock);
+	v = json_incref(cl.members);
+	pthread_mutex_unlock(&cl.lock);
+	return v;
+}
+
+/* m's record when m is another member at a usable URL (into *ret_url), else NULL. */
+static json_t *other(json_t *m, const char **ret_url)
+{
+	*ret_url = json_string_value(json_object_get(m, "url"));
+	if (json_is_true(json_object_get(m, "self")) || !*ret_url || !inv_cluster_url_ok(*ret_url))
+		return NULL;
+	return json_object_get(m, "record");
+}
+
 /* One round: the lease renewed (or a new one), our record put when it
  * changed or a new lease needs it, every member's read. */
 static void round_once(char **last_put, double *put_at)
@@ -270,9 +311,12 @@ static void round_once(char **last_put, double *put_at)
 		}
 	}
 	if (!*err && inv_etcd_range(cl.etcd, INV_CLUSTER_PREFIX, &members, err, sizeof(err)) == 0) {
+		json_t *view = parse_view(members);
+
+		json_decref(members);
 		pthread_mutex_lock(&cl.lock);
 		json_decref(cl.members);
-		cl.members = members;
+		cl.members = view;
 		cl.members_at = phos_now();
 		pthread_mutex_unlock(&cl.lock);
 	}
@@ -370,24 +414,20 @@ static int by_rank(const void *a, const void *b)
 }
 
 /* The members other than us that have name ready, best first, into c
- * (pointing into members' strings). */
-static size_t candidates(json_t *members, const char *name, struct candidate *c, size_t max)
+ * (pointing into the view's strings). */
+static size_t candidates(json_t *view, const char *name, struct candidate *c, size_t max)
 {
 	size_t n = 0, i;
-	json_t *m;
+	const char *url;
+	json_t *m, *rec;
 
-	json_array_foreach(members, i, m) {
-		const char *key = json_string_value(json_object_get(m, "key"));
-		json_t *rec = json_loads(json_string_value(json_object_get(m, "value")), 0, NULL), *fn;
-		const char *url;
+	json_array_foreach(view, i, m) {
+		json_t *fn;
 
-		if (!rec || !key || !strcmp(key, cl.key) || n == max) {
-			json_decref(rec);
+		if (n == max || !(rec = other(m, &url)))
 			continue;
-		}
-		url = key + strlen(INV_CLUSTER_PREFIX);   /* the key names the member: its record cannot say otherwise */
 		fn = json_object_get(json_object_get(rec, "functions"), name);
-		if (inv_cluster_url_ok(url) && json_is_true(json_object_get(fn, "ready"))) {
+		if (json_is_true(json_object_get(fn, "ready"))) {
 			c[n].url = url;
 			c[n].rank = json_is_true(json_object_get(rec, "draining")) ? 4 :   /* only when no other has it */
 				    json_integer_value(json_object_get(fn, "idle")) > 0 ? 0 :
@@ -396,7 +436,6 @@ static size_t candidates(json_t *members, const char *name, struct candidate *c,
 			c[n].load = json_integer_value(json_object_get(rec, "load"));
 			n++;
 		}
-		json_decref(rec);
 	}
 	qsort(c, n, sizeof(*c), by_rank);
 	return n;
@@ -413,9 +452,7 @@ void inv_cluster_invoke(const char *name, const char *body, size_t len, const ch
 
 	memset(res, 0, sizeof(*res));
 	*ret_member = NULL;
-	pthread_mutex_lock(&cl.lock);
-	members = json_incref(cl.members);
-	pthread_mutex_unlock(&cl.lock);
+	members = view_take();
 	n = members ? candidates(members, name, c, INV_CLUSTER_MAX_MEMBERS) : 0;
 	atomic_fetch_add(&forwarding, 1);
 	for (size_t i = 0; i < n; i++) {
@@ -451,15 +488,10 @@ json_t *inv_cluster_describe(void)
 
 	pthread_mutex_lock(&cl.lock);
 	json_array_foreach(cl.members, i, m) {
-		const char *key = json_string_value(json_object_get(m, "key"));
-		json_t *rec = json_loads(json_string_value(json_object_get(m, "value")), 0, NULL);
+		json_t *rec = json_deep_copy(json_object_get(m, "record"));
 
-		if (key && rec) {
-			json_object_set_new(rec, "self", json_boolean(!strcmp(key, cl.key)));
-			json_array_append_new(out, rec);
-		} else {
-			json_decref(rec);
-		}
+		json_object_set(rec, "self", json_object_get(m, "self"));
+		json_array_append_new(out, rec);
 	}
 	j = json_pack("{s:s,s:s,s:b,s:s?,s:f,s:o}", "self", cl.self, "etcd", cl.etcd, "etcd_ok", !*cl.last_error,
 		      "etcd_error", *cl.last_error ? cl.last_error : NULL, "view_age_s",
@@ -478,30 +510,27 @@ static char *drain_target(const char *name)
 	char *best = NULL;
 	int best_rank = 0;
 	json_int_t best_load = 0;
-	json_t *members, *m;
+	json_t *members = view_take(), *m, *rec;
+	const char *url;
 	size_t i;
 
-	pthread_mutex_lock(&cl.lock);
-	members = json_incref(cl.members);
-	pthread_mutex_unlock(&cl.lock);
 	json_array_foreach(members, i, m) {
-		const char *key = json_string_value(json_object_get(m, "key"));
-		json_t *rec = json_loads(json_string_value(json_object_get(m, "value")), 0, NULL);
-		const char *url = key ? key + strlen(INV_CLUSTER_PREFIX) : NULL;
-		json_t *fn = json_object_get(json_object_get(rec, "functions"), name);
-		int rank = json_is_true(json_object_get(fn, "ready")) ? 0 : 1;
-		json_int_t load = json_integer_value(json_object_get(rec, "load"));
+		json_t *fn;
+		int rank;
+		json_int_t load;
 
-		if (rec && key && strcmp(key, cl.key) && inv_cluster_url_ok(url) &&
-		    !json_is_true(json_object_get(rec, "draining")) &&
-		    !strcmp(json_string_value(json_object_get(rec, "device")) ?: "", inv_cfg.device) &&
-		    (!best || rank < best_rank || (rank == best_rank && load < best_load))) {
+		if (!(rec = other(m, &url)) || json_is_true(json_object_get(rec, "draining")) ||
+		    strcmp(json_string_value(json_object_get(rec, "device")) ?: "", inv_cfg.device))
+			continue;
+		fn = json_object_get(json_object_get(rec, "functions"), name);
+		rank = json_is_true(json_object_get(fn, "ready")) ? 0 : 1;
+		load = json_integer_value(json_object_get(rec, "load"));
+		if (!best || rank < best_rank || (rank == best_rank && load < best_load)) {
 			free(best);
 			best = strdup(url);
 			best_rank = rank;
 			best_load = load;
 		}
-		json_decref(rec);
 	}
 	json_decref(members);
 	return best;
@@ -535,20 +564,15 @@ static void stateless_name(struct inv_function *f, void *arg)
 /* Another member that is not draining has name ready. */
 static bool held_elsewhere(const char *name)
 {
+	json_t *members = view_take(), *m, *rec;
 	bool held = false;
-	json_t *m;
+	const char *url;
 	size_t i;
 
-	pthread_mutex_lock(&cl.lock);
-	json_array_foreach(cl.members, i, m) {
-		const char *key = json_string_value(json_object_get(m, "key"));
-		json_t *rec = json_loads(json_string_value(json_object_get(m, "value")), 0, NULL);
-
-		held |= key && strcmp(key, cl.key) && !json_is_true(json_object_get(rec, "draining")) &&
+	json_array_foreach(members, i, m)
+		held |= (rec = other(m, &url)) && !json_is_true(json_object_get(rec, "draining")) &&
 			json_is_true(json_object_get(json_object_get(json_object_get(rec, "functions"), name), "ready"));
-		json_decref(rec);
-	}
-	pthread_mutex_unlock(&cl.lock);
+	json_decref(members);
 	return held;
 }
 
@@ -644,19 +668,14 @@ int inv_cluster_drain(const char *body, size_t len, json_t **ret_body)
 /* url is a member in our view (not us). */
 static bool is_member(const char *url)
 {
+	json_t *members = view_take(), *m;
 	bool found = false;
-	json_t *m;
+	const char *u;
 	size_t i;
 
-	pthread_mutex_lock(&cl.lock);
-	json_array_foreach(cl.members, i, m) {
-		const char *key = json_string_value(json_object_get(m, "key"));
-
-		if (key && strcmp(key, cl.key) && !strncmp(key, INV_CLUSTER_PREFIX, strlen(INV_CLUSTER_PREFIX)) &&
-		    !strcmp(key + strlen(INV_CLUSTER_PREFIX), url))
-			found = true;
-	}
-	pthread_mutex_unlock(&cl.lock);
+	json_array_foreach(members, i, m)
+		found |= other(m, &u) && !strcmp(u, url);
+	json_decref(members);
 	return found;
 }
 
@@ -711,25 +730,17 @@ json_t *inv_cluster_replicate(const char *name, unsigned replicas)
 {
 	struct candidate c[INV_CLUSTER_MAX_MEMBERS];
 	struct replica r[INV_CLUSTER_MAX_REPLICAS];
-	json_t *members, *m, *out = json_array();
+	json_t *members = view_take(), *m, *rec, *out = json_array();
+	const char *url;
 	size_t n = 0, i;
 
-	pthread_mutex_lock(&cl.lock);
-	members = json_incref(cl.members);
-	pthread_mutex_unlock(&cl.lock);
 	/* members of our device, not draining, that lack it: the least loaded */
-	json_array_foreach(members, i, m) {
-		const char *key = json_string_value(json_object_get(m, "key"));
-		json_t *rec = json_loads(json_string_value(json_object_get(m, "value")), 0, NULL);
-		const char *url = key ? key + strlen(INV_CLUSTER_PREFIX) : NULL;
-		json_t *fn = json_object_get(json_object_get(rec, "functions"), name);
-
-		if (rec && key && strcmp(key, cl.key) && inv_cluster_url_ok(url) && n < INV_CLUSTER_MAX_MEMBERS &&
-		    !json_is_true(json_object_get(rec, "draining")) && !json_is_true(json_object_get(fn, "ready")) &&
+	json_array_foreach(members, i, m)
+		if ((rec = other(m, &url)) && n < INV_CLUSTER_MAX_MEMBERS &&
+		    !json_is_true(json_object_get(rec, "draining")) &&
+		    !json_is_true(json_object_get(json_object_get(json_object_get(rec, "functions"), name), "ready")) &&
 		    !strcmp(json_string_value(json_object_get(rec, "device")) ?: "", inv_cfg.device))
 			c[n++] = (struct candidate){ url, 2, json_integer_value(json_object_get(rec, "load")) };
-		json_decref(rec);
-	}
 	qsort(c, n, sizeof(*c), by_rank);
 	if (n > replicas - 1)
 		n = replicas - 1;
