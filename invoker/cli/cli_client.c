@@ -16,34 +16,10 @@
 
 #include "cli.h"
 #include "cli_client.h"
+#include "curl_buf.h"
 #include "token.h"
 
 #define MAX_ANSWER (256u << 20)
-
-struct sink {
-	char *buf;
-	size_t len;
-	bool overflow;
-};
-
-static size_t on_data(char *p, size_t size, size_t n, void *arg)
-{
-	struct sink *s = arg;
-	size_t k = size * n;
-	char *b;
-
-	if (s->len + k > MAX_ANSWER) {
-		s->overflow = true;
-		return 0;
-	}
-	if (!(b = realloc(s->buf, s->len + k + 1)))
-		return 0;
-	s->buf = b;
-	memcpy(s->buf + s->len, p, k);
-	s->len += k;
-	s->buf[s->len] = '\0';
-	return k;
-}
 
 struct progress {
 	const char *what;
@@ -76,7 +52,7 @@ static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, c
 int cli_http(const struct cli_gateway *g, const char *method, const char *path, const char *body, size_t len,
 	     const char *progress, struct cli_answer *ret)
 {
-	struct sink s = { 0 };
+	struct inv_curl_buf s = { .max = MAX_ANSWER };
 	struct curl_slist *h = NULL;
 	struct progress pr = { progress, now(), 0, false };
 	char url[4096], auth[1200];
@@ -92,7 +68,7 @@ int cli_http(const struct cli_gateway *g, const char *method, const char *path, 
 		return -ENOMEM;
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, inv_curl_buf_write);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	if (body) {
@@ -121,7 +97,7 @@ int cli_http(const struct cli_gateway *g, const char *method, const char *path, 
 	curl_easy_cleanup(c);
 	if (cr != CURLE_OK) {
 		free(s.buf);
-		fprintf(stderr, "phos-fn: %s: %s\n", url, s.overflow ? "answer too large" : curl_easy_strerror(cr));
+		fprintf(stderr, "phos-fn: %s: %s\n", url, s.over ? "answer too large" : curl_easy_strerror(cr));
 		return -EIO;
 	}
 	ret->code = code;

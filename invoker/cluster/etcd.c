@@ -13,6 +13,7 @@
 
 #include <curl/curl.h>
 
+#include "curl_buf.h"
 #include "etcd.h"
 
 static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -88,37 +89,12 @@ static void say(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
-struct answer {
-	char *buf;
-	size_t len;
-	bool over;
-};
-
-static size_t on_data(char *data, size_t size, size_t nmemb, void *arg)
-{
-	struct answer *a = arg;
-	size_t n = size * nmemb;
-	char *b;
-
-	if (a->len + n > INV_ETCD_MAX_ANSWER) {
-		a->over = true;
-		return 0;
-	}
-	if (!(b = realloc(a->buf, a->len + n + 1)))
-		return 0;
-	memcpy(b + a->len, data, n);
-	a->buf = b;
-	a->len += n;
-	a->buf[a->len] = '\0';
-	return n;
-}
-
 /* POSTs body (taken) to url + path: the answer's JSON object into *ret. */
 static int post(const char *url, const char *path, json_t *body, json_t **ret, char *err, size_t errlen)
 {
 	char full[512], *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-	struct answer a = { 0 };
+	struct inv_curl_buf a = { .max = INV_ETCD_MAX_ANSWER };
 	CURLcode cr = CURLE_FAILED_INIT;
 	long status = 0;
 	CURL *c = NULL;
@@ -141,7 +117,7 @@ static int post(const char *url, const char *path, json_t *body, json_t **ret, c
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)INV_ETCD_TIMEOUT_MS);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)INV_ETCD_TIMEOUT_MS);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, inv_curl_buf_write);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
 	cr = curl_easy_perform(c);
 	if (cr != CURLE_OK) {

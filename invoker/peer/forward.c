@@ -13,40 +13,9 @@
 
 #include <curl/curl.h>
 
+#include "curl_buf.h"
 #include "forward.h"
 #include "pull.h"   /* PULL_URL_MAX, PULL_TOKEN_MAX */
-
-struct fwd {
-	char *buf;
-	size_t len, cap;
-	bool over;
-};
-
-static size_t on_fwd(char *data, size_t size, size_t nmemb, void *arg)
-{
-	struct fwd *w = arg;
-	size_t n = size * nmemb;
-
-	if (w->len + n > INV_MAX_RESPONSE) {
-		w->over = true;
-		return 0;
-	}
-	if (w->len + n + 1 > w->cap) {
-		size_t cap = w->cap ? w->cap : 4096;
-		char *b;
-
-		while (cap < w->len + n + 1)
-			cap *= 2;
-		if (!(b = realloc(w->buf, cap)))
-			return 0;
-		w->buf = b;
-		w->cap = cap;
-	}
-	memcpy(w->buf + w->len, data, n);
-	w->len += n;
-	w->buf[w->len] = '\0';
-	return n;
-}
 
 static int keepalive_opts(void *arg, curl_socket_t fd, curlsocktype purpose)
 {
@@ -85,7 +54,7 @@ int inv_peer_forward(const char *base, const char *name, const char *token, cons
 	size_t bl = strlen(base);
 	char url[PULL_URL_MAX + 128], line[PULL_TOKEN_MAX + PULL_URL_MAX + 64];
 	struct curl_slist *h = NULL;
-	struct fwd w = { 0 };
+	struct inv_curl_buf w = { .max = INV_MAX_RESPONSE };
 	const char *type = NULL;
 	long status = 0;
 	CURLcode cr = CURLE_FAILED_INIT;
@@ -114,7 +83,7 @@ int inv_peer_forward(const char *base, const char *name, const char *token, cons
 		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
 		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
 		pull_curl_keepalive(c);
-		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_fwd);
+		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, inv_curl_buf_write);
 		curl_easy_setopt(c, CURLOPT_WRITEDATA, &w);
 		cr = curl_easy_perform(c);
 		if (cr == CURLE_OK) {
@@ -147,7 +116,7 @@ int inv_peer_post_json(const char *base, const char *path, const char *token, js
 	size_t bl = strlen(base);
 	char url[PULL_URL_MAX + 256], line[PULL_TOKEN_MAX + 64], *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	struct curl_slist *h = NULL;
-	struct fwd w = { 0 };
+	struct inv_curl_buf w = { .max = INV_MAX_RESPONSE };
 	CURLcode cr = CURLE_FAILED_INIT;
 	CURL *c = text ? curl_easy_init() : NULL;
 
@@ -170,7 +139,7 @@ int inv_peer_post_json(const char *base, const char *path, const char *token, js
 		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
 		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
 		pull_curl_keepalive(c);
-		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_fwd);
+		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, inv_curl_buf_write);
 		curl_easy_setopt(c, CURLOPT_WRITEDATA, &w);
 		cr = curl_easy_perform(c);
 		if (cr == CURLE_OK)
