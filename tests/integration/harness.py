@@ -4,7 +4,9 @@ on the sim device, and read executor traces."""
 import http.client
 import json
 import os
+import re
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -394,3 +396,70 @@ def serve_everywhere(prog, stdin, check_answers, tmp, args=()):
             what = "restore " + (" ".join(mode) or "stop-the-world")
             check(r.returncode == 0, f"{what}: rc {r.returncode}: {r.stderr[-3000:]}")
             check_answers(answers(r), what)
+
+
+def sh(*cmd, ok=True):
+    """Runs a short command (30 s at most): its status; with ok, a failure raises RuntimeError."""
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except OSError:   # no such program (the GPU machine has no `ip`)
+        if ok:
+            raise
+        return 127
+    if ok and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {p.stderr.strip()}")
+    return p.returncode
+
+
+class NetNamespaces:
+    """Network namespaces as hosts: each key k in a namespace of its own held
+    by a sleeping process (no `ip netns add`, whose bind mounts under
+    /run/netns would show in every mount namespace made meanwhile: CRIU
+    refuses to dump a function whose mount table has them), with one veth,
+    eth0 at addrs[k]/24, whose other end ifs[k] is on the bridge `bridge` at
+    NET.1 in this namespace (where the test's clients are). stale: a regex of
+    the link names a killed run of the test may have left (one group).
+    setup() raises RuntimeError, OSError or TimeoutExpired where they cannot
+    be made (the caller skips); teardown() removes everything."""
+
+    def __init__(self, bridge, ifs, net, addrs, stale):
+        self.bridge, self.ifs, self.net, self.addrs, self.stale = bridge, ifs, net, addrs, stale
+        self.holders = {}
+
+    def cmd(self, k, *cmd):
+        """cmd run in k's namespace."""
+        return ["nsenter", f"--net=/proc/{self.holders[k].pid}/ns/net", *cmd]
+
+    def setup(self):
+        for tool in ("ip", "unshare", "nsenter"):
+            if not shutil.which(tool):
+                raise RuntimeError(f"no `{tool}` here")
+        # links left by a run that was killed (same subnet: the routes would clash)
+        for name in set(re.findall(self.stale, subprocess.run(["ip", "-o", "link"], capture_output=True, text=True,
+                                                               timeout=30).stdout)):
+            sh("ip", "link", "del", name, ok=False)
+        sh("ip", "link", "add", self.bridge, "type", "bridge")
+        sh("ip", "addr", "add", f"{self.net}.1/24", "dev", self.bridge)
+        sh("ip", "link", "set", self.bridge, "up")
+        for k, host_if in self.ifs.items():
+            self.holders[k] = h = subprocess.Popen(["unshare", "--net", "sleep", "infinity"])
+            for _ in range(100):   # until the holder is in its namespace
+                if os.readlink(f"/proc/{h.pid}/ns/net") != os.readlink("/proc/self/ns/net"):
+                    break
+                time.sleep(0.02)
+            sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", f"{host_if}p")
+            sh("ip", "link", "set", f"{host_if}p", "netns", str(h.pid))
+            sh("ip", "link", "set", host_if, "master", self.bridge)
+            sh("ip", "link", "set", host_if, "up")
+            sh(*self.cmd(k, "ip", "link", "set", f"{host_if}p", "name", "eth0"))
+            sh(*self.cmd(k, "ip", "addr", "add", f"{self.addrs[k]}/24", "dev", "eth0"))
+            sh(*self.cmd(k, "ip", "link", "set", "eth0", "up"))
+            sh(*self.cmd(k, "ip", "link", "set", "lo", "up"))
+
+    def teardown(self):
+        for name in self.ifs.values():
+            sh("ip", "link", "del", name, ok=False)
+        sh("ip", "link", "del", self.bridge, ok=False)
+        for p in self.holders.values():
+            p.kill()
+            p.wait()

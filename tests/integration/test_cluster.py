@@ -35,7 +35,6 @@ Needs root, network namespaces and etcd: exits 77 where they are missing.
 import http.client
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -44,7 +43,7 @@ import tempfile
 import threading
 import time
 
-from harness import BUILD, DEVICE, PHOS_FN, Invoker, check, done, free_port, program
+from harness import BUILD, DEVICE, PHOS_FN, Invoker, NetNamespaces, check, done, free_port, program
 
 MLP = program("functions", "examples", "mlp")
 SESSION = program("functions", "examples", "session")
@@ -57,69 +56,17 @@ NET = "10.231.78"
 ADDR = {"a": f"{NET}.2", "b": f"{NET}.3", "c": f"{NET}.4"}
 REQ = {"batch": 3, "seed": 5, "check": True}
 
-
-def sh(*cmd, ok=True):
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    except OSError:
-        if ok:
-            raise
-        return 127
-    if ok and p.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: {p.stderr.strip()}")
-    return p.returncode
-
-
-holders = {}
-
-
-def ns_cmd(k, *cmd):
-    return ["nsenter", f"--net=/proc/{holders[k].pid}/ns/net", *cmd]
-
-
-def teardown():
-    for name in HOST_IF.values():
-        sh("ip", "link", "del", name, ok=False)
-    sh("ip", "link", "del", BR, ok=False)
-    for p in holders.values():
-        p.kill()
-        p.wait()
-
-
-def setup():
-    for tool in ("ip", "unshare", "nsenter"):
-        if not shutil.which(tool):
-            raise RuntimeError(f"no `{tool}` here")
-    for name in set(re.findall(r"\b(phc(?:x|a|b|c)\d+)\b", subprocess.run(
-            ["ip", "-o", "link"], capture_output=True, text=True, timeout=30).stdout)):
-        sh("ip", "link", "del", name, ok=False)
-    sh("ip", "link", "add", BR, "type", "bridge")
-    sh("ip", "addr", "add", f"{NET}.1/24", "dev", BR)
-    sh("ip", "link", "set", BR, "up")
-    for k in KEYS:
-        holders[k] = subprocess.Popen(["unshare", "--net", "sleep", "infinity"])
-        for _ in range(100):
-            if os.readlink(f"/proc/{holders[k].pid}/ns/net") != os.readlink("/proc/self/ns/net"):
-                break
-            time.sleep(0.02)
-        sh("ip", "link", "add", HOST_IF[k], "type", "veth", "peer", "name", f"{HOST_IF[k]}p")
-        sh("ip", "link", "set", f"{HOST_IF[k]}p", "netns", str(holders[k].pid))
-        sh("ip", "link", "set", HOST_IF[k], "master", BR)
-        sh("ip", "link", "set", HOST_IF[k], "up")
-        sh(*ns_cmd(k, "ip", "link", "set", f"{HOST_IF[k]}p", "name", "eth0"))
-        sh(*ns_cmd(k, "ip", "addr", "add", f"{ADDR[k]}/24", "dev", "eth0"))
-        sh(*ns_cmd(k, "ip", "link", "set", "eth0", "up"))
-        sh(*ns_cmd(k, "ip", "link", "set", "lo", "up"))
-
+nets = NetNamespaces(BR, HOST_IF, NET, ADDR, r"\b(phc(?:x|a|b|c)\d+)\b")
+ns_cmd = nets.cmd
 
 etcd_bin = shutil.which("etcd")
 if not etcd_bin or os.geteuid() != 0:
     print("cluster: needs root and etcd (Debian's etcd-server; tools/setup installs it): skipped")
     sys.exit(77)
 try:
-    setup()
+    nets.setup()
 except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
-    teardown()
+    nets.teardown()
     print(f"cluster: cannot make network namespaces here ({e}): skipped")
     sys.exit(77)
 
@@ -451,7 +398,7 @@ finally:
         etcd.send_signal(signal.SIGCONT)
         etcd.kill()
         etcd.wait()
-    teardown()
+    nets.teardown()
     shutil.rmtree(tmp, ignore_errors=True)
 
 done("cluster")

@@ -21,7 +21,6 @@ where they cannot be made. test_migrate.py covers the rest on loopback.
 """
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -29,7 +28,7 @@ import tempfile
 import threading
 import time
 
-from harness import DEVICE, Invoker, check, done, free_port, live_instances, program
+from harness import DEVICE, Invoker, NetNamespaces, check, done, free_port, live_instances, program, sh
 
 SESSION = program("functions", "examples", "session")
 TAG = f"{os.getpid() % 100000}"
@@ -39,69 +38,13 @@ NET = "10.231.77"
 ADDR = {"a": f"{NET}.2", "b": f"{NET}.3"}
 
 
-def sh(*cmd, ok=True):
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    except OSError:   # no such program (the GPU machine has no `ip`)
-        if ok:
-            raise
-        return 127
-    if ok and p.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: {p.stderr.strip()}")
-    return p.returncode
-
-
-# Namespaces held by a sleeping process each, entered with nsenter --net: no
-# `ip netns add`, whose bind mounts under /run/netns would show in every
-# mount namespace made meanwhile (CRIU refuses to dump a function whose mount
-# table has them: tests running beside this one would fail).
-holders = {}
-
-
-def ns_cmd(k, *cmd):
-    return ["nsenter", f"--net=/proc/{holders[k].pid}/ns/net", *cmd]
-
-
-def teardown():
-    for name in HOST_IF.values():
-        sh("ip", "link", "del", name, ok=False)
-    sh("ip", "link", "del", BR, ok=False)
-    for p in holders.values():
-        p.kill()
-        p.wait()
-
-
-def setup():
-    for tool in ("ip", "unshare", "nsenter"):
-        if not shutil.which(tool):
-            raise RuntimeError(f"no `{tool}` here")
-    # links left by a run of this test that was killed (same subnet: the routes would clash)
-    for name in set(re.findall(r"\b(ph(?:br|va|vb)\d+)\b", subprocess.run(
-            ["ip", "-o", "link"], capture_output=True, text=True, timeout=30).stdout)):
-        sh("ip", "link", "del", name, ok=False)
-    sh("ip", "link", "add", BR, "type", "bridge")
-    sh("ip", "addr", "add", f"{NET}.1/24", "dev", BR)
-    sh("ip", "link", "set", BR, "up")
-    for k in ("a", "b"):
-        holders[k] = subprocess.Popen(["unshare", "--net", "sleep", "infinity"])
-        for _ in range(100):   # until the holder is in its namespace
-            if os.readlink(f"/proc/{holders[k].pid}/ns/net") != os.readlink("/proc/self/ns/net"):
-                break
-            time.sleep(0.02)
-        sh("ip", "link", "add", HOST_IF[k], "type", "veth", "peer", "name", f"{HOST_IF[k]}p")
-        sh("ip", "link", "set", f"{HOST_IF[k]}p", "netns", str(holders[k].pid))
-        sh("ip", "link", "set", HOST_IF[k], "master", BR)
-        sh("ip", "link", "set", HOST_IF[k], "up")
-        sh(*ns_cmd(k, "ip", "link", "set", f"{HOST_IF[k]}p", "name", "eth0"))
-        sh(*ns_cmd(k, "ip", "addr", "add", f"{ADDR[k]}/24", "dev", "eth0"))
-        sh(*ns_cmd(k, "ip", "link", "set", "eth0", "up"))
-        sh(*ns_cmd(k, "ip", "link", "set", "lo", "up"))
-
+nets = NetNamespaces(BR, HOST_IF, NET, ADDR, r"\b(ph(?:br|va|vb)\d+)\b")
+ns_cmd = nets.cmd
 
 try:
-    setup()
+    nets.setup()
 except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
-    teardown()
+    nets.teardown()
     print(f"migrate_netns: cannot make network namespaces here ({e}): skipped")
     sys.exit(77)
 
@@ -236,7 +179,7 @@ try:
 finally:
     for inv in invs.values():
         inv.stop()
-    teardown()
+    nets.teardown()
     shutil.rmtree(tmp, ignore_errors=True)
 
 done("migrate_netns")
