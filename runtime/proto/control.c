@@ -29,7 +29,12 @@ struct __attribute__((packed)) ctl_hello { uint32_t pid; };
 struct __attribute__((packed)) ctl_ready { double open_s, load_s, data_s; uint64_t data_bytes; uint8_t on_demand; };
 struct __attribute__((packed)) ctl_dumped { double gpu_dump_s; uint64_t data_bytes; };
 struct __attribute__((packed)) ctl_hot_done { uint64_t n, bytes; };
-struct __attribute__((packed)) ctl_fallbacks { uint64_t opaque, overflow, validate_miss; uint8_t restoring; };
+struct __attribute__((packed)) ctl_fallbacks {
+	uint64_t opaque, overflow, validate_miss;
+	uint8_t restoring;
+	uint64_t shared_bytes, cow_bytes;
+};
+struct __attribute__((packed)) ctl_share { uint64_t id, addr, size, hash; };
 struct __attribute__((packed)) ctl_checkpointed {
 	uint8_t mode;
 	uint64_t seq, data_bytes;
@@ -60,6 +65,7 @@ static const char *const type_names[PHOS_CTL_TYPE_END] = {
 	[PHOS_CTL_PRECOPIED] = "precopied", [PHOS_CTL_STOP] = "stop",
 	[PHOS_CTL_PREPARE] = "prepare",     [PHOS_CTL_PREPARED] = "prepared",
 	[PHOS_CTL_UNPREPARE] = "unprepare",
+	[PHOS_CTL_SHARE] = "share",         [PHOS_CTL_SHARED] = "shared",
 };
 
 static const char *const mode_names[PHOS_CKPT_MODE_END] = {
@@ -89,7 +95,20 @@ const char *phos_ctl_type_name(unsigned type)
 
 static bool carries_fd(unsigned type)
 {
-	return type == PHOS_CTL_SERVE || type == PHOS_CTL_RESTORE;
+	return type == PHOS_CTL_SERVE || type == PHOS_CTL_RESTORE || type == PHOS_CTL_SHARE ||
+	       type == PHOS_CTL_SHARED;
+}
+
+/* RESTORE's first byte: on_demand, and this bit for share. */
+#define RESTORE_SHARE 0x2u
+
+/* A shared buffer: a whole number of 2 MiB chunks at a 2 MiB-aligned address
+ * (what one mapping covers), of a known buffer (id > 0). */
+static bool share_ok(uint64_t id, uint64_t addr, uint64_t size)
+{
+	const uint64_t chunk = 2ull << 20;
+
+	return id > 0 && size >= chunk && addr % chunk == 0 && addr + size > addr;
 }
 
 /* Length of the UTF-8 sequence at s (n bytes left) when it is well-formed
@@ -216,13 +235,25 @@ int phos_ctl_encode(const struct phos_ctl_msg *m, void **ret_buf, size_t *ret_le
 	}
 	case PHOS_CTL_FALLBACKS:
 		put(&w, &(struct ctl_fallbacks){ m->fallbacks.opaque, m->fallbacks.overflow, m->fallbacks.validate_miss,
-						 m->fallbacks.restoring },
+						 m->fallbacks.restoring, m->fallbacks.shared_bytes,
+						 m->fallbacks.cow_bytes },
 		    sizeof(struct ctl_fallbacks));
+		break;
+	case PHOS_CTL_SHARE:
+	case PHOS_CTL_SHARED:
+		if (!share_ok(m->share.id, m->share.addr, m->share.size))
+			goto bad;
+		put(&w, &(struct ctl_share){ m->share.id, m->share.addr, m->share.size, m->share.hash },
+		    sizeof(struct ctl_share));
 		break;
 	case PHOS_CTL_RESTORE:
 		if (!path_ok(m->restore.dir, &n) || !adopt_ok(m->restore.adopt.pid, m->restore.adopt.fd))
 			goto bad;
-		put(&w, &(struct ctl_restore){ m->restore.on_demand, m->restore.adopt.pid, m->restore.adopt.fd },
+		if (m->restore.share && m->restore.adopt.pid)
+			goto bad;   /* a checkpoint's buffers are its own */
+		put(&w, &(struct ctl_restore){ (uint8_t)((m->restore.on_demand ? 1 : 0) |
+							  (m->restore.share ? RESTORE_SHARE : 0)),
+					       m->restore.adopt.pid, m->restore.adopt.fd },
 		    sizeof(struct ctl_restore));
 		put(&w, m->restore.dir, n + 1);
 		break;
@@ -398,6 +429,24 @@ static int decode_fixed(unsigned type, const uint8_t *p, struct phos_ctl_msg *m,
 		m->fallbacks.overflow = f.overflow;
 		m->fallbacks.validate_miss = f.validate_miss;
 		m->fallbacks.restoring = f.restoring;
+		m->fallbacks.shared_bytes = f.shared_bytes;
+		m->fallbacks.cow_bytes = f.cow_bytes;
+		return 0;
+	}
+	case PHOS_CTL_SHARE:
+	case PHOS_CTL_SHARED: {
+		struct ctl_share c;
+
+		memcpy(&c, p, sizeof(c));
+		if (!share_ok(c.id, c.addr, c.size)) {
+			phos_errf(err, errlen, "a %s message of buffer %" PRIu64 " at %#" PRIx64 " of %" PRIu64
+				  " bytes (an id, and a 2 MiB-aligned address)", name, c.id, c.addr, c.size);
+			return -EPROTO;
+		}
+		m->share.id = c.id;
+		m->share.addr = c.addr;
+		m->share.size = c.size;
+		m->share.hash = c.hash;
 		return 0;
 	}
 	case PHOS_CTL_CHECKPOINTED: {
@@ -551,9 +600,11 @@ static int decode_restore(const uint8_t *p, size_t len, struct phos_ctl_msg *m, 
 		return -EPROTO;
 	}
 	memcpy(&c, p, sizeof(c));
-	if (c.on_demand > 1 || !adopt_ok(c.adopt_pid, c.adopt_fd)) {
+	if (c.on_demand & ~(1u | RESTORE_SHARE) || !adopt_ok(c.adopt_pid, c.adopt_fd) ||
+	    (c.on_demand & RESTORE_SHARE && c.adopt_pid)) {
 		phos_errf(err, errlen, "a restore message with mode %u, adopting pid %" PRIu32 " fd %" PRId32
-			  " (mode 0 or 1; pid and fd both 0, or a pid and a descriptor number)",
+			  " (mode bits 1 and 2; pid and fd both 0, or a pid and a descriptor number without"
+			  " sharing)",
 			  c.on_demand, c.adopt_pid, c.adopt_fd);
 		return -EPROTO;
 	}
@@ -563,7 +614,8 @@ static int decode_restore(const uint8_t *p, size_t len, struct phos_ctl_msg *m, 
 			  "bytes", PHOS_CTL_PATH_MAX - 1);
 		return -EPROTO;
 	}
-	m->restore.on_demand = c.on_demand;
+	m->restore.on_demand = c.on_demand & 1;
+	m->restore.share = (c.on_demand & RESTORE_SHARE) != 0;
 	m->restore.adopt.pid = c.adopt_pid;
 	m->restore.adopt.fd = c.adopt_fd;
 	memcpy(m->restore.dir, p + sizeof(c), (size_t)n + 1);
@@ -634,6 +686,8 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 	case PHOS_CTL_HELD: want = sizeof(struct ctl_held); break;
 	case PHOS_CTL_PRECOPIED: want = sizeof(struct ctl_precopied); break;
 	case PHOS_CTL_PREPARED: want = 2 * sizeof(uint64_t); break;
+	case PHOS_CTL_SHARE:
+	case PHOS_CTL_SHARED: want = sizeof(struct ctl_share); break;
 	case PHOS_CTL_UNPREPARE:
 	case PHOS_CTL_STOP:
 	case PHOS_CTL_RESUME:

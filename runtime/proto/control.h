@@ -80,7 +80,7 @@
 #include <stdint.h>
 
 #define PHOS_CTL_MAGIC 0x54434850u       /* "PHCT" read as little-endian bytes */
-#define PHOS_CTL_VERSION 6u             /* 2: CHECKPOINT, CHECKPOINTED, RESUME; 3: recopy's
+#define PHOS_CTL_VERSION 7u             /* 2: CHECKPOINT, CHECKPOINTED, RESUME; 3: recopy's
                                          * rounds and bytes, cow's reserve copies in
                                          * CHECKPOINTED; 4: a recopy CHECKPOINT that
                                          * waits for STOP, PRECOPIED; 5: stw may
@@ -88,7 +88,9 @@
                                          * HELD's copy_s, CHECKPOINTED's host_copy;
                                          * 6: RESTORE's adopt (checkpoints restored
                                          * by pooled executors); PREPARE, PREPARED,
-                                         * UNPREPARE */
+                                         * UNPREPARE; 7: SHARE, SHARED, RESTORE's
+                                         * share, FALLBACKS' shared and cow bytes
+                                         * (issue 42) */
 #define PHOS_CTL_HDR_SIZE 16u
 #define PHOS_CTL_MAX_PAYLOAD (1u << 20)  /* any one frame */
 #define PHOS_CTL_REASON_MAX 1024u        /* an ERROR's reason, with its NUL */
@@ -126,6 +128,9 @@ enum phos_ctl_type {
 	PHOS_CTL_PREPARE,       /* prepare: (controller) map and pin dir/gpu.data */
 	PHOS_CTL_PREPARED,      /* prepared: (executor) the answer to PREPARE */
 	PHOS_CTL_UNPREPARE,     /* (empty, controller) drop the prepared file */
+	/* v7: buffers shared by the instances of a snapshot on one GPU */
+	PHOS_CTL_SHARE,         /* share + fd: (controller) map this shared buffer in the next RESTORE */
+	PHOS_CTL_SHARED,        /* share + fd: (executor) a buffer a share RESTORE made shareable */
 	PHOS_CTL_TYPE_END
 };
 
@@ -146,7 +151,7 @@ int phos_ckpt_mode_parse(const char *s, enum phos_ckpt_mode *ret);
  * (phos_ctl_msg_exit); messages to send only borrow them. */
 struct phos_ctl_msg {
 	enum phos_ctl_type type;
-	int fd;   /* travels with SERVE and RESTORE (required there); -1 otherwise */
+	int fd;   /* travels with SERVE, RESTORE, SHARE and SHARED (required there); -1 otherwise */
 	union {
 		struct { uint32_t pid; } hello;
 		struct {
@@ -161,9 +166,16 @@ struct phos_ctl_msg {
 		struct {
 			uint64_t opaque, overflow, validate_miss; /* enum spec_fallback's counts */
 			bool restoring;  /* an on-demand restore is still moving buffers in */
+			uint64_t shared_bytes;   /* mapped shared now (shared.c) */
+			uint64_t cow_bytes;      /* copied out of shared buffers so far */
 		} fallbacks;
 		struct {
 			bool on_demand;
+			/* share (a snapshot's, one GPU): the buffers the SHAREs
+			 * before it named are mapped from them; with none, the
+			 * big buffers are restored into shareable memory and
+			 * each is reported (SHARED) before READY */
+			bool share;
 			/* a checkpoint's: the restored function's pid and the
 			 * descriptor number of its channel memfd there (both 0:
 			 * a snapshot, served on a new channel) */
@@ -171,6 +183,9 @@ struct phos_ctl_msg {
 			char dir[PHOS_CTL_PATH_MAX];
 		} restore;
 		struct { char **dirs; size_t n; } hot;
+		/* a snapshot's buffer (its id, address, size and content hash as
+		 * the manifest has them): SHARE and SHARED */
+		struct { uint64_t id, addr, size, hash; } share;
 		struct { char dir[PHOS_CTL_PATH_MAX]; } prepare;
 		struct { uint64_t bytes, free; } prepared;   /* pinned; device memory free */
 		struct {

@@ -53,7 +53,9 @@ static void round_trips(void)
 	in[PHOS_CTL_HOT_DONE].hot_done.bytes = 1ull << 33;
 	in[PHOS_CTL_TOUCHED].touched.ids = ids;
 	in[PHOS_CTL_TOUCHED].touched.n = 4;
-	in[PHOS_CTL_FALLBACKS].fallbacks = (typeof(in[0].fallbacks)){ 1, 2, 3, true };
+	in[PHOS_CTL_FALLBACKS].fallbacks = (typeof(in[0].fallbacks)){ 1, 2, 3, true, 5ull << 30, 6ull << 21 };
+	in[PHOS_CTL_SHARE].share = (typeof(in[0].share)){ 7, 0x600000400000ull, 3ull << 20, 0xfeedull << 40 };
+	in[PHOS_CTL_SHARED].share = (typeof(in[0].share)){ 8, 0x600000800000ull, 2ull << 20, 1 };
 	in[PHOS_CTL_RESTORE].restore.on_demand = true;
 	in[PHOS_CTL_RESTORE].restore.adopt.pid = 4242;
 	in[PHOS_CTL_RESTORE].restore.adopt.fd = 7;
@@ -94,7 +96,7 @@ static void round_trips(void)
 			CHECK(r == 0, "decode %s: %s", phos_ctl_type_name(t), err);
 		}
 		free(buf);
-		if (t == PHOS_CTL_SERVE || t == PHOS_CTL_RESTORE) {
+		if (t == PHOS_CTL_SERVE || t == PHOS_CTL_RESTORE || t == PHOS_CTL_SHARE || t == PHOS_CTL_SHARED) {
 			dummy = open("/dev/null", O_RDONLY | O_CLOEXEC);
 			in[t].fd = dummy;
 		}
@@ -157,7 +159,14 @@ static void round_trips(void)
 				break;
 			case PHOS_CTL_FALLBACKS:
 				CHECK(o->fallbacks.opaque == 1 && o->fallbacks.overflow == 2 &&
-					      o->fallbacks.validate_miss == 3 && o->fallbacks.restoring, "fallbacks fields");
+					      o->fallbacks.validate_miss == 3 && o->fallbacks.restoring &&
+					      o->fallbacks.shared_bytes == 5ull << 30 && o->fallbacks.cow_bytes == 6ull << 21,
+				      "fallbacks fields");
+				break;
+			case PHOS_CTL_SHARE:
+			case PHOS_CTL_SHARED:
+				CHECK(!memcmp(&o->share, &in[t].share, sizeof(o->share)), "%s fields",
+				      phos_ctl_type_name(t));
 				break;
 			case PHOS_CTL_RESTORE:
 				CHECK(o->restore.on_demand && !strcmp(o->restore.dir, in[t].restore.dir) &&
@@ -351,11 +360,28 @@ static void malformed(void)
 	n = frame(b, PHOS_CTL_MAGIC, PHOS_CTL_VERSION, PHOS_CTL_IDLE, 1, "x", 1);
 	expect_refused("idle with a payload", b, n, true, -EPROTO, "idle");
 	{
-		uint8_t fb[25] = { 0 };
+		uint8_t fb[41] = { 0 };
 
 		fb[24] = 2;
 		n = frame(b, PHOS_CTL_MAGIC, PHOS_CTL_VERSION, PHOS_CTL_FALLBACKS, sizeof(fb), fb, sizeof(fb));
 		expect_refused("a flag of 2", b, n, true, -EPROTO, "neither 0 nor 1");
+	}
+	{
+		/* a shared buffer: id, address, size, hash (u64 each) */
+		struct phos_ctl_msg m;
+		char err[256] = "";
+		uint64_t sh[4] = { 3, 0x600000100000ull, 2ull << 20, 9 }, small[4] = { 3, 0x600000200000ull, 4096, 9 },
+			 noid[4] = { 0, 0x600000200000ull, 2ull << 20, 9 };
+
+		CHECK(phos_ctl_decode(PHOS_CTL_SHARE, sh, sizeof(sh), &m, err, sizeof(err)) == -EPROTO &&
+			      strstr(err, "2 MiB"), "a share at a misaligned address: %s", err);
+		CHECK(phos_ctl_decode(PHOS_CTL_SHARED, small, sizeof(small), &m, err, sizeof(err)) == -EPROTO,
+		      "a shared buffer smaller than a chunk");
+		CHECK(phos_ctl_decode(PHOS_CTL_SHARE, noid, sizeof(noid), &m, err, sizeof(err)) == -EPROTO,
+		      "a share of buffer 0");
+		CHECK(phos_ctl_decode(PHOS_CTL_SHARE, sh, 16, &m, err, sizeof(err)) == -EPROTO, "a short share");
+		m = (struct phos_ctl_msg){ .type = PHOS_CTL_SHARE, .fd = -1, .share = { 1, 0x600000200000ull, 2ull << 20, 0 } };
+		CHECK(phos_ctl_send(-1, &m) == -EINVAL, "a share is not sent without its descriptor");
 	}
 	/* Strings. */
 	n = frame(b, PHOS_CTL_MAGIC, PHOS_CTL_VERSION, PHOS_CTL_ERROR, 5, "abcde", 5);
@@ -421,7 +447,8 @@ static void malformed(void)
 		struct phos_ctl_msg m;
 		char err[256] = "";
 		const char no_nul[] = { RS(1, 0, 0, '/'), 'a' }, empty[] = { RS(1, 0, 0, 0) },
-			   mode2[] = { RS(2, 0, 0, '/'), 'a', 0 }, plain[] = { RS(0, 0, 0, '/'), 'a', 0 },
+			   mode2[] = { RS(4, 0, 0, '/'), 'a', 0 }, plain[] = { RS(0, 0, 0, '/'), 'a', 0 },
+			   shared[] = { RS(3, 0, 0, '/'), 'a', 0 }, share_adopt[] = { RS(2, 9, 5, '/'), 'a', 0 },
 			   adopt[] = { RS(1, 9, 5, '/'), 'a', 0 },
 			   fd_only[] = { RS(1, 0, 5, '/'), 'a', 0 }, old_v5[] = { 1, '/', 'a', 0 };
 		char neg_fd[sizeof(adopt)], big_pid[sizeof(adopt)];
@@ -436,7 +463,11 @@ static void malformed(void)
 		CHECK(phos_ctl_decode(PHOS_CTL_RESTORE, empty, sizeof(empty), &m, err, sizeof(err)) == -EPROTO &&
 			      strstr(err, "path"), "restore with an empty path: %s", err);
 		CHECK(phos_ctl_decode(PHOS_CTL_RESTORE, mode2, sizeof(mode2), &m, err, sizeof(err)) == -EPROTO,
-		      "restore mode 2");
+		      "restore mode 4");
+		CHECK(phos_ctl_decode(PHOS_CTL_RESTORE, share_adopt, sizeof(share_adopt), &m, err, sizeof(err)) == -EPROTO,
+		      "a checkpoint's restore that shares");
+		CHECK(phos_ctl_decode(PHOS_CTL_RESTORE, shared, sizeof(shared), &m, err, sizeof(err)) == 0 &&
+			      m.restore.on_demand && m.restore.share, "an on-demand restore that shares: %s", err);
 		CHECK(phos_ctl_decode(PHOS_CTL_RESTORE, old_v5, sizeof(old_v5), &m, err, sizeof(err)) == -EPROTO &&
 			      strstr(err, "adoption"), "restore of version 5's shape: %s", err);
 		CHECK(phos_ctl_decode(PHOS_CTL_RESTORE, big_pid, sizeof(big_pid), &m, err, sizeof(err)) == -EPROTO &&
@@ -453,7 +484,7 @@ static void malformed(void)
 			      !strcmp(m.restore.dir, "/a"), "restore adopting decodes: %s", err);
 		{
 			struct phos_ctl_msg bad = { .type = PHOS_CTL_RESTORE, .fd = -1,
-						    .restore = { true, { 0, 3 }, "/a" } };
+						    .restore = { .on_demand = true, .adopt = { 0, 3 }, .dir = "/a" } };
 			void *buf = NULL;
 			size_t len;
 
@@ -530,7 +561,8 @@ static void prefixes_and_mutations(void)
 		{ .type = PHOS_CTL_HOT_DONE, .fd = -1, .hot_done = { 1, 2 } },
 		{ .type = PHOS_CTL_TOUCHED, .fd = -1, .touched = { ids, 3 } },
 		{ .type = PHOS_CTL_FALLBACKS, .fd = -1, .fallbacks = { 1, 2, 3, false } },
-		{ .type = PHOS_CTL_RESTORE, .fd = -1, .restore = { false, { 0, 0 }, "/snap" } },
+		{ .type = PHOS_CTL_RESTORE, .fd = -1, .restore = { .share = true, .dir = "/snap" } },
+		{ .type = PHOS_CTL_SHARE, .fd = -1, .share = { 4, 0x600000400000ull, 5ull << 20, 77 } },
 		{ .type = PHOS_CTL_HOT, .fd = -1, .hot = { dirs, 2 } },
 	};
 	unsigned seed = 12345;
