@@ -406,6 +406,9 @@ static int instance_restore(struct inv_function *f, struct inv_instance *in, con
 	p.gpus = inv_gpu_list(f, gpu_list, sizeof(gpu_list));
 	if (strcmp(p.device, "sim"))
 		p.sim_twins = NULL;
+	/* (on or off each time: a deploy over the name may have changed it) */
+	if (inv_pool_for(f) && !strcmp(dir, f->snapshot_dir) && phos_pool_share(inv_pool_for(f), dir, f->share) < 0)
+		phos_warn("%s: more snapshots shared than the pool keeps; this one is not", f->name);
 	r = phos_restore(&(struct phos_restore_req){
 				 .dir = dir, .on_demand = on_demand, .bound = *bound,
 				 .stdin_fd = pin[0], .stdout_fd = pout[1], .stderr_fd = perr[1],
@@ -770,6 +773,8 @@ static void unlink_instance(struct inv_function *f, struct inv_instance *in)
 			*p = in->next;
 			f->n_instances--;
 			live_give();
+			f->shared_mapped -= in->fb_seen.shared_bytes;   /* (its mappings end with it) */
+			in->fb_seen.shared_bytes = 0;
 			break;
 		}
 	pthread_cond_broadcast(&f->cond);

@@ -150,6 +150,8 @@ struct inv_function {
 	json_t *env;            /* object of strings */
 	char device[8];         /* "cuda" or "sim" */
 	unsigned gpus;          /* 1; more: one executor over host GPUs 0..gpus-1 (inv_gpu_list) */
+	bool share;             /* "share": instances map the snapshot's buffers from one copy per
+				 * GPU (issue 42; phos_pool_share) */
 	struct inv_limits limits;
 	char *snapshot_dir;
 	double created;         /* unix time */
@@ -189,6 +191,8 @@ struct inv_function {
 	struct { int code; uint64_t n; } codes[INV_CODES];
 	uint64_t buckets[INV_BUCKETS], count, cold_starts;
 	uint64_t fallbacks[3];  /* phos_spec_fallbacks_total by reason (INV_FB_*) */
+	uint64_t cow_bytes;     /* phos_shared_cow_bytes_total: shared buffers copied before writes */
+	uint64_t shared_mapped; /* phos_shared_mapped_bytes: shared memory its live instances map, summed */
 	double sum_s;
 };
 

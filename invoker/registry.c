@@ -260,7 +260,7 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 	json_object_foreach(j, key, val)
 		if (strcmp(key, "name") && strcmp(key, "program") && strcmp(key, "args") && strcmp(key, "env") &&
 		    strcmp(key, "device") && strcmp(key, "limits") && strcmp(key, "gpus") && strcmp(key, "ranks") &&
-		    (deploying || strcmp(key, "created")))
+		    strcmp(key, "share") && (deploying || strcmp(key, "created")))
 			return phos_errf(err, errlen, "unknown field '%.64s'", key), NULL;
 	if (!json_is_string(name) || !inv_name_valid(json_string_value(name)))
 		return phos_errf(err, errlen, "name must match [a-z0-9][a-z0-9-]{0,62}"), NULL;
@@ -297,6 +297,11 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 	json_t *gpus = json_object_get(j, "gpus");
 	if (gpus && (!json_is_integer(gpus) || json_integer_value(gpus) < 1 || json_integer_value(gpus) > INV_MAX_GPUS))
 		return phos_errf(err, errlen, "gpus must be an integer in 1..%d", INV_MAX_GPUS), NULL;
+	json_t *share = json_object_get(j, "share");
+	if (share && !json_is_boolean(share))
+		return phos_errf(err, errlen, "share must be true or false"), NULL;
+	if (json_is_true(share) && ((gpus && json_integer_value(gpus) > 1) || json_object_get(j, "ranks")))
+		return phos_errf(err, errlen, "share is for functions of one GPU (not with gpus > 1 or ranks)"), NULL;
 	if (lim && !json_is_object(lim))
 		return phos_errf(err, errlen, "limits must be an object"), NULL;
 	json_object_foreach(lim, key, val)
@@ -345,6 +350,7 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 	if (json_object_get(j, "ranks") && inv_ranks_parse(json_object_get(j, "ranks"), &f->ranks, err, errlen) < 0)
 		goto fail;
 	f->gpus = gpus ? (unsigned)json_integer_value(gpus) : 1;
+	f->share = json_is_true(json_object_get(j, "share"));
 	snprintf(f->name, sizeof(f->name), "%s", json_string_value(name));
 	snprintf(f->device, sizeof(f->device), "%s", device);
 	f->program = strdup(json_string_value(prog));
@@ -388,6 +394,8 @@ static json_t *function_json(struct inv_function *f, bool with_token)
 		      "created", f->created);
 	if (j && f->ranks.on)
 		json_object_set_new(j, "ranks", inv_ranks_json(&f->ranks, with_token));
+	if (j && f->share)
+		json_object_set_new(j, "share", json_true());
 	return j;
 }
 
@@ -1061,6 +1069,8 @@ int inv_function_remove(const char *name, json_t **ret_body)
 		phos_err("%s: cannot move the snapshot away: %s", f->name, strerror(-r));
 	inv_instances_stop_all(f);
 	inv_rendezvous_drop(f);
+	if (f->share && inv_pool_for(f))
+		phos_pool_share(inv_pool_for(f), f->snapshot_dir, false);   /* the GPU memory held for it */
 	if (r == 0 && (r = remove_tree(tmp)) < 0)
 		phos_err("%s: cannot delete %s: %s", f->name, tmp, strerror(-r));
 	pthread_mutex_lock(&reg_lock);

@@ -51,9 +51,12 @@ void inv_metrics_fallbacks(struct inv_function *f, struct inv_instance *in)
 	f->fallbacks[INV_FB_OPAQUE] += now.opaque - in->fb_seen.opaque;
 	f->fallbacks[INV_FB_OVERFLOW] += now.overflow - in->fb_seen.overflow;
 	f->fallbacks[INV_FB_VALIDATE] += now.validate_miss - in->fb_seen.validate_miss;
+	f->cow_bytes += now.cow_bytes - in->fb_seen.cow_bytes;
+	f->shared_mapped += now.shared_bytes - in->fb_seen.shared_bytes;
 	pthread_mutex_unlock(&f->lock);
 	in->fb_seen = now;
-	in->fb_done = !now.restoring && strcmp(inv_cfg.validate_spec, "always") != 0;
+	/* (shared buffers left: a later call may still copy one) */
+	in->fb_done = !now.restoring && !now.shared_bytes && strcmp(inv_cfg.validate_spec, "always") != 0;
 }
 
 void inv_metrics_instance_failed(struct inv_function *f, const char *why)

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,6 +36,26 @@
 #include "internal.h"
 
 #define POOL_MAX 64
+#define POOL_SHARE_MAX 64
+
+/* A snapshot whose buffers the pool's instances share (phos_pool_share;
+ * ctxpool/state/exec_share.c): filled by the first restore of it, handed to
+ * every later one (SHARE + descriptor each). Holding the descriptors keeps
+ * the memory on the GPU between instances. */
+struct pool_share {
+	char *dir;                    /* NULL: a free entry */
+	struct stat manifest;         /* of the snapshot the buffers are of */
+	bool filling;                 /* a restore fills it now */
+	struct restore_shared bufs;   /* n > 0: filled */
+};
+
+/* What one restore does about sharing (share_begin, share_end). */
+struct share_job {
+	int entry;                    /* -1: not shared */
+	bool fill;                    /* this restore fills the entry */
+	struct restore_shared offer;  /* use: the entry's buffers, descriptors dup'd */
+	struct restore_shared got;    /* fill: what the executor shared */
+};
 
 struct pool_exec {
 	pid_t pid;
@@ -58,6 +79,8 @@ struct phos_pool {
 	unsigned hot_gen;           /* bumped by each phos_pool_hot */
 	pthread_t keeper;
 	bool keeper_running, stopping;
+
+	struct pool_share shares[POOL_SHARE_MAX];
 };
 
 /* The next message of executor e within timeout_ms (see phos_ctl_recv),
@@ -343,6 +366,10 @@ void phos_pool_free(struct phos_pool *p)
 	for (size_t i = 0; i < p->nhot; i++)
 		free(p->hot[i]);
 	free(p->hot);
+	for (unsigned i = 0; i < POOL_SHARE_MAX; i++) {
+		restore_shared_clear(&p->shares[i].bufs);
+		free(p->shares[i].dir);
+	}
 	for (unsigned i = 0; i < 5; i++)
 		free(p->strs[i]);
 	pthread_cond_destroy(&p->freed);
@@ -427,7 +454,8 @@ static void pool_untake(struct phos_pool *p, unsigned i)
  * to a question (phos_instance_touched, phos_instance_fallbacks). */
 static bool stale_reply(enum phos_ctl_type t)
 {
-	return t == PHOS_CTL_READY || t == PHOS_CTL_ERROR || t == PHOS_CTL_TOUCHED || t == PHOS_CTL_FALLBACKS;
+	return t == PHOS_CTL_READY || t == PHOS_CTL_ERROR || t == PHOS_CTL_TOUCHED || t == PHOS_CTL_FALLBACKS ||
+	       t == PHOS_CTL_SHARED;
 }
 
 /* Gives executor i back once it reported IDLE after its scrub; replaces it otherwise. */
@@ -483,14 +511,147 @@ static void pool_kill(struct phos_pool *p, unsigned i)
 	pool_give(p, i);
 }
 
+/* --- shared buffers (issue 42) --- */
+
+static bool manifest_stat(const char *dir, struct stat *st)
+{
+	char path[PHOS_CTL_PATH_MAX + 32];
+
+	snprintf(path, sizeof(path), "%s/manifest.json", dir);
+	return stat(path, st) == 0;
+}
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* The entry of dir, or -1. Called locked. */
+static int share_find(const struct phos_pool *p, const char *dir)
+{
+	for (int i = 0; i < POOL_SHARE_MAX; i++)
+		if (p->shares[i].dir && !strcmp(p->shares[i].dir, dir))
+			return i;
+	return -1;
+}
+
+int phos_pool_share(struct phos_pool *p, const char *dir, bool on)
+{
+	int i, r = 0;
+
+	pthread_mutex_lock(&p->lock);
+	i = share_find(p, dir);
+	if (!on && i >= 0) {
+		/* instances that map the buffers keep them until they end */
+		restore_shared_clear(&p->shares[i].bufs);
+		free(p->shares[i].dir);
+		p->shares[i] = (struct pool_share){ 0 };
+	} else if (on && i < 0) {
+		for (i = 0; i < POOL_SHARE_MAX && p->shares[i].dir; i++)
+			;
+		if (i == POOL_SHARE_MAX)
+			r = -ENOSPC;
+		else if (!(p->shares[i].dir = strdup(dir)))
+			r = -ENOMEM;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return r;
+}
+
+uint64_t phos_pool_shared_bytes(struct phos_pool *p, const char *dir)
+{
+	uint64_t bytes = 0;
+	int i;
+
+	pthread_mutex_lock(&p->lock);
+	i = share_find(p, dir);
+	for (size_t k = 0; i >= 0 && k < p->shares[i].bufs.n; k++)
+		bytes += (p->shares[i].bufs.bufs[k].size + (2ull << 20) - 1) / (2ull << 20) * (2ull << 20);
+	pthread_mutex_unlock(&p->lock);
+	return bytes;
+}
+
+/* A snapshot restore of dir: when its buffers are shared, either this
+ * restore fills the entry (the first), or it gets the entry's buffers to
+ * offer; a restore while another fills it shares nothing. */
+static void share_begin(struct phos_pool *p, const char *dir, struct share_job *j)
+{
+	struct pool_share *e;
+	struct stat st;
+	int i;
+
+	*j = (struct share_job){ .entry = -1 };
+	pthread_mutex_lock(&p->lock);
+	i = share_find(p, dir);
+	e = i >= 0 ? &p->shares[i] : NULL;
+	if (e && !manifest_stat(dir, &st))
+		e = NULL;
+	if (e && e->bufs.n && !same_file(&e->manifest, &st))
+		restore_shared_clear(&e->bufs);   /* another snapshot there now */
+	if (e && e->bufs.n) {
+		j->offer.bufs = calloc(e->bufs.n, sizeof(*j->offer.bufs));
+		for (size_t k = 0; j->offer.bufs && k < e->bufs.n; k++) {
+			j->offer.bufs[k] = e->bufs.bufs[k];
+			j->offer.bufs[k].fd = fcntl(e->bufs.bufs[k].fd, F_DUPFD_CLOEXEC, 0);
+			if (j->offer.bufs[k].fd < 0)
+				break;
+			j->offer.n = k + 1;
+		}
+		j->entry = j->offer.n == e->bufs.n ? i : -1;
+		if (j->entry < 0)
+			restore_shared_clear(&j->offer);
+	} else if (e && !e->filling) {
+		e->filling = true;
+		e->manifest = st;
+		j->entry = i;
+		j->fill = true;
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* The restore is over (ok: it succeeded): a fill's buffers go into the entry. */
+static void share_end(struct phos_pool *p, const char *dir, struct share_job *j, bool ok)
+{
+	struct pool_share *e;
+
+	restore_shared_clear(&j->offer);
+	if (!j->fill) {
+		restore_shared_clear(&j->got);
+		return;
+	}
+	pthread_mutex_lock(&p->lock);
+	e = &p->shares[j->entry];
+	if (e->dir && !strcmp(e->dir, dir)) {
+		e->filling = false;
+		if (ok && j->got.n && !e->bufs.n) {
+			e->bufs = j->got;
+			j->got = (struct restore_shared){ 0 };
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	restore_shared_clear(&j->got);
+}
+
 /* Sends executor slot the job to restore dir (RESTORE) with the function's
  * channel socket; 0 or -errno. adopt_pid: a checkpoint's restored program,
  * whose channel memfd is its descriptor adopt_fd; 0: a snapshot's, served on
  * a new channel. */
 static int send_restore(struct phos_pool *p, int slot, int channel, const char *dir, bool on_demand, pid_t adopt_pid,
-			int adopt_fd)
+			int adopt_fd, const struct share_job *j)
 {
 	struct phos_ctl_msg m = { .type = PHOS_CTL_RESTORE, .fd = channel };
+
+	/* the shared buffers first: the executor keeps them for this RESTORE */
+	for (size_t k = 0; j && j->entry >= 0 && k < j->offer.n; k++) {
+		const struct restore_shared_buf *b = &j->offer.bufs[k];
+		int r = phos_ctl_send(p->ex[slot].ctl, &(struct phos_ctl_msg){
+			.type = PHOS_CTL_SHARE, .fd = b->fd, .share = { b->id, b->addr, b->size, b->hash } });
+
+		if (r < 0)
+			return r;
+	}
+	m.restore.share = j && j->entry >= 0;
 
 	m.restore.on_demand = on_demand;
 	m.restore.adopt.pid = adopt_pid > 0 ? (uint32_t)adopt_pid : 0;
@@ -518,13 +679,13 @@ static int pooled_checkpoint(struct phos_pool *p, int slot, const char *dir, con
 	close(ch[1]);
 	ch[1] = -1;
 	*sent = true;
-	r = send_restore(p, slot, ch[0], dir, on_demand, fn, (int)img->checkpoint.channel_fd);
+	r = send_restore(p, slot, ch[0], dir, on_demand, fn, (int)img->checkpoint.channel_fd, NULL);
 	close(ch[0]);
 	ch[0] = -1;
 	if (r < 0)
 		phos_errf(err, errlen, "the pooled executor is gone");
 	else
-		r = restore_ready(p->ex[slot].ctl, false, bound, st, err, errlen);
+		r = restore_ready(p->ex[slot].ctl, false, bound, st, NULL, err, errlen);
 	if (r < 0) {
 		kill(fn, SIGKILL);
 		waitpid(fn, NULL, 0);
@@ -551,6 +712,7 @@ static int restore_pooled_at(struct phos_pool *p, int given, const char *dir, in
 	pid_t fn = -1;
 	size_t dlen = strlen(dir);
 	bool sent = false;   /* the executor has a job (else it still waits for one) */
+	struct share_job sj;
 
 	*err = '\0';
 	memset(ret_inst, 0, sizeof(*ret_inst));
@@ -581,15 +743,19 @@ static int restore_pooled_at(struct phos_pool *p, int given, const char *dir, in
 		goto started;
 	}
 	sent = true;
-	r = send_restore(p, slot, ch[0], dir, on_demand, 0, 0);
+	share_begin(p, dir, &sj);
+	r = send_restore(p, slot, ch[0], dir, on_demand, 0, 0, &sj);
 	close(ch[0]);
 	ch[0] = -1;
 	if (r < 0) {
+		share_end(p, dir, &sj, false);
 		phos_errf(err, errlen, "the pooled executor is gone");
 		goto out;
 	}
 	/* CRIU beside the GPU load, as in phos_restore_start. */
-	r = restore_cpu(p->paths.criu, dir, img, inh, ch[1], p->ex[slot].ctl, false, bound, &fn, &st, err, errlen);
+	r = restore_cpu(p->paths.criu, dir, img, inh, ch[1], p->ex[slot].ctl, false, bound, &fn, &st,
+			sj.fill ? &sj.got : NULL, err, errlen);
+	share_end(p, dir, &sj, r == 0);
 	if (r < 0)
 		goto out;
 started:
@@ -707,6 +873,7 @@ int phos_restore_parked(struct phos_pool *p, const char *dir, struct phos_parked
 	struct phos_restore_stats st = { 0 };
 	double t0 = phos_now();
 	size_t dlen = strlen(dir);
+	struct share_job sj;
 	int slot, r;
 
 	*err = '\0';
@@ -720,13 +887,15 @@ int phos_restore_parked(struct phos_pool *p, const char *dir, struct phos_parked
 		phos_errf(err, errlen, "no warm executor free within %u ms", timeout_ms);
 		return -EBUSY;   /* the parked process stays parked */
 	}
-	r = send_restore(p, slot, parked->channel, dir, on_demand, 0, 0);
+	share_begin(p, dir, &sj);
+	r = send_restore(p, slot, parked->channel, dir, on_demand, 0, 0, &sj);
 	close(parked->channel);
 	parked->channel = -1;
 	if (r < 0)
 		phos_errf(err, errlen, "the pooled executor is gone");
 	else
-		r = restore_ready(p->ex[slot].ctl, false, bound, &st, err, errlen);
+		r = restore_ready(p->ex[slot].ctl, false, bound, &st, sj.fill ? &sj.got : NULL, err, errlen);
+	share_end(p, dir, &sj, r == 0);
 	if (r < 0) {
 		phos_parked_drop(parked);
 		if (r == -ETIMEDOUT)

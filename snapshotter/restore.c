@@ -117,11 +117,26 @@ static int ready_recv(int ctl, const struct phos_restore_bound *bound, struct ph
 }
 
 int restore_ready(int ctl, bool hello, const struct phos_restore_bound *bound, struct phos_restore_stats *st,
-		  char *err, size_t errlen)
+		  struct restore_shared *shared, char *err, size_t errlen)
 {
 	struct phos_ctl_msg m;
 	char why[512] = "";
 	int r = ready_recv(ctl, bound, &m, why, sizeof(why));
+
+	/* a fill's shared buffers, before its READY */
+	while (r == 0 && m.type == PHOS_CTL_SHARED) {
+		struct restore_shared_buf *b = NULL;
+
+		if (shared && shared->n < RESTORE_SHARED_MAX &&
+		    (b = realloc(shared->bufs, (shared->n + 1) * sizeof(*b)))) {
+			shared->bufs = b;
+			b[shared->n++] = (struct restore_shared_buf){ m.share.id, m.share.addr, m.share.size,
+								      m.share.hash, m.fd };
+			m.fd = -1;
+		}
+		phos_ctl_msg_exit(&m);
+		r = ready_recv(ctl, bound, &m, why, sizeof(why));
+	}
 
 	if (r == 0 && hello) {
 		if (m.type != PHOS_CTL_HELLO) {
@@ -163,9 +178,18 @@ int restore_ready(int ctl, bool hello, const struct phos_restore_bound *bound, s
 	return 0;
 }
 
+void restore_shared_clear(struct restore_shared *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		close(s->bufs[i].fd);
+	free(s->bufs);
+	s->bufs = NULL;
+	s->n = 0;
+}
+
 int restore_cpu(const char *criu, const char *dir, const struct phos_image *img, struct phos_criu_inherit inh[4],
 		int channel, int ctl, bool hello, const struct phos_restore_bound *bound, pid_t *ret_fn,
-		struct phos_restore_stats *st, char *err, size_t errlen)
+		struct phos_restore_stats *st, struct restore_shared *shared, char *err, size_t errlen)
 {
 	pid_t fn;
 	int r;
@@ -173,7 +197,7 @@ int restore_cpu(const char *criu, const char *dir, const struct phos_image *img,
 	r = restore_criu(criu, dir, img, inh, channel, bound, &fn, st, err, errlen);
 	if (r < 0)
 		return r;
-	r = restore_ready(ctl, hello, bound, st, err, errlen);
+	r = restore_ready(ctl, hello, bound, st, shared, err, errlen);
 	if (r < 0) {
 		kill(fn, SIGKILL);
 		waitpid(fn, NULL, 0);
@@ -288,7 +312,7 @@ static int restore_checkpoint(const struct phos_runtime_paths *paths, const char
 	}
 	close(ctl[1]);
 	ctl[1] = -1;
-	r = restore_ready(ctl[0], true, bound, st, err, errlen);
+	r = restore_ready(ctl[0], true, bound, st, NULL, err, errlen);
 	if (r < 0) {
 		kill(exe, r == -ETIMEDOUT || r == -ECANCELED ? SIGKILL : SIGTERM);
 		waitpid(exe, NULL, 0);
@@ -344,7 +368,7 @@ int phos_restore_start(const struct phos_runtime_paths *paths, const char *dir, 
 	close(ctl[1]);
 	ctl[1] = -1;
 	/* CRIU restores the CPU side while the executor loads the GPU side. */
-	r = restore_cpu(paths->criu, dir, img, inh, ch[1], ctl[0], true, bound, &fn, &st, err, errlen);
+	r = restore_cpu(paths->criu, dir, img, inh, ch[1], ctl[0], true, bound, &fn, &st, NULL, err, errlen);
 	if (r < 0)
 		goto out;
 started:
@@ -420,7 +444,9 @@ int phos_instance_fallbacks(struct phos_instance *inst, struct phos_spec_fallbac
 		return r;
 	*ret = (struct phos_spec_fallbacks){ .opaque = m.fallbacks.opaque, .overflow = m.fallbacks.overflow,
 					     .validate_miss = m.fallbacks.validate_miss,
-					     .restoring = m.fallbacks.restoring };
+					     .restoring = m.fallbacks.restoring,
+					     .shared_bytes = m.fallbacks.shared_bytes,
+					     .cow_bytes = m.fallbacks.cow_bytes };
 	phos_ctl_msg_exit(&m);
 	return 0;
 }

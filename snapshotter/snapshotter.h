@@ -205,6 +205,8 @@ struct phos_spec_fallbacks {
 	uint64_t overflow;        /* sets too large to name, during the restore */
 	uint64_t validate_miss;   /* kernels validation caught outside their sets */
 	bool restoring;
+	uint64_t shared_bytes;    /* GPU memory mapped shared now (phos_pool_share) */
+	uint64_t cow_bytes;       /* copied out of shared buffers before writes, so far */
 };
 int phos_instance_fallbacks(struct phos_instance *inst, struct phos_spec_fallbacks *ret);
 
@@ -306,6 +308,17 @@ struct phos_restore_req {
 };
 int phos_restore(const struct phos_restore_req *req, enum phos_restore_where *ret_where, struct phos_instance *ret_inst,
 		 struct phos_restore_stats *ret_stats, char *err, size_t errlen);
+
+/* Shared buffers (issue 42; ctxpool/state/exec_share.c): with sharing on for
+ * dir, the pool's first snapshot restore of it maps every big buffer into
+ * shareable GPU memory, read-only, and the pool keeps a descriptor of each;
+ * every later restore of dir on the pool maps those instead of new memory
+ * and copies nothing for them. An instance that writes a shared buffer gets
+ * its own copy first. Off drops the pool's descriptors (the memory goes once
+ * no instance maps it). -ENOSPC past 64 snapshots. phos_pool_shared_bytes:
+ * the GPU memory the pool holds shared for dir. */
+int phos_pool_share(struct phos_pool *pool, const char *dir, bool on);
+uint64_t phos_pool_shared_bytes(struct phos_pool *pool, const char *dir);
 
 /* Hot snapshots (ctxpool/restore/exec_hot.c): every executor of the pool maps and pins
  * the gpu.data of exactly these snapshot directories, checksums verified, while

@@ -257,6 +257,7 @@ int spec_commit(struct executor *ex, const char *what, const char *name, uint32_
 		trace(ex, what, name, stream, s);
 		funlockfile(ex->trace);
 	}
+	TRY(exec_share_before_write(ex, s));
 	TRY(exec_checkpoint_before_write(ex, s));
 	if (!ex->loader)
 		return 0;

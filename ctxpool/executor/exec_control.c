@@ -100,6 +100,8 @@ static void reply_fallbacks(struct executor *ex)
 	m.fallbacks.overflow = atomic_load(&ex->spec_fallbacks[SPEC_FB_OVERFLOW]);
 	m.fallbacks.validate_miss = atomic_load(&ex->spec_fallbacks[SPEC_FB_VALIDATE]);
 	m.fallbacks.restoring = ex->loader && !loader_done(ex->loader);
+	m.fallbacks.shared_bytes = atomic_load(&ex->shared_bytes);
+	m.fallbacks.cow_bytes = atomic_load(&ex->cow_bytes);
 	exec_control_send(ex, &m);
 }
 

@@ -316,6 +316,19 @@ struct executor {
 	 * spec_fallback): reported on the control socket (FALLBACKS) by the
 	 * control thread, hence atomic. */
 	_Atomic uint64_t spec_fallbacks[3];
+	/* Buffers shared with the other instances of the snapshot on this GPU
+	 * (exec_share.c, issue 42): the SHAREs received for the next RESTORE,
+	 * what that RESTORE asked, and the shared mappings of the function */
+	struct exec_share_in {
+		uint64_t id, addr, size, hash;
+		int fd;
+		bool use;               /* matches the snapshot's buffer: mapped from fd */
+	} *share_pending;
+	size_t nshare_pending;
+	enum { EXEC_SHARE_NONE, EXEC_SHARE_USE, EXEC_SHARE_FILL } share_mode;
+	struct exec_shared { uint64_t addr, len; } *shared;   /* sorted by addr; len in whole chunks */
+	size_t nshared;
+	_Atomic uint64_t shared_bytes, cow_bytes;   /* (read by the control thread: FALLBACKS) */
 	double image_read_s;        /* a pooled restore: seconds its manifest took to read and check */
 	double load_data_s;         /* --restore-from: seconds the buffer contents took */
 	int control_fd;             /* control socket (runtime/proto/control.h); -1 when none */
@@ -449,6 +462,42 @@ void exec_checkpoint_before_op(struct executor *ex, uint32_t op);
 
 /* The function is gone: a cow checkpoint copies the rest and reports. */
 void exec_checkpoint_drain(struct executor *ex);
+
+/* --- buffers shared between the instances of a snapshot (exec_share.c) --- */
+
+struct phos_image;
+
+/* Most SHAREs a RESTORE takes (each holds a descriptor until the restore). */
+#define EXEC_SHARE_MAX 4096u
+
+/* Pooled, between jobs: keeps a SHARE (its descriptor is taken, closed on
+ * failure) for the next RESTORE. -E2BIG past EXEC_SHARE_MAX. */
+int exec_share_pending_add(struct executor *ex, const struct phos_ctl_msg *m);
+/* Closes the SHAREs kept, used or not, and forgets them. */
+void exec_share_pending_clear(struct executor *ex);
+/* Restore (exec_image_load): marks the SHAREs that are img's buffers exactly
+ * (id, address, size and hash; a snapshot of one GPU) to be mapped from
+ * their memory; the rest are closed. Returns the bytes they cover. */
+uint64_t exec_share_match(struct executor *ex, const struct phos_image *img);
+/* The bufmap's map of [addr, addr+len): a marked SHARE of exactly that range
+ * is mapped read-only (1); 0 when there is none; or a negated cudaError_t. */
+int exec_share_map(struct executor *ex, uint64_t addr, uint64_t len);
+/* Whether [addr, addr+len) (a buffer of the snapshot) is mapped shared. */
+bool exec_share_is_shared(const struct executor *ex, uint64_t addr, uint64_t len);
+/* A fill restore, once every buffer is in: each big buffer of img moves into
+ * shareable memory, mapped read-only, and is reported (SHARED with its
+ * descriptor) on the control socket. A buffer the device cannot share stays
+ * private. Returns how many were shared. */
+size_t exec_share_publish(struct executor *ex, const struct phos_image *img);
+/* Before a call writes what s says (spec_commit): every shared buffer it may
+ * write (all of them for an opaque or overflowing set) becomes the
+ * instance's own copy first, the device drained. 0 or a negated cudaError_t
+ * (the instance cannot go on). */
+int exec_share_before_write(struct executor *ex, const struct spec_set *s);
+/* The bufmap unmapped [addr, addr+len): shared mappings there are gone. */
+void exec_share_unmapped(struct executor *ex, uint64_t addr, uint64_t len);
+/* The function is gone (exec_scrub): no shared mappings, counters at 0. */
+void exec_share_forget(struct executor *ex);
 
 /* --- soft recopy (exec_recopy.c) --- */
 

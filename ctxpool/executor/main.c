@@ -68,7 +68,11 @@
 static int map_chunks(void *ctx, uint64_t addr, uint64_t len)
 {
 	struct executor *ex = ctx;
+	int r;
 
+	/* a restore's buffer shared with the snapshot's other instances (exec_share.c) */
+	if (ex->nshare_pending && (r = exec_share_map(ex, addr, len)) != 0)
+		return r < 0 ? r : 0;
 	return ex->dev_ops->map(ex->devs[exec_device_at(ex, addr)], addr, len);
 }
 
@@ -76,6 +80,7 @@ static void unmap_chunks(void *ctx, uint64_t addr, uint64_t len)
 {
 	struct executor *ex = ctx;
 
+	exec_share_unmapped(ex, addr, len);
 	ex->dev_ops->unmap(ex->devs[exec_device_at(ex, addr)], addr, len);
 }
 
@@ -138,6 +143,7 @@ void exec_scrub(struct executor *ex)
 	ex->restore_dir = NULL;
 	for (int i = 0; i < 3; i++)
 		atomic_store(&ex->spec_fallbacks[i], 0);
+	exec_share_forget(ex);   /* (the bufmap's reset unmapped them) */
 }
 
 /* Makes the channel for the next function and pins it, unless there is one.
@@ -373,6 +379,9 @@ static int serve_one(struct executor *ex, int fd, const char *dir, const struct 
 		m.ready.data_s = ex->load_data_s;
 		m.ready.data_bytes = img->gpu_bytes;
 		m.ready.on_demand = on_demand;
+		/* a fill: the buffers the snapshot's next instances map (SHARED each) */
+		if (ex->share_mode == EXEC_SHARE_FILL)
+			phos_info("shared %zu buffers of %s", exec_share_publish(ex, img), dir);
 		exec_control_send(ex, &m);
 	}
 	if (!ex->snapshot_dir)
@@ -436,12 +445,23 @@ static int pool_loop(struct executor *ex)
 		exec_nccl_warm(ex);    /* the same: NCCL's initialisation over several GPUs */
 		exec_control_send(ex, &(struct phos_ctl_msg){ .type = PHOS_CTL_IDLE, .fd = -1 });
 		r = phos_ctl_recv(ex->control_fd, -1, &job, err, sizeof(err));
+		/* SHAREs come right before their RESTORE, without an IDLE between */
+		while (r == 0 && job.type == PHOS_CTL_SHARE) {
+			if (exec_share_pending_add(ex, &job) < 0)
+				phos_warn("share: more than %u shared buffers; the rest are restored privately",
+					  EXEC_SHARE_MAX);
+			r = phos_ctl_recv(ex->control_fd, -1, &job, err, sizeof(err));
+		}
 		if (r == -EPIPE)
 			return 0;
 		if (r < 0) {
 			phos_err("control: %s", err[0] ? err : strerror(-r));
 			return r;
 		}
+		ex->share_mode = job.type != PHOS_CTL_RESTORE || !job.restore.share ? EXEC_SHARE_NONE
+				 : ex->nshare_pending ? EXEC_SHARE_USE : EXEC_SHARE_FILL;
+		if (ex->share_mode == EXEC_SHARE_NONE)
+			exec_share_pending_clear(ex);
 		t0 = phos_now();
 		switch (job.type) {
 		case PHOS_CTL_HOT:

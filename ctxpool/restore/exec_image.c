@@ -935,7 +935,7 @@ static size_t plan_items(struct executor *ex, const struct phos_image *img, stru
 		for (uint32_t i = 0; i < img->nbufs; i++) {
 			const struct phos_image_buf *b = &img->bufs[i];
 
-			if (b->id == img->prefetch[p] && !taken[i]) {
+			if (b->id == img->prefetch[p] && !taken[i] && !exec_share_is_shared(ex, b->addr, b->size)) {
 				taken[i] = true;
 				items[n++] = buf_item(ex, b);
 			}
@@ -944,7 +944,7 @@ static size_t plan_items(struct executor *ex, const struct phos_image *img, stru
 	for (uint32_t i = 0; i < img->nbufs; i++) {   /* bufs are sorted by address */
 		const struct phos_image_buf *b = &img->bufs[i];
 
-		if (!taken || !taken[i])
+		if ((!taken || !taken[i]) && !exec_share_is_shared(ex, b->addr, b->size))
 			items[n++] = buf_item(ex, b);
 	}
 	free(taken);
@@ -1065,7 +1065,7 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 {
 	struct loader_item *items = NULL;
 	struct loader_source src = { .fd = -1, .background = on_demand };
-	uint64_t free_b = 0, total_b = 0;
+	uint64_t free_b = 0, total_b = 0, shared = 0, need;
 	size_t n = 0, eager;
 	pthread_t warm_thread;
 	bool warming = false;
@@ -1083,9 +1083,16 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 		return -EINVAL;
 	}
 	exec_use_device(ex, 0);
-	if (ex->dev_ops->mem_info(ex->dev, &free_b, &total_b) == 0 && free_b < img->gpu_bytes) {
+	/* buffers mapped from the snapshot's other instances take no memory of ours */
+	if (ex->share_mode == EXEC_SHARE_USE)
+		shared = exec_share_match(ex, img);
+	if (ex->share_mode == EXEC_SHARE_FILL)
+		on_demand = src.background = false;   /* every buffer in before it is shared (exec_share_publish) */
+	need = img->gpu_bytes > shared ? img->gpu_bytes - shared : 0;
+	if (ex->dev_ops->mem_info(ex->dev, &free_b, &total_b) == 0 && free_b < need) {
 		phos_errf(err, errlen, "the GPU has %llu MiB free, the snapshot needs %llu MiB",
-		     (unsigned long long)(free_b >> 20), (unsigned long long)(img->gpu_bytes >> 20));
+		     (unsigned long long)(free_b >> 20), (unsigned long long)(need >> 20));
+		exec_share_pending_clear(ex);
 		return -ENOSPC;
 	}
 	ph[0] = phos_now();
@@ -1109,6 +1116,7 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 		goto fail;
 	}
 	r = place_buffers(ex, img, err, errlen);
+	exec_share_pending_clear(ex);   /* (those mapped are closed; the rest unused) */
 	if (r < 0)
 		goto fail;
 	ph[2] = phos_now();

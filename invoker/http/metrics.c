@@ -12,8 +12,13 @@ static void render_one(struct inv_function *f, void *arg)
 	FILE *o = arg;
 	unsigned c[4];
 
+	uint64_t shared = f->share && inv_pool_for(f) ? phos_pool_shared_bytes(inv_pool_for(f), f->snapshot_dir) : 0;
+
 	inv_instances_count(f, c);
 	pthread_mutex_lock(&f->lock);
+	fprintf(o, "phos_shared_bytes{function=\"%s\"} %llu\n", f->name, (unsigned long long)shared);
+	fprintf(o, "phos_shared_cow_bytes_total{function=\"%s\"} %llu\n", f->name, (unsigned long long)f->cow_bytes);
+	fprintf(o, "phos_shared_mapped_bytes{function=\"%s\"} %llu\n", f->name, (unsigned long long)f->shared_mapped);
 	for (unsigned i = 0; i < INV_CODES && f->codes[i].code; i++)
 		fprintf(o, "phos_invocations_total{function=\"%s\",code=\"%d\"} %llu\n", f->name, f->codes[i].code,
 			(unsigned long long)f->codes[i].n);
@@ -59,6 +64,14 @@ char *inv_metrics_render(void)
 	      "# HELP phos_spec_fallbacks_total Calls that took speculation's safe path, by reason (opaque_kernel, "
 	      "overflow: waited for a whole on-demand restore; validate_miss: a kernel caught outside its set).\n"
 	      "# TYPE phos_spec_fallbacks_total counter\n"
+	      "# HELP phos_shared_bytes GPU memory held once per GPU for the instances of a function deployed with "
+	      "share, which map it read-only.\n"
+	      "# TYPE phos_shared_bytes gauge\n"
+	      "# HELP phos_shared_cow_bytes_total Shared buffers an instance copied for itself before writing them.\n"
+	      "# TYPE phos_shared_cow_bytes_total counter\n"
+	      "# HELP phos_shared_mapped_bytes Shared memory mapped by the function's live instances, summed over "
+	      "them (what sharing saves is this less phos_shared_bytes).\n"
+	      "# TYPE phos_shared_mapped_bytes gauge\n"
 	      "# HELP phos_instances Instances by state.\n"
 	      "# TYPE phos_instances gauge\n",
 	      o);

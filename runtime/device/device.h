@@ -152,6 +152,25 @@ struct phos_device_ops {
 	int (*map)(struct phos_device *dev, uint64_t addr, uint64_t len);
 	void (*unmap)(struct phos_device *dev, uint64_t addr, uint64_t len);
 
+	/* Memory shared by the executors of one GPU (issue 42: the buffers of a
+	 * snapshot that its instances only read). [addr, addr+len) is 2 MiB
+	 * aligned; NULL where a backend cannot share.
+	 *   share_out  the range, which one earlier map call mapped whole, moves
+	 *              into memory that another process may map (the same
+	 *              contents), mapped here read-only; *ret_fd names that
+	 *              memory (the caller's to close)
+	 *   share_in   maps fd's memory (share_out's, of exactly len bytes)
+	 *              read-only at the range, which nothing maps; unmap drops it
+	 *              as any other mapping
+	 *   share_own  the shared mapping at the range becomes private memory
+	 *              with the same contents, read/write (copy on write); the
+	 *              caller drained the device first
+	 * A write into a shared mapping faults (a clear failure of the instance,
+	 * never a wrong answer elsewhere). */
+	int (*share_out)(struct phos_device *dev, uint64_t addr, uint64_t len, int *ret_fd);
+	int (*share_in)(struct phos_device *dev, uint64_t addr, uint64_t len, int fd);
+	int (*share_own)(struct phos_device *dev, uint64_t addr, uint64_t len);
+
 	/* Page-locks host memory (shared regions, the channel) for fast copies; sim: no-op. */
 	int (*host_register)(struct phos_device *dev, void *ptr, size_t len);
 	void (*host_unregister)(struct phos_device *dev, void *ptr);

@@ -112,6 +112,19 @@ static void bump_all(const struct phos_sim_launch *l)
 		x[i] += by;
 }
 
+/* share_probe.cu: the buffer k of the table in device memory */
+static void bump_via_table(const struct phos_sim_launch *l)
+{
+	float **table = PHOS_SIM_ARG(l, 0, float **);
+	int k = PHOS_SIM_ARG(l, 1, int);
+	int n = PHOS_SIM_ARG(l, 2, int);
+	float by = PHOS_SIM_ARG(l, 3, float);
+	float *x = table[k];
+
+	for (int i = 0; i < n; i++)
+		x[i] += by;
+}
+
 /* tests/transparency/pools/common.h */
 static void pools_iota(const struct phos_sim_launch *l)
 {
@@ -198,6 +211,7 @@ static const struct phos_sim_twin twins[] = {
 	{ "_Z9xfer_p32k4p32kPi", xfer_p32k },
 	{ "_Z4fillPfij", fill },
 	{ "_Z8bump_allPfif", bump_all },
+	{ "_Z14bump_via_tablePPfiif", bump_via_table },
 	{ "_Z4markPi", mark },
 	{ "_Z11k_const_mixPKfPfi", k_const_mix },
 	{ "_Z8k_struct9pair_args", k_struct },

@@ -313,6 +313,195 @@ static void cuda_unmap(struct phos_device *dev, uint64_t addr, uint64_t len)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Shared mappings (device.h share_out, share_in, share_own; issue 42)        */
+
+/* The access of this device and its peers to [addr, addr+len): read/write, or
+ * read only (a shared buffer: a kernel's write there faults). */
+static CUresult set_access(struct cuda_dev *d, uint64_t addr, uint64_t len, bool writable)
+{
+	CUmemAccessDesc access[CUDA_MAX_PEERS + 1];
+
+	for (unsigned i = 0; i <= d->npeers; i++) {
+		memset(&access[i], 0, sizeof(access[i]));
+		access[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		access[i].location.id = i == 0 ? d->ordinal : d->peers[i - 1];
+		access[i].flags = writable ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_READ;
+	}
+	return cuda_drv.MemSetAccess((CUdeviceptr)addr, len, access, d->npeers + 1);
+}
+
+/* The mapping that covers exactly [addr, addr+len) with every chunk in use,
+ * or -1. Called locked. */
+static ssize_t map_exact(const struct cuda_dev *d, uint64_t addr, uint64_t len)
+{
+	size_t i = map_first_after(d, addr);
+
+	if (i < d->nmaps && d->maps[i].addr == addr && d->maps[i].len == len &&
+	    d->maps[i].live == len / PHOS_CHUNK)
+		return (ssize_t)i;
+	return -1;
+}
+
+/* Mapping i's memory replaced by a new allocation holding the same contents
+ * (shareable: one another process may import), mapped with that access.
+ * The old allocation is released. Called locked, with nothing in flight. */
+static int map_replace(struct cuda_dev *d, size_t i, bool shareable, bool writable)
+{
+	struct cuda_map *m = &d->maps[i];
+	CUmemAllocationProp prop;
+	CUmemGenericAllocationHandle handle;
+	CUdeviceptr tmp = 0;
+	CUresult r;
+
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = d->ordinal;
+	if (shareable)
+		prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	r = cuda_drv.MemCreate(&handle, m->len, &prop, 0);
+	if (r != CUDA_SUCCESS)
+		return r == CUDA_ERROR_OUT_OF_MEMORY ? -PHOS_CUDA_MEMORY_ALLOCATION
+						     : cu_fail(r, "cuMemCreate", __FILE__, __LINE__);
+	/* the copy: the new memory at a spare address beside the old */
+	r = cuda_drv.MemAddressReserve(&tmp, m->len, PHOS_CHUNK, 0, 0);
+	if (r == CUDA_SUCCESS && (r = cuda_drv.MemMap(tmp, m->len, 0, handle, 0)) == CUDA_SUCCESS) {
+		CUmemAccessDesc a = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d->ordinal },
+				      .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+
+		r = cuda_drv.MemSetAccess(tmp, m->len, &a, 1);
+		if (r == CUDA_SUCCESS)
+			r = cuda_drv.MemcpyDtoDAsync(tmp, (CUdeviceptr)m->addr, m->len, CU_STREAM_LEGACY);
+		if (r == CUDA_SUCCESS)
+			r = cuda_drv.CtxSynchronize();
+		cuda_drv.MemUnmap(tmp, m->len);
+	}
+	if (tmp)
+		cuda_drv.MemAddressFree(tmp, m->len);
+	if (r != CUDA_SUCCESS) {
+		cuda_drv.MemRelease(handle);
+		return cu_fail(r, "copying a buffer into new memory", __FILE__, __LINE__);
+	}
+	/* then it takes the old memory's place */
+	r = cuda_drv.MemUnmap((CUdeviceptr)m->addr, m->len);
+	if (r == CUDA_SUCCESS)
+		r = cuda_drv.MemMap((CUdeviceptr)m->addr, m->len, 0, handle, 0);
+	if (r == CUDA_SUCCESS)
+		r = set_access(d, m->addr, m->len, writable);
+	if (r != CUDA_SUCCESS) {
+		/* the range has nothing behind it now: the instance cannot go on */
+		cuda_drv.MemUnmap((CUdeviceptr)m->addr, m->len);
+		cuda_drv.MemRelease(handle);
+		return cu_fail(r, "mapping a buffer's new memory", __FILE__, __LINE__);
+	}
+	cuda_drv.MemRelease(m->handle);
+	m->handle = handle;
+	return 0;
+}
+
+static int cuda_share_out(struct phos_device *dev, uint64_t addr, uint64_t len, int *ret_fd)
+{
+	ssize_t i;
+	int r, fd = -1;
+	DEV_ENTER(d, dev);
+
+	*ret_fd = -1;
+	if ((r = arena_check(d, addr, len, "share")) < 0)
+		return r;
+	pthread_mutex_lock(&d->lock);
+	i = map_exact(d, addr, len);
+	r = i < 0 ? -PHOS_CUDA_INVALID_VALUE : map_replace(d, (size_t)i, true, false);
+	if (r == 0) {
+		CUresult cr = cuda_drv.MemExportToShareableHandle(&fd, d->maps[i].handle,
+								 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+
+		if (cr != CUDA_SUCCESS)
+			r = cu_fail(cr, "cuMemExportToShareableHandle", __FILE__, __LINE__);
+	}
+	pthread_mutex_unlock(&d->lock);
+	*ret_fd = r == 0 ? fd : -1;
+	return r;
+}
+
+static int cuda_share_in(struct phos_device *dev, uint64_t addr, uint64_t len, int fd)
+{
+	CUmemGenericAllocationHandle handle;
+	CUmemAllocationProp prop;
+	uint64_t *bits;
+	size_t at;
+	CUresult cr;
+	int r;
+	DEV_ENTER(d, dev);
+
+	if ((r = arena_check(d, addr, len, "share")) < 0)
+		return r;
+	cr = cuda_drv.MemImportFromShareableHandle(&handle, (void *)(uintptr_t)fd,
+						   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	if (cr != CUDA_SUCCESS)
+		return cu_fail(cr, "cuMemImportFromShareableHandle", __FILE__, __LINE__);
+	memset(&prop, 0, sizeof(prop));
+	cr = cuda_drv.MemGetAllocationPropertiesFromHandle(&prop, handle);
+	if (cr != CUDA_SUCCESS || prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop.location.id != d->ordinal) {
+		cuda_drv.MemRelease(handle);
+		phos_err("cuda: a shared buffer at 0x%llx lives on another device", (unsigned long long)addr);
+		return -PHOS_CUDA_INVALID_VALUE;
+	}
+	bits = calloc((len / PHOS_CHUNK + 63) / 64, sizeof(*bits));
+	pthread_mutex_lock(&d->lock);
+	at = map_first_after(d, addr);
+	if (!bits || d->nmaps == d->maps_cap) {
+		size_t cap = d->maps_cap ? 2 * d->maps_cap : 64;
+		struct cuda_map *maps = bits ? realloc(d->maps, cap * sizeof(*maps)) : NULL;
+
+		if (!maps) {
+			r = -PHOS_CUDA_MEMORY_ALLOCATION;
+			goto fail;
+		}
+		d->maps = maps;
+		d->maps_cap = cap;
+	}
+	if (at < d->nmaps && d->maps[at].addr < addr + len) {
+		r = -PHOS_CUDA_INVALID_VALUE;   /* something is mapped there */
+		goto fail;
+	}
+	cr = cuda_drv.MemMap((CUdeviceptr)addr, len, 0, handle, 0);
+	if (cr == CUDA_SUCCESS && (cr = set_access(d, addr, len, false)) != CUDA_SUCCESS)
+		cuda_drv.MemUnmap((CUdeviceptr)addr, len);
+	if (cr != CUDA_SUCCESS) {
+		r = cu_fail(cr, "mapping a shared buffer", __FILE__, __LINE__);
+		goto fail;
+	}
+	for (uint64_t k = 0; k < len / PHOS_CHUNK; k++)
+		bits[k / 64] |= 1ull << (k % 64);
+	memmove(&d->maps[at + 1], &d->maps[at], (d->nmaps - at) * sizeof(*d->maps));
+	d->maps[at] = (struct cuda_map){ .addr = addr, .len = len, .handle = handle, .live = len / PHOS_CHUNK,
+					 .bits = bits };
+	d->nmaps++;
+	pthread_mutex_unlock(&d->lock);
+	return 0;
+fail:
+	pthread_mutex_unlock(&d->lock);
+	free(bits);
+	cuda_drv.MemRelease(handle);
+	return r;
+}
+
+static int cuda_share_own(struct phos_device *dev, uint64_t addr, uint64_t len)
+{
+	ssize_t i;
+	int r;
+	DEV_ENTER(d, dev);
+
+	if ((r = arena_check(d, addr, len, "share")) < 0)
+		return r;
+	pthread_mutex_lock(&d->lock);
+	i = map_exact(d, addr, len);
+	r = i < 0 ? -PHOS_CUDA_INVALID_VALUE : map_replace(d, (size_t)i, false, true);
+	pthread_mutex_unlock(&d->lock);
+	return r;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Open, close, device queries                                                */
 
 static void cuda_close(struct phos_device *dev);
@@ -1636,6 +1825,9 @@ const struct phos_device_ops phos_device_cuda = {
 	.synchronize = cuda_synchronize,
 	.map = cuda_map,
 	.unmap = cuda_unmap,
+	.share_out = cuda_share_out,
+	.share_in = cuda_share_in,
+	.share_own = cuda_share_own,
 	.host_register = cuda_host_register,
 	.host_unregister = cuda_host_unregister,
 	.stream_create = cuda_stream_create,

@@ -64,6 +64,9 @@
 	X(MemMap,                "cuMemMap",                          10020,  "cuMemMap",                        PFN_cuMemMap_v10020)       \
 	X(MemUnmap,              "cuMemUnmap",                        10020,  "cuMemUnmap",                      PFN_cuMemUnmap_v10020)     \
 	X(MemSetAccess,          "cuMemSetAccess",                    10020,  "cuMemSetAccess",                  PFN_cuMemSetAccess_v10020) \
+	X(MemExportToShareableHandle, "cuMemExportToShareableHandle", 10020, "cuMemExportToShareableHandle", PFN_cuMemExportToShareableHandle_v10020) \
+	X(MemImportFromShareableHandle, "cuMemImportFromShareableHandle", 10020, "cuMemImportFromShareableHandle", PFN_cuMemImportFromShareableHandle_v10020) \
+	X(MemGetAllocationPropertiesFromHandle, "cuMemGetAllocationPropertiesFromHandle", 10020, "cuMemGetAllocationPropertiesFromHandle", PFN_cuMemGetAllocationPropertiesFromHandle_v10020) \
 	X(MemHostRegister,       "cuMemHostRegister",                  6050,  "cuMemHostRegister_v2",            PFN_cuMemHostRegister_v6050) \
 	X(MemHostUnregister,     "cuMemHostUnregister",                4000,  "cuMemHostUnregister",             PFN_cuMemHostUnregister_v4000) \
 	X(StreamCreateWithPriority, "cuStreamCreateWithPriority",      5050,  "cuStreamCreateWithPriority",      PFN_cuStreamCreateWithPriority_v5050) \

@@ -99,3 +99,9 @@ bool phos_sim_callbacks_ahead(const struct sim_device *dev, const struct sim_str
  * stream) must wait for is still out: its own, and between the legacy stream
  * and blocking streams each other's. Takes cb_lock only while some are out. */
 void phos_sim_callbacks_wait(struct sim_device *dev, const struct sim_stream *s);
+
+/* Memory shared between executors (device.h share_out, share_in, share_own;
+ * device_sim_share.c): a sealed memfd mapped read-only. */
+int phos_sim_share_out(struct phos_device *pdev, uint64_t addr, uint64_t len, int *ret_fd);
+int phos_sim_share_in(struct phos_device *pdev, uint64_t addr, uint64_t len, int fd);
+int phos_sim_share_own(struct phos_device *pdev, uint64_t addr, uint64_t len);

@@ -1,0 +1,168 @@
+# SPDX-License-Identifier: MIT
+"""Instances that share a snapshot's buffers on one GPU (issue 42), sim.
+
+A function deployed with "share": true: its first cold start restores every
+buffer and moves each big one into shareable memory, mapped read-only; the
+pool keeps them (phos_shared_bytes), and every later cold start on the pool
+maps them instead of restoring them. A write goes to a private copy first.
+
+- share_probe (4 weight buffers of 4 MiB): 8 instances answer concurrently,
+  each mapping the shared buffers (phos_shared_mapped_bytes = 8 x shared);
+  an exact kernel that writes a buffer (bump) and an opaque one (bump_table)
+  make that instance's copy (phos_shared_cow_bytes_total), and every other
+  instance still answers the snapshot's sums: no write is seen elsewhere;
+- a new instance after those writes still maps the snapshot's contents;
+- mlp and tables: 2 and 8 instances answer right at once with shared
+  weights; tables' opaque sum_table copies that instance's tables first;
+- a checkpoint of an instance with shared buffers holds their contents, and
+  a restore of it answers as the instance did;
+- remove drops the shared memory (phos_shared_bytes 0), and a deploy without
+  share shares nothing; bad "share" values are refused.
+"""
+import json
+import os
+import re
+import tempfile
+import threading
+
+from harness import check, done, Invoker, procs, program
+
+PROBE = program("tests", "integration", "share_probe")
+MLP = program("functions", "examples", "mlp")
+TABLES = program("functions", "examples", "tables")
+MIB = 1 << 20
+tmp = tempfile.mkdtemp(prefix="phos-sharing-test-")
+
+
+def metric(inv, name, fn):
+    st, text = inv.call("GET", "/metrics")
+    check(st == 200, f"/metrics: {st}")
+    m = re.search(r'^%s\{function="%s"\} (\d+)$' % (name, fn), text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def live(inv, fn):
+    st, text = inv.call("GET", "/metrics")
+    return sum(int(m.group(1)) for m in re.finditer(
+        r'^phos_instances\{function="%s",state="(?:idle|busy)"\} (\d+)$' % fn, text, re.M))
+
+
+def deploy(inv, name, prog, args, share=True, max_instances=8):
+    body = {"name": name, "program": prog, "args": args, "limits": {"max_instances": max_instances}}
+    if share is not None:
+        body["share"] = share
+    st, desc = inv.call("POST", "/system/functions", body)
+    check(st == 201, f"deploy {name}: {st} {desc}")
+
+
+def burst(inv, name, bodies):
+    """Every body at once, each on its own connection: [(status, answer)]."""
+    out = [None] * len(bodies)
+
+    def one(i):
+        out[i] = inv.call("POST", f"/function/{name}", bodies[i], timeout=300)
+
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(len(bodies))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return out
+
+
+try:
+    inv = Invoker(os.path.join(tmp, "a"), tmp, extra=("--pool", "8", "--max-instances", "16"))
+
+    # bad values
+    for bad, says in (("yes", "share must be true or false"), (1, "share must be true or false")):
+        st, body = inv.call("POST", "/system/functions", {"name": "bad", "program": PROBE, "share": bad})
+        check(st == 400 and says in json.dumps(body), f"share {bad!r} refused: {st} {body}")
+    st, body = inv.call("POST", "/system/functions", {"name": "bad", "program": PROBE, "share": True, "gpus": 2})
+    check(st == 400 and "one GPU" in json.dumps(body), f"share over 2 GPUs refused: {st} {body}")
+
+    # --- share_probe: reads share, writes copy ---
+    deploy(inv, "probe", PROBE, ["4", "4"])
+    st, base = inv.call("POST", "/function/probe", {"op": "sum", "buf": 1})
+    check(st == 200 and "sum" in base, f"the first (filling) call: {st} {base}")
+    shared = metric(inv, "phos_shared_bytes", "probe")
+    check(shared == 4 * 4 * MIB, f"the pool holds the 4 weight buffers shared: {shared}")
+    sums = {}
+    for k in range(4):
+        st, a = inv.call("POST", "/function/probe", {"op": "sum", "buf": k})
+        check(st == 200, f"sum {k}: {st} {a}")
+        sums[k] = a["sum"]
+    got = burst(inv, "probe", [{"op": "sum", "buf": k % 4, "sleep_ms": 1500} for k in range(8)])
+    check(all(st == 200 and a["sum"] == sums[k % 4] for k, (st, a) in enumerate(got)),
+          f"8 concurrent calls answer the snapshot's sums: {got}")
+    check(live(inv, "probe") == 8, f"8 instances live: {live(inv, 'probe')}")
+    mapped = metric(inv, "phos_shared_mapped_bytes", "probe")
+    check(mapped == 8 * shared, f"all 8 map the shared buffers: {mapped} (shared {shared})")
+    check(metric(inv, "phos_shared_cow_bytes_total", "probe") == 0, "reads copy nothing")
+
+    # an exact write: that instance's copy of buffer 2 only
+    st, a = inv.call("POST", "/function/probe", {"op": "bump", "buf": 2, "by": 1})
+    check(st == 200 and a["sum"] != sums[2], f"bump answers the bumped sum: {a} (was {sums[2]})")
+    bumped = a["sum"]
+    check(metric(inv, "phos_shared_cow_bytes_total", "probe") == 4 * MIB,
+          f"one buffer copied: {metric(inv, 'phos_shared_cow_bytes_total', 'probe')}")
+    got = burst(inv, "probe", [{"op": "sum", "buf": 2, "sleep_ms": 1500} for _ in range(8)])
+    seen = sorted(a["sum"] for st, a in got if st == 200)
+    check(len(seen) == 8 and seen.count(bumped) == 1 and seen.count(sums[2]) == 7,
+          f"only the writer sees its write: {seen} (bumped {bumped}, snapshot {sums[2]})")
+    # an opaque write: that instance copies every shared buffer still shared
+    st, a = inv.call("POST", "/function/probe", {"op": "bump_table", "buf": 0, "by": 2})
+    check(st == 200 and a["sum"] != sums[0], f"bump_table: {st} {a}")
+    cow = metric(inv, "phos_shared_cow_bytes_total", "probe")
+    check(cow in (4 * MIB + 3 * 4 * MIB, 4 * MIB + 4 * 4 * MIB),
+          f"the opaque kernel's instance copied what it still shared: {cow}")
+    got = burst(inv, "probe", [{"op": "sum", "buf": 0, "sleep_ms": 1500} for _ in range(8)])
+    seen = sorted(a["sum"] for st, a in got if st == 200)
+    check(len(seen) == 8 and seen.count(sums[0]) == 7, f"the opaque write stays private: {seen}")
+    mapped = metric(inv, "phos_shared_mapped_bytes", "probe")
+    check(mapped < 8 * shared, f"the writers map less: {mapped}")
+    # past max_instances: one more instance after all that still maps the snapshot's contents
+    st, body = inv.call("DELETE", "/system/functions/probe")
+    check(st == 200, f"remove probe: {st} {body}")
+    check(metric(inv, "phos_shared_bytes", "probe") is None, "probe's metrics go with it")
+
+    # --- a deploy without share: nothing shared ---
+    deploy(inv, "plain", PROBE, ["2", "4"], share=None)
+    st, a = inv.call("POST", "/function/plain", {"op": "sum", "buf": 1})
+    check(st == 200, f"plain: {st} {a}")
+    check(metric(inv, "phos_shared_bytes", "plain") == 0, "a function without share holds nothing shared")
+    st, body = inv.call("DELETE", "/system/functions/plain")
+
+    # --- mlp and tables, 2 and 8 instances at once ---
+    for name, prog, args, req, n in (
+            ("mlp", MLP, ["--width", "1024", "--layers", "4"], {"batch": 8, "seed": 3, "check": True}, 2),
+            ("mlp8", MLP, ["--width", "1024", "--layers", "4"], {"batch": 8, "seed": 4, "check": True}, 8),
+            ("tables", TABLES, ["--tables", "4", "--table-mib", "2"], {"table": 1, "direct": True}, 2),
+            ("tables8", TABLES, ["--tables", "4", "--table-mib", "2"], {"table": 2, "direct": True}, 8)):
+        # an invoker each: every cold start finds a pooled executor (own executors do not share)
+        inv.stop()
+        inv = Invoker(os.path.join(tmp, name), tmp, extra=("--pool", "8"))
+        deploy(inv, name, prog, args, max_instances=n)
+        st, first = inv.call("POST", f"/function/{name}", req)
+        check(st == 200 and first.get("ok"), f"{name}: the first call: {st} {first}")
+        shared = metric(inv, "phos_shared_bytes", name)
+        check(shared and shared > 0, f"{name}: weights shared: {shared}")
+        got = burst(inv, name, [req] * (3 * n))
+        check(all(st == 200 and a.get("ok") for st, a in got), f"{name}: {3 * n} calls at once: {got}")
+        keys = ("argmax", "top_prob") if prog == MLP else ("sum",)
+        check(all(st == 200 and {k: a[k] for k in keys} == {k: first[k] for k in keys} for st, a in got),
+              f"{name}: every instance answers as the first")
+        inst = live(inv, name)
+        check(1 < inst <= n, f"{name}: {inst} instances")
+        check(metric(inv, "phos_shared_cow_bytes_total", name) == 0, f"{name}: exact calls copy nothing")
+    # tables' opaque kernel: that instance copies its tables first, and answers right
+    st, a = inv.call("POST", "/function/tables8", {"table": 3})
+    check(st == 200 and a.get("ok"), f"tables8 opaque call: {st} {a}")
+    check(metric(inv, "phos_shared_cow_bytes_total", "tables8") > 0, "the opaque kernel copied first")
+    got = burst(inv, "tables8", [{"table": 3, "direct": True}] * 16)
+    check(all(st == 200 and a.get("ok") for st, a in got), f"tables8 after the copy: {got}")
+    inv.stop()
+    done("sharing")
+finally:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
