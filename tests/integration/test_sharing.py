@@ -14,8 +14,11 @@ maps them instead of restoring them. A write goes to a private copy first.
 - a new instance after those writes still maps the snapshot's contents;
 - mlp and tables: 2 and 8 instances answer right at once with shared
   weights; tables' opaque sum_table copies that instance's tables first;
-- a checkpoint of an instance with shared buffers holds their contents, and
-  a restore of it answers as the instance did;
+- checkpoints (stw, cow, recopy) of an instance that maps shared buffers and
+  wrote one hold every buffer once, and moved to another invoker it answers
+  there as it did; the pool's memory outlives the instance (a new one maps
+  the snapshot's contents); an instance in a call while its function is
+  snapshotted again answers from the old shared buffers;
 - remove drops the shared memory (phos_shared_bytes 0), and a deploy without
   share shares nothing; bad "share" values are refused.
 """
@@ -24,8 +27,9 @@ import os
 import re
 import tempfile
 import threading
+import time
 
-from harness import check, done, Invoker, procs, program
+from harness import check, done, Invoker, live_instances, procs, program
 
 PROBE = program("tests", "integration", "share_probe")
 MLP = program("functions", "examples", "mlp")
@@ -39,6 +43,11 @@ def metric(inv, name, fn):
     check(st == 200, f"/metrics: {st}")
     m = re.search(r'^%s\{function="%s"\} (\d+)$' % (name, fn), text, re.M)
     return int(m.group(1)) if m else None
+
+
+def token(inv):
+    with open(os.path.join(inv.state, "admin.token")) as f:
+        return f.read().strip()
 
 
 def live(inv, fn):
@@ -131,6 +140,47 @@ try:
     check(st == 200, f"plain: {st} {a}")
     check(metric(inv, "phos_shared_bytes", "plain") == 0, "a function without share holds nothing shared")
     st, body = inv.call("DELETE", "/system/functions/plain")
+
+    # --- checkpoints and a move of an instance that maps shared buffers ---
+    inv.stop()
+    inv = Invoker(os.path.join(tmp, "ckpt"), tmp, extra=("--pool", "4"))
+    b = Invoker(os.path.join(tmp, "ckpt-b"), tmp, extra=("--pool", "2"))
+    for x in (inv, b):
+        deploy(x, "probe", PROBE, ["4", "4"], max_instances=2)
+    sums = {k: inv.call("POST", "/function/probe", {"op": "sum", "buf": k})[1]["sum"] for k in range(4)}
+    st, a = inv.call("POST", "/function/probe", {"op": "bump", "buf": 2, "by": 3})
+    check(st == 200 and a["sum"] != sums[2], f"bump before the checkpoints: {st} {a}")
+    bumped = a["sum"]
+    (iid,) = [i["instance"] for i in live_instances(inv, "probe")]
+    for mode in ("stw", "cow", "recopy"):
+        st, body = inv.call("POST", f"/system/functions/probe/instances/{iid}/checkpoint", {"mode": mode})
+        check(st == 200 and body.get("gpu_bytes", 0) >= 4 * 4 * MIB,
+              f"{mode} checkpoint holds every buffer, shared ones once: {st} {body}")
+        got = [inv.call("POST", "/function/probe", {"op": "sum", "buf": k})[1].get("sum") for k in range(4)]
+        check(got == [sums[0], sums[1], bumped, sums[3]], f"after the {mode} checkpoint: {got}")
+    st, body = inv.call("POST", f"/system/functions/probe/instances/{iid}/migrate",
+                        {"to": f"http://127.0.0.1:{b.port}", "to_token": token(b)}, timeout=300)
+    check(st == 200, f"the instance moved to B: {st} {body}")
+    got = [b.call("POST", "/function/probe", {"op": "sum", "buf": k})[1].get("sum") for k in range(4)]
+    check(got == [sums[0], sums[1], bumped, sums[3]], f"B answers as the moved instance did: {got}")
+    # the memory A's pool holds outlived the instance: a new one maps the snapshot's contents
+    got = [inv.call("POST", "/function/probe", {"op": "sum", "buf": k})[1].get("sum") for k in range(4)]
+    check(got == [sums[0], sums[1], sums[2], sums[3]], f"a new instance on A maps the snapshot: {got}")
+    check(metric(inv, "phos_shared_bytes", "probe") == 4 * 4 * MIB, "A still holds the shared buffers")
+    # a re-snapshot while an instance maps the old buffers: it answers on from them
+    slow = []
+    t = threading.Thread(target=lambda: slow.append(
+        inv.call("POST", "/function/probe", {"op": "sum", "buf": 1, "sleep_ms": 4000}, timeout=120)))
+    t.start()
+    time.sleep(1)
+    st, body = inv.call("POST", "/system/functions/probe/snapshot", timeout=300)
+    check(st == 200, f"re-snapshot: {st} {body}")
+    got = burst(inv, "probe", [{"op": "sum", "buf": 1}] * 2)
+    check(all(st == 200 and a["sum"] == sums[1] for st, a in got), f"the new snapshot's instances: {got}")
+    t.join()
+    check(slow and slow[0][0] == 200 and slow[0][1]["sum"] == sums[1],
+          f"the old instance answered from the old shared buffers: {slow}")
+    b.stop()
 
     # --- mlp and tables, 2 and 8 instances at once ---
     for name, prog, args, req, n in (
