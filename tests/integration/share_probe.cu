@@ -9,13 +9,14 @@
 //                                   writes the buffer; then its sum
 //   {"op":"bump_table","buf":k,"by":x}  bump_via_table(table, k, x): the same
 //                                   through the pointer table, an opaque kernel
-//   "sleep_ms": t (any op, at most 10000) holds the instance that long first
+//   "sleep_ms": t (any op, at most 60000) holds the instance that long first;
+//   "n": m sums only the first m floats of the buffer (bench/sharing.py)
 //   reply {"buf":k,"sum":S}
 //
 // Sums are of exact small multiples of 1/1000 in double: any instance that
 // saw another instance's write would answer a different sum.
 //
-// Usage: share_probe [NBUF (default 4)] [MIB (default 4)]
+// Usage: share_probe [NBUF (default 4)] [MIB (default 4, at most 4095)]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -86,16 +87,17 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 {
 	struct state *st = (struct state *)arg;
 	const char *op = field(req->body, "op"), *b = field(req->body, "buf"), *by_s = field(req->body, "by"),
-		   *sl = field(req->body, "sleep_ms");
+		   *sl = field(req->body, "sleep_ms"), *n_s = field(req->body, "n");
 	long k = b ? strtol(b, NULL, 10) : -1, ms = sl ? strtol(sl, NULL, 10) : 0;
+	long n = n_s ? strtol(n_s, NULL, 10) : st->n;
 	float by = by_s ? strtof(by_s, NULL) : 0.0f;
 	double s = 0;
 	char *out;
 
-	if (!op || *op != '"' || k < 0 || k >= st->nbuf)
-		return answer(resp, 400, "{\"error\":\"op and buf 0..NBUF-1\"}");
+	if (!op || *op != '"' || k < 0 || k >= st->nbuf || n < 1 || n > st->n)
+		return answer(resp, 400, "{\"error\":\"op, buf 0..NBUF-1, n 1..the buffer's floats\"}");
 	op++;
-	if (ms > 0 && ms <= 10000)
+	if (ms > 0 && ms <= 60000)
 		usleep((useconds_t)ms * 1000);
 	if (!strncmp(op, "bump_table\"", 11)) {
 		bump_via_table<<<8, 128>>>(st->table, (int)k, st->n, by);
@@ -105,8 +107,8 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 		return answer(resp, 400, "{\"error\":\"op: sum, bump or bump_table\"}");
 	}
 	CK(cudaGetLastError());
-	CK(cudaMemcpy(st->host, st->buf[k], (size_t)st->n * sizeof(float), cudaMemcpyDeviceToHost));
-	for (int i = 0; i < st->n; i++)
+	CK(cudaMemcpy(st->host, st->buf[k], (size_t)n * sizeof(float), cudaMemcpyDeviceToHost));
+	for (int i = 0; i < n; i++)
 		s += st->host[i] * (double)((i % 7) + 1);
 	if (asprintf(&out, "{\"buf\":%ld,\"sum\":%.17g}", k, s) < 0)
 		return 500;
@@ -121,8 +123,8 @@ int main(int argc, char **argv)
 	int mib = argc > 2 ? atoi(argv[2]) : 4;
 
 	st.nbuf = argc > 1 ? atoi(argv[1]) : 4;
-	if (st.nbuf < 1 || st.nbuf > 256 || mib < 1 || mib > 4096) {
-		fprintf(stderr, "usage: share_probe [NBUF 1..256] [MIB 1..4096]\n");
+	if (st.nbuf < 1 || st.nbuf > 256 || mib < 1 || mib > 4095) {
+		fprintf(stderr, "usage: share_probe [NBUF 1..256] [MIB 1..4095]\n");
 		return 2;
 	}
 	st.n = (int)((size_t)mib * (1 << 20) / sizeof(float));
