@@ -7,7 +7,9 @@
  * may stop the program between any two calls.
  *
  *   SPARSE_VERSION  the library's version
- *   SPARSE_SIZE     the external buffer a call takes (its _bufferSize)
+ *   SPARSE_SIZE     the external buffer a call takes (its _bufferSize); for
+ *                   SpGEMM's structure, C's nnz (computed on the call's
+ *                   stream, A and B its read set)
  *   SPARSE_EXEC     the call on the record's stream, in its device
  *
  * An execution's set (runtime/libs/sparse_layout.c, phos_sparse_ranges_of):
@@ -58,6 +60,8 @@ static const char *what_of(const struct phos_sparse_call *c)
 	case PHOS_SPARSE_CSRSORT: return "sparse_csrsort";
 	case PHOS_SPARSE_COOSORT: return "sparse_coosort";
 	case PHOS_SPARSE_IDENTITY: return "sparse_identity";
+	case PHOS_SPARSE_SPGEMM_NNZ: return "sparse_spgemm_nnz";
+	case PHOS_SPARSE_SPGEMM: return "sparse_spgemm";
 	default: return "sparse_coo2csr";
 	}
 }
@@ -77,34 +81,15 @@ static int prepare(struct executor *ex, const struct phos_sparse_call *c)
 	return s;
 }
 
-static int size(struct executor *ex, const struct phos_sparse_call *c, void *out, uint32_t *out_len, int *st)
-{
-	uint64_t bytes = 0;
-	int s = prepare(ex, c);
-
-	if (s)
-		return fail(st, s);
-	if (c->kind != PHOS_SPARSE_COO2CSR && c->kind != PHOS_SPARSE_IDENTITY)
-		TRY(result(sparse(ex)->buffer_size(ex->dev, c, &bytes, st), st));
-	memcpy(out, &bytes, sizeof(bytes));
-	*out_len = sizeof(bytes);
-	return 0;
-}
-
-static int exec(struct executor *ex, const struct phos_sparse_call *c, int *st)
+/* The set of c (its buffer of bytes included), checked against device
+ * memory, committed on c's stream (*ret_stream): 0, or the error. */
+static int commit(struct executor *ex, const struct phos_sparse_call *c, uint64_t bytes, void **ret_stream, int *st)
 {
 	struct phos_sparse_range r[PHOS_SPARSE_RANGES];
-	uint64_t bytes = 0;
 	struct spec_set set;
-	void *stream;
 	uint32_t n = 0;
-	int s = prepare(ex, c);
+	int s = phos_sparse_ranges_of(c, bytes, r, &n);
 
-	if (s)
-		return fail(st, s);
-	if (c->kind != PHOS_SPARSE_COO2CSR && c->kind != PHOS_SPARSE_IDENTITY)
-		TRY(result(sparse(ex)->buffer_size(ex->dev, c, &bytes, st), st));
-	s = phos_sparse_ranges_of(c, bytes, r, &n);
 	if (s)
 		return fail(st, s);
 	spec_clear(&set);
@@ -117,8 +102,43 @@ static int exec(struct executor *ex, const struct phos_sparse_call *c, int *st)
 			return fail(st, PHOS_SPARSE_INVALID_VALUE);
 		}
 	}
-	TRY(exec_stream(ex, c->stream, &stream));
-	TRY(spec_commit(ex, what_of(c), NULL, c->stream, &set));
+	TRY(exec_stream(ex, c->stream, ret_stream));
+	return spec_commit(ex, what_of(c), NULL, c->stream, &set);
+}
+
+static int size(struct executor *ex, const struct phos_sparse_call *c, void *out, uint32_t *out_len, int *st)
+{
+	uint64_t bytes = 0;
+	void *stream;
+	int s = prepare(ex, c);
+
+	if (s)
+		return fail(st, s);
+	if (c->kind == PHOS_SPARSE_SPGEMM_NNZ) {
+		/* (reads A and B on the device: a set like any call's) */
+		TRY(commit(ex, c, 0, &stream, st));
+		TRY(result(sparse(ex)->spgemm_nnz(ex->dev, c, stream, &bytes, st), st));
+	} else if (phos_sparse_has_buffer(c->kind)) {
+		TRY(result(sparse(ex)->buffer_size(ex->dev, c, &bytes, st), st));
+	}
+	memcpy(out, &bytes, sizeof(bytes));
+	*out_len = sizeof(bytes);
+	return 0;
+}
+
+static int exec(struct executor *ex, const struct phos_sparse_call *c, int *st)
+{
+	uint64_t bytes = 0;
+	void *stream;
+	int s = prepare(ex, c);
+
+	if (s)
+		return fail(st, s);
+	if (c->kind == PHOS_SPARSE_SPGEMM_NNZ)
+		return fail(st, PHOS_SPARSE_INVALID_VALUE);   /* (a size's question only) */
+	if (phos_sparse_has_buffer(c->kind))
+		TRY(result(sparse(ex)->buffer_size(ex->dev, c, &bytes, st), st));
+	TRY(commit(ex, c, bytes, &stream, st));
 	return result(sparse(ex)->exec(ex->dev, c, stream, st), st);
 }
 

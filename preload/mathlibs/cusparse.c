@@ -28,7 +28,12 @@
  * with CUSPARSE_STATUS_NOT_SUPPORTED, named once on stderr: complex, half and
  * bfloat16 values, 16-bit indices, SpMV of a batched matrix, a batched
  * sparse-to-dense, a call on a capturing stream or on memory other than
- * cudaMalloc's. Every export not implemented here (SpGEMM, SpSV, SpSM,
+ * cudaMalloc's. SpGEMM (CSR, op N, beta 0, host scalars, the default
+ * algorithm or ALG1; cuSPARSE's own limits but the last two): its work
+ * estimation asks for a small buffer it never touches, compute asks the
+ * executor for C's nnz (the whole product done there, on the handle's
+ * stream, and waited for), copy writes C's arrays. Every export not
+ * implemented here (SpGEMMreuse, SpGEMM_estimateMemory, SpSV, SpSM,
  * DenseToSparse, coosortByColumn, bsr*, csrgeam2, the CSC, BSR and ELL
  * descriptors, ...) is a stub answering NOT_SUPPORTED and named once in the
  * log (stubs_cusparse.c). cusparseGetVersion answers the executor's library.
@@ -50,6 +55,10 @@
 #define DNMAT_MAGIC 0x73646d31u    /* "sdm1" */
 #define DNVEC_MAGIC 0x73647631u    /* "sdv1" */
 #define MATDESCR_MAGIC 0x736c6431u /* "sld1" */
+#define SPGEMM_MAGIC 0x73676d31u   /* "sgm1" */
+/* What SpGEMM's work estimation and compute ask of the program: buffers
+ * they never touch (the executor's library uses buffers of its own) */
+#define SPGEMM_BUFFER 256u
 
 struct cusparseContext {
 	uint32_t magic;
@@ -73,6 +82,15 @@ struct cusparseDnMatDescr {
 struct cusparseDnVecDescr {
 	uint32_t magic;
 	struct phos_sparse_dnmat d;   /* a size x 1 column */
+};
+
+/* SpGEMM's descriptor: C's nnz once compute counted it (the executor
+ * keeps nothing between the phases: it runs them all for compute's count,
+ * and again for copy). */
+struct cusparseSpGEMMDescr {
+	uint32_t magic;
+	bool counted;
+	int64_t nnz;
 };
 
 struct cusparseMatDescr {
@@ -801,7 +819,8 @@ static cusparseStatus_t call_init(const char *name, cusparseHandle_t h, enum pho
 	c->alg = alg;
 	c->buffer = (uint64_t)(uintptr_t)buffer;
 	c->pointer_mode = h->mode;
-	if (kind != PHOS_SPARSE_SPMV && kind != PHOS_SPARSE_SPMM && kind != PHOS_SPARSE_SDDMM)
+	if (kind != PHOS_SPARSE_SPMV && kind != PHOS_SPARSE_SPMM && kind != PHOS_SPARSE_SDDMM &&
+	    kind != PHOS_SPARSE_SPGEMM_NNZ && kind != PHOS_SPARSE_SPGEMM)
 		return CUSPARSE_STATUS_SUCCESS;   /* (no scalars) */
 	if (!phos_sparse_value_ok(ct))
 		return refuse_call(name, "with a complex, half or bfloat16 compute type");
@@ -1135,4 +1154,143 @@ int phos_cusparse_stub(const char *name, int *logged)
 __attribute__((constructor)) static void log_init(void)
 {
 	phos_log_init("phos-preload-cusparse", PHOS_LOG_OFF);
+}
+
+/* --- SpGEMM: C = alpha A B --- */
+
+PHOS_EXPORT cusparseStatus_t cusparseSpGEMM_createDescr(cusparseSpGEMMDescr_t *descr)
+{
+	struct cusparseSpGEMMDescr *g;
+
+	if (!descr)
+		return CUSPARSE_STATUS_INVALID_VALUE;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return CUSPARSE_STATUS_ALLOC_FAILED;
+	g->magic = SPGEMM_MAGIC;
+	*descr = g;
+	return CUSPARSE_STATUS_SUCCESS;
+}
+
+PHOS_EXPORT cusparseStatus_t cusparseSpGEMM_destroyDescr(cusparseSpGEMMDescr_t descr)
+{
+	if (!descr)
+		return CUSPARSE_STATUS_SUCCESS;
+	if (descr->magic != SPGEMM_MAGIC)
+		return CUSPARSE_STATUS_INVALID_VALUE;
+	descr->magic = 0;
+	free(descr);
+	return CUSPARSE_STATUS_SUCCESS;
+}
+
+/* One SpGEMM phase's call: its operands described and its form checked. */
+static cusparseStatus_t spgemm_init(const char *name, enum phos_sparse_kind kind, cusparseHandle_t h,
+				    cusparseOperation_t opA, cusparseOperation_t opB, const void *alpha,
+				    cusparseConstSpMatDescr_t A, cusparseConstSpMatDescr_t B, const void *beta,
+				    cusparseSpMatDescr_t C, cudaDataType ct, cusparseSpGEMMAlg_t alg,
+				    cusparseSpGEMMDescr_t g, struct phos_sparse_call *c)
+{
+	struct phos_sparse_range r[PHOS_SPARSE_RANGES];
+	uint32_t n = 0;
+	cusparseStatus_t st = call_init(name, h, kind, opA, opB, alpha, beta, ct, alg, NULL, c);
+
+	if (st)
+		return st;
+	if (!spmat_ok(A) || !spmat_ok(B) || !spmat_ok(C) || !g || g->magic != SPGEMM_MAGIC)
+		return CUSPARSE_STATUS_INVALID_VALUE;
+	c->sp = A->m;
+	c->sp2[0] = B->m;
+	c->sp2[1] = C->m;
+	if (kind == PHOS_SPARSE_SPGEMM)
+		c->sp2[1].nnz = g->nnz;
+	st = (cusparseStatus_t)phos_sparse_ranges_of(c, 0, r, &n);
+	if (st == CUSPARSE_STATUS_NOT_SUPPORTED)
+		return refuse_call(name, "other than CSR x CSR, op N, beta 0, host scalars, the default algorithm or "
+				   "ALG1");
+	return st;
+}
+
+PHOS_EXPORT cusparseStatus_t cusparseSpGEMM_workEstimation(cusparseHandle_t handle, cusparseOperation_t opA,
+							   cusparseOperation_t opB, const void *alpha,
+							   cusparseConstSpMatDescr_t matA,
+							   cusparseConstSpMatDescr_t matB, const void *beta,
+							   cusparseSpMatDescr_t matC, cudaDataType computeType,
+							   cusparseSpGEMMAlg_t alg, cusparseSpGEMMDescr_t spgemmDescr,
+							   size_t *bufferSize1, void *externalBuffer1)
+{
+	struct phos_sparse_call c;
+	cusparseStatus_t st = spgemm_init("cusparseSpGEMM_workEstimation", PHOS_SPARSE_SPGEMM_NNZ, handle, opA, opB,
+					  alpha, matA, matB, beta, matC, computeType, alg, spgemmDescr, &c);
+
+	if (st)
+		return st;
+	if (!bufferSize1)
+		return CUSPARSE_STATUS_INVALID_VALUE;
+	if (!externalBuffer1)
+		*bufferSize1 = SPGEMM_BUFFER;
+	spgemmDescr->counted = false;   /* (a new product: compute counts it) */
+	return CUSPARSE_STATUS_SUCCESS;
+}
+
+PHOS_EXPORT cusparseStatus_t cusparseSpGEMM_compute(cusparseHandle_t handle, cusparseOperation_t opA,
+						    cusparseOperation_t opB, const void *alpha,
+						    cusparseConstSpMatDescr_t matA, cusparseConstSpMatDescr_t matB,
+						    const void *beta, cusparseSpMatDescr_t matC,
+						    cudaDataType computeType, cusparseSpGEMMAlg_t alg,
+						    cusparseSpGEMMDescr_t spgemmDescr, size_t *bufferSize2,
+						    void *externalBuffer2)
+{
+	struct phos_sparse_range r[PHOS_SPARSE_RANGES];
+	struct phos_sparse_call c;
+	uint64_t nnz = 0;
+	size_t len = 0;
+	uint32_t n = 0;
+	int rc, lst = 0;
+	cusparseStatus_t st = spgemm_init("cusparseSpGEMM_compute", PHOS_SPARSE_SPGEMM_NNZ, handle, opA, opB, alpha,
+					  matA, matB, beta, matC, computeType, alg, spgemmDescr, &c);
+
+	if (st)
+		return st;
+	if (!bufferSize2)
+		return CUSPARSE_STATUS_INVALID_VALUE;
+	if (!externalBuffer2) {
+		*bufferSize2 = SPGEMM_BUFFER;
+		return CUSPARSE_STATUS_SUCCESS;
+	}
+	(void)phos_sparse_ranges_of(&c, 0, r, &n);
+	for (uint32_t i = 0; i < n; i++)
+		if (!in_arena(r[i].addr))
+			return refuse_call("cusparseSpGEMM_compute", "on memory other than cudaMalloc's");
+	rc = phos_preload_stream_id(handle->stream, &c.stream);
+	if (rc == cudaErrorStreamCaptureUnsupported)
+		return refuse_call("cusparseSpGEMM_compute", "on a stream that is capturing a graph");
+	if (rc != cudaSuccess)
+		return CUSPARSE_STATUS_INVALID_VALUE;
+	rc = phos_preload_call(PHOS_OP_SPARSE_SIZE, &c, sizeof(c), NULL, 0, &nnz, sizeof(nnz), &len, &lst);
+	if (status_of(rc, lst) != CUSPARSE_STATUS_SUCCESS)
+		return status_of(rc, lst);
+	if (len != sizeof(nnz) || nnz > PHOS_SPARSE_ELEMS_MAX)
+		return CUSPARSE_STATUS_INTERNAL_ERROR;
+	spgemmDescr->nnz = (int64_t)nnz;
+	spgemmDescr->counted = true;
+	matC->m.nnz = (int64_t)nnz;   /* what cusparseSpMatGetSize says now */
+	return CUSPARSE_STATUS_SUCCESS;
+}
+
+PHOS_EXPORT cusparseStatus_t cusparseSpGEMM_copy(cusparseHandle_t handle, cusparseOperation_t opA,
+						 cusparseOperation_t opB, const void *alpha,
+						 cusparseConstSpMatDescr_t matA, cusparseConstSpMatDescr_t matB,
+						 const void *beta, cusparseSpMatDescr_t matC, cudaDataType computeType,
+						 cusparseSpGEMMAlg_t alg, cusparseSpGEMMDescr_t spgemmDescr)
+{
+	struct phos_sparse_call c;
+	cusparseStatus_t st;
+
+	if (spgemmDescr && spgemmDescr->magic == SPGEMM_MAGIC && !spgemmDescr->counted)
+		return CUSPARSE_STATUS_INVALID_VALUE;   /* (copy before compute) */
+	st = spgemm_init("cusparseSpGEMM_copy", PHOS_SPARSE_SPGEMM, handle, opA, opB, alpha, matA, matB, beta, matC,
+			 computeType, alg, spgemmDescr, &c);
+	if (st)
+		return st;
+	return forward("cusparseSpGEMM_copy", handle, &c, NULL);
 }

@@ -10,7 +10,8 @@
  *   dlopen'ed at the first call; one   double: CSR and COO SpMV and SpMM
  *   cuSPARSE handle per device, and    (both dense orders, op(A), op(B)),
  *   descriptors made for each call     SDDMM, sparse to dense, coo2csr,
- *   from its description               csrsort, coosortByRow, identity
+ *   from its description (SpGEMM: its  csrsort, coosortByRow, identity,
+ *   phases run whole each call)        SpGEMM (CSR x CSR)
  *
  * Every call takes a phos_sparse_call whose ranges phos_sparse_ranges_of
  * gave (the executor checked each lies in device memory), returns 0 or a
@@ -29,8 +30,13 @@ struct phos_sparse_ops {
 	int (*version)(struct phos_device *dev, struct phos_reply_sparse_version *ret, int *st);
 	/* The external buffer call c takes (its _bufferSize). */
 	int (*buffer_size)(struct phos_device *dev, const struct phos_sparse_call *c, uint64_t *ret, int *st);
-	/* Runs c on stream (its external buffer of the size buffer_size gave). */
+	/* Runs c on stream (its external buffer of the size buffer_size gave;
+	 * SpGEMM: buffers of the backend's own, C's nnz checked against the
+	 * product's). */
 	int (*exec)(struct phos_device *dev, const struct phos_sparse_call *c, void *stream, int *st);
+	/* SPGEMM_NNZ: the nnz of C = alpha A B, the work done on stream and waited for. */
+	int (*spgemm_nnz)(struct phos_device *dev, const struct phos_sparse_call *c, void *stream, uint64_t *ret,
+			  int *st);
 };
 
 extern const struct phos_sparse_ops phos_sparse_sim;

@@ -14,6 +14,8 @@
  *            SpMM  op(A) m x k, op(B) k x n, C m x n
  *            SDDMM op(A) m x k, op(B) k x n, C m x n (CSR)
  *
+ *            SpGEMM A m x k, B k x n, C m x n (CSR, op N, beta 0)
+ *
  *   sorts    csrsort: offsets read, columns and P (32-bit, nnz) read and
  *            written; coosortByRow: rows, columns and P read and written;
  *            the identity permutation: n entries written
@@ -277,6 +279,39 @@ static int sort(struct acc *a, const struct phos_sparse_call *c)
 	return s->values ? add(a, s->values, nz, true, true) : 0;
 }
 
+/* SpGEMM (CSR only, op N, one batch, beta 0, host scalars: cuSPARSE's own
+ * limits, and PyTorch's use): A and B read; C's arrays written by SPGEMM,
+ * untouched by SPGEMM_NNZ. */
+static int spgemm(struct acc *a, const struct phos_sparse_call *c)
+{
+	const struct phos_sparse_spmat *A = &c->sp, *B = &c->sp2[0], *C = &c->sp2[1];
+	uint32_t oi = phos_sparse_index_size(C->offsets_type), ci = phos_sparse_index_size(C->index_type);
+	uint32_t vs = phos_sparse_value_size(C->value_type);
+	int r;
+
+	if (!phos_sparse_value_ok(c->compute_type) || A->value_type != c->compute_type ||
+	    B->value_type != c->compute_type || C->value_type != c->compute_type || !phos_sparse_op_ok(c->op_a) ||
+	    !phos_sparse_op_ok(c->op_b))
+		return PHOS_SPARSE_INVALID_VALUE;
+	if (c->op_a != PHOS_SPARSE_OP_N || c->op_b != PHOS_SPARSE_OP_N || A->format != PHOS_SPARSE_FORMAT_CSR ||
+	    B->format != PHOS_SPARSE_FORMAT_CSR || C->format != PHOS_SPARSE_FORMAT_CSR || A->batch != 1 ||
+	    B->batch != 1 || C->batch != 1 || c->pointer_mode != PHOS_SPARSE_POINTER_HOST || c->beta != 0.0 ||
+	    c->alg < 0 || c->alg > 3)   /* (ALG2, ALG3 need SpGEMM_estimateMemory) */
+		return PHOS_SPARSE_NOT_SUPPORTED;
+	if (A->cols != B->rows || C->rows != A->rows || C->cols != B->cols || !size_ok(C->rows) ||
+	    !size_ok(C->cols) || !size_ok(C->nnz) || (C->base != 0 && C->base != 1) ||
+	    !phos_sparse_index_ok(C->offsets_type) || !phos_sparse_index_ok(C->index_type))
+		return PHOS_SPARSE_INVALID_VALUE;
+	if ((r = spmat(a, A, true, false)) || (r = spmat(a, B, true, false)))
+		return r;
+	if (c->kind == PHOS_SPARSE_SPGEMM_NNZ)
+		return 0;
+	if ((r = add(a, C->offsets, ((uint64_t)C->rows + 1) * oi, false, true)) ||
+	    (r = add(a, C->columns, (uint64_t)C->nnz * ci, false, true)))
+		return r;
+	return add(a, C->values, (uint64_t)C->nnz * vs, false, true);
+}
+
 int phos_sparse_ranges_of(const struct phos_sparse_call *c, uint64_t buffer_bytes, struct phos_sparse_range *ret,
 			  uint32_t *ret_n)
 {
@@ -291,9 +326,10 @@ int phos_sparse_ranges_of(const struct phos_sparse_call *c, uint64_t buffer_byte
 	case PHOS_SPARSE_TO_DENSE: s = to_dense(&a, c); break;
 	case PHOS_SPARSE_COO2CSR: s = coo2csr(&a, c); break;
 	case PHOS_SPARSE_CSRSORT: case PHOS_SPARSE_COOSORT: case PHOS_SPARSE_IDENTITY: s = sort(&a, c); break;
+	case PHOS_SPARSE_SPGEMM_NNZ: case PHOS_SPARSE_SPGEMM: s = spgemm(&a, c); break;
 	default: return PHOS_SPARSE_INVALID_VALUE;
 	}
-	if (!s && c->kind != PHOS_SPARSE_COO2CSR && c->kind != PHOS_SPARSE_IDENTITY && buffer_bytes)
+	if (!s && phos_sparse_has_buffer(c->kind) && buffer_bytes)
 		s = add(&a, c->buffer, buffer_bytes, true, true);
 	if (s)
 		return s;

@@ -1073,6 +1073,12 @@ enum phos_sparse_kind {
 	PHOS_SPARSE_COOSORT,       /* sorted by row (stable), columns and P with them: sp (offsets =
 	                            * the rows, columns, values = P or 0) */
 	PHOS_SPARSE_IDENTITY,      /* P[i] = i: sp (nnz = n, values = P) */
+	PHOS_SPARSE_SPGEMM_NNZ,    /* SpGEMM's structure: the nnz of C = alpha A B (CSR, op N, beta 0): sp A,
+	                            * sp2[0] B, sp2[1] C (its size; arrays unused). PHOS_OP_SPARSE_SIZE's
+	                            * answer, read on the call's stream: nothing is written */
+	PHOS_SPARSE_SPGEMM,        /* C = alpha A B into C's arrays (offsets rows + 1, columns and values
+	                            * of C's nnz, which must be SPGEMM_NNZ's): sp A, sp2[0] B, sp2[1] C. The
+	                            * backend's own buffers; none of the program's */
 	PHOS_SPARSE__KINDS
 };
 struct phos_sparse_spmat {
@@ -1107,6 +1113,7 @@ struct phos_sparse_call {
 	uint64_t buffer;               /* the external buffer (0: none) */
 	struct phos_sparse_spmat sp;
 	struct phos_sparse_dnmat d[2];
+	struct phos_sparse_spmat sp2[2];   /* SpGEMM: B and C */
 };
 struct phos_reply_sparse_version { int32_t version, major, minor, patch; };
 
@@ -1123,6 +1130,13 @@ struct phos_sparse_range { uint64_t addr, len; bool read, write; };
  * NOT_SUPPORTED for a form not forwarded. runtime/libs/sparse_layout.c. */
 int phos_sparse_ranges_of(const struct phos_sparse_call *c, uint64_t buffer_bytes, struct phos_sparse_range *ret,
 			  uint32_t *ret_n);
+/* Whether a call of kind takes an external buffer of the program's (all but
+ * coo2csr, the identity permutation and SpGEMM's, which use the backend's). */
+static inline bool phos_sparse_has_buffer(uint32_t kind)
+{
+	return kind != PHOS_SPARSE_COO2CSR && kind != PHOS_SPARSE_IDENTITY && kind != PHOS_SPARSE_SPGEMM_NNZ &&
+	       kind != PHOS_SPARSE_SPGEMM;
+}
 /* The bytes a dense matrix spans (all its batches): false on a bad layout. */
 bool phos_sparse_dnmat_bytes(const struct phos_sparse_dnmat *d, uint64_t *ret);
 /* The dimensions of op(X) for a rows x cols X. */

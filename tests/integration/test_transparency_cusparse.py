@@ -7,7 +7,8 @@ dense vectors and matrices of both orders, a batched one. Each request runs
 SpMV (float, double, transposed, COO, alpha and beta in device memory),
 SpMM (column- and row-major, A^T B^T, batched, after SpMM_preprocess), SDDMM
 (after SDDMM_preprocess), SparseToDense, Xcoo2csr, CreateIdentityPermutation,
-XcoosortByRow and Xcsrsort (a legacy MatDescr), every answer checked by the
+XcoosortByRow and Xcsrsort (a legacy MatDescr), and SpGEMM (work estimation,
+compute, C's size, CsrSetPointers, copy), every answer checked by the
 program against a plain product of its own:
 
 - under phos-fn, natively on a GPU, and after a snapshot at phos_fn_serve
@@ -27,7 +28,9 @@ program against a plain product of its own:
   nvidia/cu13/lib (the layout of PyTorch's CUDA 13 wheels) serves it
   natively, and phos-fn's stand-in under phos-fn; a real libcusparse under
   another name (libcusparse.so.11) is refused by the guard before it runs;
-- an export phos-fn does not implement (SpGEMM) answers
+- SpGEMM's compute reads A and B only (C's count, computed in the
+  executor), and its copy writes C's three arrays at C's nnz;
+- an export phos-fn does not implement (SpSV) answers
   CUSPARSE_STATUS_NOT_SUPPORTED and is named once in the log (PHOS_LOG=warn),
   and a complex matrix is refused with one stderr line.
 """
@@ -64,7 +67,7 @@ def served_by(stderr):
 
 
 def expected_sets(p):
-    """The 16 calls of one request, in order: (op, reads, writes), each a
+    """The 18 calls of one request, in order: (op, reads, writes), each a
     sorted list of [address, bytes], from cuSPARSE's rules."""
     z = p["nnz"]
     f4, f8, i4, i8 = 4, 8, 4, 8
@@ -76,6 +79,10 @@ def expected_sets(p):
     csr64 = [[p["off64"], (M + 1) * i8], [p["col64"], z * i8], [p["val64"], z * f8]]
     # B: K x N column-major with ld 7: from (0, 0) to (K-1, N-1), (N-1) 7 + K elements
     mb = [p["mb"], ((N - 1) * LDB + K) * f4]
+    g = [[p["offg"], (K + 1) * i4], [p["colg"], p["nnz_g"] * i4], [p["valg"], p["nnz_g"] * f4]]
+    # C = A G: (i, l) when some k has A(i, k) ((i + 2k) % 3 == 0, i < 6) and G(k, l) ((k + l) % 2 == 0)
+    zc = sum(1 for i in range(M) for l in range(L)
+             if any(i < 6 and (i + 2 * k) % 3 == 0 and (k + l) % 2 == 0 for k in range(K)))
     calls = [
         ("sparse_spmv", csr + [[p["vx"], K * f4]] + buf("spmv"), [[p["vy"], M * f4]] + buf("spmv")),
         # beta 0.5: y read too
@@ -110,6 +117,9 @@ def expected_sets(p):
          [[p["rsh"], z * i4], [p["csh"], z * i4], [p["perm"], z * i4]] + buf("coosort")),
         ("sparse_csrsort", [[p["off"], (M + 1) * i4], [p["colr"], z * i4], [p["perm2"], z * i4]] + buf("csrsort"),
          [[p["colr"], z * i4], [p["perm2"], z * i4]] + buf("csrsort")),
+        # SpGEMM: compute's count reads A and G; copy writes C's arrays (of C's nnz); no buffer of the program's
+        ("sparse_spgemm_nnz", csr + g, []),
+        ("sparse_spgemm", csr + g, [[p["offc"], (M + 1) * i4], [p["colc"], zc * i4], [p["valc"], zc * f4]]),
     ]
     return [(op, sorted(r), sorted(w)) for op, r, w in calls]
 
@@ -201,9 +211,9 @@ try:
     # what phos-fn does not forward
     p = run(PROG, "refused", env={"PHOS_LOG": "warn"})
     got = json.loads(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else {}
-    check(p.returncode == 0 and got == {"spgemm": NOT_SUPPORTED, "again": NOT_SUPPORTED, "complex": NOT_SUPPORTED},
+    check(p.returncode == 0 and got == {"spsv": NOT_SUPPORTED, "again": NOT_SUPPORTED, "complex": NOT_SUPPORTED},
           f"cusparse_serve refused: rc {p.returncode} {got} {p.stderr[-1500:]}")
-    named = [l for l in p.stderr.splitlines() if "cusparseSpGEMM_createDescr" in l and "not supported" in l]
+    named = [l for l in p.stderr.splitlines() if "cusparseSpSV_createDescr" in l and "not supported" in l]
     check(len(named) == 1, f"the stub is named once in the log: {named} {p.stderr[-1500:]}")
     cplx = [l for l in p.stderr.splitlines() if "complex, half or bfloat16" in l]
     check(len(cplx) == 1, f"the complex matrix's refusal is said once: {cplx} {p.stderr[-1500:]}")

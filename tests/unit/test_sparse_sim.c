@@ -13,7 +13,11 @@
  *   batches, beta 0 over NaN): every output element equals a product
  *   computed here from a dense copy, and every byte of the device memory
  *   outside the call's write ranges is unchanged: the sim writes inside
- *   the set the executor declares.
+ *   the set the executor declares;
+ * - SpGEMM (CSR x CSR, every index type and base): C's count, then its
+ *   arrays, rows with ascending columns and the dense product's values,
+ *   nothing written outside C's arrays; a C of another count, ALG2, beta
+ *   non-zero, op T and a C of the wrong shape are refused.
  */
 #include <math.h>
 #include <stdio.h>
@@ -552,6 +556,121 @@ static void test_sorts(void)
 	CHECK(phos_sparse_ranges_of(&c, 0, r, &n) == PHOS_SPARSE_INVALID_VALUE, "coosort of 2^31 entries");
 }
 
+/* A random CSR matrix of one batch (make_sparse until it draws CSR). */
+static void make_csr(struct phos_sparse_spmat *s, int64_t rows, int64_t cols, int32_t vt, double dense[MAXB][MAXD][MAXD])
+{
+	do
+		make_sparse(s, rows, cols, 1, vt, dense);
+	while (s->format != PHOS_SPARSE_FORMAT_CSR);
+}
+
+/* SpGEMM: C's count, then C = alpha A B written inside its set, each row's
+ * columns ascending, each value the dense product's; and what is refused. */
+static void random_spgemm(int t)
+{
+	static double A[MAXB][MAXD][MAXD], B[MAXB][MAXD][MAXD];
+	int32_t vt = rng() & 1 ? PHOS_SPARSE_R_64F : PHOS_SPARSE_R_32F;
+	int64_t m = pick(1, 8), k = pick(1, 8), n = pick(1, 8), want = 0;
+	int32_t ct = rng() & 1 ? PHOS_SPARSE_INDEX_64I : PHOS_SPARSE_INDEX_32I;
+	struct phos_sparse_call c = { .kind = PHOS_SPARSE_SPGEMM_NNZ, .compute_type = vt, .alpha = drand(),
+				      .alg = (int32_t)pick(0, 3) };
+	bool on[MAXD][MAXD] = { { false } };
+	uint64_t nnz = 0;
+	char what[64];
+	int st = -1;
+
+	bump = BASE;
+	snprintf(what, sizeof(what), "spgemm case %d", t);
+	make_csr(&c.sp, m, k, vt, A);
+	make_csr(&c.sp2[0], k, n, vt, B);
+	/* the structure: stored entries of A and B (a stored zero counts) */
+	for (int64_t i = 0; i < m; i++)
+		for (int64_t p = index_at(c.sp.offsets, c.sp.offsets_type, i) - c.sp.base;
+		     p < index_at(c.sp.offsets, c.sp.offsets_type, i + 1) - c.sp.base; p++) {
+			int64_t kk = index_at(c.sp.columns, c.sp.index_type, p) - c.sp.base;
+			const struct phos_sparse_spmat *b = &c.sp2[0];
+
+			for (int64_t q = index_at(b->offsets, b->offsets_type, kk) - b->base;
+			     q < index_at(b->offsets, b->offsets_type, kk + 1) - b->base; q++)
+				on[i][index_at(b->columns, b->index_type, q) - b->base] = true;
+		}
+	for (int64_t i = 0; i < m; i++)
+		for (int64_t j = 0; j < n; j++)
+			want += on[i][j];
+	c.sp2[1] = (struct phos_sparse_spmat){ .format = PHOS_SPARSE_FORMAT_CSR, .offsets_type = ct, .index_type = ct,
+					       .base = (int32_t)(rng() & 1), .value_type = vt, .batch = 1, .rows = m,
+					       .cols = n };
+	CHECK(sp->spgemm_nnz(dev, &c, NULL, &nnz, &st) == 0 && st == 0 && nnz == (uint64_t)want,
+	      "%s: nnz %llu (status %d), want %lld", what, (unsigned long long)nnz, st, (long long)want);
+	struct phos_sparse_spmat *C = &c.sp2[1];
+	uint32_t is = phos_sparse_index_size(ct);
+
+	C->nnz = want;
+	C->offsets = dev_take((uint64_t)(m + 1) * is);
+	C->columns = dev_take((uint64_t)(want + 1) * is);
+	C->values = dev_take((uint64_t)(want + 1) * phos_sparse_value_size(vt));
+	c.kind = PHOS_SPARSE_SPGEMM;
+	if (!run_checked(&c, what))
+		return;
+	for (int64_t i = 0; i < m; i++) {
+		int64_t lo = index_at(C->offsets, ct, i) - C->base, hi = index_at(C->offsets, ct, i + 1) - C->base, last = -1;
+		int64_t cnt = 0;
+
+		for (int64_t j = 0; j < n; j++)
+			cnt += on[i][j];
+		CHECK(hi - lo == cnt, "%s: row %lld has %lld entries, want %lld", what, (long long)i, (long long)(hi - lo),
+		      (long long)cnt);
+		for (int64_t p = lo; p < hi && p >= 0 && hi <= want; p++) {
+			int64_t j = index_at(C->columns, ct, p) - C->base;
+			double sum = 0;
+
+			CHECK(j > last && j < n && on[i][j], "%s: row %lld column %lld (after %lld)", what, (long long)i,
+			      (long long)j, (long long)last);
+			if (j <= last || j >= n)
+				break;
+			last = j;
+			for (int64_t kk = 0; kk < k; kk++)
+				sum += A[0][i][kk] * B[0][kk][j];
+			CHECK(close_to(get(C->values, vt, p), c.alpha * sum, vt), "%s: C(%lld, %lld) %g, want %g", what,
+			      (long long)i, (long long)j, get(C->values, vt, p), c.alpha * sum);
+		}
+	}
+	/* a C of another count than the product's is refused */
+	if (want > 0) {
+		C->nnz = want - 1;
+		CHECK(sp->exec(dev, &c, NULL, &st) == 0 && st == PHOS_SPARSE_INVALID_VALUE, "%s: C too small: %d", what,
+		      st);
+		C->nnz = want;
+	}
+	/* outside what is forwarded: NOT_SUPPORTED by the layout */
+	{
+		struct phos_sparse_range r[PHOS_SPARSE_RANGES];
+		uint32_t nr;
+		struct phos_sparse_call x = c;
+
+		x.alg = 4;   /* ALG2 */
+		CHECK(phos_sparse_ranges_of(&x, 0, r, &nr) == PHOS_SPARSE_NOT_SUPPORTED, "%s: ALG2", what);
+		x = c;
+		x.beta = 1;
+		CHECK(phos_sparse_ranges_of(&x, 0, r, &nr) == PHOS_SPARSE_NOT_SUPPORTED, "%s: beta 1", what);
+		x = c;
+		x.op_a = 1;
+		CHECK(phos_sparse_ranges_of(&x, 0, r, &nr) == PHOS_SPARSE_NOT_SUPPORTED, "%s: op T", what);
+		x = c;
+		x.sp2[1].cols = n + 1;
+		CHECK(phos_sparse_ranges_of(&x, 0, r, &nr) == PHOS_SPARSE_INVALID_VALUE, "%s: C's shape", what);
+		x = c;
+		x.kind = PHOS_SPARSE_SPGEMM_NNZ;
+		/* offsets always; columns and values when there are entries */
+		uint32_t ranges = 2 + (c.sp.nnz ? 2 : 0) + (c.sp2[0].nnz ? 2 : 0);
+
+		CHECK(phos_sparse_ranges_of(&x, 0, r, &nr) == 0 && nr == ranges,
+		      "%s: the count reads A and B only (%u ranges, want %u)", what, nr, ranges);
+		for (uint32_t i = 0; i < nr; i++)
+			CHECK(r[i].read && !r[i].write, "%s: the count's range %u is read only", what, i);
+	}
+}
+
 int main(void)
 {
 	struct phos_reply_sparse_version v;
@@ -568,6 +687,8 @@ int main(void)
 	test_sorts();
 	for (int t = 0; t < 600; t++)
 		random_call(t);
+	for (int t = 0; t < 300; t++)
+		random_spgemm(t);
 	ops->close(dev);
 	if (failures)
 		fprintf(stderr, "%d checks failed\n", failures);

@@ -61,7 +61,14 @@
 	X(CreateIdentityPermutation, "cusparseCreateIdentityPermutation") \
 	X(CreateMatDescr, "cusparseCreateMatDescr")                   \
 	X(SetMatIndexBase, "cusparseSetMatIndexBase")                 \
-	X(DestroyMatDescr, "cusparseDestroyMatDescr")
+	X(DestroyMatDescr, "cusparseDestroyMatDescr")                 \
+	X(SpGEMM_createDescr, "cusparseSpGEMM_createDescr")           \
+	X(SpGEMM_destroyDescr, "cusparseSpGEMM_destroyDescr")         \
+	X(SpGEMM_workEstimation, "cusparseSpGEMM_workEstimation")     \
+	X(SpGEMM_compute, "cusparseSpGEMM_compute")                   \
+	X(SpGEMM_copy, "cusparseSpGEMM_copy")                         \
+	X(SpMatGetSize, "cusparseSpMatGetSize")                       \
+	X(CsrSetPointers, "cusparseCsrSetPointers")
 
 /* Each pointer has the type of NVIDIA's declaration in cusparse.h (some are
  * marked deprecated there, cusparseCreateIdentityPermutation: PyTorch calls
@@ -365,6 +372,9 @@ static int cuda_sparse_buffer_size(struct phos_device *dev, const struct phos_sp
 	return 0;
 }
 
+static int spgemm(struct phos_device *dev, const struct phos_sparse_call *c, void *stream, bool write,
+		  uint64_t *ret_nnz, int *st);
+
 static int cuda_sparse_exec(struct phos_device *dev, const struct phos_sparse_call *c, void *stream, int *st)
 {
 	cusparseOperation_t oa = (cusparseOperation_t)c->op_a, ob = (cusparseOperation_t)c->op_b;
@@ -382,6 +392,8 @@ static int cuda_sparse_exec(struct phos_device *dev, const struct phos_sparse_ca
 		*st = legacy(h, c);
 		return 0;
 	}
+	if (c->kind == PHOS_SPARSE_SPGEMM)
+		return spgemm(dev, c, stream, true, &(uint64_t){ 0 }, st);
 	*st = descs_make(c, &x);
 	if (*st)
 		return 0;
@@ -413,8 +425,89 @@ static int cuda_sparse_exec(struct phos_device *dev, const struct phos_sparse_ca
 	return 0;
 }
 
+/* SpGEMM's phases, whole, in one call: buffers of the executor's own
+ * (cuMemAlloc, outside the arena, freed before it returns, the stream
+ * waited for). write: C's arrays filled, its nnz being the product's;
+ * else only *ret_nnz. */
+static int spgemm(struct phos_device *dev, const struct phos_sparse_call *c, void *stream, bool write,
+		  uint64_t *ret_nnz, int *st)
+{
+	const struct phos_sparse_spmat *C = &c->sp2[1];
+	cudaDataType ct = (cudaDataType)c->compute_type;
+	cusparseSpGEMMAlg_t alg = (cusparseSpGEMMAlg_t)c->alg;
+	const cusparseOperation_t N = CUSPARSE_OPERATION_NON_TRANSPOSE;
+	double a64 = c->alpha, b64 = 0;
+	float a32 = (float)c->alpha, b32 = 0;
+	const void *alpha = ct == CUDA_R_64F ? (const void *)&a64 : (const void *)&a32;
+	const void *beta = ct == CUDA_R_64F ? (const void *)&b64 : (const void *)&b32;
+	cusparseSpMatDescr_t a = NULL, b = NULL, cm = NULL;
+	cusparseSpGEMMDescr_t g = NULL;
+	CUdeviceptr buf1 = 0, buf2 = 0;
+	size_t s1 = 0, s2 = 0;
+	int64_t rows, cols, nnz = 0;
+	cusparseHandle_t h;
+	CUresult cr = CUDA_SUCCESS;
+
+	*ret_nnz = 0;
+	READY(h);
+	if ((*st = sp.SetStream(h, stream)) || (*st = sp.SetPointerMode(h, CUSPARSE_POINTER_MODE_HOST)) ||
+	    (*st = spmat_make(&c->sp, &a)) || (*st = spmat_make(&c->sp2[0], &b)) ||
+	    (*st = sp.CreateCsr(&cm, C->rows, C->cols, 0, NULL, NULL, NULL, (cusparseIndexType_t)C->offsets_type,
+				(cusparseIndexType_t)C->index_type, (cusparseIndexBase_t)C->base, ct)) ||
+	    (*st = sp.SpGEMM_createDescr(&g)))
+		goto out;
+	if ((*st = sp.SpGEMM_workEstimation(h, N, N, alpha, a, b, beta, cm, ct, alg, g, &s1, NULL)))
+		goto out;
+	if (s1 && (cr = cuda_drv.MemAlloc(&buf1, s1)) != CUDA_SUCCESS)
+		goto out;
+	if ((*st = sp.SpGEMM_workEstimation(h, N, N, alpha, a, b, beta, cm, ct, alg, g, &s1, ptr(buf1))) ||
+	    (*st = sp.SpGEMM_compute(h, N, N, alpha, a, b, beta, cm, ct, alg, g, &s2, NULL)))
+		goto out;
+	if (s2 && (cr = cuda_drv.MemAlloc(&buf2, s2)) != CUDA_SUCCESS)
+		goto out;
+	if ((*st = sp.SpGEMM_compute(h, N, N, alpha, a, b, beta, cm, ct, alg, g, &s2, ptr(buf2))) ||
+	    (*st = sp.SpMatGetSize(cm, &rows, &cols, &nnz)))
+		goto out;
+	*ret_nnz = (uint64_t)nnz;
+	if (write && nnz != C->nnz) {
+		*st = CUSPARSE_STATUS_INVALID_VALUE;   /* C has room for another count than the product's */
+		goto out;
+	}
+	if (write && ((*st = sp.CsrSetPointers(cm, ptr(C->offsets), ptr(C->columns), ptr(C->values))) ||
+		      (*st = sp.SpGEMM_copy(h, N, N, alpha, a, b, beta, cm, ct, alg, g))))
+		goto out;
+out:
+	/* the buffers go once the stream has done with them */
+	if (buf1 || buf2)
+		(void)cuda_drv.StreamSynchronize(stream ? (CUstream)stream : CU_STREAM_LEGACY);
+	if (buf1)
+		cuda_drv.MemFree(buf1);
+	if (buf2)
+		cuda_drv.MemFree(buf2);
+	if (g)
+		sp.SpGEMM_destroyDescr(g);
+	if (cm)
+		sp.DestroySpMat(cm);
+	if (b)
+		sp.DestroySpMat(b);
+	if (a)
+		sp.DestroySpMat(a);
+	if (cr == CUDA_ERROR_OUT_OF_MEMORY)
+		*st = CUSPARSE_STATUS_ALLOC_FAILED;
+	else if (cr != CUDA_SUCCESS)
+		*st = CUSPARSE_STATUS_EXECUTION_FAILED;
+	return 0;
+}
+
+static int cuda_sparse_spgemm_nnz(struct phos_device *dev, const struct phos_sparse_call *c, void *stream,
+				  uint64_t *ret, int *st)
+{
+	return spgemm(dev, c, stream, false, ret, st);
+}
+
 const struct phos_sparse_ops phos_sparse_cuda = {
 	.version = cuda_sparse_version,
 	.buffer_size = cuda_sparse_buffer_size,
 	.exec = cuda_sparse_exec,
+	.spgemm_nnz = cuda_sparse_spgemm_nnz,
 };

@@ -374,7 +374,115 @@ static int sorts(const struct phos_sparse_call *c, int *st)
 /* The external buffer the sim asks of a call. */
 static uint64_t buffer_of(const struct phos_sparse_call *c)
 {
-	return c->kind == PHOS_SPARSE_COO2CSR || c->kind == PHOS_SPARSE_IDENTITY ? 0 : PHOS_SPARSE_SIM_BUFFER;
+	return phos_sparse_has_buffer(c->kind) ? PHOS_SPARSE_SIM_BUFFER : 0;
+}
+
+static void store_index(uint64_t base, int32_t type, int64_t i, int64_t v)
+{
+	if (type == PHOS_SPARSE_INDEX_64I) {
+		memcpy((void *)(uintptr_t)(base + (uint64_t)i * 8), &v, 8);
+	} else {
+		int32_t w = (int32_t)v;
+
+		memcpy((void *)(uintptr_t)(base + (uint64_t)i * 4), &w, 4);
+	}
+}
+
+/* Row i of CSR s as [*lo, *hi) (0-based): false when its offsets do not ascend within nnz. */
+static bool csr_row(const struct phos_sparse_spmat *s, int64_t i, int64_t *lo, int64_t *hi)
+{
+	*lo = load_index(s->offsets, s->offsets_type, i) - s->base;
+	*hi = load_index(s->offsets, s->offsets_type, i + 1) - s->base;
+	return *lo >= 0 && *hi >= *lo && *hi <= s->nnz;
+}
+
+struct gemm_entry { int64_t col; double v; };
+
+static int gemm_entry_cmp(const void *a, const void *b)
+{
+	const struct gemm_entry *x = a, *y = b;
+
+	return x->col < y->col ? -1 : x->col > y->col;
+}
+
+/* SpGEMM, row by row (Gustavson): each row's products sorted by column and
+ * summed, so C's columns ascend in every row. write: into C's arrays, whose
+ * nnz must be the product's; else only the count. */
+static int spgemm(const struct phos_sparse_call *c, bool write, uint64_t *ret_nnz, int *st)
+{
+	const struct phos_sparse_spmat *A = &c->sp, *B = &c->sp2[0], *C = &c->sp2[1];
+	struct gemm_entry *row = NULL;
+	int64_t nnz = 0, cap = 0;
+	int s = PHOS_SPARSE_SUCCESS;
+
+	for (int64_t i = 0; i < A->rows && s == PHOS_SPARSE_SUCCESS; i++) {
+		int64_t alo, ahi, n = 0, m = 0;
+
+		if (!csr_row(A, i, &alo, &ahi)) {
+			s = PHOS_SPARSE_INVALID_VALUE;
+			break;
+		}
+		for (int64_t p = alo; p < ahi && s == PHOS_SPARSE_SUCCESS; p++) {
+			int64_t k = load_index(A->columns, A->index_type, p) - A->base, blo, bhi;
+			double av = load(A->values, A->value_type, p);
+
+			if (k < 0 || k >= A->cols || !csr_row(B, k, &blo, &bhi)) {
+				s = PHOS_SPARSE_INVALID_VALUE;
+				break;
+			}
+			for (int64_t q = blo; q < bhi; q++) {
+				int64_t j = load_index(B->columns, B->index_type, q) - B->base;
+
+				if (j < 0 || j >= B->cols) {
+					s = PHOS_SPARSE_INVALID_VALUE;
+					break;
+				}
+				if (n == cap) {
+					int64_t ncap = cap ? 2 * cap : 64;
+					struct gemm_entry *g = ncap <= SIM_SPARSE_ELEMS ? realloc(row, (size_t)ncap * sizeof(*g))
+											: NULL;
+
+					if (!g) {
+						s = PHOS_SPARSE_ALLOC_FAILED;
+						break;
+					}
+					row = g;
+					cap = ncap;
+				}
+				row[n++] = (struct gemm_entry){ j, av * load(B->values, B->value_type, q) };
+			}
+		}
+		if (s != PHOS_SPARSE_SUCCESS)
+			break;
+		if (n)
+			qsort(row, (size_t)n, sizeof(*row), gemm_entry_cmp);
+		if (write)
+			store_index(C->offsets, C->offsets_type, i, nnz + C->base);
+		for (int64_t p = 0; p < n; m++) {
+			int64_t j = row[p].col;
+			double sum = 0;
+
+			for (; p < n && row[p].col == j; p++)
+				sum += row[p].v;
+			if (write && nnz + m >= C->nnz) {
+				s = PHOS_SPARSE_INVALID_VALUE;   /* C has room for fewer than the product's */
+				break;
+			}
+			if (write) {
+				store_index(C->columns, C->index_type, nnz + m, j + C->base);
+				store(C->values, C->value_type, nnz + m, c->alpha * sum);
+			}
+		}
+		nnz += m;
+	}
+	free(row);
+	if (s == PHOS_SPARSE_SUCCESS && write) {
+		store_index(C->offsets, C->offsets_type, A->rows, nnz + C->base);
+		if (nnz != C->nnz)
+			s = PHOS_SPARSE_INVALID_VALUE;
+	}
+	*ret_nnz = (uint64_t)nnz;
+	return ok(st, s);
 }
 
 static int sim_sparse_version(struct phos_device *dev, struct phos_reply_sparse_version *ret, int *st)
@@ -420,12 +528,33 @@ static int sim_sparse_exec(struct phos_device *dev, const struct phos_sparse_cal
 	case PHOS_SPARSE_TO_DENSE: return to_dense(c, st);
 	case PHOS_SPARSE_COO2CSR: return coo2csr(c, st);
 	case PHOS_SPARSE_CSRSORT: case PHOS_SPARSE_COOSORT: case PHOS_SPARSE_IDENTITY: return sorts(c, st);
+	case PHOS_SPARSE_SPGEMM: return spgemm(c, true, &(uint64_t){ 0 }, st);
 	default: return ok(st, PHOS_SPARSE_INVALID_VALUE);
 	}
+}
+
+static int sim_sparse_spgemm_nnz(struct phos_device *dev, const struct phos_sparse_call *c, void *stream,
+				 uint64_t *ret, int *st)
+{
+	struct phos_sparse_range r[PHOS_SPARSE_RANGES];
+	uint32_t n = 0;
+	int s;
+
+	*ret = 0;
+	if (phos_sim_stream_check(dev, stream) < 0)
+		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	s = c->kind == PHOS_SPARSE_SPGEMM_NNZ ? phos_sparse_ranges_of(c, 0, r, &n) : PHOS_SPARSE_INVALID_VALUE;
+	if (s)
+		return ok(st, s);
+	for (uint32_t i = 0; i < n; i++)
+		if (!phos_sim_range_ok(dev, r[i].addr, r[i].len))
+			return ok(st, PHOS_SPARSE_EXECUTION_FAILED);
+	return spgemm(c, false, ret, st);
 }
 
 const struct phos_sparse_ops phos_sparse_sim = {
 	.version = sim_sparse_version,
 	.buffer_size = sim_sparse_buffer_size,
 	.exec = sim_sparse_exec,
+	.spgemm_nnz = sim_sparse_spgemm_nnz,
 };

@@ -25,10 +25,14 @@
 //             row's columns ascending): A's COO form again, P with it
 //   csrsort   Xcsrsort of A's CSR with each row's columns reversed (a legacy
 //             MatDescr), P from the identity: A's columns again
+//   spgemm    SpGEMM C = 2 A G (G 5 x 4 CSR of its own pattern): work
+//             estimation, compute, C's nnz from SpMatGetSize, CsrSetPointers,
+//             copy, a new SpGEMM descriptor each request (buffers made at
+//             init of the sizes asked then)
 //
 // argv[1] "pointers": the buffers' device addresses and the buffer sizes as
 // JSON on stderr (the test holds the executor's read/write sets against
-// them); "refused": calls what phos-fn does not forward (a stub twice, a
+// them); "refused": calls what phos-fn does not forward (SpSV's stub twice, a
 // complex matrix) and prints their statuses as JSON; "loop N": N requests'
 // work in a row, a JSON line every 100 and a last one with the count of
 // wrong answers. At start it says on stderr which file serves
@@ -118,8 +122,28 @@ struct state {
 	double *val64, *vxd, *vyd, *mbr, *mcr, *scal;
 	void *buf[CALLS];
 	size_t bufsize[CALLS];
+	// SpGEMM: G (K x L, its own pattern) and C = A G (M x L), room for every entry
+	cusparseSpMatDescr_t g, cg;
+	int *offg, *colg, *offc, *colc;
+	float *valg, *valc;
+	void *gbuf1, *gbuf2;
+	size_t gsize1, gsize2;
 	int requests, failures;
 };
+
+// G's pattern: (k, l) when (k + l) % 2 == 0: 10 entries.
+static std::vector<int> g_offsets, g_cols;
+
+static void g_pattern(void)
+{
+	g_offsets.push_back(0);
+	for (int k = 0; k < K; k++) {
+		for (int l = 0; l < L; l++)
+			if ((k + l) % 2 == 0)
+				g_cols.push_back(l);
+		g_offsets.push_back((int)g_cols.size());
+	}
+}
 
 template <typename T> static T *dev_alloc(size_t n)
 {
@@ -311,6 +335,129 @@ static void make(struct state *st)
 			CK(cudaMalloc(&st->buf[i], bs[i] ? bs[i] : 1));
 	st->buf[SPMM_PRE] = st->buf[SPMM];   // (a preprocess shares the buffer of the call it prepares)
 	st->buf[SDDMM_PRE] = st->buf[SDDMM];
+
+	// SpGEMM's operands and the buffers its phases ask for (nothing computed here)
+	g_pattern();
+	st->offg = dev_alloc<int>(K + 1);
+	st->colg = dev_alloc<int>(g_cols.size());
+	st->valg = dev_alloc<float>(g_cols.size());
+	st->offc = dev_alloc<int>(M + 1);
+	st->colc = dev_alloc<int>(M * L);
+	st->valc = dev_alloc<float>(M * L);
+	up(st->offg, g_offsets);
+	up(st->colg, g_cols);
+	std::vector<float> g0(g_cols.size(), 1.0f);
+	up(st->valg, g0);
+	SK(cusparseCreateCsr(&st->g, K, L, (int64_t)g_cols.size(), st->offg, st->colg, st->valg, CUSPARSE_INDEX_32I,
+			     CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
+	SK(cusparseCreateCsr(&st->cg, M, L, 0, nullptr, nullptr, nullptr, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+			     CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
+	std::vector<float> a0(z, 1.0f);
+	up(st->val, a0);
+	cusparseSpGEMMDescr_t d;
+	SK(cusparseSpGEMM_createDescr(&d));
+	SK(cusparseSpGEMM_workEstimation(st->h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
+					 &two, st->a, st->g, &zero, st->cg, CUDA_R_32F, CUSPARSE_SPGEMM_DEFAULT, d,
+					 &st->gsize1, nullptr));
+	CK(cudaMalloc(&st->gbuf1, st->gsize1 ? st->gsize1 : 1));
+	SK(cusparseSpGEMM_workEstimation(st->h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE,
+					 &two, st->a, st->g, &zero, st->cg, CUDA_R_32F, CUSPARSE_SPGEMM_DEFAULT, d,
+					 &st->gsize1, st->gbuf1));
+	SK(cusparseSpGEMM_compute(st->h, CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_OPERATION_NON_TRANSPOSE, &two,
+				  st->a, st->g, &zero, st->cg, CUDA_R_32F, CUSPARSE_SPGEMM_DEFAULT, d, &st->gsize2,
+				  nullptr));
+	CK(cudaMalloc(&st->gbuf2, st->gsize2 ? st->gsize2 : 1));
+	SK(cusparseSpGEMM_destroyDescr(d));
+	CK(cudaStreamSynchronize(st->s));
+}
+
+// SpGEMM C = 2 A G on request r's values (A's dense copy given), checked
+// row by row against the product here (the columns of a row in any order).
+static bool spgemm_step(struct state *st, int r, const double (*A)[K], char *why, size_t len)
+{
+	const cusparseOperation_t NT = CUSPARSE_OPERATION_NON_TRANSPOSE;
+	const float two = 2, zero = 0;
+	const int zg = (int)g_cols.size();
+	std::vector<float> valg(zg);
+	double G[K][L] = {};
+	cusparseSpGEMMDescr_t d;
+	size_t s1 = 0, s2 = 0;
+	int64_t rows = 0, cols = 0, nnz = 0;
+
+	for (int k = 0, p = 0; k < K; k++)
+		for (; p < g_offsets[k + 1]; p++) {
+			valg[p] = (float)datum(r, p, 9);
+			G[k][g_cols[p]] = valg[p];
+		}
+	up(st->valg, valg);
+	SK(cusparseSpGEMM_createDescr(&d));
+	SK(cusparseSpGEMM_workEstimation(st->h, NT, NT, &two, st->a, st->g, &zero, st->cg, CUDA_R_32F,
+					 CUSPARSE_SPGEMM_DEFAULT, d, &s1, nullptr));
+	if (s1 > st->gsize1) {
+		snprintf(why, len, "spgemm: work estimation asks %zu bytes now, %zu at init", s1, st->gsize1);
+		return false;
+	}
+	SK(cusparseSpGEMM_workEstimation(st->h, NT, NT, &two, st->a, st->g, &zero, st->cg, CUDA_R_32F,
+					 CUSPARSE_SPGEMM_DEFAULT, d, &s1, st->gbuf1));
+	SK(cusparseSpGEMM_compute(st->h, NT, NT, &two, st->a, st->g, &zero, st->cg, CUDA_R_32F,
+				  CUSPARSE_SPGEMM_DEFAULT, d, &s2, nullptr));
+	if (s2 > st->gsize2) {
+		snprintf(why, len, "spgemm: compute asks %zu bytes now, %zu at init", s2, st->gsize2);
+		return false;
+	}
+	SK(cusparseSpGEMM_compute(st->h, NT, NT, &two, st->a, st->g, &zero, st->cg, CUDA_R_32F,
+				  CUSPARSE_SPGEMM_DEFAULT, d, &s2, st->gbuf2));
+	SK(cusparseSpMatGetSize(st->cg, &rows, &cols, &nnz));
+	SK(cusparseCsrSetPointers(st->cg, st->offc, st->colc, st->valc));
+	SK(cusparseSpGEMM_copy(st->h, NT, NT, &two, st->a, st->g, &zero, st->cg, CUDA_R_32F, CUSPARSE_SPGEMM_DEFAULT,
+			       d));
+	SK(cusparseSpGEMM_destroyDescr(d));
+	CK(cudaStreamSynchronize(st->s));
+
+	// the structure of A G: (i, l) when some k has A(i, k) and G(k, l) in the patterns
+	int want_nnz = 0;
+	for (int i = 0; i < M; i++)
+		for (int l = 0; l < L; l++) {
+			bool any = false;
+
+			for (int p = offsets_of[i]; p < offsets_of[i + 1] && !any; p++)
+				any = (cols_of[p] + l) % 2 == 0;
+			want_nnz += any;
+		}
+	if (rows != M || cols != L || nnz != want_nnz) {
+		snprintf(why, len, "spgemm: C is %lld x %lld with %lld entries, want %d x %d with %d", (long long)rows,
+			 (long long)cols, (long long)nnz, M, L, want_nnz);
+		return false;
+	}
+	std::vector<int> offc = down(st->offc, M + 1), colc = down(st->colc, nnz);
+	std::vector<float> valc = down(st->valc, nnz);
+	if (offc[0] != 0 || offc[M] != nnz) {
+		snprintf(why, len, "spgemm: C's offsets run %d..%d, want 0..%lld", offc[0], offc[M], (long long)nnz);
+		return false;
+	}
+	for (int i = 0; i < M; i++) {
+		bool seen[L] = {};
+
+		if (offc[i + 1] < offc[i]) {
+			snprintf(why, len, "spgemm: C's offsets fall at row %d", i);
+			return false;
+		}
+		for (int p = offc[i]; p < offc[i + 1]; p++) {
+			int l = colc[p];
+			double want = 0;
+
+			if (l < 0 || l >= L || seen[l]) {
+				snprintf(why, len, "spgemm: row %d has column %d (again, or out of range)", i, l);
+				return false;
+			}
+			seen[l] = true;
+			for (int k = 0; k < K; k++)
+				want += 2 * A[i][k] * G[k][l];
+			if (!near(valc[p], want, FT, "spgemm", p, why, len))
+				return false;
+		}
+	}
+	return true;
 }
 
 // Every call once on request r's data; false (and why) at the first wrong answer.
@@ -530,7 +677,7 @@ static bool run_all(struct state *st, int r, char *why, size_t len)
 			return false;
 		}
 	}
-	return true;
+	return spgemm_step(st, r, A, why, len);
 }
 
 static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_response *resp)
@@ -555,7 +702,7 @@ static int handle(void *arg, const struct phos_fn_request *req, struct phos_fn_r
 
 static void destroy(struct state *st)
 {
-	for (cusparseSpMatDescr_t m : { st->a, st->a64, st->coo, st->at_b, st->sp })
+	for (cusparseSpMatDescr_t m : { st->a, st->a64, st->coo, st->at_b, st->sp, st->g, st->cg })
 		SK(cusparseDestroySpMat(m));
 	for (cusparseDnVecDescr_t v : { st->x, st->y, st->xt, st->yt, st->xd, st->yd, st->xc, st->yc })
 		SK(cusparseDestroyDnVec(v));
@@ -570,15 +717,15 @@ static void destroy(struct state *st)
 // stub (twice: its log line comes once), and a matrix of complex values.
 static int refused(void)
 {
-	cusparseSpGEMMDescr_t g;
+	cusparseSpSVDescr_t g;
 	cusparseSpMatDescr_t m;
 	void *p;
 
 	CK(cudaMalloc(&p, 256));
-	cusparseStatus_t a = cusparseSpGEMM_createDescr(&g), b = cusparseSpGEMM_createDescr(&g);
+	cusparseStatus_t a = cusparseSpSV_createDescr(&g), b = cusparseSpSV_createDescr(&g);
 	cusparseStatus_t c = cusparseCreateCsr(&m, 2, 2, 1, p, p, p, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
 					       CUSPARSE_INDEX_BASE_ZERO, CUDA_C_32F);
-	printf("{\"spgemm\": %d, \"again\": %d, \"complex\": %d}\n", (int)a, (int)b, (int)c);
+	printf("{\"spsv\": %d, \"again\": %d, \"complex\": %d}\n", (int)a, (int)b, (int)c);
 	return 0;
 }
 
@@ -604,11 +751,13 @@ int main(int argc, char **argv)
 		const void *ptrs[] = { st.off, st.col, st.row, st.csr2, st.val, st.sval, st.off64, st.col64, st.val64,
 				       st.offb, st.colb, st.valb, st.vx, st.vy, st.vxt, st.vyt, st.vxc, st.vyc, st.vxd,
 				       st.vyd, st.scal, st.mb, st.mc, st.mbr, st.mcr, st.mbt, st.mct, st.mbb, st.mcb,
-				       st.mdx, st.mdy, st.md, st.perm, st.perm2, st.rsh, st.csh, st.colr };
+				       st.mdx, st.mdy, st.md, st.perm, st.perm2, st.rsh, st.csh, st.colr, st.offg,
+				       st.colg, st.valg, st.offc, st.colc, st.valc };
 		const char *names[] = { "off", "col", "row", "csr2", "val", "sval", "off64", "col64", "val64", "offb",
 					"colb", "valb", "vx", "vy", "vxt", "vyt", "vxc", "vyc", "vxd", "vyd", "scal",
 					"mb", "mc", "mbr", "mcr", "mbt", "mct", "mbb", "mcb", "mdx", "mdy", "md",
-					"perm", "perm2", "rsh", "csh", "colr" };
+					"perm", "perm2", "rsh", "csh", "colr", "offg", "colg", "valg", "offc", "colc",
+					"valc" };
 		for (size_t i = 0; i < sizeof(ptrs) / sizeof(ptrs[0]); i++) {
 			snprintf(one, sizeof(one), "\"%s\": %llu, ", names[i], (unsigned long long)(uintptr_t)ptrs[i]);
 			s += one;
@@ -618,7 +767,7 @@ int main(int argc, char **argv)
 				 (unsigned long long)(uintptr_t)st.buf[i], call_names[i], st.bufsize[i]);
 			s += one;
 		}
-		snprintf(one, sizeof(one), "\"nnz\": %d}", nnz());
+		snprintf(one, sizeof(one), "\"nnz_g\": %zu, \"nnz\": %d}", g_cols.size(), nnz());
 		s += one;
 		fprintf(stderr, "%s\n", s.c_str());
 	}
