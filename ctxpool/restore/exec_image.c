@@ -888,6 +888,80 @@ static int load_blas(struct executor *ex, const struct phos_image *img, char *er
 	return 0;
 }
 
+/* Fills the module variables from gpu.data (checked against their checksums),
+ * once their modules are loaded: kernels reach them by symbol, so they are
+ * in before the function runs. Synchronous copies on the legacy stream,
+ * which the restore engine's non-blocking streams do not wait for. */
+static int load_var_data(struct executor *ex, const char *dir, const struct phos_image *img, char *err,
+			 size_t errlen)
+{
+	char path[4096];
+	int fd = -1, r = 0;
+	uint8_t *data = NULL;
+	uint64_t cap = 0;
+
+	for (uint32_t i = 0; i < img->nvars && r == 0; i++) {
+		const struct phos_image_var *v = &img->vars[i];
+		const struct exec_var *ev = handle_get(&ex->vars, v->id);
+		uint64_t got = 0;
+
+		if (!v->size)
+			continue;
+		if (!ev || (int)v->device >= ex->ndevs) {
+			phos_errf(err, errlen, "variable %s is not registered on GPU %u", v->name, v->device);
+			r = -EINVAL;
+			break;
+		}
+		if (fd < 0) {
+			snprintf(path, sizeof(path), "%s/gpu.data", dir);
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (fd < 0) {
+				r = -errno;
+				phos_errf(err, errlen, "opening %s: %s", path, strerror(errno));
+				break;
+			}
+		}
+		if (v->size > cap) {
+			uint8_t *p = realloc(data, v->size);
+
+			if (!p) {
+				r = -ENOMEM;
+				phos_errf(err, errlen, "out of memory for variable %s", v->name);
+				break;
+			}
+			data = p;
+			cap = v->size;
+		}
+		while (got < v->size) {
+			ssize_t n = pread(fd, data + got, v->size - got, (off_t)(v->offset + got));
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				r = n < 0 ? -errno : -ENODATA;
+				break;
+			}
+			got += (uint64_t)n;
+		}
+		if (r < 0) {
+			phos_errf(err, errlen, "reading variable %s from gpu.data: %s", v->name, strerror(-r));
+		} else if (phos_image_hash(data, v->size) != v->hash) {
+			r = -EBADMSG;
+			phos_errf(err, errlen, "checksum mismatch in gpu.data at offset %llu (%llu bytes for variable %s)",
+				  (unsigned long long)v->offset, (unsigned long long)v->size, v->name);
+		} else {
+			r = ex->dev_ops->memcpy_h2d(ex->devs[v->device], v->device ? ev->peer_addr[v->device] : ev->addr,
+						    data, v->size, NULL);
+			if (r < 0)
+				phos_errf(err, errlen, "variable %s could not be filled (cuda error %d)", v->name, -r);
+		}
+	}
+	free(data);
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
 static void *warm_main(void *arg)
 {
 	struct executor *ex = arg;
@@ -896,9 +970,11 @@ static void *warm_main(void *arg)
 }
 
 /* The background order: the snapshot's prefetch (first-touch) order, then the
- * other buffers by address; variables and cuBLAS workspaces go first of all,
- * as no read/write set names them (kernels reach variables by symbol, cuBLAS
- * its workspace by handle). Returns how many of the items are such eager ones. */
+ * other buffers by address; cuBLAS workspaces go first of all, as no
+ * read/write set names them (cuBLAS reaches its workspace by handle).
+ * Returns how many of the items are such eager ones. Variables are not
+ * items: their modules load while the buffers stream in, and then
+ * load_var_data copies them. */
 static struct loader_item buf_item(const struct executor *ex, const struct phos_image_buf *b)
 {
 	return (struct loader_item){ b->addr, b->size, b->offset, b->hash, b->id, exec_device_at(ex, b->addr) };
@@ -909,15 +985,6 @@ static size_t plan_items(struct executor *ex, const struct phos_image *img, stru
 	size_t n = 0, eager;
 	bool *taken = calloc(img->nbufs ? img->nbufs : 1, sizeof(*taken));
 
-	for (uint32_t i = 0; i < img->nvars; i++) {
-		const struct phos_image_var *v = &img->vars[i];
-		const struct exec_var *ev = handle_get(&ex->vars, v->id);
-
-		if (v->size)
-			items[n++] = (struct loader_item){ .dev = v->device ? ev->peer_addr[v->device] : ev->addr,
-							   .len = v->size, .off = v->offset, .hash = v->hash, .id = 0,
-							   .device = (int32_t)v->device };
-	}
 	for (uint32_t i = 0; i < img->nbufs; i++) {
 		const struct phos_image_buf *b = &img->bufs[i];
 		bool ws = false;
@@ -1045,13 +1112,17 @@ static int open_source(struct executor *ex, const char *dir, const struct phos_i
 
 /* Where a restore's time went, in the log (and the trace's timeline): what
  * runs before the first byte moves delays an on-demand restore's first call. */
-static void phase_log(struct executor *ex, const double ph[8])
+#define PHASES 8
+static void phase_log(struct executor *ex, const double ph[PHASES + 1])
 {
-	static const char *const names[] = { "modules", "placement", "arrays", "plan", "data", "warm", "blas" };
+	/* (modules and vars load while the data streams in: "data" is what is
+	 * left of it after them) */
+	static const char *const names[PHASES] = { "placement", "arrays", "plan", "modules", "vars", "data", "warm",
+						   "blas" };
 	char line[256];
 	size_t at = (size_t)snprintf(line, sizeof(line), "manifest %.1f, ", ex->image_read_s * 1e3);
 
-	for (int i = 0; i < 7 && at < sizeof(line); i++)
+	for (int i = 0; i < PHASES && at < sizeof(line); i++)
 		at += (size_t)snprintf(line + at, sizeof(line) - at, "%s%s %.1f", i ? ", " : "", names[i],
 				       (ph[i + 1] - ph[i]) * 1e3);
 	phos_info("restore phases (ms): %s", line);
@@ -1069,7 +1140,7 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 	size_t n = 0, eager;
 	pthread_t warm_thread;
 	bool warming = false;
-	double t, ph[8];   /* the phases' ends (phase_log) */
+	double t, ph[PHASES + 1];   /* the phases' ends (phase_log) */
 	int r;
 
 	if (img->arena_base != ex->arena_base || img->arena_size != ex->arena_size) {
@@ -1102,41 +1173,48 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 		phos_errf(err, errlen, "warming up cuBLAS failed (cuda error %d)", -r);
 		goto fail;
 	}
-	r = load_objects(ex, dir, img, err, errlen);
-	if (r < 0)
-		goto fail;
-	ph[1] = phos_now();
-	/* kernels that validation caught outside their sets stay opaque */
-	ex->restore_dir = dir;
-	exec_validate_load_opaque(ex, dir);
-	items = calloc(img->nbufs + img->nvars + 1, sizeof(*items));
+	items = calloc(img->nbufs + 1, sizeof(*items));
 	if (!items) {
 		r = -ENOMEM;
 		phos_errf(err, errlen, "out of memory");
 		goto fail;
 	}
+	/* The buffers first, and their data on its way: the modules load
+	 * while it streams in (what comes before the first byte moves delays
+	 * the whole restore). */
 	r = place_buffers(ex, img, err, errlen);
 	exec_share_pending_clear(ex);   /* (those mapped are closed; the rest unused) */
 	if (r < 0)
 		goto fail;
-	ph[2] = phos_now();
+	ph[1] = phos_now();
 	/* arrays and the objects on them and on buffers: before the function runs */
 	r = load_array_data(ex, dir, img, err, errlen);
 	if (r == 0)
 		r = load_texes(ex, img, err, errlen);
 	if (r < 0)
 		goto fail;
-	ph[3] = phos_now();
+	ph[2] = phos_now();
 	eager = plan_items(ex, img, items, &n);
 	r = open_source(ex, dir, img, &src, err, errlen);
 	if (r < 0)
 		goto fail;
 	phos_info("restoring %s: %zu items, %s source%s", dir, n, src.map ? "hot (pinned page cache)" : "cold",
 		  src.direct ? " (O_DIRECT)" : "");
-	t = ph[4] = phos_now();
+	t = ph[3] = phos_now();
 	r = loader_start(ex, items, n, &src, &ex->loader, err, errlen);
 	if (r < 0)
 		goto fail;
+	r = load_objects(ex, dir, img, err, errlen);
+	if (r < 0)
+		goto fail;
+	/* kernels that validation caught outside their sets stay opaque */
+	ex->restore_dir = dir;
+	exec_validate_load_opaque(ex, dir);
+	ph[4] = phos_now();
+	r = load_var_data(ex, dir, img, err, errlen);
+	if (r < 0)
+		goto fail;
+	ph[5] = phos_now();
 	if (!on_demand) {
 		r = loader_wait(ex->loader, err, errlen);
 	} else {
@@ -1145,8 +1223,8 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 	}
 	if (r < 0)
 		goto fail;
-	ph[5] = phos_now();
-	ex->load_data_s = ph[5] - t;
+	ph[6] = phos_now();
+	ex->load_data_s = ph[6] - t;
 	free(items);
 	items = NULL;
 	if (warming) {
@@ -1160,11 +1238,11 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 			goto fail;
 		}
 	}
-	ph[6] = phos_now();
+	ph[7] = phos_now();
 	r = load_blas(ex, img, err, errlen);
 	if (r < 0)
 		goto fail;
-	ph[7] = phos_now();
+	ph[8] = phos_now();
 	phase_log(ex, ph);
 	if (!on_demand) {
 		loader_free(ex->loader);
