@@ -489,7 +489,7 @@ static int configure(const struct opts *o)
 
 	/* Nothing the invoker or its children (CRIU, snapshots) write is for others. */
 	umask(077);
-	raise_nofile(inv_cfg.max_connections + 1024u);
+	raise_nofile(inv_cfg.max_connections + 1024u + 4096u);   /* (+ the pool's shared buffers: phos_pool_share) */
 	if (o->token_file && inv_token_read(o->token_file, &inv_cfg.token, err, sizeof(err)) < 0) {
 		fprintf(stderr, "phos-invoker: %s\n", err);
 		return 1;

@@ -37,6 +37,7 @@
 
 #define POOL_MAX 64
 #define POOL_SHARE_MAX 64
+#define POOL_SHARE_FDS_MAX 4096u   /* descriptors the shared entries hold, all together */
 
 /* A snapshot whose buffers the pool's instances share (phos_pool_share;
  * ctxpool/state/exec_share.c): filled by the first restore of it, handed to
@@ -81,6 +82,7 @@ struct phos_pool {
 	bool keeper_running, stopping;
 
 	struct pool_share shares[POOL_SHARE_MAX];
+	size_t share_fds;   /* held by the entries' buffers */
 };
 
 /* The next message of executor e within timeout_ms (see phos_ctl_recv),
@@ -544,6 +546,7 @@ int phos_pool_share(struct phos_pool *p, const char *dir, bool on)
 	i = share_find(p, dir);
 	if (!on && i >= 0) {
 		/* instances that map the buffers keep them until they end */
+		p->share_fds -= p->shares[i].bufs.n;
 		restore_shared_clear(&p->shares[i].bufs);
 		free(p->shares[i].dir);
 		p->shares[i] = (struct pool_share){ 0 };
@@ -587,8 +590,10 @@ static void share_begin(struct phos_pool *p, const char *dir, struct share_job *
 	e = i >= 0 ? &p->shares[i] : NULL;
 	if (e && !manifest_stat(dir, &st))
 		e = NULL;
-	if (e && e->bufs.n && !same_file(&e->manifest, &st))
+	if (e && e->bufs.n && !same_file(&e->manifest, &st)) {
+		p->share_fds -= e->bufs.n;
 		restore_shared_clear(&e->bufs);   /* another snapshot there now */
+	}
 	if (e && e->bufs.n) {
 		j->offer.bufs = calloc(e->bufs.n, sizeof(*j->offer.bufs));
 		for (size_t k = 0; j->offer.bufs && k < e->bufs.n; k++) {
@@ -624,9 +629,13 @@ static void share_end(struct phos_pool *p, const char *dir, struct share_job *j,
 	e = &p->shares[j->entry];
 	if (e->dir && !strcmp(e->dir, dir)) {
 		e->filling = false;
-		if (ok && j->got.n && !e->bufs.n) {
+		if (ok && j->got.n && !e->bufs.n && p->share_fds + j->got.n <= POOL_SHARE_FDS_MAX) {
+			p->share_fds += j->got.n;
 			e->bufs = j->got;
 			j->got = (struct restore_shared){ 0 };
+		} else if (ok && j->got.n && !e->bufs.n) {
+			phos_warn("%s: %zu shared buffers would pass the pool's %u descriptors; not shared", dir,
+				  j->got.n, POOL_SHARE_FDS_MAX);
 		}
 	}
 	pthread_mutex_unlock(&p->lock);

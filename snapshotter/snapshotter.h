@@ -315,7 +315,8 @@ int phos_restore(const struct phos_restore_req *req, enum phos_restore_where *re
  * every later restore of dir on the pool maps those instead of new memory
  * and copies nothing for them. An instance that writes a shared buffer gets
  * its own copy first. Off drops the pool's descriptors (the memory goes once
- * no instance maps it). -ENOSPC past 64 snapshots. phos_pool_shared_bytes:
+ * no instance maps it). -ENOSPC past 64 snapshots; the pool holds at most
+ * 4096 buffers shared in all (more are not shared). phos_pool_shared_bytes:
  * the GPU memory the pool holds shared for dir. */
 int phos_pool_share(struct phos_pool *pool, const char *dir, bool on);
 uint64_t phos_pool_shared_bytes(struct phos_pool *pool, const char *dir);

@@ -52,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/mman.h>
 #include <sys/pidfd.h>
 #include <time.h>
@@ -729,6 +730,20 @@ static int parent_watch(void)
 	return 0;
 }
 
+/* A RESTORE may come after up to EXEC_SHARE_MAX SHAREs, each with its
+ * descriptor: the soft limit of open files goes up to make room, within
+ * the hard one. */
+static void nofile_room(void)
+{
+	struct rlimit rl;
+	const rlim_t want = EXEC_SHARE_MAX + 1024;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want) {
+		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -778,6 +793,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "phos-executor: bad PHOS_ARENA_BASE\n");
 		return 2;
 	}
+	nofile_room();
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
