@@ -430,6 +430,40 @@ static void hot_job(struct executor *ex, const struct phos_ctl_msg *job)
 							      .hot_done = { .n = ex->nhot, .bytes = ex->hot_bytes } });
 }
 
+/* RESTORE's image, read (or taken from the cache) and checked against this
+ * executor: its arena, its GPU count, and a channel to adopt exactly when it
+ * is a checkpoint's. 0 and *ret_img, or the error in err. */
+static int restore_job_image(struct executor *ex, const struct phos_ctl_msg *job, const struct phos_image **ret_img,
+			     char *err, size_t errlen)
+{
+	const struct phos_image *img;
+	int r = exec_image_cached(ex, job->restore.dir, &img, err, errlen);
+
+	if (r < 0)
+		return r;
+	*ret_img = img;
+	if (img->arena_base != ex->arena_base || img->arena_size != ex->arena_size) {
+		snprintf(err, errlen, "the snapshot's arena differs from this pool's");
+		return -EINVAL;
+	}
+	if (img->devices != (uint32_t)ex->ndevs) {
+		snprintf(err, errlen, "the snapshot was taken over %u GPU(s), this pool's executors own %d", img->devices,
+			 ex->ndevs);
+		return -EINVAL;
+	}
+	if (img->checkpoint.present != (job->restore.adopt.pid != 0)) {
+		/* a checkpoint's program keeps its channel; a snapshot's gets a new one */
+		snprintf(err, errlen, img->checkpoint.present ? "a checkpoint is restored only with the restored "
+			 "program's channel to adopt" : "a snapshot's program has no channel to adopt");
+		return -EINVAL;
+	}
+	if (job->restore.adopt.pid && phos_fault("pool_adopt_refused")) {
+		snprintf(err, errlen, "injected fault: pool_adopt_refused");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int pool_loop(struct executor *ex)
 {
 	char err[512];
@@ -496,24 +530,8 @@ static int pool_loop(struct executor *ex)
 		case PHOS_CTL_RESTORE:
 			dir = job.restore.dir;
 			on_demand = job.restore.on_demand;
-			r = exec_image_cached(ex, dir, &img, err, sizeof(err));
+			r = restore_job_image(ex, &job, &img, err, sizeof(err));
 			ex->image_read_s = phos_now() - t0;
-			if (r == 0 && (img->arena_base != ex->arena_base || img->arena_size != ex->arena_size)) {
-				snprintf(err, sizeof(err), "the snapshot's arena differs from this pool's");
-				r = -EINVAL;
-			} else if (r == 0 && img->devices != (uint32_t)ex->ndevs) {
-				snprintf(err, sizeof(err), "the snapshot was taken over %u GPU(s), this pool's executors own %d",
-					 img->devices, ex->ndevs);
-				r = -EINVAL;
-			} else if (r == 0 && img->checkpoint.present != (job.restore.adopt.pid != 0)) {
-				/* a checkpoint's program keeps its channel; a snapshot's gets a new one */
-				snprintf(err, sizeof(err), img->checkpoint.present ? "a checkpoint is restored only with the "
-					 "restored program's channel to adopt" : "a snapshot's program has no channel to adopt");
-				r = -EINVAL;
-			} else if (r == 0 && job.restore.adopt.pid && phos_fault("pool_adopt_refused")) {
-				snprintf(err, sizeof(err), "injected fault: pool_adopt_refused");
-				r = -EINVAL;
-			}
 			if (r < 0) {
 				exec_control_error(ex, "%s: %s", dir, err);
 				exec_prep_clear(ex);   /* (a prepared pre-copy serves one restore) */

@@ -1131,17 +1131,12 @@ static void phase_log(struct executor *ex, const double ph[PHASES + 1])
 			line);
 }
 
-int exec_image_load(struct executor *ex, const char *dir, const struct phos_image *img, bool on_demand,
-		    char *err, size_t errlen)
+/* Whether img can be restored here: its arena and GPU count this
+ * executor's, and room on the GPU for what it does not map shared (the
+ * SHAREs that are its buffers are marked then). 0, or the error in err. */
+static int load_check(struct executor *ex, const struct phos_image *img, char *err, size_t errlen)
 {
-	struct loader_item *items = NULL;
-	struct loader_source src = { .fd = -1, .background = on_demand };
 	uint64_t free_b = 0, total_b = 0, shared = 0, need;
-	size_t n = 0, eager;
-	pthread_t warm_thread;
-	bool warming = false;
-	double t, ph[PHASES + 1];   /* the phases' ends (phase_log) */
-	int r;
 
 	if (img->arena_base != ex->arena_base || img->arena_size != ex->arena_size) {
 		phos_errf(err, errlen, "the snapshot's arena %#llx+%#llx differs from this executor's",
@@ -1157,8 +1152,6 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 	/* buffers mapped from the snapshot's other instances take no memory of ours */
 	if (ex->share_mode == EXEC_SHARE_USE)
 		shared = exec_share_match(ex, img);
-	if (ex->share_mode == EXEC_SHARE_FILL)
-		on_demand = src.background = false;   /* every buffer in before it is shared (exec_share_publish) */
 	need = img->gpu_bytes > shared ? img->gpu_bytes - shared : 0;
 	if (ex->dev_ops->mem_info(ex->dev, &free_b, &total_b) == 0 && free_b < need) {
 		phos_errf(err, errlen, "the GPU has %llu MiB free, the snapshot needs %llu MiB",
@@ -1166,6 +1159,38 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 		exec_share_pending_clear(ex);
 		return -ENOSPC;
 	}
+	return 0;
+}
+
+/* The cuBLAS warm-up thread's end: 0, or its error in err. */
+static int warm_join(pthread_t thread, char *err, size_t errlen)
+{
+	void *res;
+
+	pthread_join(thread, &res);
+	if ((intptr_t)res < 0) {
+		phos_errf(err, errlen, "warming up cuBLAS failed (cuda error %d)", (int)-(intptr_t)res);
+		return (int)(intptr_t)res;
+	}
+	return 0;
+}
+
+int exec_image_load(struct executor *ex, const char *dir, const struct phos_image *img, bool on_demand,
+		    char *err, size_t errlen)
+{
+	struct loader_item *items = NULL;
+	struct loader_source src = { .fd = -1 };
+	size_t n = 0, eager;
+	pthread_t warm_thread;
+	bool warming = false;
+	double t, ph[PHASES + 1];   /* the phases' ends (phase_log) */
+	int r = load_check(ex, img, err, errlen);
+
+	if (r < 0)
+		return r;
+	if (ex->share_mode == EXEC_SHARE_FILL)
+		on_demand = false;   /* every buffer in before it is shared (exec_share_publish) */
+	src.background = on_demand;
 	ph[0] = phos_now();
 	/* cuBLAS warms up (lazy module loading, ~0.2 s on H100) beside the load. */
 	warming = pthread_create(&warm_thread, NULL, warm_main, ex) == 0;
@@ -1228,15 +1253,9 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 	free(items);
 	items = NULL;
 	if (warming) {
-		void *res;
-
 		warming = false;
-		pthread_join(warm_thread, &res);
-		if ((intptr_t)res < 0) {
-			r = (int)(intptr_t)res;
-			phos_errf(err, errlen, "warming up cuBLAS failed (cuda error %d)", -r);
+		if ((r = warm_join(warm_thread, err, errlen)) < 0)
 			goto fail;
-		}
 	}
 	ph[7] = phos_now();
 	r = load_blas(ex, img, err, errlen);

@@ -194,6 +194,34 @@ static bool adopt_ok(uint32_t pid, int32_t fd)
 	return (pid == 0 && fd == 0) || (pid > 0 && pid <= INT32_MAX && fd >= 0 && fd < (1 << 20));
 }
 
+/* The answers of a checkpoint in progress (CHECKPOINTED, HELD, PRECOPIED):
+ * false for a mode out of range. */
+static bool put_checkpoint_answer(struct wbuf *w, const struct phos_ctl_msg *m)
+{
+	switch (m->type) {
+	case PHOS_CTL_CHECKPOINTED:
+		if ((unsigned)m->checkpointed.mode >= PHOS_CKPT_MODE_END)
+			return false;
+		put(w, &(struct ctl_checkpointed){ (uint8_t)m->checkpointed.mode, m->checkpointed.seq,
+						    m->checkpointed.data_bytes, m->checkpointed.stall_s,
+						    m->checkpointed.total_s, m->checkpointed.early, m->checkpointed.rounds,
+						    m->checkpointed.precopy_bytes, m->checkpointed.stop_bytes,
+						    m->checkpointed.reserve_copies, m->checkpointed.host_copy ? 1 : 0 },
+		    sizeof(struct ctl_checkpointed));
+		return true;
+	case PHOS_CTL_HELD:
+		if ((unsigned)m->held.mode >= PHOS_CKPT_MODE_END)
+			return false;
+		put(w, &(struct ctl_held){ (uint8_t)m->held.mode, m->held.seq, m->held.copy_s }, sizeof(struct ctl_held));
+		return true;
+	default:   /* PRECOPIED */
+		put(w, &(struct ctl_precopied){ m->precopied.rounds, m->precopied.precopy_bytes, m->precopied.dirty_bytes,
+						 m->precopied.data_end },
+		    sizeof(struct ctl_precopied));
+		return true;
+	}
+}
+
 int phos_ctl_encode(const struct phos_ctl_msg *m, void **ret_buf, size_t *ret_len)
 {
 	struct wbuf w = { 0 };
@@ -258,26 +286,10 @@ int phos_ctl_encode(const struct phos_ctl_msg *m, void **ret_buf, size_t *ret_le
 		put(&w, m->restore.dir, n + 1);
 		break;
 	case PHOS_CTL_CHECKPOINTED:
-		if ((unsigned)m->checkpointed.mode >= PHOS_CKPT_MODE_END)
-			goto bad;
-		put(&w, &(struct ctl_checkpointed){ (uint8_t)m->checkpointed.mode, m->checkpointed.seq,
-						     m->checkpointed.data_bytes, m->checkpointed.stall_s,
-						     m->checkpointed.total_s, m->checkpointed.early,
-						     m->checkpointed.rounds, m->checkpointed.precopy_bytes,
-						     m->checkpointed.stop_bytes, m->checkpointed.reserve_copies,
-						     m->checkpointed.host_copy ? 1 : 0 },
-		    sizeof(struct ctl_checkpointed));
-		break;
 	case PHOS_CTL_HELD:
-		if ((unsigned)m->held.mode >= PHOS_CKPT_MODE_END)
-			goto bad;
-		put(&w, &(struct ctl_held){ (uint8_t)m->held.mode, m->held.seq, m->held.copy_s },
-		    sizeof(struct ctl_held));
-		break;
 	case PHOS_CTL_PRECOPIED:
-		put(&w, &(struct ctl_precopied){ m->precopied.rounds, m->precopied.precopy_bytes,
-						  m->precopied.dirty_bytes, m->precopied.data_end },
-		    sizeof(struct ctl_precopied));
+		if (!put_checkpoint_answer(&w, m))
+			goto bad;
 		break;
 	case PHOS_CTL_PREPARE:
 		if (!path_ok(m->prepare.dir, &n))
