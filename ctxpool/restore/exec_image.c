@@ -699,6 +699,23 @@ static int load_objects(struct executor *ex, const char *dir, const struct phos_
 	return 0;
 }
 
+/* size bytes of fd at off into data: 0, or -errno (-ENODATA: the file ends first). */
+static int read_at(int fd, uint8_t *data, uint64_t size, uint64_t off)
+{
+	uint64_t got = 0;
+
+	while (got < size) {
+		ssize_t n = pread(fd, data + got, size - got, (off_t)(off + got));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -ENODATA;
+		got += (uint64_t)n;
+	}
+	return 0;
+}
+
 /* Makes the snapshot's arrays and fills them from gpu.data (checked against
  * their checksums), before the function runs. */
 static int load_array_data(struct executor *ex, const char *dir, const struct phos_image *img, char *err,
@@ -720,24 +737,13 @@ static int load_array_data(struct executor *ex, const char *dir, const struct ph
 		struct phos_copy_side dst = { 0 }, src = { 0 };
 		struct exec_array *a;
 		uint8_t *data = malloc(ia->size);
-		uint64_t got = 0;
 
 		if (!data) {
 			r = -ENOMEM;
 			phos_errf(err, errlen, "out of memory for array %u", ia->desc.id);
 			break;
 		}
-		while (got < ia->size) {
-			ssize_t n = pread(fd, data + got, ia->size - got, (off_t)(ia->offset + got));
-
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0) {
-				r = n < 0 ? -errno : -ENODATA;
-				break;
-			}
-			got += (uint64_t)n;
-		}
+		r = read_at(fd, data, ia->size, ia->offset);
 		if (r < 0) {
 			phos_errf(err, errlen, "reading array %u from gpu.data: %s", ia->desc.id, strerror(-r));
 		} else if (phos_image_hash(data, ia->size) != ia->hash) {
@@ -903,7 +909,6 @@ static int load_var_data(struct executor *ex, const char *dir, const struct phos
 	for (uint32_t i = 0; i < img->nvars && r == 0; i++) {
 		const struct phos_image_var *v = &img->vars[i];
 		const struct exec_var *ev = handle_get(&ex->vars, v->id);
-		uint64_t got = 0;
 
 		if (!v->size)
 			continue;
@@ -932,17 +937,7 @@ static int load_var_data(struct executor *ex, const char *dir, const struct phos
 			data = p;
 			cap = v->size;
 		}
-		while (got < v->size) {
-			ssize_t n = pread(fd, data + got, v->size - got, (off_t)(v->offset + got));
-
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0) {
-				r = n < 0 ? -errno : -ENODATA;
-				break;
-			}
-			got += (uint64_t)n;
-		}
+		r = read_at(fd, data, v->size, v->offset);
 		if (r < 0) {
 			phos_errf(err, errlen, "reading variable %s from gpu.data: %s", v->name, strerror(-r));
 		} else if (phos_image_hash(data, v->size) != v->hash) {
