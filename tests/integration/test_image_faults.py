@@ -11,7 +11,8 @@
 - item 11: a flipped byte in gpu.data gives 502 with "checksum mismatch" on
   every cold start (never the function's own CUDA error, never an answer), and
   a flipped byte in a CRIU page file of cpu/ is refused the same way before
-  CRIU runs; the intact snapshot, redeployed, answers again.
+  CRIU runs, and so is one in a __device__ variable's data (named); the
+  intact snapshot, redeployed, answers again.
 """
 import http.client
 import json
@@ -25,6 +26,7 @@ from harness import BUILD, check, done, fn_env as env, free_port, own_mount, pro
 
 INVOKER = os.path.join(BUILD, "invoker", "phos-invoker")
 FAULTY = program("tests", "integration", "image_faults")
+STATEFUL = program("tests", "integration", "stateful")
 WORDS = 1 << 20
 WANT_SUM = sum((i * 2654435761) & 0xFFFFFFFF for i in range(WORDS))
 
@@ -213,6 +215,26 @@ def test_corrupt_gpu_data(port, state):
     print("corrupt gpu.data:", statuses, flush=True)
 
 
+def test_corrupt_variable(port, state):
+    """A flipped byte in a __device__ variable's data (stateful's dev_scale),
+    which the restore fills apart from the buffers, once its module is loaded:
+    the same 502 and checksum mismatch, naming the variable."""
+    st, body, _ = request(port, "POST", "/system/functions", {"name": "v", "program": STATEFUL})
+    check(st == 201, f"deploy stateful: {st} {body}")
+    sdir = os.path.join(state, "snapshots", "v")
+    m = json.load(open(os.path.join(sdir, "manifest.json")))
+    var = [v for v in m.get("variables", []) if v.get("name") == "dev_scale" and v.get("size")]
+    if not check(var, f"stateful's dev_scale in the manifest: {m.get('variables')}"):
+        return
+    flip(os.path.join(sdir, "gpu.data"), var[0]["offset"])
+    for i in range(2):
+        check(wait_idle_zero(port, "v"), "no instance left before the cold start")
+        st, body, _ = request(port, "POST", "/function/v", {})
+        check(st == 502 and "checksum mismatch" in err(body) and "dev_scale" in err(body),
+              f"cold start {i} from a corrupt variable: {st} {body}")
+    request(port, "DELETE", "/system/functions/v")
+
+
 def test_corrupt_cpu(port, state):
     request(port, "DELETE", "/system/functions/f")
     st, body, _ = request(port, "POST", "/system/functions", {"name": "f", "program": FAULTY})
@@ -243,6 +265,7 @@ def main():
     test_executor_killed_mid_snapshot()
     test_leftover_proc_mount()
     test_corrupt_gpu_data(port, state)
+    test_corrupt_variable(port, state)
     test_corrupt_cpu(port, state)
     inv.terminate()
     check(inv.wait(timeout=60) == 0, "the invoker stopped cleanly")
