@@ -20,7 +20,7 @@ under 1% of the first's GPU memory. Records: bench/results/sharing.json
 (and .png), copied to $OUT.
 
 usage: python3 bench/sharing.py BUILD_DIR [--device cuda|sim] [--gib 16] [--instances 8]
-         [--systems private,shared] [--hold-ms 20000] [--name sharing]
+         [--systems private,shared] [--hold-ms 6000] [--name sharing]
 """
 import argparse
 import datetime
@@ -197,7 +197,7 @@ def main():
     ap.add_argument("--instances", type=int, default=8)
     ap.add_argument("--systems", default="private,shared")
     ap.add_argument("--name", default="sharing")
-    ap.add_argument("--hold-ms", type=int, default=20000, help="how long the calls that keep earlier instances busy sleep")
+    ap.add_argument("--hold-ms", type=int, default=6000, help="how long the calls that keep earlier instances busy sleep")
     a = ap.parse_args()
     if not 2 <= a.instances <= 16 or not 0 < a.gib <= 64:
         sys.exit("--instances 2..16, --gib up to 64")
