@@ -202,6 +202,7 @@ try:
         check(all(st == 200 and {k: a[k] for k in keys} == {k: first[k] for k in keys} for st, a in got),
               f"{name}: every instance answers as the first")
         inst = live(inv, name)
+        print(f"{name}: {3 * n} calls at once served by {inst} instances", flush=True)
         check(1 < inst <= n, f"{name}: {inst} instances")
         check(metric(inv, "phos_shared_cow_bytes_total", name) == 0, f"{name}: exact calls copy nothing")
     # tables' opaque kernel: that instance copies its tables first, and answers right
