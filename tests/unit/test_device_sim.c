@@ -1,10 +1,17 @@
 /* SPDX-License-Identifier: MIT */
-/* The sim device: arena memory, copies, streams/events, modules, kernels without twins, cuBLAS reference. */
+/* The sim device: arena memory, copies, streams/events, modules, kernels without twins, cuBLAS reference,
+ * shared memory. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "device.h"
 
@@ -686,6 +693,66 @@ static void test_pitched_attrs(void)
 	ops->unmap(dev, a, CHUNK);
 }
 
+/* Shared memory (device.h share_out, share_in, share_own; issue 42): one
+ * process stands in for two executors at two addresses of its arena. */
+static void test_share(void)
+{
+	static uint8_t pat[2 * CHUNK], got[2 * CHUNK];
+	const uint64_t a = BASE + 256 * CHUNK, b = BASE + 300 * CHUNK, len = 2 * CHUNK;
+	struct stat st;
+	int fd = -1, small = -1, status = 0;
+	pid_t child;
+
+	for (size_t i = 0; i < sizeof(pat); i++)
+		pat[i] = (uint8_t)(i * 7 + 3);
+	CHECK_RC(ops->share_out(dev, a, len, &fd), -PHOS_CUDA_INVALID_VALUE);   /* nothing mapped there */
+	CHECK_RC(ops->map(dev, a, len), 0);
+	CHECK_RC(ops->memcpy_h2d(dev, a, pat, len, NULL), 0);
+	CHECK_RC(ops->share_out(dev, a, len, &fd), 0);
+	CHECK(fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size == len, "the shared memory's size");
+	CHECK((fcntl(fd, F_GET_SEALS) & F_SEAL_WRITE) != 0, "sealed against writes");
+	CHECK_RC(ops->memcpy_d2h(dev, got, a, len, NULL), 0);
+	CHECK(!memcmp(got, pat, len), "the exporter reads its contents after the move");
+
+	/* the other instance maps it, read-only */
+	CHECK_RC(ops->share_in(dev, a, len, fd), -PHOS_CUDA_INVALID_VALUE);   /* mapped already */
+	small = memfd_create("small", MFD_CLOEXEC);
+	CHECK(small >= 0 && ftruncate(small, CHUNK) == 0, "a memfd");
+	CHECK_RC(ops->share_in(dev, b, len, small), -PHOS_CUDA_INVALID_VALUE);   /* another size, unsealed */
+	CHECK_RC(ops->share_in(dev, b, len, fd), 0);
+	CHECK_RC(ops->memcpy_d2h(dev, got, b, len, NULL), 0);
+	CHECK(!memcmp(got, pat, len), "the importer reads the same contents");
+	/* a write into shared memory faults the writer */
+	fflush(NULL);
+	child = fork();
+	if (child == 0) {
+		signal(SIGSEGV, SIG_DFL);   /* (a sanitizer's handler would report it and abort) */
+		ops->memcpy_h2d(dev, b, pat, 16, NULL);
+		_exit(0);
+	}
+	/* (0 only when the write went through) */
+	CHECK(child > 0 && waitpid(child, &status, 0) == child && status != 0,
+	      "a write into a shared mapping is a fault (status %#x)", status);
+
+	/* copy on write: b becomes its own, a keeps the shared contents */
+	CHECK_RC(ops->share_own(dev, b, len), 0);
+	CHECK_RC(ops->memcpy_d2h(dev, got, b, len, NULL), 0);
+	CHECK(!memcmp(got, pat, len), "the private copy holds the contents");
+	CHECK_RC(ops->memset(dev, b, 0xee, len, NULL), 0);
+	CHECK_RC(ops->memcpy_d2h(dev, got, a, len, NULL), 0);
+	CHECK(!memcmp(got, pat, len), "the shared memory is untouched by the copy's write");
+	CHECK_RC(ops->share_own(dev, b + 4 * CHUNK, len), -PHOS_CUDA_INVALID_VALUE);   /* not mapped */
+	ops->unmap(dev, a, len);
+	ops->unmap(dev, b, len);
+	/* the descriptor keeps the memory: mapped again after both went */
+	CHECK_RC(ops->share_in(dev, a, len, fd), 0);
+	CHECK_RC(ops->memcpy_d2h(dev, got, a, len, NULL), 0);
+	CHECK(!memcmp(got, pat, len), "the memory outlives its mappings while a descriptor holds it");
+	ops->unmap(dev, a, len);
+	close(fd);
+	close(small);
+}
+
 int main(void)
 {
 	struct phos_device *other = NULL;
@@ -708,6 +775,7 @@ int main(void)
 	test_pitched_attrs();
 	test_modules();
 	test_blas();
+	test_share();
 	/* close() frees what is left (a stream here) and releases the arena: reopening works. */
 	CHECK_RC(ops->stream_create(dev, 0, 0, &leak), 0);
 	ops->close(dev);
