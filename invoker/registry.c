@@ -244,6 +244,54 @@ const char *inv_gpu_list(const struct inv_function *f, char *buf, size_t len)
 
 /* Builds a function from its JSON description (a deploy request or a registry
  * file); NULL with the reason in err. */
+/* The fields of a deploy (or a stored function: deploying false) that say
+ * what runs: no unknown field, the name, the program (an executable file
+ * when deploying), its args and env. 0, or -EINVAL with err. */
+static int what_runs_check(json_t *j, bool deploying, char *err, size_t errlen)
+{
+	json_t *name = json_object_get(j, "name"), *prog = json_object_get(j, "program");
+	json_t *args = json_object_get(j, "args"), *env = json_object_get(j, "env");
+	const char *key;
+	json_t *val;
+	struct stat st;
+
+	if (!json_is_object(j))
+		return phos_errf(err, errlen, "the request must be a JSON object"), -EINVAL;
+	json_object_foreach(j, key, val)
+		if (strcmp(key, "name") && strcmp(key, "program") && strcmp(key, "args") && strcmp(key, "env") &&
+		    strcmp(key, "device") && strcmp(key, "limits") && strcmp(key, "gpus") && strcmp(key, "ranks") &&
+		    strcmp(key, "share") && (deploying || strcmp(key, "created")))
+			return phos_errf(err, errlen, "unknown field '%.64s'", key), -EINVAL;
+	if (!json_is_string(name) || !inv_name_valid(json_string_value(name)))
+		return phos_errf(err, errlen, "name must match [a-z0-9][a-z0-9-]{0,62}"), -EINVAL;
+	if (!json_is_string(prog) || json_string_value(prog)[0] != '/' ||
+	    strlen(json_string_value(prog)) >= PATH_MAX || strchr(json_string_value(prog), '='))
+		return phos_errf(err, errlen, "program must be an absolute path (without '=')"), -EINVAL;
+	/* at reload the snapshot is what runs: the program may be gone */
+	if (deploying && (stat(json_string_value(prog), &st) < 0 || !S_ISREG(st.st_mode) || !(st.st_mode & 0111) ||
+	    access(json_string_value(prog), X_OK) < 0))
+		return phos_errf(err, errlen, "program %.256s is not an executable file", json_string_value(prog)),
+		       -EINVAL;
+	if (args && (!json_is_array(args) || json_array_size(args) > INV_MAX_ARGS))
+		return phos_errf(err, errlen, "args must be an array of at most %d strings", INV_MAX_ARGS), -EINVAL;
+	for (size_t i = 0; args && i < json_array_size(args); i++) {
+		json_t *a = json_array_get(args, i);
+
+		if (!json_is_string(a) || json_string_length(a) > INV_MAX_ARG_LEN ||
+		    strlen(json_string_value(a)) != json_string_length(a))
+			return phos_errf(err, errlen, "args[%zu] must be a string of at most %d bytes without NUL", i,
+					INV_MAX_ARG_LEN), -EINVAL;
+	}
+	if (env && (!json_is_object(env) || json_object_size(env) > INV_MAX_ENV))
+		return phos_errf(err, errlen, "env must be an object of at most %d strings", INV_MAX_ENV), -EINVAL;
+	json_object_foreach(env, key, val)
+		if (!env_key_valid(key) || !json_is_string(val) || json_string_length(val) > INV_MAX_ARG_LEN ||
+		    strlen(json_string_value(val)) != json_string_length(val))
+			return phos_errf(err, errlen, "env key '%.64s' must be an identifier with a string value", key),
+			       -EINVAL;
+	return 0;
+}
+
 static struct inv_function *function_from_json(json_t *j, bool deploying, char *err, size_t errlen)
 {
 	json_t *name = json_object_get(j, "name"), *prog = json_object_get(j, "program");
@@ -253,41 +301,9 @@ static struct inv_function *function_from_json(json_t *j, bool deploying, char *
 	struct inv_function *f;
 	const char *key;
 	json_t *val;
-	struct stat st;
 
-	if (!json_is_object(j))
-		return phos_errf(err, errlen, "the request must be a JSON object"), NULL;
-	json_object_foreach(j, key, val)
-		if (strcmp(key, "name") && strcmp(key, "program") && strcmp(key, "args") && strcmp(key, "env") &&
-		    strcmp(key, "device") && strcmp(key, "limits") && strcmp(key, "gpus") && strcmp(key, "ranks") &&
-		    strcmp(key, "share") && (deploying || strcmp(key, "created")))
-			return phos_errf(err, errlen, "unknown field '%.64s'", key), NULL;
-	if (!json_is_string(name) || !inv_name_valid(json_string_value(name)))
-		return phos_errf(err, errlen, "name must match [a-z0-9][a-z0-9-]{0,62}"), NULL;
-	if (!json_is_string(prog) || json_string_value(prog)[0] != '/' ||
-	    strlen(json_string_value(prog)) >= PATH_MAX || strchr(json_string_value(prog), '='))
-		return phos_errf(err, errlen, "program must be an absolute path (without '=')"), NULL;
-	/* at reload the snapshot is what runs: the program may be gone */
-	if (deploying && (stat(json_string_value(prog), &st) < 0 || !S_ISREG(st.st_mode) || !(st.st_mode & 0111) ||
-	    access(json_string_value(prog), X_OK) < 0))
-		return phos_errf(err, errlen, "program %.256s is not an executable file", json_string_value(prog)), NULL;
-	if (args && (!json_is_array(args) || json_array_size(args) > INV_MAX_ARGS))
-		return phos_errf(err, errlen, "args must be an array of at most %d strings", INV_MAX_ARGS), NULL;
-	for (size_t i = 0; args && i < json_array_size(args); i++) {
-		json_t *a = json_array_get(args, i);
-
-		if (!json_is_string(a) || json_string_length(a) > INV_MAX_ARG_LEN ||
-		    strlen(json_string_value(a)) != json_string_length(a))
-			return phos_errf(err, errlen, "args[%zu] must be a string of at most %d bytes without NUL", i,
-					INV_MAX_ARG_LEN), NULL;
-	}
-	if (env && (!json_is_object(env) || json_object_size(env) > INV_MAX_ENV))
-		return phos_errf(err, errlen, "env must be an object of at most %d strings", INV_MAX_ENV), NULL;
-	json_object_foreach(env, key, val)
-		if (!env_key_valid(key) || !json_is_string(val) || json_string_length(val) > INV_MAX_ARG_LEN ||
-		    strlen(json_string_value(val)) != json_string_length(val))
-			return phos_errf(err, errlen, "env key '%.64s' must be an identifier with a string value", key),
-			       NULL;
+	if (what_runs_check(j, deploying, err, errlen) < 0)
+		return NULL;
 	const char *device = inv_cfg.device;
 	if (dev && (!json_is_string(dev) || (strcmp(json_string_value(dev), "auto") &&
 					     strcmp(json_string_value(dev), "cuda") && strcmp(json_string_value(dev), "sim"))))
