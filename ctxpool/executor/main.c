@@ -762,7 +762,16 @@ static void nofile_room(void)
 	}
 }
 
-int main(int argc, char **argv)
+/* What the command line asks (usage()). */
+struct exec_args {
+	const char *device, *trace, *gpu, *gpus, *restore_from;
+	uint64_t fd;
+	bool pool, on_demand, warm;
+};
+
+/* Parses the command line into *a and ex (arena, control socket, snapshot
+ * and adoption): -1 to go on, else the exit status (0 for --help). */
+static int parse_args(int argc, char **argv, struct executor *ex, struct exec_args *a)
 {
 	static const struct option opts[] = {
 		{ "fd", required_argument, NULL, 'f' },
@@ -782,20 +791,142 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
+	uint64_t cfd;
+	int c;
+
+	*a = (struct exec_args){ .device = "auto", .trace = getenv("PHOS_TRACE"), .gpu = getenv("PHOS_GPU"),
+				 .gpus = getenv("PHOS_GPUS"), .fd = UINT64_MAX, .warm = true };
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'f':
+			if (parse_u64(optarg, &a->fd) < 0 || a->fd > 65535) {
+				fprintf(stderr, "phos-executor: bad --fd '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'd': a->device = optarg; break;
+		case 'g': a->gpu = optarg; a->gpus = NULL; break;
+		case 'G': a->gpus = optarg; a->gpu = NULL; break;
+		case 't': a->trace = optarg; break;
+		case 'b':
+		case 's':
+			if (parse_u64(optarg, c == 'b' ? &ex->arena_base : &ex->arena_size) < 0) {
+				fprintf(stderr, "phos-executor: bad --%s '%s'\n",
+					c == 'b' ? "arena-base" : "arena-size", optarg);
+				return 2;
+			}
+			break;
+		case 'n': a->warm = false; break;
+		case 'c':
+			if (parse_u64(optarg, &cfd) < 0 || cfd > 65535) {
+				fprintf(stderr, "phos-executor: bad --control-fd '%s'\n", optarg);
+				return 2;
+			}
+			ex->control_fd = (int)cfd;
+			break;
+		case 'S': ex->snapshot_dir = optarg; break;
+		case 'R': a->restore_from = optarg; break;
+		case 'P': a->pool = true; break;
+		case 'O': a->on_demand = true; break;
+		case 'A': {
+			int pid, afd, end = 0;
+
+			if (sscanf(optarg, "%d:%d%n", &pid, &afd, &end) != 2 || optarg[end] || pid <= 0 || afd < 0) {
+				fprintf(stderr, "phos-executor: bad --adopt-channel '%s' (PID:FD)\n", optarg);
+				return 2;
+			}
+			ex->adopt_pid = pid;
+			ex->adopt_fd = afd;
+			break;
+		}
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (a->pool && (ex->control_fd < 0 || a->restore_from || ex->snapshot_dir)) {
+		fprintf(stderr, "phos-executor: --pool needs --control-fd and takes its jobs there\n");
+		return 2;
+	}
+	if ((a->fd == UINT64_MAX && !a->pool) || optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (ex->adopt_pid && !a->restore_from) {
+		fprintf(stderr, "phos-executor: --adopt-channel needs --restore-from (a checkpoint)\n");
+		return 2;
+	}
+	if (ex->snapshot_dir && a->restore_from) {
+		fprintf(stderr, "phos-executor: --snapshot-to and --restore-from exclude each other\n");
+		return 2;
+	}
+	if (ex->snapshot_dir && ex->control_fd < 0) {
+		fprintf(stderr, "phos-executor: --snapshot-to needs --control-fd\n");
+		return 2;
+	}
+	return -1;
+}
+
+/* --trace FILE ("%p" in it: this executor's pid), line-buffered: an executor
+ * usually ends by a signal, and a trace is read to see where time went.
+ * 0, or -errno (said on stderr). */
+static int trace_open(struct executor *ex, const char *trace)
+{
+	char path[4096];
+	const char *pid_at = strstr(trace, "%p");
+
+	/* "%p" in the path: one trace per executor (a pool runs several). */
+	if (pid_at && snprintf(path, sizeof(path), "%.*s%d%s", (int)(pid_at - trace), trace, (int)getpid(),
+			       pid_at + 2) < (int)sizeof(path))
+		trace = path;
+	ex->trace = fopen(trace, "we");
+	if (!ex->trace) {
+		fprintf(stderr, "phos-executor: cannot open trace %s: %s\n", trace, strerror(errno));
+		return -errno;
+	}
+	setvbuf(ex->trace, NULL, _IOLBF, 1 << 16);
+	return 0;
+}
+
+/* Everything main made, released at its end. */
+static void teardown(struct executor *ex, struct phos_image *img)
+{
+	struct handle_table *tables[] = { &ex->streams, &ex->events, &ex->modules, &ex->funcs,
+					  &ex->vars, &ex->regions, &ex->blas, &ex->pools, &ex->nccl,
+					  &ex->texes, &ex->arrays, &ex->dnn_handles, &ex->dnn_descs, &ex->graphs,
+					  &ex->fft_plans, &ex->rand_gens };
+
+	exec_dnn_cache_clear(ex);
+	exec_image_cache_clear(ex);
+	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
+		handle_table_exit(tables[i]);
+	channel_drop(ex, ex->ch, ex->ch_pinned);
+	channel_drop(ex, ex->next_ch, ex->next_ch_pinned);
+	exec_hot_clear(ex);
+	exec_prep_clear(ex);
+	exec_modcache_clear(ex);
+	exec_share_pending_clear(ex);
+	phos_bufmap_free(ex->bufs);
+	free(ex->held);
+	stage_host_reap(ex, true);
+	stage_ring_free(ex);
+	exec_nccl_warm_drop(ex);
+	for (int d = ex->ndevs - 1; d >= 0; d--)
+		ex->dev_ops->close(ex->devs[d]);
+	if (ex->trace)
+		fclose(ex->trace);
+	phos_image_free(img);
+}
+
+int main(int argc, char **argv)
+{
 	struct executor ex = { .arena_base = PHOS_ARENA_BASE_DEFAULT, .arena_size = PHOS_ARENA_SIZE_DEFAULT,
 			       .control_fd = -1 };
-	const char *restore_from = NULL;
 	struct phos_image *img = NULL;
 	char err[512] = "";
-	uint64_t cfd;
-	const char *device = "auto", *trace = getenv("PHOS_TRACE"), *gpu = getenv("PHOS_GPU");
-	const char *gpus = getenv("PHOS_GPUS");
+	struct exec_args a;
 	struct phos_bufmap_ops ops = { .map = map_chunks, .unmap = unmap_chunks, .ctx = &ex };
-	uint64_t fd = UINT64_MAX;
-	bool pool = false, on_demand = false;
 	double t0 = 0, t_open = 0;
-	bool warm = true;
-	int c, r;
+	int r;
 
 	phos_log_init("phos-executor", PHOS_LOG_WARN);
 	pthread_mutex_init(&ex.ckpt.lock, NULL);
@@ -812,83 +943,19 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	nofile_room();
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'f':
-			if (parse_u64(optarg, &fd) < 0 || fd > 65535) {
-				fprintf(stderr, "phos-executor: bad --fd '%s'\n", optarg);
-				return 2;
-			}
-			break;
-		case 'd': device = optarg; break;
-		case 'g': gpu = optarg; gpus = NULL; break;
-		case 'G': gpus = optarg; gpu = NULL; break;
-		case 't': trace = optarg; break;
-		case 'b':
-		case 's':
-			if (parse_u64(optarg, c == 'b' ? &ex.arena_base : &ex.arena_size) < 0) {
-				fprintf(stderr, "phos-executor: bad --%s '%s'\n",
-					c == 'b' ? "arena-base" : "arena-size", optarg);
-				return 2;
-			}
-			break;
-		case 'n': warm = false; break;
-		case 'c':
-			if (parse_u64(optarg, &cfd) < 0 || cfd > 65535) {
-				fprintf(stderr, "phos-executor: bad --control-fd '%s'\n", optarg);
-				return 2;
-			}
-			ex.control_fd = (int)cfd;
-			break;
-		case 'S': ex.snapshot_dir = optarg; break;
-		case 'R': restore_from = optarg; break;
-		case 'P': pool = true; break;
-		case 'O': on_demand = true; break;
-		case 'A': {
-			int pid, afd, end = 0;
-
-			if (sscanf(optarg, "%d:%d%n", &pid, &afd, &end) != 2 || optarg[end] || pid <= 0 || afd < 0) {
-				fprintf(stderr, "phos-executor: bad --adopt-channel '%s' (PID:FD)\n", optarg);
-				return 2;
-			}
-			ex.adopt_pid = pid;
-			ex.adopt_fd = afd;
-			break;
-		}
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
-	}
-	if (pool && (ex.control_fd < 0 || restore_from || ex.snapshot_dir)) {
-		fprintf(stderr, "phos-executor: --pool needs --control-fd and takes its jobs there\n");
-		return 2;
-	}
-	if ((fd == UINT64_MAX && !pool) || optind != argc) {
-		usage(stderr);
-		return 2;
-	}
-	if (ex.adopt_pid && !restore_from) {
-		fprintf(stderr, "phos-executor: --adopt-channel needs --restore-from (a checkpoint)\n");
-		return 2;
-	}
-	if (ex.snapshot_dir && restore_from) {
-		fprintf(stderr, "phos-executor: --snapshot-to and --restore-from exclude each other\n");
-		return 2;
-	}
-	if (ex.snapshot_dir && ex.control_fd < 0) {
-		fprintf(stderr, "phos-executor: --snapshot-to needs --control-fd\n");
-		return 2;
-	}
+	r = parse_args(argc, argv, &ex, &a);
+	if (r >= 0)
+		return r;
 	/* First, so that a controller of another protocol version refuses this
 	 * executor by name before giving it anything. */
 	exec_control_hello(&ex);
-	if (restore_from) {
+	if (a.restore_from) {
 		double t_read = phos_now();
 
-		r = phos_image_read(restore_from, &img, err, sizeof(err));
+		r = phos_image_read(a.restore_from, &img, err, sizeof(err));
 		ex.image_read_s = phos_now() - t_read;
 		if (r < 0) {
-			fprintf(stderr, "phos-executor: %s: %s\n", restore_from, err);
+			fprintf(stderr, "phos-executor: %s: %s\n", a.restore_from, err);
 			exec_control_error(&ex, "%s", err);
 			return 1;
 		}
@@ -899,14 +966,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "phos-executor: the arena base and size must be multiples of 2 MiB\n");
 		return 2;
 	}
-	ex.dev_ops = phos_device_pick(device);
+	ex.dev_ops = phos_device_pick(a.device);
 	if (!ex.dev_ops) {
-		fprintf(stderr, "phos-executor: unknown device '%s' (auto, cuda or sim)\n", device);
+		fprintf(stderr, "phos-executor: unknown device '%s' (auto, cuda or sim)\n", a.device);
 		return 2;
 	}
 	ex.ndevs = 1;
-	r = gpus && *gpus ? gpu_list(ex.dev_ops, gpus, ex.ordinals, &ex.ndevs, err, sizeof(err))
-			  : gpu_ordinal(ex.dev_ops, gpu, "--gpu or PHOS_GPU", &ex.ordinals[0], err, sizeof(err));
+	r = a.gpus && *a.gpus ? gpu_list(ex.dev_ops, a.gpus, ex.ordinals, &ex.ndevs, err, sizeof(err))
+			  : gpu_ordinal(ex.dev_ops, a.gpu, "--gpu or PHOS_GPU", &ex.ordinals[0], err, sizeof(err));
 	if (r < 0) {
 		fprintf(stderr, "phos-executor: %s\n", err);
 		exec_control_error(&ex, "%s", err);
@@ -914,29 +981,14 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	if (trace && *trace) {
-		char path[4096];
-		const char *pid_at = strstr(trace, "%p");
-
-		/* "%p" in the path: one trace per executor (a pool runs several). */
-		if (pid_at && snprintf(path, sizeof(path), "%.*s%d%s", (int)(pid_at - trace), trace, (int)getpid(),
-				       pid_at + 2) < (int)sizeof(path))
-			trace = path;
-		ex.trace = fopen(trace, "we");
-		if (!ex.trace) {
-			fprintf(stderr, "phos-executor: cannot open trace %s: %s\n", trace, strerror(errno));
-			return 1;
-		}
-		/* Line-buffered: an executor usually ends by a signal, and a trace is
-		 * read to see where time went. */
-		setvbuf(ex.trace, NULL, _IOLBF, 1 << 16);
-	}
+	if (a.trace && *a.trace && trace_open(&ex, a.trace) < 0)
+		return 1;
 	exec_window_reserve(&ex);   /* before the driver takes address space */
 	if (img)
 		exec_regions_hold(&ex, img);
 	t0 = phos_now();
 	/* A restore warms cuBLAS up beside loading the snapshot (exec_image_load). */
-	r = devices_open(&ex, warm && !img);
+	r = devices_open(&ex, a.warm && !img);
 	t_open = phos_now() - t0;
 	if (r == 0 && img && phos_fault("driver_takes_regions"))
 		driver_takes_regions(img);
@@ -954,32 +1006,10 @@ int main(int argc, char **argv)
 		r = phos_bufmap_set_parts(ex.bufs, ex.dev_stride, ex.dev_span);
 	if (r == 0)
 		r = phos_bufmap_set_window(ex.bufs, ex.arena_base, ex.dev_span);
-	if (r == 0 && pool)
+	if (r == 0 && a.pool)
 		r = pool_loop(&ex);
 	else if (r == 0)
-		r = serve_one(&ex, (int)fd, restore_from, img, on_demand, t_open, t0);
-	exec_dnn_cache_clear(&ex);
-	exec_image_cache_clear(&ex);
-	struct handle_table *tables[] = { &ex.streams, &ex.events, &ex.modules, &ex.funcs,
-					  &ex.vars, &ex.regions, &ex.blas, &ex.pools, &ex.nccl,
-					  &ex.texes, &ex.arrays, &ex.dnn_handles, &ex.dnn_descs, &ex.graphs,
-					  &ex.fft_plans, &ex.rand_gens };
-	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
-		handle_table_exit(tables[i]);
-	channel_drop(&ex, ex.ch, ex.ch_pinned);
-	channel_drop(&ex, ex.next_ch, ex.next_ch_pinned);
-	exec_hot_clear(&ex);
-	exec_prep_clear(&ex);
-	exec_modcache_clear(&ex);
-	phos_bufmap_free(ex.bufs);
-	free(ex.held);
-	stage_host_reap(&ex, true);
-	stage_ring_free(&ex);
-	exec_nccl_warm_drop(&ex);
-	for (int d = ex.ndevs - 1; d >= 0; d--)
-		ex.dev_ops->close(ex.devs[d]);
-	if (ex.trace)
-		fclose(ex.trace);
-	phos_image_free(img);
+		r = serve_one(&ex, (int)a.fd, a.restore_from, img, a.on_demand, t_open, t0);
+	teardown(&ex, img);
 	return r < 0 ? 1 : 0;
 }
