@@ -107,27 +107,71 @@ static int arena_check(const struct cuda_dev *d, uint64_t addr, uint64_t len, co
 	return 0;
 }
 
+/* The access of this device and its peers to [addr, addr+len): read/write, or
+ * read only (a shared buffer: a kernel's write there faults). */
+static CUresult set_access(struct cuda_dev *d, uint64_t addr, uint64_t len, bool writable)
+{
+	CUmemAccessDesc access[CUDA_MAX_PEERS + 1];
+
+	for (unsigned i = 0; i <= d->npeers; i++) {
+		memset(&access[i], 0, sizeof(access[i]));
+		access[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		access[i].location.id = i == 0 ? d->ordinal : d->peers[i - 1];
+		access[i].flags = writable ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_READ;
+	}
+	return cuda_drv.MemSetAccess((CUdeviceptr)addr, len, access, d->npeers + 1);
+}
+
+/* Room for one more mapping in the table: 0 or -PHOS_CUDA_MEMORY_ALLOCATION. Called locked. */
+static int maps_room(struct cuda_dev *d)
+{
+	size_t cap = d->maps_cap ? 2 * d->maps_cap : 64;
+	struct cuda_map *maps;
+
+	if (d->nmaps < d->maps_cap)
+		return 0;
+	maps = realloc(d->maps, cap * sizeof(*maps));
+	if (!maps)
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	d->maps = maps;
+	d->maps_cap = cap;
+	return 0;
+}
+
+/* The "in use" bits of len bytes of chunks, every one set, or NULL. */
+static uint64_t *bits_all(uint64_t len)
+{
+	uint64_t nchunks = len / PHOS_CHUNK, *bits = calloc((nchunks + 63) / 64, sizeof(*bits));
+
+	for (uint64_t k = 0; bits && k < nchunks; k++)
+		bits[k / 64] |= 1ull << (k % 64);
+	return bits;
+}
+
+/* Records the mapping of handle at [addr, addr+len), every chunk in use, at
+ * index at (maps_room made room). Called locked. */
+static void map_insert(struct cuda_dev *d, size_t at, uint64_t addr, uint64_t len,
+		       CUmemGenericAllocationHandle handle, uint64_t *bits, bool fresh)
+{
+	memmove(&d->maps[at + 1], &d->maps[at], (d->nmaps - at) * sizeof(*d->maps));
+	d->maps[at] = (struct cuda_map){
+		.addr = addr, .len = len, .handle = handle, .live = len / PHOS_CHUNK, .bits = bits, .fresh = fresh,
+	};
+	d->nmaps++;
+}
+
 /* Creates physical memory for [addr, addr+len), maps it there with read/write
  * access for this device, and records it at index at. Called locked. */
 static int map_create(struct cuda_dev *d, size_t at, uint64_t addr, uint64_t len)
 {
 	CUmemAllocationProp prop;
-	CUmemAccessDesc access[CUDA_MAX_PEERS + 1];
 	CUmemGenericAllocationHandle handle;
-	uint64_t nchunks = len / PHOS_CHUNK, k;
 	uint64_t *bits;
 	CUresult r;
 
-	if (d->nmaps == d->maps_cap) {
-		size_t cap = d->maps_cap ? 2 * d->maps_cap : 64;
-		struct cuda_map *maps = realloc(d->maps, cap * sizeof(*maps));
-
-		if (!maps)
-			return -PHOS_CUDA_MEMORY_ALLOCATION;
-		d->maps = maps;
-		d->maps_cap = cap;
-	}
-	bits = calloc((nchunks + 63) / 64, sizeof(*bits));
+	if (maps_room(d) < 0)
+		return -PHOS_CUDA_MEMORY_ALLOCATION;
+	bits = bits_all(len);
 	if (!bits)
 		return -PHOS_CUDA_MEMORY_ALLOCATION;
 
@@ -152,27 +196,14 @@ static int map_create(struct cuda_dev *d, size_t at, uint64_t addr, uint64_t len
 		return cu_fail(r, "cuMemMap", __FILE__, __LINE__);
 	}
 	/* this device, and the peers of a function over several GPUs */
-	for (unsigned i = 0; i <= d->npeers; i++) {
-		memset(&access[i], 0, sizeof(access[i]));
-		access[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-		access[i].location.id = i == 0 ? d->ordinal : d->peers[i - 1];
-		access[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	}
-	r = cuda_drv.MemSetAccess((CUdeviceptr)addr, len, access, d->npeers + 1);
+	r = set_access(d, addr, len, true);
 	if (r != CUDA_SUCCESS) {
 		cuda_drv.MemUnmap((CUdeviceptr)addr, len);
 		cuda_drv.MemRelease(handle);
 		free(bits);
 		return cu_fail(r, "cuMemSetAccess", __FILE__, __LINE__);
 	}
-
-	for (k = 0; k < nchunks; k++)
-		bits[k / 64] |= 1ull << (k % 64);
-	memmove(&d->maps[at + 1], &d->maps[at], (d->nmaps - at) * sizeof(*d->maps));
-	d->maps[at] = (struct cuda_map){
-		.addr = addr, .len = len, .handle = handle, .live = nchunks, .bits = bits, .fresh = true,
-	};
-	d->nmaps++;
+	map_insert(d, at, addr, len, handle, bits, true);
 	return 0;
 }
 
@@ -315,21 +346,6 @@ static void cuda_unmap(struct phos_device *dev, uint64_t addr, uint64_t len)
 /* ------------------------------------------------------------------------ */
 /* Shared mappings (device.h share_out, share_in, share_own; issue 42)        */
 
-/* The access of this device and its peers to [addr, addr+len): read/write, or
- * read only (a shared buffer: a kernel's write there faults). */
-static CUresult set_access(struct cuda_dev *d, uint64_t addr, uint64_t len, bool writable)
-{
-	CUmemAccessDesc access[CUDA_MAX_PEERS + 1];
-
-	for (unsigned i = 0; i <= d->npeers; i++) {
-		memset(&access[i], 0, sizeof(access[i]));
-		access[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-		access[i].location.id = i == 0 ? d->ordinal : d->peers[i - 1];
-		access[i].flags = writable ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_READ;
-	}
-	return cuda_drv.MemSetAccess((CUdeviceptr)addr, len, access, d->npeers + 1);
-}
-
 /* The mapping that covers exactly [addr, addr+len) with every chunk in use,
  * or -1. Called locked. */
 static ssize_t map_exact(const struct cuda_dev *d, uint64_t addr, uint64_t len)
@@ -446,19 +462,12 @@ static int cuda_share_in(struct phos_device *dev, uint64_t addr, uint64_t len, i
 		phos_err("cuda: a shared buffer at 0x%llx lives on another device", (unsigned long long)addr);
 		return -PHOS_CUDA_INVALID_VALUE;
 	}
-	bits = calloc((len / PHOS_CHUNK + 63) / 64, sizeof(*bits));
+	bits = bits_all(len);
 	pthread_mutex_lock(&d->lock);
 	at = map_first_after(d, addr);
-	if (!bits || d->nmaps == d->maps_cap) {
-		size_t cap = d->maps_cap ? 2 * d->maps_cap : 64;
-		struct cuda_map *maps = bits ? realloc(d->maps, cap * sizeof(*maps)) : NULL;
-
-		if (!maps) {
-			r = -PHOS_CUDA_MEMORY_ALLOCATION;
-			goto fail;
-		}
-		d->maps = maps;
-		d->maps_cap = cap;
+	if (!bits || maps_room(d) < 0) {
+		r = -PHOS_CUDA_MEMORY_ALLOCATION;
+		goto fail;
 	}
 	if (at < d->nmaps && d->maps[at].addr < addr + len) {
 		r = -PHOS_CUDA_INVALID_VALUE;   /* something is mapped there */
@@ -471,12 +480,7 @@ static int cuda_share_in(struct phos_device *dev, uint64_t addr, uint64_t len, i
 		r = cu_fail(cr, "mapping a shared buffer", __FILE__, __LINE__);
 		goto fail;
 	}
-	for (uint64_t k = 0; k < len / PHOS_CHUNK; k++)
-		bits[k / 64] |= 1ull << (k % 64);
-	memmove(&d->maps[at + 1], &d->maps[at], (d->nmaps - at) * sizeof(*d->maps));
-	d->maps[at] = (struct cuda_map){ .addr = addr, .len = len, .handle = handle, .live = len / PHOS_CHUNK,
-					 .bits = bits };
-	d->nmaps++;
+	map_insert(d, at, addr, len, handle, bits, false);
 	pthread_mutex_unlock(&d->lock);
 	return 0;
 fail:
