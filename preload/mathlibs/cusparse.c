@@ -845,6 +845,24 @@ static cusparseStatus_t call_init(const char *name, cusparseHandle_t h, enum pho
 
 /* Checks c (its layout, its memory) and sends it: SPARSE_SIZE into
  * *ret_size when it is not NULL, else SPARSE_EXEC on the handle's stream. */
+/* Whether c may run on the device: its arrays (r[0 .. n)) and its buffer in
+ * cudaMalloc's memory, and the handle's stream one to post on (its id into c). */
+static cusparseStatus_t device_ready(const char *name, cusparseHandle_t h, struct phos_sparse_call *c,
+				     const struct phos_sparse_range *r, uint32_t n)
+{
+	int rc;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (!in_arena(r[i].addr))
+			return refuse_call(name, "on memory other than cudaMalloc's (host or managed memory)");
+	if (c->buffer && !in_arena(c->buffer))
+		return refuse_call(name, "with an external buffer other than cudaMalloc's");
+	rc = phos_preload_stream_id(h->stream, &c->stream);
+	if (rc == cudaErrorStreamCaptureUnsupported)
+		return refuse_call(name, "on a stream that is capturing a graph");
+	return rc == cudaSuccess ? CUSPARSE_STATUS_SUCCESS : CUSPARSE_STATUS_INVALID_VALUE;
+}
+
 static cusparseStatus_t forward(const char *name, cusparseHandle_t h, struct phos_sparse_call *c, size_t *ret_size)
 {
 	struct phos_sparse_range r[PHOS_SPARSE_RANGES];
@@ -856,16 +874,8 @@ static cusparseStatus_t forward(const char *name, cusparseHandle_t h, struct pho
 	if (st)
 		return (cusparseStatus_t)st;
 	if (!ret_size) {   /* (a size query may name memory not yet allocated) */
-		for (uint32_t i = 0; i < n; i++)
-			if (!in_arena(r[i].addr))
-				return refuse_call(name, "on memory other than cudaMalloc's (host or managed memory)");
-		if (c->buffer && !in_arena(c->buffer))
-			return refuse_call(name, "with an external buffer other than cudaMalloc's");
-		rc = phos_preload_stream_id(h->stream, &c->stream);
-		if (rc == cudaErrorStreamCaptureUnsupported)
-			return refuse_call(name, "on a stream that is capturing a graph");
-		if (rc != cudaSuccess)
-			return CUSPARSE_STATUS_INVALID_VALUE;
+		if ((st = device_ready(name, h, c, r, n)))
+			return (cusparseStatus_t)st;
 		return status_of(phos_preload_post(PHOS_OP_SPARSE_EXEC, c, sizeof(*c), NULL, 0), 0);
 	} else {
 		uint64_t bytes = 0;
@@ -1242,10 +1252,8 @@ PHOS_EXPORT cusparseStatus_t cusparseSpGEMM_compute(cusparseHandle_t handle, cus
 {
 	struct phos_sparse_range r[PHOS_SPARSE_RANGES];
 	struct phos_sparse_call c;
-	uint64_t nnz = 0;
-	size_t len = 0;
+	size_t nnz = 0;
 	uint32_t n = 0;
-	int rc, lst = 0;
 	cusparseStatus_t st = spgemm_init("cusparseSpGEMM_compute", PHOS_SPARSE_SPGEMM_NNZ, handle, opA, opB, alpha,
 					  matA, matB, beta, matC, computeType, alg, spgemmDescr, &c);
 
@@ -1257,19 +1265,12 @@ PHOS_EXPORT cusparseStatus_t cusparseSpGEMM_compute(cusparseHandle_t handle, cus
 		*bufferSize2 = SPGEMM_BUFFER;
 		return CUSPARSE_STATUS_SUCCESS;
 	}
+	/* the count reads A and B on the device: as a posted call's checks, then SIZE's answer */
 	(void)phos_sparse_ranges_of(&c, 0, r, &n);
-	for (uint32_t i = 0; i < n; i++)
-		if (!in_arena(r[i].addr))
-			return refuse_call("cusparseSpGEMM_compute", "on memory other than cudaMalloc's");
-	rc = phos_preload_stream_id(handle->stream, &c.stream);
-	if (rc == cudaErrorStreamCaptureUnsupported)
-		return refuse_call("cusparseSpGEMM_compute", "on a stream that is capturing a graph");
-	if (rc != cudaSuccess)
-		return CUSPARSE_STATUS_INVALID_VALUE;
-	rc = phos_preload_call(PHOS_OP_SPARSE_SIZE, &c, sizeof(c), NULL, 0, &nnz, sizeof(nnz), &len, &lst);
-	if (status_of(rc, lst) != CUSPARSE_STATUS_SUCCESS)
-		return status_of(rc, lst);
-	if (len != sizeof(nnz) || nnz > PHOS_SPARSE_ELEMS_MAX)
+	if ((st = device_ready("cusparseSpGEMM_compute", handle, &c, r, n)) ||
+	    (st = forward("cusparseSpGEMM_compute", handle, &c, &nnz)))
+		return st;
+	if (nnz > PHOS_SPARSE_ELEMS_MAX)
 		return CUSPARSE_STATUS_INTERNAL_ERROR;
 	spgemmDescr->nnz = (int64_t)nnz;
 	spgemmDescr->counted = true;
