@@ -982,12 +982,7 @@ static size_t plan_items(struct executor *ex, const struct phos_image *img, stru
 
 	for (uint32_t i = 0; i < img->nbufs; i++) {
 		const struct phos_image_buf *b = &img->bufs[i];
-		bool ws = false;
-
-		for (uint32_t k = 0; k < img->nblas && !ws; k++)
-			ws = img->blas[k].workspace_size && img->blas[k].workspace >= b->addr &&
-			     img->blas[k].workspace < b->addr + b->size;
-		if (ws && taken) {
+		if (phos_image_buf_holds_workspace(img, b) && taken) {
 			taken[i] = true;
 			items[n++] = buf_item(ex, b);
 		}

@@ -183,13 +183,8 @@ size_t exec_share_publish(struct executor *ex, const struct phos_image *img)
 		uint64_t len = chunks_of(b->size);
 		int fd = -1;
 
-		bool ws = false;
-
-		/* a cuBLAS workspace: written by calls whose sets do not name it */
-		for (uint32_t k = 0; k < img->nblas && !ws; k++)
-			ws = img->blas[k].workspace_size && img->blas[k].workspace >= b->addr &&
-			     img->blas[k].workspace < b->addr + b->size;
-		if (b->size < PHOS_CHUNK || b->addr % PHOS_CHUNK || ws)
+		/* (a cuBLAS workspace: written by calls whose sets do not name it) */
+		if (b->size < PHOS_CHUNK || b->addr % PHOS_CHUNK || phos_image_buf_holds_workspace(img, b))
 			continue;
 		if (ex->dev_ops->share_out(ex->devs[0], b->addr, len, &fd) < 0)
 			continue;   /* (stays as it was: private, read/write) */

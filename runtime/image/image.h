@@ -287,6 +287,17 @@ uint64_t phos_image_hash(const void *data, size_t len);               /* whole b
 /* XXH3-128 of a fatbin as 32 hex digits + NUL. */
 void phos_image_module_hash(const void *data, size_t len, char ret_hex[33]);
 
+/* Whether buffer b of img holds a cuBLAS handle's workspace: cuBLAS reaches
+ * it by handle, so no call's read/write set names it. */
+static inline bool phos_image_buf_holds_workspace(const struct phos_image *img, const struct phos_image_buf *b)
+{
+	for (uint32_t k = 0; k < img->nblas; k++)
+		if (img->blas[k].workspace_size && img->blas[k].workspace >= b->addr &&
+		    img->blas[k].workspace < b->addr + b->size)
+			return true;
+	return false;
+}
+
 /* Offset of the next item in gpu.data after one of len bytes at off. */
 static inline uint64_t phos_image_next_offset(uint64_t off, uint64_t len)
 {
