@@ -100,7 +100,7 @@ def run_system(a, build, tmp, system, nbuf, mib):
                             "--state-dir", state, "--device", a.device, "--pool", str(a.instances),
                             "--max-instances", str(2 * a.instances)],
                            stdout=open(log, "w"), stderr=subprocess.STDOUT, cwd=cwd,
-                           env=dict(os.environ, PHOS_SIM_TWINS=os.path.join(build, "tests", "integration",
+                           env=dict(os.environ, PHOS_LOG=os.environ.get("PHOS_LOG", "info"), PHOS_SIM_TWINS=os.path.join(build, "tests", "integration",
                                                                             "libphos-twins-tests.so")))
     out = []
     try:

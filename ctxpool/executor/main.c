@@ -379,10 +379,15 @@ static int serve_one(struct executor *ex, int fd, const char *dir, const struct 
 		m.ready.load_s = phos_now() - t0 - t_open;
 		m.ready.data_s = ex->load_data_s;
 		m.ready.data_bytes = img->gpu_bytes;
-		m.ready.on_demand = on_demand;
+		/* (a fill loads every buffer first: exec_image_load) */
+		m.ready.on_demand = on_demand && ex->share_mode != EXEC_SHARE_FILL;
 		/* a fill: the buffers the snapshot's next instances map (SHARED each) */
-		if (ex->share_mode == EXEC_SHARE_FILL)
-			phos_info("shared %zu buffers of %s", exec_share_publish(ex, img), dir);
+		if (ex->share_mode == EXEC_SHARE_FILL) {
+			double ts = phos_now();
+			size_t n = exec_share_publish(ex, img);
+
+			phos_info("shared %zu buffers of %s in %.1f ms", n, dir, (phos_now() - ts) * 1e3);
+		}
 		exec_control_send(ex, &m);
 	}
 	if (!ex->snapshot_dir)
