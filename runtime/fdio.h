@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Whole writes on file descriptors: what a short write or a signal leaves
- * undone is done, or the error says why.
+ * Whole reads and writes: what a short write or a signal leaves undone is
+ * done, or the error says why.
  */
 #ifndef PHOS_FDIO_H
 #define PHOS_FDIO_H
@@ -15,5 +15,9 @@ int phos_write_all(int fd, const void *p, size_t len);
 /* The same at offset off (pwrite), the file position untouched. A write of
  * nothing where bytes remain is -EIO. */
 int phos_pwrite_all(int fd, const void *p, size_t len, uint64_t off);
+
+/* The first size bytes of the file at path in a new buffer (malloc; the
+ * caller frees it): 0, or -errno (-ENODATA when the file is shorter). */
+int phos_read_file(const char *path, uint64_t size, void **ret_data);
 
 #endif

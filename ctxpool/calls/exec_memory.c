@@ -528,9 +528,6 @@ int exec_memory_handle(struct executor *ex, uint32_t op, const void *body, uint3
 		TRY(exec_sync_function(ex));
 		exec_pool_after_sync(ex);
 		return 0;
-	case PHOS_OP_DEVICE_RESET:
-		exec_scrub(ex);
-		return 0;
 	default:
 		return -PHOS_CUDA_NOT_SUPPORTED;
 	}

@@ -257,8 +257,9 @@ int spec_commit(struct executor *ex, const char *what, const char *name, uint32_
 		trace(ex, what, name, stream, s);
 		funlockfile(ex->trace);
 	}
-	TRY(exec_share_before_write(ex, s));
-	TRY(exec_checkpoint_before_write(ex, s));
+	for (size_t i = 0; i < sizeof(ex->before_write) / sizeof(ex->before_write[0]); i++)
+		if (ex->before_write[i])
+			TRY(ex->before_write[i](ex, s));
 	if (!ex->loader)
 		return 0;
 	/* Also once everything is resident: the gate records first touches. */

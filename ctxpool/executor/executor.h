@@ -217,7 +217,14 @@ struct exec_ckpt {
 
 struct stage;
 
+struct spec_set;
 struct executor {
+	/* What spec_commit calls before each call, in order, with its read/write
+	 * set (0, or a negated cudaError_t that fails the call): the instance's
+	 * own copies of shared buffers it writes (exec_share_before_write), then
+	 * a cow checkpoint's copies (exec_checkpoint_before_write). main sets
+	 * them: the calls do not reach up into the state they keep. */
+	int (*before_write[2])(struct executor *ex, const struct spec_set *s);
 	struct stage *stage;           /* the staging ring of dumps (staging.c), once made */
 	bool window;                   /* the host window is reserved here (proto.h) */
 	/* A restore's host regions outside the window, reserved before the
@@ -604,8 +611,8 @@ void exec_image_drop_scratch(struct exec_dump *d);
  * at its address with its contents, checksums verified. With on_demand it
  * returns once variables and cuBLAS workspaces are in, and the restore engine
  * (ex->loader, restore/engine.h) brings the buffers in while the function runs: the
- * snapshot's prefetch order first, then address order. On failure everything
- * made is released and err says why. */
+ * snapshot's prefetch order first, then address order. On failure err says
+ * why, and what was made stays until the caller's exec_scrub. */
 struct phos_image;
 int exec_image_load(struct executor *ex, const char *dir, const struct phos_image *img, bool on_demand,
 		    char *err, size_t errlen);
@@ -759,9 +766,6 @@ void exec_module_release(struct executor *ex, struct exec_module *m);
  * bytes had that hash when they were read), -ENOENT when it is not there. */
 int exec_module_make_restored(struct executor *ex, uint32_t id, const void *image, size_t image_len,
 			      const char *hash);
-/* The size bytes of a file (a snapshot's fatbin) in a new buffer: 0 or -errno
- * (-ENODATA when it is shorter). exec_image.c. */
-int exec_read_file(const char *path, uint64_t size, void **ret_data);
 /* Loads a snapshot's fatbin into ex->modcache ahead of its restores (a hot
  * snapshot, exec_hot.c), unless it is there already; hash as above. */
 void exec_module_warm(struct executor *ex, const void *image, size_t image_len, const char *hash);

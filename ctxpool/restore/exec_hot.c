@@ -28,6 +28,7 @@
 
 #include "executor.h"
 #include "image.h"
+#include "fdio.h"
 #include "log.h"
 
 #define CHUNK ((uint64_t)PHOS_IMAGE_HASH_CHUNK)
@@ -189,7 +190,7 @@ static void warm_modules(struct executor *ex, const char *dir, const struct phos
 		void *data = NULL;
 
 		snprintf(path, sizeof(path), "%s/modules/%s.fatbin", dir, m->hash);
-		if (exec_read_file(path, m->size, &data) < 0)
+		if (phos_read_file(path, m->size, &data) < 0)
 			continue;
 		phos_image_module_hash(data, m->size, hash);
 		if (!strcmp(hash, m->hash))

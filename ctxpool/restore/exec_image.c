@@ -32,6 +32,7 @@
 #include "executor.h"
 #include "fault.h"
 #include "image.h"
+#include "fdio.h"
 #include "log.h"
 #include "engine.h"
 #include "staging.h"
@@ -570,40 +571,6 @@ int exec_serve_point(struct executor *ex)
 
 /* --- load --- */
 
-int exec_read_file(const char *path, uint64_t size, void **ret_data)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	uint8_t *data;
-	uint64_t got = 0;
-	int r = 0;
-
-	if (fd < 0)
-		return -errno;
-	data = malloc(size ? size : 1);
-	if (!data) {
-		close(fd);
-		return -ENOMEM;
-	}
-	while (got < size) {
-		ssize_t n = read(fd, data + got, size - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			r = n < 0 ? -errno : -ENODATA;
-			break;
-		}
-		got += (uint64_t)n;
-	}
-	close(fd);
-	if (r < 0) {
-		free(data);
-		return r;
-	}
-	*ret_data = data;
-	return 0;
-}
-
 static int load_objects(struct executor *ex, const char *dir, const struct phos_image *img, char *err,
 			size_t errlen)
 {
@@ -624,7 +591,7 @@ static int load_objects(struct executor *ex, const char *dir, const struct phos_
 			continue;
 		}
 		snprintf(path, sizeof(path), "%s/modules/%s.fatbin", dir, m->hash);
-		r = exec_read_file(path, m->size, &data);
+		r = phos_read_file(path, m->size, &data);
 		if (r < 0) {
 			phos_errf(err, errlen, "reading %s: %s", path, strerror(-r));
 			return r;
@@ -1263,7 +1230,6 @@ fail:
 	free(items);
 	if (warming)
 		pthread_join(warm_thread, NULL);
-	exec_scrub(ex);
 	return r;
 }
 
