@@ -330,3 +330,25 @@ out:
 	return code;
 #undef FAIL
 }
+
+void inv_checkpoint_periodic(struct inv_function *f, struct inv_instance *in)
+{
+	unsigned every = f->limits.checkpoint_ms;
+	struct phos_checkpoint_stats st;
+	char err[512];
+	int c = inv_checkpoint_take(f, in, PHOS_CKPT_COW, &st, err, sizeof(err));
+
+	if (c == 0) {
+		in->ckpt_of_call = true;
+		if (inv_async_ctx.id) {   /* resumable after our death too */
+			const char *base = strrchr(in->ckpt_dir, '/');
+
+			inv_calls_store_ckpt(inv_async_ctx.id, f->name, base ? base + 1 : in->ckpt_dir,
+					     inv_async_ctx.resumes);
+		}
+	} else if (c != -EAGAIN) {
+		phos_warn("%s: periodic checkpoint of instance %u failed: %s", f->name, in->id, err);
+	}
+	/* (-EAGAIN: the request is still being read; soon again) */
+	in->ckpt_next = phos_now() + (c == -EAGAIN ? every / 4000.0 : every / 1000.0);
+}

@@ -213,7 +213,8 @@ static int instance_stop(struct inv_function *f, struct inv_instance *in, bool k
 	int code;
 	char *log;
 
-	inv_checkpoint_abandon(f, in);
+	if (inv_instance_hooks.stopping)
+		inv_instance_hooks.stopping(f, in);
 	if (kill_it && in->proc.fn_pid > 0)
 		kill(in->proc.fn_pid, SIGKILL);
 	if (in->in_fd >= 0) {
@@ -516,6 +517,7 @@ static int instance_resume(struct inv_function *f, struct inv_instance *in, char
 /* ---- talking to an instance ---- */
 
 __thread struct inv_async_ctx inv_async_ctx;
+struct inv_instance_hooks inv_instance_hooks;
 
 /* Waits for ev on fd (a pipe of in's function) until deadline: 0, -ETIMEDOUT,
  * -ECONNRESET when in's executor died (the function cannot answer rightly any
@@ -633,30 +635,18 @@ static int wait_answer(struct inv_function *f, struct inv_instance *in, double d
 		if (r > 0 && p[2].revents)
 			return -ECANCELED;
 		if (r > 0 && p[3].revents) {
-			inv_checkpoint_serve(f, in);
+			if (inv_instance_hooks.idle)
+				inv_instance_hooks.idle(f, in);
 			continue;
 		}
 		now = phos_now();
 		if (now >= deadline)
 			return -ETIMEDOUT;
 		if (every && now >= in->ckpt_next) {
-			struct phos_checkpoint_stats st;
-			char err[512];
-			int c = inv_checkpoint_take(f, in, PHOS_CKPT_COW, &st, err, sizeof(err));
-
-			if (c == 0) {
-				in->ckpt_of_call = true;
-				if (inv_async_ctx.id) {   /* resumable after our death too */
-					const char *base = strrchr(in->ckpt_dir, '/');
-
-					inv_calls_store_ckpt(inv_async_ctx.id, f->name, base ? base + 1 : in->ckpt_dir,
-							     inv_async_ctx.resumes);
-				}
-			}
-			else if (c != -EAGAIN)
-				phos_warn("%s: periodic checkpoint of instance %u failed: %s", f->name, in->id, err);
-			/* (-EAGAIN: the request is still being read; soon again) */
-			in->ckpt_next = phos_now() + (c == -EAGAIN ? every / 4000.0 : every / 1000.0);
+			if (inv_instance_hooks.periodic)
+				inv_instance_hooks.periodic(f, in);
+			else
+				in->ckpt_next = deadline;   /* (nobody takes checkpoints) */
 		}
 	}
 }
@@ -890,7 +880,8 @@ static void call_finish(struct inv_function *f, struct inv_instance *in)
 {
 	bool stop;
 
-	inv_checkpoint_serve(f, in);
+	if (inv_instance_hooks.idle)
+		inv_instance_hooks.idle(f, in);
 	pthread_mutex_lock(&f->lock);
 	stop = f->removed || inv_draining || in->generation != f->generation;
 	if (stop) {
@@ -921,8 +912,10 @@ static void invoke(struct inv_function *f, const char *body, size_t len, const c
 again:
 	pthread_mutex_lock(&f->lock);
 	r = instance_take(f, deadline, resume_dir != NULL, res, &in);
-	if (r > 0)
-		inv_migrate_forward(f, body, len, ctype, res);
+	if (r > 0 && inv_instance_hooks.forward)
+		inv_instance_hooks.forward(f, body, len, ctype, res);
+	else if (r > 0)
+		inv_result_error(res, 503, "function %s moved away and this invoker cannot forward its calls", f->name);
 	if (r != 0)
 		goto out;
 
@@ -1204,7 +1197,8 @@ void inv_instance_release(struct inv_function *f, struct inv_instance *in)
 {
 	bool stop;
 
-	inv_checkpoint_serve(f, in);   /* one asked meanwhile saw it busy */
+	if (inv_instance_hooks.idle)   /* a checkpoint asked meanwhile saw it busy */
+		inv_instance_hooks.idle(f, in);
 	pthread_mutex_lock(&f->lock);
 	stop = f->removed || inv_draining || in->generation != f->generation;
 	if (stop) {
@@ -1483,7 +1477,8 @@ static void *reaper_main(void *arg)
 
 		usleep(50 * 1000);
 		inv_orphans_late_sweep(phos_now() - t0);
-		inv_migrate_expire();
+		if (inv_instance_hooks.tick)
+			inv_instance_hooks.tick();
 		inv_function_foreach(reap_one, list);
 		if (scan)
 			t_scan = phos_now();

@@ -280,7 +280,6 @@ int inv_orphans_sweep(const char *state_dir);
 /* Sweeps again, sparing what is under a live invoker, at 1, 3, 10, 30 and 60 s after
  * the start (the reaper calls it with the time since then; see orphans.c). */
 void inv_orphans_late_sweep(double since_start_s);
-void inv_registry_exit(void);                 /* stops every instance */
 /* Looks a function up; a ref the caller drops with inv_function_unref, or NULL. */
 struct inv_function *inv_function_get(const char *name);
 void inv_function_unref(struct inv_function *f);
@@ -292,10 +291,10 @@ const char *inv_gpu_list(const struct inv_function *f, char *buf, size_t len);
  * made now for a GPU count that had none; NULL: none (--pool 0, another
  * device). */
 struct phos_pool *inv_pool_for(const struct inv_function *f);
-/* Deploys from a request: 201/4xx/5xx; *ret_body is the JSON to send. */
-/* rendezvous.c: the ranks of a function on several invokers (see there).
- * inv_ranks_parse checks a deploy's "ranks" (0, or -errno with err);
- * inv_ranks_json describes them (the token only for the registry file);
+/* The ranks of a function on several invokers (rendezvous.c says what they
+ * are). ranks.c: inv_ranks_parse checks a deploy's "ranks" (0, or -errno
+ * with err); inv_ranks_json describes them (the token only for the registry
+ * file); inv_rendezvous_path is f's folder. rendezvous.c:
  * inv_rendezvous_prepare makes f's empty folder (at every deploy); _drop
  * removes it; _start runs a rank's mirror of its leader's folder while f is
  * deployed; _describe answers GET /system/functions/NAME/rendezvous. */
@@ -308,6 +307,9 @@ void inv_rendezvous_drop(struct inv_function *f);
 int inv_rendezvous_start(struct inv_function *f);
 int inv_rendezvous_describe(const char *name, json_t **ret_body);
 
+/* deploy.c: a function's life. Deploys from a request (one without "from":
+ * a peer's snapshot is inv_pull_deploy's): 201/4xx/5xx; *ret_body is the
+ * JSON to send. */
 int inv_function_deploy(json_t *req, json_t **ret_body);
 int inv_function_resnapshot(const char *name, json_t **ret_body);
 /* Removes a function; one being deployed has its snapshot cancelled (nothing left behind). */
@@ -316,6 +318,11 @@ int inv_function_remove(const char *name, json_t **ret_body);
 void inv_function_cancel_snapshot(struct inv_function *f);
 json_t *inv_function_describe(struct inv_function *f);
 json_t *inv_function_list(void);
+/* After inv_registry_init, before the first request: each loaded function's
+ * moved session recalled, a rank's rendezvous started. */
+void inv_functions_start(void);
+/* At the end: every instance of every function stopped, the registry empty. */
+void inv_functions_stop(void);
 /* Gives the pool the snapshots to keep hot: ready functions of the pool's
  * device, in deploy order, while their gpu.data fits in --hot-bytes. */
 void inv_hot_update(void);
@@ -380,6 +387,24 @@ struct inv_async_ctx {
 	unsigned resumes;    /* after invokers' deaths, so far */
 };
 extern __thread struct inv_async_ctx inv_async_ctx;
+/* What the instances call in the layers above them, set once at start
+ * (main.c), before the first call: each may be NULL.
+ *   stopping  in is going away (inv_checkpoint_abandon)
+ *   idle      in's holder lets it go, or its checkpoint event fired during
+ *             a call: a checkpoint asked of it is taken now (inv_checkpoint_serve)
+ *   periodic  a call has run limits.checkpoint_ms since the last one
+ *             (inv_checkpoint_periodic: it sets in->ckpt_next)
+ *   forward   a call of a function whose session moved away (inv_migrate_forward)
+ *   tick      the reaper's turn, every 50 ms (inv_migrate_expire) */
+struct inv_instance_hooks {
+	void (*stopping)(struct inv_function *f, struct inv_instance *in);
+	void (*idle)(struct inv_function *f, struct inv_instance *in);
+	void (*periodic)(struct inv_function *f, struct inv_instance *in);
+	void (*forward)(struct inv_function *f, const char *body, size_t len, const char *ctype,
+			struct inv_result *res);
+	void (*tick)(void);
+};
+extern struct inv_instance_hooks inv_instance_hooks;
 void inv_instances_stop_idle(struct inv_function *f, bool all);
 /* Stops every instance (for remove and shutdown): waits for busy ones to finish. */
 void inv_instances_stop_all(struct inv_function *f);
@@ -409,6 +434,10 @@ int inv_checkpoint_take(struct inv_function *f, struct inv_instance *in, enum ph
 void inv_checkpoint_serve(struct inv_function *f, struct inv_instance *in);
 /* in is going away: a checkpoint asked of it fails. */
 void inv_checkpoint_abandon(struct inv_function *f, struct inv_instance *in);
+/* A periodic checkpoint (cow) of in, busy with a call that has run
+ * limits.checkpoint_ms since the last one; noted for an async call's resume;
+ * in->ckpt_next set to the next one's time. */
+void inv_checkpoint_periodic(struct inv_function *f, struct inv_instance *in);
 /* The endpoint: HTTP status and body. */
 int inv_checkpoint_request(const char *name, unsigned id, const char *body, size_t len, json_t **ret_body);
 /* Start-up: STATE/checkpoints made and emptied (instances do not outlive us),
@@ -445,7 +474,7 @@ void inv_migrate_prepared(unsigned *ret_held, uint64_t *ret_total);
 void inv_migrate_incoming(unsigned *ret_waiting, uint64_t *ret_reclaimed);
 void inv_migrate_forward(struct inv_function *f, const char *body, size_t len, const char *ctype,
 			 struct inv_result *res);
-/* Where a session went is kept in STATE/moves/NAME.json (0600: it holds the
+/* moves.c: where a session went is kept in STATE/moves/NAME.json (0600: it holds the
  * target's token) from its move on: inv_move_recall sets f->moved_to and
  * f->moved_token from it at our start (a bad note is dropped), so that a
  * restarted invoker forwards the session's calls instead of starting a
@@ -453,6 +482,10 @@ void inv_migrate_forward(struct inv_function *f, const char *body, size_t len, c
  * function is removed). */
 void inv_move_recall(struct inv_function *f);
 void inv_move_forget(const char *name);
+/* Writes down that name's session went to `to` (whose token is token), so
+ * that a restarted invoker forwards its calls there too instead of starting
+ * the session again from its snapshot (a second copy of it). */
+void inv_move_note(const char *name, const char *to, const char *token);
 /* config.c: how a peer reaches us, from --listen (a wildcard address as
  * 127.0.0.1): "http://HOST:PORT" into buf; set by the HTTP server's start. */
 const char *inv_http_self_url(char *buf, size_t len);

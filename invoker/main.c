@@ -592,7 +592,15 @@ static int open_state(const struct opts *o, struct phos_lender **lender)
 	stop_fd = eventfd(0, EFD_CLOEXEC);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	/* what the instances call above them (invoker.h) */
+	inv_instance_hooks = (struct inv_instance_hooks){ .stopping = inv_checkpoint_abandon,
+							  .idle = inv_checkpoint_serve,
+							  .periodic = inv_checkpoint_periodic,
+							  .forward = inv_migrate_forward,
+							  .tick = inv_migrate_expire };
 	r = inv_registry_init();
+	if (r == 0)
+		inv_functions_start();
 	if (r == 0)
 		r = inv_calls_store_init();      /* before the checkpoints: calls to resume keep theirs */
 	if (r == 0)
@@ -670,7 +678,7 @@ static int shut_down(struct MHD_Daemon *d, const struct opts *o, struct phos_len
 	}
 	inv_calls_stop();
 	inv_reaper_stop();
-	inv_registry_exit();
+	inv_functions_stop();
 	phos_lender_stop(lender);
 	phos_pool_free(inv_cfg.pool);
 	for (unsigned g = 2; g <= INV_MAX_GPUS; g++)

@@ -11,7 +11,7 @@
 
 json_t *inv_err_json(const char *fmt, ...)
 {
-	char buf[1024];
+	char buf[2048];
 	va_list ap;
 
 	va_start(ap, fmt);

@@ -701,7 +701,7 @@ int inv_cluster_replicate_receive(const char *body, size_t len, json_t **ret_bod
 	json_decref(req);
 	if (!pull)
 		return *ret_body = inv_err_json("out of memory"), 500;
-	code = inv_function_deploy(pull, ret_body);
+	code = inv_pull_deploy(pull, ret_body);
 	json_object_del(pull, "from_token");
 	json_decref(pull);
 	return code;

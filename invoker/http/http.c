@@ -630,7 +630,8 @@ static void deploy(struct req *q)
 	}
 	if (json_is_string(json_object_get(j, "name")))
 		snprintf(name, sizeof(name), "%s", json_string_value(json_object_get(j, "name")));
-	int code = inv_function_deploy(j, &body);
+	/* with "from": a snapshot from a peer (pull.c) */
+	int code = json_object_get(j, "from") ? inv_pull_deploy(j, &body) : inv_function_deploy(j, &body);
 
 	json_decref(j);
 	if (code == 201 && replicas > 1 && json_is_object(body))

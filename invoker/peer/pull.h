@@ -77,7 +77,7 @@ struct sink {
 	int werr;               /* errno of the failed write */
 };
 
-/* pull.c, for migrate.c too */
+/* pull_base.c, for pull.c, pull_fetch.c, rendezvous.c and migrate.c */
 /* "from" is http(s)://HOST[:PORT][/] and nothing else: into p->base. 0 or -EINVAL with err. */
 int pull_url_check(struct pull *p, const char *from, char *err, size_t errlen);
 /* A peer's token (its peer token, token.h): 16..PULL_TOKEN_MAX printable characters. */
@@ -88,6 +88,13 @@ void pull_free(struct pull *p);
 /* Records a failure with its HTTP status in p; returns rc. */
 __attribute__((format(printf, 6, 7)))
 int pull_fail(struct pull *p, int code, int rc, char *err, size_t errlen, const char *fmt, ...);
+/* A remove of the name or the drain asked the pull to stop, or its deadline passed. */
+bool pull_cancelled(const struct pull *p);
+/* Records why the pull stopped (pull_cancelled): 503 the drain, 504 its
+ * deadline (-ETIMEDOUT), else 409 (a remove); returns the -errno. */
+int pull_fail_stopped(struct pull *p, char *err, size_t errlen);
+
+/* pull.c, for migrate.c too */
 /* Makes the CRIU image of the snapshot or checkpoint img at dir run as this
  * invoker runs its functions: a peer's image keeps the user the peer gave
  * it. With --run-as USER, an image of another user is re-owned to USER
@@ -97,11 +104,6 @@ int pull_fail(struct pull *p, int code, int rc, char *err, size_t errlen, const 
  * (functions run as we do) an image of another user is refused. -EPERM with
  * why in err when refused. */
 int inv_image_run_as(const char *dir, struct phos_image *img, bool *ret_reowned, char *err, size_t errlen);
-/* A remove of the name or the drain asked the pull to stop, or its deadline passed. */
-bool pull_cancelled(const struct pull *p);
-/* Records why the pull stopped (pull_cancelled): 503 the drain, 504 its
- * deadline (-ETIMEDOUT), else 409 (a remove); returns the -errno. */
-int pull_fail_stopped(struct pull *p, char *err, size_t errlen);
 
 /* pull_fetch.c */
 /* p->curl with the peer's token and our limits (http/https only, no
