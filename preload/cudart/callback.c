@@ -21,8 +21,6 @@
 #include "internal.h"
 #include "log.h"
 
-__thread bool phos_in_host_callback;
-
 struct callback {
 	uint32_t seq;
 	cudaHostFn_t fn;                  /* cudaLaunchHostFunc */

@@ -210,12 +210,30 @@ PHOS_EXPORT void phos_ids_clear(enum phos_hkind kind, void (*fn)(void *obj))
 	pthread_mutex_unlock(&t->lock);
 }
 
+/* --- the calling thread, as the records it sends need it --- */
+
+__thread bool phos_in_host_callback;
+__thread bool phos_ptds_null;
+static __thread int current_device;
+int (*phos_per_thread_stream)(uint32_t *ret_id);
+int (*phos_restore_steps[PHOS_RESTORE_STEPS])(void);
+
+PHOS_EXPORT int phos_current_device(void)
+{
+	return current_device;
+}
+
+void phos_current_device_set(int device)
+{
+	current_device = device;
+}
+
 int phos_stream_resolve(const void *stream, uint32_t *ret_id)
 {
 	uint32_t id;
 
 	if (stream == cudaStreamPerThread || (stream == NULL && phos_ptds_null))
-		return phos_stream_per_thread(ret_id);
+		return phos_per_thread_stream ? phos_per_thread_stream(ret_id) : cudaErrorInitializationError;
 	if (stream == NULL || stream == cudaStreamLegacy) {
 		*ret_id = 0;
 		return cudaSuccess;
@@ -225,18 +243,6 @@ int phos_stream_resolve(const void *stream, uint32_t *ret_id)
 		return cudaErrorInvalidResourceHandle;
 	*ret_id = id;
 	return cudaSuccess;
-}
-
-PHOS_EXPORT int phos_preload_stream_id(const void *stream, uint32_t *ret_id)
-{
-	uint32_t id;
-	int r = phos_stream_resolve(stream, &id);
-
-	if (r == cudaSuccess)
-		r = phos_graph_check_stream(id);
-	if (r == cudaSuccess)
-		*ret_id = id;
-	return r;
 }
 
 /* --- the connection --- */
@@ -495,14 +501,10 @@ PHOS_EXPORT int phos_preload_serve_point(void)
 out:
 	pthread_mutex_unlock(&conn.lock);
 	if (restored) {
-		phos_var_forget();
-		r = phos_mem_regions_resend();
-		if (r == 0)
-			r = phos_pool_resend();
-		if (r == 0)
-			r = phos_device_limits_resend();
-		if (r == 0)
-			r = phos_stream_attrs_resend();
+		r = 0;
+		for (int i = 0; r == 0 && i < PHOS_RESTORE_STEPS; i++)
+			if (phos_restore_steps[i])
+				r = phos_restore_steps[i]();
 		for (int i = 0; r == 0 && i < PHOS_RESTORE_HOOKS; i++) {
 			int (*fn)(void) = __atomic_load_n(&restore_hooks[i], __ATOMIC_ACQUIRE);
 

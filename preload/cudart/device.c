@@ -32,7 +32,6 @@ static pthread_mutex_t info_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct phos_reply_device info[MAX_DEVICES];
 static bool info_valid[MAX_DEVICES];
 
-static __thread int current_device;
 static unsigned device_flags;
 
 static int device_count(int *ret_count)
@@ -91,7 +90,7 @@ int phos_device_attr(int attr, int *ret_value)
 
 	if (attr < 0 || attr >= PHOS_DEVICE_ATTR_MAX)
 		return cudaErrorInvalidValue;
-	r = device_info(current_device, &di);
+	r = device_info(phos_current_device(), &di);
 	if (r == cudaSuccess)
 		*ret_value = di->attr[attr];
 	return r;
@@ -114,7 +113,7 @@ PHOS_EXPORT cudaError_t cudaSetDevice(int device)
 	int r = check_device(device);
 
 	if (r == cudaSuccess)
-		current_device = device;
+		phos_current_device_set(device);
 	return phos_set_error(r);
 }
 
@@ -126,13 +125,8 @@ PHOS_EXPORT cudaError_t cudaGetDevice(int *device)
 		return phos_set_error(cudaErrorInvalidValue);
 	r = phos_preload_connect();
 	if (r == cudaSuccess)
-		*device = current_device;
+		*device = phos_current_device();
 	return phos_set_error(r);
-}
-
-PHOS_EXPORT int phos_current_device(void)
-{
-	return current_device;
 }
 
 /* Peers enabled: bit p of peers_on[d] (device d reaches device p). */
@@ -165,26 +159,26 @@ PHOS_EXPORT cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int 
 
 	if (flags)
 		return phos_set_error(cudaErrorInvalidValue);
-	r = peer_check(current_device, peerDevice);
+	r = peer_check(phos_current_device(), peerDevice);
 	if (r)
 		return phos_set_error(r);
-	if (peerDevice == current_device)
+	if (peerDevice == phos_current_device())
 		return phos_set_error(cudaErrorInvalidDevice);
-	cudaDeviceCanAccessPeer(&can, current_device, peerDevice);
+	cudaDeviceCanAccessPeer(&can, phos_current_device(), peerDevice);
 	if (!can)
 		return phos_set_error(cudaErrorPeerAccessUnsupported);
-	if (__atomic_fetch_or(&peers_on[current_device], 1u << peerDevice, __ATOMIC_RELAXED) & (1u << peerDevice))
+	if (__atomic_fetch_or(&peers_on[phos_current_device()], 1u << peerDevice, __ATOMIC_RELAXED) & (1u << peerDevice))
 		return phos_set_error(cudaErrorPeerAccessAlreadyEnabled);
 	return cudaSuccess;
 }
 
 PHOS_EXPORT cudaError_t cudaDeviceDisablePeerAccess(int peerDevice)
 {
-	int r = peer_check(current_device, peerDevice);
+	int r = peer_check(phos_current_device(), peerDevice);
 
 	if (r)
 		return phos_set_error(r);
-	if (!(__atomic_fetch_and(&peers_on[current_device], ~(1u << peerDevice), __ATOMIC_RELAXED) &
+	if (!(__atomic_fetch_and(&peers_on[phos_current_device()], ~(1u << peerDevice), __ATOMIC_RELAXED) &
 	      (1u << peerDevice)))
 		return phos_set_error(cudaErrorPeerAccessNotEnabled);
 	return cudaSuccess;
@@ -550,4 +544,10 @@ PHOS_EXPORT struct cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int
 	struct cudaChannelFormatDesc d = { .x = x, .y = y, .z = z, .w = w, .f = f };
 
 	return d;
+}
+
+/* What a restored connection does (conn.c): the function's limits set again. */
+__attribute__((constructor)) static void device_steps_init(void)
+{
+	phos_restore_steps[PHOS_STEP_LIMITS] = phos_device_limits_resend;
 }

@@ -176,8 +176,20 @@ PHOS_EXPORT void phos_preload_goodbye(void);
  * or cudaErrorStreamCaptureUnsupported for a stream that is capturing (whose
  * capture is then invalidated: the operation cannot be put in a graph). */
 PHOS_EXPORT int phos_preload_stream_id(const void *stream, uint32_t *ret_id);
-/* The same without the capture check (graph.c). */
+/* (graph_capture.c, with the capture checks.) The same without the capture
+ * check (conn.c; graph.c). */
 int phos_stream_resolve(const void *stream, uint32_t *ret_id);
+/* conn.c: what a restored connection does first, in this order, before the
+ * hooks of phos_preload_on_restore; each file sets its step from a
+ * constructor (the connection stays below the files that keep this state):
+ * variables' addresses forgotten (launch.c), host regions, pools, limits,
+ * stream attributes sent again (memory.c, pool.c, device.c, stream.c). A
+ * step returns 0 or a cudaError_t, which ends the restore. */
+enum { PHOS_STEP_VARS, PHOS_STEP_REGIONS, PHOS_STEP_POOLS, PHOS_STEP_LIMITS, PHOS_STEP_ATTRS, PHOS_RESTORE_STEPS };
+extern int (*phos_restore_steps[PHOS_RESTORE_STEPS])(void);
+/* conn.c: the calling thread's default stream (cudaStreamPerThread), set by
+ * stream.c's constructor to phos_stream_per_thread. */
+extern int (*phos_per_thread_stream)(uint32_t *ret_id);
 
 /* --- last error (conn.c): thread-local, CUDA's semantics --- */
 
@@ -269,7 +281,7 @@ int phos_array_memcpy_3d(const void *params, const void *stream, bool sync);
 void phos_array_reset(void);
 /* pool.c: forget every pool and block (device reset). */
 void phos_pool_reset(void);
-/* callback.c: set on the thread that runs host callbacks while one runs: CUDA
+/* (conn.c) set on the thread that runs host callbacks while one runs: CUDA
  * calls from a callback are refused (cudaErrorNotPermitted), they would wait
  * for an executor that waits for the callback. */
 extern __thread bool phos_in_host_callback;
@@ -281,7 +293,7 @@ bool phos_event_known(const void *e);
 /* stream.c: the calling thread's default stream (cudaStreamPerThread): made
  * at first use, destroyed when the thread ends. */
 int phos_stream_per_thread(uint32_t *ret_id);
-/* ptds.c: set while a _ptsz/_ptds form runs: the null stream is the thread's. */
+/* (conn.c) set while a _ptsz/_ptds form runs (ptds.c): the null stream is the thread's. */
 extern __thread bool phos_ptds_null;
 
 /* stream.c: NCCL ranks that are threads of this process (preload/nccl/nccl.c).
@@ -388,5 +400,7 @@ void phos_graph_mem_reset(void);
 
 /* device.c: attribute `attr` of device 0 (DEVICE_INFO, cached). */
 int phos_device_attr(int attr, int *ret_value);
-/* The calling thread's device (cudaSetDevice), 0 until it selects one. */
+/* conn.c: the calling thread's device (cudaSetDevice), 0 until it selects
+ * one; set by cudaSetDevice, which checks it. */
 int phos_current_device(void);
+void phos_current_device_set(int device);

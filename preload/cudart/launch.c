@@ -1369,3 +1369,15 @@ PHOS_EXPORT const char *phos_func_name(const void *func)
 
 	return f ? f->name : NULL;
 }
+
+static int vars_forget_step(void)
+{
+	phos_var_forget();
+	return 0;
+}
+
+/* What a restored connection does first (conn.c): variables are placed anew. */
+__attribute__((constructor)) static void launch_steps_init(void)
+{
+	phos_restore_steps[PHOS_STEP_VARS] = vars_forget_step;
+}

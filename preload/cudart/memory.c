@@ -1171,3 +1171,9 @@ PHOS_EXPORT cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void *devP
 		r = phos_preload_stream_id(stream, &sid);
 	return phos_set_error(r);
 }
+
+/* What a restored connection does (conn.c): the host regions go to the new executor. */
+__attribute__((constructor)) static void memory_steps_init(void)
+{
+	phos_restore_steps[PHOS_STEP_REGIONS] = phos_mem_regions_resend;
+}

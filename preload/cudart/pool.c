@@ -512,3 +512,9 @@ void phos_pool_reset(void)
 	nblocks = 0;
 	pthread_mutex_unlock(&lock);
 }
+
+/* What a restored connection does (conn.c): the pools go to the new executor. */
+__attribute__((constructor)) static void pool_steps_init(void)
+{
+	phos_restore_steps[PHOS_STEP_POOLS] = phos_pool_resend;
+}

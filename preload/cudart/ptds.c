@@ -20,8 +20,6 @@
 
 #include "internal.h"
 
-__thread bool phos_ptds_null;
-
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
 			       cudaStream_t stream);
 

@@ -636,3 +636,11 @@ void phos_stream_reset(void)
 	pthread_mutex_unlock(&attrs_lock);
 	phos_ids_clear(PHOS_H_EVENT, free);
 }
+
+/* What the connection asks of the streams (conn.c): the stream attributes
+ * set again after a restore, and the calling thread's own stream. */
+__attribute__((constructor)) static void stream_steps_init(void)
+{
+	phos_restore_steps[PHOS_STEP_ATTRS] = phos_stream_attrs_resend;
+	phos_per_thread_stream = phos_stream_per_thread;
+}

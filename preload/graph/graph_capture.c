@@ -245,6 +245,18 @@ int phos_graph_check_stream(uint32_t sid)
 	return cs ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
 }
 
+PHOS_EXPORT int phos_preload_stream_id(const void *stream, uint32_t *ret_id)
+{
+	uint32_t id;
+	int r = phos_stream_resolve(stream, &id);
+
+	if (r == cudaSuccess)
+		r = phos_graph_check_stream(id);
+	if (r == cudaSuccess)
+		*ret_id = id;
+	return r;
+}
+
 int graph_capture_node(const void *stream, struct gnode *node)
 {
 	struct cstream *cs;
