@@ -28,73 +28,7 @@
 
 #define MAX_DEVICES 16
 
-static pthread_mutex_t info_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct phos_reply_device info[MAX_DEVICES];
-static bool info_valid[MAX_DEVICES];
-
 static unsigned device_flags;
-
-static int device_count(int *ret_count)
-{
-	int r = phos_preload_connect();
-
-	if (r)
-		return r;
-	*ret_count = (int)phos_preload_hello()->device_count;
-	if (*ret_count > MAX_DEVICES)
-		*ret_count = MAX_DEVICES;
-	return *ret_count > 0 ? cudaSuccess : cudaErrorNoDevice;
-}
-
-static int check_device(int device)
-{
-	int n = 0, r = device_count(&n);
-
-	if (r)
-		return r;
-	return device >= 0 && device < n ? cudaSuccess : cudaErrorInvalidDevice;
-}
-
-/* The cached DEVICE_INFO of a device, fetched on first use. */
-static int device_info(int device, const struct phos_reply_device **ret_info)
-{
-	struct phos_device_query d = { .device = device };
-	int r = check_device(device);
-
-	if (r)
-		return r;
-	pthread_mutex_lock(&info_lock);
-	if (!info_valid[device]) {
-		struct phos_reply_device tmp;
-		size_t len = 0;
-
-		r = phos_preload_call(PHOS_OP_DEVICE_INFO, &d, sizeof(d), NULL, 0, &tmp, sizeof(tmp), &len, NULL);
-		if (r == cudaSuccess && len < sizeof(tmp))
-			r = cudaErrorUnknown;
-		if (r == cudaSuccess) {
-			tmp.name[sizeof(tmp.name) - 1] = '\0';
-			info[device] = tmp;
-			info_valid[device] = true;
-		}
-	}
-	pthread_mutex_unlock(&info_lock);
-	if (r == cudaSuccess)
-		*ret_info = &info[device];
-	return r;
-}
-
-int phos_device_attr(int attr, int *ret_value)
-{
-	const struct phos_reply_device *di;
-	int r;
-
-	if (attr < 0 || attr >= PHOS_DEVICE_ATTR_MAX)
-		return cudaErrorInvalidValue;
-	r = device_info(phos_current_device(), &di);
-	if (r == cudaSuccess)
-		*ret_value = di->attr[attr];
-	return r;
-}
 
 PHOS_EXPORT cudaError_t cudaGetDeviceCount(int *count)
 {
@@ -102,7 +36,7 @@ PHOS_EXPORT cudaError_t cudaGetDeviceCount(int *count)
 
 	if (!count)
 		return phos_set_error(cudaErrorInvalidValue);
-	r = device_count(count);
+	r = phos_device_count(count);
 	if (r)
 		*count = 0;
 	return phos_set_error(r);
@@ -110,7 +44,7 @@ PHOS_EXPORT cudaError_t cudaGetDeviceCount(int *count)
 
 PHOS_EXPORT cudaError_t cudaSetDevice(int device)
 {
-	int r = check_device(device);
+	int r = phos_device_check(device);
 
 	if (r == cudaSuccess)
 		phos_current_device_set(device);
@@ -134,10 +68,10 @@ static unsigned peers_on[MAX_DEVICES];
 
 static int peer_check(int device, int peer)
 {
-	int r = check_device(device);
+	int r = phos_device_check(device);
 
 	if (r == cudaSuccess)
-		r = check_device(peer);
+		r = phos_device_check(peer);
 	return r;
 }
 
@@ -205,7 +139,7 @@ PHOS_EXPORT cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src
 
 PHOS_EXPORT cudaError_t cudaInitDevice(int device, unsigned int deviceFlags, unsigned int flags)
 {
-	return phos_set_error(check_device(device));
+	return phos_set_error(phos_device_check(device));
 }
 
 static void fill_prop(struct cudaDeviceProp *p, const struct phos_reply_device *di)
@@ -295,7 +229,7 @@ PHOS_EXPORT cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int
 
 	if (!prop)
 		return phos_set_error(cudaErrorInvalidValue);
-	r = device_info(device, &di);
+	r = phos_device_info(device, &di);
 	if (r == cudaSuccess)
 		fill_prop(prop, di);
 	return phos_set_error(r);
@@ -309,7 +243,7 @@ PHOS_EXPORT cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr a
 	/* cudaDevAttrMax: what this runtime knows; DEVICE_INFO has room for more */
 	if (!value || (int)attr < 1 || (int)attr >= (int)cudaDevAttrMax || (int)attr >= PHOS_DEVICE_ATTR_MAX)
 		return phos_set_error(cudaErrorInvalidValue);
-	r = device_info(device, &di);
+	r = phos_device_info(device, &di);
 	if (r)
 		return phos_set_error(r);
 	switch (attr) {

@@ -398,7 +398,13 @@ bool phos_graph_mem_release(const void *ptr, int *ret_err);
 /* graph_mem.c: every graph allocation is gone (device reset). */
 void phos_graph_mem_reset(void);
 
-/* device.c: attribute `attr` of device 0 (DEVICE_INFO, cached). */
+/* devinfo.c: the devices the executor serves (cudaErrorNoDevice when none);
+ * whether device is one of them (cudaErrorInvalidDevice); its DEVICE_INFO
+ * (asked once, cached); attribute `attr` of the calling thread's device. */
+int phos_device_count(int *ret_count);
+int phos_device_check(int device);
+struct phos_reply_device;
+int phos_device_info(int device, const struct phos_reply_device **ret_info);
 int phos_device_attr(int attr, int *ret_value);
 /* conn.c: the calling thread's device (cudaSetDevice), 0 until it selects
  * one; set by cudaSetDevice, which checks it. */

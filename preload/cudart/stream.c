@@ -299,8 +299,7 @@ static int drain_current_device(void)
 	struct dev_streams d = { .device = 0, .n = 0 };
 	int r;
 
-	if (cudaGetDevice(&d.device) != cudaSuccess)
-		d.device = 0;
+	d.device = phos_current_device();
 	phos_ids_each(PHOS_H_STREAM, dev_streams_cb, &d);
 	for (size_t i = 0; i < d.n; i++) {
 		if ((r = poll_query(PHOS_OP_STREAM_QUERY, d.ids[i])) != cudaSuccess)

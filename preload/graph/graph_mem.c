@@ -89,12 +89,12 @@ static void drop(struct gmem *m)
 		int cur = phos_current_device();
 
 		if (cur != m->device)
-			cudaSetDevice(m->device);
+			phos_current_device_set(m->device);
 		phos_error_quiet_begin();
 		cudaFree(m->dptr);   /* (unlinked: a plain free) */
 		phos_error_quiet_end();
 		if (cur != m->device)
-			cudaSetDevice(cur);
+			phos_current_device_set(cur);
 	}
 	free(m);
 }
@@ -120,7 +120,7 @@ static int gmem_make(const struct cudaMemAllocNodeParams *p, const struct graph 
 	    (p->accessDescCount && !p->accessDescs))
 		return cudaErrorInvalidValue;
 	device = p->poolProps.location.id;
-	r = cudaGetDeviceCount(&count);
+	r = phos_device_count(&count);
 	if (r)
 		return r;
 	if (device < 0 || device >= count || device >= PHOS_MAX_DEVICES || p->accessDescCount > (size_t)count)
@@ -133,10 +133,10 @@ static int gmem_make(const struct cudaMemAllocNodeParams *p, const struct graph 
 	if (!m)
 		return cudaErrorMemoryAllocation;
 	if (cur != device)
-		cudaSetDevice(device);
+		phos_current_device_set(device);
 	r = cudaMalloc(&d, p->bytesize);
 	if (cur != device)
-		cudaSetDevice(cur);
+		phos_current_device_set(cur);
 	if (r) {
 		free(m);
 		return r;
@@ -441,7 +441,7 @@ int phos_graph_capture_mem_free(const void *stream, const void *ptr)
 
 static int device_check(int device)
 {
-	int count = 0, r = cudaGetDeviceCount(&count);
+	int count = 0, r = phos_device_count(&count);
 
 	if (r)
 		return r;
