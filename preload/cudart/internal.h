@@ -3,12 +3,15 @@
  * preload/: the stand-in libcudart.so.13, libcublas.so.13 and libcuda.so.1 that run inside the
  * user's function process and forward every CUDA call to its executor.
  *
- *   user program ──▶ libcudart.so.13 (ours) ─┬─ conn.c    channel, handle ids, last error
+ *   user program ──▶ libcudart.so.13 (ours) ─┬─ conn.c    channel, handle ids, last error,
+ *                    │                        │            the thread's device and stream
+ *                    │                        ├─ devinfo.c the devices' count and DEVICE_INFO
+ *                    │                        ├─ kernels.c fatbins, kernels, variables (registry)
  *                    │                        ├─ memory.c  malloc/free, copies, host regions
  *                    │                        ├─ memory_2d.c  pitched copies and sets (2D, 3D)
  *                    │                        ├─ device.c  device queries, limits, reset
  *                    │                        ├─ stream.c  streams and events
- *                    │                        ├─ launch.c  fatbins, kernels, variables, launches
+ *                    │                        ├─ launch.c  launches, kernel attributes, occupancy
  *                    │                        ├─ errors.c  error names and strings
  *                    │                        ├─ serve.c   phos_fn_serve_impl (the snapshot point)
  *                    │                        └─ stubs.c   (generated) every other export: 801
@@ -182,7 +185,7 @@ int phos_stream_resolve(const void *stream, uint32_t *ret_id);
 /* conn.c: what a restored connection does first, in this order, before the
  * hooks of phos_preload_on_restore; each file sets its step from a
  * constructor (the connection stays below the files that keep this state):
- * variables' addresses forgotten (launch.c), host regions, pools, limits,
+ * variables' addresses forgotten (kernels.c), host regions, pools, limits,
  * stream attributes sent again (memory.c, pool.c, device.c, stream.c). A
  * step returns 0 or a cudaError_t, which ends the restore. */
 enum { PHOS_STEP_VARS, PHOS_STEP_REGIONS, PHOS_STEP_POOLS, PHOS_STEP_LIMITS, PHOS_STEP_ATTRS, PHOS_RESTORE_STEPS };
@@ -236,7 +239,7 @@ PHOS_EXPORT int phos_mem_range(uint64_t addr, uint64_t *ret_base, uint64_t *ret_
 void phos_mem_reset(void);
 /* stream.c: forget streams and events (reset). */
 void phos_stream_reset(void);
-/* launch.c, for the driver API (libcuda.c): modules loaded from an image
+/* kernels.c, for the driver API (libcuda.c): modules loaded from an image
  * (a fatbin, a cubin or PTX text: kparam.h), their kernels and variables by
  * name, launches of a kernel handle. Return a cudaError_t. */
 PHOS_EXPORT int phos_module_load(const void *image, uint32_t *ret_id);
@@ -252,17 +255,17 @@ PHOS_EXPORT int phos_launch_packed(const void *func, const uint32_t grid[3], con
 				   const void *params, size_t len, size_t shmem, const void *stream);
 /* The mangled name of a kernel handle or host stub, NULL when unknown. */
 PHOS_EXPORT const char *phos_func_name(const void *func);
-/* launch.c: re-send every module, kernel and variable after a device reset. */
+/* kernels.c: re-send every module, kernel and variable after a device reset. */
 void phos_launch_reset(void);
-/* launch.c: device address and size of a registered variable (by host shadow). */
+/* kernels.c: device address and size of a registered variable (by host shadow). */
 int phos_var_lookup(const void *symbol, uint64_t *ret_addr, uint64_t *ret_size);
 /* The same for an address the program gets (cudaGetSymbolAddress): the
  * executor learns that it was given (a checkpoint's restore must then find
  * the variable at that address). */
 int phos_var_address(const void *symbol, uint64_t *ret_addr);
-/* launch.c: forget where variables are (a restored executor placed them anew). */
+/* kernels.c: forget where variables are (a restored executor placed them anew). */
 void phos_var_forget(void);
-/* launch.c: is [addr, addr+len) inside a known variable? (no round trip) */
+/* kernels.c: is [addr, addr+len) inside a known variable? (no round trip) */
 bool phos_var_contains(uint64_t addr, uint64_t len);
 /* pool.c: a cudaFree'd address is no longer a pool block. */
 void phos_pool_forget(uint64_t addr);
@@ -312,12 +315,12 @@ PHOS_EXPORT int phos_preload_drain(uint32_t stream);
 int phos_preload_drain_event(const void *event);
 int phos_preload_drain_device(void);
 
-/* launch.c: checks a launch and packs its parameters (grid, block: x, y, z):
+/* kernels.c: checks a launch and packs its parameters (grid, block: x, y, z):
  * *ret_l (stream unset, no flags), *ret_params (malloc'd, the caller frees
  * it), the kernel's parameter layout in *ret_fi. Returns a cudaError_t. */
 int phos_launch_prepare(const void *func, const uint32_t grid[3], const uint32_t block[3], size_t shmem, void **args,
 			struct phos_launch_ex *ret_l, void **ret_params, struct phos_reply_func_info *ret_fi);
-/* launch.c: applies launch attribute `id` (value: a cudaLaunchAttributeValue)
+/* kernels.c: applies launch attribute `id` (value: a cudaLaunchAttributeValue)
  * to a launch's flags and cluster dimensions. Attributes that leave the
  * results alone (priority, programmatic serialization, sync domains, ...) are
  * accepted and change nothing; events triggered from kernels are

@@ -57,7 +57,7 @@
  * memory, first wait for the stream's work (a kernel may be writing it), then
  * run on the host. cudaMemPrefetchAsync, cudaMemAdvise and
  * cudaStreamAttachMemAsync are checked and do nothing else (hints). A
- * __managed__ variable is refused (launch.c).
+ * __managed__ variable is refused (kernels.c).
  */
 #include <errno.h>
 #include <pthread.h>

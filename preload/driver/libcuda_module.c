@@ -4,7 +4,7 @@
  * and cuGetProcAddress.
  *
  * A module is loaded from a fatbin, a cubin or PTX text (kparam.h): checked
- * here, then sent like a registered fatbin (launch.c, phos_module_load), and
+ * here, then sent like a registered fatbin (kernels.c, phos_module_load), and
  * the device's verdict waited for, so that a bad image is this call's
  * CUDA_ERROR_INVALID_IMAGE. JIT options are not forwarded (the executor
  * compiles with the driver's defaults); their log buffers come back empty.

@@ -200,7 +200,7 @@ int graph_order(const struct graph *g, size_t **ret_order);
 void node_free_params(struct gnode *n);
 /* Deep-copies the kind-specific part of src into dst (not its dependencies). */
 int node_copy_params(struct gnode *dst, const struct gnode *src);
-/* Makes n a kernel node of a launch that launch.c checked and packed
+/* Makes n a kernel node of a launch that kernels.c checked and packed
  * (params: l->l.param_bytes bytes; offsets: of its nargs arguments). */
 int node_kernel_set(struct gnode *n, const void *func, const struct phos_launch_ex *l, const void *params,
 		    const uint16_t *offsets, uint32_t nargs);
