@@ -228,6 +228,13 @@ void phos_current_device_set(int device)
 	current_device = device;
 }
 
+bool phos_event_known(const void *e)
+{
+	uint32_t id = phos_handle_unwrap(e, PHOS_H_EVENT);
+
+	return id && phos_ids_get(PHOS_H_EVENT, id);
+}
+
 int phos_stream_resolve(const void *stream, uint32_t *ret_id)
 {
 	uint32_t id;

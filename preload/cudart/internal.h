@@ -222,7 +222,7 @@ PHOS_EXPORT void phos_refuse_once(const char *what, const char *reason, const ch
 
 /* --- shared between the cudart files --- */
 
-/* memory.c: does [addr, addr+len) lie in device memory we know of (arena, variables)? */
+/* kernels.c: does [addr, addr+len) lie in device memory we know of (arena, variables)? */
 bool phos_mem_is_device(const void *addr, size_t len);
 /* memory.c: the shared host region (not managed memory) holding [p, p+len):
  * its id and p's offset in it; false when there is none. */
@@ -291,7 +291,7 @@ extern __thread bool phos_in_host_callback;
 /* conn.c: the current channel, or NULL when not connected (callback.c: a
  * restore replaces it only after every callback posted on it ran). */
 struct phos_channel *phos_preload_channel(void);
-/* stream.c: is e an event of ours that is not destroyed? */
+/* conn.c: is e an event of ours that is not destroyed? */
 bool phos_event_known(const void *e);
 /* stream.c: the calling thread's default stream (cudaStreamPerThread): made
  * at first use, destroyed when the thread ends. */

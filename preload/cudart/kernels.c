@@ -532,6 +532,17 @@ bool phos_var_contains(uint64_t addr, uint64_t len)
 	return false;
 }
 
+bool phos_mem_is_device(const void *addr, size_t len)
+{
+	const struct phos_reply_hello *h = phos_preload_hello();
+	uint64_t a = (uint64_t)(uintptr_t)addr;
+
+	if (h->arena_size && a >= h->arena_base && a - h->arena_base <= h->arena_size &&
+	    len <= h->arena_size - (a - h->arena_base))
+		return true;
+	return phos_var_contains(a, len);
+}
+
 /* --- kernels --- */
 
 /* func from a host stub or from a cudaKernel_t we handed out. */

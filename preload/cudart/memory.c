@@ -563,17 +563,6 @@ void phos_mem_reset(void)
 
 /* --- device memory --- */
 
-bool phos_mem_is_device(const void *addr, size_t len)
-{
-	const struct phos_reply_hello *h = phos_preload_hello();
-	uint64_t a = (uint64_t)(uintptr_t)addr;
-
-	if (h->arena_size && a >= h->arena_base && a - h->arena_base <= h->arena_size &&
-	    len <= h->arena_size - (a - h->arena_base))
-		return true;
-	return phos_var_contains(a, len);
-}
-
 PHOS_EXPORT int phos_mem_range(uint64_t addr, uint64_t *ret_base, uint64_t *ret_size)
 {
 	struct phos_free a = { .addr = addr };

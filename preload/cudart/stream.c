@@ -123,13 +123,6 @@ static int event_id(cudaEvent_t e, uint32_t *ret_id)
 	return cudaSuccess;
 }
 
-bool phos_event_known(const void *e)
-{
-	uint32_t id;
-
-	return event_id((cudaEvent_t)e, &id) == cudaSuccess;
-}
-
 /* Records cudaErrorNotReady without making it the thread's last error, as CUDA does. */
 static cudaError_t query_result(int r)
 {
