@@ -269,6 +269,13 @@ void phos_var_forget(void);
 bool phos_var_contains(uint64_t addr, uint64_t len);
 /* pool.c: a cudaFree'd address is no longer a pool block. */
 void phos_pool_forget(uint64_t addr);
+/* memory.c: what cudaFree asks first of the files above it that own some
+ * pointers, set from their constructors: graph_mem.c's
+ * phos_graph_mem_release (true: ptr was a graph allocation, *ret_err the
+ * free's result), then, for memory that is not managed, pool.c's
+ * phos_pool_forget. */
+extern bool (*phos_free_graph_hook)(const void *ptr, int *ret_err);
+extern void (*phos_free_pool_hook)(uint64_t addr);
 /* pool.c: tell a restored executor the pools, their settings and live blocks. */
 int phos_pool_resend(void);
 /* parcopy.c: memcpy of large blocks split over a few threads of ours. */

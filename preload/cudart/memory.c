@@ -88,6 +88,10 @@ struct region {
 	int fd;
 };
 
+
+bool (*phos_free_graph_hook)(const void *ptr, int *ret_err);
+void (*phos_free_pool_hook)(uint64_t addr);
+
 static pthread_mutex_t regions_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct region *regions;
 static size_t nregions, cap_regions;
@@ -607,11 +611,12 @@ static int device_free(void *devPtr)
 		return r;
 	if (!devPtr)
 		return cudaSuccess;
-	if (phos_graph_mem_release(devPtr, &r))   /* a graph's allocation (graph_mem.c) */
+	if (phos_free_graph_hook && phos_free_graph_hook(devPtr, &r))   /* a graph's allocation (graph_mem.c) */
 		return r;
 	if (managed_range(devPtr, 1))
 		return region_free(devPtr, true);
-	phos_pool_forget(f.addr);   /* a pool block: the executor frees it to its pool */
+	if (phos_free_pool_hook)
+		phos_free_pool_hook(f.addr);   /* a pool block: the executor frees it to its pool */
 	/* the executor waits for the device before freeing: NCCL ranks as
 	 * threads poll for it first (internal.h) */
 	r = phos_preload_drain_device();

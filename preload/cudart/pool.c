@@ -513,8 +513,10 @@ void phos_pool_reset(void)
 	pthread_mutex_unlock(&lock);
 }
 
-/* What a restored connection does (conn.c): the pools go to the new executor. */
+/* What a restored connection does (conn.c): the pools go to the new
+ * executor; what cudaFree does (memory.c): a block freed leaves its pool. */
 __attribute__((constructor)) static void pool_steps_init(void)
 {
 	phos_restore_steps[PHOS_STEP_POOLS] = phos_pool_resend;
+	phos_free_pool_hook = phos_pool_forget;   /* (a cudaFree of a block) */
 }

@@ -27,7 +27,8 @@ void node_free_params(struct gnode *n)
 		graph_free(n->child);
 		n->child = NULL;
 	} else if (n->kind == GN_MEM_ALLOC || n->kind == GN_MEM_FREE) {
-		gmem_node_gone(n);
+		if (gmem_ops.gone)
+			gmem_ops.gone(n);
 	} else if (n->kind == GN_COND) {
 		for (unsigned b = 0; n->cond.bodies && b < n->cond.size; b++)
 			graph_free(n->cond.bodies[b]);
@@ -82,7 +83,8 @@ int node_copy_params(struct gnode *dst, const struct gnode *src)
 	case GN_MEM_ALLOC:
 	case GN_MEM_FREE:
 		dst->mem = src->mem;
-		gmem_node_copied(dst);
+		if (gmem_ops.copied)
+			gmem_ops.copied(dst);
 		return cudaSuccess;
 	case GN_RECORD:
 		dst->rec = src->rec;
@@ -221,6 +223,9 @@ struct graph *graph_new(void)
 {
 	return calloc(1, sizeof(struct graph));
 }
+
+
+struct gmem_ops gmem_ops;
 
 static void node_free(struct gnode *n)
 {
@@ -681,14 +686,16 @@ PHOS_EXPORT cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph_
 		struct cudaMemAllocNodeParams a = { .poolProps = p->alloc.poolProps, .accessDescs = p->alloc.accessDescs,
 						    .accessDescCount = p->alloc.accessDescCount,
 						    .bytesize = p->alloc.bytesize };
-		cudaError_t r = cudaGraphAddMemAllocNode(pGraphNode, graph, deps, nd, &a);
+		cudaError_t r = gmem_ops.add_alloc ? gmem_ops.add_alloc(pGraphNode, graph, deps, nd, &a)
+						   : (cudaError_t)phos_set_error(cudaErrorNotSupported);
 
 		if (r == cudaSuccess)
 			p->alloc.dptr = a.dptr;
 		return r;
 	}
 	case cudaGraphNodeTypeMemFree:
-		return cudaGraphAddMemFreeNode(pGraphNode, graph, deps, nd, p->free.dptr);
+		return gmem_ops.add_free ? gmem_ops.add_free(pGraphNode, graph, deps, nd, p->free.dptr)
+					 : (cudaError_t)phos_set_error(cudaErrorNotSupported);
 	case cudaGraphNodeTypeConditional:
 		return add_cond_node(pGraphNode, graph, deps, nd, &p->conditional);
 	default:   /* external semaphores */
@@ -1346,4 +1353,12 @@ PHOS_EXPORT cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char *pa
 			fprintf(f, "  n%zu -> n%zu;\n", g->nodes[i]->deps[d]->index, i);
 	fprintf(f, "}\n");
 	return phos_set_error(fclose(f) ? cudaErrorOperatingSystem : cudaSuccess);
+}
+
+bool graph_has_mem_nodes(const struct graph *g)
+{
+	for (size_t i = 0; g && i < g->n; i++)
+		if (g->nodes[i]->kind == GN_MEM_ALLOC || g->nodes[i]->kind == GN_MEM_FREE)
+			return true;
+	return false;
 }

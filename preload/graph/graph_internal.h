@@ -255,7 +255,19 @@ struct gmem;
 /* A memory node was copied (its allocation is named once more) or is gone. */
 void gmem_node_copied(const struct gnode *n);
 void gmem_node_gone(struct gnode *n);
-/* Does g have allocation or free nodes (no clone, no child, no removal)? */
+/* What graph.c asks of this file, set from its constructor (graph.c stays
+ * below it): a memory node copied or gone (above), and cudaGraphAddNode's
+ * allocation and free nodes. */
+struct gmem_ops {
+	void (*copied)(const struct gnode *n);
+	void (*gone)(struct gnode *n);
+	cudaError_t (*add_alloc)(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t ndeps,
+				 struct cudaMemAllocNodeParams *params);
+	cudaError_t (*add_free)(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t ndeps,
+				void *dptr);
+};
+extern struct gmem_ops gmem_ops;   /* (graph.c) */
+/* graph.c: does g have allocation or free nodes (no clone, no child, no removal)? */
 bool graph_has_mem_nodes(const struct graph *g);
 /* cudaErrorNotSupported when g's allocations have an instantiation already. */
 int gmem_instantiate_check(const struct graph *g);

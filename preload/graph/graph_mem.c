@@ -195,14 +195,6 @@ void gmem_node_gone(struct gnode *n)
 	n->mem = NULL;
 }
 
-bool graph_has_mem_nodes(const struct graph *g)
-{
-	for (size_t i = 0; g && i < g->n; i++)
-		if (g->nodes[i]->kind == GN_MEM_ALLOC || g->nodes[i]->kind == GN_MEM_FREE)
-			return true;
-	return false;
-}
-
 int gmem_instantiate_check(const struct graph *g)
 {
 	int r = cudaSuccess;
@@ -506,4 +498,13 @@ PHOS_EXPORT cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGrap
 		reserved_high[device] = reserved[device];
 	pthread_mutex_unlock(&lock);
 	return cudaSuccess;
+}
+
+/* What graph.c and memory.c ask of the memory nodes (graph_internal.h,
+ * internal.h): graph.c and memory.c stay below this file. */
+__attribute__((constructor)) static void gmem_ops_init(void)
+{
+	gmem_ops = (struct gmem_ops){ .copied = gmem_node_copied, .gone = gmem_node_gone,
+				      .add_alloc = cudaGraphAddMemAllocNode, .add_free = cudaGraphAddMemFreeNode };
+	phos_free_graph_hook = phos_graph_mem_release;
 }
