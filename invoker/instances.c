@@ -896,28 +896,15 @@ static void call_finish(struct inv_function *f, struct inv_instance *in)
 		instance_stop(f, in, false);
 }
 
-/* A call of f: with body, or (resume_dir) the call that the checkpoint at
- * resume_dir was running, on a new instance restored from it. */
-static void invoke(struct inv_function *f, const char *body, size_t len, const char *ctype, const char *resume_dir,
-		   struct inv_result *res)
+/* Brings in, just taken (res->cold, or resume_dir), to a running instance
+ * that is BUSY for this call: restored from the checkpoint at resume_dir,
+ * or from f's snapshot. 0, or -1 with the error answer in res (in freed).
+ * *deadline is reset for a cold start: the run gets its whole time. */
+static int call_instance_up(struct inv_function *f, struct inv_instance *in, const char *resume_dir, double t0,
+			    double *deadline, struct inv_result *res)
 {
-	double t0 = phos_now(), deadline = t0 + f->limits.timeout_ms / 1000.0;
-	struct inv_instance *in = NULL;
-	bool retried = resume_dir != NULL;   /* a resumed call is never as new */
 	char err[1024];
-	size_t sent;
 	int r;
-
-	memset(res, 0, sizeof(*res));
-again:
-	pthread_mutex_lock(&f->lock);
-	r = instance_take(f, deadline, resume_dir != NULL, res, &in);
-	if (r > 0 && inv_instance_hooks.forward)
-		inv_instance_hooks.forward(f, body, len, ctype, res);
-	else if (r > 0)
-		inv_result_error(res, 503, "function %s moved away and this invoker cannot forward its calls", f->name);
-	if (r != 0)
-		goto out;
 
 	if (resume_dir) {
 		struct phos_restore_stats st;
@@ -935,15 +922,12 @@ again:
 			phos_err("%s: cannot resume a call of an earlier invoker from %s: %s", f->name, resume_dir, err);
 			inv_result_error(res, 503, "the invoker stopped while the call ran, and its checkpoint could "
 				     "not be restored: %s", err);
-			goto out;
+			return -1;
 		}
 		phos_warn("%s: instance %u resumed a call of an earlier invoker from its checkpoint in %.1f ms "
 			  "(%.1f MiB)", f->name, in->id, res->restore_s * 1e3, (double)st.gpu_bytes / (1 << 20));
-		pthread_mutex_lock(&f->lock);
-		in->state = INV_INST_BUSY;
-		pthread_mutex_unlock(&f->lock);
 	} else if (res->cold) {
-		r = instance_start(f, in, deadline, &res->restore_s, err, sizeof(err));
+		r = instance_start(f, in, *deadline, &res->restore_s, err, sizeof(err));
 		if (r < 0) {
 			pthread_mutex_lock(&f->lock);
 			unlink_instance(f, in);
@@ -957,23 +941,36 @@ again:
 						 f->limits.timeout_ms, err);
 			else
 				inv_result_error(res, 503, "cannot start an instance: %s", err);
-			goto out;
+			return -1;
 		}
-		pthread_mutex_lock(&f->lock);
-		in->state = INV_INST_BUSY;
-		pthread_mutex_unlock(&f->lock);
-		deadline = phos_now() + f->limits.timeout_ms / 1000.0; /* the run gets its whole time */
+		*deadline = phos_now() + f->limits.timeout_ms / 1000.0; /* the run gets its whole time */
+	} else {
+		return 0;   /* (a warm instance: BUSY already) */
 	}
+	pthread_mutex_lock(&f->lock);
+	in->state = INV_INST_BUSY;
+	pthread_mutex_unlock(&f->lock);
+	return 0;
+}
 
+/* Runs the call on in (resume_dir: the restored call's answer only) until
+ * its answer, resuming it from its own checkpoints when it is lost after
+ * one. 0 or -errno (exchange's); *ret_sent: the request's bytes sent. */
+static int call_run(struct inv_function *f, struct inv_instance *in, const char *body, size_t len, const char *ctype,
+		    const char *resume_dir, double deadline, struct inv_result *res, size_t *ret_sent)
+{
 	double t_run = phos_now();
+	char err[1024];
+	int r;
+
 	in->ckpt_of_call = resume_dir != NULL;   /* (lost again: resumes from there) */
 	in->resumes = 0;
 	in->ckpt_next = t_run + f->limits.checkpoint_ms / 1000.0;
 	if (resume_dir) {   /* the function has its request: its answer comes */
-		sent = 1;   /* (never "as new": see the failure path below) */
+		*ret_sent = 1;   /* (never "as new": see call_lost) */
 		r = receive(f, in, deadline, res);
 	} else {
-		r = exchange(f, in, body, len, ctype, deadline, res, &sent);
+		r = exchange(f, in, body, len, ctype, deadline, res, ret_sent);
 	}
 	/* Lost after a checkpoint of this call: it goes on from there on a
 	 * restored copy (a crash of the function itself may well come again:
@@ -991,52 +988,46 @@ again:
 		r = receive(f, in, deadline, res);
 	}
 	res->run_s = phos_now() - t_run;
-	/* An on-demand restore that failed (a checksum mismatch, a read error)
-	 * ends the executor, and the function's next CUDA call fails with an
-	 * error of its own: the restore's report, written before the executor
-	 * exits, is the answer. It is looked for on failures (briefly waited
-	 * for) and, without waiting, on every answer. */
-	if (phos_instance_failed(&in->proc, r < 0 || res->http >= 500 ? 50 : 0, err, sizeof(err))) {
-		pthread_mutex_lock(&f->lock);
-		unlink_instance(f, in);
-		pthread_mutex_unlock(&f->lock);
-		phos_err("%s: instance %u ended by its executor: %s", f->name, in->id, err);
-		inv_metrics_instance_failed(f, err);
-		instance_stop(f, in, true);
-		inv_result_error(res, 502, "the instance's restore failed: %s; instance replaced", err);
-		goto out;
-	}
-	if (r == 0) {
-		struct inv_prefetch pf = { 0 };
-		bool ckpt;
+	return r;
+}
 
-		/* The prefetch order's file and a checkpoint to take wait until the
-		 * answer is on its way (inv_invoke_done); without a checkpoint the
-		 * instance is idle again before it goes, ready for the caller's
-		 * next call. */
-		if (res->cold && res->http == 200 && !resume_dir)
-			inv_prefetch_take(f, in, &pf);
-		inv_metrics_fallbacks(f, in);   /* counted by the time the answer is read */
-		pthread_mutex_lock(&f->lock);
-		ckpt = in->ckpt_req != NULL;
-		if (ckpt || pf.ids)
-			f->refs++;
-		pthread_mutex_unlock(&f->lock);
-		if (!ckpt)
-			call_finish(f, in);
-		if (ckpt || pf.ids)
-			res->after = (struct inv_after){ .f = f, .in = ckpt ? in : NULL, .prefetch = pf };
-		goto out;
-	}
-	/* timed out, crashed, its executor died, or the drain limit: replace it
-	 * (the next call restores a fresh one). What the function never read of
-	 * the request is still in its stdin pipe (empty at every call's start). */
-	{
-		int unread = 0;
+/* An answered call: the prefetch order's file and a checkpoint to take
+ * wait until the answer is on its way (inv_invoke_done); without a
+ * checkpoint the instance is idle again before it goes, ready for the
+ * caller's next call. */
+static void call_answered(struct inv_function *f, struct inv_instance *in, const char *resume_dir,
+			  struct inv_result *res)
+{
+	struct inv_prefetch pf = { 0 };
+	bool ckpt;
 
-		if (sent && ioctl(in->in_fd, FIONREAD, &unread) == 0 && unread >= 0 && (size_t)unread >= sent)
-			sent = 0;
-	}
+	if (res->cold && res->http == 200 && !resume_dir)
+		inv_prefetch_take(f, in, &pf);
+	inv_metrics_fallbacks(f, in);   /* counted by the time the answer is read */
+	pthread_mutex_lock(&f->lock);
+	ckpt = in->ckpt_req != NULL;
+	if (ckpt || pf.ids)
+		f->refs++;
+	pthread_mutex_unlock(&f->lock);
+	if (!ckpt)
+		call_finish(f, in);
+	if (ckpt || pf.ids)
+		res->after = (struct inv_after){ .f = f, .in = ckpt ? in : NULL, .prefetch = pf };
+}
+
+/* A call that failed with r (timed out, crashed, its executor died, or the
+ * drain limit): in is replaced (the next call restores a fresh one) and res
+ * says why. True when nothing reached the function and the call may run
+ * again, as new, on a fresh instance (once: retried). */
+static bool call_lost(struct inv_function *f, struct inv_instance *in, int r, size_t sent, bool retried,
+		      struct inv_result *res)
+{
+	int unread = 0;
+
+	/* What the function never read of the request is still in its stdin
+	 * pipe (empty at every call's start). */
+	if (sent && ioctl(in->in_fd, FIONREAD, &unread) == 0 && unread >= 0 && (size_t)unread >= sent)
+		sent = 0;
 	pthread_mutex_lock(&f->lock);
 	unlink_instance(f, in);
 	pthread_mutex_unlock(&f->lock);
@@ -1073,15 +1064,63 @@ again:
 		if (sent == 0 && !retried && (r == -EPIPE || r == -ECONNRESET)) {
 			phos_warn("%s: instance %u was dead before the call (exit status %d); retrying on a "
 				  "fresh one", f->name, id, code);
-			retried = true;
-			res->cold = false;
-			res->restore_s = 0;
-			goto again;
+			return true;
 		}
 		exit_describe(code, how, sizeof(how));
 		inv_result_error(res, 502, "the function crashed (it %s); instance replaced", how);
 	}
-out:
+	return false;
+}
+
+/* A call of f: with body, or (resume_dir) the call that the checkpoint at
+ * resume_dir was running, on a new instance restored from it. */
+static void invoke(struct inv_function *f, const char *body, size_t len, const char *ctype, const char *resume_dir,
+		   struct inv_result *res)
+{
+	double t0 = phos_now(), deadline = t0 + f->limits.timeout_ms / 1000.0;
+	struct inv_instance *in = NULL;
+	bool retried = resume_dir != NULL;   /* a resumed call is never as new */
+	char err[1024];
+	size_t sent = 0;
+	int r;
+
+	memset(res, 0, sizeof(*res));
+	for (;;) {
+		pthread_mutex_lock(&f->lock);
+		r = instance_take(f, deadline, resume_dir != NULL, res, &in);
+		if (r > 0 && inv_instance_hooks.forward)
+			inv_instance_hooks.forward(f, body, len, ctype, res);
+		else if (r > 0)
+			inv_result_error(res, 503, "function %s moved away and this invoker cannot forward its calls",
+					 f->name);
+		if (r != 0 || call_instance_up(f, in, resume_dir, t0, &deadline, res) < 0)
+			break;
+		r = call_run(f, in, body, len, ctype, resume_dir, deadline, res, &sent);
+		/* An on-demand restore that failed (a checksum mismatch, a read
+		 * error) ends the executor, and the function's next CUDA call fails
+		 * with an error of its own: the restore's report, written before
+		 * the executor exits, is the answer. It is looked for on failures
+		 * (briefly waited for) and, without waiting, on every answer. */
+		if (phos_instance_failed(&in->proc, r < 0 || res->http >= 500 ? 50 : 0, err, sizeof(err))) {
+			pthread_mutex_lock(&f->lock);
+			unlink_instance(f, in);
+			pthread_mutex_unlock(&f->lock);
+			phos_err("%s: instance %u ended by its executor: %s", f->name, in->id, err);
+			inv_metrics_instance_failed(f, err);
+			instance_stop(f, in, true);
+			inv_result_error(res, 502, "the instance's restore failed: %s; instance replaced", err);
+			break;
+		}
+		if (r == 0) {
+			call_answered(f, in, resume_dir, res);
+			break;
+		}
+		if (!call_lost(f, in, r, sent, retried, res))
+			break;
+		retried = true;
+		res->cold = false;
+		res->restore_s = 0;
+	}
 	inv_metrics_record(f, res->http, phos_now() - t0, res->cold);
 }
 
