@@ -148,156 +148,147 @@ int phos_snapshot_take(const struct phos_runtime_paths *paths, char *const argv[
 	return phos_snapshot_run(paths, argv, out_dir, log_fd, &sc, ret_stats, err, errlen);
 }
 
-int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[], const char *out_dir, int log_fd,
-		      const struct phos_snapshot_ctl *sc, struct phos_snapshot_stats *ret_stats, char *err,
-		      size_t errlen)
-{
-	unsigned timeout_ms = sc->timeout_ms ? sc->timeout_ms : 600000;
+/* One snapshot being taken (phos_snapshot_run's steps share it). */
+struct snap_run {
+	const struct phos_runtime_paths *paths;
+	char *const *argv;
+	const struct phos_snapshot_ctl *sc;
 	char tmp[4096], cpu[4200], line[1024];
-	struct phos_ctl_msg answer = { .fd = -1 };
-	int ch[2] = { -1, -1 }, ctl[2] = { -1, -1 }, in[2] = { -1, -1 }, out[2] = { -1, -1 }, errp[2] = { -1, -1 };
-	struct phos_snapshot_stats st = { 0 };
-	struct phos_image *img = NULL;
-	pid_t exe = -1, fn = -1;
-	char **env = NULL;
-	double t0 = phos_now(), t;
-	int status = 0, r;
-	bool reached = false;   /* the function got to phos_fn_serve */
-	struct stat sb;
+	int ch[2], ctl[2], in[2], out[2], errp[2];   /* channel, control, the function's stdio */
+	pid_t exe, fn;
+	char **env;
+	int status;
+};
 
-	*err = '\0';
-	phase_set(sc, "starting");
+/* The temporary snapshot directory, the executor (dumping to it) and the
+ * function, started on the channel between them. 0 or -errno with err. */
+static int snap_start(struct snap_run *s, const char *out_dir, char *err, size_t errlen)
+{
+	int r;
+
 	phos_image_dir_sweep(out_dir);
-	r = phos_image_dir_begin(out_dir, tmp, sizeof(tmp));
+	r = phos_image_dir_begin(out_dir, s->tmp, sizeof(s->tmp));
 	if (r < 0) {
-		phos_errf(err, errlen, "cannot create a snapshot beside %s: %s", out_dir, strerror(-r));
-		return r;
+		s->tmp[0] = '\0';
+		return phos_errf_rc(err, errlen, r, "cannot create a snapshot beside %s: %s", out_dir, strerror(-r));
 	}
-	snprintf(cpu, sizeof(cpu), "%s/cpu", tmp);
-	if (mkdir(cpu, 0700) < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) < 0 ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0 || pipe2(in, O_CLOEXEC) < 0 ||
-	    pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
-		r = -errno;
-		phos_errf(err, errlen, "setting up: %s", strerror(errno));
-		goto out;
-	}
-	r = phos_executor_spawn(paths, ch[0], ctl[1], (const char *const[]){ "--snapshot-to", tmp, NULL }, &exe);
-	if (r < 0) {
-		phos_errf(err, errlen, "cannot start the executor: %s", strerror(-r));
-		goto out;
-	}
-	close(ch[0]);
-	close(ctl[1]);
-	ch[0] = ctl[1] = -1;
-	env = phos_function_env(paths);
-	if (!env) {
-		r = -ENOMEM;
-		phos_errf(err, errlen, "out of memory");
-		goto out;
-	}
+	snprintf(s->cpu, sizeof(s->cpu), "%s/cpu", s->tmp);
+	if (mkdir(s->cpu, 0700) < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s->ch) < 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s->ctl) < 0 || pipe2(s->in, O_CLOEXEC) < 0 ||
+	    pipe2(s->out, O_CLOEXEC) < 0 || pipe2(s->errp, O_CLOEXEC) < 0)
+		return phos_errf_rc(err, errlen, -errno, "setting up: %s", strerror(errno));
+	r = phos_executor_spawn(s->paths, s->ch[0], s->ctl[1], (const char *const[]){ "--snapshot-to", s->tmp, NULL },
+				&s->exe);
+	if (r < 0)
+		return phos_errf_rc(err, errlen, r, "cannot start the executor: %s", strerror(-r));
+	close(s->ch[0]);
+	close(s->ctl[1]);
+	s->ch[0] = s->ctl[1] = -1;
+	s->env = phos_function_env(s->paths);
+	if (!s->env)
+		return phos_errf_rc(err, errlen, -ENOMEM, "out of memory");
 	{
-		struct phos_fd_map fds[] = { { in[0], 0 }, { out[1], 1 }, { errp[1], 2 }, { ch[1], 3 } };
+		struct phos_fd_map fds[] = { { s->in[0], 0 }, { s->out[1], 1 }, { s->errp[1], 2 }, { s->ch[1], 3 } };
 
-		r = phos_criu_spawn(argv, env, fds, 4, paths->run_as, &fn);
+		r = phos_criu_spawn(s->argv, s->env, fds, 4, s->paths->run_as, &s->fn);
 	}
-	if (r < 0) {
-		phos_errf(err, errlen, "cannot start %s: %s", argv[0], strerror(-r));
-		goto out;
-	}
+	if (r < 0)
+		return phos_errf_rc(err, errlen, r, "cannot start %s: %s", s->argv[0], strerror(-r));
+	return 0;
+}
 
-	phase_set(sc, "init");
-	r = await_answer(ctl[0], out[0], errp[0], log_fd, &fn, exe, t0 + timeout_ms / 1000.0, sc->cancel_fd, &answer,
-			 line, sizeof(line), &status);
-	if (r == -ETIMEDOUT) {
-		phos_errf(err, errlen, "%s did not reach phos_fn_serve within %u ms", argv[0], timeout_ms);
-		goto out;
-	}
-	if (r == -ECANCELED) {
-		phos_errf(err, errlen, "cancelled while %s was initialising", argv[0]);
-		goto out;
-	}
+/* Waits (until deadline) for the executor's DUMPED: the function reached
+ * phos_fn_serve and its GPU state is in the directory. 0 with *ret_gpu_s,
+ * or -errno with err (the function's own end, a timeout, a cancel, the
+ * executor's refusal). */
+static int snap_await(struct snap_run *s, int log_fd, double deadline, unsigned timeout_ms, double *ret_gpu_s,
+		      char *err, size_t errlen)
+{
+	struct phos_ctl_msg answer = { .fd = -1 };
+	const char *prog = s->argv[0];
+	int r;
+
+	r = await_answer(s->ctl[0], s->out[0], s->errp[0], log_fd, &s->fn, s->exe, deadline, s->sc->cancel_fd, &answer,
+			 s->line, sizeof(s->line), &s->status);
+	if (r == -ETIMEDOUT)
+		return phos_errf_rc(err, errlen, r, "%s did not reach phos_fn_serve within %u ms", prog, timeout_ms);
+	if (r == -ECANCELED)
+		return phos_errf_rc(err, errlen, r, "cancelled while %s was initialising", prog);
 	if (r == -ECHILD) {
 		/* the preload makes an abort() of the function (the init of its pid
 		 * namespace, which its own SIGABRT cannot kill) exit with 128 + SIGABRT */
-		int code = status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+		int status = s->status, code = status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 		const char *sig = code == 128 + SIGABRT ? "ABRT" :
 				  status >= 0 && WIFSIGNALED(status) ? sigabbrev_np(WTERMSIG(status)) : NULL;
 
 		if (sig)
-			phos_errf(err, errlen, "%s was killed by SIG%s before reaching phos_fn_serve", argv[0], sig);
+			phos_errf(err, errlen, "%s was killed by SIG%s before reaching phos_fn_serve", prog, sig);
 		else if (code >= 0)
-			phos_errf(err, errlen, "%s exited with status %d before reaching phos_fn_serve", argv[0], code);
+			phos_errf(err, errlen, "%s exited with status %d before reaching phos_fn_serve", prog, code);
 		else
-			phos_errf(err, errlen, "the executor stopped before %s reached phos_fn_serve", argv[0]);
-		goto out;
+			phos_errf(err, errlen, "the executor stopped before %s reached phos_fn_serve", prog);
+		return r;
 	}
 	if (r < 0 || answer.type != PHOS_CTL_DUMPED) {
-		const char *why = r < 0 ? line : answer.type == PHOS_CTL_ERROR ? answer.error.reason
-									 : phos_ctl_type_name(answer.type);
+		const char *why = r < 0 ? s->line : answer.type == PHOS_CTL_ERROR ? answer.error.reason
+									    : phos_ctl_type_name(answer.type);
 
 		phos_errf(err, errlen, "the executor could not dump the GPU state: %s", why);
 		r = disk_full(why) ? -ENOSPC : -EIO;
 		phos_ctl_msg_exit(&answer);
-		goto out;
+		return r;
 	}
-	reached = true;
-	st.init_s = phos_now() - t0;
-	st.gpu_dump_s = answer.dumped.gpu_dump_s;
-	st.init_s -= st.gpu_dump_s;
+	*ret_gpu_s = answer.dumped.gpu_dump_s;
+	return 0;
+}
 
-	/* The CPU side: the function is parked inside phos_fn_serve. */
-	phase_set(sc, "dumping");
+/* The CPU side, the function parked inside phos_fn_serve: checked for
+ * what reaches the driver by hand, dumped by CRIU (which ends it), the
+ * executor's own end checked. 0 or -errno with err. */
+static int snap_cpu(struct snap_run *s, char *err, size_t errlen)
+{
+	const char *prog = s->argv[0];
+	struct stat sb;
+	int status = 0, r;
+
 	if (phos_fault("snapshot_executor_kill")) {
-		kill(exe, SIGKILL);   /* it dies between its GPU dump and CRIU's */
-		waitpid(exe, NULL, 0);
-		exe = -1;
+		kill(s->exe, SIGKILL);   /* it dies between its GPU dump and CRIU's */
+		waitpid(s->exe, NULL, 0);
+		s->exe = -1;
 	}
-	t = phos_now();
-	if (exe < 0 || waitpid(exe, &status, WNOHANG) != 0) {
-		exe = -1;
-		r = -EIO;
-		phos_errf(err, errlen, "the executor ended (%s %d) before %s was dumped (its channel was cut)",
-			  WIFSIGNALED(status) ? "signal" : "status",
-			  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), argv[0]);
-		goto out;
+	if (s->exe < 0 || waitpid(s->exe, &status, WNOHANG) != 0) {
+		s->exe = -1;
+		return phos_errf_rc(err, errlen, -EIO, "the executor ended (%s %d) before %s was dumped (its channel "
+				    "was cut)", WIFSIGNALED(status) ? "signal" : "status",
+				    WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), prog);
 	}
-	if (fstat(ch[1], &sb) < 0) {
-		r = -errno;
-		goto out;
-	}
+	if (fstat(s->ch[1], &sb) < 0)
+		return phos_errf_rc(err, errlen, -errno, "the channel: %s", strerror(errno));
 	/* Nothing that reached the driver behind the stand-ins' back (a driver
 	 * mapped by hand, an open /dev/nvidia*: runtime/guard/guard.h) is snapshotted:
 	 * the audit module refuses loads, this finds the rest, in the function
 	 * and its descendants, as phos-fn run's scan does. */
-	if (paths->preload_dir) {
+	if (s->paths->preload_dir) {
 		char what[PATH_MAX];
 		pid_t bad = 0;
 
-		if (phos_guard_scan(fn, paths->preload_dir, &bad, what, sizeof(what)) == 1) {
-			phos_errf(err, errlen, "refusing to snapshot %s: it mapped or opened %s, which reaches the GPU "
-				  "driver directly instead of being forwarded", argv[0], what);
-			r = -EPERM;
-			goto out;
-		}
+		if (phos_guard_scan(s->fn, s->paths->preload_dir, &bad, what, sizeof(what)) == 1)
+			return phos_errf_rc(err, errlen, -EPERM, "refusing to snapshot %s: it mapped or opened %s, which "
+					    "reaches the GPU driver directly instead of being forwarded", prog, what);
 	}
 	{
 		uint64_t ino = (uint64_t)sb.st_ino;
 
-		r = phos_criu_dump(paths->criu, fn, cpu, &ino, 1, sc->cancel_fd, line, sizeof(line));
+		r = phos_criu_dump(s->paths->criu, s->fn, s->cpu, &ino, 1, s->sc->cancel_fd, s->line, sizeof(s->line));
 	}
-	if (r == -ECANCELED) {
-		phos_errf(err, errlen, "cancelled while %s was being dumped", argv[0]);
-		goto out;
-	}
+	if (r == -ECANCELED)
+		return phos_errf_rc(err, errlen, r, "cancelled while %s was being dumped", prog);
 	if (r < 0) {
-		phos_errf(err, errlen, "CRIU could not dump %s: %s", argv[0], line);
-		if (disk_full(line))
-			r = -ENOSPC;
-		goto out;
+		phos_errf(err, errlen, "CRIU could not dump %s: %s", prog, s->line);
+		return disk_full(s->line) ? -ENOSPC : r;
 	}
-	st.cpu_dump_s = phos_now() - t;
-	waitpid(fn, &status, 0);
-	fn = -1;
+	waitpid(s->fn, &status, 0);
+	s->fn = -1;
 	/* The channel must have been whole at the dump: with the executor gone,
 	 * CRIU saved a half-closed socket (no peer, not external), and CRIU 4.1.1
 	 * restoring that image hangs in "unix: Opening standalone" until its
@@ -306,77 +297,113 @@ int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[]
 	 * CRIU ends the function when done, and the executor then ends by itself
 	 * with status 0 on the channel's EOF. Any other end (a signal, an error)
 	 * may have come during the dump: refused. */
-	if (waitpid(exe, &status, WNOHANG) == exe) {
-		exe = -1;   /* reaped */
-		r = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+	if (waitpid(s->exe, &status, WNOHANG) == s->exe) {
+		s->exe = -1;   /* reaped */
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			return phos_errf_rc(err, errlen, -EIO, "the executor ended (%s %d) while %s was being dumped (its "
+					    "channel was cut); nothing was committed",
+					    WIFSIGNALED(status) ? "signal" : "status",
+					    WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), prog);
 	}
-	if (r < 0) {
-		phos_errf(err, errlen, "the executor ended (%s %d) while %s was being dumped (its channel was cut); "
-			  "nothing was committed", WIFSIGNALED(status) ? "signal" : "status",
-			  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), argv[0]);
-		goto out;
-	}
+	return 0;
+}
 
-	t = phos_now();
-	r = phos_image_read(tmp, &img, line, sizeof(line));
+/* The new snapshot read back, its CPU image checksummed, its manifest
+ * written, and the directory committed as out_dir. 0 or -errno with err. */
+static int snap_commit(struct snap_run *s, const char *out_dir, struct phos_snapshot_stats *st, char *err,
+		       size_t errlen)
+{
+	struct phos_image *img = NULL;
+	int r;
+
+	r = phos_image_read(s->tmp, &img, s->line, sizeof(s->line));
+	if (r < 0)
+		return phos_errf_rc(err, errlen, r, "the new snapshot does not read back: %s", s->line);
+	snprintf(img->function, sizeof(img->function), "%s", s->argv[0]);
+	r = phos_image_cpu_hash(s->tmp, img, s->line, sizeof(s->line));
 	if (r < 0) {
-		phos_errf(err, errlen, "the new snapshot does not read back: %s", line);
+		phos_errf(err, errlen, "checksumming the CRIU image: %s", s->line);
 		goto out;
 	}
-	snprintf(img->function, sizeof(img->function), "%s", argv[0]);
-	r = phos_image_cpu_hash(tmp, img, line, sizeof(line));
-	if (r < 0) {
-		phos_errf(err, errlen, "checksumming the CRIU image: %s", line);
-		goto out;
-	}
-	r = record_fds(img, (const int[]){ in[1], out[0], errp[0], ch[1] }, (const int[]){ 0, 1, 2, 3 });
+	r = record_fds(img, (const int[]){ s->in[1], s->out[0], s->errp[0], s->ch[1] }, (const int[]){ 0, 1, 2, 3 });
 	if (r == 0)
-		r = phos_image_write_manifest(tmp, img);
+		r = phos_image_write_manifest(s->tmp, img);
 	if (r < 0) {
 		phos_errf(err, errlen, "writing the manifest: %s", strerror(-r));
 		goto out;
 	}
-	st.gpu_bytes = img->gpu_bytes;
-	st.data_bytes = img->data_bytes;
+	st->gpu_bytes = img->gpu_bytes;
+	st->data_bytes = img->data_bytes;
 	if (phos_fault("snapshot_kill"))
 		raise(SIGKILL);
 	/* The last point of no return: a cancel after the commit is the caller's to undo. */
-	if (cancelled(sc->cancel_fd)) {
-		r = -ECANCELED;
-		phos_errf(err, errlen, "cancelled while %s was being dumped", argv[0]);
+	if (cancelled(s->sc->cancel_fd)) {
+		r = phos_errf_rc(err, errlen, -ECANCELED, "cancelled while %s was being dumped", s->argv[0]);
 		goto out;
 	}
-	phase_set(sc, "committing");
-	r = phos_image_dir_commit(tmp, out_dir);
-	if (r < 0) {
+	phase_set(s->sc, "committing");
+	r = phos_image_dir_commit(s->tmp, out_dir);
+	if (r < 0)
 		phos_errf(err, errlen, "committing %s: %s", out_dir, strerror(-r));
-		goto out;
-	}
-	st.commit_s = phos_now() - t;
-	st.total_s = phos_now() - t0;
-	if (ret_stats)
-		*ret_stats = st;
 out:
+	phos_image_free(img);
+	return r;
+}
+
+int phos_snapshot_run(const struct phos_runtime_paths *paths, char *const argv[], const char *out_dir, int log_fd,
+		      const struct phos_snapshot_ctl *sc, struct phos_snapshot_stats *ret_stats, char *err,
+		      size_t errlen)
+{
+	unsigned timeout_ms = sc->timeout_ms ? sc->timeout_ms : 600000;
+	struct snap_run s = { .paths = paths, .argv = argv, .sc = sc, .ch = { -1, -1 }, .ctl = { -1, -1 },
+			      .in = { -1, -1 }, .out = { -1, -1 }, .errp = { -1, -1 }, .exe = -1, .fn = -1 };
+	struct phos_snapshot_stats st = { 0 };
+	double t0 = phos_now(), t;
+	bool reached = false;   /* the function got to phos_fn_serve */
+	int r;
+
+	*err = '\0';
+	phase_set(sc, "starting");
+	r = snap_start(&s, out_dir, err, errlen);
+	if (r == 0) {
+		phase_set(sc, "init");
+		r = snap_await(&s, log_fd, t0 + timeout_ms / 1000.0, timeout_ms, &st.gpu_dump_s, err, errlen);
+	}
+	if (r == 0) {
+		reached = true;
+		st.init_s = phos_now() - t0 - st.gpu_dump_s;
+		phase_set(sc, "dumping");
+		t = phos_now();
+		r = snap_cpu(&s, err, errlen);
+		st.cpu_dump_s = phos_now() - t;
+	}
+	if (r == 0) {
+		t = phos_now();
+		r = snap_commit(&s, out_dir, &st, err, errlen);
+		st.commit_s = phos_now() - t;
+		st.total_s = phos_now() - t0;
+	}
+	if (r == 0 && ret_stats)
+		*ret_stats = st;
 	/* past phos_fn_serve a failure is ours (or the disk's), whatever its errno */
 	if (r < 0 && reached && r != -ENOSPC && r != -EDQUOT && r != -ENOMEM && r != -ECANCELED)
 		r = -EIO;
-	if (fn > 0) {
-		kill(fn, SIGKILL);
-		waitpid(fn, NULL, 0);
+	if (s.fn > 0) {
+		kill(s.fn, SIGKILL);
+		waitpid(s.fn, NULL, 0);
 	}
 	for (int i = 0; i < 2; i++) {
-		int *fds[] = { &ch[i], &ctl[i], &in[i], &out[i], &errp[i] };
+		int *fds[] = { &s.ch[i], &s.ctl[i], &s.in[i], &s.out[i], &s.errp[i] };
 
 		for (unsigned k = 0; k < 5; k++)
 			if (*fds[k] >= 0)
 				close(*fds[k]);
 	}
 	/* The control socket is closed: the executor ends. */
-	if (exe > 0)
-		waitpid(exe, NULL, 0);
-	if (r < 0)
-		phos_image_dir_abort(tmp);
-	phos_image_free(img);
-	phos_env_free(env);
+	if (s.exe > 0)
+		waitpid(s.exe, NULL, 0);
+	if (r < 0 && s.tmp[0])
+		phos_image_dir_abort(s.tmp);
+	phos_env_free(s.env);
 	return r;
 }
