@@ -281,181 +281,226 @@ static double stop_answer(const struct phos_ctl_msg *m, enum phos_ckpt_mode mode
 	return stopped_at(t_stop, m->checkpointed.stall_s);
 }
 
-int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_mode mode, const char *out_dir,
-			 struct phos_checkpoint_stats *ret_stats, char *err, size_t errlen)
-{
-	struct phos_ctl_msg m = { .type = PHOS_CTL_CHECKPOINT, .fd = -1 };
-	struct phos_checkpoint_stats st = { .mode = mode };
+/* One checkpoint being taken (phos_checkpoint_take's steps share it). */
+struct ckpt_run {
+	const struct phos_checkpoint_target *t;
+	enum phos_ckpt_mode mode;
+	struct phos_ctl_msg m;
 	char tmp[4096], cpu[4200], line[1024];
-	struct phos_image *img = NULL;
-	struct phos_criu_ahead *ahead = NULL;
-	struct early_resume early = { 0 };
-	bool sent = false, executor_gone = false, held = false;
-	double t0 = phos_now(), t_stop;
+	struct phos_criu_ahead *ahead;
+	struct early_resume early;
+	bool sent, executor_gone, held;
 	struct phos_image_fd fds[4];
-	uint32_t nfds = 0;
+	uint32_t nfds;
 	uint64_t ino;
-	int memfd_no = -1, r;
+	int memfd_no;
+};
 
-	*err = '\0';
-	if (t->fn_pid <= 0 || t->control_fd < 0 || !t->criu)
-		return -EINVAL;
+/* The temporary directory, what the CRIU image must name (the channel, the
+ * stdio), the CHECKPOINT message, and CRIU started ahead (stopped at its
+ * gate) unless the pre-copy comes first. 0 or -errno with err. */
+static int ckpt_prepare(struct ckpt_run *c, const char *out_dir, char *err, size_t errlen)
+{
+	const struct phos_checkpoint_target *t = c->t;
+	int r;
+
 	phos_image_dir_sweep(out_dir);
-	r = phos_image_dir_begin(out_dir, tmp, sizeof(tmp));
+	r = phos_image_dir_begin(out_dir, c->tmp, sizeof(c->tmp));
 	if (r < 0) {
-		phos_errf(err, errlen, "cannot create a checkpoint beside %s: %s", out_dir, strerror(-r));
+		c->tmp[0] = '\0';
+		return phos_errf_rc(err, errlen, r, "cannot create a checkpoint beside %s: %s", out_dir, strerror(-r));
+	}
+	snprintf(c->cpu, sizeof(c->cpu), "%s/cpu", c->tmp);
+	if (mkdir(c->cpu, 0700) < 0)
+		return phos_errf_rc(err, errlen, -errno, "mkdir %s: %s", c->cpu, strerror(errno));
+	r = channel_of(t, &c->ino, &c->memfd_no, err, errlen);
+	if (r == 0)
+		r = fds_of(t, c->fds, &c->nfds, err, errlen);
+	if (r < 0)
 		return r;
-	}
-	snprintf(cpu, sizeof(cpu), "%s/cpu", tmp);
-	if (mkdir(cpu, 0700) < 0) {
-		r = -errno;
-		phos_errf(err, errlen, "mkdir %s: %s", cpu, strerror(errno));
-		goto out;
-	}
-	r = channel_of(t, &ino, &memfd_no, err, errlen);
-	if (r < 0)
-		goto out;
-
-	r = fds_of(t, fds, &nfds, err, errlen);
-	if (r < 0)
-		goto out;
-
 	/* The GPU side, at a record boundary. */
-	m.checkpoint.mode = mode;
-	m.checkpoint.wait_stop = mode == PHOS_CKPT_RECOPY && t->precopied;
-	if (strlen(tmp) >= sizeof(m.checkpoint.dir)) {
-		r = -ENAMETOOLONG;
-		phos_errf(err, errlen, "%s: the path is too long", out_dir);
-		goto out;
-	}
-	memcpy(m.checkpoint.dir, tmp, strlen(tmp) + 1);
-	if (!m.checkpoint.wait_stop && (r = cpu_dump_ahead(t, cpu, &ino, &ahead, err, errlen)) < 0)
-		goto out;
-	r = phos_ctl_send(t->control_fd, &m);
+	c->m.checkpoint.mode = c->mode;
+	c->m.checkpoint.wait_stop = c->mode == PHOS_CKPT_RECOPY && t->precopied;
+	if (strlen(c->tmp) >= sizeof(c->m.checkpoint.dir))
+		return phos_errf_rc(err, errlen, -ENAMETOOLONG, "%s: the path is too long", out_dir);
+	memcpy(c->m.checkpoint.dir, c->tmp, strlen(c->tmp) + 1);
+	if (!c->m.checkpoint.wait_stop)
+		return cpu_dump_ahead(t, c->cpu, &c->ino, &c->ahead, err, errlen);
+	return 0;
+}
+
+/* Sends msg on the control socket: 0, or -EIO with err (the executor is gone). */
+static int ckpt_send(struct ckpt_run *c, const struct phos_ctl_msg *msg, char *err, size_t errlen)
+{
+	int r = phos_ctl_send(c->t->control_fd, msg);
+
 	if (r < 0) {
-		executor_gone = true;
-		phos_errf(err, errlen, "the executor is gone (%s)", strerror(-r));
-		r = -EIO;
-		goto out;
+		c->executor_gone = true;
+		return phos_errf_rc(err, errlen, -EIO, "the executor is gone (%s)", strerror(-r));
 	}
-	sent = true;
-	if (m.checkpoint.wait_stop) {
+	return 0;
+}
+
+/* CHECKPOINT sent (a recopy's pre-copy run to its stop first), and the
+ * executor's answer once the program is stopped: c->held when the device
+ * state is still to be written (after RESUME). 0 with *ret_t_stop, or
+ * -errno with err. */
+static int ckpt_stop(struct ckpt_run *c, struct phos_checkpoint_stats *st, double *ret_t_stop, char *err,
+		     size_t errlen)
+{
+	const struct phos_checkpoint_target *t = c->t;
+	double t_stop;
+	int r = ckpt_send(c, &c->m, err, errlen);
+
+	if (r < 0)
+		return r;
+	c->sent = true;
+	if (c->m.checkpoint.wait_stop) {
 		/* the pre-copy: converged, then the caller's moment to stop */
-		r = await_answer(t, PHOS_CTL_PRECOPIED, 0, &m, &executor_gone, err, errlen);
-		if (r == 0 && (r = t->precopied(t->precopied_arg, tmp, &m)) < 0) {
+		r = await_answer(t, PHOS_CTL_PRECOPIED, 0, &c->m, &c->executor_gone, err, errlen);
+		if (r == 0 && (r = t->precopied(t->precopied_arg, c->tmp, &c->m)) < 0) {
 			if (!*err)
 				phos_errf(err, errlen, "called off before its stop");
 			r = -ECANCELED;
 		}
 		if (r == 0)
-			r = cpu_dump_ahead(t, cpu, &ino, &ahead, err, errlen);
-		if (r == 0 && (r = phos_ctl_send(t->control_fd, &(struct phos_ctl_msg){ .type = PHOS_CTL_STOP,
-										      .fd = -1 })) < 0) {
-			executor_gone = true;
-			phos_errf(err, errlen, "the executor is gone (%s)", strerror(-r));
-			r = -EIO;
-		}
+			r = cpu_dump_ahead(t, c->cpu, &c->ino, &c->ahead, err, errlen);
+		if (r == 0)
+			r = ckpt_send(c, &(struct phos_ctl_msg){ .type = PHOS_CTL_STOP, .fd = -1 }, err, errlen);
 		if (r < 0)
-			goto out;   /* RESUME: a pre-copy not stopped is dropped */
+			return r;   /* RESUME: a pre-copy not stopped is dropped */
 	}
 	t_stop = phos_now();
 	/* stw: CHECKPOINTED, the device state written, or HELD, the device
 	 * state in host memory (written after RESUME); cow: HELD, stopped with
 	 * the device state fixed, copied after RESUME. recopy: CHECKPOINTED. */
-	r = await_answer(t, mode == PHOS_CKPT_COW ? PHOS_CTL_HELD : PHOS_CTL_CHECKPOINTED,
-			 mode == PHOS_CKPT_STW ? PHOS_CTL_HELD : 0, &m, &executor_gone, err, errlen);
+	r = await_answer(t, c->mode == PHOS_CKPT_COW ? PHOS_CTL_HELD : PHOS_CTL_CHECKPOINTED,
+			 c->mode == PHOS_CKPT_STW ? PHOS_CTL_HELD : 0, &c->m, &c->executor_gone, err, errlen);
 	if (r < 0)
-		goto out;
-	held = m.type == PHOS_CTL_HELD;
-	t_stop = stop_answer(&m, mode, t_stop, &st);
+		return r;
+	c->held = c->m.type == PHOS_CTL_HELD;
+	*ret_t_stop = stop_answer(&c->m, c->mode, t_stop, st);
+	return 0;
+}
 
-	/* The CPU side, while the executor holds the channel. */
-	early.t = t;
-	early.t_stop = t_stop;
-	{
-		double t_cpu = phos_now();
+/* The CPU side, while the executor holds the channel: CRIU dumps the
+ * program and leaves it running, RESUME goes out as soon as CRIU is done
+ * with it; then, when held, the device state's end. 0 or -errno with err. */
+static int ckpt_cpu(struct ckpt_run *c, double t_stop, struct phos_checkpoint_stats *st, char *err, size_t errlen)
+{
+	const struct phos_checkpoint_target *t = c->t;
+	double t_cpu = phos_now();
+	int r;
 
-		if (ahead) {
-			r = phos_criu_dump_go_then(ahead, resume_at_dumped, &early, line, sizeof(line));
-			ahead = NULL;
-		} else {
-			r = phos_criu_dump_flags(t->criu, t->fn_pid, cpu, &ino, 1, PHOS_CRIU_LEAVE_RUNNING, -1, line,
-						 sizeof(line));
-		}
-		st.cpu_s = phos_now() - t_cpu;
+	c->early.t = t;
+	c->early.t_stop = t_stop;
+	if (c->ahead) {
+		r = phos_criu_dump_go_then(c->ahead, resume_at_dumped, &c->early, c->line, sizeof(c->line));
+		c->ahead = NULL;
+	} else {
+		r = phos_criu_dump_flags(t->criu, t->fn_pid, c->cpu, &c->ino, 1, PHOS_CRIU_LEAVE_RUNNING, -1, c->line,
+					 sizeof(c->line));
 	}
-	if (r == 0 && !early.done)   /* no word from the gate (or no gate): now, CRIU ended */
-		resume_at_dumped(&early);
-	if (early.done) {   /* RESUME went out: not again at out */
-		sent = false;
-		executor_gone = early.r < 0;
+	st->cpu_s = phos_now() - t_cpu;
+	if (r == 0 && !c->early.done)   /* no word from the gate (or no gate): now, CRIU ended */
+		resume_at_dumped(&c->early);
+	if (c->early.done) {   /* RESUME went out: not again at the end */
+		c->sent = false;
+		c->executor_gone = c->early.r < 0;
 	}
 	if (r < 0) {
-		phos_errf(err, errlen, "CRIU could not dump the program: %s", line);
-		if (disk_full(line))
-			r = -ENOSPC;
-		goto out;
+		phos_errf(err, errlen, "CRIU could not dump the program: %s", c->line);
+		return disk_full(c->line) ? -ENOSPC : r;
 	}
-	r = early.r;
-	st.stall_s = early.stall_s;
-	if (r < 0) {
+	st->stall_s = c->early.stall_s;
+	if (c->early.r < 0) {
 		/* The executor died after it wrote its side: the program was cut
 		 * off from it, so whatever came after is not worth keeping, but this
 		 * image is whole. Still, a checkpoint of a program whose executor is
 		 * gone is not what was asked: refused. */
-		executor_gone = true;
-		phos_errf(err, errlen, "the executor died during the checkpoint; nothing was committed");
-		r = -EIO;
-		goto out;
+		c->executor_gone = true;
+		return phos_errf_rc(err, errlen, -EIO, "the executor died during the checkpoint; nothing was committed");
 	}
-	if (held) {
+	if (c->held) {
 		/* The program runs; its buffers are being copied (cow) or written
 		 * from host memory (stw). */
-		r = await_answer(t, PHOS_CTL_CHECKPOINTED, 0, &m, &executor_gone, err, errlen);
+		r = await_answer(t, PHOS_CTL_CHECKPOINTED, 0, &c->m, &c->executor_gone, err, errlen);
 		if (r < 0)
-			goto out;
-		st.gpu_s = m.checkpointed.total_s;
-		st.data_bytes = m.checkpointed.data_bytes;
-		st.early = m.checkpointed.early;
-		st.reserve_copies = m.checkpointed.reserve_copies;
-		st.host_copy = m.checkpointed.host_copy;
+			return r;
+		st->gpu_s = c->m.checkpointed.total_s;
+		st->data_bytes = c->m.checkpointed.data_bytes;
+		st->early = c->m.checkpointed.early;
+		st->reserve_copies = c->m.checkpointed.reserve_copies;
+		st->host_copy = c->m.checkpointed.host_copy;
 	}
+	return 0;
+}
 
-	r = phos_image_read(tmp, &img, line, sizeof(line));
+/* The new checkpoint read back, its CPU image checksummed, its manifest
+ * written (with what it is: mode, timings, the channel's memfd), and the
+ * directory committed as out_dir. 0 or -errno with err. */
+static int ckpt_commit(struct ckpt_run *c, const char *out_dir, double t0, struct phos_checkpoint_stats *st,
+		       char *err, size_t errlen)
+{
+	struct phos_image *img = NULL;
+	int r;
+
+	r = phos_image_read(c->tmp, &img, c->line, sizeof(c->line));
+	if (r < 0)
+		return phos_errf_rc(err, errlen, r, "the new checkpoint does not read back: %s", c->line);
+	snprintf(img->function, sizeof(img->function), "%s", c->t->function ? c->t->function : "");
+	r = phos_image_cpu_hash(c->tmp, img, c->line, sizeof(c->line));
 	if (r < 0) {
-		phos_errf(err, errlen, "the new checkpoint does not read back: %s", line);
+		phos_errf(err, errlen, "checksumming the CRIU image: %s", c->line);
 		goto out;
 	}
-	snprintf(img->function, sizeof(img->function), "%s", t->function ? t->function : "");
-	r = phos_image_cpu_hash(tmp, img, line, sizeof(line));
-	if (r < 0) {
-		phos_errf(err, errlen, "checksumming the CRIU image: %s", line);
-		goto out;
-	}
-	img->nfds = nfds;
-	memcpy(img->fds, fds, sizeof(fds));
-	checkpoint_record(img, mode, &st, memfd_no);
+	img->nfds = c->nfds;
+	memcpy(img->fds, c->fds, sizeof(c->fds));
+	checkpoint_record(img, c->mode, st, c->memfd_no);
 	img->checkpoint.total_s = phos_now() - t0;
-	r = phos_image_write_manifest(tmp, img);
+	r = phos_image_write_manifest(c->tmp, img);
 	if (r < 0) {
 		phos_errf(err, errlen, "writing the manifest: %s", strerror(-r));
 		goto out;
 	}
-	r = phos_image_dir_commit(tmp, out_dir);
+	r = phos_image_dir_commit(c->tmp, out_dir);
 	if (r < 0) {
 		phos_errf(err, errlen, "committing %s: %s", out_dir, strerror(-r));
 		goto out;
 	}
-	st.gpu_bytes = img->gpu_bytes;
-	st.total_s = phos_now() - t0;
-	if (ret_stats)
-		*ret_stats = st;
+	st->gpu_bytes = img->gpu_bytes;
 out:
-	phos_criu_dump_drop(ahead);   /* CRIU ends at its gate, the program untouched */
-	if (sent && !executor_gone)
-		phos_ctl_send(t->control_fd, &(struct phos_ctl_msg){ .type = PHOS_CTL_RESUME, .fd = -1 });
-	if (r < 0)
-		phos_image_dir_abort(tmp);
 	phos_image_free(img);
+	return r;
+}
+
+int phos_checkpoint_take(const struct phos_checkpoint_target *t, enum phos_ckpt_mode mode, const char *out_dir,
+			 struct phos_checkpoint_stats *ret_stats, char *err, size_t errlen)
+{
+	struct ckpt_run c = { .t = t, .mode = mode, .m = { .type = PHOS_CTL_CHECKPOINT, .fd = -1 }, .memfd_no = -1 };
+	struct phos_checkpoint_stats st = { .mode = mode };
+	double t0 = phos_now(), t_stop = 0;
+	int r;
+
+	*err = '\0';
+	if (t->fn_pid <= 0 || t->control_fd < 0 || !t->criu)
+		return -EINVAL;
+	r = ckpt_prepare(&c, out_dir, err, errlen);
+	if (r == 0)
+		r = ckpt_stop(&c, &st, &t_stop, err, errlen);
+	if (r == 0)
+		r = ckpt_cpu(&c, t_stop, &st, err, errlen);
+	if (r == 0)
+		r = ckpt_commit(&c, out_dir, t0, &st, err, errlen);
+	if (r == 0) {
+		st.total_s = phos_now() - t0;
+		if (ret_stats)
+			*ret_stats = st;
+	}
+	phos_criu_dump_drop(c.ahead);   /* CRIU ends at its gate, the program untouched */
+	if (c.sent && !c.executor_gone)
+		phos_ctl_send(t->control_fd, &(struct phos_ctl_msg){ .type = PHOS_CTL_RESUME, .fd = -1 });
+	if (r < 0 && c.tmp[0])
+		phos_image_dir_abort(c.tmp);
 	return r;
 }
