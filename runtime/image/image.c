@@ -503,28 +503,16 @@ static json_t *texes_to_json(const struct phos_image *img)
 /* Builds the manifest; NULL when out of memory or a string is not UTF-8. The
  * version is always this build's: fields of a newer minor that img was read
  * from are not kept, so the result is not that minor. */
-static json_t *image_to_json(const struct phos_image *img)
+/* Into root (and cpu, its "cpu" object): the snapshot's objects, one array
+ * each (buffers, modules, kernels, variables, streams, events, cuBLAS
+ * handles, the prefetch order; cpu's fds). false when out of memory. */
+static bool objects_to_json(const struct phos_image *img, json_t *root, json_t *cpu)
 {
 	static const char *const keys[9] = { "buffers", "modules", "kernels", "variables",
 					     "streams", "events", "cublas", "prefetch", "fds" };
-	json_t *root, *a[9], *o, *cpu;
+	json_t *a[9], *o;
 	bool ok = true;
 
-	root = json_pack("{s:s,s:{s:I,s:I},s:s,s:s,s:s,s:{s:I,s:I},s:I,s:I,s:I}", "magic",
-			 PHOS_IMAGE_MAGIC, "version", "major", JI(PHOS_IMAGE_MAJOR), "minor",
-			 JI(PHOS_IMAGE_MINOR), "function", img->function, "device", img->device,
-			 "gpu_name", img->gpu_name, "arena", "base", JI(img->arena_base), "size",
-			 JI(img->arena_size), "gpu_bytes", JI(img->gpu_bytes), "data_bytes",
-			 JI(img->data_bytes), "created", JI(img->created));
-	cpu = json_pack("{s:s}", "dir", img->criu_dir);
-	if (!root || !cpu) {
-		json_decref(root);
-		json_decref(cpu);
-		return NULL;
-	}
-	/* json_object_set_new steals the value even when it fails; once in root,
-	 * everything is freed by one decref. */
-	ok = set(root, "cpu", cpu);
 	for (unsigned i = 0; ok && i < 9; i++) {
 		a[i] = json_array();
 		ok = set(i == 8 ? cpu : root, keys[i], a[i]);
@@ -580,6 +568,16 @@ static json_t *image_to_json(const struct phos_image *img)
 		ok = push(a[7], json_integer(JI(img->prefetch[i])));
 	for (uint32_t i = 0; ok && i < img->nfds; i++)
 		ok = push(a[8], json_pack("{s:i,s:s}", "fd", img->fds[i].fd, "key", img->fds[i].key));
+	return ok;
+}
+
+/* Into root and cpu: the CRIU image's files, the host regions, the arrays
+ * and textures, each only when there are some. */
+static bool host_state_to_json(const struct phos_image *img, json_t *root, json_t *cpu)
+{
+	json_t *o;
+	bool ok = true;
+
 	if (ok && img->ncpu_files) {
 		json_t *files = json_array();
 
@@ -606,6 +604,16 @@ static json_t *image_to_json(const struct phos_image *img)
 		ok = set(root, "arrays", arrays_to_json(img));
 	if (ok && img->ntexes)
 		ok = set(root, "textures", texes_to_json(img));
+	return ok;
+}
+
+/* Into root: the context's own state (pools and their blocks, limits, VMM
+ * reservations, stream attributes) and a checkpoint's record, each only
+ * when there is one. */
+static bool context_to_json(const struct phos_image *img, json_t *root)
+{
+	bool ok = true;
+
 	if (ok && img->npools) {
 		json_t *pa = json_array(), *ba = json_array();
 
@@ -662,6 +670,30 @@ static json_t *image_to_json(const struct phos_image *img)
 						       JI(c->reserve_copies), "copy_s", c->copy_s, "host_copy",
 						       c->host_copy));
 	}
+	return ok;
+}
+
+static json_t *image_to_json(const struct phos_image *img)
+{
+	json_t *root, *cpu;
+	bool ok;
+
+	root = json_pack("{s:s,s:{s:I,s:I},s:s,s:s,s:s,s:{s:I,s:I},s:I,s:I,s:I}", "magic",
+			 PHOS_IMAGE_MAGIC, "version", "major", JI(PHOS_IMAGE_MAJOR), "minor",
+			 JI(PHOS_IMAGE_MINOR), "function", img->function, "device", img->device,
+			 "gpu_name", img->gpu_name, "arena", "base", JI(img->arena_base), "size",
+			 JI(img->arena_size), "gpu_bytes", JI(img->gpu_bytes), "data_bytes",
+			 JI(img->data_bytes), "created", JI(img->created));
+	cpu = json_pack("{s:s}", "dir", img->criu_dir);
+	if (!root || !cpu) {
+		json_decref(root);
+		json_decref(cpu);
+		return NULL;
+	}
+	/* json_object_set_new steals the value even when it fails; once in root,
+	 * everything is freed by one decref. */
+	ok = set(root, "cpu", cpu) && objects_to_json(img, root, cpu) && host_state_to_json(img, root, cpu) &&
+	     context_to_json(img, root);
 	if (!ok) {
 		json_decref(root);
 		return NULL;
