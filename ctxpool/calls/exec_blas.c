@@ -365,32 +365,15 @@ static uint64_t call_result_size(const struct phos_blas_op *op)
 	}
 }
 
-/* The read/write set of a level 1-3 routine, from its API semantics. */
-static int call_set(struct executor *ex, const struct phos_blas_op *op, struct spec_set *set)
+/* The read/write set of a routine on matrices only (and trmv, trsv,
+ * syr/her: a matrix and a vector), from its API semantics: 0, -1 (a bad
+ * shape, or no room in set), or 1 when op is not one of them. */
+static int matrix_routine_set(struct executor *ex, const struct phos_blas_op *op, struct spec_set *set)
 {
 	uint64_t e = exec_blas_elem_size(op->type), sx = 0, sy = 0, sa = 0, sb = 0;
 	const uint8_t R = SPEC_READ, RW = SPEC_READ | SPEC_WRITE;
-	int lenx = op->n, leny = op->n;
-	bool beta_zero = op->beta[0] == 0 && op->beta[1] == 0 && !op->dev_scalars;
 
 	switch (op->fn) {
-	case PHOS_BLAS_GEMV:
-		lenx = op->trans ? op->m : op->n;
-		leny = op->trans ? op->n : op->m;
-		if (matrix_span(op->m, op->n, op->lda, 1, 0, e, &sa) < 0)
-			return -1;
-		break;
-	case PHOS_BLAS_GER:
-	case PHOS_BLAS_GERC:
-		lenx = op->m;
-		if (matrix_span(op->m, op->n, op->lda, 1, 0, e, &sa) < 0)
-			return -1;
-		break;
-	case PHOS_BLAS_SYMV:
-	case PHOS_BLAS_HEMV:
-		if (matrix_span(op->n, op->n, op->lda, 1, 0, e, &sa) < 0)
-			return -1;
-		break;
 	case PHOS_BLAS_SYRK:
 	case PHOS_BLAS_HERK: {
 		bool n_form = op->trans == 0;   /* op(A) n x k: A is n x k, else k x n */
@@ -474,6 +457,40 @@ static int call_set(struct executor *ex, const struct phos_blas_op *op, struct s
 			return 0;
 		return exec_arrays_set(ex, 2, arr, span, access, op->batch, set) < 0 ? -1 : 0;
 	}
+	default:
+		return 1;
+	}
+}
+
+/* The read/write set of a level 1-3 routine, from its API semantics. */
+static int call_set(struct executor *ex, const struct phos_blas_op *op, struct spec_set *set)
+{
+	uint64_t e = exec_blas_elem_size(op->type), sx = 0, sy = 0, sa = 0;
+	const uint8_t R = SPEC_READ, RW = SPEC_READ | SPEC_WRITE;
+	int lenx = op->n, leny = op->n, r = matrix_routine_set(ex, op, set);
+	bool beta_zero = op->beta[0] == 0 && op->beta[1] == 0 && !op->dev_scalars;
+
+	if (r <= 0)
+		return r;
+	/* the vector routines, and gemv, ger, symv with their matrix */
+	switch (op->fn) {
+	case PHOS_BLAS_GEMV:
+		lenx = op->trans ? op->m : op->n;
+		leny = op->trans ? op->n : op->m;
+		if (matrix_span(op->m, op->n, op->lda, 1, 0, e, &sa) < 0)
+			return -1;
+		break;
+	case PHOS_BLAS_GER:
+	case PHOS_BLAS_GERC:
+		lenx = op->m;
+		if (matrix_span(op->m, op->n, op->lda, 1, 0, e, &sa) < 0)
+			return -1;
+		break;
+	case PHOS_BLAS_SYMV:
+	case PHOS_BLAS_HEMV:
+		if (matrix_span(op->n, op->n, op->lda, 1, 0, e, &sa) < 0)
+			return -1;
+		break;
 	default:
 		break;
 	}
