@@ -435,7 +435,16 @@ static int run_checkpointable(char **prog_argv, const char *exe, const char *dev
 	return code;
 }
 
-int cli_run(int argc, char **argv)
+struct run_opts {
+	const char *device, *trace, *executor;
+	bool checkpointable;
+	bool own_options;   /* the run needs its own executor (--gpus, --trace, --validate-spec) */
+	struct cli_periodic per;
+};
+
+/* phos-fn run's options into o (optind: the program): -1 to go on, or the
+ * exit status (0 after --help, 2 for a bad option). */
+static int run_options(int argc, char **argv, struct run_opts *o)
 {
 	static const struct option opts[] = {
 		{ "device", required_argument, NULL, 'd' },
@@ -449,23 +458,15 @@ int cli_run(int argc, char **argv)
 		CLI_PERIODIC_OPTIONS,
 		{ 0 },
 	};
-	struct cli_periodic per = CLI_PERIODIC_INIT;
-	const char *device = "auto", *trace = NULL, *twins = NULL;
-	const char *executor = getenv("PHOS_RUN_EXECUTOR");   /* auto when unset */
-	char exe[PATH_MAX], preload[PATH_MAX], twins_buf[PATH_MAX], report[PATH_MAX + 16];
-	char report_dir[PATH_MAX];
-	int sv[2], c, est, code;
-	bool refused, exec_died, checkpointable = false, own_options = false;
-	int lease_conn = -1;
-	struct ckpt_run ck = { .control = -1, .listen_fd = -1 };
-	pid_t prog, execr;
+	int c;
 
-	if (!executor || !*executor)
-		executor = "auto";
+	o->executor = getenv("PHOS_RUN_EXECUTOR");   /* auto when unset */
+	if (!o->executor || !*o->executor)
+		o->executor = "auto";
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'd': device = optarg; break;
+		case 'd': o->device = optarg; break;
 		case 'g':   /* the executor checks it */
 			setenv("PHOS_GPU", optarg, 1);
 			unsetenv("PHOS_GPUS");
@@ -473,12 +474,12 @@ int cli_run(int argc, char **argv)
 		case 'G':   /* the same; executors of several GPUs are not lent */
 			setenv("PHOS_GPUS", optarg, 1);
 			unsetenv("PHOS_GPU");
-			own_options = true;
+			o->own_options = true;
 			break;
-		case 't': trace = optarg; own_options = true; break;
-		case 'E': executor = optarg; break;
+		case 't': o->trace = optarg; o->own_options = true; break;
+		case 'E': o->executor = optarg; break;
 		case 'V':
-			own_options = true;
+			o->own_options = true;
 			/* the executor reads it from its environment (exec_validate.c) */
 			if ((strcmp(optarg, "off") && strcmp(optarg, "always")) ||
 			    setenv("PHOS_VALIDATE_SPEC", optarg, 1) < 0) {
@@ -486,10 +487,10 @@ int cli_run(int argc, char **argv)
 				return 2;
 			}
 			break;
-		case 'C': checkpointable = true; break;
+		case 'C': o->checkpointable = true; break;
 		case 'h': usage(stdout); return 0;
 		default:
-			if (cli_periodic_option(&per, c, optarg) == 0)
+			if (cli_periodic_option(&o->per, c, optarg) == 0)
 				break;
 			if (c < CLI_OPT_CKPT_DIR)
 				usage(stderr);
@@ -500,12 +501,61 @@ int cli_run(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (cli_periodic_check(&per) < 0)
+	if (cli_periodic_check(&o->per) < 0)
 		return 2;
-	if (per.dir[0])
-		checkpointable = true;
-	device = cli_resolve_device(device);
-	if (!device) {
+	if (o->per.dir[0])
+		o->checkpointable = true;
+	return -1;
+}
+
+/* The run's executor: a lent one (its channel into sv[1], *ret_lease the
+ * lease's connection) when the options allow and one is lent, else a fresh
+ * one on sv[0] (*ret_pid). -1 to go on, or the exit status. */
+static int run_executor(const struct run_opts *o, const char *exe, const char *twins, int sv[2], int *ret_lease,
+			pid_t *ret_pid)
+{
+	if (strcmp(o->executor, "fresh") && !o->own_options) {
+		int channel;
+
+		if (borrow_executor(o->executor, o->device, ret_lease, &channel) == 0) {
+			/* the program takes the lent channel; ours is not needed */
+			close(sv[0]);
+			close(sv[1]);
+			sv[0] = -1;
+			sv[1] = channel;
+		} else if (strcmp(o->executor, "auto")) {
+			close(sv[0]);
+			close(sv[1]);
+			return 1;
+		}
+	} else if (strcmp(o->executor, "fresh") && strcmp(o->executor, "auto")) {
+		fprintf(stderr, "phos-fn: --executor SOCKET does not go with --trace or --validate-spec\n");
+		return 2;
+	}
+	*ret_pid = *ret_lease >= 0 ? 0 : spawn_executor(exe, o->device, o->trace, twins, sv[0]);
+	if (*ret_pid < 0) {
+		fprintf(stderr, "phos-fn: fork: %s\n", strerror(errno));
+		return 1;
+	}
+	return -1;
+}
+
+int cli_run(int argc, char **argv)
+{
+	struct run_opts o = { .device = "auto", .per = CLI_PERIODIC_INIT };
+	const char *twins = NULL;
+	char exe[PATH_MAX], preload[PATH_MAX], twins_buf[PATH_MAX], report[PATH_MAX + 16];
+	char report_dir[PATH_MAX];
+	int sv[2], est, code;
+	bool refused, exec_died;
+	int lease_conn = -1;
+	struct ckpt_run ck = { .control = -1, .listen_fd = -1 };
+	pid_t prog, execr = 0;
+
+	if ((code = run_options(argc, argv, &o)) >= 0)
+		return code;
+	o.device = cli_resolve_device(o.device);
+	if (!o.device) {
 		fprintf(stderr, "phos-fn: unknown device (use auto, cuda or sim)\n");
 		return 2;
 	}
@@ -517,37 +567,16 @@ int cli_run(int argc, char **argv)
 		fprintf(stderr, "phos-fn: the preload libraries (libcudart.so.13) were not found (set PHOS_PRELOAD_DIR)\n");
 		return 1;
 	}
-	if (!strcmp(device, "sim") && cli_find_sim_twins(twins_buf, sizeof(twins_buf)) == 0)
+	if (!strcmp(o.device, "sim") && cli_find_sim_twins(twins_buf, sizeof(twins_buf)) == 0)
 		twins = twins_buf;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		fprintf(stderr, "phos-fn: socketpair: %s\n", strerror(errno));
 		return 1;
 	}
-	if (checkpointable)
-		return run_checkpointable(argv + optind, exe, device, trace, twins, preload, sv, &ck, &per);
-	if (strcmp(executor, "fresh") && !own_options) {
-		int channel;
-
-		if (borrow_executor(executor, device, &lease_conn, &channel) == 0) {
-			/* the program takes the lent channel; ours is not needed */
-			close(sv[0]);
-			close(sv[1]);
-			sv[0] = -1;
-			sv[1] = channel;
-		} else if (strcmp(executor, "auto")) {
-			close(sv[0]);
-			close(sv[1]);
-			return 1;
-		}
-	} else if (strcmp(executor, "fresh") && strcmp(executor, "auto")) {
-		fprintf(stderr, "phos-fn: --executor SOCKET does not go with --trace or --validate-spec\n");
-		return 2;
-	}
-	execr = lease_conn >= 0 ? 0 : spawn_executor(exe, device, trace, twins, sv[0]);
-	if (execr < 0) {
-		fprintf(stderr, "phos-fn: fork: %s\n", strerror(errno));
-		return 1;
-	}
+	if (o.checkpointable)
+		return run_checkpointable(argv + optind, exe, o.device, o.trace, twins, preload, sv, &ck, &o.per);
+	if ((code = run_executor(&o, exe, twins, sv, &lease_conn, &execr)) >= 0)
+		return code;
 	const char *tmpdir = getenv("TMPDIR");
 
 	snprintf(report_dir, sizeof(report_dir), "%s/phos-run-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
