@@ -2058,73 +2058,75 @@ static int phase_first(json_t *req, const char *phase, const char *mid, bool *re
 	return 0;
 }
 
-int inv_migrate_receive(const char *name, const char *body, size_t len, json_t **ret_body)
+/* What a receive request says (inv_migrate_receive). */
+struct recv_args {
+	const char *from, *token, *mid, *manifest, *phase;
+	unsigned src_id;
+	bool precopy;
+};
+
+/* The request's fields checked (unknown ones refused), the phase's first
+ * word (phase_first: *claimed), the host's fit, the source's URL into p:
+ * 0, or an HTTP status with *ret_body. */
+static int receive_args(json_t *req, struct pull *p, struct recv_args *a, bool *claimed, json_t **ret_body)
 {
-	struct pull p = { .name = name, .cancel_fd = -1, .started = phos_now() };
-	const char *from, *token, *mid = NULL, *manifest, *key, *phase;
-	char dir[PATH_MAX];
+	const char *key;
+	json_t *val;
+	json_int_t src_id;
+	char err[1024] = "";
+	int r;
+
+	json_object_foreach(req, key, val)
+		if (!receive_field(key)) {
+			*ret_body = inv_err_json("unknown field '%.64s'", key);
+			return 400;
+		}
+	a->phase = str_of(req, "phase");
+	a->mid = str_of(req, "migration");
+	if ((r = phase_first(req, a->phase, a->mid, claimed, ret_body)) != 0)
+		return r;
+	a->from = str_of(req, "from");
+	a->token = str_of(req, "from_token");
+	a->manifest = str_of(req, "manifest");
+	src_id = json_integer_value(json_object_get(req, "instance"));
+	a->precopy = a->phase && !strcmp(a->phase, "precopy");
+	if ((r = host_check(json_object_get(req, "host"), ret_body)) != 0)
+		return r;   /* (before anything is fetched or held) */
+	if (!a->from || pull_url_check(p, a->from, err, sizeof(err)) < 0 || !a->token || !pull_token_valid(a->token) ||
+	    !hex32(a->mid) || (!a->manifest && !a->precopy) || src_id < 1 || src_id > 999999999) {
+		*ret_body = inv_err_json("from (the source's URL), from_token, instance (1..999999999), migration (32 hex "
+				     "digits) and manifest are needed%s%s", a->from && err[0] ? ": " : "",
+				     a->from && err[0] ? err : "");
+		return 400;
+	}
+	a->src_id = (unsigned)src_id;
+	return 0;
+}
+
+/* The final phase (or a one-phase move): the checkpoint fetched from the
+ * source into STATE/checkpoints/NAME-ID (what a pre-copy brought reused),
+ * committed, and restored as a new instance of f that serves from now on.
+ * 201 with *ret_body, or the failure's status; nothing is left behind. */
+static int receive_final(const char *name, const struct recv_args *a, struct pull *p, json_t **ret_body)
+{
+	char dir[PATH_MAX], err[1024], final[PATH_MAX + 96], tmp[PATH_MAX + 160] = "";
 	struct final_stats fs = { 0 };
-	double t_commit = 0;
-	bool precopy, claimed = false;
 	struct inv_prepared prep = { .slot = -1 };
 	struct inv_instance *in = NULL;
 	struct inv_function *f = NULL;
 	struct phos_image *check = NULL;
-	char err[1024], final[PATH_MAX + 96], tmp[PATH_MAX + 160];
-	json_t *req, *val;
-	json_int_t src_id;
-	double t_fetch = 0, restore_s = 0;
+	double t_fetch, t_commit, restore_s = 0;
 	int code = 500, r;
 
-	tmp[0] = '\0';
-	req = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, NULL);
-	if (!json_is_object(req)) {
-		json_decref(req);
-		return *ret_body = inv_err_json("the body must be a JSON object"), 400;
-	}
-	json_object_foreach(req, key, val)
-		if (!receive_field(key)) {
-			*ret_body = inv_err_json("unknown field '%.64s'", key);
-			code = 400;
-			goto out;
-		}
-	phase = str_of(req, "phase");
-	mid = str_of(req, "migration");
-	if ((r = phase_first(req, phase, mid, &claimed, ret_body)) != 0) {
-		code = r;
-		goto out;
-	}
-	from = str_of(req, "from");
-	token = str_of(req, "from_token");
-	mid = str_of(req, "migration");
-	manifest = str_of(req, "manifest");
-	src_id = json_integer_value(json_object_get(req, "instance"));
-	precopy = phase && !strcmp(phase, "precopy");
-	if ((code = host_check(json_object_get(req, "host"), ret_body)) != 0)
-		goto out;   /* (before anything is fetched or held) */
-	code = 500;
-	if (!from || pull_url_check(&p, from, err, sizeof(err)) < 0 || !token || !pull_token_valid(token) ||
-	    !hex32(mid) || (!manifest && !precopy) || src_id < 1 || src_id > 999999999) {
-		*ret_body = inv_err_json("from (the source's URL), from_token, instance (1..999999999), migration (32 hex "
-				     "digits) and manifest are needed%s%s", from && err[0] ? ": " : "",
-				     from && err[0] ? err : "");
-		code = 400;
-		goto out;
-	}
-	if (precopy) {
-		code = precopy_phase(name, req, &p, (unsigned)src_id, &f, ret_body);
-		goto out;
-	}
-	r = phos_image_parse(manifest, strlen(manifest), &p.img, err, sizeof(err));
-	if (r < 0 || !p.img->checkpoint.present) {
+	r = phos_image_parse(a->manifest, strlen(a->manifest), &p->img, err, sizeof(err));
+	if (r < 0 || !p->img->checkpoint.present) {
 		*ret_body = inv_err_json("the manifest is %s%s", r < 0 ? "bad: " : "not a checkpoint's", r < 0 ? err : "");
-		code = 400;
-		goto out;
+		return 400;
 	}
-	f = function_here(name, from, token, ret_body, &code);
+	f = function_here(name, a->from, a->token, ret_body, &code);
 	if (!f)
-		goto out;
-	if ((r = fits_here(name, p.img, f, ret_body)) != 0) {
+		return code;
+	if ((r = fits_here(name, p->img, f, ret_body)) != 0) {
 		code = r;
 		goto out;
 	}
@@ -2143,21 +2145,21 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 		code = r == -ENOSPC ? 507 : 500;
 		goto out;
 	}
-	p.snapshot_id = mid;
-	snprintf(p.file_route, sizeof(p.file_route), "/system/functions/%s/instances/%u/checkpoint/file", name,
-		 (unsigned)src_id);
-	if (pull_curl_open(&p, token) < 0) {
+	p->snapshot_id = a->mid;
+	snprintf(p->file_route, sizeof(p->file_route), "/system/functions/%s/instances/%u/checkpoint/file", name,
+		 a->src_id);
+	if (pull_curl_open(p, a->token) < 0) {
 		*ret_body = inv_err_json("out of memory");
 		goto out;
 	}
-	r = fetch_final(&p, mid, phase && !strcmp(phase, "final"), tmp, manifest, &prep, &check, &fs, err,
+	r = fetch_final(p, a->mid, a->phase && !strcmp(a->phase, "final"), tmp, a->manifest, &prep, &check, &fs, err,
 			sizeof(err));
 	if (r < 0) {
-		*ret_body = inv_err_json("fetching the checkpoint from %s: %s", from, err);
-		code = p.code ? p.code : r == -ENOSPC ? 507 : 502;
+		*ret_body = inv_err_json("fetching the checkpoint from %s: %s", a->from, err);
+		code = p->code ? p->code : r == -ENOSPC ? 507 : 502;
 		goto out;
 	}
-	t_fetch = phos_now() - p.started;
+	t_fetch = phos_now() - p->started;
 	t_commit = phos_now();
 	r = phos_image_dir_commit(tmp, final);
 	t_commit = phos_now() - t_commit;
@@ -2176,26 +2178,50 @@ int inv_migrate_receive(const char *name, const char *body, size_t len, json_t *
 	}
 	moved_here(f, name);
 	phos_info("%s: instance %u came from %s (its instance %u): %" PRIu64 " bytes fetched in %.1f ms, restored "
-		  "in %.1f ms (the final phase from %.6f to %.6f)", name, in->id, from, (unsigned)src_id, p.fetched,
-		  t_fetch * 1e3, restore_s * 1e3, p.started, phos_now());
+		  "in %.1f ms (the final phase from %.6f to %.6f)", name, in->id, a->from, a->src_id, p->fetched,
+		  t_fetch * 1e3, restore_s * 1e3, p->started, phos_now());
 	*ret_body = json_pack("{s:s,s:i,s:I,s:f,s:f,s:f,s:f,s:I,s:i,s:s}", "function", name, "instance", (int)in->id,
-			      "bytes", (json_int_t)p.fetched, "fetch_s", t_fetch, "restore_s", restore_s, "verify_s",
+			      "bytes", (json_int_t)p->fetched, "fetch_s", t_fetch, "restore_s", restore_s, "verify_s",
 			      fs.verify_s, "commit_s", t_commit, "refetched_bytes", (json_int_t)fs.refetched,
 			      "prehashed_items", (int)fs.prehashed, "executor", prep.used ? "prepared" : in->proc.pool ? "pooled" : "own");
 	in = NULL;   /* serving */
 	code = 201;
 out:
-	if (claimed && code != 201)
-		precopy_discard(mid);   /* the move failed: the source's abort finds nothing to drop */
 	prepared_drop(&prep);   /* not used: the move failed before its restore */
 	if (tmp[0])
 		phos_image_dir_abort(tmp);
 	if (in)
 		inv_instance_unreserve(f, in);
 	phos_image_free(check);
+	inv_function_unref(f);
+	return code;
+}
+
+int inv_migrate_receive(const char *name, const char *body, size_t len, json_t **ret_body)
+{
+	struct pull p = { .name = name, .cancel_fd = -1, .started = phos_now() };
+	struct recv_args a = { 0 };
+	struct inv_function *f = NULL;
+	bool claimed = false;
+	json_t *req;
+	int code;
+
+	req = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(req)) {
+		json_decref(req);
+		return *ret_body = inv_err_json("the body must be a JSON object"), 400;
+	}
+	code = receive_args(req, &p, &a, &claimed, ret_body);
+	if (code == 0 && a.precopy) {
+		code = precopy_phase(name, req, &p, a.src_id, &f, ret_body);
+		inv_function_unref(f);
+	} else if (code == 0) {
+		code = receive_final(name, &a, &p, ret_body);
+	}
+	if (claimed && code != 201)
+		precopy_discard(a.mid);   /* the move failed: the source's abort finds nothing to drop */
 	pull_free(&p);
 	json_decref(req);
-	inv_function_unref(f);
 	return code;
 }
 
