@@ -430,9 +430,89 @@ static void dump_end(struct stage *st)
 	st->nitems = 0;
 }
 
-int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, char *err, size_t errlen)
+/* Starts device-to-host copies of the next chunks into every free slot:
+ * 0 (*progress when one started) or -EIO with err. */
+static int dump_issue(struct executor *ex, struct stage *st, const struct stage_item *items, size_t n, size_t *item,
+		      uint64_t *chunk, bool *progress, char *err, size_t errlen)
 {
 	const struct phos_device_ops *d = ex->dev_ops;
+	int s;
+
+	while ((s = free_slot(st)) >= 0 && next_chunk(st, n, item, chunk, &st->slot[s])) {
+		struct slot *sl = &st->slot[s];
+		int r = d->memcpy_d2h_async(ex->dev, sl->buf, items[sl->item].dev + sl->chunk * CHUNK, sl->len,
+					    st->stream);
+
+		if (r == 0)
+			r = d->event_record(ex->dev, sl->event, st->stream);
+		if (r < 0)
+			return phos_errf_rc(err, errlen, -EIO, "device-to-host copy of %#llx failed (cuda error %d)",
+					    (unsigned long long)items[sl->item].dev, -r);
+		sl->state = SLOT_COPY;
+		*progress = true;
+	}
+	return 0;
+}
+
+/* Moves each slot on: a landed copy to the workers, a hashed chunk to the
+ * disk (or, written into the mapping by its worker, free again: *left
+ * counts it). 0 or -errno with err. */
+static int dump_slots(struct executor *ex, struct stage *st, int fd, const struct stage_item *items, uint64_t *left,
+		      bool *progress, char *err, size_t errlen)
+{
+	int r;
+
+	for (unsigned i = 0; i < st->nslots; i++) {
+		struct slot *sl = &st->slot[i];
+		uint64_t whole = (sl->len + 4095) & ~4095ull;
+
+		if (sl->state == SLOT_COPY) {
+			r = ex->dev_ops->event_query(ex->dev, sl->event);
+			if (r == -PHOS_CUDA_NOT_READY)
+				continue;
+			if (r < 0)
+				return phos_errf_rc(err, errlen, -EIO, "device-to-host copy failed (cuda error %d)", -r);
+			sl->state = SLOT_WORK;
+			work_push(st, sl);
+			*progress = true;
+		} else if (sl->state == SLOT_WORK && atomic_load(&sl->worked) && st->map) {
+			r = atomic_load(&st->werr);
+			if (r < 0)
+				return phos_errf_rc(err, errlen, r, "writing gpu.data: %s", strerror(-r));
+			sl->state = SLOT_FREE;   /* the worker copied it into the mapping */
+			(*left)--;
+			*progress = true;
+		} else if (sl->state == SLOT_WORK && atomic_load(&sl->worked)) {
+			/* Whole 4 KiB blocks for O_DIRECT; the tail is zero padding. */
+			memset(sl->buf + sl->len, 0, whole - sl->len);
+			r = phos_uio_write(st->uio, fd, sl->buf, whole, items[sl->item].off + sl->chunk * CHUNK, sl, 0);
+			if (r < 0)
+				return phos_errf_rc(err, errlen, r, "writing gpu.data: %s", strerror(-r));
+			sl->state = SLOT_IO;
+			*progress = true;
+		}
+	}
+	return 0;
+}
+
+/* Frees the slots whose writes completed (*left counts them). 0 or -errno with err. */
+static int dump_reap(struct stage *st, uint64_t *left, bool *progress, char *err, size_t errlen)
+{
+	void *tag;
+	int r, res;
+
+	while ((r = phos_uio_complete(st->uio, false, &tag, &res)) == 1) {
+		if (res < 0)
+			return phos_errf_rc(err, errlen, res, "writing gpu.data: %s", strerror(-res));
+		((struct slot *)tag)->state = SLOT_FREE;
+		(*left)--;
+		*progress = true;
+	}
+	return r < 0 ? phos_errf_rc(err, errlen, r, "writing gpu.data: %s", strerror(-r)) : 0;
+}
+
+int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, char *err, size_t errlen)
+{
 	struct stage *st;
 	size_t item = 0;
 	uint64_t chunk = 0, left = 0;
@@ -453,110 +533,36 @@ int stage_dump(struct executor *ex, int fd, struct stage_item *items, size_t n, 
 		return r;
 	}
 	r = dump_begin(st, fd, items, n);
-	if (r < 0) {
+	if (r < 0)
 		phos_errf(err, errlen, "cannot set up the staging ring: %s", strerror(-r));
-		goto out;
-	}
-	while (left > 0) {
+	while (r == 0 && left > 0) {
 		bool progress = false;
-		void *tag;
-		int s, res;
 
-		/* Start device-to-host copies into every free slot. */
-		while ((s = free_slot(st)) >= 0 && next_chunk(st, n, &item, &chunk, &st->slot[s])) {
-			struct slot *sl = &st->slot[s];
-
-			r = d->memcpy_d2h_async(ex->dev, sl->buf, items[sl->item].dev + sl->chunk * CHUNK, sl->len,
-						st->stream);
-			if (r == 0)
-				r = d->event_record(ex->dev, sl->event, st->stream);
-			if (r < 0) {
-				phos_errf(err, errlen, "device-to-host copy of %#llx failed (cuda error %d)",
-				     (unsigned long long)items[sl->item].dev, -r);
-				r = -EIO;
-				goto out;
-			}
-			sl->state = SLOT_COPY;
-			progress = true;
-		}
-		/* Landed copies go to the workers; hashed chunks go to the disk. */
-		for (unsigned i = 0; i < st->nslots; i++) {
-			struct slot *sl = &st->slot[i];
-			uint64_t whole = (sl->len + 4095) & ~4095ull;
-
-			if (sl->state == SLOT_COPY) {
-				r = d->event_query(ex->dev, sl->event);
-				if (r == -PHOS_CUDA_NOT_READY)
-					continue;
-				if (r < 0) {
-					phos_errf(err, errlen, "device-to-host copy failed (cuda error %d)", -r);
-					r = -EIO;
-					goto out;
-				}
-				sl->state = SLOT_WORK;
-				work_push(st, sl);
-				progress = true;
-			} else if (sl->state == SLOT_WORK && atomic_load(&sl->worked) && st->map) {
-				r = atomic_load(&st->werr);
-				if (r < 0) {
-					phos_errf(err, errlen, "writing gpu.data: %s", strerror(-r));
-					goto out;
-				}
-				sl->state = SLOT_FREE;   /* the worker copied it into the mapping */
-				left--;
-				progress = true;
-			} else if (sl->state == SLOT_WORK && atomic_load(&sl->worked)) {
-				/* Whole 4 KiB blocks for O_DIRECT; the tail is zero padding. */
-				memset(sl->buf + sl->len, 0, whole - sl->len);
-				r = phos_uio_write(st->uio, fd, sl->buf, whole, items[sl->item].off + sl->chunk * CHUNK,
-						   sl, 0);
-				if (r < 0) {
-					phos_errf(err, errlen, "writing gpu.data: %s", strerror(-r));
-					goto out;
-				}
-				sl->state = SLOT_IO;
-				progress = true;
-			}
-		}
-		while ((r = phos_uio_complete(st->uio, false, &tag, &res)) == 1) {
-			if (res < 0) {
-				phos_errf(err, errlen, "writing gpu.data: %s", strerror(-res));
-				r = res;
-				goto out;
-			}
-			((struct slot *)tag)->state = SLOT_FREE;
-			left--;
-			progress = true;
-		}
-		if (r < 0) {
-			phos_errf(err, errlen, "writing gpu.data: %s", strerror(-r));
-			goto out;
-		}
-		if (!progress) {
+		r = dump_issue(ex, st, items, n, &item, &chunk, &progress, err, errlen);
+		if (r == 0)
+			r = dump_slots(ex, st, fd, items, &left, &progress, err, errlen);
+		if (r == 0)
+			r = dump_reap(st, &left, &progress, err, errlen);
+		if (r == 0 && !progress)
 			r = wait_dump(st, err, errlen, &left);
-			if (r < 0)
-				goto out;
-		}
 	}
-	for (size_t i = 0; i < n; i++) {
-		items[i].hash = phos_image_combine(st->chunk_hash[i], nchunks(items[i].len));
-		if (items[i].chunk_hashes)
-			memcpy(items[i].chunk_hashes, st->chunk_hash[i], nchunks(items[i].len) * sizeof(uint64_t));
-	}
-	r = 0;
-out:
-	/* After a failure slots may still be copying, hashing or writing (into
-	 * the mapping too): the ring is taken down first, its workers joined,
-	 * and made again by the next dump. */
 	if (r < 0) {
+		/* Slots may still be copying, hashing or writing (into the mapping
+		 * too): the ring is taken down first, its workers joined, and made
+		 * again by the next dump. */
 		stage_exit(st);
 		dump_end(st);
 		free(st);
 		ex->stage = NULL;
 		return r;
 	}
+	for (size_t i = 0; i < n; i++) {
+		items[i].hash = phos_image_combine(st->chunk_hash[i], nchunks(items[i].len));
+		if (items[i].chunk_hashes)
+			memcpy(items[i].chunk_hashes, st->chunk_hash[i], nchunks(items[i].len) * sizeof(uint64_t));
+	}
 	dump_end(st);
-	return r;
+	return 0;
 }
 
 /* --- stw into memory (staging.h) --- */
