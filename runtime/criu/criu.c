@@ -1429,6 +1429,52 @@ static bool image_has_mntns(const char *dir)
 	return found;
 }
 
+/* CRIU's restore command line into argv (NULL-terminated; room for
+ * 28 + 2 * CRIU_MAX_EXT): the image dir read only, the log and pid file in
+ * work, each inherited fd as fd[CRIU_INHERIT_BASE + i] (from[i] -> to[i],
+ * inh_s[i] its argument). True when the image has its own mount namespace. */
+static bool restore_argv(const char *criu, const char *dir, const char *work, const char *pidfile,
+			 const struct phos_criu_inherit *inh, unsigned ninh, unsigned flags, char **argv, int *from,
+			 int *to, char (*inh_s)[80])
+{
+	int argc = 0;
+	bool mntns;
+
+	argv[argc++] = (char *)criu;
+	argv[argc++] = "restore";
+	argv[argc++] = "-D";
+	argv[argc++] = (char *)dir;
+	argv[argc++] = "--work-dir";
+	argv[argc++] = (char *)work;
+	argv[argc++] = "--shell-job";
+	argv[argc++] = "-d";
+	argv[argc++] = "--pidfile";
+	argv[argc++] = (char *)pidfile;
+	if (flags & PHOS_CRIU_STOPPED)
+		argv[argc++] = "--leave-stopped";
+	mntns = image_has_mntns(dir);
+	if (mntns) {   /* dumped with its own mount namespace (phos_criu_dump) */
+		argv[argc++] = "--root";
+		argv[argc++] = "/";
+		argv[argc++] = "--ext-mount-map";
+		argv[argc++] = "auto";
+		argv[argc++] = "--enable-external-sharing";
+		argv[argc++] = "--enable-external-masters";
+	}
+	for (unsigned i = 0; i < ninh; i++) {
+		from[i] = inh[i].fd;
+		to[i] = CRIU_INHERIT_BASE + (int)i;
+		snprintf(inh_s[i], sizeof(inh_s[i]), "fd[%d]:%s", to[i], inh[i].key);
+		argv[argc++] = "--inherit-fd";
+		argv[argc++] = inh_s[i];
+	}
+	argv[argc++] = "-o";
+	argv[argc++] = "restore.log";   /* relative: in the work dir */
+	argv[argc++] = (char *)criu_verbosity();
+	argv[argc] = NULL;
+	return mntns;
+}
+
 int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_inherit *inh, unsigned ninh,
 		      unsigned flags, double deadline, int cancel_fd, pid_t *ret_pid, char *err, size_t errlen)
 {
@@ -1436,7 +1482,7 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 	int from[CRIU_MAX_EXT], to[CRIU_MAX_EXT];
 	char *argv[28 + 2 * CRIU_MAX_EXT];
 	const char *tmp = getenv("TMPDIR");
-	int argc = 0, err_fd = -1, work_fd = -1, lock_fd = -1, st, r;
+	int err_fd = -1, work_fd = -1, lock_fd = -1, st, r;
 	bool mntns;
 	pid_t pid = 0;
 
@@ -1469,38 +1515,7 @@ int phos_criu_restore(const char *criu, const char *dir, const struct phos_criu_
 		goto out;
 	}
 
-	argv[argc++] = (char *)criu;
-	argv[argc++] = "restore";
-	argv[argc++] = "-D";
-	argv[argc++] = (char *)dir;
-	argv[argc++] = "--work-dir";
-	argv[argc++] = work;
-	argv[argc++] = "--shell-job";
-	argv[argc++] = "-d";
-	argv[argc++] = "--pidfile";
-	argv[argc++] = pidfile;
-	if (flags & PHOS_CRIU_STOPPED)
-		argv[argc++] = "--leave-stopped";
-	mntns = image_has_mntns(dir);
-	if (mntns) {   /* dumped with its own mount namespace (phos_criu_dump) */
-		argv[argc++] = "--root";
-		argv[argc++] = "/";
-		argv[argc++] = "--ext-mount-map";
-		argv[argc++] = "auto";
-		argv[argc++] = "--enable-external-sharing";
-		argv[argc++] = "--enable-external-masters";
-	}
-	for (unsigned i = 0; i < ninh; i++) {
-		from[i] = inh[i].fd;
-		to[i] = CRIU_INHERIT_BASE + (int)i;
-		snprintf(inh_s[i], sizeof(inh_s[i]), "fd[%d]:%s", to[i], inh[i].key);
-		argv[argc++] = "--inherit-fd";
-		argv[argc++] = inh_s[i];
-	}
-	argv[argc++] = "-o";
-	argv[argc++] = "restore.log";   /* relative: in the work dir */
-	argv[argc++] = (char *)criu_verbosity();
-	argv[argc] = NULL;
+	mntns = restore_argv(criu, dir, work, pidfile, inh, ninh, flags, argv, from, to, inh_s);
 
 	double t0 = phos_now();
 
