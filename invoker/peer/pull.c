@@ -378,11 +378,74 @@ static void set_phase(struct inv_function *f, const struct pull *p, const char *
  * Listed from the start (phase "export" while the export document comes,
  * then "pulling", "committing"), cancelled in any phase by a remove, the
  * drain or the deadline. */
+/* Every file of p's snapshot into the temporary directory tmp: the
+ * modules (one file per fatbin), the CRIU image, gpu.data, each chunk a
+ * local snapshot holds copied, the rest fetched, all verified. 0 or a
+ * failure recorded in p. */
+static int pull_files(struct pull *p, const char *tmp, char *err, size_t errlen)
+{
+	char sub[PATH_MAX + 80];
+	int r = 0;
+
+	snprintf(sub, sizeof(sub), "%s/modules", tmp);
+	if (mkdir(sub, 0700) < 0)
+		return pull_fail(p, 500, -errno, err, errlen, "modules/: %s", strerror(errno));
+	snprintf(sub, sizeof(sub), "%s/%s", tmp, p->img->criu_dir);
+	if (mkdir(sub, 0700) < 0)
+		return pull_fail(p, 500, -errno, err, errlen, "%s/: %s", p->img->criu_dir, strerror(errno));
+	pull_local_index(p);
+	if (phos_fault("pull_stall")) {
+		/* tests: a pull in progress, until a remove or the drain cancels it (10 s at most) */
+		struct pollfd pfd = { .fd = p->cancel_fd, .events = POLLIN };
+
+		for (int i = 0; i < 100 && !pull_cancelled(p); i++)
+			poll(&pfd, 1, 100);
+	}
+	for (uint32_t i = 0; i < p->img->nmodules && r == 0; i++) {
+		bool seen = false;   /* one file per fatbin, however many modules load it */
+
+		for (uint32_t j = 0; j < i && !seen; j++)
+			seen = !strcmp(p->img->modules[j].hash, p->img->modules[i].hash);
+		if (!seen)
+			r = pull_module(p, tmp, &p->img->modules[i], err, errlen);
+	}
+	for (uint32_t i = 0; i < p->img->ncpu_files && r == 0; i++)
+		r = pull_cpu_file(p, tmp, &p->img->cpu_files[i], err, errlen);
+	if (r == 0)
+		r = pull_gpu_data(p, tmp, err, errlen);
+	return r;
+}
+
+/* The manifest written last (a directory without one is never a
+ * snapshot), the snapshot read back, and its CRIU image made to run as
+ * our functions run (*ret_reowned when it was re-owned). 0 or a failure
+ * recorded in p. */
+static int pull_seal(struct pull *p, const char *tmp, bool *ret_reowned, char *err, size_t errlen)
+{
+	struct phos_image *check = NULL;
+	char why[512];
+	int r;
+
+	r = pull_write_new(tmp, "manifest.json", p->manifest, p->manifest_len, err, errlen);
+	if (r < 0) {
+		p->code = r == -ENOSPC ? 507 : 500;   /* (err says why) */
+		return r;
+	}
+	r = phos_image_read(tmp, &check, why, sizeof(why));
+	if (r < 0)
+		return pull_fail(p, 502, r, err, errlen, "the pulled snapshot does not read back: %s", why);
+	/* it runs here as our functions run, whatever user the peer ran it as */
+	r = inv_image_run_as(tmp, check, ret_reowned, why, sizeof(why));
+	phos_image_free(check);
+	if (r < 0)
+		return pull_fail(p, r == -EPERM ? 422 : 502, r, err, errlen, "the peer's snapshot: %s", why);
+	return 0;
+}
+
 static int pull_make(struct inv_function *f, void *arg, char *err, size_t errlen)
 {
 	struct pull *p = arg;
-	char tmp[PATH_MAX], sub[PATH_MAX + 80], why[512];
-	struct phos_image *check = NULL;
+	char tmp[PATH_MAX], why[512];
 	bool reowned = false;
 	json_t *entry = NULL;
 	int r;
@@ -410,57 +473,11 @@ static int pull_make(struct inv_function *f, void *arg, char *err, size_t errlen
 		pull_fail(p, r == -ENOSPC ? 507 : 500, r, err, errlen, "cannot make the snapshot directory: %s", strerror(-r));
 		goto out_phase;
 	}
-	snprintf(sub, sizeof(sub), "%s/modules", tmp);
-	if (mkdir(sub, 0700) < 0) {
-		r = pull_fail(p, 500, -errno, err, errlen, "modules/: %s", strerror(errno));
-		goto out_abort;
-	}
-	snprintf(sub, sizeof(sub), "%s/%s", tmp, p->img->criu_dir);
-	if (mkdir(sub, 0700) < 0) {
-		r = pull_fail(p, 500, -errno, err, errlen, "%s/: %s", p->img->criu_dir, strerror(errno));
-		goto out_abort;
-	}
-	pull_local_index(p);
-	if (phos_fault("pull_stall")) {
-		/* tests: a pull in progress, until a remove or the drain cancels it (10 s at most) */
-		struct pollfd pfd = { .fd = p->cancel_fd, .events = POLLIN };
-
-		for (int i = 0; i < 100 && !pull_cancelled(p); i++)
-			poll(&pfd, 1, 100);
-	}
-	for (uint32_t i = 0; i < p->img->nmodules && r == 0; i++) {
-		bool seen = false;   /* one file per fatbin, however many modules load it */
-
-		for (uint32_t j = 0; j < i && !seen; j++)
-			seen = !strcmp(p->img->modules[j].hash, p->img->modules[i].hash);
-		if (!seen)
-			r = pull_module(p, tmp, &p->img->modules[i], err, errlen);
-	}
-	for (uint32_t i = 0; i < p->img->ncpu_files && r == 0; i++)
-		r = pull_cpu_file(p, tmp, &p->img->cpu_files[i], err, errlen);
+	r = pull_files(p, tmp, err, errlen);
 	if (r == 0)
-		r = pull_gpu_data(p, tmp, err, errlen);
+		r = pull_seal(p, tmp, &reowned, err, errlen);
 	if (r < 0)
 		goto out_abort;
-	/* the manifest last: a directory without one is never a snapshot */
-	r = pull_write_new(tmp, "manifest.json", p->manifest, p->manifest_len, err, errlen);
-	if (r < 0) {
-		pull_fail(p, r == -ENOSPC ? 507 : 500, r, err, errlen, "%s", err);
-		goto out_abort;
-	}
-	r = phos_image_read(tmp, &check, why, sizeof(why));
-	if (r < 0) {
-		pull_fail(p, 502, r, err, errlen, "the pulled snapshot does not read back: %s", why);
-		goto out_abort;
-	}
-	/* it runs here as our functions run, whatever user the peer ran it as */
-	r = inv_image_run_as(tmp, check, &reowned, why, sizeof(why));
-	phos_image_free(check);
-	check = NULL;
-	if (r < 0) {
-		pull_fail(p, r == -EPERM ? 422 : 502, r, err, errlen, "the peer's snapshot: %s", why);
-		goto out_abort;
-	}
 	if (pull_cancelled(p)) {
 		r = pull_fail_stopped(p, err, errlen);
 		goto out_abort;
