@@ -471,13 +471,71 @@ static int cluster_cmd(struct cli_gateway *g, struct args *a, const char *cmd)
 }
 
 /* phos-fn COMMAND ... against the gateway; cmd is argv[0]. */
+/* describe, remove, snapshot NAME: the answer printed. */
+static int one_function(struct cli_gateway *g, const char *cmd, const char *name)
+{
+	struct cli_answer ans;
+	char path[512];
+	bool snap = !strcmp(cmd, "snapshot");
+
+	snprintf(path, sizeof(path), "/system/functions/%s%s", name, snap ? "/snapshot" : "");
+	if (cli_http(g, snap ? "POST" : cmd[0] == 'd' ? "GET" : "DELETE", path, NULL, 0,
+		     snap ? "taking the snapshot" : NULL, &ans) < 0)
+		return 1;
+	if (ans.code == 200)
+		print_json(&ans);
+	return done(&ans, false);
+}
+
+/* logs NAME: the last `tail` lines of each instance's log. */
+static int logs(struct cli_gateway *g, const char *name, long tail)
+{
+	struct cli_answer ans;
+	char path[512];
+
+	snprintf(path, sizeof(path), "/system/logs?name=%s&tail=%ld", name, tail);
+	if (cli_http(g, "GET", path, NULL, 0, NULL, &ans) < 0)
+		return 1;
+	if (ans.code == 200) {
+		json_t *j = json_loadb(ans.body, ans.len, 0, NULL), *in;
+		size_t i;
+
+		json_array_foreach(json_object_get(j, "instances"), i, in) {
+			const char *log = json_string_value(json_object_get(in, "log"));
+
+			printf("== instance %lld (%s) ==\n%s", (long long)json_integer_value(json_object_get(in, "instance")),
+			       json_string_value(json_object_get(in, "state")), log ? log : "");
+			if (log && *log && log[strlen(log) - 1] != '\n')
+				putchar('\n');
+		}
+		json_decref(j);
+	}
+	return done(&ans, false);
+}
+
+/* invoke NAME: standard input as the body, the answer on standard output. */
+static int invoke(struct cli_gateway *g, const char *name)
+{
+	struct cli_answer ans;
+	char path[512], *body;
+	size_t len;
+	int rc;
+
+	body = read_stdin(&len);
+	if (!body)
+		return 1;
+	snprintf(path, sizeof(path), "/function/%s", name);
+	rc = cli_http(g, "POST", path, body, len, NULL, &ans);
+	free(body);
+	return rc < 0 ? 1 : done(&ans, true);
+}
+
 int cli_gateway(int argc, char **argv)
 {
 	const char *cmd = argv[0];
 	struct cli_gateway g;
 	struct cli_answer ans;
 	struct args a;
-	char path[512];
 	int first = parse(argc, argv, &a), rc;
 
 	if (first < 0) {
@@ -531,59 +589,17 @@ int cli_gateway(int argc, char **argv)
 		return migrate(&g, &a, name);
 	if (!strcmp(cmd, "checkpoint"))
 		return checkpoint(&g, &a, name);
-	if (!strcmp(cmd, "describe") || !strcmp(cmd, "remove")) {
-		snprintf(path, sizeof(path), "/system/functions/%s", name);
-		if (cli_http(&g, cmd[0] == 'd' ? "GET" : "DELETE", path, NULL, 0, NULL, &ans) < 0)
-			return 1;
-		if (ans.code == 200)
-			print_json(&ans);
-		return done(&ans, false);
-	}
-	if (!strcmp(cmd, "snapshot")) {
-		snprintf(path, sizeof(path), "/system/functions/%s/snapshot", name);
-		if (cli_http(&g, "POST", path, NULL, 0, "taking the snapshot", &ans) < 0)
-			return 1;
-		if (ans.code == 200)
-			print_json(&ans);
-		return done(&ans, false);
-	}
+	if (!strcmp(cmd, "describe") || !strcmp(cmd, "remove") || !strcmp(cmd, "snapshot"))
+		return one_function(&g, cmd, name);
 	if (!strcmp(cmd, "logs")) {
 		long tail = a.tail ? strtol(a.tail, NULL, 10) : 100;
 
 		if (tail < 1 || tail > 100000)
 			goto usage;
-		snprintf(path, sizeof(path), "/system/logs?name=%s&tail=%ld", name, tail);
-		if (cli_http(&g, "GET", path, NULL, 0, NULL, &ans) < 0)
-			return 1;
-		if (ans.code == 200) {
-			json_t *j = json_loadb(ans.body, ans.len, 0, NULL), *in;
-			size_t i;
-
-			json_array_foreach(json_object_get(j, "instances"), i, in) {
-				const char *log = json_string_value(json_object_get(in, "log"));
-
-				printf("== instance %lld (%s) ==\n%s", (long long)json_integer_value(json_object_get(in, "instance")),
-				       json_string_value(json_object_get(in, "state")), log ? log : "");
-				if (log && *log && log[strlen(log) - 1] != '\n')
-					putchar('\n');
-			}
-			json_decref(j);
-		}
-		return done(&ans, false);
+		return logs(&g, name, tail);
 	}
-	if (!strcmp(cmd, "invoke")) {
-		size_t len;
-		char *body = read_stdin(&len);
-
-		if (!body)
-			return 1;
-		snprintf(path, sizeof(path), "/function/%s", name);
-		rc = cli_http(&g, "POST", path, body, len, NULL, &ans);
-		free(body);
-		if (rc < 0)
-			return 1;
-		return done(&ans, true);
-	}
+	if (!strcmp(cmd, "invoke"))
+		return invoke(&g, name);
 usage:
 	fprintf(stderr, "usage: phos-fn %s [--gateway URL] [--token-file FILE | --state-dir DIR]\n", usage_of(cmd));
 	return 2;
