@@ -350,6 +350,80 @@ static int launch(struct executor *ex, const struct phos_launch *l, uint32_t len
 				   params, l->param_bytes);
 }
 
+/* MODULE_UNLOAD: the module goes; its kernels keep their ids but can no
+ * longer launch. */
+static int module_unload(struct executor *ex, const void *body, uint32_t len)
+{
+	const struct phos_handle *h = body;
+
+	if (len < sizeof(*h))
+		return -PHOS_CUDA_INVALID_VALUE;
+	exec_module_free(ex, handle_take(&ex->modules, h->id));
+	for (uint32_t i = 0; i < ex->funcs.cap; i++) {
+		struct exec_func *f = ex->funcs.slot[i];
+
+		if (f && f->module == h->id)
+			f->error = -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
+	}
+	return 0;
+}
+
+/* OCCUPANCY (blocks per SM) and OCCUPANCY_CLUSTER (clusters): an int32 reply. */
+static int occupancy(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out, uint32_t *out_len)
+{
+	struct exec_func *f;
+	int32_t n = 0;
+
+	if (op == PHOS_OP_OCCUPANCY) {
+		BODY(struct phos_occupancy, o);
+
+		f = handle_get(&ex->funcs, o->func);
+		if (!f)
+			return -PHOS_CUDA_INVALID_DEVICE_FUNCTION;
+		if (f->error)
+			return f->error;
+		if (o->block <= 0)
+			return -PHOS_CUDA_INVALID_VALUE;
+		TRY(ex->dev_ops->occupancy(ex->dev, exec_func_here(ex, f), o->block, o->dyn_shared, &n));
+	} else {
+		BODY(struct phos_occupancy_cluster, o);
+
+		f = handle_get(&ex->funcs, o->func);
+		if (!f)
+			return -PHOS_CUDA_INVALID_DEVICE_FUNCTION;
+		if (f->error)
+			return f->error;
+		TRY(ex->dev_ops->occupancy_cluster(ex->dev, exec_func_here(ex, f), o->grid, o->block, o->shared, o->cluster,
+						   o->potential != 0, &n));
+	}
+	memcpy(out, &n, sizeof(n));
+	*out_len = sizeof(n);
+	return 0;
+}
+
+/* VAR_INFO: where a variable is on the current device (PHOS_VAR_INFO_GIVEN:
+ * the program was given its address, which a restore must keep). */
+static int var_info(struct executor *ex, const void *body, uint32_t len, void *out, uint32_t *out_len)
+{
+	const struct phos_handle *h = body;
+	struct phos_reply_var_info *vi = out;
+	struct exec_var *v;
+
+	if (len < sizeof(*h) || (h->_pad & ~PHOS_VAR_INFO_GIVEN))
+		return -PHOS_CUDA_INVALID_VALUE;
+	v = handle_get(&ex->vars, h->id);
+	if (!v)
+		return -PHOS_CUDA_INVALID_VALUE;
+	if (v->error)
+		return v->error;
+	if (h->_pad & PHOS_VAR_INFO_GIVEN)
+		v->given = true;
+	vi->addr = exec_var_here(ex, v);
+	vi->size = v->size;
+	*out_len = sizeof(*vi);
+	return 0;
+}
+
 int exec_module_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out,
 		       uint32_t *out_len)
 {
@@ -373,16 +447,7 @@ int exec_module_handle(struct executor *ex, uint32_t op, const void *body, uint3
 		return m ? m->error : -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
 	}
 	case PHOS_OP_MODULE_UNLOAD:
-		if (len < sizeof(*h))
-			return -PHOS_CUDA_INVALID_VALUE;
-		/* Kernels of the module keep their ids but can no longer launch. */
-		exec_module_free(ex, handle_take(&ex->modules, h->id));
-		for (uint32_t i = 0; i < ex->funcs.cap; i++) {
-			f = ex->funcs.slot[i];
-			if (f && f->module == h->id)
-				f->error = -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
-		}
-		return 0;
+		return module_unload(ex, body, len);
 	case PHOS_OP_FUNC_REGISTER:
 		return func_register(ex, body, len);
 	case PHOS_OP_VAR_REGISTER:
@@ -402,55 +467,11 @@ int exec_module_handle(struct executor *ex, uint32_t op, const void *body, uint3
 			return f->error;
 		return ex->dev_ops->func_set_attr(ex->dev, exec_func_here(ex, f), a->attr, a->value);
 	}
-	case PHOS_OP_OCCUPANCY: {
-		BODY(struct phos_occupancy, o);
-		int32_t blocks = 0;
-
-		f = handle_get(&ex->funcs, o->func);
-		if (!f)
-			return -PHOS_CUDA_INVALID_DEVICE_FUNCTION;
-		if (f->error)
-			return f->error;
-		if (o->block <= 0)
-			return -PHOS_CUDA_INVALID_VALUE;
-		TRY(ex->dev_ops->occupancy(ex->dev, exec_func_here(ex, f), o->block, o->dyn_shared, &blocks));
-		memcpy(out, &blocks, sizeof(blocks));
-		*out_len = sizeof(blocks);
-		return 0;
-	}
-	case PHOS_OP_OCCUPANCY_CLUSTER: {
-		BODY(struct phos_occupancy_cluster, o);
-		int32_t n = 0;
-
-		f = handle_get(&ex->funcs, o->func);
-		if (!f)
-			return -PHOS_CUDA_INVALID_DEVICE_FUNCTION;
-		if (f->error)
-			return f->error;
-		TRY(ex->dev_ops->occupancy_cluster(ex->dev, exec_func_here(ex, f), o->grid, o->block, o->shared, o->cluster,
-						   o->potential != 0, &n));
-		memcpy(out, &n, sizeof(n));
-		*out_len = sizeof(n);
-		return 0;
-	}
-	case PHOS_OP_VAR_INFO: {
-		struct exec_var *v;
-		struct phos_reply_var_info *vi = out;
-
-		if (len < sizeof(*h) || (h->_pad & ~PHOS_VAR_INFO_GIVEN))
-			return -PHOS_CUDA_INVALID_VALUE;
-		v = handle_get(&ex->vars, h->id);
-		if (!v)
-			return -PHOS_CUDA_INVALID_VALUE;
-		if (v->error)
-			return v->error;
-		if (h->_pad & PHOS_VAR_INFO_GIVEN)
-			v->given = true;
-		vi->addr = exec_var_here(ex, v);
-		vi->size = v->size;
-		*out_len = sizeof(*vi);
-		return 0;
-	}
+	case PHOS_OP_OCCUPANCY:
+	case PHOS_OP_OCCUPANCY_CLUSTER:
+		return occupancy(ex, op, body, len, out, out_len);
+	case PHOS_OP_VAR_INFO:
+		return var_info(ex, body, len, out, out_len);
 	case PHOS_OP_LAUNCH: {
 		BODY(struct phos_launch, l);
 
