@@ -147,6 +147,57 @@ void cli_run_serve_checkpoint(int listen_fd, const struct phos_checkpoint_target
 	close(c);
 }
 
+/* Asks the phos-fn run of process pid (its control socket) for a
+ * checkpoint of the given mode into out: 0 with CHECKPOINTED in *ret_m, or
+ * 1 with the reason on stderr. */
+static int ask_run(long pid, enum phos_ckpt_mode mode, const char *out, struct phos_ctl_msg *ret_m)
+{
+	struct phos_ctl_msg m = { .type = PHOS_CTL_CHECKPOINT, .fd = -1 };
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	char path[PATH_MAX], why[256] = "";
+	int fd, r;
+
+	if (cli_run_socket_path((pid_t)pid, false, path, sizeof(path)) < 0) {
+		fprintf(stderr, "phos-fn: the run directory's path is too long\n");
+		return 1;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	memcpy(a.sun_path, path, strlen(path) + 1);   /* fits: cli_run_socket_path checked */
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		fprintf(stderr, "phos-fn: process %ld takes no checkpoints (%s): it is not a phos-fn run started with "
+				"--checkpointable, or it has ended\n", pid, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return 1;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	r = phos_ctl_recv(fd, 10000, &m, why, sizeof(why));
+	if (r < 0 || m.type != PHOS_CTL_HELLO || m.hello.pid != (uint32_t)pid) {
+		fprintf(stderr, "phos-fn: process %ld does not answer as a phos-fn run: %s\n", pid,
+			r < 0 ? (why[0] ? why : strerror(-r)) : "unexpected greeting");
+		close(fd);
+		return 1;
+	}
+	m = (struct phos_ctl_msg){ .type = PHOS_CTL_CHECKPOINT, .fd = -1 };
+	m.checkpoint.mode = mode;
+	memcpy(m.checkpoint.dir, out, strlen(out) + 1);
+	r = phos_ctl_send(fd, &m);
+	if (r == 0)
+		r = phos_ctl_recv(fd, -1, &m, why, sizeof(why));
+	close(fd);
+	if (r < 0) {
+		fprintf(stderr, "phos-fn: process %ld ended during the checkpoint (%s)\n", pid, why[0] ? why : strerror(-r));
+		return 1;
+	}
+	if (m.type != PHOS_CTL_CHECKPOINTED) {
+		fprintf(stderr, "phos-fn: checkpoint failed: %s\n",
+			m.type == PHOS_CTL_ERROR ? m.error.reason : phos_ctl_type_name(m.type));
+		return 1;
+	}
+	*ret_m = m;
+	return 0;
+}
+
 int cli_checkpoint(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -157,11 +208,10 @@ int cli_checkpoint(int argc, char **argv)
 	};
 	struct phos_ctl_msg m = { .type = PHOS_CTL_CHECKPOINT, .fd = -1 };
 	enum phos_ckpt_mode mode = PHOS_CKPT_STW;
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	char path[PATH_MAX], abs[PATH_MAX], why[256], *end;
+	char abs[PATH_MAX], *end;
 	const char *out = NULL;
 	long pid;
-	int c, fd, r;
+	int c, r;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+ho:", opts, NULL)) != -1) {
@@ -212,43 +262,9 @@ int cli_checkpoint(int argc, char **argv)
 			strerror(-r));
 		return 1;
 	}
-	if (cli_run_socket_path((pid_t)pid, false, path, sizeof(path)) < 0) {
-		fprintf(stderr, "phos-fn: the run directory's path is too long\n");
-		return 1;
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	memcpy(a.sun_path, path, strlen(path) + 1);   /* fits: cli_run_socket_path checked */
-	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		fprintf(stderr, "phos-fn: process %ld takes no checkpoints (%s): it is not a phos-fn run started with "
-				"--checkpointable, or it has ended\n", pid, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return 1;
-	}
-	signal(SIGPIPE, SIG_IGN);
-	r = phos_ctl_recv(fd, 10000, &m, why, sizeof(why));
-	if (r < 0 || m.type != PHOS_CTL_HELLO || m.hello.pid != (uint32_t)pid) {
-		fprintf(stderr, "phos-fn: process %ld does not answer as a phos-fn run: %s\n", pid,
-			r < 0 ? (why[0] ? why : strerror(-r)) : "unexpected greeting");
-		close(fd);
-		return 1;
-	}
-	m = (struct phos_ctl_msg){ .type = PHOS_CTL_CHECKPOINT, .fd = -1 };
-	m.checkpoint.mode = mode;
-	memcpy(m.checkpoint.dir, out, strlen(out) + 1);
-	r = phos_ctl_send(fd, &m);
-	if (r == 0)
-		r = phos_ctl_recv(fd, -1, &m, why, sizeof(why));
-	close(fd);
-	if (r < 0) {
-		fprintf(stderr, "phos-fn: process %ld ended during the checkpoint (%s)\n", pid, why[0] ? why : strerror(-r));
-		return 1;
-	}
-	if (m.type != PHOS_CTL_CHECKPOINTED) {
-		fprintf(stderr, "phos-fn: checkpoint failed: %s\n",
-			m.type == PHOS_CTL_ERROR ? m.error.reason : phos_ctl_type_name(m.type));
-		return 1;
-	}
+	r = ask_run(pid, mode, out, &m);
+	if (r != 0)
+		return r;
 	fprintf(stderr, "phos-fn: checkpoint (%s) of %ld in %s: %.1f MiB of GPU data, stall %.3f s, total %.3f s, "
 		"%llu buffer(s) copied ahead of a write (%llu into the device reserve), %u round(s) copying %.1f MiB "
 		"while it ran, %.1f MiB while it was held\n", phos_ckpt_mode_name(m.checkpointed.mode), pid, out,
