@@ -37,6 +37,7 @@ json_t *inv_function_describe(struct inv_function *f)
 	json_object_set_new(j, "snapshot", json_string(f->snapshot_dir));
 	json_object_set_new(j, "snapshot_s", json_real(f->snapshot_s));
 	json_object_set_new(j, "invocations", json_integer((json_int_t)f->count));
+	json_object_set_new(j, "hot", json_boolean(f->hot));   /* (the registry's: read as it is) */
 	if (f->moved_to)   /* calls are forwarded there */
 		json_object_set_new(j, "moved_to", json_string(f->moved_to));
 	if (f->snap_phase)   /* a deploy or re-snapshot in progress */

@@ -424,6 +424,10 @@ static int instance_restore(struct inv_function *f, struct inv_instance *in, con
 		in->proc = (struct phos_instance){ .control_fd = -1 };   /* nothing to stop */
 		goto out;
 	}
+	/* The fill of a shared snapshot is done: the pool's executors let its
+	 * gpu.data go (inv_hot_update's hot_pick leaves it out from now on). */
+	if (f->share && f->hot && inv_pool_for(f) && phos_pool_shared_bytes(inv_pool_for(f), f->snapshot_dir) > 0)
+		inv_hot_update();
 	if (*where == PHOS_ON_PARKED) {   /* its stdio is the parked process's */
 		instance_attach(in, sb->in_fd, sb->out_fd, sb->err_fd);
 		sb->in_fd = sb->out_fd = sb->err_fd = -1;

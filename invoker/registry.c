@@ -451,6 +451,7 @@ struct hot_ctx {
 	size_t n;
 	uint64_t bytes;
 	unsigned gpus;   /* the pool's GPU count */
+	struct phos_pool *pool;
 };
 
 static void hot_pick(struct inv_function *f, void *arg)
@@ -461,6 +462,10 @@ static void hot_pick(struct inv_function *f, void *arg)
 
 	if (!f->ready || f->removed || strcmp(f->device, inv_cfg.device) || h->n == PHOS_POOL_HOT_MAX ||
 	    (f->gpus > 1 ? f->gpus : 1) != h->gpus)
+		return;
+	/* shared and filled: its restores read none of gpu.data's shared bytes
+	 * (issue 42), so pinning it in every executor only costs */
+	if (f->share && h->pool && phos_pool_shared_bytes(h->pool, f->snapshot_dir) > 0)
 		return;
 	snprintf(path, sizeof(path), "%s/gpu.data", f->snapshot_dir);
 	if (stat(path, &sb) < 0 || h->bytes + (uint64_t)sb.st_size > inv_cfg.hot_bytes)
@@ -524,7 +529,7 @@ void inv_hot_update(void)
 		funcs[i]->hot = false;
 	for (unsigned g = 1; g <= INV_MAX_GPUS; g++) {
 		struct phos_pool *p = g == 1 ? inv_cfg.pool : inv_cfg.gpu_pool[g];
-		struct hot_ctx h = { .n = 0, .gpus = g };
+		struct hot_ctx h = { .n = 0, .gpus = g, .pool = p };
 
 		if (!p)
 			continue;

@@ -95,6 +95,8 @@ try:
     check(st == 200 and "sum" in base, f"the first (filling) call: {st} {base}")
     shared = metric(inv, "phos_shared_bytes", "probe")
     check(shared == 4 * 4 * MIB, f"the pool holds the 4 weight buffers shared: {shared}")
+    st, d = inv.call("GET", "/system/functions/probe")
+    check(st == 200 and d.get("hot") is False, f"filled: the executors no longer pin its gpu.data: {st} {d}")
     sums = {}
     for k in range(4):
         st, a = inv.call("POST", "/function/probe", {"op": "sum", "buf": k})
@@ -139,6 +141,8 @@ try:
     st, a = inv.call("POST", "/function/plain", {"op": "sum", "buf": 1})
     check(st == 200, f"plain: {st} {a}")
     check(metric(inv, "phos_shared_bytes", "plain") == 0, "a function without share holds nothing shared")
+    st, d = inv.call("GET", "/system/functions/plain")
+    check(st == 200 and d.get("hot") is True, f"a function without share stays hot: {st} {d}")
     st, body = inv.call("DELETE", "/system/functions/plain")
 
     # --- checkpoints and a move of an instance that maps shared buffers ---
