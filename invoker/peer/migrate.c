@@ -940,28 +940,9 @@ int inv_migrate_file(const char *name, unsigned id, const char *mid, const char 
  * (gpu) gpu.data whole. */
 static int fetch_files(struct pull *p, const char *tmp, bool gpu, char *err, size_t errlen)
 {
-	char sub[PATH_MAX + 100];
-	int r = 0;
+	int r = pull_image_files(p, tmp, err, errlen);
 
-	snprintf(sub, sizeof(sub), "%s/modules", tmp);
-	if (mkdir(sub, 0700) < 0)
-		return pull_fail(p, 500, -errno, err, errlen, "modules/: %s", strerror(errno));
-	snprintf(sub, sizeof(sub), "%s/%s", tmp, p->img->criu_dir);
-	if (mkdir(sub, 0700) < 0)
-		return pull_fail(p, 500, -errno, err, errlen, "%s/: %s", p->img->criu_dir, strerror(errno));
-	for (uint32_t i = 0; i < p->img->nmodules && r == 0; i++) {
-		bool seen = false;
-
-		for (uint32_t j = 0; j < i && !seen; j++)
-			seen = !strcmp(p->img->modules[j].hash, p->img->modules[i].hash);
-		if (!seen)
-			r = pull_module(p, tmp, &p->img->modules[i], err, errlen);
-	}
-	for (uint32_t i = 0; i < p->img->ncpu_files && r == 0; i++)
-		r = pull_cpu_file(p, tmp, &p->img->cpu_files[i], err, errlen);
-	if (r == 0 && gpu)
-		r = pull_gpu_data_whole(p, tmp, err, errlen);
-	return r;
+	return r == 0 && gpu ? pull_gpu_data_whole(p, tmp, err, errlen) : r;
 }
 
 /* Item places and hashes of a pre-copy, by offset: {off, len, hash}. */

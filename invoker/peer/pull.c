@@ -374,25 +374,14 @@ static void set_phase(struct inv_function *f, const struct pull *p, const char *
 	pthread_mutex_unlock(&f->lock);
 }
 
-/* inv_snapshot_maker: the registry entry and snapshot of f from the peer.
- * Listed from the start (phase "export" while the export document comes,
- * then "pulling", "committing"), cancelled in any phase by a remove, the
- * drain or the deadline. */
 /* Every file of p's snapshot into the temporary directory tmp: the
  * modules (one file per fatbin), the CRIU image, gpu.data, each chunk a
  * local snapshot holds copied, the rest fetched, all verified. 0 or a
  * failure recorded in p. */
 static int pull_files(struct pull *p, const char *tmp, char *err, size_t errlen)
 {
-	char sub[PATH_MAX + 80];
-	int r = 0;
+	int r;
 
-	snprintf(sub, sizeof(sub), "%s/modules", tmp);
-	if (mkdir(sub, 0700) < 0)
-		return pull_fail(p, 500, -errno, err, errlen, "modules/: %s", strerror(errno));
-	snprintf(sub, sizeof(sub), "%s/%s", tmp, p->img->criu_dir);
-	if (mkdir(sub, 0700) < 0)
-		return pull_fail(p, 500, -errno, err, errlen, "%s/: %s", p->img->criu_dir, strerror(errno));
 	pull_local_index(p);
 	if (phos_fault("pull_stall")) {
 		/* tests: a pull in progress, until a remove or the drain cancels it (10 s at most) */
@@ -401,19 +390,8 @@ static int pull_files(struct pull *p, const char *tmp, char *err, size_t errlen)
 		for (int i = 0; i < 100 && !pull_cancelled(p); i++)
 			poll(&pfd, 1, 100);
 	}
-	for (uint32_t i = 0; i < p->img->nmodules && r == 0; i++) {
-		bool seen = false;   /* one file per fatbin, however many modules load it */
-
-		for (uint32_t j = 0; j < i && !seen; j++)
-			seen = !strcmp(p->img->modules[j].hash, p->img->modules[i].hash);
-		if (!seen)
-			r = pull_module(p, tmp, &p->img->modules[i], err, errlen);
-	}
-	for (uint32_t i = 0; i < p->img->ncpu_files && r == 0; i++)
-		r = pull_cpu_file(p, tmp, &p->img->cpu_files[i], err, errlen);
-	if (r == 0)
-		r = pull_gpu_data(p, tmp, err, errlen);
-	return r;
+	r = pull_image_files(p, tmp, err, errlen);
+	return r == 0 ? pull_gpu_data(p, tmp, err, errlen) : r;
 }
 
 /* The manifest written last (a directory without one is never a
@@ -442,6 +420,10 @@ static int pull_seal(struct pull *p, const char *tmp, bool *ret_reowned, char *e
 	return 0;
 }
 
+/* inv_snapshot_maker: the registry entry and snapshot of f from the peer.
+ * Listed from the start (phase "export" while the export document comes,
+ * then "pulling", "committing"), cancelled in any phase by a remove, the
+ * drain or the deadline. */
 static int pull_make(struct inv_function *f, void *arg, char *err, size_t errlen)
 {
 	struct pull *p = arg;

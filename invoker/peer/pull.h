@@ -117,6 +117,10 @@ void pull_local_index(struct pull *p);
 /* Each into the temporary snapshot directory tmp, verified; 0 or a failure recorded in p. */
 int pull_module(struct pull *p, const char *tmp, const struct phos_image_module *m, char *err, size_t errlen);
 int pull_cpu_file(struct pull *p, const char *tmp, const struct phos_image_file *cf, char *err, size_t errlen);
+/* modules/ and the CRIU image's folder made in tmp, and every module (one
+ * file per fatbin) and CRIU file of p->img fetched into them, verified:
+ * 0 or a failure recorded in p. gpu.data is the caller's. */
+int pull_image_files(struct pull *p, const char *tmp, char *err, size_t errlen);
 int pull_gpu_data(struct pull *p, const char *tmp, char *err, size_t errlen);
 /* gpu.data of p->img whole, in ranges, not verified here (a checkpoint has no
  * chunk list; its restore checks every buffer's checksum). */

@@ -572,3 +572,27 @@ int pull_write_new(const char *dir, const char *rel, const char *data, size_t le
 	close(fd);
 	return r;
 }
+
+int pull_image_files(struct pull *p, const char *tmp, char *err, size_t errlen)
+{
+	char sub[PATH_MAX + 100];
+	int r = 0;
+
+	snprintf(sub, sizeof(sub), "%s/modules", tmp);
+	if (mkdir(sub, 0700) < 0)
+		return pull_fail(p, 500, -errno, err, errlen, "modules/: %s", strerror(errno));
+	snprintf(sub, sizeof(sub), "%s/%s", tmp, p->img->criu_dir);
+	if (mkdir(sub, 0700) < 0)
+		return pull_fail(p, 500, -errno, err, errlen, "%s/: %s", p->img->criu_dir, strerror(errno));
+	for (uint32_t i = 0; i < p->img->nmodules && r == 0; i++) {
+		bool seen = false;   /* one file per fatbin, however many modules load it */
+
+		for (uint32_t j = 0; j < i && !seen; j++)
+			seen = !strcmp(p->img->modules[j].hash, p->img->modules[i].hash);
+		if (!seen)
+			r = pull_module(p, tmp, &p->img->modules[i], err, errlen);
+	}
+	for (uint32_t i = 0; i < p->img->ncpu_files && r == 0; i++)
+		r = pull_cpu_file(p, tmp, &p->img->cpu_files[i], err, errlen);
+	return r;
+}
