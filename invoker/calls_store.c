@@ -191,16 +191,11 @@ static int store_read(const char *name, json_t **ret_header, char **ret_body, si
 		close(fd);
 		return -ENOMEM;
 	}
-	while (off < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + off, (size_t)st.st_size - off);
+	{
+		ssize_t n = phos_read_full(fd, buf, (size_t)st.st_size);
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			r = n < 0 ? -errno : -EINVAL;
-			break;
-		}
-		off += (size_t)n;
+		r = n < 0 ? (int)n : (size_t)n < (size_t)st.st_size ? -EINVAL : 0;
+		off = n > 0 ? (size_t)n : 0;
 	}
 	close(fd);
 	nl = r ? NULL : memchr(buf, '\n', off < HEADER_MAX ? off : HEADER_MAX);

@@ -41,12 +41,29 @@ int phos_pwrite_all(int fd, const void *p, size_t len, uint64_t off)
 	return 0;
 }
 
+ssize_t phos_read_full(int fd, void *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = read(fd, (char *)buf + got, len - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
 int phos_read_file(const char *path, uint64_t size, void **ret_data)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	uint8_t *data;
-	uint64_t got = 0;
-	int r = 0;
+	void *data;
+	ssize_t n;
 
 	if (fd < 0)
 		return -errno;
@@ -55,21 +72,11 @@ int phos_read_file(const char *path, uint64_t size, void **ret_data)
 		close(fd);
 		return -ENOMEM;
 	}
-	while (got < size) {
-		ssize_t n = read(fd, data + got, size - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			r = n < 0 ? -errno : -ENODATA;
-			break;
-		}
-		got += (uint64_t)n;
-	}
+	n = phos_read_full(fd, data, size);
 	close(fd);
-	if (r < 0) {
+	if (n < 0 || (uint64_t)n < size) {
 		free(data);
-		return r;
+		return n < 0 ? (int)n : -ENODATA;
 	}
 	*ret_data = data;
 	return 0;

@@ -15,6 +15,7 @@
  * chunk by chunk in the restore pipeline (docs/design.md, "Snapshot image").
  */
 #include "image.h"
+#include "fdio.h"
 #include "image_internal.h"
 #include "log.h"
 
@@ -772,18 +773,13 @@ static int manifest_load(int dfd, const char *dir, char **ret_buf, size_t *ret_l
 		close(fd);
 		return phos_errf_rc(err, errlen, -ENOMEM, "manifest.json: out of memory");
 	}
-	while (len < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
+	{
+		ssize_t n = phos_read_full(fd, buf, (size_t)st.st_size);
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			r = phos_errf_rc(err, errlen, -errno, "manifest.json: %m");
-			break;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
+		if (n < 0)
+			r = phos_errf_rc(err, errlen, (int)n, "manifest.json: %s", strerror((int)-n));
+		else
+			len = (size_t)n;
 	}
 	close(fd);
 	if (r < 0) {
