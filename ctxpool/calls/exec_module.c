@@ -208,7 +208,7 @@ static int module_load_shm(struct executor *ex, const void *body, uint32_t len)
 int exec_func_make(struct executor *ex, uint32_t id, uint32_t module, const char *name)
 {
 	struct exec_module *m = handle_get(&ex->modules, module);
-	struct exec_func *f;
+	struct exec_func *f = NULL;
 	int r;
 
 	f = calloc(1, sizeof(*f));
@@ -368,31 +368,38 @@ static int module_unload(struct executor *ex, const void *body, uint32_t len)
 	return 0;
 }
 
+/* The kernel with id `id`, when it may be asked about or changed: 0, or
+ * cudaErrorInvalidDeviceFunction (no such kernel) or its own error (its
+ * module was refused or unloaded). */
+static int func_usable(struct executor *ex, uint32_t id, struct exec_func **ret)
+{
+	struct exec_func *f = handle_get(&ex->funcs, id);
+
+	if (!f)
+		return -PHOS_CUDA_INVALID_DEVICE_FUNCTION;
+	if (f->error)
+		return f->error;
+	*ret = f;
+	return 0;
+}
+
 /* OCCUPANCY (blocks per SM) and OCCUPANCY_CLUSTER (clusters): an int32 reply. */
 static int occupancy(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out, uint32_t *out_len)
 {
-	struct exec_func *f;
+	struct exec_func *f = NULL;
 	int32_t n = 0;
 
 	if (op == PHOS_OP_OCCUPANCY) {
 		BODY(struct phos_occupancy, o);
 
-		f = handle_get(&ex->funcs, o->func);
-		if (!f)
-			return -PHOS_CUDA_INVALID_DEVICE_FUNCTION;
-		if (f->error)
-			return f->error;
+		TRY(func_usable(ex, o->func, &f));
 		if (o->block <= 0)
 			return -PHOS_CUDA_INVALID_VALUE;
 		TRY(ex->dev_ops->occupancy(ex->dev, exec_func_here(ex, f), o->block, o->dyn_shared, &n));
 	} else {
 		BODY(struct phos_occupancy_cluster, o);
 
-		f = handle_get(&ex->funcs, o->func);
-		if (!f)
-			return -PHOS_CUDA_INVALID_DEVICE_FUNCTION;
-		if (f->error)
-			return f->error;
+		TRY(func_usable(ex, o->func, &f));
 		TRY(ex->dev_ops->occupancy_cluster(ex->dev, exec_func_here(ex, f), o->grid, o->block, o->shared, o->cluster,
 						   o->potential != 0, &n));
 	}
@@ -428,7 +435,7 @@ int exec_module_handle(struct executor *ex, uint32_t op, const void *body, uint3
 		       uint32_t *out_len)
 {
 	const struct phos_handle *h = body;
-	struct exec_func *f;
+	struct exec_func *f = NULL;
 
 	switch (op) {
 	case PHOS_OP_MODULE_LOAD: {
@@ -460,11 +467,7 @@ int exec_module_handle(struct executor *ex, uint32_t op, const void *body, uint3
 	case PHOS_OP_FUNC_SET_ATTR: {
 		BODY(struct phos_func_attr, a);
 
-		f = handle_get(&ex->funcs, a->func);
-		if (!f)
-			return -PHOS_CUDA_INVALID_DEVICE_FUNCTION;
-		if (f->error)
-			return f->error;
+		TRY(func_usable(ex, a->func, &f));
 		return ex->dev_ops->func_set_attr(ex->dev, exec_func_here(ex, f), a->attr, a->value);
 	}
 	case PHOS_OP_OCCUPANCY:
