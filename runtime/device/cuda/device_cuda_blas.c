@@ -492,6 +492,237 @@ static cudaDataType real_of(cudaDataType t)
 	return t == CUDA_C_32F ? CUDA_R_32F : t == CUDA_C_64F ? CUDA_R_64F : t;
 }
 
+/* One call's arguments, as cuda_blas_call decoded them: the handle, the
+ * op, the type's index (S, D, C, Z), the matrix and scalar types, the host
+ * scalars and the device pointers. */
+struct blas_call {
+	cublasHandle_t h;
+	const struct phos_blas_op *op;
+	int ti;
+	cudaDataType t, st;
+	union blas_scalar alpha, beta;
+	void *x, *y, *a, *b;
+	uint8_t *result;
+};
+
+/* Level 1: vectors (rot's c is alpha's first part). */
+static cublasStatus_t blas_vector(const struct blas_call *c)
+{
+	const int fn = c->op->fn;
+
+	switch (fn) {
+	case PHOS_BLAS_AXPY: {
+		__typeof__(cuda_cublas.AxpyS) f[4] = { cuda_cublas.AxpyS, cuda_cublas.AxpyD, cuda_cublas.AxpyC,
+						       cuda_cublas.AxpyZ };
+
+		return f[c->ti](c->h, c->op->n, &c->alpha, c->x, c->op->incx, c->y, c->op->incy);
+	}
+	case PHOS_BLAS_SCAL: {
+		/* a real scalar on a complex vector: Csscal / Zdscal */
+		__typeof__(cuda_cublas.ScalS) f[4] = { cuda_cublas.ScalS, cuda_cublas.ScalD,
+						       c->st == c->t ? cuda_cublas.ScalC : cuda_cublas.ScalCs,
+						       c->st == c->t ? cuda_cublas.ScalZ : cuda_cublas.ScalZd };
+
+		return f[c->ti](c->h, c->op->n, &c->alpha, c->x, c->op->incx);
+	}
+	case PHOS_BLAS_DOT:
+	case PHOS_BLAS_DOTC: {
+		__typeof__(cuda_cublas.DotS) f[4] = { cuda_cublas.DotS, cuda_cublas.DotD,
+						      fn == PHOS_BLAS_DOT ? cuda_cublas.DotC : cuda_cublas.DotcC,
+						      fn == PHOS_BLAS_DOT ? cuda_cublas.DotZ : cuda_cublas.DotcZ };
+
+		return f[c->ti](c->h, c->op->n, c->x, c->op->incx, c->y, c->op->incy, c->result);
+	}
+	case PHOS_BLAS_NRM2:
+	case PHOS_BLAS_ASUM: {
+		__typeof__(cuda_cublas.Nrm2S) f[2][4] = {
+			{ cuda_cublas.Nrm2S, cuda_cublas.Nrm2D, cuda_cublas.Nrm2C, cuda_cublas.Nrm2Z },
+			{ cuda_cublas.AsumS, cuda_cublas.AsumD, cuda_cublas.AsumC, cuda_cublas.AsumZ },
+		};
+
+		return f[fn == PHOS_BLAS_ASUM][c->ti](c->h, c->op->n, c->x, c->op->incx, c->result);
+	}
+	case PHOS_BLAS_AMAX:
+	case PHOS_BLAS_AMIN: {
+		__typeof__(cuda_cublas.IamaxS) f[2][4] = {
+			{ cuda_cublas.IamaxS, cuda_cublas.IamaxD, cuda_cublas.IamaxC, cuda_cublas.IamaxZ },
+			{ cuda_cublas.IaminS, cuda_cublas.IaminD, cuda_cublas.IaminC, cuda_cublas.IaminZ },
+		};
+
+		return f[fn == PHOS_BLAS_AMIN][c->ti](c->h, c->op->n, c->x, c->op->incx,
+				(int *)c->result);
+	}
+	case PHOS_BLAS_COPY: {
+		__typeof__(cuda_cublas.CopyS) f[4] = { cuda_cublas.CopyS, cuda_cublas.CopyD, cuda_cublas.CopyC,
+						       cuda_cublas.CopyZ };
+
+		return f[c->ti](c->h, c->op->n, c->x, c->op->incx, c->y, c->op->incy);
+	}
+	case PHOS_BLAS_SWAP: {
+		__typeof__(cuda_cublas.SwapS) f[4] = { cuda_cublas.SwapS, cuda_cublas.SwapD, cuda_cublas.SwapC,
+						       cuda_cublas.SwapZ };
+
+		return f[c->ti](c->h, c->op->n, c->x, c->op->incx, c->y, c->op->incy);
+	}
+	case PHOS_BLAS_ROT: {
+		/* c is alpha's first part, real; s is beta: real (srot, drot, csrot,
+		 * zdrot) or complex (crot, zrot) */
+		__typeof__(cuda_cublas.RotS) f[4] = { cuda_cublas.RotS, cuda_cublas.RotD,
+						      c->st == c->t ? cuda_cublas.RotC : cuda_cublas.RotCs,
+						      c->st == c->t ? cuda_cublas.RotZ : cuda_cublas.RotZd };
+
+		return f[c->ti](c->h, c->op->n, c->x, c->op->incx, c->y, c->op->incy, &c->alpha, &c->beta);
+	}
+	default:
+		return CUBLAS_STATUS_INVALID_VALUE;
+	}
+}
+
+/* Level 2: a matrix and vectors. */
+static cublasStatus_t blas_matrix_vector(const struct blas_call *c)
+{
+	const int fn = c->op->fn;
+
+	switch (fn) {
+	case PHOS_BLAS_GEMV: {
+		__typeof__(cuda_cublas.GemvS) f[4] = { cuda_cublas.GemvS, cuda_cublas.GemvD, cuda_cublas.GemvC,
+						       cuda_cublas.GemvZ };
+
+		return f[c->ti](c->h, (cublasOperation_t)c->op->trans, c->op->m, c->op->n, &c->alpha, c->a,
+				c->op->lda, c->x, c->op->incx, &c->beta, c->y, c->op->incy);
+	}
+	case PHOS_BLAS_GER:
+	case PHOS_BLAS_GERC: {
+		__typeof__(cuda_cublas.GerS) f[4] = { cuda_cublas.GerS, cuda_cublas.GerD,
+						      fn == PHOS_BLAS_GER ? cuda_cublas.GeruC : cuda_cublas.GercC,
+						      fn == PHOS_BLAS_GER ? cuda_cublas.GeruZ : cuda_cublas.GercZ };
+
+		return f[c->ti](c->h, c->op->m, c->op->n, &c->alpha, c->x, c->op->incx, c->y, c->op->incy,
+				c->a, c->op->lda);
+	}
+	case PHOS_BLAS_SYMV:
+	case PHOS_BLAS_HEMV: {
+		__typeof__(cuda_cublas.SymvS) f[4] = { cuda_cublas.SymvS, cuda_cublas.SymvD,
+						       fn == PHOS_BLAS_SYMV ? cuda_cublas.SymvC : cuda_cublas.HemvC,
+						       fn == PHOS_BLAS_SYMV ? cuda_cublas.SymvZ : cuda_cublas.HemvZ };
+
+		if (fn == PHOS_BLAS_HEMV && c->ti < 2)
+			return CUBLAS_STATUS_NOT_SUPPORTED;
+		return f[c->ti](c->h, (cublasFillMode_t)c->op->uplo, c->op->n, &c->alpha, c->a, c->op->lda,
+				c->x, c->op->incx, &c->beta, c->y, c->op->incy);
+	}
+	case PHOS_BLAS_SYR:
+	case PHOS_BLAS_HER: {
+		__typeof__(cuda_cublas.SyrS) f[4] = { cuda_cublas.SyrS, cuda_cublas.SyrD,
+						      fn == PHOS_BLAS_SYR ? cuda_cublas.SyrC : cuda_cublas.HerC,
+						      fn == PHOS_BLAS_SYR ? cuda_cublas.SyrZ : cuda_cublas.HerZ };
+
+		/* her's alpha is real (scal_type), syr's of the vector type */
+		if ((fn == PHOS_BLAS_HER) != (c->st != c->t) || (fn == PHOS_BLAS_HER && c->ti < 2))
+			return CUBLAS_STATUS_NOT_SUPPORTED;
+		return f[c->ti](c->h, (cublasFillMode_t)c->op->uplo, c->op->n, &c->alpha, c->x, c->op->incx,
+				c->a, c->op->lda);
+	}
+	case PHOS_BLAS_SYR2:
+	case PHOS_BLAS_HER2: {
+		__typeof__(cuda_cublas.Syr2S) f[4] = { cuda_cublas.Syr2S, cuda_cublas.Syr2D,
+						       fn == PHOS_BLAS_SYR2 ? cuda_cublas.Syr2C : cuda_cublas.Her2C,
+						       fn == PHOS_BLAS_SYR2 ? cuda_cublas.Syr2Z : cuda_cublas.Her2Z };
+
+		if (fn == PHOS_BLAS_HER2 && c->ti < 2)
+			return CUBLAS_STATUS_NOT_SUPPORTED;
+		return f[c->ti](c->h, (cublasFillMode_t)c->op->uplo, c->op->n, &c->alpha, c->x, c->op->incx,
+				c->y, c->op->incy, c->a, c->op->lda);
+	}
+	case PHOS_BLAS_TRMV:
+	case PHOS_BLAS_TRSV: {
+		__typeof__(cuda_cublas.TrmvS) f[2][4] = {
+			{ cuda_cublas.TrmvS, cuda_cublas.TrmvD, cuda_cublas.TrmvC, cuda_cublas.TrmvZ },
+			{ cuda_cublas.TrsvS, cuda_cublas.TrsvD, cuda_cublas.TrsvC, cuda_cublas.TrsvZ },
+		};
+
+		return f[fn == PHOS_BLAS_TRSV][c->ti](c->h, (cublasFillMode_t)c->op->uplo,
+				(cublasOperation_t)c->op->trans, (cublasDiagType_t)c->op->diag, c->op->n,
+				c->a, c->op->lda, c->x, c->op->incx);
+	}
+	default:
+		return CUBLAS_STATUS_INVALID_VALUE;
+	}
+}
+
+/* Level 3: matrices, and the batched triangular solve on device arrays of pointers. */
+static cublasStatus_t blas_matrix(const struct blas_call *c)
+{
+	const int fn = c->op->fn;
+
+	switch (fn) {
+	case PHOS_BLAS_SYRK:
+	case PHOS_BLAS_HERK: {
+		__typeof__(cuda_cublas.SyrkS) f[4] = { cuda_cublas.SyrkS, cuda_cublas.SyrkD,
+						       fn == PHOS_BLAS_SYRK ? cuda_cublas.SyrkC : cuda_cublas.HerkC,
+						       fn == PHOS_BLAS_SYRK ? cuda_cublas.SyrkZ : cuda_cublas.HerkZ };
+
+		/* herk's alpha and beta are real (scal_type), syrk's of the matrix type */
+		if ((fn == PHOS_BLAS_HERK) != (c->st != c->t) || (fn == PHOS_BLAS_HERK && c->ti < 2))
+			return CUBLAS_STATUS_NOT_SUPPORTED;
+		return f[c->ti](c->h, (cublasFillMode_t)c->op->uplo, (cublasOperation_t)c->op->trans,
+				c->op->n, c->op->m, &c->alpha, c->a, c->op->lda, &c->beta, c->b, c->op->ldb);
+	}
+	case PHOS_BLAS_SYMM:
+	case PHOS_BLAS_HEMM: {
+		__typeof__(cuda_cublas.SymmS) f[4] = { cuda_cublas.SymmS, cuda_cublas.SymmD,
+						       fn == PHOS_BLAS_SYMM ? cuda_cublas.SymmC : cuda_cublas.HemmC,
+						       fn == PHOS_BLAS_SYMM ? cuda_cublas.SymmZ : cuda_cublas.HemmZ };
+
+		if (fn == PHOS_BLAS_HEMM && c->ti < 2)
+			return CUBLAS_STATUS_NOT_SUPPORTED;
+		return f[c->ti](c->h, (cublasSideMode_t)c->op->side, (cublasFillMode_t)c->op->uplo, c->op->m,
+				c->op->n, &c->alpha, c->a, c->op->lda, c->b, c->op->ldb, &c->beta,
+				(void *)(uintptr_t)c->op->c, c->op->ldc);
+	}
+	case PHOS_BLAS_SYR2K:
+	case PHOS_BLAS_HER2K: {
+		__typeof__(cuda_cublas.Syr2kS) f[4] = { cuda_cublas.Syr2kS, cuda_cublas.Syr2kD,
+							fn == PHOS_BLAS_SYR2K ? cuda_cublas.Syr2kC : cuda_cublas.Her2kC,
+							fn == PHOS_BLAS_SYR2K ? cuda_cublas.Syr2kZ : cuda_cublas.Her2kZ };
+		/* her2k's beta is real: beta's first part, laid out as its real type */
+		if (fn == PHOS_BLAS_HER2K && c->ti < 2)
+			return CUBLAS_STATUS_NOT_SUPPORTED;
+		return f[c->ti](c->h, (cublasFillMode_t)c->op->uplo, (cublasOperation_t)c->op->trans,
+				c->op->n, c->op->k, &c->alpha, c->a, c->op->lda, c->b, c->op->ldb, &c->beta,
+				(void *)(uintptr_t)c->op->c, c->op->ldc);
+	}
+	case PHOS_BLAS_TRMM: {
+		__typeof__(cuda_cublas.TrmmS) f[4] = { cuda_cublas.TrmmS, cuda_cublas.TrmmD, cuda_cublas.TrmmC,
+						       cuda_cublas.TrmmZ };
+
+		return f[c->ti](c->h, (cublasSideMode_t)c->op->side, (cublasFillMode_t)c->op->uplo,
+				(cublasOperation_t)c->op->trans, (cublasDiagType_t)c->op->diag, c->op->m,
+				c->op->n, &c->alpha, c->a, c->op->lda, c->b, c->op->ldb,
+				(void *)(uintptr_t)c->op->c, c->op->ldc);
+	}
+	case PHOS_BLAS_TRSM: {
+		__typeof__(cuda_cublas.TrsmS) f[4] = { cuda_cublas.TrsmS, cuda_cublas.TrsmD, cuda_cublas.TrsmC,
+						       cuda_cublas.TrsmZ };
+
+		return f[c->ti](c->h, (cublasSideMode_t)c->op->side, (cublasFillMode_t)c->op->uplo,
+				(cublasOperation_t)c->op->trans, (cublasDiagType_t)c->op->diag, c->op->m,
+				c->op->n, &c->alpha, c->a, c->op->lda, c->b, c->op->ldb);
+	}
+	case PHOS_BLAS_TRSM_BATCHED: {   /* a and b are the device arrays of pointers */
+		__typeof__(cuda_cublas.TrsmBatchedS) f[4] = { cuda_cublas.TrsmBatchedS, cuda_cublas.TrsmBatchedD,
+							      cuda_cublas.TrsmBatchedC, cuda_cublas.TrsmBatchedZ };
+
+		return f[c->ti](c->h, (cublasSideMode_t)c->op->side, (cublasFillMode_t)c->op->uplo,
+				(cublasOperation_t)c->op->trans, (cublasDiagType_t)c->op->diag, c->op->m,
+				c->op->n, &c->alpha, (const void *const *)c->a, c->op->lda,
+				(void *const *)c->b, c->op->ldb, c->op->batch);
+	}
+	default:
+		return CUBLAS_STATUS_INVALID_VALUE;
+	}
+}
+
 /* Every routine through its typed form, picked by type: the type-generic Ex
  * forms do not take every type (cublasAsumEx answered NOT_SUPPORTED for
  * complex vectors on an H100), and the typed one is what the
@@ -503,241 +734,51 @@ int cuda_blas_call(struct phos_device *dev, void *handle, const struct phos_blas
 {
 	struct cuda_dev *d = cuda_dev(dev);
 	cublasHandle_t h = handle;
-	cudaDataType t, st;
-	union blas_scalar alpha, beta;
 	uint8_t result[16] = { 0 };
-	void *x, *y, *a, *b;
-	int ti, r;
+	struct blas_call c = { .h = h, .op = op, .result = result };
+	union blas_scalar *alpha = &c.alpha, *beta = &c.beta;
+	cudaDataType t, st;
 	cublasStatus_t s;
+	int r;
 
 	if (!d || !h || !op)
 		return cuda_blas_result(CUBLAS_STATUS_INVALID_VALUE, ret_blas_status, "blas call (arguments)");
 	t = (cudaDataType)op->type;
 	st = (cudaDataType)op->scal_type;
-	ti = t == CUDA_R_32F ? 0 : t == CUDA_R_64F ? 1 : t == CUDA_C_32F ? 2 : t == CUDA_C_64F ? 3 : -1;
-	if (ti < 0 || (st != t && st != real_of(t)))
+	c.ti = t == CUDA_R_32F ? 0 : t == CUDA_R_64F ? 1 : t == CUDA_C_32F ? 2 : t == CUDA_C_64F ? 3 : -1;
+	if (c.ti < 0 || (st != t && st != real_of(t)))
 		return cuda_blas_result(CUBLAS_STATUS_NOT_SUPPORTED, ret_blas_status, "blas call (type)");
-	memset(&alpha, 0, sizeof(alpha));
-	memset(&beta, 0, sizeof(beta));
+	c.t = t;
+	c.st = st;
+	memset(alpha, 0, sizeof(*alpha));
+	memset(beta, 0, sizeof(*beta));
 	if (st == CUDA_R_32F || st == CUDA_C_32F) {
-		alpha.c[0] = (float)op->alpha[0], alpha.c[1] = (float)op->alpha[1];
-		beta.c[0] = (float)op->beta[0], beta.c[1] = (float)op->beta[1];
+		alpha->c[0] = (float)op->alpha[0], alpha->c[1] = (float)op->alpha[1];
+		beta->c[0] = (float)op->beta[0], beta->c[1] = (float)op->beta[1];
 	} else {
-		alpha.z[0] = op->alpha[0], alpha.z[1] = op->alpha[1];
-		beta.z[0] = op->beta[0], beta.z[1] = op->beta[1];
+		alpha->z[0] = op->alpha[0], alpha->z[1] = op->alpha[1];
+		beta->z[0] = op->beta[0], beta->z[1] = op->beta[1];
 	}
 	r = cuda_current(d);
 	if (r < 0)
 		return r;
-	x = (void *)(uintptr_t)op->x;
-	y = (void *)(uintptr_t)op->y;
-	a = (void *)(uintptr_t)op->a;
-	b = (void *)(uintptr_t)op->b;
+	c.x = (void *)(uintptr_t)op->x;
+	c.y = (void *)(uintptr_t)op->y;
+	c.a = (void *)(uintptr_t)op->a;
+	c.b = (void *)(uintptr_t)op->b;
 	switch (op->fn) {
-	case PHOS_BLAS_AXPY: {
-		__typeof__(cuda_cublas.AxpyS) f[4] = { cuda_cublas.AxpyS, cuda_cublas.AxpyD, cuda_cublas.AxpyC,
-						       cuda_cublas.AxpyZ };
-
-		s = f[ti](h, op->n, &alpha, x, op->incx, y, op->incy);
+	case PHOS_BLAS_AXPY: case PHOS_BLAS_SCAL: case PHOS_BLAS_DOT: case PHOS_BLAS_DOTC:
+	case PHOS_BLAS_NRM2: case PHOS_BLAS_ASUM: case PHOS_BLAS_AMAX: case PHOS_BLAS_AMIN:
+	case PHOS_BLAS_COPY: case PHOS_BLAS_SWAP: case PHOS_BLAS_ROT:
+		s = blas_vector(&c);
 		break;
-	}
-	case PHOS_BLAS_SCAL: {
-		/* a real scalar on a complex vector: Csscal / Zdscal */
-		__typeof__(cuda_cublas.ScalS) f[4] = { cuda_cublas.ScalS, cuda_cublas.ScalD,
-						       st == t ? cuda_cublas.ScalC : cuda_cublas.ScalCs,
-						       st == t ? cuda_cublas.ScalZ : cuda_cublas.ScalZd };
-
-		s = f[ti](h, op->n, &alpha, x, op->incx);
+	case PHOS_BLAS_GEMV: case PHOS_BLAS_GER: case PHOS_BLAS_GERC: case PHOS_BLAS_SYMV:
+	case PHOS_BLAS_HEMV: case PHOS_BLAS_SYR: case PHOS_BLAS_HER: case PHOS_BLAS_SYR2:
+	case PHOS_BLAS_HER2: case PHOS_BLAS_TRMV: case PHOS_BLAS_TRSV:
+		s = blas_matrix_vector(&c);
 		break;
-	}
-	case PHOS_BLAS_DOT:
-	case PHOS_BLAS_DOTC: {
-		__typeof__(cuda_cublas.DotS) f[4] = { cuda_cublas.DotS, cuda_cublas.DotD,
-						      op->fn == PHOS_BLAS_DOT ? cuda_cublas.DotC : cuda_cublas.DotcC,
-						      op->fn == PHOS_BLAS_DOT ? cuda_cublas.DotZ : cuda_cublas.DotcZ };
-
-		s = f[ti](h, op->n, x, op->incx, y, op->incy, result);
-		break;
-	}
-	case PHOS_BLAS_NRM2:
-	case PHOS_BLAS_ASUM: {
-		__typeof__(cuda_cublas.Nrm2S) f[2][4] = {
-			{ cuda_cublas.Nrm2S, cuda_cublas.Nrm2D, cuda_cublas.Nrm2C, cuda_cublas.Nrm2Z },
-			{ cuda_cublas.AsumS, cuda_cublas.AsumD, cuda_cublas.AsumC, cuda_cublas.AsumZ },
-		};
-
-		s = f[op->fn == PHOS_BLAS_ASUM][ti](h, op->n, x, op->incx, result);
-		break;
-	}
-	case PHOS_BLAS_AMAX:
-	case PHOS_BLAS_AMIN: {
-		__typeof__(cuda_cublas.IamaxS) f[2][4] = {
-			{ cuda_cublas.IamaxS, cuda_cublas.IamaxD, cuda_cublas.IamaxC, cuda_cublas.IamaxZ },
-			{ cuda_cublas.IaminS, cuda_cublas.IaminD, cuda_cublas.IaminC, cuda_cublas.IaminZ },
-		};
-
-		s = f[op->fn == PHOS_BLAS_AMIN][ti](h, op->n, x, op->incx, (int *)result);
-		break;
-	}
-	case PHOS_BLAS_COPY: {
-		__typeof__(cuda_cublas.CopyS) f[4] = { cuda_cublas.CopyS, cuda_cublas.CopyD, cuda_cublas.CopyC,
-						       cuda_cublas.CopyZ };
-
-		s = f[ti](h, op->n, x, op->incx, y, op->incy);
-		break;
-	}
-	case PHOS_BLAS_SWAP: {
-		__typeof__(cuda_cublas.SwapS) f[4] = { cuda_cublas.SwapS, cuda_cublas.SwapD, cuda_cublas.SwapC,
-						       cuda_cublas.SwapZ };
-
-		s = f[ti](h, op->n, x, op->incx, y, op->incy);
-		break;
-	}
-	case PHOS_BLAS_GEMV: {
-		__typeof__(cuda_cublas.GemvS) f[4] = { cuda_cublas.GemvS, cuda_cublas.GemvD, cuda_cublas.GemvC,
-						       cuda_cublas.GemvZ };
-
-		s = f[ti](h, (cublasOperation_t)op->trans, op->m, op->n, &alpha, a, op->lda, x, op->incx, &beta, y,
-			  op->incy);
-		break;
-	}
-	case PHOS_BLAS_GER:
-	case PHOS_BLAS_GERC: {
-		__typeof__(cuda_cublas.GerS) f[4] = { cuda_cublas.GerS, cuda_cublas.GerD,
-						      op->fn == PHOS_BLAS_GER ? cuda_cublas.GeruC : cuda_cublas.GercC,
-						      op->fn == PHOS_BLAS_GER ? cuda_cublas.GeruZ : cuda_cublas.GercZ };
-
-		s = f[ti](h, op->m, op->n, &alpha, x, op->incx, y, op->incy, a, op->lda);
-		break;
-	}
-	case PHOS_BLAS_SYMV:
-	case PHOS_BLAS_HEMV: {
-		__typeof__(cuda_cublas.SymvS) f[4] = { cuda_cublas.SymvS, cuda_cublas.SymvD,
-						       op->fn == PHOS_BLAS_SYMV ? cuda_cublas.SymvC : cuda_cublas.HemvC,
-						       op->fn == PHOS_BLAS_SYMV ? cuda_cublas.SymvZ : cuda_cublas.HemvZ };
-
-		if (op->fn == PHOS_BLAS_HEMV && ti < 2)
-			s = CUBLAS_STATUS_NOT_SUPPORTED;
-		else
-			s = f[ti](h, (cublasFillMode_t)op->uplo, op->n, &alpha, a, op->lda, x, op->incx, &beta, y,
-				  op->incy);
-		break;
-	}
-	case PHOS_BLAS_SYRK:
-	case PHOS_BLAS_HERK: {
-		__typeof__(cuda_cublas.SyrkS) f[4] = { cuda_cublas.SyrkS, cuda_cublas.SyrkD,
-						       op->fn == PHOS_BLAS_SYRK ? cuda_cublas.SyrkC : cuda_cublas.HerkC,
-						       op->fn == PHOS_BLAS_SYRK ? cuda_cublas.SyrkZ : cuda_cublas.HerkZ };
-
-		/* herk's alpha and beta are real (scal_type), syrk's of the matrix type */
-		if ((op->fn == PHOS_BLAS_HERK) != (st != t) || (op->fn == PHOS_BLAS_HERK && ti < 2))
-			s = CUBLAS_STATUS_NOT_SUPPORTED;
-		else
-			s = f[ti](h, (cublasFillMode_t)op->uplo, (cublasOperation_t)op->trans, op->n, op->m, &alpha, a,
-				  op->lda, &beta, b, op->ldb);
-		break;
-	}
-	case PHOS_BLAS_SYMM:
-	case PHOS_BLAS_HEMM: {
-		__typeof__(cuda_cublas.SymmS) f[4] = { cuda_cublas.SymmS, cuda_cublas.SymmD,
-						       op->fn == PHOS_BLAS_SYMM ? cuda_cublas.SymmC : cuda_cublas.HemmC,
-						       op->fn == PHOS_BLAS_SYMM ? cuda_cublas.SymmZ : cuda_cublas.HemmZ };
-
-		if (op->fn == PHOS_BLAS_HEMM && ti < 2)
-			s = CUBLAS_STATUS_NOT_SUPPORTED;
-		else
-			s = f[ti](h, (cublasSideMode_t)op->side, (cublasFillMode_t)op->uplo, op->m, op->n, &alpha, a,
-				  op->lda, b, op->ldb, &beta, (void *)(uintptr_t)op->c, op->ldc);
-		break;
-	}
-	case PHOS_BLAS_SYR2K:
-	case PHOS_BLAS_HER2K: {
-		__typeof__(cuda_cublas.Syr2kS) f[4] = { cuda_cublas.Syr2kS, cuda_cublas.Syr2kD,
-							op->fn == PHOS_BLAS_SYR2K ? cuda_cublas.Syr2kC : cuda_cublas.Her2kC,
-							op->fn == PHOS_BLAS_SYR2K ? cuda_cublas.Syr2kZ : cuda_cublas.Her2kZ };
-		/* her2k's beta is real: beta's first part, laid out as its real type */
-		if (op->fn == PHOS_BLAS_HER2K && ti < 2) {
-			s = CUBLAS_STATUS_NOT_SUPPORTED;
-			break;
-		}
-		s = f[ti](h, (cublasFillMode_t)op->uplo, (cublasOperation_t)op->trans, op->n, op->k, &alpha, a,
-			  op->lda, b, op->ldb, &beta, (void *)(uintptr_t)op->c, op->ldc);
-		break;
-	}
-	case PHOS_BLAS_SYR:
-	case PHOS_BLAS_HER: {
-		__typeof__(cuda_cublas.SyrS) f[4] = { cuda_cublas.SyrS, cuda_cublas.SyrD,
-						      op->fn == PHOS_BLAS_SYR ? cuda_cublas.SyrC : cuda_cublas.HerC,
-						      op->fn == PHOS_BLAS_SYR ? cuda_cublas.SyrZ : cuda_cublas.HerZ };
-
-		/* her's alpha is real (scal_type), syr's of the vector type */
-		if ((op->fn == PHOS_BLAS_HER) != (st != t) || (op->fn == PHOS_BLAS_HER && ti < 2))
-			s = CUBLAS_STATUS_NOT_SUPPORTED;
-		else
-			s = f[ti](h, (cublasFillMode_t)op->uplo, op->n, &alpha, x, op->incx, a, op->lda);
-		break;
-	}
-	case PHOS_BLAS_SYR2:
-	case PHOS_BLAS_HER2: {
-		__typeof__(cuda_cublas.Syr2S) f[4] = { cuda_cublas.Syr2S, cuda_cublas.Syr2D,
-						       op->fn == PHOS_BLAS_SYR2 ? cuda_cublas.Syr2C : cuda_cublas.Her2C,
-						       op->fn == PHOS_BLAS_SYR2 ? cuda_cublas.Syr2Z : cuda_cublas.Her2Z };
-
-		if (op->fn == PHOS_BLAS_HER2 && ti < 2)
-			s = CUBLAS_STATUS_NOT_SUPPORTED;
-		else
-			s = f[ti](h, (cublasFillMode_t)op->uplo, op->n, &alpha, x, op->incx, y, op->incy, a, op->lda);
-		break;
-	}
-	case PHOS_BLAS_TRMV:
-	case PHOS_BLAS_TRSV: {
-		__typeof__(cuda_cublas.TrmvS) f[2][4] = {
-			{ cuda_cublas.TrmvS, cuda_cublas.TrmvD, cuda_cublas.TrmvC, cuda_cublas.TrmvZ },
-			{ cuda_cublas.TrsvS, cuda_cublas.TrsvD, cuda_cublas.TrsvC, cuda_cublas.TrsvZ },
-		};
-
-		s = f[op->fn == PHOS_BLAS_TRSV][ti](h, (cublasFillMode_t)op->uplo, (cublasOperation_t)op->trans,
-						     (cublasDiagType_t)op->diag, op->n, a, op->lda, x, op->incx);
-		break;
-	}
-	case PHOS_BLAS_TRMM: {
-		__typeof__(cuda_cublas.TrmmS) f[4] = { cuda_cublas.TrmmS, cuda_cublas.TrmmD, cuda_cublas.TrmmC,
-						       cuda_cublas.TrmmZ };
-
-		s = f[ti](h, (cublasSideMode_t)op->side, (cublasFillMode_t)op->uplo, (cublasOperation_t)op->trans,
-			  (cublasDiagType_t)op->diag, op->m, op->n, &alpha, a, op->lda, b, op->ldb,
-			  (void *)(uintptr_t)op->c, op->ldc);
-		break;
-	}
-	case PHOS_BLAS_ROT: {
-		/* c is alpha's first part, real; s is beta: real (srot, drot, csrot,
-		 * zdrot) or complex (crot, zrot) */
-		__typeof__(cuda_cublas.RotS) f[4] = { cuda_cublas.RotS, cuda_cublas.RotD,
-						      st == t ? cuda_cublas.RotC : cuda_cublas.RotCs,
-						      st == t ? cuda_cublas.RotZ : cuda_cublas.RotZd };
-
-		s = f[ti](h, op->n, x, op->incx, y, op->incy, &alpha, &beta);
-		break;
-	}
-	case PHOS_BLAS_TRSM: {
-		__typeof__(cuda_cublas.TrsmS) f[4] = { cuda_cublas.TrsmS, cuda_cublas.TrsmD, cuda_cublas.TrsmC,
-						       cuda_cublas.TrsmZ };
-
-		s = f[ti](h, (cublasSideMode_t)op->side, (cublasFillMode_t)op->uplo, (cublasOperation_t)op->trans,
-			  (cublasDiagType_t)op->diag, op->m, op->n, &alpha, a, op->lda, b, op->ldb);
-		break;
-	}
-	case PHOS_BLAS_TRSM_BATCHED: {   /* a and b are the device arrays of pointers */
-		__typeof__(cuda_cublas.TrsmBatchedS) f[4] = { cuda_cublas.TrsmBatchedS, cuda_cublas.TrsmBatchedD,
-							      cuda_cublas.TrsmBatchedC, cuda_cublas.TrsmBatchedZ };
-
-		s = f[ti](h, (cublasSideMode_t)op->side, (cublasFillMode_t)op->uplo, (cublasOperation_t)op->trans,
-			  (cublasDiagType_t)op->diag, op->m, op->n, &alpha, (const void *const *)a, op->lda,
-			  (void *const *)b, op->ldb, op->batch);
-		break;
-	}
 	default:
-		s = CUBLAS_STATUS_INVALID_VALUE;
+		s = blas_matrix(&c);
 		break;
 	}
 	if (s == CUBLAS_STATUS_SUCCESS && ret_result)
