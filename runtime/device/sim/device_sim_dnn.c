@@ -543,172 +543,196 @@ static int64_t elems_of(const struct phos_dnn_tensor *t)
 	return n;
 }
 
+/* One batch normalization, as sim_dnn_bn decoded it: the call, x's and the
+ * parameters' element types, the scaling factors, x's element count, and per
+ * parameter offset (span of them) the sums that become the mean and variance. */
+struct bn_run {
+	const struct phos_dnn_bn *b;
+	const struct phos_dnn_tensor *x, *p;
+	int xt, pt;
+	double alpha, beta;
+	int64_t n, span;
+	double *sum, *sq, *cnt;
+	const void *px, *scale, *bias;
+	void *py;
+};
+
+/* y = scale (x - mean) / sqrt(var + eps) + bias, blended into y; the mean
+ * and variance are the tensors given (inference), or with NULL the batch's
+ * in sum and sq. */
+static void bn_apply(const struct bn_run *r, const void *mean, const void *var)
+{
+	const struct phos_dnn_bn *b = r->b;
+	int64_t off, poff, yo, yp;
+
+	for (int64_t e = 0; e < r->n; e++) {
+		double m, v, y;
+
+		bn_offsets(r->x, r->p, e, &off, &poff);
+		m = mean ? phos_sim_elem_get(mean, r->pt, poff) : r->sum[poff];
+		v = var ? phos_sim_elem_get(var, r->pt, poff) : r->sq[poff];
+		y = phos_sim_elem_get(r->scale, r->pt, poff) * (phos_sim_elem_get(r->px, r->xt, off) - m) /
+			    sqrt(v + b->epsilon) +
+		    phos_sim_elem_get(r->bias, r->pt, poff);
+		bn_offsets(&b->y, r->p, e, &yo, &yp);
+		put_blend(r->py, r->xt, yo, r->alpha, y, r->beta);
+	}
+}
+
+/* The batch's mean (in sum) and variance (in sq) per parameter offset. */
+static void bn_statistics(const struct bn_run *r)
+{
+	int64_t off, poff;
+
+	for (int64_t e = 0; e < r->n; e++) {
+		double v;
+
+		bn_offsets(r->x, r->p, e, &off, &poff);
+		v = phos_sim_elem_get(r->px, r->xt, off);
+		r->sum[poff] += v;
+		r->sq[poff] += v * v;
+		r->cnt[poff] += 1;
+	}
+	for (int64_t k = 0; k < r->span; k++) {
+		if (!r->cnt[k])
+			continue;
+		double mean = r->sum[k] / r->cnt[k], var = r->sq[k] / r->cnt[k] - mean * mean;
+
+		r->sum[k] = mean;
+		r->sq[k] = var < 0 ? 0 : var;
+	}
+}
+
+/* Training: the running mean and variance (unbiased) move by factor, the
+ * saved mean and inverse deviation are written, then y from the batch's. */
+static void bn_training(const struct bn_run *r)
+{
+	const struct phos_dnn_bn *b = r->b;
+	void *rmean = (void *)(uintptr_t)b->mean, *rvar = (void *)(uintptr_t)b->var;
+
+	for (int64_t k = 0; k < r->span; k++) {
+		if (!r->cnt[k])
+			continue;
+		double mean = r->sum[k], var = r->sq[k], inv = 1 / sqrt(var + b->epsilon);
+		double unbiased = r->cnt[k] > 1 ? var * r->cnt[k] / (r->cnt[k] - 1) : var;
+
+		if (rmean)
+			phos_sim_elem_put(rmean, r->pt, k,
+					  (1 - b->factor) * phos_sim_elem_get(rmean, r->pt, k) + b->factor * mean);
+		if (rvar)
+			phos_sim_elem_put(rvar, r->pt, k,
+					  (1 - b->factor) * phos_sim_elem_get(rvar, r->pt, k) + b->factor * unbiased);
+		if (b->save_mean)
+			phos_sim_elem_put((void *)(uintptr_t)b->save_mean, r->pt, k, mean);
+		if (b->save_inv_var)
+			phos_sim_elem_put((void *)(uintptr_t)b->save_inv_var, r->pt, k, inv);
+	}
+	bn_apply(r, NULL, NULL);
+}
+
+/* Backward: dbias = sum dy, dscale = sum dy xhat, dx = scale inv (dy -
+ * dbias/m - xhat dscale/m), with the saved statistics when the call gives
+ * them. Returns a cuDNN status. */
+static int bn_backward(const struct bn_run *r, double ap, double bp)
+{
+	const struct phos_dnn_bn *b = r->b;
+	const void *pdy = (const void *)(uintptr_t)b->pdy;
+	void *pdx = (void *)(uintptr_t)b->pdx;
+	double *db = calloc((size_t)r->span, sizeof(double)), *ds = calloc((size_t)r->span, sizeof(double));
+	int64_t off, poff, dyo, dyp, dxo, dxp;
+
+	if (!db || !ds) {
+		free(db);
+		free(ds);
+		return PHOS_DNN_INTERNAL_ERROR;
+	}
+	if (b->save_mean && b->save_inv_var)
+		for (int64_t k = 0; k < r->span; k++)
+			if (r->cnt[k]) {
+				double inv = phos_sim_elem_get((void *)(uintptr_t)b->save_inv_var, r->pt, k);
+
+				r->sum[k] = phos_sim_elem_get((void *)(uintptr_t)b->save_mean, r->pt, k);
+				r->sq[k] = 1 / (inv * inv) - b->epsilon;
+			}
+	for (int64_t e = 0; e < r->n; e++) {
+		bn_offsets(r->x, r->p, e, &off, &poff);
+		bn_offsets(&b->dy, r->p, e, &dyo, &dyp);
+		double dy = phos_sim_elem_get(pdy, r->xt, dyo);
+		double xhat = (phos_sim_elem_get(r->px, r->xt, off) - r->sum[poff]) / sqrt(r->sq[poff] + b->epsilon);
+
+		db[poff] += dy;
+		ds[poff] += dy * xhat;
+	}
+	for (int64_t e = 0; e < r->n; e++) {
+		bn_offsets(r->x, r->p, e, &off, &poff);
+		bn_offsets(&b->dy, r->p, e, &dyo, &dyp);
+		bn_offsets(&b->dx, r->p, e, &dxo, &dxp);
+		double inv = 1 / sqrt(r->sq[poff] + b->epsilon), m = r->cnt[poff];
+		double xhat = (phos_sim_elem_get(r->px, r->xt, off) - r->sum[poff]) * inv;
+		double dx = phos_sim_elem_get(r->scale, r->pt, poff) * inv *
+			    (phos_sim_elem_get(pdy, r->xt, dyo) - db[poff] / m - xhat * ds[poff] / m);
+
+		put_blend(pdx, r->xt, dxo, r->alpha, dx, r->beta);
+	}
+	for (int64_t k = 0; k < r->span; k++) {
+		if (!r->cnt[k])
+			continue;
+		put_blend((void *)(uintptr_t)b->dscale, r->pt, k, ap, ds[k], bp);
+		put_blend((void *)(uintptr_t)b->dbias, r->pt, k, ap, db[k], bp);
+	}
+	free(db);
+	free(ds);
+	return 0;
+}
+
 static int sim_dnn_bn(struct phos_device *dev, void *h, void *stream, const struct phos_dnn_bn *b, int *st)
 {
 	const struct phos_dnn_tensor *x = &b->x, *p = &b->bn;
-	int xt = phos_sim_dnn_elem_type(x->type), pt = x->type == PHOS_DNN_DATA_DOUBLE ? 1 : 0;
 	bool dbl = x->type == PHOS_DNN_DATA_DOUBLE;
-	double alpha, beta, ap = 0, bp = 0;
-	int64_t n = elems_of(x), off, poff;
-	double *sum, *sq, *cnt;
-	const void *px = (const void *)(uintptr_t)b->px;
+	struct bn_run r = {
+		.b = b, .x = x, .p = p, .xt = phos_sim_dnn_elem_type(x->type), .pt = dbl ? 1 : 0,
+		.n = elems_of(x), .span = 1, .px = (const void *)(uintptr_t)b->px,
+		.scale = (const void *)(uintptr_t)b->scale, .bias = (const void *)(uintptr_t)b->bias,
+		.py = (void *)(uintptr_t)b->py,
+	};
+	int status = 0;
 
 	(void)h;
 	if (phos_sim_stream_check(dev, stream) < 0)
 		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
-	if (xt < 0 || p->nb != x->nb || p->dims[0] != 1 || phos_sim_dnn_elem_type(p->type) != pt)
+	if (r.xt < 0 || p->nb != x->nb || p->dims[0] != 1 || phos_sim_dnn_elem_type(p->type) != r.pt)
 		return ok(st, PHOS_DNN_NOT_SUPPORTED);
-	alpha = scalar_of(dbl, b->alpha);
-	beta = scalar_of(dbl, b->beta);
-	if (b->kind == PHOS_DNN_BN_BACKWARD) {
-		ap = scalar_of(dbl, b->alpha_param);
-		bp = scalar_of(dbl, b->beta_param);
+	r.alpha = scalar_of(dbl, b->alpha);
+	r.beta = scalar_of(dbl, b->beta);
+	if (b->kind == PHOS_DNN_BN_INFERENCE) {
+		if (!b->mean || !b->var)
+			return ok(st, PHOS_DNN_BAD_PARAM);
+		bn_apply(&r, (const void *)(uintptr_t)b->mean, (const void *)(uintptr_t)b->var);
+		return ok(st, 0);
 	}
 	/* the parameter offsets span at most the bn tensor; sums by offset */
-	int64_t span = 1;
-
 	for (int i = 0; i < p->nb; i++)
-		span += (p->dims[i] - 1) * p->strides[i];
-	sum = calloc((size_t)span, sizeof(double));
-	sq = calloc((size_t)span, sizeof(double));
-	cnt = calloc((size_t)span, sizeof(double));
-	if (!sum || !sq || !cnt) {
-		free(sum);
-		free(sq);
-		free(cnt);
-		return ok(st, PHOS_DNN_INTERNAL_ERROR);
-	}
-	const void *scale = (const void *)(uintptr_t)b->scale, *bias = (const void *)(uintptr_t)b->bias;
-	void *py = (void *)(uintptr_t)b->py;
-
-	if (b->kind == PHOS_DNN_BN_INFERENCE) {
-		const void *mean = (const void *)(uintptr_t)b->mean, *var = (const void *)(uintptr_t)b->var;
-
-		for (int64_t e = 0; e < n; e++) {
-			bn_offsets(x, p, e, &off, &poff);
-			int64_t k = poff, yo, yp;
-			double v = phos_sim_elem_get(scale, pt, k) *
-					   (phos_sim_elem_get(px, xt, off) - phos_sim_elem_get(mean, pt, k)) /
-					   sqrt(phos_sim_elem_get(var, pt, k) + b->epsilon) +
-				   phos_sim_elem_get(bias, pt, k);
-
-			bn_offsets(&b->y, p, e, &yo, &yp);
-			put_blend(py, xt, yo, alpha, v, beta);
-		}
-		goto done;
+		r.span += (p->dims[i] - 1) * p->strides[i];
+	r.sum = calloc((size_t)r.span, sizeof(double));
+	r.sq = calloc((size_t)r.span, sizeof(double));
+	r.cnt = calloc((size_t)r.span, sizeof(double));
+	if (!r.sum || !r.sq || !r.cnt) {
+		status = PHOS_DNN_INTERNAL_ERROR;
+		goto out;
 	}
 	/* batch statistics (training), or those saved by it (backward without them) */
-	for (int64_t e = 0; e < n; e++) {
-		double v;
-
-		bn_offsets(x, p, e, &off, &poff);
-		v = phos_sim_elem_get(px, xt, off);
-		sum[poff] += v;
-		sq[poff] += v * v;
-		cnt[poff] += 1;
-	}
-	for (int64_t k = 0; k < span; k++) {
-		if (!cnt[k])
-			continue;
-		double mean = sum[k] / cnt[k], var = sq[k] / cnt[k] - mean * mean;
-
-		sum[k] = mean;
-		sq[k] = var < 0 ? 0 : var;
-	}
-	if (b->kind == PHOS_DNN_BN_TRAINING) {
-		for (int64_t k = 0; k < span; k++) {
-			if (!cnt[k])
-				continue;
-			double mean = sum[k], var = sq[k], inv = 1 / sqrt(var + b->epsilon);
-
-			if (b->mean)
-				phos_sim_elem_put((void *)(uintptr_t)b->mean, pt, k,
-						  (1 - b->factor) * phos_sim_elem_get((void *)(uintptr_t)b->mean, pt, k) +
-							  b->factor * mean);
-			if (b->var)
-				phos_sim_elem_put((void *)(uintptr_t)b->var, pt, k,
-						  (1 - b->factor) * phos_sim_elem_get((void *)(uintptr_t)b->var, pt, k) +
-							  b->factor * (cnt[k] > 1 ? var * cnt[k] / (cnt[k] - 1) : var));
-			if (b->save_mean)
-				phos_sim_elem_put((void *)(uintptr_t)b->save_mean, pt, k, mean);
-			if (b->save_inv_var)
-				phos_sim_elem_put((void *)(uintptr_t)b->save_inv_var, pt, k, inv);
-		}
-		for (int64_t e = 0; e < n; e++) {
-			int64_t yo, yp;
-
-			bn_offsets(x, p, e, &off, &poff);
-			double v = phos_sim_elem_get(scale, pt, poff) * (phos_sim_elem_get(px, xt, off) - sum[poff]) /
-					   sqrt(sq[poff] + b->epsilon) +
-				   phos_sim_elem_get(bias, pt, poff);
-
-			bn_offsets(&b->y, p, e, &yo, &yp);
-			put_blend(py, xt, yo, alpha, v, beta);
-		}
-		goto done;
-	}
-	/* backward: dbias = sum dy, dscale = sum dy xhat, dx = scale inv (dy - dbias/m - xhat dscale/m) */
-	{
-		const void *pdy = (const void *)(uintptr_t)b->pdy;
-		void *pdx = (void *)(uintptr_t)b->pdx;
-		double *db = calloc((size_t)span, sizeof(double)), *ds = calloc((size_t)span, sizeof(double));
-
-		if (!db || !ds) {
-			free(db);
-			free(ds);
-			*st = PHOS_DNN_INTERNAL_ERROR;
-			goto out;
-		}
-		if (b->save_mean && b->save_inv_var)
-			for (int64_t k = 0; k < span; k++)
-				if (cnt[k]) {
-					double inv = phos_sim_elem_get((void *)(uintptr_t)b->save_inv_var, pt, k);
-
-					sum[k] = phos_sim_elem_get((void *)(uintptr_t)b->save_mean, pt, k);
-					sq[k] = 1 / (inv * inv) - b->epsilon;
-				}
-		for (int64_t e = 0; e < n; e++) {
-			int64_t dyo, dyp;
-
-			bn_offsets(x, p, e, &off, &poff);
-			bn_offsets(&b->dy, p, e, &dyo, &dyp);
-			double dy = phos_sim_elem_get(pdy, xt, dyo);
-			double xhat = (phos_sim_elem_get(px, xt, off) - sum[poff]) / sqrt(sq[poff] + b->epsilon);
-
-			db[poff] += dy;
-			ds[poff] += dy * xhat;
-		}
-		for (int64_t e = 0; e < n; e++) {
-			int64_t dyo, dyp, dxo, dxp;
-
-			bn_offsets(x, p, e, &off, &poff);
-			bn_offsets(&b->dy, p, e, &dyo, &dyp);
-			bn_offsets(&b->dx, p, e, &dxo, &dxp);
-			double inv = 1 / sqrt(sq[poff] + b->epsilon), m = cnt[poff];
-			double xhat = (phos_sim_elem_get(px, xt, off) - sum[poff]) * inv;
-			double dx = phos_sim_elem_get(scale, pt, poff) * inv *
-				    (phos_sim_elem_get(pdy, xt, dyo) - db[poff] / m - xhat * ds[poff] / m);
-
-			put_blend(pdx, xt, dxo, alpha, dx, beta);
-		}
-		for (int64_t k = 0; k < span; k++) {
-			if (!cnt[k])
-				continue;
-			void *dsc = (void *)(uintptr_t)b->dscale, *dbi = (void *)(uintptr_t)b->dbias;
-
-			put_blend(dsc, pt, k, ap, ds[k], bp);
-			put_blend(dbi, pt, k, ap, db[k], bp);
-		}
-		free(db);
-		free(ds);
-	}
-done:
-	*st = 0;
+	bn_statistics(&r);
+	if (b->kind == PHOS_DNN_BN_TRAINING)
+		bn_training(&r);
+	else if (b->kind == PHOS_DNN_BN_BACKWARD)
+		status = bn_backward(&r, scalar_of(dbl, b->alpha_param), scalar_of(dbl, b->beta_param));
+	else
+		status = PHOS_DNN_BAD_PARAM;
 out:
-	free(sum);
-	free(sq);
-	free(cnt);
-	return 0;
+	free(r.sum);
+	free(r.sq);
+	free(r.cnt);
+	return ok(st, status);
 }
 
 static int sim_dnn_bn_size(struct phos_device *dev, void *h, const struct phos_dnn_bn *b, uint64_t *ret, int *st)
