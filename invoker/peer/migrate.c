@@ -571,6 +571,69 @@ static int on_precopied(void *arg, const char *tmp, const struct phos_ctl_msg *m
 	return 0;
 }
 
+/* The recopy checkpoint of a borrowed instance, into its checkpoint folder;
+ * on_precopied posts the pre-copy on the way. 0 or -errno (L->err). */
+static int live_checkpoint(struct live *L, struct inv_instance *in, struct phos_checkpoint_stats *st)
+{
+	const int stdio[3] = { in->in_fd, in->out_fd, in->err_fd };
+	struct phos_checkpoint_target t = {
+		.fn_pid = in->proc.fn_pid, .channel_fd = 3, .control_fd = in->proc.control_fd,
+		.executor_pid = in->proc.executor_pid, .criu = inv_cfg.paths.criu, .function = L->f->name,
+		.stdio_fds = stdio, .precopied = on_precopied, .precopied_arg = L,
+	};
+	int r;
+
+	pthread_mutex_lock(&in->ctl_lock);   /* (waits out a fallbacks query or a checkpoint) */
+	if (!in->ckpt_dir &&
+	    asprintf(&in->ckpt_dir, "%s/checkpoints/%s-%u", inv_cfg.state_dir, L->f->name, L->id) < 0)
+		in->ckpt_dir = NULL;
+	r = in->ckpt_dir ? phos_checkpoint_take(&t, PHOS_CKPT_RECOPY, in->ckpt_dir, st, L->err, sizeof(L->err))
+			 : -ENOMEM;
+	pthread_mutex_unlock(&in->ctl_lock);
+	return r;
+}
+
+/* A live move that failed (r < 0) or was refused (status): the target drops
+ * its pre-copy, the instance serves on here. Returns the error body. */
+static json_t *live_failed(struct live *L, struct inv_instance *in, int r, long status, json_t *ans)
+{
+	const char *why = str_of(ans, "error");
+	char *abort_body = json_dumps(json_pack("{s:s,s:s}", "phase", "abort", "migration", L->mid), JSON_COMPACT);
+	json_t *ignored = NULL;
+	char e2[256];
+
+	if (abort_body)   /* (the target may hold a pre-copy: dropped) */
+		post_json(L->url, L->token, abort_body, 10, &ignored, e2, sizeof(e2));
+	free(abort_body);
+	json_decref(ignored);
+	if (L->held)
+		inv_instance_release(L->f, L->held);
+	inv_instance_unborrow(L->f, in);
+	phos_warn("%s: moving instance %u to %s failed: %s", L->f->name, L->id, L->to,
+		  r < 0 ? L->err : why ? why : L->err);
+	return inv_err_json("the move %s (%ld: %s); instance %u serves on here", r < 0 ? "failed" : "was refused",
+			    status, r < 0 ? L->err : why ? why : L->err[0] ? L->err : "no answer", L->id);
+}
+
+/* The answer of a live move done at now (started at t0): its phases' times
+ * here and the target's figures (ans). */
+static json_t *live_done_json(const struct live *L, const struct phos_checkpoint_stats *st, json_t *ans, double now,
+			      double t0)
+{
+	return json_pack("{s:s,s:s,s:s,s:i,s:O?,s:s,s:f,s:f,s:f,s:I,s:I,s:f,s:f,s:I,s:I,s:i,s:O?,s:O?,s:O?,"
+			 "s:O?,s:O?,s:O?,s:O?}",
+			 "state", "done", "migration", L->mid, "to", L->to, "instance", (int)L->id, "target_instance",
+			 json_object_get(ans, "instance"), "mode", "recopy", "downtime_s", now - L->t_stop, "total_s",
+			 now - t0, "precopy_fetch_s", L->pre_fetch_s, "precopy_bytes", (json_int_t)L->pre_bytes,
+			 "precopy_reused_bytes", (json_int_t)L->pre_reused, "stop_stall_s", st->stall_s,
+			 "source_stop_s", L->t_final - L->t_stop, "stop_bytes", (json_int_t)st->stop_bytes, "bytes",
+			 (json_int_t)json_integer_value(json_object_get(ans, "bytes")), "rounds", (int)st->rounds,
+			 "fetch_s", json_object_get(ans, "fetch_s"), "restore_s", json_object_get(ans, "restore_s"),
+			 "verify_s", json_object_get(ans, "verify_s"), "commit_s", json_object_get(ans, "commit_s"),
+			 "refetched_bytes", json_object_get(ans, "refetched_bytes"), "prehashed_items",
+			 json_object_get(ans, "prehashed_items"), "target_executor", json_object_get(ans, "executor"));
+}
+
 /* Moves a job's instance with a pre-copy (recopy mode): 200 or an error, the
  * instance serving on here on any failure. */
 static int move_live(struct mig *job, json_t **ret_body)
@@ -594,21 +657,7 @@ static int move_live(struct mig *job, json_t **ret_body)
 		return *ret_body = inv_err_json("%s", L.err), 404;
 	mig_state(job, "precopy");
 	instances_url(L.url, sizeof(L.url), to, f->name);
-	{
-		const int stdio[3] = { in->in_fd, in->out_fd, in->err_fd };
-		struct phos_checkpoint_target t = {
-			.fn_pid = in->proc.fn_pid, .channel_fd = 3, .control_fd = in->proc.control_fd,
-			.executor_pid = in->proc.executor_pid, .criu = inv_cfg.paths.criu, .function = f->name,
-			.stdio_fds = stdio, .precopied = on_precopied, .precopied_arg = &L,
-		};
-
-		pthread_mutex_lock(&in->ctl_lock);   /* (waits out a fallbacks query or a checkpoint) */
-		if (!in->ckpt_dir && asprintf(&in->ckpt_dir, "%s/checkpoints/%s-%u", inv_cfg.state_dir, f->name, id) < 0)
-			in->ckpt_dir = NULL;
-		r = in->ckpt_dir ? phos_checkpoint_take(&t, PHOS_CKPT_RECOPY, in->ckpt_dir, &st, L.err, sizeof(L.err))
-				 : -ENOMEM;
-		pthread_mutex_unlock(&in->ctl_lock);
-	}
+	r = live_checkpoint(&L, in, &st);
 	if (r == 0)
 		r = checkpoint_read(in->ckpt_dir, &manifest, &mlen, &img, L.err, sizeof(L.err));
 	if (r == 0 && mig_aborted(job)) {
@@ -630,21 +679,7 @@ static int move_live(struct mig *job, json_t **ret_body)
 	}
 	mig_clear(f, in);
 	if (r < 0 || status != 201) {
-		const char *why = str_of(ans, "error");
-		char *abort_body = json_dumps(json_pack("{s:s,s:s}", "phase", "abort", "migration", L.mid), JSON_COMPACT);
-		json_t *ignored = NULL;
-		char e2[256];
-
-		if (abort_body)   /* (the target may hold a pre-copy: dropped) */
-			post_json(L.url, token, abort_body, 10, &ignored, e2, sizeof(e2));
-		free(abort_body);
-		json_decref(ignored);
-		if (L.held)
-			inv_instance_release(f, L.held);
-		inv_instance_unborrow(f, in);
-		phos_warn("%s: moving instance %u to %s failed: %s", f->name, id, to, r < 0 ? L.err : why ? why : L.err);
-		*ret_body = inv_err_json("the move %s (%ld: %s); instance %u serves on here", r < 0 ? "failed" : "was refused",
-				     status, r < 0 ? L.err : why ? why : L.err[0] ? L.err : "no answer", id);
+		*ret_body = live_failed(&L, in, r, status, ans);
 		code = r == -EBUSY || mig_aborted(job) ? 409 : 502;
 		goto out;
 	}
@@ -654,20 +689,7 @@ static int move_live(struct mig *job, json_t **ret_body)
 	double now = phos_now();   /* the target serves: the stop ends here, before our copy goes */
 	inv_instance_unborrow(f, in);
 	inv_instance_retire(f, L.held);
-	json_t *at = json_object_get(ans, "instance");
-	*ret_body = json_pack("{s:s,s:s,s:s,s:i,s:O?,s:s,s:f,s:f,s:f,s:I,s:I,s:f,s:f,s:I,s:I,s:i,s:O?,s:O?,s:O?,"
-			      "s:O?,s:O?,s:O?,s:O?}", "state",
-			      "done", "migration", L.mid, "to", to, "instance", (int)id, "target_instance", at, "mode", "recopy", "downtime_s",
-			      now - L.t_stop, "total_s", now - t0, "precopy_fetch_s", L.pre_fetch_s, "precopy_bytes",
-			      (json_int_t)L.pre_bytes, "precopy_reused_bytes", (json_int_t)L.pre_reused, "stop_stall_s",
-			      st.stall_s, "source_stop_s", L.t_final - L.t_stop,
-			      "stop_bytes", (json_int_t)st.stop_bytes,
-			      "bytes", (json_int_t)json_integer_value(json_object_get(ans, "bytes")), "rounds",
-			      (int)st.rounds, "fetch_s", json_object_get(ans, "fetch_s"), "restore_s",
-			      json_object_get(ans, "restore_s"), "verify_s", json_object_get(ans, "verify_s"),
-			      "commit_s", json_object_get(ans, "commit_s"),
-			      "refetched_bytes", json_object_get(ans, "refetched_bytes"), "prehashed_items",
-			      json_object_get(ans, "prehashed_items"), "target_executor", json_object_get(ans, "executor"));
+	*ret_body = live_done_json(&L, &st, ans, now, t0);
 	phos_info("%s: instance %u moved live to %s: downtime %.1f ms, total %.1f ms (from the stop: checkpoint "
 		  "%.1f, final phase asked %.1f, answered %.1f, switched %.1f ms; the stop at %.6f)", f->name, id, to,
 		  (now - L.t_stop) * 1e3, (now - t0) * 1e3, (L.t_final - L.t_stop) * 1e3, (L.t_posted - L.t_stop) * 1e3,
@@ -787,14 +809,76 @@ static void *move_thread(void *arg)
 	return NULL;
 }
 
+/* A move request's fields, checked: the target's URL and token, the mode,
+ * the URL we advertise (ours when absent) and whether to answer at once. */
+struct move_args {
+	const char *to, *token, *self;
+	enum phos_ckpt_mode mode;
+	bool async;
+	char self_buf[300];
+};
+
+/* Parses and checks req into a; NULL, or the 400 answer's body. */
+static json_t *move_args_parse(json_t *req, struct move_args *a)
+{
+	const char *key, *mode_s;
+	json_t *val, *async;
+	char err[1024];
+
+	json_object_foreach(req, key, val)
+		if (strcmp(key, "to") && strcmp(key, "to_token") && strcmp(key, "mode") && strcmp(key, "advertise") &&
+		    strcmp(key, "async"))
+			return inv_err_json("unknown field '%.64s'", key);
+	a->to = str_of(req, "to");
+	a->token = str_of(req, "to_token");
+	mode_s = str_of(req, "mode");
+	a->self = str_of(req, "advertise");
+	async = json_object_get(req, "async");
+	a->mode = PHOS_CKPT_RECOPY;
+	if (!a->to || url_ok("to", a->to, err, sizeof(err)) < 0)
+		return inv_err_json("%s", a->to ? err : "to must be the target invoker's URL");
+	if (!a->token || !pull_token_valid(a->token))
+		return inv_err_json("to_token must be the target's peer token (phos-fn peer-token there; 16..%d "
+				    "printable characters)",
+				    PULL_TOKEN_MAX);
+	if ((mode_s && phos_ckpt_mode_parse(mode_s, &a->mode) < 0) || (json_object_get(req, "mode") && !mode_s))
+		return inv_err_json("mode must be \"stw\", \"cow\" or \"recopy\"");
+	if (a->self && url_ok("advertise", a->self, err, sizeof(err)) < 0)
+		return inv_err_json("%s", err);
+	if (async && !json_is_boolean(async))
+		return inv_err_json("async must be true or false");
+	a->async = json_is_true(async);
+	if (!a->self)
+		a->self = inv_http_self_url(a->self_buf, sizeof(a->self_buf));
+	return NULL;
+}
+
+/* Runs j on a thread of its own; true when it started (the 202's body in
+ * ret_body). */
+static bool move_detached(struct mig *j, json_t **ret_body)
+{
+	pthread_t th;
+	pthread_attr_t a;
+	bool started;
+
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	started = pthread_create(&th, &a, move_thread, j) == 0;
+	pthread_attr_destroy(&a);
+	if (started) {
+		pthread_mutex_lock(&migs_lock);
+		*ret_body = mig_json(j);
+		pthread_mutex_unlock(&migs_lock);
+	}
+	return started;
+}
+
 int inv_migrate_request(const char *name, unsigned id, const char *body, size_t len, json_t **ret_body)
 {
-	const char *to, *token, *mode_s, *self, *key;
-	enum phos_ckpt_mode mode = PHOS_CKPT_RECOPY;
+	struct move_args a = { 0 };
 	struct inv_function *f = NULL;
-	char err[1024], self_buf[300];
 	struct mig *j = NULL;
-	json_t *req, *val, *async;
+	json_t *req;
 	int code = 500;
 
 	req = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, NULL);
@@ -803,47 +887,11 @@ int inv_migrate_request(const char *name, unsigned id, const char *body, size_t 
 		return *ret_body = inv_err_json("the body must be a JSON object {\"to\",\"to_token\",\"mode\",\"advertise\","
 					    "\"async\"}"), 400;
 	}
-	json_object_foreach(req, key, val)
-		if (strcmp(key, "to") && strcmp(key, "to_token") && strcmp(key, "mode") && strcmp(key, "advertise") &&
-		    strcmp(key, "async")) {
-			*ret_body = inv_err_json("unknown field '%.64s'", key);
-			code = 400;
-			goto out;
-		}
-	to = str_of(req, "to");
-	token = str_of(req, "to_token");
-	mode_s = str_of(req, "mode");
-	self = str_of(req, "advertise");
-	async = json_object_get(req, "async");
-	if (!to || url_ok("to", to, err, sizeof(err)) < 0) {
-		*ret_body = inv_err_json("%s", to ? err : "to must be the target invoker's URL");
+	*ret_body = move_args_parse(req, &a);
+	if (*ret_body) {
 		code = 400;
 		goto out;
 	}
-	if (!token || !pull_token_valid(token)) {
-		*ret_body = inv_err_json("to_token must be the target's peer token (phos-fn peer-token there; 16..%d "
-					     "printable characters)",
-				     PULL_TOKEN_MAX);
-		code = 400;
-		goto out;
-	}
-	if ((mode_s && phos_ckpt_mode_parse(mode_s, &mode) < 0) || (json_object_get(req, "mode") && !mode_s)) {
-		*ret_body = inv_err_json("mode must be \"stw\", \"cow\" or \"recopy\"");
-		code = 400;
-		goto out;
-	}
-	if (self && url_ok("advertise", self, err, sizeof(err)) < 0) {
-		*ret_body = inv_err_json("%s", err);
-		code = 400;
-		goto out;
-	}
-	if (async && !json_is_boolean(async)) {
-		*ret_body = inv_err_json("async must be true or false");
-		code = 400;
-		goto out;
-	}
-	if (!self)
-		self = inv_http_self_url(self_buf, sizeof(self_buf));
 	f = inv_function_get(name);
 	if (!f) {
 		*ret_body = inv_err_json("no function %s", name);
@@ -857,11 +905,11 @@ int inv_migrate_request(const char *name, unsigned id, const char *body, size_t 
 		goto out;
 	}
 	snprintf(j->function, sizeof(j->function), "%s", name);
-	snprintf(j->to, sizeof(j->to), "%s", to);
-	snprintf(j->token, sizeof(j->token), "%s", token);
-	snprintf(j->self, sizeof(j->self), "%s", self);
+	snprintf(j->to, sizeof(j->to), "%s", a.to);
+	snprintf(j->token, sizeof(j->token), "%s", a.token);
+	snprintf(j->self, sizeof(j->self), "%s", a.self);
 	j->instance = id;
-	j->mode = mode;
+	j->mode = a.mode;
 	j->state = "starting";
 	j->started = phos_now();
 	j->f = f;
@@ -870,23 +918,10 @@ int inv_migrate_request(const char *name, unsigned id, const char *body, size_t 
 	j->next = migs;
 	migs = j;
 	pthread_mutex_unlock(&migs_lock);
-	if (json_is_true(async)) {
-		pthread_t th;
-		pthread_attr_t a;
-
-		pthread_attr_init(&a);
-		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-		if (pthread_create(&th, &a, move_thread, j) == 0) {
-			pthread_attr_destroy(&a);
-			pthread_mutex_lock(&migs_lock);
-			*ret_body = mig_json(j);
-			pthread_mutex_unlock(&migs_lock);
-			code = 202;
-			goto out;
-		}
-		pthread_attr_destroy(&a);
-	}
-	code = move(j, ret_body);
+	if (a.async && move_detached(j, ret_body))
+		code = 202;
+	else
+		code = move(j, ret_body);
 out:
 	json_decref(req);
 	inv_function_unref(f);
