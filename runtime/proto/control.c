@@ -222,6 +222,58 @@ static bool put_checkpoint_answer(struct wbuf *w, const struct phos_ctl_msg *m)
 	}
 }
 
+/* The messages that carry a folder's path (RESTORE, PREPARE, CHECKPOINT,
+ * HOT): their payload after the header. False when m does not check out. */
+static bool put_paths(struct wbuf *w, const struct phos_ctl_msg *m)
+{
+	size_t n;
+
+	switch (m->type) {
+	case PHOS_CTL_RESTORE:
+		if (!path_ok(m->restore.dir, &n) || !adopt_ok(m->restore.adopt.pid, m->restore.adopt.fd))
+			return false;
+		if (m->restore.share && m->restore.adopt.pid)
+			return false;   /* a checkpoint's buffers are its own */
+		put(w, &(struct ctl_restore){ (uint8_t)((m->restore.on_demand ? 1 : 0) |
+							 (m->restore.share ? RESTORE_SHARE : 0)),
+					      m->restore.adopt.pid, m->restore.adopt.fd },
+		    sizeof(struct ctl_restore));
+		put(w, m->restore.dir, n + 1);
+		break;
+	case PHOS_CTL_PREPARE:
+		if (!path_ok(m->prepare.dir, &n))
+			return false;
+		put(w, m->prepare.dir, n + 1);
+		break;
+	case PHOS_CTL_CHECKPOINT: {
+		uint8_t mode = (uint8_t)m->checkpoint.mode | (m->checkpoint.wait_stop ? CKPT_WAIT_STOP : 0);
+
+		if ((unsigned)m->checkpoint.mode >= PHOS_CKPT_MODE_END || !path_ok(m->checkpoint.dir, &n) ||
+		    (m->checkpoint.wait_stop && m->checkpoint.mode != PHOS_CKPT_RECOPY))
+			return false;
+		put(w, &mode, 1);
+		put(w, m->checkpoint.dir, n + 1);
+		break;
+	}
+	case PHOS_CTL_HOT: {
+		uint32_t count = (uint32_t)m->hot.n;
+
+		if (m->hot.n > PHOS_CTL_HOT_MAX || (m->hot.n && !m->hot.dirs))
+			return false;
+		put(w, &count, sizeof(count));
+		for (size_t i = 0; i < m->hot.n; i++) {
+			if (!path_ok(m->hot.dirs[i], &n))
+				return false;
+			put(w, m->hot.dirs[i], n + 1);
+		}
+		break;
+	}
+	default:
+		break;
+	}
+	return true;
+}
+
 int phos_ctl_encode(const struct phos_ctl_msg *m, void **ret_buf, size_t *ret_len)
 {
 	struct wbuf w = { 0 };
@@ -274,55 +326,23 @@ int phos_ctl_encode(const struct phos_ctl_msg *m, void **ret_buf, size_t *ret_le
 		put(&w, &(struct ctl_share){ m->share.id, m->share.addr, m->share.size, m->share.hash },
 		    sizeof(struct ctl_share));
 		break;
-	case PHOS_CTL_RESTORE:
-		if (!path_ok(m->restore.dir, &n) || !adopt_ok(m->restore.adopt.pid, m->restore.adopt.fd))
-			goto bad;
-		if (m->restore.share && m->restore.adopt.pid)
-			goto bad;   /* a checkpoint's buffers are its own */
-		put(&w, &(struct ctl_restore){ (uint8_t)((m->restore.on_demand ? 1 : 0) |
-							  (m->restore.share ? RESTORE_SHARE : 0)),
-					       m->restore.adopt.pid, m->restore.adopt.fd },
-		    sizeof(struct ctl_restore));
-		put(&w, m->restore.dir, n + 1);
-		break;
 	case PHOS_CTL_CHECKPOINTED:
 	case PHOS_CTL_HELD:
 	case PHOS_CTL_PRECOPIED:
 		if (!put_checkpoint_answer(&w, m))
 			goto bad;
 		break;
-	case PHOS_CTL_PREPARE:
-		if (!path_ok(m->prepare.dir, &n))
-			goto bad;
-		put(&w, m->prepare.dir, n + 1);
-		break;
 	case PHOS_CTL_PREPARED:
 		put(&w, &m->prepared.bytes, sizeof(uint64_t));
 		put(&w, &m->prepared.free, sizeof(uint64_t));
 		break;
-	case PHOS_CTL_CHECKPOINT: {
-		uint8_t mode = (uint8_t)m->checkpoint.mode | (m->checkpoint.wait_stop ? CKPT_WAIT_STOP : 0);
-
-		if ((unsigned)m->checkpoint.mode >= PHOS_CKPT_MODE_END || !path_ok(m->checkpoint.dir, &n) ||
-		    (m->checkpoint.wait_stop && m->checkpoint.mode != PHOS_CKPT_RECOPY))
+	case PHOS_CTL_RESTORE:
+	case PHOS_CTL_PREPARE:
+	case PHOS_CTL_CHECKPOINT:
+	case PHOS_CTL_HOT:
+		if (!put_paths(&w, m))
 			goto bad;
-		put(&w, &mode, 1);
-		put(&w, m->checkpoint.dir, n + 1);
 		break;
-	}
-	case PHOS_CTL_HOT: {
-		uint32_t count = (uint32_t)m->hot.n;
-
-		if (m->hot.n > PHOS_CTL_HOT_MAX || (m->hot.n && !m->hot.dirs))
-			goto bad;
-		put(&w, &count, sizeof(count));
-		for (size_t i = 0; i < m->hot.n; i++) {
-			if (!path_ok(m->hot.dirs[i], &n))
-				goto bad;
-			put(&w, m->hot.dirs[i], n + 1);
-		}
-		break;
-	}
 	default:   /* IDLE, SERVE, ASK_*: no payload */
 		break;
 	}
@@ -391,6 +411,61 @@ static int bad_bool(const char *name, char *err, size_t errlen)
 }
 
 /* The messages of a fixed size (checked by the caller) into *m. */
+/* A checkpoint's answers (CHECKPOINTED, HELD, PRECOPIED): the mirror of
+ * put_checkpoint_answer. */
+static int decode_checkpoint_answer(unsigned type, const uint8_t *p, struct phos_ctl_msg *m, char *err,
+				    size_t errlen)
+{
+	switch (type) {
+	case PHOS_CTL_CHECKPOINTED: {
+		struct ctl_checkpointed c;
+
+		memcpy(&c, p, sizeof(c));
+		if (c.mode >= PHOS_CKPT_MODE_END) {
+			phos_errf(err, errlen, "a checkpointed message of unknown mode %u", c.mode);
+			return -EPROTO;
+		}
+		m->checkpointed.mode = (enum phos_ckpt_mode)c.mode;
+		m->checkpointed.seq = c.seq;
+		m->checkpointed.data_bytes = c.data_bytes;
+		m->checkpointed.stall_s = c.stall_s;
+		m->checkpointed.total_s = c.total_s;
+		m->checkpointed.early = c.early;
+		m->checkpointed.rounds = c.rounds;
+		m->checkpointed.precopy_bytes = c.precopy_bytes;
+		m->checkpointed.stop_bytes = c.stop_bytes;
+		m->checkpointed.reserve_copies = c.reserve_copies;
+		m->checkpointed.host_copy = c.host_copy != 0;
+		return 0;
+	}
+	case PHOS_CTL_HELD: {
+		struct ctl_held h;
+
+		memcpy(&h, p, sizeof(h));
+		if (h.mode >= PHOS_CKPT_MODE_END) {
+			phos_errf(err, errlen, "a held message of unknown mode %u", h.mode);
+			return -EPROTO;
+		}
+		m->held.mode = (enum phos_ckpt_mode)h.mode;
+		m->held.seq = h.seq;
+		m->held.copy_s = h.copy_s;
+		return 0;
+	}
+	case PHOS_CTL_PRECOPIED: {
+		struct ctl_precopied c;
+
+		memcpy(&c, p, sizeof(c));
+		m->precopied.rounds = c.rounds;
+		m->precopied.precopy_bytes = c.precopy_bytes;
+		m->precopied.dirty_bytes = c.dirty_bytes;
+		m->precopied.data_end = c.data_end;
+		return 0;
+	}
+	default:
+		return 0;
+	}
+}
+
 static int decode_fixed(unsigned type, const uint8_t *p, struct phos_ctl_msg *m, const char *name, char *err,
 			size_t errlen)
 {
@@ -461,50 +536,10 @@ static int decode_fixed(unsigned type, const uint8_t *p, struct phos_ctl_msg *m,
 		m->share.hash = c.hash;
 		return 0;
 	}
-	case PHOS_CTL_CHECKPOINTED: {
-		struct ctl_checkpointed c;
-
-		memcpy(&c, p, sizeof(c));
-		if (c.mode >= PHOS_CKPT_MODE_END) {
-			phos_errf(err, errlen, "a checkpointed message of unknown mode %u", c.mode);
-			return -EPROTO;
-		}
-		m->checkpointed.mode = (enum phos_ckpt_mode)c.mode;
-		m->checkpointed.seq = c.seq;
-		m->checkpointed.data_bytes = c.data_bytes;
-		m->checkpointed.stall_s = c.stall_s;
-		m->checkpointed.total_s = c.total_s;
-		m->checkpointed.early = c.early;
-		m->checkpointed.rounds = c.rounds;
-		m->checkpointed.precopy_bytes = c.precopy_bytes;
-		m->checkpointed.stop_bytes = c.stop_bytes;
-		m->checkpointed.reserve_copies = c.reserve_copies;
-		m->checkpointed.host_copy = c.host_copy != 0;
-		return 0;
-	}
-	case PHOS_CTL_HELD: {
-		struct ctl_held h;
-
-		memcpy(&h, p, sizeof(h));
-		if (h.mode >= PHOS_CKPT_MODE_END) {
-			phos_errf(err, errlen, "a held message of unknown mode %u", h.mode);
-			return -EPROTO;
-		}
-		m->held.mode = (enum phos_ckpt_mode)h.mode;
-		m->held.seq = h.seq;
-		m->held.copy_s = h.copy_s;
-		return 0;
-	}
-	case PHOS_CTL_PRECOPIED: {
-		struct ctl_precopied c;
-
-		memcpy(&c, p, sizeof(c));
-		m->precopied.rounds = c.rounds;
-		m->precopied.precopy_bytes = c.precopy_bytes;
-		m->precopied.dirty_bytes = c.dirty_bytes;
-		m->precopied.data_end = c.data_end;
-		return 0;
-	}
+	case PHOS_CTL_CHECKPOINTED:
+	case PHOS_CTL_HELD:
+	case PHOS_CTL_PRECOPIED:
+		return decode_checkpoint_answer(type, p, m, err, errlen);
 	case PHOS_CTL_PREPARED:
 		memcpy(&m->prepared.bytes, p, sizeof(uint64_t));
 		memcpy(&m->prepared.free, p + sizeof(uint64_t), sizeof(uint64_t));
