@@ -930,6 +930,57 @@ static bool cached_plan(struct executor *ex, struct exec_dnn_obj *o)
 	return false;
 }
 
+/* cudnnCreate on the device the call names (made current). */
+static int handle_create(struct executor *ex, const struct phos_dnn_handle *c, int *st)
+{
+	if (c->device != ex->cur) {
+		if (c->device < 0 || c->device >= ex->ndevs)
+			return fail(st, PHOS_DNN_BAD_PARAM);
+		exec_use_device(ex, c->device);
+	}
+	return make(ex, true, c->id, -1, st);
+}
+
+/* cudnnDestroy (handle) or a descriptor's destroy: the table's reference. */
+static int destroy(struct executor *ex, bool handle, uint32_t id, int *st)
+{
+	struct exec_dnn_obj *o = handle_take(handle ? &ex->dnn_handles : &ex->dnn_descs, id);
+
+	if (!o)
+		return fail(st, PHOS_DNN_BAD_PARAM);
+	unref(ex, o);
+	return 0;
+}
+
+/* cudnnBackendFinalize; a plan's workspace is known from then on (asked
+ * once, not at each execution), and a plan cached for the same graph is
+ * taken as it is. */
+static int finalize(struct executor *ex, uint32_t id, int *st)
+{
+	struct exec_dnn_obj *o = obj_get(ex, false, id);
+	int r;
+
+	if (!o)
+		return fail(st, PHOS_DNN_BAD_PARAM);
+	if (cached_plan(ex, o))
+		return fail(st, PHOS_DNN_SUCCESS);
+	r = result(dnn(ex)->finalize(ex->dev, o->dev, st), st);
+	if (r == 0 && o->type == PHOS_DNN_EXECUTION_PLAN_DESCRIPTOR)
+		o->planned = plan_workspace(ex, o->dev, &o->workspace) == 0;
+	return r;
+}
+
+/* A batch normalization's workspace or reserve size. */
+static int bn_size(struct executor *ex, const struct phos_dnn_bn *b, void *out, uint32_t *out_len, int *st)
+{
+	struct exec_dnn_obj *h = obj_get(ex, true, b->handle);
+
+	if (!h)
+		return fail(st, PHOS_DNN_BAD_PARAM);
+	*out_len = sizeof(uint64_t);
+	return result(dnn(ex)->bn_size(ex->dev, h->dev, b, out, st), st);
+}
+
 int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t len, void *out, uint32_t *out_len,
 		    int *st)
 {
@@ -940,12 +991,7 @@ int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t
 	case PHOS_OP_DNN_CREATE: {
 		BODY(struct phos_dnn_handle, c);
 
-		if (c->device != ex->cur) {
-			if (c->device < 0 || c->device >= ex->ndevs)
-				return fail(st, PHOS_DNN_BAD_PARAM);
-			exec_use_device(ex, c->device);
-		}
-		return make(ex, true, c->id, -1, st);
+		return handle_create(ex, c, st);
 	}
 	case PHOS_OP_DNN_DESC_CREATE: {
 		BODY(struct phos_dnn_desc, c);
@@ -955,13 +1001,8 @@ int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t
 	case PHOS_OP_DNN_DESTROY:
 	case PHOS_OP_DNN_DESC_DESTROY: {
 		BODY(struct phos_handle, c);
-		bool handle = op == PHOS_OP_DNN_DESTROY;
-		struct exec_dnn_obj *o = handle_take(handle ? &ex->dnn_handles : &ex->dnn_descs, c->id);
 
-		if (!o)
-			return fail(st, PHOS_DNN_BAD_PARAM);
-		unref(ex, o);
-		return 0;
+		return destroy(ex, op == PHOS_OP_DNN_DESTROY, c->id, st);
 	}
 	case PHOS_OP_DNN_SET: {
 		BODY(struct phos_dnn_attr, a);
@@ -975,19 +1016,8 @@ int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t
 	}
 	case PHOS_OP_DNN_FINALIZE: {
 		BODY(struct phos_handle, c);
-		struct exec_dnn_obj *o = obj_get(ex, false, c->id);
 
-		int r;
-
-		if (!o)
-			return fail(st, PHOS_DNN_BAD_PARAM);
-		if (cached_plan(ex, o))
-			return fail(st, PHOS_DNN_SUCCESS);
-		r = result(dnn(ex)->finalize(ex->dev, o->dev, st), st);
-		/* a plan's workspace is known from now on: asked once, not at each execution */
-		if (r == 0 && o->type == PHOS_DNN_EXECUTION_PLAN_DESCRIPTOR)
-			o->planned = plan_workspace(ex, o->dev, &o->workspace) == 0;
-		return r;
+		return finalize(ex, c->id, st);
 	}
 	case PHOS_OP_DNN_EXECUTE: {
 		BODY(struct phos_dnn_execute, e);
@@ -1020,12 +1050,8 @@ int exec_dnn_handle(struct executor *ex, uint32_t op, const void *body, uint32_t
 	}
 	case PHOS_OP_DNN_BN_SIZE: {
 		BODY(struct phos_dnn_bn, b);
-		struct exec_dnn_obj *h = obj_get(ex, true, b->handle);
 
-		if (!h)
-			return fail(st, PHOS_DNN_BAD_PARAM);
-		*out_len = sizeof(uint64_t);
-		return result(dnn(ex)->bn_size(ex->dev, h->dev, b, out, st), st);
+		return bn_size(ex, b, out, out_len, st);
 	}
 	default:
 		return -PHOS_CUDA_NOT_SUPPORTED;
