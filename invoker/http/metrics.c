@@ -43,12 +43,81 @@ static void render_one(struct inv_function *f, void *arg)
 		fprintf(o, "phos_instances{function=\"%s\",state=\"%s\"} %u\n", f->name, names[i], c[i]);
 }
 
+/* The host's figures: restores, request bodies' budget, moves and the HTTP
+ * server's connections and threads. */
+static void render_host(FILE *o)
+{
+	uint64_t restore_bytes, restores_standby, now, most, total;
+	double restore_seconds;
+	unsigned held;
+
+	inv_metrics_restore_totals(&restore_bytes, &restore_seconds, &restores_standby);
+	fprintf(o, "# HELP phos_restore_bytes_total GPU bytes restored.\n# TYPE phos_restore_bytes_total counter\n"
+		   "phos_restore_bytes_total %llu\n"
+		   "# HELP phos_restore_seconds_total Time spent restoring instances.\n"
+		   "# TYPE phos_restore_seconds_total counter\nphos_restore_seconds_total %.6f\n",
+		(unsigned long long)restore_bytes, restore_seconds);
+	fprintf(o, "# HELP phos_restores_from_standby_total Cold starts that took a parked (CRIU-restored ahead) process.\n"
+		   "# TYPE phos_restores_from_standby_total counter\nphos_restores_from_standby_total %llu\n",
+		(unsigned long long)restores_standby);
+	inv_bodies_admitted(&now, &most);
+	fprintf(o, "# HELP phos_request_bodies Request bodies holding memory or disk budget now.\n"
+		   "# TYPE phos_request_bodies gauge\nphos_request_bodies %llu\n"
+		   "# HELP phos_request_bodies_max The most request bodies that held budget at once.\n"
+		   "# TYPE phos_request_bodies_max gauge\nphos_request_bodies_max %llu\n",
+		(unsigned long long)now, (unsigned long long)most);
+	inv_migrate_prepared(&held, &total);
+	fprintf(o, "# HELP phos_migrate_prepared Warm executors set aside for moves coming here, "
+		   "their pre-copies pinned.\n# TYPE phos_migrate_prepared gauge\nphos_migrate_prepared %u\n"
+		   "# HELP phos_migrate_prepared_total Warm executors ever set aside for moves.\n"
+		   "# TYPE phos_migrate_prepared_total counter\nphos_migrate_prepared_total %llu\n",
+		held, (unsigned long long)total);
+	inv_migrate_incoming(&held, &total);
+	fprintf(o, "# HELP phos_migrate_precopies Pre-copies of moves coming here, waiting for their final "
+		   "phase.\n# TYPE phos_migrate_precopies gauge\nphos_migrate_precopies %u\n"
+		   "# HELP phos_migrate_precopies_reclaimed_total Pre-copies removed, with their prepared "
+		   "executors, after their source went quiet.\n"
+		   "# TYPE phos_migrate_precopies_reclaimed_total counter\n"
+		   "phos_migrate_precopies_reclaimed_total %llu\n", held, (unsigned long long)total);
+	fprintf(o, "# HELP phos_http_connections_cut_total Connections closed for their deadline (--header-timeout, "
+		   "--min-body-rate).\n# TYPE phos_http_connections_cut_total counter\n"
+		   "phos_http_connections_cut_total %llu\n"
+		   "# HELP phos_http_worker_threads Threads running requests that may block.\n"
+		   "# TYPE phos_http_worker_threads gauge\nphos_http_worker_threads %u\n"
+		   "# HELP phos_http_requests_pending Requests queued or running on those threads.\n"
+		   "# TYPE phos_http_requests_pending gauge\nphos_http_requests_pending %u\n",
+		(unsigned long long)inv_conns_cut(), inv_work_threads(), inv_work_pending());
+}
+
+/* The warm executors of every pool together: the default one, and those
+ * over several GPUs. */
+static void render_pools(FILE *o)
+{
+	unsigned idle = 0, busy = 0, starting = 0, pending = 0;
+
+	for (unsigned g = 1; g <= INV_MAX_GPUS; g++) {
+		struct phos_pool *p = g == 1 ? inv_cfg.pool : inv_cfg.gpu_pool[g];
+		unsigned i, b, s;
+
+		if (!p)
+			continue;
+		phos_pool_counts(p, &i, &b, &s);
+		idle += i;
+		busy += b;
+		starting += s;
+		pending += phos_pool_hot_pending(p);
+	}
+	fprintf(o, "# HELP phos_pool_executors Warm executors by state.\n# TYPE phos_pool_executors gauge\n"
+		   "phos_pool_executors{state=\"idle\"} %u\nphos_pool_executors{state=\"busy\"} %u\n"
+		   "phos_pool_executors{state=\"starting\"} %u\n", idle, busy, starting);
+	fprintf(o, "# HELP phos_pool_hot_pending Executors that do not hold the current hot snapshots yet.\n"
+		   "# TYPE phos_pool_hot_pending gauge\nphos_pool_hot_pending %u\n", pending);
+}
+
 /* Function names are [a-z0-9-]: no label escaping needed. The registry lock
  * is held while rendering; render_one takes only function locks. */
 char *inv_metrics_render(void)
 {
-	uint64_t restore_bytes, restores_standby;
-	double restore_seconds;
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *o = open_memstream(&buf, &len);
@@ -76,73 +145,9 @@ char *inv_metrics_render(void)
 	      "# TYPE phos_instances gauge\n",
 	      o);
 	inv_function_foreach(render_one, o);
-	inv_metrics_restore_totals(&restore_bytes, &restore_seconds, &restores_standby);
-	fprintf(o, "# HELP phos_restore_bytes_total GPU bytes restored.\n# TYPE phos_restore_bytes_total counter\n"
-		   "phos_restore_bytes_total %llu\n"
-		   "# HELP phos_restore_seconds_total Time spent restoring instances.\n"
-		   "# TYPE phos_restore_seconds_total counter\nphos_restore_seconds_total %.6f\n",
-		(unsigned long long)restore_bytes, restore_seconds);
-	fprintf(o, "# HELP phos_restores_from_standby_total Cold starts that took a parked (CRIU-restored ahead) process.\n"
-		   "# TYPE phos_restores_from_standby_total counter\nphos_restores_from_standby_total %llu\n",
-		(unsigned long long)restores_standby);
-	{
-		uint64_t now, most;
-
-		inv_bodies_admitted(&now, &most);
-		fprintf(o, "# HELP phos_request_bodies Request bodies holding memory or disk budget now.\n"
-			   "# TYPE phos_request_bodies gauge\nphos_request_bodies %llu\n"
-			   "# HELP phos_request_bodies_max The most request bodies that held budget at once.\n"
-			   "# TYPE phos_request_bodies_max gauge\nphos_request_bodies_max %llu\n",
-			(unsigned long long)now, (unsigned long long)most);
-	}
-	{
-		unsigned held;
-		uint64_t total;
-
-		inv_migrate_prepared(&held, &total);
-		fprintf(o, "# HELP phos_migrate_prepared Warm executors set aside for moves coming here, "
-			   "their pre-copies pinned.\n# TYPE phos_migrate_prepared gauge\nphos_migrate_prepared %u\n"
-			   "# HELP phos_migrate_prepared_total Warm executors ever set aside for moves.\n"
-			   "# TYPE phos_migrate_prepared_total counter\nphos_migrate_prepared_total %llu\n",
-			held, (unsigned long long)total);
-		inv_migrate_incoming(&held, &total);
-		fprintf(o, "# HELP phos_migrate_precopies Pre-copies of moves coming here, waiting for their final "
-			   "phase.\n# TYPE phos_migrate_precopies gauge\nphos_migrate_precopies %u\n"
-			   "# HELP phos_migrate_precopies_reclaimed_total Pre-copies removed, with their prepared "
-			   "executors, after their source went quiet.\n"
-			   "# TYPE phos_migrate_precopies_reclaimed_total counter\n"
-			   "phos_migrate_precopies_reclaimed_total %llu\n", held, (unsigned long long)total);
-	}
-	fprintf(o, "# HELP phos_http_connections_cut_total Connections closed for their deadline (--header-timeout, "
-		   "--min-body-rate).\n# TYPE phos_http_connections_cut_total counter\n"
-		   "phos_http_connections_cut_total %llu\n"
-		   "# HELP phos_http_worker_threads Threads running requests that may block.\n"
-		   "# TYPE phos_http_worker_threads gauge\nphos_http_worker_threads %u\n"
-		   "# HELP phos_http_requests_pending Requests queued or running on those threads.\n"
-		   "# TYPE phos_http_requests_pending gauge\nphos_http_requests_pending %u\n",
-		(unsigned long long)inv_conns_cut(), inv_work_threads(), inv_work_pending());
-	if (inv_cfg.pool) {
-		unsigned idle = 0, busy = 0, starting = 0, pending = 0;
-
-		/* every pool together: the default one, and those over several GPUs */
-		for (unsigned g = 1; g <= INV_MAX_GPUS; g++) {
-			struct phos_pool *p = g == 1 ? inv_cfg.pool : inv_cfg.gpu_pool[g];
-			unsigned i, b, s;
-
-			if (!p)
-				continue;
-			phos_pool_counts(p, &i, &b, &s);
-			idle += i;
-			busy += b;
-			starting += s;
-			pending += phos_pool_hot_pending(p);
-		}
-		fprintf(o, "# HELP phos_pool_executors Warm executors by state.\n# TYPE phos_pool_executors gauge\n"
-			   "phos_pool_executors{state=\"idle\"} %u\nphos_pool_executors{state=\"busy\"} %u\n"
-			   "phos_pool_executors{state=\"starting\"} %u\n", idle, busy, starting);
-		fprintf(o, "# HELP phos_pool_hot_pending Executors that do not hold the current hot snapshots yet.\n"
-			   "# TYPE phos_pool_hot_pending gauge\nphos_pool_hot_pending %u\n", pending);
-	}
+	render_host(o);
+	if (inv_cfg.pool)
+		render_pools(o);
 	fclose(o);
 	return buf;
 }
