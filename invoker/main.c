@@ -375,6 +375,32 @@ static const struct option long_opts[] = {
 	{ 0 },
 };
 
+/* --cluster, --cluster-token-file and --advertise go together; false when
+ * they do not (said on stderr). */
+static bool cluster_options_ok(const struct opts *o)
+{
+	if ((o->cluster_token_file || o->advertise) && !o->cluster) {
+		fprintf(stderr, "phos-invoker: --cluster-token-file and --advertise go with --cluster\n");
+		return false;
+	}
+	if (o->cluster && !o->cluster_token_file) {
+		fprintf(stderr, "phos-invoker: --cluster needs --cluster-token-file (the secret its members share)\n");
+		return false;
+	}
+	if ((o->cluster && !inv_cluster_url_ok(o->cluster)) || (o->advertise && !inv_cluster_url_ok(o->advertise))) {
+		fprintf(stderr, "phos-invoker: --cluster and --advertise take http[s]://HOST[:PORT] (no path, user, "
+				"query or trailing slash)\n");
+		return false;
+	}
+	if (o->cluster && !o->advertise &&
+	    (!strncmp(o->listen, "0.0.0.0:", 8) || !strncmp(o->listen, "[::]:", 5))) {
+		fprintf(stderr, "phos-invoker: --cluster with --listen %s needs --advertise (the address other "
+				"members reach us at)\n", o->listen);
+		return false;
+	}
+	return true;
+}
+
 /* The command line into o and inv_cfg: -1 to go on, or the exit status
  * (0 after --help, 2 for a bad option, said on stderr). */
 static int parse_options(int argc, char **argv, struct opts *o)
@@ -457,26 +483,7 @@ static int parse_options(int argc, char **argv, struct opts *o)
 		usage(stderr);
 		return 2;
 	}
-	if ((o->cluster_token_file || o->advertise) && !o->cluster) {
-		fprintf(stderr, "phos-invoker: --cluster-token-file and --advertise go with --cluster\n");
-		return 2;
-	}
-	if (o->cluster && !o->cluster_token_file) {
-		fprintf(stderr, "phos-invoker: --cluster needs --cluster-token-file (the secret its members share)\n");
-		return 2;
-	}
-	if ((o->cluster && !inv_cluster_url_ok(o->cluster)) || (o->advertise && !inv_cluster_url_ok(o->advertise))) {
-		fprintf(stderr, "phos-invoker: --cluster and --advertise take http[s]://HOST[:PORT] (no path, user, "
-				"query or trailing slash)\n");
-		return 2;
-	}
-	if (o->cluster && !o->advertise &&
-	    (!strncmp(o->listen, "0.0.0.0:", 8) || !strncmp(o->listen, "[::]:", 5))) {
-		fprintf(stderr, "phos-invoker: --cluster with --listen %s needs --advertise (the address other "
-				"members reach us at)\n", o->listen);
-		return 2;
-	}
-	return -1;
+	return cluster_options_ok(o) ? -1 : 2;
 }
 
 /* What the invoker needs before it opens its state: the token, the device,
