@@ -325,14 +325,15 @@ static long first_refused(const struct reg_file *f, size_t n, uid_t uid, gid_t g
 	return ans[0];
 }
 
-int phos_criu_image_files(const char *dir, uid_t uid, gid_t gid, char *err, size_t errlen)
+/* files.img of dir, whole, checked to be a CRIU files image: its bytes in
+ * *ret_buf (the caller frees them) and *ret_size, or -errno (err). */
+static int files_img_read(const char *dir, uint8_t **ret_buf, size_t *ret_size, char *err, size_t errlen)
 {
 	char path[PATH_MAX];
 	struct stat sb;
 	uint8_t *buf = NULL;
-	struct reg_file *files = NULL;
-	size_t n = 0, off = 8;
-	int fd, r = -EBADMSG, why = 0;
+	uint32_t magic[2];
+	int fd, r = -EBADMSG;
 
 	snprintf(path, sizeof(path), "%s/reg-files.img", dir);
 	if (access(path, F_OK) == 0) {   /* CRIU before 3.15 kept them apart: not read here */
@@ -351,8 +352,7 @@ int phos_criu_image_files(const char *dir, uid_t uid, gid_t gid, char *err, size
 		goto out;
 	}
 	buf = malloc((size_t)sb.st_size + 1);
-	files = calloc(FILES_MAX, sizeof(*files));
-	if (!buf || !files) {
+	if (!buf) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -360,22 +360,38 @@ int phos_criu_image_files(const char *dir, uid_t uid, gid_t gid, char *err, size
 		phos_errf(err, errlen, "files.img: cut short");
 		goto out;
 	}
-	uint32_t magic[2];
-
 	memcpy(magic, buf, sizeof(magic));
 	if (magic[0] != IMG_COMMON_MAGIC || magic[1] != FILES_MAGIC) {
 		phos_errf(err, errlen, "files.img: not a CRIU files image");
 		goto out;
 	}
-	while (off < (size_t)sb.st_size) {
+	*ret_buf = buf;
+	*ret_size = (size_t)sb.st_size;
+	buf = NULL;
+	r = 0;
+out:
+	free(buf);
+	close(fd);
+	return r;
+}
+
+/* The regular files among files.img's entries (size bytes at buf, after its
+ * 8-byte magic) into files (FILES_MAX of them), *ret_n set as they are
+ * read. 0 or -errno (err). */
+static int reg_files_parse(const uint8_t *buf, size_t size, struct reg_file *files, size_t *ret_n, char *err,
+			   size_t errlen)
+{
+	size_t off = 8;
+
+	while (off < size) {
 		uint32_t len, num;
 		unsigned t;
 		uint64_t v, type = 0;
 		struct pb e, sub, reg = { NULL, NULL };
 
-		if ((size_t)sb.st_size - off < 4 || (memcpy(&len, buf + off, 4), len > (size_t)sb.st_size - off - 4)) {
+		if (size - off < 4 || (memcpy(&len, buf + off, 4), len > size - off - 4)) {
 			phos_errf(err, errlen, "files.img: an entry past its end");
-			goto out;
+			return -EBADMSG;
 		}
 		e = (struct pb){ buf + off + 4, buf + off + 4 + len };
 		off += 4 + len;
@@ -387,34 +403,48 @@ int phos_criu_image_files(const char *dir, uid_t uid, gid_t gid, char *err, size
 		}
 		if (e.p != e.end) {
 			phos_errf(err, errlen, "files.img: a malformed entry");
-			goto out;
+			return -EBADMSG;
 		}
 		if (type != FD_TYPE_REG)
 			continue;
-		if (n == FILES_MAX) {
+		if (*ret_n == FILES_MAX) {
 			phos_errf(err, errlen, "files.img: more than %u files", FILES_MAX);
-			r = -E2BIG;
-			goto out;
+			return -E2BIG;
 		}
-		if (!reg.p || !reg_read(reg, &files[n])) {
+		if (!reg.p || !reg_read(reg, &files[*ret_n])) {
 			phos_errf(err, errlen, "files.img: a regular file without a name");
-			goto out;
+			return -EBADMSG;
 		}
-		n++;
+		(*ret_n)++;
 	}
-	/* Directories are let through: the cwd and root of every task are among
-	 * them (the invoker's own working directory, which its user may not
-	 * cross), and a descriptor of one gives a listing, not contents. */
-	for (size_t i = 0; i < n; i++) {
-		struct stat fs;
+	return 0;
+}
 
-		files[i].dir = stat(files[i].name, &fs) == 0 && S_ISDIR(fs.st_mode);
-	}
-	r = 0;
-out:
+int phos_criu_image_files(const char *dir, uid_t uid, gid_t gid, char *err, size_t errlen)
+{
+	uint8_t *buf = NULL;
+	struct reg_file *files = NULL;
+	size_t n = 0, size = 0;
+	int r, why = 0;
+
+	r = files_img_read(dir, &buf, &size, err, errlen);
+	if (r < 0)
+		return r;
+	files = calloc(FILES_MAX, sizeof(*files));
+	r = files ? reg_files_parse(buf, size, files, &n, err, errlen) : -ENOMEM;
 	if (r == 0) {
-		long bad = first_refused(files, n, uid, gid, &why);
+		long bad;
 
+		/* Directories are let through: the cwd and root of every task are
+		 * among them (the invoker's own working directory, which its user
+		 * may not cross), and a descriptor of one gives a listing, not
+		 * contents. */
+		for (size_t i = 0; i < n; i++) {
+			struct stat fs;
+
+			files[i].dir = stat(files[i].name, &fs) == 0 && S_ISDIR(fs.st_mode);
+		}
+		bad = first_refused(files, n, uid, gid, &why);
 		if (bad == -2) {
 			phos_errf(err, errlen, "cannot check the image's files as uid %u", (unsigned)uid);
 			r = -EIO;
@@ -428,7 +458,6 @@ out:
 		free(files[i].name);
 	free(files);
 	free(buf);
-	close(fd);
 	return r;
 }
 
