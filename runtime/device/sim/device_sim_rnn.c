@@ -476,6 +476,65 @@ static void backward_weights(const struct geo *g, double *rs, double *acc, doubl
 	}
 }
 
+/* The dropout states: their size, or filled from the seed. A cuDNN status. */
+static int dropout(const struct phos_dnn_rnn *r, struct phos_reply_dnn_rnn *ret)
+{
+	if (r->kind == PHOS_DNN_DROPOUT_STATES_SIZE) {
+		ret->size[0] = 4096;
+		return PHOS_DNN_SUCCESS;
+	}
+	uint8_t *p = (uint8_t *)(uintptr_t)r->r.states;
+	uint64_t x = r->r.seed * 0x9e3779b97f4a7c15ull + 1;
+
+	for (uint64_t i = 0; i < r->r.states_bytes; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		p[i] = (uint8_t)x;
+	}
+	return PHOS_DNN_SUCCESS;
+}
+
+/* cudnnGetRNNWeightParams: where a layer's matrix lin and its bias lie in
+ * the weight space (nw elements of es bytes). A cuDNN status. */
+static int weight_params(const struct geo *g, const struct phos_dnn_rnn *r, int64_t nw, int64_t es,
+			 struct phos_reply_dnn_rnn *ret)
+{
+	int64_t m, b, mc = 0, cols;
+
+	if (r->layer >= g->L * g->D || r->lin >= 2 * g->G)
+		return PHOS_DNN_BAD_PARAM;
+	if (r->weights_bytes < (uint64_t)(nw * es))
+		return PHOS_DNN_BAD_PARAM;
+	m = w_at(g, r->layer, r->lin, false, &mc);
+	b = (r->lin < g->G ? g->bias_w : g->bias_r) ? w_at(g, r->layer, r->lin, true, &cols) : -1;
+	ret->m_off = m * es;
+	ret->m = (struct phos_dnn_tensor){ .type = r->r.data_type, .nb = 3, .dims = { 1, (int32_t)g->H, (int32_t)mc },
+					   .strides = { (int32_t)(g->H * mc), (int32_t)mc, 1 } };
+	ret->b_off = b >= 0 ? b * es : -1;
+	if (b >= 0)
+		ret->b = (struct phos_dnn_tensor){ .type = r->r.data_type, .nb = 3, .dims = { 1, (int32_t)g->H, 1 },
+						   .strides = { (int32_t)g->H, 1, 1 } };
+	return PHOS_DNN_SUCCESS;
+}
+
+/* A pass's sizes and states checked against its geometry: the weights
+ * (wbytes), the hidden and cell states, the reserve (rbytes). A cuDNN status. */
+static int pass_check(const struct geo *g, const struct phos_dnn_rnn *r, uint64_t wbytes, uint64_t rbytes)
+{
+	if (r->weights_bytes < wbytes)
+		return PHOS_DNN_BAD_PARAM;
+	if ((r->hx || r->hy || r->dhx || r->dhy) &&
+	    (r->h.nb < 3 || r->h.dims[0] != g->L * g->D || r->h.dims[1] != g->B || r->h.dims[2] != g->H))
+		return PHOS_DNN_BAD_PARAM;
+	if (r->r.cell == 2 && (r->cx || r->cy || r->dcx || r->dcy) &&
+	    (r->c.nb < 3 || r->c.dims[0] != g->L * g->D || r->c.dims[1] != g->B || r->c.dims[2] != g->H))
+		return PHOS_DNN_BAD_PARAM;
+	if ((r->kind != PHOS_DNN_RNN_FORWARD || r->fwd_mode == 1) && r->reserve_bytes < rbytes)
+		return PHOS_DNN_BAD_PARAM;
+	if (r->kind == PHOS_DNN_RNN_FORWARD && r->fwd_mode == 1 && r->r.dropout > 0 && g->L > 1)
+		return PHOS_DNN_NOT_SUPPORTED;
+	return PHOS_DNN_SUCCESS;
+}
+
 int phos_sim_dnn_rnn(struct phos_device *dev, void *h, void *stream, const struct phos_dnn_rnn *r,
 		     const int32_t *seq, struct phos_reply_dnn_rnn *ret, int *st)
 {
@@ -488,20 +547,8 @@ int phos_sim_dnn_rnn(struct phos_device *dev, void *h, void *stream, const struc
 	(void)h;
 	if (stream && phos_sim_stream_check(dev, stream) < 0)
 		return -PHOS_CUDA_INVALID_RESOURCE_HANDLE;
-	if (r->kind == PHOS_DNN_DROPOUT_STATES_SIZE) {
-		ret->size[0] = 4096;
-		return ok(st, PHOS_DNN_SUCCESS);
-	}
-	if (r->kind == PHOS_DNN_DROPOUT_INIT) {
-		uint8_t *p = (uint8_t *)(uintptr_t)r->r.states;
-		uint64_t x = r->r.seed * 0x9e3779b97f4a7c15ull + 1;
-
-		for (uint64_t i = 0; i < r->r.states_bytes; i++) {
-			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-			p[i] = (uint8_t)x;
-		}
-		return ok(st, PHOS_DNN_SUCCESS);
-	}
+	if (r->kind == PHOS_DNN_DROPOUT_STATES_SIZE || r->kind == PHOS_DNN_DROPOUT_INIT)
+		return ok(st, dropout(r, ret));
 	s = geo_of(r, seq, &g);
 	if (s)
 		return ok(st, s);
@@ -516,40 +563,14 @@ int phos_sim_dnn_rnn(struct phos_device *dev, void *h, void *stream, const struc
 		ret->size[0] = (uint64_t)g.B * 64;   /* a workspace sim does not use */
 		ret->size[1] = r->fwd_mode == 1 ? rbytes : 0;
 		return ok(st, PHOS_DNN_SUCCESS);
-	case PHOS_DNN_RNN_WEIGHT_PARAMS: {
-		int64_t m, b, mc = 0;
-
-		if (r->layer >= g.L * g.D || r->lin >= 2 * g.G)
-			return ok(st, PHOS_DNN_BAD_PARAM);
-		if (r->weights_bytes < (uint64_t)(nw * es))
-			return ok(st, PHOS_DNN_BAD_PARAM);
-		m = w_at(&g, r->layer, r->lin, false, &mc);
-		b = (r->lin < g.G ? g.bias_w : g.bias_r) ? w_at(&g, r->layer, r->lin, true, &cols) : -1;
-		ret->m_off = m * es;
-		ret->m = (struct phos_dnn_tensor){ .type = r->r.data_type, .nb = 3, .dims = { 1, (int32_t)g.H, (int32_t)mc },
-						   .strides = { (int32_t)(g.H * mc), (int32_t)mc, 1 } };
-		ret->b_off = b >= 0 ? b * es : -1;
-		if (b >= 0)
-			ret->b = (struct phos_dnn_tensor){ .type = r->r.data_type, .nb = 3,
-							   .dims = { 1, (int32_t)g.H, 1 }, .strides = { (int32_t)g.H, 1, 1 } };
-		return ok(st, PHOS_DNN_SUCCESS);
-	}
+	case PHOS_DNN_RNN_WEIGHT_PARAMS:
+		return ok(st, weight_params(&g, r, nw, es, ret));
 	default:
 		break;
 	}
-	/* a pass: its sizes and states checked */
-	if (r->weights_bytes < (uint64_t)(nw * es))
-		return ok(st, PHOS_DNN_BAD_PARAM);
-	if ((r->hx || r->hy || r->dhx || r->dhy) &&
-	    (r->h.nb < 3 || r->h.dims[0] != g.L * g.D || r->h.dims[1] != g.B || r->h.dims[2] != g.H))
-		return ok(st, PHOS_DNN_BAD_PARAM);
-	if (r->r.cell == 2 && (r->cx || r->cy || r->dcx || r->dcy) &&
-	    (r->c.nb < 3 || r->c.dims[0] != g.L * g.D || r->c.dims[1] != g.B || r->c.dims[2] != g.H))
-		return ok(st, PHOS_DNN_BAD_PARAM);
-	if ((r->kind != PHOS_DNN_RNN_FORWARD || r->fwd_mode == 1) && r->reserve_bytes < rbytes)
-		return ok(st, PHOS_DNN_BAD_PARAM);
-	if (r->kind == PHOS_DNN_RNN_FORWARD && r->fwd_mode == 1 && r->r.dropout > 0 && g.L > 1)
-		return ok(st, PHOS_DNN_NOT_SUPPORTED);
+	s = pass_check(&g, r, (uint64_t)(nw * es), rbytes);
+	if (s)
+		return ok(st, s);
 	g.cum = calloc((size_t)g.T + 1, sizeof(int64_t));
 	DH = g.D * g.H;
 	in_max = DH > g.I ? DH : g.I;
