@@ -112,6 +112,75 @@ static int push_empty(struct desc *d, uint32_t parent, uint32_t body, const uint
 static int emit(struct desc *d, const struct graph *g, uint32_t parent, uint32_t body, uint32_t first,
 		uint32_t *ret_last);
 
+/* A kernel node (e: its place) launching l with its packed parameters. */
+static int push_kernel(struct desc *d, struct phos_graph_node *e, const struct phos_launch *l, const void *params,
+		       const uint32_t *deps, size_t ndeps, uint32_t *ret)
+{
+	e->kind = PHOS_GNODE_KERNEL;
+	e->k.func = l->func;
+	memcpy(e->k.grid, l->grid, sizeof(e->k.grid));
+	memcpy(e->k.block, l->block, sizeof(e->k.block));
+	e->k.shared = l->shared;
+	e->k.param_bytes = l->param_bytes;
+	if (!grow((void **)&d->params, &d->cparams, d->nparams + e->k.param_bytes, 1))
+		return cudaErrorMemoryAllocation;
+	if (e->k.param_bytes)
+		memcpy(d->params + d->nparams, params, e->k.param_bytes);
+	d->nparams += e->k.param_bytes;
+	return push_node(d, e, deps, ndeps, ret);
+}
+
+/* A copy node: one device-to-device range, or one with a side in pinned host
+ * memory shared with the executor (cudaMallocHost, cudaHostRegister), which
+ * it DMAs from or into. Anything else is not supported. */
+static int push_copy(struct desc *d, struct phos_graph_node *e, const struct gnode *n, const uint32_t *deps,
+		     size_t ndeps, uint32_t *ret)
+{
+	bool dst_dev = phos_mem_is_device(n->c.dst, n->c.count), src_dev = phos_mem_is_device(n->c.src, n->c.count);
+
+	if (n->c.form == CP_1D && dst_dev && src_dev &&
+	    (n->c.kind == cudaMemcpyDeviceToDevice || n->c.kind == cudaMemcpyDefault)) {
+		e->kind = PHOS_GNODE_COPY;
+		e->copy.dst = (uint64_t)(uintptr_t)n->c.dst;
+		e->copy.src = (uint64_t)(uintptr_t)n->c.src;
+		e->copy.len = n->c.count;
+		return push_node(d, e, deps, ndeps, ret);
+	}
+	if (n->c.form == CP_1D && dst_dev != src_dev &&
+	    phos_mem_region_at(dst_dev ? n->c.src : n->c.dst, n->c.count, &e->hcopy.region, &e->hcopy.offset) &&
+	    (n->c.kind == cudaMemcpyDefault || n->c.kind == (dst_dev ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost))) {
+		e->kind = PHOS_GNODE_HOSTCOPY;
+		e->hcopy.dev = (uint64_t)(uintptr_t)(dst_dev ? n->c.dst : n->c.src);
+		e->hcopy.len = n->c.count;
+		e->hcopy.h2d = dst_dev;
+		return push_node(d, e, deps, ndeps, ret);
+	}
+	return d->why = "a copy node that is not one device-to-device range nor one with pinned host memory",
+	       cudaErrorNotSupported;
+}
+
+/* A conditional node, then its bodies' nodes inside it; *ret: the node. */
+static int emit_cond(struct desc *d, struct phos_graph_node *e, const struct gnode *n, const uint32_t *deps,
+		     size_t ndeps, uint32_t *ret)
+{
+	uint32_t self;
+	int r;
+
+	e->kind = PHOS_GNODE_COND;
+	for (e->cond.cond = 0; e->cond.cond < d->nconds && d->conds[e->cond.cond].handle != n->cond.handle;
+	     e->cond.cond++)
+		;
+	if (e->cond.cond == d->nconds)
+		return cudaErrorInvalidValue;   /* a handle of no graph around the node */
+	e->cond.type = (uint32_t)n->cond.type;
+	e->cond.size = n->cond.size;
+	r = push_node(d, e, deps, ndeps, &self);
+	for (unsigned b = 0; r == cudaSuccess && b < n->cond.size; b++)
+		r = emit(d, n->cond.bodies[b], self, b, NO_NODE, NULL);
+	*ret = self;
+	return r;
+}
+
 /* Node n of a graph in (parent, body), after deps: at its emitted index (for
  * a child graph, the empty node after it) in *ret. */
 static int emit_node(struct desc *d, const struct gnode *n, uint32_t parent, uint32_t body, const uint32_t *deps,
@@ -129,44 +198,9 @@ static int emit_node(struct desc *d, const struct gnode *n, uint32_t parent, uin
 	case GN_KERNEL:
 		if (n->k.l.flags)
 			return d->why = "a cooperative or clustered kernel node", cudaErrorNotSupported;
-		e.kind = PHOS_GNODE_KERNEL;
-		e.k.func = n->k.l.l.func;
-		memcpy(e.k.grid, n->k.l.l.grid, sizeof(e.k.grid));
-		memcpy(e.k.block, n->k.l.l.block, sizeof(e.k.block));
-		e.k.shared = n->k.l.l.shared;
-		e.k.param_bytes = n->k.l.l.param_bytes;
-		if (!grow((void **)&d->params, &d->cparams, d->nparams + e.k.param_bytes, 1))
-			return cudaErrorMemoryAllocation;
-		if (e.k.param_bytes)
-			memcpy(d->params + d->nparams, n->k.params, e.k.param_bytes);
-		d->nparams += e.k.param_bytes;
-		return push_node(d, &e, deps, ndeps, ret);
-	case GN_MEMCPY: {
-		bool dst_dev = phos_mem_is_device(n->c.dst, n->c.count), src_dev = phos_mem_is_device(n->c.src, n->c.count);
-
-		if (n->c.form == CP_1D && dst_dev && src_dev &&
-		    (n->c.kind == cudaMemcpyDeviceToDevice || n->c.kind == cudaMemcpyDefault)) {
-			e.kind = PHOS_GNODE_COPY;
-			e.copy.dst = (uint64_t)(uintptr_t)n->c.dst;
-			e.copy.src = (uint64_t)(uintptr_t)n->c.src;
-			e.copy.len = n->c.count;
-			return push_node(d, &e, deps, ndeps, ret);
-		}
-		/* one side pinned host memory shared with the executor (cudaMallocHost,
-		 * cudaHostRegister), which it DMAs from or into */
-		if (n->c.form == CP_1D && dst_dev != src_dev &&
-		    phos_mem_region_at(dst_dev ? n->c.src : n->c.dst, n->c.count, &e.hcopy.region, &e.hcopy.offset) &&
-		    (n->c.kind == cudaMemcpyDefault ||
-		     n->c.kind == (dst_dev ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost))) {
-			e.kind = PHOS_GNODE_HOSTCOPY;
-			e.hcopy.dev = (uint64_t)(uintptr_t)(dst_dev ? n->c.dst : n->c.src);
-			e.hcopy.len = n->c.count;
-			e.hcopy.h2d = dst_dev;
-			return push_node(d, &e, deps, ndeps, ret);
-		}
-		return d->why = "a copy node that is not one device-to-device range nor one with pinned host memory",
-		       cudaErrorNotSupported;
-	}
+		return push_kernel(d, &e, &n->k.l.l, n->k.params, deps, ndeps, ret);
+	case GN_MEMCPY:
+		return push_copy(d, &e, n, deps, ndeps, ret);
 	case GN_MEMSET:
 		e.kind = PHOS_GNODE_SET;
 		e.set.dst = (uint64_t)(uintptr_t)n->s.dst;
@@ -188,23 +222,8 @@ static int emit_node(struct desc *d, const struct gnode *n, uint32_t parent, uin
 	case GN_CHILD:
 		r = push_empty(d, parent, body, deps, ndeps, &entry);
 		return r ? r : emit(d, n->child, parent, body, entry, ret);
-	case GN_COND: {
-		uint32_t self;
-
-		e.kind = PHOS_GNODE_COND;
-		for (e.cond.cond = 0; e.cond.cond < d->nconds && d->conds[e.cond.cond].handle != n->cond.handle;
-		     e.cond.cond++)
-			;
-		if (e.cond.cond == d->nconds)
-			return cudaErrorInvalidValue;   /* a handle of no graph around the node */
-		e.cond.type = (uint32_t)n->cond.type;
-		e.cond.size = n->cond.size;
-		r = push_node(d, &e, deps, ndeps, &self);
-		for (unsigned b = 0; r == cudaSuccess && b < n->cond.size; b++)
-			r = emit(d, n->cond.bodies[b], self, b, NO_NODE, NULL);
-		*ret = self;
-		return r;
-	}
+	case GN_COND:
+		return emit_cond(d, &e, n, deps, ndeps, ret);
 	case GN_HOST:
 		return d->why = "a host node", cudaErrorNotSupported;
 	case GN_MEM_ALLOC:
@@ -220,18 +239,7 @@ static int emit_node(struct desc *d, const struct gnode *n, uint32_t parent, uin
 		memcpy(&l, n->rec.body, sizeof(l));
 		if (l.param_bytes != n->rec.len - sizeof(l))
 			return cudaErrorInvalidValue;
-		e.kind = PHOS_GNODE_KERNEL;
-		e.k.func = l.func;
-		memcpy(e.k.grid, l.grid, sizeof(e.k.grid));
-		memcpy(e.k.block, l.block, sizeof(e.k.block));
-		e.k.shared = l.shared;
-		e.k.param_bytes = l.param_bytes;
-		if (!grow((void **)&d->params, &d->cparams, d->nparams + l.param_bytes, 1))
-			return cudaErrorMemoryAllocation;
-		if (l.param_bytes)
-			memcpy(d->params + d->nparams, n->rec.body + sizeof(l), l.param_bytes);
-		d->nparams += l.param_bytes;
-		return push_node(d, &e, deps, ndeps, ret);
+		return push_kernel(d, &e, &l, n->rec.body + sizeof(l), deps, ndeps, ret);
 	}
 	}
 	return d->why = "a node of an unknown kind", cudaErrorNotSupported;
