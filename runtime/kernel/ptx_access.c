@@ -1203,13 +1203,106 @@ static void analyse(struct entry *e)
 	judge(e);
 }
 
+/* A module-scope .global, .const or .shared variable (t: its directive, p:
+ * after it) among the module's names. -ENOMEM or 0. */
+static int module_var(struct entry *e, const char *t, const char *p, const char *end)
+{
+	size_t nl;
+	const char *name = decl_name(p, end, &nl);
+
+	e->nsyms = e->nmodsyms;   /* drop the previous entry's names */
+	if (name && sym_add(e, name, nl, *(t + 1) == 's' ? SYM_LOCAL : SYM_GLOBAL, 0, 0) < 0)
+		return -ENOMEM;
+	e->nmodsyms = e->nsyms;
+	return 0;
+}
+
+/* A device function's name (for calls), p after .func; the body is skipped
+ * by the caller's depth. -ENOMEM or 0. */
+static int module_func(struct entry *e, const char *p, const char *end)
+{
+	size_t nl;
+	const char *q = p, *name = NULL;
+
+	for (;;) {
+		const char *u = phos_ptx_next_tok(q, end, &nl);
+
+		if (nl == 0)
+			break;
+		if (*u == '(') {        /* return parameter list */
+			int d = 1;
+
+			q = u + 1;
+			while (q < end && d) {
+				d += *q == '(';
+				d -= *q == ')';
+				q++;
+			}
+			continue;
+		}
+		if (phos_ptx_is_ident(*u) && *u != '%') {
+			name = u;
+			break;
+		}
+		q = u + nl;
+	}
+	e->nsyms = e->nmodsyms;
+	if (name && sym_add(e, name, nl, SYM_OTHER, 0, 0) < 0)
+		return -ENOMEM;
+	e->nmodsyms = e->nsyms;
+	return 0;
+}
+
+/* An .entry (p after the directive): its parameters and body analysed and
+ * given to fn. Returns where the module goes on, or NULL to stop (*r: 0 at
+ * an unreadable name, -ENOMEM, or what fn returned). */
+static const char *module_entry(struct entry *e, const char *p, const char *end, phos_ptx_entry_fn fn, void *ctx,
+				int *r)
+{
+	size_t nlen;
+	const char *name = phos_ptx_next_tok(p, end, &nlen), *body;
+
+	if (nlen == 0 || !phos_ptx_is_ident(*name))
+		return NULL;
+	entry_reset(e);
+	p = name + nlen;
+	body = parse_params(e, p, end);
+	if (e->failed)
+		return *r = -ENOMEM, NULL;
+	if (!body) {
+		opaque(e, "unreadable parameter list");
+		body = p;
+	}
+	/* directives up to the body: .maxntid, .reqntid, ... */
+	while (body < end && *body != '{' && *body != ';')
+		body++;
+	if (body >= end || *body == ';')
+		return body;       /* a declaration without a body */
+	p = parse_body(e, body, end);
+	if (e->failed)
+		return *r = -ENOMEM, NULL;
+	if (!p) {
+		opaque(e, "unreadable body");
+		p = end;
+	} else if (e->acc.verdict == PHOS_ACCESS_EXACT) {
+		analyse(e);
+	}
+	if (e->acc.verdict != PHOS_ACCESS_EXACT) {
+		memset(e->acc.read, 0, sizeof(e->acc.read));
+		memset(e->acc.write, 0, sizeof(e->acc.write));
+		e->acc.globals = 0;
+	}
+	*r = fn(ctx, name, nlen, &e->acc);
+	return p;
+}
+
 int phos_ptx_analyze(const char *text, size_t len, phos_ptx_entry_fn fn, void *ctx)
 {
 	struct entry e = { .text = text };
 	const char *p = text, *end = text + len;
 	int depth = 0, r = 0;
 
-	while (p < end && *p && r == 0) {
+	while (p && p < end && *p && r == 0) {
 		size_t n;
 		const char *t = phos_ptx_next_tok(p, end, &n);
 
@@ -1226,95 +1319,12 @@ int phos_ptx_analyze(const char *text, size_t len, phos_ptx_entry_fn fn, void *c
 		}
 		if (depth > 0)
 			continue;
-		if (phos_ptx_tok_is(t, n, ".global") || phos_ptx_tok_is(t, n, ".const") || phos_ptx_tok_is(t, n, ".shared")) {
-			size_t nl;
-			const char *name = decl_name(p, end, &nl);
-
-			e.nsyms = e.nmodsyms;   /* drop the previous entry's names */
-			if (name && sym_add(&e, name, nl, *(t + 1) == 's' ? SYM_LOCAL : SYM_GLOBAL, 0, 0) < 0) {
-				r = -ENOMEM;
-				break;
-			}
-			e.nmodsyms = e.nsyms;
-			continue;
-		}
-		if (phos_ptx_tok_is(t, n, ".entry")) {
-			const char *name = phos_ptx_next_tok(p, end, &n), *body;
-			size_t nlen = n;
-
-			if (nlen == 0 || !phos_ptx_is_ident(*name))
-				break;
-			entry_reset(&e);
-			p = name + nlen;
-			body = parse_params(&e, p, end);
-			if (e.failed) {
-				r = -ENOMEM;
-				break;
-			}
-			if (!body) {
-				opaque(&e, "unreadable parameter list");
-				body = p;
-			}
-			/* directives up to the body: .maxntid, .reqntid, ... */
-			while (body < end && *body != '{' && *body != ';')
-				body++;
-			if (body >= end || *body == ';') {
-				p = body;       /* a declaration without a body */
-				continue;
-			}
-			p = parse_body(&e, body, end);
-			if (e.failed) {
-				r = -ENOMEM;
-				break;
-			}
-			if (!p) {
-				opaque(&e, "unreadable body");
-				p = end;
-			} else if (e.acc.verdict == PHOS_ACCESS_EXACT) {
-				analyse(&e);
-			}
-			if (e.acc.verdict != PHOS_ACCESS_EXACT) {
-				memset(e.acc.read, 0, sizeof(e.acc.read));
-				memset(e.acc.write, 0, sizeof(e.acc.write));
-				e.acc.globals = 0;
-			}
-			r = fn(ctx, name, nlen, &e.acc);
-			continue;
-		}
-		if (phos_ptx_tok_is(t, n, ".func")) {
-			/* a device function: its name (for calls); the body is skipped by depth */
-			size_t nl;
-			const char *q = p, *name = NULL;
-
-			for (;;) {
-				const char *u = phos_ptx_next_tok(q, end, &nl);
-
-				if (nl == 0)
-					break;
-				if (*u == '(') {        /* return parameter list */
-					int d = 1;
-
-					q = u + 1;
-					while (q < end && d) {
-						d += *q == '(';
-						d -= *q == ')';
-						q++;
-					}
-					continue;
-				}
-				if (phos_ptx_is_ident(*u) && *u != '%') {
-					name = u;
-					break;
-				}
-				q = u + nl;
-			}
-			e.nsyms = e.nmodsyms;
-			if (name && sym_add(&e, name, nl, SYM_OTHER, 0, 0) < 0) {
-				r = -ENOMEM;
-				break;
-			}
-			e.nmodsyms = e.nsyms;
-		}
+		if (phos_ptx_tok_is(t, n, ".global") || phos_ptx_tok_is(t, n, ".const") || phos_ptx_tok_is(t, n, ".shared"))
+			r = module_var(&e, t, p, end);
+		else if (phos_ptx_tok_is(t, n, ".entry"))
+			p = module_entry(&e, p, end, fn, ctx, &r);
+		else if (phos_ptx_tok_is(t, n, ".func"))
+			r = module_func(&e, p, end);
 	}
 	entry_free(&e);
 	return r;
