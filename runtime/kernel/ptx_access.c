@@ -592,28 +592,19 @@ static bool calls_pure(const char *p, const char *end)
 	return false;
 }
 
-/* One statement (no ';', labels and guard already removed). */
-static int parse_statement(struct entry *e, const char *p, const char *end)
+/* The opcode op..op_end (ld.global.v2.u64, ...) into in: its class, vector
+ * width, memory spaces and access width; info->reason says why an opaque
+ * class is opaque. */
+static void parse_opcode(const char *op, const char *op_end, struct insn *in, struct opcode_info *info)
 {
-	const char *op = p, *op_end, *q;
-	struct insn in = { 0 };
-	struct opcode_info info;
+	const char *q = op;
 	bool cvt, wide = false;
 	int first_type = 0, last_type = 0;
 
-	while (p < end && !phos_ptx_is_space(*p))
-		p++;
-	op_end = p;
-	in.text = (uint32_t)(op - e->text);
-	in.tlen = (uint32_t)(end - op);
-	in.nvec = 1;
-
-	/* opcode parts */
-	q = op;
 	while (q < op_end && *q != '.')
 		q++;
-	info = classify(op, (size_t)(q - op));
-	in.cls = info.cls;
+	*info = classify(op, (size_t)(q - op));
+	in->cls = info->cls;
 	cvt = phos_ptx_tok_is(op, (size_t)(q - op), "cvt");
 	while (q < op_end) {
 		const char *s = ++q;
@@ -631,42 +622,38 @@ static int parse_statement(struct entry *e, const char *p, const char *end)
 		} else if (phos_ptx_tok_is(s, n, "wide")) {
 			wide = true;
 		} else if (n == 2 && s[0] == 'v' && (s[1] == '2' || s[1] == '4' || s[1] == '8')) {
-			in.nvec = (uint8_t)(s[1] - '0');
-		} else if (phos_ptx_tok_is(s, n, "tensor") && in.cls == C_COPY) {
-			in.cls = C_OPAQUE;
-			info.reason = "TMA tensor copy";
+			in->nvec = (uint8_t)(s[1] - '0');
+		} else if (phos_ptx_tok_is(s, n, "tensor") && in->cls == C_COPY) {
+			in->cls = C_OPAQUE;
+			info->reason = "TMA tensor copy";
 		} else if (phos_ptx_tok_is(s, n, "tensormap")) {
-			in.cls = C_OPAQUE;
-			info.reason = "tensor map access";
-		} else if (space_of(s, n) != 0xff && in.nspaces < sizeof(in.spaces)) {
-			in.spaces[in.nspaces++] = space_of(s, n);
-		} else if (in.cls == C_ARITH && phos_ptx_tok_is(op, 4, "wmma")) {
+			in->cls = C_OPAQUE;
+			info->reason = "tensor map access";
+		} else if (space_of(s, n) != 0xff && in->nspaces < sizeof(in->spaces)) {
+			in->spaces[in->nspaces++] = space_of(s, n);
+		} else if (in->cls == C_ARITH && phos_ptx_tok_is(op, 4, "wmma")) {
 			if (phos_ptx_tok_is(s, n, "load"))
-				in.cls = C_LOAD;
+				in->cls = C_LOAD;
 			else if (phos_ptx_tok_is(s, n, "store"))
-				in.cls = C_STORE;
+				in->cls = C_STORE;
 		}
 	}
-	in.width = (uint8_t)(cvt ? first_type : last_type);
-	if (wide && in.width && in.width < 16)
-		in.width *= 2;
-	if (!in.width)
-		in.width = 8;   /* unknown: wide enough for an address */
-	if (in.cls == C_OPAQUE && info.reason && !strcmp(info.reason, "calls a function") && calls_pure(op_end, end))
-		return 0;
-	if (in.cls == C_OPAQUE) {
-		opaque_at(e, &in, info.reason);
-		return 0;
-	}
-	if (in.cls == C_NOP)
-		return 0;
+	in->width = (uint8_t)(cvt ? first_type : last_type);
+	if (wide && in->width && in->width < 16)
+		in->width *= 2;
+	if (!in->width)
+		in->width = 8;   /* unknown: wide enough for an address */
+}
 
-	/* operands, split on top-level commas */
-	in.op0 = (uint32_t)e->nops;
-	p = op_end;
+/* The operands p..end, split on top-level commas, appended to e->ops (in:
+ * their first and count). 1 when one is unreadable (in made opaque), 0, or
+ * -ENOMEM. */
+static int parse_operands(struct entry *e, struct insn *in, const char *p, const char *end)
+{
+	in->op0 = (uint32_t)e->nops;
 	while (p < end) {
 		int depth = 0, r;
-		const char *s;
+		const char *s, *ts, *te;
 		struct operand o;
 
 		while (p < end && phos_ptx_is_space(*p))
@@ -682,25 +669,50 @@ static int parse_statement(struct entry *e, const char *p, const char *end)
 			else if (*p == ',' && depth == 0)
 				break;
 		}
-		{
-			const char *te;
-			const char *ts = trim(s, p, &te);
-
-			r = ts < te && *ts == '[' && te[-1] == ']' ? parse_mem(e, ts, te, &o) : parse_plain(e, s, p, &o);
-		}
+		ts = trim(s, p, &te);
+		r = ts < te && *ts == '[' && te[-1] == ']' ? parse_mem(e, ts, te, &o) : parse_plain(e, s, p, &o);
 		if (r == -ENOMEM)
 			return r;
 		if (r < 0) {
-			opaque_at(e, &in, "unreadable operand");
-			return 0;
+			opaque_at(e, in, "unreadable operand");
+			return 1;
 		}
 		if (!grow((void **)&e->ops, &e->cops, e->nops + 1, sizeof(*e->ops)))
 			return -ENOMEM;
 		e->ops[e->nops++] = o;
-		in.nops++;
+		in->nops++;
 		if (p < end)
 			p++;    /* the comma */
 	}
+	return 0;
+}
+
+/* One statement (no ';', labels and guard already removed). */
+static int parse_statement(struct entry *e, const char *p, const char *end)
+{
+	const char *op = p, *op_end;
+	struct insn in = { 0 };
+	struct opcode_info info;
+	int r;
+
+	while (p < end && !phos_ptx_is_space(*p))
+		p++;
+	op_end = p;
+	in.text = (uint32_t)(op - e->text);
+	in.tlen = (uint32_t)(end - op);
+	in.nvec = 1;
+	parse_opcode(op, op_end, &in, &info);
+	if (in.cls == C_OPAQUE && info.reason && !strcmp(info.reason, "calls a function") && calls_pure(op_end, end))
+		return 0;
+	if (in.cls == C_OPAQUE) {
+		opaque_at(e, &in, info.reason);
+		return 0;
+	}
+	if (in.cls == C_NOP)
+		return 0;
+	r = parse_operands(e, &in, op_end, end);
+	if (r != 0)
+		return r < 0 ? r : 0;
 	/* memory operands get the opcode's spaces in order */
 	for (uint32_t i = 0, k = 0; i < in.nops; i++) {
 		struct operand *o = &e->ops[in.op0 + i];
@@ -777,6 +789,62 @@ static bool scale_imm(const struct operand *o)
 	return o->kind == OP_IMM && ((o->imm >= 2 && o->imm < (1 << 20)) || (o->imm <= -2 && o->imm > -(1 << 20)));
 }
 
+/* A load or an atomic: its destination gets what the address's memory
+ * holds (for a kernel parameter, the words it reads). */
+static bool eval_load(struct entry *e, const struct insn *in, const struct operand *o)
+{
+	const struct operand *m = NULL;
+	struct taint t, u;
+
+	for (uint32_t i = 1; i < in->nops; i++)
+		if (o[i].kind == OP_MEM) {
+			m = &o[i];
+			break;
+		}
+	if (!m)
+		return false;
+	if (m->base == OP_SYM && e->syms[m->idx].kind == SYM_PARAM && m->space != SP_GLOBAL) {
+		/* ld.param [k_param_1+8]: just the words it reads */
+		const struct sym *s = &e->syms[m->idx];
+		uint64_t w = (uint64_t)in->width * in->nvec;
+
+		memset(&t, 0, sizeof(t));
+		if (m->imm >= 0 && (uint64_t)m->imm + w <= s->size)
+			taint_add_range(&t, s->off + (uint64_t)m->imm, w);
+		else
+			taint_add_range(&t, s->off, s->size);
+		return assign(e, &o[0], &t);
+	}
+	addr_taint(e, m, &u);
+	loaded_taint(in, m, &u, &t);
+	return assign(e, &o[0], &t);
+}
+
+/* A multiplication's result (into *t, zeroed by the caller): its operands'
+ * taints, widened to an address or narrowed to an index by what they are. */
+static void mul_taint(const struct entry *e, const struct insn *in, const struct operand *o, struct taint *t)
+{
+	struct taint a, b, u;
+
+	taint_of(e, &o[1], &a);
+	taint_of(e, &o[2], &b);
+	taint_or(t, &a);
+	taint_or(t, &b);
+	/* loaded × loaded, or loaded × a huge literal, is wide enough for an address */
+	if (((a.f & (T_IDX | T_PTR)) && (b.f & (T_IDX | T_PTR))) ||
+	    ((a.f & (T_IDX | T_PTR)) && o[2].kind == OP_IMM && (o[2].imm >= (1 << 20) || o[2].imm <= -(1 << 20))) ||
+	    ((b.f & (T_IDX | T_PTR)) && o[1].kind == OP_IMM && (o[1].imm >= (1 << 20) || o[1].imm <= -(1 << 20))))
+		t->f |= T_PTR;
+	/* a 64-bit loaded value scaled by an element size (int64 indices:
+	 * idx * 4) is an offset, not an address: an index */
+	else if (((a.f & T_PTR) && scale_imm(&o[2])) || ((b.f & T_PTR) && scale_imm(&o[1])))
+		t->f = (uint8_t)((t->f & ~T_PTR) | T_IDX);
+	for (uint32_t i = 3; i < in->nops; i++) {
+		taint_of(e, &o[i], &u);
+		taint_or(t, &u);
+	}
+}
+
 static bool eval(struct entry *e, const struct insn *in)
 {
 	const struct operand *o = &e->ops[in->op0];
@@ -786,32 +854,8 @@ static bool eval(struct entry *e, const struct insn *in)
 		return false;
 	switch (in->cls) {
 	case C_LOAD:
-	case C_ATOM: {
-		const struct operand *m = NULL;
-
-		for (uint32_t i = 1; i < in->nops; i++)
-			if (o[i].kind == OP_MEM) {
-				m = &o[i];
-				break;
-			}
-		if (!m)
-			return false;
-		if (m->base == OP_SYM && e->syms[m->idx].kind == SYM_PARAM && m->space != SP_GLOBAL) {
-			/* ld.param [k_param_1+8]: just the words it reads */
-			const struct sym *s = &e->syms[m->idx];
-			uint64_t w = (uint64_t)in->width * in->nvec;
-
-			memset(&t, 0, sizeof(t));
-			if (m->imm >= 0 && (uint64_t)m->imm + w <= s->size)
-				taint_add_range(&t, s->off + (uint64_t)m->imm, w);
-			else
-				taint_add_range(&t, s->off, s->size);
-			return assign(e, &o[0], &t);
-		}
-		addr_taint(e, m, &u);
-		loaded_taint(in, m, &u, &t);
-		return assign(e, &o[0], &t);
-	}
+	case C_ATOM:
+		return eval_load(e, in, o);
 	case C_MBAR:
 		if (o[0].kind == OP_MEM)
 			return false;
@@ -839,25 +883,7 @@ static bool eval(struct entry *e, const struct insn *in)
 			taint_or(&t, &u);
 		}
 	} else if (in->cls == C_MUL && in->nops >= 3) {
-		struct taint a, b;
-
-		taint_of(e, &o[1], &a);
-		taint_of(e, &o[2], &b);
-		taint_or(&t, &a);
-		taint_or(&t, &b);
-		/* loaded × loaded, or loaded × a huge literal, is wide enough for an address */
-		if (((a.f & (T_IDX | T_PTR)) && (b.f & (T_IDX | T_PTR))) ||
-		    ((a.f & (T_IDX | T_PTR)) && o[2].kind == OP_IMM && (o[2].imm >= (1 << 20) || o[2].imm <= -(1 << 20))) ||
-		    ((b.f & (T_IDX | T_PTR)) && o[1].kind == OP_IMM && (o[1].imm >= (1 << 20) || o[1].imm <= -(1 << 20))))
-			t.f |= T_PTR;
-		/* a 64-bit loaded value scaled by an element size (int64 indices:
-		 * idx * 4) is an offset, not an address: an index */
-		else if (((a.f & T_PTR) && scale_imm(&o[2])) || ((b.f & T_PTR) && scale_imm(&o[1])))
-			t.f = (uint8_t)((t.f & ~T_PTR) | T_IDX);
-		for (uint32_t i = 3; i < in->nops; i++) {
-			taint_of(e, &o[i], &u);
-			taint_or(&t, &u);
-		}
+		mul_taint(e, in, o, &t);
 	} else if (in->cls == C_SHL && in->nops >= 3) {
 		taint_of(e, &o[1], &t);
 		taint_of(e, &o[2], &u);
