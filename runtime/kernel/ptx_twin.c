@@ -328,48 +328,35 @@ static int emit_check(struct twin *t, const char *g, size_t gn, const char *m, s
 
 enum op_kind { K_NONE, K_ACCESS, K_COPY };
 
-/* One statement s[0..e) of a body, labels stripped, without its ';'. */
-static int statement(struct twin *t, const char *s, const char *e)
-{
-	const char *op, *op_end, *q;
-	size_t gn = 0, nmem = 0;
-	enum op_kind kind = K_NONE;
+/* What a statement's opcode says: a memory access (writing or not) or a
+ * copy, and the spaces it names in order. */
+struct twin_op {
+	enum op_kind kind;
+	bool write, other_space, skip, prefetch;
 	enum space spaces[4];
-	size_t nspaces = 0;
-	bool write = false, other_space = false, skip = false, prefetch = false;
-	char *clean;
-	int r = 0;
+	size_t nspaces;
+};
 
-	if (*s == '.') {        /* .reg, .local, .pragma, ... */
-		for (q = s; q < e && !phos_ptx_is_space(*q); q++)
-			;
-		return phos_ptx_tok_is(s, (size_t)(q - s), ".reg") ? declare_registers(t, q, e) : 0;
-	}
-	op = s;
-	if (*s == '@') {
-		while (op < e && !phos_ptx_is_space(*op))
-			op++;
-		gn = (size_t)(op - s);
-		op = phos_ptx_skip_ws(op, e);
-	}
-	if (gn == 1 || (gn == 2 && s[1] == '!'))
-		return -EBADMSG;        /* a guard without a predicate */
-	for (op_end = op; op_end < e && !phos_ptx_is_space(*op_end); op_end++)
-		;
+/* The opcode op..op_end into *o; false for an opcode that touches no
+ * memory the twin checks. */
+static bool twin_opcode(const char *op, const char *op_end, struct twin_op *o)
+{
+	const char *q;
+
 	for (q = op; q < op_end && *q != '.'; q++)
 		;
 	if (phos_ptx_tok_is(op, (size_t)(q - op), "ld") || phos_ptx_tok_is(op, (size_t)(q - op), "ldu")) {
-		kind = K_ACCESS;
+		o->kind = K_ACCESS;
 	} else if (phos_ptx_tok_is(op, (size_t)(q - op), "prefetch") || phos_ptx_tok_is(op, (size_t)(q - op), "prefetchu")) {
-		kind = K_ACCESS;
+		o->kind = K_ACCESS;
 	} else if (phos_ptx_tok_is(op, (size_t)(q - op), "st") || phos_ptx_tok_is(op, (size_t)(q - op), "atom") ||
 		   phos_ptx_tok_is(op, (size_t)(q - op), "red")) {
-		kind = K_ACCESS;
-		write = true;
+		o->kind = K_ACCESS;
+		o->write = true;
 	} else if (phos_ptx_tok_is(op, (size_t)(q - op), "cp")) {
-		kind = K_COPY;
+		o->kind = K_COPY;
 	} else {
-		return 0;
+		return false;
 	}
 	while (q < op_end) {
 		const char *part = ++q;
@@ -380,31 +367,24 @@ static int statement(struct twin *t, const char *s, const char *e)
 			q++;
 		n = (size_t)(q - part);
 		sp = space_of(part, n);
-		if (sp != SP_NONE && nspaces < sizeof(spaces) / sizeof(spaces[0]))
-			spaces[nspaces++] = sp;
-		other_space |= sp == SP_OTHER;
-		skip |= phos_ptx_tok_is(part, n, "tensor") || phos_ptx_tok_is(part, n, "tensormap");
-		prefetch |= phos_ptx_tok_is(part, n, "prefetch");
+		if (sp != SP_NONE && o->nspaces < sizeof(o->spaces) / sizeof(o->spaces[0]))
+			o->spaces[o->nspaces++] = sp;
+		o->other_space |= sp == SP_OTHER;
+		o->skip |= phos_ptx_tok_is(part, n, "tensor") || phos_ptx_tok_is(part, n, "tensormap");
+		o->prefetch |= phos_ptx_tok_is(part, n, "prefetch");
 	}
-	if (skip || (kind == K_ACCESS && other_space))
-		return 0;
+	return !(o->skip || (o->kind == K_ACCESS && o->other_space));
+}
 
-	/* the operands, comments blanked out, split on top-level commas */
-	clean = malloc((size_t)(e - op_end) + 1);
-	if (!clean)
-		return -ENOMEM;
-	for (const char *p = op_end; p < e;) {
-		const char *c = *p == '"' ? p : phos_ptx_skip_comment(p, e);
+/* The operands p..ce (comments blanked), split on top-level commas: a check
+ * block for the access's address, or for each global operand of a copy. */
+static int twin_operands(struct twin *t, const char *s, size_t gn, const struct twin_op *op, const char *p,
+			 const char *ce)
+{
+	size_t nmem = 0;
+	int r = 0;
 
-		if (c != p) {
-			memset(clean + (p - op_end), ' ', (size_t)(c - p));
-			p = c;
-		} else {
-			clean[p - op_end] = *p;
-			p++;
-		}
-	}
-	for (const char *p = clean, *ce = clean + (e - op_end); p < ce && r == 0;) {
+	while (p < ce && r == 0) {
 		const char *o;
 		int depth = 0;
 
@@ -424,21 +404,65 @@ static int statement(struct twin *t, const char *s, const char *e)
 
 			while (c > o && phos_ptx_is_space(c[-1]))
 				c--;
-			if (c[-1] != ']' || c - o < 2) {
-				r = -EBADMSG;
-				break;
-			}
-			if (kind == K_ACCESS) {
+			if (c[-1] != ']' || c - o < 2)
+				return -EBADMSG;
+			if (op->kind == K_ACCESS) {
 				if (nmem == 0)
-					r = emit_check(t, s, gn, o + 1, (size_t)(c - o - 2), write);
-			} else if (nmem < nspaces && spaces[nmem] == SP_GLOBAL) {
+					r = emit_check(t, s, gn, o + 1, (size_t)(c - o - 2), op->write);
+			} else if (nmem < op->nspaces && op->spaces[nmem] == SP_GLOBAL) {
 				/* cp: the first operand is the destination, except for a prefetch */
-				r = emit_check(t, s, gn, o + 1, (size_t)(c - o - 2), nmem == 0 && !prefetch);
+				r = emit_check(t, s, gn, o + 1, (size_t)(c - o - 2), nmem == 0 && !op->prefetch);
 			}
 			nmem++;
 		}
 		p += p < ce;
 	}
+	return r;
+}
+
+/* One statement s[0..e) of a body, labels stripped, without its ';'. */
+static int statement(struct twin *t, const char *s, const char *e)
+{
+	const char *op, *op_end, *q;
+	struct twin_op o = { .kind = K_NONE };
+	size_t gn = 0;
+	char *clean;
+	int r;
+
+	if (*s == '.') {        /* .reg, .local, .pragma, ... */
+		for (q = s; q < e && !phos_ptx_is_space(*q); q++)
+			;
+		return phos_ptx_tok_is(s, (size_t)(q - s), ".reg") ? declare_registers(t, q, e) : 0;
+	}
+	op = s;
+	if (*s == '@') {
+		while (op < e && !phos_ptx_is_space(*op))
+			op++;
+		gn = (size_t)(op - s);
+		op = phos_ptx_skip_ws(op, e);
+	}
+	if (gn == 1 || (gn == 2 && s[1] == '!'))
+		return -EBADMSG;        /* a guard without a predicate */
+	for (op_end = op; op_end < e && !phos_ptx_is_space(*op_end); op_end++)
+		;
+	if (!twin_opcode(op, op_end, &o))
+		return 0;
+	/* the operands, comments blanked out */
+	clean = malloc((size_t)(e - op_end) + 1);
+	if (!clean)
+		return -ENOMEM;
+	for (const char *p = op_end; p < e;) {
+		const char *c = *p == '"' ? p : phos_ptx_skip_comment(p, e);
+
+		if (c != p) {
+			memset(clean + (p - op_end), ' ', (size_t)(c - p));
+			p = c;
+		} else {
+			clean[p - op_end] = *p;
+			p++;
+		}
+	}
+	r = twin_operands(t, s, gn, &o, clean, clean + (e - op_end));
 	free(clean);
 	return r;
 }
