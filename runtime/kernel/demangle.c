@@ -547,6 +547,83 @@ static int parse_builtin_d(struct dm *d, struct dtype *ret)
 	return 1;   /* not a builtin */
 }
 
+/* A type that starts with D: a builtin (Dn, DF16_, ...), a pack expansion,
+ * a vector type or a noexcept function type. */
+static int parse_type_d(struct dm *d, struct dtype *ret)
+{
+	struct dtype t = OTHER;
+	int r;
+
+	r = parse_builtin_d(d, ret);
+	if (r <= 0)
+		return r;
+	if (peek(d, 1) == 'p') {        /* a pack expansion outside a parameter list */
+		d->s += 2;
+		r = parse_type(d, ret);
+		return r < 0 ? r : push(d, *ret);
+	}
+	if (peek(d, 1) == 'v') {        /* vector type */
+		size_t n;
+
+		d->s += 2;
+		r = parse_number(d, &n);
+		if (r < 0 || !eat(d, '_'))
+			return -EINVAL;
+		r = parse_type(d, &t);
+		*ret = OTHER;
+		return r < 0 ? r : push(d, *ret);
+	}
+	if (peek(d, 1) == 'o' || peek(d, 1) == 'x') {   /* noexcept function type */
+		d->s += 2;
+		r = parse_function_type(d);
+		*ret = OTHER;
+		return r < 0 ? r : push(d, *ret);
+	}
+	return -EINVAL;     /* decltype, and the rest */
+}
+
+/* A type that starts with T: an elaborated type specifier (Ts, Tu, Te), or
+ * a template parameter, perhaps a template template one with arguments. */
+static int parse_type_t(struct dm *d, struct dtype *ret)
+{
+	bool targs;
+	int r;
+
+	if (peek(d, 1) == 's' || peek(d, 1) == 'u' || peek(d, 1) == 'e') {
+		d->s += 2;      /* elaborated type specifier */
+		r = parse_name(d, false, &targs);
+		*ret = CLASS;
+		return r < 0 ? r : push(d, *ret);
+	}
+	r = parse_template_param(d, ret);
+	if (r == 0)
+		r = push(d, *ret);
+	if (r == 0 && peek(d, 0) == 'I') {      /* template template parameter */
+		r = parse_template_args(d, false);
+		*ret = CLASS;
+		if (r == 0)
+			r = push(d, *ret);
+	}
+	return r;
+}
+
+/* A vendor's extended type (u NAME [ARGS]), or a vendor qualifier on a
+ * type (U NAME [ARGS] TYPE, e.g. an address space: U3AS1). */
+static int parse_type_vendor(struct dm *d, struct dtype *ret)
+{
+	bool qualifier = *d->s++ == 'U';
+	int r;
+
+	r = parse_source_name(d, false);
+	if (r == 0 && peek(d, 0) == 'I')
+		r = parse_template_args(d, false);
+	if (!qualifier)
+		*ret = CLASS;
+	else if (r == 0)
+		r = parse_type(d, ret);
+	return r < 0 ? r : push(d, *ret);
+}
+
 static int parse_type_inner(struct dm *d, struct dtype *ret)
 {
 	struct dtype t = OTHER;
@@ -565,39 +642,10 @@ static int parse_type_inner(struct dm *d, struct dtype *ret)
 		*ret = BUILTIN;
 		return 0;
 	case 'u':       /* vendor extended type */
-		d->s++;
-		r = parse_source_name(d, false);
-		if (r == 0 && peek(d, 0) == 'I')
-			r = parse_template_args(d, false);
-		*ret = CLASS;
-		return r < 0 ? r : push(d, *ret);
+	case 'U':       /* vendor qualifier, e.g. an address space: U3AS1 */
+		return parse_type_vendor(d, ret);
 	case 'D':
-		r = parse_builtin_d(d, ret);
-		if (r <= 0)
-			return r;
-		if (peek(d, 1) == 'p') {        /* a pack expansion outside a parameter list */
-			d->s += 2;
-			r = parse_type(d, ret);
-			return r < 0 ? r : push(d, *ret);
-		}
-		if (peek(d, 1) == 'v') {        /* vector type */
-			size_t n;
-
-			d->s += 2;
-			r = parse_number(d, &n);
-			if (r < 0 || !eat(d, '_'))
-				return -EINVAL;
-			r = parse_type(d, &t);
-			*ret = OTHER;
-			return r < 0 ? r : push(d, *ret);
-		}
-		if (peek(d, 1) == 'o' || peek(d, 1) == 'x') {   /* noexcept function type */
-			d->s += 2;
-			r = parse_function_type(d);
-			*ret = OTHER;
-			return r < 0 ? r : push(d, *ret);
-		}
-		return -EINVAL;     /* decltype, and the rest */
+		return parse_type_d(d, ret);
 	case 'r': case 'V': case 'K': {
 		bool is_const = false;
 
@@ -607,14 +655,6 @@ static int parse_type_inner(struct dm *d, struct dtype *ret)
 		ret->is_const |= is_const;
 		return r < 0 ? r : push(d, *ret);
 	}
-	case 'U':       /* vendor qualifier, e.g. an address space: U3AS1 */
-		d->s++;
-		r = parse_source_name(d, false);
-		if (r == 0 && peek(d, 0) == 'I')
-			r = parse_template_args(d, false);
-		if (r == 0)
-			r = parse_type(d, ret);
-		return r < 0 ? r : push(d, *ret);
 	case 'P':
 		d->s++;
 		r = parse_type(d, &t);
@@ -654,22 +694,7 @@ static int parse_type_inner(struct dm *d, struct dtype *ret)
 		*ret = OTHER;
 		return r < 0 ? r : push(d, *ret);
 	case 'T':
-		if (peek(d, 1) == 's' || peek(d, 1) == 'u' || peek(d, 1) == 'e') {
-			d->s += 2;      /* elaborated type specifier */
-			r = parse_name(d, false, &targs);
-			*ret = CLASS;
-			return r < 0 ? r : push(d, *ret);
-		}
-		r = parse_template_param(d, ret);
-		if (r == 0)
-			r = push(d, *ret);
-		if (r == 0 && peek(d, 0) == 'I') {      /* template template parameter */
-			r = parse_template_args(d, false);
-			*ret = CLASS;
-			if (r == 0)
-				r = push(d, *ret);
-		}
-		return r;
+		return parse_type_t(d, ret);
 	case 'S':
 		if (peek(d, 1) == 't')
 			break;          /* std::name: a class type */
