@@ -445,8 +445,9 @@ int inv_checkpoint_request(const char *name, unsigned id, const char *body, size
  * (inv_calls_store_resumable), kept as resume-ID; the calls store must be open. */
 int inv_checkpoints_init(void);
 
-/* migrate.c: moving an idle instance with its state to another invoker (its
- * picture is there). HTTP statuses and bodies of:
+/* migrate.c (the source; its picture is there) and migrate_target.c (the
+ * target): moving an idle instance with its state to another invoker. HTTP
+ * statuses and bodies of:
  *   POST /system/functions/NAME/instances/ID/migrate {"to","to_token","mode","advertise"}
  *   GET  /system/functions/NAME/instances/ID/checkpoint/file?snapshot=M&path&offset&length
  *        (200 with a response streaming the range)
@@ -465,12 +466,12 @@ int inv_migration_get(const char *id, bool abort, json_t **ret_body);
 /* A call of f, whose instance moved away, forwarded to where it went (no lock held). */
 struct inv_result;
 /* Gives back the executors prepared for moves whose final phase never came
- * (migrate.c); the reaper's, every round. */
+ * (migrate_target.c); the reaper's, every round. */
 void inv_migrate_expire(void);
 /* Executors set aside for moves coming here: held now, and ever (/metrics). */
 void inv_migrate_prepared(unsigned *ret_held, uint64_t *ret_total);
 /* Pre-copies here waiting for their final phase now, and those ever reclaimed
- * because their source went quiet (migrate.c; /metrics). */
+ * because their source went quiet (migrate_target.c; /metrics). */
 void inv_migrate_incoming(unsigned *ret_waiting, uint64_t *ret_reclaimed);
 void inv_migrate_forward(struct inv_function *f, const char *body, size_t len, const char *ctype,
 			 struct inv_result *res);
