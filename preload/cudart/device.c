@@ -194,13 +194,15 @@ static void fill_prop(struct cudaDeviceProp *p, const struct phos_reply_device *
 	p->localL1CacheSupported = a[cudaDevAttrLocalL1CacheSupported];
 	p->sharedMemPerMultiprocessor = (size_t)a[cudaDevAttrMaxSharedMemoryPerMultiprocessor];
 	p->regsPerMultiprocessor = a[cudaDevAttrMaxRegistersPerMultiprocessor];
-	/* Managed memory cannot be forwarded: report it absent. */
-	p->managedMemory = 0;
+	/* Managed memory (memory.c) is one coherent mapping for host and device:
+	 * either side may touch it while the other runs, as cudaDeviceGetAttribute
+	 * says too. Pageable memory is not reachable from kernels. */
+	p->managedMemory = 1;
 	p->isMultiGpuBoard = a[cudaDevAttrIsMultiGpuBoard];
 	p->multiGpuBoardGroupID = a[cudaDevAttrMultiGpuBoardGroupID];
 	p->hostNativeAtomicSupported = a[cudaDevAttrHostNativeAtomicSupported];
 	p->pageableMemoryAccess = 0;
-	p->concurrentManagedAccess = 0;
+	p->concurrentManagedAccess = 1;
 	p->computePreemptionSupported = a[cudaDevAttrComputePreemptionSupported];
 	p->canUseHostPointerForRegisteredMem = 0;
 	p->cooperativeLaunch = a[cudaDevAttrCooperativeLaunch];

@@ -40,6 +40,15 @@ int main()
 	cudaMemLocation dev = { cudaMemLocationTypeDevice, 0 }, host = { cudaMemLocationTypeHost, 0 };
 
 	CHECK(cudaDeviceGetAttribute(&attr, cudaDevAttrManagedMemory, 0) == cudaSuccess && attr == 1, "managed memory");
+	// what the samples read (concurrentManagedAccess: the host may touch
+	// managed memory while kernels run) agrees with the attributes
+	cudaDeviceProp prop;
+	int concurrent = 0;
+	OK(cudaGetDeviceProperties(&prop, 0));
+	OK(cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, 0));
+	CHECK(prop.managedMemory == 1 && prop.concurrentManagedAccess == concurrent && concurrent == 1,
+	      "properties: managedMemory %d, concurrentManagedAccess %d (attribute %d)", prop.managedMemory,
+	      prop.concurrentManagedAccess, concurrent);
 	OK(cudaMallocManaged(&x, n * sizeof(float)));
 	OK(cudaMallocManaged(&y, n * sizeof(float), cudaMemAttachGlobal));
 	for (int i = 0; i < n; i++) {
@@ -56,6 +65,21 @@ int main()
 			bad = i;
 	CHECK(bad < 0, "y[%d] = %g after the kernel", bad, bad < 0 ? 0.0 : y[bad]);
 	OK(cudaMemPrefetchAsync(y, n * sizeof(float), host, 0, 0));
+
+	// concurrent access: the host writes one managed buffer while a kernel
+	// writes another, with no synchronize in between
+	float *w = nullptr;
+	OK(cudaMallocManaged(&w, n * sizeof(float)));
+	mg_add<<<(n + 255) / 256, 256>>>(n, x, y);   // y = 1 + 1 + i % 97
+	for (int i = 0; i < n; i++)
+		w[i] = 3.0f;
+	OK(cudaDeviceSynchronize());
+	bad = -1;
+	for (int i = 0; i < n && bad < 0; i++)
+		if (y[i] != 2.0f + (float)(i % 97) || w[i] != 3.0f)
+			bad = i;
+	CHECK(bad < 0, "concurrent: y[%d] = %g, w = %g", bad, bad < 0 ? 0.0 : y[bad], bad < 0 ? 0.0 : w[bad]);
+	OK(cudaFree(w));
 
 	// the pointer's attributes
 	OK(cudaPointerGetAttributes(&pa, y));
