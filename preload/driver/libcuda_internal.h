@@ -10,6 +10,7 @@
  *                                           error names
  *                          libcuda_module.c modules, libraries, kernels, launches,
  *                                           cuGetProcAddress
+ *                          libcuda_link.c   JIT linking of one input
  *                          stubs (generated) every other export of the real
  *                                           libcuda: CUDA_ERROR_NOT_SUPPORTED,
  *                                           named once in the log
@@ -57,3 +58,16 @@ CUresult cu_result(int err);
 
 /* libcuda.c: 0 once cuInit succeeded, else CUDA_ERROR_NOT_INITIALIZED. */
 CUresult cu_initialized(void);
+
+/* libcuda_module.c: a module file (cubin, PTX, fatbin, at most 1 GiB) read
+ * whole into *ret_buf (NUL-terminated, for PTX; the caller frees it), its
+ * size in *ret_size. CUDA_ERROR_FILE_NOT_FOUND for a path that is no
+ * readable regular file. */
+CUresult cu_read_module_file(const char *path, char **ret_buf, size_t *ret_size);
+
+/* libcuda_module.c: the answers of JIT options (values[i] for options[i]):
+ * nothing was logged, so a log buffer gets an empty string when its size
+ * option gave it room for one and the sizes say 0 bytes; the wall time is
+ * 0 ms. Other options are taken and change nothing (the executor's driver
+ * compiles with its defaults). */
+void cu_jit_options_answer(unsigned n, const CUjit_option *options, void **values);

@@ -52,9 +52,7 @@ static CUresult module_id(CUmodule m, uint32_t *ret_id)
 
 /* --- modules --- */
 
-/* JIT options ask for logs and report sizes: nothing was logged. A log
- * buffer gets an empty string when its size option gave it room for one. */
-static void jit_options_answer(unsigned n, const CUjit_option *options, void **values)
+void cu_jit_options_answer(unsigned n, const CUjit_option *options, void **values)
 {
 	size_t info_room = 0, error_room = 0;
 
@@ -80,6 +78,13 @@ static void jit_options_answer(unsigned n, const CUjit_option *options, void **v
 			if (values[i] && error_room)
 				*(char *)values[i] = '\0';
 			break;
+		case CU_JIT_WALL_TIME: {   /* a float, written over the value */
+			float ms = 0.0f;
+
+			values[i] = NULL;
+			memcpy(&values[i], &ms, sizeof(ms));
+			break;
+		}
 		default:
 			break;
 		}
@@ -105,7 +110,7 @@ PHOS_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, uns
 {
 	CUresult r = cuModuleLoadData(module, image);
 
-	jit_options_answer(numOptions, options, optionValues);
+	cu_jit_options_answer(numOptions, options, optionValues);
 	return r;
 }
 
@@ -114,8 +119,7 @@ PHOS_EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubi
 	return cuModuleLoadData(module, fatCubin);
 }
 
-/* Reads a module file (cubin, PTX, fatbin) and loads it; the bytes are NUL-terminated for PTX. */
-PHOS_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname)
+CUresult cu_read_module_file(const char *path, char **ret_buf, size_t *ret_size)
 {
 	struct stat st;
 	char *buf = NULL;
@@ -123,10 +127,7 @@ PHOS_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname)
 	CUresult r = CUDA_ERROR_FILE_NOT_FOUND;
 	int fd;
 
-	NEED_INIT();
-	if (!module || !fname)
-		return CUDA_ERROR_INVALID_VALUE;
-	fd = open(fname, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return CUDA_ERROR_FILE_NOT_FOUND;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > MAX_MODULE_FILE)
@@ -146,10 +147,30 @@ PHOS_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname)
 		got += (size_t)n;
 	}
 	buf[got] = '\0';
-	r = cuModuleLoadData(module, buf);
+	*ret_buf = buf;
+	*ret_size = got;
+	buf = NULL;
+	r = CUDA_SUCCESS;
 out:
 	free(buf);
 	close(fd);
+	return r;
+}
+
+/* Reads a module file (cubin, PTX, fatbin) and loads it. */
+PHOS_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname)
+{
+	char *buf = NULL;
+	size_t size;
+	CUresult r;
+
+	NEED_INIT();
+	if (!module || !fname)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = cu_read_module_file(fname, &buf, &size);
+	if (r == CUDA_SUCCESS)
+		r = cuModuleLoadData(module, buf);
+	free(buf);
 	return r;
 }
 

@@ -4,7 +4,8 @@
 embedded PTX text, fatbin and cubin, launches them with kernelParams, with
 extra's packed buffer and through cuLaunchKernelEx, and checks every answer
 against a CPU reference, with memory, streams, events, pointer attributes,
-module variables, cuGetProcAddress and bad images besides.
+module variables, cuGetProcAddress and bad images besides, modules read
+from files (cuModuleLoad) and PTX linked at run time (cuLink*).
 
 Under phos-fn (the test device) it must pass with its phos-only checks, be
 served by the stand-in (never the real driver: the guard would refuse it),
@@ -50,14 +51,17 @@ try:
     # 1000 floats each) ran twice from each module: from PTX and the fatbin
     # (which carries PTX) the access analysis proves its sets exact, x and y
     # read, y written; from the cubin (SASS only) it is opaque; then twice
-    # more from PTX loaded with JIT options.
+    # more from PTX loaded with JIT options; then from files (cuModuleLoad:
+    # PTX exact, the cubin opaque), and from PTX linked at run
+    # time, from memory and from its file (cuLinkComplete gives the PTX
+    # itself back: still exact).
     launches = [r for r in recs if r.get("op") == "launch"]
     saxpy = [r for r in launches if r.get("kernel") == "_Z9drv_saxpyfPKfPfi"]
     fill = [r for r in launches if r.get("kernel") == "drv_fill"]
-    check(len(saxpy) == 8 and len(fill) == 1, f"launches: {[r.get('kernel') for r in launches]}")
-    check([r.get("sets") for r in saxpy] == ["exact"] * 4 + ["opaque"] * 2 + ["exact"] * 2,
-          f"saxpy sets: {[r.get('sets') for r in saxpy]}")
-    for r in saxpy[:4] + saxpy[6:]:
+    check(len(saxpy) == 16 and len(fill) == 1, f"launches: {[r.get('kernel') for r in launches]}")
+    want_sets = ["exact"] * 4 + ["opaque"] * 2 + ["exact"] * 2 + ["exact"] * 2 + ["opaque"] * 2 + ["exact"] * 4
+    check([r.get("sets") for r in saxpy] == want_sets, f"saxpy sets: {[r.get('sets') for r in saxpy]}")
+    for r in [r for r, want in zip(saxpy, want_sets) if want == "exact"]:
         writes, reads = r.get("writes", []), r.get("reads", [])
         check(len(writes) == 1 and writes[0][1] == 4000 and writes[0] in reads and len(reads) == 2
               and all(n == 4000 for _, n in reads), f"saxpy sets: reads {reads} writes {writes}")

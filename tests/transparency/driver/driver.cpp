@@ -7,7 +7,9 @@
 // cuLaunchKernelEx, and checks every answer against a CPU reference. Also:
 // memory (device, pinned, sets of 1, 2 and 4 bytes), streams, events,
 // pointer attributes, module variables, kernel attributes, cuGetProcAddress,
-// error names, and bad images refused.
+// error names, and bad images refused; modules loaded from files
+// (cuModuleLoad), and PTX linked at run time as NVIDIA's ptxjit does
+// (cuLinkCreate, cuLinkAddData/AddFile, cuLinkComplete).
 //
 //   driver [phos]   "phos": also checks what only phos-fn promises (exact
 //                   error codes for bad images, cuGetProcAddress returning
@@ -21,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels_embedded.h"
 
@@ -367,6 +370,86 @@ static void check_proc_address(void)
 	}
 }
 
+// image (size bytes) into a new temporary file; its path in path (PATH_MAX).
+static bool write_temp(const void *image, size_t size, const char *suffix, char *path)
+{
+	snprintf(path, 256, "/tmp/phos-driver-XXXXXX%s", suffix);
+	int fd = mkstemps(path, (int)strlen(suffix));
+	if (fd < 0)
+		return false;
+	bool ok = write(fd, image, size) == (ssize_t)size;
+	close(fd);
+	return ok;
+}
+
+// Modules read from files: PTX and a cubin, and a path that is not there.
+static void check_module_files(void)
+{
+	char ptx[256], cubin[256];
+	CUmodule m;
+
+	CHECK(write_temp(kernels_ptx, strlen((const char *)kernels_ptx), ".ptx", ptx), "temporary PTX file");
+	CHECK(write_temp(kernels_cubin, kernels_cubin_len, ".cubin", cubin), "temporary cubin file");
+	CU(cuModuleLoad(&m, ptx));
+	check_saxpy(m, "PTX file", NULL);
+	CU(cuModuleUnload(m));
+	CU(cuModuleLoad(&m, cubin));
+	check_saxpy(m, "cubin file", NULL);
+	CU(cuModuleUnload(m));
+	CHECK(cuModuleLoad(&m, "/nonexistent/kernels.cubin") == CUDA_ERROR_FILE_NOT_FOUND,
+	      "a missing module file is not CUDA_ERROR_FILE_NOT_FOUND");
+
+	// PTX linked at run time, from memory and from the file, with the
+	// options ptxjit passes; the output loads as a module
+	for (int from_file = 0; from_file < 2; from_file++) {
+		char info[1024];
+		float walltime = -1.0f;
+		CUjit_option opts[] = { CU_JIT_WALL_TIME, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+					CU_JIT_LOG_VERBOSE };
+		void *vals[] = { &walltime, info, (void *)(uintptr_t)sizeof(info), (void *)(uintptr_t)1 };
+		CUlinkState ls;
+		void *out = NULL;
+		size_t out_size = 0;
+
+		memset(info, 'x', sizeof(info));
+		CU(cuLinkCreate(4, opts, vals, &ls));
+		if (from_file)
+			CU(cuLinkAddFile(ls, CU_JIT_INPUT_PTX, ptx, 0, NULL, NULL));
+		else
+			CU(cuLinkAddData(ls, CU_JIT_INPUT_PTX, (void *)kernels_ptx, strlen((const char *)kernels_ptx) + 1,
+					 "kernels.ptx", 0, NULL, NULL));
+		CU(cuLinkComplete(ls, &out, &out_size));
+		CHECK(out && out_size > 0, "link output %p of %zu bytes", out, out_size);
+		CHECK(memchr(info, 0, sizeof(info)), "the link's info log is not a string");
+		CU(cuModuleLoadData(&m, out));
+		check_saxpy(m, from_file ? "PTX linked from a file" : "PTX linked", NULL);
+		CU(cuModuleUnload(m));
+		CU(cuLinkDestroy(ls));
+	}
+	CUlinkState ls;
+	void *out = NULL;
+	size_t out_size = 0;
+	CU(cuLinkCreate(0, NULL, NULL, &ls));
+	CHECK(cuLinkAddData(ls, CU_JIT_INPUT_CUBIN, (void *)"not a cubin", 12, NULL, 0, NULL, NULL) != CUDA_SUCCESS,
+	      "a bad cubin linked");
+	CHECK(cuLinkAddFile(ls, CU_JIT_INPUT_PTX, "/nonexistent/k.ptx", 0, NULL, NULL) == CUDA_ERROR_FILE_NOT_FOUND,
+	      "a missing PTX file is not CUDA_ERROR_FILE_NOT_FOUND");
+	if (phos_mode) {
+		// phos-fn links one input; several (relocatable device code) are refused
+		CU(cuLinkAddData(ls, CU_JIT_INPUT_PTX, (void *)kernels_ptx, strlen((const char *)kernels_ptx) + 1, NULL, 0,
+				 NULL, NULL));
+		CU(cuLinkAddData(ls, CU_JIT_INPUT_CUBIN, (void *)kernels_cubin, kernels_cubin_len, NULL, 0, NULL,
+				 NULL));
+		CHECK(cuLinkComplete(ls, &out, &out_size) == CUDA_ERROR_NOT_SUPPORTED, "two inputs linked");
+		CHECK(cuLinkAddData(ls, CU_JIT_INPUT_LIBRARY, (void *)kernels_cubin, kernels_cubin_len, NULL, 0,
+				    NULL, NULL) == CUDA_ERROR_NOT_SUPPORTED, "a library input is not refused");
+		CHECK(cuLinkDestroy((CUlinkState)&out) == CUDA_ERROR_INVALID_HANDLE, "a link state that is none");
+	}
+	CU(cuLinkDestroy(ls));
+	unlink(ptx);
+	unlink(cubin);
+}
+
 int main(int argc, char **argv)
 {
 	CUdevice dev;
@@ -454,6 +537,7 @@ int main(int argc, char **argv)
 	check_async_memory(stream);
 	check_pointers(ctx);
 	check_bad_images();
+	check_module_files();
 	check_proc_address();
 	if (phos_mode) {
 		// what phos-fn does not forward is refused, never faked (and named once in its log)
