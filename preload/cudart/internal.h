@@ -345,6 +345,12 @@ bool phos_graph_capturing(const void *stream);
 /* cudaErrorStreamCaptureUnsupported (and the capture invalidated) when stream
  * id sid is capturing, else 0. */
 int phos_graph_check_stream(uint32_t sid);
+/* cudaStreamDestroy of stream id sid (graph_capture.c): a stream forked into
+ * a capture leaves it, its last nodes still to be joined back by the
+ * capture's end (as CUDA lets programs destroy such streams); the
+ * capture's origin stream is refused (cudaErrorStreamCaptureUnsupported,
+ * the capture invalidated). 0 for a stream that is not capturing. */
+int phos_graph_stream_gone(uint32_t sid);
 /* A checked, packed launch (offsets: of the nargs arguments in params). */
 int phos_graph_capture_kernel(const void *stream, const void *func, const struct phos_launch_ex *l,
 			      const void *params, const uint16_t *offsets, uint32_t nargs);

@@ -232,10 +232,12 @@ PHOS_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsi
 PHOS_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
 {
 	struct phos_handle h = { 0 };
-	int r = phos_preload_stream_id(stream, &h.id);
+	int r = phos_stream_resolve(stream, &h.id);
 
 	if (r == cudaSuccess && (h.id == 0 || stream == cudaStreamPerThread || !stream))
 		r = cudaErrorInvalidResourceHandle;
+	if (r == cudaSuccess)
+		r = phos_graph_stream_gone(h.id);
 	if (r)
 		return phos_set_error(r);
 	/* The record goes first, so that the id is never reused before it. */

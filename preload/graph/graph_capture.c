@@ -19,6 +19,8 @@ struct capture {
 	enum cudaStreamCaptureMode mode;
 	bool invalid;
 	uint32_t origin;              /* stream id that began it */
+	struct gnode **left;          /* the last nodes of forked streams destroyed */
+	size_t nleft;                 /* during the capture: joined back by its end */
 };
 
 /* A stream taking part in a capture, with the nodes its next node depends on. */
@@ -137,6 +139,9 @@ static void capture_end(struct capture *cap)
 			i++;
 		}
 	}
+	free(cap->left);
+	cap->left = NULL;
+	cap->nleft = 0;
 }
 
 /* The stream id of a handle without the capture check of phos_preload_stream_id. */
@@ -254,6 +259,50 @@ PHOS_EXPORT int phos_preload_stream_id(const void *stream, uint32_t *ret_id)
 		r = phos_graph_check_stream(id);
 	if (r == cudaSuccess)
 		*ret_id = id;
+	return r;
+}
+
+int phos_graph_stream_gone(uint32_t sid)
+{
+	struct cstream *cs;
+	int r = cudaSuccess;
+
+	if (!__atomic_load_n(&ncaptures, __ATOMIC_ACQUIRE))
+		return cudaSuccess;
+	pthread_mutex_lock(&glock);
+	cs = cstream_find(sid);
+	if (cs && cs->cap->origin == sid) {
+		cs->cap->invalid = true;   /* the capture's own stream: refused, as CUDA does */
+		r = cudaErrorStreamCaptureUnsupported;
+	} else if (cs) {
+		r = deps_merge(&cs->cap->left, &cs->cap->nleft, cs->deps, cs->ndeps);
+		if (r == cudaSuccess) {
+			free(cs->deps);
+			*cs = cstreams[--ncstreams];
+			__atomic_sub_fetch(&ncaptures, 1, __ATOMIC_RELEASE);
+		} else {
+			cs->cap->invalid = true;
+		}
+	}
+	pthread_mutex_unlock(&glock);
+	return r;
+}
+
+int graph_capture_frontier(const void *stream, struct gnode ***ret, size_t *ret_n)
+{
+	struct cstream *cs;
+	uint32_t sid;
+	int r = sid_of(stream, &sid);
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (r)
+		return r;
+	pthread_mutex_lock(&glock);
+	cs = cstream_find(sid);
+	r = !cs ? cudaErrorIllegalState : cs->cap->invalid ? cudaErrorStreamCaptureInvalidated
+							    : deps_set(ret, ret_n, cs->deps, cs->ndeps);
+	pthread_mutex_unlock(&glock);
 	return r;
 }
 
@@ -544,6 +593,20 @@ static bool reaches(const struct gnode *a, const struct gnode *b, unsigned depth
 	return false;
 }
 
+/* Whether each of nodes (n) is behind the origin stream's last nodes. */
+static bool joined(struct gnode *const *nodes, size_t n, const struct cstream *origin)
+{
+	for (size_t d = 0; d < n; d++) {
+		bool behind = false;
+
+		for (size_t e = 0; !behind && e < origin->ndeps; e++)
+			behind = reaches(nodes[d], origin->deps[e], 0);
+		if (!behind)
+			return false;
+	}
+	return true;
+}
+
 static int begin_capture(const void *stream, struct graph *graph, struct gnode *const *deps, size_t ndeps,
 			 int mode)
 {
@@ -631,22 +694,16 @@ PHOS_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *p
 		cap = cs->cap;
 		if (cap->invalid)
 			r = cudaErrorStreamCaptureInvalidated;
-		/* every stream forked into the capture must have joined back:
-		 * its last work is behind the origin stream's */
+		/* every stream forked into the capture must have joined back,
+		 * destroyed ones too: its last work is behind the origin stream's */
 		for (size_t i = 0; r == cudaSuccess && i < ncstreams; i++) {
 			const struct cstream *o = &cstreams[i];
 
-			if (o->cap != cap || o == cs)
-				continue;
-			for (size_t d = 0; r == cudaSuccess && d < o->ndeps; d++) {
-				bool joined = false;
-
-				for (size_t e = 0; !joined && e < cs->ndeps; e++)
-					joined = reaches(o->deps[d], cs->deps[e], 0);
-				if (!joined)
-					r = cudaErrorStreamCaptureUnjoined;
-			}
+			if (o->cap == cap && o != cs && !joined(o->deps, o->ndeps, cs))
+				r = cudaErrorStreamCaptureUnjoined;
 		}
+		if (r == cudaSuccess && !joined(cap->left, cap->nleft, cs))
+			r = cudaErrorStreamCaptureUnjoined;
 		capture_end(cap);
 	}
 	pthread_mutex_unlock(&glock);

@@ -248,6 +248,9 @@ int graph_capture_node(const void *stream, struct gnode *node);
 /* The graph a capture of stream builds, or NULL when stream does not
  * capture (or its capture was invalidated). */
 struct graph *graph_capture_graph(const void *stream);
+/* The nodes the capturing stream's next node will depend on: a copy in *ret
+ * (the caller frees it), or an error (cudaErrorIllegalState: not capturing). */
+int graph_capture_frontier(const void *stream, struct gnode ***ret, size_t *ret_n);
 
 /* --- graph_mem.c (memory nodes) --- */
 

@@ -17,6 +17,12 @@
  *   as CUDA's does; the buffer goes back to the executor once no node names
  *   it and it is not live.
  *
+ * An allocation node made after the free node of an earlier allocation of
+ * the same graph, size and device (that free node among its ancestors, and
+ * every allocation of it freed) takes that allocation's address, as CUDA's
+ * do: the two nodes name one buffer, live between each one's allocation and
+ * its free in turn.
+ *
  * CUDA's rules for graphs with memory nodes hold: at most one instantiation
  * at a time, no clone, no child graph, no node or edge removed; a free node
  * only for an address an allocation node returned, once, in the owning
@@ -40,6 +46,8 @@ struct gmem {
 	unsigned alloc_nodes, free_nodes;   /* nodes naming it (graphs' and instantiated copies) */
 	const struct graph *owner;          /* the graph its allocation node was made in */
 	const struct graph *free_graph;     /* the graph of its free node (not a copy's), or NULL */
+	unsigned allocs_made, frees_made;   /* its allocation and free nodes made in graphs (not copies) */
+	const struct gnode *last_free;      /* the newest of those free nodes (in free_graph), or NULL */
 	bool live;                          /* allocated by a launch, not freed since */
 };
 
@@ -150,6 +158,7 @@ static int gmem_make(const struct cudaMemAllocNodeParams *p, const struct graph 
 		memcpy(m->access, p->accessDescs, m->naccess * sizeof(*m->access));
 	m->owner = owner;
 	m->alloc_nodes = 1;
+	m->allocs_made = 1;
 	pthread_mutex_lock(&lock);
 	m->next = all;
 	all = m;
@@ -186,8 +195,12 @@ void gmem_node_gone(struct gnode *n)
 			m->owner = NULL;
 	} else {
 		m->free_nodes--;
-		if (m->free_graph == n->graph || !m->free_nodes)
+		if (m->free_graph == n->graph && m->frees_made)
+			m->frees_made--;   /* one made in a graph, not an instantiated copy */
+		if (!m->frees_made || !m->free_nodes)
 			m->free_graph = NULL;
+		if (m->last_free == n)
+			m->last_free = NULL;
 	}
 	m = unused(m);
 	pthread_mutex_unlock(&lock);
@@ -200,9 +213,15 @@ int gmem_instantiate_check(const struct graph *g)
 	int r = cudaSuccess;
 
 	pthread_mutex_lock(&lock);
-	for (size_t i = 0; r == cudaSuccess && g && i < g->n; i++)
-		if (g->nodes[i]->kind == GN_MEM_ALLOC && g->nodes[i]->mem->alloc_nodes > 1)
+	for (size_t i = 0; r == cudaSuccess && g && i < g->n; i++) {
+		const struct gmem *m = g->nodes[i]->kind == GN_MEM_ALLOC ? g->nodes[i]->mem : NULL;
+		unsigned here = 0;   /* g's nodes naming m (several when it took a freed address) */
+
+		for (size_t j = 0; m && j < g->n; j++)
+			here += g->nodes[j]->kind == GN_MEM_ALLOC && g->nodes[j]->mem == m;
+		if (m && m->alloc_nodes > here)
 			r = cudaErrorNotSupported;   /* one instantiation at a time */
+	}
 	pthread_mutex_unlock(&lock);
 	return r;
 }
@@ -291,20 +310,77 @@ static struct gnode *mem_node(enum gnode_kind kind, struct gmem *m)
 	return n;
 }
 
-/* An allocation node of graph g for p (p->dptr set), added by add(node):
- * graph_add or the capture's. */
-static int alloc_node(struct graph *g, struct cudaMemAllocNodeParams *p, struct gnode **ret)
+/* Whether node a is one of nodes (n of them) or an ancestor of one. */
+static bool behind(const struct gnode *a, struct gnode *const *nodes, size_t n)
 {
-	struct gmem *m;
+	const struct graph *g = a->graph;
+	struct gnode **todo;
+	bool *seen, found = false;
+	size_t top = 0;
+
+	if (!n || !g)
+		return false;
+	todo = malloc(g->n * sizeof(*todo));
+	seen = calloc(g->n, sizeof(*seen));
+	for (size_t i = 0; todo && seen && i < n; i++)
+		if (nodes[i]->graph == g && nodes[i]->index < g->n && !seen[nodes[i]->index]) {
+			seen[nodes[i]->index] = true;
+			todo[top++] = nodes[i];
+		}
+	while (todo && seen && top && !found) {
+		const struct gnode *x = todo[--top];
+
+		found = x == a;
+		for (size_t i = 0; !found && i < x->ndeps; i++)
+			if (x->deps[i]->graph == g && x->deps[i]->index < g->n && !seen[x->deps[i]->index]) {
+				seen[x->deps[i]->index] = true;
+				todo[top++] = x->deps[i];
+			}
+	}
+	free(todo);
+	free(seen);
+	return found;
+}
+
+/* An allocation of graph g whose address an allocation node for p after
+ * deps may take (see the top), its nodes counted; or NULL. */
+static struct gmem *reusable(const struct graph *g, const struct cudaMemAllocNodeParams *p, struct gnode *const *deps,
+			     size_t ndeps)
+{
+	struct gmem *found = NULL;
+
+	if (!p || !ndeps || p->poolProps.location.type != cudaMemLocationTypeDevice || p->accessDescCount)
+		return NULL;
+	pthread_mutex_lock(&lock);
+	for (struct gmem *m = all; m && !found; m = m->next)
+		if (m->owner == g && m->dptr && m->size == p->bytesize && m->device == p->poolProps.location.id &&
+		    !m->naccess && m->allocs_made == m->frees_made && m->last_free && m->free_graph == g &&
+		    behind(m->last_free, deps, ndeps))
+			found = m;
+	if (found) {
+		found->alloc_nodes++;
+		found->allocs_made++;
+	}
+	pthread_mutex_unlock(&lock);
+	return found;
+}
+
+/* An allocation node of graph g for p (p->dptr set), to be added after deps
+ * by add(node): graph_add or the capture's. */
+static int alloc_node(struct graph *g, struct cudaMemAllocNodeParams *p, struct gnode *const *deps, size_t ndeps,
+		      struct gnode **ret)
+{
+	struct gmem *m = reusable(g, p, deps, ndeps);
 	struct gnode *n;
-	int r = gmem_make(p, g, &m);
+	int r = m ? cudaSuccess : gmem_make(p, g, &m);
 
 	if (r)
 		return r;
 	n = mem_node(GN_MEM_ALLOC, m);
 	if (!n) {
 		pthread_mutex_lock(&lock);
-		m->alloc_nodes = 0;
+		m->alloc_nodes--;
+		m->allocs_made--;
 		m = unused(m);
 		pthread_mutex_unlock(&lock);
 		drop(m);
@@ -324,14 +400,18 @@ static int free_node(const struct graph *g, const void *dptr, struct gnode **ret
 
 	pthread_mutex_lock(&lock);
 	m = find(dptr);
-	/* an address of an allocation node, freed once, in its graph or one other */
-	if (!m || !m->dptr || m->free_graph)
+	/* an address of an allocation node, freed once, in its graph or one
+	 * other (each allocation node of an address taken again: once more, in
+	 * the same graph) */
+	if (!m || !m->dptr || m->frees_made >= m->allocs_made || (m->free_graph && m->free_graph != g))
 		r = cudaErrorInvalidValue;
 	if (r == cudaSuccess && !(n = mem_node(GN_MEM_FREE, m)))
 		r = cudaErrorMemoryAllocation;
 	if (r == cudaSuccess) {
 		m->free_nodes++;
+		m->frees_made++;
 		m->free_graph = g;
+		m->last_free = n;
 		*ret = n;
 	}
 	pthread_mutex_unlock(&lock);
@@ -347,7 +427,7 @@ PHOS_EXPORT cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t *pGraphNode, cu
 
 	if (!pGraphNode || !graph || (numDependencies && !pDependencies))
 		return phos_set_error(cudaErrorInvalidValue);
-	r = alloc_node((struct graph *)graph, nodeParams, &n);
+	r = alloc_node((struct graph *)graph, nodeParams, (struct gnode *const *)pDependencies, numDependencies, &n);
 	if (r == cudaSuccess)
 		r = graph_add((struct graph *)graph, n, (struct gnode *const *)pDependencies, numDependencies,
 			      (struct gnode **)pGraphNode);   /* (takes n: freed on failure) */
@@ -399,7 +479,8 @@ int phos_graph_capture_mem_alloc(const void *stream, void **ret_ptr, size_t size
 {
 	struct cudaMemAllocNodeParams p = { .bytesize = size };
 	struct graph *g = graph_capture_graph(stream);
-	struct gnode *n = NULL;
+	struct gnode *n = NULL, **deps = NULL;
+	size_t ndeps = 0;
 	int r;
 
 	if (!ret_ptr)
@@ -409,7 +490,10 @@ int phos_graph_capture_mem_alloc(const void *stream, void **ret_ptr, size_t size
 	p.poolProps.allocType = cudaMemAllocationTypePinned;
 	p.poolProps.location.type = cudaMemLocationTypeDevice;
 	p.poolProps.location.id = device;
-	r = alloc_node(g, &p, &n);
+	r = graph_capture_frontier(stream, &deps, &ndeps);
+	if (r == cudaSuccess)
+		r = alloc_node(g, &p, deps, ndeps, &n);
+	free(deps);
 	if (r == cudaSuccess)
 		r = graph_capture_node(stream, n);   /* (takes n) */
 	if (r == cudaSuccess)

@@ -119,13 +119,14 @@ try:
             # 4 rounds of the scratch graph (2 kernels) and of the kept one
             # (2 kernels), 2 more launches of the kept one in the rules, 2 of
             # the graph built with cudaGraphAddNode, 2 after its kernel's
-            # parameters were changed by the generic setters; each kernel's
-            # set is exact and names the graph's allocation, an ordinary
-            # buffer of the executor
+            # parameters were changed by the generic setters, and 2 launches
+            # of the graph captured across two streams (2 saxpy each); each
+            # kernel's set is exact and names the graph's allocation, an
+            # ordinary buffer of the executor
             by = {}
             for r in launches:
                 by[r.get("kernel")] = by.get(r.get("kernel"), 0) + 1
-            check(by.get("_Z12graphs_saxpyfPKfPfi") == 4 + 4 + 2 + 2 + 2 and
+            check(by.get("_Z12graphs_saxpyfPKfPfi") == 4 + 4 + 2 + 2 + 2 + 4 and
                   by.get("_Z10graphs_addPKfS0_Pfi") == 4 + 4 + 2 + 2 + 2,
                   f"graph_mem: launches by kernel {by}")
             check(launches and all(r.get("sets") == "exact" for r in launches),

@@ -355,6 +355,104 @@ static void rules(state *st)
 	CK(cudaDeviceGraphMemTrim(0));
 }
 
+// Memory nodes captured across two streams, as the graphMemoryNodes sample
+// writes them: allocations on the origin stream, a fork to a second stream
+// through an event, copies to and from pageable host memory on both, one
+// buffer freed on the second stream, then joined back. Launched twice with
+// new input; the host vectors hold the answers after each launch.
+static void two_streams(state *st)
+{
+	std::vector<float> in(N), sq(N, -1.0f), neg(N, -1.0f);
+	float *a = nullptr, *b = nullptr, *c = nullptr;
+	cudaStream_t s2;
+	cudaEvent_t forked, done, freed;
+	cudaGraph_t g;
+	cudaGraphExec_t ge;
+
+	CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+	CK(cudaEventCreate(&forked));
+	CK(cudaEventCreate(&done));
+	CK(cudaEventCreate(&freed));
+	CK(cudaStreamBeginCapture(st->s, cudaStreamCaptureModeGlobal));
+	CK(cudaMallocAsync((void **)&a, N * sizeof(float), st->s));
+	CK(cudaMallocAsync((void **)&b, N * sizeof(float), st->s));
+	CK(cudaMemcpyAsync(a, in.data(), N * sizeof(float), cudaMemcpyHostToDevice, st->s));
+	CK(cudaMemsetAsync(b, 0, N * sizeof(float), st->s));
+	graphs_saxpy<<<G, B, 0, st->s>>>(2.0f, a, b, N);             // b = 2 in
+	CK(cudaEventRecord(forked, st->s));
+	CK(cudaStreamWaitEvent(s2, forked, 0));
+	CK(cudaMemcpyAsync(sq.data(), b, N * sizeof(float), cudaMemcpyDeviceToHost, s2));
+	CK(cudaFreeAsync(a, st->s));
+	CK(cudaMallocAsync((void **)&c, N * sizeof(float), st->s));
+	CK(cudaMemsetAsync(c, 0, N * sizeof(float), st->s));
+	graphs_saxpy<<<G, B, 0, st->s>>>(-1.0f, b, c, N);            // c = -2 in
+	CK(cudaEventRecord(done, st->s));
+	CK(cudaMemcpyAsync(neg.data(), c, N * sizeof(float), cudaMemcpyDeviceToHost, st->s));
+	CK(cudaFreeAsync(c, st->s));
+	CK(cudaStreamWaitEvent(s2, done, 0));
+	CK(cudaFreeAsync(b, s2));
+	CK(cudaEventRecord(freed, s2));
+	CK(cudaStreamWaitEvent(st->s, freed, 0));
+	// the second stream and the events go before the capture ends (joined
+	// back: nothing of theirs is pending in it)
+	CK(cudaStreamDestroy(s2));
+	CK(cudaEventDestroy(forked));
+	CK(cudaEventDestroy(done));
+	CK(cudaEventDestroy(freed));
+	CK(cudaStreamEndCapture(st->s, &g));
+	CK(cudaGraphInstantiate(&ge, g, 0));
+	for (int round = 1; round <= 2; round++) {
+		for (int i = 0; i < N; i++)
+			in[i] = (float)((i * round) % 101) - 50.0f;
+		CK(cudaGraphLaunch(ge, st->s));
+		CK(cudaStreamSynchronize(st->s));
+		int bad = -1;
+		for (int i = 0; i < N && bad < 0; i++)
+			if (sq[i] != 2.0f * in[i] || neg[i] != -2.0f * in[i])
+				bad = i;
+		EXPECT(bad < 0, "two streams, launch %d: [%d] %g %g for %g", round, bad, bad < 0 ? 0.0 : sq[bad],
+		       bad < 0 ? 0.0 : neg[bad], bad < 0 ? 0.0 : in[bad]);
+	}
+	CK(cudaGraphExecDestroy(ge));
+	CK(cudaGraphDestroy(g));
+}
+
+// An allocation node after the free node of another of the same size takes
+// its virtual address, as the driver's do (graphMemoryNodes checks it).
+static void address_reuse(state *st)
+{
+	cudaMemAllocNodeParams ap;
+	cudaGraphNode_t a1, f1, a2, f2;
+	cudaGraph_t g;
+	cudaGraphExec_t ge;
+	void *first;
+
+	(void)st;
+	CK(cudaGraphCreate(&g, 0));
+	memset(&ap, 0, sizeof(ap));
+	ap.poolProps.allocType = cudaMemAllocationTypePinned;
+	ap.poolProps.location.type = cudaMemLocationTypeDevice;
+	ap.poolProps.location.id = 0;
+	ap.bytesize = N * sizeof(float);
+	CK(cudaGraphAddMemAllocNode(&a1, g, nullptr, 0, &ap));
+	first = ap.dptr;
+	CK(cudaGraphAddMemFreeNode(&f1, g, &a1, 1, first));
+	CK(cudaGraphAddMemAllocNode(&a2, g, &f1, 1, &ap));
+	EXPECT(ap.dptr == first, "an allocation after a free node is at %p, not the freed %p", ap.dptr, first);
+	CK(cudaGraphAddMemFreeNode(&f2, g, &a2, 1, ap.dptr));
+	// one beside the second (after the first's free, not the second's) may
+	// not: both would be live at once
+	cudaGraphNode_t a3, f3;
+	CK(cudaGraphAddMemAllocNode(&a3, g, &f1, 1, &ap));
+	EXPECT(ap.dptr != first, "an allocation beside a live one shares its address %p", first);
+	CK(cudaGraphAddMemFreeNode(&f3, g, &a3, 1, ap.dptr));
+	CK(cudaGraphInstantiate(&ge, g, 0));
+	CK(cudaGraphLaunch(ge, st->s));
+	CK(cudaStreamSynchronize(st->s));
+	CK(cudaGraphExecDestroy(ge));
+	CK(cudaGraphDestroy(g));
+}
+
 int main(int argc, char **argv)
 {
 	static state st;
@@ -369,6 +467,8 @@ int main(int argc, char **argv)
 		round_trip(&st, "launch");
 	rules(&st);
 	add_node_graph(&st);
+	two_streams(&st);
+	address_reuse(&st);
 	round_trip(&st, "after the rules");
 	CK(cudaGraphExecDestroy(st.scratch));
 	CK(cudaGraphExecDestroy(st.keep));
