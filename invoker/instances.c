@@ -1002,21 +1002,23 @@ static int call_run(struct inv_function *f, struct inv_instance *in, const char 
 static void call_answered(struct inv_function *f, struct inv_instance *in, const char *resume_dir,
 			  struct inv_result *res)
 {
-	struct inv_prefetch pf = { 0 };
+	struct inv_prefetch pf = { 0 }, copied = { 0 };
 	bool ckpt;
 
-	if (res->cold && res->http == 200 && !resume_dir)
+	if (res->cold && res->http == 200 && !resume_dir) {
 		inv_prefetch_take(f, in, &pf);
+		inv_share_copied_take(f, in, &copied);
+	}
 	inv_metrics_fallbacks(f, in);   /* counted by the time the answer is read */
 	pthread_mutex_lock(&f->lock);
 	ckpt = in->ckpt_req != NULL;
-	if (ckpt || pf.ids)
+	if (ckpt || pf.ids || copied.ids)
 		f->refs++;
 	pthread_mutex_unlock(&f->lock);
 	if (!ckpt)
 		call_finish(f, in);
-	if (ckpt || pf.ids)
-		res->after = (struct inv_after){ .f = f, .in = ckpt ? in : NULL, .prefetch = pf };
+	if (ckpt || pf.ids || copied.ids)
+		res->after = (struct inv_after){ .f = f, .in = ckpt ? in : NULL, .prefetch = pf, .copied = copied };
 }
 
 /* A call that failed with r (timed out, crashed, its executor died, or the
@@ -1135,6 +1137,7 @@ void inv_invoke_done(struct inv_after *after)
 	if (!f)
 		return;
 	inv_prefetch_store(f, &after->prefetch);
+	inv_share_learn(f, &after->copied);
 	if (after->in)
 		call_finish(f, after->in);
 	*after = (struct inv_after){ 0 };

@@ -340,6 +340,13 @@ void inv_prefetch_take(struct inv_function *f, struct inv_instance *in, struct i
 /* Stores p as f's snapshot's prefetch order (when it is still the snapshot
  * p came from), and frees it. Writes the manifest: after the answer. */
 void inv_prefetch_store(struct inv_function *f, struct inv_prefetch *p);
+/* After the first call of an instance of a shared function (issue 42): the
+ * shared buffers that call copied on write (activations, which every call
+ * writes), in *ret (empty: none). inv_share_learn then has the pool share
+ * them no more, so that later instances restore them privately instead of
+ * mapping them and copying them at their first call; and frees *c. */
+void inv_share_copied_take(struct inv_function *f, struct inv_instance *in, struct inv_prefetch *ret);
+void inv_share_learn(struct inv_function *f, struct inv_prefetch *c);
 
 /* Calls fn for every function (registry lock held: fn must not block). */
 void inv_function_foreach(void (*fn)(struct inv_function *f, void *arg), void *arg);
@@ -353,6 +360,7 @@ struct inv_after {
 	struct inv_function *f;     /* a ref; NULL: nothing left */
 	struct inv_instance *in;    /* a checkpoint to serve, then idle; NULL: idle already */
 	struct inv_prefetch prefetch;
+	struct inv_prefetch copied; /* shared buffers the first call copied: shared no more */
 };
 struct inv_result {
 	int http;            /* 200, 4xx, 5xx */

@@ -446,6 +446,41 @@ void inv_prefetch_store(struct inv_function *f, struct inv_prefetch *p)
 	*p = (struct inv_prefetch){ 0 };
 }
 
+void inv_share_copied_take(struct inv_function *f, struct inv_instance *in, struct inv_prefetch *ret)
+{
+	int r;
+
+	*ret = (struct inv_prefetch){ 0 };
+	if (!f->share || !inv_pool_for(f) || !(ret->ids = calloc(PHOS_POOL_SHARE_IDS_MAX, sizeof(*ret->ids))))
+		return;
+	ret->generation = in->generation;
+	r = phos_instance_copied(&in->proc, ret->ids, PHOS_POOL_SHARE_IDS_MAX, &ret->n);
+	if (r < 0 || ret->n == 0) {
+		if (r < 0)
+			phos_debug("%s: no copied buffers from the instance (%s)", f->name, strerror(-r));
+		free(ret->ids);
+		*ret = (struct inv_prefetch){ 0 };
+	}
+}
+
+void inv_share_learn(struct inv_function *f, struct inv_prefetch *c)
+{
+	int n = 0;
+
+	if (!c->ids)
+		return;
+	pthread_rwlock_rdlock(&f->snap_lock);
+	if (c->generation == f->generation && inv_pool_for(f))
+		n = phos_pool_share_private(inv_pool_for(f), f->snapshot_dir, c->ids, c->n);
+	pthread_rwlock_unlock(&f->snap_lock);
+	if (n > 0) {
+		phos_info("%s: %d shared buffers written by a first call; restored privately from now on", f->name, n);
+		inv_hot_update();   /* nothing shared left: its gpu.data is worth pinning again */
+	}
+	free(c->ids);
+	*c = (struct inv_prefetch){ 0 };
+}
+
 struct hot_ctx {
 	const char *dirs[PHOS_POOL_HOT_MAX];
 	size_t n;

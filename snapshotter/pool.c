@@ -47,7 +47,8 @@ struct pool_share {
 	char *dir;                    /* NULL: a free entry */
 	struct stat manifest;         /* of the snapshot the buffers are of */
 	bool filling;                 /* a restore fills it now */
-	struct restore_shared bufs;   /* n > 0: filled */
+	bool filled;                  /* filled: bufs is what is shared (maybe none) */
+	struct restore_shared bufs;   /* less those found written (phos_pool_share_private) */
 };
 
 /* What one restore does about sharing (share_begin, share_end). */
@@ -457,7 +458,7 @@ static void pool_untake(struct phos_pool *p, unsigned i)
 static bool stale_reply(enum phos_ctl_type t)
 {
 	return t == PHOS_CTL_READY || t == PHOS_CTL_ERROR || t == PHOS_CTL_TOUCHED || t == PHOS_CTL_FALLBACKS ||
-	       t == PHOS_CTL_SHARED;
+	       t == PHOS_CTL_SHARED || t == PHOS_CTL_COPIED;
 }
 
 /* Gives executor i back once it reported IDLE after its scrub; replaces it otherwise. */
@@ -575,6 +576,32 @@ uint64_t phos_pool_shared_bytes(struct phos_pool *p, const char *dir)
 	return bytes;
 }
 
+int phos_pool_share_private(struct phos_pool *p, const char *dir, const uint64_t *ids, size_t n)
+{
+	struct pool_share *e;
+	int i, dropped = 0;
+
+	pthread_mutex_lock(&p->lock);
+	i = share_find(p, dir);
+	e = i >= 0 && p->shares[i].filled ? &p->shares[i] : NULL;
+	for (size_t k = 0; e && k < e->bufs.n;) {
+		bool hit = false;
+
+		for (size_t q = 0; q < n && !hit; q++)
+			hit = e->bufs.bufs[k].id == ids[q];
+		if (!hit) {
+			k++;
+			continue;
+		}
+		close(e->bufs.bufs[k].fd);   /* the memory goes once no instance maps it */
+		e->bufs.bufs[k] = e->bufs.bufs[--e->bufs.n];
+		p->share_fds--;
+		dropped++;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return dropped;
+}
+
 /* A snapshot restore of dir: when its buffers are shared, either this
  * restore fills the entry (the first), or it gets the entry's buffers to
  * offer; a restore while another fills it shares nothing. */
@@ -590,11 +617,14 @@ static void share_begin(struct phos_pool *p, const char *dir, struct share_job *
 	e = i >= 0 ? &p->shares[i] : NULL;
 	if (e && !manifest_stat(dir, &st))
 		e = NULL;
-	if (e && e->bufs.n && !same_file(&e->manifest, &st)) {
+	if (e && e->filled && !same_file(&e->manifest, &st)) {
 		p->share_fds -= e->bufs.n;
 		restore_shared_clear(&e->bufs);   /* another snapshot there now */
+		e->filled = false;
 	}
-	if (e && e->bufs.n) {
+	if (e && e->filled && !e->bufs.n) {
+		j->entry = -1;   /* every buffer was found written: nothing shared */
+	} else if (e && e->filled) {
 		j->offer.bufs = calloc(e->bufs.n, sizeof(*j->offer.bufs));
 		for (size_t k = 0; j->offer.bufs && k < e->bufs.n; k++) {
 			j->offer.bufs[k] = e->bufs.bufs[k];
@@ -629,11 +659,12 @@ static void share_end(struct phos_pool *p, const char *dir, struct share_job *j,
 	e = &p->shares[j->entry];
 	if (e->dir && !strcmp(e->dir, dir)) {
 		e->filling = false;
-		if (ok && j->got.n && !e->bufs.n && p->share_fds + j->got.n <= POOL_SHARE_FDS_MAX) {
+		if (ok && j->got.n && !e->filled && p->share_fds + j->got.n <= POOL_SHARE_FDS_MAX) {
 			p->share_fds += j->got.n;
 			e->bufs = j->got;
+			e->filled = true;
 			j->got = (struct restore_shared){ 0 };
-		} else if (ok && j->got.n && !e->bufs.n) {
+		} else if (ok && j->got.n && !e->filled) {
 			phos_warn("%s: %zu shared buffers would pass the pool's %u descriptors; not shared", dir,
 				  j->got.n, POOL_SHARE_FDS_MAX);
 		}

@@ -435,6 +435,20 @@ int phos_instance_touched(struct phos_instance *inst, uint64_t *ret_ids, size_t 
 	return 0;
 }
 
+int phos_instance_copied(struct phos_instance *inst, uint64_t *ret_ids, size_t max, size_t *ret_n)
+{
+	struct phos_ctl_msg m;
+	int r = control_ask(inst, PHOS_CTL_ASK_COPIED, PHOS_CTL_COPIED, &m);
+
+	*ret_n = 0;
+	if (r < 0)
+		return r;
+	*ret_n = m.touched.n < max ? m.touched.n : max;
+	memcpy(ret_ids, m.touched.ids, *ret_n * sizeof(*ret_ids));
+	phos_ctl_msg_exit(&m);
+	return 0;
+}
+
 int phos_instance_fallbacks(struct phos_instance *inst, struct phos_spec_fallbacks *ret)
 {
 	struct phos_ctl_msg m;

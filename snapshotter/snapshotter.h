@@ -209,6 +209,9 @@ struct phos_spec_fallbacks {
 	uint64_t cow_bytes;       /* copied out of shared buffers before writes, so far */
 };
 int phos_instance_fallbacks(struct phos_instance *inst, struct phos_spec_fallbacks *ret);
+/* The shared buffers (ids) the instance copied on write so far, in order,
+ * from its executor (issue 42): up to max into ret_ids. Between requests. */
+int phos_instance_copied(struct phos_instance *inst, uint64_t *ret_ids, size_t max, size_t *ret_n);
 
 /* Waits for the function to exit, then for its executor (a pooled one is
  * scrubbed and given back; another's wait status goes to
@@ -320,6 +323,13 @@ int phos_restore(const struct phos_restore_req *req, enum phos_restore_where *re
  * the GPU memory the pool holds shared for dir. */
 int phos_pool_share(struct phos_pool *pool, const char *dir, bool on);
 uint64_t phos_pool_shared_bytes(struct phos_pool *pool, const char *dir);
+/* The buffers ids (n) of dir's shared snapshot are shared no more: the pool
+ * drops their descriptors, and later restores of dir restore them privately
+ * (the invoker's, for the buffers an instance's first call copied on write:
+ * activations, written by every call). Instances that map them keep their
+ * mappings. Returns how many were dropped. */
+int phos_pool_share_private(struct phos_pool *pool, const char *dir, const uint64_t *ids, size_t n);
+#define PHOS_POOL_SHARE_IDS_MAX 4096u   /* ids one instance reports copied (its shared buffers, at most) */
 
 /* Hot snapshots (ctxpool/restore/exec_hot.c): every executor of the pool maps and pins
  * the gpu.data of exactly these snapshot directories, checksums verified, while

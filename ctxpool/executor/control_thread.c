@@ -9,6 +9,9 @@
  *                   (executor.h, enum spec_fallback), whether an on-demand
  *                   restore is still moving buffers in, and the shared and
  *                   copied bytes (exec_share.c).
+ *   ASK_COPIED    → COPIED: the shared buffers the instance copied on write
+ *                   so far (exec_share.c), for the invoker to learn which
+ *                   a first call writes.
  *   CHECKPOINT    → CHECKPOINTED or ERROR, from the dispatcher
  *                   (exec_checkpoint.c); RESUME lets it go on. A recopy
  *                   with wait_stop says PRECOPIED first and stops at STOP.
@@ -34,6 +37,16 @@ static void reply_touched(struct executor *ex)
 	m.touched.n = ids ? loader_touched(ex->loader, ids, PHOS_CTL_TOUCHED_MAX) : 0;
 	exec_control_send(ex, &m);
 	free(ids);
+}
+
+static void reply_copied(struct executor *ex)
+{
+	uint64_t ids[EXEC_SHARE_MAX];
+	struct phos_ctl_msg m = { .type = PHOS_CTL_COPIED, .fd = -1 };
+
+	m.touched.ids = ids;
+	m.touched.n = exec_share_copied(ex, ids, EXEC_SHARE_MAX);
+	exec_control_send(ex, &m);
 }
 
 static void reply_fallbacks(struct executor *ex)
@@ -77,6 +90,8 @@ static void *control_main(void *arg)
 			reply_touched(ex);
 		else if (m.type == PHOS_CTL_ASK_FALLBACKS)
 			reply_fallbacks(ex);
+		else if (m.type == PHOS_CTL_ASK_COPIED)
+			reply_copied(ex);
 		else if (m.type == PHOS_CTL_CHECKPOINT)
 			exec_checkpoint_ask(ex, m.checkpoint.mode, m.checkpoint.wait_stop, m.checkpoint.dir);
 		else if (m.type == PHOS_CTL_RESUME)

@@ -333,9 +333,14 @@ struct executor {
 	} *share_pending;
 	size_t nshare_pending;
 	enum { EXEC_SHARE_NONE, EXEC_SHARE_USE, EXEC_SHARE_FILL } share_mode;
-	struct exec_shared { uint64_t addr, len; } *shared;   /* sorted by addr; len in whole chunks */
+	struct exec_shared { uint64_t addr, len, id; } *shared;   /* sorted by addr; len in whole chunks */
 	size_t nshared;
 	_Atomic uint64_t shared_bytes, cow_bytes;   /* (read by the control thread: FALLBACKS) */
+	/* the ids of the shared buffers copied on write, in order: written by
+	 * the dispatcher before ncopied grows, read by the control thread
+	 * (COPIED) up to ncopied */
+	uint64_t *copied;
+	_Atomic uint32_t ncopied;
 	double image_read_s;        /* a pooled restore: seconds its manifest took to read and check */
 	double load_data_s;         /* --restore-from: seconds the buffer contents took */
 	int control_fd;             /* control socket (runtime/proto/control.h); -1 when none */
@@ -501,6 +506,10 @@ size_t exec_share_publish(struct executor *ex, const struct phos_image *img);
  * instance's own copy first, the device drained. 0 or a negated cudaError_t
  * (the instance cannot go on). */
 int exec_share_before_write(struct executor *ex, const struct spec_set *s);
+/* The ids of the shared buffers this instance copied on write, in the order
+ * it copied them: up to max into ret_ids, their count returned. The control
+ * thread's (COPIED), while the dispatcher may copy more. */
+uint32_t exec_share_copied(struct executor *ex, uint64_t *ret_ids, uint32_t max);
 /* The bufmap unmapped [addr, addr+len): shared mappings there are gone. */
 void exec_share_unmapped(struct executor *ex, uint64_t addr, uint64_t len);
 /* The function is gone (exec_scrub): no shared mappings, counters at 0. */

@@ -14,7 +14,9 @@
  *   every instance, before a call writes (spec_commit)
  *     each shared buffer in the call's write set (every one, for an opaque
  *     kernel or an overflowing set) becomes the instance's own copy first
- *     (share_own, the device drained): copy on write at buffer granularity
+ *     (share_own, the device drained): copy on write at buffer granularity;
+ *     its id is kept for COPIED, from which the invoker learns the buffers
+ *     that an instance's first call writes (no longer shared from then on)
  *
  * The device maps shared memory read-only, so a write that this file missed
  * faults the instance that made it; no other instance can see it. A
@@ -101,8 +103,8 @@ uint64_t exec_share_match(struct executor *ex, const struct phos_image *img)
 	return bytes;
 }
 
-/* Keeps [addr, addr+len) in the sorted list of shared mappings. */
-static int shared_add(struct executor *ex, uint64_t addr, uint64_t len)
+/* Keeps [addr, addr+len) (buffer id) in the sorted list of shared mappings. */
+static int shared_add(struct executor *ex, uint64_t addr, uint64_t len, uint64_t id)
 {
 	struct exec_shared *p = realloc(ex->shared, (ex->nshared + 1) * sizeof(*p));
 	size_t at = ex->nshared;
@@ -113,7 +115,7 @@ static int shared_add(struct executor *ex, uint64_t addr, uint64_t len)
 	while (at > 0 && p[at - 1].addr > addr)
 		at--;
 	memmove(&p[at + 1], &p[at], (ex->nshared - at) * sizeof(*p));
-	p[at] = (struct exec_shared){ addr, len };
+	p[at] = (struct exec_shared){ addr, len, id };
 	ex->nshared++;
 	atomic_fetch_add(&ex->shared_bytes, len);
 	return 0;
@@ -140,7 +142,7 @@ int exec_share_map(struct executor *ex, uint64_t addr, uint64_t len)
 		s->use = false;
 		if (r < 0)
 			return r;
-		r = shared_add(ex, addr, len);
+		r = shared_add(ex, addr, len, s->id);
 		if (r < 0) {
 			ex->dev_ops->unmap(ex->devs[0], addr, len);
 			return -PHOS_CUDA_MEMORY_ALLOCATION;
@@ -188,7 +190,7 @@ size_t exec_share_publish(struct executor *ex, const struct phos_image *img)
 			continue;
 		if (ex->dev_ops->share_out(ex->devs[0], b->addr, len, &fd) < 0)
 			continue;   /* (stays as it was: private, read/write) */
-		if (shared_add(ex, b->addr, len) < 0) {
+		if (shared_add(ex, b->addr, len, b->id) < 0) {
 			close(fd);
 			/* mapped read-only now: only a private copy can be written */
 			if (ex->dev_ops->share_own(ex->devs[0], b->addr, len) < 0)
@@ -207,6 +209,31 @@ size_t exec_share_publish(struct executor *ex, const struct phos_image *img)
 	return n;
 }
 
+/* Keeps id among the buffers copied on write (at most EXEC_SHARE_MAX: the
+ * rest are not told). */
+static void copied_add(struct executor *ex, uint64_t id)
+{
+	uint32_t n = atomic_load(&ex->ncopied);
+
+	if (!ex->copied && !(ex->copied = calloc(EXEC_SHARE_MAX, sizeof(*ex->copied))))
+		return;
+	if (n == EXEC_SHARE_MAX)
+		return;
+	ex->copied[n] = id;
+	atomic_store_explicit(&ex->ncopied, n + 1, memory_order_release);
+}
+
+uint32_t exec_share_copied(struct executor *ex, uint64_t *ret_ids, uint32_t max)
+{
+	uint32_t n = atomic_load_explicit(&ex->ncopied, memory_order_acquire);
+
+	if (n > max)
+		n = max;
+	if (n)
+		memcpy(ret_ids, ex->copied, n * sizeof(*ret_ids));
+	return n;
+}
+
 /* Mapping i becomes the instance's own copy. */
 static int own(struct executor *ex, size_t i)
 {
@@ -219,6 +246,7 @@ static int own(struct executor *ex, size_t i)
 			 (unsigned long long)len, -r);
 		return r;
 	}
+	copied_add(ex, ex->shared[i].id);
 	shared_drop(ex, i);
 	atomic_fetch_add(&ex->cow_bytes, len);
 	return 0;
@@ -267,6 +295,7 @@ void exec_share_forget(struct executor *ex)
 	ex->nshared = 0;
 	atomic_store(&ex->shared_bytes, 0);
 	atomic_store(&ex->cow_bytes, 0);
+	atomic_store(&ex->ncopied, 0);   /* (the array stays for the next function) */
 	ex->share_mode = EXEC_SHARE_NONE;
 	exec_share_pending_clear(ex);
 }

@@ -66,6 +66,7 @@ static const char *const type_names[PHOS_CTL_TYPE_END] = {
 	[PHOS_CTL_PREPARE] = "prepare",     [PHOS_CTL_PREPARED] = "prepared",
 	[PHOS_CTL_UNPREPARE] = "unprepare",
 	[PHOS_CTL_SHARE] = "share",         [PHOS_CTL_SHARED] = "shared",
+	[PHOS_CTL_ASK_COPIED] = "ask-copied", [PHOS_CTL_COPIED] = "copied",
 };
 
 static const char *const mode_names[PHOS_CKPT_MODE_END] = {
@@ -304,7 +305,8 @@ int phos_ctl_encode(const struct phos_ctl_msg *m, void **ret_buf, size_t *ret_le
 	case PHOS_CTL_HOT_DONE:
 		put(&w, &(struct ctl_hot_done){ m->hot_done.n, m->hot_done.bytes }, sizeof(struct ctl_hot_done));
 		break;
-	case PHOS_CTL_TOUCHED: {
+	case PHOS_CTL_TOUCHED:
+	case PHOS_CTL_COPIED: {
 		uint32_t count[2] = { (uint32_t)m->touched.n, 0 };
 
 		if (m->touched.n > PHOS_CTL_TOUCHED_MAX || (m->touched.n && !m->touched.ids))
@@ -609,22 +611,23 @@ static int decode_error(const uint8_t *p, size_t len, struct phos_ctl_msg *m, ch
 	return 0;
 }
 
-/* A touched message: a count, then that many buffer ids. */
-static int decode_touched(const uint8_t *p, size_t len, struct phos_ctl_msg *m, char *err, size_t errlen)
+/* A touched or copied message (name): a count, then that many buffer ids. */
+static int decode_touched(const uint8_t *p, size_t len, const char *name, struct phos_ctl_msg *m, char *err,
+			  size_t errlen)
 {
 	uint32_t count[2];
 
 	if (len < sizeof(count)) {
-		phos_errf(err, errlen, "a touched message of %zu bytes (shorter than its count)", len);
+		phos_errf(err, errlen, "a %s message of %zu bytes (shorter than its count)", name, len);
 		return -EPROTO;
 	}
 	memcpy(count, p, sizeof(count));
 	if (count[0] > PHOS_CTL_TOUCHED_MAX || count[1]) {
-		phos_errf(err, errlen, "a touched message of %u ids (at most %u)", count[0], PHOS_CTL_TOUCHED_MAX);
+		phos_errf(err, errlen, "a %s message of %u ids (at most %u)", name, count[0], PHOS_CTL_TOUCHED_MAX);
 		return -EPROTO;
 	}
 	if (len != sizeof(count) + (size_t)count[0] * sizeof(uint64_t)) {
-		phos_errf(err, errlen, "a touched message of %zu bytes for %u ids", len, count[0]);
+		phos_errf(err, errlen, "a %s message of %zu bytes for %u ids", name, len, count[0]);
 		return -EPROTO;
 	}
 	m->touched.n = count[0];
@@ -741,9 +744,11 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 	case PHOS_CTL_IDLE:
 	case PHOS_CTL_SERVE:
 	case PHOS_CTL_ASK_TOUCHED:
+	case PHOS_CTL_ASK_COPIED:
 	case PHOS_CTL_ASK_FALLBACKS: want = 0; break;
 	case PHOS_CTL_ERROR:
 	case PHOS_CTL_TOUCHED:
+	case PHOS_CTL_COPIED:
 	case PHOS_CTL_RESTORE:
 	case PHOS_CTL_CHECKPOINT:
 	case PHOS_CTL_PREPARE:
@@ -764,7 +769,8 @@ int phos_ctl_decode(unsigned type, const void *payload, size_t len, struct phos_
 	case PHOS_CTL_CHECKPOINT: r = decode_checkpoint(p, len, &m, err, errlen); break;
 	case PHOS_CTL_PREPARE: r = decode_prepare(p, len, &m, err, errlen); break;
 	case PHOS_CTL_ERROR: r = decode_error(p, len, &m, err, errlen); break;
-	case PHOS_CTL_TOUCHED: r = decode_touched(p, len, &m, err, errlen); break;
+	case PHOS_CTL_TOUCHED:
+	case PHOS_CTL_COPIED: r = decode_touched(p, len, name, &m, err, errlen); break;
 	case PHOS_CTL_RESTORE: r = decode_restore(p, len, &m, err, errlen); break;
 	case PHOS_CTL_HOT: r = decode_hot(p, len, &m, err, errlen); break;
 	default: r = decode_fixed(type, p, &m, name, err, errlen);
@@ -1050,7 +1056,7 @@ void phos_ctl_msg_exit(struct phos_ctl_msg *m)
 {
 	if (!m)
 		return;
-	if (m->type == PHOS_CTL_TOUCHED)
+	if (m->type == PHOS_CTL_TOUCHED || m->type == PHOS_CTL_COPIED)
 		free(m->touched.ids);
 	if (m->type == PHOS_CTL_HOT && m->hot.dirs) {
 		for (size_t i = 0; i < m->hot.n; i++)

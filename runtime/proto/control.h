@@ -23,6 +23,8 @@
  *   while serving a restored function:
  *   ASK_TOUCHED                        ──▶     ◀── TOUCHED {ids}
  *   ASK_FALLBACKS                      ──▶     ◀── FALLBACKS {counts}
+ *   ASK_COPIED                         ──▶     ◀── COPIED {ids}: the shared
+ *       buffers this instance copied on write so far, in order
  *   CHECKPOINT {mode, dir}             ──▶     ◀── CHECKPOINTED {mode, seq,
  *       the executor stops taking records        bytes, stall, total} | ERROR
  *       at a record boundary, drains the device, (device state in dir, not
@@ -80,7 +82,7 @@
 #include <stdint.h>
 
 #define PHOS_CTL_MAGIC 0x54434850u       /* "PHCT" read as little-endian bytes */
-#define PHOS_CTL_VERSION 7u             /* 2: CHECKPOINT, CHECKPOINTED, RESUME; 3: recopy's
+#define PHOS_CTL_VERSION 8u             /* 2: CHECKPOINT, CHECKPOINTED, RESUME; 3: recopy's
                                          * rounds and bytes, cow's reserve copies in
                                          * CHECKPOINTED; 4: a recopy CHECKPOINT that
                                          * waits for STOP, PRECOPIED; 5: stw may
@@ -90,7 +92,7 @@
                                          * by pooled executors); PREPARE, PREPARED,
                                          * UNPREPARE; 7: SHARE, SHARED, RESTORE's
                                          * share, FALLBACKS' shared and cow bytes
-                                         * (issue 42) */
+                                         * (issue 42); 8: ASK_COPIED, COPIED */
 #define PHOS_CTL_HDR_SIZE 16u
 #define PHOS_CTL_MAX_PAYLOAD (1u << 20)  /* any one frame */
 #define PHOS_CTL_REASON_MAX 1024u        /* an ERROR's reason, with its NUL */
@@ -131,6 +133,9 @@ enum phos_ctl_type {
 	/* v7: buffers shared by the instances of a snapshot on one GPU */
 	PHOS_CTL_SHARE,         /* share + fd: (controller) map this shared buffer in the next RESTORE */
 	PHOS_CTL_SHARED,        /* share + fd: (executor) a buffer a share RESTORE made shareable */
+	/* v8: what the instances of a shared snapshot copy on write */
+	PHOS_CTL_ASK_COPIED,    /* (empty, controller) */
+	PHOS_CTL_COPIED,        /* touched: (executor) the answer to ASK_COPIED, ids copied on write */
 	PHOS_CTL_TYPE_END
 };
 
@@ -162,7 +167,7 @@ struct phos_ctl_msg {
 		struct { double gpu_dump_s; uint64_t data_bytes; } dumped;
 		struct { char reason[PHOS_CTL_REASON_MAX]; } error;
 		struct { uint64_t n, bytes; } hot_done;  /* snapshots hot, bytes pinned */
-		struct { uint64_t *ids; size_t n; } touched;  /* first-touch order */
+		struct { uint64_t *ids; size_t n; } touched;  /* first-touch order (COPIED: ids copied) */
 		struct {
 			uint64_t opaque, overflow, validate_miss; /* enum spec_fallback's counts */
 			bool restoring;  /* an on-demand restore is still moving buffers in */

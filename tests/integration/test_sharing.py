@@ -14,6 +14,8 @@ maps them instead of restoring them. A write goes to a private copy first.
 - a new instance after those writes still maps the snapshot's contents;
 - mlp and tables: 2 and 8 instances answer right at once with shared
   weights; tables' opaque sum_table copies that instance's tables first;
+- a buffer that an instance's first call writes is shared no more: later
+  instances restore it privately and copy nothing;
 - checkpoints (stw, cow, recopy) of an instance that maps shared buffers and
   wrote one hold every buffer once, and moved to another invoker it answers
   there as it did; the pool's memory outlives the instance (a new one maps
@@ -135,6 +137,32 @@ try:
     st, body = inv.call("DELETE", "/system/functions/probe")
     check(st == 200, f"remove probe: {st} {body}")
     check(metric(inv, "phos_shared_bytes", "probe") is None, "probe's metrics go with it")
+
+    # --- learning: a buffer the first call writes is shared no more ---
+    deploy(inv, "learn", PROBE, ["4", "4"])
+    st, a = inv.call("POST", "/function/learn", {"op": "sum", "buf": 3})
+    check(st == 200, f"learn: the snapshot's sum: {st} {a}")
+    fresh = a["sum"]
+    inv.call("DELETE", "/system/functions/learn")
+    deploy(inv, "learn", PROBE, ["4", "4"])
+    st, a = inv.call("POST", "/function/learn", {"op": "bump", "buf": 3, "by": 1})
+    check(st == 200 and a["sum"] != fresh, f"learn: the filling call writes buffer 3: {st} {a}")
+    once = a["sum"]
+    check(metric(inv, "phos_shared_cow_bytes_total", "learn") == 4 * MIB, "the filling instance copied buffer 3")
+    shared = metric(inv, "phos_shared_bytes", "learn")
+    check(shared == 3 * 4 * MIB, f"buffer 3, written by a first call, is shared no more: {shared}")
+    # new instances restore buffer 3 privately, from the snapshot: their
+    # first call writes it without a copy, and starts from the snapshot's
+    got = burst(inv, "learn", [{"op": "bump", "buf": 3, "by": 1, "sleep_ms": 1500} for _ in range(4)])
+    seen = sorted(a["sum"] for st, a in got if st == 200)
+    check(len(seen) == 4 and seen.count(once) >= 3, f"each new instance bumps the snapshot's buffer: {seen} "
+          f"(once {once})")
+    check(live(inv, "learn") >= 4, f"learn: new instances: {live(inv, 'learn')}")
+    check(metric(inv, "phos_shared_cow_bytes_total", "learn") == 4 * MIB,
+          f"no new instance copied: {metric(inv, 'phos_shared_cow_bytes_total', 'learn')}")
+    mapped = metric(inv, "phos_shared_mapped_bytes", "learn")
+    check(mapped == live(inv, "learn") * shared, f"every instance maps the other three: {mapped}")
+    inv.call("DELETE", "/system/functions/learn")
 
     # --- a deploy without share: nothing shared ---
     deploy(inv, "plain", PROBE, ["2", "4"], share=None)
