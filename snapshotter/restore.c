@@ -421,10 +421,13 @@ static int control_ask(struct phos_instance *inst, enum phos_ctl_type ask, enum 
 	return r;
 }
 
-int phos_instance_touched(struct phos_instance *inst, uint64_t *ret_ids, size_t max, size_t *ret_n)
+/* A question whose answer is a list of buffer ids (TOUCHED, COPIED): up to
+ * max of them into ret_ids. */
+static int ask_ids(struct phos_instance *inst, enum phos_ctl_type ask, enum phos_ctl_type answer, uint64_t *ret_ids,
+		   size_t max, size_t *ret_n)
 {
 	struct phos_ctl_msg m;
-	int r = control_ask(inst, PHOS_CTL_ASK_TOUCHED, PHOS_CTL_TOUCHED, &m);
+	int r = control_ask(inst, ask, answer, &m);
 
 	*ret_n = 0;
 	if (r < 0)
@@ -435,18 +438,14 @@ int phos_instance_touched(struct phos_instance *inst, uint64_t *ret_ids, size_t 
 	return 0;
 }
 
+int phos_instance_touched(struct phos_instance *inst, uint64_t *ret_ids, size_t max, size_t *ret_n)
+{
+	return ask_ids(inst, PHOS_CTL_ASK_TOUCHED, PHOS_CTL_TOUCHED, ret_ids, max, ret_n);
+}
+
 int phos_instance_copied(struct phos_instance *inst, uint64_t *ret_ids, size_t max, size_t *ret_n)
 {
-	struct phos_ctl_msg m;
-	int r = control_ask(inst, PHOS_CTL_ASK_COPIED, PHOS_CTL_COPIED, &m);
-
-	*ret_n = 0;
-	if (r < 0)
-		return r;
-	*ret_n = m.touched.n < max ? m.touched.n : max;
-	memcpy(ret_ids, m.touched.ids, *ret_n * sizeof(*ret_ids));
-	phos_ctl_msg_exit(&m);
-	return 0;
+	return ask_ids(inst, PHOS_CTL_ASK_COPIED, PHOS_CTL_COPIED, ret_ids, max, ret_n);
 }
 
 int phos_instance_fallbacks(struct phos_instance *inst, struct phos_spec_fallbacks *ret)

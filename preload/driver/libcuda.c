@@ -139,13 +139,6 @@ PHOS_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
 	return CU_RUN(cudaDriverGetVersion(driverVersion));
 }
 
-#define NEED_INIT()                                     \
-	do {                                            \
-		CUresult need_init_r_ = cu_initialized(); \
-		if (need_init_r_)                       \
-			return need_init_r_;            \
-	} while (0)
-
 static CUresult check_device(CUdevice dev)
 {
 	int n = 0;

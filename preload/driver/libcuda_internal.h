@@ -58,6 +58,13 @@ CUresult cu_result(int err);
 
 /* libcuda.c: 0 once cuInit succeeded, else CUDA_ERROR_NOT_INITIALIZED. */
 CUresult cu_initialized(void);
+/* Returns cu_initialized()'s error from the calling entry point, if any. */
+#define NEED_INIT()                                     \
+	do {                                            \
+		CUresult need_init_r_ = cu_initialized(); \
+		if (need_init_r_)                       \
+			return need_init_r_;            \
+	} while (0)
 
 /* libcuda_module.c: a module file (cubin, PTX, fatbin, at most 1 GiB) read
  * whole into *ret_buf (NUL-terminated, for PTX; the caller frees it), its

@@ -30,13 +30,6 @@
 #define LINK_MAX_INPUTS 64
 #define LINK_MAX_INPUT_BYTES (1ull << 30)
 
-#define NEED_INIT()                                     \
-	do {                                            \
-		CUresult need_init_r_ = cu_initialized(); \
-		if (need_init_r_)                       \
-			return need_init_r_;            \
-	} while (0)
-
 struct link_input {
 	CUjitInputType type;
 	char *data;     /* a copy; PTX NUL-terminated */

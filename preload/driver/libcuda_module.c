@@ -33,13 +33,6 @@
 
 #define MAX_MODULE_FILE (1u << 30)
 
-#define NEED_INIT()                                     \
-	do {                                            \
-		CUresult need_init_r_ = cu_initialized(); \
-		if (need_init_r_)                       \
-			return need_init_r_;            \
-	} while (0)
-
 static CUresult module_id(CUmodule m, uint32_t *ret_id)
 {
 	uint32_t id = phos_handle_unwrap(m, PHOS_H_MODULE);
