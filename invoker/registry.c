@@ -403,27 +403,38 @@ static json_t *function_json(struct inv_function *f, bool with_token)
 	return j;
 }
 
+/* A list of buffer ids asked of in's executor (ask: phos_instance_touched or
+ * _copied, at most max) into *ret; empty when it has none or does not answer
+ * (what: for the log). */
+static void ids_take(const struct inv_function *f, struct inv_instance *in, size_t max,
+		     int (*ask)(struct phos_instance *, uint64_t *, size_t, size_t *), const char *what,
+		     struct inv_prefetch *ret)
+{
+	int r;
+
+	*ret = (struct inv_prefetch){ .generation = in->generation };
+	if (!(ret->ids = calloc(max, sizeof(*ret->ids))))
+		return;
+	r = ask(&in->proc, ret->ids, max, &ret->n);
+	if (r < 0 || ret->n == 0) {
+		if (r < 0)
+			phos_debug("%s: no %s from the instance (%s)", f->name, what, strerror(-r));
+		free(ret->ids);
+		*ret = (struct inv_prefetch){ 0 };
+	}
+}
+
 void inv_prefetch_take(struct inv_function *f, struct inv_instance *in, struct inv_prefetch *ret)
 {
-	enum { MAX_IDS = 65536 };
 	bool pending;
-	int r;
 
 	*ret = (struct inv_prefetch){ 0 };
 	pthread_mutex_lock(&f->lock);
 	pending = f->prefetch_pending && in->generation == f->generation;
 	f->prefetch_pending &= !pending;   /* one call records it */
 	pthread_mutex_unlock(&f->lock);
-	if (!pending || !(ret->ids = calloc(MAX_IDS, sizeof(*ret->ids))))
-		return;
-	ret->generation = in->generation;
-	r = phos_instance_touched(&in->proc, ret->ids, MAX_IDS, &ret->n);
-	if (r < 0 || ret->n == 0) {
-		if (r < 0)
-			phos_debug("%s: no touch order from the instance (%s)", f->name, strerror(-r));
-		free(ret->ids);
-		*ret = (struct inv_prefetch){ 0 };
-	}
+	if (pending)
+		ids_take(f, in, 65536, phos_instance_touched, "touch order", ret);
 }
 
 void inv_prefetch_store(struct inv_function *f, struct inv_prefetch *p)
@@ -448,19 +459,9 @@ void inv_prefetch_store(struct inv_function *f, struct inv_prefetch *p)
 
 void inv_share_copied_take(struct inv_function *f, struct inv_instance *in, struct inv_prefetch *ret)
 {
-	int r;
-
 	*ret = (struct inv_prefetch){ 0 };
-	if (!f->share || !inv_pool_for(f) || !(ret->ids = calloc(PHOS_POOL_SHARE_IDS_MAX, sizeof(*ret->ids))))
-		return;
-	ret->generation = in->generation;
-	r = phos_instance_copied(&in->proc, ret->ids, PHOS_POOL_SHARE_IDS_MAX, &ret->n);
-	if (r < 0 || ret->n == 0) {
-		if (r < 0)
-			phos_debug("%s: no copied buffers from the instance (%s)", f->name, strerror(-r));
-		free(ret->ids);
-		*ret = (struct inv_prefetch){ 0 };
-	}
+	if (f->share && inv_pool_for(f))
+		ids_take(f, in, PHOS_POOL_SHARE_IDS_MAX, phos_instance_copied, "copied buffers", ret);
 }
 
 void inv_share_learn(struct inv_function *f, struct inv_prefetch *c)
