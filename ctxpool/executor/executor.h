@@ -634,10 +634,18 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
  * no longer listed or replaced on disk. Returns the first failure (the others
  * are still tried; a failed one stays cold). */
 int exec_hot_set(struct executor *ex, char *const dirs[], size_t n, char *err, size_t errlen);
+/* A run of gpu.data's bytes that are all zero: a buffer's whole 4 MiB chunks
+ * (its last one may be short), found when a hot mapping was verified. */
+struct exec_zero_run {
+	uint64_t off, len;
+};
 /* The pinned mapping of the gpu.data open at fd (at least size bytes): a hot
  * snapshot's (verified when pinned), or the prepared pre-copy's (the same file,
- * which the controller verified after its last write); NULL for neither. */
-const uint8_t *exec_hot_find(struct executor *ex, int fd, uint64_t size);
+ * which the controller verified after its last write); NULL for neither.
+ * ret_zeros, ret_nzeros: the hot mapping's zero runs, sorted by offset and
+ * apart (NULL/0 for the pre-copy or none); they live as long as the mapping. */
+const uint8_t *exec_hot_find(struct executor *ex, int fd, uint64_t size, const struct exec_zero_run **ret_zeros,
+			     size_t *ret_nzeros);
 void exec_hot_clear(struct executor *ex);
 /* A pooled restore's snapshot: phos_image_read of dir, or the image read
  * before when its manifest.json is still the same file (device, inode, size

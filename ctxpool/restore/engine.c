@@ -114,6 +114,7 @@ struct loader {
 	double t0;
 	double throttle;             /* bytes per second, 0: none */
 	uint64_t bytes_issued;
+	uint64_t bytes_zeroed;       /* of those, set on the device (hot zero runs) */
 };
 
 static uint64_t chunk_len(const struct litem *it, uint64_t c)
@@ -269,17 +270,39 @@ static bool throttled(struct loader *l)
 	return l->throttle > 0 && (double)l->bytes_issued > (phos_now() - l->t0) * l->throttle;
 }
 
+/* Whether the len bytes at gpu.data offset off lie in one of the hot
+ * mapping's zero runs. */
+static bool zero_run_holds(const struct loader *l, uint64_t off, uint64_t len)
+{
+	size_t lo = 0, hi = l->src.nzeros;
+
+	while (lo < hi) {   /* the first run that ends after off */
+		size_t mid = (lo + hi) / 2;
+
+		if (l->src.zeros[mid].off + l->src.zeros[mid].len <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < l->src.nzeros && l->src.zeros[lo].off <= off &&
+	       off + len <= l->src.zeros[lo].off + l->src.zeros[lo].len;
+}
+
+/* Queues the chunk in sl onto its device: a copy from host, or (host NULL) a
+ * memset of zeros; then its event. */
 static int copy_chunk(struct loader *l, struct lslot *sl, const void *host)
 {
 	uint64_t dev = l->items[sl->item].it.dev + sl->chunk * CHUNK;
 	int d = l->items[sl->item].dev;
-	int r = l->d->memcpy_h2d_async(l->dev[d], dev, host, sl->len, l->dstream[d]);
+	int r = host ? l->d->memcpy_h2d_async(l->dev[d], dev, host, sl->len, l->dstream[d])
+		     : l->d->memset(l->dev[d], dev, 0, sl->len, l->dstream[d]);
 
 	sl->evdev = d;
 	if (r == 0)
 		r = l->d->event_record(l->dev[d], sl->dev_event[d], l->dstream[d]);
 	if (r < 0) {
-		fail(l, -EIO, "host-to-device copy to %#llx failed (cuda error %d)", (unsigned long long)dev, -r);
+		fail(l, -EIO, "%s to %#llx failed (cuda error %d)", host ? "host-to-device copy" : "zero fill",
+		     (unsigned long long)dev, -r);
 		return -EIO;
 	}
 	sl->state = SLOT_COPY;
@@ -299,8 +322,12 @@ static int issue(struct loader *l, struct lslot *sl, uint32_t item, uint64_t chu
 	l->bytes_issued += sl->len;
 	if (atomic_load(&it->state) == ITEM_QUEUED)
 		atomic_store(&it->state, ITEM_LOADING);
-	if (l->src.map)
-		return copy_chunk(l, sl, l->src.map + off);
+	if (l->src.map) {
+		bool zero = l->src.nzeros && zero_run_holds(l, off, sl->len);
+
+		l->bytes_zeroed += zero ? sl->len : 0;
+		return copy_chunk(l, sl, zero ? NULL : l->src.map + off);
+	}
 	r = phos_uio_read(l->uio, l->src.fd, sl->buf, (sl->len + 4095) & ~4095ull, off, sl,
 			  l->src.direct ? 0 : PHOS_UIO_ASYNC);
 	if (r < 0) {
@@ -354,6 +381,9 @@ static void item_progress(struct loader *l, uint32_t i)
 		   (unsigned long long)it->it.id, it->pos, k, it->promoted ? "true" : "false",
 		   (phos_now() - l->t0) * 1e3);
 	if (k + 1 == l->n) {
+		phos_info("restore engine: %zu buffers resident after %.1f ms, %.1f MiB in, %.1f MiB of it zeros set on "
+			  "the device", l->n, (phos_now() - l->t0) * 1e3, (double)l->bytes_issued / (1 << 20),
+			  (double)l->bytes_zeroed / (1 << 20));
 		pthread_mutex_lock(&l->lock);
 		pthread_cond_broadcast(&l->done_cond);
 		pthread_mutex_unlock(&l->lock);

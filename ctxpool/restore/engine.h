@@ -7,6 +7,8 @@
  *   cold:  gpu.data ─io_uring read─▶ pinned slot ─H2D─▶ device     (O_DIRECT when the
  *                                       └─ hash (workers) ─┘        image is not cached)
  *   hot:   pinned, verified mapping of gpu.data ─────H2D─────▶ device   (exec_hot.c)
+ *          (a chunk of zero bytes only, as its verification found: a device
+ *           memset instead, no bus transfer)
  *
  * Order: promoted items first, then the order the items were given in (the
  * snapshot's recorded first-touch order, then address order). At most
@@ -56,6 +58,9 @@ struct loader_source {
 	bool direct;           /* fd was opened with O_DIRECT */
 	const uint8_t *map;    /* hot: a pinned mapping of gpu.data whose checksums were
 				* verified when it was pinned, or NULL */
+	const struct exec_zero_run *zeros;   /* with map: its runs of zero bytes (sorted);
+					      * chunks inside one are set, not copied */
+	size_t nzeros;
 	bool background;       /* on-demand: a failure ends the process (above) */
 };
 

@@ -41,6 +41,8 @@ struct exec_hot {
 	struct timespec ctime;   /* a write in place changes it: then not hot */
 	uint8_t *map;
 	uint64_t size;
+	struct exec_zero_run *zeros;   /* its buffers' all-zero chunks, by offset */
+	size_t nzeros;
 };
 
 static bool same_file(const struct exec_hot *h, const struct stat *sb)
@@ -57,9 +59,16 @@ struct verify {
 	uint64_t nitems;             /* buffers, then variables with contents */
 	uint64_t **chunk_hash;
 	struct { uint32_t item, chunk; } *chunks;
+	uint8_t *zero;               /* per chunk: a buffer's chunk of zero bytes only */
 	uint64_t nchunks;
 	atomic_uint_fast64_t next;
 };
+
+/* Whether len bytes at p are all zero; most chunks end at their first bytes. */
+static bool all_zero(const uint8_t *p, uint64_t len)
+{
+	return len && !p[0] && !memcmp(p, p + 1, len - 1);
+}
 
 static void item_of(const struct phos_image *img, uint64_t k, uint64_t *off, uint64_t *len, uint64_t *hash)
 {
@@ -93,15 +102,59 @@ static void *verify_main(void *arg)
 		item_of(v->img, v->chunks[k].item, &off, &len, &hash);
 		off += (uint64_t)v->chunks[k].chunk * CHUNK;
 		len -= (uint64_t)v->chunks[k].chunk * CHUNK;
-		v->chunk_hash[v->chunks[k].item][v->chunks[k].chunk] =
-			phos_image_chunk_hash(v->map + off, len < CHUNK ? len : CHUNK);
+		len = len < CHUNK ? len : CHUNK;
+		v->chunk_hash[v->chunks[k].item][v->chunks[k].chunk] = phos_image_chunk_hash(v->map + off, len);
+		/* (a restore sets these on the device instead of copying them:
+		 * the bytes it would copy are these, verified with the rest) */
+		v->zero[k] = v->chunks[k].item < v->img->nbufs && all_zero(v->map + off, len);
 	}
 	return NULL;
 }
 
-/* Compares every buffer's and variable's checksum against the mapping. */
-static int verify(const uint8_t *map, const struct phos_image *img, char *err, size_t errlen)
+static int run_cmp(const void *a, const void *b)
 {
+	uint64_t x = ((const struct exec_zero_run *)a)->off, y = ((const struct exec_zero_run *)b)->off;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The runs of zero chunks that verify found, sorted and merged into h. */
+static int zero_runs(struct exec_hot *h, const struct verify *v)
+{
+	size_t n = 0, m = 0;
+
+	for (uint64_t k = 0; k < v->nchunks; k++)
+		n += v->zero[k];
+	if (!n)
+		return 0;
+	h->zeros = calloc(n, sizeof(*h->zeros));
+	if (!h->zeros)
+		return -ENOMEM;
+	for (uint64_t k = 0; k < v->nchunks; k++) {
+		const struct phos_image_buf *b = &v->img->bufs[v->chunks[k].item];
+		uint64_t off = (uint64_t)v->chunks[k].chunk * CHUNK;
+
+		if (v->zero[k])
+			h->zeros[m++] = (struct exec_zero_run){ b->offset + off,
+								b->size - off < CHUNK ? b->size - off : CHUNK };
+	}
+	qsort(h->zeros, n, sizeof(*h->zeros), run_cmp);
+	m = 0;
+	for (size_t i = 1; i < n; i++) {
+		if (h->zeros[m].off + h->zeros[m].len == h->zeros[i].off)
+			h->zeros[m].len += h->zeros[i].len;
+		else
+			h->zeros[++m] = h->zeros[i];
+	}
+	h->nzeros = m + 1;
+	return 0;
+}
+
+/* Compares every buffer's and variable's checksum against the mapping; notes
+ * the buffers' chunks of zero bytes in h (zero_runs). */
+static int verify(struct exec_hot *h, const struct phos_image *img, char *err, size_t errlen)
+{
+	const uint8_t *map = h->map;
 	struct verify v = { .map = map, .img = img, .nitems = img->nbufs };
 	pthread_t th[HASH_THREADS];
 	unsigned nth = 0;
@@ -127,7 +180,8 @@ static int verify(const uint8_t *map, const struct phos_image *img, char *err, s
 		total += nc;
 	}
 	v.chunks = calloc(total ? total : 1, sizeof(*v.chunks));
-	if (!v.chunks) {
+	v.zero = calloc(total ? total : 1, 1);
+	if (!v.chunks || !v.zero) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -156,11 +210,14 @@ static int verify(const uint8_t *map, const struct phos_image *img, char *err, s
 			r = -EBADMSG;
 		}
 	}
+	if (r == 0)
+		r = zero_runs(h, &v);
 out:
 	for (uint64_t k = 0; k < v.nitems; k++)
 		free(v.chunk_hash[k]);
 	free(v.chunk_hash);
 	free(v.chunks);
+	free(v.zero);
 	if (r == -ENOMEM)
 		phos_errf(err, errlen, "out of memory");
 	return r;
@@ -175,6 +232,7 @@ static void hot_release(struct executor *ex, struct exec_hot *h)
 		munmap(h->map, h->size);
 	}
 	free(h->dir);
+	free(h->zeros);
 }
 
 /* The snapshot's fatbins, loaded into the module cache while the executor is
@@ -257,7 +315,7 @@ static int hot_add(struct executor *ex, const char *dir, char *err, size_t errle
 	}
 	r = hot_pin(ex, fd, path, &h, err, errlen);
 	if (r == 0)
-		r = verify(h.map, img, err, errlen);
+		r = verify(&h, img, err, errlen);
 	if (r < 0)
 		goto out;
 	warm_modules(ex, dir, img);
@@ -317,15 +375,22 @@ int exec_hot_set(struct executor *ex, char *const dirs[], size_t n, char *err, s
 	return first;
 }
 
-const uint8_t *exec_hot_find(struct executor *ex, int fd, uint64_t size)
+const uint8_t *exec_hot_find(struct executor *ex, int fd, uint64_t size, const struct exec_zero_run **ret_zeros,
+			     size_t *ret_nzeros)
 {
 	struct stat sb;
 
+	*ret_zeros = NULL;
+	*ret_nzeros = 0;
 	if (fstat(fd, &sb) < 0)
 		return NULL;
-	for (size_t i = 0; i < ex->nhot; i++)
-		if (same_file(&ex->hot[i], &sb) && ex->hot[i].size >= size)
+	for (size_t i = 0; i < ex->nhot; i++) {
+		if (same_file(&ex->hot[i], &sb) && ex->hot[i].size >= size) {
+			*ret_zeros = ex->hot[i].zeros;
+			*ret_nzeros = ex->hot[i].nzeros;
 			return ex->hot[i].map;
+		}
+	}
 	/* the prepared pre-copy: by inode only (rewritten in place since) */
 	if (ex->prep && ex->prep->dev == sb.st_dev && ex->prep->ino == sb.st_ino && ex->prep->size >= size)
 		return ex->prep->map;

@@ -1054,7 +1054,7 @@ static int open_source(struct executor *ex, const char *dir, const struct phos_i
 		phos_errf(err, errlen, "opening %s: %s", path, strerror(errno));
 		return r;
 	}
-	src->map = exec_hot_find(ex, src->fd, img->data_bytes);
+	src->map = exec_hot_find(ex, src->fd, img->data_bytes, &src->zeros, &src->nzeros);
 	if (!src->map && !cached(src->fd, img->data_bytes)) {
 		int dfd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
 

@@ -23,7 +23,8 @@ next of the prefill buckets (16, 64, 256 tokens: causal attention keeps the
 padding out of the real tokens' way), and a decode step attends over the
 whole cache with a mask of the positions written so far. The warm-up runs a
 prefill of every bucket and decode steps (every kernel and cuBLAS heuristic
-a request needs is loaded), then phos_fn.serve(handler): the snapshot point.
+a request needs is loaded) and empties the cache again, then
+phos_fn.serve(handler): the snapshot point.
 
 A request {"prompt_tokens": [t, ...] (1..the largest bucket that fits in half
 the cache, tokens in 0..vocab-1),
@@ -264,5 +265,8 @@ def handle(req):
 # Warm-up, as a model server does: a prefill of every bucket, and decode steps.
 for b in BUCKETS:
     generate(list(range(1, b + 1)), 3, CACHE)
+# An empty cache to serve from (every request writes the positions it reads,
+# under its mask): a restore sets its zeros on the device instead of copying it.
+CACHE.zero_()
 torch.cuda.synchronize()
 sys.exit(phos_fn.serve(handle))

@@ -3,7 +3,10 @@
 // buffer alone (read+write set: that buffer), copies it back and answers its
 // weighted sum. So a restored copy touches only the buffer it is asked for.
 //
-// Usage: ondemand [NBUF (default 16)] [MIB per buffer (default 2)] [SEED]
+// Usage: ondemand [NBUF (default 16)] [MIB per buffer (default 2)] [SEED] [NZERO]
+// NZERO > 0: the last NZERO buffers hold zeros only, and buffer 0 zeros in its
+// second half (a restore from a hot snapshot sets such 4 MiB chunks on the
+// device instead of copying them: exec_hot.c).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -66,10 +69,11 @@ int main(int argc, char **argv)
 	static struct state st;
 	int mib = argc > 2 ? atoi(argv[2]) : 2;
 	unsigned seed = argc > 3 ? (unsigned)atoi(argv[3]) : 1;
+	int nzero = argc > 4 ? atoi(argv[4]) : 0;
 
 	st.nbuf = argc > 1 ? atoi(argv[1]) : 16;
-	if (st.nbuf < 1 || st.nbuf > 4096 || mib < 1 || mib > 4096) {
-		fprintf(stderr, "usage: ondemand [NBUF 1..4096] [MIB 1..4096] [SEED]\n");
+	if (st.nbuf < 1 || st.nbuf > 4096 || mib < 1 || mib > 4096 || nzero < 0 || nzero >= st.nbuf) {
+		fprintf(stderr, "usage: ondemand [NBUF 1..4096] [MIB 1..4096] [SEED] [NZERO 0..NBUF-1]\n");
 		return 2;
 	}
 	st.n = (int)((size_t)mib * (1 << 20) / sizeof(float));
@@ -77,7 +81,13 @@ int main(int argc, char **argv)
 	st.host = (float *)malloc((size_t)st.n * sizeof(float));
 	for (int i = 0; i < st.nbuf; i++) {
 		CK(cudaMalloc(&st.buf[i], (size_t)st.n * sizeof(float)));
+		if (i >= st.nbuf - nzero) {
+			CK(cudaMemset(st.buf[i], 0, (size_t)st.n * sizeof(float)));
+			continue;
+		}
 		fill<<<16, 256>>>(st.buf[i], st.n, seed + (unsigned)i);
+		if (i == 0 && nzero)
+			CK(cudaMemset(st.buf[i] + st.n / 2, 0, (size_t)(st.n - st.n / 2) * sizeof(float)));
 	}
 	CK(cudaDeviceSynchronize());
 	return phos_fn_serve(handle, &st);

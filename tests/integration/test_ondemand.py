@@ -9,8 +9,12 @@
   order, and the next restore moves that buffer first without a promotion;
 - a checksum mismatch in a buffer that arrives in the background ends that
   instance with a clear error and no answer computed from wrong data, through
-  phos-fn restore and through the invoker (502, and the log says why).
+  phos-fn restore and through the invoker (502, and the log says why);
+- a hot snapshot's chunks of zeros (whole buffers, and the second half of one)
+  are set on the device instead of copied, and every buffer answers as in the
+  original process.
 """
+import re
 import json
 import os
 import shutil
@@ -108,7 +112,8 @@ def start_invoker(state, extra=()):
     s.close()
     log = open(os.path.join(tmp, f"invoker-{port}.log"), "w")
     proc = subprocess.Popen([INVOKER, "--listen", f"127.0.0.1:{port}", "--state-dir", state, "--device", DEVICE,
-                             *extra], stdout=log, stderr=subprocess.STDOUT, env=env())
+                             *extra], stdout=log, stderr=subprocess.STDOUT,
+                            env=env({"PHOS_LOG": "info"}))   # (the restore engine's lines)
     for _ in range(200):
         if call(port, "GET", "/healthz")[0] == 200:
             return proc, port, log.name
@@ -180,6 +185,34 @@ try:
     with open(log) as f:
         text = f.read()
     check("checksum mismatch" in text, f"the invoker's log does not say why: {text[-2000:]}")
+
+    # Zeros: 4 buffers of 8 MiB (two chunks each), the last two zero and
+    # buffer 0's second chunk zero: 20 MiB that a restore from the hot
+    # (pinned, verified) mapping sets on the device. Cold starts until one
+    # came from the hot mapping (the pool pins it while idle).
+    zargs = ["4", "8", "1", "2"]
+    zref = phos("run", "--device", DEVICE, "--", ONDEMAND, *zargs, stdin="0\n1\n2\n3\n")
+    zwant = {a["buf"]: a for a in answers(zref)}
+    check(zref.returncode == 0 and len(zwant) == 4 and zwant[2]["sum"] == 0 and zwant[0]["sum"] > 0,
+          f"reference run with zeros: {zref.returncode} {zref.stderr[-2000:]}")
+    st, body = call(port, "POST", "/system/functions",
+                    json.dumps({"name": "odz", "program": ONDEMAND, "args": zargs, "limits": {"idle_ms": 10}}))
+    check(st == 201, f"deploy odz: {st} {body[:500]}")
+    zeroed = []
+    for attempt in range(40):
+        for i in (0, 1, 2, 3):
+            st, body = call(port, "POST", "/function/odz", str(i))
+            check(st == 200 and json.loads(body) == zwant[i], f"odz buffer {i}: {st} {body[:300]}, want {zwant[i]}")
+        with open(log) as f:
+            zeroed = [float(x) for x in re.findall(r"([0-9.]+) MiB of it zeros set on the device", f.read())]
+        if any(zeroed):
+            break
+        for _ in range(100):   # scaled to zero: the next call is a cold start again
+            st, body = call(port, "GET", "/system/functions/odz")
+            if st == 200 and json.loads(body).get("instances", {}).get("idle", 1) == 0:
+                break
+            time.sleep(0.05)
+    check(20.0 in zeroed, f"no restore set odz's 20 MiB of zeros on the device: {zeroed}")
 finally:
     inv.terminate()
     inv.wait(timeout=60)
