@@ -608,20 +608,25 @@ static int tau_span(int m, int n, uint64_t esize, uint64_t *ret_bytes)
  * the trace; fn is known to be in range. */
 static const char *lu_name(const struct phos_blas_lu *op, char name[16])
 {
-	static const char *const fn[] = { "getrf", "getri", "getrs", "matinv", "geqrf" };
+	static const char *const fn[] = { "getrf", "getri", "getrs", "matinv", "geqrf", "gels" };
 
 	snprintf(name, 16, "%c%s", op->type == 0 ? 'S' : 'D', fn[op->fn]);
 	return name;
 }
 
 /* Batched LU and QR routines: the matrices the arrays name, the pivots and
- * infos; geqrf's a[i] (m x n) read and written and its tau vectors written. */
+ * infos; geqrf's a[i] (m x n) read and written and its tau vectors written;
+ * gels's a[i] (m x n) and c[i] (m x nrhs) read and written, its c array not
+ * read when nrhs is 0, its device infos written when the caller gave them. */
 static int lu(struct executor *ex, struct exec_blas *b, const struct phos_blas_lu *op, int *blas_status)
 {
 	struct spec_set set = { 0 };
 	uint64_t e = op->type == 0 ? 4 : op->type == 1 ? 8 : 0, sa, sc = 0;
-	bool qr = op->fn == PHOS_BLAS_GEQRF;
-	int a_rows = qr ? op->m : op->n, c_rows = op->n, c_cols = op->fn == PHOS_BLAS_GETRS ? op->nrhs : op->n;
+	bool qr = op->fn == PHOS_BLAS_GEQRF, gels = op->fn == PHOS_BLAS_GELS;
+	int a_rows = qr || gels ? op->m : op->n, c_rows = gels ? op->m : op->n;
+	int c_cols = op->fn == PHOS_BLAS_GETRS || gels ? op->nrhs : op->n;
+	bool dev_info = gels ? op->info != 0 : op->fn != PHOS_BLAS_GETRS && !qr;
+	int arrays = op->fn == PHOS_BLAS_GETRF || (gels && op->nrhs == 0) ? 1 : 2;
 	uint64_t arr[2] = { op->a, op->c }, span[2];
 	uint8_t access[2];
 	char name[16];
@@ -631,7 +636,8 @@ static int lu(struct executor *ex, struct exec_blas *b, const struct phos_blas_l
 		*blas_status = BLAS_NOT_SUPPORTED;
 		return -PHOS_CUDA_NOT_SUPPORTED;
 	}
-	if (op->fn < PHOS_BLAS_GETRF || op->fn > PHOS_BLAS_GEQRF || op->batch < 0 ||
+	if (op->fn < PHOS_BLAS_GETRF || op->fn > PHOS_BLAS_GELS || op->batch < 0 ||
+	    (gels && (op->trans != 0 || op->n > op->m)) ||
 	    matrix_span(a_rows, op->n, op->lda, 1, 0, e, &sa) < 0 ||
 	    (qr && tau_span(op->m, op->n, e, &sc) < 0) ||
 	    (!qr && op->fn != PHOS_BLAS_GETRF && matrix_span(c_rows, c_cols, op->ldc, 1, 0, e, &sc) < 0)) {
@@ -640,15 +646,15 @@ static int lu(struct executor *ex, struct exec_blas *b, const struct phos_blas_l
 	}
 	span[0] = sa;
 	span[1] = sc;
-	access[0] = op->fn == PHOS_BLAS_GETRF || qr ? SPEC_READ | SPEC_WRITE : SPEC_READ;
-	access[1] = op->fn == PHOS_BLAS_GETRS ? SPEC_READ | SPEC_WRITE : SPEC_WRITE;
+	access[0] = op->fn == PHOS_BLAS_GETRF || qr || gels ? SPEC_READ | SPEC_WRITE : SPEC_READ;
+	access[1] = op->fn == PHOS_BLAS_GETRS || gels ? SPEC_READ | SPEC_WRITE : SPEC_WRITE;
 	if (op->batch == 0)
 		return 0;
-	r = exec_arrays_set(ex, op->fn == PHOS_BLAS_GETRF ? 1 : 2, arr, span, access, op->batch, &set);
-	if (r == 0 && op->pivots && !qr)
+	r = exec_arrays_set(ex, arrays, arr, span, access, op->batch, &set);
+	if (r == 0 && op->pivots && !qr && !gels)
 		r = spec_range(ex, &set, op->pivots, (uint64_t)op->n * (uint64_t)op->batch * 4,
 			       op->fn == PHOS_BLAS_GETRF ? SPEC_WRITE : SPEC_READ);
-	if (r == 0 && op->fn != PHOS_BLAS_GETRS && !qr)
+	if (r == 0 && dev_info)
 		r = spec_range(ex, &set, op->info, (uint64_t)op->batch * 4, SPEC_WRITE);
 	if (r < 0) {
 		*blas_status = BLAS_INVALID_VALUE;

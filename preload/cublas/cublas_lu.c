@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Batched LU and QR routines on device arrays of matrix pointers, S and D:
- * getrfBatched, getriBatched, getrsBatched, matinvBatched, geqrfBatched. One
- * record (PHOS_OP_BLAS_LU) for all of them; the executor reads the pointer
- * arrays to put every matrix they name in the call's read/write set, as for
- * the pointer-array GEMMs. Arguments are checked as cuBLAS does; getrsBatched
- * and geqrfBatched report a bad argument in their host *info as -(its
- * position, counted from the parameter after the handle).
+ * getrfBatched, getriBatched, getrsBatched, matinvBatched, geqrfBatched,
+ * gelsBatched. One record (PHOS_OP_BLAS_LU) for all of them; the executor
+ * reads the pointer arrays to put every matrix they name in the call's
+ * read/write set, as for the pointer-array GEMMs. Arguments are checked as
+ * cuBLAS does; getrsBatched, geqrfBatched and gelsBatched report a bad
+ * argument in their host *info as -(its position, counted from the parameter
+ * after the handle).
  */
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
@@ -131,6 +132,49 @@ static cublasStatus_t geqrf(cublasHandle_t h, int type, int m, int n, void *cons
 	return lu_post(h, &op);
 }
 
+/* Least squares min ||C[i] - A[i] X|| of each overdetermined m x n A[i]
+ * (m >= n, trans N: all cuBLAS solves). A[i] gets its QR factors, the first n
+ * rows of C[i] the solution; devInfo (optional) gets 0 or the index of a zero
+ * diagonal of R. The host info, as geqrf's, is written here. cuBLAS documents
+ * NOT_SUPPORTED for trans other than N and for m < n, INVALID_VALUE for the
+ * other bad sizes. */
+static cublasStatus_t gels(cublasHandle_t h, int type, cublasOperation_t trans, int m, int n, int nrhs,
+			   void *const A[], int lda, void *const C[], int ldc, int *info, int *dev_info, int batch)
+{
+	struct phos_blas_lu op = { .fn = PHOS_BLAS_GELS, .type = type, .trans = trans, .m = m, .n = n,
+				   .nrhs = nrhs, .lda = lda, .ldc = ldc, .batch = batch, .a = (uintptr_t)A,
+				   .c = (uintptr_t)C, .info = (uintptr_t)dev_info };
+	int bad = 0;
+
+	if (!info)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	/* trans is 1, m 2, n 3, nrhs 4, Aarray 5, lda 6, Carray 7, ldc 8, batchSize 11 */
+	if (trans != CUBLAS_OP_N)
+		bad = 1;
+	else if (m < 0)
+		bad = 2;
+	else if (n < 0 || n > m)
+		bad = 3;
+	else if (nrhs < 0)
+		bad = 4;
+	else if (lda < max1(m))
+		bad = 6;
+	else if (ldc < max1(m))
+		bad = 8;
+	else if (batch < 0)
+		bad = 11;
+	else if (batch && n && !A)
+		bad = 5;
+	else if (batch && n && nrhs && !C)
+		bad = 7;
+	*info = -bad;
+	if (bad == 1 || (bad == 3 && n > m))
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	if (bad)
+		return CUBLAS_STATUS_INVALID_VALUE;
+	return lu_post(h, &op);
+}
+
 #define LU(P, T, TYPE)                                                                                            \
 	PHOS_EXPORT cublasStatus_t cublas##P##getrfBatched(cublasHandle_t h, int n, T *const A[], int lda, int *P_, \
 							   int *info, int batch)                                    \
@@ -159,9 +203,16 @@ static cublasStatus_t geqrf(cublasHandle_t h, int type, int m, int n, void *cons
 							   T *const Tau[], int *info, int batch)                    \
 	{                                                                                                           \
 		return geqrf(h, TYPE, m, n, (void *const *)A, lda, (void *const *)Tau, info, batch);                \
+	}                                                                                                           \
+	PHOS_EXPORT cublasStatus_t cublas##P##gelsBatched(cublasHandle_t h, cublasOperation_t trans, int m, int n,  \
+							  int nrhs, T *const A[], int lda, T *const C[], int ldc,   \
+							  int *info, int *devInfo, int batch)                       \
+	{                                                                                                           \
+		return gels(h, TYPE, trans, m, n, nrhs, (void *const *)A, lda, (void *const *)C, ldc, info, devInfo, \
+			    batch);                                                                                 \
 	}
 LU(S, float, CUDA_R_32F)
 LU(D, double, CUDA_R_64F)
 PHOS_EXPORT_NAMES(cublasSgetrfBatched cublasSgetriBatched cublasSgetrsBatched cublasSmatinvBatched
 		  cublasDgetrfBatched cublasDgetriBatched cublasDgetrsBatched cublasDmatinvBatched
-		  cublasSgeqrfBatched cublasDgeqrfBatched)
+		  cublasSgeqrfBatched cublasDgeqrfBatched cublasSgelsBatched cublasDgelsBatched)

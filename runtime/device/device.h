@@ -318,7 +318,7 @@ struct phos_device_ops {
 	 * at most) on the host, and the call then completes before it returns. */
 	int (*blas_call)(struct phos_device *dev, void *handle, const struct phos_blas_op *op,
 			 void *ret_result, int *ret_blas_status);
-	/* Batched getrf/getri/getrs/matinv (proto.h, phos_blas_lu). */
+	/* Batched getrf/getri/getrs/matinv/geqrf/gels (proto.h, phos_blas_lu). */
 	int (*blas_lu)(struct phos_device *dev, void *handle, const struct phos_blas_lu *op,
 		       int *ret_blas_status);
 

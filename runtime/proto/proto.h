@@ -117,7 +117,7 @@ enum phos_op {
 	PHOS_OP_BLAS_GET_MATRIX,  /* sync: phos_blas_matrix; reply the packed elements */
 	PHOS_OP_BLAS_CALL,        /* phos_blas_op: level 1-3 routines of every precision;
 	                           * sync when it returns a host result */
-	PHOS_OP_BLAS_LU,          /* phos_blas_lu: batched getrf/getri/getrs/matinv */
+	PHOS_OP_BLAS_LU,          /* phos_blas_lu: batched getrf/getri/getrs/matinv/geqrf/gels */
 
 	/* stream-ordered allocation (ctxpool/calls/exec_pool.c); pool ids are chosen by
 	 * the preload, PHOS_POOL_DEFAULT is the device's default pool */
@@ -760,6 +760,8 @@ enum phos_blas_lu_fn {
 	PHOS_BLAS_MATINV, /* c[i] = a[i]^-1 (n <= 32); a[i] is not changed; info written */
 	PHOS_BLAS_GEQRF,  /* a[i] (m x n) = Q R in place, LAPACK geqrf's form; c[i]: its tau,
 	                   * min(m, n) elements written; no pivots, no device info */
+	PHOS_BLAS_GELS,   /* least squares, trans N, m >= n: a[i] (m x n) = Q R in place, c[i]
+	                   * (m x nrhs, ldc) = its first n rows the solution; info: optional */
 };
 struct phos_blas_lu {
 	uint32_t handle;
@@ -768,11 +770,12 @@ struct phos_blas_lu {
 	int32_t n, nrhs, trans;
 	int32_t lda, ldc;              /* ldc: of c[i] (GETRI, MATINV) or b[i] (GETRS) */
 	int32_t batch;
-	int32_t m;                     /* GEQRF: the rows of a[i] (the others: n) */
+	int32_t m;                     /* GEQRF, GELS: the rows of a[i] (the others: n) */
 	uint64_t a, c;                 /* device arrays of batch pointers (c: the b array of GETRS,
-	                                * the tau array of GEQRF) */
+	                                * the tau array of GEQRF, the c array of GELS) */
 	uint64_t pivots;               /* n * batch int32 in device memory, 0: no pivoting */
-	uint64_t info;                 /* batch int32 in device memory (not GETRS, GEQRF) */
+	uint64_t info;                 /* batch int32 in device memory (not GETRS, GEQRF; GELS: 0
+	                                * when the caller passed no devInfoArray) */
 };
 /* --- cuBLASLt records ---
  * A matrix layout (cublasLtMatrixLayout_t's attributes). */

@@ -786,9 +786,9 @@ int cuda_blas_call(struct phos_device *dev, void *handle, const struct phos_blas
 	return cuda_blas_result(s, ret_blas_status, "cublas level 1-3 call");
 }
 
-/* Batched LU and QR on device arrays of pointers, S and D. getrsBatched and
- * geqrfBatched report argument errors in a host int, which stays here: the
- * preload checked them. */
+/* Batched LU and QR on device arrays of pointers, S and D. getrsBatched,
+ * geqrfBatched and gelsBatched report argument errors in a host int, which
+ * stays here: the preload checked them. */
 int cuda_blas_lu(struct phos_device *dev, void *handle, const struct phos_blas_lu *op, int *ret_blas_status)
 {
 	struct cuda_dev *d = cuda_dev(dev);
@@ -830,6 +830,11 @@ int cuda_blas_lu(struct phos_device *dev, void *handle, const struct phos_blas_l
 	case PHOS_BLAS_GEQRF:
 		s = (dbl ? cuda_cublas.GeqrfD : cuda_cublas.GeqrfS)(h, op->m, op->n, a, op->lda, c, &host_info,
 								     op->batch);
+		break;
+	case PHOS_BLAS_GELS:
+		s = (dbl ? cuda_cublas.GelsD : cuda_cublas.GelsS)(h, (cublasOperation_t)op->trans, op->m, op->n,
+								   op->nrhs, a, op->lda, c, op->ldc, &host_info, info,
+								   op->batch);
 		break;
 	default:
 		s = CUBLAS_STATUS_INVALID_VALUE;

@@ -286,7 +286,9 @@
 	X(TrsmBatchedC, "cublasCtrsmBatched", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, int, const void *, const void *const *, int, void *const *, int, int)) \
 	X(TrsmBatchedZ, "cublasZtrsmBatched", cublasStatus_t, (cublasHandle_t, cublasSideMode_t, cublasFillMode_t, cublasOperation_t, cublasDiagType_t, int, int, const void *, const void *const *, int, void *const *, int, int)) \
 	X(GeqrfS, "cublasSgeqrfBatched", cublasStatus_t, (cublasHandle_t, int, int, void *const *, int, void *const *, int *, int)) \
-	X(GeqrfD, "cublasDgeqrfBatched", cublasStatus_t, (cublasHandle_t, int, int, void *const *, int, void *const *, int *, int))
+	X(GeqrfD, "cublasDgeqrfBatched", cublasStatus_t, (cublasHandle_t, int, int, void *const *, int, void *const *, int *, int)) \
+	X(GelsS, "cublasSgelsBatched", cublasStatus_t, (cublasHandle_t, cublasOperation_t, int, int, int, void *const *, int, void *const *, int, int *, int *, int)) \
+	X(GelsD, "cublasDgelsBatched", cublasStatus_t, (cublasHandle_t, cublasOperation_t, int, int, int, void *const *, int, void *const *, int, int *, int *, int))
 
 #define CU_SYM_FIELD(field, name, version, export, type) type field;
 struct cuda_driver_syms {

@@ -810,7 +810,7 @@ int phos_sim_blas_gemm_wide(struct phos_device *dev, const struct phos_blas_gemm
 	return ret_status(ret_blas_status, ST_SUCCESS);
 }
 
-/* ---- batched LU (getrf, getri, getrs, matinv) and QR (geqrf), real S and D ---- */
+/* ---- batched LU (getrf, getri, getrs, matinv), QR (geqrf) and least squares (gels), real S and D ---- */
 
 /* a (n x n, ld) = P L U in place, LAPACK getf2 order; piv gets 1-based pivot
  * rows (NULL: no pivoting). Returns info: 0, or k when U(k, k) is exactly 0. */
@@ -963,6 +963,79 @@ static int qr_batched(struct phos_device *dev, const struct phos_blas_lu *op)
 	return ST_SUCCESS;
 }
 
+/* c (m x nrhs, ldc) = Q^T c with qr_factor's a (m x n, lda) and tau, then
+ * its first n rows = R^-1 of them, as LAPACK's gels for m >= n. Returns 0,
+ * or k when R(k, k) is exactly 0: c is then left Q^T c, unsolved. */
+static int ls_solve(const void *a, int type, int64_t m, int64_t n, int64_t lda, const void *tau, void *c,
+		    int64_t nrhs, int64_t ldc)
+{
+	for (int64_t j = 0; j < nrhs; j++)
+		for (int64_t k = 0; k < n; k++) {   /* c(k:m, j) -= tau v (v^T c(k:m, j)) */
+			double t = creal(ld(tau, type, k)), w = creal(ld(c, type, k + j * ldc));
+
+			for (int64_t i = k + 1; i < m; i++)
+				w += creal(ld(a, type, i + k * lda)) * creal(ld(c, type, i + j * ldc));
+			st(c, type, k + j * ldc, creal(ld(c, type, k + j * ldc)) - t * w);
+			for (int64_t i = k + 1; i < m; i++)
+				st(c, type, i + j * ldc,
+				   creal(ld(c, type, i + j * ldc)) - t * creal(ld(a, type, i + k * lda)) * w);
+		}
+	for (int64_t k = 0; k < n; k++)
+		if (creal(ld(a, type, k + k * lda)) == 0)
+			return (int)k + 1;
+	for (int64_t j = 0; j < nrhs; j++)
+		for (int64_t i = n - 1; i >= 0; i--) {   /* R x = (Q^T c)(0:n) */
+			double x = creal(ld(c, type, i + j * ldc));
+
+			for (int64_t p = i + 1; p < n; p++)
+				x -= creal(ld(a, type, i + p * lda)) * creal(ld(c, type, p + j * ldc));
+			st(c, type, i + j * ldc, x / creal(ld(a, type, i + i * lda)));
+		}
+	return 0;
+}
+
+/* gelsBatched: a[i] (m x n) factored in place and c[i] (m x nrhs) solved
+ * from the device arrays a and c; info[i] (when given) as ls_solve's. */
+static int gels_batched(struct phos_device *dev, const struct phos_blas_lu *op)
+{
+	int64_t m = op->m, n = op->n, nrhs = op->nrhs, batch = op->batch;
+	const uint64_t *pa, *pc;
+	int32_t *info;
+	void *tau;
+
+	if (op->trans != 0 || (m >= 0 && n > m))
+		return ST_NOT_SUPPORTED;
+	if (m < 0 || n < 0 || nrhs < 0 || batch < 0 || op->lda < (m > 1 ? m : 1) || op->ldc < (m > 1 ? m : 1))
+		return ST_INVALID_VALUE;
+	if (!batch || !n)
+		return ST_SUCCESS;
+	if (!phos_sim_range_ok(dev, op->a, (uint64_t)batch * 8) ||
+	    (nrhs && !phos_sim_range_ok(dev, op->c, (uint64_t)batch * 8)) ||
+	    (op->info && !phos_sim_range_ok(dev, op->info, (uint64_t)batch * 4)))
+		return ST_EXECUTION_FAILED;
+	pa = (const uint64_t *)(uintptr_t)op->a;
+	pc = (const uint64_t *)(uintptr_t)op->c;
+	info = (int32_t *)(uintptr_t)op->info;
+	for (int64_t b = 0; b < batch; b++)
+		if (!mat_ok(dev, pa[b], op->type, m, n, op->lda) ||
+		    (nrhs && !mat_ok(dev, pc[b], op->type, m, nrhs, op->ldc)))
+			return ST_EXECUTION_FAILED;
+	tau = malloc((size_t)n * (size_t)esize(op->type));
+	if (!tau)
+		return ST_ALLOC_FAILED;
+	for (int64_t b = 0; b < batch; b++) {
+		void *a = (void *)(uintptr_t)pa[b], *c = nrhs ? (void *)(uintptr_t)pc[b] : NULL;
+		int v;
+
+		qr_factor(a, op->type, m, n, op->lda, tau);
+		v = ls_solve(a, op->type, m, n, op->lda, tau, c, nrhs, op->ldc);
+		if (info)
+			info[b] = v;
+	}
+	free(tau);
+	return ST_SUCCESS;
+}
+
 int phos_sim_blas_lu(struct phos_device *dev, void *handle, const struct phos_blas_lu *op, int *ret_blas_status)
 {
 	int type, fn;
@@ -978,6 +1051,8 @@ int phos_sim_blas_lu(struct phos_device *dev, void *handle, const struct phos_bl
 		return ret_status(ret_blas_status, ST_NOT_SUPPORTED);
 	if (op->fn == PHOS_BLAS_GEQRF)
 		return ret_status(ret_blas_status, qr_batched(dev, op));
+	if (op->fn == PHOS_BLAS_GELS)
+		return ret_status(ret_blas_status, gels_batched(dev, op));
 	type = op->type;
 	fn = op->fn;
 	n = op->n;
