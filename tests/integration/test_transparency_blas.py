@@ -2,7 +2,7 @@
 """Transparency of cuBLAS (issue 12): public-style CUDA programs that use the
 Set/Get helpers, every precision of the level 1-3 routines (symv, hemv, syrk,
 herk and the rotations included, blas_sym), mixed-precision
-GEMMs, batched LU, batched trsm and QR (blas_batched), the 64-bit-integer _64 forms (blas_64) and cublasXt run under phos-fn and give the answers their own CPU
+GEMMs, batched LU and least squares (blas_lu), batched trsm and QR (blas_batched), the 64-bit-integer _64 forms (blas_64) and cublasXt run under phos-fn and give the answers their own CPU
 references expect; cublasXt is refused loudly; the executor's read/write sets
 of a few routines are exactly the bytes cuBLAS defines. With
 PHOS_TEST_DEVICE=cuda (tools/gpu-check) the programs also run natively, so
@@ -103,4 +103,8 @@ sets(one("blas_call", "StrsmBatched"), [at("tba", 16), at("tbb", 16), at("tbm", 
 sets(one("blas_lu", "Dgeqrf"), [at("qa", 16), at("qt", 16), at("qm", 112), at("qm", 112, 1024)],
      [at("qm", 112), at("qm", 112, 1024), at("qm", 24, 2048), at("qm", 24, 3072)],
      "Dgeqrf batched (2 of 4 x 3, lda 5; tau 3)")
+sets(one("blas_lu", "Sgels"), [at("lsa", 16), at("lsc", 16), at("lsm", 56), at("lsm", 56, 1024),
+                               at("lsm", 40, 2048), at("lsm", 40, 3072)],
+     [at("lsm", 56), at("lsm", 56, 1024), at("lsm", 40, 2048), at("lsm", 40, 3072), at("lsi", 8)],
+     "Sgels batched (2 of A 4 x 3, lda 5; C 4 x 2, ldc 6; devInfo)")
 done("transparency_blas")

@@ -3,7 +3,11 @@
 // pivoting), getriBatched, getrsBatched (N and T) and matinvBatched on
 // device arrays of matrix pointers. Checked by residuals: A inv(A) = I and
 // op(A) X = B, and info = k for a matrix whose U(k, k) is exactly zero.
-// Exits 1 on a wrong answer.
+// Least squares as HeCBench uses it: cublas{S,D}gelsBatched (m > n and
+// m == n, one and three right-hand sides), the solution checked against the
+// normal equations solved here in double, the R left in A against A^T A =
+// R^T R, devInfo 0 (1 for a zero first column), and the statuses and infos
+// cuBLAS documents for bad arguments. Exits 1 on a wrong answer.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -39,6 +43,9 @@ static cublasStatus_t getrs(cublasHandle_t h, cublasOperation_t t, int n, int nr
 static cublasStatus_t getrs(cublasHandle_t h, cublasOperation_t t, int n, int nrhs, const double *const A[], int lda, const int *P, double *const B[], int ldb, int *info, int b) { return cublasDgetrsBatched(h, t, n, nrhs, A, lda, P, B, ldb, info, b); }
 static cublasStatus_t matinv(cublasHandle_t h, int n, const float *const A[], int lda, float *const C[], int ldc, int *info, int b) { return cublasSmatinvBatched(h, n, A, lda, C, ldc, info, b); }
 static cublasStatus_t matinv(cublasHandle_t h, int n, const double *const A[], int lda, double *const C[], int ldc, int *info, int b) { return cublasDmatinvBatched(h, n, A, lda, C, ldc, info, b); }
+
+static cublasStatus_t gels(cublasHandle_t h, cublasOperation_t t, int m, int n, int nrhs, float *const A[], int lda, float *const C[], int ldc, int *info, int *dev_info, int b) { return cublasSgelsBatched(h, t, m, n, nrhs, A, lda, C, ldc, info, dev_info, b); }
+static cublasStatus_t gels(cublasHandle_t h, cublasOperation_t t, int m, int n, int nrhs, double *const A[], int lda, double *const C[], int ldc, int *info, int *dev_info, int b) { return cublasDgelsBatched(h, t, m, n, nrhs, A, lda, C, ldc, info, dev_info, b); }
 
 static unsigned seed = 99;
 static double rnd()
@@ -188,12 +195,136 @@ template <class T> static void run(cublasHandle_t h, const char *name, double to
 	printf("%s: checked\n", name);
 }
 
+// x (n x nrhs, ld n) = the least-squares solution of a (m x n, ld lda) x = c
+// (m x nrhs, ld ldc) from the normal equations a^T a x = a^T c, solved in
+// double by Gaussian elimination with partial pivoting
+template <class T> static std::vector<double> normal_solve(const T *a, int lda, const T *c, int ldc, int m, int n, int nrhs)
+{
+	std::vector<double> g((size_t)n * n), x((size_t)n * nrhs);
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++)
+			for (int p = 0; p < m; p++)
+				g[i + (size_t)j * n] += (double)a[p + (size_t)i * lda] * a[p + (size_t)j * lda];
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < nrhs; j++)
+			for (int p = 0; p < m; p++)
+				x[i + (size_t)j * n] += (double)a[p + (size_t)i * lda] * c[p + (size_t)j * ldc];
+	for (int k = 0; k < n; k++) {
+		int piv = k;
+		for (int i = k + 1; i < n; i++)
+			if (std::fabs(g[i + (size_t)k * n]) > std::fabs(g[piv + (size_t)k * n]))
+				piv = i;
+		for (int j = 0; j < n; j++)
+			std::swap(g[k + (size_t)j * n], g[piv + (size_t)j * n]);
+		for (int j = 0; j < nrhs; j++)
+			std::swap(x[k + (size_t)j * n], x[piv + (size_t)j * n]);
+		for (int i = k + 1; i < n; i++) {
+			double f = g[i + (size_t)k * n] / g[k + (size_t)k * n];
+			for (int j = k; j < n; j++)
+				g[i + (size_t)j * n] -= f * g[k + (size_t)j * n];
+			for (int j = 0; j < nrhs; j++)
+				x[i + (size_t)j * n] -= f * x[k + (size_t)j * n];
+		}
+	}
+	for (int j = 0; j < nrhs; j++)
+		for (int i = n - 1; i >= 0; i--) {
+			double v = x[i + (size_t)j * n];
+			for (int p = i + 1; p < n; p++)
+				v -= g[i + (size_t)p * n] * x[p + (size_t)j * n];
+			x[i + (size_t)j * n] = v / g[i + (size_t)i * n];
+		}
+	return x;
+}
+
+template <class T> static void gels_check(cublasHandle_t h, const char *name, double tol)
+{
+	const int shapes[][3] = { { 9, 4, 1 }, { 9, 4, 3 }, { 5, 5, 3 }, { 6, 6, 1 } };   // m, n, nrhs
+	const int count = 3;
+	int *dinfo;
+	CU(cudaMalloc(&dinfo, count * sizeof(int)));
+	for (auto &sh : shapes) {
+		const int m = sh[0], n = sh[1], nrhs = sh[2], lda = m + 1, ldc = m + 2;
+		Batch<T> A(n, lda, count), C(nrhs, ldc, count);
+		for (int b = 0; b < count; b++) {
+			for (int j = 0; j < n; j++)
+				for (int i = 0; i < m; i++)   // a strong diagonal keeps the square ones well conditioned
+					A.at(b, i, j) = (T)(rnd() + (i == j ? 3 : 0));
+			for (int j = 0; j < nrhs; j++)
+				for (int i = 0; i < m; i++)
+					C.at(b, i, j) = (T)rnd();
+		}
+		// the last matrix's first column is zero: R(1, 1) is zero, devInfo 1
+		for (int i = 0; i < m; i++)
+			A.at(count - 1, i, 0) = 0;
+		A.up();
+		C.up();
+		std::vector<T> a0 = A.host, c0 = C.host;
+		CU(cudaMemset(dinfo, 0x7f, count * sizeof(int)));
+		int info = 99;
+		bool with_info = &sh != &shapes[1];   // devInfoArray is optional
+		CK(gels(h, CUBLAS_OP_N, m, n, nrhs, A.ptrs, lda, C.ptrs, ldc, &info, with_info ? dinfo : nullptr, count));
+		std::vector<int> hinfo(count);
+		CU(cudaMemcpy(hinfo.data(), dinfo, count * sizeof(int), cudaMemcpyDeviceToHost));
+		A.down();
+		C.down();
+		if (info != 0)
+			printf("FAIL %sgelsBatched %dx%d nrhs %d: info %d\n", name, m, n, nrhs, info), failures++;
+		for (int b = 0; b < count; b++)
+			if (with_info && hinfo[b] != (b == count - 1 ? 1 : 0))
+				printf("FAIL %sgelsBatched %dx%d nrhs %d: devInfo[%d] = %d\n", name, m, n, nrhs, b,
+				       hinfo[b]), failures++;
+		double worst = 0, worst_r = 0;
+		for (int b = 0; b < count - 1; b++) {
+			const T *a = a0.data() + (size_t)b * lda * n, *c = c0.data() + (size_t)b * ldc * nrhs;
+			std::vector<double> x = normal_solve(a, lda, c, ldc, m, n, nrhs);
+			for (int j = 0; j < nrhs; j++)
+				for (int i = 0; i < n; i++)
+					worst = std::max(worst, std::fabs(C.at(b, i, j) - x[i + (size_t)j * n]));
+			// A^T A = R^T R with R the upper triangle left in A
+			for (int j = 0; j < n; j++)
+				for (int i = 0; i <= j; i++) {
+					double ata = 0, rtr = 0;
+					for (int p = 0; p < m; p++)
+						ata += (double)a[p + (size_t)i * lda] * a[p + (size_t)j * lda];
+					for (int p = 0; p <= i; p++)
+						rtr += (double)A.at(b, p, i) * A.at(b, p, j);
+					worst_r = std::max(worst_r, std::fabs(ata - rtr) / (1 + std::fabs(ata)));
+				}
+		}
+		if (!(worst <= tol) || !(worst_r <= tol))
+			printf("FAIL %sgelsBatched %dx%d nrhs %d: |x - x_ref| %g, |A^T A - R^T R| %g\n", name, m, n, nrhs,
+			       worst, worst_r), failures++;
+	}
+	// bad arguments: info -(position, counted after the handle); cuBLAS
+	// documents NOT_SUPPORTED for m < n and trans other than N
+	Batch<T> A(4, 8, 1), C(1, 8, 1);
+	struct {
+		cublasOperation_t t;
+		int m, n, lda, ldc, want_info;
+		cublasStatus_t want;
+	} bad[] = { { CUBLAS_OP_N, 6, 4, 5, 8, -6, CUBLAS_STATUS_INVALID_VALUE },
+		    { CUBLAS_OP_N, 6, 4, 8, 5, -8, CUBLAS_STATUS_INVALID_VALUE },
+		    { CUBLAS_OP_N, 3, 4, 8, 8, 0, CUBLAS_STATUS_NOT_SUPPORTED },
+		    { CUBLAS_OP_T, 6, 4, 8, 8, 0, CUBLAS_STATUS_NOT_SUPPORTED } };
+	for (auto &c : bad) {
+		int info = 99;
+		cublasStatus_t st = gels(h, c.t, c.m, c.n, 1, A.ptrs, c.lda, C.ptrs, c.ldc, &info, dinfo, 1);
+		if (st != c.want || (c.want_info && info != c.want_info))
+			printf("FAIL %sgelsBatched trans %d m %d n %d lda %d ldc %d: status %d info %d, want %d and %d\n",
+			       name, (int)c.t, c.m, c.n, c.lda, c.ldc, (int)st, info, (int)c.want, c.want_info), failures++;
+	}
+	cudaFree(dinfo);
+	printf("%s gels: checked\n", name);
+}
+
 int main()
 {
 	cublasHandle_t h;
 	CK(cublasCreate(&h));
 	run<float>(h, "S", 1e-3);
 	run<double>(h, "D", 1e-10);
+	gels_check<float>(h, "S", 1e-3);
+	gels_check<double>(h, "D", 1e-10);
 	cublasDestroy(h);
 	if (failures) {
 		printf("blas_lu: %d failure(s)\n", failures);

@@ -97,18 +97,35 @@ int main()
 	CK(cublasDgeqrfBatched(h, 4, 3, qa, 5, qt, &qinfo, 2));
 	if (qinfo != 0)
 		return 1;
+	// sgelsBatched of 2 systems, A 4 x 3 (lda 5) and C 4 x 2 (ldc 6), named by
+	// two device arrays (16 bytes each read): each A (2 * 5 + 4) * 4 = 56 and
+	// each C (1 * 6 + 4) * 4 = 40 bytes read and written, devInfo 2 * 4 = 8
+	// bytes written
+	float *lsm = (float *)dev(4096), **lsa = (float **)dev(256), **lsc = (float **)dev(256);
+	int *lsi = (int *)dev(256);
+	float *lsap[2] = { lsm, lsm + 256 }, *lscp[2] = { lsm + 512, lsm + 768 };
+	float ls3[15] = { 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0 };   // the first 3 columns of I, lda 5
+	int lsinfo = 99;
+	cudaMemcpy(lsa, lsap, sizeof(lsap), cudaMemcpyHostToDevice);
+	cudaMemcpy(lsc, lscp, sizeof(lscp), cudaMemcpyHostToDevice);
+	cudaMemcpy(lsm, ls3, sizeof(ls3), cudaMemcpyHostToDevice);
+	cudaMemcpy(lsm + 256, ls3, sizeof(ls3), cudaMemcpyHostToDevice);
+	CK(cublasSgelsBatched(h, CUBLAS_OP_N, 4, 3, 2, lsa, 5, lsc, 6, &lsinfo, lsi, 2));
+	if (lsinfo != 0)
+		return 1;
 	if (cudaDeviceSynchronize() != cudaSuccess)
 		return 1;
 	cublasDestroy(h);
 	printf("{\"sv\":%llu,\"dx\":%llu,\"dy\":%llu,\"zx\":%llu,\"zy\":%llu,\"ca\":%llu,\"cx\":%llu,\"cy\":%llu,"
 	       "\"ta\":%llu,\"tb\":%llu,\"nx\":%llu,\"nr\":%llu,\"ga\":%llu,\"gs\":%llu,"
 	       "\"lm\":%llu,\"la\":%llu,\"lp\":%llu,\"li\":%llu,\"tbm\":%llu,\"tba\":%llu,\"tbb\":%llu,"
-	       "\"qm\":%llu,\"qa\":%llu,\"qt\":%llu}\n",
+	       "\"qm\":%llu,\"qa\":%llu,\"qt\":%llu,\"lsm\":%llu,\"lsa\":%llu,\"lsc\":%llu,\"lsi\":%llu}\n",
 	       (unsigned long long)sv, (unsigned long long)dx, (unsigned long long)dy, (unsigned long long)zx,
 	       (unsigned long long)zy, (unsigned long long)ca, (unsigned long long)cx, (unsigned long long)cy,
 	       (unsigned long long)ta, (unsigned long long)tb, (unsigned long long)nx, (unsigned long long)nr,
 	       (unsigned long long)ga, (unsigned long long)gs, (unsigned long long)lm, (unsigned long long)la,
 	       (unsigned long long)lp, (unsigned long long)li, (unsigned long long)tbm, (unsigned long long)tba,
-	       (unsigned long long)tbb, (unsigned long long)qm, (unsigned long long)qa, (unsigned long long)qt);
+	       (unsigned long long)tbb, (unsigned long long)qm, (unsigned long long)qa, (unsigned long long)qt,
+	       (unsigned long long)lsm, (unsigned long long)lsa, (unsigned long long)lsc, (unsigned long long)lsi);
 	return 0;
 }
