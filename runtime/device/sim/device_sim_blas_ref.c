@@ -906,6 +906,21 @@ static int lu_inverse(const void *a, int type, int64_t n, int64_t lda, const int
 	return 0;
 }
 
+/* x(k:m, j) -= t v (v^T x(k:m, j)), v = (1, a(k+1:m, k)): the k-th
+ * Householder reflector of a QR factorization in LAPACK's form, applied to
+ * column j of x (ldx). */
+static void reflect(const void *a, int type, int64_t m, int64_t lda, int64_t k, double t, void *x, int64_t ldx,
+		    int64_t j)
+{
+	double w = creal(ld(x, type, k + j * ldx));
+
+	for (int64_t i = k + 1; i < m; i++)
+		w += creal(ld(a, type, i + k * lda)) * creal(ld(x, type, i + j * ldx));
+	st(x, type, k + j * ldx, creal(ld(x, type, k + j * ldx)) - t * w);
+	for (int64_t i = k + 1; i < m; i++)
+		st(x, type, i + j * ldx, creal(ld(x, type, i + j * ldx)) - t * creal(ld(a, type, i + k * lda)) * w);
+}
+
 /* a (m x n, lda) = Q R in place as LAPACK's geqr2 writes it: column k's
  * reflector H = I - tau v v^T (v(k) = 1, v(k+1:m) stored below the diagonal)
  * makes a(k+1:m, k) zero, beta = -sign(a(k, k)) ||a(k:m, k)|| goes on the
@@ -928,16 +943,8 @@ static void qr_factor(void *a, int type, int64_t m, int64_t n, int64_t lda, void
 			st(a, type, i + k * lda, creal(ld(a, type, i + k * lda)) / (alpha - beta));
 		st(a, type, k + k * lda, beta);
 		st(tau, type, k, t);
-		for (int64_t j = k + 1; j < n; j++) {      /* a(k:m, j) -= t v (v^T a(k:m, j)) */
-			double w = creal(ld(a, type, k + j * lda));
-
-			for (int64_t i = k + 1; i < m; i++)
-				w += creal(ld(a, type, i + k * lda)) * creal(ld(a, type, i + j * lda));
-			st(a, type, k + j * lda, creal(ld(a, type, k + j * lda)) - t * w);
-			for (int64_t i = k + 1; i < m; i++)
-				st(a, type, i + j * lda,
-				   creal(ld(a, type, i + j * lda)) - t * creal(ld(a, type, i + k * lda)) * w);
-		}
+		for (int64_t j = k + 1; j < n; j++)
+			reflect(a, type, m, lda, k, t, a, lda, j);
 	}
 }
 
@@ -970,16 +977,8 @@ static int ls_solve(const void *a, int type, int64_t m, int64_t n, int64_t lda, 
 		    int64_t nrhs, int64_t ldc)
 {
 	for (int64_t j = 0; j < nrhs; j++)
-		for (int64_t k = 0; k < n; k++) {   /* c(k:m, j) -= tau v (v^T c(k:m, j)) */
-			double t = creal(ld(tau, type, k)), w = creal(ld(c, type, k + j * ldc));
-
-			for (int64_t i = k + 1; i < m; i++)
-				w += creal(ld(a, type, i + k * lda)) * creal(ld(c, type, i + j * ldc));
-			st(c, type, k + j * ldc, creal(ld(c, type, k + j * ldc)) - t * w);
-			for (int64_t i = k + 1; i < m; i++)
-				st(c, type, i + j * ldc,
-				   creal(ld(c, type, i + j * ldc)) - t * creal(ld(a, type, i + k * lda)) * w);
-		}
+		for (int64_t k = 0; k < n; k++)
+			reflect(a, type, m, lda, k, creal(ld(tau, type, k)), c, ldc, j);
 	for (int64_t k = 0; k < n; k++)
 		if (creal(ld(a, type, k + k * lda)) == 0)
 			return (int)k + 1;
