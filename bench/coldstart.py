@@ -426,28 +426,23 @@ class Invoker:
             time.sleep(0.05)
         raise S.StepError(f"the invoker did not settle: {S.tail(self.log.name)}")
 
+    def matches(self, pattern):
+        """The groups, as floats, of every line of the log that matches pattern, in order."""
+        import re
+        with open(self.log.name, errors="replace") as f:
+            return [[float(g) for g in m.groups()] for m in map(re.compile(pattern).search, f) if m]
+
     def phases(self):
         """(CRIU s, executor s, GPU data s, GPU bytes) of every restore the invoker logged."""
-        import re
-        out = []
-        for ln in open(self.log.name, errors="replace"):
-            m = re.search(r"restored in [0-9.]+ ms \(.*?; CRIU ([0-9.]+) ms.*?, executor ([0-9.]+) ms "
-                          r"of which GPU data ([0-9.]+) ms; ([0-9.]+) MiB", ln)
-            if m:
-                out.append((float(m.group(1)) / 1e3, float(m.group(2)) / 1e3, float(m.group(3)) / 1e3,
-                            float(m.group(4)) * (1 << 20)))
-        return out
+        return [(criu / 1e3, ex / 1e3, data / 1e3, mib * (1 << 20)) for criu, ex, data, mib in
+                self.matches(r"restored in [0-9.]+ ms \(.*?; CRIU ([0-9.]+) ms.*?, executor ([0-9.]+) ms "
+                             r"of which GPU data ([0-9.]+) ms; ([0-9.]+) MiB")]
 
     def zeros(self):
         """The bytes of zeros each restore set on the device instead of copying
         (ctxpool/restore/engine.c: a hot snapshot's zero chunks), in order."""
-        import re
-        out = []
-        for ln in open(self.log.name, errors="replace"):
-            m = re.search(r"restore engine: .*, ([0-9.]+) MiB of it zeros set on the device", ln)
-            if m:
-                out.append(float(m.group(1)) * (1 << 20))
-        return out
+        return [mib * (1 << 20) for mib, in
+                self.matches(r"restore engine: .*, ([0-9.]+) MiB of it zeros set on the device")]
 
     def stop(self):
         self.p.terminate()
