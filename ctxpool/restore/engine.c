@@ -323,7 +323,7 @@ static int issue(struct loader *l, struct lslot *sl, uint32_t item, uint64_t chu
 	if (atomic_load(&it->state) == ITEM_QUEUED)
 		atomic_store(&it->state, ITEM_LOADING);
 	if (l->src.map) {
-		bool zero = l->src.nzeros && zero_run_holds(l, off, sl->len);
+		bool zero = zero_run_holds(l, off, sl->len);
 
 		l->bytes_zeroed += zero ? sl->len : 0;
 		return copy_chunk(l, sl, zero ? NULL : l->src.map + off);
