@@ -228,12 +228,18 @@ try:
         check(st == 200 and first.get("ok"), f"{name}: the first call: {st} {first}")
         shared = metric(inv, "phos_shared_bytes", name)
         check(shared and shared > 0, f"{name}: weights shared: {shared}")
-        got = burst(inv, name, [req] * (3 * n))
-        check(all(st == 200 and a.get("ok") for st, a in got), f"{name}: {3 * n} calls at once: {got}")
         keys = ("argmax", "top_prob") if prog == MLP else ("sum",)
-        check(all(st == 200 and {k: a[k] for k in keys} == {k: first[k] for k in keys} for st, a in got),
-              f"{name}: every instance answers as the first")
-        inst = live(inv, name)
+        # A burst of short calls can finish on the warm instance before the
+        # invoker scales out (a loaded 2-core machine): bursts again, each
+        # checked, until more than one instance serves (the live ones stay).
+        for _ in range(4):
+            got = burst(inv, name, [req] * (3 * n))
+            check(all(st == 200 and a.get("ok") for st, a in got), f"{name}: {3 * n} calls at once: {got}")
+            check(all(st == 200 and {k: a[k] for k in keys} == {k: first[k] for k in keys} for st, a in got),
+                  f"{name}: every instance answers as the first")
+            inst = live(inv, name)
+            if inst > 1:
+                break
         print(f"{name}: {3 * n} calls at once served by {inst} instances", flush=True)
         check(1 < inst <= n, f"{name}: {inst} instances")
         check(metric(inv, "phos_shared_cow_bytes_total", name) == 0, f"{name}: exact calls copy nothing")
