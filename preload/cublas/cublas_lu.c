@@ -148,27 +148,30 @@ static cublasStatus_t gels(cublasHandle_t h, int type, cublasOperation_t trans, 
 
 	if (!info)
 		return CUBLAS_STATUS_INVALID_VALUE;
-	/* trans is 1, m 2, n 3, nrhs 4, Aarray 5, lda 6, Carray 7, ldc 8, batchSize 11 */
+	/* cuBLAS's gels counts from m, leaving trans out (an H100 gave -5 for
+	 * lda and -7 for ldc, 2026-12-05): m is 1, n 2, nrhs 3, Aarray 4,
+	 * lda 5, Carray 6, ldc 7, batchSize 10; a trans other than N is
+	 * NOT_SUPPORTED, as m < n is */
 	if (trans != CUBLAS_OP_N)
-		bad = 1;
+		bad = -1;
 	else if (m < 0)
-		bad = 2;
+		bad = 1;
 	else if (n < 0 || n > m)
-		bad = 3;
+		bad = 2;
 	else if (nrhs < 0)
-		bad = 4;
+		bad = 3;
 	else if (lda < max1(m))
-		bad = 6;
-	else if (ldc < max1(m))
-		bad = 8;
-	else if (batch < 0)
-		bad = 11;
-	else if (batch && n && !A)
 		bad = 5;
-	else if (batch && n && nrhs && !C)
+	else if (ldc < max1(m))
 		bad = 7;
-	*info = -bad;
-	if (bad == 1 || (bad == 3 && n > m))
+	else if (batch < 0)
+		bad = 10;
+	else if (batch && n && !A)
+		bad = 4;
+	else if (batch && n && nrhs && !C)
+		bad = 6;
+	*info = bad < 0 ? 0 : -bad;
+	if (bad < 0 || (bad == 2 && n > m))
 		return CUBLAS_STATUS_NOT_SUPPORTED;
 	if (bad)
 		return CUBLAS_STATUS_INVALID_VALUE;

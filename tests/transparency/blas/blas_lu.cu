@@ -295,15 +295,16 @@ template <class T> static void gels_check(cublasHandle_t h, const char *name, do
 			printf("FAIL %sgelsBatched %dx%d nrhs %d: |x - x_ref| %g, |A^T A - R^T R| %g\n", name, m, n, nrhs,
 			       worst, worst_r), failures++;
 	}
-	// bad arguments: info -(position, counted after the handle); cuBLAS
-	// documents NOT_SUPPORTED for m < n and trans other than N
+	// bad arguments: info -(position, counted from m: cuBLAS's gels leaves
+	// trans out, H100 2026-12-05); cuBLAS documents NOT_SUPPORTED for m < n
+	// and trans other than N
 	Batch<T> A(4, 8, 1), C(1, 8, 1);
 	struct {
 		cublasOperation_t t;
 		int m, n, lda, ldc, want_info;
 		cublasStatus_t want;
-	} bad[] = { { CUBLAS_OP_N, 6, 4, 5, 8, -6, CUBLAS_STATUS_INVALID_VALUE },
-		    { CUBLAS_OP_N, 6, 4, 8, 5, -8, CUBLAS_STATUS_INVALID_VALUE },
+	} bad[] = { { CUBLAS_OP_N, 6, 4, 5, 8, -5, CUBLAS_STATUS_INVALID_VALUE },
+		    { CUBLAS_OP_N, 6, 4, 8, 5, -7, CUBLAS_STATUS_INVALID_VALUE },
 		    { CUBLAS_OP_N, 3, 4, 8, 8, 0, CUBLAS_STATUS_NOT_SUPPORTED },
 		    { CUBLAS_OP_T, 6, 4, 8, 8, 0, CUBLAS_STATUS_NOT_SUPPORTED } };
 	for (auto &c : bad) {
