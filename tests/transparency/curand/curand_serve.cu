@@ -217,6 +217,10 @@ static bool run_all(struct state *st, size_t n, std::vector<uint64_t> *hashes, c
 				snprintf(why, len, "%s %s: curandStatus_t %d", defs[i].name, kind_names[k], (int)s);
 				return false;
 			}
+			// a generator on the non-blocking stream: cudaMemcpy (the
+			// legacy stream) does not wait for its kernel
+			if (defs[i].on_stream)
+				CK(cudaStreamSynchronize(st->s));
 			CK(cudaMemcpy(h.data(), st->buf[i][k], n * kind_size[k], cudaMemcpyDeviceToHost));
 			hashes->push_back(fnv(h.data(), n * kind_size[k]));
 			std::vector<double> v = values(k, h, n, why, len);
@@ -444,12 +448,10 @@ int main(int argc, char **argv)
 		for (int i = 1; i <= n; i++) {
 			std::vector<uint64_t> hashes;
 
-			// one lambda per generator through the loop: natively, CUDA 13's
-			// Philox drawing Poisson of lambda 4 and 3000 in turn gave the
-			// other lambda's draws in 62% of the steps (H200, 2026-12-04;
-			// forwarded, where the executor waits around a change of lambda,
-			// none), and the loop is held against native on a GPU
-			st.requests = 2 * i;
+			// Philox draws Poisson of lambda 3000 and 4 in turn (its buffer
+			// is read after its stream is synchronized: read before, a step
+			// saw the previous step's draws)
+			st.requests = i;
 			if (!run_all(&st, LOOP_N, &hashes, why, sizeof(why))) {
 				fprintf(stderr, "curand_serve: step %d: %s\n", i, why);
 				st.failures++;
