@@ -107,6 +107,7 @@ struct loader {
 	size_t ntouched;
 
 	atomic_bool stop;
+	atomic_size_t placed;        /* items [0, placed) have their buffers mapped */
 	atomic_size_t resident;
 	int failed;                  /* negated errno, under lock */
 	char err[512];
@@ -209,9 +210,9 @@ static void fail(struct loader *l, int r, const char *fmt, ...)
 	pthread_mutex_unlock(&l->lock);
 }
 
-/* The first promoted item of device d with chunks left to issue, dropping
- * those issued whole; under l->lock. */
-static bool urgent_of(struct loader *l, int d, uint32_t *ret_item)
+/* The first promoted item of device d with chunks left to issue and its
+ * buffer mapped, dropping those issued whole; under l->lock. */
+static bool urgent_of(struct loader *l, int d, size_t placed, uint32_t *ret_item)
 {
 	size_t k = 0;
 
@@ -222,7 +223,7 @@ static bool urgent_of(struct loader *l, int d, uint32_t *ret_item)
 			memmove(l->urgent + k, l->urgent + k + 1, (--l->nurgent - k) * sizeof(*l->urgent));
 			continue;
 		}
-		if (it->dev == d) {
+		if (it->dev == d && l->urgent[k] < placed) {
 			*ret_item = l->urgent[k];
 			return true;
 		}
@@ -238,6 +239,8 @@ static bool urgent_of(struct loader *l, int d, uint32_t *ret_item)
  * would leave the others' copy engines idle while its buffers come in). */
 static bool pick(struct loader *l, uint32_t *ret_item, uint64_t *ret_chunk)
 {
+	size_t placed = atomic_load(&l->placed);
+
 	for (int k = 0; k < l->ndevs; k++) {
 		int d = (l->rr + k) % l->ndevs;
 		size_t *c = &l->dcursor[d];
@@ -245,7 +248,7 @@ static bool pick(struct loader *l, uint32_t *ret_item, uint64_t *ret_chunk)
 		bool urgent;
 
 		pthread_mutex_lock(&l->lock);
-		urgent = urgent_of(l, d, &i);
+		urgent = urgent_of(l, d, placed, &i);
 		pthread_mutex_unlock(&l->lock);
 		if (urgent) {
 			*ret_item = i;
@@ -253,9 +256,9 @@ static bool pick(struct loader *l, uint32_t *ret_item, uint64_t *ret_chunk)
 			l->rr = d + 1;
 			return true;
 		}
-		while (*c < l->n && (l->items[*c].issued >= l->items[*c].nchunks || l->items[*c].dev != d))
+		while (*c < placed && (l->items[*c].issued >= l->items[*c].nchunks || l->items[*c].dev != d))
 			(*c)++;
-		if (*c < l->n) {
+		if (*c < placed) {
 			*ret_item = (uint32_t)*c;
 			*ret_chunk = l->items[*c].issued++;
 			l->rr = d + 1;
@@ -576,6 +579,7 @@ int loader_start(struct executor *ex, const struct loader_item *items, size_t n,
 	for (int k = 0; k < ex->ndevs; k++)
 		l->dev[k] = ex->devs[k];
 	l->src = *src;
+	atomic_store(&l->placed, src->unplaced ? 0 : n);
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->work, NULL);
 	pthread_cond_init(&l->done_cond, NULL);
@@ -596,6 +600,12 @@ int loader_start(struct executor *ex, const struct loader_item *items, size_t n,
 	l->engine_started = true;
 	*ret_loader = l;
 	return 0;
+}
+
+void loader_placed(struct loader *l, size_t k)
+{
+	if (l && k <= l->n && k > atomic_load(&l->placed))
+		atomic_store(&l->placed, k);
 }
 
 bool loader_done(const struct loader *l)

@@ -62,14 +62,21 @@ struct loader_source {
 					      * chunks inside one are set, not copied */
 	size_t nzeros;
 	bool background;       /* on-demand: a failure ends the process (above) */
+	bool unplaced;         /* the buffers are being mapped: the engine moves item k
+				* only once loader_placed said so */
 };
 
 struct loader;
 
 /* Starts moving items (in this order) from src onto the device, whose buffers
- * must be mapped already. Returns at once; src->fd is taken over either way. */
+ * must be mapped already, or (src->unplaced) mapped in this order while it
+ * runs. Returns at once; src->fd is taken over either way. */
 int loader_start(struct executor *ex, const struct loader_item *items, size_t n, const struct loader_source *src,
 		 struct loader **ret_loader, char *err, size_t errlen);
+
+/* src->unplaced: the buffers of items [0, k) are mapped now (k only grows;
+ * every item must be placed before the function runs). */
+void loader_placed(struct loader *l, size_t k);
 
 /* Waits until every item is resident and verified (stop-the-world). */
 int loader_wait(struct loader *l, char *err, size_t errlen);

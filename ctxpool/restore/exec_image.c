@@ -1000,33 +1000,35 @@ static bool cached(int fd, uint64_t size)
 	return seen == 0 || in * 2 >= seen;
 }
 
-/* Every buffer of img at its address (and a checkpoint's pools and reserved
- * ranges), not yet filled. */
-static int place_buffers(struct executor *ex, const struct phos_image *img, char *err, size_t errlen)
+/* Buffer b at its address, not yet filled; *next_id past its id. */
+static int place_buffer(struct executor *ex, const struct phos_image_buf *b, uint64_t *next_id, char *err,
+			size_t errlen)
 {
-	uint64_t next_id = 1;
+	int r = phos_bufmap_alloc_at(ex->bufs, b->addr, b->size, b->id);
+
+	if (r < 0) {
+		phos_errf(err, errlen, "buffer %#llx+%llu cannot be placed (%s)", (unsigned long long)b->addr,
+			  (unsigned long long)b->size, strerror(-r));
+		return r;
+	}
+	if (b->id >= *next_id)
+		*next_id = b->id + 1;
+	return 0;
+}
+
+/* A checkpoint's pools and reserved ranges, which no restore at
+ * phos_fn_serve makes again (a snapshot's are the function's runtime's to
+ * make: phos_pool_resend, the VMM restore hook); the buffers mapped inside a
+ * reservation are placed already, wholly inside it. */
+static int place_checkpoint_ranges(struct executor *ex, const struct phos_image *img, char *err, size_t errlen)
+{
 	int r;
 
-	for (uint32_t i = 0; i < img->nbufs; i++) {
-		const struct phos_image_buf *b = &img->bufs[i];
-
-		r = phos_bufmap_alloc_at(ex->bufs, b->addr, b->size, b->id);
-		if (r < 0) {
-			phos_errf(err, errlen, "buffer %#llx+%llu cannot be placed (%s)", (unsigned long long)b->addr,
-			     (unsigned long long)b->size, strerror(-r));
-			return r;
-		}
-		if (b->id >= next_id)
-			next_id = b->id + 1;
-	}
-	phos_bufmap_set_next_id(ex->bufs, next_id);
-	/* A checkpoint's pools and reserved ranges, which no restore at
-	 * phos_fn_serve makes again (a snapshot's are the function's runtime's
-	 * to make: phos_pool_resend, the VMM restore hook); the buffers mapped
-	 * inside a reservation are placed already, wholly inside it. */
-	if (img->checkpoint.present && (r = exec_pool_from_image(ex, img, err, errlen)) < 0)
+	if (!img->checkpoint.present)
+		return 0;
+	if ((r = exec_pool_from_image(ex, img, err, errlen)) < 0)
 		return r;
-	for (uint32_t i = 0; img->checkpoint.present && i < img->nresvs; i++) {
+	for (uint32_t i = 0; i < img->nresvs; i++) {
 		r = phos_bufmap_reserve_at(ex->bufs, img->resvs[i].addr, img->resvs[i].size);
 		if (r < 0) {
 			phos_errf(err, errlen, "the reserved range %#llx+%llu cannot be reserved again (%s)",
@@ -1036,6 +1038,72 @@ static int place_buffers(struct executor *ex, const struct phos_image *img, char
 		}
 	}
 	return 0;
+}
+
+/* Every buffer of img at its address (and a checkpoint's pools and reserved
+ * ranges), not yet filled. */
+static int place_buffers(struct executor *ex, const struct phos_image *img, char *err, size_t errlen)
+{
+	uint64_t next_id = 1;
+	int r;
+
+	for (uint32_t i = 0; i < img->nbufs; i++) {
+		if ((r = place_buffer(ex, &img->bufs[i], &next_id, err, errlen)) < 0)
+			return r;
+	}
+	phos_bufmap_set_next_id(ex->bufs, next_id);
+	return place_checkpoint_ranges(ex, img, err, errlen);
+}
+
+/* The index in img->bufs (sorted by address) of the buffer at addr. */
+static uint32_t buf_at(const struct phos_image *img, uint64_t addr)
+{
+	uint32_t lo = 0, hi = img->nbufs;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (img->bufs[mid].addr < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* place_buffers while the engine already streams: the items' buffers in
+ * the engine's order, each released to it once mapped (loader_placed), then
+ * any other buffer. No checkpoint and no shared buffer here (the plan came
+ * before the placement; exec_image_load). */
+static int place_streaming(struct executor *ex, const struct phos_image *img, const struct loader_item *items,
+			   size_t n, char *err, size_t errlen)
+{
+	bool *done = calloc(img->nbufs ? img->nbufs : 1, sizeof(*done));
+	uint64_t next_id = 1;
+	int r = 0;
+
+	if (!done) {
+		phos_errf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < n && r == 0; k++) {
+		uint32_t i = buf_at(img, items[k].dev);
+
+		if (i < img->nbufs && img->bufs[i].addr == items[k].dev && !done[i]) {
+			r = place_buffer(ex, &img->bufs[i], &next_id, err, errlen);
+			done[i] = true;
+		}
+		if (r == 0)
+			loader_placed(ex->loader, k + 1);
+	}
+	for (uint32_t i = 0; i < img->nbufs && r == 0; i++) {
+		if (!done[i])
+			r = place_buffer(ex, &img->bufs[i], &next_id, err, errlen);
+	}
+	free(done);
+	if (r == 0)
+		phos_bufmap_set_next_id(ex->bufs, next_id);
+	return r;
 }
 
 /* dir's gpu.data as the restore engine's source: hot (straight from the
@@ -1069,11 +1137,21 @@ static int open_source(struct executor *ex, const char *dir, const struct phos_i
 
 /* Where a restore's time went, in the log (and the trace's timeline): what
  * runs before the first byte moves delays an on-demand restore's first call. */
-#define PHASES 8
-static void phase_log(struct executor *ex, const double ph[PHASES + 1])
+enum phase { PH_PLACEMENT, PH_ARRAYS, PH_PLAN, PH_MODULES, PH_VARS, PH_DATA, PH_WARM, PH_BLAS, PHASES };
+
+/* The time since *t to phase p; *t now. */
+static void lap(double *t, double dur[PHASES], enum phase p)
 {
-	/* (modules and vars load while the data streams in: "data" is what is
-	 * left of it after them) */
+	double now = phos_now();
+
+	dur[p] += now - *t;
+	*t = now;
+}
+
+static void phase_log(struct executor *ex, double t0, const double dur[PHASES])
+{
+	/* (placement, modules and vars go on while the data streams in:
+	 * "data" is what is left of it after them) */
 	static const char *const names[PHASES] = { "placement", "arrays", "plan", "modules", "vars", "data", "warm",
 						   "blas" };
 	char line[256];
@@ -1081,10 +1159,10 @@ static void phase_log(struct executor *ex, const double ph[PHASES + 1])
 
 	for (int i = 0; i < PHASES && at < sizeof(line); i++)
 		at += (size_t)snprintf(line + at, sizeof(line) - at, "%s%s %.1f", i ? ", " : "", names[i],
-				       (ph[i + 1] - ph[i]) * 1e3);
+				       dur[i] * 1e3);
 	phos_info("restore phases (ms): %s", line);
 	if (ex->trace)
-		fprintf(ex->trace, "{\"op\":\"restore_phases\",\"t_ms\":%.3f,\"phases\":\"%s\"}\n", ph[0] * 1e3,
+		fprintf(ex->trace, "{\"op\":\"restore_phases\",\"t_ms\":%.3f,\"phases\":\"%s\"}\n", t0 * 1e3,
 			line);
 }
 
@@ -1132,15 +1210,32 @@ static int warm_join(pthread_t thread, char *err, size_t errlen)
 	return 0;
 }
 
+/* Plans the items, opens the source and starts the engine on them. */
+static int start_engine(struct executor *ex, const char *dir, const struct phos_image *img, bool unplaced,
+			struct loader_source *src, struct loader_item *items, size_t *n, size_t *eager, char *err,
+			size_t errlen)
+{
+	int r;
+
+	*eager = plan_items(ex, img, items, n);
+	r = open_source(ex, dir, img, src, err, errlen);
+	if (r < 0)
+		return r;
+	phos_info("restoring %s: %zu items, %s source%s%s", dir, *n, src->map ? "hot (pinned page cache)" : "cold",
+		  src->direct ? " (O_DIRECT)" : "", unplaced ? ", placed while it streams" : "");
+	src->unplaced = unplaced;
+	return loader_start(ex, items, *n, src, &ex->loader, err, errlen);
+}
+
 int exec_image_load(struct executor *ex, const char *dir, const struct phos_image *img, bool on_demand,
 		    char *err, size_t errlen)
 {
 	struct loader_item *items = NULL;
 	struct loader_source src = { .fd = -1 };
-	size_t n = 0, eager;
+	size_t n = 0, eager = 0;
 	pthread_t warm_thread;
-	bool warming = false;
-	double t, ph[PHASES + 1];   /* the phases' ends (phase_log) */
+	bool warming = false, streaming;
+	double t0, t, t_data, dur[PHASES] = { 0 };
 	int r = load_check(ex, img, err, errlen);
 
 	if (r < 0)
@@ -1148,7 +1243,13 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 	if (ex->share_mode == EXEC_SHARE_FILL)
 		on_demand = false;   /* every buffer in before it is shared (exec_share_publish) */
 	src.background = on_demand;
-	ph[0] = phos_now();
+	/* The buffers are mapped while the engine streams into those mapped
+	 * already (what comes before the first byte moves delays the whole
+	 * restore; mapping 16 GiB took 19-50 ms on an H100), unless the plan
+	 * depends on the placement: buffers mapped from the snapshot's other
+	 * instances, which the engine leaves out, or a checkpoint's ranges. */
+	streaming = !img->checkpoint.present && ex->nshare_pending == 0 && ex->nshared == 0;
+	t0 = t = phos_now();
 	/* cuBLAS warms up (lazy module loading, ~0.2 s on H100) beside the load. */
 	warming = pthread_create(&warm_thread, NULL, warm_main, ex) == 0;
 	if (!warming && (r = ex->dev_ops->warm(ex->dev)) < 0) {
@@ -1161,42 +1262,43 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 		phos_errf(err, errlen, "out of memory");
 		goto fail;
 	}
-	/* The buffers first, and their data on its way: the modules load
-	 * while it streams in (what comes before the first byte moves delays
-	 * the whole restore). */
-	r = place_buffers(ex, img, err, errlen);
-	exec_share_pending_clear(ex);   /* (those mapped are closed; the rest unused) */
+	if (streaming) {
+		r = start_engine(ex, dir, img, true, &src, items, &n, &eager, err, errlen);
+		t_data = t;
+		lap(&t, dur, PH_PLAN);
+		if (r == 0)
+			r = place_streaming(ex, img, items, n, err, errlen);
+		lap(&t, dur, PH_PLACEMENT);
+	} else {
+		r = place_buffers(ex, img, err, errlen);
+		exec_share_pending_clear(ex);   /* (those mapped are closed; the rest unused) */
+		lap(&t, dur, PH_PLACEMENT);
+		t_data = t;
+		if (r == 0)
+			r = start_engine(ex, dir, img, false, &src, items, &n, &eager, err, errlen);
+		lap(&t, dur, PH_PLAN);
+	}
 	if (r < 0)
 		goto fail;
-	ph[1] = phos_now();
 	/* arrays and the objects on them and on buffers: before the function runs */
 	r = load_array_data(ex, dir, img, err, errlen);
 	if (r == 0)
 		r = load_texes(ex, img, err, errlen);
 	if (r < 0)
 		goto fail;
-	ph[2] = phos_now();
-	eager = plan_items(ex, img, items, &n);
-	r = open_source(ex, dir, img, &src, err, errlen);
-	if (r < 0)
-		goto fail;
-	phos_info("restoring %s: %zu items, %s source%s", dir, n, src.map ? "hot (pinned page cache)" : "cold",
-		  src.direct ? " (O_DIRECT)" : "");
-	t = ph[3] = phos_now();
-	r = loader_start(ex, items, n, &src, &ex->loader, err, errlen);
-	if (r < 0)
-		goto fail;
+	lap(&t, dur, PH_ARRAYS);
+	/* the modules load while the data streams in */
 	r = load_objects(ex, dir, img, err, errlen);
 	if (r < 0)
 		goto fail;
 	/* kernels that validation caught outside their sets stay opaque */
 	ex->restore_dir = dir;
 	exec_validate_load_opaque(ex, dir);
-	ph[4] = phos_now();
+	lap(&t, dur, PH_MODULES);
 	r = load_var_data(ex, dir, img, err, errlen);
 	if (r < 0)
 		goto fail;
-	ph[5] = phos_now();
+	lap(&t, dur, PH_VARS);
 	if (!on_demand) {
 		r = loader_wait(ex->loader, err, errlen);
 	} else {
@@ -1205,8 +1307,8 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 	}
 	if (r < 0)
 		goto fail;
-	ph[6] = phos_now();
-	ex->load_data_s = ph[6] - t;
+	lap(&t, dur, PH_DATA);
+	ex->load_data_s = t - t_data;
 	free(items);
 	items = NULL;
 	if (warming) {
@@ -1214,12 +1316,12 @@ int exec_image_load(struct executor *ex, const char *dir, const struct phos_imag
 		if ((r = warm_join(warm_thread, err, errlen)) < 0)
 			goto fail;
 	}
-	ph[7] = phos_now();
+	lap(&t, dur, PH_WARM);
 	r = load_blas(ex, img, err, errlen);
 	if (r < 0)
 		goto fail;
-	ph[8] = phos_now();
-	phase_log(ex, ph);
+	lap(&t, dur, PH_BLAS);
+	phase_log(ex, t0, dur);
 	if (!on_demand) {
 		loader_free(ex->loader);
 		ex->loader = NULL;

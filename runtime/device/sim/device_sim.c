@@ -126,6 +126,8 @@ static int sim_map(struct phos_device *pdev, uint64_t addr, uint64_t len)
 		return -PHOS_CUDA_INVALID_VALUE;
 	c0 = (addr - dev->base) / SIM_CHUNK;
 	c1 = c0 + len / SIM_CHUNK;
+	if (dev->map_delay_us)
+		usleep(dev->map_delay_us);
 	pthread_mutex_lock(&dev->lock);
 	for (c = c0; c < c1; c++)
 		if (chunk_test(dev, c)) {
@@ -405,6 +407,15 @@ static int sim_open(int ordinal, uint64_t arena_base, uint64_t arena_size, bool 
 
 		if (*end == '\0' && v <= 1000000)
 			dev->copy_delay_us = (unsigned)v;
+	}
+	/* ... and mappings, to hold placement open while the restore engine
+	 * streams into what is mapped already (a real cuMemMap takes its time) */
+	if (getenv("PHOS_SIM_MAP_DELAY_US")) {
+		char *end;
+		unsigned long v = strtoul(getenv("PHOS_SIM_MAP_DELAY_US"), &end, 10);
+
+		if (*end == '\0' && v <= 1000000)
+			dev->map_delay_us = (unsigned)v;
 	}
 	dev->nchunks = arena_size / SIM_CHUNK;
 	dev->chunk_bits = calloc((dev->nchunks + 63) / 64, sizeof(uint64_t));

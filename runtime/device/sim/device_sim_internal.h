@@ -36,6 +36,7 @@ struct sim_device {
 	uint64_t mapped_bytes;
 	uint64_t total_mem;              /* SIM_TOTAL_MEM, or PHOS_SIM_MEMORY (tests) */
 	unsigned copy_delay_us;          /* PHOS_SIM_COPY_DELAY_US (tests): before each host copy */
+	unsigned map_delay_us;           /* PHOS_SIM_MAP_DELAY_US (tests): before each mapping */
 	uint64_t var_base, var_used, var_rw;
 	struct { uint64_t addr, len; } scratch[SIM_MAX_SCRATCH];   /* scratch_alloc's, addr 0: free */
 	struct phos_sim_obj objs;        /* list head */
