@@ -1055,22 +1055,6 @@ static int place_buffers(struct executor *ex, const struct phos_image *img, char
 	return place_checkpoint_ranges(ex, img, err, errlen);
 }
 
-/* The index in img->bufs (sorted by address) of the buffer at addr. */
-static uint32_t buf_at(const struct phos_image *img, uint64_t addr)
-{
-	uint32_t lo = 0, hi = img->nbufs;
-
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (img->bufs[mid].addr < addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /* place_buffers while the engine already streams: the items' buffers in
  * the engine's order, each released to it once mapped (loader_placed), then
  * any other buffer. No checkpoint and no shared buffer here (the plan came
@@ -1087,9 +1071,9 @@ static int place_streaming(struct executor *ex, const struct phos_image *img, co
 		return -ENOMEM;
 	}
 	for (size_t k = 0; k < n && r == 0; k++) {
-		uint32_t i = buf_at(img, items[k].dev);
+		uint32_t i = phos_image_buf_at(img, items[k].dev);
 
-		if (i < img->nbufs && img->bufs[i].addr == items[k].dev && !done[i]) {
+		if (i < img->nbufs && !done[i]) {
 			r = place_buffer(ex, &img->bufs[i], &next_id, err, errlen);
 			done[i] = true;
 		}

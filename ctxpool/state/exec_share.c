@@ -75,20 +75,9 @@ uint64_t exec_share_match(struct executor *ex, const struct phos_image *img)
 
 	for (size_t i = 0; i < ex->nshare_pending; i++) {
 		struct exec_share_in *s = &ex->share_pending[i];
-		const struct phos_image_buf *b = NULL;
+		uint32_t at = phos_image_buf_at(img, s->addr);
+		const struct phos_image_buf *b = at < img->nbufs ? &img->bufs[at] : NULL;
 
-		/* bufs are sorted by address: a binary search for s's */
-		for (uint32_t lo = 0, hi = img->nbufs; lo < hi;) {
-			uint32_t mid = lo + (hi - lo) / 2;
-
-			if (img->bufs[mid].addr < s->addr) {
-				lo = mid + 1;
-			} else {
-				if (img->bufs[mid].addr == s->addr)
-					b = &img->bufs[mid];
-				hi = mid;
-			}
-		}
 		s->use = b && ex->ndevs == 1 && !img->checkpoint.present && b->id == s->id && b->size == s->size &&
 			 b->hash == s->hash && b->size >= PHOS_CHUNK && ex->dev_ops->share_in;
 		if (!s->use) {

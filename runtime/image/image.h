@@ -287,6 +287,23 @@ uint64_t phos_image_hash(const void *data, size_t len);               /* whole b
 /* XXH3-128 of a fatbin as 32 hex digits + NUL. */
 void phos_image_module_hash(const void *data, size_t len, char ret_hex[33]);
 
+/* The index in img->bufs (sorted by address) of the buffer that starts at
+ * addr, or img->nbufs when none does. */
+static inline uint32_t phos_image_buf_at(const struct phos_image *img, uint64_t addr)
+{
+	uint32_t lo = 0, hi = img->nbufs;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (img->bufs[mid].addr < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < img->nbufs && img->bufs[lo].addr == addr ? lo : img->nbufs;
+}
+
 /* Whether buffer b of img holds a cuBLAS handle's workspace: cuBLAS reaches
  * it by handle, so no call's read/write set names it. */
 static inline bool phos_image_buf_holds_workspace(const struct phos_image *img, const struct phos_image_buf *b)
