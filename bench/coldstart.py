@@ -778,7 +778,8 @@ def chart(path):
         ax.set_ylim(top=ax.get_ylim()[1] * 12)   # room for the legend above the tallest bar
         ax.set_ylabel(CHART_YLABEL)
         ax.set_title(f"cold start, image {'in the page cache' if cache == 'pagecache' else 'evicted'}")
-    fig.suptitle(f"{FN} cold start over HTTP, {DEVICE}, {DATE}; pinned H2D {BW.get('h2d_pinned_gbs', 0):.1f} GB/s",
+    # (two lines: one cache's chart is narrower than the device's name and the rest)
+    fig.suptitle(f"{FN} cold start over HTTP, {DEVICE}\n{DATE}; pinned H2D {BW.get('h2d_pinned_gbs', 0):.1f} GB/s",
                  fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
