@@ -31,7 +31,8 @@
  * its own), prepare_gpu_full (an executor prepared for a move reports no
  * free device memory), migrate_source_kill (the source of a live move
  * SIGKILLs itself once its target has taken the instance, before it stops
- * its own copy).
+ * its own copy), buffer_place (a restore cannot map a buffer, as on a full
+ * GPU, while its engine may be streaming into those mapped before).
  */
 #pragma once
 

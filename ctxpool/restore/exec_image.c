@@ -1004,7 +1004,7 @@ static bool cached(int fd, uint64_t size)
 static int place_buffer(struct executor *ex, const struct phos_image_buf *b, uint64_t *next_id, char *err,
 			size_t errlen)
 {
-	int r = phos_bufmap_alloc_at(ex->bufs, b->addr, b->size, b->id);
+	int r = phos_fault("buffer_place") ? -ENOMEM : phos_bufmap_alloc_at(ex->bufs, b->addr, b->size, b->id);
 
 	if (r < 0) {
 		phos_errf(err, errlen, "buffer %#llx+%llu cannot be placed (%s)", (unsigned long long)b->addr,

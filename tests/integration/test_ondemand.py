@@ -12,7 +12,8 @@
   phos-fn restore and through the invoker (502, and the log says why);
 - the buffers are mapped while the engine streams into those mapped already
   (slow sim mappings: the first buffer is in before the placement ends, and
-  every answer is right, on demand and stop-the-world);
+  every answer is right, on demand and stop-the-world); a buffer that cannot
+  be mapped halfway through fails the restore clearly, without a hang;
 - a hot snapshot's chunks of zeros (whole buffers, and the second half of one)
   are set on the device instead of copied, and every buffer answers as in the
   original process.
@@ -105,6 +106,15 @@ for mode in ("--on-demand", "stop-the-world"):
     # the first buffer is in while the others are still being mapped
     check(placement and first is not None and float(placement.group(1)) >= 100 and first < float(placement.group(1)),
           f"restore {mode}: placement {phases[:1]}, first buffer resident at {first} ms")
+
+# a buffer that cannot be mapped halfway through, the engine streaming into
+# the earlier ones: a clear error, no hang, no answer
+for mode in ("--on-demand", "stop-the-world"):
+    args = ["restore", "--device", DEVICE] + ([mode] if mode.startswith("--") else []) + [snap]
+    r = phos(*args, stdin=f"{last}\n0\n", extra_env={"PHOS_FAULT": f"buffer_place:{NBUF // 2}",
+                                                       "PHOS_SIM_MAP_DELAY_US": "20000"})
+    check(r.returncode != 0 and not answers(r) and "cannot be placed" in r.stderr,
+          f"restore {mode} whose 9th buffer cannot be mapped: rc {r.returncode} {answers(r)} {r.stderr[-1500:]}")
 
 # --- a corrupt buffer that arrives in the background ---
 bad = os.path.join(tmp, "bad")
