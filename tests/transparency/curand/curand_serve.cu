@@ -450,7 +450,8 @@ int main(int argc, char **argv)
 
 			// Philox draws Poisson of lambda 3000 and 4 in turn (its buffer
 			// is read after its stream is synchronized: read before, a step
-			// saw the previous step's draws)
+			// could see the previous step's draws, which looked like a
+			// lambda change gone wrong)
 			st.requests = i;
 			if (!run_all(&st, LOOP_N, &hashes, why, sizeof(why))) {
 				fprintf(stderr, "curand_serve: step %d: %s\n", i, why);
