@@ -10,7 +10,7 @@
  *                                           error names
  *                          libcuda_module.c modules, libraries, kernels, launches,
  *                                           cuGetProcAddress
- *                          libcuda_link.c   JIT linking of one input
+ *                          libcuda_link.c   JIT linking (nvJitLink for several inputs)
  *                          stubs (generated) every other export of the real
  *                                           libcuda: CUDA_ERROR_NOT_SUPPORTED,
  *                                           named once in the log

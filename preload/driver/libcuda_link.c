@@ -9,17 +9,30 @@
  * itself: cuModuleLoadData takes all three, and a PTX module keeps what the
  * access analysis reads in it (a linked cubin would make its kernels
  * opaque). Its errors come at cuModuleLoadData, as CUDA_ERROR_INVALID_IMAGE
- * (the driver would report a bad PTX at cuLinkAddData). Linking several
- * inputs together (relocatable device code), objects, libraries and NVVM IR
- * are refused with CUDA_ERROR_NOT_SUPPORTED, named once in the log. The
- * JIT options are answered as cuModuleLoadDataEx answers them.
+ * (the driver would report a bad PTX at cuLinkAddData).
+ *
+ * Several inputs (relocatable device code: PTX, cubins, fatbins, host
+ * objects and libraries with device code, as Numba links its PTX with
+ * libcudadevrt.a) are linked here, in the function's process, by NVIDIA's
+ * nvJitLink (libnvJitLink.so.13, loaded on the first such link; it needs no
+ * GPU) for the current device's sm_XY. The output is a cubin, so its
+ * kernels are opaque to the access analysis (their launches get the
+ * conservative set). Link errors are nvJitLink's: its error log goes to the
+ * state's CU_JIT_ERROR_LOG_BUFFER, and a PTX that does not compile is
+ * CUDA_ERROR_INVALID_PTX, anything else CUDA_ERROR_INVALID_IMAGE. Without
+ * nvJitLink, or for NVVM IR (LTO), the link is refused with
+ * CUDA_ERROR_NOT_SUPPORTED, named once in the log. The other JIT options
+ * are answered as cuModuleLoadDataEx answers them.
  *
  * A state is a handle this file made: another pointer is
  * CUDA_ERROR_INVALID_HANDLE, never a read of it. The output lives until
  * cuLinkDestroy, as CUDA says.
  */
+#include <dlfcn.h>
+#include <nvJitLink.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +53,10 @@ struct link {
 	struct link *next;
 	struct link_input in[LINK_MAX_INPUTS];
 	unsigned n;
+	char *error_log;        /* cuLinkCreate's CU_JIT_ERROR_LOG_BUFFER, or NULL */
+	size_t error_room;      /* its CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES */
+	void *linked;           /* nvJitLink's cubin, freed by cuLinkDestroy */
+	size_t linked_size;
 };
 
 static pthread_mutex_t links_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -65,6 +82,14 @@ PHOS_EXPORT CUresult cuLinkCreate_v2(unsigned int numOptions, CUjit_option *opti
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (unsigned i = 0; i < numOptions; i++) {
+		if (options[i] == CU_JIT_ERROR_LOG_BUFFER)
+			l->error_log = optionValues[i];
+		else if (options[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+			l->error_room = (size_t)(uintptr_t)optionValues[i];
+	}
+	if (!l->error_log)
+		l->error_room = 0;
 	cu_jit_options_answer(numOptions, options, optionValues);
 	pthread_mutex_lock(&links_lock);
 	l->next = links;
@@ -87,10 +112,12 @@ static CUresult input_check(CUjitInputType t, const void *data, size_t size)
 		return k == PHOS_MODIMAGE_CUBIN ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
 	case CU_JIT_INPUT_FATBINARY:
 		return k == PHOS_MODIMAGE_FATBIN ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
-	case CU_JIT_INPUT_OBJECT:
-	case CU_JIT_INPUT_LIBRARY:
+	case CU_JIT_INPUT_OBJECT:   /* a host ELF object with device code */
+		return size >= 4 && !memcmp(data, "\177ELF", 4) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
+	case CU_JIT_INPUT_LIBRARY:  /* an ar archive of such objects */
+		return size >= 8 && !memcmp(data, "!<arch>\n", 8) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
 	case CU_JIT_INPUT_NVVM:
-		phos_log_once("CUDA driver API", "cuLinkAddData of an object, a library or NVVM IR", &logged);
+		phos_log_once("CUDA driver API", "cuLinkAddData of NVVM IR (link-time optimization)", &logged);
 		return CUDA_ERROR_NOT_SUPPORTED;
 	default:
 		return CUDA_ERROR_INVALID_VALUE;
@@ -161,9 +188,129 @@ PHOS_EXPORT CUresult cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, co
 	return r;
 }
 
+/* nvJitLink's entry points (the versioned names its header calls), loaded once. */
+static struct {
+	nvJitLinkResult (*create)(nvJitLinkHandle *, uint32_t, const char **);
+	nvJitLinkResult (*destroy)(nvJitLinkHandle *);
+	nvJitLinkResult (*add)(nvJitLinkHandle, nvJitLinkInputType, const void *, size_t, const char *);
+	nvJitLinkResult (*complete)(nvJitLinkHandle);
+	nvJitLinkResult (*cubin_size)(nvJitLinkHandle, size_t *);
+	nvJitLinkResult (*cubin)(nvJitLinkHandle, void *);
+	nvJitLinkResult (*error_log_size)(nvJitLinkHandle, size_t *);
+	nvJitLinkResult (*error_log)(nvJitLinkHandle, char *);
+} jl;
+static pthread_once_t jl_once = PTHREAD_ONCE_INIT;
+static bool jl_ok;
+
+static void jl_load(void)
+{
+	static const char *const names[] = { "libnvJitLink.so.13", "/usr/local/cuda/lib64/libnvJitLink.so.13" };
+	char path[4096];
+	const char *home = getenv("CUDA_HOME");
+	void *h = NULL;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !h; i++)
+		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+	if (!h && home && snprintf(path, sizeof(path), "%s/lib64/libnvJitLink.so.13", home) < (int)sizeof(path))
+		h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return;
+	*(void **)&jl.create = dlsym(h, "__nvJitLinkCreate_13_0");
+	*(void **)&jl.destroy = dlsym(h, "__nvJitLinkDestroy_13_0");
+	*(void **)&jl.add = dlsym(h, "__nvJitLinkAddData_13_0");
+	*(void **)&jl.complete = dlsym(h, "__nvJitLinkComplete_13_0");
+	*(void **)&jl.cubin_size = dlsym(h, "__nvJitLinkGetLinkedCubinSize_13_0");
+	*(void **)&jl.cubin = dlsym(h, "__nvJitLinkGetLinkedCubin_13_0");
+	*(void **)&jl.error_log_size = dlsym(h, "__nvJitLinkGetErrorLogSize_13_0");
+	*(void **)&jl.error_log = dlsym(h, "__nvJitLinkGetErrorLog_13_0");
+	jl_ok = jl.create && jl.destroy && jl.add && jl.complete && jl.cubin_size && jl.cubin && jl.error_log_size &&
+		jl.error_log;
+}
+
+/* nvJitLink's error log into l's CU_JIT_ERROR_LOG_BUFFER (cut to its room). */
+static void jl_error_log(struct link *l, nvJitLinkHandle h)
+{
+	size_t n = 0;
+	char *log;
+
+	if (!l->error_room || jl.error_log_size(h, &n) != NVJITLINK_SUCCESS || !n)
+		return;
+	log = malloc(n + 1);
+	if (log && jl.error_log(h, log) == NVJITLINK_SUCCESS) {
+		log[n] = '\0';
+		snprintf(l->error_log, l->error_room, "%s", log);
+	}
+	free(log);
+}
+
+/* Links l's inputs into one cubin for the current device (l->linked). */
+static CUresult jit_link(struct link *l)
+{
+	static const nvJitLinkInputType type_of[] = {
+		[CU_JIT_INPUT_CUBIN] = NVJITLINK_INPUT_CUBIN,   [CU_JIT_INPUT_PTX] = NVJITLINK_INPUT_PTX,
+		[CU_JIT_INPUT_FATBINARY] = NVJITLINK_INPUT_FATBIN, [CU_JIT_INPUT_OBJECT] = NVJITLINK_INPUT_OBJECT,
+		[CU_JIT_INPUT_LIBRARY] = NVJITLINK_INPUT_LIBRARY,
+	};
+	static int logged;
+	char arch[32];
+	const char *opts[] = { arch };
+	nvJitLinkHandle h = NULL;
+	nvJitLinkResult jr;
+	CUdevice dev;
+	int major = 0, minor = 0;
+	size_t size = 0;
+	void *out;
+	CUresult r;
+
+	pthread_once(&jl_once, jl_load);
+	if (!jl_ok) {
+		phos_log_once("CUDA driver API", "cuLinkComplete of several inputs without libnvJitLink.so.13", &logged);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	r = cuCtxGetDevice(&dev);
+	if (!r)
+		r = cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+	if (!r)
+		r = cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+	if (r)
+		return r;
+	snprintf(arch, sizeof(arch), "-arch=sm_%d%d", major, minor);
+	if (jl.create(&h, 1, opts) != NVJITLINK_SUCCESS)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	jr = NVJITLINK_SUCCESS;
+	for (unsigned i = 0; i < l->n && jr == NVJITLINK_SUCCESS; i++)
+		jr = jl.add(h, type_of[l->in[i].type], l->in[i].data, l->in[i].size, "input");
+	if (jr == NVJITLINK_SUCCESS)
+		jr = jl.complete(h);
+	if (jr == NVJITLINK_SUCCESS)
+		jr = jl.cubin_size(h, &size);
+	out = jr == NVJITLINK_SUCCESS ? malloc(size ? size : 1) : NULL;
+	if (jr == NVJITLINK_SUCCESS && !out)
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	else if (jr == NVJITLINK_SUCCESS)
+		jr = jl.cubin(h, out);
+	if (jr != NVJITLINK_SUCCESS) {
+		jl_error_log(l, h);
+		r = jr == NVJITLINK_ERROR_PTX_COMPILE ? CUDA_ERROR_INVALID_PTX : CUDA_ERROR_INVALID_IMAGE;
+		free(out);
+	} else if (!r) {
+		free(l->linked);
+		l->linked = out;
+		l->linked_size = size;
+	}
+	jl.destroy(&h);
+	return r;
+}
+
+/* Whether l completes to its one input as it is (PTX, a cubin or a fatbin). */
+static bool link_is_one_image(const struct link *l)
+{
+	return l->n == 1 && (l->in[0].type == CU_JIT_INPUT_PTX || l->in[0].type == CU_JIT_INPUT_CUBIN ||
+			     l->in[0].type == CU_JIT_INPUT_FATBINARY);
+}
+
 PHOS_EXPORT CUresult cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut)
 {
-	static int logged;
 	struct link *l;
 	CUresult r;
 
@@ -172,15 +319,19 @@ PHOS_EXPORT CUresult cuLinkComplete(CUlinkState state, void **cubinOut, size_t *
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&links_lock);
 	l = link_of(state);
-	r = !l ? CUDA_ERROR_INVALID_HANDLE : l->n == 0 ? CUDA_ERROR_INVALID_VALUE : l->n > 1 ? CUDA_ERROR_NOT_SUPPORTED
-											    : CUDA_SUCCESS;
-	if (r == CUDA_SUCCESS) {
+	r = !l ? CUDA_ERROR_INVALID_HANDLE : l->n == 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS && link_is_one_image(l)) {
 		*cubinOut = l->in[0].data;
 		*sizeOut = l->in[0].size;
+	} else if (r == CUDA_SUCCESS) {
+		/* under links_lock: a link takes milliseconds, and states are rarely many */
+		r = jit_link(l);
+		if (r == CUDA_SUCCESS) {
+			*cubinOut = l->linked;
+			*sizeOut = l->linked_size;
+		}
 	}
 	pthread_mutex_unlock(&links_lock);
-	if (r == CUDA_ERROR_NOT_SUPPORTED)
-		phos_log_once("CUDA driver API", "cuLinkComplete of several inputs (linking device code)", &logged);
 	return r;
 }
 
@@ -201,6 +352,7 @@ PHOS_EXPORT CUresult cuLinkDestroy(CUlinkState state)
 		return CUDA_ERROR_INVALID_HANDLE;
 	for (unsigned i = 0; i < l->n; i++)
 		free(l->in[i].data);
+	free(l->linked);
 	free(l);
 	return CUDA_SUCCESS;
 }

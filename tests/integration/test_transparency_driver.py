@@ -5,7 +5,8 @@ embedded PTX text, fatbin and cubin, launches them with kernelParams, with
 extra's packed buffer and through cuLaunchKernelEx, and checks every answer
 against a CPU reference, with memory, streams, events, pointer attributes,
 module variables, cuGetProcAddress and bad images besides, modules read
-from files (cuModuleLoad) and PTX linked at run time (cuLink*).
+from files (cuModuleLoad) and PTX linked at run time (cuLink*), of one
+input and of several (relocatable device code, linked by nvJitLink).
 
 Under phos-fn (the test device) it must pass with its phos-only checks, be
 served by the stand-in (never the real driver: the guard would refuse it),
@@ -67,6 +68,10 @@ try:
               and all(n == 4000 for _, n in reads), f"saxpy sets: reads {reads} writes {writes}")
     for r in fill:
         check(len(r.get("writes", [])) == 1 and r["writes"][0][1] == 4000, f"fill writes {r.get('writes')}")
+    # relocatable code linked from several inputs (PTX with PTX, a cubin, a
+    # library) by nvJitLink: a cubin, so its kernel is opaque
+    linked = [r for r in launches if r.get("kernel") == "_Z10drv_linkedPfi"]
+    check([r.get("sets") for r in linked] == ["opaque"] * 3, f"linked launches: {[r.get('sets') for r in linked]}")
 
     # The runtime's way to the driver: cudaGetDriverEntryPoint gives the
     # stand-in's entry points, which work on the runtime's allocations.

@@ -122,6 +122,17 @@ static void driver_saxpy(const struct phos_sim_launch *l)
 			y[i] = a * x[i] + y[i];
 }
 
+/* driver/link_kernel.cu linked with link_device.cu: y[i] = 3 y[i] + 1 */
+static void driver_linked(const struct phos_sim_launch *l)
+{
+	float *y = PHOS_SIM_ARG(l, 0, float *);
+	int n = PHOS_SIM_ARG(l, 1, int);
+
+	FOR_EACH_THREAD_1D(l, i)
+		if (i < (uint64_t)n)
+			y[i] = 3.0f * y[i] + 1.0f;
+}
+
 static void driver_fill(const struct phos_sim_launch *l)
 {
 	unsigned *out = PHOS_SIM_ARG(l, 0, unsigned *);
@@ -539,6 +550,7 @@ static const struct phos_sim_twin twins[] = {
 	{ "_Z9guard_addPKfPfi", guard_add },
 	{ "_Z9drv_saxpyfPKfPfi", driver_saxpy },
 	{ "drv_fill", driver_fill },
+	{ "_Z10drv_linkedPfi", driver_linked },
 	{ "_Z8ep_scalePiii", driver_ep_scale },
 	{ "_Z12graphs_saxpyfPKfPfi", graphs_saxpy },
 	{ "_Z16graphs_scale_addPffi", graphs_scale_add },

@@ -9,7 +9,8 @@
 // pointer attributes, module variables, kernel attributes, cuGetProcAddress,
 // error names, and bad images refused; modules loaded from files
 // (cuModuleLoad), and PTX linked at run time as NVIDIA's ptxjit does
-// (cuLinkCreate, cuLinkAddData/AddFile, cuLinkComplete).
+// (cuLinkCreate, cuLinkAddData/AddFile, cuLinkComplete), and relocatable
+// device code of several inputs linked into one cubin.
 //
 //   driver [phos]   "phos": also checks what only phos-fn promises (exact
 //                   error codes for bad images, cuGetProcAddress returning
@@ -382,6 +383,97 @@ static bool write_temp(const void *image, size_t size, const char *suffix, char 
 	return ok;
 }
 
+// y[i] = 3 y[i] + 1 by drv_linked of module m (relocatable code linked at run time).
+static void check_linked(CUmodule m, const char *what)
+{
+	CUfunction f;
+	CUdeviceptr dy;
+	float y[N], got[N];
+	int n = N;
+
+	CU(cuModuleGetFunction(&f, m, "_Z10drv_linkedPfi"));
+	for (int i = 0; i < N; i++)
+		y[i] = (float)i - 7.0f;
+	CU(cuMemAlloc(&dy, sizeof(y)));
+	CU(cuMemcpyHtoD(dy, y, sizeof(y)));
+	void *args[] = { &dy, &n };
+	CU(cuLaunchKernel(f, (N + 127) / 128, 1, 1, 128, 1, 1, 0, NULL, args, NULL));
+	CU(cuCtxSynchronize());
+	CU(cuMemcpyDtoH(got, dy, sizeof(got)));
+	for (int i = 0; i < N; i++)
+		CHECK(got[i] == 3.0f * y[i] + 1.0f, "%s: y[%d] = %g, want %g", what, i, got[i], 3.0f * y[i] + 1.0f);
+	CU(cuMemFree(dy));
+}
+
+// Several inputs linked into one cubin (relocatable device code, as Numba
+// links its PTX with libcudadevrt.a): the kernel's PTX with the function it
+// calls as PTX, as a cubin and as a host library; then a link with a symbol
+// left undefined fails with a message in the error log, and NVVM IR is
+// refused.
+static void check_link_several(void)
+{
+	struct {
+		const char *what;
+		CUjitInputType type;
+		const void *data;
+		size_t size;
+	} device[] = {
+		{ "PTX + PTX", CU_JIT_INPUT_PTX, link_device_ptx, strlen((const char *)link_device_ptx) + 1 },
+		{ "PTX + cubin", CU_JIT_INPUT_CUBIN, link_device_cubin, link_device_cubin_len },
+		{ "PTX + library", CU_JIT_INPUT_LIBRARY, link_device_lib, link_device_lib_len },
+	};
+	size_t kernel_size = strlen((const char *)link_kernel_ptx) + 1;
+
+	for (size_t k = 0; k < sizeof(device) / sizeof(device[0]); k++) {
+		char errors[4096];
+		CUjit_option opts[] = { CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES };
+		void *vals[] = { errors, (void *)(uintptr_t)sizeof(errors) };
+		CUlinkState ls;
+		CUmodule m;
+		void *out = NULL;
+		size_t out_size = 0;
+
+		errors[0] = '\0';
+		CU(cuLinkCreate(2, opts, vals, &ls));
+		CU(cuLinkAddData(ls, CU_JIT_INPUT_PTX, (void *)link_kernel_ptx, kernel_size, "link_kernel.ptx", 0, NULL,
+				 NULL));
+		CU(cuLinkAddData(ls, device[k].type, (void *)device[k].data, device[k].size, "link_device", 0, NULL,
+				 NULL));
+		CUresult r = cuLinkComplete(ls, &out, &out_size);
+		CHECK(r == CUDA_SUCCESS, "%s: cuLinkComplete: %d (%s)", device[k].what, (int)r, errors);
+		if (r == CUDA_SUCCESS) {
+			CHECK(out && out_size > 0, "%s: link output %p of %zu bytes", device[k].what, out, out_size);
+			CU(cuModuleLoadData(&m, out));
+			check_linked(m, device[k].what);
+			CU(cuModuleUnload(m));
+		}
+		CU(cuLinkDestroy(ls));
+	}
+
+	// drv_link_affine defined nowhere: the link fails and says why
+	char errors[4096];
+	CUjit_option opts[] = { CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES };
+	void *vals[] = { errors, (void *)(uintptr_t)sizeof(errors) };
+	CUlinkState ls;
+	void *out = NULL;
+	size_t out_size = 0;
+
+	errors[0] = '\0';
+	CU(cuLinkCreate(2, opts, vals, &ls));
+	CU(cuLinkAddData(ls, CU_JIT_INPUT_PTX, (void *)link_kernel_ptx, kernel_size, "link_kernel.ptx", 0, NULL, NULL));
+	CU(cuLinkAddData(ls, CU_JIT_INPUT_PTX, (void *)kernels_ptx, strlen((const char *)kernels_ptx) + 1, "kernels.ptx",
+			 0, NULL, NULL));
+	CUresult r = cuLinkComplete(ls, &out, &out_size);
+	CHECK(r != CUDA_SUCCESS, "a link with drv_link_affine undefined succeeded");
+	CHECK(strstr(errors, "drv_link_affine") != NULL, "the failed link's error log does not name the symbol: '%s'",
+	      errors);
+	if (phos_mode)
+		CHECK(cuLinkAddData(ls, CU_JIT_INPUT_NVVM, (void *)kernels_ptx, 16, NULL, 0, NULL, NULL) ==
+			      CUDA_ERROR_NOT_SUPPORTED,
+		      "NVVM IR is not refused");
+	CU(cuLinkDestroy(ls));
+}
+
 // Modules read from files: PTX and a cubin, and a path that is not there.
 static void check_module_files(void)
 {
@@ -434,18 +526,10 @@ static void check_module_files(void)
 	      "a bad cubin linked");
 	CHECK(cuLinkAddFile(ls, CU_JIT_INPUT_PTX, "/nonexistent/k.ptx", 0, NULL, NULL) == CUDA_ERROR_FILE_NOT_FOUND,
 	      "a missing PTX file is not CUDA_ERROR_FILE_NOT_FOUND");
-	if (phos_mode) {
-		// phos-fn links one input; several (relocatable device code) are refused
-		CU(cuLinkAddData(ls, CU_JIT_INPUT_PTX, (void *)kernels_ptx, strlen((const char *)kernels_ptx) + 1, NULL, 0,
-				 NULL, NULL));
-		CU(cuLinkAddData(ls, CU_JIT_INPUT_CUBIN, (void *)kernels_cubin, kernels_cubin_len, NULL, 0, NULL,
-				 NULL));
-		CHECK(cuLinkComplete(ls, &out, &out_size) == CUDA_ERROR_NOT_SUPPORTED, "two inputs linked");
-		CHECK(cuLinkAddData(ls, CU_JIT_INPUT_LIBRARY, (void *)kernels_cubin, kernels_cubin_len, NULL, 0,
-				    NULL, NULL) == CUDA_ERROR_NOT_SUPPORTED, "a library input is not refused");
+	if (phos_mode)
 		CHECK(cuLinkDestroy((CUlinkState)&out) == CUDA_ERROR_INVALID_HANDLE, "a link state that is none");
-	}
 	CU(cuLinkDestroy(ls));
+	check_link_several();
 	unlink(ptx);
 	unlink(cubin);
 }
