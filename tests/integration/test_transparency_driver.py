@@ -59,8 +59,10 @@ try:
     launches = [r for r in recs if r.get("op") == "launch"]
     saxpy = [r for r in launches if r.get("kernel") == "_Z9drv_saxpyfPKfPfi"]
     fill = [r for r in launches if r.get("kernel") == "drv_fill"]
-    check(len(saxpy) == 16 and len(fill) == 1, f"launches: {[r.get('kernel') for r in launches]}")
-    want_sets = ["exact"] * 4 + ["opaque"] * 2 + ["exact"] * 2 + ["exact"] * 2 + ["opaque"] * 2 + ["exact"] * 4
+    check(len(saxpy) == 18 and len(fill) == 1, f"launches: {[r.get('kernel') for r in launches]}")
+    # ... and last, twice through the legacy API (cuParamSet*, cuLaunchGrid[Async]: the packed buffer)
+    want_sets = (["exact"] * 4 + ["opaque"] * 2 + ["exact"] * 2 + ["exact"] * 2 + ["opaque"] * 2 + ["exact"] * 4 +
+                 ["exact"] * 2)
     check([r.get("sets") for r in saxpy] == want_sets, f"saxpy sets: {[r.get('sets') for r in saxpy]}")
     for r in [r for r, want in zip(saxpy, want_sets) if want == "exact"]:
         writes, reads = r.get("writes", []), r.get("reads", [])

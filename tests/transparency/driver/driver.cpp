@@ -10,7 +10,8 @@
 // error names, and bad images refused; modules loaded from files
 // (cuModuleLoad), and PTX linked at run time as NVIDIA's ptxjit does
 // (cuLinkCreate, cuLinkAddData/AddFile, cuLinkComplete), and relocatable
-// device code of several inputs linked into one cubin.
+// device code of several inputs linked into one cubin; the legacy launch
+// API (cuFuncSetBlockShape, cuParamSet*, cuLaunchGrid).
 //
 //   driver [phos]   "phos": also checks what only phos-fn promises (exact
 //                   error codes for bad images, cuGetProcAddress returning
@@ -474,6 +475,57 @@ static void check_link_several(void)
 	CU(cuLinkDestroy(ls));
 }
 
+// The legacy launch API CUDA still exports (old driver-API programs):
+// block shape, parameters at their ABI offsets, cuLaunchGrid and
+// cuLaunchGridAsync; saxpy's answers checked. mod: the PTX module.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static void check_legacy(CUmodule mod, CUstream stream)
+{
+	CUfunction f;
+	CUdeviceptr dx, dy;
+	float x[N], y[N], want[N], got[N], a = -1.5f;
+	int n = N;
+
+	CU(cuModuleGetFunction(&f, mod, "_Z9drv_saxpyfPKfPfi"));
+	if (phos_mode)
+		CHECK(cuLaunchGrid(f, 1, 1) == CUDA_ERROR_INVALID_VALUE, "a legacy launch without a block shape");
+	for (int i = 0; i < N; i++) {
+		x[i] = (float)(i % 17);
+		y[i] = 0.25f * (float)i;
+		want[i] = a * x[i] + y[i];
+	}
+	CU(cuMemAlloc(&dx, sizeof(x)));
+	CU(cuMemAlloc(&dy, sizeof(y)));
+	CU(cuMemcpyHtoD(dx, x, sizeof(x)));
+	CU(cuMemcpyHtoD(dy, y, sizeof(y)));
+	CU(cuFuncSetBlockShape(f, 128, 1, 1));
+	CU(cuFuncSetSharedSize(f, 0));
+	CU(cuParamSetf(f, 0, a));
+	CU(cuParamSetv(f, 8, &dx, sizeof(dx)));
+	CU(cuParamSetv(f, 16, &dy, sizeof(dy)));
+	CU(cuParamSeti(f, 24, (unsigned)n));
+	CU(cuParamSetSize(f, 28));
+	CU(cuLaunchGrid(f, (N + 127) / 128, 1));
+	CU(cuCtxSynchronize());
+	CU(cuMemcpyDtoH(got, dy, sizeof(got)));
+	for (int i = 0; i < N; i++)
+		CHECK(got[i] == want[i], "legacy launch: y[%d] = %g, want %g", i, got[i], want[i]);
+	// again on a stream, y = a x + y once more
+	CU(cuLaunchGridAsync(f, (N + 127) / 128, 1, stream));
+	CU(cuStreamSynchronize(stream));
+	CU(cuMemcpyDtoH(got, dy, sizeof(got)));
+	for (int i = 0; i < N; i++)
+		CHECK(got[i] == a * x[i] + want[i], "legacy async launch: y[%d] = %g, want %g", i, got[i],
+		      a * x[i] + want[i]);
+	if (phos_mode)
+		CHECK(cuParamSetv(f, 4090, &dx, sizeof(dx)) == CUDA_ERROR_INVALID_VALUE,
+		      "a parameter past the legacy API's 4 KiB");
+	CU(cuMemFree(dx));
+	CU(cuMemFree(dy));
+}
+#pragma GCC diagnostic pop
+
 // Modules read from files: PTX and a cubin, and a path that is not there.
 static void check_module_files(void)
 {
@@ -622,6 +674,7 @@ int main(int argc, char **argv)
 	check_pointers(ctx);
 	check_bad_images();
 	check_module_files();
+	check_legacy(mods[0], stream);
 	check_proc_address();
 	if (phos_mode) {
 		// what phos-fn does not forward is refused, never faked (and named once in its log)
