@@ -275,9 +275,9 @@ static CUresult jit_link(struct link *l)
 	if (r)
 		return r;
 	snprintf(arch, sizeof(arch), "-arch=sm_%d%d", major, minor);
-	if (jl.create(&h, 1, opts) != NVJITLINK_SUCCESS)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	jr = NVJITLINK_SUCCESS;
+	jr = jl.create(&h, 1, opts);
+	if (jr != NVJITLINK_SUCCESS)   /* out of memory, or an arch this nvJitLink does not know */
+		return jr == NVJITLINK_ERROR_INTERNAL ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_NOT_SUPPORTED;
 	for (unsigned i = 0; i < l->n && jr == NVJITLINK_SUCCESS; i++)
 		jr = jl.add(h, type_of[l->in[i].type], l->in[i].data, l->in[i].size, "input");
 	if (jr == NVJITLINK_SUCCESS)
