@@ -97,7 +97,6 @@ static int ready(struct phos_device *dev, int *st)
 struct cuda_rand_gen {
 	curandGenerator_t g;
 	void *stream;           /* bound with curandSetStream (NULL: the default stream) */
-	double lambda;          /* of its last Poisson call (0: none yet) */
 };
 
 static int cuda_rand_version(struct phos_device *dev, struct phos_reply_rand_version *ret, int *st)
@@ -161,26 +160,14 @@ static void cuda_rand_destroy(struct phos_device *dev, void *gen)
 	free(g);
 }
 
-/* A Poisson call. cuRAND keeps the distribution of the generator's last
- * lambda and makes it again when lambda changes. On the H200 (2026-12-04) a
- * Philox generator called with lambda 4 and 3000 in turn gave draws of the
- * other lambda in 62% of the steps natively (and in 18% forwarded before
- * this); with the context idle around a change of lambda, in none of 3000
- * steps forwarded. That test read its buffers with cudaMemcpy while the
- * generator ran on a non-blocking stream (fixed 2026-12-05), which explains
- * the stale draws as well; the waits stay until a GPU run of the fixed test
- * shows native and forwarded alike without them. */
+/* A Poisson call, as the program made it: cuRAND makes the distribution of
+ * a new lambda again by itself. (Until 2026-12-05 the context was idle
+ * around a change of lambda, for stale draws that turned out to be the
+ * test's own race: it read a non-blocking stream's buffers with cudaMemcpy.
+ * On an H100 the fixed test gives the native draws forwarded.) */
 static int poisson(struct cuda_rand_gen *g, void *p, size_t n, double lambda, int *st)
 {
-	bool change = g->lambda != lambda;
-
-	if (change)
-		CU_CHECK(cuda_drv.CtxSynchronize());
 	*st = rnd.GeneratePoisson(g->g, p, n, lambda);
-	if (change && !*st) {
-		g->lambda = lambda;
-		CU_CHECK(cuda_drv.CtxSynchronize());
-	}
 	return 0;
 }
 
