@@ -482,11 +482,19 @@ static int setup(struct loader *l, const struct loader_item *items, size_t n)
 	const struct phos_device_ops *d = l->d;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	const char *env = getenv("PHOS_STAGE_SLOTS");
+	uint64_t chunks = 0;
 	int r;
 
 	l->nslots = STAGE_SLOTS;
 	if (env && atoi(env) >= 4 && atoi(env) <= STAGE_SLOTS_MAX)
 		l->nslots = (unsigned)atoi(env);
+	/* no more slots than chunks to move: each cold slot is 4 MiB pinned
+	 * (cuMemHostRegister, milliseconds each), which a restore of one small
+	 * buffer beside shared ones paid for all 16 */
+	for (size_t i = 0; i < n; i++)
+		chunks += (items[i].len + CHUNK - 1) / CHUNK;
+	if (chunks < l->nslots)
+		l->nslots = chunks ? (unsigned)chunks : 1;
 	env = getenv("PHOS_RESTORE_THROTTLE_MIBPS");
 	if (env && atof(env) > 0)
 		l->throttle = atof(env) * (1 << 20);

@@ -976,26 +976,39 @@ static size_t plan_items(struct executor *ex, const struct phos_image *img, stru
 	return eager;
 }
 
-/* Whether most of the file is in the page cache (sampled with mincore). */
-static bool cached(int fd, uint64_t size)
+/* Whether most of what the n items read of the file (size bytes) is in the
+ * page cache: mincore of one page at up to 256 points spread evenly over
+ * the items' bytes. (mincore of the whole file took 145 ms at 16 GiB, most
+ * of a restore that reads one small buffer of it.) */
+static bool cached(int fd, uint64_t size, const struct loader_item *items, size_t n)
 {
-	long page = sysconf(_SC_PAGESIZE);
-	uint64_t pages = (size + (uint64_t)page - 1) / (uint64_t)page, step, in = 0, seen = 0;
-	unsigned char *vec;
-	void *map;
+	const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t total = 0, samples, in = 0, seen = 0, acc = 0;
+	size_t i = 0;
+	uint8_t *map;
 
-	if (!size)
+	for (size_t k = 0; k < n; k++)
+		total += items[k].len;
+	if (!size || !total)
 		return true;
 	map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED)
 		return true;
-	vec = malloc(pages);
-	if (vec && mincore(map, size, vec) == 0) {
-		step = pages / 4096 + 1;
-		for (uint64_t i = 0; i < pages; i += step, seen++)
-			in += vec[i] & 1;
+	samples = total / page < 256 ? total / page + 1 : 256;
+	for (uint64_t s = 0; s < samples; s++) {
+		uint64_t pos = total / samples * s, off;
+		unsigned char v;
+
+		while (i < n && pos >= acc + items[i].len)
+			acc += items[i++].len;
+		if (i == n)
+			break;
+		off = (items[i].off + (pos - acc)) / page * page;
+		if (off < size && mincore(map + off, page, &v) == 0) {
+			in += v & 1;
+			seen++;
+		}
 	}
-	free(vec);
 	munmap(map, size);
 	return seen == 0 || in * 2 >= seen;
 }
@@ -1090,11 +1103,12 @@ static int place_streaming(struct executor *ex, const struct phos_image *img, co
 	return r;
 }
 
-/* dir's gpu.data as the restore engine's source: hot (straight from the
- * pinned page cache), or cold and not cached (O_DIRECT, so that a cold image
- * does not also pass through the page cache), or buffered. */
-static int open_source(struct executor *ex, const char *dir, const struct phos_image *img, struct loader_source *src,
-		       char *err, size_t errlen)
+/* dir's gpu.data as the restore engine's source for the n items: hot
+ * (straight from the pinned page cache), or cold and what the items read not
+ * cached (O_DIRECT, so that a cold image does not also pass through the page
+ * cache), or buffered. */
+static int open_source(struct executor *ex, const char *dir, const struct phos_image *img,
+		       const struct loader_item *items, size_t n, struct loader_source *src, char *err, size_t errlen)
 {
 	char path[4096];
 
@@ -1107,7 +1121,7 @@ static int open_source(struct executor *ex, const char *dir, const struct phos_i
 		return r;
 	}
 	src->map = exec_hot_find(ex, src->fd, img->data_bytes, &src->zeros, &src->nzeros);
-	if (!src->map && !cached(src->fd, img->data_bytes)) {
+	if (!src->map && !cached(src->fd, img->data_bytes, items, n)) {
 		int dfd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
 
 		if (dfd >= 0) {
@@ -1202,7 +1216,7 @@ static int start_engine(struct executor *ex, const char *dir, const struct phos_
 	int r;
 
 	*eager = plan_items(ex, img, items, n);
-	r = open_source(ex, dir, img, src, err, errlen);
+	r = open_source(ex, dir, img, items, *n, src, err, errlen);
 	if (r < 0)
 		return r;
 	phos_info("restoring %s: %zu items, %s source%s%s", dir, *n, src->map ? "hot (pinned page cache)" : "cold",
