@@ -20,7 +20,12 @@ under 1% of the first's GPU memory. Records: bench/results/sharing.json
 (and .png), copied to $OUT.
 
 usage: python3 bench/sharing.py BUILD_DIR [--device cuda|sim] [--gib 16] [--instances 8]
-         [--systems private,shared] [--hold-ms 6000] [--cache hot|cold] [--name sharing]
+         [--private-instances N] [--systems private,shared] [--hold-ms 6000] [--cache hot|cold]
+         [--name sharing]
+
+--private-instances: fewer private instances where 8 private copies do not
+fit (an 80 GiB H100 holds 4 of 16 GiB); the shared system still starts
+--instances.
 
 --cache hot (the default) makes the first call once every pooled executor
 holds the snapshot's gpu.data pinned (hot_after_deploy_s: how long that took
@@ -110,7 +115,7 @@ def h2d_gbs(build, device):
     return json.loads(lines[-1]).get("h2d_pinned_gbs") if p.returncode == 0 and lines else None
 
 
-def run_system(a, build, tmp, system, nbuf, mib, hot):
+def run_system(a, build, tmp, system, nbuf, mib, hot, instances):
     """One invoker, the function deployed (shared or not), N cold starts: [{k, ...}]; hot[system]: seconds
     from the deploy until the pool held the snapshot hot (--cache hot)."""
     port = free_port()
@@ -119,8 +124,8 @@ def run_system(a, build, tmp, system, nbuf, mib, hot):
     os.makedirs(cwd)
     log = os.path.join(tmp, f"invoker-{system}.log")
     inv = subprocess.Popen([os.path.join(build, "invoker", "phos-invoker"), "--listen", f"127.0.0.1:{port}",
-                            "--state-dir", state, "--device", a.device, "--pool", str(a.instances),
-                            "--max-instances", str(2 * a.instances)],
+                            "--state-dir", state, "--device", a.device, "--pool", str(instances),
+                            "--max-instances", str(2 * instances)],
                            stdout=open(log, "w"), stderr=subprocess.STDOUT, cwd=cwd,
                            env=dict(os.environ, PHOS_LOG=os.environ.get("PHOS_LOG", "info"), PHOS_SIM_TWINS=os.path.join(build, "tests", "integration",
                                                                             "libphos-twins-tests.so")))
@@ -137,7 +142,7 @@ def run_system(a, build, tmp, system, nbuf, mib, hot):
         token = open(os.path.join(state, "admin.token")).read().strip()
         body = {"name": "probe", "program": os.path.join(build, "tests", "integration", "share_probe"),
                 "args": [str(nbuf), str(mib)],
-                "limits": {"max_instances": a.instances, "timeout_ms": 600000, "deploy_timeout_ms": 600000}}
+                "limits": {"max_instances": instances, "timeout_ms": 600000, "deploy_timeout_ms": 600000}}
         if system == "shared":
             body["share"] = True
         st, data = admin(port, token, "POST", "/system/functions", body)
@@ -155,7 +160,7 @@ def run_system(a, build, tmp, system, nbuf, mib, hot):
             if held:
                 hot[system] = hot_s
         want = None
-        for k in range(1, a.instances + 1):
+        for k in range(1, instances + 1):
             holds = [threading.Thread(target=call, args=(port, {"op": "sum", "buf": 0, "n": 1024,
                                                                "sleep_ms": a.hold_ms}))
                      for _ in range(k - 1)]
@@ -222,21 +227,27 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--gib", type=float, default=16)
     ap.add_argument("--instances", type=int, default=8)
+    ap.add_argument("--private-instances", type=int, default=0,
+                    help="instances of the private system when fewer fit (an 80 GiB H100 holds 4 private copies "
+                         "of 16 GiB); default: --instances")
     ap.add_argument("--systems", default="private,shared")
     ap.add_argument("--name", default="sharing")
     ap.add_argument("--hold-ms", type=int, default=6000, help="how long the calls that keep earlier instances busy sleep")
     ap.add_argument("--cache", choices=("hot", "cold"), default="hot",
                     help="hot: the first call once the pool holds gpu.data pinned; cold: 2 s after the deploy")
     a = ap.parse_args()
-    if not 2 <= a.instances <= 16 or not 0 < a.gib <= 64:
-        sys.exit("--instances 2..16, --gib up to 64")
+    if not a.private_instances:
+        a.private_instances = a.instances
+    if not 2 <= a.instances <= 16 or not 2 <= a.private_instances <= 16 or not 0 < a.gib <= 64:
+        sys.exit("--instances and --private-instances 2..16, --gib up to 64")
     build = os.path.abspath(a.build)
     nbuf = 16 if a.gib >= 1 else 4
     mib = max(4, int(a.gib * 1024 / nbuf))
     tmp = tempfile.mkdtemp(prefix="phos-sharing-bench-")
     os.chmod(tmp, 0o711)
     res = {"bench": "sharing", "device": gpu_name(a.device), "date": datetime.date.today().isoformat(),
-           "gib": nbuf * mib / 1024, "buffers": nbuf, "buffer_mib": mib, "instances": a.instances, "cache": a.cache,
+           "gib": nbuf * mib / 1024, "buffers": nbuf, "buffer_mib": mib, "instances": a.instances,
+           "private_instances": a.private_instances, "cache": a.cache,
            "systems": {}}
     hot = {}
     bw = h2d_gbs(build, a.device)
@@ -244,7 +255,8 @@ def main():
         res["h2d_pinned_gbs"] = bw
         res["limit_private_restore_s"] = nbuf * mib * 2**20 / (bw * 1e9)
     for system in a.systems.split(","):
-        res["systems"][system] = run_system(a, build, tmp, system, nbuf, mib, hot)
+        res["systems"][system] = run_system(a, build, tmp, system, nbuf, mib, hot,
+                                            a.private_instances if system == "private" else a.instances)
     summary = {}
     for system, rows in res["systems"].items():
         later = [r for r in rows if r["k"] > 1 and r["status"] == 200]
