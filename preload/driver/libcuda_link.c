@@ -47,6 +47,7 @@ struct link_input {
 	CUjitInputType type;
 	char *data;     /* a copy; PTX NUL-terminated */
 	size_t size;    /* as given (PTX: with its NUL when the caller counted it) */
+	char name[128]; /* as given (cuLinkAddData's name, cuLinkAddFile's path), for nvJitLink's log */
 };
 
 struct link {
@@ -124,8 +125,8 @@ static CUresult input_check(CUjitInputType t, const void *data, size_t size)
 	}
 }
 
-/* Adds a copy of data to state s. */
-static CUresult link_add(CUlinkState s, CUjitInputType type, const void *data, size_t size)
+/* Adds a copy of data to state s, called name (or NULL) in link errors. */
+static CUresult link_add(CUlinkState s, CUjitInputType type, const void *data, size_t size, const char *name)
 {
 	struct link *l;
 	char *copy;
@@ -145,7 +146,9 @@ static CUresult link_add(CUlinkState s, CUjitInputType type, const void *data, s
 	l = link_of(s);
 	r = !l ? CUDA_ERROR_INVALID_HANDLE : l->n == LINK_MAX_INPUTS ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 	if (r == CUDA_SUCCESS) {
-		l->in[l->n++] = (struct link_input){ .type = type, .data = copy, .size = size };
+		l->in[l->n] = (struct link_input){ .type = type, .data = copy, .size = size };
+		snprintf(l->in[l->n].name, sizeof(l->in[l->n].name), "%s", name ? name : "input");
+		l->n++;
 		copy = NULL;
 	}
 	pthread_mutex_unlock(&links_lock);
@@ -159,11 +162,10 @@ PHOS_EXPORT CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, vo
 {
 	CUresult r;
 
-	(void)name;
 	NEED_INIT();
 	if (numOptions && (!options || !optionValues))
 		return CUDA_ERROR_INVALID_VALUE;
-	r = link_add(state, type, data, size);
+	r = link_add(state, type, data, size, name);
 	if (r == CUDA_SUCCESS)
 		cu_jit_options_answer(numOptions, options, optionValues);
 	return r;
@@ -181,7 +183,7 @@ PHOS_EXPORT CUresult cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, co
 		return CUDA_ERROR_INVALID_VALUE;
 	r = cu_read_module_file(path, &buf, &size);
 	if (r == CUDA_SUCCESS)
-		r = link_add(state, type, buf, type == CU_JIT_INPUT_PTX ? size + 1 : size);
+		r = link_add(state, type, buf, type == CU_JIT_INPUT_PTX ? size + 1 : size, path);
 	free(buf);
 	if (r == CUDA_SUCCESS)
 		cu_jit_options_answer(numOptions, options, optionValues);
@@ -279,7 +281,7 @@ static CUresult jit_link(struct link *l)
 	if (jr != NVJITLINK_SUCCESS)   /* out of memory, or an arch this nvJitLink does not know */
 		return jr == NVJITLINK_ERROR_INTERNAL ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_NOT_SUPPORTED;
 	for (unsigned i = 0; i < l->n && jr == NVJITLINK_SUCCESS; i++)
-		jr = jl.add(h, type_of[l->in[i].type], l->in[i].data, l->in[i].size, "input");
+		jr = jl.add(h, type_of[l->in[i].type], l->in[i].data, l->in[i].size, l->in[i].name);
 	if (jr == NVJITLINK_SUCCESS)
 		jr = jl.complete(h);
 	if (jr == NVJITLINK_SUCCESS)
