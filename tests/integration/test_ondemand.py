@@ -11,9 +11,10 @@
   instance with a clear error and no answer computed from wrong data, through
   phos-fn restore and through the invoker (502, and the log says why);
 - the buffers are mapped while the engine streams into those mapped already
-  (slow sim mappings: the first buffer is in before the placement ends, and
-  every answer is right, on demand and stop-the-world); a buffer that cannot
-  be mapped halfway through fails the restore clearly, without a hang;
+  (every answer is right, on demand and stop-the-world; with the sim's
+  mappings slowed, the first buffer is in before the placement ends); a
+  buffer that cannot be mapped halfway through fails the restore clearly,
+  without a hang;
 - a hot snapshot's chunks of zeros (whole buffers, and the second half of one)
   are set on the device instead of copied, and every buffer answers as in the
   original process.
@@ -103,9 +104,12 @@ for mode in ("--on-demand", "stop-the-world"):
     phases = [t["phases"] for t in lines if t.get("op") == "restore_phases"]
     placement = re.search(r"placement ([0-9.]+)", phases[0]) if phases else None
     first = min((t["ms"] for t in lines if t.get("op") == "restore_resident"), default=None)
-    # the first buffer is in while the others are still being mapped
-    check(placement and first is not None and float(placement.group(1)) >= 100 and first < float(placement.group(1)),
-          f"restore {mode}: placement {phases[:1]}, first buffer resident at {first} ms")
+    # the first buffer is in while the others are still being mapped (only
+    # the sim's mappings are slowed: on a GPU all 16 take about 1 ms)
+    if DEVICE == "sim":
+        check(placement and first is not None and float(placement.group(1)) >= 100 and
+              first < float(placement.group(1)),
+              f"restore {mode}: placement {phases[:1]}, first buffer resident at {first} ms")
 
 # a buffer that cannot be mapped halfway through, the engine streaming into
 # the earlier ones: a clear error, no hang, no answer
