@@ -47,6 +47,18 @@ def metric(inv, name, fn):
     return int(m.group(1)) if m else None
 
 
+def metric_settled(inv, name, fn, want, timeout=10.0):
+    """name's value for fn once it is want (or the last one seen after
+    timeout s): what a call's answer leads to afterwards (the copied buffers
+    it reports) is done after the answer is sent, off the call's path."""
+    t0 = time.monotonic()
+    while True:
+        v = metric(inv, name, fn)
+        if v == want or time.monotonic() - t0 > timeout:
+            return v
+        time.sleep(0.05)
+
+
 def token(inv):
     with open(os.path.join(inv.state, "admin.token")) as f:
         return f.read().strip()
@@ -149,7 +161,8 @@ try:
     check(st == 200 and a["sum"] != fresh, f"learn: the filling call writes buffer 3: {st} {a}")
     once = a["sum"]
     check(metric(inv, "phos_shared_cow_bytes_total", "learn") == 4 * MIB, "the filling instance copied buffer 3")
-    shared = metric(inv, "phos_shared_bytes", "learn")
+    # (learnt after the answer is sent: inv_invoke_done)
+    shared = metric_settled(inv, "phos_shared_bytes", "learn", 3 * 4 * MIB)
     check(shared == 3 * 4 * MIB, f"buffer 3, written by a first call, is shared no more: {shared}")
     # new instances restore buffer 3 privately, from the snapshot: their
     # first call writes it without a copy, and starts from the snapshot's
