@@ -488,13 +488,6 @@ static int setup(struct loader *l, const struct loader_item *items, size_t n)
 	l->nslots = STAGE_SLOTS;
 	if (env && atoi(env) >= 4 && atoi(env) <= STAGE_SLOTS_MAX)
 		l->nslots = (unsigned)atoi(env);
-	/* no more slots than chunks to move: each cold slot is 4 MiB pinned
-	 * (cuMemHostRegister, milliseconds each), which a restore of one small
-	 * buffer beside shared ones paid for all 16 */
-	for (size_t i = 0; i < n; i++)
-		chunks += (items[i].len + CHUNK - 1) / CHUNK;
-	if (chunks < l->nslots)
-		l->nslots = chunks ? (unsigned)chunks : 1;
 	env = getenv("PHOS_RESTORE_THROTTLE_MIBPS");
 	if (env && atof(env) > 0)
 		l->throttle = atof(env) * (1 << 20);
@@ -502,8 +495,7 @@ static int setup(struct loader *l, const struct loader_item *items, size_t n)
 	l->by_addr = calloc(n ? n : 1, sizeof(*l->by_addr));
 	l->urgent = calloc(n ? n : 1, sizeof(*l->urgent));
 	l->touched = calloc(n ? n : 1, sizeof(*l->touched));
-	l->hashq = calloc(l->nslots, sizeof(*l->hashq));
-	if (!l->items || !l->by_addr || !l->urgent || !l->touched || !l->hashq)
+	if (!l->items || !l->by_addr || !l->urgent || !l->touched)
 		return -ENOMEM;
 	l->n = n;
 	for (size_t i = 0; i < n; i++) {
@@ -512,6 +504,7 @@ static int setup(struct loader *l, const struct loader_item *items, size_t n)
 		it->it = items[i];
 		it->pos = (uint32_t)i;
 		it->nchunks = (items[i].len + CHUNK - 1) / CHUNK;
+		chunks += it->nchunks;
 		it->dev = items[i].device;
 		if (it->dev < 0 || it->dev >= l->ndevs)
 			return -EINVAL;
@@ -522,6 +515,14 @@ static int setup(struct loader *l, const struct loader_item *items, size_t n)
 		}
 		l->by_addr[i] = (uint32_t)i;
 	}
+	/* no more slots than chunks to move: each cold slot is 4 MiB pinned
+	 * (cuMemHostRegister, milliseconds each), which a restore of one small
+	 * buffer beside shared ones paid for all 16 */
+	if (chunks < l->nslots)
+		l->nslots = chunks ? (unsigned)chunks : 1;
+	l->hashq = calloc(l->nslots, sizeof(*l->hashq));
+	if (!l->hashq)
+		return -ENOMEM;
 	qsort_r(l->by_addr, n, sizeof(*l->by_addr), by_addr_cmp, l->items);
 	for (int k = 0; k < l->ndevs && n; k++) {
 		if (d->flags_alloc(l->dev[k], (uint32_t)n, &l->flags[k]) < 0)
