@@ -38,17 +38,26 @@ static pthread_mutex_t legacy_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct legacy *funcs;   /* under legacy_lock */
 static unsigned nfuncs;
 
-/* f's state, made on first use (legacy_lock held), or NULL (no memory, or
- * too many functions). */
-static struct legacy *state_of(CUfunction f)
+/* f's state, made on first use, with legacy_lock held; or NULL, the lock
+ * not held, and the error in *r (not a function, no memory, or too many
+ * functions). Callers unlock. */
+static struct legacy *state_lock(CUfunction f, CUresult *r)
 {
 	struct legacy *s;
 
+	if (!phos_handle_unwrap(f, PHOS_H_FUNC)) {
+		*r = CUDA_ERROR_INVALID_HANDLE;
+		return NULL;
+	}
+	pthread_mutex_lock(&legacy_lock);
 	for (s = funcs; s; s = s->next)
 		if (s->f == f)
 			return s;
-	if (nfuncs == LEGACY_FUNCS_MAX || !(s = calloc(1, sizeof(*s))))
+	if (nfuncs == LEGACY_FUNCS_MAX || !(s = calloc(1, sizeof(*s)))) {
+		pthread_mutex_unlock(&legacy_lock);
+		*r = CUDA_ERROR_OUT_OF_MEMORY;
 		return NULL;
+	}
 	s->f = f;
 	s->next = funcs;
 	funcs = s;
@@ -56,52 +65,66 @@ static struct legacy *state_of(CUfunction f)
 	return s;
 }
 
-/* Runs set on f's state under the lock. */
-#define WITH_STATE(f, set)                                                  \
-	({                                                                  \
-		CUresult with_r_ = CUDA_SUCCESS;                            \
-		struct legacy *st;                                          \
-		if (!phos_handle_unwrap((f), PHOS_H_FUNC))                  \
-			return CUDA_ERROR_INVALID_HANDLE;                   \
-		pthread_mutex_lock(&legacy_lock);                           \
-		st = state_of(f);                                           \
-		if (!st)                                                    \
-			with_r_ = CUDA_ERROR_OUT_OF_MEMORY;                 \
-		else                                                        \
-			set;                                                \
-		pthread_mutex_unlock(&legacy_lock);                         \
-		with_r_;                                                    \
-	})
-
 PHOS_EXPORT CUresult cuFuncSetBlockShape(CUfunction hfunc, int x, int y, int z)
 {
+	struct legacy *st;
+	CUresult r;
+
 	NEED_INIT();
 	if (x <= 0 || y <= 0 || z <= 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	return WITH_STATE(hfunc, (st->block[0] = (uint32_t)x, st->block[1] = (uint32_t)y, st->block[2] = (uint32_t)z));
+	if (!(st = state_lock(hfunc, &r)))
+		return r;
+	st->block[0] = (uint32_t)x;
+	st->block[1] = (uint32_t)y;
+	st->block[2] = (uint32_t)z;
+	pthread_mutex_unlock(&legacy_lock);
+	return CUDA_SUCCESS;
 }
 
 PHOS_EXPORT CUresult cuFuncSetSharedSize(CUfunction hfunc, unsigned int bytes)
 {
+	struct legacy *st;
+	CUresult r;
+
 	NEED_INIT();
-	return WITH_STATE(hfunc, st->shmem = bytes);
+	if (!(st = state_lock(hfunc, &r)))
+		return r;
+	st->shmem = bytes;
+	pthread_mutex_unlock(&legacy_lock);
+	return CUDA_SUCCESS;
 }
 
 PHOS_EXPORT CUresult cuParamSetSize(CUfunction hfunc, unsigned int numbytes)
 {
+	struct legacy *st;
+	CUresult r;
+
 	NEED_INIT();
 	if (numbytes > LEGACY_PARAM_MAX)
 		return CUDA_ERROR_INVALID_VALUE;
-	return WITH_STATE(hfunc, st->size = numbytes);
+	if (!(st = state_lock(hfunc, &r)))
+		return r;
+	st->size = numbytes;
+	pthread_mutex_unlock(&legacy_lock);
+	return CUDA_SUCCESS;
 }
 
 /* numbytes of ptr at offset of f's parameter buffer. */
 static CUresult param_set(CUfunction f, int offset, const void *ptr, unsigned numbytes)
 {
+	struct legacy *st;
+	CUresult r;
+
 	NEED_INIT();
 	if (offset < 0 || (!ptr && numbytes) || (uint64_t)offset + numbytes > LEGACY_PARAM_MAX)
 		return CUDA_ERROR_INVALID_VALUE;
-	return WITH_STATE(f, (numbytes ? memcpy(st->params + offset, ptr, numbytes) : NULL));
+	if (!(st = state_lock(f, &r)))
+		return r;
+	if (numbytes)
+		memcpy(st->params + offset, ptr, numbytes);
+	pthread_mutex_unlock(&legacy_lock);
+	return CUDA_SUCCESS;
 }
 
 PHOS_EXPORT CUresult cuParamSetv(CUfunction hfunc, int offset, void *ptr, unsigned int numbytes)
@@ -123,6 +146,7 @@ PHOS_EXPORT CUresult cuParamSetf(CUfunction hfunc, int offset, float value)
 static CUresult legacy_launch(CUfunction f, int w, int h, CUstream stream)
 {
 	unsigned char params[LEGACY_PARAM_MAX];
+	struct legacy *st;
 	uint32_t block[3];
 	unsigned shmem;
 	size_t size;
@@ -131,10 +155,13 @@ static CUresult legacy_launch(CUfunction f, int w, int h, CUstream stream)
 	NEED_INIT();
 	if (w <= 0 || h <= 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	r = WITH_STATE(f, (memcpy(block, st->block, sizeof(block)), shmem = st->shmem, size = st->size,
-			   memcpy(params, st->params, st->size)));
-	if (r)
+	if (!(st = state_lock(f, &r)))
 		return r;
+	memcpy(block, st->block, sizeof(block));
+	shmem = st->shmem;
+	size = st->size;
+	memcpy(params, st->params, size);
+	pthread_mutex_unlock(&legacy_lock);
 	if (!block[0])
 		return CUDA_ERROR_INVALID_VALUE;   /* no cuFuncSetBlockShape */
 	void *extra[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, params, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
